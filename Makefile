@@ -1,0 +1,118 @@
+# netrun — build, test, install.  See README.md.
+#
+#   make            build ./netrun
+#   make deps       install missing Debian packages (apt-get)
+#   make test       deps, build, and every test
+#   make asan       the whole suite under AddressSanitizer + UBSan
+#   make install    PREFIX=/usr/local DESTDIR=
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+BUILD   ?= build
+
+WARN    = -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
+          -Wmissing-prototypes -Wformat=2 -Wundef -Wvla -Wcast-align \
+          -Wnull-dereference -Wdouble-promotion
+ifdef CI
+WARN   += -Werror
+endif
+OPT     ?= -O2 -g
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -Isrc -I$(BUILD) $(CFLAGS)
+LDLIBS  = -lopenblas -lz -ledit -lm
+
+# Debian packages: build, run, and test dependencies.
+DEB_PKGS = flex bison libopenblas-dev zlib1g-dev libedit-dev bats \
+           dataset-fashion-mnist graphviz man-db groff-base jq
+
+SRC     = $(wildcard src/*.c src/ops/*.c)
+OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
+DEP     = $(OBJ:.o=.d)
+
+all: netrun
+
+netrun: $(OBJ)
+	$(CC) $(CFLAGS_ALL) -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/%.o: %.c | $(BUILD)/parser.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+# The generated parser and lexer are build outputs.  Their code is not ours,
+# so it is compiled without the strictest warnings.
+GEN_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Isrc -I$(BUILD) $(CFLAGS) \
+             -Wno-unused-function -Wno-unused-but-set-variable -Wno-sign-compare
+
+$(BUILD)/parser.c $(BUILD)/parser.h: grammar/netrun.y
+	@mkdir -p $(BUILD)
+	bison -Wall -Werror --defines=$(BUILD)/parser.h -o $(BUILD)/parser.c $<
+
+$(BUILD)/lexer.c $(BUILD)/lexer.h: grammar/netrun.l $(BUILD)/parser.h
+	@mkdir -p $(BUILD)
+	flex --header-file=$(BUILD)/lexer.h -o $(BUILD)/lexer.c $<
+
+$(BUILD)/parser.o: $(BUILD)/parser.c $(BUILD)/lexer.h
+	$(CC) $(GEN_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/lexer.o: $(BUILD)/lexer.c
+	$(CC) $(GEN_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/src/ast.o: $(BUILD)/lexer.h
+
+-include $(DEP)
+
+# ---- set-up -------------------------------------------------------------
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' \
+	    || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# ---- tests ------------------------------------------------------------------
+NETRUN ?= $(CURDIR)/netrun
+
+test: deps
+	$(MAKE) netrun
+	$(MAKE) check
+
+check:
+	NETRUN=$(NETRUN) tests/run-cases.sh
+	NETRUN=$(NETRUN) bats tests/*.bats
+
+# Regenerate the expected output of every data case after a deliberate change.
+regen: netrun
+	NETRUN=$(NETRUN) tests/run-cases.sh --regen
+
+asan: deps
+	$(MAKE) BUILD=build/asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  LDFLAGS="-fsanitize=address,undefined" build/asan/netrun
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(MAKE) check NETRUN=$(CURDIR)/build/asan/netrun
+
+build/asan/netrun: $(OBJ)
+	$(CC) $(CFLAGS_ALL) -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS)
+
+# ---- install ----------------------------------------------------------------
+install: netrun
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/netrun/stdlib \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 netrun $(DESTDIR)$(PREFIX)/bin/netrun
+	install -m 644 stdlib/*.net $(DESTDIR)$(PREFIX)/share/netrun/stdlib/
+	install -m 644 man/netrun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 man/netrun-lang.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+
+clean:
+	rm -rf $(BUILD) build netrun
+
+.PHONY: all deps test check regen asan install clean
+
+# ---- training ------------------------------------------------------------------
+# The README's first command: set up, build, and train the example model.
+train: deps
+	$(MAKE) netrun
+	./netrun train examples/fashion_mlp.net
+.PHONY: train

@@ -1,0 +1,182 @@
+/* diag.c — printing errors with their source line and a caret. */
+#include "diag.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+void diag_init(Diag *d, Arena *arena) {
+  memset(d, 0, sizeof *d);
+  d->arena = arena;
+  d->max_errors = DIAG_MAX_ERRORS;
+  d->out = stderr;
+}
+
+int diag_add_source(Diag *d, const char *path, const char *realpath,
+                    const char *text, size_t len) {
+  if (len > UINT32_MAX - 1) len = UINT32_MAX - 1;
+  Source *s = ARENA_PUSH(d->arena, d->files, d->nfiles, d->capfiles);
+  s->path = arena_strdup(d->arena, path);
+  s->realpath = realpath ? arena_strdup(d->arena, realpath) : NULL;
+  s->text = arena_strndup(d->arena, text, len);
+  s->len = (uint32_t)len;
+  int nl = 1;
+  for (size_t i = 0; i < len; i++) nl += text[i] == '\n';
+  s->line_starts = arena_alloc(d->arena, sizeof(uint32_t) * (size_t)nl);
+  s->nlines = 0;
+  s->line_starts[s->nlines++] = 0;
+  for (size_t i = 0; i < len; i++)
+    if (text[i] == '\n') s->line_starts[s->nlines++] = (uint32_t)i + 1;
+  return d->nfiles - 1;
+}
+
+int diag_load_file(Diag *d, const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, strerror(errno));
+    d->nerrors++;
+    return -1;
+  }
+  size_t cap = 65536, len = 0;
+  char *buf = mem_alloc(NULL, cap);
+  size_t got;
+  while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+    len += got;
+    if (len == cap) buf = mem_alloc(buf, cap *= 2);
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    fprintf(d->out, "netrun: error: cannot read %s: read error\n", path);
+    d->nerrors++;
+    mem_free(buf);
+    return -1;
+  }
+  char *rp = realpath(path, NULL);
+  int idx = diag_add_source(d, path, rp, buf, len);
+  free(rp);
+  mem_free(buf);
+  return idx;
+}
+
+void diag_line_col(const Diag *d, int file, uint32_t off, int *line, int *col) {
+  const Source *s = &d->files[file];
+  int lo = 0, hi = s->nlines - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (s->line_starts[mid] <= off) lo = mid;
+    else hi = mid - 1;
+  }
+  *line = lo + 1;
+  *col = (int)(off - s->line_starts[lo]) + 1;
+}
+
+/* Prints the line holding `at` and a caret line under the span (clipped to
+ * that line; long lines are shown as a window around the span). */
+static void show_caret(Diag *d, Span at) {
+  const Source *s = &d->files[at.file];
+  int line, col;
+  diag_line_col(d, at.file, at.start, &line, &col);
+  uint32_t ls = s->line_starts[line - 1];
+  uint32_t le = ls;
+  while (le < s->len && s->text[le] != '\n') le++;
+  if (le > ls && s->text[le - 1] == '\r') le--;
+  uint32_t start = at.start < le ? at.start : le;
+  uint32_t end = at.end > le ? le : at.end;
+  if (end <= start) end = start + 1;
+  /* Window: at most 100 bytes before the caret and 60 after its start. */
+  uint32_t ws = ls, we = le;
+  const char *pre = "", *post = "";
+  if (start - ws > 100) ws = start - 80, pre = "...";
+  if (we > start + 100) we = start + 100, post = "...";
+  if (end > we) end = we;
+  fputs(pre, d->out);
+  for (uint32_t i = ws; i < we; i++) {
+    unsigned char c = (unsigned char)s->text[i];
+    fputc(c == '\t' || c >= 32 ? (int)c : '?', d->out);
+  }
+  fprintf(d->out, "%s\n%*s", post, (int)strlen(pre), "");
+  for (uint32_t i = ws; i < start; i++) fputc(s->text[i] == '\t' ? '\t' : ' ', d->out);
+  fputc('^', d->out);
+  for (uint32_t i = start + 1; i < end; i++) fputc('~', d->out);
+  fputc('\n', d->out);
+}
+
+static void report(Diag *d, Span at, const char *kind, const char *fmt, va_list ap) {
+  if (at.file >= 0) {
+    int line, col;
+    diag_line_col(d, at.file, at.start, &line, &col);
+    fprintf(d->out, "%s:%d:%d: %s: ", d->files[at.file].path, line, col, kind);
+  } else {
+    fprintf(d->out, "netrun: %s: ", kind);
+  }
+  vfprintf(d->out, fmt, ap);
+  fputc('\n', d->out);
+  if (at.file >= 0) show_caret(d, at);
+}
+
+void diag_verror(Diag *d, Span at, const char *fmt, va_list ap) {
+  d->nerrors++;
+  if (d->nerrors > d->max_errors) return;
+  report(d, at, "error", fmt, ap);
+}
+
+void diag_error(Diag *d, Span at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_verror(d, at, fmt, ap);
+  va_end(ap);
+}
+
+void diag_note(Diag *d, Span at, const char *fmt, ...) {
+  if (d->nerrors > d->max_errors) return;
+  va_list ap;
+  va_start(ap, fmt);
+  report(d, at, "note", fmt, ap);
+  va_end(ap);
+}
+
+int diag_finish(Diag *d) {
+  if (d->nerrors > d->max_errors)
+    fprintf(d->out, "netrun: too many errors; %d more not shown\n", d->nerrors - d->max_errors);
+  if (d->nerrors > 1) fprintf(d->out, "%d errors\n", d->nerrors);
+  fflush(d->out);
+  return d->nerrors;
+}
+
+static int edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64) return INT_MAX;
+  int row[65];
+  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j];
+      int best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+const char *diag_nearest(const char *name, const char *const *cands, int n) {
+  const char *best = NULL;
+  int bestd = INT_MAX;
+  int limit = (int)strlen(name) / 3 + 1;
+  if (limit > 3) limit = 3;
+  for (int i = 0; i < n; i++) {
+    if (!cands[i] || strcmp(cands[i], name) == 0) continue;
+    int dist = edit_distance(name, cands[i]);
+    if (dist < bestd || (dist == bestd && best && strcmp(cands[i], best) < 0)) {
+      bestd = dist;
+      best = cands[i];
+    }
+  }
+  return bestd <= limit ? best : NULL;
+}

@@ -1,0 +1,1782 @@
+/* lower.c — lowering: the AST of a script (and its imports) becomes a
+ * program of blocks and op descriptions (program.h).
+ *
+ * Naming scheme.  Every variable name is unique in the whole program, so a
+ * name means one value and rebinding can never corrupt a gradient:
+ *   - the first binding of a script name keeps the name (`h`); each later
+ *     binding gets the next free version `h.1`, `h.2`, ...;
+ *   - names bound inside a function get the function's prefix (`dense.y`);
+ *   - values with no name are temporaries `t.0`, `t.1`, ...;
+ *   - `a = b` binds `a` to b's variable (no op), like Python.
+ * Names written by the user never contain '.', so they never clash with
+ * versions or temporaries.
+ *
+ * Control flow.  A `while` body becomes a block whose args are the carried
+ * names (bound before the loop and assigned in it) and whose results are
+ * their values after a turn plus the next condition; an `if` becomes a
+ * conditional_block with a then block and an else block, whose results are
+ * the names either branch assigns (see src/ops/control.c).
+ *
+ * Parameters' initializers and inputs' defaults lower into the program's
+ * startup block, which the executor runs once before block 0.
+ */
+#include "lower.h"
+
+#include "registry.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- scopes ---------------------------------------------------------------- */
+
+typedef enum BindKind {
+  BIND_VAR,        /* a value: var */
+  BIND_FUNC,       /* a def: def */
+  BIND_CONST,      /* an attribute of a user op, in its body: value */
+  BIND_LOCAL,      /* assigned only inside a body; reading it after is an error */
+} BindKind;
+
+typedef struct Binding {
+  const char *name;
+  BindKind kind;
+  const char *var;
+  const AstNode *def;
+  AttrValue value;
+  Span where;
+  const char *why;      /* BIND_LOCAL: what to say */
+} Binding;
+
+typedef struct Scope Scope;
+struct Scope {
+  Scope *parent;
+  Binding *b;
+  int n, cap;
+};
+
+struct Lowerer {
+  Arena *arena;
+  Diag *diag;
+  Program *prog;
+  Scope *global;
+  Scope *scope;
+  Block *block;
+  const char *fn;                      /* innermost function expanded, or NULL */
+  const AstNode *calls[64];            /* functions being expanded */
+  int ncalls;
+  bool in_grad;                        /* lowering a grad { } body */
+  const AstNode *opdef;                /* the op whose grad body that is */
+  const char *stdlib_dir;
+  const char **loaded; int nloaded, caploaded;        /* realpaths */
+  const char **importing; int nimporting, capimporting;
+  const char **importing_names;
+  int capimporting_names;
+};
+
+static Scope *scope_new(Lowerer *L, Scope *parent) {
+  Scope *s = arena_alloc(L->arena, sizeof *s);
+  s->parent = parent;
+  return s;
+}
+
+static Binding *scope_find_here(Scope *s, const char *name) {
+  for (int i = s->n - 1; i >= 0; i--)
+    if (strcmp(s->b[i].name, name) == 0) return &s->b[i];
+  return NULL;
+}
+
+static Binding *lookup(Lowerer *L, const char *name) {
+  for (Scope *s = L->scope; s; s = s->parent) {
+    Binding *b = scope_find_here(s, name);
+    if (b) return b;
+  }
+  return NULL;
+}
+
+static Binding *bind(Lowerer *L, Scope *s, const char *name, BindKind kind) {
+  Binding *b = scope_find_here(s, name);
+  if (!b) {
+    b = ARENA_PUSH(L->arena, s->b, s->n, s->cap);
+    b->name = arena_strdup(L->arena, name);
+  }
+  const char *keep = b->name;
+  memset(b, 0, sizeof *b);
+  b->name = keep;
+  b->kind = kind;
+  return b;
+}
+
+static void bind_var(Lowerer *L, const char *name, const char *var) {
+  bind(L, L->scope, name, BIND_VAR)->var = var;
+}
+
+/* The base name a binding of `name` gets here (function locals are
+ * prefixed with the function's name). */
+static const char *qualify(Lowerer *L, const char *name) {
+  return L->fn ? arena_printf(L->arena, "%s.%s", L->fn, name) : name;
+}
+
+/* ---- building ops -------------------------------------------------------- */
+
+static OpDesc *new_op(Lowerer *L, const char *type, Span span) {
+  return op_new(L->prog, type, span);
+}
+
+static void add_in(Lowerer *L, OpDesc *op, const char *slot, const char *var) {
+  slot_push(L->prog, op_add_input(L->prog, op, slot), var);
+}
+
+/* Declares a new output variable of op: named after hint (a base name) or
+ * a temporary. */
+static const char *add_out(Lowerer *L, OpDesc *op, const char *slot, const char *hint) {
+  const char *name = hint ? prog_fresh(L->prog, hint) : prog_temp(L->prog);
+  VarDesc *v = prog_add_var(L->prog, L->block, name);
+  v->span = op->span;
+  if (hint) {
+    const char *dot = strrchr(hint, '.');
+    v->user_name = dot ? dot + 1 : hint;
+  }
+  slot_push(L->prog, op_add_output(L->prog, op, slot), v->name);
+  return v->name;
+}
+
+/* Appends op to the current block and infers its outputs.  A failed
+ * inference leaves the outputs' dtype unknown, which keeps later ops quiet. */
+static void finish_op(Lowerer *L, OpDesc *op) {
+  op_append(L->block, L->prog, op);
+  reg_infer(L->prog, L->block, op);
+  if (strcmp(op->type, "stop_gradient") == 0) {
+    VarDesc *v = prog_var(L->prog, op_out1(op, "Out"));
+    if (v) v->flags |= VAR_STOP_GRADIENT;
+  }
+}
+
+/* Fills every attribute the op's proto has a default for and that op does
+ * not set. */
+static void fill_defaults(Lowerer *L, OpDesc *op, const OpProto *proto) {
+  for (int i = 0; i < proto->nattrs; i++)
+    if (proto->has_dflt[i] && !op_attr(op, proto->attrs[i].name))
+      op_set_attr(L->prog, op, proto->attrs[i].name, proto->dflt[i]);
+}
+
+/* An op with one input X (may be NULL) and one output Out. */
+static const char *emit1(Lowerer *L, const char *type, Span span, const char *x,
+                         const char *hint) {
+  OpDesc *op = new_op(L, type, span);
+  if (x) add_in(L, op, "X", x);
+  const char *out = add_out(L, op, "Out", hint);
+  fill_defaults(L, op, prog_find_op(L->prog, type));
+  finish_op(L, op);
+  return out;
+}
+
+static const char *emit2(Lowerer *L, const char *type, Span span, const char *x,
+                         const char *y, const char *hint) {
+  OpDesc *op = new_op(L, type, span);
+  add_in(L, op, "X", x);
+  add_in(L, op, "Y", y);
+  const char *out = add_out(L, op, "Out", hint);
+  fill_defaults(L, op, prog_find_op(L->prog, type));
+  finish_op(L, op);
+  return out;
+}
+
+/* A scalar constant: fill_constant(shape=[], value, dtype). */
+static const char *emit_scalar(Lowerer *L, Span span, double value, DType dt, const char *hint) {
+  OpDesc *op = new_op(L, "fill_constant", span);
+  const char *out = add_out(L, op, "Out", hint);
+  op_set_attr(L->prog, op, "shape", attr_ints(L->prog, NULL, 0));
+  op_set_attr(L->prog, op, "value", attr_float(value));
+  op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
+  finish_op(L, op);
+  return out;
+}
+
+/* ---- constants (attribute values) ------------------------------------------ */
+
+/* What a constant expression is, for messages. */
+static const char *const_kind(const AstNode *n) {
+  switch (n->kind) {
+  case AST_INT: return "an int";
+  case AST_FLOAT: return "a float";
+  case AST_BOOL: return "a bool";
+  case AST_STRING: return "a string";
+  case AST_LIST: return "a list";
+  case AST_UNARY:
+    if (n->op == '-' && n->a && (n->a->kind == AST_INT || n->a->kind == AST_FLOAT))
+      return const_kind(n->a);
+    return "an expression";
+  case AST_NAME: return "a name";
+  default: return "an expression";
+  }
+}
+
+/* Reads a numeric literal, folding unary minus.  *is_int tells which. */
+static bool const_number(Lowerer *L, const AstNode *n, double *f, int64_t *i, bool *is_int) {
+  if (n->kind == AST_INT) {
+    *i = n->ival, *f = (double)n->ival, *is_int = true;
+    return true;
+  }
+  if (n->kind == AST_FLOAT) {
+    *f = n->fval, *is_int = false;
+    return true;
+  }
+  if (n->kind == AST_UNARY && n->op == '-' && const_number(L, n->a, f, i, is_int)) {
+    *f = -*f;
+    if (*is_int) {
+      if (*i == INT64_MIN) return false;
+      *i = -*i;
+    }
+    return true;
+  }
+  if (n->kind == AST_NAME) {
+    Binding *b = lookup(L, n->name);
+    if (b && b->kind == BIND_CONST) {
+      if (b->value.type == ATTR_INT || b->value.type == ATTR_BOOL) {
+        *i = b->value.u.i, *f = (double)b->value.u.i, *is_int = true;
+        return true;
+      }
+      if (b->value.type == ATTR_FLOAT) {
+        *f = b->value.u.f, *is_int = false;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+/* Evaluates a constant expression as an attribute of type t.  On failure
+ * fills *msg with what was wrong ("an int list", "a string") and returns
+ * false.  A scalar where a list is wanted becomes a list of one. */
+static bool const_eval(Lowerer *L, const AstNode *n, AttrType t, AttrValue *out, const char **got) {
+  double f;
+  int64_t i;
+  bool is_int;
+  *got = const_kind(n);
+  memset(out, 0, sizeof *out);
+  out->type = t;
+  switch (t) {
+  case ATTR_INT:
+    if (!const_number(L, n, &f, &i, &is_int) || !is_int) return false;
+    out->u.i = i;
+    return true;
+  case ATTR_FLOAT:
+    if (!const_number(L, n, &f, &i, &is_int)) return false;
+    out->u.f = f;
+    return true;
+  case ATTR_BOOL:
+    if (n->kind != AST_BOOL) return false;
+    out->u.i = n->ival;
+    return true;
+  case ATTR_STRING:
+    if (n->kind != AST_STRING) return false;
+    out->u.s = arena_strdup(L->arena, n->name);
+    return true;
+  case ATTR_DTYPE: {
+    DType dt;
+    if ((n->kind == AST_NAME || n->kind == AST_STRING) && dtype_parse(n->name, &dt)) {
+      out->u.i = dt;
+      return true;
+    }
+    if (n->kind == AST_NAME || n->kind == AST_STRING) *got = "an unknown dtype (expected f32, i64 or bool)";
+    return false;
+  }
+  case ATTR_INTS:
+  case ATTR_FLOATS:
+  case ATTR_STRINGS: {
+    AttrType et = t == ATTR_INTS ? ATTR_INT : t == ATTR_FLOATS ? ATTR_FLOAT : ATTR_STRING;
+    const AstNode *const *items = (const AstNode *const *)&n;
+    int count = 1;
+    if (n->kind == AST_LIST) items = (const AstNode *const *)n->list.items, count = n->list.n;
+    out->n = count;
+    if (t == ATTR_INTS) out->u.ints = arena_alloc(L->arena, sizeof(int64_t) * (size_t)(count + 1));
+    else if (t == ATTR_FLOATS) out->u.floats = arena_alloc(L->arena, sizeof(double) * (size_t)(count + 1));
+    else out->u.strings = arena_alloc(L->arena, sizeof(char *) * (size_t)(count + 1));
+    for (int k = 0; k < count; k++) {
+      AttrValue e;
+      if (!const_eval(L, items[k], et, &e, got)) {
+        if (n->kind == AST_LIST) *got = arena_printf(L->arena, "a list holding %s", *got);
+        return false;
+      }
+      if (t == ATTR_INTS) out->u.ints[k] = e.u.i;
+      else if (t == ATTR_FLOATS) out->u.floats[k] = e.u.f;
+      else out->u.strings[k] = e.u.s;
+    }
+    return true;
+  }
+  case ATTR_BLOCK:
+    return false;
+  }
+  return false;
+}
+
+/* Is n a constant that could only be an attribute (not a value)? */
+static bool is_constant(const AstNode *n) {
+  switch (n->kind) {
+  case AST_INT: case AST_FLOAT: case AST_BOOL: case AST_STRING: return true;
+  case AST_UNARY: return n->op == '-' && is_constant(n->a);
+  case AST_LIST:
+    for (int i = 0; i < n->list.n; i++)
+      if (!is_constant(n->list.items[i])) return false;
+    return true;
+  default: return false;
+  }
+}
+
+/* ---- expressions --------------------------------------------------------- */
+
+static const char *lower_expr(Lowerer *L, const AstNode *n, const char *hint);
+static int lower_call(Lowerer *L, const AstNode *n, const char *const *hints, int nwant,
+                      const char **outs);
+static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top);
+
+static const char *binary_op_type(int op) {
+  switch (op) {
+  case '+': return "add";
+  case '-': return "sub";
+  case '*': return "mul";
+  case '/': return "div";
+  case '@': return "matmul";
+  case AST_OP_POW: return "pow";
+  case '<': return "less_than";
+  case '>': return "greater_than";
+  case AST_OP_LE: return "less_equal";
+  case AST_OP_GE: return "greater_equal";
+  case AST_OP_EQ: return "equal";
+  case AST_OP_NE: return "not_equal";
+  case AST_OP_AND: return "logical_and";
+  case AST_OP_OR: return "logical_or";
+  default: return NULL;
+  }
+}
+
+/* Names visible from here, for "did you mean" suggestions. */
+static const char *suggest_name(Lowerer *L, const char *name, bool funcs) {
+  const char **cands = NULL;
+  int n = 0, cap = 0;
+  for (Scope *s = L->scope; s; s = s->parent)
+    for (int i = 0; i < s->n; i++)
+      if (funcs == (s->b[i].kind == BIND_FUNC) || (!funcs && s->b[i].kind == BIND_CONST)) {
+        VEC_RESERVE(cands, cap, n + 1);
+        cands[n++] = s->b[i].name;
+      }
+  if (funcs) {
+    int nops;
+    const OpProto *const *ops = reg_all(reg_default(), &nops);
+    for (int i = 0; i < nops; i++) {
+      VEC_RESERVE(cands, cap, n + 1);
+      cands[n++] = ops[i]->type;
+    }
+    if (L->prog->user_ops) {
+      ops = reg_all(L->prog->user_ops, &nops);
+      for (int i = 0; i < nops; i++) {
+        VEC_RESERVE(cands, cap, n + 1);
+        cands[n++] = ops[i]->type;
+      }
+    }
+  }
+  const char *best = diag_nearest(name, (const char *const *)cands, n);
+  mem_free(cands);
+  return best;
+}
+
+static const char *lower_name(Lowerer *L, const AstNode *n, const char *hint) {
+  Binding *b = lookup(L, n->name);
+  if (!b) {
+    const char *near = suggest_name(L, n->name, false);
+    if (near) diag_error(L->diag, n->span, "unknown name '%s' (did you mean '%s'?)", n->name, near);
+    else diag_error(L->diag, n->span, "unknown name '%s'", n->name);
+    return NULL;
+  }
+  switch (b->kind) {
+  case BIND_VAR:
+    if (!prog_var(L->prog, b->var)) {
+      /* A script value seen from an op body, which is lowered on its own. */
+      diag_error(L->diag, n->span, "an op body can read only the op's inputs and attributes, not '%s'",
+                 n->name);
+      return NULL;
+    }
+    return b->var;
+  case BIND_FUNC:
+    diag_error(L->diag, n->span, "'%s' is a function; call it with arguments", n->name);
+    return NULL;
+  case BIND_LOCAL:
+    diag_error(L->diag, n->span, "'%s' %s", n->name, b->why);
+    diag_note(L->diag, b->where, "'%s' is assigned here", n->name);
+    return NULL;
+  case BIND_CONST: {
+    AttrValue v = b->value;
+    if (v.type == ATTR_FLOAT) return emit_scalar(L, n->span, v.u.f, DT_F32, hint);
+    if (v.type == ATTR_INT) return emit_scalar(L, n->span, (double)v.u.i, DT_I64, hint);
+    if (v.type == ATTR_BOOL) return emit_scalar(L, n->span, (double)v.u.i, DT_BOOL, hint);
+    diag_error(L->diag, n->span, "attribute '%s' is not a number and cannot be used as a value", n->name);
+    return NULL;
+  }
+  }
+  return NULL;
+}
+
+/* [1, 2], [[1.0, 2.0], [3.0, 4.0]]: an assign_value op.  Nested lists must
+ * be rectangular; any float makes the tensor f32, else i64 (bools: bool). */
+static bool flatten_literal(Lowerer *L, const AstNode *n, int depth, int *leaf_depth, Shape *shape,
+                            double **vals, int *nv, int *cap, int *kinds) {
+  if (n->kind == AST_LIST) {
+    if (depth >= SHAPE_MAX_RANK) {
+      diag_error(L->diag, n->span, "tensor literal has more than %d dimensions", SHAPE_MAX_RANK);
+      return false;
+    }
+    if (*leaf_depth >= 0 && depth >= *leaf_depth) {
+      diag_error(L->diag, n->span, "tensor literal is not rectangular: expected a number here");
+      return false;
+    }
+    if (shape->rank <= depth) {
+      shape->rank = depth + 1;
+      shape->d[depth] = dim_n(n->list.n);
+    } else if (shape->d[depth].n != n->list.n) {
+      diag_error(L->diag, n->span, "tensor literal is not rectangular: %d elements here, %lld before",
+                 n->list.n, (long long)shape->d[depth].n);
+      return false;
+    }
+    for (int i = 0; i < n->list.n; i++)
+      if (!flatten_literal(L, n->list.items[i], depth + 1, leaf_depth, shape, vals, nv, cap, kinds))
+        return false;
+    return true;
+  }
+  if ((*leaf_depth >= 0 && depth != *leaf_depth) || shape->rank > depth) {
+    diag_error(L->diag, n->span, "tensor literal is not rectangular: expected a list here");
+    return false;
+  }
+  *leaf_depth = depth;
+  double f;
+  int64_t i;
+  bool is_int;
+  if (n->kind == AST_BOOL) {
+    f = (double)n->ival;
+    *kinds |= 4;
+  } else if (const_number(L, n, &f, &i, &is_int)) {
+    *kinds |= is_int ? 1 : 2;
+  } else {
+    diag_error(L->diag, n->span, "tensor literals hold numbers only; use concat for computed values");
+    return false;
+  }
+  VEC_RESERVE(*vals, *cap, *nv + 1);
+  (*vals)[(*nv)++] = f;
+  return true;
+}
+
+/* want: the dtype the context asks for (a declaration's), or DT_UNKNOWN to
+ * take it from the literal. */
+static const char *lower_literal(Lowerer *L, const AstNode *n, const char *hint, DType want) {
+  Shape shape = shape_scalar();
+  double *vals = NULL;
+  int nv = 0, cap = 0, kinds = 0, leaf_depth = -1;
+  const char *out = NULL;
+  if (flatten_literal(L, n, 0, &leaf_depth, &shape, &vals, &nv, &cap, &kinds)) {
+    if ((kinds & 4) && (kinds & 3)) {
+      diag_error(L->diag, n->span, "tensor literal mixes bools and numbers");
+    } else {
+      DType dt = kinds & 4 ? DT_BOOL : kinds & 2 ? DT_F32 : kinds & 1 ? DT_I64 : DT_F32;
+      if (want != DT_UNKNOWN && !(kinds & 4) == (want != DT_BOOL) && !(dt == DT_F32 && want == DT_I64))
+        dt = want;
+      OpDesc *op = new_op(L, "assign_value", n->span);
+      out = add_out(L, op, "Out", hint);
+      int64_t dims[SHAPE_MAX_RANK];
+      for (int i = 0; i < shape.rank; i++) dims[i] = shape.d[i].n;
+      op_set_attr(L->prog, op, "shape", attr_ints(L->prog, dims, shape.rank));
+      op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
+      op_set_attr(L->prog, op, "values", attr_floats(L->prog, vals, nv));
+      finish_op(L, op);
+    }
+  }
+  mem_free(vals);
+  return out;
+}
+
+/* x[i], x[a:b], x[:, 0]: constant subscripts become a slice (then a squeeze
+ * of the integer-indexed axes); a tensor index becomes a gather. */
+static const char *lower_index(Lowerer *L, const AstNode *n, const char *hint) {
+  const char *base = lower_expr(L, n->a, NULL);
+  if (!base) return NULL;
+  if (n->list.n == 1 && n->list.items[0]->kind != AST_SLICE && !is_constant(n->list.items[0])) {
+    const char *idx = lower_expr(L, n->list.items[0], NULL);
+    if (!idx) return NULL;
+    OpDesc *op = new_op(L, "gather", n->opspan);
+    add_in(L, op, "X", base);
+    add_in(L, op, "Index", idx);
+    const char *out = add_out(L, op, "Out", hint);
+    fill_defaults(L, op, prog_find_op(L->prog, "gather"));
+    finish_op(L, op);
+    return out;
+  }
+  if (n->list.n > SHAPE_MAX_RANK) {
+    diag_error(L->diag, n->opspan, "too many subscripts (%d)", n->list.n);
+    return NULL;
+  }
+  int64_t axes[SHAPE_MAX_RANK], starts[SHAPE_MAX_RANK], ends[SHAPE_MAX_RANK], drop[SHAPE_MAX_RANK];
+  int na = 0, nd = 0;
+  for (int k = 0; k < n->list.n; k++) {
+    const AstNode *s = n->list.items[k];
+    AttrValue v;
+    const char *got;
+    if (s->kind == AST_SLICE) {
+      if (s->c) {
+        AttrValue step;
+        if (!const_eval(L, s->c, ATTR_INT, &step, &got) || step.u.i != 1) {
+          diag_error(L->diag, s->c->span, "slice steps other than 1 are not supported");
+          return NULL;
+        }
+      }
+      int64_t lo = 0, hi = INT64_MAX;
+      if (s->a) {
+        if (!const_eval(L, s->a, ATTR_INT, &v, &got)) goto not_const;
+        lo = v.u.i;
+      }
+      if (s->b) {
+        if (!const_eval(L, s->b, ATTR_INT, &v, &got)) goto not_const;
+        hi = v.u.i;
+      }
+      if (lo == 0 && hi == INT64_MAX) continue;   /* ':' keeps the axis whole */
+      axes[na] = k, starts[na] = lo, ends[na] = hi, na++;
+      continue;
+    not_const:
+      diag_error(L->diag, s->span, "slice bounds must be integer constants");
+      return NULL;
+    }
+    if (!const_eval(L, s, ATTR_INT, &v, &got)) {
+      diag_error(L->diag, s->span, "an index with several subscripts must be integer constants or slices");
+      return NULL;
+    }
+    axes[na] = k, starts[na] = v.u.i;
+    ends[na] = v.u.i == -1 ? INT64_MAX : v.u.i + 1;
+    na++;
+    drop[nd++] = k;
+  }
+  const char *cur = base;
+  if (na) {
+    OpDesc *op = new_op(L, "slice", n->opspan);
+    add_in(L, op, "X", cur);
+    cur = add_out(L, op, "Out", nd ? NULL : hint);
+    op_set_attr(L->prog, op, "axes", attr_ints(L->prog, axes, na));
+    op_set_attr(L->prog, op, "starts", attr_ints(L->prog, starts, na));
+    op_set_attr(L->prog, op, "ends", attr_ints(L->prog, ends, na));
+    finish_op(L, op);
+  }
+  if (nd) {
+    OpDesc *op = new_op(L, "squeeze", n->opspan);
+    add_in(L, op, "X", cur);
+    cur = add_out(L, op, "Out", hint);
+    op_set_attr(L->prog, op, "axes", attr_ints(L->prog, drop, nd));
+    finish_op(L, op);
+  }
+  return cur;
+}
+
+static const char *lower_expr(Lowerer *L, const AstNode *n, const char *hint) {
+  switch (n->kind) {
+  case AST_NAME:
+    return lower_name(L, n, hint);
+  case AST_GRADNAME: {
+    if (!L->in_grad) {
+      diag_error(L->diag, n->span, "'%s@GRAD' is only allowed inside a grad { } block", n->name);
+      return NULL;
+    }
+    Binding *b = lookup(L, arena_printf(L->arena, "%s@GRAD", n->name));
+    if (!b || b->kind != BIND_VAR) {
+      diag_error(L->diag, n->span, "'%s@GRAD' is not known here: a grad body reads the gradients of the op's outputs",
+                 n->name);
+      return NULL;
+    }
+    return b->var;
+  }
+  case AST_INT:
+    return emit_scalar(L, n->span, (double)n->ival, DT_I64, hint);
+  case AST_FLOAT:
+    return emit_scalar(L, n->span, n->fval, DT_F32, hint);
+  case AST_BOOL:
+    return emit_scalar(L, n->span, (double)n->ival, DT_BOOL, hint);
+  case AST_STRING:
+    diag_error(L->diag, n->span, "a string is not a value; strings can only be attributes");
+    return NULL;
+  case AST_LIST:
+    return lower_literal(L, n, hint, DT_UNKNOWN);
+  case AST_UNARY: {
+    double f;
+    int64_t i;
+    bool is_int;
+    if (n->op == '-' && const_number(L, n, &f, &i, &is_int))
+      return emit_scalar(L, n->span, is_int ? (double)i : f, is_int ? DT_I64 : DT_F32, hint);
+    const char *x = lower_expr(L, n->a, NULL);
+    if (!x) return NULL;
+    return emit1(L, n->op == '-' ? "neg" : "logical_not", n->opspan, x, hint);
+  }
+  case AST_BINARY: {
+    const char *x = lower_expr(L, n->a, NULL);
+    const char *y = x ? lower_expr(L, n->b, NULL) : NULL;
+    if (!y) return NULL;
+    return emit2(L, binary_op_type(n->op), n->opspan, x, y, hint);
+  }
+  case AST_CALL: {
+    const char *out = NULL;
+    int got = lower_call(L, n, &hint, 1, &out);
+    if (got < 0) return NULL;
+    if (got == 0) {
+      diag_error(L->diag, n->opspan, "'%s' gives no value", n->name);
+      return NULL;
+    }
+    return out;
+  }
+  case AST_INDEX:
+    return lower_index(L, n, hint);
+  case AST_SLICE:
+    diag_error(L->diag, n->span, "a slice is only allowed inside [ ]");
+    return NULL;
+  case AST_KWARG:
+    diag_error(L->diag, n->span, "a keyword argument is only allowed in a call");
+    return NULL;
+  default:
+    diag_error(L->diag, n->span, "expected an expression");
+    return NULL;
+  }
+}
+
+/* ---- calls ------------------------------------------------------------------- */
+
+static bool set_attr_from(Lowerer *L, OpDesc *op, const OpProto *proto, int ai, const AstNode *val) {
+  const AttrProto *ap = &proto->attrs[ai];
+  AttrValue v;
+  const char *got;
+  if (!const_eval(L, val, ap->type, &v, &got)) {
+    diag_error(L->diag, val->span, "attribute '%s' of '%s' expects %s %s, got %s", ap->name,
+               proto->type, ap->type == ATTR_INT || ap->type == ATTR_INTS ? "an" : "a",
+               attr_type_name(ap->type), got);
+    return false;
+  }
+  const char *why = ap->check ? ap->check(&v) : NULL;
+  if (why) {
+    diag_error(L->diag, val->span, "attribute '%s' of '%s' %s", ap->name, proto->type, why);
+    return false;
+  }
+  op_set_attr(L->prog, op, ap->name, v);
+  return true;
+}
+
+static void slot_names(const SlotProto *slots, int n, char *buf, size_t size) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && k < size; i++)
+    k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", slots[i].name);
+}
+
+/* OPNAME(ARGS..., ATTR = CONST, ...): positional arguments fill the inputs
+ * in proto order, then the attributes in order; keywords name attributes.
+ * An op whose only input is a list slot takes every positional argument
+ * into it, unless the first is a [ ] list.  Returns the number of outputs
+ * bound into outs (at most nwant), or -1 on error. */
+static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
+                         const char *const *hints, int nwant, const char **outs) {
+  OpDesc *op = new_op(L, proto->type, n->opspan);
+  op->span = n->opspan;
+  const AstList *pos = &n->list;
+  bool ok = true;
+  int p = 0;
+  bool greedy = proto->nin == 1 && (proto->in[0].flags & SLOT_LIST) && pos->n > 0 &&
+                pos->items[0]->kind != AST_LIST;
+  int required = 0;
+  for (int i = 0; i < proto->nin; i++) required += !(proto->in[i].flags & SLOT_OPTIONAL);
+  for (int i = 0; i < proto->nin && p < pos->n; i++) {
+    const SlotProto *sp = &proto->in[i];
+    Slot *slot = op_add_input(L->prog, op, sp->name);
+    if (greedy) {
+      for (; p < pos->n; p++) {
+        const char *v = lower_expr(L, pos->items[p], NULL);
+        if (!v) ok = false;
+        else slot_push(L->prog, slot, v);
+      }
+      break;
+    }
+    const AstNode *arg = pos->items[p++];
+    if ((sp->flags & SLOT_LIST) && arg->kind == AST_LIST) {
+      for (int k = 0; k < arg->list.n; k++) {
+        const char *v = lower_expr(L, arg->list.items[k], NULL);
+        if (!v) ok = false;
+        else slot_push(L->prog, slot, v);
+      }
+    } else {
+      const char *v = lower_expr(L, arg, NULL);
+      if (!v) ok = false;
+      else slot_push(L->prog, slot, v);
+    }
+  }
+  if (p < required && !greedy) {
+    char names[256];
+    slot_names(proto->in, proto->nin, names, sizeof names);
+    diag_error(L->diag, n->opspan, "'%s' takes %d input%s (%s), got %d", proto->type, required,
+               required == 1 ? "" : "s", names, p);
+    return -1;
+  }
+  /* Remaining positional arguments fill the attributes in order. */
+  int ai = 0;
+  for (; p < pos->n; p++) {
+    while (ai < proto->nattrs && proto->attrs[ai].type == ATTR_BLOCK) ai++;
+    if (ai >= proto->nattrs) {
+      int nattr = 0;
+      for (int k = 0; k < proto->nattrs; k++) nattr += proto->attrs[k].type != ATTR_BLOCK;
+      diag_error(L->diag, pos->items[p]->span,
+                 "too many arguments to '%s': it takes %d input%s and %d attribute%s", proto->type,
+                 proto->nin, proto->nin == 1 ? "" : "s", nattr, nattr == 1 ? "" : "s");
+      return -1;
+    }
+    ok &= set_attr_from(L, op, proto, ai++, pos->items[p]);
+  }
+  for (int k = 0; k < n->list2.n; k++) {
+    const AstNode *kw = n->list2.items[k];
+    int idx = reg_attr_index(proto, kw->name);
+    if (idx < 0 || proto->attrs[idx].type == ATTR_BLOCK) {
+      const char *cands[REG_MAX_ATTRS];
+      for (int j = 0; j < proto->nattrs; j++) cands[j] = proto->attrs[j].name;
+      const char *near = diag_nearest(kw->name, cands, proto->nattrs);
+      if (near)
+        diag_error(L->diag, kw->opspan, "unknown attribute '%s' for '%s' (did you mean '%s'?)",
+                   kw->name, proto->type, near);
+      else if (proto->nattrs == 0)
+        diag_error(L->diag, kw->opspan, "unknown attribute '%s': '%s' has no attributes", kw->name,
+                   proto->type);
+      else
+        diag_error(L->diag, kw->opspan, "unknown attribute '%s' for '%s'", kw->name, proto->type);
+      ok = false;
+      continue;
+    }
+    if (op_attr(op, kw->name)) {
+      diag_error(L->diag, kw->opspan, "attribute '%s' of '%s' is given twice", kw->name, proto->type);
+      ok = false;
+      continue;
+    }
+    ok &= set_attr_from(L, op, proto, idx, kw->a);
+  }
+  for (int i = 0; ok && i < proto->nattrs; i++)
+    if (!proto->has_dflt[i] && proto->attrs[i].type != ATTR_BLOCK && !op_attr(op, proto->attrs[i].name)) {
+      diag_error(L->diag, n->opspan, "'%s' needs attribute '%s' (%s)", proto->type, proto->attrs[i].name,
+                 attr_type_name(proto->attrs[i].type));
+      ok = false;
+    }
+  if (!ok) return -1;
+  fill_defaults(L, op, proto);
+
+  /* Outputs: one per single slot; a list slot takes what the targets leave. */
+  int singles = 0, lists = 0;
+  for (int i = 0; i < proto->nout; i++) {
+    if (proto->out[i].flags & SLOT_LIST) lists++;
+    else singles++;
+  }
+  if (!lists && nwant > singles) {
+    diag_error(L->diag, n->opspan, "'%s' has %d output%s, but %d names are assigned", proto->type,
+               singles, singles == 1 ? "" : "s", nwant);
+    return -1;
+  }
+  int bound = 0;
+  for (int i = 0; i < proto->nout; i++) {
+    const SlotProto *sp = &proto->out[i];
+    int count = 1;
+    if (sp->flags & SLOT_LIST) {
+      int later = 0;
+      for (int j = i + 1; j < proto->nout; j++) later += !(proto->out[j].flags & SLOT_LIST);
+      count = nwant - bound - later;
+      if (count < 1) count = 1;
+    }
+    for (int k = 0; k < count; k++) {
+      const char *hint = bound < nwant ? hints[bound] : NULL;
+      const char *v = add_out(L, op, sp->name, hint);
+      if (bound < nwant) outs[bound] = v;
+      bound++;
+    }
+  }
+  finish_op(L, op);
+  return bound < nwant ? bound : nwant;
+}
+
+static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
+                          const char *const *hints, int nwant, const char **outs) {
+  if (n->list2.n) {
+    diag_error(L->diag, n->list2.items[0]->span, "function '%s' takes no keyword arguments", def->name);
+    return -1;
+  }
+  if (n->list.n != def->list.n) {
+    diag_error(L->diag, n->opspan, "function '%s' takes %d argument%s, got %d", def->name, def->list.n,
+               def->list.n == 1 ? "" : "s", n->list.n);
+    diag_note(L->diag, def->span, "'%s' is defined here", def->name);
+    return -1;
+  }
+  for (int i = 0; i < L->ncalls; i++)
+    if (L->calls[i] == def) {
+      diag_error(L->diag, n->opspan, "function '%s' calls itself; recursion is not supported", def->name);
+      return -1;
+    }
+  if (L->ncalls == (int)(sizeof L->calls / sizeof *L->calls)) {
+    diag_error(L->diag, n->opspan, "function calls nested too deeply");
+    return -1;
+  }
+  const char *args[64];
+  if (n->list.n > 64) {
+    diag_error(L->diag, n->opspan, "too many arguments");
+    return -1;
+  }
+  for (int i = 0; i < n->list.n; i++) {
+    args[i] = lower_expr(L, n->list.items[i], NULL);
+    if (!args[i]) return -1;
+  }
+  Scope *saved_scope = L->scope;
+  const char *saved_fn = L->fn;
+  L->scope = scope_new(L, L->global);
+  L->fn = def->name;
+  L->calls[L->ncalls++] = def;
+  for (int i = 0; i < def->list.n; i++) bind_var(L, def->list.items[i]->name, args[i]);
+  const AstList *body = &def->a->list;
+  int result = 0;
+  bool ok = true;
+  const AstNode *ret = body->n ? body->items[body->n - 1] : NULL;
+  if (ret && ret->kind != AST_RETURN) ret = NULL;
+  AstList head = *body;
+  if (ret) head.n--;
+  ok = lower_stmts(L, &head, false);
+  if (ok && ret) {
+    if (nwant > ret->list.n) {
+      diag_error(L->diag, n->opspan, "function '%s' returns %d value%s, but %d names are assigned",
+                 def->name, ret->list.n, ret->list.n == 1 ? "" : "s", nwant);
+      ok = false;
+    }
+    for (int i = 0; ok && i < ret->list.n; i++) {
+      const char *v = lower_expr(L, ret->list.items[i], i < nwant ? hints[i] : NULL);
+      if (!v) ok = false;
+      else if (i < nwant) outs[i] = v, result++;
+    }
+  } else if (ok && nwant > 0) {
+    diag_error(L->diag, n->opspan, "function '%s' returns no value", def->name);
+    ok = false;
+  }
+  L->ncalls--;
+  L->fn = saved_fn;
+  L->scope = saved_scope;
+  return ok ? result : -1;
+}
+
+static int lower_call(Lowerer *L, const AstNode *n, const char *const *hints, int nwant,
+                      const char **outs) {
+  Binding *b = lookup(L, n->name);
+  if (b && b->kind == BIND_FUNC) return lower_def_call(L, n, b->def, hints, nwant, outs);
+  const OpProto *proto = prog_find_op(L->prog, n->name);
+  if (proto) {
+    if (proto->flags & OP_INTERNAL) {
+      diag_error(L->diag, n->opspan, "'%s' is used by netrun itself and cannot be called", n->name);
+      return -1;
+    }
+    return lower_op_call(L, n, proto, hints, nwant, outs);
+  }
+  if (b && b->kind == BIND_VAR) {
+    diag_error(L->diag, n->opspan, "'%s' is a value, not a function or op", n->name);
+    return -1;
+  }
+  const char *near = suggest_name(L, n->name, true);
+  if (near) diag_error(L->diag, n->opspan, "unknown op or function '%s' (did you mean '%s'?)", n->name, near);
+  else diag_error(L->diag, n->opspan, "unknown op or function '%s'", n->name);
+  return -1;
+}
+
+/* ---- declarations -------------------------------------------------------- */
+
+static bool lower_type(Lowerer *L, const AstNode *t, DType *dt, Shape *shape, bool is_param) {
+  *dt = DT_F32;
+  if (t->name && !dtype_parse(t->name, dt)) {
+    diag_error(L->diag, t->span, "unknown dtype '%s' (expected f32, i64 or bool)", t->name);
+    return false;
+  }
+  if (t->list.n > SHAPE_MAX_RANK) {
+    diag_error(L->diag, t->span, "too many dimensions (%d; at most %d)", t->list.n, SHAPE_MAX_RANK);
+    return false;
+  }
+  *shape = shape_scalar();
+  shape->rank = t->list.n;
+  for (int i = 0; i < t->list.n; i++) {
+    const AstNode *d = t->list.items[i];
+    if (d->kind == AST_INT) {
+      shape->d[i] = dim_n(d->ival);
+    } else if (d->kind == AST_NAME && !is_param) {
+      shape->d[i] = (Dim){-1, arena_strdup(L->arena, d->name)};
+    } else if (d->kind == AST_NAME) {
+      diag_error(L->diag, d->span, "a parameter's shape must be known: '%s' is symbolic", d->name);
+      return false;
+    } else {
+      diag_error(L->diag, d->span, "a dimension must be an integer or a name");
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool declare_check(Lowerer *L, const AstNode *n) {
+  Binding *b = scope_find_here(L->global, n->name);
+  if (b && b->kind == BIND_VAR) {
+    VarDesc *v = prog_var(L->prog, b->var);
+    if (v && (v->flags & (VAR_INPUT | VAR_PARAM))) {
+      diag_error(L->diag, n->span, "'%s' is already declared", n->name);
+      diag_note(L->diag, v->span, "the first declaration is here");
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Lowers expression e into the startup block (where only ops, no names,
+ * are visible) and assigns its value to var. */
+static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
+  Scope *saved_scope = L->scope;
+  Block *saved_block = L->block;
+  L->scope = scope_new(L, NULL);
+  L->block = L->prog->startup;
+  double f;
+  int64_t i;
+  bool is_int;
+  const char *v;
+  /* A literal takes the declared dtype: `input x : f32[2] = [0, 1]`. */
+  if (e->kind == AST_LIST) v = lower_literal(L, e, NULL, var->dtype);
+  else if (const_number(L, e, &f, &i, &is_int) && (var->dtype == DT_F32 || is_int))
+    v = emit_scalar(L, e->span, f, var->dtype, NULL);
+  else v = lower_expr(L, e, NULL);
+  if (v) {
+    OpDesc *op = new_op(L, "assign", e->span);
+    add_in(L, op, "X", v);
+    slot_push(L->prog, op_add_output(L->prog, op, "Out"), var->name);
+    op_append(L->block, L->prog, op);
+    const VarDesc *src = prog_var(L->prog, v);
+    char a[128], b[128];
+    if (src->dtype != DT_UNKNOWN && src->dtype != var->dtype)
+      diag_error(L->diag, e->span, "the value for '%s' is %s, but '%s' is declared %s", var->name,
+                 dtype_name(src->dtype), var->name, dtype_name(var->dtype));
+    else if (src->shape.rank >= 0 && !shape_eq(&src->shape, &var->shape)) {
+      bool sym = false;
+      for (int d = 0; d < var->shape.rank; d++) sym |= var->shape.d[d].sym != NULL;
+      if (!sym)
+        diag_error(L->diag, e->span, "the value for '%s' has shape %s, but '%s' is declared %s",
+                   var->name, shape_str(&src->shape, a, sizeof a), var->name,
+                   shape_str(&var->shape, b, sizeof b));
+    }
+  }
+  L->scope = saved_scope;
+  L->block = saved_block;
+}
+
+/* input NAME : TYPE [= DEFAULT] */
+static void lower_input(Lowerer *L, const AstNode *n) {
+  DType dt;
+  Shape shape;
+  if (!declare_check(L, n) || !lower_type(L, n->a, &dt, &shape, false)) return;
+  VarDesc *v = prog_add_var(L->prog, L->prog->blocks[0], prog_fresh(L->prog, n->name));
+  v->dtype = dt;
+  v->shape = shape;
+  v->flags = VAR_INPUT;
+  v->span = n->span;
+  v->user_name = n->name;
+  bind(L, L->global, n->name, BIND_VAR)->var = v->name;
+  if (n->b) lower_startup_value(L, n->b, v);
+}
+
+/* Fan-in and fan-out of a parameter shape: [in, out] matrices, OIHW
+ * filters, vectors. */
+static void fans(const Shape *s, double *fan_in, double *fan_out) {
+  if (s->rank == 0) {
+    *fan_in = *fan_out = 1;
+  } else if (s->rank == 1) {
+    *fan_in = *fan_out = (double)s->d[0].n;
+  } else if (s->rank == 2) {
+    *fan_in = (double)s->d[0].n, *fan_out = (double)s->d[1].n;
+  } else {
+    double field = 1;
+    for (int i = 2; i < s->rank; i++) field *= (double)s->d[i].n;
+    *fan_in = (double)s->d[1].n * field, *fan_out = (double)s->d[0].n * field;
+  }
+  if (*fan_in < 1) *fan_in = 1;
+  if (*fan_out < 1) *fan_out = 1;
+}
+
+static const char *const initializers[] = {"zeros", "ones", "constant", "uniform", "normal", "xavier", "kaiming"};
+
+/* param NAME : [DIMS] = INIT.  The named initializers become random or
+ * constant ops of the startup block; anything else is an expression whose
+ * value must have the declared shape. */
+static void lower_param(Lowerer *L, const AstNode *n) {
+  DType dt;
+  Shape shape;
+  if (!declare_check(L, n) || !lower_type(L, n->a, &dt, &shape, true)) return;
+  VarDesc *v = prog_add_var(L->prog, L->prog->blocks[0], prog_fresh(L->prog, n->name));
+  v->dtype = dt;
+  v->shape = shape;
+  v->flags = VAR_PARAM;
+  v->span = n->span;
+  v->user_name = n->name;
+  bind(L, L->global, n->name, BIND_VAR)->var = v->name;
+  const AstNode *init = n->b;
+  int which = -1;
+  if (init->kind == AST_CALL && !lookup(L, init->name))
+    for (int i = 0; i < (int)(sizeof initializers / sizeof *initializers); i++)
+      if (strcmp(init->name, initializers[i]) == 0) which = i;
+  if (which < 0 || (which < 2 && init->list.n > 0)) {
+    lower_startup_value(L, init, v);
+    return;
+  }
+  static const int nargs[] = {0, 0, 1, 2, 2, 0, 0};
+  if (init->list.n != nargs[which] || init->list2.n) {
+    diag_error(L->diag, init->opspan, "initializer %s() takes %d argument%s", init->name, nargs[which],
+               nargs[which] == 1 ? "" : "s");
+    return;
+  }
+  double a[2] = {0, 0};
+  for (int i = 0; i < nargs[which]; i++) {
+    AttrValue val;
+    const char *got;
+    if (!const_eval(L, init->list.items[i], ATTR_FLOAT, &val, &got)) {
+      diag_error(L->diag, init->list.items[i]->span, "initializer %s() expects numbers, got %s",
+                 init->name, got);
+      return;
+    }
+    a[i] = val.u.f;
+  }
+  double fan_in, fan_out;
+  fans(&shape, &fan_in, &fan_out);
+  const char *type;
+  const char *k1 = NULL, *k2 = NULL;
+  double v1 = 0, v2 = 0;
+  switch (which) {
+  case 0: case 1: case 2:
+    type = "fill_constant", k1 = "value", v1 = which == 0 ? 0 : which == 1 ? 1 : a[0];
+    break;
+  case 3:
+    type = "uniform_random", k1 = "min", v1 = a[0], k2 = "max", v2 = a[1];
+    if (v1 > v2) {
+      diag_error(L->diag, init->span, "uniform(lo, hi) needs lo <= hi");
+      return;
+    }
+    break;
+  case 4:
+    type = "gaussian_random", k1 = "mean", v1 = a[0], k2 = "std", v2 = a[1];
+    if (v2 < 0) {
+      diag_error(L->diag, init->span, "normal(mean, std) needs std >= 0");
+      return;
+    }
+    break;
+  case 5: /* Glorot & Bengio: U(-l, l), l = sqrt(6 / (fan_in + fan_out)) */
+    type = "uniform_random", k1 = "min", k2 = "max";
+    v2 = sqrt(6.0 / (fan_in + fan_out)), v1 = -v2;
+    break;
+  default: /* He et al.: N(0, sqrt(2 / fan_in)) */
+    type = "gaussian_random", k1 = "mean", v1 = 0, k2 = "std", v2 = sqrt(2.0 / fan_in);
+    break;
+  }
+  Block *saved = L->block;
+  L->block = L->prog->startup;
+  OpDesc *op = new_op(L, type, init->span);
+  slot_push(L->prog, op_add_output(L->prog, op, "Out"), v->name);
+  int64_t dims[SHAPE_MAX_RANK];
+  for (int i = 0; i < shape.rank; i++) dims[i] = shape.d[i].n;
+  op_set_attr(L->prog, op, "shape", attr_ints(L->prog, dims, shape.rank));
+  op_set_attr(L->prog, op, k1, attr_float(v1));
+  if (k2) op_set_attr(L->prog, op, k2, attr_float(v2));
+  if (which <= 2) op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
+  fill_defaults(L, op, prog_find_op(L->prog, type));
+  op_append(L->block, L->prog, op);
+  L->block = saved;
+}
+
+/* ---- user-defined ops (op NAME(...) -> (...) { } grad { }) ------------------- */
+
+typedef struct UserOp {
+  Lowerer *L;
+  const AstNode *def;
+  Scope *globals;
+} UserOp;
+
+/* Binds an op body's names: inputs to vars, attributes to constants. */
+static void bind_user_attrs(Lowerer *L, const OpProto *proto, const OpDesc *op) {
+  for (int i = 0; i < proto->nattrs; i++) {
+    const Attr *a = op ? op_attr(op, proto->attrs[i].name) : NULL;
+    Binding *b = bind(L, L->scope, proto->attrs[i].name, BIND_CONST);
+    b->value = a ? a->v : proto->dflt[i];
+  }
+}
+
+/* Shape inference of a user op: lowers its body into a scratch program for
+ * the call's input types and reads the outputs' types off it. */
+static bool infer_user_op(InferCtx *c) {
+  UserOp *u = c->proto->user;
+  Lowerer *L = u->L;
+  Arena scratch_arena;
+  arena_init(&scratch_arena);
+  Program *scratch = prog_new(&scratch_arena, L->diag);
+  scratch->user_ops = c->prog->user_ops;
+  Program *saved_prog = L->prog;
+  Scope *saved_scope = L->scope;
+  Block *saved_block = L->block;
+  const char *saved_fn = L->fn;
+  Arena *saved_arena = L->arena;
+  L->prog = scratch;
+  L->arena = &scratch_arena;
+  L->block = scratch->blocks[0];
+  L->scope = scope_new(L, u->globals);
+  L->fn = u->def->name;
+  for (int i = 0; i < c->proto->nin; i++) {
+    const VarDesc *in = infer_in(c, c->proto->in[i].name, 0);
+    VarDesc *v = prog_add_var(scratch, scratch->blocks[0], c->proto->in[i].name);
+    v->dtype = in ? in->dtype : DT_F32;
+    v->shape = in ? in->shape : shape_unknown();
+    bind_var(L, c->proto->in[i].name, v->name);
+  }
+  bind_user_attrs(L, c->proto, c->op);
+  int before = L->diag->nerrors;
+  bool ok = lower_stmts(L, &u->def->a->list, false);
+  for (int i = 0; ok && i < c->proto->nout; i++) {
+    Binding *b = lookup(L, c->proto->out[i].name);
+    const VarDesc *v = b && b->kind == BIND_VAR ? prog_var(scratch, b->var) : NULL;
+    if (!v) {
+      ok = false;
+      break;
+    }
+    infer_set(c, c->proto->out[i].name, 0, v->dtype, &v->shape);
+  }
+  L->prog = saved_prog;
+  L->arena = saved_arena;
+  L->scope = saved_scope;
+  L->block = saved_block;
+  L->fn = saved_fn;
+  arena_free(&scratch_arena);
+  if (!ok || L->diag->nerrors != before)
+    return infer_fail(c, "its body cannot be applied to these inputs (see above)");
+  return true;
+}
+
+/* Checks a user op's body and grad body once, for inputs of unknown shape:
+ * unknown names, outputs never assigned, gradients of non-inputs. */
+static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
+  bool ok = true;
+  Arena scratch_arena;
+  arena_init(&scratch_arena);
+  Program *scratch = prog_new(&scratch_arena, L->diag);
+  scratch->user_ops = L->prog->user_ops;
+  Program *saved_prog = L->prog;
+  Scope *saved_scope = L->scope;
+  Block *saved_block = L->block;
+  Arena *saved_arena = L->arena;
+  const char *saved_fn = L->fn;
+  L->prog = scratch;
+  L->arena = &scratch_arena;
+  L->block = scratch->blocks[0];
+  L->fn = n->name;
+  for (int pass = 0; pass < 2 && ok; pass++) {
+    const AstNode *body = pass == 0 ? n->a : n->b;
+    if (!body) break;
+    L->scope = scope_new(L, L->global);
+    L->in_grad = pass == 1;
+    L->opdef = n;
+    int before = L->diag->nerrors;
+    for (int i = 0; i < n->list.n; i++) {
+      VarDesc *v = prog_add_var(scratch, L->block, prog_fresh(scratch, n->list.items[i]->name));
+      v->dtype = DT_F32;
+      bind_var(L, n->list.items[i]->name, v->name);
+    }
+    if (pass == 1)
+      for (int i = 0; i < n->list2.n; i++) {
+        const char *out = n->list2.items[i]->name;
+        VarDesc *v = prog_add_var(scratch, L->block, prog_fresh(scratch, out));
+        v->dtype = DT_F32;
+        bind_var(L, out, v->name);
+        VarDesc *g = prog_add_var(scratch, L->block, prog_fresh(scratch, arena_printf(L->arena, "%s@GRAD", out)));
+        g->dtype = DT_F32;
+        bind_var(L, arena_printf(L->arena, "%s@GRAD", out), g->name);
+      }
+    bind_user_attrs(L, proto, NULL);
+    ok = lower_stmts(L, &body->list, false) && L->diag->nerrors == before;
+    if (ok && pass == 0)
+      for (int i = 0; i < n->list2.n; i++) {
+        Binding *b = scope_find_here(L->scope, n->list2.items[i]->name);
+        if (!b) {
+          diag_error(L->diag, n->list2.items[i]->span, "op '%s' never assigns its output '%s'", n->name,
+                     n->list2.items[i]->name);
+          ok = false;
+        }
+      }
+  }
+  L->in_grad = false;
+  L->opdef = NULL;
+  L->prog = saved_prog;
+  L->arena = saved_arena;
+  L->scope = saved_scope;
+  L->block = saved_block;
+  L->fn = saved_fn;
+  arena_free(&scratch_arena);
+  return ok;
+}
+
+static void lower_opdef(Lowerer *L, const AstNode *n) {
+  if (prog_find_op(L->prog, n->name)) {
+    diag_error(L->diag, n->span, "op '%s' is already defined", n->name);
+    return;
+  }
+  if (n->list.n > REG_MAX_SLOTS || n->list2.n > REG_MAX_SLOTS || n->list3.n > REG_MAX_ATTRS) {
+    diag_error(L->diag, n->span, "op '%s' has too many inputs, outputs or attributes", n->name);
+    return;
+  }
+  OpProto *proto = arena_alloc(L->arena, sizeof *proto);
+  proto->type = n->name;
+  proto->doc = arena_printf(L->arena, "defined in %s", L->diag->files[n->span.file].path);
+  for (int i = 0; i < n->list.n; i++) {
+    for (int j = 0; j < i; j++)
+      if (strcmp(n->list.items[i]->name, n->list.items[j]->name) == 0) {
+        diag_error(L->diag, n->list.items[i]->span, "input '%s' is named twice", n->list.items[i]->name);
+        return;
+      }
+    proto->in[i] = (SlotProto){n->list.items[i]->name, 0, "input"};
+  }
+  for (int i = 0; i < n->list2.n; i++) proto->out[i] = (SlotProto){n->list2.items[i]->name, 0, "output"};
+  for (int i = 0; i < n->list3.n; i++) {
+    const AstNode *kw = n->list3.items[i];
+    AttrValue v;
+    const char *got;
+    static const AttrType types[] = {ATTR_INT, ATTR_FLOAT, ATTR_BOOL, ATTR_STRING, ATTR_INTS, ATTR_FLOATS};
+    bool found = false;
+    for (size_t t = 0; t < sizeof types / sizeof *types && !found; t++)
+      if (const_eval(L, kw->a, types[t], &v, &got)) found = true;
+    if (!found) {
+      diag_error(L->diag, kw->a->span, "the default of attribute '%s' must be a constant", kw->name);
+      return;
+    }
+    proto->attrs[i] = (AttrProto){kw->name, v.type, "", NULL, "attribute"};
+    proto->dflt[i] = v;
+  }
+  UserOp *u = arena_alloc(L->arena, sizeof *u);
+  u->L = L;
+  u->def = n;
+  u->globals = L->global;
+  proto->user = u;
+  proto->infer = infer_user_op;
+  proto->grad_kind = GRAD_COMPOSITE;  /* its grad body, or its body differentiated */
+  proto->nin = n->list.n, proto->nout = n->list2.n, proto->nattrs = n->list3.n;
+  for (int i = 0; i < n->list3.n; i++) proto->has_dflt[i] = true;
+  if (!check_user_op(L, n, proto)) return;
+  /* Registration parses string defaults; ours are parsed already. */
+  AttrValue dflt[REG_MAX_ATTRS];
+  memcpy(dflt, proto->dflt, sizeof dflt);
+  for (int i = 0; i < n->list3.n; i++) proto->attrs[i].dflt = NULL;
+  if (!L->prog->user_ops) L->prog->user_ops = reg_new();
+  reg_add(L->prog->user_ops, proto);
+  for (int i = 0; i < n->list3.n; i++) {
+    proto->dflt[i] = dflt[i];
+    proto->has_dflt[i] = true;
+  }
+}
+
+/* ---- statements ----------------------------------------------------------- */
+
+/* Names assigned anywhere in stmts (nested bodies included), in order. */
+static void collect_assigned(Lowerer *L, const AstList *stmts, const char ***names, int *n, int *cap,
+                             Span **where) {
+  for (int i = 0; i < stmts->n; i++) {
+    const AstNode *s = stmts->items[i];
+    if (s->kind == AST_ASSIGN) {
+      for (int k = 0; k < s->list.n; k++) {
+        const AstNode *t = s->list.items[k];
+        if (t->kind != AST_NAME || strcmp(t->name, "_") == 0) continue;
+        bool seen = false;
+        for (int j = 0; j < *n && !seen; j++) seen = strcmp((*names)[j], t->name) == 0;
+        if (seen) continue;
+        if (*n == *cap) {
+          *cap = *cap ? *cap * 2 : 8;
+          const char **nn = arena_alloc(L->arena, sizeof *nn * (size_t)*cap);
+          Span *nw = arena_alloc(L->arena, sizeof *nw * (size_t)*cap);
+          if (*n) memcpy(nn, *names, sizeof *nn * (size_t)*n), memcpy(nw, *where, sizeof *nw * (size_t)*n);
+          *names = nn, *where = nw;
+        }
+        (*where)[*n] = t->span;
+        (*names)[(*n)++] = t->name;
+      }
+    } else if (s->kind == AST_WHILE) {
+      collect_assigned(L, &s->b->list, names, n, cap, where);
+    } else if (s->kind == AST_IF) {
+      collect_assigned(L, &s->b->list, names, n, cap, where);
+      if (s->c) {
+        AstList one = {(AstNode **)&s->c, 1, 1};
+        collect_assigned(L, s->c->kind == AST_BLOCK ? &s->c->list : &one, names, n, cap, where);
+      }
+    }
+  }
+}
+
+static bool in_subtree(const Program *p, int blk, int root) {
+  while (blk >= 0) {
+    if (blk == root) return true;
+    blk = p->blocks[blk]->parent;
+  }
+  return false;
+}
+
+static void add_capture(Lowerer *L, OpDesc *op, const char *name, int root) {
+  const VarDesc *v = prog_var(L->prog, name);
+  if (!v || in_subtree(L->prog, v->block, root)) return;
+  Slot *s = op_add_input(L->prog, op, "Input");
+  for (int i = 0; i < s->n; i++)
+    if (strcmp(s->args[i], name) == 0) return;
+  slot_push(L->prog, s, name);
+}
+
+/* Lists in op's Input slot every variable that block `blk` (and its
+ * sub-blocks) reads but does not declare. */
+static void add_captures(Lowerer *L, OpDesc *op, int blk, int root) {
+  const Block *b = L->prog->blocks[blk];
+  for (int i = 0; i < b->nops; i++) {
+    const OpDesc *o = b->ops[i];
+    for (int s = 0; s < o->nin; s++)
+      for (int k = 0; k < o->in[s].n; k++) add_capture(L, op, o->in[s].args[k], root);
+    for (int a = 0; a < o->nattrs; a++)
+      if (o->attrs[a].v.type == ATTR_BLOCK) add_captures(L, op, (int)o->attrs[a].v.u.i, root);
+  }
+  for (int i = 0; i < b->nresults; i++) add_capture(L, op, b->results[i], root);
+}
+
+static bool check_cond_value(Lowerer *L, const char *c, Span at, const char *what) {
+  const VarDesc *v = prog_var(L->prog, c);
+  if (v->dtype != DT_BOOL && v->dtype != DT_UNKNOWN) {
+    diag_error(L->diag, at, "the condition of %s must be a bool scalar, got %s (compare it, e.g. x > 0)",
+               what, dtype_name(v->dtype));
+    return false;
+  }
+  int64_t n = shape_numel(&v->shape);
+  char buf[128];
+  if (v->shape.rank > 0 && n != 1 && n >= 0) {
+    diag_error(L->diag, at, "the condition of %s must be a scalar, got shape %s (reduce it, e.g. with mean)",
+               what, shape_str(&v->shape, buf, sizeof buf));
+    return false;
+  }
+  return true;
+}
+
+/* Marks names assigned in a body but not bound after it, so reading them
+ * later explains why they have no value. */
+static void bind_locals(Lowerer *L, const char **names, const Span *where, int n, const char *why) {
+  for (int i = 0; i < n; i++) {
+    Binding *b = lookup(L, names[i]);
+    if (b && b->kind != BIND_LOCAL) continue;
+    b = bind(L, L->scope, names[i], BIND_LOCAL);
+    b->where = where[i];
+    b->why = why;
+  }
+}
+
+static Block *push_block(Lowerer *L) {
+  Block *b = prog_add_block(L->prog, L->block->idx);
+  L->block = b;
+  L->scope = scope_new(L, L->scope);
+  return b;
+}
+
+/* while COND { BODY } */
+static void lower_while(Lowerer *L, const AstNode *n) {
+  const char **names = NULL;
+  Span *where = NULL;
+  int nn = 0, cap = 0;
+  collect_assigned(L, &n->b->list, &names, &nn, &cap, &where);
+  const char *cond0 = lower_expr(L, n->a, NULL);
+  if (!cond0 || !check_cond_value(L, cond0, n->a->span, "while")) return;
+  const char *carried[256], *inits[256];
+  int nc = 0;
+  for (int i = 0; i < nn; i++) {
+    Binding *b = lookup(L, names[i]);
+    if (!b || b->kind != BIND_VAR) continue;
+    if (nc == 256) {
+      diag_error(L->diag, n->span, "too many loop-carried names");
+      return;
+    }
+    carried[nc] = names[i];
+    inits[nc++] = b->var;
+  }
+  Block *outer = L->block;
+  Scope *outer_scope = L->scope;
+  Block *body = push_block(L);
+  for (int k = 0; k < nc; k++) {
+    const VarDesc *init = prog_var(L->prog, inits[k]);
+    VarDesc *arg = prog_add_var(L->prog, body, prog_fresh(L->prog, qualify(L, carried[k])));
+    arg->dtype = init->dtype;
+    arg->shape = init->shape;
+    arg->flags = VAR_ARG;
+    arg->span = n->span;
+    arg->user_name = carried[k];
+    *ARENA_PUSH(L->arena, body->args, body->nargs, body->capargs) = arg->name;
+    bind_var(L, carried[k], arg->name);
+  }
+  bool ok = lower_stmts(L, &n->b->list, false);
+  const char *cond1 = ok ? lower_expr(L, n->a, NULL) : NULL;
+  if (cond1) {
+    for (int k = 0; k < nc; k++) {
+      const char *res = lookup(L, carried[k])->var;
+      const VarDesc *a = prog_var(L->prog, body->args[k]), *r = prog_var(L->prog, res);
+      if (r->dtype != a->dtype && r->dtype != DT_UNKNOWN) {
+        diag_error(L->diag, n->span,
+                   "'%s' is %s before the loop but %s after a turn; give it one type (e.g. bind it to %s before the loop)",
+                   carried[k], dtype_name(a->dtype), dtype_name(r->dtype),
+                   r->dtype == DT_F32 ? "0.0" : "an integer");
+        ok = false;
+      }
+      *ARENA_PUSH(L->arena, body->results, body->nresults, body->capresults) = res;
+    }
+    *ARENA_PUSH(L->arena, body->results, body->nresults, body->capresults) = cond1;
+  }
+  L->block = outer;
+  L->scope = outer_scope;
+  if (!cond1 || !ok) return;
+  OpDesc *op = new_op(L, "while", span_join(n->span, n->a->span));
+  op->span = (Span){n->span.file, n->span.start, n->span.start + 5};
+  add_in(L, op, "Cond", cond0);
+  op_add_input(L->prog, op, "X");
+  for (int k = 0; k < nc; k++) add_in(L, op, "X", inits[k]);
+  op_add_input(L->prog, op, "Input");
+  add_captures(L, op, body->idx, body->idx);
+  op_add_output(L->prog, op, "Out");
+  const char *outs[256];
+  for (int k = 0; k < nc; k++) outs[k] = add_out(L, op, "Out", qualify(L, carried[k]));
+  op_set_attr(L->prog, op, "sub_block", attr_block(body->idx));
+  finish_op(L, op);
+  for (int k = 0; k < nc; k++) bind_var(L, carried[k], outs[k]);
+  bind_locals(L, names, where, nn,
+              "is assigned only inside the while body, so it has no value when the loop runs zero "
+              "times; bind it before the loop");
+}
+
+/* if COND { THEN } [else { ELSE } | else if ...] */
+static void lower_if(Lowerer *L, const AstNode *n) {
+  const char **tn = NULL, **en = NULL;
+  Span *tw = NULL, *ew = NULL;
+  int ntn = 0, nen = 0, tcap = 0, ecap = 0;
+  AstList else_one = {(AstNode **)&n->c, 1, 1};
+  const AstList *else_stmts = !n->c ? NULL : n->c->kind == AST_BLOCK ? &n->c->list : &else_one;
+  collect_assigned(L, &n->b->list, &tn, &ntn, &tcap, &tw);
+  if (else_stmts) collect_assigned(L, else_stmts, &en, &nen, &ecap, &ew);
+  const char *cond = lower_expr(L, n->a, NULL);
+  if (!cond || !check_cond_value(L, cond, n->a->span, "if")) return;
+  /* The if's outputs: names bound before it, or assigned in both branches. */
+  const char *outs_names[256];
+  int no = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    const char **names = pass ? en : tn;
+    int count = pass ? nen : ntn;
+    for (int i = 0; i < count; i++) {
+      bool dup = false;
+      for (int j = 0; j < no && !dup; j++) dup = strcmp(outs_names[j], names[i]) == 0;
+      if (dup) continue;
+      Binding *b = lookup(L, names[i]);
+      bool before = b && b->kind == BIND_VAR;
+      bool both = false;
+      const char **other = pass ? tn : en;
+      int nother = pass ? ntn : nen;
+      for (int j = 0; j < nother && !both; j++) both = strcmp(other[j], names[i]) == 0;
+      if (!before && !both) continue;
+      if (no == 256) {
+        diag_error(L->diag, n->span, "too many names assigned in one if");
+        return;
+      }
+      outs_names[no++] = names[i];
+    }
+  }
+  Block *outer = L->block;
+  Scope *outer_scope = L->scope;
+  Block *branches[2];
+  bool ok = true;
+  for (int br = 0; br < 2; br++) {
+    branches[br] = push_block(L);
+    if (br == 0) ok &= lower_stmts(L, &n->b->list, false);
+    else if (else_stmts) ok &= lower_stmts(L, else_stmts, false);
+    for (int k = 0; ok && k < no; k++) {
+      Binding *b = lookup(L, outs_names[k]);
+      *ARENA_PUSH(L->arena, branches[br]->results, branches[br]->nresults, branches[br]->capresults) = b->var;
+    }
+    L->block = outer;
+    L->scope = outer_scope;
+  }
+  if (!ok) return;
+  for (int k = 0; k < no; k++) {
+    const VarDesc *a = prog_var(L->prog, branches[0]->results[k]);
+    const VarDesc *b = prog_var(L->prog, branches[1]->results[k]);
+    if (a->dtype != b->dtype && a->dtype != DT_UNKNOWN && b->dtype != DT_UNKNOWN) {
+      diag_error(L->diag, n->span, "'%s' is %s in the then branch but %s in the else branch",
+                 outs_names[k], dtype_name(a->dtype), dtype_name(b->dtype));
+      return;
+    }
+  }
+  OpDesc *op = new_op(L, "conditional_block", n->span);
+  op->span = (Span){n->span.file, n->span.start, n->span.start + 2};
+  add_in(L, op, "Cond", cond);
+  op_add_input(L->prog, op, "Input");
+  add_captures(L, op, branches[0]->idx, branches[0]->idx);
+  add_captures(L, op, branches[1]->idx, branches[1]->idx);
+  op_add_output(L->prog, op, "Out");
+  const char *outs[256];
+  for (int k = 0; k < no; k++) outs[k] = add_out(L, op, "Out", qualify(L, outs_names[k]));
+  op_set_attr(L->prog, op, "sub_block", attr_block(branches[0]->idx));
+  op_set_attr(L->prog, op, "else_block", attr_block(branches[1]->idx));
+  finish_op(L, op);
+  for (int k = 0; k < no; k++) bind_var(L, outs_names[k], outs[k]);
+  const char *why = "is assigned in only one branch of the if, so it has no value when the other "
+                    "branch runs; bind it before the if";
+  bind_locals(L, tn, tw, ntn, why);
+  bind_locals(L, en, ew, nen, why);
+}
+
+/* NAME = EXPR, A, B = EXPR, _ = EXPR, x@GRAD = EXPR */
+static void lower_assign(Lowerer *L, const AstNode *n) {
+  int nt = n->list.n;
+  if (nt > 64) {
+    diag_error(L->diag, n->span, "too many names assigned at once");
+    return;
+  }
+  const char *hints[64], *outs[64];
+  for (int k = 0; k < nt; k++) {
+    const AstNode *t = n->list.items[k];
+    outs[k] = NULL;
+    if (t->kind == AST_GRADNAME) {
+      if (!L->in_grad) {
+        diag_error(L->diag, t->span, "'%s@GRAD' can only be assigned inside a grad { } block", t->name);
+        return;
+      }
+      bool is_input = false;
+      for (int i = 0; L->opdef && i < L->opdef->list.n && !is_input; i++)
+        is_input = strcmp(L->opdef->list.items[i]->name, t->name) == 0;
+      if (!is_input) {
+        diag_error(L->diag, t->span, "'%s' is not an input of op '%s', so '%s@GRAD' cannot be assigned",
+                   t->name, L->opdef ? L->opdef->name : "?", t->name);
+        return;
+      }
+      hints[k] = qualify(L, arena_printf(L->arena, "%s@GRAD", t->name));
+    } else {
+      hints[k] = strcmp(t->name, "_") == 0 ? NULL : qualify(L, t->name);
+    }
+  }
+  if (nt == 1) {
+    outs[0] = lower_expr(L, n->a, hints[0]);
+    if (!outs[0]) return;
+  } else {
+    if (n->a->kind != AST_CALL) {
+      diag_error(L->diag, n->a->span, "assigning %d names needs a call that returns %d values", nt, nt);
+      return;
+    }
+    int got = lower_call(L, n->a, hints, nt, outs);
+    if (got < 0) return;
+    if (got < nt) {
+      diag_error(L->diag, n->a->opspan, "'%s' gives %d value%s, but %d names are assigned", n->a->name, got,
+                 got == 1 ? "" : "s", nt);
+      return;
+    }
+  }
+  for (int k = 0; k < nt; k++) {
+    const AstNode *t = n->list.items[k];
+    if (t->kind == AST_GRADNAME) {
+      bind_var(L, arena_printf(L->arena, "%s@GRAD", t->name), outs[k]);
+      continue;
+    }
+    if (strcmp(t->name, "_") == 0) continue;
+    Binding *old = lookup(L, t->name);
+    if (old && old->kind == BIND_FUNC && L->scope == L->global) {
+      diag_error(L->diag, t->span, "'%s' is a function; choose another name", t->name);
+      continue;
+    }
+    bind_var(L, t->name, outs[k]);
+  }
+}
+
+static bool only_top(Lowerer *L, const AstNode *n, bool top, const char *what) {
+  if (top) return true;
+  diag_error(L->diag, n->span, "%s is only allowed at the top level of a file", what);
+  return false;
+}
+
+static bool load_import(Lowerer *L, const AstNode *n);
+
+static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
+  int before = L->diag->nerrors;
+  for (int i = 0; i < stmts->n; i++) {
+    const AstNode *s = stmts->items[i];
+    switch (s->kind) {
+    case AST_IMPORT:
+      if (only_top(L, s, top, "import")) load_import(L, s);
+      break;
+    case AST_INPUT:
+      if (only_top(L, s, top, "an input declaration")) lower_input(L, s);
+      break;
+    case AST_PARAM:
+      if (only_top(L, s, top, "a param declaration")) lower_param(L, s);
+      break;
+    case AST_DEF:
+      if (only_top(L, s, top, "def")) {
+        if (prog_find_op(L->prog, s->name) && !lookup(L, s->name)) {
+          diag_error(L->diag, s->span, "'%s' is the name of an op; choose another name for the function", s->name);
+          break;
+        }
+        bind(L, L->global, s->name, BIND_FUNC)->def = s;
+      }
+      break;
+    case AST_OPDEF:
+      if (only_top(L, s, top, "op")) lower_opdef(L, s);
+      break;
+    case AST_WHILE:
+      lower_while(L, s);
+      break;
+    case AST_IF:
+      lower_if(L, s);
+      break;
+    case AST_RETURN:
+      diag_error(L->diag, s->span, L->fn ? "return must be the last statement of a function"
+                                         : "return outside a function");
+      break;
+    case AST_ASSIGN:
+      lower_assign(L, s);
+      break;
+    case AST_EXPR:
+      if (s->a->kind == AST_CALL) {
+        lower_call(L, s->a, NULL, 0, NULL);
+      } else {
+        lower_expr(L, s->a, NULL);
+      }
+      break;
+    case AST_BLOCK:
+      lower_stmts(L, &s->list, false);
+      break;
+    default:
+      diag_error(L->diag, s->span, "expected a statement");
+      break;
+    }
+  }
+  return L->diag->nerrors == before;
+}
+
+/* ---- files and imports ----------------------------------------------------- */
+
+static bool is_loaded(Lowerer *L, const char *real) {
+  for (int i = 0; i < L->nloaded; i++)
+    if (strcmp(L->loaded[i], real) == 0) return true;
+  return false;
+}
+
+/* Parses and lowers source `file` at the top level, as part of the import
+ * chain. */
+static bool lower_source_file(Lowerer *L, int file) {
+  const Source *src = &L->diag->files[file];
+  const char *real = src->realpath ? src->realpath : src->path;
+  *ARENA_PUSH(L->arena, L->loaded, L->nloaded, L->caploaded) = arena_strdup(L->arena, real);
+  *ARENA_PUSH(L->arena, L->importing, L->nimporting, L->capimporting) = arena_strdup(L->arena, real);
+  AstNode *root = ast_parse(L->arena, L->diag, file);
+  bool ok = root && lower_block(L, root, file);
+  L->nimporting--;
+  return ok;
+}
+
+static bool file_exists(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+}
+
+/* import "NAME": NAME.net from the importing script's folder, then each
+ * folder of NETRUN_PATH, then the installed stdlib. */
+static bool load_import(Lowerer *L, const AstNode *n) {
+  const char *name = n->name;
+  size_t len = strlen(name);
+  if (len == 0) {
+    diag_error(L->diag, n->span, "import needs a name");
+    return false;
+  }
+  const char *file = len > 4 && strcmp(name + len - 4, ".net") == 0 ? name : arena_printf(L->arena, "%s.net", name);
+  const char *dirs[64];
+  int nd = 0;
+  const char *here = L->diag->files[n->span.file].path;
+  const char *slash = strrchr(here, '/');
+  dirs[nd++] = slash ? arena_strndup(L->arena, here, (size_t)(slash - here)) : ".";
+  const char *np = getenv("NETRUN_PATH");
+  if (np && *np) {
+    char *copy = arena_strdup(L->arena, np);
+    for (char *tok = strtok(copy, ":"); tok && nd < 62; tok = strtok(NULL, ":"))
+      if (*tok) dirs[nd++] = tok;
+  }
+  if (L->stdlib_dir) dirs[nd++] = L->stdlib_dir;
+  const char *found = NULL;
+  if (file[0] == '/') found = file_exists(file) ? file : NULL;
+  for (int i = 0; i < nd && !found && file[0] != '/'; i++) {
+    const char *path = strcmp(dirs[i], ".") == 0 ? file : arena_printf(L->arena, "%s/%s", dirs[i], file);
+    if (file_exists(path)) found = path;
+  }
+  if (!found) {
+    size_t k = 0;
+    char searched[1024] = "";
+    for (int i = 0; i < nd && k < sizeof searched; i++)
+      k += (size_t)snprintf(searched + k, sizeof searched - k, "%s%s", i ? ", " : "", dirs[i]);
+    diag_error(L->diag, n->span, "cannot find '%s' (searched %s)", file, searched);
+    return false;
+  }
+  char *real = realpath(found, NULL);
+  if (!real) {
+    diag_error(L->diag, n->span, "cannot open '%s'", found);
+    return false;
+  }
+  for (int i = 0; i < L->nimporting; i++)
+    if (strcmp(L->importing[i], real) == 0) {
+      char chain[2048];
+      size_t k = 0;
+      for (int j = i; j < L->nimporting && k < sizeof chain; j++) {
+        const char *b = strrchr(L->importing[j], '/');
+        k += (size_t)snprintf(chain + k, sizeof chain - k, "%s -> ", b ? b + 1 : L->importing[j]);
+      }
+      const char *b = strrchr(real, '/');
+      snprintf(chain + (k < sizeof chain ? k : sizeof chain - 1), k < sizeof chain ? sizeof chain - k : 1, "%s",
+               b ? b + 1 : real);
+      diag_error(L->diag, n->span, "import cycle: %s", chain);
+      free(real);
+      return false;
+    }
+  if (is_loaded(L, real)) {
+    free(real);
+    return true;
+  }
+  free(real);
+  int idx = diag_load_file(L->diag, found);
+  if (idx < 0) return false;
+  return lower_source_file(L, idx);
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir) {
+  Lowerer *L = arena_alloc(arena, sizeof *L);
+  L->arena = arena;
+  L->diag = diag;
+  L->prog = prog_new(arena, diag);
+  L->global = scope_new(L, NULL);
+  L->scope = L->global;
+  L->block = L->prog->blocks[0];
+  L->stdlib_dir = stdlib_dir ? arena_strdup(arena, stdlib_dir) : NULL;
+  return L;
+}
+
+void lower_free(Lowerer *L) { (void)L; }
+
+Program *lower_program(Lowerer *L) { return L->prog; }
+
+bool lower_block(Lowerer *L, const AstNode *root, int file) {
+  (void)file;
+  return lower_stmts(L, &root->list, true);
+}
+
+bool lower_file(Lowerer *L, const char *path) {
+  int idx = diag_load_file(L->diag, path);
+  if (idx < 0) return false;
+  bool ok = lower_source_file(L, idx);
+  lower_export(L);
+  return ok && L->diag->nerrors == 0;
+}
+
+void lower_export(Lowerer *L) {
+  for (int i = 0; i < L->global->n; i++)
+    if (L->global->b[i].kind == BIND_VAR) prog_set_export(L->prog, L->global->b[i].name, L->global->b[i].var);
+}

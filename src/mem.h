@@ -1,0 +1,59 @@
+/* mem.h — every allocation netrun makes, and the arena.
+ *
+ * Ownership, written once for the whole program:
+ *   - All heap memory comes from mem_alloc(); a test build can make its Nth
+ *     call fail (NETRUN_FAIL_ALLOC=N), so out-of-memory paths are exercised.
+ *     When an allocation fails, mem_alloc prints "out of memory" and exits
+ *     with status 3 through mem_oom(); callers never see NULL.
+ *   - An Arena owns many small objects that die together: one script's
+ *     sources, its AST and the program lowered from it live in one Arena and
+ *     are freed by arena_free().  Nothing allocated in an arena is freed alone.
+ *   - Tensors (later) are refcounted; their rule sits in tensor.h.
+ */
+#ifndef NETRUN_MEM_H
+#define NETRUN_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* The one allocation function: like realloc; size 0 frees.  Never NULL for
+ * size > 0. */
+void *mem_alloc(void *ptr, size_t size);
+void *mem_calloc(size_t n, size_t size);   /* zeroed, overflow-checked */
+void  mem_free(void *ptr);
+char *mem_strdup(const char *s);
+/* Called on exhaustion: prints the diagnostic and exits(3). */
+_Noreturn void mem_oom(size_t size);
+
+/* Grow a dynamic array *items of *cap elements so that it holds at least
+ * need elements. */
+#define VEC_RESERVE(items, cap, need)                                           \
+  do {                                                                          \
+    if ((size_t)(need) > (size_t)(cap)) {                                       \
+      size_t nc_ = (cap) ? (size_t)(cap) * 2 : 8;                               \
+      while (nc_ < (size_t)(need)) nc_ *= 2;                                    \
+      (items) = mem_alloc((items), nc_ * sizeof *(items));                      \
+      (cap) = nc_;                                                              \
+    }                                                                           \
+  } while (0)
+
+typedef struct ArenaChunk ArenaChunk;
+typedef struct Arena {
+  ArenaChunk *head;
+  size_t used, size;      /* of the head chunk */
+} Arena;
+
+void  arena_init(Arena *a);
+void  arena_free(Arena *a);
+void *arena_alloc(Arena *a, size_t size);                   /* zeroed, 16-aligned */
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Arena-backed growable array: *items (n used, cap allocated) grows to hold
+ * one more element; returns a pointer to the new (zeroed) slot. */
+void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem);
+#define ARENA_PUSH(a, items, n, cap) \
+  ((__typeof__(items))arena_push((a), (void **)&(items), &(n), &(cap), sizeof *(items)))
+
+#endif

@@ -1,0 +1,396 @@
+/* program.c — building and querying the program IR (program.h). */
+#include "program.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- dtypes and shapes ------------------------------------------------- */
+
+const char *dtype_name(DType t) {
+  switch (t) {
+  case DT_F32: return "f32";
+  case DT_I64: return "i64";
+  case DT_BOOL: return "bool";
+  default: return "?";
+  }
+}
+
+bool dtype_parse(const char *s, DType *out) {
+  static const char *const names[] = {"f32", "i64", "bool"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (DType)i;
+      return true;
+    }
+  return false;
+}
+
+bool dim_eq(Dim a, Dim b) {
+  if (a.n >= 0 || b.n >= 0) return a.n == b.n;
+  return a.sym && b.sym && strcmp(a.sym, b.sym) == 0;
+}
+
+Shape shape_unknown(void) {
+  Shape s;
+  memset(&s, 0, sizeof s);
+  s.rank = -1;
+  return s;
+}
+
+Shape shape_scalar(void) {
+  Shape s;
+  memset(&s, 0, sizeof s);
+  return s;
+}
+
+Shape shape_of(int rank, const int64_t *dims) {
+  Shape s = shape_scalar();
+  s.rank = rank;
+  for (int i = 0; i < rank; i++) s.d[i] = dim_n(dims[i]);
+  return s;
+}
+
+int64_t shape_numel(const Shape *s) {
+  if (s->rank < 0) return -1;
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) {
+    if (s->d[i].n < 0) return -1;
+    if (s->d[i].n && n > INT64_MAX / s->d[i].n) return -1;
+    n *= s->d[i].n;
+  }
+  return n;
+}
+
+bool shape_eq(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++) {
+    Dim x = a->d[i], y = b->d[i];
+    if (x.n != y.n) return false;
+    if ((x.sym == NULL) != (y.sym == NULL)) return false;
+    if (x.sym && strcmp(x.sym, y.sym)) return false;
+  }
+  return true;
+}
+
+const char *shape_str(const Shape *s, char *buf, size_t n) {
+  size_t k = 0;
+#define PUT(...) k += (size_t)snprintf(buf + (k < n ? k : n), k < n ? n - k : 0, __VA_ARGS__)
+  if (s->rank < 0) {
+    PUT("[...]");
+    return buf;
+  }
+  PUT("[");
+  for (int i = 0; i < s->rank; i++) {
+    if (i) PUT(", ");
+    if (s->d[i].n >= 0) PUT("%" PRId64, s->d[i].n);
+    else if (s->d[i].sym) PUT("%s", s->d[i].sym);
+    else PUT("?");
+  }
+  PUT("]");
+#undef PUT
+  return buf;
+}
+
+/* ---- name -> variable maps (open addressing) --------------------------- */
+
+typedef struct VarMap {
+  VarDesc **slots;
+  size_t cap, n;
+} VarMap;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static VarMap *map_new(Arena *a) {
+  VarMap *m = arena_alloc(a, sizeof *m);
+  m->cap = 16;
+  m->slots = arena_alloc(a, m->cap * sizeof *m->slots);
+  return m;
+}
+
+static VarDesc *map_get(const VarMap *m, const char *name) {
+  size_t i = hash_str(name) & (m->cap - 1);
+  while (m->slots[i]) {
+    if (strcmp(m->slots[i]->name, name) == 0) return m->slots[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  return NULL;
+}
+
+static void map_put(Arena *a, VarMap *m, VarDesc *v) {
+  if ((m->n + 1) * 2 > m->cap) {
+    VarMap old = *m;
+    m->cap *= 2;
+    m->slots = arena_alloc(a, m->cap * sizeof *m->slots);
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.slots[i]) map_put(a, m, old.slots[i]);
+  }
+  size_t i = hash_str(v->name) & (m->cap - 1);
+  while (m->slots[i]) i = (i + 1) & (m->cap - 1);
+  m->slots[i] = v;
+  m->n++;
+}
+
+/* ---- programs and blocks ----------------------------------------------- */
+
+Program *prog_new(Arena *arena, Diag *diag) {
+  Program *p = arena_alloc(arena, sizeof *p);
+  p->arena = arena;
+  p->diag = diag;
+  p->all = map_new(arena);
+  prog_add_block(p, -1);
+  p->startup = arena_alloc(arena, sizeof *p->startup);
+  p->startup->idx = -1;
+  p->startup->parent = -1;
+  p->startup->fwd_block = -1;
+  p->startup->map = map_new(arena);
+  return p;
+}
+
+Block *prog_add_block(Program *p, int parent) {
+  Block *b = arena_alloc(p->arena, sizeof *b);
+  b->idx = p->nblocks;
+  b->parent = parent;
+  b->fwd_block = -1;
+  b->map = map_new(p->arena);
+  *ARENA_PUSH(p->arena, p->blocks, p->nblocks, p->capblocks) = b;
+  return b;
+}
+
+Block *prog_block(const Program *p, int idx) {
+  return idx >= 0 && idx < p->nblocks ? p->blocks[idx] : NULL;
+}
+
+VarDesc *prog_add_var(Program *p, Block *b, const char *name) {
+  VarDesc *v = arena_alloc(p->arena, sizeof *v);
+  v->name = arena_strdup(p->arena, name);
+  v->dtype = DT_UNKNOWN;
+  v->shape = shape_unknown();
+  v->span = SPAN_NONE;
+  v->block = b->idx;
+  *ARENA_PUSH(p->arena, b->vars, b->nvars, b->capvars) = v;
+  map_put(p->arena, b->map, v);
+  map_put(p->arena, p->all, v);
+  return v;
+}
+
+VarDesc *prog_find_var(const Program *p, const Block *b, const char *name) {
+  while (b) {
+    VarDesc *v = map_get(b->map, name);
+    if (v) return v;
+    b = b->parent >= 0 ? p->blocks[b->parent] : NULL;
+  }
+  return NULL;
+}
+
+VarDesc *prog_var(const Program *p, const char *name) { return map_get(p->all, name); }
+
+bool prog_name_used(const Program *p, const char *name) { return map_get(p->all, name) != NULL; }
+
+const char *prog_fresh(Program *p, const char *base) {
+  if (!prog_name_used(p, base)) return arena_strdup(p->arena, base);
+  for (int k = 1;; k++) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%.200s.%d", base, k);
+    if (!prog_name_used(p, buf)) return arena_strdup(p->arena, buf);
+  }
+}
+
+const char *prog_temp(Program *p) {
+  for (;;) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "t.%d", p->next_temp++);
+    if (!prog_name_used(p, buf)) return arena_strdup(p->arena, buf);
+  }
+}
+
+const char *prog_export(const Program *p, const char *name) {
+  for (int i = p->nexports - 1; i >= 0; i--)
+    if (strcmp(p->exports[i].name, name) == 0) return p->exports[i].var;
+  return NULL;
+}
+
+void prog_set_export(Program *p, const char *name, const char *var) {
+  for (int i = 0; i < p->nexports; i++)
+    if (strcmp(p->exports[i].name, name) == 0) {
+      p->exports[i].var = var;
+      return;
+    }
+  Export *e = ARENA_PUSH(p->arena, p->exports, p->nexports, p->capexports);
+  e->name = arena_strdup(p->arena, name);
+  e->var = var;
+}
+
+/* ---- op descriptions ----------------------------------------------------- */
+
+OpDesc *op_new(Program *p, const char *type, Span span) {
+  OpDesc *op = arena_alloc(p->arena, sizeof *op);
+  op->type = arena_strdup(p->arena, type);
+  op->span = span;
+  op->fwd_block = op->fwd_op = -1;
+  return op;
+}
+
+void op_append(Block *b, Program *p, OpDesc *op) {
+  *ARENA_PUSH(p->arena, b->ops, b->nops, b->capops) = op;
+}
+
+static Slot *find_slot(Slot *slots, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(slots[i].name, name) == 0) return &slots[i];
+  return NULL;
+}
+
+Slot *op_add_input(Program *p, OpDesc *op, const char *slot) {
+  Slot *s = find_slot(op->in, op->nin, slot);
+  if (s) return s;
+  s = ARENA_PUSH(p->arena, op->in, op->nin, op->capin);
+  s->name = arena_strdup(p->arena, slot);
+  return s;
+}
+
+Slot *op_add_output(Program *p, OpDesc *op, const char *slot) {
+  Slot *s = find_slot(op->out, op->nout, slot);
+  if (s) return s;
+  s = ARENA_PUSH(p->arena, op->out, op->nout, op->capout);
+  s->name = arena_strdup(p->arena, slot);
+  return s;
+}
+
+void slot_push(Program *p, Slot *s, const char *name) {
+  *ARENA_PUSH(p->arena, s->args, s->n, s->cap) = name;
+}
+
+Slot *op_input(const OpDesc *op, const char *slot) { return find_slot(op->in, op->nin, slot); }
+Slot *op_output(const OpDesc *op, const char *slot) { return find_slot(op->out, op->nout, slot); }
+
+const char *op_in1(const OpDesc *op, const char *slot) {
+  Slot *s = op_input(op, slot);
+  return s && s->n ? s->args[0] : NULL;
+}
+
+const char *op_out1(const OpDesc *op, const char *slot) {
+  Slot *s = op_output(op, slot);
+  return s && s->n ? s->args[0] : NULL;
+}
+
+void op_set_attr(Program *p, OpDesc *op, const char *name, AttrValue v) {
+  int i = 0;
+  while (i < op->nattrs && strcmp(op->attrs[i].name, name) < 0) i++;
+  if (i < op->nattrs && strcmp(op->attrs[i].name, name) == 0) {
+    op->attrs[i].v = v;
+    return;
+  }
+  ARENA_PUSH(p->arena, op->attrs, op->nattrs, op->capattrs);
+  memmove(&op->attrs[i + 1], &op->attrs[i], (size_t)(op->nattrs - 1 - i) * sizeof *op->attrs);
+  op->attrs[i].name = arena_strdup(p->arena, name);
+  op->attrs[i].v = v;
+}
+
+const Attr *op_attr(const OpDesc *op, const char *name) {
+  for (int i = 0; i < op->nattrs; i++)
+    if (strcmp(op->attrs[i].name, name) == 0) return &op->attrs[i];
+  return NULL;
+}
+
+int64_t op_attr_i(const OpDesc *op, const char *name, int64_t dflt) {
+  const Attr *a = op_attr(op, name);
+  if (!a) return dflt;
+  return a->v.type == ATTR_FLOAT ? (int64_t)a->v.u.f : a->v.u.i;
+}
+
+double op_attr_f(const OpDesc *op, const char *name, double dflt) {
+  const Attr *a = op_attr(op, name);
+  if (!a) return dflt;
+  return a->v.type == ATTR_FLOAT ? a->v.u.f : (double)a->v.u.i;
+}
+
+const char *attr_type_name(AttrType t) {
+  switch (t) {
+  case ATTR_INT: return "int";
+  case ATTR_FLOAT: return "float";
+  case ATTR_BOOL: return "bool";
+  case ATTR_STRING: return "string";
+  case ATTR_DTYPE: return "dtype";
+  case ATTR_INTS: return "int list";
+  case ATTR_FLOATS: return "float list";
+  case ATTR_STRINGS: return "string list";
+  case ATTR_BLOCK: return "block";
+  }
+  return "?";
+}
+
+AttrValue attr_int(int64_t i) { return (AttrValue){.type = ATTR_INT, .u.i = i}; }
+AttrValue attr_float(double f) { return (AttrValue){.type = ATTR_FLOAT, .u.f = f}; }
+AttrValue attr_bool(bool b) { return (AttrValue){.type = ATTR_BOOL, .u.i = b}; }
+AttrValue attr_dtype(DType t) { return (AttrValue){.type = ATTR_DTYPE, .u.i = t}; }
+AttrValue attr_block(int idx) { return (AttrValue){.type = ATTR_BLOCK, .u.i = idx}; }
+
+AttrValue attr_string(Program *p, const char *s) {
+  return (AttrValue){.type = ATTR_STRING, .u.s = arena_strdup(p->arena, s)};
+}
+
+AttrValue attr_ints(Program *p, const int64_t *v, int n) {
+  AttrValue a = {.type = ATTR_INTS, .n = n};
+  a.u.ints = arena_alloc(p->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
+  if (n) memcpy(a.u.ints, v, sizeof(int64_t) * (size_t)n);
+  return a;
+}
+
+AttrValue attr_floats(Program *p, const double *v, int n) {
+  AttrValue a = {.type = ATTR_FLOATS, .n = n};
+  a.u.floats = arena_alloc(p->arena, sizeof(double) * (size_t)(n ? n : 1));
+  if (n) memcpy(a.u.floats, v, sizeof(double) * (size_t)n);
+  return a;
+}
+
+static void print_float(FILE *f, double x) {
+  if (isnan(x)) fputs("nan", f);
+  else if (isinf(x)) fputs(x < 0 ? "-inf" : "inf", f);
+  else {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.9g", x);
+    /* Keep a float looking like a float: 2 -> 2.0 */
+    if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
+    fputs(buf, f);
+  }
+}
+
+static void print_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+    else if (*s == '\n') fputs("\\n", f);
+    else if (*s == '\t') fputs("\\t", f);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+void attr_print(FILE *f, const AttrValue *v) {
+  switch (v->type) {
+  case ATTR_INT: fprintf(f, "%" PRId64, v->u.i); break;
+  case ATTR_BLOCK: fprintf(f, "%" PRId64, v->u.i); break;
+  case ATTR_FLOAT: print_float(f, v->u.f); break;
+  case ATTR_BOOL: fputs(v->u.i ? "true" : "false", f); break;
+  case ATTR_DTYPE: fputs(dtype_name((DType)v->u.i), f); break;
+  case ATTR_STRING: print_string(f, v->u.s); break;
+  case ATTR_INTS:
+  case ATTR_FLOATS:
+  case ATTR_STRINGS:
+    fputc('[', f);
+    for (int i = 0; i < v->n; i++) {
+      if (i) fputs(", ", f);
+      if (v->type == ATTR_INTS) fprintf(f, "%" PRId64, v->u.ints[i]);
+      else if (v->type == ATTR_FLOATS) print_float(f, v->u.floats[i]);
+      else print_string(f, v->u.strings[i]);
+    }
+    fputc(']', f);
+    break;
+  }
+}

@@ -1,0 +1,177 @@
+/* program.h — the program IR: blocks of variable and op descriptions.
+ *
+ * A Program is what a script lowers to (LANGUAGE.md section 8): a list of
+ * blocks, block 0 the top level, each sub-block (a while or if body) knowing
+ * its parent.  A block holds variable descriptions and an ordered list of op
+ * descriptions.  Names are unique across the whole program (see lower.c for
+ * the naming scheme), so a name means one variable wherever it appears.
+ *
+ * Everything here lives in the program's arena and is freed with it.
+ */
+#ifndef NETRUN_PROGRAM_H
+#define NETRUN_PROGRAM_H
+
+#include "diag.h"
+
+typedef enum DType { DT_F32, DT_I64, DT_BOOL, DT_UNKNOWN } DType;
+const char *dtype_name(DType t);                 /* "f32", "i64", "bool", "?" */
+bool dtype_parse(const char *s, DType *out);
+
+/* One dimension: a known size (n >= 0), a symbolic name bound at feed time
+ * (sym != NULL, n == -1), or unknown (n == -1, sym == NULL, printed "?"). */
+typedef struct Dim {
+  int64_t n;
+  const char *sym;
+} Dim;
+
+#define SHAPE_MAX_RANK 8
+/* rank == -1: the rank itself is unknown (printed "[...]"). */
+typedef struct Shape {
+  int rank;
+  Dim d[SHAPE_MAX_RANK];
+} Shape;
+
+static inline Dim dim_n(int64_t n) { return (Dim){n, NULL}; }
+static inline Dim dim_unknown(void) { return (Dim){-1, NULL}; }
+static inline bool dim_known(Dim d) { return d.n >= 0; }
+bool dim_eq(Dim a, Dim b);               /* same size or same symbol */
+Shape shape_unknown(void);               /* rank -1 */
+Shape shape_scalar(void);                /* rank 0 */
+Shape shape_of(int rank, const int64_t *dims);
+int64_t shape_numel(const Shape *s);     /* -1 if any dim is not known */
+bool shape_eq(const Shape *a, const Shape *b);
+/* Writes "[2, B, ?]" into buf. */
+const char *shape_str(const Shape *s, char *buf, size_t n);
+
+enum {
+  VAR_INPUT = 1 << 0,          /* fed from outside */
+  VAR_PARAM = 1 << 1,          /* trainable, persistable */
+  VAR_STOP_GRADIENT = 1 << 2,  /* no gradient flows into it */
+  VAR_ARG = 1 << 3,            /* a block argument (loop-carried value) */
+};
+
+typedef struct VarDesc {
+  const char *name;
+  DType dtype;
+  Shape shape;
+  unsigned flags;
+  Span span;                   /* where it was bound */
+  int block;                   /* the block declaring it (-1: the startup block) */
+  const char *user_name;       /* the script's name for it, or NULL for temps */
+} VarDesc;
+
+typedef enum AttrType {
+  ATTR_INT, ATTR_FLOAT, ATTR_BOOL, ATTR_STRING, ATTR_DTYPE,
+  ATTR_INTS, ATTR_FLOATS, ATTR_STRINGS, ATTR_BLOCK,
+} AttrType;
+const char *attr_type_name(AttrType t);          /* "int", "float list", ... */
+
+typedef struct AttrValue {
+  AttrType type;
+  int n;                       /* element count for list types */
+  union {
+    int64_t i;                 /* INT, BOOL (0/1), DTYPE (a DType), BLOCK */
+    double f;
+    const char *s;
+    int64_t *ints;
+    double *floats;
+    const char **strings;
+  } u;
+} AttrValue;
+
+typedef struct Attr {
+  const char *name;
+  AttrValue v;
+} Attr;
+
+/* A named slot holding a list of variable names. */
+typedef struct Slot {
+  const char *name;
+  const char **args;
+  int n, cap;
+} Slot;
+
+typedef struct OpDesc {
+  const char *type;
+  Slot *in;  int nin, capin;
+  Slot *out; int nout, capout;
+  Attr *attrs; int nattrs, capattrs;   /* kept sorted by name */
+  Span span;                   /* the source the op came from */
+  int fwd_block, fwd_op;       /* for grad ops: the forward op (or -1) */
+} OpDesc;
+
+typedef struct Block {
+  int idx, parent;
+  VarDesc **vars; int nvars, capvars;  /* in declaration order */
+  struct VarMap *map;                  /* name -> VarDesc, this block only */
+  OpDesc **ops; int nops, capops;
+  /* Sub-blocks only: a while body's arguments (the values carried into a
+   * turn) and the results a turn or branch yields (see lower.c). */
+  const char **args; int nargs, capargs;
+  const char **results; int nresults, capresults;
+  int fwd_block;                       /* for grad blocks: the forward block, else -1 */
+} Block;
+
+/* A user-visible name and the variable it is bound to at the end of the
+ * top level (after rebinding): how --loss and --wrt find variables. */
+typedef struct Export {
+  const char *name;
+  const char *var;
+} Export;
+
+typedef struct Program {
+  Arena *arena;
+  Diag *diag;
+  Block **blocks; int nblocks, capblocks;
+  Block *startup;            /* initializers of params and input defaults */
+  Export *exports; int nexports, capexports;
+  struct VarMap *all;        /* every name in the program -> VarDesc */
+  struct Registry *user_ops; /* ops its scripts define (op ... grad); may be NULL */
+  int next_temp;
+} Program;
+
+Program *prog_new(Arena *arena, Diag *diag);
+Block *prog_add_block(Program *p, int parent);
+Block *prog_block(const Program *p, int idx);
+/* Declares `name` in block b (which must not yet hold it anywhere in the
+ * program); returns the new VarDesc with dtype/shape unknown. */
+VarDesc *prog_add_var(Program *p, Block *b, const char *name);
+/* Finds a variable visible from block b (b, then its ancestors). */
+VarDesc *prog_find_var(const Program *p, const Block *b, const char *name);
+/* Finds a variable anywhere in the program. */
+VarDesc *prog_var(const Program *p, const char *name);
+bool prog_name_used(const Program *p, const char *name);
+/* A fresh name: `base` if unused, else "base.K" for the least unused K >= 1. */
+const char *prog_fresh(Program *p, const char *base);
+/* A fresh temporary "t.N". */
+const char *prog_temp(Program *p);
+const char *prog_export(const Program *p, const char *name);  /* var or NULL */
+void prog_set_export(Program *p, const char *name, const char *var);
+
+OpDesc *op_new(Program *p, const char *type, Span span);
+void op_append(Block *b, Program *p, OpDesc *op);
+Slot *op_add_input(Program *p, OpDesc *op, const char *slot);
+Slot *op_add_output(Program *p, OpDesc *op, const char *slot);
+void slot_push(Program *p, Slot *s, const char *name);
+Slot *op_input(const OpDesc *op, const char *slot);    /* NULL if absent */
+Slot *op_output(const OpDesc *op, const char *slot);
+/* First name of a slot, or NULL. */
+const char *op_in1(const OpDesc *op, const char *slot);
+const char *op_out1(const OpDesc *op, const char *slot);
+/* Sets (or replaces) an attribute, keeping attrs sorted by name. */
+void op_set_attr(Program *p, OpDesc *op, const char *name, AttrValue v);
+const Attr *op_attr(const OpDesc *op, const char *name);
+int64_t op_attr_i(const OpDesc *op, const char *name, int64_t dflt);
+double op_attr_f(const OpDesc *op, const char *name, double dflt);
+AttrValue attr_int(int64_t i);
+AttrValue attr_float(double f);
+AttrValue attr_bool(bool b);
+AttrValue attr_dtype(DType t);
+AttrValue attr_block(int idx);
+AttrValue attr_string(Program *p, const char *s);
+AttrValue attr_ints(Program *p, const int64_t *v, int n);
+AttrValue attr_floats(Program *p, const double *v, int n);
+/* Formats an attribute value as the dump prints it. */
+void attr_print(FILE *f, const AttrValue *v);
+
+#endif

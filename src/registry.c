@@ -1,0 +1,398 @@
+/* registry.c — the operator registry, attribute defaults, and the helpers
+ * that ops' shape inference is written with. */
+#include "registry.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OPS(fam) extern OpProto op_table_##fam[];
+#include "ops/ops.list"
+#undef OPS
+
+static OpProto *const builtin_tables[] = {
+#define OPS(fam) op_table_##fam,
+#include "ops/ops.list"
+#undef OPS
+};
+
+struct Registry {
+  Arena arena;             /* parsed attribute defaults */
+  OpProto **protos;        /* sorted by type */
+  int n, cap;
+};
+
+static Registry *default_registry;
+
+static int cmp_proto(const void *a, const void *b) {
+  return strcmp((*(OpProto *const *)a)->type, (*(OpProto *const *)b)->type);
+}
+
+static int find_index(const Registry *r, const char *type) {
+  int lo = 0, hi = r->n - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    int c = strcmp(r->protos[mid]->type, type);
+    if (c == 0) return mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -(lo + 1);
+}
+
+static void prepare(Registry *r, OpProto *p) {
+  p->nin = p->nout = p->nattrs = 0;
+  while (p->nin < REG_MAX_SLOTS && p->in[p->nin].name) p->nin++;
+  while (p->nout < REG_MAX_SLOTS && p->out[p->nout].name) p->nout++;
+  while (p->nattrs < REG_MAX_ATTRS && p->attrs[p->nattrs].name) {
+    AttrProto *a = &p->attrs[p->nattrs];
+    p->has_dflt[p->nattrs] = false;
+    if (a->dflt) {
+      if (!reg_parse_attr(&r->arena, a->type, a->dflt, &p->dflt[p->nattrs])) {
+        fprintf(stderr, "netrun: internal error: bad default '%s' for %s.%s\n",
+                a->dflt, p->type, a->name);
+        abort();
+      }
+      p->has_dflt[p->nattrs] = true;
+    }
+    p->nattrs++;
+  }
+}
+
+bool reg_add(Registry *r, OpProto *proto) {
+  int at = find_index(r, proto->type);
+  if (at >= 0) return false;
+  at = -at - 1;
+  prepare(r, proto);
+  VEC_RESERVE(r->protos, r->cap, r->n + 1);
+  memmove(&r->protos[at + 1], &r->protos[at], (size_t)(r->n - at) * sizeof *r->protos);
+  r->protos[at] = proto;
+  r->n++;
+  return true;
+}
+
+Registry *reg_default(void) {
+  if (default_registry) return default_registry;
+  Registry *r = mem_calloc(1, sizeof *r);
+  arena_init(&r->arena);
+  for (size_t t = 0; t < sizeof builtin_tables / sizeof *builtin_tables; t++)
+    for (OpProto *p = builtin_tables[t]; p->type; p++) {
+      prepare(r, p);
+      VEC_RESERVE(r->protos, r->cap, r->n + 1);
+      r->protos[r->n++] = p;
+    }
+  qsort(r->protos, (size_t)r->n, sizeof *r->protos, cmp_proto);
+  for (int i = 1; i < r->n; i++)
+    if (strcmp(r->protos[i - 1]->type, r->protos[i]->type) == 0) {
+      fprintf(stderr, "netrun: internal error: op '%s' registered twice\n", r->protos[i]->type);
+      abort();
+    }
+  default_registry = r;
+  return r;
+}
+
+Registry *reg_new(void) {
+  Registry *r = mem_calloc(1, sizeof *r);
+  arena_init(&r->arena);
+  return r;
+}
+
+void reg_free(Registry *r) {
+  if (!r) return;
+  arena_free(&r->arena);
+  mem_free(r->protos);
+  mem_free(r);
+}
+
+void reg_free_default(void) {
+  reg_free(default_registry);
+  default_registry = NULL;
+}
+
+const OpProto *prog_find_op(const Program *p, const char *type) {
+  const OpProto *op = p->user_ops ? reg_find(p->user_ops, type) : NULL;
+  return op ? op : reg_find(reg_default(), type);
+}
+
+void prog_release(Program *p) {
+  reg_free(p->user_ops);
+  p->user_ops = NULL;
+}
+
+const OpProto *reg_find(const Registry *r, const char *type) {
+  int i = find_index(r, type);
+  return i >= 0 ? r->protos[i] : NULL;
+}
+
+const OpProto *const *reg_all(const Registry *r, int *n) {
+  *n = r->n;
+  return (const OpProto *const *)r->protos;
+}
+
+int reg_slot_index(const SlotProto *slots, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(slots[i].name, name) == 0) return i;
+  return -1;
+}
+
+int reg_attr_index(const OpProto *p, const char *name) {
+  for (int i = 0; i < p->nattrs; i++)
+    if (strcmp(p->attrs[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* ---- attribute constants in script syntax ------------------------------ */
+
+static const char *skip_ws(const char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  return s;
+}
+
+static bool parse_scalar(Arena *a, AttrType t, const char **sp, AttrValue *out) {
+  const char *s = skip_ws(*sp);
+  char *end = NULL;
+  out->type = t;
+  switch (t) {
+  case ATTR_INT:
+    errno = 0;
+    out->u.i = strtoll(s, &end, 10);
+    if (end == s || errno) return false;
+    break;
+  case ATTR_FLOAT:
+    out->u.f = strtod(s, &end);
+    if (end == s) return false;
+    break;
+  case ATTR_BOOL:
+    if (strncmp(s, "true", 4) == 0) out->u.i = 1, end = (char *)s + 4;
+    else if (strncmp(s, "false", 5) == 0) out->u.i = 0, end = (char *)s + 5;
+    else return false;
+    break;
+  case ATTR_DTYPE: {
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789");
+    char buf[8];
+    if (n == 0 || n >= sizeof buf) return false;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    DType dt;
+    if (!dtype_parse(buf, &dt)) return false;
+    out->u.i = dt;
+    end = (char *)s + n;
+    break;
+  }
+  case ATTR_STRING: {
+    if (*s == '"') {
+      const char *q = strchr(s + 1, '"');
+      if (!q) return false;
+      out->u.s = arena_strndup(a, s + 1, (size_t)(q - s - 1));
+      end = (char *)q + 1;
+    } else {
+      size_t n = strcspn(s, ",]");
+      out->u.s = arena_strndup(a, s, n);
+      end = (char *)s + n;
+    }
+    break;
+  }
+  default:
+    return false;
+  }
+  *sp = end;
+  return true;
+}
+
+bool reg_parse_attr(Arena *a, AttrType t, const char *text, AttrValue *out) {
+  memset(out, 0, sizeof *out);
+  const char *s = skip_ws(text);
+  if (t == ATTR_INTS || t == ATTR_FLOATS || t == ATTR_STRINGS) {
+    AttrType et = t == ATTR_INTS ? ATTR_INT : t == ATTR_FLOATS ? ATTR_FLOAT : ATTR_STRING;
+    if (*s != '[') return false;
+    s++;
+    int n = 0;
+    AttrValue items[64];
+    s = skip_ws(s);
+    while (*s && *s != ']') {
+      if (n == 64 || !parse_scalar(a, et, &s, &items[n])) return false;
+      n++;
+      s = skip_ws(s);
+      if (*s == ',') s = skip_ws(s + 1);
+    }
+    if (*s != ']') return false;
+    out->type = t;
+    out->n = n;
+    if (t == ATTR_INTS) {
+      out->u.ints = arena_alloc(a, sizeof(int64_t) * (size_t)(n ? n : 1));
+      for (int i = 0; i < n; i++) out->u.ints[i] = items[i].u.i;
+    } else if (t == ATTR_FLOATS) {
+      out->u.floats = arena_alloc(a, sizeof(double) * (size_t)(n ? n : 1));
+      for (int i = 0; i < n; i++) out->u.floats[i] = items[i].u.f;
+    } else {
+      out->u.strings = arena_alloc(a, sizeof(char *) * (size_t)(n ? n : 1));
+      for (int i = 0; i < n; i++) out->u.strings[i] = items[i].u.s;
+    }
+    return true;
+  }
+  if (t == ATTR_BLOCK) {
+    out->type = t;
+    out->u.i = strtoll(s, NULL, 10);
+    return true;
+  }
+  if (!parse_scalar(a, t, &s, out)) return false;
+  return *skip_ws(s) == 0;
+}
+
+/* ---- inference ----------------------------------------------------------- */
+
+bool reg_infer(Program *p, Block *b, OpDesc *op) {
+  const OpProto *proto = prog_find_op(p, op->type);
+  InferCtx c = {.prog = p, .block = b, .op = op, .proto = proto};
+  if (!proto) return false;
+  /* An input whose type is unknown comes from an earlier error: stay quiet
+   * rather than report the same problem again. */
+  for (int i = 0; i < op->nin; i++)
+    for (int j = 0; j < op->in[i].n; j++) {
+      const VarDesc *v = prog_var(p, op->in[i].args[j]);
+      if (!v || v->dtype == DT_UNKNOWN) return true;
+    }
+  if (!proto->infer) return true;
+  return proto->infer(&c) && !c.failed;
+}
+
+int infer_count(InferCtx *c, const char *slot) {
+  Slot *s = op_input(c->op, slot);
+  return s ? s->n : 0;
+}
+
+const VarDesc *infer_in(InferCtx *c, const char *slot, int i) {
+  Slot *s = op_input(c->op, slot);
+  if (!s || i >= s->n) return NULL;
+  return prog_var(c->prog, s->args[i]);
+}
+
+int infer_out_count(InferCtx *c, const char *slot) {
+  Slot *s = op_output(c->op, slot);
+  return s ? s->n : 0;
+}
+
+void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *sh) {
+  Slot *s = op_output(c->op, slot);
+  if (!s || i >= s->n) return;
+  VarDesc *v = prog_var(c->prog, s->args[i]);
+  if (!v) return;
+  v->dtype = t;
+  v->shape = *sh;
+}
+
+bool infer_fail(InferCtx *c, const char *fmt, ...) {
+  c->failed = true;
+  if (c->quiet) return false;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(c->prog->diag, c->op->span, "%s: %s", c->op->type, msg);
+  return false;
+}
+
+const AttrValue *infer_attr(InferCtx *c, const char *name) {
+  const Attr *a = op_attr(c->op, name);
+  if (a) return &a->v;
+  int i = c->proto ? reg_attr_index(c->proto, name) : -1;
+  if (i >= 0 && c->proto->has_dflt[i]) return &c->proto->dflt[i];
+  return NULL;
+}
+
+int64_t infer_attr_i(InferCtx *c, const char *name) {
+  const AttrValue *v = infer_attr(c, name);
+  if (!v) return 0;
+  return v->type == ATTR_FLOAT ? (int64_t)v->u.f : v->u.i;
+}
+
+double infer_attr_f(InferCtx *c, const char *name) {
+  const AttrValue *v = infer_attr(c, name);
+  if (!v) return 0;
+  return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
+}
+
+bool infer_attr_b(InferCtx *c, const char *name) { return infer_attr_i(c, name) != 0; }
+
+bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out) {
+  if (a->rank < 0 || b->rank < 0) {
+    *out = shape_unknown();
+    return true;
+  }
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  Shape s = shape_scalar();
+  s.rank = r;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->rank), ib = i - (r - b->rank);
+    Dim x = ia >= 0 ? a->d[ia] : dim_n(1);
+    Dim y = ib >= 0 ? b->d[ib] : dim_n(1);
+    if (x.n == 1) s.d[i] = y;
+    else if (y.n == 1) s.d[i] = x;
+    else if (dim_eq(x, y)) s.d[i] = x;
+    else if (x.n >= 0 && y.n >= 0) {
+      char sa[128], sb[128];
+      return infer_fail(c, "shapes %s and %s do not broadcast (dimension %d: %lld vs %lld)",
+                        shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb), i,
+                        (long long)x.n, (long long)y.n);
+    } else if (x.n >= 0) s.d[i] = x;   /* a symbol meets a size: checked at run time */
+    else if (y.n >= 0) s.d[i] = y;
+    else s.d[i] = dim_unknown();
+  }
+  *out = s;
+  return true;
+}
+
+bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out) {
+  if (rank < 0) {
+    *out = (int)axis;
+    return true;
+  }
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= (rank ? rank : 1))
+    return infer_fail(c, "axis %lld is out of range for a tensor of rank %d", (long long)axis, rank);
+  *out = (int)a;
+  return true;
+}
+
+DType infer_promote(DType a, DType b) {
+  if (a == DT_UNKNOWN || b == DT_UNKNOWN) return DT_UNKNOWN;
+  if (a == DT_F32 || b == DT_F32) return DT_F32;
+  return DT_I64;
+}
+
+/* ---- shared attribute checkers -------------------------------------------- */
+
+const char *check_positive(const AttrValue *v) {
+  switch (v->type) {
+  case ATTR_INT: return v->u.i > 0 ? NULL : "must be positive";
+  case ATTR_FLOAT: return v->u.f > 0 ? NULL : "must be positive";
+  case ATTR_INTS:
+    for (int i = 0; i < v->n; i++)
+      if (v->u.ints[i] <= 0) return "must hold positive values";
+    return NULL;
+  default: return NULL;
+  }
+}
+
+const char *check_nonnegative(const AttrValue *v) {
+  switch (v->type) {
+  case ATTR_INT: return v->u.i >= 0 ? NULL : "must not be negative";
+  case ATTR_FLOAT: return v->u.f >= 0 ? NULL : "must not be negative";
+  case ATTR_INTS:
+    for (int i = 0; i < v->n; i++)
+      if (v->u.ints[i] < 0) return "must not hold negative values";
+    return NULL;
+  default: return NULL;
+  }
+}
+
+const char *check_probability(const AttrValue *v) {
+  double p = v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
+  return p >= 0 && p < 1 ? NULL : "must be in [0, 1)";
+}
+
+const char *check_float_dtype(const AttrValue *v) {
+  return v->u.i == DT_F32 ? NULL : "must be f32";
+}

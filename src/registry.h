@@ -1,0 +1,150 @@
+/* registry.h — the operator registry: one entry per op type.
+ *
+ * An entry (OpProto) is the op's whole contract, as in the seed design:
+ * its proto (named input slots, each single or a list; named output slots;
+ * typed attributes with defaults and checkers; a doc line), its shape and
+ * dtype inference, its kernel, and its grad maker.  Each op family lives in
+ * one file under src/ops/ that ends in a table of OpProtos; the one line
+ * OPS(family) in src/ops/ops.list makes the family known.  Adding an op is
+ * one table entry; adding a family is one file plus one list line.
+ *
+ * Protos are registered once at start (reg_default()); ops defined by
+ * scripts (`op NAME ... grad`) are registered at load time with
+ * reg_add().
+ */
+#ifndef NETRUN_REGISTRY_H
+#define NETRUN_REGISTRY_H
+
+#include "program.h"
+
+#define REG_MAX_SLOTS 8
+#define REG_MAX_ATTRS 12
+
+enum {
+  SLOT_LIST = 1 << 0,      /* holds any number of variables (concat's X) */
+  SLOT_OPTIONAL = 1 << 1,  /* may be left out */
+  SLOT_NO_GRAD = 1 << 2,   /* never differentiated (labels, indices) */
+};
+
+typedef struct SlotProto {
+  const char *name;
+  unsigned flags;
+  const char *doc;
+} SlotProto;
+
+/* An attribute checker: NULL if the value is acceptable, else a message
+ * completing "attribute 'NAME' of 'OP' ..." e.g. "must be positive". */
+typedef const char *(*AttrCheckFn)(const AttrValue *v);
+
+typedef struct AttrProto {
+  const char *name;
+  AttrType type;
+  const char *dflt;        /* default in script syntax ("0.01", "[1, 1]"); NULL = required */
+  AttrCheckFn check;
+  const char *doc;
+} AttrProto;
+
+typedef enum GradKind {
+  GRAD_NONE,               /* registered as having no gradient */
+  GRAD_COMPOSITE,          /* the maker returns ops of existing types */
+  GRAD_DEDICATED,          /* the maker returns a <type>_grad op */
+} GradKind;
+
+enum {
+  OP_SIDE_EFFECT = 1 << 0, /* must run even if nothing reads its outputs (print) */
+  OP_RANDOM = 1 << 1,      /* draws from the seeded generator */
+  OP_CONTROL = 1 << 2,     /* owns sub-blocks (while, conditional_block) */
+  OP_INTERNAL = 1 << 3,    /* emitted by netrun itself, not meant to be called */
+};
+
+typedef struct InferCtx InferCtx;
+struct ExecCtx;
+struct GradCtx;
+typedef bool (*InferFn)(InferCtx *ctx);
+typedef int (*KernelFn)(struct ExecCtx *ctx);
+typedef int (*GradMakerFn)(struct GradCtx *ctx);
+
+typedef struct OpProto {
+  const char *type;
+  const char *doc;
+  SlotProto in[REG_MAX_SLOTS];
+  SlotProto out[REG_MAX_SLOTS];
+  AttrProto attrs[REG_MAX_ATTRS];
+  InferFn infer;
+  KernelFn kernel;
+  GradKind grad_kind;
+  GradMakerFn grad;
+  unsigned flags;
+  /* Filled in at registration: */
+  int nin, nout, nattrs;
+  AttrValue dflt[REG_MAX_ATTRS];  /* parsed defaults (type ATTR_* or unset if required) */
+  bool has_dflt[REG_MAX_ATTRS];
+  void *user;                     /* for ops defined by scripts */
+} OpProto;
+
+typedef struct Registry Registry;
+
+/* The registry holding every built-in op. */
+Registry *reg_default(void);
+void reg_free_default(void);
+/* A registry of its own (ops defined by one program's scripts). */
+Registry *reg_new(void);
+void reg_free(Registry *r);
+/* Looks a type up among the program's own ops, then the built-ins. */
+const OpProto *prog_find_op(const Program *p, const char *type);
+/* Frees what a program holds outside its arena (its own registry). */
+void prog_release(Program *p);
+/* Registers a proto (not copied: it must outlive the registry).  Returns
+ * false if the type is already taken. */
+bool reg_add(Registry *r, OpProto *proto);
+const OpProto *reg_find(const Registry *r, const char *type);
+/* All registered types, sorted by name; *n gets the count. */
+const OpProto *const *reg_all(const Registry *r, int *n);
+int reg_slot_index(const SlotProto *slots, int n, const char *name);
+int reg_attr_index(const OpProto *p, const char *name);
+/* Parses an attribute default/constant in script syntax into type t. */
+bool reg_parse_attr(Arena *a, AttrType t, const char *text, AttrValue *out);
+
+/* ---- shape and dtype inference ---------------------------------------- */
+
+struct InferCtx {
+  Program *prog;
+  Block *block;
+  OpDesc *op;
+  const OpProto *proto;
+  bool quiet;              /* probe only: report nothing */
+  bool failed;
+};
+
+/* Runs the proto's inference on op (declaring its outputs' dtype/shape).
+ * Reports errors at the op's span; returns false on failure. */
+bool reg_infer(Program *p, Block *b, OpDesc *op);
+
+int infer_count(InferCtx *c, const char *in_slot);         /* vars in an input slot */
+const VarDesc *infer_in(InferCtx *c, const char *slot, int i); /* NULL if absent */
+int infer_out_count(InferCtx *c, const char *out_slot);
+/* Sets the dtype and shape of output slot[i]. */
+void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *s);
+/* Reports an error about this op ("OPTYPE: MESSAGE") and returns false. */
+bool infer_fail(InferCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int64_t infer_attr_i(InferCtx *c, const char *name);
+double infer_attr_f(InferCtx *c, const char *name);
+bool infer_attr_b(InferCtx *c, const char *name);
+const AttrValue *infer_attr(InferCtx *c, const char *name);
+
+/* NumPy broadcasting of two shapes; false (with an error naming both shapes)
+ * if they do not broadcast. */
+bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out);
+/* Normalizes a possibly negative axis against rank; false with an error if it
+ * is out of range. */
+bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
+/* Arithmetic promotion: i64 with f32 gives f32, bool counts as i64. */
+DType infer_promote(DType a, DType b);
+
+/* Attribute checkers shared by many ops. */
+const char *check_positive(const AttrValue *v);       /* int/float > 0, or every list element */
+const char *check_nonnegative(const AttrValue *v);
+const char *check_probability(const AttrValue *v);    /* 0 <= p < 1 */
+const char *check_float_dtype(const AttrValue *v);
+
+#endif

@@ -1,0 +1,223 @@
+#!/usr/bin/env bats
+# cli.bats — the command line: verbs, options, exit statuses, hostile input.
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  EX=$BATS_TEST_DIRNAME/../examples
+  cd "$BATS_TEST_TMPDIR"
+}
+
+@test "--version prints the version" {
+  run "$NETRUN" --version
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^netrun\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "--help lists the verbs and exits 0" {
+  run "$NETRUN" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"usage: netrun VERB"* ]]
+  for v in dump ops run time grad gradcheck train eval predict plot repl help; do
+    [[ "$output" == *"netrun $v"* ]]
+  done
+}
+
+@test "an unknown verb is a usage error that lists the verbs" {
+  run "$NETRUN" dumb
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: unknown verb 'dumb' (did you mean 'dump'?)" ]
+  [ "${lines[1]}" = "verbs: dump ops run time grad gradcheck train eval predict plot repl help" ]
+}
+
+@test "an unknown option is a usage error" {
+  run "$NETRUN" dump --frobnicate x.net
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: dump: unknown option '--frobnicate'" ]
+}
+
+@test "dump without a file is a usage error" {
+  run "$NETRUN" dump
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: dump needs a FILE" ]
+}
+
+@test "an unknown format is a usage error" {
+  run "$NETRUN" dump --format yaml "$EX/xor.net"
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: unknown format 'yaml' (expected text, dot or json)" ]
+}
+
+@test "help VERB describes the verb" {
+  run "$NETRUN" help dump
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "usage: netrun dump [--format text|dot|json] [--startup] [--lines] [--ast] [-o OUT] FILE" ]
+  run "$NETRUN" help nothing
+  [ "$status" -eq 2 ]
+}
+
+@test "later verbs are reserved and say not implemented yet" {
+  for v in run time grad gradcheck train eval predict plot repl; do
+    run "$NETRUN" "$v" "$EX/xor.net"
+    [ "$status" -eq 1 ]
+    [ "$output" = "netrun: $v: not implemented yet" ]
+  done
+  run "$NETRUN" "$EX/xor.net"
+  [ "$output" = "netrun: run: not implemented yet" ]
+  run "$NETRUN" --dump-backward "$EX/xor.net"
+  [ "$output" = "netrun: dump --backward: not implemented yet" ]
+}
+
+@test "a missing file is a clear error" {
+  run "$NETRUN" dump nowhere.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: cannot read nowhere.net: No such file or directory" ]
+}
+
+@test "ops lists every op of OPS.md with its gradient kind" {
+  run "$NETRUN" ops
+  [ "$status" -eq 0 ]
+  for op in zeros ones full arange uniform_random gaussian_random fill_constant fill_zeros_like \
+            ones_like assign cast add_n stop_gradient add sub mul div pow maximum minimum neg abs \
+            exp log sqrt square sin cos relu sigmoid tanh softplus gelu leaky_relu scale clip \
+            less_than less_equal greater_than greater_equal equal not_equal logical_and logical_or \
+            logical_not sign sum mean max min argmax matmul reshape transpose flatten squeeze \
+            unsqueeze broadcast_to concat split slice gather one_hot softmax log_softmax \
+            softmax_cross_entropy sigmoid_cross_entropy mse dropout conv2d max_pool2d avg_pool2d \
+            layer_norm embedding accuracy while conditional_block sgd momentum adam; do
+    grep -qE "^$op +" <<<"$output" || { echo "missing op $op"; return 1; }
+  done
+  grep -qE '^matmul +X, Y -> Out +composite' <<<"$output"
+  grep -qE '^conv2d +Input, Filter -> Output +dedicated' <<<"$output"
+  grep -qE '^less_than +X, Y -> Out +none' <<<"$output"
+}
+
+@test "ops NAME prints the proto" {
+  run "$NETRUN" ops leaky_relu
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "leaky_relu: Out = X if X > 0 else alpha * X" ]
+  [[ "$output" == *"alpha        float       = 0.01  slope for X < 0"* ]]
+  [[ "$output" == *"gradient: dedicated"* ]]
+  run "$NETRUN" ops relux
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: unknown op 'relux' (did you mean 'relu'?)" ]
+}
+
+@test "dump --format dot renders with Graphviz" {
+  run "$NETRUN" dump --format dot "$EX/rnn.net"
+  [ "$status" -eq 0 ]
+  "$NETRUN" dump --format dot "$EX/rnn.net" | dot -Tsvg > rnn.svg
+  grep -q '<svg' rnn.svg
+  grep -q 'cluster_1' <<<"$output"
+}
+
+@test "dump --format json is valid JSON with the program's blocks" {
+  "$NETRUN" dump --format json "$EX/fashion_mlp.net" > p.json
+  [ "$(jq '.blocks | length' p.json)" = 1 ]
+  [ "$(jq -r '.blocks[0].vars[] | select(.name == "W1") | .shape | map(tostring) | join(",")' p.json)" = "784,512" ]
+  [ "$(jq -r '.blocks[0].ops[0].type' p.json)" = matmul ]
+  [ "$(jq -r '.blocks[0].vars[] | select(.name == "x") | .shape[0]' p.json)" = B ]
+  "$NETRUN" dump --format json "$EX/rnn.net" | jq -e '.blocks[1].parent == 0' >/dev/null
+}
+
+@test "dump output is deterministic" {
+  for f in "$EX"/*.net; do
+    a=$("$NETRUN" dump --startup --lines "$f")
+    b=$("$NETRUN" dump --startup --lines "$f")
+    [ "$a" = "$b" ]
+  done
+}
+
+@test "dump -o writes the file atomically and keeps the old one on error" {
+  run "$NETRUN" dump -o out.txt "$EX/xor.net"
+  [ "$status" -eq 0 ]
+  [ "$(head -1 out.txt)" = "block 0 (parent -1)" ]
+  printf 'x = relux(1)\n' > bad.net
+  cp out.txt before.txt
+  run "$NETRUN" dump -o out.txt bad.net
+  [ "$status" -eq 1 ]
+  cmp out.txt before.txt
+  [ -z "$(ls | grep tmp)" ]
+}
+
+@test "an empty file is an empty program" {
+  : > empty.net
+  run "$NETRUN" dump empty.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "block 0 (parent -1)" ]
+}
+
+@test "100,000 nested parentheses: an error, no crash" {
+  { printf 'x = '; head -c 100000 /dev/zero | tr '\0' '('; printf '1'; head -c 100000 /dev/zero | tr '\0' ')'; echo; } > deep.net
+  run "$NETRUN" dump deep.net
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" == "deep.net:1:"*": error: too deeply nested (more than 256 levels of brackets)" ]]
+}
+
+@test "100,000 nested unary minus and a 100,000-term sum: errors, no crash" {
+  { printf 'x = '; for i in $(seq 1000); do printf '%0.s- ' $(seq 100); done; echo 1; } > neg.net
+  run "$NETRUN" dump neg.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"error: expression too deeply nested (more than 1000 levels)"* ]]
+  { printf 'x = 1'; for i in $(seq 1000); do printf '%0.s + 1' $(seq 100); done; echo; } > sum.net
+  run "$NETRUN" dump sum.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"error: expression too deeply nested (more than 1000 levels)"* ]]
+}
+
+@test "a 10 MB line is handled" {
+  { printf 'x = "'; head -c 10000000 /dev/zero | tr '\0' 'a'; printf '"\n'; } > long.net
+  run "$NETRUN" dump long.net
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" == "long.net:1:5: error: a string is not a value; strings can only be attributes" ]]
+  [ "${#lines[1]}" -lt 200 ]
+}
+
+@test "binary garbage gets capped errors, no crash" {
+  head -c 4096 /bin/ls > garbage.net
+  run "$NETRUN" dump garbage.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"netrun: too many errors;"* || "$output" == *"errors"* ]]
+  [ "$(grep -c ': error: ' <<<"$output")" -le 20 ]
+}
+
+@test "a truncated file says which bracket is never closed" {
+  printf 'def f(x) {\n  return relu(x\n' > trunc.net
+  run "$NETRUN" dump trunc.net
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" == "trunc.net:2:14: error: unclosed '('"* ]]
+}
+
+@test "man pages render without warnings" {
+  for page in netrun.1 netrun-lang.5; do
+    out=$(MANWIDTH=80 man --warnings -E UTF-8 -l "$BATS_TEST_DIRNAME/../man/$page" 2>&1 >/dev/null)
+    [ -z "$out" ] || { echo "$out"; return 1; }
+  done
+}
+
+@test "make install puts the binary, stdlib and man pages under DESTDIR" {
+  make -C "$BATS_TEST_DIRNAME/.." -s install PREFIX=/usr DESTDIR="$BATS_TEST_TMPDIR/root" >/dev/null
+  [ -x root/usr/bin/netrun ]
+  [ -f root/usr/share/netrun/stdlib/nn.net ]
+  [ -f root/usr/share/man/man1/netrun.1 ]
+  [ -f root/usr/share/man/man5/netrun-lang.5 ]
+  printf 'import "nn"\ninput x : f32[2, 3]\nparam W : [3, 4] = zeros()\nparam b : [4] = zeros()\nloss = mean(linear(x, W, b))\n' > m.net
+  run root/usr/bin/netrun dump m.net
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"= matmul(X=[x], Y=[W])"* ]]
+}
+
+@test "imports search NETRUN_PATH and report cycles" {
+  mkdir -p lib
+  printf 'def twice(x) {\n  return x * 2\n}\n' > lib/util.net
+  printf 'import "util"\ninput x : f32[3]\nloss = sum(twice(x))\n' > main.net
+  run "$NETRUN" dump main.net
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" == "main.net:1:1: error: cannot find 'util.net' (searched ."* ]]
+  NETRUN_PATH=lib run "$NETRUN" dump main.net
+  [ "$status" -eq 0 ]
+  printf 'import "b"\n' > a.net
+  printf 'import "a"\n' > b.net
+  run "$NETRUN" dump a.net
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" == "b.net:1:1: error: import cycle: a.net -> b.net -> a.net" ]]
+}
