@@ -951,15 +951,17 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, ParseSt
   yysymbol_kind_t exp[YYNTOKENS];
   int nexp = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
   if (nexp < 0) nexp = 0;
-  /* Where a name and a number may come, any expression may. */
-  bool has_name = false, has_int = false;
+  /* Where a name, a number and a '(' may come, any expression may (a
+   * dimension list takes only names and numbers). */
+  bool has_name = false, has_int = false, has_paren = false;
   int nops = 0;
   for (int i = 0; i < nexp; i++) {
     has_name |= exp[i] == YYSYMBOL_NAME;
     has_int |= exp[i] == YYSYMBOL_INT;
+    has_paren |= one_of(exp[i], "(");
     nops += is_operator(exp[i]);
   }
-  bool group_expr = has_name && has_int, group_ops = nops >= 3;
+  bool group_expr = has_name && has_int && has_paren, group_ops = nops >= 3;
   const char *items[YYNTOKENS + 2];
   int nitems = 0;
   bool any_end = false;

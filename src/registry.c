@@ -258,22 +258,42 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
 }
 
 int infer_count(InferCtx *c, const char *slot) {
+  if (c->rt) {
+    int k = reg_slot_index(c->proto->in, c->proto->nin, slot);
+    return k >= 0 ? c->rt->nin[k] : 0;
+  }
   Slot *s = op_input(c->op, slot);
   return s ? s->n : 0;
 }
 
 const VarDesc *infer_in(InferCtx *c, const char *slot, int i) {
+  if (c->rt) {
+    int k = reg_slot_index(c->proto->in, c->proto->nin, slot);
+    return k >= 0 && i < c->rt->nin[k] ? c->rt->in[k][i] : NULL;
+  }
   Slot *s = op_input(c->op, slot);
   if (!s || i >= s->n) return NULL;
   return prog_var(c->prog, s->args[i]);
 }
 
 int infer_out_count(InferCtx *c, const char *slot) {
+  if (c->rt) {
+    int k = reg_slot_index(c->proto->out, c->proto->nout, slot);
+    return k >= 0 ? c->rt->nout[k] : 0;
+  }
   Slot *s = op_output(c->op, slot);
   return s ? s->n : 0;
 }
 
 void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *sh) {
+  if (c->rt) {
+    int k = reg_slot_index(c->proto->out, c->proto->nout, slot);
+    if (k >= 0 && i < c->rt->nout[k]) {
+      c->rt->out[k][i].dtype = t;
+      c->rt->out[k][i].shape = *sh;
+    }
+    return;
+  }
   Slot *s = op_output(c->op, slot);
   if (!s || i >= s->n) return;
   VarDesc *v = prog_var(c->prog, s->args[i]);
@@ -284,12 +304,15 @@ void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *sh) {
 
 bool infer_fail(InferCtx *c, const char *fmt, ...) {
   c->failed = true;
-  if (c->quiet) return false;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (c->quiet) {
+    if (!c->error) c->error = arena_strdup(c->prog->arena, msg);
+    return false;
+  }
   diag_error(c->prog->diag, c->op->span, "%s: %s", c->op->type, msg);
   return false;
 }

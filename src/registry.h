@@ -55,6 +55,7 @@ enum {
   OP_RANDOM = 1 << 1,      /* draws from the seeded generator */
   OP_CONTROL = 1 << 2,     /* owns sub-blocks (while, conditional_block) */
   OP_INTERNAL = 1 << 3,    /* emitted by netrun itself, not meant to be called */
+  OP_NO_PREALLOC = 1 << 4, /* the kernel makes its outputs (views, lists) */
 };
 
 typedef struct InferCtx InferCtx;
@@ -107,13 +108,25 @@ bool reg_parse_attr(Arena *a, AttrType t, const char *text, AttrValue *out);
 
 /* ---- shape and dtype inference ---------------------------------------- */
 
+/* At run time the executor runs inference on concrete values: then `rt`
+ * holds, per proto slot index, the inputs' descriptions (made from the
+ * tensors) and receives the outputs'. */
+typedef struct InferRuntime {
+  const VarDesc *const *in[REG_MAX_SLOTS];
+  int nin[REG_MAX_SLOTS];
+  VarDesc *out[REG_MAX_SLOTS];
+  int nout[REG_MAX_SLOTS];
+} InferRuntime;
+
 struct InferCtx {
   Program *prog;
   Block *block;
   OpDesc *op;
   const OpProto *proto;
+  InferRuntime *rt;        /* NULL while lowering */
   bool quiet;              /* probe only: report nothing */
   bool failed;
+  const char *error;       /* with quiet: the message of the failure */
 };
 
 /* Runs the proto's inference on op (declaring its outputs' dtype/shape).

@@ -1,0 +1,265 @@
+/* tensor.c — tensor storage, refcounts, broadcasting and the generator. */
+#include "tensor.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+size_t dtype_size(DType t) {
+  switch (t) {
+  case DT_F32: return 4;
+  case DT_I64: return 8;
+  case DT_BOOL: return 1;
+  default: return 1;
+  }
+}
+
+Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why) {
+  if (rank < 0 || rank > SHAPE_MAX_RANK) {
+    *why = "too many dimensions";
+    return NULL;
+  }
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0) {
+      *why = "a negative dimension";
+      return NULL;
+    }
+    if (shape[i] && n > TENSOR_MAX_BYTES / shape[i]) {
+      *why = "too large";
+      return NULL;
+    }
+    n *= shape[i];
+  }
+  if (n > TENSOR_MAX_BYTES / (int64_t)dtype_size(t)) {
+    *why = "too large";
+    return NULL;
+  }
+  Tensor *x = mem_alloc(NULL, sizeof *x);
+  x->refs = 1;
+  x->dtype = t;
+  x->rank = rank;
+  if (rank) memcpy(x->shape, shape, sizeof(int64_t) * (size_t)rank);
+  x->numel = n;
+  x->requires_grad = false;
+  Storage *s = mem_alloc(NULL, sizeof *s);
+  s->refs = 1;
+  s->bytes = (size_t)n * dtype_size(t);
+  s->data = mem_alloc(NULL, s->bytes ? s->bytes : 1);
+  x->storage = s;
+  x->data = s->data;
+  return x;
+}
+
+Tensor *tensor_new(DType t, int rank, const int64_t *shape) {
+  const char *why;
+  Tensor *x = tensor_try_new(t, rank, shape, &why);
+  if (!x) mem_oom(0);
+  return x;
+}
+
+Tensor *tensor_zeros(DType t, int rank, const int64_t *shape) {
+  Tensor *x = tensor_new(t, rank, shape);
+  memset(x->data, 0, x->storage->bytes);
+  return x;
+}
+
+Tensor *tensor_scalar_f32(float v) {
+  Tensor *x = tensor_new(DT_F32, 0, NULL);
+  tensor_f32(x)[0] = v;
+  return x;
+}
+
+Tensor *tensor_scalar_i64(int64_t v) {
+  Tensor *x = tensor_new(DT_I64, 0, NULL);
+  tensor_i64(x)[0] = v;
+  return x;
+}
+
+Tensor *tensor_scalar_bool(bool v) {
+  Tensor *x = tensor_new(DT_BOOL, 0, NULL);
+  tensor_bool(x)[0] = v;
+  return x;
+}
+
+Tensor *tensor_view(Tensor *x, int rank, const int64_t *shape) {
+  Tensor *v = mem_alloc(NULL, sizeof *v);
+  *v = *x;
+  v->refs = 1;
+  v->rank = rank;
+  if (rank) memcpy(v->shape, shape, sizeof(int64_t) * (size_t)rank);
+  x->storage->refs++;
+  return v;
+}
+
+Tensor *tensor_copy(const Tensor *x) {
+  Tensor *c = tensor_new(x->dtype, x->rank, x->shape);
+  memcpy(c->data, x->data, (size_t)x->numel * dtype_size(x->dtype));
+  return c;
+}
+
+Tensor *tensor_cast(Tensor *x, DType t) {
+  if (x->dtype == t) return tensor_ref(x);
+  Tensor *c = tensor_new(t, x->rank, x->shape);
+  int64_t n = x->numel;
+  if (t == DT_F32) {
+    float *o = tensor_f32(c);
+    if (x->dtype == DT_I64) for (int64_t i = 0; i < n; i++) o[i] = (float)tensor_i64(x)[i];
+    else for (int64_t i = 0; i < n; i++) o[i] = (float)tensor_bool(x)[i];
+  } else if (t == DT_I64) {
+    int64_t *o = tensor_i64(c);
+    if (x->dtype == DT_F32) for (int64_t i = 0; i < n; i++) o[i] = (int64_t)tensor_f32(x)[i];
+    else for (int64_t i = 0; i < n; i++) o[i] = tensor_bool(x)[i];
+  } else {
+    uint8_t *o = tensor_bool(c);
+    if (x->dtype == DT_F32) for (int64_t i = 0; i < n; i++) o[i] = tensor_f32(x)[i] != 0;
+    else for (int64_t i = 0; i < n; i++) o[i] = tensor_i64(x)[i] != 0;
+  }
+  return c;
+}
+
+void tensor_unref(Tensor *t) {
+  if (!t || --t->refs > 0) return;
+  if (--t->storage->refs == 0) {
+    mem_free(t->storage->data);
+    mem_free(t->storage);
+  }
+  mem_free(t);
+}
+
+double tensor_get(const Tensor *t, int64_t i) {
+  switch (t->dtype) {
+  case DT_F32: return tensor_f32(t)[i];
+  case DT_I64: return (double)tensor_i64(t)[i];
+  default: return tensor_bool(t)[i];
+  }
+}
+
+void tensor_set(Tensor *t, int64_t i, double v) {
+  switch (t->dtype) {
+  case DT_F32: tensor_f32(t)[i] = (float)v; break;
+  case DT_I64: tensor_i64(t)[i] = (int64_t)v; break;
+  default: tensor_bool(t)[i] = v != 0; break;
+  }
+}
+
+bool tensor_same_shape(const Tensor *a, const Tensor *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t n) {
+  Shape s = tensor_shape(t);
+  return shape_str(&s, buf, n);
+}
+
+Shape tensor_shape(const Tensor *t) { return shape_of(t->rank, t->shape); }
+
+/* ---- broadcasting ---------------------------------------------------------- */
+
+bool bcast_shape(const Tensor *a, const Tensor *c, int *rank, int64_t *shape) {
+  int r = a->rank > c->rank ? a->rank : c->rank;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->rank), ic = i - (r - c->rank);
+    int64_t x = ia >= 0 ? a->shape[ia] : 1, y = ic >= 0 ? c->shape[ic] : 1;
+    if (x != y && x != 1 && y != 1) return false;
+    shape[i] = x == 1 ? y : x;
+  }
+  *rank = r;
+  return true;
+}
+
+bool bcast_init(Bcast *b, const Tensor *a, const Tensor *c) {
+  memset(b, 0, sizeof *b);
+  int64_t shape[SHAPE_MAX_RANK];
+  int r;
+  if (!bcast_shape(a, c, &r, shape)) return false;
+  const Tensor *in[2] = {a, c};
+  /* Same shapes: one flat run. */
+  if (tensor_same_shape(a, c)) {
+    int64_t n = a->numel;
+    b->rank = 1;
+    b->shape[0] = n;
+    b->stride[0][0] = b->stride[1][0] = 1;
+    b->inner = n;
+    b->inner_step[0] = b->inner_step[1] = 1;
+    return true;
+  }
+  b->rank = r;
+  memcpy(b->shape, shape, sizeof(int64_t) * (size_t)r);
+  for (int k = 0; k < 2; k++) {
+    int64_t st = 1;
+    for (int i = r - 1; i >= 0; i--) {
+      int ii = i - (r - in[k]->rank);
+      int64_t d = ii >= 0 ? in[k]->shape[ii] : 1;
+      b->stride[k][i] = d == 1 ? 0 : st;
+      st *= d;
+    }
+  }
+  if (r == 0) {
+    b->inner = 1;
+    return true;
+  }
+  b->inner = shape[r - 1];
+  b->inner_step[0] = b->stride[0][r - 1];
+  b->inner_step[1] = b->stride[1][r - 1];
+  return true;
+}
+
+void bcast_iter_init(BcastIter *it, const Bcast *b) {
+  memset(it, 0, sizeof *it);
+  it->b = b;
+}
+
+bool bcast_iter_next(BcastIter *it) {
+  const Bcast *b = it->b;
+  it->out += b->inner;
+  for (int i = b->rank - 2; i >= 0; i--) {
+    it->idx[i]++;
+    it->off[0] += b->stride[0][i];
+    it->off[1] += b->stride[1][i];
+    if (it->idx[i] < b->shape[i]) return true;
+    it->off[0] -= b->stride[0][i] * b->shape[i];
+    it->off[1] -= b->stride[1][i] * b->shape[i];
+    it->idx[i] = 0;
+  }
+  return false;
+}
+
+/* ---- the generator ---------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void rng_seed(Rng *r, uint64_t seed) {
+  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t rng_next(Rng *r) {
+  uint64_t *s = r->s;
+  uint64_t result = rotl(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+double rng_uniform(Rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+double rng_normal(Rng *r) {
+  double u1 = rng_uniform(r), u2 = rng_uniform(r);
+  if (u1 < 1e-300) u1 = 1e-300;
+  return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
