@@ -96,6 +96,14 @@ asan: deps
 build/asan/netrun: $(OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS)
 
+# ---- speed: measured, never asserted in tests -------------------------------------
+LIB_OBJ = $(filter-out $(BUILD)/src/main.o,$(OBJ))
+$(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bench
+	OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $(BUILD)/bench
+
 # ---- install ----------------------------------------------------------------
 install: netrun
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/netrun/stdlib \
@@ -108,7 +116,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun
 
-.PHONY: all deps test check regen asan install clean
+.PHONY: all deps test check regen asan bench install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

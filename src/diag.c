@@ -54,7 +54,8 @@ int diag_load_file(Diag *d, const char *path) {
     return -1;
   }
   char *rp = realpath(path, NULL);
-  int idx = diag_add_source(d, path, rp, buf, len);
+  size_t skip = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;   /* a UTF-8 byte order mark */
+  int idx = diag_add_source(d, path, rp, buf + skip, len - skip);
   free(rp);
   mem_free(buf);
   return idx;

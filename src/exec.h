@@ -51,6 +51,9 @@ int exec_run(Executor *ex);
  * run; borrowed. */
 Tensor *exec_value(Executor *ex, const char *name);
 Tape *exec_tape(Executor *ex);
+int64_t exec_ops_run(const Executor *ex);   /* ops executed so far */
+/* Asks a running executor to stop at the next op (safe in a signal handler). */
+void exec_interrupt(void);
 Rng *exec_rng(Executor *ex);
 
 /* Per-op-type timing (netrun time). */

@@ -61,6 +61,8 @@ struct Lowerer {
   Program *prog;
   Scope *global;
   Scope *scope;
+  Scope *fn_parent;                    /* what function bodies see: the globals, or
+                                          only the functions (startup, op bodies) */
   Block *block;
   const char *fn;                      /* innermost function expanded, or NULL */
   const AstNode *calls[64];            /* functions being expanded */
@@ -105,6 +107,15 @@ static Binding *bind(Lowerer *L, Scope *s, const char *name, BindKind kind) {
   b->name = keep;
   b->kind = kind;
   return b;
+}
+
+/* A scope holding only the global functions: what startup values and op
+ * bodies may see besides their own names. */
+static Scope *functions_scope(Lowerer *L) {
+  Scope *s = scope_new(L, NULL);
+  for (int i = 0; i < L->global->n; i++)
+    if (L->global->b[i].kind == BIND_FUNC) *ARENA_PUSH(L->arena, s->b, s->n, s->cap) = L->global->b[i];
+  return s;
 }
 
 static void bind_var(Lowerer *L, const char *name, const char *var) {
@@ -383,6 +394,15 @@ static const char *suggest_name(Lowerer *L, const char *name, bool funcs) {
 
 static const char *lower_name(Lowerer *L, const AstNode *n, const char *hint) {
   Binding *b = lookup(L, n->name);
+  Binding *g = b ? NULL : scope_find_here(L->global, n->name);
+  if (g && g->kind == BIND_VAR && L->fn_parent != L->global) {
+    if (L->block == L->prog->startup)
+      diag_error(L->diag, n->span, "a default or initializer can use only constants and ops, not the value '%s'",
+                 n->name);
+    else
+      diag_error(L->diag, n->span, "an op body can read only the op's inputs and attributes, not '%s'", n->name);
+    return NULL;
+  }
   if (!b) {
     const char *near = suggest_name(L, n->name, false);
     if (near) diag_error(L->diag, n->span, "unknown name '%s' (did you mean '%s'?)", n->name, near);
@@ -434,8 +454,8 @@ static bool flatten_literal(Lowerer *L, const AstNode *n, int depth, int *leaf_d
       shape->rank = depth + 1;
       shape->d[depth] = dim_n(n->list.n);
     } else if (shape->d[depth].n != n->list.n) {
-      diag_error(L->diag, n->span, "tensor literal is not rectangular: %d elements here, %lld before",
-                 n->list.n, (long long)shape->d[depth].n);
+      diag_error(L->diag, n->span, "tensor literal is not rectangular: %d element%s here, %lld before",
+                 n->list.n, n->list.n == 1 ? "" : "s", (long long)shape->d[depth].n);
       return false;
     }
     for (int i = 0; i < n->list.n; i++)
@@ -770,8 +790,8 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
     else singles++;
   }
   if (!lists && nwant > singles) {
-    diag_error(L->diag, n->opspan, "'%s' has %d output%s, but %d names are assigned", proto->type,
-               singles, singles == 1 ? "" : "s", nwant);
+    diag_error(L->diag, n->opspan, "'%s' has %d output%s, but %d name%s assigned", proto->type,
+               singles, singles == 1 ? "" : "s", nwant, nwant == 1 ? " is" : "s are");
     return -1;
   }
   int bound = 0;
@@ -827,9 +847,10 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   }
   Scope *saved_scope = L->scope;
   const char *saved_fn = L->fn;
-  L->scope = scope_new(L, L->global);
+  L->scope = scope_new(L, L->fn_parent);
   L->fn = def->name;
   L->calls[L->ncalls++] = def;
+  int errors_before = L->diag->nerrors;
   for (int i = 0; i < def->list.n; i++) bind_var(L, def->list.items[i]->name, args[i]);
   const AstList *body = &def->a->list;
   int result = 0;
@@ -839,24 +860,26 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   AstList head = *body;
   if (ret) head.n--;
   ok = lower_stmts(L, &head, false);
-  if (ok && ret) {
-    if (nwant > ret->list.n) {
-      diag_error(L->diag, n->opspan, "function '%s' returns %d value%s, but %d names are assigned",
-                 def->name, ret->list.n, ret->list.n == 1 ? "" : "s", nwant);
-      ok = false;
-    }
-    for (int i = 0; ok && i < ret->list.n; i++) {
-      const char *v = lower_expr(L, ret->list.items[i], i < nwant ? hints[i] : NULL);
-      if (!v) ok = false;
-      else if (i < nwant) outs[i] = v, result++;
-    }
-  } else if (ok && nwant > 0) {
+  for (int i = 0; ok && ret && i < ret->list.n; i++) {
+    const char *v = lower_expr(L, ret->list.items[i], i < nwant ? hints[i] : NULL);
+    if (!v) ok = false;
+    else if (i < nwant) outs[i] = v, result++;
+  }
+  bool inner_errors = L->diag->nerrors != errors_before;
+  if (ok && ret && nwant > ret->list.n) {
+    diag_error(L->diag, n->opspan, "function '%s' returns %d value%s, but %d name%s assigned", def->name,
+               ret->list.n, ret->list.n == 1 ? "" : "s", nwant, nwant == 1 ? " is" : "s are");
+    ok = false;
+  } else if (ok && !ret && nwant > 0) {
     diag_error(L->diag, n->opspan, "function '%s' returns no value", def->name);
     ok = false;
   }
   L->ncalls--;
   L->fn = saved_fn;
   L->scope = saved_scope;
+  /* Point at the call the user wrote: the outermost one. */
+  if (inner_errors && L->ncalls == 0)
+    diag_note(L->diag, n->opspan, "in this call to '%s'", def->name);
   return ok ? result : -1;
 }
 
@@ -929,9 +952,10 @@ static bool declare_check(Lowerer *L, const AstNode *n) {
 /* Lowers expression e into the startup block (where only ops, no names,
  * are visible) and assigns its value to var. */
 static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
-  Scope *saved_scope = L->scope;
+  Scope *saved_scope = L->scope, *saved_fn_parent = L->fn_parent;
   Block *saved_block = L->block;
-  L->scope = scope_new(L, NULL);
+  L->fn_parent = functions_scope(L);
+  L->scope = scope_new(L, L->fn_parent);
   L->block = L->prog->startup;
   double f;
   int64_t i;
@@ -962,6 +986,7 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
     }
   }
   L->scope = saved_scope;
+  L->fn_parent = saved_fn_parent;
   L->block = saved_block;
 }
 
@@ -1042,6 +1067,8 @@ static void lower_param(Lowerer *L, const AstNode *n) {
   }
   double fan_in, fan_out;
   fans(&shape, &fan_in, &fan_out);
+  /* Computed bounds are kept at f32 precision: that is what they are used at. */
+#define F32(x) ((double)(float)(x))
   const char *type;
   const char *k1 = NULL, *k2 = NULL;
   double v1 = 0, v2 = 0;
@@ -1065,12 +1092,13 @@ static void lower_param(Lowerer *L, const AstNode *n) {
     break;
   case 5: /* Glorot & Bengio: U(-l, l), l = sqrt(6 / (fan_in + fan_out)) */
     type = "uniform_random", k1 = "min", k2 = "max";
-    v2 = sqrt(6.0 / (fan_in + fan_out)), v1 = -v2;
+    v2 = F32(sqrt(6.0 / (fan_in + fan_out))), v1 = -v2;
     break;
   default: /* He et al.: N(0, sqrt(2 / fan_in)) */
-    type = "gaussian_random", k1 = "mean", v1 = 0, k2 = "std", v2 = sqrt(2.0 / fan_in);
+    type = "gaussian_random", k1 = "mean", v1 = 0, k2 = "std", v2 = F32(sqrt(2.0 / fan_in));
     break;
   }
+#undef F32
   Block *saved = L->block;
   L->block = L->prog->startup;
   OpDesc *op = new_op(L, type, init->span);
@@ -1120,6 +1148,8 @@ static bool infer_user_op(InferCtx *c) {
   L->prog = scratch;
   L->arena = &scratch_arena;
   L->block = scratch->blocks[0];
+  Scope *saved_fn_parent = L->fn_parent;
+  L->fn_parent = u->globals;
   L->scope = scope_new(L, u->globals);
   L->fn = u->def->name;
   for (int i = 0; i < c->proto->nin; i++) {
@@ -1144,6 +1174,7 @@ static bool infer_user_op(InferCtx *c) {
   L->prog = saved_prog;
   L->arena = saved_arena;
   L->scope = saved_scope;
+  L->fn_parent = saved_fn_parent;
   L->block = saved_block;
   L->fn = saved_fn;
   arena_free(&scratch_arena);
@@ -1169,10 +1200,12 @@ static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
   L->arena = &scratch_arena;
   L->block = scratch->blocks[0];
   L->fn = n->name;
+  Scope *saved_fn_parent = L->fn_parent;
+  L->fn_parent = ((UserOp *)proto->user)->globals;
   for (int pass = 0; pass < 2 && ok; pass++) {
     const AstNode *body = pass == 0 ? n->a : n->b;
     if (!body) break;
-    L->scope = scope_new(L, L->global);
+    L->scope = scope_new(L, L->fn_parent);
     L->in_grad = pass == 1;
     L->opdef = n;
     int before = L->diag->nerrors;
@@ -1196,7 +1229,7 @@ static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
     if (ok && pass == 0)
       for (int i = 0; i < n->list2.n; i++) {
         Binding *b = scope_find_here(L->scope, n->list2.items[i]->name);
-        if (!b) {
+        if (!b || b->kind != BIND_VAR) {
           diag_error(L->diag, n->list2.items[i]->span, "op '%s' never assigns its output '%s'", n->name,
                      n->list2.items[i]->name);
           ok = false;
@@ -1205,6 +1238,7 @@ static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
   }
   L->in_grad = false;
   L->opdef = NULL;
+  L->fn_parent = saved_fn_parent;
   L->prog = saved_prog;
   L->arena = saved_arena;
   L->scope = saved_scope;
@@ -1253,7 +1287,7 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
   UserOp *u = arena_alloc(L->arena, sizeof *u);
   u->L = L;
   u->def = n;
-  u->globals = L->global;
+  u->globals = functions_scope(L);
   proto->user = u;
   proto->infer = infer_user_op;
   proto->grad_kind = GRAD_COMPOSITE;  /* its grad body, or its body differentiated */
@@ -1375,6 +1409,19 @@ static Block *push_block(Lowerer *L) {
   return b;
 }
 
+/* A block's results are its own variables, distinct from its args: a
+ * value that comes from outside (or is carried unchanged) is copied, so
+ * the backward can give every result its own gradient. */
+static const char *block_local(Lowerer *L, const char *var, const char *name, Span at) {
+  const VarDesc *v = prog_var(L->prog, var);
+  if (v->block == L->block->idx && !(v->flags & VAR_ARG)) return var;
+  OpDesc *op = new_op(L, "assign", at);
+  add_in(L, op, "X", var);
+  const char *out = add_out(L, op, "Out", qualify(L, name));
+  finish_op(L, op);
+  return out;
+}
+
 /* while COND { BODY } */
 static void lower_while(Lowerer *L, const AstNode *n) {
   const char **names = NULL;
@@ -1419,9 +1466,10 @@ static void lower_while(Lowerer *L, const AstNode *n) {
         diag_error(L->diag, n->span,
                    "'%s' is %s before the loop but %s after a turn; give it one type (e.g. bind it to %s before the loop)",
                    carried[k], dtype_name(a->dtype), dtype_name(r->dtype),
-                   r->dtype == DT_F32 ? "0.0" : "an integer");
+                   r->dtype == DT_F32 ? "0.0" : r->dtype == DT_BOOL ? "a bool" : "an integer");
         ok = false;
       }
+      res = block_local(L, res, carried[k], n->span);
       *ARENA_PUSH(L->arena, body->results, body->nresults, body->capresults) = res;
     }
     *ARENA_PUSH(L->arena, body->results, body->nresults, body->capresults) = cond1;
@@ -1458,54 +1506,61 @@ static void lower_if(Lowerer *L, const AstNode *n) {
   if (else_stmts) collect_assigned(L, else_stmts, &en, &nen, &ecap, &ew);
   const char *cond = lower_expr(L, n->a, NULL);
   if (!cond || !check_cond_value(L, cond, n->a->span, "if")) return;
-  /* The if's outputs: names bound before it, or assigned in both branches. */
-  const char *outs_names[256];
-  int no = 0;
+  /* Candidates: every name either branch assigns. */
+  const char *cand[256];
+  int nc = 0;
   for (int pass = 0; pass < 2; pass++) {
     const char **names = pass ? en : tn;
     int count = pass ? nen : ntn;
     for (int i = 0; i < count; i++) {
       bool dup = false;
-      for (int j = 0; j < no && !dup; j++) dup = strcmp(outs_names[j], names[i]) == 0;
+      for (int j = 0; j < nc && !dup; j++) dup = strcmp(cand[j], names[i]) == 0;
       if (dup) continue;
-      Binding *b = lookup(L, names[i]);
-      bool before = b && b->kind == BIND_VAR;
-      bool both = false;
-      const char **other = pass ? tn : en;
-      int nother = pass ? ntn : nen;
-      for (int j = 0; j < nother && !both; j++) both = strcmp(other[j], names[i]) == 0;
-      if (!before && !both) continue;
-      if (no == 256) {
+      if (nc == 256) {
         diag_error(L->diag, n->span, "too many names assigned in one if");
         return;
       }
-      outs_names[no++] = names[i];
+      cand[nc++] = names[i];
     }
   }
+  /* Lower both branches, noting each candidate's value at the end of each
+   * (NULL where it has none). */
   Block *outer = L->block;
   Scope *outer_scope = L->scope;
   Block *branches[2];
+  const char *vals[2][256];
   bool ok = true;
   for (int br = 0; br < 2; br++) {
     branches[br] = push_block(L);
     if (br == 0) ok &= lower_stmts(L, &n->b->list, false);
     else if (else_stmts) ok &= lower_stmts(L, else_stmts, false);
-    for (int k = 0; ok && k < no; k++) {
-      Binding *b = lookup(L, outs_names[k]);
-      *ARENA_PUSH(L->arena, branches[br]->results, branches[br]->nresults, branches[br]->capresults) = b->var;
+    for (int k = 0; k < nc; k++) {
+      Binding *b = lookup(L, cand[k]);
+      vals[br][k] = b && b->kind == BIND_VAR ? b->var : NULL;
     }
     L->block = outer;
     L->scope = outer_scope;
   }
   if (!ok) return;
-  for (int k = 0; k < no; k++) {
-    const VarDesc *a = prog_var(L->prog, branches[0]->results[k]);
-    const VarDesc *b = prog_var(L->prog, branches[1]->results[k]);
+  /* The if's outputs: the names with a value after either branch. */
+  const char *outs_names[256];
+  int no = 0;
+  for (int k = 0; k < nc; k++) {
+    if (!vals[0][k] || !vals[1][k]) continue;
+    const VarDesc *a = prog_var(L->prog, vals[0][k]);
+    const VarDesc *b = prog_var(L->prog, vals[1][k]);
     if (a->dtype != b->dtype && a->dtype != DT_UNKNOWN && b->dtype != DT_UNKNOWN) {
-      diag_error(L->diag, n->span, "'%s' is %s in the then branch but %s in the else branch",
-                 outs_names[k], dtype_name(a->dtype), dtype_name(b->dtype));
+      diag_error(L->diag, n->span, "'%s' is %s in the then branch but %s in the else branch", cand[k],
+                 dtype_name(a->dtype), dtype_name(b->dtype));
       return;
     }
+    for (int br = 0; br < 2; br++) {
+      L->block = branches[br];
+      const char *r = block_local(L, vals[br][k], cand[k], n->span);
+      *ARENA_PUSH(L->arena, branches[br]->results, branches[br]->nresults, branches[br]->capresults) = r;
+    }
+    L->block = outer;
+    outs_names[no++] = cand[k];
   }
   OpDesc *op = new_op(L, "conditional_block", n->span);
   op->span = (Span){n->span.file, n->span.start, n->span.start + 2};
@@ -1754,6 +1809,7 @@ Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir) {
   L->prog = prog_new(arena, diag);
   L->global = scope_new(L, NULL);
   L->scope = L->global;
+  L->fn_parent = L->global;
   L->block = L->prog->blocks[0];
   L->stdlib_dir = stdlib_dir ? arena_strdup(arena, stdlib_dir) : NULL;
   return L;

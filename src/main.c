@@ -6,11 +6,16 @@
  * error, 3 out of memory. */
 #include "ast.h"
 #include "dump.h"
+#include "exec.h"
+#include "feed.h"
 #include "lower.h"
 #include "registry.h"
+#include "tape.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +39,16 @@ static int cmd_dump(int argc, char **argv);
 static int cmd_ops(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_later(int argc, char **argv);
+static int cmd_run(int argc, char **argv);
+static int cmd_time(int argc, char **argv);
+
+#define RUN_OPTIONS                                                                  \
+  "  --set NAME=VALUE   feed input NAME a literal value (3, [[1, 2], [3, 4]])\n"      \
+  "  --feed NAME=FILE   feed input NAME from a CSV file (rows: first dimension)\n"   \
+  "  --seed N           seed of the random generator (default 0)\n"                 \
+  "  --max-steps N      turns one while loop may take (default 1000000)\n"          \
+  "  --check-nan        stop at the first op that produces NaN or Inf\n"            \
+  "  --precision N      digits print() shows (default 8)\n"
 
 static const Verb verbs[] = {
     {"dump", cmd_dump, "netrun dump [--format text|dot|json] [--startup] [--lines] [--ast] [-o OUT] FILE",
@@ -47,8 +62,14 @@ static const Verb verbs[] = {
     {"ops", cmd_ops, "netrun ops [NAME]",
      "List every registered op, or describe one: its inputs, outputs, attributes\n"
      "with types and defaults, and whether it has a gradient and a kernel."},
-    {"run", cmd_later, "netrun run FILE", "Execute FILE eagerly (not implemented yet)."},
-    {"time", cmd_later, "netrun time FILE", "Time FILE's forward pass per op type (not implemented yet)."},
+    {"run", cmd_run, "netrun run [OPTIONS] FILE",
+     "Execute FILE eagerly, op by op, recording the tape.\n" RUN_OPTIONS
+     "  --dump-tape        print the tape (the ops run, loops unrolled) after the run\n"
+     "  --format FMT       the tape's format: text (default), dot or json"},
+    {"time", cmd_time, "netrun time [OPTIONS] FILE",
+     "Run FILE's forward pass several times and print, per op type, the calls,\n"
+     "the time and its share of the total.\n" RUN_OPTIONS
+     "  --iterations N     forward passes to time (default 10)"},
     {"grad", cmd_later, "netrun grad FILE", "Print the loss and gradients (not implemented yet)."},
     {"gradcheck", cmd_later, "netrun gradcheck FILE",
      "Compare gradients with finite differences (not implemented yet)."},
@@ -315,6 +336,202 @@ static int cmd_ops(int argc, char **argv) {
   return 0;
 }
 
+/* ---- run and time ------------------------------------------------------------ */
+
+typedef struct RunArgs {
+  const char *file;
+  ExecOptions opt;
+  const char *sets[64];
+  int nsets;
+  const char *feeds[64];
+  int nfeeds;
+  bool dump_tape;
+  DumpFormat format;
+  int64_t iterations;
+} RunArgs;
+
+static bool parse_count(const char *opt, const char *v, int64_t lo, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long n = v ? strtoll(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || n < lo) {
+    usage_error("%s needs a whole number of at least %lld", opt, (long long)lo);
+    return false;
+  }
+  *out = n;
+  return true;
+}
+
+/* Parses the options run, time and the later verbs share.  0, or the
+ * usage-error exit status. */
+static int parse_run_args(int argc, char **argv, RunArgs *ra, bool timing) {
+  memset(ra, 0, sizeof *ra);
+  exec_default_options(&ra->opt);
+  ra->iterations = 10;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *eq = strchr(a, '=');
+    size_t len = a[0] == '-' && eq ? (size_t)(eq - a) : strlen(a);
+#define OPT(name) (strlen(name) == len && strncmp(a, name, len) == 0)
+#define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
+    int64_t n;
+    if (OPT("--set") || OPT("--feed")) {
+      bool set = OPT("--set");
+      const char *v = VALUE();
+      if (!v || !strchr(v, '=')) return usage_error("%s needs NAME=%s", set ? "--set" : "--feed", set ? "VALUE" : "FILE");
+      if ((set ? ra->nsets : ra->nfeeds) == 64) return usage_error("%s", "too many values fed");
+      if (set) ra->sets[ra->nsets++] = v;
+      else ra->feeds[ra->nfeeds++] = v;
+    } else if (OPT("--seed")) {
+      if (!parse_count("--seed", VALUE(), 0, &n)) return EXIT_USAGE;
+      ra->opt.seed = (uint64_t)n;
+    } else if (OPT("--max-steps")) {
+      if (!parse_count("--max-steps", VALUE(), 0, &n)) return EXIT_USAGE;
+      ra->opt.max_steps = n;
+    } else if (OPT("--precision")) {
+      if (!parse_count("--precision", VALUE(), 0, &n)) return EXIT_USAGE;
+      if (n > 17) n = 17;
+      ra->opt.precision = (int)n;
+    } else if (OPT("--check-nan")) {
+      ra->opt.check_nan = true;
+    } else if (!timing && OPT("--dump-tape")) {
+      ra->dump_tape = true;
+    } else if (!timing && OPT("--format")) {
+      const char *v = VALUE();
+      if (!v) return usage_error("%s", "--format needs a value");
+      if (!dump_parse_format(v, &ra->format))
+        return usage_error("unknown format '%s' (expected text, dot or json)", v);
+    } else if (timing && OPT("--iterations")) {
+      if (!parse_count("--iterations", VALUE(), 1, &ra->iterations)) return EXIT_USAGE;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("%s: unknown option '%s'", argv[0], a);
+    } else if (ra->file) {
+      return usage_error("%s takes one file, got a second: '%s'", argv[0], a);
+    } else {
+      ra->file = a;
+    }
+#undef OPT
+#undef VALUE
+  }
+  if (!ra->file) return usage_error("%s needs a FILE", argv[0]);
+  return 0;
+}
+
+static void on_interrupt(int sig) {
+  (void)sig;
+  exec_interrupt();
+}
+
+/* Loads the script, makes an executor and feeds it.  NULL on error. */
+static Executor *start(Loaded *ld, RunArgs *ra) {
+  if (!load_script(ld, ra->file)) return NULL;
+  Executor *ex = exec_new(ld->prog, &ra->opt);
+  bool ok = true;
+  for (int i = 0; i < ra->nsets + ra->nfeeds; i++) {
+    bool set = i < ra->nsets;
+    const char *arg = set ? ra->sets[i] : ra->feeds[i - ra->nsets];
+    const char *eq = strchr(arg, '=');
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+    const char *var = prog_export(ld->prog, name);
+    const VarDesc *v = prog_var(ld->prog, var ? var : name);
+    if (!v || !(v->flags & VAR_INPUT)) {
+      fprintf(stderr, "netrun: error: %s %s: the script has no input named '%s'\n", set ? "--set" : "--feed",
+              arg, name);
+      ld->diag.nerrors++;
+      ok = false;
+      continue;
+    }
+    Tensor *t = set ? feed_parse_value(&ld->diag, name, eq + 1, v->dtype) : feed_read_csv(&ld->diag, eq + 1, v);
+    char what[300];
+    snprintf(what, sizeof what, "%s %s", set ? "--set" : "--feed", name);
+    if (!t || !exec_feed(ex, name, t, what)) ok = false;
+    tensor_unref(t);
+  }
+  if (!ok) {
+    diag_finish(&ld->diag);
+    exec_free(ex);
+    return NULL;
+  }
+  signal(SIGINT, on_interrupt);
+  return ex;
+}
+
+static int cmd_run(int argc, char **argv) {
+  RunArgs ra;
+  int rc = parse_run_args(argc, argv, &ra, false);
+  if (rc) return rc;
+  Loaded ld;
+  Executor *ex = start(&ld, &ra);
+  int status = EXIT_SCRIPT;
+  if (ex) {
+    if (exec_run(ex) == 0) {
+      status = 0;
+      if (ra.dump_tape) {
+        Arena a;
+        arena_init(&a);
+        Program *tp = tape_program(exec_tape(ex), ld.prog, &a);
+        DumpOptions opt = {.format = ra.format};
+        fflush(stdout);
+        dump_program(stdout, tp, &opt);
+        arena_free(&a);
+      }
+    }
+    fflush(stdout);
+    diag_finish(&ld.diag);
+    exec_free(ex);
+  }
+  unload(&ld);
+  return status;
+}
+
+static int cmp_timing(const void *a, const void *b) {
+  const OpTiming *x = a, *y = b;
+  if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;
+  return strcmp(x->type, y->type);
+}
+
+static int cmd_time(int argc, char **argv) {
+  RunArgs ra;
+  int rc = parse_run_args(argc, argv, &ra, true);
+  if (rc) return rc;
+  ra.opt.timing = true;
+  ra.opt.tape = false;
+  FILE *devnull = fopen("/dev/null", "w");
+  ra.opt.out = devnull;
+  Loaded ld;
+  Executor *ex = start(&ld, &ra);
+  int status = EXIT_SCRIPT;
+  if (ex) {
+    status = 0;
+    for (int64_t it = 0; it < ra.iterations && status == 0; it++)
+      if (exec_run(ex) < 0) status = EXIT_SCRIPT;
+    if (status == 0) {
+      int n;
+      const OpTiming *t = exec_timings(ex, &n);
+      OpTiming *sorted = mem_alloc(NULL, sizeof *sorted * (size_t)(n + 1));
+      memcpy(sorted, t, sizeof *sorted * (size_t)n);
+      qsort(sorted, (size_t)n, sizeof *sorted, cmp_timing);
+      double total = 0;
+      int64_t calls = 0;
+      for (int i = 0; i < n; i++) total += sorted[i].seconds, calls += sorted[i].calls;
+      printf("%-24s %10s %12s %12s %7s\n", "op", "calls", "total ms", "per call us", "share");
+      for (int i = 0; i < n; i++)
+        printf("%-24s %10" PRId64 " %12.3f %12.3f %6.1f%%\n", sorted[i].type, sorted[i].calls,
+               sorted[i].seconds * 1e3, sorted[i].calls ? sorted[i].seconds * 1e6 / (double)sorted[i].calls : 0.0,
+               total > 0 ? 100.0 * sorted[i].seconds / total : 0.0);
+      printf("%-24s %10" PRId64 " %12.3f %12s %6.1f%%\n", "total", calls, total * 1e3, "", 100.0);
+      printf("%" PRId64 " forward passes, %.3f ms each\n", ra.iterations, total * 1e3 / (double)ra.iterations);
+      mem_free(sorted);
+    }
+    diag_finish(&ld.diag);
+    exec_free(ex);
+  }
+  unload(&ld);
+  if (devnull) fclose(devnull);
+  return status;
+}
+
 static int cmd_help(int argc, char **argv) {
   if (argc < 2) {
     usage(stdout);
@@ -364,7 +581,7 @@ int main(int argc, char **argv) {
       status = v->run(argc - 1, argv + 1);
     } else if (strchr(argv[1], '.') || strchr(argv[1], '/') || access(argv[1], F_OK) == 0) {
       argv[0] = "run";
-      status = cmd_later(argc, argv);
+      status = cmd_run(argc, argv);
     } else {
       const char *names[sizeof verbs / sizeof *verbs];
       for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) names[i] = verbs[i].name;

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- dtypes and shapes ------------------------------------------------- */
@@ -174,6 +175,7 @@ VarDesc *prog_add_var(Program *p, Block *b, const char *name) {
   v->span = SPAN_NONE;
   v->block = b->idx;
   *ARENA_PUSH(p->arena, b->vars, b->nvars, b->capvars) = v;
+  v->slot = b->nvars - 1;
   map_put(p->arena, b->map, v);
   map_put(p->arena, p->all, v);
   return v;
@@ -353,8 +355,12 @@ static void print_float(FILE *f, double x) {
   if (isnan(x)) fputs("nan", f);
   else if (isinf(x)) fputs(x < 0 ? "-inf" : "inf", f);
   else {
+    /* The shortest form that reads back: 9 digits for a value exact in f32
+     * (what most attributes are used as), up to 17 for any other double. */
     char buf[64];
     snprintf(buf, sizeof buf, "%.9g", x);
+    for (int prec = 10; (double)(float)x != x && strtod(buf, NULL) != x && prec <= 17; prec++)
+      snprintf(buf, sizeof buf, "%.*g", prec, x);
     /* Keep a float looking like a float: 2 -> 2.0 */
     if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
     fputs(buf, f);

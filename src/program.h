@@ -57,6 +57,7 @@ typedef struct VarDesc {
   unsigned flags;
   Span span;                   /* where it was bound */
   int block;                   /* the block declaring it (-1: the startup block) */
+  int slot;                    /* its index in that block's vars */
   const char *user_name;       /* the script's name for it, or NULL for temps */
 } VarDesc;
 

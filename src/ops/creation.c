@@ -3,7 +3,8 @@
  * pass or combine whole tensors (assign, cast, add_n, stop_gradient, print).
  *
  * A `shape` attribute here is a list of known sizes: no -1, no symbols. */
-#include "../registry.h"
+#include "../exec.h"
+#include "../print.h"
 
 #include <math.h>
 #include <string.h>
@@ -207,6 +208,208 @@ static bool infer_nothing(InferCtx *c) {
   return true;
 }
 
+/* ---- kernels ------------------------------------------------------------------
+ *
+ * Outputs arrive allocated with the dtype and shape inference gave them, so
+ * these kernels only fill them in.  Each loop is chosen once per call by
+ * dtype; none branches on the dtype per element. */
+
+/* A double as an i64: truncated toward zero, saturating at the i64 range,
+ * NaN giving 0 (C leaves all three undefined). */
+static inline int64_t to_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+static void fill_value(Tensor *t, double v) {
+  int64_t n = t->numel;
+  switch (t->dtype) {
+  case DT_F32: {
+    float *o = tensor_f32(t), x = (float)v;
+    for (int64_t i = 0; i < n; i++) o[i] = x;
+    break;
+  }
+  case DT_I64: {
+    int64_t *o = tensor_i64(t), x = to_i64(v);
+    for (int64_t i = 0; i < n; i++) o[i] = x;
+    break;
+  }
+  default:
+    if (n) memset(t->data, v != 0, (size_t)n);
+    break;
+  }
+}
+
+/* Out[i] = EXPR for i < n, EXPR reading the output `o` and the input `x`
+ * (the tensors `out` and `in`) as OT and XT. */
+#define CONVERT(OT, XT, EXPR)                                                   \
+  do {                                                                          \
+    OT *restrict o = (OT *)out->data;                                           \
+    const XT *x = (const XT *)in->data;                                         \
+    for (int64_t i = 0; i < n; i++) o[i] = (OT)(EXPR);                          \
+  } while (0)
+
+/* out = in converted to out's dtype (same numel): float to int truncates
+ * toward zero and saturates (NaN gives 0), anything to bool is "!= 0". */
+static void convert(Tensor *out, const Tensor *in) {
+  int64_t n = out->numel;
+  if (out->dtype == in->dtype) {
+    if (n) memcpy(out->data, in->data, (size_t)n * dtype_size(in->dtype));
+    return;
+  }
+  switch (out->dtype * 3 + in->dtype) {
+  case DT_F32 * 3 + DT_I64: CONVERT(float, int64_t, x[i]); break;
+  case DT_F32 * 3 + DT_BOOL: CONVERT(float, uint8_t, x[i]); break;
+  case DT_I64 * 3 + DT_F32: CONVERT(int64_t, float, to_i64(x[i])); break;
+  case DT_I64 * 3 + DT_BOOL: CONVERT(int64_t, uint8_t, x[i]); break;
+  case DT_BOOL * 3 + DT_F32: CONVERT(uint8_t, float, x[i] != 0); break;
+  case DT_BOOL * 3 + DT_I64: CONVERT(uint8_t, int64_t, x[i] != 0); break;
+  default: break;
+  }
+}
+
+static int k_zeros(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  if (out->numel) memset(out->data, 0, out->storage->bytes);   /* 0.0f is all zero bits */
+  return 0;
+}
+
+static int k_ones(ExecCtx *c) {
+  fill_value(ctx_out(c, 0), 1);
+  return 0;
+}
+
+static int k_full(ExecCtx *c) {
+  fill_value(ctx_out(c, 0), ctx_attr_f(c, "value"));
+  return 0;
+}
+
+/* Value i is start + i * step, computed in double then converted. */
+static int k_arange(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  double start = ctx_attr_f(c, "start"), step = ctx_attr_f(c, "step");
+  int64_t n = out->numel;
+  if (out->dtype == DT_F32) {
+    float *o = tensor_f32(out);
+    for (int64_t i = 0; i < n; i++) o[i] = (float)(start + (double)i * step);
+  } else {
+    int64_t *o = tensor_i64(out);
+    for (int64_t i = 0; i < n; i++) o[i] = to_i64(start + (double)i * step);
+  }
+  return 0;
+}
+
+/* The generator a random op draws from: the run's, or (seed != 0) one of its
+ * own seeded afresh at every call, so the op gives the same values each
+ * time it runs. */
+static Rng *op_rng(ExecCtx *c, Rng *own) {
+  int64_t seed = ctx_attr_i(c, "seed");
+  if (seed == 0) return ctx_rng(c);
+  rng_seed(own, (uint64_t)seed);
+  return own;
+}
+
+/* Uniform in [min, max): a draw that rounds up to max in f32 is moved just
+ * below it. */
+static int k_uniform_random(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  Rng own, *r = op_rng(c, &own);
+  double lo = ctx_attr_f(c, "min"), span = ctx_attr_f(c, "max") - lo;
+  float hi = (float)ctx_attr_f(c, "max"), below = nextafterf(hi, -INFINITY);
+  float *o = tensor_f32(out);
+  for (int64_t i = 0; i < out->numel; i++) {
+    float v = (float)(lo + span * rng_uniform(r));
+    o[i] = v >= hi && span > 0 ? below : v;
+  }
+  return 0;
+}
+
+static int k_gaussian_random(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  Rng own, *r = op_rng(c, &own);
+  double mean = ctx_attr_f(c, "mean"), std = ctx_attr_f(c, "std");
+  float *o = tensor_f32(out);
+  for (int64_t i = 0; i < out->numel; i++) o[i] = (float)(mean + std * rng_normal(r));
+  return 0;
+}
+
+static int k_assign_value(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  const AttrValue *v = ctx_attr(c, "values");
+  if (!v || v->type != ATTR_FLOATS || v->n != out->numel)
+    return ctx_fail(c, "internal error: values do not fit the shape");
+  const double *x = v->u.floats;
+  int64_t n = out->numel;
+  switch (out->dtype) {
+  case DT_F32: for (int64_t i = 0; i < n; i++) tensor_f32(out)[i] = (float)x[i]; break;
+  case DT_I64: for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = to_i64(x[i]); break;
+  default: for (int64_t i = 0; i < n; i++) tensor_bool(out)[i] = x[i] != 0; break;
+  }
+  return 0;
+}
+
+static int k_fill_zeros_like(ExecCtx *c) { return k_zeros(c); }
+static int k_ones_like(ExecCtx *c) { return k_ones(c); }
+
+/* assign, stop_gradient and cast copy into their own output: sharing X's
+ * storage would let a later in-place update of X (an optimizer step on a
+ * parameter) change a value already computed. */
+static int k_assign(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  if (x->numel != out->numel) return ctx_fail(c, "internal error: X and Out differ in size");
+  convert(out, x);
+  return 0;
+}
+
+/* Out = X[0] + X[1] + ..., each read converted to Out's dtype. */
+static int k_add_n(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  int64_t n = out->numel;
+  for (int k = 0; k < ctx_in_count(c, 0); k++) {
+    Tensor *in = ctx_in_at(c, 0, k);
+    if (in->numel != n) {
+      char a[128], b[128];
+      return ctx_fail(c, "X[%d] has shape %s but Out has shape %s", k,
+                      tensor_shape_str(in, a, sizeof a), tensor_shape_str(out, b, sizeof b));
+    }
+    if (k == 0) {
+      convert(out, in);
+      continue;
+    }
+    switch (out->dtype * 3 + in->dtype) {
+    case DT_F32 * 3 + DT_F32: CONVERT(float, float, o[i] + x[i]); break;
+    case DT_F32 * 3 + DT_I64: CONVERT(float, int64_t, o[i] + (float)x[i]); break;
+    case DT_F32 * 3 + DT_BOOL: CONVERT(float, uint8_t, o[i] + (float)x[i]); break;
+    case DT_I64 * 3 + DT_I64: CONVERT(int64_t, int64_t, (uint64_t)o[i] + (uint64_t)x[i]); break;
+    case DT_I64 * 3 + DT_BOOL: CONVERT(int64_t, uint8_t, (uint64_t)o[i] + x[i]); break;
+    default: return ctx_fail(c, "internal error: cannot add %s into %s", dtype_name(in->dtype),
+                             dtype_name(out->dtype));
+    }
+  }
+  return 0;
+}
+
+/* Like Python's print(a, b): the values separated by spaces, then a
+ * newline; a non-empty message comes first. */
+static int k_print(ExecCtx *c) {
+  FILE *f = ctx_stream(c);
+  const AttrValue *m = ctx_attr(c, "message");
+  bool sep = false;
+  if (m && m->type == ATTR_STRING && m->u.s && m->u.s[0]) {
+    fputs(m->u.s, f);
+    sep = true;
+  }
+  for (int k = 0; k < ctx_in_count(c, 0); k++) {
+    if (sep) fputc(' ', f);
+    tensor_print(f, ctx_in_at(c, 0, k), ctx_precision(c));
+    sep = true;
+  }
+  fputc('\n', f);
+  return 0;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 #define SHAPE_ATTR {"shape", ATTR_INTS, NULL, check_shape, "the result's shape"}
@@ -215,60 +418,60 @@ static bool infer_nothing(InferCtx *c) {
   {"seed", ATTR_INT, "0", check_nonnegative,                                    \
    "0: draw from the run's generator (--seed); else this op's own seed"}
 #define OUT_NEW {{"Out", 0, "the new tensor"}}
-#define LIKE(NAME, DOC, GK)                                                     \
-  {.type = NAME, .doc = DOC, .in = {{"X", 0, "input"}},                         \
+#define LIKE(NAME, KERNEL, DOC, GK)                                             \
+  {.type = NAME, .doc = DOC, .kernel = KERNEL, .in = {{"X", 0, "input"}},       \
    .out = {{"Out", 0, "the result, dtype and shape of X"}}, .infer = infer_like, \
    .grad_kind = GK}
 
 OpProto op_table_creation[] = {
-    {.type = "zeros", .doc = "Out = a tensor of zeros", .out = OUT_NEW,
+    {.type = "zeros", .kernel = k_zeros, .doc = "Out = a tensor of zeros", .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, DTYPE_ATTR("f32")}, .infer = infer_fill, .grad_kind = GRAD_NONE},
-    {.type = "ones", .doc = "Out = a tensor of ones", .out = OUT_NEW,
+    {.type = "ones", .kernel = k_ones, .doc = "Out = a tensor of ones", .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, DTYPE_ATTR("f32")}, .infer = infer_fill, .grad_kind = GRAD_NONE},
-    {.type = "full", .doc = "Out = a tensor filled with value", .out = OUT_NEW,
+    {.type = "full", .kernel = k_full, .doc = "Out = a tensor filled with value", .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, {"value", ATTR_FLOAT, NULL, NULL, "the value of every element"},
                DTYPE_ATTR("f32")},
      .infer = infer_fill, .grad_kind = GRAD_NONE},
-    {.type = "fill_constant", .doc = "Out = a tensor filled with value (seeds loss@GRAD)",
+    {.type = "fill_constant", .kernel = k_full, .doc = "Out = a tensor filled with value (seeds loss@GRAD)",
      .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, {"value", ATTR_FLOAT, NULL, NULL, "the value of every element"},
                DTYPE_ATTR("f32")},
      .infer = infer_fill, .grad_kind = GRAD_NONE},
-    {.type = "arange", .doc = "Out = start, start + step, ... up to (not including) stop",
+    {.type = "arange", .kernel = k_arange, .doc = "Out = start, start + step, ... up to (not including) stop",
      .out = {{"Out", 0, "the 1-D result, ceil((stop - start) / step) values"}},
      .attrs = {{"start", ATTR_FLOAT, "0", NULL, "the first value"},
                {"stop", ATTR_FLOAT, NULL, NULL, "the end (excluded)"},
                {"step", ATTR_FLOAT, "1", check_nonzero, "the spacing; must not be 0"},
                DTYPE_ATTR("i64")},
      .infer = infer_arange, .grad_kind = GRAD_NONE},
-    {.type = "uniform_random", .doc = "Out = f32 values drawn uniformly from [min, max)",
+    {.type = "uniform_random", .kernel = k_uniform_random, .doc = "Out = f32 values drawn uniformly from [min, max)",
      .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, {"min", ATTR_FLOAT, "-1", NULL, "lower bound"},
                {"max", ATTR_FLOAT, "1", NULL, "upper bound"}, SEED_ATTR},
      .infer = infer_uniform, .grad_kind = GRAD_NONE, .flags = OP_RANDOM},
-    {.type = "gaussian_random", .doc = "Out = f32 values drawn from a normal distribution",
+    {.type = "gaussian_random", .kernel = k_gaussian_random, .doc = "Out = f32 values drawn from a normal distribution",
      .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, {"mean", ATTR_FLOAT, "0", NULL, "the mean"},
                {"std", ATTR_FLOAT, "1", check_nonnegative, "the standard deviation"},
                SEED_ATTR},
      .infer = infer_gaussian, .grad_kind = GRAD_NONE, .flags = OP_RANDOM},
-    {.type = "assign_value", .doc = "a constant tensor written in the script", .out = OUT_NEW,
+    {.type = "assign_value", .kernel = k_assign_value, .doc = "a constant tensor written in the script", .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, DTYPE_ATTR("f32"),
                {"values", ATTR_FLOATS, NULL, NULL, "the elements, row-major"}},
      .infer = infer_assign_value, .grad_kind = GRAD_NONE},
-    LIKE("fill_zeros_like", "Out = zeros of X's dtype and shape", GRAD_NONE),
-    LIKE("ones_like", "Out = ones of X's dtype and shape", GRAD_NONE),
-    LIKE("assign", "Out = X (a copy)", GRAD_COMPOSITE),
-    LIKE("stop_gradient", "Out = X; no gradient flows back through it", GRAD_NONE),
-    {.type = "cast", .doc = "Out = X converted to dtype", .in = {{"X", 0, "input"}},
+    LIKE("fill_zeros_like", k_fill_zeros_like, "Out = zeros of X's dtype and shape", GRAD_NONE),
+    LIKE("ones_like", k_ones_like, "Out = ones of X's dtype and shape", GRAD_NONE),
+    LIKE("assign", k_assign, "Out = X (a copy)", GRAD_COMPOSITE),
+    LIKE("stop_gradient", k_assign, "Out = X; no gradient flows back through it", GRAD_NONE),
+    {.type = "cast", .kernel = k_assign, .doc = "Out = X converted to dtype (f32 to i64 truncates toward 0)", .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"dtype", ATTR_DTYPE, NULL, NULL, "the result's dtype"}},
      .infer = infer_cast, .grad_kind = GRAD_COMPOSITE},
-    {.type = "add_n", .doc = "Out = the sum of the tensors in X, all of one shape",
+    {.type = "add_n", .kernel = k_add_n, .doc = "Out = the sum of the tensors in X, all of one shape",
      .in = {{"X", SLOT_LIST, "the tensors to add"}},
      .out = {{"Out", 0, "the sum, shape of each X"}}, .infer = infer_add_n,
      .grad_kind = GRAD_COMPOSITE},
-    {.type = "print", .doc = "prints its inputs", .in = {{"X", SLOT_LIST, "the values to print"}},
+    {.type = "print", .kernel = k_print, .doc = "prints its inputs", .in = {{"X", SLOT_LIST, "the values to print"}},
      .attrs = {{"message", ATTR_STRING, "\"\"", NULL, "printed before the values"}},
      .infer = infer_nothing, .grad_kind = GRAD_NONE, .flags = OP_SIDE_EFFECT},
     {0},

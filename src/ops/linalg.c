@@ -5,7 +5,11 @@
  * a row vector and a 1-D Y a column vector, and the dimension added for
  * that is removed from the result.  transpose_x / transpose_y swap the last
  * two dimensions of an operand of rank 2 or more first. */
-#include "../registry.h"
+#include "../exec.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
 
 static bool infer_matmul(InferCtx *c) {
   const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
@@ -61,6 +65,141 @@ static bool infer_matmul(InferCtx *c) {
   return true;
 }
 
+/* ---- the kernel ---------------------------------------------------------------
+ *
+ * f32 products go to OpenBLAS's cblas_sgemm, one call per matrix of the
+ * broadcast batch (Debian's OpenBLAS has no batched sgemm); a transposed
+ * operand is passed as CblasTrans, never copied.  When X's batch is the
+ * result's and Y is one matrix ([B, M, K] @ [K, N], a linear layer), the
+ * batch folds into M and a single call does it.  i64 products (bool counts
+ * as i64) are plain loops, as BLAS has no integer GEMM; they wrap on
+ * overflow like NumPy's.  A mixed i64 @ f32 casts the i64 operand to f32. */
+
+/* The product's geometry after promoting 1-D operands: a batch of
+ * [M, K] @ [K, N], and per batch dimension the step of X and Y in matrices
+ * (0 where that operand is broadcast). */
+typedef struct MatDims {
+  int rb;
+  int64_t batch[SHAPE_MAX_RANK];
+  int64_t xstep[SHAPE_MAX_RANK], ystep[SHAPE_MAX_RANK];
+  int64_t nbatch, m, k, n;
+  bool tx, ty;
+} MatDims;
+
+static void mat_dims(const Tensor *x, const Tensor *y, bool tx, bool ty, MatDims *d) {
+  int64_t xs[SHAPE_MAX_RANK], ys[SHAPE_MAX_RANK];
+  int rx = x->rank, ry = y->rank;
+  memcpy(xs, x->shape, sizeof(int64_t) * (size_t)rx);
+  memcpy(ys, y->shape, sizeof(int64_t) * (size_t)ry);
+  if (rx == 1) {   /* [K] -> [1, K], as inference does */
+    xs[1] = xs[0];
+    xs[0] = 1;
+    rx = 2;
+    tx = false;
+  }
+  if (ry == 1) {   /* [K] -> [K, 1] */
+    ys[1] = 1;
+    ry = 2;
+    ty = false;
+  }
+  d->tx = tx;
+  d->ty = ty;
+  d->m = xs[tx ? rx - 1 : rx - 2];
+  d->k = xs[tx ? rx - 2 : rx - 1];
+  d->n = ys[ty ? ry - 2 : ry - 1];
+  int bx = rx - 2, by = ry - 2;
+  d->rb = bx > by ? bx : by;
+  d->nbatch = 1;
+  int64_t sx = 1, sy = 1;
+  for (int i = d->rb - 1; i >= 0; i--) {
+    int ix = i - (d->rb - bx), iy = i - (d->rb - by);
+    int64_t dx = ix >= 0 ? xs[ix] : 1, dy = iy >= 0 ? ys[iy] : 1;
+    d->batch[i] = dx == 1 ? dy : dx;
+    d->xstep[i] = dx == 1 ? 0 : sx;
+    d->ystep[i] = dy == 1 ? 0 : sy;
+    sx *= dx;
+    sy *= dy;
+    d->nbatch *= d->batch[i];
+  }
+}
+
+/* Advances the batch odometer idx, moving the matrix offsets *xo and *yo. */
+static void batch_next(const MatDims *d, int64_t *idx, int64_t *xo, int64_t *yo) {
+  for (int i = d->rb - 1; i >= 0; i--) {
+    *xo += d->xstep[i];
+    *yo += d->ystep[i];
+    if (++idx[i] < d->batch[i]) return;
+    *xo -= d->xstep[i] * d->batch[i];
+    *yo -= d->ystep[i] * d->batch[i];
+    idx[i] = 0;
+  }
+}
+
+static int matmul_f32(ExecCtx *c, MatDims *d, const float *x, const float *y, float *out) {
+  int64_t mk = d->m * d->k, kn = d->k * d->n, mn = d->m * d->n;
+  if (mn == 0 || d->nbatch == 0) return 0;
+  if (d->k == 0) {   /* a sum of nothing; BLAS wants leading dimensions >= 1 */
+    memset(out, 0, sizeof(float) * (size_t)(d->nbatch * mn));
+    return 0;
+  }
+  if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX)
+    return ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)",
+                    (long long)(d->m > d->n ? (d->m > d->k ? d->m : d->k) : (d->n > d->k ? d->n : d->k)),
+                    INT_MAX);
+  bool fold = !d->tx && d->nbatch * d->m <= INT_MAX;
+  for (int i = 0; i < d->rb && fold; i++)
+    if (d->ystep[i] != 0 || (d->xstep[i] == 0 && d->batch[i] != 1)) fold = false;
+  int64_t times = d->nbatch, m = d->m;
+  if (fold) {
+    m *= d->nbatch;
+    times = 1;
+  }
+  enum CBLAS_TRANSPOSE ta = d->tx ? CblasTrans : CblasNoTrans, tb = d->ty ? CblasTrans : CblasNoTrans;
+  int lda = (int)(d->tx ? d->m : d->k), ldb = (int)(d->ty ? d->k : d->n);
+  int64_t idx[SHAPE_MAX_RANK] = {0}, xo = 0, yo = 0;
+  for (int64_t b = 0; b < times; b++) {
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)d->n, (int)d->k, 1.0f, x + xo * mk, lda,
+                y + yo * kn, ldb, 0.0f, out + b * mn, (int)d->n);
+    batch_next(d, idx, &xo, &yo);
+  }
+  return 0;
+}
+
+static void matmul_i64(const MatDims *d, const int64_t *x, const int64_t *y, int64_t *out) {
+  int64_t m = d->m, k = d->k, n = d->n, mk = m * k, kn = k * n;
+  /* element strides of X along its rows i and columns kk, and of Y along kk and j */
+  int64_t xi = d->tx ? 1 : k, xk = d->tx ? m : 1, yk = d->ty ? 1 : n, yj = d->ty ? k : 1;
+  int64_t idx[SHAPE_MAX_RANK] = {0}, xo = 0, yo = 0;
+  for (int64_t b = 0; b < d->nbatch; b++) {
+    const int64_t *xp = x + xo * mk, *yp = y + yo * kn;
+    for (int64_t i = 0; i < m; i++) {
+      uint64_t *row = (uint64_t *)(out + (b * m + i) * n);   /* unsigned: defined wrapping */
+      for (int64_t j = 0; j < n; j++) row[j] = 0;
+      for (int64_t kk = 0; kk < k; kk++) {
+        uint64_t a = (uint64_t)xp[i * xi + kk * xk];
+        if (a == 0) continue;
+        const int64_t *yr = yp + kk * yk;
+        for (int64_t j = 0; j < n; j++) row[j] += a * (uint64_t)yr[j * yj];
+      }
+    }
+    batch_next(d, idx, &xo, &yo);
+  }
+}
+
+static int k_matmul(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  MatDims d;
+  mat_dims(ctx_in(c, 0), ctx_in(c, 1), ctx_attr_b(c, "transpose_x"), ctx_attr_b(c, "transpose_y"),
+           &d);
+  Tensor *x = tensor_cast(ctx_in(c, 0), out->dtype), *y = tensor_cast(ctx_in(c, 1), out->dtype);
+  int rc = 0;
+  if (out->dtype == DT_F32) rc = matmul_f32(c, &d, tensor_f32(x), tensor_f32(y), tensor_f32(out));
+  else matmul_i64(&d, tensor_i64(x), tensor_i64(y), tensor_i64(out));
+  tensor_unref(x);
+  tensor_unref(y);
+  return rc;
+}
+
 OpProto op_table_linalg[] = {
     {.type = "matmul", .doc = "Out = X @ Y, NumPy matmul: batched, broadcasting, 1-D promoted",
      .in = {{"X", 0, "left operand [..., M, K] (or [K])"},
@@ -68,6 +207,6 @@ OpProto op_table_linalg[] = {
      .out = {{"Out", 0, "the product [..., M, N], promoted dtype"}},
      .attrs = {{"transpose_x", ATTR_BOOL, "false", NULL, "use X's last two axes swapped"},
                {"transpose_y", ATTR_BOOL, "false", NULL, "use Y's last two axes swapped"}},
-     .infer = infer_matmul, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_matmul, .kernel = k_matmul, .grad_kind = GRAD_COMPOSITE},
     {0},
 };

@@ -2,9 +2,15 @@
  * embedding lookup and accuracy.
  *
  * They compute in f32: an i64 input is promoted (as NumPy would), a bool one
- * is an error.  Labels and indices are i64 and never differentiated. */
+ * is an error.  Labels and indices are i64 and never differentiated.
+ *
+ * Numerics: sums of exponentials subtract the row's maximum first and
+ * accumulate in double, so logits like 1000 and -1000 give finite results;
+ * layer_norm's mean and variance are two passes in double. */
+#include "../exec.h"
 #include "../registry.h"
 
+#include <math.h>
 #include <string.h>
 
 _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
@@ -243,32 +249,318 @@ static bool infer_accuracy(InferCtx *c) {
   return true;
 }
 
+/* ---- kernels: helpers ----------------------------------------------------------- */
+
+/* Input `slot` as f32: a new reference (to the value itself when it already
+ * is f32, else to a promoted copy).  opt_f32 is for optional inputs: NULL if
+ * absent. */
+static Tensor *in_f32(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F32); }
+
+static Tensor *opt_f32(ExecCtx *c, int slot) {
+  Tensor *t = ctx_in(c, slot);
+  return t ? tensor_cast(t, DT_F32) : NULL;
+}
+
+static int64_t prod(const int64_t *d, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) p *= d[i];
+  return p;
+}
+
+/* Where flat element i of t sits, for a message: "Label[1, 0]", or just
+ * "Label" for a scalar. */
+static const char *position(const char *name, const Tensor *t, int64_t i, char *buf, size_t n) {
+  int64_t idx[SHAPE_MAX_RANK];
+  for (int d = t->rank - 1; d >= 0; d--) {
+    idx[d] = t->shape[d] ? i % t->shape[d] : 0;
+    i = t->shape[d] ? i / t->shape[d] : 0;
+  }
+  size_t len = (size_t)snprintf(buf, n, "%s", name);
+  for (int d = 0; d < t->rank && len < n; d++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%lld%s", d ? ", " : "[", (long long)idx[d],
+                            d == t->rank - 1 ? "]" : "");
+  return buf;
+}
+
+/* The error for class index `v` (element i of `t`, named `name`) outside
+ * [0, n) `what`s ("classes", "rows") of `of`. */
+static int index_fail(ExecCtx *c, const char *name, const Tensor *t, int64_t i, int64_t v,
+                      const char *of, int64_t n, const char *what) {
+  char pos[160], range[64] = "";
+  if (n > 0) snprintf(range, sizeof range, " (0 to %lld)", (long long)(n - 1));
+  return ctx_fail(c, "%s = %lld is out of range: %s has %lld %s%s",
+                  position(name, t, i, pos, sizeof pos), (long long)v, of, (long long)n, what,
+                  range);
+}
+
+/* ---- kernels: softmax and losses ------------------------------------------------ */
+
+/* softmax / log_softmax of X along `axis`.  X is viewed as [outer, n, inner]
+ * with the axis in the middle; the `inner` rows sharing an outer index are
+ * done together so every loop walks memory in order. */
+static int softmax_run(ExecCtx *c, bool log_out) {
+  Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0);
+  int axis = (int)ctx_attr_i(c, "axis");
+  if (axis < 0) axis += x->rank;
+  int64_t outer = prod(x->shape, 0, axis), n = x->shape[axis],
+          inner = prod(x->shape, axis + 1, x->rank);
+  if (x->numel == 0) {
+    tensor_unref(x);
+    return 0;
+  }
+  float *m = mem_alloc(NULL, sizeof *m * (size_t)inner);
+  double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
+  const float *xv = tensor_f32(x);
+  float *yv = tensor_f32(out);
+  for (int64_t o = 0; o < outer; o++) {
+    const float *xp = xv + o * n * inner;
+    float *yp = yv + o * n * inner;
+    for (int64_t i = 0; i < inner; i++) {
+      m[i] = xp[i];
+      s[i] = 0;
+    }
+    for (int64_t j = 1; j < n; j++)
+      for (int64_t i = 0; i < inner; i++)
+        if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < inner; i++) {
+        float e = expf(xp[j * inner + i] - m[i]);
+        s[i] += (double)e;
+        if (!log_out) yp[j * inner + i] = e;
+      }
+    if (log_out) {
+      for (int64_t i = 0; i < inner; i++) s[i] = log(s[i]);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < inner; i++)
+          yp[j * inner + i] = (float)((double)(xp[j * inner + i] - m[i]) - s[i]);
+    } else {
+      for (int64_t i = 0; i < inner; i++) s[i] = 1 / s[i];
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < inner; i++)
+          yp[j * inner + i] = (float)((double)yp[j * inner + i] * s[i]);
+    }
+  }
+  mem_free(m);
+  mem_free(s);
+  tensor_unref(x);
+  return 0;
+}
+
+static int k_softmax(ExecCtx *c) { return softmax_run(c, false); }
+static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
+
+/* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
+static int k_softmax_ce(ExecCtx *c) {
+  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *loss = ctx_out(c, 0);
+  int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
+  const float *x = tensor_f32(lg);
+  const int64_t *label = tensor_i64(lb);
+  float *y = tensor_f32(loss);
+  int rc = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t l = label[r];
+    if (l < 0 || l >= ncls) {
+      rc = index_fail(c, "Label", lb, r, l, "Logits", ncls, "classes");
+      break;
+    }
+    const float *row = x + r * ncls;
+    /* (max - x[l]) first: both are large for large logits, their difference is not */
+    float m = row[0];
+    for (int64_t j = 1; j < ncls; j++)
+      if (row[j] > m) m = row[j];
+    double s = 0;
+    for (int64_t j = 0; j < ncls; j++) s += (double)expf(row[j] - m);
+    y[r] = (float)((double)(m - row[l]) + log(s));
+  }
+  tensor_unref(lg);
+  return rc;
+}
+
+/* Out = max(x, 0) - x z + log1p(exp(-|x|)): never exp of a large number. */
+static int k_sigmoid_ce(ExecCtx *c) {
+  Tensor *x = in_f32(c, 0), *z = in_f32(c, 1), *out = ctx_out(c, 0);
+  const float *xv = tensor_f32(x), *zv = tensor_f32(z);
+  float *y = tensor_f32(out);
+  for (int64_t i = 0; i < out->numel; i++) {
+    double a = xv[i];
+    y[i] = (float)(fmax(a, 0) - a * (double)zv[i] + log1p(exp(-fabs(a))));
+  }
+  tensor_unref(x);
+  tensor_unref(z);
+  return 0;
+}
+
+static int k_mse(ExecCtx *c) {
+  Tensor *x = in_f32(c, 0), *t = in_f32(c, 1), *out = ctx_out(c, 0);
+  Bcast b;
+  int rc = 0;
+  if (!bcast_init(&b, x, t)) {
+    rc = ctx_fail(c, "X and Y do not broadcast");
+  } else if (out->numel > 0) {
+    const float *xv = tensor_f32(x), *tv = tensor_f32(t);
+    float *y = tensor_f32(out);
+    BcastIter it;
+    bcast_iter_init(&it, &b);
+    do {
+      const float *xp = xv + it.off[0], *tp = tv + it.off[1];
+      float *yp = y + it.out;
+      for (int64_t i = 0; i < b.inner; i++) {
+        float d = xp[i * b.inner_step[0]] - tp[i * b.inner_step[1]];
+        yp[i] = d * d;
+      }
+    } while (bcast_iter_next(&it));
+  }
+  tensor_unref(x);
+  tensor_unref(t);
+  return rc;
+}
+
+/* ---- kernels: dropout, layer_norm ----------------------------------------------- */
+
+/* Inverted dropout, as in PyTorch: Mask = (u >= p) / (1 - p) with u uniform in
+ * [0, 1), Out = X * Mask, so the expected value of Out is X and nothing needs
+ * rescaling at test time.  seed = 0 draws from the run's generator (each call
+ * a new mask); a non-zero seed seeds a private generator per call (the same
+ * mask every call). */
+static int k_dropout(ExecCtx *c) {
+  Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0), *mask = ctx_out(c, 1);
+  double p = ctx_attr_f(c, "p");
+  int64_t seed = ctx_attr_i(c, "seed");
+  const float *xv = tensor_f32(x);
+  float *y = tensor_f32(out), *mv = tensor_f32(mask);
+  int64_t n = x->numel;
+  if (ctx_attr_b(c, "is_test") || p == 0) {
+    memcpy(y, xv, sizeof *y * (size_t)n);
+    for (int64_t i = 0; i < n; i++) mv[i] = 1;
+  } else {
+    Rng own, *rng = ctx_rng(c);
+    if (seed != 0) {
+      rng_seed(&own, (uint64_t)seed);
+      rng = &own;
+    }
+    float keep = (float)(1 / (1 - p));
+    for (int64_t i = 0; i < n; i++) {
+      mv[i] = rng_uniform(rng) >= p ? keep : 0;
+      y[i] = xv[i] * mv[i];
+    }
+  }
+  tensor_unref(x);
+  return 0;
+}
+
+/* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias, with mean and biased
+ * variance over the trailing axes from begin_norm_axis; Scale and Bias have
+ * those axes' shape or its product, so both index as flat rows. */
+static int k_layer_norm(ExecCtx *c) {
+  Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *bi = opt_f32(c, 2), *out = ctx_out(c, 0);
+  int k = (int)ctx_attr_i(c, "begin_norm_axis");
+  if (k < 0) k += x->rank;
+  double eps = ctx_attr_f(c, "epsilon");
+  int64_t rows = prod(x->shape, 0, k), n = prod(x->shape, k, x->rank);
+  int rc = 0;
+  if ((sc && sc->numel != n) || (bi && bi->numel != n)) {
+    rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",
+                  sc && sc->numel != n ? "Scale" : "Bias",
+                  (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);
+    rows = 0;
+  }
+  const float *sv = sc ? tensor_f32(sc) : NULL, *bv = bi ? tensor_f32(bi) : NULL;
+  for (int64_t r = 0; r < rows && n > 0; r++) {
+    const float *xp = tensor_f32(x) + r * n;
+    float *yp = tensor_f32(out) + r * n;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; i++) mean += (double)xp[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) {
+      double d = (double)xp[i] - mean;
+      var += d * d;
+    }
+    var /= (double)n;
+    double inv = 1 / sqrt(var + eps);
+    for (int64_t i = 0; i < n; i++) {
+      double v = ((double)xp[i] - mean) * inv;
+      if (sv) v *= (double)sv[i];
+      if (bv) v += (double)bv[i];
+      yp[i] = (float)v;
+    }
+  }
+  tensor_unref(x);
+  tensor_unref(sc);
+  tensor_unref(bi);
+  return rc;
+}
+
+/* ---- kernels: embedding, accuracy ------------------------------------------------- */
+
+/* Out[..., :] = W[Ids[...], :], for a W of any dtype (rows are copied). */
+static int k_embedding(ExecCtx *c) {
+  Tensor *ids = ctx_in(c, 0), *w = ctx_in(c, 1), *out = ctx_out(c, 0);
+  int64_t v = w->shape[0], d = w->shape[1];
+  size_t row = (size_t)d * dtype_size(w->dtype);
+  const int64_t *iv = tensor_i64(ids);
+  for (int64_t i = 0; i < ids->numel; i++) {
+    if (iv[i] < 0 || iv[i] >= v) return index_fail(c, "Ids", ids, i, iv[i], "W", v, "rows");
+    if (row) memcpy((char *)out->data + (size_t)i * row, (const char *)w->data + (size_t)iv[i] * row, row);
+  }
+  return 0;
+}
+
+/* The fraction of rows whose label ranks among the top k.  A label's rank
+ * counts the classes that beat it: a larger logit, or an equal logit at a
+ * lower index (the order argmax uses), so ties never count twice and k = 1
+ * means "argmax == label".  A NaN logit for the label is a miss.  No rows
+ * give 0, not NaN, so an empty batch does not poison a running average. */
+static int k_accuracy(ExecCtx *c) {
+  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *out = ctx_out(c, 0);
+  int64_t rows = lg->shape[0], ncls = lg->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
+  const float *x = tensor_f32(lg);
+  const int64_t *label = tensor_i64(lb);
+  int rc = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t l = label[r];
+    if (l < 0 || l >= ncls) {
+      rc = index_fail(c, "Label", lb, r, l, "Logits", ncls, "classes");
+      break;
+    }
+    const float *row = x + r * ncls;
+    float v = row[l];
+    if (isnan(v)) continue;
+    int64_t rank = 0;
+    for (int64_t j = 0; j < ncls && rank < k; j++)
+      if (row[j] > v || (row[j] == v && j < l)) rank++;
+    if (rank < k) hits++;
+  }
+  tensor_f32(out)[0] = rows ? (float)((double)hits / (double)rows) : 0.0f;
+  tensor_unref(lg);
+  return rc;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED},
     {.type = "log_softmax", .doc = "Out = log(softmax(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED},
     {.type = "softmax_cross_entropy",
      .doc = "Loss = -log softmax(Logits)[Label] per example, computed stably",
      .in = {{"Logits", 0, "scores [..., C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [...] (or [..., 1])"}},
      .out = {{"Loss", 0, "f32 loss per example, Logits' shape without the class axis"}},
-     .infer = infer_softmax_ce, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED},
     {.type = "sigmoid_cross_entropy",
      .doc = "Out = -(Label log sigmoid(X) + (1 - Label) log(1 - sigmoid(X))), computed stably",
      .in = {{"X", 0, "logits"}, {"Label", SLOT_NO_GRAD, "targets in [0, 1], shape of X"}},
      .out = {{"Out", 0, "f32 loss per element, shape of X"}},
-     .infer = infer_sigmoid_ce, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_sigmoid_ce, .kernel = k_sigmoid_ce, .grad_kind = GRAD_DEDICATED},
     {.type = "mse", .doc = "Out = (X - Y)^2 per element, broadcasting",
      .in = {{"X", 0, "prediction"}, {"Y", 0, "target"}},
      .out = {{"Out", 0, "f32, broadcast shape of X and Y"}},
-     .infer = infer_mse, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_mse, .kernel = k_mse, .grad_kind = GRAD_DEDICATED},
     {.type = "dropout",
      .doc = "Out = X * Mask: zeroes each element with probability p, scales the rest by 1/(1-p)",
      .in = {{"X", 0, "input"}},
@@ -278,7 +570,7 @@ OpProto op_table_nn[] = {
                {"is_test", ATTR_BOOL, "false", NULL, "pass X through unchanged"},
                {"seed", ATTR_INT, "0", check_nonnegative,
                 "0: draw from the run's generator (--seed); else this op's own seed"}},
-     .infer = infer_dropout, .grad_kind = GRAD_COMPOSITE, .flags = OP_RANDOM},
+     .infer = infer_dropout, .kernel = k_dropout, .grad_kind = GRAD_COMPOSITE, .flags = OP_RANDOM},
     {.type = "layer_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias over axes begin_norm_axis..",
      .in = {{"X", 0, "input"},
@@ -287,17 +579,17 @@ OpProto op_table_nn[] = {
      .out = {{"Y", 0, "f32, shape of X"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", check_nonnegative, "added to the variance"}},
-     .infer = infer_layer_norm, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
-     .infer = infer_embedding, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED},
     {.type = "accuracy",
      .doc = "Out = the fraction of rows whose Label is among the k highest Logits",
      .in = {{"Logits", SLOT_NO_GRAD, "scores [N, C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [N] (or [N, 1])"}},
      .out = {{"Out", 0, "an f32 scalar in [0, 1]"}},
      .attrs = {{"k", ATTR_INT, "1", check_positive, "how many top classes count as a hit"}},
-     .infer = infer_accuracy, .grad_kind = GRAD_NONE},
+     .infer = infer_accuracy, .kernel = k_accuracy, .grad_kind = GRAD_NONE},
     {0},
 };

@@ -3,7 +3,11 @@
  * `axis` lists the axes to reduce (negative ones count from the end, [] is
  * every axis); `keepdim` keeps each reduced axis as a dimension of size 1,
  * as NumPy's keepdims does. */
-#include "../registry.h"
+#include "../exec.h"
+#include "../mem.h"
+
+#include <math.h>
+#include <string.h>
 
 /* Normalizes axis `a` (an entry of attribute `attr`) against X's shape. */
 static bool norm_axis(InferCtx *c, const char *attr, int64_t a, const Shape *x, int *out) {
@@ -84,23 +88,244 @@ static bool infer_argmax(InferCtx *c) {
   return true;
 }
 
-#define REDUCE(NAME, DOC, INFER)                                                \
+/* ---- kernels ------------------------------------------------------------------
+ *
+ * A reduction walks X once, in memory order.  Dimensions of size 1 are
+ * dropped and neighbours that are both reduced or both kept are merged into
+ * one group, so the usual case (the reduced axes next to each other) becomes
+ * [outer, reduced, inner] and the walk is that triple loop; other patterns
+ * (axes [0, 2] of [N, C, H]) take the same walk with more groups.  The last
+ * group is a contiguous run handed to a tight loop: folded into one
+ * accumulator when it is reduced, added elementwise into as many
+ * accumulators when it is kept.
+ *
+ * Choices: f32 sums and means accumulate in double (NumPy sums pairwise,
+ * PyTorch in float vector lanes; double is simpler and at least as accurate
+ * at netrun's sizes).  i64 sums wrap on overflow like NumPy's (they are
+ * computed in uint64_t, where wrapping is defined).  max, min and argmax
+ * treat NaN as the largest and smallest value, so it propagates as in NumPy;
+ * argmax breaks ties by the first index.  max, min and argmax of an empty
+ * axis are errors (there is no identity to return); the sum of nothing is 0
+ * and its mean NaN. */
+
+/* Folds a run of n contiguous elements of X into the accumulators: into
+ * acc[0] when the run is reduced, into acc[0..n) elementwise when it is
+ * kept (`spread`). */
+typedef void (*RunFn)(void *acc, const void *x, int64_t n, bool spread);
+
+#define SUM_RUN(NAME, XT, AT)                                                   \
+  static void NAME(void *accv, const void *xv, int64_t n, bool spread) {        \
+    AT *acc = accv;                                                             \
+    const XT *x = xv;                                                           \
+    if (spread) {                                                               \
+      for (int64_t i = 0; i < n; i++) acc[i] += (AT)x[i];                       \
+    } else {                                                                    \
+      AT s = 0;                                                                 \
+      for (int64_t i = 0; i < n; i++) s += (AT)x[i];                            \
+      acc[0] += s;                                                              \
+    }                                                                           \
+  }
+SUM_RUN(sum_f32_f64, float, double)
+SUM_RUN(sum_i64_f64, int64_t, double)
+SUM_RUN(sum_bool_f64, uint8_t, double)
+SUM_RUN(sum_i64_u64, int64_t, uint64_t)
+SUM_RUN(sum_bool_u64, uint8_t, uint64_t)
+
+/* BETTER(a, b): a replaces the current pick b. */
+#define PICK_RUN(NAME, T, BETTER)                                               \
+  static void NAME(void *accv, const void *xv, int64_t n, bool spread) {        \
+    T *acc = accv;                                                              \
+    const T *x = xv;                                                            \
+    if (spread) {                                                               \
+      for (int64_t i = 0; i < n; i++)                                           \
+        if (BETTER(x[i], acc[i])) acc[i] = x[i];                                \
+    } else {                                                                    \
+      T m = acc[0];                                                             \
+      for (int64_t i = 0; i < n; i++)                                           \
+        if (BETTER(x[i], m)) m = x[i];                                          \
+      acc[0] = m;                                                               \
+    }                                                                           \
+  }
+#define GT(a, b) ((a) > (b))
+#define LT(a, b) ((a) < (b))
+#define GT_NAN(a, b) ((a) > (b) || isnan(a))   /* a NaN, once picked, stays */
+#define LT_NAN(a, b) ((a) < (b) || isnan(a))
+PICK_RUN(max_f32, float, GT_NAN)
+PICK_RUN(min_f32, float, LT_NAN)
+PICK_RUN(max_i64, int64_t, GT)
+PICK_RUN(min_i64, int64_t, LT)
+PICK_RUN(max_bool, uint8_t, GT)
+PICK_RUN(min_bool, uint8_t, LT)
+
+/* Walks X (ng merged groups of the given sizes, `gred` marking reduced ones;
+ * element size xes) into the accumulators (element size aes), one run per
+ * last group. */
+static void walk(const char *x, size_t xes, char *acc, size_t aes, int ng, const int64_t *size,
+                 const bool *gred, RunFn run) {
+  int64_t ostride[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK] = {0};
+  int64_t st = 1, nrun = 1, off = 0, last = size[ng - 1];
+  for (int g = ng - 1; g >= 0; g--) {
+    ostride[g] = gred[g] ? 0 : st;
+    if (!gred[g]) st *= size[g];
+  }
+  for (int g = 0; g < ng - 1; g++) nrun *= size[g];
+  for (int64_t k = 0; k < nrun; k++) {
+    run(acc + (size_t)off * aes, x + (size_t)(k * last) * xes, last, !gred[ng - 1]);
+    for (int g = ng - 2; g >= 0; g--) {   /* the odometer over the outer groups */
+      off += ostride[g];
+      if (++idx[g] < size[g]) break;
+      off -= ostride[g] * size[g];
+      idx[g] = 0;
+    }
+  }
+}
+
+typedef enum ReduceKind { R_SUM, R_MEAN, R_MAX, R_MIN } ReduceKind;
+
+static int reduce(ExecCtx *c, ReduceKind kind) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  const AttrValue *ax = ctx_attr(c, "axis");
+  bool red[SHAPE_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) red[i] = ax->n == 0;
+  for (int i = 0; i < ax->n && x->rank > 0; i++) {   /* inference checked them */
+    int64_t a = ax->u.ints[i];
+    red[a < 0 ? a + x->rank : a] = true;
+  }
+  int64_t size[SHAPE_MAX_RANK], count = 1;   /* count: elements per result */
+  bool gred[SHAPE_MAX_RANK];
+  int ng = 0;
+  for (int i = 0; i < x->rank; i++) {
+    if (red[i]) count *= x->shape[i];
+    if (x->shape[i] == 1) continue;
+    if (ng > 0 && gred[ng - 1] == red[i]) {
+      size[ng - 1] *= x->shape[i];
+    } else {
+      size[ng] = x->shape[i];
+      gred[ng++] = red[i];
+    }
+  }
+  if (ng == 0) {   /* one element */
+    size[0] = 1;
+    gred[0] = true;
+    ng = 1;
+  }
+  if (count == 0 && out->numel > 0 && (kind == R_MAX || kind == R_MIN)) {
+    char buf[128];
+    return ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
+                    tensor_shape_str(x, buf, sizeof buf));
+  }
+
+  int64_t n = out->numel;
+  size_t xes = dtype_size(x->dtype);
+  bool wide = kind == R_MEAN || (kind == R_SUM && x->dtype == DT_F32);
+  if (wide) {   /* a double accumulator per result */
+    double *acc = mem_calloc(n ? (size_t)n : 1, sizeof *acc);
+    RunFn run = x->dtype == DT_F32 ? sum_f32_f64 : x->dtype == DT_I64 ? sum_i64_f64 : sum_bool_f64;
+    if (x->numel > 0) walk(x->data, xes, (char *)acc, sizeof *acc, ng, size, gred, run);
+    float *o = tensor_f32(out);
+    if (kind == R_SUM) {
+      for (int64_t i = 0; i < n; i++) o[i] = (float)acc[i];
+    } else {
+      for (int64_t i = 0; i < n; i++) o[i] = count ? (float)(acc[i] / (double)count) : NAN;
+    }
+    mem_free(acc);
+    return 0;
+  }
+  if (kind == R_SUM) {   /* i64 or bool, summed into the i64 result */
+    memset(out->data, 0, (size_t)n * sizeof(int64_t));
+    if (x->numel > 0)
+      walk(x->data, xes, out->data, sizeof(int64_t), ng, size, gred,
+           x->dtype == DT_I64 ? sum_i64_u64 : sum_bool_u64);
+    return 0;
+  }
+  /* max, min: the result starts at the identity and is folded in place */
+  bool mx = kind == R_MAX;
+  RunFn run;
+  if (x->dtype == DT_F32) {
+    for (int64_t i = 0; i < n; i++) tensor_f32(out)[i] = mx ? -INFINITY : INFINITY;
+    run = mx ? max_f32 : min_f32;
+  } else if (x->dtype == DT_I64) {
+    for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = mx ? INT64_MIN : INT64_MAX;
+    run = mx ? max_i64 : min_i64;
+  } else {
+    memset(out->data, mx ? 0 : 1, (size_t)n);
+    run = mx ? max_bool : min_bool;
+  }
+  if (x->numel > 0) walk(x->data, xes, out->data, xes, ng, size, gred, run);
+  return 0;
+}
+
+static int k_sum(ExecCtx *c) { return reduce(c, R_SUM); }
+static int k_mean(ExecCtx *c) { return reduce(c, R_MEAN); }
+static int k_max(ExecCtx *c) { return reduce(c, R_MAX); }
+static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
+
+/* argmax over X viewed as [outer, n, inner]: the result is [outer, inner]. */
+#define ARGMAX(NAME, T, BETTER)                                                 \
+  static void NAME(const void *xv, int64_t *out, int64_t outer, int64_t n,      \
+                   int64_t inner) {                                             \
+    for (int64_t o = 0; o < outer; o++) {                                       \
+      const T *x = (const T *)xv + o * n * inner;                               \
+      int64_t *best = out + o * inner;                                          \
+      if (inner == 1) {                                                         \
+        int64_t b = 0;                                                          \
+        for (int64_t r = 1; r < n; r++)                                         \
+          if (BETTER(x[r], x[b])) b = r;                                        \
+        best[0] = b;                                                            \
+        continue;                                                               \
+      }                                                                         \
+      for (int64_t i = 0; i < inner; i++) best[i] = 0;                          \
+      for (int64_t r = 1; r < n; r++)                                           \
+        for (int64_t i = 0; i < inner; i++)                                     \
+          if (BETTER(x[r * inner + i], x[best[i] * inner + i])) best[i] = r;    \
+    }                                                                           \
+  }
+#define GT_FIRST_NAN(a, b) ((a) > (b) || (isnan(a) && !isnan(b)))
+ARGMAX(argmax_f32, float, GT_FIRST_NAN)
+ARGMAX(argmax_i64, int64_t, GT)
+ARGMAX(argmax_bool, uint8_t, GT)
+
+static int k_argmax(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  int64_t outer = 1, n = 1, inner = 1;
+  if (x->rank > 0) {
+    int64_t a = ctx_attr_i(c, "axis");
+    int k = (int)(a < 0 ? a + x->rank : a);
+    for (int i = 0; i < x->rank; i++) {
+      if (i < k) outer *= x->shape[i];
+      else if (i > k) inner *= x->shape[i];
+    }
+    n = x->shape[k];
+  }
+  if (out->numel == 0) return 0;
+  if (n == 0) {
+    char buf[128];
+    return ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
+                    tensor_shape_str(x, buf, sizeof buf));
+  }
+  if (x->dtype == DT_F32) argmax_f32(x->data, tensor_i64(out), outer, n, inner);
+  else if (x->dtype == DT_I64) argmax_i64(x->data, tensor_i64(out), outer, n, inner);
+  else argmax_bool(x->data, tensor_i64(out), outer, n, inner);
+  return 0;
+}
+
+#define REDUCE(NAME, DOC, INFER, KERNEL)                                        \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input"}},                         \
    .out = {{"Out", 0, "the result, X's shape without the reduced axes"}},       \
    .attrs = {{"axis", ATTR_INTS, "[]", NULL, "the axes to reduce; [] means all"}, \
              {"keepdim", ATTR_BOOL, "false", NULL, "keep reduced axes as size 1"}}, \
-   .infer = INFER, .grad_kind = GRAD_DEDICATED}
+   .infer = INFER, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
 
 OpProto op_table_reduce[] = {
-    REDUCE("sum", "Out = the sum of X over axis (bool counts as i64)", infer_sum),
-    REDUCE("mean", "Out = the f32 mean of X over axis", infer_mean),
-    REDUCE("max", "Out = the largest element of X over axis", infer_keep),
-    REDUCE("min", "Out = the smallest element of X over axis", infer_keep),
+    REDUCE("sum", "Out = the sum of X over axis (bool counts as i64)", infer_sum, k_sum),
+    REDUCE("mean", "Out = the f32 mean of X over axis", infer_mean, k_mean),
+    REDUCE("max", "Out = the largest element of X over axis", infer_keep, k_max),
+    REDUCE("min", "Out = the smallest element of X over axis", infer_keep, k_min),
     {.type = "argmax", .doc = "Out = the index of the largest element of X along axis",
      .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "i64 indices, X's shape without axis"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis to search"},
                {"keepdim", ATTR_BOOL, "false", NULL, "keep axis as size 1"}},
-     .infer = infer_argmax, .grad_kind = GRAD_NONE},
+     .infer = infer_argmax, .kernel = k_argmax, .grad_kind = GRAD_NONE},
     {0},
 };

@@ -4,8 +4,9 @@
  *
  * Their inference keeps symbolic dimensions (B) wherever the result is
  * provably the same size, and writes "?" where only run time can tell. */
-#include "../registry.h"
+#include "../exec.h"
 
+#include <assert.h>
 #include <string.h>
 
 _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
@@ -517,6 +518,330 @@ static bool infer_one_hot(InferCtx *c) {
   return true;
 }
 
+/* ---- kernels ------------------------------------------------------------------
+ *
+ * reshape, flatten, squeeze and unsqueeze keep the element order, so their
+ * result is a view sharing X's storage (OP_NO_PREALLOC), in the shape
+ * inference gave on the concrete input shapes.  The others copy: each finds
+ * the longest contiguous run it can and moves it with memcpy, walking the
+ * dimensions outside it with an odometer. */
+
+static int axis_of(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
+
+/* An odometer over up to 8 dimensions, moving two element offsets (e.g. in
+ * X and in Out) by a step per dimension.  Its `count` positions are visited
+ * by: for (k = 0; k < w.count; k++, walk_next(&w)) ... w.off[0] ... */
+typedef struct Walk {
+  int rank;
+  int64_t size[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK];
+  int64_t step[2][SHAPE_MAX_RANK];
+  int64_t off[2];
+  int64_t count;
+} Walk;
+
+static void walk_init(Walk *w) {
+  memset(w, 0, sizeof *w);
+  w->count = 1;
+}
+
+static void walk_add(Walk *w, int64_t size, int64_t step0, int64_t step1) {
+  w->size[w->rank] = size;
+  w->step[0][w->rank] = step0;
+  w->step[1][w->rank] = step1;
+  w->rank++;
+  w->count *= size;
+}
+
+static void walk_next(Walk *w) {
+  for (int i = w->rank - 1; i >= 0; i--) {
+    w->off[0] += w->step[0][i];
+    w->off[1] += w->step[1][i];
+    if (++w->idx[i] < w->size[i]) return;
+    w->off[0] -= w->step[0][i] * w->size[i];
+    w->off[1] -= w->step[1][i] * w->size[i];
+    w->idx[i] = 0;
+  }
+}
+
+/* Row-major element strides of t. */
+static void strides_of(const Tensor *t, int64_t *st) {
+  int64_t s = 1;
+  for (int i = t->rank - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= t->shape[i];
+  }
+}
+
+/* Fills n elements of size es at dst with copies of the one at src. */
+static void fill_repeat(char *dst, const char *src, size_t es, int64_t n) {
+  if (n <= 0) return;
+  memcpy(dst, src, es);
+  for (int64_t done = 1; done < n;) {   /* doubling copies */
+    int64_t k = done < n - done ? done : n - done;
+    memcpy(dst + (size_t)done * es, dst, (size_t)k * es);
+    done += k;
+  }
+}
+
+static int k_view(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0);
+  const VarDesc *d = ctx_out_desc(c, 0, 0);
+  int64_t shape[SHAPE_MAX_RANK], n = 1;
+  assert(d && d->shape.rank >= 0);
+  for (int i = 0; i < d->shape.rank; i++) {
+    assert(dim_known(d->shape.d[i]));   /* inference ran on concrete shapes */
+    shape[i] = d->shape.d[i].n;
+    n *= shape[i];
+  }
+  assert(n == x->numel);
+  (void)n;
+  ctx_set_out(c, 0, 0, tensor_view(x, d->shape.rank, shape));
+  return 0;
+}
+
+/* out[p * orow + j] = x[p + j * xcol] for p < rows, j < cols, in tiles so
+ * that both sides stay in cache. */
+#define TILE 32
+#define TRANSPOSE_2D(NAME, T)                                                   \
+  static void NAME(void *outv, const void *xv, int64_t rows, int64_t cols,      \
+                   int64_t orow, int64_t xcol) {                                \
+    T *out = outv;                                                              \
+    const T *x = xv;                                                            \
+    for (int64_t pb = 0; pb < rows; pb += TILE)                                 \
+      for (int64_t jb = 0; jb < cols; jb += TILE) {                             \
+        int64_t pe = pb + TILE < rows ? pb + TILE : rows;                       \
+        int64_t je = jb + TILE < cols ? jb + TILE : cols;                       \
+        for (int64_t p = pb; p < pe; p++)                                       \
+          for (int64_t j = jb; j < je; j++) out[p * orow + j] = x[p + j * xcol]; \
+      }                                                                         \
+  }
+TRANSPOSE_2D(transpose_2d_f32, float)
+TRANSPOSE_2D(transpose_2d_i64, int64_t)
+TRANSPOSE_2D(transpose_2d_u8, uint8_t)
+
+/* transpose: Out's dimension j is X's perm[j].  Dimensions of size 1 are
+ * dropped and neighbours that stay neighbours in X are merged; then either
+ * Out's last dimension is contiguous in X (rows are copied whole) or X's
+ * contiguous dimension lands elsewhere in Out and the pair is copied in
+ * tiles. */
+static int k_transpose(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  const AttrValue *perm = ctx_attr(c, "perm");
+  size_t es = dtype_size(x->dtype);
+  const char *xd = x->data;
+  char *od = out->data;
+  if (out->numel == 0) return 0;
+  int64_t xst[SHAPE_MAX_RANK], size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
+  strides_of(x, xst);
+  int n = 0;
+  for (int j = 0; j < x->rank; j++) {
+    int64_t s = x->shape[perm->u.ints[j]], t = xst[perm->u.ints[j]];
+    if (s == 1) continue;
+    if (n > 0 && st[n - 1] == t * s) {
+      size[n - 1] *= s;
+      st[n - 1] = t;
+    } else {
+      size[n] = s;
+      st[n++] = t;
+    }
+  }
+  if (n <= 1) {   /* the element order is X's */
+    memcpy(od, xd, (size_t)x->numel * es);
+    return 0;
+  }
+  int64_t ost[SHAPE_MAX_RANK], s = 1;   /* Out's strides over the merged dims */
+  for (int j = n - 1; j >= 0; j--) {
+    ost[j] = s;
+    s *= size[j];
+  }
+  Walk w;
+  walk_init(&w);
+  if (st[n - 1] == 1) {
+    for (int j = 0; j < n - 1; j++) walk_add(&w, size[j], st[j], ost[j]);
+    size_t row = (size_t)size[n - 1] * es;
+    for (int64_t k = 0; k < w.count; k++, walk_next(&w))
+      memcpy(od + (size_t)w.off[1] * es, xd + (size_t)w.off[0] * es, row);
+    return 0;
+  }
+  int p = 0;   /* the dimension contiguous in X */
+  while (st[p] != 1) p++;
+  for (int j = 0; j < n - 1; j++)
+    if (j != p) walk_add(&w, size[j], st[j], ost[j]);
+  for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
+    void *o = od + (size_t)w.off[1] * es;
+    const void *xp = xd + (size_t)w.off[0] * es;
+    if (x->dtype == DT_F32) transpose_2d_f32(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
+    else if (x->dtype == DT_I64) transpose_2d_i64(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
+    else transpose_2d_u8(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
+  }
+  return 0;
+}
+
+/* broadcast_to: a real copy (it is an explicit op; elementwise ops broadcast
+ * without one).  X's step is 0 along broadcast dimensions; after merging,
+ * the innermost run is either copied (step 1) or filled with one element
+ * (step 0). */
+static int k_broadcast_to(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  size_t es = dtype_size(x->dtype);
+  const char *xd = x->data;
+  char *od = out->data;
+  if (out->numel == 0) return 0;
+  int64_t xst[SHAPE_MAX_RANK], size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
+  strides_of(x, xst);
+  int n = 0, lead = out->rank - x->rank;
+  for (int i = 0; i < out->rank; i++) {
+    int64_t s = out->shape[i];
+    int xi = i - lead;
+    int64_t t = xi >= 0 && x->shape[xi] != 1 ? xst[xi] : 0;
+    if (s == 1) continue;
+    if (n > 0 && st[n - 1] == t * s) {
+      size[n - 1] *= s;
+      st[n - 1] = t;
+    } else {
+      size[n] = s;
+      st[n++] = t;
+    }
+  }
+  if (n == 0) {
+    memcpy(od, xd, es);
+    return 0;
+  }
+  Walk w;
+  walk_init(&w);
+  for (int j = 0; j < n - 1; j++) walk_add(&w, size[j], st[j], 0);
+  int64_t last = size[n - 1];
+  for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
+    char *o = od + (size_t)(k * last) * es;
+    const char *xp = xd + (size_t)w.off[0] * es;
+    if (st[n - 1] == 1) memcpy(o, xp, (size_t)last * es);
+    else fill_repeat(o, xp, es, last);
+  }
+  return 0;
+}
+
+/* concat and split move, per index of the dimensions before axis, one
+ * contiguous chunk per part. */
+static int k_concat(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0);
+  int axis = axis_of(ctx_attr_i(c, "axis"), out->rank);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < out->rank; i++) {
+    if (i < axis) outer *= out->shape[i];
+    else if (i > axis) inner *= out->shape[i];
+  }
+  size_t es = dtype_size(out->dtype);
+  int64_t orow = out->shape[axis] * inner, at = 0;
+  char *od = out->data;
+  for (int i = 0; i < ctx_in_count(c, 0); i++) {
+    Tensor *x = tensor_cast(ctx_in_at(c, 0, i), out->dtype);   /* inference promoted */
+    int64_t chunk = x->shape[axis] * inner;
+    const char *xd = x->data;
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(od + (size_t)(o * orow + at) * es, xd + (size_t)(o * chunk) * es, (size_t)chunk * es);
+    at += chunk;
+    tensor_unref(x);
+  }
+  return 0;
+}
+
+static int k_split(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0);
+  int axis = axis_of(ctx_attr_i(c, "axis"), x->rank);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (i < axis) outer *= x->shape[i];
+    else if (i > axis) inner *= x->shape[i];
+  }
+  size_t es = dtype_size(x->dtype);
+  int64_t xrow = x->shape[axis] * inner, at = 0;
+  const char *xd = x->data;
+  for (int i = 0; i < ctx_out_count(c, 0); i++) {
+    Tensor *out = ctx_out_at(c, 0, i);
+    int64_t chunk = out->shape[axis] * inner;
+    char *od = out->data;
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(od + (size_t)(o * chunk) * es, xd + (size_t)(o * xrow + at) * es, (size_t)chunk * es);
+    at += chunk;
+  }
+  return 0;
+}
+
+/* slice: Out's shape comes from inference (the same clamping); here only
+ * the starts are needed.  Past the last sliced dimension everything is
+ * kept, so from there on each piece is one contiguous run of X. */
+static int k_slice(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  const AttrValue *axes = ctx_attr(c, "axes"), *starts = ctx_attr(c, "starts");
+  size_t es = dtype_size(x->dtype);
+  if (out->numel == 0) return 0;
+  int64_t xst[SHAPE_MAX_RANK], base = 0;
+  strides_of(x, xst);
+  for (int i = 0; i < axes->n; i++) {
+    int k = axis_of(axes->u.ints[i], x->rank);
+    int64_t n = x->shape[k], b = starts->u.ints[i];
+    b = b < 0 ? (b + n < 0 ? 0 : b + n) : (b > n ? n : b);
+    base += b * xst[k];
+  }
+  int last = x->rank - 1;   /* the last dimension sliced */
+  while (last >= 0 && out->shape[last] == x->shape[last]) last--;
+  if (last < 0) {
+    memcpy(out->data, x->data, (size_t)x->numel * es);
+    return 0;
+  }
+  int64_t chunk = 1;
+  for (int i = last; i < x->rank; i++) chunk *= out->shape[i];
+  Walk w;
+  walk_init(&w);
+  for (int i = 0; i < last; i++) walk_add(&w, out->shape[i], xst[i], 0);
+  const char *xd = (const char *)x->data + (size_t)base * es;
+  char *od = out->data;
+  for (int64_t k = 0; k < w.count; k++, walk_next(&w))
+    memcpy(od + (size_t)(k * chunk) * es, xd + (size_t)w.off[0] * es, (size_t)chunk * es);
+  return 0;
+}
+
+/* gather follows NumPy's take: an index in [-n, n) is valid, a negative one
+ * counting from the end (x[-1] is the last row, as in Python); anything
+ * else is an error naming the index. */
+static int k_gather(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *index = ctx_in(c, 1), *out = ctx_out(c, 0);
+  int axis = axis_of(ctx_attr_i(c, "axis"), x->rank);
+  int64_t outer = 1, inner = 1, n = x->shape[axis], ni = index->numel;
+  for (int i = 0; i < x->rank; i++) {
+    if (i < axis) outer *= x->shape[i];
+    else if (i > axis) inner *= x->shape[i];
+  }
+  const int64_t *id = tensor_i64(index);
+  for (int64_t j = 0; j < ni; j++)
+    if (id[j] < -n || id[j] >= n)
+      return ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+                      axis, (long long)n);
+  size_t es = dtype_size(x->dtype), row = (size_t)inner * es;
+  const char *xd = x->data;
+  char *od = out->data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < ni; j++) {
+      int64_t k = id[j] < 0 ? id[j] + n : id[j];
+      memcpy(od + (size_t)((o * ni + j) * inner) * es, xd + (size_t)((o * n + k) * inner) * es, row);
+    }
+  return 0;
+}
+
+static int k_one_hot(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  int64_t depth = ctx_attr_i(c, "depth");
+  const int64_t *lab = tensor_i64(x);
+  float *o = tensor_f32(out);
+  memset(o, 0, (size_t)out->numel * sizeof *o);
+  for (int64_t i = 0; i < x->numel; i++) {
+    if (lab[i] < 0 || lab[i] >= depth)
+      return ctx_fail(c, "label %lld is out of range [0, %lld)", (long long)lab[i], (long long)depth);
+    o[i * depth + lab[i]] = 1.0f;
+  }
+  return 0;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 #define X_IN {{"X", 0, "input"}}
@@ -526,53 +851,57 @@ OpProto op_table_shape[] = {
     {.type = "reshape", .doc = "Out = X's elements in a new shape (one -1 is inferred)",
      .in = X_IN, .out = OUT("the result, dtype of X"),
      .attrs = {{"shape", ATTR_INTS, NULL, check_reshape, "the new shape; one entry may be -1"}},
-     .infer = infer_reshape, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_reshape, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .flags = OP_NO_PREALLOC},
     {.type = "transpose", .doc = "Out = X with its axes permuted: Out.shape[i] = X.shape[perm[i]]",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"perm", ATTR_INTS, NULL, check_perm, "a permutation of 0 .. rank-1"}},
-     .infer = infer_transpose, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_transpose, .kernel = k_transpose, .grad_kind = GRAD_COMPOSITE},
     {.type = "flatten", .doc = "Out = X with axes start_axis.. merged into one",
      .in = X_IN, .out = OUT("the result, rank start_axis + 1"),
      .attrs = {{"start_axis", ATTR_INT, "1", NULL, "the first axis merged"}},
-     .infer = infer_flatten, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_flatten, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .flags = OP_NO_PREALLOC},
     {.type = "squeeze", .doc = "Out = X without the given axes of size 1",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"axes", ATTR_INTS, "[]", NULL, "the axes to remove; [] means every axis of size 1"}},
-     .infer = infer_squeeze, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_squeeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .flags = OP_NO_PREALLOC},
     {.type = "unsqueeze", .doc = "Out = X with axes of size 1 inserted",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the new axes' positions in Out"}},
-     .infer = infer_unsqueeze, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_unsqueeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .flags = OP_NO_PREALLOC},
     {.type = "broadcast_to", .doc = "Out = X broadcast to shape, as NumPy does",
      .in = X_IN, .out = OUT("the result, of the given shape"),
      .attrs = {{"shape", ATTR_INTS, NULL, check_shape, "the target shape"}},
-     .infer = infer_broadcast_to, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_broadcast_to, .kernel = k_broadcast_to, .grad_kind = GRAD_DEDICATED},
     {.type = "concat", .doc = "Out = the tensors in X joined along axis",
      .in = {{"X", SLOT_LIST, "the tensors, equal in shape except along axis"}},
      .out = OUT("the result"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis to join along"}},
-     .infer = infer_concat, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_concat, .kernel = k_concat, .grad_kind = GRAD_DEDICATED},
     {.type = "split", .doc = "Out = X cut along axis into num equal parts or parts of sizes sections",
      .in = X_IN, .out = {{"Out", SLOT_LIST, "the parts, in order"}},
      .attrs = {{"num", ATTR_INT, "0", check_nonnegative, "the number of equal parts (or 0)"},
                {"sections", ATTR_INTS, "[]", check_nonnegative, "the parts' sizes (or [])"},
                {"axis", ATTR_INT, "0", NULL, "the axis to cut"}},
-     .infer = infer_split, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_split, .kernel = k_split, .grad_kind = GRAD_COMPOSITE},
     {.type = "slice", .doc = "Out = X[starts:ends] along each of axes, Python-style",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the axes sliced"},
                {"starts", ATTR_INTS, NULL, NULL, "first index per axis; negative counts from the end"},
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis; clamped"}},
-     .infer = infer_slice, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED},
     {.type = "gather", .doc = "Out = the entries of X at Index along axis",
      .in = {{"X", 0, "input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"}},
      .out = OUT("X.shape[:axis] + Index.shape + X.shape[axis+1:]"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
-     .infer = infer_gather, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED},
     {.type = "one_hot", .doc = "Out = f32 one-hot vectors of length depth for the i64 labels X",
      .in = {{"X", SLOT_NO_GRAD, "i64 labels in [0, depth)"}},
      .out = OUT("f32, X.shape + [depth]"),
      .attrs = {{"depth", ATTR_INT, NULL, check_positive, "the number of classes"}},
-     .infer = infer_one_hot, .grad_kind = GRAD_NONE},
+     .infer = infer_one_hot, .kernel = k_one_hot, .grad_kind = GRAD_NONE},
     {0},
 };

@@ -1,0 +1,757 @@
+/* exec.c — the eager executor: frames, op dispatch, loops and branches,
+ * feeding, runtime checks and the tape (exec.h).
+ *
+ * Each op is prepared once: its proto and kernel are looked up and every
+ * variable it reads or writes is resolved to (frames up, slot), so running
+ * an op does no name lookups.  Runtime shape inference is cached per op:
+ * when the input shapes are those of the previous run, the previous output
+ * shapes are reused. */
+#include "exec.h"
+
+#include "tape.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t interrupted;
+
+void exec_interrupt(void) { interrupted = 1; }
+
+typedef struct VarRef {
+  int up;         /* frames to walk up from the op's frame */
+  int slot;       /* index in that frame's block */
+  const char *name;
+} VarRef;
+
+typedef struct Prepared {
+  const OpDesc *op;
+  const OpProto *proto;
+  int timing;                      /* index into the executor's timings */
+  int nin[REG_MAX_SLOTS], nout[REG_MAX_SLOTS];
+  int in_total, out_total;
+  VarRef *in, *out;                /* flattened in proto slot order */
+  /* Cached runtime inference: the inputs' signature and the outputs. */
+  bool cached;
+  int64_t *sig;
+  int nsig;
+  VarDesc *out_desc;
+  /* Control ops: the sub-blocks' args and results, resolved. */
+  int sub[2];
+  VarRef *results[2];
+  int nresults[2];
+  int *args;
+  int nargs;
+} Prepared;
+
+typedef struct PBlock {
+  const Block *block;
+  Prepared *ops;
+  int nops;
+} PBlock;
+
+typedef struct Frame Frame;
+typedef struct StepList {
+  Frame **frames;
+  int n, cap;
+} StepList;
+
+struct Frame {
+  Frame *parent;
+  const PBlock *pb;
+  Tensor **vals;
+  const char *suffix;             /* the turn suffix for tape names */
+  StepList *steps;                /* per op: kept step frames (keep_steps) */
+};
+
+struct Executor {
+  Program *prog;
+  Diag *diag;
+  ExecOptions opt;
+  Rng rng;
+  PBlock *pblocks;                 /* one per program block */
+  PBlock startup;
+  Frame *root;                     /* block 0 */
+  bool started;
+  Tape tape;
+  OpTiming *timings;
+  int ntimings, captimings;
+  int64_t ops_run;                 /* ops executed, control ops included */
+  struct BoundDim {                /* symbolic dims bound by feeding */
+    const char *name;
+    int64_t value;
+    const char *by;                /* the input that bound it */
+  } *dims;
+  int ndims, capdims;
+};
+
+struct ExecCtx {
+  Executor *ex;
+  const Prepared *p;
+  Frame *frame;
+  Tensor **in[REG_MAX_SLOTS];
+  Tensor **out[REG_MAX_SLOTS];
+};
+
+void exec_default_options(ExecOptions *o) {
+  memset(o, 0, sizeof *o);
+  o->max_steps = 1000000;
+  o->precision = 8;
+  o->tape = true;
+  o->out = stdout;
+}
+
+/* ---- preparing ops ------------------------------------------------------------ */
+
+/* The block whose frame is the parent of blk's at run time: the startup
+ * block (-1) runs as a child of block 0, whose variables it initializes;
+ * block 0 has none (-2). */
+static int parent_of(const Program *p, int blk) {
+  if (blk == -1) return 0;
+  if (blk == 0) return -2;
+  return p->blocks[blk]->parent;
+}
+
+static VarRef resolve(Executor *ex, int from_block, const char *name) {
+  const VarDesc *v = prog_var(ex->prog, name);
+  VarRef r = {-1, -1, name};
+  if (!v) return r;
+  int up = 0;
+  for (int b = from_block; b != v->block; b = parent_of(ex->prog, b)) {
+    if (b == -2) return r;
+    up++;
+  }
+  r.up = up;
+  r.slot = v->slot;
+  return r;
+}
+
+static void prepare_block(Executor *ex, PBlock *pb, const Block *b);
+
+static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
+  memset(p, 0, sizeof *p);
+  p->op = op;
+  p->proto = prog_find_op(ex->prog, op->type);
+  p->timing = -1;
+  p->sub[0] = p->sub[1] = -1;
+  if (!p->proto) return;
+  for (int s = 0; s < p->proto->nin; s++) {
+    const Slot *sl = op_input(op, p->proto->in[s].name);
+    p->nin[s] = sl ? sl->n : 0;
+    p->in_total += p->nin[s];
+  }
+  for (int s = 0; s < p->proto->nout; s++) {
+    const Slot *sl = op_output(op, p->proto->out[s].name);
+    p->nout[s] = sl ? sl->n : 0;
+    p->out_total += p->nout[s];
+  }
+  p->in = mem_calloc((size_t)p->in_total + 1, sizeof *p->in);
+  p->out = mem_calloc((size_t)p->out_total + 1, sizeof *p->out);
+  p->out_desc = mem_calloc((size_t)p->out_total + 1, sizeof *p->out_desc);
+  int k = 0;
+  for (int s = 0; s < p->proto->nin; s++) {
+    const Slot *sl = op_input(op, p->proto->in[s].name);
+    for (int i = 0; i < p->nin[s]; i++) p->in[k++] = resolve(ex, blk, sl->args[i]);
+  }
+  k = 0;
+  for (int s = 0; s < p->proto->nout; s++) {
+    const Slot *sl = op_output(op, p->proto->out[s].name);
+    for (int i = 0; i < p->nout[s]; i++) {
+      p->out_desc[k].name = sl->args[i];
+      p->out[k++] = resolve(ex, blk, sl->args[i]);
+    }
+  }
+  if (p->proto->flags & OP_CONTROL) {
+    const char *attrs[2] = {"sub_block", "else_block"};
+    for (int j = 0; j < 2; j++) {
+      const Attr *a = op_attr(op, attrs[j]);
+      if (!a) continue;
+      const Block *sb = prog_block(ex->prog, (int)a->v.u.i);
+      if (!sb) continue;
+      p->sub[j] = sb->idx;
+      p->nresults[j] = sb->nresults;
+      p->results[j] = mem_calloc((size_t)sb->nresults + 1, sizeof *p->results[j]);
+      for (int r = 0; r < sb->nresults; r++) p->results[j][r] = resolve(ex, sb->idx, sb->results[r]);
+      if (j == 0 && sb->nargs) {
+        p->nargs = sb->nargs;
+        p->args = mem_calloc((size_t)sb->nargs, sizeof *p->args);
+        for (int r = 0; r < sb->nargs; r++) p->args[r] = prog_var(ex->prog, sb->args[r])->slot;
+      }
+    }
+  }
+  if (ex->opt.timing) {
+    int t = 0;
+    while (t < ex->ntimings && strcmp(ex->timings[t].type, op->type) != 0) t++;
+    if (t == ex->ntimings) {
+      VEC_RESERVE(ex->timings, ex->captimings, ex->ntimings + 1);
+      ex->timings[ex->ntimings++] = (OpTiming){op->type, 0, 0};
+    }
+    p->timing = t;
+  }
+}
+
+static void prepare_block(Executor *ex, PBlock *pb, const Block *b) {
+  pb->block = b;
+  pb->nops = b->nops;
+  pb->ops = mem_calloc((size_t)b->nops + 1, sizeof *pb->ops);
+  for (int i = 0; i < b->nops; i++) prepare_op(ex, &pb->ops[i], b->ops[i], b->idx);
+}
+
+static void free_pblock(PBlock *pb) {
+  for (int i = 0; i < pb->nops; i++) {
+    Prepared *p = &pb->ops[i];
+    mem_free(p->in);
+    mem_free(p->out);
+    mem_free(p->out_desc);
+    mem_free(p->sig);
+    mem_free(p->results[0]);
+    mem_free(p->results[1]);
+    mem_free(p->args);
+  }
+  mem_free(pb->ops);
+}
+
+/* ---- frames ------------------------------------------------------------------- */
+
+static Frame *frame_new(const PBlock *pb, Frame *parent, const char *suffix) {
+  Frame *f = mem_calloc(1, sizeof *f);
+  f->parent = parent;
+  f->pb = pb;
+  f->vals = mem_calloc((size_t)pb->block->nvars + 1, sizeof *f->vals);
+  f->suffix = mem_strdup(suffix ? suffix : "");
+  return f;
+}
+
+static void frame_free(Frame *f) {
+  if (!f) return;
+  for (int i = 0; i < f->pb->block->nvars; i++) tensor_unref(f->vals[i]);
+  if (f->steps) {
+    for (int i = 0; i < f->pb->nops; i++) {
+      for (int k = 0; k < f->steps[i].n; k++) frame_free(f->steps[i].frames[k]);
+      mem_free(f->steps[i].frames);
+    }
+    mem_free(f->steps);
+  }
+  mem_free(f->vals);
+  mem_free((char *)f->suffix);
+  mem_free(f);
+}
+
+static Frame *frame_up(Frame *f, int up) {
+  while (up-- > 0 && f) f = f->parent;
+  return f;
+}
+
+static Tensor *frame_get(Frame *f, VarRef r) {
+  if (r.slot < 0) return NULL;
+  Frame *g = frame_up(f, r.up);
+  return g ? g->vals[r.slot] : NULL;
+}
+
+/* Stores t (taking the caller's reference) in the variable r. */
+static void frame_put(Frame *f, VarRef r, Tensor *t) {
+  Frame *g = frame_up(f, r.up);
+  if (!g || r.slot < 0) {
+    tensor_unref(t);
+    return;
+  }
+  tensor_unref(g->vals[r.slot]);
+  g->vals[r.slot] = t;
+}
+
+static const char *frame_suffix_of(Frame *f, VarRef r) {
+  Frame *g = frame_up(f, r.up);
+  return g ? g->suffix : "";
+}
+
+static void keep_step(Frame *f, int op_index, Frame *step) {
+  if (!f->steps) f->steps = mem_calloc((size_t)f->pb->nops + 1, sizeof *f->steps);
+  StepList *s = &f->steps[op_index];
+  VEC_RESERVE(s->frames, s->cap, s->n + 1);
+  s->frames[s->n++] = step;
+}
+
+/* ---- errors ------------------------------------------------------------------ */
+
+int ctx_fail(ExecCtx *c, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(c->ex->diag, c->p->op->span, "%s: %s", c->p->op->type, msg);
+  return -1;
+}
+
+static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(ex->diag, p->op->span, "%s: %s", p->op->type, msg);
+  return -1;
+}
+
+/* ---- the kernel interface ---------------------------------------------------------- */
+
+int ctx_in_count(ExecCtx *c, int slot) { return c->p->nin[slot]; }
+Tensor *ctx_in(ExecCtx *c, int slot) { return c->p->nin[slot] ? c->in[slot][0] : NULL; }
+Tensor *ctx_in_at(ExecCtx *c, int slot, int i) { return i < c->p->nin[slot] ? c->in[slot][i] : NULL; }
+int ctx_out_count(ExecCtx *c, int slot) { return c->p->nout[slot]; }
+Tensor *ctx_out(ExecCtx *c, int slot) { return c->p->nout[slot] ? c->out[slot][0] : NULL; }
+Tensor *ctx_out_at(ExecCtx *c, int slot, int i) { return i < c->p->nout[slot] ? c->out[slot][i] : NULL; }
+
+const VarDesc *ctx_out_desc(ExecCtx *c, int slot, int i) {
+  int k = 0;
+  for (int s = 0; s < slot; s++) k += c->p->nout[s];
+  return &c->p->out_desc[k + i];
+}
+
+void ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t) {
+  tensor_unref(c->out[slot][i]);
+  c->out[slot][i] = t;
+}
+
+const OpDesc *ctx_op(ExecCtx *c) { return c->p->op; }
+
+const AttrValue *ctx_attr(ExecCtx *c, const char *name) {
+  const Attr *a = op_attr(c->p->op, name);
+  if (a) return &a->v;
+  int i = reg_attr_index(c->p->proto, name);
+  return i >= 0 && c->p->proto->has_dflt[i] ? &c->p->proto->dflt[i] : NULL;
+}
+
+int64_t ctx_attr_i(ExecCtx *c, const char *name) {
+  const AttrValue *v = ctx_attr(c, name);
+  if (!v) return 0;
+  return v->type == ATTR_FLOAT ? (int64_t)v->u.f : v->u.i;
+}
+
+double ctx_attr_f(ExecCtx *c, const char *name) {
+  const AttrValue *v = ctx_attr(c, name);
+  if (!v) return 0;
+  return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
+}
+
+bool ctx_attr_b(ExecCtx *c, const char *name) { return ctx_attr_i(c, name) != 0; }
+Rng *ctx_rng(ExecCtx *c) { return &c->ex->rng; }
+FILE *ctx_stream(ExecCtx *c) { return c->ex->opt.out; }
+int ctx_precision(ExecCtx *c) { return c->ex->opt.precision; }
+
+/* ---- running one op --------------------------------------------------------------- */
+
+static int run_block(Executor *ex, const PBlock *pb, Frame *f);
+
+/* Runtime shape inference, cached on the inputs' dtypes and shapes. */
+static int infer_outputs(Executor *ex, Prepared *p, Tensor **ins) {
+  int nsig = 0;
+  for (int i = 0; i < p->in_total; i++) nsig += 2 + ins[i]->rank;
+  if (p->cached && nsig == p->nsig) {
+    int k = 0;
+    bool same = true;
+    for (int i = 0; i < p->in_total && same; i++) {
+      same = p->sig[k++] == ins[i]->dtype && p->sig[k++] == ins[i]->rank;
+      for (int d = 0; d < ins[i]->rank && same; d++) same = p->sig[k++] == ins[i]->shape[d];
+    }
+    if (same) return 0;
+  }
+  InferRuntime rt;
+  memset(&rt, 0, sizeof rt);
+  VarDesc *descs = mem_calloc((size_t)p->in_total + 1, sizeof *descs);
+  const VarDesc **ptrs = mem_calloc((size_t)p->in_total + 1, sizeof *ptrs);
+  int k = 0, ko = 0;
+  for (int s = 0; s < p->proto->nin; s++) {
+    rt.in[s] = ptrs + k;
+    rt.nin[s] = p->nin[s];
+    for (int i = 0; i < p->nin[s]; i++, k++) {
+      descs[k].name = p->in[k].name;
+      descs[k].dtype = ins[k]->dtype;
+      descs[k].shape = tensor_shape(ins[k]);
+      ptrs[k] = &descs[k];
+    }
+  }
+  for (int s = 0; s < p->proto->nout; s++) {
+    rt.out[s] = p->out_desc + ko;
+    rt.nout[s] = p->nout[s];
+    for (int i = 0; i < p->nout[s]; i++, ko++) {
+      p->out_desc[ko].dtype = DT_UNKNOWN;
+      p->out_desc[ko].shape = shape_unknown();
+    }
+  }
+  InferCtx c = {.prog = ex->prog, .block = ex->prog->blocks[0], .op = (OpDesc *)p->op,
+                .proto = p->proto, .rt = &rt};
+  bool ok = p->proto->infer ? p->proto->infer(&c) && !c.failed : true;
+  mem_free(descs);
+  mem_free(ptrs);
+  if (!ok) {
+    p->cached = false;
+    return -1;
+  }
+  for (int i = 0; i < p->out_total; i++) {
+    const VarDesc *o = &p->out_desc[i];
+    bool known = o->dtype != DT_UNKNOWN && o->shape.rank >= 0;
+    for (int d = 0; known && d < o->shape.rank; d++) known = o->shape.d[d].n >= 0;
+    if (!known && !(p->proto->flags & OP_NO_PREALLOC)) {
+      char buf[128];
+      return op_fail(ex, p, "internal error: the shape of output %d is not known at run time (%s)", i,
+                     shape_str(&o->shape, buf, sizeof buf));
+    }
+  }
+  mem_free(p->sig);
+  p->sig = mem_alloc(NULL, sizeof *p->sig * (size_t)(nsig + 1));
+  p->nsig = nsig;
+  k = 0;
+  for (int i = 0; i < p->in_total; i++) {
+    p->sig[k++] = ins[i]->dtype;
+    p->sig[k++] = ins[i]->rank;
+    for (int d = 0; d < ins[i]->rank; d++) p->sig[k++] = ins[i]->shape[d];
+  }
+  p->cached = true;
+  return 0;
+}
+
+static bool has_nan(const Tensor *t) {
+  if (t->dtype != DT_F32) return false;
+  const float *x = tensor_f32(t);
+  for (int64_t i = 0; i < t->numel; i++)
+    if (!isfinite(x[i])) return true;
+  return false;
+}
+
+static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
+static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#define MAX_STACK_VALS 16
+
+static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
+  if (interrupted) return op_fail(ex, p, "interrupted");
+  ex->ops_run++;
+  if (!p->proto) return op_fail(ex, p, "internal error: unknown op type");
+  Tensor *in_stack[MAX_STACK_VALS], *out_stack[MAX_STACK_VALS];
+  Tensor **ins = p->in_total <= MAX_STACK_VALS ? in_stack : mem_alloc(NULL, sizeof *ins * (size_t)p->in_total);
+  Tensor **outs = p->out_total <= MAX_STACK_VALS ? out_stack
+                                                 : mem_calloc((size_t)p->out_total, sizeof *outs);
+  for (int i = 0; i < p->out_total; i++) outs[i] = NULL;
+  int rc = 0;
+  bool any_grad = false;
+  for (int i = 0; i < p->in_total; i++) {
+    ins[i] = frame_get(f, p->in[i]);
+    if (!ins[i]) {
+      rc = op_fail(ex, p, "internal error: '%s' has no value", p->in[i].name);
+      goto done;
+    }
+    any_grad |= ins[i]->requires_grad;
+  }
+  double t0 = p->timing >= 0 ? now() : 0;
+  if (p->proto->flags & OP_CONTROL) {
+    rc = strcmp(p->proto->type, "while") == 0 ? run_while(ex, p, op_index, f, ins, outs)
+                                              : run_cond(ex, p, op_index, f, ins, outs);
+    if (rc < 0) goto done;
+  } else {
+    if (!p->proto->kernel) {
+      rc = op_fail(ex, p, "has no kernel yet");
+      goto done;
+    }
+    if ((rc = infer_outputs(ex, p, ins)) < 0) goto done;
+    for (int i = 0; i < p->out_total; i++) {
+      outs[i] = NULL;
+      if (p->proto->flags & OP_NO_PREALLOC) continue;
+      const VarDesc *o = &p->out_desc[i];
+      int64_t dims[SHAPE_MAX_RANK];
+      for (int d = 0; d < o->shape.rank; d++) dims[d] = o->shape.d[d].n;
+      const char *why = NULL;
+      outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, &why);
+      if (!outs[i]) {
+        char buf[128];
+        rc = op_fail(ex, p, "cannot make output '%s' of shape %s: %s", o->name,
+                     shape_str(&o->shape, buf, sizeof buf), why);
+        goto done;
+      }
+    }
+    ExecCtx c = {.ex = ex, .p = p, .frame = f};
+    int k = 0, ko = 0;
+    for (int s = 0; s < p->proto->nin; s++) c.in[s] = ins + k, k += p->nin[s];
+    for (int s = 0; s < p->proto->nout; s++) c.out[s] = outs + ko, ko += p->nout[s];
+    rc = p->proto->kernel(&c);
+    if (rc < 0) goto done;
+    for (int i = 0; i < p->out_total; i++)
+      if (!outs[i]) {
+        rc = op_fail(ex, p, "internal error: the kernel left output %d unset", i);
+        goto done;
+      }
+  }
+  if (p->timing >= 0) {
+    ex->timings[p->timing].calls++;
+    ex->timings[p->timing].seconds += now() - t0;
+  }
+  /* A gradient flows to an output if one flows from an input through an op
+   * that has one, and the output is real-valued. */
+  bool grad_flows = any_grad && p->proto->grad_kind != GRAD_NONE;
+  for (int i = 0; i < p->out_total; i++)
+    outs[i]->requires_grad = grad_flows && outs[i]->dtype == DT_F32;
+  if (ex->opt.check_nan)
+    for (int i = 0; i < p->out_total; i++)
+      if (has_nan(outs[i])) {
+        char buf[128];
+        rc = op_fail(ex, p, "produced NaN or Inf in '%s' (shape %s)", p->out_desc[i].name,
+                     tensor_shape_str(outs[i], buf, sizeof buf));
+        goto done;
+      }
+  if (ex->opt.tape && grad_flows && !(p->proto->flags & OP_CONTROL)) {
+    const char *in_vars[MAX_STACK_VALS * 4], *in_suf[MAX_STACK_VALS * 4], *out_vars[MAX_STACK_VALS * 4];
+    const char **iv = p->in_total <= MAX_STACK_VALS * 4 ? in_vars : mem_alloc(NULL, sizeof *iv * (size_t)p->in_total);
+    const char **is = p->in_total <= MAX_STACK_VALS * 4 ? in_suf : mem_alloc(NULL, sizeof *is * (size_t)p->in_total);
+    const char **ov = p->out_total <= MAX_STACK_VALS * 4 ? out_vars : mem_alloc(NULL, sizeof *ov * (size_t)p->out_total);
+    for (int i = 0; i < p->in_total; i++) iv[i] = p->in[i].name, is[i] = frame_suffix_of(f, p->in[i]);
+    for (int i = 0; i < p->out_total; i++) ov[i] = p->out[i].name;
+    tape_record(&ex->tape, p->op, ins, iv, is, p->in_total, outs, ov, p->out_total, f->suffix);
+    if (iv != in_vars) mem_free(iv);
+    if (is != in_suf) mem_free(is);
+    if (ov != out_vars) mem_free(ov);
+  }
+  for (int i = 0; i < p->out_total; i++) {
+    frame_put(f, p->out[i], outs[i]);
+    outs[i] = NULL;
+  }
+done:
+  for (int i = 0; i < p->out_total; i++)
+    if (rc < 0) tensor_unref(outs[i]);
+  if (ins != in_stack) mem_free(ins);
+  if (outs != out_stack) mem_free(outs);
+  return rc;
+}
+
+static int run_block(Executor *ex, const PBlock *pb, Frame *f) {
+  for (int i = 0; i < pb->nops; i++)
+    if (run_op(ex, &pb->ops[i], i, f) < 0) return -1;
+  return 0;
+}
+
+static bool truth(const Tensor *t) { return t->numel > 0 && tensor_get(t, 0) != 0; }
+
+/* while: runs the body while the condition holds, one frame per turn. */
+static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
+  const PBlock *body = &ex->pblocks[p->sub[0]];
+  int nc = p->nargs;
+  Tensor *cond = ins[0];
+  Tensor **carried = mem_calloc((size_t)nc + 1, sizeof *carried);
+  for (int k = 0; k < nc; k++) carried[k] = tensor_ref(ins[1 + k]);
+  bool go = truth(cond);
+  int rc = 0;
+  for (int64_t turn = 0; go; turn++) {
+    if (turn >= ex->opt.max_steps) {
+      rc = op_fail(ex, p, "the loop ran %lld turns without ending (the limit is --max-steps=%lld)",
+                   (long long)turn, (long long)ex->opt.max_steps);
+      break;
+    }
+    if (interrupted) {
+      rc = op_fail(ex, p, "interrupted in turn %lld", (long long)turn);
+      break;
+    }
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "#%lld", (long long)turn);
+    char *full = mem_alloc(NULL, strlen(f->suffix) + strlen(suffix) + 1);
+    strcpy(full, f->suffix);
+    strcat(full, suffix);
+    Frame *step = frame_new(body, f, full);
+    mem_free(full);
+    for (int k = 0; k < nc; k++) {
+      step->vals[p->args[k]] = carried[k];
+      carried[k] = NULL;
+    }
+    rc = run_block(ex, body, step);
+    if (rc == 0) {
+      for (int k = 0; k < nc; k++) carried[k] = tensor_ref(frame_get(step, p->results[0][k]));
+      Tensor *c = frame_get(step, p->results[0][nc]);
+      go = c && truth(c);
+    }
+    if (ex->opt.keep_steps && rc == 0) keep_step(f, op_index, step);
+    else frame_free(step);
+    if (rc < 0) break;
+  }
+  for (int k = 0; k < nc; k++) {
+    if (rc == 0) outs[k] = carried[k];
+    else tensor_unref(carried[k]);
+  }
+  mem_free(carried);
+  return rc;
+}
+
+/* conditional_block: runs the then or the else block in a frame of its own. */
+static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
+  int which = truth(ins[0]) ? 0 : 1;
+  const PBlock *pb = &ex->pblocks[p->sub[which]];
+  Frame *br = frame_new(pb, f, f->suffix);
+  int rc = run_block(ex, pb, br);
+  for (int k = 0; rc == 0 && k < p->out_total; k++) {
+    outs[k] = tensor_ref(frame_get(br, p->results[which][k]));
+    if (!outs[k]) rc = op_fail(ex, p, "internal error: result %d has no value", k);
+  }
+  if (rc < 0)
+    for (int k = 0; k < p->out_total; k++) tensor_unref(outs[k]), outs[k] = NULL;
+  if (ex->opt.keep_steps && rc == 0) keep_step(f, op_index, br);
+  else frame_free(br);
+  return rc;
+}
+
+/* ---- the executor ----------------------------------------------------------------- */
+
+Executor *exec_new(Program *p, const ExecOptions *opt) {
+  Executor *ex = mem_calloc(1, sizeof *ex);
+  ex->prog = p;
+  ex->diag = p->diag;
+  ex->opt = *opt;
+  if (!ex->opt.out) ex->opt.out = stdout;
+  rng_seed(&ex->rng, opt->seed);
+  tape_init(&ex->tape);
+  ex->pblocks = mem_calloc((size_t)p->nblocks + 1, sizeof *ex->pblocks);
+  for (int i = 0; i < p->nblocks; i++) prepare_block(ex, &ex->pblocks[i], p->blocks[i]);
+  prepare_block(ex, &ex->startup, p->startup);
+  ex->root = frame_new(&ex->pblocks[0], NULL, "");
+  return ex;
+}
+
+void exec_free(Executor *ex) {
+  if (!ex) return;
+  frame_free(ex->root);
+  for (int i = 0; i < ex->prog->nblocks; i++) free_pblock(&ex->pblocks[i]);
+  free_pblock(&ex->startup);
+  mem_free(ex->pblocks);
+  tape_free(&ex->tape);
+  mem_free(ex->timings);
+  mem_free(ex->dims);
+  mem_free(ex);
+}
+
+Tape *exec_tape(Executor *ex) { return &ex->tape; }
+int64_t exec_ops_run(const Executor *ex) { return ex->ops_run; }
+Rng *exec_rng(Executor *ex) { return &ex->rng; }
+
+const OpTiming *exec_timings(Executor *ex, int *n) {
+  *n = ex->ntimings;
+  return ex->timings;
+}
+
+static const VarDesc *find_input(Executor *ex, const char *name) {
+  const char *var = prog_export(ex->prog, name);
+  const VarDesc *v = prog_var(ex->prog, var ? var : name);
+  return v && (v->flags & VAR_INPUT) ? v : NULL;
+}
+
+static struct BoundDim *bound_dim(Executor *ex, const char *sym) {
+  for (int i = 0; i < ex->ndims; i++)
+    if (strcmp(ex->dims[i].name, sym) == 0) return &ex->dims[i];
+  return NULL;
+}
+
+bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
+  const VarDesc *v = find_input(ex, name);
+  if (!v) {
+    fprintf(ex->diag->out, "netrun: error: %s: the script has no input named '%s'\n", what, name);
+    ex->diag->nerrors++;
+    return false;
+  }
+  char want[256], got[128];
+  snprintf(want, sizeof want, "%s", dtype_name(v->dtype));
+  shape_str(&v->shape, want + strlen(want), sizeof want - strlen(want));
+  tensor_shape_str(t, got, sizeof got);
+  if (t->dtype != v->dtype) {
+    diag_error(ex->diag, v->span, "%s: '%s' is declared %s but the value is %s", what, v->name, want,
+               dtype_name(t->dtype));
+    return false;
+  }
+  if (t->rank != v->shape.rank) {
+    diag_error(ex->diag, v->span, "%s: '%s' is declared %s but the value has shape %s", what, v->name, want,
+               got);
+    return false;
+  }
+  /* Check known dims first, then bind symbols (so a failed feed binds nothing). */
+  for (int d = 0; d < t->rank; d++) {
+    Dim dim = v->shape.d[d];
+    if (dim.n >= 0 && dim.n != t->shape[d]) {
+      diag_error(ex->diag, v->span, "%s: '%s' is declared %s but the value has shape %s", what, v->name, want,
+                 got);
+      return false;
+    }
+    struct BoundDim *b = dim.sym ? bound_dim(ex, dim.sym) : NULL;
+    if (b && b->value != t->shape[d] && strcmp(b->by, v->name) != 0) {
+      diag_error(ex->diag, v->span, "%s: '%s' has shape %s, but %s = %lld (bound by '%s')", what, v->name, got,
+                 dim.sym, (long long)b->value, b->by);
+      return false;
+    }
+    for (int e = 0; e < d && dim.sym; e++)
+      if (v->shape.d[e].sym && strcmp(v->shape.d[e].sym, dim.sym) == 0 && t->shape[e] != t->shape[d]) {
+        diag_error(ex->diag, v->span, "%s: '%s' is declared %s but the value has shape %s", what, v->name,
+                   want, got);
+        return false;
+      }
+  }
+  for (int d = 0; d < t->rank; d++) {
+    Dim dim = v->shape.d[d];
+    if (!dim.sym) continue;
+    struct BoundDim *b = bound_dim(ex, dim.sym);
+    if (!b) {
+      VEC_RESERVE(ex->dims, ex->capdims, ex->ndims + 1);
+      b = &ex->dims[ex->ndims++];
+      b->name = dim.sym;
+    }
+    b->value = t->shape[d];
+    b->by = v->name;
+  }
+  /* A fed value starts a fresh graph: it does not require a gradient. */
+  Tensor *copy = t->requires_grad ? tensor_copy(t) : tensor_ref(t);
+  copy->requires_grad = false;
+  VarRef r = {0, v->slot, v->name};
+  frame_put(ex->root, r, copy);
+  return true;
+}
+
+int exec_run(Executor *ex) {
+  interrupted = 0;
+  if (!ex->started) {
+    /* Defaults first, without overwriting what was fed. */
+    Frame *sf = frame_new(&ex->startup, ex->root, "");
+    for (int i = 0; i < ex->startup.nops; i++) {
+      Prepared *p = &ex->startup.ops[i];
+      bool fed = p->out_total == 1 && p->out[0].up == 1 && ex->root->vals[p->out[0].slot];
+      if (fed) continue;
+      if (run_op(ex, p, i, sf) < 0) {
+        frame_free(sf);
+        return -1;
+      }
+    }
+    frame_free(sf);
+    const Block *b0 = ex->prog->blocks[0];
+    for (int i = 0; i < b0->nvars; i++) {
+      const VarDesc *v = b0->vars[i];
+      Tensor *t = ex->root->vals[i];
+      if ((v->flags & VAR_PARAM) && t) t->requires_grad = true;
+      if ((v->flags & VAR_INPUT) && !t) {
+        diag_error(ex->diag, v->span,
+                   "input '%s' has no value: feed it (--set %s=VALUE or --feed %s=FILE.csv) or give it a default",
+                   v->name, v->name, v->name);
+        return -1;
+      }
+    }
+    ex->started = true;
+  }
+  return run_block(ex, &ex->pblocks[0], ex->root);
+}
+
+Tensor *exec_value(Executor *ex, const char *name) {
+  const char *var = prog_export(ex->prog, name);
+  const VarDesc *v = prog_var(ex->prog, var ? var : name);
+  if (!v || v->block != 0) return NULL;
+  return ex->root->vals[v->slot];
+}

@@ -1,0 +1,217 @@
+/* feed.c — parsing values given on the command line and reading CSV. */
+#include "feed.h"
+
+#include "ast.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Flattens a literal into vals, recording its shape; false (with an error)
+ * if it is not a rectangular literal of numbers. */
+static bool flatten(Diag *d, const AstNode *n, int depth, int *leaf, Shape *s, double **vals,
+                    int64_t *nv, int64_t *cap, bool *floats) {
+  if (n->kind == AST_LIST) {
+    if (depth >= SHAPE_MAX_RANK || (*leaf >= 0 && depth >= *leaf)) {
+      diag_error(d, n->span, "expected a number here");
+      return false;
+    }
+    if (s->rank <= depth) {
+      s->rank = depth + 1;
+      s->d[depth] = dim_n(n->list.n);
+    } else if (s->d[depth].n != n->list.n) {
+      diag_error(d, n->span, "not rectangular: %d elements here, %lld before", n->list.n,
+                 (long long)s->d[depth].n);
+      return false;
+    }
+    for (int i = 0; i < n->list.n; i++)
+      if (!flatten(d, n->list.items[i], depth + 1, leaf, s, vals, nv, cap, floats)) return false;
+    return true;
+  }
+  if ((*leaf >= 0 && depth != *leaf) || s->rank > depth) {
+    diag_error(d, n->span, "not rectangular: expected a list here");
+    return false;
+  }
+  *leaf = depth;
+  double v;
+  const AstNode *m = n;
+  double sign = 1;
+  while (m->kind == AST_UNARY && m->op == '-') sign = -sign, m = m->a;
+  if (m->kind == AST_INT) v = (double)m->ival;
+  else if (m->kind == AST_FLOAT) v = m->fval, *floats = true;
+  else if (m->kind == AST_BOOL && m == n) v = (double)m->ival;
+  else {
+    diag_error(d, n->span, "expected a number or a list of numbers");
+    return false;
+  }
+  if (*nv == *cap) {
+    *cap = *cap ? *cap * 2 : 16;
+    *vals = mem_alloc(*vals, sizeof **vals * (size_t)*cap);
+  }
+  (*vals)[(*nv)++] = sign * v;
+  return true;
+}
+
+static Tensor *make(DType want, const Shape *s, const double *vals, int64_t n) {
+  int64_t dims[SHAPE_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) dims[i] = s->d[i].n;
+  Tensor *t = tensor_new(want, s->rank, dims);
+  for (int64_t i = 0; i < n && i < t->numel; i++) tensor_set(t, i, vals[i]);
+  return t;
+}
+
+Tensor *feed_parse_value(Diag *d, const char *name, const char *text, DType want) {
+  Arena arena;
+  arena_init(&arena);
+  char path[256];
+  snprintf(path, sizeof path, "--set %s", name);
+  int file = diag_add_source(d, path, NULL, text, strlen(text));
+  int before = d->nerrors;
+  AstNode *root = ast_parse(&arena, d, file);
+  Tensor *t = NULL;
+  if (root && (root->list.n != 1 || root->list.items[0]->kind != AST_EXPR)) {
+    diag_error(d, root->list.n ? root->list.items[0]->span : (Span){file, 0, 0},
+               "expected one value, like 3, -1.5 or [[1, 2], [3, 4]]");
+  } else if (root) {
+    Shape s = shape_scalar();
+    double *vals = NULL;
+    int64_t nv = 0, cap = 0;
+    int leaf = -1;
+    bool floats = false;
+    const AstNode *e = root->list.items[0]->a;
+    if (flatten(d, e, 0, &leaf, &s, &vals, &nv, &cap, &floats)) {
+      if (floats && want != DT_F32) diag_error(d, e->span, "'%s' is %s: expected integers", name, dtype_name(want));
+      else t = make(want, &s, vals, nv);
+    }
+    mem_free(vals);
+  }
+  arena_free(&arena);
+  if (d->nerrors != before && t) {
+    tensor_unref(t);
+    t = NULL;
+  }
+  return t;
+}
+
+/* ---- CSV --------------------------------------------------------------------- */
+
+static bool parse_number(const char *s, const char *end, double *out) {
+  while (s < end && (*s == ' ' || *s == '\t')) s++;
+  while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
+  if (s == end) return false;
+  char buf[128];
+  size_t n = (size_t)(end - s);
+  if (n >= sizeof buf) return false;
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  char *stop;
+  errno = 0;
+  *out = strtod(buf, &stop);
+  return *stop == 0 && errno != ERANGE;
+}
+
+Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
+  int file = diag_load_file(d, path);
+  if (file < 0) return NULL;
+  const Source *src = &d->files[file];
+  double *vals = NULL;
+  int64_t nv = 0, cap = 0, rows = 0, cols = -1;
+  bool ok = true;
+  for (int line = 0; line < src->nlines && ok; line++) {
+    const char *s = src->text + src->line_starts[line];
+    const char *e = line + 1 < src->nlines ? src->text + src->line_starts[line + 1] - 1 : src->text + src->len;
+    const char *t = s;
+    while (t < e && (*t == ' ' || *t == '\t' || *t == '\r')) t++;
+    if (t == e) continue;
+    int64_t c = 0;
+    int64_t start = nv;
+    bool header = false;
+    for (const char *f = s;; c++) {
+      const char *comma = memchr(f, ',', (size_t)(e - f));
+      const char *fe = comma ? comma : e;
+      double v;
+      if (!parse_number(f, fe, &v)) {
+        if (rows == 0 && cols < 0) {
+          header = true;
+        } else {
+          diag_error(d, (Span){file, (uint32_t)(f - src->text), (uint32_t)(fe - src->text)},
+                     "expected a number");
+          ok = false;
+          break;
+        }
+      } else if (!isfinite(v)) {
+        diag_error(d, (Span){file, (uint32_t)(f - src->text), (uint32_t)(fe - src->text)},
+                   "not a finite number");
+        ok = false;
+        break;
+      }
+      if (!header) {
+        if (nv == cap) {
+          cap = cap ? cap * 2 : 1024;
+          vals = mem_alloc(vals, sizeof *vals * (size_t)cap);
+        }
+        vals[nv++] = v;
+      }
+      if (!comma) break;
+      f = comma + 1;
+    }
+    if (!ok) break;
+    if (header) {
+      cols = -2;   /* seen a header: the next rows are data */
+      nv = start;
+      continue;
+    }
+    if (cols >= 0 && c + 1 != cols) {
+      diag_error(d, (Span){file, (uint32_t)(s - src->text), (uint32_t)(e - src->text)},
+                 "this row has %lld values, the rows before have %lld", (long long)(c + 1), (long long)cols);
+      ok = false;
+      break;
+    }
+    cols = c + 1;
+    rows++;
+  }
+  Tensor *t = NULL;
+  if (ok && rows == 0) {
+    fprintf(d->out, "netrun: error: %s holds no data rows\n", path);
+    d->nerrors++;
+    ok = false;
+  }
+  if (ok) {
+    /* Rows become the first dimension; the columns fill the others. */
+    int r = decl->shape.rank;
+    int64_t dims[SHAPE_MAX_RANK];
+    int64_t rest = 1;
+    bool fits = r >= 1;
+    for (int i = 1; i < r; i++) {
+      if (decl->shape.d[i].n < 0) fits = false;
+      dims[i] = decl->shape.d[i].n;
+      rest *= dims[i] >= 0 ? dims[i] : 1;
+    }
+    if (r == 0 && rows * cols == 1) {
+      t = make(decl->dtype, &decl->shape, vals, 1);
+    } else if (!fits || rest != cols) {
+      char want[128];
+      fprintf(d->out,
+              "netrun: error: %s has %lld rows of %lld values, which does not fit '%s' of shape %s "
+              "(rows fill the first dimension, columns the rest)\n",
+              path, (long long)rows, (long long)cols, decl->name, shape_str(&decl->shape, want, sizeof want));
+      d->nerrors++;
+    } else {
+      dims[0] = rows;
+      Shape s = shape_of(r, dims);
+      t = make(decl->dtype, &s, vals, nv);
+      if (decl->dtype == DT_I64)
+        for (int64_t i = 0; i < nv; i++)
+          if (vals[i] != floor(vals[i])) {
+            fprintf(d->out, "netrun: error: %s: '%s' is i64 but the file holds %g\n", path, decl->name, vals[i]);
+            d->nerrors++;
+            tensor_unref(t);
+            t = NULL;
+            break;
+          }
+    }
+  }
+  mem_free(vals);
+  return t;
+}

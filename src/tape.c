@@ -1,0 +1,131 @@
+/* tape.c — recording executed ops and turning the tape into a block. */
+#include "tape.h"
+
+#include <string.h>
+
+/* tensor pointer -> name, open addressing */
+typedef struct TapeNames {
+  const Tensor **keys;
+  const char **vals;
+  size_t cap, n;
+} TapeNames;
+
+static size_t hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static const char *names_get(const TapeNames *m, const Tensor *t) {
+  if (!m->cap) return NULL;
+  size_t i = hash_ptr(t) & (m->cap - 1);
+  while (m->keys[i]) {
+    if (m->keys[i] == t) return m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  return NULL;
+}
+
+static void names_put(TapeNames *m, const Tensor *t, const char *name) {
+  if ((m->n + 1) * 2 > m->cap) {
+    TapeNames old = *m;
+    m->cap = m->cap ? m->cap * 2 : 64;
+    m->keys = mem_calloc(m->cap, sizeof *m->keys);
+    m->vals = mem_calloc(m->cap, sizeof *m->vals);
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.keys[i]) names_put(m, old.keys[i], old.vals[i]);
+    mem_free(old.keys);
+    mem_free(old.vals);
+  }
+  size_t i = hash_ptr(t) & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != t) i = (i + 1) & (m->cap - 1);
+  if (!m->keys[i]) m->n++;
+  m->keys[i] = t;
+  m->vals[i] = name;
+}
+
+void tape_init(Tape *t) {
+  memset(t, 0, sizeof *t);
+  arena_init(&t->arena);
+  t->names = mem_calloc(1, sizeof *t->names);
+}
+
+void tape_free(Tape *t) {
+  for (int i = 0; i < t->n; i++)
+    for (int k = 0; k < t->entries[i].nin + t->entries[i].nout; k++) tensor_unref(t->entries[i].vals[k]);
+  mem_free(t->entries);
+  if (t->names) {
+    mem_free(t->names->keys);
+    mem_free(t->names->vals);
+    mem_free(t->names);
+  }
+  arena_free(&t->arena);
+  memset(t, 0, sizeof *t);
+}
+
+static const char *qualified(Tape *t, const char *var, const char *suffix) {
+  if (!suffix || !*suffix) return var;
+  return arena_printf(&t->arena, "%s%s", var, suffix);
+}
+
+void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
+                 const char *const *in_suffix, int nin, Tensor *const *outs,
+                 const char *const *out_vars, int nout, const char *suffix) {
+  VEC_RESERVE(t->entries, t->cap, t->n + 1);
+  TapeEntry *e = &t->entries[t->n++];
+  e->op = op;
+  e->nin = nin;
+  e->nout = nout;
+  e->turns = suffix ? suffix : "";
+  e->vals = arena_alloc(&t->arena, sizeof *e->vals * (size_t)(nin + nout + 1));
+  e->names = arena_alloc(&t->arena, sizeof *e->names * (size_t)(nin + nout + 1));
+  for (int i = 0; i < nin; i++) {
+    e->vals[i] = tensor_ref(ins[i]);
+    const char *name = names_get(t->names, ins[i]);
+    if (!name) {
+      name = qualified(t, in_vars[i], in_suffix[i]);
+      names_put(t->names, ins[i], name);
+    }
+    e->names[i] = name;
+  }
+  for (int i = 0; i < nout; i++) {
+    e->vals[nin + i] = tensor_ref(outs[i]);
+    e->names[nin + i] = qualified(t, out_vars[i], suffix);
+    names_put(t->names, outs[i], e->names[nin + i]);
+  }
+}
+
+Program *tape_program(const Tape *t, const Program *fwd, Arena *arena) {
+  Program *p = prog_new(arena, fwd->diag);
+  p->user_ops = fwd->user_ops;
+  Block *b = p->blocks[0];
+  for (int i = 0; i < t->n; i++) {
+    const TapeEntry *e = &t->entries[i];
+    OpDesc *op = op_new(p, e->op->type, e->op->span);
+    int k = 0;
+    for (int s = 0; s < e->op->nin; s++) {
+      Slot *slot = op_add_input(p, op, e->op->in[s].name);
+      for (int j = 0; j < e->op->in[s].n; j++) slot_push(p, slot, e->names[k++]);
+    }
+    for (int s = 0; s < e->op->nout; s++) {
+      Slot *slot = op_add_output(p, op, e->op->out[s].name);
+      for (int j = 0; j < e->op->out[s].n; j++) slot_push(p, slot, e->names[k++]);
+    }
+    for (int a = 0; a < e->op->nattrs; a++) op_set_attr(p, op, e->op->attrs[a].name, e->op->attrs[a].v);
+    for (int v = 0; v < e->nin + e->nout; v++) {
+      if (prog_var(p, e->names[v])) continue;
+      VarDesc *d = prog_add_var(p, b, e->names[v]);
+      d->dtype = e->vals[v]->dtype;
+      d->shape = tensor_shape(e->vals[v]);
+      const VarDesc *orig = prog_var(fwd, e->names[v]);
+      if (orig) d->flags = orig->flags & (VAR_PARAM | VAR_INPUT | VAR_STOP_GRADIENT);
+      d->span = orig ? orig->span : e->op->span;
+      d->user_name = orig ? orig->user_name : NULL;
+    }
+    op_append(b, p, op);
+  }
+  return p;
+}

@@ -1,0 +1,48 @@
+/* tape.h — the record of what the executor ran, DyNet/PyTorch style.
+ *
+ * Every executed op that reads a value requiring a gradient (a parameter,
+ * or anything computed from one) and through which a gradient can flow is
+ * appended: its op description, the exact tensors it read and wrote (the
+ * tape holds a reference to each), and where it came from.  Loops appear
+ * unrolled and only the taken branch of an if appears.
+ *
+ * Names.  In the flat tape every value has one name: a value made inside a
+ * loop turn gets its variable's name with the turn appended, `h.2#0`,
+ * `h.2#1` (nested loops: `v#1#0`), so the tape reads as one flat block of
+ * the program format and the backward builder can treat it as one.
+ */
+#ifndef NETRUN_TAPE_H
+#define NETRUN_TAPE_H
+
+#include "tensor.h"
+
+typedef struct TapeEntry {
+  const OpDesc *op;       /* the program's op description */
+  int nin, nout;          /* values: inputs then outputs, in slot order */
+  Tensor **vals;
+  const char **names;
+  const char *turns;      /* "" at the top level, "#2" in turn 2, ... */
+} TapeEntry;
+
+struct Tape {
+  Arena arena;
+  TapeEntry *entries;
+  int n, cap;
+  struct TapeNames *names;   /* tensor -> its name in the tape */
+};
+typedef struct Tape Tape;
+
+void tape_init(Tape *t);
+void tape_free(Tape *t);
+/* Records an op run: ins/outs are the tensors per proto slot order
+ * (flattened), in_names/out_names the variables they were read from or
+ * written to, suffix the frame's turn suffix. */
+void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
+                 const char *const *in_suffix, int nin, Tensor *const *outs,
+                 const char *const *out_vars, int nout, const char *suffix);
+/* The tape as a program of one flat block: every value declared with its
+ * dtype and concrete shape (parameters flagged), one op per entry.  The
+ * program lives in `arena`; its ops keep their source spans. */
+Program *tape_program(const Tape *t, const Program *fwd, Arena *arena);
+
+#endif

@@ -1,0 +1,199 @@
+/* bench.c — `make bench`: speed measured, not asserted.
+ *
+ * Every figure is a ratio or a per-op cost measured in this one run, so a
+ * busy machine shifts both sides alike:
+ *   1. executor overhead per executed op on 1-element tensors, tape on and
+ *      off, against a plain C loop doing the same arithmetic;
+ *   2. matmul through the executor against cblas_sgemm called directly on
+ *      the same shapes;
+ *   3. conv2d through the executor against the cblas_sgemm calls of its
+ *      im2col GEMMs, called directly.
+ * Targets (issue 3): overhead < 300 ns/op with the tape on; matmul within
+ * 1.05x of direct sgemm. */
+#include "exec.h"
+#include "lower.h"
+#include "tape.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct Loaded {
+  Arena arena;
+  Diag diag;
+  Program *prog;
+} Loaded;
+
+/* Lowers script text (written to a temporary file). */
+static bool load(Loaded *ld, const char *text) {
+  char path[] = "/tmp/netrun-bench-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) return false;
+  close(fd);
+  arena_init(&ld->arena);
+  diag_init(&ld->diag, &ld->arena);
+  Lowerer *L = lower_new(&ld->arena, &ld->diag, NULL);
+  bool ok = lower_file(L, path);
+  ld->prog = lower_program(L);
+  diag_finish(&ld->diag);
+  unlink(path);
+  return ok;
+}
+
+static void unload(Loaded *ld) {
+  prog_release(ld->prog);
+  arena_free(&ld->arena);
+}
+
+static Tensor *random_tensor(int rank, const int64_t *shape, unsigned seed) {
+  Tensor *t = tensor_new(DT_F32, rank, shape);
+  srand(seed);
+  for (int64_t i = 0; i < t->numel; i++) tensor_f32(t)[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+  return t;
+}
+
+/* 1. Overhead per op: a loop whose body is tiny ops on a 1-element
+ * parameter, so every op is recorded on the tape. */
+static void bench_overhead(int64_t turns) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "param x : [1] = ones()\n"
+           "a = 1.0001\nb = 0.0001\n"
+           "i = 0\ny = x\n"
+           "while i < %lld {\n  y = y * a + b\n  y = y - b\n  i = i + 1\n}\n",
+           (long long)turns);
+  Loaded ld;
+  if (!load(&ld, text)) exit(1);
+  for (int tape = 1; tape >= 0; tape--) {
+    ExecOptions o;
+    exec_default_options(&o);
+    o.tape = tape;
+    o.max_steps = turns + 1;
+    Executor *ex = exec_new(ld.prog, &o);
+    double t0 = now();
+    if (exec_run(ex) != 0) exit(1);
+    double dt = now() - t0;
+    int64_t ops = exec_ops_run(ex);
+    printf("  executor, tape %-3s   %8.1f ns/op   (%lld ops, %d on the tape)\n", tape ? "on" : "off",
+           dt * 1e9 / (double)ops, (long long)ops, exec_tape(ex)->n);
+    exec_free(ex);
+  }
+  /* The same arithmetic as a plain C loop. */
+  volatile float a = 1.0001f, b = 0.0001f;
+  float y = 1;
+  double t0 = now();
+  for (int64_t i = 0; i < turns; i++) {
+    y = y * a + b;
+    y = y - b;
+  }
+  double dt = now() - t0;
+  printf("  plain C loop          %8.1f ns per turn (y = %g)\n", dt * 1e9 / (double)turns, (double)y);
+  unload(&ld);
+}
+
+/* 2. matmul [M,K] @ [K,N] through the executor vs direct sgemm. */
+static void bench_matmul(int64_t M, int64_t K, int64_t N, int reps) {
+  char text[256];
+  snprintf(text, sizeof text, "input a : f32[%lld, %lld]\ninput b : f32[%lld, %lld]\nc = a @ b\n",
+           (long long)M, (long long)K, (long long)K, (long long)N);
+  Loaded ld;
+  if (!load(&ld, text)) exit(1);
+  int64_t sa[2] = {M, K}, sb[2] = {K, N};
+  Tensor *a = random_tensor(2, sa, 1), *b = random_tensor(2, sb, 2);
+  ExecOptions o;
+  exec_default_options(&o);
+  Executor *ex = exec_new(ld.prog, &o);
+  exec_feed(ex, "a", a, "bench");
+  exec_feed(ex, "b", b, "bench");
+  float *c = malloc(sizeof(float) * (size_t)(M * N));
+  double best_ex = 1e9, best_blas = 1e9;
+  for (int round = 0; round < 3; round++) {
+    double t0 = now();
+    for (int r = 0; r < reps; r++)
+      if (exec_run(ex) != 0) exit(1);
+    double t1 = now();
+    for (int r = 0; r < reps; r++)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, tensor_f32(a), (int)K,
+                  tensor_f32(b), (int)N, 0.0f, c, (int)N);
+    double t2 = now();
+    if (t1 - t0 < best_ex) best_ex = t1 - t0;
+    if (t2 - t1 < best_blas) best_blas = t2 - t1;
+  }
+  printf("  matmul [%lld,%lld]@[%lld,%lld]   executor %8.3f ms   sgemm %8.3f ms   ratio %.3f\n", (long long)M,
+         (long long)K, (long long)K, (long long)N, best_ex * 1e3 / reps, best_blas * 1e3 / reps, best_ex / best_blas);
+  free(c);
+  tensor_unref(a);
+  tensor_unref(b);
+  exec_free(ex);
+  unload(&ld);
+}
+
+/* 3. conv2d through the executor vs its GEMMs called directly: per image,
+ * [O, C*kh*kw] @ [C*kh*kw, OH*OW]. */
+static void bench_conv(int64_t n, int64_t c, int64_t h, int64_t o, int64_t k, int64_t pad, int reps) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "input x : f32[%lld, %lld, %lld, %lld]\ninput w : f32[%lld, %lld, %lld, %lld]\n"
+           "y = conv2d(x, w, paddings=[%lld, %lld])\n",
+           (long long)n, (long long)c, (long long)h, (long long)h, (long long)o, (long long)c, (long long)k,
+           (long long)k, (long long)pad, (long long)pad);
+  Loaded ld;
+  if (!load(&ld, text)) exit(1);
+  int64_t sx[4] = {n, c, h, h}, sw[4] = {o, c, k, k};
+  Tensor *x = random_tensor(4, sx, 3), *w = random_tensor(4, sw, 4);
+  ExecOptions opt;
+  exec_default_options(&opt);
+  Executor *ex = exec_new(ld.prog, &opt);
+  exec_feed(ex, "x", x, "bench");
+  exec_feed(ex, "w", w, "bench");
+  int64_t oh = h + 2 * pad - k + 1, kk = c * k * k, cols = oh * oh;
+  float *col = calloc((size_t)(kk * cols), sizeof(float));
+  float *out = malloc(sizeof(float) * (size_t)(o * cols));
+  double best_ex = 1e9, best_blas = 1e9;
+  for (int round = 0; round < 3; round++) {
+    double t0 = now();
+    for (int r = 0; r < reps; r++)
+      if (exec_run(ex) != 0) exit(1);
+    double t1 = now();
+    for (int r = 0; r < reps; r++)
+      for (int64_t img = 0; img < n; img++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)o, (int)cols, (int)kk, 1.0f, tensor_f32(w),
+                    (int)kk, col, (int)cols, 0.0f, out, (int)cols);
+    double t2 = now();
+    if (t1 - t0 < best_ex) best_ex = t1 - t0;
+    if (t2 - t1 < best_blas) best_blas = t2 - t1;
+  }
+  printf("  conv2d [%lld,%lld,%lld,%lld]*[%lld,%lld,%lld,%lld] pad %lld   executor %8.3f ms   its GEMMs %8.3f ms   "
+         "ratio %.3f\n",
+         (long long)n, (long long)c, (long long)h, (long long)h, (long long)o, (long long)c, (long long)k,
+         (long long)k, (long long)pad, best_ex * 1e3 / reps, best_blas * 1e3 / reps, best_ex / best_blas);
+  free(col);
+  free(out);
+  tensor_unref(x);
+  tensor_unref(w);
+  exec_free(ex);
+  unload(&ld);
+}
+
+int main(void) {
+  printf("executor overhead on 1-element tensors (target: < 300 ns/op with the tape on)\n");
+  bench_overhead(200000);
+  printf("matmul through the executor vs cblas_sgemm (target: ratio <= 1.05)\n");
+  bench_matmul(128, 784, 512, 50);
+  bench_matmul(256, 512, 256, 50);
+  bench_matmul(1024, 1024, 1024, 5);
+  printf("conv2d (im2col + sgemm) vs its GEMMs alone\n");
+  bench_conv(128, 32, 14, 64, 5, 2, 3);
+  bench_conv(64, 1, 28, 32, 5, 2, 5);
+  reg_free_default();
+  return 0;
+}
