@@ -215,12 +215,14 @@ static void free_pblock(PBlock *pb) {
 
 /* ---- frames ------------------------------------------------------------------- */
 
+/* suffix: the turn suffix for tape names; it must outlive the frame (the
+ * tape's arena holds it). */
 static Frame *frame_new(const PBlock *pb, Frame *parent, const char *suffix) {
   Frame *f = mem_calloc(1, sizeof *f);
   f->parent = parent;
   f->pb = pb;
   f->vals = mem_calloc((size_t)pb->block->nvars + 1, sizeof *f->vals);
-  f->suffix = mem_strdup(suffix ? suffix : "");
+  f->suffix = suffix ? suffix : "";
   return f;
 }
 
@@ -235,7 +237,6 @@ static void frame_free(Frame *f) {
     mem_free(f->steps);
   }
   mem_free(f->vals);
-  mem_free((char *)f->suffix);
   mem_free(f);
 }
 
@@ -474,8 +475,15 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
       outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, &why);
       if (!outs[i]) {
         char buf[128];
-        rc = op_fail(ex, p, "cannot make output '%s' of shape %s: %s", o->name,
-                     shape_str(&o->shape, buf, sizeof buf), why);
+        double bytes = (double)dtype_size(o->dtype);
+        for (int d = 0; d < o->shape.rank; d++) bytes *= (double)o->shape.d[d].n;
+        if (strcmp(why, "too large") == 0)
+          rc = op_fail(ex, p, "output '%s' of shape %s would take %.3g GB, more than the %.3g GB netrun allows",
+                       o->name, shape_str(&o->shape, buf, sizeof buf), bytes / 1e9,
+                       (double)TENSOR_MAX_BYTES / 1e9);
+        else
+          rc = op_fail(ex, p, "cannot make output '%s' of shape %s: %s", o->name,
+                       shape_str(&o->shape, buf, sizeof buf), why);
         goto done;
       }
     }
@@ -509,16 +517,15 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
         goto done;
       }
   if (ex->opt.tape && grad_flows && !(p->proto->flags & OP_CONTROL)) {
-    const char *in_vars[MAX_STACK_VALS * 4], *in_suf[MAX_STACK_VALS * 4], *out_vars[MAX_STACK_VALS * 4];
-    const char **iv = p->in_total <= MAX_STACK_VALS * 4 ? in_vars : mem_alloc(NULL, sizeof *iv * (size_t)p->in_total);
-    const char **is = p->in_total <= MAX_STACK_VALS * 4 ? in_suf : mem_alloc(NULL, sizeof *is * (size_t)p->in_total);
-    const char **ov = p->out_total <= MAX_STACK_VALS * 4 ? out_vars : mem_alloc(NULL, sizeof *ov * (size_t)p->out_total);
-    for (int i = 0; i < p->in_total; i++) iv[i] = p->in[i].name, is[i] = frame_suffix_of(f, p->in[i]);
+    const char *in_vars[MAX_STACK_VALS], *in_turns[MAX_STACK_VALS], *out_vars[MAX_STACK_VALS];
+    bool small = p->in_total <= MAX_STACK_VALS && p->out_total <= MAX_STACK_VALS;
+    const char **iv = small ? in_vars : mem_alloc(NULL, sizeof *iv * (size_t)(p->in_total + 1));
+    const char **it = small ? in_turns : mem_alloc(NULL, sizeof *it * (size_t)(p->in_total + 1));
+    const char **ov = small ? out_vars : mem_alloc(NULL, sizeof *ov * (size_t)(p->out_total + 1));
+    for (int i = 0; i < p->in_total; i++) iv[i] = p->in[i].name, it[i] = frame_suffix_of(f, p->in[i]);
     for (int i = 0; i < p->out_total; i++) ov[i] = p->out[i].name;
-    tape_record(&ex->tape, p->op, ins, iv, is, p->in_total, outs, ov, p->out_total, f->suffix);
-    if (iv != in_vars) mem_free(iv);
-    if (is != in_suf) mem_free(is);
-    if (ov != out_vars) mem_free(ov);
+    tape_record(&ex->tape, p->op, ins, iv, it, p->in_total, outs, ov, p->out_total, f->suffix);
+    if (!small) mem_free(iv), mem_free(it), mem_free(ov);
   }
   for (int i = 0; i < p->out_total; i++) {
     frame_put(f, p->out[i], outs[i]);
@@ -559,13 +566,8 @@ static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor *
       rc = op_fail(ex, p, "interrupted in turn %lld", (long long)turn);
       break;
     }
-    char suffix[64];
-    snprintf(suffix, sizeof suffix, "#%lld", (long long)turn);
-    char *full = mem_alloc(NULL, strlen(f->suffix) + strlen(suffix) + 1);
-    strcpy(full, f->suffix);
-    strcat(full, suffix);
-    Frame *step = frame_new(body, f, full);
-    mem_free(full);
+    const char *suffix = ex->opt.tape ? tape_turn(&ex->tape, f->suffix, turn) : "";
+    Frame *step = frame_new(body, f, suffix);
     for (int k = 0; k < nc; k++) {
       step->vals[p->args[k]] = carried[k];
       carried[k] = NULL;

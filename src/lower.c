@@ -691,7 +691,8 @@ static void slot_names(const SlotProto *slots, int n, char *buf, size_t size) {
 /* OPNAME(ARGS..., ATTR = CONST, ...): positional arguments fill the inputs
  * in proto order, then the attributes in order; keywords name attributes.
  * An op whose only input is a list slot takes every positional argument
- * into it, unless the first is a [ ] list.  Returns the number of outputs
+ * into it, unless the first is a [ ] list of names (a list of numbers is a
+ * tensor literal).  Returns the number of outputs
  * bound into outs (at most nwant), or -1 on error. */
 static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
                          const char *const *hints, int nwant, const char **outs) {
@@ -700,8 +701,9 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
   const AstList *pos = &n->list;
   bool ok = true;
   int p = 0;
+  /* A [ ] of names fills a list slot; a [ ] of numbers is a tensor. */
   bool greedy = proto->nin == 1 && (proto->in[0].flags & SLOT_LIST) && pos->n > 0 &&
-                pos->items[0]->kind != AST_LIST;
+                (pos->items[0]->kind != AST_LIST || is_constant(pos->items[0]));
   int required = 0;
   for (int i = 0; i < proto->nin; i++) required += !(proto->in[i].flags & SLOT_OPTIONAL);
   for (int i = 0; i < proto->nin && p < pos->n; i++) {
@@ -716,7 +718,7 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
       break;
     }
     const AstNode *arg = pos->items[p++];
-    if ((sp->flags & SLOT_LIST) && arg->kind == AST_LIST) {
+    if ((sp->flags & SLOT_LIST) && arg->kind == AST_LIST && !is_constant(arg)) {
       for (int k = 0; k < arg->list.n; k++) {
         const char *v = lower_expr(L, arg->list.items[k], NULL);
         if (!v) ok = false;
@@ -1409,6 +1411,52 @@ static Block *push_block(Lowerer *L) {
   return b;
 }
 
+static Shape join_shapes(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return shape_unknown();
+  Shape s = *a;
+  for (int i = 0; i < a->rank; i++)
+    if (!dim_eq(a->d[i], b->d[i])) s.d[i] = dim_unknown();
+  return s;
+}
+
+/* Runs shape inference again over a block whose args were widened, nested
+ * blocks first. */
+static void reinfer_block(Lowerer *L, Block *b) {
+  for (int i = 0; i < b->nops; i++) {
+    OpDesc *op = b->ops[i];
+    const Attr *sub = op_attr(op, "sub_block"), *els = op_attr(op, "else_block");
+    if (sub) {
+      Block *sb = L->prog->blocks[sub->v.u.i];
+      const Slot *x = op_input(op, "X");
+      for (int k = 0; x && k < x->n && k < sb->nargs; k++) {
+        VarDesc *arg = prog_var(L->prog, sb->args[k]);
+        const VarDesc *init = prog_var(L->prog, x->args[k]);
+        arg->shape = join_shapes(&arg->shape, &init->shape);
+      }
+      reinfer_block(L, sb);
+    }
+    if (els) reinfer_block(L, L->prog->blocks[els->v.u.i]);
+    reg_infer(L->prog, b, op);
+  }
+}
+
+/* A carried value whose shape changes from turn to turn (a growing concat)
+ * gets the shape all turns fit: the args widen until the body's results fit
+ * them. */
+static void widen_loop(Lowerer *L, Block *body) {
+  for (int iter = 0; iter < 4; iter++) {
+    bool changed = false;
+    for (int k = 0; k < body->nargs; k++) {
+      VarDesc *arg = prog_var(L->prog, body->args[k]);
+      const VarDesc *res = prog_var(L->prog, body->results[k]);
+      Shape j = iter < 3 ? join_shapes(&arg->shape, &res->shape) : shape_unknown();
+      if (!shape_eq(&j, &arg->shape)) arg->shape = j, changed = true;
+    }
+    if (!changed) return;
+    reinfer_block(L, body);
+  }
+}
+
 /* A block's results are its own variables, distinct from its args: a
  * value that comes from outside (or is carried unchanged) is copied, so
  * the backward can give every result its own gradient. */
@@ -1473,6 +1521,7 @@ static void lower_while(Lowerer *L, const AstNode *n) {
       *ARENA_PUSH(L->arena, body->results, body->nresults, body->capresults) = res;
     }
     *ARENA_PUSH(L->arena, body->results, body->nresults, body->capresults) = cond1;
+    if (ok) widen_loop(L, body);
   }
   L->block = outer;
   L->scope = outer_scope;

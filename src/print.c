@@ -46,7 +46,8 @@ static void buf_puts(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
 static void buf_repeat(Buf *b, char ch, int n) {
   char chunk[64];
   memset(chunk, ch, sizeof chunk);
-  for (; n > 0; n -= (int)sizeof chunk) buf_put(b, chunk, n < (int)sizeof chunk ? (size_t)n : sizeof chunk);
+  for (; n > 0; n -= (int)sizeof chunk)
+    buf_put(b, chunk, n < (int)sizeof chunk ? (size_t)n : sizeof chunk);
 }
 
 /* ---- float digits ------------------------------------------------------------------ */

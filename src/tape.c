@@ -50,82 +50,100 @@ static void names_put(TapeNames *m, const Tensor *t, const char *name) {
 void tape_init(Tape *t) {
   memset(t, 0, sizeof *t);
   arena_init(&t->arena);
-  t->names = mem_calloc(1, sizeof *t->names);
 }
 
 void tape_free(Tape *t) {
   for (int i = 0; i < t->n; i++)
     for (int k = 0; k < t->entries[i].nin + t->entries[i].nout; k++) tensor_unref(t->entries[i].vals[k]);
   mem_free(t->entries);
-  if (t->names) {
-    mem_free(t->names->keys);
-    mem_free(t->names->vals);
-    mem_free(t->names);
-  }
   arena_free(&t->arena);
   memset(t, 0, sizeof *t);
 }
 
-static const char *qualified(Tape *t, const char *var, const char *suffix) {
-  if (!suffix || !*suffix) return var;
-  return arena_printf(&t->arena, "%s%s", var, suffix);
+const char *tape_turn(Tape *t, const char *parent, int64_t k) {
+  return arena_printf(&t->arena, "%s#%lld", parent ? parent : "", (long long)k);
 }
 
 void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
-                 const char *const *in_suffix, int nin, Tensor *const *outs,
-                 const char *const *out_vars, int nout, const char *suffix) {
+                 const char *const *in_turns, int nin, Tensor *const *outs,
+                 const char *const *out_vars, int nout, const char *turn) {
   VEC_RESERVE(t->entries, t->cap, t->n + 1);
   TapeEntry *e = &t->entries[t->n++];
+  int n = nin + nout;
   e->op = op;
   e->nin = nin;
   e->nout = nout;
-  e->turns = suffix ? suffix : "";
-  e->vals = arena_alloc(&t->arena, sizeof *e->vals * (size_t)(nin + nout + 1));
-  e->names = arena_alloc(&t->arena, sizeof *e->names * (size_t)(nin + nout + 1));
+  void **mem = arena_alloc(&t->arena, sizeof(void *) * 3 * (size_t)(n ? n : 1));
+  e->vals = (Tensor **)mem;
+  e->vars = (const char **)(mem + n);
+  e->turns = (const char **)(mem + 2 * n);
   for (int i = 0; i < nin; i++) {
     e->vals[i] = tensor_ref(ins[i]);
-    const char *name = names_get(t->names, ins[i]);
-    if (!name) {
-      name = qualified(t, in_vars[i], in_suffix[i]);
-      names_put(t->names, ins[i], name);
-    }
-    e->names[i] = name;
+    e->vars[i] = in_vars[i];
+    e->turns[i] = in_turns[i];
   }
   for (int i = 0; i < nout; i++) {
     e->vals[nin + i] = tensor_ref(outs[i]);
-    e->names[nin + i] = qualified(t, out_vars[i], suffix);
-    names_put(t->names, outs[i], e->names[nin + i]);
+    e->vars[nin + i] = out_vars[i];
+    e->turns[nin + i] = turn;
   }
 }
 
+static const char *qualified(Arena *a, const char *var, const char *turn) {
+  if (!turn || !*turn) return var;
+  return arena_printf(a, "%s%s", var, turn);
+}
+
+/* Every value gets one name: the name it got when an op on the tape made
+ * it, else the variable it was first read from (a parameter, an input, a
+ * constant). */
 Program *tape_program(const Tape *t, const Program *fwd, Arena *arena) {
   Program *p = prog_new(arena, fwd->diag);
   p->user_ops = fwd->user_ops;
   Block *b = p->blocks[0];
+  TapeNames map = {0};
+  const char **names = NULL;
+  int cap = 0;
   for (int i = 0; i < t->n; i++) {
     const TapeEntry *e = &t->entries[i];
+    VEC_RESERVE(names, cap, e->nin + e->nout + 1);
+    for (int k = 0; k < e->nin; k++) {
+      const char *name = names_get(&map, e->vals[k]);
+      if (!name) {
+        name = qualified(arena, e->vars[k], e->turns[k]);
+        names_put(&map, e->vals[k], name);
+      }
+      names[k] = name;
+    }
+    for (int k = e->nin; k < e->nin + e->nout; k++) {
+      names[k] = qualified(arena, e->vars[k], e->turns[k]);
+      names_put(&map, e->vals[k], names[k]);
+    }
     OpDesc *op = op_new(p, e->op->type, e->op->span);
     int k = 0;
     for (int s = 0; s < e->op->nin; s++) {
       Slot *slot = op_add_input(p, op, e->op->in[s].name);
-      for (int j = 0; j < e->op->in[s].n; j++) slot_push(p, slot, e->names[k++]);
+      for (int j = 0; j < e->op->in[s].n; j++) slot_push(p, slot, names[k++]);
     }
     for (int s = 0; s < e->op->nout; s++) {
       Slot *slot = op_add_output(p, op, e->op->out[s].name);
-      for (int j = 0; j < e->op->out[s].n; j++) slot_push(p, slot, e->names[k++]);
+      for (int j = 0; j < e->op->out[s].n; j++) slot_push(p, slot, names[k++]);
     }
     for (int a = 0; a < e->op->nattrs; a++) op_set_attr(p, op, e->op->attrs[a].name, e->op->attrs[a].v);
     for (int v = 0; v < e->nin + e->nout; v++) {
-      if (prog_var(p, e->names[v])) continue;
-      VarDesc *d = prog_add_var(p, b, e->names[v]);
+      if (prog_var(p, names[v])) continue;
+      VarDesc *d = prog_add_var(p, b, names[v]);
       d->dtype = e->vals[v]->dtype;
       d->shape = tensor_shape(e->vals[v]);
-      const VarDesc *orig = prog_var(fwd, e->names[v]);
+      const VarDesc *orig = prog_var(fwd, names[v]);
       if (orig) d->flags = orig->flags & (VAR_PARAM | VAR_INPUT | VAR_STOP_GRADIENT);
       d->span = orig ? orig->span : e->op->span;
       d->user_name = orig ? orig->user_name : NULL;
     }
     op_append(b, p, op);
   }
+  mem_free(names);
+  mem_free(map.keys);
+  mem_free(map.vals);
   return p;
 }

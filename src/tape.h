@@ -20,26 +20,30 @@ typedef struct TapeEntry {
   const OpDesc *op;       /* the program's op description */
   int nin, nout;          /* values: inputs then outputs, in slot order */
   Tensor **vals;
-  const char **names;
-  const char *turns;      /* "" at the top level, "#2" in turn 2, ... */
+  const char **vars;      /* the variables they were read from / written to */
+  const char **turns;     /* and the turn suffix of the frame holding them */
 } TapeEntry;
 
+/* Recording only copies pointers; names are made when the tape is turned
+ * into a program.  Turn suffixes live in the tape's arena. */
 struct Tape {
   Arena arena;
   TapeEntry *entries;
   int n, cap;
-  struct TapeNames *names;   /* tensor -> its name in the tape */
 };
 typedef struct Tape Tape;
 
 void tape_init(Tape *t);
 void tape_free(Tape *t);
 /* Records an op run: ins/outs are the tensors per proto slot order
- * (flattened), in_names/out_names the variables they were read from or
- * written to, suffix the frame's turn suffix. */
+ * (flattened), in_vars/out_vars the variables they were read from or
+ * written to, in_turns and turn the turn suffixes of their frames (strings
+ * that must outlive the tape: made with tape_turn). */
 void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
-                 const char *const *in_suffix, int nin, Tensor *const *outs,
-                 const char *const *out_vars, int nout, const char *suffix);
+                 const char *const *in_turns, int nin, Tensor *const *outs,
+                 const char *const *out_vars, int nout, const char *turn);
+/* The suffix of turn k inside a frame whose suffix is parent: "#k" appended. */
+const char *tape_turn(Tape *t, const char *parent, int64_t k);
 /* The tape as a program of one flat block: every value declared with its
  * dtype and concrete shape (parameters flagged), one op per entry.  The
  * program lives in `arena`; its ops keep their source spans. */

@@ -35,17 +35,24 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why
     *why = "too large";
     return NULL;
   }
-  Tensor *x = mem_alloc(NULL, sizeof *x);
+  /* One allocation holds the tensor, its storage and the elements: a new
+   * tensor costs one malloc.  The block lives while its storage has users
+   * (views made by tensor_view share it). */
+  size_t head = (sizeof(Tensor) + sizeof(Storage) + 15) & ~(size_t)15;
+  size_t bytes = (size_t)n * dtype_size(t);
+  char *block = mem_alloc(NULL, head + (bytes ? bytes : 1));
+  Tensor *x = (Tensor *)block;
+  Storage *s = (Storage *)(block + sizeof(Tensor));
   x->refs = 1;
   x->dtype = t;
   x->rank = rank;
   if (rank) memcpy(x->shape, shape, sizeof(int64_t) * (size_t)rank);
   x->numel = n;
   x->requires_grad = false;
-  Storage *s = mem_alloc(NULL, sizeof *s);
   s->refs = 1;
-  s->bytes = (size_t)n * dtype_size(t);
-  s->data = mem_alloc(NULL, s->bytes ? s->bytes : 1);
+  s->bytes = bytes;
+  s->data = block + head;
+  s->block = block;
   x->storage = s;
   x->data = s->data;
   return x;
@@ -120,11 +127,10 @@ Tensor *tensor_cast(Tensor *x, DType t) {
 
 void tensor_unref(Tensor *t) {
   if (!t || --t->refs > 0) return;
-  if (--t->storage->refs == 0) {
-    mem_free(t->storage->data);
-    mem_free(t->storage);
-  }
-  mem_free(t);
+  Storage *s = t->storage;
+  bool owns_block = s->block == (void *)t;
+  if (--s->refs == 0) mem_free(s->block);
+  if (!owns_block) mem_free(t);     /* a view: its own small allocation */
 }
 
 double tensor_get(const Tensor *t, int64_t i) {

@@ -21,6 +21,7 @@ typedef struct Storage {
   int refs;
   size_t bytes;
   void *data;
+  void *block;                /* the allocation holding this storage (and its data) */
 } Storage;
 
 typedef struct Tensor {
@@ -36,7 +37,7 @@ typedef struct Tensor {
 
 /* Largest tensor netrun will allocate, in bytes (a guard against
  * zeros([100000, 100000, 100])). */
-#define TENSOR_MAX_BYTES ((int64_t)1 << 36)
+#define TENSOR_MAX_BYTES ((int64_t)16 << 30)
 
 size_t dtype_size(DType t);
 

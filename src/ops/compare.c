@@ -66,12 +66,13 @@ typedef void (*CompareLoop)(const Bcast *bc, bln *out, const void *x, const void
     const YT *y = yv;                                                           \
     int64_t n = bc->inner;                                                      \
     bool sx = bc->inner_step[0] != 0, sy = bc->inner_step[1] != 0;              \
+    int64_t oo = 0, ox = 0, oy = 0;                                             \
     BcastIter it;                                                               \
-    bcast_iter_init(&it, bc);                                                   \
-    do {                                                                        \
-      bln *restrict o = out + it.out;                                           \
-      const XT *px = x + it.off[0];                                             \
-      const YT *py = y + it.off[1];                                             \
+    if (bc->rank > 1) bcast_iter_init(&it, bc);                                 \
+    for (;;) {                                                                  \
+      bln *restrict o = out + oo;                                               \
+      const XT *px = x + ox;                                                    \
+      const YT *py = y + oy;                                                    \
       if (sx && sy) {                                                           \
         for (int64_t i = 0; i < n; i++) {                                       \
           CT a = (CT)px[i], b = (CT)py[i];                                      \
@@ -94,7 +95,9 @@ typedef void (*CompareLoop)(const Bcast *bc, bln *out, const void *x, const void
         bln r = (bln)(EXPR);                                                    \
         for (int64_t i = 0; i < n; i++) o[i] = r;                               \
       }                                                                         \
-    } while (bcast_iter_next(&it));                                             \
+      if (bc->rank <= 1 || !bcast_iter_next(&it)) break;                        \
+      oo = it.out, ox = it.off[0], oy = it.off[1];                              \
+    }                                                                           \
   }
 
 /* [X dtype][Y dtype] */
@@ -115,12 +118,26 @@ typedef CompareLoop CompareTable[3][3];
                                             {NAME##_bf, NAME##_bi, NAME##_bb}}; \
   static int k_##NAME(ExecCtx *c) { return compare_run(c, NAME##_loops); }
 
+/* The broadcast of x and y over an output of n elements when it is one
+ * flat run: each operand has n elements (then its elements line up with
+ * the output's) or one (then it repeats).  This skips bcast_init for the
+ * common cases; runtime inference has already checked that the shapes
+ * broadcast. */
+static bool flat_bcast(Bcast *bc, const Tensor *x, const Tensor *y, int64_t n) {
+  if ((x->numel != n && x->numel != 1) || (y->numel != n && y->numel != 1)) return false;
+  bc->rank = 1;
+  bc->shape[0] = bc->inner = n;
+  bc->inner_step[0] = x->numel == n;
+  bc->inner_step[1] = y->numel == n;
+  return true;
+}
+
 static int compare_run(ExecCtx *c, const CompareTable loops) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
   if (out->numel == 0) return 0;
   Bcast bc;
   char a[128], b[128];
-  if (!bcast_init(&bc, x, y))
+  if (!flat_bcast(&bc, x, y, out->numel) && !bcast_init(&bc, x, y))
     return ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
                     tensor_shape_str(y, b, sizeof b));
   int64_t n = 1;
@@ -160,7 +177,8 @@ static int k_sign(ExecCtx *c) {
   case DT_F32: {
     const f32 *v = tensor_f32(x);
     f32 *restrict o = tensor_f32(out);
-    for (int64_t i = 0; i < n; i++) o[i] = v[i] > 0 ? 1.0f : v[i] < 0 ? -1.0f : v[i] == 0 ? 0.0f : v[i];
+    for (int64_t i = 0; i < n; i++)
+      o[i] = v[i] > 0 ? 1.0f : v[i] < 0 ? -1.0f : v[i] == 0 ? 0.0f : v[i];
     break;
   }
   case DT_I64: {
@@ -193,9 +211,11 @@ OpProto op_table_compare[] = {
     COMPARE(not_equal, "Out = X != Y, broadcasting", infer_compare),
     COMPARE(logical_and, "Out = X and Y, both bool, broadcasting", infer_logical),
     COMPARE(logical_or, "Out = X or Y, both bool, broadcasting", infer_logical),
-    {.type = "logical_not", .kernel = k_logical_not, .doc = "Out = not X, X bool", .in = {{"X", 0, "a bool tensor"}},
-     .out = {{"Out", 0, "bool, shape of X"}}, .infer = infer_not, .grad_kind = GRAD_NONE},
-    {.type = "sign", .kernel = k_sign, .doc = "Out = -1, 0 or 1 by the sign of X", .in = {{"X", 0, "input"}},
-     .out = {{"Out", 0, "dtype and shape of X"}}, .infer = infer_sign, .grad_kind = GRAD_NONE},
+    {.type = "logical_not", .doc = "Out = not X, X bool", .in = {{"X", 0, "a bool tensor"}},
+     .out = {{"Out", 0, "bool, shape of X"}}, .infer = infer_not, .kernel = k_logical_not,
+     .grad_kind = GRAD_NONE},
+    {.type = "sign", .doc = "Out = -1, 0 or 1 by the sign of X", .in = {{"X", 0, "input"}},
+     .out = {{"Out", 0, "dtype and shape of X"}}, .infer = infer_sign, .kernel = k_sign,
+     .grad_kind = GRAD_NONE},
     {0},
 };

@@ -106,12 +106,13 @@ typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void
     const YT *y = yv;                                                           \
     int64_t n = bc->inner;                                                      \
     bool sx = bc->inner_step[0] != 0, sy = bc->inner_step[1] != 0;              \
+    int64_t oo = 0, ox = 0, oy = 0;                                             \
     BcastIter it;                                                               \
-    bcast_iter_init(&it, bc);                                                   \
-    do {                                                                        \
-      OT *restrict o = (OT *)out + it.out;                                      \
-      const XT *px = x + it.off[0];                                             \
-      const YT *py = y + it.off[1];                                             \
+    if (bc->rank > 1) bcast_iter_init(&it, bc);                                 \
+    for (;;) {                                                                  \
+      OT *restrict o = (OT *)out + oo;                                          \
+      const XT *px = x + ox;                                                    \
+      const YT *py = y + oy;                                                    \
       if (sx && sy) {                                                           \
         for (int64_t i = 0; i < n; i++) {                                       \
           CT a = (CT)px[i], b = (CT)py[i];                                      \
@@ -134,7 +135,9 @@ typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void
         OT r = (OT)(EXPR);                                                      \
         for (int64_t i = 0; i < n; i++) o[i] = r;                               \
       }                                                                         \
-    } while (bcast_iter_next(&it));                                             \
+      if (bc->rank <= 1 || !bcast_iter_next(&it)) break;                        \
+      oo = it.out, ox = it.off[0], oy = it.off[1];                              \
+    }                                                                           \
   }
 
 /* [output dtype (f32, i64)][X dtype][Y dtype]; NULL where promotion cannot
@@ -166,12 +169,26 @@ BINARY_OP(pow, powf(a, b), int_pow(a, b))
 BINARY_OP(maximum, max_f32(a, b), a > b ? a : b)
 BINARY_OP(minimum, min_f32(a, b), a < b ? a : b)
 
+/* The broadcast of x and y over an output of n elements when it is one
+ * flat run: each operand has n elements (then its elements line up with
+ * the output's) or one (then it repeats).  This skips bcast_init for the
+ * common cases; runtime inference has already checked that the shapes
+ * broadcast. */
+static bool flat_bcast(Bcast *bc, const Tensor *x, const Tensor *y, int64_t n) {
+  if ((x->numel != n && x->numel != 1) || (y->numel != n && y->numel != 1)) return false;
+  bc->rank = 1;
+  bc->shape[0] = bc->inner = n;
+  bc->inner_step[0] = x->numel == n;
+  bc->inner_step[1] = y->numel == n;
+  return true;
+}
+
 static int binary_run(ExecCtx *c, const BinaryTable loops) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
   if (out->numel == 0) return 0;
   Bcast bc;
   char a[128], b[128];
-  if (!bcast_init(&bc, x, y))
+  if (!flat_bcast(&bc, x, y, out->numel) && !bcast_init(&bc, x, y))
     return ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
                     tensor_shape_str(y, b, sizeof b));
   int64_t n = 1;
@@ -376,19 +393,19 @@ OpProto op_table_elementwise[] = {
     UNARY(softplus, "Out = ln(1 + e^X), computed stably", infer_float, GRAD_DEDICATED),
     UNARY(gelu, "Out = X * Phi(X), the Gaussian error linear unit (erf form)", infer_float,
           GRAD_DEDICATED),
-    {.type = "leaky_relu", .kernel = k_leaky_relu, .doc = "Out = X if X > 0 else alpha * X",
+    {.type = "leaky_relu", .doc = "Out = X if X > 0 else alpha * X",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"alpha", ATTR_FLOAT, "0.01", check_nonnegative, "slope for X < 0"}},
-     .infer = infer_float, .grad_kind = GRAD_DEDICATED},
-    {.type = "scale", .kernel = k_scale, .doc = "Out = scale * X + bias",
+     .infer = infer_float, .kernel = k_leaky_relu, .grad_kind = GRAD_DEDICATED},
+    {.type = "scale", .doc = "Out = scale * X + bias",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
                {"bias", ATTR_FLOAT, "0", NULL, "added after scaling"}},
-     .infer = infer_float, .grad_kind = GRAD_COMPOSITE},
-    {.type = "clip", .kernel = k_clip, .doc = "Out = X limited to [min, max]",
+     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE},
+    {.type = "clip", .doc = "Out = X limited to [min, max]",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"min", ATTR_FLOAT, NULL, NULL, "lower bound"},
                {"max", ATTR_FLOAT, NULL, NULL, "upper bound"}},
-     .infer = infer_clip, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED},
     {0},
 };
