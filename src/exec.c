@@ -42,8 +42,8 @@ typedef struct Prepared {
   int sub[2];
   VarRef *results[2];
   int nresults[2];
-  int *args;
-  int nargs;
+  int *args[2];
+  int nargs[2];
 } Prepared;
 
 typedef struct PBlock {
@@ -174,10 +174,13 @@ static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
       p->nresults[j] = sb->nresults;
       p->results[j] = mem_calloc((size_t)sb->nresults + 1, sizeof *p->results[j]);
       for (int r = 0; r < sb->nresults; r++) p->results[j][r] = resolve(ex, sb->idx, sb->results[r]);
-      if (j == 0 && sb->nargs) {
-        p->nargs = sb->nargs;
-        p->args = mem_calloc((size_t)sb->nargs, sizeof *p->args);
-        for (int r = 0; r < sb->nargs; r++) p->args[r] = prog_var(ex->prog, sb->args[r])->slot;
+      if (sb->nargs) {
+        p->nargs[j] = sb->nargs;
+        p->args[j] = mem_calloc((size_t)sb->nargs, sizeof *p->args[j]);
+        for (int r = 0; r < sb->nargs; r++) {
+          const VarDesc *av = prog_var(ex->prog, sb->args[r]);
+          p->args[j][r] = av ? av->slot : -1;
+        }
       }
     }
   }
@@ -208,7 +211,8 @@ static void free_pblock(PBlock *pb) {
     mem_free(p->sig);
     mem_free(p->results[0]);
     mem_free(p->results[1]);
-    mem_free(p->args);
+    mem_free(p->args[0]);
+    mem_free(p->args[1]);
   }
   mem_free(pb->ops);
 }
@@ -265,6 +269,14 @@ static void frame_put(Frame *f, VarRef r, Tensor *t) {
 static const char *frame_suffix_of(Frame *f, VarRef r) {
   Frame *g = frame_up(f, r.up);
   return g ? g->suffix : "";
+}
+
+/* Forgets the turns a control op kept from its previous run. */
+static void clear_steps(Frame *f, int op_index) {
+  if (!f->steps) return;
+  StepList *s = &f->steps[op_index];
+  for (int k = 0; k < s->n; k++) frame_free(s->frames[k]);
+  s->n = 0;
 }
 
 static void keep_step(Frame *f, int op_index, Frame *step) {
@@ -426,6 +438,8 @@ static bool has_nan(const Tensor *t) {
 
 static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
 static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
+static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
+static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
 
 static double now(void) {
   struct timespec ts;
@@ -448,16 +462,20 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   bool any_grad = false;
   for (int i = 0; i < p->in_total; i++) {
     ins[i] = frame_get(f, p->in[i]);
+    if (!ins[i] && (p->proto->flags & OP_CONTROL) && strcmp(p->in[i].name, "@EMPTY@") == 0) continue;
     if (!ins[i]) {
       rc = op_fail(ex, p, "internal error: '%s' has no value", p->in[i].name);
       goto done;
     }
-    any_grad |= ins[i]->requires_grad;
+    any_grad |= ins[i] && ins[i]->requires_grad;
   }
   double t0 = p->timing >= 0 ? now() : 0;
   if (p->proto->flags & OP_CONTROL) {
-    rc = strcmp(p->proto->type, "while") == 0 ? run_while(ex, p, op_index, f, ins, outs)
-                                              : run_cond(ex, p, op_index, f, ins, outs);
+    const char *t = p->proto->type;
+    rc = strcmp(t, "while") == 0              ? run_while(ex, p, op_index, f, ins, outs)
+         : strcmp(t, "conditional_block") == 0 ? run_cond(ex, p, op_index, f, ins, outs)
+         : strcmp(t, "while_grad") == 0        ? run_while_grad(ex, p, f, ins, outs)
+                                               : run_cond_grad(ex, p, f, ins, outs);
     if (rc < 0) goto done;
   } else {
     if (!p->proto->kernel) {
@@ -507,10 +525,10 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
    * that has one, and the output is real-valued. */
   bool grad_flows = any_grad && p->proto->grad_kind != GRAD_NONE;
   for (int i = 0; i < p->out_total; i++)
-    outs[i]->requires_grad = grad_flows && outs[i]->dtype == DT_F32;
+    if (outs[i]) outs[i]->requires_grad = grad_flows && outs[i]->dtype == DT_F32;
   if (ex->opt.check_nan)
     for (int i = 0; i < p->out_total; i++)
-      if (has_nan(outs[i])) {
+      if (outs[i] && has_nan(outs[i])) {
         char buf[128];
         rc = op_fail(ex, p, "produced NaN or Inf in '%s' (shape %s)", p->out_desc[i].name,
                      tensor_shape_str(outs[i], buf, sizeof buf));
@@ -550,8 +568,9 @@ static bool truth(const Tensor *t) { return t->numel > 0 && tensor_get(t, 0) != 
 /* while: runs the body while the condition holds, one frame per turn. */
 static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
   const PBlock *body = &ex->pblocks[p->sub[0]];
-  int nc = p->nargs;
+  int nc = p->nargs[0];
   Tensor *cond = ins[0];
+  clear_steps(f, op_index);
   Tensor **carried = mem_calloc((size_t)nc + 1, sizeof *carried);
   for (int k = 0; k < nc; k++) carried[k] = tensor_ref(ins[1 + k]);
   bool go = truth(cond);
@@ -569,7 +588,7 @@ static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor *
     const char *suffix = ex->opt.tape ? tape_turn(&ex->tape, f->suffix, turn) : "";
     Frame *step = frame_new(body, f, suffix);
     for (int k = 0; k < nc; k++) {
-      step->vals[p->args[k]] = carried[k];
+      step->vals[p->args[0][k]] = carried[k];
       carried[k] = NULL;
     }
     rc = run_block(ex, body, step);
@@ -593,6 +612,7 @@ static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor *
 /* conditional_block: runs the then or the else block in a frame of its own. */
 static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
   int which = truth(ins[0]) ? 0 : 1;
+  clear_steps(f, op_index);
   const PBlock *pb = &ex->pblocks[p->sub[which]];
   Frame *br = frame_new(pb, f, f->suffix);
   int rc = run_block(ex, pb, br);
@@ -607,6 +627,92 @@ static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **
   return rc;
 }
 
+/* ---- running the backward of control flow ------------------------------------------- */
+
+/* The frame of the forward op a grad op came from, and the turns (or the
+ * branch) that op kept. */
+static StepList *forward_steps(Frame *f, const OpDesc *op) {
+  while (f && f->pb->block->idx != op->fwd_block) f = f->parent;
+  if (!f || !f->steps || op->fwd_op < 0 || op->fwd_op >= f->pb->nops) return NULL;
+  return &f->steps[op->fwd_op];
+}
+
+static Tensor *zeros_like(const Tensor *t) { return tensor_zeros(t->dtype, t->rank, t->shape); }
+
+/* acc += t (same shapes), or acc = copy of t. */
+static Tensor *accumulate(Tensor *acc, Tensor *t) {
+  if (!acc) return tensor_copy(t);
+  float *a = tensor_f32(acc);
+  const float *b = tensor_f32(t);
+  for (int64_t i = 0; i < acc->numel; i++) a[i] += b[i];
+  return acc;
+}
+
+/* while_grad: the body's grad block, run over the saved turns last first;
+ * each turn's frame is the child of that turn's forward frame, so the
+ * grad ops read the values of that turn. */
+static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs) {
+  int nc = p->nin[0], ncap = p->nin[2];
+  Tensor **dout = ins, **xs = ins + nc, **caps = ins + 2 * nc;
+  StepList *steps = forward_steps(f, p->op);
+  if (!steps) return op_fail(ex, p, "internal error: the loop's turns were not kept");
+  const PBlock *gb = &ex->pblocks[p->sub[0]];
+  Tensor **g = mem_calloc((size_t)nc + 1, sizeof *g), **acc = mem_calloc((size_t)ncap + 1, sizeof *acc);
+  for (int k = 0; k < nc; k++) g[k] = tensor_ref(dout[k]);
+  int rc = 0;
+  for (int t = steps->n - 1; t >= 0 && rc == 0; t--) {
+    Frame *gf = frame_new(gb, steps->frames[t], "");
+    for (int k = 0; k < nc; k++) {
+      if (g[k] && p->args[0][k] >= 0) gf->vals[p->args[0][k]] = g[k];
+      else tensor_unref(g[k]);
+      g[k] = NULL;
+    }
+    rc = run_block(ex, gb, gf);
+    for (int k = 0; rc == 0 && k < nc; k++) {
+      Tensor *r = frame_get(gf, p->results[0][k]);
+      g[k] = r ? tensor_ref(r) : NULL;
+    }
+    for (int j = 0; rc == 0 && j < ncap; j++) {
+      Tensor *r = frame_get(gf, p->results[0][nc + j]);
+      if (r) acc[j] = accumulate(acc[j], r);
+    }
+    frame_free(gf);
+  }
+  for (int k = 0; k < nc; k++) {
+    bool wanted = p->out[k].slot >= 0;
+    if (rc == 0 && wanted) outs[k] = g[k] ? g[k] : zeros_like(xs[k]);
+    else tensor_unref(g[k]);
+  }
+  for (int j = 0; j < ncap; j++) {
+    if (rc == 0) outs[nc + j] = acc[j] ? acc[j] : zeros_like(caps[j]);
+    else tensor_unref(acc[j]);
+  }
+  mem_free(g);
+  mem_free(acc);
+  return rc;
+}
+
+/* conditional_block_grad: the grad block of the branch taken; zeros for
+ * what the branch did not touch. */
+static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs) {
+  int ncap = p->nin[1], no = p->nin[2];
+  Tensor **caps = ins + 1, **dout = ins + 1 + ncap;
+  StepList *steps = forward_steps(f, p->op);
+  if (!steps || steps->n == 0) return op_fail(ex, p, "internal error: the branch taken was not kept");
+  Frame *br = steps->frames[steps->n - 1];
+  int which = br->pb->block->idx == ex->prog->blocks[p->sub[0]]->fwd_block ? 0 : 1;
+  const PBlock *gb = &ex->pblocks[p->sub[which]];
+  Frame *gf = frame_new(gb, br, "");
+  for (int k = 0; k < no && k < p->nargs[which]; k++) gf->vals[p->args[which][k]] = tensor_ref(dout[k]);
+  int rc = run_block(ex, gb, gf);
+  for (int j = 0; rc == 0 && j < ncap; j++) {
+    Tensor *r = j < p->nresults[which] ? frame_get(gf, p->results[which][j]) : NULL;
+    outs[j] = r ? tensor_ref(r) : zeros_like(caps[j]);
+  }
+  frame_free(gf);
+  return rc;
+}
+
 /* ---- the executor ----------------------------------------------------------------- */
 
 Executor *exec_new(Program *p, const ExecOptions *opt) {
@@ -617,6 +723,10 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
   if (!ex->opt.out) ex->opt.out = stdout;
   rng_seed(&ex->rng, opt->seed);
   tape_init(&ex->tape);
+  for (int i = 0; i < p->nblocks; i++)
+    for (int j = 0; j < p->blocks[i]->nops; j++)
+      if (strstr(p->blocks[i]->ops[j]->type, "_grad") && op_attr(p->blocks[i]->ops[j], "sub_block"))
+        ex->opt.keep_steps = true;
   ex->pblocks = mem_calloc((size_t)p->nblocks + 1, sizeof *ex->pblocks);
   for (int i = 0; i < p->nblocks; i++) prepare_block(ex, &ex->pblocks[i], p->blocks[i]);
   prepare_block(ex, &ex->startup, p->startup);
@@ -749,6 +859,22 @@ int exec_run(Executor *ex) {
     ex->started = true;
   }
   return run_block(ex, &ex->pblocks[0], ex->root);
+}
+
+void exec_preload(Executor *ex, const char *var, Tensor *t) {
+  const VarDesc *v = prog_var(ex->prog, var);
+  if (!v || v->block != 0) return;
+  VarRef r = {0, v->slot, v->name};
+  frame_put(ex->root, r, tensor_ref(t));
+}
+
+int exec_run_from(Executor *ex, int first) {
+  interrupted = 0;
+  ex->started = true;
+  const PBlock *pb = &ex->pblocks[0];
+  for (int i = first; i < pb->nops; i++)
+    if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
+  return 0;
 }
 
 Tensor *exec_value(Executor *ex, const char *name) {

@@ -47,6 +47,11 @@ void exec_free(Executor *ex);
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what);
 /* Runs the startup block (once) and then block 0.  0 or -1. */
 int exec_run(Executor *ex);
+/* Puts a value (a reference is taken) in variable `var` of block 0 without
+ * the checks of exec_feed, and runs block 0 from op `first` on, without the
+ * startup block: how the tape's backward runs over the tape's values. */
+void exec_preload(Executor *ex, const char *var, Tensor *t);
+int exec_run_from(Executor *ex, int first);
 /* The value of a variable of block 0 (or an exported script name) after a
  * run; borrowed. */
 Tensor *exec_value(Executor *ex, const char *name);

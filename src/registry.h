@@ -56,6 +56,8 @@ enum {
   OP_CONTROL = 1 << 2,     /* owns sub-blocks (while, conditional_block) */
   OP_INTERNAL = 1 << 3,    /* emitted by netrun itself, not meant to be called */
   OP_NO_PREALLOC = 1 << 4, /* the kernel makes its outputs (views, lists) */
+  OP_ZERO_GRAD = 1 << 5,   /* GRAD_NONE because its gradient is zero (sign,
+                              stop_gradient): not an error to differentiate */
 };
 
 typedef struct InferCtx InferCtx;

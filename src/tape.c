@@ -97,13 +97,15 @@ static const char *qualified(Arena *a, const char *var, const char *turn) {
 /* Every value gets one name: the name it got when an op on the tape made
  * it, else the variable it was first read from (a parameter, an input, a
  * constant). */
-Program *tape_program(const Tape *t, const Program *fwd, Arena *arena) {
+Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor ***values) {
   Program *p = prog_new(arena, fwd->diag);
   p->user_ops = fwd->user_ops;
   Block *b = p->blocks[0];
   TapeNames map = {0};
   const char **names = NULL;
   int cap = 0;
+  Tensor **vals = NULL;
+  int capvals = 0;
   for (int i = 0; i < t->n; i++) {
     const TapeEntry *e = &t->entries[i];
     VEC_RESERVE(names, cap, e->nin + e->nout + 1);
@@ -133,6 +135,8 @@ Program *tape_program(const Tape *t, const Program *fwd, Arena *arena) {
     for (int v = 0; v < e->nin + e->nout; v++) {
       if (prog_var(p, names[v])) continue;
       VarDesc *d = prog_add_var(p, b, names[v]);
+      VEC_RESERVE(vals, capvals, b->nvars);
+      vals[b->nvars - 1] = e->vals[v];
       d->dtype = e->vals[v]->dtype;
       d->shape = tensor_shape(e->vals[v]);
       const VarDesc *orig = prog_var(fwd, names[v]);
@@ -145,5 +149,10 @@ Program *tape_program(const Tape *t, const Program *fwd, Arena *arena) {
   mem_free(names);
   mem_free(map.keys);
   mem_free(map.vals);
+  /* The forward's names, so --loss and --wrt find their variables. */
+  for (int i = 0; i < fwd->nexports; i++)
+    if (prog_var(p, fwd->exports[i].var)) prog_set_export(p, fwd->exports[i].name, fwd->exports[i].var);
+  if (values) *values = vals;
+  else mem_free(vals);
   return p;
 }

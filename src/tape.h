@@ -46,7 +46,9 @@ void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *cons
 const char *tape_turn(Tape *t, const char *parent, int64_t k);
 /* The tape as a program of one flat block: every value declared with its
  * dtype and concrete shape (parameters flagged), one op per entry.  The
- * program lives in `arena`; its ops keep their source spans. */
-Program *tape_program(const Tape *t, const Program *fwd, Arena *arena);
+ * program lives in `arena`; its ops keep their source spans.  If values is
+ * not NULL it receives an array (mem_free it) of the tensors of block 0's
+ * variables, in declaration order (borrowed from the tape). */
+Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor ***values);
 
 #endif

@@ -18,18 +18,19 @@ if [ $# -gt 0 ]; then cases=("$@"); else
   mapfile -t cases < <(find "$here/cases" -name '*.net' ! -name '_*' | LC_ALL=C sort)
 fi
 pass=0 fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 for c in "${cases[@]}"; do
   dir=$(dirname "$c") name=$(basename "$c" .net)
   args=$(sed -n '1s/^# args: //p' "$c")
   [ -n "$args" ] || args=dump
   actual=$(cd "$dir" && {
     # shellcheck disable=SC2086
-    timeout 60 "$NETRUN" $args "$name.net" >"$name.stdout.tmp" 2>"$name.stderr.tmp"
+    timeout 60 "$NETRUN" $args "$name.net" >"$tmp/stdout" 2>"$tmp/stderr"
     code=$?
-    cat "$name.stdout.tmp"
-    if [ -s "$name.stderr.tmp" ]; then echo "--- stderr"; cat "$name.stderr.tmp"; fi
+    cat "$tmp/stdout"
+    if [ -s "$tmp/stderr" ]; then echo "--- stderr"; cat "$tmp/stderr"; fi
     if [ $code -ne 0 ]; then echo "--- exit $code"; fi
-    rm -f "$name.stdout.tmp" "$name.stderr.tmp"
   })
   expect="$dir/$name.expect"
   if [ $regen -eq 1 ]; then

@@ -68,6 +68,19 @@ static bool infer_conditional(InferCtx *c) {
   return true;
 }
 
+/* while_grad and conditional_block_grad: each gradient has its value's shape. */
+static bool infer_control_grad(InferCtx *c) {
+  for (int k = 0; k < infer_out_count(c, "X@GRAD"); k++) {
+    const VarDesc *x = infer_in(c, "X", k);
+    if (x) infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
+  }
+  for (int j = 0; j < infer_out_count(c, "Input@GRAD"); j++) {
+    const VarDesc *x = infer_in(c, "Input", j);
+    if (x) infer_set(c, "Input@GRAD", j, x->dtype, &x->shape);
+  }
+  return true;
+}
+
 OpProto op_table_control[] = {
     {.type = "while", .doc = "runs sub_block while Cond holds, carrying X from turn to turn",
      .in = {{"Cond", 0, "the condition before the first turn (bool scalar)"},
@@ -83,5 +96,23 @@ OpProto op_table_control[] = {
      .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the branch run when Cond holds"},
                {"else_block", ATTR_BLOCK, NULL, NULL, "the branch run otherwise"}},
      .infer = infer_conditional, .grad_kind = GRAD_DEDICATED, .flags = OP_CONTROL | OP_INTERNAL},
+    {.type = "while_grad",
+     .doc = "runs sub_block (the body's grad block) over the loop's saved turns, last turn first",
+     .in = {{"Out@GRAD", SLOT_LIST, "gradients of the loop's outputs"},
+            {"X", SLOT_LIST | SLOT_OPTIONAL, "the loop's initial carried values"},
+            {"Input", SLOT_LIST | SLOT_OPTIONAL, "the outer values the body read"}},
+     .out = {{"X@GRAD", SLOT_LIST, "gradients of the initial carried values"},
+             {"Input@GRAD", SLOT_LIST, "gradients of the outer values, summed over turns"}},
+     .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the body's grad block"}},
+     .infer = infer_control_grad, .grad_kind = GRAD_NONE, .flags = OP_CONTROL | OP_INTERNAL},
+    {.type = "conditional_block_grad",
+     .doc = "runs the grad block of the branch its conditional_block took",
+     .in = {{"Cond", 0, "the forward condition"},
+            {"Input", SLOT_LIST | SLOT_OPTIONAL, "the outer values the branches read"},
+            {"Out@GRAD", SLOT_LIST, "gradients of the branch results"}},
+     .out = {{"Input@GRAD", SLOT_LIST, "gradients of the outer values (zero from the branch not taken)"}},
+     .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the then branch's grad block"},
+               {"else_block", ATTR_BLOCK, NULL, NULL, "the else branch's grad block"}},
+     .infer = infer_control_grad, .grad_kind = GRAD_NONE, .flags = OP_CONTROL | OP_INTERNAL},
     {0},
 };

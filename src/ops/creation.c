@@ -262,7 +262,7 @@ static void convert(Tensor *out, const Tensor *in) {
   switch (out->dtype * 3 + in->dtype) {
   case DT_F32 * 3 + DT_I64: CONVERT(float, int64_t, x[i]); break;
   case DT_F32 * 3 + DT_BOOL: CONVERT(float, uint8_t, x[i]); break;
-  case DT_I64 * 3 + DT_F32: CONVERT(int64_t, float, to_i64(x[i])); break;
+  case DT_I64 * 3 + DT_F32: CONVERT(int64_t, float, to_i64((double)x[i])); break;
   case DT_I64 * 3 + DT_BOOL: CONVERT(int64_t, uint8_t, x[i]); break;
   case DT_BOOL * 3 + DT_F32: CONVERT(uint8_t, float, x[i] != 0); break;
   case DT_BOOL * 3 + DT_I64: CONVERT(uint8_t, int64_t, x[i] != 0); break;
@@ -272,7 +272,8 @@ static void convert(Tensor *out, const Tensor *in) {
 
 static int k_zeros(ExecCtx *c) {
   Tensor *out = ctx_out(c, 0);
-  if (out->numel) memset(out->data, 0, out->storage->bytes);   /* 0.0f is all zero bits */
+  /* 0.0f, 0 and false are all zero bytes */
+  if (out->numel) memset(out->data, 0, (size_t)out->numel * dtype_size(out->dtype));
   return 0;
 }
 

@@ -2,6 +2,7 @@
  *
  * Binary ops broadcast like NumPy; their gradients are summed back to each
  * input's shape.  i64 with f32 promotes to f32; bool counts as i64. */
+#include "../backward.h"
 #include "../exec.h"
 
 #include <math.h>
@@ -252,7 +253,8 @@ static int k_pow(ExecCtx *c) {
 
 /* ---- unary loops ---- */
 
-/* An op's float attributes, read once per call. */
+/* An op's attributes (alpha, scale and bias, clip's bounds), read once per
+ * call: as f32 for the f32 loops, as i64 for the i64 ones. */
 typedef struct UnaryArgs {
   f32 f[2];
   i64 i[2];
@@ -358,15 +360,137 @@ static int k_clip(ExecCtx *c) {
   return unary_run(c, clip_loops, &p);
 }
 
+/* ---- gradients ------------------------------------------------------------------
+ * Composite: each gradient is built from forward ops and summed back to its
+ * input's shape where the forward op broadcast it. */
+
+#define DOUT gop_out_grad(g, "Out", 0)
+#define X0 gop_in(g, "X", 0)
+#define Y0 gop_in(g, "Y", 0)
+#define OUT0 gop_out(g, "Out", 0)
+
+/* add: dX = dOut, dY = dOut. */
+static int g_add(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  if (dx) grad_reduce_like(g, DOUT, OUT0, X0, dx);
+  if (dy) grad_reduce_like(g, DOUT, OUT0, Y0, dy);
+  return 0;
+}
+
+/* sub: dX = dOut (an assign), dY = scale(dOut, -1). */
+static int g_sub(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  if (dx) grad_reduce_like(g, DOUT, OUT0, X0, dx);
+  if (dy) {
+    const char *t = gtemp(g);
+    OpDesc *op = gemit(g, "scale");
+    gemit_in(g, op, "X", DOUT);
+    gemit_out(g, op, "Out", t);
+    gemit_attr(g, op, "scale", attr_float(-1));
+    grad_reduce_like(g, t, OUT0, Y0, dy);
+  }
+  return 0;
+}
+
+/* mul: dX = dOut * Y, dY = dOut * X. */
+static int g_mul(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  if (dx) {
+    const char *t = gtemp(g);
+    gemit2(g, "mul", DOUT, Y0, t);
+    grad_reduce_like(g, t, OUT0, X0, dx);
+  }
+  if (dy) {
+    const char *t = gtemp(g);
+    gemit2(g, "mul", DOUT, X0, t);
+    grad_reduce_like(g, t, OUT0, Y0, dy);
+  }
+  return 0;
+}
+
+/* div: dX = dOut / Y, dY = -(dOut / Y) * Out. */
+static int g_div(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  const char *q = gtemp(g);
+  gemit2(g, "div", DOUT, Y0, q);
+  if (dx) grad_reduce_like(g, q, OUT0, X0, dx);
+  if (dy) {
+    const char *t = gtemp(g), *u = gtemp(g);
+    gemit2(g, "mul", q, OUT0, t);
+    gemit1(g, "neg", t, u);
+    grad_reduce_like(g, u, OUT0, Y0, dy);
+  }
+  return 0;
+}
+
+/* A unary op's gradient dX = dOut * f(...) built by `emit`. */
+#define UNARY_GRAD(NAME, ...)                                                   \
+  static int g_##NAME(GradCtx *g) {                                             \
+    const char *dx = gop_in_grad(g, "X", 0);                                    \
+    if (!dx) return 0;                                                          \
+    __VA_ARGS__;                                                                \
+    return 0;                                                                   \
+  }
+
+/* neg: dX = -dOut */
+UNARY_GRAD(neg, gemit1(g, "neg", DOUT, dx))
+/* exp: dX = dOut * Out */
+UNARY_GRAD(exp, gemit2(g, "mul", DOUT, OUT0, dx))
+/* log: dX = dOut / X */
+UNARY_GRAD(log, gemit2(g, "div", DOUT, X0, dx))
+/* sqrt: dX = dOut * 0.5 / Out */
+UNARY_GRAD(sqrt, {
+  const char *t = gtemp(g);
+  OpDesc *op = gemit(g, "scale");
+  gemit_in(g, op, "X", DOUT);
+  gemit_out(g, op, "Out", t);
+  gemit_attr(g, op, "scale", attr_float(0.5));
+  gemit2(g, "div", t, OUT0, dx);
+})
+/* square: dX = dOut * 2X */
+UNARY_GRAD(square, {
+  const char *t = gtemp(g);
+  OpDesc *op = gemit(g, "scale");
+  gemit_in(g, op, "X", X0);
+  gemit_out(g, op, "Out", t);
+  gemit_attr(g, op, "scale", attr_float(2));
+  gemit2(g, "mul", DOUT, t, dx);
+})
+/* sin: dX = dOut * cos X */
+UNARY_GRAD(sin, {
+  const char *t = gtemp(g);
+  gemit1(g, "cos", X0, t);
+  gemit2(g, "mul", DOUT, t, dx);
+})
+/* cos: dX = -dOut * sin X */
+UNARY_GRAD(cos, {
+  const char *t = gtemp(g), *u = gtemp(g);
+  gemit1(g, "sin", X0, t);
+  gemit2(g, "mul", DOUT, t, u);
+  gemit1(g, "neg", u, dx);
+})
+/* scale: dX = scale(dOut, scale) */
+UNARY_GRAD(scale, {
+  OpDesc *op = gemit(g, "scale");
+  gemit_in(g, op, "X", DOUT);
+  gemit_out(g, op, "Out", dx);
+  gemit_attr(g, op, "scale", *gop_attr(g, "scale"));
+})
+
 /* ---- the table ----------------------------------------------------------------- */
 
 #define BINARY(NAME, DOC, GK)                                                   \
-  {.type = #NAME, .doc = DOC, .kernel = k_##NAME,                               \
+  {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "left operand"}, {"Y", 0, "right operand"}},                 \
    .out = {{"Out", 0, "the result, broadcast shape of X and Y"}},               \
    .infer = infer_binary, .grad_kind = GK}
+/* Composite gradients are the g_ functions above; dedicated ones come with
+ * their *_grad ops. */
+#define GRAD_FN_GRAD_COMPOSITE(NAME) g_##NAME
+#define GRAD_FN_GRAD_DEDICATED(NAME) NULL
 #define UNARY(NAME, DOC, INFER, GK)                                             \
-  {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .in = {{"X", 0, "input"}},    \
+  {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
+   .in = {{"X", 0, "input"}},                                                   \
    .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK}
 
 OpProto op_table_elementwise[] = {
@@ -401,7 +525,7 @@ OpProto op_table_elementwise[] = {
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
                {"bias", ATTR_FLOAT, "0", NULL, "added after scaling"}},
-     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale},
     {.type = "clip", .doc = "Out = X limited to [min, max]",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"min", ATTR_FLOAT, NULL, NULL, "lower bound"},

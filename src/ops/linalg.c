@@ -135,16 +135,17 @@ static void batch_next(const MatDims *d, int64_t *idx, int64_t *xo, int64_t *yo)
   }
 }
 
-static int matmul_f32(ExecCtx *c, MatDims *d, const float *x, const float *y, float *out) {
+static int matmul_f32(ExecCtx *c, const MatDims *d, const float *x, const float *y, float *out) {
   int64_t mk = d->m * d->k, kn = d->k * d->n, mn = d->m * d->n;
   if (mn == 0 || d->nbatch == 0) return 0;
   if (d->k == 0) {   /* a sum of nothing; BLAS wants leading dimensions >= 1 */
     memset(out, 0, sizeof(float) * (size_t)(d->nbatch * mn));
     return 0;
   }
-  if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX)
-    return ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)",
-                    (long long)(d->m > d->n ? (d->m > d->k ? d->m : d->k) : (d->n > d->k ? d->n : d->k)),
+  int64_t big = d->m > d->n ? d->m : d->n;
+  if (d->k > big) big = d->k;
+  if (big > INT_MAX)   /* Debian's OpenBLAS takes int sizes */
+    return ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,
                     INT_MAX);
   bool fold = !d->tx && d->nbatch * d->m <= INT_MAX;
   for (int i = 0; i < d->rb && fold; i++)

@@ -282,8 +282,9 @@ static const char *position(const char *name, const Tensor *t, int64_t i, char *
   return buf;
 }
 
-/* The error for class index `v` (element i of `t`, named `name`) outside
- * [0, n) `what`s ("classes", "rows") of `of`. */
+/* Reports element i of index tensor `t` (slot `name`): its value v is not
+ * one of the n `what` of `of`, as in "Label[1] = 5 is out of range: Logits
+ * has 3 classes (0 to 2)". */
 static int index_fail(ExecCtx *c, const char *name, const Tensor *t, int64_t i, int64_t v,
                       const char *of, int64_t n, const char *what) {
   char pos[160], range[64] = "";

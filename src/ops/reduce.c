@@ -113,17 +113,22 @@ static bool infer_argmax(InferCtx *c) {
  * kept (`spread`). */
 typedef void (*RunFn)(void *acc, const void *x, int64_t n, bool spread);
 
+/* A reduced run is folded into four partial results, so the adds (or
+ * compares) of neighbouring elements do not wait on each other. */
 #define SUM_RUN(NAME, XT, AT)                                                   \
   static void NAME(void *accv, const void *xv, int64_t n, bool spread) {        \
-    AT *acc = accv;                                                             \
-    const XT *x = xv;                                                           \
+    AT *restrict acc = accv;                                                    \
+    const XT *restrict x = xv;                                                  \
     if (spread) {                                                               \
       for (int64_t i = 0; i < n; i++) acc[i] += (AT)x[i];                       \
-    } else {                                                                    \
-      AT s = 0;                                                                 \
-      for (int64_t i = 0; i < n; i++) s += (AT)x[i];                            \
-      acc[0] += s;                                                              \
+      return;                                                                   \
     }                                                                           \
+    AT s[4] = {0, 0, 0, 0};                                                     \
+    int64_t i = 0;                                                              \
+    for (; i + 4 <= n; i += 4)                                                  \
+      for (int k = 0; k < 4; k++) s[k] += (AT)x[i + k];                         \
+    for (; i < n; i++) s[0] += (AT)x[i];                                        \
+    acc[0] += (s[0] + s[1]) + (s[2] + s[3]);                                    \
   }
 SUM_RUN(sum_f32_f64, float, double)
 SUM_RUN(sum_i64_f64, int64_t, double)
@@ -131,31 +136,32 @@ SUM_RUN(sum_bool_f64, uint8_t, double)
 SUM_RUN(sum_i64_u64, int64_t, uint64_t)
 SUM_RUN(sum_bool_u64, uint8_t, uint64_t)
 
-/* BETTER(a, b): a replaces the current pick b. */
-#define PICK_RUN(NAME, T, BETTER)                                               \
+/* PICK(v, m): the new pick after seeing v, m the current one. */
+#define PICK_RUN(NAME, T, PICK)                                                 \
   static void NAME(void *accv, const void *xv, int64_t n, bool spread) {        \
-    T *acc = accv;                                                              \
-    const T *x = xv;                                                            \
+    T *restrict acc = accv;                                                     \
+    const T *restrict x = xv;                                                   \
     if (spread) {                                                               \
-      for (int64_t i = 0; i < n; i++)                                           \
-        if (BETTER(x[i], acc[i])) acc[i] = x[i];                                \
-    } else {                                                                    \
-      T m = acc[0];                                                             \
-      for (int64_t i = 0; i < n; i++)                                           \
-        if (BETTER(x[i], m)) m = x[i];                                          \
-      acc[0] = m;                                                               \
+      for (int64_t i = 0; i < n; i++) acc[i] = PICK(x[i], acc[i]);              \
+      return;                                                                   \
     }                                                                           \
+    T m[4] = {acc[0], acc[0], acc[0], acc[0]};                                  \
+    int64_t i = 0;                                                              \
+    for (; i + 4 <= n; i += 4)                                                  \
+      for (int k = 0; k < 4; k++) m[k] = PICK(x[i + k], m[k]);                  \
+    for (; i < n; i++) m[0] = PICK(x[i], m[0]);                                 \
+    acc[0] = PICK(PICK(m[1], m[0]), PICK(m[3], m[2]));                          \
   }
-#define GT(a, b) ((a) > (b))
-#define LT(a, b) ((a) < (b))
-#define GT_NAN(a, b) ((a) > (b) || isnan(a))   /* a NaN, once picked, stays */
-#define LT_NAN(a, b) ((a) < (b) || isnan(a))
-PICK_RUN(max_f32, float, GT_NAN)
-PICK_RUN(min_f32, float, LT_NAN)
-PICK_RUN(max_i64, int64_t, GT)
-PICK_RUN(min_i64, int64_t, LT)
-PICK_RUN(max_bool, uint8_t, GT)
-PICK_RUN(min_bool, uint8_t, LT)
+#define LARGER(v, m) ((v) > (m) ? (v) : (m))
+#define SMALLER(v, m) ((v) < (m) ? (v) : (m))
+#define LARGER_NAN(v, m) (((v) > (m)) | isnan(v) ? (v) : (m))   /* a NaN, once picked, stays */
+#define SMALLER_NAN(v, m) (((v) < (m)) | isnan(v) ? (v) : (m))
+PICK_RUN(max_f32, float, LARGER_NAN)
+PICK_RUN(min_f32, float, SMALLER_NAN)
+PICK_RUN(max_i64, int64_t, LARGER)
+PICK_RUN(min_i64, int64_t, SMALLER)
+PICK_RUN(max_bool, uint8_t, LARGER)
+PICK_RUN(min_bool, uint8_t, SMALLER)
 
 /* Walks X (ng merged groups of the given sizes, `gred` marking reduced ones;
  * element size xes) into the accumulators (element size aes), one run per
@@ -260,30 +266,49 @@ static int k_mean(ExecCtx *c) { return reduce(c, R_MEAN); }
 static int k_max(ExecCtx *c) { return reduce(c, R_MAX); }
 static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
 
-/* argmax over X viewed as [outer, n, inner]: the result is [outer, inner]. */
-#define ARGMAX(NAME, T, BETTER)                                                 \
+/* argmax over X viewed as [outer, n, inner]: the result is [outer, inner].
+ * The first NaN wins (ISNAN is never true for integers). */
+#define ARGMAX(NAME, T, ISNAN)                                                  \
   static void NAME(const void *xv, int64_t *out, int64_t outer, int64_t n,      \
                    int64_t inner) {                                             \
+    T *bestv = inner > 1 ? mem_alloc(NULL, sizeof(T) * (size_t)inner) : NULL;   \
     for (int64_t o = 0; o < outer; o++) {                                       \
       const T *x = (const T *)xv + o * n * inner;                               \
       int64_t *best = out + o * inner;                                          \
       if (inner == 1) {                                                         \
         int64_t b = 0;                                                          \
-        for (int64_t r = 1; r < n; r++)                                         \
-          if (BETTER(x[r], x[b])) b = r;                                        \
+        T bv = x[0];                                                            \
+        for (int64_t r = 1; r < n && !ISNAN(bv); r++) {                         \
+          if (x[r] > bv) {                                                      \
+            bv = x[r];                                                          \
+            b = r;                                                              \
+          } else if (ISNAN(x[r])) {                                             \
+            b = r;                                                              \
+            break;                                                              \
+          }                                                                     \
+        }                                                                       \
         best[0] = b;                                                            \
         continue;                                                               \
       }                                                                         \
-      for (int64_t i = 0; i < inner; i++) best[i] = 0;                          \
+      for (int64_t i = 0; i < inner; i++) {                                     \
+        best[i] = 0;                                                            \
+        bestv[i] = x[i];                                                        \
+      }                                                                         \
       for (int64_t r = 1; r < n; r++)                                           \
-        for (int64_t i = 0; i < inner; i++)                                     \
-          if (BETTER(x[r * inner + i], x[best[i] * inner + i])) best[i] = r;    \
+        for (int64_t i = 0; i < inner; i++) {                                   \
+          T v = x[r * inner + i];                                               \
+          if (v > bestv[i] || (ISNAN(v) && !ISNAN(bestv[i]))) {                 \
+            bestv[i] = v;                                                       \
+            best[i] = r;                                                        \
+          }                                                                     \
+        }                                                                       \
     }                                                                           \
+    mem_free(bestv);                                                            \
   }
-#define GT_FIRST_NAN(a, b) ((a) > (b) || (isnan(a) && !isnan(b)))
-ARGMAX(argmax_f32, float, GT_FIRST_NAN)
-ARGMAX(argmax_i64, int64_t, GT)
-ARGMAX(argmax_bool, uint8_t, GT)
+#define NEVER_NAN(v) false
+ARGMAX(argmax_f32, float, isnan)
+ARGMAX(argmax_i64, int64_t, NEVER_NAN)
+ARGMAX(argmax_bool, uint8_t, NEVER_NAN)
 
 static int k_argmax(ExecCtx *c) {
   Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);

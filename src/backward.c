@@ -1,0 +1,863 @@
+/* backward.c — append_backward: building the backward program (backward.h).
+ *
+ * Four passes over the forward program, then one per block of grad ops:
+ *   1. live: which values depend on a parameter (forward, through ops that
+ *      have a gradient, into loop bodies until the carried values settle);
+ *   2. needed: which values the loss depends on (backward, likewise);
+ *      a value gets a gradient if it is live, needed, f32, and neither in
+ *      the no_grad set nor marked stop_gradient;
+ *   3. grad ops: ops visited in reverse ask their grad makers for ops; a
+ *      while or if op gets a grad block built recursively;
+ *   4. per block of grad ops: dead grad ops dropped, repeated writes
+ *      renamed and summed by add_n, missing gradients made by
+ *      fill_zeros_like, new variables declared and their shapes inferred,
+ *      and a verify pass.
+ *
+ * Gradient names: the gradient of v is v@GRAD.  Inside the grad block of a
+ * loop or branch body, the per-turn gradient of a variable from outside
+ * the body (a parameter the body reads) is v@GRAD@B<block>, and the
+ * while_grad / conditional_block_grad op sums those into v@GRAD outside.
+ */
+#include "backward.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+enum { MARK_LIVE = 1, MARK_NEED = 2, MARK_GRAD = 4 };
+
+typedef struct OpList {
+  OpDesc **ops;
+  int n, cap;
+} OpList;
+
+typedef struct Backward {
+  Program *p;
+  Diag *diag;
+  unsigned char *marks;          /* per variable, indexed by VarIndex */
+  struct VarIdx *idx;
+  int nvars;
+  const char *const *no_grad;
+  int nno_grad;
+  bool failed;
+} Backward;
+
+struct GradCtx {
+  Backward *bw;
+  Block *fwd;                    /* the forward block */
+  Block *gblock;                 /* where its grad ops go */
+  const OpDesc *op;
+  int op_index;
+  const OpProto *proto;
+  OpList *out;
+};
+
+/* ---- variable marks ------------------------------------------------------------
+ * Marks live in a side table keyed by the VarDesc pointer's position in a
+ * flat array of every variable, built once. */
+
+typedef struct VarIdx {
+  const VarDesc **keys;
+  int *vals;
+  size_t cap;
+} VarIdx;
+
+static size_t hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static void idx_put(VarIdx *m, const VarDesc *v, int val) {
+  size_t i = hash_ptr(v) & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != v) i = (i + 1) & (m->cap - 1);
+  m->keys[i] = v;
+  m->vals[i] = val;
+}
+
+static int idx_get(const VarIdx *m, const VarDesc *v) {
+  size_t i = hash_ptr(v) & (m->cap - 1);
+  while (m->keys[i]) {
+    if (m->keys[i] == v) return m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  return -1;
+}
+
+static unsigned char *mark_of(Backward *bw, const char *name) {
+  static unsigned char none;
+  const VarDesc *v = prog_var(bw->p, name);
+  int i = v ? idx_get(bw->idx, v) : -1;
+  none = 0;
+  return i >= 0 ? &bw->marks[i] : &none;
+}
+
+static bool has_mark(Backward *bw, const char *name, unsigned m) { return (*mark_of(bw, name) & m) != 0; }
+
+static bool set_mark(Backward *bw, const char *name, unsigned m) {
+  unsigned char *k = mark_of(bw, name);
+  if (*k & m) return false;
+  *k |= (unsigned char)m;
+  return true;
+}
+
+static bool in_no_grad(Backward *bw, const char *name) {
+  const VarDesc *v = prog_var(bw->p, name);
+  for (int i = 0; i < bw->nno_grad; i++) {
+    const char *var = prog_export(bw->p, bw->no_grad[i]);
+    if (strcmp(bw->no_grad[i], name) == 0 || (var && strcmp(var, name) == 0)) return true;
+    if (v && v->user_name && strcmp(v->user_name, bw->no_grad[i]) == 0 && v->block == 0 &&
+        (v->flags & (VAR_PARAM | VAR_INPUT)))
+      return true;
+  }
+  return false;
+}
+
+/* Can a gradient exist for this variable at all? */
+static bool differentiable(Backward *bw, const char *name) {
+  const VarDesc *v = prog_var(bw->p, name);
+  return v && v->dtype == DT_F32 && !(v->flags & VAR_STOP_GRADIENT) && !in_no_grad(bw, name);
+}
+
+/* ---- pass 1: live values (depend on a parameter) ----------------------------------- */
+
+static const Block *sub_block(const Program *p, const OpDesc *op, const char *attr) {
+  const Attr *a = op_attr(op, attr);
+  return a ? prog_block(p, (int)a->v.u.i) : NULL;
+}
+
+static bool is_control(const OpDesc *op) {
+  return strcmp(op->type, "while") == 0 || strcmp(op->type, "conditional_block") == 0;
+}
+
+static bool prop_live(Backward *bw, const Block *b);
+
+static bool live_control(Backward *bw, const OpDesc *op) {
+  bool changed = false;
+  const Slot *x = op_input(op, "X"), *out = op_output(op, "Out");
+  if (strcmp(op->type, "while") == 0) {
+    const Block *s = sub_block(bw->p, op, "sub_block");
+    for (int iter = 0; iter < 64; iter++) {
+      bool more = false;
+      for (int k = 0; x && k < x->n && k < s->nargs; k++)
+        if ((has_mark(bw, x->args[k], MARK_LIVE) || has_mark(bw, s->results[k], MARK_LIVE)) &&
+            differentiable(bw, s->args[k]))
+          more |= set_mark(bw, s->args[k], MARK_LIVE);
+      more |= prop_live(bw, s);
+      changed |= more;
+      if (!more) break;
+    }
+    for (int k = 0; out && k < out->n; k++)
+      if ((has_mark(bw, x->args[k], MARK_LIVE) || has_mark(bw, s->results[k], MARK_LIVE)) &&
+          differentiable(bw, out->args[k]))
+        changed |= set_mark(bw, out->args[k], MARK_LIVE);
+  } else {
+    const Block *t = sub_block(bw->p, op, "sub_block"), *e = sub_block(bw->p, op, "else_block");
+    changed |= prop_live(bw, t);
+    changed |= prop_live(bw, e);
+    for (int k = 0; out && k < out->n; k++)
+      if ((has_mark(bw, t->results[k], MARK_LIVE) || has_mark(bw, e->results[k], MARK_LIVE)) &&
+          differentiable(bw, out->args[k]))
+        changed |= set_mark(bw, out->args[k], MARK_LIVE);
+  }
+  return changed;
+}
+
+static bool prop_live(Backward *bw, const Block *b) {
+  bool changed = false;
+  for (int i = 0; i < b->nops; i++) {
+    const OpDesc *op = b->ops[i];
+    if (is_control(op)) {
+      changed |= live_control(bw, op);
+      continue;
+    }
+    const OpProto *proto = prog_find_op(bw->p, op->type);
+    if (!proto || proto->grad_kind == GRAD_NONE) continue;
+    bool any = false;
+    for (int s = 0; s < op->nin && !any; s++) {
+      int k = reg_slot_index(proto->in, proto->nin, op->in[s].name);
+      if (k >= 0 && (proto->in[k].flags & SLOT_NO_GRAD)) continue;
+      for (int j = 0; j < op->in[s].n && !any; j++) any = has_mark(bw, op->in[s].args[j], MARK_LIVE);
+    }
+    if (!any) continue;
+    for (int s = 0; s < op->nout; s++)
+      for (int j = 0; j < op->out[s].n; j++)
+        if (differentiable(bw, op->out[s].args[j])) changed |= set_mark(bw, op->out[s].args[j], MARK_LIVE);
+  }
+  return changed;
+}
+
+/* ---- pass 2: needed values (the loss depends on them) ------------------------------- */
+
+static bool prop_need(Backward *bw, const Block *b);
+
+static bool need_control(Backward *bw, const OpDesc *op) {
+  bool changed = false;
+  const Slot *x = op_input(op, "X"), *out = op_output(op, "Out");
+  if (strcmp(op->type, "while") == 0) {
+    const Block *s = sub_block(bw->p, op, "sub_block");
+    for (int k = 0; out && k < out->n; k++)
+      if (has_mark(bw, out->args[k], MARK_NEED)) changed |= set_mark(bw, s->results[k], MARK_NEED);
+    for (int iter = 0; iter < 64; iter++) {
+      bool more = prop_need(bw, s);
+      for (int k = 0; k < s->nargs; k++)
+        if (has_mark(bw, s->args[k], MARK_NEED)) more |= set_mark(bw, s->results[k], MARK_NEED);
+      changed |= more;
+      if (!more) break;
+    }
+    for (int k = 0; x && k < x->n && k < s->nargs; k++)
+      if (has_mark(bw, s->args[k], MARK_NEED) || has_mark(bw, out->args[k], MARK_NEED))
+        changed |= set_mark(bw, x->args[k], MARK_NEED);
+  } else {
+    const Block *br[2] = {sub_block(bw->p, op, "sub_block"), sub_block(bw->p, op, "else_block")};
+    for (int j = 0; j < 2; j++) {
+      for (int k = 0; out && k < out->n; k++)
+        if (has_mark(bw, out->args[k], MARK_NEED)) changed |= set_mark(bw, br[j]->results[k], MARK_NEED);
+      changed |= prop_need(bw, br[j]);
+    }
+  }
+  return changed;
+}
+
+static bool prop_need(Backward *bw, const Block *b) {
+  bool changed = false;
+  for (int i = b->nops - 1; i >= 0; i--) {
+    const OpDesc *op = b->ops[i];
+    if (is_control(op)) {
+      changed |= need_control(bw, op);
+      continue;
+    }
+    bool any = false;
+    for (int s = 0; s < op->nout && !any; s++)
+      for (int j = 0; j < op->out[s].n && !any; j++) any = has_mark(bw, op->out[s].args[j], MARK_NEED);
+    if (!any) continue;
+    for (int s = 0; s < op->nin; s++)
+      for (int j = 0; j < op->in[s].n; j++) changed |= set_mark(bw, op->in[s].args[j], MARK_NEED);
+  }
+  return changed;
+}
+
+/* ---- names ------------------------------------------------------------------------ */
+
+/* The gradient of v inside grad block g (whose forward block is g->fwd_block,
+ * or block 0 itself). */
+static const char *grad_name(Backward *bw, const Block *g, const char *v) {
+  const VarDesc *d = prog_var(bw->p, v);
+  int fwd = g->idx == 0 ? 0 : g->fwd_block;
+  if (!d || d->block == fwd) return arena_printf(bw->p->arena, "%s@GRAD", v);
+  return arena_printf(bw->p->arena, "%s@GRAD@B%d", v, g->idx);
+}
+
+static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MARK_GRAD); }
+
+/* ---- the grad-maker interface --------------------------------------------------------- */
+
+int gop_nin(GradCtx *g, const char *slot) {
+  const Slot *s = op_input(g->op, slot);
+  return s ? s->n : 0;
+}
+
+const char *gop_in(GradCtx *g, const char *slot, int i) {
+  const Slot *s = op_input(g->op, slot);
+  return s && i < s->n ? s->args[i] : NULL;
+}
+
+int gop_nout(GradCtx *g, const char *slot) {
+  const Slot *s = op_output(g->op, slot);
+  return s ? s->n : 0;
+}
+
+const char *gop_out(GradCtx *g, const char *slot, int i) {
+  const Slot *s = op_output(g->op, slot);
+  return s && i < s->n ? s->args[i] : NULL;
+}
+
+const char *gop_in_grad(GradCtx *g, const char *slot, int i) {
+  const char *v = gop_in(g, slot, i);
+  if (!v || !needs_grad(g->bw, v)) return NULL;
+  return grad_name(g->bw, g->gblock, v);
+}
+
+const char *gop_out_grad(GradCtx *g, const char *slot, int i) {
+  const char *v = gop_out(g, slot, i);
+  return v ? grad_name(g->bw, g->gblock, v) : NULL;
+}
+
+const AttrValue *gop_attr(GradCtx *g, const char *name) {
+  const Attr *a = op_attr(g->op, name);
+  if (a) return &a->v;
+  int i = g->proto ? reg_attr_index(g->proto, name) : -1;
+  return i >= 0 && g->proto->has_dflt[i] ? &g->proto->dflt[i] : NULL;
+}
+
+const OpDesc *gop_fwd(GradCtx *g) { return g->op; }
+Program *gprog(GradCtx *g) { return g->bw->p; }
+
+OpDesc *gemit(GradCtx *g, const char *type) {
+  OpDesc *op = op_new(g->bw->p, type, g->op->span);
+  op->fwd_block = g->fwd->idx;
+  op->fwd_op = g->op_index;
+  VEC_RESERVE(g->out->ops, g->out->cap, g->out->n + 1);
+  g->out->ops[g->out->n++] = op;
+  return op;
+}
+
+void gemit_in(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
+  slot_push(g->bw->p, op_add_input(g->bw->p, op, slot), var);
+}
+
+void gemit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
+  slot_push(g->bw->p, op_add_output(g->bw->p, op, slot), var);
+}
+
+void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_attr(g->bw->p, op, name, v); }
+
+const char *gtemp(GradCtx *g) { return prog_temp(g->bw->p); }
+
+void gemit1(GradCtx *g, const char *type, const char *x, const char *out) {
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, "X", x);
+  gemit_out(g, op, "Out", out);
+}
+
+void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out) {
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, "X", x);
+  gemit_in(g, op, "Y", y);
+  gemit_out(g, op, "Out", out);
+}
+
+void grad_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst) {
+  const VarDesc *a = prog_var(g->bw->p, src_shape), *b = prog_var(g->bw->p, like);
+  bool same = a && b && a->shape.rank >= 0 && shape_eq(&a->shape, &b->shape);
+  for (int i = 0; same && i < a->shape.rank; i++) same = a->shape.d[i].n >= 0 || a->shape.d[i].sym;
+  OpDesc *op = gemit(g, same ? "assign" : "sum_like");
+  gemit_in(g, op, "X", src);
+  if (!same) gemit_in(g, op, "Like", like);
+  gemit_out(g, op, "Out", dst);
+}
+
+/* ---- pass 3: grad ops ------------------------------------------------------------------- */
+
+static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *out);
+static void finish_block(Backward *bw, Block *g, OpList *list, const char *const *targets, int ntargets,
+                         const char *const *args, int nargs);
+
+static void fail_at(Backward *bw, Span at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail_at(Backward *bw, Span at, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(bw->diag, at, "%s", msg);
+  bw->failed = true;
+}
+
+static const char *empty_name(void) { return "@EMPTY@"; }
+
+/* while: a grad block over the body, run turn by turn in reverse. */
+static void grad_while(Backward *bw, GradCtx *c) {
+  Program *p = bw->p;
+  const OpDesc *op = c->op;
+  Block *s = (Block *)sub_block(p, op, "sub_block");
+  const Slot *x = op_input(op, "X"), *in = op_input(op, "Input"), *out = op_output(op, "Out");
+  if (!s || !x || !out) {
+    fail_at(bw, op->span, "internal error: malformed while op");
+    return;
+  }
+  int nc = s->nargs;
+  Block *gs = prog_add_block(p, s->idx);
+  gs->fwd_block = s->idx;
+  OpList list = {0};
+  if (!build_block(bw, s, gs, s->nops, &list)) {
+    mem_free(list.ops);
+    return;
+  }
+  /* The grad block starts from the gradients of a turn's results and ends
+   * with those of its args and of the outer values it read. */
+  const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(nc + 1));
+  const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(nc + (in ? in->n : 0) + 1));
+  int nt = 0;
+  /* A carried value with no gradient (a counter) has none in any turn. */
+  bool *carry = arena_alloc(p->arena, sizeof *carry * (size_t)(nc + 1));
+  for (int k = 0; k < nc; k++) carry[k] = needs_grad(bw, s->args[k]) || needs_grad(bw, s->results[k]);
+  for (int k = 0; k < nc; k++) args[k] = carry[k] ? grad_name(bw, gs, s->results[k]) : empty_name();
+  for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? grad_name(bw, gs, s->args[k]) : NULL;
+  int ncap = in ? in->n : 0;
+  for (int j = 0; j < ncap; j++) targets[nt++] = needs_grad(bw, in->args[j]) ? grad_name(bw, gs, in->args[j]) : NULL;
+  finish_block(bw, gs, &list, targets, nt, args, nc);
+  mem_free(list.ops);
+  OpDesc *w = gemit(c, "while_grad");
+  for (int k = 0; k < nc; k++)
+    gemit_in(c, w, "Out@GRAD", carry[k] ? grad_name(bw, c->gblock, out->args[k]) : empty_name());
+  op_add_input(p, w, "Out@GRAD");
+  op_add_input(p, w, "X");
+  for (int k = 0; k < nc; k++) gemit_in(c, w, "X", x->args[k]);
+  op_add_input(p, w, "Input");
+  for (int j = 0; j < ncap; j++) gemit_in(c, w, "Input", in->args[j]);
+  op_add_output(p, w, "X@GRAD");
+  for (int k = 0; k < nc; k++)
+    gemit_out(c, w, "X@GRAD", carry[k] && needs_grad(bw, x->args[k]) ? grad_name(bw, c->gblock, x->args[k]) : empty_name());
+  op_add_output(p, w, "Input@GRAD");
+  for (int j = 0; j < ncap; j++)
+    gemit_out(c, w, "Input@GRAD", needs_grad(bw, in->args[j]) ? grad_name(bw, c->gblock, in->args[j]) : empty_name());
+  gemit_attr(c, w, "sub_block", attr_block(gs->idx));
+}
+
+/* if: a grad block per branch; the taken branch's runs. */
+static void grad_cond(Backward *bw, GradCtx *c) {
+  Program *p = bw->p;
+  const OpDesc *op = c->op;
+  const Slot *in = op_input(op, "Input"), *out = op_output(op, "Out");
+  int ncap = in ? in->n : 0, no = out ? out->n : 0;
+  int gidx[2];
+  const char *attrs[2] = {"sub_block", "else_block"};
+  for (int br = 0; br < 2; br++) {
+    Block *b = (Block *)sub_block(p, op, attrs[br]);
+    if (!b) {
+      fail_at(bw, op->span, "internal error: malformed conditional_block op");
+      return;
+    }
+    Block *gb = prog_add_block(p, b->idx);
+    gb->fwd_block = b->idx;
+    gidx[br] = gb->idx;
+    OpList list = {0};
+    if (!build_block(bw, b, gb, b->nops, &list)) {
+      mem_free(list.ops);
+      return;
+    }
+    const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
+    const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
+    for (int k = 0; k < no; k++) args[k] = grad_name(bw, gb, b->results[k]);
+    for (int j = 0; j < ncap; j++) targets[j] = needs_grad(bw, in->args[j]) ? grad_name(bw, gb, in->args[j]) : NULL;
+    finish_block(bw, gb, &list, targets, ncap, args, no);
+    mem_free(list.ops);
+  }
+  OpDesc *g = gemit(c, "conditional_block_grad");
+  gemit_in(c, g, "Cond", op_in1(op, "Cond"));
+  op_add_input(p, g, "Input");
+  for (int j = 0; j < ncap; j++) gemit_in(c, g, "Input", in->args[j]);
+  op_add_input(p, g, "Out@GRAD");
+  for (int k = 0; k < no; k++) gemit_in(c, g, "Out@GRAD", grad_name(bw, c->gblock, out->args[k]));
+  op_add_output(p, g, "Input@GRAD");
+  for (int j = 0; j < ncap; j++)
+    gemit_out(c, g, "Input@GRAD", needs_grad(bw, in->args[j]) ? grad_name(bw, c->gblock, in->args[j]) : empty_name());
+  gemit_attr(c, g, "sub_block", attr_block(gidx[0]));
+  gemit_attr(c, g, "else_block", attr_block(gidx[1]));
+}
+
+/* Does op have an input whose gradient is needed, and an output the loss
+ * depends on? */
+static bool op_wants_grad(Backward *bw, const OpDesc *op, const OpProto *proto) {
+  bool in_grad = false, out_need = false;
+  for (int s = 0; s < op->nin && !in_grad; s++) {
+    int k = proto ? reg_slot_index(proto->in, proto->nin, op->in[s].name) : -1;
+    if (k >= 0 && (proto->in[k].flags & SLOT_NO_GRAD)) continue;
+    for (int j = 0; j < op->in[s].n && !in_grad; j++) in_grad = needs_grad(bw, op->in[s].args[j]);
+  }
+  for (int s = 0; s < op->nout && !out_need; s++)
+    for (int j = 0; j < op->out[s].n && !out_need; j++)
+      out_need = has_mark(bw, op->out[s].args[j], MARK_NEED) && has_mark(bw, op->out[s].args[j], MARK_LIVE);
+  return in_grad && out_need;
+}
+
+/* The grad ops of forward block fwd's first nfwd ops, in reverse, into out. */
+static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *out) {
+  for (int i = nfwd - 1; i >= 0 && !bw->failed; i--) {
+    const OpDesc *op = fwd->ops[i];
+    const OpProto *proto = prog_find_op(bw->p, op->type);
+    if (!op_wants_grad(bw, op, proto)) continue;
+    GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
+    if (strcmp(op->type, "while") == 0) {
+      grad_while(bw, &c);
+      continue;
+    }
+    if (strcmp(op->type, "conditional_block") == 0) {
+      grad_cond(bw, &c);
+      continue;
+    }
+    if (!proto || proto->grad_kind == GRAD_NONE || !proto->grad) {
+      if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
+      int line = 0, col = 0;
+      if (op->span.file >= 0) diag_line_col(bw->diag, op->span.file, op->span.start, &line, &col);
+      if (!proto || proto->grad_kind == GRAD_NONE)
+        fail_at(bw, op->span, "%s has no gradient, but the loss depends on a parameter through it", op->type);
+      else
+        fail_at(bw, op->span, "%s: its gradient is not implemented yet", op->type);
+      return false;
+    }
+    int before = out->n;
+    if (proto->grad(&c) < 0) {
+      bw->failed = true;
+      return false;
+    }
+    /* Fill the defaults of the ops the maker emitted. */
+    for (int k = before; k < out->n; k++) {
+      const OpProto *gp = prog_find_op(bw->p, out->ops[k]->type);
+      if (!gp) {
+        fail_at(bw, op->span, "internal error: the grad maker of %s emitted unknown op '%s'", op->type,
+                out->ops[k]->type);
+        return false;
+      }
+      for (int a = 0; a < gp->nattrs; a++)
+        if (gp->has_dflt[a] && !op_attr(out->ops[k], gp->attrs[a].name))
+          op_set_attr(bw->p, out->ops[k], gp->attrs[a].name, gp->dflt[a]);
+    }
+  }
+  return !bw->failed;
+}
+
+/* ---- pass 4: tidy a block of grad ops -------------------------------------------------- */
+
+typedef struct NameSet {
+  const char **keys;
+  int *vals;
+  size_t cap, n;
+} NameSet;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static int *set_slot(NameSet *m, const char *k, bool add) {
+  if (add && (m->n + 1) * 2 > m->cap) {
+    NameSet old = *m;
+    m->cap = m->cap ? m->cap * 2 : 64;
+    m->keys = mem_calloc(m->cap, sizeof *m->keys);
+    m->vals = mem_calloc(m->cap, sizeof *m->vals);
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.keys[i]) *set_slot(m, old.keys[i], true) = old.vals[i];
+    mem_free(old.keys);
+    mem_free(old.vals);
+  }
+  if (!m->cap) return NULL;
+  size_t i = hash_str(k) & (m->cap - 1);
+  while (m->keys[i]) {
+    if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  if (!add) return NULL;
+  m->keys[i] = k;
+  m->n++;
+  return &m->vals[i];
+}
+
+static int set_get(NameSet *m, const char *k) {
+  int *v = set_slot(m, k, false);
+  return v ? *v : 0;
+}
+
+static void set_put(NameSet *m, const char *k, int v) { *set_slot(m, k, true) = v; }
+
+static void set_free(NameSet *m) {
+  mem_free(m->keys);
+  mem_free(m->vals);
+}
+
+static bool is_grad_name(const char *n) { return strstr(n, "@GRAD") != NULL; }
+static bool is_empty(const char *n) { return strcmp(n, "@EMPTY@") == 0; }
+
+/* The forward variable a gradient name is the gradient of. */
+static const char *fwd_of(Program *p, const char *g) {
+  const char *at = strstr(g, "@GRAD");
+  return at ? arena_strndup(p->arena, g, (size_t)(at - g)) : g;
+}
+
+static void insert_op(OpList *l, int at, OpDesc *op) {
+  VEC_RESERVE(l->ops, l->cap, l->n + 1);
+  memmove(&l->ops[at + 1], &l->ops[at], sizeof *l->ops * (size_t)(l->n - at));
+  l->ops[at] = op;
+  l->n++;
+}
+
+static void finish_block(Backward *bw, Block *g, OpList *list, const char *const *targets, int ntargets,
+                         const char *const *args, int nargs) {
+  Program *p = bw->p;
+  /* Dead grad ops: keep what leads to a target. */
+  NameSet live = {0};
+  for (int t = 0; t < ntargets; t++)
+    if (targets[t]) set_put(&live, targets[t], 1);
+  bool *keep = mem_calloc((size_t)list->n + 1, sizeof *keep);
+  for (int i = list->n - 1; i >= 0; i--) {
+    OpDesc *op = list->ops[i];
+    for (int s = 0; s < op->nout && !keep[i]; s++)
+      for (int j = 0; j < op->out[s].n && !keep[i]; j++) keep[i] = set_get(&live, op->out[s].args[j]);
+    if (!keep[i]) continue;
+    for (int s = 0; s < op->nin; s++)
+      for (int j = 0; j < op->in[s].n; j++) set_put(&live, op->in[s].args[j], 1);
+  }
+  int n = 0;
+  for (int i = 0; i < list->n; i++)
+    if (keep[i]) list->ops[n++] = list->ops[i];
+  list->n = n;
+  mem_free(keep);
+  set_free(&live);
+
+  /* Repeated writes: count the writers of every gradient (a block arg
+   * counts as one, first). */
+  NameSet writers = {0}, seen = {0};
+  for (int a = 0; a < nargs; a++) set_put(&writers, args[a], set_get(&writers, args[a]) + 1);
+  for (int i = 0; i < list->n; i++)
+    for (int s = 0; s < list->ops[i]->nout; s++)
+      for (int j = 0; j < list->ops[i]->out[s].n; j++) {
+        const char *o = list->ops[i]->out[s].args[j];
+        if (strcmp(o, empty_name()) != 0) set_put(&writers, o, set_get(&writers, o) + 1);
+      }
+  const char **arg_names = arena_alloc(p->arena, sizeof *arg_names * (size_t)(nargs + 1));
+  for (int a = 0; a < nargs; a++) {
+    arg_names[a] = args[a];
+    if (set_get(&writers, args[a]) > 1) {
+      arg_names[a] = arena_printf(p->arena, "%s@RENAME@0", args[a]);
+      set_put(&seen, args[a], 1);
+    }
+  }
+  /* Rename each write of a repeated gradient; after its last write, sum. */
+  for (int i = 0; i < list->n; i++) {
+    OpDesc *op = list->ops[i];
+    int inserted = 0;
+    for (int s = 0; s < op->nout; s++)
+      for (int j = 0; j < op->out[s].n; j++) {
+        const char *o = op->out[s].args[j];
+        int total = set_get(&writers, o);
+        if (total < 2) continue;
+        int k = set_get(&seen, o);
+        op->out[s].args[j] = arena_printf(p->arena, "%s@RENAME@%d", o, k);
+        set_put(&seen, o, k + 1);
+        if (k + 1 == total) {
+          OpDesc *sum = op_new(p, "add_n", op->span);
+          sum->fwd_block = op->fwd_block;
+          sum->fwd_op = op->fwd_op;
+          Slot *x = op_add_input(p, sum, "X");
+          for (int r = 0; r < total; r++) slot_push(p, x, arena_printf(p->arena, "%s@RENAME@%d", o, r));
+          slot_push(p, op_add_output(p, sum, "Out"), o);
+          insert_op(list, i + 1 + inserted++, sum);
+        }
+      }
+    i += inserted;   /* the add_n ops just inserted write the final names */
+  }
+  set_free(&writers);
+  set_free(&seen);
+
+  /* Missing gradients: a grad op reads one that nothing wrote: zeros. */
+  NameSet written = {0};
+  for (int a = 0; a < nargs; a++) set_put(&written, arg_names[a], 1);
+  for (int i = 0; i < list->n; i++) {
+    OpDesc *op = list->ops[i];
+    for (int s = 0; s < op->nin; s++)
+      for (int j = 0; j < op->in[s].n; j++) {
+        const char *v = op->in[s].args[j];
+        if (!is_grad_name(v) || set_get(&written, v) || prog_var(p, v) || strcmp(v, empty_name()) == 0) continue;
+        OpDesc *z = op_new(p, "fill_zeros_like", op->span);
+        z->fwd_block = op->fwd_block;
+        z->fwd_op = op->fwd_op;
+        slot_push(p, op_add_input(p, z, "X"), fwd_of(p, v));
+        slot_push(p, op_add_output(p, z, "Out"), v);
+        insert_op(list, i, z);
+        set_put(&written, v, 1);
+        i++;
+        op = list->ops[i];
+      }
+    for (int s = 0; s < op->nout; s++)
+      for (int j = 0; j < op->out[s].n; j++) set_put(&written, op->out[s].args[j], 1);
+  }
+  for (int t = 0; t < ntargets; t++)
+    if (targets[t] && !set_get(&written, targets[t]) && !prog_var(p, targets[t])) {
+      OpDesc *z = op_new(p, "fill_zeros_like", SPAN_NONE);
+      slot_push(p, op_add_input(p, z, "X"), fwd_of(p, targets[t]));
+      slot_push(p, op_add_output(p, z, "Out"), targets[t]);
+      insert_op(list, list->n, z);
+      set_put(&written, targets[t], 1);
+    }
+  set_free(&written);
+
+  /* Declare the block's args and results, then every new variable, with
+   * its shape from inference. */
+  for (int a = 0; a < nargs && g->idx != 0; a++) {
+    if (strcmp(arg_names[a], empty_name()) == 0) {
+      *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = empty_name();
+      continue;
+    }
+    const VarDesc *f = prog_var(p, fwd_of(p, arg_names[a]));
+    VarDesc *v = prog_var(p, arg_names[a]) ? prog_var(p, arg_names[a]) : prog_add_var(p, g, arg_names[a]);
+    if (f) v->dtype = f->dtype, v->shape = f->shape;
+    v->flags |= VAR_ARG;
+    *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = v->name;
+  }
+  for (int i = 0; i < list->n; i++) {
+    OpDesc *op = list->ops[i];
+    for (int s = 0; s < op->nout; s++)
+      for (int j = 0; j < op->out[s].n; j++) {
+        const char *o = op->out[s].args[j];
+        if (strcmp(o, empty_name()) == 0 || prog_var(p, o)) continue;
+        VarDesc *v = prog_add_var(p, g, o);
+        v->span = op->span;
+      }
+    op_append(g, p, op);
+    if (!reg_infer(p, g, op)) bw->failed = true;
+  }
+  if (g->idx != 0)
+    for (int t = 0; t < ntargets; t++)
+      *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : empty_name();
+}
+
+/* ---- verify ------------------------------------------------------------------------------ */
+
+/* Every gradient a grad op reads is written before, in its block, or is an
+ * arg of the block, or comes from an enclosing block. */
+static bool verify_block(Backward *bw, const Block *b, int first) {
+  Program *p = bw->p;
+  NameSet written = {0};
+  for (int a = 0; a < b->nargs; a++) set_put(&written, b->args[a], 1);
+  bool ok = true;
+  for (int i = first; i < b->nops && ok; i++) {
+    const OpDesc *op = b->ops[i];
+    for (int s = 0; s < op->nin && ok; s++)
+      for (int j = 0; j < op->in[s].n && ok; j++) {
+        const char *v = op->in[s].args[j];
+        const VarDesc *d = prog_var(p, v);
+        if (is_empty(v)) continue;
+        if (!d) {
+          fail_at(bw, op->span, "internal error in the backward: %s reads '%s', which is not declared", op->type, v);
+          ok = false;
+        } else if (is_grad_name(v) && d->block == b->idx && !set_get(&written, v)) {
+          fail_at(bw, op->span, "internal error in the backward: %s reads '%s' before it is written", op->type, v);
+          ok = false;
+        }
+      }
+    for (int s = 0; s < op->nout; s++)
+      for (int j = 0; j < op->out[s].n; j++) set_put(&written, op->out[s].args[j], 1);
+    const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
+    if (ok && sb && is_grad_name(op->type) == false && strstr(op->type, "_grad")) {
+      ok = verify_block(bw, p->blocks[sb->v.u.i], 0);
+      if (ok && eb) ok = verify_block(bw, p->blocks[eb->v.u.i], 0);
+    }
+  }
+  set_free(&written);
+  return ok;
+}
+
+/* ---- append_backward ------------------------------------------------------------------------ */
+
+bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
+                     const char *const *no_grad, int nno_grad, BackwardResult *out) {
+  memset(out, 0, sizeof *out);
+  Backward bw = {.p = p, .diag = p->diag, .no_grad = no_grad, .nno_grad = nno_grad};
+  Block *b0 = p->blocks[0];
+  const char *lv = prog_export(p, loss);
+  const VarDesc *lvar = prog_var(p, lv ? lv : loss);
+  if (!lvar || lvar->block != 0) {
+    fprintf(p->diag->out, "netrun: error: the script has no value named '%s' to use as the loss%s\n", loss,
+            strcmp(loss, "loss") == 0 ? " (name it with --loss NAME)" : "");
+    p->diag->nerrors++;
+    return false;
+  }
+  char buf[128];
+  if (shape_numel(&lvar->shape) != 1 || lvar->dtype != DT_F32) {
+    diag_error(p->diag, lvar->span, "the loss '%s' must be an f32 scalar, but it is %s%s (reduce it, e.g. with mean)",
+               loss, dtype_name(lvar->dtype), shape_str(&lvar->shape, buf, sizeof buf));
+    return false;
+  }
+  if (prog_var(p, arena_printf(p->arena, "%s@GRAD", lvar->name))) {
+    fprintf(p->diag->out, "netrun: error: the program already has the backward of '%s'\n", loss);
+    p->diag->nerrors++;
+    return false;
+  }
+  /* Index every variable for the marks. */
+  int nvars = 0;
+  for (int i = 0; i < p->nblocks; i++) nvars += p->blocks[i]->nvars;
+  VarIdx idx = {0};
+  idx.cap = 16;
+  while (idx.cap < (size_t)nvars * 2 + 2) idx.cap *= 2;
+  idx.keys = mem_calloc(idx.cap, sizeof *idx.keys);
+  idx.vals = mem_calloc(idx.cap, sizeof *idx.vals);
+  int k = 0;
+  for (int i = 0; i < p->nblocks; i++)
+    for (int j = 0; j < p->blocks[i]->nvars; j++) idx_put(&idx, p->blocks[i]->vars[j], k++);
+  bw.idx = &idx;
+  bw.marks = mem_calloc((size_t)nvars + 1, 1);
+  bw.nvars = nvars;
+
+  /* The parameter list: the given names, or every parameter. */
+  const char **plist = arena_alloc(p->arena, sizeof *plist * (size_t)(b0->nvars + nparams + 1));
+  int np = 0;
+  bool ok = true;
+  if (params && nparams) {
+    for (int i = 0; i < nparams; i++) {
+      const char *v = prog_export(p, params[i]);
+      const VarDesc *d = prog_var(p, v ? v : params[i]);
+      if (!d || d->block != 0) {
+        fprintf(p->diag->out, "netrun: error: --wrt %s: the script has no value named '%s'\n", params[i], params[i]);
+        p->diag->nerrors++;
+        ok = false;
+        continue;
+      }
+      if (d->dtype != DT_F32) {
+        fprintf(p->diag->out, "netrun: error: --wrt %s: '%s' is %s; only f32 values have gradients\n", params[i],
+                params[i], dtype_name(d->dtype));
+        p->diag->nerrors++;
+        ok = false;
+        continue;
+      }
+      plist[np++] = d->name;
+    }
+  } else {
+    for (int i = 0; i < b0->nvars; i++)
+      if ((b0->vars[i]->flags & VAR_PARAM) && !in_no_grad(&bw, b0->vars[i]->name)) plist[np++] = b0->vars[i]->name;
+  }
+  if (ok) {
+    for (int i = 0; i < np; i++)
+      if (!in_no_grad(&bw, plist[i])) set_mark(&bw, plist[i], MARK_LIVE);
+    while (prop_live(&bw, b0)) {
+    }
+    set_mark(&bw, lvar->name, MARK_NEED);
+    while (prop_need(&bw, b0)) {
+    }
+    for (int i = 0; i < nvars; i++)
+      if ((bw.marks[i] & (MARK_LIVE | MARK_NEED)) == (MARK_LIVE | MARK_NEED)) bw.marks[i] |= MARK_GRAD;
+    /* Honour no_grad and stop_gradient on the marks too. */
+    for (int i = 0; i < p->nblocks; i++)
+      for (int j = 0; j < p->blocks[i]->nvars; j++) {
+        const VarDesc *v = p->blocks[i]->vars[j];
+        if (!differentiable(&bw, v->name)) *mark_of(&bw, v->name) &= (unsigned char)~MARK_GRAD;
+      }
+    int nfwd = b0->nops;
+    out->first_grad_op = nfwd;
+    OpList list = {0};
+    /* Seed: loss@GRAD = 1. */
+    OpDesc *seed = op_new(p, "fill_constant", lvar->span);
+    const char *lg = grad_name(&bw, b0, lvar->name);
+    int64_t dims[SHAPE_MAX_RANK];
+    for (int d = 0; d < lvar->shape.rank; d++) dims[d] = lvar->shape.d[d].n;
+    op_set_attr(p, seed, "shape", attr_ints(p, dims, lvar->shape.rank));
+    op_set_attr(p, seed, "value", attr_float(1.0));
+    op_set_attr(p, seed, "dtype", attr_dtype(DT_F32));
+    slot_push(p, op_add_output(p, seed, "Out"), lg);
+    VEC_RESERVE(list.ops, list.cap, 1);
+    list.ops[list.n++] = seed;
+    if (has_mark(&bw, lvar->name, MARK_LIVE)) ok = build_block(&bw, b0, b0, nfwd, &list);
+    if (ok && !bw.failed) {
+      const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(np + 1));
+      for (int i = 0; i < np; i++) targets[i] = needs_grad(&bw, plist[i]) ? grad_name(&bw, b0, plist[i]) : NULL;
+      finish_block(&bw, b0, &list, targets, np, NULL, 0);
+      ok = !bw.failed && verify_block(&bw, b0, nfwd);
+      out->pairs = arena_alloc(p->arena, sizeof *out->pairs * (size_t)(np + 1));
+      for (int i = 0; i < np; i++) {
+        out->pairs[i].param = plist[i];
+        out->pairs[i].grad = targets[i] && prog_var(p, targets[i]) ? targets[i] : NULL;
+      }
+      out->npairs = np;
+    } else {
+      ok = false;
+    }
+    mem_free(list.ops);
+  }
+  mem_free(idx.keys);
+  mem_free(idx.vals);
+  mem_free(bw.marks);
+  return ok;
+}

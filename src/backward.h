@@ -1,0 +1,92 @@
+/* backward.h — append_backward and the grad-maker interface.
+ *
+ * append_backward(loss, parameter_list, no_grad_set) extends a program with
+ * the ops that compute gradients, following LANGUAGE.md section 9 and the
+ * seed design ("Backward Building"):
+ *
+ *   - loss@GRAD is seeded with fill_constant(1) (the loss must be a scalar);
+ *   - ops are visited in reverse; an op on a path from a parameter (or a
+ *     requested input) to the loss asks its grad maker for grad ops, which
+ *     are appended to the same block (block 0) — a while or if op gets a
+ *     grad block whose parent is its forward sub-block, built recursively,
+ *     owned by a while_grad / conditional_block_grad op;
+ *   - a gradient written by several grad ops is written to v@GRAD@RENAME@0,
+ *     @1, ... and summed into v@GRAD by add_n;
+ *   - a gradient that a kept grad op reads but nothing writes is made by
+ *     fill_zeros_like; grad ops none of whose outputs is needed are dropped;
+ *   - every new variable is declared with its dtype and shape (shape
+ *     inference runs on each new op); a verify pass checks that every
+ *     gradient is written before it is read.
+ *
+ * The same builder serves the tape: tape_program() turns the tape into a
+ * flat block, and append_backward builds its backward the same way.
+ */
+#ifndef NETRUN_BACKWARD_H
+#define NETRUN_BACKWARD_H
+
+#include "registry.h"
+
+typedef struct GradPair {
+  const char *param;
+  const char *grad;
+} GradPair;
+
+typedef struct BackwardResult {
+  GradPair *pairs;         /* in the order of parameter_list (arena) */
+  int npairs;
+  int first_grad_op;       /* index in block 0 of the first backward op */
+} BackwardResult;
+
+/* Builds the backward of `loss` (a variable or exported script name) with
+ * respect to `params` (NULL: every parameter), skipping `no_grad` names.
+ * Errors (a non-scalar loss, an unknown name, a gradient asked through an
+ * op that has none) are reported at their source; returns false then. */
+bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
+                     const char *const *no_grad, int nno_grad, BackwardResult *out);
+
+/* ---- the grad-maker interface ---------------------------------------------------
+ * A grad maker turns one forward op into the ops computing its inputs'
+ * gradients.  It asks for names through these calls and emits op
+ * descriptions; the builder declares every new variable, renames repeated
+ * writes, inserts add_n and fill_zeros_like, and infers shapes. */
+
+typedef struct GradCtx GradCtx;
+
+/* The forward op's input/output variable names, by slot name. */
+int gop_nin(GradCtx *g, const char *slot);
+const char *gop_in(GradCtx *g, const char *slot, int i);
+int gop_nout(GradCtx *g, const char *slot);
+const char *gop_out(GradCtx *g, const char *slot, int i);
+/* The gradient of forward input slot[i], or NULL when no gradient of it is
+ * needed (no_grad, stop_gradient, an integer, not on a path to a
+ * parameter): the maker emits nothing for it then. */
+const char *gop_in_grad(GradCtx *g, const char *slot, int i);
+/* The gradient of forward output slot[i]: always a name (the builder makes
+ * it zeros if nothing writes it). */
+const char *gop_out_grad(GradCtx *g, const char *slot, int i);
+/* The forward op's attribute (with its proto default). */
+const AttrValue *gop_attr(GradCtx *g, const char *name);
+const OpDesc *gop_fwd(GradCtx *g);
+
+/* Emits a new op of `type`; inputs, outputs and attributes are then added
+ * with gemit_in/gemit_out/gemit_attr.  Attributes the proto has defaults
+ * for are filled when the op is finished. */
+OpDesc *gemit(GradCtx *g, const char *type);
+void gemit_in(GradCtx *g, OpDesc *op, const char *slot, const char *var);
+void gemit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var);
+void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v);
+/* A fresh name for an intermediate value of the grad computation. */
+const char *gtemp(GradCtx *g);
+Program *gprog(GradCtx *g);
+
+/* Composite helpers. */
+/* dst = src summed over the dimensions where `like` was broadcast to src's
+ * shape, src having the shape of the forward variable src_shape (an assign
+ * when the shapes are the same). */
+void grad_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst);
+/* out = type(X=x, Y=y) */
+void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out);
+/* out = type(X=x) */
+void gemit1(GradCtx *g, const char *type, const char *x, const char *out);
+
+#endif

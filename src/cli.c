@@ -1,0 +1,262 @@
+/* cli.c — option parsing, loading scripts, feeding, atomic output (cli.h). */
+#include "cli.h"
+
+#include "feed.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("netrun: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\nTry 'netrun --help'.\n", stderr);
+  return EXIT_USAGE;
+}
+
+static bool parse_int(const char *opt, const char *v, int64_t lo, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long n = v ? strtoll(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || n < lo) {
+    usage_error("%s needs a whole number of at least %lld", opt, (long long)lo);
+    return false;
+  }
+  *out = n;
+  return true;
+}
+
+static bool parse_real(const char *opt, const char *v, double *out) {
+  char *end;
+  double x = v ? strtod(v, &end) : 0;
+  if (!v || !*v || *end || !(x > 0)) {
+    usage_error("%s needs a positive number", opt);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+/* NAMES: comma-separated, appended to list. */
+static bool parse_names(const char *opt, const char *v, const char **list, int *n, int cap) {
+  if (!v || !*v) {
+    usage_error("%s needs NAMES (comma-separated)", opt);
+    return false;
+  }
+  char *copy = (char *)v;   /* an argv string: ours to split in place */
+  for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+    if (*n == cap) {
+      usage_error("%s: too many names", opt);
+      return false;
+    }
+    list[(*n)++] = tok;
+  }
+  return true;
+}
+
+int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
+  memset(a, 0, sizeof *a);
+  a->verb = argv[0];
+  exec_default_options(&a->opt);
+  a->iterations = 10;
+  a->loss = "loss";
+  a->eps = 1e-3;
+  a->rtol = 5e-3;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *eq = arg[0] == '-' && arg[1] == '-' ? strchr(arg, '=') : NULL;
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+#define IS(name, group) ((accepts & (group)) && strlen(name) == len && strncmp(arg, name, len) == 0)
+#define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
+    int64_t n;
+    if (IS("--format", OPT_DUMP | OPT_TAPE_DUMP | OPT_GRAD)) {
+      const char *v = VALUE();
+      if (!v) return usage_error("%s", "--format needs a value");
+      if ((accepts & OPT_GRAD) && !(accepts & OPT_DUMP)) {
+        if (strcmp(v, "json") == 0) a->json = true;
+        else if (strcmp(v, "text") != 0) return usage_error("unknown format '%s' (expected text or json)", v);
+      } else if (!dump_parse_format(v, &a->dump.format)) {
+        return usage_error("unknown format '%s' (expected text, dot or json)", v);
+      }
+    } else if (IS("--startup", OPT_DUMP)) {
+      a->dump.startup = true;
+    } else if (IS("--lines", OPT_DUMP)) {
+      a->dump.lines = true;
+    } else if (IS("--ast", OPT_DUMP)) {
+      a->ast = true;
+    } else if (IS("--backward", OPT_DUMP)) {
+      a->backward = true;
+    } else if (IS("--tape", OPT_DUMP | OPT_GRAD)) {
+      a->tape = true;
+    } else if (IS("--train", OPT_DUMP)) {
+      fprintf(stderr, "netrun: dump --train: not implemented yet\n");
+      return EXIT_SCRIPT;
+    } else if (IS("-o", OPT_DUMP)) {
+      if (!(a->out = VALUE())) return usage_error("%s", "-o needs a file name");
+    } else if (IS("--set", OPT_RUN) || IS("--feed", OPT_RUN)) {
+      bool set = arg[2] == 's';
+      const char *v = VALUE();
+      if (!v || !strchr(v, '=')) return usage_error("%s needs NAME=%s", set ? "--set" : "--feed", set ? "VALUE" : "FILE");
+      if ((set ? a->nsets : a->nfeeds) == 64) return usage_error("%s", "too many values fed");
+      if (set) a->sets[a->nsets++] = v;
+      else a->feeds[a->nfeeds++] = v;
+    } else if (IS("--seed", OPT_RUN)) {
+      if (!parse_int("--seed", VALUE(), 0, &n)) return EXIT_USAGE;
+      a->opt.seed = (uint64_t)n;
+    } else if (IS("--max-steps", OPT_RUN)) {
+      if (!parse_int("--max-steps", VALUE(), 0, &n)) return EXIT_USAGE;
+      a->opt.max_steps = n;
+    } else if (IS("--precision", OPT_RUN)) {
+      if (!parse_int("--precision", VALUE(), 0, &n)) return EXIT_USAGE;
+      a->opt.precision = (int)(n > 17 ? 17 : n);
+    } else if (IS("--check-nan", OPT_RUN)) {
+      a->opt.check_nan = true;
+    } else if (IS("--dump-tape", OPT_TAPE_DUMP)) {
+      a->dump_tape = true;
+    } else if (IS("--iterations", OPT_TIME)) {
+      if (!parse_int("--iterations", VALUE(), 1, &a->iterations)) return EXIT_USAGE;
+    } else if (IS("--loss", OPT_GRAD)) {
+      if (!(a->loss = VALUE())) return usage_error("%s", "--loss needs a NAME");
+    } else if (IS("--wrt", OPT_GRAD)) {
+      if (!parse_names("--wrt", VALUE(), a->wrt, &a->nwrt, 256)) return EXIT_USAGE;
+    } else if (IS("--no-grad", OPT_GRAD)) {
+      if (!parse_names("--no-grad", VALUE(), a->no_grad, &a->nno_grad, 256)) return EXIT_USAGE;
+    } else if (IS("--eps", OPT_CHECK)) {
+      if (!parse_real("--eps", VALUE(), &a->eps)) return EXIT_USAGE;
+    } else if (IS("--rtol", OPT_CHECK)) {
+      if (!parse_real("--rtol", VALUE(), &a->rtol)) return EXIT_USAGE;
+    } else if (IS("--samples", OPT_CHECK)) {
+      if (!parse_int("--samples", VALUE(), 1, &a->samples)) return EXIT_USAGE;
+    } else if (arg[0] == '-' && arg[1]) {
+      return usage_error("%s: unknown option '%s'", a->verb, arg);
+    } else if (a->file) {
+      return usage_error("%s takes one file, got a second: '%s'", a->verb, arg);
+    } else {
+      a->file = arg;
+    }
+#undef IS
+#undef VALUE
+  }
+  if (!a->file) return usage_error("%s needs a FILE", a->verb);
+  return 0;
+}
+
+/* ---- scripts and executors -------------------------------------------------------- */
+
+/* The installed stdlib: PREFIX/share/netrun/stdlib beside PREFIX/bin, or
+ * the source tree's stdlib/ for an uninstalled build. */
+static const char *stdlib_dir(void) {
+  static char dir[PATH_MAX + 32];
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return NULL;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return NULL;
+  *slash = 0;
+  static const char *const rel[] = {"/../share/netrun/stdlib", "/stdlib", "/../../stdlib"};
+  for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+    snprintf(dir, sizeof dir, "%s%s", exe, rel[i]);
+    if (access(dir, R_OK) == 0) {
+      char *real = realpath(dir, NULL);
+      if (real) {
+        snprintf(dir, sizeof dir, "%s", real);
+        free(real);
+      }
+      return dir;
+    }
+  }
+  return NULL;
+}
+
+bool load_script(Loaded *ld, const char *path) {
+  arena_init(&ld->arena);
+  diag_init(&ld->diag, &ld->arena);
+  ld->L = lower_new(&ld->arena, &ld->diag, stdlib_dir());
+  bool ok = lower_file(ld->L, path);
+  ld->prog = lower_program(ld->L);
+  diag_finish(&ld->diag);
+  return ok;
+}
+
+void unload(Loaded *ld) {
+  lower_free(ld->L);
+  prog_release(ld->prog);
+  arena_free(&ld->arena);
+}
+
+static void on_interrupt(int sig) {
+  (void)sig;
+  exec_interrupt();
+}
+
+Executor *cli_start(Loaded *ld, const Args *a) {
+  Executor *ex = exec_new(ld->prog, &a->opt);
+  bool ok = true;
+  for (int i = 0; i < a->nsets + a->nfeeds; i++) {
+    bool set = i < a->nsets;
+    const char *arg = set ? a->sets[i] : a->feeds[i - a->nsets];
+    const char *eq = strchr(arg, '=');
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+    const char *var = prog_export(ld->prog, name);
+    const VarDesc *v = prog_var(ld->prog, var ? var : name);
+    if (!v || !(v->flags & VAR_INPUT)) {
+      fprintf(stderr, "netrun: error: %s %s: the script has no input named '%s'\n", set ? "--set" : "--feed",
+              arg, name);
+      ld->diag.nerrors++;
+      ok = false;
+      continue;
+    }
+    Tensor *t = set ? feed_parse_value(&ld->diag, name, eq + 1, v->dtype) : feed_read_csv(&ld->diag, eq + 1, v);
+    char what[300];
+    snprintf(what, sizeof what, "%s %s", set ? "--set" : "--feed", name);
+    if (!t || !exec_feed(ex, name, t, what)) ok = false;
+    tensor_unref(t);
+  }
+  if (!ok) {
+    diag_finish(&ld->diag);
+    exec_free(ex);
+    return NULL;
+  }
+  signal(SIGINT, on_interrupt);
+  return ex;
+}
+
+/* ---- atomic output --------------------------------------------------------------- */
+
+bool out_open(Out *o, const char *path) {
+  o->path = path;
+  if (!path || strcmp(path, "-") == 0) {
+    o->f = stdout;
+    o->path = NULL;
+    return true;
+  }
+  snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path);
+  int fd = mkstemp(o->tmp);
+  if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
+    fprintf(stderr, "netrun: error: cannot write %s: %s\n", path, strerror(errno));
+    if (fd >= 0) close(fd), unlink(o->tmp);
+    return false;
+  }
+  return true;
+}
+
+bool out_close(Out *o) {
+  if (!o->path) return fflush(stdout) == 0;
+  bool ok = fflush(o->f) == 0 && !ferror(o->f) && fsync(fileno(o->f)) == 0;
+  int err = errno;
+  ok &= fclose(o->f) == 0;
+  if (ok && rename(o->tmp, o->path) == 0) return true;
+  if (ok) err = errno;
+  unlink(o->tmp);
+  fprintf(stderr, "netrun: error: cannot write %s: %s\n", o->path, strerror(err));
+  return false;
+}

@@ -1,0 +1,72 @@
+/* cli.h — what the verbs of the command line share: their options, loading
+ * a script, starting an executor with the values fed, writing output. */
+#ifndef NETRUN_CLI_H
+#define NETRUN_CLI_H
+
+#include "dump.h"
+#include "exec.h"
+#include "lower.h"
+
+enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2 };
+
+/* Which options a verb takes. */
+enum {
+  OPT_DUMP = 1 << 0,      /* --format --startup --lines --ast -o --backward --tape */
+  OPT_RUN = 1 << 1,       /* --set --feed --seed --max-steps --check-nan --precision */
+  OPT_TAPE_DUMP = 1 << 2, /* --dump-tape --format */
+  OPT_TIME = 1 << 3,      /* --iterations */
+  OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --format */
+  OPT_CHECK = 1 << 5,     /* --eps --rtol --samples */
+};
+
+typedef struct Args {
+  const char *verb;
+  const char *file;
+  DumpOptions dump;
+  bool ast, backward, tape, dump_tape, json;
+  const char *out;
+  ExecOptions opt;
+  const char *sets[64], *feeds[64];
+  int nsets, nfeeds;
+  int64_t iterations;
+  const char *loss;
+  const char *wrt[256], *no_grad[256];
+  int nwrt, nno_grad;
+  double eps, rtol;
+  int64_t samples;
+} Args;
+
+/* Parses argv (argv[0] is the verb) into a; 0, or the usage-error status. */
+int cli_parse(int argc, char **argv, Args *a, unsigned accepts);
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+typedef struct Loaded {
+  Arena arena;
+  Diag diag;
+  Lowerer *L;
+  Program *prog;
+} Loaded;
+
+bool load_script(Loaded *ld, const char *path);
+void unload(Loaded *ld);
+/* An executor over ld's program with a's --set/--feed values fed; NULL on
+ * error (reported). */
+Executor *cli_start(Loaded *ld, const Args *a);
+
+typedef struct Out {
+  FILE *f;
+  const char *path;
+  char tmp[4096];
+} Out;
+/* Output to `path` written atomically (a temporary file renamed when
+ * closed), or to stdout when path is NULL or "-". */
+bool out_open(Out *o, const char *path);
+bool out_close(Out *o);
+
+/* The grad verbs (grad.c). */
+int cmd_grad(const Args *a);
+int cmd_gradcheck(const Args *a);
+/* Appends the backward (of the tape, with a.tape) and dumps it. */
+int dump_backward(const Args *a);
+
+#endif

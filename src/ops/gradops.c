@@ -1,0 +1,88 @@
+/* gradops.c — small ops the grad makers compose gradients from.
+ *
+ * A gradient must have its variable's shape.  When a forward op broadcast
+ * an input, or reshaped it through a symbolic dimension, the shape to go
+ * back to is only known at run time, so these ops take it from a
+ * variable ("Like") instead of an attribute. */
+#include "../exec.h"
+
+#include <string.h>
+
+static bool infer_like(InferCtx *c) {
+  const VarDesc *x = infer_in(c, "X", 0), *like = infer_in(c, "Like", 0);
+  infer_set(c, "Out", 0, x->dtype, &like->shape);
+  return true;
+}
+
+/* Out = X summed over the dimensions where Like was broadcast to X. */
+static int k_sum_like(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *like = ctx_in(c, 1), *out = ctx_out(c, 0);
+  if (x->dtype != DT_F32) return ctx_fail(c, "X must be f32");
+  int r = x->rank, lr = like->rank;
+  if (lr > r) return ctx_fail(c, "Like has more dimensions than X");
+  int64_t lshape[SHAPE_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    int li = i - (r - lr);
+    lshape[i] = li >= 0 ? like->shape[li] : 1;
+    if (lshape[i] != 1 && lshape[i] != x->shape[i]) {
+      char a[128], b[128];
+      return ctx_fail(c, "X of shape %s does not reduce to Like's shape %s", tensor_shape_str(x, a, sizeof a),
+                      tensor_shape_str(like, b, sizeof b));
+    }
+  }
+  float *o = tensor_f32(out);
+  memset(o, 0, sizeof(float) * (size_t)out->numel);
+  /* Walk X in order, accumulating into the output index with broadcast
+   * dimensions collapsed. */
+  int64_t ostride[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK] = {0};
+  int64_t st = 1;
+  for (int i = r - 1; i >= 0; i--) {
+    ostride[i] = lshape[i] == 1 ? 0 : st;
+    st *= lshape[i];
+  }
+  const float *xv = tensor_f32(x);
+  int64_t inner = r ? x->shape[r - 1] : 1, step = r ? ostride[r - 1] : 0;
+  int64_t off = 0;
+  for (int64_t i = 0; i < x->numel; i += inner) {
+    if (step) {
+      for (int64_t k = 0; k < inner; k++) o[off + k] += xv[i + k];
+    } else {
+      double acc = 0;
+      for (int64_t k = 0; k < inner; k++) acc += (double)xv[i + k];
+      o[off] += (float)acc;
+    }
+    for (int d = r - 2; d >= 0; d--) {
+      idx[d]++;
+      off += ostride[d];
+      if (idx[d] < x->shape[d]) break;
+      off -= ostride[d] * x->shape[d];
+      idx[d] = 0;
+    }
+  }
+  return 0;
+}
+
+/* Out = X viewed with Like's shape. */
+static int k_reshape_like(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *like = ctx_in(c, 1);
+  if (x->numel != like->numel) {
+    char a[128], b[128];
+    return ctx_fail(c, "X of shape %s does not fit Like's shape %s", tensor_shape_str(x, a, sizeof a),
+                    tensor_shape_str(like, b, sizeof b));
+  }
+  ctx_set_out(c, 0, 0, tensor_view(x, like->rank, like->shape));
+  return 0;
+}
+
+OpProto op_table_gradops[] = {
+    {.type = "sum_like", .doc = "Out = X summed over the dimensions where Like was broadcast (Out has Like's shape)",
+     .in = {{"X", 0, "the gradient of a broadcast result"}, {"Like", SLOT_NO_GRAD, "the value broadcast"}},
+     .out = {{"Out", 0, "X reduced to Like's shape"}},
+     .infer = infer_like, .kernel = k_sum_like, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+    {.type = "reshape_like", .doc = "Out = X viewed with Like's shape",
+     .in = {{"X", 0, "input"}, {"Like", SLOT_NO_GRAD, "the value whose shape to take"}},
+     .out = {{"Out", 0, "X with Like's shape"}},
+     .infer = infer_like, .kernel = k_reshape_like, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_NO_PREALLOC},
+    {0},
+};
