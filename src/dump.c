@@ -10,6 +10,8 @@
  *
  * Variables are listed in declaration order, then ops in execution order;
  * slots in proto order; attributes sorted by name; sub-blocks by index.
+ * A grad op ends in a comment naming its forward op and source line:
+ *     {Out=[t.9]} = mul(X=[t.8], Y=[w])  # grad of mul at model.net:4
  * The JSON and Graphviz forms carry the same information. */
 #include "dump.h"
 
@@ -90,9 +92,21 @@ static void text_block(FILE *f, const Program *p, const Block *b, const char *he
   fputc('\n', f);
   for (int i = 0; i < b->nvars; i++) text_var(f, b->vars[i]);
   for (int i = 0; i < b->nops; i++) {
+    const OpDesc *op = b->ops[i];
     fputs("  ", f);
-    dump_op(f, b->ops[i]);
-    if (opt->lines) text_where(f, p, b->ops[i]->span);
+    dump_op(f, op);
+    const Block *fb = op->fwd_block >= 0 ? prog_block(p, op->fwd_block) : NULL;
+    if (fb && op->fwd_op >= 0 && op->fwd_op < fb->nops) {
+      /* A grad op: the forward op and the line it came from. */
+      fprintf(f, "  # grad of %s", fb->ops[op->fwd_op]->type);
+      if (op->span.file >= 0) {
+        int line, col;
+        diag_line_col(p->diag, op->span.file, op->span.start, &line, &col);
+        fprintf(f, " at %s:%d", p->diag->files[op->span.file].path, line);
+      }
+    } else if (opt->lines) {
+      text_where(f, p, op->span);
+    }
     fputc('\n', f);
   }
 }

@@ -9,6 +9,9 @@
 static long fail_at = -1;   /* NETRUN_FAIL_ALLOC: fail the Nth allocation */
 static long n_allocs;
 static bool fail_init;
+static size_t requested;
+
+size_t mem_requested(void) { return requested; }
 
 _Noreturn void mem_oom(size_t size) {
   fprintf(stderr, "netrun: error: out of memory (allocating %zu bytes)\n", size);
@@ -27,6 +30,7 @@ void *mem_alloc(void *ptr, size_t size) {
     fail_init = true;
   }
   if (fail_at >= 0 && ++n_allocs == fail_at) mem_oom(size);
+  requested += size;
   void *p = realloc(ptr, size);
   if (!p) mem_oom(size);
   return p;

@@ -23,6 +23,9 @@ void *mem_alloc(void *ptr, size_t size);
 void *mem_calloc(size_t n, size_t size);   /* zeroed, overflow-checked */
 void  mem_free(void *ptr);
 char *mem_strdup(const char *s);
+/* Bytes requested from mem_alloc so far (reallocations count their new
+ * size): how make bench measures memory. */
+size_t mem_requested(void);
 /* Called on exhaustion: prints the diagnostic and exits(3). */
 _Noreturn void mem_oom(size_t size);
 

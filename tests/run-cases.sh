@@ -3,7 +3,8 @@
 # under netrun and its output must equal NAME.expect exactly.
 #
 # The first line of a case may say how to run it:   # args: dump --format json
-# (default: dump).  The case runs from its own folder, so messages show
+# (default: dump); a case that cannot hold that line (a symlink to an
+# example) takes its arguments from NAME.args beside it.  The case runs from its own folder, so messages show
 # "NAME.net:LINE:COL".  Files whose name starts with '_' are helpers that
 # cases import, not cases.  An .expect file holds stdout, then, when not
 # empty, "--- stderr" and stderr, then "--- exit N" when N is not 0.
@@ -23,6 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 for c in "${cases[@]}"; do
   dir=$(dirname "$c") name=$(basename "$c" .net)
   args=$(sed -n '1s/^# args: //p' "$c")
+  [ -f "$dir/$name.args" ] && args=$(cat "$dir/$name.args")
   [ -n "$args" ] || args=dump
   actual=$(cd "$dir" && {
     # shellcheck disable=SC2086

@@ -1,8 +1,10 @@
-/* reduce.c — reductions over axes: sum, mean, max, min and argmax.
+/* reduce.c — reductions over axes: sum, mean, max, min and argmax, and
+ * their gradients.
  *
  * `axis` lists the axes to reduce (negative ones count from the end, [] is
  * every axis); `keepdim` keeps each reduced axis as a dimension of size 1,
  * as NumPy's keepdims does. */
+#include "../backward.h"
 #include "../exec.h"
 #include "../mem.h"
 
@@ -188,8 +190,10 @@ static void walk(const char *x, size_t xes, char *acc, size_t aes, int ng, const
 
 typedef enum ReduceKind { R_SUM, R_MEAN, R_MAX, R_MIN } ReduceKind;
 
-static int reduce(ExecCtx *c, ReduceKind kind) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+/* X's dimensions as merged groups for walk(): size-1 dimensions dropped,
+ * neighbours both reduced or both kept merged.  Returns the number of
+ * groups (at least one); *count gets the elements per result. */
+static int reduce_groups(ExecCtx *c, const Tensor *x, int64_t *size, bool *gred, int64_t *count) {
   const AttrValue *ax = ctx_attr(c, "axis");
   bool red[SHAPE_MAX_RANK];
   for (int i = 0; i < x->rank; i++) red[i] = ax->n == 0;
@@ -197,11 +201,10 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
     int64_t a = ax->u.ints[i];
     red[a < 0 ? a + x->rank : a] = true;
   }
-  int64_t size[SHAPE_MAX_RANK], count = 1;   /* count: elements per result */
-  bool gred[SHAPE_MAX_RANK];
   int ng = 0;
+  *count = 1;
   for (int i = 0; i < x->rank; i++) {
-    if (red[i]) count *= x->shape[i];
+    if (red[i]) *count *= x->shape[i];
     if (x->shape[i] == 1) continue;
     if (ng > 0 && gred[ng - 1] == red[i]) {
       size[ng - 1] *= x->shape[i];
@@ -215,6 +218,14 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
     gred[0] = true;
     ng = 1;
   }
+  return ng;
+}
+
+static int reduce(ExecCtx *c, ReduceKind kind) {
+  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  int64_t size[SHAPE_MAX_RANK], count;   /* count: elements per result */
+  bool gred[SHAPE_MAX_RANK];
+  int ng = reduce_groups(c, x, size, gred, &count);
   if (count == 0 && out->numel > 0 && (kind == R_MAX || kind == R_MIN)) {
     char buf[128];
     return ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",

@@ -8,8 +8,12 @@
  *      the same shapes;
  *   3. conv2d through the executor against the cblas_sgemm calls of its
  *      im2col GEMMs, called directly.
- * Targets (issue 3): overhead < 300 ns/op with the tape on; matmul within
- * 1.05x of direct sgemm. */
+ *   4. building the backward of a long program and of a long loop's tape,
+ *      at two sizes (time and bytes allocated should grow linearly), and
+ *      forward + backward through the tape per tiny op.
+ * Targets: overhead < 300 ns/op with the tape on; matmul within 1.05x of
+ * direct sgemm; forward + backward on the tape < 600 ns per op. */
+#include "backward.h"
 #include "exec.h"
 #include "lower.h"
 #include "tape.h"
@@ -184,6 +188,81 @@ static void bench_conv(int64_t n, int64_t c, int64_t h, int64_t o, int64_t k, in
   unload(&ld);
 }
 
+/* A straight-line program of about n ops on a 1-element parameter. */
+static char *chain_script(int64_t n) {
+  size_t cap = (size_t)n * 24 + 128, k = 0;
+  char *text = malloc(cap);
+  k += (size_t)snprintf(text + k, cap - k, "param w : [1] = ones()\na = 1.0001\nx = w\n");
+  for (int64_t i = 0; i < n; i++) k += (size_t)snprintf(text + k, cap - k, "x = x * a\n");
+  snprintf(text + k, cap - k, "loss = sum(x)\n");
+  return text;
+}
+
+static void bench_build_program(int64_t n) {
+  char *text = chain_script(n);
+  Loaded ld;
+  if (!load(&ld, text)) exit(1);
+  free(text);
+  size_t m0 = mem_requested();
+  double t0 = now();
+  BackwardResult r;
+  if (!append_backward(ld.prog, "loss", NULL, 0, NULL, 0, &r)) exit(1);
+  double dt = now() - t0;
+  printf("  backward of a %7lld-op program   %8.1f ms   %8.1f MB allocated   %6.0f ns/op\n",
+         (long long)r.first_grad_op, dt * 1e3,
+         (double)(mem_requested() - m0) / 1e6, dt * 1e9 / (double)r.first_grad_op);
+  unload(&ld);
+}
+
+/* A loop of `turns` turns of tiny ops on a parameter: record its tape,
+ * build the tape's backward, run it. */
+static void bench_tape_loop(int64_t turns, bool report_build) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "param w : [1] = ones()\na = 1.0001\nb = 0.0001\ni = 0\ny = w\n"
+           "while i < %lld {\n  y = y * a + b\n  i = i + 1\n}\nloss = sum(y)\n",
+           (long long)turns);
+  Loaded ld;
+  if (!load(&ld, text)) exit(1);
+  ExecOptions o;
+  exec_default_options(&o);
+  o.max_steps = turns + 1;
+  Executor *ex = exec_new(ld.prog, &o);
+  double t0 = now();
+  if (exec_run(ex) != 0) exit(1);
+  double t1 = now();
+  Arena arena;
+  arena_init(&arena);
+  Tensor **vals;
+  size_t m0 = mem_requested();
+  Program *tp = tape_program(exec_tape(ex), ld.prog, &arena, &vals);
+  int nvals = tp->blocks[0]->nvars;
+  BackwardResult r;
+  if (!append_backward(tp, "loss", NULL, 0, NULL, 0, &r)) exit(1);
+  double t2 = now();
+  size_t m1 = mem_requested();
+  ExecOptions bo = o;
+  bo.tape = false;
+  Executor *bx = exec_new(tp, &bo);
+  for (int i = 0; i < nvals; i++) exec_preload(bx, tp->blocks[0]->vars[i]->name, vals[i]);
+  if (exec_run_from(bx, r.first_grad_op) != 0) exit(1);
+  double t3 = now();
+  int64_t taped = exec_tape(ex)->n;
+  if (report_build)
+    printf("  tape backward of a %6lld-turn loop  %8.1f ms   %8.1f MB allocated   (%lld ops on the tape)\n",
+           (long long)turns, (t2 - t1) * 1e3, (double)(m1 - m0) / 1e6, (long long)taped);
+  else
+    printf("  forward + backward on the tape  %8.1f ns per taped op   (forward %.1f, build %.1f, backward %.1f)\n",
+           (t3 - t0) * 1e9 / (double)taped, (t1 - t0) * 1e9 / (double)taped, (t2 - t1) * 1e9 / (double)taped,
+           (t3 - t2) * 1e9 / (double)taped);
+  mem_free(vals);
+  exec_free(bx);
+  exec_free(ex);
+  prog_release(tp);
+  arena_free(&arena);
+  unload(&ld);
+}
+
 int main(void) {
   printf("executor overhead on 1-element tensors (target: < 300 ns/op with the tape on)\n");
   bench_overhead(200000);
@@ -194,6 +273,13 @@ int main(void) {
   printf("conv2d (im2col + sgemm) vs its GEMMs alone\n");
   bench_conv(128, 32, 14, 64, 5, 2, 3);
   bench_conv(64, 1, 28, 32, 5, 2, 5);
+  printf("building the backward (time and memory should grow linearly)\n");
+  bench_build_program(50000);
+  bench_build_program(100000);
+  bench_tape_loop(5000, true);
+  bench_tape_loop(10000, true);
+  printf("forward + backward through the tape (target: < 600 ns per op)\n");
+  bench_tape_loop(100000, false);
   reg_free_default();
   return 0;
 }
