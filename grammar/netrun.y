@@ -280,6 +280,14 @@ stmt:
       DONE($$);
     }
   | if_stmt
+    /* NAME BLOCK: a configuration block such as train { epochs = 5 } */
+  | NAME block {
+      $$ = NODE(AST_CONFIG, @$);
+      $$->name = $1;
+      $$->opspan = @1;
+      $$->a = $2;
+      DONE($$);
+    }
     /* return [EXPR {, EXPR}] */
   | RETURN {
       $$ = NODE(AST_RETURN, @$);

@@ -282,6 +282,10 @@ static void print_node(FILE *f, const AstNode *n) {
     fputs("(expr", f);
     print_child(f, n->a);
     break;
+  case AST_CONFIG:
+    fprintf(f, "(config %s", n->name);
+    print_child(f, n->a);
+    break;
   }
   fputc(')', f);
 }

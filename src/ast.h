@@ -1,7 +1,7 @@
 /* ast.h — the syntax tree a script parses to.
  *
  * Every node keeps the source span it was parsed from.  Nodes live in the
- * arena of the script's Parse (see parse.h); nothing here is freed alone.
+ * arena given to ast_parse(); nothing here is freed alone.
  * Which fields a kind uses is written beside the kind below; unused fields
  * are zero.  `depth` is 1 + the largest depth of a child: the parser refuses
  * trees deeper than AST_MAX_DEPTH, so every later recursive walk is bounded.
@@ -47,6 +47,7 @@ typedef enum AstKind {
   AST_ASSIGN,    /* list = targets (AST_NAME, "_" included, or AST_GRADNAME),
                     a = value                                             */
   AST_EXPR,      /* a = expression                                        */
+  AST_CONFIG,    /* name, a = AST_BLOCK of settings (KEY = VALUE)  train { } */
 } AstKind;
 
 /* Operator codes for AST_UNARY / AST_BINARY: the character for single-char
@@ -75,14 +76,6 @@ struct AstNode {
   AstNode *a, *b, *c;
   AstList list, list2, list3;
 };
-
-/* A parsed file: its statements (an AST_BLOCK) or NULL if parsing failed. */
-typedef struct Parse {
-  Arena *arena;
-  Diag *diag;
-  int file;
-  AstNode *root;
-} Parse;
 
 /* Parses source `file` of `diag`.  Errors are reported through the Diag;
  * returns the root block, or NULL when there were syntax errors. */

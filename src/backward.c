@@ -38,6 +38,8 @@ typedef struct Backward {
   int nvars;
   const char *const *no_grad;
   int nno_grad;
+  int nfwd;                      /* block 0's forward ops (earlier backwards follow) */
+  const char *suffix;            /* "" for the first backward, "@L1", ... after */
   bool failed;
 } Backward;
 
@@ -164,16 +166,22 @@ static bool live_control(Backward *bw, const OpDesc *op) {
   return changed;
 }
 
+/* The forward ops of a block: in block 0, those before any backward. */
+static int forward_ops(const Backward *bw, const Block *b) { return b->idx == 0 ? bw->nfwd : b->nops; }
+
 static bool prop_live(Backward *bw, const Block *b) {
   bool changed = false;
-  for (int i = 0; i < b->nops; i++) {
+  for (int i = 0; i < forward_ops(bw, b); i++) {
     const OpDesc *op = b->ops[i];
     if (is_control(op)) {
       changed |= live_control(bw, op);
       continue;
     }
     const OpProto *proto = prog_find_op(bw->p, op->type);
-    if (!proto || proto->grad_kind == GRAD_NONE) continue;
+    /* An op with no gradient stops the flow when its gradient is zero by
+     * definition (sign, stop_gradient); otherwise its outputs stay live, so
+     * that differentiating through it is reported. */
+    if (!proto || (proto->grad_kind == GRAD_NONE && (proto->flags & OP_ZERO_GRAD))) continue;
     bool any = false;
     for (int s = 0; s < op->nin && !any; s++) {
       int k = reg_slot_index(proto->in, proto->nin, op->in[s].name);
@@ -222,7 +230,7 @@ static bool need_control(Backward *bw, const OpDesc *op) {
 
 static bool prop_need(Backward *bw, const Block *b) {
   bool changed = false;
-  for (int i = b->nops - 1; i >= 0; i--) {
+  for (int i = forward_ops(bw, b) - 1; i >= 0; i--) {
     const OpDesc *op = b->ops[i];
     if (is_control(op)) {
       changed |= need_control(bw, op);
@@ -245,8 +253,8 @@ static bool prop_need(Backward *bw, const Block *b) {
 static const char *grad_name(Backward *bw, const Block *g, const char *v) {
   const VarDesc *d = prog_var(bw->p, v);
   int fwd = g->idx == 0 ? 0 : g->fwd_block;
-  if (!d || d->block == fwd) return arena_printf(bw->p->arena, "%s@GRAD", v);
-  return arena_printf(bw->p->arena, "%s@GRAD@B%d", v, g->idx);
+  if (!d || d->block == fwd) return arena_printf(bw->p->arena, "%s@GRAD%s", v, bw->suffix);
+  return arena_printf(bw->p->arena, "%s@GRAD%s@B%d", v, bw->suffix, g->idx);
 }
 
 static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MARK_GRAD); }
@@ -762,11 +770,10 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
                loss, dtype_name(lvar->dtype), shape_str(&lvar->shape, buf, sizeof buf));
     return false;
   }
-  if (prog_var(p, arena_printf(p->arena, "%s@GRAD", lvar->name))) {
-    fprintf(p->diag->out, "netrun: error: the program already has the backward of '%s'\n", loss);
-    p->diag->nerrors++;
-    return false;
-  }
+  /* A second backward (another loss, other parameters) gets names of its
+   * own: v@GRAD@L1, ...; it differentiates only the forward ops. */
+  bw.nfwd = p->nforward ? p->nforward : b0->nops;
+  bw.suffix = p->nbackward ? arena_printf(p->arena, "@L%d", p->nbackward) : "";
   /* Index every variable for the marks. */
   int nvars = 0;
   for (int i = 0; i < p->nblocks; i++) nvars += p->blocks[i]->nvars;
@@ -825,8 +832,8 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
         const VarDesc *v = p->blocks[i]->vars[j];
         if (!differentiable(&bw, v->name)) *mark_of(&bw, v->name) &= (unsigned char)~MARK_GRAD;
       }
-    int nfwd = b0->nops;
-    out->first_grad_op = nfwd;
+    int nfwd = bw.nfwd;
+    out->first_grad_op = b0->nops;
     OpList list = {0};
     /* Seed: loss@GRAD = 1. */
     OpDesc *seed = op_new(p, "fill_constant", lvar->span);
@@ -844,7 +851,8 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
       const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(np + 1));
       for (int i = 0; i < np; i++) targets[i] = needs_grad(&bw, plist[i]) ? grad_name(&bw, b0, plist[i]) : NULL;
       finish_block(&bw, b0, &list, targets, np, NULL, 0);
-      ok = !bw.failed && verify_block(&bw, b0, nfwd);
+      ok = !bw.failed && verify_block(&bw, b0, out->first_grad_op);
+      if (ok) p->nforward = nfwd, p->nbackward++;
       out->pairs = arena_alloc(p->arena, sizeof *out->pairs * (size_t)(np + 1));
       for (int i = 0; i < np; i++) {
         out->pairs[i].param = plist[i];

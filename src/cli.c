@@ -67,7 +67,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
   exec_default_options(&a->opt);
   a->iterations = 10;
   a->loss = "loss";
-  a->eps = 1e-3;
+  a->eps = 1e-2;
   a->rtol = 5e-3;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -96,8 +96,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     } else if (IS("--tape", OPT_DUMP | OPT_GRAD)) {
       a->tape = true;
     } else if (IS("--train", OPT_DUMP)) {
-      fprintf(stderr, "netrun: dump --train: not implemented yet\n");
-      return EXIT_SCRIPT;
+      a->train = true;
     } else if (IS("-o", OPT_DUMP)) {
       if (!(a->out = VALUE())) return usage_error("%s", "-o needs a file name");
     } else if (IS("--set", OPT_RUN) || IS("--feed", OPT_RUN)) {

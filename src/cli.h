@@ -23,7 +23,7 @@ typedef struct Args {
   const char *verb;
   const char *file;
   DumpOptions dump;
-  bool ast, backward, tape, dump_tape, json;
+  bool ast, backward, tape, dump_tape, json, train;
   const char *out;
   ExecOptions opt;
   const char *sets[64], *feeds[64];
@@ -68,5 +68,10 @@ int cmd_grad(const Args *a);
 int cmd_gradcheck(const Args *a);
 /* Appends the backward (of the tape, with a.tape) and dumps it. */
 int dump_backward(const Args *a);
+/* The training verbs (trainer.c). */
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int dump_train(const Args *a);
 
 #endif

@@ -68,6 +68,7 @@ static void text_var(FILE *f, const VarDesc *v) {
   if (v->flags & VAR_INPUT) fputs(" input", f);
   if (v->flags & VAR_PARAM) fputs(" param", f);
   if (v->flags & VAR_STOP_GRADIENT) fputs(" stop_gradient", f);
+  if (v->flags & VAR_STATE) fputs(" state", f);
   fputc('\n', f);
 }
 

@@ -632,8 +632,13 @@ static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **
 /* The frame of the forward op a grad op came from, and the turns (or the
  * branch) that op kept. */
 static StepList *forward_steps(Frame *f, const OpDesc *op) {
+  static StepList none;   /* a loop that ran no turn kept nothing */
   while (f && f->pb->block->idx != op->fwd_block) f = f->parent;
-  if (!f || !f->steps || op->fwd_op < 0 || op->fwd_op >= f->pb->nops) return NULL;
+  if (!f || op->fwd_op < 0 || op->fwd_op >= f->pb->nops) return NULL;
+  if (!f->steps) {
+    none.n = 0;
+    return &none;
+  }
   return &f->steps[op->fwd_op];
 }
 
@@ -829,37 +834,49 @@ bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   return true;
 }
 
-int exec_run(Executor *ex) {
+int exec_startup(Executor *ex) {
+  if (ex->started) return 0;
   interrupted = 0;
-  if (!ex->started) {
-    /* Defaults first, without overwriting what was fed. */
-    Frame *sf = frame_new(&ex->startup, ex->root, "");
-    for (int i = 0; i < ex->startup.nops; i++) {
-      Prepared *p = &ex->startup.ops[i];
-      bool fed = p->out_total == 1 && p->out[0].up == 1 && ex->root->vals[p->out[0].slot];
-      if (fed) continue;
-      if (run_op(ex, p, i, sf) < 0) {
-        frame_free(sf);
-        return -1;
-      }
+  /* Defaults, without overwriting what was fed. */
+  Frame *sf = frame_new(&ex->startup, ex->root, "");
+  for (int i = 0; i < ex->startup.nops; i++) {
+    Prepared *p = &ex->startup.ops[i];
+    bool fed = p->out_total == 1 && p->out[0].up == 1 && ex->root->vals[p->out[0].slot];
+    if (fed) continue;
+    if (run_op(ex, p, i, sf) < 0) {
+      frame_free(sf);
+      return -1;
     }
-    frame_free(sf);
-    const Block *b0 = ex->prog->blocks[0];
-    for (int i = 0; i < b0->nvars; i++) {
-      const VarDesc *v = b0->vars[i];
-      Tensor *t = ex->root->vals[i];
-      if ((v->flags & VAR_PARAM) && t) t->requires_grad = true;
-      if ((v->flags & VAR_INPUT) && !t) {
-        diag_error(ex->diag, v->span,
-                   "input '%s' has no value: feed it (--set %s=VALUE or --feed %s=FILE.csv) or give it a default",
-                   v->name, v->name, v->name);
-        return -1;
-      }
-    }
-    ex->started = true;
   }
-  return run_block(ex, &ex->pblocks[0], ex->root);
+  frame_free(sf);
+  const Block *b0 = ex->prog->blocks[0];
+  for (int i = 0; i < b0->nvars; i++)
+    if ((b0->vars[i]->flags & VAR_PARAM) && ex->root->vals[i]) ex->root->vals[i]->requires_grad = true;
+  ex->started = true;
+  return 0;
 }
+
+int exec_run_range(Executor *ex, int first, int last) {
+  if (exec_startup(ex) < 0) return -1;
+  interrupted = 0;
+  const Block *b0 = ex->prog->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    if ((v->flags & VAR_INPUT) && !ex->root->vals[i]) {
+      diag_error(ex->diag, v->span,
+                 "input '%s' has no value: feed it (--set %s=VALUE or --feed %s=FILE.csv) or give it a default",
+                 v->name, v->name, v->name);
+      return -1;
+    }
+  }
+  const PBlock *pb = &ex->pblocks[0];
+  if (last < 0 || last > pb->nops) last = pb->nops;
+  for (int i = first; i < last; i++)
+    if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
+  return 0;
+}
+
+int exec_run(Executor *ex) { return exec_run_range(ex, 0, -1); }
 
 void exec_preload(Executor *ex, const char *var, Tensor *t) {
   const VarDesc *v = prog_var(ex->prog, var);
@@ -869,12 +886,8 @@ void exec_preload(Executor *ex, const char *var, Tensor *t) {
 }
 
 int exec_run_from(Executor *ex, int first) {
-  interrupted = 0;
   ex->started = true;
-  const PBlock *pb = &ex->pblocks[0];
-  for (int i = first; i < pb->nops; i++)
-    if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
-  return 0;
+  return exec_run_range(ex, first, -1);
 }
 
 Tensor *exec_value(Executor *ex, const char *name) {

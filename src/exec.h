@@ -47,6 +47,12 @@ void exec_free(Executor *ex);
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what);
 /* Runs the startup block (once) and then block 0.  0 or -1. */
 int exec_run(Executor *ex);
+/* Runs the startup block if it has not run (initializers, defaults). */
+int exec_startup(Executor *ex);
+/* Runs ops [first, last) of block 0 (last -1: to the end), after the
+ * startup block: a training step runs them all, an evaluation only the
+ * forward ones. */
+int exec_run_range(Executor *ex, int first, int last);
 /* Puts a value (a reference is taken) in variable `var` of block 0 without
  * the checks of exec_feed, and runs block 0 from op `first` on, without the
  * startup block: how the tape's backward runs over the tape's values. */

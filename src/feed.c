@@ -2,8 +2,8 @@
 #include "feed.h"
 
 #include "ast.h"
+#include "data.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,81 +96,29 @@ Tensor *feed_parse_value(Diag *d, const char *name, const char *text, DType want
 
 /* ---- CSV --------------------------------------------------------------------- */
 
-static bool parse_number(const char *s, const char *end, double *out) {
-  while (s < end && (*s == ' ' || *s == '\t')) s++;
-  while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
-  if (s == end) return false;
-  char buf[128];
-  size_t n = (size_t)(end - s);
-  if (n >= sizeof buf) return false;
-  memcpy(buf, s, n);
-  buf[n] = 0;
-  char *stop;
-  errno = 0;
-  *out = strtod(buf, &stop);
-  return *stop == 0 && errno != ERANGE;
+/* The rows of a CSV file, as doubles (data_csv_scan calls this per row). */
+typedef struct Rows {
+  double *vals;
+  int64_t n, cap;
+} Rows;
+
+static bool add_row(void *ctx, Span at, const double *v, int64_t n) {
+  (void)at;
+  Rows *r = ctx;
+  VEC_RESERVE(r->vals, r->cap, r->n + n);
+  memcpy(r->vals + r->n, v, sizeof *v * (size_t)n);
+  r->n += n;
+  return true;
 }
 
 Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
   int file = diag_load_file(d, path);
   if (file < 0) return NULL;
-  const Source *src = &d->files[file];
-  double *vals = NULL;
-  int64_t nv = 0, cap = 0, rows = 0, cols = -1;
-  bool ok = true;
-  for (int line = 0; line < src->nlines && ok; line++) {
-    const char *s = src->text + src->line_starts[line];
-    const char *e = line + 1 < src->nlines ? src->text + src->line_starts[line + 1] - 1 : src->text + src->len;
-    const char *t = s;
-    while (t < e && (*t == ' ' || *t == '\t' || *t == '\r')) t++;
-    if (t == e) continue;
-    int64_t c = 0;
-    int64_t start = nv;
-    bool header = false;
-    for (const char *f = s;; c++) {
-      const char *comma = memchr(f, ',', (size_t)(e - f));
-      const char *fe = comma ? comma : e;
-      double v;
-      if (!parse_number(f, fe, &v)) {
-        if (rows == 0 && cols < 0) {
-          header = true;
-        } else {
-          diag_error(d, (Span){file, (uint32_t)(f - src->text), (uint32_t)(fe - src->text)},
-                     "expected a number");
-          ok = false;
-          break;
-        }
-      } else if (!isfinite(v)) {
-        diag_error(d, (Span){file, (uint32_t)(f - src->text), (uint32_t)(fe - src->text)},
-                   "not a finite number");
-        ok = false;
-        break;
-      }
-      if (!header) {
-        if (nv == cap) {
-          cap = cap ? cap * 2 : 1024;
-          vals = mem_alloc(vals, sizeof *vals * (size_t)cap);
-        }
-        vals[nv++] = v;
-      }
-      if (!comma) break;
-      f = comma + 1;
-    }
-    if (!ok) break;
-    if (header) {
-      cols = -2;   /* seen a header: the next rows are data */
-      nv = start;
-      continue;
-    }
-    if (cols >= 0 && c + 1 != cols) {
-      diag_error(d, (Span){file, (uint32_t)(s - src->text), (uint32_t)(e - src->text)},
-                 "this row has %lld values, the rows before have %lld", (long long)(c + 1), (long long)cols);
-      ok = false;
-      break;
-    }
-    cols = c + 1;
-    rows++;
-  }
+  Rows acc = {0};
+  CsvScan scan = {.file = file, .row = add_row, .ctx = &acc};
+  bool ok = data_csv_scan(d, &scan);
+  double *vals = acc.vals;
+  int64_t nv = acc.n, rows = scan.rows, cols = scan.cols;
   Tensor *t = NULL;
   if (ok && rows == 0) {
     fprintf(d->out, "netrun: error: %s holds no data rows\n", path);

@@ -1691,6 +1691,53 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
   }
 }
 
+/* NAME { KEY = VALUE ... }: a configuration block (train { epochs = 5 }).
+ * Values are constants, names (kept as strings) or lists of them; what the
+ * keys mean is checked by their user (train.c). */
+static void lower_config(Lowerer *L, const AstNode *n) {
+  static const char *const blocks[] = {"train"};
+  if (strcmp(n->name, "train") != 0) {
+    const char *near = diag_nearest(n->name, blocks, 1);
+    diag_error(L->diag, n->opspan, "unknown configuration block '%s'%s%s%s", n->name, near ? " (did you mean '" : "",
+               near ? near : "", near ? "'?)" : "");
+    return;
+  }
+  for (int i = 0; i < n->a->list.n; i++) {
+    const AstNode *s = n->a->list.items[i];
+    if (s->kind != AST_ASSIGN || s->list.n != 1 || s->list.items[0]->kind != AST_NAME) {
+      diag_error(L->diag, s->span, "a %s block holds settings: KEY = VALUE", n->name);
+      continue;
+    }
+    const AstNode *v = s->a;
+    Setting st = {.block = n->name, .key = s->list.items[0]->name, .span = s->span};
+    const char *got;
+    if (v->kind == AST_NAME || v->kind == AST_STRING) {
+      st.value = attr_string(L->prog, v->name);
+      st.is_name = v->kind == AST_NAME;
+    } else if (v->kind == AST_BOOL) {
+      st.value = attr_bool(v->ival);
+    } else if (const_eval(L, v, ATTR_INT, &st.value, &got) || const_eval(L, v, ATTR_FLOAT, &st.value, &got)) {
+    } else if (v->kind == AST_LIST) {
+      bool names = true;
+      for (int k = 0; k < v->list.n; k++)
+        names &= v->list.items[k]->kind == AST_NAME || v->list.items[k]->kind == AST_STRING;
+      if (names) {
+        st.value.type = ATTR_STRINGS;
+        st.value.n = v->list.n;
+        st.value.u.strings = arena_alloc(L->arena, sizeof(char *) * (size_t)(v->list.n + 1));
+        for (int k = 0; k < v->list.n; k++) st.value.u.strings[k] = v->list.items[k]->name;
+      } else if (!const_eval(L, v, ATTR_FLOATS, &st.value, &got)) {
+        diag_error(L->diag, v->span, "a setting's value is a number, a string, a name or a list of them");
+        continue;
+      }
+    } else {
+      diag_error(L->diag, v->span, "a setting's value is a number, a string, a name or a list of them");
+      continue;
+    }
+    *ARENA_PUSH(L->arena, L->prog->settings, L->prog->nsettings, L->prog->capsettings) = st;
+  }
+}
+
 static bool only_top(Lowerer *L, const AstNode *n, bool top, const char *what) {
   if (top) return true;
   diag_error(L->diag, n->span, "%s is only allowed at the top level of a file", what);
@@ -1737,6 +1784,9 @@ static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
       break;
     case AST_ASSIGN:
       lower_assign(L, s);
+      break;
+    case AST_CONFIG:
+      if (only_top(L, s, top, "a configuration block")) lower_config(L, s);
       break;
     case AST_EXPR:
       if (s->a->kind == AST_CALL) {

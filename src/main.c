@@ -34,6 +34,10 @@ static int cmd_run(int argc, char **argv);
 static int cmd_time(int argc, char **argv);
 static int cmd_grad_verb(int argc, char **argv);
 static int cmd_gradcheck_verb(int argc, char **argv);
+/* Verbs implemented beside their modules. */
+int cmd_data(int argc, char **argv);        /* data.c */
+int cmd_checkpoint(int argc, char **argv);  /* checkpoint.c */
+int cmd_plot(int argc, char **argv);        /* plot.c */
 
 #define RUN_OPTIONS                                                                  \
   "  --set NAME=VALUE   feed input NAME a literal value (3, [[1, 2], [3, 4]])\n"      \
@@ -76,13 +80,33 @@ static const Verb verbs[] = {
     {"gradcheck", cmd_gradcheck_verb, "netrun gradcheck [OPTIONS] FILE",
      "Compare every gradient with central finite differences, element by element,\n"
      "and report the largest errors; exit 1 if one exceeds the tolerance.\n" GRAD_OPTIONS RUN_OPTIONS
-     "  --eps E            the finite-difference step (default 1e-3)\n"
+     "  --eps E            the finite-difference step (default 1e-2: the forward runs in f32)\n"
      "  --rtol R           the tolerance on |analytic - numeric| / max(|numeric|, 1e-3) (default 5e-3)\n"
      "  --samples N        check N random elements of each variable instead of all"},
-    {"train", cmd_later, "netrun train FILE", "Train the model FILE describes (not implemented yet)."},
-    {"eval", cmd_later, "netrun eval FILE --weights PATH", "Evaluate a trained model (not implemented yet)."},
-    {"predict", cmd_later, "netrun predict FILE --weights PATH", "Predict with a trained model (not implemented yet)."},
-    {"plot", cmd_later, "netrun plot LOG", "Draw training curves as SVG (not implemented yet)."},
+    {"train", cmd_train, "netrun train [OPTIONS] FILE",
+     "Train the model FILE describes on the data its train block names.\n"
+     "  --epochs N --batch N --lr X --optimizer NAME --data SPEC   override the train block\n"
+     "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
+     "  --limit N          use only the first N examples of each split\n"
+     "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
+     "  --resume PATH      continue the run a checkpoint stopped\n"
+     "  --keep-best        also write PATH.best whenever the evaluation improves\n"
+     "  --log FILE         every metric as JSON lines (see netrun plot)"},
+    {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
+     "Loss and accuracy of trained weights on the train block's evaluation split.\n"
+     "  --weights PATH     a checkpoint written by netrun train --save\n"
+     "  --data SPEC --batch N --limit N"},
+    {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
+     "The predicted class of every fed example (the argmax of the train block's metric),\n"
+     "or the value of --output NAME.\n" RUN_OPTIONS
+     "  --weights PATH     a checkpoint written by netrun train --save\n"
+     "  --output NAME      print this value instead of the classes"},
+    {"plot", cmd_plot, "netrun plot [-o OUT.svg] LOG.jsonl",
+     "Draw the loss and accuracy curves of a training log (netrun train --log) as SVG."},
+    {"data", cmd_data, "netrun data SPEC",
+     "Describe a dataset netrun can read: fashion-mnist, a CSV file, or IDX files."},
+    {"checkpoint", cmd_checkpoint, "netrun checkpoint PATH",
+     "Describe a checkpoint written by netrun train --save."},
     {"repl", cmd_later, "netrun repl [FILE]", "Interactive session (not implemented yet)."},
     {"help", cmd_help, "netrun help [VERB]", "Describe a verb."},
 };
@@ -109,6 +133,7 @@ static int cmd_dump(int argc, char **argv) {
   Args a;
   int rc = cli_parse(argc, argv, &a, OPT_DUMP | OPT_GRAD | OPT_RUN);
   if (rc) return rc;
+  if (a.train) return dump_train(&a);
   if (a.backward || a.tape) return dump_backward(&a);
   Loaded ld;
   int status = 0;

@@ -327,6 +327,12 @@ const char *attr_type_name(AttrType t) {
   return "?";
 }
 
+const Setting *prog_setting(const Program *p, const char *block, const char *key) {
+  for (int i = p->nsettings - 1; i >= 0; i--)
+    if (strcmp(p->settings[i].block, block) == 0 && strcmp(p->settings[i].key, key) == 0) return &p->settings[i];
+  return NULL;
+}
+
 AttrValue attr_int(int64_t i) { return (AttrValue){.type = ATTR_INT, .u.i = i}; }
 AttrValue attr_float(double f) { return (AttrValue){.type = ATTR_FLOAT, .u.f = f}; }
 AttrValue attr_bool(bool b) { return (AttrValue){.type = ATTR_BOOL, .u.i = b}; }

@@ -48,6 +48,7 @@ enum {
   VAR_PARAM = 1 << 1,          /* trainable, persistable */
   VAR_STOP_GRADIENT = 1 << 2,  /* no gradient flows into it */
   VAR_ARG = 1 << 3,            /* a block argument (loop-carried value) */
+  VAR_STATE = 1 << 4,          /* training state: optimizer moments, the learning rate */
 };
 
 typedef struct VarDesc {
@@ -120,6 +121,17 @@ typedef struct Export {
   const char *var;
 } Export;
 
+/* A setting of a configuration block: `train { epochs = 5 }` gives
+ * {block "train", key "epochs", value 5}.  A bare name is kept as a string
+ * (is_name set): `loss = loss`, `optimizer = sgd`. */
+typedef struct Setting {
+  const char *block;
+  const char *key;
+  AttrValue value;
+  bool is_name;
+  Span span;
+} Setting;
+
 typedef struct Program {
   Arena *arena;
   Diag *diag;
@@ -128,6 +140,9 @@ typedef struct Program {
   Export *exports; int nexports, capexports;
   struct VarMap *all;        /* every name in the program -> VarDesc */
   struct Registry *user_ops; /* ops its scripts define (op ... grad); may be NULL */
+  Setting *settings; int nsettings, capsettings;
+  int nforward;              /* block 0's forward ops, once a backward is appended */
+  int nbackward;             /* backwards appended so far */
   int next_temp;
 } Program;
 
@@ -169,6 +184,8 @@ AttrValue attr_float(double f);
 AttrValue attr_bool(bool b);
 AttrValue attr_dtype(DType t);
 AttrValue attr_block(int idx);
+/* The last setting of `key` in configuration block `block`, or NULL. */
+const Setting *prog_setting(const Program *p, const char *block, const char *key);
 AttrValue attr_string(Program *p, const char *s);
 AttrValue attr_ints(Program *p, const int64_t *v, int n);
 AttrValue attr_floats(Program *p, const double *v, int n);

@@ -216,6 +216,6 @@ OpProto op_table_compare[] = {
      .grad_kind = GRAD_NONE},
     {.type = "sign", .doc = "Out = -1, 0 or 1 by the sign of X", .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "dtype and shape of X"}}, .infer = infer_sign, .kernel = k_sign,
-     .grad_kind = GRAD_NONE},
+     .grad_kind = GRAD_NONE, .flags = OP_ZERO_GRAD},   /* its gradient is 0 wherever it exists */
     {0},
 };

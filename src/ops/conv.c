@@ -6,9 +6,12 @@
  * error); results are f32.
  *
  * conv2d unfolds the input (im2col) and multiplies by the filter with
- * OpenBLAS's sgemm; the pools are direct loops over each window. */
+ * OpenBLAS's sgemm; the pools are direct loops over each window.  Their
+ * gradients are dedicated ops: conv2d_grad runs the two transposed GEMMs
+ * (dFilter = dOut . col^T, dCol = Filter^T . dOut folded back by col2im),
+ * the pools' grads walk the same windows as their forwards. */
+#include "../backward.h"
 #include "../exec.h"
-#include "../registry.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -342,9 +345,28 @@ static void pool_window(ExecCtx *c, const Tensor *x, const Tensor *out, Window *
   }
 }
 
+/* The flat index in img (rows of w) of the maximum over rows [y0, y1) and
+ * columns [x0, x1): the first of equal maxima, or the last NaN (a NaN is
+ * the maximum, as in PyTorch).  The selects are branch-free: on real data a
+ * branch per element mispredicts often and made the pools 3x slower.  The
+ * forward and the gradient both pick through this, so they agree. */
+static inline int64_t window_argmax(const float *img, int64_t w, int64_t y0, int64_t y1, int64_t x0,
+                                    int64_t x1) {
+  int64_t at = y0 * w + x0, nan_at = -1;
+  float m = img[at];
+  for (int64_t iy = y0; iy < y1; iy++)
+    for (int64_t ix = x0; ix < x1; ix++) {
+      int64_t i = iy * w + ix;
+      float v = img[i];
+      at = v > m ? i : at;
+      m = v > m ? v : m;
+      nan_at = v != v ? i : nan_at;
+    }
+  return nan_at >= 0 ? nan_at : at;
+}
+
 /* Each window clipped to the input: padding never wins a max.  Inference
- * keeps paddings at most half of ksize, so no window is all padding.  A NaN
- * in a window is its maximum, as in PyTorch. */
+ * keeps paddings at most half of ksize, so no window is all padding. */
 static int k_max_pool2d(ExecCtx *c) {
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
   Window g;
@@ -361,13 +383,7 @@ static int k_max_pool2d(ExecCtx *c) {
         int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
         if (x0 < 0) x0 = 0;
         if (x1 > g.w) x1 = g.w;
-        float m = -INFINITY;
-        for (int64_t iy = y0; iy < y1; iy++)
-          for (int64_t ix = x0; ix < x1; ix++) {
-            float v = img[iy * g.w + ix];
-            if (v > m || isnan(v)) m = v;
-          }
-        *y = m;
+        *y = img[window_argmax(img, g.w, y0, y1, x0, x1)];
       }
     }
   }
@@ -405,33 +421,280 @@ static int k_avg_pool2d(ExecCtx *c) {
   return 0;
 }
 
+/* ---- gradients ------------------------------------------------------------------ */
+
+/* Output slot S@GRAD gets the dtype and shape of input slot S. */
+static void infer_grad_like(InferCtx *c, const char *slot, const char *gslot) {
+  const VarDesc *v = infer_in(c, slot, 0);
+  if (v && infer_out_count(c, gslot) > 0) infer_set(c, gslot, 0, v->dtype, &v->shape);
+}
+
+static bool infer_conv2d_grad(InferCtx *c) {
+  infer_grad_like(c, "Input", "Input@GRAD");
+  infer_grad_like(c, "Filter", "Filter@GRAD");
+  return true;
+}
+
+static bool infer_pool_grad(InferCtx *c) {
+  infer_grad_like(c, "X", "X@GRAD");
+  return true;
+}
+
+/* col2im: the adjoint of im2col.  Adds each row of col[cg*KH*KW, OH*OW]
+ * (row stride ld) back onto the taps it was read from, into `padded`
+ * ([cg, H+2ph, W+2pw], zeroed by the caller) or, without padding, into the
+ * image gradient itself. */
+static void col2im(const float *col, int64_t ld, int64_t cg, const Window *g, float *dst) {
+  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
+  for (int64_t ci = 0; ci < cg; ci++)
+    for (int64_t ki = 0; ki < g->kh; ki++)
+      for (int64_t kj = 0; kj < g->kw; kj++) {
+        const float *row = col + ((ci * g->kh + ki) * g->kw + kj) * ld;
+        float *tap = dst + (ci * hp + ki * g->dh) * wp + kj * g->dw;
+        for (int64_t oy = 0; oy < g->oh; oy++, row += g->ow) {
+          float *d = tap + oy * g->sh * wp;
+          if (g->sw == 1) {
+            for (int64_t ox = 0; ox < g->ow; ox++) d[ox] += row[ox];
+          } else {
+            for (int64_t ox = 0; ox < g->ow; ox++) d[ox * g->sw] += row[ox];
+          }
+        }
+      }
+}
+
+/* conv2d's gradients, per (batch of images, group) as in conv2d_f32, with
+ * the batch's Output@GRAD gathered into one [og, nb*P] matrix dO:
+ *   dFilter_g += dO . col^T           (col = im2col of the batch's images)
+ *   dCol       = Filter_g^T . dO      then col2im into dInput.
+ * din or dfilt may be NULL (not asked for).  Buffers are allocated once. */
+static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
+                           const float *filt, const float *dout, float *din, float *dfilt) {
+  int64_t cg = g->c / groups, og = o / groups, kk = cg * g->kh * g->kw, p = g->oh * g->ow;
+  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
+  bool direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+  bool pad = g->ph || g->pw;
+  bool empty = g->n == 0 || o == 0 || p == 0 || kk == 0;
+  /* dInput is accumulated in place only without padding (col2im adds into
+   * it); the padded and 1x1 paths overwrite every element */
+  if (din && (empty || (!pad && !direct)))
+    memset(din, 0, sizeof *din * (size_t)(g->n * g->c * g->h * g->w));
+  if (dfilt) memset(dfilt, 0, sizeof *dfilt * (size_t)(o * kk));
+  if (empty) return 0;
+  if (!floats_fit(kk, p) || (pad && (!floats_fit(hp, wp) || !floats_fit(cg, hp * wp))) ||
+      og > INT32_MAX || kk > INT32_MAX || p > INT32_MAX)
+    return ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large", (long long)kk,
+                    (long long)p);
+  int64_t nb = (CONV_MIN_COLS + p - 1) / p;
+  if (nb > 1 && nb * kk * p > CONV_COL_FLOATS) nb = CONV_COL_FLOATS / (kk * p);
+  if (nb > g->n) nb = g->n;
+  if (nb < 1 || direct) nb = 1;
+  /* col holds im2col (for dFilter) and then dCol (for dInput) */
+  float *col = direct ? NULL : mem_alloc(NULL, sizeof *col * (size_t)(kk * p * nb));
+  float *padded = pad ? mem_alloc(NULL, sizeof *padded * (size_t)(cg * hp * wp)) : NULL;
+  float *tmp = nb > 1 ? mem_alloc(NULL, sizeof *tmp * (size_t)(og * p * nb)) : NULL;
+  if (pad && dfilt) memset(padded, 0, sizeof *padded * (size_t)(cg * hp * wp));
+  for (int64_t b0 = 0; b0 < g->n; b0 += nb) {
+    int64_t m = g->n - b0 < nb ? g->n - b0 : nb, cols = m * p;
+    for (int64_t gi = 0; gi < groups; gi++) {
+      const float *w = filt + gi * og * kk, *dm = dout + (b0 * o + gi * og) * p;
+      if (m > 1) {
+        for (int64_t b = 0; b < m; b++)
+          for (int64_t oc = 0; oc < og; oc++)
+            memcpy(tmp + oc * cols + b * p, dout + ((b0 + b) * o + gi * og + oc) * p,
+                   sizeof *tmp * (size_t)p);
+        dm = tmp;
+      }
+      if (dfilt) {
+        const float *bm = col;
+        /* im2col leaves the border of `padded` zero: only its middle is written */
+        for (int64_t b = 0; b < m; b++) {
+          const float *img = in + ((b0 + b) * g->c + gi * cg) * g->h * g->w;
+          if (direct) bm = img;
+          else im2col(img, cg, g, padded, col + b * p, cols);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kk, (int)cols, 1.0f, dm,
+                    (int)cols, bm, (int)cols, 1.0f, dfilt + gi * og * kk, (int)kk);
+      }
+      if (!din) continue;
+      if (direct) {
+        float *dst = din + (b0 * g->c + gi * cg) * g->h * g->w;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
+                    (int)kk, dm, (int)cols, 0.0f, dst, (int)cols);
+        continue;
+      }
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
+                  (int)kk, dm, (int)cols, 0.0f, col, (int)cols);
+      for (int64_t b = 0; b < m; b++) {
+        float *dimg = din + ((b0 + b) * g->c + gi * cg) * g->h * g->w;
+        if (!pad) {
+          col2im(col + b * p, cols, cg, g, dimg);
+          continue;
+        }
+        memset(padded, 0, sizeof *padded * (size_t)(cg * hp * wp));
+        col2im(col + b * p, cols, cg, g, padded);
+        for (int64_t ci = 0; ci < cg; ci++)
+          for (int64_t y = 0; y < g->h; y++)
+            memcpy(dimg + (ci * g->h + y) * g->w, padded + (ci * hp + y + g->ph) * wp + g->pw,
+                   sizeof *dimg * (size_t)g->w);
+        if (dfilt) memset(padded, 0, sizeof *padded * (size_t)(cg * hp * wp));
+      }
+    }
+  }
+  mem_free(col);
+  mem_free(padded);
+  mem_free(tmp);
+  return 0;
+}
+
+static int k_conv2d_grad(ExecCtx *c) {
+  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32),
+         *dout = ctx_in(c, 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
+  Window g;
+  window_read(c, x, dout, true, &g);
+  g.kh = f->shape[2];
+  g.kw = f->shape[3];
+  int rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x),
+                           tensor_f32(f), tensor_f32(dout), dx ? tensor_f32(dx) : NULL,
+                           df ? tensor_f32(df) : NULL);
+  tensor_unref(x);
+  tensor_unref(f);
+  return rc;
+}
+
+static int g_conv2d(GradCtx *g) {
+  const char *di = gop_in_grad(g, "Input", 0), *df = gop_in_grad(g, "Filter", 0);
+  if (!di && !df) return 0;
+  OpDesc *op = gemit(g, "conv2d_grad");
+  gemit_in(g, op, "Input", gop_in(g, "Input", 0));
+  gemit_in(g, op, "Filter", gop_in(g, "Filter", 0));
+  gemit_in(g, op, "Output@GRAD", gop_out_grad(g, "Output", 0));
+  if (di) gemit_out(g, op, "Input@GRAD", di);
+  if (df) gemit_out(g, op, "Filter@GRAD", df);
+  static const char *const attrs[] = {"strides", "paddings", "dilations", "groups"};
+  for (int k = 0; k < 4; k++) gemit_attr(g, op, attrs[k], *gop_attr(g, attrs[k]));
+  return 0;
+}
+
+/* max_pool2d_grad: each window's Out@GRAD goes to the element the forward
+ * picked (window_argmax). */
+static int k_max_pool2d_grad(ExecCtx *c) {
+  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  Window g;
+  pool_window(c, x, dout, &g);
+  const float *xv = tensor_f32(x), *gv = tensor_f32(dout);
+  float *d = tensor_f32(dx);
+  memset(d, 0, sizeof *d * (size_t)dx->numel);
+  for (int64_t pl = 0; pl < g.n * g.c; pl++) {
+    const float *img = xv + pl * g.h * g.w;
+    float *dimg = d + pl * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; oy++) {
+      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
+      if (y0 < 0) y0 = 0;
+      if (y1 > g.h) y1 = g.h;
+      for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
+        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
+        if (x0 < 0) x0 = 0;
+        if (x1 > g.w) x1 = g.w;
+        dimg[window_argmax(img, g.w, y0, y1, x0, x1)] += *gv;
+      }
+    }
+  }
+  tensor_unref(x);
+  return 0;
+}
+
+/* avg_pool2d_grad: each window's Out@GRAD / (KH*KW) is added to its
+ * unpadded elements (padding took its share, as in the forward). */
+static int k_avg_pool2d_grad(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  Window g;
+  pool_window(c, x, dout, &g);
+  const float *gv = tensor_f32(dout);
+  float *d = tensor_f32(dx);
+  memset(d, 0, sizeof *d * (size_t)dx->numel);
+  float inv = (float)(1.0 / (double)(g.kh * g.kw));
+  for (int64_t pl = 0; pl < g.n * g.c; pl++) {
+    float *dimg = d + pl * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; oy++) {
+      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
+      if (y0 < 0) y0 = 0;
+      if (y1 > g.h) y1 = g.h;
+      for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
+        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
+        if (x0 < 0) x0 = 0;
+        if (x1 > g.w) x1 = g.w;
+        float v = *gv * inv;
+        for (int64_t iy = y0; iy < y1; iy++)
+          for (int64_t ix = x0; ix < x1; ix++) dimg[iy * g.w + ix] += v;
+      }
+    }
+  }
+  return 0;
+}
+
+/* max_pool2d, avg_pool2d: X@GRAD from X and Out@GRAD. */
+static int g_pool(GradCtx *g, const char *type) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, "X", gop_in(g, "X", 0));
+  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
+  gemit_out(g, op, "X@GRAD", dx);
+  static const char *const attrs[] = {"ksize", "strides", "paddings"};
+  for (int k = 0; k < 3; k++) gemit_attr(g, op, attrs[k], *gop_attr(g, attrs[k]));
+  return 0;
+}
+
+static int g_max_pool2d(GradCtx *g) { return g_pool(g, "max_pool2d_grad"); }
+static int g_avg_pool2d(GradCtx *g) { return g_pool(g, "avg_pool2d_grad"); }
+
 /* ---- the table ---------------------------------------------------------------- */
 
-#define POOL(NAME, KERNEL, DOC)                                                 \
+#define POOL_ATTRS                                                              \
+  {{"ksize", ATTR_INTS, NULL, check_pair_positive, "window [height, width]"},   \
+   {"strides", ATTR_INTS, "[]", check_pool_strides,                            \
+    "step [height, width]; [] means ksize"},                                    \
+   {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                   \
+    "padding on each side [height, width], at most half of ksize"}}
+#define POOL(NAME, KERNEL, GRAD, DOC)                                           \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input [N, C, H, W]"}},            \
-   .out = {{"Out", 0, "f32 [N, C, OH, OW]"}},                                   \
-   .attrs = {{"ksize", ATTR_INTS, NULL, check_pair_positive, "window [height, width]"}, \
-             {"strides", ATTR_INTS, "[]", check_pool_strides,                   \
-              "step [height, width]; [] means ksize"},                          \
-             {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,          \
-              "padding on each side [height, width], at most half of ksize"}},  \
-   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
+   .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,              \
+   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED, .grad = GRAD}
+#define POOL_GRAD(NAME, KERNEL, DOC)                                            \
+  {.type = NAME, .doc = DOC,                                                    \
+   .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}}, \
+   .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = POOL_ATTRS,            \
+   .infer = infer_pool_grad, .kernel = KERNEL, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
+
+#define CONV_ATTRS                                                              \
+  {{"strides", ATTR_INTS, "[1, 1]", check_pair_positive, "step [height, width]"},  \
+   {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                   \
+    "zero padding on each side [height, width]"},                               \
+   {"dilations", ATTR_INTS, "[1, 1]", check_pair_positive,                     \
+    "spacing of kernel taps [height, width]"},                                  \
+   {"groups", ATTR_INT, "1", check_positive, "channel groups; C and O divide by it"}}
 
 OpProto op_table_conv[] = {
     {.type = "conv2d", .doc = "Output = the 2-D cross-correlation of Input with Filter (NCHW, OIHW)",
      .in = {{"Input", 0, "images [N, C, H, W]"},
             {"Filter", 0, "kernels [O, C / groups, KH, KW]"}},
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
-     .attrs = {{"strides", ATTR_INTS, "[1, 1]", check_pair_positive, "step [height, width]"},
-               {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,
-                "zero padding on each side [height, width]"},
-               {"dilations", ATTR_INTS, "[1, 1]", check_pair_positive,
-                "spacing of kernel taps [height, width]"},
-               {"groups", ATTR_INT, "1", check_positive, "channel groups; C and O divide by it"}},
-     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED},
-    POOL("max_pool2d", k_max_pool2d,
+     .attrs = CONV_ATTRS,
+     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED, .grad = g_conv2d},
+    {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (GEMM + col2im)",
+     .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
+            {"Output@GRAD", 0, "the gradient of Output"}},
+     .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
+             {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"}},
+     .attrs = CONV_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_grad,
+     .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+    POOL("max_pool2d", k_max_pool2d, g_max_pool2d,
          "Out = the maximum of each window of X (padding never wins)"),
-    POOL("avg_pool2d", k_avg_pool2d,
+    POOL_GRAD("max_pool2d_grad", k_max_pool2d_grad,
+              "X@GRAD = Out@GRAD routed to the maximum of each window"),
+    POOL("avg_pool2d", k_avg_pool2d, g_avg_pool2d,
          "Out = the mean of each window of X (padding counts as 0 in the mean)"),
+    POOL_GRAD("avg_pool2d_grad", k_avg_pool2d_grad,
+              "X@GRAD = Out@GRAD / (KH*KW) spread over each window"),
     {0},
 };

@@ -3,6 +3,7 @@
  * pass or combine whole tensors (assign, cast, add_n, stop_gradient, print).
  *
  * A `shape` attribute here is a list of known sizes: no -1, no symbols. */
+#include "../backward.h"
 #include "../exec.h"
 #include "../print.h"
 
@@ -411,6 +412,40 @@ static int k_print(ExecCtx *c) {
   return 0;
 }
 
+/* ---- gradients ------------------------------------------------------------------
+ * Composite.  stop_gradient, fill_zeros_like and ones_like have none by
+ * definition (OP_ZERO_GRAD): the builder stops there without an error. */
+
+/* assign: dX = assign(dOut). */
+static int g_assign(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (dx) gemit1(g, "assign", gop_out_grad(g, "Out", 0), dx);
+  return 0;
+}
+
+/* cast: dX = dOut cast back to X's dtype.  Only f32 values have gradients,
+ * so this runs only for an f32 X cast to f32. */
+static int g_cast(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  const VarDesc *x = prog_var(gprog(g), gop_in(g, "X", 0));
+  OpDesc *op = gemit(g, "cast");
+  gemit_in(g, op, "X", gop_out_grad(g, "Out", 0));
+  gemit_out(g, op, "Out", dx);
+  gemit_attr(g, op, "dtype", attr_dtype(x ? x->dtype : DT_F32));
+  return 0;
+}
+
+/* add_n: dX[i] = dOut for every input that needs one (an input listed
+ * twice gets two writes, which the builder sums). */
+static int g_add_n(GradCtx *g) {
+  for (int i = 0; i < gop_nin(g, "X"); i++) {
+    const char *dx = gop_in_grad(g, "X", i);
+    if (dx) gemit1(g, "assign", gop_out_grad(g, "Out", 0), dx);
+  }
+  return 0;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 #define SHAPE_ATTR {"shape", ATTR_INTS, NULL, check_shape, "the result's shape"}
@@ -419,10 +454,10 @@ static int k_print(ExecCtx *c) {
   {"seed", ATTR_INT, "0", check_nonnegative,                                    \
    "0: draw from the run's generator (--seed); else this op's own seed"}
 #define OUT_NEW {{"Out", 0, "the new tensor"}}
-#define LIKE(NAME, KERNEL, DOC, GK)                                             \
+#define LIKE(NAME, KERNEL, DOC, GK, GRAD, FLAGS)                                \
   {.type = NAME, .doc = DOC, .kernel = KERNEL, .in = {{"X", 0, "input"}},       \
    .out = {{"Out", 0, "the result, dtype and shape of X"}}, .infer = infer_like, \
-   .grad_kind = GK}
+   .grad_kind = GK, .grad = GRAD, .flags = FLAGS}
 
 OpProto op_table_creation[] = {
     {.type = "zeros", .doc = "Out = a tensor of zeros", .out = OUT_NEW,
@@ -464,19 +499,22 @@ OpProto op_table_creation[] = {
      .attrs = {SHAPE_ATTR, DTYPE_ATTR("f32"),
                {"values", ATTR_FLOATS, NULL, NULL, "the elements, row-major"}},
      .infer = infer_assign_value, .kernel = k_assign_value, .grad_kind = GRAD_NONE},
-    LIKE("fill_zeros_like", k_fill_zeros_like, "Out = zeros of X's dtype and shape", GRAD_NONE),
-    LIKE("ones_like", k_ones_like, "Out = ones of X's dtype and shape", GRAD_NONE),
-    LIKE("assign", k_assign, "Out = X (a copy)", GRAD_COMPOSITE),
-    LIKE("stop_gradient", k_assign, "Out = X; no gradient flows back through it", GRAD_NONE),
+    LIKE("fill_zeros_like", k_fill_zeros_like, "Out = zeros of X's dtype and shape", GRAD_NONE,
+         NULL, OP_ZERO_GRAD),
+    LIKE("ones_like", k_ones_like, "Out = ones of X's dtype and shape", GRAD_NONE, NULL,
+         OP_ZERO_GRAD),
+    LIKE("assign", k_assign, "Out = X (a copy)", GRAD_COMPOSITE, g_assign, 0),
+    LIKE("stop_gradient", k_assign, "Out = X; no gradient flows back through it", GRAD_NONE,
+         NULL, OP_ZERO_GRAD),
     {.type = "cast", .doc = "Out = X converted to dtype (f32 to i64 truncates toward 0)",
      .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"dtype", ATTR_DTYPE, NULL, NULL, "the result's dtype"}},
-     .infer = infer_cast, .kernel = k_assign, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_cast, .kernel = k_assign, .grad_kind = GRAD_COMPOSITE, .grad = g_cast},
     {.type = "add_n", .doc = "Out = the sum of the tensors in X, all of one shape",
      .in = {{"X", SLOT_LIST, "the tensors to add"}},
      .out = {{"Out", 0, "the sum, shape of each X"}}, .infer = infer_add_n, .kernel = k_add_n,
-     .grad_kind = GRAD_COMPOSITE},
+     .grad_kind = GRAD_COMPOSITE, .grad = g_add_n},
     {.type = "print", .doc = "prints its inputs", .in = {{"X", SLOT_LIST, "the values to print"}},
      .attrs = {{"message", ATTR_STRING, "\"\"", NULL, "printed before the values"}},
      .infer = infer_nothing, .kernel = k_print, .grad_kind = GRAD_NONE, .flags = OP_SIDE_EFFECT},

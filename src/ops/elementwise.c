@@ -6,6 +6,7 @@
 #include "../exec.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Binary arithmetic: broadcast shapes, promote dtypes. */
 static bool infer_binary(InferCtx *c) {
@@ -477,6 +478,220 @@ UNARY_GRAD(scale, {
   gemit_attr(g, op, "scale", *gop_attr(g, "scale"));
 })
 
+/* ---- dedicated gradients ---------------------------------------------------------
+ * The activations are on the hot path of training, so each has a *_grad op
+ * whose kernel makes dX in one pass with no temporaries.  pow, maximum and
+ * minimum have one too: a single pass over Out computes both gradients and
+ * sums them straight back to X's and Y's shapes where they were broadcast.
+ *
+ * A grad op reads the forward values it needs (X or Out) and Out@GRAD,
+ * carries the forward op's attributes, and writes only the gradients the
+ * builder asked for: an output slot it was not given is absent. */
+
+/* The forward op's attributes, copied onto its grad op. */
+static void copy_attrs(GradCtx *g, OpDesc *op) {
+  const OpProto *fp = prog_find_op(gprog(g), gop_fwd(g)->type);
+  for (int i = 0; fp && i < fp->nattrs; i++) {
+    const AttrValue *v = gop_attr(g, fp->attrs[i].name);
+    if (v) gemit_attr(g, op, fp->attrs[i].name, *v);
+  }
+}
+
+/* X@GRAD = TYPE(SLOT, Out@GRAD), SLOT being the forward's X or Out. */
+static int unary_grad(GradCtx *g, const char *type, const char *slot) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, slot, strcmp(slot, "X") == 0 ? X0 : OUT0);
+  gemit_in(g, op, "Out@GRAD", DOUT);
+  gemit_out(g, op, "X@GRAD", dx);
+  copy_attrs(g, op);
+  return 0;
+}
+
+/* X@GRAD, Y@GRAD = TYPE(X, Y, Out, Out@GRAD), each only if asked for. */
+static int binary_grad(GradCtx *g, const char *type) {
+  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  if (!dx && !dy) return 0;
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, "X", X0);
+  gemit_in(g, op, "Y", Y0);
+  gemit_in(g, op, "Out", OUT0);
+  gemit_in(g, op, "Out@GRAD", DOUT);
+  if (dx) gemit_out(g, op, "X@GRAD", dx);
+  if (dy) gemit_out(g, op, "Y@GRAD", dy);
+  return 0;
+}
+
+static int g_pow(GradCtx *g) { return binary_grad(g, "pow_grad"); }
+static int g_maximum(GradCtx *g) { return binary_grad(g, "maximum_grad"); }
+static int g_minimum(GradCtx *g) { return binary_grad(g, "minimum_grad"); }
+static int g_abs(GradCtx *g) { return unary_grad(g, "abs_grad", "X"); }
+static int g_relu(GradCtx *g) { return unary_grad(g, "relu_grad", "Out"); }
+static int g_sigmoid(GradCtx *g) { return unary_grad(g, "sigmoid_grad", "Out"); }
+static int g_tanh(GradCtx *g) { return unary_grad(g, "tanh_grad", "Out"); }
+static int g_softplus(GradCtx *g) { return unary_grad(g, "softplus_grad", "X"); }
+static int g_gelu(GradCtx *g) { return unary_grad(g, "gelu_grad", "X"); }
+static int g_leaky_relu(GradCtx *g) { return unary_grad(g, "leaky_relu_grad", "X"); }
+static int g_clip(GradCtx *g) { return unary_grad(g, "clip_grad", "X"); }
+
+/* Each X@GRAD has its X's shape; gradients are f32. */
+static bool infer_grad_like(InferCtx *c) {
+  static const char *const pairs[][2] = {{"X@GRAD", "X"}, {"Y@GRAD", "Y"}};
+  for (int k = 0; k < 2; k++) {
+    if (!infer_out_count(c, pairs[k][0])) continue;
+    const VarDesc *v = infer_in(c, pairs[k][1], 0);
+    if (!v) return infer_fail(c, "input %s is missing", pairs[k][1]);
+    infer_set(c, pairs[k][0], 0, DT_F32, &v->shape);
+  }
+  return true;
+}
+
+/* A unary grad op's X@GRAD: the shape of its one forward input (X or Out,
+ * which have the same shape). */
+static bool infer_unary_grad(InferCtx *c) {
+  const VarDesc *v = infer_in(c, c->proto->in[0].name, 0);
+  if (!v) return infer_fail(c, "input %s is missing", c->proto->in[0].name);
+  infer_set(c, "X@GRAD", 0, DT_F32, &v->shape);
+  return true;
+}
+
+/* ---- unary grad kernels ----
+ * dX[i] = EXPR, EXPR reading the forward value v (X or Out), the incoming
+ * gradient d and the attributes p. */
+typedef void (*UnaryGradLoop)(int64_t n, f32 *restrict gx, const f32 *v, const f32 *dout,
+                              const UnaryArgs *p);
+
+#define UNARY_GRAD_LOOP(NAME, EXPR)                                             \
+  static void NAME##_grad_loop(int64_t n, f32 *restrict gx, const f32 *vv,      \
+                               const f32 *dd, const UnaryArgs *p) {             \
+    (void)p;                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                           \
+      f32 v = vv[i], d = dd[i];                                                 \
+      gx[i] = (EXPR);                                                           \
+    }                                                                           \
+  }
+
+static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const UnaryArgs *p) {
+  Tensor *v = ctx_in(c, 0), *d = ctx_in(c, 1), *gx = ctx_out(c, 0);
+  if (!gx) return 0;
+  if (v->dtype != DT_F32 || d->dtype != DT_F32 || v->numel != gx->numel || d->numel != gx->numel)
+    return ctx_fail(c, "internal error: the forward value and Out@GRAD must be f32 of X's size");
+  f(gx->numel, tensor_f32(gx), tensor_f32(v), tensor_f32(d), p);
+  return 0;
+}
+
+/* Standard normal density and distribution function, for gelu. */
+static inline f32 phi_f32(f32 a) { return 0.39894228040143268f * expf(-0.5f * a * a); }
+static inline f32 Phi_f32(f32 a) { return 0.5f * (1.0f + erff(a * 0.70710678118654752f)); }
+
+/* abs: sign(X), 0 at 0 (PyTorch's choice: a subgradient). */
+UNARY_GRAD_LOOP(abs, v > 0 ? d : v < 0 ? -d : 0.0f)
+/* relu, from Out: passes where Out > 0, so 0 at X = 0. */
+UNARY_GRAD_LOOP(relu, v > 0 ? d : 0.0f)
+/* sigmoid, from Out: Out (1 - Out). */
+UNARY_GRAD_LOOP(sigmoid, d * v * (1.0f - v))
+/* tanh, from Out: 1 - Out^2. */
+UNARY_GRAD_LOOP(tanh, d * (1.0f - v * v))
+/* softplus: sigmoid(X). */
+UNARY_GRAD_LOOP(softplus, d * sigmoid_f32(v))
+/* gelu (exact, erf form): Phi(X) + X phi(X). */
+UNARY_GRAD_LOOP(gelu, d * (Phi_f32(v) + v * phi_f32(v)))
+/* leaky_relu: 1 for X > 0, else alpha (p->f[0]). */
+UNARY_GRAD_LOOP(leaky_relu, v > 0 ? d : p->f[0] * d)
+/* clip: passes strictly inside (min, max) = (p->f[0], p->f[1]); at a bound
+ * or outside it is 0. */
+UNARY_GRAD_LOOP(clip, v > p->f[0] && v < p->f[1] ? d : 0.0f)
+
+#define UNARY_GRAD_KERNEL(NAME)                                                 \
+  static int k_##NAME##_grad(ExecCtx *c) { return unary_grad_run(c, NAME##_grad_loop, NULL); }
+UNARY_GRAD_KERNEL(abs)
+UNARY_GRAD_KERNEL(relu)
+UNARY_GRAD_KERNEL(sigmoid)
+UNARY_GRAD_KERNEL(tanh)
+UNARY_GRAD_KERNEL(softplus)
+UNARY_GRAD_KERNEL(gelu)
+
+static int k_leaky_relu_grad(ExecCtx *c) {
+  UnaryArgs p = {.f = {(f32)ctx_attr_f(c, "alpha")}};
+  return unary_grad_run(c, leaky_relu_grad_loop, &p);
+}
+
+static int k_clip_grad(ExecCtx *c) {
+  UnaryArgs p = {.f = {(f32)ctx_attr_f(c, "min"), (f32)ctx_attr_f(c, "max")}};
+  return unary_grad_run(c, clip_grad_loop, &p);
+}
+
+/* ---- binary grad kernels ----
+ * One pass over Out: element i of Out reads X and Y where the broadcast
+ * put them, and adds its gradients GX and GY (expressions of a = X, b = Y,
+ * o = Out, d = Out@GRAD) into dX and dY at those same places, which sums
+ * them back over the broadcast dimensions.  gx or gy is NULL when that
+ * gradient was not asked for. */
+typedef void (*BinaryGradLoop)(const Bcast *bc, f32 *gx, f32 *gy, const f32 *x, const f32 *y,
+                               const f32 *out, const f32 *dout);
+
+#define BINARY_GRAD_LOOP(NAME, GX, GY)                                          \
+  static void NAME##_grad_loop(const Bcast *bc, f32 *gx, f32 *gy, const f32 *x,  \
+                               const f32 *y, const f32 *out, const f32 *dout) { \
+    int64_t n = bc->inner, sx = bc->inner_step[0], sy = bc->inner_step[1];      \
+    int64_t oo = 0, ox = 0, oy = 0;                                             \
+    BcastIter it;                                                               \
+    if (bc->rank > 1) bcast_iter_init(&it, bc);                                 \
+    for (;;) {                                                                  \
+      for (int64_t i = 0; i < n; i++) {                                         \
+        f32 a = x[ox + i * sx], b = y[oy + i * sy];                             \
+        f32 o = out[oo + i], d = dout[oo + i];                                  \
+        (void)o;                                                                \
+        if (gx) gx[ox + i * sx] += (GX);                                        \
+        if (gy) gy[oy + i * sy] += (GY);                                        \
+      }                                                                         \
+      if (bc->rank <= 1 || !bcast_iter_next(&it)) break;                        \
+      oo = it.out, ox = it.off[0], oy = it.off[1];                              \
+    }                                                                           \
+  }
+
+/* pow, as PyTorch: dX = d Y X^(Y-1), 0 where Y = 0 (not 0 * inf at X = 0);
+ * dY = d Out ln X, 0 where X = 0 and Y >= 0 (the limit); NaN for X < 0. */
+BINARY_GRAD_LOOP(pow, b == 0 ? 0.0f : d * b * powf(a, b - 1.0f),
+                 a == 0 && b >= 0 ? 0.0f : d * o * logf(a))
+/* maximum and minimum: the gradient goes to the operand that was chosen;
+ * on a tie it is split evenly (PyTorch's choice, and what a central
+ * difference measures there); a NaN operand is the one chosen. */
+BINARY_GRAD_LOOP(maximum, a > b || a != a ? d : a == b ? 0.5f * d : 0.0f,
+                 b > a || (b != b && a == a) ? d : a == b ? 0.5f * d : 0.0f)
+BINARY_GRAD_LOOP(minimum, a < b || a != a ? d : a == b ? 0.5f * d : 0.0f,
+                 b < a || (b != b && a == a) ? d : a == b ? 0.5f * d : 0.0f)
+
+static int binary_grad_run(ExecCtx *c, BinaryGradLoop f) {
+  Tensor *in[2] = {ctx_in(c, 0), ctx_in(c, 1)}, *out = ctx_in(c, 2), *dout = ctx_in(c, 3);
+  Tensor *g[2] = {ctx_out(c, 0), ctx_out(c, 1)};
+  for (int k = 0; k < 2; k++)
+    if (g[k] && g[k]->numel) memset(g[k]->data, 0, sizeof(f32) * (size_t)g[k]->numel);
+  if ((!g[0] && !g[1]) || out->numel == 0) return 0;
+  if (out->dtype != DT_F32 || dout->dtype != DT_F32 || dout->numel != out->numel)
+    return ctx_fail(c, "internal error: Out and Out@GRAD must be f32 of one size");
+  Bcast bc;
+  if (!flat_bcast(&bc, in[0], in[1], out->numel) && !bcast_init(&bc, in[0], in[1]))
+    return ctx_fail(c, "internal error: X and Y do not broadcast");
+  int64_t n = 1;
+  for (int i = 0; i < bc.rank; i++) n *= bc.shape[i];
+  if (n != out->numel) return ctx_fail(c, "internal error: X and Y do not broadcast to Out");
+  /* An operand with no gradient may be an integer (x ** 2): read it as f32. */
+  Tensor *v[2];
+  for (int k = 0; k < 2; k++)
+    v[k] = in[k]->dtype == DT_F32 ? tensor_ref(in[k]) : tensor_cast(in[k], DT_F32);
+  f(&bc, g[0] ? tensor_f32(g[0]) : NULL, g[1] ? tensor_f32(g[1]) : NULL, tensor_f32(v[0]),
+    tensor_f32(v[1]), tensor_f32(out), tensor_f32(dout));
+  tensor_unref(v[0]);
+  tensor_unref(v[1]);
+  return 0;
+}
+
+static int k_pow_grad(ExecCtx *c) { return binary_grad_run(c, pow_grad_loop); }
+static int k_maximum_grad(ExecCtx *c) { return binary_grad_run(c, maximum_grad_loop); }
+static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_loop); }
+
 /* ---- the table ----------------------------------------------------------------- */
 
 #define BINARY(NAME, DOC, GK)                                                   \
@@ -484,14 +699,35 @@ UNARY_GRAD(scale, {
    .in = {{"X", 0, "left operand"}, {"Y", 0, "right operand"}},                 \
    .out = {{"Out", 0, "the result, broadcast shape of X and Y"}},               \
    .infer = infer_binary, .grad_kind = GK}
-/* Composite gradients are the g_ functions above; dedicated ones come with
- * their *_grad ops. */
+/* Either way the maker is g_NAME; a dedicated one emits NAME_grad, the
+ * entry that follows its forward op in the table. */
 #define GRAD_FN_GRAD_COMPOSITE(NAME) g_##NAME
-#define GRAD_FN_GRAD_DEDICATED(NAME) NULL
+#define GRAD_FN_GRAD_DEDICATED(NAME) g_##NAME
 #define UNARY(NAME, DOC, INFER, GK)                                             \
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "input"}},                                                   \
    .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK}
+/* NAME_grad: X@GRAD from Out@GRAD and the forward value IN (X or Out);
+ * ATTRS are the forward op's. */
+#define UNARY_GRAD_OP(NAME, IN, ATTRS)                                          \
+  {.type = #NAME "_grad", .doc = "the gradient of " #NAME, .kernel = k_##NAME##_grad, \
+   .in = {{IN, 0, "the forward op's " IN}, {"Out@GRAD", 0, "the gradient of Out"}}, \
+   .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = ATTRS,                \
+   .infer = infer_unary_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
+#define NO_ATTRS {{NULL}}
+#define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", check_nonnegative, "slope for X < 0"}}
+#define CLIP_ATTRS                                                              \
+  {{"min", ATTR_FLOAT, NULL, NULL, "lower bound"},                              \
+   {"max", ATTR_FLOAT, NULL, NULL, "upper bound"}}
+/* NAME_grad: X@GRAD and Y@GRAD (either may be left out), reduced to X's
+ * and Y's shapes. */
+#define BINARY_GRAD_OP(NAME)                                                    \
+  {.type = #NAME "_grad", .doc = "the gradients of " #NAME, .kernel = k_##NAME##_grad, \
+   .in = {{"X", 0, "the forward op's X"}, {"Y", 0, "the forward op's Y"},       \
+          {"Out", 0, "the forward op's Out"}, {"Out@GRAD", 0, "the gradient of Out"}}, \
+   .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},                      \
+           {"Y@GRAD", SLOT_OPTIONAL, "the gradient of Y"}},                     \
+   .infer = infer_grad_like, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
 
 OpProto op_table_elementwise[] = {
     BINARY(add, "Out = X + Y, broadcasting", GRAD_COMPOSITE),
@@ -501,10 +737,14 @@ OpProto op_table_elementwise[] = {
            GRAD_COMPOSITE),
     BINARY(pow, "Out = X ** Y, broadcasting; an integer to a negative integer power is an error",
            GRAD_DEDICATED),
+    BINARY_GRAD_OP(pow),
     BINARY(maximum, "Out = max(X, Y) elementwise", GRAD_DEDICATED),
+    BINARY_GRAD_OP(maximum),
     BINARY(minimum, "Out = min(X, Y) elementwise", GRAD_DEDICATED),
+    BINARY_GRAD_OP(minimum),
     UNARY(neg, "Out = -X", infer_same, GRAD_COMPOSITE),
     UNARY(abs, "Out = |X|", infer_same, GRAD_DEDICATED),
+    UNARY_GRAD_OP(abs, "X", NO_ATTRS),
     UNARY(exp, "Out = e^X", infer_float, GRAD_COMPOSITE),
     UNARY(log, "Out = ln X (log 0 is -inf)", infer_float, GRAD_COMPOSITE),
     UNARY(sqrt, "Out = sqrt(X)", infer_float, GRAD_COMPOSITE),
@@ -512,15 +752,21 @@ OpProto op_table_elementwise[] = {
     UNARY(sin, "Out = sin X", infer_float, GRAD_COMPOSITE),
     UNARY(cos, "Out = cos X", infer_float, GRAD_COMPOSITE),
     UNARY(relu, "Out = max(X, 0)", infer_same, GRAD_DEDICATED),
+    UNARY_GRAD_OP(relu, "Out", NO_ATTRS),
     UNARY(sigmoid, "Out = 1 / (1 + e^-X)", infer_float, GRAD_DEDICATED),
+    UNARY_GRAD_OP(sigmoid, "Out", NO_ATTRS),
     UNARY(tanh, "Out = tanh X", infer_float, GRAD_DEDICATED),
+    UNARY_GRAD_OP(tanh, "Out", NO_ATTRS),
     UNARY(softplus, "Out = ln(1 + e^X), computed stably", infer_float, GRAD_DEDICATED),
+    UNARY_GRAD_OP(softplus, "X", NO_ATTRS),
     UNARY(gelu, "Out = X * Phi(X), the Gaussian error linear unit (erf form)", infer_float,
           GRAD_DEDICATED),
+    UNARY_GRAD_OP(gelu, "X", NO_ATTRS),
     {.type = "leaky_relu", .doc = "Out = X if X > 0 else alpha * X",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = {{"alpha", ATTR_FLOAT, "0.01", check_nonnegative, "slope for X < 0"}},
-     .infer = infer_float, .kernel = k_leaky_relu, .grad_kind = GRAD_DEDICATED},
+     .attrs = LEAKY_RELU_ATTRS, .infer = infer_float, .kernel = k_leaky_relu,
+     .grad_kind = GRAD_DEDICATED, .grad = g_leaky_relu},
+    UNARY_GRAD_OP(leaky_relu, "X", LEAKY_RELU_ATTRS),
     {.type = "scale", .doc = "Out = scale * X + bias",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
@@ -528,8 +774,8 @@ OpProto op_table_elementwise[] = {
      .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale},
     {.type = "clip", .doc = "Out = X limited to [min, max]",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = {{"min", ATTR_FLOAT, NULL, NULL, "lower bound"},
-               {"max", ATTR_FLOAT, NULL, NULL, "upper bound"}},
-     .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED},
+     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED,
+     .grad = g_clip},
+    UNARY_GRAD_OP(clip, "X", CLIP_ATTRS),
     {0},
 };

@@ -1,10 +1,11 @@
-/* linalg.c — matrix products.
+/* linalg.c — matrix products and their gradient.
  *
  * matmul follows NumPy's matmul: 2-D operands multiply as matrices; higher
  * ranks are stacks of matrices whose batch dimensions broadcast; a 1-D X is
  * a row vector and a 1-D Y a column vector, and the dimension added for
  * that is removed from the result.  transpose_x / transpose_y swap the last
  * two dimensions of an operand of rank 2 or more first. */
+#include "../backward.h"
 #include "../exec.h"
 
 #include <cblas.h>
@@ -201,6 +202,134 @@ static int k_matmul(ExecCtx *c) {
   return rc;
 }
 
+/* ---- the gradient ---------------------------------------------------------------
+ *
+ * Composite: two matmuls whose transpose attributes absorb every transpose,
+ * so nothing is copied:
+ *
+ *   Out = X @ Y       dX = dOut @ Y^T       dY = X^T @ dOut
+ *   Out = X^T @ Y     dX = Y @ dOut^T       dY = X @ dOut
+ *   Out = X @ Y^T     dX = dOut @ Y         dY = dOut^T @ X
+ *   Out = X^T @ Y^T   dX = Y^T @ dOut^T     dY = dOut^T @ X^T
+ *
+ * A 1-D operand takes part as the matrix NumPy makes of it (unsqueeze: X
+ * [K] -> [1, K], Y [K] -> [K, 1]), dOut gets back the dimensions the
+ * result lost, and the operand's gradient loses its added one again
+ * (squeeze).  Each gradient comes out with the result's batch dimensions;
+ * where its operand's batch was broadcast (fewer or size-1 dimensions) it
+ * is summed back to the operand's shape (sum_like).
+ *
+ * One case is folded instead, as the forward kernel folds it: a stack of
+ * matrices times one matrix ([B, T, K] @ [K, N], a linear layer on a
+ * sequence).  Y's gradient is then one product of X and dOut viewed as
+ * [B*T, K] and [B*T, N], not B products summed afterwards. */
+
+static const char *mm_emit(GradCtx *g, const char *a, const char *b, bool ta, bool tb, const char *out) {
+  OpDesc *op = gemit(g, "matmul");
+  gemit_in(g, op, "X", a);
+  gemit_in(g, op, "Y", b);
+  gemit_out(g, op, "Out", out);
+  gemit_attr(g, op, "transpose_x", attr_bool(ta));
+  gemit_attr(g, op, "transpose_y", attr_bool(tb));
+  return out;
+}
+
+/* out = op(x) {axes = [a0, a1][:n]} */
+static const char *axes_emit(GradCtx *g, const char *type, const char *x, int64_t a0, int64_t a1, int n,
+                             const char *out) {
+  int64_t axes[2] = {a0, a1};
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, "X", x);
+  gemit_out(g, op, "Out", out);
+  gemit_attr(g, op, "axes", attr_ints(gprog(g), axes, n));
+  return out;
+}
+
+/* out = reshape(x, [-1, d]) */
+static const char *rows_emit(GradCtx *g, const char *x, int64_t d) {
+  int64_t shape[2] = {-1, d};
+  const char *out = gtemp(g);
+  OpDesc *op = gemit(g, "reshape");
+  gemit_in(g, op, "X", x);
+  gemit_out(g, op, "Out", out);
+  gemit_attr(g, op, "shape", attr_ints(gprog(g), shape, 2));
+  return out;
+}
+
+/* Are v's batch dimensions (all but its last two; none for a vector)
+ * provably the result's? */
+static bool same_batch(const VarDesc *v, const VarDesc *out, int out_mat) {
+  int rv = v->shape.rank >= 2 ? v->shape.rank - 2 : 0, ro = out->shape.rank - out_mat;
+  if (ro != rv) return false;
+  for (int i = 0; i < rv; i++)
+    if (!dim_eq(v->shape.d[i], out->shape.d[i])) return false;
+  return true;
+}
+
+/* Where the matmul giving an operand's gradient writes: dst itself when
+ * nothing is left to do. */
+static const char *mm_target(GradCtx *g, bool vec, bool same, const char *dst) {
+  return !vec && same ? dst : gtemp(g);
+}
+
+/* Turns `full`, an operand's gradient with the result's batch dimensions
+ * (and, for a vector, its added dimension at vaxis), into dst. */
+static void mm_finish(GradCtx *g, const char *full, bool vec, int64_t vaxis, bool same, const char *like,
+                      const char *dst) {
+  if (vec) full = axes_emit(g, "squeeze", full, vaxis, 0, 1, same ? dst : gtemp(g));
+  if (same) return;
+  OpDesc *op = gemit(g, "sum_like");
+  gemit_in(g, op, "X", full);
+  gemit_in(g, op, "Like", like);
+  gemit_out(g, op, "Out", dst);
+}
+
+static int g_matmul(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  if (!dx && !dy) return 0;
+  Program *p = gprog(g);
+  const char *x = gop_in(g, "X", 0), *y = gop_in(g, "Y", 0), *dout = gop_out_grad(g, "Out", 0);
+  const VarDesc *xv = prog_var(p, x), *yv = prog_var(p, y), *ov = prog_var(p, gop_out(g, "Out", 0));
+  if (!xv || !yv || !ov || xv->shape.rank < 1 || yv->shape.rank < 1 || ov->shape.rank < 0) {
+    diag_error(p->diag, gop_fwd(g)->span, "matmul: its gradient needs operands of known rank");
+    return -1;
+  }
+  bool xvec = xv->shape.rank == 1, yvec = yv->shape.rank == 1;
+  bool tx = !xvec && gop_attr(g, "transpose_x")->u.i != 0;
+  bool ty = !yvec && gop_attr(g, "transpose_y")->u.i != 0;
+  int out_mat = !xvec + !yvec;   /* the result's matrix dimensions */
+  bool fold = xv->shape.rank >= 3 && yv->shape.rank == 2 && !tx;
+  Dim k = fold ? xv->shape.d[xv->shape.rank - 1] : dim_unknown();
+  Dim n = fold ? ov->shape.d[ov->shape.rank - 1] : dim_unknown();
+  fold = fold && k.n > 0 && n.n > 0;
+  /* dOut as the product of the promoted operands: [..., M, N] */
+  const char *g2 = dout;
+  if (xvec && yvec) g2 = axes_emit(g, "unsqueeze", dout, 0, 1, 2, gtemp(g));
+  else if (xvec) g2 = axes_emit(g, "unsqueeze", dout, -2, 0, 1, gtemp(g));
+  else if (yvec) g2 = axes_emit(g, "unsqueeze", dout, -1, 0, 1, gtemp(g));
+  if (dx) {
+    const char *y2 = yvec ? axes_emit(g, "unsqueeze", y, -1, 0, 1, gtemp(g)) : y;
+    bool same = same_batch(xv, ov, out_mat);
+    const char *t = mm_target(g, xvec, same, dx);
+    if (tx) mm_emit(g, y2, g2, ty, true, t);
+    else mm_emit(g, g2, y2, false, !ty, t);
+    mm_finish(g, t, xvec, -2, same, x, dx);
+  }
+  if (dy && fold) {
+    const char *xf = rows_emit(g, x, k.n), *gf = rows_emit(g, dout, n.n);
+    if (ty) mm_emit(g, gf, xf, true, false, dy);
+    else mm_emit(g, xf, gf, true, false, dy);
+  } else if (dy) {
+    const char *x2 = xvec ? axes_emit(g, "unsqueeze", x, 0, 0, 1, gtemp(g)) : x;
+    bool same = same_batch(yv, ov, out_mat);
+    const char *t = mm_target(g, yvec, same, dy);
+    if (ty) mm_emit(g, g2, x2, true, tx, t);
+    else mm_emit(g, x2, g2, !tx, false, t);
+    mm_finish(g, t, yvec, -1, same, y, dy);
+  }
+  return 0;
+}
+
 OpProto op_table_linalg[] = {
     {.type = "matmul", .doc = "Out = X @ Y, NumPy matmul: batched, broadcasting, 1-D promoted",
      .in = {{"X", 0, "left operand [..., M, K] (or [K])"},
@@ -208,6 +337,7 @@ OpProto op_table_linalg[] = {
      .out = {{"Out", 0, "the product [..., M, N], promoted dtype"}},
      .attrs = {{"transpose_x", ATTR_BOOL, "false", NULL, "use X's last two axes swapped"},
                {"transpose_y", ATTR_BOOL, "false", NULL, "use Y's last two axes swapped"}},
-     .infer = infer_matmul, .kernel = k_matmul, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_matmul, .kernel = k_matmul, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_matmul},
     {0},
 };

@@ -7,8 +7,8 @@
  * Numerics: sums of exponentials subtract the row's maximum first and
  * accumulate in double, so logits like 1000 and -1000 give finite results;
  * layer_norm's mean and variance are two passes in double. */
+#include "../backward.h"
 #include "../exec.h"
-#include "../registry.h"
 
 #include <math.h>
 #include <string.h>
@@ -536,32 +536,345 @@ static int k_accuracy(ExecCtx *c) {
   return rc;
 }
 
+/* ---- gradients ------------------------------------------------------------------
+ * Composite where the gradient is a few elementwise ops (sigmoid_cross_entropy,
+ * mse, dropout); dedicated where a fused kernel saves passes and temporaries
+ * over whole rows (softmax, log_softmax, softmax_cross_entropy, layer_norm)
+ * or scatters (embedding).  Dedicated kernels recompute what they need from
+ * the forward's inputs rather than have the forward save it. */
+
+/* Every output slot S@GRAD of a grad op gets the dtype and shape of input
+ * slot S (when the op has that output). */
+static bool infer_grads(InferCtx *c) {
+  for (int k = 0; k < c->proto->nout; k++) {
+    const char *gs = c->proto->out[k].name, *at = strstr(gs, "@GRAD");
+    if (!at || infer_out_count(c, gs) == 0) continue;
+    char base[64];
+    snprintf(base, sizeof base, "%.*s", (int)(at - gs), gs);
+    const VarDesc *v = infer_in(c, base, 0);
+    if (!v) return infer_fail(c, "input %s is missing", base);
+    infer_set(c, gs, 0, v->dtype, &v->shape);
+  }
+  return true;
+}
+
+/* softmax_grad, log_softmax_grad: X@GRAD has the shape of Out. */
+static bool infer_softmax_grad(InferCtx *c) {
+  const VarDesc *o = input(c, "Out");
+  if (!o) return false;
+  infer_set(c, "X@GRAD", 0, DT_F32, &o->shape);
+  return true;
+}
+
+/* Along the axis, with s = sum(dOut * Out) (softmax) or sum(dOut)
+ * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s.
+ * The [outer, n, inner] walk is softmax_run's. */
+static int softmax_grad_run(ExecCtx *c, bool log_out) {
+  Tensor *y = ctx_in(c, 0), *dy = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (!dx || y->numel == 0) return 0;
+  if (dy->numel != y->numel) return ctx_fail(c, "Out@GRAD does not have the shape of Out");
+  int axis = (int)ctx_attr_i(c, "axis");
+  if (axis < 0) axis += y->rank;
+  int64_t outer = prod(y->shape, 0, axis), n = y->shape[axis],
+          inner = prod(y->shape, axis + 1, y->rank);
+  double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
+  const float *yv = tensor_f32(y), *gv = tensor_f32(dy);
+  float *xv = tensor_f32(dx);
+  for (int64_t o = 0; o < outer; o++) {
+    const float *yp = yv + o * n * inner, *gp = gv + o * n * inner;
+    float *xp = xv + o * n * inner;
+    for (int64_t i = 0; i < inner; i++) s[i] = 0;
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < inner; i++)
+        s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < inner; i++) {
+        int64_t k = j * inner + i;
+        xp[k] = log_out ? (float)((double)gp[k] - (double)expf(yp[k]) * s[i])
+                        : (float)((double)yp[k] * ((double)gp[k] - s[i]));
+      }
+  }
+  mem_free(s);
+  return 0;
+}
+
+static int k_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, false); }
+static int k_log_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, true); }
+
+/* softmax, log_softmax: X@GRAD from Out and Out@GRAD. */
+static int g_softmax_any(GradCtx *g, const char *type) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, "Out", gop_out(g, "Out", 0));
+  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
+  gemit_out(g, op, "X@GRAD", dx);
+  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
+  return 0;
+}
+
+static int g_softmax(GradCtx *g) { return g_softmax_any(g, "softmax_grad"); }
+static int g_log_softmax(GradCtx *g) { return g_softmax_any(g, "log_softmax_grad"); }
+
+/* Logits@GRAD[r] = (softmax(Logits[r]) - onehot(Label[r])) * Loss@GRAD[r]:
+ * the softmax is recomputed stably into the output row, then scaled. */
+static int k_softmax_ce_grad(ExecCtx *c) {
+  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *dl = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
+  int rc = 0;
+  if (!dx || lg->numel == 0) {
+    tensor_unref(lg);
+    return 0;
+  }
+  if (dl->numel != rows || lb->numel != rows) {
+    tensor_unref(lg);
+    return ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
+  }
+  const float *x = tensor_f32(lg), *gl = tensor_f32(dl);
+  const int64_t *label = tensor_i64(lb);
+  float *d = tensor_f32(dx);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t l = label[r];
+    if (l < 0 || l >= ncls) {
+      rc = index_fail(c, "Label", lb, r, l, "Logits", ncls, "classes");
+      break;
+    }
+    const float *row = x + r * ncls;
+    float *drow = d + r * ncls;
+    float m = row[0];
+    for (int64_t j = 1; j < ncls; j++)
+      if (row[j] > m) m = row[j];
+    double s = 0;
+    for (int64_t j = 0; j < ncls; j++) {
+      drow[j] = expf(row[j] - m);
+      s += (double)drow[j];
+    }
+    float k = (float)((double)gl[r] / s);
+    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;
+    drow[l] -= gl[r];
+  }
+  tensor_unref(lg);
+  return rc;
+}
+
+static int g_softmax_ce(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "Logits", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, "softmax_cross_entropy_grad");
+  gemit_in(g, op, "Logits", gop_in(g, "Logits", 0));
+  gemit_in(g, op, "Label", gop_in(g, "Label", 0));
+  gemit_in(g, op, "Loss@GRAD", gop_out_grad(g, "Loss", 0));
+  gemit_out(g, op, "Logits@GRAD", dx);
+  return 0;
+}
+
+/* sigmoid_cross_entropy: dX = (sigmoid(X) - Label) * dOut and
+ * dLabel = -X * dOut (X and Label have one shape, so nothing reduces). */
+static int g_sigmoid_ce(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0), *dl = gop_in_grad(g, "Label", 0);
+  const char *x = gop_in(g, "X", 0), *dout = gop_out_grad(g, "Out", 0);
+  if (dx) {
+    const char *s = gtemp(g), *t = gtemp(g);
+    gemit1(g, "sigmoid", x, s);
+    gemit2(g, "sub", s, gop_in(g, "Label", 0), t);
+    gemit2(g, "mul", t, dout, dx);
+  }
+  if (dl) {
+    const char *t = gtemp(g);
+    gemit2(g, "mul", x, dout, t);
+    gemit1(g, "neg", t, dl);
+  }
+  return 0;
+}
+
+/* mse: with t = (X - Y) * dOut, dX = 2t and dY = -2t, each summed back to
+ * its input's shape where the forward broadcast it. */
+static int g_mse(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  const char *out = gop_out(g, "Out", 0), *d = gtemp(g), *t = gtemp(g);
+  gemit2(g, "sub", gop_in(g, "X", 0), gop_in(g, "Y", 0), d);
+  gemit2(g, "mul", d, gop_out_grad(g, "Out", 0), t);
+  for (int k = 0; k < 2; k++) {
+    const char *dst = k ? dy : dx;
+    if (!dst) continue;
+    const char *u = gtemp(g);
+    OpDesc *op = gemit(g, "scale");
+    gemit_in(g, op, "X", t);
+    gemit_out(g, op, "Out", u);
+    gemit_attr(g, op, "scale", attr_float(k ? -2 : 2));
+    grad_reduce_like(g, u, out, gop_in(g, k ? "Y" : "X", 0), dst);
+  }
+  return 0;
+}
+
+/* dropout: dX = dOut * Mask (the mask the forward drew). */
+static int g_dropout(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (dx) gemit2(g, "mul", gop_out_grad(g, "Out", 0), gop_out(g, "Mask", 0), dx);
+  return 0;
+}
+
+/* layer_norm_grad: per row, with xhat = (x - mean) * inv, inv = 1/sqrt(var +
+ * eps) and g = dY * Scale (dY without Scale):
+ *   dX = inv * (g - mean(g) - xhat * mean(g * xhat)),
+ *   dScale = sum over rows of dY * xhat, dBias = sum over rows of dY.
+ * The mean and variance are recomputed as the forward does (two passes in
+ * double); the column sums accumulate in double. */
+static int k_layer_norm_grad(ExecCtx *c) {
+  Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *dyt = ctx_in(c, 3);
+  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);
+  int k = (int)ctx_attr_i(c, "begin_norm_axis");
+  if (k < 0) k += x->rank;
+  double eps = ctx_attr_f(c, "epsilon");
+  int64_t rows = prod(x->shape, 0, k), n = prod(x->shape, k, x->rank);
+  int rc = 0;
+  if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||
+      dyt->numel != x->numel) {
+    rc = ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");
+    rows = n = 0;
+  }
+  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;
+  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;
+  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));
+  const float *sv = sc ? tensor_f32(sc) : NULL;
+  for (int64_t r = 0; r < rows && n > 0; r++) {
+    const float *xp = tensor_f32(x) + r * n, *gp = tensor_f32(dyt) + r * n;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; i++) mean += (double)xp[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) {
+      double d = (double)xp[i] - mean;
+      var += d * d;
+    }
+    var /= (double)n;
+    double inv = 1 / sqrt(var + eps), mg = 0, mgx = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];
+      xh[i] = h;
+      if (as) as[i] += gi * h;
+      if (ab) ab[i] += gi;
+      if (sv) gi *= (double)sv[i];
+      mg += gi;
+      mgx += gi * h;
+    }
+    if (!dxt) continue;
+    mg /= (double)n;
+    mgx /= (double)n;
+    float *dp = tensor_f32(dxt) + r * n;
+    for (int64_t i = 0; i < n; i++) {
+      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);
+      dp[i] = (float)(inv * (gi - mg - xh[i] * mgx));
+    }
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (as) tensor_f32(dst)[i] = (float)as[i];
+    if (ab) tensor_f32(dbt)[i] = (float)ab[i];
+  }
+  mem_free(as);
+  mem_free(ab);
+  mem_free(xh);
+  tensor_unref(x);
+  tensor_unref(sc);
+  return rc;
+}
+
+static int g_layer_norm(GradCtx *g) {
+  static const char *const slots[3] = {"X", "Scale", "Bias"};
+  static const char *const gslots[3] = {"X@GRAD", "Scale@GRAD", "Bias@GRAD"};
+  const char *d[3];
+  bool any = false;
+  for (int k = 0; k < 3; k++) any |= (d[k] = gop_in_grad(g, slots[k], 0)) != NULL;
+  if (!any) return 0;
+  OpDesc *op = gemit(g, "layer_norm_grad");
+  for (int k = 0; k < 3; k++)
+    if (gop_nin(g, slots[k])) gemit_in(g, op, slots[k], gop_in(g, slots[k], 0));
+  gemit_in(g, op, "Y@GRAD", gop_out_grad(g, "Y", 0));
+  for (int k = 0; k < 3; k++)
+    if (d[k]) gemit_out(g, op, gslots[k], d[k]);
+  gemit_attr(g, op, "begin_norm_axis", *gop_attr(g, "begin_norm_axis"));
+  gemit_attr(g, op, "epsilon", *gop_attr(g, "epsilon"));
+  return 0;
+}
+
+/* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
+ * repeated ids accumulate. */
+static int k_embedding_grad(ExecCtx *c) {
+  Tensor *ids = ctx_in(c, 0), *w = ctx_in(c, 1), *dout = ctx_in(c, 2), *dw = ctx_out(c, 0);
+  if (!dw) return 0;
+  int64_t v = w->shape[0], d = w->shape[1];
+  if (dout->numel != ids->numel * d) return ctx_fail(c, "Out@GRAD does not fit Ids and W");
+  float *o = tensor_f32(dw);
+  const float *gv = tensor_f32(dout);
+  const int64_t *iv = tensor_i64(ids);
+  memset(o, 0, sizeof *o * (size_t)dw->numel);
+  for (int64_t i = 0; i < ids->numel; i++) {
+    if (iv[i] < 0 || iv[i] >= v) return index_fail(c, "Ids", ids, i, iv[i], "W", v, "rows");
+    float *row = o + iv[i] * d;
+    const float *src = gv + i * d;
+    for (int64_t j = 0; j < d; j++) row[j] += src[j];
+  }
+  return 0;
+}
+
+static int g_embedding(GradCtx *g) {
+  const char *dw = gop_in_grad(g, "W", 0);
+  if (!dw) return 0;
+  OpDesc *op = gemit(g, "embedding_grad");
+  gemit_in(g, op, "Ids", gop_in(g, "Ids", 0));
+  gemit_in(g, op, "W", gop_in(g, "W", 0));
+  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
+  gemit_out(g, op, "W@GRAD", dw);
+  return 0;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED, .grad = g_softmax},
+    {.type = "softmax_grad", .doc = "X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis))",
+     .in = {{"Out", 0, "softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
+     .out = {{"X@GRAD", 0, "the gradient of X"}},
+     .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
+     .infer = infer_softmax_grad, .kernel = k_softmax_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL},
     {.type = "log_softmax", .doc = "Out = log(softmax(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED,
+     .grad = g_log_softmax},
+    {.type = "log_softmax_grad", .doc = "X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis)",
+     .in = {{"Out", 0, "log_softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
+     .out = {{"X@GRAD", 0, "the gradient of X"}},
+     .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
+     .infer = infer_softmax_grad, .kernel = k_log_softmax_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL},
     {.type = "softmax_cross_entropy",
      .doc = "Loss = -log softmax(Logits)[Label] per example, computed stably",
      .in = {{"Logits", 0, "scores [..., C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [...] (or [..., 1])"}},
      .out = {{"Loss", 0, "f32 loss per example, Logits' shape without the class axis"}},
-     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED,
+     .grad = g_softmax_ce},
+    {.type = "softmax_cross_entropy_grad",
+     .doc = "Logits@GRAD = (softmax(Logits) - onehot(Label)) * Loss@GRAD per example",
+     .in = {{"Logits", 0, "scores [..., C]"}, {"Label", SLOT_NO_GRAD, "i64 class indices"},
+            {"Loss@GRAD", 0, "the gradient of Loss"}},
+     .out = {{"Logits@GRAD", 0, "the gradient of Logits"}},
+     .infer = infer_grads, .kernel = k_softmax_ce_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL},
     {.type = "sigmoid_cross_entropy",
      .doc = "Out = -(Label log sigmoid(X) + (1 - Label) log(1 - sigmoid(X))), computed stably",
-     .in = {{"X", 0, "logits"}, {"Label", SLOT_NO_GRAD, "targets in [0, 1], shape of X"}},
+     .in = {{"X", 0, "logits"}, {"Label", 0, "targets in [0, 1], shape of X"}},
      .out = {{"Out", 0, "f32 loss per element, shape of X"}},
-     .infer = infer_sigmoid_ce, .kernel = k_sigmoid_ce, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_sigmoid_ce, .kernel = k_sigmoid_ce, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_sigmoid_ce},
     {.type = "mse", .doc = "Out = (X - Y)^2 per element, broadcasting",
      .in = {{"X", 0, "prediction"}, {"Y", 0, "target"}},
      .out = {{"Out", 0, "f32, broadcast shape of X and Y"}},
-     .infer = infer_mse, .kernel = k_mse, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_mse, .kernel = k_mse, .grad_kind = GRAD_COMPOSITE, .grad = g_mse},
     {.type = "dropout",
      .doc = "Out = X * Mask: zeroes each element with probability p, scales the rest by 1/(1-p)",
      .in = {{"X", 0, "input"}},
@@ -571,7 +884,8 @@ OpProto op_table_nn[] = {
                {"is_test", ATTR_BOOL, "false", NULL, "pass X through unchanged"},
                {"seed", ATTR_INT, "0", check_nonnegative,
                 "0: draw from the run's generator (--seed); else this op's own seed"}},
-     .infer = infer_dropout, .kernel = k_dropout, .grad_kind = GRAD_COMPOSITE, .flags = OP_RANDOM},
+     .infer = infer_dropout, .kernel = k_dropout, .grad_kind = GRAD_COMPOSITE, .grad = g_dropout,
+     .flags = OP_RANDOM},
     {.type = "layer_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias over axes begin_norm_axis..",
      .in = {{"X", 0, "input"},
@@ -580,14 +894,34 @@ OpProto op_table_nn[] = {
      .out = {{"Y", 0, "f32, shape of X"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", check_nonnegative, "added to the variance"}},
-     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED,
+     .grad = g_layer_norm},
+    {.type = "layer_norm_grad",
+     .doc = "the gradients of layer_norm's X, Scale and Bias (mean and variance recomputed)",
+     .in = {{"X", 0, "input"}, {"Scale", SLOT_OPTIONAL, "the forward's Scale"},
+            {"Bias", SLOT_OPTIONAL, "the forward's Bias (for its gradient's shape)"},
+            {"Y@GRAD", 0, "the gradient of Y"}},
+     .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},
+             {"Scale@GRAD", SLOT_OPTIONAL, "the gradient of Scale"},
+             {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}},
+     .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
+               {"epsilon", ATTR_FLOAT, "1e-5", check_nonnegative, "added to the variance"}},
+     .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
-     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED,
+     .grad = g_embedding},
+    {.type = "embedding_grad", .doc = "W@GRAD = the rows of Out@GRAD added at Ids into zeros like W",
+     .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", 0, "the table [V, D]"},
+            {"Out@GRAD", 0, "the gradient of Out"}},
+     .out = {{"W@GRAD", 0, "the gradient of W"}},
+     .infer = infer_grads, .kernel = k_embedding_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL},
     {.type = "accuracy",
      .doc = "Out = the fraction of rows whose Label is among the k highest Logits",
-     .in = {{"Logits", SLOT_NO_GRAD, "scores [N, C]"},
+     .in = {{"Logits", 0, "scores [N, C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [N] (or [N, 1])"}},
      .out = {{"Out", 0, "an f32 scalar in [0, 1]"}},
      .attrs = {{"k", ATTR_INT, "1", check_positive, "how many top classes count as a hit"}},

@@ -4,7 +4,9 @@
  *
  * Param is f32; Grad and the per-element state have Param's shape; the
  * learning rate and Adam's beta powers hold one value each. */
-#include "../registry.h"
+#include "../exec.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -100,6 +102,111 @@ static bool infer_adam(InferCtx *c) {
   return true;
 }
 
+/* ---- kernels: every update is in place; the outputs are the inputs ---------- */
+
+/* The outputs of an update are its state inputs, updated where they are. */
+static void same(ExecCtx *c, int out_slot, int in_slot) {
+  if (ctx_out_count(c, out_slot)) ctx_set_out(c, out_slot, 0, tensor_ref(ctx_in(c, in_slot)));
+}
+
+static float one(ExecCtx *c, int slot) { return (float)tensor_get(ctx_in(c, slot), 0); }
+
+/* p -= lr * (g + wd * p) */
+static int k_sgd(ExecCtx *c) {
+  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1);
+  float lr = one(c, 2), wd = (float)ctx_attr_f(c, "weight_decay");
+  float *pv = tensor_f32(p);
+  const float *gv = tensor_f32(g);
+  if (wd != 0)
+    for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * (gv[i] + wd * pv[i]);
+  else
+    for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * gv[i];
+  same(c, 0, 0);
+  return 0;
+}
+
+/* PyTorch's SGD with momentum: v = mu v + g; p -= lr v (Nesterov: p -= lr (g + mu v)). */
+static int k_momentum(ExecCtx *c) {
+  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *v = ctx_in(c, 2);
+  float lr = one(c, 3), mu = (float)ctx_attr_f(c, "mu"), wd = (float)ctx_attr_f(c, "weight_decay");
+  bool nesterov = ctx_attr_b(c, "use_nesterov");
+  float *pv = tensor_f32(p), *vv = tensor_f32(v);
+  const float *gv = tensor_f32(g);
+  for (int64_t i = 0; i < p->numel; i++) {
+    float gi = gv[i] + wd * pv[i];
+    vv[i] = mu * vv[i] + gi;
+    pv[i] -= lr * (nesterov ? gi + mu * vv[i] : vv[i]);
+  }
+  same(c, 0, 0);
+  same(c, 1, 2);
+  return 0;
+}
+
+/* Adam (Kingma and Ba) with bias correction through Beta1Pow/Beta2Pow,
+ * which hold beta^t; AdamW adds the decoupled decay p -= lr coeff p. */
+static int adam(ExecCtx *c, float coeff) {
+  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
+  Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
+  float lr = one(c, 2);
+  float b1 = (float)ctx_attr_f(c, "beta1"), b2 = (float)ctx_attr_f(c, "beta2"), eps = (float)ctx_attr_f(c, "epsilon");
+  float pow1 = (float)tensor_get(b1p, 0) * b1, pow2 = (float)tensor_get(b2p, 0) * b2;
+  float step = lr * sqrtf(1 - pow2) / (1 - pow1);
+  float *pv = tensor_f32(p), *mv = tensor_f32(m1), *vv = tensor_f32(m2);
+  const float *gv = tensor_f32(g);
+  float eps_hat = eps * sqrtf(1 - pow2);
+  for (int64_t i = 0; i < p->numel; i++) {
+    if (coeff != 0) pv[i] -= lr * coeff * pv[i];
+    mv[i] = b1 * mv[i] + (1 - b1) * gv[i];
+    vv[i] = b2 * vv[i] + (1 - b2) * gv[i] * gv[i];
+    pv[i] -= step * mv[i] / (sqrtf(vv[i]) + eps_hat);
+  }
+  tensor_set(b1p, 0, pow1);
+  tensor_set(b2p, 0, pow2);
+  same(c, 0, 0);
+  same(c, 1, 3);
+  same(c, 2, 4);
+  same(c, 3, 5);
+  same(c, 4, 6);
+  return 0;
+}
+
+static int k_adam(ExecCtx *c) { return adam(c, 0); }
+static int k_adamw(ExecCtx *c) { return adam(c, (float)ctx_attr_f(c, "coeff")); }
+
+/* Out = X scaled so that the global L2 norm of all X is at most max_norm. */
+static int k_clip_by_global_norm(ExecCtx *c) {
+  double sq = 0;
+  int n = ctx_in_count(c, 0);
+  for (int k = 0; k < n; k++) {
+    Tensor *x = ctx_in_at(c, 0, k);
+    const float *v = tensor_f32(x);
+    for (int64_t i = 0; i < x->numel; i++) sq += (double)v[i] * (double)v[i];
+  }
+  double norm = sqrt(sq), max_norm = ctx_attr_f(c, "max_norm");
+  float scale = norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
+  for (int k = 0; k < n; k++) {
+    Tensor *x = ctx_in_at(c, 0, k);
+    if (scale != 1.0f) {
+      float *v = tensor_f32(x);
+      for (int64_t i = 0; i < x->numel; i++) v[i] *= scale;
+    }
+    ctx_set_out(c, 0, k, tensor_ref(x));
+  }
+  return 0;
+}
+
+static bool infer_clip_norm(InferCtx *c) {
+  for (int k = 0; k < infer_count(c, "X"); k++) {
+    const VarDesc *x = infer_in(c, "X", k);
+    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    infer_set(c, "Out", k, DT_F32, &x->shape);
+  }
+  return true;
+}
+
+/* Updates write their inputs in place and must run even though nothing
+ * reads what they write in this pass. */
+#define UPDATE (OP_NO_PREALLOC | OP_SIDE_EFFECT)
 #define PARAM_IN {"Param", 0, "the parameter (f32)"}
 #define GRAD_IN {"Grad", 0, "its gradient, shape of Param"}
 #define LR_IN {"LearningRate", 0, "the learning rate, one value"}
@@ -121,22 +228,29 @@ static bool infer_adam(InferCtx *c) {
 OpProto op_table_optim[] = {
     {.type = "sgd", .doc = "ParamOut = Param - LearningRate * Grad",
      .in = {PARAM_IN, GRAD_IN, LR_IN}, .out = {PARAM_OUT},
-     .infer = infer_sgd, .grad_kind = GRAD_NONE},
+     .attrs = {{"weight_decay", ATTR_FLOAT, "0", check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
+     .infer = infer_sgd, .kernel = k_sgd, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "momentum",
      .doc = "VelocityOut = mu * Velocity + Grad; ParamOut = Param - LearningRate * VelocityOut",
      .in = {PARAM_IN, GRAD_IN, {"Velocity", 0, "the running velocity, shape of Param"}, LR_IN},
      .out = {PARAM_OUT, {"VelocityOut", 0, "the updated velocity"}},
      .attrs = {{"mu", ATTR_FLOAT, "0.9", check_nonnegative, "the momentum factor"},
                {"use_nesterov", ATTR_BOOL, "false", NULL,
-                "step by Grad + mu * VelocityOut (Nesterov) instead"}},
-     .infer = infer_momentum, .grad_kind = GRAD_NONE},
+                "step by Grad + mu * VelocityOut (Nesterov) instead"},
+               {"weight_decay", ATTR_FLOAT, "0", check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
+     .infer = infer_momentum, .kernel = k_momentum, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "adam", .doc = "one Adam step (Kingma and Ba) on Param",
      .in = ADAM_IN, .out = ADAM_OUT, .attrs = {ADAM_ATTRS},
-     .infer = infer_adam, .grad_kind = GRAD_NONE},
+     .infer = infer_adam, .kernel = k_adam, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "adamw", .doc = "one AdamW step: Adam with decoupled weight decay coeff",
      .in = ADAM_IN, .out = ADAM_OUT,
      .attrs = {ADAM_ATTRS,
                {"coeff", ATTR_FLOAT, "0.01", check_nonnegative, "the weight decay factor"}},
-     .infer = infer_adam, .grad_kind = GRAD_NONE},
+     .infer = infer_adam, .kernel = k_adamw, .grad_kind = GRAD_NONE, .flags = UPDATE},
+    {.type = "clip_by_global_norm",
+     .doc = "scales every X by max_norm / (their global L2 norm) when that norm exceeds max_norm",
+     .in = {{"X", SLOT_LIST, "gradients (updated in place)"}}, .out = {{"Out", SLOT_LIST, "the same, clipped"}},
+     .attrs = {{"max_norm", ATTR_FLOAT, NULL, check_positive, "the largest global norm let through"}},
+     .infer = infer_clip_norm, .kernel = k_clip_by_global_norm, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {0},
 };

@@ -165,27 +165,47 @@ PICK_RUN(min_i64, int64_t, SMALLER)
 PICK_RUN(max_bool, uint8_t, LARGER)
 PICK_RUN(min_bool, uint8_t, SMALLER)
 
-/* Walks X (ng merged groups of the given sizes, `gred` marking reduced ones;
- * element size xes) into the accumulators (element size aes), one run per
- * last group. */
-static void walk(const char *x, size_t xes, char *acc, size_t aes, int ng, const int64_t *size,
-                 const bool *gred, RunFn run) {
-  int64_t ostride[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK] = {0};
-  int64_t st = 1, nrun = 1, off = 0, last = size[ng - 1];
+/* X as runs of its last group: ng merged groups of the given sizes, `gred`
+ * marking reduced ones.  Run k starts at element k * last of X; an
+ * odometer over the outer groups keeps `off`, the offset of the run's
+ * first result (its only one when the last group is reduced). */
+typedef struct Runs {
+  int ng;
+  const int64_t *size;
+  int64_t ostride[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK];
+  int64_t off, nrun, last;
+} Runs;
+
+static void runs_init(Runs *w, int ng, const int64_t *size, const bool *gred) {
+  int64_t st = 1;
+  memset(w, 0, sizeof *w);
+  w->ng = ng;
+  w->size = size;
+  w->last = size[ng - 1];
   for (int g = ng - 1; g >= 0; g--) {
-    ostride[g] = gred[g] ? 0 : st;
+    w->ostride[g] = gred[g] ? 0 : st;
     if (!gred[g]) st *= size[g];
   }
-  for (int g = 0; g < ng - 1; g++) nrun *= size[g];
-  for (int64_t k = 0; k < nrun; k++) {
-    run(acc + (size_t)off * aes, x + (size_t)(k * last) * xes, last, !gred[ng - 1]);
-    for (int g = ng - 2; g >= 0; g--) {   /* the odometer over the outer groups */
-      off += ostride[g];
-      if (++idx[g] < size[g]) break;
-      off -= ostride[g] * size[g];
-      idx[g] = 0;
-    }
+  w->nrun = 1;
+  for (int g = 0; g < ng - 1; g++) w->nrun *= size[g];
+}
+
+static void runs_next(Runs *w) {
+  for (int g = w->ng - 2; g >= 0; g--) {
+    w->off += w->ostride[g];
+    if (++w->idx[g] < w->size[g]) return;
+    w->off -= w->ostride[g] * w->size[g];
+    w->idx[g] = 0;
   }
+}
+
+/* Walks X (element size xes) into the accumulators (element size aes). */
+static void walk(const char *x, size_t xes, char *acc, size_t aes, int ng, const int64_t *size,
+                 const bool *gred, RunFn run) {
+  Runs w;
+  runs_init(&w, ng, size, gred);
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w))
+    run(acc + (size_t)w.off * aes, x + (size_t)(k * w.last) * xes, w.last, !gred[ng - 1]);
 }
 
 typedef enum ReduceKind { R_SUM, R_MEAN, R_MAX, R_MIN } ReduceKind;
@@ -277,6 +297,115 @@ static int k_mean(ExecCtx *c) { return reduce(c, R_MEAN); }
 static int k_max(ExecCtx *c) { return reduce(c, R_MAX); }
 static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
 
+/* ---- gradients ------------------------------------------------------------------
+ *
+ * Dedicated: the shape to broadcast back to is X's at run time (symbolic
+ * dimensions), and the reduced axes come from the forward attributes.
+ *
+ * sum, mean: X@GRAD is Out@GRAD broadcast back over the reduced axes,
+ * divided by the count for mean.
+ *
+ * max, min: each result's gradient goes whole to the first element of X,
+ * in X's memory order, equal to the result (a NaN result: to the first
+ * NaN) — the element argmax picks, and what PyTorch's max(dim) does; every
+ * other element gets 0.  (PyTorch's amax splits the gradient evenly among
+ * ties instead; both are subgradients, and away from ties they agree.) */
+
+/* Is a the picked value m (NaN picks NaN)? */
+static inline bool picked(float a, float m) { return a == m || (a != a && m != m); }
+
+static int reduce_grad(ExecCtx *c, ReduceKind kind) {
+  bool pick = kind == R_MAX || kind == R_MIN;
+  if (ctx_out_count(c, 0) == 0) return 0;
+  Tensor *x = ctx_in(c, 0), *out = pick ? ctx_in(c, 1) : NULL, *dout = ctx_in(c, pick ? 2 : 1);
+  Tensor *dx = ctx_out(c, 0);
+  if (x->dtype != DT_F32 || dout->dtype != DT_F32 || (out && out->dtype != DT_F32))
+    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
+  int64_t size[SHAPE_MAX_RANK], count;
+  bool gred[SHAPE_MAX_RANK];
+  int ng = reduce_groups(c, x, size, gred, &count);
+  if (x->numel == 0) return 0;
+  Runs w;
+  runs_init(&w, ng, size, gred);
+  bool reduced = gred[ng - 1];
+  const float *g = tensor_f32(dout), *xv = tensor_f32(x);
+  float *d = tensor_f32(dx);
+  if (!pick) {
+    double scale = kind == R_MEAN ? 1.0 / (double)count : 1.0;
+    for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
+      float *o = d + k * w.last;
+      if (reduced) {
+        float v = (float)((double)g[w.off] * scale);
+        for (int64_t j = 0; j < w.last; j++) o[j] = v;
+      } else {
+        const float *gr = g + w.off;
+        for (int64_t j = 0; j < w.last; j++) o[j] = (float)((double)gr[j] * scale);
+      }
+    }
+    return 0;
+  }
+  /* taken[r]: result r's element has been found */
+  const float *ov = tensor_f32(out);
+  bool *taken = mem_calloc(out->numel ? (size_t)out->numel : 1, sizeof *taken);
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
+    const float *xr = xv + k * w.last;
+    float *o = d + k * w.last;
+    if (reduced) {
+      int64_t r = w.off, j = 0;
+      if (!taken[r]) {
+        for (; j < w.last && !picked(xr[j], ov[r]); j++) o[j] = 0.0f;
+        if (j < w.last) {
+          o[j++] = g[r];
+          taken[r] = true;
+        }
+      }
+      for (; j < w.last; j++) o[j] = 0.0f;
+    } else {
+      for (int64_t j = 0; j < w.last; j++) {
+        int64_t r = w.off + j;
+        bool hit = !taken[r] && picked(xr[j], ov[r]);
+        o[j] = hit ? g[r] : 0.0f;
+        taken[r] |= hit;
+      }
+    }
+  }
+  mem_free(taken);
+  return 0;
+}
+
+static int k_sum_grad(ExecCtx *c) { return reduce_grad(c, R_SUM); }
+static int k_mean_grad(ExecCtx *c) { return reduce_grad(c, R_MEAN); }
+static int k_max_grad(ExecCtx *c) { return reduce_grad(c, R_MAX); }
+static int k_min_grad(ExecCtx *c) { return reduce_grad(c, R_MIN); }
+
+/* X@GRAD has X's shape and dtype. */
+static bool infer_reduce_grad(InferCtx *c) {
+  const VarDesc *x = infer_in(c, "X", 0);
+  if (!x) return infer_fail(c, "input X is missing");
+  infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
+  return true;
+}
+
+/* The maker: one <type>_grad op with the forward's attributes; max and min
+ * also read Out to find the picked element. */
+static int reduce_grad_op(GradCtx *g, const char *type, bool with_out) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, type);
+  gemit_in(g, op, "X", gop_in(g, "X", 0));
+  if (with_out) gemit_in(g, op, "Out", gop_out(g, "Out", 0));
+  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
+  gemit_out(g, op, "X@GRAD", dx);
+  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
+  gemit_attr(g, op, "keepdim", *gop_attr(g, "keepdim"));
+  return 0;
+}
+
+static int g_sum(GradCtx *g) { return reduce_grad_op(g, "sum_grad", false); }
+static int g_mean(GradCtx *g) { return reduce_grad_op(g, "mean_grad", false); }
+static int g_max(GradCtx *g) { return reduce_grad_op(g, "max_grad", true); }
+static int g_min(GradCtx *g) { return reduce_grad_op(g, "min_grad", true); }
+
 /* argmax over X viewed as [outer, n, inner]: the result is [outer, inner].
  * The first NaN wins (ISNAN is never true for integers). */
 #define ARGMAX(NAME, T, ISNAN)                                                  \
@@ -345,18 +474,35 @@ static int k_argmax(ExecCtx *c) {
   return 0;
 }
 
-#define REDUCE(NAME, DOC, INFER, KERNEL)                                        \
-  {.type = NAME, .doc = DOC, .in = {{"X", 0, "input"}},                         \
+#define REDUCE_ATTRS                                                            \
+  {{"axis", ATTR_INTS, "[]", NULL, "the axes to reduce; [] means all"},         \
+   {"keepdim", ATTR_BOOL, "false", NULL, "keep reduced axes as size 1"}}
+#define REDUCE(NAME, DOC, INFER)                                                \
+  {.type = #NAME, .doc = DOC, .in = {{"X", 0, "input"}},                        \
    .out = {{"Out", 0, "the result, X's shape without the reduced axes"}},       \
-   .attrs = {{"axis", ATTR_INTS, "[]", NULL, "the axes to reduce; [] means all"}, \
-             {"keepdim", ATTR_BOOL, "false", NULL, "keep reduced axes as size 1"}}, \
-   .infer = INFER, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
+   .attrs = REDUCE_ATTRS, .infer = INFER, .kernel = k_##NAME,                   \
+   .grad_kind = GRAD_DEDICATED, .grad = g_##NAME}
+/* Its gradient op, with the given input slots. */
+#define REDUCE_GRAD(NAME, DOC, ...)                                             \
+  {.type = #NAME "_grad", .doc = DOC, .in = {__VA_ARGS__},                      \
+   .out = {{"X@GRAD", 0, "X's gradient, shape of X"}},                          \
+   .attrs = REDUCE_ATTRS, .infer = infer_reduce_grad, .kernel = k_##NAME##_grad, \
+   .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
+#define GRAD_X {"X", 0, "the forward input"}
+#define GRAD_OUT {"Out", 0, "the forward result"}
+#define GRAD_DOUT {"Out@GRAD", 0, "the result's gradient"}
 
 OpProto op_table_reduce[] = {
-    REDUCE("sum", "Out = the sum of X over axis (bool counts as i64)", infer_sum, k_sum),
-    REDUCE("mean", "Out = the f32 mean of X over axis", infer_mean, k_mean),
-    REDUCE("max", "Out = the largest element of X over axis", infer_keep, k_max),
-    REDUCE("min", "Out = the smallest element of X over axis", infer_keep, k_min),
+    REDUCE(sum, "Out = the sum of X over axis (bool counts as i64)", infer_sum),
+    REDUCE_GRAD(sum, "X@GRAD = Out@GRAD broadcast back over axis", GRAD_X, GRAD_DOUT),
+    REDUCE(mean, "Out = the f32 mean of X over axis", infer_mean),
+    REDUCE_GRAD(mean, "X@GRAD = Out@GRAD / count broadcast back over axis", GRAD_X, GRAD_DOUT),
+    REDUCE(max, "Out = the largest element of X over axis", infer_keep),
+    REDUCE_GRAD(max, "X@GRAD = Out@GRAD at the first largest element over axis, 0 elsewhere",
+                GRAD_X, GRAD_OUT, GRAD_DOUT),
+    REDUCE(min, "Out = the smallest element of X over axis", infer_keep),
+    REDUCE_GRAD(min, "X@GRAD = Out@GRAD at the first smallest element over axis, 0 elsewhere",
+                GRAD_X, GRAD_OUT, GRAD_DOUT),
     {.type = "argmax", .doc = "Out = the index of the largest element of X along axis",
      .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "i64 indices, X's shape without axis"}},

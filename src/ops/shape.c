@@ -1,9 +1,11 @@
 /* shape.c — ops that move elements without changing them: reshape,
  * transpose, flatten, squeeze, unsqueeze, broadcast_to, concat, split,
- * slice, gather, one_hot.
+ * slice, gather, one_hot; and their gradients, which move the gradient
+ * back (the dedicated ones: concat_grad, slice_grad, gather_grad).
  *
  * Their inference keeps symbolic dimensions (B) wherever the result is
  * provably the same size, and writes "?" where only run time can tell. */
+#include "../backward.h"
 #include "../exec.h"
 
 #include <assert.h>
@@ -769,12 +771,13 @@ static int k_split(ExecCtx *c) {
 
 /* slice: Out's shape comes from inference (the same clamping); here only
  * the starts are needed.  Past the last sliced dimension everything is
- * kept, so from there on each piece is one contiguous run of X. */
-static int k_slice(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+ * kept, so from there on each piece is one contiguous run of X.  The same
+ * walk serves the gradient, copying the other way (into_x: X's slice =
+ * Out). */
+static void slice_move(ExecCtx *c, Tensor *x, Tensor *out, bool into_x) {
   const AttrValue *axes = ctx_attr(c, "axes"), *starts = ctx_attr(c, "starts");
   size_t es = dtype_size(x->dtype);
-  if (out->numel == 0) return 0;
+  if (out->numel == 0) return;
   int64_t xst[SHAPE_MAX_RANK], base = 0;
   strides_of(x, xst);
   for (int i = 0; i < axes->n; i++) {
@@ -786,18 +789,24 @@ static int k_slice(ExecCtx *c) {
   int last = x->rank - 1;   /* the last dimension sliced */
   while (last >= 0 && out->shape[last] == x->shape[last]) last--;
   if (last < 0) {
-    memcpy(out->data, x->data, (size_t)x->numel * es);
-    return 0;
+    memcpy(into_x ? x->data : out->data, into_x ? out->data : x->data, (size_t)x->numel * es);
+    return;
   }
   int64_t chunk = 1;
   for (int i = last; i < x->rank; i++) chunk *= out->shape[i];
   Walk w;
   walk_init(&w);
   for (int i = 0; i < last; i++) walk_add(&w, out->shape[i], xst[i], 0);
-  const char *xd = (const char *)x->data + (size_t)base * es;
-  char *od = out->data;
-  for (int64_t k = 0; k < w.count; k++, walk_next(&w))
-    memcpy(od + (size_t)(k * chunk) * es, xd + (size_t)w.off[0] * es, (size_t)chunk * es);
+  char *xd = (char *)x->data + (size_t)base * es, *od = out->data;
+  for (int64_t k = 0; k < w.count; k++, walk_next(&w)) {
+    char *xp = xd + (size_t)w.off[0] * es, *op = od + (size_t)(k * chunk) * es;
+    if (into_x) memcpy(xp, op, (size_t)chunk * es);
+    else memcpy(op, xp, (size_t)chunk * es);
+  }
+}
+
+static int k_slice(ExecCtx *c) {
+  slice_move(c, ctx_in(c, 0), ctx_out(c, 0), false);
   return 0;
 }
 
@@ -842,6 +851,197 @@ static int k_one_hot(ExecCtx *c) {
   return 0;
 }
 
+/* ---- gradients ------------------------------------------------------------------
+ *
+ * Composite where the inverse move is an op: reshape, flatten, squeeze and
+ * unsqueeze view dOut in X's shape (reshape_like, which takes the shape at
+ * run time, so symbolic dimensions need nothing); transpose transposes
+ * back; broadcast_to sums back (sum_like); split concatenates its outputs'
+ * gradients (an unused output's is zeros, made by the builder).  Dedicated
+ * where the pieces' sizes are only known at run time (concat_grad) or the
+ * gradient is mostly zeros (slice_grad, gather_grad). */
+
+#define DOUT gop_out_grad(g, "Out", 0)
+#define X0 gop_in(g, "X", 0)
+
+/* reshape, flatten, squeeze, unsqueeze: dX = dOut viewed in X's shape. */
+static int g_view(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, "reshape_like");
+  gemit_in(g, op, "X", DOUT);
+  gemit_in(g, op, "Like", X0);
+  gemit_out(g, op, "Out", dx);
+  return 0;
+}
+
+/* transpose: dX = transpose(dOut) by the inverse permutation. */
+static int g_transpose(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  const AttrValue *perm = gop_attr(g, "perm");
+  int64_t inv[SHAPE_MAX_RANK];
+  for (int i = 0; i < perm->n; i++) inv[perm->u.ints[i]] = i;
+  OpDesc *op = gemit(g, "transpose");
+  gemit_in(g, op, "X", DOUT);
+  gemit_out(g, op, "Out", dx);
+  gemit_attr(g, op, "perm", attr_ints(gprog(g), inv, perm->n));
+  return 0;
+}
+
+/* broadcast_to: dX = dOut summed over the broadcast dimensions. */
+static int g_broadcast_to(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (dx) grad_reduce_like(g, DOUT, gop_out(g, "Out", 0), X0, dx);
+  return 0;
+}
+
+/* split: dX = concat of the outputs' gradients along axis. */
+static int g_split(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, "concat");
+  for (int i = 0; i < gop_nout(g, "Out"); i++) gemit_in(g, op, "X", gop_out_grad(g, "Out", i));
+  gemit_out(g, op, "Out", dx);
+  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
+  return 0;
+}
+
+/* concat: one concat_grad op cutting dOut back into the pieces whose
+ * gradients are needed; its attribute `inputs` says which. */
+static int g_concat(GradCtx *g) {
+  int n = gop_nin(g, "X"), m = 0;
+  int64_t *which = arena_alloc(gprog(g)->arena, sizeof *which * (size_t)(n + 1));
+  for (int i = 0; i < n; i++)
+    if (gop_in_grad(g, "X", i)) which[m++] = i;
+  if (m == 0) return 0;
+  OpDesc *op = gemit(g, "concat_grad");
+  for (int i = 0; i < n; i++) gemit_in(g, op, "X", gop_in(g, "X", i));
+  gemit_in(g, op, "Out@GRAD", DOUT);
+  for (int k = 0; k < m; k++) gemit_out(g, op, "X@GRAD", gop_in_grad(g, "X", (int)which[k]));
+  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
+  gemit_attr(g, op, "inputs", attr_ints(gprog(g), which, m));
+  return 0;
+}
+
+static bool infer_concat_grad(InferCtx *c) {
+  int n = infer_count(c, "X"), m = infer_out_count(c, "X@GRAD");
+  const AttrValue *which = infer_attr(c, "inputs");
+  if (!which || which->type != ATTR_INTS || which->n != m)
+    return infer_fail(c, "attribute 'inputs' must list one input per X@GRAD");
+  for (int k = 0; k < m; k++) {
+    int64_t i = which->u.ints[k];
+    if (i < 0 || i >= n) return infer_fail(c, "inputs[%d] = %lld is not an input", k, (long long)i);
+    const VarDesc *x = infer_in(c, "X", (int)i);
+    infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
+  }
+  return true;
+}
+
+/* X@GRAD[k] = the piece of Out@GRAD that X[inputs[k]] filled. */
+static int k_concat_grad(ExecCtx *c) {
+  Tensor *dout = ctx_in(c, 1);
+  const AttrValue *which = ctx_attr(c, "inputs");
+  int n = ctx_in_count(c, 0);
+  int axis = axis_of(ctx_attr_i(c, "axis"), dout->rank);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < dout->rank; i++) {
+    if (i < axis) outer *= dout->shape[i];
+    else if (i > axis) inner *= dout->shape[i];
+  }
+  size_t es = dtype_size(dout->dtype);
+  int64_t orow = dout->shape[axis] * inner;
+  const char *gd = dout->data;
+  for (int k = 0; k < ctx_out_count(c, 0); k++) {
+    int i = (int)which->u.ints[k];
+    int64_t at = 0;   /* where X[i]'s piece starts in a row of Out */
+    for (int j = 0; j < i && j < n; j++) at += ctx_in_at(c, 0, j)->shape[axis] * inner;
+    Tensor *dx = ctx_out_at(c, 0, k);
+    if (dx->dtype != dout->dtype) return ctx_fail(c, "internal error: X@GRAD and Out@GRAD differ in dtype");
+    int64_t chunk = dx->shape[axis] * inner;
+    char *od = dx->data;
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(od + (size_t)(o * chunk) * es, gd + (size_t)(o * orow + at) * es, (size_t)chunk * es);
+  }
+  return 0;
+}
+
+/* slice: X@GRAD is zeros with Out@GRAD in the slice. */
+static int g_slice(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, "slice_grad");
+  gemit_in(g, op, "X", X0);
+  gemit_in(g, op, "Out@GRAD", DOUT);
+  gemit_out(g, op, "X@GRAD", dx);
+  gemit_attr(g, op, "axes", *gop_attr(g, "axes"));
+  gemit_attr(g, op, "starts", *gop_attr(g, "starts"));
+  gemit_attr(g, op, "ends", *gop_attr(g, "ends"));
+  return 0;
+}
+
+/* X@GRAD (slot 0 of slice_grad and gather_grad) has X's shape and dtype. */
+static bool infer_x_grad(InferCtx *c) {
+  const VarDesc *x = input(c, "X");
+  if (!x) return false;
+  infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
+  return true;
+}
+
+static int k_slice_grad(ExecCtx *c) {
+  if (ctx_out_count(c, 0) == 0) return 0;
+  Tensor *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  memset(dx->data, 0, (size_t)dx->numel * dtype_size(dx->dtype));
+  slice_move(c, dx, dout, true);
+  return 0;
+}
+
+/* gather: X@GRAD is zeros with each row of Out@GRAD added at its index, so
+ * a repeated index accumulates. */
+static int g_gather(GradCtx *g) {
+  const char *dx = gop_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = gemit(g, "gather_grad");
+  gemit_in(g, op, "X", X0);
+  gemit_in(g, op, "Index", gop_in(g, "Index", 0));
+  gemit_in(g, op, "Out@GRAD", DOUT);
+  gemit_out(g, op, "X@GRAD", dx);
+  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
+  return 0;
+}
+
+static int k_gather_grad(ExecCtx *c) {
+  if (ctx_out_count(c, 0) == 0) return 0;
+  Tensor *index = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  if (dx->dtype != DT_F32 || dout->dtype != DT_F32)
+    return ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
+  int axis = axis_of(ctx_attr_i(c, "axis"), dx->rank);
+  int64_t outer = 1, inner = 1, n = dx->shape[axis], ni = index->numel;
+  for (int i = 0; i < dx->rank; i++) {
+    if (i < axis) outer *= dx->shape[i];
+    else if (i > axis) inner *= dx->shape[i];
+  }
+  const int64_t *id = tensor_i64(index);
+  for (int64_t j = 0; j < ni; j++)
+    if (id[j] < -n || id[j] >= n)
+      return ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+                      axis, (long long)n);
+  float *d = tensor_f32(dx);
+  const float *gv = tensor_f32(dout);
+  memset(d, 0, sizeof *d * (size_t)dx->numel);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < ni; j++) {
+      int64_t k = id[j] < 0 ? id[j] + n : id[j];
+      float *dr = d + (o * n + k) * inner;
+      const float *gr = gv + (o * ni + j) * inner;
+      for (int64_t t = 0; t < inner; t++) dr[t] += gr[t];
+    }
+  return 0;
+}
+
+#undef DOUT
+#undef X0
+
 /* ---- the table --------------------------------------------------------------- */
 
 #define X_IN {{"X", 0, "input"}}
@@ -851,53 +1051,75 @@ OpProto op_table_shape[] = {
     {.type = "reshape", .doc = "Out = X's elements in a new shape (one -1 is inferred)",
      .in = X_IN, .out = OUT("the result, dtype of X"),
      .attrs = {{"shape", ATTR_INTS, NULL, check_reshape, "the new shape; one entry may be -1"}},
-     .infer = infer_reshape, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .infer = infer_reshape, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
      .flags = OP_NO_PREALLOC},
     {.type = "transpose", .doc = "Out = X with its axes permuted: Out.shape[i] = X.shape[perm[i]]",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"perm", ATTR_INTS, NULL, check_perm, "a permutation of 0 .. rank-1"}},
-     .infer = infer_transpose, .kernel = k_transpose, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_transpose, .kernel = k_transpose, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_transpose},
     {.type = "flatten", .doc = "Out = X with axes start_axis.. merged into one",
      .in = X_IN, .out = OUT("the result, rank start_axis + 1"),
      .attrs = {{"start_axis", ATTR_INT, "1", NULL, "the first axis merged"}},
-     .infer = infer_flatten, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .infer = infer_flatten, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
      .flags = OP_NO_PREALLOC},
     {.type = "squeeze", .doc = "Out = X without the given axes of size 1",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"axes", ATTR_INTS, "[]", NULL, "the axes to remove; [] means every axis of size 1"}},
-     .infer = infer_squeeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .infer = infer_squeeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
      .flags = OP_NO_PREALLOC},
     {.type = "unsqueeze", .doc = "Out = X with axes of size 1 inserted",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the new axes' positions in Out"}},
-     .infer = infer_unsqueeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE,
+     .infer = infer_unsqueeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
      .flags = OP_NO_PREALLOC},
     {.type = "broadcast_to", .doc = "Out = X broadcast to shape, as NumPy does",
      .in = X_IN, .out = OUT("the result, of the given shape"),
      .attrs = {{"shape", ATTR_INTS, NULL, check_shape, "the target shape"}},
-     .infer = infer_broadcast_to, .kernel = k_broadcast_to, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_broadcast_to, .kernel = k_broadcast_to, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_broadcast_to},
     {.type = "concat", .doc = "Out = the tensors in X joined along axis",
      .in = {{"X", SLOT_LIST, "the tensors, equal in shape except along axis"}},
      .out = OUT("the result"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis to join along"}},
-     .infer = infer_concat, .kernel = k_concat, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_concat, .kernel = k_concat, .grad_kind = GRAD_DEDICATED, .grad = g_concat},
+    {.type = "concat_grad", .doc = "X@GRAD = the pieces of Out@GRAD that the inputs listed in inputs filled",
+     .in = {{"X", SLOT_LIST, "the forward inputs"}, {"Out@GRAD", 0, "the result's gradient"}},
+     .out = {{"X@GRAD", SLOT_LIST, "the gradients of X[inputs[0]], X[inputs[1]], ..."}},
+     .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis joined along"},
+               {"inputs", ATTR_INTS, "[]", NULL, "the positions in X of the gradients wanted"}},
+     .infer = infer_concat_grad, .kernel = k_concat_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL},
     {.type = "split", .doc = "Out = X cut along axis into num equal parts or parts of sizes sections",
      .in = X_IN, .out = {{"Out", SLOT_LIST, "the parts, in order"}},
      .attrs = {{"num", ATTR_INT, "0", check_nonnegative, "the number of equal parts (or 0)"},
                {"sections", ATTR_INTS, "[]", check_nonnegative, "the parts' sizes (or [])"},
                {"axis", ATTR_INT, "0", NULL, "the axis to cut"}},
-     .infer = infer_split, .kernel = k_split, .grad_kind = GRAD_COMPOSITE},
+     .infer = infer_split, .kernel = k_split, .grad_kind = GRAD_COMPOSITE, .grad = g_split},
     {.type = "slice", .doc = "Out = X[starts:ends] along each of axes, Python-style",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the axes sliced"},
                {"starts", ATTR_INTS, NULL, NULL, "first index per axis; negative counts from the end"},
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis; clamped"}},
-     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED, .grad = g_slice},
+    {.type = "slice_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD in the slice",
+     .in = {{"X", 0, "the forward input"}, {"Out@GRAD", 0, "the slice's gradient"}},
+     .out = {{"X@GRAD", 0, "X's gradient"}},
+     .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the axes sliced"},
+               {"starts", ATTR_INTS, NULL, NULL, "first index per axis"},
+               {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis"}},
+     .infer = infer_x_grad, .kernel = k_slice_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
     {.type = "gather", .doc = "Out = the entries of X at Index along axis",
      .in = {{"X", 0, "input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"}},
      .out = OUT("X.shape[:axis] + Index.shape + X.shape[axis+1:]"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
-     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED, .grad = g_gather},
+    {.type = "gather_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD's entries added at Index",
+     .in = {{"X", 0, "the forward input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"},
+            {"Out@GRAD", 0, "the result's gradient"}},
+     .out = {{"X@GRAD", 0, "X's gradient; repeated indices accumulate"}},
+     .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
+     .infer = infer_x_grad, .kernel = k_gather_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
     {.type = "one_hot", .doc = "Out = f32 one-hot vectors of length depth for the i64 labels X",
      .in = {{"X", SLOT_NO_GRAD, "i64 labels in [0, depth)"}},
      .out = OUT("f32, X.shape + [depth]"),

@@ -1,0 +1,1138 @@
+/* data.c — datasets (data.h): the IDX and CSV readers, Fashion-MNIST's
+ * files, batches, fitting a batch to a script's input, and `netrun data`.
+ *
+ * Everything is read whole, once.  IDX pixels stay u8 and are scaled to f32
+ * when a batch is gathered (a 256-entry table), so memory holds the data as
+ * compactly as the file does; labels and CSV values are small or already
+ * numbers and are kept as i64 / f32. */
+#include "data.h"
+
+#include "cli.h"
+#include "print.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+/* "netrun: error: FILE: message": errors about a whole file, or a binary one
+ * (there is no line to show). */
+static void file_error(Diag *d, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void file_error(Diag *d, const char *path, const char *fmt, ...) {
+  if (++d->nerrors > d->max_errors) return;
+  fprintf(d->out, "netrun: error: %s: ", path);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(d->out, fmt, ap);
+  va_end(ap);
+  fputc('\n', d->out);
+}
+
+/* The same words diag_load_file uses. */
+static void cannot_read(Diag *d, const char *path, int err) {
+  if (++d->nerrors > d->max_errors) return;
+  fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, strerror(err));
+}
+
+/* False (reported) unless path names a readable regular file. */
+static bool regular_file(Diag *d, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    cannot_read(d, path, errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    cannot_read(d, path, EISDIR);
+    return false;
+  }
+  return true;
+}
+
+static const char *dims_str(int rank, const int64_t *dims, char *buf, size_t n) {
+  Shape s = shape_of(rank, dims);
+  return shape_str(&s, buf, n);
+}
+
+/* ---- IDX ----------------------------------------------------------------------
+ * The format of LeCun's MNIST files: a magic number 0x0000TTRR (T the
+ * element type, R the number of dimensions), R big-endian u32 dimensions,
+ * then the elements, row-major.  We read unsigned bytes (T = 0x08): images
+ * are [N, ...] with R >= 2, labels [N]. */
+
+typedef enum IdxRole { IDX_IMAGES, IDX_LABELS } IdxRole;
+
+typedef struct IdxFile {
+  const char *path;
+  gzFile f;                    /* zlib reads gzip and raw files alike */
+  IdxRole role;
+  int rank;
+  int64_t dims[SHAPE_MAX_RANK];
+  int64_t numel;
+} IdxFile;
+
+static const char *idx_type_name(int t) {
+  switch (t) {
+  case 0x08: return "unsigned byte";
+  case 0x09: return "signed byte";
+  case 0x0B: return "16-bit integer";
+  case 0x0C: return "32-bit integer";
+  case 0x0D: return "32-bit float";
+  case 0x0E: return "64-bit float";
+  default: return NULL;
+  }
+}
+
+static const char *idx_unit(const IdxFile *x) { return x->role == IDX_IMAGES ? "pixels" : "labels"; }
+
+/* Reads up to n bytes into buf: the count read, or -1 if the file is corrupt
+ * or unreadable (reported).  *cut: the gzip stream ended before its end. */
+static int64_t idx_fill(Diag *d, IdxFile *x, void *buf, int64_t n, bool *cut) {
+  int64_t got = 0;
+  *cut = false;
+  while (got < n) {
+    unsigned want = n - got > (1 << 24) ? 1u << 24 : (unsigned)(n - got);
+    int r = gzread(x->f, (char *)buf + got, want);
+    if (r < 0) {
+      int err;
+      const char *msg = gzerror(x->f, &err);
+      if (err == Z_ERRNO) file_error(d, x->path, "cannot read: %s", strerror(errno));
+      else {
+        size_t len = strlen(x->path);   /* zlib's message starts "PATH: " */
+        if (strncmp(msg, x->path, len) == 0 && strncmp(msg + len, ": ", 2) == 0) msg += len + 2;
+        file_error(d, x->path, "corrupt gzip data (%s)", msg);
+      }
+      return -1;
+    }
+    got += r;
+    if ((unsigned)r < want) {
+      int err;
+      gzerror(x->f, &err);
+      *cut = err == Z_BUF_ERROR;
+      break;
+    }
+  }
+  return got;
+}
+
+static const char *cut_note(bool cut) { return cut ? " (the gzip stream is cut short)" : ""; }
+
+static uint32_t be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void idx_close(IdxFile *x) {
+  if (x->f) gzclose(x->f);
+  x->f = NULL;
+}
+
+/* Opens an IDX file and reads and checks its header. */
+static bool idx_open(Diag *d, const char *path, IdxRole role, IdxFile *x) {
+  memset(x, 0, sizeof *x);
+  x->path = path;
+  x->role = role;
+  if (!regular_file(d, path)) return false;
+  errno = 0;
+  x->f = gzopen(path, "rb");
+  if (!x->f) {
+    cannot_read(d, path, errno ? errno : ENOMEM);
+    return false;
+  }
+  gzbuffer(x->f, 1 << 17);
+  const uint32_t want = role == IDX_IMAGES ? 0x803 : 0x801;
+  const char *what = role == IDX_IMAGES ? "images" : "labels";
+  uint8_t h[4 + 4 * 255];
+  bool cut;
+  int64_t got = idx_fill(d, x, h, 4, &cut);
+  if (got < 0) goto fail;
+  if (got == 0 && !cut) {
+    file_error(d, path, "empty file: expected IDX %s (magic number 0x%08x)", what, want);
+    goto fail;
+  }
+  if (got < 4) {
+    file_error(d, path, "truncated: a 4-byte IDX magic number expected, %" PRId64 " found%s", got, cut_note(cut));
+    goto fail;
+  }
+  uint32_t magic = be32(h);
+  int type = h[2], rank = h[3];
+  if (h[0] || h[1] || !idx_type_name(type) || rank == 0) {
+    file_error(d, path, "not an IDX file: magic number 0x%08x, expected 0x%08x (%s)", magic, want,
+               role == IDX_IMAGES ? "images: unsigned bytes, 3 dimensions" : "labels: unsigned bytes, 1 dimension");
+    goto fail;
+  }
+  if (type != 0x08) {
+    file_error(d, path, "IDX elements of type 0x%02x (%s) are not supported: expected 0x08 (unsigned byte)", type,
+               idx_type_name(type));
+    goto fail;
+  }
+  if (role == IDX_LABELS && rank != 1) {
+    file_error(d, path, "expected labels (IDX magic 0x00000801), found magic 0x%08x: %d dimensions, like images",
+               magic, rank);
+    goto fail;
+  }
+  if (role == IDX_IMAGES && rank == 1) {
+    file_error(d, path, "expected images (IDX magic 0x00000803), found magic 0x%08x: 1 dimension, like labels",
+               magic);
+    goto fail;
+  }
+  if (rank > SHAPE_MAX_RANK) {
+    file_error(d, path, "IDX magic 0x%08x: %d dimensions, more than netrun's %d", magic, rank, SHAPE_MAX_RANK);
+    goto fail;
+  }
+  got = idx_fill(d, x, h + 4, 4 * rank, &cut);
+  if (got < 0) goto fail;
+  if (got < 4 * rank) {
+    file_error(d, path, "truncated: a %d-byte IDX header expected, %" PRId64 " bytes found%s", 4 + 4 * rank,
+               4 + got, cut_note(cut));
+    goto fail;
+  }
+  x->rank = rank;
+  double product = 1;
+  bool empty = false;
+  for (int i = 0; i < rank; i++) {
+    x->dims[i] = be32(h + 4 + 4 * i);
+    product *= (double)x->dims[i];
+    empty |= x->dims[i] == 0;
+  }
+  char dims[256];
+  dims_str(rank, x->dims, dims, sizeof dims);
+  if (empty) {
+    file_error(d, path, "%s: dims %s", x->dims[0] ? "empty examples" : "no examples", dims);
+    goto fail;
+  }
+  /* Whole columns must stay allocatable as tensors (f32 pixels, i64 labels). */
+  int64_t limit = TENSOR_MAX_BYTES / (role == IDX_IMAGES ? 4 : 8);
+  if (product > (double)limit) {
+    file_error(d, path, "dims %s are too large: %.4g %s, more than netrun's limit of %" PRId64, dims, product,
+               idx_unit(x), limit);
+    goto fail;
+  }
+  x->numel = (int64_t)product;
+  return true;
+fail:
+  idx_close(x);
+  return false;
+}
+
+/* Reads the elements the header announced, and checks that nothing follows. */
+static uint8_t *idx_read(Diag *d, IdxFile *x) {
+  /* Grow the buffer as bytes arrive, so a header that lies about a huge size
+   * costs memory only for the bytes really there. */
+  int64_t want = x->numel, cap = want < (1 << 20) ? want : (1 << 20), got = 0;
+  uint8_t *buf = mem_alloc(NULL, (size_t)cap);
+  bool cut;
+  for (;;) {
+    int64_t r = idx_fill(d, x, buf + got, cap - got, &cut);
+    if (r < 0) goto fail;
+    got += r;
+    if (got < cap || cap == want) break;
+    cap = cap < want / 2 ? cap * 2 : want;
+    buf = mem_alloc(buf, (size_t)cap);
+  }
+  if (got < want) {
+    file_error(d, x->path, "truncated: %" PRId64 " bytes of %s expected, %" PRId64 " found%s", want, idx_unit(x),
+               got, cut_note(cut));
+    goto fail;
+  }
+  uint8_t extra[4096];
+  int64_t more = 0, r;
+  do {
+    if ((r = idx_fill(d, x, extra, sizeof extra, &cut)) < 0) goto fail;
+    more += r;
+  } while (r == (int64_t)sizeof extra);
+  if (more) {
+    file_error(d, x->path, "trailing data: %" PRId64 " bytes after the %" PRId64 " bytes of %s its header announces",
+               more, want, idx_unit(x));
+    goto fail;
+  }
+  if (cut) {
+    file_error(d, x->path, "truncated: the gzip stream ends before its checksum");
+    goto fail;
+  }
+  return buf;
+fail:
+  mem_free(buf);
+  return NULL;
+}
+
+static bool open_idx_pair(Diag *d, const char *images, const char *labels, Dataset *ds) {
+  IdxFile xi, xl;
+  if (!idx_open(d, images, IDX_IMAGES, &xi)) return false;
+  if (!idx_open(d, labels, IDX_LABELS, &xl)) {
+    idx_close(&xi);
+    return false;
+  }
+  bool ok = false;
+  uint8_t *pix = NULL, *lab = NULL;
+  if (xi.dims[0] != xl.dims[0]) {
+    file_error(d, labels, "%" PRId64 " labels, but %s holds %" PRId64 " images", xl.dims[0], images, xi.dims[0]);
+  } else if ((pix = idx_read(d, &xi)) && (lab = idx_read(d, &xl))) {
+    ok = true;
+  }
+  idx_close(&xi);
+  idx_close(&xl);
+  if (!ok) {
+    mem_free(pix);
+    return false;
+  }
+  ds->n = xi.dims[0];
+  ds->files[0] = arena_strdup(&ds->arena, images);
+  ds->files[1] = arena_strdup(&ds->arena, labels);
+  ds->nfiles = 2;
+  DataColumn *c = &ds->cols[DATA_INPUT];
+  c->name = "images";
+  c->dtype = DT_F32;
+  c->store = DATA_U8;
+  c->rank = xi.rank;
+  memcpy(c->shape, xi.dims, sizeof xi.dims);
+  c->row = xi.numel / ds->n;
+  c->data = pix;
+  c = &ds->cols[DATA_LABEL];
+  c->name = "labels";
+  c->dtype = DT_I64;
+  c->store = DATA_I64;
+  c->rank = 1;
+  c->shape[0] = ds->n;
+  c->row = 1;
+  int64_t *y = mem_alloc(NULL, sizeof *y * (size_t)ds->n);
+  for (int64_t i = 0; i < ds->n; i++) y[i] = lab[i];
+  mem_free(lab);
+  c->data = y;
+  ds->ncols = 2;
+  return true;
+}
+
+/* ---- Fashion-MNIST ---------------------------------------------------------------
+ * Found in $NETRUN_DATA, then where Debian's dataset-fashion-mnist installs
+ * it; each file gzipped (as shipped) or not.  A split is read from the first
+ * folder holding either of its files, so images and labels never come from
+ * two places. */
+
+#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
+
+static const char *find_file(Arena *a, const char *dir, const char *base) {
+  static const char *const ext[] = {".gz", ""};
+  for (int i = 0; i < 2; i++) {
+    char *p = arena_printf(a, "%s/%s%s", dir, base, ext[i]);
+    struct stat st;
+    if (stat(p, &st) == 0 && !S_ISDIR(st.st_mode)) return p;
+  }
+  return NULL;
+}
+
+static bool open_fashion(Diag *d, const char *split, Dataset *ds) {
+  bool test = split && strcmp(split, "test") == 0;
+  if (split && !test && strcmp(split, "train") != 0) {
+    file_error(d, "fashion-mnist", "no split '%s': its splits are train and test", split);
+    return false;
+  }
+  ds->split = test ? "test" : "train";
+  const char *base[2] = {test ? "t10k-images-idx3-ubyte" : "train-images-idx3-ubyte",
+                         test ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte"};
+  const char *env = getenv("NETRUN_DATA");
+  const char *dirs[2];
+  int ndirs = 0;
+  if (env && *env) dirs[ndirs++] = env;
+  dirs[ndirs++] = FASHION_DIR;
+  for (int i = 0; i < ndirs; i++) {
+    const char *img = find_file(&ds->arena, dirs[i], base[0]);
+    const char *lab = find_file(&ds->arena, dirs[i], base[1]);
+    if (img && lab) return open_idx_pair(d, img, lab, ds);
+    if (img || lab) {
+      file_error(d, dirs[i], "holds %s but not %s.gz (nor %s)", img ? img : lab, base[img ? 1 : 0],
+                 base[img ? 1 : 0]);
+      return false;
+    }
+  }
+  if (env && *env)
+    file_error(d, "fashion-mnist", "%s.gz not found in $NETRUN_DATA (%s) nor in %s", base[0], env, FASHION_DIR);
+  else
+    file_error(d, "fashion-mnist",
+               "%s.gz not found in %s (install Debian's dataset-fashion-mnist, or set NETRUN_DATA to a folder "
+               "holding the files)",
+               base[0], FASHION_DIR);
+  return false;
+}
+
+/* ---- CSV ---------------------------------------------------------------------- */
+
+/* A number filling [s, end) but for blanks; false if it is not one.  Plain
+ * integers (most CSV data) skip strtod. */
+static bool parse_number(const char *s, const char *end, double *out) {
+  while (s < end && (*s == ' ' || *s == '\t')) s++;
+  while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
+  if (s == end) return false;
+  const char *p = s + (*s == '-' || *s == '+');
+  if (p < end && end - p <= 15) {
+    int64_t v = 0;
+    const char *q = p;
+    while (q < end && *q >= '0' && *q <= '9') v = v * 10 + (*q++ - '0');
+    if (q == end) {
+      *out = *s == '-' ? -(double)v : (double)v;
+      return true;
+    }
+  }
+  char buf[128];
+  size_t n = (size_t)(end - s);
+  if (n >= sizeof buf) return false;
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  char *stop;
+  errno = 0;
+  *out = strtod(buf, &stop);
+  return *stop == 0 && errno != ERANGE;
+}
+
+static Span span_of(int file, const Source *src, const char *b, const char *e) {
+  return (Span){file, (uint32_t)(b - src->text), (uint32_t)(e - src->text)};
+}
+
+bool data_csv_scan(Diag *d, CsvScan *s) {
+  const Source *src = &d->files[s->file];
+  double *vals = NULL;
+  int64_t cap = 0;
+  s->rows = 0;
+  s->cols = -1;
+  s->header = SPAN_NONE;
+  s->names = NULL;
+  s->nnames = 0;
+  bool ok = true;
+  for (int line = 0; line < src->nlines && ok; line++) {
+    const char *b = src->text + src->line_starts[line];
+    const char *e = line + 1 < src->nlines ? src->text + src->line_starts[line + 1] - 1 : src->text + src->len;
+    const char *t = b;
+    while (t < e && (*t == ' ' || *t == '\t' || *t == '\r')) t++;
+    if (t == e) continue;
+    int64_t c = 0;
+    bool header = false;
+    for (const char *f = b;; c++) {
+      const char *comma = memchr(f, ',', (size_t)(e - f));
+      const char *fe = comma ? comma : e;
+      double v = 0;
+      if (!parse_number(f, fe, &v)) {
+        if (s->cols < 0 && s->header.file < 0) {
+          header = true;   /* the first row: a header */
+        } else {
+          diag_error(d, span_of(s->file, src, f, fe), "expected a number");
+          ok = false;
+          break;
+        }
+      } else if (!isfinite(v)) {
+        diag_error(d, span_of(s->file, src, f, fe), "not a finite number");
+        ok = false;
+        break;
+      }
+      if (c == cap) {
+        cap = cap ? cap * 2 : 64;
+        vals = mem_alloc(vals, sizeof *vals * (size_t)cap);
+      }
+      vals[c] = v;
+      if (!comma) break;
+      f = comma + 1;
+    }
+    if (!ok) break;
+    Span row = span_of(s->file, src, b, e);
+    if (header) {
+      s->header = row;
+      s->nnames = c + 1;
+      s->names = arena_alloc(d->arena, sizeof *s->names * (size_t)s->nnames);
+      const char *f = b;
+      for (int64_t i = 0; i < s->nnames; i++) {
+        const char *comma = memchr(f, ',', (size_t)(e - f));
+        const char *fe = comma ? comma : e;
+        s->names[i] = span_of(s->file, src, f, fe);
+        f = comma ? comma + 1 : e;
+      }
+      continue;
+    }
+    if (s->cols >= 0 && c + 1 != s->cols) {
+      diag_error(d, row, "this row has %" PRId64 " values, the rows before have %" PRId64, c + 1, s->cols);
+      ok = false;
+      break;
+    }
+    s->cols = c + 1;
+    s->rows++;
+    if (s->row && !s->row(s->ctx, row, vals, c + 1)) ok = false;
+  }
+  mem_free(vals);
+  return ok;
+}
+
+/* A CSV file as a dataset: the label column "y", the others "x". */
+typedef struct CsvLoad {
+  Diag *d;
+  const char *path;
+  Dataset *ds;
+  CsvScan scan;
+  const char *label;           /* the option */
+  int64_t ycol;                /* the label's column: -1 until the first row */
+  float *x;
+  double *y;
+  int64_t nx, capx, ny, capy;
+} CsvLoad;
+
+/* A header field as a name: without blanks or enclosing double quotes. */
+static char *field_name(Arena *a, const Source *src, Span s) {
+  const char *b = src->text + s.start, *e = src->text + s.end;
+  while (b < e && (*b == ' ' || *b == '\t')) b++;
+  while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) e--;
+  if (e - b >= 2 && *b == '"' && e[-1] == '"') b++, e--;
+  return arena_strndup(a, b, (size_t)(e - b));
+}
+
+/* The columns [0, n) but skip, by name ("a, b, c") or index ("columns 0, 1,
+ * 2"); a long list shows its first three and its last. */
+static const char *columns_str(CsvLoad *L, int64_t n, int64_t skip) {
+  const Source *src = &L->d->files[L->scan.file];
+  bool header = L->scan.header.file >= 0;
+  int64_t pick[6], total = n - (skip >= 0 && skip < n), np = 0;
+  for (int64_t i = 0; i < n && np < (total <= 6 ? 6 : 3); i++)
+    if (i != skip) pick[np++] = i;
+  if (total > 6) pick[np++] = n - 1 == skip ? n - 2 : n - 1;
+  char buf[512];
+  size_t k = (size_t)snprintf(buf, sizeof buf, "%s", header ? "" : total > 1 ? "columns " : "column ");
+  for (int64_t j = 0; j < np && k < sizeof buf; j++) {
+    const char *sep = j == 0 ? "" : total > 6 && j == np - 1 ? ", ..., " : ", ";
+    if (header)
+      k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", sep, field_name(&L->ds->arena, src, L->scan.names[pick[j]]));
+    else
+      k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%" PRId64, sep, pick[j]);
+  }
+  if (total > 6 && k < sizeof buf) snprintf(buf + k, sizeof buf - k, " (%" PRId64 " columns)", total);
+  return arena_strdup(&L->ds->arena, buf);
+}
+
+/* Decides the label column at the first data row (n values). */
+static bool csv_pick_label(CsvLoad *L, Span row, int64_t n) {
+  Diag *d = L->d;
+  const Source *src = &d->files[L->scan.file];
+  bool header = L->scan.header.file >= 0;
+  if (header && L->scan.nnames != n) {
+    diag_error(d, row, "this row has %" PRId64 " values, the header names %" PRId64 " columns", n, L->scan.nnames);
+    return false;
+  }
+  if (n < 2) {
+    diag_error(d, row, "one column: a dataset needs columns of features and a label column");
+    return false;
+  }
+  char **names = NULL;
+  if (header) {
+    names = arena_alloc(&L->ds->arena, sizeof *names * (size_t)n);
+    for (int64_t i = 0; i < n; i++) names[i] = field_name(&L->ds->arena, src, L->scan.names[i]);
+  }
+  L->ycol = n - 1;
+  if (!L->label) {
+    for (int64_t i = 0; header && i < n; i++)
+      if (strcasecmp(names[i], "label") == 0 || strcasecmp(names[i], "y") == 0) {
+        L->ycol = i;
+        break;
+      }
+    return true;
+  }
+  for (int64_t i = 0; header && i < n; i++)
+    if (strcmp(names[i], L->label) == 0) {
+      L->ycol = i;
+      return true;
+    }
+  char *end;
+  errno = 0;
+  long long k = strtoll(L->label, &end, 10);
+  if (*L->label && !*end && !errno && L->label[0] != '-' && L->label[0] != '+') {
+    if (k >= n) {
+      file_error(d, L->path, "no label column %lld: the rows have %" PRId64 " columns (0 to %" PRId64 ")", k, n,
+                 n - 1);
+      return false;
+    }
+    L->ycol = k;
+    return true;
+  }
+  if (!header) {
+    file_error(d, L->path, "no header row to find the label column '%s' in: give its index (0 to %" PRId64 ")",
+               L->label, n - 1);
+    return false;
+  }
+  const char *near = diag_nearest(L->label, (const char *const *)names, (int)n);
+  diag_error(d, L->scan.header, "no column named '%s'%s%s%s", L->label, near ? " (did you mean '" : "",
+             near ? near : "", near ? "'?)" : "");
+  return false;
+}
+
+static bool csv_row(void *ctx, Span at, const double *v, int64_t n) {
+  CsvLoad *L = ctx;
+  if (L->ycol < 0 && !csv_pick_label(L, at, n)) return false;
+  if (L->nx + n > L->capx) {
+    L->capx = L->capx ? L->capx * 2 : 4096;
+    while (L->capx < L->nx + n) L->capx *= 2;
+    L->x = mem_alloc(L->x, sizeof *L->x * (size_t)L->capx);
+  }
+  VEC_RESERVE(L->y, L->capy, L->ny + 1);
+  for (int64_t i = 0; i < n; i++)
+    if (i != L->ycol) L->x[L->nx++] = (float)v[i];
+  L->y[L->ny++] = v[L->ycol];
+  return true;
+}
+
+static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) {
+  /* The text is needed only while reading (for carets), so it lives in a
+   * Diag of its own, freed once the file is read; errors count in d. */
+  Arena ta;
+  arena_init(&ta);
+  Diag td;
+  diag_init(&td, &ta);
+  td.out = d->out;
+  td.color = d->color;
+  td.max_errors = d->max_errors - d->nerrors;
+  CsvLoad L = {.d = &td, .path = path, .ds = ds, .label = label, .ycol = -1};
+  bool ok = false;
+  int file = diag_load_file(&td, path);
+  if (file < 0) goto done;
+  const Source *src = &td.files[file];
+  if (src->len >= 2 && (uint8_t)src->text[0] == 0x1f && (uint8_t)src->text[1] == 0x8b) {
+    file_error(&td, path, "a gzip file: CSV files are read uncompressed, IDX files as IMAGES:LABELS");
+    goto done;
+  }
+  if (src->len >= 4 && src->text[0] == 0 && src->text[1] == 0 && src->text[2] == 8) {
+    file_error(&td, path, "an IDX file: name IDX files as a pair, IMAGES:LABELS");
+    goto done;
+  }
+  L.scan = (CsvScan){.file = file, .row = csv_row, .ctx = &L};
+  if (!data_csv_scan(&td, &L.scan)) goto done;
+  if (L.scan.rows == 0) {
+    if (L.scan.header.file >= 0) diag_error(&td, L.scan.header, "a header but no rows of numbers");
+    else diag_error(&td, (Span){file, 0, 0}, "empty file: expected rows of numbers, after an optional header");
+    goto done;
+  }
+  int64_t n = L.scan.rows, k = L.scan.cols - 1;
+  ds->n = n;
+  ds->files[ds->nfiles++] = arena_strdup(&ds->arena, path);
+  DataColumn *c = &ds->cols[DATA_INPUT];
+  c->name = "x";
+  c->dtype = DT_F32;
+  c->store = DATA_F32;
+  c->rank = 2;
+  c->shape[0] = n;
+  c->shape[1] = k;
+  c->row = k;
+  c->data = mem_alloc(L.x, sizeof *L.x * (size_t)(n * k));
+  c->source = columns_str(&L, L.scan.cols, L.ycol);
+  L.x = NULL;
+  c = &ds->cols[DATA_LABEL];
+  c->name = "y";
+  bool integral = true;
+  for (int64_t i = 0; i < n && integral; i++) integral = L.y[i] == floor(L.y[i]) && fabs(L.y[i]) < 0x1p53;
+  c->dtype = integral ? DT_I64 : DT_F32;
+  c->store = integral ? DATA_I64 : DATA_F32;
+  c->rank = 1;
+  c->shape[0] = n;
+  c->row = 1;
+  if (integral) {
+    int64_t *y = mem_alloc(NULL, sizeof *y * (size_t)n);
+    for (int64_t i = 0; i < n; i++) y[i] = (int64_t)L.y[i];
+    c->data = y;
+  } else {
+    float *y = mem_alloc(NULL, sizeof *y * (size_t)n);
+    for (int64_t i = 0; i < n; i++) y[i] = (float)L.y[i];
+    c->data = y;
+  }
+  c->source = L.scan.header.file >= 0 ? field_name(&ds->arena, src, L.scan.names[L.ycol])
+                                      : arena_printf(&ds->arena, "column %" PRId64, L.ycol);
+  ds->ncols = 2;
+  ok = true;
+done:
+  mem_free(L.x);
+  mem_free(L.y);
+  d->nerrors += td.nerrors;
+  arena_free(&ta);
+  return ok;
+}
+
+/* ---- datasets --------------------------------------------------------------------- */
+
+/* The ':' splitting IMAGES:LABELS: the first whose left part is a file (paths
+ * may hold colons), else the first. */
+static const char *pair_colon(const char *spec) {
+  const char *first = strchr(spec, ':');
+  for (const char *c = first; c; c = strchr(c + 1, ':')) {
+    char left[4096];
+    snprintf(left, sizeof left, "%.*s", (int)(c - spec), spec);
+    struct stat st;
+    if (stat(left, &st) == 0) return c;
+  }
+  return first;
+}
+
+bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) {
+  static const DataOptions none = {0};
+  if (!opt) opt = &none;
+  memset(out, 0, sizeof *out);
+  arena_init(&out->arena);
+  out->name = arena_strdup(&out->arena, spec);
+  bool ok;
+  struct stat st;
+  if (strcmp(spec, "fashion-mnist") == 0) {
+    if (opt->label) {
+      file_error(d, spec, "its label column is fixed ('labels'); only a CSV file's can be chosen");
+      ok = false;
+    } else {
+      ok = open_fashion(d, opt->split, out);
+    }
+  } else if (opt->split) {
+    file_error(d, spec, "no split '%s': only fashion-mnist has splits", opt->split);
+    ok = false;
+  } else if (stat(spec, &st) != 0 && strchr(spec, ':')) {
+    const char *colon = pair_colon(spec);
+    char *images = arena_strndup(&out->arena, spec, (size_t)(colon - spec));
+    if (opt->label) {
+      file_error(d, spec, "an IDX pair's label column is fixed ('labels'); only a CSV file's can be chosen");
+      ok = false;
+    } else {
+      ok = open_idx_pair(d, images, colon + 1, out);
+    }
+  } else {
+    ok = regular_file(d, spec) && open_csv(d, spec, opt->label, out);
+  }
+  if (!ok) data_free(out);
+  return ok;
+}
+
+void data_free(Dataset *ds) {
+  for (int i = 0; i < ds->ncols; i++) mem_free(ds->cols[i].data);
+  arena_free(&ds->arena);
+  memset(ds, 0, sizeof *ds);
+}
+
+const DataColumn *data_column(const Dataset *ds, const char *name) {
+  for (int i = 0; i < ds->ncols; i++)
+    if (strcmp(ds->cols[i].name, name) == 0) return &ds->cols[i];
+  return NULL;
+}
+
+/* ---- gathering and batches -------------------------------------------------------- */
+
+Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k) {
+  static float scale[256];   /* byte -> f32 in [0, 1], rounded once */
+  if (scale[255] == 0)
+    for (int i = 0; i < 256; i++) scale[i] = (float)i / 255.0f;
+  int64_t shape[SHAPE_MAX_RANK];
+  memcpy(shape, c->shape, sizeof shape);
+  shape[0] = k;
+  Tensor *t = tensor_new(c->dtype, c->rank, shape);
+  int64_t row = c->row;
+  if (c->store == DATA_U8) {
+    const uint8_t *src = c->data;
+    float *o = tensor_f32(t);
+    for (int64_t i = 0; i < k; i++) {
+      const uint8_t *r = src + idx[i] * row;
+      float *dst = o + i * row;
+      for (int64_t j = 0; j < row; j++) dst[j] = scale[r[j]];
+    }
+  } else {
+    size_t bytes = (size_t)row * (c->store == DATA_F32 ? sizeof(float) : sizeof(int64_t));
+    const char *src = c->data;
+    char *o = t->data;
+    for (int64_t i = 0; i < k; i++) memcpy(o + (size_t)i * bytes, src + (size_t)idx[i] * bytes, bytes);
+  }
+  return t;
+}
+
+void data_batcher_init(Batcher *b, const Dataset *ds, int64_t size, bool drop_last) {
+  b->ds = ds;
+  b->size = size > 0 ? size : 1;
+  b->drop_last = drop_last;
+  b->order = mem_alloc(NULL, sizeof *b->order * (size_t)(ds->n ? ds->n : 1));
+  b->pos = ds->n;
+  b->epoch = 0;
+}
+
+void data_batcher_free(Batcher *b) {
+  mem_free(b->order);
+  b->order = NULL;
+}
+
+/* Uniform in [0, n), without modulo bias. */
+static uint64_t below(Rng *r, uint64_t n) {
+  uint64_t floor_ = (0 - n) % n;   /* 2^64 mod n: the values to reject */
+  uint64_t x;
+  do x = rng_next(r);
+  while (x < floor_);
+  return x % n;
+}
+
+void data_epoch(Batcher *b, Rng *rng) {
+  int64_t n = b->ds->n;
+  for (int64_t i = 0; i < n; i++) b->order[i] = i;
+  if (rng)
+    for (int64_t i = n - 1; i > 0; i--) {
+      int64_t j = (int64_t)below(rng, (uint64_t)i + 1);
+      int64_t t = b->order[i];
+      b->order[i] = b->order[j];
+      b->order[j] = t;
+    }
+  b->pos = 0;
+  b->epoch++;
+}
+
+int64_t data_batches(const Batcher *b) {
+  int64_t n = b->ds->n;
+  return b->drop_last ? n / b->size : n / b->size + (n % b->size != 0);
+}
+
+bool data_next(Batcher *b, Batch *out) {
+  memset(out, 0, sizeof *out);
+  int64_t left = b->ds->n - b->pos;
+  if (left <= 0 || (b->drop_last && left < b->size)) return false;
+  out->n = left < b->size ? left : b->size;
+  out->index = b->order + b->pos;
+  for (int c = 0; c < b->ds->ncols; c++) out->cols[c] = data_gather(&b->ds->cols[c], out->index, out->n);
+  b->pos += out->n;
+  return true;
+}
+
+void data_skip(Batcher *b, int64_t k) {
+  int64_t left = b->ds->n - b->pos;
+  b->pos = k >= 0 && k <= left / b->size ? b->pos + k * b->size : b->ds->n;
+}
+
+void data_batch_release(Batch *bt) {
+  for (int c = 0; c < DATA_MAX_COLS; c++) tensor_unref(bt->cols[c]);
+  memset(bt, 0, sizeof *bt);
+}
+
+/* ---- fitting a batch to an input ----------------------------------------------------- */
+
+bool data_fit_shape(Diag *d, const DataColumn *c, const VarDesc *decl, int64_t b, int64_t *shape) {
+  const Shape *s = &decl->shape;
+  const char *name = decl->user_name ? decl->user_name : decl->name;
+  char want[256], have[256];
+  shape_str(s, want, sizeof want);
+  Shape cs = shape_of(c->rank, c->shape);
+  shape_str(&cs, have, sizeof have);
+  if (decl->dtype == DT_BOOL || (decl->dtype == DT_I64 && c->dtype == DT_F32)) {
+    diag_error(d, decl->span, "input '%s' is declared %s%s, but column '%s' holds %s values", name,
+               dtype_name(decl->dtype), want, c->name, dtype_name(c->dtype));
+    return false;
+  }
+  if (s->rank < 1) {
+    diag_error(d, decl->span,
+               "input '%s' is declared %s%s, but a batch of column '%s' %s needs a first dimension for its examples",
+               name, dtype_name(decl->dtype), want, c->name, have);
+    return false;
+  }
+  if (s->d[0].n >= 0 && s->d[0].n != b) {
+    diag_error(d, decl->span,
+               "input '%s' is declared %s%s: batches of %" PRId64 ", but this batch of column '%s' holds %" PRId64
+               " examples",
+               name, dtype_name(decl->dtype), want, s->d[0].n, c->name, b);
+    return false;
+  }
+  int64_t known = 1;
+  int unknown = 0, at = -1;
+  for (int i = 1; i < s->rank; i++) {
+    if (s->d[i].n >= 0) known *= s->d[i].n;
+    else unknown++, at = i;
+  }
+  shape[0] = b;
+  for (int i = 1; i < s->rank; i++) shape[i] = s->d[i].n;
+  bool fits = false;
+  if (unknown == 0) {
+    fits = known == c->row;
+  } else if (s->rank == c->rank) {
+    fits = true;   /* the same rank: unknown dims take the column's */
+    for (int i = 1; i < s->rank && fits; i++) {
+      if (s->d[i].n < 0) shape[i] = c->shape[i];
+      else fits = s->d[i].n == c->shape[i];
+    }
+  }
+  if (!fits && unknown == 1 && known > 0 && c->row % known == 0) {
+    for (int i = 1; i < s->rank; i++) shape[i] = s->d[i].n;
+    shape[at] = c->row / known;
+    fits = true;
+  }
+  if (!fits) {
+    char per[64];
+    if (unknown == 0) snprintf(per, sizeof per, "%" PRId64 " values per example", known);
+    else if (unknown == 1) snprintf(per, sizeof per, "a multiple of %" PRId64 " values per example", known);
+    else snprintf(per, sizeof per, "%d dimensions to infer", unknown);
+    diag_error(d, decl->span,
+               "input '%s' is declared %s%s (%s), but column '%s' has shape %s (%" PRId64 " values per example)",
+               name, dtype_name(decl->dtype), want, per, c->name, have, c->row);
+    return false;
+  }
+  return true;
+}
+
+Tensor *data_fit(Diag *d, const DataColumn *c, Tensor *t, const VarDesc *decl) {
+  int64_t shape[SHAPE_MAX_RANK];
+  if (!data_fit_shape(d, c, decl, t->shape[0], shape)) return NULL;
+  Tensor *cast = tensor_cast(t, decl->dtype);
+  Tensor *v = tensor_view(cast, decl->shape.rank, shape);
+  tensor_unref(cast);
+  return v;
+}
+
+/* ---- netrun data ------------------------------------------------------------------------ */
+
+#define DATA_USAGE                                                                          \
+  "usage: netrun data SPEC [OPTIONS]\n"                                                     \
+  "Read a dataset and describe it: its files, examples, columns and classes.\n"             \
+  "SPEC: fashion-mnist ($NETRUN_DATA, else " FASHION_DIR "),\n"                             \
+  "      IMAGES:LABELS (IDX files, gzip or raw), or a CSV file.\n"                          \
+  "  --split S          fashion-mnist's split: train (default) or test\n"                   \
+  "  --label COL        CSV: the label column, by header name or 0-based index\n"           \
+  "  --head N           print the first N examples (one batch of the columns)\n"            \
+  "  --shuffle          take them in a random order (seeded by --seed)\n"                   \
+  "  --seed N           seed of the shuffle (default 0)\n"                                  \
+  "  --batch N          count the batches of N examples an epoch makes\n"                   \
+  "  --drop-last        ... dropping a last batch smaller than N\n"                         \
+  "  --fit FILE         check that batches fit FILE's inputs (named like a column,\n"     \
+  "                     else in order) and print the shapes they are fed as\n"
+
+typedef struct DataArgs {
+  const char *spec, *fit;
+  DataOptions opt;
+  int64_t head, batch;
+  uint64_t seed;
+  bool shuffle, drop_last;
+} DataArgs;
+
+static bool whole(const char *opt, const char *v, int64_t lo, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long n = v ? strtoll(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || n < lo) {
+    usage_error("data: %s needs a whole number of at least %lld", opt, (long long)lo);
+    return false;
+  }
+  *out = n;
+  return true;
+}
+
+static int data_args(int argc, char **argv, DataArgs *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *eq = arg[0] == '-' && arg[1] == '-' ? strchr(arg, '=') : NULL;
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+#define IS(name) (strlen(name) == len && strncmp(arg, name, len) == 0)
+#define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
+    int64_t n;
+    if (IS("--help") || IS("-h")) {
+      fputs(DATA_USAGE, stdout);
+      return -1;
+    } else if (IS("--split")) {
+      const char *v = VALUE();
+      if (!v || (strcmp(v, "train") != 0 && strcmp(v, "test") != 0))
+        return usage_error("data: --split needs train or test");
+      a->opt.split = v;
+    } else if (IS("--label")) {
+      if (!(a->opt.label = VALUE()) || !*a->opt.label) return usage_error("data: --label needs a column");
+    } else if (IS("--head")) {
+      if (!whole("--head", VALUE(), 1, &a->head)) return EXIT_USAGE;
+    } else if (IS("--batch")) {
+      if (!whole("--batch", VALUE(), 1, &a->batch)) return EXIT_USAGE;
+    } else if (IS("--seed")) {
+      if (!whole("--seed", VALUE(), 0, &n)) return EXIT_USAGE;
+      a->seed = (uint64_t)n;
+    } else if (IS("--shuffle") && !eq) {
+      a->shuffle = true;
+    } else if (IS("--drop-last") && !eq) {
+      a->drop_last = true;
+    } else if (IS("--fit")) {
+      if (!(a->fit = VALUE())) return usage_error("data: --fit needs a FILE");
+    } else if (arg[0] == '-' && arg[1]) {
+      return usage_error("data: unknown option '%s'", arg);
+    } else if (a->spec) {
+      return usage_error("data takes one SPEC, got a second: '%s'", arg);
+    } else {
+      a->spec = arg;
+    }
+#undef IS
+#undef VALUE
+  }
+  if (!a->spec) return usage_error("data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file");
+  if (a->drop_last && !a->batch) return usage_error("data: --drop-last needs --batch");
+  return 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The count of each value of an integer column. */
+static void print_classes(const DataColumn *c, int64_t n) {
+  int64_t *v = mem_alloc(NULL, sizeof *v * (size_t)n);
+  memcpy(v, c->data, sizeof *v * (size_t)n);
+  qsort(v, (size_t)n, sizeof *v, cmp_i64);
+  int64_t distinct = 0;
+  for (int64_t i = 0; i < n; i++) distinct += i == 0 || v[i] != v[i - 1];
+  printf("classes %" PRId64 "\n", distinct);
+  if (distinct <= 100)
+    for (int64_t i = 0, j; i < n; i = j) {
+      for (j = i; j < n && v[j] == v[i]; j++) {}
+      printf("class %" PRId64 " %" PRId64 "\n", v[i], j - i);
+    }
+  mem_free(v);
+}
+
+static void print_tensor(const char *name, const Tensor *t) {
+  printf("%s\n", name);
+  tensor_print(stdout, t, -1);
+  putchar('\n');
+}
+
+static int data_describe(const DataArgs *a, const Dataset *ds) {
+  printf("dataset %s\n", ds->name);
+  if (ds->split) printf("split %s\n", ds->split);
+  for (int i = 0; i < ds->nfiles; i++) printf("file %s\n", ds->files[i]);
+  printf("examples %" PRId64 "\n", ds->n);
+  for (int i = 0; i < ds->ncols; i++) {
+    const DataColumn *c = &ds->cols[i];
+    char shape[256];
+    dims_str(c->rank, c->shape, shape, sizeof shape);
+    printf("column %s %s %s", c->name, dtype_name(c->dtype), shape);
+    if (c->store == DATA_U8) printf(" from u8 scaled to [0, 1]");
+    else if (c->source) printf(" from %s", c->source);
+    putchar('\n');
+  }
+  const DataColumn *y = &ds->cols[DATA_LABEL];
+  if (y->store == DATA_I64) {
+    print_classes(y, ds->n);
+  } else {
+    const float *v = y->data;
+    float lo = v[0], hi = v[0];
+    for (int64_t i = 1; i < ds->n; i++) lo = v[i] < lo ? v[i] : lo, hi = v[i] > hi ? v[i] : hi;
+    printf("range %s %.9g %.9g\n", y->name, (double)lo, (double)hi);
+  }
+  if (a->batch) {
+    /* An epoch through the batcher, as a trainer takes it. */
+    Rng rng;
+    rng_seed(&rng, a->seed);
+    Batcher b;
+    data_batcher_init(&b, ds, a->batch, a->drop_last);
+    data_epoch(&b, a->shuffle ? &rng : NULL);
+    uint8_t *seen = mem_calloc((size_t)ds->n, 1);
+    int64_t nb = 0, last = 0, total = 0;
+    Batch bt;
+    while (data_next(&b, &bt)) {
+      for (int64_t i = 0; i < bt.n; i++) seen[bt.index[i]]++;
+      nb++;
+      last = bt.n;
+      total += bt.n;
+      data_batch_release(&bt);
+    }
+    assert(nb == data_batches(&b));
+    for (int64_t i = 0; i < ds->n; i++) assert(seen[i] <= 1);
+    mem_free(seen);
+    printf("batches %" PRId64 " of %" PRId64, nb, a->batch);
+    if (total < ds->n) printf(", dropping the last %" PRId64, ds->n - total);
+    else if (last != a->batch) printf(", the last of %" PRId64, last);
+    putchar('\n');
+    data_batcher_free(&b);
+  }
+  if (a->head) {
+    Rng rng;
+    rng_seed(&rng, a->seed);
+    Batcher b;
+    data_batcher_init(&b, ds, a->head, false);
+    data_epoch(&b, a->shuffle ? &rng : NULL);
+    Batch bt;
+    data_next(&b, &bt);
+    if (a->shuffle) printf("head %" PRId64 " shuffled with seed %" PRIu64 "\n", bt.n, a->seed);
+    else printf("head %" PRId64 "\n", bt.n);
+    Tensor *index = tensor_new(DT_I64, 1, &bt.n);
+    memcpy(index->data, bt.index, sizeof(int64_t) * (size_t)bt.n);
+    print_tensor("index", index);
+    tensor_unref(index);
+    for (int i = 0; i < ds->ncols; i++) print_tensor(ds->cols[i].name, bt.cols[i]);
+    data_batch_release(&bt);
+    data_batcher_free(&b);
+  }
+  return 0;
+}
+
+/* --fit: each column feeds the input of its name, or else the inputs not
+ * taken by name, in declaration order. */
+static int data_fit_script(const DataArgs *a, const Dataset *ds) {
+  Loaded ld;
+  if (!load_script(&ld, a->fit)) {
+    unload(&ld);
+    return EXIT_SCRIPT;
+  }
+  const Block *top = ld.prog->blocks[0];
+  const VarDesc *inputs[64];
+  bool taken[64] = {0};
+  int ninputs = 0;
+  for (int i = 0; i < top->nvars && ninputs < 64; i++)
+    if (top->vars[i]->flags & VAR_INPUT) inputs[ninputs++] = top->vars[i];
+  int by_col[DATA_MAX_COLS];
+  for (int c = 0; c < ds->ncols; c++) {
+    by_col[c] = -1;
+    for (int i = 0; i < ninputs; i++)
+      if (inputs[i]->user_name && strcmp(inputs[i]->user_name, ds->cols[c].name) == 0) by_col[c] = i, taken[i] = true;
+  }
+  for (int c = 0, next = 0; c < ds->ncols; c++) {
+    while (by_col[c] < 0 && next < ninputs) {
+      if (!taken[next]) by_col[c] = next, taken[next] = true;
+      next++;
+    }
+  }
+  int64_t b = a->batch && a->batch < ds->n ? a->batch : ds->n;
+  Batcher bat;
+  data_batcher_init(&bat, ds, b, false);
+  data_epoch(&bat, NULL);
+  Batch bt;
+  data_next(&bat, &bt);
+  bool ok = true;
+  for (int c = 0; c < ds->ncols; c++) {
+    const DataColumn *col = &ds->cols[c];
+    if (by_col[c] < 0) {
+      printf("fit %s: no input of %s takes it\n", col->name, a->fit);
+      continue;
+    }
+    const VarDesc *v = inputs[by_col[c]];
+    Tensor *t = data_fit(&ld.diag, col, bt.cols[c], v);
+    if (!t) {
+      ok = false;
+      continue;
+    }
+    char want[256], got[256];
+    printf("fit %s %s%s takes %s as %s%s\n", v->user_name ? v->user_name : v->name, dtype_name(v->dtype),
+           shape_str(&v->shape, want, sizeof want), col->name, dtype_name(t->dtype),
+           tensor_shape_str(t, got, sizeof got));
+    tensor_unref(t);
+  }
+  data_batch_release(&bt);
+  data_batcher_free(&bat);
+  diag_finish(&ld.diag);
+  unload(&ld);
+  return ok ? 0 : EXIT_SCRIPT;
+}
+
+int cmd_data(int argc, char **argv);
+int cmd_data(int argc, char **argv) {
+  DataArgs a;
+  int rc = data_args(argc, argv, &a);
+  if (rc) return rc < 0 ? 0 : rc;
+  Arena arena;
+  arena_init(&arena);
+  Diag d;
+  diag_init(&d, &arena);
+  Dataset ds;
+  if (!data_open(&d, a.spec, &a.opt, &ds)) {
+    diag_finish(&d);
+    arena_free(&arena);
+    return EXIT_SCRIPT;
+  }
+  rc = data_describe(&a, &ds);
+  fflush(stdout);
+  if (!rc && a.fit) rc = data_fit_script(&a, &ds);
+  data_free(&ds);
+  arena_free(&arena);
+  return rc;
+}

@@ -1,0 +1,157 @@
+/* data.h — datasets: examples read whole from IDX or CSV files, and the
+ * batches a trainer takes from them.
+ *
+ * A Dataset holds N examples in named columns.  Column c is, to its users,
+ * a tensor [N, ...] of dtype f32 or i64; batches are gathered from it as new
+ * tensors [b, ...].  Pixels are kept as the bytes the file holds (u8) and
+ * become f32 in [0, 1] only when a batch is gathered, so a loaded
+ * Fashion-MNIST training set costs its 47 MB of pixels, not 188 MB of f32.
+ *
+ * By convention column DATA_INPUT holds what a model reads (IDX "images",
+ * CSV "x") and column DATA_LABEL what it predicts (IDX "labels", CSV "y").
+ *
+ * Ownership: data_open fills a Dataset that owns its memory until
+ * data_free.  A Batcher borrows its Dataset (which must outlive it).  A
+ * Batch owns one reference to each of its tensors (tensor.h's rule): keep a
+ * tensor past data_batch_release() by taking a reference with tensor_ref().
+ *
+ * Errors: positions inside a CSV file go through diag_error (file:line:col
+ * and a caret); errors about binary files are one line,
+ *     netrun: error: FILE: truncated: 47040000 bytes of pixels expected, 1200 found
+ * Both count in the Diag's nerrors.
+ */
+#ifndef NETRUN_DATA_H
+#define NETRUN_DATA_H
+
+#include "tensor.h"
+
+#define DATA_MAX_COLS 2
+enum { DATA_INPUT = 0, DATA_LABEL = 1 };
+
+/* How a column's elements are stored (its dtype is what batches hold). */
+typedef enum DataStore {
+  DATA_U8,        /* bytes, gathered as f32 value / 255 */
+  DATA_F32,
+  DATA_I64,
+} DataStore;
+
+typedef struct DataColumn {
+  const char *name;          /* "images", "labels", "x", "y" */
+  DType dtype;               /* of the tensors gathered: f32 or i64 */
+  DataStore store;
+  int rank;                  /* shape[0] is the dataset's n */
+  int64_t shape[SHAPE_MAX_RANK];
+  int64_t row;               /* elements per example: the product of shape[1..] */
+  void *data;                /* n * row elements of `store`, row-major */
+  const char *source;        /* CSV: the columns it holds ("a, b, c"); else NULL */
+} DataColumn;
+
+typedef struct Dataset {
+  Arena arena;               /* names and strings */
+  const char *name;          /* "fashion-mnist", a CSV path, "IMAGES:LABELS" */
+  const char *split;         /* "train"/"test" for fashion-mnist, else NULL */
+  int64_t n;                 /* examples */
+  DataColumn cols[DATA_MAX_COLS];
+  int ncols;
+  const char *files[2];      /* the files read, as found */
+  int nfiles;
+} Dataset;
+
+typedef struct DataOptions {
+  /* fashion-mnist's split: "train" (the default, NULL) or "test".  Other
+   * datasets have none; naming one is an error. */
+  const char *split;
+  /* CSV: the label column, by its header name or its 0-based index.  NULL:
+   * the column named "label" or "y" (any case), else the last one. */
+  const char *label;
+} DataOptions;
+
+/* Opens the dataset `spec` names and reads it whole:
+ *   fashion-mnist       the four files in $NETRUN_DATA, else in
+ *                       /usr/share/datasets/fashion-mnist/ (Debian's
+ *                       dataset-fashion-mnist); FILE.gz or FILE
+ *   IMAGES:LABELS       an IDX pair, gzip or raw (by their magic bytes);
+ *                       images: u8 with 2 or more dimensions, labels: u8 [N]
+ *   FILE                a CSV file: an optional header row (detected: a
+ *                       field that is not a number), then rows of numbers
+ * `opt` may be NULL.  False, with the error reported, on failure; *out then
+ * holds nothing to free. */
+bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out);
+void data_free(Dataset *ds);
+/* The column named `name`, or NULL. */
+const DataColumn *data_column(const Dataset *ds, const char *name);
+
+/* Rows idx[0..k) of column c as a new tensor [k, ...] of c's dtype. */
+Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k);
+
+/* ---- batches ---------------------------------------------------------------- */
+
+typedef struct Batch {
+  int64_t n;                     /* examples in this batch */
+  const int64_t *index;          /* their indices in the dataset (the Batcher's) */
+  Tensor *cols[DATA_MAX_COLS];   /* per column, [n, ...]: owned by the batch */
+} Batch;
+
+typedef struct Batcher {
+  const Dataset *ds;
+  int64_t size;                  /* examples per batch */
+  bool drop_last;                /* skip a last batch smaller than size */
+  int64_t *order;                /* this epoch's order of the examples */
+  int64_t pos;                   /* the next position in order */
+  int64_t epoch;                 /* epochs started */
+} Batcher;
+
+/* A batcher over ds (size >= 1).  No epoch is started: call data_epoch. */
+void data_batcher_init(Batcher *b, const Dataset *ds, int64_t size, bool drop_last);
+void data_batcher_free(Batcher *b);
+/* Starts the next epoch: the examples in a new random order drawn from rng
+ * (Fisher-Yates over 0..n-1, so the same generator state gives the same
+ * order), or in dataset order when rng is NULL. */
+void data_epoch(Batcher *b, Rng *rng);
+/* Batches per epoch. */
+int64_t data_batches(const Batcher *b);
+/* The epoch's next batch into *out; false when the epoch is over.  The last
+ * batch is smaller when size does not divide n (unless drop_last). */
+bool data_next(Batcher *b, Batch *out);
+/* Skips the next k batches of the epoch (resuming in the middle of one). */
+void data_skip(Batcher *b, int64_t k);
+void data_batch_release(Batch *bt);
+
+/* ---- feeding a script's inputs ----------------------------------------------------- */
+
+/* Whether batches of b examples of column c can feed input `decl`: the
+ * declared first dimension takes the batch (a symbol, or exactly b), the
+ * others must hold one example's elements (a symbolic or unknown one among
+ * them is inferred), and the dtypes must agree (i64 may feed an f32 input).
+ * Fills shape (rank decl->shape.rank) with the batch's shape as fed.  On a
+ * mismatch, an error at the input's declaration names the input, its
+ * declared shape and the column's shape. */
+bool data_fit_shape(Diag *d, const DataColumn *c, const VarDesc *decl, int64_t b, int64_t *shape);
+/* The batch tensor t of column c, shaped (a view) and typed (a copy, if cast)
+ * for input decl; a new reference, or NULL with the error reported. */
+Tensor *data_fit(Diag *d, const DataColumn *c, Tensor *t, const VarDesc *decl);
+
+/* ---- CSV ----------------------------------------------------------------------
+ * The CSV grammar shared with `--feed` (feed.c): lines of comma-separated
+ * numbers; blank lines are skipped; a first row holding a field that is not
+ * a number is a header.  Every data row must hold as many values as the
+ * first; values must be finite. */
+typedef struct CsvScan {
+  int file;                      /* the Diag source to read */
+  /* Called per data row with its values and its span; false stops the scan
+   * (the callback has reported why). */
+  bool (*row)(void *ctx, Span at, const double *vals, int64_t n);
+  void *ctx;
+  /* Filled by the scan: */
+  int64_t rows, cols;            /* data rows, values per row (-1: none) */
+  Span header;                   /* the header row; file -1 if none */
+  Span *names;                   /* the header's fields (in the Diag's arena) */
+  int64_t nnames;
+} CsvScan;
+
+/* Scans the source s->file; false if a row was malformed (reported) or the
+ * callback stopped it.  A file without data rows is not an error here
+ * (rows == 0): callers say what they expected. */
+bool data_csv_scan(Diag *d, CsvScan *s);
+
+#endif

@@ -1,0 +1,269 @@
+/* train.c — the train configuration and the training program (train.h).
+ * The training loop is in trainer.c. */
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum Kind { K_STRING, K_NAME, K_NAMES, K_NUMBER, K_INT, K_BOOL } Kind;
+
+/* Every key a train block may hold: its kind, default and meaning.  This
+ * table is what lowering errors and the man page describe. */
+static const struct TrainKey {
+  const char *key;
+  Kind kind;
+  const char *doc;
+} keys[] = {
+    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, or IMAGES.idx:LABELS.idx"},
+    {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
+    {"label", K_NAME, "the input holding the labels (default: the last one fed)"},
+    {"loss", K_NAME, "the scalar to minimize (default: loss)"},
+    {"metric", K_NAME, "logits whose argmax is compared with the labels for accuracy"},
+    {"optimizer", K_NAME, "sgd, momentum, adam or adamw (default: sgd)"},
+    {"lr", K_NUMBER, "the learning rate (default 0.01)"},
+    {"momentum", K_NUMBER, "momentum's factor (default 0.9)"},
+    {"nesterov", K_BOOL, "Nesterov momentum (default false)"},
+    {"beta1", K_NUMBER, "Adam's first-moment decay (default 0.9)"},
+    {"beta2", K_NUMBER, "Adam's second-moment decay (default 0.999)"},
+    {"epsilon", K_NUMBER, "Adam's epsilon (default 1e-8)"},
+    {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0)"},
+    {"clip_norm", K_NUMBER, "clip the gradients' global L2 norm to this (default: off)"},
+    {"schedule", K_NAME, "the learning-rate schedule: constant, step or cosine (default constant)"},
+    {"step_size", K_INT, "step schedule: epochs between decays (default 1)"},
+    {"gamma", K_NUMBER, "step schedule: the decay factor (default 0.1)"},
+    {"warmup", K_NUMBER, "epochs of linear warm-up from 0 (default 0)"},
+    {"epochs", K_INT, "passes over the data (default 1)"},
+    {"batch", K_INT, "examples per step (default 64)"},
+    {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
+    {"eval", K_STRING, "the split evaluated after each epoch: \"test\" or \"none\" (default test)"},
+    {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
+};
+
+static const char *kind_name(Kind k) {
+  switch (k) {
+  case K_STRING: return "a string";
+  case K_NAME: return "a name";
+  case K_NAMES: return "a list of names";
+  case K_NUMBER: return "a number";
+  case K_INT: return "a whole number";
+  case K_BOOL: return "true or false";
+  }
+  return "?";
+}
+
+static bool fits(const Setting *s, Kind k) {
+  switch (k) {
+  case K_STRING: return s->value.type == ATTR_STRING;
+  case K_NAME: return s->value.type == ATTR_STRING;
+  case K_NAMES: return s->value.type == ATTR_STRINGS || s->value.type == ATTR_STRING;
+  case K_NUMBER: return s->value.type == ATTR_INT || s->value.type == ATTR_FLOAT;
+  case K_INT: return s->value.type == ATTR_INT;
+  case K_BOOL: return s->value.type == ATTR_BOOL;
+  }
+  return false;
+}
+
+static double number(const Setting *s) { return s->value.type == ATTR_FLOAT ? s->value.u.f : (double)s->value.u.i; }
+
+bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet) {
+  Diag *d = p->diag;
+  int before = d->nerrors;
+  memset(c, 0, sizeof *c);
+  c->loss = "loss";
+  c->optimizer = "sgd";
+  c->schedule = "constant";
+  c->eval = "test";
+  c->lr = 0.01, c->momentum = 0.9, c->beta1 = 0.9, c->beta2 = 0.999, c->epsilon = 1e-8, c->gamma = 0.1;
+  c->epochs = 1, c->batch = 64, c->step_size = 1, c->log_every = 100;
+  c->shuffle = true;
+  const char *names[sizeof keys / sizeof *keys];
+  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) names[k] = keys[k].key;
+  for (int i = 0; i < p->nsettings; i++) {
+    const Setting *s = &p->settings[i];
+    if (strcmp(s->block, "train") != 0) continue;
+    int k = -1;
+    for (size_t j = 0; j < sizeof keys / sizeof *keys; j++)
+      if (strcmp(keys[j].key, s->key) == 0) k = (int)j;
+    if (k < 0) {
+      const char *near = diag_nearest(s->key, names, (int)(sizeof keys / sizeof *keys));
+      diag_error(d, s->span, "unknown train setting '%s'%s%s%s", s->key, near ? " (did you mean '" : "",
+                 near ? near : "", near ? "'?)" : "");
+      continue;
+    }
+    if (!fits(s, keys[k].kind)) {
+      diag_error(d, s->span, "train setting '%s' takes %s", s->key, kind_name(keys[k].kind));
+      continue;
+    }
+    const char *key = s->key;
+#define IS(name) (strcmp(key, name) == 0)
+    if (IS("data")) c->data = s->value.u.s;
+    else if (IS("eval")) c->eval = s->value.u.s;
+    else if (IS("loss")) c->loss = s->value.u.s;
+    else if (IS("metric")) c->metric = s->value.u.s;
+    else if (IS("label")) c->label = s->value.u.s;
+    else if (IS("optimizer")) c->optimizer = s->value.u.s;
+    else if (IS("schedule")) c->schedule = s->value.u.s;
+    else if (IS("feed")) {
+      if (s->value.type == ATTR_STRING) c->feed = &s->value.u.s, c->nfeed = 1;
+      else c->feed = s->value.u.strings, c->nfeed = s->value.n;
+    } else if (IS("lr")) c->lr = number(s);
+    else if (IS("momentum")) c->momentum = number(s);
+    else if (IS("nesterov")) c->nesterov = s->value.u.i;
+    else if (IS("beta1")) c->beta1 = number(s);
+    else if (IS("beta2")) c->beta2 = number(s);
+    else if (IS("epsilon")) c->epsilon = number(s);
+    else if (IS("weight_decay")) c->weight_decay = number(s);
+    else if (IS("clip_norm")) c->clip_norm = number(s);
+    else if (IS("gamma")) c->gamma = number(s);
+    else if (IS("warmup")) c->warmup = number(s);
+    else if (IS("step_size")) c->step_size = s->value.u.i;
+    else if (IS("epochs")) c->epochs = s->value.u.i;
+    else if (IS("batch")) c->batch = s->value.u.i;
+    else if (IS("shuffle")) c->shuffle = s->value.u.i;
+    else if (IS("log_every")) c->log_every = s->value.u.i;
+#undef IS
+  }
+  /* Command-line overrides, said out loud when they replace a setting. */
+#define OVERRIDE(field, given, key, fmt, val)                                                   \
+  if (given) {                                                                                  \
+    if (!quiet && prog_setting(p, "train", key))                                                \
+      fprintf(stderr, "netrun: note: --%s " fmt " overrides the script's %s\n", key, val, key); \
+    c->field = val;                                                                             \
+  }
+  if (o) {
+    OVERRIDE(epochs, o->epochs >= 0, "epochs", "%lld", (long long)o->epochs)
+    OVERRIDE(batch, o->batch >= 0, "batch", "%lld", (long long)o->batch)
+    OVERRIDE(lr, o->lr >= 0, "lr", "%g", o->lr)
+    OVERRIDE(optimizer, o->optimizer != NULL, "optimizer", "%s", o->optimizer)
+    OVERRIDE(data, o->data != NULL, "data", "%s", o->data)
+    if (o->limit >= 0) c->limit = o->limit;
+  }
+#undef OVERRIDE
+  /* Values that make no sense. */
+  const Setting *s;
+#define CHECK(cond, key, ...)                                                    \
+  if (!(cond)) {                                                                 \
+    if ((s = prog_setting(p, "train", key))) diag_error(d, s->span, __VA_ARGS__); \
+    else {                                                                       \
+      fprintf(d->out, "netrun: error: ");                                        \
+      fprintf(d->out, __VA_ARGS__);                                              \
+      fputc('\n', d->out);                                                       \
+      d->nerrors++;                                                              \
+    }                                                                            \
+  }
+  static const char *const opts[] = {"sgd", "momentum", "adam", "adamw"};
+  static const char *const scheds[] = {"constant", "step", "cosine"};
+  bool opt_ok = false, sched_ok = false;
+  for (int i = 0; i < 4; i++) opt_ok |= strcmp(c->optimizer, opts[i]) == 0;
+  for (int i = 0; i < 3; i++) sched_ok |= strcmp(c->schedule, scheds[i]) == 0;
+  CHECK(opt_ok, "optimizer", "unknown optimizer '%s' (expected sgd, momentum, adam or adamw)", c->optimizer)
+  CHECK(sched_ok, "schedule", "unknown schedule '%s' (expected constant, step or cosine)", c->schedule)
+  CHECK(c->lr > 0 && isfinite(c->lr), "lr", "the learning rate must be positive, got %g", c->lr)
+  CHECK(c->epochs >= 1, "epochs", "epochs must be at least 1, got %lld", (long long)c->epochs)
+  CHECK(c->batch >= 1, "batch", "batch must be at least 1, got %lld", (long long)c->batch)
+  CHECK(c->momentum >= 0 && c->momentum < 1, "momentum", "momentum must be in [0, 1), got %g", c->momentum)
+  CHECK(c->beta1 >= 0 && c->beta1 < 1, "beta1", "beta1 must be in [0, 1), got %g", c->beta1)
+  CHECK(c->beta2 >= 0 && c->beta2 < 1, "beta2", "beta2 must be in [0, 1), got %g", c->beta2)
+  CHECK(c->weight_decay >= 0, "weight_decay", "weight_decay must not be negative, got %g", c->weight_decay)
+  CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
+  CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
+  CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)
+  CHECK(c->log_every >= 1, "log_every", "log_every must be at least 1, got %lld", (long long)c->log_every)
+#undef CHECK
+  return d->nerrors == before;
+}
+
+/* ---- the training program -------------------------------------------------------- */
+
+/* A persistable variable of block 0 initialized to `value` by the startup
+ * block. */
+static const char *state_var(Program *p, const char *name, const VarDesc *like, double value, bool scalar) {
+  VarDesc *v = prog_add_var(p, p->blocks[0], name);
+  v->dtype = DT_F32;
+  v->shape = scalar ? shape_of(1, (int64_t[]){1}) : like->shape;
+  v->flags = VAR_STATE;
+  v->span = like->span;
+  OpDesc *op = op_new(p, "fill_constant", like->span);
+  int64_t dims[SHAPE_MAX_RANK];
+  for (int i = 0; i < v->shape.rank; i++) dims[i] = v->shape.d[i].n;
+  op_set_attr(p, op, "shape", attr_ints(p, dims, v->shape.rank));
+  op_set_attr(p, op, "value", attr_float(value));
+  op_set_attr(p, op, "dtype", attr_dtype(DT_F32));
+  slot_push(p, op_add_output(p, op, "Out"), v->name);
+  op_append(p->startup, p, op);
+  return v->name;
+}
+
+static void in(Program *p, OpDesc *op, const char *slot, const char *var) {
+  slot_push(p, op_add_input(p, op, slot), var);
+}
+
+static void out(Program *p, OpDesc *op, const char *slot, const char *var) {
+  slot_push(p, op_add_output(p, op, slot), var);
+}
+
+bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
+  if (!append_backward(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
+  Block *b0 = p->blocks[0];
+  if (!prog_var(p, TRAIN_LR_VAR)) {
+    VarDesc *lr = prog_add_var(p, b0, TRAIN_LR_VAR);
+    lr->dtype = DT_F32;
+    lr->shape = shape_scalar();
+    lr->flags = VAR_STATE;
+  }
+  if (c->clip_norm > 0) {
+    OpDesc *op = op_new(p, "clip_by_global_norm", SPAN_NONE);
+    for (int i = 0; i < bw->npairs; i++)
+      if (bw->pairs[i].grad) in(p, op, "X", bw->pairs[i].grad), out(p, op, "Out", bw->pairs[i].grad);
+    op_set_attr(p, op, "max_norm", attr_float(c->clip_norm));
+    op_append(b0, p, op);
+    reg_infer(p, b0, op);
+  }
+  bool adam = strncmp(c->optimizer, "adam", 4) == 0;
+  for (int i = 0; i < bw->npairs; i++) {
+    const char *w = bw->pairs[i].param, *g = bw->pairs[i].grad;
+    if (!g) continue;
+    const VarDesc *wv = prog_var(p, w);
+    OpDesc *op = op_new(p, c->optimizer, wv->span);
+    in(p, op, "Param", w);
+    in(p, op, "Grad", g);
+    if (strcmp(c->optimizer, "momentum") == 0) {
+      const char *vel = state_var(p, arena_printf(p->arena, "%s@VELOCITY", w), wv, 0, false);
+      in(p, op, "Velocity", vel);
+      in(p, op, "LearningRate", TRAIN_LR_VAR);
+      out(p, op, "ParamOut", w);
+      out(p, op, "VelocityOut", vel);
+      op_set_attr(p, op, "mu", attr_float(c->momentum));
+      op_set_attr(p, op, "use_nesterov", attr_bool(c->nesterov));
+      op_set_attr(p, op, "weight_decay", attr_float(c->weight_decay));
+    } else if (adam) {
+      const char *m1 = state_var(p, arena_printf(p->arena, "%s@MOMENT1", w), wv, 0, false);
+      const char *m2 = state_var(p, arena_printf(p->arena, "%s@MOMENT2", w), wv, 0, false);
+      const char *p1 = state_var(p, arena_printf(p->arena, "%s@BETA1POW", w), wv, 1, true);
+      const char *p2 = state_var(p, arena_printf(p->arena, "%s@BETA2POW", w), wv, 1, true);
+      in(p, op, "LearningRate", TRAIN_LR_VAR);
+      in(p, op, "Moment1", m1);
+      in(p, op, "Moment2", m2);
+      in(p, op, "Beta1Pow", p1);
+      in(p, op, "Beta2Pow", p2);
+      out(p, op, "ParamOut", w);
+      out(p, op, "Moment1Out", m1);
+      out(p, op, "Moment2Out", m2);
+      out(p, op, "Beta1PowOut", p1);
+      out(p, op, "Beta2PowOut", p2);
+      op_set_attr(p, op, "beta1", attr_float(c->beta1));
+      op_set_attr(p, op, "beta2", attr_float(c->beta2));
+      op_set_attr(p, op, "epsilon", attr_float(c->epsilon));
+      if (strcmp(c->optimizer, "adamw") == 0)
+        op_set_attr(p, op, "coeff", attr_float(prog_setting(p, "train", "weight_decay") ? c->weight_decay : 0.01));
+    } else {
+      in(p, op, "LearningRate", TRAIN_LR_VAR);
+      out(p, op, "ParamOut", w);
+      op_set_attr(p, op, "weight_decay", attr_float(c->weight_decay));
+    }
+    op_append(b0, p, op);
+    if (!reg_infer(p, b0, op)) return false;
+  }
+  return true;
+}

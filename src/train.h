@@ -1,0 +1,60 @@
+/* train.h — training: the train configuration, the training program, and
+ * `netrun train` / `eval` / `predict`.
+ *
+ * A script names what training needs in a configuration block (see
+ * netrun-lang(5), "TRAINING"):
+ *
+ *   train {
+ *     data      = "fashion-mnist"     # the dataset
+ *     feed      = [x, y]              # the inputs its columns feed, in order
+ *     loss      = loss                # the scalar to minimize
+ *     metric    = logits              # accuracy: argmax(logits) against the label
+ *     optimizer = sgd                 # sgd, momentum, adam or adamw
+ *     lr        = 0.1
+ *     epochs    = 5
+ *     batch     = 128
+ *   }
+ *
+ * The training program is the script's program with its backward appended
+ * (append_backward), an optional clip_by_global_norm of the gradients, and
+ * one optimizer op per parameter, all in block 0; the optimizer state
+ * (velocities, moments) are variables initialized by the startup block. */
+#ifndef NETRUN_TRAIN_H
+#define NETRUN_TRAIN_H
+
+#include "backward.h"
+
+typedef struct TrainConfig {
+  const char *data;           /* dataset spec */
+  const char *eval;           /* the split evaluated each epoch, or "none" */
+  const char *const *feed;    /* inputs fed by the dataset's columns */
+  int nfeed;
+  const char *loss;
+  const char *metric;         /* NULL: no accuracy */
+  const char *label;          /* the input holding the labels (default: the last fed) */
+  const char *optimizer;
+  const char *schedule;       /* constant, step, cosine */
+  double lr, momentum, beta1, beta2, epsilon, weight_decay, clip_norm, gamma, warmup;
+  int64_t epochs, batch, step_size, log_every, limit;
+  bool nesterov, shuffle;
+} TrainConfig;
+
+/* Command-line overrides (negative / NULL: not given). */
+typedef struct TrainOverrides {
+  int64_t epochs, batch, limit;
+  double lr;
+  const char *optimizer, *data;
+} TrainOverrides;
+
+/* Reads the script's train block, applies the overrides, and checks it;
+ * errors point at the setting.  Says (on stderr) which settings an override
+ * replaced. */
+bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet);
+
+/* The variable the trainer writes the learning rate into each step. */
+#define TRAIN_LR_VAR "learning_rate@LR"
+
+/* Appends the backward, the clipping and the optimizer ops. */
+bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw);
+
+#endif
