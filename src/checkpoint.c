@@ -266,6 +266,7 @@ static void w_flush(Writer *w) {
 
 static void w_put(Writer *w, const void *data, size_t n) {
   const unsigned char *p = data;
+  if (w->err) return;
   w->crc = crc_update(w->crc, p, n);
   if (w->n + n > WBUF) w_flush(w);
   if (n >= WBUF) w_flush_bytes(w, p, n);
@@ -398,8 +399,12 @@ bool ckpt_write(const char *path, const Checkpoint *c, char *err, size_t errlen)
   memcpy(tmp, path, plen);
   memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
   char *dir = folder_of(path);
+  /* Everything is allocated before the temporary file exists, so running
+   * out of memory (which exits) cannot leave one behind. */
+  Writer w = {.fd = -1, .buf = mem_alloc(NULL, WBUF), .crc = (uint32_t)crc32(0, Z_NULL, 0)};
   bool ok = false;
   int fd = mkostemp(tmp, O_CLOEXEC);
+  w.fd = fd;
   if (fd < 0) {
     snprintf(err, errlen, "%s: cannot save checkpoint: cannot create a temporary file in %s: %s", path, dir,
              strerror(errno));
@@ -407,9 +412,7 @@ bool ckpt_write(const char *path, const Checkpoint *c, char *err, size_t errlen)
   }
   (void)fchmod(fd, new_file_mode(path));   /* best effort: mkostemp makes 0600 */
 
-  Writer w = {.fd = fd, .buf = mem_alloc(NULL, WBUF), .crc = (uint32_t)crc32(0, Z_NULL, 0)};
   write_all(&w, c);
-  mem_free(w.buf);
   const char *stage = "writing";
   if (!w.err && fsync(fd) != 0) w.err = errno, stage = "syncing";
   if (close(fd) != 0 && !w.err) w.err = errno, stage = "closing";
@@ -429,6 +432,7 @@ bool ckpt_write(const char *path, const Checkpoint *c, char *err, size_t errlen)
   }
   if (dfd >= 0) close(dfd);
 done:
+  mem_free(w.buf);
   mem_free(tmp);
   mem_free(dir);
   return ok;

@@ -98,7 +98,9 @@ Tensor *ckpt_find(const Checkpoint *c, const char *name);
  * written, flushed and fsync'ed, renamed over path, and the folder is
  * fsync'ed.  On any failure (a name the format cannot hold, ENOSPC, EACCES,
  * EIO ...) the temporary file is removed, an existing file at path is left
- * untouched, and err receives "PATH: what went wrong: the OS error". */
+ * untouched, and err receives "PATH: what went wrong: the OS error".  (If
+ * only the final sync of the folder fails, the new file is in place but might
+ * not survive a crash; that too returns false.) */
 bool ckpt_write(const char *path, const Checkpoint *c, char *err, size_t errlen);
 
 /* Reads the checkpoint at path into *out (which it initializes).  On failure

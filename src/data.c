@@ -146,7 +146,7 @@ static bool idx_open(Diag *d, const char *path, IdxRole role, IdxFile *x) {
   gzbuffer(x->f, 1 << 17);
   const uint32_t want = role == IDX_IMAGES ? 0x803 : 0x801;
   const char *what = role == IDX_IMAGES ? "images" : "labels";
-  uint8_t h[4 + 4 * 255];
+  uint8_t h[4 + 4 * SHAPE_MAX_RANK];
   bool cut;
   int64_t got = idx_fill(d, x, h, 4, &cut);
   if (got < 0) goto fail;
@@ -715,9 +715,8 @@ const DataColumn *data_column(const Dataset *ds, const char *name) {
 /* ---- gathering and batches -------------------------------------------------------- */
 
 Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k) {
-  static float scale[256];   /* byte -> f32 in [0, 1], rounded once */
-  if (scale[255] == 0)
-    for (int i = 0; i < 256; i++) scale[i] = (float)i / 255.0f;
+  float scale[256];   /* byte -> f32 in [0, 1], each correctly rounded */
+  for (int i = 0; i < 256; i++) scale[i] = (float)i / 255.0f;
   int64_t shape[SHAPE_MAX_RANK];
   memcpy(shape, c->shape, sizeof shape);
   shape[0] = k;
@@ -756,10 +755,10 @@ void data_batcher_free(Batcher *b) {
 
 /* Uniform in [0, n), without modulo bias. */
 static uint64_t below(Rng *r, uint64_t n) {
-  uint64_t floor_ = (0 - n) % n;   /* 2^64 mod n: the values to reject */
+  uint64_t reject = (0 - n) % n;   /* 2^64 mod n: below it, x % n would be biased */
   uint64_t x;
   do x = rng_next(r);
-  while (x < floor_);
+  while (x < reject);
   return x % n;
 }
 
@@ -1105,6 +1104,7 @@ static int data_fit_script(const DataArgs *a, const Dataset *ds) {
     printf("fit %s %s%s takes %s as %s%s\n", v->user_name ? v->user_name : v->name, dtype_name(v->dtype),
            shape_str(&v->shape, want, sizeof want), col->name, dtype_name(t->dtype),
            tensor_shape_str(t, got, sizeof got));
+    fflush(stdout);   /* in order with the errors of the next inputs */
     tensor_unref(t);
   }
   data_batch_release(&bt);

@@ -88,7 +88,8 @@ Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k);
 
 typedef struct Batch {
   int64_t n;                     /* examples in this batch */
-  const int64_t *index;          /* their indices in the dataset (the Batcher's) */
+  const int64_t *index;          /* their indices in the dataset (the Batcher's,
+                                    valid until its next data_epoch) */
   Tensor *cols[DATA_MAX_COLS];   /* per column, [n, ...]: owned by the batch */
 } Batch;
 

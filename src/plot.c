@@ -717,6 +717,9 @@ typedef struct Plot {
   XKind xkind;
   bool log_y;
   Series knots;          /* step -> x, when x is not the step */
+  double *xy;            /* screen points of one curve; allocated before the
+                            output is opened, so running out of memory cannot
+                            leave a temporary file behind */
   Axis x;
   Panel p[2];
   int np;
@@ -807,7 +810,7 @@ static void polyline(FILE *o, const Plot *P, const Panel *p, const Curve *c) {
    * highest and last points are kept: a long run's per-step loss draws the
    * same and stays small. */
   const Series *s = c->s;
-  double *xy = mem_alloc(NULL, sizeof *xy * 2 * (s->n + 1));
+  double *xy = P->xy;
   size_t m = 0;
   for (size_t i = 0; i < s->n; i++)
     if (drawable(p, s->p[i].y)) {
@@ -838,7 +841,6 @@ static void polyline(FILE *o, const Plot *P, const Panel *p, const Curve *c) {
   if (c->markers && m <= MAX_MARKERS)
     for (size_t i = 0; i < m; i++)
       fprintf(o, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"%s\"/>\n", xy[2 * i], xy[2 * i + 1], c->color);
-  mem_free(xy);
 }
 
 static void draw_panel(FILE *o, const Plot *P, const Panel *p, bool first_panel) {
@@ -1039,7 +1041,11 @@ static int render(const Log *g, const PlotOpts *op) {
       p->y.percent = !p->is_loss && lo >= 0 && hi <= 1;
     }
   }
-  /* Everything checked: write. */
+  size_t most = 0;
+  for (int i = 0; i < P.np; i++)
+    for (int j = 0; j < P.p[i].nc; j++) most = P.p[i].c[j].s->n > most ? P.p[i].c[j].s->n : most;
+  P.xy = mem_calloc(2 * most, sizeof *P.xy);
+  /* Everything checked and allocated: write. */
   Out out;
   if (!out_open(&out, op->out)) goto done;
   FILE *o = out.f;
@@ -1063,6 +1069,7 @@ static int render(const Log *g, const PlotOpts *op) {
   fputs("</svg>\n", o);
   if (out_close(&out)) status = 0;
 done:
+  mem_free(P.xy);
   mem_free(P.knots.p);
   return status;
 }

@@ -2,7 +2,11 @@
  * embedding lookup and accuracy.
  *
  * They compute in f32: an i64 input is promoted (as NumPy would), a bool one
- * is an error.  Labels and indices are i64 and never differentiated.
+ * is an error.  Labels and indices are i64 and never differentiated; the f32
+ * Label of sigmoid_cross_entropy is (a soft target can be learned).
+ *
+ * Gradients: composite for sigmoid_cross_entropy, mse and dropout; dedicated
+ * *_grad ops for the rest (see "gradients" below).
  *
  * Numerics: sums of exponentials subtract the row's maximum first and
  * accumulate in double, so logits like 1000 and -1000 give finite results;
