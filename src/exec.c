@@ -772,6 +772,8 @@ static struct BoundDim *bound_dim(Executor *ex, const char *sym) {
   return NULL;
 }
 
+void exec_unbind(Executor *ex) { ex->ndims = 0; }
+
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   const VarDesc *v = find_input(ex, name);
   if (!v) {

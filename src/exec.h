@@ -45,6 +45,9 @@ void exec_free(Executor *ex);
  * reference.  Reports an error at `at` (may be SPAN_NONE) and returns false
  * if it does not fit. */
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what);
+/* Forgets the symbolic dims feeding bound: the next feeds (a new batch,
+ * maybe smaller) bind them afresh. */
+void exec_unbind(Executor *ex);
 /* Runs the startup block (once) and then block 0.  0 or -1. */
 int exec_run(Executor *ex);
 /* Runs the startup block if it has not run (initializers, defaults). */

@@ -18,6 +18,7 @@ static const struct TrainKey {
     {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, or IMAGES.idx:LABELS.idx"},
     {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
     {"label", K_NAME, "the input holding the labels (default: the last one fed)"},
+    {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
     {"loss", K_NAME, "the scalar to minimize (default: loss)"},
     {"metric", K_NAME, "logits whose argmax is compared with the labels for accuracy"},
     {"optimizer", K_NAME, "sgd, momentum, adam or adamw (default: sgd)"},
@@ -102,6 +103,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("loss")) c->loss = s->value.u.s;
     else if (IS("metric")) c->metric = s->value.u.s;
     else if (IS("label")) c->label = s->value.u.s;
+    else if (IS("label_column")) c->label_column = s->value.u.s;
     else if (IS("optimizer")) c->optimizer = s->value.u.s;
     else if (IS("schedule")) c->schedule = s->value.u.s;
     else if (IS("feed")) {

@@ -32,6 +32,7 @@ typedef struct TrainConfig {
   const char *loss;
   const char *metric;         /* NULL: no accuracy */
   const char *label;          /* the input holding the labels (default: the last fed) */
+  const char *label_column;   /* CSV: the column holding the labels */
   const char *optimizer;
   const char *schedule;       /* constant, step, cosine */
   double lr, momentum, beta1, beta2, epsilon, weight_decay, clip_norm, gamma, warmup;

@@ -1,11 +1,719 @@
-/* trainer.c — placeholder until the data module lands. */
+/* trainer.c — `netrun train`, `eval` and `predict`: the training loop over
+ * real data, progress and logs, checkpoints and resuming.
+ *
+ * One executor runs the training program (forward, backward, optimizer
+ * ops: train.c) once per batch; evaluation runs only its forward ops.
+ * Everything a run depends on is seeded: the executor's generator
+ * (initializers, dropout) and the shuffling generator, both saved in
+ * checkpoints with the parameters and the optimizer state, so a resumed
+ * run continues exactly where the interrupted one stopped. */
+#include "checkpoint.h"
 #include "cli.h"
+#include "data.h"
+#include "print.h"
+#include "train.h"
 
-static int later(const char *verb) {
-  fprintf(stderr, "netrun: %s: not implemented yet\n", verb);
-  return EXIT_SCRIPT;
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig) {
+  stop_signal = sig;
+  exec_interrupt();
 }
-int cmd_train(int argc, char **argv) { (void)argc; return later(argv[0]); }
-int cmd_eval(int argc, char **argv) { (void)argc; return later(argv[0]); }
-int cmd_predict(int argc, char **argv) { (void)argc; return later(argv[0]); }
-int dump_train(const Args *a) { (void)a; return later("dump --train"); }
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- options ------------------------------------------------------------------ */
+
+typedef struct TrainArgs {
+  Args a;                  /* the shared run options (--seed, --set ...) */
+  TrainOverrides o;
+  const char *save, *resume, *log, *weights;
+  bool keep_best;
+} TrainArgs;
+
+static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
+  memset(t, 0, sizeof *t);
+  t->o.epochs = t->o.batch = t->o.limit = -1;
+  t->o.lr = -1;
+  /* Pull out the trainer's own options, hand the rest to cli_parse. */
+  char **rest = mem_alloc(NULL, sizeof *rest * (size_t)(argc + 1));
+  int nrest = 0;
+  rest[nrest++] = argv[0];
+  int rc = 0;
+  for (int i = 1; i < argc && !rc; i++) {
+    const char *arg = argv[i];
+    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+#define IS(name) (strlen(name) == len && strncmp(arg, name, len) == 0)
+#define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
+    const char *v;
+    char *end;
+    if (training && (IS("--epochs") || IS("--batch") || IS("--limit"))) {
+      const char *which = arg + 2;
+      v = VALUE();
+      long long n = v ? strtoll(v, &end, 10) : 0;
+      if (!v || *end || n < 1) {
+        rc = usage_error("--%.*s needs a whole number of at least 1", (int)(len - 2), which);
+        break;
+      }
+      if (which[0] == 'e') t->o.epochs = n;
+      else if (which[0] == 'b') t->o.batch = n;
+      else t->o.limit = n;
+    } else if (IS("--batch") || IS("--limit")) {
+      v = VALUE();
+      long long n = v ? strtoll(v, &end, 10) : 0;
+      if (!v || *end || n < 1) {
+        rc = usage_error("--%.*s needs a whole number of at least 1", (int)(len - 2), arg + 2);
+        break;
+      }
+      if (arg[2] == 'b') t->o.batch = n;
+      else t->o.limit = n;
+    } else if (training && IS("--lr")) {
+      v = VALUE();
+      double x = v ? strtod(v, &end) : 0;
+      if (!v || *end || !(x > 0)) {
+        rc = usage_error("%s", "--lr needs a positive number");
+        break;
+      }
+      t->o.lr = x;
+    } else if (training && IS("--optimizer")) {
+      if (!(t->o.optimizer = VALUE())) rc = usage_error("%s", "--optimizer needs a name");
+    } else if (IS("--data")) {
+      if (!(t->o.data = VALUE())) rc = usage_error("%s", "--data needs a SPEC");
+    } else if (training && IS("--save")) {
+      if (!(t->save = VALUE())) rc = usage_error("%s", "--save needs a PATH");
+    } else if (training && IS("--resume")) {
+      if (!(t->resume = VALUE())) rc = usage_error("%s", "--resume needs a PATH");
+    } else if (training && IS("--log")) {
+      if (!(t->log = VALUE())) rc = usage_error("%s", "--log needs a FILE");
+    } else if (training && IS("--keep-best")) {
+      t->keep_best = true;
+    } else if (!training && IS("--weights")) {
+      if (!(t->weights = VALUE())) rc = usage_error("%s", "--weights needs a PATH");
+    } else {
+      rest[nrest++] = argv[i];
+    }
+#undef IS
+#undef VALUE
+  }
+  if (!rc) rc = cli_parse(nrest, rest, &t->a, OPT_RUN);
+  mem_free(rest);
+  if (!rc && t->keep_best && !t->save) rc = usage_error("%s", "--keep-best needs --save PATH");
+  return rc;
+}
+
+/* ---- the learning rate ---------------------------------------------------------- */
+
+/* The learning rate at fractional epoch e (0 at the start). */
+static double schedule(const TrainConfig *c, double e) {
+  double lr = c->lr;
+  if (strcmp(c->schedule, "step") == 0) lr *= pow(c->gamma, floor(e / (double)c->step_size));
+  else if (strcmp(c->schedule, "cosine") == 0) lr *= 0.5 * (1 + cos(M_PI * fmin(e / (double)c->epochs, 1.0)));
+  if (c->warmup > 0 && e < c->warmup) lr *= e / c->warmup;
+  return lr;
+}
+
+/* ---- the run ----------------------------------------------------------------------- */
+
+typedef struct Run {
+  TrainArgs *t;
+  TrainConfig c;
+  Loaded ld;
+  Program *p;
+  BackwardResult bw;
+  int nforward;                 /* block 0's forward ops */
+  Executor *ex;
+  Dataset train, test;
+  bool has_train, has_test;
+  const VarDesc *feed[16];      /* the inputs fed, per dataset column */
+  int nfeed;
+  const VarDesc *label;         /* the label input, for accuracy */
+  const char *loss_var, *metric_var;
+  Tensor *lr;
+  Rng shuffle;                  /* the data order's generator */
+  Rng shuffle_at_epoch;         /* its state when the current epoch began */
+  uint64_t hash;
+  int64_t epoch, step, samples, step_in_epoch;
+  double best;
+  FILE *log;
+} Run;
+
+/* FNV-1a of the forward program's text: a checkpoint belongs to it. */
+static uint64_t program_hash(const Program *p) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  if (!f) mem_oom(0);
+  DumpOptions opt = {.format = DUMP_TEXT, .startup = true};
+  dump_program(f, p, &opt);
+  fclose(f);
+  uint64_t h = ckpt_hash(buf, n);
+  free(buf);
+  return h;
+}
+
+/* Which input each dataset column feeds: the train block's feed list, or
+ * the script's inputs in order. */
+static bool bind_feeds(Run *r, const Dataset *ds) {
+  Program *p = r->p;
+  const Block *b0 = p->blocks[0];
+  r->nfeed = 0;
+  if (r->c.nfeed) {
+    for (int i = 0; i < r->c.nfeed && r->nfeed < 16; i++) {
+      const char *var = prog_export(p, r->c.feed[i]);
+      const VarDesc *v = prog_var(p, var ? var : r->c.feed[i]);
+      if (!v || !(v->flags & VAR_INPUT)) {
+        const Setting *s = prog_setting(p, "train", "feed");
+        diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: feed names '%s', which is not an input",
+                   r->c.feed[i]);
+        return false;
+      }
+      r->feed[r->nfeed++] = v;
+    }
+  } else {
+    for (int i = 0; i < b0->nvars && r->nfeed < 16; i++)
+      if (b0->vars[i]->flags & VAR_INPUT) r->feed[r->nfeed++] = b0->vars[i];
+  }
+  if (r->nfeed != ds->ncols) {
+    fprintf(stderr, "netrun: error: the dataset %s has %d columns (", r->c.data, ds->ncols);
+    for (int i = 0; i < ds->ncols; i++) fprintf(stderr, "%s%s", i ? ", " : "", ds->cols[i].name);
+    fprintf(stderr, ") but %d inputs are fed (", r->nfeed);
+    for (int i = 0; i < r->nfeed; i++) fprintf(stderr, "%s%s", i ? ", " : "", r->feed[i]->name);
+    fprintf(stderr, "); name them with feed = [...] in the train block\n");
+    return false;
+  }
+  const char *lv = r->c.label ? prog_export(p, r->c.label) : NULL;
+  r->label = r->c.label ? prog_var(p, lv ? lv : r->c.label) : r->feed[r->nfeed - 1];
+  return true;
+}
+
+/* Feeds one batch: column k to input feed[k], shaped as the input says. */
+static bool feed_batch(Run *r, const Dataset *ds, Batch *b) {
+  exec_unbind(r->ex);
+  for (int k = 0; k < ds->ncols; k++) {
+    Tensor *t = data_fit(&r->ld.diag, &ds->cols[k], b->cols[k], r->feed[k]);
+    if (!t) return false;
+    bool ok = exec_feed(r->ex, r->feed[k]->name, t, "data");
+    tensor_unref(t);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/* Correct predictions of the metric's argmax against the labels. */
+static int64_t correct(Run *r) {
+  if (!r->metric_var) return 0;
+  Tensor *m = exec_value(r->ex, r->metric_var), *y = exec_value(r->ex, r->label->name);
+  if (!m || !y || m->rank < 1 || m->dtype != DT_F32) return 0;
+  int64_t c = m->shape[m->rank - 1], n = m->numel / (c ? c : 1), hits = 0;
+  const float *v = tensor_f32(m);
+  for (int64_t i = 0; i < n && i < y->numel; i++) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; j++)
+      if (v[i * c + j] > v[i * c + best]) best = j;
+    hits += best == (int64_t)tensor_get(y, i);
+  }
+  return hits;
+}
+
+static double loss_value(Run *r) {
+  Tensor *l = exec_value(r->ex, r->loss_var);
+  return l ? tensor_get(l, 0) : (double)NAN;
+}
+
+/* Loss and accuracy of the forward ops over a whole dataset. */
+static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
+  Batcher b;
+  data_batcher_init(&b, ds, r->c.batch, false);
+  data_epoch(&b, NULL);
+  Batch bt;
+  double total = 0;
+  int64_t n = 0, hits = 0;
+  bool ok = true;
+  while (ok && data_next(&b, &bt)) {
+    int64_t bn = bt.n;
+    ok = feed_batch(r, ds, &bt) && exec_run_range(r->ex, 0, r->nforward) == 0;
+    data_batch_release(&bt);
+    if (!ok) break;
+    total += loss_value(r) * (double)bn;
+    hits += correct(r);
+    n += bn;
+  }
+  data_batcher_free(&b);
+  *loss = n ? total / (double)n : (double)NAN;
+  *acc = n ? (double)hits / (double)n : (double)NAN;
+  return ok;
+}
+
+/* ---- checkpoints -------------------------------------------------------------------- */
+
+static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
+
+static void save(Run *r, const char *path, bool quiet) {
+  Checkpoint c;
+  ckpt_init(&c);
+  c.program_hash = r->hash;
+  c.epoch = (uint64_t)r->epoch;
+  c.step = (uint64_t)r->step;
+  c.samples = (uint64_t)r->samples;
+  c.rng = *exec_rng(r->ex);
+  ckpt_setf(&c, "optimizer", "%s", r->c.optimizer);
+  ckpt_setf(&c, "lr", "%.17g", r->c.lr);
+  ckpt_setf(&c, "batch", "%lld", (long long)r->c.batch);
+  ckpt_setf(&c, "epochs", "%lld", (long long)r->c.epochs);
+  ckpt_setf(&c, "schedule", "%s", r->c.schedule);
+  ckpt_setf(&c, "data", "%s", r->c.data ? r->c.data : "");
+  ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->a.opt.seed);
+  ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
+  for (int i = 0; i < 4; i++) ckpt_setf(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3",
+                                         "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
+  ckpt_setf(&c, "best", "%.17g", r->best);
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    if (!(v->flags & (VAR_PARAM | VAR_STATE)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
+    Tensor *t = exec_value(r->ex, v->name);
+    if (t) ckpt_add_tensor(&c, v->name, t);
+  }
+  char err[1024];
+  if (!ckpt_write(path, &c, err, sizeof err)) fprintf(stderr, "netrun: error: %s\n", err);
+  else if (!quiet) fprintf(stderr, "saved %s (epoch %lld, step %lld)\n", path, (long long)r->epoch, (long long)r->step);
+  ckpt_free(&c);
+}
+
+static uint64_t setting_u64(const Checkpoint *c, const char *key) {
+  const char *v = ckpt_get(c, key);
+  return v ? strtoull(v, NULL, 10) : 0;
+}
+
+/* Loads parameters (and with `state`, the optimizer state and the run's
+ * position) from a checkpoint into the executor. */
+static bool restore(Run *r, const char *path, bool state) {
+  Checkpoint c;
+  char err[1024];
+  if (!ckpt_read(path, &c, err, sizeof err)) {
+    fprintf(stderr, "netrun: error: %s\n", err);
+    return false;
+  }
+  bool ok = true;
+  if (state && c.program_hash != r->hash) {
+    fprintf(stderr, "netrun: error: %s: this checkpoint belongs to another program (hash %016llx, this one %016llx)\n",
+            path, (unsigned long long)c.program_hash, (unsigned long long)r->hash);
+    ok = false;
+  }
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; ok && i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    if (!(v->flags & (state ? VAR_PARAM | VAR_STATE : VAR_PARAM)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
+    Tensor *t = ckpt_find(&c, v->name);
+    Tensor *have = exec_value(r->ex, v->name);
+    if (!t) {
+      fprintf(stderr, "netrun: error: %s has no value for '%s'\n", path, v->name);
+      ok = false;
+    } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
+      char a[128], b[128];
+      fprintf(stderr, "netrun: error: %s: '%s' has shape %s there, but %s here\n", path, v->name,
+              tensor_shape_str(t, a, sizeof a), tensor_shape_str(have, b, sizeof b));
+      ok = false;
+    } else {
+      Tensor *copy = tensor_copy(t);
+      copy->requires_grad = (v->flags & VAR_PARAM) != 0;
+      exec_preload(r->ex, v->name, copy);
+      tensor_unref(copy);
+    }
+  }
+  if (ok && state) {
+    r->epoch = (int64_t)c.epoch;
+    r->step = (int64_t)c.step;
+    r->samples = (int64_t)c.samples;
+    *exec_rng(r->ex) = c.rng;
+    r->step_in_epoch = (int64_t)setting_u64(&c, "step_in_epoch");
+    for (int i = 0; i < 4; i++)
+      r->shuffle_at_epoch.s[i] = setting_u64(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3");
+    const char *best = ckpt_get(&c, "best");
+    if (best) r->best = strtod(best, NULL);
+    /* Say which settings differ from the checkpoint's. */
+    for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
+      const char *was = ckpt_get(&c, state_keys[k]);
+      char now_s[256];
+      const TrainConfig *tc = &r->c;
+      if (!was) continue;
+      if (k == 0) snprintf(now_s, sizeof now_s, "%s", tc->optimizer);
+      else if (k == 1) snprintf(now_s, sizeof now_s, "%.17g", tc->lr);
+      else if (k == 2) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->batch);
+      else if (k == 3) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->epochs);
+      else if (k == 4) snprintf(now_s, sizeof now_s, "%s", tc->schedule);
+      else snprintf(now_s, sizeof now_s, "%s", tc->data ? tc->data : "");
+      if (strcmp(was, now_s) != 0)
+        fprintf(stderr, "netrun: note: %s was %s in the checkpoint; resuming with %s\n", state_keys[k], was, now_s);
+    }
+  }
+  ckpt_free(&c);
+  return ok;
+}
+
+/* ---- progress ----------------------------------------------------------------------- */
+
+static void log_line(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(Run *r, const char *fmt, ...) {
+  if (!r->log) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(r->log, fmt, ap);
+  va_end(ap);
+  fputc('\n', r->log);
+  fflush(r->log);
+}
+
+/* A JSON number: non-finite values are written null. */
+typedef struct JNum {
+  char s[32];
+} JNum;
+static JNum jnum(double x) {
+  JNum j;
+  if (isfinite(x)) snprintf(j.s, sizeof j.s, "%.9g", x);
+  else snprintf(j.s, sizeof j.s, "null");
+  return j;
+}
+
+static void fmt_time(double s, char *buf, size_t n) {
+  if (!(s >= 0) || s > 1e7) s = 0;
+  long t = (long)(s + 0.5);
+  if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* ---- train ------------------------------------------------------------------------------ */
+
+/* --limit N: only the first N examples of a split. */
+static void limit(Dataset *ds, int64_t n) {
+  if (n <= 0 || n >= ds->n) return;
+  ds->n = n;
+  for (int k = 0; k < ds->ncols; k++) ds->cols[k].shape[0] = n;
+}
+
+/* Does the dataset come in train and test splits? (A CSV file does not.) */
+static bool has_splits(const char *spec) { return strcmp(spec, "fashion-mnist") == 0; }
+
+static bool setup(Run *r, TrainArgs *t, bool training) {
+  memset(r, 0, sizeof *r);
+  r->t = t;
+  r->best = -INFINITY;
+  if (!load_script(&r->ld, t->a.file)) return false;
+  r->p = r->ld.prog;
+  if (!train_config(r->p, &t->o, &r->c, !training)) {
+    diag_finish(&r->ld.diag);
+    return false;
+  }
+  if (!r->c.data) {
+    fprintf(stderr, "netrun: error: %s names no data: add data = \"...\" to its train block, or give --data SPEC\n",
+            t->a.file);
+    return false;
+  }
+  r->hash = program_hash(r->p);
+  r->nforward = r->p->blocks[0]->nops;
+  if (training && !train_program(r->p, &r->c, &r->bw)) {
+    diag_finish(&r->ld.diag);
+    return false;
+  }
+  const char *lv = prog_export(r->p, r->c.loss);
+  r->loss_var = lv ? lv : r->c.loss;
+  if (!prog_var(r->p, r->loss_var)) {
+    fprintf(stderr, "netrun: error: the script has no value named '%s' to use as the loss\n", r->c.loss);
+    return false;
+  }
+  if (r->c.metric) {
+    const char *mv = prog_export(r->p, r->c.metric);
+    r->metric_var = mv ? mv : r->c.metric;
+    if (!prog_var(r->p, r->metric_var)) {
+      const Setting *s = prog_setting(r->p, "train", "metric");
+      diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: metric names '%s', which the script does not define",
+                 r->c.metric);
+      diag_finish(&r->ld.diag);
+      return false;
+    }
+  }
+  DataOptions dopt = {.split = "train", .label = r->c.label_column};
+  if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
+    diag_finish(&r->ld.diag);
+    return false;
+  }
+  r->has_train = true;
+  limit(&r->train, r->c.limit);
+  if (strcmp(r->c.eval, "none") != 0 && has_splits(r->c.data)) {
+    dopt.split = r->c.eval;
+    r->has_test = data_open(&r->ld.diag, r->c.data, &dopt, &r->test);
+    if (!r->has_test) {
+      diag_finish(&r->ld.diag);
+      return false;
+    }
+    limit(&r->test, r->c.limit);
+  }
+  if (!bind_feeds(r, &r->train)) return false;
+  Args a = t->a;
+  a.opt.tape = false;
+  if (!(r->ex = cli_start(&r->ld, &a))) return false;
+  /* Initializers run now, so checkpoints can overwrite them. */
+  if (exec_startup(r->ex) < 0) return false;
+  r->lr = tensor_scalar_f32((float)r->c.lr);
+  exec_preload(r->ex, TRAIN_LR_VAR, r->lr);
+  rng_seed(&r->shuffle, t->a.opt.seed ^ 0x5eedda7aull);
+  r->shuffle_at_epoch = r->shuffle;
+  return true;
+}
+
+static void teardown(Run *r) {
+  if (r->log) fclose(r->log);
+  tensor_unref(r->lr);
+  exec_free(r->ex);
+  if (r->has_train) data_free(&r->train);
+  if (r->has_test) data_free(&r->test);
+  if (r->p) unload(&r->ld);
+}
+
+int cmd_train(int argc, char **argv);
+int cmd_train(int argc, char **argv) {
+  TrainArgs t;
+  int rc = parse_train(argc, argv, &t, true);
+  if (rc) return rc;
+  Run r;
+  int status = EXIT_SCRIPT;
+  if (!setup(&r, &t, true)) goto out;
+  if (t.resume && !restore(&r, t.resume, true)) goto out;
+  if (t.log && !(r.log = fopen(t.log, r.epoch || r.step ? "a" : "w"))) {
+    fprintf(stderr, "netrun: error: cannot write %s: %s\n", t.log, strerror(errno));
+    goto out;
+  }
+  signal(SIGINT, on_stop);
+  signal(SIGTERM, on_stop);
+  bool tty = isatty(2);
+  int64_t n = r.train.n;
+  int64_t steps_per_epoch = (n + r.c.batch - 1) / r.c.batch;
+  double start = now(), smooth = NAN;
+  int64_t run_samples = 0;
+  fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t.a.file,
+          (long long)n, (long long)steps_per_epoch, (long long)r.c.batch, r.c.optimizer, r.c.lr,
+          (long long)r.c.epochs);
+  status = 0;
+  while (r.epoch < r.c.epochs && status == 0) {
+    Batcher b;
+    data_batcher_init(&b, &r.train, r.c.batch, false);
+    if (r.step_in_epoch == 0) r.shuffle_at_epoch = r.shuffle;
+    else r.shuffle = r.shuffle_at_epoch;   /* resuming mid-epoch: the same order */
+    data_epoch(&b, r.c.shuffle ? &r.shuffle : NULL);
+    data_skip(&b, r.step_in_epoch);
+    Batch bt;
+    double epoch_start = now(), epoch_loss = 0;
+    int64_t epoch_n = 0, epoch_hits = 0;
+    while (data_next(&b, &bt)) {
+      int64_t bn = bt.n;
+      double e = (double)r.epoch + (double)r.step_in_epoch / (double)steps_per_epoch;
+      tensor_f32(r.lr)[0] = (float)schedule(&r.c, e);
+      bool ok = feed_batch(&r, &r.train, &bt) && exec_run(r.ex) == 0;
+      data_batch_release(&bt);
+      if (!ok) {
+        status = EXIT_SCRIPT;
+        break;
+      }
+      double l = loss_value(&r);
+      smooth = isnan(smooth) ? l : 0.98 * smooth + 0.02 * l;
+      epoch_loss += l * (double)bn;
+      epoch_hits += correct(&r);
+      epoch_n += bn;
+      r.step++, r.step_in_epoch++, r.samples += bn, run_samples += bn;
+      double el = now() - epoch_start, rate = (double)epoch_n / (el > 0 ? el : 1e-9);
+      log_line(&r,
+               "{\"event\": \"step\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"loss\": %s, "
+               "\"loss_smooth\": %s, \"lr\": %s, \"samples_per_s\": %s}",
+               (long long)r.epoch + 1, (long long)r.step, (long long)r.samples, jnum(l).s, jnum(smooth).s,
+               jnum((double)tensor_f32(r.lr)[0]).s, jnum(rate).s);
+      if (tty) {
+        char eta[32];
+        fmt_time((double)(steps_per_epoch - r.step_in_epoch) * el / (double)(r.step_in_epoch ? r.step_in_epoch : 1),
+                 eta, sizeof eta);
+        fprintf(stderr, "\repoch %lld/%lld  %lld/%lld  %.0f samples/s  loss %.4f  ETA %s   ", (long long)r.epoch + 1,
+                (long long)r.c.epochs, (long long)r.step_in_epoch, (long long)steps_per_epoch, rate, smooth, eta);
+      } else if (r.step % r.c.log_every == 0) {
+        fprintf(stderr, "iter %lld  epoch %lld  loss %.4f  lr %.6g  samples/s %.0f\n", (long long)r.step,
+                (long long)r.epoch + 1, smooth, (double)tensor_f32(r.lr)[0], rate);
+      }
+      if (stop_signal) break;
+    }
+    data_batcher_free(&b);
+    if (status) break;
+    if (stop_signal) {
+      if (tty) fputc('\n', stderr);
+      fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r.epoch + 1, (long long)r.step);
+      if (t.save) save(&r, t.save, false);
+      status = 128 + stop_signal;
+      break;
+    }
+    r.epoch++;
+    r.step_in_epoch = 0;
+    double secs = now() - epoch_start;
+    double tl = epoch_n ? epoch_loss / (double)epoch_n : (double)NAN, ta = epoch_n ? (double)epoch_hits / (double)epoch_n : (double)NAN;
+    if (tty) fputc('\n', stderr);
+    char line[512];
+    int k = snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f", (long long)r.epoch, (long long)r.c.epochs, tl);
+    if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ta);
+    log_line(&r, "{\"event\": \"epoch\", \"epoch\": %lld, \"step\": %lld, \"train_loss\": %s, \"train_accuracy\": %s, \"seconds\": %s}",
+             (long long)r.epoch, (long long)r.step, jnum(tl).s, jnum(r.metric_var ? ta : (double)NAN).s, jnum(secs).s);
+    double score = -tl;
+    if (r.has_test) {
+      double el, ea;
+      if (!evaluate(&r, &r.test, &el, &ea)) {
+        status = EXIT_SCRIPT;
+        break;
+      }
+      k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %.4f", r.c.eval, el);
+      if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ea);
+      log_line(&r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
+               (long long)r.epoch, (long long)r.step, r.c.eval, jnum(el).s, jnum(r.metric_var ? ea : (double)NAN).s);
+      score = r.metric_var ? ea : -el;
+    }
+    snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)epoch_n / (secs > 0 ? secs : 1e-9));
+    printf("%s\n", line);
+    fflush(stdout);
+    bool best = score > r.best;
+    if (best) r.best = score;
+    if (t.save) save(&r, t.save, true);
+    if (t.keep_best && best) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s.best", t.save);
+      save(&r, path, true);
+    }
+  }
+  if (status == 0) {
+    double secs = now() - start;
+    printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s",
+           (long long)r.epoch, (long long)r.step, (long long)r.samples, secs, (double)run_samples / (secs > 0 ? secs : 1e-9));
+    if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.c.eval, r.best);
+    printf("\n");
+    log_line(&r, "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s}",
+             (long long)r.epoch, (long long)r.step, (long long)r.samples, jnum(secs).s);
+  }
+out:
+  teardown(&r);
+  return status;
+}
+
+/* ---- eval and predict ----------------------------------------------------------------- */
+
+int cmd_eval(int argc, char **argv);
+int cmd_eval(int argc, char **argv) {
+  TrainArgs t;
+  int rc = parse_train(argc, argv, &t, false);
+  if (rc) return rc;
+  Run r;
+  int status = EXIT_SCRIPT;
+  if (setup(&r, &t, false) && (!t.weights || restore(&r, t.weights, false))) {
+    const Dataset *ds = r.has_test ? &r.test : &r.train;
+    double l, a;
+    if (evaluate(&r, ds, &l, &a)) {
+      printf("%s: loss %.6f", r.has_test ? r.c.eval : "train", l);
+      if (r.metric_var) printf(" accuracy %.4f", a);
+      printf(" (%lld examples)\n", (long long)ds->n);
+      status = 0;
+    }
+  }
+  teardown(&r);
+  return status;
+}
+
+/* predict: the forward pass on fed inputs with trained weights; prints the
+ * class (the argmax of the train block's metric) of each example, or the
+ * value of --output NAME. */
+int cmd_predict(int argc, char **argv);
+int cmd_predict(int argc, char **argv) {
+  /* --output NAME is predict's own; the rest is eval's. */
+  const char *output = NULL;
+  char **args = mem_alloc(NULL, sizeof *args * (size_t)(argc + 1));
+  int n = 0;
+  int rc = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--output") == 0) {
+      if (i + 1 >= argc) rc = usage_error("%s", "--output needs a NAME");
+      else output = argv[++i];
+    } else {
+      args[n++] = argv[i];
+    }
+  }
+  TrainArgs t;
+  if (!rc) rc = parse_train(n, args, &t, false);
+  mem_free(args);
+  if (rc) return rc;
+  Run r;
+  memset(&r, 0, sizeof r);
+  r.t = &t;
+  int status = EXIT_SCRIPT;
+  if (!load_script(&r.ld, t.a.file)) goto out;
+  r.p = r.ld.prog;
+  if (!train_config(r.p, &t.o, &r.c, true)) goto out;
+  r.hash = program_hash(r.p);
+  const char *name = output ? output : r.c.metric;
+  if (!name) {
+    fprintf(stderr, "netrun: error: predict needs --output NAME (or metric = NAME in the train block)\n");
+    goto out;
+  }
+  const char *var = prog_export(r.p, name);
+  if (!prog_var(r.p, var ? var : name)) {
+    fprintf(stderr, "netrun: error: the script has no value named '%s'\n", name);
+    goto out;
+  }
+  Args a = t.a;
+  a.opt.tape = false;
+  if (!(r.ex = cli_start(&r.ld, &a)) || exec_startup(r.ex) < 0) goto out;
+  if (t.weights && !restore(&r, t.weights, false)) goto out;
+  if (exec_run(r.ex) != 0) goto out;
+  Tensor *v = exec_value(r.ex, var ? var : name);
+  if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
+    int64_t c = v->shape[v->rank - 1], rows = v->numel / (c ? c : 1);
+    const float *x = tensor_f32(v);
+    for (int64_t i = 0; i < rows; i++) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < c; j++)
+        if (x[i * c + j] > x[i * c + best]) best = j;
+      printf("%lld\n", (long long)best);
+    }
+  } else if (v) {
+    tensor_print(stdout, v, a.opt.precision);
+    putchar('\n');
+  }
+  status = 0;
+out:
+  diag_finish(&r.ld.diag);
+  exec_free(r.ex);
+  if (r.p) unload(&r.ld);
+  return status;
+}
+
+/* dump --train: the training program the trainer runs. */
+int dump_train(const Args *a);
+int dump_train(const Args *a) {
+  Loaded ld;
+  int status = EXIT_SCRIPT;
+  TrainConfig c;
+  BackwardResult bw;
+  if (load_script(&ld, a->file) && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
+    Out o;
+    if (out_open(&o, a->out)) {
+      dump_program(o.f, ld.prog, &a->dump);
+      if (out_close(&o)) status = 0;
+    }
+  }
+  diag_finish(&ld.diag);
+  unload(&ld);
+  return status;
+}
