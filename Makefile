@@ -17,7 +17,7 @@ WARN    = -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
 ifdef CI
 WARN   += -Werror
 endif
-OPT     ?= -O2 -g
+OPT     ?= -O3 -g -fno-math-errno
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -Isrc -I$(BUILD) $(CFLAGS)
 LDLIBS  = -lopenblas -lz -ledit -lm
 

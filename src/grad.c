@@ -66,8 +66,18 @@ static bool build(Built *b, const Args *a, bool run) {
   b->tp = tape_program(exec_tape(b->ex), p, &b->tape_arena, &b->tape_vals);
   b->ntape_vals = b->tp->blocks[0]->nvars;
   /* The parameter list names the script's variables; on the tape they keep
-   * their names (they were made outside any loop). */
-  bool ok = append_backward(b->tp, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
+   * their names (they were made outside any loop).  Without --wrt, the
+   * script's parameters in the script's order, those the tape holds. */
+  const char **params = a->nwrt ? (const char **)a->wrt : NULL;
+  int nparams = a->nwrt;
+  if (!params) {
+    params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)(p->blocks[0]->nvars + 1));
+    for (int i = 0; i < p->blocks[0]->nvars; i++) {
+      const VarDesc *v = p->blocks[0]->vars[i];
+      if ((v->flags & VAR_PARAM) && prog_var(b->tp, v->name)) params[nparams++] = v->name;
+    }
+  }
+  bool ok = append_backward(b->tp, a->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
   diag_finish(d);
   if (!ok || !run) return ok;
   ExecOptions o = a->opt;

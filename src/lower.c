@@ -1508,7 +1508,8 @@ static void lower_while(Lowerer *L, const AstNode *n) {
   const char *cond1 = ok ? lower_expr(L, n->a, NULL) : NULL;
   if (cond1) {
     for (int k = 0; k < nc; k++) {
-      const char *res = lookup(L, carried[k])->var;
+      const Binding *rb = lookup(L, carried[k]);
+      const char *res = rb ? rb->var : body->args[k];
       const VarDesc *a = prog_var(L->prog, body->args[k]), *r = prog_var(L->prog, res);
       if (r->dtype != a->dtype && r->dtype != DT_UNKNOWN) {
         diag_error(L->diag, n->span,

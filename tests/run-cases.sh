@@ -6,12 +6,14 @@
 # (default: dump); a case that cannot hold that line (a symlink to an
 # example) takes its arguments from NAME.args beside it.  The case runs from its own folder, so messages show
 # "NAME.net:LINE:COL".  Files whose name starts with '_' are helpers that
-# cases import, not cases.  An .expect file holds stdout, then, when not
+# cases import, not cases.  The checkout's own path is shown as <root> (the
+# stdlib's files are named by it).  An .expect file holds stdout, then, when not
 # empty, "--- stderr" and stderr, then "--- exit N" when N is not 0.
 #
 #   tests/run-cases.sh [--regen] [CASE...]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd -P)
 NETRUN=${NETRUN:-$here/../netrun}
 regen=0
 if [ "${1:-}" = "--regen" ]; then regen=1; shift; fi
@@ -33,7 +35,7 @@ for c in "${cases[@]}"; do
     cat "$tmp/stdout"
     if [ -s "$tmp/stderr" ]; then echo "--- stderr"; cat "$tmp/stderr"; fi
     if [ $code -ne 0 ]; then echo "--- exit $code"; fi
-  })
+  } | sed "s|$root/|<root>/|g")
   expect="$dir/$name.expect"
   if [ $regen -eq 1 ]; then
     printf '%s\n' "$actual" >"$expect"
