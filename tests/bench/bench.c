@@ -17,6 +17,7 @@
 #include "exec.h"
 #include "lower.h"
 #include "tape.h"
+#include "train.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -263,6 +264,85 @@ static void bench_tape_loop(int64_t turns, bool report_build) {
   unload(&ld);
 }
 
+/* One GEMM C[m,n] = op(A) op(B) with k inner, repeated reps times. */
+typedef struct Gemm {
+  int m, n, k;
+  bool ta, tb;
+} Gemm;
+
+static double time_gemms(const Gemm *g, int ng, int reps) {
+  float *a[16], *b[16], *c[16];
+  for (int i = 0; i < ng; i++) {
+    a[i] = calloc((size_t)g[i].m * (size_t)g[i].k, sizeof(float));
+    b[i] = calloc((size_t)g[i].k * (size_t)g[i].n, sizeof(float));
+    c[i] = calloc((size_t)g[i].m * (size_t)g[i].n, sizeof(float));
+  }
+  double best = 1e9;
+  for (int round = 0; round < 3; round++) {
+    double t0 = now();
+    for (int r = 0; r < reps; r++)
+      for (int i = 0; i < ng; i++)
+        cblas_sgemm(CblasRowMajor, g[i].ta ? CblasTrans : CblasNoTrans, g[i].tb ? CblasTrans : CblasNoTrans, g[i].m,
+                    g[i].n, g[i].k, 1.0f, a[i], g[i].ta ? g[i].m : g[i].k, b[i], g[i].tb ? g[i].k : g[i].n, 0.0f, c[i],
+                    g[i].n);
+    double dt = (now() - t0) / reps;
+    if (dt < best) best = dt;
+  }
+  for (int i = 0; i < ng; i++) free(a[i]), free(b[i]), free(c[i]);
+  return best;
+}
+
+/* A training step of an example script (forward, backward, SGD) on one
+ * fixed random batch, against the GEMMs that step needs. */
+static void bench_train_step(const char *path, const char *what, int64_t batch, const Gemm *g, int ng, int reps) {
+  Loaded ld;
+  arena_init(&ld.arena);
+  diag_init(&ld.diag, &ld.arena);
+  Lowerer *L = lower_new(&ld.arena, &ld.diag, "stdlib");
+  if (!lower_file(L, path)) {
+    printf("  (%s: cannot load)\n", path);
+    return;
+  }
+  ld.prog = lower_program(L);
+  TrainConfig c;
+  BackwardResult bw;
+  if (!train_config(ld.prog, NULL, &c, true) || !train_program(ld.prog, &c, &bw)) exit(1);
+  ExecOptions o;
+  exec_default_options(&o);
+  o.tape = false;
+  Executor *ex = exec_new(ld.prog, &o);
+  const VarDesc *x = prog_var(ld.prog, "x"), *y = prog_var(ld.prog, "y");
+  int64_t xs[SHAPE_MAX_RANK];
+  xs[0] = batch;
+  for (int i = 1; i < x->shape.rank; i++) xs[i] = x->shape.d[i].n;
+  Tensor *xt = random_tensor(x->shape.rank, xs, 5);
+  Tensor *yt = tensor_new(DT_I64, 1, &batch);
+  for (int64_t i = 0; i < batch; i++) tensor_i64(yt)[i] = i % 10;
+  exec_feed(ex, "x", xt, "bench");
+  exec_feed(ex, "y", yt, "bench");
+  (void)y;
+  Tensor *lr = tensor_scalar_f32(0.01f);
+  exec_startup(ex);
+  exec_preload(ex, TRAIN_LR_VAR, lr);
+  if (exec_run(ex) != 0) exit(1);
+  double best = 1e9;
+  for (int round = 0; round < 3; round++) {
+    double t0 = now();
+    for (int r = 0; r < reps; r++)
+      if (exec_run(ex) != 0) exit(1);
+    double dt = (now() - t0) / reps;
+    if (dt < best) best = dt;
+  }
+  double gemm = time_gemms(g, ng, reps);
+  printf("  %s step (batch %lld)   %7.3f ms (%6.0f samples/s)   its %d GEMMs %7.3f ms   ratio %.2f\n", what,
+         (long long)batch, best * 1e3, (double)batch / best, ng, gemm * 1e3, best / gemm);
+  tensor_unref(xt);
+  tensor_unref(yt);
+  tensor_unref(lr);
+  exec_free(ex);
+  unload(&ld);
+}
+
 int main(void) {
   printf("executor overhead on 1-element tensors (target: < 300 ns/op with the tape on)\n");
   bench_overhead(200000);
@@ -280,6 +360,26 @@ int main(void) {
   bench_tape_loop(10000, true);
   printf("forward + backward through the tape (target: < 600 ns per op)\n");
   bench_tape_loop(100000, false);
+  printf("training steps against the GEMMs they need (target: ratio <= 1.05; PyTorch 1.20, Darknet 8.3)\n");
+  {
+    /* fashion_mlp: 784-512-256-10; 3 forward GEMMs, 5 backward (no dX for the input). */
+    const Gemm g[] = {{128, 512, 784, 0, 0}, {128, 256, 512, 0, 0}, {128, 10, 256, 0, 0},
+                      {256, 10, 128, 1, 0},  {128, 256, 10, 0, 1},  {512, 256, 128, 1, 0},
+                      {128, 512, 256, 0, 1}, {784, 512, 128, 1, 0}};
+    bench_train_step("examples/fashion_mlp.net", "fashion_mlp", 128, g, 8, 20);
+  }
+  {
+    /* fashion_cnn: each conv as one GEMM over the batch (forward, dFilter,
+     * dInput but for the first), then the dense layers' six. */
+    const int64_t b = 128;
+    const Gemm g[] = {{32, (int)(b * 784), 25, 0, 0},   {32, 25, (int)(b * 784), 0, 1},
+                      {64, (int)(b * 196), 800, 0, 0},  {64, 800, (int)(b * 196), 0, 1},
+                      {800, (int)(b * 196), 64, 1, 0}, {(int)b, 256, 3136, 0, 0},
+                      {(int)b, 10, 256, 0, 0},         {256, 10, (int)b, 1, 0},
+                      {(int)b, 256, 10, 0, 1},         {3136, 256, (int)b, 1, 0},
+                      {(int)b, 3136, 256, 0, 1}};
+    bench_train_step("examples/fashion_cnn.net", "fashion_cnn", b, g, 11, 2);
+  }
   reg_free_default();
   return 0;
 }
