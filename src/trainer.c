@@ -445,7 +445,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       return false;
     }
   }
-  DataOptions dopt = {.split = "train", .label = r->c.label_column};
+  DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column};
   if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
     diag_finish(&r->ld.diag);
     return false;
