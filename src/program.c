@@ -194,12 +194,50 @@ VarDesc *prog_var(const Program *p, const char *name) { return map_get(p->all, n
 
 bool prog_name_used(const Program *p, const char *name) { return map_get(p->all, name) != NULL; }
 
+/* base name -> the next version to try, so rebinding a name n times costs
+ * O(n), not O(n^2). */
+typedef struct Counters {
+  const char **keys;
+  int *next;
+  size_t cap, n;
+} Counters;
+
+static int *counter(Program *p, const char *base) {
+  Counters *c = p->versions;
+  if (!c) c = p->versions = arena_alloc(p->arena, sizeof *c);
+  if ((c->n + 1) * 2 > c->cap) {
+    Counters old = *c;
+    c->cap = c->cap ? c->cap * 2 : 64;
+    c->keys = arena_alloc(p->arena, sizeof *c->keys * c->cap);
+    c->next = arena_alloc(p->arena, sizeof *c->next * c->cap);
+    c->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.keys[i]) {
+        size_t j = hash_str(old.keys[i]) & (c->cap - 1);
+        while (c->keys[j]) j = (j + 1) & (c->cap - 1);
+        c->keys[j] = old.keys[i], c->next[j] = old.next[i], c->n++;
+      }
+  }
+  size_t j = hash_str(base) & (c->cap - 1);
+  while (c->keys[j] && strcmp(c->keys[j], base) != 0) j = (j + 1) & (c->cap - 1);
+  if (!c->keys[j]) {
+    c->keys[j] = arena_strdup(p->arena, base);
+    c->next[j] = 1;
+    c->n++;
+  }
+  return &c->next[j];
+}
+
 const char *prog_fresh(Program *p, const char *base) {
   if (!prog_name_used(p, base)) return arena_strdup(p->arena, base);
-  for (int k = 1;; k++) {
+  int *k = counter(p, base);
+  for (;; (*k)++) {
     char buf[256];
-    snprintf(buf, sizeof buf, "%.200s.%d", base, k);
-    if (!prog_name_used(p, buf)) return arena_strdup(p->arena, buf);
+    snprintf(buf, sizeof buf, "%.200s.%d", base, *k);
+    if (!prog_name_used(p, buf)) {
+      (*k)++;
+      return arena_strdup(p->arena, buf);
+    }
   }
 }
 

@@ -139,6 +139,7 @@ typedef struct Program {
   Block *startup;            /* initializers of params and input defaults */
   Export *exports; int nexports, capexports;
   struct VarMap *all;        /* every name in the program -> VarDesc */
+  struct Counters *versions; /* base name -> the next version prog_fresh tries */
   struct Registry *user_ops; /* ops its scripts define (op ... grad); may be NULL */
   Setting *settings; int nsettings, capsettings;
   int nforward;              /* block 0's forward ops, once a backward is appended */

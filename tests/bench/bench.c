@@ -344,6 +344,7 @@ static void bench_train_step(const char *path, const char *what, int64_t batch, 
 }
 
 int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
   printf("executor overhead on 1-element tensors (target: < 300 ns/op with the tape on)\n");
   bench_overhead(200000);
   printf("matmul through the executor vs cblas_sgemm (target: ratio <= 1.05)\n");
