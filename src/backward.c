@@ -738,7 +738,16 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
         }
       }
     for (int s = 0; s < op->nout; s++)
-      for (int j = 0; j < op->out[s].n; j++) set_put(&written, op->out[s].args[j], 1);
+      for (int j = 0; j < op->out[s].n; j++) {
+        const char *o = op->out[s].args[j];
+        const VarDesc *d = prog_var(p, o);
+        /* Every new variable must have been declared with its type. */
+        if (ok && !is_empty(o) && (!d || d->dtype == DT_UNKNOWN)) {
+          fail_at(bw, op->span, "internal error in the backward: %s writes '%s', whose type is not known", op->type, o);
+          ok = false;
+        }
+        set_put(&written, o, 1);
+      }
     const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
     if (ok && sb && is_grad_name(op->type) == false && strstr(op->type, "_grad")) {
       ok = verify_block(bw, p->blocks[sb->v.u.i], 0);

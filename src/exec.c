@@ -184,7 +184,8 @@ static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
       }
     }
   }
-  if (ex->opt.timing) {
+  /* A control op's time is its body's ops', which are timed themselves. */
+  if (ex->opt.timing && !(p->proto->flags & OP_CONTROL)) {
     int t = 0;
     while (t < ex->ntimings && strcmp(ex->timings[t].type, op->type) != 0) t++;
     if (t == ex->ntimings) {

@@ -567,6 +567,13 @@ static const char *lower_index(Lowerer *L, const AstNode *n, const char *hint) {
       diag_error(L->diag, s->span, "an index with several subscripts must be integer constants or slices");
       return NULL;
     }
+    const VarDesc *bv = prog_var(L->prog, base);
+    if (bv && k < bv->shape.rank && bv->shape.d[k].n >= 0 &&
+        (v.u.i >= bv->shape.d[k].n || v.u.i < -bv->shape.d[k].n)) {
+      diag_error(L->diag, s->span, "index %lld is out of range for axis %d of size %lld", (long long)v.u.i, k,
+                 (long long)bv->shape.d[k].n);
+      return NULL;
+    }
     axes[na] = k, starts[na] = v.u.i;
     ends[na] = v.u.i == -1 ? INT64_MAX : v.u.i + 1;
     na++;
