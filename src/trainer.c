@@ -23,9 +23,11 @@
 
 static volatile sig_atomic_t stop_signal;
 
+/* The first signal stops the run after the current step (so every
+ * parameter is updated, then saved); a second stops it at once. */
 static void on_stop(int sig) {
+  if (stop_signal) exec_interrupt();
   stop_signal = sig;
-  exec_interrupt();
 }
 
 static double now(void) {
@@ -342,6 +344,7 @@ static bool restore(Run *r, const char *path, bool state) {
     r->step_in_epoch = (int64_t)setting_u64(&c, "step_in_epoch");
     for (int i = 0; i < 4; i++)
       r->shuffle_at_epoch.s[i] = setting_u64(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3");
+    r->shuffle = r->shuffle_at_epoch;
     const char *best = ckpt_get(&c, "best");
     if (best) r->best = strtod(best, NULL);
     /* Say which settings differ from the checkpoint's. */
@@ -562,6 +565,7 @@ int cmd_train(int argc, char **argv) {
     }
     r.epoch++;
     r.step_in_epoch = 0;
+    r.shuffle_at_epoch = r.shuffle;   /* the next epoch's order starts here */
     double secs = now() - epoch_start;
     double tl = epoch_n ? epoch_loss / (double)epoch_n : (double)NAN, ta = epoch_n ? (double)epoch_hits / (double)epoch_n : (double)NAN;
     if (tty) fputc('\n', stderr);

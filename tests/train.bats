@@ -1,0 +1,481 @@
+#!/usr/bin/env bats
+# train.bats — `netrun train`, `eval` and `predict` (src/train.c,
+# src/trainer.c): a short run on real data whose loss falls, determinism,
+# resuming (at an epoch boundary and after SIGINT/SIGTERM) to exactly the
+# parameters of an uninterrupted run, checkpoint and data errors, the
+# progress lines and the JSON log, the optimizers against updates computed
+# by hand, the learning-rate schedules, and the small examples' results.
+#
+# Runs on Fashion-MNIST use --limit (the first N images of each split) and
+# one or two epochs; the whole file takes about 20 s of CPU.
+bats_require_minimum_version 1.5.0
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+  EX=$ROOT/examples
+  MLP=$EX/fashion_mlp.net
+  cd "$BATS_TEST_TMPDIR"
+}
+
+# A --log file without the fields that measure time.
+untimed() { jq -c 'del(.samples_per_s, .seconds)' "$1"; }
+
+# The value of a one-element tensor NAME in checkpoint FILE.
+ckpt_value() { "$NETRUN" checkpoint "$2" | awk -v n="$1" '$1 == n && $(NF - 1) == "value" { print $NF }'; }
+
+# A checkpoint's description without its first line (which names the file).
+ckpt_body() { "$NETRUN" checkpoint "$1" | tail -n +2; }
+
+# near A B [TOL]: |A - B| <= TOL (default 1e-6), or say both.
+near() {
+  awk -v a="$1" -v b="$2" -v t="${3:-1e-6}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }' ||
+    { echo "got $1, expected $2 (within ${3:-1e-6})"; return 1; }
+}
+
+# ---- a short run on real data ----------------------------------------------------
+
+@test "2000 Fashion-MNIST images, one epoch: the loss falls by more than 0.8" {
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 2000 --epochs 1 --seed 7 --log a.jsonl
+  [ "$status" -eq 0 ]
+  # 16 steps of 128 (the last of 80); the first loss is about ln 10 = 2.30.
+  [ "$(jq -s '[.[] | select(.event == "step")] | length' a.jsonl)" -eq 16 ]
+  first=$(jq -s '[.[] | select(.event == "step")][0].loss' a.jsonl)
+  last10=$(jq -s '[.[] | select(.event == "step")][-10:] | map(.loss) | add / 10' a.jsonl)
+  echo "first step's loss $first, mean of the last 10 $last10"
+  near "$first" 2.3 0.25
+  awk -v f="$first" -v l="$last10" 'BEGIN { exit !(l < f - 0.8) }'
+  # The test split is evaluated once, and beats chance (10%) by far.
+  acc=$(jq -s '[.[] | select(.event == "eval")][0].accuracy' a.jsonl)
+  awk -v a="$acc" 'BEGIN { exit !(a > 0.4) }'
+}
+
+@test "one seed gives one log, but for the timings; another seed another" {
+  for s in a b; do "$NETRUN" train "$MLP" --limit 1000 --epochs 1 --seed 3 --log $s.jsonl >/dev/null 2>&1; done
+  "$NETRUN" train "$MLP" --limit 1000 --epochs 1 --seed 4 --log c.jsonl >/dev/null 2>&1
+  untimed a.jsonl > a.txt
+  untimed b.jsonl > b.txt
+  untimed c.jsonl > c.txt
+  diff a.txt b.txt
+  ! diff -q a.txt c.txt
+}
+
+# ---- resuming ------------------------------------------------------------------------
+
+@test "2 epochs straight = 1 epoch, then --resume for the second: the same checkpoint, byte for byte" {
+  "$NETRUN" train "$MLP" --limit 1000 --epochs 2 --save a.ckpt --log a.jsonl >/dev/null 2>&1
+  "$NETRUN" train "$MLP" --limit 1000 --epochs 1 --save b.ckpt --log b.jsonl >/dev/null 2>&1
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 1000 --epochs 2 --resume b.ckpt --save b.ckpt --log b.jsonl
+  [ "$status" -eq 0 ]
+  # Overriding a setting the checkpoint holds says so.
+  grep -Fx "netrun: note: epochs was 1 in the checkpoint; resuming with 2" <<<"$stderr"
+  [ "$(ckpt_body a.ckpt)" = "$(ckpt_body b.ckpt)" ]
+  cmp a.ckpt b.ckpt
+  # The resumed log continues the first: the same steps, losses and
+  # evaluations (loss_smooth restarts; the first leg ends with its summary).
+  diff <(untimed a.jsonl | jq -c 'del(.loss_smooth)') \
+       <(untimed b.jsonl | jq -c 'select(.event != "summary" or .epoch == 2) | del(.loss_smooth)')
+}
+
+# train_bg LOG ARGS...: starts a run on 6400 images, batches of 32 (200 steps
+# an epoch), logging to LOG, in the background; its pid is in $pid.
+train_bg() {
+  local log=$1
+  shift
+  "$NETRUN" train "$MLP" --limit 6400 --batch 32 --epochs 2 --log "$log" "$@" >/dev/null 2>>bg.err &
+  pid=$!
+}
+
+# steps_logged LOG: step lines in LOG.
+steps_logged() { grep -c '"event": "step"' "$1" 2>/dev/null || true; }
+
+# wait_steps LOG N: waits until LOG holds N step lines (at most 30 s).
+wait_steps() {
+  local i
+  for i in $(seq 600); do
+    [ "$(steps_logged "$1")" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+@test "SIGINT in epoch 1, SIGTERM in epoch 2, each resumed: exactly the parameters of an uninterrupted run" {
+  "$NETRUN" train "$MLP" --limit 6400 --batch 32 --epochs 2 --save full.ckpt >/dev/null 2>&1
+  # Interrupted in the middle of epoch 1 ...
+  train_bg int.jsonl --save int.ckpt
+  wait_steps int.jsonl 20
+  kill -INT "$pid"
+  st=0; wait "$pid" || st=$?
+  cat bg.err
+  [ "$st" -eq 130 ]
+  grep -Ex 'netrun: interrupted at epoch 1, step [0-9]+' bg.err
+  grep -Ex 'saved int.ckpt \(epoch 0, step [0-9]+\)' bg.err
+  step=$("$NETRUN" checkpoint int.ckpt | awk '$1 == "step:" { print $2 }')
+  [ "$step" -ge 20 ] && [ "$step" -lt 200 ]
+  # ... resumed, and stopped again in the middle of epoch 2 ...
+  train_bg int.jsonl --save int.ckpt --resume int.ckpt
+  wait_steps int.jsonl 230
+  kill -TERM "$pid"
+  st=0; wait "$pid" || st=$?
+  [ "$st" -eq 143 ]
+  grep -Ex 'netrun: interrupted at epoch 2, step [0-9]+' bg.err
+  step=$("$NETRUN" checkpoint int.ckpt | awk '$1 == "step:" { print $2 }')
+  [ "$step" -gt 200 ] && [ "$step" -lt 400 ]
+  # ... and resumed to the end.
+  "$NETRUN" train "$MLP" --limit 6400 --batch 32 --epochs 2 --save int.ckpt --resume int.ckpt >/dev/null 2>&1
+  [ "$(ckpt_body full.ckpt)" = "$(ckpt_body int.ckpt)" ]
+  cmp full.ckpt int.ckpt
+}
+
+# ---- checkpoint errors ---------------------------------------------------------------
+
+@test "--resume: a corrupt, a truncated, a missing checkpoint, and a file that is not one" {
+  "$NETRUN" train "$MLP" --limit 256 --epochs 1 --save good.ckpt >/dev/null 2>&1
+  size=$(stat -c %s good.ckpt)
+  # One byte in the middle of the parameters, every bit flipped.
+  cp good.ckpt bad.ckpt
+  off=$((size / 2))
+  byte=$(od -An -tu1 -j $off -N 1 bad.ckpt | tr -d ' ')
+  printf "\\$(printf %03o $((byte ^ 255)))" | dd of=bad.ckpt bs=1 seek=$off conv=notrunc status=none
+  ! cmp -s good.ckpt bad.ckpt
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --resume bad.ckpt
+  [ "$status" -eq 1 ]
+  [[ "$stderr" =~ ^"netrun: error: bad.ckpt: corrupt (checksum mismatch: stored "[0-9a-f]{8}", computed "[0-9a-f]{8}")"$ ]]
+  head -c 1000 good.ckpt > cut.ckpt
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --resume cut.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: cut.ckpt: truncated (1000 bytes, expected $size)" ]
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --resume nowhere.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: nowhere.ckpt: cannot read: No such file or directory" ]
+  echo "W1 = 0" > text.ckpt
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --resume text.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: text.ckpt: not a netrun checkpoint (bad magic)" ]
+  # Nothing was trained, and nothing was written over the checkpoint.
+  [ -z "$output" ]
+  cmp good.ckpt <(head -c "$size" good.ckpt)
+}
+
+@test "--resume with a checkpoint of another program is refused by its hash" {
+  cat > linear.net <<'NET'
+import "nn"
+input x : f32[B, 784]
+input y : i64[B]
+param W : [784, 10] = zeros()
+param b : [10] = zeros()
+loss = cross_entropy(linear(x, W, b), y)
+train {
+  data = "fashion-mnist"
+  lr = 0.1
+}
+NET
+  "$NETRUN" train linear.net --limit 256 --save linear.ckpt >/dev/null 2>&1
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --resume linear.ckpt
+  [ "$status" -eq 1 ]
+  [[ "$stderr" =~ ^"netrun: error: linear.ckpt: this checkpoint belongs to another program (hash "[0-9a-f]{16}", this one "[0-9a-f]{16}")"$ ]]
+  # eval and predict only read the parameters, which must be there.
+  run --separate-stderr "$NETRUN" eval "$MLP" --limit 256 --weights linear.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: linear.ckpt has no value for 'W1'" ]
+}
+
+@test "overriding settings at resume says so, in the checkpoint's terms" {
+  "$NETRUN" train "$MLP" --limit 256 --epochs 1 --save a.ckpt >/dev/null 2>&1
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --epochs 2 --lr 0.05 --batch 64 --resume a.ckpt
+  [ "$status" -eq 0 ]
+  grep -Fx "netrun: note: --lr 0.05 overrides the script's lr" <<<"$stderr"
+  grep -Ex "netrun: note: lr was 0\.1(0000000000000001)? in the checkpoint; resuming with 0\.05(0000000000000003)?" <<<"$stderr"
+  grep -Fx "netrun: note: batch was 128 in the checkpoint; resuming with 64" <<<"$stderr"
+  grep -Fx "netrun: note: epochs was 1 in the checkpoint; resuming with 2" <<<"$stderr"
+  # Another optimizer has other state: its absence is an error.
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --epochs 2 --optimizer momentum --resume a.ckpt
+  [ "$status" -eq 1 ]
+  grep -F "W1@VELOCITY" <<<"$stderr"
+}
+
+# ---- data errors -----------------------------------------------------------------------
+
+@test "data errors: a wrong path, a CSV whose columns do not fit the inputs, too few columns" {
+  run --separate-stderr "$NETRUN" train "$MLP" --data nowhere.csv
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: note: --data nowhere.csv overrides the script's data
+netrun: error: cannot read nowhere.csv: No such file or directory" ]
+  run --separate-stderr "$NETRUN" train "$MLP" --data nowhere/images.idx:nowhere/labels.idx
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[-1]}" = "netrun: error: cannot read nowhere/images.idx: No such file or directory" ]
+  # Two features per row, where the model reads 784.
+  printf 'a,b,label\n0.5,0.25,1\n0,1,0\n' > two.csv
+  run --separate-stderr "$NETRUN" train "$MLP" --data two.csv
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[-3]}" = "$MLP:4:1: error: input 'x' is declared f32[B, 784] (784 values per example), but column 'x' has shape [2, 2] (2 values per example)" ]
+  [ -z "$output" ]
+  # Three inputs, two columns.
+  cat > three.net <<'NET'
+input x : f32[B, 2]
+input z : f32[B, 2]
+input y : i64[B]
+param W : [2, 2] = zeros()
+loss = mean((x + z) @ W)
+train {
+  data = "two.csv"
+}
+NET
+  run --separate-stderr "$NETRUN" train three.net
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: the dataset two.csv has 2 columns (x, y) but 3 inputs are fed (x, z, y); name them with feed = [...] in the train block" ]
+  # A malformed row points at itself.
+  printf 'a,b,label\n0.5,0.25,1\n0,1\n' > ragged.csv
+  run --separate-stderr "$NETRUN" train three.net --data ragged.csv
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[1]}" = "ragged.csv:3:1: error: this row has 2 values, the rows before have 3" ]
+  # No data at all.
+  sed '/train {/,$d' three.net > nodata.net
+  run --separate-stderr "$NETRUN" train nodata.net
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: nodata.net names no data: add data = \"...\" to its train block, or give --data SPEC" ]
+}
+
+@test "configuration errors point at the setting" {
+  printf 'import "%s"\ntrain {\n  lr = -1\n  schedul = cosine\n}\n' "$MLP" > bad.net
+  run --separate-stderr "$NETRUN" train bad.net
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[0]}" = "bad.net:4:3: error: unknown train setting 'schedul' (did you mean 'schedule'?)" ]
+  [ "${stderr_lines[3]}" = "bad.net:3:3: error: the learning rate must be positive, got -1" ]
+  run "$NETRUN" train "$MLP" --epochs 0
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --epochs needs a whole number of at least 1" ]
+  run "$NETRUN" train "$MLP" --keep-best
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --keep-best needs --save PATH" ]
+}
+
+# ---- progress and the log ---------------------------------------------------------------
+
+# The MLP with a progress line every 4 steps.
+mlp_every4() { printf 'import "%s"\ntrain {\n  log_every = 4\n}\n' "$MLP" > every4.net; }
+
+@test "not on a terminal: an iter line every log_every steps, a line per epoch, a summary" {
+  mlp_every4
+  run --separate-stderr "$NETRUN" train every4.net --limit 1024 --epochs 1
+  [ "$status" -eq 0 ]
+  echo "$stderr"
+  [ "${stderr_lines[0]}" = "netrun: note: --epochs 1 overrides the script's epochs" ]
+  [ "${stderr_lines[1]}" = "training every4.net: 1024 examples, 8 steps of 128 per epoch, sgd lr 0.1, 1 epochs" ]
+  [[ "${stderr_lines[2]}" =~ ^"iter 4  epoch 1  loss "[0-9]+\.[0-9]{4}"  lr 0.1  samples/s "[0-9]+$ ]]
+  [[ "${stderr_lines[3]}" =~ ^"iter 8  epoch 1  loss "[0-9]+\.[0-9]{4}"  lr 0.1  samples/s "[0-9]+$ ]]
+  [ "${#stderr_lines[@]}" -eq 4 ]
+  [[ "$stderr" != *$'\r'* ]]
+  # On standard output: the epoch and the summary.
+  [ "${#lines[@]}" -eq 2 ]
+  [[ "${lines[0]}" =~ ^"epoch 1/1: train loss "[0-9]\.[0-9]{4}" acc "[01]\.[0-9]{4}" | test loss "[0-9]\.[0-9]{4}" acc "[01]\.[0-9]{4}" | "[0-9]+\.[0-9]" s, "[0-9]+" samples/s"$ ]]
+  [[ "${lines[1]}" =~ ^"trained 1 epochs (8 steps, 1024 samples) in "[0-9]+\.[0-9]" s, "[0-9]+" samples/s; best test accuracy "[01]\.[0-9]{4}$ ]]
+}
+
+@test "on a terminal: a live progress line with samples/s, loss and ETA, rewritten in place" {
+  command -v script >/dev/null || skip "script(1) is not installed"
+  mlp_every4
+  script -qec "'$NETRUN' train every4.net --limit 1024 --epochs 1" /dev/null > tty.txt
+  # The line of step 3 of 8, and of the last, ended by the epoch's line.
+  grep -aEq $'\repoch 1/1  3/8  [0-9]+ samples/s  loss [0-9]+\\.[0-9]{4}  ETA [0-9]+:[0-9]{2}   ' tty.txt
+  grep -aEq $'\repoch 1/1  8/8  [0-9]+ samples/s  loss [0-9]+\\.[0-9]{4}  ETA 0:00   \r?\n' tty.txt
+  grep -aEq '^epoch 1/1: train loss ' tty.txt
+  grep -aEq '^trained 1 epochs \(8 steps, 1024 samples\)' tty.txt
+  # No greppable iter lines on a terminal.
+  ! grep -aq '^iter ' tty.txt
+}
+
+@test "--log: JSON lines of steps, epochs, evaluations and a summary; netrun plot draws them" {
+  run --separate-stderr "$NETRUN" train "$MLP" --limit 1024 --epochs 2 --log run.jsonl
+  [ "$status" -eq 0 ]
+  # Every line is one JSON object.
+  [ "$(jq -c . run.jsonl | wc -l)" -eq "$(wc -l < run.jsonl)" ]
+  [ "$(jq -r .event run.jsonl | sort | uniq -c | awk '{ printf "%s=%s ", $2, $1 }')" = "epoch=2 eval=2 step=16 summary=1 " ]
+  [ "$(jq -r 'select(.event == "step") | keys_unsorted | join(",")' run.jsonl | sort -u)" = \
+    "event,epoch,step,samples,loss,loss_smooth,lr,samples_per_s" ]
+  [ "$(jq -r 'select(.event == "epoch") | keys_unsorted | join(",")' run.jsonl | sort -u)" = \
+    "event,epoch,step,train_loss,train_accuracy,seconds" ]
+  [ "$(jq -r 'select(.event == "eval") | keys_unsorted | join(",")' run.jsonl | sort -u)" = \
+    "event,epoch,step,split,loss,accuracy" ]
+  [ "$(jq -c 'select(.event == "summary") | del(.seconds)' run.jsonl)" = '{"event":"summary","epoch":2,"step":16,"samples":2048}' ]
+  # Steps count on; the samples of the last step of an epoch are all of it.
+  [ "$(jq -s -c '[.[] | select(.event == "step") | .step]' run.jsonl)" = "[$(seq -s, 16)]" ]
+  [ "$(jq -c 'select(.event == "step" and .step == 8) | [.epoch, .samples]' run.jsonl)" = "[1,1024]" ]
+  # The last eval line is what the epoch line printed.
+  acc=$(jq -r 'select(.event == "eval" and .epoch == 2) | .accuracy' run.jsonl)
+  [[ "${lines[1]}" == *"| test loss "*" acc $(printf %.4f "$acc") |"* ]]
+  run --separate-stderr "$NETRUN" plot run.jsonl -o run.svg
+  [ "$status" -eq 0 ]
+  grep -q '<svg' run.svg
+  grep -q '</svg>' run.svg
+}
+
+# ---- the optimizers against hand-computed updates ---------------------------------------
+#
+# w.net: one parameter w = 2 and loss = sum(w * w), so the gradient is 2 w.
+# A CSV of one row feeds inputs the loss does not read; batch 1 makes one
+# step per epoch, and 2 epochs two steps.  lr = 0.1 throughout.
+
+# opt_run SETTING...: trains w.net for 2 steps with these extra train
+# settings (one per argument) and prints w.
+opt_run() {
+  printf 'x,y\n0,0\n' > one.csv
+  {
+    printf 'input x : f32[B, 1]\ninput y : f32[B]\nparam w : [1] = [2.0]\nloss = sum(w * w)\n'
+    printf 'train {\n  data = "one.csv"\n  batch = 1\n  epochs = 2\n  lr = 0.1\n'
+    printf '  %s\n' "$@"
+    printf '}\n'
+  } > w.net
+  "$NETRUN" train w.net --save w.ckpt >/dev/null 2>w.err || { cat w.err; return 1; }
+  ckpt_value w w.ckpt
+}
+
+@test "sgd: w -= lr g; with weight_decay, w -= lr (g + wd w)" {
+  # g = 4, w = 2 - 0.1 * 4 = 1.6; g = 3.2, w = 1.6 - 0.32 = 1.28
+  near "$(opt_run 'optimizer = sgd')" 1.28
+  # wd 0.1: w = 2 - 0.1 (4 + 0.2) = 1.58; g = 3.16, w = 1.58 - 0.1 (3.16 + 0.158) = 1.2482
+  near "$(opt_run 'optimizer = sgd' 'weight_decay = 0.1')" 1.2482
+}
+
+@test "momentum: v = mu v + g, w -= lr v; Nesterov: w -= lr (g + mu v)" {
+  # v = 4, w = 2 - 0.4 = 1.6; g = 3.2, v = 0.9 * 4 + 3.2 = 6.8, w = 1.6 - 0.68 = 0.92
+  near "$(opt_run 'optimizer = momentum')" 0.92
+  # v = 4, w = 2 - 0.1 (4 + 0.9 * 4) = 1.24;
+  # g = 2.48, v = 3.6 + 2.48 = 6.08, w = 1.24 - 0.1 (2.48 + 0.9 * 6.08) = 1.24 - 0.7952 = 0.4448
+  near "$(opt_run 'optimizer = momentum' 'nesterov = true')" 0.4448
+  # mu 0.5: v = 4, w = 1.6; g = 3.2, v = 2 + 3.2 = 5.2, w = 1.6 - 0.52 = 1.08
+  near "$(opt_run 'optimizer = momentum' 'momentum = 0.5')" 1.08
+  # Nesterov with wd 0.1: g' = 4.2, v = 4.2, w = 2 - 0.1 (4.2 + 3.78) = 1.202;
+  # g' = 2.404 + 0.1202 = 2.5242, v = 3.78 + 2.5242 = 6.3042,
+  # w = 1.202 - 0.1 (2.5242 + 0.9 * 6.3042) = 1.202 - 0.81980 = 0.382202
+  near "$(opt_run 'optimizer = momentum' 'nesterov = true' 'weight_decay = 0.1')" 0.382202
+}
+
+@test "adam and adamw, with bias correction" {
+  # Step 1: m = 0.1 * 4 = 0.4, v = 0.001 * 16 = 0.016; m^ = 0.4 / 0.1 = 4,
+  #   v^ = 0.016 / 0.001 = 16, w = 2 - 0.1 * 4 / (sqrt 16 + 1e-8) = 1.9.
+  # Step 2: g = 3.8, m = 0.36 + 0.38 = 0.74, v = 0.015984 + 0.01444 = 0.030424;
+  #   m^ = 0.74 / 0.19 = 3.8947368, v^ = 0.030424 / 0.001999 = 15.219610,
+  #   w = 1.9 - 0.1 * 3.8947368 / 3.9012318 = 1.9 - 0.0998335 = 1.8001665
+  near "$(opt_run 'optimizer = adam')" 1.8001665 2e-6
+  # beta1 0.5, beta2 0.9: step 1 moves by lr whatever the betas: w = 1.9;
+  #   g = 3.8, m = 0.5 * 2 + 0.5 * 3.8 = 2.9, v = 0.9 * 1.6 + 0.1 * 14.44 = 2.884;
+  #   m^ = 2.9 / 0.75 = 3.8666667, v^ = 2.884 / 0.19 = 15.178947,
+  #   w = 1.9 - 0.1 * 3.8666667 / 3.8960169 = 1.9 - 0.0992467 = 1.8007533
+  near "$(opt_run 'optimizer = adam' 'beta1 = 0.5' 'beta2 = 0.9')" 1.8007533 2e-6
+  # adamw decays first, w -= lr coeff w, with coeff = weight_decay (default 0.01):
+  #   w = 2 - 0.1 * 0.01 * 2 = 1.998, then - 0.1 as adam: 1.898;
+  #   g = 3.796, w = 1.898 * 0.999 = 1.896102, m = 0.7396, v = 0.030393616,
+  #   m^ = 3.8926316, v^ = 15.204410, w = 1.896102 - 0.0998294 = 1.7962726
+  near "$(opt_run 'optimizer = adamw')" 1.7962726 2e-6
+  # coeff 0.1: w = 2 - 0.02 - 0.1 = 1.88; g = 3.76, w = 1.88 * 0.99 = 1.8612,
+  #   m = 0.736, v = 0.0301216, m^ = 3.8736842, v^ = 15.068334,
+  #   w = 1.8612 - 0.0997910 = 1.7614090
+  near "$(opt_run 'optimizer = adamw' 'weight_decay = 0.1')" 1.761409 2e-6
+}
+
+@test "clip_norm scales the gradients to a global norm of at most clip_norm" {
+  # |g| = 4 > 1: g = 4 / (4 + 1e-6) = 0.99999975, w = 2 - 0.1 = 1.9;
+  # |g| = 3.8 > 1: g = 1, w = 1.8.
+  near "$(opt_run 'optimizer = sgd' 'clip_norm = 1')" 1.8
+  # With momentum the clipped gradients add up: v = 1, w = 1.9; v = 0.9 + 1, w = 1.9 - 0.19 = 1.71
+  near "$(opt_run 'optimizer = momentum' 'clip_norm = 1')" 1.71
+  # A norm below the limit goes through: as plain sgd, 1.28.
+  near "$(opt_run 'optimizer = sgd' 'clip_norm = 100')" 1.28
+}
+
+# lrs SETTING...: the learning rate of each of the 4 steps of w.net with a
+# 2-row CSV (2 steps an epoch, 2 epochs), one per line, read from --log.
+lrs() {
+  printf 'x,y\n0,0\n1,1\n' > two.csv
+  {
+    printf 'input x : f32[B, 1]\ninput y : f32[B]\nparam w : [1] = [2.0]\nloss = sum(w * w)\n'
+    printf 'train {\n  data = "two.csv"\n  batch = 1\n  epochs = 2\n  lr = 0.1\n'
+    printf '  %s\n' "$@"
+    printf '}\n'
+  } > s.net
+  rm -f s.jsonl
+  "$NETRUN" train s.net --log s.jsonl >/dev/null 2>s.err || { cat s.err; return 1; }
+  jq -r 'select(.event == "step") | .lr' s.jsonl | tr '\n' ' '
+}
+
+# lrs_near "A B C D" "E F G H": four rates, each within 1e-7.
+lrs_near() {
+  local a=($1) b=($2) i
+  [ "${#a[@]}" -eq 4 ] || { echo "got '$1'"; return 1; }
+  for i in 0 1 2 3; do near "${a[$i]}" "${b[$i]}" 1e-7; done
+}
+
+@test "schedules: constant, step, cosine, warm-up, read from the log's lr" {
+  # The rate of step k is taken at the fraction of epochs done, e = 0, 0.5, 1, 1.5.
+  lrs_near "$(lrs)" "0.1 0.1 0.1 0.1"
+  # step: lr * gamma^floor(e / step_size)
+  lrs_near "$(lrs 'schedule = step' 'gamma = 0.5')" "0.1 0.1 0.05 0.05"
+  lrs_near "$(lrs 'schedule = step' 'gamma = 0.5' 'step_size = 2')" "0.1 0.1 0.1 0.1"
+  # cosine: lr (1 + cos(pi e / epochs)) / 2 = 0.1, 0.0853553, 0.05, 0.0146447
+  lrs_near "$(lrs 'schedule = cosine')" "0.1 0.0853553 0.05 0.0146447"
+  # warm-up over 1 epoch: times e / 1, from 0 (the first step does not move w)
+  lrs_near "$(lrs 'warmup = 1')" "0 0.05 0.1 0.1"
+  lrs_near "$(lrs 'warmup = 1' 'schedule = cosine')" "0 0.0426777 0.05 0.0146447"
+  # The command line's --lr scales them all.
+  printf 'x,y\n0,0\n1,1\n' > two.csv
+  "$NETRUN" train s.net --lr 0.2 --log s2.jsonl >/dev/null 2>&1
+  lrs_near "$(jq -r 'select(.event == "step") | .lr' s2.jsonl | tr '\n' ' ')" "0 0.0853553 0.1 0.0292893"
+}
+
+# ---- eval and predict with trained weights ----------------------------------------------
+
+@test "eval --weights prints the accuracy of training's last evaluation" {
+  "$NETRUN" train "$MLP" --limit 1000 --epochs 1 --save m.ckpt --log m.jsonl >/dev/null 2>&1
+  run --separate-stderr "$NETRUN" eval "$MLP" --limit 1000 --weights m.ckpt
+  [ "$status" -eq 0 ]
+  loss=$(jq -r 'select(.event == "eval") | .loss' m.jsonl)
+  acc=$(jq -r 'select(.event == "eval") | .accuracy' m.jsonl)
+  [ "$output" = "test: loss $(printf %.6f "$loss") accuracy $(printf %.4f "$acc") (1000 examples)" ]
+  # --keep-best: PATH.best holds the best epoch's parameters.
+  "$NETRUN" train "$MLP" --limit 1000 --epochs 2 --save k.ckpt --keep-best >/dev/null 2>&1
+  [ -f k.ckpt.best ]
+  "$NETRUN" checkpoint k.ckpt.best | grep -Ex 'epoch: [12]'
+}
+
+@test "examples/xor.net trains to a loss under 0.001 and all four right" {
+  cd "$ROOT"
+  "$NETRUN" train examples/xor.net --save "$BATS_TEST_TMPDIR/xor.ckpt" > "$BATS_TEST_TMPDIR/xor.out" 2>&1
+  cd "$BATS_TEST_TMPDIR"
+  run "$NETRUN" eval "$EX/xor.net" --weights xor.ckpt --data "$EX/data/xor.csv"
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^"train: loss 0.000"[0-9]+" (4 examples)"$ ]]
+  # predict uses the inputs' defaults, the four cases: p rounds to 0 1 1 0.
+  run "$NETRUN" predict "$EX/xor.net" --weights xor.ckpt --output p
+  [ "$status" -eq 0 ]
+  [ "$(tr -d '[] ' <<<"$output" | awk '{ printf "%d", $1 + 0.5 }')" = 0110 ]
+}
+
+@test "examples/linreg.net recovers y = 3 x1 - 2 x2 + 0.5 to within 0.01" {
+  cd "$ROOT"
+  "$NETRUN" train examples/linreg.net --save "$BATS_TEST_TMPDIR/lr.ckpt" >/dev/null 2>&1
+  cd "$BATS_TEST_TMPDIR"
+  w=$("$NETRUN" predict "$EX/linreg.net" --weights lr.ckpt --set 'x=[[0, 0]]' --set 'y=[[0]]' --output W | tr -d '[]')
+  b=$("$NETRUN" predict "$EX/linreg.net" --weights lr.ckpt --set 'x=[[0, 0]]' --set 'y=[[0]]' --output b | tr -d '[]')
+  near "$(echo $w | cut -d' ' -f1)" 3 0.01
+  near "$(echo $w | cut -d' ' -f2)" -2 0.01
+  near "$b" 0.5 0.01
+}
+
+@test "examples/adding_rnn.net: over 93% on its test sequences (95.6% with seed 0); predict agrees with eval" {
+  cd "$ROOT"
+  "$NETRUN" train examples/adding_rnn.net --save "$BATS_TEST_TMPDIR/rnn.ckpt" >/dev/null 2>&1
+  cd "$BATS_TEST_TMPDIR"
+  run "$NETRUN" eval "$EX/adding_rnn.net" --weights rnn.ckpt --data "$EX/data/adding_test.csv"
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ " accuracy 0."9[3-9][0-9]{2}" (500 examples)"$ ]]
+  # The first 100 test sequences: predict's classes against their labels.
+  sed -n 2,101p "$EX/data/adding_test.csv" | cut -d, -f1-20 > xs.csv
+  sed -n 2,101p "$EX/data/adding_test.csv" | cut -d, -f21 > y.csv
+  head -101 "$EX/data/adding_test.csv" > first100.csv
+  "$NETRUN" predict "$EX/adding_rnn.net" --weights rnn.ckpt --feed xs=xs.csv --feed y=y.csv > classes.txt
+  [ "$(wc -l < classes.txt)" -eq 100 ]
+  right=$(paste -d' ' classes.txt y.csv | awk '$1 == $2' | wc -l)
+  run "$NETRUN" eval "$EX/adding_rnn.net" --weights rnn.ckpt --data first100.csv
+  [[ "$output" == *" accuracy $(awk -v r="$right" 'BEGIN { printf "%.4f", r / 100 }') (100 examples)" ]]
+}
