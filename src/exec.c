@@ -881,6 +881,42 @@ int exec_run_range(Executor *ex, int first, int last) {
 
 int exec_run(Executor *ex) { return exec_run_range(ex, 0, -1); }
 
+int exec_run_for(Executor *ex, const char *var) {
+  if (exec_startup(ex) < 0) return -1;
+  interrupted = 0;
+  const Block *b0 = ex->prog->blocks[0];
+  const PBlock *pb = &ex->pblocks[0];
+  const VarDesc *target = prog_var(ex->prog, var);
+  if (!target || target->block != 0) return -1;
+  bool *need = mem_calloc((size_t)b0->nvars + 1, sizeof *need);
+  bool *run = mem_calloc((size_t)pb->nops + 1, sizeof *run);
+  need[target->slot] = true;
+  /* The ops the value depends on, found backwards. */
+  for (int i = pb->nops - 1; i >= 0; i--) {
+    const Prepared *p = &pb->ops[i];
+    for (int k = 0; k < p->out_total && !run[i]; k++) run[i] = p->out[k].up == 0 && p->out[k].slot >= 0 && need[p->out[k].slot];
+    if (!run[i] && !(p->proto && (p->proto->flags & OP_SIDE_EFFECT) && !(p->proto->flags & OP_NO_PREALLOC))) continue;
+    run[i] = true;
+    for (int k = 0; k < p->in_total; k++)
+      if (p->in[k].up == 0 && p->in[k].slot >= 0) need[p->in[k].slot] = true;
+  }
+  int rc = 0;
+  for (int i = 0; i < b0->nvars && rc == 0; i++) {
+    const VarDesc *v = b0->vars[i];
+    if (need[i] && (v->flags & VAR_INPUT) && !ex->root->vals[i]) {
+      diag_error(ex->diag, v->span,
+                 "input '%s' has no value: feed it (--set %s=VALUE or --feed %s=FILE.csv) or give it a default",
+                 v->name, v->name, v->name);
+      rc = -1;
+    }
+  }
+  for (int i = 0; i < pb->nops && rc == 0; i++)
+    if (run[i] && run_op(ex, &pb->ops[i], i, ex->root) < 0) rc = -1;
+  mem_free(need);
+  mem_free(run);
+  return rc;
+}
+
 void exec_preload(Executor *ex, const char *var, Tensor *t) {
   const VarDesc *v = prog_var(ex->prog, var);
   if (!v || v->block != 0) return;

@@ -680,7 +680,7 @@ int cmd_predict(int argc, char **argv) {
   a.opt.tape = false;
   if (!(r.ex = cli_start(&r.ld, &a)) || exec_startup(r.ex) < 0) goto out;
   if (t.weights && !restore(&r, t.weights, false)) goto out;
-  if (exec_run(r.ex) != 0) goto out;
+  if (exec_run_for(r.ex, var ? var : name) != 0) goto out;
   Tensor *v = exec_value(r.ex, var ? var : name);
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
     int64_t c = v->shape[v->rank - 1], rows = v->numel / (c ? c : 1);
