@@ -61,7 +61,18 @@ void tape_free(Tape *t) {
 }
 
 const char *tape_turn(Tape *t, const char *parent, int64_t k) {
-  return arena_printf(&t->arena, "%s#%lld", parent ? parent : "", (long long)k);
+  /* Once per loop turn: no printf. */
+  char digits[24];
+  int nd = 0;
+  uint64_t u = k < 0 ? 0 : (uint64_t)k;
+  do digits[nd++] = (char)('0' + u % 10); while ((u /= 10) && nd < 23);
+  size_t np = parent ? strlen(parent) : 0;
+  char *s = arena_alloc(&t->arena, np + (size_t)nd + 2);
+  if (np) memcpy(s, parent, np);
+  s[np] = '#';
+  for (int i = 0; i < nd; i++) s[np + 1 + (size_t)i] = digits[nd - 1 - i];
+  s[np + 1 + (size_t)nd] = 0;
+  return s;
 }
 
 void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
