@@ -63,23 +63,15 @@ typedef struct VarIdx {
   size_t cap;
 } VarIdx;
 
-static size_t hash_ptr(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
 static void idx_put(VarIdx *m, const VarDesc *v, int val) {
-  size_t i = hash_ptr(v) & (m->cap - 1);
+  size_t i = mem_hash_ptr(v) & (m->cap - 1);
   while (m->keys[i] && m->keys[i] != v) i = (i + 1) & (m->cap - 1);
   m->keys[i] = v;
   m->vals[i] = val;
 }
 
 static int idx_get(const VarIdx *m, const VarDesc *v) {
-  size_t i = hash_ptr(v) & (m->cap - 1);
+  size_t i = mem_hash_ptr(v) & (m->cap - 1);
   while (m->keys[i]) {
     if (m->keys[i] == v) return m->vals[i];
     i = (i + 1) & (m->cap - 1);

@@ -41,6 +41,15 @@ _Noreturn void mem_oom(size_t size);
     }                                                                           \
   } while (0)
 
+/* A hash of a pointer, for tables keyed by address. */
+static inline size_t mem_hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
 typedef struct ArenaChunk ArenaChunk;
 typedef struct Arena {
   ArenaChunk *head;

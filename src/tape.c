@@ -10,17 +10,9 @@ typedef struct TapeNames {
   size_t cap, n;
 } TapeNames;
 
-static size_t hash_ptr(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
 static const char *names_get(const TapeNames *m, const Tensor *t) {
   if (!m->cap) return NULL;
-  size_t i = hash_ptr(t) & (m->cap - 1);
+  size_t i = mem_hash_ptr(t) & (m->cap - 1);
   while (m->keys[i]) {
     if (m->keys[i] == t) return m->vals[i];
     i = (i + 1) & (m->cap - 1);
@@ -40,7 +32,7 @@ static void names_put(TapeNames *m, const Tensor *t, const char *name) {
     mem_free(old.keys);
     mem_free(old.vals);
   }
-  size_t i = hash_ptr(t) & (m->cap - 1);
+  size_t i = mem_hash_ptr(t) & (m->cap - 1);
   while (m->keys[i] && m->keys[i] != t) i = (i + 1) & (m->cap - 1);
   if (!m->keys[i]) m->n++;
   m->keys[i] = t;

@@ -3,6 +3,7 @@
  * Comparisons broadcast like NumPy and give bool; the logical ops take bool
  * only (the language's `and`, `or`, `not`).  None has a gradient. */
 #include "../exec.h"
+#include "bcast_loop.h"
 
 #include <string.h>
 
@@ -53,55 +54,11 @@ static bool infer_sign(InferCtx *c) {
  * double (exact for every f32 and for integers up to 2^53; NumPy compares
  * them as float64 too).  NaN compares unequal to everything. */
 
-typedef float f32;
-typedef int64_t i64;
-typedef uint8_t bln;
-
-typedef void (*CompareLoop)(const Bcast *bc, bln *out, const void *x, const void *y);
-
-/* One broadcast loop: operands read as CT into `a` and `b`, Out = EXPR. */
-#define COMPARE_LOOP(FN, XT, YT, CT, EXPR)                                      \
-  static void FN(const Bcast *bc, bln *out, const void *xv, const void *yv) {   \
-    const XT *x = xv;                                                           \
-    const YT *y = yv;                                                           \
-    int64_t n = bc->inner;                                                      \
-    bool sx = bc->inner_step[0] != 0, sy = bc->inner_step[1] != 0;              \
-    int64_t oo = 0, ox = 0, oy = 0;                                             \
-    BcastIter it;                                                               \
-    if (bc->rank > 1) bcast_iter_init(&it, bc);                                 \
-    for (;;) {                                                                  \
-      bln *restrict o = out + oo;                                               \
-      const XT *px = x + ox;                                                    \
-      const YT *py = y + oy;                                                    \
-      if (sx && sy) {                                                           \
-        for (int64_t i = 0; i < n; i++) {                                       \
-          CT a = (CT)px[i], b = (CT)py[i];                                      \
-          o[i] = (bln)(EXPR);                                                   \
-        }                                                                       \
-      } else if (sx) {                                                          \
-        CT b = (CT)py[0];                                                       \
-        for (int64_t i = 0; i < n; i++) {                                       \
-          CT a = (CT)px[i];                                                     \
-          o[i] = (bln)(EXPR);                                                   \
-        }                                                                       \
-      } else if (sy) {                                                          \
-        CT a = (CT)px[0];                                                       \
-        for (int64_t i = 0; i < n; i++) {                                       \
-          CT b = (CT)py[i];                                                     \
-          o[i] = (bln)(EXPR);                                                   \
-        }                                                                       \
-      } else {                                                                  \
-        CT a = (CT)px[0], b = (CT)py[0];                                        \
-        bln r = (bln)(EXPR);                                                    \
-        for (int64_t i = 0; i < n; i++) o[i] = r;                               \
-      }                                                                         \
-      if (bc->rank <= 1 || !bcast_iter_next(&it)) break;                        \
-      oo = it.out, ox = it.off[0], oy = it.off[1];                              \
-    }                                                                           \
-  }
+/* A comparison is a broadcast binary loop writing bools. */
+#define COMPARE_LOOP(FN, XT, YT, CT, EXPR) BINARY_LOOP(FN, bln, XT, YT, CT, EXPR)
 
 /* [X dtype][Y dtype] */
-typedef CompareLoop CompareTable[3][3];
+typedef BinaryLoop CompareTable[3][3];
 
 #define COMPARE_OP(NAME, EXPR)                                                  \
   COMPARE_LOOP(NAME##_ff, f32, f32, f32, EXPR)                                  \

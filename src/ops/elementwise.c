@@ -4,6 +4,7 @@
  * input's shape.  i64 with f32 promotes to f32; bool counts as i64. */
 #include "../backward.h"
 #include "../exec.h"
+#include "bcast_loop.h"
 
 #include <math.h>
 #include <string.h>
@@ -58,9 +59,6 @@ static bool infer_clip(InferCtx *c) {
  * Outputs never alias inputs (the executor allocates them fresh), so the
  * loops mark them restrict, which lets the compiler vectorize. */
 
-typedef float f32;
-typedef int64_t i64;
-typedef uint8_t bln;
 
 static inline i64 wrap_add(i64 a, i64 b) { return (i64)((uint64_t)a + (uint64_t)b); }
 static inline i64 wrap_sub(i64 a, i64 b) { return (i64)((uint64_t)a - (uint64_t)b); }
@@ -96,51 +94,6 @@ static inline f32 softplus_f32(f32 a) { return (a > 0 ? a : 0.0f) + log1pf(expf(
 static inline f32 gelu_f32(f32 a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }
 
 /* ---- binary loops ---- */
-
-/* One broadcast binary loop: output type OT, operand types XT and YT, both
- * read as CT into `a` and `b`, the result EXPR.  Each row of the broadcast
- * is a tight loop; which operands advance along it is decided per row. */
-typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void *y);
-
-#define BINARY_LOOP(FN, OT, XT, YT, CT, EXPR)                                   \
-  static void FN(const Bcast *bc, void *out, const void *xv, const void *yv) {  \
-    const XT *x = xv;                                                           \
-    const YT *y = yv;                                                           \
-    int64_t n = bc->inner;                                                      \
-    bool sx = bc->inner_step[0] != 0, sy = bc->inner_step[1] != 0;              \
-    int64_t oo = 0, ox = 0, oy = 0;                                             \
-    BcastIter it;                                                               \
-    if (bc->rank > 1) bcast_iter_init(&it, bc);                                 \
-    for (;;) {                                                                  \
-      OT *restrict o = (OT *)out + oo;                                          \
-      const XT *px = x + ox;                                                    \
-      const YT *py = y + oy;                                                    \
-      if (sx && sy) {                                                           \
-        for (int64_t i = 0; i < n; i++) {                                       \
-          CT a = (CT)px[i], b = (CT)py[i];                                      \
-          o[i] = (OT)(EXPR);                                                    \
-        }                                                                       \
-      } else if (sx) {                                                          \
-        CT b = (CT)py[0];                                                       \
-        for (int64_t i = 0; i < n; i++) {                                       \
-          CT a = (CT)px[i];                                                     \
-          o[i] = (OT)(EXPR);                                                    \
-        }                                                                       \
-      } else if (sy) {                                                          \
-        CT a = (CT)px[0];                                                       \
-        for (int64_t i = 0; i < n; i++) {                                       \
-          CT b = (CT)py[i];                                                     \
-          o[i] = (OT)(EXPR);                                                    \
-        }                                                                       \
-      } else {                                                                  \
-        CT a = (CT)px[0], b = (CT)py[0];                                        \
-        OT r = (OT)(EXPR);                                                      \
-        for (int64_t i = 0; i < n; i++) o[i] = r;                               \
-      }                                                                         \
-      if (bc->rank <= 1 || !bcast_iter_next(&it)) break;                        \
-      oo = it.out, ox = it.off[0], oy = it.off[1];                              \
-    }                                                                           \
-  }
 
 /* [output dtype (f32, i64)][X dtype][Y dtype]; NULL where promotion cannot
  * lead (an i64 result never has an f32 operand). */
