@@ -40,6 +40,7 @@ typedef struct Backward {
   int nno_grad;
   int nfwd;                      /* block 0's forward ops (earlier backwards follow) */
   const char *suffix;            /* "" for the first backward, "@L1", ... after */
+  bool one_op;                   /* bwd_op_grads: leave repeated writes unsummed */
   bool failed;
 } Backward;
 
@@ -328,10 +329,21 @@ void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const ch
   gemit_out(g, op, "Out", out);
 }
 
-void grad_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst) {
+/* Whether a value of src_shape's shape needs no reduction to like's. */
+static bool same_shape(GradCtx *g, const char *src_shape, const char *like) {
   const VarDesc *a = prog_var(g->bw->p, src_shape), *b = prog_var(g->bw->p, like);
   bool same = a && b && a->shape.rank >= 0 && shape_eq(&a->shape, &b->shape);
   for (int i = 0; same && i < a->shape.rank; i++) same = a->shape.d[i].n >= 0 || a->shape.d[i].sym;
+  return same;
+}
+
+const char *grad_target(GradCtx *g, const char *src_shape, const char *like, const char *dst) {
+  return same_shape(g, src_shape, like) ? dst : gtemp(g);
+}
+
+void grad_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst) {
+  if (src == dst) return;
+  bool same = same_shape(g, src_shape, like);
   OpDesc *op = gemit(g, same ? "assign" : "sum_like");
   gemit_in(g, op, "X", src);
   if (!same) gemit_in(g, op, "Like", like);
@@ -628,7 +640,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
         int k = set_get(&seen, o);
         op->out[s].args[j] = arena_printf(p->arena, "%s@RENAME@%d", o, k);
         set_put(&seen, o, k + 1);
-        if (k + 1 == total) {
+        if (k + 1 == total && !bw->one_op) {
           OpDesc *sum = op_new(p, "add_n", op->span);
           sum->fwd_block = op->fwd_block;
           sum->fwd_op = op->fwd_op;
@@ -665,7 +677,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < op->nout; s++)
       for (int j = 0; j < op->out[s].n; j++) set_put(&written, op->out[s].args[j], 1);
   }
-  for (int t = 0; t < ntargets; t++)
+  for (int t = 0; t < ntargets && !bw->one_op; t++)
     if (targets[t] && !set_get(&written, targets[t]) && !prog_var(p, targets[t])) {
       OpDesc *z = op_new(p, "fill_zeros_like", SPAN_NONE);
       slot_push(p, op_add_input(p, z, "X"), fwd_of(p, targets[t]));
@@ -752,43 +764,73 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
 
 /* ---- append_backward ------------------------------------------------------------------------ */
 
-bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
-                     const char *const *no_grad, int nno_grad, BackwardResult *out) {
-  memset(out, 0, sizeof *out);
-  Backward bw = {.p = p, .diag = p->diag, .no_grad = no_grad, .nno_grad = nno_grad};
-  Block *b0 = p->blocks[0];
+const VarDesc *bwd_loss_var(Program *p, const char *loss) {
   const char *lv = prog_export(p, loss);
   const VarDesc *lvar = prog_var(p, lv ? lv : loss);
   if (!lvar || lvar->block != 0) {
     fprintf(p->diag->out, "netrun: error: the script has no value named '%s' to use as the loss%s\n", loss,
             strcmp(loss, "loss") == 0 ? " (name it with --loss NAME)" : "");
     p->diag->nerrors++;
-    return false;
+    return NULL;
   }
   char buf[128];
   if (shape_numel(&lvar->shape) != 1 || lvar->dtype != DT_F32) {
     diag_error(p->diag, lvar->span, "the loss '%s' must be an f32 scalar, but it is %s%s (reduce it, e.g. with mean)",
                loss, dtype_name(lvar->dtype), shape_str(&lvar->shape, buf, sizeof buf));
-    return false;
+    return NULL;
   }
+  return lvar;
+}
+
+const VarDesc *bwd_wrt_var(Program *p, const char *name) {
+  const char *v = prog_export(p, name);
+  const VarDesc *d = prog_var(p, v ? v : name);
+  if (!d || d->block != 0) {
+    fprintf(p->diag->out, "netrun: error: --wrt %s: the script has no value named '%s'\n", name, name);
+    p->diag->nerrors++;
+    return NULL;
+  }
+  if (d->dtype != DT_F32) {
+    fprintf(p->diag->out, "netrun: error: --wrt %s: '%s' is %s; only f32 values have gradients\n", name, name,
+            dtype_name(d->dtype));
+    p->diag->nerrors++;
+    return NULL;
+  }
+  return d;
+}
+
+/* Indexes every variable of the program for the marks (all clear). */
+static void index_vars(Backward *bw, VarIdx *idx) {
+  Program *p = bw->p;
+  int nvars = 0;
+  for (int i = 0; i < p->nblocks; i++) nvars += p->blocks[i]->nvars;
+  memset(idx, 0, sizeof *idx);
+  idx->cap = 16;
+  while (idx->cap < (size_t)nvars * 2 + 2) idx->cap *= 2;
+  idx->keys = mem_calloc(idx->cap, sizeof *idx->keys);
+  idx->vals = mem_calloc(idx->cap, sizeof *idx->vals);
+  int k = 0;
+  for (int i = 0; i < p->nblocks; i++)
+    for (int j = 0; j < p->blocks[i]->nvars; j++) idx_put(idx, p->blocks[i]->vars[j], k++);
+  bw->idx = idx;
+  bw->marks = mem_calloc((size_t)nvars + 1, 1);
+  bw->nvars = nvars;
+}
+
+bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
+                     const char *const *no_grad, int nno_grad, BackwardResult *out) {
+  memset(out, 0, sizeof *out);
+  Backward bw = {.p = p, .diag = p->diag, .no_grad = no_grad, .nno_grad = nno_grad};
+  Block *b0 = p->blocks[0];
+  const VarDesc *lvar = bwd_loss_var(p, loss);
+  if (!lvar) return false;
   /* A second backward (another loss, other parameters) gets names of its
    * own: v@GRAD@L1, ...; it differentiates only the forward ops. */
   bw.nfwd = p->nforward ? p->nforward : b0->nops;
   bw.suffix = p->nbackward ? arena_printf(p->arena, "@L%d", p->nbackward) : "";
-  /* Index every variable for the marks. */
-  int nvars = 0;
-  for (int i = 0; i < p->nblocks; i++) nvars += p->blocks[i]->nvars;
-  VarIdx idx = {0};
-  idx.cap = 16;
-  while (idx.cap < (size_t)nvars * 2 + 2) idx.cap *= 2;
-  idx.keys = mem_calloc(idx.cap, sizeof *idx.keys);
-  idx.vals = mem_calloc(idx.cap, sizeof *idx.vals);
-  int k = 0;
-  for (int i = 0; i < p->nblocks; i++)
-    for (int j = 0; j < p->blocks[i]->nvars; j++) idx_put(&idx, p->blocks[i]->vars[j], k++);
-  bw.idx = &idx;
-  bw.marks = mem_calloc((size_t)nvars + 1, 1);
-  bw.nvars = nvars;
+  VarIdx idx;
+  index_vars(&bw, &idx);
+  int nvars = bw.nvars;
 
   /* The parameter list: the given names, or every parameter. */
   const char **plist = arena_alloc(p->arena, sizeof *plist * (size_t)(b0->nvars + nparams + 1));
@@ -796,22 +838,9 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
   bool ok = true;
   if (params && nparams) {
     for (int i = 0; i < nparams; i++) {
-      const char *v = prog_export(p, params[i]);
-      const VarDesc *d = prog_var(p, v ? v : params[i]);
-      if (!d || d->block != 0) {
-        fprintf(p->diag->out, "netrun: error: --wrt %s: the script has no value named '%s'\n", params[i], params[i]);
-        p->diag->nerrors++;
-        ok = false;
-        continue;
-      }
-      if (d->dtype != DT_F32) {
-        fprintf(p->diag->out, "netrun: error: --wrt %s: '%s' is %s; only f32 values have gradients\n", params[i],
-                params[i], dtype_name(d->dtype));
-        p->diag->nerrors++;
-        ok = false;
-        continue;
-      }
-      plist[np++] = d->name;
+      const VarDesc *d = bwd_wrt_var(p, params[i]);
+      if (d) plist[np++] = d->name;
+      else ok = false;
     }
   } else {
     for (int i = 0; i < b0->nvars; i++)
@@ -865,6 +894,58 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
     }
     mem_free(list.ops);
   }
+  mem_free(idx.keys);
+  mem_free(idx.vals);
+  mem_free(bw.marks);
+  return ok;
+}
+
+/* ---- the grad ops of one op -------------------------------------------------------------------
+ * The tape's backward (tapegrad.c) asks this once per distinct recorded op
+ * and runs the result every time the op was recorded: the same grad maker,
+ * pruning, renaming and declaring as above, with every output's gradient
+ * given and the sums of repeated writes left to the caller, who adds the
+ * pieces in the order they are written, as add_n would. */
+bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***pieces, int *npieces) {
+  Backward bw = {.p = p, .diag = p->diag, .suffix = "", .one_op = true, .nfwd = 1};
+  Block *b0 = p->blocks[0];
+  VarIdx idx;
+  index_vars(&bw, &idx);
+  for (int i = 0; i < bw.nvars; i++) bw.marks[i] = MARK_LIVE | MARK_NEED;
+  const OpDesc *op = b0->ops[0];
+  for (int s = 0; s < op->nout; s++)
+    for (int j = 0; j < op->out[s].n; j++) *mark_of(&bw, op->out[s].args[j]) |= MARK_GRAD;
+  for (int k = 0; k < nneed; k++) *mark_of(&bw, need[k]) |= MARK_GRAD;
+  OpList list = {0};
+  const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(nneed + 1));
+  for (int k = 0; k < nneed; k++) targets[k] = grad_name(&bw, b0, need[k]);
+  bool ok = build_block(&bw, b0, b0, 1, &list);
+  if (ok) {
+    finish_block(&bw, b0, &list, targets, nneed, NULL, 0);
+    /* The outputs' gradients are given: for the verify pass, the block's
+     * args, which block 0 otherwise never has. */
+    int nout = 0;
+    const char **given = arena_alloc(p->arena, sizeof *given * (size_t)(b0->nvars + 1));
+    for (int s = 0; s < op->nout; s++)
+      for (int j = 0; j < op->out[s].n; j++) given[nout++] = grad_name(&bw, b0, op->out[s].args[j]);
+    b0->args = given, b0->nargs = nout;
+    ok = !bw.failed && verify_block(&bw, b0, 1);
+    b0->args = NULL, b0->nargs = 0;
+  }
+  /* The pieces of each gradient: its own name, or its renames in order. */
+  for (int k = 0; ok && k < nneed; k++) {
+    size_t len = strlen(targets[k]);
+    npieces[k] = 0;
+    pieces[k] = arena_alloc(p->arena, sizeof *pieces[k] * (size_t)(b0->nops + 1));
+    for (int i = 1; i < b0->nops; i++)
+      for (int s = 0; s < b0->ops[i]->nout; s++)
+        for (int j = 0; j < b0->ops[i]->out[s].n; j++) {
+          const char *o = b0->ops[i]->out[s].args[j];
+          if (strncmp(o, targets[k], len) == 0 && (o[len] == 0 || strncmp(o + len, "@RENAME@", 8) == 0))
+            pieces[k][npieces[k]++] = o;
+        }
+  }
+  mem_free(list.ops);
   mem_free(idx.keys);
   mem_free(idx.vals);
   mem_free(bw.marks);

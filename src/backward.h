@@ -44,6 +44,21 @@ typedef struct BackwardResult {
 bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
                      const char *const *no_grad, int nno_grad, BackwardResult *out);
 
+/* The variable a loss or --wrt name stands for (a variable or an exported
+ * script name of block 0): NULL after reporting why it cannot be one (no
+ * such value; a loss that is not an f32 scalar; a non-f32 wrt). */
+const VarDesc *bwd_loss_var(Program *p, const char *loss);
+const VarDesc *bwd_wrt_var(Program *p, const char *name);
+
+/* The grad ops of the one op of p's block 0 (its index 0), for the tape's
+ * backward: p declares the op's variables and OUT@GRAD for each output.
+ * need lists the inputs (variable names, each once) whose gradients are
+ * wanted.  The grad ops are appended to block 0; pieces[k] (npieces[k] of
+ * them, 0 when the op gives need[k] no gradient) are the variables holding
+ * parts of need[k]'s gradient, in the order they are written: their sum, in
+ * that order, is the gradient.  False on error (reported). */
+bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***pieces, int *npieces);
+
 /* ---- the grad-maker interface ---------------------------------------------------
  * A grad maker turns one forward op into the ops computing its inputs'
  * gradients.  It asks for names through these calls and emits op
@@ -84,6 +99,11 @@ Program *gprog(GradCtx *g);
  * shape, src having the shape of the forward variable src_shape (an assign
  * when the shapes are the same). */
 void grad_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst);
+/* Where to compute a gradient of src_shape's shape that grad_reduce_like
+ * then brings to like's shape into dst: dst itself when no reduction is
+ * needed (grad_reduce_like of dst into dst emits nothing), else a fresh
+ * temporary. */
+const char *grad_target(GradCtx *g, const char *src_shape, const char *like, const char *dst);
 /* out = type(X=x, Y=y) */
 void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out);
 /* out = type(X=x) */

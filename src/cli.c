@@ -95,6 +95,8 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       a->backward = true;
     } else if (IS("--tape", OPT_DUMP | OPT_GRAD)) {
       a->tape = true;
+    } else if (IS("--tape-program", OPT_GRAD)) {
+      a->tape = a->tape_program = true;
     } else if (IS("--train", OPT_DUMP)) {
       a->train = true;
     } else if (IS("-o", OPT_DUMP)) {

@@ -15,7 +15,7 @@ enum {
   OPT_RUN = 1 << 1,       /* --set --feed --seed --max-steps --check-nan --precision */
   OPT_TAPE_DUMP = 1 << 2, /* --dump-tape --format */
   OPT_TIME = 1 << 3,      /* --iterations */
-  OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --format */
+  OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program --format */
   OPT_CHECK = 1 << 5,     /* --eps --rtol --samples */
 };
 
@@ -23,7 +23,7 @@ typedef struct Args {
   const char *verb;
   const char *file;
   DumpOptions dump;
-  bool ast, backward, tape, dump_tape, json, train;
+  bool ast, backward, tape, tape_program, dump_tape, json, train;
   const char *out;
   ExecOptions opt;
   const char *sets[64], *feeds[64];

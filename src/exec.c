@@ -130,6 +130,45 @@ static VarRef resolve(Executor *ex, int from_block, const char *name) {
 
 static void prepare_block(Executor *ex, PBlock *pb, const Block *b);
 
+static bool concrete(const VarDesc *v) {
+  if (!v || v->dtype == DT_UNKNOWN || v->shape.rank < 0) return false;
+  for (int d = 0; d < v->shape.rank; d++)
+    if (v->shape.d[d].n < 0) return false;
+  return true;
+}
+
+/* When lowering knew every shape of the op, the runtime inference cache
+ * starts filled with them: an op that then runs on the shapes it was
+ * lowered for (every op of a straight-line script with fixed shapes) never
+ * runs its inference again.  Not for ops that choose their outputs'
+ * storage themselves or run blocks. */
+static void precache(Executor *ex, Prepared *p) {
+  if (p->proto->flags & (OP_NO_PREALLOC | OP_CONTROL)) return;
+  int nsig = 0;
+  for (int i = 0; i < p->in_total; i++) {
+    const VarDesc *v = prog_var(ex->prog, p->in[i].name);
+    if (!concrete(v)) return;
+    nsig += 2 + v->shape.rank;
+  }
+  for (int i = 0; i < p->out_total; i++)
+    if (!concrete(prog_var(ex->prog, p->out_desc[i].name))) return;
+  p->sig = mem_alloc(NULL, sizeof *p->sig * (size_t)(nsig + 1));
+  p->nsig = nsig;
+  int k = 0;
+  for (int i = 0; i < p->in_total; i++) {
+    const VarDesc *v = prog_var(ex->prog, p->in[i].name);
+    p->sig[k++] = v->dtype;
+    p->sig[k++] = v->shape.rank;
+    for (int d = 0; d < v->shape.rank; d++) p->sig[k++] = v->shape.d[d].n;
+  }
+  for (int i = 0; i < p->out_total; i++) {
+    const VarDesc *v = prog_var(ex->prog, p->out_desc[i].name);
+    p->out_desc[i].dtype = v->dtype;
+    p->out_desc[i].shape = v->shape;
+  }
+  p->cached = true;
+}
+
 static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
   memset(p, 0, sizeof *p);
   p->op = op;
@@ -163,6 +202,7 @@ static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
       p->out[k++] = resolve(ex, blk, sl->args[i]);
     }
   }
+  precache(ex, p);
   if (p->proto->flags & OP_CONTROL) {
     const char *attrs[2] = {"sub_block", "else_block"};
     for (int j = 0; j < 2; j++) {
@@ -922,6 +962,32 @@ void exec_preload(Executor *ex, const char *var, Tensor *t) {
   if (!v || v->block != 0) return;
   VarRef r = {0, v->slot, v->name};
   frame_put(ex->root, r, tensor_ref(t));
+}
+
+int exec_slot(Executor *ex, const char *var) {
+  const VarDesc *v = prog_var(ex->prog, var);
+  return v && v->block == 0 ? v->slot : -1;
+}
+
+void exec_set(Executor *ex, int slot, Tensor *t) {
+  Tensor **v = &ex->root->vals[slot];
+  tensor_ref(t);
+  tensor_unref(*v);
+  *v = t;
+}
+
+Tensor *exec_get(Executor *ex, int slot) { return ex->root->vals[slot]; }
+
+void exec_clear(Executor *ex) {
+  Tensor **v = ex->root->vals;
+  for (int i = 0; i < ex->pblocks[0].block->nvars; i++) tensor_unref(v[i]), v[i] = NULL;
+}
+
+int exec_run_ops(Executor *ex, int first, int last) {
+  const PBlock *pb = &ex->pblocks[0];
+  for (int i = first; i < last && i < pb->nops; i++)
+    if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
+  return 0;
 }
 
 int exec_run_from(Executor *ex, int first) {

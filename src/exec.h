@@ -64,6 +64,17 @@ int exec_run_for(Executor *ex, const char *var);
  * startup block: how the tape's backward runs over the tape's values. */
 void exec_preload(Executor *ex, const char *var, Tensor *t);
 int exec_run_from(Executor *ex, int first);
+/* Slot-level access to block 0's variables, for a caller that runs one
+ * small program many times over different values (the tape's backward):
+ * exec_slot finds a variable's slot once (-1: not in block 0), exec_set
+ * stores a value (taking a reference of its own), exec_get reads one
+ * (borrowed), exec_clear drops them all.  exec_run_ops runs ops [first,
+ * last) of block 0 and nothing else: no startup, no input checks. */
+int exec_slot(Executor *ex, const char *var);
+void exec_set(Executor *ex, int slot, Tensor *t);
+Tensor *exec_get(Executor *ex, int slot);
+void exec_clear(Executor *ex);
+int exec_run_ops(Executor *ex, int first, int last);
 /* The value of a variable of block 0 (or an exported script name) after a
  * run; borrowed. */
 Tensor *exec_value(Executor *ex, const char *name);

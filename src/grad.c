@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "print.h"
 #include "tape.h"
+#include "tapegrad.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,16 +25,87 @@ typedef struct Built {
   Tensor **tape_vals;    /* of the tape program's first ntape_vals variables */
   int ntape_vals;
   Executor *tex;         /* runs the tape's grad ops */
+  Tensor **tgrads;       /* or: the tape's gradients, per pair (tapegrad.c) */
   BackwardResult bw;
   bool loaded;
 } Built;
 
 static void built_free(Built *b) {
+  for (int i = 0; b->tgrads && i < b->bw.npairs; i++) tensor_unref(b->tgrads[i]);
+  mem_free(b->tgrads);
   exec_free(b->tex);
   exec_free(b->ex);
   mem_free(b->tape_vals);
   if (b->tp) prog_release(b->tp), arena_free(&b->tape_arena);
   if (b->loaded) unload(&b->ld);
+}
+
+/* The name a no-grad or wrt name stands for in block 0, or NULL. */
+static const char *var_named(Program *p, const char *name) {
+  const char *v = prog_export(p, name);
+  const VarDesc *d = prog_var(p, v ? v : name);
+  if (d && d->block == 0) return d->name;
+  for (int i = 0; d == NULL && i < p->blocks[0]->nvars; i++) {
+    const VarDesc *u = p->blocks[0]->vars[i];
+    if (u->user_name && strcmp(u->user_name, name) == 0 && (u->flags & (VAR_PARAM | VAR_INPUT))) return u->name;
+  }
+  return NULL;
+}
+
+/* The tape's backward, run over the recorded tensors (tapegrad.c), for the
+ * parameter list the builder would take: --wrt, or the script's
+ * parameters that the tape holds. */
+static bool tape_grads(Built *b, const Args *a) {
+  Program *p = b->ld.prog;
+  const VarDesc *lvar = bwd_loss_var(p, a->loss);
+  if (!lvar) return false;
+  int nb0 = p->blocks[0]->nvars;
+  const char **params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)(nb0 + a->nwrt + 1));
+  Tensor **wrt = arena_alloc(&b->tape_arena, sizeof *wrt * (size_t)(nb0 + a->nwrt + 1));
+  Tensor **frozen = arena_alloc(&b->tape_arena, sizeof *frozen * (size_t)(a->nno_grad + 1));
+  int np = 0;
+  bool ok = true;
+  for (int i = 0; i < a->nno_grad; i++) {
+    const char *v = var_named(p, a->no_grad[i]);
+    frozen[i] = v ? exec_value(b->ex, v) : NULL;
+  }
+  const Tape *t = exec_tape(b->ex);
+  if (a->nwrt) {
+    for (int i = 0; i < a->nwrt; i++) {
+      const VarDesc *d = bwd_wrt_var(p, a->wrt[i]);
+      if (d) params[np++] = d->name;
+      else ok = false;
+    }
+  } else {
+    for (int i = 0; i < nb0; i++) {
+      const VarDesc *v = p->blocks[0]->vars[i];
+      if (!(v->flags & VAR_PARAM) || !tgrad_on_tape(t, exec_value(b->ex, v->name))) continue;
+      bool skip = false;
+      for (int k = 0; k < a->nno_grad && !skip; k++) skip = var_named(p, a->no_grad[k]) == v->name;
+      if (!skip) params[np++] = v->name;
+    }
+  }
+  if (!ok) return false;
+  for (int i = 0; i < np; i++) wrt[i] = exec_value(b->ex, params[i]);
+  b->tgrads = mem_calloc((size_t)np + 1, sizeof *b->tgrads);
+  ExecOptions o = a->opt;
+  o.tape = false;
+  if (tgrad_run(t, p, exec_value(b->ex, lvar->name), wrt, np, frozen, a->nno_grad, &o, b->tgrads) != 0) return false;
+  /* No gradient reached any parameter: the loss may depend on one through
+   * an op without a gradient, which the tape does not record.  The
+   * program's builder finds and reports that op. */
+  bool none = a->nwrt > 0;
+  for (int i = 0; i < nb0 && !none; i++) none = (p->blocks[0]->vars[i]->flags & VAR_PARAM) != 0;
+  for (int i = 0; i < np && none; i++) none = b->tgrads[i] == NULL;
+  BackwardResult check;
+  if (none && !append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &check)) return false;
+  b->bw.npairs = np;
+  b->bw.pairs = arena_alloc(&b->tape_arena, sizeof *b->bw.pairs * (size_t)(np + 1));
+  for (int i = 0; i < np; i++) {
+    b->bw.pairs[i].param = params[i];
+    b->bw.pairs[i].grad = b->tgrads[i] ? arena_printf(&b->tape_arena, "%s@GRAD", params[i]) : NULL;
+  }
+  return true;
 }
 
 /* Loads the script and appends the backward; with run, also executes the
@@ -63,6 +135,11 @@ static bool build(Built *b, const Args *a, bool run) {
     return false;
   }
   arena_init(&b->tape_arena);
+  if (run && !a->tape_program) {
+    bool ok = tape_grads(b, a);
+    diag_finish(d);
+    return ok;
+  }
   b->tp = tape_program(exec_tape(b->ex), p, &b->tape_arena, &b->tape_vals);
   b->ntape_vals = b->tp->blocks[0]->nvars;
   /* The parameter list names the script's variables; on the tape they keep
@@ -91,6 +168,8 @@ static bool build(Built *b, const Args *a, bool run) {
 }
 
 static Tensor *value(Built *b, const char *name) {
+  for (int i = 0; b->tgrads && i < b->bw.npairs; i++)
+    if (b->bw.pairs[i].grad && strcmp(b->bw.pairs[i].grad, name) == 0) return b->tgrads[i];
   if (b->tex) {
     const VarDesc *v = prog_var(b->tp, name);
     if (v && v->block == 0) {

@@ -92,6 +92,21 @@ void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *cons
   }
 }
 
+OpDesc *tape_entry_op(Program *p, const TapeEntry *e, const char *const *names) {
+  OpDesc *op = op_new(p, e->op->type, e->op->span);
+  int k = 0;
+  for (int s = 0; s < e->op->nin; s++) {
+    Slot *slot = op_add_input(p, op, e->op->in[s].name);
+    for (int j = 0; j < e->op->in[s].n; j++) slot_push(p, slot, names[k++]);
+  }
+  for (int s = 0; s < e->op->nout; s++) {
+    Slot *slot = op_add_output(p, op, e->op->out[s].name);
+    for (int j = 0; j < e->op->out[s].n; j++) slot_push(p, slot, names[k++]);
+  }
+  for (int a = 0; a < e->op->nattrs; a++) op_set_attr(p, op, e->op->attrs[a].name, e->op->attrs[a].v);
+  return op;
+}
+
 static const char *qualified(Arena *a, const char *var, const char *turn) {
   if (!turn || !*turn) return var;
   return arena_printf(a, "%s%s", var, turn);
@@ -124,17 +139,7 @@ Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor **
       names[k] = qualified(arena, e->vars[k], e->turns[k]);
       names_put(&map, e->vals[k], names[k]);
     }
-    OpDesc *op = op_new(p, e->op->type, e->op->span);
-    int k = 0;
-    for (int s = 0; s < e->op->nin; s++) {
-      Slot *slot = op_add_input(p, op, e->op->in[s].name);
-      for (int j = 0; j < e->op->in[s].n; j++) slot_push(p, slot, names[k++]);
-    }
-    for (int s = 0; s < e->op->nout; s++) {
-      Slot *slot = op_add_output(p, op, e->op->out[s].name);
-      for (int j = 0; j < e->op->out[s].n; j++) slot_push(p, slot, names[k++]);
-    }
-    for (int a = 0; a < e->op->nattrs; a++) op_set_attr(p, op, e->op->attrs[a].name, e->op->attrs[a].v);
+    OpDesc *op = tape_entry_op(p, e, names);
     for (int v = 0; v < e->nin + e->nout; v++) {
       if (prog_var(p, names[v])) continue;
       VarDesc *d = prog_add_var(p, b, names[v]);

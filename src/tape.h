@@ -49,6 +49,9 @@ const char *tape_turn(Tape *t, const char *parent, int64_t k);
  * program lives in `arena`; its ops keep their source spans.  If values is
  * not NULL it receives an array (mem_free it) of the tensors of block 0's
  * variables, in declaration order (borrowed from the tape). */
+/* A copy of entry e's op description in p, its values (inputs then
+ * outputs, in slot order) named names[k]; not appended to any block. */
+OpDesc *tape_entry_op(Program *p, const TapeEntry *e, const char *const *names);
 Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor ***values);
 
 #endif

@@ -63,6 +63,34 @@ max_diff() {
   done
 }
 
+@test "the tape's backward run directly equals its backward program, to the last bit" {
+  # grad --tape runs the grad ops per recorded op (tapegrad.c); --tape-program
+  # builds the tape's whole backward program and runs that.  Same builder,
+  # same kernels, same summation order: the same bits, loops included.
+  for f in "$G"/*.net "$G"/ops/*.net; do
+    "$NETRUN" grad --tape --format json "$f" > direct.json
+    "$NETRUN" grad --tape-program --format json "$f" > program.json
+    cmp direct.json program.json || { echo "$(basename "$f") differs"; return 1; }
+  done
+  "$NETRUN" grad --tape --wrt a,w "$G/used_many_times.net" > direct.txt
+  "$NETRUN" grad --tape-program --wrt a,w "$G/used_many_times.net" > program.txt
+  cmp direct.txt program.txt
+  grep -q 'a@GRAD : f32\[3\]' direct.txt
+}
+
+@test "the tape's backward reports what the static backward reports, in the same words" {
+  printf 'param w : [2] = ones()\ny = w * 2.0\n' > a.net
+  printf 'param w : [2, 3] = ones()\ninput y : i64[2] = [0, 1]\nloss = accuracy(w, y)\n' > b.net
+  for args in "a.net" "--loss y a.net" "--wrt nothing a.net" "b.net"; do
+    run "$NETRUN" grad $args
+    [ "$status" -eq 1 ]
+    static="$output"
+    run "$NETRUN" grad --tape $args
+    [ "$status" -eq 1 ]
+    [ "$output" = "$static" ] || { echo "grad --tape $args: $output"; return 1; }
+  done
+}
+
 @test "grad prints the loss and each gradient; json for programs" {
   run "$NETRUN" grad "$G/unused_param.net"
   [ "$status" -eq 0 ]

@@ -336,7 +336,7 @@ static int g_sub(GradCtx *g) {
   const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
   if (dx) grad_reduce_like(g, DOUT, OUT0, X0, dx);
   if (dy) {
-    const char *t = gtemp(g);
+    const char *t = grad_target(g, OUT0, Y0, dy);
     OpDesc *op = gemit(g, "scale");
     gemit_in(g, op, "X", DOUT);
     gemit_out(g, op, "Out", t);
@@ -350,12 +350,12 @@ static int g_sub(GradCtx *g) {
 static int g_mul(GradCtx *g) {
   const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
   if (dx) {
-    const char *t = gtemp(g);
+    const char *t = grad_target(g, OUT0, X0, dx);
     gemit2(g, "mul", DOUT, Y0, t);
     grad_reduce_like(g, t, OUT0, X0, dx);
   }
   if (dy) {
-    const char *t = gtemp(g);
+    const char *t = grad_target(g, OUT0, Y0, dy);
     gemit2(g, "mul", DOUT, X0, t);
     grad_reduce_like(g, t, OUT0, Y0, dy);
   }
@@ -369,7 +369,7 @@ static int g_div(GradCtx *g) {
   gemit2(g, "div", DOUT, Y0, q);
   if (dx) grad_reduce_like(g, q, OUT0, X0, dx);
   if (dy) {
-    const char *t = gtemp(g), *u = gtemp(g);
+    const char *t = gtemp(g), *u = grad_target(g, OUT0, Y0, dy);
     gemit2(g, "mul", q, OUT0, t);
     gemit1(g, "neg", t, u);
     grad_reduce_like(g, u, OUT0, Y0, dy);

@@ -701,7 +701,7 @@ static int g_mse(GradCtx *g) {
   for (int k = 0; k < 2; k++) {
     const char *dst = k ? dy : dx;
     if (!dst) continue;
-    const char *u = gtemp(g);
+    const char *u = grad_target(g, out, gop_in(g, k ? "Y" : "X", 0), dst);
     OpDesc *op = gemit(g, "scale");
     gemit_in(g, op, "X", t);
     gemit_out(g, op, "Out", u);

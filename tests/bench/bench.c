@@ -17,6 +17,7 @@
 #include "exec.h"
 #include "lower.h"
 #include "tape.h"
+#include "tapegrad.h"
 #include "train.h"
 
 #include <cblas.h>
@@ -215,8 +216,34 @@ static void bench_build_program(int64_t n) {
   unload(&ld);
 }
 
+/* Forward with the tape, then the tape's backward run directly
+ * (tapegrad.c), on a script whose ops all read 1-element tensors. */
+static void bench_tape_direct(const char *what, const char *text, int64_t max_steps) {
+  Loaded ld;
+  if (!load(&ld, text)) exit(1);
+  ExecOptions o;
+  exec_default_options(&o);
+  o.max_steps = max_steps;
+  Executor *ex = exec_new(ld.prog, &o);
+  double t0 = now();
+  if (exec_run(ex) != 0) exit(1);
+  double t1 = now();
+  Tensor *w = exec_value(ex, "w"), *g = NULL;
+  ExecOptions bo = o;
+  bo.tape = false;
+  if (tgrad_run(exec_tape(ex), ld.prog, exec_value(ex, "loss"), &w, 1, NULL, 0, &bo, &g) != 0 || !g) exit(1);
+  double t2 = now();
+  int64_t taped = exec_tape(ex)->n;
+  printf("  %-28s %8.1f ns per taped op   (forward %.1f, backward %.1f; %lld ops on the tape)\n", what,
+         (t2 - t0) * 1e9 / (double)taped, (t1 - t0) * 1e9 / (double)taped, (t2 - t1) * 1e9 / (double)taped,
+         (long long)taped);
+  tensor_unref(g);
+  exec_free(ex);
+  unload(&ld);
+}
+
 /* A loop of `turns` turns of tiny ops on a parameter: record its tape,
- * build the tape's backward, run it. */
+ * build the tape's backward as a program, run it. */
 static void bench_tape_loop(int64_t turns, bool report_build) {
   char text[512];
   snprintf(text, sizeof text,
@@ -366,6 +393,17 @@ int main(void) {
   bench_tape_loop(5000, true);
   bench_tape_loop(10000, true);
   printf("forward + backward through the tape (target: < 600 ns per op)\n");
+  {
+    char *chain = chain_script(100000);
+    bench_tape_direct("a chain of 100000 tiny ops", chain, 10);
+    free(chain);
+    char loop[512];
+    snprintf(loop, sizeof loop,
+             "param w : [1] = ones()\na = 1.0001\nb = 0.0001\ni = 0\ny = w\n"
+             "while i < 50000 {\n  y = y * a + b\n  i = i + 1\n}\nloss = sum(y)\n");
+    bench_tape_direct("a loop of 50000 turns", loop, 50001);
+  }
+  printf("  the same loop, its backward built as a program and run (netrun grad --tape-program):\n");
   bench_tape_loop(100000, false);
   printf("training steps against the GEMMs they need (target: ratio <= 1.05; PyTorch 1.20, Darknet 8.3)\n");
   {
