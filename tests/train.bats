@@ -337,6 +337,32 @@ opt_run() {
   near "$(opt_run 'optimizer = sgd' 'weight_decay = 0.1')" 1.2482
 }
 
+@test "plain sgd on a matmul's gradient is one fused sgd_matmul step, with the same update" {
+  # W [2, 1] = [[1], [2]], x = [[1, 3]]: loss = sum(x @ W) = 1 + 6 = 7, and
+  # W@GRAD = x^T @ ones = [[1], [3]]: one step of lr 0.1 gives
+  # W = [[0.9], [1.7]], a second [[0.8], [1.4]].
+  printf 'x0,x1,y\n1,3,0\n' > row.csv
+  for opt in sgd momentum; do
+    {
+      printf 'input x : f32[B, 2]\ninput y : f32[B]\nparam W : [2, 1] = [[1.0], [2.0]]\n'
+      printf 'loss = sum(x @ W)\n'
+      printf 'train {\n  data = "row.csv"\n  batch = 1\n  epochs = 2\n  lr = 0.1\n  optimizer = %s\n  momentum = 0\n}\n' "$opt"
+    } > mm_$opt.net
+  done
+  run "$NETRUN" dump --train mm_sgd.net
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"{ParamOut=[W]} = sgd_matmul(Param=[W], X=[x], Y=[t.1@GRAD], LearningRate=[learning_rate@LR]) {transpose_x=true, transpose_y=false}  # grad of matmul at mm_sgd.net:4"* ]]
+  [[ "$output" != *"= sgd(Param=[W]"* ]]
+  # Another optimizer reads the gradient itself: no fusion.
+  run "$NETRUN" dump --train mm_momentum.net
+  [[ "$output" != *"sgd_matmul"* ]]
+  "$NETRUN" train mm_sgd.net --save a.ckpt >/dev/null 2>&1
+  "$NETRUN" train mm_momentum.net --save b.ckpt >/dev/null 2>&1
+  a=$("$NETRUN" checkpoint a.ckpt | awk '$1 == "W" { $1 = $1; print }')
+  [ "$a" = "$("$NETRUN" checkpoint b.ckpt | awk '$1 == "W" { $1 = $1; print }')" ]
+  [ "$a" = "W f32 [2, 1] mean 1.1 std 0.3 min 0.8 max 1.4" ]
+}
+
 @test "momentum: v = mu v + g, w -= lr v; Nesterov: w -= lr (g + mu v)" {
   # v = 4, w = 2 - 0.4 = 1.6; g = 3.2, v = 0.9 * 4 + 3.2 = 6.8, w = 1.6 - 0.68 = 0.92
   near "$(opt_run 'optimizer = momentum')" 0.92

@@ -6,8 +6,9 @@
  * learning rate and Adam's beta powers hold one value each. */
 #include "../exec.h"
 
+#include <cblas.h>
+#include <limits.h>
 #include <math.h>
-
 #include <string.h>
 
 static bool need_float(InferCtx *c, const char *slot, const VarDesc *v) {
@@ -102,6 +103,29 @@ static bool infer_adam(InferCtx *c) {
   return true;
 }
 
+/* sgd_matmul: Param [m, n]; X and Y 2-D, transposed as their attributes
+ * say, with op(X) [m, k] and op(Y) [k, n]. */
+static bool infer_sgd_matmul(InferCtx *c) {
+  const VarDesc *p = param(c);
+  if (!p || !one_value(c, "LearningRate")) return false;
+  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
+  if (!x || !y) return infer_fail(c, "inputs X and Y are needed");
+  if (x->dtype != DT_F32 || y->dtype != DT_F32) return infer_fail(c, "X and Y must be f32");
+  if (x->shape.rank != 2 || y->shape.rank != 2 || p->shape.rank != 2)
+    return infer_fail(c, "Param, X and Y must be matrices");
+  bool ta = infer_attr_b(c, "transpose_x"), tb = infer_attr_b(c, "transpose_y");
+  Dim m = x->shape.d[ta ? 1 : 0], k = x->shape.d[ta ? 0 : 1];
+  Dim k2 = y->shape.d[tb ? 1 : 0], n = y->shape.d[tb ? 0 : 1];
+  Shape want = {.rank = 2, .d = {m, n}};
+  if ((dim_known(k) && dim_known(k2) && k.n != k2.n) || !shapes_agree(&want, &p->shape)) {
+    char a[128], b[128], w[128];
+    return infer_fail(c, "op(X) %s times op(Y) %s does not give Param's shape %s", shape_str(&x->shape, a, sizeof a),
+                      shape_str(&y->shape, b, sizeof b), shape_str(&p->shape, w, sizeof w));
+  }
+  pass(c, "ParamOut", "Param");
+  return true;
+}
+
 /* ---- kernels: every update is in place; the outputs are the inputs ---------- */
 
 /* The outputs of an update are its state inputs, updated where they are. */
@@ -121,6 +145,27 @@ static int k_sgd(ExecCtx *c) {
     for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * (gv[i] + wd * pv[i]);
   else
     for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * gv[i];
+  same(c, 0, 0);
+  return 0;
+}
+
+/* Param -= lr * op(X) @ op(Y): one GEMM accumulating into Param (beta 1,
+ * alpha -lr), so the gradient is never stored and never read back. */
+static int k_sgd_matmul(ExecCtx *c) {
+  Tensor *p = ctx_in(c, 0), *x = ctx_in(c, 1), *y = ctx_in(c, 2);
+  float lr = one(c, 3);
+  bool ta = ctx_attr_b(c, "transpose_x"), tb = ctx_attr_b(c, "transpose_y");
+  int64_t m = x->shape[ta ? 1 : 0], k = x->shape[ta ? 0 : 1], k2 = y->shape[tb ? 1 : 0], n = y->shape[tb ? 0 : 1];
+  if (k != k2 || p->shape[0] != m || p->shape[1] != n)
+    return ctx_fail(c, "op(X) [%lld, %lld] times op(Y) [%lld, %lld] does not give Param's shape [%lld, %lld]",
+                    (long long)m, (long long)k, (long long)k2, (long long)n, (long long)p->shape[0],
+                    (long long)p->shape[1]);
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return ctx_fail(c, "a dimension is larger than OpenBLAS's int (%d)", INT_MAX);
+  if (m && n && k)
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                (int)k, -lr, tensor_f32(x), (int)x->shape[1], tensor_f32(y), (int)y->shape[1], 1.0f, tensor_f32(p),
+                (int)n);
   same(c, 0, 0);
   return 0;
 }
@@ -230,6 +275,15 @@ OpProto op_table_optim[] = {
      .in = {PARAM_IN, GRAD_IN, LR_IN}, .out = {PARAM_OUT},
      .attrs = {{"weight_decay", ATTR_FLOAT, "0", check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
      .infer = infer_sgd, .kernel = k_sgd, .grad_kind = GRAD_NONE, .flags = UPDATE},
+    {.type = "sgd_matmul",
+     .doc = "ParamOut = Param - LearningRate * op(X) @ op(Y): an sgd step fused with the matmul that makes "
+            "its gradient (training makes it when nothing else reads that gradient)",
+     .in = {PARAM_IN, {"X", 0, "the gradient's left factor, a matrix"},
+            {"Y", 0, "its right factor, a matrix"}, LR_IN},
+     .out = {PARAM_OUT},
+     .attrs = {{"transpose_x", ATTR_BOOL, "false", NULL, "use X transposed"},
+               {"transpose_y", ATTR_BOOL, "false", NULL, "use Y transposed"}},
+     .infer = infer_sgd_matmul, .kernel = k_sgd_matmul, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "momentum",
      .doc = "VelocityOut = mu * Velocity + Grad; ParamOut = Param - LearningRate * VelocityOut",
      .in = {PARAM_IN, GRAD_IN, {"Velocity", 0, "the running velocity, shape of Param"}, LR_IN},
