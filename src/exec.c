@@ -263,10 +263,12 @@ static void free_pblock(PBlock *pb) {
 /* suffix: the turn suffix for tape names; it must outlive the frame (the
  * tape's arena holds it). */
 static Frame *frame_new(const PBlock *pb, Frame *parent, const char *suffix) {
-  Frame *f = mem_calloc(1, sizeof *f);
+  /* One allocation: the frame, then its values. */
+  size_t n = (size_t)pb->block->nvars + 1;
+  Frame *f = mem_calloc(1, sizeof *f + n * sizeof *f->vals);
   f->parent = parent;
   f->pb = pb;
-  f->vals = mem_calloc((size_t)pb->block->nvars + 1, sizeof *f->vals);
+  f->vals = (Tensor **)(f + 1);
   f->suffix = suffix ? suffix : "";
   return f;
 }
@@ -281,7 +283,6 @@ static void frame_free(Frame *f) {
     }
     mem_free(f->steps);
   }
-  mem_free(f->vals);
   mem_free(f);
 }
 
@@ -546,7 +547,10 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
         goto done;
       }
     }
-    ExecCtx c = {.ex = ex, .p = p, .frame = f};
+    /* Only the proto's slots are set: the kernel interface reads no
+     * others (and clearing all REG_MAX_SLOTS of each costs per op). */
+    ExecCtx c;
+    c.ex = ex, c.p = p, c.frame = f;
     int k = 0, ko = 0;
     for (int s = 0; s < p->proto->nin; s++) c.in[s] = ins + k, k += p->nin[s];
     for (int s = 0; s < p->proto->nout; s++) c.out[s] = outs + ko, ko += p->nout[s];

@@ -31,7 +31,7 @@ void *mem_alloc(void *ptr, size_t size) {
   }
   if (fail_at >= 0 && ++n_allocs == fail_at) mem_oom(size);
   requested += size;
-  void *p = realloc(ptr, size);
+  void *p = ptr ? realloc(ptr, size) : malloc(size);
   if (!p) mem_oom(size);
   return p;
 }
@@ -71,6 +71,7 @@ void arena_free(Arena *a) {
 }
 
 void *arena_alloc(Arena *a, size_t size) {
+  if (size > SIZE_MAX / 2) mem_oom(size);
   size = (size + 15) & ~(size_t)15;
   if (!a->head || a->used + size > a->size) {
     size_t csize = size > 32768 ? size : 32768;
