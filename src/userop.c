@@ -1,0 +1,593 @@
+/* userop.c — the ops scripts define: `op NAME(INPUTS) -> (OUTPUTS) { BODY }
+ * grad { GRADBODY }` (LANGUAGE.md section 7).  lower.c checks a definition
+ * and registers its proto; this file gives it shape inference, a kernel and
+ * a grad maker, each of which lowers a body again, for concrete types, with
+ * lower_user_body.
+ *
+ * Kernel.  A call runs its body as a program of its own: the body lowered
+ * for the call's input types and attributes (once per distinct signature,
+ * cached in the script's arena) and run by a child executor that draws
+ * from the caller's generator and records no tape.  On the caller's tape
+ * the call is one entry of type NAME, like a built-in op.
+ *
+ * Grad maker, with a grad body: the grad body lowered for the forward op's
+ * types into a scratch program, its ops emitted with names bound — inputs,
+ * outputs and OUT@GRADs to the forward op's variables and gradients, each
+ * IN@GRAD to the gradient the builder asks for.  A gradient of a broadcast
+ * shape is summed back to its input's shape (as PyTorch does); one of
+ * another shape is an error.  An input the grad body leaves unassigned has
+ * no gradient (lower.c marks its slot SLOT_NO_GRAD).
+ *
+ * Grad maker, without a grad body: the body is differentiated.  It is
+ * lowered into a scratch program whose vector-Jacobian product the builder
+ * appends there (bwd_vjp), and both are emitted: the body's ops recomputed
+ * on fresh names, then their grad ops.  Recomputing, rather than keeping
+ * the values the kernel made, keeps the call one op (one kernel run, one
+ * tape entry) and shows every op of the gradient in the dump, as a def's
+ * would; it costs a second run of the body's ops that the gradient reads
+ * (the others are dropped as dead).  A body that draws random numbers
+ * cannot be recomputed, so it needs a grad block.
+ *
+ * Names.  Emitted temporaries keep the names lowering gave them, made
+ * fresh in the real program: `swish.s`, `swish.s.1` for the next call,
+ * `t.N` for unnamed values; a gradient name keeps its suffix
+ * (`swish.s@GRAD`).  Loops and branches of a body come along as new blocks.
+ */
+#include "userop.h"
+
+#include "backward.h"
+#include "exec.h"
+#include "lower.h"
+
+#include <string.h>
+
+/* ---- a string map (name -> name), open addressing ------------------------------ */
+
+typedef struct StrMap {
+  const char **keys;
+  const char **vals;
+  size_t cap, n;
+} StrMap;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static const char **map_slot(StrMap *m, const char *k, bool add) {
+  if (add && (m->n + 1) * 2 > m->cap) {
+    StrMap old = *m;
+    m->cap = m->cap ? m->cap * 2 : 64;
+    m->keys = mem_calloc(m->cap, sizeof *m->keys);
+    m->vals = mem_calloc(m->cap, sizeof *m->vals);
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.keys[i]) *map_slot(m, old.keys[i], true) = old.vals[i];
+    mem_free(old.keys);
+    mem_free(old.vals);
+  }
+  if (!m->cap) return NULL;
+  size_t i = hash_str(k) & (m->cap - 1);
+  while (m->keys[i]) {
+    if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  if (!add) return NULL;
+  m->keys[i] = k;
+  m->n++;
+  return &m->vals[i];
+}
+
+static const char *map_get(StrMap *m, const char *k) {
+  const char **v = map_slot(m, k, false);
+  return v ? *v : NULL;
+}
+
+static void map_put(StrMap *m, const char *k, const char *v) { *map_slot(m, k, true) = v; }
+
+static void map_free(StrMap *m) {
+  mem_free(m->keys);
+  mem_free(m->vals);
+}
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+/* Declares a variable of the given type in block 0 of p, named after base. */
+static const char *declare(Program *p, const char *base, DType t, const Shape *shape) {
+  VarDesc *v = prog_add_var(p, p->blocks[0], prog_fresh(p, base));
+  v->dtype = t;
+  v->shape = shape ? *shape : shape_unknown();
+  return v->name;
+}
+
+static Program *scratch_new(Arena *a, Diag *d, struct Registry *ops) {
+  arena_init(a);
+  Program *p = prog_new(a, d);
+  p->user_ops = ops;
+  return p;
+}
+
+static const AttrValue *attr_of(const OpProto *proto, const OpDesc *op, int i) {
+  const Attr *a = op ? op_attr(op, proto->attrs[i].name) : NULL;
+  return a ? &a->v : &proto->dflt[i];
+}
+
+static bool attr_same(const AttrValue *a, const AttrValue *b) {
+  if (a->type != b->type || a->n != b->n) return false;
+  switch (a->type) {
+  case ATTR_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof a->u.f) == 0;
+  case ATTR_STRING: return strcmp(a->u.s, b->u.s) == 0;
+  case ATTR_INTS: return a->n == 0 || memcmp(a->u.ints, b->u.ints, sizeof *a->u.ints * (size_t)a->n) == 0;
+  case ATTR_FLOATS: return a->n == 0 || memcmp(a->u.floats, b->u.floats, sizeof *a->u.floats * (size_t)a->n) == 0;
+  case ATTR_STRINGS:
+    for (int i = 0; i < a->n; i++)
+      if (strcmp(a->u.strings[i], b->u.strings[i]) != 0) return false;
+    return true;
+  default: return a->u.i == b->u.i;
+  }
+}
+
+/* v with everything it points to copied into p's arena. */
+static AttrValue attr_clone(Program *p, AttrValue v) {
+  switch (v.type) {
+  case ATTR_STRING: return attr_string(p, v.u.s);
+  case ATTR_INTS: return attr_ints(p, v.u.ints, v.n);
+  case ATTR_FLOATS: return attr_floats(p, v.u.floats, v.n);
+  case ATTR_STRINGS: {
+    const char **s = arena_alloc(p->arena, sizeof *s * (size_t)(v.n + 1));
+    for (int i = 0; i < v.n; i++) s[i] = arena_strdup(p->arena, v.u.strings[i]);
+    v.u.strings = s;
+    return v;
+  }
+  default: return v;
+  }
+}
+
+/* s with its symbolic dimensions' names copied into p's arena. */
+static Shape shape_clone(Program *p, Shape s) {
+  for (int i = 0; i < s.rank; i++)
+    if (s.d[i].sym) s.d[i].sym = arena_strdup(p->arena, s.d[i].sym);
+  return s;
+}
+
+/* ---- what a gradient may be -------------------------------------------------------- */
+
+typedef enum Fit { FIT_SAME, FIT_REDUCE, FIT_BAD_SHAPE, FIT_BAD_DTYPE } Fit;
+
+/* How gradient g fits input x: it has x's shape, or a shape x broadcasts
+ * to (then summed back to x's), or neither.  Unknown dimensions fit. */
+static Fit grad_fit(const VarDesc *x, const VarDesc *g) {
+  if (g->dtype != DT_F32 && g->dtype != DT_UNKNOWN) return FIT_BAD_DTYPE;
+  const Shape *a = &x->shape, *b = &g->shape;
+  if (a->rank < 0 || b->rank < 0) return FIT_REDUCE;
+  if (a->rank > b->rank) return FIT_BAD_SHAPE;
+  bool same = a->rank == b->rank;
+  for (int i = 0; i < a->rank; i++) {
+    Dim da = a->d[i], db = b->d[b->rank - a->rank + i];
+    if (dim_known(da) && dim_known(db) && da.n != db.n && da.n != 1) return FIT_BAD_SHAPE;
+    if (!dim_eq(da, db)) same = false;
+  }
+  return same ? FIT_SAME : FIT_REDUCE;
+}
+
+/* The target of the last assignment to IN@GRAD in stmts, or NULL. */
+static const AstNode *grad_target(const AstList *stmts, const char *in) {
+  const AstNode *found = NULL, *t;
+  for (int i = 0; i < stmts->n; i++) {
+    const AstNode *s = stmts->items[i];
+    if (s->kind == AST_ASSIGN) {
+      for (int k = 0; k < s->list.n; k++)
+        if (s->list.items[k]->kind == AST_GRADNAME && strcmp(s->list.items[k]->name, in) == 0) found = s->list.items[k];
+    } else if (s->kind == AST_WHILE || s->kind == AST_IF) {
+      if ((t = grad_target(&s->b->list, in))) found = t;
+      AstList one = {(AstNode **)&s->c, 1, 1};
+      if (s->kind == AST_IF && s->c && (t = grad_target(s->c->kind == AST_BLOCK ? &s->c->list : &one, in)))
+        found = t;
+    }
+  }
+  return found;
+}
+
+/* Reports a gradient g of input `in` (type x) that does not fit; the
+ * fit, or -1 after an error. */
+static int check_fit(const UserOp *u, const char *in, const VarDesc *x, const VarDesc *g) {
+  Fit f = grad_fit(x, g);
+  if (f == FIT_SAME || f == FIT_REDUCE) return (int)f;
+  const AstNode *t = u->def->b ? grad_target(&u->def->b->list, in) : NULL;
+  Span at = t ? t->span : u->def->span;
+  char a[128], b[128];
+  if (f == FIT_BAD_DTYPE)
+    diag_error(u->diag, at, "the gradient of '%s' must be f32, but it is %s", in, dtype_name(g->dtype));
+  else
+    diag_error(u->diag, at,
+               "the gradient of '%s' has shape %s, but '%s' has shape %s (a gradient has its input's shape, or "
+               "one the input broadcasts to)",
+               in, shape_str(&g->shape, a, sizeof a), in, shape_str(&x->shape, b, sizeof b));
+  return -1;
+}
+
+/* ---- shape inference ----------------------------------------------------------------- */
+
+/* The body lowered for these input types and op's attributes, from the
+ * cache or lowered now; NULL (reported) if it does not apply to them. */
+typedef struct UopEntry {
+  struct UopEntry *next;
+  int64_t *sig;
+  int nsig;
+  OpDesc *attrs;                /* the attributes, copied */
+  Program *prog;
+  const char *in[REG_MAX_SLOTS], *out[REG_MAX_SLOTS];
+} UopEntry;
+
+static UopEntry *body_for(const OpProto *proto, const OpDesc *op, const VarDesc *const *ins) {
+  UserOp *u = proto->user;
+  int64_t sig[REG_MAX_SLOTS * (2 + SHAPE_MAX_RANK)];
+  int n = 0;
+  for (int i = 0; i < proto->nin; i++) {
+    sig[n++] = ins[i]->dtype;
+    sig[n++] = ins[i]->shape.rank;
+    for (int d = 0; d < ins[i]->shape.rank; d++) sig[n++] = ins[i]->shape.d[d].n;
+  }
+  for (UopEntry *e = u->cache; e; e = e->next) {
+    bool same = e->nsig == n && memcmp(e->sig, sig, sizeof *sig * (size_t)n) == 0;
+    for (int i = 0; same && i < proto->nattrs; i++) same = attr_same(attr_of(proto, e->attrs, i), attr_of(proto, op, i));
+    if (same) return e;
+  }
+  Program *p = prog_new(u->arena, u->diag);
+  p->user_ops = u->registry;
+  UopEntry *e = arena_alloc(u->arena, sizeof *e);
+  /* The attributes are copied: op may live in a shorter-lived program. */
+  e->attrs = op_new(p, proto->type, op ? op->span : SPAN_NONE);
+  for (int i = 0; i < proto->nattrs; i++)
+    op_set_attr(p, e->attrs, proto->attrs[i].name, attr_clone(p, *attr_of(proto, op, i)));
+  for (int i = 0; i < proto->nin; i++) e->in[i] = declare(p, proto->in[i].name, ins[i]->dtype, &ins[i]->shape);
+  if (!lower_user_body(proto, e->attrs, false, p, e->in, NULL, NULL, e->out)) return NULL;
+  e->prog = p;
+  e->sig = arena_alloc(u->arena, sizeof *sig * (size_t)(n + 1));
+  memcpy(e->sig, sig, sizeof *sig * (size_t)n);
+  e->nsig = n;
+  e->next = u->cache;
+  u->cache = e;
+  return e;
+}
+
+/* While lowering: the grad body, applied to the call's types, must give
+ * each input a gradient that fits it. */
+static void check_grads(InferCtx *c, Program *s, const char *const *in, const char *const *outs) {
+  const OpProto *proto = c->proto;
+  const UserOp *u = proto->user;
+  const char *out[REG_MAX_SLOTS], *out_grad[REG_MAX_SLOTS], *res[REG_MAX_SLOTS];
+  for (int k = 0; k < proto->nout; k++) {
+    const VarDesc *v = prog_var(s, outs[k]);
+    out[k] = declare(s, proto->out[k].name, v->dtype, &v->shape);
+    out_grad[k] = declare(s, arena_printf(s->arena, "%s@GRAD", proto->out[k].name), v->dtype, &v->shape);
+  }
+  int before = u->diag->nerrors;
+  if (lower_user_body(proto, c->op, true, s, in, out, out_grad, res))
+    for (int i = 0; i < proto->nin; i++) {
+      const VarDesc *x = prog_var(s, in[i]);
+      if (res[i] && x->dtype == DT_F32) check_fit(u, proto->in[i].name, x, prog_var(s, res[i]));
+    }
+  if (u->diag->nerrors != before) diag_note(u->diag, c->op->span, "in this call to '%s'", proto->type);
+}
+
+bool uop_infer(InferCtx *c) {
+  const OpProto *proto = c->proto;
+  const UserOp *u = proto->user;
+  const VarDesc *ins[REG_MAX_SLOTS];
+  for (int i = 0; i < proto->nin; i++) ins[i] = infer_in(c, proto->in[i].name, 0);
+  if (c->rt) {
+    /* At run time: the cached body for these types. */
+    const UopEntry *e = body_for(proto, c->op, ins);
+    if (!e) return infer_fail(c, "its body cannot be applied to these inputs (see above)");
+    for (int k = 0; k < proto->nout; k++) {
+      const VarDesc *v = prog_var(e->prog, e->out[k]);
+      infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
+    }
+    return true;
+  }
+  /* While lowering: shapes may be symbolic, so the body is lowered aside. */
+  Arena a;
+  Program *s = scratch_new(&a, u->diag, u->registry);
+  const char *in[REG_MAX_SLOTS], *outs[REG_MAX_SLOTS];
+  for (int i = 0; i < proto->nin; i++)
+    in[i] = declare(s, proto->in[i].name, ins[i] ? ins[i]->dtype : DT_F32, ins[i] ? &ins[i]->shape : NULL);
+  bool ok = lower_user_body(proto, c->op, false, s, in, NULL, NULL, outs);
+  for (int k = 0; ok && k < proto->nout; k++) {
+    const VarDesc *v = prog_var(s, outs[k]);
+    infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
+  }
+  if (ok && u->def->b) check_grads(c, s, in, outs);
+  arena_free(&a);
+  return ok || infer_fail(c, "its body cannot be applied to these inputs (see above)");
+}
+
+/* ---- the kernel ------------------------------------------------------------------------ */
+
+int uop_kernel(ExecCtx *c) {
+  const OpProto *proto = ctx_proto(c);
+  const UserOp *u = proto->user;
+  VarDesc descs[REG_MAX_SLOTS];
+  const VarDesc *ins[REG_MAX_SLOTS];
+  for (int i = 0; i < proto->nin; i++) {
+    Tensor *t = ctx_in(c, i);
+    descs[i] = (VarDesc){.dtype = t->dtype, .shape = tensor_shape(t)};
+    ins[i] = &descs[i];
+  }
+  const UopEntry *e = body_for(proto, ctx_op(c), ins);
+  if (!e) return ctx_fail(c, "its body cannot be applied to these inputs (see above)");
+  Executor *x = exec_child(c, e->prog);
+  for (int i = 0; i < proto->nin; i++) exec_preload(x, e->in[i], ctx_in(c, i));
+  int rc = exec_run_child(x);
+  for (int k = 0; rc == 0 && k < proto->nout; k++) {
+    Tensor *t = exec_value(x, e->out[k]);
+    if (!t) {
+      rc = ctx_fail(c, "internal error: its body left '%s' without a value", proto->out[k].name);
+      break;
+    }
+    /* An output that is an input or another output (y = x) is copied:
+     * every output is a value of its own, for the tape and for gradients. */
+    bool shared = false;
+    for (int i = 0; i < proto->nin; i++) shared |= t == ctx_in(c, i);
+    for (int j = 0; j < k; j++) shared |= t == ctx_out(c, j);
+    ctx_set_out(c, k, 0, shared ? tensor_copy(t) : tensor_ref(t));
+  }
+  exec_free(x);
+  if (rc < 0) diag_note(u->diag, ctx_op(c)->span, "in this call to '%s'", proto->type);
+  return rc;
+}
+
+/* ---- the grad maker --------------------------------------------------------------------- */
+
+/* Emitting the ops of a scratch program into the backward, renamed. */
+typedef struct Emit {
+  GradCtx *g;
+  Program *s, *p;            /* the scratch program, the real one */
+  const char *prefix;        /* the op's type: "swish" */
+  StrMap exact;              /* scratch name -> real name, bound */
+  StrMap stems;              /* scratch stem -> fresh real stem */
+  StrMap done;               /* scratch name -> real name, renamed so far */
+  int *blocks;               /* scratch block -> real block */
+} Emit;
+
+static bool is_temp(const char *stem) {
+  if (strncmp(stem, "t.", 2) != 0 || !stem[2]) return false;
+  for (const char *c = stem + 2; *c; c++)
+    if (*c < '0' || *c > '9') return false;
+  return true;
+}
+
+/* The real name of scratch variable `name`: the one it is bound to, or a
+ * fresh one made on a fresh stem (the part before any '@'). */
+static const char *real_name(Emit *e, const char *name) {
+  if (name[0] == '@') return name;   /* @EMPTY@ */
+  const char *r = map_get(&e->exact, name);
+  if (!r) r = map_get(&e->done, name);
+  if (r) return r;
+  const char *at = strchr(name, '@');
+  const char *stem = at ? arena_strndup(e->s->arena, name, (size_t)(at - name)) : name;
+  const char *to = map_get(&e->stems, stem);
+  if (!to) {
+    to = is_temp(stem)          ? gtemp(e->g)
+         : strchr(stem, '.')    ? gfresh(e->g, stem)
+                                : gfresh(e->g, arena_printf(e->s->arena, "%s.%s", e->prefix, stem));
+    map_put(&e->stems, stem, to);
+  }
+  r = at ? arena_printf(e->p->arena, "%s%s", to, at) : to;
+  map_put(&e->done, name, r);
+  return r;
+}
+
+static int copy_block(Emit *e, int sidx, int parent);
+
+/* Fills d (in real block blk) with o's slots and attributes, renamed;
+ * sub-blocks are copied, then block first. */
+static void fill_op(Emit *e, OpDesc *d, const OpDesc *o, int blk) {
+  for (int s = 0; s < o->nin; s++) {
+    Slot *sl = op_add_input(e->p, d, o->in[s].name);
+    for (int j = 0; j < o->in[s].n; j++) slot_push(e->p, sl, real_name(e, o->in[s].args[j]));
+  }
+  for (int s = 0; s < o->nout; s++) {
+    Slot *sl = op_add_output(e->p, d, o->out[s].name);
+    for (int j = 0; j < o->out[s].n; j++) slot_push(e->p, sl, real_name(e, o->out[s].args[j]));
+  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int a = 0; a < o->nattrs; a++) {
+      AttrValue v = o->attrs[a].v;
+      bool then = strcmp(o->attrs[a].name, "sub_block") == 0;
+      if (v.type == ATTR_BLOCK ? pass != !then : pass != 0) continue;
+      op_set_attr(e->p, d, o->attrs[a].name,
+                  v.type == ATTR_BLOCK ? attr_block(copy_block(e, (int)v.u.i, blk)) : attr_clone(e->p, v));
+    }
+}
+
+/* Copies scratch block sidx (a loop or branch body, or a grad block of
+ * one) as a new block of the real program; its index. */
+static int copy_block(Emit *e, int sidx, int parent) {
+  const Block *sb = e->s->blocks[sidx];
+  Block *rb = prog_add_block(e->p, parent);
+  e->blocks[sidx] = rb->idx;
+  rb->fwd_block = sb->fwd_block >= 0 ? e->blocks[sb->fwd_block] : -1;
+  for (int i = 0; i < sb->nvars; i++) {
+    const VarDesc *sv = sb->vars[i];
+    VarDesc *v = prog_add_var(e->p, rb, real_name(e, sv->name));
+    v->dtype = sv->dtype;
+    v->shape = shape_clone(e->p, sv->shape);
+    v->flags = sv->flags;
+    v->span = sv->span;
+  }
+  for (int i = 0; i < sb->nargs; i++) *ARENA_PUSH(e->p->arena, rb->args, rb->nargs, rb->capargs) = real_name(e, sb->args[i]);
+  for (int i = 0; i < sb->nresults; i++)
+    *ARENA_PUSH(e->p->arena, rb->results, rb->nresults, rb->capresults) = real_name(e, sb->results[i]);
+  for (int i = 0; i < sb->nops; i++) {
+    const OpDesc *o = sb->ops[i];
+    OpDesc *d = op_new(e->p, o->type, o->span);
+    d->fwd_block = o->fwd_block >= 0 ? e->blocks[o->fwd_block] : -1;
+    d->fwd_op = o->fwd_op;
+    fill_op(e, d, o, rb->idx);
+    op_append(rb, e->p, d);
+  }
+  return rb->idx;
+}
+
+/* Emits the ops of scratch block 0 that skip does not mark into the
+ * backward.  A loop's or branch's grad op is linked to the copy of its
+ * forward op, whose turns it runs over. */
+static void emit_ops(Emit *e, const bool *skip) {
+  const Block *b0 = e->s->blocks[0];
+  OpDesc **copies = mem_calloc((size_t)b0->nops + 1, sizeof *copies);
+  int gblk = ggrad_block(e->g)->idx;
+  for (int i = 0; i < b0->nops; i++) {
+    const OpDesc *o = b0->ops[i];
+    if (skip[i]) continue;
+    OpDesc *d = gemit(e->g, o->type);
+    d->span = o->span;   /* the line of the body or grad body it comes from */
+    fill_op(e, d, o, gblk);
+    copies[i] = d;
+    if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && op_attr(o, "sub_block") &&
+        strstr(o->type, "_grad"))
+      gemit_link(e->g, d, copies[o->fwd_op]);
+  }
+  mem_free(copies);
+}
+
+/* Does any op of p draw random numbers? */
+static const OpDesc *random_op(const Program *p) {
+  for (int b = 0; b < p->nblocks; b++)
+    for (int i = 0; i < p->blocks[b]->nops; i++) {
+      const OpProto *op = prog_find_op(p, p->blocks[b]->ops[i]->type);
+      if (op && (op->flags & OP_RANDOM)) return p->blocks[b]->ops[i];
+    }
+  return NULL;
+}
+
+int uop_grad(GradCtx *g) {
+  Program *p = gprog(g);
+  const OpDesc *op = gop_fwd(g);
+  const OpProto *proto = prog_find_op(p, op->type);
+  const UserOp *u = proto->user;
+  Arena a;
+  Program *s = scratch_new(&a, p->diag, u->registry);
+  Emit e = {.g = g, .s = s, .p = p, .prefix = proto->type};
+  const char *in[REG_MAX_SLOTS], *res[REG_MAX_SLOTS] = {0}, *want[REG_MAX_SLOTS];
+  for (int i = 0; i < proto->nin; i++) {
+    const char *name = proto->in[i].name;
+    const VarDesc *v = prog_var(p, gop_in(g, name, 0));
+    in[i] = declare(s, name, v->dtype, &v->shape);
+    map_put(&e.exact, in[i], gop_in(g, name, 0));
+    want[i] = gop_in_grad(g, name, 0);
+  }
+  bool ok;
+  if (u->def->b) {
+    /* The grad body, its names bound to the forward op's. */
+    const char *out[REG_MAX_SLOTS], *out_grad[REG_MAX_SLOTS];
+    for (int k = 0; k < proto->nout; k++) {
+      const char *name = proto->out[k].name;
+      const VarDesc *v = prog_var(p, gop_out(g, name, 0));
+      out[k] = declare(s, name, v->dtype, &v->shape);
+      out_grad[k] = declare(s, arena_printf(s->arena, "%s@GRAD", name), v->dtype, &v->shape);
+      map_put(&e.exact, out[k], gop_out(g, name, 0));
+      map_put(&e.exact, out_grad[k], gop_out_grad(g, name, 0));
+    }
+    ok = lower_user_body(proto, op, true, s, in, out, out_grad, res);
+  } else {
+    /* The body and its vector-Jacobian product, for the inputs whose
+     * gradients are wanted. */
+    const char *outs[REG_MAX_SLOTS], *seeds[REG_MAX_SLOTS], *wrt[REG_MAX_SLOTS], *grads[REG_MAX_SLOTS];
+    int which[REG_MAX_SLOTS], nw = 0;
+    ok = lower_user_body(proto, op, false, s, in, NULL, NULL, outs);
+    const OpDesc *r = ok ? random_op(s) : NULL;
+    if (r) {
+      diag_error(p->diag, r->span,
+                 "op '%s' has no grad block, so its gradient runs its body again, but '%s' draws random numbers "
+                 "that would differ; give '%s' a grad block",
+                 proto->type, r->type, proto->type);
+      ok = false;
+    }
+    for (int k = 0; ok && k < proto->nout; k++) {
+      const VarDesc *v = prog_var(s, outs[k]);
+      seeds[k] = declare(s, arena_printf(s->arena, "%s@SEED", proto->out[k].name), v->dtype, &v->shape);
+      map_put(&e.exact, seeds[k], gop_out_grad(g, proto->out[k].name, 0));
+    }
+    for (int i = 0; i < proto->nin; i++)
+      if (want[i]) which[nw] = i, wrt[nw++] = in[i];
+    ok = ok && bwd_vjp(s, outs, seeds, proto->nout, wrt, nw, grads);
+    for (int j = 0; ok && j < nw; j++) res[which[j]] = grads[j];
+    /* The seeds: a gradient only a seed writes is the forward op's
+     * OUT@GRAD itself. */
+    for (int i = 0; ok && i < s->blocks[0]->nops; i++) {
+      const OpDesc *o = s->blocks[0]->ops[i];
+      const char *x = strcmp(o->type, "assign") == 0 ? op_in1(o, "X") : NULL;
+      const char *y = x ? op_out1(o, "Out") : NULL;
+      for (int k = 0; y && k < proto->nout; k++)
+        if (strcmp(x, seeds[k]) == 0 && !strstr(y, "@RENAME@") && !map_get(&e.exact, y)) {
+          bool is_res = false;
+          for (int j = 0; j < proto->nin; j++) is_res |= res[j] && strcmp(res[j], y) == 0;
+          if (!is_res) map_put(&e.exact, y, map_get(&e.exact, seeds[k]));
+        }
+    }
+  }
+  int rc = ok ? 0 : -1;
+  const Block *b0 = s->blocks[0];
+  bool *skip = mem_calloc((size_t)b0->nops + 1, sizeof *skip);
+  int fit[REG_MAX_SLOTS];
+  bool direct[REG_MAX_SLOTS] = {0};
+  if (rc == 0) {
+    /* Elided seeds write a bound name. */
+    for (int i = 0; i < b0->nops; i++) {
+      const char *y = strcmp(b0->ops[i]->type, "assign") == 0 ? op_out1(b0->ops[i], "Out") : NULL;
+      skip[i] = y && map_get(&e.exact, y) && strstr(op_in1(b0->ops[i], "X"), "@SEED");
+    }
+    /* Each wanted gradient: the value the body gives it is renamed to the
+     * builder's name when its writer can simply write that name, else
+     * copied or reduced into it after the ops. */
+    StrMap read = {0};
+    for (int b = 0; b < s->nblocks; b++) {
+      const Block *blk = s->blocks[b];
+      for (int i = 0; i < blk->nops; i++)
+        for (int k = 0; k < blk->ops[i]->nin; k++)
+          for (int j = 0; j < blk->ops[i]->in[k].n; j++) map_put(&read, blk->ops[i]->in[k].args[j], "");
+      for (int i = 0; i < blk->nresults; i++) map_put(&read, blk->results[i], "");
+    }
+    for (int i = 0; i < proto->nin && rc == 0; i++) {
+      if (!res[i] || !want[i]) continue;
+      const VarDesc *x = prog_var(s, in[i]);
+      if ((fit[i] = check_fit(u, proto->in[i].name, x, prog_var(s, res[i]))) < 0) {
+        diag_note(p->diag, op->span, "in this call to '%s'", proto->type);
+        rc = -1;
+        break;
+      }
+      bool written = false;
+      for (int k = 0; k < b0->nops && !written; k++) {
+        const Slot *o = b0->ops[k]->out;
+        for (int sl = 0; !skip[k] && sl < b0->ops[k]->nout; sl++)
+          for (int j = 0; j < o[sl].n; j++) written |= strcmp(o[sl].args[j], res[i]) == 0;
+      }
+      if (fit[i] == FIT_SAME && written && !map_get(&read, res[i]) && !map_get(&e.exact, res[i])) {
+        map_put(&e.exact, res[i], want[i]);
+        direct[i] = true;
+      }
+    }
+    map_free(&read);
+  }
+  if (rc == 0) {
+    e.blocks = mem_calloc((size_t)s->nblocks + 1, sizeof *e.blocks);
+    e.blocks[0] = ggrad_block(g)->idx;
+    emit_ops(&e, skip);
+    for (int i = 0; i < proto->nin; i++) {
+      if (!res[i] || !want[i] || direct[i]) continue;
+      OpDesc *d = gemit(g, fit[i] == FIT_SAME ? "assign" : "sum_like");
+      gemit_in(g, d, "X", real_name(&e, res[i]));
+      if (fit[i] != FIT_SAME) gemit_in(g, d, "Like", gop_in(g, proto->in[i].name, 0));
+      gemit_out(g, d, "Out", want[i]);
+    }
+    mem_free(e.blocks);
+  }
+  mem_free(skip);
+  map_free(&e.exact);
+  map_free(&e.stems);
+  map_free(&e.done);
+  arena_free(&a);
+  return rc;
+}
