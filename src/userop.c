@@ -39,6 +39,7 @@
 #include "exec.h"
 #include "lower.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- a string map (name -> name), open addressing ------------------------------ */
@@ -358,6 +359,17 @@ static bool is_temp(const char *stem) {
   return true;
 }
 
+/* A gradient name's suffix with the grad block it names ("@GRAD@B4":
+ * the per-turn gradient inside block 4) renumbered as copied. */
+static const char *block_suffix(Emit *e, const char *rest) {
+  const char *b = strstr(rest, "@B");
+  if (!b || !e->blocks || b[2] < '0' || b[2] > '9') return rest;
+  char *end;
+  long k = strtol(b + 2, &end, 10);
+  if (k <= 0 || k >= e->s->nblocks || e->blocks[k] <= 0) return rest;
+  return arena_printf(e->s->arena, "%.*s@B%d%s", (int)(b - rest), rest, e->blocks[k], end);
+}
+
 /* The real name of scratch variable `name`: the one it is bound to, or a
  * fresh one made on a fresh stem (the part before any '@'). */
 static const char *real_name(Emit *e, const char *name) {
@@ -368,22 +380,29 @@ static const char *real_name(Emit *e, const char *name) {
   const char *at = strchr(name, '@');
   const char *stem = at ? arena_strndup(e->s->arena, name, (size_t)(at - name)) : name;
   const char *to = map_get(&e->stems, stem);
-  if (!to) {
-    to = is_temp(stem)          ? gtemp(e->g)
-         : strchr(stem, '.')    ? gfresh(e->g, stem)
-                                : gfresh(e->g, arena_printf(e->s->arena, "%s.%s", e->prefix, stem));
-    map_put(&e->stems, stem, to);
+  if (!to && is_temp(stem)) {
+    to = gtemp(e->g);
+  } else if (!to) {
+    /* "swish.s.2" is the third binding of s: its fresh name is made from
+     * "swish.s" again, so versions do not pile up ("swish.s.2.1"). */
+    const char *base = strchr(stem, '.') ? stem : arena_printf(e->s->arena, "%s.%s", e->prefix, stem);
+    const char *dot = strrchr(base, '.');
+    size_t n = strlen(base);
+    if (dot && dot[1] && strspn(dot + 1, "0123456789") == strlen(dot + 1) && memchr(base, '.', (size_t)(dot - base)))
+      n = (size_t)(dot - base);
+    to = gfresh(e->g, arena_strndup(e->s->arena, base, n));
   }
-  r = at ? arena_printf(e->p->arena, "%s%s", to, at) : to;
+  if (!map_get(&e->stems, stem)) map_put(&e->stems, stem, to);
+  r = at ? arena_printf(e->p->arena, "%s%s", to, block_suffix(e, at)) : to;
   map_put(&e->done, name, r);
   return r;
 }
 
-static int copy_block(Emit *e, int sidx, int parent);
+static int copy_block(Emit *e, int sidx);
 
-/* Fills d (in real block blk) with o's slots and attributes, renamed;
- * sub-blocks are copied, then block first. */
-static void fill_op(Emit *e, OpDesc *d, const OpDesc *o, int blk) {
+/* Fills d with o's slots and attributes, renamed; sub-blocks are copied,
+ * the then block first. */
+static void fill_op(Emit *e, OpDesc *d, const OpDesc *o) {
   for (int s = 0; s < o->nin; s++) {
     Slot *sl = op_add_input(e->p, d, o->in[s].name);
     for (int j = 0; j < o->in[s].n; j++) slot_push(e->p, sl, real_name(e, o->in[s].args[j]));
@@ -398,15 +417,16 @@ static void fill_op(Emit *e, OpDesc *d, const OpDesc *o, int blk) {
       bool then = strcmp(o->attrs[a].name, "sub_block") == 0;
       if (v.type == ATTR_BLOCK ? pass != !then : pass != 0) continue;
       op_set_attr(e->p, d, o->attrs[a].name,
-                  v.type == ATTR_BLOCK ? attr_block(copy_block(e, (int)v.u.i, blk)) : attr_clone(e->p, v));
+                  v.type == ATTR_BLOCK ? attr_block(copy_block(e, (int)v.u.i)) : attr_clone(e->p, v));
     }
 }
 
 /* Copies scratch block sidx (a loop or branch body, or a grad block of
- * one) as a new block of the real program; its index. */
-static int copy_block(Emit *e, int sidx, int parent) {
+ * one, whose parent is that body) as a new block of the real program; its
+ * index. */
+static int copy_block(Emit *e, int sidx) {
   const Block *sb = e->s->blocks[sidx];
-  Block *rb = prog_add_block(e->p, parent);
+  Block *rb = prog_add_block(e->p, e->blocks[sb->parent]);
   e->blocks[sidx] = rb->idx;
   rb->fwd_block = sb->fwd_block >= 0 ? e->blocks[sb->fwd_block] : -1;
   for (int i = 0; i < sb->nvars; i++) {
@@ -425,7 +445,7 @@ static int copy_block(Emit *e, int sidx, int parent) {
     OpDesc *d = op_new(e->p, o->type, o->span);
     d->fwd_block = o->fwd_block >= 0 ? e->blocks[o->fwd_block] : -1;
     d->fwd_op = o->fwd_op;
-    fill_op(e, d, o, rb->idx);
+    fill_op(e, d, o);
     op_append(rb, e->p, d);
   }
   return rb->idx;
@@ -437,13 +457,12 @@ static int copy_block(Emit *e, int sidx, int parent) {
 static void emit_ops(Emit *e, const bool *skip) {
   const Block *b0 = e->s->blocks[0];
   OpDesc **copies = mem_calloc((size_t)b0->nops + 1, sizeof *copies);
-  int gblk = ggrad_block(e->g)->idx;
   for (int i = 0; i < b0->nops; i++) {
     const OpDesc *o = b0->ops[i];
     if (skip[i]) continue;
     OpDesc *d = gemit(e->g, o->type);
     d->span = o->span;   /* the line of the body or grad body it comes from */
-    fill_op(e, d, o, gblk);
+    fill_op(e, d, o);
     copies[i] = d;
     if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && op_attr(o, "sub_block") &&
         strstr(o->type, "_grad"))
