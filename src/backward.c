@@ -290,8 +290,14 @@ static bool prop_need(Backward *bw, const Block *b) {
     for (int s = 0; s < op->nout && !any; s++)
       for (int j = 0; j < op->out[s].n && !any; j++) any = has_mark(bw, op->out[s].args[j], MARK_NEED);
     if (!any) continue;
-    for (int s = 0; s < op->nin; s++)
+    /* A value the loss reads only through slots that take no gradient
+     * (labels, a user op's input its grad body leaves alone) needs none. */
+    const OpProto *proto = prog_find_op(bw->p, op->type);
+    for (int s = 0; s < op->nin; s++) {
+      int k = proto ? reg_slot_index(proto->in, proto->nin, op->in[s].name) : -1;
+      if (k >= 0 && (proto->in[k].flags & SLOT_NO_GRAD)) continue;
       for (int j = 0; j < op->in[s].n; j++) changed |= set_mark(bw, op->in[s].args[j], MARK_NEED);
+    }
   }
   return changed;
 }

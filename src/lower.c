@@ -1217,6 +1217,13 @@ static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
   const char *in[REG_MAX_SLOTS], *out[REG_MAX_SLOTS], *out_grad[REG_MAX_SLOTS], *res[REG_MAX_SLOTS];
   for (int i = 0; i < proto->nin; i++) in[i] = declare_f32(s, proto->in[i].name);
   bool ok = lower_user_body(proto, NULL, false, s, in, NULL, NULL, res);
+  /* An op whose body draws random numbers does too (its body cannot be
+   * run again for a gradient). */
+  for (int b = 0; ok && b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nops; i++) {
+      const OpProto *op = prog_find_op(s, s->blocks[b]->ops[i]->type);
+      if (op && (op->flags & OP_RANDOM)) proto->flags |= OP_RANDOM;
+    }
   if (ok && n->b) {
     for (int k = 0; k < proto->nout; k++) {
       out[k] = declare_f32(s, proto->out[k].name);
@@ -1251,11 +1258,12 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
       const AstNode *b = j < n->list.n ? n->list.items[j]
                          : j < n->list.n + n->list2.n ? n->list2.items[j - n->list.n]
                                                       : n->list3.items[j - n->list.n - n->list2.n];
-      if (strcmp(a->name, b->name) == 0) {
-        diag_error(L->diag, a->span, "%s '%s' is named twice",
-                   i < n->list.n ? "input" : i < n->list.n + n->list2.n ? "output" : "attribute", a->name);
-        return;
-      }
+      const char *ka = i < n->list.n ? "input" : i < n->list.n + n->list2.n ? "output" : "attribute";
+      const char *kb = j < n->list.n ? "input" : j < n->list.n + n->list2.n ? "output" : "attribute";
+      if (strcmp(a->name, b->name) != 0) continue;
+      if (ka == kb) diag_error(L->diag, a->span, "%s '%s' is named twice", ka, a->name);
+      else diag_error(L->diag, a->span, "'%s' names both an %s and an %s of op '%s'", a->name, kb, ka, n->name);
+      return;
     }
   }
   for (int i = 0; i < n->list.n; i++) proto->in[i] = (SlotProto){n->list.items[i]->name, 0, "input"};

@@ -597,6 +597,8 @@ int uop_grad(GradCtx *g) {
     for (int i = 0; i < proto->nin; i++) {
       if (!res[i] || !want[i] || direct[i]) continue;
       OpDesc *d = gemit(g, fit[i] == FIT_SAME ? "assign" : "sum_like");
+      const AstNode *t = u->def->b ? grad_target(&u->def->b->list, proto->in[i].name) : NULL;
+      if (t) d->span = t->span;
       gemit_in(g, d, "X", real_name(&e, res[i]));
       if (fit[i] != FIT_SAME) gemit_in(g, d, "Like", gop_in(g, proto->in[i].name, 0));
       gemit_out(g, d, "Out", want[i]);
