@@ -341,11 +341,22 @@ int uop_kernel(ExecCtx *c) {
 
 /* ---- the grad maker --------------------------------------------------------------------- */
 
-/* Emitting the ops of a scratch program into the backward, renamed. */
+/* One grad maker's work: a scratch program whose ops are emitted into the
+ * backward, renamed. */
 typedef struct Emit {
   GradCtx *g;
   Program *s, *p;            /* the scratch program, the real one */
+  const OpDesc *op;          /* the forward op */
+  const OpProto *proto;
+  const UserOp *u;
   const char *prefix;        /* the op's type: "swish" */
+  /* Per input slot: its scratch variable, the gradient the builder wants
+   * (or NULL), the scratch value giving it (or NULL), how that fits, and
+   * whether its op writes the wanted name itself. */
+  const char *in[REG_MAX_SLOTS], *want[REG_MAX_SLOTS], *res[REG_MAX_SLOTS];
+  int fit[REG_MAX_SLOTS];
+  bool direct[REG_MAX_SLOTS];
+  bool *skip;                /* scratch block 0 ops left out (or NULL) */
   StrMap exact;              /* scratch name -> real name, bound */
   StrMap stems;              /* scratch stem -> fresh real stem */
   StrMap done;               /* scratch name -> real name, renamed so far */
@@ -451,15 +462,15 @@ static int copy_block(Emit *e, int sidx) {
   return rb->idx;
 }
 
-/* Emits the ops of scratch block 0 that skip does not mark into the
+/* Emits the ops of scratch block 0 (but those left out) into the
  * backward.  A loop's or branch's grad op is linked to the copy of its
  * forward op, whose turns it runs over. */
-static void emit_ops(Emit *e, const bool *skip) {
+static void emit_ops(Emit *e) {
   const Block *b0 = e->s->blocks[0];
   OpDesc **copies = mem_calloc((size_t)b0->nops + 1, sizeof *copies);
   for (int i = 0; i < b0->nops; i++) {
     const OpDesc *o = b0->ops[i];
-    if (skip[i]) continue;
+    if (e->skip && e->skip[i]) continue;
     OpDesc *d = gemit(e->g, o->type);
     d->span = o->span;   /* the line of the body or grad body it comes from */
     fill_op(e, d, o);
@@ -481,134 +492,135 @@ static const OpDesc *random_op(const Program *p) {
   return NULL;
 }
 
+/* The grad part, lowered for the forward op's types into e->s with its
+ * names bound to the forward op's; e->res gets each IN@GRAD's value. */
+static bool lower_grad_part(Emit *e) {
+  const char *out[REG_MAX_SLOTS], *out_grad[REG_MAX_SLOTS];
+  for (int k = 0; k < e->proto->nout; k++) {
+    const char *name = e->proto->out[k].name;
+    const VarDesc *v = prog_var(e->p, gop_out(e->g, name, 0));
+    out[k] = declare(e->s, name, v->dtype, &v->shape);
+    out_grad[k] = declare(e->s, arena_printf(e->s->arena, "%s@GRAD", name), v->dtype, &v->shape);
+    map_put(&e->exact, out[k], gop_out(e->g, name, 0));
+    map_put(&e->exact, out_grad[k], gop_out_grad(e->g, name, 0));
+  }
+  return lower_user_body(e->proto, e->op, true, e->s, e->in, out, out_grad, e->res);
+}
+
+/* The body, lowered into e->s, and its vector-Jacobian product for the
+ * inputs whose gradients are wanted; e->res gets those gradients.  A seed
+ * that alone writes an output's gradient is left out (e->skip): that
+ * gradient is the forward op's OUT@GRAD itself. */
+static bool lower_body_vjp(Emit *e) {
+  const OpProto *proto = e->proto;
+  const char *outs[REG_MAX_SLOTS], *seeds[REG_MAX_SLOTS], *wrt[REG_MAX_SLOTS], *grads[REG_MAX_SLOTS];
+  int which[REG_MAX_SLOTS], nw = 0;
+  if (!lower_user_body(proto, e->op, false, e->s, e->in, NULL, NULL, outs)) return false;
+  const OpDesc *r = random_op(e->s);
+  if (r) {
+    diag_error(e->p->diag, r->span,
+               "op '%s' has no grad block, so its gradient runs its body again, but '%s' draws random numbers "
+               "that would differ; give '%s' a grad block",
+               proto->type, r->type, proto->type);
+    return false;
+  }
+  for (int k = 0; k < proto->nout; k++) {
+    const VarDesc *v = prog_var(e->s, outs[k]);
+    seeds[k] = declare(e->s, arena_printf(e->s->arena, "%s@SEED", proto->out[k].name), v->dtype, &v->shape);
+    map_put(&e->exact, seeds[k], gop_out_grad(e->g, proto->out[k].name, 0));
+  }
+  for (int i = 0; i < proto->nin; i++)
+    if (e->want[i]) which[nw] = i, wrt[nw++] = e->in[i];
+  if (!bwd_vjp(e->s, outs, seeds, proto->nout, wrt, nw, grads)) return false;
+  for (int j = 0; j < nw; j++) e->res[which[j]] = grads[j];
+  const Block *b0 = e->s->blocks[0];
+  e->skip = mem_calloc((size_t)b0->nops + 1, sizeof *e->skip);
+  for (int i = 0; i < b0->nops; i++) {
+    const OpDesc *o = b0->ops[i];
+    const char *x = strcmp(o->type, "assign") == 0 ? op_in1(o, "X") : NULL;
+    const char *y = x ? op_out1(o, "Out") : NULL;
+    for (int k = 0; y && k < proto->nout; k++) {
+      if (strcmp(x, seeds[k]) != 0 || strstr(y, "@RENAME@") || map_get(&e->exact, y)) continue;
+      bool is_res = false;
+      for (int j = 0; j < proto->nin; j++) is_res |= e->res[j] && strcmp(e->res[j], y) == 0;
+      if (is_res) continue;
+      map_put(&e->exact, y, map_get(&e->exact, seeds[k]));
+      e->skip[i] = true;
+    }
+  }
+  return true;
+}
+
+/* How each wanted gradient gets to the builder's name: the op computing
+ * it writes that name (direct) when nothing else reads its value, else it
+ * is copied or summed back into it after the ops.  Checks the shapes. */
+static bool plan_grads(Emit *e) {
+  const Block *b0 = e->s->blocks[0];
+  StrMap read = {0};
+  for (int b = 0; b < e->s->nblocks; b++) {
+    const Block *blk = e->s->blocks[b];
+    for (int i = 0; i < blk->nops; i++)
+      for (int k = 0; k < blk->ops[i]->nin; k++)
+        for (int j = 0; j < blk->ops[i]->in[k].n; j++) map_put(&read, blk->ops[i]->in[k].args[j], "");
+    for (int i = 0; i < blk->nresults; i++) map_put(&read, blk->results[i], "");
+  }
+  bool ok = true;
+  for (int i = 0; i < e->proto->nin && ok; i++) {
+    if (!e->res[i] || !e->want[i]) continue;
+    const VarDesc *x = prog_var(e->s, e->in[i]);
+    if ((e->fit[i] = check_fit(e->u, e->proto->in[i].name, x, prog_var(e->s, e->res[i]))) < 0) {
+      diag_note(e->p->diag, e->op->span, "in this call to '%s'", e->proto->type);
+      ok = false;
+      break;
+    }
+    bool written = false, shared = false;
+    for (int k = 0; k < b0->nops && !written; k++)
+      for (int sl = 0; !(e->skip && e->skip[k]) && sl < b0->ops[k]->nout; sl++)
+        for (int j = 0; j < b0->ops[k]->out[sl].n; j++) written |= strcmp(b0->ops[k]->out[sl].args[j], e->res[i]) == 0;
+    for (int j = 0; j < e->proto->nin; j++) shared |= j != i && e->res[j] && strcmp(e->res[j], e->res[i]) == 0;
+    if (e->fit[i] == FIT_SAME && written && !shared && !map_get(&read, e->res[i]) && !map_get(&e->exact, e->res[i])) {
+      map_put(&e->exact, e->res[i], e->want[i]);
+      e->direct[i] = true;
+    }
+  }
+  map_free(&read);
+  return ok;
+}
+
 int uop_grad(GradCtx *g) {
   Program *p = gprog(g);
   const OpDesc *op = gop_fwd(g);
   const OpProto *proto = prog_find_op(p, op->type);
-  const UserOp *u = proto->user;
   Arena a;
-  Program *s = scratch_new(&a, p->diag, u->registry);
-  Emit e = {.g = g, .s = s, .p = p, .prefix = proto->type};
-  const char *in[REG_MAX_SLOTS], *res[REG_MAX_SLOTS] = {0}, *want[REG_MAX_SLOTS];
+  Emit e = {.g = g, .p = p, .op = op, .proto = proto, .u = proto->user, .prefix = proto->type};
+  e.s = scratch_new(&a, p->diag, e.u->registry);
   for (int i = 0; i < proto->nin; i++) {
     const char *name = proto->in[i].name;
     const VarDesc *v = prog_var(p, gop_in(g, name, 0));
-    in[i] = declare(s, name, v->dtype, &v->shape);
-    map_put(&e.exact, in[i], gop_in(g, name, 0));
-    want[i] = gop_in_grad(g, name, 0);
+    e.in[i] = declare(e.s, name, v->dtype, &v->shape);
+    map_put(&e.exact, e.in[i], gop_in(g, name, 0));
+    e.want[i] = gop_in_grad(g, name, 0);
   }
-  bool ok;
-  if (u->def->b) {
-    /* The grad body, its names bound to the forward op's. */
-    const char *out[REG_MAX_SLOTS], *out_grad[REG_MAX_SLOTS];
-    for (int k = 0; k < proto->nout; k++) {
-      const char *name = proto->out[k].name;
-      const VarDesc *v = prog_var(p, gop_out(g, name, 0));
-      out[k] = declare(s, name, v->dtype, &v->shape);
-      out_grad[k] = declare(s, arena_printf(s->arena, "%s@GRAD", name), v->dtype, &v->shape);
-      map_put(&e.exact, out[k], gop_out(g, name, 0));
-      map_put(&e.exact, out_grad[k], gop_out_grad(g, name, 0));
-    }
-    ok = lower_user_body(proto, op, true, s, in, out, out_grad, res);
-  } else {
-    /* The body and its vector-Jacobian product, for the inputs whose
-     * gradients are wanted. */
-    const char *outs[REG_MAX_SLOTS], *seeds[REG_MAX_SLOTS], *wrt[REG_MAX_SLOTS], *grads[REG_MAX_SLOTS];
-    int which[REG_MAX_SLOTS], nw = 0;
-    ok = lower_user_body(proto, op, false, s, in, NULL, NULL, outs);
-    const OpDesc *r = ok ? random_op(s) : NULL;
-    if (r) {
-      diag_error(p->diag, r->span,
-                 "op '%s' has no grad block, so its gradient runs its body again, but '%s' draws random numbers "
-                 "that would differ; give '%s' a grad block",
-                 proto->type, r->type, proto->type);
-      ok = false;
-    }
-    for (int k = 0; ok && k < proto->nout; k++) {
-      const VarDesc *v = prog_var(s, outs[k]);
-      seeds[k] = declare(s, arena_printf(s->arena, "%s@SEED", proto->out[k].name), v->dtype, &v->shape);
-      map_put(&e.exact, seeds[k], gop_out_grad(g, proto->out[k].name, 0));
-    }
-    for (int i = 0; i < proto->nin; i++)
-      if (want[i]) which[nw] = i, wrt[nw++] = in[i];
-    ok = ok && bwd_vjp(s, outs, seeds, proto->nout, wrt, nw, grads);
-    for (int j = 0; ok && j < nw; j++) res[which[j]] = grads[j];
-    /* The seeds: a gradient only a seed writes is the forward op's
-     * OUT@GRAD itself. */
-    for (int i = 0; ok && i < s->blocks[0]->nops; i++) {
-      const OpDesc *o = s->blocks[0]->ops[i];
-      const char *x = strcmp(o->type, "assign") == 0 ? op_in1(o, "X") : NULL;
-      const char *y = x ? op_out1(o, "Out") : NULL;
-      for (int k = 0; y && k < proto->nout; k++)
-        if (strcmp(x, seeds[k]) == 0 && !strstr(y, "@RENAME@") && !map_get(&e.exact, y)) {
-          bool is_res = false;
-          for (int j = 0; j < proto->nin; j++) is_res |= res[j] && strcmp(res[j], y) == 0;
-          if (!is_res) map_put(&e.exact, y, map_get(&e.exact, seeds[k]));
-        }
-    }
-  }
-  int rc = ok ? 0 : -1;
-  const Block *b0 = s->blocks[0];
-  bool *skip = mem_calloc((size_t)b0->nops + 1, sizeof *skip);
-  int fit[REG_MAX_SLOTS];
-  bool direct[REG_MAX_SLOTS] = {0};
-  if (rc == 0) {
-    /* Elided seeds write a bound name. */
-    for (int i = 0; i < b0->nops; i++) {
-      const char *y = strcmp(b0->ops[i]->type, "assign") == 0 ? op_out1(b0->ops[i], "Out") : NULL;
-      skip[i] = y && map_get(&e.exact, y) && strstr(op_in1(b0->ops[i], "X"), "@SEED");
-    }
-    /* Each wanted gradient: the value the body gives it is renamed to the
-     * builder's name when its writer can simply write that name, else
-     * copied or reduced into it after the ops. */
-    StrMap read = {0};
-    for (int b = 0; b < s->nblocks; b++) {
-      const Block *blk = s->blocks[b];
-      for (int i = 0; i < blk->nops; i++)
-        for (int k = 0; k < blk->ops[i]->nin; k++)
-          for (int j = 0; j < blk->ops[i]->in[k].n; j++) map_put(&read, blk->ops[i]->in[k].args[j], "");
-      for (int i = 0; i < blk->nresults; i++) map_put(&read, blk->results[i], "");
-    }
-    for (int i = 0; i < proto->nin && rc == 0; i++) {
-      if (!res[i] || !want[i]) continue;
-      const VarDesc *x = prog_var(s, in[i]);
-      if ((fit[i] = check_fit(u, proto->in[i].name, x, prog_var(s, res[i]))) < 0) {
-        diag_note(p->diag, op->span, "in this call to '%s'", proto->type);
-        rc = -1;
-        break;
-      }
-      bool written = false;
-      for (int k = 0; k < b0->nops && !written; k++) {
-        const Slot *o = b0->ops[k]->out;
-        for (int sl = 0; !skip[k] && sl < b0->ops[k]->nout; sl++)
-          for (int j = 0; j < o[sl].n; j++) written |= strcmp(o[sl].args[j], res[i]) == 0;
-      }
-      if (fit[i] == FIT_SAME && written && !map_get(&read, res[i]) && !map_get(&e.exact, res[i])) {
-        map_put(&e.exact, res[i], want[i]);
-        direct[i] = true;
-      }
-    }
-    map_free(&read);
-  }
-  if (rc == 0) {
-    e.blocks = mem_calloc((size_t)s->nblocks + 1, sizeof *e.blocks);
+  bool ok = (e.u->def->b ? lower_grad_part(&e) : lower_body_vjp(&e)) && plan_grads(&e);
+  if (ok) {
+    e.blocks = mem_calloc((size_t)e.s->nblocks + 1, sizeof *e.blocks);
     e.blocks[0] = ggrad_block(g)->idx;
-    emit_ops(&e, skip);
+    emit_ops(&e);
     for (int i = 0; i < proto->nin; i++) {
-      if (!res[i] || !want[i] || direct[i]) continue;
-      OpDesc *d = gemit(g, fit[i] == FIT_SAME ? "assign" : "sum_like");
-      const AstNode *t = u->def->b ? grad_target(&u->def->b->list, proto->in[i].name) : NULL;
+      if (!e.res[i] || !e.want[i] || e.direct[i]) continue;
+      OpDesc *d = gemit(g, e.fit[i] == FIT_SAME ? "assign" : "sum_like");
+      const AstNode *t = e.u->def->b ? grad_target(&e.u->def->b->list, proto->in[i].name) : NULL;
       if (t) d->span = t->span;
-      gemit_in(g, d, "X", real_name(&e, res[i]));
-      if (fit[i] != FIT_SAME) gemit_in(g, d, "Like", gop_in(g, proto->in[i].name, 0));
-      gemit_out(g, d, "Out", want[i]);
+      gemit_in(g, d, "X", real_name(&e, e.res[i]));
+      if (e.fit[i] != FIT_SAME) gemit_in(g, d, "Like", gop_in(g, proto->in[i].name, 0));
+      gemit_out(g, d, "Out", e.want[i]);
     }
     mem_free(e.blocks);
   }
-  mem_free(skip);
+  mem_free(e.skip);
   map_free(&e.exact);
   map_free(&e.stems);
   map_free(&e.done);
   arena_free(&a);
-  return rc;
+  return ok ? 0 : -1;
 }
