@@ -30,54 +30,11 @@ typedef struct OpList {
   int n, cap;
 } OpList;
 
-/* A set of names (or a map name -> int), open addressing. */
-typedef struct NameSet {
-  const char **keys;
-  int *vals;
-  size_t cap, n;
-} NameSet;
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
-static int *set_slot(NameSet *m, const char *k, bool add) {
-  if (add && (m->n + 1) * 2 > m->cap) {
-    NameSet old = *m;
-    m->cap = m->cap ? m->cap * 2 : 64;
-    m->keys = mem_calloc(m->cap, sizeof *m->keys);
-    m->vals = mem_calloc(m->cap, sizeof *m->vals);
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.keys[i]) *set_slot(m, old.keys[i], true) = old.vals[i];
-    mem_free(old.keys);
-    mem_free(old.vals);
-  }
-  if (!m->cap) return NULL;
-  size_t i = hash_str(k) & (m->cap - 1);
-  while (m->keys[i]) {
-    if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  if (!add) return NULL;
-  m->keys[i] = k;
-  m->n++;
-  return &m->vals[i];
-}
-
-static int set_get(NameSet *m, const char *k) {
-  int *v = set_slot(m, k, false);
-  return v ? *v : 0;
-}
-
-static void set_put(NameSet *m, const char *k, int v) { *set_slot(m, k, true) = v; }
-
-static void set_free(NameSet *m) {
-  mem_free(m->keys);
-  mem_free(m->vals);
-}
+typedef struct NameSet NameSet;
+static int set_get(NameSet *m, const char *k);
+static void set_put(NameSet *m, const char *k, int v);
+static void set_free(NameSet *m);
+static NameSet *set_new(void);
 
 typedef struct Backward {
   Program *p;
@@ -90,9 +47,9 @@ typedef struct Backward {
   int nfwd;                      /* block 0's forward ops (earlier backwards follow) */
   const char *suffix;            /* "" for the first backward, "@L1", ... after */
   bool failed;
-  /* gfresh: the stems of every variable, and those handed out since. */
-  NameSet stems;
-  bool have_stems;
+  /* gfresh: the stems of every variable, and those handed out since
+   * (made on first use). */
+  NameSet *stems;
   /* Grad ops whose forward op is another emitted op (gemit_link). */
   struct Link {
     OpDesc *grad;
@@ -389,17 +346,17 @@ static const char *stem_of(Arena *a, const char *name) {
 const char *gfresh(GradCtx *g, const char *base) {
   Backward *bw = g->bw;
   Program *p = bw->p;
-  if (!bw->have_stems) {
+  if (!bw->stems) {
     /* Every variable's stem, once: a stem some gradient name is built on
      * (v@GRAD@L1 of an earlier backward) is taken even if v is not. */
+    bw->stems = set_new();
     for (int b = 0; b < p->nblocks; b++)
-      for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(&bw->stems, stem_of(p->arena, p->blocks[b]->vars[i]->name), 1);
-    bw->have_stems = true;
+      for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, stem_of(p->arena, p->blocks[b]->vars[i]->name), 1);
   }
   for (int k = 0;; k++) {
     const char *s = k ? arena_printf(p->arena, "%s.%d", base, k) : arena_strdup(p->arena, base);
-    if (prog_name_used(p, s) || set_get(&bw->stems, s)) continue;
-    set_put(&bw->stems, s, 1);
+    if (prog_name_used(p, s) || set_get(bw->stems, s)) continue;
+    set_put(bw->stems, s, 1);
     return s;
   }
 }
@@ -614,6 +571,56 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
 }
 
 /* ---- pass 4: tidy a block of grad ops -------------------------------------------------- */
+
+typedef struct NameSet {
+  const char **keys;
+  int *vals;
+  size_t cap, n;
+} NameSet;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static int *set_slot(NameSet *m, const char *k, bool add) {
+  if (add && (m->n + 1) * 2 > m->cap) {
+    NameSet old = *m;
+    m->cap = m->cap ? m->cap * 2 : 64;
+    m->keys = mem_calloc(m->cap, sizeof *m->keys);
+    m->vals = mem_calloc(m->cap, sizeof *m->vals);
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.keys[i]) *set_slot(m, old.keys[i], true) = old.vals[i];
+    mem_free(old.keys);
+    mem_free(old.vals);
+  }
+  if (!m->cap) return NULL;
+  size_t i = hash_str(k) & (m->cap - 1);
+  while (m->keys[i]) {
+    if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
+    i = (i + 1) & (m->cap - 1);
+  }
+  if (!add) return NULL;
+  m->keys[i] = k;
+  m->n++;
+  return &m->vals[i];
+}
+
+static int set_get(NameSet *m, const char *k) {
+  int *v = set_slot(m, k, false);
+  return v ? *v : 0;
+}
+
+static void set_put(NameSet *m, const char *k, int v) { *set_slot(m, k, true) = v; }
+
+static void set_free(NameSet *m) {
+  mem_free(m->keys);
+  mem_free(m->vals);
+}
+
+static NameSet *set_new(void) { return mem_calloc(1, sizeof(NameSet)); }
 
 static bool is_grad_name(const char *n) { return strstr(n, "@GRAD") != NULL; }
 static bool is_empty(const char *n) { return strcmp(n, "@EMPTY@") == 0; }
@@ -843,7 +850,8 @@ static void backward_free(Backward *bw) {
   mem_free(bw->idx->keys);
   mem_free(bw->idx->vals);
   mem_free(bw->marks);
-  set_free(&bw->stems);
+  if (bw->stems) set_free(bw->stems);
+  mem_free(bw->stems);
   mem_free(bw->links);
 }
 

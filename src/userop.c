@@ -42,56 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a string map (name -> name), open addressing ------------------------------ */
-
-typedef struct StrMap {
-  const char **keys;
-  const char **vals;
-  size_t cap, n;
-} StrMap;
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
-static const char **map_slot(StrMap *m, const char *k, bool add) {
-  if (add && (m->n + 1) * 2 > m->cap) {
-    StrMap old = *m;
-    m->cap = m->cap ? m->cap * 2 : 64;
-    m->keys = mem_calloc(m->cap, sizeof *m->keys);
-    m->vals = mem_calloc(m->cap, sizeof *m->vals);
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.keys[i]) *map_slot(m, old.keys[i], true) = old.vals[i];
-    mem_free(old.keys);
-    mem_free(old.vals);
-  }
-  if (!m->cap) return NULL;
-  size_t i = hash_str(k) & (m->cap - 1);
-  while (m->keys[i]) {
-    if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  if (!add) return NULL;
-  m->keys[i] = k;
-  m->n++;
-  return &m->vals[i];
-}
-
-static const char *map_get(StrMap *m, const char *k) {
-  const char **v = map_slot(m, k, false);
-  return v ? *v : NULL;
-}
-
-static void map_put(StrMap *m, const char *k, const char *v) { *map_slot(m, k, true) = v; }
-
-static void map_free(StrMap *m) {
-  mem_free(m->keys);
-  mem_free(m->vals);
-}
-
 /* ---- helpers ----------------------------------------------------------------------- */
 
 /* Declares a variable of the given type in block 0 of p, named after base. */
@@ -357,11 +307,43 @@ typedef struct Emit {
   int fit[REG_MAX_SLOTS];
   bool direct[REG_MAX_SLOTS];
   bool *skip;                /* scratch block 0 ops left out (or NULL) */
-  StrMap exact;              /* scratch name -> real name, bound */
-  StrMap stems;              /* scratch stem -> fresh real stem */
-  StrMap done;               /* scratch name -> real name, renamed so far */
+  /* Scratch variables bound to real names (the forward op's variables and
+   * gradients), few: */
+  const char *bind_from[4 * REG_MAX_SLOTS + 1], *bind_to[4 * REG_MAX_SLOTS + 1];
+  int nbind;
+  /* Fresh stems made so far, few: scratch stem -> real stem. */
+  struct Stem {
+    const char *from, *to;
+  } *stems;
+  int nstems, capstems;
+  const char ***real;        /* per scratch block and slot: the real name, once made */
   int *blocks;               /* scratch block -> real block */
 } Emit;
+
+static const char *bound(const Emit *e, const char *name) {
+  for (int i = 0; i < e->nbind; i++)
+    if (strcmp(e->bind_from[i], name) == 0) return e->bind_to[i];
+  return NULL;
+}
+
+static void bind_name(Emit *e, const char *from, const char *to) {
+  e->bind_from[e->nbind] = from;
+  e->bind_to[e->nbind++] = to;
+}
+
+/* Does any op of the scratch program (or a block's results) read name? */
+static bool is_read(const Emit *e, const char *name) {
+  for (int b = 0; b < e->s->nblocks; b++) {
+    const Block *blk = e->s->blocks[b];
+    for (int i = 0; i < blk->nops; i++)
+      for (int k = 0; k < blk->ops[i]->nin; k++)
+        for (int j = 0; j < blk->ops[i]->in[k].n; j++)
+          if (strcmp(blk->ops[i]->in[k].args[j], name) == 0) return true;
+    for (int i = 0; i < blk->nresults; i++)
+      if (strcmp(blk->results[i], name) == 0) return true;
+  }
+  return false;
+}
 
 static bool is_temp(const char *stem) {
   if (strncmp(stem, "t.", 2) != 0 || !stem[2]) return false;
@@ -382,18 +364,19 @@ static const char *block_suffix(Emit *e, const char *rest) {
 }
 
 /* The real name of scratch variable `name`: the one it is bound to, or a
- * fresh one made on a fresh stem (the part before any '@'). */
+ * fresh one made on a fresh stem (the part before any '@'), so that
+ * swish.s and swish.s@GRAD stay a value and its gradient. */
 static const char *real_name(Emit *e, const char *name) {
-  if (name[0] == '@') return name;   /* @EMPTY@ */
-  const char *r = map_get(&e->exact, name);
-  if (!r) r = map_get(&e->done, name);
-  if (r) return r;
+  const VarDesc *v = prog_var(e->s, name);
+  if (!v) return name;   /* @EMPTY@ */
+  const char **r = &e->real[v->block][v->slot];
+  if (*r) return *r;
+  if ((*r = bound(e, name))) return *r;
   const char *at = strchr(name, '@');
-  const char *stem = at ? arena_strndup(e->s->arena, name, (size_t)(at - name)) : name;
-  const char *to = map_get(&e->stems, stem);
-  if (!to && is_temp(stem)) {
-    to = gtemp(e->g);
-  } else if (!to) {
+  const char *stem = at ? arena_strndup(e->s->arena, name, (size_t)(at - name)) : name, *to = NULL;
+  for (int i = 0; i < e->nstems && !to; i++)
+    if (strcmp(e->stems[i].from, stem) == 0) to = e->stems[i].to;
+  if (!to) {
     /* "swish.s.2" is the third binding of s: its fresh name is made from
      * "swish.s" again, so versions do not pile up ("swish.s.2.1"). */
     const char *base = strchr(stem, '.') ? stem : arena_printf(e->s->arena, "%s.%s", e->prefix, stem);
@@ -401,12 +384,11 @@ static const char *real_name(Emit *e, const char *name) {
     size_t n = strlen(base);
     if (dot && dot[1] && strspn(dot + 1, "0123456789") == strlen(dot + 1) && memchr(base, '.', (size_t)(dot - base)))
       n = (size_t)(dot - base);
-    to = gfresh(e->g, arena_strndup(e->s->arena, base, n));
+    to = is_temp(stem) ? gtemp(e->g) : gfresh(e->g, arena_strndup(e->s->arena, base, n));
+    VEC_RESERVE(e->stems, e->capstems, e->nstems + 1);
+    e->stems[e->nstems++] = (struct Stem){stem, to};
   }
-  if (!map_get(&e->stems, stem)) map_put(&e->stems, stem, to);
-  r = at ? arena_printf(e->p->arena, "%s%s", to, block_suffix(e, at)) : to;
-  map_put(&e->done, name, r);
-  return r;
+  return *r = at ? arena_printf(e->p->arena, "%s%s", to, block_suffix(e, at)) : to;
 }
 
 static int copy_block(Emit *e, int sidx);
@@ -501,8 +483,8 @@ static bool lower_grad_part(Emit *e) {
     const VarDesc *v = prog_var(e->p, gop_out(e->g, name, 0));
     out[k] = declare(e->s, name, v->dtype, &v->shape);
     out_grad[k] = declare(e->s, arena_printf(e->s->arena, "%s@GRAD", name), v->dtype, &v->shape);
-    map_put(&e->exact, out[k], gop_out(e->g, name, 0));
-    map_put(&e->exact, out_grad[k], gop_out_grad(e->g, name, 0));
+    bind_name(e, out[k], gop_out(e->g, name, 0));
+    bind_name(e, out_grad[k], gop_out_grad(e->g, name, 0));
   }
   return lower_user_body(e->proto, e->op, true, e->s, e->in, out, out_grad, e->res);
 }
@@ -527,7 +509,7 @@ static bool lower_body_vjp(Emit *e) {
   for (int k = 0; k < proto->nout; k++) {
     const VarDesc *v = prog_var(e->s, outs[k]);
     seeds[k] = declare(e->s, arena_printf(e->s->arena, "%s@SEED", proto->out[k].name), v->dtype, &v->shape);
-    map_put(&e->exact, seeds[k], gop_out_grad(e->g, proto->out[k].name, 0));
+    bind_name(e, seeds[k], gop_out_grad(e->g, proto->out[k].name, 0));
   }
   for (int i = 0; i < proto->nin; i++)
     if (e->want[i]) which[nw] = i, wrt[nw++] = e->in[i];
@@ -540,11 +522,11 @@ static bool lower_body_vjp(Emit *e) {
     const char *x = strcmp(o->type, "assign") == 0 ? op_in1(o, "X") : NULL;
     const char *y = x ? op_out1(o, "Out") : NULL;
     for (int k = 0; y && k < proto->nout; k++) {
-      if (strcmp(x, seeds[k]) != 0 || strstr(y, "@RENAME@") || map_get(&e->exact, y)) continue;
+      if (strcmp(x, seeds[k]) != 0 || strstr(y, "@RENAME@") || bound(e, y)) continue;
       bool is_res = false;
       for (int j = 0; j < proto->nin; j++) is_res |= e->res[j] && strcmp(e->res[j], y) == 0;
       if (is_res) continue;
-      map_put(&e->exact, y, map_get(&e->exact, seeds[k]));
+      bind_name(e, y, bound(e, seeds[k]));
       e->skip[i] = true;
     }
   }
@@ -556,14 +538,6 @@ static bool lower_body_vjp(Emit *e) {
  * is copied or summed back into it after the ops.  Checks the shapes. */
 static bool plan_grads(Emit *e) {
   const Block *b0 = e->s->blocks[0];
-  StrMap read = {0};
-  for (int b = 0; b < e->s->nblocks; b++) {
-    const Block *blk = e->s->blocks[b];
-    for (int i = 0; i < blk->nops; i++)
-      for (int k = 0; k < blk->ops[i]->nin; k++)
-        for (int j = 0; j < blk->ops[i]->in[k].n; j++) map_put(&read, blk->ops[i]->in[k].args[j], "");
-    for (int i = 0; i < blk->nresults; i++) map_put(&read, blk->results[i], "");
-  }
   bool ok = true;
   for (int i = 0; i < e->proto->nin && ok; i++) {
     if (!e->res[i] || !e->want[i]) continue;
@@ -578,12 +552,11 @@ static bool plan_grads(Emit *e) {
       for (int sl = 0; !(e->skip && e->skip[k]) && sl < b0->ops[k]->nout; sl++)
         for (int j = 0; j < b0->ops[k]->out[sl].n; j++) written |= strcmp(b0->ops[k]->out[sl].args[j], e->res[i]) == 0;
     for (int j = 0; j < e->proto->nin; j++) shared |= j != i && e->res[j] && strcmp(e->res[j], e->res[i]) == 0;
-    if (e->fit[i] == FIT_SAME && written && !shared && !map_get(&read, e->res[i]) && !map_get(&e->exact, e->res[i])) {
-      map_put(&e->exact, e->res[i], e->want[i]);
+    if (e->fit[i] == FIT_SAME && written && !shared && !bound(e, e->res[i]) && !is_read(e, e->res[i])) {
+      bind_name(e, e->res[i], e->want[i]);
       e->direct[i] = true;
     }
   }
-  map_free(&read);
   return ok;
 }
 
@@ -598,13 +571,15 @@ int uop_grad(GradCtx *g) {
     const char *name = proto->in[i].name;
     const VarDesc *v = prog_var(p, gop_in(g, name, 0));
     e.in[i] = declare(e.s, name, v->dtype, &v->shape);
-    map_put(&e.exact, e.in[i], gop_in(g, name, 0));
+    bind_name(&e, e.in[i], gop_in(g, name, 0));
     e.want[i] = gop_in_grad(g, name, 0);
   }
   bool ok = (e.u->def->b ? lower_grad_part(&e) : lower_body_vjp(&e)) && plan_grads(&e);
   if (ok) {
     e.blocks = mem_calloc((size_t)e.s->nblocks + 1, sizeof *e.blocks);
     e.blocks[0] = ggrad_block(g)->idx;
+    e.real = mem_calloc((size_t)e.s->nblocks + 1, sizeof *e.real);
+    for (int b = 0; b < e.s->nblocks; b++) e.real[b] = mem_calloc((size_t)e.s->blocks[b]->nvars + 1, sizeof **e.real);
     emit_ops(&e);
     for (int i = 0; i < proto->nin; i++) {
       if (!e.res[i] || !e.want[i] || e.direct[i]) continue;
@@ -615,12 +590,12 @@ int uop_grad(GradCtx *g) {
       if (e.fit[i] != FIT_SAME) gemit_in(g, d, "Like", gop_in(g, proto->in[i].name, 0));
       gemit_out(g, d, "Out", e.want[i]);
     }
+    for (int b = 0; b < e.s->nblocks; b++) mem_free(e.real[b]);
+    mem_free(e.real);
     mem_free(e.blocks);
   }
   mem_free(e.skip);
-  map_free(&e.exact);
-  map_free(&e.stems);
-  map_free(&e.done);
+  mem_free(e.stems);
   arena_free(&a);
   return ok ? 0 : -1;
 }
