@@ -30,6 +30,12 @@ typedef struct OpList {
   int n, cap;
 } OpList;
 
+typedef struct NameSet NameSet;
+static int set_get(NameSet *m, const char *k);
+static void set_put(NameSet *m, const char *k, int v);
+static void set_free(NameSet *m);
+static NameSet *set_new(void);
+
 typedef struct Backward {
   Program *p;
   Diag *diag;
@@ -42,6 +48,15 @@ typedef struct Backward {
   const char *suffix;            /* "" for the first backward, "@L1", ... after */
   bool one_op;                   /* bwd_op_grads: leave repeated writes unsummed */
   bool failed;
+  /* gfresh: the stems of every variable, and those handed out since
+   * (made on first use). */
+  NameSet *stems;
+  /* Grad ops whose forward op is another emitted op (gemit_link). */
+  struct Link {
+    OpDesc *grad;
+    const OpDesc *fwd;
+  } *links;
+  int nlinks, caplinks;
 } Backward;
 
 struct GradCtx {
@@ -233,8 +248,14 @@ static bool prop_need(Backward *bw, const Block *b) {
     for (int s = 0; s < op->nout && !any; s++)
       for (int j = 0; j < op->out[s].n && !any; j++) any = has_mark(bw, op->out[s].args[j], MARK_NEED);
     if (!any) continue;
-    for (int s = 0; s < op->nin; s++)
+    /* A value the loss reads only through slots that take no gradient
+     * (labels, a user op's input its grad body leaves alone) needs none. */
+    const OpProto *proto = prog_find_op(bw->p, op->type);
+    for (int s = 0; s < op->nin; s++) {
+      int k = proto ? reg_slot_index(proto->in, proto->nin, op->in[s].name) : -1;
+      if (k >= 0 && (proto->in[k].flags & SLOT_NO_GRAD)) continue;
       for (int j = 0; j < op->in[s].n; j++) changed |= set_mark(bw, op->in[s].args[j], MARK_NEED);
+    }
   }
   return changed;
 }
@@ -315,6 +336,46 @@ void gemit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
 void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_attr(g->bw->p, op, name, v); }
 
 const char *gtemp(GradCtx *g) { return prog_temp(g->bw->p); }
+
+/* The part of a name before its first '@': the variable a gradient name
+ * is built on. */
+static const char *stem_of(Arena *a, const char *name) {
+  const char *at = strchr(name, '@');
+  return at ? arena_strndup(a, name, (size_t)(at - name)) : name;
+}
+
+const char *gfresh(GradCtx *g, const char *base) {
+  Backward *bw = g->bw;
+  Program *p = bw->p;
+  if (!bw->stems) {
+    /* Every variable's stem, once: a stem some gradient name is built on
+     * (v@GRAD@L1 of an earlier backward) is taken even if v is not. */
+    bw->stems = set_new();
+    for (int b = 0; b < p->nblocks; b++)
+      for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, stem_of(p->arena, p->blocks[b]->vars[i]->name), 1);
+  }
+  for (int k = 0;; k++) {
+    const char *s = k ? arena_printf(p->arena, "%s.%d", base, k) : arena_strdup(p->arena, base);
+    if (prog_name_used(p, s) || set_get(bw->stems, s)) continue;
+    set_put(bw->stems, s, 1);
+    return s;
+  }
+}
+
+Block *ggrad_block(GradCtx *g) { return g->gblock; }
+
+void gemit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd) {
+  Backward *bw = g->bw;
+  VEC_RESERVE(bw->links, bw->caplinks, bw->nlinks + 1);
+  bw->links[bw->nlinks++] = (struct Link){grad, fwd};
+}
+
+/* The forward op an emitted op was linked to, or NULL. */
+static const OpDesc *linked_fwd(const Backward *bw, const OpDesc *op) {
+  for (int i = 0; i < bw->nlinks; i++)
+    if (bw->links[i].grad == op) return bw->links[i].fwd;
+  return NULL;
+}
 
 void gemit1(GradCtx *g, const char *type, const char *x, const char *out) {
   OpDesc *op = gemit(g, type);
@@ -571,6 +632,8 @@ static void set_free(NameSet *m) {
   mem_free(m->vals);
 }
 
+static NameSet *set_new(void) { return mem_calloc(1, sizeof(NameSet)); }
+
 static bool is_grad_name(const char *n) { return strstr(n, "@GRAD") != NULL; }
 static bool is_empty(const char *n) { return strcmp(n, "@EMPTY@") == 0; }
 
@@ -602,6 +665,11 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     if (!keep[i]) continue;
     for (int s = 0; s < op->nin; s++)
       for (int j = 0; j < op->in[s].n; j++) set_put(&live, op->in[s].args[j], 1);
+    /* A kept grad op of an emitted loop or branch keeps that op, whose
+     * turns it runs over. */
+    const OpDesc *fwd = linked_fwd(bw, op);
+    for (int k = 0; fwd && k < i; k++)
+      if (list->ops[k] == fwd) keep[k] = true;
   }
   int n = 0;
   for (int i = 0; i < list->n; i++)
@@ -712,6 +780,12 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     op_append(g, p, op);
     if (!reg_infer(p, g, op)) bw->failed = true;
   }
+  /* Linked grad ops find their forward op's turns by its final place. */
+  for (int i = 0; i < g->nops; i++) {
+    const OpDesc *fwd = linked_fwd(bw, g->ops[i]);
+    for (int k = 0; fwd && k < g->nops; k++)
+      if (g->ops[k] == fwd) g->ops[i]->fwd_block = g->idx, g->ops[i]->fwd_op = k;
+  }
   if (g->idx != 0)
     for (int t = 0; t < ntargets; t++)
       *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : empty_name();
@@ -762,7 +836,94 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
   return ok;
 }
 
-/* ---- append_backward ------------------------------------------------------------------------ */
+/* ---- the whole backward --------------------------------------------------------------------- */
+
+static void backward_init(Backward *bw, Program *p, VarIdx *idx) {
+  /* Index every variable for the marks. */
+  int nvars = 0;
+  for (int i = 0; i < p->nblocks; i++) nvars += p->blocks[i]->nvars;
+  memset(idx, 0, sizeof *idx);
+  idx->cap = 16;
+  while (idx->cap < (size_t)nvars * 2 + 2) idx->cap *= 2;
+  idx->keys = mem_calloc(idx->cap, sizeof *idx->keys);
+  idx->vals = mem_calloc(idx->cap, sizeof *idx->vals);
+  int k = 0;
+  for (int i = 0; i < p->nblocks; i++)
+    for (int j = 0; j < p->blocks[i]->nvars; j++) idx_put(idx, p->blocks[i]->vars[j], k++);
+  bw->p = p;
+  bw->diag = p->diag;
+  bw->idx = idx;
+  bw->marks = mem_calloc((size_t)nvars + 1, 1);
+  bw->nvars = nvars;
+  bw->nfwd = p->nforward ? p->nforward : p->blocks[0]->nops;
+}
+
+static void backward_free(Backward *bw) {
+  mem_free(bw->idx->keys);
+  mem_free(bw->idx->vals);
+  mem_free(bw->marks);
+  if (bw->stems) set_free(bw->stems);
+  mem_free(bw->stems);
+  mem_free(bw->links);
+}
+
+/* Passes 1-4 over block 0: the gradients of wrt (grads[i], NULL where no
+ * gradient flows to wrt[i]) from those of outs.  Each out's gradient is
+ * seeded by an assign from seeds[k] or, with seeds NULL, by fill_constant 1
+ * (outs is then the scalar loss). */
+static bool differentiate(Backward *bw, const char *const *outs, const char *const *seeds, int nouts,
+                          const char *const *wrt, int nwrt, const char **grads) {
+  Program *p = bw->p;
+  Block *b0 = p->blocks[0];
+  for (int i = 0; i < nwrt; i++)
+    if (!in_no_grad(bw, wrt[i])) set_mark(bw, wrt[i], MARK_LIVE);
+  while (prop_live(bw, b0)) {
+  }
+  for (int k = 0; k < nouts; k++) set_mark(bw, outs[k], MARK_NEED);
+  while (prop_need(bw, b0)) {
+  }
+  for (int i = 0; i < bw->nvars; i++)
+    if ((bw->marks[i] & (MARK_LIVE | MARK_NEED)) == (MARK_LIVE | MARK_NEED)) bw->marks[i] |= MARK_GRAD;
+  /* Honour no_grad and stop_gradient on the marks too. */
+  for (int i = 0; i < p->nblocks; i++)
+    for (int j = 0; j < p->blocks[i]->nvars; j++) {
+      const VarDesc *v = p->blocks[i]->vars[j];
+      if (!differentiable(bw, v->name)) *mark_of(bw, v->name) &= (unsigned char)~MARK_GRAD;
+    }
+  int first = b0->nops;
+  OpList list = {0};
+  bool live = false;
+  for (int k = 0; k < nouts; k++) {
+    const VarDesc *v = prog_var(p, outs[k]);
+    OpDesc *seed = op_new(p, seeds ? "assign" : "fill_constant", v->span);
+    if (seeds) {
+      slot_push(p, op_add_input(p, seed, "X"), seeds[k]);
+    } else {
+      /* loss@GRAD = 1 */
+      int64_t dims[SHAPE_MAX_RANK];
+      for (int d = 0; d < v->shape.rank; d++) dims[d] = v->shape.d[d].n;
+      op_set_attr(p, seed, "shape", attr_ints(p, dims, v->shape.rank));
+      op_set_attr(p, seed, "value", attr_float(1.0));
+      op_set_attr(p, seed, "dtype", attr_dtype(DT_F32));
+    }
+    slot_push(p, op_add_output(p, seed, "Out"), grad_name(bw, b0, outs[k]));
+    VEC_RESERVE(list.ops, list.cap, list.n + 1);
+    list.ops[list.n++] = seed;
+    live |= has_mark(bw, outs[k], MARK_LIVE);
+  }
+  bool ok = !live || build_block(bw, b0, b0, bw->nfwd, &list);
+  if (ok && !bw->failed) {
+    for (int i = 0; i < nwrt; i++) grads[i] = needs_grad(bw, wrt[i]) ? grad_name(bw, b0, wrt[i]) : NULL;
+    finish_block(bw, b0, &list, grads, nwrt, NULL, 0);
+    ok = !bw->failed && verify_block(bw, b0, first);
+    for (int i = 0; i < nwrt; i++)
+      if (grads[i] && !prog_var(p, grads[i])) grads[i] = NULL;
+  } else {
+    ok = false;
+  }
+  mem_free(list.ops);
+  return ok;
+}
 
 const VarDesc *bwd_loss_var(Program *p, const char *loss) {
   const char *lv = prog_export(p, loss);
@@ -799,38 +960,18 @@ const VarDesc *bwd_wrt_var(Program *p, const char *name) {
   return d;
 }
 
-/* Indexes every variable of the program for the marks (all clear). */
-static void index_vars(Backward *bw, VarIdx *idx) {
-  Program *p = bw->p;
-  int nvars = 0;
-  for (int i = 0; i < p->nblocks; i++) nvars += p->blocks[i]->nvars;
-  memset(idx, 0, sizeof *idx);
-  idx->cap = 16;
-  while (idx->cap < (size_t)nvars * 2 + 2) idx->cap *= 2;
-  idx->keys = mem_calloc(idx->cap, sizeof *idx->keys);
-  idx->vals = mem_calloc(idx->cap, sizeof *idx->vals);
-  int k = 0;
-  for (int i = 0; i < p->nblocks; i++)
-    for (int j = 0; j < p->blocks[i]->nvars; j++) idx_put(idx, p->blocks[i]->vars[j], k++);
-  bw->idx = idx;
-  bw->marks = mem_calloc((size_t)nvars + 1, 1);
-  bw->nvars = nvars;
-}
-
 bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
                      const char *const *no_grad, int nno_grad, BackwardResult *out) {
   memset(out, 0, sizeof *out);
-  Backward bw = {.p = p, .diag = p->diag, .no_grad = no_grad, .nno_grad = nno_grad};
   Block *b0 = p->blocks[0];
   const VarDesc *lvar = bwd_loss_var(p, loss);
   if (!lvar) return false;
+  Backward bw = {.no_grad = no_grad, .nno_grad = nno_grad};
+  VarIdx idx;
+  backward_init(&bw, p, &idx);
   /* A second backward (another loss, other parameters) gets names of its
    * own: v@GRAD@L1, ...; it differentiates only the forward ops. */
-  bw.nfwd = p->nforward ? p->nforward : b0->nops;
   bw.suffix = p->nbackward ? arena_printf(p->arena, "@L%d", p->nbackward) : "";
-  VarIdx idx;
-  index_vars(&bw, &idx);
-  int nvars = bw.nvars;
 
   /* The parameter list: the given names, or every parameter. */
   const char **plist = arena_alloc(p->arena, sizeof *plist * (size_t)(b0->nvars + nparams + 1));
@@ -847,56 +988,28 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
       if ((b0->vars[i]->flags & VAR_PARAM) && !in_no_grad(&bw, b0->vars[i]->name)) plist[np++] = b0->vars[i]->name;
   }
   if (ok) {
-    for (int i = 0; i < np; i++)
-      if (!in_no_grad(&bw, plist[i])) set_mark(&bw, plist[i], MARK_LIVE);
-    while (prop_live(&bw, b0)) {
-    }
-    set_mark(&bw, lvar->name, MARK_NEED);
-    while (prop_need(&bw, b0)) {
-    }
-    for (int i = 0; i < nvars; i++)
-      if ((bw.marks[i] & (MARK_LIVE | MARK_NEED)) == (MARK_LIVE | MARK_NEED)) bw.marks[i] |= MARK_GRAD;
-    /* Honour no_grad and stop_gradient on the marks too. */
-    for (int i = 0; i < p->nblocks; i++)
-      for (int j = 0; j < p->blocks[i]->nvars; j++) {
-        const VarDesc *v = p->blocks[i]->vars[j];
-        if (!differentiable(&bw, v->name)) *mark_of(&bw, v->name) &= (unsigned char)~MARK_GRAD;
-      }
     int nfwd = bw.nfwd;
     out->first_grad_op = b0->nops;
-    OpList list = {0};
-    /* Seed: loss@GRAD = 1. */
-    OpDesc *seed = op_new(p, "fill_constant", lvar->span);
-    const char *lg = grad_name(&bw, b0, lvar->name);
-    int64_t dims[SHAPE_MAX_RANK];
-    for (int d = 0; d < lvar->shape.rank; d++) dims[d] = lvar->shape.d[d].n;
-    op_set_attr(p, seed, "shape", attr_ints(p, dims, lvar->shape.rank));
-    op_set_attr(p, seed, "value", attr_float(1.0));
-    op_set_attr(p, seed, "dtype", attr_dtype(DT_F32));
-    slot_push(p, op_add_output(p, seed, "Out"), lg);
-    VEC_RESERVE(list.ops, list.cap, 1);
-    list.ops[list.n++] = seed;
-    if (has_mark(&bw, lvar->name, MARK_LIVE)) ok = build_block(&bw, b0, b0, nfwd, &list);
-    if (ok && !bw.failed) {
-      const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(np + 1));
-      for (int i = 0; i < np; i++) targets[i] = needs_grad(&bw, plist[i]) ? grad_name(&bw, b0, plist[i]) : NULL;
-      finish_block(&bw, b0, &list, targets, np, NULL, 0);
-      ok = !bw.failed && verify_block(&bw, b0, out->first_grad_op);
-      if (ok) p->nforward = nfwd, p->nbackward++;
+    const char **grads = arena_alloc(p->arena, sizeof *grads * (size_t)(np + 1));
+    ok = differentiate(&bw, &lvar->name, NULL, 1, plist, np, grads);
+    if (ok) {
+      p->nforward = nfwd, p->nbackward++;
       out->pairs = arena_alloc(p->arena, sizeof *out->pairs * (size_t)(np + 1));
-      for (int i = 0; i < np; i++) {
-        out->pairs[i].param = plist[i];
-        out->pairs[i].grad = targets[i] && prog_var(p, targets[i]) ? targets[i] : NULL;
-      }
+      for (int i = 0; i < np; i++) out->pairs[i] = (GradPair){plist[i], grads[i]};
       out->npairs = np;
-    } else {
-      ok = false;
     }
-    mem_free(list.ops);
   }
-  mem_free(idx.keys);
-  mem_free(idx.vals);
-  mem_free(bw.marks);
+  backward_free(&bw);
+  return ok;
+}
+
+bool bwd_vjp(Program *p, const char *const *outs, const char *const *seeds, int nouts, const char *const *wrt,
+             int nwrt, const char **grads) {
+  Backward bw = {.suffix = ""};
+  VarIdx idx;
+  backward_init(&bw, p, &idx);
+  bool ok = differentiate(&bw, outs, seeds, nouts, wrt, nwrt, grads);
+  backward_free(&bw);
   return ok;
 }
 
@@ -907,10 +1020,11 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
  * given and the sums of repeated writes left to the caller, who adds the
  * pieces in the order they are written, as add_n would. */
 bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***pieces, int *npieces) {
-  Backward bw = {.p = p, .diag = p->diag, .suffix = "", .one_op = true, .nfwd = 1};
+  Backward bw = {.suffix = "", .one_op = true};
   Block *b0 = p->blocks[0];
   VarIdx idx;
-  index_vars(&bw, &idx);
+  backward_init(&bw, p, &idx);
+  bw.nfwd = 1;
   for (int i = 0; i < bw.nvars; i++) bw.marks[i] = MARK_LIVE | MARK_NEED;
   const OpDesc *op = b0->ops[0];
   for (int s = 0; s < op->nout; s++)
@@ -946,8 +1060,6 @@ bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***
         }
   }
   mem_free(list.ops);
-  mem_free(idx.keys);
-  mem_free(idx.vals);
-  mem_free(bw.marks);
+  backward_free(&bw);
   return ok;
 }

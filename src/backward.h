@@ -59,6 +59,14 @@ const VarDesc *bwd_wrt_var(Program *p, const char *name);
  * that order, is the gradient.  False on error (reported). */
 bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***pieces, int *npieces);
 
+/* The vector-Jacobian product of block 0 of p (a program of its own, such
+ * as the body of an op defined in a script): appends the grad ops that
+ * turn gradients of the values outs[k], held by the declared variables
+ * seeds[k], into gradients of wrt[i]; grads[i] receives the name of wrt[i]'s
+ * gradient, or NULL when none flows to it.  Errors are reported. */
+bool bwd_vjp(Program *p, const char *const *outs, const char *const *seeds, int nouts, const char *const *wrt,
+             int nwrt, const char **grads);
+
 /* ---- the grad-maker interface ---------------------------------------------------
  * A grad maker turns one forward op into the ops computing its inputs'
  * gradients.  It asks for names through these calls and emits op
@@ -92,7 +100,19 @@ void gemit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var);
 void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v);
 /* A fresh name for an intermediate value of the grad computation. */
 const char *gtemp(GradCtx *g);
+/* A fresh stem for names of the grad computation: `base` or "base.K",
+ * unused in the program and not handed out before, nor the stem of any
+ * variable (so "STEM@GRAD"-style names built on it are fresh too). */
+const char *gfresh(GradCtx *g, const char *base);
 Program *gprog(GradCtx *g);
+/* The block the grad ops go to (block 0, or the grad block of a loop or
+ * branch body): the parent of any sub-block a maker adds. */
+Block *ggrad_block(GradCtx *g);
+/* Says that emitted op `grad` (a while_grad or conditional_block_grad) runs
+ * over the turns of emitted op `fwd` rather than of the forward op: the
+ * builder keeps fwd whenever it keeps grad and points grad at fwd's final
+ * place in the block. */
+void gemit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd);
 
 /* Composite helpers. */
 /* dst = src summed over the dimensions where `like` was broadcast to src's

@@ -67,6 +67,7 @@ struct Frame {
 };
 
 struct Executor {
+  Executor *parent;                /* exec_child: the executor whose generator it draws from */
   Program *prog;
   Diag *diag;
   ExecOptions opt;
@@ -394,7 +395,12 @@ double ctx_attr_f(ExecCtx *c, const char *name) {
 }
 
 bool ctx_attr_b(ExecCtx *c, const char *name) { return ctx_attr_i(c, name) != 0; }
-Rng *ctx_rng(ExecCtx *c) { return &c->ex->rng; }
+Rng *ctx_rng(ExecCtx *c) {
+  Executor *ex = c->ex;
+  while (ex->parent) ex = ex->parent;
+  return &ex->rng;
+}
+const OpProto *ctx_proto(ExecCtx *c) { return c->p->proto; }
 FILE *ctx_stream(ExecCtx *c) { return c->ex->opt.out; }
 int ctx_precision(ExecCtx *c) { return c->ex->opt.precision; }
 
@@ -795,6 +801,17 @@ void exec_free(Executor *ex) {
   mem_free(ex->dims);
   mem_free(ex);
 }
+
+Executor *exec_child(ExecCtx *c, Program *sub) {
+  ExecOptions o = c->ex->opt;
+  o.tape = o.keep_steps = o.timing = false;
+  Executor *ex = exec_new(sub, &o);
+  ex->parent = c->ex;
+  ex->started = true;
+  return ex;
+}
+
+int exec_run_child(Executor *ex) { return run_block(ex, &ex->pblocks[0], ex->root); }
 
 Tape *exec_tape(Executor *ex) { return &ex->tape; }
 int64_t exec_ops_run(const Executor *ex) { return ex->ops_run; }

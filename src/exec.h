@@ -84,6 +84,14 @@ int64_t exec_ops_run(const Executor *ex);   /* ops executed so far */
 void exec_interrupt(void);
 Rng *exec_rng(Executor *ex);
 
+/* For a kernel that runs a program of its own (an op defined in a script
+ * runs its body): an executor over `sub` that draws from c's generator,
+ * prints where c's prints, keeps c's limits, and records no tape.  Feed
+ * its values with exec_preload, run block 0 with exec_run_child (sub has
+ * no startup block), read results with exec_value, then exec_free it. */
+Executor *exec_child(struct ExecCtx *c, Program *sub);
+int exec_run_child(Executor *ex);
+
 /* Per-op-type timing (netrun time). */
 typedef struct OpTiming {
   const char *type;
@@ -107,6 +115,7 @@ const VarDesc *ctx_out_desc(ExecCtx *c, int slot, int i);
 /* Sets output slot[i] to t, taking the caller's reference. */
 void ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t);
 const OpDesc *ctx_op(ExecCtx *c);
+const OpProto *ctx_proto(ExecCtx *c);
 const AttrValue *ctx_attr(ExecCtx *c, const char *name);   /* with proto defaults */
 int64_t ctx_attr_i(ExecCtx *c, const char *name);
 double ctx_attr_f(ExecCtx *c, const char *name);

@@ -36,7 +36,9 @@ static void built_free(Built *b) {
   exec_free(b->tex);
   exec_free(b->ex);
   mem_free(b->tape_vals);
-  if (b->tp) prog_release(b->tp), arena_free(&b->tape_arena);
+  /* The tape's program borrows the script's ops (its user_ops): only its
+   * arena is its own. */
+  if (b->tp) arena_free(&b->tape_arena);
   if (b->loaded) unload(&b->ld);
 }
 

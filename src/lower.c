@@ -23,6 +23,7 @@
 #include "lower.h"
 
 #include "registry.h"
+#include "userop.h"
 
 #include <limits.h>
 #include <math.h>
@@ -1125,13 +1126,8 @@ static void lower_param(Lowerer *L, const AstNode *n) {
 
 /* ---- user-defined ops (op NAME(...) -> (...) { } grad { }) ------------------- */
 
-typedef struct UserOp {
-  Lowerer *L;
-  const AstNode *def;
-  Scope *globals;
-} UserOp;
-
-/* Binds an op body's names: inputs to vars, attributes to constants. */
+/* Binds an op body's attributes to constants: op's values, else the
+ * defaults. */
 static void bind_user_attrs(Lowerer *L, const OpProto *proto, const OpDesc *op) {
   for (int i = 0; i < proto->nattrs; i++) {
     const Attr *a = op ? op_attr(op, proto->attrs[i].name) : NULL;
@@ -1140,119 +1136,103 @@ static void bind_user_attrs(Lowerer *L, const OpProto *proto, const OpDesc *op) 
   }
 }
 
-/* Shape inference of a user op: lowers its body into a scratch program for
- * the call's input types and reads the outputs' types off it. */
-static bool infer_user_op(InferCtx *c) {
-  UserOp *u = c->proto->user;
-  Lowerer *L = u->L;
-  Arena scratch_arena;
-  arena_init(&scratch_arena);
-  Program *scratch = prog_new(&scratch_arena, L->diag);
-  scratch->user_ops = c->prog->user_ops;
-  Program *saved_prog = L->prog;
-  Scope *saved_scope = L->scope;
-  Block *saved_block = L->block;
-  const char *saved_fn = L->fn;
-  Arena *saved_arena = L->arena;
-  L->prog = scratch;
-  L->arena = &scratch_arena;
-  L->block = scratch->blocks[0];
-  Scope *saved_fn_parent = L->fn_parent;
-  L->fn_parent = u->globals;
-  L->scope = scope_new(L, u->globals);
-  L->fn = u->def->name;
-  for (int i = 0; i < c->proto->nin; i++) {
-    const VarDesc *in = infer_in(c, c->proto->in[i].name, 0);
-    VarDesc *v = prog_add_var(scratch, scratch->blocks[0], c->proto->in[i].name);
-    v->dtype = in ? in->dtype : DT_F32;
-    v->shape = in ? in->shape : shape_unknown();
-    bind_var(L, c->proto->in[i].name, v->name);
+/* The value a body leaves in `name`, or NULL: an error if the body binds
+ * it only in a branch or loop (or, for an output, not at all). */
+static const char *user_result(Lowerer *L, const char *name, const AstNode *out) {
+  Binding *b = lookup(L, name);
+  if (b && b->kind == BIND_VAR) return b->var;
+  if (b && b->kind == BIND_LOCAL) {
+    diag_error(L->diag, b->where, "'%s' %s", name, b->why);
+  } else if (out) {
+    diag_error(L->diag, out->span, "op '%s' never assigns its output '%s'", L->opdef->name, out->name);
   }
-  bind_user_attrs(L, c->proto, c->op);
-  int before = L->diag->nerrors;
-  bool ok = lower_stmts(L, &u->def->a->list, false);
-  for (int i = 0; ok && i < c->proto->nout; i++) {
-    Binding *b = lookup(L, c->proto->out[i].name);
-    const VarDesc *v = b && b->kind == BIND_VAR ? prog_var(scratch, b->var) : NULL;
-    if (!v) {
-      ok = false;
-      break;
-    }
-    infer_set(c, c->proto->out[i].name, 0, v->dtype, &v->shape);
-  }
-  L->prog = saved_prog;
-  L->arena = saved_arena;
-  L->scope = saved_scope;
-  L->fn_parent = saved_fn_parent;
-  L->block = saved_block;
-  L->fn = saved_fn;
-  arena_free(&scratch_arena);
-  if (!ok || L->diag->nerrors != before)
-    return infer_fail(c, "its body cannot be applied to these inputs (see above)");
-  return true;
+  return NULL;
 }
 
-/* Checks a user op's body and grad body once, for inputs of unknown shape:
- * unknown names, outputs never assigned, gradients of non-inputs. */
-static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
-  bool ok = true;
-  Arena scratch_arena;
-  arena_init(&scratch_arena);
-  Program *scratch = prog_new(&scratch_arena, L->diag);
-  scratch->user_ops = L->prog->user_ops;
+bool lower_user_body(const OpProto *proto, const OpDesc *op, bool grad, Program *into, const char *const *in,
+                     const char *const *out, const char *const *out_grad, const char **res) {
+  const UserOp *u = proto->user;
+  Lowerer *L = u->L;
+  const AstNode *n = u->def;
+  /* The lowerer may be busy with a script (shape inference of a call):
+   * lower the body on the side and put everything back. */
   Program *saved_prog = L->prog;
-  Scope *saved_scope = L->scope;
-  Block *saved_block = L->block;
   Arena *saved_arena = L->arena;
+  Scope *saved_scope = L->scope, *saved_fn_parent = L->fn_parent;
+  Block *saved_block = L->block;
   const char *saved_fn = L->fn;
-  L->prog = scratch;
-  L->arena = &scratch_arena;
-  L->block = scratch->blocks[0];
+  bool saved_in_grad = L->in_grad;
+  const AstNode *saved_opdef = L->opdef;
+  int saved_ncalls = L->ncalls;
+  L->prog = into;
+  L->arena = into->arena;
+  L->block = into->blocks[0];
+  L->fn_parent = u->globals;
+  L->scope = scope_new(L, u->globals);
   L->fn = n->name;
-  Scope *saved_fn_parent = L->fn_parent;
-  L->fn_parent = ((UserOp *)proto->user)->globals;
-  for (int pass = 0; pass < 2 && ok; pass++) {
-    const AstNode *body = pass == 0 ? n->a : n->b;
-    if (!body) break;
-    L->scope = scope_new(L, L->fn_parent);
-    L->in_grad = pass == 1;
-    L->opdef = n;
-    int before = L->diag->nerrors;
-    for (int i = 0; i < n->list.n; i++) {
-      VarDesc *v = prog_add_var(scratch, L->block, prog_fresh(scratch, n->list.items[i]->name));
-      v->dtype = DT_F32;
-      bind_var(L, n->list.items[i]->name, v->name);
-    }
-    if (pass == 1)
-      for (int i = 0; i < n->list2.n; i++) {
-        const char *out = n->list2.items[i]->name;
-        VarDesc *v = prog_add_var(scratch, L->block, prog_fresh(scratch, out));
-        v->dtype = DT_F32;
-        bind_var(L, out, v->name);
-        VarDesc *g = prog_add_var(scratch, L->block, prog_fresh(scratch, arena_printf(L->arena, "%s@GRAD", out)));
-        g->dtype = DT_F32;
-        bind_var(L, arena_printf(L->arena, "%s@GRAD", out), g->name);
-      }
-    bind_user_attrs(L, proto, NULL);
-    ok = lower_stmts(L, &body->list, false) && L->diag->nerrors == before;
-    if (ok && pass == 0)
-      for (int i = 0; i < n->list2.n; i++) {
-        Binding *b = scope_find_here(L->scope, n->list2.items[i]->name);
-        if (!b || b->kind != BIND_VAR) {
-          diag_error(L->diag, n->list2.items[i]->span, "op '%s' never assigns its output '%s'", n->name,
-                     n->list2.items[i]->name);
-          ok = false;
-        }
-      }
+  L->in_grad = grad;
+  L->opdef = n;
+  L->ncalls = 0;
+  for (int i = 0; i < proto->nin; i++) bind_var(L, proto->in[i].name, in[i]);
+  for (int k = 0; grad && k < proto->nout; k++) {
+    bind_var(L, proto->out[k].name, out[k]);
+    bind_var(L, arena_printf(L->arena, "%s@GRAD", proto->out[k].name), out_grad[k]);
   }
-  L->in_grad = false;
-  L->opdef = NULL;
-  L->fn_parent = saved_fn_parent;
+  bind_user_attrs(L, proto, op);
+  int before = L->diag->nerrors;
+  bool ok = lower_stmts(L, grad ? &n->b->list : &n->a->list, false);
+  if (ok && !grad)
+    for (int k = 0; k < proto->nout; k++) ok &= (res[k] = user_result(L, proto->out[k].name, n->list2.items[k])) != NULL;
+  for (int i = 0; ok && grad && i < proto->nin; i++)
+    res[i] = user_result(L, arena_printf(L->arena, "%s@GRAD", proto->in[i].name), NULL);
+  ok = ok && L->diag->nerrors == before;
   L->prog = saved_prog;
   L->arena = saved_arena;
   L->scope = saved_scope;
+  L->fn_parent = saved_fn_parent;
   L->block = saved_block;
   L->fn = saved_fn;
+  L->in_grad = saved_in_grad;
+  L->opdef = saved_opdef;
+  L->ncalls = saved_ncalls;
+  return ok;
+}
+
+/* Declares a variable of type t in block 0 of p, named after `base`. */
+static const char *declare_f32(Program *p, const char *base) {
+  VarDesc *v = prog_add_var(p, p->blocks[0], prog_fresh(p, base));
+  v->dtype = DT_F32;
+  return v->name;
+}
+
+/* Checks a user op's body and grad body once, for f32 inputs of unknown
+ * shape: unknown names, outputs never assigned, gradients of non-inputs.
+ * An input whose gradient the grad body never assigns has none: its slot
+ * is marked SLOT_NO_GRAD, so the backward treats it like a label's. */
+static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
+  Arena scratch_arena;
+  arena_init(&scratch_arena);
+  Program *s = prog_new(&scratch_arena, L->diag);
+  s->user_ops = L->prog->user_ops;
+  const char *in[REG_MAX_SLOTS], *out[REG_MAX_SLOTS], *out_grad[REG_MAX_SLOTS], *res[REG_MAX_SLOTS];
+  for (int i = 0; i < proto->nin; i++) in[i] = declare_f32(s, proto->in[i].name);
+  bool ok = lower_user_body(proto, NULL, false, s, in, NULL, NULL, res);
+  /* An op whose body draws random numbers does too (its body cannot be
+   * run again for a gradient). */
+  for (int b = 0; ok && b < s->nblocks; b++)
+    for (int i = 0; i < s->blocks[b]->nops; i++) {
+      const OpProto *op = prog_find_op(s, s->blocks[b]->ops[i]->type);
+      if (op && (op->flags & OP_RANDOM)) proto->flags |= OP_RANDOM;
+    }
+  if (ok && n->b) {
+    for (int k = 0; k < proto->nout; k++) {
+      out[k] = declare_f32(s, proto->out[k].name);
+      out_grad[k] = declare_f32(s, arena_printf(s->arena, "%s@GRAD", proto->out[k].name));
+    }
+    ok = lower_user_body(proto, NULL, true, s, in, out, out_grad, res);
+    for (int i = 0; ok && i < proto->nin; i++)
+      if (!res[i]) proto->in[i].flags |= SLOT_NO_GRAD;
+  }
   arena_free(&scratch_arena);
   return ok;
 }
@@ -1269,14 +1249,24 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
   OpProto *proto = arena_alloc(L->arena, sizeof *proto);
   proto->type = n->name;
   proto->doc = arena_printf(L->arena, "defined in %s", L->diag->files[n->span.file].path);
-  for (int i = 0; i < n->list.n; i++) {
-    for (int j = 0; j < i; j++)
-      if (strcmp(n->list.items[i]->name, n->list.items[j]->name) == 0) {
-        diag_error(L->diag, n->list.items[i]->span, "input '%s' is named twice", n->list.items[i]->name);
-        return;
-      }
-    proto->in[i] = (SlotProto){n->list.items[i]->name, 0, "input"};
+  /* Inputs, outputs and attributes share one namespace: the body's. */
+  for (int i = 0; i < n->list.n + n->list2.n + n->list3.n; i++) {
+    const AstNode *a = i < n->list.n ? n->list.items[i]
+                       : i < n->list.n + n->list2.n ? n->list2.items[i - n->list.n]
+                                                    : n->list3.items[i - n->list.n - n->list2.n];
+    for (int j = 0; j < i; j++) {
+      const AstNode *b = j < n->list.n ? n->list.items[j]
+                         : j < n->list.n + n->list2.n ? n->list2.items[j - n->list.n]
+                                                      : n->list3.items[j - n->list.n - n->list2.n];
+      const char *ka = i < n->list.n ? "input" : i < n->list.n + n->list2.n ? "output" : "attribute";
+      const char *kb = j < n->list.n ? "input" : j < n->list.n + n->list2.n ? "output" : "attribute";
+      if (strcmp(a->name, b->name) != 0) continue;
+      if (ka == kb) diag_error(L->diag, a->span, "%s '%s' is named twice", ka, a->name);
+      else diag_error(L->diag, a->span, "'%s' names both an %s and an %s of op '%s'", a->name, kb, ka, n->name);
+      return;
+    }
   }
+  for (int i = 0; i < n->list.n; i++) proto->in[i] = (SlotProto){n->list.items[i]->name, 0, "input"};
   for (int i = 0; i < n->list2.n; i++) proto->out[i] = (SlotProto){n->list2.items[i]->name, 0, "output"};
   for (int i = 0; i < n->list3.n; i++) {
     const AstNode *kw = n->list3.items[i];
@@ -1297,9 +1287,14 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
   u->L = L;
   u->def = n;
   u->globals = functions_scope(L);
+  u->arena = L->arena;
+  u->diag = L->diag;
   proto->user = u;
-  proto->infer = infer_user_op;
+  proto->infer = uop_infer;
+  proto->kernel = uop_kernel;
+  proto->grad = uop_grad;
   proto->grad_kind = GRAD_COMPOSITE;  /* its grad body, or its body differentiated */
+  proto->flags = OP_NO_PREALLOC;      /* the kernel hands over its body's values */
   proto->nin = n->list.n, proto->nout = n->list2.n, proto->nattrs = n->list3.n;
   for (int i = 0; i < n->list3.n; i++) proto->has_dflt[i] = true;
   if (!check_user_op(L, n, proto)) return;
@@ -1309,6 +1304,7 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
   for (int i = 0; i < n->list3.n; i++) proto->attrs[i].dflt = NULL;
   if (!L->prog->user_ops) L->prog->user_ops = reg_new();
   reg_add(L->prog->user_ops, proto);
+  u->registry = L->prog->user_ops;
   for (int i = 0; i < n->list3.n; i++) {
     proto->dflt[i] = dflt[i];
     proto->has_dflt[i] = true;
@@ -1325,9 +1321,11 @@ static void collect_assigned(Lowerer *L, const AstList *stmts, const char ***nam
     if (s->kind == AST_ASSIGN) {
       for (int k = 0; k < s->list.n; k++) {
         const AstNode *t = s->list.items[k];
-        if (t->kind != AST_NAME || strcmp(t->name, "_") == 0) continue;
+        if (t->kind != AST_GRADNAME && (t->kind != AST_NAME || strcmp(t->name, "_") == 0)) continue;
+        /* x@GRAD in a grad body is bound under that name */
+        const char *name = t->kind == AST_GRADNAME ? arena_printf(L->arena, "%s@GRAD", t->name) : t->name;
         bool seen = false;
-        for (int j = 0; j < *n && !seen; j++) seen = strcmp((*names)[j], t->name) == 0;
+        for (int j = 0; j < *n && !seen; j++) seen = strcmp((*names)[j], name) == 0;
         if (seen) continue;
         if (*n == *cap) {
           *cap = *cap ? *cap * 2 : 8;
@@ -1337,7 +1335,7 @@ static void collect_assigned(Lowerer *L, const AstList *stmts, const char ***nam
           *names = nn, *where = nw;
         }
         (*where)[*n] = t->span;
-        (*names)[(*n)++] = t->name;
+        (*names)[(*n)++] = name;
       }
     } else if (s->kind == AST_WHILE) {
       collect_assigned(L, &s->b->list, names, n, cap, where);

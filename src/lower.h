@@ -4,6 +4,7 @@
 
 #include "ast.h"
 #include "program.h"
+#include "registry.h"
 
 typedef struct Lowerer Lowerer;
 
@@ -18,5 +19,30 @@ bool lower_file(Lowerer *L, const char *path);
 bool lower_block(Lowerer *L, const AstNode *root, int file);
 /* Records every top-level name's final variable in the program's exports. */
 void lower_export(Lowerer *L);
+
+/* ---- ops defined in scripts ------------------------------------------------
+ * `op NAME(INPUTS) -> (OUTPUTS) { BODY } grad { GRADBODY }` is checked and
+ * registered by lower.c (proto->user points to its UserOp); userop.c gives
+ * it shape inference, a kernel and a grad maker, which lower its bodies
+ * again for concrete types with lower_user_body. */
+typedef struct UserOp {
+  Lowerer *L;
+  const AstNode *def;            /* the AST_OPDEF */
+  struct Scope *globals;         /* what its bodies see besides their names */
+  Arena *arena;                  /* the program's: lives as long as the op */
+  Diag *diag;
+  Registry *registry;            /* the program's own ops, this one among them */
+  struct UopEntry *cache;        /* userop.c: bodies lowered per input signature */
+} UserOp;
+
+/* Lowers the body (grad false) or the grad body of user op `proto` into
+ * block 0 of `into`, attributes bound to op's values (op NULL: the
+ * defaults).  The caller declares the variables the body reads: in[i] for
+ * input slot i and, for the grad body, out[k] and out_grad[k] for output
+ * slot k.  res receives, per output slot (body) or input slot (grad body:
+ * NULL for an input whose gradient it leaves unassigned), the variable
+ * holding the value.  Errors are reported; false then. */
+bool lower_user_body(const OpProto *proto, const OpDesc *op, bool grad, Program *into, const char *const *in,
+                     const char *const *out, const char *const *out_grad, const char **res);
 
 #endif

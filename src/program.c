@@ -231,9 +231,12 @@ static int *counter(Program *p, const char *base) {
 const char *prog_fresh(Program *p, const char *base) {
   if (!prog_name_used(p, base)) return arena_strdup(p->arena, base);
   int *k = counter(p, base);
+  /* A gradient name's version goes on its stem: x.1@GRAD, not x@GRAD.1. */
+  const char *at = strchr(base, '@');
+  int stem = at ? (int)(at - base) : (int)strlen(base);
   for (;; (*k)++) {
     char buf[256];
-    snprintf(buf, sizeof buf, "%.200s.%d", base, *k);
+    snprintf(buf, sizeof buf, "%.*s.%d%.50s", stem < 200 ? stem : 200, base, *k, at ? at : "");
     if (!prog_name_used(p, buf)) {
       (*k)++;
       return arena_strdup(p->arena, buf);

@@ -158,7 +158,8 @@ VarDesc *prog_find_var(const Program *p, const Block *b, const char *name);
 /* Finds a variable anywhere in the program. */
 VarDesc *prog_var(const Program *p, const char *name);
 bool prog_name_used(const Program *p, const char *name);
-/* A fresh name: `base` if unused, else "base.K" for the least unused K >= 1. */
+/* A fresh name: `base` if unused, else "base.K" for the least unused K >= 1
+ * (for a gradient name "x@GRAD", "x.K@GRAD"). */
 const char *prog_fresh(Program *p, const char *base);
 /* A fresh temporary "t.N". */
 const char *prog_temp(Program *p);

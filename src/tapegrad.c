@@ -262,7 +262,7 @@ static int entry_sig(TapeGrad *tg, const TapeEntry *e, const bool *need) {
 
 static void template_free(Template *t) {
   exec_free(t->ex);
-  if (t->p) prog_release(t->p);
+  /* The template borrows the script's ops (user_ops): not released here. */
   arena_free(&t->arena);
   mem_free(t);
 }
