@@ -1,6 +1,7 @@
 /* main.c — the command line: verbs, options, exit statuses.
  *
  *   netrun VERB [OPTIONS] FILE      see `netrun --help` and man/netrun.1
+ *   --plugin PATH.so, anywhere     loads a plugin first (plugin.h)
  *
  * Exit status: 0 success, 1 an error in the script or its data, 2 a usage
  * error, 3 out of memory. */

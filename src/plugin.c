@@ -263,22 +263,23 @@ static void view(const Tensor *t, NetrunTensor *out) {
   out->data = t->data;
 }
 
-static int api_tensor_in(NetrunCtx *c, const char *slot, int i, NetrunTensor *out) {
-  if (!in_phase(c, KERNEL, "tensor_in")) return -1;
-  int k = reg_slot_index(ctx_proto(c)->in, ctx_proto(c)->nin, slot);
-  Tensor *t = k < 0 ? NULL : ctx_in_at(c->ec, k, i);
+/* A view of input (or output) slot[i]: 0, or -1 if there is none. */
+static int tensor_at(NetrunCtx *c, bool output, const char *slot, int i, NetrunTensor *out) {
+  if (!in_phase(c, KERNEL, output ? "tensor_out" : "tensor_in")) return -1;
+  const OpProto *p = ctx_proto(c);
+  int k = output ? reg_slot_index(p->out, p->nout, slot) : reg_slot_index(p->in, p->nin, slot);
+  Tensor *t = k < 0 ? NULL : output ? ctx_out_at(c->ec, k, i) : ctx_in_at(c->ec, k, i);
   if (!t) return -1;
   view(t, out);
   return 0;
 }
 
+static int api_tensor_in(NetrunCtx *c, const char *slot, int i, NetrunTensor *out) {
+  return tensor_at(c, false, slot, i, out);
+}
+
 static int api_tensor_out(NetrunCtx *c, const char *slot, int i, NetrunTensor *out) {
-  if (!in_phase(c, KERNEL, "tensor_out")) return -1;
-  int k = reg_slot_index(ctx_proto(c)->out, ctx_proto(c)->nout, slot);
-  Tensor *t = k < 0 ? NULL : ctx_out_at(c->ec, k, i);
-  if (!t) return -1;
-  view(t, out);
-  return 0;
+  return tensor_at(c, true, slot, i, out);
 }
 
 static int api_tensor_new_out(NetrunCtx *c, const char *slot, int i, NetrunDType dt, int rank,
@@ -391,32 +392,22 @@ static const char *check_plugin(const OpProto *p, int attr, const AttrValue *v) 
 
 /* ---- registration -------------------------------------------------------------------------- */
 
-/* Keeps the first error of an init function: one register_op gave (reg), or
- * one the plugin gave through init_error.  Returns -1. */
-static int record(bool reg, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static int record(bool reg, const char *fmt, va_list ap) {
-  if (loading.error[0]) return -1;
-  vsnprintf(loading.error, sizeof loading.error, fmt, ap);
-  if (!loading.error[0]) snprintf(loading.error, sizeof loading.error, "(no reason given)");
+/* The first error of an init function: one register_op gave (reg), or one
+ * the plugin gave through init_error. */
+static void record(bool reg, const char *msg) {
+  if (loading.error[0]) return;
+  snprintf(loading.error, sizeof loading.error, "%s", msg[0] ? msg : "(no reason given)");
   loading.from_register = reg;
-  return -1;
 }
 
 static int init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int init_error(const char *fmt, ...) {
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  record(false, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return -1;
-}
-
-static int reg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int reg_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  record(true, fmt, ap);
-  va_end(ap);
+  record(false, msg);
   return -1;
 }
 
@@ -446,40 +437,53 @@ static bool name_taken(const char *type) {
   return false;
 }
 
-/* Why def cannot be registered, or NULL. */
-static const char *def_error(const NetrunOpDef *def, char *buf, size_t n) {
-  if (!def->infer) return "it has no shape inference";
-  if (!def->kernel) return "it has no kernel";
-  if ((unsigned)def->grad_kind > NETRUN_GRAD_DEDICATED) return "its grad_kind is not a NetrunGradKind";
-  if (def->grad_kind != NETRUN_GRAD_NONE && !def->grad) return "it declares a gradient but has no grad maker";
-  if (def->flags & ~(unsigned)(NETRUN_OP_SIDE_EFFECT | NETRUN_OP_RANDOM | NETRUN_OP_ZERO_GRAD | NETRUN_OP_NO_PREALLOC))
-    return "its flags hold unknown bits";
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; i < NETRUN_MAX_SLOTS && (k ? def->out : def->in)[i].name; i++)
-      if (!is_slot_name((k ? def->out : def->in)[i].name)) {
-        snprintf(buf, n, "slot name '%s' is not NAME or NAME@GRAD", (k ? def->out : def->in)[i].name);
-        return buf;
+/* Whether def can be registered; if not, buf says why. */
+static bool def_ok(const NetrunOpDef *def, char *buf, size_t n) {
+  const char *why = NULL;
+  if (!def || !is_identifier(def->type)) {
+    snprintf(buf, n, "op name '%s' is not a name", def && def->type ? def->type : "(null)");
+    return false;
+  }
+  if (name_taken(def->type)) why = "is already registered";
+  else if (!def->infer) why = ": it has no shape inference";
+  else if (!def->kernel) why = ": it has no kernel";
+  else if ((unsigned)def->grad_kind > NETRUN_GRAD_DEDICATED) why = ": its grad_kind is not a NetrunGradKind";
+  else if (def->grad_kind != NETRUN_GRAD_NONE && !def->grad) why = ": it declares a gradient but has no grad maker";
+  else if (def->flags & ~(unsigned)(NETRUN_OP_SIDE_EFFECT | NETRUN_OP_RANDOM | NETRUN_OP_ZERO_GRAD |
+                                     NETRUN_OP_NO_PREALLOC))
+    why = ": its flags hold unknown bits";
+  if (why) {
+    snprintf(buf, n, "op '%s'%s%s", def->type, why[0] == ':' ? "" : " ", why);
+    return false;
+  }
+  int k = snprintf(buf, n, "op '%s': ", def->type);
+  char *rest = buf + k;
+  size_t left = n - (size_t)k;
+  for (int o = 0; o < 2; o++)
+    for (int i = 0; i < NETRUN_MAX_SLOTS && (o ? def->out : def->in)[i].name; i++)
+      if (!is_slot_name((o ? def->out : def->in)[i].name)) {
+        snprintf(rest, left, "slot name '%s' is not NAME or NAME@GRAD", (o ? def->out : def->in)[i].name);
+        return false;
       }
   Arena scratch;
   arena_init(&scratch);
-  const char *why = NULL;
-  for (int i = 0; i < NETRUN_MAX_ATTRS && def->attrs[i].name && !why; i++) {
+  bool ok = true;
+  for (int i = 0; i < NETRUN_MAX_ATTRS && def->attrs[i].name && ok; i++) {
     const NetrunAttr *a = &def->attrs[i];
     AttrValue v;
-    if (!is_identifier(a->name)) {
-      snprintf(buf, n, "attribute name '%s' is not a name", a->name);
-      why = buf;
-    } else if ((unsigned)a->type > NETRUN_ATTR_STRINGS) {
-      snprintf(buf, n, "attribute '%s' has no valid type", a->name);
-      why = buf;
-    } else if (a->dflt && !reg_parse_attr(&scratch, (AttrType)a->type, a->dflt, &v)) {
-      snprintf(buf, n, "the default '%s' of attribute '%s' is not a %s", a->dflt, a->name,
+    ok = false;
+    if (!is_identifier(a->name))
+      snprintf(rest, left, "attribute name '%s' is not a name", a->name);
+    else if ((unsigned)a->type > NETRUN_ATTR_STRINGS)
+      snprintf(rest, left, "attribute '%s' has no valid type", a->name);
+    else if (a->dflt && !reg_parse_attr(&scratch, (AttrType)a->type, a->dflt, &v))
+      snprintf(rest, left, "the default '%s' of attribute '%s' is not a %s", a->dflt, a->name,
                attr_type_name((AttrType)a->type));
-      why = buf;
-    }
+    else
+      ok = true;
   }
   arena_free(&scratch);
-  return why;
+  return ok;
 }
 
 static unsigned op_flags(unsigned f) {
@@ -492,12 +496,11 @@ static int api_register_op(const NetrunOpDef *def) {
     fprintf(stderr, "netrun: error: a plugin called register_op after its init function returned\n");
     return -1;
   }
-  char buf[512];
-  if (!def || !is_identifier(def->type))
-    return reg_error("op name '%s' is not a name", def && def->type ? def->type : "(null)");
-  if (name_taken(def->type)) return reg_error("op '%s' is already registered", def->type);
-  const char *why = def_error(def, buf, sizeof buf);
-  if (why) return reg_error("op '%s': %s", def->type, why);
+  char why[512];
+  if (!def_ok(def, why, sizeof why)) {
+    record(true, why);
+    return -1;
+  }
   Arena *a = &loading.pl->arena;
   PluginOp *op = arena_alloc(a, sizeof *op);
   op->def = *def;
