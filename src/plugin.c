@@ -233,6 +233,10 @@ static int api_var_in(NetrunCtx *c, const char *slot, int i, NetrunVar *out) {
 
 static void api_var_out(NetrunCtx *c, const char *slot, int i, NetrunDType t, const NetrunShape *s) {
   if (!in_phase(c, INFER, "var_out")) return;
+  if (reg_slot_index(ctx_proto(c)->out, ctx_proto(c)->nout, slot) < 0) {
+    api_fail(c, "the plugin set output %s, which the op does not have", slot);
+    return;
+  }
   if ((unsigned)t > NETRUN_BOOL || s->rank < -1 || s->rank > SHAPE_MAX_RANK) {
     api_fail(c, "the plugin gave output %s an invalid dtype or rank", slot);
     return;
@@ -352,7 +356,15 @@ static void api_emit_out(NetrunCtx *c, NetrunOp *op, const char *slot, const cha
 }
 
 static void api_emit_attr(NetrunCtx *c, NetrunOp *op, const char *name, const NetrunAttrValue *v) {
-  if (emitted_has(c, op, "attribute", name)) gemit_attr(c->gc, (OpDesc *)op, name, to_internal(gprog(c->gc), v));
+  const OpProto *p = emitted_has(c, op, "attribute", name);
+  if (!p) return;
+  AttrType want = p->attrs[reg_attr_index(p, name)].type;
+  if ((int)v->type != (int)want) {
+    api_fail(c, "its grad maker gives attribute '%s' of op '%s' a value that is not a %s", name, p->type,
+             attr_type_name(want));
+    return;
+  }
+  gemit_attr(c->gc, (OpDesc *)op, name, to_internal(gprog(c->gc), v));
 }
 
 static const char *api_temp(NetrunCtx *c) { return in_phase(c, GRAD, "temp") ? gtemp(c->gc) : NULL; }
@@ -367,9 +379,23 @@ static int outcome(NetrunCtx *c, int rc, const char *what) {
   return -1;
 }
 
+/* Whether inference gave output slot k, variable i, a dtype. */
+static bool output_set(InferCtx *ic, int k, int i) {
+  if (ic->rt) return ic->rt->out[k][i].dtype != DT_UNKNOWN;
+  const VarDesc *v = prog_var(ic->prog, op_output(ic->op, ic->proto->out[k].name)->args[i]);
+  return !v || v->dtype != DT_UNKNOWN;
+}
+
 static bool infer_plugin(InferCtx *ic) {
   NetrunCtx c = {.op = ic->proto->user, .ic = ic};
-  return outcome(&c, c.op->def.infer(&c), "shape inference") == 0 && !ic->failed;
+  if (outcome(&c, c.op->def.infer(&c), "shape inference") < 0 || ic->failed) return false;
+  for (int k = 0; k < ic->proto->nout; k++)
+    for (int i = 0; i < infer_out_count(ic, ic->proto->out[k].name); i++)
+      if (!output_set(ic, k, i)) {
+        api_fail(&c, "its shape inference did not set output %s", ic->proto->out[k].name);
+        return false;
+      }
+  return true;
 }
 
 static int kernel_plugin(ExecCtx *ec) {

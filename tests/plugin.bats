@@ -257,6 +257,47 @@ EOF
   [ "${lines[0]}" = "s.net:3:12: error: sloppy: the plugin called tensor_in in a grad maker, not in a kernel" ]
 }
 
+@test "a plugin's mistakes in inference and grad makers are reported as its op's errors" {
+  plugin_with lazy '{.type = "lazy", .in = {{"X", 0, ""}}, .out = {{"Out", 0, ""}}, .infer = ok, .kernel = ok}'
+  printf 'load "lazy.so"\nparam w : [2] = [1.0, 2.0]\ny = lazy(w)\n' > lazy.net
+  run "$NETRUN" dump lazy.net
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "lazy.net:3:5: error: lazy: its shape inference did not set output Out" ]
+  build_op mistake <<'EOF'
+static int copy(NetrunCtx *c) {
+  NetrunTensor x, out;
+  nr->tensor_in(c, "X", 0, &x);
+  nr->tensor_out(c, "Out", 0, &out);
+  for (int64_t i = 0; i < x.numel; i++) ((float *)out.data)[i] = ((const float *)x.data)[i];
+  return 0;
+}
+/* attribute "how" picks the mistake */
+static int grad(NetrunCtx *c) {
+  int64_t how = nr->attr_int(c, "how");
+  NetrunOp *op = nr->emit(c, how == 0 ? "nope" : "scale");
+  if (!op) return -1;
+  nr->emit_in(c, op, how == 1 ? "Q" : "X", nr->grad_out(c, "Out", 0));
+  nr->emit_out(c, op, "Out", nr->grad_in(c, "X", 0));
+  NetrunAttrValue two = {.type = NETRUN_ATTR_INT, .u.i = 2};
+  nr->emit_attr(c, op, "scale", &two);
+  return 0;
+}
+static const NetrunOpDef def = {.type = "mistake", .in = {{"X", 0, ""}}, .out = {{"Out", 0, ""}},
+  .attrs = {{"how", NETRUN_ATTR_INT, "0", 0, ""}},
+  .infer = same_shape, .kernel = copy, .grad_kind = NETRUN_GRAD_COMPOSITE, .grad = grad};
+EOF
+  for how in 0 1 2; do
+    printf 'load "mistake.so"\nparam w : [2] = [1.0, 2.0]\nloss = sum(mistake(w, how=%d))\n' $how > m$how.net
+  done
+  run "$NETRUN" dump --backward m0.net
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "m0.net:3:12: error: mistake: its grad maker emits unknown op 'nope'" ]
+  run "$NETRUN" dump --backward m1.net
+  [ "${lines[0]}" = "m1.net:3:12: error: mistake: its grad maker gives op 'scale' input 'Q', which it does not have" ]
+  run "$NETRUN" dump --backward m2.net
+  [ "${lines[0]}" = "m2.net:3:12: error: mistake: its grad maker gives attribute 'scale' of op 'scale' a value that is not a float" ]
+}
+
 @test "a plugin built against the installed header works" {
   make -s -C "$ROOT" install DESTDIR="$BATS_TEST_TMPDIR/inst" PREFIX=/usr > /dev/null
   inst=$BATS_TEST_TMPDIR/inst/usr
