@@ -130,21 +130,21 @@ static bool in_phase(NetrunCtx *c, int want, const char *fn) {
   return false;
 }
 
-static const OpProto *ctx_proto(NetrunCtx *c) { return &c->op->proto; }
+static const OpProto *proto_of(NetrunCtx *c) { return &c->op->proto; }
 
 static const char *api_op_type(NetrunCtx *c) { return c->op->def.type; }
 
 static int api_in_count(NetrunCtx *c, const char *slot) {
   if (c->ic) return infer_count(c->ic, slot);
   if (c->gc) return gop_nin(c->gc, slot);
-  int k = reg_slot_index(ctx_proto(c)->in, ctx_proto(c)->nin, slot);
+  int k = reg_slot_index(proto_of(c)->in, proto_of(c)->nin, slot);
   return k < 0 ? 0 : ctx_in_count(c->ec, k);
 }
 
 static int api_out_count(NetrunCtx *c, const char *slot) {
   if (c->ic) return infer_out_count(c->ic, slot);
   if (c->gc) return gop_nout(c->gc, slot);
-  int k = reg_slot_index(ctx_proto(c)->out, ctx_proto(c)->nout, slot);
+  int k = reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot);
   return k < 0 ? 0 : ctx_out_count(c->ec, k);
 }
 
@@ -193,19 +193,17 @@ static int api_attr(NetrunCtx *c, const char *name, NetrunAttrValue *out) {
   return 0;
 }
 
-static double attr_number(NetrunCtx *c, const char *name) {
-  const AttrValue *v = find_attr(c, name);
-  if (!v) return 0;
-  return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
-}
-
 static int64_t api_attr_int(NetrunCtx *c, const char *name) {
   const AttrValue *v = find_attr(c, name);
   if (!v) return 0;
   return v->type == ATTR_FLOAT ? (int64_t)v->u.f : v->u.i;
 }
 
-static double api_attr_float(NetrunCtx *c, const char *name) { return attr_number(c, name); }
+static double api_attr_float(NetrunCtx *c, const char *name) {
+  const AttrValue *v = find_attr(c, name);
+  if (!v) return 0;
+  return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
+}
 
 /* ---- shape inference ------------------------------------------------------------------ */
 
@@ -218,7 +216,10 @@ static NetrunShape shape_to_public(const Shape *s) {
 static Shape shape_to_internal(const NetrunShape *s) {
   Shape o = shape_unknown();
   o.rank = s->rank;
-  for (int i = 0; i < s->rank; i++) o.d[i] = (Dim){s->d[i].n < 0 ? -1 : s->d[i].n, s->d[i].n < 0 ? s->d[i].sym : NULL};
+  for (int i = 0; i < s->rank; i++) {
+    bool known = s->d[i].n >= 0;
+    o.d[i] = (Dim){known ? s->d[i].n : -1, known ? NULL : s->d[i].sym};
+  }
   return o;
 }
 
@@ -233,7 +234,7 @@ static int api_var_in(NetrunCtx *c, const char *slot, int i, NetrunVar *out) {
 
 static void api_var_out(NetrunCtx *c, const char *slot, int i, NetrunDType t, const NetrunShape *s) {
   if (!in_phase(c, INFER, "var_out")) return;
-  if (reg_slot_index(ctx_proto(c)->out, ctx_proto(c)->nout, slot) < 0) {
+  if (reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot) < 0) {
     api_fail(c, "the plugin set output %s, which the op does not have", slot);
     return;
   }
@@ -247,6 +248,8 @@ static void api_var_out(NetrunCtx *c, const char *slot, int i, NetrunDType t, co
 
 static int api_broadcast(NetrunCtx *c, const NetrunShape *a, const NetrunShape *b, NetrunShape *out) {
   if (!in_phase(c, INFER, "broadcast")) return -1;
+  if (a->rank > SHAPE_MAX_RANK || b->rank > SHAPE_MAX_RANK)
+    return api_fail(c, "the plugin broadcast a shape of more than %d dimensions", SHAPE_MAX_RANK);
   Shape x = shape_to_internal(a), y = shape_to_internal(b), s;
   if (!infer_broadcast(c->ic, &x, &y, &s)) {
     c->failed = true;
@@ -270,7 +273,7 @@ static void view(const Tensor *t, NetrunTensor *out) {
 /* A view of input (or output) slot[i]: 0, or -1 if there is none. */
 static int tensor_at(NetrunCtx *c, bool output, const char *slot, int i, NetrunTensor *out) {
   if (!in_phase(c, KERNEL, output ? "tensor_out" : "tensor_in")) return -1;
-  const OpProto *p = ctx_proto(c);
+  const OpProto *p = proto_of(c);
   int k = output ? reg_slot_index(p->out, p->nout, slot) : reg_slot_index(p->in, p->nin, slot);
   Tensor *t = k < 0 ? NULL : output ? ctx_out_at(c->ec, k, i) : ctx_in_at(c->ec, k, i);
   if (!t) return -1;
@@ -289,7 +292,7 @@ static int api_tensor_out(NetrunCtx *c, const char *slot, int i, NetrunTensor *o
 static int api_tensor_new_out(NetrunCtx *c, const char *slot, int i, NetrunDType dt, int rank,
                               const int64_t *shape, NetrunTensor *out) {
   if (!in_phase(c, KERNEL, "tensor_new_out")) return -1;
-  int k = reg_slot_index(ctx_proto(c)->out, ctx_proto(c)->nout, slot);
+  int k = reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot);
   if (k < 0 || i < 0 || i >= ctx_out_count(c->ec, k))
     return api_fail(c, "the plugin made output %s[%d], which this op does not have", slot, i);
   if ((unsigned)dt > NETRUN_BOOL || rank < 0 || rank > SHAPE_MAX_RANK)

@@ -48,14 +48,14 @@ static const char *shape_text(const NetrunShape *s, char *buf, size_t n) {
   return buf;
 }
 
-/* Reads input slot as an f32 of rank `rank` (-1: any rank of at least 1). */
+/* Reads input slot as an f32 of rank `rank` (0: any rank of at least 1). */
 static int f32_input(NetrunCtx *c, const char *slot, int rank, NetrunVar *v) {
+  static const char *const want[] = {"at least one dimension", "one dimension", "two dimensions"};
   if (nr->var_in(c, slot, 0, v) != 0) return nr->fail(c, "input %s is missing", slot);
   if (v->dtype != NETRUN_F32) return nr->fail(c, "%s must be f32", slot);
-  if (v->shape.rank >= 0 && (rank >= 0 ? v->shape.rank != rank : v->shape.rank == 0)) {
+  if (v->shape.rank >= 0 && (rank ? v->shape.rank != rank : v->shape.rank == 0)) {
     char buf[128];
-    return nr->fail(c, "%s must have %s, got shape %s", slot, rank == 2 ? "two dimensions" : rank == 1 ? "one dimension" : "a dimension",
-                    shape_text(&v->shape, buf, sizeof buf));
+    return nr->fail(c, "%s must have %s, got shape %s", slot, want[rank], shape_text(&v->shape, buf, sizeof buf));
   }
   return 0;
 }
@@ -63,7 +63,7 @@ static int f32_input(NetrunCtx *c, const char *slot, int rank, NetrunVar *v) {
 /* X [..., K] @ W [K, N] + B [N] -> Out [..., N]. */
 static int infer_fused(NetrunCtx *c) {
   NetrunVar x, w, b;
-  if (f32_input(c, "X", -1, &x) || f32_input(c, "W", 2, &w) || f32_input(c, "B", 1, &b)) return -1;
+  if (f32_input(c, "X", 0, &x) || f32_input(c, "W", 2, &w) || f32_input(c, "B", 1, &b)) return -1;
   char s1[128], s2[128];
   if (x.shape.rank > 0 && w.shape.rank == 2 && clash(x.shape.d[x.shape.rank - 1], w.shape.d[0]))
     return nr->fail(c, "X has shape %s and W has shape %s: inner dimensions differ",
@@ -85,7 +85,7 @@ static int infer_fused(NetrunCtx *c) {
  * columns. */
 static int infer_fused_grad(NetrunCtx *c) {
   NetrunVar x, w;
-  if (f32_input(c, "X", -1, &x) || f32_input(c, "W", 2, &w)) return -1;
+  if (f32_input(c, "X", 0, &x) || f32_input(c, "W", 2, &w)) return -1;
   NetrunShape b = {.rank = 1, .d = {w.shape.rank == 2 ? w.shape.d[1] : (NetrunDim){-1, NULL}}};
   if (nr->out_count(c, "X@GRAD")) nr->var_out(c, "X@GRAD", 0, NETRUN_F32, &x.shape);
   if (nr->out_count(c, "W@GRAD")) nr->var_out(c, "W@GRAD", 0, NETRUN_F32, &w.shape);
