@@ -1,6 +1,6 @@
 # netrun — build, test, install.  See README.md.
 #
-#   make            build ./netrun
+#   make            build ./netrun and the example plugin
 #   make deps       install missing Debian packages (apt-get)
 #   make test       deps, build, and every test
 #   make asan       the whole suite under AddressSanitizer + UBSan
@@ -18,8 +18,8 @@ ifdef CI
 WARN   += -Werror
 endif
 OPT     ?= -O3 -g -fno-math-errno
-CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -Isrc -I$(BUILD) $(CFLAGS)
-LDLIBS  = -lopenblas -lz -ledit -lm
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
+LDLIBS  = -lopenblas -lz -ledit -lm -ldl
 
 # Debian packages: build, run, and test dependencies.
 DEB_PKGS = flex bison libopenblas-dev zlib1g-dev libedit-dev bats \
@@ -29,10 +29,18 @@ SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
 DEP     = $(OBJ:.o=.d)
 
-all: netrun
+all: netrun plugins
 
 netrun: $(OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS)
+
+# Plugins (include/netrun/plugin.h): shared libraries netrun loads with
+# --plugin or `load "NAME.so"`.  Built as a user builds one, against the
+# public header only.
+PLUGINS = $(patsubst %.c,%.so,$(wildcard examples/plugins/*.c))
+plugins: $(PLUGINS)
+examples/plugins/%.so: examples/plugins/%.c include/netrun/plugin.h
+	$(CC) -std=c11 -O2 -g -fPIC -shared $(WARN) -Iinclude $(CFLAGS) -o $@ $< $(LDFLAGS) -lopenblas -lm
 
 $(BUILD)/%.o: %.c | $(BUILD)/parser.h
 	@mkdir -p $(dir $@)
@@ -76,7 +84,7 @@ deps:
 NETRUN ?= $(CURDIR)/netrun
 
 test: deps
-	$(MAKE) netrun
+	$(MAKE) all
 	$(MAKE) check
 
 check:
@@ -90,6 +98,7 @@ regen: netrun
 asan: deps
 	$(MAKE) BUILD=build/asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  LDFLAGS="-fsanitize=address,undefined" build/asan/netrun
+	$(MAKE) plugins
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(MAKE) check NETRUN=$(CURDIR)/build/asan/netrun
 
@@ -107,16 +116,19 @@ bench: $(BUILD)/bench
 # ---- install ----------------------------------------------------------------
 install: netrun
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/netrun/stdlib \
-	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	  $(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/include/netrun
 	install -m 755 netrun $(DESTDIR)$(PREFIX)/bin/netrun
 	install -m 644 stdlib/*.net $(DESTDIR)$(PREFIX)/share/netrun/stdlib/
+	install -m 644 include/netrun/plugin.h $(DESTDIR)$(PREFIX)/include/netrun/
 	install -m 644 man/netrun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/netrun-lang.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 644 man/netrun-ops.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 
 clean:
-	rm -rf $(BUILD) build netrun
+	rm -rf $(BUILD) build netrun $(PLUGINS)
 
-.PHONY: all deps test check regen asan bench install clean
+.PHONY: all plugins deps test check regen asan bench install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

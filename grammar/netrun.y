@@ -163,7 +163,7 @@ static void check_targets(ParseState *ps, AstNode *assign);
 %token <str> STRING "string"
 %token INPUT "'input'" PARAM "'param'" DEF "'def'" OP "'op'" GRAD "'grad'"
 %token RETURN "'return'" WHILE "'while'" IF "'if'" ELSE "'else'"
-%token IMPORT "'import'" AND "'and'" OR "'or'" NOT "'not'"
+%token IMPORT "'import'" LOAD "'load'" AND "'and'" OR "'or'" NOT "'not'"
 %token TRUE "'true'" FALSE "'false'"
 %token POW "'**'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='" ARROW "'->'"
 /* Bytes the scanner rejected (it has reported them). */
@@ -229,6 +229,12 @@ stmt:
     /* import "NAME" */
     IMPORT STRING {
       $$ = NODE(AST_IMPORT, @$);
+      $$->name = $2;
+      DONE($$);
+    }
+    /* load "PATH.so" */
+  | LOAD STRING {
+      $$ = NODE(AST_LOAD, @$);
       $$->name = $2;
       DONE($$);
     }
@@ -727,7 +733,7 @@ elems:
 
 static bool is_statement(const AstNode *n) {
   switch (n->kind) {
-  case AST_BLOCK: case AST_IMPORT: case AST_INPUT: case AST_PARAM: case AST_DEF:
+  case AST_BLOCK: case AST_IMPORT: case AST_LOAD: case AST_INPUT: case AST_PARAM: case AST_DEF:
   case AST_OPDEF: case AST_WHILE: case AST_IF: case AST_RETURN: case AST_ASSIGN: case AST_EXPR:
     return true;
   default:
@@ -902,7 +908,7 @@ static bool is_keyword(yysymbol_kind_t k) {
   switch (k) {
   case YYSYMBOL_INPUT: case YYSYMBOL_PARAM: case YYSYMBOL_DEF: case YYSYMBOL_OP:
   case YYSYMBOL_GRAD: case YYSYMBOL_RETURN: case YYSYMBOL_WHILE: case YYSYMBOL_IF:
-  case YYSYMBOL_ELSE: case YYSYMBOL_IMPORT: case YYSYMBOL_AND: case YYSYMBOL_OR:
+  case YYSYMBOL_ELSE: case YYSYMBOL_IMPORT: case YYSYMBOL_LOAD: case YYSYMBOL_AND: case YYSYMBOL_OR:
   case YYSYMBOL_NOT: case YYSYMBOL_TRUE: case YYSYMBOL_FALSE:
     return true;
   default:

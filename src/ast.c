@@ -218,7 +218,8 @@ static void print_node(FILE *f, const AstNode *n) {
     print_list(f, &n->list);
     break;
   case AST_IMPORT:
-    fputs("(import ", f);
+  case AST_LOAD:
+    fputs(n->kind == AST_IMPORT ? "(import " : "(load ", f);
     print_string(f, n->name);
     break;
   case AST_INPUT:

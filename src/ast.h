@@ -32,6 +32,7 @@ typedef enum AstKind {
   /* statements */
   AST_BLOCK,     /* list = statements                      { ... }        */
   AST_IMPORT,    /* name = the string                      import "nn"    */
+  AST_LOAD,      /* name = the string                      load "x.so"    */
   AST_INPUT,     /* name, a = AST_TYPE, b = default or NULL               */
   AST_PARAM,     /* name, a = AST_TYPE, b = initializer                   */
   AST_TYPE,      /* name = dtype ("f32", "i64", "bool") or NULL, list = dims

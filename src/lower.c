@@ -22,6 +22,7 @@
  */
 #include "lower.h"
 
+#include "plugin.h"
 #include "registry.h"
 #include "userop.h"
 
@@ -680,7 +681,7 @@ static bool set_attr_from(Lowerer *L, OpDesc *op, const OpProto *proto, int ai, 
                attr_type_name(ap->type), got);
     return false;
   }
-  const char *why = ap->check ? ap->check(&v) : NULL;
+  const char *why = reg_check_attr(proto, ai, &v);
   if (why) {
     diag_error(L->diag, val->span, "attribute '%s' of '%s' %s", ap->name, proto->type, why);
     return false;
@@ -1751,6 +1752,7 @@ static bool only_top(Lowerer *L, const AstNode *n, bool top, const char *what) {
 }
 
 static bool load_import(Lowerer *L, const AstNode *n);
+static void load_plugin(Lowerer *L, const AstNode *n);
 
 static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
   int before = L->diag->nerrors;
@@ -1759,6 +1761,9 @@ static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
     switch (s->kind) {
     case AST_IMPORT:
       if (only_top(L, s, top, "import")) load_import(L, s);
+      break;
+    case AST_LOAD:
+      if (only_top(L, s, top, "load")) load_plugin(L, s);
       break;
     case AST_INPUT:
       if (only_top(L, s, top, "an input declaration")) lower_input(L, s);
@@ -1903,6 +1908,23 @@ static bool load_import(Lowerer *L, const AstNode *n) {
   int idx = diag_load_file(L->diag, found);
   if (idx < 0) return false;
   return lower_source_file(L, idx);
+}
+
+/* load "PATH.so": a plugin (plugin.h), PATH relative to the loading
+ * script's folder.  Its ops are registered now, so the statements after it
+ * can call them. */
+static void load_plugin(Lowerer *L, const AstNode *n) {
+  if (!n->name[0]) {
+    diag_error(L->diag, n->span, "load needs the path of a plugin");
+    return;
+  }
+  const char *here = L->diag->files[n->span.file].path;
+  const char *slash = strrchr(here, '/');
+  const char *path = n->name[0] == '/' || !slash
+                         ? n->name
+                         : arena_printf(L->arena, "%.*s/%s", (int)(slash - here), here, n->name);
+  const char *why = plugin_load(path, L->prog->user_ops);
+  if (why) diag_error(L->diag, n->span, "%s", why);
 }
 
 /* ---- entry points ------------------------------------------------------------ */

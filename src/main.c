@@ -1,11 +1,13 @@
 /* main.c — the command line: verbs, options, exit statuses.
  *
  *   netrun VERB [OPTIONS] FILE      see `netrun --help` and man/netrun.1
+ *   --plugin PATH.so, anywhere     loads a plugin first (plugin.h)
  *
  * Exit status: 0 success, 1 an error in the script or its data, 2 a usage
  * error, 3 out of memory. */
 #include "ast.h"
 #include "cli.h"
+#include "plugin.h"
 #include "registry.h"
 #include "tape.h"
 
@@ -124,7 +126,8 @@ static void usage(FILE *f) {
         "\nverbs:\n",
         f);
   for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) fprintf(f, "  %s\n", verbs[i].usage);
-  fputs("\noptions: --help, --version; `netrun help VERB` describes a verb.\n", f);
+  fputs("\noptions: --help, --version; --plugin PATH.so (anywhere, repeatable) loads a plugin's ops;\n"
+        "`netrun help VERB` describes a verb.\n", f);
 }
 
 /* ---- verbs ---------------------------------------------------------------- */
@@ -346,7 +349,34 @@ static int cmd_later(int argc, char **argv) {
   return EXIT_SCRIPT;
 }
 
-int main(int argc, char **argv) {
+/* --plugin PATH (or --plugin=PATH), anywhere on the command line: loads
+ * the plugin and removes the option from argv.  0, or the exit status. */
+static int load_plugins(int *argc, char **argv) {
+  int kept = 1;
+  for (int i = 1; i < *argc; i++) {
+    const char *path = NULL;
+    if (strcmp(argv[i], "--plugin") == 0) {
+      if (i + 1 == *argc) return usage_error("%s", "--plugin needs the path of a plugin (a .so file)");
+      path = argv[++i];
+    } else if (strncmp(argv[i], "--plugin=", 9) == 0) {
+      path = argv[i] + 9;
+    } else {
+      argv[kept++] = argv[i];
+      continue;
+    }
+    const char *why = plugin_load(path, NULL);
+    if (why) {
+      fprintf(stderr, "netrun: error: %s\n", why);
+      return EXIT_SCRIPT;
+    }
+  }
+  argv[kept] = NULL;
+  *argc = kept;
+  return 0;
+}
+
+/* The verb argv[1] names, or a script to run. */
+static int dispatch(int argc, char **argv) {
   int status;
   if (argc < 2) {
     if (isatty(0)) {
@@ -390,6 +420,13 @@ int main(int argc, char **argv) {
       status = EXIT_USAGE;
     }
   }
+  return status;
+}
+
+int main(int argc, char **argv) {
+  int status = load_plugins(&argc, argv);
+  if (status == 0) status = dispatch(argc, argv);
   reg_free_default();
+  plugin_unload_all();
   return status;
 }

@@ -142,6 +142,11 @@ int reg_attr_index(const OpProto *p, const char *name) {
   return -1;
 }
 
+const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v) {
+  if (p->attrs[attr].check) return p->attrs[attr].check(v);
+  return p->check_attr ? p->check_attr(p, attr, v) : NULL;
+}
+
 /* ---- attribute constants in script syntax ------------------------------ */
 
 static const char *skip_ws(const char *s) {

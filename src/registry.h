@@ -10,7 +10,7 @@
  *
  * Protos are registered once at start (reg_default()); ops defined by
  * scripts (`op NAME ... grad`) are registered at load time with
- * reg_add().
+ * reg_add(), and so are plugins' ops (plugin.c), into the default registry.
  */
 #ifndef NETRUN_REGISTRY_H
 #define NETRUN_REGISTRY_H
@@ -82,7 +82,9 @@ typedef struct OpProto {
   int nin, nout, nattrs;
   AttrValue dflt[REG_MAX_ATTRS];  /* parsed defaults (type ATTR_* or unset if required) */
   bool has_dflt[REG_MAX_ATTRS];
-  void *user;                     /* for ops defined by scripts */
+  void *user;                     /* for ops defined by scripts and plugins */
+  /* Plugins: checks attribute attrs[attr] (whose own check is NULL). */
+  const char *(*check_attr)(const struct OpProto *p, int attr, const AttrValue *v);
 } OpProto;
 
 typedef struct Registry Registry;
@@ -105,6 +107,8 @@ const OpProto *reg_find(const Registry *r, const char *type);
 const OpProto *const *reg_all(const Registry *r, int *n);
 int reg_slot_index(const SlotProto *slots, int n, const char *name);
 int reg_attr_index(const OpProto *p, const char *name);
+/* Runs the checkers of attribute attrs[attr] on v: NULL, or the message. */
+const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v);
 /* Parses an attribute default/constant in script syntax into type t. */
 bool reg_parse_attr(Arena *a, AttrType t, const char *text, AttrValue *out);
 

@@ -1,0 +1,668 @@
+/* plugin.c — loading plugins, and the NetrunApi table they call.
+ *
+ * A plugin op becomes an OpProto like a built-in's.  Its infer, kernel and
+ * grad fields are the adapters below: each finds the plugin's definition
+ * through proto->user and calls the plugin's callback with a NetrunCtx, a
+ * handle on whichever phase is running (an InferCtx, an ExecCtx or a
+ * GradCtx).  The api functions translate the public types of
+ * include/netrun/plugin.h to the internal ones and back, so the public
+ * header does not depend on netrun's internal layout.
+ *
+ * Loading checks, in order: the file opens, it is an ELF file, dlopen takes
+ * it, it defines netrun_plugin_init and netrun_plugin_api_version, the
+ * version is ours, init succeeds.  Ops are registered only when all of that
+ * held; until then register_op keeps them aside, so a plugin that fails
+ * leaves nothing behind. */
+#include "plugin.h"
+
+#include "backward.h"
+#include "exec.h"
+#include "netrun/plugin.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+/* The public enums are the internal ones, value for value. */
+_Static_assert(NETRUN_F32 == (int)DT_F32 && NETRUN_I64 == (int)DT_I64 && NETRUN_BOOL == (int)DT_BOOL,
+               "dtypes");
+_Static_assert(NETRUN_ATTR_INT == (int)ATTR_INT && NETRUN_ATTR_FLOAT == (int)ATTR_FLOAT &&
+                   NETRUN_ATTR_BOOL == (int)ATTR_BOOL && NETRUN_ATTR_STRING == (int)ATTR_STRING &&
+                   NETRUN_ATTR_DTYPE == (int)ATTR_DTYPE && NETRUN_ATTR_INTS == (int)ATTR_INTS &&
+                   NETRUN_ATTR_FLOATS == (int)ATTR_FLOATS && NETRUN_ATTR_STRINGS == (int)ATTR_STRINGS,
+               "attribute types");
+_Static_assert(NETRUN_GRAD_NONE == (int)GRAD_NONE && NETRUN_GRAD_COMPOSITE == (int)GRAD_COMPOSITE &&
+                   NETRUN_GRAD_DEDICATED == (int)GRAD_DEDICATED,
+               "grad kinds");
+_Static_assert((int)NETRUN_SLOT_LIST == (int)SLOT_LIST && (int)NETRUN_SLOT_OPTIONAL == (int)SLOT_OPTIONAL &&
+                   (int)NETRUN_SLOT_NO_GRAD == (int)SLOT_NO_GRAD,
+               "slot flags");
+_Static_assert(NETRUN_MAX_SLOTS == REG_MAX_SLOTS && NETRUN_MAX_ATTRS == REG_MAX_ATTRS &&
+                   NETRUN_MAX_RANK == SHAPE_MAX_RANK,
+               "limits");
+
+typedef struct Plugin Plugin;
+
+typedef struct PluginOp {
+  NetrunOpDef def;         /* the plugin's definition, strings copied */
+  OpProto proto;           /* what the registry holds; proto.user points back here */
+} PluginOp;
+
+struct Plugin {
+  void *handle;
+  char *path;
+  Arena arena;             /* its PluginOps and their strings */
+  PluginOp **ops;
+  int nops, capops;
+};
+
+static Plugin **plugins;
+static int nplugins, capplugins;
+
+/* The plugin whose init function is running, and its first error. */
+static struct {
+  Plugin *pl;
+  const Registry *also;
+  char error[1024];
+  bool from_register;
+} loading;
+
+static char message[2048];
+
+static const char *say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *say(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  return message;
+}
+
+static void plugin_free(Plugin *pl) {
+  arena_free(&pl->arena);
+  mem_free(pl->ops);
+  if (pl->handle) dlclose(pl->handle);
+  mem_free(pl->path);
+  mem_free(pl);
+}
+
+void plugin_unload_all(void) {
+  for (int i = nplugins - 1; i >= 0; i--) plugin_free(plugins[i]);
+  mem_free(plugins);
+  plugins = NULL;
+  nplugins = capplugins = 0;
+}
+
+/* ---- the context handed to callbacks ------------------------------------------------ */
+
+struct NetrunCtx {
+  const PluginOp *op;
+  InferCtx *ic;            /* exactly one of these three is set */
+  ExecCtx *ec;
+  GradCtx *gc;
+  bool failed;             /* the plugin called api->fail */
+};
+
+static int api_fail(NetrunCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int api_fail(NetrunCtx *c, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->failed = true;
+  if (c->ic) infer_fail(c->ic, "%s", msg);
+  else if (c->ec) ctx_fail(c->ec, "%s", msg);
+  else diag_error(gprog(c->gc)->diag, gop_fwd(c->gc)->span, "%s: %s", c->op->def.type, msg);
+  return -1;
+}
+
+enum { INFER, KERNEL, GRAD };
+static const char *const phase_names[] = {"shape inference", "a kernel", "a grad maker"};
+
+/* Whether c is in phase `want`; a call made in another is the plugin's
+ * bug, reported. */
+static bool in_phase(NetrunCtx *c, int want, const char *fn) {
+  int now = c->ic ? INFER : c->ec ? KERNEL : GRAD;
+  if (now == want) return true;
+  api_fail(c, "the plugin called %s in %s, not in %s", fn, phase_names[now], phase_names[want]);
+  return false;
+}
+
+static const OpProto *proto_of(NetrunCtx *c) { return &c->op->proto; }
+
+static const char *api_op_type(NetrunCtx *c) { return c->op->def.type; }
+
+static int api_in_count(NetrunCtx *c, const char *slot) {
+  if (c->ic) return infer_count(c->ic, slot);
+  if (c->gc) return gop_nin(c->gc, slot);
+  int k = reg_slot_index(proto_of(c)->in, proto_of(c)->nin, slot);
+  return k < 0 ? 0 : ctx_in_count(c->ec, k);
+}
+
+static int api_out_count(NetrunCtx *c, const char *slot) {
+  if (c->ic) return infer_out_count(c->ic, slot);
+  if (c->gc) return gop_nout(c->gc, slot);
+  int k = reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot);
+  return k < 0 ? 0 : ctx_out_count(c->ec, k);
+}
+
+/* ---- attributes ---------------------------------------------------------------------- */
+
+static NetrunAttrValue to_public(const AttrValue *v) {
+  NetrunAttrValue o = {.type = (NetrunAttrType)v->type, .n = v->n};
+  switch (v->type) {
+  case ATTR_FLOAT: o.u.f = v->u.f; break;
+  case ATTR_STRING: o.u.s = v->u.s; break;
+  case ATTR_INTS: o.u.ints = v->u.ints; break;
+  case ATTR_FLOATS: o.u.floats = v->u.floats; break;
+  case ATTR_STRINGS: o.u.strings = v->u.strings; break;
+  default: o.u.i = v->u.i; break;
+  }
+  return o;
+}
+
+/* A copy of a public value in program p's arena. */
+static AttrValue to_internal(Program *p, const NetrunAttrValue *v) {
+  switch (v->type) {
+  case NETRUN_ATTR_FLOAT: return attr_float(v->u.f);
+  case NETRUN_ATTR_STRING: return attr_string(p, v->u.s ? v->u.s : "");
+  case NETRUN_ATTR_INTS: return attr_ints(p, v->u.ints, v->n);
+  case NETRUN_ATTR_FLOATS: return attr_floats(p, v->u.floats, v->n);
+  case NETRUN_ATTR_STRINGS: {
+    AttrValue a = {.type = ATTR_STRINGS, .n = v->n};
+    a.u.strings = arena_alloc(p->arena, sizeof(char *) * (size_t)(v->n ? v->n : 1));
+    for (int i = 0; i < v->n; i++) a.u.strings[i] = arena_strdup(p->arena, v->u.strings[i]);
+    return a;
+  }
+  default: return (AttrValue){.type = (AttrType)v->type, .u.i = v->u.i};
+  }
+}
+
+static const AttrValue *find_attr(NetrunCtx *c, const char *name) {
+  if (c->ic) return infer_attr(c->ic, name);
+  if (c->ec) return ctx_attr(c->ec, name);
+  return gop_attr(c->gc, name);
+}
+
+static int api_attr(NetrunCtx *c, const char *name, NetrunAttrValue *out) {
+  const AttrValue *v = find_attr(c, name);
+  if (!v) return -1;
+  *out = to_public(v);
+  return 0;
+}
+
+static int64_t api_attr_int(NetrunCtx *c, const char *name) {
+  const AttrValue *v = find_attr(c, name);
+  if (!v) return 0;
+  return v->type == ATTR_FLOAT ? (int64_t)v->u.f : v->u.i;
+}
+
+static double api_attr_float(NetrunCtx *c, const char *name) {
+  const AttrValue *v = find_attr(c, name);
+  if (!v) return 0;
+  return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
+}
+
+/* ---- shape inference ------------------------------------------------------------------ */
+
+static NetrunShape shape_to_public(const Shape *s) {
+  NetrunShape o = {.rank = s->rank};
+  for (int i = 0; i < s->rank && i < SHAPE_MAX_RANK; i++) o.d[i] = (NetrunDim){s->d[i].n, s->d[i].sym};
+  return o;
+}
+
+static Shape shape_to_internal(const NetrunShape *s) {
+  Shape o = shape_unknown();
+  o.rank = s->rank;
+  for (int i = 0; i < s->rank; i++) {
+    bool known = s->d[i].n >= 0;
+    o.d[i] = (Dim){known ? s->d[i].n : -1, known ? NULL : s->d[i].sym};
+  }
+  return o;
+}
+
+static int api_var_in(NetrunCtx *c, const char *slot, int i, NetrunVar *out) {
+  if (!in_phase(c, INFER, "var_in")) return -1;
+  const VarDesc *v = infer_in(c->ic, slot, i);
+  if (!v) return -1;
+  out->dtype = (NetrunDType)v->dtype;
+  out->shape = shape_to_public(&v->shape);
+  return 0;
+}
+
+static void api_var_out(NetrunCtx *c, const char *slot, int i, NetrunDType t, const NetrunShape *s) {
+  if (!in_phase(c, INFER, "var_out")) return;
+  if (reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot) < 0) {
+    api_fail(c, "the plugin set output %s, which the op does not have", slot);
+    return;
+  }
+  if ((unsigned)t > NETRUN_BOOL || s->rank < -1 || s->rank > SHAPE_MAX_RANK) {
+    api_fail(c, "the plugin gave output %s an invalid dtype or rank", slot);
+    return;
+  }
+  Shape sh = shape_to_internal(s);
+  infer_set(c->ic, slot, i, (DType)t, &sh);
+}
+
+static int api_broadcast(NetrunCtx *c, const NetrunShape *a, const NetrunShape *b, NetrunShape *out) {
+  if (!in_phase(c, INFER, "broadcast")) return -1;
+  if (a->rank > SHAPE_MAX_RANK || b->rank > SHAPE_MAX_RANK)
+    return api_fail(c, "the plugin broadcast a shape of more than %d dimensions", SHAPE_MAX_RANK);
+  Shape x = shape_to_internal(a), y = shape_to_internal(b), s;
+  if (!infer_broadcast(c->ic, &x, &y, &s)) {
+    c->failed = true;
+    return -1;
+  }
+  *out = shape_to_public(&s);
+  return 0;
+}
+
+/* ---- kernels --------------------------------------------------------------------------- */
+
+static void view(const Tensor *t, NetrunTensor *out) {
+  out->dtype = (NetrunDType)t->dtype;
+  out->rank = t->rank;
+  memset(out->shape, 0, sizeof out->shape);
+  memcpy(out->shape, t->shape, sizeof(int64_t) * (size_t)t->rank);
+  out->numel = t->numel;
+  out->data = t->data;
+}
+
+/* A view of input (or output) slot[i]: 0, or -1 if there is none. */
+static int tensor_at(NetrunCtx *c, bool output, const char *slot, int i, NetrunTensor *out) {
+  if (!in_phase(c, KERNEL, output ? "tensor_out" : "tensor_in")) return -1;
+  const OpProto *p = proto_of(c);
+  int k = output ? reg_slot_index(p->out, p->nout, slot) : reg_slot_index(p->in, p->nin, slot);
+  Tensor *t = k < 0 ? NULL : output ? ctx_out_at(c->ec, k, i) : ctx_in_at(c->ec, k, i);
+  if (!t) return -1;
+  view(t, out);
+  return 0;
+}
+
+static int api_tensor_in(NetrunCtx *c, const char *slot, int i, NetrunTensor *out) {
+  return tensor_at(c, false, slot, i, out);
+}
+
+static int api_tensor_out(NetrunCtx *c, const char *slot, int i, NetrunTensor *out) {
+  return tensor_at(c, true, slot, i, out);
+}
+
+static int api_tensor_new_out(NetrunCtx *c, const char *slot, int i, NetrunDType dt, int rank,
+                              const int64_t *shape, NetrunTensor *out) {
+  if (!in_phase(c, KERNEL, "tensor_new_out")) return -1;
+  int k = reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot);
+  if (k < 0 || i < 0 || i >= ctx_out_count(c->ec, k))
+    return api_fail(c, "the plugin made output %s[%d], which this op does not have", slot, i);
+  if ((unsigned)dt > NETRUN_BOOL || rank < 0 || rank > SHAPE_MAX_RANK)
+    return api_fail(c, "the plugin made output %s with an invalid dtype or rank", slot);
+  const char *why = NULL;
+  Tensor *t = tensor_try_new((DType)dt, rank, shape, &why);
+  if (!t) return api_fail(c, "cannot make output %s: %s", slot, why);
+  ctx_set_out(c->ec, k, i, t);
+  view(t, out);
+  return 0;
+}
+
+static void *api_alloc(size_t bytes) { return mem_alloc(NULL, bytes ? bytes : 1); }
+static void api_free(void *p) { mem_free(p); }
+
+static double api_uniform(NetrunCtx *c) {
+  if (!in_phase(c, KERNEL, "uniform")) return 0;
+  return rng_uniform(ctx_rng(c->ec));
+}
+
+/* ---- grad makers ----------------------------------------------------------------------- */
+
+static const char *api_fwd_in(NetrunCtx *c, const char *slot, int i) {
+  return in_phase(c, GRAD, "fwd_in") ? gop_in(c->gc, slot, i) : NULL;
+}
+static const char *api_fwd_out(NetrunCtx *c, const char *slot, int i) {
+  return in_phase(c, GRAD, "fwd_out") ? gop_out(c->gc, slot, i) : NULL;
+}
+static const char *api_grad_in(NetrunCtx *c, const char *slot, int i) {
+  return in_phase(c, GRAD, "grad_in") ? gop_in_grad(c->gc, slot, i) : NULL;
+}
+static const char *api_grad_out(NetrunCtx *c, const char *slot, int i) {
+  return in_phase(c, GRAD, "grad_out") ? gop_out_grad(c->gc, slot, i) : NULL;
+}
+
+static NetrunOp *api_emit(NetrunCtx *c, const char *type) {
+  if (!in_phase(c, GRAD, "emit")) return NULL;
+  if (!prog_find_op(gprog(c->gc), type)) {
+    api_fail(c, "its grad maker emits unknown op '%s'", type);
+    return NULL;
+  }
+  return (NetrunOp *)gemit(c->gc, type);
+}
+
+/* The proto of an emitted op, or NULL (after reporting) if `name` is not
+ * one of its slots (in or out) or attributes (attr). */
+static const OpProto *emitted_has(NetrunCtx *c, NetrunOp *op, const char *what, const char *name) {
+  if (!op || !in_phase(c, GRAD, "emit")) return NULL;
+  const OpProto *p = prog_find_op(gprog(c->gc), ((OpDesc *)op)->type);
+  bool found = strcmp(what, "input") == 0    ? reg_slot_index(p->in, p->nin, name) >= 0
+               : strcmp(what, "output") == 0 ? reg_slot_index(p->out, p->nout, name) >= 0
+                                             : reg_attr_index(p, name) >= 0;
+  if (found) return p;
+  api_fail(c, "its grad maker gives op '%s' %s '%s', which it does not have", p->type, what, name);
+  return NULL;
+}
+
+static void api_emit_in(NetrunCtx *c, NetrunOp *op, const char *slot, const char *var) {
+  if (emitted_has(c, op, "input", slot)) gemit_in(c->gc, (OpDesc *)op, slot, var);
+}
+
+static void api_emit_out(NetrunCtx *c, NetrunOp *op, const char *slot, const char *var) {
+  if (emitted_has(c, op, "output", slot)) gemit_out(c->gc, (OpDesc *)op, slot, var);
+}
+
+static void api_emit_attr(NetrunCtx *c, NetrunOp *op, const char *name, const NetrunAttrValue *v) {
+  const OpProto *p = emitted_has(c, op, "attribute", name);
+  if (!p) return;
+  AttrType want = p->attrs[reg_attr_index(p, name)].type;
+  if ((int)v->type != (int)want) {
+    api_fail(c, "its grad maker gives attribute '%s' of op '%s' a value that is not a %s", name, p->type,
+             attr_type_name(want));
+    return;
+  }
+  gemit_attr(c->gc, (OpDesc *)op, name, to_internal(gprog(c->gc), v));
+}
+
+static const char *api_temp(NetrunCtx *c) { return in_phase(c, GRAD, "temp") ? gtemp(c->gc) : NULL; }
+
+/* ---- the adapters the registry calls ------------------------------------------------------ */
+
+/* A callback's result: a failure the plugin gave no reason for is reported
+ * with `what`. */
+static int outcome(NetrunCtx *c, int rc, const char *what) {
+  if (rc == 0 && !c->failed) return 0;
+  if (!c->failed) api_fail(c, "%s failed (the plugin gave no reason)", what);
+  return -1;
+}
+
+/* Whether inference gave output slot k, variable i, a dtype. */
+static bool output_set(InferCtx *ic, int k, int i) {
+  if (ic->rt) return ic->rt->out[k][i].dtype != DT_UNKNOWN;
+  const VarDesc *v = prog_var(ic->prog, op_output(ic->op, ic->proto->out[k].name)->args[i]);
+  return !v || v->dtype != DT_UNKNOWN;
+}
+
+static bool infer_plugin(InferCtx *ic) {
+  NetrunCtx c = {.op = ic->proto->user, .ic = ic};
+  if (outcome(&c, c.op->def.infer(&c), "shape inference") < 0 || ic->failed) return false;
+  for (int k = 0; k < ic->proto->nout; k++)
+    for (int i = 0; i < infer_out_count(ic, ic->proto->out[k].name); i++)
+      if (!output_set(ic, k, i)) {
+        api_fail(&c, "its shape inference did not set output %s", ic->proto->out[k].name);
+        return false;
+      }
+  return true;
+}
+
+static int kernel_plugin(ExecCtx *ec) {
+  NetrunCtx c = {.op = reg_find(reg_default(), ctx_op(ec)->type)->user, .ec = ec};
+  return outcome(&c, c.op->def.kernel(&c), "the kernel");
+}
+
+static int grad_plugin(GradCtx *gc) {
+  NetrunCtx c = {.op = prog_find_op(gprog(gc), gop_fwd(gc)->type)->user, .gc = gc};
+  return outcome(&c, c.op->def.grad(&c), "the grad maker");
+}
+
+static const char *check_plugin(const OpProto *p, int attr, const AttrValue *v) {
+  const PluginOp *op = p->user;
+  NetrunAttrCheck check = op->def.attrs[attr].check;
+  if (!check) return NULL;
+  NetrunAttrValue pv = to_public(v);
+  return check(&pv);
+}
+
+/* ---- registration -------------------------------------------------------------------------- */
+
+/* The first error of an init function: one register_op gave (reg), or one
+ * the plugin gave through init_error. */
+static void record(bool reg, const char *msg) {
+  if (loading.error[0]) return;
+  snprintf(loading.error, sizeof loading.error, "%s", msg[0] ? msg : "(no reason given)");
+  loading.from_register = reg;
+}
+
+static int init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int init_error(const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  record(false, msg);
+  return -1;
+}
+
+static bool is_identifier(const char *s) {
+  if (!s || !(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z'))) return false;
+  for (; *s; s++)
+    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
+      return false;
+  return true;
+}
+
+/* NAME, or NAME@GRAD (the slots of grad ops). */
+static bool is_slot_name(const char *s) {
+  const char *at = strchr(s, '@');
+  if (!at) return is_identifier(s);
+  char base[64];
+  snprintf(base, sizeof base, "%.*s", (int)(at - s), s);
+  return strcmp(at, "@GRAD") == 0 && (size_t)(at - s) < sizeof base && is_identifier(base);
+}
+
+static const char *copy(Arena *a, const char *s) { return s ? arena_strdup(a, s) : NULL; }
+
+static bool name_taken(const char *type) {
+  if (reg_find(reg_default(), type) || (loading.also && reg_find(loading.also, type))) return true;
+  for (int i = 0; i < loading.pl->nops; i++)
+    if (strcmp(loading.pl->ops[i]->def.type, type) == 0) return true;
+  return false;
+}
+
+/* Whether def can be registered; if not, buf says why. */
+static bool def_ok(const NetrunOpDef *def, char *buf, size_t n) {
+  const char *why = NULL;
+  if (!def || !is_identifier(def->type)) {
+    snprintf(buf, n, "op name '%s' is not a name", def && def->type ? def->type : "(null)");
+    return false;
+  }
+  if (name_taken(def->type)) why = "is already registered";
+  else if (!def->infer) why = ": it has no shape inference";
+  else if (!def->kernel) why = ": it has no kernel";
+  else if ((unsigned)def->grad_kind > NETRUN_GRAD_DEDICATED) why = ": its grad_kind is not a NetrunGradKind";
+  else if (def->grad_kind != NETRUN_GRAD_NONE && !def->grad) why = ": it declares a gradient but has no grad maker";
+  else if (def->flags & ~(unsigned)(NETRUN_OP_SIDE_EFFECT | NETRUN_OP_RANDOM | NETRUN_OP_ZERO_GRAD |
+                                     NETRUN_OP_NO_PREALLOC))
+    why = ": its flags hold unknown bits";
+  if (why) {
+    snprintf(buf, n, "op '%s'%s%s", def->type, why[0] == ':' ? "" : " ", why);
+    return false;
+  }
+  int k = snprintf(buf, n, "op '%s': ", def->type);
+  char *rest = buf + k;
+  size_t left = n - (size_t)k;
+  for (int o = 0; o < 2; o++)
+    for (int i = 0; i < NETRUN_MAX_SLOTS && (o ? def->out : def->in)[i].name; i++)
+      if (!is_slot_name((o ? def->out : def->in)[i].name)) {
+        snprintf(rest, left, "slot name '%s' is not NAME or NAME@GRAD", (o ? def->out : def->in)[i].name);
+        return false;
+      }
+  Arena scratch;
+  arena_init(&scratch);
+  bool ok = true;
+  for (int i = 0; i < NETRUN_MAX_ATTRS && def->attrs[i].name && ok; i++) {
+    const NetrunAttr *a = &def->attrs[i];
+    AttrValue v;
+    ok = false;
+    if (!is_identifier(a->name))
+      snprintf(rest, left, "attribute name '%s' is not a name", a->name);
+    else if ((unsigned)a->type > NETRUN_ATTR_STRINGS)
+      snprintf(rest, left, "attribute '%s' has no valid type", a->name);
+    else if (a->dflt && !reg_parse_attr(&scratch, (AttrType)a->type, a->dflt, &v))
+      snprintf(rest, left, "the default '%s' of attribute '%s' is not a %s", a->dflt, a->name,
+               attr_type_name((AttrType)a->type));
+    else
+      ok = true;
+  }
+  arena_free(&scratch);
+  return ok;
+}
+
+static unsigned op_flags(unsigned f) {
+  return (f & NETRUN_OP_SIDE_EFFECT ? OP_SIDE_EFFECT : 0u) | (f & NETRUN_OP_RANDOM ? OP_RANDOM : 0u) |
+         (f & NETRUN_OP_ZERO_GRAD ? OP_ZERO_GRAD : 0u) | (f & NETRUN_OP_NO_PREALLOC ? OP_NO_PREALLOC : 0u);
+}
+
+static int api_register_op(const NetrunOpDef *def) {
+  if (!loading.pl) {
+    fprintf(stderr, "netrun: error: a plugin called register_op after its init function returned\n");
+    return -1;
+  }
+  char why[512];
+  if (!def_ok(def, why, sizeof why)) {
+    record(true, why);
+    return -1;
+  }
+  Arena *a = &loading.pl->arena;
+  PluginOp *op = arena_alloc(a, sizeof *op);
+  op->def = *def;
+  NetrunOpDef *d = &op->def;
+  OpProto *p = &op->proto;
+  d->type = p->type = copy(a, def->type);
+  d->doc = p->doc = copy(a, def->doc ? def->doc : "");
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < REG_MAX_SLOTS && (k ? d->out : d->in)[i].name; i++) {
+      NetrunSlot *s = &(k ? d->out : d->in)[i];
+      s->name = copy(a, s->name);
+      s->doc = copy(a, s->doc);
+      (k ? p->out : p->in)[i] = (SlotProto){s->name, s->flags, s->doc};
+    }
+  for (int i = 0; i < REG_MAX_ATTRS && d->attrs[i].name; i++) {
+    NetrunAttr *at = &d->attrs[i];
+    at->name = copy(a, at->name);
+    at->dflt = copy(a, at->dflt);
+    at->doc = copy(a, at->doc);
+    p->attrs[i] = (AttrProto){at->name, (AttrType)at->type, at->dflt, NULL, at->doc};
+  }
+  p->infer = infer_plugin;
+  p->kernel = kernel_plugin;
+  p->grad_kind = (GradKind)d->grad_kind;
+  p->grad = d->grad ? grad_plugin : NULL;
+  p->check_attr = check_plugin;
+  p->flags = op_flags(d->flags);
+  p->user = op;
+  VEC_RESERVE(loading.pl->ops, loading.pl->capops, loading.pl->nops + 1);
+  loading.pl->ops[loading.pl->nops++] = op;
+  return 0;
+}
+
+static const NetrunApi api = {
+    .version = NETRUN_PLUGIN_API_VERSION,
+    .register_op = api_register_op,
+    .init_error = init_error,
+    .op_type = api_op_type,
+    .in_count = api_in_count,
+    .out_count = api_out_count,
+    .attr = api_attr,
+    .attr_int = api_attr_int,
+    .attr_float = api_attr_float,
+    .fail = api_fail,
+    .var_in = api_var_in,
+    .var_out = api_var_out,
+    .broadcast = api_broadcast,
+    .tensor_in = api_tensor_in,
+    .tensor_out = api_tensor_out,
+    .tensor_new_out = api_tensor_new_out,
+    .alloc = api_alloc,
+    .free = api_free,
+    .uniform = api_uniform,
+    .fwd_in = api_fwd_in,
+    .fwd_out = api_fwd_out,
+    .grad_in = api_grad_in,
+    .grad_out = api_grad_out,
+    .emit = api_emit,
+    .emit_in = api_emit_in,
+    .emit_out = api_emit_out,
+    .emit_attr = api_emit_attr,
+    .temp = api_temp,
+};
+
+/* ---- loading --------------------------------------------------------------------------------- */
+
+/* Whether the file at path starts like an ELF object; NULL, or why not. */
+static const char *not_elf(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return strerror(errno);
+  unsigned char magic[4] = {0};
+  size_t n = fread(magic, 1, sizeof magic, f);
+  fclose(f);
+  return n == 4 && memcmp(magic, "\177ELF", 4) == 0 ? NULL : "not a shared library";
+}
+
+/* dlsym's result as a pointer to `size` bytes of code or data. */
+static bool lookup(void *handle, const char *sym, void *out, size_t size) {
+  void *p = dlsym(handle, sym);
+  memcpy(out, &p, size);
+  return p != NULL;
+}
+
+const char *plugin_load(const char *path, const Registry *also) {
+  const char *why = not_elf(path);
+  if (why) return say("cannot load plugin '%s': %s", path, why);
+  /* dlopen searches the library path for a name without a slash. */
+  char *local = mem_alloc(NULL, strlen(path) + 3);
+  sprintf(local, "%s%s", strchr(path, '/') ? "" : "./", path);
+  void *h = dlopen(local, RTLD_NOW | RTLD_LOCAL);
+  mem_free(local);
+  if (!h) return say("cannot load plugin '%s': %s", path, dlerror());
+  for (int i = 0; i < nplugins; i++)
+    if (plugins[i]->handle == h) {   /* loaded already: drop the new reference */
+      dlclose(h);
+      return NULL;
+    }
+  int (*init)(const NetrunApi *) = NULL;
+  const int *version = NULL;
+  _Static_assert(sizeof init == sizeof(void *), "function pointers are data pointers on POSIX");
+  if (!lookup(h, "netrun_plugin_init", &init, sizeof init)) {
+    dlclose(h);
+    return say("'%s' is not a netrun plugin: it defines no netrun_plugin_init", path);
+  }
+  if (!lookup(h, "netrun_plugin_api_version", &version, sizeof version)) {
+    dlclose(h);
+    return say("'%s' is not a netrun plugin: it defines no netrun_plugin_api_version", path);
+  }
+  if (*version != NETRUN_PLUGIN_API_VERSION) {
+    int v = *version;
+    dlclose(h);
+    return say("plugin '%s' was built against API version %d, netrun has %d", path, v,
+               NETRUN_PLUGIN_API_VERSION);
+  }
+  Plugin *pl = mem_calloc(1, sizeof *pl);
+  pl->handle = h;
+  pl->path = mem_strdup(path);
+  arena_init(&pl->arena);
+  loading.pl = pl;
+  loading.also = also;
+  loading.error[0] = 0;
+  int rc = init(&api);
+  loading.pl = NULL;
+  const char *err = NULL;
+  if (loading.error[0] && loading.from_register) err = say("plugin '%s': %s", path, loading.error);
+  else if (loading.error[0] && rc != 0) err = say("plugin '%s' failed to initialize: %s", path, loading.error);
+  else if (rc != 0) err = say("plugin '%s' failed to initialize", path);
+  if (err) {
+    plugin_free(pl);
+    return err;
+  }
+  for (int i = 0; i < pl->nops; i++) reg_add(reg_default(), &pl->ops[i]->proto);
+  VEC_RESERVE(plugins, capplugins, nplugins + 1);
+  plugins[nplugins++] = pl;
+  return NULL;
+}

@@ -1,0 +1,20 @@
+/* plugin.h — native plugins: shared libraries whose init function registers
+ * ops (the interface plugins see is include/netrun/plugin.h).
+ *
+ * Plugins are process-wide: their ops join the default registry, so every
+ * program sees them; a plugin loaded twice is loaded once; all of them are
+ * closed at exit, after the registry that points into them is freed. */
+#ifndef NETRUN_PLUGIN_INTERNAL_H
+#define NETRUN_PLUGIN_INTERNAL_H
+
+#include "registry.h"
+
+/* Loads the plugin at `path` and registers its ops.  `also` (may be NULL)
+ * is a program's own registry, whose op names are taken too.  Returns NULL,
+ * or a message saying what went wrong (valid until the next call), e.g.
+ * "plugin 'x.so' was built against API version 2, netrun has 1". */
+const char *plugin_load(const char *path, const Registry *also);
+/* Closes every plugin; call reg_free_default() first. */
+void plugin_unload_all(void);
+
+#endif
