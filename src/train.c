@@ -67,6 +67,13 @@ static bool fits(const Setting *s, Kind k) {
 
 static double number(const Setting *s) { return s->value.type == ATTR_FLOAT ? s->value.u.f : (double)s->value.u.i; }
 
+bool train_optimizer_known(const char *name) {
+  static const char *const opts[] = {"sgd", "momentum", "adam", "adamw"};
+  for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
+    if (strcmp(name, opts[i]) == 0) return true;
+  return false;
+}
+
 bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet) {
   Diag *d = p->diag;
   int before = d->nerrors;
@@ -154,12 +161,11 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
       d->nerrors++;                                                              \
     }                                                                            \
   }
-  static const char *const opts[] = {"sgd", "momentum", "adam", "adamw"};
   static const char *const scheds[] = {"constant", "step", "cosine"};
-  bool opt_ok = false, sched_ok = false;
-  for (int i = 0; i < 4; i++) opt_ok |= strcmp(c->optimizer, opts[i]) == 0;
+  bool sched_ok = false;
   for (int i = 0; i < 3; i++) sched_ok |= strcmp(c->schedule, scheds[i]) == 0;
-  CHECK(opt_ok, "optimizer", "unknown optimizer '%s' (expected sgd, momentum, adam or adamw)", c->optimizer)
+  CHECK(train_optimizer_known(c->optimizer), "optimizer", "unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")",
+        c->optimizer)
   CHECK(sched_ok, "schedule", "unknown schedule '%s' (expected constant, step or cosine)", c->schedule)
   CHECK(c->lr > 0 && isfinite(c->lr), "lr", "the learning rate must be positive, got %g", c->lr)
   CHECK(c->epochs >= 1, "epochs", "epochs must be at least 1, got %lld", (long long)c->epochs)

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,7 +92,9 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       }
       t->o.lr = x;
     } else if (training && IS("--optimizer")) {
-      if (!(t->o.optimizer = VALUE())) rc = usage_error("%s", "--optimizer needs a name");
+      if (!(t->o.optimizer = VALUE())) rc = usage_error("%s", "--optimizer needs a name: " TRAIN_OPTIMIZERS);
+      else if (!train_optimizer_known(t->o.optimizer))
+        rc = usage_error("unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", t->o.optimizer);
     } else if (IS("--data")) {
       if (!(t->o.data = VALUE())) rc = usage_error("%s", "--data needs a SPEC");
     } else if (training && IS("--save")) {
@@ -148,6 +151,7 @@ typedef struct Run {
   Rng shuffle_at_epoch;         /* its state when the current epoch began */
   uint64_t hash;
   int64_t epoch, step, samples, step_in_epoch;
+  int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
   FILE *log;
 } Run;
@@ -261,6 +265,19 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 
 /* ---- checkpoints -------------------------------------------------------------------- */
 
+/* x in the fewest digits that read back as x: 0.1, not 0.10000000000000001. */
+typedef struct Num {
+  char s[32];
+} Num;
+static Num shortest(double x) {
+  Num n;
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(n.s, sizeof n.s, "%.*g", prec, x);
+    if (strtod(n.s, NULL) == x) break;
+  }
+  return n;
+}
+
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
 static void save(Run *r, const char *path, bool quiet) {
@@ -272,7 +289,7 @@ static void save(Run *r, const char *path, bool quiet) {
   c.samples = (uint64_t)r->samples;
   c.rng = *exec_rng(r->ex);
   ckpt_setf(&c, "optimizer", "%s", r->c.optimizer);
-  ckpt_setf(&c, "lr", "%.17g", r->c.lr);
+  ckpt_setf(&c, "lr", "%s", shortest(r->c.lr).s);
   ckpt_setf(&c, "batch", "%lld", (long long)r->c.batch);
   ckpt_setf(&c, "epochs", "%lld", (long long)r->c.epochs);
   ckpt_setf(&c, "schedule", "%s", r->c.schedule);
@@ -281,7 +298,7 @@ static void save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
   for (int i = 0; i < 4; i++) ckpt_setf(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3",
                                          "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
-  ckpt_setf(&c, "best", "%.17g", r->best);
+  ckpt_setf(&c, "best", "%s", shortest(r->best).s);
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
@@ -353,8 +370,10 @@ static bool restore(Run *r, const char *path, bool state) {
       char now_s[256];
       const TrainConfig *tc = &r->c;
       if (!was) continue;
+      Num was_lr;
+      if (k == 1) was = (was_lr = shortest(strtod(was, NULL))).s;   /* older checkpoints wrote 17 digits */
       if (k == 0) snprintf(now_s, sizeof now_s, "%s", tc->optimizer);
-      else if (k == 1) snprintf(now_s, sizeof now_s, "%.17g", tc->lr);
+      else if (k == 1) snprintf(now_s, sizeof now_s, "%s", shortest(tc->lr).s);
       else if (k == 2) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->batch);
       else if (k == 3) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->epochs);
       else if (k == 4) snprintf(now_s, sizeof now_s, "%s", tc->schedule);
@@ -398,6 +417,36 @@ static void fmt_time(double s, char *buf, size_t n) {
   else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* Bytes in decimal units, two or three digits: 740 kB, 2.1 MB, 74 MB. */
+static Num fmt_bytes(double b) {
+  static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 999.5 && u < 4) b /= 1000, u++;
+  Num n;
+  snprintf(n.s, sizeof n.s, u && b < 9.95 ? "%.1f %s" : "%.0f %s", b, unit[u]);
+  return n;
+}
+
+/* What the run holds: its peak resident memory, against the data it read
+ * and the model (parameters and optimizer state), which should be most of
+ * it. */
+typedef struct Memory {
+  double peak, data, model;
+} Memory;
+static Memory memory(Run *r) {
+  Memory m = {.data = (double)r->data_bytes};
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0) m.peak = (double)ru.ru_maxrss * 1024;   /* Linux: KiB */
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    bool held = v->flags & (VAR_PARAM | VAR_STATE) && strcmp(v->name, TRAIN_LR_VAR) != 0;
+    Tensor *t = held ? exec_value(r->ex, v->name) : NULL;
+    if (t) m.model += (double)t->numel * (double)dtype_size(t->dtype);
+  }
+  return m;
+}
+
 /* ---- train ------------------------------------------------------------------------------ */
 
 /* --limit N: only the first N examples of a split. */
@@ -405,6 +454,18 @@ static void limit(Dataset *ds, int64_t n) {
   if (n <= 0 || n >= ds->n) return;
   ds->n = n;
   for (int k = 0; k < ds->ncols; k++) ds->cols[k].shape[0] = n;
+}
+
+/* The folder a train block's data path is read from: that of the file
+ * setting it (the folder import searches first), so a model file names
+ * the data beside it wherever it is run from.  A --data path is the
+ * working folder's, as for any command. */
+static const char *data_dir(Run *r) {
+  const Setting *s = prog_setting(r->p, "train", "data");
+  if (r->t->o.data || !s || s->span.file < 0) return NULL;
+  const char *path = r->ld.diag.files[s->span.file].path;
+  const char *slash = strrchr(path, '/');
+  return !slash ? NULL : slash == path ? "/" : arena_strndup(&r->ld.arena, path, (size_t)(slash - path));
 }
 
 /* Does the dataset come in train and test splits? (A CSV file does not.) */
@@ -448,12 +509,14 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       return false;
     }
   }
-  DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column};
+  DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column,
+                      .dir = data_dir(r)};
   if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
     diag_finish(&r->ld.diag);
     return false;
   }
   r->has_train = true;
+  r->data_bytes = data_bytes(&r->train);
   limit(&r->train, r->c.limit);
   if (strcmp(r->c.eval, "none") != 0 && has_splits(r->c.data)) {
     dopt.split = r->c.eval;
@@ -462,6 +525,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       diag_finish(&r->ld.diag);
       return false;
     }
+    r->data_bytes += data_bytes(&r->test);
     limit(&r->test, r->c.limit);
   }
   if (!bind_feeds(r, &r->train)) return false;
@@ -604,9 +668,12 @@ int cmd_train(int argc, char **argv) {
     printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s",
            (long long)r.epoch, (long long)r.step, (long long)r.samples, secs, (double)run_samples / (secs > 0 ? secs : 1e-9));
     if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.c.eval, r.best);
-    printf("\n");
-    log_line(&r, "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s}",
-             (long long)r.epoch, (long long)r.step, (long long)r.samples, jnum(secs).s);
+    Memory m = memory(&r);
+    printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
+    log_line(&r,
+             "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s, "
+             "\"peak_memory_bytes\": %.0f, \"data_bytes\": %.0f, \"model_bytes\": %.0f}",
+             (long long)r.epoch, (long long)r.step, (long long)r.samples, jnum(secs).s, m.peak, m.data, m.model);
   }
 out:
   teardown(&r);
