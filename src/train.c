@@ -28,7 +28,7 @@ static const struct TrainKey {
     {"beta1", K_NUMBER, "Adam's first-moment decay (default 0.9)"},
     {"beta2", K_NUMBER, "Adam's second-moment decay (default 0.999)"},
     {"epsilon", K_NUMBER, "Adam's epsilon (default 1e-8)"},
-    {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0)"},
+    {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0; adamw 0.01)"},
     {"clip_norm", K_NUMBER, "clip the gradients' global L2 norm to this (default: off)"},
     {"schedule", K_NAME, "the learning-rate schedule: constant, step or cosine (default constant)"},
     {"step_size", K_INT, "step schedule: epochs between decays (default 1)"},
@@ -174,6 +174,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->beta1 >= 0 && c->beta1 < 1, "beta1", "beta1 must be in [0, 1), got %g", c->beta1)
   CHECK(c->beta2 >= 0 && c->beta2 < 1, "beta2", "beta2 must be in [0, 1), got %g", c->beta2)
   CHECK(c->weight_decay >= 0, "weight_decay", "weight_decay must not be negative, got %g", c->weight_decay)
+  CHECK(c->weight_decay == 0 || strcmp(c->optimizer, "adam") != 0, "weight_decay",
+        "adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)")
   CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
   CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
   CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)

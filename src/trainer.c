@@ -37,6 +37,23 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A number as text. */
+typedef struct Num {
+  char s[32];
+} Num;
+
+/* x in the fewest digits that read back as x: 0.1, not 0.10000000000000001;
+ * with f32, as the float x is (the learning rate the optimizers read). */
+static Num shortest_as(double x, bool f32) {
+  Num n;
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(n.s, sizeof n.s, "%.*g", prec, x);
+    if (f32 ? (double)strtof(n.s, NULL) == x : strtod(n.s, NULL) == x) break;
+  }
+  return n;
+}
+static Num shortest(double x) { return shortest_as(x, false); }
+
 /* ---- options ------------------------------------------------------------------ */
 
 typedef struct TrainArgs {
@@ -202,6 +219,11 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
   }
   const char *lv = r->c.label ? prog_export(p, r->c.label) : NULL;
   r->label = r->c.label ? prog_var(p, lv ? lv : r->c.label) : r->feed[r->nfeed - 1];
+  if (!r->label || !(r->label->flags & VAR_INPUT)) {
+    const Setting *s = prog_setting(p, "train", "label");
+    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
+    return false;
+  }
   return true;
 }
 
@@ -265,18 +287,6 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 
 /* ---- checkpoints -------------------------------------------------------------------- */
 
-/* x in the fewest digits that read back as x: 0.1, not 0.10000000000000001. */
-typedef struct Num {
-  char s[32];
-} Num;
-static Num shortest(double x) {
-  Num n;
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(n.s, sizeof n.s, "%.*g", prec, x);
-    if (strtod(n.s, NULL) == x) break;
-  }
-  return n;
-}
 
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
@@ -400,11 +410,8 @@ static void log_line(Run *r, const char *fmt, ...) {
 }
 
 /* A JSON number: non-finite values are written null. */
-typedef struct JNum {
-  char s[32];
-} JNum;
-static JNum jnum(double x) {
-  JNum j;
+static Num jnum(double x) {
+  Num j;
   if (isfinite(x)) snprintf(j.s, sizeof j.s, "%.9g", x);
   else snprintf(j.s, sizeof j.s, "null");
   return j;
@@ -605,7 +612,7 @@ int cmd_train(int argc, char **argv) {
                "{\"event\": \"step\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"loss\": %s, "
                "\"loss_smooth\": %s, \"lr\": %s, \"samples_per_s\": %s}",
                (long long)r.epoch + 1, (long long)r.step, (long long)r.samples, jnum(l).s, jnum(smooth).s,
-               jnum((double)tensor_f32(r.lr)[0]).s, jnum(rate).s);
+               shortest_as((double)tensor_f32(r.lr)[0], true).s, jnum(rate).s);
       if (tty) {
         char eta[32];
         fmt_time((double)(steps_per_epoch - r.step_in_epoch) * el / (double)(r.step_in_epoch ? r.step_in_epoch : 1),
@@ -729,9 +736,9 @@ int cmd_predict(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   r.t = &t;
   int status = EXIT_SCRIPT;
-  if (!load_script(&r.ld, t.a.file)) goto out;
+  if (!load_script(&r.ld, t.a.file)) goto out;   /* it has counted the errors */
   r.p = r.ld.prog;
-  if (!train_config(r.p, &t.o, &r.c, true)) goto out;
+  if (!train_config(r.p, &t.o, &r.c, true)) goto fail;
   r.hash = program_hash(r.p);
   const char *name = output ? output : r.c.metric;
   if (!name) {
@@ -745,9 +752,10 @@ int cmd_predict(int argc, char **argv) {
   }
   Args a = t.a;
   a.opt.tape = false;
-  if (!(r.ex = cli_start(&r.ld, &a)) || exec_startup(r.ex) < 0) goto out;
+  if (!(r.ex = cli_start(&r.ld, &a))) goto out;   /* it has counted the errors */
+  if (exec_startup(r.ex) < 0) goto fail;
   if (t.weights && !restore(&r, t.weights, false)) goto out;
-  if (exec_run_for(r.ex, var ? var : name) != 0) goto out;
+  if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
   Tensor *v = exec_value(r.ex, var ? var : name);
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
     int64_t c = v->shape[v->rank - 1], rows = v->numel / (c ? c : 1);
@@ -763,8 +771,10 @@ int cmd_predict(int argc, char **argv) {
     putchar('\n');
   }
   status = 0;
+  goto out;
+fail:
+  diag_finish(&r.ld.diag);   /* "N errors" */
 out:
-  diag_finish(&r.ld.diag);
   exec_free(r.ex);
   if (r.p) unload(&r.ld);
   return status;
@@ -777,14 +787,15 @@ int dump_train(const Args *a) {
   int status = EXIT_SCRIPT;
   TrainConfig c;
   BackwardResult bw;
-  if (load_script(&ld, a->file) && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
+  bool loaded = load_script(&ld, a->file);   /* counts its errors */
+  if (loaded && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
     Out o;
     if (out_open(&o, a->out)) {
       dump_program(o.f, ld.prog, &a->dump);
       if (out_close(&o)) status = 0;
     }
   }
-  diag_finish(&ld.diag);
+  if (loaded) diag_finish(&ld.diag);
   unload(&ld);
   return status;
 }

@@ -250,6 +250,28 @@ NET
   run "$NETRUN" train "$MLP" --keep-best
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: --keep-best needs --save PATH" ]
+  # A label that is not an input (it used to crash), weight decay that adam would ignore.
+  printf 'import "%s"\ntrain {\n  label = logits\n}\n' "$MLP" > label.net
+  run --separate-stderr "$NETRUN" train label.net --limit 10
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[0]}" = "label.net:3:3: error: train: label names 'logits', which is not an input" ]
+  printf 'import "%s"\ntrain {\n  label = nothing\n}\n' "$MLP" > label.net
+  run --separate-stderr "$NETRUN" eval label.net --limit 10
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[0]}" = "label.net:3:3: error: train: label names 'nothing', which is not an input" ]
+  printf 'import "%s"\ntrain {\n  optimizer = adam\n  weight_decay = 0.1\n}\n' "$MLP" > wd.net
+  run --separate-stderr "$NETRUN" train wd.net
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[0]}" = "wd.net:4:3: error: adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)" ]
+  # Errors in the script are counted once.
+  printf 'x = nothing1\ny = nothing2\n' > two.net
+  for verb in "dump --train" "predict --output x" "train" "eval"; do
+    # shellcheck disable=SC2086  # the verb and its options
+    run --separate-stderr "$NETRUN" $verb two.net
+    [ "$status" -eq 1 ]
+    [ "$(grep -c '^two.net:' <<<"$stderr")" -eq 2 ]
+    [ "${stderr_lines[-1]}" = "2 errors" ] && [ "${stderr_lines[-2]}" != "2 errors" ]
+  done
 }
 
 @test "--optimizer with an unknown name is a usage error naming the valid ones" {
