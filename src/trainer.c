@@ -287,7 +287,6 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 
 /* ---- checkpoints -------------------------------------------------------------------- */
 
-
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
 static void save(Run *r, const char *path, bool quiet) {
@@ -381,7 +380,7 @@ static bool restore(Run *r, const char *path, bool state) {
       const TrainConfig *tc = &r->c;
       if (!was) continue;
       Num was_lr;
-      if (k == 1) was = (was_lr = shortest(strtod(was, NULL))).s;   /* older checkpoints wrote 17 digits */
+      if (k == 1) was = (was_lr = shortest(strtod(was, NULL))).s;   /* compared as numbers */
       if (k == 0) snprintf(now_s, sizeof now_s, "%s", tc->optimizer);
       else if (k == 1) snprintf(now_s, sizeof now_s, "%s", shortest(tc->lr).s);
       else if (k == 2) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->batch);

@@ -238,6 +238,15 @@ NET
   [ "$stderr" = "netrun: error: nodata.net names no data: add data = \"...\" to its train block, or give --data SPEC" ]
 }
 
+# block_error VERB SETTINGS MESSAGE: netrun VERB fails on the MLP with a
+# train block of SETTINGS appended, and its first error is MESSAGE.
+block_error() {
+  printf 'import "%s"\ntrain {\n%s\n}\n' "$MLP" "$2" > block.net
+  run --separate-stderr "$NETRUN" "$1" block.net --limit 10
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[0]}" = "$3" ] || { echo "$stderr"; return 1; }
+}
+
 @test "configuration errors point at the setting" {
   printf 'import "%s"\ntrain {\n  lr = -1\n  schedul = cosine\n}\n' "$MLP" > bad.net
   run --separate-stderr "$NETRUN" train bad.net
@@ -251,18 +260,10 @@ NET
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: --keep-best needs --save PATH" ]
   # A label that is not an input (it used to crash), weight decay that adam would ignore.
-  printf 'import "%s"\ntrain {\n  label = logits\n}\n' "$MLP" > label.net
-  run --separate-stderr "$NETRUN" train label.net --limit 10
-  [ "$status" -eq 1 ]
-  [ "${stderr_lines[0]}" = "label.net:3:3: error: train: label names 'logits', which is not an input" ]
-  printf 'import "%s"\ntrain {\n  label = nothing\n}\n' "$MLP" > label.net
-  run --separate-stderr "$NETRUN" eval label.net --limit 10
-  [ "$status" -eq 1 ]
-  [ "${stderr_lines[0]}" = "label.net:3:3: error: train: label names 'nothing', which is not an input" ]
-  printf 'import "%s"\ntrain {\n  optimizer = adam\n  weight_decay = 0.1\n}\n' "$MLP" > wd.net
-  run --separate-stderr "$NETRUN" train wd.net
-  [ "$status" -eq 1 ]
-  [ "${stderr_lines[0]}" = "wd.net:4:3: error: adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)" ]
+  block_error train "label = logits" "block.net:3:1: error: train: label names 'logits', which is not an input"
+  block_error eval "label = nothing" "block.net:3:1: error: train: label names 'nothing', which is not an input"
+  block_error train $'optimizer = adam\nweight_decay = 0.1' \
+    "block.net:4:1: error: adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)"
   # Errors in the script are counted once.
   printf 'x = nothing1\ny = nothing2\n' > two.net
   for verb in "dump --train" "predict --output x" "train" "eval"; do
@@ -283,10 +284,7 @@ Try 'netrun --help'." ]
   [ "$status" -eq 2 ]
   [ "${stderr_lines[0]}" = "netrun: --optimizer needs a name: sgd, momentum, adam or adamw" ]
   # In the script, the error points at the setting.
-  printf 'import "%s"\ntrain {\n  optimizer = adagrad\n}\n' "$MLP" > opt.net
-  run --separate-stderr "$NETRUN" train opt.net
-  [ "$status" -eq 1 ]
-  [ "${stderr_lines[0]}" = "opt.net:3:3: error: unknown optimizer 'adagrad' (expected sgd, momentum, adam or adamw)" ]
+  block_error train "optimizer = adagrad" "block.net:3:1: error: unknown optimizer 'adagrad' (expected sgd, momentum, adam or adamw)"
 }
 
 @test "a train block's data is read from its script's folder, --data from the working folder" {
