@@ -61,6 +61,7 @@ static const Verb verbs[] = {
      "  --lines            annotate every op with the source position it came from\n"
      "  --ast              print the syntax tree instead of the program\n"
      "  --backward         append the backward program (append_backward)\n"
+     "  --train            print the training program: backward, clipping, optimizer ops\n"
      GRAD_OPTIONS
      "  -o OUT             write to OUT (atomically) instead of standard output\n"
      "With --tape, the run options of `netrun run` apply too."},
@@ -154,7 +155,7 @@ static void usage(FILE *f) {
         "\nverbs:\n",
         f);
   for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) fprintf(f, "  %s\n", verbs[i].usage);
-  fputs("\noptions: --help, --version; `netrun help VERB` describes a verb.\n", f);
+  fputs("\noptions: --help, --version; `netrun help VERB` or `netrun VERB --help` describes a verb.\n", f);
 }
 
 /* ---- verbs ---------------------------------------------------------------- */

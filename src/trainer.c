@@ -481,8 +481,9 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
   r->best = -INFINITY;
-  if (!load_script(&r->ld, t->a.file)) return false;
-  r->p = r->ld.prog;
+  bool loaded = load_script(&r->ld, t->a.file);
+  r->p = r->ld.prog;   /* teardown unloads it, loaded or not */
+  if (!loaded) return false;
   if (!train_config(r->p, &t->o, &r->c, !training)) {
     diag_finish(&r->ld.diag);
     return false;
@@ -735,8 +736,9 @@ int cmd_predict(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   r.t = &t;
   int status = EXIT_SCRIPT;
-  if (!load_script(&r.ld, t.a.file)) goto out;   /* it has counted the errors */
-  r.p = r.ld.prog;
+  bool loaded = load_script(&r.ld, t.a.file);
+  r.p = r.ld.prog;   /* unloaded below, loaded or not */
+  if (!loaded) goto out;   /* load_script has counted the errors */
   if (!train_config(r.p, &t.o, &r.c, true)) goto fail;
   r.hash = program_hash(r.p);
   const char *name = output ? output : r.c.metric;
