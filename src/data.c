@@ -313,8 +313,6 @@ static bool open_idx_pair(Diag *d, const char *images, const char *labels, Datas
  * folder holding either of its files, so images and labels never come from
  * two places. */
 
-#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
-
 static const char *find_file(Arena *a, const char *dir, const char *base) {
   static const char *const ext[] = {".gz", ""};
   for (int i = 0; i < 2; i++) {
@@ -338,7 +336,7 @@ static bool open_fashion(Diag *d, const char *split, Dataset *ds) {
   const char *dirs[2];
   int ndirs = 0;
   if (env && *env) dirs[ndirs++] = env;
-  dirs[ndirs++] = FASHION_DIR;
+  dirs[ndirs++] = DATA_FASHION_DIR;
   for (int i = 0; i < ndirs; i++) {
     const char *img = find_file(&ds->arena, dirs[i], base[0]);
     const char *lab = find_file(&ds->arena, dirs[i], base[1]);
@@ -350,12 +348,13 @@ static bool open_fashion(Diag *d, const char *split, Dataset *ds) {
     }
   }
   if (env && *env)
-    file_error(d, "fashion-mnist", "%s.gz not found in $NETRUN_DATA (%s) nor in %s", base[0], env, FASHION_DIR);
+    file_error(d, "fashion-mnist", "%s.gz not found in $NETRUN_DATA (%s) nor in %s", base[0], env,
+               DATA_FASHION_DIR);
   else
     file_error(d, "fashion-mnist",
                "%s.gz not found in %s (install Debian's dataset-fashion-mnist, or set NETRUN_DATA to a folder "
                "holding the files)",
-               base[0], FASHION_DIR);
+               base[0], DATA_FASHION_DIR);
   return false;
 }
 
@@ -653,15 +652,19 @@ done:
 
 /* ---- datasets --------------------------------------------------------------------- */
 
+/* path as data_open reads it: from opt->dir when it is relative. */
+static const char *in_dir(Arena *a, const DataOptions *opt, const char *path) {
+  if (!opt->dir || !*opt->dir || path[0] == '/') return path;
+  return arena_printf(a, "%s/%s", opt->dir, path);
+}
+
 /* The ':' splitting IMAGES:LABELS: the first whose left part is a file (paths
  * may hold colons), else the first. */
-static const char *pair_colon(const char *spec) {
+static const char *pair_colon(Arena *a, const DataOptions *opt, const char *spec) {
   const char *first = strchr(spec, ':');
   for (const char *c = first; c; c = strchr(c + 1, ':')) {
-    char left[4096];
-    snprintf(left, sizeof left, "%.*s", (int)(c - spec), spec);
     struct stat st;
-    if (stat(left, &st) == 0) return c;
+    if (stat(in_dir(a, opt, arena_strndup(a, spec, (size_t)(c - spec))), &st) == 0) return c;
   }
   return first;
 }
@@ -672,6 +675,8 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
   memset(out, 0, sizeof *out);
   arena_init(&out->arena);
   out->name = arena_strdup(&out->arena, spec);
+  Arena *a = &out->arena;
+  const char *path = in_dir(a, opt, spec);
   bool ok;
   struct stat st;
   if (strcmp(spec, "fashion-mnist") == 0) {
@@ -684,17 +689,17 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
   } else if (opt->split) {
     file_error(d, spec, "no split '%s': only fashion-mnist has splits", opt->split);
     ok = false;
-  } else if (stat(spec, &st) != 0 && strchr(spec, ':')) {
-    const char *colon = pair_colon(spec);
-    char *images = arena_strndup(&out->arena, spec, (size_t)(colon - spec));
+  } else if (stat(path, &st) != 0 && strchr(spec, ':')) {
+    const char *colon = pair_colon(a, opt, spec);
+    const char *images = in_dir(a, opt, arena_strndup(a, spec, (size_t)(colon - spec)));
     if (opt->label) {
       file_error(d, spec, "an IDX pair's label column is fixed ('labels'); only a CSV file's can be chosen");
       ok = false;
     } else {
-      ok = open_idx_pair(d, images, colon + 1, out);
+      ok = open_idx_pair(d, images, in_dir(a, opt, colon + 1), out);
     }
   } else {
-    ok = regular_file(d, spec) && open_csv(d, spec, opt->label, out);
+    ok = regular_file(d, path) && open_csv(d, path, opt->label, out);
   }
   if (!ok) data_free(out);
   return ok;
@@ -704,6 +709,15 @@ void data_free(Dataset *ds) {
   for (int i = 0; i < ds->ncols; i++) mem_free(ds->cols[i].data);
   arena_free(&ds->arena);
   memset(ds, 0, sizeof *ds);
+}
+
+int64_t data_bytes(const Dataset *ds) {
+  int64_t bytes = 0;
+  for (int i = 0; i < ds->ncols; i++) {
+    const DataColumn *c = &ds->cols[i];
+    bytes += ds->n * c->row * (c->store == DATA_U8 ? 1 : c->store == DATA_F32 ? 4 : 8);
+  }
+  return bytes;
 }
 
 const DataColumn *data_column(const Dataset *ds, const char *name) {
@@ -876,21 +890,6 @@ Tensor *data_fit(Diag *d, const DataColumn *c, Tensor *t, const VarDesc *decl) {
 
 /* ---- netrun data ------------------------------------------------------------------------ */
 
-#define DATA_USAGE                                                                          \
-  "usage: netrun data SPEC [OPTIONS]\n"                                                     \
-  "Read a dataset and describe it: its files, examples, columns and classes.\n"             \
-  "SPEC: fashion-mnist ($NETRUN_DATA, else " FASHION_DIR "),\n"                             \
-  "      IMAGES:LABELS (IDX files, gzip or raw), or a CSV file.\n"                          \
-  "  --split S          fashion-mnist's split: train (default) or test\n"                   \
-  "  --label COL        CSV: the label column, by header name or 0-based index\n"           \
-  "  --head N           print the first N examples (one batch of the columns)\n"            \
-  "  --shuffle          take them in a random order (seeded by --seed)\n"                   \
-  "  --seed N           seed of the shuffle (default 0)\n"                                  \
-  "  --batch N          count the batches of N examples an epoch makes\n"                   \
-  "  --drop-last        ... dropping a last batch smaller than N\n"                         \
-  "  --fit FILE         check that batches fit FILE's inputs (named like a column,\n"     \
-  "                     else in order) and print the shapes they are fed as\n"
-
 typedef struct DataArgs {
   const char *spec, *fit;
   DataOptions opt;
@@ -920,10 +919,7 @@ static int data_args(int argc, char **argv, DataArgs *a) {
 #define IS(name) (strlen(name) == len && strncmp(arg, name, len) == 0)
 #define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
     int64_t n;
-    if (IS("--help") || IS("-h")) {
-      fputs(DATA_USAGE, stdout);
-      return -1;
-    } else if (IS("--split")) {
+    if (IS("--split")) {
       const char *v = VALUE();
       if (!v || (strcmp(v, "train") != 0 && strcmp(v, "test") != 0))
         return usage_error("data: --split needs train or test");
@@ -1118,7 +1114,7 @@ int cmd_data(int argc, char **argv);
 int cmd_data(int argc, char **argv) {
   DataArgs a;
   int rc = data_args(argc, argv, &a);
-  if (rc) return rc < 0 ? 0 : rc;
+  if (rc) return rc;
   Arena arena;
   arena_init(&arena);
   Diag d;

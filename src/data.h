@@ -25,6 +25,9 @@
 
 #include "tensor.h"
 
+/* Where Debian's dataset-fashion-mnist installs the files. */
+#define DATA_FASHION_DIR "/usr/share/datasets/fashion-mnist"
+
 #define DATA_MAX_COLS 2
 enum { DATA_INPUT = 0, DATA_LABEL = 1 };
 
@@ -64,6 +67,9 @@ typedef struct DataOptions {
   /* CSV: the label column, by its header name or its 0-based index.  NULL:
    * the column named "label" or "y" (any case), else the last one. */
   const char *label;
+  /* The folder that relative paths in the spec are read from (a train
+   * block's data lies beside its script); NULL: the working folder. */
+  const char *dir;
 } DataOptions;
 
 /* Opens the dataset `spec` names and reads it whole:
@@ -78,6 +84,8 @@ typedef struct DataOptions {
  * holds nothing to free. */
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out);
 void data_free(Dataset *ds);
+/* The bytes its columns hold in memory. */
+int64_t data_bytes(const Dataset *ds);
 /* The column named `name`, or NULL. */
 const DataColumn *data_column(const Dataset *ds, const char *name);
 

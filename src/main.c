@@ -7,6 +7,7 @@
  * error, 3 out of memory. */
 #include "ast.h"
 #include "cli.h"
+#include "data.h"
 #include "plugin.h"
 #include "registry.h"
 #include "tape.h"
@@ -62,6 +63,7 @@ static const Verb verbs[] = {
      "  --lines            annotate every op with the source position it came from\n"
      "  --ast              print the syntax tree instead of the program\n"
      "  --backward         append the backward program (append_backward)\n"
+     "  --train            print the training program: backward, clipping, optimizer ops\n"
      GRAD_OPTIONS
      "  -o OUT             write to OUT (atomically) instead of standard output\n"
      "With --tape, the run options of `netrun run` apply too."},
@@ -86,29 +88,58 @@ static const Verb verbs[] = {
      "  --rtol R           the tolerance on |analytic - numeric| / max(|numeric|, 1e-3) (default 5e-3)\n"
      "  --samples N        check N random elements of each variable instead of all"},
     {"train", cmd_train, "netrun train [OPTIONS] FILE",
-     "Train the model FILE describes on the data its train block names.\n"
-     "  --epochs N --batch N --lr X --optimizer NAME --data SPEC   override the train block\n"
-     "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
+     "Train the model FILE describes on the data its train block names\n"
+     "(see netrun-lang(5), \"TRAINING\"); netrun(1) describes the output.\n"
+     "These override the train block's setting of the same name:\n"
+     "  --epochs N         passes over the data\n"
+     "  --batch N          examples per step\n"
+     "  --lr X             the base learning rate\n"
+     "  --optimizer NAME   sgd, momentum, adam or adamw\n"
+     "  --data SPEC        fashion-mnist, a CSV file or IMAGES:LABELS (paths from the\n"
+     "                     working folder)\n"
+     "Other options:\n"
      "  --limit N          use only the first N examples of each split\n"
      "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
      "  --resume PATH      continue the run a checkpoint stopped\n"
      "  --keep-best        also write PATH.best whenever the evaluation improves\n"
-     "  --log FILE         every metric as JSON lines (see netrun plot)"},
+     "  --log FILE         every metric as JSON lines (see netrun plot)\n"
+     "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
+     "  --set, --feed, --max-steps, --check-nan, --precision   as for netrun run"},
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
-     "Loss and accuracy of trained weights on the train block's evaluation split.\n"
+     "Loss and accuracy of trained weights on the train block's evaluation split\n"
+     "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
      "  --weights PATH     a checkpoint written by netrun train --save\n"
-     "  --data SPEC --batch N --limit N"},
+     "  --data SPEC        evaluate on this dataset instead\n"
+     "  --batch N          examples per forward pass (default: the train block's)\n"
+     "  --limit N          use only the first N examples\n"
+     "  --set, --feed, --seed, --max-steps, --check-nan, --precision   as for netrun run"},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
      "The predicted class of every fed example (the argmax of the train block's metric),\n"
      "or the value of --output NAME.\n" RUN_OPTIONS
      "  --weights PATH     a checkpoint written by netrun train --save\n"
      "  --output NAME      print this value instead of the classes"},
-    {"plot", cmd_plot, "netrun plot [-o OUT.svg] LOG.jsonl",
-     "Draw the loss and accuracy curves of a training log (netrun train --log) as SVG."},
-    {"data", cmd_data, "netrun data SPEC",
-     "Describe a dataset netrun can read: fashion-mnist, a CSV file, or IDX files."},
+    {"plot", cmd_plot, "netrun plot [-o OUT.svg] [--log-y] [--x-axis AXIS] LOG.jsonl",
+     "Draw the loss and accuracy curves of a training log (netrun train --log) as SVG.\n"
+     "  -o OUT             write to OUT (atomically) instead of standard output\n"
+     "  --log-y            a logarithmic loss axis\n"
+     "  --x-axis AXIS      step (default), samples or epoch\n"
+     "LOG - reads standard input."},
+    {"data", cmd_data, "netrun data [OPTIONS] SPEC",
+     "Read a dataset and describe it: its files, examples, columns and classes.\n"
+     "SPEC: fashion-mnist ($NETRUN_DATA, else " DATA_FASHION_DIR "),\n"
+     "      IMAGES:LABELS (IDX files, gzip or raw), or a CSV file.\n"
+     "  --split S          fashion-mnist's split: train (default) or test\n"
+     "  --label COL        CSV: the label column, by header name or 0-based index\n"
+     "  --head N           print the first N examples (one batch of the columns)\n"
+     "  --shuffle          take them in a random order (seeded by --seed)\n"
+     "  --seed N           seed of the shuffle (default 0)\n"
+     "  --batch N          count the batches of N examples an epoch makes\n"
+     "  --drop-last        ... dropping a last batch smaller than N\n"
+     "  --fit FILE         check that batches fit FILE's inputs (named like a column,\n"
+     "                     else in order) and print the shapes they are fed as"},
     {"checkpoint", cmd_checkpoint, "netrun checkpoint PATH",
-     "Describe a checkpoint written by netrun train --save."},
+     "Describe a checkpoint written by netrun train --save: its format version,\n"
+     "program hash, epoch, step, generator state, settings and tensors."},
     {"repl", cmd_later, "netrun repl [FILE]", "Interactive session (not implemented yet)."},
     {"help", cmd_help, "netrun help [VERB]", "Describe a verb."},
 };
@@ -127,7 +158,7 @@ static void usage(FILE *f) {
         f);
   for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) fprintf(f, "  %s\n", verbs[i].usage);
   fputs("\noptions: --help, --version; --plugin PATH.so (anywhere, repeatable) loads a plugin's ops;\n"
-        "`netrun help VERB` describes a verb.\n", f);
+        "`netrun help VERB` or `netrun VERB --help` describes a verb.\n", f);
 }
 
 /* ---- verbs ---------------------------------------------------------------- */
@@ -332,6 +363,11 @@ static int cmd_gradcheck_verb(int argc, char **argv) {
   return rc ? rc : cmd_gradcheck(&a);
 }
 
+static int verb_help(const Verb *v) {
+  printf("usage: %s\n\n%s\n", v->usage, v->help);
+  return 0;
+}
+
 static int cmd_help(int argc, char **argv) {
   if (argc < 2) {
     usage(stdout);
@@ -339,8 +375,14 @@ static int cmd_help(int argc, char **argv) {
   }
   const Verb *v = find_verb(argv[1]);
   if (!v) return usage_error("no help for unknown verb '%s'", argv[1]);
-  printf("usage: %s\n\n%s\n", v->usage, v->help);
-  return 0;
+  return verb_help(v);
+}
+
+/* `netrun VERB ... --help` (or -h) anywhere after the verb: its help. */
+static bool asks_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+  return false;
 }
 
 static int cmd_later(int argc, char **argv) {
@@ -398,17 +440,17 @@ static int dispatch(int argc, char **argv) {
     args[1] = "--backward";
     for (int i = 2; i < argc; i++) args[i] = argv[i];
     args[argc] = NULL;
-    status = cmd_dump(argc, args);
+    status = asks_help(argc, args) ? verb_help(find_verb("dump")) : cmd_dump(argc, args);
     mem_free(args);
   } else if (argv[1][0] == '-') {
     status = usage_error("unknown option '%s'", argv[1]);
   } else {
     const Verb *v = find_verb(argv[1]);
     if (v) {
-      status = v->run(argc - 1, argv + 1);
+      status = asks_help(argc - 1, argv + 1) ? verb_help(v) : v->run(argc - 1, argv + 1);
     } else if (strchr(argv[1], '.') || strchr(argv[1], '/') || access(argv[1], F_OK) == 0) {
       argv[0] = "run";
-      status = cmd_run(argc, argv);
+      status = asks_help(argc, argv) ? verb_help(find_verb("run")) : cmd_run(argc, argv);
     } else {
       const char *names[sizeof verbs / sizeof *verbs];
       for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) names[i] = verbs[i].name;

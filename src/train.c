@@ -28,7 +28,7 @@ static const struct TrainKey {
     {"beta1", K_NUMBER, "Adam's first-moment decay (default 0.9)"},
     {"beta2", K_NUMBER, "Adam's second-moment decay (default 0.999)"},
     {"epsilon", K_NUMBER, "Adam's epsilon (default 1e-8)"},
-    {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0)"},
+    {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0; adamw 0.01)"},
     {"clip_norm", K_NUMBER, "clip the gradients' global L2 norm to this (default: off)"},
     {"schedule", K_NAME, "the learning-rate schedule: constant, step or cosine (default constant)"},
     {"step_size", K_INT, "step schedule: epochs between decays (default 1)"},
@@ -66,6 +66,13 @@ static bool fits(const Setting *s, Kind k) {
 }
 
 static double number(const Setting *s) { return s->value.type == ATTR_FLOAT ? s->value.u.f : (double)s->value.u.i; }
+
+bool train_optimizer_known(const char *name) {
+  static const char *const opts[] = {"sgd", "momentum", "adam", "adamw"};
+  for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
+    if (strcmp(name, opts[i]) == 0) return true;
+  return false;
+}
 
 bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet) {
   Diag *d = p->diag;
@@ -154,12 +161,11 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
       d->nerrors++;                                                              \
     }                                                                            \
   }
-  static const char *const opts[] = {"sgd", "momentum", "adam", "adamw"};
   static const char *const scheds[] = {"constant", "step", "cosine"};
-  bool opt_ok = false, sched_ok = false;
-  for (int i = 0; i < 4; i++) opt_ok |= strcmp(c->optimizer, opts[i]) == 0;
+  bool sched_ok = false;
   for (int i = 0; i < 3; i++) sched_ok |= strcmp(c->schedule, scheds[i]) == 0;
-  CHECK(opt_ok, "optimizer", "unknown optimizer '%s' (expected sgd, momentum, adam or adamw)", c->optimizer)
+  CHECK(train_optimizer_known(c->optimizer), "optimizer", "unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")",
+        c->optimizer)
   CHECK(sched_ok, "schedule", "unknown schedule '%s' (expected constant, step or cosine)", c->schedule)
   CHECK(c->lr > 0 && isfinite(c->lr), "lr", "the learning rate must be positive, got %g", c->lr)
   CHECK(c->epochs >= 1, "epochs", "epochs must be at least 1, got %lld", (long long)c->epochs)
@@ -168,6 +174,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->beta1 >= 0 && c->beta1 < 1, "beta1", "beta1 must be in [0, 1), got %g", c->beta1)
   CHECK(c->beta2 >= 0 && c->beta2 < 1, "beta2", "beta2 must be in [0, 1), got %g", c->beta2)
   CHECK(c->weight_decay >= 0, "weight_decay", "weight_decay must not be negative, got %g", c->weight_decay)
+  CHECK(c->weight_decay == 0 || strcmp(c->optimizer, "adam") != 0, "weight_decay",
+        "adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)")
   CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
   CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
   CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)

@@ -52,6 +52,10 @@ typedef struct TrainOverrides {
  * replaced. */
 bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet);
 
+/* The optimizers a train block may name, and the same as a phrase. */
+bool train_optimizer_known(const char *name);
+#define TRAIN_OPTIMIZERS "sgd, momentum, adam or adamw"
+
 /* The variable the trainer writes the learning rate into each step. */
 #define TRAIN_LR_VAR "learning_rate@LR"
 

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,23 @@ static double now(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+/* A number as text. */
+typedef struct Num {
+  char s[32];
+} Num;
+
+/* x in the fewest digits that read back as x: 0.1, not 0.10000000000000001;
+ * with f32, as the float x is (the learning rate the optimizers read). */
+static Num shortest_as(double x, bool f32) {
+  Num n;
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(n.s, sizeof n.s, "%.*g", prec, x);
+    if (f32 ? (double)strtof(n.s, NULL) == x : strtod(n.s, NULL) == x) break;
+  }
+  return n;
+}
+static Num shortest(double x) { return shortest_as(x, false); }
 
 /* ---- options ------------------------------------------------------------------ */
 
@@ -91,7 +109,9 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       }
       t->o.lr = x;
     } else if (training && IS("--optimizer")) {
-      if (!(t->o.optimizer = VALUE())) rc = usage_error("%s", "--optimizer needs a name");
+      if (!(t->o.optimizer = VALUE())) rc = usage_error("%s", "--optimizer needs a name: " TRAIN_OPTIMIZERS);
+      else if (!train_optimizer_known(t->o.optimizer))
+        rc = usage_error("unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", t->o.optimizer);
     } else if (IS("--data")) {
       if (!(t->o.data = VALUE())) rc = usage_error("%s", "--data needs a SPEC");
     } else if (training && IS("--save")) {
@@ -148,6 +168,7 @@ typedef struct Run {
   Rng shuffle_at_epoch;         /* its state when the current epoch began */
   uint64_t hash;
   int64_t epoch, step, samples, step_in_epoch;
+  int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
   FILE *log;
 } Run;
@@ -198,6 +219,11 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
   }
   const char *lv = r->c.label ? prog_export(p, r->c.label) : NULL;
   r->label = r->c.label ? prog_var(p, lv ? lv : r->c.label) : r->feed[r->nfeed - 1];
+  if (!r->label || !(r->label->flags & VAR_INPUT)) {
+    const Setting *s = prog_setting(p, "train", "label");
+    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
+    return false;
+  }
   return true;
 }
 
@@ -272,7 +298,7 @@ static void save(Run *r, const char *path, bool quiet) {
   c.samples = (uint64_t)r->samples;
   c.rng = *exec_rng(r->ex);
   ckpt_setf(&c, "optimizer", "%s", r->c.optimizer);
-  ckpt_setf(&c, "lr", "%.17g", r->c.lr);
+  ckpt_setf(&c, "lr", "%s", shortest(r->c.lr).s);
   ckpt_setf(&c, "batch", "%lld", (long long)r->c.batch);
   ckpt_setf(&c, "epochs", "%lld", (long long)r->c.epochs);
   ckpt_setf(&c, "schedule", "%s", r->c.schedule);
@@ -281,7 +307,7 @@ static void save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
   for (int i = 0; i < 4; i++) ckpt_setf(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3",
                                          "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
-  ckpt_setf(&c, "best", "%.17g", r->best);
+  ckpt_setf(&c, "best", "%s", shortest(r->best).s);
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
@@ -353,8 +379,10 @@ static bool restore(Run *r, const char *path, bool state) {
       char now_s[256];
       const TrainConfig *tc = &r->c;
       if (!was) continue;
+      Num was_lr;
+      if (k == 1) was = (was_lr = shortest(strtod(was, NULL))).s;   /* compared as numbers */
       if (k == 0) snprintf(now_s, sizeof now_s, "%s", tc->optimizer);
-      else if (k == 1) snprintf(now_s, sizeof now_s, "%.17g", tc->lr);
+      else if (k == 1) snprintf(now_s, sizeof now_s, "%s", shortest(tc->lr).s);
       else if (k == 2) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->batch);
       else if (k == 3) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->epochs);
       else if (k == 4) snprintf(now_s, sizeof now_s, "%s", tc->schedule);
@@ -381,11 +409,8 @@ static void log_line(Run *r, const char *fmt, ...) {
 }
 
 /* A JSON number: non-finite values are written null. */
-typedef struct JNum {
-  char s[32];
-} JNum;
-static JNum jnum(double x) {
-  JNum j;
+static Num jnum(double x) {
+  Num j;
   if (isfinite(x)) snprintf(j.s, sizeof j.s, "%.9g", x);
   else snprintf(j.s, sizeof j.s, "null");
   return j;
@@ -398,6 +423,36 @@ static void fmt_time(double s, char *buf, size_t n) {
   else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* Bytes in decimal units, two or three digits: 740 kB, 2.1 MB, 74 MB. */
+static Num fmt_bytes(double b) {
+  static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 999.5 && u < 4) b /= 1000, u++;
+  Num n;
+  snprintf(n.s, sizeof n.s, u && b < 9.95 ? "%.1f %s" : "%.0f %s", b, unit[u]);
+  return n;
+}
+
+/* What the run holds: its peak resident memory, against the data it read
+ * and the model (parameters and optimizer state), which should be most of
+ * it. */
+typedef struct Memory {
+  double peak, data, model;
+} Memory;
+static Memory memory(Run *r) {
+  Memory m = {.data = (double)r->data_bytes};
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0) m.peak = (double)ru.ru_maxrss * 1024;   /* Linux: KiB */
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    bool held = v->flags & (VAR_PARAM | VAR_STATE) && strcmp(v->name, TRAIN_LR_VAR) != 0;
+    Tensor *t = held ? exec_value(r->ex, v->name) : NULL;
+    if (t) m.model += (double)t->numel * (double)dtype_size(t->dtype);
+  }
+  return m;
+}
+
 /* ---- train ------------------------------------------------------------------------------ */
 
 /* --limit N: only the first N examples of a split. */
@@ -407,6 +462,18 @@ static void limit(Dataset *ds, int64_t n) {
   for (int k = 0; k < ds->ncols; k++) ds->cols[k].shape[0] = n;
 }
 
+/* The folder a train block's data path is read from: that of the file
+ * setting it (the folder import searches first), so a model file names
+ * the data beside it wherever it is run from.  A --data path is the
+ * working folder's, as for any command. */
+static const char *data_dir(Run *r) {
+  const Setting *s = prog_setting(r->p, "train", "data");
+  if (r->t->o.data || !s || s->span.file < 0) return NULL;
+  const char *path = r->ld.diag.files[s->span.file].path;
+  const char *slash = strrchr(path, '/');
+  return !slash ? NULL : slash == path ? "/" : arena_strndup(&r->ld.arena, path, (size_t)(slash - path));
+}
+
 /* Does the dataset come in train and test splits? (A CSV file does not.) */
 static bool has_splits(const char *spec) { return strcmp(spec, "fashion-mnist") == 0; }
 
@@ -414,8 +481,9 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
   r->best = -INFINITY;
-  if (!load_script(&r->ld, t->a.file)) return false;
-  r->p = r->ld.prog;
+  bool loaded = load_script(&r->ld, t->a.file);
+  r->p = r->ld.prog;   /* teardown unloads it, loaded or not */
+  if (!loaded) return false;
   if (!train_config(r->p, &t->o, &r->c, !training)) {
     diag_finish(&r->ld.diag);
     return false;
@@ -448,12 +516,14 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       return false;
     }
   }
-  DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column};
+  DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column,
+                      .dir = data_dir(r)};
   if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
     diag_finish(&r->ld.diag);
     return false;
   }
   r->has_train = true;
+  r->data_bytes = data_bytes(&r->train);
   limit(&r->train, r->c.limit);
   if (strcmp(r->c.eval, "none") != 0 && has_splits(r->c.data)) {
     dopt.split = r->c.eval;
@@ -462,6 +532,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       diag_finish(&r->ld.diag);
       return false;
     }
+    r->data_bytes += data_bytes(&r->test);
     limit(&r->test, r->c.limit);
   }
   if (!bind_feeds(r, &r->train)) return false;
@@ -541,7 +612,7 @@ int cmd_train(int argc, char **argv) {
                "{\"event\": \"step\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"loss\": %s, "
                "\"loss_smooth\": %s, \"lr\": %s, \"samples_per_s\": %s}",
                (long long)r.epoch + 1, (long long)r.step, (long long)r.samples, jnum(l).s, jnum(smooth).s,
-               jnum((double)tensor_f32(r.lr)[0]).s, jnum(rate).s);
+               shortest_as((double)tensor_f32(r.lr)[0], true).s, jnum(rate).s);
       if (tty) {
         char eta[32];
         fmt_time((double)(steps_per_epoch - r.step_in_epoch) * el / (double)(r.step_in_epoch ? r.step_in_epoch : 1),
@@ -604,9 +675,12 @@ int cmd_train(int argc, char **argv) {
     printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s",
            (long long)r.epoch, (long long)r.step, (long long)r.samples, secs, (double)run_samples / (secs > 0 ? secs : 1e-9));
     if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.c.eval, r.best);
-    printf("\n");
-    log_line(&r, "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s}",
-             (long long)r.epoch, (long long)r.step, (long long)r.samples, jnum(secs).s);
+    Memory m = memory(&r);
+    printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
+    log_line(&r,
+             "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s, "
+             "\"peak_memory_bytes\": %.0f, \"data_bytes\": %.0f, \"model_bytes\": %.0f}",
+             (long long)r.epoch, (long long)r.step, (long long)r.samples, jnum(secs).s, m.peak, m.data, m.model);
   }
 out:
   teardown(&r);
@@ -662,9 +736,10 @@ int cmd_predict(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   r.t = &t;
   int status = EXIT_SCRIPT;
-  if (!load_script(&r.ld, t.a.file)) goto out;
-  r.p = r.ld.prog;
-  if (!train_config(r.p, &t.o, &r.c, true)) goto out;
+  bool loaded = load_script(&r.ld, t.a.file);
+  r.p = r.ld.prog;   /* unloaded below, loaded or not */
+  if (!loaded) goto out;   /* load_script has counted the errors */
+  if (!train_config(r.p, &t.o, &r.c, true)) goto fail;
   r.hash = program_hash(r.p);
   const char *name = output ? output : r.c.metric;
   if (!name) {
@@ -678,9 +753,10 @@ int cmd_predict(int argc, char **argv) {
   }
   Args a = t.a;
   a.opt.tape = false;
-  if (!(r.ex = cli_start(&r.ld, &a)) || exec_startup(r.ex) < 0) goto out;
+  if (!(r.ex = cli_start(&r.ld, &a))) goto out;   /* it has counted the errors */
+  if (exec_startup(r.ex) < 0) goto fail;
   if (t.weights && !restore(&r, t.weights, false)) goto out;
-  if (exec_run_for(r.ex, var ? var : name) != 0) goto out;
+  if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
   Tensor *v = exec_value(r.ex, var ? var : name);
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
     int64_t c = v->shape[v->rank - 1], rows = v->numel / (c ? c : 1);
@@ -696,8 +772,10 @@ int cmd_predict(int argc, char **argv) {
     putchar('\n');
   }
   status = 0;
+  goto out;
+fail:
+  diag_finish(&r.ld.diag);   /* "N errors" */
 out:
-  diag_finish(&r.ld.diag);
   exec_free(r.ex);
   if (r.p) unload(&r.ld);
   return status;
@@ -710,14 +788,15 @@ int dump_train(const Args *a) {
   int status = EXIT_SCRIPT;
   TrainConfig c;
   BackwardResult bw;
-  if (load_script(&ld, a->file) && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
+  bool loaded = load_script(&ld, a->file);   /* counts its errors */
+  if (loaded && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
     Out o;
     if (out_open(&o, a->out)) {
       dump_program(o.f, ld.prog, &a->dump);
       if (out_close(&o)) status = 0;
     }
   }
-  diag_finish(&ld.diag);
+  if (loaded) diag_finish(&ld.diag);
   unload(&ld);
   return status;
 }

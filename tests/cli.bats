@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # cli.bats — the command line: verbs, options, exit statuses, hostile input.
 
+bats_require_minimum_version 1.5.0
+
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
   EX=$BATS_TEST_DIRNAME/../examples
@@ -54,6 +56,30 @@ setup() {
   [[ "$output" == *"  --backward         append the backward program (append_backward)"* ]]
   run "$NETRUN" help nothing
   [ "$status" -eq 2 ]
+}
+
+@test "VERB --help and VERB -h, anywhere after the verb, print netrun help VERB on stdout, for every verb" {
+  run "$NETRUN" dumb
+  verbs=$(sed -n 's/^verbs: //p' <<<"$output")
+  [ "$(wc -w <<<"$verbs")" -ge 14 ]
+  for v in $verbs; do
+    want=$("$NETRUN" help "$v")
+    [[ "$want" == "usage: netrun $v"* ]]
+    for args in "--help" "-h" "x.net --help" "--frobnicate -h" "--seed=x x.net y.net --help"; do
+      # shellcheck disable=SC2086  # one argument per word
+      run --separate-stderr "$NETRUN" "$v" $args
+      [ "$status" -eq 0 ] || { echo "netrun $v $args: status $status"; return 1; }
+      [ "$output" = "$want" ] || { echo "netrun $v $args:"; echo "$output"; return 1; }
+      [ -z "$stderr" ]
+    done
+  done
+  # The same for a script run without a verb, and for --dump-backward.
+  run "$NETRUN" "$EX/xor.net" --help
+  [ "$status" -eq 0 ]
+  [ "$output" = "$("$NETRUN" help run)" ]
+  run "$NETRUN" --dump-backward "$EX/xor.net" -h
+  [ "$status" -eq 0 ]
+  [ "$output" = "$("$NETRUN" help dump)" ]
 }
 
 @test "later verbs are reserved and say not implemented yet" {

@@ -555,5 +555,6 @@ a,b,c,label
   [ "$output" = "netrun: error: img.idx:lab.idx: an IDX pair's label column is fixed ('labels'); only a CSV file's can be chosen" ]
   run "$NETRUN" data --help
   [ "$status" -eq 0 ]
-  [ "${lines[0]}" = "usage: netrun data SPEC [OPTIONS]" ]
+  [ "${lines[0]}" = "usage: netrun data [OPTIONS] SPEC" ]
+  [[ "$output" == *"  --fit FILE         check that batches fit FILE's inputs"* ]]
 }
