@@ -171,6 +171,7 @@ typedef struct Run {
   int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
   FILE *log;
+  const char *mode_var;         /* `input training : bool`, if declared */
 } Run;
 
 /* FNV-1a of the forward program's text: a checkpoint belongs to it. */
@@ -207,7 +208,7 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
     }
   } else {
     for (int i = 0; i < b0->nvars && r->nfeed < 16; i++)
-      if (b0->vars[i]->flags & VAR_INPUT) r->feed[r->nfeed++] = b0->vars[i];
+      if ((b0->vars[i]->flags & VAR_INPUT) && b0->vars[i]->name != r->mode_var) r->feed[r->nfeed++] = b0->vars[i];
   }
   if (r->nfeed != ds->ncols) {
     fprintf(stderr, "netrun: error: the dataset %s has %d columns (", r->c.data, ds->ncols);
@@ -227,9 +228,29 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
   return true;
 }
 
-/* Feeds one batch: column k to input feed[k], shaped as the input says. */
-static bool feed_batch(Run *r, const Dataset *ds, Batch *b) {
+/* The mode input: a script that declares `input training : bool` gets
+ * true during training steps and false when evaluating or predicting, so
+ * dropout and the like can tell the two apart (stdlib's dropout wrappers
+ * take it as an argument). */
+static const char *mode_input(const Program *p) {
+  const char *v = prog_export(p, "training");
+  const VarDesc *d = prog_var(p, v ? v : "training");
+  return d && d->block == 0 && (d->flags & VAR_INPUT) && d->dtype == DT_BOOL && d->shape.rank == 0 ? d->name : NULL;
+}
+
+static bool feed_mode(Run *r, bool training) {
+  if (!r->mode_var) return true;
+  Tensor *t = tensor_scalar_bool(training);
+  bool ok = exec_feed(r->ex, r->mode_var, t, "the trainer");
+  tensor_unref(t);
+  return ok;
+}
+
+/* Feeds one batch: column k to input feed[k], shaped as the input says,
+ * and the mode. */
+static bool feed_batch(Run *r, const Dataset *ds, Batch *b, bool training) {
   exec_unbind(r->ex);
+  if (!feed_mode(r, training)) return false;
   for (int k = 0; k < ds->ncols; k++) {
     Tensor *t = data_fit(&r->ld.diag, &ds->cols[k], b->cols[k], r->feed[k]);
     if (!t) return false;
@@ -272,7 +293,7 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
   bool ok = true;
   while (ok && data_next(&b, &bt)) {
     int64_t bn = bt.n;
-    ok = feed_batch(r, ds, &bt) && exec_run_range(r->ex, 0, r->nforward) == 0;
+    ok = feed_batch(r, ds, &bt, false) && exec_run_range(r->ex, 0, r->nforward) == 0;
     data_batch_release(&bt);
     if (!ok) break;
     total += loss_value(r) * (double)bn;
@@ -494,6 +515,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
     return false;
   }
   r->hash = program_hash(r->p);
+  r->mode_var = mode_input(r->p);
   r->nforward = r->p->blocks[0]->nops;
   if (training && !train_program(r->p, &r->c, &r->bw)) {
     diag_finish(&r->ld.diag);
@@ -595,7 +617,7 @@ int cmd_train(int argc, char **argv) {
       int64_t bn = bt.n;
       double e = (double)r.epoch + (double)r.step_in_epoch / (double)steps_per_epoch;
       tensor_f32(r.lr)[0] = (float)schedule(&r.c, e);
-      bool ok = feed_batch(&r, &r.train, &bt) && exec_run(r.ex) == 0;
+      bool ok = feed_batch(&r, &r.train, &bt, true) && exec_run(r.ex) == 0;
       data_batch_release(&bt);
       if (!ok) {
         status = EXIT_SCRIPT;
@@ -756,6 +778,11 @@ int cmd_predict(int argc, char **argv) {
   if (!(r.ex = cli_start(&r.ld, &a))) goto out;   /* it has counted the errors */
   if (exec_startup(r.ex) < 0) goto fail;
   if (t.weights && !restore(&r, t.weights, false)) goto out;
+  /* Predicting is not training, unless --set says otherwise. */
+  r.mode_var = mode_input(r.p);
+  bool mode_set = false;
+  for (int i = 0; i < a.nsets; i++) mode_set = mode_set || strncmp(a.sets[i], "training=", 9) == 0;
+  if (!mode_set && !feed_mode(&r, false)) goto fail;
   if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
   Tensor *v = exec_value(r.ex, var ? var : name);
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {

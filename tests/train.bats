@@ -478,6 +478,41 @@ opt_run() {
   [ "$a" = "W f32 [2, 1] mean 1.1 std 0.3 min 0.8 max 1.4" ]
 }
 
+@test "input training: true in training steps, false in evaluation and predict (unless --set)" {
+  printf 'x,y\n1,2\n2,4\n3,6\n4,8\n' > d.csv
+  printf '1\n' > xs.csv
+  cat > m.net <<'EOF'
+input x : f32[B, 1]
+input y : f32[B]
+input training : bool = true
+param w : [1] = [1.0]
+pen = 0.0
+if training {
+  pen = 100.0
+}
+loss = mean((x[:, 0] * w - y) ** 2) + pen
+train {
+  data = "d.csv"
+  batch = 4
+  epochs = 1
+  lr = 0.01
+}
+EOF
+  # w = 1: the mean square error is (1 + 4 + 9 + 16) / 4 = 7.5, and the
+  # training step adds the penalty.
+  run --separate-stderr "$NETRUN" train m.net --save m.ckpt
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == "epoch 1/1: train loss 107.5000 |"* ]]
+  run "$NETRUN" eval m.net --weights m.ckpt
+  [ "$status" -eq 0 ]
+  # w = 1 + 0.01 * 15 = 1.15: (0.85^2 (1 + 4 + 9 + 16)) / 4 = 5.41875
+  [ "$output" = "train: loss 5.418750 (4 examples)" ]
+  run "$NETRUN" predict m.net --weights m.ckpt --feed x=xs.csv --output pen
+  [ "$output" = "0.0" ]
+  run "$NETRUN" predict m.net --weights m.ckpt --feed x=xs.csv --output pen --set training=true
+  [ "$output" = "100.0" ]
+}
+
 @test "momentum: v = mu v + g, w -= lr v; Nesterov: w -= lr (g + mu v)" {
   # v = 4, w = 2 - 0.4 = 1.6; g = 3.2, v = 0.9 * 4 + 3.2 = 6.8, w = 1.6 - 0.68 = 0.92
   near "$(opt_run 'optimizer = momentum')" 0.92
