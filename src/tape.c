@@ -112,9 +112,35 @@ static const char *qualified(Arena *a, const char *var, const char *turn) {
   return arena_printf(a, "%s%s", var, turn);
 }
 
+/* A value no op on the tape made (a parameter, an input, a constant) read
+ * first inside a loop's first turn, through one of the body's args: the
+ * variable outside the loop the while op passed in, with that frame's turn
+ * (nested loops: followed outwards).  A parameter carried into a loop
+ * unchanged keeps its own name, so the backward finds it. */
+static const char *leaf_name(const Program *fwd, Arena *a, const char *var, const char *turn) {
+  while (turn && *turn) {
+    const VarDesc *v = prog_var(fwd, var);
+    const Block *b = v && v->block > 0 ? prog_block(fwd, v->block) : NULL;
+    int arg = -1;
+    for (int i = 0; b && i < b->nargs && arg < 0; i++)
+      if (strcmp(b->args[i], var) == 0) arg = i;
+    const Block *parent = arg >= 0 ? prog_block(fwd, b->parent) : NULL;
+    const Slot *x = NULL;
+    for (int i = 0; parent && i < parent->nops && !x; i++) {
+      const Attr *sb = op_attr(parent->ops[i], "sub_block");
+      if (sb && sb->v.u.i == b->idx && strcmp(parent->ops[i]->type, "while") == 0) x = op_input(parent->ops[i], "X");
+    }
+    if (!x || arg >= x->n) break;
+    var = x->args[arg];
+    const char *hash = strrchr(turn, '#');
+    turn = hash ? arena_strndup(a, turn, (size_t)(hash - turn)) : "";
+  }
+  return qualified(a, var, turn);
+}
+
 /* Every value gets one name: the name it got when an op on the tape made
  * it, else the variable it was first read from (a parameter, an input, a
- * constant). */
+ * constant; see leaf_name). */
 Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor ***values) {
   Program *p = prog_new(arena, fwd->diag);
   p->user_ops = fwd->user_ops;
@@ -130,7 +156,7 @@ Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor **
     for (int k = 0; k < e->nin; k++) {
       const char *name = names_get(&map, e->vals[k]);
       if (!name) {
-        name = qualified(arena, e->vars[k], e->turns[k]);
+        name = leaf_name(fwd, arena, e->vars[k], e->turns[k]);
         names_put(&map, e->vals[k], name);
       }
       names[k] = name;
