@@ -42,6 +42,34 @@ AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
   return ps.root;
 }
 
+int ast_unclosed(const char *text, size_t len) {
+  if (len > INT_MAX - 2) return 0;
+  Arena arena;
+  arena_init(&arena);
+  Diag quiet;
+  diag_init(&quiet, &arena);
+  quiet.max_errors = 0;   /* count errors, print none: the real parse reports them */
+  ParseState ps;
+  memset(&ps, 0, sizeof ps);
+  ps.arena = &arena;
+  ps.diag = &quiet;
+  ps.file = diag_add_source(&quiet, "", NULL, text, len);
+  ps.text = quiet.files[ps.file].text;
+  ps.len = (uint32_t)len;
+  yyscan_t scanner;
+  if (yylex_init_extra(&ps, &scanner) != 0) mem_oom(sizeof(void *));
+  YY_BUFFER_STATE buf = yy_scan_bytes(ps.text, (int)len, scanner);
+  YYSTYPE value;
+  YYLTYPE where;
+  while (yylex(&value, &where, scanner) != YYEOF) {
+  }
+  yy_delete_buffer(buf, scanner);
+  yylex_destroy(scanner);
+  arena_free(&arena);
+  /* Nested too deeply: more input cannot help; let the parse say so. */
+  return ps.fatal ? 0 : ps.nopen;
+}
+
 AstNode *ast_new(Arena *arena, AstKind kind, Span span) {
   AstNode *n = arena_alloc(arena, sizeof *n);
   n->kind = kind;

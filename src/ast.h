@@ -81,6 +81,11 @@ struct AstNode {
  * returns the root block, or NULL when there were syntax errors. */
 AstNode *ast_parse(Arena *arena, Diag *diag, int file);
 
+/* How many brackets ( [ { are still open at the end of text, as the
+ * scanner sees it (strings and comments skipped): the REPL reads another
+ * line while this is not 0.  Reports nothing. */
+int ast_unclosed(const char *text, size_t len);
+
 AstNode *ast_new(Arena *arena, AstKind kind, Span span);
 void ast_push(Arena *arena, AstList *list, AstNode *item);
 /* Recomputes node->depth from its children. */

@@ -67,11 +67,36 @@ int exec_run_from(Executor *ex, int first);
 /* The value of a variable of block 0 (or an exported script name) after a
  * run; borrowed. */
 Tensor *exec_value(Executor *ex, const char *name);
+/* The value of a variable of block 0 (not looked up among the exports). */
+Tensor *exec_var_value(Executor *ex, const char *var);
 Tape *exec_tape(Executor *ex);
 int64_t exec_ops_run(const Executor *ex);   /* ops executed so far */
 /* Asks a running executor to stop at the next op (safe in a signal handler). */
 void exec_interrupt(void);
 Rng *exec_rng(Executor *ex);
+
+/* ---- a growing program (the REPL) --------------------------------------------
+ * The REPL's program grows statement by statement, and one executor runs it
+ * as it grows (its program holds no backward).  exec_grow prepares what
+ * was added since the executor was made or last grown (blocks, ops,
+ * variables), so that values can be fed; exec_run_to runs the startup ops
+ * not run yet, then block 0's ops up to index `end`, each op once.  An op that reads a value that does
+ * not exist — an input not fed and without a default, or a value computed
+ * from one — is skipped, and its outputs wait for that input: the session
+ * binds its names before data comes.  A print of such a value is an error.
+ * exec_mark and exec_rollback undo a statement that failed: values, tape
+ * entries, the generator's state and the ops prepared since the mark. */
+void exec_grow(Executor *ex);
+int exec_run_to(Executor *ex, int end);
+/* The input a variable without a value waits for, or NULL. */
+const char *exec_waits_for(Executor *ex, const char *var);
+typedef struct ExecMark {
+  int nblocks, nops, nstartup, nvars, ran, startup_ran, ntape, ndims;
+  Rng rng;
+  bool started;
+} ExecMark;
+void exec_mark(const Executor *ex, ExecMark *m);
+void exec_rollback(Executor *ex, const ExecMark *m);
 
 /* Per-op-type timing (netrun time). */
 typedef struct OpTiming {

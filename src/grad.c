@@ -17,8 +17,10 @@
 /* A program with its backward, ready to run: either the script's program
  * (static) or the tape's. */
 typedef struct Built {
-  Loaded ld;
+  Loaded ld;             /* the script (the verbs) */
+  Program *prog;         /* the forward program: the script's or a REPL session's */
   Executor *ex;          /* the forward run (tape) or the whole run (static) */
+  bool own_ex;
   Arena tape_arena;
   Program *tp;           /* the tape's program, with its backward */
   Tensor **tape_vals;    /* of the tape program's first ntape_vals variables */
@@ -30,22 +32,28 @@ typedef struct Built {
 
 static void built_free(Built *b) {
   exec_free(b->tex);
-  exec_free(b->ex);
+  if (b->own_ex) exec_free(b->ex);
   mem_free(b->tape_vals);
-  if (b->tp) prog_release(b->tp), arena_free(&b->tape_arena);
+  /* The tape's program borrows the forward's user ops: nothing to release. */
+  if (b->tp) arena_free(&b->tape_arena);
   if (b->loaded) unload(&b->ld);
 }
+
+static bool build_tape(Built *b, const Args *a, bool run);
 
 /* Loads the script and appends the backward; with run, also executes the
  * forward and backward.  False on error (reported). */
 static bool build(Built *b, const Args *a, bool run) {
   memset(b, 0, sizeof *b);
   b->loaded = true;
-  if (!load_script(&b->ld, a->file)) return false;
-  Program *p = b->ld.prog;
+  bool ok = load_script(&b->ld, a->file);
+  b->prog = b->ld.prog;
+  if (!ok) return false;
+  Program *p = b->prog;
   Diag *d = &b->ld.diag;
+  b->own_ex = true;
   if (!a->tape) {
-    bool ok = append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
+    ok = append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
     diag_finish(d);
     if (!ok || !run) return ok;
     Args ra = *a;
@@ -62,6 +70,14 @@ static bool build(Built *b, const Args *a, bool run) {
     diag_finish(d);
     return false;
   }
+  return build_tape(b, a, run);
+}
+
+/* The backward of the tape b->ex recorded running b->prog; with run, also
+ * runs the grad ops over the recorded values. */
+static bool build_tape(Built *b, const Args *a, bool run) {
+  Program *p = b->prog;
+  Diag *d = p->diag;
   arena_init(&b->tape_arena);
   b->tp = tape_program(exec_tape(b->ex), p, &b->tape_arena, &b->tape_vals);
   b->ntape_vals = b->tp->blocks[0]->nvars;
@@ -90,17 +106,18 @@ static bool build(Built *b, const Args *a, bool run) {
   return ok;
 }
 
-static Tensor *value(Built *b, const char *name) {
+/* The value of a variable (not a script name) after the run. */
+static Tensor *value(Built *b, const char *var) {
   if (b->tex) {
-    const VarDesc *v = prog_var(b->tp, name);
+    const VarDesc *v = prog_var(b->tp, var);
     if (v && v->block == 0) {
-      Tensor *t = exec_value(b->tex, name);
+      Tensor *t = exec_var_value(b->tex, var);
       if (t) return t;
       return v->slot < b->ntape_vals ? b->tape_vals[v->slot] : NULL;
     }
     return NULL;
   }
-  return exec_value(b->ex, name);
+  return exec_var_value(b->ex, var);
 }
 
 /* The name a user knows a variable by. */
@@ -141,25 +158,20 @@ static void json_tensor(FILE *f, const Tensor *t) {
   fputs("]}", f);
 }
 
-int cmd_grad(const Args *a) {
-  Built b;
-  int status = 0;
-  if (!build(&b, a, true)) {
-    built_free(&b);
-    return EXIT_SCRIPT;
-  }
-  Program *p = b.tp ? b.tp : b.ld.prog;
-  const char *lv = prog_export(b.ld.prog, a->loss);
-  Tensor *loss = value(&b, lv ? lv : a->loss);
+/* Prints the loss and the gradients of a run backward. */
+static void print_grads(Built *b, const Args *a) {
+  Program *p = b->tp ? b->tp : b->prog;
+  const char *lv = prog_export(b->prog, a->loss);
+  Tensor *loss = value(b, lv ? lv : a->loss);
   fflush(stdout);
   if (a->json) {
     printf("{\"loss\": %.9g, \"grads\": {", loss ? tensor_get(loss, 0) : (double)NAN);
     bool first = true;
-    for (int i = 0; i < b.bw.npairs; i++) {
-      if (!b.bw.pairs[i].grad) continue;
-      Tensor *g = value(&b, b.bw.pairs[i].grad);
+    for (int i = 0; i < b->bw.npairs; i++) {
+      if (!b->bw.pairs[i].grad) continue;
+      Tensor *g = value(b, b->bw.pairs[i].grad);
       if (!g) continue;
-      printf("%s\"%s\": ", first ? "" : ", ", shown_name(p, b.bw.pairs[i].param));
+      printf("%s\"%s\": ", first ? "" : ", ", shown_name(p, b->bw.pairs[i].param));
       json_tensor(stdout, g);
       first = false;
     }
@@ -168,13 +180,13 @@ int cmd_grad(const Args *a) {
     printf("loss = ");
     if (loss) tensor_print(stdout, loss, a->opt.precision);
     putchar('\n');
-    for (int i = 0; i < b.bw.npairs; i++) {
-      const char *name = shown_name(p, b.bw.pairs[i].param);
-      if (!b.bw.pairs[i].grad) {
+    for (int i = 0; i < b->bw.npairs; i++) {
+      const char *name = shown_name(p, b->bw.pairs[i].param);
+      if (!b->bw.pairs[i].grad) {
         printf("%s@GRAD: none (the loss does not depend on %s)\n", name, name);
         continue;
       }
-      Tensor *g = value(&b, b.bw.pairs[i].grad);
+      Tensor *g = value(b, b->bw.pairs[i].grad);
       char shape[128];
       printf("%s@GRAD : f32%s =\n", name, g ? tensor_shape_str(g, shape, sizeof shape) : "?");
       if (g) tensor_print(stdout, g, a->opt.precision);
@@ -182,56 +194,59 @@ int cmd_grad(const Args *a) {
     }
   }
   fflush(stdout);
+}
+
+int cmd_grad(const Args *a) {
+  Built b;
+  bool ok = build(&b, a, true);
+  if (ok) print_grads(&b, a);
   built_free(&b);
-  return status;
+  return ok ? 0 : EXIT_SCRIPT;
+}
+
+/* The REPL: the run so far is ex's, over the session's program p. */
+static bool build_session(Built *b, Program *p, Executor *ex, const Args *a) {
+  memset(b, 0, sizeof *b);
+  b->prog = p;
+  b->ex = ex;
+  return build_tape(b, a, true);
+}
+
+int grad_session(Program *p, Executor *ex, const Args *a) {
+  Built b;
+  bool ok = build_session(&b, p, ex, a);
+  if (ok) print_grads(&b, a);
+  built_free(&b);
+  return ok ? 0 : EXIT_SCRIPT;
 }
 
 /* ---- gradcheck --------------------------------------------------------------------- */
 
-/* The loss after a forward run of fwd's executor. */
-static bool forward_loss(Executor *ex, const char *loss, double *out) {
-  if (exec_run(ex) != 0) return false;
-  Tensor *t = exec_value(ex, loss);
-  if (!t) return false;
-  *out = tensor_get(t, 0);
-  return true;
-}
+/* Where the numeric side of gradcheck gets its forward passes. */
+typedef struct Forward {
+  /* The value of parameter `var` (script name `name`) that the forward
+   * reads, to be perturbed in place. */
+  Tensor *(*param)(struct Forward *f, const char *var, const char *name);
+  /* One forward pass: the loss. */
+  bool (*loss)(struct Forward *f, double *out);
+  Executor *ex;
+  Program *prog;
+  const char *loss_var;
+  Built *b;
+} Forward;
 
-int cmd_gradcheck(const Args *a) {
-  Built b;
-  if (!build(&b, a, true)) {
-    built_free(&b);
-    return EXIT_SCRIPT;
-  }
-  /* A second, forward-only copy of the program: same seed, same values. */
-  Loaded fwd;
+/* Compares every gradient b holds with central differences of f's loss. */
+static int check_grads(Built *b, const Args *a, Forward *f) {
   int status = 0;
-  if (!load_script(&fwd, a->file)) {
-    built_free(&b);
-    unload(&fwd);
-    return EXIT_SCRIPT;
-  }
-  Args fa = *a;
-  fa.opt.tape = false;
-  fa.opt.out = fopen("/dev/null", "w");
-  Executor *ex = cli_start(&fwd, &fa);
-  const char *lv = prog_export(fwd.prog, a->loss);
-  const char *loss = lv ? lv : a->loss;
-  double base;
-  if (!ex || !forward_loss(ex, loss, &base)) {
-    status = EXIT_SCRIPT;
-    goto out;
-  }
-  Program *p = b.tp ? b.tp : b.ld.prog;
+  Program *p = b->tp ? b->tp : b->prog;
   printf("%-16s %10s %12s %12s  %s\n", "variable", "elements", "max abs err", "max rel err", "verdict");
   Rng rng;
   rng_seed(&rng, a->opt.seed + 12345);
-  for (int i = 0; i < b.bw.npairs; i++) {
-    const char *param = b.bw.pairs[i].param;
+  for (int i = 0; i < b->bw.npairs; i++) {
+    const char *param = b->bw.pairs[i].param;
     const char *name = shown_name(p, param);
-    const char *pv = prog_export(fwd.prog, name);
-    Tensor *w = exec_value(ex, pv ? pv : param);
-    Tensor *g = b.bw.pairs[i].grad ? value(&b, b.bw.pairs[i].grad) : NULL;
+    Tensor *w = f->param(f, param, name);
+    Tensor *g = b->bw.pairs[i].grad ? value(b, b->bw.pairs[i].grad) : NULL;
     if (!w) continue;
     int64_t n = w->numel, checks = a->samples && a->samples < n ? a->samples : n;
     double max_abs = 0, max_rel = 0;
@@ -244,15 +259,12 @@ int cmd_gradcheck(const Args *a) {
       double lp, lm;
       x[e] = (float)((double)saved + a->eps);
       double hp = (double)x[e] - (double)saved;
-      bool ok = forward_loss(ex, loss, &lp);
+      bool ok = f->loss(f, &lp);
       x[e] = (float)((double)saved - a->eps);
       double hm = (double)saved - (double)x[e];
-      ok = ok && forward_loss(ex, loss, &lm);
+      ok = ok && f->loss(f, &lm);
       x[e] = saved;
-      if (!ok) {
-        status = EXIT_SCRIPT;
-        goto out;
-      }
+      if (!ok) return EXIT_SCRIPT;
       double num = (lp - lm) / (hp + hm);
       double ana = g ? tensor_get(g, e) : 0.0;
       double err = fabs(ana - num), rel = err / fmax(fabs(num), 1e-3);
@@ -269,11 +281,76 @@ int cmd_gradcheck(const Args *a) {
     if (!pass) status = EXIT_SCRIPT;
   }
   if (status == 0) printf("all gradients match finite differences (rtol %g, eps %g)\n", a->rtol, a->eps);
-out:
+  return status;
+}
+
+/* The verb: a second, forward-only copy of the script (same seed, same
+ * values), run whole for every pass. */
+static Tensor *script_param(Forward *f, const char *var, const char *name) {
+  const char *pv = prog_export(f->prog, name);
+  return exec_var_value(f->ex, pv ? pv : var);
+}
+
+static bool script_loss(Forward *f, double *out) {
+  if (exec_run(f->ex) != 0) return false;
+  Tensor *t = exec_var_value(f->ex, f->loss_var);
+  if (!t) return false;
+  *out = tensor_get(t, 0);
+  return true;
+}
+
+int cmd_gradcheck(const Args *a) {
+  Built b;
+  if (!build(&b, a, true)) {
+    built_free(&b);
+    return EXIT_SCRIPT;
+  }
+  Loaded fwd;
+  int status = EXIT_SCRIPT;
+  Args fa = *a;
+  fa.opt.tape = false;
+  fa.opt.out = fopen("/dev/null", "w");
+  Executor *ex = load_script(&fwd, a->file) ? cli_start(&fwd, &fa) : NULL;
+  if (ex) {
+    const char *lv = prog_export(fwd.prog, a->loss);
+    Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b};
+    double base;
+    if (script_loss(&f, &base)) status = check_grads(&b, a, &f);
+  }
   fflush(stdout);
   if (fa.opt.out) fclose(fa.opt.out);
   exec_free(ex);
   unload(&fwd);
+  built_free(&b);
+  return status;
+}
+
+/* The REPL: the forward ops of the tape's program, run again over the
+ * values the session recorded (the branches it took, the turns its loops
+ * made), with the session's own parameter tensors perturbed in place. */
+static Tensor *tape_param(Forward *f, const char *var, const char *name) {
+  (void)name;
+  return value(f->b, var);
+}
+
+static bool tape_loss(Forward *f, double *out) {
+  Built *b = f->b;
+  if (exec_run_range(b->tex, 0, b->bw.first_grad_op) != 0) return false;
+  Tensor *t = value(b, f->loss_var);
+  if (!t) return false;
+  *out = tensor_get(t, 0);
+  return true;
+}
+
+int gradcheck_session(Program *p, Executor *ex, const Args *a) {
+  Built b;
+  int status = EXIT_SCRIPT;
+  if (build_session(&b, p, ex, a)) {
+    const char *lv = prog_export(p, a->loss);
+    Forward f = {tape_param, tape_loss, NULL, p, lv ? lv : a->loss, &b};
+    status = check_grads(&b, a, &f);
+  }
+  fflush(stdout);
   built_free(&b);
   return status;
 }
