@@ -13,6 +13,13 @@
 
 AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
   const Source *src = &diag->files[file];
+  /* A UTF-8 byte order mark (some editors write one) is not part of the text. */
+  bool bom = src->len >= 3 && memcmp(src->text, "\xEF\xBB\xBF", 3) == 0;
+  return ast_parse_at(arena, diag, file, bom ? 3 : 0);
+}
+
+AstNode *ast_parse_at(Arena *arena, Diag *diag, int file, uint32_t start) {
+  const Source *src = &diag->files[file];
   int errors_before = diag->nerrors;
   if (src->len > INT_MAX - 2) {  /* flex counts in int */
     diag_error(diag, (Span){file, 0, 0}, "file too large to parse");
@@ -25,9 +32,7 @@ AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
   ps.file = file;
   ps.text = src->text;
   ps.len = src->len;
-
-  /* A UTF-8 byte order mark (some editors write one) is not part of the text. */
-  if (src->len >= 3 && memcmp(src->text, "\xEF\xBB\xBF", 3) == 0) ps.pos = 3;
+  ps.pos = start < src->len ? start : src->len;
 
   yyscan_t scanner;
   if (yylex_init_extra(&ps, &scanner) != 0) mem_oom(sizeof(void *));

@@ -27,6 +27,7 @@ typedef struct Built {
   int ntape_vals;
   Executor *tex;         /* runs the tape's grad ops */
   BackwardResult bw;
+  const char *loss;      /* the loss's variable (in the tape's program, with a tape) */
   bool loaded;
 } Built;
 
@@ -53,6 +54,8 @@ static bool build(Built *b, const Args *a, bool run) {
   Diag *d = &b->ld.diag;
   b->own_ex = true;
   if (!a->tape) {
+    const char *lv = prog_export(p, a->loss);
+    b->loss = lv ? lv : a->loss;
     ok = append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
     diag_finish(d);
     if (!ok || !run) return ok;
@@ -73,6 +76,19 @@ static bool build(Built *b, const Args *a, bool run) {
   return build_tape(b, a, run);
 }
 
+/* A forward name (a script name or a variable) as the tape's program knows
+ * it.  The tape names a value after the op that made it, so the result of
+ * a loop or an if goes by the name it had in the body (h.2#2 for h.3). */
+static const char *tape_name(Built *b, const char *name) {
+  const char *var = prog_export(b->prog, name);
+  if (!var) var = name;
+  if (prog_var(b->tp, var)) return var;
+  Tensor *t = exec_var_value(b->ex, var);
+  for (int i = 0; t && i < b->ntape_vals; i++)
+    if (b->tape_vals[i] == t) return b->tp->blocks[0]->vars[i]->name;
+  return name;
+}
+
 /* The backward of the tape b->ex recorded running b->prog; with run, also
  * runs the grad ops over the recorded values. */
 static bool build_tape(Built *b, const Args *a, bool run) {
@@ -84,16 +100,20 @@ static bool build_tape(Built *b, const Args *a, bool run) {
   /* The parameter list names the script's variables; on the tape they keep
    * their names (they were made outside any loop).  Without --wrt, the
    * script's parameters in the script's order, those the tape holds. */
-  const char **params = a->nwrt ? (const char **)a->wrt : NULL;
+  const char **params = NULL;
   int nparams = a->nwrt;
-  if (!params) {
+  if (nparams) {
+    params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)nparams);
+    for (int i = 0; i < nparams; i++) params[i] = tape_name(b, a->wrt[i]);
+  } else {
     params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)(p->blocks[0]->nvars + 1));
     for (int i = 0; i < p->blocks[0]->nvars; i++) {
       const VarDesc *v = p->blocks[0]->vars[i];
       if ((v->flags & VAR_PARAM) && prog_var(b->tp, v->name)) params[nparams++] = v->name;
     }
   }
-  bool ok = append_backward(b->tp, a->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
+  b->loss = tape_name(b, a->loss);
+  bool ok = append_backward(b->tp, b->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
   diag_finish(d);
   if (!ok || !run) return ok;
   ExecOptions o = a->opt;
@@ -161,8 +181,7 @@ static void json_tensor(FILE *f, const Tensor *t) {
 /* Prints the loss and the gradients of a run backward. */
 static void print_grads(Built *b, const Args *a) {
   Program *p = b->tp ? b->tp : b->prog;
-  const char *lv = prog_export(b->prog, a->loss);
-  Tensor *loss = value(b, lv ? lv : a->loss);
+  Tensor *loss = value(b, b->loss);
   fflush(stdout);
   if (a->json) {
     printf("{\"loss\": %.9g, \"grads\": {", loss ? tensor_get(loss, 0) : (double)NAN);
@@ -171,7 +190,7 @@ static void print_grads(Built *b, const Args *a) {
       if (!b->bw.pairs[i].grad) continue;
       Tensor *g = value(b, b->bw.pairs[i].grad);
       if (!g) continue;
-      printf("%s\"%s\": ", first ? "" : ", ", shown_name(p, b->bw.pairs[i].param));
+      printf("%s\"%s\": ", first ? "" : ", ", a->nwrt ? a->wrt[i] : shown_name(p, b->bw.pairs[i].param));
       json_tensor(stdout, g);
       first = false;
     }
@@ -181,7 +200,7 @@ static void print_grads(Built *b, const Args *a) {
     if (loss) tensor_print(stdout, loss, a->opt.precision);
     putchar('\n');
     for (int i = 0; i < b->bw.npairs; i++) {
-      const char *name = shown_name(p, b->bw.pairs[i].param);
+      const char *name = a->nwrt ? a->wrt[i] : shown_name(p, b->bw.pairs[i].param);
       if (!b->bw.pairs[i].grad) {
         printf("%s@GRAD: none (the loss does not depend on %s)\n", name, name);
         continue;
@@ -233,6 +252,7 @@ typedef struct Forward {
   Program *prog;
   const char *loss_var;
   Built *b;
+  int first;             /* the tape: the first op the perturbed value reaches */
 } Forward;
 
 /* Compares every gradient b holds with central differences of f's loss. */
@@ -244,7 +264,7 @@ static int check_grads(Built *b, const Args *a, Forward *f) {
   rng_seed(&rng, a->opt.seed + 12345);
   for (int i = 0; i < b->bw.npairs; i++) {
     const char *param = b->bw.pairs[i].param;
-    const char *name = shown_name(p, param);
+    const char *name = a->nwrt ? a->wrt[i] : shown_name(p, param);
     Tensor *w = f->param(f, param, name);
     Tensor *g = b->bw.pairs[i].grad ? value(b, b->bw.pairs[i].grad) : NULL;
     if (!w) continue;
@@ -313,7 +333,7 @@ int cmd_gradcheck(const Args *a) {
   Executor *ex = load_script(&fwd, a->file) ? cli_start(&fwd, &fa) : NULL;
   if (ex) {
     const char *lv = prog_export(fwd.prog, a->loss);
-    Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b};
+    Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b, 0};
     double base;
     if (script_loss(&f, &base)) status = check_grads(&b, a, &f);
   }
@@ -327,15 +347,23 @@ int cmd_gradcheck(const Args *a) {
 
 /* The REPL: the forward ops of the tape's program, run again over the
  * values the session recorded (the branches it took, the turns its loops
- * made), with the session's own parameter tensors perturbed in place. */
+ * made), with the session's own tensors perturbed in place.  A value an op
+ * of the tape made (a --wrt that is not a parameter) is perturbed after
+ * that op: only the ops after it run again. */
 static Tensor *tape_param(Forward *f, const char *var, const char *name) {
   (void)name;
+  const Block *b0 = f->b->tp->blocks[0];
+  f->first = 0;
+  for (int i = 0; i < f->b->bw.first_grad_op; i++)
+    for (int s = 0; s < b0->ops[i]->nout; s++)
+      for (int k = 0; k < b0->ops[i]->out[s].n; k++)
+        if (strcmp(b0->ops[i]->out[s].args[k], var) == 0) f->first = i + 1;
   return value(f->b, var);
 }
 
 static bool tape_loss(Forward *f, double *out) {
   Built *b = f->b;
-  if (exec_run_range(b->tex, 0, b->bw.first_grad_op) != 0) return false;
+  if (exec_run_range(b->tex, f->first, b->bw.first_grad_op) != 0) return false;
   Tensor *t = value(b, f->loss_var);
   if (!t) return false;
   *out = tensor_get(t, 0);
@@ -346,8 +374,7 @@ int gradcheck_session(Program *p, Executor *ex, const Args *a) {
   Built b;
   int status = EXIT_SCRIPT;
   if (build_session(&b, p, ex, a)) {
-    const char *lv = prog_export(p, a->loss);
-    Forward f = {tape_param, tape_loss, NULL, p, lv ? lv : a->loss, &b};
+    Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0};
     status = check_grads(&b, a, &f);
   }
   fflush(stdout);

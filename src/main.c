@@ -7,6 +7,7 @@
 #include "ast.h"
 #include "cli.h"
 #include "registry.h"
+#include "repl.h"
 #include "tape.h"
 
 #include <inttypes.h>
@@ -25,7 +26,6 @@ typedef struct Verb {
 static int cmd_dump(int argc, char **argv);
 static int cmd_ops(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
-static int cmd_later(int argc, char **argv);
 static int cmd_run(int argc, char **argv);
 static int cmd_time(int argc, char **argv);
 static int cmd_grad_verb(int argc, char **argv);
@@ -103,7 +103,9 @@ static const Verb verbs[] = {
      "Describe a dataset netrun can read: fashion-mnist, a CSV file, or IDX files."},
     {"checkpoint", cmd_checkpoint, "netrun checkpoint PATH",
      "Describe a checkpoint written by netrun train --save."},
-    {"repl", cmd_later, "netrun repl [FILE]", "Interactive session (not implemented yet)."},
+    {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",
+     "An interactive session: statements run as they are entered, an expression\n"
+     "prints its value, and :help lists the commands.  FILE runs first.\n" RUN_OPTIONS},
     {"help", cmd_help, "netrun help [VERB]", "Describe a verb."},
 };
 
@@ -266,22 +268,12 @@ static int cmd_help(int argc, char **argv) {
   return 0;
 }
 
-static int cmd_later(int argc, char **argv) {
-  (void)argc;
-  fprintf(stderr, "netrun: %s: not implemented yet\n", argv[0]);
-  return EXIT_SCRIPT;
-}
-
 int main(int argc, char **argv) {
   int status;
   if (argc < 2) {
-    if (isatty(0)) {
-      char *repl[] = {"repl", NULL};
-      status = cmd_later(1, repl);
-    } else {
-      usage(stderr);
-      status = EXIT_USAGE;
-    }
+    /* Like python or sh: a session on a terminal, else one read from stdin. */
+    char *repl[] = {"repl", NULL};
+    status = repl_main(1, repl);
   } else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
     usage(stdout);
     status = 0;

@@ -56,15 +56,6 @@ setup() {
   [ "$status" -eq 2 ]
 }
 
-@test "later verbs are reserved and say not implemented yet" {
-  for v in repl; do
-    run "$NETRUN" "$v" "$EX/xor.net"
-    [ "$status" -eq 1 ]
-    [ "$output" = "netrun: $v: not implemented yet" ]
-  done
-
-}
-
 @test "a missing file is a clear error" {
   run "$NETRUN" dump nowhere.net
   [ "$status" -eq 1 ]
