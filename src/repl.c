@@ -622,8 +622,8 @@ static const Command commands[] = {
      "Runs FILE in the session as `netrun run` would (expressions print nothing), and\n"
      "leaves its names bound.  If it fails, nothing of it stays.",
      1, 1, c_load},
-    {"save", "FILE", "write the inputs that succeeded as a script",
-     "Writes every input that succeeded since the session began (or :reset), in\n"
+    {"save", "FILE", "write the entries that succeeded as a script",
+     "Writes every entry that succeeded since the session began (or :reset), in\n"
      "order, as a script that rebuilds the session; a file loaded with :load\n"
      "is written whole.  FILE is replaced atomically.",
      1, 1, c_save},
