@@ -856,7 +856,9 @@ static void editor_open(Repl *R) {
   history(R->hist, &ev, H_SETSIZE, HISTORY_MAX);
   history(R->hist, &ev, H_SETUNIQUE, 1);
   el_set(R->el, EL_HIST, history, R->hist);
-  el_set(R->el, EL_ADDFN, "netrun-complete", "complete a name, an op or a command", complete);
+  /* The wide call keeps our (static) strings; the narrow one copies them
+   * and never frees the copies. */
+  el_wset(R->el, EL_ADDFN, L"netrun-complete", L"complete a name, an op or a command", complete);
   el_set(R->el, EL_BIND, "^I", "netrun-complete", NULL);
   el_source(R->el, NULL);   /* the user's ~/.editrc */
   const char *home = getenv("HOME");

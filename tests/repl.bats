@@ -845,6 +845,8 @@ netrun> i" ]
   wait_for "netrun> :load models/"
   tm send-keys 'x' Tab
   wait_for "netrun> :load models/xor.net"
+  tm send-keys Enter ':quit' Enter
+  wait_for "status=0"
 }
 
 @test "terminal: Ctrl-C cancels the input, and stops a running statement" {
