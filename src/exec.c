@@ -19,6 +19,7 @@
 static volatile sig_atomic_t interrupted;
 
 void exec_interrupt(void) { interrupted = 1; }
+void exec_interrupt_reset(void) { interrupted = 0; }
 
 typedef struct VarRef {
   int up;         /* frames to walk up from the op's frame */
@@ -971,13 +972,13 @@ Tensor *exec_var_value(Executor *ex, const char *var) {
 
 void exec_grow(Executor *ex) {
   Program *p = ex->prog;
-  interrupted = 0;
   if (p->nblocks > ex->nprepared) {
     ex->pblocks = mem_alloc(ex->pblocks, sizeof *ex->pblocks * (size_t)(p->nblocks + 1));
     ex->root->pb = &ex->pblocks[0];   /* moved */
     for (int i = ex->nprepared; i < p->nblocks; i++) prepare_block(ex, &ex->pblocks[i], p->blocks[i]);
     ex->nprepared = p->nblocks;
   }
+  int had = ex->pblocks[0].nops;
   grow_pblock(ex, &ex->pblocks[0]);
   grow_pblock(ex, &ex->startup);
   Frame *root = ex->root;
@@ -988,9 +989,9 @@ void exec_grow(Executor *ex) {
     for (int i = root->nvals; i <= nvars; i++) root->vals[i] = NULL, ex->waits[i] = NULL;
     root->nvals = nvars;
   }
-  if (root->steps) {
+  if (root->steps) {   /* one list per op, for the turns kept (keep_steps) */
     root->steps = mem_alloc(root->steps, sizeof *root->steps * (size_t)(ex->pblocks[0].nops + 1));
-    for (int i = ex->ran; i <= ex->pblocks[0].nops; i++) root->steps[i] = (StepList){0};
+    for (int i = had + 1; i <= ex->pblocks[0].nops; i++) root->steps[i] = (StepList){0};
   }
 }
 
@@ -1005,11 +1006,6 @@ static const char *missing_input(Executor *ex, const Prepared *p) {
     if (v && (v->flags & VAR_INPUT)) return v->name;
   }
   return NULL;
-}
-
-static const char *user_name(const Program *p, const char *var) {
-  const VarDesc *v = prog_var(p, var);
-  return v && v->user_name ? v->user_name : var;
 }
 
 int exec_run_to(Executor *ex, int end) {
@@ -1030,7 +1026,7 @@ int exec_run_to(Executor *ex, int end) {
       for (int k = 0; k < p->in_total; k++)
         if (p->in[k].slot >= 0 && !ex->root->vals[p->in[k].slot])
           return op_fail(ex, p, "'%s' has no value: it depends on input '%s', which was not fed",
-                         user_name(ex->prog, p->in[k].name), user_name(ex->prog, wait));
+                         prog_user_name(ex->prog, p->in[k].name), prog_user_name(ex->prog, wait));
     }
     for (int k = 0; k < p->out_total; k++)
       if (p->out[k].up == 0 && p->out[k].slot >= 0) ex->waits[p->out[k].slot] = wait;

@@ -73,6 +73,10 @@ Tape *exec_tape(Executor *ex);
 int64_t exec_ops_run(const Executor *ex);   /* ops executed so far */
 /* Asks a running executor to stop at the next op (safe in a signal handler). */
 void exec_interrupt(void);
+/* Forgets an interrupt asked for before: the REPL, when a new entry is
+ * read (exec_grow and exec_run_to keep one, so that Ctrl-C while an entry
+ * is lowered still stops it). */
+void exec_interrupt_reset(void);
 Rng *exec_rng(Executor *ex);
 
 /* ---- a growing program (the REPL) --------------------------------------------

@@ -140,11 +140,6 @@ static Tensor *value(Built *b, const char *var) {
   return exec_var_value(b->ex, var);
 }
 
-/* The name a user knows a variable by. */
-static const char *shown_name(const Program *p, const char *var) {
-  const VarDesc *v = prog_var(p, var);
-  return v && v->user_name ? v->user_name : var;
-}
 
 int dump_backward(const Args *a) {
   Built b;
@@ -190,7 +185,7 @@ static void print_grads(Built *b, const Args *a) {
       if (!b->bw.pairs[i].grad) continue;
       Tensor *g = value(b, b->bw.pairs[i].grad);
       if (!g) continue;
-      printf("%s\"%s\": ", first ? "" : ", ", a->nwrt ? a->wrt[i] : shown_name(p, b->bw.pairs[i].param));
+      printf("%s\"%s\": ", first ? "" : ", ", a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param));
       json_tensor(stdout, g);
       first = false;
     }
@@ -200,7 +195,7 @@ static void print_grads(Built *b, const Args *a) {
     if (loss) tensor_print(stdout, loss, a->opt.precision);
     putchar('\n');
     for (int i = 0; i < b->bw.npairs; i++) {
-      const char *name = a->nwrt ? a->wrt[i] : shown_name(p, b->bw.pairs[i].param);
+      const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param);
       if (!b->bw.pairs[i].grad) {
         printf("%s@GRAD: none (the loss does not depend on %s)\n", name, name);
         continue;
@@ -264,7 +259,7 @@ static int check_grads(Built *b, const Args *a, Forward *f) {
   rng_seed(&rng, a->opt.seed + 12345);
   for (int i = 0; i < b->bw.npairs; i++) {
     const char *param = b->bw.pairs[i].param;
-    const char *name = a->nwrt ? a->wrt[i] : shown_name(p, param);
+    const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, param);
     Tensor *w = f->param(f, param, name);
     Tensor *g = b->bw.pairs[i].grad ? value(b, b->bw.pairs[i].grad) : NULL;
     if (!w) continue;

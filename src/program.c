@@ -255,6 +255,11 @@ const char *prog_export(const Program *p, const char *name) {
   return NULL;
 }
 
+const char *prog_user_name(const Program *p, const char *var) {
+  const VarDesc *v = prog_var(p, var);
+  return v && v->user_name ? v->user_name : var;
+}
+
 void prog_set_export(Program *p, const char *name, const char *var) {
   for (int i = 0; i < p->nexports; i++)
     if (strcmp(p->exports[i].name, name) == 0) {

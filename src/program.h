@@ -163,6 +163,8 @@ const char *prog_fresh(Program *p, const char *base);
 /* A fresh temporary "t.N". */
 const char *prog_temp(Program *p);
 const char *prog_export(const Program *p, const char *name);  /* var or NULL */
+/* The name a user knows a variable by (h for h.2), or the variable's. */
+const char *prog_user_name(const Program *p, const char *var);
 void prog_set_export(Program *p, const char *name, const char *var);
 
 /* A mark of how far a program was built, and the rollback to it: the REPL

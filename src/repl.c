@@ -1,12 +1,13 @@
 /* repl.c — the interactive session (netrun repl [OPTIONS] [FILE]).
  *
- * A session is one program that grows: every chunk of input (a line, or
- * several while a ( [ { is open) is parsed, lowered at the top level of
- * the session's program (lower_chunk), and its new ops are run by one
- * executor that keeps every value and the tape (exec_grow, exec_run_to).
- * An expression statement prints its value.  A chunk is all or nothing:
- * when it fails to parse, lower or run, the lowerer and the executor are
- * rolled back to marks taken before it, so the session is as it was.
+ * A session is one program that grows: every entry (a line, or several
+ * while a ( [ { is open; a file given to :load) is parsed, lowered at the
+ * top level of the session's program (lower_chunk), and its new ops are
+ * run by one executor that keeps every value and the tape (exec_grow,
+ * exec_run_to).  An expression statement prints its value.  An entry is
+ * all or nothing: when it fails to parse, lower or run, the lowerer and
+ * the executor are rolled back to marks taken before it, so the session
+ * is as it was.
  *
  * Lines starting with ':' are commands (see `commands` below).  Input
  * comes from libedit on a terminal (prompts, history in
@@ -59,11 +60,11 @@ typedef struct Repl {
   Args args;               /* the command line: run options, FILE */
   Loaded ld;               /* the session: its program and diagnostics */
   Executor *ex;            /* ... and the values, the tape, the timings */
-  Buf script;              /* the inputs that succeeded, for :save */
+  Buf script;              /* the entries that succeeded, for :save */
   bool interactive;        /* standard input is a terminal */
   bool color;
   int line;                /* lines of input read so far */
-  int failures;            /* inputs that failed */
+  int failures;            /* entries and commands that failed */
   bool quit;
   FILE *term;              /* where libedit draws */
   EditLine *el;
@@ -80,7 +81,10 @@ static void on_sigint(int sig) {
   (void)sig;
   sigint_seen = 1;
   exec_interrupt();
-  if (newline_on_sigint && write(STDERR_FILENO, "\n", 1) < 0) return;
+  if (newline_on_sigint) {
+    ssize_t n = write(STDERR_FILENO, "\n", 1);
+    (void)n;
+  }
 }
 
 /* ---- the session ------------------------------------------------------------- */
@@ -104,23 +108,19 @@ static bool failed(Repl *R) {
   return false;
 }
 
-/* A chunk of standard input as a source, numbered from its first line. */
+/* An entry read from standard input as a source, numbered from its first
+ * line. */
 static int add_input(Repl *R, const char *text, size_t len, int first_line) {
   int f = diag_add_source(&R->ld.diag, "<stdin>", NULL, text, len);
   R->ld.diag.files[f].line_offset = first_line - 1;
   return f;
 }
 
-/* Keeps an input that succeeded for :save. */
+/* Keeps an entry that succeeded for :save. */
 static void keep(Repl *R, const char *text, size_t len) {
   while (len && (*text == ' ' || *text == '\t')) text++, len--;
   buf_add(&R->script, text, len);
   if (len && text[len - 1] != '\n') buf_add(&R->script, "\n", 1);
-}
-
-static const char *user_name(const Program *p, const char *var) {
-  const VarDesc *v = prog_var(p, var);
-  return v && v->user_name ? v->user_name : var;
 }
 
 /* Prints the value of an expression statement. */
@@ -129,12 +129,37 @@ static bool show(Repl *R, const char *var, Span at) {
   if (!t) {
     const char *wait = exec_waits_for(R->ex, var);
     diag_error(&R->ld.diag, at, "no value to show: it depends on input '%s', which was not fed",
-               wait ? user_name(R->ld.prog, wait) : "?");
+               wait ? prog_user_name(R->ld.prog, wait) : "?");
     return false;
   }
   tensor_print(stdout, t, R->args.opt.precision);
   putchar('\n');
   fflush(stdout);
+  return true;
+}
+
+/* An entry (a chunk of statements, a file) is all or nothing: begin marks
+ * the session, end keeps what the entry did or rolls it back. */
+typedef struct Entry {
+  LowerMark *lm;
+  ExecMark em;
+} Entry;
+
+static void begin(Repl *R, Entry *e) {
+  R->ld.diag.nerrors = 0;
+  e->lm = lower_mark(R->ld.L);
+  exec_mark(R->ex, &e->em);
+}
+
+static bool end(Repl *R, Entry *e, bool ok) {
+  fflush(stdout);
+  if (!ok) {
+    exec_rollback(R->ex, &e->em);
+    lower_rollback(R->ld.L, e->lm);
+    return failed(R);
+  }
+  lower_mark_free(e->lm);
+  lower_export(R->ld.L);
   return true;
 }
 
@@ -147,9 +172,8 @@ static bool run_source(Repl *R, int file, uint32_t start) {
   AstNode *root = ast_parse_at(&R->ld.arena, d, file, start);
   if (!root) return failed(R);
   if (root->list.n == 0) return true;
-  LowerMark *lm = lower_mark(R->ld.L);
-  ExecMark em;
-  exec_mark(R->ex, &em);
+  Entry e;
+  begin(R, &e);
   LowerStmt *st;
   int n;
   bool ok = lower_chunk(R->ld.L, root, &st, &n);
@@ -158,14 +182,7 @@ static bool run_source(Repl *R, int file, uint32_t start) {
     ok = exec_run_to(R->ex, st[k].end_op) == 0;
     if (ok && st[k].shown) ok = show(R, st[k].shown, root->list.items[k]->span);
   }
-  fflush(stdout);
-  if (!ok) {
-    exec_rollback(R->ex, &em);
-    lower_rollback(R->ld.L, lm);
-    return failed(R);
-  }
-  lower_mark_free(lm);
-  lower_export(R->ld.L);
+  if (!end(R, &e, ok)) return false;
   keep(R, d->files[file].text + start, d->files[file].len - start);
   return true;
 }
@@ -174,11 +191,9 @@ static bool run_source(Repl *R, int file, uint32_t start) {
  * with feed, feeds the command line's --set and --feed values first. */
 static bool run_file(Repl *R, const char *path, bool feed) {
   Diag *d = &R->ld.diag;
-  d->nerrors = 0;
   int first = d->nfiles;
-  LowerMark *lm = lower_mark(R->ld.L);
-  ExecMark em;
-  exec_mark(R->ex, &em);
+  Entry e;
+  begin(R, &e);
   bool ok = lower_file(R->ld.L, path);
   if (ok) {
     exec_grow(R->ex);
@@ -188,13 +203,7 @@ static bool run_file(Repl *R, const char *path, bool feed) {
     }
   }
   if (ok) ok = exec_run_to(R->ex, R->ld.prog->blocks[0]->nops) == 0;
-  fflush(stdout);
-  if (!ok) {
-    exec_rollback(R->ex, &em);
-    lower_rollback(R->ld.L, lm);
-    return failed(R);
-  }
-  lower_mark_free(lm);
+  if (!end(R, &e, ok)) return false;
   const char *header = arena_printf(&R->ld.arena, "# :load %s\n", path);
   buf_add(&R->script, header, strlen(header));
   keep(R, d->files[first].text, d->files[first].len);
@@ -228,8 +237,90 @@ struct Command {
   bool (*run)(Repl *R, Cmd *c);
 };
 
-static const Command commands[];
-static const int ncommands;
+static bool c_help(Repl *R, Cmd *c);
+static bool c_ops(Repl *R, Cmd *c);
+static bool c_vars(Repl *R, Cmd *c);
+static bool c_shape(Repl *R, Cmd *c);
+static bool c_program(Repl *R, Cmd *c);
+static bool c_tape(Repl *R, Cmd *c);
+static bool c_backward(Repl *R, Cmd *c);
+static bool c_grad(Repl *R, Cmd *c);
+static bool c_gradcheck(Repl *R, Cmd *c);
+static bool c_time(Repl *R, Cmd *c);
+static bool c_load(Repl *R, Cmd *c);
+static bool c_save(Repl *R, Cmd *c);
+static bool c_reset(Repl *R, Cmd *c);
+static bool c_quit(Repl *R, Cmd *c);
+
+static const Command commands[] = {
+    {"help", "[TOPIC]", "these commands; :help COMMAND or :help OP says more",
+     "Without a topic, lists the commands.  A topic is a command (with or without\n"
+     "its ':') or an op, described as `netrun ops NAME` describes it.",
+     0, 1, c_help},
+    {"ops", "[NAME]", "the ops, the session's own included, or one op in full",
+     "Lists every op the session can call, built-in or defined with `op`, with its\n"
+     "inputs and outputs, its gradient and whether it has a kernel; with NAME,\n"
+     "describes that op: inputs, outputs, attributes with types and defaults.",
+     0, 1, c_ops},
+    {"vars", "", "the names bound: dtype, shape and kind",
+     "One line per name bound at the top level, in the order they were first\n"
+     "bound: its dtype, its shape (the value's, or the declared one while it has\n"
+     "no value) and its kind: param, input, value or function.  A value that\n"
+     "waits for an input that was not fed says which.",
+     0, 0, c_vars},
+    {"shape", "EXPR", "the dtype and shape of EXPR, inferred without running it",
+     "Lowers EXPR and prints the dtype and shape that shape inference gives it,\n"
+     "as the program dump writes them (f32[B, 10]); nothing runs and nothing is\n"
+     "bound.",
+     1, MAX_WORDS, c_shape},
+    {"program", "", "the session's program, as netrun dump prints it",
+     "Every statement that succeeded so far has added its ops to one program;\n"
+     "this prints it in the text format of `netrun dump`.",
+     0, 0, c_program},
+    {"tape", "", "the tape: the ops run that a gradient can flow through",
+     "The ops the session ran that read a value computed from a parameter, as one\n"
+     "flat block (loops unrolled), as `netrun run --dump-tape` prints it.",
+     0, 0, c_tape},
+    {"backward", "NAME [WRT...]", "the program with the backward of scalar NAME",
+     "Appends the backward of NAME (an f32 scalar) with respect to the names WRT\n"
+     "(default: every param) to the session's program, prints the program as\n"
+     "`netrun dump --backward --loss NAME` would, and takes the backward away again.",
+     1, MAX_WORDS - 1, c_backward},
+    {"grad", "NAME [WRT...]", "the gradients of scalar NAME, from the tape",
+     "Differentiates NAME (an f32 scalar computed from params) through the ops the\n"
+     "tape recorded, with respect to the names WRT (default: every param on the\n"
+     "tape), and prints NAME and the gradients as `netrun grad` does.",
+     1, MAX_WORDS - 1, c_grad},
+    {"gradcheck", "NAME [WRT...]", "those gradients against finite differences",
+     "Computes the gradients as :grad does and compares every element with central\n"
+     "differences of NAME (eps 1e-2, rtol 5e-3), running the tape's forward ops\n"
+     "again over the session's values; prints the table of `netrun gradcheck`.",
+     1, MAX_WORDS - 1, c_gradcheck},
+    {"time", "[STATEMENT]", "time per op type: of the session, or of STATEMENT",
+     "Without a statement, the calls and time of every op type the session has run\n"
+     "so far, slowest first, as `netrun time` prints them; with one, runs it as if\n"
+     "it were typed and prints the table of its ops only.",
+     0, MAX_WORDS, c_time},
+    {"load", "FILE", "run a script in the session",
+     "Runs FILE in the session as `netrun run` would (expressions print nothing), and\n"
+     "leaves its names bound.  If it fails, nothing of it stays.",
+     1, 1, c_load},
+    {"save", "FILE", "write the entries that succeeded as a script",
+     "Writes every entry that succeeded since the session began (or :reset), in\n"
+     "order, as a script that rebuilds the session; a file loaded with :load\n"
+     "is written whole.  FILE is replaced atomically.",
+     1, 1, c_save},
+    {"reset", "", "forget everything: a new, empty session",
+     "Drops every name, value, op and the tape; the history stays.", 0, 0, c_reset},
+    {"quit", "", "leave (Ctrl-D too)", "Ends the session.", 0, 0, c_quit},
+};
+static const int ncommands = (int)(sizeof commands / sizeof *commands);
+
+/* ":grad NAME [WRT...]" */
+static const char *usage_of(const Command *cmd, char *buf, size_t n) {
+  snprintf(buf, n, ":%s%s%s", cmd->name, *cmd->args ? " " : "", cmd->args);
+  return buf;
+}
 
 static Span word_span(const Cmd *c, int i) {
   if (i < 0 || i >= c->nw) return (Span){c->file, 0, (uint32_t)c->len};
@@ -273,8 +364,7 @@ static void print_help_list(void) {
         stdout);
   for (int i = 0; i < ncommands; i++) {
     char usage[64];
-    snprintf(usage, sizeof usage, ":%s%s%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args);
-    printf("  %-25s %s\n", usage, commands[i].summary);
+    printf("  %-25s %s\n", usage_of(&commands[i], usage, sizeof usage), commands[i].summary);
   }
   fputs("\n:help COMMAND describes a command, :help OP an op.\n", stdout);
 }
@@ -326,7 +416,8 @@ static bool c_help(Repl *R, Cmd *c) {
   const Word *t = &c->w[1];
   const Command *cmd = t->s[0] == ':' ? find_command(t->s + 1, t->n - 1) : find_command(t->s, t->n);
   if (cmd) {
-    printf("usage: :%s%s%s\n\n%s\n", cmd->name, *cmd->args ? " " : "", cmd->args, cmd->details);
+    char usage[64];
+    printf("usage: %s\n\n%s\n", usage_of(cmd, usage, sizeof usage), cmd->details);
     return true;
   }
   const OpProto *op = prog_find_op(R->ld.prog, word_dup(R, t));
@@ -380,7 +471,7 @@ static bool c_vars(Repl *R, Cmd *c) {
         const char *wait = exec_waits_for(R->ex, var);
         kind[i] = wait && strcmp(wait, var) == 0 ? "input, not fed"
                   : arena_printf(&R->ld.arena, "%s, waits for input '%s'", kind[i],
-                                 wait ? user_name(R->ld.prog, wait) : "?");
+                                 wait ? prog_user_name(R->ld.prog, wait) : "?");
       }
     }
     if ((int)strlen(name) > wname) wname = (int)strlen(name);
@@ -473,7 +564,7 @@ static bool tape_ready(Repl *R, Cmd *c, const Args *a) {
   if (!t) {
     const char *wait = exec_waits_for(R->ex, lv);
     return cmd_fail(R, c, 1, "'%s' has no value: it depends on input '%s', which was not fed", a->loss,
-                    wait ? user_name(R->ld.prog, wait) : "?");
+                    wait ? prog_user_name(R->ld.prog, wait) : "?");
   }
   if (!t->requires_grad || !on_tape(R, lv))
     return cmd_fail(R, c, 1, "'%s' does not depend on a parameter, so it has no gradients (the tape records only what is computed from params)",
@@ -569,69 +660,6 @@ static bool c_quit(Repl *R, Cmd *c) {
   return true;
 }
 
-static const Command commands[] = {
-    {"help", "[TOPIC]", "these commands; :help COMMAND or :help OP says more",
-     "Without a topic, lists the commands.  A topic is a command (with or without\n"
-     "its ':') or an op, described as `netrun ops NAME` describes it.",
-     0, 1, c_help},
-    {"ops", "[NAME]", "the ops, the session's own included, or one op in full",
-     "Lists every op the session can call, built-in or defined with `op`, with its\n"
-     "inputs and outputs, its gradient and whether it has a kernel; with NAME,\n"
-     "describes that op: inputs, outputs, attributes with types and defaults.",
-     0, 1, c_ops},
-    {"vars", "", "the names bound: dtype, shape and kind",
-     "One line per name bound at the top level, in the order they were first\n"
-     "bound: its dtype, its shape (the value's, or the declared one while it has\n"
-     "no value) and its kind: param, input, value or function.  A value that\n"
-     "waits for an input that was not fed says which.",
-     0, 0, c_vars},
-    {"shape", "EXPR", "the dtype and shape of EXPR, inferred without running it",
-     "Lowers EXPR and prints the dtype and shape that shape inference gives it,\n"
-     "as the program dump writes them (f32[B, 10]); nothing runs and nothing is\n"
-     "bound.",
-     1, MAX_WORDS, c_shape},
-    {"program", "", "the session's program, as netrun dump prints it",
-     "Every statement that succeeded so far has added its ops to one program;\n"
-     "this prints it in the text format of `netrun dump`.",
-     0, 0, c_program},
-    {"tape", "", "the tape: the ops run that a gradient can flow through",
-     "The ops the session ran that read a value computed from a parameter, as one\n"
-     "flat block (loops unrolled), as `netrun run --dump-tape` prints it.",
-     0, 0, c_tape},
-    {"backward", "NAME [WRT...]", "the program with the backward of scalar NAME",
-     "Appends the backward of NAME (an f32 scalar) with respect to the names WRT\n"
-     "(default: every param) to the session's program, prints the program as\n"
-     "`netrun dump --backward --loss NAME` would, and takes the backward away again.",
-     1, MAX_WORDS - 1, c_backward},
-    {"grad", "NAME [WRT...]", "the gradients of scalar NAME, from the tape",
-     "Differentiates NAME (an f32 scalar computed from params) through the ops the\n"
-     "tape recorded, with respect to the names WRT (default: every param on the\n"
-     "tape), and prints NAME and the gradients as `netrun grad` does.",
-     1, MAX_WORDS - 1, c_grad},
-    {"gradcheck", "NAME [WRT...]", "those gradients against finite differences",
-     "Computes the gradients as :grad does and compares every element with central\n"
-     "differences of NAME (eps 1e-2, rtol 5e-3), running the tape's forward ops\n"
-     "again over the session's values; prints the table of `netrun gradcheck`.",
-     1, MAX_WORDS - 1, c_gradcheck},
-    {"time", "[STATEMENT]", "time per op type: of the session, or of STATEMENT",
-     "Without a statement, the calls and time of every op type the session has run\n"
-     "so far, slowest first, as `netrun time` prints them; with one, runs it as if\n"
-     "it were typed and prints the table of its ops only.",
-     0, MAX_WORDS, c_time},
-    {"load", "FILE", "run a script in the session",
-     "Runs FILE in the session as `netrun run` would (expressions print nothing), and\n"
-     "leaves its names bound.  If it fails, nothing of it stays.",
-     1, 1, c_load},
-    {"save", "FILE", "write the entries that succeeded as a script",
-     "Writes every entry that succeeded since the session began (or :reset), in\n"
-     "order, as a script that rebuilds the session; a file loaded with :load\n"
-     "is written whole.  FILE is replaced atomically.",
-     1, 1, c_save},
-    {"reset", "", "forget everything: a new, empty session",
-     "Drops every name, value, op and the tape; the history stays.", 0, 0, c_reset},
-    {"quit", "", "leave (Ctrl-D too)", "Ends the session.", 0, 0, c_quit},
-};
-static const int ncommands = (int)(sizeof commands / sizeof *commands);
 
 static int split_words(const char *line, size_t len, Word *w, int max) {
   int n = 0;
@@ -666,9 +694,9 @@ static bool run_command(Repl *R, const char *line, size_t len) {
     return cmd_fail(R, &c, 0, "unknown command ':%s'; :help lists the commands", typed);
   }
   int nargs = c.nw - 1;
+  char usage[64];
   if (nargs < c.def->min || nargs > c.def->max)
-    return cmd_fail(R, &c, nargs > c.def->max ? c.def->max + 1 : 0, "usage: :%s%s%s", c.def->name,
-                    *c.def->args ? " " : "", c.def->args);
+    return cmd_fail(R, &c, nargs > c.def->max ? c.def->max + 1 : 0, "usage: %s", usage_of(c.def, usage, sizeof usage));
   bool ok = c.def->run(R, &c);
   fflush(stdout);
   return ok;
@@ -948,6 +976,7 @@ static void loop(Repl *R) {
       break;
     }
     R->line++;
+    exec_interrupt_reset();   /* a Ctrl-C at the prompt is not for this entry */
     newline_on_sigint = R->interactive;
     if (!chunk.n && is_command(line.s)) {
       run_command(R, line.s, line.n);
