@@ -70,12 +70,21 @@ typedef struct Repl {
   EditLine *el;
   History *hist;
   char *histfile;          /* NULL: no history file */
+  struct sigaction old_winch;
 } Repl;
 
 static volatile sig_atomic_t sigint_seen;
 /* A statement runs on a terminal: the terminal has echoed "^C", and the
  * diagnostic that follows should start a line of its own. */
 static volatile sig_atomic_t newline_on_sigint;
+
+/* The terminal changed size: libedit learns it before the next line. */
+static volatile sig_atomic_t resized;
+
+static void on_sigwinch(int sig) {
+  (void)sig;
+  resized = 1;
+}
 
 static void on_sigint(int sig) {
   (void)sig;
@@ -889,6 +898,12 @@ static void editor_open(Repl *R) {
   el_wset(R->el, EL_ADDFN, L"netrun-complete", L"complete a name, an op or a command", complete);
   el_set(R->el, EL_BIND, "^I", "netrun-complete", NULL);
   el_source(R->el, NULL);   /* the user's ~/.editrc */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigwinch;
+  sa.sa_flags = SA_RESTART;   /* a read at the prompt goes on */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGWINCH, &sa, &R->old_winch);
   const char *home = getenv("HOME");
   if (home && *home) {
     size_t n = strlen(home) + sizeof "/.netrun_history";
@@ -904,6 +919,7 @@ static void editor_close(Repl *R) {
   if (R->histfile) history(R->hist, &ev, H_SAVE, R->histfile);
   history_end(R->hist);
   el_end(R->el);
+  sigaction(SIGWINCH, &R->old_winch, NULL);
   mem_free(R->histfile);
 }
 
@@ -914,6 +930,7 @@ static ReadStatus read_line(Repl *R, bool more, Buf *line) {
   line->n = 0;
   sigint_seen = 0;
   if (R->el) {
+    if (resized) el_resize(R->el), resized = 0;
     el_set(R->el, EL_PROMPT, more ? continue_fn : prompt_fn);
     int n;
     const char *s = el_gets(R->el, &n);
