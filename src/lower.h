@@ -14,7 +14,7 @@ void lower_free(Lowerer *L);
 Program *lower_program(Lowerer *L);
 /* Loads, parses and lowers the script at path.  False on any error. */
 bool lower_file(Lowerer *L, const char *path);
-/* Lowers the statements of an already parsed source (the REPL's input). */
+/* Lowers the statements of an already parsed source at the top level. */
 bool lower_block(Lowerer *L, const AstNode *root, int file);
 /* Records every top-level name's final variable in the program's exports. */
 void lower_export(Lowerer *L);
