@@ -23,7 +23,7 @@ LDLIBS  = -lopenblas -lz -ledit -lm -ldl
 
 # Debian packages: build, run, and test dependencies.
 DEB_PKGS = flex bison libopenblas-dev zlib1g-dev libedit-dev bats \
-           dataset-fashion-mnist graphviz man-db groff-base jq
+           dataset-fashion-mnist graphviz man-db groff-base jq tmux
 
 SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o

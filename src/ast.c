@@ -13,6 +13,13 @@
 
 AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
   const Source *src = &diag->files[file];
+  /* A UTF-8 byte order mark (some editors write one) is not part of the text. */
+  bool bom = src->len >= 3 && memcmp(src->text, "\xEF\xBB\xBF", 3) == 0;
+  return ast_parse_at(arena, diag, file, bom ? 3 : 0);
+}
+
+AstNode *ast_parse_at(Arena *arena, Diag *diag, int file, uint32_t start) {
+  const Source *src = &diag->files[file];
   int errors_before = diag->nerrors;
   if (src->len > INT_MAX - 2) {  /* flex counts in int */
     diag_error(diag, (Span){file, 0, 0}, "file too large to parse");
@@ -25,9 +32,7 @@ AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
   ps.file = file;
   ps.text = src->text;
   ps.len = src->len;
-
-  /* A UTF-8 byte order mark (some editors write one) is not part of the text. */
-  if (src->len >= 3 && memcmp(src->text, "\xEF\xBB\xBF", 3) == 0) ps.pos = 3;
+  ps.pos = start < src->len ? start : src->len;
 
   yyscan_t scanner;
   if (yylex_init_extra(&ps, &scanner) != 0) mem_oom(sizeof(void *));
@@ -40,6 +45,34 @@ AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
   lex_flush_pending(&ps);
   if (rc != 0 || diag->nerrors != errors_before) return NULL;
   return ps.root;
+}
+
+int ast_unclosed(const char *text, size_t len) {
+  if (len > INT_MAX - 2) return 0;
+  Arena arena;
+  arena_init(&arena);
+  Diag quiet;
+  diag_init(&quiet, &arena);
+  quiet.max_errors = 0;   /* count errors, print none: the real parse reports them */
+  ParseState ps;
+  memset(&ps, 0, sizeof ps);
+  ps.arena = &arena;
+  ps.diag = &quiet;
+  ps.file = diag_add_source(&quiet, "", NULL, text, len);
+  ps.text = quiet.files[ps.file].text;
+  ps.len = (uint32_t)len;
+  yyscan_t scanner;
+  if (yylex_init_extra(&ps, &scanner) != 0) mem_oom(sizeof(void *));
+  YY_BUFFER_STATE buf = yy_scan_bytes(ps.text, (int)len, scanner);
+  YYSTYPE value;
+  YYLTYPE where;
+  while (yylex(&value, &where, scanner) != YYEOF) {
+  }
+  yy_delete_buffer(buf, scanner);
+  yylex_destroy(scanner);
+  arena_free(&arena);
+  /* Nested too deeply: more input cannot help; let the parse say so. */
+  return ps.fatal ? 0 : ps.nopen;
 }
 
 AstNode *ast_new(Arena *arena, AstKind kind, Span span) {

@@ -81,6 +81,14 @@ struct AstNode {
 /* Parses source `file` of `diag`.  Errors are reported through the Diag;
  * returns the root block, or NULL when there were syntax errors. */
 AstNode *ast_parse(Arena *arena, Diag *diag, int file);
+/* The same from byte `start` on: the REPL parses the statement after a
+ * command (:time x = f(y)) in the line as typed, so carets line up. */
+AstNode *ast_parse_at(Arena *arena, Diag *diag, int file, uint32_t start);
+
+/* How many brackets ( [ { are still open at the end of text, as the
+ * scanner sees it (strings and comments skipped): the REPL reads another
+ * line while this is not 0.  Reports nothing. */
+int ast_unclosed(const char *text, size_t len);
 
 AstNode *ast_new(Arena *arena, AstKind kind, Span span);
 void ast_push(Arena *arena, AstList *list, AstNode *item);

@@ -4,6 +4,7 @@
 #include "feed.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -145,7 +146,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
 #undef IS
 #undef VALUE
   }
-  if (!a->file) return usage_error("%s needs a FILE", a->verb);
+  if (!a->file && !(accepts & OPT_MAYBE_FILE)) return usage_error("%s needs a FILE", a->verb);
   return 0;
 }
 
@@ -177,10 +178,15 @@ static const char *stdlib_dir(void) {
   return NULL;
 }
 
-bool load_script(Loaded *ld, const char *path) {
+void load_init(Loaded *ld) {
   arena_init(&ld->arena);
   diag_init(&ld->diag, &ld->arena);
   ld->L = lower_new(&ld->arena, &ld->diag, stdlib_dir());
+  ld->prog = lower_program(ld->L);
+}
+
+bool load_script(Loaded *ld, const char *path) {
+  load_init(ld);
   bool ok = lower_file(ld->L, path);
   ld->prog = lower_program(ld->L);
   diag_finish(&ld->diag);
@@ -198,8 +204,7 @@ static void on_interrupt(int sig) {
   exec_interrupt();
 }
 
-Executor *cli_start(Loaded *ld, const Args *a) {
-  Executor *ex = exec_new(ld->prog, &a->opt);
+bool cli_feed(Loaded *ld, Executor *ex, const Args *a) {
   bool ok = true;
   for (int i = 0; i < a->nsets + a->nfeeds; i++) {
     bool set = i < a->nsets;
@@ -222,13 +227,41 @@ Executor *cli_start(Loaded *ld, const Args *a) {
     if (!t || !exec_feed(ex, name, t, what)) ok = false;
     tensor_unref(t);
   }
-  if (!ok) {
+  return ok;
+}
+
+Executor *cli_start(Loaded *ld, const Args *a) {
+  Executor *ex = exec_new(ld->prog, &a->opt);
+  if (!cli_feed(ld, ex, a)) {
     diag_finish(&ld->diag);
     exec_free(ex);
     return NULL;
   }
   signal(SIGINT, on_interrupt);
   return ex;
+}
+
+static int cmp_timing(const void *a, const void *b) {
+  const OpTiming *x = a, *y = b;
+  if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;
+  return strcmp(x->type, y->type);
+}
+
+double cli_print_timings(FILE *f, const OpTiming *t, int n) {
+  OpTiming *sorted = mem_alloc(NULL, sizeof *sorted * (size_t)(n + 1));
+  if (n) memcpy(sorted, t, sizeof *sorted * (size_t)n);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_timing);
+  double total = 0;
+  int64_t calls = 0;
+  for (int i = 0; i < n; i++) total += sorted[i].seconds, calls += sorted[i].calls;
+  fprintf(f, "%-24s %10s %12s %12s %7s\n", "op", "calls", "total ms", "per call us", "share");
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%-24s %10" PRId64 " %12.3f %12.3f %6.1f%%\n", sorted[i].type, sorted[i].calls,
+            sorted[i].seconds * 1e3, sorted[i].calls ? sorted[i].seconds * 1e6 / (double)sorted[i].calls : 0.0,
+            total > 0 ? 100.0 * sorted[i].seconds / total : 0.0);
+  fprintf(f, "%-24s %10" PRId64 " %12.3f %12s %6.1f%%\n", "total", calls, total * 1e3, "", 100.0);
+  mem_free(sorted);
+  return total;
 }
 
 /* ---- atomic output --------------------------------------------------------------- */

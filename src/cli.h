@@ -7,6 +7,10 @@
 #include "exec.h"
 #include "lower.h"
 
+#ifndef NETRUN_VERSION
+#define NETRUN_VERSION "0.1.0"
+#endif
+
 enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2 };
 
 /* Which options a verb takes. */
@@ -17,6 +21,7 @@ enum {
   OPT_TIME = 1 << 3,      /* --iterations */
   OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program --format */
   OPT_CHECK = 1 << 5,     /* --eps --rtol --samples */
+  OPT_MAYBE_FILE = 1 << 6, /* FILE may be left out (repl) */
 };
 
 typedef struct Args {
@@ -47,11 +52,18 @@ typedef struct Loaded {
   Program *prog;
 } Loaded;
 
+/* An empty session: arena, diagnostics, a lowerer and its program. */
+void load_init(Loaded *ld);
 bool load_script(Loaded *ld, const char *path);
 void unload(Loaded *ld);
 /* An executor over ld's program with a's --set/--feed values fed; NULL on
  * error (reported). */
 Executor *cli_start(Loaded *ld, const Args *a);
+/* Feeds a's --set and --feed values to ex; false on error (reported). */
+bool cli_feed(Loaded *ld, Executor *ex, const Args *a);
+/* The per-op-type table of netrun time (slowest first, then a total
+ * line); returns the total seconds. */
+double cli_print_timings(FILE *f, const OpTiming *t, int n);
 
 typedef struct Out {
   FILE *f;
@@ -66,6 +78,11 @@ bool out_close(Out *o);
 /* The grad verbs (grad.c). */
 int cmd_grad(const Args *a);
 int cmd_gradcheck(const Args *a);
+/* The REPL's :grad and :gradcheck: the backward of the tape that ex (a
+ * session's executor over program p) has recorded, run over its values;
+ * a names the loss, --wrt, --no-grad and the gradcheck options. */
+int grad_session(Program *p, Executor *ex, const Args *a);
+int gradcheck_session(Program *p, Executor *ex, const Args *a);
 /* Appends the backward (of the tape, with a.tape) and dumps it. */
 int dump_backward(const Args *a);
 /* The training verbs (trainer.c). */

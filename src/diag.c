@@ -69,7 +69,7 @@ void diag_line_col(const Diag *d, int file, uint32_t off, int *line, int *col) {
     if (s->line_starts[mid] <= off) lo = mid;
     else hi = mid - 1;
   }
-  *line = lo + 1;
+  *line = lo + 1 + s->line_offset;
   *col = (int)(off - s->line_starts[lo]) + 1;
 }
 
@@ -79,7 +79,7 @@ static void show_caret(Diag *d, Span at) {
   const Source *s = &d->files[at.file];
   int line, col;
   diag_line_col(d, at.file, at.start, &line, &col);
-  uint32_t ls = s->line_starts[line - 1];
+  uint32_t ls = s->line_starts[line - 1 - s->line_offset];
   uint32_t le = ls;
   while (le < s->len && s->text[le] != '\n') le++;
   if (le > ls && s->text[le - 1] == '\r') le--;
@@ -105,12 +105,15 @@ static void show_caret(Diag *d, Span at) {
 }
 
 static void report(Diag *d, Span at, const char *kind, const char *fmt, va_list ap) {
+  /* Bold red errors, bold cyan notes, as compilers colour them. */
+  const char *on = !d->color ? "" : kind[0] == 'e' ? "\033[1;31m" : "\033[1;36m";
+  const char *off = d->color ? "\033[0m" : "";
   if (at.file >= 0) {
     int line, col;
     diag_line_col(d, at.file, at.start, &line, &col);
-    fprintf(d->out, "%s:%d:%d: %s: ", d->files[at.file].path, line, col, kind);
+    fprintf(d->out, "%s:%d:%d: %s%s:%s ", d->files[at.file].path, line, col, on, kind, off);
   } else {
-    fprintf(d->out, "netrun: %s: ", kind);
+    fprintf(d->out, "netrun: %s%s:%s ", on, kind, off);
   }
   vfprintf(d->out, fmt, ap);
   fputc('\n', d->out);

@@ -33,6 +33,8 @@ typedef struct Source {
   uint32_t len;
   uint32_t *line_starts;   /* byte offset of each line */
   int nlines;
+  int line_offset;         /* its first line is line line_offset + 1: the REPL
+                              numbers the lines of its input stream */
 } Source;
 
 #define DIAG_MAX_ERRORS 20
@@ -43,8 +45,8 @@ typedef struct Diag {
   int nfiles, capfiles;
   int nerrors;             /* errors reported so far (counted past the cap) */
   int max_errors;          /* print at most this many (default DIAG_MAX_ERRORS) */
-  FILE *out;               /* stderr, or a buffer for the REPL */
-  bool color;
+  FILE *out;               /* stderr */
+  bool color;              /* "error:" and "note:" in colour (a terminal REPL) */
 } Diag;
 
 void diag_init(Diag *d, Arena *arena);

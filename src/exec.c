@@ -19,6 +19,7 @@
 static volatile sig_atomic_t interrupted;
 
 void exec_interrupt(void) { interrupted = 1; }
+void exec_interrupt_reset(void) { interrupted = 0; }
 
 typedef struct VarRef {
   int up;         /* frames to walk up from the op's frame */
@@ -61,7 +62,8 @@ typedef struct StepList {
 struct Frame {
   Frame *parent;
   const PBlock *pb;
-  Tensor **vals;
+  Tensor **vals;                  /* nvals: the block's variables (block 0's grow) */
+  int nvals;
   const char *suffix;             /* the turn suffix for tape names */
   StepList *steps;                /* per op: kept step frames (keep_steps) */
 };
@@ -73,9 +75,14 @@ struct Executor {
   ExecOptions opt;
   Rng rng;
   PBlock *pblocks;                 /* one per program block */
+  int nprepared;                   /* blocks prepared so far */
   PBlock startup;
   Frame *root;                     /* block 0 */
   bool started;
+  /* A growing program (exec_grow): the startup and block-0 ops run so far,
+   * and per block-0 variable without a value, the input it waits for. */
+  int startup_ran, ran;
+  const char **waits;
   Tape tape;
   OpTiming *timings;
   int ntimings, captimings;
@@ -244,19 +251,29 @@ static void prepare_block(Executor *ex, PBlock *pb, const Block *b) {
   for (int i = 0; i < b->nops; i++) prepare_op(ex, &pb->ops[i], b->ops[i], b->idx);
 }
 
+static void free_prepared(Prepared *p) {
+  mem_free(p->in);
+  mem_free(p->out);
+  mem_free(p->out_desc);
+  mem_free(p->sig);
+  mem_free(p->results[0]);
+  mem_free(p->results[1]);
+  mem_free(p->args[0]);
+  mem_free(p->args[1]);
+}
+
 static void free_pblock(PBlock *pb) {
-  for (int i = 0; i < pb->nops; i++) {
-    Prepared *p = &pb->ops[i];
-    mem_free(p->in);
-    mem_free(p->out);
-    mem_free(p->out_desc);
-    mem_free(p->sig);
-    mem_free(p->results[0]);
-    mem_free(p->results[1]);
-    mem_free(p->args[0]);
-    mem_free(p->args[1]);
-  }
+  for (int i = 0; i < pb->nops; i++) free_prepared(&pb->ops[i]);
   mem_free(pb->ops);
+}
+
+/* Prepares the ops a block gained since it was prepared. */
+static void grow_pblock(Executor *ex, PBlock *pb) {
+  const Block *b = pb->block;
+  if (b->nops <= pb->nops) return;
+  pb->ops = mem_alloc(pb->ops, sizeof *pb->ops * (size_t)(b->nops + 1));
+  for (int i = pb->nops; i < b->nops; i++) prepare_op(ex, &pb->ops[i], b->ops[i], b->idx);
+  pb->nops = b->nops;
 }
 
 /* ---- frames ------------------------------------------------------------------- */
@@ -264,19 +281,18 @@ static void free_pblock(PBlock *pb) {
 /* suffix: the turn suffix for tape names; it must outlive the frame (the
  * tape's arena holds it). */
 static Frame *frame_new(const PBlock *pb, Frame *parent, const char *suffix) {
-  /* One allocation: the frame, then its values. */
-  size_t n = (size_t)pb->block->nvars + 1;
-  Frame *f = mem_calloc(1, sizeof *f + n * sizeof *f->vals);
+  Frame *f = mem_calloc(1, sizeof *f);
   f->parent = parent;
   f->pb = pb;
-  f->vals = (Tensor **)(f + 1);
+  f->nvals = pb->block->nvars;
+  f->vals = mem_calloc((size_t)f->nvals + 1, sizeof *f->vals);
   f->suffix = suffix ? suffix : "";
   return f;
 }
 
 static void frame_free(Frame *f) {
   if (!f) return;
-  for (int i = 0; i < f->pb->block->nvars; i++) tensor_unref(f->vals[i]);
+  for (int i = 0; i < f->nvals; i++) tensor_unref(f->vals[i]);
   if (f->steps) {
     for (int i = 0; i < f->pb->nops; i++) {
       for (int k = 0; k < f->steps[i].n; k++) frame_free(f->steps[i].frames[k]);
@@ -284,6 +300,7 @@ static void frame_free(Frame *f) {
     }
     mem_free(f->steps);
   }
+  mem_free(f->vals);
   mem_free(f);
 }
 
@@ -785,20 +802,23 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
         ex->opt.keep_steps = true;
   ex->pblocks = mem_calloc((size_t)p->nblocks + 1, sizeof *ex->pblocks);
   for (int i = 0; i < p->nblocks; i++) prepare_block(ex, &ex->pblocks[i], p->blocks[i]);
+  ex->nprepared = p->nblocks;
   prepare_block(ex, &ex->startup, p->startup);
   ex->root = frame_new(&ex->pblocks[0], NULL, "");
+  ex->waits = mem_calloc((size_t)ex->root->nvals + 1, sizeof *ex->waits);
   return ex;
 }
 
 void exec_free(Executor *ex) {
   if (!ex) return;
   frame_free(ex->root);
-  for (int i = 0; i < ex->prog->nblocks; i++) free_pblock(&ex->pblocks[i]);
+  for (int i = 0; i < ex->nprepared; i++) free_pblock(&ex->pblocks[i]);
   free_pblock(&ex->startup);
   mem_free(ex->pblocks);
   tape_free(&ex->tape);
   mem_free(ex->timings);
   mem_free(ex->dims);
+  mem_free(ex->waits);
   mem_free(ex);
 }
 
@@ -898,12 +918,11 @@ bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   return true;
 }
 
-int exec_startup(Executor *ex) {
-  if (ex->started) return 0;
-  interrupted = 0;
-  /* Defaults, without overwriting what was fed. */
+/* Runs the startup ops not run yet: defaults, without overwriting what was
+ * fed, and initializers. */
+static int run_startup(Executor *ex) {
   Frame *sf = frame_new(&ex->startup, ex->root, "");
-  for (int i = 0; i < ex->startup.nops; i++) {
+  for (int i = ex->startup_ran; i < ex->startup.nops; i++) {
     Prepared *p = &ex->startup.ops[i];
     bool fed = p->out_total == 1 && p->out[0].up == 1 && ex->root->vals[p->out[0].slot];
     if (fed) continue;
@@ -913,9 +932,17 @@ int exec_startup(Executor *ex) {
     }
   }
   frame_free(sf);
+  ex->startup_ran = ex->startup.nops;
   const Block *b0 = ex->prog->blocks[0];
-  for (int i = 0; i < b0->nvars; i++)
+  for (int i = 0; i < b0->nvars && i < ex->root->nvals; i++)
     if ((b0->vars[i]->flags & VAR_PARAM) && ex->root->vals[i]) ex->root->vals[i]->requires_grad = true;
+  return 0;
+}
+
+int exec_startup(Executor *ex) {
+  if (ex->started) return 0;
+  interrupted = 0;
+  if (run_startup(ex) < 0) return -1;
   ex->started = true;
   return 0;
 }
@@ -1001,7 +1028,7 @@ Tensor *exec_get(Executor *ex, int slot) { return ex->root->vals[slot]; }
 
 void exec_clear(Executor *ex) {
   Tensor **v = ex->root->vals;
-  for (int i = 0; i < ex->pblocks[0].block->nvars; i++) tensor_unref(v[i]), v[i] = NULL;
+  for (int i = 0; i < ex->root->nvals; i++) tensor_unref(v[i]), v[i] = NULL;
 }
 
 int exec_run_ops(Executor *ex, int first, int last) {
@@ -1018,7 +1045,121 @@ int exec_run_from(Executor *ex, int first) {
 
 Tensor *exec_value(Executor *ex, const char *name) {
   const char *var = prog_export(ex->prog, name);
-  const VarDesc *v = prog_var(ex->prog, var ? var : name);
-  if (!v || v->block != 0) return NULL;
+  return exec_var_value(ex, var ? var : name);
+}
+
+Tensor *exec_var_value(Executor *ex, const char *var) {
+  const VarDesc *v = prog_var(ex->prog, var);
+  if (!v || v->block != 0 || v->slot >= ex->root->nvals) return NULL;
   return ex->root->vals[v->slot];
+}
+
+/* ---- a growing program (the REPL) ------------------------------------------------ */
+
+void exec_grow(Executor *ex) {
+  Program *p = ex->prog;
+  if (p->nblocks > ex->nprepared) {
+    ex->pblocks = mem_alloc(ex->pblocks, sizeof *ex->pblocks * (size_t)(p->nblocks + 1));
+    ex->root->pb = &ex->pblocks[0];   /* moved */
+    for (int i = ex->nprepared; i < p->nblocks; i++) prepare_block(ex, &ex->pblocks[i], p->blocks[i]);
+    ex->nprepared = p->nblocks;
+  }
+  int had = ex->pblocks[0].nops;
+  grow_pblock(ex, &ex->pblocks[0]);
+  grow_pblock(ex, &ex->startup);
+  Frame *root = ex->root;
+  int nvars = p->blocks[0]->nvars;
+  if (nvars > root->nvals) {
+    root->vals = mem_alloc(root->vals, sizeof *root->vals * (size_t)(nvars + 1));
+    ex->waits = mem_alloc(ex->waits, sizeof *ex->waits * (size_t)(nvars + 1));
+    for (int i = root->nvals; i <= nvars; i++) root->vals[i] = NULL, ex->waits[i] = NULL;
+    root->nvals = nvars;
+  }
+  if (root->steps) {   /* one list per op, for the turns kept (keep_steps) */
+    root->steps = mem_alloc(root->steps, sizeof *root->steps * (size_t)(ex->pblocks[0].nops + 1));
+    for (int i = had + 1; i <= ex->pblocks[0].nops; i++) root->steps[i] = (StepList){0};
+  }
+}
+
+/* The input a block-0 op cannot run without: the first input it reads that
+ * has no value, or the input such a value waits for; NULL if it can run. */
+static const char *missing_input(Executor *ex, const Prepared *p) {
+  for (int k = 0; k < p->in_total; k++) {
+    VarRef r = p->in[k];
+    if (r.up != 0 || r.slot < 0 || ex->root->vals[r.slot] || strcmp(r.name, "@EMPTY@") == 0) continue;
+    if (ex->waits[r.slot]) return ex->waits[r.slot];
+    const VarDesc *v = prog_var(ex->prog, r.name);
+    if (v && (v->flags & VAR_INPUT)) return v->name;
+  }
+  return NULL;
+}
+
+int exec_run_to(Executor *ex, int end) {
+  if (ex->startup_ran < ex->startup.nops) {
+    if (run_startup(ex) < 0) return -1;
+    ex->started = true;
+  }
+  const PBlock *pb = &ex->pblocks[0];
+  if (end > pb->nops) end = pb->nops;
+  for (; ex->ran < end; ex->ran++) {
+    Prepared *p = &pb->ops[ex->ran];
+    const char *wait = missing_input(ex, p);
+    if (!wait) {
+      if (run_op(ex, p, ex->ran, ex->root) < 0) return -1;
+      continue;
+    }
+    if (p->proto && (p->proto->flags & OP_SIDE_EFFECT)) {
+      for (int k = 0; k < p->in_total; k++)
+        if (p->in[k].slot >= 0 && !ex->root->vals[p->in[k].slot])
+          return op_fail(ex, p, "'%s' has no value: it depends on input '%s', which was not fed",
+                         prog_user_name(ex->prog, p->in[k].name), prog_user_name(ex->prog, wait));
+    }
+    for (int k = 0; k < p->out_total; k++)
+      if (p->out[k].up == 0 && p->out[k].slot >= 0) ex->waits[p->out[k].slot] = wait;
+  }
+  return 0;
+}
+
+const char *exec_waits_for(Executor *ex, const char *var) {
+  const VarDesc *v = prog_var(ex->prog, var);
+  if (!v || v->block != 0 || v->slot >= ex->root->nvals || ex->root->vals[v->slot]) return NULL;
+  return ex->waits[v->slot] ? ex->waits[v->slot] : (v->flags & VAR_INPUT) ? v->name : NULL;
+}
+
+void exec_mark(const Executor *ex, ExecMark *m) {
+  m->nblocks = ex->nprepared;
+  m->nops = ex->pblocks[0].nops;
+  m->nstartup = ex->startup.nops;
+  m->nvars = ex->root->nvals;
+  m->ran = ex->ran;
+  m->startup_ran = ex->startup_ran;
+  m->ntape = ex->tape.n;
+  m->ndims = ex->ndims;
+  m->rng = ex->rng;
+  m->started = ex->started;
+}
+
+void exec_rollback(Executor *ex, const ExecMark *m) {
+  Frame *root = ex->root;
+  for (int i = m->nvars; i < root->nvals; i++) {
+    tensor_unref(root->vals[i]);
+    root->vals[i] = NULL;
+    ex->waits[i] = NULL;
+  }
+  PBlock *b0 = &ex->pblocks[0];
+  for (int i = m->nops; i < b0->nops; i++) {
+    clear_steps(root, i);
+    free_prepared(&b0->ops[i]);
+  }
+  b0->nops = m->nops;
+  for (int i = m->nstartup; i < ex->startup.nops; i++) free_prepared(&ex->startup.ops[i]);
+  ex->startup.nops = m->nstartup;
+  for (int i = m->nblocks; i < ex->nprepared; i++) free_pblock(&ex->pblocks[i]);
+  ex->nprepared = m->nblocks;
+  tape_truncate(&ex->tape, m->ntape);
+  ex->ran = m->ran;
+  ex->startup_ran = m->startup_ran;
+  ex->ndims = m->ndims;
+  ex->rng = m->rng;
+  ex->started = m->started;
 }

@@ -78,10 +78,16 @@ int exec_run_ops(Executor *ex, int first, int last);
 /* The value of a variable of block 0 (or an exported script name) after a
  * run; borrowed. */
 Tensor *exec_value(Executor *ex, const char *name);
+/* The value of a variable of block 0 (not looked up among the exports). */
+Tensor *exec_var_value(Executor *ex, const char *var);
 Tape *exec_tape(Executor *ex);
 int64_t exec_ops_run(const Executor *ex);   /* ops executed so far */
 /* Asks a running executor to stop at the next op (safe in a signal handler). */
 void exec_interrupt(void);
+/* Forgets an interrupt asked for before: the REPL, when a new entry is
+ * read (exec_grow and exec_run_to keep one, so that Ctrl-C while an entry
+ * is lowered still stops it). */
+void exec_interrupt_reset(void);
 Rng *exec_rng(Executor *ex);
 
 /* For a kernel that runs a program of its own (an op defined in a script
@@ -91,6 +97,29 @@ Rng *exec_rng(Executor *ex);
  * no startup block), read results with exec_value, then exec_free it. */
 Executor *exec_child(struct ExecCtx *c, Program *sub);
 int exec_run_child(Executor *ex);
+
+/* ---- a growing program (the REPL) --------------------------------------------
+ * The REPL's program grows statement by statement, and one executor runs it
+ * as it grows (its program holds no backward).  exec_grow prepares what
+ * was added since the executor was made or last grown (blocks, ops,
+ * variables), so that values can be fed; exec_run_to runs the startup ops
+ * not run yet, then block 0's ops up to index `end`, each op once.  An op that reads a value that does
+ * not exist — an input not fed and without a default, or a value computed
+ * from one — is skipped, and its outputs wait for that input: the session
+ * binds its names before data comes.  A print of such a value is an error.
+ * exec_mark and exec_rollback undo a statement that failed: values, tape
+ * entries, the generator's state and the ops prepared since the mark. */
+void exec_grow(Executor *ex);
+int exec_run_to(Executor *ex, int end);
+/* The input a variable without a value waits for, or NULL. */
+const char *exec_waits_for(Executor *ex, const char *var);
+typedef struct ExecMark {
+  int nblocks, nops, nstartup, nvars, ran, startup_ran, ntape, ndims;
+  Rng rng;
+  bool started;
+} ExecMark;
+void exec_mark(const Executor *ex, ExecMark *m);
+void exec_rollback(Executor *ex, const ExecMark *m);
 
 /* Per-op-type timing (netrun time). */
 typedef struct OpTiming {

@@ -18,8 +18,10 @@
 /* A program with its backward, ready to run: either the script's program
  * (static) or the tape's. */
 typedef struct Built {
-  Loaded ld;
+  Loaded ld;             /* the script (the verbs) */
+  Program *prog;         /* the forward program: the script's or a REPL session's */
   Executor *ex;          /* the forward run (tape) or the whole run (static) */
+  bool own_ex;
   Arena tape_arena;
   Program *tp;           /* the tape's program, with its backward */
   Tensor **tape_vals;    /* of the tape program's first ntape_vals variables */
@@ -27,27 +29,70 @@ typedef struct Built {
   Executor *tex;         /* runs the tape's grad ops */
   Tensor **tgrads;       /* or: the tape's gradients, per pair (tapegrad.c) */
   BackwardResult bw;
+  const char *loss;      /* the loss's variable (in the tape's program, with a tape) */
   bool loaded;
 } Built;
 
 static void built_free(Built *b) {
+  exec_free(b->tex);
   for (int i = 0; b->tgrads && i < b->bw.npairs; i++) tensor_unref(b->tgrads[i]);
   mem_free(b->tgrads);
-  exec_free(b->tex);
-  exec_free(b->ex);
+  if (b->own_ex) exec_free(b->ex);
   mem_free(b->tape_vals);
-  /* The tape's program borrows the script's ops (its user_ops): only its
-   * arena is its own. */
-  if (b->tp) arena_free(&b->tape_arena);
+  /* The tape's program borrows the forward's user ops: nothing to release. */
+  arena_free(&b->tape_arena);   /* zeroed when no tape was built: a no-op */
   if (b->loaded) unload(&b->ld);
 }
 
-/* The name a no-grad or wrt name stands for in block 0, or NULL. */
+static bool build_tape(Built *b, const Args *a, bool run);
+static bool tape_grads(Built *b, const Args *a);
+
+/* Loads the script and appends the backward; with run, also executes the
+ * forward and backward.  False on error (reported). */
+static bool build(Built *b, const Args *a, bool run) {
+  memset(b, 0, sizeof *b);
+  b->loaded = true;
+  bool ok = load_script(&b->ld, a->file);
+  b->prog = b->ld.prog;
+  if (!ok) return false;
+  Program *p = b->prog;
+  Diag *d = &b->ld.diag;
+  b->own_ex = true;
+  if (!a->tape) {
+    const char *lv = prog_export(p, a->loss);
+    b->loss = lv ? lv : a->loss;
+    ok = append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
+    diag_finish(d);
+    if (!ok || !run) return ok;
+    Args ra = *a;
+    ra.opt.tape = false;
+    if (!(b->ex = cli_start(&b->ld, &ra))) return false;
+    bool done = exec_run(b->ex) == 0;
+    diag_finish(d);
+    return done;
+  }
+  /* The tape: run the forward, recording. */
+  Args ra = *a;
+  ra.opt.tape = true;
+  if (!(b->ex = cli_start(&b->ld, &ra)) || exec_run(b->ex) != 0) {
+    diag_finish(d);
+    return false;
+  }
+  if (run && !a->tape_program) {
+    arena_init(&b->tape_arena);
+    ok = tape_grads(b, a);
+    diag_finish(d);
+    return ok;
+  }
+  return build_tape(b, a, run);
+}
+
+/* The variable a no-grad name stands for in block 0, or NULL. */
 static const char *var_named(Program *p, const char *name) {
   const char *v = prog_export(p, name);
   const VarDesc *d = prog_var(p, v ? v : name);
   if (d && d->block == 0) return d->name;
-  for (int i = 0; d == NULL && i < p->blocks[0]->nvars; i++) {
+  for (int i = 0; i < p->blocks[0]->nvars; i++) {
     const VarDesc *u = p->blocks[0]->vars[i];
     if (u->user_name && strcmp(u->user_name, name) == 0 && (u->flags & (VAR_PARAM | VAR_INPUT))) return u->name;
   }
@@ -58,9 +103,10 @@ static const char *var_named(Program *p, const char *name) {
  * parameter list the builder would take: --wrt, or the script's
  * parameters that the tape holds. */
 static bool tape_grads(Built *b, const Args *a) {
-  Program *p = b->ld.prog;
+  Program *p = b->prog;
   const VarDesc *lvar = bwd_loss_var(p, a->loss);
   if (!lvar) return false;
+  b->loss = lvar->name;
   int nb0 = p->blocks[0]->nvars;
   const char **params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)(nb0 + a->nwrt + 1));
   Tensor **wrt = arena_alloc(&b->tape_arena, sizeof *wrt * (size_t)(nb0 + a->nwrt + 1));
@@ -69,7 +115,7 @@ static bool tape_grads(Built *b, const Args *a) {
   bool ok = true;
   for (int i = 0; i < a->nno_grad; i++) {
     const char *v = var_named(p, a->no_grad[i]);
-    frozen[i] = v ? exec_value(b->ex, v) : NULL;
+    frozen[i] = v ? exec_var_value(b->ex, v) : NULL;
   }
   const Tape *t = exec_tape(b->ex);
   if (a->nwrt) {
@@ -81,18 +127,19 @@ static bool tape_grads(Built *b, const Args *a) {
   } else {
     for (int i = 0; i < nb0; i++) {
       const VarDesc *v = p->blocks[0]->vars[i];
-      if (!(v->flags & VAR_PARAM) || !tgrad_on_tape(t, exec_value(b->ex, v->name))) continue;
+      if (!(v->flags & VAR_PARAM) || !tgrad_on_tape(t, exec_var_value(b->ex, v->name))) continue;
       bool skip = false;
       for (int k = 0; k < a->nno_grad && !skip; k++) skip = var_named(p, a->no_grad[k]) == v->name;
       if (!skip) params[np++] = v->name;
     }
   }
   if (!ok) return false;
-  for (int i = 0; i < np; i++) wrt[i] = exec_value(b->ex, params[i]);
+  for (int i = 0; i < np; i++) wrt[i] = exec_var_value(b->ex, params[i]);
   b->tgrads = mem_calloc((size_t)np + 1, sizeof *b->tgrads);
   ExecOptions o = a->opt;
   o.tape = false;
-  if (tgrad_run(t, p, exec_value(b->ex, lvar->name), wrt, np, frozen, a->nno_grad, &o, b->tgrads) != 0) return false;
+  if (tgrad_run(t, p, exec_var_value(b->ex, lvar->name), wrt, np, frozen, a->nno_grad, &o, b->tgrads) != 0)
+    return false;
   /* No gradient reached any parameter: the loss may depend on one through
    * an op without a gradient, which the tape does not record.  The
    * program's builder finds and reports that op. */
@@ -110,53 +157,44 @@ static bool tape_grads(Built *b, const Args *a) {
   return true;
 }
 
-/* Loads the script and appends the backward; with run, also executes the
- * forward and backward.  False on error (reported). */
-static bool build(Built *b, const Args *a, bool run) {
-  memset(b, 0, sizeof *b);
-  b->loaded = true;
-  if (!load_script(&b->ld, a->file)) return false;
-  Program *p = b->ld.prog;
-  Diag *d = &b->ld.diag;
-  if (!a->tape) {
-    bool ok = append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
-    diag_finish(d);
-    if (!ok || !run) return ok;
-    Args ra = *a;
-    ra.opt.tape = false;
-    if (!(b->ex = cli_start(&b->ld, &ra))) return false;
-    bool done = exec_run(b->ex) == 0;
-    diag_finish(d);
-    return done;
-  }
-  /* The tape: run the forward, recording. */
-  Args ra = *a;
-  ra.opt.tape = true;
-  if (!(b->ex = cli_start(&b->ld, &ra)) || exec_run(b->ex) != 0) {
-    diag_finish(d);
-    return false;
-  }
+/* A forward name (a script name or a variable) as the tape's program knows
+ * it.  The tape names a value after the op that made it, so the result of
+ * a loop or an if goes by the name it had in the body (h.2#2 for h.3). */
+static const char *tape_name(Built *b, const char *name) {
+  const char *var = prog_export(b->prog, name);
+  if (!var) var = name;
+  if (prog_var(b->tp, var)) return var;
+  Tensor *t = exec_var_value(b->ex, var);
+  for (int i = 0; t && i < b->ntape_vals; i++)
+    if (b->tape_vals[i] == t) return b->tp->blocks[0]->vars[i]->name;
+  return name;
+}
+
+/* The backward of the tape b->ex recorded running b->prog; with run, also
+ * runs the grad ops over the recorded values. */
+static bool build_tape(Built *b, const Args *a, bool run) {
+  Program *p = b->prog;
+  Diag *d = p->diag;
   arena_init(&b->tape_arena);
-  if (run && !a->tape_program) {
-    bool ok = tape_grads(b, a);
-    diag_finish(d);
-    return ok;
-  }
   b->tp = tape_program(exec_tape(b->ex), p, &b->tape_arena, &b->tape_vals);
   b->ntape_vals = b->tp->blocks[0]->nvars;
   /* The parameter list names the script's variables; on the tape they keep
    * their names (they were made outside any loop).  Without --wrt, the
    * script's parameters in the script's order, those the tape holds. */
-  const char **params = a->nwrt ? (const char **)a->wrt : NULL;
+  const char **params = NULL;
   int nparams = a->nwrt;
-  if (!params) {
+  if (nparams) {
+    params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)nparams);
+    for (int i = 0; i < nparams; i++) params[i] = tape_name(b, a->wrt[i]);
+  } else {
     params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)(p->blocks[0]->nvars + 1));
     for (int i = 0; i < p->blocks[0]->nvars; i++) {
       const VarDesc *v = p->blocks[0]->vars[i];
       if ((v->flags & VAR_PARAM) && prog_var(b->tp, v->name)) params[nparams++] = v->name;
     }
   }
-  bool ok = append_backward(b->tp, a->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
+  b->loss = tape_name(b, a->loss);
+  bool ok = append_backward(b->tp, b->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
   diag_finish(d);
   if (!ok || !run) return ok;
   ExecOptions o = a->opt;
@@ -169,26 +207,22 @@ static bool build(Built *b, const Args *a, bool run) {
   return ok;
 }
 
-static Tensor *value(Built *b, const char *name) {
+/* The value of a variable (not a script name) after the run. */
+static Tensor *value(Built *b, const char *var) {
   for (int i = 0; b->tgrads && i < b->bw.npairs; i++)
-    if (b->bw.pairs[i].grad && strcmp(b->bw.pairs[i].grad, name) == 0) return b->tgrads[i];
+    if (b->bw.pairs[i].grad && strcmp(b->bw.pairs[i].grad, var) == 0) return b->tgrads[i];
   if (b->tex) {
-    const VarDesc *v = prog_var(b->tp, name);
+    const VarDesc *v = prog_var(b->tp, var);
     if (v && v->block == 0) {
-      Tensor *t = exec_value(b->tex, name);
+      Tensor *t = exec_var_value(b->tex, var);
       if (t) return t;
       return v->slot < b->ntape_vals ? b->tape_vals[v->slot] : NULL;
     }
     return NULL;
   }
-  return exec_value(b->ex, name);
+  return exec_var_value(b->ex, var);
 }
 
-/* The name a user knows a variable by. */
-static const char *shown_name(const Program *p, const char *var) {
-  const VarDesc *v = prog_var(p, var);
-  return v && v->user_name ? v->user_name : var;
-}
 
 int dump_backward(const Args *a) {
   Built b;
@@ -222,25 +256,19 @@ static void json_tensor(FILE *f, const Tensor *t) {
   fputs("]}", f);
 }
 
-int cmd_grad(const Args *a) {
-  Built b;
-  int status = 0;
-  if (!build(&b, a, true)) {
-    built_free(&b);
-    return EXIT_SCRIPT;
-  }
-  Program *p = b.tp ? b.tp : b.ld.prog;
-  const char *lv = prog_export(b.ld.prog, a->loss);
-  Tensor *loss = value(&b, lv ? lv : a->loss);
+/* Prints the loss and the gradients of a run backward. */
+static void print_grads(Built *b, const Args *a) {
+  Program *p = b->tp ? b->tp : b->prog;
+  Tensor *loss = value(b, b->loss);
   fflush(stdout);
   if (a->json) {
     printf("{\"loss\": %.9g, \"grads\": {", loss ? tensor_get(loss, 0) : (double)NAN);
     bool first = true;
-    for (int i = 0; i < b.bw.npairs; i++) {
-      if (!b.bw.pairs[i].grad) continue;
-      Tensor *g = value(&b, b.bw.pairs[i].grad);
+    for (int i = 0; i < b->bw.npairs; i++) {
+      if (!b->bw.pairs[i].grad) continue;
+      Tensor *g = value(b, b->bw.pairs[i].grad);
       if (!g) continue;
-      printf("%s\"%s\": ", first ? "" : ", ", shown_name(p, b.bw.pairs[i].param));
+      printf("%s\"%s\": ", first ? "" : ", ", a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param));
       json_tensor(stdout, g);
       first = false;
     }
@@ -249,13 +277,13 @@ int cmd_grad(const Args *a) {
     printf("loss = ");
     if (loss) tensor_print(stdout, loss, a->opt.precision);
     putchar('\n');
-    for (int i = 0; i < b.bw.npairs; i++) {
-      const char *name = shown_name(p, b.bw.pairs[i].param);
-      if (!b.bw.pairs[i].grad) {
+    for (int i = 0; i < b->bw.npairs; i++) {
+      const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param);
+      if (!b->bw.pairs[i].grad) {
         printf("%s@GRAD: none (the loss does not depend on %s)\n", name, name);
         continue;
       }
-      Tensor *g = value(&b, b.bw.pairs[i].grad);
+      Tensor *g = value(b, b->bw.pairs[i].grad);
       char shape[128];
       printf("%s@GRAD : f32%s =\n", name, g ? tensor_shape_str(g, shape, sizeof shape) : "?");
       if (g) tensor_print(stdout, g, a->opt.precision);
@@ -263,56 +291,60 @@ int cmd_grad(const Args *a) {
     }
   }
   fflush(stdout);
+}
+
+int cmd_grad(const Args *a) {
+  Built b;
+  bool ok = build(&b, a, true);
+  if (ok) print_grads(&b, a);
   built_free(&b);
-  return status;
+  return ok ? 0 : EXIT_SCRIPT;
+}
+
+/* The REPL: the run so far is ex's, over the session's program p. */
+static bool build_session(Built *b, Program *p, Executor *ex, const Args *a) {
+  memset(b, 0, sizeof *b);
+  b->prog = p;
+  b->ex = ex;
+  return build_tape(b, a, true);
+}
+
+int grad_session(Program *p, Executor *ex, const Args *a) {
+  Built b;
+  bool ok = build_session(&b, p, ex, a);
+  if (ok) print_grads(&b, a);
+  built_free(&b);
+  return ok ? 0 : EXIT_SCRIPT;
 }
 
 /* ---- gradcheck --------------------------------------------------------------------- */
 
-/* The loss after a forward run of fwd's executor. */
-static bool forward_loss(Executor *ex, const char *loss, double *out) {
-  if (exec_run(ex) != 0) return false;
-  Tensor *t = exec_value(ex, loss);
-  if (!t) return false;
-  *out = tensor_get(t, 0);
-  return true;
-}
+/* Where the numeric side of gradcheck gets its forward passes. */
+typedef struct Forward {
+  /* The value of parameter `var` (script name `name`) that the forward
+   * reads, to be perturbed in place. */
+  Tensor *(*param)(struct Forward *f, const char *var, const char *name);
+  /* One forward pass: the loss. */
+  bool (*loss)(struct Forward *f, double *out);
+  Executor *ex;
+  Program *prog;
+  const char *loss_var;
+  Built *b;
+  int first;             /* the tape: the first op the perturbed value reaches */
+} Forward;
 
-int cmd_gradcheck(const Args *a) {
-  Built b;
-  if (!build(&b, a, true)) {
-    built_free(&b);
-    return EXIT_SCRIPT;
-  }
-  /* A second, forward-only copy of the program: same seed, same values. */
-  Loaded fwd;
+/* Compares every gradient b holds with central differences of f's loss. */
+static int check_grads(Built *b, const Args *a, Forward *f) {
   int status = 0;
-  if (!load_script(&fwd, a->file)) {
-    built_free(&b);
-    unload(&fwd);
-    return EXIT_SCRIPT;
-  }
-  Args fa = *a;
-  fa.opt.tape = false;
-  fa.opt.out = fopen("/dev/null", "w");
-  Executor *ex = cli_start(&fwd, &fa);
-  const char *lv = prog_export(fwd.prog, a->loss);
-  const char *loss = lv ? lv : a->loss;
-  double base;
-  if (!ex || !forward_loss(ex, loss, &base)) {
-    status = EXIT_SCRIPT;
-    goto out;
-  }
-  Program *p = b.tp ? b.tp : b.ld.prog;
+  Program *p = b->tp ? b->tp : b->prog;
   printf("%-16s %10s %12s %12s  %s\n", "variable", "elements", "max abs err", "max rel err", "verdict");
   Rng rng;
   rng_seed(&rng, a->opt.seed + 12345);
-  for (int i = 0; i < b.bw.npairs; i++) {
-    const char *param = b.bw.pairs[i].param;
-    const char *name = shown_name(p, param);
-    const char *pv = prog_export(fwd.prog, name);
-    Tensor *w = exec_value(ex, pv ? pv : param);
-    Tensor *g = b.bw.pairs[i].grad ? value(&b, b.bw.pairs[i].grad) : NULL;
+  for (int i = 0; i < b->bw.npairs; i++) {
+    const char *param = b->bw.pairs[i].param;
+    const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, param);
+    Tensor *w = f->param(f, param, name);
+    Tensor *g = b->bw.pairs[i].grad ? value(b, b->bw.pairs[i].grad) : NULL;
     if (!w) continue;
     int64_t n = w->numel, checks = a->samples && a->samples < n ? a->samples : n;
     double max_abs = 0, max_rel = 0;
@@ -325,15 +357,12 @@ int cmd_gradcheck(const Args *a) {
       double lp, lm;
       x[e] = (float)((double)saved + a->eps);
       double hp = (double)x[e] - (double)saved;
-      bool ok = forward_loss(ex, loss, &lp);
+      bool ok = f->loss(f, &lp);
       x[e] = (float)((double)saved - a->eps);
       double hm = (double)saved - (double)x[e];
-      ok = ok && forward_loss(ex, loss, &lm);
+      ok = ok && f->loss(f, &lm);
       x[e] = saved;
-      if (!ok) {
-        status = EXIT_SCRIPT;
-        goto out;
-      }
+      if (!ok) return EXIT_SCRIPT;
       double num = (lp - lm) / (hp + hm);
       double ana = g ? tensor_get(g, e) : 0.0;
       double err = fabs(ana - num), rel = err / fmax(fabs(num), 1e-3);
@@ -350,11 +379,83 @@ int cmd_gradcheck(const Args *a) {
     if (!pass) status = EXIT_SCRIPT;
   }
   if (status == 0) printf("all gradients match finite differences (rtol %g, eps %g)\n", a->rtol, a->eps);
-out:
+  return status;
+}
+
+/* The verb: a second, forward-only copy of the script (same seed, same
+ * values), run whole for every pass. */
+static Tensor *script_param(Forward *f, const char *var, const char *name) {
+  const char *pv = prog_export(f->prog, name);
+  return exec_var_value(f->ex, pv ? pv : var);
+}
+
+static bool script_loss(Forward *f, double *out) {
+  if (exec_run(f->ex) != 0) return false;
+  Tensor *t = exec_var_value(f->ex, f->loss_var);
+  if (!t) return false;
+  *out = tensor_get(t, 0);
+  return true;
+}
+
+int cmd_gradcheck(const Args *a) {
+  Built b;
+  if (!build(&b, a, true)) {
+    built_free(&b);
+    return EXIT_SCRIPT;
+  }
+  Loaded fwd;
+  int status = EXIT_SCRIPT;
+  Args fa = *a;
+  fa.opt.tape = false;
+  fa.opt.out = fopen("/dev/null", "w");
+  Executor *ex = load_script(&fwd, a->file) ? cli_start(&fwd, &fa) : NULL;
+  if (ex) {
+    const char *lv = prog_export(fwd.prog, a->loss);
+    Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b, 0};
+    double base;
+    if (script_loss(&f, &base)) status = check_grads(&b, a, &f);
+  }
   fflush(stdout);
   if (fa.opt.out) fclose(fa.opt.out);
   exec_free(ex);
   unload(&fwd);
+  built_free(&b);
+  return status;
+}
+
+/* The REPL: the forward ops of the tape's program, run again over the
+ * values the session recorded (the branches it took, the turns its loops
+ * made), with the session's own tensors perturbed in place.  A value an op
+ * of the tape made (a --wrt that is not a parameter) is perturbed after
+ * that op: only the ops after it run again. */
+static Tensor *tape_param(Forward *f, const char *var, const char *name) {
+  (void)name;
+  const Block *b0 = f->b->tp->blocks[0];
+  f->first = 0;
+  for (int i = 0; i < f->b->bw.first_grad_op; i++)
+    for (int s = 0; s < b0->ops[i]->nout; s++)
+      for (int k = 0; k < b0->ops[i]->out[s].n; k++)
+        if (strcmp(b0->ops[i]->out[s].args[k], var) == 0) f->first = i + 1;
+  return value(f->b, var);
+}
+
+static bool tape_loss(Forward *f, double *out) {
+  Built *b = f->b;
+  if (exec_run_range(b->tex, f->first, b->bw.first_grad_op) != 0) return false;
+  Tensor *t = value(b, f->loss_var);
+  if (!t) return false;
+  *out = tensor_get(t, 0);
+  return true;
+}
+
+int gradcheck_session(Program *p, Executor *ex, const Args *a) {
+  Built b;
+  int status = EXIT_SCRIPT;
+  if (build_session(&b, p, ex, a)) {
+    Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0};
+    status = check_grads(&b, a, &f);
+  }
+  fflush(stdout);
   built_free(&b);
   return status;
 }

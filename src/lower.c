@@ -1959,6 +1959,110 @@ bool lower_file(Lowerer *L, const char *path) {
   return ok && L->diag->nerrors == 0;
 }
 
+/* ---- the REPL's session ------------------------------------------------------ */
+
+struct LowerMark {
+  ProgMark prog;
+  Binding *globals;          /* a copy: bind() rewrites bindings in place */
+  int nglobals;
+  const char **user_ops;     /* the types the program defined */
+  int nuser;
+  int nloaded;
+};
+
+LowerMark *lower_mark(Lowerer *L) {
+  LowerMark *m = mem_calloc(1, sizeof *m);
+  prog_mark(L->prog, &m->prog);
+  m->nglobals = L->global->n;
+  m->globals = mem_alloc(NULL, sizeof *m->globals * (size_t)(m->nglobals + 1));
+  if (m->nglobals) memcpy(m->globals, L->global->b, sizeof *m->globals * (size_t)m->nglobals);
+  int n = 0;
+  const OpProto *const *ops = L->prog->user_ops ? reg_all(L->prog->user_ops, &n) : NULL;
+  m->user_ops = mem_alloc(NULL, sizeof *m->user_ops * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) m->user_ops[i] = ops[i]->type;
+  m->nuser = n;
+  m->nloaded = L->nloaded;
+  return m;
+}
+
+void lower_rollback(Lowerer *L, LowerMark *m) {
+  prog_rollback(L->prog, &m->prog);
+  L->global->n = m->nglobals;
+  if (m->nglobals) memcpy(L->global->b, m->globals, sizeof *m->globals * (size_t)m->nglobals);
+  if (L->prog->user_ops) {
+    int n;
+    const OpProto *const *ops = reg_all(L->prog->user_ops, &n);
+    for (int i = n - 1; i >= 0; i--) {
+      bool kept = false;
+      for (int k = 0; k < m->nuser && !kept; k++) kept = strcmp(m->user_ops[k], ops[i]->type) == 0;
+      if (!kept) reg_remove(L->prog->user_ops, ops[i]->type);
+    }
+  }
+  L->nloaded = m->nloaded;
+  /* A failed statement may have left the lowerer anywhere. */
+  L->scope = L->global;
+  L->fn_parent = L->global;
+  L->block = L->prog->blocks[0];
+  L->fn = NULL;
+  L->ncalls = 0;
+  L->in_grad = false;
+  L->opdef = NULL;
+  L->nimporting = 0;
+  lower_mark_free(m);
+}
+
+void lower_mark_free(LowerMark *m) {
+  if (!m) return;
+  prog_mark_free(&m->prog);
+  mem_free(m->globals);
+  mem_free(m->user_ops);
+  mem_free(m);
+}
+
+/* Does this expression statement give a value to show?  A call to print,
+ * or to a function without a return, does not. */
+static bool gives_value(Lowerer *L, const AstNode *e) {
+  if (e->kind != AST_CALL) return true;
+  const Binding *b = lookup(L, e->name);
+  if (b && b->kind == BIND_FUNC) {
+    const AstList *body = &b->def->a->list;
+    const AstNode *last = body->n ? body->items[body->n - 1] : NULL;
+    return last && last->kind == AST_RETURN && last->list.n > 0;
+  }
+  const OpProto *p = b ? NULL : prog_find_op(L->prog, e->name);
+  return !p || p->nout > 0;
+}
+
+bool lower_chunk(Lowerer *L, const AstNode *root, LowerStmt **stmts, int *n) {
+  int before = L->diag->nerrors;
+  LowerStmt *out = arena_alloc(L->arena, sizeof *out * (size_t)(root->list.n + 1));
+  for (int i = 0; i < root->list.n; i++) {
+    const AstNode *s = root->list.items[i];
+    if (s->kind == AST_EXPR && gives_value(L, s->a)) {
+      const char *hint = NULL;
+      if (s->a->kind != AST_CALL) out[i].shown = lower_expr(L, s->a, NULL);
+      else if (lower_call(L, s->a, &hint, 1, &out[i].shown) == 0)
+        diag_error(L->diag, s->a->opspan, "'%s' gives no value", s->a->name);
+    } else {
+      AstList one = {&root->list.items[i], 1, 1};
+      lower_stmts(L, &one, true);
+    }
+    out[i].end_op = L->prog->blocks[0]->nops;
+  }
+  *stmts = out;
+  *n = root->list.n;
+  return L->diag->nerrors == before;
+}
+
+const char *lower_global(const Lowerer *L, int i, const char **var) {
+  if (i < 0 || i >= L->global->n) return NULL;
+  const Binding *b = &L->global->b[i];
+  *var = b->kind == BIND_VAR ? b->var : NULL;
+  return b->kind == BIND_VAR || b->kind == BIND_FUNC ? b->name : "";
+}
+
+int lower_nglobals(const Lowerer *L) { return L->global->n; }
+
 void lower_export(Lowerer *L) {
   for (int i = 0; i < L->global->n; i++)
     if (L->global->b[i].kind == BIND_VAR) prog_set_export(L->prog, L->global->b[i].name, L->global->b[i].var);

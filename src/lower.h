@@ -15,7 +15,7 @@ void lower_free(Lowerer *L);
 Program *lower_program(Lowerer *L);
 /* Loads, parses and lowers the script at path.  False on any error. */
 bool lower_file(Lowerer *L, const char *path);
-/* Lowers the statements of an already parsed source (the REPL's input). */
+/* Lowers the statements of an already parsed source at the top level. */
 bool lower_block(Lowerer *L, const AstNode *root, int file);
 /* Records every top-level name's final variable in the program's exports. */
 void lower_export(Lowerer *L);
@@ -44,5 +44,34 @@ typedef struct UserOp {
  * holding the value.  Errors are reported; false then. */
 bool lower_user_body(const OpProto *proto, const OpDesc *op, bool grad, Program *into, const char *const *in,
                      const char *const *out, const char *const *out_grad, const char **res);
+
+/* ---- the REPL: a session lowered statement by statement ----------------------
+ * Each chunk of input is lowered at the top level of the same program, so
+ * names, functions and ops stay bound from one chunk to the next.  When a
+ * chunk fails (to lower or to run), the REPL rolls the lowerer back to the
+ * mark taken before it: the program, the top-level bindings, the ops the
+ * chunk defined and the imports it loaded are as they were. */
+typedef struct LowerMark LowerMark;
+LowerMark *lower_mark(Lowerer *L);
+/* Undoes everything since the mark, and frees it. */
+void lower_rollback(Lowerer *L, LowerMark *m);
+void lower_mark_free(LowerMark *m);
+
+/* One top-level statement of a chunk: the number of ops block 0 has after
+ * it (the statement's ops end there), and for an expression statement the
+ * variable holding the value to show (NULL for other statements and for
+ * calls that give no value, such as print). */
+typedef struct LowerStmt {
+  int end_op;
+  const char *shown;
+} LowerStmt;
+/* Lowers the statements of root (a parsed chunk) at the top level; *stmts
+ * (in the arena) gets one entry per statement.  False on any error. */
+bool lower_chunk(Lowerer *L, const AstNode *root, LowerStmt **stmts, int *n);
+/* The top-level names, for completion: name i (i < lower_nglobals) and its
+ * variable, or NULL for a function; "" for a name with neither (assigned
+ * only inside a body). */
+int lower_nglobals(const Lowerer *L);
+const char *lower_global(const Lowerer *L, int i, const char **var);
 
 #endif

@@ -10,6 +10,7 @@
 #include "data.h"
 #include "plugin.h"
 #include "registry.h"
+#include "repl.h"
 #include "tape.h"
 
 #include <inttypes.h>
@@ -17,10 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#ifndef NETRUN_VERSION
-#define NETRUN_VERSION "0.1.0"
-#endif
 
 typedef struct Verb {
   const char *name;
@@ -32,7 +29,6 @@ typedef struct Verb {
 static int cmd_dump(int argc, char **argv);
 static int cmd_ops(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
-static int cmd_later(int argc, char **argv);
 static int cmd_run(int argc, char **argv);
 static int cmd_time(int argc, char **argv);
 static int cmd_grad_verb(int argc, char **argv);
@@ -140,7 +136,9 @@ static const Verb verbs[] = {
     {"checkpoint", cmd_checkpoint, "netrun checkpoint PATH",
      "Describe a checkpoint written by netrun train --save: its format version,\n"
      "program hash, epoch, step, generator state, settings and tensors."},
-    {"repl", cmd_later, "netrun repl [FILE]", "Interactive session (not implemented yet)."},
+    {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",
+     "An interactive session: statements run as they are entered, an expression\n"
+     "prints its value, and :help lists the commands.  FILE runs first.\n" RUN_OPTIONS},
     {"help", cmd_help, "netrun help [VERB]", "Describe a verb."},
 };
 
@@ -201,60 +199,16 @@ static int cmd_dump(int argc, char **argv) {
   return status;
 }
 
-static const char *grad_kind_name(const OpProto *p) {
-  switch (p->grad_kind) {
-  case GRAD_NONE: return "none";
-  case GRAD_COMPOSITE: return "composite";
-  case GRAD_DEDICATED: return "dedicated";
-  }
-  return "?";
-}
-
-static void slot_list(char *buf, size_t n, const SlotProto *slots, int count) {
-  size_t k = 0;
-  buf[0] = 0;
-  for (int i = 0; i < count && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%s%s", i ? ", " : "", slots[i].name,
-                          slots[i].flags & SLOT_LIST ? "[]" : "");
-}
-
-static int describe_op(const OpProto *p) {
-  printf("%s: %s\n", p->type, p->doc);
-  printf("inputs:\n");
-  if (!p->nin) printf("  (none)\n");
-  for (int i = 0; i < p->nin; i++)
-    printf("  %-12s %s%s%s%s\n", p->in[i].name, p->in[i].doc ? p->in[i].doc : "",
-           p->in[i].flags & SLOT_LIST ? " (list)" : "", p->in[i].flags & SLOT_OPTIONAL ? " (optional)" : "",
-           p->in[i].flags & SLOT_NO_GRAD ? " (no gradient)" : "");
-  printf("outputs:\n");
-  if (!p->nout) printf("  (none)\n");
-  for (int i = 0; i < p->nout; i++)
-    printf("  %-12s %s%s\n", p->out[i].name, p->out[i].doc ? p->out[i].doc : "",
-           p->out[i].flags & SLOT_LIST ? " (list)" : "");
-  printf("attributes:\n");
-  if (!p->nattrs) printf("  (none)\n");
-  for (int i = 0; i < p->nattrs; i++) {
-    printf("  %-12s %-11s ", p->attrs[i].name, attr_type_name(p->attrs[i].type));
-    if (p->has_dflt[i]) {
-      fputs("= ", stdout);
-      attr_print(stdout, &p->dflt[i]);
-    } else {
-      fputs("(required)", stdout);
-    }
-    printf("  %s\n", p->attrs[i].doc ? p->attrs[i].doc : "");
-  }
-  printf("gradient: %s\n", grad_kind_name(p));
-  printf("kernel: %s\n", p->kernel ? "yes" : "not yet");
-  return 0;
-}
-
 static int cmd_ops(int argc, char **argv) {
   if (argc > 2) return usage_error("%s", "ops takes at most one NAME");
   int n;
   const OpProto *const *all = reg_all(reg_default(), &n);
   if (argc == 2) {
     const OpProto *p = reg_find(reg_default(), argv[1]);
-    if (p) return describe_op(p);
+    if (p) {
+      reg_describe(stdout, p);
+      return 0;
+    }
     const char **names = mem_alloc(NULL, sizeof *names * (size_t)n);
     for (int i = 0; i < n; i++) names[i] = all[i]->type;
     const char *near = diag_nearest(argv[1], names, n);
@@ -263,15 +217,7 @@ static int cmd_ops(int argc, char **argv) {
     else fprintf(stderr, "netrun: error: unknown op '%s'; `netrun ops` lists them\n", argv[1]);
     return EXIT_SCRIPT;
   }
-  printf("%-24s %-40s %-10s %s\n", "op", "inputs -> outputs", "gradient", "kernel");
-  for (int i = 0; i < n; i++) {
-    char in[128], out[128], sig[300];
-    slot_list(in, sizeof in, all[i]->in, all[i]->nin);
-    slot_list(out, sizeof out, all[i]->out, all[i]->nout);
-    snprintf(sig, sizeof sig, "%s -> %s", in, out);
-    printf("%-24s %-40s %-10s %s\n", all[i]->type, sig, grad_kind_name(all[i]),
-           all[i]->kernel ? "yes" : "no");
-  }
+  reg_print_table(stdout, all, n);
   return 0;
 }
 
@@ -304,12 +250,6 @@ static int cmd_run(int argc, char **argv) {
   return status;
 }
 
-static int cmp_timing(const void *a, const void *b) {
-  const OpTiming *x = a, *y = b;
-  if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;
-  return strcmp(x->type, y->type);
-}
-
 static int cmd_time(int argc, char **argv) {
   Args a;
   int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TIME);
@@ -328,20 +268,8 @@ static int cmd_time(int argc, char **argv) {
     if (status == 0) {
       int n;
       const OpTiming *t = exec_timings(ex, &n);
-      OpTiming *sorted = mem_alloc(NULL, sizeof *sorted * (size_t)(n + 1));
-      memcpy(sorted, t, sizeof *sorted * (size_t)n);
-      qsort(sorted, (size_t)n, sizeof *sorted, cmp_timing);
-      double total = 0;
-      int64_t calls = 0;
-      for (int i = 0; i < n; i++) total += sorted[i].seconds, calls += sorted[i].calls;
-      printf("%-24s %10s %12s %12s %7s\n", "op", "calls", "total ms", "per call us", "share");
-      for (int i = 0; i < n; i++)
-        printf("%-24s %10" PRId64 " %12.3f %12.3f %6.1f%%\n", sorted[i].type, sorted[i].calls,
-               sorted[i].seconds * 1e3, sorted[i].calls ? sorted[i].seconds * 1e6 / (double)sorted[i].calls : 0.0,
-               total > 0 ? 100.0 * sorted[i].seconds / total : 0.0);
-      printf("%-24s %10" PRId64 " %12.3f %12s %6.1f%%\n", "total", calls, total * 1e3, "", 100.0);
+      double total = cli_print_timings(stdout, t, n);
       printf("%" PRId64 " forward passes, %.3f ms each\n", a.iterations, total * 1e3 / (double)a.iterations);
-      mem_free(sorted);
     }
     diag_finish(&ld.diag);
     exec_free(ex);
@@ -385,12 +313,6 @@ static bool asks_help(int argc, char **argv) {
   return false;
 }
 
-static int cmd_later(int argc, char **argv) {
-  (void)argc;
-  fprintf(stderr, "netrun: %s: not implemented yet\n", argv[0]);
-  return EXIT_SCRIPT;
-}
-
 /* --plugin PATH (or --plugin=PATH), anywhere on the command line: loads
  * the plugin and removes the option from argv.  0, or the exit status. */
 static int load_plugins(int *argc, char **argv) {
@@ -421,13 +343,9 @@ static int load_plugins(int *argc, char **argv) {
 static int dispatch(int argc, char **argv) {
   int status;
   if (argc < 2) {
-    if (isatty(0)) {
-      char *repl[] = {"repl", NULL};
-      status = cmd_later(1, repl);
-    } else {
-      usage(stderr);
-      status = EXIT_USAGE;
-    }
+    /* Like python or sh: a session on a terminal, else one read from stdin. */
+    char *repl[] = {"repl", NULL};
+    status = repl_main(1, repl);
   } else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
     usage(stdout);
     status = 0;

@@ -258,6 +258,11 @@ const char *prog_export(const Program *p, const char *name) {
   return NULL;
 }
 
+const char *prog_user_name(const Program *p, const char *var) {
+  const VarDesc *v = prog_var(p, var);
+  return v && v->user_name ? v->user_name : var;
+}
+
 void prog_set_export(Program *p, const char *name, const char *var) {
   for (int i = 0; i < p->nexports; i++)
     if (strcmp(p->exports[i].name, name) == 0) {
@@ -267,6 +272,64 @@ void prog_set_export(Program *p, const char *name, const char *var) {
   Export *e = ARENA_PUSH(p->arena, p->exports, p->nexports, p->capexports);
   e->name = arena_strdup(p->arena, name);
   e->var = var;
+}
+
+/* ---- marks ------------------------------------------------------------- */
+
+void prog_mark(const Program *p, ProgMark *m) {
+  m->nblocks = p->nblocks;
+  size_t n = (size_t)p->nblocks + 1;
+  m->nvars = mem_alloc(NULL, 4 * n * sizeof *m->nvars);
+  m->nops = m->nvars + n, m->nargs = m->nops + n, m->nresults = m->nargs + n;
+  for (int i = 0; i <= p->nblocks; i++) {
+    const Block *b = i < p->nblocks ? p->blocks[i] : p->startup;
+    m->nvars[i] = b->nvars, m->nops[i] = b->nops, m->nargs[i] = b->nargs, m->nresults[i] = b->nresults;
+  }
+  m->export_vars = mem_alloc(NULL, sizeof *m->export_vars * (size_t)(p->nexports + 1));
+  for (int i = 0; i < p->nexports; i++) m->export_vars[i] = p->exports[i].var;
+  m->nexports = p->nexports;
+  m->nsettings = p->nsettings;
+  m->next_temp = p->next_temp;
+  m->nforward = p->nforward;
+  m->nbackward = p->nbackward;
+}
+
+void prog_rollback(Program *p, const ProgMark *m) {
+  bool dropped = p->nblocks > m->nblocks;
+  p->nblocks = m->nblocks;
+  for (int i = 0; i <= p->nblocks; i++) {
+    Block *b = i < p->nblocks ? p->blocks[i] : p->startup;
+    if (b->nvars > m->nvars[i]) {
+      b->nvars = m->nvars[i];
+      dropped = true;
+    }
+    b->nops = m->nops[i], b->nargs = m->nargs[i], b->nresults = m->nresults[i];
+  }
+  /* Open addressing cannot delete: the maps are rebuilt from what stays. */
+  if (dropped) {
+    p->all = map_new(p->arena);
+    for (int i = 0; i <= p->nblocks; i++) {
+      Block *b = i < p->nblocks ? p->blocks[i] : p->startup;
+      b->map = map_new(p->arena);
+      for (int k = 0; k < b->nvars; k++) map_put(p->arena, b->map, b->vars[k]), map_put(p->arena, p->all, b->vars[k]);
+    }
+  }
+  p->nexports = m->nexports;
+  for (int i = 0; i < p->nexports; i++) p->exports[i].var = m->export_vars[i];
+  p->nsettings = m->nsettings;
+  p->next_temp = m->next_temp;
+  p->nforward = m->nforward;
+  p->nbackward = m->nbackward;
+  /* The version counters only skip names in use; started afresh, they find
+   * the same free names the dropped ones had. */
+  p->versions = NULL;
+}
+
+void prog_mark_free(ProgMark *m) {
+  mem_free(m->nvars);
+  mem_free(m->export_vars);
+  m->nvars = NULL;
+  m->export_vars = NULL;
 }
 
 /* ---- op descriptions ----------------------------------------------------- */

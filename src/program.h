@@ -164,7 +164,25 @@ const char *prog_fresh(Program *p, const char *base);
 /* A fresh temporary "t.N". */
 const char *prog_temp(Program *p);
 const char *prog_export(const Program *p, const char *name);  /* var or NULL */
+/* The name a user knows a variable by (h for h.2), or the variable's. */
+const char *prog_user_name(const Program *p, const char *var);
 void prog_set_export(Program *p, const char *name, const char *var);
+
+/* A mark of how far a program was built, and the rollback to it: the REPL
+ * undoes a statement that failed, and a backward appended only to be
+ * printed.  Blocks, variables, ops, block args and results, exports and
+ * settings added after the mark are dropped, and exports changed since are
+ * restored (the memory stays in the arena).  Only growth is undone: a
+ * description changed in place is not. */
+typedef struct ProgMark {
+  int nblocks;
+  int *nvars, *nops, *nargs, *nresults;   /* per block at the mark; [nblocks]: startup */
+  const char **export_vars;
+  int nexports, nsettings, next_temp, nforward, nbackward;
+} ProgMark;
+void prog_mark(const Program *p, ProgMark *m);
+void prog_rollback(Program *p, const ProgMark *m);
+void prog_mark_free(ProgMark *m);
 
 OpDesc *op_new(Program *p, const char *type, Span span);
 void op_append(Block *b, Program *p, OpDesc *op);

@@ -72,6 +72,14 @@ bool reg_add(Registry *r, OpProto *proto) {
   return true;
 }
 
+bool reg_remove(Registry *r, const char *type) {
+  int at = find_index(r, type);
+  if (at < 0) return false;
+  memmove(&r->protos[at], &r->protos[at + 1], (size_t)(r->n - at - 1) * sizeof *r->protos);
+  r->n--;
+  return true;
+}
+
 Registry *reg_default(void) {
   if (default_registry) return default_registry;
   Registry *r = mem_calloc(1, sizeof *r);
@@ -424,4 +432,63 @@ const char *check_probability(const AttrValue *v) {
 
 const char *check_float_dtype(const AttrValue *v) {
   return v->u.i == DT_F32 ? NULL : "must be f32";
+}
+
+/* ---- describing ops (netrun ops, the REPL's :ops) ------------------------------- */
+
+static const char *grad_kind_name(const OpProto *p) {
+  switch (p->grad_kind) {
+  case GRAD_NONE: return "none";
+  case GRAD_COMPOSITE: return "composite";
+  case GRAD_DEDICATED: return "dedicated";
+  }
+  return "?";
+}
+
+static void slot_list(char *buf, size_t n, const SlotProto *slots, int count) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int i = 0; i < count && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%s%s", i ? ", " : "", slots[i].name,
+                          slots[i].flags & SLOT_LIST ? "[]" : "");
+}
+
+void reg_print_table(FILE *f, const OpProto *const *ops, int n) {
+  fprintf(f, "%-24s %-40s %-10s %s\n", "op", "inputs -> outputs", "gradient", "kernel");
+  for (int i = 0; i < n; i++) {
+    char in[128], out[128], sig[300];
+    slot_list(in, sizeof in, ops[i]->in, ops[i]->nin);
+    slot_list(out, sizeof out, ops[i]->out, ops[i]->nout);
+    snprintf(sig, sizeof sig, "%s -> %s", in, out);
+    fprintf(f, "%-24s %-40s %-10s %s\n", ops[i]->type, sig, grad_kind_name(ops[i]), ops[i]->kernel ? "yes" : "no");
+  }
+}
+
+void reg_describe(FILE *f, const OpProto *p) {
+  fprintf(f, "%s: %s\n", p->type, p->doc);
+  fprintf(f, "inputs:\n");
+  if (!p->nin) fprintf(f, "  (none)\n");
+  for (int i = 0; i < p->nin; i++)
+    fprintf(f, "  %-12s %s%s%s%s\n", p->in[i].name, p->in[i].doc ? p->in[i].doc : "",
+            p->in[i].flags & SLOT_LIST ? " (list)" : "", p->in[i].flags & SLOT_OPTIONAL ? " (optional)" : "",
+            p->in[i].flags & SLOT_NO_GRAD ? " (no gradient)" : "");
+  fprintf(f, "outputs:\n");
+  if (!p->nout) fprintf(f, "  (none)\n");
+  for (int i = 0; i < p->nout; i++)
+    fprintf(f, "  %-12s %s%s\n", p->out[i].name, p->out[i].doc ? p->out[i].doc : "",
+            p->out[i].flags & SLOT_LIST ? " (list)" : "");
+  fprintf(f, "attributes:\n");
+  if (!p->nattrs) fprintf(f, "  (none)\n");
+  for (int i = 0; i < p->nattrs; i++) {
+    fprintf(f, "  %-12s %-11s ", p->attrs[i].name, attr_type_name(p->attrs[i].type));
+    if (p->has_dflt[i]) {
+      fputs("= ", f);
+      attr_print(f, &p->dflt[i]);
+    } else {
+      fputs("(required)", f);
+    }
+    fprintf(f, "  %s\n", p->attrs[i].doc ? p->attrs[i].doc : "");
+  }
+  fprintf(f, "gradient: %s\n", grad_kind_name(p));
+  fprintf(f, "kernel: %s\n", p->kernel ? "yes" : "not yet");
 }

@@ -102,9 +102,16 @@ void prog_release(Program *p);
 /* Registers a proto (not copied: it must outlive the registry).  Returns
  * false if the type is already taken. */
 bool reg_add(Registry *r, OpProto *proto);
+/* Unregisters a type (the REPL undoing an `op` definition); false if it
+ * was not registered. */
+bool reg_remove(Registry *r, const char *type);
 const OpProto *reg_find(const Registry *r, const char *type);
 /* All registered types, sorted by name; *n gets the count. */
 const OpProto *const *reg_all(const Registry *r, int *n);
+/* netrun ops: one line per op (type, inputs -> outputs, gradient, kernel)
+ * under a heading; and one op in full. */
+void reg_print_table(FILE *f, const OpProto *const *ops, int n);
+void reg_describe(FILE *f, const OpProto *p);
 int reg_slot_index(const SlotProto *slots, int n, const char *name);
 int reg_attr_index(const OpProto *p, const char *name);
 /* Runs the checkers of attribute attrs[attr] on v: NULL, or the message. */

@@ -52,6 +52,12 @@ void tape_free(Tape *t) {
   memset(t, 0, sizeof *t);
 }
 
+void tape_truncate(Tape *t, int n) {
+  for (int i = n; i < t->n; i++)
+    for (int k = 0; k < t->entries[i].nin + t->entries[i].nout; k++) tensor_unref(t->entries[i].vals[k]);
+  if (n < t->n) t->n = n;
+}
+
 const char *tape_turn(Tape *t, const char *parent, int64_t k) {
   /* Once per loop turn: no printf. */
   char digits[24];

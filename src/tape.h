@@ -42,6 +42,8 @@ void tape_free(Tape *t);
 void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
                  const char *const *in_turns, int nin, Tensor *const *outs,
                  const char *const *out_vars, int nout, const char *turn);
+/* Drops the entries from the n-th on (the REPL undoing a statement). */
+void tape_truncate(Tape *t, int n);
 /* The suffix of turn k inside a frame whose suffix is parent: "#k" appended. */
 const char *tape_turn(Tape *t, const char *parent, int64_t k);
 /* The tape as a program of one flat block: every value declared with its

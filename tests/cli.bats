@@ -82,15 +82,6 @@ setup() {
   [ "$output" = "$("$NETRUN" help dump)" ]
 }
 
-@test "later verbs are reserved and say not implemented yet" {
-  for v in repl; do
-    run "$NETRUN" "$v" "$EX/xor.net"
-    [ "$status" -eq 1 ]
-    [ "$output" = "netrun: $v: not implemented yet" ]
-  done
-
-}
-
 @test "a missing file is a clear error" {
   run "$NETRUN" dump nowhere.net
   [ "$status" -eq 1 ]

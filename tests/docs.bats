@@ -2,7 +2,8 @@
 # docs.bats — the documentation cannot rot: every example script in the
 # language man page lowers cleanly, the examples of netrun-ops(7) build and
 # check, every session of commands in the man pages prints what the page
-# shows, and the README's sample output is what netrun prints.
+# shows, every session transcript in netrun(1) is what a session prints,
+# and the README's sample output is what netrun prints.
 
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
@@ -146,6 +147,34 @@ run_session() {
     diff -u "$b" actual.txt
   done
   [ "$n" -ge 1 ] && [ -f swish.so ] && [ -f swish_plugin.backward ]
+}
+
+# Writes each `.\" transcript: NAME` ... `.\" end transcript` block of a
+# man page as NAME.in, the lines entered (after a prompt, without it), and
+# NAME.out, the other lines: what a session fed NAME.in prints.
+transcripts() {
+  awk '
+    /^\.\\" transcript: / { name = $3; out = 1; printf "" > (name ".in"); printf "" > (name ".out"); next }
+    /^\.\\" end transcript/ { out = 0; close(name ".in"); close(name ".out"); next }
+    out && /^\.(EX|EE)/ { next }
+    out {
+      gsub(/\\-/, "-"); gsub(/\\\(aq/, "\047"); gsub(/\\\(dq/, "\""); gsub(/\\\(ha/, "^")
+      gsub(/\\\(ti/, "~"); gsub(/\\e/, "\\"); gsub(/^\\&/, "")
+      if (sub(/^netrun> /, "") || sub(/^   \.\.\.> /, "")) print >> (name ".in")
+      else print >> (name ".out")
+    }
+  ' "$1"
+}
+
+@test "every session transcript in netrun(1) is what a session prints" {
+  transcripts "$ROOT/man/netrun.1"
+  n=0
+  for f in *.in; do
+    "$NETRUN" repl < "$f" > "${f%.in}.actual" 2>&1 || true
+    diff -u "${f%.in}.out" "${f%.in}.actual"
+    n=$((n + 1))
+  done
+  [ "$n" -ge 1 ]
 }
 
 @test "the README's dump of examples/xor.net is current" {
