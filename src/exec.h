@@ -71,6 +71,8 @@ Tape *exec_tape(Executor *ex);
 int64_t exec_ops_run(const Executor *ex);   /* ops executed so far */
 /* Asks a running executor to stop at the next op (safe in a signal handler). */
 void exec_interrupt(void);
+/* Whether the last run was stopped by exec_interrupt (Ctrl-C). */
+bool exec_interrupted(void);
 Rng *exec_rng(Executor *ex);
 
 /* Per-op-type timing (netrun time). */

@@ -3,13 +3,14 @@
  *   netrun VERB [OPTIONS] FILE      see `netrun --help` and man/netrun.1
  *
  * Exit status: 0 success, 1 an error in the script or its data, 2 a usage
- * error, 3 out of memory. */
+ * error, 3 out of memory (mem.h), 130 interrupted (Ctrl-C). */
 #include "ast.h"
 #include "cli.h"
 #include "registry.h"
 #include "tape.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,8 @@ int cmd_plot(int argc, char **argv);        /* plot.c */
   "  --feed NAME=FILE   feed input NAME from a CSV file (rows: first dimension)\n"   \
   "  --seed N           seed of the random generator (default 0)\n"                 \
   "  --max-steps N      turns one while loop may take (default 1000000)\n"          \
+  "  --max-memory SIZE  memory all values may take together, e.g. 512M, 4G\n"       \
+  "                     (default: the machine's physical memory)\n"                \
   "  --check-nan        stop at the first op that produces NaN or Inf\n"            \
   "  --precision N      digits printed values show (default 8)\n"
 #define GRAD_OPTIONS                                                                 \
@@ -390,6 +393,8 @@ int main(int argc, char **argv) {
       status = EXIT_USAGE;
     }
   }
+  /* A run stopped by Ctrl-C exits like a shell's interrupted command. */
+  if (status == EXIT_SCRIPT && exec_interrupted()) status = 128 + SIGINT;
   reg_free_default();
   return status;
 }

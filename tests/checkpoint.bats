@@ -8,7 +8,7 @@
 
 setup_file() {
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
-  local srcs=(tests/ckpt/mkckpt.c src/checkpoint.c src/mem.c src/tensor.c src/program.c)
+  local srcs=(tests/ckpt/mkckpt.c src/checkpoint.c src/file.c src/mem.c src/tensor.c src/program.c)
   local flags=(-std=c11 -D_GNU_SOURCE -g -Isrc)
   cd "$BATS_TEST_DIRNAME/.."
   "${CC:-cc}" "${flags[@]}" -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
@@ -109,7 +109,7 @@ EOF
   [ "${lines[2]}" = "$PWD/api.ckpt: cannot save checkpoint: tensor name '' is empty" ]
   [[ "${lines[3]}" == *": cannot save checkpoint: tensor name 'xxxx"*"' is too long" ]]
   [ "${lines[4]}" = "$PWD/no/such/folder/api.ckpt: cannot save checkpoint: cannot create a temporary file in $PWD/no/such/folder: No such file or directory" ]
-  [ "${lines[5]}" = "$PWD: cannot save checkpoint (renaming the temporary file over it): Is a directory" ]
+  [ "${lines[5]}" = "$PWD: cannot save checkpoint: cannot rename the temporary file over it: Is a directory" ]
   [ "${lines[6]}" = "api ok" ]
   [ -z "$(ls)" ]       # no file, no temporary file left behind
 }
@@ -370,7 +370,7 @@ malformed() {
   cp full/run.ckpt before.ckpt
   run "$MKCKPT" big full/run.ckpt 1            # 1 MiB into 64 KiB
   [ "$status" -eq 1 ]
-  [ "$output" = "mkckpt: full/run.ckpt: cannot save checkpoint (writing): No space left on device" ]
+  [ "$output" = "mkckpt: full/run.ckpt: cannot save checkpoint: cannot write: No space left on device" ]
   cmp before.ckpt full/run.ckpt
   [ "$(ls full)" = run.ckpt ]
   # and the space is back: a small checkpoint still fits
