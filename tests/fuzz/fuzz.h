@@ -11,6 +11,7 @@
 
 #include "lower.h"
 #include "registry.h"
+#include "train.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -63,6 +64,17 @@ static inline bool fuzz_script(FuzzScript *s, const uint8_t *data, size_t size) 
     lower_export(s->L);
   }
   return root && s->diag.nerrors == 0;
+}
+
+/* Appends the training program when the script has a train block, else
+ * the backward of `loss` when it defines one; true when it did. */
+static inline bool fuzz_backward(FuzzScript *s) {
+  BackwardResult bw;
+  if (s->prog->nsettings) {
+    TrainConfig c;
+    return train_config(s->prog, NULL, &c, true) && train_program(s->prog, &c, &bw);
+  }
+  return prog_export(s->prog, "loss") && append_backward(s->prog, "loss", NULL, 0, NULL, 0, &bw);
 }
 
 static inline void fuzz_script_free(FuzzScript *s) {

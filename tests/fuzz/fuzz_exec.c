@@ -1,6 +1,7 @@
 /* fuzz_exec.c — a script's bytes lowered and executed, like netrun run
- * (the tape recorded); when the script defines `loss`, its backward is
- * appended first and runs too, like netrun grad.
+ * (the tape recorded); when the script has a train block, its training
+ * program runs (one step, like netrun train), else when it defines `loss`,
+ * its backward is appended and runs too, like netrun grad.
  *
  * Small limits keep every input quick and bounded: the program's ops,
  * turns per loop (--max-steps), the memory all tensors may take
@@ -8,8 +9,8 @@
  * interrupts the run as Ctrl-C would. */
 #include "fuzz.h"
 
-#include "backward.h"
 #include "exec.h"
+#include "train.h"
 
 #include <signal.h>
 #include <sys/time.h>
@@ -38,8 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > FUZZ_MAX_INPUT) return 0;
   FuzzScript s;
   if (fuzz_script(&s, data, size)) {
-    BackwardResult bw;
-    if (prog_export(s.prog, "loss")) append_backward(s.prog, "loss", NULL, 0, NULL, 0, &bw);
+    bool backward = fuzz_backward(&s);
     if (s.diag.nerrors == 0) {
       ExecOptions o;
       exec_default_options(&o);
@@ -47,6 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       o.out = fuzz_null();
       o.check_nan = size % 2;
       Executor *ex = exec_new(s.prog, &o);
+      Tensor *lr = tensor_scalar_f32(0.01f);
+      if (backward) exec_preload(ex, TRAIN_LR_VAR, lr);
+      tensor_unref(lr);
       cpu_timer(1000000);
       exec_run(ex);
       cpu_timer(0);

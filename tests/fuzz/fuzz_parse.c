@@ -1,11 +1,13 @@
 /* fuzz_parse.c — a script's bytes through the scanner, the parser, the
- * syntax tree printer, lowering and the three dump formats; when the
- * script defines `loss`, append_backward too, and the dump of the whole.
- * (What netrun dump [--ast] [--backward] does with a file.) */
+ * syntax tree printer, lowering and the three dump formats; then, when the
+ * script has a train block, the training program (train_config,
+ * train_program), else when it defines `loss`, append_backward, and the
+ * dump of the whole.  (What netrun dump [--ast] [--backward] [--train]
+ * does with a file.) */
 #include "fuzz.h"
 
-#include "backward.h"
 #include "dump.h"
+#include "train.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
@@ -23,8 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzScript s;
   if (fuzz_script(&s, data, size)) {
     dump_all(s.prog);
-    BackwardResult bw;
-    if (prog_export(s.prog, "loss") && append_backward(s.prog, "loss", NULL, 0, NULL, 0, &bw)) dump_all(s.prog);
+    if (fuzz_backward(&s)) dump_all(s.prog);
   }
   fuzz_script_free(&s);
   return 0;
