@@ -21,13 +21,10 @@ setup() {
   cd "$BATS_TEST_TMPDIR"
 }
 
+load fs_helpers
+
 teardown() {
-  # Mounts and folders the atomicity tests made.
-  local m
-  for m in $(awk -v d="$BATS_TEST_TMPDIR" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r); do
-    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-  done
-  if [ -n "${SHARED_DIR:-}" ]; then chmod -R u+w "$SHARED_DIR"; rm -rf "$SHARED_DIR"; fi
+  cleanup_fs   # mounts and folders the atomicity tests made
 }
 
 # poke FILE OFFSET HEX...: overwrite bytes of FILE in place.
@@ -340,10 +337,8 @@ malformed() {
 }
 
 @test "a write into a folder without write permission fails clearly and leaves the old checkpoint" {
-  # Root ignores permissions, so as root the writer runs as nobody, from a
-  # folder nobody can reach.
-  SHARED_DIR=$(mktemp -d /tmp/netrun-ckpt.XXXXXX)
-  chmod 755 "$SHARED_DIR"
+  # As root the writer runs as nobody, from a folder nobody can reach.
+  shared_dir
   cp "$MKCKPT" "$SHARED_DIR/mkckpt"
   dir=$SHARED_DIR/locked
   mkdir "$dir"
@@ -351,12 +346,8 @@ malformed() {
   chmod 644 "$dir/run.ckpt"
   cp "$dir/run.ckpt" before.ckpt
   chmod 555 "$dir"
-  as=()
-  if [ "$(id -u)" = 0 ]; then
-    command -v setpriv >/dev/null || skip "running as root without setpriv to drop privileges"
-    as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-  fi
-  run "${as[@]}" "$SHARED_DIR/mkckpt" big "$dir/run.ckpt" 0.1
+  as_nobody
+  run "${AS[@]}" "$SHARED_DIR/mkckpt" big "$dir/run.ckpt" 0.1
   [ "$status" -eq 1 ]
   [ "$output" = "mkckpt: $dir/run.ckpt: cannot save checkpoint: cannot create a temporary file in $dir: Permission denied" ]
   cmp before.ckpt "$dir/run.ckpt"

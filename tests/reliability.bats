@@ -18,12 +18,10 @@ setup() {
   STRIDE=${NETRUN_WALK_STRIDE:-1}
 }
 
+load fs_helpers
+
 teardown() {
-  local m
-  for m in $(awk -v d="$BATS_TEST_TMPDIR" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r); do
-    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-  done
-  if [ -n "${SHARED_DIR:-}" ]; then chmod -R u+w "$SHARED_DIR"; rm -rf "$SHARED_DIR"; fi
+  cleanup_fs
 }
 
 # ---- failing allocations ----------------------------------------------------------
@@ -120,14 +118,14 @@ no_temporaries() {
 # gen FILE PYTHON: writes a generated script.
 gen() { python3 -c "$2" > "$1"; }
 
-# refuses ARGS... -- PATTERN: netrun ARGS fails with status 1 within 60 s,
-# with an error matching PATTERN, and no crash.
+# refuses ARGS... -- TEXT: netrun ARGS fails with status 1 within 60 s,
+# no crash, and its errors hold TEXT.
 refuses() {
-  local args=() 
+  local args=()
   while [ "$1" != -- ]; do args+=("$1"); shift; done
   run timeout 60 "$NETRUN" "${args[@]}"
   [ "$status" -eq 1 ] || { echo "status $status: ${output:0:2000}"; false; }
-  [[ "$output" == *$2* ]] || { echo "${output:0:2000}"; false; }
+  [[ "$output" == *"$2"* ]] || { echo "${output:0:2000}"; false; }
 }
 
 @test "100,000 nested parentheses, brackets, ifs and whiles: an error at the limit, no crash" {
@@ -220,36 +218,24 @@ print('def f40(x) {\n  return x\n}\ny = f0(1.0)')"
 
 @test "tensors too large are refused before allocating, naming their size" {
   printf 'x = zeros([100000, 100000, 100])\nprint(sum(x))\n' > big.net
-  run "$NETRUN" run big.net
-  [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "big.net:1:5: error: zeros: output 'x' of shape [100000, 100000, 100]: it would take 3.64 TiB, more than the 16 GiB one tensor may take" ]
+  refuses run big.net -- "big.net:1:5: error: zeros: output 'x' of shape [100000, 100000, 100]: it would take 3.64 TiB, more than the 16 GiB one tensor may take"
   # Element counts past 2^63 are refused when lowering.
   printf 'x = zeros([4294967296, 4294967296, 4294967296])\n' > over.net
-  run "$NETRUN" run over.net
-  [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "over.net:1:11: error: attribute 'shape' of 'zeros' has too many elements (more than 2^63)" ]
+  refuses run over.net -- "over.net:1:11: error: attribute 'shape' of 'zeros' has too many elements (more than 2^63)"
   printf 'x = ones([3, 4])\ny = reshape(x, [3037000500, 3037000500, -1])\n' > over2.net
-  run "$NETRUN" run over2.net
-  [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "over2.net:2:16: error: attribute 'shape' of 'reshape' has too many elements (more than 2^63)" ]
+  refuses run over2.net -- "over2.net:2:16: error: attribute 'shape' of 'reshape' has too many elements (more than 2^63)"
   # Sizes known only when running: fed, or grown by a loop.
   printf 'input a : f32[N, 1]\ninput b : f32[M]\nc = a * b\nprint(sum(c))\n' > outer.net
   seq 100000 | sed 's/.*/1/' > ones.csv
-  run "$NETRUN" run --feed a=ones.csv --feed b=ones.csv outer.net
-  [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "outer.net:3:7: error: mul: output 'c' of shape [100000, 100000]: it would take 37.3 GiB, more than the 16 GiB one tensor may take" ]
+  refuses run --feed a=ones.csv --feed b=ones.csv outer.net -- "outer.net:3:7: error: mul: output 'c' of shape [100000, 100000]: it would take 37.3 GiB, more than the 16 GiB one tensor may take"
   # The memory limit: all tensors together.
   printf 'x = ones([1000, 1000])\ny = x + 1\nprint(sum(y))\n' > two.net
-  run "$NETRUN" run --max-memory 5M two.net
-  [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "two.net:2:7: error: add: output 'y' of shape [1000, 1000]: it would take 3.81 MiB, but only 1.19 MiB of the memory limit of 5 MiB is free (--max-memory)" ]
+  refuses run --max-memory 5M two.net -- "two.net:2:7: error: add: output 'y' of shape [1000, 1000]: it would take 3.81 MiB, but only 1.19 MiB of the memory limit of 5 MiB is free (--max-memory)"
   run "$NETRUN" run --max-memory 8M two.net
   [ "$status" -eq 0 ]
   [ "$output" = "2000000.0" ]
   printf 'x = ones([1024, 1024])\nwhile true {\n  x = concat([x, x], axis=0)\n}\n' > grow.net
-  run "$NETRUN" run --max-memory 64M grow.net
-  [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "grow.net:3:7: error: concat: output 'x.2' of shape [16384, 1024]: it would take 64 MiB, but only 28 MiB of the memory limit of 64 MiB is free (--max-memory)" ]
+  refuses run --max-memory 64M grow.net -- "grow.net:3:7: error: concat: output 'x.2' of shape [16384, 1024]: it would take 64 MiB, but only 28 MiB of the memory limit of 64 MiB is free (--max-memory)"
   run "$NETRUN" run --max-memory lots two.net
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: --max-memory needs a size, e.g. 512M or 4G" ]
@@ -295,19 +281,19 @@ print('def f40(x) {\n  return x\n}\ny = f0(1.0)')"
 
 # Every writer, each given a target that holds OLD content in folder $1;
 # each must fail with status 1 and an error naming its file, leave the old
-# contents, and leave no temporary file.  Runs as "${as[@]}" netrun.
+# contents, and leave no temporary file.  Runs as "${AS[@]}" netrun.
 writers_fail() {
   local d=$1 why=$2
-  run "${as[@]}" "$NETRUN" dump -o "$d/out.txt" "$W/xor.net"
+  run "${AS[@]}" "$NETRUN" dump -o "$d/out.txt" "$W/xor.net"
   [ "$status" -eq 1 ]
   [ "$output" = "netrun: error: $d/out.txt: $why" ] || { echo "$output"; false; }
-  run "${as[@]}" "$NETRUN" plot -o "$d/out.svg" "$W/two_splits.jsonl"
+  run "${AS[@]}" "$NETRUN" plot -o "$d/out.svg" "$W/two_splits.jsonl"
   [ "$status" -eq 1 ]
   [ "$output" = "netrun: error: $d/out.svg: $why" ] || { echo "$output"; false; }
-  run "${as[@]}" "$NETRUN" train --epochs 1 --save "$d/run.ckpt" --data "$W/xor.csv" "$W/xor.net"
+  run "${AS[@]}" "$NETRUN" train --epochs 1 --save "$d/run.ckpt" --data "$W/xor.csv" "$W/xor.net"
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: $d/run.ckpt: cannot save checkpoint: $why"* ]] || { echo "$output"; false; }
-  run "${as[@]}" "$NETRUN" train --epochs 1 --log "$d/run.jsonl" --data "$W/xor.csv" "$W/xor.net"
+  run "${AS[@]}" "$NETRUN" train --epochs 1 --log "$d/run.jsonl" --data "$W/xor.csv" "$W/xor.net"
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: $d/run.jsonl: $why"* ]] || { echo "$output"; false; }
   for f in out.txt out.svg run.ckpt run.jsonl; do [ "$(cat "$d/$f")" = OLD ]; done
@@ -316,8 +302,7 @@ writers_fail() {
 
 # A folder every user can reach, holding what the writers read.
 shared_inputs() {
-  SHARED_DIR=$(mktemp -d /tmp/netrun-rel.XXXXXX)
-  chmod 755 "$SHARED_DIR"
+  shared_dir
   W=$SHARED_DIR
   cp "$EX/xor.net" "$EX/data/xor.csv" "$ROOT/tests/plot/two_splits.jsonl" "$W/"
   chmod 644 "$W"/*
@@ -331,12 +316,7 @@ olds() { for f in out.txt out.svg run.ckpt run.jsonl; do echo OLD > "$1/$f"; don
   olds "$W/locked"
   chmod 644 "$W/locked"/*
   chmod 555 "$W/locked"
-  as=()
-  if [ "$(id -u)" = 0 ]; then
-    # Root ignores permissions: run as nobody.
-    command -v setpriv >/dev/null || skip "running as root without setpriv to drop privileges"
-    as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-  fi
+  as_nobody
   writers_fail "$W/locked" "cannot create a temporary file in $W/locked: Permission denied"
 }
 
@@ -346,7 +326,7 @@ olds() { for f in out.txt out.svg run.ckpt run.jsonl; do echo OLD > "$1/$f"; don
   shared_inputs
   olds ro
   mount -o remount,ro ro
-  as=()
+  AS=()
   writers_fail ro "cannot create a temporary file in ro: Read-only file system"
 }
 
@@ -356,7 +336,7 @@ olds() { for f in out.txt out.svg run.ckpt run.jsonl; do echo OLD > "$1/$f"; don
   shared_inputs
   olds full
   dd if=/dev/zero of=full/filler bs=1k 2>/dev/null || true    # until it is full
-  as=()
+  AS=()
   writers_fail full "cannot write: No space left on device"
   # With room for a few lines, a log stops at the first that does not fit,
   # and holds whole lines only.
