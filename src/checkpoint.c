@@ -678,10 +678,12 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
     close(fd);
     return fail(err, errlen, "%s: is a directory, not a checkpoint", path);
   }
-  if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > CKPT_MAX_FILE) {
+  /* The whole file is read into memory: it must fit the memory limit too. */
+  uint64_t most = CKPT_MAX_FILE < (uint64_t)tensor_memory_limit() ? CKPT_MAX_FILE : (uint64_t)tensor_memory_limit();
+  if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > most) {
     close(fd);
-    return fail(err, errlen, "%s: too large for a checkpoint (%lld bytes; at most %" PRIu64 ")", path,
-                (long long)st.st_size, CKPT_MAX_FILE);
+    return fail(err, errlen, "%s: too large for a checkpoint (%lld bytes; at most %" PRIu64 "%s)", path,
+                (long long)st.st_size, most, most < CKPT_MAX_FILE ? ", the memory limit" : "");
   }
   /* A regular file is read in one allocation (and one byte more, to see its
    * end); anything else grows as it comes. */
@@ -689,11 +691,11 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
   unsigned char *b = mem_alloc(NULL, cap);
   for (;;) {
     if (len == cap) {
-      if (cap > CKPT_MAX_FILE) {
+      if (cap > most) {
         close(fd);
         mem_free(b);
-        return fail(err, errlen, "%s: too large for a checkpoint (more than %" PRIu64 " bytes)", path,
-                    CKPT_MAX_FILE);
+        return fail(err, errlen, "%s: too large for a checkpoint (more than %" PRIu64 " bytes%s)", path, most,
+                    most < CKPT_MAX_FILE ? ", the memory limit" : "");
       }
       cap *= 2;
       b = mem_alloc(b, cap);
@@ -708,6 +710,10 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
     }
     if (k == 0) break;
     len += (size_t)k;
+    /* A stream (a pipe, /dev/zero) is read only as far as its preamble
+     * says: a wrong magic, or bytes past the declared length, end it, and
+     * ckpt_parse says what is wrong. */
+    if (!S_ISREG(st.st_mode) && len >= PREAMBLE && (memcmp(b, MAGIC, 8) != 0 || len > get_le(b + 12, 8))) break;
   }
   close(fd);
   *buf = b;

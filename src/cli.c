@@ -256,7 +256,13 @@ bool out_open(Out *o, const char *path) {
 }
 
 bool out_close(Out *o) {
-  if (!o->path) return fflush(stdout) == 0;
+  if (!o->path) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
+    fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
+    clearerr(stdout);
+    return false;
+  }
   /* The stream flushes to the descriptor the atomic file syncs and
    * closes; fclose would close it first. */
   errno = 0;

@@ -55,10 +55,26 @@ static mode_t new_file_mode(const char *path) {
 }
 
 bool file_begin(AtomicFile *a, const char *path, char *err, size_t errlen) {
+  memset(a, 0, sizeof *a);
+  a->path = path;
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    /* A device or a pipe (/dev/null, /dev/stdout) cannot be replaced: it
+     * is written in place, as a shell's redirection would. */
+    a->fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (a->fd < 0) snprintf(err, errlen, "cannot write: %s", strerror(errno));
+    return a->fd >= 0;
+  }
+  /* A symbolic link stays one: the file it names is replaced. */
+  if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+    char *real = realpath(path, NULL);
+    if (real) a->path = a->real = mem_strdup(real);
+    free(real);
+  }
+  path = a->path;
   /* Everything is allocated now: committing allocates nothing, so running
    * out of memory cannot strike between the rename and the folder's sync. */
   size_t n = strlen(path);
-  a->path = path;
   a->dir = folder_of(path);
   a->tmp = mem_alloc(NULL, n + sizeof ".tmp.XXXXXX");
   memcpy(a->tmp, path, n);
@@ -68,7 +84,8 @@ bool file_begin(AtomicFile *a, const char *path, char *err, size_t errlen) {
     snprintf(err, errlen, "cannot create a temporary file in %s: %s", a->dir, strerror(errno));
     mem_free(a->tmp);
     mem_free(a->dir);
-    a->tmp = a->dir = NULL;
+    mem_free(a->real);
+    a->tmp = a->dir = a->real = NULL;
     return false;
   }
   track(a->tmp, true);
@@ -80,14 +97,14 @@ static void forget(AtomicFile *a) {
   track(a->tmp, false);
   mem_free(a->tmp);
   mem_free(a->dir);
-  a->tmp = a->dir = NULL;
+  mem_free(a->real);
+  a->tmp = a->dir = a->real = NULL;
   a->fd = -1;
 }
 
 void file_abort(AtomicFile *a) {
-  if (!a->tmp) return;
   if (a->fd >= 0) close(a->fd);
-  unlink(a->tmp);
+  if (a->tmp) unlink(a->tmp);
   forget(a);
 }
 
@@ -102,6 +119,12 @@ static bool sync_folder(const char *dir, char *err, size_t errlen) {
 }
 
 bool file_commit(AtomicFile *a, int werr, char *err, size_t errlen) {
+  if (!a->tmp) {   /* written in place */
+    if (close(a->fd) != 0 && !werr) werr = errno;
+    a->fd = -1;
+    if (werr) snprintf(err, errlen, "cannot write: %s", strerror(werr));
+    return !werr;
+  }
   const char *stage = "cannot write";
   if (!werr && fsync(a->fd) != 0) werr = errno, stage = "cannot sync";
   if (close(a->fd) != 0 && !werr) werr = errno, stage = "cannot close";
@@ -137,7 +160,11 @@ bool file_log_open(LogFile *l, const char *path, bool append, char *err, size_t 
   memset(l, 0, sizeof *l);
   l->path = path;
   l->fd = -1;
-  if (!append) return file_begin(&l->a, path, err, errlen);
+  if (!append) {
+    if (!file_begin(&l->a, path, err, errlen)) return false;
+    if (!l->a.tmp) l->fd = l->a.fd;   /* a device or a pipe */
+    return true;
+  }
   l->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
   if (l->fd < 0) {
     snprintf(err, errlen, "cannot open: %s", strerror(errno));
@@ -170,7 +197,8 @@ bool file_log_line(LogFile *l, const char *line, char *err, size_t errlen) {
   int e = fd < 0 ? EBADF : file_write_all(fd, buf, n + 1);
   if (buf != stack) mem_free(buf);
   if (e) {
-    /* A part of a line would spoil the log for its readers: cut it off. */
+    /* A part of a line would spoil the log for its readers: cut it off
+     * (a pipe or a device cannot be, and needs not). */
     if (fd >= 0 && ftruncate(fd, (off_t)l->size) != 0) {}
     if (l->a.tmp) file_abort(&l->a);
     snprintf(err, errlen, "cannot write: %s", strerror(e));

@@ -6,7 +6,10 @@
  * fsync'ed, renamed over PATH, and the folder is fsync'ed: a reader sees
  * the old file or the new one, never a part, and an error (disk full,
  * permission denied, out of memory) leaves the old file as it was.  The new
- * file gets the mode of the file it replaces, else 0666 less the umask.
+ * file gets the mode of the file it replaces, else 0666 less the umask.  A
+ * symbolic link stays a link: the file it names is replaced.  A target that
+ * is not a regular file (/dev/null, a pipe) cannot be replaced and is
+ * written in place.
  * The temporary files of writes not finished when the process exits (out
  * of memory exits through exit()) are removed by an atexit handler.
  *
@@ -29,7 +32,8 @@
 #include <stddef.h>
 
 typedef struct AtomicFile {
-  const char *path;       /* the target (borrowed) */
+  const char *path;       /* the target: the caller's, or real */
+  char *real;             /* the file a symbolic link target names */
   char *tmp;              /* the temporary file's name, while it exists */
   char *dir;              /* the folder holding both */
   int fd;                 /* the temporary file, open for writing */

@@ -9,6 +9,7 @@
 #include "registry.h"
 #include "tape.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -392,6 +393,13 @@ int main(int argc, char **argv) {
       fputc('\n', stderr);
       status = EXIT_USAGE;
     }
+  }
+  /* Output that could not be written (a full disk) is an error, even when
+   * the verb succeeded (GNU's close_stdout). */
+  errno = 0;
+  if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
+    fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
+    status = EXIT_SCRIPT;
   }
   /* A run stopped by Ctrl-C exits like a shell's interrupted command. */
   if (status == EXIT_SCRIPT && exec_interrupted()) status = 128 + SIGINT;

@@ -106,7 +106,7 @@ EOF
   [ "${lines[2]}" = "$PWD/api.ckpt: cannot save checkpoint: tensor name '' is empty" ]
   [[ "${lines[3]}" == *": cannot save checkpoint: tensor name 'xxxx"*"' is too long" ]]
   [ "${lines[4]}" = "$PWD/no/such/folder/api.ckpt: cannot save checkpoint: cannot create a temporary file in $PWD/no/such/folder: No such file or directory" ]
-  [ "${lines[5]}" = "$PWD: cannot save checkpoint: cannot rename the temporary file over it: Is a directory" ]
+  [ "${lines[5]}" = "$PWD: cannot save checkpoint: cannot write: Is a directory" ]
   [ "${lines[6]}" = "api ok" ]
   [ -z "$(ls)" ]       # no file, no temporary file left behind
 }

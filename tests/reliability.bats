@@ -279,6 +279,40 @@ print('def f40(x) {\n  return x\n}\ny = f0(1.0)')"
   no_temporaries
 }
 
+@test "a symbolic link stays a link; a device or a pipe is written in place; a full stdout is an error" {
+  cp "$EX/xor.net" .
+  "$NETRUN" dump xor.net > want.txt
+  echo old > real.txt
+  ln -s real.txt link.txt
+  "$NETRUN" dump -o link.txt xor.net
+  [ -L link.txt ]
+  cmp want.txt real.txt
+  run "$NETRUN" dump -o /dev/null xor.net
+  [ "$status" -eq 0 ]
+  [ -c /dev/null ]
+  "$NETRUN" dump -o /dev/stdout xor.net | cmp want.txt -
+  run "$NETRUN" dump -o /dev/full xor.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: /dev/full: cannot write: No space left on device" ]
+  run bash -c '"$0" dump "$1" > /dev/full' "$NETRUN" xor.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: standard output: No space left on device" ]
+  printf 'print(1)\n' > p.net
+  run bash -c '"$0" run "$1" > /dev/full' "$NETRUN" p.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == "netrun: error: standard output: "* ]]
+  no_temporaries
+}
+
+@test "reading an endless or a huge file stops at a limit" {
+  run "$NETRUN" run /dev/zero
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: cannot read /dev/zero: larger than 1024 MiB" ]
+  run "$NETRUN" checkpoint /dev/zero
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: /dev/zero: not a netrun checkpoint (bad magic)" ]
+}
+
 # Every writer, each given a target that holds OLD content in folder $1;
 # each must fail with status 1 and an error naming its file, leave the old
 # contents, and leave no temporary file.  Runs as "${AS[@]}" netrun.
