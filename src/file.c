@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,25 @@ static void remove_pending(void) {
     if (pending[i]) unlink(pending[i]), pending[i] = NULL;
 }
 
+/* A signal that ends the process (Ctrl-C while a dump is written) removes
+ * them too; a verb that handles signals itself (train, run) keeps its own
+ * handlers and ends through exit(). */
+static void on_signal(int sig) {
+  remove_pending();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 static void track(const char *tmp, bool on) {
   static bool registered;
-  if (!registered) registered = atexit(remove_pending) == 0;
+  if (!registered) {
+    registered = atexit(remove_pending) == 0;
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+      struct sigaction old;
+      if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) signal(sigs[i], on_signal);
+    }
+  }
   for (size_t i = 0; i < sizeof pending / sizeof *pending; i++)
     if (on ? !pending[i] : pending[i] == tmp) {
       pending[i] = on ? tmp : NULL;

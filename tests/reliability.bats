@@ -304,6 +304,23 @@ print('def f40(x) {\n  return x\n}\ny = f0(1.0)')"
   no_temporaries
 }
 
+@test "Ctrl-C or SIGTERM while a dump is written: the old file stays, no temporary file" {
+  gen lines.net "print('param w : [1] = ones()\nx = w\n' + 'x = x * 1.00001\n' * 100000 + 'loss = mean(x)')"
+  for sig in INT TERM; do
+    echo old > out.txt
+    "$NETRUN" dump --backward -o out.txt lines.net &
+    pid=$!
+    for _ in $(seq 1 600); do ls out.txt.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
+    ls out.txt.tmp.*                   # caught while writing
+    kill -s $sig "$pid"
+    status=0
+    wait "$pid" || status=$?
+    [ "$status" -gt 128 ]
+    [ "$(cat out.txt)" = old ]
+    no_temporaries
+  done
+}
+
 @test "reading an endless or a huge file stops at a limit" {
   run "$NETRUN" run /dev/zero
   [ "$status" -eq 1 ]
