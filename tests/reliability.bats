@@ -308,7 +308,8 @@ print('def f40(x) {\n  return x\n}\ny = f0(1.0)')"
   gen lines.net "print('param w : [1] = ones()\nx = w\n' + 'x = x * 1.00001\n' * 100000 + 'loss = mean(x)')"
   for sig in INT TERM; do
     echo old > out.txt
-    "$NETRUN" dump --backward -o out.txt lines.net &
+    # (A background job starts with SIGINT ignored: restore it.)
+    env --default-signal=INT "$NETRUN" dump --backward -o out.txt lines.net &
     pid=$!
     for _ in $(seq 1 600); do ls out.txt.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
     ls out.txt.tmp.*                   # caught while writing
