@@ -4,6 +4,8 @@
 #   make deps       install missing Debian packages (apt-get)
 #   make test       deps, build, and every test
 #   make asan       the whole suite under AddressSanitizer + UBSan
+#   make valgrind   the whole suite under valgrind's memcheck
+#   make fuzz       each libFuzzer harness for FUZZ_TIME seconds
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX  ?= /usr/local
@@ -51,11 +53,11 @@ $(BUILD)/%.o: %.c | $(BUILD)/parser.h
 GEN_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Isrc -I$(BUILD) $(CFLAGS) \
              -Wno-unused-function -Wno-unused-but-set-variable -Wno-sign-compare
 
-$(BUILD)/parser.c $(BUILD)/parser.h: grammar/netrun.y
+$(BUILD)/parser.c $(BUILD)/parser.h &: grammar/netrun.y
 	@mkdir -p $(BUILD)
 	bison -Wall -Werror --defines=$(BUILD)/parser.h -o $(BUILD)/parser.c $<
 
-$(BUILD)/lexer.c $(BUILD)/lexer.h: grammar/netrun.l $(BUILD)/parser.h
+$(BUILD)/lexer.c $(BUILD)/lexer.h &: grammar/netrun.l $(BUILD)/parser.h
 	@mkdir -p $(BUILD)
 	flex --header-file=$(BUILD)/lexer.h -o $(BUILD)/lexer.c $<
 
@@ -87,7 +89,7 @@ test: deps
 	$(MAKE) all
 	$(MAKE) check
 
-check:
+check: fuzz-replay
 	NETRUN=$(NETRUN) tests/run-cases.sh
 	NETRUN=$(NETRUN) bats tests/*.bats
 
@@ -95,15 +97,70 @@ check:
 regen: netrun
 	NETRUN=$(NETRUN) tests/run-cases.sh --regen
 
+SAN_OPT = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+
 asan: deps
-	$(MAKE) BUILD=build/asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-	  LDFLAGS="-fsanitize=address,undefined" build/asan/netrun
+	$(MAKE) BUILD=build/asan OPT="$(SAN_OPT)" LDFLAGS="-fsanitize=address,undefined" build/asan/netrun
 	$(MAKE) plugins
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  $(MAKE) check NETRUN=$(CURDIR)/build/asan/netrun
+	$(ASAN_ENV) $(MAKE) check NETRUN=$(CURDIR)/build/asan/netrun
 
 build/asan/netrun: $(OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS)
+
+# Valgrind's memcheck over the cases and bats suites: netrun runs through
+# tests/valgrind.sh, which fails a test on any memcheck report or leak and
+# logs it in build/valgrind; any log that is not empty fails the target.
+# (The allocation walks of reliability.bats take every 20th allocation.)
+VALGRIND_ENV = VALGRIND_LOGS=$(CURDIR)/build/valgrind NETRUN_BIN=$(CURDIR)/netrun \
+  NETRUN=$(CURDIR)/tests/valgrind.sh NETRUN_WALK_STRIDE=20
+valgrind: deps
+	$(MAKE) deps DEB_PKGS=valgrind
+	$(MAKE) netrun
+	rm -rf build/valgrind && mkdir -p build/valgrind
+	$(VALGRIND_ENV) tests/run-cases.sh
+	$(VALGRIND_ENV) bats tests/*.bats
+	@if [ -n "$$(find build/valgrind -name '*.log' -size +0)" ]; then \
+	  find build/valgrind -name '*.log' -size +0 -exec cat {} +; echo "valgrind: reports above"; exit 1; \
+	fi; echo "valgrind: no report from $$(ls build/valgrind | wc -l) runs"
+
+# ---- fuzzing (tests/fuzz) -----------------------------------------------------
+# make fuzz: every harness built with clang's libFuzzer, ASan and UBSan, run
+# for FUZZ_TIME seconds each; new inputs go to build/fuzz/corpus/NAME, crashes
+# to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
+# make fuzz-replay (part of make check): every seed and crash regression run
+# once through each harness under gcc's sanitizers.
+FUZZ = parse exec idx csv checkpoint
+FUZZ_TIME ?= 60
+FUZZ_FLAGS ?=
+FUZZ_CC ?= clang
+FUZZ_DEFS = -DNETRUN_STDLIB_DIR='"$(CURDIR)/stdlib"' -Itests/fuzz
+# A harness's seeds (the script harnesses share theirs) and crash regressions.
+fuzz_seeds = tests/fuzz/corpus/$$(case $(1) in parse|exec) echo script;; *) echo $(1);; esac) \
+  $$(ls -d tests/fuzz/regress/$(1) 2>/dev/null)
+
+fuzz:
+	$(MAKE) deps DEB_PKGS="clang libclang-rt-14-dev"
+	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) OPT="$(SAN_OPT) -fsanitize=fuzzer-no-link" \
+	  FUZZ_MAIN=-fsanitize=fuzzer $(FUZZ:%=build/fuzz/fuzz_%)
+	@for h in $(FUZZ); do \
+	  mkdir -p build/fuzz/corpus/$$h; \
+	  echo "fuzz_$$h: $(FUZZ_TIME) s"; \
+	  OPENBLAS_NUM_THREADS=1 build/fuzz/fuzz_$$h -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=4096 \
+	    -max_len=4096 -artifact_prefix=build/fuzz/crash-$$h- -print_final_stats=1 $(FUZZ_FLAGS) \
+	    build/fuzz/corpus/$$h $(call fuzz_seeds,$$h) || exit 1; \
+	done
+
+fuzz-replay: deps
+	$(MAKE) BUILD=build/asan OPT="$(SAN_OPT)" LDFLAGS="-fsanitize=address,undefined" \
+	  FUZZ_MAIN=tests/fuzz/driver.c $(FUZZ:%=build/asan/fuzz_%)
+	@for h in $(FUZZ); do \
+	  $(ASAN_ENV) OPENBLAS_NUM_THREADS=1 build/asan/fuzz_$$h $(call fuzz_seeds,$$h) || exit 1; \
+	done
+
+FUZZ_LIB = $(filter-out $(BUILD)/src/main.o,$(OBJ))
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/driver.c $(FUZZ_LIB)
+	$(CC) $(CFLAGS_ALL) $(FUZZ_DEFS) -o $@ $< $(FUZZ_MAIN) $(FUZZ_LIB) $(LDFLAGS) $(LDLIBS)
 
 # ---- speed: measured, never asserted in tests -------------------------------------
 LIB_OBJ = $(filter-out $(BUILD)/src/main.o,$(OBJ))
@@ -128,7 +185,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS)
 
-.PHONY: all plugins deps test check regen asan bench install clean
+.PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -6,6 +6,8 @@
  * against the bytes that remain (and the limits in checkpoint.h) before
  * anything is allocated, and every failure is a message, never an abort. */
 #include "checkpoint.h"
+
+#include "file.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -367,74 +369,23 @@ static void write_all(Writer *w, const Checkpoint *c) {
   w_flush(w);
 }
 
-/* The folder holding path, for fsync: "dir" of "dir/file", "." of "file". */
-static char *folder_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) return mem_strdup(".");
-  if (slash == path) return mem_strdup("/");
-  size_t n = (size_t)(slash - path);
-  char *d = mem_alloc(NULL, n + 1);
-  memcpy(d, path, n);
-  d[n] = 0;
-  return d;
-}
-
-/* The mode the new file gets: an existing file's, or what creat() would give. */
-static mode_t new_file_mode(const char *path) {
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
-  mode_t mask = umask(022);
-  umask(mask);
-  return 0666 & ~mask;
-}
-
 bool ckpt_write(const char *path, const Checkpoint *c, char *err, size_t errlen) {
   char why[512];
   if (!ckpt_valid(c, why, sizeof why)) {
     snprintf(err, errlen, "%s: cannot save checkpoint: %s", path, why);
     return false;
   }
-  size_t plen = strlen(path);
-  char *tmp = mem_alloc(NULL, plen + sizeof ".tmp.XXXXXX");
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-  char *dir = folder_of(path);
-  /* Everything is allocated before the temporary file exists, so running
-   * out of memory (which exits) cannot leave one behind. */
   Writer w = {.fd = -1, .buf = mem_alloc(NULL, WBUF), .crc = (uint32_t)crc32(0, Z_NULL, 0)};
-  bool ok = false;
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  w.fd = fd;
-  if (fd < 0) {
-    snprintf(err, errlen, "%s: cannot save checkpoint: cannot create a temporary file in %s: %s", path, dir,
-             strerror(errno));
-    goto done;
+  AtomicFile f;
+  char ferr[4200];
+  bool ok = file_begin(&f, path, ferr, sizeof ferr);
+  if (ok) {
+    w.fd = f.fd;
+    write_all(&w, c);
+    ok = file_commit(&f, w.err, ferr, sizeof ferr);
   }
-  (void)fchmod(fd, new_file_mode(path));   /* best effort: mkostemp makes 0600 */
-
-  write_all(&w, c);
-  const char *stage = "writing";
-  if (!w.err && fsync(fd) != 0) w.err = errno, stage = "syncing";
-  if (close(fd) != 0 && !w.err) w.err = errno, stage = "closing";
-  if (!w.err && rename(tmp, path) != 0) w.err = errno, stage = "renaming the temporary file over it";
-  if (w.err) {
-    unlink(tmp);
-    snprintf(err, errlen, "%s: cannot save checkpoint (%s): %s", path, stage, strerror(w.err));
-    goto done;
-  }
-  /* The rename is durable once the folder is synced.  Some file systems
-   * cannot sync a folder (EINVAL); the rename stands there anyway. */
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL)) {
-    snprintf(err, errlen, "%s: saved, but syncing its folder %s failed: %s", path, dir, strerror(errno));
-  } else {
-    ok = true;
-  }
-  if (dfd >= 0) close(dfd);
-done:
+  if (!ok) snprintf(err, errlen, "%s: cannot save checkpoint: %s", path, ferr);
   mem_free(w.buf);
-  mem_free(tmp);
-  mem_free(dir);
   return ok;
 }
 
@@ -727,10 +678,12 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
     close(fd);
     return fail(err, errlen, "%s: is a directory, not a checkpoint", path);
   }
-  if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > CKPT_MAX_FILE) {
+  /* The whole file is read into memory: it must fit the memory limit too. */
+  uint64_t most = CKPT_MAX_FILE < (uint64_t)tensor_memory_limit() ? CKPT_MAX_FILE : (uint64_t)tensor_memory_limit();
+  if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > most) {
     close(fd);
-    return fail(err, errlen, "%s: too large for a checkpoint (%lld bytes; at most %" PRIu64 ")", path,
-                (long long)st.st_size, CKPT_MAX_FILE);
+    return fail(err, errlen, "%s: too large for a checkpoint (%lld bytes; at most %" PRIu64 "%s)", path,
+                (long long)st.st_size, most, most < CKPT_MAX_FILE ? ", the memory limit" : "");
   }
   /* A regular file is read in one allocation (and one byte more, to see its
    * end); anything else grows as it comes. */
@@ -738,11 +691,11 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
   unsigned char *b = mem_alloc(NULL, cap);
   for (;;) {
     if (len == cap) {
-      if (cap > CKPT_MAX_FILE) {
+      if (cap > most) {
         close(fd);
         mem_free(b);
-        return fail(err, errlen, "%s: too large for a checkpoint (more than %" PRIu64 " bytes)", path,
-                    CKPT_MAX_FILE);
+        return fail(err, errlen, "%s: too large for a checkpoint (more than %" PRIu64 " bytes%s)", path, most,
+                    most < CKPT_MAX_FILE ? ", the memory limit" : "");
       }
       cap *= 2;
       b = mem_alloc(b, cap);
@@ -757,6 +710,10 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
     }
     if (k == 0) break;
     len += (size_t)k;
+    /* A stream (a pipe, /dev/zero) is read only as far as its preamble
+     * says: a wrong magic, or bytes past the declared length, end it, and
+     * ckpt_parse says what is wrong. */
+    if (!S_ISREG(st.st_mode) && len >= PREAMBLE && (memcmp(b, MAGIC, 8) != 0 || len > get_le(b + 12, 8))) break;
   }
   close(fd);
   *buf = b;

@@ -115,6 +115,10 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     } else if (IS("--max-steps", OPT_RUN)) {
       if (!parse_int("--max-steps", VALUE(), 0, &n)) return EXIT_USAGE;
       a->opt.max_steps = n;
+    } else if (IS("--max-memory", OPT_RUN)) {
+      const char *v = VALUE();
+      if (!v || !mem_parse_size(v, &n)) return usage_error("%s", "--max-memory needs a size, e.g. 512M or 4G");
+      tensor_set_memory_limit(n);
     } else if (IS("--precision", OPT_RUN)) {
       if (!parse_int("--precision", VALUE(), 0, &n)) return EXIT_USAGE;
       a->opt.precision = (int)(n > 17 ? 17 : n);
@@ -273,24 +277,41 @@ bool out_open(Out *o, const char *path) {
     o->path = NULL;
     return true;
   }
-  snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(o->tmp);
-  if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
-    fprintf(stderr, "netrun: error: cannot write %s: %s\n", path, strerror(errno));
-    if (fd >= 0) close(fd), unlink(o->tmp);
+  char err[4200];
+  if (!file_begin(&o->file, path, err, sizeof err)) {
+    fprintf(stderr, "netrun: error: %s: %s\n", path, err);
+    return false;
+  }
+  if (!(o->f = fdopen(o->file.fd, "w"))) {
+    fprintf(stderr, "netrun: error: %s: %s\n", path, strerror(errno));
+    file_abort(&o->file);
     return false;
   }
   return true;
 }
 
 bool out_close(Out *o) {
-  if (!o->path) return fflush(stdout) == 0;
-  bool ok = fflush(o->f) == 0 && !ferror(o->f) && fsync(fileno(o->f)) == 0;
-  int err = errno;
-  ok &= fclose(o->f) == 0;
-  if (ok && rename(o->tmp, o->path) == 0) return true;
-  if (ok) err = errno;
-  unlink(o->tmp);
-  fprintf(stderr, "netrun: error: cannot write %s: %s\n", o->path, strerror(err));
+  if (!o->path) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
+    fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
+    clearerr(stdout);
+    return false;
+  }
+  /* The stream flushes to the descriptor the atomic file syncs and
+   * closes; fclose would close it first. */
+  errno = 0;
+  int werr = fflush(o->f) != 0 || ferror(o->f) ? (errno ? errno : EIO) : 0;
+  o->file.fd = dup(o->file.fd);
+  if (o->file.fd < 0 && !werr) werr = errno;
+  fclose(o->f);
+  char err[4200];
+  if (o->file.fd < 0) {
+    file_abort(&o->file);
+    fprintf(stderr, "netrun: error: %s: %s\n", o->path, strerror(werr));
+    return false;
+  }
+  if (file_commit(&o->file, werr, err, sizeof err)) return true;
+  fprintf(stderr, "netrun: error: %s: %s\n", o->path, err);
   return false;
 }

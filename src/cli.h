@@ -4,6 +4,7 @@
 #define NETRUN_CLI_H
 
 #include "dump.h"
+#include "file.h"
 #include "exec.h"
 #include "lower.h"
 
@@ -68,10 +69,10 @@ double cli_print_timings(FILE *f, const OpTiming *t, int n);
 typedef struct Out {
   FILE *f;
   const char *path;
-  char tmp[4096];
+  AtomicFile file;
 } Out;
-/* Output to `path` written atomically (a temporary file renamed when
- * closed), or to stdout when path is NULL or "-". */
+/* Output to `path` written atomically (file.h), or to stdout when path is
+ * NULL or "-".  Errors are reported ("netrun: error: PATH: ..."). */
 bool out_open(Out *o, const char *path);
 bool out_close(Out *o);
 

@@ -38,17 +38,23 @@ int diag_load_file(Diag *d, const char *path) {
     d->nerrors++;
     return -1;
   }
+  /* Sources are counted in 32 bits (and flex in int): a larger file, or an
+   * endless stream like /dev/zero, stops at DIAG_MAX_SOURCE. */
   size_t cap = 65536, len = 0;
   char *buf = mem_alloc(NULL, cap);
   size_t got;
-  while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+  while (len <= DIAG_MAX_SOURCE && (got = fread(buf + len, 1, cap - len, f)) > 0) {
     len += got;
-    if (len == cap) buf = mem_alloc(buf, cap *= 2);
+    if (len == cap && len <= DIAG_MAX_SOURCE) {
+      cap = cap * 2 <= DIAG_MAX_SOURCE ? cap * 2 : DIAG_MAX_SOURCE + 1;
+      buf = mem_alloc(buf, cap);
+    }
   }
   int err = ferror(f);
   fclose(f);
-  if (err) {
-    fprintf(d->out, "netrun: error: cannot read %s: read error\n", path);
+  if (err || len > DIAG_MAX_SOURCE) {
+    if (err) fprintf(d->out, "netrun: error: cannot read %s: read error\n", path);
+    else fprintf(d->out, "netrun: error: cannot read %s: larger than %d MiB\n", path, DIAG_MAX_SOURCE >> 20);
     d->nerrors++;
     mem_free(buf);
     return -1;

@@ -38,6 +38,8 @@ typedef struct Source {
 } Source;
 
 #define DIAG_MAX_ERRORS 20
+/* The largest source file read (a script or a CSV file), in bytes. */
+#define DIAG_MAX_SOURCE (1024 << 20)
 
 typedef struct Diag {
   Arena *arena;

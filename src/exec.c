@@ -20,6 +20,7 @@ static volatile sig_atomic_t interrupted;
 
 void exec_interrupt(void) { interrupted = 1; }
 void exec_interrupt_reset(void) { interrupted = 0; }
+bool exec_interrupted(void) { return interrupted != 0; }
 
 typedef struct VarRef {
   int up;         /* frames to walk up from the op's frame */
@@ -402,7 +403,7 @@ const AttrValue *ctx_attr(ExecCtx *c, const char *name) {
 int64_t ctx_attr_i(ExecCtx *c, const char *name) {
   const AttrValue *v = ctx_attr(c, name);
   if (!v) return 0;
-  return v->type == ATTR_FLOAT ? (int64_t)v->u.f : v->u.i;
+  return v->type == ATTR_FLOAT ? tensor_to_i64(v->u.f) : v->u.i;
 }
 
 double ctx_attr_f(ExecCtx *c, const char *name) {
@@ -558,15 +559,7 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
       outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, &why);
       if (!outs[i]) {
         char buf[128];
-        double bytes = (double)dtype_size(o->dtype);
-        for (int d = 0; d < o->shape.rank; d++) bytes *= (double)o->shape.d[d].n;
-        if (strcmp(why, "too large") == 0)
-          rc = op_fail(ex, p, "output '%s' of shape %s would take %.3g GB, more than the %.3g GB netrun allows",
-                       o->name, shape_str(&o->shape, buf, sizeof buf), bytes / 1e9,
-                       (double)TENSOR_MAX_BYTES / 1e9);
-        else
-          rc = op_fail(ex, p, "cannot make output '%s' of shape %s: %s", o->name,
-                       shape_str(&o->shape, buf, sizeof buf), why);
+        rc = op_fail(ex, p, "output '%s' of shape %s: %s", o->name, shape_str(&o->shape, buf, sizeof buf), why);
         goto done;
       }
     }

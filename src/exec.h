@@ -88,6 +88,8 @@ void exec_interrupt(void);
  * read (exec_grow and exec_run_to keep one, so that Ctrl-C while an entry
  * is lowered still stops it). */
 void exec_interrupt_reset(void);
+/* Whether the last run was stopped by exec_interrupt (Ctrl-C). */
+bool exec_interrupted(void);
 Rng *exec_rng(Executor *ex);
 
 /* For a kernel that runs a program of its own (an op defined in a script

@@ -151,7 +151,7 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
       t = make(decl->dtype, &s, vals, nv);
       if (decl->dtype == DT_I64)
         for (int64_t i = 0; i < nv; i++)
-          if (vals[i] != floor(vals[i])) {
+          if (vals[i] != floor(vals[i]) || fabs(vals[i]) >= 0x1p63) {
             fprintf(d->out, "netrun: error: %s: '%s' is i64 but the file holds %g\n", path, decl->name, vals[i]);
             d->nerrors++;
             tensor_unref(t);

@@ -55,6 +55,7 @@ struct Scope {
   Scope *parent;
   Binding *b;
   int n, cap;
+  StrMap index;                        /* name -> its binding in b */
 };
 
 struct Lowerer {
@@ -69,6 +70,10 @@ struct Lowerer {
   const char *fn;                      /* innermost function expanded, or NULL */
   const AstNode *calls[64];            /* functions being expanded */
   int ncalls;
+  int depth;                           /* lower_expr calls active (function bodies included) */
+  int64_t nops, max_ops;               /* ops made so far, and the limit (lower_set_max_ops) */
+  bool too_large;                      /* max_ops was passed (reported once) */
+  Scope *funcs;                        /* functions_scope(), until a global is bound */
   bool in_grad;                        /* lowering a grad { } body */
   const AstNode *opdef;                /* the op whose grad body that is */
   const char *stdlib_dir;
@@ -85,9 +90,15 @@ static Scope *scope_new(Lowerer *L, Scope *parent) {
 }
 
 static Binding *scope_find_here(Scope *s, const char *name) {
-  for (int i = s->n - 1; i >= 0; i--)
-    if (strcmp(s->b[i].name, name) == 0) return &s->b[i];
-  return NULL;
+  int i = strmap_get(&s->index, name);
+  return i >= 0 ? &s->b[i] : NULL;
+}
+
+static Binding *scope_add(Lowerer *L, Scope *s, const char *name) {
+  Binding *b = ARENA_PUSH(L->arena, s->b, s->n, s->cap);
+  b->name = arena_strdup(L->arena, name);
+  strmap_put(L->arena, &s->index, b->name, s->n - 1);
+  return b;
 }
 
 static Binding *lookup(Lowerer *L, const char *name) {
@@ -99,11 +110,9 @@ static Binding *lookup(Lowerer *L, const char *name) {
 }
 
 static Binding *bind(Lowerer *L, Scope *s, const char *name, BindKind kind) {
+  if (s == L->global) L->funcs = NULL;
   Binding *b = scope_find_here(s, name);
-  if (!b) {
-    b = ARENA_PUSH(L->arena, s->b, s->n, s->cap);
-    b->name = arena_strdup(L->arena, name);
-  }
+  if (!b) b = scope_add(L, s, name);
   const char *keep = b->name;
   memset(b, 0, sizeof *b);
   b->name = keep;
@@ -114,10 +123,11 @@ static Binding *bind(Lowerer *L, Scope *s, const char *name, BindKind kind) {
 /* A scope holding only the global functions: what startup values and op
  * bodies may see besides their own names. */
 static Scope *functions_scope(Lowerer *L) {
+  if (L->funcs) return L->funcs;
   Scope *s = scope_new(L, NULL);
   for (int i = 0; i < L->global->n; i++)
-    if (L->global->b[i].kind == BIND_FUNC) *ARENA_PUSH(L->arena, s->b, s->n, s->cap) = L->global->b[i];
-  return s;
+    if (L->global->b[i].kind == BIND_FUNC) *scope_add(L, s, L->global->b[i].name) = L->global->b[i];
+  return L->funcs = s;
 }
 
 static void bind_var(Lowerer *L, const char *name, const char *var) {
@@ -133,7 +143,21 @@ static const char *qualify(Lowerer *L, const char *name) {
 /* ---- building ops -------------------------------------------------------- */
 
 static OpDesc *new_op(Lowerer *L, const char *type, Span span) {
+  L->nops++;
   return op_new(L->prog, type, span);
+}
+
+/* Function calls expand inline, so a program can grow exponentially in
+ * the size of its script (f0 calls f1 twice, which calls f2 twice ...):
+ * past max_ops, lowering stops with one error instead of eating memory. */
+static bool program_fits(Lowerer *L, Span at) {
+  if (L->nops <= L->max_ops) return true;
+  if (!L->too_large) {
+    L->too_large = true;
+    diag_error(L->diag, at, "the program is too large: more than %lld ops (each call of a function adds "
+               "its ops again)", (long long)L->max_ops);
+  }
+  return false;
 }
 
 static void add_in(Lowerer *L, OpDesc *op, const char *slot, const char *var) {
@@ -601,7 +625,24 @@ static const char *lower_index(Lowerer *L, const AstNode *n, const char *hint) {
   return cur;
 }
 
+static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint);
+
+/* The parser bounds one tree's depth, but a function's body is lowered
+ * inside the expression that calls it, so the recursion is bounded here
+ * across calls too. */
 static const char *lower_expr(Lowerer *L, const AstNode *n, const char *hint) {
+  if (L->depth >= LOWER_MAX_DEPTH) {
+    diag_error(L->diag, n->span, "expression nested too deeply (more than %d levels, counting the bodies of "
+               "the functions it calls)", LOWER_MAX_DEPTH);
+    return NULL;
+  }
+  L->depth++;
+  const char *v = lower_expr_at(L, n, hint);
+  L->depth--;
+  return v;
+}
+
+static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint) {
   switch (n->kind) {
   case AST_NAME:
     return lower_name(L, n, hint);
@@ -844,9 +885,10 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
       return -1;
     }
   if (L->ncalls == (int)(sizeof L->calls / sizeof *L->calls)) {
-    diag_error(L->diag, n->opspan, "function calls nested too deeply");
+    diag_error(L->diag, n->opspan, "function calls nested too deeply (more than %d levels)", L->ncalls);
     return -1;
   }
+  if (!program_fits(L, n->opspan)) return -1;
   const char *args[64];
   if (n->list.n > 64) {
     diag_error(L->diag, n->opspan, "too many arguments");
@@ -1410,6 +1452,19 @@ static void bind_locals(Lowerer *L, const char **names, const Span *where, int n
   }
 }
 
+/* Blocks nest in the source only 256 deep (the parser's limit), but a
+ * function's body nests inside the block that calls it: the nesting is
+ * bounded here, so every walk over nested blocks (dump, backward, the
+ * executor) is too. */
+static bool nesting_ok(Lowerer *L, Span at) {
+  int depth = 0;
+  for (const Block *b = L->block; b->idx > 0; b = L->prog->blocks[b->parent]) depth++;
+  if (depth < LOWER_MAX_BLOCKS) return true;
+  diag_error(L->diag, at, "blocks nested too deeply (more than %d levels of while, if and else if, "
+             "counting the functions called)", LOWER_MAX_BLOCKS);
+  return false;
+}
+
 static Block *push_block(Lowerer *L) {
   Block *b = prog_add_block(L->prog, L->block->idx);
   L->block = b;
@@ -1481,6 +1536,7 @@ static void lower_while(Lowerer *L, const AstNode *n) {
   const char **names = NULL;
   Span *where = NULL;
   int nn = 0, cap = 0;
+  if (!nesting_ok(L, n->span)) return;
   collect_assigned(L, &n->b->list, &names, &nn, &cap, &where);
   const char *cond0 = lower_expr(L, n->a, NULL);
   if (!cond0 || !check_cond_value(L, cond0, n->a->span, "while")) return;
@@ -1558,6 +1614,7 @@ static void lower_if(Lowerer *L, const AstNode *n) {
   int ntn = 0, nen = 0, tcap = 0, ecap = 0;
   AstList else_one = {(AstNode **)&n->c, 1, 1};
   const AstList *else_stmts = !n->c ? NULL : n->c->kind == AST_BLOCK ? &n->c->list : &else_one;
+  if (!nesting_ok(L, n->span)) return;
   collect_assigned(L, &n->b->list, &tn, &ntn, &tcap, &tw);
   if (else_stmts) collect_assigned(L, else_stmts, &en, &nen, &ecap, &ew);
   const char *cond = lower_expr(L, n->a, NULL);
@@ -1938,11 +1995,14 @@ Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir) {
   L->scope = L->global;
   L->fn_parent = L->global;
   L->block = L->prog->blocks[0];
+  L->max_ops = LOWER_MAX_OPS;
   L->stdlib_dir = stdlib_dir ? arena_strdup(arena, stdlib_dir) : NULL;
   return L;
 }
 
 void lower_free(Lowerer *L) { (void)L; }
+
+void lower_set_max_ops(Lowerer *L, int64_t max_ops) { L->max_ops = max_ops; }
 
 Program *lower_program(Lowerer *L) { return L->prog; }
 

@@ -4,7 +4,7 @@
  *   --plugin PATH.so, anywhere     loads a plugin first (plugin.h)
  *
  * Exit status: 0 success, 1 an error in the script or its data, 2 a usage
- * error, 3 out of memory. */
+ * error, 3 out of memory (mem.h), 130 interrupted (Ctrl-C). */
 #include "ast.h"
 #include "cli.h"
 #include "data.h"
@@ -13,7 +13,9 @@
 #include "repl.h"
 #include "tape.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,8 @@ int cmd_plot(int argc, char **argv);        /* plot.c */
   "  --feed NAME=FILE   feed input NAME from a CSV file (rows: first dimension)\n"   \
   "  --seed N           seed of the random generator (default 0)\n"                 \
   "  --max-steps N      turns one while loop may take (default 1000000)\n"          \
+  "  --max-memory SIZE  memory all values may take together, e.g. 512M, 4G\n"       \
+  "                     (default: the machine's physical memory)\n"                \
   "  --check-nan        stop at the first op that produces NaN or Inf\n"            \
   "  --precision N      digits printed values show (default 8)\n"
 #define GRAD_OPTIONS                                                                 \
@@ -386,6 +390,15 @@ static int dispatch(int argc, char **argv) {
 int main(int argc, char **argv) {
   int status = load_plugins(&argc, argv);
   if (status == 0) status = dispatch(argc, argv);
+  /* Output that could not be written (a full disk) is an error, even when
+   * the verb succeeded (GNU's close_stdout). */
+  errno = 0;
+  if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
+    fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
+    status = EXIT_SCRIPT;
+  }
+  /* A run stopped by Ctrl-C exits like a shell's interrupted command. */
+  if (status == EXIT_SCRIPT && exec_interrupted()) status = 128 + SIGINT;
   reg_free_default();
   plugin_unload_all();
   return status;

@@ -1,6 +1,8 @@
 /* mem.c — the single allocation function, its fault injection, and arenas. */
 #include "mem.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +13,53 @@ static long n_allocs;
 static bool fail_init;
 static size_t requested;
 
+/* NETRUN_COUNT_ALLOC: print how many allocations the process made, at
+ * exit, so a test knows how far to walk NETRUN_FAIL_ALLOC. */
+static void print_count(void) { fprintf(stderr, "netrun: %ld allocations\n", n_allocs); }
+
+static void fault_init(void) {
+  const char *e = getenv("NETRUN_FAIL_ALLOC");
+  fail_at = e ? atol(e) : -1;
+  if (getenv("NETRUN_COUNT_ALLOC")) atexit(print_count);
+  fail_init = true;
+}
+
 size_t mem_requested(void) { return requested; }
 
 _Noreturn void mem_oom(size_t size) {
   fprintf(stderr, "netrun: error: out of memory (allocating %zu bytes)\n", size);
+  mem_exit_oom();
+}
+
+_Noreturn void mem_exit_oom(void) {
   fflush(stdout);
-  exit(3);
+  exit(MEM_EXIT_OOM);
+}
+
+const char *mem_size_str(double bytes, char *buf, size_t n) {
+  static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
+  snprintf(buf, n, u ? "%.3g %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+bool mem_parse_size(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  double x = strtod(s, &end);
+  if (end == s || errno || !(x > 0)) return false;
+  static const char units[] = "KMGTP";
+  const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+  if (u) {
+    for (const char *k = units; k <= u; k++) x *= 1024;
+    end++;
+    if (*end == 'i') end++;
+    if (*end == 'B') end++;
+  }
+  if (*end || x >= 0x1p62 || x < 1) return false;
+  *out = (int64_t)x;
+  return true;
 }
 
 void *mem_alloc(void *ptr, size_t size) {
@@ -24,12 +67,8 @@ void *mem_alloc(void *ptr, size_t size) {
     free(ptr);
     return NULL;
   }
-  if (!fail_init) {
-    const char *e = getenv("NETRUN_FAIL_ALLOC");
-    fail_at = e ? atol(e) : -1;
-    fail_init = true;
-  }
-  if (fail_at >= 0 && ++n_allocs == fail_at) mem_oom(size);
+  if (!fail_init) fault_init();
+  if (++n_allocs == fail_at) mem_oom(size);
   requested += size;
   void *p = ptr ? realloc(ptr, size) : malloc(size);
   if (!p) mem_oom(size);
@@ -120,4 +159,39 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem) {
   void *slot = (char *)*items + (size_t)(*n)++ * elem;
   memset(slot, 0, elem);
   return slot;
+}
+
+/* ---- string maps ------------------------------------------------------------ */
+
+uint64_t mem_hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static size_t strmap_slot(const StrMap *m, const char *key) {
+  size_t i = mem_hash_str(key) & (m->cap - 1);
+  while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+int strmap_get(const StrMap *m, const char *key) {
+  if (!m->cap) return -1;
+  size_t i = strmap_slot(m, key);
+  return m->keys[i] ? m->vals[i] : -1;
+}
+
+void strmap_put(Arena *a, StrMap *m, const char *key, int val) {
+  if ((m->n + 1) * 2 > m->cap) {
+    StrMap old = *m;
+    m->cap = m->cap ? m->cap * 2 : 16;
+    m->keys = arena_alloc(a, m->cap * sizeof *m->keys);
+    m->vals = arena_alloc(a, m->cap * sizeof *m->vals);
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.keys[i]) strmap_put(a, m, old.keys[i], old.vals[i]);
+  }
+  size_t i = strmap_slot(m, key);
+  if (!m->keys[i]) m->keys[i] = key, m->n++;
+  m->vals[i] = val;
 }

@@ -1,8 +1,10 @@
 /* mem.h — every allocation netrun makes, and the arena.
  *
  * Ownership, written once for the whole program:
- *   - All heap memory comes from mem_alloc(); a test build can make its Nth
- *     call fail (NETRUN_FAIL_ALLOC=N), so out-of-memory paths are exercised.
+ *   - All heap memory comes from mem_alloc(); any build can make its Nth
+ *     call fail (NETRUN_FAIL_ALLOC=N), so out-of-memory paths are exercised
+ *     (tests/reliability.bats walks N over whole runs; NETRUN_COUNT_ALLOC=1
+ *     prints the number of calls at exit).
  *     When an allocation fails, mem_alloc prints "out of memory" and exits
  *     with status 3 through mem_oom(); callers never see NULL.
  *   - An Arena owns many small objects that die together: one script's
@@ -26,8 +28,18 @@ char *mem_strdup(const char *s);
 /* Bytes requested from mem_alloc so far (reallocations count their new
  * size): how make bench measures memory. */
 size_t mem_requested(void);
-/* Called on exhaustion: prints the diagnostic and exits(3). */
+/* Called on exhaustion: prints the diagnostic and exits(MEM_EXIT_OOM). */
 _Noreturn void mem_oom(size_t size);
+/* Exits with MEM_EXIT_OOM after the caller printed why.  exit() runs the
+ * atexit handlers, which remove the temporary files of unfinished atomic
+ * writes (file.c), so an old file is never replaced by a half-written one. */
+_Noreturn void mem_exit_oom(void);
+#define MEM_EXIT_OOM 3
+/* "16 GiB", "512 bytes": a size for messages (binary units). */
+const char *mem_size_str(double bytes, char *buf, size_t n);
+/* Parses a size: a number with an optional unit K, M, G, T or P (powers of
+ * 1024; "G", "GB" and "GiB" are the same), e.g. "512M", "1.5G". */
+bool mem_parse_size(const char *s, int64_t *out);
 
 /* Grow a dynamic array *items of *cap elements so that it holds at least
  * need elements. */
@@ -40,6 +52,9 @@ _Noreturn void mem_oom(size_t size);
       (cap) = nc_;                                                              \
     }                                                                           \
   } while (0)
+
+/* A hash of a string (FNV-1a, 64 bits). */
+uint64_t mem_hash_str(const char *s);
 
 /* A hash of a pointer, for tables keyed by address. */
 static inline size_t mem_hash_ptr(const void *p) {
@@ -67,5 +82,19 @@ char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf,
 void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem);
 #define ARENA_PUSH(a, items, n, cap) \
   ((__typeof__(items))arena_push((a), (void **)&(items), &(n), &(cap), sizeof *(items)))
+
+/* An arena-backed hash map from strings to ints (open addressing), so
+ * lookups by name stay O(1) however many names a script binds.  Keys are
+ * not copied: they must live as long as the map.  A zeroed StrMap is
+ * empty. */
+typedef struct StrMap {
+  const char **keys;
+  int *vals;
+  size_t cap, n;
+} StrMap;
+/* The value stored under key, or -1. */
+int  strmap_get(const StrMap *m, const char *key);
+/* Stores val under key (replacing an earlier value). */
+void strmap_put(Arena *a, StrMap *m, const char *key, int val);
 
 #endif

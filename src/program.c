@@ -100,12 +100,6 @@ typedef struct VarMap {
   size_t cap, n;
 } VarMap;
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
 static VarMap *map_new(Arena *a) {
   VarMap *m = arena_alloc(a, sizeof *m);
   m->cap = 16;
@@ -114,7 +108,7 @@ static VarMap *map_new(Arena *a) {
 }
 
 static VarDesc *map_get(const VarMap *m, const char *name) {
-  size_t i = hash_str(name) & (m->cap - 1);
+  size_t i = mem_hash_str(name) & (m->cap - 1);
   while (m->slots[i]) {
     if (strcmp(m->slots[i]->name, name) == 0) return m->slots[i];
     i = (i + 1) & (m->cap - 1);
@@ -131,7 +125,7 @@ static void map_put(Arena *a, VarMap *m, VarDesc *v) {
     for (size_t i = 0; i < old.cap; i++)
       if (old.slots[i]) map_put(a, m, old.slots[i]);
   }
-  size_t i = hash_str(v->name) & (m->cap - 1);
+  size_t i = mem_hash_str(v->name) & (m->cap - 1);
   while (m->slots[i]) i = (i + 1) & (m->cap - 1);
   m->slots[i] = v;
   m->n++;
@@ -213,12 +207,12 @@ static int *counter(Program *p, const char *base) {
     c->n = 0;
     for (size_t i = 0; i < old.cap; i++)
       if (old.keys[i]) {
-        size_t j = hash_str(old.keys[i]) & (c->cap - 1);
+        size_t j = mem_hash_str(old.keys[i]) & (c->cap - 1);
         while (c->keys[j]) j = (j + 1) & (c->cap - 1);
         c->keys[j] = old.keys[i], c->next[j] = old.next[i], c->n++;
       }
   }
-  size_t j = hash_str(base) & (c->cap - 1);
+  size_t j = mem_hash_str(base) & (c->cap - 1);
   while (c->keys[j] && strcmp(c->keys[j], base) != 0) j = (j + 1) & (c->cap - 1);
   if (!c->keys[j]) {
     c->keys[j] = arena_strdup(p->arena, base);
@@ -253,9 +247,8 @@ const char *prog_temp(Program *p) {
 }
 
 const char *prog_export(const Program *p, const char *name) {
-  for (int i = p->nexports - 1; i >= 0; i--)
-    if (strcmp(p->exports[i].name, name) == 0) return p->exports[i].var;
-  return NULL;
+  int i = strmap_get(&p->export_index, name);
+  return i >= 0 ? p->exports[i].var : NULL;
 }
 
 const char *prog_user_name(const Program *p, const char *var) {
@@ -264,14 +257,15 @@ const char *prog_user_name(const Program *p, const char *var) {
 }
 
 void prog_set_export(Program *p, const char *name, const char *var) {
-  for (int i = 0; i < p->nexports; i++)
-    if (strcmp(p->exports[i].name, name) == 0) {
-      p->exports[i].var = var;
-      return;
-    }
+  int i = strmap_get(&p->export_index, name);
+  if (i >= 0) {
+    p->exports[i].var = var;
+    return;
+  }
   Export *e = ARENA_PUSH(p->arena, p->exports, p->nexports, p->capexports);
   e->name = arena_strdup(p->arena, name);
   e->var = var;
+  strmap_put(p->arena, &p->export_index, e->name, p->nexports - 1);
 }
 
 /* ---- marks ------------------------------------------------------------- */

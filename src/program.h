@@ -138,6 +138,7 @@ typedef struct Program {
   Block **blocks; int nblocks, capblocks;
   Block *startup;            /* initializers of params and input defaults */
   Export *exports; int nexports, capexports;
+  StrMap export_index;       /* name -> its index in exports */
   struct VarMap *all;        /* every name in the program -> VarDesc */
   struct Counters *versions; /* base name -> the next version prog_fresh tries */
   struct Registry *user_ops; /* ops its scripts define (op ... grad); may be NULL */

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -14,27 +15,56 @@ size_t dtype_size(DType t) {
   }
 }
 
-Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why) {
-  if (rank < 0 || rank > SHAPE_MAX_RANK) {
-    *why = "too many dimensions";
-    return NULL;
+/* ---- the memory limit ---------------------------------------------------------- */
+
+static int64_t live_bytes;      /* elements of every storage alive */
+static int64_t limit_bytes;     /* 0 until set or first needed */
+
+int64_t tensor_memory_limit(void) {
+  if (!limit_bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    limit_bytes = pages > 0 && page > 0 && pages < INT64_MAX / page ? (int64_t)pages * page : TENSOR_MAX_BYTES;
   }
+  return limit_bytes;
+}
+
+void tensor_set_memory_limit(int64_t bytes) { limit_bytes = bytes > 0 ? bytes : 0; }
+int64_t tensor_memory_used(void) { return live_bytes; }
+
+/* Why a tensor cannot be made, naming its size; NULL if it can.  The
+ * product of the dims is checked before it can overflow. */
+static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *numel) {
+  static char why[256];
+  if (rank < 0 || rank > SHAPE_MAX_RANK) return "too many dimensions";
+  double exact = (double)dtype_size(t);
   int64_t n = 1;
+  bool over = false;
   for (int i = 0; i < rank; i++) {
-    if (shape[i] < 0) {
-      *why = "a negative dimension";
-      return NULL;
-    }
-    if (shape[i] && n > TENSOR_MAX_BYTES / shape[i]) {
-      *why = "too large";
-      return NULL;
-    }
-    n *= shape[i];
+    if (shape[i] < 0) return "a negative dimension";
+    exact *= (double)shape[i];
+    if (shape[i] && n > TENSOR_MAX_BYTES / shape[i]) over = true;
+    else n *= shape[i];
   }
-  if (n > TENSOR_MAX_BYTES / (int64_t)dtype_size(t)) {
-    *why = "too large";
-    return NULL;
+  char a[32], b[32], c[32];
+  if (over || n > TENSOR_MAX_BYTES / (int64_t)dtype_size(t)) {
+    snprintf(why, sizeof why, "it would take %s, more than the %s one tensor may take",
+             mem_size_str(exact, a, sizeof a), mem_size_str((double)TENSOR_MAX_BYTES, b, sizeof b));
+    return why;
   }
+  int64_t bytes = n * (int64_t)dtype_size(t);
+  if (bytes > tensor_memory_limit() - live_bytes) {
+    snprintf(why, sizeof why, "it would take %s, but only %s of the memory limit of %s is free (--max-memory)",
+             mem_size_str(exact, a, sizeof a), mem_size_str((double)(limit_bytes - live_bytes), b, sizeof b),
+             mem_size_str((double)limit_bytes, c, sizeof c));
+    return why;
+  }
+  *numel = n;
+  return NULL;
+}
+
+Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why) {
+  int64_t n;
+  if ((*why = size_error(t, rank, shape, &n))) return NULL;
   /* One allocation holds the tensor, its storage and the elements: a new
    * tensor costs one malloc.  The block lives while its storage has users
    * (views made by tensor_view share it). */
@@ -51,6 +81,7 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why
   x->requires_grad = false;
   s->refs = 1;
   s->bytes = bytes;
+  live_bytes += (int64_t)bytes;
   s->data = block + head;
   s->block = block;
   x->storage = s;
@@ -61,7 +92,10 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why
 Tensor *tensor_new(DType t, int rank, const int64_t *shape) {
   const char *why;
   Tensor *x = tensor_try_new(t, rank, shape, &why);
-  if (!x) mem_oom(0);
+  if (!x) {
+    fprintf(stderr, "netrun: error: out of memory: a tensor of %s: %s\n", dtype_name(t), why);
+    mem_exit_oom();
+  }
   return x;
 }
 
@@ -115,7 +149,7 @@ Tensor *tensor_cast(Tensor *x, DType t) {
     else for (int64_t i = 0; i < n; i++) o[i] = (float)tensor_bool(x)[i];
   } else if (t == DT_I64) {
     int64_t *o = tensor_i64(c);
-    if (x->dtype == DT_F32) for (int64_t i = 0; i < n; i++) o[i] = (int64_t)tensor_f32(x)[i];
+    if (x->dtype == DT_F32) for (int64_t i = 0; i < n; i++) o[i] = tensor_to_i64(tensor_f32(x)[i]);
     else for (int64_t i = 0; i < n; i++) o[i] = tensor_bool(x)[i];
   } else {
     uint8_t *o = tensor_bool(c);
@@ -129,7 +163,10 @@ void tensor_unref(Tensor *t) {
   if (!t || --t->refs > 0) return;
   Storage *s = t->storage;
   bool owns_block = s->block == (void *)t;
-  if (--s->refs == 0) mem_free(s->block);
+  if (--s->refs == 0) {
+    live_bytes -= (int64_t)s->bytes;
+    mem_free(s->block);
+  }
   if (!owns_block) mem_free(t);     /* a view: its own small allocation */
 }
 
@@ -144,7 +181,7 @@ double tensor_get(const Tensor *t, int64_t i) {
 void tensor_set(Tensor *t, int64_t i, double v) {
   switch (t->dtype) {
   case DT_F32: tensor_f32(t)[i] = (float)v; break;
-  case DT_I64: tensor_i64(t)[i] = (int64_t)v; break;
+  case DT_I64: tensor_i64(t)[i] = tensor_to_i64(v); break;
   default: tensor_bool(t)[i] = v != 0; break;
   }
 }

@@ -39,12 +39,22 @@ typedef struct Tensor {
  * zeros([100000, 100000, 100])). */
 #define TENSOR_MAX_BYTES ((int64_t)16 << 30)
 
+/* The memory limit: the bytes the elements of all live tensors may take
+ * together (--max-memory; by default the machine's physical memory).
+ * tensor_try_new refuses a tensor that would pass it, before allocating. */
+int64_t tensor_memory_limit(void);
+void tensor_set_memory_limit(int64_t bytes);
+int64_t tensor_memory_used(void);
+
 size_t dtype_size(DType t);
 
 /* A new tensor with uninitialized elements.  Returns NULL (without
- * allocating) if the shape is invalid or too large; *why then says so. */
+ * allocating) if the shape is invalid, larger than TENSOR_MAX_BYTES or
+ * than the memory limit leaves; *why then says so, naming the size
+ * ("it would take 4 TB, more than the 17.2 GB one tensor may take"). */
 Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why);
-/* Like tensor_try_new, for shapes already known to be valid. */
+/* Like tensor_try_new, for shapes already known to be valid; past the
+ * memory limit it exits as out of memory (mem_exit_oom). */
 Tensor *tensor_new(DType t, int rank, const int64_t *shape);
 Tensor *tensor_zeros(DType t, int rank, const int64_t *shape);
 Tensor *tensor_scalar_f32(float v);
@@ -66,6 +76,15 @@ void tensor_unref(Tensor *t);
 static inline float *tensor_f32(const Tensor *t) { return (float *)t->data; }
 static inline int64_t *tensor_i64(const Tensor *t) { return (int64_t *)t->data; }
 static inline uint8_t *tensor_bool(const Tensor *t) { return (uint8_t *)t->data; }
+/* A double as an i64: truncated toward zero, saturating at the i64 range,
+ * NaN giving 0 (C leaves all three undefined). */
+static inline int64_t tensor_to_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
 /* Element i as a double, whatever the dtype. */
 double tensor_get(const Tensor *t, int64_t i);
 void tensor_set(Tensor *t, int64_t i, double v);

@@ -10,6 +10,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "data.h"
+#include "file.h"
 #include "print.h"
 #include "train.h"
 
@@ -170,7 +171,8 @@ typedef struct Run {
   int64_t epoch, step, samples, step_in_epoch;
   int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
-  FILE *log;
+  LogFile log;                  /* --log: open when log.fd >= 0 or log.a.tmp */
+  bool logging, log_failed;
   const char *mode_var;         /* `input training : bool`, if declared */
 } Run;
 
@@ -310,7 +312,7 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
-static void save(Run *r, const char *path, bool quiet) {
+static bool save(Run *r, const char *path, bool quiet) {
   Checkpoint c;
   ckpt_init(&c);
   c.program_hash = r->hash;
@@ -336,10 +338,12 @@ static void save(Run *r, const char *path, bool quiet) {
     Tensor *t = exec_value(r->ex, v->name);
     if (t) ckpt_add_tensor(&c, v->name, t);
   }
-  char err[1024];
-  if (!ckpt_write(path, &c, err, sizeof err)) fprintf(stderr, "netrun: error: %s\n", err);
+  char err[5000];
+  bool ok = ckpt_write(path, &c, err, sizeof err);
+  if (!ok) fprintf(stderr, "netrun: error: %s\n", err);
   else if (!quiet) fprintf(stderr, "saved %s (epoch %lld, step %lld)\n", path, (long long)r->epoch, (long long)r->step);
   ckpt_free(&c);
+  return ok;
 }
 
 static uint64_t setting_u64(const Checkpoint *c, const char *key) {
@@ -420,13 +424,26 @@ static bool restore(Run *r, const char *path, bool state) {
 
 static void log_line(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_line(Run *r, const char *fmt, ...) {
-  if (!r->log) return;
+  if (!r->logging || r->log_failed) return;
+  char line[2048], err[4200];
   va_list ap;
   va_start(ap, fmt);
-  vfprintf(r->log, fmt, ap);
+  vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  fputc('\n', r->log);
-  fflush(r->log);
+  if (!file_log_line(&r->log, line, err, sizeof err)) {
+    fprintf(stderr, "netrun: error: %s: %s\n", r->log.path, err);
+    r->log_failed = true;
+  }
+}
+
+/* The log is synced at each epoch's end: a crash loses at most one epoch's
+ * lines. */
+static void log_sync(Run *r) {
+  char err[4200];
+  if (r->logging && !r->log_failed && !file_log_sync(&r->log, err, sizeof err)) {
+    fprintf(stderr, "netrun: error: %s: %s\n", r->log.path, err);
+    r->log_failed = true;
+  }
 }
 
 /* A JSON number: non-finite values are written null. */
@@ -571,7 +588,9 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
 }
 
 static void teardown(Run *r) {
-  if (r->log) fclose(r->log);
+  char err[4200];
+  if (r->logging && !file_log_close(&r->log, err, sizeof err) && !r->log_failed)
+    fprintf(stderr, "netrun: error: %s: %s\n", r->log.path, err);
   tensor_unref(r->lr);
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
@@ -588,8 +607,9 @@ int cmd_train(int argc, char **argv) {
   int status = EXIT_SCRIPT;
   if (!setup(&r, &t, true)) goto out;
   if (t.resume && !restore(&r, t.resume, true)) goto out;
-  if (t.log && !(r.log = fopen(t.log, r.epoch || r.step ? "a" : "w"))) {
-    fprintf(stderr, "netrun: error: cannot write %s: %s\n", t.log, strerror(errno));
+  char err[4200];
+  if (t.log && !(r.logging = file_log_open(&r.log, t.log, r.epoch || r.step, err, sizeof err))) {
+    fprintf(stderr, "netrun: error: %s: %s\n", t.log, err);
     goto out;
   }
   signal(SIGINT, on_stop);
@@ -645,9 +665,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "iter %lld  epoch %lld  loss %.4f  lr %.6g  samples/s %.0f\n", (long long)r.step,
                 (long long)r.epoch + 1, smooth, (double)tensor_f32(r.lr)[0], rate);
       }
-      if (stop_signal) break;
+      if (stop_signal || r.log_failed) break;
     }
     data_batcher_free(&b);
+    if (r.log_failed) status = EXIT_SCRIPT;
     if (status) break;
     if (stop_signal) {
       if (tty) fputc('\n', stderr);
@@ -685,11 +706,18 @@ int cmd_train(int argc, char **argv) {
     fflush(stdout);
     bool best = score > r.best;
     if (best) r.best = score;
-    if (t.save) save(&r, t.save, true);
-    if (t.keep_best && best) {
+    log_sync(&r);
+    if (r.log_failed) {
+      status = EXIT_SCRIPT;
+      break;
+    }
+    /* A checkpoint that cannot be written stops the run: training on
+     * without one would waste what the user asked to keep. */
+    if (t.save && !save(&r, t.save, true)) status = EXIT_SCRIPT;
+    if (status == 0 && t.keep_best && best) {
       char path[4096];
       snprintf(path, sizeof path, "%s.best", t.save);
-      save(&r, path, true);
+      if (!save(&r, path, true)) status = EXIT_SCRIPT;
     }
   }
   if (status == 0) {
@@ -703,6 +731,7 @@ int cmd_train(int argc, char **argv) {
              "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s, "
              "\"peak_memory_bytes\": %.0f, \"data_bytes\": %.0f, \"model_bytes\": %.0f}",
              (long long)r.epoch, (long long)r.step, (long long)r.samples, jnum(secs).s, m.peak, m.data, m.model);
+    if (r.log_failed) status = EXIT_SCRIPT;
   }
 out:
   teardown(&r);

@@ -8,7 +8,7 @@
 
 setup_file() {
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
-  local srcs=(tests/ckpt/mkckpt.c src/checkpoint.c src/mem.c src/tensor.c src/program.c)
+  local srcs=(tests/ckpt/mkckpt.c src/checkpoint.c src/file.c src/mem.c src/tensor.c src/program.c)
   local flags=(-std=c11 -D_GNU_SOURCE -g -Isrc)
   cd "$BATS_TEST_DIRNAME/.."
   "${CC:-cc}" "${flags[@]}" -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
@@ -21,13 +21,10 @@ setup() {
   cd "$BATS_TEST_TMPDIR"
 }
 
+load fs_helpers
+
 teardown() {
-  # Mounts and folders the atomicity tests made.
-  local m
-  for m in $(awk -v d="$BATS_TEST_TMPDIR" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r); do
-    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-  done
-  if [ -n "${SHARED_DIR:-}" ]; then chmod -R u+w "$SHARED_DIR"; rm -rf "$SHARED_DIR"; fi
+  cleanup_fs   # mounts and folders the atomicity tests made
 }
 
 # poke FILE OFFSET HEX...: overwrite bytes of FILE in place.
@@ -109,7 +106,7 @@ EOF
   [ "${lines[2]}" = "$PWD/api.ckpt: cannot save checkpoint: tensor name '' is empty" ]
   [[ "${lines[3]}" == *": cannot save checkpoint: tensor name 'xxxx"*"' is too long" ]]
   [ "${lines[4]}" = "$PWD/no/such/folder/api.ckpt: cannot save checkpoint: cannot create a temporary file in $PWD/no/such/folder: No such file or directory" ]
-  [ "${lines[5]}" = "$PWD: cannot save checkpoint (renaming the temporary file over it): Is a directory" ]
+  [ "${lines[5]}" = "$PWD: cannot save checkpoint: cannot write: Is a directory" ]
   [ "${lines[6]}" = "api ok" ]
   [ -z "$(ls)" ]       # no file, no temporary file left behind
 }
@@ -340,10 +337,8 @@ malformed() {
 }
 
 @test "a write into a folder without write permission fails clearly and leaves the old checkpoint" {
-  # Root ignores permissions, so as root the writer runs as nobody, from a
-  # folder nobody can reach.
-  SHARED_DIR=$(mktemp -d /tmp/netrun-ckpt.XXXXXX)
-  chmod 755 "$SHARED_DIR"
+  # As root the writer runs as nobody, from a folder nobody can reach.
+  shared_dir
   cp "$MKCKPT" "$SHARED_DIR/mkckpt"
   dir=$SHARED_DIR/locked
   mkdir "$dir"
@@ -351,12 +346,8 @@ malformed() {
   chmod 644 "$dir/run.ckpt"
   cp "$dir/run.ckpt" before.ckpt
   chmod 555 "$dir"
-  as=()
-  if [ "$(id -u)" = 0 ]; then
-    command -v setpriv >/dev/null || skip "running as root without setpriv to drop privileges"
-    as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-  fi
-  run "${as[@]}" "$SHARED_DIR/mkckpt" big "$dir/run.ckpt" 0.1
+  as_nobody
+  run "${AS[@]}" "$SHARED_DIR/mkckpt" big "$dir/run.ckpt" 0.1
   [ "$status" -eq 1 ]
   [ "$output" = "mkckpt: $dir/run.ckpt: cannot save checkpoint: cannot create a temporary file in $dir: Permission denied" ]
   cmp before.ckpt "$dir/run.ckpt"
@@ -370,7 +361,7 @@ malformed() {
   cp full/run.ckpt before.ckpt
   run "$MKCKPT" big full/run.ckpt 1            # 1 MiB into 64 KiB
   [ "$status" -eq 1 ]
-  [ "$output" = "mkckpt: full/run.ckpt: cannot save checkpoint (writing): No space left on device" ]
+  [ "$output" = "mkckpt: full/run.ckpt: cannot save checkpoint: cannot write: No space left on device" ]
   cmp before.ckpt full/run.ckpt
   [ "$(ls full)" = run.ckpt ]
   # and the space is back: a small checkpoint still fits

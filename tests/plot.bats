@@ -277,7 +277,7 @@ well_formed() {
   [ "$output" = "netrun: error: nothing.jsonl: no loss or accuracy to plot" ]
   run "$NETRUN" plot "$P/three_epochs.jsonl" -o missing/out.svg
   [ "$status" -eq 1 ]
-  [ "$output" = "netrun: error: cannot write missing/out.svg: No such file or directory" ]
+  [ "$output" = "netrun: error: missing/out.svg: cannot create a temporary file in missing: No such file or directory" ]
 }
 
 @test "plot: a long log draws quickly and stays small" {

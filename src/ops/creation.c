@@ -27,7 +27,7 @@ static const char *check_shape(const AttrValue *v) {
   int64_t n = 1;
   for (int i = 0; i < v->n; i++) {
     if (v->u.ints[i] < 0) return "must not hold negative sizes";
-    if (v->u.ints[i] && n > INT64_MAX / v->u.ints[i]) return "has too many elements";
+    if (v->u.ints[i] && n > INT64_MAX / v->u.ints[i]) return "has too many elements (more than 2^63)";
     n *= v->u.ints[i];
   }
   return NULL;
@@ -215,14 +215,6 @@ static bool infer_nothing(InferCtx *c) {
  * these kernels only fill them in.  Each loop is chosen once per call by
  * dtype; none branches on the dtype per element. */
 
-/* A double as an i64: truncated toward zero, saturating at the i64 range,
- * NaN giving 0 (C leaves all three undefined). */
-static inline int64_t to_i64(double v) {
-  if (v != v) return 0;
-  if (v >= 9.2233720368547758e18) return INT64_MAX;
-  if (v <= -9.2233720368547758e18) return INT64_MIN;
-  return (int64_t)v;
-}
 
 static void fill_value(Tensor *t, double v) {
   int64_t n = t->numel;
@@ -233,7 +225,7 @@ static void fill_value(Tensor *t, double v) {
     break;
   }
   case DT_I64: {
-    int64_t *o = tensor_i64(t), x = to_i64(v);
+    int64_t *o = tensor_i64(t), x = tensor_to_i64(v);
     for (int64_t i = 0; i < n; i++) o[i] = x;
     break;
   }
@@ -263,7 +255,7 @@ static void convert(Tensor *out, const Tensor *in) {
   switch (out->dtype * 3 + in->dtype) {
   case DT_F32 * 3 + DT_I64: CONVERT(float, int64_t, x[i]); break;
   case DT_F32 * 3 + DT_BOOL: CONVERT(float, uint8_t, x[i]); break;
-  case DT_I64 * 3 + DT_F32: CONVERT(int64_t, float, to_i64((double)x[i])); break;
+  case DT_I64 * 3 + DT_F32: CONVERT(int64_t, float, tensor_to_i64((double)x[i])); break;
   case DT_I64 * 3 + DT_BOOL: CONVERT(int64_t, uint8_t, x[i]); break;
   case DT_BOOL * 3 + DT_F32: CONVERT(uint8_t, float, x[i] != 0); break;
   case DT_BOOL * 3 + DT_I64: CONVERT(uint8_t, int64_t, x[i] != 0); break;
@@ -298,7 +290,7 @@ static int k_arange(ExecCtx *c) {
     for (int64_t i = 0; i < n; i++) o[i] = (float)(start + (double)i * step);
   } else {
     int64_t *o = tensor_i64(out);
-    for (int64_t i = 0; i < n; i++) o[i] = to_i64(start + (double)i * step);
+    for (int64_t i = 0; i < n; i++) o[i] = tensor_to_i64(start + (double)i * step);
   }
   return 0;
 }
@@ -346,7 +338,7 @@ static int k_assign_value(ExecCtx *c) {
   int64_t n = out->numel;
   switch (out->dtype) {
   case DT_F32: for (int64_t i = 0; i < n; i++) tensor_f32(out)[i] = (float)x[i]; break;
-  case DT_I64: for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = to_i64(x[i]); break;
+  case DT_I64: for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = tensor_to_i64(x[i]); break;
   default: for (int64_t i = 0; i < n; i++) tensor_bool(out)[i] = x[i] != 0; break;
   }
   return 0;

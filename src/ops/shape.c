@@ -86,7 +86,7 @@ static const char *check_dims(const AttrValue *v, bool hole) {
       continue;
     }
     if (d < 0) return hole ? "must hold sizes >= 0 and at most one -1" : "must not hold negative sizes";
-    if (d && n > INT64_MAX / d) return "has too many elements";
+    if (d && n > INT64_MAX / d) return "has too many elements (more than 2^63)";
     n *= d;
   }
   return NULL;

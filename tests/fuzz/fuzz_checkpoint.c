@@ -1,17 +1,20 @@
-/* fuzz_ckpt.c — libFuzzer harness for the checkpoint reader (ckpt_parse).
- *
- *   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Isrc \
- *     tests/ckpt/fuzz_ckpt.c src/checkpoint.c src/mem.c src/tensor.c src/program.c -lz -lm
+/* fuzz_checkpoint.c — bytes read as a checkpoint (ckpt_parse: what
+ * netrun checkpoint, --resume and --weights read).
  *
  * Seeds: checkpoints written by tests/ckpt/mkckpt (write, tiny).  Most random
  * inputs stop at the CRC, so the harness also parses a copy whose lengths
  * and CRC are repaired, to reach the sections. */
+#include "fuzz.h"
+
 #include "checkpoint.h"
 
-#include <string.h>
 #include <zlib.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  tensor_set_memory_limit((int64_t)64 << 20);
+  return 0;
+}
 
 static void le(unsigned char *p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -24,6 +27,7 @@ static void parse(const unsigned char *b, size_t n) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size > FUZZ_MAX_INPUT) return 0;
   parse(data, size);
   if (size >= 36) {
     unsigned char *b = mem_alloc(NULL, size);

@@ -1,0 +1,67 @@
+/* file.h — how netrun writes files: atomically, or (logs) a whole line at
+ * a time.
+ *
+ * Every file netrun writes (dumps with -o, plots, checkpoints) is written
+ * to a temporary file PATH.tmp.XXXXXX in the same folder, flushed and
+ * fsync'ed, renamed over PATH, and the folder is fsync'ed: a reader sees
+ * the old file or the new one, never a part, and an error (disk full,
+ * permission denied, out of memory) leaves the old file as it was.  The new
+ * file gets the mode of the file it replaces, else 0666 less the umask.  A
+ * symbolic link stays a link: the file it names is replaced.  A target that
+ * is not a regular file (/dev/null, a pipe) cannot be replaced and is
+ * written in place.
+ * The temporary files of writes not finished when the process exits (out
+ * of memory exits through exit()) are removed by an atexit handler.
+ *
+ * A training log (netrun train --log) grows while training runs, so it is
+ * appended instead: each line goes out whole in one write(2), a line that
+ * cannot be written whole is cut off again, and the file is fsync'ed at
+ * each file_log_sync (the trainer syncs every epoch).  A crash loses at most
+ * the lines since the last sync and never damages earlier ones.  A fresh
+ * log replaces an old one atomically when its first line is written, so a
+ * run that fails before (or a full disk) leaves the old log intact.
+ *
+ * Errors are returned in err as what failed and the OS error, without the
+ * path: "cannot create a temporary file in DIR: Permission denied",
+ * "cannot write it: No space left on device".
+ */
+#ifndef NETRUN_FILE_H
+#define NETRUN_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct AtomicFile {
+  const char *path;       /* the target: the caller's, or real */
+  char *real;             /* the file a symbolic link target names */
+  char *tmp;              /* the temporary file's name, while it exists */
+  char *dir;              /* the folder holding both */
+  int fd;                 /* the temporary file, open for writing */
+} AtomicFile;
+
+/* Creates the temporary file beside path. */
+bool file_begin(AtomicFile *a, const char *path, char *err, size_t errlen);
+/* Once everything is written to a->fd (werr: an errno the caller's writes
+ * met, or 0): syncs, closes, renames over the target, syncs the folder. */
+bool file_commit(AtomicFile *a, int werr, char *err, size_t errlen);
+/* Closes and removes the temporary file; the target is untouched. */
+void file_abort(AtomicFile *a);
+/* Writes all n bytes to fd (retrying short writes); 0 or the errno. */
+int file_write_all(int fd, const void *buf, size_t n);
+
+typedef struct LogFile {
+  AtomicFile a;           /* a fresh log, until its first line */
+  int fd;                 /* -1 when closed */
+  long long size;         /* bytes written whole */
+  const char *path;
+} LogFile;
+
+/* Opens a log: appending to path (resuming), or replacing it (fresh). */
+bool file_log_open(LogFile *l, const char *path, bool append, char *err, size_t errlen);
+/* Appends line (without its newline) and a newline, whole or not at all. */
+bool file_log_line(LogFile *l, const char *line, char *err, size_t errlen);
+bool file_log_sync(LogFile *l, char *err, size_t errlen);
+/* Syncs and closes (a fresh log without lines replaces the old one now). */
+bool file_log_close(LogFile *l, char *err, size_t errlen);
+
+#endif
