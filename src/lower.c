@@ -2049,6 +2049,9 @@ void lower_rollback(Lowerer *L, LowerMark *m) {
   prog_rollback(L->prog, &m->prog);
   L->global->n = m->nglobals;
   if (m->nglobals) memcpy(L->global->b, m->globals, sizeof *m->globals * (size_t)m->nglobals);
+  /* The name index cannot delete: rebuilt from the bindings that stay. */
+  memset(&L->global->index, 0, sizeof L->global->index);
+  for (int i = 0; i < L->global->n; i++) strmap_put(L->arena, &L->global->index, L->global->b[i].name, i);
   if (L->prog->user_ops) {
     int n;
     const OpProto *const *ops = reg_all(L->prog->user_ops, &n);

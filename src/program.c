@@ -308,7 +308,11 @@ void prog_rollback(Program *p, const ProgMark *m) {
       for (int k = 0; k < b->nvars; k++) map_put(p->arena, b->map, b->vars[k]), map_put(p->arena, p->all, b->vars[k]);
     }
   }
-  p->nexports = m->nexports;
+  if (p->nexports != m->nexports) {
+    p->nexports = m->nexports;
+    memset(&p->export_index, 0, sizeof p->export_index);
+    for (int i = 0; i < p->nexports; i++) strmap_put(p->arena, &p->export_index, p->exports[i].name, i);
+  }
   for (int i = 0; i < p->nexports; i++) p->exports[i].var = m->export_vars[i];
   p->nsettings = m->nsettings;
   p->next_temp = m->next_temp;

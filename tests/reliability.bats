@@ -93,8 +93,8 @@ no_temporaries() {
   # Two epochs of xor: the first epoch's checkpoint and log lines are
   # written before later allocations fail.  Every allocation is walked.
   cp "$EX/xor.net" .
-  mkdir -p examples/data
-  cp "$EX/data/xor.csv" examples/data/
+  mkdir -p data
+  cp "$EX/data/xor.csv" data/
   "$NETRUN" train --epochs 1 --seed 7 --save old.ckpt xor.net >/dev/null 2>&1
   echo '{"event": "old"}' > old.jsonl
   total=$(allocations train --epochs 2 --save run.ckpt --log run.jsonl xor.net)
@@ -277,8 +277,8 @@ refuses() {
   [ "$(stat -c %a b.txt)" = 600 ]
   (umask 002 && "$NETRUN" plot -o c.svg "$ROOT/tests/plot/two_splits.jsonl")
   [ "$(stat -c %a c.svg)" = 664 ]
-  mkdir -p examples/data
-  cp "$EX/data/xor.csv" examples/data/
+  mkdir -p data
+  cp "$EX/data/xor.csv" data/
   (umask 077 && "$NETRUN" train --epochs 1 --save r.ckpt --log r.jsonl xor.net >/dev/null 2>&1)
   [ "$(stat -c %a r.ckpt)" = 600 ]
   [ "$(stat -c %a r.jsonl)" = 600 ]
@@ -410,8 +410,8 @@ olds() { for f in out.txt out.svg run.ckpt run.jsonl; do echo OLD > "$1/$f"; don
 
 @test "a training log: appended whole lines; a run killed mid-way leaves only whole lines" {
   cp "$EX/xor.net" .
-  mkdir -p examples/data
-  cp "$EX/data/xor.csv" examples/data/
+  mkdir -p data
+  cp "$EX/data/xor.csv" data/
   "$NETRUN" train --epochs 100000 --log run.jsonl xor.net >/dev/null 2>&1 &
   pid=$!
   sleep 1

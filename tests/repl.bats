@@ -698,7 +698,7 @@ x     f32    [2]    value
   [ "$stderr" = "<stdin>:3:7: error: unknown name 'nosuch'
 bad = nosuch
       ^~~~~~
-netrun: error: cannot write /nonexistent/dir/out.net: No such file or directory" ]
+netrun: error: /nonexistent/dir/out.net: cannot create a temporary file in /nonexistent/dir: No such file or directory" ]
   [ "$(cat out.net)" = "# :load lib.net
 param W : [2] = [1.0, 2.0]
 x = W * 2
