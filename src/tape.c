@@ -124,7 +124,10 @@ static const char *qualified(Arena *a, const char *var, const char *turn) {
  * (nested loops: followed outwards).  A parameter carried into a loop
  * unchanged keeps its own name, so the backward finds it. */
 static const char *leaf_name(const Program *fwd, Arena *a, const char *var, const char *turn) {
-  while (turn && *turn) {
+  /* Only a first turn's args hold what the while op passed in; a later
+   * turn's hold what the turn before made (a leaf only if no taped op made
+   * it, like a counter). */
+  while (turn && *turn && strrchr(turn, '#') && strcmp(strrchr(turn, '#'), "#0") == 0) {
     const VarDesc *v = prog_var(fwd, var);
     const Block *b = v && v->block > 0 ? prog_block(fwd, v->block) : NULL;
     int arg = -1;

@@ -80,6 +80,8 @@ typedef struct Template {
   int nneed;
   int *need_val;               /* per gradient computed: the value it is of */
   int *npieces, **pslot;       /* and the slots of its pieces */
+  int *share_in, *share_out;   /* per grad op: an assign of one f32 value to
+                                * another (slots), or -1: run it */
 } Template;
 
 /* What is fixed for one op description: which inputs can carry a gradient
@@ -339,6 +341,21 @@ static Template *template_new(TapeGrad *tg, const OpInfo *info, const TapeEntry 
   for (int v = 0; v < nv; v++) t->slot[v] = exec_slot(t->ex, names[v]);
   t->gslot = arena_alloc(&t->arena, sizeof *t->gslot * (size_t)(e->nout + 1));
   for (int v = 0; v < e->nout; v++) t->gslot[v] = gnames[v] ? exec_slot(t->ex, gnames[v]) : -1;
+  /* An assign between gradients (add's and sub's dX) passes the tensor
+   * on: gradients here are never written in place once made (accumulate
+   * copies a shared one), so the copy would buy nothing. */
+  const Block *gb = p->blocks[0];
+  t->share_in = arena_alloc(&t->arena, sizeof *t->share_in * (size_t)(gb->nops + 1));
+  t->share_out = arena_alloc(&t->arena, sizeof *t->share_out * (size_t)(gb->nops + 1));
+  for (int i = 0; i < gb->nops; i++) {
+    const OpDesc *op = gb->ops[i];
+    const char *src = strcmp(op->type, "assign") == 0 ? op_in1(op, "X") : NULL, *dst = src ? op_out1(op, "Out") : NULL;
+    const VarDesc *a = src ? prog_var(p, src) : NULL, *d = dst ? prog_var(p, dst) : NULL;
+    bool share = a && d && a->dtype == DT_F32 && d->dtype == DT_F32;
+    t->share_in[i] = share ? exec_slot(t->ex, src) : -1;
+    t->share_out[i] = share ? exec_slot(t->ex, dst) : -1;
+    if (t->share_in[i] < 0 || t->share_out[i] < 0) t->share_in[i] = t->share_out[i] = -1;
+  }
   t->pslot = arena_alloc(&t->arena, sizeof *t->pslot * (size_t)(t->nneed + 1));
   for (int j = 0; j < t->nneed; j++) {
     t->pslot[j] = arena_alloc(&t->arena, sizeof **t->pslot * (size_t)(t->npieces[j] + 1));
@@ -424,9 +441,16 @@ static int run_entry(TapeGrad *tg, const TapeEntry *e, const bool *need) {
       tensor_unref(z);
     }
   }
-  if (exec_run_ops(x, 1, t->p->blocks[0]->nops) < 0) {
-    exec_clear(x);
-    return -1;
+  int nops = t->p->blocks[0]->nops;
+  for (int i = 1; i < nops; i++) {
+    if (t->share_in[i] >= 0 && exec_get(x, t->share_in[i])) {
+      exec_set(x, t->share_out[i], exec_get(x, t->share_in[i]));
+      continue;
+    }
+    if (exec_run_ops(x, i, i + 1) < 0) {
+      exec_clear(x);
+      return -1;
+    }
   }
   /* The outputs' gradients are final and used: drop them. */
   for (int o = 0; o < e->nout; o++) {

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -62,15 +63,79 @@ static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *
   return NULL;
 }
 
+/* ---- the small-tensor pool ---------------------------------------------------------
+ * Most tensors of a loop over scalars hold a few elements, and the tape
+ * keeps every one of them until the backward: a malloc and a free each
+ * were a fifth of an op's cost.  Blocks for tensors of up to POOL_DATA
+ * bytes come from chunks of POOL_CHUNK blocks, and freed ones go back to a
+ * free list.  Chunks are released at exit.  Under AddressSanitizer, and
+ * with NETRUN_NO_POOL set (make valgrind), every tensor is its own
+ * allocation again, so the tools see each use and each leak. */
+#define POOL_DATA 64
+#define POOL_CHUNK 256
+#define HEAD_BYTES ((sizeof(Tensor) + sizeof(Storage) + 15) & ~(size_t)15)
+#define POOL_BLOCK (HEAD_BYTES + POOL_DATA)
+
+typedef struct PoolChunk {
+  struct PoolChunk *next;
+  _Alignas(16) unsigned char blocks[];
+} PoolChunk;
+
+static struct {
+  void *free;             /* a free block's first word points to the next */
+  PoolChunk *chunks;
+  int state;              /* 0: not decided yet, 1: on, -1: off */
+} pool;
+
+static void pool_release(void) {
+  for (PoolChunk *c = pool.chunks, *next; c; c = next) next = c->next, mem_free(c);
+  pool.chunks = NULL;
+  pool.free = NULL;
+}
+
+static bool pool_on(void) {
+  if (!pool.state) {
+#if defined(__SANITIZE_ADDRESS__)
+    pool.state = -1;
+#else
+    pool.state = getenv("NETRUN_NO_POOL") ? -1 : 1;
+    if (pool.state > 0) atexit(pool_release);
+#endif
+  }
+  return pool.state > 0;
+}
+
+static void *pool_get(void) {
+  if (!pool.free) {
+    PoolChunk *c = mem_alloc(NULL, sizeof *c + POOL_BLOCK * POOL_CHUNK);
+    c->next = pool.chunks;
+    pool.chunks = c;
+    for (int i = POOL_CHUNK - 1; i >= 0; i--) {
+      void **b = (void **)(c->blocks + (size_t)i * POOL_BLOCK);
+      *b = pool.free;
+      pool.free = b;
+    }
+  }
+  void **b = pool.free;
+  pool.free = *b;
+  return b;
+}
+
+static void pool_put(void *block) {
+  *(void **)block = pool.free;
+  pool.free = block;
+}
+
 Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why) {
   int64_t n;
   if ((*why = size_error(t, rank, shape, &n))) return NULL;
   /* One allocation holds the tensor, its storage and the elements: a new
    * tensor costs one malloc.  The block lives while its storage has users
    * (views made by tensor_view share it). */
-  size_t head = (sizeof(Tensor) + sizeof(Storage) + 15) & ~(size_t)15;
+  size_t head = HEAD_BYTES;
   size_t bytes = (size_t)n * dtype_size(t);
-  char *block = mem_alloc(NULL, head + (bytes ? bytes : 1));
+  bool pooled = bytes <= POOL_DATA && pool_on();
+  char *block = pooled ? pool_get() : mem_alloc(NULL, head + (bytes ? bytes : 1));
   Tensor *x = (Tensor *)block;
   Storage *s = (Storage *)(block + sizeof(Tensor));
   x->refs = 1;
@@ -84,6 +149,7 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why
   live_bytes += (int64_t)bytes;
   s->data = block + head;
   s->block = block;
+  s->pooled = pooled;
   x->storage = s;
   x->data = s->data;
   return x;
@@ -165,7 +231,8 @@ void tensor_unref(Tensor *t) {
   bool owns_block = s->block == (void *)t;
   if (--s->refs == 0) {
     live_bytes -= (int64_t)s->bytes;
-    mem_free(s->block);
+    if (s->pooled) pool_put(s->block);
+    else mem_free(s->block);
   }
   if (!owns_block) mem_free(t);     /* a view: its own small allocation */
 }

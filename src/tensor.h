@@ -22,6 +22,7 @@ typedef struct Storage {
   size_t bytes;
   void *data;
   void *block;                /* the allocation holding this storage (and its data) */
+  bool pooled;                /* block came from the small-tensor pool (tensor.c) */
 } Storage;
 
 typedef struct Tensor {

@@ -67,7 +67,7 @@ max_diff() {
   # grad --tape runs the grad ops per recorded op (tapegrad.c); --tape-program
   # builds the tape's whole backward program and runs that.  Same builder,
   # same kernels, same summation order: the same bits, loops included.
-  for f in "$G"/*.net "$G"/ops/*.net; do
+  for f in "$G"/*.net "$G"/ops/*.net "$G"/stdlib/*.net; do
     "$NETRUN" grad --tape --format json "$f" > direct.json
     "$NETRUN" grad --tape-program --format json "$f" > program.json
     cmp direct.json program.json || { echo "$(basename "$f") differs"; return 1; }

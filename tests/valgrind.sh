@@ -6,6 +6,8 @@
 # hide behind a test that ignores a status or stderr.
 here=$(cd "$(dirname "$0")" && pwd)
 : "${NETRUN_BIN:=$here/../netrun}" "${VALGRIND_LOGS:=/tmp}"
+# Every tensor its own allocation, so memcheck sees each one (tensor.c's pool).
+export NETRUN_NO_POOL=1
 exec valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
   --show-leak-kinds=definite,indirect --suppressions="$here/valgrind.supp" \
   --log-file="$VALGRIND_LOGS/netrun.%p.log" "$NETRUN_BIN" "$@"
