@@ -130,14 +130,15 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint
+FUZZ = parse exec idx csv checkpoint plot
 FUZZ_TIME ?= 60
 FUZZ_FLAGS ?=
 FUZZ_CC ?= clang
 FUZZ_DEFS = -DNETRUN_STDLIB_DIR='"$(CURDIR)/stdlib"' -Itests/fuzz
-# A harness's seeds (the script harnesses share theirs) and crash regressions.
-fuzz_seeds = tests/fuzz/corpus/$$(case $(1) in parse|exec) echo script;; *) echo $(1);; esac) \
-  $$(ls -d tests/fuzz/regress/$(1) 2>/dev/null)
+# A harness's seeds (the script harnesses share theirs; plot's are the plot
+# tests' logs) and crash regressions.
+fuzz_seeds = $$(case $(1) in parse|exec) echo tests/fuzz/corpus/script;; plot) echo tests/plot;; \
+  *) echo tests/fuzz/corpus/$(1);; esac) $$(ls -d tests/fuzz/regress/$(1) 2>/dev/null)
 
 fuzz:
 	$(MAKE) deps DEB_PKGS="clang libclang-rt-14-dev"
@@ -147,7 +148,7 @@ fuzz:
 	  mkdir -p build/fuzz/corpus/$$h; \
 	  echo "fuzz_$$h: $(FUZZ_TIME) s"; \
 	  OPENBLAS_NUM_THREADS=1 build/fuzz/fuzz_$$h -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=4096 \
-	    -max_len=4096 -artifact_prefix=build/fuzz/crash-$$h- -print_final_stats=1 $(FUZZ_FLAGS) \
+	    -max_len=4096 -close_fd_mask=2 -artifact_prefix=build/fuzz/crash-$$h- -print_final_stats=1 $(FUZZ_FLAGS) \
 	    build/fuzz/corpus/$$h $(call fuzz_seeds,$$h) || exit 1; \
 	done
 
@@ -155,7 +156,9 @@ fuzz-replay: deps
 	$(MAKE) BUILD=build/asan OPT="$(SAN_OPT)" LDFLAGS="-fsanitize=address,undefined" \
 	  FUZZ_MAIN=tests/fuzz/driver.c $(FUZZ:%=build/asan/fuzz_%)
 	@for h in $(FUZZ); do \
-	  $(ASAN_ENV) OPENBLAS_NUM_THREADS=1 build/asan/fuzz_$$h $(call fuzz_seeds,$$h) || exit 1; \
+	  out=$$($(ASAN_ENV) OPENBLAS_NUM_THREADS=1 build/asan/fuzz_$$h $(call fuzz_seeds,$$h) 2>&1) || \
+	    { echo "$$out"; echo "fuzz_$$h: replay failed"; exit 1; }; \
+	  echo "$$out" | tail -1; \
 	done
 
 FUZZ_LIB = $(filter-out $(BUILD)/src/main.o,$(OBJ))
