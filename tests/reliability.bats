@@ -14,7 +14,8 @@ setup() {
   EX=$ROOT/examples
   cd "$BATS_TEST_TMPDIR"
   # Under valgrind each run takes seconds: the walks then take every
-  # NETRUN_WALK_STRIDE-th allocation (make valgrind sets it).
+  # NETRUN_WALK_STRIDE-th allocation, and Ctrl-C comes after
+  # NETRUN_START_SECONDS (make valgrind sets both).
   STRIDE=${NETRUN_WALK_STRIDE:-1}
 }
 
@@ -252,15 +253,15 @@ refuses() {
   run "$NETRUN" run --max-steps 500 forever.net
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "forever.net:2:1: error: while: the loop ran 500 turns without ending (the limit is --max-steps=500)" ]
-  run timeout --preserve-status -s INT 1 "$NETRUN" run --max-steps 1000000000000 forever.net
+  run timeout --preserve-status -s INT "${NETRUN_START_SECONDS:-1}" "$NETRUN" run --max-steps 1000000000000 forever.net
   [ "$status" -eq 130 ]
   [[ "${lines[0]}" == "forever.net:"*": error: "*"interrupted"* ]]
   # Nested loops: each level has its own limit, Ctrl-C stops them all.
   printf 'i = 0\nwhile true {\n  j = 0\n  while j < 1000000 {\n    j = j + 1\n  }\n  i = i + 1\n}\n' > nested.net
-  run timeout --preserve-status -s INT 1 "$NETRUN" run --max-steps 1000000000000 nested.net
+  run timeout --preserve-status -s INT "${NETRUN_START_SECONDS:-1}" "$NETRUN" run --max-steps 1000000000000 nested.net
   [ "$status" -eq 130 ]
   # grad and time stop the same way.
-  run timeout --preserve-status -s INT 1 "$NETRUN" time --max-steps 1000000000000 forever.net
+  run timeout --preserve-status -s INT "${NETRUN_START_SECONDS:-1}" "$NETRUN" time --max-steps 1000000000000 forever.net
   [ "$status" -eq 130 ]
 }
 
@@ -317,7 +318,7 @@ refuses() {
     # (A background job starts with SIGINT ignored: restore it.)
     env --default-signal=INT "$NETRUN" dump --backward -o out.txt lines.net &
     pid=$!
-    for _ in $(seq 1 600); do ls out.txt.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
+    while kill -0 "$pid" 2>/dev/null && ! ls out.txt.tmp.* >/dev/null 2>&1; do sleep 0.05; done
     ls out.txt.tmp.*                   # caught while writing
     kill -s $sig "$pid"
     status=0
@@ -414,7 +415,7 @@ olds() { for f in out.txt out.svg run.ckpt run.jsonl; do echo OLD > "$1/$f"; don
   cp "$EX/data/xor.csv" data/
   "$NETRUN" train --epochs 100000 --log run.jsonl xor.net >/dev/null 2>&1 &
   pid=$!
-  sleep 1
+  while kill -0 "$pid" 2>/dev/null && [ "$(cat run.jsonl 2>/dev/null | wc -l)" -le 10 ]; do sleep 0.05; done
   kill -9 "$pid"
   wait "$pid" 2>/dev/null || true
   [ "$(wc -l < run.jsonl)" -gt 10 ]

@@ -90,7 +90,7 @@ NET
 
 @test "Ctrl-C stops a runaway loop cleanly" {
   printf 'i = 0\nwhile i >= 0 {\n  i = i + 1\n}\n' > forever.net
-  run timeout --preserve-status -s INT 1 "$NETRUN" run --max-steps 1000000000000 forever.net
+  run timeout --preserve-status -s INT "${NETRUN_START_SECONDS:-1}" "$NETRUN" run --max-steps 1000000000000 forever.net
   [ "$status" -eq 130 ]
   [[ "${lines[0]}" == "forever.net:"*": error: "*"interrupted"* ]]
 }
