@@ -97,6 +97,7 @@ static bool pool_on(void) {
   if (!pool.state) {
 #if defined(__SANITIZE_ADDRESS__)
     pool.state = -1;
+    (void)pool_release;
 #else
     pool.state = getenv("NETRUN_NO_POOL") ? -1 : 1;
     if (pool.state > 0) atexit(pool_release);
