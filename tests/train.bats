@@ -89,10 +89,11 @@ train_bg() {
 # steps_logged LOG: step lines in LOG.
 steps_logged() { grep -c '"event": "step"' "$1" 2>/dev/null || true; }
 
-# wait_steps LOG N: waits until LOG holds N step lines (at most 30 s).
+# wait_steps LOG N: waits until LOG holds N step lines (at most 30 s, or
+# 30 NETRUN_START_SECONDS under valgrind).
 wait_steps() {
   local i
-  for i in $(seq 600); do
+  for i in $(seq $((600 * ${NETRUN_START_SECONDS:-1}))); do
     [ "$(steps_logged "$1")" -ge "$2" ] && return 0
     sleep 0.05
   done
