@@ -133,6 +133,9 @@ valgrind: deps
 # once through each harness under gcc's sanitizers.
 FUZZ = parse exec idx csv checkpoint plot
 FUZZ_TIME ?= 60
+# FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
+# bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
+FUZZ_RUNS ?=
 FUZZ_FLAGS ?=
 FUZZ_CC ?= clang
 FUZZ_DEFS = -DNETRUN_STDLIB_DIR='"$(CURDIR)/stdlib"' -Itests/fuzz
@@ -147,9 +150,9 @@ fuzz:
 	  FUZZ_MAIN=-fsanitize=fuzzer $(FUZZ:%=build/fuzz/fuzz_%)
 	@for h in $(FUZZ); do \
 	  mkdir -p build/fuzz/corpus/$$h; \
-	  echo "fuzz_$$h: $(FUZZ_TIME) s"; \
+	  echo "fuzz_$$h: $(FUZZ_TIME) s$(if $(FUZZ_RUNS), or $(FUZZ_RUNS) runs)"; \
 	  OPENBLAS_NUM_THREADS=1 build/fuzz/fuzz_$$h -max_total_time=$(FUZZ_TIME) -timeout=20 -rss_limit_mb=4096 \
-	    -max_len=4096 -close_fd_mask=2 -artifact_prefix=build/fuzz/crash-$$h- -print_final_stats=1 $(FUZZ_FLAGS) \
+	    -max_len=4096 -close_fd_mask=2 -artifact_prefix=build/fuzz/crash-$$h- -print_final_stats=1 $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) $(FUZZ_FLAGS) \
 	    build/fuzz/corpus/$$h $(call fuzz_seeds,$$h) || exit 1; \
 	done
 

@@ -35,6 +35,11 @@ typedef struct Prepared {
   int nin[REG_MAX_SLOTS], nout[REG_MAX_SLOTS];
   int in_total, out_total;
   VarRef *in, *out;                /* flattened in proto slot order */
+  int klass;                       /* its class on the tape, or -1 */
+  /* An OP_CONSTANT op in a loop body: whether it may keep its output, and
+   * the output it made (later turns share it). */
+  bool keeps;
+  Tensor *constant;
   /* Cached runtime inference: the inputs' signature and the outputs. */
   bool cached;
   int64_t *sig;
@@ -85,6 +90,17 @@ struct Executor {
   int startup_ran, ran;
   const char **waits;
   Tape tape;
+  /* The tape's op classes: a structure (op_struct_hash) and which of the
+   * op's values share a variable; by hash in class_index (ids + 1). */
+  struct OpClass {
+    uint64_t key;
+    const OpDesc *op;
+    int nvals;
+    int *alias;
+  } *classes;
+  int nclasses, capclasses;
+  int *class_index;
+  size_t capindex;
   OpTiming *timings;
   int ntimings, captimings;
   int64_t ops_run;                 /* ops executed, control ops included */
@@ -178,13 +194,67 @@ static void precache(Executor *ex, Prepared *p) {
   p->cached = true;
 }
 
+/* Value k's alias: the first of p's values (inputs then outputs) read
+ * from or written to the same variable. */
+static void value_alias(const Prepared *p, int *alias) {
+  int nv = p->in_total + p->out_total;
+  for (int k = 0; k < nv; k++) {
+    const char *name = k < p->in_total ? p->in[k].name : p->out[k - p->in_total].name;
+    int j = 0;
+    while (j < k && strcmp(j < p->in_total ? p->in[j].name : p->out[j - p->in_total].name, name) != 0) j++;
+    alias[k] = j;
+  }
+}
+
+/* The class of a prepared op: the one of an op alike, or a new one. */
+static int op_class(Executor *ex, const Prepared *p) {
+  int nv = p->in_total + p->out_total;
+  int *alias = mem_alloc(NULL, sizeof *alias * (size_t)(nv + 1));
+  value_alias(p, alias);
+  uint64_t key = op_struct_hash(p->op);
+  for (int k = 0; k < nv; k++) key = (key ^ (uint64_t)alias[k]) * 0x100000001b3ull;
+  size_t mask = ex->capindex - 1, i = ex->capindex ? (size_t)key & mask : 0;
+  if (ex->capindex)
+    for (; ex->class_index[i]; i = (i + 1) & mask) {
+      const struct OpClass *c = &ex->classes[ex->class_index[i] - 1];
+      if (c->key == key && c->nvals == nv && memcmp(c->alias, alias, sizeof *alias * (size_t)nv) == 0 &&
+          op_struct_equal(c->op, p->op)) {
+        mem_free(alias);
+        return ex->class_index[i] - 1;
+      }
+    }
+  VEC_RESERVE(ex->classes, ex->capclasses, ex->nclasses + 1);
+  ex->classes[ex->nclasses] = (struct OpClass){key, p->op, nv, alias};
+  int id = ++ex->nclasses;
+  if ((size_t)id * 2 > ex->capindex) {
+    size_t cap = ex->capindex ? ex->capindex * 2 : 64;
+    mem_free(ex->class_index);
+    ex->class_index = mem_calloc(cap, sizeof *ex->class_index);
+    ex->capindex = cap;
+    for (int c = 1; c <= id; c++) {
+      size_t j = (size_t)ex->classes[c - 1].key & (cap - 1);
+      while (ex->class_index[j]) j = (j + 1) & (cap - 1);
+      ex->class_index[j] = c;
+    }
+  } else {
+    ex->class_index[i] = id;
+  }
+  return id - 1;
+}
+
 static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
   memset(p, 0, sizeof *p);
   p->op = op;
   p->proto = prog_find_op(ex->prog, op->type);
   p->timing = -1;
+  p->klass = -1;
   p->sub[0] = p->sub[1] = -1;
   if (!p->proto) return;
+  /* Only in a forward sub-block: block 0 and the startup run again with new
+   * bindings, and a grad block's values can reach updates that write them
+   * in place (clip_by_global_norm); a body's constants reach neither. */
+  const Block *b = blk > 0 ? prog_block(ex->prog, blk) : NULL;
+  p->keeps = (p->proto->flags & OP_CONSTANT) && b && b->fwd_block < 0;
   for (int s = 0; s < p->proto->nin; s++) {
     const Slot *sl = op_input(op, p->proto->in[s].name);
     p->nin[s] = sl ? sl->n : 0;
@@ -212,6 +282,9 @@ static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
     }
   }
   precache(ex, p);
+  /* With the tape on, its classes are found here, once per op. */
+  if (ex->opt.tape && p->proto->grad_kind != GRAD_NONE && !(p->proto->flags & OP_CONTROL))
+    p->klass = op_class(ex, p);
   if (p->proto->flags & OP_CONTROL) {
     const char *attrs[2] = {"sub_block", "else_block"};
     for (int j = 0; j < 2; j++) {
@@ -253,6 +326,7 @@ static void prepare_block(Executor *ex, PBlock *pb, const Block *b) {
 }
 
 static void free_prepared(Prepared *p) {
+  tensor_unref(p->constant);
   mem_free(p->in);
   mem_free(p->out);
   mem_free(p->out_desc);
@@ -515,6 +589,14 @@ static double now(void) {
 
 #define MAX_STACK_VALS 16
 
+/* Does tensor t have the dtype and shape of output description o? */
+static bool out_matches(const Tensor *t, const VarDesc *o) {
+  if (t->dtype != o->dtype || t->rank != o->shape.rank) return false;
+  for (int d = 0; d < t->rank; d++)
+    if (t->shape[d] != o->shape.d[d].n) return false;
+  return true;
+}
+
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (interrupted) return op_fail(ex, p, "interrupted");
   ex->ops_run++;
@@ -549,6 +631,10 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
       goto done;
     }
     if ((rc = infer_outputs(ex, p, ins)) < 0) goto done;
+    if (p->constant && out_matches(p->constant, &p->out_desc[0])) {
+      outs[0] = tensor_ref(p->constant);
+      goto made;
+    }
     for (int i = 0; i < p->out_total; i++) {
       outs[i] = NULL;
       if (p->proto->flags & OP_NO_PREALLOC) continue;
@@ -577,7 +663,12 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
         rc = op_fail(ex, p, "internal error: the kernel left output %d unset", i);
         goto done;
       }
+    if (p->keeps && p->out_total == 1) {
+      tensor_unref(p->constant);
+      p->constant = tensor_ref(outs[0]);
+    }
   }
+made:
   if (p->timing >= 0) {
     ex->timings[p->timing].calls++;
     ex->timings[p->timing].seconds += now() - t0;
@@ -603,7 +694,8 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
     const char **ov = small ? out_vars : mem_alloc(NULL, sizeof *ov * (size_t)(p->out_total + 1));
     for (int i = 0; i < p->in_total; i++) iv[i] = p->in[i].name, it[i] = frame_suffix_of(f, p->in[i]);
     for (int i = 0; i < p->out_total; i++) ov[i] = p->out[i].name;
-    tape_record(&ex->tape, p->op, ins, iv, it, p->in_total, outs, ov, p->out_total, f->suffix);
+    if (p->klass < 0) p->klass = op_class(ex, p);
+    tape_record(&ex->tape, p->op, p->klass, ins, iv, it, p->in_total, outs, ov, p->out_total, f->suffix);
     if (!small) mem_free(iv), mem_free(it), mem_free(ov);
   }
   for (int i = 0; i < p->out_total; i++) {
@@ -809,6 +901,9 @@ void exec_free(Executor *ex) {
   free_pblock(&ex->startup);
   mem_free(ex->pblocks);
   tape_free(&ex->tape);
+  for (int i = 0; i < ex->nclasses; i++) mem_free(ex->classes[i].alias);
+  mem_free(ex->classes);
+  mem_free(ex->class_index);
   mem_free(ex->timings);
   mem_free(ex->dims);
   mem_free(ex->waits);

@@ -344,6 +344,82 @@ void op_append(Block *b, Program *p, OpDesc *op) {
   *ARENA_PUSH(p->arena, b->ops, b->nops, b->capops) = op;
 }
 
+/* ---- an op's structure ---- */
+
+static uint64_t hash_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s) {
+  while (s && *s) h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+  return hash_mix(h, 0xff);
+}
+
+static uint64_t hash_attr(uint64_t h, const AttrValue *v) {
+  h = hash_mix(h, (uint64_t)v->type * 31 + (uint64_t)v->n);
+  switch (v->type) {
+  case ATTR_FLOAT: {
+    uint64_t bits;
+    memcpy(&bits, &v->u.f, sizeof bits);
+    return hash_mix(h, bits);
+  }
+  case ATTR_STRING: return hash_str(h, v->u.s);
+  case ATTR_INTS:
+    for (int i = 0; i < v->n; i++) h = hash_mix(h, (uint64_t)v->u.ints[i]);
+    return h;
+  case ATTR_FLOATS:
+    for (int i = 0; i < v->n; i++) {
+      uint64_t bits;
+      memcpy(&bits, &v->u.floats[i], sizeof bits);
+      h = hash_mix(h, bits);
+    }
+    return h;
+  case ATTR_STRINGS:
+    for (int i = 0; i < v->n; i++) h = hash_str(h, v->u.strings[i]);
+    return h;
+  default: return hash_mix(h, (uint64_t)v->u.i);
+  }
+}
+
+bool attr_value_equal(const AttrValue *a, const AttrValue *b) {
+  if (a->type != b->type || a->n != b->n) return false;
+  switch (a->type) {
+  case ATTR_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof a->u.f) == 0;
+  case ATTR_STRING: return strcmp(a->u.s ? a->u.s : "", b->u.s ? b->u.s : "") == 0;
+  case ATTR_INTS: return a->n == 0 || memcmp(a->u.ints, b->u.ints, sizeof *a->u.ints * (size_t)a->n) == 0;
+  case ATTR_FLOATS: return a->n == 0 || memcmp(a->u.floats, b->u.floats, sizeof *a->u.floats * (size_t)a->n) == 0;
+  case ATTR_STRINGS:
+    for (int i = 0; i < a->n; i++)
+      if (strcmp(a->u.strings[i], b->u.strings[i]) != 0) return false;
+    return true;
+  default: return a->u.i == b->u.i;
+  }
+}
+
+uint64_t op_struct_hash(const OpDesc *op) {
+  uint64_t h = hash_str(0xcbf29ce484222325ull, op->type);
+  for (int s = 0; s < op->nin; s++) h = hash_mix(hash_str(h, op->in[s].name), (uint64_t)op->in[s].n);
+  for (int s = 0; s < op->nout; s++) h = hash_mix(hash_str(h, op->out[s].name), (uint64_t)op->out[s].n);
+  for (int a = 0; a < op->nattrs; a++) h = hash_attr(hash_str(h, op->attrs[a].name), &op->attrs[a].v);
+  return h;
+}
+
+static bool slots_same(const Slot *a, const Slot *b, int n) {
+  for (int s = 0; s < n; s++)
+    if (a[s].n != b[s].n || strcmp(a[s].name, b[s].name) != 0) return false;
+  return true;
+}
+
+bool op_struct_equal(const OpDesc *a, const OpDesc *b) {
+  if (a == b) return true;
+  if (strcmp(a->type, b->type) != 0 || a->nin != b->nin || a->nout != b->nout || a->nattrs != b->nattrs) return false;
+  if (!slots_same(a->in, b->in, a->nin) || !slots_same(a->out, b->out, a->nout)) return false;
+  for (int i = 0; i < a->nattrs; i++)
+    if (strcmp(a->attrs[i].name, b->attrs[i].name) != 0 || !attr_value_equal(&a->attrs[i].v, &b->attrs[i].v)) return false;
+  return true;
+}
+
 static Slot *find_slot(Slot *slots, int n, const char *name) {
   for (int i = 0; i < n; i++)
     if (strcmp(slots[i].name, name) == 0) return &slots[i];

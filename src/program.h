@@ -198,6 +198,14 @@ const char *op_out1(const OpDesc *op, const char *slot);
 /* Sets (or replaces) an attribute, keeping attrs sorted by name. */
 void op_set_attr(Program *p, OpDesc *op, const char *name, AttrValue v);
 const Attr *op_attr(const OpDesc *op, const char *name);
+/* Two attribute values alike: the same type and contents. */
+bool attr_value_equal(const AttrValue *a, const AttrValue *b);
+/* An op's structure: its type, its slots (names, and how many values each
+ * holds) and its attributes; everything but the variables it reads and
+ * writes.  Ops of one structure compute the same function of their inputs
+ * (the tape's backward prepares their gradient once). */
+uint64_t op_struct_hash(const OpDesc *op);
+bool op_struct_equal(const OpDesc *a, const OpDesc *b);
 int64_t op_attr_i(const OpDesc *op, const char *name, int64_t dflt);
 double op_attr_f(const OpDesc *op, const char *name, double dflt);
 AttrValue attr_int(int64_t i);

@@ -58,6 +58,8 @@ enum {
   OP_NO_PREALLOC = 1 << 4, /* the kernel makes its outputs (views, lists) */
   OP_ZERO_GRAD = 1 << 5,   /* GRAD_NONE because its gradient is zero (sign,
                               stop_gradient): not an error to differentiate */
+  OP_CONSTANT = 1 << 6,    /* no inputs; its output follows from its attributes
+                              alone (fill_constant): made once per loop body */
 };
 
 typedef struct InferCtx InferCtx;

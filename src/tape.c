@@ -73,13 +73,15 @@ const char *tape_turn(Tape *t, const char *parent, int64_t k) {
   return s;
 }
 
-void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
+void tape_record(Tape *t, const OpDesc *op, int klass, Tensor *const *ins, const char *const *in_vars,
                  const char *const *in_turns, int nin, Tensor *const *outs,
                  const char *const *out_vars, int nout, const char *turn) {
   VEC_RESERVE(t->entries, t->cap, t->n + 1);
   TapeEntry *e = &t->entries[t->n++];
   int n = nin + nout;
   e->op = op;
+  e->klass = klass;
+  if (klass >= t->nclasses) t->nclasses = klass + 1;
   e->nin = nin;
   e->nout = nout;
   void **mem = arena_alloc(&t->arena, sizeof(void *) * 3 * (size_t)(n ? n : 1));

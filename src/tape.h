@@ -18,6 +18,9 @@
 
 typedef struct TapeEntry {
   const OpDesc *op;       /* the program's op description */
+  int klass;              /* its class: entries of one class have ops of one
+                           * structure (op_struct_equal) whose values share
+                           * variables alike; numbered by the executor */
   int nin, nout;          /* values: inputs then outputs, in slot order */
   Tensor **vals;
   const char **vars;      /* the variables they were read from / written to */
@@ -30,6 +33,7 @@ struct Tape {
   Arena arena;
   TapeEntry *entries;
   int n, cap;
+  int nclasses;           /* entries' classes are below this */
 };
 typedef struct Tape Tape;
 
@@ -38,8 +42,8 @@ void tape_free(Tape *t);
 /* Records an op run: ins/outs are the tensors per proto slot order
  * (flattened), in_vars/out_vars the variables they were read from or
  * written to, in_turns and turn the turn suffixes of their frames (strings
- * that must outlive the tape: made with tape_turn). */
-void tape_record(Tape *t, const OpDesc *op, Tensor *const *ins, const char *const *in_vars,
+ * that must outlive the tape: made with tape_turn); klass the op's class. */
+void tape_record(Tape *t, const OpDesc *op, int klass, Tensor *const *ins, const char *const *in_vars,
                  const char *const *in_turns, int nin, Tensor *const *outs,
                  const char *const *out_vars, int nout, const char *turn);
 /* Drops the entries from the n-th on (the REPL undoing a statement). */

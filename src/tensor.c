@@ -145,6 +145,7 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why
   if (rank) memcpy(x->shape, shape, sizeof(int64_t) * (size_t)rank);
   x->numel = n;
   x->requires_grad = false;
+  x->mark = 0;
   s->refs = 1;
   s->bytes = bytes;
   live_bytes += (int64_t)bytes;
@@ -194,6 +195,7 @@ Tensor *tensor_view(Tensor *x, int rank, const int64_t *shape) {
   Tensor *v = mem_alloc(NULL, sizeof *v);
   *v = *x;
   v->refs = 1;
+  v->mark = 0;
   v->rank = rank;
   if (rank) memcpy(v->shape, shape, sizeof(int64_t) * (size_t)rank);
   x->storage->refs++;

@@ -34,6 +34,8 @@ typedef struct Tensor {
   Storage *storage;
   void *data;                 /* == storage->data */
   bool requires_grad;         /* a parameter, or computed from one */
+  int mark;                   /* scratch of one pass over tensors (the tape's
+                               * backward numbers its values): 0 outside it */
 } Tensor;
 
 /* Largest tensor netrun will allocate, in bytes (a guard against

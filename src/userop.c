@@ -64,21 +64,6 @@ static const AttrValue *attr_of(const OpProto *proto, const OpDesc *op, int i) {
   return a ? &a->v : &proto->dflt[i];
 }
 
-static bool attr_same(const AttrValue *a, const AttrValue *b) {
-  if (a->type != b->type || a->n != b->n) return false;
-  switch (a->type) {
-  case ATTR_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof a->u.f) == 0;
-  case ATTR_STRING: return strcmp(a->u.s, b->u.s) == 0;
-  case ATTR_INTS: return a->n == 0 || memcmp(a->u.ints, b->u.ints, sizeof *a->u.ints * (size_t)a->n) == 0;
-  case ATTR_FLOATS: return a->n == 0 || memcmp(a->u.floats, b->u.floats, sizeof *a->u.floats * (size_t)a->n) == 0;
-  case ATTR_STRINGS:
-    for (int i = 0; i < a->n; i++)
-      if (strcmp(a->u.strings[i], b->u.strings[i]) != 0) return false;
-    return true;
-  default: return a->u.i == b->u.i;
-  }
-}
-
 /* v with everything it points to copied into p's arena. */
 static AttrValue attr_clone(Program *p, AttrValue v) {
   switch (v.type) {
@@ -182,7 +167,7 @@ static UopEntry *body_for(const OpProto *proto, const OpDesc *op, const VarDesc 
   }
   for (UopEntry *e = u->cache; e; e = e->next) {
     bool same = e->nsig == n && memcmp(e->sig, sig, sizeof *sig * (size_t)n) == 0;
-    for (int i = 0; same && i < proto->nattrs; i++) same = attr_same(attr_of(proto, e->attrs, i), attr_of(proto, op, i));
+    for (int i = 0; same && i < proto->nattrs; i++) same = attr_value_equal(attr_of(proto, e->attrs, i), attr_of(proto, op, i));
     if (same) return e;
   }
   Program *p = prog_new(u->arena, u->diag);
