@@ -365,6 +365,69 @@ static inline int64_t window_argmax(const float *img, int64_t w, int64_t y0, int
   return nan_at >= 0 ? nan_at : at;
 }
 
+/* The common 2x2 pool with stride 2 and no padding, whose windows tile the
+ * input: window_argmax unrolled, so a row of windows vectorizes (4x faster
+ * on fashion_cnn's maps).  Same picks: the first of equal maxima in the
+ * order a b / c d, or the last NaN. */
+static bool pool_2x2(const Window *g) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0;
+}
+
+static inline int pick_2x2(float a, float b, float c, float d) {
+  float m = a;
+  int at = 0;
+  at = b > m ? 1 : at, m = b > m ? b : m;
+  at = c > m ? 2 : at, m = c > m ? c : m;
+  at = d > m ? 3 : at;
+  at = a != a ? 0 : at;
+  at = b != b ? 1 : at;
+  at = c != c ? 2 : at;
+  return d != d ? 3 : at;
+}
+
+static void max_pool_2x2(const Window *g, const float *xv, float *y) {
+  for (int64_t pl = 0; pl < g->n * g->c; pl++) {
+    const float *img = xv + pl * g->h * g->w;
+    for (int64_t oy = 0; oy < g->oh; oy++, y += g->ow) {
+      const float *r0 = img + 2 * oy * g->w, *r1 = r0 + g->w;
+      for (int64_t ox = 0; ox < g->ow; ox++) {
+        float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+        float m = a;
+        m = b > m ? b : m;
+        m = c > m ? c : m;
+        m = d > m ? d : m;
+        m = a != a ? a : m;
+        m = b != b ? b : m;
+        m = c != c ? c : m;
+        y[ox] = d != d ? d : m;
+      }
+    }
+  }
+}
+
+/* Each window's gradient to its pick, zeros to the rest of it; rows and
+ * columns no window covers (odd sides) stay zero from the memset. */
+static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv, float *d) {
+  bool covered = g->h == 2 * g->oh && g->w == 2 * g->ow;
+  if (!covered) memset(d, 0, sizeof *d * (size_t)(g->n * g->c * g->h * g->w));
+  for (int64_t pl = 0; pl < g->n * g->c; pl++) {
+    const float *img = xv + pl * g->h * g->w;
+    float *dimg = d + pl * g->h * g->w;
+    for (int64_t oy = 0; oy < g->oh; oy++, gv += g->ow) {
+      const float *r0 = img + 2 * oy * g->w, *r1 = r0 + g->w;
+      float *d0 = dimg + 2 * oy * g->w, *d1 = d0 + g->w;
+      for (int64_t ox = 0; ox < g->ow; ox++) {
+        int at = pick_2x2(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]);
+        float v = gv[ox];
+        d0[2 * ox] = at == 0 ? v : 0.0f;
+        d0[2 * ox + 1] = at == 1 ? v : 0.0f;
+        d1[2 * ox] = at == 2 ? v : 0.0f;
+        d1[2 * ox + 1] = at == 3 ? v : 0.0f;
+      }
+    }
+  }
+}
+
 /* Each window clipped to the input: padding never wins a max.  Inference
  * keeps paddings at most half of ksize, so no window is all padding. */
 static int k_max_pool2d(ExecCtx *c) {
@@ -373,6 +436,11 @@ static int k_max_pool2d(ExecCtx *c) {
   pool_window(c, x, out, &g);
   const float *xv = tensor_f32(x);
   float *y = tensor_f32(out);
+  if (pool_2x2(&g)) {
+    max_pool_2x2(&g, xv, y);
+    tensor_unref(x);
+    return 0;
+  }
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     const float *img = xv + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
@@ -592,6 +660,11 @@ static int k_max_pool2d_grad(ExecCtx *c) {
   pool_window(c, x, dout, &g);
   const float *xv = tensor_f32(x), *gv = tensor_f32(dout);
   float *d = tensor_f32(dx);
+  if (pool_2x2(&g)) {
+    max_pool_2x2_grad(&g, xv, gv, d);
+    tensor_unref(x);
+    return 0;
+  }
   memset(d, 0, sizeof *d * (size_t)dx->numel);
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     const float *img = xv + pl * g.h * g.w;
