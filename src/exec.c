@@ -53,13 +53,15 @@ typedef struct Prepared {
   int nargs[2];
 } Prepared;
 
+typedef struct Frame Frame;
 typedef struct PBlock {
   const Block *block;
   Prepared *ops;
   int nops;
+  Frame *spare;          /* a freed frame of this block, kept for its next
+                          * turn (a loop body makes one per turn) */
 } PBlock;
 
-typedef struct Frame Frame;
 typedef struct StepList {
   Frame **frames;
   int n, cap;
@@ -337,9 +339,16 @@ static void free_prepared(Prepared *p) {
   mem_free(p->args[1]);
 }
 
+static void frame_release(Frame *f) {
+  mem_free(f->vals);
+  mem_free(f);
+}
+
 static void free_pblock(PBlock *pb) {
   for (int i = 0; i < pb->nops; i++) free_prepared(&pb->ops[i]);
   mem_free(pb->ops);
+  if (pb->spare) frame_release(pb->spare);
+  pb->spare = NULL;
 }
 
 /* Prepares the ops a block gained since it was prepared. */
@@ -356,27 +365,36 @@ static void grow_pblock(Executor *ex, PBlock *pb) {
 /* suffix: the turn suffix for tape names; it must outlive the frame (the
  * tape's arena holds it). */
 static Frame *frame_new(const PBlock *pb, Frame *parent, const char *suffix) {
-  Frame *f = mem_calloc(1, sizeof *f);
+  Frame *f = pb->spare;
+  ((PBlock *)pb)->spare = NULL;
+  if (f && f->nvals != pb->block->nvars) frame_release(f), f = NULL;
+  if (!f) {
+    f = mem_calloc(1, sizeof *f);
+    f->nvals = pb->block->nvars;
+    f->vals = mem_calloc((size_t)f->nvals + 1, sizeof *f->vals);
+  }
   f->parent = parent;
   f->pb = pb;
-  f->nvals = pb->block->nvars;
-  f->vals = mem_calloc((size_t)f->nvals + 1, sizeof *f->vals);
   f->suffix = suffix ? suffix : "";
   return f;
 }
 
+/* Releases a frame's values; the frame itself becomes its block's spare
+ * when the block has none and the frame has the block's size. */
 static void frame_free(Frame *f) {
   if (!f) return;
-  for (int i = 0; i < f->nvals; i++) tensor_unref(f->vals[i]);
+  for (int i = 0; i < f->nvals; i++) tensor_unref(f->vals[i]), f->vals[i] = NULL;
   if (f->steps) {
     for (int i = 0; i < f->pb->nops; i++) {
       for (int k = 0; k < f->steps[i].n; k++) frame_free(f->steps[i].frames[k]);
       mem_free(f->steps[i].frames);
     }
     mem_free(f->steps);
+    f->steps = NULL;
   }
-  mem_free(f->vals);
-  mem_free(f);
+  PBlock *pb = (PBlock *)f->pb;
+  if (!pb->spare && f->nvals == pb->block->nvars) pb->spare = f;
+  else frame_release(f);
 }
 
 static Frame *frame_up(Frame *f, int up) {
