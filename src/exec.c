@@ -82,7 +82,8 @@ struct Executor {
   Diag *diag;
   ExecOptions opt;
   Rng rng;
-  PBlock *pblocks;                 /* one per program block */
+  PBlock **pblocks;                /* one per program block (they never move:
+                                    * frames point to theirs) */
   int nprepared;                   /* blocks prepared so far */
   PBlock startup;
   Frame *root;                     /* block 0 */
@@ -323,6 +324,7 @@ static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
 static void prepare_block(Executor *ex, PBlock *pb, const Block *b) {
   pb->block = b;
   pb->nops = b->nops;
+  pb->spare = NULL;
   pb->ops = mem_calloc((size_t)b->nops + 1, sizeof *pb->ops);
   for (int i = 0; i < b->nops; i++) prepare_op(ex, &pb->ops[i], b->ops[i], b->idx);
 }
@@ -738,7 +740,7 @@ static bool truth(const Tensor *t) { return t->numel > 0 && tensor_get(t, 0) != 
 
 /* while: runs the body while the condition holds, one frame per turn. */
 static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
-  const PBlock *body = &ex->pblocks[p->sub[0]];
+  const PBlock *body = ex->pblocks[p->sub[0]];
   int nc = p->nargs[0];
   Tensor *cond = ins[0];
   clear_steps(f, op_index);
@@ -784,7 +786,7 @@ static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor *
 static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
   int which = truth(ins[0]) ? 0 : 1;
   clear_steps(f, op_index);
-  const PBlock *pb = &ex->pblocks[p->sub[which]];
+  const PBlock *pb = ex->pblocks[p->sub[which]];
   Frame *br = frame_new(pb, f, f->suffix);
   int rc = run_block(ex, pb, br);
   for (int k = 0; rc == 0 && k < p->out_total; k++) {
@@ -832,7 +834,7 @@ static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Ten
   Tensor **dout = ins, **xs = ins + nc, **caps = ins + 2 * nc;
   StepList *steps = forward_steps(f, p->op);
   if (!steps) return op_fail(ex, p, "internal error: the loop's turns were not kept");
-  const PBlock *gb = &ex->pblocks[p->sub[0]];
+  const PBlock *gb = ex->pblocks[p->sub[0]];
   Tensor **g = mem_calloc((size_t)nc + 1, sizeof *g), **acc = mem_calloc((size_t)ncap + 1, sizeof *acc);
   for (int k = 0; k < nc; k++) g[k] = tensor_ref(dout[k]);
   int rc = 0;
@@ -877,7 +879,7 @@ static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tens
   if (!steps || steps->n == 0) return op_fail(ex, p, "internal error: the branch taken was not kept");
   Frame *br = steps->frames[steps->n - 1];
   int which = br->pb->block->idx == ex->prog->blocks[p->sub[0]]->fwd_block ? 0 : 1;
-  const PBlock *gb = &ex->pblocks[p->sub[which]];
+  const PBlock *gb = ex->pblocks[p->sub[which]];
   Frame *gf = frame_new(gb, br, "");
   for (int k = 0; k < no && k < p->nargs[which]; k++) gf->vals[p->args[which][k]] = tensor_ref(dout[k]);
   int rc = run_block(ex, gb, gf);
@@ -904,10 +906,13 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
       if (strstr(p->blocks[i]->ops[j]->type, "_grad") && op_attr(p->blocks[i]->ops[j], "sub_block"))
         ex->opt.keep_steps = true;
   ex->pblocks = mem_calloc((size_t)p->nblocks + 1, sizeof *ex->pblocks);
-  for (int i = 0; i < p->nblocks; i++) prepare_block(ex, &ex->pblocks[i], p->blocks[i]);
+  for (int i = 0; i < p->nblocks; i++) {
+    ex->pblocks[i] = mem_calloc(1, sizeof **ex->pblocks);
+    prepare_block(ex, ex->pblocks[i], p->blocks[i]);
+  }
   ex->nprepared = p->nblocks;
   prepare_block(ex, &ex->startup, p->startup);
-  ex->root = frame_new(&ex->pblocks[0], NULL, "");
+  ex->root = frame_new(ex->pblocks[0], NULL, "");
   ex->waits = mem_calloc((size_t)ex->root->nvals + 1, sizeof *ex->waits);
   return ex;
 }
@@ -915,7 +920,7 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
 void exec_free(Executor *ex) {
   if (!ex) return;
   frame_free(ex->root);
-  for (int i = 0; i < ex->nprepared; i++) free_pblock(&ex->pblocks[i]);
+  for (int i = 0; i < ex->nprepared; i++) free_pblock(ex->pblocks[i]), mem_free(ex->pblocks[i]);
   free_pblock(&ex->startup);
   mem_free(ex->pblocks);
   tape_free(&ex->tape);
@@ -937,7 +942,7 @@ Executor *exec_child(ExecCtx *c, Program *sub) {
   return ex;
 }
 
-int exec_run_child(Executor *ex) { return run_block(ex, &ex->pblocks[0], ex->root); }
+int exec_run_child(Executor *ex) { return run_block(ex, ex->pblocks[0], ex->root); }
 
 Tape *exec_tape(Executor *ex) { return &ex->tape; }
 int64_t exec_ops_run(const Executor *ex) { return ex->ops_run; }
@@ -1066,7 +1071,7 @@ int exec_run_range(Executor *ex, int first, int last) {
       return -1;
     }
   }
-  const PBlock *pb = &ex->pblocks[0];
+  const PBlock *pb = ex->pblocks[0];
   if (last < 0 || last > pb->nops) last = pb->nops;
   for (int i = first; i < last; i++)
     if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
@@ -1079,7 +1084,7 @@ int exec_run_for(Executor *ex, const char *var) {
   if (exec_startup(ex) < 0) return -1;
   interrupted = 0;
   const Block *b0 = ex->prog->blocks[0];
-  const PBlock *pb = &ex->pblocks[0];
+  const PBlock *pb = ex->pblocks[0];
   const VarDesc *target = prog_var(ex->prog, var);
   if (!target || target->block != 0) return -1;
   bool *need = mem_calloc((size_t)b0->nvars + 1, sizeof *need);
@@ -1138,7 +1143,7 @@ void exec_clear(Executor *ex) {
 }
 
 int exec_run_ops(Executor *ex, int first, int last) {
-  const PBlock *pb = &ex->pblocks[0];
+  const PBlock *pb = ex->pblocks[0];
   for (int i = first; i < last && i < pb->nops; i++)
     if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
   return 0;
@@ -1166,12 +1171,14 @@ void exec_grow(Executor *ex) {
   Program *p = ex->prog;
   if (p->nblocks > ex->nprepared) {
     ex->pblocks = mem_alloc(ex->pblocks, sizeof *ex->pblocks * (size_t)(p->nblocks + 1));
-    ex->root->pb = &ex->pblocks[0];   /* moved */
-    for (int i = ex->nprepared; i < p->nblocks; i++) prepare_block(ex, &ex->pblocks[i], p->blocks[i]);
+    for (int i = ex->nprepared; i < p->nblocks; i++) {
+      ex->pblocks[i] = mem_calloc(1, sizeof **ex->pblocks);
+      prepare_block(ex, ex->pblocks[i], p->blocks[i]);
+    }
     ex->nprepared = p->nblocks;
   }
-  int had = ex->pblocks[0].nops;
-  grow_pblock(ex, &ex->pblocks[0]);
+  int had = ex->pblocks[0]->nops;
+  grow_pblock(ex, ex->pblocks[0]);
   grow_pblock(ex, &ex->startup);
   Frame *root = ex->root;
   int nvars = p->blocks[0]->nvars;
@@ -1182,8 +1189,8 @@ void exec_grow(Executor *ex) {
     root->nvals = nvars;
   }
   if (root->steps) {   /* one list per op, for the turns kept (keep_steps) */
-    root->steps = mem_alloc(root->steps, sizeof *root->steps * (size_t)(ex->pblocks[0].nops + 1));
-    for (int i = had + 1; i <= ex->pblocks[0].nops; i++) root->steps[i] = (StepList){0};
+    root->steps = mem_alloc(root->steps, sizeof *root->steps * (size_t)(ex->pblocks[0]->nops + 1));
+    for (int i = had + 1; i <= ex->pblocks[0]->nops; i++) root->steps[i] = (StepList){0};
   }
 }
 
@@ -1205,7 +1212,7 @@ int exec_run_to(Executor *ex, int end) {
     if (run_startup(ex) < 0) return -1;
     ex->started = true;
   }
-  const PBlock *pb = &ex->pblocks[0];
+  const PBlock *pb = ex->pblocks[0];
   if (end > pb->nops) end = pb->nops;
   for (; ex->ran < end; ex->ran++) {
     Prepared *p = &pb->ops[ex->ran];
@@ -1234,7 +1241,7 @@ const char *exec_waits_for(Executor *ex, const char *var) {
 
 void exec_mark(const Executor *ex, ExecMark *m) {
   m->nblocks = ex->nprepared;
-  m->nops = ex->pblocks[0].nops;
+  m->nops = ex->pblocks[0]->nops;
   m->nstartup = ex->startup.nops;
   m->nvars = ex->root->nvals;
   m->ran = ex->ran;
@@ -1252,7 +1259,7 @@ void exec_rollback(Executor *ex, const ExecMark *m) {
     root->vals[i] = NULL;
     ex->waits[i] = NULL;
   }
-  PBlock *b0 = &ex->pblocks[0];
+  PBlock *b0 = ex->pblocks[0];
   for (int i = m->nops; i < b0->nops; i++) {
     clear_steps(root, i);
     free_prepared(&b0->ops[i]);
@@ -1260,7 +1267,7 @@ void exec_rollback(Executor *ex, const ExecMark *m) {
   b0->nops = m->nops;
   for (int i = m->nstartup; i < ex->startup.nops; i++) free_prepared(&ex->startup.ops[i]);
   ex->startup.nops = m->nstartup;
-  for (int i = m->nblocks; i < ex->nprepared; i++) free_pblock(&ex->pblocks[i]);
+  for (int i = m->nblocks; i < ex->nprepared; i++) free_pblock(ex->pblocks[i]), mem_free(ex->pblocks[i]);
   ex->nprepared = m->nblocks;
   tape_truncate(&ex->tape, m->ntape);
   ex->ran = m->ran;

@@ -760,11 +760,29 @@ tm() { tmux -L "netrun-repl-$BATS_TEST_NUMBER" -f /dev/null "$@"; }
 
 # Starts netrun repl ARGS in a detached 120x40 terminal; the shell around
 # it prints its exit status and waits, so the pane stays readable.
+# (A session started while the previous server of the socket is still
+# exiting fails with "server exited unexpectedly": it is tried again.)
 start() {
   export TMUX_TMPDIR=$BATS_TEST_TMPDIR
-  tm new-session -d -x 120 -y 40 \
-    "cd '$BATS_TEST_TMPDIR' && HOME='$HOME' $NETRUN repl $*; echo \"status=\$?\"; sleep 600"
+  local try
+  for try in 1 2 3 4 5; do
+    tm new-session -d -x 120 -y 40 \
+      "cd '$BATS_TEST_TMPDIR' && HOME='$HOME' $NETRUN repl $*; echo \"status=\$?\"; sleep 600" && break
+    [ "$try" -lt 5 ] || return 1
+    sleep 0.5
+  done
   wait_prompts 0
+}
+
+# Kills the tmux server and waits until it answers no more.
+stop_server() {
+  tm kill-server
+  for _ in $(seq 100); do
+    tm has-session 2>/dev/null || return 0
+    sleep 0.1
+  done
+  echo "the tmux server did not exit"
+  return 1
 }
 
 screen() { tm capture-pane -p -S -100; }
@@ -900,7 +918,7 @@ netrun> i" ]
   tm send-keys C-d
   wait_for "status=0"
   grep -q "history_value" "$HOME/.netrun_history"
-  tm kill-server
+  stop_server
   start
   tm send-keys 'history_value = 7' Enter Up Up Enter
   wait_for "netrun> history_value"$'\n'"7"
