@@ -56,7 +56,8 @@ max_diff() {
 }
 
 @test "without loops, static and tape gradients are equal to the last bit" {
-  for f in "$G"/used_many_times.net "$G"/same_var_twice.net "$G"/rebound.net "$G"/mlp_batch.net; do
+  for f in "$G"/used_many_times.net "$G"/same_var_twice.net "$G"/same_structure.net "$G"/rebound.net \
+           "$G"/mlp_batch.net; do
     "$NETRUN" grad --format json "$f" > static.json
     "$NETRUN" grad --tape --format json "$f" > tape.json
     cmp static.json tape.json
