@@ -9,11 +9,18 @@
  *   3. entries in reverse: an entry none of whose outputs has a gradient
  *      is skipped (the loss does not depend on it: the builder's "needed"
  *      pass); otherwise its template — the grad ops bwd_op_grads made for
- *      this op, these live inputs and these shapes, prepared once — runs
- *      over the entry's tensors, and each input's gradient pieces are added
- *      into that tensor's gradient in the order they were written.
+ *      the entry's class (tape.h: one structure of op, values sharing
+ *      variables alike), these live inputs and these shapes, prepared
+ *      once — runs over the entry's tensors, and each input's gradient
+ *      pieces are added into that tensor's gradient in the order they were
+ *      written.
  * Outputs' gradients are dropped once their producer has run: nothing
- * reads them after that, so memory follows the live gradients only. */
+ * reads them after that, so memory follows the live gradients only.
+ *
+ * Per entry nothing is hashed or compared by name: the executor found the
+ * classes when it prepared its ops, and every tensor the pass touches is
+ * numbered through its `mark` (1 + its index in TapeGrad.vals), cleared
+ * at the end, so its state is an array index away. */
 #include "tapegrad.h"
 
 #include "backward.h"
@@ -30,7 +37,7 @@ typedef struct Val {
   bool wanted;          /* a wrt tensor: its gradient is kept to the end */
 } Val;
 
-/* ---- templates: one recorded op's grad ops, prepared ----------------------------- */
+/* ---- templates: one class's grad ops, prepared ------------------------------------ */
 
 typedef struct Template {
   struct Template *next;       /* another template of its class */

@@ -4,8 +4,8 @@
  * unrolled block).  `netrun dump --backward --tape` prints it as a program
  * (tape_program + append_backward); this module computes the same
  * gradients without naming every recorded value: it visits the tape in
- * reverse, asks the builder once per distinct recorded op for that op's
- * grad ops (bwd_op_grads), and runs them with the executor over the tensors
+ * reverse, asks the builder once per class of recorded op (and shapes) for
+ * its grad ops (bwd_op_grads), and runs them with the executor over the tensors
  * the entry recorded, summing the gradients of a value written more than
  * once in the order the builder's add_n would. */
 #ifndef NETRUN_TAPEGRAD_H
