@@ -124,6 +124,8 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       a->opt.precision = (int)(n > 17 ? 17 : n);
     } else if (IS("--check-nan", OPT_RUN)) {
       a->opt.check_nan = true;
+    } else if (IS("--no-fuse", OPT_RUN)) {
+      a->opt.fuse = false;
     } else if (IS("--dump-tape", OPT_TAPE_DUMP)) {
       a->dump_tape = true;
     } else if (IS("--iterations", OPT_TIME)) {
@@ -259,10 +261,12 @@ double cli_print_timings(FILE *f, const OpTiming *t, int n) {
   int64_t calls = 0;
   for (int i = 0; i < n; i++) total += sorted[i].seconds, calls += sorted[i].calls;
   fprintf(f, "%-24s %10s %12s %12s %7s\n", "op", "calls", "total ms", "per call us", "share");
+  /* Op types that never ran (a branch not taken, ops run fused) have no row. */
   for (int i = 0; i < n; i++)
-    fprintf(f, "%-24s %10" PRId64 " %12.3f %12.3f %6.1f%%\n", sorted[i].type, sorted[i].calls,
-            sorted[i].seconds * 1e3, sorted[i].calls ? sorted[i].seconds * 1e6 / (double)sorted[i].calls : 0.0,
-            total > 0 ? 100.0 * sorted[i].seconds / total : 0.0);
+    if (sorted[i].calls)
+      fprintf(f, "%-24s %10" PRId64 " %12.3f %12.3f %6.1f%%\n", sorted[i].type, sorted[i].calls,
+              sorted[i].seconds * 1e3, sorted[i].seconds * 1e6 / (double)sorted[i].calls,
+              total > 0 ? 100.0 * sorted[i].seconds / total : 0.0);
   fprintf(f, "%-24s %10" PRId64 " %12.3f %12s %6.1f%%\n", "total", calls, total * 1e3, "", 100.0);
   mem_free(sorted);
   return total;

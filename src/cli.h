@@ -17,7 +17,7 @@ enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2 };
 /* Which options a verb takes. */
 enum {
   OPT_DUMP = 1 << 0,      /* --format --startup --lines --ast -o --backward --tape */
-  OPT_RUN = 1 << 1,       /* --set --feed --seed --max-steps --check-nan --precision */
+  OPT_RUN = 1 << 1,       /* --set --feed --seed --max-steps --check-nan --no-fuse --precision */
   OPT_TAPE_DUMP = 1 << 2, /* --dump-tape --format */
   OPT_TIME = 1 << 3,      /* --iterations */
   OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program --format */

@@ -51,6 +51,10 @@ typedef struct Prepared {
   int nresults[2];
   int *args[2];
   int nargs[2];
+  /* The head of a run of ops the executor fuses (see "fusing ops"): the
+   * fused op that stands for them, and how many they are. */
+  struct Prepared *fused;
+  int nfused;
 } Prepared;
 
 typedef struct Frame Frame;
@@ -107,6 +111,8 @@ struct Executor {
   OpTiming *timings;
   int ntimings, captimings;
   int64_t ops_run;                 /* ops executed, control ops included */
+  /* The ops after a fused head that just ran: they have nothing to do. */
+  const Prepared *skip_from, *skip_to;
   struct BoundDim {                /* symbolic dims bound by feeding */
     const char *name;
     int64_t value;
@@ -128,6 +134,7 @@ void exec_default_options(ExecOptions *o) {
   o->max_steps = 1000000;
   o->precision = 8;
   o->tape = true;
+  o->fuse = true;
   o->out = stdout;
 }
 
@@ -330,6 +337,7 @@ static void prepare_block(Executor *ex, PBlock *pb, const Block *b) {
 }
 
 static void free_prepared(Prepared *p) {
+  if (p->fused) free_prepared(p->fused), mem_free(p->fused);
   tensor_unref(p->constant);
   mem_free(p->in);
   mem_free(p->out);
@@ -618,6 +626,13 @@ static bool out_matches(const Tensor *t, const VarDesc *o) {
 }
 
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
+  if (p >= ex->skip_from && p < ex->skip_to) return 0;
+  ex->skip_from = ex->skip_to = NULL;
+  if (p->fused) {
+    int rc = run_op(ex, p->fused, op_index, f);
+    if (rc == 0) ex->skip_from = p + 1, ex->skip_to = p + p->nfused;
+    return rc;
+  }
   if (interrupted) return op_fail(ex, p, "interrupted");
   ex->ops_run++;
   if (!p->proto) return op_fail(ex, p, "internal error: unknown op type");
@@ -893,6 +908,151 @@ static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tens
 
 /* ---- the executor ----------------------------------------------------------------- */
 
+/* ---- fusing ops ----------------------------------------------------------------------
+ * A conv layer of a training step is conv2d, add (a bias per channel) and
+ * relu, and its backward relu_grad, assign, sum_like and conv2d_grad: each
+ * a pass over a whole activation.  When the values between them are
+ * temporaries that nothing else reads, block 0 runs such a run of ops as
+ * one fused_conv2d or fused_conv2d_grad (conv.c), which applies the bias
+ * and relu to each GEMM's output while it is in cache, and never makes the
+ * values between.  The kernels do the same float operations in the same
+ * order: the same bits as the ops they stand for (tests/train.bats checks
+ * a training run against --no-fuse).  Not with the tape, which records
+ * each op, nor with --check-nan, which names the op that made a NaN. */
+
+static const char *in1(const OpDesc *op, const char *slot) {
+  const Slot *s = op_input(op, slot);
+  return s && s->n == 1 ? s->args[0] : NULL;
+}
+
+static const char *out1(const OpDesc *op, const char *slot) {
+  const Slot *s = op_output(op, slot);
+  return s && s->n == 1 ? s->args[0] : NULL;
+}
+
+static bool is_op(const OpDesc *op, const char *type) { return strcmp(op->type, type) == 0; }
+
+/* Whether the value named `name` may be left unmade: a temporary (of a
+ * temporary, for a gradient) of block 0 that scripts cannot name, read by
+ * `reads` ops of the whole program and written by one. */
+static bool unmade_ok(const Program *p, const char *name, int reads) {
+  const VarDesc *v = prog_var(p, name);
+  if (!v || v->block != 0 || v->user_name || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE)))
+    return false;
+  const char *at = strchr(name, '@');
+  if (at) {
+    char base[256];
+    if ((size_t)(at - name) >= sizeof base) return false;
+    memcpy(base, name, (size_t)(at - name));
+    base[at - name] = 0;
+    const VarDesc *b = prog_var(p, base);
+    if (!b || b->user_name) return false;
+  }
+  int nr = 0, nw = 0;
+  for (int i = -1; i < p->nblocks; i++) {
+    const Block *b = i < 0 ? p->startup : p->blocks[i];
+    for (int j = 0; j < b->nops; j++) {
+      const OpDesc *op = b->ops[j];
+      for (int s = 0; s < op->nin; s++)
+        for (int k = 0; k < op->in[s].n; k++) nr += strcmp(op->in[s].args[k], name) == 0;
+      for (int s = 0; s < op->nout; s++)
+        for (int k = 0; k < op->out[s].n; k++) nw += strcmp(op->out[s].args[k], name) == 0;
+    }
+  }
+  return nr == reads && nw == 1;
+}
+
+/* Whether `bias` is one f32 per output channel of the conv2d `conv`:
+ * [O, 1, 1] or [1, O, 1, 1], against a Filter of O known channels. */
+static bool channel_bias(const Program *p, const OpDesc *conv, const char *bias) {
+  const VarDesc *b = prog_var(p, bias), *f = prog_var(p, in1(conv, "Filter"));
+  if (!b || !f || b->dtype != DT_F32 || f->shape.rank != 4 || !dim_known(f->shape.d[0])) return false;
+  const Shape *s = &b->shape;
+  int first = s->rank == 4 ? 1 : 0;
+  if (s->rank != 3 && s->rank != 4) return false;
+  if (s->rank == 4 && !(dim_known(s->d[0]) && s->d[0].n == 1)) return false;
+  return dim_known(s->d[first]) && s->d[first].n == f->shape.d[0].n && dim_known(s->d[first + 1]) &&
+         s->d[first + 1].n == 1 && dim_known(s->d[first + 2]) && s->d[first + 2].n == 1;
+}
+
+static void copy_conv_attrs(Program *p, OpDesc *to, const OpDesc *from, bool relu) {
+  static const char *const names[] = {"strides", "paddings", "dilations", "groups"};
+  for (int k = 0; k < 4; k++) {
+    const Attr *a = op_attr(from, names[k]);
+    if (a) op_set_attr(p, to, names[k], a->v);
+  }
+  op_set_attr(p, to, "relu", attr_bool(relu));
+}
+
+static void add1(Program *p, OpDesc *op, bool in, const char *slot, const char *name) {
+  if (name) slot_push(p, in ? op_add_input(p, op, slot) : op_add_output(p, op, slot), name);
+}
+
+/* conv2d, add [, relu] at ops[i]: the fused op, or NULL. */
+static OpDesc *fuse_forward(Program *p, const PBlock *pb, int i, int *n) {
+  const OpDesc *conv = pb->ops[i].op, *add = pb->ops[i + 1].op;
+  const char *t0 = out1(conv, "Output");
+  if (!t0 || !is_op(add, "add") || add->nattrs || !in1(add, "X") || strcmp(in1(add, "X"), t0) != 0)
+    return NULL;
+  const char *bias = in1(add, "Y"), *t1 = out1(add, "Out");
+  if (!bias || !t1 || !channel_bias(p, conv, bias) || !unmade_ok(p, t0, 1)) return NULL;
+  const OpDesc *relu = i + 2 < pb->nops ? pb->ops[i + 2].op : NULL;
+  bool with_relu = relu && is_op(relu, "relu") && in1(relu, "X") && strcmp(in1(relu, "X"), t1) == 0 &&
+                   out1(relu, "Out") && unmade_ok(p, t1, 1);
+  OpDesc *f = op_new(p, "fused_conv2d", conv->span);
+  add1(p, f, true, "Input", in1(conv, "Input"));
+  add1(p, f, true, "Filter", in1(conv, "Filter"));
+  add1(p, f, true, "Bias", bias);
+  add1(p, f, false, "Output", with_relu ? out1(relu, "Out") : t1);
+  copy_conv_attrs(p, f, conv, with_relu);
+  *n = with_relu ? 3 : 2;
+  return f;
+}
+
+/* [relu_grad,] assign, sum_like, conv2d_grad at ops[i]: the fused op, or
+ * NULL.  The order is the one backward.c emits for relu(conv2d + bias). */
+static OpDesc *fuse_backward(Program *p, const PBlock *pb, int i, int *n) {
+  const OpDesc *rg = is_op(pb->ops[i].op, "relu_grad") ? pb->ops[i].op : NULL;
+  int k = rg ? i + 1 : i;
+  if (k + 2 >= pb->nops) return NULL;
+  const OpDesc *as = pb->ops[k].op, *sl = pb->ops[k + 1].op, *cg = pb->ops[k + 2].op;
+  if (!is_op(as, "assign") || !is_op(sl, "sum_like") || !is_op(cg, "conv2d_grad")) return NULL;
+  const char *g = rg ? out1(rg, "X@GRAD") : in1(as, "X"), *t0g = out1(as, "Out");
+  const char *bias = in1(sl, "Like"), *dbias = out1(sl, "Out");
+  if (!g || !t0g || !bias || !dbias || !in1(as, "X") || strcmp(in1(as, "X"), g) != 0 || !in1(sl, "X") ||
+      strcmp(in1(sl, "X"), g) != 0 || !in1(cg, "Output@GRAD") || strcmp(in1(cg, "Output@GRAD"), t0g) != 0 ||
+      !channel_bias(p, cg, bias) || !unmade_ok(p, t0g, 1) || (rg && !unmade_ok(p, g, 2)))
+    return NULL;
+  OpDesc *f = op_new(p, "fused_conv2d_grad", cg->span);
+  add1(p, f, true, "Input", in1(cg, "Input"));
+  add1(p, f, true, "Filter", in1(cg, "Filter"));
+  add1(p, f, true, "Bias", bias);
+  if (rg) add1(p, f, true, "Output", in1(rg, "Out"));
+  add1(p, f, true, "Output@GRAD", rg ? in1(rg, "Out@GRAD") : g);
+  add1(p, f, false, "Input@GRAD", out1(cg, "Input@GRAD"));
+  add1(p, f, false, "Filter@GRAD", out1(cg, "Filter@GRAD"));
+  add1(p, f, false, "Bias@GRAD", dbias);
+  copy_conv_attrs(p, f, cg, rg != NULL);
+  *n = k + 3 - i;
+  return f;
+}
+
+static void fuse_block(Executor *ex, PBlock *pb) {
+  for (int i = 0; i + 1 < pb->nops; i++) {
+    const OpDesc *op = pb->ops[i].op;
+    int n = 0;
+    OpDesc *f = is_op(op, "conv2d")                                   ? fuse_forward(ex->prog, pb, i, &n)
+                : is_op(op, "relu_grad") || is_op(op, "assign") ? fuse_backward(ex->prog, pb, i, &n)
+                                                                      : NULL;
+    if (!f) continue;
+    Prepared *fp = mem_alloc(NULL, sizeof *fp);
+    prepare_op(ex, fp, f, 0);
+    pb->ops[i].fused = fp;
+    pb->ops[i].nfused = n;
+    i += n - 1;
+  }
+}
+
 Executor *exec_new(Program *p, const ExecOptions *opt) {
   Executor *ex = mem_calloc(1, sizeof *ex);
   ex->prog = p;
@@ -911,6 +1071,7 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
     prepare_block(ex, ex->pblocks[i], p->blocks[i]);
   }
   ex->nprepared = p->nblocks;
+  if (ex->opt.fuse && !ex->opt.tape && !ex->opt.check_nan) fuse_block(ex, ex->pblocks[0]);
   prepare_block(ex, &ex->startup, p->startup);
   ex->root = frame_new(ex->pblocks[0], NULL, "");
   ex->waits = mem_calloc((size_t)ex->root->nvals + 1, sizeof *ex->waits);

@@ -32,6 +32,7 @@ typedef struct ExecOptions {
   bool tape;              /* record the tape */
   bool keep_steps;        /* keep while step scopes (for the backward) */
   bool timing;            /* accumulate per-op-type times (netrun time) */
+  bool fuse;              /* run conv2d + bias + relu as one op (on; --no-fuse) */
   int precision;          /* print(): digits after the point */
   FILE *out;              /* where print() writes */
 } ExecOptions;

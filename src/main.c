@@ -48,6 +48,7 @@ int cmd_plot(int argc, char **argv);        /* plot.c */
   "  --max-memory SIZE  memory all values may take together, e.g. 512M, 4G\n"       \
   "                     (default: the machine's physical memory)\n"                \
   "  --check-nan        stop at the first op that produces NaN or Inf\n"            \
+  "  --no-fuse          run conv2d, its bias and relu as separate ops (same results)\n" \
   "  --precision N      digits printed values show (default 8)\n"
 #define GRAD_OPTIONS                                                                 \
   "  --loss NAME        the scalar to differentiate (default: loss)\n"              \
@@ -104,7 +105,7 @@ static const Verb verbs[] = {
      "  --keep-best        also write PATH.best whenever the evaluation improves\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
-     "  --set, --feed, --max-steps, --check-nan, --precision   as for netrun run"},
+     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
@@ -112,7 +113,7 @@ static const Verb verbs[] = {
      "  --data SPEC        evaluate on this dataset instead\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
      "  --limit N          use only the first N examples\n"
-     "  --set, --feed, --seed, --max-steps, --check-nan, --precision   as for netrun run"},
+     "  --set, --feed, --seed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
      "The predicted class of every fed example (the argmax of the train block's metric),\n"
      "or the value of --output NAME.\n" RUN_OPTIONS

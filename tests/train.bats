@@ -479,6 +479,28 @@ opt_run() {
   [ "$a" = "W f32 [2, 1] mean 1.1 std 0.3 min 0.8 max 1.4" ]
 }
 
+@test "conv2d, bias and relu run as one fused op, with the bits of --no-fuse" {
+  # netrun time shows which ops ran: fused_conv2d stands for the three,
+  # but not where a value between them is read elsewhere (t).
+  {
+    printf 'input x : f32[2, 1, 8, 8] = uniform_random([2, 1, 8, 8], min=-1.0, max=1.0)\n'
+    printf 'param K : [3, 1, 3, 3] = kaiming()\nparam c : [3, 1, 1] = zeros()\nparam J : [3, 3, 1, 1] = ones()\n'
+    printf 'h = relu(conv2d(x, K, paddings=[1, 1]) + c)\n'
+    printf 't = conv2d(h, J)\ng = relu(t + c)\nloss = sum(g) + sum(t)\n'
+  } > conv.net
+  run "$NETRUN" time --iterations 1 conv.net
+  [ "$status" -eq 0 ]
+  [ "$(awk '$1 == "fused_conv2d" || $1 == "conv2d" || $1 == "relu" { print $1, $2 }' <<< "$output" | sort)" = \
+    "$(printf 'conv2d 1\nfused_conv2d 1\nrelu 1')" ]
+  run "$NETRUN" time --iterations 1 --no-fuse conv.net
+  [ "$(awk '$1 == "conv2d" || $1 == "relu" { print $1, $2 }' <<< "$output" | sort)" = "$(printf 'conv2d 2\nrelu 2')" ]
+  [[ "$output" != *fused* ]]
+  # Training (the backward fused too) writes the same checkpoint either way.
+  "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save fused.ckpt >/dev/null 2>&1
+  "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save plain.ckpt --no-fuse >/dev/null 2>&1
+  cmp fused.ckpt plain.ckpt
+}
+
 @test "input training: true in training steps, false in evaluation and predict (unless --set)" {
   printf 'x,y\n1,2\n2,4\n3,6\n4,8\n' > d.csv
   printf '1\n' > xs.csv

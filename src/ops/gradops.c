@@ -47,9 +47,7 @@ static int k_sum_like(ExecCtx *c) {
     if (step) {
       for (int64_t k = 0; k < inner; k++) o[off + k] += xv[i + k];
     } else {
-      double acc = 0;
-      for (int64_t k = 0; k < inner; k++) acc += (double)xv[i + k];
-      o[off] += (float)acc;
+      o[off] += (float)f32_sum(xv + i, inner);
     }
     for (int d = r - 2; d >= 0; d--) {
       idx[d]++;
