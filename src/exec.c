@@ -909,13 +909,15 @@ static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tens
 /* ---- the executor ----------------------------------------------------------------- */
 
 /* ---- fusing ops ----------------------------------------------------------------------
- * A conv layer of a training step is conv2d, add (a bias per channel) and
- * relu, and its backward relu_grad, assign, sum_like and conv2d_grad: each
- * a pass over a whole activation.  When the values between them are
- * temporaries that nothing else reads, block 0 runs such a run of ops as
- * one fused_conv2d or fused_conv2d_grad (conv.c), which applies the bias
- * and relu to each GEMM's output while it is in cache, and never makes the
- * values between.  The kernels do the same float operations in the same
+ * A conv layer of a training step is conv2d, add (a bias per channel),
+ * relu and often a 2x2 max pool, and its backward max_pool2d_grad,
+ * relu_grad, assign, sum_like and conv2d_grad: each a pass over a whole
+ * activation.  When the values between them are ones nothing else reads
+ * and nobody can name, block 0 runs such a run of ops as one fused_conv2d
+ * or fused_conv2d_grad (conv.c), which applies bias, relu and pool to each
+ * GEMM's output while it is in cache (and the pool's and relu's gradients
+ * to each row of the output's gradient as it is gathered), and never makes
+ * the values between.  The kernels do the same float operations in the same
  * order: the same bits as the ops they stand for (tests/train.bats checks
  * a training run against --no-fuse).  Not with the tape, which records
  * each op, nor with --check-nan, which names the op that made a NaN. */
@@ -932,12 +934,21 @@ static const char *out1(const OpDesc *op, const char *slot) {
 
 static bool is_op(const OpDesc *op, const char *type) { return strcmp(op->type, type) == 0; }
 
-/* Whether the value named `name` may be left unmade: a temporary (of a
- * temporary, for a gradient) of block 0 that scripts cannot name, read by
- * `reads` ops of the whole program and written by one. */
+/* Whether a script or the command line can look value v up by name: its
+ * name is the current binding of a script name (a rebound name leaves the
+ * earlier values nameless), or is a script name nothing exports. */
+static bool nameable(const Program *p, const VarDesc *v) {
+  if (!v->user_name) return false;
+  const char *e = prog_export(p, v->user_name);
+  return e ? strcmp(e, v->name) == 0 : strcmp(v->name, v->user_name) == 0;
+}
+
+/* Whether the value named `name` may be left unmade: a value of block 0
+ * that nobody can name (for a gradient, nor its value), read by `reads`
+ * ops of the whole program and written by one. */
 static bool unmade_ok(const Program *p, const char *name, int reads) {
   const VarDesc *v = prog_var(p, name);
-  if (!v || v->block != 0 || v->user_name || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE)))
+  if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE)))
     return false;
   const char *at = strchr(name, '@');
   if (at) {
@@ -946,7 +957,7 @@ static bool unmade_ok(const Program *p, const char *name, int reads) {
     memcpy(base, name, (size_t)(at - name));
     base[at - name] = 0;
     const VarDesc *b = prog_var(p, base);
-    if (!b || b->user_name) return false;
+    if (!b || nameable(p, b)) return false;
   }
   int nr = 0, nw = 0;
   for (int i = -1; i < p->nblocks; i++) {
@@ -960,6 +971,18 @@ static bool unmade_ok(const Program *p, const char *name, int reads) {
     }
   }
   return nr == reads && nw == 1;
+}
+
+/* Whether op is a max pool (or its gradient) of 2x2 windows, stride 2,
+ * no padding, reading X = x: the pool the fused conv ops do themselves. */
+static bool pool_2x2_of(const OpDesc *op, const char *type, const char *x) {
+  if (!op || strcmp(op->type, type) != 0 || !in1(op, "X") || strcmp(in1(op, "X"), x) != 0) return false;
+  const Attr *k = op_attr(op, "ksize"), *st = op_attr(op, "strides"), *pd = op_attr(op, "paddings");
+  bool two = k && k->v.type == ATTR_INTS && k->v.n == 2 && k->v.u.ints[0] == 2 && k->v.u.ints[1] == 2;
+  bool stride = !st || (st->v.type == ATTR_INTS && (st->v.n == 0 || (st->v.n == 2 && st->v.u.ints[0] == 2 &&
+                                                                      st->v.u.ints[1] == 2)));
+  bool nopad = !pd || (pd->v.type == ATTR_INTS && pd->v.n == 2 && pd->v.u.ints[0] == 0 && pd->v.u.ints[1] == 0);
+  return two && stride && nopad;
 }
 
 /* Whether `bias` is one f32 per output channel of the conv2d `conv`:
@@ -999,21 +1022,32 @@ static OpDesc *fuse_forward(Program *p, const PBlock *pb, int i, int *n) {
   const OpDesc *relu = i + 2 < pb->nops ? pb->ops[i + 2].op : NULL;
   bool with_relu = relu && is_op(relu, "relu") && in1(relu, "X") && strcmp(in1(relu, "X"), t1) == 0 &&
                    out1(relu, "Out") && unmade_ok(p, t1, 1);
+  const OpDesc *pool = with_relu && i + 3 < pb->nops ? pb->ops[i + 3].op : NULL;
+  bool with_pool = pool && pool_2x2_of(pool, "max_pool2d", out1(relu, "Out")) && out1(pool, "Out");
   OpDesc *f = op_new(p, "fused_conv2d", conv->span);
   add1(p, f, true, "Input", in1(conv, "Input"));
   add1(p, f, true, "Filter", in1(conv, "Filter"));
   add1(p, f, true, "Bias", bias);
   add1(p, f, false, "Output", with_relu ? out1(relu, "Out") : t1);
+  if (with_pool) add1(p, f, false, "Pooled", out1(pool, "Out"));
   copy_conv_attrs(p, f, conv, with_relu);
-  *n = with_relu ? 3 : 2;
+  *n = with_pool ? 4 : with_relu ? 3 : 2;
   return f;
 }
 
-/* [relu_grad,] assign, sum_like, conv2d_grad at ops[i]: the fused op, or
- * NULL.  The order is the one backward.c emits for relu(conv2d + bias). */
+/* [[max_pool2d_grad,] relu_grad,] assign, sum_like, conv2d_grad at ops[i]:
+ * the fused op, or NULL.  The order is the one backward.c emits for
+ * max_pool2d(relu(conv2d + bias)). */
 static OpDesc *fuse_backward(Program *p, const PBlock *pb, int i, int *n) {
-  const OpDesc *rg = is_op(pb->ops[i].op, "relu_grad") ? pb->ops[i].op : NULL;
-  int k = rg ? i + 1 : i;
+  const OpDesc *pg = is_op(pb->ops[i].op, "max_pool2d_grad") ? pb->ops[i].op : NULL;
+  int r = pg ? i + 1 : i;
+  if (r >= pb->nops) return NULL;
+  const OpDesc *rg = is_op(pb->ops[r].op, "relu_grad") ? pb->ops[r].op : NULL;
+  if (pg && (!rg || !in1(rg, "Out") || !pool_2x2_of(pg, "max_pool2d_grad", in1(rg, "Out")) ||
+             !out1(pg, "X@GRAD") || !in1(rg, "Out@GRAD") || strcmp(out1(pg, "X@GRAD"), in1(rg, "Out@GRAD")) != 0 ||
+             !unmade_ok(p, out1(pg, "X@GRAD"), 1) || !in1(pg, "Out@GRAD")))
+    return NULL;
+  int k = rg ? r + 1 : r;
   if (k + 2 >= pb->nops) return NULL;
   const OpDesc *as = pb->ops[k].op, *sl = pb->ops[k + 1].op, *cg = pb->ops[k + 2].op;
   if (!is_op(as, "assign") || !is_op(sl, "sum_like") || !is_op(cg, "conv2d_grad")) return NULL;
@@ -1028,7 +1062,8 @@ static OpDesc *fuse_backward(Program *p, const PBlock *pb, int i, int *n) {
   add1(p, f, true, "Filter", in1(cg, "Filter"));
   add1(p, f, true, "Bias", bias);
   if (rg) add1(p, f, true, "Output", in1(rg, "Out"));
-  add1(p, f, true, "Output@GRAD", rg ? in1(rg, "Out@GRAD") : g);
+  if (pg) add1(p, f, true, "Pooled@GRAD", in1(pg, "Out@GRAD"));
+  else add1(p, f, true, "Output@GRAD", rg ? in1(rg, "Out@GRAD") : g);
   add1(p, f, false, "Input@GRAD", out1(cg, "Input@GRAD"));
   add1(p, f, false, "Filter@GRAD", out1(cg, "Filter@GRAD"));
   add1(p, f, false, "Bias@GRAD", dbias);
@@ -1041,9 +1076,10 @@ static void fuse_block(Executor *ex, PBlock *pb) {
   for (int i = 0; i + 1 < pb->nops; i++) {
     const OpDesc *op = pb->ops[i].op;
     int n = 0;
-    OpDesc *f = is_op(op, "conv2d")                                   ? fuse_forward(ex->prog, pb, i, &n)
-                : is_op(op, "relu_grad") || is_op(op, "assign") ? fuse_backward(ex->prog, pb, i, &n)
-                                                                      : NULL;
+    bool back = is_op(op, "max_pool2d_grad") || is_op(op, "relu_grad") || is_op(op, "assign");
+    OpDesc *f = is_op(op, "conv2d") ? fuse_forward(ex->prog, pb, i, &n)
+                : back              ? fuse_backward(ex->prog, pb, i, &n)
+                                    : NULL;
     if (!f) continue;
     Prepared *fp = mem_alloc(NULL, sizeof *fp);
     prepare_op(ex, fp, f, 0);

@@ -56,10 +56,10 @@ max_diff() {
 }
 
 @test "without loops, static and tape gradients are equal to the last bit" {
-  # conv_bias_relu.net: the static run fuses conv2d, bias and relu (and
-  # their gradients) into one op each; the tape runs them one by one.
+  # conv_bias_relu*.net: the static run fuses conv2d, bias, relu and a max
+  # pool (and their gradients) into one op each; the tape runs them one by one.
   for f in "$G"/used_many_times.net "$G"/same_var_twice.net "$G"/same_structure.net "$G"/rebound.net \
-           "$G"/mlp_batch.net "$G"/conv_bias_relu.net; do
+           "$G"/mlp_batch.net "$G"/conv_bias_relu.net "$G"/conv_bias_relu_pool.net; do
     "$NETRUN" grad --format json "$f" > static.json
     "$NETRUN" grad --tape --format json "$f" > tape.json
     cmp static.json tape.json

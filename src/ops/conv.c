@@ -111,7 +111,8 @@ static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char
 
 /* ---- conv2d ------------------------------------------------------------------- */
 
-static bool infer_conv2d(InferCtx *c) {
+/* conv2d's Output shape into *s, from Input, Filter and the attributes. */
+static bool conv_shape(InferCtx *c, Shape *s) {
   const VarDesc *in = input(c, "Input"), *f = input(c, "Filter");
   if (!in || !f || !need_float(c, "Input", in) || !need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
@@ -141,13 +142,31 @@ static bool infer_conv2d(InferCtx *c) {
       return infer_fail(c, "%s: Input has %lld channels but Filter expects I * groups = %lld * %lld",
                         what, (long long)is->d[1].n, (long long)ci.n, (long long)groups);
   }
-  Shape s = shape_unknown();
+  *s = shape_unknown();
   if (is->rank == 4) {
-    s = *is;
-    s.d[1] = o;
-    if (!window_out(c, is, k, st, pad, dil, what, &s)) return false;
+    *s = *is;
+    s->d[1] = o;
+    if (!window_out(c, is, k, st, pad, dil, what, s)) return false;
   }
+  return true;
+}
+
+static bool infer_conv2d(InferCtx *c) {
+  Shape s;
+  if (!conv_shape(c, &s)) return false;
   infer_set(c, "Output", 0, DT_F32, &s);
+  return true;
+}
+
+/* fused_conv2d: conv2d's Output and, if asked, its 2x2 max pool. */
+static bool infer_fused_conv2d(InferCtx *c) {
+  Shape s;
+  if (!conv_shape(c, &s)) return false;
+  infer_set(c, "Output", 0, DT_F32, &s);
+  if (infer_out_count(c, "Pooled") > 0 && s.rank == 4) {
+    for (int d = 2; d < 4; d++) s.d[d] = dim_known(s.d[d]) ? dim_n(s.d[d].n / 2) : dim_unknown();
+    infer_set(c, "Pooled", 0, DT_F32, &s);
+  }
   return true;
 }
 
@@ -272,7 +291,28 @@ static bool floats_fit(int64_t a, int64_t b) {
 typedef struct Epilogue {
   const float *bias;   /* [O] */
   bool relu;
+  float *pooled;       /* or NULL: the output's 2x2 max pool, stride 2 */
 } Epilogue;
+
+static bool pool_2x2(const Window *g);
+static void max_pool_2x2(const Window *g, const float *xv, float *y);
+static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv, float *d);
+
+/* The window of a 2x2 max pool, stride 2, over c planes of oh x ow. */
+static Window pool_2x2_window(int64_t c, int64_t oh, int64_t ow) {
+  return (Window){.n = 1, .c = c, .h = oh, .w = ow, .oh = oh / 2, .ow = ow / 2, .kh = 2, .kw = 2, .sh = 2,
+                  .sw = 2, .dh = 1, .dw = 1};
+}
+
+/* After image b's channels [ch, ch + rows) of out ([N, O, OH, OW]) are
+ * finished: their pool, while they are in cache. */
+static void pool_rows(const Epilogue *e, const Window *g, int64_t o, int64_t b, int64_t ch, int64_t rows,
+                      const float *out) {
+  if (!e || !e->pooled) return;
+  Window pw = pool_2x2_window(rows, g->oh, g->ow);
+  int64_t p = g->oh * g->ow, pp = pw.oh * pw.ow;
+  max_pool_2x2(&pw, out + (b * o + ch) * p, e->pooled + (b * o + ch) * pp);
+}
 
 /* rows rows of p outputs, from src (row stride lds) to dst (row stride
  * ldd), the first of output channel ch; without an epilogue a copy. */
@@ -313,7 +353,10 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
   if (kk == 0) {
     memset(out, 0, sizeof *out * (size_t)(g->n * o * p));
     if (e)
-      for (int64_t b = 0; b < g->n; b++) finish_rows(e, 0, o, p, out + b * o * p, p, out + b * o * p, p);
+      for (int64_t b = 0; b < g->n; b++) {
+        finish_rows(e, 0, o, p, out + b * o * p, p, out + b * o * p, p);
+        pool_rows(e, g, o, b, 0, o, out);
+      }
     return 0;
   }
   if (!floats_fit(kk, p) || (pad && (!floats_fit(hp, wp) || !floats_fit(cg, hp * wp))) ||
@@ -341,10 +384,13 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
                   (int)kk, bm, (int)cols, 0.0f, dst, (int)cols);
       if (m == 1) {
         if (e) finish_rows(e, gi * og, og, p, dst, p, dst, p);
+        pool_rows(e, g, o, b0, gi * og, og, out);
         continue;
       }
-      for (int64_t b = 0; b < m; b++)
+      for (int64_t b = 0; b < m; b++) {
         finish_rows(e, gi * og, og, p, tmp + b * p, cols, out + ((b0 + b) * o + gi * og) * p, p);
+        pool_rows(e, g, o, b0 + b, gi * og, og, out);
+      }
     }
   }
   mem_free(col);
@@ -368,7 +414,9 @@ static int conv_forward(ExecCtx *c, bool fused) {
     window_read(c, x, out, true, &g);
     g.kh = f->shape[2];
     g.kw = f->shape[3];
-    Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && ctx_attr_i(c, "relu") != 0};
+    Tensor *pooled = fused ? ctx_out(c, 1) : NULL;
+    Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && ctx_attr_i(c, "relu") != 0,
+                  pooled ? tensor_f32(pooled) : NULL};
     rc = conv2d_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                     tensor_f32(out), fused ? &e : NULL);
   }
@@ -665,11 +713,23 @@ static void col2im(const float *col, int64_t ld, int64_t cg, const Window *g, fl
 typedef struct Prologue {
   const float *out;    /* relu's output, laid out as Output@GRAD; or NULL */
   float *dbias;        /* [O], zeroed by conv2d_grad_f32 */
+  bool pooled;         /* the gradients given are those of out's 2x2 max pool */
 } Prologue;
 
+/* One plane (image, channel ch) of the gradient: g is Output@GRAD's plane,
+ * or with pooled the pool's gradient plane, routed as max_pool2d_grad
+ * does from relu's output h first. */
 static void start_row(const Prologue *pr, int64_t ch, const float *restrict g, const float *restrict h,
-                      int64_t p, int64_t ow, float *restrict dst) {
-  if (h) {
+                      const Window *cw, float *restrict dst) {
+  int64_t p = cw->oh * cw->ow, ow = cw->ow;
+  if (pr->pooled) {
+    Window pw = pool_2x2_window(1, cw->oh, cw->ow);
+    max_pool_2x2_grad(&pw, h, g, dst);
+    for (int64_t k = 0; k < p; k++) {
+      float dk = dst[k], hk = h[k];
+      dst[k] = hk > 0 ? dk : 0.0f;
+    }
+  } else if (h) {
     /* both loaded unconditionally, so the loop is a vector select, not a
      * branch that relu's random signs mispredict (2.5x slower) */
     for (int64_t k = 0; k < p; k++) {
@@ -703,12 +763,13 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
   if (dfilt) memset(dfilt, 0, sizeof *dfilt * (size_t)(o * kk));
   if (pr) memset(pr->dbias, 0, sizeof *pr->dbias * (size_t)o);
   if (pr && (g->n == 0 || o == 0 || p == 0)) return 0;
+  /* Output@GRAD's plane (b, ch), or the pool gradient's */
+  int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
   if (pr && kk == 0) {   /* no GEMM to feed, but the bias still has a gradient */
     float *row = mem_alloc(NULL, sizeof *row * (size_t)p);
     for (int64_t b = 0; b < g->n; b++)
       for (int64_t ch = 0; ch < o; ch++)
-        start_row(pr, ch, dout + (b * o + ch) * p, pr->out ? pr->out + (b * o + ch) * p : NULL, p, g->ow,
-                  row);
+        start_row(pr, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL, g, row);
     mem_free(row);
     return 0;
   }
@@ -735,7 +796,7 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
           for (int64_t oc = 0; oc < og; oc++) {
             int64_t at = ((b0 + b) * o + gi * og + oc) * p;
             if (pr)
-              start_row(pr, gi * og + oc, dout + at, pr->out ? pr->out + at : NULL, p, g->ow,
+              start_row(pr, gi * og + oc, dout + at / p * gp, pr->out ? pr->out + at : NULL, g,
                         tmp + oc * cols + b * p);
             else
               memcpy(tmp + oc * cols + b * p, dout + at, sizeof *tmp * (size_t)p);
@@ -789,18 +850,24 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
  * Output (relu's). */
 static int conv_backward(ExecCtx *c, bool fused) {
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32),
-         *out = fused ? ctx_in(c, 3) : NULL, *dout = ctx_in(c, fused ? 4 : 2), *dx = ctx_out(c, 0),
-         *df = ctx_out(c, 1), *db = fused ? ctx_out(c, 2) : NULL;
+         *out = fused ? ctx_in(c, 3) : NULL, *gpool = fused ? ctx_in(c, 5) : NULL,
+         *dout = gpool ? gpool : ctx_in(c, fused ? 4 : 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1),
+         *db = fused ? ctx_out(c, 2) : NULL;
+  /* The output's shape: that of its gradient, or of Output beside a pool's */
+  const Tensor *shape = gpool ? out : dout;
   int rc = 0;
-  if (db && (db->dtype != DT_F32 || db->numel != f->shape[0] || dout->dtype != DT_F32 ||
-             (out && (out->dtype != DT_F32 || out->numel != dout->numel))))
-    rc = ctx_fail(c, "internal error: Bias, Output or Output@GRAD do not fit the convolution");
+  if (db && (!dout || !shape || shape->rank != 4 || db->dtype != DT_F32 || db->numel != f->shape[0] ||
+             dout->dtype != DT_F32 || (out && out->dtype != DT_F32) ||
+             (out && !gpool && out->numel != dout->numel) ||
+             (gpool && gpool->numel != shape->shape[0] * shape->shape[1] * (shape->shape[2] / 2) *
+                                           (shape->shape[3] / 2))))
+    rc = ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
   if (rc == 0) {
     Window g;
-    window_read(c, x, dout, true, &g);
+    window_read(c, x, shape, true, &g);
     g.kh = f->shape[2];
     g.kw = f->shape[3];
-    Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL};
+    Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL};
     rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
                          fused ? &pr : NULL);
@@ -948,19 +1015,21 @@ OpProto op_table_conv[] = {
      .attrs = CONV_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_grad,
      .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
     {.type = "fused_conv2d",
-     .doc = "Output = conv2d(Input, Filter) + Bias, then relu if asked: made by the executor, "
-            "not by scripts",
+     .doc = "Output = conv2d(Input, Filter) + Bias, then relu if asked, and Pooled its 2x2 max pool: "
+            "made by the executor, not by scripts",
      .in = {{"Input", 0, "images [N, C, H, W]"},
             {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Bias", 0, "one per output channel: [O, 1, 1] or [1, O, 1, 1]"}},
-     .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
+     .out = {{"Output", 0, "f32 [N, O, OH, OW]"},
+             {"Pooled", SLOT_OPTIONAL, "Output's 2x2 max pool, stride 2: [N, O, OH / 2, OW / 2]"}},
      .attrs = FUSED_CONV_ATTRS,
-     .infer = infer_conv2d, .kernel = k_fused_conv2d, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .infer = infer_fused_conv2d, .kernel = k_fused_conv2d, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
     {.type = "fused_conv2d_grad",
      .doc = "the gradients of fused_conv2d's Input, Filter and Bias: made by the executor",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Bias", 0, "the bias"}, {"Output", SLOT_OPTIONAL, "the forward's Output (with relu)"},
-            {"Output@GRAD", 0, "the gradient of Output"}},
+            {"Output@GRAD", SLOT_OPTIONAL, "the gradient of Output (or:)"},
+            {"Pooled@GRAD", SLOT_OPTIONAL, "the gradient of Pooled (Output is then needed)"}},
      .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
              {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"},
              {"Bias@GRAD", 0, "the gradient of Bias"}},
