@@ -20,11 +20,28 @@ ifdef CI
 WARN   += -Werror
 endif
 OPT     ?= -O3 -g -fno-math-errno
-CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
-LDLIBS  = -lopenblas -lz -ledit -lm -ldl
+
+# OpenBLAS's OpenMP build (Debian's libopenblas0-openmp), linked by its path
+# and found there at run time: its GEMMs and netrun's own loops (src/par.h)
+# then share one team of threads, so neither's threads spin while the
+# other's work waits.  Without it (or with OMP=0) netrun's loops run on one
+# thread and the default OpenBLAS is linked.
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+OMP_BLAS ?= /usr/lib/$(MULTIARCH)/openblas-openmp/libopenblas.so.0
+OMP ?= $(if $(wildcard $(OMP_BLAS)),1,0)
+ifeq ($(OMP),1)
+PAR_CFLAGS = -fopenmp
+BLAS_LIBS  = $(OMP_BLAS) -Wl,-rpath,$(dir $(OMP_BLAS))
+else
+PAR_CFLAGS =
+BLAS_LIBS  = -lopenblas
+endif
+
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
+LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
 
 # Debian packages: build, run, and test dependencies.
-DEB_PKGS = flex bison libopenblas-dev zlib1g-dev libedit-dev bats \
+DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux
 
 SRC     = $(wildcard src/*.c src/ops/*.c)
@@ -151,7 +168,7 @@ fuzz_dict = $$(case $(1) in parse|exec) echo -dict=tests/fuzz/script.dict;; esac
 
 fuzz:
 	$(MAKE) deps DEB_PKGS="clang libclang-rt-14-dev"
-	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) OPT="$(SAN_OPT) -fsanitize=fuzzer-no-link" FUZZ_TABLES=1 \
+	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) OMP=0 OPT="$(SAN_OPT) -fsanitize=fuzzer-no-link" FUZZ_TABLES=1 \
 	  FUZZ_MAIN=-fsanitize=fuzzer $(FUZZ:%=build/fuzz/fuzz_%)
 	@for h in $(FUZZ); do \
 	  mkdir -p build/fuzz/corpus/$$h; \

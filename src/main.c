@@ -13,6 +13,7 @@
 #include "repl.h"
 #include "tape.h"
 
+#include <cblas.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -344,6 +345,23 @@ static int load_plugins(int *argc, char **argv) {
   return 0;
 }
 
+/* --version's second line: the OpenBLAS linked, how it runs its threads,
+ * and whether netrun's own loops share them (src/par.h). */
+static void print_blas(FILE *f) {
+  const char *cfg = openblas_get_config();
+  int words = 0, n = 0;
+  while (cfg[n] && !(cfg[n] == ' ' && ++words == 2)) n++;
+  static const char *const kinds[] = {"sequential", "pthreads", "OpenMP"};
+  int kind = openblas_get_parallel(), threads = openblas_get_num_threads();
+  fprintf(f, "%.*s (%s build), %d thread%s", n, cfg, kind >= 0 && kind <= 2 ? kinds[kind] : "unknown", threads,
+          threads == 1 ? "" : "s");
+#ifdef _OPENMP
+  fprintf(f, "; netrun's loops share %s\n", kind != 2 ? "OpenMP's threads" : threads == 1 ? "it" : "them");
+#else
+  fprintf(f, "; netrun's loops run on one thread\n");
+#endif
+}
+
 /* The verb argv[1] names, or a script to run. */
 static int dispatch(int argc, char **argv) {
   int status;
@@ -356,6 +374,7 @@ static int dispatch(int argc, char **argv) {
     status = 0;
   } else if (strcmp(argv[1], "--version") == 0) {
     printf("netrun %s\n", NETRUN_VERSION);
+    print_blas(stdout);
     status = 0;
   } else if (strcmp(argv[1], "--dump-backward") == 0) {
     char **args = mem_alloc(NULL, sizeof *args * (size_t)(argc + 1));

@@ -9,10 +9,18 @@ setup() {
   cd "$BATS_TEST_TMPDIR"
 }
 
-@test "--version prints the version" {
+@test "--version prints the version, and the OpenBLAS and threads it runs on" {
   run "$NETRUN" --version
   [ "$status" -eq 0 ]
-  [[ "$output" =~ ^netrun\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+  [ "${#lines[@]}" -eq 2 ]
+  [[ "${lines[0]}" =~ ^netrun\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+  [[ "${lines[1]}" =~ ^OpenBLAS\ [0-9.]+\ \((OpenMP|pthreads|sequential)\ build\),\ [0-9]+\ threads?\;\ netrun\'s\ loops ]]
+  # The OpenMP build (the Makefile's choice when Debian's is installed)
+  # takes its threads from OMP_NUM_THREADS, for GEMMs and loops alike.
+  if [[ "${lines[1]}" == *OpenMP\ build* ]]; then
+    run env OMP_NUM_THREADS=1 "$NETRUN" --version
+    [[ "${lines[1]}" == *"(OpenMP build), 1 thread; netrun's loops share it" ]]
+  fi
 }
 
 @test "--help lists the verbs and exits 0" {

@@ -501,6 +501,14 @@ opt_run() {
   cmp fused.ckpt plain.ckpt
 }
 
+@test "one thread or two: the same checkpoint, byte for byte" {
+  # Loops split over threads (src/par.h) write disjoint elements and keep
+  # every sum in one order; OpenBLAS's GEMMs split the same way.
+  OMP_NUM_THREADS=1 "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save one.ckpt >/dev/null 2>&1
+  OMP_NUM_THREADS=2 "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save two.ckpt >/dev/null 2>&1
+  cmp one.ckpt two.ckpt
+}
+
 @test "input training: true in training steps, false in evaluation and predict (unless --set)" {
   printf 'x,y\n1,2\n2,4\n3,6\n4,8\n' > d.csv
   printf '1\n' > xs.csv

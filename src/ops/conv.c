@@ -12,6 +12,7 @@
  * the pools' grads walk the same windows as their forwards. */
 #include "../backward.h"
 #include "../exec.h"
+#include "../par.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -240,33 +241,34 @@ static void window_read(ExecCtx *c, const Tensor *x, const Tensor *out, bool dil
  * loops need no bounds tests: five times faster than clipping each run. */
 static void im2col(const float *img, int64_t cg, const Window *g, float *padded, float *col,
                    int64_t ld) {
-  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
+  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw, taps = g->kh * g->kw, rows = cg * taps;
   const float *src = img;
   if (g->ph || g->pw) {
+    PAR_FOR(cg > 1 && cg * g->h * g->w >= PAR_MIN_WORK)
     for (int64_t ci = 0; ci < cg; ci++)
       for (int64_t y = 0; y < g->h; y++)
         memcpy(padded + (ci * hp + y + g->ph) * wp + g->pw, img + (ci * g->h + y) * g->w,
                sizeof *padded * (size_t)g->w);
     src = padded;
   }
-  for (int64_t ci = 0; ci < cg; ci++)
-    for (int64_t ki = 0; ki < g->kh; ki++)
-      for (int64_t kj = 0; kj < g->kw; kj++) {
-        float *row = col + ((ci * g->kh + ki) * g->kw + kj) * ld;
-        const float *tap = src + (ci * hp + ki * g->dh) * wp + kj * g->dw;
-        for (int64_t oy = 0; oy < g->oh; oy++, row += g->ow) {
-          const float *s = tap + oy * g->sh * wp;
-          if (g->sw == 1) {
-            /* runs are short (OW floats): fixed 16-byte copies, which the
-             * compiler inlines, beat a memcpy call per run by 30% */
-            int64_t ox = 0;
-            for (; ox + 4 <= g->ow; ox += 4) memcpy(row + ox, s + ox, 4 * sizeof *row);
-            for (; ox < g->ow; ox++) row[ox] = s[ox];
-          } else {
-            for (int64_t ox = 0; ox < g->ow; ox++) row[ox] = s[ox * g->sw];
-          }
-        }
+  PAR_FOR(rows > 1 && rows * g->oh * g->ow >= PAR_MIN_WORK)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t ci = r / taps, ki = r % taps / g->kw, kj = r % g->kw;
+    float *row = col + r * ld;
+    const float *tap = src + (ci * hp + ki * g->dh) * wp + kj * g->dw;
+    for (int64_t oy = 0; oy < g->oh; oy++, row += g->ow) {
+      const float *s = tap + oy * g->sh * wp;
+      if (g->sw == 1) {
+        /* runs are short (OW floats): fixed 16-byte copies, which the
+         * compiler inlines, beat a memcpy call per run by 30% */
+        int64_t ox = 0;
+        for (; ox + 4 <= g->ow; ox += 4) memcpy(row + ox, s + ox, 4 * sizeof *row);
+        for (; ox < g->ow; ox++) row[ox] = s[ox];
+      } else {
+        for (int64_t ox = 0; ox < g->ow; ox++) row[ox] = s[ox * g->sw];
       }
+    }
+  }
 }
 
 /* How many images one GEMM takes: enough for CONV_MIN_COLS columns (small
@@ -318,6 +320,7 @@ static void pool_rows(const Epilogue *e, const Window *g, int64_t o, int64_t b, 
  * ldd), the first of output channel ch; without an epilogue a copy. */
 static void finish_rows(const Epilogue *e, int64_t ch, int64_t rows, int64_t p, const float *src,
                         int64_t lds, float *dst, int64_t ldd) {
+  PAR_FOR(rows > 1 && rows * p >= PAR_MIN_WORK)
   for (int64_t r = 0; r < rows; r++) {
     const float *s = src + r * lds;
     float *d = dst + r * ldd;
@@ -534,9 +537,12 @@ static inline int pick_2x2(float a, float b, float c, float d) {
   return d != d ? 3 : at;
 }
 
-static void max_pool_2x2(const Window *g, const float *xv, float *y) {
-  for (int64_t pl = 0; pl < g->n * g->c; pl++) {
+static void max_pool_2x2(const Window *g, const float *xv, float *yv) {
+  int64_t planes = g->n * g->c;
+  PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++) {
     const float *img = xv + pl * g->h * g->w;
+    float *y = yv + pl * g->oh * g->ow;
     for (int64_t oy = 0; oy < g->oh; oy++, y += g->ow) {
       const float *r0 = img + 2 * oy * g->w, *r1 = r0 + g->w;
       int64_t ox = 0;
@@ -555,11 +561,13 @@ static void max_pool_2x2(const Window *g, const float *xv, float *y) {
 
 /* Each window's gradient to its pick, zeros to the rest of it; rows and
  * columns no window covers (odd sides) stay zero from the memset. */
-static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv, float *d) {
+static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gvv, float *d) {
   bool covered = g->h == 2 * g->oh && g->w == 2 * g->ow;
-  if (!covered) memset(d, 0, sizeof *d * (size_t)(g->n * g->c * g->h * g->w));
-  for (int64_t pl = 0; pl < g->n * g->c; pl++) {
-    const float *img = xv + pl * g->h * g->w;
+  int64_t planes = g->n * g->c;
+  if (!covered) memset(d, 0, sizeof *d * (size_t)(planes * g->h * g->w));
+  PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    const float *img = xv + pl * g->h * g->w, *gv = gvv + pl * g->oh * g->ow;
     float *dimg = d + pl * g->h * g->w;
     for (int64_t oy = 0; oy < g->oh; oy++, gv += g->ow) {
       const float *r0 = img + 2 * oy * g->w, *r1 = r0 + g->w;
@@ -674,35 +682,57 @@ static bool infer_pool_grad(InferCtx *c) {
   return true;
 }
 
-/* col2im: the adjoint of im2col.  Adds each row of col[cg*KH*KW, OH*OW]
- * (row stride ld) back onto the taps it was read from, into `padded`
- * ([cg, H+2ph, W+2pw], zeroed by the caller) or, without padding, into the
- * image gradient itself. */
-static void col2im(const float *col, int64_t ld, int64_t cg, const Window *g, float *dst) {
+/* col2im: the adjoint of im2col, for channel ci.  Adds each of its rows
+ * of col[cg*KH*KW, OH*OW] (row stride ld) back onto the taps it was read
+ * from, into `padded` ([cg, H+2ph, W+2pw], zeroed by the caller) or,
+ * without padding, into the image gradient itself. */
+static void col2im(const float *col, int64_t ld, int64_t ci, const Window *g, float *dst) {
   int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
-  for (int64_t ci = 0; ci < cg; ci++)
-    for (int64_t ki = 0; ki < g->kh; ki++)
-      for (int64_t kj = 0; kj < g->kw; kj++) {
-        const float *row = col + ((ci * g->kh + ki) * g->kw + kj) * ld;
-        float *tap = dst + (ci * hp + ki * g->dh) * wp + kj * g->dw;
-        for (int64_t oy = 0; oy < g->oh; oy++, row += g->ow) {
-          float *d = tap + oy * g->sh * wp;
-          if (g->sw == 1) {
-            /* fixed 4-float chunks, as in im2col: 1.5x faster on short runs */
-            int64_t ox = 0;
-            for (; ox + 4 <= g->ow; ox += 4) {
-              float a[4], b[4];
-              memcpy(a, d + ox, sizeof a);
-              memcpy(b, row + ox, sizeof b);
-              for (int k = 0; k < 4; k++) a[k] += b[k];
-              memcpy(d + ox, a, sizeof a);
-            }
-            for (; ox < g->ow; ox++) d[ox] += row[ox];
-          } else {
-            for (int64_t ox = 0; ox < g->ow; ox++) d[ox * g->sw] += row[ox];
+  for (int64_t ki = 0; ki < g->kh; ki++)
+    for (int64_t kj = 0; kj < g->kw; kj++) {
+      const float *row = col + ((ci * g->kh + ki) * g->kw + kj) * ld;
+      float *tap = dst + (ci * hp + ki * g->dh) * wp + kj * g->dw;
+      for (int64_t oy = 0; oy < g->oh; oy++, row += g->ow) {
+        float *d = tap + oy * g->sh * wp;
+        if (g->sw == 1) {
+          /* fixed 4-float chunks, as in im2col: 1.5x faster on short runs */
+          int64_t ox = 0;
+          for (; ox + 4 <= g->ow; ox += 4) {
+            float a[4], b[4];
+            memcpy(a, d + ox, sizeof a);
+            memcpy(b, row + ox, sizeof b);
+            for (int k = 0; k < 4; k++) a[k] += b[k];
+            memcpy(d + ox, a, sizeof a);
           }
+          for (; ox < g->ow; ox++) d[ox] += row[ox];
+        } else {
+          for (int64_t ox = 0; ox < g->ow; ox++) d[ox * g->sw] += row[ox];
         }
       }
+    }
+}
+
+/* One image's dInput ([cg, H, W] at dimg) from its columns of dCol, a
+ * channel at a time: through `padded` with padding (zeroed first, and left
+ * zero if im2col is to use it again: rezero), else straight into dimg
+ * (zeroed by the caller). */
+static void image_grad(const float *col, int64_t ld, int64_t cg, const Window *g, float *padded, bool rezero,
+                       float *dimg) {
+  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
+  bool pad = g->ph || g->pw;
+  PAR_FOR(cg > 1 && cg * g->kh * g->kw * g->oh * g->ow >= PAR_MIN_WORK)
+  for (int64_t ci = 0; ci < cg; ci++) {
+    if (!pad) {
+      col2im(col, ld, ci, g, dimg);
+      continue;
+    }
+    float *pc = padded + ci * hp * wp;
+    memset(pc, 0, sizeof *pc * (size_t)(hp * wp));
+    col2im(col, ld, ci, g, padded);
+    for (int64_t y = 0; y < g->h; y++)
+      memcpy(dimg + (ci * g->h + y) * g->w, pc + (y + g->ph) * wp + g->pw, sizeof *dimg * (size_t)g->w);
+    if (rezero) memset(pc, 0, sizeof *pc * (size_t)(hp * wp));
+  }
 }
 
 /* What fused_conv2d_grad does to each row of Output@GRAD as it gathers it:
@@ -784,16 +814,17 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
   if (nb < 1 || direct) nb = 1;
   /* col holds im2col (for dFilter) and then dCol (for dInput) */
   float *col = direct ? NULL : mem_alloc(NULL, sizeof *col * (size_t)(kk * p * nb));
-  float *padded = pad ? mem_alloc(NULL, sizeof *padded * (size_t)(cg * hp * wp)) : NULL;
+  float *padded = pad ? mem_calloc((size_t)(cg * hp * wp), sizeof *padded) : NULL;   /* zero for im2col */
   float *tmp = nb > 1 || pr ? mem_alloc(NULL, sizeof *tmp * (size_t)(og * p * nb)) : NULL;
-  if (pad && dfilt) memset(padded, 0, sizeof *padded * (size_t)(cg * hp * wp));
   for (int64_t b0 = 0; b0 < g->n; b0 += nb) {
     int64_t m = g->n - b0 < nb ? g->n - b0 : nb, cols = m * p;
     for (int64_t gi = 0; gi < groups; gi++) {
       const float *w = filt + gi * og * kk, *dm = dout + (b0 * o + gi * og) * p;
       if (m > 1 || pr) {
-        for (int64_t b = 0; b < m; b++)
-          for (int64_t oc = 0; oc < og; oc++) {
+        /* by channel, each in image order: a channel's bias sums stay in order */
+        PAR_FOR(og > 1 && og * cols >= PAR_MIN_WORK)
+        for (int64_t oc = 0; oc < og; oc++)
+          for (int64_t b = 0; b < m; b++) {
             int64_t at = ((b0 + b) * o + gi * og + oc) * p;
             if (pr)
               start_row(pr, gi * og + oc, dout + at / p * gp, pr->out ? pr->out + at : NULL, g,
@@ -823,20 +854,9 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
       }
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
                   (int)kk, dm, (int)cols, 0.0f, col, (int)cols);
-      for (int64_t b = 0; b < m; b++) {
-        float *dimg = din + ((b0 + b) * g->c + gi * cg) * g->h * g->w;
-        if (!pad) {
-          col2im(col + b * p, cols, cg, g, dimg);
-          continue;
-        }
-        memset(padded, 0, sizeof *padded * (size_t)(cg * hp * wp));
-        col2im(col + b * p, cols, cg, g, padded);
-        for (int64_t ci = 0; ci < cg; ci++)
-          for (int64_t y = 0; y < g->h; y++)
-            memcpy(dimg + (ci * g->h + y) * g->w, padded + (ci * hp + y + g->ph) * wp + g->pw,
-                   sizeof *dimg * (size_t)g->w);
-        if (dfilt) memset(padded, 0, sizeof *padded * (size_t)(cg * hp * wp));
-      }
+      for (int64_t b = 0; b < m; b++)
+        image_grad(col + b * p, cols, cg, g, padded, dfilt != NULL,
+                   din + ((b0 + b) * g->c + gi * cg) * g->h * g->w);
     }
   }
   mem_free(col);

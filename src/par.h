@@ -1,0 +1,25 @@
+/* par.h — loops spread over the cores.
+ *
+ * PAR_FOR(cond) before a for loop runs its iterations on OpenMP's team of
+ * threads when cond holds (enough work to pay for waking them) and the
+ * build has OpenMP (-fopenmp, the default), else in order on one thread.
+ * netrun links the OpenMP build of OpenBLAS, so the GEMMs and these loops
+ * share one team: no thread of one spins while the other's wait.
+ *
+ * Only loops whose iterations write disjoint memory and whose results do
+ * not depend on the order take it: the same bits on any number of threads. */
+#ifndef NETRUN_PAR_H
+#define NETRUN_PAR_H
+
+#define PAR_PRAGMA(x) _Pragma(#x)
+#ifdef _OPENMP
+#define PAR_FOR(cond) PAR_PRAGMA(omp parallel for schedule(static) if(cond))
+#else
+#define PAR_FOR(cond)
+#endif
+
+/* Elements below which a memory-bound loop stays on one thread (waking
+ * the team costs about as much as copying 8k floats). */
+#define PAR_MIN_WORK 8192
+
+#endif
