@@ -326,6 +326,17 @@ void bcast_iter_init(BcastIter *it, const Bcast *b) {
   it->b = b;
 }
 
+void bcast_iter_seek(BcastIter *it, const Bcast *b, int64_t row) {
+  bcast_iter_init(it, b);
+  it->out = row * b->inner;
+  for (int i = b->rank - 2; i >= 0 && row > 0; i--) {
+    it->idx[i] = row % b->shape[i];
+    row /= b->shape[i];
+    it->off[0] += it->idx[i] * b->stride[0][i];
+    it->off[1] += it->idx[i] * b->stride[1][i];
+  }
+}
+
 bool bcast_iter_next(BcastIter *it) {
   const Bcast *b = it->b;
   it->out += b->inner;

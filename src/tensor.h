@@ -147,6 +147,8 @@ typedef struct BcastIter {
   int64_t out;                          /* offset of the row in the output */
 } BcastIter;
 void bcast_iter_init(BcastIter *it, const Bcast *b);
+/* Starts at row `row` (rows counted in the order bcast_iter_next takes). */
+void bcast_iter_seek(BcastIter *it, const Bcast *b, int64_t row);
 bool bcast_iter_next(BcastIter *it);
 
 /* ---- the seeded generator ---------------------------------------------------

@@ -3,6 +3,7 @@
 #ifndef NETRUN_OPS_BCAST_LOOP_H
 #define NETRUN_OPS_BCAST_LOOP_H
 
+#include "../par.h"
 #include "../tensor.h"
 
 typedef float f32;
@@ -10,23 +11,26 @@ typedef int64_t i64;
 typedef uint8_t bln;
 
 /* One broadcast binary loop: output type OT, operand types XT and YT, both
- * read as CT into `a` and `b`, the result EXPR.  Each row of the broadcast
- * is a tight loop; which operands advance along it is decided per row. */
-typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void *y);
+ * read as CT into `a` and `b`, the result EXPR, over rows [row0, row0 +
+ * nrows) of the broadcast.  Each row is a tight loop; which operands
+ * advance along it is decided per row. */
+typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void *y, int64_t row0,
+                           int64_t nrows);
 
 #define BINARY_LOOP(FN, OT, XT, YT, CT, EXPR)                                   \
-  static void FN(const Bcast *bc, void *out, const void *xv, const void *yv) {  \
+  static void FN(const Bcast *bc, void *out, const void *xv, const void *yv,    \
+                 int64_t row0, int64_t nrows) {                                 \
     const XT *x = xv;                                                           \
     const YT *y = yv;                                                           \
     int64_t n = bc->inner;                                                      \
     bool sx = bc->inner_step[0] != 0, sy = bc->inner_step[1] != 0;              \
-    int64_t oo = 0, ox = 0, oy = 0;                                             \
     BcastIter it;                                                               \
-    if (bc->rank > 1) bcast_iter_init(&it, bc);                                 \
-    for (;;) {                                                                  \
-      OT *restrict o = (OT *)out + oo;                                          \
-      const XT *px = x + ox;                                                    \
-      const YT *py = y + oy;                                                    \
+    bcast_iter_seek(&it, bc, row0);                                             \
+    for (int64_t r = 0; r < nrows; r++) {                                       \
+      if (r > 0) bcast_iter_next(&it);                                          \
+      OT *restrict o = (OT *)out + it.out;                                      \
+      const XT *px = x + it.off[0];                                             \
+      const YT *py = y + it.off[1];                                             \
       if (sx && sy) {                                                           \
         for (int64_t i = 0; i < n; i++) {                                       \
           CT a = (CT)px[i], b = (CT)py[i];                                      \
@@ -46,12 +50,34 @@ typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void
         }                                                                       \
       } else {                                                                  \
         CT a = (CT)px[0], b = (CT)py[0];                                        \
-        OT r = (OT)(EXPR);                                                      \
-        for (int64_t i = 0; i < n; i++) o[i] = r;                               \
+        OT r_ = (OT)(EXPR);                                                     \
+        for (int64_t i = 0; i < n; i++) o[i] = r_;                              \
       }                                                                         \
-      if (bc->rank <= 1 || !bcast_iter_next(&it)) break;                        \
-      oo = it.out, ox = it.off[0], oy = it.off[1];                              \
     }                                                                           \
   }
+
+/* Runs f over the whole broadcast of out's n elements (element sizes so,
+ * sx, sy), in slices over the threads (src/par.h): slices of rows, or of
+ * the one row a flat broadcast has.  Each element is computed alone, so
+ * the slicing changes no bit. */
+static inline void binary_loop_run(BinaryLoop f, const Bcast *bc, int64_t n, void *out, size_t so,
+                                   const void *x, size_t sx, const void *y, size_t sy) {
+  if (bc->rank <= 1) {
+    int64_t slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
+    PAR_FOR(slices > 1)
+    for (int64_t k = 0; k < slices; k++) {
+      int64_t at = k * PAR_MIN_WORK;
+      Bcast s = *bc;
+      s.inner = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
+      f(&s, (char *)out + (size_t)at * so, (const char *)x + (size_t)(at * bc->inner_step[0]) * sx,
+        (const char *)y + (size_t)(at * bc->inner_step[1]) * sy, 0, 1);
+    }
+    return;
+  }
+  int64_t rows = bc->inner ? n / bc->inner : 0, per = bc->inner < PAR_MIN_WORK ? PAR_MIN_WORK / bc->inner : 1;
+  int64_t slices = (rows + per - 1) / per;
+  PAR_FOR(slices > 1)
+  for (int64_t k = 0; k < slices; k++) f(bc, out, x, y, k * per, rows - k * per < per ? rows - k * per : per);
+}
 
 #endif

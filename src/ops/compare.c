@@ -104,7 +104,8 @@ static int compare_run(ExecCtx *c, const CompareTable loops) {
                     dtype_name(x->dtype), tensor_shape_str(x, a, sizeof a), dtype_name(y->dtype),
                     tensor_shape_str(y, b, sizeof b), dtype_name(out->dtype),
                     tensor_shape_str(out, a, sizeof a));
-  loops[x->dtype][y->dtype](&bc, tensor_bool(out), x->data, y->data);
+  binary_loop_run(loops[x->dtype][y->dtype], &bc, out->numel, tensor_bool(out), 1, x->data,
+                  dtype_size(x->dtype), y->data, dtype_size(y->dtype));
   return 0;
 }
 

@@ -4,6 +4,7 @@
  * input's shape.  i64 with f32 promotes to f32; bool counts as i64. */
 #include "../backward.h"
 #include "../exec.h"
+#include "../par.h"
 #include "bcast_loop.h"
 
 #include <math.h>
@@ -156,7 +157,8 @@ static int binary_run(ExecCtx *c, const BinaryTable loops) {
                     dtype_name(x->dtype), tensor_shape_str(x, a, sizeof a), dtype_name(y->dtype),
                     tensor_shape_str(y, b, sizeof b), dtype_name(out->dtype),
                     tensor_shape_str(out, a, sizeof a));
-  f(&bc, out->data, x->data, y->data);
+  binary_loop_run(f, &bc, n, out->data, dtype_size(out->dtype), x->data, dtype_size(x->dtype), y->data,
+                  dtype_size(y->dtype));
   return 0;
 }
 
@@ -268,7 +270,14 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
   if (!f || x->numel != out->numel)
     return ctx_fail(c, "internal error: no loop for %s X giving %s", dtype_name(x->dtype),
                     dtype_name(out->dtype));
-  f(x->numel, out->data, x->data, p);
+  /* in slices over the threads (src/par.h): each element alone */
+  int64_t n = x->numel, slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
+  size_t so = dtype_size(out->dtype), sx = dtype_size(x->dtype);
+  PAR_FOR(slices > 1)
+  for (int64_t k = 0; k < slices; k++) {
+    int64_t at = k * PAR_MIN_WORK, len = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
+    f(len, (char *)out->data + (size_t)at * so, (const char *)x->data + (size_t)at * sx, p);
+  }
   return 0;
 }
 
@@ -530,7 +539,12 @@ static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const UnaryArgs *p) {
   if (!gx) return 0;
   if (v->dtype != DT_F32 || d->dtype != DT_F32 || v->numel != gx->numel || d->numel != gx->numel)
     return ctx_fail(c, "internal error: the forward value and Out@GRAD must be f32 of X's size");
-  f(gx->numel, tensor_f32(gx), tensor_f32(v), tensor_f32(d), p);
+  int64_t n = gx->numel, slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
+  PAR_FOR(slices > 1)
+  for (int64_t k = 0; k < slices; k++) {
+    int64_t at = k * PAR_MIN_WORK, len = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
+    f(len, tensor_f32(gx) + at, tensor_f32(v) + at, tensor_f32(d) + at, p);
+  }
   return 0;
 }
 
