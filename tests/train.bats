@@ -479,7 +479,7 @@ opt_run() {
   [ "$a" = "W f32 [2, 1] mean 1.1 std 0.3 min 0.8 max 1.4" ]
 }
 
-@test "conv2d, bias and relu run as one fused op, with the bits of --no-fuse" {
+@test "conv2d, bias, relu and a 2x2 max pool run as one fused op, with the bits of --no-fuse" {
   # netrun time shows which ops ran: fused_conv2d stands for the three,
   # but not where a value between them is read elsewhere (t).
   {
@@ -495,6 +495,21 @@ opt_run() {
   run "$NETRUN" time --iterations 1 --no-fuse conv.net
   [ "$(awk '$1 == "conv2d" || $1 == "relu" { print $1, $2 }' <<< "$output" | sort)" = "$(printf 'conv2d 2\nrelu 2')" ]
   [[ "$output" != *fused* ]]
+  # With groups, a [1, O, 1, 1] bias, and pools over odd sides (a row and a
+  # column no window covers), the gradients are the same bits too.
+  {
+    printf 'input x : f32[3, 4, 7, 9] = uniform_random([3, 4, 7, 9], min=-1.0, max=1.0)\n'
+    printf 'param k : [6, 2, 3, 3] = uniform(-0.3, 0.3)\nparam c : [1, 6, 1, 1] = uniform(-0.2, 0.2)\n'
+    printf 'input r : f32[3, 6, 3, 4] = uniform_random([3, 6, 3, 4], min=-1.0, max=1.0)\n'
+    printf 'h = max_pool2d(relu(conv2d(x, k, paddings=[1, 1], groups=2) + c), ksize=[2, 2])\n'
+    printf 'loss = sum(h * r)\n'
+  } > odd.net
+  run "$NETRUN" time --iterations 1 odd.net
+  [[ "$output" == *fused_conv2d* && "$output" != *max_pool2d* ]]
+  "$NETRUN" grad --format json odd.net > fused.json
+  "$NETRUN" grad --format json --no-fuse odd.net > plain.json
+  cmp fused.json plain.json
+  [ "$(jq '.grads["k"].data | length' fused.json)" -eq 108 ]
   # Training (the backward fused too) writes the same checkpoint either way.
   "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save fused.ckpt >/dev/null 2>&1
   "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save plain.ckpt --no-fuse >/dev/null 2>&1
