@@ -62,9 +62,14 @@ typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void
  * the slicing changes no bit. */
 static inline void binary_loop_run(BinaryLoop f, const Bcast *bc, int64_t n, void *out, size_t so,
                                    const void *x, size_t sx, const void *y, size_t sy) {
+  int64_t rows = bc->rank <= 1 ? 1 : bc->inner ? n / bc->inner : 0;
+  if (n < 2 * PAR_MIN_WORK) {   /* below, never near the parallel construct (it costs even idle) */
+    f(bc, out, x, y, 0, rows);
+    return;
+  }
   if (bc->rank <= 1) {
     int64_t slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
-    PAR_FOR(slices > 1)
+    PAR_FOR(true)
     for (int64_t k = 0; k < slices; k++) {
       int64_t at = k * PAR_MIN_WORK;
       Bcast s = *bc;
@@ -74,8 +79,7 @@ static inline void binary_loop_run(BinaryLoop f, const Bcast *bc, int64_t n, voi
     }
     return;
   }
-  int64_t rows = bc->inner ? n / bc->inner : 0, per = bc->inner < PAR_MIN_WORK ? PAR_MIN_WORK / bc->inner : 1;
-  int64_t slices = (rows + per - 1) / per;
+  int64_t per = bc->inner < PAR_MIN_WORK ? PAR_MIN_WORK / bc->inner : 1, slices = (rows + per - 1) / per;
   PAR_FOR(slices > 1)
   for (int64_t k = 0; k < slices; k++) f(bc, out, x, y, k * per, rows - k * per < per ? rows - k * per : per);
 }

@@ -270,10 +270,16 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
   if (!f || x->numel != out->numel)
     return ctx_fail(c, "internal error: no loop for %s X giving %s", dtype_name(x->dtype),
                     dtype_name(out->dtype));
-  /* in slices over the threads (src/par.h): each element alone */
+  /* in slices over the threads (src/par.h): each element alone; a small
+   * tensor never reaches the parallel construct, which costs even when it
+   * runs on one thread */
   int64_t n = x->numel, slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
+  if (slices <= 1) {
+    f(n, out->data, x->data, p);
+    return 0;
+  }
   size_t so = dtype_size(out->dtype), sx = dtype_size(x->dtype);
-  PAR_FOR(slices > 1)
+  PAR_FOR(true)
   for (int64_t k = 0; k < slices; k++) {
     int64_t at = k * PAR_MIN_WORK, len = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
     f(len, (char *)out->data + (size_t)at * so, (const char *)x->data + (size_t)at * sx, p);
@@ -540,7 +546,11 @@ static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const UnaryArgs *p) {
   if (v->dtype != DT_F32 || d->dtype != DT_F32 || v->numel != gx->numel || d->numel != gx->numel)
     return ctx_fail(c, "internal error: the forward value and Out@GRAD must be f32 of X's size");
   int64_t n = gx->numel, slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
-  PAR_FOR(slices > 1)
+  if (slices <= 1) {
+    f(n, tensor_f32(gx), tensor_f32(v), tensor_f32(d), p);
+    return 0;
+  }
+  PAR_FOR(true)
   for (int64_t k = 0; k < slices; k++) {
     int64_t at = k * PAR_MIN_WORK, len = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
     f(len, tensor_f32(gx) + at, tensor_f32(v) + at, tensor_f32(d) + at, p);
