@@ -1,7 +1,9 @@
 /* fuzz_exec.c — a script's bytes lowered and executed, like netrun run
- * (the tape recorded); when the script has a train block, its training
- * program runs (one step, like netrun train), else when it defines `loss`,
- * its backward is appended and runs too, like netrun grad.
+ * (the tape recorded for half the inputs; the others run without it, conv
+ * layers fused, as netrun train runs them); when the script has a train
+ * block, its training program runs (one step, like netrun train), else
+ * when it defines `loss`, its backward is appended and runs too, like
+ * netrun grad.
  *
  * Small limits keep every input quick and bounded: the program's ops,
  * turns per loop (--max-steps), the memory all tensors may take
@@ -46,6 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       o.max_steps = FUZZ_MAX_STEPS;
       o.out = fuzz_null();
       o.check_nan = size % 2;
+      /* without the tape (and --check-nan) the executor fuses conv layers */
+      o.tape = size / 2 % 2;
       Executor *ex = exec_new(s.prog, &o);
       Tensor *lr = tensor_scalar_f32(0.01f);
       if (backward) exec_preload(ex, TRAIN_LR_VAR, lr);
