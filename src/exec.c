@@ -919,8 +919,10 @@ static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tens
  * to each row of the output's gradient as it is gathered), and never makes
  * the values between.  The kernels do the same float operations in the same
  * order: the same bits as the ops they stand for (tests/train.bats checks
- * a training run against --no-fuse).  Not with the tape, which records
- * each op, nor with --check-nan, which names the op that made a NaN. */
+ * a training run against --no-fuse).  An assign between gradients becomes
+ * a `share` of its input's storage when no op writes either in place.
+ * Not with the tape, which records each op, nor with --check-nan, which
+ * names the op that made a NaN. */
 
 static const char *in1(const OpDesc *op, const char *slot) {
   const Slot *s = op_input(op, slot);
@@ -1072,14 +1074,64 @@ static OpDesc *fuse_backward(Program *p, const PBlock *pb, int i, int *n) {
   return f;
 }
 
+/* The variables ops of block 0 write in place: those an op reads and
+ * writes (the optimizers' ParamOut, clip_by_global_norm's gradients). */
+typedef struct InPlace {
+  const char **names;
+  int n, cap;
+} InPlace;
+
+static void in_place_find(const Program *p, InPlace *ip) {
+  const Block *b = p->blocks[0];
+  for (int j = 0; j < b->nops; j++) {
+    const OpDesc *op = b->ops[j];
+    for (int s = 0; s < op->nout; s++)
+      for (int k = 0; k < op->out[s].n; k++) {
+        const char *name = op->out[s].args[k];
+        bool read = false;
+        for (int t = 0; t < op->nin && !read; t++)
+          for (int m = 0; m < op->in[t].n && !read; m++) read = strcmp(op->in[t].args[m], name) == 0;
+        if (!read) continue;
+        if (ip->n == ip->cap) {
+          ip->cap = ip->cap ? 2 * ip->cap : 16;
+          ip->names = mem_alloc(ip->names, sizeof *ip->names * (size_t)ip->cap);
+        }
+        ip->names[ip->n++] = name;
+      }
+  }
+}
+
+static bool in_place(const InPlace *ip, const char *name) {
+  for (int i = 0; i < ip->n; i++)
+    if (strcmp(ip->names[i], name) == 0) return true;
+  return false;
+}
+
+/* An assign of a gradient (backward.c's for add, sub, reshape...) as a
+ * share of X's storage: the copy is for values that an in-place update
+ * could change afterwards, and neither of these is ever so updated. */
+static OpDesc *share_assign(Program *p, const InPlace *ip, const OpDesc *as) {
+  const char *x = in1(as, "X"), *out = out1(as, "Out");
+  if (!x || !out || !strstr(x, "@GRAD") || !strstr(out, "@GRAD")) return NULL;
+  const VarDesc *vx = prog_var(p, x), *vo = prog_var(p, out);
+  if (!vx || !vo || vx->dtype != vo->dtype || in_place(ip, x) || in_place(ip, out)) return NULL;
+  OpDesc *f = op_new(p, "share", as->span);
+  add1(p, f, true, "X", x);
+  add1(p, f, false, "Out", out);
+  return f;
+}
+
 static void fuse_block(Executor *ex, PBlock *pb) {
-  for (int i = 0; i + 1 < pb->nops; i++) {
+  InPlace ip = {0};
+  in_place_find(ex->prog, &ip);
+  for (int i = 0; i < pb->nops; i++) {
     const OpDesc *op = pb->ops[i].op;
     int n = 0;
     bool back = is_op(op, "max_pool2d_grad") || is_op(op, "relu_grad") || is_op(op, "assign");
-    OpDesc *f = is_op(op, "conv2d") ? fuse_forward(ex->prog, pb, i, &n)
-                : back              ? fuse_backward(ex->prog, pb, i, &n)
-                                    : NULL;
+    OpDesc *f = is_op(op, "conv2d") && i + 1 < pb->nops ? fuse_forward(ex->prog, pb, i, &n)
+                : back && i + 1 < pb->nops               ? fuse_backward(ex->prog, pb, i, &n)
+                                                         : NULL;
+    if (!f && is_op(op, "assign") && (f = share_assign(ex->prog, &ip, op))) n = 1;
     if (!f) continue;
     Prepared *fp = mem_alloc(NULL, sizeof *fp);
     prepare_op(ex, fp, f, 0);
@@ -1087,6 +1139,7 @@ static void fuse_block(Executor *ex, PBlock *pb) {
     pb->ops[i].nfused = n;
     i += n - 1;
   }
+  mem_free(ip.names);
 }
 
 Executor *exec_new(Program *p, const ExecOptions *opt) {

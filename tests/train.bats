@@ -628,6 +628,24 @@ lrs_near() {
   for i in 0 1 2 3; do near "${a[$i]}" "${b[$i]}" 1e-7; done
 }
 
+@test "clip_norm on gradients that are copies of one value scales each once" {
+  # a@GRAD and b@GRAD are both an assign of sum's gradient (ones).  Without
+  # the tape the executor shares an assign's storage instead of copying,
+  # but never for a value written in place, as clip_by_global_norm writes
+  # these: shared, they would be scaled twice (a = 2.975).  |g| = 2, so
+  # each gradient is 1/2 and one step of lr 0.1 gives a = [2.95, 3.95].
+  printf 'x,y\n0,0\n' > one.csv
+  {
+    printf 'input x : f32[B, 1]\ninput y : f32[B]\nparam a : [2] = [3.0, 4.0]\nparam b : [2] = [0.0, 0.0]\n'
+    printf 'loss = sum(a + b)\n'
+    printf 'train {\n  data = "one.csv"\n  batch = 1\n  epochs = 1\n  lr = 0.1\n  optimizer = sgd\n  clip_norm = 1\n}\n'
+  } > ab.net
+  "$NETRUN" train ab.net --save ab.ckpt >/dev/null 2>&1
+  "$NETRUN" train ab.net --save plain.ckpt --no-fuse >/dev/null 2>&1
+  cmp ab.ckpt plain.ckpt
+  [ "$("$NETRUN" checkpoint ab.ckpt | awk '$1 == "a" || $1 == "b" { print $1, $9, $11 }')" = "$(printf 'a 2.95 3.95\nb -0.05 -0.05')" ]
+}
+
 @test "schedules: constant, step, cosine, warm-up, read from the log's lr" {
   # The rate of step k is taken at the fraction of epochs done, e = 0, 0.5, 1, 1.5.
   lrs_near "$(lrs)" "0.1 0.1 0.1 0.1"

@@ -357,6 +357,14 @@ static int k_assign(ExecCtx *c) {
   return 0;
 }
 
+/* share: Out = X, the same storage.  The executor runs an assign as this
+ * when nothing writes X or Out in place (exec.c, "fusing ops"). */
+static int k_share(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0);
+  ctx_set_out(c, 0, 0, tensor_view(x, x->rank, x->shape));
+  return 0;
+}
+
 /* Out = X[0] + X[1] + ..., each read converted to Out's dtype. */
 static int k_add_n(ExecCtx *c) {
   Tensor *out = ctx_out(c, 0);
@@ -498,6 +506,8 @@ OpProto op_table_creation[] = {
     LIKE("assign", k_assign, "Out = X (a copy)", GRAD_COMPOSITE, g_assign, 0),
     LIKE("stop_gradient", k_assign, "Out = X; no gradient flows back through it", GRAD_NONE,
          NULL, OP_ZERO_GRAD),
+    LIKE("share", k_share, "Out = X, sharing its storage: made by the executor from an assign",
+         GRAD_NONE, NULL, OP_INTERNAL | OP_NO_PREALLOC),
     {.type = "cast", .doc = "Out = X converted to dtype (f32 to i64 truncates toward 0)",
      .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "the result, shape of X"}},
