@@ -326,7 +326,8 @@ static double time_gemms(const Gemm *g, int ng, int reps) {
 
 /* A training step of an example script (forward, backward, SGD) on one
  * fixed random batch, against the GEMMs that step needs. */
-static void bench_train_step(const char *path, const char *what, int64_t batch, const Gemm *g, int ng, int reps) {
+static void bench_train_step(const char *path, const char *what, int64_t batch, const Gemm *g, int ng, int reps,
+                             bool fuse) {
   Loaded ld;
   arena_init(&ld.arena);
   diag_init(&ld.diag, &ld.arena);
@@ -342,6 +343,7 @@ static void bench_train_step(const char *path, const char *what, int64_t batch, 
   ExecOptions o;
   exec_default_options(&o);
   o.tape = false;
+  o.fuse = fuse;
   Executor *ex = exec_new(ld.prog, &o);
   const VarDesc *x = prog_var(ld.prog, "x"), *y = prog_var(ld.prog, "y");
   int64_t xs[SHAPE_MAX_RANK];
@@ -413,7 +415,7 @@ int main(void) {
     const Gemm g[] = {{128, 512, 784, 0, 0}, {128, 256, 512, 0, 0}, {128, 10, 256, 0, 0},
                       {256, 10, 128, 1, 0},  {128, 256, 10, 0, 1},  {512, 256, 128, 1, 0},
                       {128, 512, 256, 0, 1}, {784, 512, 128, 1, 0}};
-    bench_train_step("examples/fashion_mlp.net", "fashion_mlp", 128, g, 8, 20);
+    bench_train_step("examples/fashion_mlp.net", "fashion_mlp", 128, g, 8, 20, true);
   }
   {
     /* fashion_cnn: each conv as one GEMM over the batch (forward, dFilter,
@@ -425,7 +427,9 @@ int main(void) {
                       {(int)b, 10, 256, 0, 0},         {256, 10, (int)b, 1, 0},
                       {(int)b, 256, 10, 0, 1},         {3136, 256, (int)b, 1, 0},
                       {(int)b, 3136, 256, 0, 1}};
-    bench_train_step("examples/fashion_cnn.net", "fashion_cnn", b, g, 11, 2);
+    bench_train_step("examples/fashion_cnn.net", "fashion_cnn", b, g, 11, 2, true);
+    /* the same with every op by itself (--no-fuse): what fusing gains */
+    bench_train_step("examples/fashion_cnn.net", "fashion_cnn --no-fuse", b, g, 11, 2, false);
   }
   reg_free_default();
   return 0;
