@@ -57,9 +57,18 @@ netrun: $(OBJ)
 # --plugin or `load "NAME.so"`.  Built as a user builds one, against the
 # public header only.
 PLUGINS = $(patsubst %.c,%.so,$(wildcard examples/plugins/*.c))
-plugins: $(PLUGINS)
+PLUGIN_FIXTURES = tests/cases/plugins/fused_dense_relu.so tests/cases/plugins/not_a_library.so
+plugins: $(PLUGINS) $(PLUGIN_FIXTURES)
 examples/plugins/%.so: examples/plugins/%.c include/netrun/plugin.h
 	$(CC) -std=c11 -O2 -g -fPIC -shared $(WARN) -Iinclude $(CFLAGS) -o $@ $< $(LDFLAGS) -lopenblas -lm
+
+# Fixtures the plugin cases (tests/cases/plugins) load from their folder:
+# the example plugin, by a link, and a file that is no library.  Made here,
+# not tracked: .so files are build outputs.
+tests/cases/plugins/fused_dense_relu.so: examples/plugins/fused_dense_relu.so
+	ln -sf ../../../$< $@
+tests/cases/plugins/not_a_library.so:
+	printf 'this is a text file, not a shared library\n' > $@
 
 $(BUILD)/%.o: %.c | $(BUILD)/parser.h
 	@mkdir -p $(dir $@)
@@ -134,7 +143,7 @@ VALGRIND_ENV = VALGRIND_LOGS=$(CURDIR)/build/valgrind NETRUN_BIN=$(CURDIR)/netru
   NETRUN=$(CURDIR)/tests/valgrind.sh NETRUN_WALK_STRIDE=20 NETRUN_START_SECONDS=10
 valgrind: deps
 	$(MAKE) deps DEB_PKGS=valgrind
-	$(MAKE) netrun
+	$(MAKE) all
 	rm -rf build/valgrind && mkdir -p build/valgrind && chmod 1777 build/valgrind
 	$(VALGRIND_ENV) tests/run-cases.sh
 	$(VALGRIND_ENV) bats tests/*.bats
@@ -215,7 +224,7 @@ install: netrun
 	install -m 644 man/netrun-ops.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 
 clean:
-	rm -rf $(BUILD) build netrun $(PLUGINS)
+	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
 .PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench install clean
 
