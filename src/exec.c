@@ -924,16 +924,6 @@ static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tens
  * Not with the tape, which records each op, nor with --check-nan, which
  * names the op that made a NaN. */
 
-static const char *in1(const OpDesc *op, const char *slot) {
-  const Slot *s = op_input(op, slot);
-  return s && s->n == 1 ? s->args[0] : NULL;
-}
-
-static const char *out1(const OpDesc *op, const char *slot) {
-  const Slot *s = op_output(op, slot);
-  return s && s->n == 1 ? s->args[0] : NULL;
-}
-
 static bool is_op(const OpDesc *op, const char *type) { return strcmp(op->type, type) == 0; }
 
 /* Whether a script or the command line can look value v up by name: its
@@ -978,7 +968,7 @@ static bool unmade_ok(const Program *p, const char *name, int reads) {
 /* Whether op is a max pool (or its gradient) of 2x2 windows, stride 2,
  * no padding, reading X = x: the pool the fused conv ops do themselves. */
 static bool pool_2x2_of(const OpDesc *op, const char *type, const char *x) {
-  if (!op || strcmp(op->type, type) != 0 || !in1(op, "X") || strcmp(in1(op, "X"), x) != 0) return false;
+  if (!op || strcmp(op->type, type) != 0 || !op_in1(op, "X") || strcmp(op_in1(op, "X"), x) != 0) return false;
   const Attr *k = op_attr(op, "ksize"), *st = op_attr(op, "strides"), *pd = op_attr(op, "paddings");
   bool two = k && k->v.type == ATTR_INTS && k->v.n == 2 && k->v.u.ints[0] == 2 && k->v.u.ints[1] == 2;
   bool stride = !st || (st->v.type == ATTR_INTS && (st->v.n == 0 || (st->v.n == 2 && st->v.u.ints[0] == 2 &&
@@ -990,7 +980,7 @@ static bool pool_2x2_of(const OpDesc *op, const char *type, const char *x) {
 /* Whether `bias` is one f32 per output channel of the conv2d `conv`:
  * [O, 1, 1] or [1, O, 1, 1], against a Filter of O known channels. */
 static bool channel_bias(const Program *p, const OpDesc *conv, const char *bias) {
-  const VarDesc *b = prog_var(p, bias), *f = prog_var(p, in1(conv, "Filter"));
+  const VarDesc *b = prog_var(p, bias), *f = prog_var(p, op_in1(conv, "Filter"));
   if (!b || !f || b->dtype != DT_F32 || f->shape.rank != 4 || !dim_known(f->shape.d[0])) return false;
   const Shape *s = &b->shape;
   int first = s->rank == 4 ? 1 : 0;
@@ -1016,22 +1006,22 @@ static void add1(Program *p, OpDesc *op, bool in, const char *slot, const char *
 /* conv2d, add [, relu] at ops[i]: the fused op, or NULL. */
 static OpDesc *fuse_forward(Program *p, const PBlock *pb, int i, int *n) {
   const OpDesc *conv = pb->ops[i].op, *add = pb->ops[i + 1].op;
-  const char *t0 = out1(conv, "Output");
-  if (!t0 || !is_op(add, "add") || add->nattrs || !in1(add, "X") || strcmp(in1(add, "X"), t0) != 0)
+  const char *t0 = op_out1(conv, "Output");
+  if (!t0 || !is_op(add, "add") || add->nattrs || !op_in1(add, "X") || strcmp(op_in1(add, "X"), t0) != 0)
     return NULL;
-  const char *bias = in1(add, "Y"), *t1 = out1(add, "Out");
+  const char *bias = op_in1(add, "Y"), *t1 = op_out1(add, "Out");
   if (!bias || !t1 || !channel_bias(p, conv, bias) || !unmade_ok(p, t0, 1)) return NULL;
   const OpDesc *relu = i + 2 < pb->nops ? pb->ops[i + 2].op : NULL;
-  bool with_relu = relu && is_op(relu, "relu") && in1(relu, "X") && strcmp(in1(relu, "X"), t1) == 0 &&
-                   out1(relu, "Out") && unmade_ok(p, t1, 1);
+  bool with_relu = relu && is_op(relu, "relu") && op_in1(relu, "X") && strcmp(op_in1(relu, "X"), t1) == 0 &&
+                   op_out1(relu, "Out") && unmade_ok(p, t1, 1);
   const OpDesc *pool = with_relu && i + 3 < pb->nops ? pb->ops[i + 3].op : NULL;
-  bool with_pool = pool && pool_2x2_of(pool, "max_pool2d", out1(relu, "Out")) && out1(pool, "Out");
+  bool with_pool = pool && pool_2x2_of(pool, "max_pool2d", op_out1(relu, "Out")) && op_out1(pool, "Out");
   OpDesc *f = op_new(p, "fused_conv2d", conv->span);
-  add1(p, f, true, "Input", in1(conv, "Input"));
-  add1(p, f, true, "Filter", in1(conv, "Filter"));
+  add1(p, f, true, "Input", op_in1(conv, "Input"));
+  add1(p, f, true, "Filter", op_in1(conv, "Filter"));
   add1(p, f, true, "Bias", bias);
-  add1(p, f, false, "Output", with_relu ? out1(relu, "Out") : t1);
-  if (with_pool) add1(p, f, false, "Pooled", out1(pool, "Out"));
+  add1(p, f, false, "Output", with_relu ? op_out1(relu, "Out") : t1);
+  if (with_pool) add1(p, f, false, "Pooled", op_out1(pool, "Out"));
   copy_conv_attrs(p, f, conv, with_relu);
   *n = with_pool ? 4 : with_relu ? 3 : 2;
   return f;
@@ -1045,29 +1035,29 @@ static OpDesc *fuse_backward(Program *p, const PBlock *pb, int i, int *n) {
   int r = pg ? i + 1 : i;
   if (r >= pb->nops) return NULL;
   const OpDesc *rg = is_op(pb->ops[r].op, "relu_grad") ? pb->ops[r].op : NULL;
-  if (pg && (!rg || !in1(rg, "Out") || !pool_2x2_of(pg, "max_pool2d_grad", in1(rg, "Out")) ||
-             !out1(pg, "X@GRAD") || !in1(rg, "Out@GRAD") || strcmp(out1(pg, "X@GRAD"), in1(rg, "Out@GRAD")) != 0 ||
-             !unmade_ok(p, out1(pg, "X@GRAD"), 1) || !in1(pg, "Out@GRAD")))
+  if (pg && (!rg || !op_in1(rg, "Out") || !pool_2x2_of(pg, "max_pool2d_grad", op_in1(rg, "Out")) ||
+             !op_out1(pg, "X@GRAD") || !op_in1(rg, "Out@GRAD") || strcmp(op_out1(pg, "X@GRAD"), op_in1(rg, "Out@GRAD")) != 0 ||
+             !unmade_ok(p, op_out1(pg, "X@GRAD"), 1) || !op_in1(pg, "Out@GRAD")))
     return NULL;
   int k = rg ? r + 1 : r;
   if (k + 2 >= pb->nops) return NULL;
   const OpDesc *as = pb->ops[k].op, *sl = pb->ops[k + 1].op, *cg = pb->ops[k + 2].op;
   if (!is_op(as, "assign") || !is_op(sl, "sum_like") || !is_op(cg, "conv2d_grad")) return NULL;
-  const char *g = rg ? out1(rg, "X@GRAD") : in1(as, "X"), *t0g = out1(as, "Out");
-  const char *bias = in1(sl, "Like"), *dbias = out1(sl, "Out");
-  if (!g || !t0g || !bias || !dbias || !in1(as, "X") || strcmp(in1(as, "X"), g) != 0 || !in1(sl, "X") ||
-      strcmp(in1(sl, "X"), g) != 0 || !in1(cg, "Output@GRAD") || strcmp(in1(cg, "Output@GRAD"), t0g) != 0 ||
+  const char *g = rg ? op_out1(rg, "X@GRAD") : op_in1(as, "X"), *t0g = op_out1(as, "Out");
+  const char *bias = op_in1(sl, "Like"), *dbias = op_out1(sl, "Out");
+  if (!g || !t0g || !bias || !dbias || !op_in1(as, "X") || strcmp(op_in1(as, "X"), g) != 0 || !op_in1(sl, "X") ||
+      strcmp(op_in1(sl, "X"), g) != 0 || !op_in1(cg, "Output@GRAD") || strcmp(op_in1(cg, "Output@GRAD"), t0g) != 0 ||
       !channel_bias(p, cg, bias) || !unmade_ok(p, t0g, 1) || (rg && !unmade_ok(p, g, 2)))
     return NULL;
   OpDesc *f = op_new(p, "fused_conv2d_grad", cg->span);
-  add1(p, f, true, "Input", in1(cg, "Input"));
-  add1(p, f, true, "Filter", in1(cg, "Filter"));
+  add1(p, f, true, "Input", op_in1(cg, "Input"));
+  add1(p, f, true, "Filter", op_in1(cg, "Filter"));
   add1(p, f, true, "Bias", bias);
-  if (rg) add1(p, f, true, "Output", in1(rg, "Out"));
-  if (pg) add1(p, f, true, "Pooled@GRAD", in1(pg, "Out@GRAD"));
-  else add1(p, f, true, "Output@GRAD", rg ? in1(rg, "Out@GRAD") : g);
-  add1(p, f, false, "Input@GRAD", out1(cg, "Input@GRAD"));
-  add1(p, f, false, "Filter@GRAD", out1(cg, "Filter@GRAD"));
+  if (rg) add1(p, f, true, "Output", op_in1(rg, "Out"));
+  if (pg) add1(p, f, true, "Pooled@GRAD", op_in1(pg, "Out@GRAD"));
+  else add1(p, f, true, "Output@GRAD", rg ? op_in1(rg, "Out@GRAD") : g);
+  add1(p, f, false, "Input@GRAD", op_out1(cg, "Input@GRAD"));
+  add1(p, f, false, "Filter@GRAD", op_out1(cg, "Filter@GRAD"));
   add1(p, f, false, "Bias@GRAD", dbias);
   copy_conv_attrs(p, f, cg, rg != NULL);
   *n = k + 3 - i;
@@ -1111,7 +1101,7 @@ static bool in_place(const InPlace *ip, const char *name) {
  * share of X's storage: the copy is for values that an in-place update
  * could change afterwards, and neither of these is ever so updated. */
 static OpDesc *share_assign(Program *p, const InPlace *ip, const OpDesc *as) {
-  const char *x = in1(as, "X"), *out = out1(as, "Out");
+  const char *x = op_in1(as, "X"), *out = op_out1(as, "Out");
   if (!x || !out || !strstr(x, "@GRAD") || !strstr(out, "@GRAD")) return NULL;
   const VarDesc *vx = prog_var(p, x), *vo = prog_var(p, out);
   if (!vx || !vo || vx->dtype != vo->dtype || in_place(ip, x) || in_place(ip, out)) return NULL;

@@ -402,6 +402,15 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
   return 0;
 }
 
+/* A convolution's geometry: input x, output (or its gradient) out, filter f. */
+static Window conv_window(ExecCtx *c, const Tensor *x, const Tensor *out, const Tensor *f) {
+  Window g;
+  window_read(c, x, out, true, &g);
+  g.kh = f->shape[2];
+  g.kw = f->shape[3];
+  return g;
+}
+
 /* conv2d, and fused_conv2d: conv2d + Bias ([O, 1, 1] or [1, O, 1, 1]),
  * then relu if the attribute says so.  The executor makes fused ops from
  * those ops when nothing else reads the values between; scripts never
@@ -413,10 +422,7 @@ static int conv_forward(ExecCtx *c, bool fused) {
   if (bias && (bias->dtype != DT_F32 || bias->numel != f->shape[0]))
     rc = ctx_fail(c, "internal error: Bias does not hold one f32 per output channel");
   if (rc == 0) {
-    Window g;
-    window_read(c, x, out, true, &g);
-    g.kh = f->shape[2];
-    g.kw = f->shape[3];
+    Window g = conv_window(c, x, out, f);
     Tensor *pooled = fused ? ctx_out(c, 1) : NULL;
     Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && ctx_attr_i(c, "relu") != 0,
                   pooled ? tensor_f32(pooled) : NULL};
@@ -883,10 +889,7 @@ static int conv_backward(ExecCtx *c, bool fused) {
                                            (shape->shape[3] / 2))))
     rc = ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
   if (rc == 0) {
-    Window g;
-    window_read(c, x, shape, true, &g);
-    g.kh = f->shape[2];
-    g.kw = f->shape[3];
+    Window g = conv_window(c, x, shape, f);
     Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL};
     rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
