@@ -233,40 +233,81 @@ static void window_read(ExecCtx *c, const Tensor *x, const Tensor *out, bool dil
   g->dw = dil[1];
 }
 
+/* Four floats at a time, in 16-byte vectors (GCC's and clang's vector
+ * extensions, so any target builds them). */
+typedef float V4f __attribute__((vector_size(16)));
+typedef int32_t V4i __attribute__((vector_size(16)));
+
+static inline V4f load4(const float *p) {
+  V4f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static inline void store4(float *p, V4f v) { memcpy(p, &v, sizeof v); }
+
+/* A vector passed through an empty asm: GCC would turn copy_run's loop
+ * into a call to memmove, which on runs this short costs more than the
+ * copy (im2col went from 6% to 13% of a CNN step). */
+#if defined(__x86_64__) || defined(__i386__)
+#define OPAQUE4(v) __asm__("" : "+x"(v))
+#else
+#define OPAQUE4(v) ((void)0)
+#endif
+
+/* d[0, n) = s[0, n).  From 4 floats on, the last vector overlaps the one
+ * before it instead of a scalar tail: runs are short (an output row). */
+static inline void copy_run(float *restrict d, const float *restrict s, int64_t n) {
+  if (n < 4) {
+    for (int64_t k = 0; k < n; k++) d[k] = s[k];
+    return;
+  }
+  for (int64_t k = 0; k + 4 < n; k += 4) {
+    V4f v = load4(s + k);
+    OPAQUE4(v);
+    store4(d + k, v);
+  }
+  store4(d + n - 4, load4(s + n - 4));
+}
+
+/* d[0, n) += s[0, n) */
+static inline void add_run(float *restrict d, const float *restrict s, int64_t n) {
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) store4(d + k, load4(d + k) + load4(s + k));
+  for (; k < n; k++) d[k] += s[k];
+}
+
 /* im2col: unfolds channels [cg, H, W] of one image into the matrix
  * col[cg*KH*KW, OH*OW] (row stride ld), one row per kernel tap (channel,
  * ki, kj), one column per output pixel; taps falling in the padding are 0.
  * With padding, the image is first copied into the middle of `padded`
  * ([cg, H+2ph, W+2pw], its border zeroed once by the caller), so the copy
- * loops need no bounds tests: five times faster than clipping each run. */
+ * loops need no bounds tests: five times faster than clipping each run.
+ * The geometry is read into locals: through the window, every store would
+ * reload it (a float store may alias it as far as the compiler knows). */
 static void im2col(const float *img, int64_t cg, const Window *g, float *padded, float *col,
                    int64_t ld) {
-  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw, taps = g->kh * g->kw, rows = cg * taps;
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow, kw = g->kw, sh = g->sh, sw = g->sw;
+  const int64_t dh = g->dh, dw = g->dw, ph = g->ph, pw = g->pw;
+  const int64_t hp = h + 2 * ph, wp = w + 2 * pw, taps = g->kh * kw, rows = cg * taps;
   const float *src = img;
-  if (g->ph || g->pw) {
-    PAR_FOR(cg > 1 && cg * g->h * g->w >= PAR_MIN_WORK)
+  if (ph || pw) {
+    PAR_FOR(cg > 1 && cg * h * w >= PAR_MIN_WORK)
     for (int64_t ci = 0; ci < cg; ci++)
-      for (int64_t y = 0; y < g->h; y++)
-        memcpy(padded + (ci * hp + y + g->ph) * wp + g->pw, img + (ci * g->h + y) * g->w,
-               sizeof *padded * (size_t)g->w);
+      for (int64_t y = 0; y < h; y++)
+        memcpy(padded + (ci * hp + y + ph) * wp + pw, img + (ci * h + y) * w, sizeof *padded * (size_t)w);
     src = padded;
   }
-  PAR_FOR(rows > 1 && rows * g->oh * g->ow >= PAR_MIN_WORK)
+  PAR_FOR(rows > 1 && rows * oh * ow >= PAR_MIN_WORK)
   for (int64_t r = 0; r < rows; r++) {
-    int64_t ci = r / taps, ki = r % taps / g->kw, kj = r % g->kw;
+    int64_t ci = r / taps, ki = r % taps / kw, kj = r % kw;
     float *row = col + r * ld;
-    const float *tap = src + (ci * hp + ki * g->dh) * wp + kj * g->dw;
-    for (int64_t oy = 0; oy < g->oh; oy++, row += g->ow) {
-      const float *s = tap + oy * g->sh * wp;
-      if (g->sw == 1) {
-        /* runs are short (OW floats): fixed 16-byte copies, which the
-         * compiler inlines, beat a memcpy call per run by 30% */
-        int64_t ox = 0;
-        for (; ox + 4 <= g->ow; ox += 4) memcpy(row + ox, s + ox, 4 * sizeof *row);
-        for (; ox < g->ow; ox++) row[ox] = s[ox];
-      } else {
-        for (int64_t ox = 0; ox < g->ow; ox++) row[ox] = s[ox * g->sw];
-      }
+    const float *tap = src + (ci * hp + ki * dh) * wp + kj * dw;
+    for (int64_t oy = 0; oy < oh; oy++, row += ow) {
+      const float *s = tap + oy * sh * wp;
+      if (sw == 1) copy_run(row, s, ow);
+      else
+        for (int64_t ox = 0; ox < ow; ox++) row[ox] = s[ox * sw];
     }
   }
 }
@@ -280,6 +321,9 @@ static void im2col(const float *img, int64_t cg, const Window *g, float *padded,
  * time, 3x3 maps 3x faster thirty at a time. */
 #define CONV_MIN_COLS 256
 #define CONV_COL_FLOATS ((int64_t)1 << 19)
+/* Multiply-adds of one batch's GEMMs below which the batches stay on one
+ * thread and the GEMMs take the threads instead. */
+#define CONV_THREAD_WORK ((int64_t)1 << 18)
 
 /* Whether a * b floats (a, b >= 0) stay within what netrun allocates. */
 static bool floats_fit(int64_t a, int64_t b) {
@@ -340,18 +384,109 @@ static void finish_rows(const Epilogue *e, int64_t ch, int64_t rows, int64_t p, 
   }
 }
 
+/* How a convolution's images are cut into batches, one GEMM per (batch,
+ * group), and the buffers of each thread working on batches. */
+typedef struct ConvBufs {
+  float *col;      /* im2col of a batch of images, then (backward) its dCol */
+  float *padded;   /* one image's channels inside a zero border */
+  float *tmp;      /* a batch's [og, nb*P] result, or its gathered gradient */
+} ConvBufs;
+
+typedef struct ConvPlan {
+  int64_t cg, og, kk, p, hp, wp;
+  int64_t nb, batches;   /* images per batch, and batches */
+  bool direct, pad;
+  int threads;           /* threads that take batches; 1: the GEMMs spread instead */
+  ConvBufs *bufs;        /* [threads] */
+} ConvPlan;
+
+/* Fills *pl for conv2d of geometry g (o output channels); false if the
+ * unfolded input would be too large.  tmp: each thread needs a result
+ * buffer even for batches of one image (the backward's gathered gradient).
+ * With two batches or more and enough work, batches go to threads, each
+ * running its own GEMMs: the im2col, col2im and epilogue copies then stay
+ * in that core's cache, and no GEMM waits on a split of its own.  The
+ * batching depends on the geometry alone, never on the thread count, so
+ * the results are the same bits on any number of threads. */
+static bool conv_plan(const Window *g, int64_t o, int64_t groups, bool tmp, ConvPlan *pl) {
+  *pl = (ConvPlan){.cg = g->c / groups, .og = o / groups, .p = g->oh * g->ow, .hp = g->h + 2 * g->ph,
+                   .wp = g->w + 2 * g->pw, .threads = 1};
+  pl->kk = pl->cg * g->kh * g->kw;
+  pl->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+  pl->pad = g->ph || g->pw;
+  if (!floats_fit(pl->kk, pl->p) || (pl->pad && (!floats_fit(pl->hp, pl->wp) || !floats_fit(pl->cg, pl->hp * pl->wp))) ||
+      pl->og > INT32_MAX || pl->kk > INT32_MAX || pl->p > INT32_MAX)
+    return false;
+  int64_t nb = (CONV_MIN_COLS + pl->p - 1) / pl->p;
+  if (nb > 1 && nb * pl->kk * pl->p > CONV_COL_FLOATS) nb = CONV_COL_FLOATS / (pl->kk * pl->p);
+  if (nb > g->n) nb = g->n;
+  if (nb < 1 || pl->direct) nb = 1;
+  pl->nb = nb;
+  pl->batches = (g->n + nb - 1) / nb;
+  /* a GEMM's worth of flops per batch, at least, before threads take batches */
+  if (pl->batches > 1 && pl->og * pl->kk * pl->p * nb >= CONV_THREAD_WORK) {
+    int t = par_threads();
+    pl->threads = t < pl->batches ? t : (int)pl->batches;
+  }
+  pl->bufs = mem_calloc((size_t)pl->threads, sizeof *pl->bufs);
+  for (int t = 0; t < pl->threads; t++) {
+    ConvBufs *b = &pl->bufs[t];
+    if (!pl->direct) b->col = mem_alloc(NULL, sizeof *b->col * (size_t)(pl->kk * pl->p * nb));
+    if (pl->pad) b->padded = mem_calloc((size_t)(pl->cg * pl->hp * pl->wp), sizeof *b->padded);
+    if (nb > 1 || tmp) b->tmp = mem_alloc(NULL, sizeof *b->tmp * (size_t)(pl->og * pl->p * nb));
+  }
+  return true;
+}
+
+static void conv_plan_free(ConvPlan *pl) {
+  for (int t = 0; t < pl->threads; t++) {
+    mem_free(pl->bufs[t].col);
+    mem_free(pl->bufs[t].padded);
+    mem_free(pl->bufs[t].tmp);
+  }
+  mem_free(pl->bufs);
+}
+
+static int conv_too_large(ExecCtx *c, const Window *g, int64_t groups) {
+  return ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large",
+                  (long long)(g->c / groups * g->kh * g->kw), (long long)(g->oh * g->ow));
+}
+
 /* Output[b, g*og + o, :] = Filter_g[o, :] . im2col(Input[b, g*cg .. ]) for
- * each group g: one sgemm per (batch of images, group).  A single image's
- * result lands in Output directly; a batch's [og, nb*P] result is scattered
- * to its images.  A 1x1 kernel with stride 1 and no padding needs no
- * im2col: the image is its own column matrix.  e (or NULL) is applied to
+ * the images of batch bi, each group g: one sgemm per group.  A single
+ * image's result lands in Output directly; a batch's [og, nb*P] result is
+ * scattered to its images.  A 1x1 kernel with stride 1 and no padding needs
+ * no im2col: the image is its own column matrix.  e (or NULL) is applied to
  * each batch's rows after its GEMM. */
+static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t groups, int64_t bi,
+                       const float *in, const float *filt, float *out, const Epilogue *e, ConvBufs *buf) {
+  int64_t og = pl->og, cg = pl->cg, kk = pl->kk, p = pl->p, b0 = bi * pl->nb;
+  int64_t m = g->n - b0 < pl->nb ? g->n - b0 : pl->nb, cols = m * p;
+  for (int64_t gi = 0; gi < groups; gi++) {
+    const float *a = filt + gi * og * kk, *bm = buf->col;
+    for (int64_t b = 0; b < m; b++) {
+      const float *img = in + ((b0 + b) * g->c + gi * cg) * g->h * g->w;
+      if (pl->direct) bm = img;
+      else im2col(img, cg, g, buf->padded, buf->col + b * p, cols);
+    }
+    float *dst = m == 1 ? out + (b0 * o + gi * og) * p : buf->tmp;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)kk, 1.0f, a,
+                (int)kk, bm, (int)cols, 0.0f, dst, (int)cols);
+    if (m == 1) {
+      if (e) finish_rows(e, gi * og, og, p, dst, p, dst, p);
+      pool_rows(e, g, o, b0, gi * og, og, out);
+      continue;
+    }
+    for (int64_t b = 0; b < m; b++) {
+      finish_rows(e, gi * og, og, p, buf->tmp + b * p, cols, out + ((b0 + b) * o + gi * og) * p, p);
+      pool_rows(e, g, o, b0 + b, gi * og, og, out);
+    }
+  }
+}
+
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                       const float *filt, float *out, const Epilogue *e) {
-  int64_t cg = g->c / groups, og = o / groups, kk = cg * g->kh * g->kw, p = g->oh * g->ow;
-  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
-  bool direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-  bool pad = g->ph || g->pw;
+  int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
   if (g->n == 0 || o == 0 || p == 0) return 0;
   if (kk == 0) {
     memset(out, 0, sizeof *out * (size_t)(g->n * o * p));
@@ -362,43 +497,12 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
       }
     return 0;
   }
-  if (!floats_fit(kk, p) || (pad && (!floats_fit(hp, wp) || !floats_fit(cg, hp * wp))) ||
-      og > INT32_MAX || kk > INT32_MAX || p > INT32_MAX)
-    return ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large", (long long)kk,
-                    (long long)p);
-  int64_t nb = (CONV_MIN_COLS + p - 1) / p;
-  if (nb > 1 && nb * kk * p > CONV_COL_FLOATS) nb = CONV_COL_FLOATS / (kk * p);
-  if (nb > g->n) nb = g->n;
-  if (nb < 1 || direct) nb = 1;
-  float *col = direct ? NULL : mem_alloc(NULL, sizeof *col * (size_t)(kk * p * nb));
-  float *padded = pad ? mem_calloc((size_t)(cg * hp * wp), sizeof *padded) : NULL;
-  float *tmp = nb > 1 ? mem_alloc(NULL, sizeof *tmp * (size_t)(og * p * nb)) : NULL;
-  for (int64_t b0 = 0; b0 < g->n; b0 += nb) {
-    int64_t m = g->n - b0 < nb ? g->n - b0 : nb, cols = m * p;
-    for (int64_t gi = 0; gi < groups; gi++) {
-      const float *a = filt + gi * og * kk, *bm = col;
-      for (int64_t b = 0; b < m; b++) {
-        const float *img = in + ((b0 + b) * g->c + gi * cg) * g->h * g->w;
-        if (direct) bm = img;
-        else im2col(img, cg, g, padded, col + b * p, cols);
-      }
-      float *dst = m == 1 ? out + (b0 * o + gi * og) * p : tmp;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)kk, 1.0f, a,
-                  (int)kk, bm, (int)cols, 0.0f, dst, (int)cols);
-      if (m == 1) {
-        if (e) finish_rows(e, gi * og, og, p, dst, p, dst, p);
-        pool_rows(e, g, o, b0, gi * og, og, out);
-        continue;
-      }
-      for (int64_t b = 0; b < m; b++) {
-        finish_rows(e, gi * og, og, p, tmp + b * p, cols, out + ((b0 + b) * o + gi * og) * p, p);
-        pool_rows(e, g, o, b0 + b, gi * og, og, out);
-      }
-    }
-  }
-  mem_free(col);
-  mem_free(padded);
-  mem_free(tmp);
+  ConvPlan pl;
+  if (!conv_plan(g, o, groups, false, &pl)) return conv_too_large(c, g, groups);
+  PAR_EACH(pl.threads > 1)
+  for (int64_t bi = 0; bi < pl.batches; bi++)
+    conv_batch(&pl, g, o, groups, bi, in, filt, out, e, &pl.bufs[par_thread()]);
+  conv_plan_free(&pl);
   return 0;
 }
 
@@ -480,17 +584,6 @@ static inline int64_t window_argmax(const float *img, int64_t w, int64_t y0, int
 static bool pool_2x2(const Window *g) {
   return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0;
 }
-
-typedef float V4f __attribute__((vector_size(16)));
-typedef int32_t V4i __attribute__((vector_size(16)));
-
-static inline V4f load4(const float *p) {
-  V4f v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-static inline void store4(float *p, V4f v) { memcpy(p, &v, sizeof v); }
 
 /* Four windows whose rows start at r0 and r1: their values a b / c d, and
  * masks saying which of the four each one picks (exactly one is set). */
@@ -693,27 +786,17 @@ static bool infer_pool_grad(InferCtx *c) {
  * from, into `padded` ([cg, H+2ph, W+2pw], zeroed by the caller) or,
  * without padding, into the image gradient itself. */
 static void col2im(const float *col, int64_t ld, int64_t ci, const Window *g, float *dst) {
-  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
-  for (int64_t ki = 0; ki < g->kh; ki++)
-    for (int64_t kj = 0; kj < g->kw; kj++) {
-      const float *row = col + ((ci * g->kh + ki) * g->kw + kj) * ld;
-      float *tap = dst + (ci * hp + ki * g->dh) * wp + kj * g->dw;
-      for (int64_t oy = 0; oy < g->oh; oy++, row += g->ow) {
-        float *d = tap + oy * g->sh * wp;
-        if (g->sw == 1) {
-          /* fixed 4-float chunks, as in im2col: 1.5x faster on short runs */
-          int64_t ox = 0;
-          for (; ox + 4 <= g->ow; ox += 4) {
-            float a[4], b[4];
-            memcpy(a, d + ox, sizeof a);
-            memcpy(b, row + ox, sizeof b);
-            for (int k = 0; k < 4; k++) a[k] += b[k];
-            memcpy(d + ox, a, sizeof a);
-          }
-          for (; ox < g->ow; ox++) d[ox] += row[ox];
-        } else {
-          for (int64_t ox = 0; ox < g->ow; ox++) d[ox * g->sw] += row[ox];
-        }
+  const int64_t oh = g->oh, ow = g->ow, kh = g->kh, kw = g->kw, sh = g->sh, sw = g->sw;
+  const int64_t dh = g->dh, dw = g->dw, hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
+  for (int64_t ki = 0; ki < kh; ki++)
+    for (int64_t kj = 0; kj < kw; kj++) {
+      const float *row = col + ((ci * kh + ki) * kw + kj) * ld;
+      float *tap = dst + (ci * hp + ki * dh) * wp + kj * dw;
+      for (int64_t oy = 0; oy < oh; oy++, row += ow) {
+        float *d = tap + oy * sh * wp;
+        if (sw == 1) add_run(d, row, ow);
+        else
+          for (int64_t ox = 0; ox < ow; ox++) d[ox * sw] += row[ox];
       }
     }
 }
@@ -748,15 +831,16 @@ static void image_grad(const float *col, int64_t ld, int64_t cg, const Window *g
  * separate relu_grad, assign and sum_like. */
 typedef struct Prologue {
   const float *out;    /* relu's output, laid out as Output@GRAD; or NULL */
-  float *dbias;        /* [O], zeroed by conv2d_grad_f32 */
+  float *dbias;        /* [O], summed by conv2d_grad_f32 */
   bool pooled;         /* the gradients given are those of out's 2x2 max pool */
+  float *sums;         /* [N, O, OH]: each row's sum, added up in order at the end */
 } Prologue;
 
-/* One plane (image, channel ch) of the gradient: g is Output@GRAD's plane,
- * or with pooled the pool's gradient plane, routed as max_pool2d_grad
- * does from relu's output h first. */
-static void start_row(const Prologue *pr, int64_t ch, const float *restrict g, const float *restrict h,
-                      const Window *cw, float *restrict dst) {
+/* One plane (image b, channel ch) of the gradient: g is Output@GRAD's
+ * plane, or with pooled the pool's gradient plane, routed as
+ * max_pool2d_grad does from relu's output h first. */
+static void start_row(const Prologue *pr, int64_t b, int64_t o, int64_t ch, const float *restrict g,
+                      const float *restrict h, const Window *cw, float *restrict dst) {
   int64_t p = cw->oh * cw->ow, ow = cw->ow;
   if (pr->pooled) {
     Window pw = pool_2x2_window(1, cw->oh, cw->ow);
@@ -775,22 +859,89 @@ static void start_row(const Prologue *pr, int64_t ch, const float *restrict g, c
   } else {
     memcpy(dst, g, sizeof *dst * (size_t)p);
   }
-  for (int64_t y = 0; y < p; y += ow) pr->dbias[ch] += (float)f32_sum(dst + y, ow);
+  float *sums = pr->sums + (b * o + ch) * cw->oh;
+  for (int64_t y = 0; y < cw->oh; y++) sums[y] = (float)f32_sum(dst + y * ow, ow);
 }
 
-/* conv2d's gradients, per (batch of images, group) as in conv2d_f32, with
- * the batch's Output@GRAD gathered into one [og, nb*P] matrix dO (through
- * pr, if not NULL):
+/* The bias's gradient from the row sums start_row left, channel by channel
+ * in image and row order: sum_like's order. */
+static void bias_grad(const Prologue *pr, const Window *g, int64_t o) {
+  for (int64_t b = 0; b < g->n; b++)
+    for (int64_t ch = 0; ch < o; ch++) {
+      const float *sums = pr->sums + (b * o + ch) * g->oh;
+      for (int64_t y = 0; y < g->oh; y++) pr->dbias[ch] += sums[y];
+    }
+}
+
+/* conv2d's gradients for the images of batch bi, each group as in
+ * conv_batch, with the batch's Output@GRAD gathered into one [og, nb*P]
+ * matrix dO (through pr, if not NULL):
  *   dFilter_g += dO . col^T           (col = im2col of the batch's images)
  *   dCol       = Filter_g^T . dO      then col2im into dInput.
- * din or dfilt may be NULL (not asked for).  Buffers are allocated once. */
+ * din or dfilt may be NULL (not asked for). */
+static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t groups, int64_t bi,
+                            const float *in, const float *filt, const float *dout, float *din, float *dfilt,
+                            const Prologue *pr, ConvBufs *buf) {
+  int64_t og = pl->og, cg = pl->cg, kk = pl->kk, p = pl->p, b0 = bi * pl->nb;
+  int64_t m = g->n - b0 < pl->nb ? g->n - b0 : pl->nb, cols = m * p;
+  /* Output@GRAD's plane (b, ch), or the pool gradient's */
+  int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
+  float *tmp = buf->tmp, *col = buf->col;
+  for (int64_t gi = 0; gi < groups; gi++) {
+    const float *w = filt + gi * og * kk, *dm = dout + (b0 * o + gi * og) * p;
+    if (m > 1 || pr) {
+      PAR_FOR(og > 1 && og * cols >= PAR_MIN_WORK)
+      for (int64_t oc = 0; oc < og; oc++)
+        for (int64_t b = 0; b < m; b++) {
+          int64_t ch = gi * og + oc, at = ((b0 + b) * o + ch) * p;
+          if (pr)
+            start_row(pr, b0 + b, o, ch, dout + at / p * gp, pr->out ? pr->out + at : NULL, g,
+                      tmp + oc * cols + b * p);
+          else
+            memcpy(tmp + oc * cols + b * p, dout + at, sizeof *tmp * (size_t)p);
+        }
+      dm = tmp;
+    }
+    if (dfilt) {
+      const float *bm = col;
+      /* im2col leaves the border of `padded` zero: only its middle is written */
+      for (int64_t b = 0; b < m; b++) {
+        const float *img = in + ((b0 + b) * g->c + gi * cg) * g->h * g->w;
+        if (pl->direct) bm = img;
+        else im2col(img, cg, g, buf->padded, col + b * p, cols);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kk, (int)cols, 1.0f, dm,
+                  (int)cols, bm, (int)cols, 1.0f, dfilt + gi * og * kk, (int)kk);
+    }
+    if (!din) continue;
+    if (pl->direct) {
+      float *dst = din + (b0 * g->c + gi * cg) * g->h * g->w;
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
+                  (int)kk, dm, (int)cols, 0.0f, dst, (int)cols);
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
+                (int)kk, dm, (int)cols, 0.0f, col, (int)cols);
+    for (int64_t b = 0; b < m; b++)
+      image_grad(col + b * p, cols, cg, g, buf->padded, dfilt != NULL,
+                 din + ((b0 + b) * g->c + gi * cg) * g->h * g->w);
+  }
+}
+
+/* Filter gradients summed in at most this many slices of the batches, each
+ * its own partial sum (added up in slice order at the end): threads take
+ * slices.  Their number depends on the geometry alone, so the sums are the
+ * same bits on any number of threads. */
+#define CONV_SLICES 8
+#define CONV_SLICE_FLOATS ((int64_t)1 << 22)
+
+/* conv2d's gradients, batch by batch (conv_grad_batch).  Every buffer is
+ * allocated once. */
 static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                            const float *filt, const float *dout, float *din, float *dfilt,
                            const Prologue *pr) {
-  int64_t cg = g->c / groups, og = o / groups, kk = cg * g->kh * g->kw, p = g->oh * g->ow;
-  int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
-  bool direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-  bool pad = g->ph || g->pw;
+  int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
+  bool pad = g->ph || g->pw, direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !pad;
   bool empty = g->n == 0 || o == 0 || p == 0 || kk == 0;
   /* dInput is accumulated in place only without padding (col2im adds into
    * it); the padded and 1x1 paths overwrite every element */
@@ -799,76 +950,52 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
   if (dfilt) memset(dfilt, 0, sizeof *dfilt * (size_t)(o * kk));
   if (pr) memset(pr->dbias, 0, sizeof *pr->dbias * (size_t)o);
   if (pr && (g->n == 0 || o == 0 || p == 0)) return 0;
-  /* Output@GRAD's plane (b, ch), or the pool gradient's */
-  int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
-  if (pr && kk == 0) {   /* no GEMM to feed, but the bias still has a gradient */
+  if (!pr && empty) return 0;
+  Prologue prs;
+  if (pr) {
+    prs = *pr;
+    prs.sums = mem_alloc(NULL, sizeof *prs.sums * (size_t)(g->n * o * g->oh));
+    pr = &prs;
+  }
+  int rc = 0;
+  if (kk == 0) {   /* no GEMM to feed, but the bias still has a gradient */
+    int64_t gp = pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
     float *row = mem_alloc(NULL, sizeof *row * (size_t)p);
     for (int64_t b = 0; b < g->n; b++)
       for (int64_t ch = 0; ch < o; ch++)
-        start_row(pr, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL, g, row);
+        start_row(pr, b, o, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL, g,
+                  row);
     mem_free(row);
-    return 0;
-  }
-  if (empty) return 0;
-  if (!floats_fit(kk, p) || (pad && (!floats_fit(hp, wp) || !floats_fit(cg, hp * wp))) ||
-      og > INT32_MAX || kk > INT32_MAX || p > INT32_MAX)
-    return ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large", (long long)kk,
-                    (long long)p);
-  int64_t nb = (CONV_MIN_COLS + p - 1) / p;
-  if (nb > 1 && nb * kk * p > CONV_COL_FLOATS) nb = CONV_COL_FLOATS / (kk * p);
-  if (nb > g->n) nb = g->n;
-  if (nb < 1 || direct) nb = 1;
-  /* col holds im2col (for dFilter) and then dCol (for dInput) */
-  float *col = direct ? NULL : mem_alloc(NULL, sizeof *col * (size_t)(kk * p * nb));
-  float *padded = pad ? mem_calloc((size_t)(cg * hp * wp), sizeof *padded) : NULL;   /* zero for im2col */
-  float *tmp = nb > 1 || pr ? mem_alloc(NULL, sizeof *tmp * (size_t)(og * p * nb)) : NULL;
-  for (int64_t b0 = 0; b0 < g->n; b0 += nb) {
-    int64_t m = g->n - b0 < nb ? g->n - b0 : nb, cols = m * p;
-    for (int64_t gi = 0; gi < groups; gi++) {
-      const float *w = filt + gi * og * kk, *dm = dout + (b0 * o + gi * og) * p;
-      if (m > 1 || pr) {
-        /* by channel, each in image order: a channel's bias sums stay in order */
-        PAR_FOR(og > 1 && og * cols >= PAR_MIN_WORK)
-        for (int64_t oc = 0; oc < og; oc++)
-          for (int64_t b = 0; b < m; b++) {
-            int64_t at = ((b0 + b) * o + gi * og + oc) * p;
-            if (pr)
-              start_row(pr, gi * og + oc, dout + at / p * gp, pr->out ? pr->out + at : NULL, g,
-                        tmp + oc * cols + b * p);
-            else
-              memcpy(tmp + oc * cols + b * p, dout + at, sizeof *tmp * (size_t)p);
-          }
-        dm = tmp;
+  } else {
+    ConvPlan pl;
+    if (!conv_plan(g, o, groups, pr != NULL, &pl)) {
+      rc = conv_too_large(c, g, groups);
+    } else {
+      int64_t slices = pl.batches < CONV_SLICES ? pl.batches : CONV_SLICES;
+      while (slices > 1 && slices * o * kk > CONV_SLICE_FLOATS) slices--;
+      float *part = dfilt && slices > 1 ? mem_calloc((size_t)(slices * o * kk), sizeof *part) : NULL;
+      PAR_EACH(pl.threads > 1 && slices > 1)
+      for (int64_t s = 0; s < slices; s++) {
+        ConvBufs *buf = &pl.bufs[par_thread()];
+        float *df = part ? part + s * o * kk : dfilt;
+        for (int64_t bi = s * pl.batches / slices; bi < (s + 1) * pl.batches / slices; bi++)
+          conv_grad_batch(&pl, g, o, groups, bi, in, filt, dout, din, df, pr, buf);
       }
-      if (dfilt) {
-        const float *bm = col;
-        /* im2col leaves the border of `padded` zero: only its middle is written */
-        for (int64_t b = 0; b < m; b++) {
-          const float *img = in + ((b0 + b) * g->c + gi * cg) * g->h * g->w;
-          if (direct) bm = img;
-          else im2col(img, cg, g, padded, col + b * p, cols);
+      if (part) {
+        for (int64_t s = 0; s < slices; s++) {
+          const float *ps = part + s * o * kk;
+          for (int64_t i = 0; i < o * kk; i++) dfilt[i] += ps[i];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kk, (int)cols, 1.0f, dm,
-                    (int)cols, bm, (int)cols, 1.0f, dfilt + gi * og * kk, (int)kk);
+        mem_free(part);
       }
-      if (!din) continue;
-      if (direct) {
-        float *dst = din + (b0 * g->c + gi * cg) * g->h * g->w;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
-                    (int)kk, dm, (int)cols, 0.0f, dst, (int)cols);
-        continue;
-      }
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
-                  (int)kk, dm, (int)cols, 0.0f, col, (int)cols);
-      for (int64_t b = 0; b < m; b++)
-        image_grad(col + b * p, cols, cg, g, padded, dfilt != NULL,
-                   din + ((b0 + b) * g->c + gi * cg) * g->h * g->w);
+      conv_plan_free(&pl);
     }
   }
-  mem_free(col);
-  mem_free(padded);
-  mem_free(tmp);
-  return 0;
+  if (pr) {
+    if (rc == 0) bias_grad(pr, g, o);
+    mem_free(prs.sums);
+  }
+  return rc;
 }
 
 /* conv2d_grad, and fused_conv2d_grad: the gradients of fused_conv2d's
@@ -890,7 +1017,7 @@ static int conv_backward(ExecCtx *c, bool fused) {
     rc = ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
   if (rc == 0) {
     Window g = conv_window(c, x, shape, f);
-    Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL};
+    Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL, NULL};
     rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
                          fused ? &pr : NULL);
