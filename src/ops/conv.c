@@ -246,35 +246,78 @@ static inline V4f load4(const float *p) {
 
 static inline void store4(float *p, V4f v) { memcpy(p, &v, sizeof v); }
 
-/* A vector passed through an empty asm: GCC would turn copy_run's loop
- * into a call to memmove, which on runs this short costs more than the
- * copy (im2col went from 6% to 13% of a CNN step). */
-#if defined(__x86_64__) || defined(__i386__)
-#define OPAQUE4(v) __asm__("" : "+x"(v))
+/* The copy loops of im2col and col2im also come in an AVX2 version, picked
+ * at load time on machines that have it (an output row of 14 floats is two
+ * 32-byte moves instead of four 16-byte ones). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
-#define OPAQUE4(v) ((void)0)
+#define SIMD_CLONES
 #endif
 
-/* d[0, n) = s[0, n).  From 4 floats on, the last vector overlaps the one
- * before it instead of a scalar tail: runs are short (an output row). */
+/* (no load/store helpers for it: a function returning a 32-byte vector
+ * has another ABI with AVX than without) */
+typedef float V8f __attribute__((vector_size(32)));
+
+/* d[0, n) = s[0, n).  The last vector overlaps the one before it instead
+ * of a scalar tail: runs are short (an output row).  The destination goes
+ * through an empty asm, or GCC turns the loop into a call to memmove, which
+ * on runs this short costs more than the copy (im2col went from 6% to 13%
+ * of a CNN step). */
 static inline void copy_run(float *restrict d, const float *restrict s, int64_t n) {
-  if (n < 4) {
+  if (n >= 8) {
+    for (int64_t k = 0; k + 8 < n; k += 8) {
+      float *dk = d + k;
+      V8f v;
+      __asm__("" : "+r"(dk));
+      memcpy(&v, s + k, sizeof v);
+      memcpy(dk, &v, sizeof v);
+    }
+    V8f tail;
+    memcpy(&tail, s + n - 8, sizeof tail);
+    memcpy(d + n - 8, &tail, sizeof tail);
+  } else if (n >= 4) {
+    V4f head = load4(s), tail = load4(s + n - 4);
+    store4(d, head);
+    store4(d + n - 4, tail);
+  } else {
     for (int64_t k = 0; k < n; k++) d[k] = s[k];
-    return;
   }
-  for (int64_t k = 0; k + 4 < n; k += 4) {
-    V4f v = load4(s + k);
-    OPAQUE4(v);
-    store4(d + k, v);
-  }
-  store4(d + n - 4, load4(s + n - 4));
 }
 
 /* d[0, n) += s[0, n) */
 static inline void add_run(float *restrict d, const float *restrict s, int64_t n) {
   int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    V8f a, b;
+    memcpy(&a, d + k, sizeof a);
+    memcpy(&b, s + k, sizeof b);
+    a += b;
+    memcpy(d + k, &a, sizeof a);
+  }
   for (; k + 4 <= n; k += 4) store4(d + k, load4(d + k) + load4(s + k));
   for (; k < n; k++) d[k] += s[k];
+}
+
+/* Rows [r0, r1) of im2col's matrix (below) from src, the image with its
+ * padding.  The geometry is read into locals: through the window, every
+ * store would reload it (a float store may alias it as far as the compiler
+ * knows). */
+SIMD_CLONES static void unfold_rows(const float *src, const Window *g, float *col, int64_t ld, int64_t r0,
+                                    int64_t r1) {
+  const int64_t oh = g->oh, ow = g->ow, kw = g->kw, sh = g->sh, sw = g->sw, dh = g->dh, dw = g->dw;
+  const int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw, taps = g->kh * kw;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t ci = r / taps, ki = r % taps / kw, kj = r % kw;
+    float *row = col + r * ld;
+    const float *tap = src + (ci * hp + ki * dh) * wp + kj * dw;
+    for (int64_t oy = 0; oy < oh; oy++, row += ow) {
+      const float *sr = tap + oy * sh * wp;
+      if (sw == 1) copy_run(row, sr, ow);
+      else
+        for (int64_t ox = 0; ox < ow; ox++) row[ox] = sr[ox * sw];
+    }
+  }
 }
 
 /* im2col: unfolds channels [cg, H, W] of one image into the matrix
@@ -282,14 +325,11 @@ static inline void add_run(float *restrict d, const float *restrict s, int64_t n
  * ki, kj), one column per output pixel; taps falling in the padding are 0.
  * With padding, the image is first copied into the middle of `padded`
  * ([cg, H+2ph, W+2pw], its border zeroed once by the caller), so the copy
- * loops need no bounds tests: five times faster than clipping each run.
- * The geometry is read into locals: through the window, every store would
- * reload it (a float store may alias it as far as the compiler knows). */
+ * loops need no bounds tests: five times faster than clipping each run. */
 static void im2col(const float *img, int64_t cg, const Window *g, float *padded, float *col,
                    int64_t ld) {
-  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow, kw = g->kw, sh = g->sh, sw = g->sw;
-  const int64_t dh = g->dh, dw = g->dw, ph = g->ph, pw = g->pw;
-  const int64_t hp = h + 2 * ph, wp = w + 2 * pw, taps = g->kh * kw, rows = cg * taps;
+  const int64_t h = g->h, w = g->w, ph = g->ph, pw = g->pw, hp = h + 2 * ph, wp = w + 2 * pw;
+  const int64_t rows = cg * g->kh * g->kw, block = 16, blocks = (rows + block - 1) / block;
   const float *src = img;
   if (ph || pw) {
     PAR_FOR(cg > 1 && cg * h * w >= PAR_MIN_WORK)
@@ -298,18 +338,9 @@ static void im2col(const float *img, int64_t cg, const Window *g, float *padded,
         memcpy(padded + (ci * hp + y + ph) * wp + pw, img + (ci * h + y) * w, sizeof *padded * (size_t)w);
     src = padded;
   }
-  PAR_FOR(rows > 1 && rows * oh * ow >= PAR_MIN_WORK)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t ci = r / taps, ki = r % taps / kw, kj = r % kw;
-    float *row = col + r * ld;
-    const float *tap = src + (ci * hp + ki * dh) * wp + kj * dw;
-    for (int64_t oy = 0; oy < oh; oy++, row += ow) {
-      const float *s = tap + oy * sh * wp;
-      if (sw == 1) copy_run(row, s, ow);
-      else
-        for (int64_t ox = 0; ox < ow; ox++) row[ox] = s[ox * sw];
-    }
-  }
+  PAR_FOR(blocks > 1 && rows * g->oh * g->ow >= PAR_MIN_WORK)
+  for (int64_t bl = 0; bl < blocks; bl++)
+    unfold_rows(src, g, col, ld, bl * block, bl * block + block < rows ? bl * block + block : rows);
 }
 
 /* How many images one GEMM takes: enough for CONV_MIN_COLS columns (small
@@ -785,7 +816,7 @@ static bool infer_pool_grad(InferCtx *c) {
  * of col[cg*KH*KW, OH*OW] (row stride ld) back onto the taps it was read
  * from, into `padded` ([cg, H+2ph, W+2pw], zeroed by the caller) or,
  * without padding, into the image gradient itself. */
-static void col2im(const float *col, int64_t ld, int64_t ci, const Window *g, float *dst) {
+SIMD_CLONES static void col2im(const float *col, int64_t ld, int64_t ci, const Window *g, float *dst) {
   const int64_t oh = g->oh, ow = g->ow, kh = g->kh, kw = g->kw, sh = g->sh, sw = g->sw;
   const int64_t dh = g->dh, dw = g->dw, hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw;
   for (int64_t ki = 0; ki < kh; ki++)
