@@ -524,6 +524,44 @@ opt_run() {
   cmp one.ckpt two.ckpt
 }
 
+@test "convolutions large enough to spread their images over threads: right gradients, same bits on 1 or 2 threads" {
+  # Each layer's GEMMs per batch of images are large enough (src/ops/conv.c
+  # CONV_THREAD_WORK) for batches to go to threads: 5 batches of one image,
+  # then (groups=2, 8x8 maps) a batch of four images and one of one, each
+  # slice of batches summing its own filter gradient.  avg_pool2d for the
+  # finite differences (a max pool's windows change their pick under them).
+  {
+    printf 'input x : f32[5, 4, 16, 16] = uniform_random([5, 4, 16, 16], min=-1.0, max=1.0)\n'
+    printf 'param k : [32, 4, 3, 3] = uniform(-0.3, 0.3)\nparam c : [32, 1, 1] = uniform(-0.2, 0.2)\n'
+    printf 'param j : [16, 16, 3, 3] = uniform(-0.3, 0.3)\nparam d : [1, 16, 1, 1] = uniform(-0.2, 0.2)\n'
+    printf 'input r : f32[5, 16, 8, 8] = uniform_random([5, 16, 8, 8], min=-1.0, max=1.0)\n'
+    printf 'h = avg_pool2d(conv2d(x, k, paddings=[1, 1]) + c, ksize=[2, 2])\n'
+    printf 'y = conv2d(h, j, paddings=[1, 1], groups=2) + d\nloss = sum(y * r)\n'
+  } > linear.net
+  run "$NETRUN" gradcheck --samples 40 linear.net
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ' ok$' <<< "$output")" -eq 4 ]
+  # With relu and 2x2 max pools (fused, their gradients routed in the
+  # gathering of each batch): one thread, two, unfused and the tape give
+  # the same bits.
+  {
+    printf 'input x : f32[5, 4, 16, 16] = uniform_random([5, 4, 16, 16], min=-1.0, max=1.0)\n'
+    printf 'param k : [32, 4, 3, 3] = uniform(-0.3, 0.3)\nparam c : [32, 1, 1] = uniform(-0.2, 0.2)\n'
+    printf 'param j : [16, 16, 3, 3] = uniform(-0.3, 0.3)\nparam d : [1, 16, 1, 1] = uniform(-0.2, 0.2)\n'
+    printf 'input r : f32[5, 16, 4, 4] = uniform_random([5, 16, 4, 4], min=-1.0, max=1.0)\n'
+    printf 'h = max_pool2d(relu(conv2d(x, k, paddings=[1, 1]) + c), ksize=[2, 2])\n'
+    printf 'y = max_pool2d(relu(conv2d(h, j, paddings=[1, 1], groups=2) + d), ksize=[2, 2])\nloss = sum(y * r)\n'
+  } > fused.net
+  OMP_NUM_THREADS=1 "$NETRUN" grad --format json fused.net > one.json
+  OMP_NUM_THREADS=2 "$NETRUN" grad --format json fused.net > two.json
+  OMP_NUM_THREADS=2 "$NETRUN" grad --format json --no-fuse fused.net > plain.json
+  OMP_NUM_THREADS=2 "$NETRUN" grad --format json --tape fused.net > tape.json
+  cmp one.json two.json
+  cmp two.json plain.json
+  cmp two.json tape.json
+  [ "$(jq '.grads["j"].data | length' two.json)" -eq 2304 ]
+}
+
 @test "input training: true in training steps, false in evaluation and predict (unless --set)" {
   printf 'x,y\n1,2\n2,4\n3,6\n4,8\n' > d.csv
   printf '1\n' > xs.csv

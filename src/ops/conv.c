@@ -963,7 +963,7 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
  * its own partial sum (added up in slice order at the end): threads take
  * slices.  Their number depends on the geometry alone, so the sums are the
  * same bits on any number of threads. */
-#define CONV_SLICES 8
+#define CONV_SLICES 16
 #define CONV_SLICE_FLOATS ((int64_t)1 << 22)
 
 /* conv2d's gradients, batch by batch (conv_grad_batch).  Every buffer is
