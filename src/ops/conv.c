@@ -431,15 +431,11 @@ typedef struct ConvPlan {
   ConvBufs *bufs;        /* [threads] */
 } ConvPlan;
 
-/* Fills *pl for conv2d of geometry g (o output channels); false if the
- * unfolded input would be too large.  tmp: each thread needs a result
- * buffer even for batches of one image (the backward's gathered gradient).
- * With two batches or more and enough work, batches go to threads, each
- * running its own GEMMs: the im2col, col2im and epilogue copies then stay
- * in that core's cache, and no GEMM waits on a split of its own.  The
- * batching depends on the geometry alone, never on the thread count, so
- * the results are the same bits on any number of threads. */
-static bool conv_plan(const Window *g, int64_t o, int64_t groups, bool tmp, ConvPlan *pl) {
+/* Fills *pl's batching for conv2d of geometry g (o output channels); false
+ * if the unfolded input would be too large.  The batching depends on the
+ * geometry alone, never on the thread count, so the results are the same
+ * bits on any number of threads. */
+static bool conv_plan(const Window *g, int64_t o, int64_t groups, ConvPlan *pl) {
   *pl = (ConvPlan){.cg = g->c / groups, .og = o / groups, .p = g->oh * g->ow, .hp = g->h + 2 * g->ph,
                    .wp = g->w + 2 * g->pw, .threads = 1};
   pl->kk = pl->cg * g->kh * g->kw;
@@ -454,19 +450,31 @@ static bool conv_plan(const Window *g, int64_t o, int64_t groups, bool tmp, Conv
   if (nb < 1 || pl->direct) nb = 1;
   pl->nb = nb;
   pl->batches = (g->n + nb - 1) / nb;
-  /* a GEMM's worth of flops per batch, at least, before threads take batches */
-  if (pl->batches > 1 && pl->og * pl->kk * pl->p * nb >= CONV_THREAD_WORK) {
+  return true;
+}
+
+/* Decides who runs the batches, cut into `units` that threads may take
+ * (batches, or slices of them), and allocates each thread's buffers; tmp:
+ * a result buffer even for batches of one image (the backward's gathered
+ * gradient).  Units go to threads when there are two or more and each
+ * batch's GEMMs do enough work: each thread then runs its own im2col,
+ * GEMMs, col2im and epilogue, whose copies stay in that core's cache, and
+ * no GEMM waits on a split of its own.  Batches of huge columns stay
+ * together, their GEMMs spread over the threads: a buffer each would cost
+ * too much memory, and GEMMs that large split well. */
+static void conv_plan_threads(ConvPlan *pl, int64_t units, bool tmp) {
+  int64_t colf = pl->kk * pl->p * pl->nb;
+  if (units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 4 * CONV_COL_FLOATS) {
     int t = par_threads();
-    pl->threads = t < pl->batches ? t : (int)pl->batches;
+    pl->threads = t < units ? t : (int)units;
   }
   pl->bufs = mem_calloc((size_t)pl->threads, sizeof *pl->bufs);
   for (int t = 0; t < pl->threads; t++) {
     ConvBufs *b = &pl->bufs[t];
-    if (!pl->direct) b->col = mem_alloc(NULL, sizeof *b->col * (size_t)(pl->kk * pl->p * nb));
+    if (!pl->direct) b->col = mem_alloc(NULL, sizeof *b->col * (size_t)colf);
     if (pl->pad) b->padded = mem_calloc((size_t)(pl->cg * pl->hp * pl->wp), sizeof *b->padded);
-    if (nb > 1 || tmp) b->tmp = mem_alloc(NULL, sizeof *b->tmp * (size_t)(pl->og * pl->p * nb));
+    if (pl->nb > 1 || tmp) b->tmp = mem_alloc(NULL, sizeof *b->tmp * (size_t)(pl->og * pl->p * pl->nb));
   }
-  return true;
 }
 
 static void conv_plan_free(ConvPlan *pl) {
@@ -529,7 +537,8 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
     return 0;
   }
   ConvPlan pl;
-  if (!conv_plan(g, o, groups, false, &pl)) return conv_too_large(c, g, groups);
+  if (!conv_plan(g, o, groups, &pl)) return conv_too_large(c, g, groups);
+  conv_plan_threads(&pl, pl.batches, false);
   PAR_EACH(pl.threads > 1)
   for (int64_t bi = 0; bi < pl.batches; bi++)
     conv_batch(&pl, g, o, groups, bi, in, filt, out, e, &pl.bufs[par_thread()]);
@@ -999,11 +1008,12 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
     mem_free(row);
   } else {
     ConvPlan pl;
-    if (!conv_plan(g, o, groups, pr != NULL, &pl)) {
+    if (!conv_plan(g, o, groups, &pl)) {
       rc = conv_too_large(c, g, groups);
     } else {
       int64_t slices = pl.batches < CONV_SLICES ? pl.batches : CONV_SLICES;
       while (slices > 1 && slices * o * kk > CONV_SLICE_FLOATS) slices--;
+      conv_plan_threads(&pl, slices, pr != NULL);
       float *part = dfilt && slices > 1 ? mem_calloc((size_t)(slices * o * kk), sizeof *part) : NULL;
       PAR_EACH(pl.threads > 1 && slices > 1)
       for (int64_t s = 0; s < slices; s++) {
