@@ -676,62 +676,69 @@ static inline int pick_2x2(float a, float b, float c, float d) {
   return d != d ? 3 : at;
 }
 
-static void max_pool_2x2(const Window *g, const float *xv, float *yv) {
-  int64_t planes = g->n * g->c;
-  PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
-  for (int64_t pl = 0; pl < planes; pl++) {
-    const float *img = xv + pl * g->h * g->w;
-    float *y = yv + pl * g->oh * g->ow;
-    for (int64_t oy = 0; oy < g->oh; oy++, y += g->ow) {
-      const float *r0 = img + 2 * oy * g->w, *r1 = r0 + g->w;
-      int64_t ox = 0;
-      for (; ox + 4 <= g->ow; ox += 4) {
-        Quad q;
-        quad_scan(&q, r0 + 2 * ox, r1 + 2 * ox);
-        store4(y + ox, (V4f)((q.pa & (V4i)q.a) | (q.pb & (V4i)q.b) | (q.pc & (V4i)q.c) | (q.pd & (V4i)q.d)));
-      }
-      for (; ox < g->ow; ox++) {
-        float v[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-        y[ox] = v[pick_2x2(v[0], v[1], v[2], v[3])];
-      }
+/* One plane of max_pool_2x2: img [H, W] to y [OH, OW]. */
+static void pool_2x2_plane(const Window *g, const float *img, float *y) {
+  const int64_t w = g->w, oh = g->oh, ow = g->ow;
+  for (int64_t oy = 0; oy < oh; oy++, y += ow) {
+    const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
+    /* four windows at a time; from 4 on, the last four overlap the ones
+     * before them (writing the same values again) instead of a scalar tail */
+    for (int64_t ox = 0; ox < ow && ow >= 4; ox += 4) {
+      if (ox + 4 > ow) ox = ow - 4;
+      Quad q;
+      quad_scan(&q, r0 + 2 * ox, r1 + 2 * ox);
+      store4(y + ox, (V4f)((q.pa & (V4i)q.a) | (q.pb & (V4i)q.b) | (q.pc & (V4i)q.c) | (q.pd & (V4i)q.d)));
+    }
+    for (int64_t ox = 0; ox < ow && ow < 4; ox++) {
+      float v[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
+      y[ox] = v[pick_2x2(v[0], v[1], v[2], v[3])];
     }
   }
 }
 
-/* Each window's gradient to its pick, zeros to the rest of it; rows and
- * columns no window covers (odd sides) stay zero from the memset. */
-static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gvv, float *d) {
-  bool covered = g->h == 2 * g->oh && g->w == 2 * g->ow;
+static void max_pool_2x2(const Window *g, const float *xv, float *yv) {
   int64_t planes = g->n * g->c;
-  if (!covered) memset(d, 0, sizeof *d * (size_t)(planes * g->h * g->w));
   PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
-  for (int64_t pl = 0; pl < planes; pl++) {
-    const float *img = xv + pl * g->h * g->w, *gv = gvv + pl * g->oh * g->ow;
-    float *dimg = d + pl * g->h * g->w;
-    for (int64_t oy = 0; oy < g->oh; oy++, gv += g->ow) {
-      const float *r0 = img + 2 * oy * g->w, *r1 = r0 + g->w;
-      float *d0 = dimg + 2 * oy * g->w, *d1 = d0 + g->w;
-      int64_t ox = 0;
-      for (; ox + 4 <= g->ow; ox += 4) {
-        Quad q;
-        quad_scan(&q, r0 + 2 * ox, r1 + 2 * ox);
-        V4i v = (V4i)load4(gv + ox);
-        V4f ga = (V4f)(q.pa & v), gb = (V4f)(q.pb & v), gc = (V4f)(q.pc & v), gd = (V4f)(q.pd & v);
-        store4(d0 + 2 * ox, __builtin_shufflevector(ga, gb, 0, 4, 1, 5));
-        store4(d0 + 2 * ox + 4, __builtin_shufflevector(ga, gb, 2, 6, 3, 7));
-        store4(d1 + 2 * ox, __builtin_shufflevector(gc, gd, 0, 4, 1, 5));
-        store4(d1 + 2 * ox + 4, __builtin_shufflevector(gc, gd, 2, 6, 3, 7));
-      }
-      for (; ox < g->ow; ox++) {
-        int at = pick_2x2(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]);
-        float v = gv[ox];
-        d0[2 * ox] = at == 0 ? v : 0.0f;
-        d0[2 * ox + 1] = at == 1 ? v : 0.0f;
-        d1[2 * ox] = at == 2 ? v : 0.0f;
-        d1[2 * ox + 1] = at == 3 ? v : 0.0f;
-      }
+  for (int64_t pl = 0; pl < planes; pl++) pool_2x2_plane(g, xv + pl * g->h * g->w, yv + pl * g->oh * g->ow);
+}
+
+/* One plane of max_pool_2x2_grad: each window's gradient (gv, [OH, OW]) to
+ * its pick in img, zeros to the rest of it, into d ([H, W]); rows and
+ * columns no window covers (odd sides) are zero. */
+static void pool_2x2_grad_plane(const Window *g, const float *img, const float *gv, float *d) {
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  if (h != 2 * oh || w != 2 * ow) memset(d, 0, sizeof *d * (size_t)(h * w));
+  for (int64_t oy = 0; oy < oh; oy++, gv += ow) {
+    const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
+    float *d0 = d + 2 * oy * w, *d1 = d0 + w;
+    /* as in pool_2x2_plane: the last four windows overlap */
+    for (int64_t ox = 0; ox < ow && ow >= 4; ox += 4) {
+      if (ox + 4 > ow) ox = ow - 4;
+      Quad q;
+      quad_scan(&q, r0 + 2 * ox, r1 + 2 * ox);
+      V4i v = (V4i)load4(gv + ox);
+      V4f ga = (V4f)(q.pa & v), gb = (V4f)(q.pb & v), gc = (V4f)(q.pc & v), gd = (V4f)(q.pd & v);
+      store4(d0 + 2 * ox, __builtin_shufflevector(ga, gb, 0, 4, 1, 5));
+      store4(d0 + 2 * ox + 4, __builtin_shufflevector(ga, gb, 2, 6, 3, 7));
+      store4(d1 + 2 * ox, __builtin_shufflevector(gc, gd, 0, 4, 1, 5));
+      store4(d1 + 2 * ox + 4, __builtin_shufflevector(gc, gd, 2, 6, 3, 7));
+    }
+    for (int64_t ox = 0; ox < ow && ow < 4; ox++) {
+      int at = pick_2x2(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]);
+      float v = gv[ox];
+      d0[2 * ox] = at == 0 ? v : 0.0f;
+      d0[2 * ox + 1] = at == 1 ? v : 0.0f;
+      d1[2 * ox] = at == 2 ? v : 0.0f;
+      d1[2 * ox + 1] = at == 3 ? v : 0.0f;
     }
   }
+}
+
+static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv, float *d) {
+  int64_t planes = g->n * g->c;
+  PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++)
+    pool_2x2_grad_plane(g, xv + pl * g->h * g->w, gv + pl * g->oh * g->ow, d + pl * g->h * g->w);
 }
 
 /* Each window clipped to the input: padding never wins a max.  Inference
@@ -883,8 +890,9 @@ static void start_row(const Prologue *pr, int64_t b, int64_t o, int64_t ch, cons
                       const float *restrict h, const Window *cw, float *restrict dst) {
   int64_t p = cw->oh * cw->ow, ow = cw->ow;
   if (pr->pooled) {
+    /* one plane: no parallel region (even one not taken costs 0.4 us) */
     Window pw = pool_2x2_window(1, cw->oh, cw->ow);
-    max_pool_2x2_grad(&pw, h, g, dst);
+    pool_2x2_grad_plane(&pw, h, g, dst);
     for (int64_t k = 0; k < p; k++) {
       float dk = dst[k], hk = h[k];
       dst[k] = hk > 0 ? dk : 0.0f;
