@@ -307,8 +307,9 @@ SIMD_CLONES static void unfold_rows(const float *src, const Window *g, float *co
                                     int64_t r1) {
   const int64_t oh = g->oh, ow = g->ow, kw = g->kw, sh = g->sh, sw = g->sw, dh = g->dh, dw = g->dw;
   const int64_t hp = g->h + 2 * g->ph, wp = g->w + 2 * g->pw, taps = g->kh * kw;
+  /* the tap (channel, ki, kj) of row r0, then counted on: no division per row */
+  int64_t ci = r0 / taps, ki = r0 % taps / kw, kj = r0 % kw;
   for (int64_t r = r0; r < r1; r++) {
-    int64_t ci = r / taps, ki = r % taps / kw, kj = r % kw;
     float *row = col + r * ld;
     const float *tap = src + (ci * hp + ki * dh) * wp + kj * dw;
     for (int64_t oy = 0; oy < oh; oy++, row += ow) {
@@ -316,6 +317,10 @@ SIMD_CLONES static void unfold_rows(const float *src, const Window *g, float *co
       if (sw == 1) copy_run(row, sr, ow);
       else
         for (int64_t ox = 0; ox < ow; ox++) row[ox] = sr[ox * sw];
+    }
+    if (++kj == kw) {
+      kj = 0;
+      if (++ki == g->kh) ki = 0, ci++;
     }
   }
 }

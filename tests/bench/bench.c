@@ -376,8 +376,8 @@ typedef struct StepGemms {
   int nbg;
 } StepGemms;
 
-static void bench_train_step(const char *path, const char *what, int64_t batch, const StepGemms *sg, int reps,
-                             bool fuse) {
+static void bench_train_step(const char *path, const char *what, int64_t batch, const StepGemms *sg, int rounds,
+                             int reps, bool fuse) {
   Loaded ld;
   arena_init(&ld.arena);
   diag_init(&ld.diag, &ld.arena);
@@ -412,7 +412,7 @@ static void bench_train_step(const char *path, const char *what, int64_t batch, 
   /* Step and GEMMs alternate, best of several rounds each, so load from
    * other processes on a shared machine hits both alike. */
   double best = 1e9, gemm = 1e9, batched = 1e9;
-  for (int round = 0; round < 5; round++) {
+  for (int round = 0; round < rounds; round++) {
     double t0 = now();
     for (int r = 0; r < reps; r++)
       if (exec_run(ex) != 0) exit(1);
@@ -472,7 +472,7 @@ int main(void) {
                       {256, 10, 128, 1, 0},  {128, 256, 10, 0, 1},  {512, 256, 128, 1, 0},
                       {128, 512, 256, 0, 1}, {784, 512, 128, 1, 0}};
     StepGemms sg = {g, 8, NULL, NULL, 0};
-    bench_train_step("examples/fashion_mlp.net", "fashion_mlp", 128, &sg, 20, true);
+    bench_train_step("examples/fashion_mlp.net", "fashion_mlp", 128, &sg, 5, 20, true);
   }
   {
     /* fashion_cnn: each conv as one GEMM over the batch (forward, dFilter,
@@ -496,9 +496,11 @@ int main(void) {
       count[i] = i < 5 ? bcount[i] : 1;
     }
     StepGemms sg = {g, 11, all, count, 11};
-    bench_train_step("examples/fashion_cnn.net", "fashion_cnn", b, &sg, 2, true);
+    /* ten rounds of two steps: a step is long enough for a busy host to
+     * spoil a few rounds */
+    bench_train_step("examples/fashion_cnn.net", "fashion_cnn", b, &sg, 10, 2, true);
     /* the same with every op by itself (--no-fuse): what fusing gains */
-    bench_train_step("examples/fashion_cnn.net", "fashion_cnn --no-fuse", b, &sg, 2, false);
+    bench_train_step("examples/fashion_cnn.net", "fashion_cnn --no-fuse", b, &sg, 10, 2, false);
   }
   reg_free_default();
   return 0;
