@@ -350,13 +350,16 @@ static void im2col(const float *img, int64_t cg, const Window *g, float *padded,
 
 /* How many images one GEMM takes: enough for CONV_MIN_COLS columns (small
  * feature maps make GEMMs too thin to run fast), few enough that the column
- * buffer, CONV_COL_FLOATS at most, stays in a core's L2 cache.  Measured on
- * [128, C, H, W] inputs: from 14x14 up, one or two images per GEMM run as
- * fast as any batching (and whole-batch GEMMs 2x slower: their column
- * buffer leaves the cache); 7x7 maps run 1.5x faster five or six at a
- * time, 3x3 maps 3x faster thirty at a time. */
+ * buffer, CONV_COL_FLOATS (1 MB) at most, and OpenBLAS's packed copy of it
+ * stay in a core's L2 cache (2 MB here).  Measured on [128, C, H, W]
+ * inputs: from 14x14 up, one or two images per GEMM run as fast as any
+ * batching (and whole-batch GEMMs 2x slower: their column buffer leaves
+ * the cache); 7x7 maps run 1.5x faster five or six at a time, 3x3 maps 3x
+ * faster thirty at a time.  With threads taking batches, fashion_cnn's
+ * second layer (800 x 196 floats an image) ran 3% faster a step one image
+ * at a time than two (a 2 MB cap). */
 #define CONV_MIN_COLS 256
-#define CONV_COL_FLOATS ((int64_t)1 << 19)
+#define CONV_COL_FLOATS ((int64_t)1 << 18)
 /* Multiply-adds of one batch's GEMMs below which the batches stay on one
  * thread and the GEMMs take the threads instead. */
 #define CONV_THREAD_WORK ((int64_t)1 << 18)
@@ -464,12 +467,12 @@ static bool conv_plan(const Window *g, int64_t o, int64_t groups, ConvPlan *pl) 
  * gradient).  Units go to threads when there are two or more and each
  * batch's GEMMs do enough work: each thread then runs its own im2col,
  * GEMMs, col2im and epilogue, whose copies stay in that core's cache, and
- * no GEMM waits on a split of its own.  Batches of huge columns stay
- * together, their GEMMs spread over the threads: a buffer each would cost
- * too much memory, and GEMMs that large split well. */
+ * no GEMM waits on a split of its own.  Batches of huge columns (over
+ * 8 MB) stay together, their GEMMs spread over the threads: a buffer each
+ * would cost too much memory, and GEMMs that large split well. */
 static void conv_plan_threads(ConvPlan *pl, int64_t units, bool tmp) {
   int64_t colf = pl->kk * pl->p * pl->nb;
-  if (units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 4 * CONV_COL_FLOATS) {
+  if (units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 8 * CONV_COL_FLOATS) {
     int t = par_threads();
     pl->threads = t < units ? t : (int)units;
   }

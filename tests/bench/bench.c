@@ -484,11 +484,11 @@ int main(void) {
                       {(int)b, 10, 256, 0, 0},         {256, 10, (int)b, 1, 0},
                       {(int)b, 256, 10, 0, 1},         {3136, 256, (int)b, 1, 0},
                       {(int)b, 3136, 256, 0, 1}};
-    /* the same per batch of images, as conv.c calls them: one image of
-     * 28x28 per GEMM, two of 14x14 (CONV_MIN_COLS) */
-    const Gemm bg[] = {{32, 784, 25, 0, 0}, {32, 25, 784, 0, 1}, {64, 392, 800, 0, 0},
-                       {64, 800, 392, 0, 1}, {800, 392, 64, 1, 0}};
-    const int bcount[] = {128, 128, 64, 64, 64};
+    /* the same per batch of images, as conv.c calls them: one image per
+     * GEMM (CONV_MIN_COLS, CONV_COL_FLOATS) */
+    const Gemm bg[] = {{32, 784, 25, 0, 0}, {32, 25, 784, 0, 1}, {64, 196, 800, 0, 0},
+                       {64, 800, 196, 0, 1}, {800, 196, 64, 1, 0}};
+    const int bcount[] = {128, 128, 128, 128, 128};
     Gemm all[11];
     int count[11];
     for (int i = 0; i < 11; i++) {
