@@ -364,8 +364,6 @@ static double time_gemms_batched(const Gemm *g, const int *count, int ng, int re
   return best;
 }
 
-/* A training step of an example script (forward, backward, SGD) on one
- * fixed random batch, against the GEMMs that step needs. */
 /* The GEMMs a step is measured against: the whole-batch ones (g), and if
  * bg is not NULL the same in netrun's batches (see time_gemms_batched). */
 typedef struct StepGemms {
@@ -375,6 +373,10 @@ typedef struct StepGemms {
   const int *bcount;
   int nbg;
 } StepGemms;
+
+/* A training step of an example script (forward, backward, SGD) on one
+ * fixed random batch, against the GEMMs that step needs, best of `rounds`
+ * rounds of `reps` steps. */
 
 static void bench_train_step(const char *path, const char *what, int64_t batch, const StepGemms *sg, int rounds,
                              int reps, bool fuse) {
