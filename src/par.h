@@ -16,15 +16,16 @@
 #include <omp.h>
 /* Inside another PAR_ loop it runs on its caller's thread. */
 #define PAR_FOR(cond) PAR_PRAGMA(omp parallel for schedule(static) if((cond) && !omp_in_parallel()))
-/* Iterations of much work each (a GEMM or more), handed out one at a time;
- * par_thread() numbers the thread running one, from 0 to par_threads() - 1,
- * for buffers of its own.  The GEMMs such a loop calls run on its thread. */
-#define PAR_EACH(cond) PAR_PRAGMA(omp parallel for schedule(dynamic, 1) if(cond))
+/* Iterations of much work each (a GEMM or more), handed out one at a time
+ * to n threads (at most par_threads()); par_thread() numbers the thread
+ * running one, from 0 to n - 1, for buffers of its own.  The GEMMs such a
+ * loop calls run on its thread. */
+#define PAR_EACH(cond, n) PAR_PRAGMA(omp parallel for schedule(dynamic, 1) if(cond) num_threads(n))
 static inline int par_threads(void) { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
 static inline int par_thread(void) { return omp_get_thread_num(); }
 #else
 #define PAR_FOR(cond)
-#define PAR_EACH(cond)
+#define PAR_EACH(cond, n)
 static inline int par_threads(void) { return 1; }
 static inline int par_thread(void) { return 0; }
 #endif

@@ -516,20 +516,25 @@ opt_run() {
   cmp fused.ckpt plain.ckpt
 }
 
-@test "one thread or two: the same checkpoint, byte for byte" {
+@test "one thread, two or three: the same checkpoint, byte for byte" {
   # Loops split over threads (src/par.h) write disjoint elements and keep
-  # every sum in one order; OpenBLAS's GEMMs split the same way.
+  # every sum in one order; OpenBLAS's GEMMs split the same way.  Three
+  # threads on two cores: more threads than cores, and an uneven share of
+  # a convolution's batches of images.
   OMP_NUM_THREADS=1 "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save one.ckpt >/dev/null 2>&1
   OMP_NUM_THREADS=2 "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save two.ckpt >/dev/null 2>&1
+  OMP_NUM_THREADS=3 "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save three.ckpt >/dev/null 2>&1
   cmp one.ckpt two.ckpt
+  cmp one.ckpt three.ckpt
 }
 
-@test "convolutions large enough to spread their images over threads: right gradients, same bits on 1 or 2 threads" {
+@test "convolutions large enough to spread their images over threads: right gradients, same bits on 1, 2 or 3 threads" {
   # Each layer's GEMMs per batch of images are large enough (src/ops/conv.c
   # CONV_THREAD_WORK) for batches to go to threads: 5 batches of one image,
   # then (groups=2, 8x8 maps) a batch of four images and one of one, each
   # slice of batches summing its own filter gradient.  avg_pool2d for the
   # finite differences (a max pool's windows change their pick under them).
+  # Three threads: more than the second layer has batches for.
   {
     printf 'input x : f32[5, 4, 16, 16] = uniform_random([5, 4, 16, 16], min=-1.0, max=1.0)\n'
     printf 'param k : [32, 4, 3, 3] = uniform(-0.3, 0.3)\nparam c : [32, 1, 1] = uniform(-0.2, 0.2)\n'
@@ -542,8 +547,8 @@ opt_run() {
   [ "$status" -eq 0 ]
   [ "$(grep -c ' ok$' <<< "$output")" -eq 4 ]
   # With relu and 2x2 max pools (fused, their gradients routed in the
-  # gathering of each batch): one thread, two, unfused and the tape give
-  # the same bits.
+  # gathering of each batch): one thread, two, three, unfused and the tape
+  # give the same bits.
   {
     printf 'input x : f32[5, 4, 16, 16] = uniform_random([5, 4, 16, 16], min=-1.0, max=1.0)\n'
     printf 'param k : [32, 4, 3, 3] = uniform(-0.3, 0.3)\nparam c : [32, 1, 1] = uniform(-0.2, 0.2)\n'
@@ -554,9 +559,11 @@ opt_run() {
   } > fused.net
   OMP_NUM_THREADS=1 "$NETRUN" grad --format json fused.net > one.json
   OMP_NUM_THREADS=2 "$NETRUN" grad --format json fused.net > two.json
+  OMP_NUM_THREADS=3 "$NETRUN" grad --format json fused.net > three.json
   OMP_NUM_THREADS=2 "$NETRUN" grad --format json --no-fuse fused.net > plain.json
   OMP_NUM_THREADS=2 "$NETRUN" grad --format json --tape fused.net > tape.json
   cmp one.json two.json
+  cmp one.json three.json
   cmp two.json plain.json
   cmp two.json tape.json
   [ "$(jq '.grads["j"].data | length' two.json)" -eq 2304 ]

@@ -547,7 +547,7 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
   ConvPlan pl;
   if (!conv_plan(g, o, groups, &pl)) return conv_too_large(c, g, groups);
   conv_plan_threads(&pl, pl.batches, false);
-  PAR_EACH(pl.threads > 1)
+  PAR_EACH(pl.threads > 1, pl.threads)
   for (int64_t bi = 0; bi < pl.batches; bi++)
     conv_batch(&pl, g, o, groups, bi, in, filt, out, e, &pl.bufs[par_thread()]);
   conv_plan_free(&pl);
@@ -1031,7 +1031,7 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
       while (slices > 1 && slices * o * kk > CONV_SLICE_FLOATS) slices--;
       conv_plan_threads(&pl, slices, pr != NULL);
       float *part = dfilt && slices > 1 ? mem_calloc((size_t)(slices * o * kk), sizeof *part) : NULL;
-      PAR_EACH(pl.threads > 1 && slices > 1)
+      PAR_EACH(pl.threads > 1, pl.threads)
       for (int64_t s = 0; s < slices; s++) {
         ConvBufs *buf = &pl.bufs[par_thread()];
         float *df = part ? part + s * o * kk : dfilt;

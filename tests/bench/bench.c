@@ -348,7 +348,7 @@ static double time_gemms_batched(const Gemm *g, const int *count, int ng, int re
     double t0 = now();
     for (int r = 0; r < reps; r++)
       for (int i = 0; i < ng; i++) {
-        PAR_EACH(count[i] > 1 && nt > 1)
+        PAR_EACH(count[i] > 1 && nt > 1, nt)
         for (int j = 0; j < count[i]; j++) {
           float **op = buf + (par_thread() * ng + i) * 3;
           cblas_sgemm(CblasRowMajor, g[i].ta ? CblasTrans : CblasNoTrans, g[i].tb ? CblasTrans : CblasNoTrans,
