@@ -439,6 +439,12 @@ typedef struct ConvPlan {
   ConvBufs *bufs;        /* [threads] */
 } ConvPlan;
 
+/* A 1x1 kernel with stride 1 and no padding: the image is its own column
+ * matrix, no im2col. */
+static bool conv_direct(const Window *g) {
+  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
 /* Fills *pl's batching for conv2d of geometry g (o output channels); false
  * if the unfolded input would be too large.  The batching depends on the
  * geometry alone, never on the thread count, so the results are the same
@@ -447,7 +453,7 @@ static bool conv_plan(const Window *g, int64_t o, int64_t groups, ConvPlan *pl) 
   *pl = (ConvPlan){.cg = g->c / groups, .og = o / groups, .p = g->oh * g->ow, .hp = g->h + 2 * g->ph,
                    .wp = g->w + 2 * g->pw, .threads = 1};
   pl->kk = pl->cg * g->kh * g->kw;
-  pl->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+  pl->direct = conv_direct(g);
   pl->pad = g->ph || g->pw;
   if (!floats_fit(pl->kk, pl->p) || (pl->pad && (!floats_fit(pl->hp, pl->wp) || !floats_fit(pl->cg, pl->hp * pl->wp))) ||
       pl->og > INT32_MAX || pl->kk > INT32_MAX || pl->p > INT32_MAX)
@@ -997,7 +1003,7 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
                            const float *filt, const float *dout, float *din, float *dfilt,
                            const Prologue *pr) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
-  bool pad = g->ph || g->pw, direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !pad;
+  bool pad = g->ph || g->pw, direct = conv_direct(g);
   bool empty = g->n == 0 || o == 0 || p == 0 || kk == 0;
   /* dInput is accumulated in place only without padding (col2im adds into
    * it); the padded and 1x1 paths overwrite every element */
