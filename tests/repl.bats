@@ -739,7 +739,7 @@ x
   [[ "$stderr" != *$'\e'* ]]
   [ ! -e "$HOME/.netrun_history" ]
   mkfifo in
-  "$NETRUN" repl < in > out 2>&1 &
+  "$NETRUN" repl --max-steps 1000000000 < in > out 2>&1 &
   pid=$!
   exec 7> in
   printf 'i = 0\nprint(i)\nwhile true { i = i + 1 }\n' >&7
