@@ -241,3 +241,34 @@ bool file_log_close(LogFile *l, char *err, size_t errlen) {
   }
   return ok;
 }
+
+/* ---- reading --------------------------------------------------------------------- */
+
+/* Opened with O_NONBLOCK, so a FIFO without a writer cannot block the
+ * open; fstat then tells what was opened. */
+int file_open_regular(const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err, errlen, "%s", strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  const char *why = fstat(fd, &st) != 0     ? strerror(errno)
+                    : S_ISDIR(st.st_mode)  ? strerror(EISDIR)
+                    : !S_ISREG(st.st_mode) ? "not a regular file"
+                                           : NULL;
+  if (why) {
+    snprintf(err, errlen, "%s", why);
+    close(fd);
+    return -1;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+bool file_check_regular(const char *path, char *err, size_t errlen) {
+  int fd = file_open_regular(path, err, errlen);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}

@@ -64,4 +64,13 @@ bool file_log_sync(LogFile *l, char *err, size_t errlen);
 /* Syncs and closes (a fresh log without lines replaces the old one now). */
 bool file_log_close(LogFile *l, char *err, size_t errlen);
 
+/* Reading: a file netrun reads whole (a CSV file, a plugin) must be a
+ * regular file.  A FIFO without a writer would block the open, a device
+ * could stream forever: both are refused, before anything is read, with
+ * "not a regular file" ("Is a directory" for a folder).  Returns an fd open
+ * for reading (blocking), or -1 with why in err. */
+int file_open_regular(const char *path, char *err, size_t errlen);
+/* Whether path names a regular file it can open; if not, why in err. */
+bool file_check_regular(const char *path, char *err, size_t errlen);
+
 #endif

@@ -77,6 +77,7 @@ struct Lowerer {
   bool in_grad;                        /* lowering a grad { } body */
   const AstNode *opdef;                /* the op whose grad body that is */
   const char *stdlib_dir;
+  const char *script_dir;              /* the folder of the file lower_file lowers; NULL: "." */
   const char **loaded; int nloaded, caploaded;        /* realpaths */
   const char **importing; int nimporting, capimporting;
   const char **importing_names;
@@ -1968,8 +1969,10 @@ static bool load_import(Lowerer *L, const AstNode *n) {
 }
 
 /* load "PATH.so": a plugin (plugin.h), PATH relative to the loading
- * script's folder.  Its ops are registered now, so the statements after it
- * can call them. */
+ * script's folder, if the command line allows it (plugin.h: the trust
+ * model; the folder it allows is the one of the script lower_file lowers,
+ * not an imported file's).  Its ops are registered now, so the statements
+ * after it can call them. */
 static void load_plugin(Lowerer *L, const AstNode *n) {
   if (!n->name[0]) {
     diag_error(L->diag, n->span, "load needs the path of a plugin");
@@ -1980,7 +1983,7 @@ static void load_plugin(Lowerer *L, const AstNode *n) {
   const char *path = n->name[0] == '/' || !slash
                          ? n->name
                          : arena_printf(L->arena, "%.*s/%s", (int)(slash - here), here, n->name);
-  const char *why = plugin_load(path, L->prog->user_ops);
+  const char *why = plugin_load_for_script(path, L->script_dir ? L->script_dir : ".", L->prog->user_ops);
   if (why) diag_error(L->diag, n->span, "%s", why);
 }
 
@@ -2014,7 +2017,10 @@ bool lower_block(Lowerer *L, const AstNode *root, int file) {
 bool lower_file(Lowerer *L, const char *path) {
   int idx = diag_load_file(L->diag, path);
   if (idx < 0) return false;
+  const char *slash = strrchr(path, '/');
+  L->script_dir = !slash ? "." : slash == path ? "/" : arena_strndup(L->arena, path, (size_t)(slash - path));
   bool ok = lower_source_file(L, idx);
+  L->script_dir = NULL;
   lower_export(L);
   return ok && L->diag->nerrors == 0;
 }

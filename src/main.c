@@ -320,11 +320,17 @@ static bool asks_help(int argc, char **argv) {
 }
 
 /* --plugin PATH (or --plugin=PATH), anywhere on the command line: loads
- * the plugin and removes the option from argv.  0, or the exit status. */
+ * the plugin; --allow-load[=DIR] lets scripts load plugins (plugin.h, the
+ * trust model).  Both are removed from argv.  0, or the exit status. */
 static int load_plugins(int *argc, char **argv) {
   int kept = 1;
   for (int i = 1; i < *argc; i++) {
     const char *path = NULL;
+    if (strcmp(argv[i], "--allow-load") == 0 || strncmp(argv[i], "--allow-load=", 13) == 0) {
+      if (argv[i][12] == '=' && !argv[i][13]) return usage_error("%s", "--allow-load=DIR needs a folder");
+      plugin_allow_script_loads(argv[i][12] == '=' ? argv[i] + 13 : NULL);
+      continue;
+    }
     if (strcmp(argv[i], "--plugin") == 0) {
       if (i + 1 == *argc) return usage_error("%s", "--plugin needs the path of a plugin (a .so file)");
       path = argv[++i];
@@ -421,5 +427,6 @@ int main(int argc, char **argv) {
   if (status == EXIT_SCRIPT && exec_interrupted()) status = 128 + SIGINT;
   reg_free_default();
   plugin_unload_all();
+  plugin_forget_script_loads();
   return status;
 }

@@ -19,10 +19,17 @@
 #include "exec.h"
 #include "netrun/plugin.h"
 
+#include "file.h"
+
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The public enums are the internal ones, value for value. */
 _Static_assert(NETRUN_F32 == (int)DT_F32 && NETRUN_I64 == (int)DT_I64 && NETRUN_BOOL == (int)DT_BOOL,
@@ -52,6 +59,8 @@ typedef struct PluginOp {
 struct Plugin {
   void *handle;
   char *path;
+  dev_t dev;               /* the file, to know it again by another path */
+  ino_t ino;
   Arena arena;             /* its PluginOps and their strings */
   PluginOp **ops;
   int nops, capops;
@@ -440,8 +449,11 @@ static int init_error(const char *fmt, ...) {
   return -1;
 }
 
+/* The longest op, slot or attribute name a plugin may register. */
+enum { PLUGIN_MAX_NAME = 64 };
+
 static bool is_identifier(const char *s) {
-  if (!s || !(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z'))) return false;
+  if (!s || strlen(s) > PLUGIN_MAX_NAME || !(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z'))) return false;
   for (; *s; s++)
     if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
       return false;
@@ -450,6 +462,7 @@ static bool is_identifier(const char *s) {
 
 /* NAME, or NAME@GRAD (the slots of grad ops). */
 static bool is_slot_name(const char *s) {
+  if (strlen(s) > PLUGIN_MAX_NAME) return false;
   const char *at = strchr(s, '@');
   if (!at) return is_identifier(s);
   char base[64];
@@ -466,11 +479,34 @@ static bool name_taken(const char *type) {
   return false;
 }
 
+/* Whether slot i of def's inputs (o 0) or outputs (o 1) shares its name
+ * with an earlier slot of the same list, or with an attribute (a call's
+ * keyword would name both): which, or NULL. */
+static const char *named_twice(const NetrunOpDef *def, int o, int i) {
+  const NetrunSlot *list = o ? def->out : def->in;
+  for (int j = 0; j < i; j++)
+    if (strcmp(list[j].name, list[i].name) == 0) return o ? "two outputs" : "two inputs";
+  for (int j = 0; j < NETRUN_MAX_ATTRS && def->attrs[j].name; j++)
+    if (strcmp(def->attrs[j].name, list[i].name) == 0) return o ? "an output and an attribute" : "an input and an attribute";
+  return NULL;
+}
+
+/* Whether attribute i shares its name with an earlier attribute. */
+static bool attr_named_twice(const NetrunOpDef *def, int i) {
+  for (int j = 0; j < i; j++)
+    if (strcmp(def->attrs[j].name, def->attrs[i].name) == 0) return true;
+  return false;
+}
+
 /* Whether def can be registered; if not, buf says why. */
 static bool def_ok(const NetrunOpDef *def, char *buf, size_t n) {
   const char *why = NULL;
   if (!def || !is_identifier(def->type)) {
-    snprintf(buf, n, "op name '%s' is not a name", def && def->type ? def->type : "(null)");
+    const char *t = def && def->type ? def->type : "(null)";
+    if (strlen(t) > PLUGIN_MAX_NAME)
+      snprintf(buf, n, "op name '%.*s...' is longer than %d characters", PLUGIN_MAX_NAME, t, PLUGIN_MAX_NAME);
+    else
+      snprintf(buf, n, "op name '%s' is not a name", t);
     return false;
   }
   if (name_taken(def->type)) why = "is already registered";
@@ -489,11 +525,26 @@ static bool def_ok(const NetrunOpDef *def, char *buf, size_t n) {
   char *rest = buf + k;
   size_t left = n - (size_t)k;
   for (int o = 0; o < 2; o++)
-    for (int i = 0; i < NETRUN_MAX_SLOTS && (o ? def->out : def->in)[i].name; i++)
-      if (!is_slot_name((o ? def->out : def->in)[i].name)) {
-        snprintf(rest, left, "slot name '%s' is not NAME or NAME@GRAD", (o ? def->out : def->in)[i].name);
+    for (int i = 0; i < NETRUN_MAX_SLOTS && (o ? def->out : def->in)[i].name; i++) {
+      const char *name = (o ? def->out : def->in)[i].name;
+      if (!is_slot_name(name)) {
+        if (strlen(name) > PLUGIN_MAX_NAME)
+          snprintf(rest, left, "slot name '%.*s...' is longer than %d characters", PLUGIN_MAX_NAME, name,
+                   PLUGIN_MAX_NAME);
+        else
+          snprintf(rest, left, "slot name '%s' is not NAME or NAME@GRAD", name);
         return false;
       }
+      const char *twin = named_twice(def, o, i);
+      if (twin) {
+        snprintf(rest, left, "the name '%s' is given to two of its slots and attributes (%s)", name, twin);
+        return false;
+      }
+    }
+  if (!def->in[0].name && !def->out[0].name) {
+    snprintf(rest, left, "it has no slots: an op needs an input or an output");
+    return false;
+  }
   Arena scratch;
   arena_init(&scratch);
   bool ok = true;
@@ -501,8 +552,13 @@ static bool def_ok(const NetrunOpDef *def, char *buf, size_t n) {
     const NetrunAttr *a = &def->attrs[i];
     AttrValue v;
     ok = false;
-    if (!is_identifier(a->name))
+    if (strlen(a->name) > PLUGIN_MAX_NAME)
+      snprintf(rest, left, "attribute name '%.*s...' is longer than %d characters", PLUGIN_MAX_NAME, a->name,
+               PLUGIN_MAX_NAME);
+    else if (!is_identifier(a->name))
       snprintf(rest, left, "attribute name '%s' is not a name", a->name);
+    else if (attr_named_twice(def, i))
+      snprintf(rest, left, "the name '%s' is given to two of its slots and attributes (two attributes)", a->name);
     else if ((unsigned)a->type > NETRUN_ATTR_STRINGS)
       snprintf(rest, left, "attribute '%s' has no valid type", a->name);
     else if (a->dflt && !reg_parse_attr(&scratch, (AttrType)a->type, a->dflt, &v))
@@ -596,14 +652,54 @@ static const NetrunApi api = {
 
 /* ---- loading --------------------------------------------------------------------------------- */
 
-/* Whether the file at path starts like an ELF object; NULL, or why not. */
-static const char *not_elf(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return strerror(errno);
-  unsigned char magic[4] = {0};
-  size_t n = fread(magic, 1, sizeof magic, f);
-  fclose(f);
-  return n == 4 && memcmp(magic, "\177ELF", 4) == 0 ? NULL : "not a shared library";
+/* The machine netrun runs on, as an ELF header names it. */
+#if defined(__x86_64__)
+#define ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define ELF_MACHINE EM_AARCH64
+#endif
+
+/* Whether [off, off + size) lies within a file of `len` bytes. */
+static bool within(uint64_t off, uint64_t size, uint64_t len) { return off <= len && size <= len - off; }
+
+/* Whether the open file fd (of len bytes) is a shared library dlopen can
+ * map: NULL, or why not.  dlopen maps each PT_LOAD segment from the file,
+ * and touching a page past the end of a truncated file raises SIGBUS. */
+static const char *elf_check(int fd, uint64_t len) {
+  Elf64_Ehdr h;
+  if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0)
+    return len >= SELFMAG && pread(fd, &h, SELFMAG, 0) == SELFMAG && memcmp(h.e_ident, ELFMAG, SELFMAG) == 0
+               ? "a truncated ELF file (its header is cut short)"
+               : "not a shared library";
+  if (h.e_ident[EI_CLASS] != ELFCLASS64 || h.e_ident[EI_DATA] != ELFDATA2LSB) return "not a 64-bit little-endian ELF file";
+#ifdef ELF_MACHINE
+  if (h.e_machine != ELF_MACHINE) return "an ELF file for another machine";
+#endif
+  if (h.e_type != ET_DYN) return "an ELF file that is not a shared library";
+  if (h.e_phentsize != sizeof(Elf64_Phdr) || h.e_phnum == 0 ||
+      !within(h.e_phoff, (uint64_t)h.e_phnum * sizeof(Elf64_Phdr), len))
+    return "a damaged ELF file (its program headers lie outside it)";
+  for (int i = 0; i < h.e_phnum; i++) {
+    Elf64_Phdr ph;
+    if (pread(fd, &ph, sizeof ph, (off_t)(h.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+      return "an ELF file that cannot be read";
+    if ((ph.p_type == PT_LOAD || ph.p_type == PT_DYNAMIC) && !within(ph.p_offset, ph.p_filesz, len))
+      return "a truncated ELF file (a segment lies past its end)";
+  }
+  return NULL;
+}
+
+/* Whether path names a regular file that is a shared library dlopen can
+ * map: NULL, or why not.  A FIFO or a device is refused before it is read
+ * (file_open_regular), so it cannot hang the load. */
+static const char *not_loadable(const char *path) {
+  static char why[512];
+  int fd = file_open_regular(path, why, sizeof why);
+  if (fd < 0) return why;
+  struct stat st;
+  const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : elf_check(fd, (uint64_t)st.st_size);
+  close(fd);
+  return bad;
 }
 
 /* dlsym's result as a pointer to `size` bytes of code or data. */
@@ -614,7 +710,7 @@ static bool lookup(void *handle, const char *sym, void *out, size_t size) {
 }
 
 const char *plugin_load(const char *path, const Registry *also) {
-  const char *why = not_elf(path);
+  const char *why = not_loadable(path);
   if (why) return say("cannot load plugin '%s': %s", path, why);
   /* dlopen searches the library path for a name without a slash. */
   char *local = mem_alloc(NULL, strlen(path) + 3);
@@ -647,6 +743,8 @@ const char *plugin_load(const char *path, const Registry *also) {
   Plugin *pl = mem_calloc(1, sizeof *pl);
   pl->handle = h;
   pl->path = mem_strdup(path);
+  struct stat st;
+  if (stat(path, &st) == 0) pl->dev = st.st_dev, pl->ino = st.st_ino;
   arena_init(&pl->arena);
   loading.pl = pl;
   loading.also = also;
@@ -665,4 +763,69 @@ const char *plugin_load(const char *path, const Registry *also) {
   VEC_RESERVE(plugins, capplugins, nplugins + 1);
   plugins[nplugins++] = pl;
   return NULL;
+}
+
+/* ---- what a script may load ------------------------------------------------------------
+ * Loading a plugin runs its native code (its constructors run inside
+ * dlopen), so a script, which may come from anywhere, loads none unless
+ * the command line says so: --plugin PATH names one, --allow-load lets a
+ * script load those inside one folder. */
+
+static struct {
+  bool allowed;
+  char *dir;               /* --allow-load=DIR; NULL: the script's folder */
+} script_loads;
+
+void plugin_allow_script_loads(const char *dir) {
+  script_loads.allowed = true;
+  mem_free(script_loads.dir);
+  script_loads.dir = dir ? mem_strdup(dir) : NULL;
+}
+
+void plugin_forget_script_loads(void) {
+  mem_free(script_loads.dir);
+  script_loads.dir = NULL;
+  script_loads.allowed = false;
+}
+
+/* Whether path names a plugin loaded already (by --plugin, or another
+ * path): stat reads no byte of the file. */
+static bool loaded_already(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return false;
+  for (int i = 0; i < nplugins; i++)
+    if (plugins[i]->dev == st.st_dev && plugins[i]->ino == st.st_ino) return true;
+  return false;
+}
+
+/* NULL if the real path of `path` lies inside folder `root`, else why not. */
+static const char *outside(const char *path, const char *root) {
+  char *rroot = realpath(root, NULL), *rpath = rroot ? realpath(path, NULL) : NULL;
+  const char *why = NULL;
+  if (!rroot) why = say("cannot load plugin '%s': cannot resolve the folder %s: %s", path, root, strerror(errno));
+  else if (!rpath) why = say("cannot load plugin '%s': %s", path, strerror(errno));
+  else {
+    size_t n = strlen(rroot);
+    bool in = strcmp(rroot, "/") == 0 || (strncmp(rpath, rroot, n) == 0 && rpath[n] == '/');
+    if (!in && script_loads.dir)
+      why = say("cannot load plugin '%s': it lies outside %s, the folder --allow-load= allows (links followed)",
+                path, root);
+    else if (!in)
+      why = say("cannot load plugin '%s': it lies outside the script's folder %s (links followed); "
+                "--allow-load=DIR allows another folder",
+                path, root);
+  }
+  free(rroot);
+  free(rpath);
+  return why;
+}
+
+const char *plugin_load_for_script(const char *path, const char *script_dir, const Registry *also) {
+  if (loaded_already(path)) return NULL;
+  if (!script_loads.allowed)
+    return say("cannot load plugin '%s': a script loads plugins only with --allow-load (a plugin runs native "
+               "code), or name it with --plugin",
+               path);
+  const char *why = outside(path, script_loads.dir ? script_loads.dir : script_dir);
+  return why ? why : plugin_load(path, also);
 }

@@ -14,6 +14,16 @@
  * or a message saying what went wrong (valid until the next call), e.g.
  * "plugin 'x.so' was built against API version 2, netrun has 1". */
 const char *plugin_load(const char *path, const Registry *also);
+/* The trust model (netrun(1), SECURITY): a script's `load "PATH"` loads a
+ * plugin only if the command line allowed it.  plugin_allow_script_loads
+ * (--allow-load[=DIR]) allows plugins whose real path (links followed)
+ * lies inside DIR, or (dir NULL) inside the folder of the script named on
+ * the command line.  plugin_load_for_script checks that, then loads; a
+ * plugin loaded already (by --plugin) is always fine, as loading it again
+ * runs nothing.  The checks open no file. */
+void plugin_allow_script_loads(const char *dir);
+void plugin_forget_script_loads(void);
+const char *plugin_load_for_script(const char *path, const char *script_dir, const Registry *also);
 /* Closes every plugin; call reg_free_default() first. */
 void plugin_unload_all(void);
 

@@ -86,20 +86,20 @@ kernel: yes" ]
 }
 
 @test "the example plugin's gradients match finite differences, statically and on the tape" {
-  run "$NETRUN" gradcheck "$ROOT/examples/plugins/xor_fused.net"
+  run "$NETRUN" --allow-load gradcheck "$ROOT/examples/plugins/xor_fused.net"
   [ "$status" -eq 0 ]
   [ "${lines[-1]}" = "all gradients match finite differences (rtol 0.005, eps 0.01)" ]
-  run "$NETRUN" gradcheck --tape "$ROOT/examples/plugins/xor_fused.net"
+  run "$NETRUN" --allow-load gradcheck --tape "$ROOT/examples/plugins/xor_fused.net"
   [ "$status" -eq 0 ]
-  "$NETRUN" grad --format json "$ROOT/examples/plugins/xor_fused.net" > static.json
-  "$NETRUN" grad --tape --format json "$ROOT/examples/plugins/xor_fused.net" > tape.json
+  "$NETRUN" --allow-load grad --format json "$ROOT/examples/plugins/xor_fused.net" > static.json
+  "$NETRUN" --allow-load grad --tape --format json "$ROOT/examples/plugins/xor_fused.net" > tape.json
   cmp static.json tape.json
   [ "$(jq -r '.grads | keys | join(",")' static.json)" = "W1,W2,b1,b2" ]
 }
 
 @test "fused_dense_relu: relu and leaky, a batch of matrices, only some gradients wanted" {
   cat > deep.net <<EOF
-load "$SO"
+load "$SO"  # loaded already by --plugin: allowed without --allow-load
 input x : f32[B, 3, 4] = [[[0.5, -1.0, 2.0, 0.3], [1.5, 0.25, -0.5, -2.0], [0.1, 0.7, -1.2, 0.9]],
                           [[-0.4, 0.8, 1.1, -0.6], [0.2, -1.5, 0.6, 1.3], [1.0, 1.0, -1.0, 0.5]]]
 param W : [4, 5] = normal(0, 1)
@@ -110,11 +110,11 @@ h = fused_dense_relu(x, W, b)
 o = fused_dense_relu(h, V, c, alpha=0.25)
 loss = mean(o * o)
 EOF
-  run "$NETRUN" gradcheck deep.net
+  run "$NETRUN" --plugin "$SO" gradcheck deep.net
   [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-  run "$NETRUN" gradcheck --wrt W deep.net
+  run "$NETRUN" --plugin "$SO" gradcheck --wrt W deep.net
   [ "$status" -eq 0 ]
-  run "$NETRUN" dump --backward --wrt W deep.net
+  run "$NETRUN" --plugin "$SO" dump --backward --wrt W deep.net
   [[ "$output" == *"{X@GRAD=[h@GRAD]} = fused_dense_relu_grad(X=[h], W=[V], Out=[o], Out@GRAD=[o@GRAD]) {alpha=0.25}"* ]]
   [[ "$output" == *"{W@GRAD=[W@GRAD]} = fused_dense_relu_grad(X=[x], W=[W], Out=[h], Out@GRAD=[h@GRAD]) {alpha=0.0}"* ]]
 }
@@ -144,11 +144,11 @@ static const NetrunOpDef def = {.type = "triple", .doc = "Out = 3 X", .in = {{"X
   .grad_kind = NETRUN_GRAD_COMPOSITE, .grad = grad};
 EOF
   printf 'load "wrong.so"\nparam w : [2] = [1.0, 2.0]\nloss = sum(triple(w))\n' > wrong.net
-  run "$NETRUN" run wrong.net
+  run "$NETRUN" --allow-load run wrong.net
   [ "$status" -eq 0 ]
-  run "$NETRUN" dump --backward wrong.net
+  run "$NETRUN" --allow-load dump --backward wrong.net
   [ "${lines[-1]}" = "  {Out=[w@GRAD]} = scale(X=[t.1@GRAD]) {bias=0.0, scale=2.0}  # grad of triple at wrong.net:3" ]
-  run "$NETRUN" gradcheck wrong.net
+  run "$NETRUN" --allow-load gradcheck wrong.net
   [ "$status" -eq 1 ]
   [ "${lines[1]}" = "w                         2    1.000e+00    3.333e-01  FAIL (element 0: analytic 2, numeric 2.99998)" ]
 }
@@ -191,7 +191,7 @@ EOF
   [ "$output" = "netrun: error: plugin 'v99.so' was built against API version 99, netrun has 1" ]
   # in a script: at the statement
   printf 'x = 1\nload "v99.so"\n' > v.net
-  run "$NETRUN" dump v.net
+  run "$NETRUN" --allow-load dump v.net
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "v.net:2:1: error: plugin 'v99.so' was built against API version 99, netrun has 1" ]
   [ "${lines[1]}" = 'load "v99.so"' ]
@@ -205,7 +205,7 @@ EOF
   [ "$output" = "netrun: error: plugin 'copy.so': op 'fused_dense_relu' is already registered" ]
   plugin_with twice '{.type = "twice", .infer = ok, .kernel = ok}'
   printf 'op twice(x) -> (y) {\n  y = x + x\n}\nload "twice.so"\n' > s.net
-  run "$NETRUN" dump s.net
+  run "$NETRUN" --allow-load dump s.net
   [ "${lines[0]}" = "s.net:4:1: error: plugin 'twice.so': op 'twice' is already registered" ]
 }
 
@@ -232,7 +232,7 @@ EOF
   rejected nokernel '{.type = "nk", .infer = ok}' "op 'nk': it has no kernel"
   rejected nograd '{.type = "ng", .infer = ok, .kernel = ok, .grad_kind = NETRUN_GRAD_DEDICATED}' \
     "op 'ng': it declares a gradient but has no grad maker"
-  rejected baddefault '{.type = "bd", .infer = ok, .kernel = ok, .attrs = {{"k", NETRUN_ATTR_INT, "two", 0, ""}}}' \
+  rejected baddefault '{.type = "bd", .infer = ok, .kernel = ok, .out = {{"Out", 0, ""}}, .attrs = {{"k", NETRUN_ATTR_INT, "two", 0, ""}}}' \
     "op 'bd': the default 'two' of attribute 'k' is not a int"
   rejected badslot '{.type = "bs", .infer = ok, .kernel = ok, .in = {{"X@SUM", 0, ""}}}' \
     "op 'bs': slot name 'X@SUM' is not NAME or NAME@GRAD"
@@ -249,10 +249,10 @@ static const NetrunOpDef def = {.type = "sloppy", .in = {{"X", 0, ""}}, .out = {
   .infer = same_shape, .kernel = kernel, .grad_kind = NETRUN_GRAD_COMPOSITE, .grad = grad};
 EOF
   printf 'load "sloppy.so"\nparam w : [2] = [1.0, 2.0]\nloss = sum(sloppy(w))\n' > s.net
-  run "$NETRUN" run s.net
+  run "$NETRUN" --allow-load run s.net
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "s.net:3:12: error: sloppy: the kernel failed (the plugin gave no reason)" ]
-  run "$NETRUN" dump --backward s.net
+  run "$NETRUN" --allow-load dump --backward s.net
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "s.net:3:12: error: sloppy: the plugin called tensor_in in a grad maker, not in a kernel" ]
 }
@@ -260,7 +260,7 @@ EOF
 @test "a plugin's mistakes in inference and grad makers are reported as its op's errors" {
   plugin_with lazy '{.type = "lazy", .in = {{"X", 0, ""}}, .out = {{"Out", 0, ""}}, .infer = ok, .kernel = ok}'
   printf 'load "lazy.so"\nparam w : [2] = [1.0, 2.0]\ny = lazy(w)\n' > lazy.net
-  run "$NETRUN" dump lazy.net
+  run "$NETRUN" --allow-load dump lazy.net
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "lazy.net:3:5: error: lazy: its shape inference did not set output Out" ]
   build_op mistake <<'EOF'
@@ -289,12 +289,12 @@ EOF
   for how in 0 1 2; do
     printf 'load "mistake.so"\nparam w : [2] = [1.0, 2.0]\nloss = sum(mistake(w, how=%d))\n' $how > m$how.net
   done
-  run "$NETRUN" dump --backward m0.net
+  run "$NETRUN" --allow-load dump --backward m0.net
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "m0.net:3:12: error: mistake: its grad maker emits unknown op 'nope'" ]
-  run "$NETRUN" dump --backward m1.net
+  run "$NETRUN" --allow-load dump --backward m1.net
   [ "${lines[0]}" = "m1.net:3:12: error: mistake: its grad maker gives op 'scale' input 'Q', which it does not have" ]
-  run "$NETRUN" dump --backward m2.net
+  run "$NETRUN" --allow-load dump --backward m2.net
   [ "${lines[0]}" = "m2.net:3:12: error: mistake: its grad maker gives attribute 'scale' of op 'scale' a value that is not a float" ]
 }
 
