@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -40,18 +41,13 @@ static void cannot_read(Diag *d, const char *path, int err) {
   fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, strerror(err));
 }
 
-/* False (reported) unless path names a readable regular file. */
+/* False (reported) unless path names a readable regular file: a FIFO
+ * would block the read, a device (/dev/zero) stream forever (file.h). */
 static bool regular_file(Diag *d, const char *path) {
-  struct stat st;
-  if (stat(path, &st) != 0) {
-    cannot_read(d, path, errno);
-    return false;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    cannot_read(d, path, EISDIR);
-    return false;
-  }
-  return true;
+  char why[256];
+  if (file_check_regular(path, why, sizeof why)) return true;
+  if (++d->nerrors <= d->max_errors) fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, why);
+  return false;
 }
 
 static const char *dims_str(int rank, const int64_t *dims, char *buf, size_t n) {
@@ -360,31 +356,59 @@ static bool open_fashion(Diag *d, const char *split, Dataset *ds) {
 
 /* ---- CSV ---------------------------------------------------------------------- */
 
-/* A number filling [s, end) but for blanks; false if it is not one.  Plain
- * integers (most CSV data) skip strtod. */
-static bool parse_number(const char *s, const char *end, double *out) {
+/* A CSV field's value: as a double, and exactly as an integer when it was
+ * written as one that fits in 64 bits (is_int). */
+typedef struct CsvNum {
+  double v;
+  int64_t i;
+  bool is_int;
+} CsvNum;
+
+/* A number filling [s, end) but for blanks; false if it is not one.  An
+ * integer is read as an integer (strtoll: exact past 2^53); others with
+ * strtod, where an underflow (1e-999) reads as 0 or a denormal, and an
+ * overflow (1e999) as an infinity the caller refuses. */
+static bool parse_number(const char *s, const char *end, CsvNum *out) {
   while (s < end && (*s == ' ' || *s == '\t')) s++;
   while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
-  if (s == end) return false;
-  const char *p = s + (*s == '-' || *s == '+');
-  if (p < end && end - p <= 15) {
-    int64_t v = 0;
-    const char *q = p;
-    while (q < end && *q >= '0' && *q <= '9') v = v * 10 + (*q++ - '0');
-    if (q == end) {
-      *out = *s == '-' ? -(double)v : (double)v;
-      return true;
-    }
-  }
-  char buf[128];
+  if (s == end || memchr(s, 0, (size_t)(end - s))) return false;
   size_t n = (size_t)(end - s);
-  if (n >= sizeof buf) return false;
+  char small[128];
+  char *buf = n < sizeof small ? small : mem_alloc(NULL, n + 1);   /* zero-padded numbers can be long */
   memcpy(buf, s, n);
   buf[n] = 0;
   char *stop;
+  const char *p = buf + (*buf == '-' || *buf == '+');
+  bool digits = *p >= '0' && *p <= '9';
+  while (*p >= '0' && *p <= '9') p++;
   errno = 0;
-  *out = strtod(buf, &stop);
-  return *stop == 0 && errno != ERANGE;
+  out->is_int = digits && !*p && (out->i = strtoll(buf, &stop, 10), errno == 0 && !*stop);
+  bool ok = true;
+  if (out->is_int) {
+    out->v = (double)out->i;
+  } else {
+    errno = 0;
+    out->v = strtod(buf, &stop);
+    ok = stop != buf && !*stop && (errno != ERANGE || fabs(out->v) <= DBL_MIN || isinf(out->v));
+  }
+  if (buf != small) mem_free(buf);
+  return ok;
+}
+
+bool data_csv_sniff(Diag *d, const char *path, int file, const char *gzip) {
+  const Source *src = &d->files[file];
+  const uint8_t *t = (const uint8_t *)src->text;
+  size_t n = src->len;
+  if (n >= 2 && t[0] == 0x1f && t[1] == 0x8b)
+    file_error(d, path, "a gzip file: %s", gzip);
+  else if (n >= 4 && t[0] == 0 && t[1] == 0 && t[2] == 8)
+    file_error(d, path, "an IDX file: name IDX files as a pair, IMAGES:LABELS");
+  else if ((n >= 2 && ((t[0] == 0xff && t[1] == 0xfe) || (t[0] == 0xfe && t[1] == 0xff))) ||
+           (n >= 2 && ((t[0] == 0 && t[1] != 0) || (t[0] != 0 && t[1] == 0))))
+    file_error(d, path, "a UTF-16 file: CSV files are read as UTF-8 (convert it: iconv -f UTF-16 -t UTF-8)");
+  else
+    return true;
+  return false;
 }
 
 static Span span_of(int file, const Source *src, const char *b, const char *e) {
@@ -393,7 +417,14 @@ static Span span_of(int file, const Source *src, const char *b, const char *e) {
 
 bool data_csv_scan(Diag *d, CsvScan *s) {
   const Source *src = &d->files[s->file];
+  const char *nul = memchr(src->text, 0, src->len);
+  if (nul) {
+    diag_error(d, span_of(s->file, src, nul, nul + 1), "a NUL byte: a CSV file is text");
+    return false;
+  }
   double *vals = NULL;
+  int64_t *ints = NULL;
+  bool *isint = NULL;
   int64_t cap = 0;
   s->rows = 0;
   s->cols = -1;
@@ -412,7 +443,7 @@ bool data_csv_scan(Diag *d, CsvScan *s) {
     for (const char *f = b;; c++) {
       const char *comma = memchr(f, ',', (size_t)(e - f));
       const char *fe = comma ? comma : e;
-      double v = 0;
+      CsvNum v = {0};
       if (!parse_number(f, fe, &v)) {
         if (s->cols < 0 && s->header.file < 0) {
           header = true;   /* the first row: a header */
@@ -421,16 +452,24 @@ bool data_csv_scan(Diag *d, CsvScan *s) {
           ok = false;
           break;
         }
-      } else if (!isfinite(v)) {
+      } else if (!isfinite(v.v)) {
         diag_error(d, span_of(s->file, src, f, fe), "not a finite number");
+        ok = false;
+        break;
+      } else if (!v.is_int && !isfinite((float)v.v)) {
+        diag_error(d, span_of(s->file, src, f, fe), "not a finite f32 number (f32 holds magnitudes up to 3.4e38)");
         ok = false;
         break;
       }
       if (c == cap) {
         cap = cap ? cap * 2 : 64;
         vals = mem_alloc(vals, sizeof *vals * (size_t)cap);
+        ints = mem_alloc(ints, sizeof *ints * (size_t)cap);
+        isint = mem_alloc(isint, sizeof *isint * (size_t)cap);
       }
-      vals[c] = v;
+      vals[c] = v.v;
+      ints[c] = v.i;
+      isint[c] = v.is_int;
       if (!comma) break;
       f = comma + 1;
     }
@@ -456,9 +495,15 @@ bool data_csv_scan(Diag *d, CsvScan *s) {
     }
     s->cols = c + 1;
     s->rows++;
+    s->ints = ints;
+    s->isint = isint;
     if (s->row && !s->row(s->ctx, row, vals, c + 1)) ok = false;
   }
+  s->ints = NULL;
+  s->isint = NULL;
   mem_free(vals);
+  mem_free(ints);
+  mem_free(isint);
   return ok;
 }
 
@@ -472,16 +517,26 @@ typedef struct CsvLoad {
   int64_t ycol;                /* the label's column: -1 until the first row */
   float *x;
   double *y;
+  int64_t *yi;                 /* the labels as integers, while all are (yint) */
+  bool yint;
   int64_t nx, capx, ny, capy;
 } CsvLoad;
 
-/* A header field as a name: without blanks or enclosing double quotes. */
+/* A header field as a name: without blanks or enclosing double quotes, its
+ * control characters escaped (\x1b), as names are printed to a terminal. */
 static char *field_name(Arena *a, const Source *src, Span s) {
   const char *b = src->text + s.start, *e = src->text + s.end;
   while (b < e && (*b == ' ' || *b == '\t')) b++;
   while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) e--;
   if (e - b >= 2 && *b == '"' && e[-1] == '"') b++, e--;
-  return arena_strndup(a, b, (size_t)(e - b));
+  char *name = arena_alloc(a, (size_t)(e - b) * 4 + 1), *o = name;
+  for (; b < e; b++) {
+    unsigned char ch = (unsigned char)*b;
+    if (ch < 0x20 || ch == 0x7f) o += sprintf(o, "\\x%02x", ch);
+    else *o++ = (char)ch;
+  }
+  *o = 0;
+  return name;
 }
 
 /* The columns [0, n) but skip, by name ("a, b, c") or index ("columns 0, 1,
@@ -569,10 +624,17 @@ static bool csv_row(void *ctx, Span at, const double *v, int64_t n) {
     while (L->capx < L->nx + n) L->capx *= 2;
     L->x = mem_alloc(L->x, sizeof *L->x * (size_t)L->capx);
   }
+  int64_t capy = L->capy;
   VEC_RESERVE(L->y, L->capy, L->ny + 1);
+  if (capy != L->capy) L->yi = mem_alloc(L->yi, sizeof *L->yi * (size_t)L->capy);
   for (int64_t i = 0; i < n; i++)
     if (i != L->ycol) L->x[L->nx++] = (float)v[i];
-  L->y[L->ny++] = v[L->ycol];
+  /* An integer label is kept exact (past 2^53); 3.0 counts as one too. */
+  double y = v[L->ycol];
+  bool exact = L->scan.isint[L->ycol];
+  L->yint = L->yint && (exact || (y == floor(y) && fabs(y) < 0x1p53));
+  L->yi[L->ny] = exact ? L->scan.ints[L->ycol] : L->yint ? (int64_t)y : 0;
+  L->y[L->ny++] = y;
   return true;
 }
 
@@ -586,19 +648,12 @@ static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) 
   td.out = d->out;
   td.color = d->color;
   td.max_errors = d->max_errors - d->nerrors;
-  CsvLoad L = {.d = &td, .path = path, .ds = ds, .label = label, .ycol = -1};
+  CsvLoad L = {.d = &td, .path = path, .ds = ds, .label = label, .ycol = -1, .yint = true};
   bool ok = false;
   int file = diag_load_file(&td, path);
   if (file < 0) goto done;
   const Source *src = &td.files[file];
-  if (src->len >= 2 && (uint8_t)src->text[0] == 0x1f && (uint8_t)src->text[1] == 0x8b) {
-    file_error(&td, path, "a gzip file: CSV files are read uncompressed, IDX files as IMAGES:LABELS");
-    goto done;
-  }
-  if (src->len >= 4 && src->text[0] == 0 && src->text[1] == 0 && src->text[2] == 8) {
-    file_error(&td, path, "an IDX file: name IDX files as a pair, IMAGES:LABELS");
-    goto done;
-  }
+  if (!data_csv_sniff(&td, path, file, "CSV files are read uncompressed, IDX files as IMAGES:LABELS")) goto done;
   L.scan = (CsvScan){.file = file, .row = csv_row, .ctx = &L};
   if (!data_csv_scan(&td, &L.scan)) goto done;
   if (L.scan.rows == 0) {
@@ -622,17 +677,15 @@ static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) 
   L.x = NULL;
   c = &ds->cols[DATA_LABEL];
   c->name = "y";
-  bool integral = true;
-  for (int64_t i = 0; i < n && integral; i++) integral = L.y[i] == floor(L.y[i]) && fabs(L.y[i]) < 0x1p53;
+  bool integral = L.yint;
   c->dtype = integral ? DT_I64 : DT_F32;
   c->store = integral ? DATA_I64 : DATA_F32;
   c->rank = 1;
   c->shape[0] = n;
   c->row = 1;
   if (integral) {
-    int64_t *y = mem_alloc(NULL, sizeof *y * (size_t)n);
-    for (int64_t i = 0; i < n; i++) y[i] = (int64_t)L.y[i];
-    c->data = y;
+    c->data = mem_alloc(L.yi, sizeof *L.yi * (size_t)n);
+    L.yi = NULL;
   } else {
     float *y = mem_alloc(NULL, sizeof *y * (size_t)n);
     for (int64_t i = 0; i < n; i++) y[i] = (float)L.y[i];
@@ -645,6 +698,7 @@ static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) 
 done:
   mem_free(L.x);
   mem_free(L.y);
+  mem_free(L.yi);
   d->nerrors += td.nerrors;
   arena_free(&ta);
   return ok;

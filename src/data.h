@@ -144,19 +144,31 @@ Tensor *data_fit(Diag *d, const DataColumn *c, Tensor *t, const VarDesc *decl);
  * The CSV grammar shared with `--feed` (feed.c): lines of comma-separated
  * numbers; blank lines are skipped; a first row holding a field that is not
  * a number is a header.  Every data row must hold as many values as the
- * first; values must be finite. */
+ * first; values must be finite, and finite as f32 unless written as
+ * integers (which are read exactly, as 64-bit integers).  A NUL byte
+ * anywhere is an error. */
 typedef struct CsvScan {
   int file;                      /* the Diag source to read */
   /* Called per data row with its values and its span; false stops the scan
    * (the callback has reported why). */
   bool (*row)(void *ctx, Span at, const double *vals, int64_t n);
   void *ctx;
+  /* During a row callback, per value: whether it was written as an integer
+   * that fits in 64 bits (isint[i]), and then its exact value (ints[i]);
+   * vals[i] is the nearest double. */
+  const int64_t *ints;
+  const bool *isint;
   /* Filled by the scan: */
   int64_t rows, cols;            /* data rows, values per row (-1: none) */
   Span header;                   /* the header row; file -1 if none */
   Span *names;                   /* the header's fields (in the Diag's arena) */
   int64_t nnames;
 } CsvScan;
+
+/* Whether the source `file` (read from path) may be a CSV file: false, with
+ * the reason reported, for a gzip, IDX or UTF-16 file.  `gzip` ends the
+ * message for a gzip file: what to do instead. */
+bool data_csv_sniff(Diag *d, const char *path, int file, const char *gzip);
 
 /* Scans the source s->file; false if a row was malformed (reported) or the
  * callback stopped it.  A file without data rows is not an error here

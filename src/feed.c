@@ -3,6 +3,7 @@
 
 #include "ast.h"
 #include "data.h"
+#include "file.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 
 /* Flattens a literal into vals, recording its shape; false (with an error)
  * if it is not a rectangular literal of numbers. */
-static bool flatten(Diag *d, const AstNode *n, int depth, int *leaf, Shape *s, double **vals,
+static bool flatten(Diag *d, const AstNode *n, int depth, int *leaf, Shape *s, double **vals, int64_t **ints,
                     int64_t *nv, int64_t *cap, bool *floats) {
   if (n->kind == AST_LIST) {
     if (depth >= SHAPE_MAX_RANK || (*leaf >= 0 && depth >= *leaf)) {
@@ -26,7 +27,7 @@ static bool flatten(Diag *d, const AstNode *n, int depth, int *leaf, Shape *s, d
       return false;
     }
     for (int i = 0; i < n->list.n; i++)
-      if (!flatten(d, n->list.items[i], depth + 1, leaf, s, vals, nv, cap, floats)) return false;
+      if (!flatten(d, n->list.items[i], depth + 1, leaf, s, vals, ints, nv, cap, floats)) return false;
     return true;
   }
   if ((*leaf >= 0 && depth != *leaf) || s->rank > depth) {
@@ -35,12 +36,13 @@ static bool flatten(Diag *d, const AstNode *n, int depth, int *leaf, Shape *s, d
   }
   *leaf = depth;
   double v;
+  int64_t iv = 0;
   const AstNode *m = n;
   double sign = 1;
   while (m->kind == AST_UNARY && m->op == '-') sign = -sign, m = m->a;
-  if (m->kind == AST_INT) v = (double)m->ival;
+  if (m->kind == AST_INT) v = (double)m->ival, iv = sign < 0 ? (int64_t)(0 - (uint64_t)m->ival) : m->ival;
   else if (m->kind == AST_FLOAT) v = m->fval, *floats = true;
-  else if (m->kind == AST_BOOL && m == n) v = (double)m->ival;
+  else if (m->kind == AST_BOOL && m == n) v = (double)m->ival, iv = m->ival;
   else {
     diag_error(d, n->span, "expected a number or a list of numbers");
     return false;
@@ -48,7 +50,9 @@ static bool flatten(Diag *d, const AstNode *n, int depth, int *leaf, Shape *s, d
   if (*nv == *cap) {
     *cap = *cap ? *cap * 2 : 16;
     *vals = mem_alloc(*vals, sizeof **vals * (size_t)*cap);
+    *ints = mem_alloc(*ints, sizeof **ints * (size_t)*cap);
   }
+  (*ints)[*nv] = iv;
   (*vals)[(*nv)++] = sign * v;
   return true;
 }
@@ -58,6 +62,15 @@ static Tensor *make(DType want, const Shape *s, const double *vals, int64_t n) {
   for (int i = 0; i < s->rank; i++) dims[i] = s->d[i].n;
   Tensor *t = tensor_new(want, s->rank, dims);
   for (int64_t i = 0; i < n && i < t->numel; i++) tensor_set(t, i, vals[i]);
+  return t;
+}
+
+/* An i64 tensor of shape s from exact integers. */
+static Tensor *make_i64(const Shape *s, const int64_t *ints, int64_t n) {
+  int64_t dims[SHAPE_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) dims[i] = s->d[i].n;
+  Tensor *t = tensor_new(DT_I64, s->rank, dims);
+  memcpy(t->data, ints, sizeof *ints * (size_t)(n < t->numel ? n : t->numel));
   return t;
 }
 
@@ -76,15 +89,17 @@ Tensor *feed_parse_value(Diag *d, const char *name, const char *text, DType want
   } else if (root) {
     Shape s = shape_scalar();
     double *vals = NULL;
+    int64_t *ints = NULL;
     int64_t nv = 0, cap = 0;
     int leaf = -1;
     bool floats = false;
     const AstNode *e = root->list.items[0]->a;
-    if (flatten(d, e, 0, &leaf, &s, &vals, &nv, &cap, &floats)) {
+    if (flatten(d, e, 0, &leaf, &s, &vals, &ints, &nv, &cap, &floats)) {
       if (floats && want != DT_F32) diag_error(d, e->span, "'%s' is %s: expected integers", name, dtype_name(want));
-      else t = make(want, &s, vals, nv);
+      else t = want == DT_I64 ? make_i64(&s, ints, nv) : make(want, &s, vals, nv);
     }
     mem_free(vals);
+    mem_free(ints);
   }
   arena_free(&arena);
   if (d->nerrors != before && t) {
@@ -96,26 +111,52 @@ Tensor *feed_parse_value(Diag *d, const char *name, const char *text, DType want
 
 /* ---- CSV --------------------------------------------------------------------- */
 
-/* The rows of a CSV file, as doubles (data_csv_scan calls this per row). */
+/* The rows of a CSV file, as doubles and, for integers, exactly
+ * (data_csv_scan calls this per row). */
 typedef struct Rows {
+  const CsvScan *scan;
   double *vals;
+  int64_t *ints;               /* exact integers: vals[i] when it was not one */
+  bool exact;                  /* every value is an exact integer */
   int64_t n, cap;
 } Rows;
 
 static bool add_row(void *ctx, Span at, const double *v, int64_t n) {
   (void)at;
   Rows *r = ctx;
+  int64_t cap = r->cap;
   VEC_RESERVE(r->vals, r->cap, r->n + n);
+  if (cap != r->cap) r->ints = mem_alloc(r->ints, sizeof *r->ints * (size_t)r->cap);
   memcpy(r->vals + r->n, v, sizeof *v * (size_t)n);
+  for (int64_t i = 0; i < n; i++) {
+    r->exact = r->exact && r->scan->isint[i];
+    r->ints[r->n + i] = r->scan->isint[i] ? r->scan->ints[i] : 0;
+  }
   r->n += n;
   return true;
 }
 
-Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
+/* The source of the CSV file at path, or -1 (reported) if it cannot be
+ * one: not a regular file (a FIFO would block), or a gzip, IDX or UTF-16
+ * file. */
+static int load_csv(Diag *d, const char *path) {
+  char why[256];
+  if (!file_check_regular(path, why, sizeof why)) {
+    fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, why);
+    d->nerrors++;
+    return -1;
+  }
   int file = diag_load_file(d, path);
+  if (file >= 0 && !data_csv_sniff(d, path, file, "--feed reads CSV files uncompressed (gunzip it first)")) return -1;
+  return file;
+}
+
+Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
+  int file = load_csv(d, path);
   if (file < 0) return NULL;
-  Rows acc = {0};
-  CsvScan scan = {.file = file, .row = add_row, .ctx = &acc};
+  CsvScan scan = {.file = file, .row = add_row};
+  Rows acc = {.scan = &scan, .exact = true};
+  scan.ctx = &acc;
   bool ok = data_csv_scan(d, &scan);
   double *vals = acc.vals;
   int64_t nv = acc.n, rows = scan.rows, cols = scan.cols;
@@ -137,7 +178,7 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
       rest *= dims[i] >= 0 ? dims[i] : 1;
     }
     if (r == 0 && rows * cols == 1) {
-      t = make(decl->dtype, &decl->shape, vals, 1);
+      t = decl->dtype == DT_I64 && acc.exact ? make_i64(&decl->shape, acc.ints, 1) : make(decl->dtype, &decl->shape, vals, 1);
     } else if (!fits || rest != cols) {
       char want[128];
       fprintf(d->out,
@@ -148,8 +189,8 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
     } else {
       dims[0] = rows;
       Shape s = shape_of(r, dims);
-      t = make(decl->dtype, &s, vals, nv);
-      if (decl->dtype == DT_I64)
+      t = decl->dtype == DT_I64 && acc.exact ? make_i64(&s, acc.ints, nv) : make(decl->dtype, &s, vals, nv);
+      if (decl->dtype == DT_I64 && !acc.exact)
         for (int64_t i = 0; i < nv; i++)
           if (vals[i] != floor(vals[i]) || fabs(vals[i]) >= 0x1p63) {
             fprintf(d->out, "netrun: error: %s: '%s' is i64 but the file holds %g\n", path, decl->name, vals[i]);
@@ -161,5 +202,6 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
     }
   }
   mem_free(vals);
+  mem_free(acc.ints);
   return t;
 }

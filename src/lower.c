@@ -26,6 +26,7 @@
 #include "registry.h"
 #include "userop.h"
 
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -221,6 +222,17 @@ static const char *emit2(Lowerer *L, const char *type, Span span, const char *x,
 }
 
 /* A scalar constant: fill_constant(shape=[], value, dtype). */
+/* Whether integer v of a tensor literal can be held: a literal's values
+ * travel as doubles (the `value` and `values` attributes), exact only up
+ * to 2^53.  A larger one is refused rather than rounded. */
+static bool literal_int_ok(Lowerer *L, Span at, int64_t v) {
+  if (v >= -(INT64_C(1) << 53) && v <= INT64_C(1) << 53) return true;
+  diag_error(L->diag, at,
+             "integer %" PRId64 " is beyond 2^53: a literal holds it as a double, rounded; feed it with --set or --feed",
+             v);
+  return false;
+}
+
 static const char *emit_scalar(Lowerer *L, Span span, double value, DType dt, const char *hint) {
   OpDesc *op = new_op(L, "fill_constant", span);
   const char *out = add_out(L, op, "Out", hint);
@@ -502,6 +514,7 @@ static bool flatten_literal(Lowerer *L, const AstNode *n, int depth, int *leaf_d
     f = (double)n->ival;
     *kinds |= 4;
   } else if (const_number(L, n, &f, &i, &is_int)) {
+    if (is_int && !literal_int_ok(L, n->span, i)) return false;
     *kinds |= is_int ? 1 : 2;
   } else {
     diag_error(L->diag, n->span, "tensor literals hold numbers only; use concat for computed values");
@@ -661,6 +674,7 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
     return b->var;
   }
   case AST_INT:
+    if (!literal_int_ok(L, n->span, n->ival)) return NULL;
     return emit_scalar(L, n->span, (double)n->ival, DT_I64, hint);
   case AST_FLOAT:
     return emit_scalar(L, n->span, n->fval, DT_F32, hint);
@@ -676,7 +690,9 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
     int64_t i;
     bool is_int;
     if (n->op == '-' && const_number(L, n, &f, &i, &is_int))
-      return emit_scalar(L, n->span, is_int ? (double)i : f, is_int ? DT_I64 : DT_F32, hint);
+      return is_int && !literal_int_ok(L, n->span, i)
+                 ? NULL
+                 : emit_scalar(L, n->span, is_int ? (double)i : f, is_int ? DT_I64 : DT_F32, hint);
     const char *x = lower_expr(L, n->a, NULL);
     if (!x) return NULL;
     return emit1(L, n->op == '-' ? "neg" : "logical_not", n->opspan, x, hint);
