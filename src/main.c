@@ -162,6 +162,7 @@ static void usage(FILE *f) {
         f);
   for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) fprintf(f, "  %s\n", verbs[i].usage);
   fputs("\noptions: --help, --version; --plugin PATH.so (anywhere, repeatable) loads a plugin's ops;\n"
+        "--allow-load[=DIR] (anywhere) lets a script `load` plugins from its folder (or DIR);\n"
         "`netrun help VERB` or `netrun VERB --help` describes a verb.\n", f);
 }
 
