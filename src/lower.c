@@ -24,6 +24,7 @@
 
 #include "plugin.h"
 #include "registry.h"
+#include "tensor.h"
 #include "userop.h"
 
 #include <inttypes.h>
@@ -223,10 +224,11 @@ static const char *emit2(Lowerer *L, const char *type, Span span, const char *x,
 
 /* A scalar constant: fill_constant(shape=[], value, dtype). */
 /* Whether integer v of a tensor literal can be held: a literal's values
- * travel as doubles (the `value` and `values` attributes), exact only up
- * to 2^53.  A larger one is refused rather than rounded. */
+ * travel as doubles (the `value` and `values` attributes), exact up to
+ * 2^53 (and INT64_MIN, INT64_MAX, which tensor_to_i64 saturates to).  One
+ * the trip would change is refused rather than rounded. */
 static bool literal_int_ok(Lowerer *L, Span at, int64_t v) {
-  if (v >= -(INT64_C(1) << 53) && v <= INT64_C(1) << 53) return true;
+  if (tensor_to_i64((double)v) == v) return true;
   diag_error(L->diag, at,
              "integer %" PRId64 " is beyond 2^53: a literal holds it as a double, rounded; feed it with --set or --feed",
              v);

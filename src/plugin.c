@@ -8,9 +8,13 @@
  * include/netrun/plugin.h to the internal ones and back, so the public
  * header does not depend on netrun's internal layout.
  *
- * Loading checks, in order: the file opens, it is an ELF file, dlopen takes
- * it, it defines netrun_plugin_init and netrun_plugin_api_version, the
- * version is ours, init succeeds.  Ops are registered only when all of that
+ * A script's load passes the trust checks first (plugin_load_for_script,
+ * at the end: --allow-load and the folder, without opening the file).
+ * Loading checks, in order: the file opens without blocking and is a
+ * regular file, it is an ELF shared library for this machine whose
+ * segments lie within it (elf_check: dlopen would fault on a truncated
+ * one), dlopen takes it, it defines netrun_plugin_init and
+ * netrun_plugin_api_version, the version is ours, init succeeds.  Ops are registered only when all of that
  * held; until then register_op keeps them aside, so a plugin that fails
  * leaves nothing behind. */
 #include "plugin.h"
