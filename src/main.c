@@ -104,6 +104,8 @@ static const Verb verbs[] = {
      "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
      "  --resume PATH      continue the run a checkpoint stopped\n"
      "  --keep-best        also write PATH.best whenever the evaluation improves\n"
+     "  --keep-going       train on when the loss is NaN or infinite (default: stop\n"
+     "                     with an error before that step's update)\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
      "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},

@@ -55,6 +55,15 @@ static Num shortest_as(double x, bool f32) {
 }
 static Num shortest(double x) { return shortest_as(x, false); }
 
+/* A loss as the progress lines show it: `digits` decimals, or in %g style
+ * when it is huge (1.235e+30, not thirty-one digits and four decimals). */
+static Num loss_str(double x, int digits) {
+  Num n;
+  if (isnan(x)) snprintf(n.s, sizeof n.s, "nan");   /* not "-nan" */
+  else snprintf(n.s, sizeof n.s, fabs(x) < 1e6 ? "%.*f" : "%.*g", digits, x);
+  return n;
+}
+
 /* ---- options ------------------------------------------------------------------ */
 
 typedef struct TrainArgs {
@@ -62,6 +71,7 @@ typedef struct TrainArgs {
   TrainOverrides o;
   const char *save, *resume, *log, *weights;
   bool keep_best;
+  bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
 } TrainArgs;
 
 static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
@@ -123,6 +133,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       if (!(t->log = VALUE())) rc = usage_error("%s", "--log needs a FILE");
     } else if (training && IS("--keep-best")) {
       t->keep_best = true;
+    } else if (training && IS("--keep-going")) {
+      t->keep_going = true;
     } else if (!training && IS("--weights")) {
       if (!(t->weights = VALUE())) rc = usage_error("%s", "--weights needs a PATH");
     } else {
@@ -171,6 +183,9 @@ typedef struct Run {
   int64_t epoch, step, samples, step_in_epoch;
   int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
+  double ema;                   /* the loss's moving average, from 0 */
+  int64_t ema_n;                /* the losses averaged into it */
+  bool warned;                  /* --keep-going has said a loss was not finite */
   LogFile log;                  /* --log: open when log.fd >= 0 or log.a.tmp */
   bool logging, log_failed;
   const char *mode_var;         /* `input training : bool`, if declared */
@@ -331,6 +346,8 @@ static bool save(Run *r, const char *path, bool quiet) {
   for (int i = 0; i < 4; i++) ckpt_setf(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3",
                                          "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
+  ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
+  ckpt_setf(&c, "loss_ema_n", "%lld", (long long)r->ema_n);
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
@@ -398,6 +415,8 @@ static bool restore(Run *r, const char *path, bool state) {
     r->shuffle = r->shuffle_at_epoch;
     const char *best = ckpt_get(&c, "best");
     if (best) r->best = strtod(best, NULL);
+    const char *ema = ckpt_get(&c, "loss_ema");   /* older checkpoints: the average starts afresh */
+    if (ema) r->ema = strtod(ema, NULL), r->ema_n = (int64_t)setting_u64(&c, "loss_ema_n");
     /* Say which settings differ from the checkpoint's. */
     for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
       const char *was = ckpt_get(&c, state_keys[k]);
@@ -587,6 +606,71 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   return true;
 }
 
+/* ---- a step ------------------------------------------------------------------------------- */
+
+/* Whether f32 tensor t holds a NaN or an infinity. */
+static bool non_finite(const Tensor *t) {
+  if (t->dtype != DT_F32) return false;
+  const float *x = tensor_f32(t);
+  for (int64_t i = 0; i < t->numel; i++)
+    if (!isfinite(x[i])) return true;
+  return false;
+}
+
+/* Says why step r->step + 1 stopped with loss l: a parameter that the
+ * last update left NaN or infinite, else the first op of the forward
+ * pass, run again from the same state under --check-nan, that makes a
+ * NaN or an infinity (its error, with the script's line). */
+static void diverged(Run *r, double l, const Rng *before, bool tty) {
+  if (tty) fputc('\n', stderr);
+  fprintf(stderr, "netrun: error: step %lld (epoch %lld): the loss is %s; stopped before its update, "
+          "checkpoints are left as they were (--keep-going trains on)\n",
+          (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_value(r->ex, b0->vars[i]->name) : NULL;
+    if (t && non_finite(t)) {
+      fprintf(stderr, "netrun: error: parameter '%s' holds NaN or Inf: step %lld's update made it so\n",
+              b0->vars[i]->name, (long long)r->step);
+      return;
+    }
+  }
+  *exec_rng(r->ex) = *before;   /* dropout draws the same masks */
+  exec_check_nan(r->ex, true);
+  exec_run_range(r->ex, 0, r->nforward);
+  exec_check_nan(r->ex, r->t->a.opt.check_nan);
+}
+
+/* One training step on batch bt: the forward ops, then, when the loss is
+ * finite (or with --keep-going), the backward ops and the updates.  The
+ * check between the two costs one comparison a step.  0 or the exit
+ * status. */
+static int train_step(Run *r, Batch *bt, double *loss, bool tty) {
+  Rng before = *exec_rng(r->ex);
+  if (!feed_batch(r, &r->train, bt, true) || exec_run_range(r->ex, 0, r->nforward) != 0) return EXIT_SCRIPT;
+  double l = loss_value(r);
+  if (!isfinite(l) && !r->t->keep_going) {
+    diverged(r, l, &before, tty);
+    return EXIT_SCRIPT;
+  }
+  if (!isfinite(l) && !r->warned) {
+    if (tty) fputc('\n', stderr);
+    fprintf(stderr, "netrun: warning: step %lld (epoch %lld): the loss is %s; training on (--keep-going)\n",
+            (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
+    r->warned = true;
+  }
+  if (exec_run_range(r->ex, r->nforward, -1) != 0) return EXIT_SCRIPT;
+  *loss = l;
+  /* The moving average starts from 0, and is divided by 1 - 0.98^n as
+   * Adam's moments are: the first steps' losses are not drowned by the
+   * zero it started from. */
+  r->ema = 0.98 * r->ema + 0.02 * l;
+  r->ema_n++;
+  return 0;
+}
+
+static double smoothed(const Run *r) { return r->ema / (1 - pow(0.98, (double)r->ema_n)); }
+
 static void teardown(Run *r) {
   char err[4200];
   if (r->logging && !file_log_close(&r->log, err, sizeof err) && !r->log_failed)
@@ -617,7 +701,7 @@ int cmd_train(int argc, char **argv) {
   bool tty = isatty(2);
   int64_t n = r.train.n;
   int64_t steps_per_epoch = (n + r.c.batch - 1) / r.c.batch;
-  double start = now(), smooth = NAN;
+  double start = now();
   int64_t run_samples = 0;
   fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t.a.file,
           (long long)n, (long long)steps_per_epoch, (long long)r.c.batch, r.c.optimizer, r.c.lr,
@@ -637,14 +721,11 @@ int cmd_train(int argc, char **argv) {
       int64_t bn = bt.n;
       double e = (double)r.epoch + (double)r.step_in_epoch / (double)steps_per_epoch;
       tensor_f32(r.lr)[0] = (float)schedule(&r.c, e);
-      bool ok = feed_batch(&r, &r.train, &bt, true) && exec_run(r.ex) == 0;
+      double l = NAN;
+      status = train_step(&r, &bt, &l, tty);
       data_batch_release(&bt);
-      if (!ok) {
-        status = EXIT_SCRIPT;
-        break;
-      }
-      double l = loss_value(&r);
-      smooth = isnan(smooth) ? l : 0.98 * smooth + 0.02 * l;
+      if (status) break;
+      double smooth = smoothed(&r);
       epoch_loss += l * (double)bn;
       epoch_hits += correct(&r);
       epoch_n += bn;
@@ -659,11 +740,12 @@ int cmd_train(int argc, char **argv) {
         char eta[32];
         fmt_time((double)(steps_per_epoch - r.step_in_epoch) * el / (double)(r.step_in_epoch ? r.step_in_epoch : 1),
                  eta, sizeof eta);
-        fprintf(stderr, "\repoch %lld/%lld  %lld/%lld  %.0f samples/s  loss %.4f  ETA %s   ", (long long)r.epoch + 1,
-                (long long)r.c.epochs, (long long)r.step_in_epoch, (long long)steps_per_epoch, rate, smooth, eta);
+        fprintf(stderr, "\repoch %lld/%lld  %lld/%lld  %.0f samples/s  loss %s  ETA %s   ", (long long)r.epoch + 1,
+                (long long)r.c.epochs, (long long)r.step_in_epoch, (long long)steps_per_epoch, rate,
+                loss_str(smooth, 4).s, eta);
       } else if (r.step % r.c.log_every == 0) {
-        fprintf(stderr, "iter %lld  epoch %lld  loss %.4f  lr %.6g  samples/s %.0f\n", (long long)r.step,
-                (long long)r.epoch + 1, smooth, (double)tensor_f32(r.lr)[0], rate);
+        fprintf(stderr, "iter %lld  epoch %lld  loss %s  lr %.6g  samples/s %.0f\n", (long long)r.step,
+                (long long)r.epoch + 1, loss_str(smooth, 4).s, (double)tensor_f32(r.lr)[0], rate);
       }
       if (stop_signal || r.log_failed) break;
     }
@@ -684,7 +766,8 @@ int cmd_train(int argc, char **argv) {
     double tl = epoch_n ? epoch_loss / (double)epoch_n : (double)NAN, ta = epoch_n ? (double)epoch_hits / (double)epoch_n : (double)NAN;
     if (tty) fputc('\n', stderr);
     char line[512];
-    int k = snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f", (long long)r.epoch, (long long)r.c.epochs, tl);
+    int k = snprintf(line, sizeof line, "epoch %lld/%lld: train loss %s", (long long)r.epoch, (long long)r.c.epochs,
+                     loss_str(tl, 4).s);
     if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ta);
     log_line(&r, "{\"event\": \"epoch\", \"epoch\": %lld, \"step\": %lld, \"train_loss\": %s, \"train_accuracy\": %s, \"seconds\": %s}",
              (long long)r.epoch, (long long)r.step, jnum(tl).s, jnum(r.metric_var ? ta : (double)NAN).s, jnum(secs).s);
@@ -695,7 +778,7 @@ int cmd_train(int argc, char **argv) {
         status = EXIT_SCRIPT;
         break;
       }
-      k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %.4f", r.c.eval, el);
+      k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %s", r.c.eval, loss_str(el, 4).s);
       if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ea);
       log_line(&r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
                (long long)r.epoch, (long long)r.step, r.c.eval, jnum(el).s, jnum(r.metric_var ? ea : (double)NAN).s);
@@ -751,7 +834,7 @@ int cmd_eval(int argc, char **argv) {
     const Dataset *ds = r.has_test ? &r.test : &r.train;
     double l, a;
     if (evaluate(&r, ds, &l, &a)) {
-      printf("%s: loss %.6f", r.has_test ? r.c.eval : "train", l);
+      printf("%s: loss %s", r.has_test ? r.c.eval : "train", loss_str(l, 6).s);
       if (r.metric_var) printf(" accuracy %.4f", a);
       printf(" (%lld examples)\n", (long long)ds->n);
       status = 0;
