@@ -576,6 +576,14 @@ static bool csv_row(void *ctx, Span at, const double *v, int64_t n) {
   return true;
 }
 
+bool data_unread_format(Diag *d, const char *path, const Source *src) {
+  if (src->len >= 6 && memcmp(src->text, "\x93NUMPY", 6) == 0) {
+    file_error(d, path, "a NumPy .npy file: netrun does not read this format yet (write the array as CSV)");
+    return true;
+  }
+  return false;
+}
+
 static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) {
   /* The text is needed only while reading (for carets), so it lives in a
    * Diag of its own, freed once the file is read; errors count in d. */
@@ -591,6 +599,7 @@ static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) 
   int file = diag_load_file(&td, path);
   if (file < 0) goto done;
   const Source *src = &td.files[file];
+  if (data_unread_format(&td, path, src)) goto done;
   if (src->len >= 2 && (uint8_t)src->text[0] == 0x1f && (uint8_t)src->text[1] == 0x8b) {
     file_error(&td, path, "a gzip file: CSV files are read uncompressed, IDX files as IMAGES:LABELS");
     goto done;

@@ -162,5 +162,9 @@ typedef struct CsvScan {
  * callback stopped it.  A file without data rows is not an error here
  * (rows == 0): callers say what they expected. */
 bool data_csv_scan(Diag *d, CsvScan *s);
+/* Whether src, read as CSV, is a file of a format netrun knows but does
+ * not read (NumPy's .npy): then reported, rather than as a row that is
+ * not numbers. */
+bool data_unread_format(Diag *d, const char *path, const Source *src);
 
 #endif

@@ -113,7 +113,7 @@ static bool add_row(void *ctx, Span at, const double *v, int64_t n) {
 
 Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
   int file = diag_load_file(d, path);
-  if (file < 0) return NULL;
+  if (file < 0 || data_unread_format(d, path, &d->files[file])) return NULL;
   Rows acc = {0};
   CsvScan scan = {.file = file, .row = add_row, .ctx = &acc};
   bool ok = data_csv_scan(d, &scan);

@@ -5,7 +5,7 @@
 # %g style; and what was accepted then ignored is honoured or refused:
 # eval = "FILE.csv", predict --data/--limit/--batch, eval --set training,
 # a [B, 1] logit's accuracy, feed = [x] on a two-column dataset, eval
-# --data's label (src/trainer.c, train.c).
+# --data's label, and .npy files (src/trainer.c, train.c, data.c, feed.c).
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -292,4 +292,18 @@ EOF
   run --separate-stderr "$NETRUN" train ae.net
   [ "$status" -eq 1 ]
   [ "${stderr_lines[0]}" = "ae.net:8:3: error: train: metric needs the labels, but feed leaves out the dataset's label column 'labels'" ]
+}
+
+# ---- .npy files ------------------------------------------------------------------------------
+
+@test "netrun data and --feed on a .npy file: the format is not read yet" {
+  printf '\x93NUMPY\x01\x00\x76\x00{"descr": "<f4", "fortran_order": False, "shape": (2,), }            \n\x00\x00\x80\x3f\x00\x00\x00\x40' > a.npy
+  run --separate-stderr "$NETRUN" data a.npy
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: a.npy: a NumPy .npy file: netrun does not read this format yet (write the array as CSV)" ]
+  printf 'input x : f32[B]\nprint(x)\n' > p.net
+  run --separate-stderr "$NETRUN" run p.net --feed x=a.npy
+  [ "$status" -eq 1 ]
+  [ "$output" = "" ]
+  [ "$stderr" = "netrun: error: a.npy: a NumPy .npy file: netrun does not read this format yet (write the array as CSV)" ]
 }
