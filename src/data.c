@@ -399,7 +399,9 @@ bool data_csv_sniff(Diag *d, const char *path, int file, const char *gzip) {
   const Source *src = &d->files[file];
   const uint8_t *t = (const uint8_t *)src->text;
   size_t n = src->len;
-  if (n >= 2 && t[0] == 0x1f && t[1] == 0x8b)
+  if (n >= 6 && memcmp(t, "\x93NUMPY", 6) == 0)
+    file_error(d, path, "a NumPy .npy file: netrun does not read this format yet (write the array as CSV)");
+  else if (n >= 2 && t[0] == 0x1f && t[1] == 0x8b)
     file_error(d, path, "a gzip file: %s", gzip);
   else if (n >= 4 && t[0] == 0 && t[1] == 0 && t[2] == 8)
     file_error(d, path, "an IDX file: name IDX files as a pair, IMAGES:LABELS");

@@ -166,7 +166,7 @@ typedef struct CsvScan {
 } CsvScan;
 
 /* Whether the source `file` (read from path) may be a CSV file: false, with
- * the reason reported, for a gzip, IDX or UTF-16 file.  `gzip` ends the
+ * the reason reported, for a NumPy .npy, gzip, IDX or UTF-16 file.  `gzip` ends the
  * message for a gzip file: what to do instead. */
 bool data_csv_sniff(Diag *d, const char *path, int file, const char *gzip);
 

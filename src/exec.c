@@ -628,7 +628,7 @@ static bool out_matches(const Tensor *t, const VarDesc *o) {
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (p >= ex->skip_from && p < ex->skip_to) return 0;
   ex->skip_from = ex->skip_to = NULL;
-  if (p->fused) {
+  if (p->fused && !ex->opt.check_nan) {
     int rc = run_op(ex, p->fused, op_index, f);
     if (rc == 0) ex->skip_from = p + 1, ex->skip_to = p + p->nfused;
     return rc;
@@ -1206,6 +1206,8 @@ static struct BoundDim *bound_dim(Executor *ex, const char *sym) {
 }
 
 void exec_unbind(Executor *ex) { ex->ndims = 0; }
+
+void exec_check_nan(Executor *ex, bool on) { ex->opt.check_nan = on; }
 
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   const VarDesc *v = find_input(ex, name);

@@ -49,6 +49,10 @@ bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what);
 /* Forgets the symbolic dims feeding bound: the next feeds (a new batch,
  * maybe smaller) bind them afresh. */
 void exec_unbind(Executor *ex);
+/* Turns --check-nan on or off from now on: the trainer reruns a step whose
+ * loss is not finite with it on, to name the first op that made a NaN or
+ * an infinity (fused ops then run as the ops they stand for). */
+void exec_check_nan(Executor *ex, bool on);
 /* Runs the startup block (once) and then block 0.  0 or -1. */
 int exec_run(Executor *ex);
 /* Runs the startup block if it has not run (initializers, defaults). */

@@ -104,6 +104,8 @@ static const Verb verbs[] = {
      "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
      "  --resume PATH      continue the run a checkpoint stopped\n"
      "  --keep-best        also write PATH.best whenever the evaluation improves\n"
+     "  --keep-going       train on when the loss is NaN or infinite (default: stop\n"
+     "                     with an error before that step's update)\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
      "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
@@ -111,15 +113,19 @@ static const Verb verbs[] = {
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
      "  --weights PATH     a checkpoint written by netrun train --save\n"
-     "  --data SPEC        evaluate on this dataset instead\n"
+     "  --data SPEC        evaluate on this dataset instead (results labelled by it)\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
      "  --limit N          use only the first N examples\n"
      "  --set, --feed, --seed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
-     "The predicted class of every fed example (the argmax of the train block's metric),\n"
-     "or the value of --output NAME.\n" RUN_OPTIONS
+     "The predicted class of every fed example (the argmax of the train block's metric;\n"
+     "with one logit per example, 1 when it is positive, else 0), or the value of\n"
+     "--output NAME.\n" RUN_OPTIONS
      "  --weights PATH     a checkpoint written by netrun train --save\n"
-     "  --output NAME      print this value instead of the classes"},
+     "  --output NAME      print this value instead of the classes (each batch's)\n"
+     "  --data SPEC        predict every example of this dataset's inputs, in batches\n"
+     "  --limit N          with --data: only its first N examples\n"
+     "  --batch N          with --data: examples per batch (default: the train block's)"},
     {"plot", cmd_plot, "netrun plot [-o OUT.svg] [--log-y] [--x-axis AXIS] LOG.jsonl",
      "Draw the loss and accuracy curves of a training log (netrun train --log) as SVG.\n"
      "  -o OUT             write to OUT (atomically) instead of standard output\n"

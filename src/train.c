@@ -20,7 +20,7 @@ static const struct TrainKey {
     {"label", K_NAME, "the input holding the labels (default: the last one fed)"},
     {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
     {"loss", K_NAME, "the scalar to minimize (default: loss)"},
-    {"metric", K_NAME, "logits whose argmax is compared with the labels for accuracy"},
+    {"metric", K_NAME, "logits whose argmax (one logit: its sign) is compared with the labels for accuracy"},
     {"optimizer", K_NAME, "sgd, momentum, adam or adamw (default: sgd)"},
     {"lr", K_NUMBER, "the learning rate (default 0.01)"},
     {"momentum", K_NUMBER, "momentum's factor (default 0.9)"},
@@ -37,7 +37,7 @@ static const struct TrainKey {
     {"epochs", K_INT, "passes over the data (default 1)"},
     {"batch", K_INT, "examples per step (default 64)"},
     {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
-    {"eval", K_STRING, "the split evaluated after each epoch: \"test\" or \"none\" (default test)"},
+    {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file, or \"none\" (default test)"},
     {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
 };
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +56,15 @@ static Num shortest_as(double x, bool f32) {
 }
 static Num shortest(double x) { return shortest_as(x, false); }
 
+/* A loss as the progress lines show it: `digits` decimals, or in %g style
+ * when it is huge (1.235e+30, not thirty-one digits and four decimals). */
+static Num loss_str(double x, int digits) {
+  Num n;
+  if (isnan(x)) snprintf(n.s, sizeof n.s, "nan");   /* not "-nan" */
+  else snprintf(n.s, sizeof n.s, fabs(x) < 1e6 ? "%.*f" : "%.*g", digits, x);
+  return n;
+}
+
 /* ---- options ------------------------------------------------------------------ */
 
 typedef struct TrainArgs {
@@ -62,7 +72,16 @@ typedef struct TrainArgs {
   TrainOverrides o;
   const char *save, *resume, *log, *weights;
   bool keep_best;
+  bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
+  bool predicting;         /* predict: the script needs no loss */
 } TrainArgs;
+
+/* Whether --set gives the mode input `training` a value. */
+static bool mode_given(const Args *a) {
+  for (int i = 0; i < a->nsets; i++)
+    if (strncmp(a->sets[i], "training=", 9) == 0) return true;
+  return false;
+}
 
 static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
   memset(t, 0, sizeof *t);
@@ -123,6 +142,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       if (!(t->log = VALUE())) rc = usage_error("%s", "--log needs a FILE");
     } else if (training && IS("--keep-best")) {
       t->keep_best = true;
+    } else if (training && IS("--keep-going")) {
+      t->keep_going = true;
     } else if (!training && IS("--weights")) {
       if (!(t->weights = VALUE())) rc = usage_error("%s", "--weights needs a PATH");
     } else {
@@ -134,6 +155,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
   if (!rc) rc = cli_parse(nrest, rest, &t->a, OPT_RUN);
   mem_free(rest);
   if (!rc && t->keep_best && !t->save) rc = usage_error("%s", "--keep-best needs --save PATH");
+  if (!rc && training && mode_given(&t->a))
+    rc = usage_error("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
   return rc;
 }
 
@@ -161,8 +184,9 @@ typedef struct Run {
   Dataset train, test;
   bool has_train, has_test;
   const VarDesc *feed[16];      /* the inputs fed, per dataset column */
-  int nfeed;
-  const VarDesc *label;         /* the label input, for accuracy */
+  int nfeed;                    /* columns fed: all, or all but the labels */
+  const VarDesc *label;         /* the label input, for accuracy; NULL if unfed */
+  const char *eval_name;        /* what evaluation's results are labelled */
   const char *loss_var, *metric_var;
   Tensor *lr;
   Rng shuffle;                  /* the data order's generator */
@@ -171,6 +195,10 @@ typedef struct Run {
   int64_t epoch, step, samples, step_in_epoch;
   int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
+  double ema;                   /* the loss's moving average, from 0 */
+  int64_t ema_n;                /* the losses averaged into it */
+  bool warned;                  /* --keep-going has said a loss was not finite */
+  bool mode_set;                /* --set training=...: evaluation feeds that */
   LogFile log;                  /* --log: open when log.fd >= 0 or log.a.tmp */
   bool logging, log_failed;
   const char *mode_var;         /* `input training : bool`, if declared */
@@ -191,7 +219,9 @@ static uint64_t program_hash(const Program *p) {
 }
 
 /* Which input each dataset column feeds: the train block's feed list, or
- * the script's inputs in order. */
+ * the script's inputs in order.  A feed list one short of the columns
+ * leaves out the labels (the last column): an autoencoder reads only the
+ * images. */
 static bool bind_feeds(Run *r, const Dataset *ds) {
   Program *p = r->p;
   const Block *b0 = p->blocks[0];
@@ -212,13 +242,24 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
     for (int i = 0; i < b0->nvars && r->nfeed < 16; i++)
       if ((b0->vars[i]->flags & VAR_INPUT) && b0->vars[i]->name != r->mode_var) r->feed[r->nfeed++] = b0->vars[i];
   }
-  if (r->nfeed != ds->ncols) {
+  bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
+  if (r->nfeed != ds->ncols && !unlabelled) {
     fprintf(stderr, "netrun: error: the dataset %s has %d columns (", r->c.data, ds->ncols);
     for (int i = 0; i < ds->ncols; i++) fprintf(stderr, "%s%s", i ? ", " : "", ds->cols[i].name);
     fprintf(stderr, ") but %d inputs are fed (", r->nfeed);
     for (int i = 0; i < r->nfeed; i++) fprintf(stderr, "%s%s", i ? ", " : "", r->feed[i]->name);
     fprintf(stderr, "); name them with feed = [...] in the train block\n");
     return false;
+  }
+  if (unlabelled) {
+    const char *key = r->c.label ? "label" : r->c.metric ? "metric" : NULL;
+    const Setting *s = key ? prog_setting(p, "train", key) : NULL;
+    if (key)
+      diag_error(&r->ld.diag, s ? s->span : SPAN_NONE,
+                 "train: %s needs the labels, but feed leaves out the dataset's label column '%s'", key,
+                 ds->cols[DATA_LABEL].name);
+    r->label = NULL;
+    return !key;
   }
   const char *lv = r->c.label ? prog_export(p, r->c.label) : NULL;
   r->label = r->c.label ? prog_var(p, lv ? lv : r->c.label) : r->feed[r->nfeed - 1];
@@ -241,7 +282,7 @@ static const char *mode_input(const Program *p) {
 }
 
 static bool feed_mode(Run *r, bool training) {
-  if (!r->mode_var) return true;
+  if (!r->mode_var || (!training && r->mode_set)) return true;   /* evaluation keeps --set's value */
   Tensor *t = tensor_scalar_bool(training);
   bool ok = exec_feed(r->ex, r->mode_var, t, "the trainer");
   tensor_unref(t);
@@ -253,7 +294,7 @@ static bool feed_mode(Run *r, bool training) {
 static bool feed_batch(Run *r, const Dataset *ds, Batch *b, bool training) {
   exec_unbind(r->ex);
   if (!feed_mode(r, training)) return false;
-  for (int k = 0; k < ds->ncols; k++) {
+  for (int k = 0; k < r->nfeed; k++) {
     Tensor *t = data_fit(&r->ld.diag, &ds->cols[k], b->cols[k], r->feed[k]);
     if (!t) return false;
     bool ok = exec_feed(r->ex, r->feed[k]->name, t, "data");
@@ -263,19 +304,32 @@ static bool feed_batch(Run *r, const Dataset *ds, Batch *b, bool training) {
   return true;
 }
 
-/* Correct predictions of the metric's argmax against the labels. */
+/* The class logits m predict for example i: the argmax of its row; a
+ * single logit per example (logistic regression: [B, 1], or [B] when
+ * `rows` says B) predicts 1 when it is positive, else 0. */
+static int64_t predicted(const Tensor *m, int64_t i, int64_t rows) {
+  const float *v = tensor_f32(m);
+  int64_t c = m->shape[m->rank - 1];
+  if (c == 1 || (m->rank == 1 && m->numel == rows)) return v[i] > 0;
+  int64_t best = 0;
+  for (int64_t j = 1; j < c; j++)
+    if (v[i * c + j] > v[i * c + best]) best = j;
+  return best;
+}
+
+/* The examples the logits m hold a prediction for (see predicted). */
+static int64_t predictions(const Tensor *m, int64_t rows) {
+  int64_t c = m->shape[m->rank - 1];
+  return m->rank == 1 && m->numel == rows ? rows : m->numel / (c ? c : 1);
+}
+
+/* Correct predictions of the metric's logits against the labels. */
 static int64_t correct(Run *r) {
-  if (!r->metric_var) return 0;
+  if (!r->metric_var || !r->label) return 0;
   Tensor *m = exec_value(r->ex, r->metric_var), *y = exec_value(r->ex, r->label->name);
   if (!m || !y || m->rank < 1 || m->dtype != DT_F32) return 0;
-  int64_t c = m->shape[m->rank - 1], n = m->numel / (c ? c : 1), hits = 0;
-  const float *v = tensor_f32(m);
-  for (int64_t i = 0; i < n && i < y->numel; i++) {
-    int64_t best = 0;
-    for (int64_t j = 1; j < c; j++)
-      if (v[i * c + j] > v[i * c + best]) best = j;
-    hits += best == (int64_t)tensor_get(y, i);
-  }
+  int64_t n = predictions(m, y->numel), hits = 0;
+  for (int64_t i = 0; i < n && i < y->numel; i++) hits += predicted(m, i, y->numel) == (int64_t)tensor_get(y, i);
   return hits;
 }
 
@@ -331,6 +385,8 @@ static bool save(Run *r, const char *path, bool quiet) {
   for (int i = 0; i < 4; i++) ckpt_setf(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3",
                                          "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
+  ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
+  ckpt_setf(&c, "loss_ema_n", "%lld", (long long)r->ema_n);
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
@@ -398,6 +454,8 @@ static bool restore(Run *r, const char *path, bool state) {
     r->shuffle = r->shuffle_at_epoch;
     const char *best = ckpt_get(&c, "best");
     if (best) r->best = strtod(best, NULL);
+    const char *ema = ckpt_get(&c, "loss_ema");   /* older checkpoints: the average starts afresh */
+    if (ema) r->ema = strtod(ema, NULL), r->ema_n = (int64_t)setting_u64(&c, "loss_ema_n");
     /* Say which settings differ from the checkpoint's. */
     for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
       const char *was = ckpt_get(&c, state_keys[k]);
@@ -454,6 +512,20 @@ static Num jnum(double x) {
   return j;
 }
 
+/* A JSON string's contents: s with quotes, backslashes and control
+ * characters escaped (an eval file's name), cut to fit. */
+static const char *jstr(const char *s, char *buf, size_t n) {
+  size_t k = 0;
+  for (; *s && k + 7 < n; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') buf[k++] = '\\', buf[k++] = (char)c;
+    else if (c < 0x20) k += (size_t)snprintf(buf + k, n - k, "\\u%04x", c);
+    else buf[k++] = (char)c;
+  }
+  buf[k] = 0;
+  return buf;
+}
+
 static void fmt_time(double s, char *buf, size_t n) {
   if (!(s >= 0) || s > 1e7) s = 0;
   long t = (long)(s + 0.5);
@@ -500,13 +572,13 @@ static void limit(Dataset *ds, int64_t n) {
   for (int k = 0; k < ds->ncols; k++) ds->cols[k].shape[0] = n;
 }
 
-/* The folder a train block's data path is read from: that of the file
- * setting it (the folder import searches first), so a model file names
- * the data beside it wherever it is run from.  A --data path is the
- * working folder's, as for any command. */
-static const char *data_dir(Run *r) {
-  const Setting *s = prog_setting(r->p, "train", "data");
-  if (r->t->o.data || !s || s->span.file < 0) return NULL;
+/* The folder a train block's data path (`key` data or eval) is read
+ * from: that of the file setting it (the folder import searches first),
+ * so a model file names the data beside it wherever it is run from.  A
+ * --data path is the working folder's, as for any command. */
+static const char *data_dir(Run *r, const char *key) {
+  const Setting *s = prog_setting(r->p, "train", key);
+  if ((key[0] == 'd' && r->t->o.data) || !s || s->span.file < 0) return NULL;
   const char *path = r->ld.diag.files[s->span.file].path;
   const char *slash = strrchr(path, '/');
   return !slash ? NULL : slash == path ? "/" : arena_strndup(&r->ld.arena, path, (size_t)(slash - path));
@@ -514,6 +586,40 @@ static const char *data_dir(Run *r) {
 
 /* Does the dataset come in train and test splits? (A CSV file does not.) */
 static bool has_splits(const char *spec) { return strcmp(spec, "fashion-mnist") == 0; }
+
+/* The data evaluated after each epoch, and by `eval` and `predict`: the
+ * train block's eval = "none"; a split ("test", "train") of a dataset
+ * that has them; or a dataset of its own (a CSV file, IMAGES:LABELS).
+ * The default "test" of a dataset without splits evaluates nothing (eval
+ * and predict then take the training data); said out loud, it is an
+ * error, as is a file that is not there.  `eval --data` and `predict
+ * --data` take the data they name. */
+static bool open_eval(Run *r, bool training) {
+  const char *e = r->c.eval, *data = r->c.data;
+  bool split = strcmp(e, "test") == 0 || strcmp(e, "train") == 0;
+  r->eval_name = has_splits(data) ? "train" : data;
+  if (strcmp(e, "none") == 0 || (!training && r->t->o.data && !has_splits(data))) return true;
+  const Setting *s = prog_setting(r->p, "train", "eval");
+  DataOptions dopt = {.label = r->c.label_column, .dir = data_dir(r, split ? "data" : "eval")};
+  struct stat st;
+  if (split && !has_splits(data)) {
+    if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name a data file "
+                      "(eval = \"test.csv\") or \"none\"", e, data);
+    return !s;
+  }
+  if (!split && !strchr(e, ':') && stat(dopt.dir && e[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, e) : e, &st) != 0) {
+    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE,
+               "train: eval must be \"test\", \"train\", \"none\" or a data file, got \"%s\" (no such file)", e);
+    return false;
+  }
+  dopt.split = split ? e : NULL;
+  if (!data_open(&r->ld.diag, split ? data : e, &dopt, &r->test)) return false;
+  r->has_test = true;
+  r->eval_name = e;
+  r->data_bytes += data_bytes(&r->test);
+  limit(&r->test, r->c.limit);
+  return true;
+}
 
 static bool setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
@@ -533,6 +639,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   }
   r->hash = program_hash(r->p);
   r->mode_var = mode_input(r->p);
+  r->mode_set = mode_given(&t->a);
   r->nforward = r->p->blocks[0]->nops;
   if (training && !train_program(r->p, &r->c, &r->bw)) {
     diag_finish(&r->ld.diag);
@@ -540,7 +647,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   }
   const char *lv = prog_export(r->p, r->c.loss);
   r->loss_var = lv ? lv : r->c.loss;
-  if (!prog_var(r->p, r->loss_var)) {
+  if (!t->predicting && !prog_var(r->p, r->loss_var)) {
     fprintf(stderr, "netrun: error: the script has no value named '%s' to use as the loss\n", r->c.loss);
     return false;
   }
@@ -556,7 +663,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
     }
   }
   DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column,
-                      .dir = data_dir(r)};
+                      .dir = data_dir(r, "data")};
   if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
     diag_finish(&r->ld.diag);
     return false;
@@ -564,15 +671,9 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   r->has_train = true;
   r->data_bytes = data_bytes(&r->train);
   limit(&r->train, r->c.limit);
-  if (strcmp(r->c.eval, "none") != 0 && has_splits(r->c.data)) {
-    dopt.split = r->c.eval;
-    r->has_test = data_open(&r->ld.diag, r->c.data, &dopt, &r->test);
-    if (!r->has_test) {
-      diag_finish(&r->ld.diag);
-      return false;
-    }
-    r->data_bytes += data_bytes(&r->test);
-    limit(&r->test, r->c.limit);
+  if (!open_eval(r, training)) {
+    diag_finish(&r->ld.diag);
+    return false;
   }
   if (!bind_feeds(r, &r->train)) return false;
   Args a = t->a;
@@ -586,6 +687,71 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   r->shuffle_at_epoch = r->shuffle;
   return true;
 }
+
+/* ---- a step ------------------------------------------------------------------------------- */
+
+/* Whether f32 tensor t holds a NaN or an infinity. */
+static bool non_finite(const Tensor *t) {
+  if (t->dtype != DT_F32) return false;
+  const float *x = tensor_f32(t);
+  for (int64_t i = 0; i < t->numel; i++)
+    if (!isfinite(x[i])) return true;
+  return false;
+}
+
+/* Says why step r->step + 1 stopped with loss l: a parameter that the
+ * last update left NaN or infinite, else the first op of the forward
+ * pass, run again from the same state under --check-nan, that makes a
+ * NaN or an infinity (its error, with the script's line). */
+static void diverged(Run *r, double l, const Rng *before, bool tty) {
+  if (tty) fputc('\n', stderr);
+  fprintf(stderr, "netrun: error: step %lld (epoch %lld): the loss is %s; stopped before its update, "
+          "checkpoints are left as they were (--keep-going trains on)\n",
+          (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_value(r->ex, b0->vars[i]->name) : NULL;
+    if (t && non_finite(t)) {
+      fprintf(stderr, "netrun: error: parameter '%s' holds NaN or Inf: step %lld's update made it so\n",
+              b0->vars[i]->name, (long long)r->step);
+      return;
+    }
+  }
+  *exec_rng(r->ex) = *before;   /* dropout draws the same masks */
+  exec_check_nan(r->ex, true);
+  exec_run_range(r->ex, 0, r->nforward);
+  exec_check_nan(r->ex, r->t->a.opt.check_nan);
+}
+
+/* One training step on batch bt: the forward ops, then, when the loss is
+ * finite (or with --keep-going), the backward ops and the updates.  The
+ * check between the two costs one comparison a step.  0 or the exit
+ * status. */
+static int train_step(Run *r, Batch *bt, double *loss, bool tty) {
+  Rng before = *exec_rng(r->ex);
+  if (!feed_batch(r, &r->train, bt, true) || exec_run_range(r->ex, 0, r->nforward) != 0) return EXIT_SCRIPT;
+  double l = loss_value(r);
+  if (!isfinite(l) && !r->t->keep_going) {
+    diverged(r, l, &before, tty);
+    return EXIT_SCRIPT;
+  }
+  if (!isfinite(l) && !r->warned) {
+    if (tty) fputc('\n', stderr);
+    fprintf(stderr, "netrun: warning: step %lld (epoch %lld): the loss is %s; training on (--keep-going)\n",
+            (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
+    r->warned = true;
+  }
+  if (exec_run_range(r->ex, r->nforward, -1) != 0) return EXIT_SCRIPT;
+  *loss = l;
+  /* The moving average starts from 0, and is divided by 1 - 0.98^n as
+   * Adam's moments are: the first steps' losses are not drowned by the
+   * zero it started from. */
+  r->ema = 0.98 * r->ema + 0.02 * l;
+  r->ema_n++;
+  return 0;
+}
+
+static double smoothed(const Run *r) { return r->ema / (1 - pow(0.98, (double)r->ema_n)); }
 
 static void teardown(Run *r) {
   char err[4200];
@@ -617,7 +783,7 @@ int cmd_train(int argc, char **argv) {
   bool tty = isatty(2);
   int64_t n = r.train.n;
   int64_t steps_per_epoch = (n + r.c.batch - 1) / r.c.batch;
-  double start = now(), smooth = NAN;
+  double start = now();
   int64_t run_samples = 0;
   fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t.a.file,
           (long long)n, (long long)steps_per_epoch, (long long)r.c.batch, r.c.optimizer, r.c.lr,
@@ -637,14 +803,11 @@ int cmd_train(int argc, char **argv) {
       int64_t bn = bt.n;
       double e = (double)r.epoch + (double)r.step_in_epoch / (double)steps_per_epoch;
       tensor_f32(r.lr)[0] = (float)schedule(&r.c, e);
-      bool ok = feed_batch(&r, &r.train, &bt, true) && exec_run(r.ex) == 0;
+      double l = NAN;
+      status = train_step(&r, &bt, &l, tty);
       data_batch_release(&bt);
-      if (!ok) {
-        status = EXIT_SCRIPT;
-        break;
-      }
-      double l = loss_value(&r);
-      smooth = isnan(smooth) ? l : 0.98 * smooth + 0.02 * l;
+      if (status) break;
+      double smooth = smoothed(&r);
       epoch_loss += l * (double)bn;
       epoch_hits += correct(&r);
       epoch_n += bn;
@@ -659,11 +822,12 @@ int cmd_train(int argc, char **argv) {
         char eta[32];
         fmt_time((double)(steps_per_epoch - r.step_in_epoch) * el / (double)(r.step_in_epoch ? r.step_in_epoch : 1),
                  eta, sizeof eta);
-        fprintf(stderr, "\repoch %lld/%lld  %lld/%lld  %.0f samples/s  loss %.4f  ETA %s   ", (long long)r.epoch + 1,
-                (long long)r.c.epochs, (long long)r.step_in_epoch, (long long)steps_per_epoch, rate, smooth, eta);
+        fprintf(stderr, "\repoch %lld/%lld  %lld/%lld  %.0f samples/s  loss %s  ETA %s   ", (long long)r.epoch + 1,
+                (long long)r.c.epochs, (long long)r.step_in_epoch, (long long)steps_per_epoch, rate,
+                loss_str(smooth, 4).s, eta);
       } else if (r.step % r.c.log_every == 0) {
-        fprintf(stderr, "iter %lld  epoch %lld  loss %.4f  lr %.6g  samples/s %.0f\n", (long long)r.step,
-                (long long)r.epoch + 1, smooth, (double)tensor_f32(r.lr)[0], rate);
+        fprintf(stderr, "iter %lld  epoch %lld  loss %s  lr %.6g  samples/s %.0f\n", (long long)r.step,
+                (long long)r.epoch + 1, loss_str(smooth, 4).s, (double)tensor_f32(r.lr)[0], rate);
       }
       if (stop_signal || r.log_failed) break;
     }
@@ -684,7 +848,8 @@ int cmd_train(int argc, char **argv) {
     double tl = epoch_n ? epoch_loss / (double)epoch_n : (double)NAN, ta = epoch_n ? (double)epoch_hits / (double)epoch_n : (double)NAN;
     if (tty) fputc('\n', stderr);
     char line[512];
-    int k = snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f", (long long)r.epoch, (long long)r.c.epochs, tl);
+    int k = snprintf(line, sizeof line, "epoch %lld/%lld: train loss %s", (long long)r.epoch, (long long)r.c.epochs,
+                     loss_str(tl, 4).s);
     if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ta);
     log_line(&r, "{\"event\": \"epoch\", \"epoch\": %lld, \"step\": %lld, \"train_loss\": %s, \"train_accuracy\": %s, \"seconds\": %s}",
              (long long)r.epoch, (long long)r.step, jnum(tl).s, jnum(r.metric_var ? ta : (double)NAN).s, jnum(secs).s);
@@ -695,10 +860,12 @@ int cmd_train(int argc, char **argv) {
         status = EXIT_SCRIPT;
         break;
       }
-      k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %.4f", r.c.eval, el);
+      k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %s", r.eval_name, loss_str(el, 4).s);
       if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ea);
+      char js[512];
       log_line(&r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
-               (long long)r.epoch, (long long)r.step, r.c.eval, jnum(el).s, jnum(r.metric_var ? ea : (double)NAN).s);
+               (long long)r.epoch, (long long)r.step, jstr(r.eval_name, js, sizeof js), jnum(el).s,
+               jnum(r.metric_var ? ea : (double)NAN).s);
       score = r.metric_var ? ea : -el;
     }
     snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)epoch_n / (secs > 0 ? secs : 1e-9));
@@ -724,7 +891,7 @@ int cmd_train(int argc, char **argv) {
     double secs = now() - start;
     printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s",
            (long long)r.epoch, (long long)r.step, (long long)r.samples, secs, (double)run_samples / (secs > 0 ? secs : 1e-9));
-    if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.c.eval, r.best);
+    if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
     log_line(&r,
@@ -751,7 +918,7 @@ int cmd_eval(int argc, char **argv) {
     const Dataset *ds = r.has_test ? &r.test : &r.train;
     double l, a;
     if (evaluate(&r, ds, &l, &a)) {
-      printf("%s: loss %.6f", r.has_test ? r.c.eval : "train", l);
+      printf("%s: loss %s", r.eval_name, loss_str(l, 6).s);
       if (r.metric_var) printf(" accuracy %.4f", a);
       printf(" (%lld examples)\n", (long long)ds->n);
       status = 0;
@@ -761,9 +928,54 @@ int cmd_eval(int argc, char **argv) {
   return status;
 }
 
-/* predict: the forward pass on fed inputs with trained weights; prints the
- * class (the argmax of the train block's metric) of each example, or the
- * value of --output NAME. */
+/* The class each example's logits in v predict, one a line (predicted()
+ * says how); rows is the batch's size when known, else -1. */
+static void print_classes(const Tensor *v, int64_t rows) {
+  int64_t n = predictions(v, rows);
+  for (int64_t i = 0; i < n; i++) printf("%lld\n", (long long)predicted(v, i, rows));
+}
+
+/* predict --data: the value `name` over the examples of the data eval
+ * would take (the test split, or the file), batch by batch. */
+static int predict_data(TrainArgs *t, const char *output) {
+  Run r;
+  int status = EXIT_SCRIPT;
+  if (!setup(&r, t, false) || (t->weights && !restore(&r, t->weights, false))) goto out;
+  const char *name = output ? output : r.c.metric;
+  const char *var = name ? prog_export(r.p, name) : NULL;
+  if (!name || !prog_var(r.p, var ? var : name)) {
+    if (!name) fprintf(stderr, "netrun: error: predict needs --output NAME (or metric = NAME in the train block)\n");
+    else fprintf(stderr, "netrun: error: the script has no value named '%s'\n", name);
+    goto out;
+  }
+  const Dataset *ds = r.has_test ? &r.test : &r.train;
+  Batcher b;
+  data_batcher_init(&b, ds, r.c.batch, false);
+  data_epoch(&b, NULL);
+  Batch bt;
+  bool ok = true;
+  while (ok && data_next(&b, &bt)) {
+    int64_t bn = bt.n;
+    ok = feed_batch(&r, ds, &bt, false) && exec_run_for(r.ex, var ? var : name) == 0;
+    data_batch_release(&bt);
+    Tensor *v = ok ? exec_value(r.ex, var ? var : name) : NULL;
+    if (v && !output && v->rank >= 1 && v->dtype == DT_F32) {
+      print_classes(v, bn);
+    } else if (v) {
+      tensor_print(stdout, v, t->a.opt.precision);
+      putchar('\n');
+    }
+  }
+  data_batcher_free(&b);
+  if (ok) status = 0;
+out:
+  teardown(&r);
+  return status;
+}
+
+/* predict: the forward pass on fed inputs (or --data) with trained
+ * weights; prints the class (see predicted) of each example by the train
+ * block's metric, or the value of --output NAME. */
 int cmd_predict(int argc, char **argv);
 int cmd_predict(int argc, char **argv) {
   /* --output NAME is predict's own; the rest is eval's. */
@@ -782,7 +994,11 @@ int cmd_predict(int argc, char **argv) {
   TrainArgs t;
   if (!rc) rc = parse_train(n, args, &t, false);
   mem_free(args);
+  if (!rc && !t.o.data && (t.o.batch >= 0 || t.o.limit >= 0))
+    rc = usage_error("--%s needs --data SPEC (predict over a dataset's examples)", t.o.batch >= 0 ? "batch" : "limit");
   if (rc) return rc;
+  t.predicting = true;
+  if (t.o.data) return predict_data(&t, output);
   Run r;
   memset(&r, 0, sizeof r);
   r.t = &t;
@@ -809,20 +1025,12 @@ int cmd_predict(int argc, char **argv) {
   if (t.weights && !restore(&r, t.weights, false)) goto out;
   /* Predicting is not training, unless --set says otherwise. */
   r.mode_var = mode_input(r.p);
-  bool mode_set = false;
-  for (int i = 0; i < a.nsets; i++) mode_set = mode_set || strncmp(a.sets[i], "training=", 9) == 0;
-  if (!mode_set && !feed_mode(&r, false)) goto fail;
+  r.mode_set = mode_given(&a);
+  if (!feed_mode(&r, false)) goto fail;
   if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
   Tensor *v = exec_value(r.ex, var ? var : name);
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
-    int64_t c = v->shape[v->rank - 1], rows = v->numel / (c ? c : 1);
-    const float *x = tensor_f32(v);
-    for (int64_t i = 0; i < rows; i++) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < c; j++)
-        if (x[i * c + j] > x[i * c + best]) best = j;
-      printf("%lld\n", (long long)best);
-    }
+    print_classes(v, -1);
   } else if (v) {
     tensor_print(stdout, v, a.opt.precision);
     putchar('\n');

@@ -316,7 +316,7 @@ NET
   # eval reads it from the same place.
   run --separate-stderr "$NETRUN" eval top.net --weights a.ckpt
   [ "$status" -eq 0 ]
-  [ "$output" = "train: loss 0.039062 (2 examples)" ]
+  [ "$output" = "rows.csv: loss 0.039062 (2 examples)" ]
   # A setting in the importing script is read from that script's folder.
   printf 'import "sub/model"\ntrain {\n  data = "sub/missing.csv"\n}\n' > over.net
   run --separate-stderr "$NETRUN" train over.net
@@ -353,7 +353,7 @@ train {
 NET
   run "$NETRUN" eval sub/idx.net
   [ "$status" -eq 0 ]
-  [ "$output" = "train: loss 0.693147 accuracy 0.5000 (2 examples)" ]
+  [ "$output" = "img.idx:lab.idx: loss 0.693147 accuracy 0.5000 (2 examples)" ]
 }
 
 # ---- progress and the log ---------------------------------------------------------------
@@ -597,7 +597,7 @@ EOF
   run "$NETRUN" eval m.net --weights m.ckpt
   [ "$status" -eq 0 ]
   # w = 1 + 0.01 * 15 = 1.15: (0.85^2 (1 + 4 + 9 + 16)) / 4 = 5.41875
-  [ "$output" = "train: loss 5.418750 (4 examples)" ]
+  [ "$output" = "d.csv: loss 5.418750 (4 examples)" ]
   run "$NETRUN" predict m.net --weights m.ckpt --feed x=xs.csv --output pen
   [ "$output" = "0.0" ]
   run "$NETRUN" predict m.net --weights m.ckpt --feed x=xs.csv --output pen --set training=true
@@ -729,7 +729,7 @@ lrs_near() {
   cd "$BATS_TEST_TMPDIR"
   run "$NETRUN" eval "$EX/xor.net" --weights xor.ckpt --data "$EX/data/xor.csv"
   [ "$status" -eq 0 ]
-  [[ "$output" =~ ^"train: loss 0.000"[0-9]+" (4 examples)"$ ]]
+  [[ "$output" =~ ^"$EX/data/xor.csv: loss 0.000"[0-9]+" (4 examples)"$ ]]
   # predict uses the inputs' defaults, the four cases: p rounds to 0 1 1 0.
   run "$NETRUN" predict "$EX/xor.net" --weights xor.ckpt --output p
   [ "$status" -eq 0 ]
