@@ -198,8 +198,7 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
   r->nfeed = 0;
   if (r->c.nfeed) {
     for (int i = 0; i < r->c.nfeed && r->nfeed < 16; i++) {
-      const char *var = prog_export(p, r->c.feed[i]);
-      const VarDesc *v = prog_var(p, var ? var : r->c.feed[i]);
+      const VarDesc *v = prog_named_var(p, r->c.feed[i]);
       if (!v || !(v->flags & VAR_INPUT)) {
         const Setting *s = prog_setting(p, "train", "feed");
         diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: feed names '%s', which is not an input",
@@ -220,8 +219,7 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
     fprintf(stderr, "); name them with feed = [...] in the train block\n");
     return false;
   }
-  const char *lv = r->c.label ? prog_export(p, r->c.label) : NULL;
-  r->label = r->c.label ? prog_var(p, lv ? lv : r->c.label) : r->feed[r->nfeed - 1];
+  r->label = r->c.label ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
   if (!r->label || !(r->label->flags & VAR_INPUT)) {
     const Setting *s = prog_setting(p, "train", "label");
     diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
@@ -235,8 +233,7 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
  * dropout and the like can tell the two apart (stdlib's dropout wrappers
  * take it as an argument). */
 static const char *mode_input(const Program *p) {
-  const char *v = prog_export(p, "training");
-  const VarDesc *d = prog_var(p, v ? v : "training");
+  const VarDesc *d = prog_named_var(p, "training");
   return d && d->block == 0 && (d->flags & VAR_INPUT) && d->dtype == DT_BOOL && d->shape.rank == 0 ? d->name : NULL;
 }
 
@@ -266,7 +263,7 @@ static bool feed_batch(Run *r, const Dataset *ds, Batch *b, bool training) {
 /* Correct predictions of the metric's argmax against the labels. */
 static int64_t correct(Run *r) {
   if (!r->metric_var) return 0;
-  Tensor *m = exec_value(r->ex, r->metric_var), *y = exec_value(r->ex, r->label->name);
+  Tensor *m = exec_var_value(r->ex, r->metric_var), *y = exec_var_value(r->ex, r->label->name);
   if (!m || !y || m->rank < 1 || m->dtype != DT_F32) return 0;
   int64_t c = m->shape[m->rank - 1], n = m->numel / (c ? c : 1), hits = 0;
   const float *v = tensor_f32(m);
@@ -280,7 +277,7 @@ static int64_t correct(Run *r) {
 }
 
 static double loss_value(Run *r) {
-  Tensor *l = exec_value(r->ex, r->loss_var);
+  Tensor *l = exec_var_value(r->ex, r->loss_var);
   return l ? tensor_get(l, 0) : (double)NAN;
 }
 
@@ -335,7 +332,7 @@ static bool save(Run *r, const char *path, bool quiet) {
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
     if (!(v->flags & (VAR_PARAM | VAR_STATE)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
-    Tensor *t = exec_value(r->ex, v->name);
+    Tensor *t = exec_var_value(r->ex, v->name);
     if (t) ckpt_add_tensor(&c, v->name, t);
   }
   char err[5000];
@@ -371,7 +368,7 @@ static bool restore(Run *r, const char *path, bool state) {
     const VarDesc *v = b0->vars[i];
     if (!(v->flags & (state ? VAR_PARAM | VAR_STATE : VAR_PARAM)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
     Tensor *t = ckpt_find(&c, v->name);
-    Tensor *have = exec_value(r->ex, v->name);
+    Tensor *have = exec_var_value(r->ex, v->name);
     if (!t) {
       fprintf(stderr, "netrun: error: %s has no value for '%s'\n", path, v->name);
       ok = false;
@@ -485,7 +482,7 @@ static Memory memory(Run *r) {
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
     bool held = v->flags & (VAR_PARAM | VAR_STATE) && strcmp(v->name, TRAIN_LR_VAR) != 0;
-    Tensor *t = held ? exec_value(r->ex, v->name) : NULL;
+    Tensor *t = held ? exec_var_value(r->ex, v->name) : NULL;
     if (t) m.model += (double)t->numel * (double)dtype_size(t->dtype);
   }
   return m;
@@ -813,7 +810,7 @@ int cmd_predict(int argc, char **argv) {
   for (int i = 0; i < a.nsets; i++) mode_set = mode_set || strncmp(a.sets[i], "training=", 9) == 0;
   if (!mode_set && !feed_mode(&r, false)) goto fail;
   if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
-  Tensor *v = exec_value(r.ex, var ? var : name);
+  Tensor *v = exec_var_value(r.ex, var ? var : name);
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
     int64_t c = v->shape[v->rank - 1], rows = v->numel / (c ? c : 1);
     const float *x = tensor_f32(v);

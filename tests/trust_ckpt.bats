@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# trust_ckpt.bats — checkpoints hold what was trained (issue 15): a script
+# that rebinds a parameter's name saves, restores, evaluates and
+# differentiates the parameter, not the name's last binding; crafted
+# checkpoint fields are refused; signals, locks and stale temporary files
+# around `train --save`.
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  # tests/ckpt/mkckpt.c rewrites a checkpoint's fields (mkckpt set).
+  export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
+  cd "$BATS_TEST_DIRNAME/.."
+  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/checkpoint.c src/file.c \
+    src/mem.c src/tensor.c src/program.c -lz -lm
+}
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  cd "$BATS_TEST_TMPDIR"
+  pid=
+}
+
+teardown() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi   # a background run a failed test left
+}
+
+# The tensors section of `netrun checkpoint FILE`.
+tensors() { "$NETRUN" checkpoint "$1" | sed -n '/^tensors:/,$p'; }
+
+# model NAME FORWARD...: a linear model whose forward lines are FORWARD,
+# trained on rows.csv (y = 2 x + 1) for 4 epochs of 2 steps.
+model() {
+  local name=$1
+  shift
+  {
+    printf 'input x : f32[B, 1]\ninput y : f32[B, 1]\n'
+    printf 'param w : [1, 1] = constant(0.5)\nparam b : [1] = zeros()\n'
+    printf '%s\n' "$@"
+    printf 'loss = mean((pred - y) ** 2)\n'
+    printf 'train {\n  data = "rows.csv"\n  lr = 0.01\n  batch = 2\n  epochs = 4\n}\n'
+  } > "$name.net"
+  printf 'x,y\n1,3\n2,5\n3,7\n4,9\n' > rows.csv
+}
+
+# ---- 1. a checkpoint holds what was trained ------------------------------------------
+
+# The script without rebinding, whose checkpoint the others must match.
+REF_TENSORS='tensors: 2 (2 elements, 8 bytes)
+  w  f32   [1, 1]  value 1.12053668
+  b  f32   [1]     value 0.133967683'
+
+@test "a rebound parameter: the checkpoint holds the parameter; eval, predict and --resume use it" {
+  model ref 'pred = x @ (w * 2.0) + b'
+  model re 'w = w * 2.0' 'pred = x @ w + b'
+  for s in ref re; do "$NETRUN" train $s.net --save $s.ckpt >/dev/null 2>&1; done
+  [ "$(tensors ref.ckpt)" = "$REF_TENSORS" ]
+  [ "$(tensors re.ckpt)" = "$REF_TENSORS" ]
+  run --separate-stderr "$NETRUN" eval re.net --weights re.ckpt
+  [ "$status" -eq 0 ]
+  [ "$output" = "train: loss 0.141998 (4 examples)" ]
+  run --separate-stderr "$NETRUN" predict re.net --weights re.ckpt --output pred --set 'x=[[10]]'
+  [ "$status" -eq 0 ]
+  [ "$output" = "[[22.544703]]" ]
+  # Two epochs, then two more from the checkpoint: the same file.
+  "$NETRUN" train re.net --epochs 2 --save half.ckpt >/dev/null 2>&1
+  "$NETRUN" train re.net --resume half.ckpt --save half.ckpt >/dev/null 2>&1
+  cmp half.ckpt re.ckpt
+}
+
+@test "a transposed parameter: checkpoint, eval and --resume see its declared shape" {
+  model ref 'pred = x @ (w * 2.0) + b'
+  model tr 'w = transpose(w, perm=[1, 0])' 'pred = x @ (transpose(w, perm=[1, 0]) * 2.0) + b'
+  "$NETRUN" train ref.net --save ref.ckpt >/dev/null 2>&1
+  "$NETRUN" train tr.net --save tr.ckpt >/dev/null 2>&1
+  [ "$(tensors tr.ckpt)" = "$REF_TENSORS" ]
+  run --separate-stderr "$NETRUN" eval tr.net --weights tr.ckpt
+  [ "$status" -eq 0 ]
+  [ "$output" = "train: loss 0.141998 (4 examples)" ]
+  "$NETRUN" train tr.net --epochs 2 --save half.ckpt >/dev/null 2>&1
+  run --separate-stderr "$NETRUN" train tr.net --resume half.ckpt --save half.ckpt
+  [ "$status" -eq 0 ]
+  cmp half.ckpt tr.ckpt
+}
+
+@test "a [2, 1] parameter rebound to its [1, 2] transpose: checkpoint, eval, predict and --resume keep [2, 1]" {
+  printf 'a,b,y\n1,0,2\n0,1,-1\n' > rows.csv
+  cat > t.net <<'NET'
+input x : f32[B, 2]
+input y : f32[B, 1]
+param W : [2, 1] = zeros()
+W = transpose(W, perm=[1, 0])
+loss = mean((x @ transpose(W, perm=[1, 0]) - y) ** 2)
+train {
+  data = "rows.csv"
+  lr = 0.5
+  batch = 2
+  epochs = 3
+}
+NET
+  "$NETRUN" train t.net --save t.ckpt >/dev/null 2>&1
+  [ "$(tensors t.ckpt)" = "tensors: 1 (2 elements, 8 bytes)
+  W  f32   [2, 1]  mean 0.4375  std 1.3125  min -0.875  max 1.75" ]
+  # --output W is the name's last binding, the transpose of what was trained.
+  run --separate-stderr "$NETRUN" predict t.net --weights t.ckpt --output W
+  [ "$output" = "[[ 1.75  -0.875]]" ]
+  run --separate-stderr "$NETRUN" eval t.net --weights t.ckpt
+  [ "$status" -eq 0 ]
+  [ "$output" = "train: loss 0.039062 (2 examples)" ]
+  "$NETRUN" train t.net --epochs 1 --save r.ckpt >/dev/null 2>&1
+  run --separate-stderr "$NETRUN" train t.net --resume r.ckpt --save r.ckpt
+  [ "$status" -eq 0 ]
+  cmp r.ckpt t.ckpt
+}
+
+@test "a parameter reassigned inside a function: the checkpoint holds the parameter" {
+  model ref 'pred = x @ (w * 2.0) + b'
+  model fn 'def lin(x, w, b) {' '  w = w * 2.0' '  return x @ w + b' '}' 'pred = lin(x, w, b)'
+  "$NETRUN" train fn.net --save fn.ckpt >/dev/null 2>&1
+  [ "$(tensors fn.ckpt)" = "$REF_TENSORS" ]
+  run --separate-stderr "$NETRUN" eval fn.net --weights fn.ckpt
+  [ "$output" = "train: loss 0.141998 (4 examples)" ]
+}
+
+@test "grad and gradcheck --wrt a rebound parameter differentiate the parameter" {
+  cat > g.net <<'NET'
+input x : f32[B, 1] = [[1], [2]]
+input y : f32[B, 1] = [[3], [5]]
+param w : [1, 1] = constant(0.5)
+param b : [1] = zeros()
+w = w * 2.0
+pred = x @ w + b
+loss = mean((pred - y) ** 2)
+NET
+  for tape in "" --tape; do
+    run --separate-stderr "$NETRUN" grad g.net $tape --wrt w
+    [ "$status" -eq 0 ]
+    [ "$output" = "loss = 6.5
+w@GRAD : f32[1, 1] =
+[[-16.]]" ]
+    run --separate-stderr "$NETRUN" gradcheck g.net $tape --wrt w
+    [ "$status" -eq 0 ]
+    [ "${lines[1]}" = "w                         1    0.000e+00    0.000e+00  ok" ]
+  done
+  # The rebound value itself is still reachable by its variable's name.
+  run --separate-stderr "$NETRUN" grad g.net --wrt w.1
+  [ "${lines[2]}" = "[[-8.]]" ]
+}
+
+@test "--set an input the script rebinds feeds the input" {
+  printf 'input x : f32[2]\nx = x * 2.0\nprint(x)\n' > in.net
+  run --separate-stderr "$NETRUN" run in.net --set 'x=[1, 2]'
+  [ "$status" -eq 0 ]
+  [ "$output" = "[2. 4.]" ]
+}
