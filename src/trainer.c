@@ -307,6 +307,7 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 
 /* ---- checkpoints -------------------------------------------------------------------- */
 
+static const char *const shuffle_keys[] = {"shuffle0", "shuffle1", "shuffle2", "shuffle3"};
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
 static bool save(Run *r, const char *path, bool quiet) {
@@ -325,8 +326,7 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "data", "%s", r->c.data ? r->c.data : "");
   ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->a.opt.seed);
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
-  for (int i = 0; i < 4; i++) ckpt_setf(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3",
-                                         "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
+  for (int i = 0; i < 4; i++) ckpt_setf(&c, shuffle_keys[i], "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
@@ -343,9 +343,81 @@ static bool save(Run *r, const char *path, bool quiet) {
   return ok;
 }
 
-static uint64_t setting_u64(const Checkpoint *c, const char *key) {
+/* A position (epoch, step, samples) past this is not one a run reached:
+ * counting on from it could overflow. */
+#define MAX_POSITION ((uint64_t)1 << 62)
+
+/* A setting of checkpoint c (file path) that must be a whole number from 0
+ * to max; false (said) if it is missing or is not. */
+static bool setting_u64(const Checkpoint *c, const char *path, const char *key, uint64_t max, uint64_t *out) {
   const char *v = ckpt_get(c, key);
-  return v ? strtoull(v, NULL, 10) : 0;
+  if (!v) {
+    fprintf(stderr, "netrun: error: %s has no setting '%s'\n", path, key);
+    return false;
+  }
+  char *end;
+  errno = 0;
+  *out = strtoull(v, &end, 10);
+  if (*v < '0' || *v > '9' || *end || errno || *out > max) {
+    fprintf(stderr, "netrun: error: %s: setting %s = %s is not a whole number from 0 to %llu\n", path, key, v,
+            (unsigned long long)max);
+    return false;
+  }
+  return true;
+}
+
+/* The run's position from a checkpoint, each field checked against what
+ * it means: a crafted file (with a valid CRC) must not send the loop
+ * backwards, overflow a counter or skip an epoch. */
+static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
+  const char *why = NULL;
+  if (c->samples > MAX_POSITION) why = "samples seen is more than 2^62";
+  else if (c->step > c->samples) why = "more steps than samples seen (a step takes at least one sample)";
+  else if (c->epoch > c->step) why = "more epochs than steps (an epoch takes at least one step)";
+  if (why) {
+    fprintf(stderr, "netrun: error: %s: epoch %llu, step %llu, samples %llu: %s\n", path,
+            (unsigned long long)c->epoch, (unsigned long long)c->step, (unsigned long long)c->samples, why);
+    return false;
+  }
+  int64_t steps_per_epoch = (r->train.n + r->c.batch - 1) / r->c.batch;
+  uint64_t in_epoch, sh[4];
+  if (!setting_u64(c, path, "step_in_epoch", INT64_MAX, &in_epoch)) return false;
+  if (in_epoch >= (uint64_t)steps_per_epoch) {
+    fprintf(stderr, "netrun: error: %s: step_in_epoch = %llu, but an epoch is %lld step%s of %lld examples\n", path,
+            (unsigned long long)in_epoch, (long long)steps_per_epoch, steps_per_epoch == 1 ? "" : "s",
+            (long long)r->c.batch);
+    return false;
+  }
+  if (in_epoch > c->step - c->epoch) {
+    fprintf(stderr, "netrun: error: %s: step_in_epoch = %llu, but %llu epochs in %llu steps leave at most %llu\n", path,
+            (unsigned long long)in_epoch, (unsigned long long)c->epoch, (unsigned long long)c->step,
+            (unsigned long long)(c->step - c->epoch));
+    return false;
+  }
+  for (int i = 0; i < 4; i++)
+    if (!setting_u64(c, path, shuffle_keys[i], UINT64_MAX, &sh[i])) return false;
+  /* xoshiro256's one state that never leaves itself: all zeros. */
+  bool rng_zero = !(c->rng.s[0] | c->rng.s[1] | c->rng.s[2] | c->rng.s[3]);
+  if (rng_zero || !(sh[0] | sh[1] | sh[2] | sh[3])) {
+    fprintf(stderr, "netrun: error: %s: the %s generator's state is all zeros\n", path, rng_zero ? "run's" : "shuffling");
+    return false;
+  }
+  const char *best = ckpt_get(c, "best");
+  char *end = NULL;
+  double b = best ? strtod(best, &end) : (double)-INFINITY;
+  if (best && (!*best || *end)) {
+    fprintf(stderr, "netrun: error: %s: setting best = %s is not a number\n", path, best);
+    return false;
+  }
+  r->epoch = (int64_t)c->epoch;
+  r->step = (int64_t)c->step;
+  r->samples = (int64_t)c->samples;
+  r->step_in_epoch = (int64_t)in_epoch;
+  *exec_rng(r->ex) = c->rng;
+  memcpy(r->shuffle_at_epoch.s, sh, sizeof sh);
+  r->shuffle = r->shuffle_at_epoch;
+  r->best = b;
+  return true;
 }
 
 /* Loads parameters (and with `state`, the optimizer state and the run's
@@ -374,8 +446,9 @@ static bool restore(Run *r, const char *path, bool state) {
       ok = false;
     } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
       char a[128], b[128];
-      fprintf(stderr, "netrun: error: %s: '%s' has shape %s there, but %s here\n", path, v->name,
-              tensor_shape_str(t, a, sizeof a), tensor_shape_str(have, b, sizeof b));
+      fprintf(stderr, "netrun: error: %s: '%s' is %s%s there, but %s%s here\n", path, v->name,
+              dtype_name(t->dtype), tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype),
+              tensor_shape_str(have, b, sizeof b));
       ok = false;
     } else {
       Tensor *copy = tensor_copy(t);
@@ -384,17 +457,8 @@ static bool restore(Run *r, const char *path, bool state) {
       tensor_unref(copy);
     }
   }
+  if (ok && state) ok = restore_position(r, &c, path);
   if (ok && state) {
-    r->epoch = (int64_t)c.epoch;
-    r->step = (int64_t)c.step;
-    r->samples = (int64_t)c.samples;
-    *exec_rng(r->ex) = c.rng;
-    r->step_in_epoch = (int64_t)setting_u64(&c, "step_in_epoch");
-    for (int i = 0; i < 4; i++)
-      r->shuffle_at_epoch.s[i] = setting_u64(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3");
-    r->shuffle = r->shuffle_at_epoch;
-    const char *best = ckpt_get(&c, "best");
-    if (best) r->best = strtod(best, NULL);
     /* Say which settings differ from the checkpoint's. */
     for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
       const char *was = ckpt_get(&c, state_keys[k]);

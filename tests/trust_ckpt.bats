@@ -152,3 +152,90 @@ w@GRAD : f32[1, 1] =
   [ "$status" -eq 0 ]
   [ "$output" = "[2. 4.]" ]
 }
+
+# ---- 7. checkpoints with a valid CRC but crafted fields ---------------------------------
+
+# crafted FIELD VALUE: e1.ckpt (re.net after epoch 1: step 2, samples 4) with
+# one field rewritten and its CRC recomputed; then resume from it.
+crafted() {
+  cp e1.ckpt c.ckpt
+  "$MKCKPT" set c.ckpt "$1" "$2"
+  run --separate-stderr timeout 20 "$NETRUN" train re.net --resume c.ckpt
+}
+
+@test "crafted positions are refused with the field and its meaning, never trained from" {
+  model re 'w = w * 2.0' 'pred = x @ w + b'
+  "$NETRUN" train re.net --epochs 1 --save e1.ckpt >/dev/null 2>&1
+  crafted epoch 9223372036854775808   # 2^63: was negative epochs forever
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: epoch 9223372036854775808, step 2, samples 4: more epochs than steps (an epoch takes at least one step)" ]
+  crafted epoch 18446744073709551615  # 2^64 - 1: was 4 more epochs, silently
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: epoch 18446744073709551615, step 2, samples 4: more epochs than steps (an epoch takes at least one step)" ]
+  crafted step 9223372036854775807    # 2^63 - 1: the step counter overflowed
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: epoch 1, step 9223372036854775807, samples 4: more steps than samples seen (a step takes at least one sample)" ]
+  crafted samples 9223372036854775807
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: epoch 1, step 2, samples 9223372036854775807: samples seen is more than 2^62" ]
+}
+
+@test "crafted settings: step_in_epoch, the shuffling state, best; an all-zero generator" {
+  model re 'w = w * 2.0' 'pred = x @ w + b'
+  "$NETRUN" train re.net --epochs 1 --save e1.ckpt >/dev/null 2>&1
+  crafted step_in_epoch -1            # was: the rest of the epoch skipped
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: setting step_in_epoch = -1 is not a whole number from 0 to 9223372036854775807" ]
+  crafted step_in_epoch 999
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 999, but an epoch is 2 steps of 2 examples" ]
+  cp e1.ckpt c.ckpt
+  "$MKCKPT" set c.ckpt step 3
+  "$MKCKPT" set c.ckpt step_in_epoch 1
+  run --separate-stderr "$NETRUN" train re.net --resume c.ckpt --batch 4
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: note: --batch 4 overrides the script's batch
+netrun: error: c.ckpt: step_in_epoch = 1, but an epoch is 1 step of 4 examples" ]
+  crafted step_in_epoch 2
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 2, but an epoch is 2 steps of 2 examples" ]
+  cp e1.ckpt c.ckpt
+  "$MKCKPT" set c.ckpt epoch 2
+  "$MKCKPT" set c.ckpt step_in_epoch 1
+  run --separate-stderr "$NETRUN" train re.net --resume c.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 1, but 2 epochs in 2 steps leave at most 0" ]
+  crafted shuffle2 1e3
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: setting shuffle2 = 1e3 is not a whole number from 0 to 18446744073709551615" ]
+  crafted best fast
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: setting best = fast is not a number" ]
+  cp e1.ckpt c.ckpt
+  for i in 0 1 2 3; do "$MKCKPT" set c.ckpt rng$i 0; done
+  run --separate-stderr "$NETRUN" train re.net --resume c.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: the run's generator's state is all zeros" ]
+  # The untouched file resumes.
+  run --separate-stderr "$NETRUN" train re.net --resume e1.ckpt
+  [ "$status" -eq 0 ]
+}
+
+@test "a tensor stored as another dtype says which; an empty tensor with a huge dimension is empty" {
+  model re 'w = w * 2.0' 'pred = x @ w + b'
+  "$NETRUN" train re.net --epochs 1 --save e1.ckpt >/dev/null 2>&1
+  "$MKCKPT" retype e1.ckpt w i64
+  run --separate-stderr "$NETRUN" eval re.net --weights e1.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: e1.ckpt: 'w' is i64[1, 1] there, but f32[1, 1] here" ]
+  # tests/checkpoint.bats's tiny checkpoint with W's shape [2^40, 0]: no
+  # elements (was "shape is it would take 0 bytes, more than the 16 GiB
+  # one tensor may take"); its 24 bytes of data are then read as tensor 2.
+  "$MKCKPT" tiny t.ckpt
+  printf '\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' |
+    dd of=t.ckpt bs=1 seek=148 conv=notrunc status=none
+  "$MKCKPT" fixcrc t.ckpt
+  run --separate-stderr "$NETRUN" checkpoint t.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: t.ckpt: malformed tensors section: tensor 2 of 2: the name is empty (at byte 168)" ]
+}
