@@ -659,18 +659,15 @@ static void teardown(Run *r) {
   if (r->p) unload(&r->ld);
 }
 
-int cmd_train(int argc, char **argv);
-int cmd_train(int argc, char **argv) {
-  TrainArgs t;
-  int rc = parse_train(argc, argv, &t, true);
-  if (rc) return rc;
+/* The training loop of cmd_train. */
+static int train(TrainArgs *t) {
+  char err[4200];
   Run r;
   int status = EXIT_SCRIPT;
-  if (!setup(&r, &t, true)) goto out;
-  if (t.resume && !restore(&r, t.resume, true)) goto out;
-  char err[4200];
-  if (t.log && !(r.logging = file_log_open(&r.log, t.log, r.epoch || r.step, err, sizeof err))) {
-    fprintf(stderr, "netrun: error: %s: %s\n", t.log, err);
+  if (!setup(&r, t, true)) goto out;
+  if (t->resume && !restore(&r, t->resume, true)) goto out;
+  if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
+    fprintf(stderr, "netrun: error: %s: %s\n", t->log, err);
     goto out;
   }
   signal(SIGINT, on_stop);
@@ -680,7 +677,7 @@ int cmd_train(int argc, char **argv) {
   int64_t steps_per_epoch = (n + r.c.batch - 1) / r.c.batch;
   double start = now(), smooth = NAN;
   int64_t run_samples = 0;
-  fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t.a.file,
+  fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t->a.file,
           (long long)n, (long long)steps_per_epoch, (long long)r.c.batch, r.c.optimizer, r.c.lr,
           (long long)r.c.epochs);
   status = 0;
@@ -734,8 +731,9 @@ int cmd_train(int argc, char **argv) {
     if (stop_signal) {
       if (tty) fputc('\n', stderr);
       fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r.epoch + 1, (long long)r.step);
-      if (t.save) save(&r, t.save, false);
-      status = 128 + stop_signal;
+      /* 128 + the signal says "stopped, and saved if asked"; a checkpoint
+       * that could not be written is an error. */
+      status = t->save && !save(&r, t->save, false) ? EXIT_SCRIPT : 128 + stop_signal;
       break;
     }
     r.epoch++;
@@ -774,10 +772,10 @@ int cmd_train(int argc, char **argv) {
     }
     /* A checkpoint that cannot be written stops the run: training on
      * without one would waste what the user asked to keep. */
-    if (t.save && !save(&r, t.save, true)) status = EXIT_SCRIPT;
-    if (status == 0 && t.keep_best && best) {
+    if (t->save && !save(&r, t->save, true)) status = EXIT_SCRIPT;
+    if (status == 0 && t->keep_best && best) {
       char path[4096];
-      snprintf(path, sizeof path, "%s.best", t.save);
+      snprintf(path, sizeof path, "%s.best", t->save);
       if (!save(&r, path, true)) status = EXIT_SCRIPT;
     }
   }
@@ -796,6 +794,27 @@ int cmd_train(int argc, char **argv) {
   }
 out:
   teardown(&r);
+  return status;
+}
+
+int cmd_train(int argc, char **argv);
+int cmd_train(int argc, char **argv) {
+  TrainArgs t;
+  int rc = parse_train(argc, argv, &t, true);
+  if (rc) return rc;
+  /* One run at a time saves to a path: a second would overwrite the
+   * first's checkpoints with its own. */
+  FileLock lock = {NULL, -1};
+  char err[4200];
+  if (t.save && !file_lock(&lock, t.save, err, sizeof err)) {
+    fprintf(stderr, "netrun: error: %s: %s\n", t.save, err);
+    return EXIT_SCRIPT;
+  }
+  int status = train(&t);
+  file_unlock(&lock);
+  /* The trainer says how a signal ended the run: a second one stopped a
+   * step (status 1, nothing written), not main's generic Ctrl-C (130). */
+  if (stop_signal) exec_interrupt_reset();
   return status;
 }
 

@@ -239,3 +239,128 @@ netrun: error: c.ckpt: step_in_epoch = 1, but an epoch is 1 step of 4 examples" 
   [ "$status" -eq 1 ]
   [ "$stderr" = "netrun: error: t.ckpt: malformed tensors section: tensor 2 of 2: the name is empty (at byte 168)" ]
 }
+
+# ---- 8. signals, locks and stale temporary files ---------------------------------------
+
+# slow_model: slow.net, a linear model whose every step also runs a loop of
+# some seconds, so that signals land inside a step.
+slow_model() {
+  printf 'x,y\n1,3\n2,5\n3,7\n4,9\n' > rows.csv
+  cat > slow.net <<'NET'
+input x : f32[B, 1]
+input y : f32[B, 1]
+param w : [1, 1] = zeros()
+i = 0
+while i < 40 {
+  j = 0
+  while j < 500000 {
+    j = j + 1
+  }
+  i = i + 1
+}
+loss = mean((x @ w - y) ** 2)
+train {
+  data = "rows.csv"
+  batch = 2
+  epochs = 100
+}
+NET
+}
+
+# train_bg ARGS...: `netrun train ARGS` in the background ($pid), its
+# standard error in bg.err; returns once it is training.
+train_bg() {
+  "$NETRUN" train "$@" 2>bg.err >/dev/null &
+  pid=$!
+  local i
+  for i in $(seq 600); do
+    grep -q '^training ' bg.err && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+@test "a second signal during a step stops it at once: status 1, the error, nothing written" {
+  slow_model
+  train_bg slow.net --save s.ckpt
+  kill -INT "$pid"
+  sleep 0.3
+  kill -TERM "$pid"
+  st=0; wait "$pid" || st=$?
+  cat bg.err
+  [ "$st" -eq 1 ]
+  grep -Eq '^slow.net:[0-9]+:[0-9]+: error: .*interrupted' bg.err
+  ! grep -q '^saved' bg.err
+  [ ! -e s.ckpt ]
+}
+
+@test "a checkpoint that cannot be written after a signal: status 1 and the error" {
+  slow_model
+  mkdir sub
+  train_bg slow.net --save sub/s.ckpt
+  rm -r sub
+  kill -INT "$pid"
+  st=0; wait "$pid" || st=$?
+  cat bg.err
+  [ "$st" -eq 1 ]
+  grep -Eqx 'netrun: interrupted at epoch 1, step 1' bg.err
+  grep -qx "netrun: error: sub/s.ckpt: cannot save checkpoint: cannot create a temporary file in sub: No such file or directory" bg.err
+}
+
+@test "a second train --save to the same checkpoint (or a link to it) is refused while the first runs" {
+  slow_model
+  train_bg slow.net --save s.ckpt
+  [ -e s.ckpt.lock ]
+  run --separate-stderr timeout 30 "$NETRUN" train slow.net --save s.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: s.ckpt: process $pid is writing it (it holds s.ckpt.lock)" ]
+  ln -s s.ckpt link.ckpt
+  run --separate-stderr timeout 30 "$NETRUN" train slow.net --save link.ckpt
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: link.ckpt: process $pid is writing it (it holds s.ckpt.lock)" ]
+  kill -INT "$pid"
+  st=0; wait "$pid" || st=$?
+  [ "$st" -eq 130 ]
+  grep -qx 'saved s.ckpt (epoch 0, step 1)' bg.err
+  # Released and removed at the end; a lock file a killed run left is
+  # taken again.
+  [ ! -e s.ckpt.lock ]
+  echo 99999999 > s.ckpt.lock
+  model re 'w = w * 2.0' 'pred = x @ w + b'
+  run --separate-stderr "$NETRUN" train re.net --epochs 1 --save s.ckpt
+  [ "$status" -eq 0 ]
+  [ ! -e s.ckpt.lock ]
+}
+
+@test "--save through a dangling symbolic link makes the file it names; the link stays" {
+  model re 'w = w * 2.0' 'pred = x @ w + b'
+  mkdir sub
+  ln -s t.ckpt sub/link.ckpt          # relative to sub
+  "$NETRUN" train re.net --epochs 1 --save sub/link.ckpt >/dev/null 2>&1
+  [ -L sub/link.ckpt ]
+  [ "$(readlink sub/link.ckpt)" = t.ckpt ]
+  run --separate-stderr "$NETRUN" checkpoint sub/t.ckpt
+  [ "$status" -eq 0 ]
+  [ "${lines[3]}" = "epoch: 1" ]
+  ln -s loop.ckpt loop.ckpt
+  run --separate-stderr "$NETRUN" dump -o loop.ckpt re.net
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: loop.ckpt: cannot follow its symbolic link: Too many levels of symbolic links" ]
+}
+
+@test "stale temporary files of a killed writer are removed by the next writer; live ones stay" {
+  model re 'w = w * 2.0' 'pred = x @ w + b'
+  dead=$(sh -c 'echo $$')             # a process that has exited
+  sleep 60 & live=$!
+  touch "m.ckpt.tmp.$dead.abcdef" "m.ckpt.tmp.$live.ghijkl" "m.ckpt.tmp.$dead.locked" m.ckpt.tmp.qrstuv \
+    "other.ckpt.tmp.$dead.mnopqr"
+  exec 7<"m.ckpt.tmp.$dead.locked"    # this shell holds its lock, as a live writer on another machine
+  flock 7
+  "$NETRUN" train re.net --epochs 1 --save m.ckpt >/dev/null 2>&1
+  exec 7<&-
+  kill "$live"
+  [ "$(ls | grep tmp | sort)" = "m.ckpt.tmp.$dead.locked
+m.ckpt.tmp.$live.ghijkl
+m.ckpt.tmp.qrstuv
+other.ckpt.tmp.$dead.mnopqr" ]
+}
