@@ -944,9 +944,8 @@ const VarDesc *bwd_loss_var(Program *p, const char *loss) {
 }
 
 const VarDesc *bwd_wrt_var(Program *p, const char *name) {
-  const char *v = prog_export(p, name);
-  const VarDesc *d = prog_var(p, v ? v : name);
-  if (!d || d->block != 0) {
+  const VarDesc *d = prog_named_var(p, name);
+  if (!d) {
     fprintf(p->diag->out, "netrun: error: --wrt %s: the script has no value named '%s'\n", name, name);
     p->diag->nerrors++;
     return NULL;

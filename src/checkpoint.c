@@ -518,13 +518,13 @@ static bool parse_tensor(Cursor *p, Checkpoint *c, uint64_t i, uint64_t n) {
   DType dt = code_dtype[code];
   size_t size = dtype_size(dt), avail = (p->end - p->off) / size;
   uint64_t numel = 1;
+  char dims[SHAPE_MAX_RANK * 22 + 3];
+  size_t k = 0;
+  for (int e = 0; e < (int)rank; e++)
+    k += (size_t)snprintf(dims + k, sizeof dims - k, "%s%" PRId64, e ? ", " : "[", shape[e]);
+  snprintf(dims + k, sizeof dims - k, rank ? "]" : "[]");
   for (int d = 0; d < (int)rank && !empty; d++) {
     if ((uint64_t)shape[d] > avail / numel) {
-      char dims[SHAPE_MAX_RANK * 22 + 3];
-      size_t k = 0;
-      for (int e = 0; e < (int)rank; e++)
-        k += (size_t)snprintf(dims + k, sizeof dims - k, "%s%" PRId64, e ? ", " : "[", shape[e]);
-      snprintf(dims + k, sizeof dims - k, "]");
       mem_free(name);
       return bad(p, "shape %s %s needs more data than the %zu bytes that remain", dims, dtype_name(dt),
                  p->end - p->off);
@@ -536,7 +536,7 @@ static bool parse_tensor(Cursor *p, Checkpoint *c, uint64_t i, uint64_t n) {
   Tensor *t = tensor_try_new(dt, (int)rank, shape, &why);
   if (!t) {
     mem_free(name);
-    return bad(p, "shape is %s", why);
+    return bad(p, "shape %s %s: %s", dims, dtype_name(dt), why);
   }
   const unsigned char *data = take(p, (size_t)numel * size, "the data");   /* checked above */
   if (numel && data) memcpy(t->data, data, (size_t)numel * size);

@@ -218,8 +218,7 @@ bool cli_feed(Loaded *ld, Executor *ex, const Args *a) {
     const char *eq = strchr(arg, '=');
     char name[256];
     snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-    const char *var = prog_export(ld->prog, name);
-    const VarDesc *v = prog_var(ld->prog, var ? var : name);
+    const VarDesc *v = prog_named_var(ld->prog, name);
     if (!v || !(v->flags & VAR_INPUT)) {
       fprintf(stderr, "netrun: error: %s %s: the script has no input named '%s'\n", set ? "--set" : "--feed",
               arg, name);

@@ -1194,8 +1194,7 @@ const OpTiming *exec_timings(Executor *ex, int *n) {
 }
 
 static const VarDesc *find_input(Executor *ex, const char *name) {
-  const char *var = prog_export(ex->prog, name);
-  const VarDesc *v = prog_var(ex->prog, var ? var : name);
+  const VarDesc *v = prog_named_var(ex->prog, name);
   return v && (v->flags & VAR_INPUT) ? v : NULL;
 }
 

@@ -3,12 +3,15 @@
 
 #include "mem.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,6 +74,72 @@ static mode_t new_file_mode(const char *path) {
   return 0666 & ~mask;
 }
 
+/* The file path names after following its symbolic links, as a shell's
+ * redirection would, though the last one dangles (its target is then
+ * created); NULL (errno set) when the links loop or cannot be read. */
+static char *follow_links(const char *path) {
+  char *cur = mem_strdup(path);
+  for (int hops = 0;; hops++) {
+    struct stat st;
+    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
+    char target[PATH_MAX];
+    ssize_t n = hops < 40 ? readlink(cur, target, sizeof target - 1) : -1;
+    if (n < 0 || (size_t)n >= sizeof target - 1) {
+      if (hops >= 40) errno = ELOOP;
+      else if (n >= 0) errno = ENAMETOOLONG;
+      mem_free(cur);
+      return NULL;
+    }
+    target[n] = 0;
+    char *dir = folder_of(cur), *next;
+    if (target[0] == '/' || !strchr(cur, '/')) {
+      next = mem_strdup(target);
+    } else {
+      size_t k = strlen(dir), m = (size_t)n;
+      next = mem_alloc(NULL, k + m + 2);
+      memcpy(next, dir, k);
+      next[k] = '/';
+      memcpy(next + k + 1, target, m + 1);
+    }
+    mem_free(dir);
+    mem_free(cur);
+    cur = next;
+  }
+}
+
+/* Is the temporary file dir/name, which a writer with process id pid made,
+ * left by a writer that is gone?  Its process is not running, and nobody
+ * holds its lock (a live writer holds it from creation to rename, also on
+ * another machine sharing the folder, where pid means nothing).  Then it
+ * is removed, under that lock. */
+static void remove_if_stale(const char *dir, const char *name, long pid) {
+  if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) return;
+  char path[PATH_MAX];
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) return;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) unlink(path);
+  close(fd);
+}
+
+/* The temporary files PATH.tmp.PID.XXXXXX of earlier writers of path that
+ * were killed before renaming theirs are removed by the next writer. */
+static void remove_stale(const char *dir, const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t n = strlen(base);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    const char *s = e->d_name;
+    if (strncmp(s, base, n) != 0 || strncmp(s + n, ".tmp.", 5) != 0) continue;
+    char *end;
+    long pid = strtol(s + n + 5, &end, 10);
+    if (end > s + n + 5 && *end == '.' && strlen(end + 1) == 6) remove_if_stale(dir, s, pid);
+  }
+  closedir(d);
+}
+
 bool file_begin(AtomicFile *a, const char *path, char *err, size_t errlen) {
   memset(a, 0, sizeof *a);
   a->path = path;
@@ -82,20 +151,26 @@ bool file_begin(AtomicFile *a, const char *path, char *err, size_t errlen) {
     if (a->fd < 0) snprintf(err, errlen, "cannot write: %s", strerror(errno));
     return a->fd >= 0;
   }
-  /* A symbolic link stays one: the file it names is replaced. */
+  /* A symbolic link stays one: the file it names is replaced, or made
+   * when the link dangles. */
   if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
-    char *real = realpath(path, NULL);
-    if (real) a->path = a->real = mem_strdup(real);
-    free(real);
+    if (!(a->real = follow_links(path))) {
+      snprintf(err, errlen, "cannot follow its symbolic link: %s", strerror(errno));
+      return false;
+    }
+    a->path = a->real;
   }
   path = a->path;
   /* Everything is allocated now: committing allocates nothing, so running
    * out of memory cannot strike between the rename and the folder's sync. */
-  size_t n = strlen(path);
   a->dir = folder_of(path);
-  a->tmp = mem_alloc(NULL, n + sizeof ".tmp.XXXXXX");
+  remove_stale(a->dir, path);
+  char suffix[48];
+  int k = snprintf(suffix, sizeof suffix, ".tmp.%ld.XXXXXX", (long)getpid());
+  size_t n = strlen(path);
+  a->tmp = mem_alloc(NULL, n + (size_t)k + 1);
   memcpy(a->tmp, path, n);
-  memcpy(a->tmp + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
+  memcpy(a->tmp + n, suffix, (size_t)k + 1);
   a->fd = mkostemp(a->tmp, O_CLOEXEC);
   if (a->fd < 0) {
     snprintf(err, errlen, "cannot create a temporary file in %s: %s", a->dir, strerror(errno));
@@ -105,6 +180,7 @@ bool file_begin(AtomicFile *a, const char *path, char *err, size_t errlen) {
     a->tmp = a->dir = a->real = NULL;
     return false;
   }
+  (void)flock(a->fd, LOCK_EX | LOCK_NB);   /* ours until renamed: see remove_if_stale */
   track(a->tmp, true);
   (void)fchmod(a->fd, new_file_mode(path));   /* mkostemp makes 0600 */
   return true;
@@ -169,6 +245,72 @@ int file_write_all(int fd, const void *buf, size_t n) {
     p += k, n -= (size_t)k;
   }
   return 0;
+}
+
+/* ---- locks ------------------------------------------------------------------------- */
+
+/* Who holds the lock file fd: the process id it holds, as text. */
+static void holder(int fd, char *buf, size_t n) {
+  ssize_t k = pread(fd, buf, n - 1, 0);
+  buf[k > 0 ? k : 0] = 0;
+  buf[strcspn(buf, "\n")] = 0;
+}
+
+bool file_lock(FileLock *l, const char *path, char *err, size_t errlen) {
+  l->path = NULL;
+  l->fd = -1;
+  char *real = follow_links(path);
+  if (!real) {
+    snprintf(err, errlen, "cannot follow its symbolic link: %s", strerror(errno));
+    return false;
+  }
+  size_t n = strlen(real);
+  char *lock = mem_alloc(NULL, n + sizeof ".lock");
+  memcpy(lock, real, n);
+  memcpy(lock + n, ".lock", sizeof ".lock");
+  mem_free(real);
+  for (;;) {
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM || errno == ENOENT)) {
+      mem_free(lock);   /* nothing can be written there: no lock needed */
+      return true;
+    }
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      char pid[32] = "";
+      if (fd >= 0 && errno == EWOULDBLOCK) {
+        holder(fd, pid, sizeof pid);
+        snprintf(err, errlen, "process %s is writing it (it holds %s)", *pid ? pid : "?", lock);
+      } else {
+        snprintf(err, errlen, "cannot lock %s: %s", lock, strerror(errno));
+      }
+      if (fd >= 0) close(fd);
+      mem_free(lock);
+      return false;
+    }
+    /* The file locked must still be the one at that path: its last holder
+     * may have removed it between our open and our lock. */
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+      char pid[32];
+      int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+      if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)k, 0) != k) {}   /* only says who holds it */
+      l->path = lock;
+      l->fd = fd;
+      track(lock, true);
+      return true;
+    }
+    close(fd);
+  }
+}
+
+void file_unlock(FileLock *l) {
+  if (!l->path) return;
+  track(l->path, false);
+  unlink(l->path);   /* still held: nobody can have locked it since */
+  close(l->fd);
+  mem_free(l->path);
+  l->path = NULL;
+  l->fd = -1;
 }
 
 /* ---- logs ----------------------------------------------------------------------------- */

@@ -2,16 +2,20 @@
  * a time.
  *
  * Every file netrun writes (dumps with -o, plots, checkpoints) is written
- * to a temporary file PATH.tmp.XXXXXX in the same folder, flushed and
+ * to a temporary file PATH.tmp.PID.XXXXXX in the same folder, flushed and
  * fsync'ed, renamed over PATH, and the folder is fsync'ed: a reader sees
  * the old file or the new one, never a part, and an error (disk full,
  * permission denied, out of memory) leaves the old file as it was.  The new
  * file gets the mode of the file it replaces, else 0666 less the umask.  A
- * symbolic link stays a link: the file it names is replaced.  A target that
+ * symbolic link stays a link: the file it names is replaced (made, when the
+ * link dangles).  A target that
  * is not a regular file (/dev/null, a pipe) cannot be replaced and is
  * written in place.
  * The temporary files of writes not finished when the process exits (out
- * of memory exits through exit()) are removed by an atexit handler.
+ * of memory exits through exit()) are removed by an atexit handler; those
+ * of a writer that was killed are removed by the next writer of PATH,
+ * once it is sure they are stale: their process (PID) is gone and nobody
+ * holds the flock(2) a writer keeps on its temporary file.
  *
  * A training log (netrun train --log) grows while training runs, so it is
  * appended instead: each line goes out whole in one write(2), a line that
@@ -48,6 +52,23 @@ bool file_commit(AtomicFile *a, int werr, char *err, size_t errlen);
 void file_abort(AtomicFile *a);
 /* Writes all n bytes to fd (retrying short writes); 0 or the errno. */
 int file_write_all(int fd, const void *buf, size_t n);
+
+/* An advisory lock on writing a file again and again (train --save): an
+ * flock(2) on PATH.lock beside the file PATH's links name, holding the
+ * writer's process id.  The file itself cannot carry the lock, since every
+ * atomic write renames a new file over it.  The lock file is removed when
+ * the lock is released (and at exit); one left by a killed writer is
+ * simply locked again. */
+typedef struct FileLock {
+  char *path;             /* PATH.lock, or NULL when none is held */
+  int fd;
+} FileLock;
+
+/* Takes the lock, or says who holds it: "process 1234 is writing it (it
+ * holds PATH.lock)".  In a folder where no file can be created, no lock is
+ * needed (nor taken): no write there can succeed. */
+bool file_lock(FileLock *l, const char *path, char *err, size_t errlen);
+void file_unlock(FileLock *l);
 
 typedef struct LogFile {
   AtomicFile a;           /* a fresh log, until its first line */

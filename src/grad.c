@@ -89,14 +89,8 @@ static bool build(Built *b, const Args *a, bool run) {
 
 /* The variable a no-grad name stands for in block 0, or NULL. */
 static const char *var_named(Program *p, const char *name) {
-  const char *v = prog_export(p, name);
-  const VarDesc *d = prog_var(p, v ? v : name);
-  if (d && d->block == 0) return d->name;
-  for (int i = 0; i < p->blocks[0]->nvars; i++) {
-    const VarDesc *u = p->blocks[0]->vars[i];
-    if (u->user_name && strcmp(u->user_name, name) == 0 && (u->flags & (VAR_PARAM | VAR_INPUT))) return u->name;
-  }
-  return NULL;
+  const VarDesc *d = prog_named_var(p, name);
+  return d ? d->name : NULL;
 }
 
 /* The tape's backward, run over the recorded tensors (tapegrad.c), for the
@@ -157,11 +151,11 @@ static bool tape_grads(Built *b, const Args *a) {
   return true;
 }
 
-/* A forward name (a script name or a variable) as the tape's program knows
- * it.  The tape names a value after the op that made it, so the result of
- * a loop or an if goes by the name it had in the body (h.2#2 for h.3). */
-static const char *tape_name(Built *b, const char *name) {
-  const char *var = prog_export(b->prog, name);
+/* A forward variable (var, the script's name for it: name) as the tape's
+ * program knows it.  The tape names a value after the op that made it, so
+ * the result of a loop or an if goes by the name it had in the body (h.2#2
+ * for h.3). */
+static const char *tape_name(Built *b, const char *var, const char *name) {
   if (!var) var = name;
   if (prog_var(b->tp, var)) return var;
   Tensor *t = exec_var_value(b->ex, var);
@@ -185,7 +179,7 @@ static bool build_tape(Built *b, const Args *a, bool run) {
   int nparams = a->nwrt;
   if (nparams) {
     params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)nparams);
-    for (int i = 0; i < nparams; i++) params[i] = tape_name(b, a->wrt[i]);
+    for (int i = 0; i < nparams; i++) params[i] = tape_name(b, var_named(p, a->wrt[i]), a->wrt[i]);
   } else {
     params = arena_alloc(&b->tape_arena, sizeof *params * (size_t)(p->blocks[0]->nvars + 1));
     for (int i = 0; i < p->blocks[0]->nvars; i++) {
@@ -193,7 +187,7 @@ static bool build_tape(Built *b, const Args *a, bool run) {
       if ((v->flags & VAR_PARAM) && prog_var(b->tp, v->name)) params[nparams++] = v->name;
     }
   }
-  b->loss = tape_name(b, a->loss);
+  b->loss = tape_name(b, prog_export(p, a->loss), a->loss);
   bool ok = append_backward(b->tp, b->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
   diag_finish(d);
   if (!ok || !run) return ok;
@@ -385,8 +379,8 @@ static int check_grads(Built *b, const Args *a, Forward *f) {
 /* The verb: a second, forward-only copy of the script (same seed, same
  * values), run whole for every pass. */
 static Tensor *script_param(Forward *f, const char *var, const char *name) {
-  const char *pv = prog_export(f->prog, name);
-  return exec_var_value(f->ex, pv ? pv : var);
+  const VarDesc *d = prog_named_var(f->prog, name);
+  return exec_var_value(f->ex, d ? d->name : var);
 }
 
 static bool script_loss(Forward *f, double *out) {

@@ -251,6 +251,18 @@ const char *prog_export(const Program *p, const char *name) {
   return i >= 0 ? p->exports[i].var : NULL;
 }
 
+const VarDesc *prog_named_var(const Program *p, const char *name) {
+  const char *e = prog_export(p, name);
+  const VarDesc *v = prog_var(p, e ? e : name);
+  if (v && v->block == 0 && (v->flags & (VAR_PARAM | VAR_INPUT))) return v;
+  const Block *b0 = p->nblocks ? p->blocks[0] : NULL;
+  for (int i = b0 ? b0->nvars - 1 : -1; i >= 0; i--) {   /* the latest, if a session declared it twice */
+    const VarDesc *u = b0->vars[i];
+    if ((u->flags & (VAR_PARAM | VAR_INPUT)) && u->user_name && strcmp(u->user_name, name) == 0) return u;
+  }
+  return v && v->block == 0 ? v : NULL;
+}
+
 const char *prog_user_name(const Program *p, const char *var) {
   const VarDesc *v = prog_var(p, var);
   return v && v->user_name ? v->user_name : var;

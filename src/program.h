@@ -165,6 +165,13 @@ const char *prog_fresh(Program *p, const char *base);
 /* A fresh temporary "t.N". */
 const char *prog_temp(Program *p);
 const char *prog_export(const Program *p, const char *name);  /* var or NULL */
+/* The variable of block 0 a name from outside the script (--wrt, --set,
+ * feed =, :grad) stands for: the parameter or input the name declares,
+ * even when the script rebinds the name later (after `w = w * 2`, `w` is
+ * still the parameter that is trained, saved and differentiated); else the
+ * value last bound to the name, or the variable of that name.  NULL if
+ * none. */
+const VarDesc *prog_named_var(const Program *p, const char *name);
 /* The name a user knows a variable by (h for h.2), or the variable's. */
 const char *prog_user_name(const Program *p, const char *var);
 void prog_set_export(Program *p, const char *name, const char *var);

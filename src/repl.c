@@ -578,9 +578,11 @@ static bool tape_ready(Repl *R, Cmd *c, const Args *a) {
   if (!t->requires_grad || !on_tape(R, lv))
     return cmd_fail(R, c, 1, "'%s' does not depend on a parameter, so it has no gradients (the tape records only what is computed from params)",
                     a->loss);
-  for (int i = 0; i < a->nwrt; i++)
-    if (!on_tape(R, prog_export(R->ld.prog, a->wrt[i])))
+  for (int i = 0; i < a->nwrt; i++) {
+    const VarDesc *w = prog_named_var(R->ld.prog, a->wrt[i]);   /* a parameter, though rebound */
+    if (!w || !on_tape(R, w->name))
       return cmd_fail(R, c, 2 + i, "'%s' is not on the tape: no op that a gradient flows through read it", a->wrt[i]);
+  }
   return true;
 }
 

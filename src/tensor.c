@@ -40,8 +40,14 @@ static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *
   double exact = (double)dtype_size(t);
   int64_t n = 1;
   bool over = false;
-  for (int i = 0; i < rank; i++) {
+  for (int i = 0; i < rank; i++)
     if (shape[i] < 0) return "a negative dimension";
+  for (int i = 0; i < rank; i++)
+    if (shape[i] == 0) {   /* no elements, whatever the other dimensions */
+      *numel = 0;
+      return NULL;
+    }
+  for (int i = 0; i < rank; i++) {
     exact *= (double)shape[i];
     if (shape[i] && n > TENSOR_MAX_BYTES / shape[i]) over = true;
     else n *= shape[i];

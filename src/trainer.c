@@ -228,8 +228,7 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
   r->nfeed = 0;
   if (r->c.nfeed) {
     for (int i = 0; i < r->c.nfeed && r->nfeed < 16; i++) {
-      const char *var = prog_export(p, r->c.feed[i]);
-      const VarDesc *v = prog_var(p, var ? var : r->c.feed[i]);
+      const VarDesc *v = prog_named_var(p, r->c.feed[i]);
       if (!v || !(v->flags & VAR_INPUT)) {
         const Setting *s = prog_setting(p, "train", "feed");
         diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: feed names '%s', which is not an input",
@@ -261,8 +260,7 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
     r->label = NULL;
     return !key;
   }
-  const char *lv = r->c.label ? prog_export(p, r->c.label) : NULL;
-  r->label = r->c.label ? prog_var(p, lv ? lv : r->c.label) : r->feed[r->nfeed - 1];
+  r->label = r->c.label ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
   if (!r->label || !(r->label->flags & VAR_INPUT)) {
     const Setting *s = prog_setting(p, "train", "label");
     diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
@@ -276,8 +274,7 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
  * dropout and the like can tell the two apart (stdlib's dropout wrappers
  * take it as an argument). */
 static const char *mode_input(const Program *p) {
-  const char *v = prog_export(p, "training");
-  const VarDesc *d = prog_var(p, v ? v : "training");
+  const VarDesc *d = prog_named_var(p, "training");
   return d && d->block == 0 && (d->flags & VAR_INPUT) && d->dtype == DT_BOOL && d->shape.rank == 0 ? d->name : NULL;
 }
 
@@ -326,7 +323,7 @@ static int64_t predictions(const Tensor *m, int64_t rows) {
 /* Correct predictions of the metric's logits against the labels. */
 static int64_t correct(Run *r) {
   if (!r->metric_var || !r->label) return 0;
-  Tensor *m = exec_value(r->ex, r->metric_var), *y = exec_value(r->ex, r->label->name);
+  Tensor *m = exec_var_value(r->ex, r->metric_var), *y = exec_var_value(r->ex, r->label->name);
   if (!m || !y || m->rank < 1 || m->dtype != DT_F32) return 0;
   int64_t n = predictions(m, y->numel), hits = 0;
   for (int64_t i = 0; i < n && i < y->numel; i++) hits += predicted(m, i, y->numel) == (int64_t)tensor_get(y, i);
@@ -334,7 +331,7 @@ static int64_t correct(Run *r) {
 }
 
 static double loss_value(Run *r) {
-  Tensor *l = exec_value(r->ex, r->loss_var);
+  Tensor *l = exec_var_value(r->ex, r->loss_var);
   return l ? tensor_get(l, 0) : (double)NAN;
 }
 
@@ -364,6 +361,7 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 
 /* ---- checkpoints -------------------------------------------------------------------- */
 
+static const char *const shuffle_keys[] = {"shuffle0", "shuffle1", "shuffle2", "shuffle3"};
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
 static bool save(Run *r, const char *path, bool quiet) {
@@ -382,8 +380,7 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "data", "%s", r->c.data ? r->c.data : "");
   ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->a.opt.seed);
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
-  for (int i = 0; i < 4; i++) ckpt_setf(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3",
-                                         "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
+  for (int i = 0; i < 4; i++) ckpt_setf(&c, shuffle_keys[i], "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
   ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
   ckpt_setf(&c, "loss_ema_n", "%lld", (long long)r->ema_n);
@@ -391,7 +388,7 @@ static bool save(Run *r, const char *path, bool quiet) {
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
     if (!(v->flags & (VAR_PARAM | VAR_STATE)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
-    Tensor *t = exec_value(r->ex, v->name);
+    Tensor *t = exec_var_value(r->ex, v->name);
     if (t) ckpt_add_tensor(&c, v->name, t);
   }
   char err[5000];
@@ -402,9 +399,100 @@ static bool save(Run *r, const char *path, bool quiet) {
   return ok;
 }
 
-static uint64_t setting_u64(const Checkpoint *c, const char *key) {
+/* A position (epoch, step, samples) past this is not one a run reached:
+ * counting on from it could overflow. */
+#define MAX_POSITION ((uint64_t)1 << 62)
+
+/* A setting of checkpoint c (file path) that must be a whole number from 0
+ * to max; false (said) if it is missing or is not. */
+static bool setting_u64(const Checkpoint *c, const char *path, const char *key, uint64_t max, uint64_t *out) {
   const char *v = ckpt_get(c, key);
-  return v ? strtoull(v, NULL, 10) : 0;
+  if (!v) {
+    fprintf(stderr, "netrun: error: %s has no setting '%s'\n", path, key);
+    return false;
+  }
+  char *end;
+  errno = 0;
+  *out = strtoull(v, &end, 10);
+  if (*v < '0' || *v > '9' || *end || errno || *out > max) {
+    fprintf(stderr, "netrun: error: %s: setting %s = %s is not a whole number from 0 to %llu\n", path, key, v,
+            (unsigned long long)max);
+    return false;
+  }
+  return true;
+}
+
+/* The smoothed loss's average and its count of steps, so that a resumed
+ * run's progress lines and log go on as the uninterrupted run's would.
+ * Older checkpoints have neither: the average starts afresh. */
+static bool restore_smoothing(Run *r, const Checkpoint *c, const char *path) {
+  const char *ema = ckpt_get(c, "loss_ema");
+  if (!ema) return true;
+  char *end = NULL;
+  double e = strtod(ema, &end);
+  uint64_t n;
+  if (!*ema || *end || !isfinite(e)) {
+    fprintf(stderr, "netrun: error: %s: setting loss_ema = %s is not a finite number\n", path, ema);
+    return false;
+  }
+  if (!setting_u64(c, path, "loss_ema_n", c->step, &n)) return false;
+  r->ema = e;
+  r->ema_n = (int64_t)n;
+  return true;
+}
+
+/* The run's position from a checkpoint, each field checked against what
+ * it means: a crafted file (with a valid CRC) must not send the loop
+ * backwards, overflow a counter or skip an epoch. */
+static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
+  const char *why = NULL;
+  if (c->samples > MAX_POSITION) why = "samples seen is more than 2^62";
+  else if (c->step > c->samples) why = "more steps than samples seen (a step takes at least one sample)";
+  else if (c->epoch > c->step) why = "more epochs than steps (an epoch takes at least one step)";
+  if (why) {
+    fprintf(stderr, "netrun: error: %s: epoch %llu, step %llu, samples %llu: %s\n", path,
+            (unsigned long long)c->epoch, (unsigned long long)c->step, (unsigned long long)c->samples, why);
+    return false;
+  }
+  int64_t steps_per_epoch = (r->train.n + r->c.batch - 1) / r->c.batch;
+  uint64_t in_epoch, sh[4];
+  if (!setting_u64(c, path, "step_in_epoch", INT64_MAX, &in_epoch)) return false;
+  if (in_epoch >= (uint64_t)steps_per_epoch) {
+    fprintf(stderr, "netrun: error: %s: step_in_epoch = %llu, but an epoch is %lld step%s of %lld examples\n", path,
+            (unsigned long long)in_epoch, (long long)steps_per_epoch, steps_per_epoch == 1 ? "" : "s",
+            (long long)r->c.batch);
+    return false;
+  }
+  if (in_epoch > c->step - c->epoch) {
+    fprintf(stderr, "netrun: error: %s: step_in_epoch = %llu, but %llu epochs in %llu steps leave at most %llu\n", path,
+            (unsigned long long)in_epoch, (unsigned long long)c->epoch, (unsigned long long)c->step,
+            (unsigned long long)(c->step - c->epoch));
+    return false;
+  }
+  for (int i = 0; i < 4; i++)
+    if (!setting_u64(c, path, shuffle_keys[i], UINT64_MAX, &sh[i])) return false;
+  /* xoshiro256's one state that never leaves itself: all zeros. */
+  bool rng_zero = !(c->rng.s[0] | c->rng.s[1] | c->rng.s[2] | c->rng.s[3]);
+  if (rng_zero || !(sh[0] | sh[1] | sh[2] | sh[3])) {
+    fprintf(stderr, "netrun: error: %s: the %s generator's state is all zeros\n", path, rng_zero ? "run's" : "shuffling");
+    return false;
+  }
+  const char *best = ckpt_get(c, "best");
+  char *end = NULL;
+  double b = best ? strtod(best, &end) : (double)-INFINITY;
+  if (best && (!*best || *end)) {
+    fprintf(stderr, "netrun: error: %s: setting best = %s is not a number\n", path, best);
+    return false;
+  }
+  r->epoch = (int64_t)c->epoch;
+  r->step = (int64_t)c->step;
+  r->samples = (int64_t)c->samples;
+  r->step_in_epoch = (int64_t)in_epoch;
+  *exec_rng(r->ex) = c->rng;
+  memcpy(r->shuffle_at_epoch.s, sh, sizeof sh);
+  r->shuffle = r->shuffle_at_epoch;
+  r->best = b;
+  return restore_smoothing(r, c, path);
 }
 
 /* Loads parameters (and with `state`, the optimizer state and the run's
@@ -427,14 +515,15 @@ static bool restore(Run *r, const char *path, bool state) {
     const VarDesc *v = b0->vars[i];
     if (!(v->flags & (state ? VAR_PARAM | VAR_STATE : VAR_PARAM)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
     Tensor *t = ckpt_find(&c, v->name);
-    Tensor *have = exec_value(r->ex, v->name);
+    Tensor *have = exec_var_value(r->ex, v->name);
     if (!t) {
       fprintf(stderr, "netrun: error: %s has no value for '%s'\n", path, v->name);
       ok = false;
     } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
       char a[128], b[128];
-      fprintf(stderr, "netrun: error: %s: '%s' has shape %s there, but %s here\n", path, v->name,
-              tensor_shape_str(t, a, sizeof a), tensor_shape_str(have, b, sizeof b));
+      fprintf(stderr, "netrun: error: %s: '%s' is %s%s there, but %s%s here\n", path, v->name,
+              dtype_name(t->dtype), tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype),
+              tensor_shape_str(have, b, sizeof b));
       ok = false;
     } else {
       Tensor *copy = tensor_copy(t);
@@ -443,19 +532,8 @@ static bool restore(Run *r, const char *path, bool state) {
       tensor_unref(copy);
     }
   }
+  if (ok && state) ok = restore_position(r, &c, path);
   if (ok && state) {
-    r->epoch = (int64_t)c.epoch;
-    r->step = (int64_t)c.step;
-    r->samples = (int64_t)c.samples;
-    *exec_rng(r->ex) = c.rng;
-    r->step_in_epoch = (int64_t)setting_u64(&c, "step_in_epoch");
-    for (int i = 0; i < 4; i++)
-      r->shuffle_at_epoch.s[i] = setting_u64(&c, i == 0 ? "shuffle0" : i == 1 ? "shuffle1" : i == 2 ? "shuffle2" : "shuffle3");
-    r->shuffle = r->shuffle_at_epoch;
-    const char *best = ckpt_get(&c, "best");
-    if (best) r->best = strtod(best, NULL);
-    const char *ema = ckpt_get(&c, "loss_ema");   /* older checkpoints: the average starts afresh */
-    if (ema) r->ema = strtod(ema, NULL), r->ema_n = (int64_t)setting_u64(&c, "loss_ema_n");
     /* Say which settings differ from the checkpoint's. */
     for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
       const char *was = ckpt_get(&c, state_keys[k]);
@@ -557,7 +635,7 @@ static Memory memory(Run *r) {
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
     bool held = v->flags & (VAR_PARAM | VAR_STATE) && strcmp(v->name, TRAIN_LR_VAR) != 0;
-    Tensor *t = held ? exec_value(r->ex, v->name) : NULL;
+    Tensor *t = held ? exec_var_value(r->ex, v->name) : NULL;
     if (t) m.model += (double)t->numel * (double)dtype_size(t->dtype);
   }
   return m;
@@ -764,18 +842,15 @@ static void teardown(Run *r) {
   if (r->p) unload(&r->ld);
 }
 
-int cmd_train(int argc, char **argv);
-int cmd_train(int argc, char **argv) {
-  TrainArgs t;
-  int rc = parse_train(argc, argv, &t, true);
-  if (rc) return rc;
+/* The training loop of cmd_train. */
+static int train(TrainArgs *t) {
+  char err[4200];
   Run r;
   int status = EXIT_SCRIPT;
-  if (!setup(&r, &t, true)) goto out;
-  if (t.resume && !restore(&r, t.resume, true)) goto out;
-  char err[4200];
-  if (t.log && !(r.logging = file_log_open(&r.log, t.log, r.epoch || r.step, err, sizeof err))) {
-    fprintf(stderr, "netrun: error: %s: %s\n", t.log, err);
+  if (!setup(&r, t, true)) goto out;
+  if (t->resume && !restore(&r, t->resume, true)) goto out;
+  if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
+    fprintf(stderr, "netrun: error: %s: %s\n", t->log, err);
     goto out;
   }
   signal(SIGINT, on_stop);
@@ -785,7 +860,7 @@ int cmd_train(int argc, char **argv) {
   int64_t steps_per_epoch = (n + r.c.batch - 1) / r.c.batch;
   double start = now();
   int64_t run_samples = 0;
-  fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t.a.file,
+  fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t->a.file,
           (long long)n, (long long)steps_per_epoch, (long long)r.c.batch, r.c.optimizer, r.c.lr,
           (long long)r.c.epochs);
   status = 0;
@@ -837,8 +912,9 @@ int cmd_train(int argc, char **argv) {
     if (stop_signal) {
       if (tty) fputc('\n', stderr);
       fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r.epoch + 1, (long long)r.step);
-      if (t.save) save(&r, t.save, false);
-      status = 128 + stop_signal;
+      /* 128 + the signal says "stopped, and saved if asked"; a checkpoint
+       * that could not be written is an error. */
+      status = t->save && !save(&r, t->save, false) ? EXIT_SCRIPT : 128 + stop_signal;
       break;
     }
     r.epoch++;
@@ -880,10 +956,10 @@ int cmd_train(int argc, char **argv) {
     }
     /* A checkpoint that cannot be written stops the run: training on
      * without one would waste what the user asked to keep. */
-    if (t.save && !save(&r, t.save, true)) status = EXIT_SCRIPT;
-    if (status == 0 && t.keep_best && best) {
+    if (t->save && !save(&r, t->save, true)) status = EXIT_SCRIPT;
+    if (status == 0 && t->keep_best && best) {
       char path[4096];
-      snprintf(path, sizeof path, "%s.best", t.save);
+      snprintf(path, sizeof path, "%s.best", t->save);
       if (!save(&r, path, true)) status = EXIT_SCRIPT;
     }
   }
@@ -902,6 +978,27 @@ int cmd_train(int argc, char **argv) {
   }
 out:
   teardown(&r);
+  return status;
+}
+
+int cmd_train(int argc, char **argv);
+int cmd_train(int argc, char **argv) {
+  TrainArgs t;
+  int rc = parse_train(argc, argv, &t, true);
+  if (rc) return rc;
+  /* One run at a time saves to a path: a second would overwrite the
+   * first's checkpoints with its own. */
+  FileLock lock = {NULL, -1};
+  char err[4200];
+  if (t.save && !file_lock(&lock, t.save, err, sizeof err)) {
+    fprintf(stderr, "netrun: error: %s: %s\n", t.save, err);
+    return EXIT_SCRIPT;
+  }
+  int status = train(&t);
+  file_unlock(&lock);
+  /* The trainer says how a signal ended the run: a second one stopped a
+   * step (status 1, nothing written), not main's generic Ctrl-C (130). */
+  if (stop_signal) exec_interrupt_reset();
   return status;
 }
 
@@ -1028,7 +1125,7 @@ int cmd_predict(int argc, char **argv) {
   r.mode_set = mode_given(&a);
   if (!feed_mode(&r, false)) goto fail;
   if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
-  Tensor *v = exec_value(r.ex, var ? var : name);
+  Tensor *v = exec_var_value(r.ex, var ? var : name);
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
     print_classes(v, -1);
   } else if (v) {

@@ -17,6 +17,10 @@
  *   mkckpt mutate IN OUT SEED    one random mutation, written to OUT
  *   mkckpt api                   set/get/find/replace and refused writes
  *   mkckpt hash TEXT             ckpt_hash of TEXT, in hex
+ *   mkckpt set PATH FIELD VALUE  rewrite one field of a valid checkpoint (a
+ *                                valid CRC): epoch, step, samples, rng0..rng3
+ *                                (decimal u64) or a setting (text)
+ *   mkckpt retype PATH NAME DTYPE  tensor NAME as zeros of DTYPE, same shape
  */
 #include "checkpoint.h"
 
@@ -428,6 +432,35 @@ static int cmd_api(const char *dir) {
   return 0;
 }
 
+/* A crafted checkpoint: one field rewritten, the rest as it was. */
+static int cmd_set(const char *path, const char *field, const char *value) {
+  Checkpoint c;
+  char err[1024];
+  if (!ckpt_read(path, &c, err, sizeof err)) return die(err);
+  uint64_t n = strtoull(value, NULL, 10);
+  if (strcmp(field, "epoch") == 0) c.epoch = n;
+  else if (strcmp(field, "step") == 0) c.step = n;
+  else if (strcmp(field, "samples") == 0) c.samples = n;
+  else if (strncmp(field, "rng", 3) == 0 && field[3] >= '0' && field[3] <= '3' && !field[4]) c.rng.s[field[3] - '0'] = n;
+  else ckpt_set(&c, field, value);
+  bool ok = write_or_say(path, &c);
+  ckpt_free(&c);
+  return ok ? 0 : 1;
+}
+
+/* A checkpoint whose tensor `name` has another dtype. */
+static int cmd_retype(const char *path, const char *name, const char *dtype) {
+  Checkpoint c;
+  char err[1024];
+  if (!ckpt_read(path, &c, err, sizeof err)) return die(err);
+  Tensor *t = ckpt_find(&c, name);
+  DType dt = strcmp(dtype, "i64") == 0 ? DT_I64 : strcmp(dtype, "bool") == 0 ? DT_BOOL : DT_F32;
+  if (t) add(&c, name, tensor_zeros(dt, t->rank, t->shape));
+  bool ok = t && write_or_say(path, &c);
+  ckpt_free(&c);
+  return ok ? 0 : die("no such tensor");
+}
+
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   Checkpoint c;
@@ -447,6 +480,8 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "fuzz") == 0 && argc == 5) return cmd_fuzz(argv[2], atol(argv[3]), strtoull(argv[4], NULL, 10));
   if (strcmp(cmd, "mutate") == 0 && argc == 5) return cmd_mutate(argv[2], argv[3], strtoull(argv[4], NULL, 10));
   if (strcmp(cmd, "api") == 0 && argc == 3) return cmd_api(argv[2]);
+  if (strcmp(cmd, "set") == 0 && argc == 5) return cmd_set(argv[2], argv[3], argv[4]);
+  if (strcmp(cmd, "retype") == 0 && argc == 5) return cmd_retype(argv[2], argv[3], argv[4]);
   if (strcmp(cmd, "hash") == 0 && argc == 3) {
     printf("%016" PRIx64 "\n", ckpt_hash(argv[2], strlen(argv[2])));
     return 0;
