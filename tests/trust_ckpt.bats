@@ -211,6 +211,12 @@ netrun: error: c.ckpt: step_in_epoch = 1, but an epoch is 1 step of 4 examples" 
   crafted best fast
   [ "$status" -eq 1 ]
   [ "$stderr" = "netrun: error: c.ckpt: setting best = fast is not a number" ]
+  crafted loss_ema nan                # the smoothed loss's average
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: setting loss_ema = nan is not a finite number" ]
+  crafted loss_ema_n 3                # more steps averaged than the run took
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: setting loss_ema_n = 3 is not a whole number from 0 to 2" ]
   cp e1.ckpt c.ckpt
   for i in 0 1 2 3; do "$MKCKPT" set c.ckpt rng$i 0; done
   run --separate-stderr "$NETRUN" train re.net --resume c.ckpt
