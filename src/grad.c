@@ -4,7 +4,9 @@
  * Two ways to a gradient, one builder: the static backward appends grad
  * ops to the program (loops and branches get grad blocks); the tape's
  * backward turns the ops the run recorded into one flat block and appends
- * the same way, then runs only the grad ops over the recorded values. */
+ * the same way, then runs only the grad ops over the recorded values.
+ * gradcheck judges each gradient against a central difference and that
+ * difference's own noise (f32 rounding, truncation, kinks): see netrun(1). */
 #include "backward.h"
 #include "cli.h"
 #include "print.h"
@@ -353,13 +355,14 @@ typedef struct Element {
 
 static double gc_step(const Element *el, int k) { return ldexp(el->h0, k); }
 
+/* An element x of a parameter, the loss being base there. */
 static void element_init(Element *el, Forward *f, float *x, double eps, double base) {
   memset(el, 0, sizeof *el);
   el->f = f;
   el->x = x;
   el->saved = *x;
   el->base = base;
-  /* At least 16 ulps of x, so that the smallest step, h0/2, is 8. */
+  /* At least 16 ulps of x, so that the smallest step, h0/2, is 8 ulps. */
   double m = fmax(fabs((double)*x), 1.0);
   el->h0 = fmax(exp2(floor(log2(eps * m))), ldexp(16.0, ilogb(m) - 23));
   el->lscale = fabs(base);
