@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -34,11 +35,12 @@ static bool parse_int(const char *opt, const char *v, int64_t lo, int64_t *out) 
   return true;
 }
 
-static bool parse_real(const char *opt, const char *v, double *out) {
+/* A positive number, or with zero_ok one that is not negative; finite. */
+static bool parse_real(const char *opt, const char *v, double *out, bool zero_ok) {
   char *end;
   double x = v ? strtod(v, &end) : 0;
-  if (!v || !*v || *end || !(x > 0)) {
-    usage_error("%s needs a positive number", opt);
+  if (!v || !*v || *end || !isfinite(x) || !(x > 0 || (zero_ok && x == 0))) {
+    usage_error("%s needs a %s number", opt, zero_ok ? "finite, non-negative" : "positive");
     return false;
   }
   *out = x;
@@ -70,6 +72,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
   a->loss = "loss";
   a->eps = 1e-2;
   a->rtol = 5e-3;
+  a->atol = CLI_ATOL;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *eq = arg[0] == '-' && arg[1] == '-' ? strchr(arg, '=') : NULL;
@@ -137,9 +140,11 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     } else if (IS("--no-grad", OPT_GRAD)) {
       if (!parse_names("--no-grad", VALUE(), a->no_grad, &a->nno_grad, 256)) return EXIT_USAGE;
     } else if (IS("--eps", OPT_CHECK)) {
-      if (!parse_real("--eps", VALUE(), &a->eps)) return EXIT_USAGE;
+      if (!parse_real("--eps", VALUE(), &a->eps, false)) return EXIT_USAGE;
     } else if (IS("--rtol", OPT_CHECK)) {
-      if (!parse_real("--rtol", VALUE(), &a->rtol)) return EXIT_USAGE;
+      if (!parse_real("--rtol", VALUE(), &a->rtol, false)) return EXIT_USAGE;
+    } else if (IS("--atol", OPT_CHECK)) {
+      if (!parse_real("--atol", VALUE(), &a->atol, true)) return EXIT_USAGE;
     } else if (IS("--samples", OPT_CHECK)) {
       if (!parse_int("--samples", VALUE(), 1, &a->samples)) return EXIT_USAGE;
     } else if (arg[0] == '-' && arg[1]) {

@@ -21,7 +21,7 @@ enum {
   OPT_TAPE_DUMP = 1 << 2, /* --dump-tape --format */
   OPT_TIME = 1 << 3,      /* --iterations */
   OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program --format */
-  OPT_CHECK = 1 << 5,     /* --eps --rtol --samples */
+  OPT_CHECK = 1 << 5,     /* --eps --rtol --atol --samples */
   OPT_MAYBE_FILE = 1 << 6, /* FILE may be left out (repl) */
 };
 
@@ -38,9 +38,12 @@ typedef struct Args {
   const char *loss;
   const char *wrt[256], *no_grad[256];
   int nwrt, nno_grad;
-  double eps, rtol;
+  double eps, rtol, atol;
   int64_t samples;
 } Args;
+
+/* gradcheck's default --atol. */
+#define CLI_ATOL 1e-5
 
 /* Parses argv (argv[0] is the verb) into a; 0, or the usage-error status. */
 int cli_parse(int argc, char **argv, Args *a, unsigned accepts);

@@ -85,9 +85,13 @@ static const Verb verbs[] = {
      "  --format FMT       text (default) or json: {\"loss\": L, \"grads\": {NAME: {\"shape\", \"data\"}}}"},
     {"gradcheck", cmd_gradcheck_verb, "netrun gradcheck [OPTIONS] FILE",
      "Compare every gradient with central finite differences, element by element,\n"
-     "and report the largest errors; exit 1 if one exceeds the tolerance.\n" GRAD_OPTIONS RUN_OPTIONS
-     "  --eps E            the finite-difference step (default 1e-2: the forward runs in f32)\n"
-     "  --rtol R           the tolerance on |analytic - numeric| / max(|numeric|, 1e-3) (default 5e-3)\n"
+     "and report the largest errors; exit 1 if one exceeds the tolerance plus the\n"
+     "difference's f32 noise (an element whose noise exceeds the tolerance is\n"
+     "reported as one that cannot be checked).\n" GRAD_OPTIONS RUN_OPTIONS
+     "  --eps E            the first step, relative to max(|x|, 1) (default 1e-2: the forward runs in f32)\n"
+     "  --rtol R           the relative tolerance: |analytic - numeric| <= atol + rtol |numeric| + noise\n"
+     "                     (default 5e-3)\n"
+     "  --atol A           the absolute tolerance (default 1e-5)\n"
      "  --samples N        check N random elements of each variable instead of all"},
     {"train", cmd_train, "netrun train [OPTIONS] FILE",
      "Train the model FILE describes on the data its train block names\n"
