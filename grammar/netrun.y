@@ -28,6 +28,12 @@ typedef struct LexBracket {
   uint32_t at;
 } LexBracket;
 
+/* A literal 2^63 waiting for its minus (ParseState.big). */
+struct LexBig {
+  Span at;
+  struct LexBig *next;
+};
+
 /* Everything one parse needs, shared by scanner (as yyextra) and parser
  * (as %parse-param); it lives on ast_parse's stack, so there are no
  * globals. */
@@ -68,6 +74,12 @@ typedef struct ParseState {
   Span pend_at;
   int pend_depth;
 
+  /* The literal 9223372036854775808 (2^63) is an i64 only when negated:
+   * the scanner hands it over as INT64_MIN and lists it here; a unary
+   * minus over it takes it off (the literal -9223372036854775808); any
+   * left at the end is too large (lex_flush_big). */
+  struct LexBig *big;
+
   AstNode *root;
 } ParseState;
 }
@@ -77,6 +89,10 @@ typedef struct ParseState {
 void lex_recover(ParseState *ps, int lookahead);
 /* Prints a pending syntax error (the bracket it waited for was closed). */
 void lex_flush_pending(ParseState *ps);
+/* Takes the literal 2^63 at `at` off ps->big: false if it is not there. */
+bool lex_negate_big(ParseState *ps, Span at);
+/* Reports every 2^63 literal no minus negated. */
+void lex_flush_big(ParseState *ps);
 }
 
 %code {
@@ -789,6 +805,10 @@ static AstNode *binary(ParseState *ps, int op, AstNode *a, AstNode *b, Span opsp
 }
 
 static AstNode *unary(ParseState *ps, int op, AstNode *a, Span opspan, Span span) {
+  if (op == '-' && a->kind == AST_INT && a->ival == INT64_MIN && lex_negate_big(ps, a->span)) {
+    a->span = span;   /* -9223372036854775808: the literal INT64_MIN */
+    return a;
+  }
   AstNode *n = NODE(AST_UNARY, span);
   n->op = op;
   n->opspan = opspan;

@@ -43,6 +43,7 @@ AstNode *ast_parse_at(Arena *arena, Diag *diag, int file, uint32_t start) {
   yylex_destroy(scanner);
 
   lex_flush_pending(&ps);
+  lex_flush_big(&ps);
   if (rc != 0 || diag->nerrors != errors_before) return NULL;
   return ps.root;
 }

@@ -144,16 +144,16 @@ static void json_float(FILE *f, double x) {
 
 static void json_attr(FILE *f, const AttrValue *v) {
   switch (v->type) {
-  case ATTR_INT: case ATTR_BLOCK: fprintf(f, "%" PRId64, v->u.i); break;
+  case ATTR_INT: case ATTR_BLOCK: case ATTR_I64: fprintf(f, "%" PRId64, v->u.i); break;
   case ATTR_FLOAT: json_float(f, v->u.f); break;
   case ATTR_BOOL: fputs(v->u.i ? "true" : "false", f); break;
   case ATTR_DTYPE: json_str(f, dtype_name((DType)v->u.i)); break;
   case ATTR_STRING: json_str(f, v->u.s); break;
-  case ATTR_INTS: case ATTR_FLOATS: case ATTR_STRINGS:
+  case ATTR_INTS: case ATTR_FLOATS: case ATTR_STRINGS: case ATTR_I64S:
     fputc('[', f);
     for (int i = 0; i < v->n; i++) {
       if (i) fputs(", ", f);
-      if (v->type == ATTR_INTS) fprintf(f, "%" PRId64, v->u.ints[i]);
+      if (v->type == ATTR_INTS || v->type == ATTR_I64S) fprintf(f, "%" PRId64, v->u.ints[i]);
       else if (v->type == ATTR_FLOATS) json_float(f, v->u.floats[i]);
       else json_str(f, v->u.strings[i]);
     }

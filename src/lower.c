@@ -222,24 +222,13 @@ static const char *emit2(Lowerer *L, const char *type, Span span, const char *x,
   return out;
 }
 
-/* A scalar constant: fill_constant(shape=[], value, dtype). */
-/* Whether integer v of a tensor literal can be held: a literal's values
- * travel as doubles (the `value` and `values` attributes), exact up to
- * 2^53 (and INT64_MIN, INT64_MAX, which tensor_to_i64 saturates to).  One
- * the trip would change is refused rather than rounded. */
-static bool literal_int_ok(Lowerer *L, Span at, int64_t v) {
-  if (tensor_to_i64((double)v) == v) return true;
-  diag_error(L->diag, at,
-             "integer %" PRId64 " is beyond 2^53: a literal holds it as a double, rounded; feed it with --set or --feed",
-             v);
-  return false;
-}
-
-static const char *emit_scalar(Lowerer *L, Span span, double value, DType dt, const char *hint) {
+/* A scalar constant: fill_constant(shape=[], value, dtype).  value is a
+ * float attribute; an i64 constant's (attr_i64) keeps its integer exact. */
+static const char *emit_scalar(Lowerer *L, Span span, AttrValue value, DType dt, const char *hint) {
   OpDesc *op = new_op(L, "fill_constant", span);
   const char *out = add_out(L, op, "Out", hint);
   op_set_attr(L->prog, op, "shape", attr_ints(L->prog, NULL, 0));
-  op_set_attr(L->prog, op, "value", attr_float(value));
+  op_set_attr(L->prog, op, "value", value);
   op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
   finish_op(L, op);
   return out;
@@ -293,6 +282,10 @@ static bool const_number(Lowerer *L, const AstNode *n, double *f, int64_t *i, bo
         *f = b->value.u.f, *is_int = false;
         return true;
       }
+      if (b->value.type == ATTR_I64) {   /* a float attribute's exact integer */
+        *i = b->value.u.i, *f = (double)b->value.u.i, *is_int = false;
+        return true;
+      }
     }
   }
   return false;
@@ -315,7 +308,8 @@ static bool const_eval(Lowerer *L, const AstNode *n, AttrType t, AttrValue *out,
     return true;
   case ATTR_FLOAT:
     if (!const_number(L, n, &f, &i, &is_int)) return false;
-    out->u.f = f;
+    if (is_int && !i64_fits_double(i)) *out = attr_i64(i);   /* exact past 2^53 */
+    else out->u.f = f;
     return true;
   case ATTR_BOOL:
     if (n->kind != AST_BOOL) return false;
@@ -352,12 +346,14 @@ static bool const_eval(Lowerer *L, const AstNode *n, AttrType t, AttrValue *out,
         return false;
       }
       if (t == ATTR_INTS) out->u.ints[k] = e.u.i;
-      else if (t == ATTR_FLOATS) out->u.floats[k] = e.u.f;
+      else if (t == ATTR_FLOATS) out->u.floats[k] = e.type == ATTR_I64 ? (double)e.u.i : e.u.f;
       else out->u.strings[k] = e.u.s;
     }
     return true;
   }
   case ATTR_BLOCK:
+  case ATTR_I64:    /* forms of a float attribute, never declared */
+  case ATTR_I64S:
     return false;
   }
   return false;
@@ -468,9 +464,9 @@ static const char *lower_name(Lowerer *L, const AstNode *n, const char *hint) {
     return NULL;
   case BIND_CONST: {
     AttrValue v = b->value;
-    if (v.type == ATTR_FLOAT) return emit_scalar(L, n->span, v.u.f, DT_F32, hint);
-    if (v.type == ATTR_INT) return emit_scalar(L, n->span, (double)v.u.i, DT_I64, hint);
-    if (v.type == ATTR_BOOL) return emit_scalar(L, n->span, (double)v.u.i, DT_BOOL, hint);
+    if (v.type == ATTR_FLOAT || v.type == ATTR_I64) return emit_scalar(L, n->span, v, DT_F32, hint);
+    if (v.type == ATTR_INT) return emit_scalar(L, n->span, attr_i64(v.u.i), DT_I64, hint);
+    if (v.type == ATTR_BOOL) return emit_scalar(L, n->span, attr_float((double)v.u.i), DT_BOOL, hint);
     diag_error(L->diag, n->span, "attribute '%s' is not a number and cannot be used as a value", n->name);
     return NULL;
   }
@@ -480,8 +476,15 @@ static const char *lower_name(Lowerer *L, const AstNode *n, const char *hint) {
 
 /* [1, 2], [[1.0, 2.0], [3.0, 4.0]]: an assign_value op.  Nested lists must
  * be rectangular; any float makes the tensor f32, else i64 (bools: bool). */
+typedef struct Literal {
+  double *vals;     /* every element as a double */
+  int64_t *ints;    /* and as an exact integer (the integers' own values) */
+  int n, cap;
+  int kinds;        /* 1: ints seen, 2: floats, 4: bools */
+} Literal;
+
 static bool flatten_literal(Lowerer *L, const AstNode *n, int depth, int *leaf_depth, Shape *shape,
-                            double **vals, int *nv, int *cap, int *kinds) {
+                            Literal *lit) {
   if (n->kind == AST_LIST) {
     if (depth >= SHAPE_MAX_RANK) {
       diag_error(L->diag, n->span, "tensor literal has more than %d dimensions", SHAPE_MAX_RANK);
@@ -500,7 +503,7 @@ static bool flatten_literal(Lowerer *L, const AstNode *n, int depth, int *leaf_d
       return false;
     }
     for (int i = 0; i < n->list.n; i++)
-      if (!flatten_literal(L, n->list.items[i], depth + 1, leaf_depth, shape, vals, nv, cap, kinds))
+      if (!flatten_literal(L, n->list.items[i], depth + 1, leaf_depth, shape, lit))
         return false;
     return true;
   }
@@ -510,20 +513,22 @@ static bool flatten_literal(Lowerer *L, const AstNode *n, int depth, int *leaf_d
   }
   *leaf_depth = depth;
   double f;
-  int64_t i;
+  int64_t i = 0;
   bool is_int;
   if (n->kind == AST_BOOL) {
     f = (double)n->ival;
-    *kinds |= 4;
+    lit->kinds |= 4;
   } else if (const_number(L, n, &f, &i, &is_int)) {
-    if (is_int && !literal_int_ok(L, n->span, i)) return false;
-    *kinds |= is_int ? 1 : 2;
+    lit->kinds |= is_int ? 1 : 2;
   } else {
     diag_error(L->diag, n->span, "tensor literals hold numbers only; use concat for computed values");
     return false;
   }
-  VEC_RESERVE(*vals, *cap, *nv + 1);
-  (*vals)[(*nv)++] = f;
+  int cap = lit->cap;
+  VEC_RESERVE(lit->vals, cap, lit->n + 1);
+  VEC_RESERVE(lit->ints, lit->cap, lit->n + 1);
+  lit->vals[lit->n] = f;
+  lit->ints[lit->n++] = i;
   return true;
 }
 
@@ -531,10 +536,11 @@ static bool flatten_literal(Lowerer *L, const AstNode *n, int depth, int *leaf_d
  * take it from the literal. */
 static const char *lower_literal(Lowerer *L, const AstNode *n, const char *hint, DType want) {
   Shape shape = shape_scalar();
-  double *vals = NULL;
-  int nv = 0, cap = 0, kinds = 0, leaf_depth = -1;
+  Literal lit = {0};
+  int leaf_depth = -1, kinds;
   const char *out = NULL;
-  if (flatten_literal(L, n, 0, &leaf_depth, &shape, &vals, &nv, &cap, &kinds)) {
+  if (flatten_literal(L, n, 0, &leaf_depth, &shape, &lit)) {
+    kinds = lit.kinds;
     if ((kinds & 4) && (kinds & 3)) {
       diag_error(L->diag, n->span, "tensor literal mixes bools and numbers");
     } else {
@@ -547,11 +553,14 @@ static const char *lower_literal(Lowerer *L, const AstNode *n, const char *hint,
       for (int i = 0; i < shape.rank; i++) dims[i] = shape.d[i].n;
       op_set_attr(L->prog, op, "shape", attr_ints(L->prog, dims, shape.rank));
       op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
-      op_set_attr(L->prog, op, "values", attr_floats(L->prog, vals, nv));
+      /* An i64 tensor holds only integers: exact past 2^53. */
+      op_set_attr(L->prog, op, "values",
+                  dt == DT_I64 ? attr_i64s(L->prog, lit.ints, lit.n) : attr_floats(L->prog, lit.vals, lit.n));
       finish_op(L, op);
     }
   }
-  mem_free(vals);
+  mem_free(lit.vals);
+  mem_free(lit.ints);
   return out;
 }
 
@@ -676,12 +685,11 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
     return b->var;
   }
   case AST_INT:
-    if (!literal_int_ok(L, n->span, n->ival)) return NULL;
-    return emit_scalar(L, n->span, (double)n->ival, DT_I64, hint);
+    return emit_scalar(L, n->span, attr_i64(n->ival), DT_I64, hint);
   case AST_FLOAT:
-    return emit_scalar(L, n->span, n->fval, DT_F32, hint);
+    return emit_scalar(L, n->span, attr_float(n->fval), DT_F32, hint);
   case AST_BOOL:
-    return emit_scalar(L, n->span, (double)n->ival, DT_BOOL, hint);
+    return emit_scalar(L, n->span, attr_float((double)n->ival), DT_BOOL, hint);
   case AST_STRING:
     diag_error(L->diag, n->span, "a string is not a value; strings can only be attributes");
     return NULL;
@@ -692,9 +700,8 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
     int64_t i;
     bool is_int;
     if (n->op == '-' && const_number(L, n, &f, &i, &is_int))
-      return is_int && !literal_int_ok(L, n->span, i)
-                 ? NULL
-                 : emit_scalar(L, n->span, is_int ? (double)i : f, is_int ? DT_I64 : DT_F32, hint);
+      return emit_scalar(L, n->span, is_int ? attr_i64(i) : attr_float(f), is_int ? DT_I64 : DT_F32,
+                         hint);
     const char *x = lower_expr(L, n->a, NULL);
     if (!x) return NULL;
     return emit1(L, n->op == '-' ? "neg" : "logical_not", n->opspan, x, hint);
@@ -1036,7 +1043,7 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   /* A literal takes the declared dtype: `input x : f32[2] = [0, 1]`. */
   if (e->kind == AST_LIST) v = lower_literal(L, e, NULL, var->dtype);
   else if (const_number(L, e, &f, &i, &is_int) && (var->dtype == DT_F32 || is_int))
-    v = emit_scalar(L, e->span, f, var->dtype, NULL);
+    v = emit_scalar(L, e->span, var->dtype == DT_I64 ? attr_i64(i) : attr_float(f), var->dtype, NULL);
   else v = lower_expr(L, e, NULL);
   if (v) {
     OpDesc *op = new_op(L, "assign", e->span);
@@ -1135,7 +1142,7 @@ static void lower_param(Lowerer *L, const AstNode *n) {
                  init->name, got);
       return;
     }
-    a[i] = val.u.f;
+    a[i] = val.type == ATTR_I64 ? (double)val.u.i : val.u.f;
   }
   double fan_in, fan_out;
   fans(&shape, &fan_in, &fan_out);

@@ -166,6 +166,9 @@ static int api_out_count(NetrunCtx *c, const char *slot) {
 static NetrunAttrValue to_public(const AttrValue *v) {
   NetrunAttrValue o = {.type = (NetrunAttrType)v->type, .n = v->n};
   switch (v->type) {
+  /* A float attribute's exact integer: the nearest double, as declared. */
+  case ATTR_I64: o.type = NETRUN_ATTR_FLOAT, o.u.f = (double)v->u.i; break;
+  case ATTR_I64S: o.type = NETRUN_ATTR_INTS, o.u.ints = v->u.ints; break;
   case ATTR_FLOAT: o.u.f = v->u.f; break;
   case ATTR_STRING: o.u.s = v->u.s; break;
   case ATTR_INTS: o.u.ints = v->u.ints; break;

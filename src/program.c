@@ -377,7 +377,7 @@ static uint64_t hash_attr(uint64_t h, const AttrValue *v) {
     return hash_mix(h, bits);
   }
   case ATTR_STRING: return hash_str(h, v->u.s);
-  case ATTR_INTS:
+  case ATTR_INTS: case ATTR_I64S:
     for (int i = 0; i < v->n; i++) h = hash_mix(h, (uint64_t)v->u.ints[i]);
     return h;
   case ATTR_FLOATS:
@@ -399,7 +399,7 @@ bool attr_value_equal(const AttrValue *a, const AttrValue *b) {
   switch (a->type) {
   case ATTR_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof a->u.f) == 0;
   case ATTR_STRING: return strcmp(a->u.s ? a->u.s : "", b->u.s ? b->u.s : "") == 0;
-  case ATTR_INTS: return a->n == 0 || memcmp(a->u.ints, b->u.ints, sizeof *a->u.ints * (size_t)a->n) == 0;
+  case ATTR_INTS: case ATTR_I64S: return a->n == 0 || memcmp(a->u.ints, b->u.ints, sizeof *a->u.ints * (size_t)a->n) == 0;
   case ATTR_FLOATS: return a->n == 0 || memcmp(a->u.floats, b->u.floats, sizeof *a->u.floats * (size_t)a->n) == 0;
   case ATTR_STRINGS:
     for (int i = 0; i < a->n; i++)
@@ -513,6 +513,8 @@ const char *attr_type_name(AttrType t) {
   case ATTR_FLOATS: return "float list";
   case ATTR_STRINGS: return "string list";
   case ATTR_BLOCK: return "block";
+  case ATTR_I64: return "exact int";
+  case ATTR_I64S: return "exact int list";
   }
   return "?";
 }
@@ -547,20 +549,53 @@ AttrValue attr_floats(Program *p, const double *v, int n) {
   return a;
 }
 
+bool i64_fits_double(int64_t i) {
+  double x = (double)i;
+  return x < 0x1p63 && (int64_t)x == i;   /* (double)INT64_MAX is 2^63 */
+}
+
+AttrValue attr_i64(int64_t i) { return (AttrValue){.type = ATTR_I64, .u.i = i}; }
+
+AttrValue attr_i64s(Program *p, const int64_t *v, int n) {
+  AttrValue a = attr_ints(p, v, n);
+  a.type = ATTR_I64S;
+  return a;
+}
+
+/* A finite double as the dump writes it: the shortest form that reads
+ * back, 9 digits for a value exact in f32 (what most attributes are used
+ * as), up to 17 for any other double; 2 is written 2.0. */
+static void format_float(char buf[static 64], double x) {
+  snprintf(buf, 64, "%.9g", x);
+  for (int prec = 10; (double)(float)x != x && strtod(buf, NULL) != x && prec <= 17; prec++)
+    snprintf(buf, 64, "%.*g", prec, x);
+  if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
+}
+
 static void print_float(FILE *f, double x) {
   if (isnan(x)) fputs("nan", f);
   else if (isinf(x)) fputs(x < 0 ? "-inf" : "inf", f);
   else {
-    /* The shortest form that reads back: 9 digits for a value exact in f32
-     * (what most attributes are used as), up to 17 for any other double. */
     char buf[64];
-    snprintf(buf, sizeof buf, "%.9g", x);
-    for (int prec = 10; (double)(float)x != x && strtod(buf, NULL) != x && prec <= 17; prec++)
-      snprintf(buf, sizeof buf, "%.*g", prec, x);
-    /* Keep a float looking like a float: 2 -> 2.0 */
-    if (!strpbrk(buf, ".eE")) strcat(buf, ".0");
+    format_float(buf, x);
     fputs(buf, f);
   }
+}
+
+/* An exact integer in a float attribute: as the float would be (2.0) when
+ * that text reads back as the integer, else every digit (9007199254740993,
+ * and 9007199254740992 rather than 9.00719925e+15). */
+static void print_number(FILE *f, int64_t i) {
+  char buf[64];
+  if (i64_fits_double(i)) {
+    format_float(buf, (double)i);
+    double back = strtod(buf, NULL);
+    if (back == (double)i) {
+      fputs(buf, f);
+      return;
+    }
+  }
+  fprintf(f, "%" PRId64, i);
 }
 
 static void print_string(FILE *f, const char *s) {
@@ -579,17 +614,20 @@ void attr_print(FILE *f, const AttrValue *v) {
   case ATTR_INT: fprintf(f, "%" PRId64, v->u.i); break;
   case ATTR_BLOCK: fprintf(f, "%" PRId64, v->u.i); break;
   case ATTR_FLOAT: print_float(f, v->u.f); break;
+  case ATTR_I64: print_number(f, v->u.i); break;
   case ATTR_BOOL: fputs(v->u.i ? "true" : "false", f); break;
   case ATTR_DTYPE: fputs(dtype_name((DType)v->u.i), f); break;
   case ATTR_STRING: print_string(f, v->u.s); break;
   case ATTR_INTS:
   case ATTR_FLOATS:
   case ATTR_STRINGS:
+  case ATTR_I64S:
     fputc('[', f);
     for (int i = 0; i < v->n; i++) {
       if (i) fputs(", ", f);
       if (v->type == ATTR_INTS) fprintf(f, "%" PRId64, v->u.ints[i]);
       else if (v->type == ATTR_FLOATS) print_float(f, v->u.floats[i]);
+      else if (v->type == ATTR_I64S) print_number(f, v->u.ints[i]);
       else print_string(f, v->u.strings[i]);
     }
     fputc(']', f);

@@ -62,9 +62,16 @@ typedef struct VarDesc {
   const char *user_name;       /* the script's name for it, or NULL for temps */
 } VarDesc;
 
+/* ATTR_I64 and ATTR_I64S are forms of a float attribute (ATTR_FLOAT,
+ * ATTR_FLOATS), never declared by a proto: they hold integers exactly, so
+ * an i64 constant (fill_constant's value, assign_value's values) and an
+ * integer attribute past 2^53 are not rounded through a double.  Read as a
+ * double they give the nearest one; they print as the float would (1.0)
+ * wherever that text reads back as the integer, else every digit. */
 typedef enum AttrType {
   ATTR_INT, ATTR_FLOAT, ATTR_BOOL, ATTR_STRING, ATTR_DTYPE,
   ATTR_INTS, ATTR_FLOATS, ATTR_STRINGS, ATTR_BLOCK,
+  ATTR_I64, ATTR_I64S,
 } AttrType;
 const char *attr_type_name(AttrType t);          /* "int", "float list", ... */
 
@@ -72,10 +79,10 @@ typedef struct AttrValue {
   AttrType type;
   int n;                       /* element count for list types */
   union {
-    int64_t i;                 /* INT, BOOL (0/1), DTYPE (a DType), BLOCK */
+    int64_t i;                 /* INT, BOOL (0/1), DTYPE (a DType), BLOCK, I64 */
     double f;
     const char *s;
-    int64_t *ints;
+    int64_t *ints;             /* INTS, I64S */
     double *floats;
     const char **strings;
   } u;
@@ -225,6 +232,12 @@ const Setting *prog_setting(const Program *p, const char *block, const char *key
 AttrValue attr_string(Program *p, const char *s);
 AttrValue attr_ints(Program *p, const int64_t *v, int n);
 AttrValue attr_floats(Program *p, const double *v, int n);
+/* A float attribute holding integer i (integers v[0..n)) exactly: an
+ * ATTR_I64 (ATTR_I64S). */
+AttrValue attr_i64(int64_t i);
+AttrValue attr_i64s(Program *p, const int64_t *v, int n);
+/* Whether double holds integer i exactly. */
+bool i64_fits_double(int64_t i);
 /* Formats an attribute value as the dump prints it. */
 void attr_print(FILE *f, const AttrValue *v);
 

@@ -403,7 +403,7 @@ DType infer_promote(DType a, DType b) {
 
 const char *check_positive(const AttrValue *v) {
   switch (v->type) {
-  case ATTR_INT: return v->u.i > 0 ? NULL : "must be positive";
+  case ATTR_INT: case ATTR_I64: return v->u.i > 0 ? NULL : "must be positive";
   case ATTR_FLOAT: return v->u.f > 0 ? NULL : "must be positive";
   case ATTR_INTS:
     for (int i = 0; i < v->n; i++)
@@ -415,7 +415,7 @@ const char *check_positive(const AttrValue *v) {
 
 const char *check_nonnegative(const AttrValue *v) {
   switch (v->type) {
-  case ATTR_INT: return v->u.i >= 0 ? NULL : "must not be negative";
+  case ATTR_INT: case ATTR_I64: return v->u.i >= 0 ? NULL : "must not be negative";
   case ATTR_FLOAT: return v->u.f >= 0 ? NULL : "must not be negative";
   case ATTR_INTS:
     for (int i = 0; i < v->n; i++)

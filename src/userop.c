@@ -69,6 +69,7 @@ static AttrValue attr_clone(Program *p, AttrValue v) {
   switch (v.type) {
   case ATTR_STRING: return attr_string(p, v.u.s);
   case ATTR_INTS: return attr_ints(p, v.u.ints, v.n);
+  case ATTR_I64S: return attr_i64s(p, v.u.ints, v.n);
   case ATTR_FLOATS: return attr_floats(p, v.u.floats, v.n);
   case ATTR_STRINGS: {
     const char **s = arena_alloc(p->arena, sizeof *s * (size_t)(v.n + 1));

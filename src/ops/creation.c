@@ -144,7 +144,8 @@ static bool infer_assign_value(InferCtx *c) {
   DType t;
   if (!shape_attr(c, "shape", &s) || !dtype_attr(c, "dtype", &t)) return false;
   const AttrValue *v = infer_attr(c, "values");
-  if (!v || v->type != ATTR_FLOATS) return infer_fail(c, "attribute 'values' must be a float list");
+  if (!v || (v->type != ATTR_FLOATS && v->type != ATTR_I64S))
+    return infer_fail(c, "attribute 'values' must be a float list");
   char buf[128];
   if (shape_numel(&s) != v->n)
     return infer_fail(c, "values holds %d numbers but shape %s needs %lld", v->n,
@@ -275,8 +276,15 @@ static int k_ones(ExecCtx *c) {
   return 0;
 }
 
+/* An i64 fill reads `value` as an integer: exact when it is an ATTR_I64. */
 static int k_full(ExecCtx *c) {
-  fill_value(ctx_out(c, 0), ctx_attr_f(c, "value"));
+  Tensor *out = ctx_out(c, 0);
+  if (out->dtype != DT_I64) {
+    fill_value(out, ctx_attr_f(c, "value"));
+    return 0;
+  }
+  int64_t *o = tensor_i64(out), x = ctx_attr_i(c, "value");
+  for (int64_t i = 0; i < out->numel; i++) o[i] = x;
   return 0;
 }
 
@@ -332,10 +340,15 @@ static int k_gaussian_random(ExecCtx *c) {
 static int k_assign_value(ExecCtx *c) {
   Tensor *out = ctx_out(c, 0);
   const AttrValue *v = ctx_attr(c, "values");
-  if (!v || v->type != ATTR_FLOATS || v->n != out->numel)
+  if (!v || (v->type != ATTR_FLOATS && v->type != ATTR_I64S) || v->n != out->numel)
     return ctx_fail(c, "internal error: values do not fit the shape");
-  const double *x = v->u.floats;
   int64_t n = out->numel;
+  if (v->type == ATTR_I64S) {   /* exact integers (past 2^53) */
+    Tensor in = {.dtype = DT_I64, .numel = n, .data = v->u.ints};
+    convert(out, &in);
+    return 0;
+  }
+  const double *x = v->u.floats;
   switch (out->dtype) {
   case DT_F32: for (int64_t i = 0; i < n; i++) tensor_f32(out)[i] = (float)x[i]; break;
   case DT_I64: for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = tensor_to_i64(x[i]); break;
