@@ -399,18 +399,14 @@ static const char *suggest_name(Lowerer *L, const char *name, bool funcs) {
         cands[n++] = s->b[i].name;
       }
   if (funcs) {
-    int nops;
-    const OpProto *const *ops = reg_all(reg_default(), &nops);
-    for (int i = 0; i < nops; i++) {
-      VEC_RESERVE(cands, cap, n + 1);
-      cands[n++] = ops[i]->type;
-    }
-    if (L->prog->user_ops) {
-      ops = reg_all(L->prog->user_ops, &nops);
-      for (int i = 0; i < nops; i++) {
-        VEC_RESERVE(cands, cap, n + 1);
-        cands[n++] = ops[i]->type;
-      }
+    /* Only ops a script may call: an internal op (share, sgd_matmul) is
+     * refused when called, so suggesting one would mislead. */
+    const Registry *regs[2] = {reg_default(), L->prog->user_ops};
+    for (int r = 0; r < 2 && regs[r]; r++) {
+      int nops;
+      const OpProto *const *ops = reg_all(regs[r], &nops);
+      VEC_RESERVE(cands, cap, n + nops);
+      n += reg_callable_names(ops, nops, cands + n);
     }
   }
   const char *best = diag_nearest(name, (const char *const *)cands, n);

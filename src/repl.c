@@ -407,8 +407,8 @@ static bool unknown_topic(Repl *R, Cmd *c, const char *what, bool with_commands)
   const char *bare = name[0] == ':' ? name + 1 : name;
   const char *near = with_commands ? diag_nearest(bare, cands, ncommands) : NULL;
   bool cmd = near != NULL;
-  for (int i = 0; i < n; i++) cands[i] = ops[i]->type;
-  if (!near) near = diag_nearest(bare, cands, n);
+  int nc = reg_callable_names(ops, n, cands);
+  if (!near) near = diag_nearest(bare, cands, nc);
   if (near) cmd_fail(R, c, 1, "%s '%s' (did you mean '%s%s'?)", what, name, cmd ? ":" : "", near);
   else cmd_fail(R, c, 1, "%s '%s'", what, name);
   mem_free(cands);
