@@ -69,6 +69,7 @@ struct Lowerer {
   Block *block;
   const char *fn;                      /* innermost function expanded, or NULL */
   const AstNode *calls[64];            /* functions being expanded */
+  const CallSite *site;                /* the innermost of their calls, or NULL */
   int ncalls;
   int depth;                           /* lower_expr calls active (function bodies included) */
   int64_t nops, max_ops;               /* ops made so far, and the limit (lower_set_max_ops) */
@@ -144,7 +145,9 @@ static const char *qualify(Lowerer *L, const char *name) {
 
 static OpDesc *new_op(Lowerer *L, const char *type, Span span) {
   L->nops++;
-  return op_new(L->prog, type, span);
+  OpDesc *op = op_new(L->prog, type, span);
+  op->call = L->site;
+  return op;
 }
 
 /* Function calls expand inline, so a program can grow exponentially in
@@ -899,6 +902,9 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   L->scope = scope_new(L, L->fn_parent);
   L->fn = def->name;
   L->calls[L->ncalls++] = def;
+  CallSite *site = arena_alloc(L->arena, sizeof *site);
+  *site = (CallSite){n->opspan, def->name, L->site};
+  L->site = site;
   int errors_before = L->diag->nerrors;
   for (int i = 0; i < def->list.n; i++) bind_var(L, def->list.items[i]->name, args[i]);
   const AstList *body = &def->a->list;
@@ -924,6 +930,7 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
     ok = false;
   }
   L->ncalls--;
+  L->site = site->outer;
   L->fn = saved_fn;
   L->scope = saved_scope;
   /* Point at the call the user wrote: the outermost one. */

@@ -102,6 +102,7 @@ void tape_record(Tape *t, const OpDesc *op, int klass, Tensor *const *ins, const
 
 OpDesc *tape_entry_op(Program *p, const TapeEntry *e, const char *const *names) {
   OpDesc *op = op_new(p, e->op->type, e->op->span);
+  op->call = e->op->call;
   int k = 0;
   for (int s = 0; s < e->op->nin; s++) {
     Slot *slot = op_add_input(p, op, e->op->in[s].name);

@@ -64,3 +64,32 @@ bats_require_minimum_version 1.5.0
   run "$NETRUN" ops cross_entropy
   [ "$output" = "netrun: error: no op is named 'cross_entropy'; the stdlib's losses.net defines the function 'cross_entropy' (import \"losses\")" ]
 }
+
+# ---- where a runtime error happened -------------------------------------------------
+
+@test "a runtime error inside a function points at the call, as a lowering error does" {
+  printf 'def f(x) {\n  i = [0, 1]\n  return gather(x, i + 5)\n}\ndef g(x) {\n  return f(x) * 2\n}\nx = [1.0, 2.0]\ny = g(x)\nprint(y)\n' > fn.net
+  run "$NETRUN" run fn.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "fn.net:3:10: error: gather: index 5 is out of range for axis 0 of size 2
+  return gather(x, i + 5)
+         ^~~~~~
+fn.net:9:5: note: in this call to 'g'
+y = g(x)
+    ^" ]
+  # The same error in lowering (a misspelt op) has the same note.
+  printf 'def f(x) {\n  return relux(x)\n}\ny = f([1.0])\n' > low.net
+  run "$NETRUN" run low.net
+  [ "${lines[3]}" = "low.net:4:5: note: in this call to 'f'" ]
+}
+
+@test "Ctrl-C in a loop says which turn of which loop" {
+  printf 'def f(x) {\n  i = 0\n  while true {\n    i = i + x\n  }\n  return i\n}\ny = f(1)\n' > loop.net
+  run timeout --preserve-status -s INT "${NETRUN_START_SECONDS:-1}" "$NETRUN" run --max-steps 1000000000000 loop.net
+  [ "$status" -eq 130 ]
+  # The signal finds either an op of the body (or of the condition), or
+  # the loop between two turns.
+  [[ "${lines[0]}" =~ ^loop\.net:[34]:[0-9]+:\ error:\ [a-z_]+:\ interrupted\ in\ turn\ [1-9][0-9]*\ of\ the\ while\ loop\ at\ loop\.net:3:3$ ||
+     "${lines[0]}" =~ ^loop\.net:3:3:\ error:\ while:\ interrupted\ after\ [1-9][0-9]*\ turns$ ]] || { echo "$output"; false; }
+  [ "${lines[3]}" = "loop.net:8:5: note: in this call to 'f'" ]
+}
