@@ -353,7 +353,12 @@ static void free_prepared(Prepared *p) {
   mem_free(p->args[1]);
 }
 
+/* A frame's bytes, which count against the memory limit: a loop keeps a
+ * frame per turn for the backward. */
+static int64_t frame_bytes(int nvals) { return (int64_t)(sizeof(Frame) + sizeof(Tensor *) * ((size_t)nvals + 1)); }
+
 static void frame_release(Frame *f) {
+  mem_uncharge(frame_bytes(f->nvals));
   mem_free(f->vals);
   mem_free(f);
 }
@@ -383,6 +388,7 @@ static Frame *frame_new(const PBlock *pb, Frame *parent, const char *suffix) {
   ((PBlock *)pb)->spare = NULL;
   if (f && f->nvals != pb->block->nvars) frame_release(f), f = NULL;
   if (!f) {
+    mem_charge_or_exit("loop frames", frame_bytes(pb->block->nvars));
     f = mem_calloc(1, sizeof *f);
     f->nvals = pb->block->nvars;
     f->vals = mem_calloc((size_t)f->nvals + 1, sizeof *f->vals);
@@ -706,6 +712,9 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
       if (!outs[i]) {
         char buf[128];
         rc = op_fail(ex, p, "output '%s' of shape %s: %s", o->name, shape_str(&o->shape, buf, sizeof buf), why);
+        if (ex->tape.n && mem_limit_hit())
+          diag_note(ex->diag, SPAN_NONE, "the tape keeps the values of the %d ops run so far that a gradient may need",
+                    ex->tape.n);
         goto done;
       }
     }

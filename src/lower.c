@@ -150,15 +150,19 @@ static OpDesc *new_op(Lowerer *L, const char *type, Span span) {
   return op;
 }
 
-/* Function calls expand inline, so a program can grow exponentially in
- * the size of its script (f0 calls f1 twice, which calls f2 twice ...):
- * past max_ops, lowering stops with one error instead of eating memory. */
+/* A program may hold at most max_ops ops, checked before each statement
+ * and each function call: calls expand inline, so a program can grow
+ * exponentially in the size of its script (f0 calls f1 twice, which calls
+ * f2 twice ...), and a long script grows it line by line.  Past the limit,
+ * lowering stops with one error instead of eating memory; like the memory
+ * limit, it makes netrun exit with status 3. */
 static bool program_fits(Lowerer *L, Span at) {
   if (L->nops <= L->max_ops) return true;
   if (!L->too_large) {
     L->too_large = true;
-    diag_error(L->diag, at, "the program is too large: more than %lld ops (each call of a function adds "
-               "its ops again)", (long long)L->max_ops);
+    mem_limit_reached();
+    diag_error(L->diag, at, "the program is too large: more than %lld ops%s", (long long)L->max_ops,
+               L->ncalls ? " (each call of a function adds its ops again)" : "");
   }
   return false;
 }
@@ -1818,6 +1822,7 @@ static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
   int before = L->diag->nerrors;
   for (int i = 0; i < stmts->n; i++) {
     const AstNode *s = stmts->items[i];
+    if (!program_fits(L, s->span)) return false;
     switch (s->kind) {
     case AST_IMPORT:
       if (only_top(L, s, top, "import")) load_import(L, s);

@@ -440,6 +440,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
     status = EXIT_SCRIPT;
   }
+  /* An error that followed a refusal at the memory limit (a value, a
+   * dataset, the program) is running out of memory. */
+  if (status == EXIT_SCRIPT && mem_limit_hit()) status = MEM_EXIT_OOM;
   /* A run stopped by Ctrl-C exits like a shell's interrupted command. */
   if (status == EXIT_SCRIPT && exec_interrupted()) status = 128 + SIGINT;
   reg_free_default();
