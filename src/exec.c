@@ -626,6 +626,9 @@ static bool has_nan(const Tensor *t) {
 }
 
 static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
+static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
+static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
+static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
 
 /* Ctrl-C stopped op p: inside a loop, says which turn of which loop. */
 static int interrupt_fail(Executor *ex, const Prepared *p) {
@@ -636,9 +639,6 @@ static int interrupt_fail(Executor *ex, const Prepared *p) {
   return op_fail(ex, p, "interrupted in turn %lld of the while loop at %s:%d:%d", (long long)ex->turn + 1,
                  at.file >= 0 ? ex->diag->files[at.file].path : "?", line, col);
 }
-static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
-static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
-static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
 
 static double now(void) {
   struct timespec ts;

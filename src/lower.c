@@ -2036,6 +2036,7 @@ struct LowerMark {
   const char **user_ops;     /* the types the program defined */
   int nuser;
   int nloaded;
+  int64_t nops;              /* ops made: an entry undone gives its ops back */
 };
 
 LowerMark *lower_mark(Lowerer *L) {
@@ -2050,11 +2051,13 @@ LowerMark *lower_mark(Lowerer *L) {
   for (int i = 0; i < n; i++) m->user_ops[i] = ops[i]->type;
   m->nuser = n;
   m->nloaded = L->nloaded;
+  m->nops = L->nops;
   return m;
 }
 
 void lower_rollback(Lowerer *L, LowerMark *m) {
   prog_rollback(L->prog, &m->prog);
+  L->nops = m->nops;
   L->global->n = m->nglobals;
   if (m->nglobals) memcpy(L->global->b, m->globals, sizeof *m->globals * (size_t)m->nglobals);
   /* The name index cannot delete: rebuilt from the bindings that stay. */
@@ -2106,6 +2109,7 @@ static bool gives_value(Lowerer *L, const AstNode *e) {
 
 bool lower_chunk(Lowerer *L, const AstNode *root, LowerStmt **stmts, int *n) {
   int before = L->diag->nerrors;
+  L->too_large = false;   /* a session's entry past the op limit says so, each */
   LowerStmt *out = arena_alloc(L->arena, sizeof *out * (size_t)(root->list.n + 1));
   for (int i = 0; i < root->list.n; i++) {
     const AstNode *s = root->list.items[i];

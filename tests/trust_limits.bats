@@ -178,4 +178,15 @@ idx() {
   run timeout 60 "$NETRUN" dump fn.net
   [ "$status" -eq 3 ]
   [[ "${lines[0]}" == *"error: the program is too large: more than 500000 ops (each call of a function adds its ops again)" ]]
+  # In a session, an entry past it is undone, ops and all: the next one
+  # says so again, and a small one runs.
+  { grep -v '^y = ' fn.net; printf 'y = f20(1.0)
+y = f20(1.0)
+z = 41
+z + 1
+'; } > in.txt
+  run --separate-stderr timeout 60 "$NETRUN" repl < in.txt
+  [ "$status" -eq 3 ]
+  [ "$output" = "42" ]
+  [ "$(grep -c 'error: the program is too large: more than 500000 ops' <<< "$stderr")" -eq 2 ]
 }
