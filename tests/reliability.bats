@@ -179,7 +179,10 @@ refuses() {
   # Each function calls the next twice: 2^40 ops.
   gen twice.net 'for (i = 0; i < 40; i++) printf "def f%d(x) {\n  return f%d(x) + f%d(x)\n}\n", i, i + 1, i + 1
     print "def f40(x) {\n  return x\n}\ny = f0(1.0)"'
-  refuses dump twice.net -- "error: the program is too large: more than 500000 ops (each call of a function adds its ops again)"
+  # A limit that guards memory: status 3, as out of memory.
+  run timeout 60 "$NETRUN" dump twice.net
+  [ "$status" -eq 3 ]
+  [[ "${lines[0]}" == *"error: the program is too large: more than 500000 ops (each call of a function adds its ops again)" ]]
 }
 
 @test "255 levels of ifs and whiles, and expressions 990 deep, run forward and backward" {
