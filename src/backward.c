@@ -318,6 +318,7 @@ Program *gprog(GradCtx *g) { return g->bw->p; }
 
 OpDesc *gemit(GradCtx *g, const char *type) {
   OpDesc *op = op_new(g->bw->p, type, g->op->span);
+  op->call = g->op->call;
   op->fwd_block = g->fwd->idx;
   op->fwd_op = g->op_index;
   VEC_RESERVE(g->out->ops, g->out->cap, g->out->n + 1);

@@ -26,7 +26,7 @@
  *                data             numel × (4 | 8 | 1) bytes: f32 IEEE-754,
  *                                 i64 two's complement, bool 0 or 1
  *              The names are the caller's; the trainer groups parameters
- *              ("W1") and optimizer state ("W1@momentum", "@beta1_pow") by
+ *              ("W1") and optimizer state ("W1@VELOCITY", "W1@MOMENT1", "W1@BETA1POW") by
  *              name.
  *   trailer    4  "TAIL"
  *              8  u64 total length (again)

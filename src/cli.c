@@ -4,6 +4,7 @@
 #include "feed.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -187,6 +188,39 @@ static const char *stdlib_dir(void) {
     }
   }
   return NULL;
+}
+
+/* Adds the functions that file (a stdlib .net file) defines, by the lines
+ * "def NAME(" that define them. */
+static void stdlib_defs(Arena *a, const char *dir, const char *file, StdlibDef **defs, int *n, int *cap) {
+  char path[PATH_MAX + 256], line[512];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "def ", 4) != 0) continue;
+    size_t len = strcspn(line + 4, "( \t\n");
+    if (!len || line[4 + len] != '(') continue;
+    StdlibDef *d = ARENA_PUSH(a, *defs, *n, *cap);
+    d->name = arena_strndup(a, line + 4, len);
+    d->file = arena_strdup(a, file);
+  }
+  fclose(f);
+}
+
+StdlibDef *cli_stdlib_defs(Arena *a, int *n) {
+  StdlibDef *defs = NULL;
+  int cap = 0;
+  *n = 0;
+  const char *dir = stdlib_dir();
+  char pattern[PATH_MAX + 32];
+  glob_t g;
+  if (!dir || snprintf(pattern, sizeof pattern, "%s/*.net", dir) >= (int)sizeof pattern ||
+      glob(pattern, 0, NULL, &g) != 0)
+    return NULL;
+  for (size_t i = 0; i < g.gl_pathc; i++) stdlib_defs(a, dir, g.gl_pathv[i] + strlen(dir) + 1, &defs, n, &cap);
+  globfree(&g);
+  return defs;
 }
 
 void load_init(Loaded *ld) {

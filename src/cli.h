@@ -58,6 +58,12 @@ typedef struct Loaded {
 
 /* An empty session: arena, diagnostics, a lowerer and its program. */
 void load_init(Loaded *ld);
+/* The functions the installed stdlib defines (batchnorm in nn.net ...), so
+ * that `netrun ops batch_norm` can point at one; *n gets their count. */
+typedef struct StdlibDef {
+  const char *name, *file;
+} StdlibDef;
+StdlibDef *cli_stdlib_defs(Arena *a, int *n);
 bool load_script(Loaded *ld, const char *path);
 void unload(Loaded *ld);
 /* An executor over ld's program with a's --set/--feed values fed; NULL on

@@ -215,45 +215,98 @@ fail:
   return false;
 }
 
-/* Reads the elements the header announced, and checks that nothing follows. */
-static uint8_t *idx_read(Diag *d, IdxFile *x) {
-  /* Grow the buffer as bytes arrive, so a header that lies about a huge size
-   * costs memory only for the bytes really there. */
-  int64_t want = x->numel, cap = want < (1 << 20) ? want : (1 << 20), got = 0;
-  uint8_t *buf = mem_alloc(NULL, (size_t)cap);
+/* An IDX file's elements as they arrive: the buffer grows with them, so a
+ * header that lies about a huge size costs memory only for the bytes
+ * really there. */
+typedef struct IdxRead {
+  uint8_t *buf;
+  int64_t cap, got;
   bool cut;
-  for (;;) {
-    int64_t r = idx_fill(d, x, buf + got, cap - got, &cut);
-    if (r < 0) goto fail;
-    got += r;
-    if (got < cap || cap == want) break;
-    cap = cap < want / 2 ? cap * 2 : want;
-    buf = mem_alloc(buf, (size_t)cap);
+} IdxRead;
+
+/* Reads x's elements up to the upto-th (at most its numel); false, with
+ * the error, if the file holds fewer. */
+static bool idx_more(Diag *d, IdxFile *x, IdxRead *r, int64_t upto) {
+  while (r->got < upto) {
+    if (r->got == r->cap) {
+      r->cap = r->cap < (1 << 20) ? (1 << 20) : r->cap < x->numel / 2 ? r->cap * 2 : x->numel;
+      if (r->cap > x->numel) r->cap = x->numel;
+      r->buf = mem_alloc(r->buf, (size_t)r->cap);
+    }
+    int64_t want = (upto < r->cap ? upto : r->cap) - r->got;
+    int64_t k = idx_fill(d, x, r->buf + r->got, want, &r->cut);
+    if (k < 0) return false;
+    r->got += k;
+    if (k < want) {
+      file_error(d, x->path, "truncated: %" PRId64 " bytes of %s expected, %" PRId64 " found%s", x->numel,
+                 idx_unit(x), r->got, cut_note(r->cut));
+      return false;
+    }
   }
-  if (got < want) {
-    file_error(d, x->path, "truncated: %" PRId64 " bytes of %s expected, %" PRId64 " found%s", want, idx_unit(x),
-               got, cut_note(cut));
-    goto fail;
-  }
+  return true;
+}
+
+/* After the elements: nothing may follow, and a gzip stream must end whole.
+ * Trailing bytes are counted up to IDX_MAX_TRAILING, so a file padded
+ * with gigabytes of compressed zeros is not decompressed to the end. */
+#define IDX_MAX_TRAILING ((int64_t)1 << 20)
+static bool idx_end(Diag *d, IdxFile *x, IdxRead *r) {
   uint8_t extra[4096];
-  int64_t more = 0, r;
+  int64_t more = 0, k;
   do {
-    if ((r = idx_fill(d, x, extra, sizeof extra, &cut)) < 0) goto fail;
-    more += r;
-  } while (r == (int64_t)sizeof extra);
+    if ((k = idx_fill(d, x, extra, sizeof extra, &r->cut)) < 0) return false;
+    more += k;
+  } while (k == (int64_t)sizeof extra && more <= IDX_MAX_TRAILING);
   if (more) {
-    file_error(d, x->path, "trailing data: %" PRId64 " bytes after the %" PRId64 " bytes of %s its header announces",
-               more, want, idx_unit(x));
-    goto fail;
+    file_error(d, x->path, "trailing data: %s%" PRId64 " bytes after the %" PRId64 " bytes of %s its header announces",
+               more > IDX_MAX_TRAILING ? "more than " : "", more > IDX_MAX_TRAILING ? IDX_MAX_TRAILING : more,
+               x->numel, idx_unit(x));
+    return false;
   }
-  if (cut) {
+  if (r->cut) {
     file_error(d, x->path, "truncated: the gzip stream ends before its checksum");
-    goto fail;
+    return false;
   }
-  return buf;
-fail:
-  mem_free(buf);
-  return NULL;
+  return true;
+}
+
+/* Reads the images and the labels in step, a block of examples at a time
+ * (labels first), so a header that lies about the count (a 27-byte label
+ * file announcing 2^30 labels) is caught after reading only as many
+ * examples of the other file as the liar really holds.  What the headers
+ * announce must fit the memory limit before anything is decompressed:
+ * the pixels, the labels and their i64 copy (*charged, which the dataset
+ * keeps, is the pixels and that copy). */
+static bool idx_read_pair(Diag *d, IdxFile *xi, IdxFile *xl, uint8_t **pix, uint8_t **lab, int64_t *charged) {
+  int64_t n = xi->dims[0], row = xi->numel / n;
+  int64_t need = xi->numel + xl->numel + 8 * n;
+  if (!mem_charge(need)) {
+    char why[256], dims[256];
+    dims_str(xi->rank - 1, xi->dims + 1, dims, sizeof dims);
+    if (++d->nerrors <= d->max_errors)
+      fprintf(d->out, "netrun: error: out of memory: %s:%s: %" PRId64 " images of %s and their labels: %s\n",
+              xi->path, xl->path, n, dims, mem_limit_why((double)need, why, sizeof why));
+    return false;
+  }
+  IdxRead ri = {0}, rl = {0};
+  bool ok = true;
+  int64_t step = (1 << 16) / row + 1;
+  for (int64_t done = 0; ok && done < n; step *= 2) {
+    done = step < n - done ? done + step : n;
+    ok = idx_more(d, xl, &rl, done) && idx_more(d, xi, &ri, done * row);
+  }
+  ok = ok && idx_end(d, xl, &rl) && idx_end(d, xi, &ri);
+  if (!ok) {
+    mem_free(ri.buf);
+    mem_free(rl.buf);
+    mem_uncharge(need);
+    return false;
+  }
+  mem_uncharge(xl->numel);   /* the u8 labels live only until copied */
+  *pix = ri.buf;
+  *lab = rl.buf;
+  *charged = need - xl->numel;
+  return true;
 }
 
 static bool open_idx_pair(Diag *d, const char *images, const char *labels, Dataset *ds) {
@@ -267,15 +320,12 @@ static bool open_idx_pair(Diag *d, const char *images, const char *labels, Datas
   uint8_t *pix = NULL, *lab = NULL;
   if (xi.dims[0] != xl.dims[0]) {
     file_error(d, labels, "%" PRId64 " labels, but %s holds %" PRId64 " images", xl.dims[0], images, xi.dims[0]);
-  } else if ((pix = idx_read(d, &xi)) && (lab = idx_read(d, &xl))) {
-    ok = true;
+  } else {
+    ok = idx_read_pair(d, &xi, &xl, &pix, &lab, &ds->charged);
   }
   idx_close(&xi);
   idx_close(&xl);
-  if (!ok) {
-    mem_free(pix);
-    return false;
-  }
+  if (!ok) return false;
   ds->n = xi.dims[0];
   ds->files[0] = arena_strdup(&ds->arena, images);
   ds->files[1] = arena_strdup(&ds->arena, labels);
@@ -763,6 +813,7 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
 
 void data_free(Dataset *ds) {
   for (int i = 0; i < ds->ncols; i++) mem_free(ds->cols[i].data);
+  mem_uncharge(ds->charged);
   arena_free(&ds->arena);
   memset(ds, 0, sizeof *ds);
 }

@@ -58,6 +58,7 @@ typedef struct Dataset {
   int ncols;
   const char *files[2];      /* the files read, as found */
   int nfiles;
+  int64_t charged;           /* bytes counted against the memory limit (mem.h) */
 } Dataset;
 
 typedef struct DataOptions {

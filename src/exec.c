@@ -111,6 +111,10 @@ struct Executor {
   OpTiming *timings;
   int ntimings, captimings;
   int64_t ops_run;                 /* ops executed, control ops included */
+  /* The innermost while loop running, and its turn (from 0): what Ctrl-C
+   * reports. */
+  const Prepared *loop;
+  int64_t turn;
   /* The ops after a fused head that just ran: they have nothing to do. */
   const Prepared *skip_from, *skip_to;
   struct BoundDim {                /* symbolic dims bound by feeding */
@@ -349,7 +353,12 @@ static void free_prepared(Prepared *p) {
   mem_free(p->args[1]);
 }
 
+/* A frame's bytes, which count against the memory limit: a loop keeps a
+ * frame per turn for the backward. */
+static int64_t frame_bytes(int nvals) { return (int64_t)(sizeof(Frame) + sizeof(Tensor *) * ((size_t)nvals + 1)); }
+
 static void frame_release(Frame *f) {
+  mem_uncharge(frame_bytes(f->nvals));
   mem_free(f->vals);
   mem_free(f);
 }
@@ -379,6 +388,7 @@ static Frame *frame_new(const PBlock *pb, Frame *parent, const char *suffix) {
   ((PBlock *)pb)->spare = NULL;
   if (f && f->nvals != pb->block->nvars) frame_release(f), f = NULL;
   if (!f) {
+    mem_charge_or_exit("loop frames", frame_bytes(pb->block->nvars));
     f = mem_calloc(1, sizeof *f);
     f->nvals = pb->block->nvars;
     f->vals = mem_calloc((size_t)f->nvals + 1, sizeof *f->vals);
@@ -451,6 +461,15 @@ static void keep_step(Frame *f, int op_index, Frame *step) {
 
 /* ---- errors ------------------------------------------------------------------ */
 
+/* An op expanded from a function call points at the call the user wrote,
+ * the outermost one, as lowering's errors do. */
+static void call_note(Diag *d, const OpDesc *op) {
+  const CallSite *s = op->call;
+  if (!s) return;
+  while (s->outer) s = s->outer;
+  diag_note(d, s->at, "in this call to '%s'", s->fn);
+}
+
 int ctx_fail(ExecCtx *c, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
@@ -458,6 +477,7 @@ int ctx_fail(ExecCtx *c, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   diag_error(c->ex->diag, c->p->op->span, "%s: %s", c->p->op->type, msg);
+  call_note(c->ex->diag, c->p->op);
   return -1;
 }
 
@@ -470,6 +490,7 @@ static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   diag_error(ex->diag, p->op->span, "%s: %s", p->op->type, msg);
+  call_note(ex->diag, p->op);
   return -1;
 }
 
@@ -609,6 +630,16 @@ static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **
 static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
 static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
 
+/* Ctrl-C stopped op p: inside a loop, says which turn of which loop. */
+static int interrupt_fail(Executor *ex, const Prepared *p) {
+  if (!ex->loop) return op_fail(ex, p, "interrupted");
+  Span at = ex->loop->op->span;
+  int line = 0, col = 0;
+  if (at.file >= 0) diag_line_col(ex->diag, at.file, at.start, &line, &col);
+  return op_fail(ex, p, "interrupted in turn %lld of the while loop at %s:%d:%d", (long long)ex->turn + 1,
+                 at.file >= 0 ? ex->diag->files[at.file].path : "?", line, col);
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -633,7 +664,7 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
     if (rc == 0) ex->skip_from = p + 1, ex->skip_to = p + p->nfused;
     return rc;
   }
-  if (interrupted) return op_fail(ex, p, "interrupted");
+  if (interrupted) return interrupt_fail(ex, p);
   ex->ops_run++;
   if (!p->proto) return op_fail(ex, p, "internal error: unknown op type");
   Tensor *in_stack[MAX_STACK_VALS], *out_stack[MAX_STACK_VALS];
@@ -681,6 +712,9 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
       if (!outs[i]) {
         char buf[128];
         rc = op_fail(ex, p, "output '%s' of shape %s: %s", o->name, shape_str(&o->shape, buf, sizeof buf), why);
+        if (ex->tape.n && mem_limit_hit())
+          diag_note(ex->diag, SPAN_NONE, "the tape keeps the values of the %d ops run so far that a gradient may need",
+                    ex->tape.n);
         goto done;
       }
     }
@@ -770,7 +804,7 @@ static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor *
       break;
     }
     if (interrupted) {
-      rc = op_fail(ex, p, "interrupted in turn %lld", (long long)turn);
+      rc = op_fail(ex, p, "interrupted after %lld turn%s", (long long)turn, turn == 1 ? "" : "s");
       break;
     }
     const char *suffix = ex->opt.tape ? tape_turn(&ex->tape, f->suffix, turn) : "";
@@ -779,7 +813,11 @@ static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor *
       step->vals[p->args[0][k]] = carried[k];
       carried[k] = NULL;
     }
+    const Prepared *outer = ex->loop;
+    int64_t outer_turn = ex->turn;
+    ex->loop = p, ex->turn = turn;
     rc = run_block(ex, body, step);
+    ex->loop = outer, ex->turn = outer_turn;
     if (rc == 0) {
       for (int k = 0; k < nc; k++) carried[k] = tensor_ref(frame_get(step, p->results[0][k]));
       Tensor *c = frame_get(step, p->results[0][nc]);

@@ -71,6 +71,7 @@ struct Lowerer {
   Block *block;
   const char *fn;                      /* innermost function expanded, or NULL */
   const AstNode *calls[64];            /* functions being expanded */
+  const CallSite *site;                /* the innermost of their calls, or NULL */
   int ncalls;
   int depth;                           /* lower_expr calls active (function bodies included) */
   int64_t nops, max_ops;               /* ops made so far, and the limit (lower_set_max_ops) */
@@ -147,18 +148,24 @@ static const char *qualify(Lowerer *L, const char *name) {
 
 static OpDesc *new_op(Lowerer *L, const char *type, Span span) {
   L->nops++;
-  return op_new(L->prog, type, span);
+  OpDesc *op = op_new(L->prog, type, span);
+  op->call = L->site;
+  return op;
 }
 
-/* Function calls expand inline, so a program can grow exponentially in
- * the size of its script (f0 calls f1 twice, which calls f2 twice ...):
- * past max_ops, lowering stops with one error instead of eating memory. */
+/* A program may hold at most max_ops ops, checked before each statement
+ * and each function call: calls expand inline, so a program can grow
+ * exponentially in the size of its script (f0 calls f1 twice, which calls
+ * f2 twice ...), and a long script grows it line by line.  Past the limit,
+ * lowering stops with one error instead of eating memory; like the memory
+ * limit, it makes netrun exit with status 3. */
 static bool program_fits(Lowerer *L, Span at) {
   if (L->nops <= L->max_ops) return true;
   if (!L->too_large) {
     L->too_large = true;
-    diag_error(L->diag, at, "the program is too large: more than %lld ops (each call of a function adds "
-               "its ops again)", (long long)L->max_ops);
+    mem_limit_reached();
+    diag_error(L->diag, at, "the program is too large: more than %lld ops%s", (long long)L->max_ops,
+               L->ncalls ? " (each call of a function adds its ops again)" : "");
   }
   return false;
 }
@@ -410,18 +417,14 @@ static const char *suggest_name(Lowerer *L, const char *name, bool funcs) {
         cands[n++] = s->b[i].name;
       }
   if (funcs) {
-    int nops;
-    const OpProto *const *ops = reg_all(reg_default(), &nops);
-    for (int i = 0; i < nops; i++) {
-      VEC_RESERVE(cands, cap, n + 1);
-      cands[n++] = ops[i]->type;
-    }
-    if (L->prog->user_ops) {
-      ops = reg_all(L->prog->user_ops, &nops);
-      for (int i = 0; i < nops; i++) {
-        VEC_RESERVE(cands, cap, n + 1);
-        cands[n++] = ops[i]->type;
-      }
+    /* Only ops a script may call: an internal op (share, sgd_matmul) is
+     * refused when called, so suggesting one would mislead. */
+    const Registry *regs[2] = {reg_default(), L->prog->user_ops};
+    for (int r = 0; r < 2 && regs[r]; r++) {
+      int nops;
+      const OpProto *const *ops = reg_all(regs[r], &nops);
+      VEC_RESERVE(cands, cap, n + nops);
+      n += reg_callable_names(ops, nops, cands + n);
     }
   }
   const char *best = diag_nearest(name, (const char *const *)cands, n);
@@ -929,6 +932,9 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   L->scope = scope_new(L, L->fn_parent);
   L->fn = def->name;
   L->calls[L->ncalls++] = def;
+  CallSite *site = arena_alloc(L->arena, sizeof *site);
+  *site = (CallSite){n->opspan, def->name, L->site};
+  L->site = site;
   int errors_before = L->diag->nerrors;
   for (int i = 0; i < def->list.n; i++) bind_var(L, def->list.items[i]->name, args[i]);
   const AstList *body = &def->a->list;
@@ -954,6 +960,7 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
     ok = false;
   }
   L->ncalls--;
+  L->site = site->outer;
   L->fn = saved_fn;
   L->scope = saved_scope;
   /* Point at the call the user wrote: the outermost one. */
@@ -1841,6 +1848,7 @@ static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
   int before = L->diag->nerrors;
   for (int i = 0; i < stmts->n; i++) {
     const AstNode *s = stmts->items[i];
+    if (!program_fits(L, s->span)) return false;
     switch (s->kind) {
     case AST_IMPORT:
       if (only_top(L, s, top, "import")) load_import(L, s);
@@ -2059,6 +2067,7 @@ struct LowerMark {
   const char **user_ops;     /* the types the program defined */
   int nuser;
   int nloaded;
+  int64_t nops;              /* ops made: an entry undone gives its ops back */
 };
 
 LowerMark *lower_mark(Lowerer *L) {
@@ -2073,11 +2082,13 @@ LowerMark *lower_mark(Lowerer *L) {
   for (int i = 0; i < n; i++) m->user_ops[i] = ops[i]->type;
   m->nuser = n;
   m->nloaded = L->nloaded;
+  m->nops = L->nops;
   return m;
 }
 
 void lower_rollback(Lowerer *L, LowerMark *m) {
   prog_rollback(L->prog, &m->prog);
+  L->nops = m->nops;
   L->global->n = m->nglobals;
   if (m->nglobals) memcpy(L->global->b, m->globals, sizeof *m->globals * (size_t)m->nglobals);
   /* The name index cannot delete: rebuilt from the bindings that stay. */
@@ -2129,6 +2140,7 @@ static bool gives_value(Lowerer *L, const AstNode *e) {
 
 bool lower_chunk(Lowerer *L, const AstNode *root, LowerStmt **stmts, int *n) {
   int before = L->diag->nerrors;
+  L->too_large = false;   /* a session's entry past the op limit says so, each */
   LowerStmt *out = arena_alloc(L->arena, sizeof *out * (size_t)(root->list.n + 1));
   for (int i = 0; i < root->list.n; i++) {
     const AstNode *s = root->list.items[i];

@@ -216,6 +216,34 @@ static int cmd_dump(int argc, char **argv) {
   return status;
 }
 
+/* netrun ops NAME of no op: suggests the nearest op a script can call, or
+ * the stdlib function of that name ("batch_norm": nn.net's batchnorm). */
+static void unknown_op(const char *name, const OpProto *const *all, int n) {
+  Arena a;
+  arena_init(&a);
+  int nd;
+  StdlibDef *defs = cli_stdlib_defs(&a, &nd);
+  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(n + nd + 1));
+  int k = reg_callable_names(all, n, names);
+  for (int i = 0; i < nd; i++) names[k + i] = defs[i].name;
+  const char *near = diag_nearest(name, names, k + nd);
+  const StdlibDef *def = NULL;
+  for (int i = 0; i < nd; i++)
+    if (strcmp(defs[i].name, name) == 0 || (near && strcmp(defs[i].name, near) == 0 && !def)) def = &defs[i];
+  if (def) {
+    int len = (int)strlen(def->file) - 4;
+    fprintf(stderr, "netrun: error: %s '%s'; the stdlib's %s defines the function '%s' (import \"%.*s\")\n",
+            strcmp(def->name, name) == 0 ? "no op is named" : "unknown op", name, def->file, def->name, len,
+            def->file);
+  } else if (near) {
+    fprintf(stderr, "netrun: error: unknown op '%s' (did you mean '%s'?)\n", name, near);
+  } else {
+    fprintf(stderr, "netrun: error: unknown op '%s'; `netrun ops` lists them\n", name);
+  }
+  mem_free(names);
+  arena_free(&a);
+}
+
 static int cmd_ops(int argc, char **argv) {
   if (argc > 2) return usage_error("%s", "ops takes at most one NAME");
   int n;
@@ -226,12 +254,7 @@ static int cmd_ops(int argc, char **argv) {
       reg_describe(stdout, p);
       return 0;
     }
-    const char **names = mem_alloc(NULL, sizeof *names * (size_t)n);
-    for (int i = 0; i < n; i++) names[i] = all[i]->type;
-    const char *near = diag_nearest(argv[1], names, n);
-    mem_free(names);
-    if (near) fprintf(stderr, "netrun: error: unknown op '%s' (did you mean '%s'?)\n", argv[1], near);
-    else fprintf(stderr, "netrun: error: unknown op '%s'; `netrun ops` lists them\n", argv[1]);
+    unknown_op(argv[1], all, n);
     return EXIT_SCRIPT;
   }
   reg_print_table(stdout, all, n);
@@ -434,6 +457,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
     status = EXIT_SCRIPT;
   }
+  /* An error that followed a refusal at the memory limit (a value, a
+   * dataset, the program) is running out of memory. */
+  if (status == EXIT_SCRIPT && mem_limit_hit()) status = MEM_EXIT_OOM;
   /* A run stopped by Ctrl-C exits like a shell's interrupted command. */
   if (status == EXIT_SCRIPT && exec_interrupted()) status = 128 + SIGINT;
   reg_free_default();

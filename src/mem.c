@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static long fail_at = -1;   /* NETRUN_FAIL_ALLOC: fail the Nth allocation */
 static long n_allocs;
@@ -25,6 +26,52 @@ static void fault_init(void) {
 }
 
 size_t mem_requested(void) { return requested; }
+
+/* ---- the memory limit ---------------------------------------------------------- */
+
+static int64_t used_bytes;      /* charged so far */
+static int64_t limit_bytes;     /* 0 until set or first needed */
+static bool limit_hit;
+
+int64_t mem_limit(void) {
+  if (!limit_bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    limit_bytes = pages > 0 && page > 0 && pages < INT64_MAX / page ? (int64_t)pages * page : (int64_t)16 << 30;
+  }
+  return limit_bytes;
+}
+
+void mem_set_limit(int64_t bytes) { limit_bytes = bytes > 0 ? bytes : 0; }
+int64_t mem_used(void) { return used_bytes; }
+bool mem_limit_hit(void) { return limit_hit; }
+void mem_limit_reached(void) { limit_hit = true; }
+
+bool mem_charge(int64_t bytes) {
+  if (bytes > mem_limit() - used_bytes) {
+    limit_hit = true;
+    return false;
+  }
+  used_bytes += bytes;
+  return true;
+}
+
+void mem_uncharge(int64_t bytes) { used_bytes -= bytes; }
+
+const char *mem_limit_why(double bytes, char *buf, size_t n) {
+  char a[32], b[32], c[32];
+  int64_t free_bytes = mem_limit() - used_bytes;
+  snprintf(buf, n, "it would take %s, but only %s of the memory limit of %s is free (--max-memory)",
+           mem_size_str(bytes, a, sizeof a), mem_size_str((double)(free_bytes > 0 ? free_bytes : 0), b, sizeof b),
+           mem_size_str((double)limit_bytes, c, sizeof c));
+  return buf;
+}
+
+void mem_charge_or_exit(const char *what, int64_t bytes) {
+  if (mem_charge(bytes)) return;
+  char why[256];
+  fprintf(stderr, "netrun: error: out of memory: %s: %s\n", what, mem_limit_why((double)bytes, why, sizeof why));
+  mem_exit_oom();
+}
 
 _Noreturn void mem_oom(size_t size) {
   fprintf(stderr, "netrun: error: out of memory (allocating %zu bytes)\n", size);
@@ -103,10 +150,13 @@ void arena_free(Arena *a) {
   ArenaChunk *c = a->head;
   while (c) {
     ArenaChunk *next = c->next;
+    mem_uncharge((int64_t)(sizeof *c + c->size));
     mem_free(c);
     c = next;
   }
+  const char *what = a->what;   /* an arena freed to be reused keeps its name */
   arena_init(a);
+  a->what = what;
 }
 
 void *arena_alloc(Arena *a, size_t size) {
@@ -114,6 +164,7 @@ void *arena_alloc(Arena *a, size_t size) {
   size = (size + 15) & ~(size_t)15;
   if (!a->head || a->used + size > a->size) {
     size_t csize = size > 32768 ? size : 32768;
+    mem_charge_or_exit(a->what ? a->what : "the program", (int64_t)(sizeof(ArenaChunk) + csize));
     ArenaChunk *c = mem_alloc(NULL, sizeof *c + csize);
     c->next = a->head;
     c->size = csize;

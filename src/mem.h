@@ -28,6 +28,32 @@ char *mem_strdup(const char *s);
 /* Bytes requested from mem_alloc so far (reallocations count their new
  * size): how make bench measures memory. */
 size_t mem_requested(void);
+
+/* The memory limit (--max-memory; by default the machine's physical
+ * memory) bounds what netrun keeps for values and their records together:
+ * the elements and headers of tensors (tensor.c), datasets (data.c), the
+ * tape and loop frames (tape.c, exec.c), and every arena's chunks (a
+ * script's sources, AST and program, a session's entries).  mem_charge
+ * counts bytes against it; refused, it counts nothing, remembers that the
+ * limit was hit (main exits 3 for an error that followed: see
+ * mem_limit_hit), and the caller reports where.  Charging is a counter
+ * add: the executor's hot path can afford it. */
+int64_t mem_limit(void);
+void    mem_set_limit(int64_t bytes);
+int64_t mem_used(void);
+bool    mem_charge(int64_t bytes);
+void    mem_uncharge(int64_t bytes);
+bool    mem_limit_hit(void);
+/* Another limit that guards memory (a program's ops) was reached: the run
+ * ends as out of memory too. */
+void    mem_limit_reached(void);
+/* "it would take 3.81 MiB, but only 1.19 MiB of the memory limit of 5 MiB
+ * is free (--max-memory)", for bytes that mem_charge refused. */
+const char *mem_limit_why(double bytes, char *buf, size_t n);
+/* Charges bytes for what (e.g. "the tape"), or prints "netrun: error: out
+ * of memory: WHAT: it would take ..." and exits with MEM_EXIT_OOM. */
+void mem_charge_or_exit(const char *what, int64_t bytes);
+
 /* Called on exhaustion: prints the diagnostic and exits(MEM_EXIT_OOM). */
 _Noreturn void mem_oom(size_t size);
 /* Exits with MEM_EXIT_OOM after the caller printed why.  exit() runs the
@@ -69,6 +95,8 @@ typedef struct ArenaChunk ArenaChunk;
 typedef struct Arena {
   ArenaChunk *head;
   size_t used, size;      /* of the head chunk */
+  const char *what;       /* what it holds, for the error at the memory limit
+                           * (NULL: "the program") */
 } Arena;
 
 void  arena_init(Arena *a);

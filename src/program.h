@@ -100,12 +100,23 @@ typedef struct Slot {
   int n, cap;
 } Slot;
 
+/* A call of a function, which lowering expands in place: the ops of the
+ * function's body keep the call (and through outer the calls around it),
+ * so that an error when they run points at the call the user wrote, as
+ * lowering's own errors do ("in this call to 'f'"). */
+typedef struct CallSite {
+  Span at;                     /* the call */
+  const char *fn;              /* the function called */
+  const struct CallSite *outer;
+} CallSite;
+
 typedef struct OpDesc {
   const char *type;
   Slot *in;  int nin, capin;
   Slot *out; int nout, capout;
   Attr *attrs; int nattrs, capattrs;   /* kept sorted by name */
   Span span;                   /* the source the op came from */
+  const CallSite *call;        /* the function call it was expanded from, or NULL */
   int fwd_block, fwd_op;       /* for grad ops: the forward op (or -1) */
 } OpDesc;
 

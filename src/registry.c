@@ -453,14 +453,32 @@ static void slot_list(char *buf, size_t n, const SlotProto *slots, int count) {
                           slots[i].flags & SLOT_LIST ? "[]" : "");
 }
 
+int reg_callable_names(const OpProto *const *ops, int n, const char **names) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (!(ops[i]->flags & OP_INTERNAL)) names[k++] = ops[i]->type;
+  return k;
+}
+
+/* What runs an op: its kernel, or the executor itself for control flow. */
+static const char *kernel_name(const OpProto *p, bool table) {
+  if (p->flags & OP_CONTROL) return table ? "executor" : "the executor (control flow: it runs the op's blocks)";
+  return p->kernel ? "yes" : table ? "no" : "not yet";
+}
+
+/* The signature comes last, so a long one (adam's) cannot push the other
+ * columns out of line; the first column is as wide as the longest name. */
 void reg_print_table(FILE *f, const OpProto *const *ops, int n) {
-  fprintf(f, "%-24s %-40s %-10s %s\n", "op", "inputs -> outputs", "gradient", "kernel");
+  int w = 24;
+  for (int i = 0; i < n; i++)
+    if ((int)strlen(ops[i]->type) > w) w = (int)strlen(ops[i]->type);
+  fprintf(f, "%-*s %-10s %-8s %s\n", w, "op", "gradient", "kernel", "inputs -> outputs");
   for (int i = 0; i < n; i++) {
-    char in[128], out[128], sig[300];
+    char in[128], out[128];
     slot_list(in, sizeof in, ops[i]->in, ops[i]->nin);
     slot_list(out, sizeof out, ops[i]->out, ops[i]->nout);
-    snprintf(sig, sizeof sig, "%s -> %s", in, out);
-    fprintf(f, "%-24s %-40s %-10s %s\n", ops[i]->type, sig, grad_kind_name(ops[i]), ops[i]->kernel ? "yes" : "no");
+    fprintf(f, "%-*s %-10s %-8s %s -> %s%s\n", w, ops[i]->type, grad_kind_name(ops[i]), kernel_name(ops[i], true), in,
+            out, ops[i]->flags & OP_INTERNAL ? "  (internal)" : "");
   }
 }
 
@@ -490,5 +508,6 @@ void reg_describe(FILE *f, const OpProto *p) {
     fprintf(f, "  %s\n", p->attrs[i].doc ? p->attrs[i].doc : "");
   }
   fprintf(f, "gradient: %s\n", grad_kind_name(p));
-  fprintf(f, "kernel: %s\n", p->kernel ? "yes" : "not yet");
+  fprintf(f, "kernel: %s\n", kernel_name(p, false));
+  if (p->flags & OP_INTERNAL) fprintf(f, "internal: made by netrun itself (a script cannot call it)\n");
 }

@@ -113,6 +113,10 @@ const OpProto *const *reg_all(const Registry *r, int *n);
 /* netrun ops: one line per op (type, inputs -> outputs, gradient, kernel)
  * under a heading; and one op in full. */
 void reg_print_table(FILE *f, const OpProto *const *ops, int n);
+/* Writes the names of the ops of ops[0..n) a script may call (not
+ * OP_INTERNAL) to names; returns their count.  What "did you mean"
+ * suggests from. */
+int reg_callable_names(const OpProto *const *ops, int n, const char **names);
 void reg_describe(FILE *f, const OpProto *p);
 int reg_slot_index(const SlotProto *slots, int n, const char *name);
 int reg_attr_index(const OpProto *p, const char *name);

@@ -100,6 +100,9 @@ static void on_sigint(int sig) {
 
 static void session_open(Repl *R) {
   load_init(&R->ld);
+  /* Every entry's source, syntax and ops stay (an entry may name any value
+   * made before): at the memory limit the session ends with this name. */
+  R->ld.arena.what = "the session's entries";
   R->ld.diag.color = R->color;
   R->ex = exec_new(R->ld.prog, &R->args.opt);
   R->script.n = 0;
@@ -407,8 +410,8 @@ static bool unknown_topic(Repl *R, Cmd *c, const char *what, bool with_commands)
   const char *bare = name[0] == ':' ? name + 1 : name;
   const char *near = with_commands ? diag_nearest(bare, cands, ncommands) : NULL;
   bool cmd = near != NULL;
-  for (int i = 0; i < n; i++) cands[i] = ops[i]->type;
-  if (!near) near = diag_nearest(bare, cands, n);
+  int nc = reg_callable_names(ops, n, cands);
+  if (!near) near = diag_nearest(bare, cands, nc);
   if (near) cmd_fail(R, c, 1, "%s '%s' (did you mean '%s%s'?)", what, name, cmd ? ":" : "", near);
   else cmd_fail(R, c, 1, "%s '%s'", what, name);
   mem_free(cands);
@@ -974,6 +977,23 @@ static bool is_command(const char *s) {
   return *s == ':';
 }
 
+/* A session keeps every entry it ran (its source, syntax, ops and values:
+ * a later entry may name any of them).  Near the memory limit, new entries
+ * are refused with an error, not run until an allocation deep inside ends
+ * the session; commands (:reset, :save, :quit) still work. */
+#define REPL_RESERVE ((int64_t)1 << 20)
+static bool at_memory_limit(Repl *R) {
+  int64_t limit = mem_limit(), reserve = limit / 8 < REPL_RESERVE ? limit / 8 : REPL_RESERVE;
+  if (limit - mem_used() >= reserve) return false;
+  char a[32], b[32];
+  fprintf(stderr, "<stdin>:%d: error: out of memory: the session's entries and values take %s of the memory limit of %s "
+          "(--max-memory); the entry is not run (:reset frees them)\n", R->line,
+          mem_size_str((double)mem_used(), a, sizeof a), mem_size_str((double)limit, b, sizeof b));
+  mem_limit_reached();
+  R->failures++;
+  return true;
+}
+
 /* Reads chunks and commands until the end of input or :quit. */
 static void loop(Repl *R) {
   Buf line = {0}, chunk = {0};
@@ -999,6 +1019,8 @@ static void loop(Repl *R) {
     newline_on_sigint = R->interactive;
     if (!chunk.n && is_command(line.s)) {
       run_command(R, line.s, line.n);
+    } else if (!chunk.n && at_memory_limit(R)) {
+      continue;
     } else {
       if (!chunk.n) chunk_line = R->line;
       buf_add(&chunk, line.s, line.n);

@@ -42,12 +42,14 @@ static void names_put(TapeNames *m, const Tensor *t, const char *name) {
 void tape_init(Tape *t) {
   memset(t, 0, sizeof *t);
   arena_init(&t->arena);
+  t->arena.what = "the tape";
 }
 
 void tape_free(Tape *t) {
   for (int i = 0; i < t->n; i++)
     for (int k = 0; k < t->entries[i].nin + t->entries[i].nout; k++) tensor_unref(t->entries[i].vals[k]);
   mem_free(t->entries);
+  mem_uncharge((int64_t)(sizeof *t->entries * (size_t)t->cap));
   arena_free(&t->arena);
   memset(t, 0, sizeof *t);
 }
@@ -76,7 +78,12 @@ const char *tape_turn(Tape *t, const char *parent, int64_t k) {
 void tape_record(Tape *t, const OpDesc *op, int klass, Tensor *const *ins, const char *const *in_vars,
                  const char *const *in_turns, int nin, Tensor *const *outs,
                  const char *const *out_vars, int nout, const char *turn) {
-  VEC_RESERVE(t->entries, t->cap, t->n + 1);
+  if (t->n == t->cap) {   /* the entries count against the memory limit */
+    int cap = t->cap ? t->cap * 2 : 64;
+    mem_charge_or_exit("the tape", (int64_t)(sizeof *t->entries * (size_t)(cap - t->cap)));
+    t->entries = mem_alloc(t->entries, sizeof *t->entries * (size_t)cap);
+    t->cap = cap;
+  }
   TapeEntry *e = &t->entries[t->n++];
   int n = nin + nout;
   e->op = op;
@@ -102,6 +109,7 @@ void tape_record(Tape *t, const OpDesc *op, int klass, Tensor *const *ins, const
 
 OpDesc *tape_entry_op(Program *p, const TapeEntry *e, const char *const *names) {
   OpDesc *op = op_new(p, e->op->type, e->op->span);
+  op->call = e->op->call;
   int k = 0;
   for (int s = 0; s < e->op->nin; s++) {
     Slot *slot = op_add_input(p, op, e->op->in[s].name);

@@ -18,22 +18,19 @@ size_t dtype_size(DType t) {
 
 /* ---- the memory limit ---------------------------------------------------------- */
 
-static int64_t live_bytes;      /* elements of every storage alive */
-static int64_t limit_bytes;     /* 0 until set or first needed */
+/* The limit and its count live in mem.c: a tensor charges its elements
+ * and its header (a loop over scalars keeps millions of headers on the
+ * tape). */
+int64_t tensor_memory_limit(void) { return mem_limit(); }
+void tensor_set_memory_limit(int64_t bytes) { mem_set_limit(bytes); }
+int64_t tensor_memory_used(void) { return mem_used(); }
 
-int64_t tensor_memory_limit(void) {
-  if (!limit_bytes) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    limit_bytes = pages > 0 && page > 0 && pages < INT64_MAX / page ? (int64_t)pages * page : TENSOR_MAX_BYTES;
-  }
-  return limit_bytes;
-}
+/* A tensor's header and storage, before its elements. */
+#define HEAD_BYTES ((sizeof(Tensor) + sizeof(Storage) + 15) & ~(size_t)15)
 
-void tensor_set_memory_limit(int64_t bytes) { limit_bytes = bytes > 0 ? bytes : 0; }
-int64_t tensor_memory_used(void) { return live_bytes; }
-
-/* Why a tensor cannot be made, naming its size; NULL if it can.  The
- * product of the dims is checked before it can overflow. */
+/* Why a tensor cannot be made, naming its size; NULL if it can, and then
+ * its bytes are charged against the memory limit.  The product of the
+ * dims is checked before it can overflow. */
 static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *numel) {
   static char why[256];
   if (rank < 0 || rank > SHAPE_MAX_RANK) return "too many dimensions";
@@ -52,19 +49,14 @@ static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *
     if (shape[i] && n > TENSOR_MAX_BYTES / shape[i]) over = true;
     else n *= shape[i];
   }
-  char a[32], b[32], c[32];
+  char a[32], b[32];
   if (over || n > TENSOR_MAX_BYTES / (int64_t)dtype_size(t)) {
     snprintf(why, sizeof why, "it would take %s, more than the %s one tensor may take",
              mem_size_str(exact, a, sizeof a), mem_size_str((double)TENSOR_MAX_BYTES, b, sizeof b));
     return why;
   }
   int64_t bytes = n * (int64_t)dtype_size(t);
-  if (bytes > tensor_memory_limit() - live_bytes) {
-    snprintf(why, sizeof why, "it would take %s, but only %s of the memory limit of %s is free (--max-memory)",
-             mem_size_str(exact, a, sizeof a), mem_size_str((double)(limit_bytes - live_bytes), b, sizeof b),
-             mem_size_str((double)limit_bytes, c, sizeof c));
-    return why;
-  }
+  if (!mem_charge(bytes + (int64_t)HEAD_BYTES)) return mem_limit_why(exact, why, sizeof why);
   *numel = n;
   return NULL;
 }
@@ -79,7 +71,6 @@ static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *
  * allocation again, so the tools see each use and each leak. */
 #define POOL_DATA 64
 #define POOL_CHUNK 256
-#define HEAD_BYTES ((sizeof(Tensor) + sizeof(Storage) + 15) & ~(size_t)15)
 #define POOL_BLOCK (HEAD_BYTES + POOL_DATA)
 
 typedef struct PoolChunk {
@@ -134,7 +125,7 @@ static void pool_put(void *block) {
 }
 
 Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why) {
-  int64_t n;
+  int64_t n = 0;
   if ((*why = size_error(t, rank, shape, &n))) return NULL;
   /* One allocation holds the tensor, its storage and the elements: a new
    * tensor costs one malloc.  The block lives while its storage has users
@@ -154,7 +145,6 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why
   x->mark = 0;
   s->refs = 1;
   s->bytes = bytes;
-  live_bytes += (int64_t)bytes;
   s->data = block + head;
   s->block = block;
   s->pooled = pooled;
@@ -198,6 +188,7 @@ Tensor *tensor_scalar_bool(bool v) {
 }
 
 Tensor *tensor_view(Tensor *x, int rank, const int64_t *shape) {
+  mem_charge_or_exit("values", (int64_t)sizeof(Tensor));
   Tensor *v = mem_alloc(NULL, sizeof *v);
   *v = *x;
   v->refs = 1;
@@ -239,11 +230,14 @@ void tensor_unref(Tensor *t) {
   Storage *s = t->storage;
   bool owns_block = s->block == (void *)t;
   if (--s->refs == 0) {
-    live_bytes -= (int64_t)s->bytes;
+    mem_uncharge((int64_t)(s->bytes + HEAD_BYTES));
     if (s->pooled) pool_put(s->block);
     else mem_free(s->block);
   }
-  if (!owns_block) mem_free(t);     /* a view: its own small allocation */
+  if (!owns_block) {               /* a view: its own small allocation */
+    mem_uncharge((int64_t)sizeof *t);
+    mem_free(t);
+  }
 }
 
 double tensor_get(const Tensor *t, int64_t i) {

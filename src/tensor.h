@@ -42,9 +42,10 @@ typedef struct Tensor {
  * zeros([100000, 100000, 100])). */
 #define TENSOR_MAX_BYTES ((int64_t)16 << 30)
 
-/* The memory limit: the bytes the elements of all live tensors may take
- * together (--max-memory; by default the machine's physical memory).
- * tensor_try_new refuses a tensor that would pass it, before allocating. */
+/* The memory limit (mem.h): what all live tensors (elements and headers),
+ * datasets, the tape and netrun's records may take together (--max-memory;
+ * by default the machine's physical memory).  tensor_try_new refuses a
+ * tensor that would pass it, before allocating. */
 int64_t tensor_memory_limit(void);
 void tensor_set_memory_limit(int64_t bytes);
 int64_t tensor_memory_used(void);

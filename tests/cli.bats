@@ -109,9 +109,9 @@ setup() {
             layer_norm embedding accuracy while conditional_block sgd momentum adam; do
     grep -qE "^$op +" <<<"$output" || { echo "missing op $op"; return 1; }
   done
-  grep -qE '^matmul +X, Y -> Out +composite' <<<"$output"
-  grep -qE '^conv2d +Input, Filter -> Output +dedicated' <<<"$output"
-  grep -qE '^less_than +X, Y -> Out +none' <<<"$output"
+  grep -qE '^matmul +composite +yes +X, Y -> Out$' <<<"$output"
+  grep -qE '^conv2d +dedicated +yes +Input, Filter -> Output$' <<<"$output"
+  grep -qE '^less_than +none +yes +X, Y -> Out$' <<<"$output"
 }
 
 @test "ops NAME prints the proto" {

@@ -586,7 +586,7 @@ IN
   [ "$status" -eq 1 ]
   expect=$("$NETRUN" ops; "$NETRUN" ops relu)
   [ "$(grep -v '^twice ' <<< "$output")" = "$expect" ]
-  [[ "$(grep '^twice ' <<< "$output")" =~ ^twice\ +x\ -\>\ y\ +composite\ +yes$ ]]
+  [[ "$(grep '^twice ' <<< "$output")" =~ ^twice\ +composite\ +yes\ +x\ -\>\ y$ ]]
   [ "$stderr" = "<stdin>:6:6: error: unknown op 'reluu' (did you mean 'relu'?)
 :ops reluu
      ^~~~~" ]

@@ -71,7 +71,8 @@ EOF
   [ "${stderr_lines[1]}" = "netrun: error: step 23 (epoch 3): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
   [ "${stderr_lines[2]}" = "$ROOT/stdlib/losses.net:35:15: error: mse: produced NaN or Inf in 't.1' (shape [20, 1])" ]
   [ "${stderr_lines[3]}" = "  return mean(mse(pred, target))" ]
-  [ "${#stderr_lines[@]}" -eq 5 ]
+  [ "${stderr_lines[5]}" = "div.net:7:8: note: in this call to 'mse_loss'" ]
+  [ "${#stderr_lines[@]}" -eq 8 ]
   # The checkpoint is the one epoch 2 wrote: the same as a run of 2 epochs.
   "$NETRUN" checkpoint d.ckpt | grep -qx 'step: 20'
   "$NETRUN" train div.net --epochs 2 --save two.ckpt >/dev/null 2>&1

@@ -283,7 +283,7 @@ OpProto op_table_optim[] = {
      .out = {PARAM_OUT},
      .attrs = {{"transpose_x", ATTR_BOOL, "false", NULL, "use X transposed"},
                {"transpose_y", ATTR_BOOL, "false", NULL, "use Y transposed"}},
-     .infer = infer_sgd_matmul, .kernel = k_sgd_matmul, .grad_kind = GRAD_NONE, .flags = UPDATE},
+     .infer = infer_sgd_matmul, .kernel = k_sgd_matmul, .grad_kind = GRAD_NONE, .flags = UPDATE | OP_INTERNAL},
     {.type = "momentum",
      .doc = "VelocityOut = mu * Velocity + Grad; ParamOut = Param - LearningRate * VelocityOut",
      .in = {PARAM_IN, GRAD_IN, {"Velocity", 0, "the running velocity, shape of Param"}, LR_IN},

@@ -1,0 +1,192 @@
+#!/usr/bin/env bats
+# trust_limits.bats — issue 15 ("Trust"), items 8 and 10: --max-memory
+# bounds every value netrun keeps (datasets, the tape and loop frames, a
+# session's entries, a program's ops), and the words netrun prints about
+# itself are true (the ops table, "did you mean", where an error happened).
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+  cd "$BATS_TEST_TMPDIR"
+}
+
+bats_require_minimum_version 1.5.0
+
+# ---- netrun ops and "did you mean" ------------------------------------------------
+
+@test "ops: the table stays in line on adam's long row; control flow runs in the executor" {
+  run "$NETRUN" ops
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "op                         gradient   kernel   inputs -> outputs" ]
+  grep -qxF "adam                       none       yes      Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow -> ParamOut, Moment1Out, Moment2Out, Beta1PowOut, Beta2PowOut" <<< "$output"
+  grep -qxF "while                      dedicated  executor Cond, X[], Input[] -> Out[]  (internal)" <<< "$output"
+  grep -qxF "sgd_matmul                 none       yes      Param, X, Y, LearningRate -> ParamOut  (internal)" <<< "$output"
+  grep -qxF "relu                       dedicated  yes      X -> Out" <<< "$output"
+  # Every row's columns start where the heading's do, past the longest
+  # name (softmax_cross_entropy_grad).
+  grep -qE '^softmax_cross_entropy_grad +none' <<< "$output"
+  [ "$(cut -c28-47 <<< "$output" | sort -u | tr '\n' ,)" = "composite  yes      ,dedicated  executor ,dedicated  yes      ,gradient   kernel   ,none       executor ,none       yes      ," ]
+  run "$NETRUN" ops while
+  [ "${lines[${#lines[@]} - 2]}" = "kernel: the executor (control flow: it runs the op's blocks)" ]
+  [ "${lines[${#lines[@]} - 1]}" = "internal: made by netrun itself (a script cannot call it)" ]
+}
+
+@test "did you mean: never an op a script cannot call (where is not share)" {
+  printf 'x = ones([2])\ny = where(x)\n' > w.net
+  run "$NETRUN" run w.net
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "w.net:2:5: error: unknown op or function 'where'" ]
+  printf 'y = sgd_matmu(1.0)\n' > s.net
+  run "$NETRUN" run s.net
+  [ "${lines[0]}" = "s.net:1:5: error: unknown op or function 'sgd_matmu'" ]
+  run "$NETRUN" ops whre
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: unknown op 'whre'; \`netrun ops\` lists them" ]
+  run "$NETRUN" ops relux
+  [ "$output" = "netrun: error: unknown op 'relux' (did you mean 'relu'?)" ]
+  run --separate-stderr "$NETRUN" repl <<< ':ops shar'
+  [ "$stderr" = "<stdin>:1:6: error: unknown op 'shar'
+:ops shar
+     ^~~~" ]
+  # Internal ops are refused when called, as before.
+  printf 'y = sgd_matmul(1.0)\n' > c.net
+  run "$NETRUN" run c.net
+  [ "${lines[0]}" = "c.net:1:5: error: 'sgd_matmul' is used by netrun itself and cannot be called" ]
+}
+
+@test "ops batch_norm points at the stdlib's batchnorm" {
+  run "$NETRUN" ops batch_norm
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: unknown op 'batch_norm'; the stdlib's nn.net defines the function 'batchnorm' (import \"nn\")" ]
+  run "$NETRUN" ops batchnorm
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: no op is named 'batchnorm'; the stdlib's nn.net defines the function 'batchnorm' (import \"nn\")" ]
+  run "$NETRUN" ops cross_entropy
+  [ "$output" = "netrun: error: no op is named 'cross_entropy'; the stdlib's losses.net defines the function 'cross_entropy' (import \"losses\")" ]
+}
+
+# ---- where a runtime error happened -------------------------------------------------
+
+@test "a runtime error inside a function points at the call, as a lowering error does" {
+  printf 'def f(x) {\n  i = [0, 1]\n  return gather(x, i + 5)\n}\ndef g(x) {\n  return f(x) * 2\n}\nx = [1.0, 2.0]\ny = g(x)\nprint(y)\n' > fn.net
+  run "$NETRUN" run fn.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "fn.net:3:10: error: gather: index 5 is out of range for axis 0 of size 2
+  return gather(x, i + 5)
+         ^~~~~~
+fn.net:9:5: note: in this call to 'g'
+y = g(x)
+    ^" ]
+  # The same error in lowering (a misspelt op) has the same note.
+  printf 'def f(x) {\n  return relux(x)\n}\ny = f([1.0])\n' > low.net
+  run "$NETRUN" run low.net
+  [ "${lines[3]}" = "low.net:4:5: note: in this call to 'f'" ]
+}
+
+@test "Ctrl-C in a loop says which turn of which loop" {
+  printf 'def f(x) {\n  i = 0\n  while true {\n    i = i + x\n  }\n  return i\n}\ny = f(1)\n' > loop.net
+  run timeout --preserve-status -s INT "${NETRUN_START_SECONDS:-1}" "$NETRUN" run --max-steps 1000000000000 loop.net
+  [ "$status" -eq 130 ]
+  # The signal finds either an op of the body (or of the condition), or
+  # the loop between two turns.
+  [[ "${lines[0]}" =~ ^loop\.net:[34]:[0-9]+:\ error:\ [a-z_]+:\ interrupted\ in\ turn\ [1-9][0-9]*\ of\ the\ while\ loop\ at\ loop\.net:3:3$ ||
+     "${lines[0]}" =~ ^loop\.net:3:3:\ error:\ while:\ interrupted\ after\ [1-9][0-9]*\ turns$ ]] || { echo "$output"; false; }
+  [ "${lines[3]}" = "loop.net:8:5: note: in this call to 'f'" ]
+}
+
+# ---- the memory limit ----------------------------------------------------------------
+
+# idx FILE MAGIC DIM...: writes an IDX header (big-endian u32s) to FILE.
+idx() {
+  local f=$1 v b
+  shift
+  : > "$f"
+  for v in "$@"; do
+    for b in 24 16 8 0; do printf "\\x$(printf %02x $(((v >> b) & 255)))" >> "$f"; done
+  done
+}
+
+@test "an IDX gzip bomb: the headers are checked against --max-memory before anything is decompressed" {
+  # 131072 images of 28x28 zeros: 98 MiB that gzip makes 100 KB.
+  idx img 0x803 131072 28 28
+  { cat img; head -c $((131072 * 784)) /dev/zero; } | gzip -9 > bomb.gz
+  idx lab 0x801 131072
+  { cat lab; head -c 131072 /dev/zero; } | gzip > lab.gz
+  printf 'input x : f32[B, 784]\ninput y : i64[B]\nparam W : [784, 10] = zeros()\nloss = mean(x @ W) + mean(cast(y, f32))\ntrain {\n  data = "bomb.gz:lab.gz"\n  feed = [x, y]\n}\n' > b.net
+  run timeout 20 "$NETRUN" train --max-memory 64M b.net
+  [ "$status" -eq 3 ]
+  [[ "$output" =~ ^"netrun: error: out of memory: "[^\ ]*"bomb.gz:"[^\ ]*"lab.gz: 131072 images of [28, 28] and their labels: it would take 99.1 MiB, but only "[0-9.]+" MiB of the memory limit of 64 MiB is free (--max-memory)"$ ]] || { echo "$output"; false; }
+  # Within the limit, it trains.
+  run timeout 60 "$NETRUN" train --max-memory 256M --limit 256 --epochs 1 b.net
+  [ "$status" -eq 0 ]
+}
+
+@test "an IDX label file that lies about its count is caught before the images are decompressed" {
+  # 27 bytes that announce 2^30 labels, beside images that announce as
+  # many 2x2 images and hold 16 MiB of them.
+  idx lie.idx 0x801 1073741824
+  head -c 19 /dev/zero >> lie.idx
+  [ "$(stat -c %s lie.idx)" -eq 27 ]
+  idx img 0x803 1073741824 2 2
+  { cat img; head -c $((16 << 20)) /dev/zero; } | gzip -1 > big.gz
+  run timeout 20 "$NETRUN" data big.gz:lie.idx
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: lie.idx: truncated: 1073741824 bytes of labels expected, 19 found" ]
+  # Under a limit, the 13 GiB the headers announce are refused at once.
+  printf 'input x : f32[B, 2, 2]\ninput y : i64[B]\nloss = mean(x)\ntrain {\n  data = "big.gz:lie.idx"\n  feed = [x, y]\n}\n' > l.net
+  run timeout 20 "$NETRUN" train --max-memory 512M l.net
+  [ "$status" -eq 3 ]
+  [[ "$output" == "netrun: error: out of memory: "*"big.gz:"*"lie.idx: 1073741824 images of [2, 2] and their labels: it would take 13 GiB, but only "*" of the memory limit of 512 MiB is free (--max-memory)" ]] || { echo "$output"; false; }
+}
+
+@test "a taped loop of 10^6 scalar turns stops at --max-memory with status 3" {
+  printf 'param w : [] = 1.0\ni = 0\nx = w\nwhile i < 1000000 {\n  x = x * 1.0\n  i = i + 1\n}\nloss = x\n' > tl.net
+  for verb in run grad; do
+    run timeout 20 "$NETRUN" $verb --max-memory 64M tl.net
+    [ "$status" -eq 3 ] || { echo "$verb: status $status: $output"; false; }
+    # Whichever allocation passes the limit first, a value of the loop or
+    # the tape's own list, the error says so.
+    [[ "${lines[0]}" =~ ^"tl.net:"[45]":"[0-9]+": error: "[a-z_]+": output '"[^\']+"' of shape []: it would take "[0-9]+" bytes, but only "[0-9]+" bytes of the memory limit of 64 MiB is free (--max-memory)"$ ||
+       "${lines[0]}" =~ ^"netrun: error: out of memory: the tape: it would take "[^,]+", but only "[^,]+" of the memory limit of 64 MiB is free (--max-memory)"$ ]] || { echo "$verb: $output"; false; }
+  done
+  run timeout 60 "$NETRUN" grad --max-memory 2G tl.net
+  [ "$status" -eq 0 ]
+  [ "${lines[2]}" = "1.0" ]
+}
+
+@test "a session near --max-memory refuses entries with an error; :reset frees; status 3" {
+  awk 'BEGIN { print "x = 0"; for (i = 0; i < 200000; i++) print "x = x + 1"; print ":reset"; print "y = 41"; print "y + 1" }' > in.txt
+  run --separate-stderr timeout 60 "$NETRUN" repl --max-memory 16M < in.txt
+  [ "$status" -eq 3 ]
+  [ "$output" = "42" ]
+  [[ "${stderr_lines[0]}" =~ ^"<stdin>:"[0-9]+": error: out of memory: the session's entries and values take "[0-9.]+" MiB of the memory limit of 16 MiB (--max-memory); the entry is not run (:reset frees them)"$ ]] || { echo "${stderr_lines[0]}"; false; }
+}
+
+@test "a straight script past 500,000 ops: the program size limit, status 3" {
+  awk 'BEGIN { print "x = 1.0"; for (i = 0; i < 260000; i++) print "x = x * 1.00001" }' > long.net
+  run timeout 60 "$NETRUN" dump long.net
+  [ "$status" -eq 3 ]
+  [ "${lines[0]}" = "long.net:250002:1: error: the program is too large: more than 500000 ops" ]
+  # Under a small limit the script's own records stop it sooner.
+  run timeout 60 "$NETRUN" dump --max-memory 16M long.net
+  [ "$status" -eq 3 ]
+  [[ "${lines[0]}" =~ ^"netrun: error: out of memory: the program: it would take "[0-9.]+" KiB, but only "[0-9.]+" KiB of the memory limit of 16 MiB is free (--max-memory)"$ ]] || { echo "${lines[0]}"; false; }
+  # Functions that expand past it say so.
+  printf 'def f0(x) {\n  return x + 1\n}\n' > fn.net
+  for i in $(seq 1 20); do printf 'def f%d(x) {\n  return f%d(f%d(x))\n}\n' "$i" $((i - 1)) $((i - 1)) >> fn.net; done
+  printf 'y = f20(1.0)\n' >> fn.net
+  run timeout 60 "$NETRUN" dump fn.net
+  [ "$status" -eq 3 ]
+  [[ "${lines[0]}" == *"error: the program is too large: more than 500000 ops (each call of a function adds its ops again)" ]]
+  # In a session, an entry past it is undone, ops and all: the next one
+  # says so again, and a small one runs.
+  { grep -v '^y = ' fn.net; printf 'y = f20(1.0)
+y = f20(1.0)
+z = 41
+z + 1
+'; } > in.txt
+  run --separate-stderr timeout 60 "$NETRUN" repl < in.txt
+  [ "$status" -eq 3 ]
+  [ "$output" = "42" ]
+  [ "$(grep -c 'error: the program is too large: more than 500000 ops' <<< "$stderr")" -eq 2 ]
+}
