@@ -14,7 +14,6 @@
 #include "../exec.h"
 #include "../par.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -523,8 +522,7 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
       else im2col(img, cg, g, buf->padded, buf->col + b * p, cols);
     }
     float *dst = m == 1 ? out + (b0 * o + gi * og) * p : buf->tmp;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)kk, 1.0f, a,
-                (int)kk, bm, (int)cols, 0.0f, dst, (int)cols);
+    par_sgemm(false, false, (int)og, (int)cols, (int)kk, 1.0f, a, (int)kk, bm, (int)cols, 0.0f, dst, (int)cols);
     if (m == 1) {
       if (e) finish_rows(e, gi * og, og, p, dst, p, dst, p);
       pool_rows(e, g, o, b0, gi * og, og, out);
@@ -972,18 +970,16 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
         if (pl->direct) bm = img;
         else im2col(img, cg, g, buf->padded, col + b * p, cols);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kk, (int)cols, 1.0f, dm,
-                  (int)cols, bm, (int)cols, 1.0f, dfilt + gi * og * kk, (int)kk);
+      par_sgemm(false, true, (int)og, (int)kk, (int)cols, 1.0f, dm, (int)cols, bm, (int)cols, 1.0f,
+                dfilt + gi * og * kk, (int)kk);
     }
     if (!din) continue;
     if (pl->direct) {
       float *dst = din + (b0 * g->c + gi * cg) * g->h * g->w;
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
-                  (int)kk, dm, (int)cols, 0.0f, dst, (int)cols);
+      par_sgemm(true, false, (int)kk, (int)cols, (int)og, 1.0f, w, (int)kk, dm, (int)cols, 0.0f, dst, (int)cols);
       continue;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
-                (int)kk, dm, (int)cols, 0.0f, col, (int)cols);
+    par_sgemm(true, false, (int)kk, (int)cols, (int)og, 1.0f, w, (int)kk, dm, (int)cols, 0.0f, col, (int)cols);
     for (int64_t b = 0; b < m; b++)
       image_grad(col + b * p, cols, cg, g, buf->padded, dfilt != NULL,
                  din + ((b0 + b) * g->c + gi * cg) * g->h * g->w);
