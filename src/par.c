@@ -14,10 +14,12 @@
  * of fashion_mlp beside two busy processes on two cores took 30 times as
  * long).  Every PAR_CHECK_NS the thread starting a loop reads how long
  * netrun's threads waited, runnable, for a core (the kernel's schedstat);
- * when they waited more than PAR_SHRINK of the time the team loses a
- * thread, when less than PAR_GROW it gains one back, at most one try per
- * backoff (doubling while each try is undone at once), so a machine that
- * stays busy is not probed every check.  Since the team never changes a
+ * when they waited more than PAR_SHRINK of the time, two looks in a row,
+ * the team loses a thread, when less than PAR_GROW it gains one back, at
+ * most one try per backoff (doubling while each try is undone at once), so
+ * a machine that stays busy is not probed every check.  (A thread spinning
+ * idle between loops waits too when another process takes its core: one
+ * look is not enough.)  Since the team never changes a
  * result, it may change at any loop. */
 #include "par.h"
 
@@ -38,7 +40,7 @@
 #define PAR_GEMM_ALIGN 16
 
 #define PAR_CHECK_NS 50000000LL
-#define PAR_SHRINK 0.10
+#define PAR_SHRINK 0.20
 #define PAR_GROW 0.03
 #define PAR_BACKOFF_NS 200000000LL
 #define PAR_BACKOFF_MAX_NS 6400000000LL
@@ -50,6 +52,7 @@ static struct {
   int64_t at, wait;        /* the last look: time, threads' summed wait */
   int64_t grew, hold;      /* when the team last grew; no growth before */
   int64_t backoff;
+  int over;                /* looks in a row that found waits over PAR_SHRINK */
 } par;
 
 static int64_t now_ns(void) {
@@ -114,10 +117,12 @@ static void adapt(int64_t t) {
   par.at = t;
   par.wait = w;
   par.next = t + PAR_CHECK_NS;
-  if (par.team > 1 && waited > PAR_SHRINK) {
+  par.over = waited > PAR_SHRINK ? par.over + 1 : 0;
+  if (par.team > 1 && par.over >= 2) {
     par.team--;
+    par.over = 0;
     /* a team grown just before: the cores are still taken; wait longer */
-    par.backoff = t - par.grew <= 3 * PAR_CHECK_NS ? par.backoff * 2 : PAR_BACKOFF_NS;
+    par.backoff = t - par.grew <= 4 * PAR_CHECK_NS ? par.backoff * 2 : PAR_BACKOFF_NS;
     if (par.backoff > PAR_BACKOFF_MAX_NS) par.backoff = PAR_BACKOFF_MAX_NS;
     par.hold = t + par.backoff;
   } else if (par.team < par.max && waited < PAR_GROW && t >= par.hold) {

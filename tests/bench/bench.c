@@ -503,13 +503,8 @@ static void bench_loaded_epoch(void) {
          "PyTorch's 35 s there: %.2fx\n", quiet, loaded, loaded / quiet, loaded / 35.0);
 }
 
-int main(int argc, char **argv) {
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  par_init();
-  if (argc > 1 && strcmp(argv[1], "--epoch") == 0) {   /* the last line alone */
-    bench_loaded_epoch();
-    return 0;
-  }
+/* Sections 1 to 4. */
+static void bench_front(void) {
   printf("executor overhead on 1-element tensors (target: < 300 ns/op with the tape on)\n");
   bench_overhead(200000);
   printf("matmul through the executor vs cblas_sgemm (target: ratio <= 1.05)\n");
@@ -537,6 +532,10 @@ int main(int argc, char **argv) {
   }
   printf("  the same loop, its backward built as a program and run (netrun grad --tape-program):\n");
   bench_tape_loop(100000, false);
+}
+
+/* 5. Training steps against their GEMMs. */
+static void bench_steps(void) {
   printf("training steps against the GEMMs they need (target: ratio <= 1.05; PyTorch 1.20, Darknet 8.3)\n");
   {
     /* fashion_mlp: 784-512-256-10; 3 forward GEMMs, 5 backward (no dX for the input). */
@@ -574,6 +573,20 @@ int main(int argc, char **argv) {
     /* the same with every op by itself (--no-fuse): what fusing gains */
     bench_train_step("examples/fashion_cnn.net", "fashion_cnn --no-fuse", b, &sg, 10, 2, false);
   }
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  par_init();
+  /* build/bench --steps: the training steps and the epoch alone; --epoch:
+   * the epoch alone */
+  const char *only = argc > 1 ? argv[1] : "";
+  if (strcmp(only, "--epoch") == 0) {
+    bench_loaded_epoch();
+    return 0;
+  }
+  if (strcmp(only, "--steps") != 0) bench_front();
+  bench_steps();
   printf("one epoch of fashion_mlp, quiet and beside two busy loops (targets: ratio <= 2, <= 0.5x PyTorch's "
          "35-47 s there)\n");
   bench_loaded_epoch();
