@@ -2,11 +2,12 @@
  *
  * Same bits on any number of threads, by construction: OpenBLAS is put on
  * one thread for good (its own threading gives different bits on 1 and 2
- * threads), and par_sgemm cuts every GEMM into at most PAR_GEMM_PARTS
- * parts, blocks of whole rows or columns of C fixed by the shape alone;
- * each element of C is computed by one single-threaded sgemm over all of
- * K, whichever thread runs its part.  The PAR_ loops keep their own
- * orders (par.h).
+ * threads), and par_sgemm cuts a GEMM into at most PAR_GEMM_PARTS parts,
+ * blocks of whole rows or columns of C fixed by the shape alone; each
+ * element of C is computed by one single-threaded sgemm over all of K,
+ * whichever thread runs its part.  (A convolution that hands its images to
+ * threads runs each of their GEMMs whole instead: conv.c.)  The PAR_ loops
+ * keep their own orders (par.h).
  *
  * The team: OpenMP's threads spin, then sleep, at the barrier that ends a
  * parallel loop until every thread of the team has done its share, so one
@@ -19,8 +20,8 @@
  * most one try per backoff (doubling while each try is undone at once), so
  * a machine that stays busy is not probed every check.  (A thread spinning
  * idle between loops waits too when another process takes its core: one
- * look is not enough.)  Since the team never changes a
- * result, it may change at any loop. */
+ * look is not enough.)  Since the team never changes a result, it may
+ * change at any loop. */
 #include "par.h"
 
 #include <cblas.h>
@@ -174,10 +175,12 @@ void par_sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *
   if (parts < 1) parts = 1;
   int nt = parts > 1 ? par_threads() : 1;
   if (nt > parts) nt = (int)parts;
-  if (nt <= 1) {
-    for (int p = 0; p < (int)parts; p++) gemm_part(p, (int)parts, cols, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (nt <= 1) {   /* no parallel region at all: even one not taken costs */
+    for (int p = 0; p < (int)parts; p++)
+      gemm_part(p, (int)parts, cols, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   PAR_EACH(true, nt)
-  for (int p = 0; p < (int)parts; p++) gemm_part(p, (int)parts, cols, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  for (int p = 0; p < (int)parts; p++)
+    gemm_part(p, (int)parts, cols, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
