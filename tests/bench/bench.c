@@ -468,7 +468,8 @@ static double time_command(char *const *argv) {
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? now() - t0 : -1;
 }
 
-/* A child that spins for at most `seconds` (it is killed sooner). */
+/* A child that spins for at most `seconds` (it is killed sooner); -1 if
+ * it could not be started. */
 static pid_t busy_loop(unsigned seconds) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -490,10 +491,11 @@ static void bench_loaded_epoch(void) {
   double quiet = time_command(argv);
   pid_t busy[2] = {busy_loop(600), busy_loop(600)};
   double loaded = time_command(argv);
-  for (int i = 0; i < 2; i++) {
-    kill(busy[i], SIGKILL);
-    waitpid(busy[i], NULL, 0);
-  }
+  for (int i = 0; i < 2; i++)
+    if (busy[i] > 0) {   /* never kill(-1): that is every process */
+      kill(busy[i], SIGKILL);
+      waitpid(busy[i], NULL, 0);
+    }
   unlink(argv[6]);
   if (quiet < 0 || loaded < 0) {
     printf("  (the epoch failed)\n");
