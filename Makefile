@@ -209,7 +209,7 @@ LIB_OBJ = $(filter-out $(BUILD)/src/main.o,$(OBJ))
 $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
-bench: $(BUILD)/bench
+bench: $(BUILD)/bench netrun
 	OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $(BUILD)/bench
 
 # ---- install ----------------------------------------------------------------

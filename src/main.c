@@ -8,6 +8,7 @@
 #include "ast.h"
 #include "cli.h"
 #include "data.h"
+#include "par.h"
 #include "plugin.h"
 #include "registry.h"
 #include "repl.h"
@@ -385,18 +386,19 @@ static int load_plugins(int *argc, char **argv) {
   return 0;
 }
 
-/* --version's second line: the OpenBLAS linked, how it runs its threads,
- * and whether netrun's own loops share them (src/par.h). */
+/* --version's second line: the OpenBLAS linked, and the threads netrun
+ * spreads its GEMMs (each part on one of OpenBLAS's threads) and its own
+ * loops over (src/par.h). */
 static void print_blas(FILE *f) {
   const char *cfg = openblas_get_config();
   int words = 0, n = 0;
   while (cfg[n] && !(cfg[n] == ' ' && ++words == 2)) n++;
   static const char *const kinds[] = {"sequential", "pthreads", "OpenMP"};
-  int kind = openblas_get_parallel(), threads = openblas_get_num_threads();
+  int kind = openblas_get_parallel(), threads = par_max_threads();
   fprintf(f, "%.*s (%s build), %d thread%s", n, cfg, kind >= 0 && kind <= 2 ? kinds[kind] : "unknown", threads,
           threads == 1 ? "" : "s");
 #ifdef _OPENMP
-  fprintf(f, "; netrun's loops share %s\n", kind != 2 ? "OpenMP's threads" : threads == 1 ? "it" : "them");
+  fprintf(f, "; netrun's loops share %s\n", threads == 1 ? "it" : "them");
 #else
   fprintf(f, "; netrun's loops run on one thread\n");
 #endif
@@ -448,6 +450,7 @@ static int dispatch(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  par_init();   /* before any GEMM: OpenBLAS on one thread */
   int status = load_plugins(&argc, argv);
   if (status == 0) status = dispatch(argc, argv);
   /* Output that could not be written (a full disk) is an error, even when

@@ -1,27 +1,51 @@
-/* par.h — loops spread over the cores.
+/* par.h — loops and GEMMs spread over the cores.
  *
- * PAR_FOR(cond) before a for loop runs its iterations on OpenMP's team of
- * threads when cond holds (enough work to pay for waking them) and the
- * build has OpenMP (-fopenmp, the default), else in order on one thread.
- * netrun links the OpenMP build of OpenBLAS, so the GEMMs and these loops
- * share one team: no thread of one spins while the other's wait.
+ * netrun runs its work on a team of OpenMP threads of its own choosing
+ * (par.c): at most the threads OpenMP offers (OMP_NUM_THREADS, else one
+ * per core), fewer while other processes hold the cores.  OpenBLAS itself
+ * always runs on one thread: par_sgemm cuts each GEMM into parts fixed by
+ * its shape and hands the parts to the team.
  *
- * Only loops whose iterations write disjoint memory and whose results do
- * not depend on the order take it: the same bits on any number of threads. */
+ * PAR_FOR(cond) before a for loop runs its iterations on the team when
+ * cond holds (enough work to pay for waking it) and the build has OpenMP
+ * (-fopenmp, the default), else in order on one thread.  Only loops whose
+ * iterations write disjoint memory and whose results do not depend on the
+ * order take it; with every GEMM cut by its shape alone, the numbers are
+ * the same bits on any number of threads, and so whatever team par.c
+ * chooses from one loop to the next. */
 #ifndef NETRUN_PAR_H
 #define NETRUN_PAR_H
+
+#include <stdbool.h>
+
+/* Records the threads OpenMP offers and puts OpenBLAS on one thread; the
+ * first par_ call does it if main has not. */
+void par_init(void);
+/* The most threads netrun will use (OMP_NUM_THREADS, else the cores). */
+int par_max_threads(void);
+/* The team for the next parallel loop: between 1 and par_max_threads(),
+ * smaller while the threads wait for cores other processes hold. */
+int par_team(void);
+
+/* C = alpha op(A) op(B) + beta C, row-major, as cblas_sgemm, on the team:
+ * rows or columns of C in parts fixed by the shape, each part one
+ * single-threaded sgemm. */
+void par_sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+               int ldb, float beta, float *c, int ldc);
 
 #define PAR_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
 #include <omp.h>
-/* Inside another PAR_ loop it runs on its caller's thread. */
-#define PAR_FOR(cond) PAR_PRAGMA(omp parallel for schedule(static) if((cond) && !omp_in_parallel()))
+/* Threads a loop may take now: 1 inside another PAR_ loop (it runs on its
+ * caller's thread). */
+static inline int par_threads(void) { return omp_in_parallel() ? 1 : par_team(); }
+#define PAR_FOR(cond) \
+  PAR_PRAGMA(omp parallel for schedule(static) if((cond) && par_threads() > 1) num_threads(par_threads()))
 /* Iterations of much work each (a GEMM or more), handed out one at a time
  * to n threads (at most par_threads()); par_thread() numbers the thread
  * running one, from 0 to n - 1, for buffers of its own.  The GEMMs such a
  * loop calls run on its thread. */
 #define PAR_EACH(cond, n) PAR_PRAGMA(omp parallel for schedule(dynamic, 1) if(cond) num_threads(n))
-static inline int par_threads(void) { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
 static inline int par_thread(void) { return omp_get_thread_num(); }
 #else
 #define PAR_FOR(cond)

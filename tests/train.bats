@@ -518,7 +518,8 @@ opt_run() {
 
 @test "one thread, two or three: the same checkpoint, byte for byte" {
   # Loops split over threads (src/par.h) write disjoint elements and keep
-  # every sum in one order; OpenBLAS's GEMMs split the same way.  Three
+  # every sum in one order; GEMMs are cut into parts fixed by their shapes
+  # (src/par.c; tests/trust_threads.bats tries more environments).  Three
   # threads on two cores: more threads than cores, and an uneven share of
   # a convolution's batches of images.
   OMP_NUM_THREADS=1 "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save one.ckpt >/dev/null 2>&1

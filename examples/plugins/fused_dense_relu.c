@@ -7,7 +7,9 @@
  * X is [..., K], W [K, N], B [N]; the result is [..., N].  One call does
  * what matmul, add and relu do in three, without their two temporaries:
  * cblas_sgemm writes X @ W into the output, and one pass over it adds B and
- * applies the activation.
+ * applies the activation.  netrun keeps OpenBLAS on one thread (its own
+ * threading gives other bits on another number of threads), so this
+ * sgemm gives the same bits on any number of threads, but runs on one.
  *
  * Its grad maker emits one fused_dense_relu_grad op, which from X, W, the
  * forward's Out and Out@GRAD computes, with dZ = Out@GRAD * act'(Out):

@@ -435,7 +435,9 @@ typedef struct ConvPlan {
   int64_t cg, og, kk, p, hp, wp;
   int64_t nb, batches;   /* images per batch, and batches */
   bool direct, pad;
-  int threads;           /* threads that take batches; 1: the GEMMs spread instead */
+  bool spread;           /* batches go to threads, each GEMM whole on its thread; else
+                            each GEMM is cut over the team (par_sgemm) */
+  int threads;           /* threads that take batches now: 1 to par_threads() */
   ConvBufs *bufs;        /* [threads] */
 } ConvPlan;
 
@@ -478,7 +480,8 @@ static bool conv_plan(const Window *g, int64_t o, int64_t groups, ConvPlan *pl) 
  * would cost too much memory, and GEMMs that large split well. */
 static void conv_plan_threads(ConvPlan *pl, int64_t units, bool tmp) {
   int64_t colf = pl->kk * pl->p * pl->nb;
-  if (units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 8 * CONV_COL_FLOATS) {
+  pl->spread = units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 8 * CONV_COL_FLOATS;
+  if (pl->spread) {
     int t = par_threads();
     pl->threads = t < units ? t : (int)units;
   }
@@ -505,6 +508,19 @@ static int conv_too_large(ExecCtx *c, const Window *g, int64_t groups) {
                   (long long)(g->c / groups * g->kh * g->kw), (long long)(g->oh * g->ow));
 }
 
+/* One of a plan's GEMMs (alpha 1): whole, on its thread, when batches go
+ * to threads, else cut into parts over the team (par_sgemm).  Which one
+ * depends on the geometry alone, never on the team, so the bits do not
+ * either. */
+static void conv_gemm(const ConvPlan *pl, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                      int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (pl->spread)
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+  else
+    par_sgemm(ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
 /* Output[b, g*og + o, :] = Filter_g[o, :] . im2col(Input[b, g*cg .. ]) for
  * the images of batch bi, each group g: one sgemm per group.  A single
  * image's result lands in Output directly; a batch's [og, nb*P] result is
@@ -523,8 +539,7 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
       else im2col(img, cg, g, buf->padded, buf->col + b * p, cols);
     }
     float *dst = m == 1 ? out + (b0 * o + gi * og) * p : buf->tmp;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)kk, 1.0f, a,
-                (int)kk, bm, (int)cols, 0.0f, dst, (int)cols);
+    conv_gemm(pl, false, false, og, cols, kk, a, kk, bm, cols, 0.0f, dst, cols);
     if (m == 1) {
       if (e) finish_rows(e, gi * og, og, p, dst, p, dst, p);
       pool_rows(e, g, o, b0, gi * og, og, out);
@@ -972,18 +987,15 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
         if (pl->direct) bm = img;
         else im2col(img, cg, g, buf->padded, col + b * p, cols);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kk, (int)cols, 1.0f, dm,
-                  (int)cols, bm, (int)cols, 1.0f, dfilt + gi * og * kk, (int)kk);
+      conv_gemm(pl, false, true, og, kk, cols, dm, cols, bm, cols, 1.0f, dfilt + gi * og * kk, kk);
     }
     if (!din) continue;
     if (pl->direct) {
       float *dst = din + (b0 * g->c + gi * cg) * g->h * g->w;
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
-                  (int)kk, dm, (int)cols, 0.0f, dst, (int)cols);
+      conv_gemm(pl, true, false, kk, cols, og, w, kk, dm, cols, 0.0f, dst, cols);
       continue;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)cols, (int)og, 1.0f, w,
-                (int)kk, dm, (int)cols, 0.0f, col, (int)cols);
+    conv_gemm(pl, true, false, kk, cols, og, w, kk, dm, cols, 0.0f, col, cols);
     for (int64_t b = 0; b < m; b++)
       image_grad(col + b * p, cols, cg, g, buf->padded, dfilt != NULL,
                  din + ((b0 + b) * g->c + gi * cg) * g->h * g->w);

@@ -7,8 +7,8 @@
  * two dimensions of an operand of rank 2 or more first. */
 #include "../backward.h"
 #include "../exec.h"
+#include "../par.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <string.h>
 
@@ -68,8 +68,8 @@ static bool infer_matmul(InferCtx *c) {
 
 /* ---- the kernel ---------------------------------------------------------------
  *
- * f32 products go to OpenBLAS's cblas_sgemm, one call per matrix of the
- * broadcast batch (Debian's OpenBLAS has no batched sgemm); a transposed
+ * f32 products go to OpenBLAS's sgemm through par_sgemm (par.h), one call
+ * per matrix of the broadcast batch (Debian's OpenBLAS has no batched sgemm); a transposed
  * operand is passed as CblasTrans, never copied.  When X's batch is the
  * result's and Y is one matrix ([B, M, K] @ [K, N], a linear layer), the
  * batch folds into M and a single call does it.  i64 products (bool counts
@@ -156,12 +156,11 @@ static int matmul_f32(ExecCtx *c, const MatDims *d, const float *x, const float 
     m *= d->nbatch;
     times = 1;
   }
-  enum CBLAS_TRANSPOSE ta = d->tx ? CblasTrans : CblasNoTrans, tb = d->ty ? CblasTrans : CblasNoTrans;
   int lda = (int)(d->tx ? d->m : d->k), ldb = (int)(d->ty ? d->k : d->n);
   int64_t idx[SHAPE_MAX_RANK] = {0}, xo = 0, yo = 0;
   for (int64_t b = 0; b < times; b++) {
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)d->n, (int)d->k, 1.0f, x + xo * mk, lda,
-                y + yo * kn, ldb, 0.0f, out + b * mn, (int)d->n);
+    par_sgemm(d->tx, d->ty, (int)m, (int)d->n, (int)d->k, 1.0f, x + xo * mk, lda, y + yo * kn, ldb, 0.0f,
+              out + b * mn, (int)d->n);
     batch_next(d, idx, &xo, &yo);
   }
   return 0;

@@ -5,8 +5,8 @@
  * Param is f32; Grad and the per-element state have Param's shape; the
  * learning rate and Adam's beta powers hold one value each. */
 #include "../exec.h"
+#include "../par.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -163,9 +163,8 @@ static int k_sgd_matmul(ExecCtx *c) {
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
     return ctx_fail(c, "a dimension is larger than OpenBLAS's int (%d)", INT_MAX);
   if (m && n && k)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
-                (int)k, -lr, tensor_f32(x), (int)x->shape[1], tensor_f32(y), (int)y->shape[1], 1.0f, tensor_f32(p),
-                (int)n);
+    par_sgemm(ta, tb, (int)m, (int)n, (int)k, -lr, tensor_f32(x), (int)x->shape[1], tensor_f32(y),
+              (int)y->shape[1], 1.0f, tensor_f32(p), (int)n);
   same(c, 0, 0);
   return 0;
 }
