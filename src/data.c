@@ -572,6 +572,7 @@ typedef struct CsvLoad {
   int64_t *yi;                 /* the labels as integers, while all are (yint) */
   bool yint;
   int64_t nx, capx, ny, capy;
+  int64_t charged;             /* bytes of x, y and yi counted against the memory limit */
 } CsvLoad;
 
 /* A header field as a name: without blanks or enclosing double quotes, its
@@ -668,17 +669,39 @@ static bool csv_pick_label(CsvLoad *L, Span row, int64_t n) {
   return false;
 }
 
+/* Counts the buffers' growth from the capacities (capx, capy) to the
+ * ones asked for against the memory limit: false (reported) when it is
+ * refused. */
+static bool csv_charge(CsvLoad *L, Span at, int64_t capx, int64_t capy) {
+  int64_t more = (capx - L->capx) * (int64_t)sizeof *L->x +
+                 (capy - L->capy) * (int64_t)(sizeof *L->y + sizeof *L->yi);
+  if (mem_charge(more)) {
+    L->charged += more;
+    return true;
+  }
+  char why[256];
+  diag_error(L->d, at, "out of memory: the dataset's values, %" PRId64 " rows so far, grow at this row: %s", L->ny,
+             mem_limit_why((double)more, why, sizeof why));
+  return false;
+}
+
 static bool csv_row(void *ctx, Span at, const double *v, int64_t n) {
   CsvLoad *L = ctx;
   if (L->ycol < 0 && !csv_pick_label(L, at, n)) return false;
   if (L->nx + n > L->capx) {
-    L->capx = L->capx ? L->capx * 2 : 4096;
-    while (L->capx < L->nx + n) L->capx *= 2;
+    int64_t cap = L->capx ? L->capx * 2 : 4096;
+    while (cap < L->nx + n) cap *= 2;
+    if (!csv_charge(L, at, cap, L->capy)) return false;
+    L->capx = cap;
     L->x = mem_alloc(L->x, sizeof *L->x * (size_t)L->capx);
   }
-  int64_t capy = L->capy;
-  VEC_RESERVE(L->y, L->capy, L->ny + 1);
-  if (capy != L->capy) L->yi = mem_alloc(L->yi, sizeof *L->yi * (size_t)L->capy);
+  if (L->ny + 1 > L->capy) {
+    int64_t cap = L->capy ? L->capy * 2 : 4096;
+    if (!csv_charge(L, at, L->capx, cap)) return false;
+    L->capy = cap;
+    L->y = mem_alloc(L->y, sizeof *L->y * (size_t)L->capy);
+    L->yi = mem_alloc(L->yi, sizeof *L->yi * (size_t)L->capy);
+  }
   for (int64_t i = 0; i < n; i++)
     if (i != L->ycol) L->x[L->nx++] = (float)v[i];
   /* An integer label is kept exact (past 2^53); 3.0 counts as one too. */
@@ -746,8 +769,14 @@ static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) 
   c->source = L.scan.header.file >= 0 ? field_name(&ds->arena, src, L.scan.names[L.ycol])
                                       : arena_printf(&ds->arena, "column %" PRId64, L.ycol);
   ds->ncols = 2;
+  /* The dataset keeps x and the labels: the rest of what was counted,
+   * the growth's slack and the other form of the labels, is given back. */
+  int64_t keep = n * k * (int64_t)sizeof(float) + n * (int64_t)(integral ? sizeof(int64_t) : sizeof(float));
+  ds->charged += keep;
+  L.charged -= keep;
   ok = true;
 done:
+  mem_uncharge(L.charged);
   mem_free(L.x);
   mem_free(L.y);
   mem_free(L.yi);

@@ -121,6 +121,19 @@ idx() {
   [ "$status" -eq 0 ]
 }
 
+@test "a CSV dataset counts against --max-memory as it is read: status 3 at the row where it outgrows the limit" {
+  # 400,000 rows of 4 features and a label: 7.2 MB of text, 6.4 + 3.2 MB of values.
+  awk 'BEGIN { print "a,b,c,d,y"; for (i = 0; i < 400000; i++) print "1.5,2.5,3.5,4.5," i % 10 }' > big.csv
+  printf 'input x : f32[B, 4]\ninput y : i64[B]\nparam W : [4, 10] = zeros()\nloss = mean(softmax_cross_entropy(x @ W, y))\ntrain {\n  data = "big.csv"\n  epochs = 1\n}\n' > c.net
+  run --separate-stderr timeout 20 "$NETRUN" train --max-memory 20M c.net
+  [ "$status" -eq 3 ]
+  [[ "${stderr_lines[0]}" =~ ^"big.csv:262145:1: error: out of memory: the dataset's values, 262143 rows so far, grow at this row: it would take 4 MiB, but only "[0-9.]+" MiB of the memory limit of 20 MiB is free (--max-memory)"$ ]] || { echo "$stderr"; false; }
+  # Within the limit, it trains, and the summary counts the data it keeps.
+  run --separate-stderr timeout 60 "$NETRUN" train --max-memory 64M c.net
+  [ "$status" -eq 0 ]
+  [[ "${lines[-1]}" == "peak memory "*" (data 9.6 MB, model 160 B)" ]] || { echo "$output"; false; }
+}
+
 @test "an IDX label file that lies about its count is caught before the images are decompressed" {
   # 27 bytes that announce 2^30 labels, beside images that announce as
   # many 2x2 images and hold 16 MiB of them.
