@@ -532,8 +532,8 @@ static bool parse_tensor(Cursor *p, Checkpoint *c, uint64_t i, uint64_t n) {
     numel *= (uint64_t)shape[d];
   }
   if (empty) numel = 0;
-  const char *why;
-  Tensor *t = tensor_try_new(dt, (int)rank, shape, &why);
+  char why[TENSOR_WHY_MAX];
+  Tensor *t = tensor_try_new(dt, (int)rank, shape, why);
   if (!t) {
     mem_free(name);
     return bad(p, "shape %s %s: %s", dims, dtype_name(dt), why);

@@ -676,8 +676,8 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
       const VarDesc *o = &p->out_desc[i];
       int64_t dims[SHAPE_MAX_RANK];
       for (int d = 0; d < o->shape.rank; d++) dims[d] = o->shape.d[d].n;
-      const char *why = NULL;
-      outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, &why);
+      char why[TENSOR_WHY_MAX];
+      outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, why);
       if (!outs[i]) {
         char buf[128];
         rc = op_fail(ex, p, "output '%s' of shape %s: %s", o->name, shape_str(&o->shape, buf, sizeof buf), why);

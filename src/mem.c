@@ -1,6 +1,8 @@
 /* mem.c — the single allocation function, its fault injection, and arenas. */
 #include "mem.h"
 
+#include "diag.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -27,7 +29,7 @@ static void fault_init(void) {
 size_t mem_requested(void) { return requested; }
 
 _Noreturn void mem_oom(size_t size) {
-  fprintf(stderr, "netrun: error: out of memory (allocating %zu bytes)\n", size);
+  diag_error(NULL, SPAN_NONE, "out of memory (allocating %zu bytes)", size);   /* allocates nothing */
   mem_exit_oom();
 }
 

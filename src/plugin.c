@@ -313,8 +313,8 @@ static int api_tensor_new_out(NetrunCtx *c, const char *slot, int i, NetrunDType
     return api_fail(c, "the plugin made output %s[%d], which this op does not have", slot, i);
   if ((unsigned)dt > NETRUN_BOOL || rank < 0 || rank > SHAPE_MAX_RANK)
     return api_fail(c, "the plugin made output %s with an invalid dtype or rank", slot);
-  const char *why = NULL;
-  Tensor *t = tensor_try_new((DType)dt, rank, shape, &why);
+  char why[TENSOR_WHY_MAX];
+  Tensor *t = tensor_try_new((DType)dt, rank, shape, why);
   if (!t) return api_fail(c, "cannot make output %s: %s", slot, why);
   ctx_set_out(c->ec, k, i, t);
   view(t, out);
