@@ -1211,8 +1211,7 @@ void exec_check_nan(Executor *ex, bool on) { ex->opt.check_nan = on; }
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   const VarDesc *v = find_input(ex, name);
   if (!v) {
-    fprintf(ex->diag->out, "netrun: error: %s: the script has no input named '%s'\n", what, name);
-    ex->diag->nerrors++;
+    diag_error(ex->diag, SPAN_NONE, "%s: the script has no input named '%s'", what, name);
     return false;
   }
   char want[256], got[128];
