@@ -230,8 +230,8 @@ static int cmd_ops(int argc, char **argv) {
     for (int i = 0; i < n; i++) names[i] = all[i]->type;
     const char *near = diag_nearest(argv[1], names, n);
     mem_free(names);
-    if (near) fprintf(stderr, "netrun: error: unknown op '%s' (did you mean '%s'?)\n", argv[1], near);
-    else fprintf(stderr, "netrun: error: unknown op '%s'; `netrun ops` lists them\n", argv[1]);
+    if (near) diag_error(NULL, SPAN_NONE, "unknown op '%s' (did you mean '%s'?)", argv[1], near);
+    else diag_error(NULL, SPAN_NONE, "unknown op '%s'; `netrun ops` lists them", argv[1]);
     return EXIT_SCRIPT;
   }
   reg_print_table(stdout, all, n);
@@ -351,11 +351,7 @@ static int load_plugins(int *argc, char **argv) {
       argv[kept++] = argv[i];
       continue;
     }
-    const char *why = plugin_load(path, NULL);
-    if (why) {
-      fprintf(stderr, "netrun: error: %s\n", why);
-      return EXIT_SCRIPT;
-    }
+    if (!plugin_load(NULL, SPAN_NONE, path, NULL)) return EXIT_SCRIPT;
   }
   argv[kept] = NULL;
   *argc = kept;
@@ -431,7 +427,7 @@ int main(int argc, char **argv) {
    * the verb succeeded (GNU's close_stdout). */
   errno = 0;
   if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
-    fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
+    diag_error(NULL, SPAN_NONE, "standard output: %s", errno ? strerror(errno) : "write error");
     status = EXIT_SCRIPT;
   }
   /* A run stopped by Ctrl-C exits like a shell's interrupted command. */
