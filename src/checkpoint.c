@@ -852,7 +852,7 @@ int cmd_checkpoint(int argc, char **argv) {
   Checkpoint c;
   char err[1400];
   if (!ckpt_read(path, &c, err, sizeof err)) {
-    fprintf(stderr, "netrun: error: %s\n", err);
+    diag_error(NULL, SPAN_NONE, "%s", err);
     return EXIT_SCRIPT;
   }
   describe(path, &c);
