@@ -699,7 +699,7 @@ done:
   mem_free(L.x);
   mem_free(L.y);
   mem_free(L.yi);
-  d->nerrors += td.nerrors;
+  diag_absorb(d, &td);
   arena_free(&ta);
   return ok;
 }

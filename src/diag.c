@@ -155,6 +155,8 @@ void diag_note(Diag *d, Span at, const char *fmt, ...) {
   va_end(ap);
 }
 
+void diag_absorb(Diag *d, const Diag *sub) { d->nerrors += sub->nerrors; }
+
 int diag_finish(Diag *d) {
   if (d->nerrors > d->max_errors)
     fprintf(d->out, "netrun: too many errors; %d more not shown\n", d->nerrors - d->max_errors);

@@ -16,21 +16,24 @@
  * Failing, the one convention.  A function that can fail because of its
  * input returns bool (or a pointer, NULL on failure); when it fails it has
  * already reported why through the Diag it was given, and its caller only
- * passes the failure up (exit status 1 when diag_finish() counts errors).
- * A caller never prints a second message for the same failure.
+ * passes the failure up (exit status 1 once diag_finish() counts errors).
+ * A caller never prints a second message for the same failure.  Only the
+ * verbs (cmd_*) turn failure into an exit status (netrun(1)), and only
+ * the plugin interface (include/netrun/plugin.h, a C ABI) returns 0/-1.
  *
- * A NULL Diag is allowed everywhere below except diag_load_file: the
- * message goes to stderr and nothing is counted.  It is for code that has
- * no Diag in reach — the verbs' drivers around a run, and the allocator,
- * whose out-of-memory report (mem_oom) must not allocate: with a NULL Diag
- * and SPAN_NONE, reporting allocates nothing.
+ * diag_error, diag_verror, diag_warn and diag_note take a NULL Diag: the
+ * message goes to stderr and nothing is counted.  It is
+ * for code with no Diag in reach: the verbs' drivers around a run (netrun
+ * ops NAME, --plugin, writing an output file, plot), and the allocator,
+ * whose out-of-memory report (mem_oom) must not allocate: with a NULL
+ * Diag and SPAN_NONE, reporting allocates nothing.
  *
- * Code below the drivers that has no Diag (tensor.c's size check,
- * checkpoint.c's readers, plugin.c's loader, the JSON log) returns the
- * reason instead, as a `const char *` that is NULL on success and
- * otherwise a message in storage the caller gave or that lives until the
- * next call; the caller reports it through its Diag (never with its own
- * fprintf).  Out of memory is not an error a function returns: mem_alloc
+ * Library-like code that has no Diag and reports to no one (tensor.c's
+ * size check, checkpoint.c's reader and writer, which the fuzzer drives,
+ * file.c) returns false (or NULL) and writes why into storage the caller
+ * gives (char why[TENSOR_WHY_MAX]; char *err, size_t errlen), never into a
+ * static buffer; the caller reports it through its Diag, with its own
+ * context.  Out of memory is not a failure a function returns: mem_alloc
  * reports it and exits with status 3 (MEM_EXIT_OOM).
  */
 #ifndef NETRUN_DIAG_H
@@ -95,6 +98,9 @@ void diag_warn(Diag *d, Span at, const char *fmt, ...)
  * standing alone. */
 void diag_note(Diag *d, Span at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Counts the errors of `sub`, a Diag of its own for one task (data.c reads
+ * a CSV file through one whose arena is freed after), as errors of d. */
+void diag_absorb(Diag *d, const Diag *sub);
 /* Prints "N errors" when there were any; returns the error count. */
 int  diag_finish(Diag *d);
 static inline Span span_join(Span a, Span b) {
