@@ -22,11 +22,11 @@
  * the plugin interface (include/netrun/plugin.h, a C ABI) returns 0/-1.
  *
  * diag_error, diag_verror, diag_warn and diag_note take a NULL Diag: the
- * message goes to stderr and nothing is counted.  It is
- * for code with no Diag in reach: the verbs' drivers around a run (netrun
- * ops NAME, --plugin, writing an output file, plot), and the allocator,
- * whose out-of-memory report (mem_oom) must not allocate: with a NULL
- * Diag and SPAN_NONE, reporting allocates nothing.
+ * message goes to stderr and nothing is counted.  It is for code with no
+ * Diag in reach: the verbs' drivers around a run (netrun ops NAME,
+ * --plugin, writing an output file, plot), and the allocator, whose
+ * out-of-memory report (mem_oom) must not allocate: with a NULL Diag and
+ * SPAN_NONE, reporting allocates nothing.
  *
  * Library-like code that has no Diag and reports to no one (tensor.c's
  * size check, checkpoint.c's reader and writer, which the fuzzer drives,
