@@ -930,9 +930,8 @@ const VarDesc *bwd_loss_var(Program *p, const char *loss) {
   const char *lv = prog_export(p, loss);
   const VarDesc *lvar = prog_var(p, lv ? lv : loss);
   if (!lvar || lvar->block != 0) {
-    fprintf(p->diag->out, "netrun: error: the script has no value named '%s' to use as the loss%s\n", loss,
-            strcmp(loss, "loss") == 0 ? " (name it with --loss NAME)" : "");
-    p->diag->nerrors++;
+    diag_error(p->diag, SPAN_NONE, "the script has no value named '%s' to use as the loss%s", loss,
+               strcmp(loss, "loss") == 0 ? " (name it with --loss NAME)" : "");
     return NULL;
   }
   char buf[128];
@@ -947,14 +946,12 @@ const VarDesc *bwd_loss_var(Program *p, const char *loss) {
 const VarDesc *bwd_wrt_var(Program *p, const char *name) {
   const VarDesc *d = prog_named_var(p, name);
   if (!d) {
-    fprintf(p->diag->out, "netrun: error: --wrt %s: the script has no value named '%s'\n", name, name);
-    p->diag->nerrors++;
+    diag_error(p->diag, SPAN_NONE, "--wrt %s: the script has no value named '%s'", name, name);
     return NULL;
   }
   if (d->dtype != DT_F32) {
-    fprintf(p->diag->out, "netrun: error: --wrt %s: '%s' is %s; only f32 values have gradients\n", name, name,
-            dtype_name(d->dtype));
-    p->diag->nerrors++;
+    diag_error(p->diag, SPAN_NONE, "--wrt %s: '%s' is %s; only f32 values have gradients", name, name,
+               dtype_name(d->dtype));
     return NULL;
   }
   return d;

@@ -532,8 +532,8 @@ static bool parse_tensor(Cursor *p, Checkpoint *c, uint64_t i, uint64_t n) {
     numel *= (uint64_t)shape[d];
   }
   if (empty) numel = 0;
-  const char *why;
-  Tensor *t = tensor_try_new(dt, (int)rank, shape, &why);
+  char why[TENSOR_WHY_MAX];
+  Tensor *t = tensor_try_new(dt, (int)rank, shape, why);
   if (!t) {
     mem_free(name);
     return bad(p, "shape %s %s: %s", dims, dtype_name(dt), why);
@@ -852,7 +852,7 @@ int cmd_checkpoint(int argc, char **argv) {
   Checkpoint c;
   char err[1400];
   if (!ckpt_read(path, &c, err, sizeof err)) {
-    fprintf(stderr, "netrun: error: %s\n", err);
+    diag_error(NULL, SPAN_NONE, "%s", err);
     return EXIT_SCRIPT;
   }
   describe(path, &c);

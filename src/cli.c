@@ -259,9 +259,8 @@ bool cli_feed(Loaded *ld, Executor *ex, const Args *a) {
     snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
     const VarDesc *v = prog_named_var(ld->prog, name);
     if (!v || !(v->flags & VAR_INPUT)) {
-      fprintf(stderr, "netrun: error: %s %s: the script has no input named '%s'\n", set ? "--set" : "--feed",
-              arg, name);
-      ld->diag.nerrors++;
+      diag_error(&ld->diag, SPAN_NONE, "%s %s: the script has no input named '%s'", set ? "--set" : "--feed", arg,
+                 name);
       ok = false;
       continue;
     }
@@ -321,11 +320,11 @@ bool out_open(Out *o, const char *path) {
   }
   char err[4200];
   if (!file_begin(&o->file, path, err, sizeof err)) {
-    fprintf(stderr, "netrun: error: %s: %s\n", path, err);
+    diag_error(NULL, SPAN_NONE, "%s: %s", path, err);
     return false;
   }
   if (!(o->f = fdopen(o->file.fd, "w"))) {
-    fprintf(stderr, "netrun: error: %s: %s\n", path, strerror(errno));
+    diag_error(NULL, SPAN_NONE, "%s: %s", path, strerror(errno));
     file_abort(&o->file);
     return false;
   }
@@ -336,7 +335,7 @@ bool out_close(Out *o) {
   if (!o->path) {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout)) return true;
-    fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
+    diag_error(NULL, SPAN_NONE, "standard output: %s", errno ? strerror(errno) : "write error");
     clearerr(stdout);
     return false;
   }
@@ -350,10 +349,10 @@ bool out_close(Out *o) {
   char err[4200];
   if (o->file.fd < 0) {
     file_abort(&o->file);
-    fprintf(stderr, "netrun: error: %s: %s\n", o->path, strerror(werr));
+    diag_error(NULL, SPAN_NONE, "%s: %s", o->path, strerror(werr));
     return false;
   }
   if (file_commit(&o->file, werr, err, sizeof err)) return true;
-  fprintf(stderr, "netrun: error: %s: %s\n", o->path, err);
+  diag_error(NULL, SPAN_NONE, "%s: %s", o->path, err);
   return false;
 }

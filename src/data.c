@@ -26,19 +26,17 @@
  * (there is no line to show). */
 static void file_error(Diag *d, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void file_error(Diag *d, const char *path, const char *fmt, ...) {
-  if (++d->nerrors > d->max_errors) return;
-  fprintf(d->out, "netrun: error: %s: ", path);
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vfprintf(d->out, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fputc('\n', d->out);
+  diag_error(d, SPAN_NONE, "%s: %s", path, msg);
 }
 
 /* The same words diag_load_file uses. */
 static void cannot_read(Diag *d, const char *path, int err) {
-  if (++d->nerrors > d->max_errors) return;
-  fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, strerror(err));
+  diag_error(d, SPAN_NONE, "cannot read %s: %s", path, strerror(err));
 }
 
 /* False (reported) unless path names a readable regular file: a FIFO
@@ -46,7 +44,7 @@ static void cannot_read(Diag *d, const char *path, int err) {
 static bool regular_file(Diag *d, const char *path) {
   char why[256];
   if (file_check_regular(path, why, sizeof why)) return true;
-  if (++d->nerrors <= d->max_errors) fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, why);
+  diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
   return false;
 }
 
@@ -283,9 +281,8 @@ static bool idx_read_pair(Diag *d, IdxFile *xi, IdxFile *xl, uint8_t **pix, uint
   if (!mem_charge(need)) {
     char why[256], dims[256];
     dims_str(xi->rank - 1, xi->dims + 1, dims, sizeof dims);
-    if (++d->nerrors <= d->max_errors)
-      fprintf(d->out, "netrun: error: out of memory: %s:%s: %" PRId64 " images of %s and their labels: %s\n",
-              xi->path, xl->path, n, dims, mem_limit_why((double)need, why, sizeof why));
+    diag_error(d, SPAN_NONE, "out of memory: %s:%s: %" PRId64 " images of %s and their labels: %s", xi->path,
+               xl->path, n, dims, mem_limit_why((double)need, why, sizeof why));
     return false;
   }
   IdxRead ri = {0}, rl = {0};
@@ -780,7 +777,7 @@ done:
   mem_free(L.x);
   mem_free(L.y);
   mem_free(L.yi);
-  d->nerrors += td.nerrors;
+  diag_absorb(d, &td);
   arena_free(&ta);
   return ok;
 }

@@ -34,8 +34,7 @@ int diag_add_source(Diag *d, const char *path, const char *realpath,
 int diag_load_file(Diag *d, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, strerror(errno));
-    d->nerrors++;
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, strerror(errno));
     return -1;
   }
   /* Sources are counted in 32 bits (and flex in int): a larger file, or an
@@ -53,9 +52,8 @@ int diag_load_file(Diag *d, const char *path) {
   int err = ferror(f);
   fclose(f);
   if (err || len > DIAG_MAX_SOURCE) {
-    if (err) fprintf(d->out, "netrun: error: cannot read %s: read error\n", path);
-    else fprintf(d->out, "netrun: error: cannot read %s: larger than %d MiB\n", path, DIAG_MAX_SOURCE >> 20);
-    d->nerrors++;
+    if (err) diag_error(d, SPAN_NONE, "cannot read %s: read error", path);
+    else diag_error(d, SPAN_NONE, "cannot read %s: larger than %d MiB", path, DIAG_MAX_SOURCE >> 20);
     mem_free(buf);
     return -1;
   }
@@ -111,24 +109,26 @@ static void show_caret(Diag *d, Span at) {
 }
 
 static void report(Diag *d, Span at, const char *kind, const char *fmt, va_list ap) {
-  /* Bold red errors, bold cyan notes, as compilers colour them. */
-  const char *on = !d->color ? "" : kind[0] == 'e' ? "\033[1;31m" : "\033[1;36m";
-  const char *off = d->color ? "\033[0m" : "";
-  if (at.file >= 0) {
+  FILE *out = d ? d->out : stderr;
+  /* Bold red errors, bold magenta warnings, bold cyan notes, as compilers
+   * colour them. */
+  bool color = d && d->color;
+  const char *on = !color ? "" : kind[0] == 'e' ? "\033[1;31m" : kind[0] == 'w' ? "\033[1;35m" : "\033[1;36m";
+  const char *off = color ? "\033[0m" : "";
+  if (d && at.file >= 0) {
     int line, col;
     diag_line_col(d, at.file, at.start, &line, &col);
-    fprintf(d->out, "%s:%d:%d: %s%s:%s ", d->files[at.file].path, line, col, on, kind, off);
+    fprintf(out, "%s:%d:%d: %s%s:%s ", d->files[at.file].path, line, col, on, kind, off);
   } else {
-    fprintf(d->out, "netrun: %s%s:%s ", on, kind, off);
+    fprintf(out, "netrun: %s%s:%s ", on, kind, off);
   }
-  vfprintf(d->out, fmt, ap);
-  fputc('\n', d->out);
-  if (at.file >= 0) show_caret(d, at);
+  vfprintf(out, fmt, ap);
+  fputc('\n', out);
+  if (d && at.file >= 0) show_caret(d, at);
 }
 
 void diag_verror(Diag *d, Span at, const char *fmt, va_list ap) {
-  d->nerrors++;
-  if (d->nerrors > d->max_errors) return;
+  if (d && ++d->nerrors > d->max_errors) return;
   report(d, at, "error", fmt, ap);
 }
 
@@ -139,13 +139,23 @@ void diag_error(Diag *d, Span at, const char *fmt, ...) {
   va_end(ap);
 }
 
+void diag_warn(Diag *d, Span at, const char *fmt, ...) {
+  if (d && d->nerrors > d->max_errors) return;
+  va_list ap;
+  va_start(ap, fmt);
+  report(d, at, "warning", fmt, ap);
+  va_end(ap);
+}
+
 void diag_note(Diag *d, Span at, const char *fmt, ...) {
-  if (d->nerrors > d->max_errors) return;
+  if (d && d->nerrors > d->max_errors) return;
   va_list ap;
   va_start(ap, fmt);
   report(d, at, "note", fmt, ap);
   va_end(ap);
 }
+
+void diag_absorb(Diag *d, const Diag *sub) { d->nerrors += sub->nerrors; }
 
 int diag_finish(Diag *d) {
   if (d->nerrors > d->max_errors)

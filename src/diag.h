@@ -1,13 +1,40 @@
 /* diag.h — source files, spans, and the diagnostics printed against them.
  *
- * Every error a user can cause goes through diag_error():
+ * Every error a user can see goes through diag_error() (warnings through
+ * diag_warn(), notes through diag_note()):
  *
  *     model.net:3:9: error: unknown op 'relux' (did you mean 'relu'?)
  *     h = relux(x)
  *         ^~~~~
  *
- * Errors are collected up to a cap (DIAG_MAX_ERRORS); diag_finish() prints
- * the count.  Sources live in the Diag's arena for the whole run.
+ * With SPAN_NONE (a command-line argument, a data file, a checkpoint) the
+ * message has no position: "netrun: error: ...".  Errors are collected up
+ * to a cap (DIAG_MAX_ERRORS); diag_finish() prints the count.  Sources live
+ * in the Diag's arena for the whole run.  No other code writes "netrun:
+ * error:" or counts errors by hand.
+ *
+ * Failing, the one convention.  A function that can fail because of its
+ * input returns bool (or a pointer, NULL on failure); when it fails it has
+ * already reported why through the Diag it was given, and its caller only
+ * passes the failure up (exit status 1 once diag_finish() counts errors).
+ * A caller never prints a second message for the same failure.  Only the
+ * verbs (cmd_*) turn failure into an exit status (netrun(1)), and only
+ * the plugin interface (include/netrun/plugin.h, a C ABI) returns 0/-1.
+ *
+ * diag_error, diag_verror, diag_warn and diag_note take a NULL Diag: the
+ * message goes to stderr and nothing is counted.  It is for code with no
+ * Diag in reach: the verbs' drivers around a run (netrun ops NAME,
+ * --plugin, writing an output file, plot), and the allocator, whose
+ * out-of-memory report (mem_oom) must not allocate: with a NULL Diag and
+ * SPAN_NONE, reporting allocates nothing.
+ *
+ * Library-like code that has no Diag and reports to no one (tensor.c's
+ * size check, checkpoint.c's reader and writer, which the fuzzer drives,
+ * file.c) returns false (or NULL) and writes why into storage the caller
+ * gives (char why[TENSOR_WHY_MAX]; char *err, size_t errlen), never into a
+ * static buffer; the caller reports it through its Diag, with its own
+ * context.  Out of memory is not a failure a function returns: mem_alloc
+ * reports it and exits with status 3 (MEM_EXIT_OOM).
  */
 #ifndef NETRUN_DIAG_H
 #define NETRUN_DIAG_H
@@ -64,9 +91,16 @@ void diag_line_col(const Diag *d, int file, uint32_t off, int *line, int *col);
 void diag_error(Diag *d, Span at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void diag_verror(Diag *d, Span at, const char *fmt, va_list ap);
-/* A note attached to the previous error (printed only if it was). */
+/* A warning: printed, not counted (training goes on). */
+void diag_warn(Diag *d, Span at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A note attached to the previous error (printed only if it was), or
+ * standing alone. */
 void diag_note(Diag *d, Span at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Counts the errors of `sub`, a Diag of its own for one task (data.c reads
+ * a CSV file through one whose arena is freed after), as errors of d. */
+void diag_absorb(Diag *d, const Diag *sub);
 /* Prints "N errors" when there were any; returns the error count. */
 int  diag_finish(Diag *d);
 static inline Span span_join(Span a, Span b) {

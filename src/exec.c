@@ -707,8 +707,8 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
       const VarDesc *o = &p->out_desc[i];
       int64_t dims[SHAPE_MAX_RANK];
       for (int d = 0; d < o->shape.rank; d++) dims[d] = o->shape.d[d].n;
-      const char *why = NULL;
-      outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, &why);
+      char why[TENSOR_WHY_MAX];
+      outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, why);
       if (!outs[i]) {
         char buf[128];
         rc = op_fail(ex, p, "output '%s' of shape %s: %s", o->name, shape_str(&o->shape, buf, sizeof buf), why);
@@ -1249,8 +1249,7 @@ void exec_check_nan(Executor *ex, bool on) { ex->opt.check_nan = on; }
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   const VarDesc *v = find_input(ex, name);
   if (!v) {
-    fprintf(ex->diag->out, "netrun: error: %s: the script has no input named '%s'\n", what, name);
-    ex->diag->nerrors++;
+    diag_error(ex->diag, SPAN_NONE, "%s: the script has no input named '%s'", what, name);
     return false;
   }
   char want[256], got[128];

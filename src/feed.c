@@ -142,8 +142,7 @@ static bool add_row(void *ctx, Span at, const double *v, int64_t n) {
 static int load_csv(Diag *d, const char *path) {
   char why[256];
   if (!file_check_regular(path, why, sizeof why)) {
-    fprintf(d->out, "netrun: error: cannot read %s: %s\n", path, why);
-    d->nerrors++;
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
     return -1;
   }
   int file = diag_load_file(d, path);
@@ -162,8 +161,7 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
   int64_t nv = acc.n, rows = scan.rows, cols = scan.cols;
   Tensor *t = NULL;
   if (ok && rows == 0) {
-    fprintf(d->out, "netrun: error: %s holds no data rows\n", path);
-    d->nerrors++;
+    diag_error(d, SPAN_NONE, "%s holds no data rows", path);
     ok = false;
   }
   if (ok) {
@@ -181,11 +179,10 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
       t = decl->dtype == DT_I64 && acc.exact ? make_i64(&decl->shape, acc.ints, 1) : make(decl->dtype, &decl->shape, vals, 1);
     } else if (!fits || rest != cols) {
       char want[128];
-      fprintf(d->out,
-              "netrun: error: %s has %lld rows of %lld values, which does not fit '%s' of shape %s "
-              "(rows fill the first dimension, columns the rest)\n",
-              path, (long long)rows, (long long)cols, decl->name, shape_str(&decl->shape, want, sizeof want));
-      d->nerrors++;
+      diag_error(d, SPAN_NONE,
+                 "%s has %lld rows of %lld values, which does not fit '%s' of shape %s "
+                 "(rows fill the first dimension, columns the rest)",
+                 path, (long long)rows, (long long)cols, decl->name, shape_str(&decl->shape, want, sizeof want));
     } else {
       dims[0] = rows;
       Shape s = shape_of(r, dims);
@@ -193,8 +190,7 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
       if (decl->dtype == DT_I64 && !acc.exact)
         for (int64_t i = 0; i < nv; i++)
           if (vals[i] != floor(vals[i]) || fabs(vals[i]) >= 0x1p63) {
-            fprintf(d->out, "netrun: error: %s: '%s' is i64 but the file holds %g\n", path, decl->name, vals[i]);
-            d->nerrors++;
+            diag_error(d, SPAN_NONE, "%s: '%s' is i64 but the file holds %g", path, decl->name, vals[i]);
             tensor_unref(t);
             t = NULL;
             break;

@@ -2016,8 +2016,7 @@ static void load_plugin(Lowerer *L, const AstNode *n) {
   const char *path = n->name[0] == '/' || !slash
                          ? n->name
                          : arena_printf(L->arena, "%.*s/%s", (int)(slash - here), here, n->name);
-  const char *why = plugin_load_for_script(path, L->script_dir ? L->script_dir : ".", L->prog->user_ops);
-  if (why) diag_error(L->diag, n->span, "%s", why);
+  plugin_load_for_script(L->diag, n->span, path, L->script_dir ? L->script_dir : ".", L->prog->user_ops);
 }
 
 /* ---- entry points ------------------------------------------------------------ */

@@ -233,13 +233,13 @@ static void unknown_op(const char *name, const OpProto *const *all, int n) {
     if (strcmp(defs[i].name, name) == 0 || (near && strcmp(defs[i].name, near) == 0 && !def)) def = &defs[i];
   if (def) {
     int len = (int)strlen(def->file) - 4;
-    fprintf(stderr, "netrun: error: %s '%s'; the stdlib's %s defines the function '%s' (import \"%.*s\")\n",
-            strcmp(def->name, name) == 0 ? "no op is named" : "unknown op", name, def->file, def->name, len,
-            def->file);
+    diag_error(NULL, SPAN_NONE, "%s '%s'; the stdlib's %s defines the function '%s' (import \"%.*s\")",
+               strcmp(def->name, name) == 0 ? "no op is named" : "unknown op", name, def->file, def->name, len,
+               def->file);
   } else if (near) {
-    fprintf(stderr, "netrun: error: unknown op '%s' (did you mean '%s'?)\n", name, near);
+    diag_error(NULL, SPAN_NONE, "unknown op '%s' (did you mean '%s'?)", name, near);
   } else {
-    fprintf(stderr, "netrun: error: unknown op '%s'; `netrun ops` lists them\n", name);
+    diag_error(NULL, SPAN_NONE, "unknown op '%s'; `netrun ops` lists them", name);
   }
   mem_free(names);
   arena_free(&a);
@@ -375,11 +375,7 @@ static int load_plugins(int *argc, char **argv) {
       argv[kept++] = argv[i];
       continue;
     }
-    const char *why = plugin_load(path, NULL);
-    if (why) {
-      fprintf(stderr, "netrun: error: %s\n", why);
-      return EXIT_SCRIPT;
-    }
+    if (!plugin_load(NULL, SPAN_NONE, path, NULL)) return EXIT_SCRIPT;
   }
   argv[kept] = NULL;
   *argc = kept;
@@ -457,7 +453,7 @@ int main(int argc, char **argv) {
    * the verb succeeded (GNU's close_stdout). */
   errno = 0;
   if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
-    fprintf(stderr, "netrun: error: standard output: %s\n", errno ? strerror(errno) : "write error");
+    diag_error(NULL, SPAN_NONE, "standard output: %s", errno ? strerror(errno) : "write error");
     status = EXIT_SCRIPT;
   }
   /* An error that followed a refusal at the memory limit (a value, a

@@ -1,6 +1,8 @@
 /* mem.c — the single allocation function, its fault injection, and arenas. */
 #include "mem.h"
 
+#include "diag.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -69,12 +71,12 @@ const char *mem_limit_why(double bytes, char *buf, size_t n) {
 void mem_charge_or_exit(const char *what, int64_t bytes) {
   if (mem_charge(bytes)) return;
   char why[256];
-  fprintf(stderr, "netrun: error: out of memory: %s: %s\n", what, mem_limit_why((double)bytes, why, sizeof why));
+  diag_error(NULL, SPAN_NONE, "out of memory: %s: %s", what, mem_limit_why((double)bytes, why, sizeof why));
   mem_exit_oom();
 }
 
 _Noreturn void mem_oom(size_t size) {
-  fprintf(stderr, "netrun: error: out of memory (allocating %zu bytes)\n", size);
+  diag_error(NULL, SPAN_NONE, "out of memory (allocating %zu bytes)", size);   /* allocates nothing */
   mem_exit_oom();
 }
 

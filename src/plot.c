@@ -439,8 +439,8 @@ static Split *find_split(Log *g, const char *name, size_t len, long long lineno)
     if (g->split[i].len == len && memcmp(g->split[i].name, name, len) == 0) return &g->split[i];
   if (g->nsplits == MAX_SPLITS) {
     if (!g->splits_dropped)
-      fprintf(stderr, "netrun: warning: %s:%lld: more than %d eval splits; the others are not drawn\n", g->name,
-              lineno, MAX_SPLITS);
+      diag_warn(NULL, SPAN_NONE, "%s:%lld: more than %d eval splits; the others are not drawn", g->name,
+                lineno, MAX_SPLITS);
     g->splits_dropped = true;
     return NULL;
   }
@@ -537,14 +537,14 @@ static bool read_log(Log *g, FILE *f) {
       L.s[n++] = (char)c;
     }
     if (c == EOF && ferror(f)) {
-      fprintf(stderr, "netrun: error: cannot read %s: %s\n", g->name, strerror(errno));
+      diag_error(NULL, SPAN_NONE, "cannot read %s: %s", g->name, strerror(errno));
       ok = false;
       break;
     }
     if (c == EOF && n == 0) break;
     lineno++;
     if (c != EOF && c != '\n') {
-      fprintf(stderr, "netrun: error: %s:%lld: line longer than %d bytes\n", g->name, lineno, MAX_LINE);
+      diag_error(NULL, SPAN_NONE, "%s:%lld: line longer than %d bytes", g->name, lineno, MAX_LINE);
       ok = false;
       break;
     }
@@ -555,12 +555,12 @@ static bool read_log(Log *g, FILE *f) {
       continue;
     }
     if (c == EOF) {
-      fprintf(stderr, "netrun: warning: %s:%lld: the last line is incomplete (no newline: a log still being written?); it is ignored\n",
-              g->name, lineno);
+      diag_warn(NULL, SPAN_NONE, "%s:%lld: the last line is incomplete (no newline: a log still being written?); it is ignored",
+                g->name, lineno);
       break;
     }
     if (!parse_line(&L) || !interpret(g, &L, lineno)) {
-      fprintf(stderr, "netrun: error: %s:%lld: %s\n", g->name, lineno, L.err);
+      diag_error(NULL, SPAN_NONE, "%s:%lld: %s", g->name, lineno, L.err);
       ok = false;
       break;
     }
@@ -973,8 +973,8 @@ static int render(const Log *g, const PlotOpts *op) {
   if (op->x != X_STEP) {
     const Series *k = op->x == X_SAMPLES ? &g->samples : &g->epochs;
     if (!k->n) {
-      fprintf(stderr, "netrun: error: %s: --x-axis %s: %s\n", g->name, x_names[op->x],
-              op->x == X_SAMPLES ? "no step line has \"samples\"" : "no epoch line has \"epoch\" and \"step\"");
+      diag_error(NULL, SPAN_NONE, "%s: --x-axis %s: %s", g->name, x_names[op->x],
+                 op->x == X_SAMPLES ? "no step line has \"samples\"" : "no epoch line has \"epoch\" and \"step\"");
       return EXIT_SCRIPT;
     }
     /* At step 0 nothing is seen and no epoch is done. */
@@ -1003,7 +1003,7 @@ static int render(const Log *g, const PlotOpts *op) {
   P.np = (lp->nc > 0) + (ap->nc > 0);
   if (!lp->nc) P.p[0] = P.p[1];
   if (!P.np) {
-    fprintf(stderr, "netrun: error: %s: no loss or accuracy to plot\n", g->name);
+    diag_error(NULL, SPAN_NONE, "%s: no loss or accuracy to plot", g->name);
     goto done;
   }
   /* Axes: x shared by the panels and starting at 0; y per panel. */
@@ -1026,11 +1026,11 @@ static int render(const Log *g, const PlotOpts *op) {
       for (int j = 0; j < p->nc; j++)
         for (size_t k = 0; k < p->c[j].s->n; k++) skipped += p->c[j].s->p[k].y <= 0;
       if (!series_range(p, &lo, &hi)) {
-        fprintf(stderr, "netrun: warning: %s: --log-y: no loss is positive; the loss axis stays linear\n", g->name);
+        diag_warn(NULL, SPAN_NONE, "%s: --log-y: no loss is positive; the loss axis stays linear", g->name);
         p->y.log = false;
       } else if (skipped) {
-        fprintf(stderr, "netrun: warning: %s: --log-y: %zu loss value%s <= 0 not drawn\n", g->name, skipped,
-                skipped == 1 ? "" : "s");
+        diag_warn(NULL, SPAN_NONE, "%s: --log-y: %zu loss value%s <= 0 not drawn", g->name, skipped,
+                  skipped == 1 ? "" : "s");
       }
     }
     series_range(p, &lo, &hi);
@@ -1113,7 +1113,7 @@ int cmd_plot(int argc, char **argv) {
   Log g = {.name = from_stdin ? "<stdin>" : op.file};
   FILE *f = from_stdin ? stdin : fopen(op.file, "r");
   if (!f) {
-    fprintf(stderr, "netrun: error: cannot read %s: %s\n", op.file, strerror(errno));
+    diag_error(NULL, SPAN_NONE, "cannot read %s: %s", op.file, strerror(errno));
     return EXIT_SCRIPT;
   }
   bool ok = read_log(&g, f);

@@ -81,15 +81,14 @@ static struct {
   bool from_register;
 } loading;
 
-static char message[2048];
-
-static const char *say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static const char *say(const char *fmt, ...) {
+/* Reports a plugin that cannot be loaded through d at `at`; false. */
+static bool say(Diag *d, Span at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool say(Diag *d, Span at, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(message, sizeof message, fmt, ap);
+  diag_verror(d, at, fmt, ap);
   va_end(ap);
-  return message;
+  return false;
 }
 
 static void plugin_free(Plugin *pl) {
@@ -313,8 +312,8 @@ static int api_tensor_new_out(NetrunCtx *c, const char *slot, int i, NetrunDType
     return api_fail(c, "the plugin made output %s[%d], which this op does not have", slot, i);
   if ((unsigned)dt > NETRUN_BOOL || rank < 0 || rank > SHAPE_MAX_RANK)
     return api_fail(c, "the plugin made output %s with an invalid dtype or rank", slot);
-  const char *why = NULL;
-  Tensor *t = tensor_try_new((DType)dt, rank, shape, &why);
+  char why[TENSOR_WHY_MAX];
+  Tensor *t = tensor_try_new((DType)dt, rank, shape, why);
   if (!t) return api_fail(c, "cannot make output %s: %s", slot, why);
   ctx_set_out(c->ec, k, i, t);
   view(t, out);
@@ -585,7 +584,7 @@ static unsigned op_flags(unsigned f) {
 
 static int api_register_op(const NetrunOpDef *def) {
   if (!loading.pl) {
-    fprintf(stderr, "netrun: error: a plugin called register_op after its init function returned\n");
+    diag_error(NULL, SPAN_NONE, "a plugin called register_op after its init function returned");
     return -1;
   }
   char why[512];
@@ -697,11 +696,10 @@ static const char *elf_check(int fd, uint64_t len) {
 }
 
 /* Whether path names a regular file that is a shared library dlopen can
- * map: NULL, or why not.  A FIFO or a device is refused before it is read
- * (file_open_regular), so it cannot hang the load. */
-static const char *not_loadable(const char *path) {
-  static char why[512];
-  int fd = file_open_regular(path, why, sizeof why);
+ * map: NULL, or why not (in why[n]).  A FIFO or a device is refused before
+ * it is read (file_open_regular), so it cannot hang the load. */
+static const char *not_loadable(const char *path, char *why, size_t n) {
+  int fd = file_open_regular(path, why, n);
   if (fd < 0) return why;
   struct stat st;
   const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : elf_check(fd, (uint64_t)st.st_size);
@@ -716,35 +714,36 @@ static bool lookup(void *handle, const char *sym, void *out, size_t size) {
   return p != NULL;
 }
 
-const char *plugin_load(const char *path, const Registry *also) {
-  const char *why = not_loadable(path);
-  if (why) return say("cannot load plugin '%s': %s", path, why);
+bool plugin_load(Diag *d, Span at, const char *path, const Registry *also) {
+  char buf[512];
+  const char *why = not_loadable(path, buf, sizeof buf);
+  if (why) return say(d, at, "cannot load plugin '%s': %s", path, why);
   /* dlopen searches the library path for a name without a slash. */
   char *local = mem_alloc(NULL, strlen(path) + 3);
   sprintf(local, "%s%s", strchr(path, '/') ? "" : "./", path);
   void *h = dlopen(local, RTLD_NOW | RTLD_LOCAL);
   mem_free(local);
-  if (!h) return say("cannot load plugin '%s': %s", path, dlerror());
+  if (!h) return say(d, at, "cannot load plugin '%s': %s", path, dlerror());
   for (int i = 0; i < nplugins; i++)
     if (plugins[i]->handle == h) {   /* loaded already: drop the new reference */
       dlclose(h);
-      return NULL;
+      return true;
     }
   int (*init)(const NetrunApi *) = NULL;
   const int *version = NULL;
   _Static_assert(sizeof init == sizeof(void *), "function pointers are data pointers on POSIX");
   if (!lookup(h, "netrun_plugin_init", &init, sizeof init)) {
     dlclose(h);
-    return say("'%s' is not a netrun plugin: it defines no netrun_plugin_init", path);
+    return say(d, at, "'%s' is not a netrun plugin: it defines no netrun_plugin_init", path);
   }
   if (!lookup(h, "netrun_plugin_api_version", &version, sizeof version)) {
     dlclose(h);
-    return say("'%s' is not a netrun plugin: it defines no netrun_plugin_api_version", path);
+    return say(d, at, "'%s' is not a netrun plugin: it defines no netrun_plugin_api_version", path);
   }
   if (*version != NETRUN_PLUGIN_API_VERSION) {
     int v = *version;
     dlclose(h);
-    return say("plugin '%s' was built against API version %d, netrun has %d", path, v,
+    return say(d, at, "plugin '%s' was built against API version %d, netrun has %d", path, v,
                NETRUN_PLUGIN_API_VERSION);
   }
   Plugin *pl = mem_calloc(1, sizeof *pl);
@@ -758,18 +757,18 @@ const char *plugin_load(const char *path, const Registry *also) {
   loading.error[0] = 0;
   int rc = init(&api);
   loading.pl = NULL;
-  const char *err = NULL;
-  if (loading.error[0] && loading.from_register) err = say("plugin '%s': %s", path, loading.error);
-  else if (loading.error[0] && rc != 0) err = say("plugin '%s' failed to initialize: %s", path, loading.error);
-  else if (rc != 0) err = say("plugin '%s' failed to initialize", path);
-  if (err) {
+  bool ok = true;
+  if (loading.error[0] && loading.from_register) ok = say(d, at, "plugin '%s': %s", path, loading.error);
+  else if (loading.error[0] && rc != 0) ok = say(d, at, "plugin '%s' failed to initialize: %s", path, loading.error);
+  else if (rc != 0) ok = say(d, at, "plugin '%s' failed to initialize", path);
+  if (!ok) {
     plugin_free(pl);
-    return err;
+    return false;
   }
   for (int i = 0; i < pl->nops; i++) reg_add(reg_default(), &pl->ops[i]->proto);
   VEC_RESERVE(plugins, capplugins, nplugins + 1);
   plugins[nplugins++] = pl;
-  return NULL;
+  return true;
 }
 
 /* ---- what a script may load ------------------------------------------------------------
@@ -805,34 +804,36 @@ static bool loaded_already(const char *path) {
   return false;
 }
 
-/* NULL if the real path of `path` lies inside folder `root`, else why not. */
-static const char *outside(const char *path, const char *root) {
+/* Whether the real path of `path` lies inside folder `root`; false
+ * (reported through d at `at`) if not. */
+static bool inside(Diag *d, Span at, const char *path, const char *root) {
   char *rroot = realpath(root, NULL), *rpath = rroot ? realpath(path, NULL) : NULL;
-  const char *why = NULL;
-  if (!rroot) why = say("cannot load plugin '%s': cannot resolve the folder %s: %s", path, root, strerror(errno));
-  else if (!rpath) why = say("cannot load plugin '%s': %s", path, strerror(errno));
+  bool ok = true;
+  if (!rroot) ok = say(d, at, "cannot load plugin '%s': cannot resolve the folder %s: %s", path, root, strerror(errno));
+  else if (!rpath) ok = say(d, at, "cannot load plugin '%s': %s", path, strerror(errno));
   else {
     size_t n = strlen(rroot);
     bool in = strcmp(rroot, "/") == 0 || (strncmp(rpath, rroot, n) == 0 && rpath[n] == '/');
     if (!in && script_loads.dir)
-      why = say("cannot load plugin '%s': it lies outside %s, the folder --allow-load= allows (links followed)",
-                path, root);
+      ok = say(d, at, "cannot load plugin '%s': it lies outside %s, the folder --allow-load= allows (links followed)",
+               path, root);
     else if (!in)
-      why = say("cannot load plugin '%s': it lies outside the script's folder %s (links followed); "
-                "--allow-load=DIR allows another folder",
-                path, root);
+      ok = say(d, at,
+               "cannot load plugin '%s': it lies outside the script's folder %s (links followed); "
+               "--allow-load=DIR allows another folder",
+               path, root);
   }
   free(rroot);
   free(rpath);
-  return why;
+  return ok;
 }
 
-const char *plugin_load_for_script(const char *path, const char *script_dir, const Registry *also) {
-  if (loaded_already(path)) return NULL;
+bool plugin_load_for_script(Diag *d, Span at, const char *path, const char *script_dir, const Registry *also) {
+  if (loaded_already(path)) return true;
   if (!script_loads.allowed)
-    return say("cannot load plugin '%s': a script loads plugins only with --allow-load (a plugin runs native "
+    return say(d, at,
+               "cannot load plugin '%s': a script loads plugins only with --allow-load (a plugin runs native "
                "code), or name it with --plugin",
                path);
-  const char *why = outside(path, script_loads.dir ? script_loads.dir : script_dir);
-  return why ? why : plugin_load(path, also);
+  return inside(d, at, path, script_loads.dir ? script_loads.dir : script_dir) && plugin_load(d, at, path, also);
 }

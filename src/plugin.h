@@ -7,13 +7,14 @@
 #ifndef NETRUN_PLUGIN_INTERNAL_H
 #define NETRUN_PLUGIN_INTERNAL_H
 
+#include "diag.h"
 #include "registry.h"
 
 /* Loads the plugin at `path` and registers its ops.  `also` (may be NULL)
- * is a program's own registry, whose op names are taken too.  Returns NULL,
- * or a message saying what went wrong (valid until the next call), e.g.
+ * is a program's own registry, whose op names are taken too.  Returns
+ * false if it cannot, the error reported through d at `at` (diag.h), e.g.
  * "plugin 'x.so' was built against API version 2, netrun has 1". */
-const char *plugin_load(const char *path, const Registry *also);
+bool plugin_load(Diag *d, Span at, const char *path, const Registry *also);
 /* The trust model (netrun(1), SECURITY): a script's `load "PATH"` loads a
  * plugin only if the command line allowed it.  plugin_allow_script_loads
  * (--allow-load[=DIR]) allows plugins whose real path (links followed)
@@ -23,7 +24,7 @@ const char *plugin_load(const char *path, const Registry *also);
  * runs nothing.  The checks open no file. */
 void plugin_allow_script_loads(const char *dir);
 void plugin_forget_script_loads(void);
-const char *plugin_load_for_script(const char *path, const char *script_dir, const Registry *also);
+bool plugin_load_for_script(Diag *d, Span at, const char *path, const char *script_dir, const Registry *also);
 /* Closes every plugin; call reg_free_default() first. */
 void plugin_unload_all(void);
 

@@ -1048,7 +1048,7 @@ int repl_main(int argc, char **argv) {
   FILE *f = R->args.file ? fopen(R->args.file, "rb") : NULL;
   if (f) fclose(f);
   else if (!rc && R->args.file) {
-    fprintf(stderr, "netrun: error: cannot read %s: %s\n", R->args.file, strerror(errno));
+    diag_error(NULL, SPAN_NONE, "cannot read %s: %s", R->args.file, strerror(errno));
     rc = EXIT_SCRIPT;
   }
   if (rc) {

@@ -1,6 +1,8 @@
 /* tensor.c — tensor storage, refcounts, broadcasting and the generator. */
 #include "tensor.h"
 
+#include "diag.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -28,11 +30,11 @@ int64_t tensor_memory_used(void) { return mem_used(); }
 /* A tensor's header and storage, before its elements. */
 #define HEAD_BYTES ((sizeof(Tensor) + sizeof(Storage) + 15) & ~(size_t)15)
 
-/* Why a tensor cannot be made, naming its size; NULL if it can, and then
- * its bytes are charged against the memory limit.  The product of the
- * dims is checked before it can overflow. */
-static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *numel) {
-  static char why[256];
+/* Why a tensor cannot be made, naming its size, written to why[]; NULL if
+ * it can, and then its bytes are charged against the memory limit.  The
+ * product of the dims is checked before it can overflow. */
+static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *numel,
+                              char why[TENSOR_WHY_MAX]) {
   if (rank < 0 || rank > SHAPE_MAX_RANK) return "too many dimensions";
   double exact = (double)dtype_size(t);
   int64_t n = 1;
@@ -51,12 +53,12 @@ static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *
   }
   char a[32], b[32];
   if (over || n > TENSOR_MAX_BYTES / (int64_t)dtype_size(t)) {
-    snprintf(why, sizeof why, "it would take %s, more than the %s one tensor may take",
+    snprintf(why, TENSOR_WHY_MAX, "it would take %s, more than the %s one tensor may take",
              mem_size_str(exact, a, sizeof a), mem_size_str((double)TENSOR_MAX_BYTES, b, sizeof b));
     return why;
   }
   int64_t bytes = n * (int64_t)dtype_size(t);
-  if (!mem_charge(bytes + (int64_t)HEAD_BYTES)) return mem_limit_why(exact, why, sizeof why);
+  if (!mem_charge(bytes + (int64_t)HEAD_BYTES)) return mem_limit_why(exact, why, TENSOR_WHY_MAX);
   *numel = n;
   return NULL;
 }
@@ -124,9 +126,13 @@ static void pool_put(void *block) {
   pool.free = block;
 }
 
-Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why) {
+Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, char why[TENSOR_WHY_MAX]) {
   int64_t n = 0;
-  if ((*why = size_error(t, rank, shape, &n))) return NULL;
+  const char *e = size_error(t, rank, shape, &n, why);
+  if (e) {
+    if (e != why) snprintf(why, TENSOR_WHY_MAX, "%s", e);
+    return NULL;
+  }
   /* One allocation holds the tensor, its storage and the elements: a new
    * tensor costs one malloc.  The block lives while its storage has users
    * (views made by tensor_view share it). */
@@ -154,10 +160,10 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why
 }
 
 Tensor *tensor_new(DType t, int rank, const int64_t *shape) {
-  const char *why;
-  Tensor *x = tensor_try_new(t, rank, shape, &why);
+  char why[TENSOR_WHY_MAX];
+  Tensor *x = tensor_try_new(t, rank, shape, why);
   if (!x) {
-    fprintf(stderr, "netrun: error: out of memory: a tensor of %s: %s\n", dtype_name(t), why);
+    diag_error(NULL, SPAN_NONE, "out of memory: a tensor of %s: %s", dtype_name(t), why);
     mem_exit_oom();
   }
   return x;

@@ -54,9 +54,11 @@ size_t dtype_size(DType t);
 
 /* A new tensor with uninitialized elements.  Returns NULL (without
  * allocating) if the shape is invalid, larger than TENSOR_MAX_BYTES or
- * than the memory limit leaves; *why then says so, naming the size
- * ("it would take 4 TB, more than the 17.2 GB one tensor may take"). */
-Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, const char **why);
+ * than the memory limit leaves; why[] (the caller's) then says so, naming
+ * the size ("it would take 4 TB, more than the 17.2 GB one tensor may
+ * take"), for the caller to report (diag.h). */
+#define TENSOR_WHY_MAX 256
+Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, char why[TENSOR_WHY_MAX]);
 /* Like tensor_try_new, for shapes already known to be valid; past the
  * memory limit it exits as out of memory (mem_exit_oom). */
 Tensor *tensor_new(DType t, int rank, const int64_t *shape);

@@ -137,7 +137,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
 #define OVERRIDE(field, given, key, fmt, val)                                                   \
   if (given) {                                                                                  \
     if (!quiet && prog_setting(p, "train", key))                                                \
-      fprintf(stderr, "netrun: note: --%s " fmt " overrides the script's %s\n", key, val, key); \
+      diag_note(d, SPAN_NONE, "--%s " fmt " overrides the script's %s", key, val, key);           \
     c->field = val;                                                                             \
   }
   if (o) {
@@ -153,13 +153,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   const Setting *s;
 #define CHECK(cond, key, ...)                                                    \
   if (!(cond)) {                                                                 \
-    if ((s = prog_setting(p, "train", key))) diag_error(d, s->span, __VA_ARGS__); \
-    else {                                                                       \
-      fprintf(d->out, "netrun: error: ");                                        \
-      fprintf(d->out, __VA_ARGS__);                                              \
-      fputc('\n', d->out);                                                       \
-      d->nerrors++;                                                              \
-    }                                                                            \
+    s = prog_setting(p, "train", key);                                           \
+    diag_error(d, s ? s->span : SPAN_NONE, __VA_ARGS__);                         \
   }
   static const char *const scheds[] = {"constant", "step", "cosine"};
   bool sched_ok = false;

@@ -243,11 +243,14 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
   }
   bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
   if (r->nfeed != ds->ncols && !unlabelled) {
-    fprintf(stderr, "netrun: error: the dataset %s has %d columns (", r->c.data, ds->ncols);
-    for (int i = 0; i < ds->ncols; i++) fprintf(stderr, "%s%s", i ? ", " : "", ds->cols[i].name);
-    fprintf(stderr, ") but %d inputs are fed (", r->nfeed);
-    for (int i = 0; i < r->nfeed; i++) fprintf(stderr, "%s%s", i ? ", " : "", r->feed[i]->name);
-    fprintf(stderr, "); name them with feed = [...] in the train block\n");
+    char cols[1024] = "", fed[1024] = "";
+    for (int i = 0; i < ds->ncols; i++)
+      snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s%s", i ? ", " : "", ds->cols[i].name);
+    for (int i = 0; i < r->nfeed; i++)
+      snprintf(fed + strlen(fed), sizeof fed - strlen(fed), "%s%s", i ? ", " : "", r->feed[i]->name);
+    diag_error(&r->ld.diag, SPAN_NONE,
+               "the dataset %s has %d columns (%s) but %d inputs are fed (%s); name them with feed = [...] in the "
+               "train block", r->c.data, ds->ncols, cols, r->nfeed, fed);
     return false;
   }
   if (unlabelled) {
@@ -393,7 +396,7 @@ static bool save(Run *r, const char *path, bool quiet) {
   }
   char err[5000];
   bool ok = ckpt_write(path, &c, err, sizeof err);
-  if (!ok) fprintf(stderr, "netrun: error: %s\n", err);
+  if (!ok) diag_error(&r->ld.diag, SPAN_NONE, "%s", err);
   else if (!quiet) fprintf(stderr, "saved %s (epoch %lld, step %lld)\n", path, (long long)r->epoch, (long long)r->step);
   ckpt_free(&c);
   return ok;
@@ -405,18 +408,18 @@ static bool save(Run *r, const char *path, bool quiet) {
 
 /* A setting of checkpoint c (file path) that must be a whole number from 0
  * to max; false (said) if it is missing or is not. */
-static bool setting_u64(const Checkpoint *c, const char *path, const char *key, uint64_t max, uint64_t *out) {
+static bool setting_u64(Diag *d, const Checkpoint *c, const char *path, const char *key, uint64_t max, uint64_t *out) {
   const char *v = ckpt_get(c, key);
   if (!v) {
-    fprintf(stderr, "netrun: error: %s has no setting '%s'\n", path, key);
+    diag_error(d, SPAN_NONE, "%s has no setting '%s'", path, key);
     return false;
   }
   char *end;
   errno = 0;
   *out = strtoull(v, &end, 10);
   if (*v < '0' || *v > '9' || *end || errno || *out > max) {
-    fprintf(stderr, "netrun: error: %s: setting %s = %s is not a whole number from 0 to %llu\n", path, key, v,
-            (unsigned long long)max);
+    diag_error(d, SPAN_NONE, "%s: setting %s = %s is not a whole number from 0 to %llu", path, key, v,
+               (unsigned long long)max);
     return false;
   }
   return true;
@@ -432,10 +435,10 @@ static bool restore_smoothing(Run *r, const Checkpoint *c, const char *path) {
   double e = strtod(ema, &end);
   uint64_t n;
   if (!*ema || *end || !isfinite(e)) {
-    fprintf(stderr, "netrun: error: %s: setting loss_ema = %s is not a finite number\n", path, ema);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: setting loss_ema = %s is not a finite number", path, ema);
     return false;
   }
-  if (!setting_u64(c, path, "loss_ema_n", c->step, &n)) return false;
+  if (!setting_u64(&r->ld.diag, c, path, "loss_ema_n", c->step, &n)) return false;
   r->ema = e;
   r->ema_n = (int64_t)n;
   return true;
@@ -450,38 +453,38 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
   else if (c->step > c->samples) why = "more steps than samples seen (a step takes at least one sample)";
   else if (c->epoch > c->step) why = "more epochs than steps (an epoch takes at least one step)";
   if (why) {
-    fprintf(stderr, "netrun: error: %s: epoch %llu, step %llu, samples %llu: %s\n", path,
-            (unsigned long long)c->epoch, (unsigned long long)c->step, (unsigned long long)c->samples, why);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: epoch %llu, step %llu, samples %llu: %s", path,
+               (unsigned long long)c->epoch, (unsigned long long)c->step, (unsigned long long)c->samples, why);
     return false;
   }
   int64_t steps_per_epoch = (r->train.n + r->c.batch - 1) / r->c.batch;
   uint64_t in_epoch, sh[4];
-  if (!setting_u64(c, path, "step_in_epoch", INT64_MAX, &in_epoch)) return false;
+  if (!setting_u64(&r->ld.diag, c, path, "step_in_epoch", INT64_MAX, &in_epoch)) return false;
   if (in_epoch >= (uint64_t)steps_per_epoch) {
-    fprintf(stderr, "netrun: error: %s: step_in_epoch = %llu, but an epoch is %lld step%s of %lld examples\n", path,
-            (unsigned long long)in_epoch, (long long)steps_per_epoch, steps_per_epoch == 1 ? "" : "s",
-            (long long)r->c.batch);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but an epoch is %lld step%s of %lld examples", path,
+               (unsigned long long)in_epoch, (long long)steps_per_epoch, steps_per_epoch == 1 ? "" : "s",
+               (long long)r->c.batch);
     return false;
   }
   if (in_epoch > c->step - c->epoch) {
-    fprintf(stderr, "netrun: error: %s: step_in_epoch = %llu, but %llu epochs in %llu steps leave at most %llu\n", path,
-            (unsigned long long)in_epoch, (unsigned long long)c->epoch, (unsigned long long)c->step,
-            (unsigned long long)(c->step - c->epoch));
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but %llu epochs in %llu steps leave at most %llu", path,
+               (unsigned long long)in_epoch, (unsigned long long)c->epoch, (unsigned long long)c->step,
+               (unsigned long long)(c->step - c->epoch));
     return false;
   }
   for (int i = 0; i < 4; i++)
-    if (!setting_u64(c, path, shuffle_keys[i], UINT64_MAX, &sh[i])) return false;
+    if (!setting_u64(&r->ld.diag, c, path, shuffle_keys[i], UINT64_MAX, &sh[i])) return false;
   /* xoshiro256's one state that never leaves itself: all zeros. */
   bool rng_zero = !(c->rng.s[0] | c->rng.s[1] | c->rng.s[2] | c->rng.s[3]);
   if (rng_zero || !(sh[0] | sh[1] | sh[2] | sh[3])) {
-    fprintf(stderr, "netrun: error: %s: the %s generator's state is all zeros\n", path, rng_zero ? "run's" : "shuffling");
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: the %s generator's state is all zeros", path, rng_zero ? "run's" : "shuffling");
     return false;
   }
   const char *best = ckpt_get(c, "best");
   char *end = NULL;
   double b = best ? strtod(best, &end) : (double)-INFINITY;
   if (best && (!*best || *end)) {
-    fprintf(stderr, "netrun: error: %s: setting best = %s is not a number\n", path, best);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: setting best = %s is not a number", path, best);
     return false;
   }
   r->epoch = (int64_t)c->epoch;
@@ -501,13 +504,13 @@ static bool restore(Run *r, const char *path, bool state) {
   Checkpoint c;
   char err[1024];
   if (!ckpt_read(path, &c, err, sizeof err)) {
-    fprintf(stderr, "netrun: error: %s\n", err);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s", err);
     return false;
   }
   bool ok = true;
   if (state && c.program_hash != r->hash) {
-    fprintf(stderr, "netrun: error: %s: this checkpoint belongs to another program (hash %016llx, this one %016llx)\n",
-            path, (unsigned long long)c.program_hash, (unsigned long long)r->hash);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: this checkpoint belongs to another program (hash %016llx, this one %016llx)",
+               path, (unsigned long long)c.program_hash, (unsigned long long)r->hash);
     ok = false;
   }
   const Block *b0 = r->p->blocks[0];
@@ -517,13 +520,13 @@ static bool restore(Run *r, const char *path, bool state) {
     Tensor *t = ckpt_find(&c, v->name);
     Tensor *have = exec_var_value(r->ex, v->name);
     if (!t) {
-      fprintf(stderr, "netrun: error: %s has no value for '%s'\n", path, v->name);
+      diag_error(&r->ld.diag, SPAN_NONE, "%s has no value for '%s'", path, v->name);
       ok = false;
     } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
       char a[128], b[128];
-      fprintf(stderr, "netrun: error: %s: '%s' is %s%s there, but %s%s here\n", path, v->name,
-              dtype_name(t->dtype), tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype),
-              tensor_shape_str(have, b, sizeof b));
+      diag_error(&r->ld.diag, SPAN_NONE, "%s: '%s' is %s%s there, but %s%s here", path, v->name,
+                 dtype_name(t->dtype), tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype),
+                 tensor_shape_str(have, b, sizeof b));
       ok = false;
     } else {
       Tensor *copy = tensor_copy(t);
@@ -549,7 +552,7 @@ static bool restore(Run *r, const char *path, bool state) {
       else if (k == 4) snprintf(now_s, sizeof now_s, "%s", tc->schedule);
       else snprintf(now_s, sizeof now_s, "%s", tc->data ? tc->data : "");
       if (strcmp(was, now_s) != 0)
-        fprintf(stderr, "netrun: note: %s was %s in the checkpoint; resuming with %s\n", state_keys[k], was, now_s);
+        diag_note(&r->ld.diag, SPAN_NONE, "%s was %s in the checkpoint; resuming with %s", state_keys[k], was, now_s);
     }
   }
   ckpt_free(&c);
@@ -567,7 +570,7 @@ static void log_line(Run *r, const char *fmt, ...) {
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   if (!file_log_line(&r->log, line, err, sizeof err)) {
-    fprintf(stderr, "netrun: error: %s: %s\n", r->log.path, err);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: %s", r->log.path, err);
     r->log_failed = true;
   }
 }
@@ -577,7 +580,7 @@ static void log_line(Run *r, const char *fmt, ...) {
 static void log_sync(Run *r) {
   char err[4200];
   if (r->logging && !r->log_failed && !file_log_sync(&r->log, err, sizeof err)) {
-    fprintf(stderr, "netrun: error: %s: %s\n", r->log.path, err);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: %s", r->log.path, err);
     r->log_failed = true;
   }
 }
@@ -711,8 +714,8 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
     return false;
   }
   if (!r->c.data) {
-    fprintf(stderr, "netrun: error: %s names no data: add data = \"...\" to its train block, or give --data SPEC\n",
-            t->a.file);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s names no data: add data = \"...\" to its train block, or give --data SPEC",
+               t->a.file);
     return false;
   }
   r->hash = program_hash(r->p);
@@ -726,7 +729,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   const char *lv = prog_export(r->p, r->c.loss);
   r->loss_var = lv ? lv : r->c.loss;
   if (!t->predicting && !prog_var(r->p, r->loss_var)) {
-    fprintf(stderr, "netrun: error: the script has no value named '%s' to use as the loss\n", r->c.loss);
+    diag_error(&r->ld.diag, SPAN_NONE, "the script has no value named '%s' to use as the loss", r->c.loss);
     return false;
   }
   if (r->c.metric) {
@@ -783,15 +786,15 @@ static bool non_finite(const Tensor *t) {
  * NaN or an infinity (its error, with the script's line). */
 static void diverged(Run *r, double l, const Rng *before, bool tty) {
   if (tty) fputc('\n', stderr);
-  fprintf(stderr, "netrun: error: step %lld (epoch %lld): the loss is %s; stopped before its update, "
-          "checkpoints are left as they were (--keep-going trains on)\n",
-          (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
+  diag_error(&r->ld.diag, SPAN_NONE, "step %lld (epoch %lld): the loss is %s; stopped before its update, "
+             "checkpoints are left as they were (--keep-going trains on)",
+             (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_value(r->ex, b0->vars[i]->name) : NULL;
     if (t && non_finite(t)) {
-      fprintf(stderr, "netrun: error: parameter '%s' holds NaN or Inf: step %lld's update made it so\n",
-              b0->vars[i]->name, (long long)r->step);
+      diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf: step %lld's update made it so",
+                 b0->vars[i]->name, (long long)r->step);
       return;
     }
   }
@@ -815,8 +818,8 @@ static int train_step(Run *r, Batch *bt, double *loss, bool tty) {
   }
   if (!isfinite(l) && !r->warned) {
     if (tty) fputc('\n', stderr);
-    fprintf(stderr, "netrun: warning: step %lld (epoch %lld): the loss is %s; training on (--keep-going)\n",
-            (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
+    diag_warn(&r->ld.diag, SPAN_NONE, "step %lld (epoch %lld): the loss is %s; training on (--keep-going)",
+              (long long)r->step + 1, (long long)r->epoch + 1, loss_str(l, 4).s);
     r->warned = true;
   }
   if (exec_run_range(r->ex, r->nforward, -1) != 0) return EXIT_SCRIPT;
@@ -834,7 +837,7 @@ static double smoothed(const Run *r) { return r->ema / (1 - pow(0.98, (double)r-
 static void teardown(Run *r) {
   char err[4200];
   if (r->logging && !file_log_close(&r->log, err, sizeof err) && !r->log_failed)
-    fprintf(stderr, "netrun: error: %s: %s\n", r->log.path, err);
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: %s", r->log.path, err);
   tensor_unref(r->lr);
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
@@ -850,7 +853,7 @@ static int train(TrainArgs *t) {
   if (!setup(&r, t, true)) goto out;
   if (t->resume && !restore(&r, t->resume, true)) goto out;
   if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
-    fprintf(stderr, "netrun: error: %s: %s\n", t->log, err);
+    diag_error(&r.ld.diag, SPAN_NONE, "%s: %s", t->log, err);
     goto out;
   }
   signal(SIGINT, on_stop);
@@ -991,7 +994,7 @@ int cmd_train(int argc, char **argv) {
   FileLock lock = {NULL, -1};
   char err[4200];
   if (t.save && !file_lock(&lock, t.save, err, sizeof err)) {
-    fprintf(stderr, "netrun: error: %s: %s\n", t.save, err);
+    diag_error(NULL, SPAN_NONE, "%s: %s", t.save, err);
     return EXIT_SCRIPT;
   }
   int status = train(&t);
@@ -1041,8 +1044,8 @@ static int predict_data(TrainArgs *t, const char *output) {
   const char *name = output ? output : r.c.metric;
   const char *var = name ? prog_export(r.p, name) : NULL;
   if (!name || !prog_var(r.p, var ? var : name)) {
-    if (!name) fprintf(stderr, "netrun: error: predict needs --output NAME (or metric = NAME in the train block)\n");
-    else fprintf(stderr, "netrun: error: the script has no value named '%s'\n", name);
+    if (!name) diag_error(&r.ld.diag, SPAN_NONE, "predict needs --output NAME (or metric = NAME in the train block)");
+    else diag_error(&r.ld.diag, SPAN_NONE, "the script has no value named '%s'", name);
     goto out;
   }
   const Dataset *ds = r.has_test ? &r.test : &r.train;
@@ -1107,12 +1110,12 @@ int cmd_predict(int argc, char **argv) {
   r.hash = program_hash(r.p);
   const char *name = output ? output : r.c.metric;
   if (!name) {
-    fprintf(stderr, "netrun: error: predict needs --output NAME (or metric = NAME in the train block)\n");
+    diag_error(&r.ld.diag, SPAN_NONE, "predict needs --output NAME (or metric = NAME in the train block)");
     goto out;
   }
   const char *var = prog_export(r.p, name);
   if (!prog_var(r.p, var ? var : name)) {
-    fprintf(stderr, "netrun: error: the script has no value named '%s'\n", name);
+    diag_error(&r.ld.diag, SPAN_NONE, "the script has no value named '%s'", name);
     goto out;
   }
   Args a = t.a;

@@ -11,7 +11,7 @@ setup_file() {
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
   cd "$BATS_TEST_DIRNAME/.."
   "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/checkpoint.c src/file.c \
-    src/mem.c src/tensor.c src/program.c -lz -lm
+    src/diag.c src/mem.c src/tensor.c src/program.c -lz -lm
 }
 
 setup() {

@@ -4,7 +4,7 @@
  * in memory by the thousand to show the reader never crashes.
  *
  * Built by the bats setup:  cc -Isrc tests/ckpt/mkckpt.c src/checkpoint.c
- *   src/mem.c src/tensor.c src/program.c -lz -lm
+ *   src/diag.c src/mem.c src/tensor.c src/program.c -lz -lm
  *
  *   mkckpt write PATH            the known checkpoint (see known())
  *   mkckpt verify PATH           read PATH; it must equal known()
