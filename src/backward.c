@@ -267,8 +267,7 @@ static bool prop_need(Backward *bw, const Block *b) {
 static const char *grad_name(Backward *bw, const Block *g, const char *v) {
   const VarDesc *d = prog_var(bw->p, v);
   int fwd = g->idx == 0 ? 0 : g->fwd_block;
-  if (!d || d->block == fwd) return arena_printf(bw->p->arena, "%s@GRAD%s", v, bw->suffix);
-  return arena_printf(bw->p->arena, "%s@GRAD%s@B%d", v, bw->suffix, g->idx);
+  return name_grad_at(bw->p->arena, v, bw->suffix, !d || d->block == fwd ? -1 : g->idx);
 }
 
 static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MARK_GRAD); }
@@ -337,13 +336,6 @@ void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_
 
 const char *gtemp(GradCtx *g) { return prog_temp(g->bw->p); }
 
-/* The part of a name before its first '@': the variable a gradient name
- * is built on. */
-static const char *stem_of(Arena *a, const char *name) {
-  const char *at = strchr(name, '@');
-  return at ? arena_strndup(a, name, (size_t)(at - name)) : name;
-}
-
 const char *gfresh(GradCtx *g, const char *base) {
   Backward *bw = g->bw;
   Program *p = bw->p;
@@ -352,7 +344,7 @@ const char *gfresh(GradCtx *g, const char *base) {
      * (v@GRAD@L1 of an earlier backward) is taken even if v is not. */
     bw->stems = set_new();
     for (int b = 0; b < p->nblocks; b++)
-      for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, stem_of(p->arena, p->blocks[b]->vars[i]->name), 1);
+      for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, name_stem(p->arena, p->blocks[b]->vars[i]->name), 1);
   }
   for (int k = 0;; k++) {
     const char *s = k ? arena_printf(p->arena, "%s.%d", base, k) : arena_strdup(p->arena, base);
@@ -428,7 +420,7 @@ static void fail_at(Backward *bw, Span at, const char *fmt, ...) {
   bw->failed = true;
 }
 
-static const char *empty_name(void) { return "@EMPTY@"; }
+static const char *empty_name(void) { return NAME_EMPTY; }
 
 /* while: a grad block over the body, run turn by turn in reverse. */
 static void grad_while(Backward *bw, GradCtx *c) {
@@ -634,15 +626,6 @@ static void set_free(NameSet *m) {
 
 static NameSet *set_new(void) { return mem_calloc(1, sizeof(NameSet)); }
 
-static bool is_grad_name(const char *n) { return strstr(n, "@GRAD") != NULL; }
-static bool is_empty(const char *n) { return strcmp(n, "@EMPTY@") == 0; }
-
-/* The forward variable a gradient name is the gradient of. */
-static const char *fwd_of(Program *p, const char *g) {
-  const char *at = strstr(g, "@GRAD");
-  return at ? arena_strndup(p->arena, g, (size_t)(at - g)) : g;
-}
-
 static void insert_op(OpList *l, int at, OpDesc *op) {
   VEC_RESERVE(l->ops, l->cap, l->n + 1);
   memmove(&l->ops[at + 1], &l->ops[at], sizeof *l->ops * (size_t)(l->n - at));
@@ -692,7 +675,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   for (int a = 0; a < nargs; a++) {
     arg_names[a] = args[a];
     if (set_get(&writers, args[a]) > 1) {
-      arg_names[a] = arena_printf(p->arena, "%s@RENAME@0", args[a]);
+      arg_names[a] = name_rename(p->arena, args[a], 0);
       set_put(&seen, args[a], 1);
     }
   }
@@ -706,14 +689,14 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
         int total = set_get(&writers, o);
         if (total < 2) continue;
         int k = set_get(&seen, o);
-        op->out[s].args[j] = arena_printf(p->arena, "%s@RENAME@%d", o, k);
+        op->out[s].args[j] = name_rename(p->arena, o, k);
         set_put(&seen, o, k + 1);
         if (k + 1 == total && !bw->one_op) {
           OpDesc *sum = op_new(p, "add_n", op->span);
           sum->fwd_block = op->fwd_block;
           sum->fwd_op = op->fwd_op;
           Slot *x = op_add_input(p, sum, "X");
-          for (int r = 0; r < total; r++) slot_push(p, x, arena_printf(p->arena, "%s@RENAME@%d", o, r));
+          for (int r = 0; r < total; r++) slot_push(p, x, name_rename(p->arena, o, r));
           slot_push(p, op_add_output(p, sum, "Out"), o);
           insert_op(list, i + 1 + inserted++, sum);
         }
@@ -731,11 +714,11 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < op->nin; s++)
       for (int j = 0; j < op->in[s].n; j++) {
         const char *v = op->in[s].args[j];
-        if (!is_grad_name(v) || set_get(&written, v) || prog_var(p, v) || strcmp(v, empty_name()) == 0) continue;
+        if (!name_is_grad(v) || set_get(&written, v) || prog_var(p, v) || strcmp(v, empty_name()) == 0) continue;
         OpDesc *z = op_new(p, "fill_zeros_like", op->span);
         z->fwd_block = op->fwd_block;
         z->fwd_op = op->fwd_op;
-        slot_push(p, op_add_input(p, z, "X"), fwd_of(p, v));
+        slot_push(p, op_add_input(p, z, "X"), name_grad_of(p->arena, v));
         slot_push(p, op_add_output(p, z, "Out"), v);
         insert_op(list, i, z);
         set_put(&written, v, 1);
@@ -748,7 +731,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   for (int t = 0; t < ntargets && !bw->one_op; t++)
     if (targets[t] && !set_get(&written, targets[t]) && !prog_var(p, targets[t])) {
       OpDesc *z = op_new(p, "fill_zeros_like", SPAN_NONE);
-      slot_push(p, op_add_input(p, z, "X"), fwd_of(p, targets[t]));
+      slot_push(p, op_add_input(p, z, "X"), name_grad_of(p->arena, targets[t]));
       slot_push(p, op_add_output(p, z, "Out"), targets[t]);
       insert_op(list, list->n, z);
       set_put(&written, targets[t], 1);
@@ -762,7 +745,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = empty_name();
       continue;
     }
-    const VarDesc *f = prog_var(p, fwd_of(p, arg_names[a]));
+    const VarDesc *f = prog_var(p, name_grad_of(p->arena, arg_names[a]));
     VarDesc *v = prog_var(p, arg_names[a]) ? prog_var(p, arg_names[a]) : prog_add_var(p, g, arg_names[a]);
     if (f) v->dtype = f->dtype, v->shape = f->shape;
     v->flags |= VAR_ARG;
@@ -806,11 +789,11 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
       for (int j = 0; j < op->in[s].n && ok; j++) {
         const char *v = op->in[s].args[j];
         const VarDesc *d = prog_var(p, v);
-        if (is_empty(v)) continue;
+        if (name_is_empty(v)) continue;
         if (!d) {
           fail_at(bw, op->span, "internal error in the backward: %s reads '%s', which is not declared", op->type, v);
           ok = false;
-        } else if (is_grad_name(v) && d->block == b->idx && !set_get(&written, v)) {
+        } else if (name_is_grad(v) && d->block == b->idx && !set_get(&written, v)) {
           fail_at(bw, op->span, "internal error in the backward: %s reads '%s' before it is written", op->type, v);
           ok = false;
         }
@@ -820,14 +803,14 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
         const char *o = op->out[s].args[j];
         const VarDesc *d = prog_var(p, o);
         /* Every new variable must have been declared with its type. */
-        if (ok && !is_empty(o) && (!d || d->dtype == DT_UNKNOWN)) {
+        if (ok && !name_is_empty(o) && (!d || d->dtype == DT_UNKNOWN)) {
           fail_at(bw, op->span, "internal error in the backward: %s writes '%s', whose type is not known", op->type, o);
           ok = false;
         }
         set_put(&written, o, 1);
       }
     const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
-    if (ok && sb && is_grad_name(op->type) == false && strstr(op->type, "_grad")) {
+    if (ok && sb && name_is_grad(op->type) == false && strstr(op->type, "_grad")) {
       ok = verify_block(bw, p->blocks[sb->v.u.i], 0);
       if (ok && eb) ok = verify_block(bw, p->blocks[eb->v.u.i], 0);
     }
@@ -970,7 +953,7 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
   backward_init(&bw, p, &idx);
   /* A second backward (another loss, other parameters) gets names of its
    * own: v@GRAD@L1, ...; it differentiates only the forward ops. */
-  bw.suffix = p->nbackward ? arena_printf(p->arena, "@L%d", p->nbackward) : "";
+  bw.suffix = name_level(p->arena, p->nbackward);
 
   /* The parameter list: the given names, or every parameter. */
   const char **plist = arena_alloc(p->arena, sizeof *plist * (size_t)(b0->nvars + nparams + 1));
@@ -1047,14 +1030,13 @@ bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***
   }
   /* The pieces of each gradient: its own name, or its renames in order. */
   for (int k = 0; ok && k < nneed; k++) {
-    size_t len = strlen(targets[k]);
     npieces[k] = 0;
     pieces[k] = arena_alloc(p->arena, sizeof *pieces[k] * (size_t)(b0->nops + 1));
     for (int i = 1; i < b0->nops; i++)
       for (int s = 0; s < b0->ops[i]->nout; s++)
         for (int j = 0; j < b0->ops[i]->out[s].n; j++) {
           const char *o = b0->ops[i]->out[s].args[j];
-          if (strncmp(o, targets[k], len) == 0 && (o[len] == 0 || strncmp(o + len, "@RENAME@", 8) == 0))
+          if (name_is_write_of(o, targets[k]))
             pieces[k][npieces[k]++] = o;
         }
   }

@@ -24,6 +24,7 @@
 #ifndef NETRUN_BACKWARD_H
 #define NETRUN_BACKWARD_H
 
+#include "names.h"
 #include "registry.h"
 
 typedef struct GradPair {

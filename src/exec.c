@@ -8,6 +8,7 @@
  * shapes are reused. */
 #include "exec.h"
 
+#include "names.h"
 #include "tape.h"
 
 #include <math.h>
@@ -645,7 +646,7 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   bool any_grad = false;
   for (int i = 0; i < p->in_total; i++) {
     ins[i] = frame_get(f, p->in[i]);
-    if (!ins[i] && (p->proto->flags & OP_CONTROL) && strcmp(p->in[i].name, "@EMPTY@") == 0) continue;
+    if (!ins[i] && (p->proto->flags & OP_CONTROL) && name_is_empty(p->in[i].name)) continue;
     if (!ins[i]) {
       rc = op_fail(ex, p, "internal error: '%s' has no value", p->in[i].name);
       goto done;
@@ -1440,7 +1441,7 @@ void exec_grow(Executor *ex) {
 static const char *missing_input(Executor *ex, const Prepared *p) {
   for (int k = 0; k < p->in_total; k++) {
     VarRef r = p->in[k];
-    if (r.up != 0 || r.slot < 0 || ex->root->vals[r.slot] || strcmp(r.name, "@EMPTY@") == 0) continue;
+    if (r.up != 0 || r.slot < 0 || ex->root->vals[r.slot] || name_is_empty(r.name)) continue;
     if (ex->waits[r.slot]) return ex->waits[r.slot];
     const VarDesc *v = prog_var(ex->prog, r.name);
     if (v && (v->flags & VAR_INPUT)) return v->name;
