@@ -67,6 +67,7 @@ struct GradCtx {
   int op_index;
   const OpProto *proto;
   OpList *out;
+  OpList sub;                    /* the grad ops of a sub-block being made */
 };
 
 /* ---- variable marks ------------------------------------------------------------
@@ -137,16 +138,22 @@ static const Block *sub_block(const Program *p, const OpDesc *op, const char *at
   return a ? prog_block(p, (int)a->v.u.i) : NULL;
 }
 
-static bool is_control(const OpDesc *op) {
-  return strcmp(op->type, "while") == 0 || strcmp(op->type, "conditional_block") == 0;
+static unsigned flags_of(const Backward *bw, const OpDesc *op) {
+  const OpProto *proto = prog_find_op(bw->p, op->type);
+  return proto ? proto->flags : 0;
 }
+
+/* An op that owns blocks (while, conditional_block); a loop carries values
+ * from turn to turn. */
+static bool is_control(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_CONTROL; }
+static bool is_loop(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_LOOP; }
 
 static bool prop_live(Backward *bw, const Block *b);
 
 static bool live_control(Backward *bw, const OpDesc *op) {
   bool changed = false;
   const Slot *x = op_input(op, "X"), *out = op_output(op, "Out");
-  if (strcmp(op->type, "while") == 0) {
+  if (is_loop(bw, op)) {
     const Block *s = sub_block(bw->p, op, "sub_block");
     for (int iter = 0; iter < 64; iter++) {
       bool more = false;
@@ -181,7 +188,7 @@ static bool prop_live(Backward *bw, const Block *b) {
   bool changed = false;
   for (int i = 0; i < forward_ops(bw, b); i++) {
     const OpDesc *op = b->ops[i];
-    if (is_control(op)) {
+    if (is_control(bw, op)) {
       changed |= live_control(bw, op);
       continue;
     }
@@ -211,7 +218,7 @@ static bool prop_need(Backward *bw, const Block *b);
 static bool need_control(Backward *bw, const OpDesc *op) {
   bool changed = false;
   const Slot *x = op_input(op, "X"), *out = op_output(op, "Out");
-  if (strcmp(op->type, "while") == 0) {
+  if (is_loop(bw, op)) {
     const Block *s = sub_block(bw->p, op, "sub_block");
     for (int k = 0; out && k < out->n; k++)
       if (has_mark(bw, out->args[k], MARK_NEED)) changed |= set_mark(bw, s->results[k], MARK_NEED);
@@ -240,7 +247,7 @@ static bool prop_need(Backward *bw, const Block *b) {
   bool changed = false;
   for (int i = forward_ops(bw, b) - 1; i >= 0; i--) {
     const OpDesc *op = b->ops[i];
-    if (is_control(op)) {
+    if (is_control(bw, op)) {
       changed |= need_control(bw, op);
       continue;
     }
@@ -420,97 +427,37 @@ static void fail_at(Backward *bw, Span at, const char *fmt, ...) {
   bw->failed = true;
 }
 
-static const char *empty_name(void) { return NAME_EMPTY; }
+/* ---- grad sub-blocks (the makers of ops that own blocks) ------------------------------- */
 
-/* while: a grad block over the body, run turn by turn in reverse. */
-static void grad_while(Backward *bw, GradCtx *c) {
-  Program *p = bw->p;
-  const OpDesc *op = c->op;
-  Block *s = (Block *)sub_block(p, op, "sub_block");
-  const Slot *x = op_input(op, "X"), *in = op_input(op, "Input"), *out = op_output(op, "Out");
-  if (!s || !x || !out) {
-    fail_at(bw, op->span, "internal error: malformed while op");
-    return;
-  }
-  int nc = s->nargs;
-  Block *gs = prog_add_block(p, s->idx);
-  gs->fwd_block = s->idx;
-  OpList list = {0};
-  if (!build_block(bw, s, gs, s->nops, &list)) {
-    mem_free(list.ops);
-    return;
-  }
-  /* The grad block starts from the gradients of a turn's results and ends
-   * with those of its args and of the outer values it read. */
-  const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(nc + 1));
-  const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(nc + (in ? in->n : 0) + 1));
-  int nt = 0;
-  /* A carried value with no gradient (a counter) has none in any turn. */
-  bool *carry = arena_alloc(p->arena, sizeof *carry * (size_t)(nc + 1));
-  for (int k = 0; k < nc; k++) carry[k] = needs_grad(bw, s->args[k]) || needs_grad(bw, s->results[k]);
-  for (int k = 0; k < nc; k++) args[k] = carry[k] ? grad_name(bw, gs, s->results[k]) : empty_name();
-  for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? grad_name(bw, gs, s->args[k]) : NULL;
-  int ncap = in ? in->n : 0;
-  for (int j = 0; j < ncap; j++) targets[nt++] = needs_grad(bw, in->args[j]) ? grad_name(bw, gs, in->args[j]) : NULL;
-  finish_block(bw, gs, &list, targets, nt, args, nc);
-  mem_free(list.ops);
-  OpDesc *w = gemit(c, "while_grad");
-  for (int k = 0; k < nc; k++)
-    gemit_in(c, w, "Out@GRAD", carry[k] ? grad_name(bw, c->gblock, out->args[k]) : empty_name());
-  op_add_input(p, w, "Out@GRAD");
-  op_add_input(p, w, "X");
-  for (int k = 0; k < nc; k++) gemit_in(c, w, "X", x->args[k]);
-  op_add_input(p, w, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, w, "Input", in->args[j]);
-  op_add_output(p, w, "X@GRAD");
-  for (int k = 0; k < nc; k++)
-    gemit_out(c, w, "X@GRAD", carry[k] && needs_grad(bw, x->args[k]) ? grad_name(bw, c->gblock, x->args[k]) : empty_name());
-  op_add_output(p, w, "Input@GRAD");
-  for (int j = 0; j < ncap; j++)
-    gemit_out(c, w, "Input@GRAD", needs_grad(bw, in->args[j]) ? grad_name(bw, c->gblock, in->args[j]) : empty_name());
-  gemit_attr(c, w, "sub_block", attr_block(gs->idx));
+Block *gsub_begin(GradCtx *g, const Block *fwd) {
+  Program *p = g->bw->p;
+  Block *gs = prog_add_block(p, fwd->idx);
+  gs->fwd_block = fwd->idx;
+  g->sub = (OpList){0};
+  if (build_block(g->bw, (Block *)fwd, gs, fwd->nops, &g->sub)) return gs;
+  mem_free(g->sub.ops);
+  g->sub = (OpList){0};
+  return NULL;
 }
 
-/* if: a grad block per branch; the taken branch's runs. */
-static void grad_cond(Backward *bw, GradCtx *c) {
-  Program *p = bw->p;
-  const OpDesc *op = c->op;
-  const Slot *in = op_input(op, "Input"), *out = op_output(op, "Out");
-  int ncap = in ? in->n : 0, no = out ? out->n : 0;
-  int gidx[2];
-  const char *attrs[2] = {"sub_block", "else_block"};
-  for (int br = 0; br < 2; br++) {
-    Block *b = (Block *)sub_block(p, op, attrs[br]);
-    if (!b) {
-      fail_at(bw, op->span, "internal error: malformed conditional_block op");
-      return;
-    }
-    Block *gb = prog_add_block(p, b->idx);
-    gb->fwd_block = b->idx;
-    gidx[br] = gb->idx;
-    OpList list = {0};
-    if (!build_block(bw, b, gb, b->nops, &list)) {
-      mem_free(list.ops);
-      return;
-    }
-    const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
-    const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
-    for (int k = 0; k < no; k++) args[k] = grad_name(bw, gb, b->results[k]);
-    for (int j = 0; j < ncap; j++) targets[j] = needs_grad(bw, in->args[j]) ? grad_name(bw, gb, in->args[j]) : NULL;
-    finish_block(bw, gb, &list, targets, ncap, args, no);
-    mem_free(list.ops);
-  }
-  OpDesc *g = gemit(c, "conditional_block_grad");
-  gemit_in(c, g, "Cond", op_in1(op, "Cond"));
-  op_add_input(p, g, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, g, "Input", in->args[j]);
-  op_add_input(p, g, "Out@GRAD");
-  for (int k = 0; k < no; k++) gemit_in(c, g, "Out@GRAD", grad_name(bw, c->gblock, out->args[k]));
-  op_add_output(p, g, "Input@GRAD");
-  for (int j = 0; j < ncap; j++)
-    gemit_out(c, g, "Input@GRAD", needs_grad(bw, in->args[j]) ? grad_name(bw, c->gblock, in->args[j]) : empty_name());
-  gemit_attr(c, g, "sub_block", attr_block(gidx[0]));
-  gemit_attr(c, g, "else_block", attr_block(gidx[1]));
+const char *gsub_grad(GradCtx *g, const Block *gb, const char *v) { return grad_name(g->bw, gb, v); }
+
+bool gneeds_grad(GradCtx *g, const char *v) { return needs_grad(g->bw, v); }
+
+void gsub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs) {
+  finish_block(g->bw, gb, &g->sub, targets, ntargets, args, nargs);
+  mem_free(g->sub.ops);
+  g->sub = (OpList){0};
+}
+
+int gfail(GradCtx *g, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fail_at(g->bw, g->op->span, "%s", msg);
+  return -1;
 }
 
 /* Does op have an input whose gradient is needed, and an output the loss
@@ -535,14 +482,6 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     const OpProto *proto = prog_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
     GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
-    if (strcmp(op->type, "while") == 0) {
-      grad_while(bw, &c);
-      continue;
-    }
-    if (strcmp(op->type, "conditional_block") == 0) {
-      grad_cond(bw, &c);
-      continue;
-    }
     if (!proto || proto->grad_kind == GRAD_NONE || !proto->grad) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
       int line = 0, col = 0;
@@ -669,7 +608,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < list->ops[i]->nout; s++)
       for (int j = 0; j < list->ops[i]->out[s].n; j++) {
         const char *o = list->ops[i]->out[s].args[j];
-        if (strcmp(o, empty_name()) != 0) set_put(&writers, o, set_get(&writers, o) + 1);
+        if (strcmp(o, NAME_EMPTY) != 0) set_put(&writers, o, set_get(&writers, o) + 1);
       }
   const char **arg_names = arena_alloc(p->arena, sizeof *arg_names * (size_t)(nargs + 1));
   for (int a = 0; a < nargs; a++) {
@@ -714,7 +653,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < op->nin; s++)
       for (int j = 0; j < op->in[s].n; j++) {
         const char *v = op->in[s].args[j];
-        if (!name_is_grad(v) || set_get(&written, v) || prog_var(p, v) || strcmp(v, empty_name()) == 0) continue;
+        if (!name_is_grad(v) || set_get(&written, v) || prog_var(p, v) || strcmp(v, NAME_EMPTY) == 0) continue;
         OpDesc *z = op_new(p, "fill_zeros_like", op->span);
         z->fwd_block = op->fwd_block;
         z->fwd_op = op->fwd_op;
@@ -741,8 +680,8 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   /* Declare the block's args and results, then every new variable, with
    * its shape from inference. */
   for (int a = 0; a < nargs && g->idx != 0; a++) {
-    if (strcmp(arg_names[a], empty_name()) == 0) {
-      *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = empty_name();
+    if (strcmp(arg_names[a], NAME_EMPTY) == 0) {
+      *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = NAME_EMPTY;
       continue;
     }
     const VarDesc *f = prog_var(p, name_grad_of(p->arena, arg_names[a]));
@@ -756,7 +695,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < op->nout; s++)
       for (int j = 0; j < op->out[s].n; j++) {
         const char *o = op->out[s].args[j];
-        if (strcmp(o, empty_name()) == 0 || prog_var(p, o)) continue;
+        if (strcmp(o, NAME_EMPTY) == 0 || prog_var(p, o)) continue;
         VarDesc *v = prog_add_var(p, g, o);
         v->span = op->span;
       }
@@ -771,7 +710,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   }
   if (g->idx != 0)
     for (int t = 0; t < ntargets; t++)
-      *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : empty_name();
+      *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : NAME_EMPTY;
 }
 
 /* ---- verify ------------------------------------------------------------------------------ */
@@ -810,7 +749,7 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
         set_put(&written, o, 1);
       }
     const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
-    if (ok && sb && name_is_grad(op->type) == false && strstr(op->type, "_grad")) {
+    if (ok && sb && (flags_of(bw, op) & OP_KEPT_TURNS)) {
       ok = verify_block(bw, p->blocks[sb->v.u.i], 0);
       if (ok && eb) ok = verify_block(bw, p->blocks[eb->v.u.i], 0);
     }

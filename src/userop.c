@@ -441,8 +441,9 @@ static void emit_ops(Emit *e) {
     d->span = o->span;   /* the line of the body or grad body it comes from */
     fill_op(e, d, o);
     copies[i] = d;
-    if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && op_attr(o, "sub_block") &&
-        strstr(o->type, "_grad"))
+    const OpProto *proto = prog_find_op(e->s, o->type);
+    if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && proto &&
+        (proto->flags & OP_KEPT_TURNS))
       gemit_link(e->g, d, copies[o->fwd_op]);
   }
   mem_free(copies);
