@@ -623,6 +623,19 @@ static bool out_matches(const Tensor *t, const VarDesc *o) {
   return true;
 }
 
+/* Calls the op's kernel on inputs ins and outputs outs (flat, in proto
+ * slot order). */
+static inline int call_kernel(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
+  /* Only the proto's slots are set: the kernel interface reads no
+   * others (and clearing all REG_MAX_SLOTS of each costs per op). */
+  ExecCtx c;
+  c.ex = ex, c.p = p, c.frame = f, c.op_index = op_index;
+  int k = 0, ko = 0;
+  for (int s = 0; s < p->proto->nin; s++) c.in[s] = ins + k, k += p->nin[s];
+  for (int s = 0; s < p->proto->nout; s++) c.out[s] = outs + ko, ko += p->nout[s];
+  return p->proto->kernel(&c);
+}
+
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (p >= ex->skip_from && p < ex->skip_to) return 0;
   ex->skip_from = ex->skip_to = NULL;
@@ -655,9 +668,10 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
     rc = op_fail(ex, p, "has no kernel yet");
     goto done;
   }
-  /* Control ops make their outputs themselves from the blocks they run. */
-  bool control = p->proto->flags & OP_CONTROL;
-  if (!control) {
+  if (p->proto->flags & OP_CONTROL) {
+    /* Control ops make their outputs from the blocks they run. */
+    if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
+  } else {
     if ((rc = infer_outputs(ex, p, ins)) < 0) goto done;
     if (p->constant && out_matches(p->constant, &p->out_desc[0])) {
       outs[0] = tensor_ref(p->constant);
@@ -677,17 +691,7 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
         goto done;
       }
     }
-  }
-  /* Only the proto's slots are set: the kernel interface reads no
-   * others (and clearing all REG_MAX_SLOTS of each costs per op). */
-  ExecCtx c;
-  c.ex = ex, c.p = p, c.frame = f, c.op_index = op_index;
-  int k = 0, ko = 0;
-  for (int s = 0; s < p->proto->nin; s++) c.in[s] = ins + k, k += p->nin[s];
-  for (int s = 0; s < p->proto->nout; s++) c.out[s] = outs + ko, ko += p->nout[s];
-  rc = p->proto->kernel(&c);
-  if (rc < 0) goto done;
-  if (!control) {
+    if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
     for (int i = 0; i < p->out_total; i++)
       if (!outs[i]) {
         rc = op_fail(ex, p, "internal error: the kernel left output %d unset", i);
