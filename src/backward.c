@@ -6,8 +6,9 @@
  *   2. needed: which values the loss depends on (backward, likewise);
  *      a value gets a gradient if it is live, needed, f32, and neither in
  *      the no_grad set nor marked stop_gradient;
- *   3. grad ops: ops visited in reverse ask their grad makers for ops; a
- *      while or if op gets a grad block built recursively;
+ *   3. grad ops: ops visited in reverse ask their grad makers for ops; the
+ *      maker of a while or if op (src/ops/control.c) gets a grad block
+ *      built recursively (gsub_begin / gsub_end);
  *   4. per block of grad ops: dead grad ops dropped, repeated writes
  *      renamed and summed by add_n, missing gradients made by
  *      fill_zeros_like, new variables declared and their shapes inferred,

@@ -1,5 +1,6 @@
-/* exec.c — the eager executor: frames, op dispatch, loops and branches,
- * feeding, runtime checks and the tape (exec.h).
+/* exec.c — the eager executor: frames, op dispatch, the kernel interface
+ * (control flow's included: src/ops/control.c runs loops and branches
+ * through it), feeding, runtime checks and the tape (exec.h).
  *
  * Each op is prepared once: its proto and kernel are looked up and every
  * variable it reads or writes is resolved to (frames up, slot), so running

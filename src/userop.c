@@ -356,8 +356,8 @@ static const char *real_name(Emit *e, const char *name) {
   const char **r = &e->real[v->block][v->slot];
   if (*r) return *r;
   if ((*r = bound(e, name))) return *r;
-  const char *at = strchr(name, '@');
-  const char *stem = at ? arena_strndup(e->s->arena, name, (size_t)(at - name)) : name, *to = NULL;
+  const char *at = name[name_stem_len(name)] ? name + name_stem_len(name) : NULL;
+  const char *stem = name_stem(e->s->arena, name), *to = NULL;
   for (int i = 0; i < e->nstems && !to; i++)
     if (strcmp(e->stems[i].from, stem) == 0) to = e->stems[i].to;
   if (!to) {

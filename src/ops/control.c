@@ -14,7 +14,13 @@
  *
  * runs block 2 if Cond holds, else block 3; Out[k] is the taken block's
  * result k.  Every if gets an else block (empty when the script has none,
- * its results then being the values from before the if). */
+ * its results then being the values from before the if).
+ *
+ * Their kernels run those blocks through the control-flow kernel interface
+ * (exec.h): a frame per turn or branch, kept for the backward; their grad
+ * makers build a grad block per body through the grad sub-block calls of
+ * the grad-maker interface (backward.h), run by while_grad and
+ * conditional_block_grad over the kept turns. */
 #include "../backward.h"
 #include "../exec.h"
 #include "../names.h"
