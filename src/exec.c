@@ -127,9 +127,9 @@ struct ExecCtx {
   Executor *ex;
   const Prepared *p;
   Frame *frame;
-  int op_index;                    /* the op's index in its block (kept turns) */
   Tensor **in[REG_MAX_SLOTS];
   Tensor **out[REG_MAX_SLOTS];
+  int op_index;                    /* the op's index in its block (kept turns) */
 };
 
 void exec_default_options(ExecOptions *o) {
