@@ -29,11 +29,6 @@ bool name_is_plain_grad(const char *n, size_t base_len) {
   return strlen(n) >= base_len && strcmp(n + base_len, NAME_GRAD) == 0;
 }
 
-size_t name_stem_len(const char *n) {
-  const char *at = strchr(n, '@');
-  return at ? (size_t)(at - n) : strlen(n);
-}
-
 const char *name_stem(Arena *a, const char *n) {
   const char *at = strchr(n, '@');
   return at ? arena_strndup(a, n, (size_t)(at - n)) : n;

@@ -20,6 +20,7 @@
 #include "mem.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #define NAME_GRAD "@GRAD"
 #define NAME_EMPTY "@EMPTY@"
@@ -37,9 +38,13 @@ bool name_is_grad(const char *n);
 const char *name_grad_of(Arena *a, const char *n);
 /* Whether n is "NAME@GRAD" with NAME made of exactly base_len characters. */
 bool name_is_plain_grad(const char *n, size_t base_len);
-/* The stem of a name: the part before its first '@'; its length. */
+/* The stem of a name: the part before its first '@'; its length (inline:
+ * program.c's prog_fresh uses it, and tools built from program.c alone). */
 const char *name_stem(Arena *a, const char *n);
-size_t name_stem_len(const char *n);
+static inline size_t name_stem_len(const char *n) {
+  const char *at = strchr(n, '@');
+  return at ? (size_t)(at - n) : strlen(n);
+}
 /* A name's grad block suffix ("@B<k>", in rest: what follows the stem):
  * where it starts, or NULL; *block gets k and *end what follows it. */
 const char *name_block_suffix(const char *rest, long *block, const char **end);
