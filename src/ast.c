@@ -3,6 +3,8 @@
  * over one source file. */
 #include "ast.h"
 
+#include "names.h"
+
 #include "parser.h"
 #include "lexer.h"
 
@@ -209,7 +211,7 @@ static void print_node(FILE *f, const AstNode *n) {
   }
   switch (n->kind) {
   case AST_NAME: fputs(n->name, f); return;
-  case AST_GRADNAME: fprintf(f, "%s@GRAD", n->name); return;
+  case AST_GRADNAME: fprintf(f, "%s" NAME_GRAD, n->name); return;
   case AST_INT: fprintf(f, "%lld", (long long)n->ival); return;
   case AST_FLOAT: print_float(f, n->fval); return;
   case AST_STRING: print_string(f, n->name); return;

@@ -6,8 +6,9 @@
  *   2. needed: which values the loss depends on (backward, likewise);
  *      a value gets a gradient if it is live, needed, f32, and neither in
  *      the no_grad set nor marked stop_gradient;
- *   3. grad ops: ops visited in reverse ask their grad makers for ops; a
- *      while or if op gets a grad block built recursively;
+ *   3. grad ops: ops visited in reverse ask their grad makers for ops; the
+ *      maker of a while or if op (src/ops/control.c) gets a grad block
+ *      built recursively (gsub_begin / gsub_end);
  *   4. per block of grad ops: dead grad ops dropped, repeated writes
  *      renamed and summed by add_n, missing gradients made by
  *      fill_zeros_like, new variables declared and their shapes inferred,
@@ -67,6 +68,7 @@ struct GradCtx {
   int op_index;
   const OpProto *proto;
   OpList *out;
+  OpList sub;                    /* the grad ops of a sub-block being made */
 };
 
 /* ---- variable marks ------------------------------------------------------------
@@ -137,16 +139,22 @@ static const Block *sub_block(const Program *p, const OpDesc *op, const char *at
   return a ? prog_block(p, (int)a->v.u.i) : NULL;
 }
 
-static bool is_control(const OpDesc *op) {
-  return strcmp(op->type, "while") == 0 || strcmp(op->type, "conditional_block") == 0;
+static unsigned flags_of(const Backward *bw, const OpDesc *op) {
+  const OpProto *proto = prog_find_op(bw->p, op->type);
+  return proto ? proto->flags : 0;
 }
+
+/* An op that owns blocks (while, conditional_block); a loop carries values
+ * from turn to turn. */
+static bool is_control(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_CONTROL; }
+static bool is_loop(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_LOOP; }
 
 static bool prop_live(Backward *bw, const Block *b);
 
 static bool live_control(Backward *bw, const OpDesc *op) {
   bool changed = false;
   const Slot *x = op_input(op, "X"), *out = op_output(op, "Out");
-  if (strcmp(op->type, "while") == 0) {
+  if (is_loop(bw, op)) {
     const Block *s = sub_block(bw->p, op, "sub_block");
     for (int iter = 0; iter < 64; iter++) {
       bool more = false;
@@ -181,7 +189,7 @@ static bool prop_live(Backward *bw, const Block *b) {
   bool changed = false;
   for (int i = 0; i < forward_ops(bw, b); i++) {
     const OpDesc *op = b->ops[i];
-    if (is_control(op)) {
+    if (is_control(bw, op)) {
       changed |= live_control(bw, op);
       continue;
     }
@@ -211,7 +219,7 @@ static bool prop_need(Backward *bw, const Block *b);
 static bool need_control(Backward *bw, const OpDesc *op) {
   bool changed = false;
   const Slot *x = op_input(op, "X"), *out = op_output(op, "Out");
-  if (strcmp(op->type, "while") == 0) {
+  if (is_loop(bw, op)) {
     const Block *s = sub_block(bw->p, op, "sub_block");
     for (int k = 0; out && k < out->n; k++)
       if (has_mark(bw, out->args[k], MARK_NEED)) changed |= set_mark(bw, s->results[k], MARK_NEED);
@@ -240,7 +248,7 @@ static bool prop_need(Backward *bw, const Block *b) {
   bool changed = false;
   for (int i = forward_ops(bw, b) - 1; i >= 0; i--) {
     const OpDesc *op = b->ops[i];
-    if (is_control(op)) {
+    if (is_control(bw, op)) {
       changed |= need_control(bw, op);
       continue;
     }
@@ -267,8 +275,7 @@ static bool prop_need(Backward *bw, const Block *b) {
 static const char *grad_name(Backward *bw, const Block *g, const char *v) {
   const VarDesc *d = prog_var(bw->p, v);
   int fwd = g->idx == 0 ? 0 : g->fwd_block;
-  if (!d || d->block == fwd) return arena_printf(bw->p->arena, "%s@GRAD%s", v, bw->suffix);
-  return arena_printf(bw->p->arena, "%s@GRAD%s@B%d", v, bw->suffix, g->idx);
+  return name_grad_at(bw->p->arena, v, bw->suffix, !d || d->block == fwd ? -1 : g->idx);
 }
 
 static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MARK_GRAD); }
@@ -338,13 +345,6 @@ void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_
 
 const char *gtemp(GradCtx *g) { return prog_temp(g->bw->p); }
 
-/* The part of a name before its first '@': the variable a gradient name
- * is built on. */
-static const char *stem_of(Arena *a, const char *name) {
-  const char *at = strchr(name, '@');
-  return at ? arena_strndup(a, name, (size_t)(at - name)) : name;
-}
-
 const char *gfresh(GradCtx *g, const char *base) {
   Backward *bw = g->bw;
   Program *p = bw->p;
@@ -353,7 +353,7 @@ const char *gfresh(GradCtx *g, const char *base) {
      * (v@GRAD@L1 of an earlier backward) is taken even if v is not. */
     bw->stems = set_new();
     for (int b = 0; b < p->nblocks; b++)
-      for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, stem_of(p->arena, p->blocks[b]->vars[i]->name), 1);
+      for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, name_stem(p->arena, p->blocks[b]->vars[i]->name), 1);
   }
   for (int k = 0;; k++) {
     const char *s = k ? arena_printf(p->arena, "%s.%d", base, k) : arena_strdup(p->arena, base);
@@ -429,97 +429,37 @@ static void fail_at(Backward *bw, Span at, const char *fmt, ...) {
   bw->failed = true;
 }
 
-static const char *empty_name(void) { return "@EMPTY@"; }
+/* ---- grad sub-blocks (the makers of ops that own blocks) ------------------------------- */
 
-/* while: a grad block over the body, run turn by turn in reverse. */
-static void grad_while(Backward *bw, GradCtx *c) {
-  Program *p = bw->p;
-  const OpDesc *op = c->op;
-  Block *s = (Block *)sub_block(p, op, "sub_block");
-  const Slot *x = op_input(op, "X"), *in = op_input(op, "Input"), *out = op_output(op, "Out");
-  if (!s || !x || !out) {
-    fail_at(bw, op->span, "internal error: malformed while op");
-    return;
-  }
-  int nc = s->nargs;
-  Block *gs = prog_add_block(p, s->idx);
-  gs->fwd_block = s->idx;
-  OpList list = {0};
-  if (!build_block(bw, s, gs, s->nops, &list)) {
-    mem_free(list.ops);
-    return;
-  }
-  /* The grad block starts from the gradients of a turn's results and ends
-   * with those of its args and of the outer values it read. */
-  const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(nc + 1));
-  const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(nc + (in ? in->n : 0) + 1));
-  int nt = 0;
-  /* A carried value with no gradient (a counter) has none in any turn. */
-  bool *carry = arena_alloc(p->arena, sizeof *carry * (size_t)(nc + 1));
-  for (int k = 0; k < nc; k++) carry[k] = needs_grad(bw, s->args[k]) || needs_grad(bw, s->results[k]);
-  for (int k = 0; k < nc; k++) args[k] = carry[k] ? grad_name(bw, gs, s->results[k]) : empty_name();
-  for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? grad_name(bw, gs, s->args[k]) : NULL;
-  int ncap = in ? in->n : 0;
-  for (int j = 0; j < ncap; j++) targets[nt++] = needs_grad(bw, in->args[j]) ? grad_name(bw, gs, in->args[j]) : NULL;
-  finish_block(bw, gs, &list, targets, nt, args, nc);
-  mem_free(list.ops);
-  OpDesc *w = gemit(c, "while_grad");
-  for (int k = 0; k < nc; k++)
-    gemit_in(c, w, "Out@GRAD", carry[k] ? grad_name(bw, c->gblock, out->args[k]) : empty_name());
-  op_add_input(p, w, "Out@GRAD");
-  op_add_input(p, w, "X");
-  for (int k = 0; k < nc; k++) gemit_in(c, w, "X", x->args[k]);
-  op_add_input(p, w, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, w, "Input", in->args[j]);
-  op_add_output(p, w, "X@GRAD");
-  for (int k = 0; k < nc; k++)
-    gemit_out(c, w, "X@GRAD", carry[k] && needs_grad(bw, x->args[k]) ? grad_name(bw, c->gblock, x->args[k]) : empty_name());
-  op_add_output(p, w, "Input@GRAD");
-  for (int j = 0; j < ncap; j++)
-    gemit_out(c, w, "Input@GRAD", needs_grad(bw, in->args[j]) ? grad_name(bw, c->gblock, in->args[j]) : empty_name());
-  gemit_attr(c, w, "sub_block", attr_block(gs->idx));
+Block *gsub_begin(GradCtx *g, const Block *fwd) {
+  Program *p = g->bw->p;
+  Block *gs = prog_add_block(p, fwd->idx);
+  gs->fwd_block = fwd->idx;
+  g->sub = (OpList){0};
+  if (build_block(g->bw, (Block *)fwd, gs, fwd->nops, &g->sub)) return gs;
+  mem_free(g->sub.ops);
+  g->sub = (OpList){0};
+  return NULL;
 }
 
-/* if: a grad block per branch; the taken branch's runs. */
-static void grad_cond(Backward *bw, GradCtx *c) {
-  Program *p = bw->p;
-  const OpDesc *op = c->op;
-  const Slot *in = op_input(op, "Input"), *out = op_output(op, "Out");
-  int ncap = in ? in->n : 0, no = out ? out->n : 0;
-  int gidx[2];
-  const char *attrs[2] = {"sub_block", "else_block"};
-  for (int br = 0; br < 2; br++) {
-    Block *b = (Block *)sub_block(p, op, attrs[br]);
-    if (!b) {
-      fail_at(bw, op->span, "internal error: malformed conditional_block op");
-      return;
-    }
-    Block *gb = prog_add_block(p, b->idx);
-    gb->fwd_block = b->idx;
-    gidx[br] = gb->idx;
-    OpList list = {0};
-    if (!build_block(bw, b, gb, b->nops, &list)) {
-      mem_free(list.ops);
-      return;
-    }
-    const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
-    const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
-    for (int k = 0; k < no; k++) args[k] = grad_name(bw, gb, b->results[k]);
-    for (int j = 0; j < ncap; j++) targets[j] = needs_grad(bw, in->args[j]) ? grad_name(bw, gb, in->args[j]) : NULL;
-    finish_block(bw, gb, &list, targets, ncap, args, no);
-    mem_free(list.ops);
-  }
-  OpDesc *g = gemit(c, "conditional_block_grad");
-  gemit_in(c, g, "Cond", op_in1(op, "Cond"));
-  op_add_input(p, g, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, g, "Input", in->args[j]);
-  op_add_input(p, g, "Out@GRAD");
-  for (int k = 0; k < no; k++) gemit_in(c, g, "Out@GRAD", grad_name(bw, c->gblock, out->args[k]));
-  op_add_output(p, g, "Input@GRAD");
-  for (int j = 0; j < ncap; j++)
-    gemit_out(c, g, "Input@GRAD", needs_grad(bw, in->args[j]) ? grad_name(bw, c->gblock, in->args[j]) : empty_name());
-  gemit_attr(c, g, "sub_block", attr_block(gidx[0]));
-  gemit_attr(c, g, "else_block", attr_block(gidx[1]));
+const char *gsub_grad(GradCtx *g, const Block *gb, const char *v) { return grad_name(g->bw, gb, v); }
+
+bool gneeds_grad(GradCtx *g, const char *v) { return needs_grad(g->bw, v); }
+
+void gsub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs) {
+  finish_block(g->bw, gb, &g->sub, targets, ntargets, args, nargs);
+  mem_free(g->sub.ops);
+  g->sub = (OpList){0};
+}
+
+int gfail(GradCtx *g, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fail_at(g->bw, g->op->span, "%s", msg);
+  return -1;
 }
 
 /* Does op have an input whose gradient is needed, and an output the loss
@@ -544,14 +484,6 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     const OpProto *proto = prog_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
     GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
-    if (strcmp(op->type, "while") == 0) {
-      grad_while(bw, &c);
-      continue;
-    }
-    if (strcmp(op->type, "conditional_block") == 0) {
-      grad_cond(bw, &c);
-      continue;
-    }
     if (!proto || proto->grad_kind == GRAD_NONE || !proto->grad) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
       int line = 0, col = 0;
@@ -635,15 +567,6 @@ static void set_free(NameSet *m) {
 
 static NameSet *set_new(void) { return mem_calloc(1, sizeof(NameSet)); }
 
-static bool is_grad_name(const char *n) { return strstr(n, "@GRAD") != NULL; }
-static bool is_empty(const char *n) { return strcmp(n, "@EMPTY@") == 0; }
-
-/* The forward variable a gradient name is the gradient of. */
-static const char *fwd_of(Program *p, const char *g) {
-  const char *at = strstr(g, "@GRAD");
-  return at ? arena_strndup(p->arena, g, (size_t)(at - g)) : g;
-}
-
 static void insert_op(OpList *l, int at, OpDesc *op) {
   VEC_RESERVE(l->ops, l->cap, l->n + 1);
   memmove(&l->ops[at + 1], &l->ops[at], sizeof *l->ops * (size_t)(l->n - at));
@@ -687,13 +610,13 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < list->ops[i]->nout; s++)
       for (int j = 0; j < list->ops[i]->out[s].n; j++) {
         const char *o = list->ops[i]->out[s].args[j];
-        if (strcmp(o, empty_name()) != 0) set_put(&writers, o, set_get(&writers, o) + 1);
+        if (strcmp(o, NAME_EMPTY) != 0) set_put(&writers, o, set_get(&writers, o) + 1);
       }
   const char **arg_names = arena_alloc(p->arena, sizeof *arg_names * (size_t)(nargs + 1));
   for (int a = 0; a < nargs; a++) {
     arg_names[a] = args[a];
     if (set_get(&writers, args[a]) > 1) {
-      arg_names[a] = arena_printf(p->arena, "%s@RENAME@0", args[a]);
+      arg_names[a] = name_rename(p->arena, args[a], 0);
       set_put(&seen, args[a], 1);
     }
   }
@@ -707,14 +630,14 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
         int total = set_get(&writers, o);
         if (total < 2) continue;
         int k = set_get(&seen, o);
-        op->out[s].args[j] = arena_printf(p->arena, "%s@RENAME@%d", o, k);
+        op->out[s].args[j] = name_rename(p->arena, o, k);
         set_put(&seen, o, k + 1);
         if (k + 1 == total && !bw->one_op) {
           OpDesc *sum = op_new(p, "add_n", op->span);
           sum->fwd_block = op->fwd_block;
           sum->fwd_op = op->fwd_op;
           Slot *x = op_add_input(p, sum, "X");
-          for (int r = 0; r < total; r++) slot_push(p, x, arena_printf(p->arena, "%s@RENAME@%d", o, r));
+          for (int r = 0; r < total; r++) slot_push(p, x, name_rename(p->arena, o, r));
           slot_push(p, op_add_output(p, sum, "Out"), o);
           insert_op(list, i + 1 + inserted++, sum);
         }
@@ -732,11 +655,11 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < op->nin; s++)
       for (int j = 0; j < op->in[s].n; j++) {
         const char *v = op->in[s].args[j];
-        if (!is_grad_name(v) || set_get(&written, v) || prog_var(p, v) || strcmp(v, empty_name()) == 0) continue;
+        if (!name_is_grad(v) || set_get(&written, v) || prog_var(p, v) || strcmp(v, NAME_EMPTY) == 0) continue;
         OpDesc *z = op_new(p, "fill_zeros_like", op->span);
         z->fwd_block = op->fwd_block;
         z->fwd_op = op->fwd_op;
-        slot_push(p, op_add_input(p, z, "X"), fwd_of(p, v));
+        slot_push(p, op_add_input(p, z, "X"), name_grad_of(p->arena, v));
         slot_push(p, op_add_output(p, z, "Out"), v);
         insert_op(list, i, z);
         set_put(&written, v, 1);
@@ -749,7 +672,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   for (int t = 0; t < ntargets && !bw->one_op; t++)
     if (targets[t] && !set_get(&written, targets[t]) && !prog_var(p, targets[t])) {
       OpDesc *z = op_new(p, "fill_zeros_like", SPAN_NONE);
-      slot_push(p, op_add_input(p, z, "X"), fwd_of(p, targets[t]));
+      slot_push(p, op_add_input(p, z, "X"), name_grad_of(p->arena, targets[t]));
       slot_push(p, op_add_output(p, z, "Out"), targets[t]);
       insert_op(list, list->n, z);
       set_put(&written, targets[t], 1);
@@ -759,11 +682,11 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   /* Declare the block's args and results, then every new variable, with
    * its shape from inference. */
   for (int a = 0; a < nargs && g->idx != 0; a++) {
-    if (strcmp(arg_names[a], empty_name()) == 0) {
-      *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = empty_name();
+    if (strcmp(arg_names[a], NAME_EMPTY) == 0) {
+      *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = NAME_EMPTY;
       continue;
     }
-    const VarDesc *f = prog_var(p, fwd_of(p, arg_names[a]));
+    const VarDesc *f = prog_var(p, name_grad_of(p->arena, arg_names[a]));
     VarDesc *v = prog_var(p, arg_names[a]) ? prog_var(p, arg_names[a]) : prog_add_var(p, g, arg_names[a]);
     if (f) v->dtype = f->dtype, v->shape = f->shape;
     v->flags |= VAR_ARG;
@@ -774,7 +697,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int s = 0; s < op->nout; s++)
       for (int j = 0; j < op->out[s].n; j++) {
         const char *o = op->out[s].args[j];
-        if (strcmp(o, empty_name()) == 0 || prog_var(p, o)) continue;
+        if (strcmp(o, NAME_EMPTY) == 0 || prog_var(p, o)) continue;
         VarDesc *v = prog_add_var(p, g, o);
         v->span = op->span;
       }
@@ -789,7 +712,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   }
   if (g->idx != 0)
     for (int t = 0; t < ntargets; t++)
-      *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : empty_name();
+      *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : NAME_EMPTY;
 }
 
 /* ---- verify ------------------------------------------------------------------------------ */
@@ -807,11 +730,11 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
       for (int j = 0; j < op->in[s].n && ok; j++) {
         const char *v = op->in[s].args[j];
         const VarDesc *d = prog_var(p, v);
-        if (is_empty(v)) continue;
+        if (name_is_empty(v)) continue;
         if (!d) {
           fail_at(bw, op->span, "internal error in the backward: %s reads '%s', which is not declared", op->type, v);
           ok = false;
-        } else if (is_grad_name(v) && d->block == b->idx && !set_get(&written, v)) {
+        } else if (name_is_grad(v) && d->block == b->idx && !set_get(&written, v)) {
           fail_at(bw, op->span, "internal error in the backward: %s reads '%s' before it is written", op->type, v);
           ok = false;
         }
@@ -821,14 +744,14 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
         const char *o = op->out[s].args[j];
         const VarDesc *d = prog_var(p, o);
         /* Every new variable must have been declared with its type. */
-        if (ok && !is_empty(o) && (!d || d->dtype == DT_UNKNOWN)) {
+        if (ok && !name_is_empty(o) && (!d || d->dtype == DT_UNKNOWN)) {
           fail_at(bw, op->span, "internal error in the backward: %s writes '%s', whose type is not known", op->type, o);
           ok = false;
         }
         set_put(&written, o, 1);
       }
     const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
-    if (ok && sb && is_grad_name(op->type) == false && strstr(op->type, "_grad")) {
+    if (ok && sb && (flags_of(bw, op) & OP_KEPT_TURNS)) {
       ok = verify_block(bw, p->blocks[sb->v.u.i], 0);
       if (ok && eb) ok = verify_block(bw, p->blocks[eb->v.u.i], 0);
     }
@@ -968,7 +891,7 @@ bool append_backward(Program *p, const char *loss, const char *const *params, in
   backward_init(&bw, p, &idx);
   /* A second backward (another loss, other parameters) gets names of its
    * own: v@GRAD@L1, ...; it differentiates only the forward ops. */
-  bw.suffix = p->nbackward ? arena_printf(p->arena, "@L%d", p->nbackward) : "";
+  bw.suffix = name_level(p->arena, p->nbackward);
 
   /* The parameter list: the given names, or every parameter. */
   const char **plist = arena_alloc(p->arena, sizeof *plist * (size_t)(b0->nvars + nparams + 1));
@@ -1045,14 +968,13 @@ bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***
   }
   /* The pieces of each gradient: its own name, or its renames in order. */
   for (int k = 0; ok && k < nneed; k++) {
-    size_t len = strlen(targets[k]);
     npieces[k] = 0;
     pieces[k] = arena_alloc(p->arena, sizeof *pieces[k] * (size_t)(b0->nops + 1));
     for (int i = 1; i < b0->nops; i++)
       for (int s = 0; s < b0->ops[i]->nout; s++)
         for (int j = 0; j < b0->ops[i]->out[s].n; j++) {
           const char *o = b0->ops[i]->out[s].args[j];
-          if (strncmp(o, targets[k], len) == 0 && (o[len] == 0 || strncmp(o + len, "@RENAME@", 8) == 0))
+          if (name_is_write_of(o, targets[k]))
             pieces[k][npieces[k]++] = o;
         }
   }

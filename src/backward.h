@@ -24,6 +24,7 @@
 #ifndef NETRUN_BACKWARD_H
 #define NETRUN_BACKWARD_H
 
+#include "names.h"
 #include "registry.h"
 
 typedef struct GradPair {
@@ -113,6 +114,27 @@ Block *ggrad_block(GradCtx *g);
  * builder keeps fwd whenever it keeps grad and points grad at fwd's final
  * place in the block. */
 void gemit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd);
+
+/* Reports an error at the forward op ("MESSAGE") and returns -1, for the
+ * maker to return. */
+int gfail(GradCtx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether forward variable v gets a gradient (see gop_in_grad). */
+bool gneeds_grad(GradCtx *g, const char *v);
+
+/* Grad sub-blocks, for the makers of ops that own blocks (src/ops/control.c):
+ * gsub_begin adds the grad block of forward block fwd (a child of
+ * ggrad_block) and fills it with the grad ops of fwd's ops, last first,
+ * nested control ops included; NULL when that failed (reported).  Names of
+ * gradients inside it come from gsub_grad (v@GRAD, or per turn
+ * v@GRAD@B<block> for a v from outside fwd).  gsub_end finishes it as the
+ * builder finishes every block of grad ops: args are the gradients the
+ * block starts from (one per arg; NAME_EMPTY: none), targets the ones it
+ * must end with (NULL: not wanted); ops no target needs are dropped,
+ * repeated writes summed, gradients nothing wrote made zeros.  One
+ * sub-block at a time: begin, then end, then the next. */
+Block *gsub_begin(GradCtx *g, const Block *fwd);
+const char *gsub_grad(GradCtx *g, const Block *gb, const char *v);
+void gsub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs);
 
 /* Composite helpers. */
 /* dst = src summed over the dimensions where `like` was broadcast to src's

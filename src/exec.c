@@ -1,5 +1,6 @@
-/* exec.c — the eager executor: frames, op dispatch, loops and branches,
- * feeding, runtime checks and the tape (exec.h).
+/* exec.c — the eager executor: frames, op dispatch, the kernel interface
+ * (control flow's included: src/ops/control.c runs loops and branches
+ * through it), feeding, runtime checks and the tape (exec.h).
  *
  * Each op is prepared once: its proto and kernel are looked up and every
  * variable it reads or writes is resolved to (frames up, slot), so running
@@ -8,6 +9,7 @@
  * shapes are reused. */
 #include "exec.h"
 
+#include "names.h"
 #include "tape.h"
 
 #include <math.h>
@@ -131,6 +133,7 @@ struct ExecCtx {
   Frame *frame;
   Tensor **in[REG_MAX_SLOTS];
   Tensor **out[REG_MAX_SLOTS];
+  int op_index;                    /* the op's index in its block (kept turns) */
 };
 
 void exec_default_options(ExecOptions *o) {
@@ -625,10 +628,6 @@ static bool has_nan(const Tensor *t) {
   return false;
 }
 
-static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
-static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs);
-static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
-static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs);
 
 /* Ctrl-C stopped op p: inside a loop, says which turn of which loop. */
 static int interrupt_fail(Executor *ex, const Prepared *p) {
@@ -656,6 +655,19 @@ static bool out_matches(const Tensor *t, const VarDesc *o) {
   return true;
 }
 
+/* Calls the op's kernel on inputs ins and outputs outs (flat, in proto
+ * slot order). */
+static inline int call_kernel(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
+  /* Only the proto's slots are set: the kernel interface reads no
+   * others (and clearing all REG_MAX_SLOTS of each costs per op). */
+  ExecCtx c;
+  c.ex = ex, c.p = p, c.frame = f, c.op_index = op_index;
+  int k = 0, ko = 0;
+  for (int s = 0; s < p->proto->nin; s++) c.in[s] = ins + k, k += p->nin[s];
+  for (int s = 0; s < p->proto->nout; s++) c.out[s] = outs + ko, ko += p->nout[s];
+  return p->proto->kernel(&c);
+}
+
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (p >= ex->skip_from && p < ex->skip_to) return 0;
   ex->skip_from = ex->skip_to = NULL;
@@ -676,7 +688,7 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   bool any_grad = false;
   for (int i = 0; i < p->in_total; i++) {
     ins[i] = frame_get(f, p->in[i]);
-    if (!ins[i] && (p->proto->flags & OP_CONTROL) && strcmp(p->in[i].name, "@EMPTY@") == 0) continue;
+    if (!ins[i] && (p->proto->flags & OP_CONTROL) && name_is_empty(p->in[i].name)) continue;
     if (!ins[i]) {
       rc = op_fail(ex, p, "internal error: '%s' has no value", p->in[i].name);
       goto done;
@@ -684,18 +696,14 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
     any_grad |= ins[i] && ins[i]->requires_grad;
   }
   double t0 = p->timing >= 0 ? now() : 0;
+  if (!p->proto->kernel) {
+    rc = op_fail(ex, p, "has no kernel yet");
+    goto done;
+  }
   if (p->proto->flags & OP_CONTROL) {
-    const char *t = p->proto->type;
-    rc = strcmp(t, "while") == 0              ? run_while(ex, p, op_index, f, ins, outs)
-         : strcmp(t, "conditional_block") == 0 ? run_cond(ex, p, op_index, f, ins, outs)
-         : strcmp(t, "while_grad") == 0        ? run_while_grad(ex, p, f, ins, outs)
-                                               : run_cond_grad(ex, p, f, ins, outs);
-    if (rc < 0) goto done;
+    /* Control ops make their outputs from the blocks they run. */
+    if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
   } else {
-    if (!p->proto->kernel) {
-      rc = op_fail(ex, p, "has no kernel yet");
-      goto done;
-    }
     if ((rc = infer_outputs(ex, p, ins)) < 0) goto done;
     if (p->constant && out_matches(p->constant, &p->out_desc[0])) {
       outs[0] = tensor_ref(p->constant);
@@ -718,15 +726,7 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
         goto done;
       }
     }
-    /* Only the proto's slots are set: the kernel interface reads no
-     * others (and clearing all REG_MAX_SLOTS of each costs per op). */
-    ExecCtx c;
-    c.ex = ex, c.p = p, c.frame = f;
-    int k = 0, ko = 0;
-    for (int s = 0; s < p->proto->nin; s++) c.in[s] = ins + k, k += p->nin[s];
-    for (int s = 0; s < p->proto->nout; s++) c.out[s] = outs + ko, ko += p->nout[s];
-    rc = p->proto->kernel(&c);
-    if (rc < 0) goto done;
+    if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
     for (int i = 0; i < p->out_total; i++)
       if (!outs[i]) {
         rc = op_fail(ex, p, "internal error: the kernel left output %d unset", i);
@@ -785,163 +785,76 @@ static int run_block(Executor *ex, const PBlock *pb, Frame *f) {
   return 0;
 }
 
-static bool truth(const Tensor *t) { return t->numel > 0 && tensor_get(t, 0) != 0; }
+/* ---- the control-flow kernel interface ------------------------------------------------- */
 
-/* while: runs the body while the condition holds, one frame per turn. */
-static int run_while(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
-  const PBlock *body = ex->pblocks[p->sub[0]];
-  int nc = p->nargs[0];
-  Tensor *cond = ins[0];
-  clear_steps(f, op_index);
-  Tensor **carried = mem_calloc((size_t)nc + 1, sizeof *carried);
-  for (int k = 0; k < nc; k++) carried[k] = tensor_ref(ins[1 + k]);
-  bool go = truth(cond);
-  int rc = 0;
-  for (int64_t turn = 0; go; turn++) {
-    if (turn >= ex->opt.max_steps) {
-      rc = op_fail(ex, p, "the loop ran %lld turns without ending (the limit is --max-steps=%lld)",
-                   (long long)turn, (long long)ex->opt.max_steps);
-      break;
-    }
-    if (interrupted) {
-      rc = op_fail(ex, p, "interrupted after %lld turn%s", (long long)turn, turn == 1 ? "" : "s");
-      break;
-    }
-    const char *suffix = ex->opt.tape ? tape_turn(&ex->tape, f->suffix, turn) : "";
-    Frame *step = frame_new(body, f, suffix);
-    for (int k = 0; k < nc; k++) {
-      step->vals[p->args[0][k]] = carried[k];
-      carried[k] = NULL;
-    }
-    const Prepared *outer = ex->loop;
-    int64_t outer_turn = ex->turn;
-    ex->loop = p, ex->turn = turn;
-    rc = run_block(ex, body, step);
-    ex->loop = outer, ex->turn = outer_turn;
-    if (rc == 0) {
-      for (int k = 0; k < nc; k++) carried[k] = tensor_ref(frame_get(step, p->results[0][k]));
-      Tensor *c = frame_get(step, p->results[0][nc]);
-      go = c && truth(c);
-    }
-    if (ex->opt.keep_steps && rc == 0) keep_step(f, op_index, step);
-    else frame_free(step);
-    if (rc < 0) break;
-  }
-  for (int k = 0; k < nc; k++) {
-    if (rc == 0) outs[k] = carried[k];
-    else tensor_unref(carried[k]);
-  }
-  mem_free(carried);
+ExecFrame *ctx_frame(ExecCtx *c) { return c->frame; }
+
+ExecFrame *ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix) {
+  return frame_new(c->ex->pblocks[c->p->sub[which]], parent, suffix);
+}
+
+void ctx_frame_free(ExecFrame *f) { frame_free(f); }
+const char *ctx_frame_suffix(const ExecFrame *f) { return f->suffix; }
+int ctx_frame_block(const ExecFrame *f) { return f->pb->block->idx; }
+
+const Block *ctx_block(ExecCtx *c, int which) {
+  return c->p->sub[which] >= 0 ? c->ex->prog->blocks[c->p->sub[which]] : NULL;
+}
+
+int ctx_nargs(ExecCtx *c, int which) { return c->p->nargs[which]; }
+
+void ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t) {
+  int slot = c->p->args[which][k];
+  if (t && slot >= 0) f->vals[slot] = t;
+  else tensor_unref(t);
+}
+
+Tensor *ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k) {
+  return k < c->p->nresults[which] ? frame_get(f, c->p->results[which][k]) : NULL;
+}
+
+int ctx_run_block(ExecCtx *c, ExecFrame *f) { return run_block(c->ex, f->pb, f); }
+
+int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
+  Executor *ex = c->ex;
+  const Prepared *outer = ex->loop;
+  int64_t outer_turn = ex->turn;
+  ex->loop = c->p, ex->turn = turn;   /* an op interrupted in it names the turn */
+  int rc = run_block(ex, f->pb, f);
+  ex->loop = outer, ex->turn = outer_turn;
   return rc;
 }
 
-/* conditional_block: runs the then or the else block in a frame of its own. */
-static int run_cond(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs) {
-  int which = truth(ins[0]) ? 0 : 1;
-  clear_steps(f, op_index);
-  const PBlock *pb = ex->pblocks[p->sub[which]];
-  Frame *br = frame_new(pb, f, f->suffix);
-  int rc = run_block(ex, pb, br);
-  for (int k = 0; rc == 0 && k < p->out_total; k++) {
-    outs[k] = tensor_ref(frame_get(br, p->results[which][k]));
-    if (!outs[k]) rc = op_fail(ex, p, "internal error: result %d has no value", k);
-  }
-  if (rc < 0)
-    for (int k = 0; k < p->out_total; k++) tensor_unref(outs[k]), outs[k] = NULL;
-  if (ex->opt.keep_steps && rc == 0) keep_step(f, op_index, br);
-  else frame_free(br);
-  return rc;
-}
+void ctx_clear_turns(ExecCtx *c) { clear_steps(c->frame, c->op_index); }
 
-/* ---- running the backward of control flow ------------------------------------------- */
+void ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
+  if (c->ex->opt.keep_steps) keep_step(c->frame, c->op_index, f);
+  else frame_free(f);
+}
 
 /* The frame of the forward op a grad op came from, and the turns (or the
  * branch) that op kept. */
-static StepList *forward_steps(Frame *f, const OpDesc *op) {
-  static StepList none;   /* a loop that ran no turn kept nothing */
+bool ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n) {
+  const OpDesc *op = c->p->op;
+  Frame *f = c->frame;
   while (f && f->pb->block->idx != op->fwd_block) f = f->parent;
-  if (!f || op->fwd_op < 0 || op->fwd_op >= f->pb->nops) return NULL;
-  if (!f->steps) {
-    none.n = 0;
-    return &none;
-  }
-  return &f->steps[op->fwd_op];
+  if (!f || op->fwd_op < 0 || op->fwd_op >= f->pb->nops) return false;
+  /* a loop that ran no turn kept nothing */
+  *turns = f->steps ? f->steps[op->fwd_op].frames : NULL;
+  *n = f->steps ? f->steps[op->fwd_op].n : 0;
+  return true;
 }
 
-static Tensor *zeros_like(const Tensor *t) { return tensor_zeros(t->dtype, t->rank, t->shape); }
-
-/* acc += t (same shapes), or acc = copy of t. */
-static Tensor *accumulate(Tensor *acc, Tensor *t) {
-  if (!acc) return tensor_copy(t);
-  float *a = tensor_f32(acc);
-  const float *b = tensor_f32(t);
-  for (int64_t i = 0; i < acc->numel; i++) a[i] += b[i];
-  return acc;
+const char *ctx_turn_suffix(ExecCtx *c, int64_t turn) {
+  return c->ex->opt.tape ? tape_turn(&c->ex->tape, c->frame->suffix, turn) : "";
 }
 
-/* while_grad: the body's grad block, run over the saved turns last first;
- * each turn's frame is the child of that turn's forward frame, so the
- * grad ops read the values of that turn. */
-static int run_while_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs) {
-  int nc = p->nin[0], ncap = p->nin[2];
-  Tensor **dout = ins, **xs = ins + nc, **caps = ins + 2 * nc;
-  StepList *steps = forward_steps(f, p->op);
-  if (!steps) return op_fail(ex, p, "internal error: the loop's turns were not kept");
-  const PBlock *gb = ex->pblocks[p->sub[0]];
-  Tensor **g = mem_calloc((size_t)nc + 1, sizeof *g), **acc = mem_calloc((size_t)ncap + 1, sizeof *acc);
-  for (int k = 0; k < nc; k++) g[k] = tensor_ref(dout[k]);
-  int rc = 0;
-  for (int t = steps->n - 1; t >= 0 && rc == 0; t--) {
-    Frame *gf = frame_new(gb, steps->frames[t], "");
-    for (int k = 0; k < nc; k++) {
-      if (g[k] && p->args[0][k] >= 0) gf->vals[p->args[0][k]] = g[k];
-      else tensor_unref(g[k]);
-      g[k] = NULL;
-    }
-    rc = run_block(ex, gb, gf);
-    for (int k = 0; rc == 0 && k < nc; k++) {
-      Tensor *r = frame_get(gf, p->results[0][k]);
-      g[k] = r ? tensor_ref(r) : NULL;
-    }
-    for (int j = 0; rc == 0 && j < ncap; j++) {
-      Tensor *r = frame_get(gf, p->results[0][nc + j]);
-      if (r) acc[j] = accumulate(acc[j], r);
-    }
-    frame_free(gf);
-  }
-  for (int k = 0; k < nc; k++) {
-    bool wanted = p->out[k].slot >= 0;
-    if (rc == 0 && wanted) outs[k] = g[k] ? g[k] : zeros_like(xs[k]);
-    else tensor_unref(g[k]);
-  }
-  for (int j = 0; j < ncap; j++) {
-    if (rc == 0) outs[nc + j] = acc[j] ? acc[j] : zeros_like(caps[j]);
-    else tensor_unref(acc[j]);
-  }
-  mem_free(g);
-  mem_free(acc);
-  return rc;
-}
+int64_t ctx_max_steps(ExecCtx *c) { return c->ex->opt.max_steps; }
 
-/* conditional_block_grad: the grad block of the branch taken; zeros for
- * what the branch did not touch. */
-static int run_cond_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs) {
-  int ncap = p->nin[1], no = p->nin[2];
-  Tensor **caps = ins + 1, **dout = ins + 1 + ncap;
-  StepList *steps = forward_steps(f, p->op);
-  if (!steps || steps->n == 0) return op_fail(ex, p, "internal error: the branch taken was not kept");
-  Frame *br = steps->frames[steps->n - 1];
-  int which = br->pb->block->idx == ex->prog->blocks[p->sub[0]]->fwd_block ? 0 : 1;
-  const PBlock *gb = ex->pblocks[p->sub[which]];
-  Frame *gf = frame_new(gb, br, "");
-  for (int k = 0; k < no && k < p->nargs[which]; k++) gf->vals[p->args[which][k]] = tensor_ref(dout[k]);
-  int rc = run_block(ex, gb, gf);
-  for (int j = 0; rc == 0 && j < ncap; j++) {
-    Tensor *r = j < p->nresults[which] ? frame_get(gf, p->results[which][j]) : NULL;
-    outs[j] = r ? tensor_ref(r) : zeros_like(caps[j]);
-  }
-  frame_free(gf);
-  return rc;
+bool ctx_out_wanted(ExecCtx *c, int slot, int i) {
+  int k = i;
+  for (int s = 0; s < slot; s++) k += c->p->nout[s];
+  return c->p->out[k].slot >= 0;
 }
 
 /* ---- the executor ----------------------------------------------------------------- */
@@ -1179,9 +1092,10 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
   rng_seed(&ex->rng, opt->seed);
   tape_init(&ex->tape);
   for (int i = 0; i < p->nblocks; i++)
-    for (int j = 0; j < p->blocks[i]->nops; j++)
-      if (strstr(p->blocks[i]->ops[j]->type, "_grad") && op_attr(p->blocks[i]->ops[j], "sub_block"))
-        ex->opt.keep_steps = true;
+    for (int j = 0; j < p->blocks[i]->nops; j++) {
+      const OpProto *proto = prog_find_op(p, p->blocks[i]->ops[j]->type);
+      if (proto && (proto->flags & OP_KEPT_TURNS)) ex->opt.keep_steps = true;
+    }
   ex->pblocks = mem_calloc((size_t)p->nblocks + 1, sizeof *ex->pblocks);
   for (int i = 0; i < p->nblocks; i++) {
     ex->pblocks[i] = mem_calloc(1, sizeof **ex->pblocks);
@@ -1477,7 +1391,7 @@ void exec_grow(Executor *ex) {
 static const char *missing_input(Executor *ex, const Prepared *p) {
   for (int k = 0; k < p->in_total; k++) {
     VarRef r = p->in[k];
-    if (r.up != 0 || r.slot < 0 || ex->root->vals[r.slot] || strcmp(r.name, "@EMPTY@") == 0) continue;
+    if (r.up != 0 || r.slot < 0 || ex->root->vals[r.slot] || name_is_empty(r.name)) continue;
     if (ex->waits[r.slot]) return ex->waits[r.slot];
     const VarDesc *v = prog_var(ex->prog, r.name);
     if (v && (v->flags & VAR_INPUT)) return v->name;

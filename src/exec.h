@@ -163,4 +163,55 @@ int ctx_precision(ExecCtx *c);
  * and returns -1. */
 int ctx_fail(ExecCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- the control-flow kernel interface -------------------------------------------
+ * The kernels of ops flagged OP_CONTROL (src/ops/control.c) run blocks of
+ * the program.  No shape inference runs before them and no output is made
+ * for them: they set each output with ctx_set_out, and may leave unset one
+ * nobody wants (ctx_out_wanted: its variable is NAME_EMPTY); an input
+ * named NAME_EMPTY reads as NULL.
+ *
+ * A block runs in a frame of its own (its scope), made with ctx_frame_new
+ * as the child of the op's frame (ctx_frame) or of a kept turn's: its args
+ * are set before ctx_run_block, its results read after.  A forward control
+ * op hands each turn's frame to ctx_keep_turn, which keeps it for the
+ * backward when the program has one (the grad op then finds them with
+ * ctx_kept_turns) and frees it otherwise.  `which` picks the op's block:
+ * 0 its sub_block, 1 its else_block. */
+
+typedef struct Frame ExecFrame;
+
+ExecFrame *ctx_frame(ExecCtx *c);
+/* A frame for the op's block `which` under parent; suffix: the turn's
+ * suffix for the tape's names (it must outlive the frame). */
+ExecFrame *ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix);
+void ctx_frame_free(ExecFrame *f);
+const char *ctx_frame_suffix(const ExecFrame *f);
+/* The index of the program block a frame runs. */
+int ctx_frame_block(const ExecFrame *f);
+/* The op's block `which` (NULL if it has none). */
+const Block *ctx_block(ExecCtx *c, int which);
+int ctx_nargs(ExecCtx *c, int which);
+/* Sets arg k of a frame of block `which`, taking the caller's reference
+ * (dropped if the block does not read that arg). */
+void ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t);
+/* Result k of a frame of block `which` after it ran (borrowed; NULL if
+ * it has no value or the block has fewer results). */
+Tensor *ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k);
+/* Runs the ops of the frame's block in it: 0 or -1 (reported). */
+int ctx_run_block(ExecCtx *c, ExecFrame *f);
+/* The same for turn `turn` of a loop: an op interrupted in it says which
+ * turn of which loop. */
+int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn);
+/* Forgets the turns the op kept on its previous run. */
+void ctx_clear_turns(ExecCtx *c);
+/* Keeps turn frame f for the backward, or frees it. */
+void ctx_keep_turn(ExecCtx *c, ExecFrame *f);
+/* A grad op: the turn frames its forward op kept, first turn first (*n of
+ * them); false if the forward op's frame is not found. */
+bool ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n);
+/* The suffix naming turn `turn` of the op on the tape ("" with no tape). */
+const char *ctx_turn_suffix(ExecCtx *c, int64_t turn);
+int64_t ctx_max_steps(ExecCtx *c);      /* --max-steps */
+bool ctx_out_wanted(ExecCtx *c, int slot, int i);
+
 #endif

@@ -149,7 +149,7 @@ static bool tape_grads(Built *b, const Args *a) {
   b->bw.pairs = arena_alloc(&b->tape_arena, sizeof *b->bw.pairs * (size_t)(np + 1));
   for (int i = 0; i < np; i++) {
     b->bw.pairs[i].param = params[i];
-    b->bw.pairs[i].grad = b->tgrads[i] ? arena_printf(&b->tape_arena, "%s@GRAD", params[i]) : NULL;
+    b->bw.pairs[i].grad = b->tgrads[i] ? name_grad(&b->tape_arena, params[i]) : NULL;
   }
   return true;
 }
@@ -277,12 +277,12 @@ static void print_grads(Built *b, const Args *a) {
     for (int i = 0; i < b->bw.npairs; i++) {
       const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param);
       if (!b->bw.pairs[i].grad) {
-        printf("%s@GRAD: none (the loss does not depend on %s)\n", name, name);
+        printf("%s" NAME_GRAD ": none (the loss does not depend on %s)\n", name, name);
         continue;
       }
       Tensor *g = value(b, b->bw.pairs[i].grad);
       char shape[128];
-      printf("%s@GRAD : f32%s =\n", name, g ? tensor_shape_str(g, shape, sizeof shape) : "?");
+      printf("%s" NAME_GRAD " : f32%s =\n", name, g ? tensor_shape_str(g, shape, sizeof shape) : "?");
       if (g) tensor_print(stdout, g, a->opt.precision);
       putchar('\n');
     }

@@ -22,6 +22,8 @@
  */
 #include "lower.h"
 
+#include "names.h"
+
 #include "plugin.h"
 #include "registry.h"
 #include "tensor.h"
@@ -679,7 +681,7 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
       diag_error(L->diag, n->span, "'%s@GRAD' is only allowed inside a grad { } block", n->name);
       return NULL;
     }
-    Binding *b = lookup(L, arena_printf(L->arena, "%s@GRAD", n->name));
+    Binding *b = lookup(L, name_grad(L->arena, n->name));
     if (!b || b->kind != BIND_VAR) {
       diag_error(L->diag, n->span, "'%s@GRAD' is not known here: a grad body reads the gradients of the op's outputs",
                  n->name);
@@ -1252,7 +1254,7 @@ bool lower_user_body(const OpProto *proto, const OpDesc *op, bool grad, Program 
   for (int i = 0; i < proto->nin; i++) bind_var(L, proto->in[i].name, in[i]);
   for (int k = 0; grad && k < proto->nout; k++) {
     bind_var(L, proto->out[k].name, out[k]);
-    bind_var(L, arena_printf(L->arena, "%s@GRAD", proto->out[k].name), out_grad[k]);
+    bind_var(L, name_grad(L->arena, proto->out[k].name), out_grad[k]);
   }
   bind_user_attrs(L, proto, op);
   int before = L->diag->nerrors;
@@ -1260,7 +1262,7 @@ bool lower_user_body(const OpProto *proto, const OpDesc *op, bool grad, Program 
   if (ok && !grad)
     for (int k = 0; k < proto->nout; k++) ok &= (res[k] = user_result(L, proto->out[k].name, n->list2.items[k])) != NULL;
   for (int i = 0; ok && grad && i < proto->nin; i++)
-    res[i] = user_result(L, arena_printf(L->arena, "%s@GRAD", proto->in[i].name), NULL);
+    res[i] = user_result(L, name_grad(L->arena, proto->in[i].name), NULL);
   ok = ok && L->diag->nerrors == before;
   L->prog = saved_prog;
   L->arena = saved_arena;
@@ -1303,7 +1305,7 @@ static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
   if (ok && n->b) {
     for (int k = 0; k < proto->nout; k++) {
       out[k] = declare_f32(s, proto->out[k].name);
-      out_grad[k] = declare_f32(s, arena_printf(s->arena, "%s@GRAD", proto->out[k].name));
+      out_grad[k] = declare_f32(s, name_grad(s->arena, proto->out[k].name));
     }
     ok = lower_user_body(proto, NULL, true, s, in, out, out_grad, res);
     for (int i = 0; ok && i < proto->nin; i++)
@@ -1399,7 +1401,7 @@ static void collect_assigned(Lowerer *L, const AstList *stmts, const char ***nam
         const AstNode *t = s->list.items[k];
         if (t->kind != AST_GRADNAME && (t->kind != AST_NAME || strcmp(t->name, "_") == 0)) continue;
         /* x@GRAD in a grad body is bound under that name */
-        const char *name = t->kind == AST_GRADNAME ? arena_printf(L->arena, "%s@GRAD", t->name) : t->name;
+        const char *name = t->kind == AST_GRADNAME ? name_grad(L->arena, t->name) : t->name;
         bool seen = false;
         for (int j = 0; j < *n && !seen; j++) seen = strcmp((*names)[j], name) == 0;
         if (seen) continue;
@@ -1751,7 +1753,7 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
                    t->name, L->opdef ? L->opdef->name : "?", t->name);
         return;
       }
-      hints[k] = qualify(L, arena_printf(L->arena, "%s@GRAD", t->name));
+      hints[k] = qualify(L, name_grad(L->arena, t->name));
     } else {
       hints[k] = strcmp(t->name, "_") == 0 ? NULL : qualify(L, t->name);
     }
@@ -1775,7 +1777,7 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
   for (int k = 0; k < nt; k++) {
     const AstNode *t = n->list.items[k];
     if (t->kind == AST_GRADNAME) {
-      bind_var(L, arena_printf(L->arena, "%s@GRAD", t->name), outs[k]);
+      bind_var(L, name_grad(L->arena, t->name), outs[k]);
       continue;
     }
     if (strcmp(t->name, "_") == 0) continue;

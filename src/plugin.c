@@ -21,6 +21,7 @@
 
 #include "backward.h"
 #include "exec.h"
+#include "names.h"
 #include "netrun/plugin.h"
 
 #include "file.h"
@@ -469,11 +470,11 @@ static bool is_identifier(const char *s) {
 /* NAME, or NAME@GRAD (the slots of grad ops). */
 static bool is_slot_name(const char *s) {
   if (strlen(s) > PLUGIN_MAX_NAME) return false;
-  const char *at = strchr(s, '@');
-  if (!at) return is_identifier(s);
+  size_t stem = name_stem_len(s);
+  if (!s[stem]) return is_identifier(s);
   char base[64];
-  snprintf(base, sizeof base, "%.*s", (int)(at - s), s);
-  return strcmp(at, "@GRAD") == 0 && (size_t)(at - s) < sizeof base && is_identifier(base);
+  snprintf(base, sizeof base, "%.*s", (int)stem, s);
+  return name_is_plain_grad(s, stem) && stem < sizeof base && is_identifier(base);
 }
 
 static const char *copy(Arena *a, const char *s) { return s ? arena_strdup(a, s) : NULL; }

@@ -1,6 +1,8 @@
 /* program.c — building and querying the program IR (program.h). */
 #include "program.h"
 
+#include "names.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -226,8 +228,8 @@ const char *prog_fresh(Program *p, const char *base) {
   if (!prog_name_used(p, base)) return arena_strdup(p->arena, base);
   int *k = counter(p, base);
   /* A gradient name's version goes on its stem: x.1@GRAD, not x@GRAD.1. */
-  const char *at = strchr(base, '@');
-  int stem = at ? (int)(at - base) : (int)strlen(base);
+  int stem = (int)name_stem_len(base);
+  const char *at = base[stem] ? base + stem : NULL;
   for (;; (*k)++) {
     char buf[256];
     snprintf(buf, sizeof buf, "%.*s.%d%.50s", stem < 200 ? stem : 200, base, *k, at ? at : "");

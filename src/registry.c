@@ -2,6 +2,8 @@
  * that ops' shape inference is written with. */
 #include "registry.h"
 
+#include "names.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -263,7 +265,7 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
    * rather than report the same problem again. */
   for (int i = 0; i < op->nin; i++)
     for (int j = 0; j < op->in[i].n; j++) {
-      if (strcmp(op->in[i].args[j], "@EMPTY@") == 0) continue;   /* a gradient nobody needs */
+      if (name_is_empty(op->in[i].args[j])) continue;   /* a gradient nobody needs */
       const VarDesc *v = prog_var(p, op->in[i].args[j]);
       if (!v || v->dtype == DT_UNKNOWN) return true;
     }
@@ -460,9 +462,8 @@ int reg_callable_names(const OpProto *const *ops, int n, const char **names) {
   return k;
 }
 
-/* What runs an op: its kernel, or the executor itself for control flow. */
+/* Whether an op has a kernel (control flow's run the op's blocks). */
 static const char *kernel_name(const OpProto *p, bool table) {
-  if (p->flags & OP_CONTROL) return table ? "executor" : "the executor (control flow: it runs the op's blocks)";
   return p->kernel ? "yes" : table ? "no" : "not yet";
 }
 

@@ -60,6 +60,11 @@ enum {
                               stop_gradient): not an error to differentiate */
   OP_CONSTANT = 1 << 6,    /* no inputs; its output follows from its attributes
                               alone (fill_constant): made once per loop body */
+  OP_LOOP = 1 << 7,        /* a control op that runs its sub_block turn after
+                              turn, carrying X (while); others run one of
+                              their blocks once */
+  OP_KEPT_TURNS = 1 << 8,  /* a control op's grad op: runs over the turns its
+                              forward op kept, so the executor keeps them */
 };
 
 typedef struct InferCtx InferCtx;

@@ -1,6 +1,8 @@
 /* tape.c — recording executed ops and turning the tape into a block. */
 #include "tape.h"
 
+#include "registry.h"
+
 #include <string.h>
 
 /* tensor pointer -> name, open addressing */
@@ -147,7 +149,8 @@ static const char *leaf_name(const Program *fwd, Arena *a, const char *var, cons
     const Slot *x = NULL;
     for (int i = 0; parent && i < parent->nops && !x; i++) {
       const Attr *sb = op_attr(parent->ops[i], "sub_block");
-      if (sb && sb->v.u.i == b->idx && strcmp(parent->ops[i]->type, "while") == 0) x = op_input(parent->ops[i], "X");
+      const OpProto *proto = sb && sb->v.u.i == b->idx ? prog_find_op(fwd, parent->ops[i]->type) : NULL;
+      if (proto && (proto->flags & OP_LOOP)) x = op_input(parent->ops[i], "X");
     }
     if (!x || arg >= x->n) break;
     var = x->args[arg];

@@ -173,7 +173,7 @@ static Template *template_new(TapeGrad *tg, const TapeEntry *e, const bool *need
     const Tensor *x = e->vals[e->nin + o];
     gnames[o] = NULL;
     if (x->dtype != DT_F32) continue;
-    gnames[o] = arena_printf(&t->arena, "%s@GRAD", names[e->nin + o]);
+    gnames[o] = name_grad(&t->arena, names[e->nin + o]);
     if (prog_var(p, gnames[o])) continue;
     VarDesc *d = prog_add_var(p, b, gnames[o]);
     d->dtype = DT_F32;

@@ -198,7 +198,7 @@ static void check_grads(InferCtx *c, Program *s, const char *const *in, const ch
   for (int k = 0; k < proto->nout; k++) {
     const VarDesc *v = prog_var(s, outs[k]);
     out[k] = declare(s, proto->out[k].name, v->dtype, &v->shape);
-    out_grad[k] = declare(s, arena_printf(s->arena, "%s@GRAD", proto->out[k].name), v->dtype, &v->shape);
+    out_grad[k] = declare(s, name_grad(s->arena, proto->out[k].name), v->dtype, &v->shape);
   }
   int before = u->diag->nerrors;
   if (lower_user_body(proto, c->op, true, s, in, out, out_grad, res))
@@ -341,12 +341,10 @@ static bool is_temp(const char *stem) {
 /* A gradient name's suffix with the grad block it names ("@GRAD@B4":
  * the per-turn gradient inside block 4) renumbered as copied. */
 static const char *block_suffix(Emit *e, const char *rest) {
-  const char *b = strstr(rest, "@B");
-  if (!b || !e->blocks || b[2] < '0' || b[2] > '9') return rest;
-  char *end;
-  long k = strtol(b + 2, &end, 10);
-  if (k <= 0 || k >= e->s->nblocks || e->blocks[k] <= 0) return rest;
-  return arena_printf(e->s->arena, "%.*s@B%d%s", (int)(b - rest), rest, e->blocks[k], end);
+  long k;
+  const char *end, *b = e->blocks ? name_block_suffix(rest, &k, &end) : NULL;
+  if (!b || k <= 0 || k >= e->s->nblocks || e->blocks[k] <= 0) return rest;
+  return name_with_block(e->s->arena, rest, b, e->blocks[k], end);
 }
 
 /* The real name of scratch variable `name`: the one it is bound to, or a
@@ -358,8 +356,8 @@ static const char *real_name(Emit *e, const char *name) {
   const char **r = &e->real[v->block][v->slot];
   if (*r) return *r;
   if ((*r = bound(e, name))) return *r;
-  const char *at = strchr(name, '@');
-  const char *stem = at ? arena_strndup(e->s->arena, name, (size_t)(at - name)) : name, *to = NULL;
+  const char *at = name[name_stem_len(name)] ? name + name_stem_len(name) : NULL;
+  const char *stem = name_stem(e->s->arena, name), *to = NULL;
   for (int i = 0; i < e->nstems && !to; i++)
     if (strcmp(e->stems[i].from, stem) == 0) to = e->stems[i].to;
   if (!to) {
@@ -443,8 +441,9 @@ static void emit_ops(Emit *e) {
     d->span = o->span;   /* the line of the body or grad body it comes from */
     fill_op(e, d, o);
     copies[i] = d;
-    if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && op_attr(o, "sub_block") &&
-        strstr(o->type, "_grad"))
+    const OpProto *proto = prog_find_op(e->s, o->type);
+    if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && proto &&
+        (proto->flags & OP_KEPT_TURNS))
       gemit_link(e->g, d, copies[o->fwd_op]);
   }
   mem_free(copies);
@@ -468,7 +467,7 @@ static bool lower_grad_part(Emit *e) {
     const char *name = e->proto->out[k].name;
     const VarDesc *v = prog_var(e->p, gop_out(e->g, name, 0));
     out[k] = declare(e->s, name, v->dtype, &v->shape);
-    out_grad[k] = declare(e->s, arena_printf(e->s->arena, "%s@GRAD", name), v->dtype, &v->shape);
+    out_grad[k] = declare(e->s, name_grad(e->s->arena, name), v->dtype, &v->shape);
     bind_name(e, out[k], gop_out(e->g, name, 0));
     bind_name(e, out_grad[k], gop_out_grad(e->g, name, 0));
   }
@@ -508,7 +507,7 @@ static bool lower_body_vjp(Emit *e) {
     const char *x = strcmp(o->type, "assign") == 0 ? op_in1(o, "X") : NULL;
     const char *y = x ? op_out1(o, "Out") : NULL;
     for (int k = 0; y && k < proto->nout; k++) {
-      if (strcmp(x, seeds[k]) != 0 || strstr(y, "@RENAME@") || bound(e, y)) continue;
+      if (strcmp(x, seeds[k]) != 0 || name_is_rename(y) || bound(e, y)) continue;
       bool is_res = false;
       for (int j = 0; j < proto->nin; j++) is_res |= e->res[j] && strcmp(e->res[j], y) == 0;
       if (is_res) continue;

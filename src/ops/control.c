@@ -14,8 +14,16 @@
  *
  * runs block 2 if Cond holds, else block 3; Out[k] is the taken block's
  * result k.  Every if gets an else block (empty when the script has none,
- * its results then being the values from before the if). */
-#include "../registry.h"
+ * its results then being the values from before the if).
+ *
+ * Their kernels run those blocks through the control-flow kernel interface
+ * (exec.h): a frame per turn or branch, kept for the backward; their grad
+ * makers build a grad block per body through the grad sub-block calls of
+ * the grad-maker interface (backward.h), run by while_grad and
+ * conditional_block_grad over the kept turns. */
+#include "../backward.h"
+#include "../exec.h"
+#include "../names.h"
 
 #include <string.h>
 
@@ -81,6 +89,236 @@ static bool infer_control_grad(InferCtx *c) {
   return true;
 }
 
+/* ---- kernels ------------------------------------------------------------------------
+ * They run the op's blocks through the control-flow kernel interface
+ * (exec.h): a while body gets a frame per turn, kept for the backward. */
+
+static bool truth(const Tensor *t) { return t->numel > 0 && tensor_get(t, 0) != 0; }
+
+/* while: runs the body while the condition holds, one frame per turn. */
+static int k_while(ExecCtx *c) {
+  int nc = ctx_nargs(c, 0);
+  Tensor *cond = ctx_in(c, 0);
+  ctx_clear_turns(c);
+  Tensor **carried = mem_calloc((size_t)nc + 1, sizeof *carried);
+  for (int k = 0; k < nc; k++) carried[k] = tensor_ref(ctx_in_at(c, 1, k));
+  bool go = truth(cond);
+  int rc = 0;
+  int64_t max_steps = ctx_max_steps(c);
+  for (int64_t turn = 0; go; turn++) {
+    if (turn >= max_steps) {
+      rc = ctx_fail(c, "the loop ran %lld turns without ending (the limit is --max-steps=%lld)", (long long)turn,
+                    (long long)max_steps);
+      break;
+    }
+    if (exec_interrupted()) {
+      rc = ctx_fail(c, "interrupted after %lld turn%s", (long long)turn, turn == 1 ? "" : "s");
+      break;
+    }
+    ExecFrame *step = ctx_frame_new(c, 0, ctx_frame(c), ctx_turn_suffix(c, turn));
+    for (int k = 0; k < nc; k++) {
+      ctx_frame_set_arg(c, step, 0, k, carried[k]);
+      carried[k] = NULL;
+    }
+    rc = ctx_run_turn(c, step, turn);
+    if (rc == 0) {
+      for (int k = 0; k < nc; k++) carried[k] = tensor_ref(ctx_frame_result(c, step, 0, k));
+      Tensor *t = ctx_frame_result(c, step, 0, nc);
+      go = t && truth(t);
+    }
+    if (rc == 0) ctx_keep_turn(c, step);
+    else ctx_frame_free(step);
+    if (rc < 0) break;
+  }
+  for (int k = 0; k < nc; k++) {
+    if (rc == 0) ctx_set_out(c, 0, k, carried[k]);
+    else tensor_unref(carried[k]);
+  }
+  mem_free(carried);
+  return rc;
+}
+
+/* conditional_block: runs the then or the else block in a frame of its own. */
+static int k_conditional(ExecCtx *c) {
+  int which = truth(ctx_in(c, 0)) ? 0 : 1;
+  ctx_clear_turns(c);
+  ExecFrame *f = ctx_frame(c), *br = ctx_frame_new(c, which, f, ctx_frame_suffix(f));
+  int rc = ctx_run_block(c, br);
+  int no = ctx_out_count(c, 0);
+  for (int k = 0; rc == 0 && k < no; k++) {
+    ctx_set_out(c, 0, k, tensor_ref(ctx_frame_result(c, br, which, k)));
+    if (!ctx_out_at(c, 0, k)) rc = ctx_fail(c, "internal error: result %d has no value", k);
+  }
+  if (rc < 0)
+    for (int k = 0; k < no; k++) ctx_set_out(c, 0, k, NULL);
+  if (rc == 0) ctx_keep_turn(c, br);
+  else ctx_frame_free(br);
+  return rc;
+}
+
+static Tensor *zeros_like(const Tensor *t) { return tensor_zeros(t->dtype, t->rank, t->shape); }
+
+/* acc += t (same shapes), or acc = copy of t. */
+static Tensor *accumulate(Tensor *acc, Tensor *t) {
+  if (!acc) return tensor_copy(t);
+  float *a = tensor_f32(acc);
+  const float *b = tensor_f32(t);
+  for (int64_t i = 0; i < acc->numel; i++) a[i] += b[i];
+  return acc;
+}
+
+/* while_grad: the body's grad block, run over the saved turns last first;
+ * each turn's frame is the child of that turn's forward frame, so the
+ * grad ops read the values of that turn. */
+static int k_while_grad(ExecCtx *c) {
+  int nc = ctx_in_count(c, 0), ncap = ctx_in_count(c, 2);
+  ExecFrame **steps;
+  int nsteps;
+  if (!ctx_kept_turns(c, &steps, &nsteps)) return ctx_fail(c, "internal error: the loop's turns were not kept");
+  Tensor **g = mem_calloc((size_t)nc + 1, sizeof *g), **acc = mem_calloc((size_t)ncap + 1, sizeof *acc);
+  for (int k = 0; k < nc; k++) g[k] = tensor_ref(ctx_in_at(c, 0, k));
+  int rc = 0;
+  for (int t = nsteps - 1; t >= 0 && rc == 0; t--) {
+    ExecFrame *gf = ctx_frame_new(c, 0, steps[t], "");
+    for (int k = 0; k < nc; k++) {
+      ctx_frame_set_arg(c, gf, 0, k, g[k]);
+      g[k] = NULL;
+    }
+    rc = ctx_run_block(c, gf);
+    for (int k = 0; rc == 0 && k < nc; k++) {
+      Tensor *r = ctx_frame_result(c, gf, 0, k);
+      g[k] = r ? tensor_ref(r) : NULL;
+    }
+    for (int j = 0; rc == 0 && j < ncap; j++) {
+      Tensor *r = ctx_frame_result(c, gf, 0, nc + j);
+      if (r) acc[j] = accumulate(acc[j], r);
+    }
+    ctx_frame_free(gf);
+  }
+  for (int k = 0; k < nc; k++) {
+    if (rc == 0 && ctx_out_wanted(c, 0, k)) ctx_set_out(c, 0, k, g[k] ? g[k] : zeros_like(ctx_in_at(c, 1, k)));
+    else tensor_unref(g[k]);
+  }
+  for (int j = 0; j < ncap; j++) {
+    if (rc == 0) ctx_set_out(c, 1, j, acc[j] ? acc[j] : zeros_like(ctx_in_at(c, 2, j)));
+    else tensor_unref(acc[j]);
+  }
+  mem_free(g);
+  mem_free(acc);
+  return rc;
+}
+
+/* conditional_block_grad: the grad block of the branch taken; zeros for
+ * what the branch did not touch. */
+static int k_conditional_grad(ExecCtx *c) {
+  int ncap = ctx_in_count(c, 1), no = ctx_in_count(c, 2);
+  ExecFrame **steps;
+  int nsteps;
+  if (!ctx_kept_turns(c, &steps, &nsteps) || nsteps == 0)
+    return ctx_fail(c, "internal error: the branch taken was not kept");
+  ExecFrame *br = steps[nsteps - 1];
+  int which = ctx_frame_block(br) == ctx_block(c, 0)->fwd_block ? 0 : 1;
+  ExecFrame *gf = ctx_frame_new(c, which, br, "");
+  for (int k = 0; k < no && k < ctx_nargs(c, which); k++) ctx_frame_set_arg(c, gf, which, k, tensor_ref(ctx_in_at(c, 2, k)));
+  int rc = ctx_run_block(c, gf);
+  for (int j = 0; rc == 0 && j < ncap; j++) {
+    Tensor *r = ctx_frame_result(c, gf, which, j);
+    ctx_set_out(c, 0, j, r ? tensor_ref(r) : zeros_like(ctx_in_at(c, 1, j)));
+  }
+  ctx_frame_free(gf);
+  return rc;
+}
+
+/* ---- grad makers ------------------------------------------------------------------------ */
+
+static Block *own_block(GradCtx *c, const char *attr) {
+  const AttrValue *a = gop_attr(c, attr);
+  return a ? prog_block(gprog(c), (int)a->u.i) : NULL;
+}
+
+/* while: a grad block over the body, run turn by turn in reverse. */
+static int g_while(GradCtx *c) {
+  Program *p = gprog(c);
+  const Block *s = own_block(c, "sub_block");
+  const OpDesc *op = gop_fwd(c);
+  if (!s || !op_input(op, "X") || !op_output(op, "Out")) return gfail(c, "internal error: malformed while op");
+  int nc = s->nargs;
+  Block *gs = gsub_begin(c, s);
+  if (!gs) return -1;
+  /* The grad block starts from the gradients of a turn's results and ends
+   * with those of its args and of the outer values it read. */
+  int ncap = gop_nin(c, "Input");
+  const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(nc + 1));
+  const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(nc + ncap + 1));
+  int nt = 0;
+  /* A carried value with no gradient (a counter) has none in any turn. */
+  bool *carry = arena_alloc(p->arena, sizeof *carry * (size_t)(nc + 1));
+  for (int k = 0; k < nc; k++) carry[k] = gneeds_grad(c, s->args[k]) || gneeds_grad(c, s->results[k]);
+  for (int k = 0; k < nc; k++) args[k] = carry[k] ? gsub_grad(c, gs, s->results[k]) : NAME_EMPTY;
+  for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? gsub_grad(c, gs, s->args[k]) : NULL;
+  for (int j = 0; j < ncap; j++) {
+    const char *v = gop_in(c, "Input", j);
+    targets[nt++] = gneeds_grad(c, v) ? gsub_grad(c, gs, v) : NULL;
+  }
+  gsub_end(c, gs, targets, nt, args, nc);
+  OpDesc *w = gemit(c, "while_grad");
+  for (int k = 0; k < nc; k++) gemit_in(c, w, "Out@GRAD", carry[k] ? gop_out_grad(c, "Out", k) : NAME_EMPTY);
+  op_add_input(p, w, "Out@GRAD");
+  op_add_input(p, w, "X");
+  for (int k = 0; k < nc; k++) gemit_in(c, w, "X", gop_in(c, "X", k));
+  op_add_input(p, w, "Input");
+  for (int j = 0; j < ncap; j++) gemit_in(c, w, "Input", gop_in(c, "Input", j));
+  op_add_output(p, w, "X@GRAD");
+  for (int k = 0; k < nc; k++) {
+    const char *g = carry[k] ? gop_in_grad(c, "X", k) : NULL;
+    gemit_out(c, w, "X@GRAD", g ? g : NAME_EMPTY);
+  }
+  op_add_output(p, w, "Input@GRAD");
+  for (int j = 0; j < ncap; j++) {
+    const char *g = gop_in_grad(c, "Input", j);
+    gemit_out(c, w, "Input@GRAD", g ? g : NAME_EMPTY);
+  }
+  gemit_attr(c, w, "sub_block", attr_block(gs->idx));
+  return 0;
+}
+
+/* if: a grad block per branch; the taken branch's runs. */
+static int g_conditional(GradCtx *c) {
+  Program *p = gprog(c);
+  int ncap = gop_nin(c, "Input"), no = gop_nout(c, "Out");
+  int gidx[2];
+  const char *attrs[2] = {"sub_block", "else_block"};
+  for (int br = 0; br < 2; br++) {
+    const Block *b = own_block(c, attrs[br]);
+    if (!b) return gfail(c, "internal error: malformed conditional_block op");
+    Block *gb = gsub_begin(c, b);
+    if (!gb) return -1;
+    gidx[br] = gb->idx;
+    const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
+    const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
+    for (int k = 0; k < no; k++) args[k] = gsub_grad(c, gb, b->results[k]);
+    for (int j = 0; j < ncap; j++) {
+      const char *v = gop_in(c, "Input", j);
+      targets[j] = gneeds_grad(c, v) ? gsub_grad(c, gb, v) : NULL;
+    }
+    gsub_end(c, gb, targets, ncap, args, no);
+  }
+  OpDesc *g = gemit(c, "conditional_block_grad");
+  gemit_in(c, g, "Cond", gop_in(c, "Cond", 0));
+  op_add_input(p, g, "Input");
+  for (int j = 0; j < ncap; j++) gemit_in(c, g, "Input", gop_in(c, "Input", j));
+  op_add_input(p, g, "Out@GRAD");
+  for (int k = 0; k < no; k++) gemit_in(c, g, "Out@GRAD", gop_out_grad(c, "Out", k));
+  op_add_output(p, g, "Input@GRAD");
+  for (int j = 0; j < ncap; j++) {
+    const char *v = gop_in_grad(c, "Input", j);
+    gemit_out(c, g, "Input@GRAD", v ? v : NAME_EMPTY);
+  }
+  gemit_attr(c, g, "sub_block", attr_block(gidx[0]));
+  gemit_attr(c, g, "else_block", attr_block(gidx[1]));
+  return 0;
+}
+
 OpProto op_table_control[] = {
     {.type = "while", .doc = "runs sub_block while Cond holds, carrying X from turn to turn",
      .in = {{"Cond", 0, "the condition before the first turn (bool scalar)"},
@@ -88,14 +326,14 @@ OpProto op_table_control[] = {
             {"Input", SLOT_LIST | SLOT_OPTIONAL, "outer variables the body reads"}},
      .out = {{"Out", SLOT_LIST, "carried values after the last turn"}},
      .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the loop body"}},
-     .infer = infer_while, .grad_kind = GRAD_DEDICATED, .flags = OP_CONTROL | OP_INTERNAL},
+     .infer = infer_while, .kernel = k_while, .grad_kind = GRAD_DEDICATED, .grad = g_while, .flags = OP_CONTROL | OP_LOOP | OP_INTERNAL},
     {.type = "conditional_block", .doc = "runs sub_block if Cond holds, else else_block",
      .in = {{"Cond", 0, "the condition (bool scalar)"},
             {"Input", SLOT_LIST | SLOT_OPTIONAL, "outer variables the branches read"}},
      .out = {{"Out", SLOT_LIST, "the taken branch's results"}},
      .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the branch run when Cond holds"},
                {"else_block", ATTR_BLOCK, NULL, NULL, "the branch run otherwise"}},
-     .infer = infer_conditional, .grad_kind = GRAD_DEDICATED, .flags = OP_CONTROL | OP_INTERNAL},
+     .infer = infer_conditional, .kernel = k_conditional, .grad_kind = GRAD_DEDICATED, .grad = g_conditional, .flags = OP_CONTROL | OP_INTERNAL},
     {.type = "while_grad",
      .doc = "runs sub_block (the body's grad block) over the loop's saved turns, last turn first",
      .in = {{"Out@GRAD", SLOT_LIST, "gradients of the loop's outputs"},
@@ -104,7 +342,8 @@ OpProto op_table_control[] = {
      .out = {{"X@GRAD", SLOT_LIST, "gradients of the initial carried values"},
              {"Input@GRAD", SLOT_LIST, "gradients of the outer values, summed over turns"}},
      .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the body's grad block"}},
-     .infer = infer_control_grad, .grad_kind = GRAD_NONE, .flags = OP_CONTROL | OP_INTERNAL},
+     .infer = infer_control_grad, .kernel = k_while_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_CONTROL | OP_KEPT_TURNS | OP_INTERNAL},
     {.type = "conditional_block_grad",
      .doc = "runs the grad block of the branch its conditional_block took",
      .in = {{"Cond", 0, "the forward condition"},
@@ -113,6 +352,7 @@ OpProto op_table_control[] = {
      .out = {{"Input@GRAD", SLOT_LIST, "gradients of the outer values (zero from the branch not taken)"}},
      .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the then branch's grad block"},
                {"else_block", ATTR_BLOCK, NULL, NULL, "the else branch's grad block"}},
-     .infer = infer_control_grad, .grad_kind = GRAD_NONE, .flags = OP_CONTROL | OP_INTERNAL},
+     .infer = infer_control_grad, .kernel = k_conditional_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_CONTROL | OP_KEPT_TURNS | OP_INTERNAL},
     {0},
 };
