@@ -390,6 +390,76 @@ void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const ch
   gemit_out(g, op, "Out", out);
 }
 
+/* ---- the default grad maker ------------------------------------------------------------
+ * A GRAD_DEDICATED op without a maker of its own gets one <type>_grad op
+ * wired from that op's proto by the slot-naming convention (Paddle's
+ * DefaultGradOpMaker): each input slot the grad op declares is fed the
+ * forward's input or output slot of that name, or for NAME@GRAD the
+ * gradients of forward output NAME; each output slot NAME@GRAD receives
+ * the gradients of forward input NAME that are needed (in a list slot, an
+ * unneeded one is @EMPTY@); each attribute the grad op declares is copied
+ * from the forward op.  Nothing is emitted when no gradient is needed. */
+
+/* The forward slot named like grad slot `name`, and whether it is one of
+ * the forward's outputs read through its gradient (NAME@GRAD). */
+static const Slot *conv_slot(const OpDesc *op, const char *name, bool *is_grad) {
+  size_t n = strlen(name);
+  *is_grad = n > 5 && strcmp(name + n - 5, "@GRAD") == 0;
+  if (!*is_grad) {
+    const Slot *s = op_input(op, name);
+    return s ? s : op_output(op, name);
+  }
+  for (int i = 0; i < op->nout; i++)
+    if (strncmp(op->out[i].name, name, n - 5) == 0 && op->out[i].name[n - 5] == '\0') return &op->out[i];
+  return NULL;
+}
+
+/* The forward input slot whose gradients grad output slot `name` holds. */
+static const Slot *conv_grad_of(const OpDesc *op, const char *name) {
+  size_t n = strlen(name);
+  if (n <= 5 || strcmp(name + n - 5, "@GRAD") != 0) return NULL;
+  for (int i = 0; i < op->nin; i++)
+    if (strncmp(op->in[i].name, name, n - 5) == 0 && op->in[i].name[n - 5] == '\0') return &op->in[i];
+  return NULL;
+}
+
+int bwd_default_grad(GradCtx *g) {
+  Backward *bw = g->bw;
+  const OpDesc *fwd = g->op;
+  char type[160];
+  const OpProto *gp = NULL;
+  if ((size_t)snprintf(type, sizeof type, "%s_grad", fwd->type) < sizeof type) gp = prog_find_op(bw->p, type);
+  if (!gp) {
+    diag_error(bw->p->diag, fwd->span, "internal error: %s has no grad maker and no op %s_grad", fwd->type, fwd->type);
+    return -1;
+  }
+  bool any = false;
+  for (int s = 0; s < gp->nout && !any; s++) {
+    const Slot *x = conv_grad_of(fwd, gp->out[s].name);
+    for (int i = 0; x && i < x->n && !any; i++) any = needs_grad(bw, x->args[i]);
+  }
+  if (!any) return 0;
+  OpDesc *op = gemit(g, gp->type);
+  for (int s = 0; s < gp->nin; s++) {
+    bool is_grad;
+    const Slot *x = conv_slot(fwd, gp->in[s].name, &is_grad);
+    for (int i = 0; x && i < x->n; i++)
+      gemit_in(g, op, gp->in[s].name, is_grad ? grad_name(bw, g->gblock, x->args[i]) : x->args[i]);
+  }
+  for (int s = 0; s < gp->nout; s++) {
+    const Slot *x = conv_grad_of(fwd, gp->out[s].name);
+    for (int i = 0; x && i < x->n; i++) {
+      const char *d = needs_grad(bw, x->args[i]) ? grad_name(bw, g->gblock, x->args[i]) : NULL;
+      if (d || (gp->out[s].flags & SLOT_LIST)) gemit_out(g, op, gp->out[s].name, d ? d : "@EMPTY@");
+    }
+  }
+  for (int a = 0; a < gp->nattrs; a++) {
+    const AttrValue *v = gop_attr(g, gp->attrs[a].name);
+    if (v) gemit_attr(g, op, gp->attrs[a].name, *v);
+  }
+  return 0;
+}
+
 /* Whether a value of src_shape's shape needs no reduction to like's. */
 static bool same_shape(GradCtx *g, const char *src_shape, const char *like) {
   const VarDesc *a = prog_var(g->bw->p, src_shape), *b = prog_var(g->bw->p, like);
@@ -551,7 +621,8 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
       grad_cond(bw, &c);
       continue;
     }
-    if (!proto || proto->grad_kind == GRAD_NONE || !proto->grad) {
+    GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
+    if (!proto || proto->grad_kind == GRAD_NONE || !maker) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
       int line = 0, col = 0;
       if (op->span.file >= 0) diag_line_col(bw->diag, op->span.file, op->span.start, &line, &col);
@@ -562,7 +633,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
       return false;
     }
     int before = out->n;
-    if (proto->grad(&c) < 0) {
+    if (maker(&c) < 0) {
       bw->failed = true;
       return false;
     }

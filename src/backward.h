@@ -114,6 +114,12 @@ Block *ggrad_block(GradCtx *g);
  * place in the block. */
 void gemit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd);
 
+/* The default maker of a GRAD_DEDICATED op whose proto leaves `grad` NULL:
+ * one <type>_grad op wired by the slot-naming convention (X, Out and
+ * Out@GRAD in as the grad op declares them; X@GRAD out for each needed
+ * gradient; the attributes the grad op declares copied). */
+int bwd_default_grad(GradCtx *g);
+
 /* Composite helpers. */
 /* dst = src summed over the dimensions where `like` was broadcast to src's
  * shape, src having the shape of the forward variable src_shape (an assign

@@ -47,7 +47,9 @@ typedef struct AttrProto {
 typedef enum GradKind {
   GRAD_NONE,               /* registered as having no gradient */
   GRAD_COMPOSITE,          /* the maker returns ops of existing types */
-  GRAD_DEDICATED,          /* the maker returns a <type>_grad op */
+  GRAD_DEDICATED,          /* the maker returns a <type>_grad op; with grad
+                              NULL, the default maker (bwd_default_grad)
+                              wires it from that op's proto */
 } GradKind;
 
 enum {

@@ -1093,20 +1093,6 @@ static int conv_backward(ExecCtx *c, bool fused) {
 static int k_conv2d_grad(ExecCtx *c) { return conv_backward(c, false); }
 static int k_fused_conv2d_grad(ExecCtx *c) { return conv_backward(c, true); }
 
-static int g_conv2d(GradCtx *g) {
-  const char *di = gop_in_grad(g, "Input", 0), *df = gop_in_grad(g, "Filter", 0);
-  if (!di && !df) return 0;
-  OpDesc *op = gemit(g, "conv2d_grad");
-  gemit_in(g, op, "Input", gop_in(g, "Input", 0));
-  gemit_in(g, op, "Filter", gop_in(g, "Filter", 0));
-  gemit_in(g, op, "Output@GRAD", gop_out_grad(g, "Output", 0));
-  if (di) gemit_out(g, op, "Input@GRAD", di);
-  if (df) gemit_out(g, op, "Filter@GRAD", df);
-  static const char *const attrs[] = {"strides", "paddings", "dilations", "groups"};
-  for (int k = 0; k < 4; k++) gemit_attr(g, op, attrs[k], *gop_attr(g, attrs[k]));
-  return 0;
-}
-
 /* max_pool2d_grad: each window's Out@GRAD goes to the element the forward
  * picked (window_argmax). */
 static int k_max_pool2d_grad(ExecCtx *c) {
@@ -1169,22 +1155,6 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
   return 0;
 }
 
-/* max_pool2d, avg_pool2d: X@GRAD from X and Out@GRAD. */
-static int g_pool(GradCtx *g, const char *type) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "X", gop_in(g, "X", 0));
-  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "X@GRAD", dx);
-  static const char *const attrs[] = {"ksize", "strides", "paddings"};
-  for (int k = 0; k < 3; k++) gemit_attr(g, op, attrs[k], *gop_attr(g, attrs[k]));
-  return 0;
-}
-
-static int g_max_pool2d(GradCtx *g) { return g_pool(g, "max_pool2d_grad"); }
-static int g_avg_pool2d(GradCtx *g) { return g_pool(g, "avg_pool2d_grad"); }
-
 /* ---- the table ---------------------------------------------------------------- */
 
 #define POOL_ATTRS                                                              \
@@ -1193,10 +1163,10 @@ static int g_avg_pool2d(GradCtx *g) { return g_pool(g, "avg_pool2d_grad"); }
     "step [height, width]; [] means ksize"},                                    \
    {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                   \
     "padding on each side [height, width], at most half of ksize"}}
-#define POOL(NAME, KERNEL, GRAD, DOC)                                           \
+#define POOL(NAME, KERNEL, DOC)                                                 \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input [N, C, H, W]"}},            \
    .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,              \
-   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED, .grad = GRAD}
+   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
 #define POOL_GRAD(NAME, KERNEL, DOC)                                            \
   {.type = NAME, .doc = DOC,                                                    \
    .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}}, \
@@ -1219,7 +1189,7 @@ OpProto op_table_conv[] = {
             {"Filter", 0, "kernels [O, C / groups, KH, KW]"}},
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
      .attrs = CONV_ATTRS,
-     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED, .grad = g_conv2d},
+     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED},
     {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (GEMM + col2im)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
@@ -1248,11 +1218,11 @@ OpProto op_table_conv[] = {
              {"Bias@GRAD", 0, "the gradient of Bias"}},
      .attrs = FUSED_CONV_ATTRS, .infer = infer_fused_conv2d_grad, .kernel = k_fused_conv2d_grad,
      .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
-    POOL("max_pool2d", k_max_pool2d, g_max_pool2d,
+    POOL("max_pool2d", k_max_pool2d,
          "Out = the maximum of each window of X (padding never wins)"),
     POOL_GRAD("max_pool2d_grad", k_max_pool2d_grad,
               "X@GRAD = Out@GRAD routed to the maximum of each window"),
-    POOL("avg_pool2d", k_avg_pool2d, g_avg_pool2d,
+    POOL("avg_pool2d", k_avg_pool2d,
          "Out = the mean of each window of X (padding counts as 0 in the mean)"),
     POOL_GRAD("avg_pool2d_grad", k_avg_pool2d_grad,
               "X@GRAD = Out@GRAD / (KH*KW) spread over each window"),

@@ -605,21 +605,6 @@ static int softmax_grad_run(ExecCtx *c, bool log_out) {
 static int k_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, false); }
 static int k_log_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, true); }
 
-/* softmax, log_softmax: X@GRAD from Out and Out@GRAD. */
-static int g_softmax_any(GradCtx *g, const char *type) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "Out", gop_out(g, "Out", 0));
-  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "X@GRAD", dx);
-  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
-  return 0;
-}
-
-static int g_softmax(GradCtx *g) { return g_softmax_any(g, "softmax_grad"); }
-static int g_log_softmax(GradCtx *g) { return g_softmax_any(g, "log_softmax_grad"); }
-
 /* Logits@GRAD[r] = (softmax(Logits[r]) - onehot(Label[r])) * Loss@GRAD[r]:
  * the softmax is recomputed stably into the output row, then scaled. */
 static int k_softmax_ce_grad(ExecCtx *c) {
@@ -659,17 +644,6 @@ static int k_softmax_ce_grad(ExecCtx *c) {
   }
   tensor_unref(lg);
   return rc;
-}
-
-static int g_softmax_ce(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "Logits", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, "softmax_cross_entropy_grad");
-  gemit_in(g, op, "Logits", gop_in(g, "Logits", 0));
-  gemit_in(g, op, "Label", gop_in(g, "Label", 0));
-  gemit_in(g, op, "Loss@GRAD", gop_out_grad(g, "Loss", 0));
-  gemit_out(g, op, "Logits@GRAD", dx);
-  return 0;
 }
 
 /* sigmoid_cross_entropy: dX = (sigmoid(X) - Label) * dOut and
@@ -782,24 +756,6 @@ static int k_layer_norm_grad(ExecCtx *c) {
   return rc;
 }
 
-static int g_layer_norm(GradCtx *g) {
-  static const char *const slots[3] = {"X", "Scale", "Bias"};
-  static const char *const gslots[3] = {"X@GRAD", "Scale@GRAD", "Bias@GRAD"};
-  const char *d[3];
-  bool any = false;
-  for (int k = 0; k < 3; k++) any |= (d[k] = gop_in_grad(g, slots[k], 0)) != NULL;
-  if (!any) return 0;
-  OpDesc *op = gemit(g, "layer_norm_grad");
-  for (int k = 0; k < 3; k++)
-    if (gop_nin(g, slots[k])) gemit_in(g, op, slots[k], gop_in(g, slots[k], 0));
-  gemit_in(g, op, "Y@GRAD", gop_out_grad(g, "Y", 0));
-  for (int k = 0; k < 3; k++)
-    if (d[k]) gemit_out(g, op, gslots[k], d[k]);
-  gemit_attr(g, op, "begin_norm_axis", *gop_attr(g, "begin_norm_axis"));
-  gemit_attr(g, op, "epsilon", *gop_attr(g, "epsilon"));
-  return 0;
-}
-
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
  * repeated ids accumulate. */
 static int k_embedding_grad(ExecCtx *c) {
@@ -820,24 +776,13 @@ static int k_embedding_grad(ExecCtx *c) {
   return 0;
 }
 
-static int g_embedding(GradCtx *g) {
-  const char *dw = gop_in_grad(g, "W", 0);
-  if (!dw) return 0;
-  OpDesc *op = gemit(g, "embedding_grad");
-  gemit_in(g, op, "Ids", gop_in(g, "Ids", 0));
-  gemit_in(g, op, "W", gop_in(g, "W", 0));
-  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "W@GRAD", dw);
-  return 0;
-}
-
 /* ---- the table --------------------------------------------------------------- */
 
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED, .grad = g_softmax},
+     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED},
     {.type = "softmax_grad", .doc = "X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis))",
      .in = {{"Out", 0, "softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
@@ -847,8 +792,7 @@ OpProto op_table_nn[] = {
     {.type = "log_softmax", .doc = "Out = log(softmax(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED,
-     .grad = g_log_softmax},
+     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED},
     {.type = "log_softmax_grad", .doc = "X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis)",
      .in = {{"Out", 0, "log_softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
@@ -860,8 +804,7 @@ OpProto op_table_nn[] = {
      .in = {{"Logits", 0, "scores [..., C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [...] (or [..., 1])"}},
      .out = {{"Loss", 0, "f32 loss per example, Logits' shape without the class axis"}},
-     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED,
-     .grad = g_softmax_ce},
+     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED},
     {.type = "softmax_cross_entropy_grad",
      .doc = "Logits@GRAD = (softmax(Logits) - onehot(Label)) * Loss@GRAD per example",
      .in = {{"Logits", 0, "scores [..., C]"}, {"Label", SLOT_NO_GRAD, "i64 class indices"},
@@ -898,8 +841,7 @@ OpProto op_table_nn[] = {
      .out = {{"Y", 0, "f32, shape of X"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", check_nonnegative, "added to the variance"}},
-     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED,
-     .grad = g_layer_norm},
+     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED},
     {.type = "layer_norm_grad",
      .doc = "the gradients of layer_norm's X, Scale and Bias (mean and variance recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", SLOT_OPTIONAL, "the forward's Scale"},
@@ -915,8 +857,7 @@ OpProto op_table_nn[] = {
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
-     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED,
-     .grad = g_embedding},
+     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED},
     {.type = "embedding_grad", .doc = "W@GRAD = the rows of Out@GRAD added at Ids into zeros like W",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", 0, "the table [V, D]"},
             {"Out@GRAD", 0, "the gradient of Out"}},

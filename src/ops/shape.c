@@ -908,7 +908,8 @@ static int g_split(GradCtx *g) {
 }
 
 /* concat: one concat_grad op cutting dOut back into the pieces whose
- * gradients are needed; its attribute `inputs` says which. */
+ * gradients are needed; its attribute `inputs` says which.  Hand-written
+ * because the default maker knows no `inputs` (it would write @EMPTY@). */
 static int g_concat(GradCtx *g) {
   int n = gop_nin(g, "X"), m = 0;
   int64_t *which = arena_alloc(gprog(g)->arena, sizeof *which * (size_t)(n + 1));
@@ -966,20 +967,6 @@ static int k_concat_grad(ExecCtx *c) {
   return 0;
 }
 
-/* slice: X@GRAD is zeros with Out@GRAD in the slice. */
-static int g_slice(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, "slice_grad");
-  gemit_in(g, op, "X", X0);
-  gemit_in(g, op, "Out@GRAD", DOUT);
-  gemit_out(g, op, "X@GRAD", dx);
-  gemit_attr(g, op, "axes", *gop_attr(g, "axes"));
-  gemit_attr(g, op, "starts", *gop_attr(g, "starts"));
-  gemit_attr(g, op, "ends", *gop_attr(g, "ends"));
-  return 0;
-}
-
 /* X@GRAD (slot 0 of slice_grad and gather_grad) has X's shape and dtype. */
 static bool infer_x_grad(InferCtx *c) {
   const VarDesc *x = input(c, "X");
@@ -988,6 +975,7 @@ static bool infer_x_grad(InferCtx *c) {
   return true;
 }
 
+/* slice: X@GRAD is zeros with Out@GRAD in the slice. */
 static int k_slice_grad(ExecCtx *c) {
   if (ctx_out_count(c, 0) == 0) return 0;
   Tensor *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
@@ -998,18 +986,6 @@ static int k_slice_grad(ExecCtx *c) {
 
 /* gather: X@GRAD is zeros with each row of Out@GRAD added at its index, so
  * a repeated index accumulates. */
-static int g_gather(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, "gather_grad");
-  gemit_in(g, op, "X", X0);
-  gemit_in(g, op, "Index", gop_in(g, "Index", 0));
-  gemit_in(g, op, "Out@GRAD", DOUT);
-  gemit_out(g, op, "X@GRAD", dx);
-  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
-  return 0;
-}
-
 static int k_gather_grad(ExecCtx *c) {
   if (ctx_out_count(c, 0) == 0) return 0;
   Tensor *index = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
@@ -1101,7 +1077,7 @@ OpProto op_table_shape[] = {
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the axes sliced"},
                {"starts", ATTR_INTS, NULL, NULL, "first index per axis; negative counts from the end"},
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis; clamped"}},
-     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED, .grad = g_slice},
+     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED},
     {.type = "slice_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD in the slice",
      .in = {{"X", 0, "the forward input"}, {"Out@GRAD", 0, "the slice's gradient"}},
      .out = {{"X@GRAD", 0, "X's gradient"}},
@@ -1113,7 +1089,7 @@ OpProto op_table_shape[] = {
      .in = {{"X", 0, "input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"}},
      .out = OUT("X.shape[:axis] + Index.shape + X.shape[axis+1:]"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
-     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED, .grad = g_gather},
+     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED},
     {.type = "gather_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD's entries added at Index",
      .in = {{"X", 0, "the forward input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"},
             {"Out@GRAD", 0, "the result's gradient"}},
