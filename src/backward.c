@@ -396,30 +396,21 @@ void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const ch
  * DefaultGradOpMaker): each input slot the grad op declares is fed the
  * forward's input or output slot of that name, or for NAME@GRAD the
  * gradients of forward output NAME; each output slot NAME@GRAD receives
- * the gradients of forward input NAME that are needed (in a list slot, an
- * unneeded one is @EMPTY@); each attribute the grad op declares is copied
- * from the forward op.  Nothing is emitted when no gradient is needed. */
+ * the gradients of forward input NAME that are needed (not a list: which
+ * of a list's would be lost, so concat has a maker of its own); each
+ * attribute the grad op declares is copied from the forward op.  Nothing
+ * is emitted when no gradient is needed. */
 
-/* The forward slot named like grad slot `name`, and whether it is one of
- * the forward's outputs read through its gradient (NAME@GRAD). */
-static const Slot *conv_slot(const OpDesc *op, const char *name, bool *is_grad) {
+/* The length of NAME in a slot name "NAME@GRAD", or 0. */
+static size_t grad_stem(const char *name) {
   size_t n = strlen(name);
-  *is_grad = n > 5 && strcmp(name + n - 5, "@GRAD") == 0;
-  if (!*is_grad) {
-    const Slot *s = op_input(op, name);
-    return s ? s : op_output(op, name);
-  }
-  for (int i = 0; i < op->nout; i++)
-    if (strncmp(op->out[i].name, name, n - 5) == 0 && op->out[i].name[n - 5] == '\0') return &op->out[i];
-  return NULL;
+  return n > 5 && strcmp(name + n - 5, "@GRAD") == 0 ? n - 5 : 0;
 }
 
-/* The forward input slot whose gradients grad output slot `name` holds. */
-static const Slot *conv_grad_of(const OpDesc *op, const char *name) {
-  size_t n = strlen(name);
-  if (n <= 5 || strcmp(name + n - 5, "@GRAD") != 0) return NULL;
-  for (int i = 0; i < op->nin; i++)
-    if (strncmp(op->in[i].name, name, n - 5) == 0 && op->in[i].name[n - 5] == '\0') return &op->in[i];
+/* The slot among slots[0..n) named by the first len characters of name. */
+static const Slot *slot_named(const Slot *slots, int n, const char *name, size_t len) {
+  for (int i = 0; i < n; i++)
+    if (strncmp(slots[i].name, name, len) == 0 && slots[i].name[len] == '\0') return &slots[i];
   return NULL;
 }
 
@@ -429,28 +420,34 @@ int bwd_default_grad(GradCtx *g) {
   char type[160];
   const OpProto *gp = NULL;
   if ((size_t)snprintf(type, sizeof type, "%s_grad", fwd->type) < sizeof type) gp = prog_find_op(bw->p, type);
-  if (!gp) {
-    diag_error(bw->p->diag, fwd->span, "internal error: %s has no grad maker and no op %s_grad", fwd->type, fwd->type);
+  bool list = false;
+  for (int s = 0; gp && s < gp->nout; s++) list |= (gp->out[s].flags & SLOT_LIST) != 0;
+  if (!gp || list) {
+    diag_error(bw->p->diag, fwd->span, "internal error: %s has no grad maker, and no op %s_grad without lists",
+               fwd->type, fwd->type);
     return -1;
   }
   bool any = false;
   for (int s = 0; s < gp->nout && !any; s++) {
-    const Slot *x = conv_grad_of(fwd, gp->out[s].name);
+    const char *name = gp->out[s].name;
+    const Slot *x = slot_named(fwd->in, fwd->nin, name, grad_stem(name));
     for (int i = 0; x && i < x->n && !any; i++) any = needs_grad(bw, x->args[i]);
   }
   if (!any) return 0;
   OpDesc *op = gemit(g, gp->type);
   for (int s = 0; s < gp->nin; s++) {
-    bool is_grad;
-    const Slot *x = conv_slot(fwd, gp->in[s].name, &is_grad);
-    for (int i = 0; x && i < x->n; i++)
-      gemit_in(g, op, gp->in[s].name, is_grad ? grad_name(bw, g->gblock, x->args[i]) : x->args[i]);
+    const char *name = gp->in[s].name;
+    size_t stem = grad_stem(name);
+    const Slot *x = stem ? slot_named(fwd->out, fwd->nout, name, stem) : op_input(fwd, name);
+    if (!x && !stem) x = op_output(fwd, name);
+    for (int i = 0; x && i < x->n; i++) gemit_in(g, op, name, stem ? grad_name(bw, g->gblock, x->args[i]) : x->args[i]);
   }
   for (int s = 0; s < gp->nout; s++) {
-    const Slot *x = conv_grad_of(fwd, gp->out[s].name);
+    const char *name = gp->out[s].name;
+    const Slot *x = slot_named(fwd->in, fwd->nin, name, grad_stem(name));
     for (int i = 0; x && i < x->n; i++) {
       const char *d = needs_grad(bw, x->args[i]) ? grad_name(bw, g->gblock, x->args[i]) : NULL;
-      if (d || (gp->out[s].flags & SLOT_LIST)) gemit_out(g, op, gp->out[s].name, d ? d : "@EMPTY@");
+      if (d) gemit_out(g, op, gp->out[s].name, d);
     }
   }
   for (int a = 0; a < gp->nattrs; a++) {
