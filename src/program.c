@@ -27,6 +27,17 @@ bool dtype_parse(const char *s, DType *out) {
   return false;
 }
 
+bool dims_clash(Dim a, Dim b) {
+  if (dim_known(a) && dim_known(b)) return a.n != b.n;
+  return a.sym && b.sym && strcmp(a.sym, b.sym) != 0;
+}
+
+Dim dim_merge(Dim a, Dim b) {
+  if (dim_known(a)) return a;
+  if (dim_known(b) || !a.sym) return b;
+  return a;
+}
+
 bool dim_eq(Dim a, Dim b) {
   if (a.n >= 0 || b.n >= 0) return a.n == b.n;
   return a.sym && b.sym && strcmp(a.sym, b.sym) == 0;

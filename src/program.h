@@ -34,6 +34,11 @@ typedef struct Shape {
 static inline Dim dim_n(int64_t n) { return (Dim){n, NULL}; }
 static inline Dim dim_unknown(void) { return (Dim){-1, NULL}; }
 static inline bool dim_known(Dim d) { return d.n >= 0; }
+/* Two dimensions that must be equal provably differ: two sizes, or two
+ * symbols of different names.  Anything else is checked at run time. */
+bool dims_clash(Dim a, Dim b);
+/* Of two dimensions that must be equal, the more precise. */
+Dim dim_merge(Dim a, Dim b);
 bool dim_eq(Dim a, Dim b);               /* same size or same symbol */
 Shape shape_unknown(void);               /* rank -1 */
 Shape shape_scalar(void);                /* rank 0 */

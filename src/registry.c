@@ -393,6 +393,30 @@ bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out) {
   return true;
 }
 
+const VarDesc *infer_input(InferCtx *c, const char *slot) {
+  const VarDesc *v = infer_in(c, slot, 0);
+  if (!v) infer_fail(c, "input %s is missing", slot);
+  return v;
+}
+
+bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v) {
+  if (v->dtype != DT_F32 && v->dtype != DT_I64)
+    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
+  return true;
+}
+
+bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out) {
+  int64_t k = a < 0 ? a + s->rank : a;
+  *out = 0;
+  if (k < 0 || k >= s->rank) {
+    char buf[128];
+    return infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
+                      shape_str(s, buf, sizeof buf));
+  }
+  *out = (int)k;
+  return true;
+}
+
 DType infer_promote(DType a, DType b) {
   if (a == DT_UNKNOWN || b == DT_UNKNOWN) return DT_UNKNOWN;
   if (a == DT_F32 || b == DT_F32) return DT_F32;

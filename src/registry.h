@@ -168,6 +168,16 @@ bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out);
 /* Normalizes a possibly negative axis against rank; false with an error if it
  * is out of range. */
 bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
+/* The first variable of input slot `slot`, or NULL after an error if the
+ * op has none. */
+const VarDesc *infer_input(InferCtx *c, const char *slot);
+/* A value the op computes with in f32: f32, or i64 promoted; false with an
+ * error otherwise. */
+bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v);
+/* Normalizes axis `a`, the value of attribute `attr`, against the known
+ * shape s of input `slot`; false with an error naming them if it is out of
+ * range. */
+bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out);
 /* Arithmetic promotion: i64 with f32 gives f32, bool counts as i64. */
 DType infer_promote(DType a, DType b);
 

@@ -18,18 +18,6 @@
 #include <math.h>
 #include <string.h>
 
-static const VarDesc *input(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) infer_fail(c, "input %s is missing", slot);
-  return v;
-}
-
-static bool need_float(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_F32 && v->dtype != DT_I64)
-    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
-  return true;
-}
-
 /* ---- attribute pairs ---------------------------------------------------------- */
 
 static const char *check_pair_positive(const AttrValue *v) {
@@ -114,8 +102,8 @@ static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char
 
 /* conv2d's Output shape into *s, from Input, Filter and the attributes. */
 static bool conv_shape(InferCtx *c, Shape *s) {
-  const VarDesc *in = input(c, "Input"), *f = input(c, "Filter");
-  if (!in || !f || !need_float(c, "Input", in) || !need_float(c, "Filter", f)) return false;
+  const VarDesc *in = infer_input(c, "Input"), *f = infer_input(c, "Filter");
+  if (!in || !f || !infer_need_float(c, "Input", in) || !infer_need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
   if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[O, I, KH, KW]"))
     return false;
@@ -174,8 +162,8 @@ static bool infer_fused_conv2d(InferCtx *c) {
 /* ---- pools -------------------------------------------------------------------- */
 
 static bool infer_pool(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
   int64_t ks[2], st[2], pad[2], dil[2] = {1, 1};
   if (!pair_attr(c, "ksize", check_pair_positive, ks) ||
       !pair_attr(c, "strides", check_pool_strides, st) ||

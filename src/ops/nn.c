@@ -21,48 +21,9 @@ _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* ---- helpers ----------------------------------------------------------------- */
 
-static const VarDesc *input(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) infer_fail(c, "input %s is missing", slot);
-  return v;
-}
-
-/* A value the op computes with in f32: f32, or i64 promoted. */
-static bool need_float(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_F32 && v->dtype != DT_I64)
-    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
-  return true;
-}
-
 static bool need_i64(InferCtx *c, const char *slot, const VarDesc *v) {
   if (v->dtype != DT_I64) return infer_fail(c, "%s must be i64, got %s", slot, dtype_name(v->dtype));
   return true;
-}
-
-static bool norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s,
-                      int *out) {
-  int64_t k = a < 0 ? a + s->rank : a;
-  *out = 0;
-  if (k < 0 || k >= s->rank) {
-    char buf[128];
-    return infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
-                      shape_str(s, buf, sizeof buf));
-  }
-  *out = (int)k;
-  return true;
-}
-
-/* Two dimensions that must be equal provably differ: two sizes, or two
- * symbols of different names.  Anything else is checked at run time. */
-static bool dims_clash(Dim a, Dim b) {
-  if (dim_known(a) && dim_known(b)) return a.n != b.n;
-  return a.sym && b.sym && strcmp(a.sym, b.sym) != 0;
-}
-
-static Dim dim_merge(Dim a, Dim b) {
-  if (dim_known(a)) return a;
-  if (dim_known(b) || !a.sym) return b;
-  return a;
 }
 
 /* Whether the first n dims of a and b can be equal; merges them into out. */
@@ -101,18 +62,18 @@ static const char *label_want(const Shape *lead, char *buf, size_t n) {
 
 /* softmax, log_softmax: f32, X's shape, axis in range. */
 static bool infer_softmax(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x)) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x)) return false;
   int k;
-  if (x->shape.rank >= 0 && !norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &x->shape, &k))
+  if (x->shape.rank >= 0 && !infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &x->shape, &k))
     return false;
   infer_set(c, "Out", 0, DT_F32, &x->shape);
   return true;
 }
 
 static bool infer_softmax_ce(InferCtx *c) {
-  const VarDesc *lg = input(c, "Logits"), *lb = input(c, "Label");
-  if (!lg || !lb || !need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
+  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   if (lg->shape.rank == 0)
     return infer_fail(c, "Logits must have a class axis, got a scalar");
   Shape lead = lg->shape, loss;
@@ -128,8 +89,8 @@ static bool infer_softmax_ce(InferCtx *c) {
 }
 
 static bool infer_sigmoid_ce(InferCtx *c) {
-  const VarDesc *x = input(c, "X"), *lb = input(c, "Label");
-  if (!x || !lb || !need_float(c, "X", x) || !need_float(c, "Label", lb)) return false;
+  const VarDesc *x = infer_input(c, "X"), *lb = infer_input(c, "Label");
+  if (!x || !lb || !infer_need_float(c, "X", x) || !infer_need_float(c, "Label", lb)) return false;
   Shape s = x->shape;
   if (x->shape.rank >= 0 && lb->shape.rank >= 0 &&
       (x->shape.rank != lb->shape.rank || !dims_agree(x->shape.d, lb->shape.d, s.rank, s.d))) {
@@ -143,8 +104,8 @@ static bool infer_sigmoid_ce(InferCtx *c) {
 }
 
 static bool infer_mse(InferCtx *c) {
-  const VarDesc *x = input(c, "X"), *y = input(c, "Y");
-  if (!x || !y || !need_float(c, "X", x) || !need_float(c, "Y", y)) return false;
+  const VarDesc *x = infer_input(c, "X"), *y = infer_input(c, "Y");
+  if (!x || !y || !infer_need_float(c, "X", x) || !infer_need_float(c, "Y", y)) return false;
   Shape s;
   if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
   infer_set(c, "Out", 0, DT_F32, &s);
@@ -154,8 +115,8 @@ static bool infer_mse(InferCtx *c) {
 /* ---- dropout, layer_norm ---------------------------------------------------- */
 
 static bool infer_dropout(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x)) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x)) return false;
   double p = infer_attr_f(c, "p");
   if (!(p >= 0 && p < 1)) return infer_fail(c, "p must be in [0, 1), got %g", p);
   infer_set(c, "Out", 0, DT_F32, &x->shape);
@@ -167,7 +128,7 @@ static bool infer_dropout(InferCtx *c) {
 static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int k) {
   const VarDesc *v = infer_in(c, slot, 0);
   if (!v) return true;   /* optional */
-  if (!need_float(c, slot, v)) return false;
+  if (!infer_need_float(c, slot, v)) return false;
   const Shape *ps = &v->shape;
   if (ps->rank < 0) return true;
   Shape tail = shape_scalar(), flat = shape_scalar();
@@ -195,15 +156,15 @@ static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int 
 }
 
 static bool infer_layer_norm(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x)) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x)) return false;
   if (!(infer_attr_f(c, "epsilon") >= 0))
     return infer_fail(c, "epsilon must not be negative, got %g", infer_attr_f(c, "epsilon"));
   const Shape *xs = &x->shape;
   if (xs->rank == 0) return infer_fail(c, "X must have rank 1 or more, got a scalar");
   if (xs->rank > 0) {
     int k;
-    if (!norm_axis(c, "begin_norm_axis", infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
+    if (!infer_norm_axis(c, "begin_norm_axis", infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
         !norm_param_fits(c, "Scale", xs, k) || !norm_param_fits(c, "Bias", xs, k))
       return false;
   }
@@ -214,8 +175,8 @@ static bool infer_layer_norm(InferCtx *c) {
 /* ---- embedding, accuracy ------------------------------------------------------- */
 
 static bool infer_embedding(InferCtx *c) {
-  const VarDesc *ids = input(c, "Ids"), *w = input(c, "W");
-  if (!ids || !w || !need_i64(c, "Ids", ids) || !need_float(c, "W", w)) return false;
+  const VarDesc *ids = infer_input(c, "Ids"), *w = infer_input(c, "W");
+  if (!ids || !w || !need_i64(c, "Ids", ids) || !infer_need_float(c, "W", w)) return false;
   char a[128];
   if (w->shape.rank >= 0 && w->shape.rank != 2)
     return infer_fail(c, "W must have shape [V, D], got %s", shape_str(&w->shape, a, sizeof a));
@@ -229,8 +190,8 @@ static bool infer_embedding(InferCtx *c) {
 }
 
 static bool infer_accuracy(InferCtx *c) {
-  const VarDesc *lg = input(c, "Logits"), *lb = input(c, "Label");
-  if (!lg || !lb || !need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
+  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   char a[128], b[128], w[300];
   const Shape *ls = &lg->shape;
   if (ls->rank >= 0 && ls->rank != 2)
@@ -564,7 +525,7 @@ static bool infer_grads(InferCtx *c) {
 
 /* softmax_grad, log_softmax_grad: X@GRAD has the shape of Out. */
 static bool infer_softmax_grad(InferCtx *c) {
-  const VarDesc *o = input(c, "Out");
+  const VarDesc *o = infer_input(c, "Out");
   if (!o) return false;
   infer_set(c, "X@GRAD", 0, DT_F32, &o->shape);
   return true;

@@ -11,19 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Normalizes axis `a` (an entry of attribute `attr`) against X's shape. */
-static bool norm_axis(InferCtx *c, const char *attr, int64_t a, const Shape *x, int *out) {
-  int64_t k = a < 0 ? a + x->rank : a;
-  *out = 0;
-  if (k < 0 || k >= x->rank) {
-    char buf[128];
-    return infer_fail(c, "%s %lld is out of range for X of shape %s", attr, (long long)a,
-                      shape_str(x, buf, sizeof buf));
-  }
-  *out = (int)k;
-  return true;
-}
-
 /* The shape left after reducing `axes` (n of them; none = all) of x. */
 static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n, bool keep,
                          Shape *out) {
@@ -43,7 +30,7 @@ static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n
   for (int i = 0; i < x->rank; i++) drop[i] = n == 0;
   for (int i = 0; i < n; i++) {
     int k;
-    if (!norm_axis(c, "axis", axes[i], x, &k)) return false;
+    if (!infer_norm_axis(c, "axis", axes[i], "X", x, &k)) return false;
     if (drop[k]) {
       char buf[128];
       return infer_fail(c, "axis %lld names dimension %d of X (shape %s) twice",
