@@ -658,12 +658,6 @@ typedef struct NameSet {
   size_t cap, n;
 } NameSet;
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
 static int *set_slot(NameSet *m, const char *k, bool add) {
   if (add && (m->n + 1) * 2 > m->cap) {
     NameSet old = *m;
@@ -677,7 +671,7 @@ static int *set_slot(NameSet *m, const char *k, bool add) {
     mem_free(old.vals);
   }
   if (!m->cap) return NULL;
-  size_t i = hash_str(k) & (m->cap - 1);
+  size_t i = mem_hash_str(k) & (m->cap - 1);
   while (m->keys[i]) {
     if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
     i = (i + 1) & (m->cap - 1);

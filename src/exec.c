@@ -222,7 +222,7 @@ static int op_class(Executor *ex, const Prepared *p) {
   int *alias = mem_alloc(NULL, sizeof *alias * (size_t)(nv + 1));
   value_alias(p, alias);
   uint64_t key = op_struct_hash(p->op);
-  for (int k = 0; k < nv; k++) key = (key ^ (uint64_t)alias[k]) * 0x100000001b3ull;
+  for (int k = 0; k < nv; k++) key = mem_fnv_step(key, (uint64_t)alias[k]);
   size_t mask = ex->capindex - 1, i = ex->capindex ? (size_t)key & mask : 0;
   if (ex->capindex)
     for (; ex->class_index[i]; i = (i + 1) & mask) {

@@ -163,11 +163,19 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem) {
 
 /* ---- string maps ------------------------------------------------------------ */
 
-uint64_t mem_hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+uint64_t mem_fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = mem_fnv_step(h, b[i]);
   return h;
 }
+
+uint64_t mem_fnv_str(uint64_t h, const char *s) {
+  while (*s) h = mem_fnv_step(h, (unsigned char)*s++);
+  return h;
+}
+
+/* (Its basis is not FNV's: tables were laid out by it, so it stays.) */
+uint64_t mem_hash_str(const char *s) { return mem_fnv_str(1469598103934665603ull, s); }
 
 static size_t strmap_slot(const StrMap *m, const char *key) {
   size_t i = mem_hash_str(key) & (m->cap - 1);

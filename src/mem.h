@@ -53,7 +53,13 @@ bool mem_parse_size(const char *s, int64_t *out);
     }                                                                           \
   } while (0)
 
-/* A hash of a string (FNV-1a, 64 bits). */
+/* FNV-1a, 64 bits, the one hash of strings and bytes: h (MEM_FNV_BASIS to
+ * start) carried on over one value, the n bytes at p, or string s. */
+#define MEM_FNV_BASIS 0xcbf29ce484222325ull
+static inline uint64_t mem_fnv_step(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+uint64_t mem_fnv(uint64_t h, const void *p, size_t n);
+uint64_t mem_fnv_str(uint64_t h, const char *s);
+/* A hash of a string for tables (FNV-1a from its own basis). */
 uint64_t mem_hash_str(const char *s);
 
 /* A hash of a pointer, for tables keyed by address. */

@@ -375,8 +375,7 @@ static uint64_t hash_mix(uint64_t h, uint64_t v) {
 }
 
 static uint64_t hash_str(uint64_t h, const char *s) {
-  while (s && *s) h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-  return hash_mix(h, 0xff);
+  return hash_mix(s ? mem_fnv_str(h, s) : h, 0xff);
 }
 
 static uint64_t hash_attr(uint64_t h, const AttrValue *v) {
@@ -421,7 +420,7 @@ bool attr_value_equal(const AttrValue *a, const AttrValue *b) {
 }
 
 uint64_t op_struct_hash(const OpDesc *op) {
-  uint64_t h = hash_str(0xcbf29ce484222325ull, op->type);
+  uint64_t h = hash_str(MEM_FNV_BASIS, op->type);
   for (int s = 0; s < op->nin; s++) h = hash_mix(hash_str(h, op->in[s].name), (uint64_t)op->in[s].n);
   for (int s = 0; s < op->nout; s++) h = hash_mix(hash_str(h, op->out[s].name), (uint64_t)op->out[s].n);
   for (int a = 0; a < op->nattrs; a++) h = hash_attr(hash_str(h, op->attrs[a].name), &op->attrs[a].v);
