@@ -125,30 +125,13 @@ BINARY_OP(pow, powf(a, b), int_pow(a, b))
 BINARY_OP(maximum, max_f32(a, b), a > b ? a : b)
 BINARY_OP(minimum, min_f32(a, b), a < b ? a : b)
 
-/* The broadcast of x and y over an output of n elements when it is one
- * flat run: each operand has n elements (then its elements line up with
- * the output's) or one (then it repeats).  This skips bcast_init for the
- * common cases; runtime inference has already checked that the shapes
- * broadcast. */
-static bool flat_bcast(Bcast *bc, const Tensor *x, const Tensor *y, int64_t n) {
-  if ((x->numel != n && x->numel != 1) || (y->numel != n && y->numel != 1)) return false;
-  bc->rank = 1;
-  bc->shape[0] = bc->inner = n;
-  bc->inner_step[0] = x->numel == n;
-  bc->inner_step[1] = y->numel == n;
-  return true;
-}
-
 static int binary_run(ExecCtx *c, const BinaryTable loops) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
   if (out->numel == 0) return 0;
   Bcast bc;
+  int64_t n;
+  if (bcast_operands(c, &bc, x, y, out->numel, &n) < 0) return -1;
   char a[128], b[128];
-  if (!flat_bcast(&bc, x, y, out->numel) && !bcast_init(&bc, x, y))
-    return ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
-                    tensor_shape_str(y, b, sizeof b));
-  int64_t n = 1;
-  for (int i = 0; i < bc.rank; i++) n *= bc.shape[i];
   BinaryLoop f = out->dtype <= DT_I64 && x->dtype <= DT_BOOL && y->dtype <= DT_BOOL
                      ? loops[out->dtype][x->dtype][y->dtype]
                      : NULL;
@@ -603,10 +586,9 @@ static int binary_grad_run(ExecCtx *c, BinaryGradLoop f) {
   if (out->dtype != DT_F32 || dout->dtype != DT_F32 || dout->numel != out->numel)
     return ctx_fail(c, "internal error: Out and Out@GRAD must be f32 of one size");
   Bcast bc;
-  if (!flat_bcast(&bc, in[0], in[1], out->numel) && !bcast_init(&bc, in[0], in[1]))
+  int64_t n;
+  if (!bcast_flat_init(&bc, in[0], in[1], out->numel, &n))
     return ctx_fail(c, "internal error: X and Y do not broadcast");
-  int64_t n = 1;
-  for (int i = 0; i < bc.rank; i++) n *= bc.shape[i];
   if (n != out->numel) return ctx_fail(c, "internal error: X and Y do not broadcast to Out");
   /* An operand with no gradient may be an integer (x ** 2): read it as f32. */
   Tensor *v[2];
