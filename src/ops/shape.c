@@ -495,6 +495,18 @@ static bool infer_one_hot(InferCtx *c) {
 
 static int axis_of(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
 
+/* The op's attribute `axis` normalized against t's rank, with the element
+ * counts of t's dimensions before it (*outer) and after it (*inner). */
+static int split_at_axis(ExecCtx *c, const Tensor *t, int64_t *outer, int64_t *inner) {
+  int axis = axis_of(ctx_attr_i(c, "axis"), t->rank);
+  *outer = *inner = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (i < axis) *outer *= t->shape[i];
+    else if (i > axis) *inner *= t->shape[i];
+  }
+  return axis;
+}
+
 /* An odometer over up to 8 dimensions, moving two element offsets (e.g. in
  * X and in Out) by a step per dimension.  Its `count` positions are visited
  * by: for (k = 0; k < w.count; k++, walk_next(&w)) ... w.off[0] ... */
@@ -691,12 +703,8 @@ static int k_broadcast_to(ExecCtx *c) {
  * contiguous chunk per part. */
 static int k_concat(ExecCtx *c) {
   Tensor *out = ctx_out(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), out->rank);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < out->rank; i++) {
-    if (i < axis) outer *= out->shape[i];
-    else if (i > axis) inner *= out->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, out, &outer, &inner);
   size_t es = dtype_size(out->dtype);
   int64_t orow = out->shape[axis] * inner, at = 0;
   char *od = out->data;
@@ -714,12 +722,8 @@ static int k_concat(ExecCtx *c) {
 
 static int k_split(ExecCtx *c) {
   Tensor *x = ctx_in(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), x->rank);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < x->rank; i++) {
-    if (i < axis) outer *= x->shape[i];
-    else if (i > axis) inner *= x->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, x, &outer, &inner);
   size_t es = dtype_size(x->dtype);
   int64_t xrow = x->shape[axis] * inner, at = 0;
   const char *xd = x->data;
@@ -780,12 +784,9 @@ static int k_slice(ExecCtx *c) {
  * else is an error naming the index. */
 static int k_gather(ExecCtx *c) {
   Tensor *x = ctx_in(c, 0), *index = ctx_in(c, 1), *out = ctx_out(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), x->rank);
-  int64_t outer = 1, inner = 1, n = x->shape[axis], ni = index->numel;
-  for (int i = 0; i < x->rank; i++) {
-    if (i < axis) outer *= x->shape[i];
-    else if (i > axis) inner *= x->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, x, &outer, &inner);
+  int64_t n = x->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
@@ -909,12 +910,8 @@ static int k_concat_grad(ExecCtx *c) {
   Tensor *dout = ctx_in(c, 1);
   const AttrValue *which = ctx_attr(c, "inputs");
   int n = ctx_in_count(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), dout->rank);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < dout->rank; i++) {
-    if (i < axis) outer *= dout->shape[i];
-    else if (i > axis) inner *= dout->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, dout, &outer, &inner);
   size_t es = dtype_size(dout->dtype);
   int64_t orow = dout->shape[axis] * inner;
   const char *gd = dout->data;
@@ -956,12 +953,9 @@ static int k_gather_grad(ExecCtx *c) {
   Tensor *index = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
   if (dx->dtype != DT_F32 || dout->dtype != DT_F32)
     return ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
-  int axis = axis_of(ctx_attr_i(c, "axis"), dx->rank);
-  int64_t outer = 1, inner = 1, n = dx->shape[axis], ni = index->numel;
-  for (int i = 0; i < dx->rank; i++) {
-    if (i < axis) outer *= dx->shape[i];
-    else if (i > axis) inner *= dx->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, dx, &outer, &inner);
+  int64_t n = dx->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
