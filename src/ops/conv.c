@@ -597,6 +597,17 @@ static void pool_window(ExecCtx *c, const Tensor *x, const Tensor *out, Window *
   }
 }
 
+/* The input rows (or columns) [*lo, *hi) of the window at output position
+ * o along a dimension of `size` (step, padding, window length k), clipped
+ * to the input: every pooling kernel walks its windows so. */
+static inline void window_span(int64_t o, int64_t step, int64_t pad, int64_t k, int64_t size, int64_t *lo,
+                               int64_t *hi) {
+  *lo = o * step - pad;
+  *hi = *lo + k;
+  if (*lo < 0) *lo = 0;
+  if (*hi > size) *hi = size;
+}
+
 /* The flat index in img (rows of w) of the maximum over rows [y0, y1) and
  * columns [x0, x1): the first of equal maxima, or the last NaN (a NaN is
  * the maximum, as in PyTorch).  The selects are branch-free: on real data a
@@ -759,13 +770,11 @@ static int k_max_pool2d(ExecCtx *c) {
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     const float *img = xv + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, y++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         *y = img[window_argmax(img, g.w, y0, y1, x0, x1)];
       }
     }
@@ -786,13 +795,11 @@ static int k_avg_pool2d(ExecCtx *c) {
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     const float *img = xv + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, y++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         double s = 0;
         for (int64_t iy = y0; iy < y1; iy++)
           for (int64_t ix = x0; ix < x1; ix++) s += (double)img[iy * g.w + ix];
@@ -1099,13 +1106,11 @@ static int k_max_pool2d_grad(ExecCtx *c) {
     const float *img = xv + pl * g.h * g.w;
     float *dimg = d + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         dimg[window_argmax(img, g.w, y0, y1, x0, x1)] += *gv;
       }
     }
@@ -1127,13 +1132,11 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     float *dimg = d + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         float v = *gv * inv;
         for (int64_t iy = y0; iy < y1; iy++)
           for (int64_t ix = x0; ix < x1; ix++) dimg[iy * g.w + ix] += v;
