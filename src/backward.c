@@ -306,12 +306,7 @@ const char *gop_out_grad(GradCtx *g, const char *slot, int i) {
   return v ? grad_name(g->bw, g->gblock, v) : NULL;
 }
 
-const AttrValue *gop_attr(GradCtx *g, const char *name) {
-  const Attr *a = op_attr(g->op, name);
-  if (a) return &a->v;
-  int i = g->proto ? reg_attr_index(g->proto, name) : -1;
-  return i >= 0 && g->proto->has_dflt[i] ? &g->proto->dflt[i] : NULL;
-}
+const AttrValue *gop_attr(GradCtx *g, const char *name) { return reg_op_attr(g->proto, g->op, name); }
 
 const OpDesc *gop_fwd(GradCtx *g) { return g->op; }
 Program *gprog(GradCtx *g) { return g->bw->p; }
@@ -642,9 +637,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
                 out->ops[k]->type);
         return false;
       }
-      for (int a = 0; a < gp->nattrs; a++)
-        if (gp->has_dflt[a] && !op_attr(out->ops[k], gp->attrs[a].name))
-          op_set_attr(bw->p, out->ops[k], gp->attrs[a].name, gp->dflt[a]);
+      reg_fill_defaults(bw->p, out->ops[k], gp);
     }
   }
   return !bw->failed;

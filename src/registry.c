@@ -2,6 +2,8 @@
  * that ops' shape inference is written with. */
 #include "registry.h"
 
+#include "tensor.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -331,25 +333,31 @@ bool infer_fail(InferCtx *c, const char *fmt, ...) {
   return false;
 }
 
-const AttrValue *infer_attr(InferCtx *c, const char *name) {
-  const Attr *a = op_attr(c->op, name);
+const AttrValue *reg_op_attr(const OpProto *p, const OpDesc *op, const char *name) {
+  const Attr *a = op_attr(op, name);
   if (a) return &a->v;
-  int i = c->proto ? reg_attr_index(c->proto, name) : -1;
-  if (i >= 0 && c->proto->has_dflt[i]) return &c->proto->dflt[i];
-  return NULL;
+  int i = p ? reg_attr_index(p, name) : -1;
+  return i >= 0 && p->has_dflt[i] ? &p->dflt[i] : NULL;
 }
 
-int64_t infer_attr_i(InferCtx *c, const char *name) {
-  const AttrValue *v = infer_attr(c, name);
+void reg_fill_defaults(Program *prog, OpDesc *op, const OpProto *p) {
+  for (int i = 0; i < p->nattrs; i++)
+    if (p->has_dflt[i] && !op_attr(op, p->attrs[i].name)) op_set_attr(prog, op, p->attrs[i].name, p->dflt[i]);
+}
+
+int64_t reg_attr_i64(const AttrValue *v) {
   if (!v) return 0;
-  return v->type == ATTR_FLOAT ? (int64_t)v->u.f : v->u.i;
+  return v->type == ATTR_FLOAT ? tensor_to_i64(v->u.f) : v->u.i;
 }
 
-double infer_attr_f(InferCtx *c, const char *name) {
-  const AttrValue *v = infer_attr(c, name);
+double reg_attr_f64(const AttrValue *v) {
   if (!v) return 0;
   return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
 }
+
+const AttrValue *infer_attr(InferCtx *c, const char *name) { return reg_op_attr(c->proto, c->op, name); }
+int64_t infer_attr_i(InferCtx *c, const char *name) { return reg_attr_i64(infer_attr(c, name)); }
+double infer_attr_f(InferCtx *c, const char *name) { return reg_attr_f64(infer_attr(c, name)); }
 
 bool infer_attr_b(InferCtx *c, const char *name) { return infer_attr_i(c, name) != 0; }
 

@@ -118,6 +118,15 @@ void reg_print_table(FILE *f, const OpProto *const *ops, int n);
 void reg_describe(FILE *f, const OpProto *p);
 int reg_slot_index(const SlotProto *slots, int n, const char *name);
 int reg_attr_index(const OpProto *p, const char *name);
+/* Op's attribute `name`, or else p's default for it (p may be NULL): NULL
+ * if it has neither.  The one lookup inference, kernels and grad makers use. */
+const AttrValue *reg_op_attr(const OpProto *p, const OpDesc *op, const char *name);
+/* Sets every attribute p has a default for that op does not set. */
+void reg_fill_defaults(Program *prog, OpDesc *op, const OpProto *p);
+/* A numeric attribute as an integer (a float saturating, as tensor_to_i64)
+ * or a double; 0 for NULL. */
+int64_t reg_attr_i64(const AttrValue *v);
+double reg_attr_f64(const AttrValue *v);
 /* Runs the checkers of attribute attrs[attr] on v: NULL, or the message. */
 const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v);
 /* Parses an attribute default/constant in script syntax into type t. */
