@@ -275,25 +275,10 @@ static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MAR
 
 /* ---- the grad-maker interface --------------------------------------------------------- */
 
-int gop_nin(GradCtx *g, const char *slot) {
-  const Slot *s = op_input(g->op, slot);
-  return s ? s->n : 0;
-}
-
-const char *gop_in(GradCtx *g, const char *slot, int i) {
-  const Slot *s = op_input(g->op, slot);
-  return s && i < s->n ? s->args[i] : NULL;
-}
-
-int gop_nout(GradCtx *g, const char *slot) {
-  const Slot *s = op_output(g->op, slot);
-  return s ? s->n : 0;
-}
-
-const char *gop_out(GradCtx *g, const char *slot, int i) {
-  const Slot *s = op_output(g->op, slot);
-  return s && i < s->n ? s->args[i] : NULL;
-}
+int gop_nin(GradCtx *g, const char *slot) { return slot_count(op_input(g->op, slot)); }
+const char *gop_in(GradCtx *g, const char *slot, int i) { return slot_arg(op_input(g->op, slot), i); }
+int gop_nout(GradCtx *g, const char *slot) { return slot_count(op_output(g->op, slot)); }
+const char *gop_out(GradCtx *g, const char *slot, int i) { return slot_arg(op_output(g->op, slot), i); }
 
 const char *gop_in_grad(GradCtx *g, const char *slot, int i) {
   const char *v = gop_in(g, slot, i);

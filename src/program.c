@@ -448,20 +448,22 @@ static Slot *find_slot(Slot *slots, int n, const char *name) {
   return NULL;
 }
 
-Slot *op_add_input(Program *p, OpDesc *op, const char *slot) {
-  Slot *s = find_slot(op->in, op->nin, slot);
+/* The slot `name` of a list of slots (an op's inputs or outputs), added if
+ * missing. */
+static Slot *add_slot(Program *p, Slot **slots, int *n, int *cap, const char *name) {
+  Slot *s = find_slot(*slots, *n, name);
   if (s) return s;
-  s = ARENA_PUSH(p->arena, op->in, op->nin, op->capin);
-  s->name = arena_strdup(p->arena, slot);
+  s = ARENA_PUSH(p->arena, *slots, *n, *cap);
+  s->name = arena_strdup(p->arena, name);
   return s;
 }
 
+Slot *op_add_input(Program *p, OpDesc *op, const char *slot) {
+  return add_slot(p, &op->in, &op->nin, &op->capin, slot);
+}
+
 Slot *op_add_output(Program *p, OpDesc *op, const char *slot) {
-  Slot *s = find_slot(op->out, op->nout, slot);
-  if (s) return s;
-  s = ARENA_PUSH(p->arena, op->out, op->nout, op->capout);
-  s->name = arena_strdup(p->arena, slot);
-  return s;
+  return add_slot(p, &op->out, &op->nout, &op->capout, slot);
 }
 
 void slot_push(Program *p, Slot *s, const char *name) {

@@ -98,6 +98,11 @@ typedef struct Slot {
   int n, cap;
 } Slot;
 
+/* A slot's variable count and its i-th variable (NULL past the end), for a
+ * slot that may be absent (NULL). */
+static inline int slot_count(const Slot *s) { return s ? s->n : 0; }
+static inline const char *slot_arg(const Slot *s, int i) { return s && i < s->n ? s->args[i] : NULL; }
+
 typedef struct OpDesc {
   const char *type;
   Slot *in;  int nin, capin;
