@@ -575,16 +575,7 @@ static void print_float(FILE *f, double x) {
   }
 }
 
-static void print_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-    else if (*s == '\n') fputs("\\n", f);
-    else if (*s == '\t') fputs("\\t", f);
-    else fputc(*s, f);
-  }
-  fputc('"', f);
-}
+static void print_string(FILE *f, const char *s) { diag_quote(f, s, QUOTE_RAW); }
 
 void attr_print(FILE *f, const AttrValue *v) {
   switch (v->type) {
