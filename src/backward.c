@@ -30,11 +30,13 @@ typedef struct OpList {
   int n, cap;
 } OpList;
 
-typedef struct NameSet NameSet;
-static int set_get(NameSet *m, const char *k);
-static void set_put(NameSet *m, const char *k, int v);
-static void set_free(NameSet *m);
-static NameSet *set_new(void);
+/* Sets and counts of names: StrMaps on the heap, absent names counting 0. */
+typedef StrMap NameSet;
+static int set_get(const NameSet *m, const char *k) {
+  int v = strmap_get(m, k);
+  return v < 0 ? 0 : v;
+}
+static void set_put(NameSet *m, const char *k, int v) { strmap_put(NULL, m, k, v); }
 
 typedef struct Backward {
   Program *p;
@@ -330,7 +332,7 @@ const char *gfresh(GradCtx *g, const char *base) {
   if (!bw->stems) {
     /* Every variable's stem, once: a stem some gradient name is built on
      * (v@GRAD@L1 of an earlier backward) is taken even if v is not. */
-    bw->stems = set_new();
+    bw->stems = mem_calloc(1, sizeof *bw->stems);
     for (int b = 0; b < p->nblocks; b++)
       for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, stem_of(p->arena, p->blocks[b]->vars[i]->name), 1);
   }
@@ -630,49 +632,6 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
 
 /* ---- pass 4: tidy a block of grad ops -------------------------------------------------- */
 
-typedef struct NameSet {
-  const char **keys;
-  int *vals;
-  size_t cap, n;
-} NameSet;
-
-static int *set_slot(NameSet *m, const char *k, bool add) {
-  if (add && (m->n + 1) * 2 > m->cap) {
-    NameSet old = *m;
-    m->cap = m->cap ? m->cap * 2 : 64;
-    m->keys = mem_calloc(m->cap, sizeof *m->keys);
-    m->vals = mem_calloc(m->cap, sizeof *m->vals);
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.keys[i]) *set_slot(m, old.keys[i], true) = old.vals[i];
-    mem_free(old.keys);
-    mem_free(old.vals);
-  }
-  if (!m->cap) return NULL;
-  size_t i = mem_hash_str(k) & (m->cap - 1);
-  while (m->keys[i]) {
-    if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  if (!add) return NULL;
-  m->keys[i] = k;
-  m->n++;
-  return &m->vals[i];
-}
-
-static int set_get(NameSet *m, const char *k) {
-  int *v = set_slot(m, k, false);
-  return v ? *v : 0;
-}
-
-static void set_put(NameSet *m, const char *k, int v) { *set_slot(m, k, true) = v; }
-
-static void set_free(NameSet *m) {
-  mem_free(m->keys);
-  mem_free(m->vals);
-}
-
-static NameSet *set_new(void) { return mem_calloc(1, sizeof(NameSet)); }
 
 static bool is_grad_name(const char *n) { return strstr(n, "@GRAD") != NULL; }
 static bool is_empty(const char *n) { return strcmp(n, "@EMPTY@") == 0; }
@@ -716,7 +675,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     if (keep[i]) list->ops[n++] = list->ops[i];
   list->n = n;
   mem_free(keep);
-  set_free(&live);
+  strmap_free(&live);
 
   /* Repeated writes: count the writers of every gradient (a block arg
    * counts as one, first). */
@@ -760,8 +719,8 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       }
     i += inserted;   /* the add_n ops just inserted write the final names */
   }
-  set_free(&writers);
-  set_free(&seen);
+  strmap_free(&writers);
+  strmap_free(&seen);
 
   /* Missing gradients: a grad op reads one that nothing wrote: zeros. */
   NameSet written = {0};
@@ -793,7 +752,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       insert_op(list, list->n, z);
       set_put(&written, targets[t], 1);
     }
-  set_free(&written);
+  strmap_free(&written);
 
   /* Declare the block's args and results, then every new variable, with
    * its shape from inference. */
@@ -872,7 +831,7 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
       if (ok && eb) ok = verify_block(bw, p->blocks[eb->v.u.i], 0);
     }
   }
-  set_free(&written);
+  strmap_free(&written);
   return ok;
 }
 
@@ -902,7 +861,7 @@ static void backward_free(Backward *bw) {
   mem_free(bw->idx->keys);
   mem_free(bw->idx->vals);
   mem_free(bw->marks);
-  if (bw->stems) set_free(bw->stems);
+  if (bw->stems) strmap_free(bw->stems);
   mem_free(bw->stems);
   mem_free(bw->links);
 }

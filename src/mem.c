@@ -193,13 +193,20 @@ void strmap_put(Arena *a, StrMap *m, const char *key, int val) {
   if ((m->n + 1) * 2 > m->cap) {
     StrMap old = *m;
     m->cap = m->cap ? m->cap * 2 : 16;
-    m->keys = arena_alloc(a, m->cap * sizeof *m->keys);
-    m->vals = arena_alloc(a, m->cap * sizeof *m->vals);
+    m->keys = a ? arena_alloc(a, m->cap * sizeof *m->keys) : mem_calloc(m->cap, sizeof *m->keys);
+    m->vals = a ? arena_alloc(a, m->cap * sizeof *m->vals) : mem_calloc(m->cap, sizeof *m->vals);
     m->n = 0;
     for (size_t i = 0; i < old.cap; i++)
       if (old.keys[i]) strmap_put(a, m, old.keys[i], old.vals[i]);
+    if (!a) strmap_free(&old);
   }
   size_t i = strmap_slot(m, key);
   if (!m->keys[i]) m->keys[i] = key, m->n++;
   m->vals[i] = val;
+}
+
+void strmap_free(StrMap *m) {
+  mem_free(m->keys);
+  mem_free(m->vals);
+  *m = (StrMap){0};
 }

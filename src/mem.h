@@ -89,10 +89,12 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem);
 #define ARENA_PUSH(a, items, n, cap) \
   ((__typeof__(items))arena_push((a), (void **)&(items), &(n), &(cap), sizeof *(items)))
 
-/* An arena-backed hash map from strings to ints (open addressing), so
- * lookups by name stay O(1) however many names a script binds.  Keys are
- * not copied: they must live as long as the map.  A zeroed StrMap is
- * empty. */
+/* A hash map from strings to ints (open addressing), so lookups by name
+ * stay O(1) however many names a script binds: the one string table (the
+ * lowerer's scopes, exports, the backward builder's name sets).  Its
+ * arrays live in an arena, or with a NULL arena on the heap (then
+ * strmap_free releases them).  Keys are not copied: they must live as long
+ * as the map.  A zeroed StrMap is empty. */
 typedef struct StrMap {
   const char **keys;
   int *vals;
@@ -102,5 +104,7 @@ typedef struct StrMap {
 int  strmap_get(const StrMap *m, const char *key);
 /* Stores val under key (replacing an earlier value). */
 void strmap_put(Arena *a, StrMap *m, const char *key, int val);
+/* Frees the arrays of a map filled with a NULL arena; it is then empty. */
+void strmap_free(StrMap *m);
 
 #endif
