@@ -874,8 +874,9 @@ static int g_split(GradCtx *g) {
 }
 
 /* concat: one concat_grad op cutting dOut back into the pieces whose
- * gradients are needed; its attribute `inputs` says which.  Hand-written
- * because the default maker knows no `inputs` (it would write @EMPTY@). */
+ * gradients are needed; its attribute `inputs` says which.  Hand-written:
+ * the default maker wires no list of gradients (which were needed would be
+ * lost) and knows no `inputs`. */
 static int g_concat(GradCtx *g) {
   int n = gop_nin(g, "X"), m = 0;
   int64_t *which = arena_alloc(gprog(g)->arena, sizeof *which * (size_t)(n + 1));
