@@ -81,9 +81,9 @@ const char *diag_nearest(const char *name, const char *const *cands, int n);
 
 /* Prints s in double quotes, with '"', '\\', newline and tab escaped (\n,
  * \t) and the other control characters as the style says: \xNN as a
- * script writes them (DEL too), \u00NN as JSON does, or as they are.  The
- * one string quoter of the AST printer, the JSON dump and attributes. */
-typedef enum DiagQuote { QUOTE_SCRIPT, QUOTE_JSON, QUOTE_RAW } DiagQuote;
+ * script writes them (DEL too) or \u00NN as JSON does.  The string quoter
+ * of the AST printer and the JSON dump. */
+typedef enum DiagQuote { QUOTE_SCRIPT, QUOTE_JSON } DiagQuote;
 void diag_quote(FILE *f, const char *s, DiagQuote style);
 
 #endif

@@ -575,7 +575,17 @@ static void print_float(FILE *f, double x) {
   }
 }
 
-static void print_string(FILE *f, const char *s) { diag_quote(f, s, QUOTE_RAW); }
+/* (Not diag_quote: the checkpoint tools link program.c without diag.c.) */
+static void print_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+    else if (*s == '\n') fputs("\\n", f);
+    else if (*s == '\t') fputs("\\t", f);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
 
 void attr_print(FILE *f, const AttrValue *v) {
   switch (v->type) {
