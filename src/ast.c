@@ -168,18 +168,7 @@ static void print_float(FILE *f, double v) {
   }
 }
 
-static void print_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
+static void print_string(FILE *f, const char *s) { diag_quote(f, s, QUOTE_SCRIPT); }
 
 /* " a b c" */
 static void print_list(FILE *f, const AstList *l) {

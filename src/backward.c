@@ -31,11 +31,13 @@ typedef struct OpList {
   int n, cap;
 } OpList;
 
-typedef struct NameSet NameSet;
-static int set_get(NameSet *m, const char *k);
-static void set_put(NameSet *m, const char *k, int v);
-static void set_free(NameSet *m);
-static NameSet *set_new(void);
+/* Sets and counts of names: StrMaps on the heap, absent names counting 0. */
+typedef StrMap NameSet;
+static int set_get(const NameSet *m, const char *k) {
+  int v = strmap_get(m, k);
+  return v < 0 ? 0 : v;
+}
+static void set_put(NameSet *m, const char *k, int v) { strmap_put(NULL, m, k, v); }
 
 typedef struct Backward {
   Program *p;
@@ -282,25 +284,10 @@ static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MAR
 
 /* ---- the grad-maker interface --------------------------------------------------------- */
 
-int gop_nin(GradCtx *g, const char *slot) {
-  const Slot *s = op_input(g->op, slot);
-  return s ? s->n : 0;
-}
-
-const char *gop_in(GradCtx *g, const char *slot, int i) {
-  const Slot *s = op_input(g->op, slot);
-  return s && i < s->n ? s->args[i] : NULL;
-}
-
-int gop_nout(GradCtx *g, const char *slot) {
-  const Slot *s = op_output(g->op, slot);
-  return s ? s->n : 0;
-}
-
-const char *gop_out(GradCtx *g, const char *slot, int i) {
-  const Slot *s = op_output(g->op, slot);
-  return s && i < s->n ? s->args[i] : NULL;
-}
+int gop_nin(GradCtx *g, const char *slot) { return slot_count(op_input(g->op, slot)); }
+const char *gop_in(GradCtx *g, const char *slot, int i) { return slot_arg(op_input(g->op, slot), i); }
+int gop_nout(GradCtx *g, const char *slot) { return slot_count(op_output(g->op, slot)); }
+const char *gop_out(GradCtx *g, const char *slot, int i) { return slot_arg(op_output(g->op, slot), i); }
 
 const char *gop_in_grad(GradCtx *g, const char *slot, int i) {
   const char *v = gop_in(g, slot, i);
@@ -313,12 +300,7 @@ const char *gop_out_grad(GradCtx *g, const char *slot, int i) {
   return v ? grad_name(g->bw, g->gblock, v) : NULL;
 }
 
-const AttrValue *gop_attr(GradCtx *g, const char *name) {
-  const Attr *a = op_attr(g->op, name);
-  if (a) return &a->v;
-  int i = g->proto ? reg_attr_index(g->proto, name) : -1;
-  return i >= 0 && g->proto->has_dflt[i] ? &g->proto->dflt[i] : NULL;
-}
+const AttrValue *gop_attr(GradCtx *g, const char *name) { return reg_op_attr(g->proto, g->op, name); }
 
 const OpDesc *gop_fwd(GradCtx *g) { return g->op; }
 Program *gprog(GradCtx *g) { return g->bw->p; }
@@ -351,7 +333,7 @@ const char *gfresh(GradCtx *g, const char *base) {
   if (!bw->stems) {
     /* Every variable's stem, once: a stem some gradient name is built on
      * (v@GRAD@L1 of an earlier backward) is taken even if v is not. */
-    bw->stems = set_new();
+    bw->stems = mem_calloc(1, sizeof *bw->stems);
     for (int b = 0; b < p->nblocks; b++)
       for (int i = 0; i < p->blocks[b]->nvars; i++) set_put(bw->stems, name_stem(p->arena, p->blocks[b]->vars[i]->name), 1);
   }
@@ -389,6 +371,73 @@ void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const ch
   gemit_in(g, op, "X", x);
   gemit_in(g, op, "Y", y);
   gemit_out(g, op, "Out", out);
+}
+
+/* ---- the default grad maker ------------------------------------------------------------
+ * A GRAD_DEDICATED op without a maker of its own gets one <type>_grad op
+ * wired from that op's proto by the slot-naming convention (Paddle's
+ * DefaultGradOpMaker): each input slot the grad op declares is fed the
+ * forward's input or output slot of that name, or for NAME@GRAD the
+ * gradients of forward output NAME; each output slot NAME@GRAD receives
+ * the gradients of forward input NAME that are needed (not a list: which
+ * of a list's would be lost, so concat has a maker of its own); each
+ * attribute the grad op declares is copied from the forward op.  Nothing
+ * is emitted when no gradient is needed. */
+
+/* The length of NAME in a slot name "NAME@GRAD", or 0. */
+static size_t grad_stem(const char *name) {
+  size_t n = strlen(name);
+  return n > 5 && strcmp(name + n - 5, "@GRAD") == 0 ? n - 5 : 0;
+}
+
+/* The slot among slots[0..n) named by the first len characters of name. */
+static const Slot *slot_named(const Slot *slots, int n, const char *name, size_t len) {
+  for (int i = 0; i < n; i++)
+    if (strncmp(slots[i].name, name, len) == 0 && slots[i].name[len] == '\0') return &slots[i];
+  return NULL;
+}
+
+int bwd_default_grad(GradCtx *g) {
+  Backward *bw = g->bw;
+  const OpDesc *fwd = g->op;
+  char type[160];
+  const OpProto *gp = NULL;
+  if ((size_t)snprintf(type, sizeof type, "%s_grad", fwd->type) < sizeof type) gp = prog_find_op(bw->p, type);
+  bool list = false;
+  for (int s = 0; gp && s < gp->nout; s++) list |= (gp->out[s].flags & SLOT_LIST) != 0;
+  if (!gp || list) {
+    diag_error(bw->p->diag, fwd->span, "internal error: %s has no grad maker, and no op %s_grad without lists",
+               fwd->type, fwd->type);
+    return -1;
+  }
+  bool any = false;
+  for (int s = 0; s < gp->nout && !any; s++) {
+    const char *name = gp->out[s].name;
+    const Slot *x = slot_named(fwd->in, fwd->nin, name, grad_stem(name));
+    for (int i = 0; x && i < x->n && !any; i++) any = needs_grad(bw, x->args[i]);
+  }
+  if (!any) return 0;
+  OpDesc *op = gemit(g, gp->type);
+  for (int s = 0; s < gp->nin; s++) {
+    const char *name = gp->in[s].name;
+    size_t stem = grad_stem(name);
+    const Slot *x = stem ? slot_named(fwd->out, fwd->nout, name, stem) : op_input(fwd, name);
+    if (!x && !stem) x = op_output(fwd, name);
+    for (int i = 0; x && i < x->n; i++) gemit_in(g, op, name, stem ? grad_name(bw, g->gblock, x->args[i]) : x->args[i]);
+  }
+  for (int s = 0; s < gp->nout; s++) {
+    const char *name = gp->out[s].name;
+    const Slot *x = slot_named(fwd->in, fwd->nin, name, grad_stem(name));
+    for (int i = 0; x && i < x->n; i++) {
+      const char *d = needs_grad(bw, x->args[i]) ? grad_name(bw, g->gblock, x->args[i]) : NULL;
+      if (d) gemit_out(g, op, gp->out[s].name, d);
+    }
+  }
+  for (int a = 0; a < gp->nattrs; a++) {
+    const AttrValue *v = gop_attr(g, gp->attrs[a].name);
+    if (v) gemit_attr(g, op, gp->attrs[a].name, *v);
+  }
+  return 0;
 }
 
 /* Whether a value of src_shape's shape needs no reduction to like's. */
@@ -484,7 +533,8 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     const OpProto *proto = prog_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
     GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
-    if (!proto || proto->grad_kind == GRAD_NONE || !proto->grad) {
+    GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
+    if (!proto || proto->grad_kind == GRAD_NONE || !maker) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
       int line = 0, col = 0;
       if (op->span.file >= 0) diag_line_col(bw->diag, op->span.file, op->span.start, &line, &col);
@@ -495,7 +545,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
       return false;
     }
     int before = out->n;
-    if (proto->grad(&c) < 0) {
+    if (maker(&c) < 0) {
       bw->failed = true;
       return false;
     }
@@ -507,9 +557,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
                 out->ops[k]->type);
         return false;
       }
-      for (int a = 0; a < gp->nattrs; a++)
-        if (gp->has_dflt[a] && !op_attr(out->ops[k], gp->attrs[a].name))
-          op_set_attr(bw->p, out->ops[k], gp->attrs[a].name, gp->dflt[a]);
+      reg_fill_defaults(bw->p, out->ops[k], gp);
     }
   }
   return !bw->failed;
@@ -517,55 +565,6 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
 
 /* ---- pass 4: tidy a block of grad ops -------------------------------------------------- */
 
-typedef struct NameSet {
-  const char **keys;
-  int *vals;
-  size_t cap, n;
-} NameSet;
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
-static int *set_slot(NameSet *m, const char *k, bool add) {
-  if (add && (m->n + 1) * 2 > m->cap) {
-    NameSet old = *m;
-    m->cap = m->cap ? m->cap * 2 : 64;
-    m->keys = mem_calloc(m->cap, sizeof *m->keys);
-    m->vals = mem_calloc(m->cap, sizeof *m->vals);
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.keys[i]) *set_slot(m, old.keys[i], true) = old.vals[i];
-    mem_free(old.keys);
-    mem_free(old.vals);
-  }
-  if (!m->cap) return NULL;
-  size_t i = hash_str(k) & (m->cap - 1);
-  while (m->keys[i]) {
-    if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  if (!add) return NULL;
-  m->keys[i] = k;
-  m->n++;
-  return &m->vals[i];
-}
-
-static int set_get(NameSet *m, const char *k) {
-  int *v = set_slot(m, k, false);
-  return v ? *v : 0;
-}
-
-static void set_put(NameSet *m, const char *k, int v) { *set_slot(m, k, true) = v; }
-
-static void set_free(NameSet *m) {
-  mem_free(m->keys);
-  mem_free(m->vals);
-}
-
-static NameSet *set_new(void) { return mem_calloc(1, sizeof(NameSet)); }
 
 static void insert_op(OpList *l, int at, OpDesc *op) {
   VEC_RESERVE(l->ops, l->cap, l->n + 1);
@@ -600,7 +599,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     if (keep[i]) list->ops[n++] = list->ops[i];
   list->n = n;
   mem_free(keep);
-  set_free(&live);
+  strmap_free(&live);
 
   /* Repeated writes: count the writers of every gradient (a block arg
    * counts as one, first). */
@@ -644,8 +643,8 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       }
     i += inserted;   /* the add_n ops just inserted write the final names */
   }
-  set_free(&writers);
-  set_free(&seen);
+  strmap_free(&writers);
+  strmap_free(&seen);
 
   /* Missing gradients: a grad op reads one that nothing wrote: zeros. */
   NameSet written = {0};
@@ -677,7 +676,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       insert_op(list, list->n, z);
       set_put(&written, targets[t], 1);
     }
-  set_free(&written);
+  strmap_free(&written);
 
   /* Declare the block's args and results, then every new variable, with
    * its shape from inference. */
@@ -756,7 +755,7 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
       if (ok && eb) ok = verify_block(bw, p->blocks[eb->v.u.i], 0);
     }
   }
-  set_free(&written);
+  strmap_free(&written);
   return ok;
 }
 
@@ -786,7 +785,7 @@ static void backward_free(Backward *bw) {
   mem_free(bw->idx->keys);
   mem_free(bw->idx->vals);
   mem_free(bw->marks);
-  if (bw->stems) set_free(bw->stems);
+  if (bw->stems) strmap_free(bw->stems);
   mem_free(bw->stems);
   mem_free(bw->links);
 }

@@ -136,6 +136,12 @@ Block *gsub_begin(GradCtx *g, const Block *fwd);
 const char *gsub_grad(GradCtx *g, const Block *gb, const char *v);
 void gsub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs);
 
+/* The default maker of a GRAD_DEDICATED op whose proto leaves `grad` NULL:
+ * one <type>_grad op wired by the slot-naming convention (X, Out and
+ * Out@GRAD in as the grad op declares them; X@GRAD out for each needed
+ * gradient; the attributes the grad op declares copied). */
+int bwd_default_grad(GradCtx *g);
+
 /* Composite helpers. */
 /* dst = src summed over the dimensions where `like` was broadcast to src's
  * shape, src having the shape of the forward variable src_shape (an assign

@@ -66,15 +66,7 @@ void ckpt_free(Checkpoint *c) {
   ckpt_init(c);
 }
 
-uint64_t ckpt_hash(const void *bytes, size_t n) {
-  const unsigned char *p = bytes;
-  uint64_t h = 0xcbf29ce484222325u;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3u;
-  }
-  return h;
-}
+uint64_t ckpt_hash(const void *bytes, size_t n) { return mem_fnv(MEM_FNV_BASIS, bytes, n); }
 
 void ckpt_set(Checkpoint *c, const char *key, const char *value) {
   for (int i = 0; i < c->nsettings; i++)

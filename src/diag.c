@@ -200,3 +200,17 @@ const char *diag_nearest(const char *name, const char *const *cands, int n) {
   }
   return bestd <= limit ? best : NULL;
 }
+
+void diag_quote(FILE *f, const char *s, DiagQuote style) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c == '\n') fputs("\\n", f);
+    else if (c == '\t') fputs("\\t", f);
+    else if (style == QUOTE_SCRIPT && (c < 0x20 || c == 0x7f)) fprintf(f, "\\x%02x", c);
+    else if (style == QUOTE_JSON && c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}

@@ -113,4 +113,11 @@ static inline Span span_join(Span a, Span b) {
  * none is close enough to be a likely typo. */
 const char *diag_nearest(const char *name, const char *const *cands, int n);
 
+/* Prints s in double quotes, with '"', '\\', newline and tab escaped (\n,
+ * \t) and the other control characters as the style says: \xNN as a
+ * script writes them (DEL too) or \u00NN as JSON does.  The string quoter
+ * of the AST printer and the JSON dump. */
+typedef enum DiagQuote { QUOTE_SCRIPT, QUOTE_JSON } DiagQuote;
+void diag_quote(FILE *f, const char *s, DiagQuote style);
+
 #endif

@@ -123,18 +123,7 @@ static void dump_text(FILE *f, const Program *p, const DumpOptions *opt) {
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
+static void json_str(FILE *f, const char *s) { diag_quote(f, s, QUOTE_JSON); }
 
 static void json_float(FILE *f, double x) {
   if (isnan(x)) fputs("\"nan\"", f);

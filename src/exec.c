@@ -229,7 +229,7 @@ static int op_class(Executor *ex, const Prepared *p) {
   int *alias = mem_alloc(NULL, sizeof *alias * (size_t)(nv + 1));
   value_alias(p, alias);
   uint64_t key = op_struct_hash(p->op);
-  for (int k = 0; k < nv; k++) key = (key ^ (uint64_t)alias[k]) * 0x100000001b3ull;
+  for (int k = 0; k < nv; k++) key = mem_fnv_step(key, (uint64_t)alias[k]);
   size_t mask = ex->capindex - 1, i = ex->capindex ? (size_t)key & mask : 0;
   if (ex->capindex)
     for (; ex->class_index[i]; i = (i + 1) & mask) {
@@ -519,24 +519,9 @@ void ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t) {
 
 const OpDesc *ctx_op(ExecCtx *c) { return c->p->op; }
 
-const AttrValue *ctx_attr(ExecCtx *c, const char *name) {
-  const Attr *a = op_attr(c->p->op, name);
-  if (a) return &a->v;
-  int i = reg_attr_index(c->p->proto, name);
-  return i >= 0 && c->p->proto->has_dflt[i] ? &c->p->proto->dflt[i] : NULL;
-}
-
-int64_t ctx_attr_i(ExecCtx *c, const char *name) {
-  const AttrValue *v = ctx_attr(c, name);
-  if (!v) return 0;
-  return v->type == ATTR_FLOAT ? tensor_to_i64(v->u.f) : v->u.i;
-}
-
-double ctx_attr_f(ExecCtx *c, const char *name) {
-  const AttrValue *v = ctx_attr(c, name);
-  if (!v) return 0;
-  return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
-}
+const AttrValue *ctx_attr(ExecCtx *c, const char *name) { return reg_op_attr(c->p->proto, c->p->op, name); }
+int64_t ctx_attr_i(ExecCtx *c, const char *name) { return reg_attr_i64(ctx_attr(c, name)); }
+double ctx_attr_f(ExecCtx *c, const char *name) { return reg_attr_f64(ctx_attr(c, name)); }
 
 bool ctx_attr_b(ExecCtx *c, const char *name) { return ctx_attr_i(c, name) != 0; }
 Rng *ctx_rng(ExecCtx *c) {

@@ -201,13 +201,6 @@ static void finish_op(Lowerer *L, OpDesc *op) {
   }
 }
 
-/* Fills every attribute the op's proto has a default for and that op does
- * not set. */
-static void fill_defaults(Lowerer *L, OpDesc *op, const OpProto *proto) {
-  for (int i = 0; i < proto->nattrs; i++)
-    if (proto->has_dflt[i] && !op_attr(op, proto->attrs[i].name))
-      op_set_attr(L->prog, op, proto->attrs[i].name, proto->dflt[i]);
-}
 
 /* An op with one input X (may be NULL) and one output Out. */
 static const char *emit1(Lowerer *L, const char *type, Span span, const char *x,
@@ -215,7 +208,7 @@ static const char *emit1(Lowerer *L, const char *type, Span span, const char *x,
   OpDesc *op = new_op(L, type, span);
   if (x) add_in(L, op, "X", x);
   const char *out = add_out(L, op, "Out", hint);
-  fill_defaults(L, op, prog_find_op(L->prog, type));
+  reg_fill_defaults(L->prog, op, prog_find_op(L->prog, type));
   finish_op(L, op);
   return out;
 }
@@ -226,7 +219,7 @@ static const char *emit2(Lowerer *L, const char *type, Span span, const char *x,
   add_in(L, op, "X", x);
   add_in(L, op, "Y", y);
   const char *out = add_out(L, op, "Out", hint);
-  fill_defaults(L, op, prog_find_op(L->prog, type));
+  reg_fill_defaults(L->prog, op, prog_find_op(L->prog, type));
   finish_op(L, op);
   return out;
 }
@@ -581,7 +574,7 @@ static const char *lower_index(Lowerer *L, const AstNode *n, const char *hint) {
     add_in(L, op, "X", base);
     add_in(L, op, "Index", idx);
     const char *out = add_out(L, op, "Out", hint);
-    fill_defaults(L, op, prog_find_op(L->prog, "gather"));
+    reg_fill_defaults(L->prog, op, prog_find_op(L->prog, "gather"));
     finish_op(L, op);
     return out;
   }
@@ -864,7 +857,7 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
       ok = false;
     }
   if (!ok) return -1;
-  fill_defaults(L, op, proto);
+  reg_fill_defaults(L->prog, op, proto);
 
   /* Outputs: one per single slot; a list slot takes what the targets leave. */
   int singles = 0, lists = 0;
@@ -1197,7 +1190,7 @@ static void lower_param(Lowerer *L, const AstNode *n) {
   op_set_attr(L->prog, op, k1, attr_float(v1));
   if (k2) op_set_attr(L->prog, op, k2, attr_float(v2));
   if (which <= 2) op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
-  fill_defaults(L, op, prog_find_op(L->prog, type));
+  reg_fill_defaults(L->prog, op, prog_find_op(L->prog, type));
   op_append(L->block, L->prog, op);
   L->block = saved;
 }

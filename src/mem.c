@@ -216,11 +216,19 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem) {
 
 /* ---- string maps ------------------------------------------------------------ */
 
-uint64_t mem_hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+uint64_t mem_fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = mem_fnv_step(h, b[i]);
   return h;
 }
+
+uint64_t mem_fnv_str(uint64_t h, const char *s) {
+  while (*s) h = mem_fnv_step(h, (unsigned char)*s++);
+  return h;
+}
+
+/* (Its basis is not FNV's: tables were laid out by it, so it stays.) */
+uint64_t mem_hash_str(const char *s) { return mem_fnv_str(1469598103934665603ull, s); }
 
 static size_t strmap_slot(const StrMap *m, const char *key) {
   size_t i = mem_hash_str(key) & (m->cap - 1);
@@ -238,13 +246,20 @@ void strmap_put(Arena *a, StrMap *m, const char *key, int val) {
   if ((m->n + 1) * 2 > m->cap) {
     StrMap old = *m;
     m->cap = m->cap ? m->cap * 2 : 16;
-    m->keys = arena_alloc(a, m->cap * sizeof *m->keys);
-    m->vals = arena_alloc(a, m->cap * sizeof *m->vals);
+    m->keys = a ? arena_alloc(a, m->cap * sizeof *m->keys) : mem_calloc(m->cap, sizeof *m->keys);
+    m->vals = a ? arena_alloc(a, m->cap * sizeof *m->vals) : mem_calloc(m->cap, sizeof *m->vals);
     m->n = 0;
     for (size_t i = 0; i < old.cap; i++)
       if (old.keys[i]) strmap_put(a, m, old.keys[i], old.vals[i]);
+    if (!a) strmap_free(&old);
   }
   size_t i = strmap_slot(m, key);
   if (!m->keys[i]) m->keys[i] = key, m->n++;
   m->vals[i] = val;
+}
+
+void strmap_free(StrMap *m) {
+  mem_free(m->keys);
+  mem_free(m->vals);
+  *m = (StrMap){0};
 }

@@ -79,7 +79,13 @@ bool mem_parse_size(const char *s, int64_t *out);
     }                                                                           \
   } while (0)
 
-/* A hash of a string (FNV-1a, 64 bits). */
+/* FNV-1a, 64 bits, the one hash of strings and bytes: h (MEM_FNV_BASIS to
+ * start) carried on over one value, the n bytes at p, or string s. */
+#define MEM_FNV_BASIS 0xcbf29ce484222325ull
+static inline uint64_t mem_fnv_step(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+uint64_t mem_fnv(uint64_t h, const void *p, size_t n);
+uint64_t mem_fnv_str(uint64_t h, const char *s);
+/* A hash of a string for tables (FNV-1a from its own basis). */
 uint64_t mem_hash_str(const char *s);
 
 /* A hash of a pointer, for tables keyed by address. */
@@ -111,10 +117,12 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem);
 #define ARENA_PUSH(a, items, n, cap) \
   ((__typeof__(items))arena_push((a), (void **)&(items), &(n), &(cap), sizeof *(items)))
 
-/* An arena-backed hash map from strings to ints (open addressing), so
- * lookups by name stay O(1) however many names a script binds.  Keys are
- * not copied: they must live as long as the map.  A zeroed StrMap is
- * empty. */
+/* A hash map from strings to ints (open addressing), so lookups by name
+ * stay O(1) however many names a script binds: the one string table (the
+ * lowerer's scopes, exports, the backward builder's name sets).  Its
+ * arrays live in an arena, or with a NULL arena on the heap (then
+ * strmap_free releases them).  Keys are not copied: they must live as long
+ * as the map.  A zeroed StrMap is empty. */
 typedef struct StrMap {
   const char **keys;
   int *vals;
@@ -124,5 +132,7 @@ typedef struct StrMap {
 int  strmap_get(const StrMap *m, const char *key);
 /* Stores val under key (replacing an earlier value). */
 void strmap_put(Arena *a, StrMap *m, const char *key, int val);
+/* Frees the arrays of a map filled with a NULL arena; it is then empty. */
+void strmap_free(StrMap *m);
 
 #endif

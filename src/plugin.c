@@ -14,7 +14,8 @@
  * regular file, it is an ELF shared library for this machine whose
  * segments lie within it (elf_check: dlopen would fault on a truncated
  * one), dlopen takes it, it defines netrun_plugin_init and
- * netrun_plugin_api_version, the version is ours, init succeeds.  Ops are registered only when all of that
+ * netrun_plugin_api_version, the version is ours, init succeeds, and each
+ * dedicated gradient left to the default maker has its NAME_grad op.  Ops are registered only when all of that
  * held; until then register_op keeps them aside, so a plugin that fails
  * leaves nothing behind. */
 #include "plugin.h"
@@ -520,7 +521,8 @@ static bool def_ok(const NetrunOpDef *def, char *buf, size_t n) {
   else if (!def->infer) why = ": it has no shape inference";
   else if (!def->kernel) why = ": it has no kernel";
   else if ((unsigned)def->grad_kind > NETRUN_GRAD_DEDICATED) why = ": its grad_kind is not a NetrunGradKind";
-  else if (def->grad_kind != NETRUN_GRAD_NONE && !def->grad) why = ": it declares a gradient but has no grad maker";
+  else if (def->grad_kind == NETRUN_GRAD_COMPOSITE && !def->grad)
+    why = ": it declares a composite gradient but has no grad maker";
   else if (def->flags & ~(unsigned)(NETRUN_OP_SIDE_EFFECT | NETRUN_OP_RANDOM | NETRUN_OP_ZERO_GRAD |
                                      NETRUN_OP_NO_PREALLOC))
     why = ": its flags hold unknown bits";
@@ -708,6 +710,29 @@ static const char *not_loadable(const char *path, char *why, size_t n) {
   return bad;
 }
 
+/* A dedicated gradient without a grad maker gets the default one
+ * (bwd_default_grad), which emits NAME_grad: that op must be registered,
+ * by this plugin or before it.  False (reported) if it is not. */
+static bool default_grad_ok(Diag *diag, Span at, const Plugin *pl, const char *path) {
+  for (int i = 0; i < pl->nops; i++) {
+    const NetrunOpDef *d = &pl->ops[i]->def;
+    if (d->grad_kind != NETRUN_GRAD_DEDICATED || d->grad) continue;
+    char name[PLUGIN_MAX_NAME + 8];
+    snprintf(name, sizeof name, "%s_grad", d->type);
+    const OpProto *gp = reg_find(reg_default(), name);
+    for (int j = 0; j < pl->nops && !gp; j++)
+      if (strcmp(pl->ops[j]->def.type, name) == 0) gp = &pl->ops[j]->proto;
+    if (!gp)
+      return say(diag, at, "plugin '%s': op '%s' has no grad maker, and no op '%s' for the default one", path,
+                 d->type, name);
+    for (int k = 0; k < REG_MAX_SLOTS && gp->out[k].name; k++)
+      if (gp->out[k].flags & SLOT_LIST)
+        return say(diag, at, "plugin '%s': op '%s' has no grad maker, and the default one cannot fill the list %s of '%s'",
+                   path, d->type, gp->out[k].name, name);
+  }
+  return true;
+}
+
 /* dlsym's result as a pointer to `size` bytes of code or data. */
 static bool lookup(void *handle, const char *sym, void *out, size_t size) {
   void *p = dlsym(handle, sym);
@@ -762,6 +787,7 @@ bool plugin_load(Diag *d, Span at, const char *path, const Registry *also) {
   if (loading.error[0] && loading.from_register) ok = say(d, at, "plugin '%s': %s", path, loading.error);
   else if (loading.error[0] && rc != 0) ok = say(d, at, "plugin '%s' failed to initialize: %s", path, loading.error);
   else if (rc != 0) ok = say(d, at, "plugin '%s' failed to initialize", path);
+  if (ok) ok = default_grad_ok(d, at, pl, path);
   if (!ok) {
     plugin_free(pl);
     return false;

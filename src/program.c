@@ -29,6 +29,17 @@ bool dtype_parse(const char *s, DType *out) {
   return false;
 }
 
+bool dims_clash(Dim a, Dim b) {
+  if (dim_known(a) && dim_known(b)) return a.n != b.n;
+  return a.sym && b.sym && strcmp(a.sym, b.sym) != 0;
+}
+
+Dim dim_merge(Dim a, Dim b) {
+  if (dim_known(a)) return a;
+  if (dim_known(b) || !a.sym) return b;
+  return a;
+}
+
 bool dim_eq(Dim a, Dim b) {
   if (a.n >= 0 || b.n >= 0) return a.n == b.n;
   return a.sym && b.sym && strcmp(a.sym, b.sym) == 0;
@@ -366,8 +377,7 @@ static uint64_t hash_mix(uint64_t h, uint64_t v) {
 }
 
 static uint64_t hash_str(uint64_t h, const char *s) {
-  while (s && *s) h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-  return hash_mix(h, 0xff);
+  return hash_mix(s ? mem_fnv_str(h, s) : h, 0xff);
 }
 
 static uint64_t hash_attr(uint64_t h, const AttrValue *v) {
@@ -412,7 +422,7 @@ bool attr_value_equal(const AttrValue *a, const AttrValue *b) {
 }
 
 uint64_t op_struct_hash(const OpDesc *op) {
-  uint64_t h = hash_str(0xcbf29ce484222325ull, op->type);
+  uint64_t h = hash_str(MEM_FNV_BASIS, op->type);
   for (int s = 0; s < op->nin; s++) h = hash_mix(hash_str(h, op->in[s].name), (uint64_t)op->in[s].n);
   for (int s = 0; s < op->nout; s++) h = hash_mix(hash_str(h, op->out[s].name), (uint64_t)op->out[s].n);
   for (int a = 0; a < op->nattrs; a++) h = hash_attr(hash_str(h, op->attrs[a].name), &op->attrs[a].v);
@@ -440,20 +450,22 @@ static Slot *find_slot(Slot *slots, int n, const char *name) {
   return NULL;
 }
 
-Slot *op_add_input(Program *p, OpDesc *op, const char *slot) {
-  Slot *s = find_slot(op->in, op->nin, slot);
+/* The slot `name` of a list of slots (an op's inputs or outputs), added if
+ * missing. */
+static Slot *add_slot(Program *p, Slot **slots, int *n, int *cap, const char *name) {
+  Slot *s = find_slot(*slots, *n, name);
   if (s) return s;
-  s = ARENA_PUSH(p->arena, op->in, op->nin, op->capin);
-  s->name = arena_strdup(p->arena, slot);
+  s = ARENA_PUSH(p->arena, *slots, *n, *cap);
+  s->name = arena_strdup(p->arena, name);
   return s;
 }
 
+Slot *op_add_input(Program *p, OpDesc *op, const char *slot) {
+  return add_slot(p, &op->in, &op->nin, &op->capin, slot);
+}
+
 Slot *op_add_output(Program *p, OpDesc *op, const char *slot) {
-  Slot *s = find_slot(op->out, op->nout, slot);
-  if (s) return s;
-  s = ARENA_PUSH(p->arena, op->out, op->nout, op->capout);
-  s->name = arena_strdup(p->arena, slot);
-  return s;
+  return add_slot(p, &op->out, &op->nout, &op->capout, slot);
 }
 
 void slot_push(Program *p, Slot *s, const char *name) {
@@ -600,6 +612,8 @@ static void print_number(FILE *f, int64_t i) {
   fprintf(f, "%" PRId64, i);
 }
 
+
+/* (Not diag_quote: the checkpoint tools link program.c without diag.c.) */
 static void print_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {

@@ -34,6 +34,11 @@ typedef struct Shape {
 static inline Dim dim_n(int64_t n) { return (Dim){n, NULL}; }
 static inline Dim dim_unknown(void) { return (Dim){-1, NULL}; }
 static inline bool dim_known(Dim d) { return d.n >= 0; }
+/* Two dimensions that must be equal provably differ: two sizes, or two
+ * symbols of different names.  Anything else is checked at run time. */
+bool dims_clash(Dim a, Dim b);
+/* Of two dimensions that must be equal, the more precise. */
+Dim dim_merge(Dim a, Dim b);
 bool dim_eq(Dim a, Dim b);               /* same size or same symbol */
 Shape shape_unknown(void);               /* rank -1 */
 Shape shape_scalar(void);                /* rank 0 */
@@ -109,6 +114,11 @@ typedef struct CallSite {
   const char *fn;              /* the function called */
   const struct CallSite *outer;
 } CallSite;
+
+/* A slot's variable count and its i-th variable (NULL past the end), for a
+ * slot that may be absent (NULL). */
+static inline int slot_count(const Slot *s) { return s ? s->n : 0; }
+static inline const char *slot_arg(const Slot *s, int i) { return s && i < s->n ? s->args[i] : NULL; }
 
 typedef struct OpDesc {
   const char *type;

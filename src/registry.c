@@ -3,6 +3,7 @@
 #include "registry.h"
 
 #include "names.h"
+#include "tensor.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -333,25 +334,31 @@ bool infer_fail(InferCtx *c, const char *fmt, ...) {
   return false;
 }
 
-const AttrValue *infer_attr(InferCtx *c, const char *name) {
-  const Attr *a = op_attr(c->op, name);
+const AttrValue *reg_op_attr(const OpProto *p, const OpDesc *op, const char *name) {
+  const Attr *a = op_attr(op, name);
   if (a) return &a->v;
-  int i = c->proto ? reg_attr_index(c->proto, name) : -1;
-  if (i >= 0 && c->proto->has_dflt[i]) return &c->proto->dflt[i];
-  return NULL;
+  int i = p ? reg_attr_index(p, name) : -1;
+  return i >= 0 && p->has_dflt[i] ? &p->dflt[i] : NULL;
 }
 
-int64_t infer_attr_i(InferCtx *c, const char *name) {
-  const AttrValue *v = infer_attr(c, name);
+void reg_fill_defaults(Program *prog, OpDesc *op, const OpProto *p) {
+  for (int i = 0; i < p->nattrs; i++)
+    if (p->has_dflt[i] && !op_attr(op, p->attrs[i].name)) op_set_attr(prog, op, p->attrs[i].name, p->dflt[i]);
+}
+
+int64_t reg_attr_i64(const AttrValue *v) {
   if (!v) return 0;
-  return v->type == ATTR_FLOAT ? (int64_t)v->u.f : v->u.i;
+  return v->type == ATTR_FLOAT ? tensor_to_i64(v->u.f) : v->u.i;
 }
 
-double infer_attr_f(InferCtx *c, const char *name) {
-  const AttrValue *v = infer_attr(c, name);
+double reg_attr_f64(const AttrValue *v) {
   if (!v) return 0;
   return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
 }
+
+const AttrValue *infer_attr(InferCtx *c, const char *name) { return reg_op_attr(c->proto, c->op, name); }
+int64_t infer_attr_i(InferCtx *c, const char *name) { return reg_attr_i64(infer_attr(c, name)); }
+double infer_attr_f(InferCtx *c, const char *name) { return reg_attr_f64(infer_attr(c, name)); }
 
 bool infer_attr_b(InferCtx *c, const char *name) { return infer_attr_i(c, name) != 0; }
 
@@ -392,6 +399,30 @@ bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out) {
   if (a < 0 || a >= (rank ? rank : 1))
     return infer_fail(c, "axis %lld is out of range for a tensor of rank %d", (long long)axis, rank);
   *out = (int)a;
+  return true;
+}
+
+const VarDesc *infer_input(InferCtx *c, const char *slot) {
+  const VarDesc *v = infer_in(c, slot, 0);
+  if (!v) infer_fail(c, "input %s is missing", slot);
+  return v;
+}
+
+bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v) {
+  if (v->dtype != DT_F32 && v->dtype != DT_I64)
+    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
+  return true;
+}
+
+bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out) {
+  int64_t k = a < 0 ? a + s->rank : a;
+  *out = 0;
+  if (k < 0 || k >= s->rank) {
+    char buf[128];
+    return infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
+                      shape_str(s, buf, sizeof buf));
+  }
+  *out = (int)k;
   return true;
 }
 

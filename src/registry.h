@@ -47,7 +47,9 @@ typedef struct AttrProto {
 typedef enum GradKind {
   GRAD_NONE,               /* registered as having no gradient */
   GRAD_COMPOSITE,          /* the maker returns ops of existing types */
-  GRAD_DEDICATED,          /* the maker returns a <type>_grad op */
+  GRAD_DEDICATED,          /* the maker returns a <type>_grad op; with grad
+                              NULL, the default maker (bwd_default_grad)
+                              wires it from that op's proto */
 } GradKind;
 
 enum {
@@ -125,6 +127,15 @@ int reg_callable_names(const OpProto *const *ops, int n, const char **names);
 void reg_describe(FILE *f, const OpProto *p);
 int reg_slot_index(const SlotProto *slots, int n, const char *name);
 int reg_attr_index(const OpProto *p, const char *name);
+/* Op's attribute `name`, or else p's default for it (p may be NULL): NULL
+ * if it has neither.  The one lookup inference, kernels and grad makers use. */
+const AttrValue *reg_op_attr(const OpProto *p, const OpDesc *op, const char *name);
+/* Sets every attribute p has a default for that op does not set. */
+void reg_fill_defaults(Program *prog, OpDesc *op, const OpProto *p);
+/* A numeric attribute as an integer (a float saturating, as tensor_to_i64)
+ * or a double; 0 for NULL. */
+int64_t reg_attr_i64(const AttrValue *v);
+double reg_attr_f64(const AttrValue *v);
 /* Runs the checkers of attribute attrs[attr] on v: NULL, or the message. */
 const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v);
 /* Parses an attribute default/constant in script syntax into type t. */
@@ -175,6 +186,16 @@ bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out);
 /* Normalizes a possibly negative axis against rank; false with an error if it
  * is out of range. */
 bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
+/* The first variable of input slot `slot`, or NULL after an error if the
+ * op has none. */
+const VarDesc *infer_input(InferCtx *c, const char *slot);
+/* A value the op computes with in f32: f32, or i64 promoted; false with an
+ * error otherwise. */
+bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v);
+/* Normalizes axis `a`, the value of attribute `attr`, against the known
+ * shape s of input `slot`; false with an error naming them if it is out of
+ * range. */
+bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out);
 /* Arithmetic promotion: i64 with f32 gives f32, bool counts as i64. */
 DType infer_promote(DType a, DType b);
 

@@ -96,17 +96,18 @@ setup() {
   [ "$output" = "netrun: error: cannot read nowhere.net: No such file or directory" ]
 }
 
-@test "ops lists every op of OPS.md with its gradient kind" {
+@test "ops lists every op with its gradient kind" {
   run "$NETRUN" ops
   [ "$status" -eq 0 ]
-  for op in zeros ones full arange uniform_random gaussian_random fill_constant fill_zeros_like \
-            ones_like assign cast add_n stop_gradient add sub mul div pow maximum minimum neg abs \
+  for op in zeros ones full arange uniform_random gaussian_random fill_constant assign_value fill_zeros_like \
+            ones_like assign cast add_n stop_gradient print add sub mul div pow maximum minimum neg abs \
             exp log sqrt square sin cos relu sigmoid tanh softplus gelu leaky_relu scale clip \
             less_than less_equal greater_than greater_equal equal not_equal logical_and logical_or \
             logical_not sign sum mean max min argmax matmul reshape transpose flatten squeeze \
             unsqueeze broadcast_to concat split slice gather one_hot softmax log_softmax \
             softmax_cross_entropy sigmoid_cross_entropy mse dropout conv2d max_pool2d avg_pool2d \
-            layer_norm embedding accuracy while conditional_block sgd momentum adam; do
+            layer_norm embedding accuracy while conditional_block sgd momentum adam adamw \
+            clip_by_global_norm; do
     grep -qE "^$op +" <<<"$output" || { echo "missing op $op"; return 1; }
   done
   grep -qE '^matmul +composite +yes +X, Y -> Out$' <<<"$output"

@@ -230,8 +230,10 @@ EOF
 @test "loading errors: definitions netrun cannot register" {
   rejected badname '{.type = "two words", .infer = ok, .kernel = ok}' "op name 'two words' is not a name"
   rejected nokernel '{.type = "nk", .infer = ok}' "op 'nk': it has no kernel"
-  rejected nograd '{.type = "ng", .infer = ok, .kernel = ok, .grad_kind = NETRUN_GRAD_DEDICATED}' \
-    "op 'ng': it declares a gradient but has no grad maker"
+  rejected nograd '{.type = "ng", .infer = ok, .kernel = ok, .grad_kind = NETRUN_GRAD_COMPOSITE}' \
+    "op 'ng': it declares a composite gradient but has no grad maker"
+  rejected nogradop '{.type = "ng", .out = {{"Out", 0, ""}}, .infer = ok, .kernel = ok, .grad_kind = NETRUN_GRAD_DEDICATED}' \
+    "op 'ng' has no grad maker, and no op 'ng_grad' for the default one"
   rejected baddefault '{.type = "bd", .infer = ok, .kernel = ok, .out = {{"Out", 0, ""}}, .attrs = {{"k", NETRUN_ATTR_INT, "two", 0, ""}}}' \
     "op 'bd': the default 'two' of attribute 'k' is not a int"
   rejected badslot '{.type = "bs", .infer = ok, .kernel = ok, .in = {{"X@SUM", 0, ""}}}' \

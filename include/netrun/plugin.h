@@ -188,7 +188,13 @@ typedef struct NetrunOpDef {
   NetrunGradKind grad_kind;
   /* The grad maker (unless NETRUN_GRAD_NONE): emits the ops computing the
    * gradient of each forward input that needs one (api->grad_in is not
-   * NULL) from the forward's inputs, outputs and outputs' gradients. */
+   * NULL) from the forward's inputs, outputs and outputs' gradients.
+   * NULL with NETRUN_GRAD_DEDICATED: netrun's default maker emits one
+   * NAME_grad op (which must be registered) wired by its slots' names:
+   * each input slot of NAME_grad gets the forward's input or output of
+   * that name, or for OUT@GRAD the gradient of output OUT; each output
+   * slot IN@GRAD gets the gradient of input IN when one is needed; the
+   * attributes NAME_grad declares are copied from the forward op. */
   NetrunFn grad;
   unsigned flags;                 /* NETRUN_OP_* */
 } NetrunOpDef;

@@ -3,6 +3,7 @@
 #ifndef NETRUN_OPS_BCAST_LOOP_H
 #define NETRUN_OPS_BCAST_LOOP_H
 
+#include "../exec.h"
 #include "../par.h"
 #include "../tensor.h"
 
@@ -55,6 +56,35 @@ typedef void (*BinaryLoop)(const Bcast *bc, void *out, const void *x, const void
       }                                                                         \
     }                                                                           \
   }
+
+/* The broadcast of x and y over an output of numel elements into bc, *n
+ * its element count; false if they do not broadcast.  When it is one flat
+ * run (each operand has numel elements, lined up with the output's, or
+ * one, repeated), this skips bcast_init for the common cases. */
+static inline bool bcast_flat_init(Bcast *bc, const Tensor *x, const Tensor *y, int64_t numel, int64_t *n) {
+  *n = 0;
+  if ((x->numel == numel || x->numel == 1) && (y->numel == numel || y->numel == 1)) {
+    bc->rank = 1;
+    bc->shape[0] = bc->inner = numel;
+    bc->inner_step[0] = x->numel == numel;
+    bc->inner_step[1] = y->numel == numel;
+  } else if (!bcast_init(bc, x, y)) {
+    return false;
+  }
+  *n = 1;
+  for (int i = 0; i < bc->rank; i++) *n *= bc->shape[i];
+  return true;
+}
+
+/* bcast_flat_init for a kernel: 0, or its error naming the shapes
+ * (runtime inference has already checked that they broadcast). */
+static inline int bcast_operands(ExecCtx *c, Bcast *bc, const Tensor *x, const Tensor *y, int64_t numel,
+                                 int64_t *n) {
+  if (bcast_flat_init(bc, x, y, numel, n)) return 0;
+  char a[128], b[128];
+  return ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
+                  tensor_shape_str(y, b, sizeof b));
+}
 
 /* Runs f over the whole broadcast of out's n elements (element sizes so,
  * sx, sy), in slices over the threads (src/par.h): slices of rows, or of

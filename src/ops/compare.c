@@ -75,30 +75,13 @@ typedef BinaryLoop CompareTable[3][3];
                                             {NAME##_bf, NAME##_bi, NAME##_bb}}; \
   static int k_##NAME(ExecCtx *c) { return compare_run(c, NAME##_loops); }
 
-/* The broadcast of x and y over an output of n elements when it is one
- * flat run: each operand has n elements (then its elements line up with
- * the output's) or one (then it repeats).  This skips bcast_init for the
- * common cases; runtime inference has already checked that the shapes
- * broadcast. */
-static bool flat_bcast(Bcast *bc, const Tensor *x, const Tensor *y, int64_t n) {
-  if ((x->numel != n && x->numel != 1) || (y->numel != n && y->numel != 1)) return false;
-  bc->rank = 1;
-  bc->shape[0] = bc->inner = n;
-  bc->inner_step[0] = x->numel == n;
-  bc->inner_step[1] = y->numel == n;
-  return true;
-}
-
 static int compare_run(ExecCtx *c, const CompareTable loops) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
   if (out->numel == 0) return 0;
   Bcast bc;
+  int64_t n;
+  if (bcast_operands(c, &bc, x, y, out->numel, &n) < 0) return -1;
   char a[128], b[128];
-  if (!flat_bcast(&bc, x, y, out->numel) && !bcast_init(&bc, x, y))
-    return ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
-                    tensor_shape_str(y, b, sizeof b));
-  int64_t n = 1;
-  for (int i = 0; i < bc.rank; i++) n *= bc.shape[i];
   if (x->dtype > DT_BOOL || y->dtype > DT_BOOL || out->dtype != DT_BOOL || n != out->numel)
     return ctx_fail(c, "internal error: cannot compare %s %s with %s %s into %s %s",
                     dtype_name(x->dtype), tensor_shape_str(x, a, sizeof a), dtype_name(y->dtype),

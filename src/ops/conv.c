@@ -18,18 +18,6 @@
 #include <math.h>
 #include <string.h>
 
-static const VarDesc *input(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) infer_fail(c, "input %s is missing", slot);
-  return v;
-}
-
-static bool need_float(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_F32 && v->dtype != DT_I64)
-    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
-  return true;
-}
-
 /* ---- attribute pairs ---------------------------------------------------------- */
 
 static const char *check_pair_positive(const AttrValue *v) {
@@ -114,8 +102,8 @@ static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char
 
 /* conv2d's Output shape into *s, from Input, Filter and the attributes. */
 static bool conv_shape(InferCtx *c, Shape *s) {
-  const VarDesc *in = input(c, "Input"), *f = input(c, "Filter");
-  if (!in || !f || !need_float(c, "Input", in) || !need_float(c, "Filter", f)) return false;
+  const VarDesc *in = infer_input(c, "Input"), *f = infer_input(c, "Filter");
+  if (!in || !f || !infer_need_float(c, "Input", in) || !infer_need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
   if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[O, I, KH, KW]"))
     return false;
@@ -174,8 +162,8 @@ static bool infer_fused_conv2d(InferCtx *c) {
 /* ---- pools -------------------------------------------------------------------- */
 
 static bool infer_pool(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
   int64_t ks[2], st[2], pad[2], dil[2] = {1, 1};
   if (!pair_attr(c, "ksize", check_pair_positive, ks) ||
       !pair_attr(c, "strides", check_pool_strides, st) ||
@@ -624,6 +612,17 @@ static void pool_window(ExecCtx *c, const Tensor *x, const Tensor *out, Window *
   }
 }
 
+/* The input rows (or columns) [*lo, *hi) of the window at output position
+ * o along a dimension of `size` (step, padding, window length k), clipped
+ * to the input: every pooling kernel walks its windows so. */
+static inline void window_span(int64_t o, int64_t step, int64_t pad, int64_t k, int64_t size, int64_t *lo,
+                               int64_t *hi) {
+  *lo = o * step - pad;
+  *hi = *lo + k;
+  if (*lo < 0) *lo = 0;
+  if (*hi > size) *hi = size;
+}
+
 /* The flat index in img (rows of w) of the maximum over rows [y0, y1) and
  * columns [x0, x1): the first of equal maxima, or the last NaN (a NaN is
  * the maximum, as in PyTorch).  The selects are branch-free: on real data a
@@ -786,13 +785,11 @@ static int k_max_pool2d(ExecCtx *c) {
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     const float *img = xv + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, y++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         *y = img[window_argmax(img, g.w, y0, y1, x0, x1)];
       }
     }
@@ -813,13 +810,11 @@ static int k_avg_pool2d(ExecCtx *c) {
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     const float *img = xv + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, y++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         double s = 0;
         for (int64_t iy = y0; iy < y1; iy++)
           for (int64_t ix = x0; ix < x1; ix++) s += (double)img[iy * g.w + ix];
@@ -1105,20 +1100,6 @@ static int conv_backward(ExecCtx *c, bool fused) {
 static int k_conv2d_grad(ExecCtx *c) { return conv_backward(c, false); }
 static int k_fused_conv2d_grad(ExecCtx *c) { return conv_backward(c, true); }
 
-static int g_conv2d(GradCtx *g) {
-  const char *di = gop_in_grad(g, "Input", 0), *df = gop_in_grad(g, "Filter", 0);
-  if (!di && !df) return 0;
-  OpDesc *op = gemit(g, "conv2d_grad");
-  gemit_in(g, op, "Input", gop_in(g, "Input", 0));
-  gemit_in(g, op, "Filter", gop_in(g, "Filter", 0));
-  gemit_in(g, op, "Output@GRAD", gop_out_grad(g, "Output", 0));
-  if (di) gemit_out(g, op, "Input@GRAD", di);
-  if (df) gemit_out(g, op, "Filter@GRAD", df);
-  static const char *const attrs[] = {"strides", "paddings", "dilations", "groups"};
-  for (int k = 0; k < 4; k++) gemit_attr(g, op, attrs[k], *gop_attr(g, attrs[k]));
-  return 0;
-}
-
 /* max_pool2d_grad: each window's Out@GRAD goes to the element the forward
  * picked (window_argmax). */
 static int k_max_pool2d_grad(ExecCtx *c) {
@@ -1137,13 +1118,11 @@ static int k_max_pool2d_grad(ExecCtx *c) {
     const float *img = xv + pl * g.h * g.w;
     float *dimg = d + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         dimg[window_argmax(img, g.w, y0, y1, x0, x1)] += *gv;
       }
     }
@@ -1165,13 +1144,11 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
   for (int64_t pl = 0; pl < g.n * g.c; pl++) {
     float *dimg = d + pl * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0 = oy * g.sh - g.ph, y1 = y0 + g.kh;
-      if (y0 < 0) y0 = 0;
-      if (y1 > g.h) y1 = g.h;
+      int64_t y0, y1;
+      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
       for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
-        int64_t x0 = ox * g.sw - g.pw, x1 = x0 + g.kw;
-        if (x0 < 0) x0 = 0;
-        if (x1 > g.w) x1 = g.w;
+        int64_t x0, x1;
+        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
         float v = *gv * inv;
         for (int64_t iy = y0; iy < y1; iy++)
           for (int64_t ix = x0; ix < x1; ix++) dimg[iy * g.w + ix] += v;
@@ -1181,22 +1158,6 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
   return 0;
 }
 
-/* max_pool2d, avg_pool2d: X@GRAD from X and Out@GRAD. */
-static int g_pool(GradCtx *g, const char *type) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "X", gop_in(g, "X", 0));
-  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "X@GRAD", dx);
-  static const char *const attrs[] = {"ksize", "strides", "paddings"};
-  for (int k = 0; k < 3; k++) gemit_attr(g, op, attrs[k], *gop_attr(g, attrs[k]));
-  return 0;
-}
-
-static int g_max_pool2d(GradCtx *g) { return g_pool(g, "max_pool2d_grad"); }
-static int g_avg_pool2d(GradCtx *g) { return g_pool(g, "avg_pool2d_grad"); }
-
 /* ---- the table ---------------------------------------------------------------- */
 
 #define POOL_ATTRS                                                              \
@@ -1205,10 +1166,10 @@ static int g_avg_pool2d(GradCtx *g) { return g_pool(g, "avg_pool2d_grad"); }
     "step [height, width]; [] means ksize"},                                    \
    {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                   \
     "padding on each side [height, width], at most half of ksize"}}
-#define POOL(NAME, KERNEL, GRAD, DOC)                                           \
+#define POOL(NAME, KERNEL, DOC)                                                 \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input [N, C, H, W]"}},            \
    .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,              \
-   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED, .grad = GRAD}
+   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
 #define POOL_GRAD(NAME, KERNEL, DOC)                                            \
   {.type = NAME, .doc = DOC,                                                    \
    .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}}, \
@@ -1231,7 +1192,7 @@ OpProto op_table_conv[] = {
             {"Filter", 0, "kernels [O, C / groups, KH, KW]"}},
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
      .attrs = CONV_ATTRS,
-     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED, .grad = g_conv2d},
+     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED},
     {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (GEMM + col2im)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
@@ -1260,11 +1221,11 @@ OpProto op_table_conv[] = {
              {"Bias@GRAD", 0, "the gradient of Bias"}},
      .attrs = FUSED_CONV_ATTRS, .infer = infer_fused_conv2d_grad, .kernel = k_fused_conv2d_grad,
      .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
-    POOL("max_pool2d", k_max_pool2d, g_max_pool2d,
+    POOL("max_pool2d", k_max_pool2d,
          "Out = the maximum of each window of X (padding never wins)"),
     POOL_GRAD("max_pool2d_grad", k_max_pool2d_grad,
               "X@GRAD = Out@GRAD routed to the maximum of each window"),
-    POOL("avg_pool2d", k_avg_pool2d, g_avg_pool2d,
+    POOL("avg_pool2d", k_avg_pool2d,
          "Out = the mean of each window of X (padding counts as 0 in the mean)"),
     POOL_GRAD("avg_pool2d_grad", k_avg_pool2d_grad,
               "X@GRAD = Out@GRAD / (KH*KW) spread over each window"),

@@ -12,13 +12,6 @@
 
 _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
-/* The first variable of input slot `slot`, or an error if the op has none. */
-static const VarDesc *input(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) infer_fail(c, "input %s is missing", slot);
-  return v;
-}
-
 /* A shape attribute: at most SHAPE_MAX_RANK sizes, none negative, with an
  * element count that fits in int64. */
 static const char *check_shape(const AttrValue *v) {
@@ -158,7 +151,7 @@ static bool infer_assign_value(InferCtx *c) {
 
 /* assign, stop_gradient, fill_zeros_like, ones_like: X's dtype and shape. */
 static bool infer_like(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   if (!x) return false;
   infer_set(c, "Out", 0, x->dtype, &x->shape);
   return true;
@@ -166,7 +159,7 @@ static bool infer_like(InferCtx *c) {
 
 static bool infer_cast(InferCtx *c) {
   if (!required_given(c)) return false;
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   DType t;
   if (!x || !dtype_attr(c, "dtype", &t)) return false;
   infer_set(c, "Out", 0, t, &x->shape);
@@ -178,7 +171,7 @@ static bool infer_cast(InferCtx *c) {
 static bool infer_add_n(InferCtx *c) {
   int n = infer_count(c, "X");
   if (n == 0) return infer_fail(c, "X must hold at least one tensor");
-  const VarDesc *x0 = input(c, "X");
+  const VarDesc *x0 = infer_input(c, "X");
   if (!x0) return false;
   DType t = x0->dtype == DT_BOOL ? DT_I64 : x0->dtype;
   Shape s = x0->shape;

@@ -125,30 +125,13 @@ BINARY_OP(pow, powf(a, b), int_pow(a, b))
 BINARY_OP(maximum, max_f32(a, b), a > b ? a : b)
 BINARY_OP(minimum, min_f32(a, b), a < b ? a : b)
 
-/* The broadcast of x and y over an output of n elements when it is one
- * flat run: each operand has n elements (then its elements line up with
- * the output's) or one (then it repeats).  This skips bcast_init for the
- * common cases; runtime inference has already checked that the shapes
- * broadcast. */
-static bool flat_bcast(Bcast *bc, const Tensor *x, const Tensor *y, int64_t n) {
-  if ((x->numel != n && x->numel != 1) || (y->numel != n && y->numel != 1)) return false;
-  bc->rank = 1;
-  bc->shape[0] = bc->inner = n;
-  bc->inner_step[0] = x->numel == n;
-  bc->inner_step[1] = y->numel == n;
-  return true;
-}
-
 static int binary_run(ExecCtx *c, const BinaryTable loops) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
   if (out->numel == 0) return 0;
   Bcast bc;
+  int64_t n;
+  if (bcast_operands(c, &bc, x, y, out->numel, &n) < 0) return -1;
   char a[128], b[128];
-  if (!flat_bcast(&bc, x, y, out->numel) && !bcast_init(&bc, x, y))
-    return ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
-                    tensor_shape_str(y, b, sizeof b));
-  int64_t n = 1;
-  for (int i = 0; i < bc.rank; i++) n *= bc.shape[i];
   BinaryLoop f = out->dtype <= DT_I64 && x->dtype <= DT_BOOL && y->dtype <= DT_BOOL
                      ? loops[out->dtype][x->dtype][y->dtype]
                      : NULL;
@@ -452,56 +435,10 @@ UNARY_GRAD(scale, {
  * minimum have one too: a single pass over Out computes both gradients and
  * sums them straight back to X's and Y's shapes where they were broadcast.
  *
- * A grad op reads the forward values it needs (X or Out) and Out@GRAD,
- * carries the forward op's attributes, and writes only the gradients the
- * builder asked for: an output slot it was not given is absent. */
-
-/* The forward op's attributes, copied onto its grad op. */
-static void copy_attrs(GradCtx *g, OpDesc *op) {
-  const OpProto *fp = prog_find_op(gprog(g), gop_fwd(g)->type);
-  for (int i = 0; fp && i < fp->nattrs; i++) {
-    const AttrValue *v = gop_attr(g, fp->attrs[i].name);
-    if (v) gemit_attr(g, op, fp->attrs[i].name, *v);
-  }
-}
-
-/* X@GRAD = TYPE(SLOT, Out@GRAD), SLOT being the forward's X or Out. */
-static int unary_grad(GradCtx *g, const char *type, const char *slot) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, slot, strcmp(slot, "X") == 0 ? X0 : OUT0);
-  gemit_in(g, op, "Out@GRAD", DOUT);
-  gemit_out(g, op, "X@GRAD", dx);
-  copy_attrs(g, op);
-  return 0;
-}
-
-/* X@GRAD, Y@GRAD = TYPE(X, Y, Out, Out@GRAD), each only if asked for. */
-static int binary_grad(GradCtx *g, const char *type) {
-  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
-  if (!dx && !dy) return 0;
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "X", X0);
-  gemit_in(g, op, "Y", Y0);
-  gemit_in(g, op, "Out", OUT0);
-  gemit_in(g, op, "Out@GRAD", DOUT);
-  if (dx) gemit_out(g, op, "X@GRAD", dx);
-  if (dy) gemit_out(g, op, "Y@GRAD", dy);
-  return 0;
-}
-
-static int g_pow(GradCtx *g) { return binary_grad(g, "pow_grad"); }
-static int g_maximum(GradCtx *g) { return binary_grad(g, "maximum_grad"); }
-static int g_minimum(GradCtx *g) { return binary_grad(g, "minimum_grad"); }
-static int g_abs(GradCtx *g) { return unary_grad(g, "abs_grad", "X"); }
-static int g_relu(GradCtx *g) { return unary_grad(g, "relu_grad", "Out"); }
-static int g_sigmoid(GradCtx *g) { return unary_grad(g, "sigmoid_grad", "Out"); }
-static int g_tanh(GradCtx *g) { return unary_grad(g, "tanh_grad", "Out"); }
-static int g_softplus(GradCtx *g) { return unary_grad(g, "softplus_grad", "X"); }
-static int g_gelu(GradCtx *g) { return unary_grad(g, "gelu_grad", "X"); }
-static int g_leaky_relu(GradCtx *g) { return unary_grad(g, "leaky_relu_grad", "X"); }
-static int g_clip(GradCtx *g) { return unary_grad(g, "clip_grad", "X"); }
+ * Their grad ops are wired by the default maker (bwd_default_grad): a grad
+ * op reads the forward values it declares (X, Y, Out) and Out@GRAD, carries
+ * the forward op's attributes, and writes only the gradients the builder
+ * asked for: an output slot it was not given is absent. */
 
 /* Each X@GRAD has its X's shape; gradients are f32. */
 static bool infer_grad_like(InferCtx *c) {
@@ -649,10 +586,9 @@ static int binary_grad_run(ExecCtx *c, BinaryGradLoop f) {
   if (out->dtype != DT_F32 || dout->dtype != DT_F32 || dout->numel != out->numel)
     return ctx_fail(c, "internal error: Out and Out@GRAD must be f32 of one size");
   Bcast bc;
-  if (!flat_bcast(&bc, in[0], in[1], out->numel) && !bcast_init(&bc, in[0], in[1]))
+  int64_t n;
+  if (!bcast_flat_init(&bc, in[0], in[1], out->numel, &n))
     return ctx_fail(c, "internal error: X and Y do not broadcast");
-  int64_t n = 1;
-  for (int i = 0; i < bc.rank; i++) n *= bc.shape[i];
   if (n != out->numel) return ctx_fail(c, "internal error: X and Y do not broadcast to Out");
   /* An operand with no gradient may be an integer (x ** 2): read it as f32. */
   Tensor *v[2];
@@ -676,10 +612,10 @@ static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_l
    .in = {{"X", 0, "left operand"}, {"Y", 0, "right operand"}},                 \
    .out = {{"Out", 0, "the result, broadcast shape of X and Y"}},               \
    .infer = infer_binary, .grad_kind = GK}
-/* Either way the maker is g_NAME; a dedicated one emits NAME_grad, the
- * entry that follows its forward op in the table. */
+/* A composite maker is g_NAME; a dedicated op has the default maker, which
+ * emits NAME_grad, the entry that follows its forward op in the table. */
 #define GRAD_FN_GRAD_COMPOSITE(NAME) g_##NAME
-#define GRAD_FN_GRAD_DEDICATED(NAME) g_##NAME
+#define GRAD_FN_GRAD_DEDICATED(NAME) NULL
 #define UNARY(NAME, DOC, INFER, GK)                                             \
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "input"}},                                                   \
@@ -742,7 +678,7 @@ OpProto op_table_elementwise[] = {
     {.type = "leaky_relu", .doc = "Out = X if X > 0 else alpha * X",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = LEAKY_RELU_ATTRS, .infer = infer_float, .kernel = k_leaky_relu,
-     .grad_kind = GRAD_DEDICATED, .grad = g_leaky_relu},
+     .grad_kind = GRAD_DEDICATED},
     UNARY_GRAD_OP(leaky_relu, "X", LEAKY_RELU_ATTRS),
     {.type = "scale", .doc = "Out = scale * X + bias",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
@@ -751,8 +687,7 @@ OpProto op_table_elementwise[] = {
      .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale},
     {.type = "clip", .doc = "Out = X limited to [min, max]",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED,
-     .grad = g_clip},
+     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED},
     UNARY_GRAD_OP(clip, "X", CLIP_ATTRS),
     {0},
 };

@@ -21,48 +21,9 @@ _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* ---- helpers ----------------------------------------------------------------- */
 
-static const VarDesc *input(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) infer_fail(c, "input %s is missing", slot);
-  return v;
-}
-
-/* A value the op computes with in f32: f32, or i64 promoted. */
-static bool need_float(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_F32 && v->dtype != DT_I64)
-    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
-  return true;
-}
-
 static bool need_i64(InferCtx *c, const char *slot, const VarDesc *v) {
   if (v->dtype != DT_I64) return infer_fail(c, "%s must be i64, got %s", slot, dtype_name(v->dtype));
   return true;
-}
-
-static bool norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s,
-                      int *out) {
-  int64_t k = a < 0 ? a + s->rank : a;
-  *out = 0;
-  if (k < 0 || k >= s->rank) {
-    char buf[128];
-    return infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
-                      shape_str(s, buf, sizeof buf));
-  }
-  *out = (int)k;
-  return true;
-}
-
-/* Two dimensions that must be equal provably differ: two sizes, or two
- * symbols of different names.  Anything else is checked at run time. */
-static bool dims_clash(Dim a, Dim b) {
-  if (dim_known(a) && dim_known(b)) return a.n != b.n;
-  return a.sym && b.sym && strcmp(a.sym, b.sym) != 0;
-}
-
-static Dim dim_merge(Dim a, Dim b) {
-  if (dim_known(a)) return a;
-  if (dim_known(b) || !a.sym) return b;
-  return a;
 }
 
 /* Whether the first n dims of a and b can be equal; merges them into out. */
@@ -101,18 +62,18 @@ static const char *label_want(const Shape *lead, char *buf, size_t n) {
 
 /* softmax, log_softmax: f32, X's shape, axis in range. */
 static bool infer_softmax(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x)) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x)) return false;
   int k;
-  if (x->shape.rank >= 0 && !norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &x->shape, &k))
+  if (x->shape.rank >= 0 && !infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &x->shape, &k))
     return false;
   infer_set(c, "Out", 0, DT_F32, &x->shape);
   return true;
 }
 
 static bool infer_softmax_ce(InferCtx *c) {
-  const VarDesc *lg = input(c, "Logits"), *lb = input(c, "Label");
-  if (!lg || !lb || !need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
+  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   if (lg->shape.rank == 0)
     return infer_fail(c, "Logits must have a class axis, got a scalar");
   Shape lead = lg->shape, loss;
@@ -128,8 +89,8 @@ static bool infer_softmax_ce(InferCtx *c) {
 }
 
 static bool infer_sigmoid_ce(InferCtx *c) {
-  const VarDesc *x = input(c, "X"), *lb = input(c, "Label");
-  if (!x || !lb || !need_float(c, "X", x) || !need_float(c, "Label", lb)) return false;
+  const VarDesc *x = infer_input(c, "X"), *lb = infer_input(c, "Label");
+  if (!x || !lb || !infer_need_float(c, "X", x) || !infer_need_float(c, "Label", lb)) return false;
   Shape s = x->shape;
   if (x->shape.rank >= 0 && lb->shape.rank >= 0 &&
       (x->shape.rank != lb->shape.rank || !dims_agree(x->shape.d, lb->shape.d, s.rank, s.d))) {
@@ -143,8 +104,8 @@ static bool infer_sigmoid_ce(InferCtx *c) {
 }
 
 static bool infer_mse(InferCtx *c) {
-  const VarDesc *x = input(c, "X"), *y = input(c, "Y");
-  if (!x || !y || !need_float(c, "X", x) || !need_float(c, "Y", y)) return false;
+  const VarDesc *x = infer_input(c, "X"), *y = infer_input(c, "Y");
+  if (!x || !y || !infer_need_float(c, "X", x) || !infer_need_float(c, "Y", y)) return false;
   Shape s;
   if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
   infer_set(c, "Out", 0, DT_F32, &s);
@@ -154,8 +115,8 @@ static bool infer_mse(InferCtx *c) {
 /* ---- dropout, layer_norm ---------------------------------------------------- */
 
 static bool infer_dropout(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x)) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x)) return false;
   double p = infer_attr_f(c, "p");
   if (!(p >= 0 && p < 1)) return infer_fail(c, "p must be in [0, 1), got %g", p);
   infer_set(c, "Out", 0, DT_F32, &x->shape);
@@ -167,7 +128,7 @@ static bool infer_dropout(InferCtx *c) {
 static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int k) {
   const VarDesc *v = infer_in(c, slot, 0);
   if (!v) return true;   /* optional */
-  if (!need_float(c, slot, v)) return false;
+  if (!infer_need_float(c, slot, v)) return false;
   const Shape *ps = &v->shape;
   if (ps->rank < 0) return true;
   Shape tail = shape_scalar(), flat = shape_scalar();
@@ -195,15 +156,15 @@ static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int 
 }
 
 static bool infer_layer_norm(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
-  if (!x || !need_float(c, "X", x)) return false;
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x)) return false;
   if (!(infer_attr_f(c, "epsilon") >= 0))
     return infer_fail(c, "epsilon must not be negative, got %g", infer_attr_f(c, "epsilon"));
   const Shape *xs = &x->shape;
   if (xs->rank == 0) return infer_fail(c, "X must have rank 1 or more, got a scalar");
   if (xs->rank > 0) {
     int k;
-    if (!norm_axis(c, "begin_norm_axis", infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
+    if (!infer_norm_axis(c, "begin_norm_axis", infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
         !norm_param_fits(c, "Scale", xs, k) || !norm_param_fits(c, "Bias", xs, k))
       return false;
   }
@@ -214,8 +175,8 @@ static bool infer_layer_norm(InferCtx *c) {
 /* ---- embedding, accuracy ------------------------------------------------------- */
 
 static bool infer_embedding(InferCtx *c) {
-  const VarDesc *ids = input(c, "Ids"), *w = input(c, "W");
-  if (!ids || !w || !need_i64(c, "Ids", ids) || !need_float(c, "W", w)) return false;
+  const VarDesc *ids = infer_input(c, "Ids"), *w = infer_input(c, "W");
+  if (!ids || !w || !need_i64(c, "Ids", ids) || !infer_need_float(c, "W", w)) return false;
   char a[128];
   if (w->shape.rank >= 0 && w->shape.rank != 2)
     return infer_fail(c, "W must have shape [V, D], got %s", shape_str(&w->shape, a, sizeof a));
@@ -229,8 +190,8 @@ static bool infer_embedding(InferCtx *c) {
 }
 
 static bool infer_accuracy(InferCtx *c) {
-  const VarDesc *lg = input(c, "Logits"), *lb = input(c, "Label");
-  if (!lg || !lb || !need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
+  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   char a[128], b[128], w[300];
   const Shape *ls = &lg->shape;
   if (ls->rank >= 0 && ls->rank != 2)
@@ -564,7 +525,7 @@ static bool infer_grads(InferCtx *c) {
 
 /* softmax_grad, log_softmax_grad: X@GRAD has the shape of Out. */
 static bool infer_softmax_grad(InferCtx *c) {
-  const VarDesc *o = input(c, "Out");
+  const VarDesc *o = infer_input(c, "Out");
   if (!o) return false;
   infer_set(c, "X@GRAD", 0, DT_F32, &o->shape);
   return true;
@@ -605,21 +566,6 @@ static int softmax_grad_run(ExecCtx *c, bool log_out) {
 static int k_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, false); }
 static int k_log_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, true); }
 
-/* softmax, log_softmax: X@GRAD from Out and Out@GRAD. */
-static int g_softmax_any(GradCtx *g, const char *type) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "Out", gop_out(g, "Out", 0));
-  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "X@GRAD", dx);
-  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
-  return 0;
-}
-
-static int g_softmax(GradCtx *g) { return g_softmax_any(g, "softmax_grad"); }
-static int g_log_softmax(GradCtx *g) { return g_softmax_any(g, "log_softmax_grad"); }
-
 /* Logits@GRAD[r] = (softmax(Logits[r]) - onehot(Label[r])) * Loss@GRAD[r]:
  * the softmax is recomputed stably into the output row, then scaled. */
 static int k_softmax_ce_grad(ExecCtx *c) {
@@ -659,17 +605,6 @@ static int k_softmax_ce_grad(ExecCtx *c) {
   }
   tensor_unref(lg);
   return rc;
-}
-
-static int g_softmax_ce(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "Logits", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, "softmax_cross_entropy_grad");
-  gemit_in(g, op, "Logits", gop_in(g, "Logits", 0));
-  gemit_in(g, op, "Label", gop_in(g, "Label", 0));
-  gemit_in(g, op, "Loss@GRAD", gop_out_grad(g, "Loss", 0));
-  gemit_out(g, op, "Logits@GRAD", dx);
-  return 0;
 }
 
 /* sigmoid_cross_entropy: dX = (sigmoid(X) - Label) * dOut and
@@ -782,24 +717,6 @@ static int k_layer_norm_grad(ExecCtx *c) {
   return rc;
 }
 
-static int g_layer_norm(GradCtx *g) {
-  static const char *const slots[3] = {"X", "Scale", "Bias"};
-  static const char *const gslots[3] = {"X@GRAD", "Scale@GRAD", "Bias@GRAD"};
-  const char *d[3];
-  bool any = false;
-  for (int k = 0; k < 3; k++) any |= (d[k] = gop_in_grad(g, slots[k], 0)) != NULL;
-  if (!any) return 0;
-  OpDesc *op = gemit(g, "layer_norm_grad");
-  for (int k = 0; k < 3; k++)
-    if (gop_nin(g, slots[k])) gemit_in(g, op, slots[k], gop_in(g, slots[k], 0));
-  gemit_in(g, op, "Y@GRAD", gop_out_grad(g, "Y", 0));
-  for (int k = 0; k < 3; k++)
-    if (d[k]) gemit_out(g, op, gslots[k], d[k]);
-  gemit_attr(g, op, "begin_norm_axis", *gop_attr(g, "begin_norm_axis"));
-  gemit_attr(g, op, "epsilon", *gop_attr(g, "epsilon"));
-  return 0;
-}
-
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
  * repeated ids accumulate. */
 static int k_embedding_grad(ExecCtx *c) {
@@ -820,24 +737,13 @@ static int k_embedding_grad(ExecCtx *c) {
   return 0;
 }
 
-static int g_embedding(GradCtx *g) {
-  const char *dw = gop_in_grad(g, "W", 0);
-  if (!dw) return 0;
-  OpDesc *op = gemit(g, "embedding_grad");
-  gemit_in(g, op, "Ids", gop_in(g, "Ids", 0));
-  gemit_in(g, op, "W", gop_in(g, "W", 0));
-  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "W@GRAD", dw);
-  return 0;
-}
-
 /* ---- the table --------------------------------------------------------------- */
 
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED, .grad = g_softmax},
+     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED},
     {.type = "softmax_grad", .doc = "X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis))",
      .in = {{"Out", 0, "softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
@@ -847,8 +753,7 @@ OpProto op_table_nn[] = {
     {.type = "log_softmax", .doc = "Out = log(softmax(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED,
-     .grad = g_log_softmax},
+     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED},
     {.type = "log_softmax_grad", .doc = "X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis)",
      .in = {{"Out", 0, "log_softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
@@ -860,8 +765,7 @@ OpProto op_table_nn[] = {
      .in = {{"Logits", 0, "scores [..., C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [...] (or [..., 1])"}},
      .out = {{"Loss", 0, "f32 loss per example, Logits' shape without the class axis"}},
-     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED,
-     .grad = g_softmax_ce},
+     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED},
     {.type = "softmax_cross_entropy_grad",
      .doc = "Logits@GRAD = (softmax(Logits) - onehot(Label)) * Loss@GRAD per example",
      .in = {{"Logits", 0, "scores [..., C]"}, {"Label", SLOT_NO_GRAD, "i64 class indices"},
@@ -898,8 +802,7 @@ OpProto op_table_nn[] = {
      .out = {{"Y", 0, "f32, shape of X"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", check_nonnegative, "added to the variance"}},
-     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED,
-     .grad = g_layer_norm},
+     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED},
     {.type = "layer_norm_grad",
      .doc = "the gradients of layer_norm's X, Scale and Bias (mean and variance recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", SLOT_OPTIONAL, "the forward's Scale"},
@@ -915,8 +818,7 @@ OpProto op_table_nn[] = {
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
-     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED,
-     .grad = g_embedding},
+     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED},
     {.type = "embedding_grad", .doc = "W@GRAD = the rows of Out@GRAD added at Ids into zeros like W",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", 0, "the table [V, D]"},
             {"Out@GRAD", 0, "the gradient of Out"}},

@@ -11,12 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-static bool need_float(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_F32 && v->dtype != DT_I64)
-    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
-  return true;
-}
-
 /* Two shapes that must be equal: false if they provably differ. */
 static bool shapes_agree(const Shape *a, const Shape *b) {
   if (a->rank < 0 || b->rank < 0) return true;
@@ -42,7 +36,7 @@ static const VarDesc *param(InferCtx *c) {
 static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
   const VarDesc *v = infer_in(c, slot, 0);
   if (!v) return infer_fail(c, "input %s is missing", slot);
-  if (!need_float(c, slot, v)) return false;
+  if (!infer_need_float(c, slot, v)) return false;
   if (!shapes_agree(&v->shape, &p->shape)) {
     char a[128], b[128];
     return infer_fail(c, "%s has shape %s but Param has shape %s", slot,
@@ -55,7 +49,7 @@ static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
 static bool one_value(InferCtx *c, const char *slot) {
   const VarDesc *v = infer_in(c, slot, 0);
   if (!v) return infer_fail(c, "input %s is missing", slot);
-  if (!need_float(c, slot, v)) return false;
+  if (!infer_need_float(c, slot, v)) return false;
   for (int i = 0; i < v->shape.rank; i++)
     if (dim_known(v->shape.d[i]) && v->shape.d[i].n != 1) {
       char a[128];

@@ -11,19 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Normalizes axis `a` (an entry of attribute `attr`) against X's shape. */
-static bool norm_axis(InferCtx *c, const char *attr, int64_t a, const Shape *x, int *out) {
-  int64_t k = a < 0 ? a + x->rank : a;
-  *out = 0;
-  if (k < 0 || k >= x->rank) {
-    char buf[128];
-    return infer_fail(c, "%s %lld is out of range for X of shape %s", attr, (long long)a,
-                      shape_str(x, buf, sizeof buf));
-  }
-  *out = (int)k;
-  return true;
-}
-
 /* The shape left after reducing `axes` (n of them; none = all) of x. */
 static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n, bool keep,
                          Shape *out) {
@@ -43,7 +30,7 @@ static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n
   for (int i = 0; i < x->rank; i++) drop[i] = n == 0;
   for (int i = 0; i < n; i++) {
     int k;
-    if (!norm_axis(c, "axis", axes[i], x, &k)) return false;
+    if (!infer_norm_axis(c, "axis", axes[i], "X", x, &k)) return false;
     if (drop[k]) {
       char buf[128];
       return infer_fail(c, "axis %lld names dimension %d of X (shape %s) twice",
@@ -386,25 +373,6 @@ static bool infer_reduce_grad(InferCtx *c) {
   return true;
 }
 
-/* The maker: one <type>_grad op with the forward's attributes; max and min
- * also read Out to find the picked element. */
-static int reduce_grad_op(GradCtx *g, const char *type, bool with_out) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "X", gop_in(g, "X", 0));
-  if (with_out) gemit_in(g, op, "Out", gop_out(g, "Out", 0));
-  gemit_in(g, op, "Out@GRAD", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "X@GRAD", dx);
-  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
-  gemit_attr(g, op, "keepdim", *gop_attr(g, "keepdim"));
-  return 0;
-}
-
-static int g_sum(GradCtx *g) { return reduce_grad_op(g, "sum_grad", false); }
-static int g_mean(GradCtx *g) { return reduce_grad_op(g, "mean_grad", false); }
-static int g_max(GradCtx *g) { return reduce_grad_op(g, "max_grad", true); }
-static int g_min(GradCtx *g) { return reduce_grad_op(g, "min_grad", true); }
 
 /* argmax over X viewed as [outer, n, inner]: the result is [outer, inner].
  * The first NaN wins (ISNAN is never true for integers). */
@@ -481,8 +449,9 @@ static int k_argmax(ExecCtx *c) {
   {.type = #NAME, .doc = DOC, .in = {{"X", 0, "input"}},                        \
    .out = {{"Out", 0, "the result, X's shape without the reduced axes"}},       \
    .attrs = REDUCE_ATTRS, .infer = INFER, .kernel = k_##NAME,                   \
-   .grad_kind = GRAD_DEDICATED, .grad = g_##NAME}
-/* Its gradient op, with the given input slots. */
+   .grad_kind = GRAD_DEDICATED}
+/* Its gradient op, with the given input slots (max and min also read Out to
+ * find the picked element); the default maker wires it. */
 #define REDUCE_GRAD(NAME, DOC, ...)                                             \
   {.type = #NAME "_grad", .doc = DOC, .in = {__VA_ARGS__},                      \
    .out = {{"X@GRAD", 0, "X's gradient, shape of X"}},                          \

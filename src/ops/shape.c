@@ -15,12 +15,6 @@ _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* ---- helpers ----------------------------------------------------------------- */
 
-static const VarDesc *input(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) infer_fail(c, "input %s is missing", slot);
-  return v;
-}
-
 /* Reads an int-list attribute; *n gets its length. */
 static const int64_t *ints_attr(InferCtx *c, const char *name, int *n) {
   const AttrValue *v = infer_attr(c, name);
@@ -42,35 +36,6 @@ static const char *ints_str(const int64_t *v, int n, char *buf, size_t size) {
     k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "", (long long)v[i]);
   if (k < size) snprintf(buf + k, size - k, "]");
   return buf;
-}
-
-/* Normalizes axis `a`, the value of attribute `attr`, against the shape of
- * input `slot`. */
-static bool norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s,
-                      int *out) {
-  int64_t k = a < 0 ? a + s->rank : a;
-  *out = 0;
-  if (k < 0 || k >= s->rank) {
-    char buf[128];
-    return infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
-                      shape_str(s, buf, sizeof buf));
-  }
-  *out = (int)k;
-  return true;
-}
-
-/* Two dimensions that must be equal provably differ: two sizes, or two
- * symbols of different names. */
-static bool dims_clash(Dim a, Dim b) {
-  if (dim_known(a) && dim_known(b)) return a.n != b.n;
-  return a.sym && b.sym && strcmp(a.sym, b.sym) != 0;
-}
-
-/* Of two dimensions that must be equal, the more precise. */
-static Dim dim_merge(Dim a, Dim b) {
-  if (dim_known(a)) return a;
-  if (dim_known(b) || !a.sym) return b;
-  return a;
 }
 
 /* A shape attribute of known sizes; `hole` allows one -1 (reshape). */
@@ -119,7 +84,7 @@ static bool recheck(InferCtx *c, const char *name, AttrCheckFn fn) {
 /* ---- reshape, transpose, flatten --------------------------------------------- */
 
 static bool infer_reshape(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   int n;
   const int64_t *t = ints_attr(c, "shape", &n);
   if (!x || !t || !recheck(c, "shape", check_reshape)) return false;
@@ -167,7 +132,7 @@ static bool infer_reshape(InferCtx *c) {
 }
 
 static bool infer_transpose(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   int n;
   const int64_t *perm = ints_attr(c, "perm", &n);
   if (!x || !perm || !recheck(c, "perm", check_perm)) return false;
@@ -214,7 +179,7 @@ static Dim dims_product(const Shape *s, int from) {
 }
 
 static bool infer_flatten(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   if (!x) return false;
   int64_t start = infer_attr_i(c, "start_axis");
   Shape s = shape_unknown();
@@ -226,7 +191,7 @@ static bool infer_flatten(InferCtx *c) {
     s.d[0] = dim_n(1);
   } else if (x->shape.rank > 0) {
     int k;
-    if (!norm_axis(c, "start_axis", start, "X", &x->shape, &k)) return false;
+    if (!infer_norm_axis(c, "start_axis", start, "X", &x->shape, &k)) return false;
     s = x->shape;
     s.d[k] = dims_product(&x->shape, k);
     s.rank = k + 1;
@@ -238,7 +203,7 @@ static bool infer_flatten(InferCtx *c) {
 /* ---- squeeze, unsqueeze, broadcast_to ------------------------------------------ */
 
 static bool infer_squeeze(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   int n;
   const int64_t *axes = ints_attr(c, "axes", &n);
   if (!x || !axes) return false;
@@ -250,7 +215,7 @@ static bool infer_squeeze(InferCtx *c) {
     for (int i = 0; i < xs->rank; i++) drop[i] = n == 0 && xs->d[i].n == 1;
     for (int i = 0; i < n; i++) {
       int k;
-      if (!norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+      if (!infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
       if (drop[k])
         return infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
                           shape_str(xs, buf, sizeof buf));
@@ -269,7 +234,7 @@ static bool infer_squeeze(InferCtx *c) {
 
 /* unsqueeze: axes are positions in the result, as in NumPy's expand_dims. */
 static bool infer_unsqueeze(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   int n;
   const int64_t *axes = ints_attr(c, "axes", &n);
   if (!x || !axes) return false;
@@ -301,7 +266,7 @@ static bool infer_unsqueeze(InferCtx *c) {
 }
 
 static bool infer_broadcast_to(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   int n;
   const int64_t *t = ints_attr(c, "shape", &n);
   if (!x || !t || !recheck(c, "shape", check_shape)) return false;
@@ -349,7 +314,7 @@ static bool infer_concat(InferCtx *c) {
   if (ref->shape.rank == 0)
     return infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
   int axis;
-  if (!norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
+  if (!infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
   Shape s = ref->shape;
   int64_t total = 0;
   bool total_known = all_ranked;
@@ -389,7 +354,7 @@ static bool infer_concat(InferCtx *c) {
 /* split: `num` equal parts, or parts of the sizes in `sections`; exactly
  * one of the two is given, and the outputs bound must match it. */
 static bool infer_split(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   int ns;
   const int64_t *sec = ints_attr(c, "sections", &ns);
   if (!x || !sec) return false;
@@ -419,7 +384,7 @@ static bool infer_split(InferCtx *c) {
   }
   int axis;
   if (xs->rank == 0) return infer_fail(c, "X is a scalar; split needs a tensor of rank 1 or more");
-  if (!norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
+  if (!infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
   Dim d = xs->d[axis];
   if (num > 0 && dim_known(d) && d.n % num != 0)
     return infer_fail(c, "axis %d of X (shape %s) has size %lld, which does not split into %lld "
@@ -443,7 +408,7 @@ static bool infer_split(InferCtx *c) {
 /* slice: Python's x[start:end] along each of `axes` (step 1): negative
  * indices count from the end and out-of-range ones are clamped. */
 static bool infer_slice(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   int na, nb, ne;
   const int64_t *axes = ints_attr(c, "axes", &na);
   const int64_t *starts = ints_attr(c, "starts", &nb);
@@ -457,7 +422,7 @@ static bool infer_slice(InferCtx *c) {
     bool seen[SHAPE_MAX_RANK] = {false};
     for (int i = 0; i < na; i++) {
       int k;
-      if (!norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+      if (!infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
       if (seen[k]) {
         char buf[128];
         return infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
@@ -480,7 +445,7 @@ static bool infer_slice(InferCtx *c) {
 }
 
 static bool infer_gather(InferCtx *c) {
-  const VarDesc *x = input(c, "X"), *idx = input(c, "Index");
+  const VarDesc *x = infer_input(c, "X"), *idx = infer_input(c, "Index");
   if (!x || !idx) return false;
   if (idx->dtype != DT_I64) return infer_fail(c, "Index must be i64, got %s", dtype_name(idx->dtype));
   const Shape *xs = &x->shape, *is = &idx->shape;
@@ -488,7 +453,7 @@ static bool infer_gather(InferCtx *c) {
   if (xs->rank == 0) return infer_fail(c, "X is a scalar; gather needs a tensor of rank 1 or more");
   Shape s = shape_unknown();
   int axis = 0;
-  if (xs->rank > 0 && !norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
+  if (xs->rank > 0 && !infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
   if (xs->rank > 0 && is->rank >= 0) {
     int r = xs->rank - 1 + is->rank;
     if (r > SHAPE_MAX_RANK)
@@ -504,7 +469,7 @@ static bool infer_gather(InferCtx *c) {
 }
 
 static bool infer_one_hot(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   if (!x) return false;
   if (x->dtype != DT_I64) return infer_fail(c, "X must be i64, got %s", dtype_name(x->dtype));
   int64_t depth = infer_attr_i(c, "depth");
@@ -529,6 +494,18 @@ static bool infer_one_hot(InferCtx *c) {
  * dimensions outside it with an odometer. */
 
 static int axis_of(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
+
+/* The op's attribute `axis` normalized against t's rank, with the element
+ * counts of t's dimensions before it (*outer) and after it (*inner). */
+static int split_at_axis(ExecCtx *c, const Tensor *t, int64_t *outer, int64_t *inner) {
+  int axis = axis_of(ctx_attr_i(c, "axis"), t->rank);
+  *outer = *inner = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (i < axis) *outer *= t->shape[i];
+    else if (i > axis) *inner *= t->shape[i];
+  }
+  return axis;
+}
 
 /* An odometer over up to 8 dimensions, moving two element offsets (e.g. in
  * X and in Out) by a step per dimension.  Its `count` positions are visited
@@ -726,12 +703,8 @@ static int k_broadcast_to(ExecCtx *c) {
  * contiguous chunk per part. */
 static int k_concat(ExecCtx *c) {
   Tensor *out = ctx_out(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), out->rank);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < out->rank; i++) {
-    if (i < axis) outer *= out->shape[i];
-    else if (i > axis) inner *= out->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, out, &outer, &inner);
   size_t es = dtype_size(out->dtype);
   int64_t orow = out->shape[axis] * inner, at = 0;
   char *od = out->data;
@@ -749,12 +722,8 @@ static int k_concat(ExecCtx *c) {
 
 static int k_split(ExecCtx *c) {
   Tensor *x = ctx_in(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), x->rank);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < x->rank; i++) {
-    if (i < axis) outer *= x->shape[i];
-    else if (i > axis) inner *= x->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, x, &outer, &inner);
   size_t es = dtype_size(x->dtype);
   int64_t xrow = x->shape[axis] * inner, at = 0;
   const char *xd = x->data;
@@ -815,12 +784,9 @@ static int k_slice(ExecCtx *c) {
  * else is an error naming the index. */
 static int k_gather(ExecCtx *c) {
   Tensor *x = ctx_in(c, 0), *index = ctx_in(c, 1), *out = ctx_out(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), x->rank);
-  int64_t outer = 1, inner = 1, n = x->shape[axis], ni = index->numel;
-  for (int i = 0; i < x->rank; i++) {
-    if (i < axis) outer *= x->shape[i];
-    else if (i > axis) inner *= x->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, x, &outer, &inner);
+  int64_t n = x->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
@@ -908,7 +874,9 @@ static int g_split(GradCtx *g) {
 }
 
 /* concat: one concat_grad op cutting dOut back into the pieces whose
- * gradients are needed; its attribute `inputs` says which. */
+ * gradients are needed; its attribute `inputs` says which.  Hand-written:
+ * the default maker wires no list of gradients (which were needed would be
+ * lost) and knows no `inputs`. */
 static int g_concat(GradCtx *g) {
   int n = gop_nin(g, "X"), m = 0;
   int64_t *which = arena_alloc(gprog(g)->arena, sizeof *which * (size_t)(n + 1));
@@ -943,12 +911,8 @@ static int k_concat_grad(ExecCtx *c) {
   Tensor *dout = ctx_in(c, 1);
   const AttrValue *which = ctx_attr(c, "inputs");
   int n = ctx_in_count(c, 0);
-  int axis = axis_of(ctx_attr_i(c, "axis"), dout->rank);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < dout->rank; i++) {
-    if (i < axis) outer *= dout->shape[i];
-    else if (i > axis) inner *= dout->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, dout, &outer, &inner);
   size_t es = dtype_size(dout->dtype);
   int64_t orow = dout->shape[axis] * inner;
   const char *gd = dout->data;
@@ -966,28 +930,15 @@ static int k_concat_grad(ExecCtx *c) {
   return 0;
 }
 
-/* slice: X@GRAD is zeros with Out@GRAD in the slice. */
-static int g_slice(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, "slice_grad");
-  gemit_in(g, op, "X", X0);
-  gemit_in(g, op, "Out@GRAD", DOUT);
-  gemit_out(g, op, "X@GRAD", dx);
-  gemit_attr(g, op, "axes", *gop_attr(g, "axes"));
-  gemit_attr(g, op, "starts", *gop_attr(g, "starts"));
-  gemit_attr(g, op, "ends", *gop_attr(g, "ends"));
-  return 0;
-}
-
 /* X@GRAD (slot 0 of slice_grad and gather_grad) has X's shape and dtype. */
 static bool infer_x_grad(InferCtx *c) {
-  const VarDesc *x = input(c, "X");
+  const VarDesc *x = infer_input(c, "X");
   if (!x) return false;
   infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
   return true;
 }
 
+/* slice: X@GRAD is zeros with Out@GRAD in the slice. */
 static int k_slice_grad(ExecCtx *c) {
   if (ctx_out_count(c, 0) == 0) return 0;
   Tensor *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
@@ -998,29 +949,14 @@ static int k_slice_grad(ExecCtx *c) {
 
 /* gather: X@GRAD is zeros with each row of Out@GRAD added at its index, so
  * a repeated index accumulates. */
-static int g_gather(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = gemit(g, "gather_grad");
-  gemit_in(g, op, "X", X0);
-  gemit_in(g, op, "Index", gop_in(g, "Index", 0));
-  gemit_in(g, op, "Out@GRAD", DOUT);
-  gemit_out(g, op, "X@GRAD", dx);
-  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
-  return 0;
-}
-
 static int k_gather_grad(ExecCtx *c) {
   if (ctx_out_count(c, 0) == 0) return 0;
   Tensor *index = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
   if (dx->dtype != DT_F32 || dout->dtype != DT_F32)
     return ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
-  int axis = axis_of(ctx_attr_i(c, "axis"), dx->rank);
-  int64_t outer = 1, inner = 1, n = dx->shape[axis], ni = index->numel;
-  for (int i = 0; i < dx->rank; i++) {
-    if (i < axis) outer *= dx->shape[i];
-    else if (i > axis) inner *= dx->shape[i];
-  }
+  int64_t outer, inner;
+  int axis = split_at_axis(c, dx, &outer, &inner);
+  int64_t n = dx->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
@@ -1101,7 +1037,7 @@ OpProto op_table_shape[] = {
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the axes sliced"},
                {"starts", ATTR_INTS, NULL, NULL, "first index per axis; negative counts from the end"},
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis; clamped"}},
-     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED, .grad = g_slice},
+     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED},
     {.type = "slice_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD in the slice",
      .in = {{"X", 0, "the forward input"}, {"Out@GRAD", 0, "the slice's gradient"}},
      .out = {{"X@GRAD", 0, "X's gradient"}},
@@ -1113,7 +1049,7 @@ OpProto op_table_shape[] = {
      .in = {{"X", 0, "input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"}},
      .out = OUT("X.shape[:axis] + Index.shape + X.shape[axis+1:]"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
-     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED, .grad = g_gather},
+     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED},
     {.type = "gather_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD's entries added at Index",
      .in = {{"X", 0, "the forward input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"},
             {"Out@GRAD", 0, "the result's gradient"}},
