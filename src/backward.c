@@ -402,7 +402,7 @@ int bwd_default_grad(GradCtx *g) {
   const OpDesc *fwd = g->op;
   char type[160];
   const OpProto *gp = NULL;
-  if ((size_t)snprintf(type, sizeof type, "%s_grad", fwd->type) < sizeof type) gp = prog_find_op(bw->p, type);
+  if (name_grad_op(type, sizeof type, fwd->type)) gp = prog_find_op(bw->p, type);
   bool list = false;
   for (int s = 0; gp && s < gp->nout; s++) list |= (gp->out[s].flags & SLOT_LIST) != 0;
   if (!gp || list) {

@@ -57,3 +57,7 @@ bool name_is_write_of(const char *n, const char *v) {
 bool name_is_rename(const char *n) { return strstr(n, NAME_RENAME) != NULL; }
 
 bool name_is_empty(const char *n) { return strcmp(n, NAME_EMPTY) == 0; }
+
+bool name_grad_op(char *buf, size_t n, const char *type) {
+  return (size_t)snprintf(buf, n, "%s_grad", type) < n;
+}

@@ -57,5 +57,8 @@ bool name_is_write_of(const char *n, const char *v);
 /* Whether n has been renamed (holds one of several writes). */
 bool name_is_rename(const char *n);
 bool name_is_empty(const char *n);
+/* The op that computes a dedicated gradient of op `type`: "TYPE_grad", in
+ * buf; false if it does not fit. */
+bool name_grad_op(char *buf, size_t n, const char *type);
 
 #endif

@@ -718,7 +718,7 @@ static bool default_grad_ok(Diag *diag, Span at, const Plugin *pl, const char *p
     const NetrunOpDef *d = &pl->ops[i]->def;
     if (d->grad_kind != NETRUN_GRAD_DEDICATED || d->grad) continue;
     char name[PLUGIN_MAX_NAME + 8];
-    snprintf(name, sizeof name, "%s_grad", d->type);
+    name_grad_op(name, sizeof name, d->type);   /* fits: the type's length is checked */
     const OpProto *gp = reg_find(reg_default(), name);
     for (int j = 0; j < pl->nops && !gp; j++)
       if (strcmp(pl->ops[j]->def.type, name) == 0) gp = &pl->ops[j]->proto;
