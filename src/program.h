@@ -100,6 +100,10 @@ typedef struct OpDesc {
   Attr *attrs; int nattrs, capattrs;   /* kept sorted by name */
   Span span;                   /* the source the op came from */
   int fwd_block, fwd_op;       /* for grad ops: the forward op (or -1) */
+  /* An op that a rewrite put in place of others (rewrite.c): those ops,
+   * in order, which the executor runs instead under --check-nan. */
+  struct OpDesc **orig;
+  int norig;
 } OpDesc;
 
 typedef struct Block {
