@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "feed.h"
+#include "rewrite.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -104,6 +105,8 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       a->tape = a->tape_program = true;
     } else if (IS("--train", OPT_DUMP)) {
       a->train = true;
+    } else if (IS("--fused", OPT_DUMP)) {
+      a->fused = true;
     } else if (IS("-o", OPT_DUMP)) {
       if (!(a->out = VALUE())) return usage_error("%s", "-o needs a file name");
     } else if (IS("--set", OPT_RUN) || IS("--feed", OPT_RUN)) {
@@ -273,7 +276,10 @@ bool cli_feed(Loaded *ld, Executor *ex, const Args *a) {
   return ok;
 }
 
-Executor *cli_start(Loaded *ld, const Args *a) {
+Executor *cli_start(Loaded *ld, const Args *a) { return cli_start_marks(ld, a, NULL, 0); }
+
+Executor *cli_start_marks(Loaded *ld, const Args *a, int *marks, int nmarks) {
+  if (rewrite_wanted(&a->opt)) rewrite_program(ld->prog, &(RewriteOpts){RW_FUSE, marks, nmarks});
   Executor *ex = exec_new(ld->prog, &a->opt);
   if (!cli_feed(ld, ex, a)) {
     diag_finish(&ld->diag);
@@ -282,6 +288,12 @@ Executor *cli_start(Loaded *ld, const Args *a) {
   }
   signal(SIGINT, on_interrupt);
   return ex;
+}
+
+void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
+  ExecOptions o = a->opt;
+  o.tape = false;
+  if (a->fused && rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0});
 }
 
 static int cmp_timing(const void *a, const void *b) {

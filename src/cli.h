@@ -29,7 +29,7 @@ typedef struct Args {
   const char *verb;
   const char *file;
   DumpOptions dump;
-  bool ast, backward, tape, tape_program, dump_tape, json, train;
+  bool ast, backward, tape, tape_program, dump_tape, json, train, fused;
   const char *out;
   ExecOptions opt;
   const char *sets[64], *feeds[64];
@@ -67,8 +67,15 @@ StdlibDef *cli_stdlib_defs(Arena *a, int *n);
 bool load_script(Loaded *ld, const char *path);
 void unload(Loaded *ld);
 /* An executor over ld's program with a's --set/--feed values fed; NULL on
- * error (reported). */
+ * error (reported).  The program is rewritten first when the executor's
+ * options want it (rewrite_wanted). */
 Executor *cli_start(Loaded *ld, const Args *a);
+/* The same, the rewrite moving the block-0 indices marks[0..nmarks) the
+ * caller runs ranges up to (rewrite.h). */
+Executor *cli_start_marks(Loaded *ld, const Args *a, int *marks, int nmarks);
+/* dump --fused: rewrites p as an executor with a's options would run it
+ * (mark: NULL, or the index in block 0 it runs a range up to). */
+void cli_rewrite_dumped(Program *p, const Args *a, int *mark);
 /* Feeds a's --set and --feed values to ex; false on error (reported). */
 bool cli_feed(Loaded *ld, Executor *ex, const Args *a);
 /* The per-op-type table of netrun time (slowest first, then a total

@@ -53,10 +53,10 @@ typedef struct Prepared {
   int nresults[2];
   int *args[2];
   int nargs[2];
-  /* The head of a run of ops the executor fuses (see "fusing ops"): the
-   * fused op that stands for them, and how many they are. */
-  struct Prepared *fused;
-  int nfused;
+  /* An op a rewrite put in place of others (rewrite.c): those, prepared;
+   * they run instead of it under --check-nan. */
+  struct Prepared *orig;
+  int norig;
 } Prepared;
 
 typedef struct Frame Frame;
@@ -117,8 +117,6 @@ struct Executor {
    * reports. */
   const Prepared *loop;
   int64_t turn;
-  /* The ops after a fused head that just ran: they have nothing to do. */
-  const Prepared *skip_from, *skip_to;
   struct BoundDim {                /* symbolic dims bound by feeding */
     const char *name;
     int64_t value;
@@ -299,6 +297,11 @@ static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
     }
   }
   precache(ex, p);
+  if (op->norig) {
+    p->orig = mem_calloc((size_t)op->norig, sizeof *p->orig);
+    p->norig = op->norig;
+    for (int j = 0; j < op->norig; j++) prepare_op(ex, &p->orig[j], op->orig[j], blk);
+  }
   /* With the tape on, its classes are found here, once per op. */
   if (ex->opt.tape && p->proto->grad_kind != GRAD_NONE && !(p->proto->flags & OP_CONTROL))
     p->klass = op_class(ex, p);
@@ -344,7 +347,8 @@ static void prepare_block(Executor *ex, PBlock *pb, const Block *b) {
 }
 
 static void free_prepared(Prepared *p) {
-  if (p->fused) free_prepared(p->fused), mem_free(p->fused);
+  for (int k = 0; k < p->norig; k++) free_prepared(&p->orig[k]);
+  mem_free(p->orig);
   tensor_unref(p->constant);
   mem_free(p->in);
   mem_free(p->out);
@@ -532,6 +536,7 @@ Rng *ctx_rng(ExecCtx *c) {
 const OpProto *ctx_proto(ExecCtx *c) { return c->p->proto; }
 FILE *ctx_stream(ExecCtx *c) { return c->ex->opt.out; }
 int ctx_precision(ExecCtx *c) { return c->ex->opt.precision; }
+const ExecOptions *ctx_options(ExecCtx *c) { return &c->ex->opt; }
 
 /* ---- running one op --------------------------------------------------------------- */
 
@@ -654,12 +659,10 @@ static inline int call_kernel(Executor *ex, Prepared *p, int op_index, Frame *f,
 }
 
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
-  if (p >= ex->skip_from && p < ex->skip_to) return 0;
-  ex->skip_from = ex->skip_to = NULL;
-  if (p->fused && !ex->opt.check_nan) {
-    int rc = run_op(ex, p->fused, op_index, f);
-    if (rc == 0) ex->skip_from = p + 1, ex->skip_to = p + p->nfused;
-    return rc;
+  if (p->norig && ex->opt.check_nan) {
+    for (int k = 0; k < p->norig; k++)
+      if (run_op(ex, &p->orig[k], op_index, f) < 0) return -1;
+    return 0;
   }
   if (interrupted) return interrupt_fail(ex, p);
   ex->ops_run++;
@@ -844,230 +847,6 @@ bool ctx_out_wanted(ExecCtx *c, int slot, int i) {
 
 /* ---- the executor ----------------------------------------------------------------- */
 
-/* ---- fusing ops ----------------------------------------------------------------------
- * A conv layer of a training step is conv2d, add (a bias per channel),
- * relu and often a 2x2 max pool, and its backward max_pool2d_grad,
- * relu_grad, assign, sum_like and conv2d_grad: each a pass over a whole
- * activation.  When the values between them are ones nothing else reads
- * and nobody can name, block 0 runs such a run of ops as one fused_conv2d
- * or fused_conv2d_grad (conv.c), which applies bias, relu and pool to each
- * GEMM's output while it is in cache (and the pool's and relu's gradients
- * to each row of the output's gradient as it is gathered), and never makes
- * the values between.  The kernels do the same float operations in the same
- * order: the same bits as the ops they stand for (tests/train.bats checks
- * a training run against --no-fuse).  An assign between gradients becomes
- * a `share` of its input's storage when no op writes either in place.
- * Not with the tape, which records each op, nor with --check-nan, which
- * names the op that made a NaN. */
-
-static bool is_op(const OpDesc *op, const char *type) { return strcmp(op->type, type) == 0; }
-
-/* Whether a script or the command line can look value v up by name: its
- * name is the current binding of a script name (a rebound name leaves the
- * earlier values nameless), or is a script name nothing exports. */
-static bool nameable(const Program *p, const VarDesc *v) {
-  if (!v->user_name) return false;
-  const char *e = prog_export(p, v->user_name);
-  return e ? strcmp(e, v->name) == 0 : strcmp(v->name, v->user_name) == 0;
-}
-
-/* Whether the value named `name` may be left unmade: a value of block 0
- * that nobody can name (for a gradient, nor its value), read by `reads`
- * ops of the whole program and written by one. */
-static bool unmade_ok(const Program *p, const char *name, int reads) {
-  const VarDesc *v = prog_var(p, name);
-  if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE)))
-    return false;
-  const char *at = strchr(name, '@');
-  if (at) {
-    char base[256];
-    if ((size_t)(at - name) >= sizeof base) return false;
-    memcpy(base, name, (size_t)(at - name));
-    base[at - name] = 0;
-    const VarDesc *b = prog_var(p, base);
-    if (!b || nameable(p, b)) return false;
-  }
-  int nr = 0, nw = 0;
-  for (int i = -1; i < p->nblocks; i++) {
-    const Block *b = i < 0 ? p->startup : p->blocks[i];
-    for (int j = 0; j < b->nops; j++) {
-      const OpDesc *op = b->ops[j];
-      for (int s = 0; s < op->nin; s++)
-        for (int k = 0; k < op->in[s].n; k++) nr += strcmp(op->in[s].args[k], name) == 0;
-      for (int s = 0; s < op->nout; s++)
-        for (int k = 0; k < op->out[s].n; k++) nw += strcmp(op->out[s].args[k], name) == 0;
-    }
-  }
-  return nr == reads && nw == 1;
-}
-
-/* Whether op is a max pool (or its gradient) of 2x2 windows, stride 2,
- * no padding, reading X = x: the pool the fused conv ops do themselves. */
-static bool pool_2x2_of(const OpDesc *op, const char *type, const char *x) {
-  if (!op || strcmp(op->type, type) != 0 || !op_in1(op, "X") || strcmp(op_in1(op, "X"), x) != 0) return false;
-  const Attr *k = op_attr(op, "ksize"), *st = op_attr(op, "strides"), *pd = op_attr(op, "paddings");
-  bool two = k && k->v.type == ATTR_INTS && k->v.n == 2 && k->v.u.ints[0] == 2 && k->v.u.ints[1] == 2;
-  bool stride = !st || (st->v.type == ATTR_INTS && (st->v.n == 0 || (st->v.n == 2 && st->v.u.ints[0] == 2 &&
-                                                                      st->v.u.ints[1] == 2)));
-  bool nopad = !pd || (pd->v.type == ATTR_INTS && pd->v.n == 2 && pd->v.u.ints[0] == 0 && pd->v.u.ints[1] == 0);
-  return two && stride && nopad;
-}
-
-/* Whether `bias` is one f32 per output channel of the conv2d `conv`:
- * [O, 1, 1] or [1, O, 1, 1], against a Filter of O known channels. */
-static bool channel_bias(const Program *p, const OpDesc *conv, const char *bias) {
-  const VarDesc *b = prog_var(p, bias), *f = prog_var(p, op_in1(conv, "Filter"));
-  if (!b || !f || b->dtype != DT_F32 || f->shape.rank != 4 || !dim_known(f->shape.d[0])) return false;
-  const Shape *s = &b->shape;
-  int first = s->rank == 4 ? 1 : 0;
-  if (s->rank != 3 && s->rank != 4) return false;
-  if (s->rank == 4 && !(dim_known(s->d[0]) && s->d[0].n == 1)) return false;
-  return dim_known(s->d[first]) && s->d[first].n == f->shape.d[0].n && dim_known(s->d[first + 1]) &&
-         s->d[first + 1].n == 1 && dim_known(s->d[first + 2]) && s->d[first + 2].n == 1;
-}
-
-static void copy_conv_attrs(Program *p, OpDesc *to, const OpDesc *from, bool relu) {
-  static const char *const names[] = {"strides", "paddings", "dilations", "groups"};
-  for (int k = 0; k < 4; k++) {
-    const Attr *a = op_attr(from, names[k]);
-    if (a) op_set_attr(p, to, names[k], a->v);
-  }
-  op_set_attr(p, to, "relu", attr_bool(relu));
-}
-
-static void add1(Program *p, OpDesc *op, bool in, const char *slot, const char *name) {
-  if (name) slot_push(p, in ? op_add_input(p, op, slot) : op_add_output(p, op, slot), name);
-}
-
-/* conv2d, add [, relu] at ops[i]: the fused op, or NULL. */
-static OpDesc *fuse_forward(Program *p, const PBlock *pb, int i, int *n) {
-  const OpDesc *conv = pb->ops[i].op, *add = pb->ops[i + 1].op;
-  const char *t0 = op_out1(conv, "Output");
-  if (!t0 || !is_op(add, "add") || add->nattrs || !op_in1(add, "X") || strcmp(op_in1(add, "X"), t0) != 0)
-    return NULL;
-  const char *bias = op_in1(add, "Y"), *t1 = op_out1(add, "Out");
-  if (!bias || !t1 || !channel_bias(p, conv, bias) || !unmade_ok(p, t0, 1)) return NULL;
-  const OpDesc *relu = i + 2 < pb->nops ? pb->ops[i + 2].op : NULL;
-  bool with_relu = relu && is_op(relu, "relu") && op_in1(relu, "X") && strcmp(op_in1(relu, "X"), t1) == 0 &&
-                   op_out1(relu, "Out") && unmade_ok(p, t1, 1);
-  const OpDesc *pool = with_relu && i + 3 < pb->nops ? pb->ops[i + 3].op : NULL;
-  bool with_pool = pool && pool_2x2_of(pool, "max_pool2d", op_out1(relu, "Out")) && op_out1(pool, "Out");
-  OpDesc *f = op_new(p, "fused_conv2d", conv->span);
-  add1(p, f, true, "Input", op_in1(conv, "Input"));
-  add1(p, f, true, "Filter", op_in1(conv, "Filter"));
-  add1(p, f, true, "Bias", bias);
-  add1(p, f, false, "Output", with_relu ? op_out1(relu, "Out") : t1);
-  if (with_pool) add1(p, f, false, "Pooled", op_out1(pool, "Out"));
-  copy_conv_attrs(p, f, conv, with_relu);
-  *n = with_pool ? 4 : with_relu ? 3 : 2;
-  return f;
-}
-
-/* [[max_pool2d_grad,] relu_grad,] assign, sum_like, conv2d_grad at ops[i]:
- * the fused op, or NULL.  The order is the one backward.c emits for
- * max_pool2d(relu(conv2d + bias)). */
-static OpDesc *fuse_backward(Program *p, const PBlock *pb, int i, int *n) {
-  const OpDesc *pg = is_op(pb->ops[i].op, "max_pool2d_grad") ? pb->ops[i].op : NULL;
-  int r = pg ? i + 1 : i;
-  if (r >= pb->nops) return NULL;
-  const OpDesc *rg = is_op(pb->ops[r].op, "relu_grad") ? pb->ops[r].op : NULL;
-  if (pg && (!rg || !op_in1(rg, "Out") || !pool_2x2_of(pg, "max_pool2d_grad", op_in1(rg, "Out")) ||
-             !op_out1(pg, "X@GRAD") || !op_in1(rg, "Out@GRAD") || strcmp(op_out1(pg, "X@GRAD"), op_in1(rg, "Out@GRAD")) != 0 ||
-             !unmade_ok(p, op_out1(pg, "X@GRAD"), 1) || !op_in1(pg, "Out@GRAD")))
-    return NULL;
-  int k = rg ? r + 1 : r;
-  if (k + 2 >= pb->nops) return NULL;
-  const OpDesc *as = pb->ops[k].op, *sl = pb->ops[k + 1].op, *cg = pb->ops[k + 2].op;
-  if (!is_op(as, "assign") || !is_op(sl, "sum_like") || !is_op(cg, "conv2d_grad")) return NULL;
-  const char *g = rg ? op_out1(rg, "X@GRAD") : op_in1(as, "X"), *t0g = op_out1(as, "Out");
-  const char *bias = op_in1(sl, "Like"), *dbias = op_out1(sl, "Out");
-  if (!g || !t0g || !bias || !dbias || !op_in1(as, "X") || strcmp(op_in1(as, "X"), g) != 0 || !op_in1(sl, "X") ||
-      strcmp(op_in1(sl, "X"), g) != 0 || !op_in1(cg, "Output@GRAD") || strcmp(op_in1(cg, "Output@GRAD"), t0g) != 0 ||
-      !channel_bias(p, cg, bias) || !unmade_ok(p, t0g, 1) || (rg && !unmade_ok(p, g, 2)))
-    return NULL;
-  OpDesc *f = op_new(p, "fused_conv2d_grad", cg->span);
-  add1(p, f, true, "Input", op_in1(cg, "Input"));
-  add1(p, f, true, "Filter", op_in1(cg, "Filter"));
-  add1(p, f, true, "Bias", bias);
-  if (rg) add1(p, f, true, "Output", op_in1(rg, "Out"));
-  if (pg) add1(p, f, true, "Pooled@GRAD", op_in1(pg, "Out@GRAD"));
-  else add1(p, f, true, "Output@GRAD", rg ? op_in1(rg, "Out@GRAD") : g);
-  add1(p, f, false, "Input@GRAD", op_out1(cg, "Input@GRAD"));
-  add1(p, f, false, "Filter@GRAD", op_out1(cg, "Filter@GRAD"));
-  add1(p, f, false, "Bias@GRAD", dbias);
-  copy_conv_attrs(p, f, cg, rg != NULL);
-  *n = k + 3 - i;
-  return f;
-}
-
-/* The variables ops of block 0 write in place: those an op reads and
- * writes (the optimizers' ParamOut, clip_by_global_norm's gradients). */
-typedef struct InPlace {
-  const char **names;
-  int n, cap;
-} InPlace;
-
-static void in_place_find(const Program *p, InPlace *ip) {
-  const Block *b = p->blocks[0];
-  for (int j = 0; j < b->nops; j++) {
-    const OpDesc *op = b->ops[j];
-    for (int s = 0; s < op->nout; s++)
-      for (int k = 0; k < op->out[s].n; k++) {
-        const char *name = op->out[s].args[k];
-        bool read = false;
-        for (int t = 0; t < op->nin && !read; t++)
-          for (int m = 0; m < op->in[t].n && !read; m++) read = strcmp(op->in[t].args[m], name) == 0;
-        if (!read) continue;
-        if (ip->n == ip->cap) {
-          ip->cap = ip->cap ? 2 * ip->cap : 16;
-          ip->names = mem_alloc(ip->names, sizeof *ip->names * (size_t)ip->cap);
-        }
-        ip->names[ip->n++] = name;
-      }
-  }
-}
-
-static bool in_place(const InPlace *ip, const char *name) {
-  for (int i = 0; i < ip->n; i++)
-    if (strcmp(ip->names[i], name) == 0) return true;
-  return false;
-}
-
-/* An assign of a gradient (backward.c's for add, sub, reshape...) as a
- * share of X's storage: the copy is for values that an in-place update
- * could change afterwards, and neither of these is ever so updated. */
-static OpDesc *share_assign(Program *p, const InPlace *ip, const OpDesc *as) {
-  const char *x = op_in1(as, "X"), *out = op_out1(as, "Out");
-  if (!x || !out || !strstr(x, "@GRAD") || !strstr(out, "@GRAD")) return NULL;
-  const VarDesc *vx = prog_var(p, x), *vo = prog_var(p, out);
-  if (!vx || !vo || vx->dtype != vo->dtype || in_place(ip, x) || in_place(ip, out)) return NULL;
-  OpDesc *f = op_new(p, "share", as->span);
-  add1(p, f, true, "X", x);
-  add1(p, f, false, "Out", out);
-  return f;
-}
-
-static void fuse_block(Executor *ex, PBlock *pb) {
-  InPlace ip = {0};
-  in_place_find(ex->prog, &ip);
-  for (int i = 0; i < pb->nops; i++) {
-    const OpDesc *op = pb->ops[i].op;
-    int n = 0;
-    bool back = is_op(op, "max_pool2d_grad") || is_op(op, "relu_grad") || is_op(op, "assign");
-    OpDesc *f = is_op(op, "conv2d") && i + 1 < pb->nops ? fuse_forward(ex->prog, pb, i, &n)
-                : back && i + 1 < pb->nops               ? fuse_backward(ex->prog, pb, i, &n)
-                                                         : NULL;
-    if (!f && is_op(op, "assign") && (f = share_assign(ex->prog, &ip, op))) n = 1;
-    if (!f) continue;
-    Prepared *fp = mem_alloc(NULL, sizeof *fp);
-    prepare_op(ex, fp, f, 0);
-    pb->ops[i].fused = fp;
-    pb->ops[i].nfused = n;
-    i += n - 1;
-  }
-  mem_free(ip.names);
-}
-
 Executor *exec_new(Program *p, const ExecOptions *opt) {
   Executor *ex = mem_calloc(1, sizeof *ex);
   ex->prog = p;
@@ -1087,7 +866,6 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
     prepare_block(ex, ex->pblocks[i], p->blocks[i]);
   }
   ex->nprepared = p->nblocks;
-  if (ex->opt.fuse && !ex->opt.tape && !ex->opt.check_nan) fuse_block(ex, ex->pblocks[0]);
   prepare_block(ex, &ex->startup, p->startup);
   ex->root = frame_new(ex->pblocks[0], NULL, "");
   ex->waits = mem_calloc((size_t)ex->root->nvals + 1, sizeof *ex->waits);

@@ -32,7 +32,7 @@ typedef struct ExecOptions {
   bool tape;              /* record the tape */
   bool keep_steps;        /* keep while step scopes (for the backward) */
   bool timing;            /* accumulate per-op-type times (netrun time) */
-  bool fuse;              /* run conv2d + bias + relu as one op (on; --no-fuse) */
+  bool fuse;              /* callers rewrite the program first (rewrite.h; on; --no-fuse) */
   int precision;          /* print(): digits after the point */
   FILE *out;              /* where print() writes */
 } ExecOptions;
@@ -159,6 +159,7 @@ bool ctx_attr_b(ExecCtx *c, const char *name);
 Rng *ctx_rng(ExecCtx *c);
 FILE *ctx_stream(ExecCtx *c);
 int ctx_precision(ExecCtx *c);
+const ExecOptions *ctx_options(ExecCtx *c);      /* the running executor's */
 /* Reports a runtime error at the op's source position ("OPTYPE: MESSAGE")
  * and returns -1. */
 int ctx_fail(ExecCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -10,6 +10,7 @@
 #include "backward.h"
 #include "cli.h"
 #include "print.h"
+#include "rewrite.h"
 #include "tape.h"
 #include "tapegrad.h"
 
@@ -196,6 +197,7 @@ static bool build_tape(Built *b, const Args *a, bool run) {
   if (!ok || !run) return ok;
   ExecOptions o = a->opt;
   o.tape = false;
+  if (rewrite_wanted(&o)) rewrite_program(b->tp, &(RewriteOpts){RW_FUSE, &b->bw.first_grad_op, 1});
   b->tex = exec_new(b->tp, &o);
   for (int i = 0; i < b->ntape_vals; i++)
     if (b->tape_vals[i]) exec_preload(b->tex, b->tp->blocks[0]->vars[i]->name, b->tape_vals[i]);
@@ -231,6 +233,7 @@ int dump_backward(const Args *a) {
     if (!out_open(&o, a->out)) status = EXIT_SCRIPT;
     else {
       DumpOptions opt = a->dump;
+      cli_rewrite_dumped(b.tp ? b.tp : b.ld.prog, a, b.tp ? &b.bw.first_grad_op : NULL);
       dump_program(o.f, b.tp ? b.tp : b.ld.prog, &opt);
       if (!out_close(&o)) status = EXIT_SCRIPT;
     }

@@ -67,6 +67,8 @@ static const Verb verbs[] = {
      "  --ast              print the syntax tree instead of the program\n"
      "  --backward         append the backward program (append_backward)\n"
      "  --train            print the training program: backward, clipping, optimizer ops\n"
+     "  --fused            print the program as rewritten for the executor (src/rewrite.c):\n"
+     "                     fused conv layers, shared gradients (not with --no-fuse, --check-nan)\n"
      GRAD_OPTIONS
      "  -o OUT             write to OUT (atomically) instead of standard output\n"
      "With --tape, the run options of `netrun run` apply too."},
@@ -183,6 +185,7 @@ static int cmd_dump(int argc, char **argv) {
   Args a;
   int rc = cli_parse(argc, argv, &a, OPT_DUMP | OPT_GRAD | OPT_RUN);
   if (rc) return rc;
+  if (a.fused && a.ast) return usage_error("%s", "--fused prints the rewritten program: not with --ast");
   if (a.train) return dump_train(&a);
   if (a.backward || a.tape) return dump_backward(&a);
   Loaded ld;
@@ -209,6 +212,7 @@ static int cmd_dump(int argc, char **argv) {
     Out o;
     if (!out_open(&o, a.out)) status = EXIT_SCRIPT;
     else {
+      cli_rewrite_dumped(ld.prog, &a, NULL);
       dump_program(o.f, ld.prog, &a.dump);
       if (!out_close(&o)) status = EXIT_SCRIPT;
     }

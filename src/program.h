@@ -128,6 +128,10 @@ typedef struct OpDesc {
   Span span;                   /* the source the op came from */
   const CallSite *call;        /* the function call it was expanded from, or NULL */
   int fwd_block, fwd_op;       /* for grad ops: the forward op (or -1) */
+  /* An op that a rewrite put in place of others (rewrite.c): those ops,
+   * in order, which the executor runs instead under --check-nan. */
+  struct OpDesc **orig;
+  int norig;
 } OpDesc;
 
 typedef struct Block {

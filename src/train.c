@@ -2,6 +2,8 @@
  * The training loop is in trainer.c. */
 #include "train.h"
 
+#include "rewrite.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,55 +210,6 @@ static void out(Program *p, OpDesc *op, const char *slot, const char *var) {
   slot_push(p, op_add_output(p, op, slot), var);
 }
 
-/* The backward op of block 0 that computes gradient g, when plain SGD
- * can take its place: it is the only op writing g, a matmul of two
- * matrices, and no other op reads g.  NULL otherwise. */
-static OpDesc *fusable_matmul(Program *p, int first, const char *g, int *at) {
-  Block *b0 = p->blocks[0];
-  OpDesc *found = NULL;
-  for (int i = first; i < b0->nops; i++) {
-    const OpDesc *op = b0->ops[i];
-    for (int s = 0; s < op->nin; s++)
-      for (int j = 0; j < op->in[s].n; j++)
-        if (strcmp(op->in[s].args[j], g) == 0) return NULL;
-    for (int s = 0; s < op->nout; s++)
-      for (int j = 0; j < op->out[s].n; j++)
-        if (strcmp(op->out[s].args[j], g) == 0) {
-          if (found || strcmp(op->type, "matmul") != 0) return NULL;
-          found = b0->ops[i];
-          *at = i;
-        }
-  }
-  if (!found) return NULL;
-  const VarDesc *x = prog_var(p, op_in1(found, "X")), *y = prog_var(p, op_in1(found, "Y"));
-  if (!x || !y || x->shape.rank != 2 || y->shape.rank != 2) return NULL;
-  return found;
-}
-
-/* Plain SGD on a gradient that one matmul makes: the matmul leaves the
- * backward, and one sgd_matmul op accumulates the product into the
- * parameter where the sgd op would have stood (after every read of it). */
-static OpDesc *fused_sgd(Program *p, const TrainConfig *c, int first, const char *w, const char *g) {
-  if (strcmp(c->optimizer, "sgd") != 0 || c->weight_decay != 0 || c->clip_norm > 0) return NULL;
-  int at;
-  OpDesc *mm = fusable_matmul(p, first, g, &at);
-  if (!mm) return NULL;
-  Block *b0 = p->blocks[0];
-  memmove(&b0->ops[at], &b0->ops[at + 1], sizeof *b0->ops * (size_t)(b0->nops - at - 1));
-  b0->nops--;
-  OpDesc *op = op_new(p, "sgd_matmul", mm->span);
-  op->fwd_block = mm->fwd_block;
-  op->fwd_op = mm->fwd_op;
-  in(p, op, "Param", w);
-  in(p, op, "X", op_in1(mm, "X"));
-  in(p, op, "Y", op_in1(mm, "Y"));
-  in(p, op, "LearningRate", TRAIN_LR_VAR);
-  out(p, op, "ParamOut", w);
-  op_set_attr(p, op, "transpose_x", attr_bool(op_attr_i(mm, "transpose_x", 0) != 0));
-  op_set_attr(p, op, "transpose_y", attr_bool(op_attr_i(mm, "transpose_y", 0) != 0));
-  return op;
-}
-
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!append_backward(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
@@ -279,13 +232,7 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     const char *w = bw->pairs[i].param, *g = bw->pairs[i].grad;
     if (!g) continue;
     const VarDesc *wv = prog_var(p, w);
-    OpDesc *op = fused_sgd(p, c, bw->first_grad_op, w, g);
-    if (op) {
-      op_append(b0, p, op);
-      if (!reg_infer(p, b0, op)) return false;
-      continue;
-    }
-    op = op_new(p, c->optimizer, wv->span);
+    OpDesc *op = op_new(p, c->optimizer, wv->span);
     in(p, op, "Param", w);
     in(p, op, "Grad", g);
     if (strcmp(c->optimizer, "momentum") == 0) {
@@ -325,5 +272,7 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     op_append(b0, p, op);
     if (!reg_infer(p, b0, op)) return false;
   }
+  /* Plain SGD on a weight matrix as one sgd_matmul (rewrite.c). */
+  rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1});
   return true;
 }

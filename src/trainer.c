@@ -759,7 +759,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   if (!bind_feeds(r, &r->train)) return false;
   Args a = t->a;
   a.opt.tape = false;
-  if (!(r->ex = cli_start(&r->ld, &a))) return false;
+  if (!(r->ex = cli_start_marks(&r->ld, &a, &r->nforward, 1))) return false;
   /* Initializers run now, so checkpoints can overwrite them. */
   if (exec_startup(r->ex) < 0) return false;
   r->lr = tensor_scalar_f32((float)r->c.lr);
@@ -1154,6 +1154,7 @@ int dump_train(const Args *a) {
   BackwardResult bw;
   bool loaded = load_script(&ld, a->file);   /* counts its errors */
   if (loaded && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
+    cli_rewrite_dumped(ld.prog, a, &bw.first_grad_op);   /* the trainer's mark: the forward's end */
     Out o;
     if (out_open(&o, a->out)) {
       dump_program(o.f, ld.prog, &a->dump);

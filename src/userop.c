@@ -38,6 +38,7 @@
 #include "backward.h"
 #include "exec.h"
 #include "lower.h"
+#include "rewrite.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,7 @@ typedef struct UopEntry {
   int nsig;
   OpDesc *attrs;                /* the attributes, copied */
   Program *prog;
+  bool rewritten;               /* prog rewritten for the executor (rewrite.h) */
   const char *in[REG_MAX_SLOTS], *out[REG_MAX_SLOTS];
 } UopEntry;
 
@@ -252,8 +254,16 @@ int uop_kernel(ExecCtx *c) {
     descs[i] = (VarDesc){.dtype = t->dtype, .shape = tensor_shape(t)};
     ins[i] = &descs[i];
   }
-  const UopEntry *e = body_for(proto, ctx_op(c), ins);
+  UopEntry *e = body_for(proto, ctx_op(c), ins);
   if (!e) return ctx_fail(c, "its body cannot be applied to these inputs (see above)");
+  /* The body runs without the tape (exec_child), rewritten as any
+   * program so run is, once. */
+  ExecOptions o = *ctx_options(c);
+  o.tape = false;
+  if (!e->rewritten && rewrite_wanted(&o)) {
+    rewrite_program(e->prog, &(RewriteOpts){RW_FUSE, NULL, 0});
+    e->rewritten = true;
+  }
   Executor *x = exec_child(c, e->prog);
   for (int i = 0; i < proto->nin; i++) exec_preload(x, e->in[i], ctx_in(c, i));
   int rc = exec_run_child(x);

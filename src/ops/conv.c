@@ -360,7 +360,7 @@ static bool floats_fit(int64_t a, int64_t b) {
 /* What fused_conv2d does to each output row as it lands, while the row is
  * still in cache: its channel's bias added, then relu.  The float
  * operations are those of the separate add and relu kernels, so the bits
- * are the same (see exec.c's fusing). */
+ * are the same (see rewrite.c). */
 typedef struct Epilogue {
   const float *bias;   /* [O] */
   bool relu;
@@ -573,7 +573,7 @@ static Window conv_window(ExecCtx *c, const Tensor *x, const Tensor *out, const 
 }
 
 /* conv2d, and fused_conv2d: conv2d + Bias ([O, 1, 1] or [1, O, 1, 1]),
- * then relu if the attribute says so.  The executor makes fused ops from
+ * then relu if the attribute says so.  rewrite.c makes fused ops from
  * those ops when nothing else reads the values between; scripts never
  * name them. */
 static int conv_forward(ExecCtx *c, bool fused) {

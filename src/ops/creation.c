@@ -363,8 +363,8 @@ static int k_assign(ExecCtx *c) {
   return 0;
 }
 
-/* share: Out = X, the same storage.  The executor runs an assign as this
- * when nothing writes X or Out in place (exec.c, "fusing ops"). */
+/* share: Out = X, the same storage.  A rewrite puts it in place of an
+ * assign when nothing writes X or Out in place (rewrite.c). */
 static int k_share(ExecCtx *c) {
   Tensor *x = ctx_in(c, 0);
   ctx_set_out(c, 0, 0, tensor_view(x, x->rank, x->shape));

@@ -23,6 +23,7 @@
 #include "tapegrad.h"
 #include "train.h"
 #include "par.h"
+#include "rewrite.h"
 
 #include <cblas.h>
 #include <fcntl.h>
@@ -412,6 +413,7 @@ static void bench_train_step(const char *path, const char *what, int64_t batch, 
   exec_default_options(&o);
   o.tape = false;
   o.fuse = fuse;
+  if (rewrite_wanted(&o)) rewrite_program(ld.prog, &(RewriteOpts){RW_FUSE, NULL, 0});
   Executor *ex = exec_new(ld.prog, &o);
   const VarDesc *x = prog_var(ld.prog, "x"), *y = prog_var(ld.prog, "y");
   int64_t xs[SHAPE_MAX_RANK];

@@ -1,0 +1,91 @@
+#!/usr/bin/env bats
+# rewrite.bats — the program rewrites (src/rewrite.c): `netrun dump
+# --fused` prints the program the executor runs, the rewrite moves the
+# indices that point into block 0 (a loop's gradient finds its turns), and
+# --check-nan runs the ops a fused op stands for, to name the one that
+# made a NaN.  tests/cases/rewrite/ pins the examples' rewritten training
+# programs; tests/train.bats checks the bits against --no-fuse.
+bats_require_minimum_version 1.5.0
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+  cd "$BATS_TEST_TMPDIR"
+}
+
+# A conv layer (bias, relu, 2x2 pool), then a loop over its output.
+loopconv() {
+  cat > loopconv.net <<'EOF'
+input x : f32[2, 1, 6, 6] = uniform_random([2, 1, 6, 6], min=-1.0, max=1.0)
+param K : [2, 1, 3, 3] = uniform(-0.5, 0.5)
+param c : [2, 1, 1] = uniform(-0.2, 0.2)
+param a : [1] = [0.9]
+h = max_pool2d(relu(conv2d(x, K, paddings=[1, 1]) + c), ksize=[2, 2])
+i = 0
+while i < 3 {
+  h = h * a + 0.1
+  i = i + 1
+}
+loss = sum(h * h)
+EOF
+}
+
+@test "dump --fused: the program the executor runs; without it, with --no-fuse or --check-nan, the program as written" {
+  loopconv
+  run "$NETRUN" dump --fused loopconv.net
+  [ "$status" -eq 0 ]
+  # Block 0: the layer's four ops are one, the loop's three and the loss's two stay.
+  [ "$(sed -n '/^block 0/,/^block 1/p' <<< "$output" | grep -c ' = ')" -eq 7 ]
+  [[ "$output" == *"  {Output=[t.4], Pooled=[h]} = fused_conv2d(Input=[x], Filter=[K], Bias=[c]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=true, strides=[1, 1]}"* ]]
+  [[ "$output" != *"= conv2d("* && "$output" != *"= relu("* && "$output" != *"= max_pool2d("* ]]
+  plain=$("$NETRUN" dump loopconv.net)
+  [[ "$plain" == *"= conv2d("* && "$plain" != *fused* ]]
+  [ "$("$NETRUN" dump --fused --no-fuse loopconv.net)" = "$plain" ]
+  [ "$("$NETRUN" dump --fused --check-nan loopconv.net)" = "$plain" ]
+  # The backward: the gradient chain of the layer is one op, the grad of
+  # the op that stands for the forward.
+  run "$NETRUN" dump --backward --fused loopconv.net
+  [[ "$output" == *"{Filter@GRAD=[K@GRAD], Bias@GRAD=[c@GRAD]} = fused_conv2d_grad(Input=[x], Filter=[K], Bias=[c], Output=[t.4], Pooled@GRAD=[h@GRAD]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=true, strides=[1, 1]}  # grad of fused_conv2d at loopconv.net:5"* ]]
+  [[ "$output" != *"= relu_grad("* && "$output" != *"= conv2d_grad("* && "$output" != *"= max_pool2d_grad("* ]]
+  # --fused prints a program: not with --ast.
+  run "$NETRUN" dump --ast --fused loopconv.net
+  [ "$status" -eq 2 ]
+  [ "$output" = "$(printf "netrun: --fused prints the rewritten program: not with --ast\nTry 'netrun --help'.")" ]
+}
+
+@test "a loop's gradient after a fused layer finds the turns of its loop: the bits of --no-fuse and of the tape" {
+  loopconv
+  "$NETRUN" grad --format json loopconv.net > fused.json
+  "$NETRUN" grad --format json --no-fuse loopconv.net > plain.json
+  "$NETRUN" grad --format json --tape-program loopconv.net > tape.json
+  cmp fused.json plain.json
+  cmp fused.json tape.json
+  [ "$(jq '.grads["a"].data | length' fused.json)" -eq 1 ]
+}
+
+@test "a training run that diverges in a fused layer names the op of the layer that made the infinity" {
+  awk 'BEGIN { printf "label"; for (i = 0; i < 16; i++) printf ",p%d", i; print ""
+       for (r = 0; r < 8; r++) { printf "%d", r % 2; for (i = 0; i < 16; i++) printf ",%g", ((r * 7 + i * 3) % 11) / 10; print "" } }' > img.csv
+  cat > div.net <<'EOF'
+input x : f32[B, 16]
+input y : i64[B]
+param K : [2, 1, 3, 3] = uniform(-0.5, 0.5)
+param c : [2, 1, 1] = zeros()
+img = reshape(x, [-1, 1, 4, 4])
+h = max_pool2d(relu(conv2d(img, K, paddings=[1, 1]) + c), ksize=[2, 2])
+loss = mean((h - 10.0) * (h - 10.0))
+train {
+  data = "img.csv"
+  label = y
+  lr = 3e37
+  batch = 4
+  epochs = 3
+}
+EOF
+  run "$NETRUN" dump --train --fused div.net
+  [[ "$output" == *"= fused_conv2d("* ]]
+  run --separate-stderr "$NETRUN" train div.net
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[1]}" = "netrun: error: step 2 (epoch 1): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
+  [ "${stderr_lines[2]}" = "div.net:6:21: error: conv2d: produced NaN or Inf in 't.0' (shape [4, 2, 4, 4])" ]
+}
