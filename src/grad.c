@@ -330,7 +330,8 @@ typedef struct Forward {
   Program *prog;
   const char *loss_var;
   Built *b;
-  int first;             /* the tape: the first op the perturbed value reaches */
+  int first;             /* the first op the perturbed value reaches */
+  Rng rng;               /* the verb: the draws every pass starts from */
 } Forward;
 
 /* The finite differences of one element.  The step h0 is eps·max(|x|, 1)
@@ -545,15 +546,34 @@ static int check_grads(Built *b, const Args *a, Forward *f) {
   return 0;
 }
 
+/* The index after the last op of block 0 (before first_grad_op, or all
+ * when it is negative) that writes var: where a pass that perturbs var's
+ * value must start, so that no op makes it again; 0 for a parameter or
+ * an input. */
+static int after_writer(const Program *p, int nops, const char *var) {
+  const Block *b0 = p->blocks[0];
+  int first = 0;
+  for (int i = 0; i < (nops < 0 ? b0->nops : nops); i++)
+    for (int s = 0; s < b0->ops[i]->nout; s++)
+      for (int k = 0; k < b0->ops[i]->out[s].n; k++)
+        if (strcmp(b0->ops[i]->out[s].args[k], var) == 0) first = i + 1;
+  return first;
+}
+
 /* The verb: a second, forward-only copy of the script (same seed, same
- * values), run whole for every pass. */
+ * values), run for every pass from the op after the one that makes the
+ * perturbed value (from the start for a parameter), each pass with the
+ * random draws of the first (those the analytic gradient saw). */
 static Tensor *script_param(Forward *f, const char *var, const char *name) {
   const VarDesc *d = prog_named_var(f->prog, name);
-  return exec_var_value(f->ex, d ? d->name : var);
+  const char *v = d ? d->name : var;
+  f->first = after_writer(f->prog, -1, v);
+  return exec_var_value(f->ex, v);
 }
 
 static bool script_loss(Forward *f, double *out) {
-  if (exec_run(f->ex) != 0) return false;
+  *exec_rng(f->ex) = f->rng;
+  if (exec_run_from(f->ex, f->first) != 0) return false;
   Tensor *t = exec_var_value(f->ex, f->loss_var);
   if (!t) return false;
   *out = tensor_get(t, 0);
@@ -574,9 +594,12 @@ int cmd_gradcheck(const Args *a) {
   Executor *ex = load_script(&fwd, a->file) ? cli_start(&fwd, &fa) : NULL;
   if (ex) {
     const char *lv = prog_export(fwd.prog, a->loss);
-    Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b, 0};
+    Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b, 0, {{0}}};
     double base;   /* a first run makes the parameters' tensors */
-    if (script_loss(&f, &base)) status = check_grads(&b, a, &f);
+    if (exec_startup(ex) == 0) {
+      f.rng = *exec_rng(ex);
+      if (script_loss(&f, &base)) status = check_grads(&b, a, &f);
+    }
   }
   fflush(stdout);
   if (fa.opt.out) fclose(fa.opt.out);
@@ -593,12 +616,7 @@ int cmd_gradcheck(const Args *a) {
  * that op: only the ops after it run again. */
 static Tensor *tape_param(Forward *f, const char *var, const char *name) {
   (void)name;
-  const Block *b0 = f->b->tp->blocks[0];
-  f->first = 0;
-  for (int i = 0; i < f->b->bw.first_grad_op; i++)
-    for (int s = 0; s < b0->ops[i]->nout; s++)
-      for (int k = 0; k < b0->ops[i]->out[s].n; k++)
-        if (strcmp(b0->ops[i]->out[s].args[k], var) == 0) f->first = i + 1;
+  f->first = after_writer(f->b->tp, f->b->bw.first_grad_op, var);
   return value(f->b, var);
 }
 
@@ -615,7 +633,7 @@ int gradcheck_session(Program *p, Executor *ex, const Args *a) {
   Built b;
   int status = EXIT_SCRIPT;
   if (build_session(&b, p, ex, a)) {
-    Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0};
+    Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0, {{0}}};
     status = check_grads(&b, a, &f);
   }
   fflush(stdout);

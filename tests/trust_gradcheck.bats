@@ -226,3 +226,20 @@ all gradients match finite differences (rtol 0.005, eps 0.01)" ]
   [ "$(verdicts "$output")" = "FAIL (element 2: analytic 12.12, numeric 12, noise 0.0059)
 ok (within f32 noise; cannot check 1 of 2: noise exceeds tolerance)" ]
 }
+
+@test "--wrt a value an op makes is perturbed after that op, not made again (it read numeric 0 and failed)" {
+  printf 'param W : [2, 2] = [[0.5, -0.5], [0.25, 1.0]]\nx = [[1.0, 2.0]]\nh = tanh(x @ W)\nloss = sum(h * h)\n' > wrt.net
+  for t in "" --tape; do
+    run "$NETRUN" gradcheck $t --wrt h wrt.net
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    [[ "${lines[1]}" =~ ^"h                         2 ".*"  ok"$ ]]
+  done
+}
+
+@test "every forward pass takes the random draws the analytic gradient saw" {
+  printf 'param w : [4] = [0.5, -1.0, 2.0, 0.25]\nn = uniform_random([4], min=0.5, max=1.5)\nloss = sum(w * w * n)\n' > rnd.net
+  run "$NETRUN" gradcheck rnd.net
+  [ "$status" -eq 0 ]
+  [[ "${lines[1]}" =~ ^"w                         4 ".*"  ok"$ ]] || { echo "$output"; false; }
+  [ "${lines[2]}" = "all gradients match finite differences (rtol 0.005, eps 0.01)" ]
+}
