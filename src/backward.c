@@ -1,4 +1,4 @@
-/* backward.c — append_backward: building the backward program (backward.h).
+/* backward.c — bwd_append: building the backward program (backward.h).
  *
  * Four passes over the forward program, then one per block of grad ops:
  *   1. live: which values depend on a parameter (forward, through ops that
@@ -8,7 +8,7 @@
  *      the no_grad set nor marked stop_gradient;
  *   3. grad ops: ops visited in reverse ask their grad makers for ops; the
  *      maker of a while or if op (src/ops/control.c) gets a grad block
- *      built recursively (gsub_begin / gsub_end);
+ *      built recursively (bwd_sub_begin / bwd_sub_end);
  *   4. per block of grad ops: dead grad ops dropped, repeated writes
  *      renamed and summed by add_n, missing gradients made by
  *      fill_zeros_like, new variables declared and their shapes inferred,
@@ -51,10 +51,10 @@ typedef struct Backward {
   const char *suffix;            /* "" for the first backward, "@L1", ... after */
   bool one_op;                   /* bwd_op_grads: leave repeated writes unsummed */
   bool failed;
-  /* gfresh: the stems of every variable, and those handed out since
+  /* bwd_fresh: the stems of every variable, and those handed out since
    * (made on first use). */
   NameSet *stems;
-  /* Grad ops whose forward op is another emitted op (gemit_link). */
+  /* Grad ops whose forward op is another emitted op (bwd_emit_link). */
   struct Link {
     OpDesc *grad;
     const OpDesc *fwd;
@@ -284,28 +284,28 @@ static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MAR
 
 /* ---- the grad-maker interface --------------------------------------------------------- */
 
-int gop_nin(GradCtx *g, const char *slot) { return slot_count(op_input(g->op, slot)); }
-const char *gop_in(GradCtx *g, const char *slot, int i) { return slot_arg(op_input(g->op, slot), i); }
-int gop_nout(GradCtx *g, const char *slot) { return slot_count(op_output(g->op, slot)); }
-const char *gop_out(GradCtx *g, const char *slot, int i) { return slot_arg(op_output(g->op, slot), i); }
+int bwd_op_nin(GradCtx *g, const char *slot) { return slot_count(op_input(g->op, slot)); }
+const char *bwd_op_in(GradCtx *g, const char *slot, int i) { return slot_arg(op_input(g->op, slot), i); }
+int bwd_op_nout(GradCtx *g, const char *slot) { return slot_count(op_output(g->op, slot)); }
+const char *bwd_op_out(GradCtx *g, const char *slot, int i) { return slot_arg(op_output(g->op, slot), i); }
 
-const char *gop_in_grad(GradCtx *g, const char *slot, int i) {
-  const char *v = gop_in(g, slot, i);
+const char *bwd_op_in_grad(GradCtx *g, const char *slot, int i) {
+  const char *v = bwd_op_in(g, slot, i);
   if (!v || !needs_grad(g->bw, v)) return NULL;
   return grad_name(g->bw, g->gblock, v);
 }
 
-const char *gop_out_grad(GradCtx *g, const char *slot, int i) {
-  const char *v = gop_out(g, slot, i);
+const char *bwd_op_out_grad(GradCtx *g, const char *slot, int i) {
+  const char *v = bwd_op_out(g, slot, i);
   return v ? grad_name(g->bw, g->gblock, v) : NULL;
 }
 
-const AttrValue *gop_attr(GradCtx *g, const char *name) { return reg_op_attr(g->proto, g->op, name); }
+const AttrValue *bwd_op_attr(GradCtx *g, const char *name) { return reg_op_attr(g->proto, g->op, name); }
 
-const OpDesc *gop_fwd(GradCtx *g) { return g->op; }
-Program *gprog(GradCtx *g) { return g->bw->p; }
+const OpDesc *bwd_op_fwd(GradCtx *g) { return g->op; }
+Program *bwd_prog(GradCtx *g) { return g->bw->p; }
 
-OpDesc *gemit(GradCtx *g, const char *type) {
+OpDesc *bwd_emit(GradCtx *g, const char *type) {
   OpDesc *op = op_new(g->bw->p, type, g->op->span);
   op->call = g->op->call;
   op->fwd_block = g->fwd->idx;
@@ -315,19 +315,19 @@ OpDesc *gemit(GradCtx *g, const char *type) {
   return op;
 }
 
-void gemit_in(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
+void bwd_emit_in(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
   slot_push(g->bw->p, op_add_input(g->bw->p, op, slot), var);
 }
 
-void gemit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
+void bwd_emit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
   slot_push(g->bw->p, op_add_output(g->bw->p, op, slot), var);
 }
 
-void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_attr(g->bw->p, op, name, v); }
+void bwd_emit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_attr(g->bw->p, op, name, v); }
 
-const char *gtemp(GradCtx *g) { return prog_temp(g->bw->p); }
+const char *bwd_temp(GradCtx *g) { return prog_temp(g->bw->p); }
 
-const char *gfresh(GradCtx *g, const char *base) {
+const char *bwd_fresh(GradCtx *g, const char *base) {
   Backward *bw = g->bw;
   Program *p = bw->p;
   if (!bw->stems) {
@@ -345,9 +345,9 @@ const char *gfresh(GradCtx *g, const char *base) {
   }
 }
 
-Block *ggrad_block(GradCtx *g) { return g->gblock; }
+Block *bwd_grad_block(GradCtx *g) { return g->gblock; }
 
-void gemit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd) {
+void bwd_emit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd) {
   Backward *bw = g->bw;
   VEC_RESERVE(bw->links, bw->caplinks, bw->nlinks + 1);
   bw->links[bw->nlinks++] = (struct Link){grad, fwd};
@@ -360,17 +360,17 @@ static const OpDesc *linked_fwd(const Backward *bw, const OpDesc *op) {
   return NULL;
 }
 
-void gemit1(GradCtx *g, const char *type, const char *x, const char *out) {
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "X", x);
-  gemit_out(g, op, "Out", out);
+void bwd_emit1(GradCtx *g, const char *type, const char *x, const char *out) {
+  OpDesc *op = bwd_emit(g, type);
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
 }
 
-void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out) {
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "X", x);
-  gemit_in(g, op, "Y", y);
-  gemit_out(g, op, "Out", out);
+void bwd_emit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out) {
+  OpDesc *op = bwd_emit(g, type);
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_in(g, op, "Y", y);
+  bwd_emit_out(g, op, "Out", out);
 }
 
 /* ---- the default grad maker ------------------------------------------------------------
@@ -417,25 +417,25 @@ int bwd_default_grad(GradCtx *g) {
     for (int i = 0; x && i < x->n && !any; i++) any = needs_grad(bw, x->args[i]);
   }
   if (!any) return 0;
-  OpDesc *op = gemit(g, gp->type);
+  OpDesc *op = bwd_emit(g, gp->type);
   for (int s = 0; s < gp->nin; s++) {
     const char *name = gp->in[s].name;
     size_t stem = grad_stem(name);
     const Slot *x = stem ? slot_named(fwd->out, fwd->nout, name, stem) : op_input(fwd, name);
     if (!x && !stem) x = op_output(fwd, name);
-    for (int i = 0; x && i < x->n; i++) gemit_in(g, op, name, stem ? grad_name(bw, g->gblock, x->args[i]) : x->args[i]);
+    for (int i = 0; x && i < x->n; i++) bwd_emit_in(g, op, name, stem ? grad_name(bw, g->gblock, x->args[i]) : x->args[i]);
   }
   for (int s = 0; s < gp->nout; s++) {
     const char *name = gp->out[s].name;
     const Slot *x = slot_named(fwd->in, fwd->nin, name, grad_stem(name));
     for (int i = 0; x && i < x->n; i++) {
       const char *d = needs_grad(bw, x->args[i]) ? grad_name(bw, g->gblock, x->args[i]) : NULL;
-      if (d) gemit_out(g, op, gp->out[s].name, d);
+      if (d) bwd_emit_out(g, op, gp->out[s].name, d);
     }
   }
   for (int a = 0; a < gp->nattrs; a++) {
-    const AttrValue *v = gop_attr(g, gp->attrs[a].name);
-    if (v) gemit_attr(g, op, gp->attrs[a].name, *v);
+    const AttrValue *v = bwd_op_attr(g, gp->attrs[a].name);
+    if (v) bwd_emit_attr(g, op, gp->attrs[a].name, *v);
   }
   return 0;
 }
@@ -448,17 +448,17 @@ static bool same_shape(GradCtx *g, const char *src_shape, const char *like) {
   return same;
 }
 
-const char *grad_target(GradCtx *g, const char *src_shape, const char *like, const char *dst) {
-  return same_shape(g, src_shape, like) ? dst : gtemp(g);
+const char *bwd_target(GradCtx *g, const char *src_shape, const char *like, const char *dst) {
+  return same_shape(g, src_shape, like) ? dst : bwd_temp(g);
 }
 
-void grad_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst) {
+void bwd_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst) {
   if (src == dst) return;
   bool same = same_shape(g, src_shape, like);
-  OpDesc *op = gemit(g, same ? "assign" : "sum_like");
-  gemit_in(g, op, "X", src);
-  if (!same) gemit_in(g, op, "Like", like);
-  gemit_out(g, op, "Out", dst);
+  OpDesc *op = bwd_emit(g, same ? "assign" : "sum_like");
+  bwd_emit_in(g, op, "X", src);
+  if (!same) bwd_emit_in(g, op, "Like", like);
+  bwd_emit_out(g, op, "Out", dst);
 }
 
 /* ---- pass 3: grad ops ------------------------------------------------------------------- */
@@ -480,7 +480,7 @@ static void fail_at(Backward *bw, Span at, const char *fmt, ...) {
 
 /* ---- grad sub-blocks (the makers of ops that own blocks) ------------------------------- */
 
-Block *gsub_begin(GradCtx *g, const Block *fwd) {
+Block *bwd_sub_begin(GradCtx *g, const Block *fwd) {
   Program *p = g->bw->p;
   Block *gs = prog_add_block(p, fwd->idx);
   gs->fwd_block = fwd->idx;
@@ -491,17 +491,17 @@ Block *gsub_begin(GradCtx *g, const Block *fwd) {
   return NULL;
 }
 
-const char *gsub_grad(GradCtx *g, const Block *gb, const char *v) { return grad_name(g->bw, gb, v); }
+const char *bwd_sub_grad(GradCtx *g, const Block *gb, const char *v) { return grad_name(g->bw, gb, v); }
 
-bool gneeds_grad(GradCtx *g, const char *v) { return needs_grad(g->bw, v); }
+bool bwd_needs_grad(GradCtx *g, const char *v) { return needs_grad(g->bw, v); }
 
-void gsub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs) {
+void bwd_sub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs) {
   finish_block(g->bw, gb, &g->sub, targets, ntargets, args, nargs);
   mem_free(g->sub.ops);
   g->sub = (OpList){0};
 }
 
-int gfail(GradCtx *g, const char *fmt, ...) {
+int bwd_fail(GradCtx *g, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -879,7 +879,7 @@ const VarDesc *bwd_wrt_var(Program *p, const char *name) {
   return d;
 }
 
-bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
+bool bwd_append(Program *p, const char *loss, const char *const *params, int nparams,
                      const char *const *no_grad, int nno_grad, BackwardResult *out) {
   memset(out, 0, sizeof *out);
   Block *b0 = p->blocks[0];

@@ -1,6 +1,6 @@
-/* backward.h — append_backward and the grad-maker interface.
+/* backward.h — bwd_append and the grad-maker interface.
  *
- * append_backward(loss, parameter_list, no_grad_set) extends a program with
+ * bwd_append(loss, parameter_list, no_grad_set) extends a program with
  * the ops that compute gradients, following LANGUAGE.md section 9 and the
  * seed design ("Backward Building"):
  *
@@ -19,7 +19,7 @@
  *     gradient is written before it is read.
  *
  * The same builder serves the tape: tape_program() turns the tape into a
- * flat block, and append_backward builds its backward the same way.
+ * flat block, and bwd_append builds its backward the same way.
  */
 #ifndef NETRUN_BACKWARD_H
 #define NETRUN_BACKWARD_H
@@ -42,7 +42,7 @@ typedef struct BackwardResult {
  * respect to `params` (NULL: every parameter), skipping `no_grad` names.
  * Errors (a non-scalar loss, an unknown name, a gradient asked through an
  * op that has none) are reported at their source; returns false then. */
-bool append_backward(Program *p, const char *loss, const char *const *params, int nparams,
+bool bwd_append(Program *p, const char *loss, const char *const *params, int nparams,
                      const char *const *no_grad, int nno_grad, BackwardResult *out);
 
 /* The variable a loss or --wrt name stands for (a variable or an exported
@@ -77,64 +77,64 @@ bool bwd_vjp(Program *p, const char *const *outs, const char *const *seeds, int 
 typedef struct GradCtx GradCtx;
 
 /* The forward op's input/output variable names, by slot name. */
-int gop_nin(GradCtx *g, const char *slot);
-const char *gop_in(GradCtx *g, const char *slot, int i);
-int gop_nout(GradCtx *g, const char *slot);
-const char *gop_out(GradCtx *g, const char *slot, int i);
+int bwd_op_nin(GradCtx *g, const char *slot);
+const char *bwd_op_in(GradCtx *g, const char *slot, int i);
+int bwd_op_nout(GradCtx *g, const char *slot);
+const char *bwd_op_out(GradCtx *g, const char *slot, int i);
 /* The gradient of forward input slot[i], or NULL when no gradient of it is
  * needed (no_grad, stop_gradient, an integer, not on a path to a
  * parameter): the maker emits nothing for it then. */
-const char *gop_in_grad(GradCtx *g, const char *slot, int i);
+const char *bwd_op_in_grad(GradCtx *g, const char *slot, int i);
 /* The gradient of forward output slot[i]: always a name (the builder makes
  * it zeros if nothing writes it). */
-const char *gop_out_grad(GradCtx *g, const char *slot, int i);
+const char *bwd_op_out_grad(GradCtx *g, const char *slot, int i);
 /* The forward op's attribute (with its proto default). */
-const AttrValue *gop_attr(GradCtx *g, const char *name);
-const OpDesc *gop_fwd(GradCtx *g);
+const AttrValue *bwd_op_attr(GradCtx *g, const char *name);
+const OpDesc *bwd_op_fwd(GradCtx *g);
 
 /* Emits a new op of `type`; inputs, outputs and attributes are then added
- * with gemit_in/gemit_out/gemit_attr.  Attributes the proto has defaults
+ * with bwd_emit_in/bwd_emit_out/bwd_emit_attr.  Attributes the proto has defaults
  * for are filled when the op is finished. */
-OpDesc *gemit(GradCtx *g, const char *type);
-void gemit_in(GradCtx *g, OpDesc *op, const char *slot, const char *var);
-void gemit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var);
-void gemit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v);
+OpDesc *bwd_emit(GradCtx *g, const char *type);
+void bwd_emit_in(GradCtx *g, OpDesc *op, const char *slot, const char *var);
+void bwd_emit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var);
+void bwd_emit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v);
 /* A fresh name for an intermediate value of the grad computation. */
-const char *gtemp(GradCtx *g);
+const char *bwd_temp(GradCtx *g);
 /* A fresh stem for names of the grad computation: `base` or "base.K",
  * unused in the program and not handed out before, nor the stem of any
  * variable (so "STEM@GRAD"-style names built on it are fresh too). */
-const char *gfresh(GradCtx *g, const char *base);
-Program *gprog(GradCtx *g);
+const char *bwd_fresh(GradCtx *g, const char *base);
+Program *bwd_prog(GradCtx *g);
 /* The block the grad ops go to (block 0, or the grad block of a loop or
  * branch body): the parent of any sub-block a maker adds. */
-Block *ggrad_block(GradCtx *g);
+Block *bwd_grad_block(GradCtx *g);
 /* Says that emitted op `grad` (a while_grad or conditional_block_grad) runs
  * over the turns of emitted op `fwd` rather than of the forward op: the
  * builder keeps fwd whenever it keeps grad and points grad at fwd's final
  * place in the block. */
-void gemit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd);
+void bwd_emit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd);
 
 /* Reports an error at the forward op ("MESSAGE") and returns -1, for the
  * maker to return. */
-int gfail(GradCtx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Whether forward variable v gets a gradient (see gop_in_grad). */
-bool gneeds_grad(GradCtx *g, const char *v);
+int bwd_fail(GradCtx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether forward variable v gets a gradient (see bwd_op_in_grad). */
+bool bwd_needs_grad(GradCtx *g, const char *v);
 
 /* Grad sub-blocks, for the makers of ops that own blocks (src/ops/control.c):
- * gsub_begin adds the grad block of forward block fwd (a child of
- * ggrad_block) and fills it with the grad ops of fwd's ops, last first,
+ * bwd_sub_begin adds the grad block of forward block fwd (a child of
+ * bwd_grad_block) and fills it with the grad ops of fwd's ops, last first,
  * nested control ops included; NULL when that failed (reported).  Names of
- * gradients inside it come from gsub_grad (v@GRAD, or per turn
- * v@GRAD@B<block> for a v from outside fwd).  gsub_end finishes it as the
+ * gradients inside it come from bwd_sub_grad (v@GRAD, or per turn
+ * v@GRAD@B<block> for a v from outside fwd).  bwd_sub_end finishes it as the
  * builder finishes every block of grad ops: args are the gradients the
  * block starts from (one per arg; NAME_EMPTY: none), targets the ones it
  * must end with (NULL: not wanted); ops no target needs are dropped,
  * repeated writes summed, gradients nothing wrote made zeros.  One
  * sub-block at a time: begin, then end, then the next. */
-Block *gsub_begin(GradCtx *g, const Block *fwd);
-const char *gsub_grad(GradCtx *g, const Block *gb, const char *v);
-void gsub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs);
+Block *bwd_sub_begin(GradCtx *g, const Block *fwd);
+const char *bwd_sub_grad(GradCtx *g, const Block *gb, const char *v);
+void bwd_sub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets, const char *const *args, int nargs);
 
 /* The default maker of a GRAD_DEDICATED op whose proto leaves `grad` NULL:
  * one <type>_grad op wired by the slot-naming convention (X, Out and
@@ -146,15 +146,15 @@ int bwd_default_grad(GradCtx *g);
 /* dst = src summed over the dimensions where `like` was broadcast to src's
  * shape, src having the shape of the forward variable src_shape (an assign
  * when the shapes are the same). */
-void grad_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst);
-/* Where to compute a gradient of src_shape's shape that grad_reduce_like
+void bwd_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst);
+/* Where to compute a gradient of src_shape's shape that bwd_reduce_like
  * then brings to like's shape into dst: dst itself when no reduction is
- * needed (grad_reduce_like of dst into dst emits nothing), else a fresh
+ * needed (bwd_reduce_like of dst into dst emits nothing), else a fresh
  * temporary. */
-const char *grad_target(GradCtx *g, const char *src_shape, const char *like, const char *dst);
+const char *bwd_target(GradCtx *g, const char *src_shape, const char *like, const char *dst);
 /* out = type(X=x, Y=y) */
-void gemit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out);
+void bwd_emit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out);
 /* out = type(X=x) */
-void gemit1(GradCtx *g, const char *type, const char *x, const char *out);
+void bwd_emit1(GradCtx *g, const char *type, const char *x, const char *out);
 
 #endif

@@ -65,7 +65,7 @@ static bool build(Built *b, const Args *a, bool run) {
   if (!a->tape) {
     const char *lv = prog_export(p, a->loss);
     b->loss = lv ? lv : a->loss;
-    ok = append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
+    ok = bwd_append(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
     diag_finish(d);
     if (!ok || !run) return ok;
     Args ra = *a;
@@ -145,7 +145,7 @@ static bool tape_grads(Built *b, const Args *a) {
   for (int i = 0; i < nb0 && !none; i++) none = (p->blocks[0]->vars[i]->flags & VAR_PARAM) != 0;
   for (int i = 0; i < np && none; i++) none = b->tgrads[i] == NULL;
   BackwardResult check;
-  if (none && !append_backward(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &check)) return false;
+  if (none && !bwd_append(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &check)) return false;
   b->bw.npairs = np;
   b->bw.pairs = arena_alloc(&b->tape_arena, sizeof *b->bw.pairs * (size_t)(np + 1));
   for (int i = 0; i < np; i++) {
@@ -192,7 +192,7 @@ static bool build_tape(Built *b, const Args *a, bool run) {
     }
   }
   b->loss = tape_name(b, prog_export(p, a->loss), a->loss);
-  bool ok = append_backward(b->tp, b->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
+  bool ok = bwd_append(b->tp, b->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
   diag_finish(d);
   if (!ok || !run) return ok;
   ExecOptions o = a->opt;

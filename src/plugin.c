@@ -128,7 +128,7 @@ static int api_fail(NetrunCtx *c, const char *fmt, ...) {
   c->failed = true;
   if (c->ic) infer_fail(c->ic, "%s", msg);
   else if (c->ec) ctx_fail(c->ec, "%s", msg);
-  else diag_error(gprog(c->gc)->diag, gop_fwd(c->gc)->span, "%s: %s", c->op->def.type, msg);
+  else diag_error(bwd_prog(c->gc)->diag, bwd_op_fwd(c->gc)->span, "%s: %s", c->op->def.type, msg);
   return -1;
 }
 
@@ -150,14 +150,14 @@ static const char *api_op_type(NetrunCtx *c) { return c->op->def.type; }
 
 static int api_in_count(NetrunCtx *c, const char *slot) {
   if (c->ic) return infer_count(c->ic, slot);
-  if (c->gc) return gop_nin(c->gc, slot);
+  if (c->gc) return bwd_op_nin(c->gc, slot);
   int k = reg_slot_index(proto_of(c)->in, proto_of(c)->nin, slot);
   return k < 0 ? 0 : ctx_in_count(c->ec, k);
 }
 
 static int api_out_count(NetrunCtx *c, const char *slot) {
   if (c->ic) return infer_out_count(c->ic, slot);
-  if (c->gc) return gop_nout(c->gc, slot);
+  if (c->gc) return bwd_op_nout(c->gc, slot);
   int k = reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot);
   return k < 0 ? 0 : ctx_out_count(c->ec, k);
 }
@@ -200,7 +200,7 @@ static AttrValue to_internal(Program *p, const NetrunAttrValue *v) {
 static const AttrValue *find_attr(NetrunCtx *c, const char *name) {
   if (c->ic) return infer_attr(c->ic, name);
   if (c->ec) return ctx_attr(c->ec, name);
-  return gop_attr(c->gc, name);
+  return bwd_op_attr(c->gc, name);
 }
 
 static int api_attr(NetrunCtx *c, const char *name, NetrunAttrValue *out) {
@@ -333,32 +333,32 @@ static double api_uniform(NetrunCtx *c) {
 /* ---- grad makers ----------------------------------------------------------------------- */
 
 static const char *api_fwd_in(NetrunCtx *c, const char *slot, int i) {
-  return in_phase(c, GRAD, "fwd_in") ? gop_in(c->gc, slot, i) : NULL;
+  return in_phase(c, GRAD, "fwd_in") ? bwd_op_in(c->gc, slot, i) : NULL;
 }
 static const char *api_fwd_out(NetrunCtx *c, const char *slot, int i) {
-  return in_phase(c, GRAD, "fwd_out") ? gop_out(c->gc, slot, i) : NULL;
+  return in_phase(c, GRAD, "fwd_out") ? bwd_op_out(c->gc, slot, i) : NULL;
 }
 static const char *api_grad_in(NetrunCtx *c, const char *slot, int i) {
-  return in_phase(c, GRAD, "grad_in") ? gop_in_grad(c->gc, slot, i) : NULL;
+  return in_phase(c, GRAD, "grad_in") ? bwd_op_in_grad(c->gc, slot, i) : NULL;
 }
 static const char *api_grad_out(NetrunCtx *c, const char *slot, int i) {
-  return in_phase(c, GRAD, "grad_out") ? gop_out_grad(c->gc, slot, i) : NULL;
+  return in_phase(c, GRAD, "grad_out") ? bwd_op_out_grad(c->gc, slot, i) : NULL;
 }
 
 static NetrunOp *api_emit(NetrunCtx *c, const char *type) {
   if (!in_phase(c, GRAD, "emit")) return NULL;
-  if (!prog_find_op(gprog(c->gc), type)) {
+  if (!prog_find_op(bwd_prog(c->gc), type)) {
     api_fail(c, "its grad maker emits unknown op '%s'", type);
     return NULL;
   }
-  return (NetrunOp *)gemit(c->gc, type);
+  return (NetrunOp *)bwd_emit(c->gc, type);
 }
 
 /* The proto of an emitted op, or NULL (after reporting) if `name` is not
  * one of its slots (in or out) or attributes (attr). */
 static const OpProto *emitted_has(NetrunCtx *c, NetrunOp *op, const char *what, const char *name) {
   if (!op || !in_phase(c, GRAD, "emit")) return NULL;
-  const OpProto *p = prog_find_op(gprog(c->gc), ((OpDesc *)op)->type);
+  const OpProto *p = prog_find_op(bwd_prog(c->gc), ((OpDesc *)op)->type);
   bool found = strcmp(what, "input") == 0    ? reg_slot_index(p->in, p->nin, name) >= 0
                : strcmp(what, "output") == 0 ? reg_slot_index(p->out, p->nout, name) >= 0
                                              : reg_attr_index(p, name) >= 0;
@@ -368,11 +368,11 @@ static const OpProto *emitted_has(NetrunCtx *c, NetrunOp *op, const char *what, 
 }
 
 static void api_emit_in(NetrunCtx *c, NetrunOp *op, const char *slot, const char *var) {
-  if (emitted_has(c, op, "input", slot)) gemit_in(c->gc, (OpDesc *)op, slot, var);
+  if (emitted_has(c, op, "input", slot)) bwd_emit_in(c->gc, (OpDesc *)op, slot, var);
 }
 
 static void api_emit_out(NetrunCtx *c, NetrunOp *op, const char *slot, const char *var) {
-  if (emitted_has(c, op, "output", slot)) gemit_out(c->gc, (OpDesc *)op, slot, var);
+  if (emitted_has(c, op, "output", slot)) bwd_emit_out(c->gc, (OpDesc *)op, slot, var);
 }
 
 static void api_emit_attr(NetrunCtx *c, NetrunOp *op, const char *name, const NetrunAttrValue *v) {
@@ -384,10 +384,10 @@ static void api_emit_attr(NetrunCtx *c, NetrunOp *op, const char *name, const Ne
              attr_type_name(want));
     return;
   }
-  gemit_attr(c->gc, (OpDesc *)op, name, to_internal(gprog(c->gc), v));
+  bwd_emit_attr(c->gc, (OpDesc *)op, name, to_internal(bwd_prog(c->gc), v));
 }
 
-static const char *api_temp(NetrunCtx *c) { return in_phase(c, GRAD, "temp") ? gtemp(c->gc) : NULL; }
+static const char *api_temp(NetrunCtx *c) { return in_phase(c, GRAD, "temp") ? bwd_temp(c->gc) : NULL; }
 
 /* ---- the adapters the registry calls ------------------------------------------------------ */
 
@@ -424,7 +424,7 @@ static int kernel_plugin(ExecCtx *ec) {
 }
 
 static int grad_plugin(GradCtx *gc) {
-  NetrunCtx c = {.op = prog_find_op(gprog(gc), gop_fwd(gc)->type)->user, .gc = gc};
+  NetrunCtx c = {.op = prog_find_op(bwd_prog(gc), bwd_op_fwd(gc)->type)->user, .gc = gc};
   return outcome(&c, c.op->def.grad(&c), "the grad maker");
 }
 

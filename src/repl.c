@@ -598,7 +598,7 @@ static bool c_backward(Repl *R, Cmd *c) {
   d->nerrors = 0;
   LowerMark *lm = lower_mark(R->ld.L);
   BackwardResult bw;
-  bool ok = append_backward(R->ld.prog, a.loss, (const char *const *)a.wrt, a.nwrt, NULL, 0, &bw);
+  bool ok = bwd_append(R->ld.prog, a.loss, (const char *const *)a.wrt, a.nwrt, NULL, 0, &bw);
   if (ok) dump_program(stdout, R->ld.prog, &plain_dump);
   lower_rollback(R->ld.L, lm);
   return ok ? true : failed(R);

@@ -2,7 +2,7 @@
  *
  * The tape's backward is the backward builder applied to the tape (a flat,
  * unrolled block).  `netrun dump --backward --tape` prints it as a program
- * (tape_program + append_backward); this module computes the same
+ * (tape_program + bwd_append); this module computes the same
  * gradients without naming every recorded value: it visits the tape in
  * reverse, asks the builder once per class of recorded op (and shapes) for
  * its grad ops (bwd_op_grads), and runs them with the executor over the tensors

@@ -211,7 +211,7 @@ static void out(Program *p, OpDesc *op, const char *slot, const char *var) {
 }
 
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
-  if (!append_backward(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
+  if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
   if (!prog_var(p, TRAIN_LR_VAR)) {
     VarDesc *lr = prog_add_var(p, b0, TRAIN_LR_VAR);

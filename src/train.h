@@ -16,7 +16,7 @@
  *   }
  *
  * The training program is the script's program with its backward appended
- * (append_backward), an optional clip_by_global_norm of the gradients, and
+ * (bwd_append), an optional clip_by_global_norm of the gradients, and
  * one optimizer op per parameter, all in block 0; the optimizer state
  * (velocities, moments) are variables initialized by the startup block. */
 #ifndef NETRUN_TRAIN_H

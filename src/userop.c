@@ -378,7 +378,7 @@ static const char *real_name(Emit *e, const char *name) {
     size_t n = strlen(base);
     if (dot && dot[1] && strspn(dot + 1, "0123456789") == strlen(dot + 1) && memchr(base, '.', (size_t)(dot - base)))
       n = (size_t)(dot - base);
-    to = is_temp(stem) ? gtemp(e->g) : gfresh(e->g, arena_strndup(e->s->arena, base, n));
+    to = is_temp(stem) ? bwd_temp(e->g) : bwd_fresh(e->g, arena_strndup(e->s->arena, base, n));
     VEC_RESERVE(e->stems, e->capstems, e->nstems + 1);
     e->stems[e->nstems++] = (struct Stem){stem, to};
   }
@@ -447,14 +447,14 @@ static void emit_ops(Emit *e) {
   for (int i = 0; i < b0->nops; i++) {
     const OpDesc *o = b0->ops[i];
     if (e->skip && e->skip[i]) continue;
-    OpDesc *d = gemit(e->g, o->type);
+    OpDesc *d = bwd_emit(e->g, o->type);
     d->span = o->span;   /* the line of the body or grad body it comes from */
     fill_op(e, d, o);
     copies[i] = d;
     const OpProto *proto = prog_find_op(e->s, o->type);
     if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && proto &&
         (proto->flags & OP_KEPT_TURNS))
-      gemit_link(e->g, d, copies[o->fwd_op]);
+      bwd_emit_link(e->g, d, copies[o->fwd_op]);
   }
   mem_free(copies);
 }
@@ -475,11 +475,11 @@ static bool lower_grad_part(Emit *e) {
   const char *out[REG_MAX_SLOTS], *out_grad[REG_MAX_SLOTS];
   for (int k = 0; k < e->proto->nout; k++) {
     const char *name = e->proto->out[k].name;
-    const VarDesc *v = prog_var(e->p, gop_out(e->g, name, 0));
+    const VarDesc *v = prog_var(e->p, bwd_op_out(e->g, name, 0));
     out[k] = declare(e->s, name, v->dtype, &v->shape);
     out_grad[k] = declare(e->s, name_grad(e->s->arena, name), v->dtype, &v->shape);
-    bind_name(e, out[k], gop_out(e->g, name, 0));
-    bind_name(e, out_grad[k], gop_out_grad(e->g, name, 0));
+    bind_name(e, out[k], bwd_op_out(e->g, name, 0));
+    bind_name(e, out_grad[k], bwd_op_out_grad(e->g, name, 0));
   }
   return lower_user_body(e->proto, e->op, true, e->s, e->in, out, out_grad, e->res);
 }
@@ -504,7 +504,7 @@ static bool lower_body_vjp(Emit *e) {
   for (int k = 0; k < proto->nout; k++) {
     const VarDesc *v = prog_var(e->s, outs[k]);
     seeds[k] = declare(e->s, arena_printf(e->s->arena, "%s@SEED", proto->out[k].name), v->dtype, &v->shape);
-    bind_name(e, seeds[k], gop_out_grad(e->g, proto->out[k].name, 0));
+    bind_name(e, seeds[k], bwd_op_out_grad(e->g, proto->out[k].name, 0));
   }
   for (int i = 0; i < proto->nin; i++)
     if (e->want[i]) which[nw] = i, wrt[nw++] = e->in[i];
@@ -556,34 +556,34 @@ static bool plan_grads(Emit *e) {
 }
 
 int uop_grad(GradCtx *g) {
-  Program *p = gprog(g);
-  const OpDesc *op = gop_fwd(g);
+  Program *p = bwd_prog(g);
+  const OpDesc *op = bwd_op_fwd(g);
   const OpProto *proto = prog_find_op(p, op->type);
   Arena a;
   Emit e = {.g = g, .p = p, .op = op, .proto = proto, .u = proto->user, .prefix = proto->type};
   e.s = scratch_new(&a, p->diag, e.u->registry);
   for (int i = 0; i < proto->nin; i++) {
     const char *name = proto->in[i].name;
-    const VarDesc *v = prog_var(p, gop_in(g, name, 0));
+    const VarDesc *v = prog_var(p, bwd_op_in(g, name, 0));
     e.in[i] = declare(e.s, name, v->dtype, &v->shape);
-    bind_name(&e, e.in[i], gop_in(g, name, 0));
-    e.want[i] = gop_in_grad(g, name, 0);
+    bind_name(&e, e.in[i], bwd_op_in(g, name, 0));
+    e.want[i] = bwd_op_in_grad(g, name, 0);
   }
   bool ok = (e.u->def->b ? lower_grad_part(&e) : lower_body_vjp(&e)) && plan_grads(&e);
   if (ok) {
     e.blocks = mem_calloc((size_t)e.s->nblocks + 1, sizeof *e.blocks);
-    e.blocks[0] = ggrad_block(g)->idx;
+    e.blocks[0] = bwd_grad_block(g)->idx;
     e.real = mem_calloc((size_t)e.s->nblocks + 1, sizeof *e.real);
     for (int b = 0; b < e.s->nblocks; b++) e.real[b] = mem_calloc((size_t)e.s->blocks[b]->nvars + 1, sizeof **e.real);
     emit_ops(&e);
     for (int i = 0; i < proto->nin; i++) {
       if (!e.res[i] || !e.want[i] || e.direct[i]) continue;
-      OpDesc *d = gemit(g, e.fit[i] == FIT_SAME ? "assign" : "sum_like");
+      OpDesc *d = bwd_emit(g, e.fit[i] == FIT_SAME ? "assign" : "sum_like");
       const AstNode *t = e.u->def->b ? grad_assignment(&e.u->def->b->list, proto->in[i].name) : NULL;
       if (t) d->span = t->span;
-      gemit_in(g, d, "X", real_name(&e, e.res[i]));
-      if (e.fit[i] != FIT_SAME) gemit_in(g, d, "Like", gop_in(g, proto->in[i].name, 0));
-      gemit_out(g, d, "Out", e.want[i]);
+      bwd_emit_in(g, d, "X", real_name(&e, e.res[i]));
+      if (e.fit[i] != FIT_SAME) bwd_emit_in(g, d, "Like", bwd_op_in(g, proto->in[i].name, 0));
+      bwd_emit_out(g, d, "Out", e.want[i]);
     }
     for (int b = 0; b < e.s->nblocks; b++) mem_free(e.real[b]);
     mem_free(e.real);

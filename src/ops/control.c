@@ -232,90 +232,90 @@ static int k_conditional_grad(ExecCtx *c) {
 /* ---- grad makers ------------------------------------------------------------------------ */
 
 static Block *own_block(GradCtx *c, const char *attr) {
-  const AttrValue *a = gop_attr(c, attr);
-  return a ? prog_block(gprog(c), (int)a->u.i) : NULL;
+  const AttrValue *a = bwd_op_attr(c, attr);
+  return a ? prog_block(bwd_prog(c), (int)a->u.i) : NULL;
 }
 
 /* while: a grad block over the body, run turn by turn in reverse. */
 static int g_while(GradCtx *c) {
-  Program *p = gprog(c);
+  Program *p = bwd_prog(c);
   const Block *s = own_block(c, "sub_block");
-  const OpDesc *op = gop_fwd(c);
-  if (!s || !op_input(op, "X") || !op_output(op, "Out")) return gfail(c, "internal error: malformed while op");
+  const OpDesc *op = bwd_op_fwd(c);
+  if (!s || !op_input(op, "X") || !op_output(op, "Out")) return bwd_fail(c, "internal error: malformed while op");
   int nc = s->nargs;
-  Block *gs = gsub_begin(c, s);
+  Block *gs = bwd_sub_begin(c, s);
   if (!gs) return -1;
   /* The grad block starts from the gradients of a turn's results and ends
    * with those of its args and of the outer values it read. */
-  int ncap = gop_nin(c, "Input");
+  int ncap = bwd_op_nin(c, "Input");
   const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(nc + 1));
   const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(nc + ncap + 1));
   int nt = 0;
   /* A carried value with no gradient (a counter) has none in any turn. */
   bool *carry = arena_alloc(p->arena, sizeof *carry * (size_t)(nc + 1));
-  for (int k = 0; k < nc; k++) carry[k] = gneeds_grad(c, s->args[k]) || gneeds_grad(c, s->results[k]);
-  for (int k = 0; k < nc; k++) args[k] = carry[k] ? gsub_grad(c, gs, s->results[k]) : NAME_EMPTY;
-  for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? gsub_grad(c, gs, s->args[k]) : NULL;
+  for (int k = 0; k < nc; k++) carry[k] = bwd_needs_grad(c, s->args[k]) || bwd_needs_grad(c, s->results[k]);
+  for (int k = 0; k < nc; k++) args[k] = carry[k] ? bwd_sub_grad(c, gs, s->results[k]) : NAME_EMPTY;
+  for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? bwd_sub_grad(c, gs, s->args[k]) : NULL;
   for (int j = 0; j < ncap; j++) {
-    const char *v = gop_in(c, "Input", j);
-    targets[nt++] = gneeds_grad(c, v) ? gsub_grad(c, gs, v) : NULL;
+    const char *v = bwd_op_in(c, "Input", j);
+    targets[nt++] = bwd_needs_grad(c, v) ? bwd_sub_grad(c, gs, v) : NULL;
   }
-  gsub_end(c, gs, targets, nt, args, nc);
-  OpDesc *w = gemit(c, "while_grad");
-  for (int k = 0; k < nc; k++) gemit_in(c, w, "Out@GRAD", carry[k] ? gop_out_grad(c, "Out", k) : NAME_EMPTY);
+  bwd_sub_end(c, gs, targets, nt, args, nc);
+  OpDesc *w = bwd_emit(c, "while_grad");
+  for (int k = 0; k < nc; k++) bwd_emit_in(c, w, "Out@GRAD", carry[k] ? bwd_op_out_grad(c, "Out", k) : NAME_EMPTY);
   op_add_input(p, w, "Out@GRAD");
   op_add_input(p, w, "X");
-  for (int k = 0; k < nc; k++) gemit_in(c, w, "X", gop_in(c, "X", k));
+  for (int k = 0; k < nc; k++) bwd_emit_in(c, w, "X", bwd_op_in(c, "X", k));
   op_add_input(p, w, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, w, "Input", gop_in(c, "Input", j));
+  for (int j = 0; j < ncap; j++) bwd_emit_in(c, w, "Input", bwd_op_in(c, "Input", j));
   op_add_output(p, w, "X@GRAD");
   for (int k = 0; k < nc; k++) {
-    const char *g = carry[k] ? gop_in_grad(c, "X", k) : NULL;
-    gemit_out(c, w, "X@GRAD", g ? g : NAME_EMPTY);
+    const char *g = carry[k] ? bwd_op_in_grad(c, "X", k) : NULL;
+    bwd_emit_out(c, w, "X@GRAD", g ? g : NAME_EMPTY);
   }
   op_add_output(p, w, "Input@GRAD");
   for (int j = 0; j < ncap; j++) {
-    const char *g = gop_in_grad(c, "Input", j);
-    gemit_out(c, w, "Input@GRAD", g ? g : NAME_EMPTY);
+    const char *g = bwd_op_in_grad(c, "Input", j);
+    bwd_emit_out(c, w, "Input@GRAD", g ? g : NAME_EMPTY);
   }
-  gemit_attr(c, w, "sub_block", attr_block(gs->idx));
+  bwd_emit_attr(c, w, "sub_block", attr_block(gs->idx));
   return 0;
 }
 
 /* if: a grad block per branch; the taken branch's runs. */
 static int g_conditional(GradCtx *c) {
-  Program *p = gprog(c);
-  int ncap = gop_nin(c, "Input"), no = gop_nout(c, "Out");
+  Program *p = bwd_prog(c);
+  int ncap = bwd_op_nin(c, "Input"), no = bwd_op_nout(c, "Out");
   int gidx[2];
   const char *attrs[2] = {"sub_block", "else_block"};
   for (int br = 0; br < 2; br++) {
     const Block *b = own_block(c, attrs[br]);
-    if (!b) return gfail(c, "internal error: malformed conditional_block op");
-    Block *gb = gsub_begin(c, b);
+    if (!b) return bwd_fail(c, "internal error: malformed conditional_block op");
+    Block *gb = bwd_sub_begin(c, b);
     if (!gb) return -1;
     gidx[br] = gb->idx;
     const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
     const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
-    for (int k = 0; k < no; k++) args[k] = gsub_grad(c, gb, b->results[k]);
+    for (int k = 0; k < no; k++) args[k] = bwd_sub_grad(c, gb, b->results[k]);
     for (int j = 0; j < ncap; j++) {
-      const char *v = gop_in(c, "Input", j);
-      targets[j] = gneeds_grad(c, v) ? gsub_grad(c, gb, v) : NULL;
+      const char *v = bwd_op_in(c, "Input", j);
+      targets[j] = bwd_needs_grad(c, v) ? bwd_sub_grad(c, gb, v) : NULL;
     }
-    gsub_end(c, gb, targets, ncap, args, no);
+    bwd_sub_end(c, gb, targets, ncap, args, no);
   }
-  OpDesc *g = gemit(c, "conditional_block_grad");
-  gemit_in(c, g, "Cond", gop_in(c, "Cond", 0));
+  OpDesc *g = bwd_emit(c, "conditional_block_grad");
+  bwd_emit_in(c, g, "Cond", bwd_op_in(c, "Cond", 0));
   op_add_input(p, g, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, g, "Input", gop_in(c, "Input", j));
+  for (int j = 0; j < ncap; j++) bwd_emit_in(c, g, "Input", bwd_op_in(c, "Input", j));
   op_add_input(p, g, "Out@GRAD");
-  for (int k = 0; k < no; k++) gemit_in(c, g, "Out@GRAD", gop_out_grad(c, "Out", k));
+  for (int k = 0; k < no; k++) bwd_emit_in(c, g, "Out@GRAD", bwd_op_out_grad(c, "Out", k));
   op_add_output(p, g, "Input@GRAD");
   for (int j = 0; j < ncap; j++) {
-    const char *v = gop_in_grad(c, "Input", j);
-    gemit_out(c, g, "Input@GRAD", v ? v : NAME_EMPTY);
+    const char *v = bwd_op_in_grad(c, "Input", j);
+    bwd_emit_out(c, g, "Input@GRAD", v ? v : NAME_EMPTY);
   }
-  gemit_attr(c, g, "sub_block", attr_block(gidx[0]));
-  gemit_attr(c, g, "else_block", attr_block(gidx[1]));
+  bwd_emit_attr(c, g, "sub_block", attr_block(gidx[0]));
+  bwd_emit_attr(c, g, "else_block", attr_block(gidx[1]));
   return 0;
 }
 

@@ -424,30 +424,30 @@ static int k_print(ExecCtx *c) {
 
 /* assign: dX = assign(dOut). */
 static int g_assign(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (dx) gemit1(g, "assign", gop_out_grad(g, "Out", 0), dx);
+  const char *dx = bwd_op_in_grad(g, "X", 0);
+  if (dx) bwd_emit1(g, "assign", bwd_op_out_grad(g, "Out", 0), dx);
   return 0;
 }
 
 /* cast: dX = dOut cast back to X's dtype.  Only f32 values have gradients,
  * so this runs only for an f32 X cast to f32. */
 static int g_cast(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
+  const char *dx = bwd_op_in_grad(g, "X", 0);
   if (!dx) return 0;
-  const VarDesc *x = prog_var(gprog(g), gop_in(g, "X", 0));
-  OpDesc *op = gemit(g, "cast");
-  gemit_in(g, op, "X", gop_out_grad(g, "Out", 0));
-  gemit_out(g, op, "Out", dx);
-  gemit_attr(g, op, "dtype", attr_dtype(x ? x->dtype : DT_F32));
+  const VarDesc *x = prog_var(bwd_prog(g), bwd_op_in(g, "X", 0));
+  OpDesc *op = bwd_emit(g, "cast");
+  bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", 0));
+  bwd_emit_out(g, op, "Out", dx);
+  bwd_emit_attr(g, op, "dtype", attr_dtype(x ? x->dtype : DT_F32));
   return 0;
 }
 
 /* add_n: dX[i] = dOut for every input that needs one (an input listed
  * twice gets two writes, which the builder sums). */
 static int g_add_n(GradCtx *g) {
-  for (int i = 0; i < gop_nin(g, "X"); i++) {
-    const char *dx = gop_in_grad(g, "X", i);
-    if (dx) gemit1(g, "assign", gop_out_grad(g, "Out", 0), dx);
+  for (int i = 0; i < bwd_op_nin(g, "X"); i++) {
+    const char *dx = bwd_op_in_grad(g, "X", i);
+    if (dx) bwd_emit1(g, "assign", bwd_op_out_grad(g, "Out", 0), dx);
   }
   return 0;
 }

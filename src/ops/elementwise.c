@@ -316,61 +316,61 @@ static int k_clip(ExecCtx *c) {
  * Composite: each gradient is built from forward ops and summed back to its
  * input's shape where the forward op broadcast it. */
 
-#define DOUT gop_out_grad(g, "Out", 0)
-#define X0 gop_in(g, "X", 0)
-#define Y0 gop_in(g, "Y", 0)
-#define OUT0 gop_out(g, "Out", 0)
+#define DOUT bwd_op_out_grad(g, "Out", 0)
+#define X0 bwd_op_in(g, "X", 0)
+#define Y0 bwd_op_in(g, "Y", 0)
+#define OUT0 bwd_op_out(g, "Out", 0)
 
 /* add: dX = dOut, dY = dOut. */
 static int g_add(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
-  if (dx) grad_reduce_like(g, DOUT, OUT0, X0, dx);
-  if (dy) grad_reduce_like(g, DOUT, OUT0, Y0, dy);
+  const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
+  if (dx) bwd_reduce_like(g, DOUT, OUT0, X0, dx);
+  if (dy) bwd_reduce_like(g, DOUT, OUT0, Y0, dy);
   return 0;
 }
 
 /* sub: dX = dOut (an assign), dY = scale(dOut, -1). */
 static int g_sub(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
-  if (dx) grad_reduce_like(g, DOUT, OUT0, X0, dx);
+  const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
+  if (dx) bwd_reduce_like(g, DOUT, OUT0, X0, dx);
   if (dy) {
-    const char *t = grad_target(g, OUT0, Y0, dy);
-    OpDesc *op = gemit(g, "scale");
-    gemit_in(g, op, "X", DOUT);
-    gemit_out(g, op, "Out", t);
-    gemit_attr(g, op, "scale", attr_float(-1));
-    grad_reduce_like(g, t, OUT0, Y0, dy);
+    const char *t = bwd_target(g, OUT0, Y0, dy);
+    OpDesc *op = bwd_emit(g, "scale");
+    bwd_emit_in(g, op, "X", DOUT);
+    bwd_emit_out(g, op, "Out", t);
+    bwd_emit_attr(g, op, "scale", attr_float(-1));
+    bwd_reduce_like(g, t, OUT0, Y0, dy);
   }
   return 0;
 }
 
 /* mul: dX = dOut * Y, dY = dOut * X. */
 static int g_mul(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   if (dx) {
-    const char *t = grad_target(g, OUT0, X0, dx);
-    gemit2(g, "mul", DOUT, Y0, t);
-    grad_reduce_like(g, t, OUT0, X0, dx);
+    const char *t = bwd_target(g, OUT0, X0, dx);
+    bwd_emit2(g, "mul", DOUT, Y0, t);
+    bwd_reduce_like(g, t, OUT0, X0, dx);
   }
   if (dy) {
-    const char *t = grad_target(g, OUT0, Y0, dy);
-    gemit2(g, "mul", DOUT, X0, t);
-    grad_reduce_like(g, t, OUT0, Y0, dy);
+    const char *t = bwd_target(g, OUT0, Y0, dy);
+    bwd_emit2(g, "mul", DOUT, X0, t);
+    bwd_reduce_like(g, t, OUT0, Y0, dy);
   }
   return 0;
 }
 
 /* div: dX = dOut / Y, dY = -(dOut / Y) * Out. */
 static int g_div(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
-  const char *q = gtemp(g);
-  gemit2(g, "div", DOUT, Y0, q);
-  if (dx) grad_reduce_like(g, q, OUT0, X0, dx);
+  const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
+  const char *q = bwd_temp(g);
+  bwd_emit2(g, "div", DOUT, Y0, q);
+  if (dx) bwd_reduce_like(g, q, OUT0, X0, dx);
   if (dy) {
-    const char *t = gtemp(g), *u = grad_target(g, OUT0, Y0, dy);
-    gemit2(g, "mul", q, OUT0, t);
-    gemit1(g, "neg", t, u);
-    grad_reduce_like(g, u, OUT0, Y0, dy);
+    const char *t = bwd_temp(g), *u = bwd_target(g, OUT0, Y0, dy);
+    bwd_emit2(g, "mul", q, OUT0, t);
+    bwd_emit1(g, "neg", t, u);
+    bwd_reduce_like(g, u, OUT0, Y0, dy);
   }
   return 0;
 }
@@ -378,55 +378,55 @@ static int g_div(GradCtx *g) {
 /* A unary op's gradient dX = dOut * f(...) built by `emit`. */
 #define UNARY_GRAD(NAME, ...)                                                   \
   static int g_##NAME(GradCtx *g) {                                             \
-    const char *dx = gop_in_grad(g, "X", 0);                                    \
+    const char *dx = bwd_op_in_grad(g, "X", 0);                                    \
     if (!dx) return 0;                                                          \
     __VA_ARGS__;                                                                \
     return 0;                                                                   \
   }
 
 /* neg: dX = -dOut */
-UNARY_GRAD(neg, gemit1(g, "neg", DOUT, dx))
+UNARY_GRAD(neg, bwd_emit1(g, "neg", DOUT, dx))
 /* exp: dX = dOut * Out */
-UNARY_GRAD(exp, gemit2(g, "mul", DOUT, OUT0, dx))
+UNARY_GRAD(exp, bwd_emit2(g, "mul", DOUT, OUT0, dx))
 /* log: dX = dOut / X */
-UNARY_GRAD(log, gemit2(g, "div", DOUT, X0, dx))
+UNARY_GRAD(log, bwd_emit2(g, "div", DOUT, X0, dx))
 /* sqrt: dX = dOut * 0.5 / Out */
 UNARY_GRAD(sqrt, {
-  const char *t = gtemp(g);
-  OpDesc *op = gemit(g, "scale");
-  gemit_in(g, op, "X", DOUT);
-  gemit_out(g, op, "Out", t);
-  gemit_attr(g, op, "scale", attr_float(0.5));
-  gemit2(g, "div", t, OUT0, dx);
+  const char *t = bwd_temp(g);
+  OpDesc *op = bwd_emit(g, "scale");
+  bwd_emit_in(g, op, "X", DOUT);
+  bwd_emit_out(g, op, "Out", t);
+  bwd_emit_attr(g, op, "scale", attr_float(0.5));
+  bwd_emit2(g, "div", t, OUT0, dx);
 })
 /* square: dX = dOut * 2X */
 UNARY_GRAD(square, {
-  const char *t = gtemp(g);
-  OpDesc *op = gemit(g, "scale");
-  gemit_in(g, op, "X", X0);
-  gemit_out(g, op, "Out", t);
-  gemit_attr(g, op, "scale", attr_float(2));
-  gemit2(g, "mul", DOUT, t, dx);
+  const char *t = bwd_temp(g);
+  OpDesc *op = bwd_emit(g, "scale");
+  bwd_emit_in(g, op, "X", X0);
+  bwd_emit_out(g, op, "Out", t);
+  bwd_emit_attr(g, op, "scale", attr_float(2));
+  bwd_emit2(g, "mul", DOUT, t, dx);
 })
 /* sin: dX = dOut * cos X */
 UNARY_GRAD(sin, {
-  const char *t = gtemp(g);
-  gemit1(g, "cos", X0, t);
-  gemit2(g, "mul", DOUT, t, dx);
+  const char *t = bwd_temp(g);
+  bwd_emit1(g, "cos", X0, t);
+  bwd_emit2(g, "mul", DOUT, t, dx);
 })
 /* cos: dX = -dOut * sin X */
 UNARY_GRAD(cos, {
-  const char *t = gtemp(g), *u = gtemp(g);
-  gemit1(g, "sin", X0, t);
-  gemit2(g, "mul", DOUT, t, u);
-  gemit1(g, "neg", u, dx);
+  const char *t = bwd_temp(g), *u = bwd_temp(g);
+  bwd_emit1(g, "sin", X0, t);
+  bwd_emit2(g, "mul", DOUT, t, u);
+  bwd_emit1(g, "neg", u, dx);
 })
 /* scale: dX = scale(dOut, scale) */
 UNARY_GRAD(scale, {
-  OpDesc *op = gemit(g, "scale");
-  gemit_in(g, op, "X", DOUT);
-  gemit_out(g, op, "Out", dx);
-  gemit_attr(g, op, "scale", *gop_attr(g, "scale"));
+  OpDesc *op = bwd_emit(g, "scale");
+  bwd_emit_in(g, op, "X", DOUT);
+  bwd_emit_out(g, op, "Out", dx);
+  bwd_emit_attr(g, op, "scale", *bwd_op_attr(g, "scale"));
 })
 
 /* ---- dedicated gradients ---------------------------------------------------------

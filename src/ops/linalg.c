@@ -224,12 +224,12 @@ static int k_matmul(ExecCtx *c) {
  * [B*T, K] and [B*T, N], not B products summed afterwards. */
 
 static const char *mm_emit(GradCtx *g, const char *a, const char *b, bool ta, bool tb, const char *out) {
-  OpDesc *op = gemit(g, "matmul");
-  gemit_in(g, op, "X", a);
-  gemit_in(g, op, "Y", b);
-  gemit_out(g, op, "Out", out);
-  gemit_attr(g, op, "transpose_x", attr_bool(ta));
-  gemit_attr(g, op, "transpose_y", attr_bool(tb));
+  OpDesc *op = bwd_emit(g, "matmul");
+  bwd_emit_in(g, op, "X", a);
+  bwd_emit_in(g, op, "Y", b);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "transpose_x", attr_bool(ta));
+  bwd_emit_attr(g, op, "transpose_y", attr_bool(tb));
   return out;
 }
 
@@ -237,21 +237,21 @@ static const char *mm_emit(GradCtx *g, const char *a, const char *b, bool ta, bo
 static const char *axes_emit(GradCtx *g, const char *type, const char *x, int64_t a0, int64_t a1, int n,
                              const char *out) {
   int64_t axes[2] = {a0, a1};
-  OpDesc *op = gemit(g, type);
-  gemit_in(g, op, "X", x);
-  gemit_out(g, op, "Out", out);
-  gemit_attr(g, op, "axes", attr_ints(gprog(g), axes, n));
+  OpDesc *op = bwd_emit(g, type);
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "axes", attr_ints(bwd_prog(g), axes, n));
   return out;
 }
 
 /* out = reshape(x, [-1, d]) */
 static const char *rows_emit(GradCtx *g, const char *x, int64_t d) {
   int64_t shape[2] = {-1, d};
-  const char *out = gtemp(g);
-  OpDesc *op = gemit(g, "reshape");
-  gemit_in(g, op, "X", x);
-  gemit_out(g, op, "Out", out);
-  gemit_attr(g, op, "shape", attr_ints(gprog(g), shape, 2));
+  const char *out = bwd_temp(g);
+  OpDesc *op = bwd_emit(g, "reshape");
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "shape", attr_ints(bwd_prog(g), shape, 2));
   return out;
 }
 
@@ -268,34 +268,34 @@ static bool same_batch(const VarDesc *v, const VarDesc *out, int out_mat) {
 /* Where the matmul giving an operand's gradient writes: dst itself when
  * nothing is left to do. */
 static const char *mm_target(GradCtx *g, bool vec, bool same, const char *dst) {
-  return !vec && same ? dst : gtemp(g);
+  return !vec && same ? dst : bwd_temp(g);
 }
 
 /* Turns `full`, an operand's gradient with the result's batch dimensions
  * (and, for a vector, its added dimension at vaxis), into dst. */
 static void mm_finish(GradCtx *g, const char *full, bool vec, int64_t vaxis, bool same, const char *like,
                       const char *dst) {
-  if (vec) full = axes_emit(g, "squeeze", full, vaxis, 0, 1, same ? dst : gtemp(g));
+  if (vec) full = axes_emit(g, "squeeze", full, vaxis, 0, 1, same ? dst : bwd_temp(g));
   if (same) return;
-  OpDesc *op = gemit(g, "sum_like");
-  gemit_in(g, op, "X", full);
-  gemit_in(g, op, "Like", like);
-  gemit_out(g, op, "Out", dst);
+  OpDesc *op = bwd_emit(g, "sum_like");
+  bwd_emit_in(g, op, "X", full);
+  bwd_emit_in(g, op, "Like", like);
+  bwd_emit_out(g, op, "Out", dst);
 }
 
 static int g_matmul(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
+  const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   if (!dx && !dy) return 0;
-  Program *p = gprog(g);
-  const char *x = gop_in(g, "X", 0), *y = gop_in(g, "Y", 0), *dout = gop_out_grad(g, "Out", 0);
-  const VarDesc *xv = prog_var(p, x), *yv = prog_var(p, y), *ov = prog_var(p, gop_out(g, "Out", 0));
+  Program *p = bwd_prog(g);
+  const char *x = bwd_op_in(g, "X", 0), *y = bwd_op_in(g, "Y", 0), *dout = bwd_op_out_grad(g, "Out", 0);
+  const VarDesc *xv = prog_var(p, x), *yv = prog_var(p, y), *ov = prog_var(p, bwd_op_out(g, "Out", 0));
   if (!xv || !yv || !ov || xv->shape.rank < 1 || yv->shape.rank < 1 || ov->shape.rank < 0) {
-    diag_error(p->diag, gop_fwd(g)->span, "matmul: its gradient needs operands of known rank");
+    diag_error(p->diag, bwd_op_fwd(g)->span, "matmul: its gradient needs operands of known rank");
     return -1;
   }
   bool xvec = xv->shape.rank == 1, yvec = yv->shape.rank == 1;
-  bool tx = !xvec && gop_attr(g, "transpose_x")->u.i != 0;
-  bool ty = !yvec && gop_attr(g, "transpose_y")->u.i != 0;
+  bool tx = !xvec && bwd_op_attr(g, "transpose_x")->u.i != 0;
+  bool ty = !yvec && bwd_op_attr(g, "transpose_y")->u.i != 0;
   int out_mat = !xvec + !yvec;   /* the result's matrix dimensions */
   bool fold = xv->shape.rank >= 3 && yv->shape.rank == 2 && !tx;
   Dim k = fold ? xv->shape.d[xv->shape.rank - 1] : dim_unknown();
@@ -303,11 +303,11 @@ static int g_matmul(GradCtx *g) {
   fold = fold && k.n > 0 && n.n > 0;
   /* dOut as the product of the promoted operands: [..., M, N] */
   const char *g2 = dout;
-  if (xvec && yvec) g2 = axes_emit(g, "unsqueeze", dout, 0, 1, 2, gtemp(g));
-  else if (xvec) g2 = axes_emit(g, "unsqueeze", dout, -2, 0, 1, gtemp(g));
-  else if (yvec) g2 = axes_emit(g, "unsqueeze", dout, -1, 0, 1, gtemp(g));
+  if (xvec && yvec) g2 = axes_emit(g, "unsqueeze", dout, 0, 1, 2, bwd_temp(g));
+  else if (xvec) g2 = axes_emit(g, "unsqueeze", dout, -2, 0, 1, bwd_temp(g));
+  else if (yvec) g2 = axes_emit(g, "unsqueeze", dout, -1, 0, 1, bwd_temp(g));
   if (dx) {
-    const char *y2 = yvec ? axes_emit(g, "unsqueeze", y, -1, 0, 1, gtemp(g)) : y;
+    const char *y2 = yvec ? axes_emit(g, "unsqueeze", y, -1, 0, 1, bwd_temp(g)) : y;
     bool same = same_batch(xv, ov, out_mat);
     const char *t = mm_target(g, xvec, same, dx);
     if (tx) mm_emit(g, y2, g2, ty, true, t);
@@ -319,7 +319,7 @@ static int g_matmul(GradCtx *g) {
     if (ty) mm_emit(g, gf, xf, true, false, dy);
     else mm_emit(g, xf, gf, true, false, dy);
   } else if (dy) {
-    const char *x2 = xvec ? axes_emit(g, "unsqueeze", x, 0, 0, 1, gtemp(g)) : x;
+    const char *x2 = xvec ? axes_emit(g, "unsqueeze", x, 0, 0, 1, bwd_temp(g)) : x;
     bool same = same_batch(yv, ov, out_mat);
     const char *t = mm_target(g, yvec, same, dy);
     if (ty) mm_emit(g, g2, x2, true, tx, t);

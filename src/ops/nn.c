@@ -610,18 +610,18 @@ static int k_softmax_ce_grad(ExecCtx *c) {
 /* sigmoid_cross_entropy: dX = (sigmoid(X) - Label) * dOut and
  * dLabel = -X * dOut (X and Label have one shape, so nothing reduces). */
 static int g_sigmoid_ce(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0), *dl = gop_in_grad(g, "Label", 0);
-  const char *x = gop_in(g, "X", 0), *dout = gop_out_grad(g, "Out", 0);
+  const char *dx = bwd_op_in_grad(g, "X", 0), *dl = bwd_op_in_grad(g, "Label", 0);
+  const char *x = bwd_op_in(g, "X", 0), *dout = bwd_op_out_grad(g, "Out", 0);
   if (dx) {
-    const char *s = gtemp(g), *t = gtemp(g);
-    gemit1(g, "sigmoid", x, s);
-    gemit2(g, "sub", s, gop_in(g, "Label", 0), t);
-    gemit2(g, "mul", t, dout, dx);
+    const char *s = bwd_temp(g), *t = bwd_temp(g);
+    bwd_emit1(g, "sigmoid", x, s);
+    bwd_emit2(g, "sub", s, bwd_op_in(g, "Label", 0), t);
+    bwd_emit2(g, "mul", t, dout, dx);
   }
   if (dl) {
-    const char *t = gtemp(g);
-    gemit2(g, "mul", x, dout, t);
-    gemit1(g, "neg", t, dl);
+    const char *t = bwd_temp(g);
+    bwd_emit2(g, "mul", x, dout, t);
+    bwd_emit1(g, "neg", t, dl);
   }
   return 0;
 }
@@ -629,27 +629,27 @@ static int g_sigmoid_ce(GradCtx *g) {
 /* mse: with t = (X - Y) * dOut, dX = 2t and dY = -2t, each summed back to
  * its input's shape where the forward broadcast it. */
 static int g_mse(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0), *dy = gop_in_grad(g, "Y", 0);
-  const char *out = gop_out(g, "Out", 0), *d = gtemp(g), *t = gtemp(g);
-  gemit2(g, "sub", gop_in(g, "X", 0), gop_in(g, "Y", 0), d);
-  gemit2(g, "mul", d, gop_out_grad(g, "Out", 0), t);
+  const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
+  const char *out = bwd_op_out(g, "Out", 0), *d = bwd_temp(g), *t = bwd_temp(g);
+  bwd_emit2(g, "sub", bwd_op_in(g, "X", 0), bwd_op_in(g, "Y", 0), d);
+  bwd_emit2(g, "mul", d, bwd_op_out_grad(g, "Out", 0), t);
   for (int k = 0; k < 2; k++) {
     const char *dst = k ? dy : dx;
     if (!dst) continue;
-    const char *u = grad_target(g, out, gop_in(g, k ? "Y" : "X", 0), dst);
-    OpDesc *op = gemit(g, "scale");
-    gemit_in(g, op, "X", t);
-    gemit_out(g, op, "Out", u);
-    gemit_attr(g, op, "scale", attr_float(k ? -2 : 2));
-    grad_reduce_like(g, u, out, gop_in(g, k ? "Y" : "X", 0), dst);
+    const char *u = bwd_target(g, out, bwd_op_in(g, k ? "Y" : "X", 0), dst);
+    OpDesc *op = bwd_emit(g, "scale");
+    bwd_emit_in(g, op, "X", t);
+    bwd_emit_out(g, op, "Out", u);
+    bwd_emit_attr(g, op, "scale", attr_float(k ? -2 : 2));
+    bwd_reduce_like(g, u, out, bwd_op_in(g, k ? "Y" : "X", 0), dst);
   }
   return 0;
 }
 
 /* dropout: dX = dOut * Mask (the mask the forward drew). */
 static int g_dropout(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (dx) gemit2(g, "mul", gop_out_grad(g, "Out", 0), gop_out(g, "Mask", 0), dx);
+  const char *dx = bwd_op_in_grad(g, "X", 0);
+  if (dx) bwd_emit2(g, "mul", bwd_op_out_grad(g, "Out", 0), bwd_op_out(g, "Mask", 0), dx);
   return 0;
 }
 

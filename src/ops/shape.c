@@ -827,49 +827,49 @@ static int k_one_hot(ExecCtx *c) {
  * where the pieces' sizes are only known at run time (concat_grad) or the
  * gradient is mostly zeros (slice_grad, gather_grad). */
 
-#define DOUT gop_out_grad(g, "Out", 0)
-#define X0 gop_in(g, "X", 0)
+#define DOUT bwd_op_out_grad(g, "Out", 0)
+#define X0 bwd_op_in(g, "X", 0)
 
 /* reshape, flatten, squeeze, unsqueeze: dX = dOut viewed in X's shape. */
 static int g_view(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
+  const char *dx = bwd_op_in_grad(g, "X", 0);
   if (!dx) return 0;
-  OpDesc *op = gemit(g, "reshape_like");
-  gemit_in(g, op, "X", DOUT);
-  gemit_in(g, op, "Like", X0);
-  gemit_out(g, op, "Out", dx);
+  OpDesc *op = bwd_emit(g, "reshape_like");
+  bwd_emit_in(g, op, "X", DOUT);
+  bwd_emit_in(g, op, "Like", X0);
+  bwd_emit_out(g, op, "Out", dx);
   return 0;
 }
 
 /* transpose: dX = transpose(dOut) by the inverse permutation. */
 static int g_transpose(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
+  const char *dx = bwd_op_in_grad(g, "X", 0);
   if (!dx) return 0;
-  const AttrValue *perm = gop_attr(g, "perm");
+  const AttrValue *perm = bwd_op_attr(g, "perm");
   int64_t inv[SHAPE_MAX_RANK];
   for (int i = 0; i < perm->n; i++) inv[perm->u.ints[i]] = i;
-  OpDesc *op = gemit(g, "transpose");
-  gemit_in(g, op, "X", DOUT);
-  gemit_out(g, op, "Out", dx);
-  gemit_attr(g, op, "perm", attr_ints(gprog(g), inv, perm->n));
+  OpDesc *op = bwd_emit(g, "transpose");
+  bwd_emit_in(g, op, "X", DOUT);
+  bwd_emit_out(g, op, "Out", dx);
+  bwd_emit_attr(g, op, "perm", attr_ints(bwd_prog(g), inv, perm->n));
   return 0;
 }
 
 /* broadcast_to: dX = dOut summed over the broadcast dimensions. */
 static int g_broadcast_to(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
-  if (dx) grad_reduce_like(g, DOUT, gop_out(g, "Out", 0), X0, dx);
+  const char *dx = bwd_op_in_grad(g, "X", 0);
+  if (dx) bwd_reduce_like(g, DOUT, bwd_op_out(g, "Out", 0), X0, dx);
   return 0;
 }
 
 /* split: dX = concat of the outputs' gradients along axis. */
 static int g_split(GradCtx *g) {
-  const char *dx = gop_in_grad(g, "X", 0);
+  const char *dx = bwd_op_in_grad(g, "X", 0);
   if (!dx) return 0;
-  OpDesc *op = gemit(g, "concat");
-  for (int i = 0; i < gop_nout(g, "Out"); i++) gemit_in(g, op, "X", gop_out_grad(g, "Out", i));
-  gemit_out(g, op, "Out", dx);
-  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
+  OpDesc *op = bwd_emit(g, "concat");
+  for (int i = 0; i < bwd_op_nout(g, "Out"); i++) bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", i));
+  bwd_emit_out(g, op, "Out", dx);
+  bwd_emit_attr(g, op, "axis", *bwd_op_attr(g, "axis"));
   return 0;
 }
 
@@ -878,17 +878,17 @@ static int g_split(GradCtx *g) {
  * the default maker wires no list of gradients (which were needed would be
  * lost) and knows no `inputs`. */
 static int g_concat(GradCtx *g) {
-  int n = gop_nin(g, "X"), m = 0;
-  int64_t *which = arena_alloc(gprog(g)->arena, sizeof *which * (size_t)(n + 1));
+  int n = bwd_op_nin(g, "X"), m = 0;
+  int64_t *which = arena_alloc(bwd_prog(g)->arena, sizeof *which * (size_t)(n + 1));
   for (int i = 0; i < n; i++)
-    if (gop_in_grad(g, "X", i)) which[m++] = i;
+    if (bwd_op_in_grad(g, "X", i)) which[m++] = i;
   if (m == 0) return 0;
-  OpDesc *op = gemit(g, "concat_grad");
-  for (int i = 0; i < n; i++) gemit_in(g, op, "X", gop_in(g, "X", i));
-  gemit_in(g, op, "Out@GRAD", DOUT);
-  for (int k = 0; k < m; k++) gemit_out(g, op, "X@GRAD", gop_in_grad(g, "X", (int)which[k]));
-  gemit_attr(g, op, "axis", *gop_attr(g, "axis"));
-  gemit_attr(g, op, "inputs", attr_ints(gprog(g), which, m));
+  OpDesc *op = bwd_emit(g, "concat_grad");
+  for (int i = 0; i < n; i++) bwd_emit_in(g, op, "X", bwd_op_in(g, "X", i));
+  bwd_emit_in(g, op, "Out@GRAD", DOUT);
+  for (int k = 0; k < m; k++) bwd_emit_out(g, op, "X@GRAD", bwd_op_in_grad(g, "X", (int)which[k]));
+  bwd_emit_attr(g, op, "axis", *bwd_op_attr(g, "axis"));
+  bwd_emit_attr(g, op, "inputs", attr_ints(bwd_prog(g), which, m));
   return 0;
 }
 

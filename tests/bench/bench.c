@@ -223,7 +223,7 @@ static void bench_build_program(int64_t n) {
   size_t m0 = mem_requested();
   double t0 = now();
   BackwardResult r;
-  if (!append_backward(ld.prog, "loss", NULL, 0, NULL, 0, &r)) exit(1);
+  if (!bwd_append(ld.prog, "loss", NULL, 0, NULL, 0, &r)) exit(1);
   double dt = now() - t0;
   printf("  backward of a %7lld-op program   %8.1f ms   %8.1f MB allocated   %6.0f ns/op\n",
          (long long)r.first_grad_op, dt * 1e3,
@@ -283,7 +283,7 @@ static void bench_tape_loop(int64_t turns, bool report_build) {
   Program *tp = tape_program(exec_tape(ex), ld.prog, &arena, &vals);
   int nvals = tp->blocks[0]->nvars;
   BackwardResult r;
-  if (!append_backward(tp, "loss", NULL, 0, NULL, 0, &r)) exit(1);
+  if (!bwd_append(tp, "loss", NULL, 0, NULL, 0, &r)) exit(1);
   double t2 = now();
   size_t m1 = mem_requested();
   ExecOptions bo = o;

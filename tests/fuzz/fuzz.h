@@ -74,7 +74,7 @@ static inline bool fuzz_backward(FuzzScript *s) {
     TrainConfig c;
     return train_config(s->prog, NULL, &c, true) && train_program(s->prog, &c, &bw);
   }
-  return prog_export(s->prog, "loss") && append_backward(s->prog, "loss", NULL, 0, NULL, 0, &bw);
+  return prog_export(s->prog, "loss") && bwd_append(s->prog, "loss", NULL, 0, NULL, 0, &bw);
 }
 
 static inline void fuzz_script_free(FuzzScript *s) {

@@ -1,7 +1,7 @@
 /* fuzz_parse.c — a script's bytes through the scanner, the parser, the
  * syntax tree printer, lowering and the three dump formats; then, when the
  * script has a train block, the training program (train_config,
- * train_program), else when it defines `loss`, append_backward, and the
+ * train_program), else when it defines `loss`, bwd_append, and the
  * dump of the whole.  (What netrun dump [--ast] [--backward] [--train]
  * does with a file.) */
 #include "fuzz.h"
