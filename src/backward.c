@@ -142,7 +142,7 @@ static const Block *sub_block(const Program *p, const OpDesc *op, const char *at
 }
 
 static unsigned flags_of(const Backward *bw, const OpDesc *op) {
-  const OpProto *proto = prog_find_op(bw->p, op->type);
+  const OpProto *proto = reg_find_op(bw->p, op->type);
   return proto ? proto->flags : 0;
 }
 
@@ -195,7 +195,7 @@ static bool prop_live(Backward *bw, const Block *b) {
       changed |= live_control(bw, op);
       continue;
     }
-    const OpProto *proto = prog_find_op(bw->p, op->type);
+    const OpProto *proto = reg_find_op(bw->p, op->type);
     /* An op with no gradient stops the flow when its gradient is zero by
      * definition (sign, stop_gradient); otherwise its outputs stay live, so
      * that differentiating through it is reported. */
@@ -260,7 +260,7 @@ static bool prop_need(Backward *bw, const Block *b) {
     if (!any) continue;
     /* A value the loss reads only through slots that take no gradient
      * (labels, a user op's input its grad body leaves alone) needs none. */
-    const OpProto *proto = prog_find_op(bw->p, op->type);
+    const OpProto *proto = reg_find_op(bw->p, op->type);
     for (int s = 0; s < op->nin; s++) {
       int k = proto ? reg_slot_index(proto->in, proto->nin, op->in[s].name) : -1;
       if (k >= 0 && (proto->in[k].flags & SLOT_NO_GRAD)) continue;
@@ -402,7 +402,7 @@ int bwd_default_grad(GradCtx *g) {
   const OpDesc *fwd = g->op;
   char type[160];
   const OpProto *gp = NULL;
-  if (name_grad_op(type, sizeof type, fwd->type)) gp = prog_find_op(bw->p, type);
+  if (name_grad_op(type, sizeof type, fwd->type)) gp = reg_find_op(bw->p, type);
   bool list = false;
   for (int s = 0; gp && s < gp->nout; s++) list |= (gp->out[s].flags & SLOT_LIST) != 0;
   if (!gp || list) {
@@ -530,7 +530,7 @@ static bool op_wants_grad(Backward *bw, const OpDesc *op, const OpProto *proto) 
 static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *out) {
   for (int i = nfwd - 1; i >= 0 && !bw->failed; i--) {
     const OpDesc *op = fwd->ops[i];
-    const OpProto *proto = prog_find_op(bw->p, op->type);
+    const OpProto *proto = reg_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
     GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
     GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
@@ -551,7 +551,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     }
     /* Fill the defaults of the ops the maker emitted. */
     for (int k = before; k < out->n; k++) {
-      const OpProto *gp = prog_find_op(bw->p, out->ops[k]->type);
+      const OpProto *gp = reg_find_op(bw->p, out->ops[k]->type);
       if (!gp) {
         fail_at(bw, op->span, "internal error: the grad maker of %s emitted unknown op '%s'", op->type,
                 out->ops[k]->type);

@@ -243,7 +243,7 @@ bool load_script(Loaded *ld, const char *path) {
 
 void unload(Loaded *ld) {
   lower_free(ld->L);
-  prog_release(ld->prog);
+  reg_release_user_ops(ld->prog);
   arena_free(&ld->arena);
 }
 

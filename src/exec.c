@@ -260,7 +260,7 @@ static int op_class(Executor *ex, const Prepared *p) {
 static void prepare_op(Executor *ex, Prepared *p, const OpDesc *op, int blk) {
   memset(p, 0, sizeof *p);
   p->op = op;
-  p->proto = prog_find_op(ex->prog, op->type);
+  p->proto = reg_find_op(ex->prog, op->type);
   p->timing = -1;
   p->klass = -1;
   p->sub[0] = p->sub[1] = -1;
@@ -857,7 +857,7 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
   tape_init(&ex->tape);
   for (int i = 0; i < p->nblocks; i++)
     for (int j = 0; j < p->blocks[i]->nops; j++) {
-      const OpProto *proto = prog_find_op(p, p->blocks[i]->ops[j]->type);
+      const OpProto *proto = reg_find_op(p, p->blocks[i]->ops[j]->type);
       if (proto && (proto->flags & OP_KEPT_TURNS)) ex->opt.keep_steps = true;
     }
   ex->pblocks = mem_calloc((size_t)p->nblocks + 1, sizeof *ex->pblocks);

@@ -208,7 +208,7 @@ static const char *emit1(Lowerer *L, const char *type, Span span, const char *x,
   OpDesc *op = new_op(L, type, span);
   if (x) add_in(L, op, "X", x);
   const char *out = add_out(L, op, "Out", hint);
-  reg_fill_defaults(L->prog, op, prog_find_op(L->prog, type));
+  reg_fill_defaults(L->prog, op, reg_find_op(L->prog, type));
   finish_op(L, op);
   return out;
 }
@@ -219,7 +219,7 @@ static const char *emit2(Lowerer *L, const char *type, Span span, const char *x,
   add_in(L, op, "X", x);
   add_in(L, op, "Y", y);
   const char *out = add_out(L, op, "Out", hint);
-  reg_fill_defaults(L->prog, op, prog_find_op(L->prog, type));
+  reg_fill_defaults(L->prog, op, reg_find_op(L->prog, type));
   finish_op(L, op);
   return out;
 }
@@ -574,7 +574,7 @@ static const char *lower_index(Lowerer *L, const AstNode *n, const char *hint) {
     add_in(L, op, "X", base);
     add_in(L, op, "Index", idx);
     const char *out = add_out(L, op, "Out", hint);
-    reg_fill_defaults(L->prog, op, prog_find_op(L->prog, "gather"));
+    reg_fill_defaults(L->prog, op, reg_find_op(L->prog, "gather"));
     finish_op(L, op);
     return out;
   }
@@ -968,7 +968,7 @@ static int lower_call(Lowerer *L, const AstNode *n, const char *const *hints, in
                       const char **outs) {
   Binding *b = lookup(L, n->name);
   if (b && b->kind == BIND_FUNC) return lower_def_call(L, n, b->def, hints, nwant, outs);
-  const OpProto *proto = prog_find_op(L->prog, n->name);
+  const OpProto *proto = reg_find_op(L->prog, n->name);
   if (proto) {
     if (proto->flags & OP_INTERNAL) {
       diag_error(L->diag, n->opspan, "'%s' is used by netrun itself and cannot be called", n->name);
@@ -1190,7 +1190,7 @@ static void lower_param(Lowerer *L, const AstNode *n) {
   op_set_attr(L->prog, op, k1, attr_float(v1));
   if (k2) op_set_attr(L->prog, op, k2, attr_float(v2));
   if (which <= 2) op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
-  reg_fill_defaults(L->prog, op, prog_find_op(L->prog, type));
+  reg_fill_defaults(L->prog, op, reg_find_op(L->prog, type));
   op_append(L->block, L->prog, op);
   L->block = saved;
 }
@@ -1292,7 +1292,7 @@ static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
    * run again for a gradient). */
   for (int b = 0; ok && b < s->nblocks; b++)
     for (int i = 0; i < s->blocks[b]->nops; i++) {
-      const OpProto *op = prog_find_op(s, s->blocks[b]->ops[i]->type);
+      const OpProto *op = reg_find_op(s, s->blocks[b]->ops[i]->type);
       if (op && (op->flags & OP_RANDOM)) proto->flags |= OP_RANDOM;
     }
   if (ok && n->b) {
@@ -1309,7 +1309,7 @@ static bool check_user_op(Lowerer *L, const AstNode *n, OpProto *proto) {
 }
 
 static void lower_opdef(Lowerer *L, const AstNode *n) {
-  if (prog_find_op(L->prog, n->name)) {
+  if (reg_find_op(L->prog, n->name)) {
     diag_error(L->diag, n->span, "op '%s' is already defined", n->name);
     return;
   }
@@ -1859,7 +1859,7 @@ static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
       break;
     case AST_DEF:
       if (only_top(L, s, top, "def")) {
-        if (prog_find_op(L->prog, s->name) && !lookup(L, s->name)) {
+        if (reg_find_op(L->prog, s->name) && !lookup(L, s->name)) {
           diag_error(L->diag, s->span, "'%s' is the name of an op; choose another name for the function", s->name);
           break;
         }
@@ -2128,7 +2128,7 @@ static bool gives_value(Lowerer *L, const AstNode *e) {
     const AstNode *last = body->n ? body->items[body->n - 1] : NULL;
     return last && last->kind == AST_RETURN && last->list.n > 0;
   }
-  const OpProto *p = b ? NULL : prog_find_op(L->prog, e->name);
+  const OpProto *p = b ? NULL : reg_find_op(L->prog, e->name);
   return !p || p->nout > 0;
 }
 

@@ -347,7 +347,7 @@ static const char *api_grad_out(NetrunCtx *c, const char *slot, int i) {
 
 static NetrunOp *api_emit(NetrunCtx *c, const char *type) {
   if (!in_phase(c, GRAD, "emit")) return NULL;
-  if (!prog_find_op(bwd_prog(c->gc), type)) {
+  if (!reg_find_op(bwd_prog(c->gc), type)) {
     api_fail(c, "its grad maker emits unknown op '%s'", type);
     return NULL;
   }
@@ -358,7 +358,7 @@ static NetrunOp *api_emit(NetrunCtx *c, const char *type) {
  * one of its slots (in or out) or attributes (attr). */
 static const OpProto *emitted_has(NetrunCtx *c, NetrunOp *op, const char *what, const char *name) {
   if (!op || !in_phase(c, GRAD, "emit")) return NULL;
-  const OpProto *p = prog_find_op(bwd_prog(c->gc), ((OpDesc *)op)->type);
+  const OpProto *p = reg_find_op(bwd_prog(c->gc), ((OpDesc *)op)->type);
   bool found = strcmp(what, "input") == 0    ? reg_slot_index(p->in, p->nin, name) >= 0
                : strcmp(what, "output") == 0 ? reg_slot_index(p->out, p->nout, name) >= 0
                                              : reg_attr_index(p, name) >= 0;
@@ -424,7 +424,7 @@ static int kernel_plugin(ExecCtx *ec) {
 }
 
 static int grad_plugin(GradCtx *gc) {
-  NetrunCtx c = {.op = prog_find_op(bwd_prog(gc), bwd_op_fwd(gc)->type)->user, .gc = gc};
+  NetrunCtx c = {.op = reg_find_op(bwd_prog(gc), bwd_op_fwd(gc)->type)->user, .gc = gc};
   return outcome(&c, c.op->def.grad(&c), "the grad maker");
 }
 

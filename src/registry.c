@@ -121,12 +121,12 @@ void reg_free_default(void) {
   default_registry = NULL;
 }
 
-const OpProto *prog_find_op(const Program *p, const char *type) {
+const OpProto *reg_find_op(const Program *p, const char *type) {
   const OpProto *op = p->user_ops ? reg_find(p->user_ops, type) : NULL;
   return op ? op : reg_find(reg_default(), type);
 }
 
-void prog_release(Program *p) {
+void reg_release_user_ops(Program *p) {
   reg_free(p->user_ops);
   p->user_ops = NULL;
 }
@@ -259,7 +259,7 @@ bool reg_parse_attr(Arena *a, AttrType t, const char *text, AttrValue *out) {
 /* ---- inference ----------------------------------------------------------- */
 
 bool reg_infer(Program *p, Block *b, OpDesc *op) {
-  const OpProto *proto = prog_find_op(p, op->type);
+  const OpProto *proto = reg_find_op(p, op->type);
   InferCtx c = {.prog = p, .block = b, .op = op, .proto = proto};
   if (!proto) return false;
   /* An input whose type is unknown comes from an earlier error: stay quiet

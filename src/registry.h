@@ -105,9 +105,9 @@ void reg_free_default(void);
 Registry *reg_new(void);
 void reg_free(Registry *r);
 /* Looks a type up among the program's own ops, then the built-ins. */
-const OpProto *prog_find_op(const Program *p, const char *type);
+const OpProto *reg_find_op(const Program *p, const char *type);
 /* Frees what a program holds outside its arena (its own registry). */
-void prog_release(Program *p);
+void reg_release_user_ops(Program *p);
 /* Registers a proto (not copied: it must outlive the registry).  Returns
  * false if the type is already taken. */
 bool reg_add(Registry *r, OpProto *proto);

@@ -432,7 +432,7 @@ static bool c_help(Repl *R, Cmd *c) {
     printf("usage: %s\n\n%s\n", usage_of(cmd, usage, sizeof usage), cmd->details);
     return true;
   }
-  const OpProto *op = prog_find_op(R->ld.prog, word_dup(R, t));
+  const OpProto *op = reg_find_op(R->ld.prog, word_dup(R, t));
   if (op) {
     reg_describe(stdout, op);
     return true;
@@ -443,7 +443,7 @@ static bool c_help(Repl *R, Cmd *c) {
 /* :ops [NAME] */
 static bool c_ops(Repl *R, Cmd *c) {
   if (c->nw == 2) {
-    const OpProto *op = prog_find_op(R->ld.prog, word_dup(R, &c->w[1]));
+    const OpProto *op = reg_find_op(R->ld.prog, word_dup(R, &c->w[1]));
     if (!op) return unknown_topic(R, c, "unknown op", false);
     reg_describe(stdout, op);
     return true;
@@ -846,7 +846,7 @@ static unsigned char complete(EditLine *el, int ch) {
     bool dir = files && rest[0] && rest[strlen(rest) - 1] == '/';
     bool is_cmd = start > line && start[-1] == ':' && find_command(ns.s[0], (int)strlen(ns.s[0]));
     const char *tail = files ? (dir ? "" : " ") : is_cmd ? " " : "";
-    if (calls && prog_find_op(R->ld.prog, ns.s[0])) tail = "(";
+    if (calls && reg_find_op(R->ld.prog, ns.s[0])) tail = "(";
     for (int i = 0; !*tail && calls && i < lower_nglobals(R->ld.L); i++) {
       const char *var, *name = lower_global(R->ld.L, i, &var);
       if (name && !var && strcmp(name, ns.s[0]) == 0) tail = "(";

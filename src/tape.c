@@ -149,7 +149,7 @@ static const char *leaf_name(const Program *fwd, Arena *a, const char *var, cons
     const Slot *x = NULL;
     for (int i = 0; parent && i < parent->nops && !x; i++) {
       const Attr *sb = op_attr(parent->ops[i], "sub_block");
-      const OpProto *proto = sb && sb->v.u.i == b->idx ? prog_find_op(fwd, parent->ops[i]->type) : NULL;
+      const OpProto *proto = sb && sb->v.u.i == b->idx ? reg_find_op(fwd, parent->ops[i]->type) : NULL;
       if (proto && (proto->flags & OP_LOOP)) x = op_input(parent->ops[i], "X");
     }
     if (!x || arg >= x->n) break;

@@ -96,7 +96,7 @@ static OpInfo *op_info(TapeGrad *tg, const TapeEntry *e) {
   OpInfo *info = &tg->infos[e->klass];
   if (info->stop) return info;
   info->stop = arena_alloc(&tg->arena, sizeof *info->stop * (size_t)(e->nin + 1));
-  const OpProto *proto = prog_find_op(tg->fwd, e->op->type);
+  const OpProto *proto = reg_find_op(tg->fwd, e->op->type);
   int k = 0;
   for (int s = 0; s < e->op->nin; s++) {
     int ps = proto ? reg_slot_index(proto->in, proto->nin, e->op->in[s].name) : -1;

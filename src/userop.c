@@ -451,7 +451,7 @@ static void emit_ops(Emit *e) {
     d->span = o->span;   /* the line of the body or grad body it comes from */
     fill_op(e, d, o);
     copies[i] = d;
-    const OpProto *proto = prog_find_op(e->s, o->type);
+    const OpProto *proto = reg_find_op(e->s, o->type);
     if (o->fwd_block == 0 && o->fwd_op >= 0 && o->fwd_op < i && copies[o->fwd_op] && proto &&
         (proto->flags & OP_KEPT_TURNS))
       bwd_emit_link(e->g, d, copies[o->fwd_op]);
@@ -463,7 +463,7 @@ static void emit_ops(Emit *e) {
 static const OpDesc *random_op(const Program *p) {
   for (int b = 0; b < p->nblocks; b++)
     for (int i = 0; i < p->blocks[b]->nops; i++) {
-      const OpProto *op = prog_find_op(p, p->blocks[b]->ops[i]->type);
+      const OpProto *op = reg_find_op(p, p->blocks[b]->ops[i]->type);
       if (op && (op->flags & OP_RANDOM)) return p->blocks[b]->ops[i];
     }
   return NULL;
@@ -558,7 +558,7 @@ static bool plan_grads(Emit *e) {
 int uop_grad(GradCtx *g) {
   Program *p = bwd_prog(g);
   const OpDesc *op = bwd_op_fwd(g);
-  const OpProto *proto = prog_find_op(p, op->type);
+  const OpProto *proto = reg_find_op(p, op->type);
   Arena a;
   Emit e = {.g = g, .p = p, .op = op, .proto = proto, .u = proto->user, .prefix = proto->type};
   e.s = scratch_new(&a, p->diag, e.u->registry);

@@ -67,7 +67,7 @@ static bool load(Loaded *ld, const char *text) {
 }
 
 static void unload(Loaded *ld) {
-  prog_release(ld->prog);
+  reg_release_user_ops(ld->prog);
   arena_free(&ld->arena);
 }
 
@@ -303,7 +303,7 @@ static void bench_tape_loop(int64_t turns, bool report_build) {
   mem_free(vals);
   exec_free(bx);
   exec_free(ex);
-  prog_release(tp);
+  reg_release_user_ops(tp);
   arena_free(&arena);
   unload(&ld);
 }

@@ -79,7 +79,7 @@ static inline bool fuzz_backward(FuzzScript *s) {
 
 static inline void fuzz_script_free(FuzzScript *s) {
   lower_free(s->L);
-  prog_release(s->prog);
+  reg_release_user_ops(s->prog);
   arena_free(&s->arena);
 }
 
