@@ -8,7 +8,8 @@
 #include "checkpoint.h"
 
 #include "file.h"
-#include "cli.h"
+#include "cmd.h"
+#include "diag.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -115,7 +115,4 @@ bool ckpt_read(const char *path, Checkpoint *out, char *err, size_t errlen);
  * entry point); err names no path. */
 bool ckpt_parse(const void *buf, size_t n, Checkpoint *out, char *err, size_t errlen);
 
-/* The `netrun checkpoint PATH` verb: describes a checkpoint. */
-int cmd_checkpoint(int argc, char **argv);
-
 #endif

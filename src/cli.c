@@ -1,7 +1,9 @@
-/* cli.c — option parsing, loading scripts, feeding, atomic output (cli.h). */
+/* cli.c — option parsing, starting an executor with the values fed, the
+ * timing table (cli.h). */
 #include "cli.h"
 
 #include "feed.h"
+#include "session.h"
 #include "rewrite.h"
 
 #include <errno.h>
@@ -15,22 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("netrun: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputs("\nTry 'netrun --help'.\n", stderr);
-  return EXIT_USAGE;
-}
-
 static bool parse_int(const char *opt, const char *v, int64_t lo, int64_t *out) {
   char *end;
   errno = 0;
   long long n = v ? strtoll(v, &end, 10) : 0;
   if (!v || !*v || *end || errno || n < lo) {
-    usage_error("%s needs a whole number of at least %lld", opt, (long long)lo);
+    diag_usage("%s needs a whole number of at least %lld", opt, (long long)lo);
     return false;
   }
   *out = n;
@@ -42,7 +34,7 @@ static bool parse_real(const char *opt, const char *v, double *out, bool zero_ok
   char *end;
   double x = v ? strtod(v, &end) : 0;
   if (!v || !*v || *end || !isfinite(x) || !(x > 0 || (zero_ok && x == 0))) {
-    usage_error("%s needs a %s number", opt, zero_ok ? "finite, non-negative" : "positive");
+    diag_usage("%s needs a %s number", opt, zero_ok ? "finite, non-negative" : "positive");
     return false;
   }
   *out = x;
@@ -52,13 +44,13 @@ static bool parse_real(const char *opt, const char *v, double *out, bool zero_ok
 /* NAMES: comma-separated, appended to list. */
 static bool parse_names(const char *opt, const char *v, const char **list, int *n, int cap) {
   if (!v || !*v) {
-    usage_error("%s needs NAMES (comma-separated)", opt);
+    diag_usage("%s needs NAMES (comma-separated)", opt);
     return false;
   }
   char *copy = (char *)v;   /* an argv string: ours to split in place */
   for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
     if (*n == cap) {
-      usage_error("%s: too many names", opt);
+      diag_usage("%s: too many names", opt);
       return false;
     }
     list[(*n)++] = tok;
@@ -84,12 +76,12 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     int64_t n;
     if (IS("--format", OPT_DUMP | OPT_TAPE_DUMP | OPT_GRAD)) {
       const char *v = VALUE();
-      if (!v) return usage_error("%s", "--format needs a value");
+      if (!v) return diag_usage("%s", "--format needs a value");
       if ((accepts & OPT_GRAD) && !(accepts & OPT_DUMP)) {
         if (strcmp(v, "json") == 0) a->json = true;
-        else if (strcmp(v, "text") != 0) return usage_error("unknown format '%s' (expected text or json)", v);
+        else if (strcmp(v, "text") != 0) return diag_usage("unknown format '%s' (expected text or json)", v);
       } else if (!dump_parse_format(v, &a->dump.format)) {
-        return usage_error("unknown format '%s' (expected text, dot or json)", v);
+        return diag_usage("unknown format '%s' (expected text, dot or json)", v);
       }
     } else if (IS("--startup", OPT_DUMP)) {
       a->dump.startup = true;
@@ -108,12 +100,12 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     } else if (IS("--fused", OPT_DUMP)) {
       a->fused = true;
     } else if (IS("-o", OPT_DUMP)) {
-      if (!(a->out = VALUE())) return usage_error("%s", "-o needs a file name");
+      if (!(a->out = VALUE())) return diag_usage("%s", "-o needs a file name");
     } else if (IS("--set", OPT_RUN) || IS("--feed", OPT_RUN)) {
       bool set = arg[2] == 's';
       const char *v = VALUE();
-      if (!v || !strchr(v, '=')) return usage_error("%s needs NAME=%s", set ? "--set" : "--feed", set ? "VALUE" : "FILE");
-      if ((set ? a->nsets : a->nfeeds) == 64) return usage_error("%s", "too many values fed");
+      if (!v || !strchr(v, '=')) return diag_usage("%s needs NAME=%s", set ? "--set" : "--feed", set ? "VALUE" : "FILE");
+      if ((set ? a->nsets : a->nfeeds) == 64) return diag_usage("%s", "too many values fed");
       if (set) a->sets[a->nsets++] = v;
       else a->feeds[a->nfeeds++] = v;
     } else if (IS("--seed", OPT_RUN)) {
@@ -124,7 +116,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       a->opt.max_steps = n;
     } else if (IS("--max-memory", OPT_RUN)) {
       const char *v = VALUE();
-      if (!v || !mem_parse_size(v, &n)) return usage_error("%s", "--max-memory needs a size, e.g. 512M or 4G");
+      if (!v || !mem_parse_size(v, &n)) return diag_usage("%s", "--max-memory needs a size, e.g. 512M or 4G");
       tensor_set_memory_limit(n);
     } else if (IS("--precision", OPT_RUN)) {
       if (!parse_int("--precision", VALUE(), 0, &n)) return EXIT_USAGE;
@@ -138,7 +130,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     } else if (IS("--iterations", OPT_TIME)) {
       if (!parse_int("--iterations", VALUE(), 1, &a->iterations)) return EXIT_USAGE;
     } else if (IS("--loss", OPT_GRAD)) {
-      if (!(a->loss = VALUE())) return usage_error("%s", "--loss needs a NAME");
+      if (!(a->loss = VALUE())) return diag_usage("%s", "--loss needs a NAME");
     } else if (IS("--wrt", OPT_GRAD)) {
       if (!parse_names("--wrt", VALUE(), a->wrt, &a->nwrt, 256)) return EXIT_USAGE;
     } else if (IS("--no-grad", OPT_GRAD)) {
@@ -152,16 +144,16 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     } else if (IS("--samples", OPT_CHECK)) {
       if (!parse_int("--samples", VALUE(), 1, &a->samples)) return EXIT_USAGE;
     } else if (arg[0] == '-' && arg[1]) {
-      return usage_error("%s: unknown option '%s'", a->verb, arg);
+      return diag_usage("%s: unknown option '%s'", a->verb, arg);
     } else if (a->file) {
-      return usage_error("%s takes one file, got a second: '%s'", a->verb, arg);
+      return diag_usage("%s takes one file, got a second: '%s'", a->verb, arg);
     } else {
       a->file = arg;
     }
 #undef IS
 #undef VALUE
   }
-  if (!a->file && !(accepts & OPT_MAYBE_FILE)) return usage_error("%s needs a FILE", a->verb);
+  if (!a->file && !(accepts & OPT_MAYBE_FILE)) return diag_usage("%s needs a FILE", a->verb);
   return 0;
 }
 
@@ -169,30 +161,6 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
 
 /* The installed stdlib: PREFIX/share/netrun/stdlib beside PREFIX/bin, or
  * the source tree's stdlib/ for an uninstalled build. */
-static const char *stdlib_dir(void) {
-  static char dir[PATH_MAX + 32];
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return NULL;
-  exe[n] = 0;
-  char *slash = strrchr(exe, '/');
-  if (!slash) return NULL;
-  *slash = 0;
-  static const char *const rel[] = {"/../share/netrun/stdlib", "/stdlib", "/../../stdlib"};
-  for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-    snprintf(dir, sizeof dir, "%s%s", exe, rel[i]);
-    if (access(dir, R_OK) == 0) {
-      char *real = realpath(dir, NULL);
-      if (real) {
-        snprintf(dir, sizeof dir, "%s", real);
-        free(real);
-      }
-      return dir;
-    }
-  }
-  return NULL;
-}
-
 /* Adds the functions that file (a stdlib .net file) defines, by the lines
  * "def NAME(" that define them. */
 static void stdlib_defs(Arena *a, const char *dir, const char *file, StdlibDef **defs, int *n, int *cap) {
@@ -215,7 +183,7 @@ StdlibDef *cli_stdlib_defs(Arena *a, int *n) {
   StdlibDef *defs = NULL;
   int cap = 0;
   *n = 0;
-  const char *dir = stdlib_dir();
+  const char *dir = session_stdlib_dir();
   char pattern[PATH_MAX + 32];
   glob_t g;
   if (!dir || snprintf(pattern, sizeof pattern, "%s/*.net", dir) >= (int)sizeof pattern ||
@@ -226,33 +194,12 @@ StdlibDef *cli_stdlib_defs(Arena *a, int *n) {
   return defs;
 }
 
-void load_init(Loaded *ld) {
-  arena_init(&ld->arena);
-  diag_init(&ld->diag, &ld->arena);
-  ld->L = lower_new(&ld->arena, &ld->diag, stdlib_dir());
-  ld->prog = lower_program(ld->L);
-}
-
-bool load_script(Loaded *ld, const char *path) {
-  load_init(ld);
-  bool ok = lower_file(ld->L, path);
-  ld->prog = lower_program(ld->L);
-  diag_finish(&ld->diag);
-  return ok;
-}
-
-void unload(Loaded *ld) {
-  lower_free(ld->L);
-  reg_release_user_ops(ld->prog);
-  arena_free(&ld->arena);
-}
-
 static void on_interrupt(int sig) {
   (void)sig;
   exec_interrupt();
 }
 
-bool cli_feed(Loaded *ld, Executor *ex, const Args *a) {
+bool cli_feed(Session *ld, Executor *ex, const Args *a) {
   bool ok = true;
   for (int i = 0; i < a->nsets + a->nfeeds; i++) {
     bool set = i < a->nsets;
@@ -276,9 +223,9 @@ bool cli_feed(Loaded *ld, Executor *ex, const Args *a) {
   return ok;
 }
 
-Executor *cli_start(Loaded *ld, const Args *a) { return cli_start_marks(ld, a, NULL, 0); }
+Executor *cli_start(Session *ld, const Args *a) { return cli_start_marks(ld, a, NULL, 0); }
 
-Executor *cli_start_marks(Loaded *ld, const Args *a, int *marks, int nmarks) {
+Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks) {
   if (rewrite_wanted(&a->opt)) rewrite_program(ld->prog, &(RewriteOpts){RW_FUSE, marks, nmarks});
   Executor *ex = exec_new(ld->prog, &a->opt);
   if (!cli_feed(ld, ex, a)) {
@@ -319,52 +266,4 @@ double cli_print_timings(FILE *f, const OpTiming *t, int n) {
   fprintf(f, "%-24s %10" PRId64 " %12.3f %12s %6.1f%%\n", "total", calls, total * 1e3, "", 100.0);
   mem_free(sorted);
   return total;
-}
-
-/* ---- atomic output --------------------------------------------------------------- */
-
-bool out_open(Out *o, const char *path) {
-  o->path = path;
-  if (!path || strcmp(path, "-") == 0) {
-    o->f = stdout;
-    o->path = NULL;
-    return true;
-  }
-  char err[4200];
-  if (!file_begin(&o->file, path, err, sizeof err)) {
-    diag_error(NULL, SPAN_NONE, "%s: %s", path, err);
-    return false;
-  }
-  if (!(o->f = fdopen(o->file.fd, "w"))) {
-    diag_error(NULL, SPAN_NONE, "%s: %s", path, strerror(errno));
-    file_abort(&o->file);
-    return false;
-  }
-  return true;
-}
-
-bool out_close(Out *o) {
-  if (!o->path) {
-    errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
-    diag_error(NULL, SPAN_NONE, "standard output: %s", errno ? strerror(errno) : "write error");
-    clearerr(stdout);
-    return false;
-  }
-  /* The stream flushes to the descriptor the atomic file syncs and
-   * closes; fclose would close it first. */
-  errno = 0;
-  int werr = fflush(o->f) != 0 || ferror(o->f) ? (errno ? errno : EIO) : 0;
-  o->file.fd = dup(o->file.fd);
-  if (o->file.fd < 0 && !werr) werr = errno;
-  fclose(o->f);
-  char err[4200];
-  if (o->file.fd < 0) {
-    file_abort(&o->file);
-    diag_error(NULL, SPAN_NONE, "%s: %s", o->path, strerror(werr));
-    return false;
-  }
-  if (file_commit(&o->file, werr, err, sizeof err)) return true;
-  diag_error(NULL, SPAN_NONE, "%s: %s", o->path, err);
-  return false;
 }

@@ -1,5 +1,6 @@
-/* cli.h — what the verbs of the command line share: their options, loading
- * a script, starting an executor with the values fed, writing output. */
+/* cli.h — what the verbs of the command line share: their options, and
+ * starting an executor over a loaded script with the values fed.  The verbs
+ * themselves are declared in cmd.h. */
 #ifndef NETRUN_CLI_H
 #define NETRUN_CLI_H
 
@@ -7,12 +8,11 @@
 #include "file.h"
 #include "exec.h"
 #include "lower.h"
+#include "session.h"
 
 #ifndef NETRUN_VERSION
 #define NETRUN_VERSION "0.1.0"
 #endif
-
-enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2 };
 
 /* Which options a verb takes. */
 enum {
@@ -47,65 +47,27 @@ typedef struct Args {
 
 /* Parses argv (argv[0] is the verb) into a; 0, or the usage-error status. */
 int cli_parse(int argc, char **argv, Args *a, unsigned accepts);
-int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-typedef struct Loaded {
-  Arena arena;
-  Diag diag;
-  Lowerer *L;
-  Program *prog;
-} Loaded;
-
-/* An empty session: arena, diagnostics, a lowerer and its program. */
-void load_init(Loaded *ld);
 /* The functions the installed stdlib defines (batchnorm in nn.net ...), so
  * that `netrun ops batch_norm` can point at one; *n gets their count. */
 typedef struct StdlibDef {
   const char *name, *file;
 } StdlibDef;
 StdlibDef *cli_stdlib_defs(Arena *a, int *n);
-bool load_script(Loaded *ld, const char *path);
-void unload(Loaded *ld);
 /* An executor over ld's program with a's --set/--feed values fed; NULL on
  * error (reported).  The program is rewritten first when the executor's
  * options want it (rewrite_wanted). */
-Executor *cli_start(Loaded *ld, const Args *a);
+Executor *cli_start(Session *ld, const Args *a);
 /* The same, the rewrite moving the block-0 indices marks[0..nmarks) the
  * caller runs ranges up to (rewrite.h). */
-Executor *cli_start_marks(Loaded *ld, const Args *a, int *marks, int nmarks);
+Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks);
 /* dump --fused: rewrites p as an executor with a's options would run it
  * (mark: NULL, or the index in block 0 it runs a range up to). */
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark);
 /* Feeds a's --set and --feed values to ex; false on error (reported). */
-bool cli_feed(Loaded *ld, Executor *ex, const Args *a);
+bool cli_feed(Session *ld, Executor *ex, const Args *a);
 /* The per-op-type table of netrun time (slowest first, then a total
  * line); returns the total seconds. */
 double cli_print_timings(FILE *f, const OpTiming *t, int n);
-
-typedef struct Out {
-  FILE *f;
-  const char *path;
-  AtomicFile file;
-} Out;
-/* Output to `path` written atomically (file.h), or to stdout when path is
- * NULL or "-".  Errors are reported ("netrun: error: PATH: ..."). */
-bool out_open(Out *o, const char *path);
-bool out_close(Out *o);
-
-/* The grad verbs (grad.c). */
-int cmd_grad(const Args *a);
-int cmd_gradcheck(const Args *a);
-/* The REPL's :grad and :gradcheck: the backward of the tape that ex (a
- * session's executor over program p) has recorded, run over its values;
- * a names the loss, --wrt, --no-grad and the gradcheck options. */
-int grad_session(Program *p, Executor *ex, const Args *a);
-int gradcheck_session(Program *p, Executor *ex, const Args *a);
-/* Appends the backward (of the tape, with a.tape) and dumps it. */
-int dump_backward(const Args *a);
-/* The training verbs (trainer.c). */
-int cmd_train(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_predict(int argc, char **argv);
-int dump_train(const Args *a);
 
 #endif

@@ -7,7 +7,9 @@
  * numbers and are kept as i64 / f32. */
 #include "data.h"
 
-#include "cli.h"
+#include "cmd.h"
+#include "file.h"
+#include "session.h"
 #include "print.h"
 
 #include <assert.h>
@@ -1036,7 +1038,7 @@ static bool whole(const char *opt, const char *v, int64_t lo, int64_t *out) {
   errno = 0;
   long long n = v ? strtoll(v, &end, 10) : 0;
   if (!v || !*v || *end || errno || n < lo) {
-    usage_error("data: %s needs a whole number of at least %lld", opt, (long long)lo);
+    diag_usage("data: %s needs a whole number of at least %lld", opt, (long long)lo);
     return false;
   }
   *out = n;
@@ -1055,10 +1057,10 @@ static int data_args(int argc, char **argv, DataArgs *a) {
     if (IS("--split")) {
       const char *v = VALUE();
       if (!v || (strcmp(v, "train") != 0 && strcmp(v, "test") != 0))
-        return usage_error("data: --split needs train or test");
+        return diag_usage("data: --split needs train or test");
       a->opt.split = v;
     } else if (IS("--label")) {
-      if (!(a->opt.label = VALUE()) || !*a->opt.label) return usage_error("data: --label needs a column");
+      if (!(a->opt.label = VALUE()) || !*a->opt.label) return diag_usage("data: --label needs a column");
     } else if (IS("--head")) {
       if (!whole("--head", VALUE(), 1, &a->head)) return EXIT_USAGE;
     } else if (IS("--batch")) {
@@ -1071,19 +1073,19 @@ static int data_args(int argc, char **argv, DataArgs *a) {
     } else if (IS("--drop-last") && !eq) {
       a->drop_last = true;
     } else if (IS("--fit")) {
-      if (!(a->fit = VALUE())) return usage_error("data: --fit needs a FILE");
+      if (!(a->fit = VALUE())) return diag_usage("data: --fit needs a FILE");
     } else if (arg[0] == '-' && arg[1]) {
-      return usage_error("data: unknown option '%s'", arg);
+      return diag_usage("data: unknown option '%s'", arg);
     } else if (a->spec) {
-      return usage_error("data takes one SPEC, got a second: '%s'", arg);
+      return diag_usage("data takes one SPEC, got a second: '%s'", arg);
     } else {
       a->spec = arg;
     }
 #undef IS
 #undef VALUE
   }
-  if (!a->spec) return usage_error("data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file");
-  if (a->drop_last && !a->batch) return usage_error("data: --drop-last needs --batch");
+  if (!a->spec) return diag_usage("data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file");
+  if (a->drop_last && !a->batch) return diag_usage("data: --drop-last needs --batch");
   return 0;
 }
 
@@ -1187,9 +1189,9 @@ static int data_describe(const DataArgs *a, const Dataset *ds) {
 /* --fit: each column feeds the input of its name, or else the inputs not
  * taken by name, in declaration order. */
 static int data_fit_script(const DataArgs *a, const Dataset *ds) {
-  Loaded ld;
-  if (!load_script(&ld, a->fit)) {
-    unload(&ld);
+  Session ld;
+  if (!session_load(&ld, a->fit)) {
+    session_free(&ld);
     return EXIT_SCRIPT;
   }
   const Block *top = ld.prog->blocks[0];
@@ -1239,11 +1241,10 @@ static int data_fit_script(const DataArgs *a, const Dataset *ds) {
   data_batch_release(&bt);
   data_batcher_free(&bat);
   diag_finish(&ld.diag);
-  unload(&ld);
+  session_free(&ld);
   return ok ? 0 : EXIT_SCRIPT;
 }
 
-int cmd_data(int argc, char **argv);
 int cmd_data(int argc, char **argv) {
   DataArgs a;
   int rc = data_args(argc, argv, &a);

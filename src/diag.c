@@ -214,3 +214,13 @@ void diag_quote(FILE *f, const char *s, DiagQuote style) {
   }
   fputc('"', f);
 }
+
+int diag_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("netrun: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\nTry 'netrun --help'.\n", stderr);
+  return EXIT_USAGE;
+}

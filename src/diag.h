@@ -120,4 +120,10 @@ const char *diag_nearest(const char *name, const char *const *cands, int n);
 typedef enum DiagQuote { QUOTE_SCRIPT, QUOTE_JSON } DiagQuote;
 void diag_quote(FILE *f, const char *s, DiagQuote style);
 
+/* The exit statuses of a verb (netrun(1)); out of memory is MEM_EXIT_OOM. */
+enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2 };
+/* Prints a usage error ("netrun: MESSAGE", then where to look for help)
+ * and returns EXIT_USAGE, for a verb to return. */
+int diag_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -1,6 +1,7 @@
 /* file.c — atomic writes and append-only logs (file.h). */
 #include "file.h"
 
+#include "diag.h"
 #include "mem.h"
 
 #include <dirent.h>
@@ -413,4 +414,52 @@ bool file_check_regular(const char *path, char *err, size_t errlen) {
   int fd = file_open_regular(path, err, errlen);
   if (fd >= 0) close(fd);
   return fd >= 0;
+}
+
+/* ---- output to a file or stdout ------------------------------------------------ */
+
+bool file_out_open(OutFile *o, const char *path) {
+  o->path = path;
+  if (!path || strcmp(path, "-") == 0) {
+    o->f = stdout;
+    o->path = NULL;
+    return true;
+  }
+  char err[4200];
+  if (!file_begin(&o->file, path, err, sizeof err)) {
+    diag_error(NULL, SPAN_NONE, "%s: %s", path, err);
+    return false;
+  }
+  if (!(o->f = fdopen(o->file.fd, "w"))) {
+    diag_error(NULL, SPAN_NONE, "%s: %s", path, strerror(errno));
+    file_abort(&o->file);
+    return false;
+  }
+  return true;
+}
+
+bool file_out_close(OutFile *o) {
+  if (!o->path) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
+    diag_error(NULL, SPAN_NONE, "standard output: %s", errno ? strerror(errno) : "write error");
+    clearerr(stdout);
+    return false;
+  }
+  /* The stream flushes to the descriptor the atomic file syncs and
+   * closes; fclose would close it first. */
+  errno = 0;
+  int werr = fflush(o->f) != 0 || ferror(o->f) ? (errno ? errno : EIO) : 0;
+  o->file.fd = dup(o->file.fd);
+  if (o->file.fd < 0 && !werr) werr = errno;
+  fclose(o->f);
+  char err[4200];
+  if (o->file.fd < 0) {
+    file_abort(&o->file);
+    diag_error(NULL, SPAN_NONE, "%s: %s", o->path, strerror(werr));
+    return false;
+  }
+  if (file_commit(&o->file, werr, err, sizeof err)) return true;
+  diag_error(NULL, SPAN_NONE, "%s: %s", o->path, err);
+  return false;
 }

@@ -33,6 +33,7 @@
 #define NETRUN_FILE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 
 typedef struct AtomicFile {
@@ -93,5 +94,16 @@ bool file_log_close(LogFile *l, char *err, size_t errlen);
 int file_open_regular(const char *path, char *err, size_t errlen);
 /* Whether path names a regular file it can open; if not, why in err. */
 bool file_check_regular(const char *path, char *err, size_t errlen);
+
+/* Output to `path` written atomically (as above), or to stdout when path is
+ * NULL or "-": the verbs' -o.  Errors are reported ("netrun: error: PATH:
+ * ..."). */
+typedef struct OutFile {
+  FILE *f;
+  const char *path;
+  AtomicFile file;
+} OutFile;
+bool file_out_open(OutFile *o, const char *path);
+bool file_out_close(OutFile *o);
 
 #endif

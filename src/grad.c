@@ -9,6 +9,7 @@
  * difference's own noise (f32 rounding, truncation, kinks): see netrun(1). */
 #include "backward.h"
 #include "cli.h"
+#include "cmd.h"
 #include "print.h"
 #include "rewrite.h"
 #include "tape.h"
@@ -22,7 +23,7 @@
 /* A program with its backward, ready to run: either the script's program
  * (static) or the tape's. */
 typedef struct Built {
-  Loaded ld;             /* the script (the verbs) */
+  Session ld;             /* the script (the verbs) */
   Program *prog;         /* the forward program: the script's or a REPL session's */
   Executor *ex;          /* the forward run (tape) or the whole run (static) */
   bool own_ex;
@@ -45,7 +46,7 @@ static void built_free(Built *b) {
   mem_free(b->tape_vals);
   /* The tape's program borrows the forward's user ops: nothing to release. */
   arena_free(&b->tape_arena);   /* zeroed when no tape was built: a no-op */
-  if (b->loaded) unload(&b->ld);
+  if (b->loaded) session_free(&b->ld);
 }
 
 static bool build_tape(Built *b, const Args *a, bool run);
@@ -56,7 +57,7 @@ static bool tape_grads(Built *b, const Args *a);
 static bool build(Built *b, const Args *a, bool run) {
   memset(b, 0, sizeof *b);
   b->loaded = true;
-  bool ok = load_script(&b->ld, a->file);
+  bool ok = session_load(&b->ld, a->file);
   b->prog = b->ld.prog;
   if (!ok) return false;
   Program *p = b->prog;
@@ -223,19 +224,19 @@ static Tensor *value(Built *b, const char *var) {
 }
 
 
-int dump_backward(const Args *a) {
+int cmd_dump_backward(const Args *a) {
   Built b;
   int status = 0;
   if (!build(&b, a, false)) {
     status = EXIT_SCRIPT;
   } else {
-    Out o;
-    if (!out_open(&o, a->out)) status = EXIT_SCRIPT;
+    OutFile o;
+    if (!file_out_open(&o, a->out)) status = EXIT_SCRIPT;
     else {
       DumpOptions opt = a->dump;
       cli_rewrite_dumped(b.tp ? b.tp : b.ld.prog, a, b.tp ? &b.bw.first_grad_op : NULL);
       dump_program(o.f, b.tp ? b.tp : b.ld.prog, &opt);
-      if (!out_close(&o)) status = EXIT_SCRIPT;
+      if (!file_out_close(&o)) status = EXIT_SCRIPT;
     }
   }
   built_free(&b);
@@ -309,7 +310,7 @@ static bool build_session(Built *b, Program *p, Executor *ex, const Args *a) {
   return build_tape(b, a, true);
 }
 
-int grad_session(Program *p, Executor *ex, const Args *a) {
+int cmd_grad_session(Program *p, Executor *ex, const Args *a) {
   Built b;
   bool ok = build_session(&b, p, ex, a);
   if (ok) print_grads(&b, a);
@@ -586,12 +587,12 @@ int cmd_gradcheck(const Args *a) {
     built_free(&b);
     return EXIT_SCRIPT;
   }
-  Loaded fwd;
+  Session fwd;
   int status = EXIT_SCRIPT;
   Args fa = *a;
   fa.opt.tape = false;
   fa.opt.out = fopen("/dev/null", "w");
-  Executor *ex = load_script(&fwd, a->file) ? cli_start(&fwd, &fa) : NULL;
+  Executor *ex = session_load(&fwd, a->file) ? cli_start(&fwd, &fa) : NULL;
   if (ex) {
     const char *lv = prog_export(fwd.prog, a->loss);
     Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b, 0, {{0}}};
@@ -604,7 +605,7 @@ int cmd_gradcheck(const Args *a) {
   fflush(stdout);
   if (fa.opt.out) fclose(fa.opt.out);
   exec_free(ex);
-  unload(&fwd);
+  session_free(&fwd);
   built_free(&b);
   return status;
 }
@@ -629,7 +630,7 @@ static bool tape_loss(Forward *f, double *out) {
   return true;
 }
 
-int gradcheck_session(Program *p, Executor *ex, const Args *a) {
+int cmd_gradcheck_session(Program *p, Executor *ex, const Args *a) {
   Built b;
   int status = EXIT_SCRIPT;
   if (build_session(&b, p, ex, a)) {

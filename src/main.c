@@ -7,6 +7,7 @@
  * error, 3 out of memory (mem.h), 130 interrupted (Ctrl-C). */
 #include "ast.h"
 #include "cli.h"
+#include "cmd.h"
 #include "data.h"
 #include "par.h"
 #include "plugin.h"
@@ -37,10 +38,6 @@ static int cmd_run(int argc, char **argv);
 static int cmd_time(int argc, char **argv);
 static int cmd_grad_verb(int argc, char **argv);
 static int cmd_gradcheck_verb(int argc, char **argv);
-/* Verbs implemented beside their modules. */
-int cmd_data(int argc, char **argv);        /* data.c */
-int cmd_checkpoint(int argc, char **argv);  /* checkpoint.c */
-int cmd_plot(int argc, char **argv);        /* plot.c */
 
 #define RUN_OPTIONS                                                                  \
   "  --set NAME=VALUE   feed input NAME a literal value (3, [[1, 2], [3, 4]])\n"      \
@@ -185,20 +182,20 @@ static int cmd_dump(int argc, char **argv) {
   Args a;
   int rc = cli_parse(argc, argv, &a, OPT_DUMP | OPT_GRAD | OPT_RUN);
   if (rc) return rc;
-  if (a.fused && a.ast) return usage_error("%s", "--fused prints the rewritten program: not with --ast");
-  if (a.train) return dump_train(&a);
-  if (a.backward || a.tape) return dump_backward(&a);
-  Loaded ld;
+  if (a.fused && a.ast) return diag_usage("%s", "--fused prints the rewritten program: not with --ast");
+  if (a.train) return cmd_dump_train(&a);
+  if (a.backward || a.tape) return cmd_dump_backward(&a);
+  Session ld;
   int status = 0;
   if (a.ast) {
     arena_init(&ld.arena);
     diag_init(&ld.diag, &ld.arena);
     int idx = diag_load_file(&ld.diag, a.file);
     AstNode *root = idx >= 0 ? ast_parse(&ld.arena, &ld.diag, idx) : NULL;
-    Out o;
-    if (root && out_open(&o, a.out)) {
+    OutFile o;
+    if (root && file_out_open(&o, a.out)) {
       ast_print(o.f, root);
-      if (!out_close(&o)) status = EXIT_SCRIPT;
+      if (!file_out_close(&o)) status = EXIT_SCRIPT;
     } else {
       status = EXIT_SCRIPT;
     }
@@ -206,18 +203,18 @@ static int cmd_dump(int argc, char **argv) {
     arena_free(&ld.arena);
     return status;
   }
-  if (!load_script(&ld, a.file)) {
+  if (!session_load(&ld, a.file)) {
     status = EXIT_SCRIPT;
   } else {
-    Out o;
-    if (!out_open(&o, a.out)) status = EXIT_SCRIPT;
+    OutFile o;
+    if (!file_out_open(&o, a.out)) status = EXIT_SCRIPT;
     else {
       cli_rewrite_dumped(ld.prog, &a, NULL);
       dump_program(o.f, ld.prog, &a.dump);
-      if (!out_close(&o)) status = EXIT_SCRIPT;
+      if (!file_out_close(&o)) status = EXIT_SCRIPT;
     }
   }
-  unload(&ld);
+  session_free(&ld);
   return status;
 }
 
@@ -250,7 +247,7 @@ static void unknown_op(const char *name, const OpProto *const *all, int n) {
 }
 
 static int cmd_ops(int argc, char **argv) {
-  if (argc > 2) return usage_error("%s", "ops takes at most one NAME");
+  if (argc > 2) return diag_usage("%s", "ops takes at most one NAME");
   int n;
   const OpProto *const *all = reg_all(reg_default(), &n);
   if (argc == 2) {
@@ -272,9 +269,9 @@ static int cmd_run(int argc, char **argv) {
   Args a;
   int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TAPE_DUMP);
   if (rc) return rc;
-  Loaded ld;
+  Session ld;
   int status = EXIT_SCRIPT;
-  Executor *ex = load_script(&ld, a.file) ? cli_start(&ld, &a) : NULL;
+  Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;
   if (ex) {
     if (exec_run(ex) == 0) {
       status = 0;
@@ -291,7 +288,7 @@ static int cmd_run(int argc, char **argv) {
     diag_finish(&ld.diag);
     exec_free(ex);
   }
-  unload(&ld);
+  session_free(&ld);
   return status;
 }
 
@@ -303,9 +300,9 @@ static int cmd_time(int argc, char **argv) {
   a.opt.tape = false;
   FILE *devnull = fopen("/dev/null", "w");
   a.opt.out = devnull;
-  Loaded ld;
+  Session ld;
   int status = EXIT_SCRIPT;
-  Executor *ex = load_script(&ld, a.file) ? cli_start(&ld, &a) : NULL;
+  Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;
   if (ex) {
     status = 0;
     for (int64_t it = 0; it < a.iterations && status == 0; it++)
@@ -319,7 +316,7 @@ static int cmd_time(int argc, char **argv) {
     diag_finish(&ld.diag);
     exec_free(ex);
   }
-  unload(&ld);
+  session_free(&ld);
   if (devnull) fclose(devnull);
   return status;
 }
@@ -347,7 +344,7 @@ static int cmd_help(int argc, char **argv) {
     return 0;
   }
   const Verb *v = find_verb(argv[1]);
-  if (!v) return usage_error("no help for unknown verb '%s'", argv[1]);
+  if (!v) return diag_usage("no help for unknown verb '%s'", argv[1]);
   return verb_help(v);
 }
 
@@ -366,12 +363,12 @@ static int load_plugins(int *argc, char **argv) {
   for (int i = 1; i < *argc; i++) {
     const char *path = NULL;
     if (strcmp(argv[i], "--allow-load") == 0 || strncmp(argv[i], "--allow-load=", 13) == 0) {
-      if (argv[i][12] == '=' && !argv[i][13]) return usage_error("%s", "--allow-load=DIR needs a folder");
+      if (argv[i][12] == '=' && !argv[i][13]) return diag_usage("%s", "--allow-load=DIR needs a folder");
       plugin_allow_script_loads(argv[i][12] == '=' ? argv[i] + 13 : NULL);
       continue;
     }
     if (strcmp(argv[i], "--plugin") == 0) {
-      if (i + 1 == *argc) return usage_error("%s", "--plugin needs the path of a plugin (a .so file)");
+      if (i + 1 == *argc) return diag_usage("%s", "--plugin needs the path of a plugin (a .so file)");
       path = argv[++i];
     } else if (strncmp(argv[i], "--plugin=", 9) == 0) {
       path = argv[i] + 9;
@@ -427,7 +424,7 @@ static int dispatch(int argc, char **argv) {
     status = asks_help(argc, args) ? verb_help(find_verb("dump")) : cmd_dump(argc, args);
     mem_free(args);
   } else if (argv[1][0] == '-') {
-    status = usage_error("unknown option '%s'", argv[1]);
+    status = diag_usage("unknown option '%s'", argv[1]);
   } else {
     const Verb *v = find_verb(argv[1]);
     if (v) {

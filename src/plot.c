@@ -28,7 +28,9 @@
  * A resumed run may append to the log it was writing: when a series' step
  * goes back, the points at and after that step are dropped and the newer
  * ones kept, so the picture shows the run as it finally went. */
-#include "cli.h"
+#include "cmd.h"
+#include "diag.h"
+#include "file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cmd_plot(int argc, char **argv);
 
 enum {
   MAX_LINE = 65536,     /* bytes in one log line */
@@ -1046,8 +1047,8 @@ static int render(const Log *g, const PlotOpts *op) {
     for (int j = 0; j < P.p[i].nc; j++) most = P.p[i].c[j].s->n > most ? P.p[i].c[j].s->n : most;
   P.xy = mem_calloc(2 * most, sizeof *P.xy);
   /* Everything checked and allocated: write. */
-  Out out;
-  if (!out_open(&out, op->out)) goto done;
+  OutFile out;
+  if (!file_out_open(&out, op->out)) goto done;
   FILE *o = out.f;
   double height = FIRST_TOP + PANEL_PITCH * P.np - 10;
   fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
@@ -1067,7 +1068,7 @@ static int render(const Log *g, const PlotOpts *op) {
   fputs("</text>\n", o);
   for (int i = 0; i < P.np; i++) draw_panel(o, &P, &P.p[i], i == 0);
   fputs("</svg>\n", o);
-  if (out_close(&out)) status = 0;
+  if (file_out_close(&out)) status = 0;
 done:
   mem_free(P.xy);
   mem_free(P.knots.p);
@@ -1081,27 +1082,27 @@ static int parse_args(int argc, char **argv, PlotOpts *op) {
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "-o") == 0) {
-      if (++i >= argc) return usage_error("%s", "-o needs a file name");
+      if (++i >= argc) return diag_usage("%s", "-o needs a file name");
       op->out = argv[i];
     } else if (strcmp(arg, "--log-y") == 0) {
       op->log_y = true;
     } else if (strncmp(arg, "--x-axis", 8) == 0 && (arg[8] == 0 || arg[8] == '=')) {
       const char *v = arg[8] ? arg + 9 : i + 1 < argc ? argv[++i] : NULL;
-      if (!v) return usage_error("%s", "--x-axis needs step, samples or epoch");
+      if (!v) return diag_usage("%s", "--x-axis needs step, samples or epoch");
       int k = -1;
       for (int j = 0; j < 3; j++)
         if (strcmp(v, x_names[j]) == 0) k = j;
-      if (k < 0) return usage_error("unknown x axis '%s' (expected step, samples or epoch)", v);
+      if (k < 0) return diag_usage("unknown x axis '%s' (expected step, samples or epoch)", v);
       op->x = (XKind)k;
     } else if (arg[0] == '-' && arg[1]) {
-      return usage_error("%s: unknown option '%s'", argv[0], arg);
+      return diag_usage("%s: unknown option '%s'", argv[0], arg);
     } else if (op->file) {
-      return usage_error("%s takes one file, got a second: '%s'", argv[0], arg);
+      return diag_usage("%s takes one file, got a second: '%s'", argv[0], arg);
     } else {
       op->file = arg;
     }
   }
-  if (!op->file) return usage_error("%s needs a FILE", argv[0]);
+  if (!op->file) return diag_usage("%s needs a FILE", argv[0]);
   return 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include "backward.h"
 #include "cli.h"
+#include "cmd.h"
 #include "print.h"
 #include "tape.h"
 
@@ -58,7 +59,7 @@ static void buf_add(Buf *b, const char *s, size_t n) {
 
 typedef struct Repl {
   Args args;               /* the command line: run options, FILE */
-  Loaded ld;               /* the session: its program and diagnostics */
+  Session ld;               /* the session: its program and diagnostics */
   Executor *ex;            /* ... and the values, the tape, the timings */
   Buf script;              /* the entries that succeeded, for :save */
   bool interactive;        /* standard input is a terminal */
@@ -99,7 +100,7 @@ static void on_sigint(int sig) {
 /* ---- the session ------------------------------------------------------------- */
 
 static void session_open(Repl *R) {
-  load_init(&R->ld);
+  session_init(&R->ld);
   /* Every entry's source, syntax and ops stay (an entry may name any value
    * made before): at the memory limit the session ends with this name. */
   R->ld.arena.what = "the session's entries";
@@ -111,7 +112,7 @@ static void session_open(Repl *R) {
 static void session_close(Repl *R) {
   exec_free(R->ex);
   R->ex = NULL;
-  unload(&R->ld);
+  session_free(&R->ld);
 }
 
 static bool failed(Repl *R) {
@@ -609,7 +610,7 @@ static bool c_grad(Repl *R, Cmd *c) {
   Args a;
   R->ld.diag.nerrors = 0;
   if (!grad_args(R, c, &a) || !tape_ready(R, c, &a)) return false;
-  return grad_session(R->ld.prog, R->ex, &a) == 0 ? true : failed(R);
+  return cmd_grad_session(R->ld.prog, R->ex, &a) == 0 ? true : failed(R);
 }
 
 /* :gradcheck NAME [WRT...] */
@@ -617,7 +618,7 @@ static bool c_gradcheck(Repl *R, Cmd *c) {
   Args a;
   R->ld.diag.nerrors = 0;
   if (!grad_args(R, c, &a) || !tape_ready(R, c, &a)) return false;
-  return gradcheck_session(R->ld.prog, R->ex, &a) == 0 ? true : failed(R);
+  return cmd_gradcheck_session(R->ld.prog, R->ex, &a) == 0 ? true : failed(R);
 }
 
 /* :time [STATEMENT] */
@@ -653,10 +654,10 @@ static bool c_load(Repl *R, Cmd *c) { return run_file(R, word_dup(R, &c->w[1]), 
 
 /* :save FILE — written whole or not at all (a temporary file renamed). */
 static bool c_save(Repl *R, Cmd *c) {
-  Out o;
-  if (!out_open(&o, word_dup(R, &c->w[1]))) return failed(R);
+  OutFile o;
+  if (!file_out_open(&o, word_dup(R, &c->w[1]))) return failed(R);
   if (R->script.n) fwrite(R->script.s, 1, R->script.n, o.f);
-  return out_close(&o) ? true : failed(R);
+  return file_out_close(&o) ? true : failed(R);
 }
 
 /* :reset */
@@ -1044,7 +1045,7 @@ int repl_main(int argc, char **argv) {
     return rc;
   }
   if (!R->args.file && R->args.nsets + R->args.nfeeds)
-    rc = usage_error("%s", "repl: --set and --feed feed the inputs of a FILE");
+    rc = diag_usage("%s", "repl: --set and --feed feed the inputs of a FILE");
   FILE *f = R->args.file ? fopen(R->args.file, "rb") : NULL;
   if (f) fclose(f);
   else if (!rc && R->args.file) {

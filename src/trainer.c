@@ -9,6 +9,7 @@
  * run continues exactly where the interrupted one stopped. */
 #include "checkpoint.h"
 #include "cli.h"
+#include "cmd.h"
 #include "data.h"
 #include "file.h"
 #include "print.h"
@@ -105,7 +106,7 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       v = VALUE();
       long long n = v ? strtoll(v, &end, 10) : 0;
       if (!v || *end || n < 1) {
-        rc = usage_error("--%.*s needs a whole number of at least 1", (int)(len - 2), which);
+        rc = diag_usage("--%.*s needs a whole number of at least 1", (int)(len - 2), which);
         break;
       }
       if (which[0] == 'e') t->o.epochs = n;
@@ -115,7 +116,7 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       v = VALUE();
       long long n = v ? strtoll(v, &end, 10) : 0;
       if (!v || *end || n < 1) {
-        rc = usage_error("--%.*s needs a whole number of at least 1", (int)(len - 2), arg + 2);
+        rc = diag_usage("--%.*s needs a whole number of at least 1", (int)(len - 2), arg + 2);
         break;
       }
       if (arg[2] == 'b') t->o.batch = n;
@@ -124,28 +125,28 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       v = VALUE();
       double x = v ? strtod(v, &end) : 0;
       if (!v || *end || !(x > 0)) {
-        rc = usage_error("%s", "--lr needs a positive number");
+        rc = diag_usage("%s", "--lr needs a positive number");
         break;
       }
       t->o.lr = x;
     } else if (training && IS("--optimizer")) {
-      if (!(t->o.optimizer = VALUE())) rc = usage_error("%s", "--optimizer needs a name: " TRAIN_OPTIMIZERS);
+      if (!(t->o.optimizer = VALUE())) rc = diag_usage("%s", "--optimizer needs a name: " TRAIN_OPTIMIZERS);
       else if (!train_optimizer_known(t->o.optimizer))
-        rc = usage_error("unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", t->o.optimizer);
+        rc = diag_usage("unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", t->o.optimizer);
     } else if (IS("--data")) {
-      if (!(t->o.data = VALUE())) rc = usage_error("%s", "--data needs a SPEC");
+      if (!(t->o.data = VALUE())) rc = diag_usage("%s", "--data needs a SPEC");
     } else if (training && IS("--save")) {
-      if (!(t->save = VALUE())) rc = usage_error("%s", "--save needs a PATH");
+      if (!(t->save = VALUE())) rc = diag_usage("%s", "--save needs a PATH");
     } else if (training && IS("--resume")) {
-      if (!(t->resume = VALUE())) rc = usage_error("%s", "--resume needs a PATH");
+      if (!(t->resume = VALUE())) rc = diag_usage("%s", "--resume needs a PATH");
     } else if (training && IS("--log")) {
-      if (!(t->log = VALUE())) rc = usage_error("%s", "--log needs a FILE");
+      if (!(t->log = VALUE())) rc = diag_usage("%s", "--log needs a FILE");
     } else if (training && IS("--keep-best")) {
       t->keep_best = true;
     } else if (training && IS("--keep-going")) {
       t->keep_going = true;
     } else if (!training && IS("--weights")) {
-      if (!(t->weights = VALUE())) rc = usage_error("%s", "--weights needs a PATH");
+      if (!(t->weights = VALUE())) rc = diag_usage("%s", "--weights needs a PATH");
     } else {
       rest[nrest++] = argv[i];
     }
@@ -154,9 +155,9 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
   }
   if (!rc) rc = cli_parse(nrest, rest, &t->a, OPT_RUN);
   mem_free(rest);
-  if (!rc && t->keep_best && !t->save) rc = usage_error("%s", "--keep-best needs --save PATH");
+  if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
   if (!rc && training && mode_given(&t->a))
-    rc = usage_error("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
+    rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
   return rc;
 }
 
@@ -176,7 +177,7 @@ static double schedule(const TrainConfig *c, double e) {
 typedef struct Run {
   TrainArgs *t;
   TrainConfig c;
-  Loaded ld;
+  Session ld;
   Program *p;
   BackwardResult bw;
   int nforward;                 /* block 0's forward ops */
@@ -706,7 +707,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
   r->best = -INFINITY;
-  bool loaded = load_script(&r->ld, t->a.file);
+  bool loaded = session_load(&r->ld, t->a.file);
   r->p = r->ld.prog;   /* teardown unloads it, loaded or not */
   if (!loaded) return false;
   if (!train_config(r->p, &t->o, &r->c, !training)) {
@@ -842,7 +843,7 @@ static void teardown(Run *r) {
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);
-  if (r->p) unload(&r->ld);
+  if (r->p) session_free(&r->ld);
 }
 
 /* The training loop of cmd_train. */
@@ -1085,7 +1086,7 @@ int cmd_predict(int argc, char **argv) {
   int rc = 0;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--output") == 0) {
-      if (i + 1 >= argc) rc = usage_error("%s", "--output needs a NAME");
+      if (i + 1 >= argc) rc = diag_usage("%s", "--output needs a NAME");
       else output = argv[++i];
     } else {
       args[n++] = argv[i];
@@ -1095,7 +1096,7 @@ int cmd_predict(int argc, char **argv) {
   if (!rc) rc = parse_train(n, args, &t, false);
   mem_free(args);
   if (!rc && !t.o.data && (t.o.batch >= 0 || t.o.limit >= 0))
-    rc = usage_error("--%s needs --data SPEC (predict over a dataset's examples)", t.o.batch >= 0 ? "batch" : "limit");
+    rc = diag_usage("--%s needs --data SPEC (predict over a dataset's examples)", t.o.batch >= 0 ? "batch" : "limit");
   if (rc) return rc;
   t.predicting = true;
   if (t.o.data) return predict_data(&t, output);
@@ -1103,9 +1104,9 @@ int cmd_predict(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   r.t = &t;
   int status = EXIT_SCRIPT;
-  bool loaded = load_script(&r.ld, t.a.file);
+  bool loaded = session_load(&r.ld, t.a.file);
   r.p = r.ld.prog;   /* unloaded below, loaded or not */
-  if (!loaded) goto out;   /* load_script has counted the errors */
+  if (!loaded) goto out;   /* session_load has counted the errors */
   if (!train_config(r.p, &t.o, &r.c, true)) goto fail;
   r.hash = program_hash(r.p);
   const char *name = output ? output : r.c.metric;
@@ -1141,27 +1142,27 @@ fail:
   diag_finish(&r.ld.diag);   /* "N errors" */
 out:
   exec_free(r.ex);
-  if (r.p) unload(&r.ld);
+  if (r.p) session_free(&r.ld);
   return status;
 }
 
 /* dump --train: the training program the trainer runs. */
-int dump_train(const Args *a);
-int dump_train(const Args *a) {
-  Loaded ld;
+int cmd_dump_train(const Args *a);
+int cmd_dump_train(const Args *a) {
+  Session ld;
   int status = EXIT_SCRIPT;
   TrainConfig c;
   BackwardResult bw;
-  bool loaded = load_script(&ld, a->file);   /* counts its errors */
+  bool loaded = session_load(&ld, a->file);   /* counts its errors */
   if (loaded && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
     cli_rewrite_dumped(ld.prog, a, &bw.first_grad_op);   /* the trainer's mark: the forward's end */
-    Out o;
-    if (out_open(&o, a->out)) {
+    OutFile o;
+    if (file_out_open(&o, a->out)) {
       dump_program(o.f, ld.prog, &a->dump);
-      if (out_close(&o)) status = 0;
+      if (file_out_close(&o)) status = 0;
     }
   }
   if (loaded) diag_finish(&ld.diag);
-  unload(&ld);
+  session_free(&ld);
   return status;
 }

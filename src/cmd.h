@@ -1,0 +1,36 @@
+/* cmd.h — the verbs of the command line (netrun(1)), each the entry point
+ * of the file that implements it, and the entry points the REPL and the
+ * dump verb call in those files.  main.c dispatches to them; they return
+ * the exit status (diag.h). */
+#ifndef NETRUN_CMD_H
+#define NETRUN_CMD_H
+
+struct Args;      /* cli.h */
+struct Program;   /* program.h */
+struct Executor;  /* exec.h */
+
+/* grad.c: the grad verbs. */
+int cmd_grad(const struct Args *a);
+int cmd_gradcheck(const struct Args *a);
+/* The REPL's :grad and :gradcheck: the backward of the tape that ex (a
+ * session's executor over program p) has recorded, run over its values;
+ * a names the loss, --wrt, --no-grad and the gradcheck options. */
+int cmd_grad_session(struct Program *p, struct Executor *ex, const struct Args *a);
+int cmd_gradcheck_session(struct Program *p, struct Executor *ex, const struct Args *a);
+/* dump --backward: appends the backward (of the tape, with a.tape) and
+ * dumps it. */
+int cmd_dump_backward(const struct Args *a);
+
+/* trainer.c: the training verbs, and dump --train. */
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_dump_train(const struct Args *a);
+
+/* data.c, checkpoint.c, plot.c */
+int cmd_data(int argc, char **argv);
+/* checkpoint PATH: describes a checkpoint. */
+int cmd_checkpoint(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+
+#endif
