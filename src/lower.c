@@ -27,8 +27,8 @@
 #include "plugin.h"
 #include "registry.h"
 #include "tensor.h"
-#include "userop.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -82,6 +82,7 @@ struct Lowerer {
   bool in_grad;                        /* lowering a grad { } body */
   const AstNode *opdef;                /* the op whose grad body that is */
   const char *stdlib_dir;
+  const UserOpImpl *user_ops;          /* userop.c's, from lower_new */
   const char *script_dir;              /* the folder of the file lower_file lowers; NULL: "." */
   const char **loaded; int nloaded, caploaded;        /* realpaths */
   const char **importing; int nimporting, capimporting;
@@ -1361,9 +1362,9 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
   u->arena = L->arena;
   u->diag = L->diag;
   proto->user = u;
-  proto->infer = uop_infer;
-  proto->kernel = uop_kernel;
-  proto->grad = uop_grad;
+  proto->infer = L->user_ops->infer;
+  proto->kernel = L->user_ops->kernel;
+  proto->grad = L->user_ops->grad;
   proto->grad_kind = GRAD_COMPOSITE;  /* its grad body, or its body differentiated */
   proto->flags = OP_NO_PREALLOC;      /* the kernel hands over its body's values */
   proto->nin = n->list.n, proto->nout = n->list2.n, proto->nattrs = n->list3.n;
@@ -2016,7 +2017,8 @@ static void load_plugin(Lowerer *L, const AstNode *n) {
 
 /* ---- entry points ------------------------------------------------------------ */
 
-Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir) {
+Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir, const UserOpImpl *user_ops) {
+  assert(user_ops);
   Lowerer *L = arena_alloc(arena, sizeof *L);
   L->arena = arena;
   L->diag = diag;
@@ -2027,6 +2029,7 @@ Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir) {
   L->block = L->prog->blocks[0];
   L->max_ops = LOWER_MAX_OPS;
   L->stdlib_dir = stdlib_dir ? arena_strdup(arena, stdlib_dir) : NULL;
+  L->user_ops = user_ops;
   return L;
 }
 

@@ -16,9 +16,20 @@ typedef struct Lowerer Lowerer;
 #define LOWER_MAX_DEPTH 2000
 #define LOWER_MAX_BLOCKS 256
 
+/* How the ops scripts define run: the shape inference, kernel and grad
+ * maker lower.c installs in their protos.  They lower the op's bodies
+ * again (lower_user_body), so they live a layer above, in userop.c
+ * (uop_impl), and the lowerer's maker hands them down. */
+typedef struct UserOpImpl {
+  InferFn infer;
+  KernelFn kernel;
+  GradMakerFn grad;
+} UserOpImpl;
+
 /* A lowerer builds one program in `arena`, reporting through `diag`.
- * stdlib_dir is the installed stdlib folder searched last by import. */
-Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir);
+ * stdlib_dir is the installed stdlib folder searched last by import;
+ * user_ops runs the ops scripts define (&uop_impl). */
+Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir, const UserOpImpl *user_ops);
 void lower_free(Lowerer *L);
 /* Lowers at most max_ops ops (default LOWER_MAX_OPS), then stops with an error. */
 void lower_set_max_ops(Lowerer *L, int64_t max_ops);

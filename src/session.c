@@ -1,6 +1,8 @@
 /* session.c — loading a script into a session of its own (session.h). */
 #include "session.h"
 
+#include "userop.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +36,7 @@ const char *session_stdlib_dir(void) {
 void session_init(Session *s) {
   arena_init(&s->arena);
   diag_init(&s->diag, &s->arena);
-  s->L = lower_new(&s->arena, &s->diag, session_stdlib_dir());
+  s->L = lower_new(&s->arena, &s->diag, session_stdlib_dir(), &uop_impl);
   s->prog = lower_program(s->L);
 }
 

@@ -211,7 +211,7 @@ static void check_grads(InferCtx *c, Program *s, const char *const *in, const ch
   if (u->diag->nerrors != before) diag_note(u->diag, c->op->span, "in this call to '%s'", proto->type);
 }
 
-bool uop_infer(InferCtx *c) {
+static bool uop_infer(InferCtx *c) {
   const OpProto *proto = c->proto;
   const UserOp *u = proto->user;
   const VarDesc *ins[REG_MAX_SLOTS];
@@ -244,7 +244,7 @@ bool uop_infer(InferCtx *c) {
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
-int uop_kernel(ExecCtx *c) {
+static int uop_kernel(ExecCtx *c) {
   const OpProto *proto = ctx_proto(c);
   const UserOp *u = proto->user;
   VarDesc descs[REG_MAX_SLOTS];
@@ -555,7 +555,7 @@ static bool plan_grads(Emit *e) {
   return ok;
 }
 
-int uop_grad(GradCtx *g) {
+static int uop_grad(GradCtx *g) {
   Program *p = bwd_prog(g);
   const OpDesc *op = bwd_op_fwd(g);
   const OpProto *proto = reg_find_op(p, op->type);
@@ -594,3 +594,5 @@ int uop_grad(GradCtx *g) {
   arena_free(&a);
   return ok ? 0 : -1;
 }
+
+const UserOpImpl uop_impl = {uop_infer, uop_kernel, uop_grad};

@@ -22,6 +22,7 @@
 #include "tape.h"
 #include "tapegrad.h"
 #include "train.h"
+#include "userop.h"
 #include "par.h"
 #include "rewrite.h"
 
@@ -58,7 +59,7 @@ static bool load(Loaded *ld, const char *text) {
   close(fd);
   arena_init(&ld->arena);
   diag_init(&ld->diag, &ld->arena);
-  Lowerer *L = lower_new(&ld->arena, &ld->diag, NULL);
+  Lowerer *L = lower_new(&ld->arena, &ld->diag, NULL, &uop_impl);
   bool ok = lower_file(L, path);
   ld->prog = lower_program(L);
   diag_finish(&ld->diag);
@@ -400,7 +401,7 @@ static void bench_train_step(const char *path, const char *what, int64_t batch, 
   Loaded ld;
   arena_init(&ld.arena);
   diag_init(&ld.diag, &ld.arena);
-  Lowerer *L = lower_new(&ld.arena, &ld.diag, "stdlib");
+  Lowerer *L = lower_new(&ld.arena, &ld.diag, "stdlib", &uop_impl);
   if (!lower_file(L, path)) {
     printf("  (%s: cannot load)\n", path);
     return;

@@ -12,6 +12,7 @@
 #include "lower.h"
 #include "registry.h"
 #include "train.h"
+#include "userop.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -53,7 +54,7 @@ static inline bool fuzz_script(FuzzScript *s, const uint8_t *data, size_t size) 
   arena_init(&s->arena);
   diag_init(&s->diag, &s->arena);
   s->diag.out = fuzz_null();
-  s->L = lower_new(&s->arena, &s->diag, NETRUN_STDLIB_DIR);
+  s->L = lower_new(&s->arena, &s->diag, NETRUN_STDLIB_DIR, &uop_impl);
   lower_set_max_ops(s->L, FUZZ_MAX_OPS);
   s->prog = lower_program(s->L);
   int file = diag_add_source(&s->diag, "fuzz.net", NULL, (const char *)data, size);
