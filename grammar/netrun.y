@@ -1,4 +1,4 @@
-/* netrun.y — the grammar of .net scripts (LANGUAGE.md sections 4-7).
+/* netrun.y — the grammar of .net scripts (netrun-lang(5), DECLARATIONS to USER-DEFINED OPS).
  *
  * A pure LALR(1) parser fed by the reentrant scanner of netrun.l.  Each
  * action builds AST nodes (ast.h) in the parse's arena and gives every node

@@ -536,8 +536,6 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
     if (!proto || proto->grad_kind == GRAD_NONE || !maker) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
-      int line = 0, col = 0;
-      if (op->span.file >= 0) diag_line_col(bw->diag, op->span.file, op->span.start, &line, &col);
       if (!proto || proto->grad_kind == GRAD_NONE)
         fail_at(bw, op->span, "%s has no gradient, but the loss depends on a parameter through it", op->type);
       else
@@ -564,7 +562,6 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
 }
 
 /* ---- pass 4: tidy a block of grad ops -------------------------------------------------- */
-
 
 static void insert_op(OpList *l, int at, OpDesc *op) {
   VEC_RESERVE(l->ops, l->cap, l->n + 1);

@@ -1,8 +1,8 @@
 /* backward.h — bwd_append and the grad-maker interface.
  *
  * bwd_append(loss, parameter_list, no_grad_set) extends a program with
- * the ops that compute gradients, following LANGUAGE.md section 9 and the
- * seed design ("Backward Building"):
+ * the ops that compute gradients, as netrun-lang(5) THE BACKWARD PROGRAM
+ * describes (Paddle's append_backward, whose name the docs use):
  *
  *   - loss@GRAD is seeded with fill_constant(1) (the loss must be a scalar);
  *   - ops are visited in reverse; an op on a path from a parameter (or a

@@ -1,4 +1,4 @@
-/* dump.c — printing a program (LANGUAGE.md section 8).
+/* dump.c — printing a program (netrun-lang(5), THE PROGRAM).
  *
  * The text format, one line per variable or op, is stable; tests diff it:
  *

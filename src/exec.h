@@ -43,8 +43,8 @@ Executor *exec_new(Program *p, const ExecOptions *opt);
 void exec_free(Executor *ex);
 /* Feeds a value to input `name` (a script name or variable): checks dtype
  * and shape against the declaration and binds its symbolic dims.  Takes a
- * reference.  Reports an error at `at` (may be SPAN_NONE) and returns false
- * if it does not fit. */
+ * reference.  Returns false if it does not fit, the error reported at the
+ * input's declaration and prefixed "WHAT: " (what: e.g. "--set x"). */
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what);
 /* Forgets the symbolic dims feeding bound: the next feeds (a new batch,
  * maybe smaller) bind them afresh. */

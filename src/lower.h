@@ -1,4 +1,4 @@
-/* lower.h — from syntax trees to a program (LANGUAGE.md sections 4-8). */
+/* lower.h — from syntax trees to a program (netrun-lang(5), DECLARATIONS to THE PROGRAM). */
 #ifndef NETRUN_LOWER_H
 #define NETRUN_LOWER_H
 

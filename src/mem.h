@@ -10,7 +10,7 @@
  *   - An Arena owns many small objects that die together: one script's
  *     sources, its AST and the program lowered from it live in one Arena and
  *     are freed by arena_free().  Nothing allocated in an arena is freed alone.
- *   - Tensors (later) are refcounted; their rule sits in tensor.h.
+ *   - Tensors are refcounted; their rule sits in tensor.h.
  */
 #ifndef NETRUN_MEM_H
 #define NETRUN_MEM_H

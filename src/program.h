@@ -1,6 +1,6 @@
 /* program.h — the program IR: blocks of variable and op descriptions.
  *
- * A Program is what a script lowers to (LANGUAGE.md section 8): a list of
+ * A Program is what a script lowers to (netrun-lang(5), THE PROGRAM): a list of
  * blocks, block 0 the top level, each sub-block (a while or if body) knowing
  * its parent.  A block holds variable descriptions and an ordered list of op
  * descriptions.  Names are unique across the whole program (see lower.c for

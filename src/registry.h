@@ -1,6 +1,6 @@
 /* registry.h — the operator registry: one entry per op type.
  *
- * An entry (OpProto) is the op's whole contract, as in the seed design:
+ * An entry (OpProto) is the op's whole contract:
  * its proto (named input slots, each single or a list; named output slots;
  * typed attributes with defaults and checkers; a doc line), its shape and
  * dtype inference, its kernel, and its grad maker.  Each op family lives in

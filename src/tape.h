@@ -50,14 +50,14 @@ void tape_record(Tape *t, const OpDesc *op, int klass, Tensor *const *ins, const
 void tape_truncate(Tape *t, int n);
 /* The suffix of turn k inside a frame whose suffix is parent: "#k" appended. */
 const char *tape_turn(Tape *t, const char *parent, int64_t k);
+/* A copy of entry e's op description in p, its values (inputs then
+ * outputs, in slot order) named names[k]; not appended to any block. */
+OpDesc *tape_entry_op(Program *p, const TapeEntry *e, const char *const *names);
 /* The tape as a program of one flat block: every value declared with its
  * dtype and concrete shape (parameters flagged), one op per entry.  The
  * program lives in `arena`; its ops keep their source spans.  If values is
  * not NULL it receives an array (mem_free it) of the tensors of block 0's
  * variables, in declaration order (borrowed from the tape). */
-/* A copy of entry e's op description in p, its values (inputs then
- * outputs, in slot order) named names[k]; not appended to any block. */
-OpDesc *tape_entry_op(Program *p, const TapeEntry *e, const char *const *names);
 Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor ***values);
 
 #endif

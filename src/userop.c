@@ -1,5 +1,5 @@
 /* userop.c — the ops scripts define: `op NAME(INPUTS) -> (OUTPUTS) { BODY }
- * grad { GRADBODY }` (LANGUAGE.md section 7).  lower.c checks a definition
+ * grad { GRADBODY }` (netrun-lang(5), USER-DEFINED OPS).  lower.c checks a definition
  * and registers its proto; this file gives it shape inference, a kernel and
  * a grad maker, each of which lowers a body again, for concrete types, with
  * lower_user_body.
