@@ -1112,7 +1112,7 @@ static void print_classes(const DataColumn *c, int64_t n) {
 
 static void print_tensor(const char *name, const Tensor *t) {
   printf("%s\n", name);
-  tensor_print(stdout, t, -1);
+  print_write(stdout, t, -1);
   putchar('\n');
 }
 

@@ -276,7 +276,7 @@ static void print_grads(Built *b, const Args *a) {
     printf("}}\n");
   } else {
     printf("loss = ");
-    if (loss) tensor_print(stdout, loss, a->opt.precision);
+    if (loss) print_write(stdout, loss, a->opt.precision);
     putchar('\n');
     for (int i = 0; i < b->bw.npairs; i++) {
       const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param);
@@ -287,7 +287,7 @@ static void print_grads(Built *b, const Args *a) {
       Tensor *g = value(b, b->bw.pairs[i].grad);
       char shape[128];
       printf("%s" NAME_GRAD " : f32%s =\n", name, g ? tensor_shape_str(g, shape, sizeof shape) : "?");
-      if (g) tensor_print(stdout, g, a->opt.precision);
+      if (g) print_write(stdout, g, a->opt.precision);
       putchar('\n');
     }
   }

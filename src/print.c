@@ -393,7 +393,7 @@ static void layout(const Fmt *f, Buf *out, int64_t off, int axis, int indent, in
   mem_free(body.p);
 }
 
-char *tensor_format(const Tensor *t, const PrintOptions *o) {
+char *print_format(const Tensor *t, const PrintOptions *o) {
   Buf b = {0};
   buf_puts(&b, "");
   if (t->rank == 0) {
@@ -416,9 +416,9 @@ char *tensor_format(const Tensor *t, const PrintOptions *o) {
   return b.p;
 }
 
-void tensor_print(FILE *f, const Tensor *t, int precision) {
+void print_write(FILE *f, const Tensor *t, int precision) {
   PrintOptions o = print_options(precision);
-  char *s = tensor_format(t, &o);
+  char *s = print_format(t, &o);
   fputs(s, f);
   mem_free(s);
 }

@@ -34,8 +34,8 @@ PrintOptions print_options(int precision);
 
 /* Appends t's text to a new string (mem_alloc'd, the caller frees it);
  * no trailing newline. */
-char *tensor_format(const Tensor *t, const PrintOptions *o);
+char *print_format(const Tensor *t, const PrintOptions *o);
 /* Writes t's text to f (no trailing newline). */
-void tensor_print(FILE *f, const Tensor *t, int precision);
+void print_write(FILE *f, const Tensor *t, int precision);
 
 #endif

@@ -434,7 +434,7 @@ DType infer_promote(DType a, DType b) {
 
 /* ---- shared attribute checkers -------------------------------------------- */
 
-const char *check_positive(const AttrValue *v) {
+const char *reg_check_positive(const AttrValue *v) {
   switch (v->type) {
   case ATTR_INT: case ATTR_I64: return v->u.i > 0 ? NULL : "must be positive";
   case ATTR_FLOAT: return v->u.f > 0 ? NULL : "must be positive";
@@ -446,7 +446,7 @@ const char *check_positive(const AttrValue *v) {
   }
 }
 
-const char *check_nonnegative(const AttrValue *v) {
+const char *reg_check_nonnegative(const AttrValue *v) {
   switch (v->type) {
   case ATTR_INT: case ATTR_I64: return v->u.i >= 0 ? NULL : "must not be negative";
   case ATTR_FLOAT: return v->u.f >= 0 ? NULL : "must not be negative";
@@ -458,12 +458,12 @@ const char *check_nonnegative(const AttrValue *v) {
   }
 }
 
-const char *check_probability(const AttrValue *v) {
+const char *reg_check_probability(const AttrValue *v) {
   double p = v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
   return p >= 0 && p < 1 ? NULL : "must be in [0, 1)";
 }
 
-const char *check_float_dtype(const AttrValue *v) {
+const char *reg_check_float_dtype(const AttrValue *v) {
   return v->u.i == DT_F32 ? NULL : "must be f32";
 }
 

@@ -200,9 +200,9 @@ bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot,
 DType infer_promote(DType a, DType b);
 
 /* Attribute checkers shared by many ops. */
-const char *check_positive(const AttrValue *v);       /* int/float > 0, or every list element */
-const char *check_nonnegative(const AttrValue *v);
-const char *check_probability(const AttrValue *v);    /* 0 <= p < 1 */
-const char *check_float_dtype(const AttrValue *v);
+const char *reg_check_positive(const AttrValue *v);       /* int/float > 0, or every list element */
+const char *reg_check_nonnegative(const AttrValue *v);
+const char *reg_check_probability(const AttrValue *v);    /* 0 <= p < 1 */
+const char *reg_check_float_dtype(const AttrValue *v);
 
 #endif

@@ -145,7 +145,7 @@ static bool show(Repl *R, const char *var, Span at) {
                wait ? prog_user_name(R->ld.prog, wait) : "?");
     return false;
   }
-  tensor_print(stdout, t, R->args.opt.precision);
+  print_write(stdout, t, R->args.opt.precision);
   putchar('\n');
   fflush(stdout);
   return true;

@@ -1063,7 +1063,7 @@ static int predict_data(TrainArgs *t, const char *output) {
     if (v && !output && v->rank >= 1 && v->dtype == DT_F32) {
       print_classes(v, bn);
     } else if (v) {
-      tensor_print(stdout, v, t->a.opt.precision);
+      print_write(stdout, v, t->a.opt.precision);
       putchar('\n');
     }
   }
@@ -1133,7 +1133,7 @@ int cmd_predict(int argc, char **argv) {
   if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
     print_classes(v, -1);
   } else if (v) {
-    tensor_print(stdout, v, a.opt.precision);
+    print_write(stdout, v, a.opt.precision);
     putchar('\n');
   }
   status = 0;

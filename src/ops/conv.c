@@ -23,13 +23,13 @@
 static const char *check_pair_positive(const AttrValue *v) {
   if (v->type != ATTR_INTS) return NULL;
   if (v->n != 2) return "must hold 2 values [height, width]";
-  return check_positive(v);
+  return reg_check_positive(v);
 }
 
 static const char *check_pair_nonnegative(const AttrValue *v) {
   if (v->type != ATTR_INTS) return NULL;
   if (v->n != 2) return "must hold 2 values [height, width]";
-  return check_nonnegative(v);
+  return reg_check_nonnegative(v);
 }
 
 /* Pool strides: [] (the default) means ksize, as in PyTorch. */
@@ -1182,7 +1182,7 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
    "zero padding on each side [height, width]"},                                 \
   {"dilations", ATTR_INTS, "[1, 1]", check_pair_positive,                       \
    "spacing of kernel taps [height, width]"},                                    \
-  {"groups", ATTR_INT, "1", check_positive, "channel groups; C and O divide by it"}
+  {"groups", ATTR_INT, "1", reg_check_positive, "channel groups; C and O divide by it"}
 #define CONV_ATTRS {CONV_ATTR_LIST}
 #define FUSED_CONV_ATTRS {CONV_ATTR_LIST, {"relu", ATTR_BOOL, "false", NULL, "relu after the bias"}}
 

@@ -411,7 +411,7 @@ static int k_print(ExecCtx *c) {
   }
   for (int k = 0; k < ctx_in_count(c, 0); k++) {
     if (sep) fputc(' ', f);
-    tensor_print(f, ctx_in_at(c, 0, k), ctx_precision(c));
+    print_write(f, ctx_in_at(c, 0, k), ctx_precision(c));
     sep = true;
   }
   fputc('\n', f);
@@ -457,7 +457,7 @@ static int g_add_n(GradCtx *g) {
 #define SHAPE_ATTR {"shape", ATTR_INTS, NULL, check_shape, "the result's shape"}
 #define DTYPE_ATTR(DFLT) {"dtype", ATTR_DTYPE, DFLT, NULL, "the result's dtype"}
 #define SEED_ATTR                                                               \
-  {"seed", ATTR_INT, "0", check_nonnegative,                                    \
+  {"seed", ATTR_INT, "0", reg_check_nonnegative,                                    \
    "0: draw from the run's generator (--seed); else this op's own seed"}
 #define OUT_NEW {{"Out", 0, "the new tensor"}}
 #define LIKE(NAME, KERNEL, DOC, GK, GRAD, FLAGS)                                \
@@ -497,7 +497,7 @@ OpProto op_table_creation[] = {
     {.type = "gaussian_random", .doc = "Out = f32 values drawn from a normal distribution",
      .out = OUT_NEW,
      .attrs = {SHAPE_ATTR, {"mean", ATTR_FLOAT, "0", NULL, "the mean"},
-               {"std", ATTR_FLOAT, "1", check_nonnegative, "the standard deviation"},
+               {"std", ATTR_FLOAT, "1", reg_check_nonnegative, "the standard deviation"},
                SEED_ATTR},
      .infer = infer_gaussian, .kernel = k_gaussian_random, .grad_kind = GRAD_NONE,
      .flags = OP_RANDOM},

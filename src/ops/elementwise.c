@@ -628,7 +628,7 @@ static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_l
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = ATTRS,                \
    .infer = infer_unary_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
 #define NO_ATTRS {{NULL}}
-#define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", check_nonnegative, "slope for X < 0"}}
+#define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", reg_check_nonnegative, "slope for X < 0"}}
 #define CLIP_ATTRS                                                              \
   {{"min", ATTR_FLOAT, NULL, NULL, "lower bound"},                              \
    {"max", ATTR_FLOAT, NULL, NULL, "upper bound"}}

@@ -259,14 +259,14 @@ static bool infer_clip_norm(InferCtx *c) {
   {PARAM_OUT, {"Moment1Out", 0, "updated Moment1"}, {"Moment2Out", 0, "updated Moment2"}, \
    {"Beta1PowOut", 0, "Beta1Pow * beta1"}, {"Beta2PowOut", 0, "Beta2Pow * beta2"}}
 #define ADAM_ATTRS                                                              \
-  {"beta1", ATTR_FLOAT, "0.9", check_probability, "decay of the first moment"},  \
-  {"beta2", ATTR_FLOAT, "0.999", check_probability, "decay of the second moment"}, \
-  {"epsilon", ATTR_FLOAT, "1e-8", check_nonnegative, "added to the root of the second moment"}
+  {"beta1", ATTR_FLOAT, "0.9", reg_check_probability, "decay of the first moment"},  \
+  {"beta2", ATTR_FLOAT, "0.999", reg_check_probability, "decay of the second moment"}, \
+  {"epsilon", ATTR_FLOAT, "1e-8", reg_check_nonnegative, "added to the root of the second moment"}
 
 OpProto op_table_optim[] = {
     {.type = "sgd", .doc = "ParamOut = Param - LearningRate * Grad",
      .in = {PARAM_IN, GRAD_IN, LR_IN}, .out = {PARAM_OUT},
-     .attrs = {{"weight_decay", ATTR_FLOAT, "0", check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
+     .attrs = {{"weight_decay", ATTR_FLOAT, "0", reg_check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
      .infer = infer_sgd, .kernel = k_sgd, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "sgd_matmul",
      .doc = "ParamOut = Param - LearningRate * op(X) @ op(Y): an sgd step fused with the matmul that makes "
@@ -281,10 +281,10 @@ OpProto op_table_optim[] = {
      .doc = "VelocityOut = mu * Velocity + Grad; ParamOut = Param - LearningRate * VelocityOut",
      .in = {PARAM_IN, GRAD_IN, {"Velocity", 0, "the running velocity, shape of Param"}, LR_IN},
      .out = {PARAM_OUT, {"VelocityOut", 0, "the updated velocity"}},
-     .attrs = {{"mu", ATTR_FLOAT, "0.9", check_nonnegative, "the momentum factor"},
+     .attrs = {{"mu", ATTR_FLOAT, "0.9", reg_check_nonnegative, "the momentum factor"},
                {"use_nesterov", ATTR_BOOL, "false", NULL,
                 "step by Grad + mu * VelocityOut (Nesterov) instead"},
-               {"weight_decay", ATTR_FLOAT, "0", check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
+               {"weight_decay", ATTR_FLOAT, "0", reg_check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
      .infer = infer_momentum, .kernel = k_momentum, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "adam", .doc = "one Adam step (Kingma and Ba) on Param",
      .in = ADAM_IN, .out = ADAM_OUT, .attrs = {ADAM_ATTRS},
@@ -292,12 +292,12 @@ OpProto op_table_optim[] = {
     {.type = "adamw", .doc = "one AdamW step: Adam with decoupled weight decay coeff",
      .in = ADAM_IN, .out = ADAM_OUT,
      .attrs = {ADAM_ATTRS,
-               {"coeff", ATTR_FLOAT, "0.01", check_nonnegative, "the weight decay factor"}},
+               {"coeff", ATTR_FLOAT, "0.01", reg_check_nonnegative, "the weight decay factor"}},
      .infer = infer_adam, .kernel = k_adamw, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "clip_by_global_norm",
      .doc = "scales every X by max_norm / (their global L2 norm) when that norm exceeds max_norm",
      .in = {{"X", SLOT_LIST, "gradients (updated in place)"}}, .out = {{"Out", SLOT_LIST, "the same, clipped"}},
-     .attrs = {{"max_norm", ATTR_FLOAT, NULL, check_positive, "the largest global norm let through"}},
+     .attrs = {{"max_norm", ATTR_FLOAT, NULL, reg_check_positive, "the largest global norm let through"}},
      .infer = infer_clip_norm, .kernel = k_clip_by_global_norm, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {0},
 };
