@@ -121,28 +121,8 @@ EOF
 
 @test "a plugin's wrong gradient is caught by gradcheck" {
   # triple(X) = 3X with a composite grad maker that scales by 2.
-  build_op wrong <<'EOF'
-static int kernel(NetrunCtx *c) {
-  NetrunTensor x, out;
-  nr->tensor_in(c, "X", 0, &x);
-  nr->tensor_out(c, "Out", 0, &out);
-  for (int64_t i = 0; i < x.numel; i++) ((float *)out.data)[i] = 3 * ((const float *)x.data)[i];
-  return 0;
-}
-static int grad(NetrunCtx *c) {
-  const char *dx = nr->grad_in(c, "X", 0);
-  if (!dx) return 0;
-  NetrunOp *op = nr->emit(c, "scale");
-  nr->emit_in(c, op, "X", nr->grad_out(c, "Out", 0));
-  nr->emit_out(c, op, "Out", dx);
-  NetrunAttrValue two = {.type = NETRUN_ATTR_FLOAT, .u.f = 2.0};
-  nr->emit_attr(c, op, "scale", &two);
-  return 0;
-}
-static const NetrunOpDef def = {.type = "triple", .doc = "Out = 3 X", .in = {{"X", 0, ""}},
-  .out = {{"Out", 0, ""}}, .infer = same_shape, .kernel = kernel,
-  .grad_kind = NETRUN_GRAD_COMPOSITE, .grad = grad};
-EOF
+  ${CC:-cc} -std=c11 -Wall -Wextra -Werror -fPIC -shared -I"$ROOT/include" -DGRAD_SCALE=2.0 -o wrong.so \
+    "$ROOT/tests/plugins/triple.c"
   printf 'load "wrong.so"\nparam w : [2] = [1.0, 2.0]\nloss = sum(triple(w))\n' > wrong.net
   run "$NETRUN" --allow-load run wrong.net
   [ "$status" -eq 0 ]

@@ -113,39 +113,8 @@ EOF
 
 @test "a plugin's gradient 1% off fails" {
   # triple(X) = 3 X, its composite grad maker scaling by 3.03.
-  cat > wrong.c <<'EOF'
-#include <netrun/plugin.h>
-const int netrun_plugin_api_version = NETRUN_PLUGIN_API_VERSION;
-static const NetrunApi *nr;
-static int same_shape(NetrunCtx *c) {
-  NetrunVar x;
-  nr->var_in(c, "X", 0, &x);
-  nr->var_out(c, "Out", 0, x.dtype, &x.shape);
-  return 0;
-}
-static int kernel(NetrunCtx *c) {
-  NetrunTensor x, out;
-  nr->tensor_in(c, "X", 0, &x);
-  nr->tensor_out(c, "Out", 0, &out);
-  for (int64_t i = 0; i < x.numel; i++) ((float *)out.data)[i] = 3 * ((const float *)x.data)[i];
-  return 0;
-}
-static int grad(NetrunCtx *c) {
-  const char *dx = nr->grad_in(c, "X", 0);
-  if (!dx) return 0;
-  NetrunOp *op = nr->emit(c, "scale");
-  nr->emit_in(c, op, "X", nr->grad_out(c, "Out", 0));
-  nr->emit_out(c, op, "Out", dx);
-  NetrunAttrValue k = {.type = NETRUN_ATTR_FLOAT, .u.f = 3.03};
-  nr->emit_attr(c, op, "scale", &k);
-  return 0;
-}
-static const NetrunOpDef def = {.type = "triple", .doc = "Out = 3 X", .in = {{"X", 0, ""}},
-  .out = {{"Out", 0, ""}}, .infer = same_shape, .kernel = kernel,
-  .grad_kind = NETRUN_GRAD_COMPOSITE, .grad = grad};
-int netrun_plugin_init(const NetrunApi *api) { nr = api; return api->register_op(&def); }
-EOF
-  ${CC:-cc} -std=c11 -Wall -Wextra -Werror -fPIC -shared -I"$ROOT/include" -o wrong.so wrong.c
+  ${CC:-cc} -std=c11 -Wall -Wextra -Werror -fPIC -shared -I"$ROOT/include" -DGRAD_SCALE=3.03 -o wrong.so \
+    "$ROOT/tests/plugins/triple.c"
   printf 'load "wrong.so"\nparam w : [3] = [1.0, -2.0, 0.5]\nloss = sum(triple(w) * triple(w))\n' > wrong.net
   run "$NETRUN" --allow-load gradcheck wrong.net
   [ "$status" -eq 1 ]
