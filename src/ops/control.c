@@ -27,15 +27,6 @@
 
 #include <string.h>
 
-/* The shape both a and b fit: equal dims stay, others become unknown. */
-static Shape join(const Shape *a, const Shape *b) {
-  if (a->rank != b->rank) return shape_unknown();
-  Shape s = *a;
-  for (int i = 0; i < a->rank; i++)
-    if (!dim_eq(a->d[i], b->d[i])) s.d[i] = dim_unknown();
-  return s;
-}
-
 static bool check_cond(InferCtx *c) {
   const VarDesc *cond = infer_in(c, "Cond", 0);
   char buf[128];
@@ -54,25 +45,26 @@ static const VarDesc *result(InferCtx *c, const char *attr, int k) {
   return prog_var(c->prog, b->results[k]);
 }
 
+/* Out k of a while or a conditional_block: the shape both A and B fit
+ * (a malformed one is named as WHAT, its out as ITEM k). */
+static bool infer_out(InferCtx *c, int k, const VarDesc *a, const VarDesc *b, const char *what, const char *item) {
+  if (!a || !b) return infer_fail(c, "malformed %s (%s %d)", what, item, k);
+  Shape s = shape_join(&a->shape, &b->shape);
+  infer_set(c, "Out", k, a->dtype, &s);
+  return true;
+}
+
 static bool infer_while(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++) {
-    const VarDesc *init = infer_in(c, "X", k), *last = result(c, "sub_block", k);
-    if (!init || !last) return infer_fail(c, "malformed loop (carried value %d)", k);
-    Shape s = join(&init->shape, &last->shape);
-    infer_set(c, "Out", k, init->dtype, &s);
-  }
+  for (int k = 0; k < infer_out_count(c, "Out"); k++)
+    if (!infer_out(c, k, infer_in(c, "X", k), result(c, "sub_block", k), "loop", "carried value")) return false;
   return true;
 }
 
 static bool infer_conditional(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++) {
-    const VarDesc *a = result(c, "sub_block", k), *b = result(c, "else_block", k);
-    if (!a || !b) return infer_fail(c, "malformed branch (result %d)", k);
-    Shape s = join(&a->shape, &b->shape);
-    infer_set(c, "Out", k, a->dtype, &s);
-  }
+  for (int k = 0; k < infer_out_count(c, "Out"); k++)
+    if (!infer_out(c, k, result(c, "sub_block", k), result(c, "else_block", k), "branch", "result")) return false;
   return true;
 }
 
