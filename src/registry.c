@@ -408,6 +408,13 @@ const VarDesc *infer_input(InferCtx *c, const char *slot) {
   return v;
 }
 
+bool infer_same_as(InferCtx *c, const char *out, const char *in) {
+  const VarDesc *x = infer_input(c, in);
+  if (!x) return false;
+  infer_set(c, out, 0, x->dtype, &x->shape);
+  return true;
+}
+
 bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v) {
   if (v->dtype != DT_F32 && v->dtype != DT_I64)
     return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
