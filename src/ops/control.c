@@ -228,6 +228,33 @@ static Block *own_block(GradCtx *c, const char *attr) {
   return a ? prog_block(gprog(c), (int)a->u.i) : NULL;
 }
 
+/* The grad block gb's targets for the forward op's n outer values
+ * ("Input"): each one's gradient, or NULL if it needs none; n. */
+static int input_targets(GradCtx *c, Block *gb, const char **targets, int n) {
+  for (int j = 0; j < n; j++) {
+    const char *v = gop_in(c, "Input", j);
+    targets[j] = gneeds_grad(c, v) ? gsub_grad(c, gb, v) : NULL;
+  }
+  return n;
+}
+
+/* Slot Input of grad op g: the forward op's n outer values. */
+static void emit_inputs(GradCtx *c, OpDesc *g, int n) {
+  op_add_input(gprog(c), g, "Input");
+  for (int j = 0; j < n; j++) gemit_in(c, g, "Input", gop_in(c, "Input", j));
+}
+
+/* Slot SLOT@GRAD of grad op g: the gradients of the forward op's n inputs
+ * SLOT, empty where there is none (or where carry says none is carried). */
+static void emit_input_grads(GradCtx *c, OpDesc *g, const char *slot, int n, const bool *carry) {
+  const char *gslot = arena_printf(gprog(c)->arena, "%s@GRAD", slot);
+  op_add_output(gprog(c), g, gslot);
+  for (int k = 0; k < n; k++) {
+    const char *d = !carry || carry[k] ? gop_in_grad(c, slot, k) : NULL;
+    gemit_out(c, g, gslot, d ? d : NAME_EMPTY);
+  }
+}
+
 /* while: a grad block over the body, run turn by turn in reverse. */
 static int g_while(GradCtx *c) {
   Program *p = gprog(c);
@@ -248,28 +275,16 @@ static int g_while(GradCtx *c) {
   for (int k = 0; k < nc; k++) carry[k] = gneeds_grad(c, s->args[k]) || gneeds_grad(c, s->results[k]);
   for (int k = 0; k < nc; k++) args[k] = carry[k] ? gsub_grad(c, gs, s->results[k]) : NAME_EMPTY;
   for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? gsub_grad(c, gs, s->args[k]) : NULL;
-  for (int j = 0; j < ncap; j++) {
-    const char *v = gop_in(c, "Input", j);
-    targets[nt++] = gneeds_grad(c, v) ? gsub_grad(c, gs, v) : NULL;
-  }
+  nt += input_targets(c, gs, targets + nt, ncap);
   gsub_end(c, gs, targets, nt, args, nc);
   OpDesc *w = gemit(c, "while_grad");
   for (int k = 0; k < nc; k++) gemit_in(c, w, "Out@GRAD", carry[k] ? gop_out_grad(c, "Out", k) : NAME_EMPTY);
   op_add_input(p, w, "Out@GRAD");
   op_add_input(p, w, "X");
   for (int k = 0; k < nc; k++) gemit_in(c, w, "X", gop_in(c, "X", k));
-  op_add_input(p, w, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, w, "Input", gop_in(c, "Input", j));
-  op_add_output(p, w, "X@GRAD");
-  for (int k = 0; k < nc; k++) {
-    const char *g = carry[k] ? gop_in_grad(c, "X", k) : NULL;
-    gemit_out(c, w, "X@GRAD", g ? g : NAME_EMPTY);
-  }
-  op_add_output(p, w, "Input@GRAD");
-  for (int j = 0; j < ncap; j++) {
-    const char *g = gop_in_grad(c, "Input", j);
-    gemit_out(c, w, "Input@GRAD", g ? g : NAME_EMPTY);
-  }
+  emit_inputs(c, w, ncap);
+  emit_input_grads(c, w, "X", nc, carry);
+  emit_input_grads(c, w, "Input", ncap, NULL);
   gemit_attr(c, w, "sub_block", attr_block(gs->idx));
   return 0;
 }
@@ -289,23 +304,14 @@ static int g_conditional(GradCtx *c) {
     const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
     const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
     for (int k = 0; k < no; k++) args[k] = gsub_grad(c, gb, b->results[k]);
-    for (int j = 0; j < ncap; j++) {
-      const char *v = gop_in(c, "Input", j);
-      targets[j] = gneeds_grad(c, v) ? gsub_grad(c, gb, v) : NULL;
-    }
-    gsub_end(c, gb, targets, ncap, args, no);
+    gsub_end(c, gb, targets, input_targets(c, gb, targets, ncap), args, no);
   }
   OpDesc *g = gemit(c, "conditional_block_grad");
   gemit_in(c, g, "Cond", gop_in(c, "Cond", 0));
-  op_add_input(p, g, "Input");
-  for (int j = 0; j < ncap; j++) gemit_in(c, g, "Input", gop_in(c, "Input", j));
+  emit_inputs(c, g, ncap);
   op_add_input(p, g, "Out@GRAD");
   for (int k = 0; k < no; k++) gemit_in(c, g, "Out@GRAD", gop_out_grad(c, "Out", k));
-  op_add_output(p, g, "Input@GRAD");
-  for (int j = 0; j < ncap; j++) {
-    const char *v = gop_in_grad(c, "Input", j);
-    gemit_out(c, g, "Input@GRAD", v ? v : NAME_EMPTY);
-  }
+  emit_input_grads(c, g, "Input", ncap, NULL);
   gemit_attr(c, g, "sub_block", attr_block(gidx[0]));
   gemit_attr(c, g, "else_block", attr_block(gidx[1]));
   return 0;
