@@ -153,6 +153,16 @@ static const char *find_duplicate(char **names, int n) {
   return dup;
 }
 
+/* The first tensor name (or setting key) that c holds twice, or NULL. */
+static const char *held_twice(const Checkpoint *c, bool tensors) {
+  int n = tensors ? c->ntensors : c->nsettings;
+  char **names = mem_alloc(NULL, sizeof *names * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) names[i] = tensors ? c->tensors[i].name : c->settings[i].key;
+  const char *dup = find_duplicate(names, n);
+  mem_free(names);
+  return dup;
+}
+
 /* Whether the reader will accept c; if not, writes why to err. */
 static bool ckpt_valid(const Checkpoint *c, char *err, size_t errlen) {
   const char *why;
@@ -459,12 +469,18 @@ static bool parse_head(Cursor *p, Checkpoint *c) {
   return true;
 }
 
+/* A section's count of WHAT (at most MAX items of 8 bytes or more) in *n. */
+static bool take_count(Cursor *p, const char *what, int max, uint64_t *n) {
+  if (!take_int(p, 4, n, "the count")) return false;
+  if (*n > (uint64_t)max) return bad(p, "%" PRIu64 " %s (at most %d)", *n, what, max);
+  if (*n * 8 > p->end - p->off)
+    return bad(p, "%" PRIu64 " %s need at least %" PRIu64 " bytes, %zu remain", *n, what, *n * 8, p->end - p->off);
+  return true;
+}
+
 static bool parse_settings(Cursor *p, Checkpoint *c) {
   uint64_t n;
-  if (!take_int(p, 4, &n, "the count")) return false;
-  if (n > CKPT_MAX_SETTINGS) return bad(p, "%" PRIu64 " settings (at most %d)", n, CKPT_MAX_SETTINGS);
-  if (n * 8 > p->end - p->off)
-    return bad(p, "%" PRIu64 " settings need at least %" PRIu64 " bytes, %zu remain", n, n * 8, p->end - p->off);
+  if (!take_count(p, "settings", CKPT_MAX_SETTINGS, &n)) return false;
   for (uint64_t i = 0; i < n; i++) {
     char *key = NULL, *value = NULL;
     snprintf(p->item, sizeof p->item, "setting %" PRIu64 " of %" PRIu64, i + 1, n);
@@ -478,12 +494,8 @@ static bool parse_settings(Cursor *p, Checkpoint *c) {
     c->settings[c->nsettings++] = (CkptSetting){key, value};
   }
   p->item[0] = 0;
-  char **keys = mem_alloc(NULL, sizeof *keys * (size_t)(c->nsettings + 1));
-  for (int i = 0; i < c->nsettings; i++) keys[i] = c->settings[i].key;
-  const char *dup = find_duplicate(keys, c->nsettings);
-  bool ok = !dup || bad(p, "setting '%s' appears twice", dup);
-  mem_free(keys);
-  return ok;
+  const char *dup = held_twice(c, false);
+  return !dup || bad(p, "setting '%s' appears twice", dup);
 }
 
 static bool parse_tensor(Cursor *p, Checkpoint *c, uint64_t i, uint64_t n) {
@@ -549,20 +561,13 @@ static bool parse_tensor(Cursor *p, Checkpoint *c, uint64_t i, uint64_t n) {
 
 static bool parse_tensors(Cursor *p, Checkpoint *c) {
   uint64_t n;
-  if (!take_int(p, 4, &n, "the count")) return false;
-  if (n > CKPT_MAX_TENSORS) return bad(p, "%" PRIu64 " tensors (at most %d)", n, CKPT_MAX_TENSORS);
   /* The smallest tensor: a 1-byte name, dtype, rank, one bool. */
-  if (n * 8 > p->end - p->off)
-    return bad(p, "%" PRIu64 " tensors need at least %" PRIu64 " bytes, %zu remain", n, n * 8, p->end - p->off);
+  if (!take_count(p, "tensors", CKPT_MAX_TENSORS, &n)) return false;
   for (uint64_t i = 0; i < n; i++)
     if (!parse_tensor(p, c, i, n)) return false;
   p->item[0] = 0;
-  char **names = mem_alloc(NULL, sizeof *names * (size_t)(c->ntensors + 1));
-  for (int i = 0; i < c->ntensors; i++) names[i] = c->tensors[i].name;
-  const char *dup = find_duplicate(names, c->ntensors);
-  bool ok = !dup || bad(p, "tensor '%s' appears twice", dup);
-  mem_free(names);
-  return ok;
+  const char *dup = held_twice(c, true);
+  return !dup || bad(p, "tensor '%s' appears twice", dup);
 }
 
 /* A 4-byte tag, printable. */

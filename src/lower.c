@@ -1072,18 +1072,25 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   L->block = saved_block;
 }
 
+/* The global variable an input or param declaration N names, bound in the
+ * global scope. */
+static VarDesc *declare_global(Lowerer *L, const AstNode *n, DType dt, const Shape *shape, unsigned flags) {
+  VarDesc *v = prog_add_var(L->prog, L->prog->blocks[0], prog_fresh(L->prog, n->name));
+  v->dtype = dt;
+  v->shape = *shape;
+  v->flags = flags;
+  v->span = n->span;
+  v->user_name = n->name;
+  bind(L, L->global, n->name, BIND_VAR)->var = v->name;
+  return v;
+}
+
 /* input NAME : TYPE [= DEFAULT] */
 static void lower_input(Lowerer *L, const AstNode *n) {
   DType dt;
   Shape shape;
   if (!declare_check(L, n) || !lower_type(L, n->a, &dt, &shape, false)) return;
-  VarDesc *v = prog_add_var(L->prog, L->prog->blocks[0], prog_fresh(L->prog, n->name));
-  v->dtype = dt;
-  v->shape = shape;
-  v->flags = VAR_INPUT;
-  v->span = n->span;
-  v->user_name = n->name;
-  bind(L, L->global, n->name, BIND_VAR)->var = v->name;
+  VarDesc *v = declare_global(L, n, dt, &shape, VAR_INPUT);
   if (n->b) lower_startup_value(L, n->b, v);
 }
 
@@ -1114,13 +1121,7 @@ static void lower_param(Lowerer *L, const AstNode *n) {
   DType dt;
   Shape shape;
   if (!declare_check(L, n) || !lower_type(L, n->a, &dt, &shape, true)) return;
-  VarDesc *v = prog_add_var(L->prog, L->prog->blocks[0], prog_fresh(L->prog, n->name));
-  v->dtype = dt;
-  v->shape = shape;
-  v->flags = VAR_PARAM;
-  v->span = n->span;
-  v->user_name = n->name;
-  bind(L, L->global, n->name, BIND_VAR)->var = v->name;
+  VarDesc *v = declare_global(L, n, dt, &shape, VAR_PARAM);
   const AstNode *init = n->b;
   int which = -1;
   if (init->kind == AST_CALL && !lookup(L, init->name))
@@ -1501,14 +1502,6 @@ static Block *push_block(Lowerer *L) {
   return b;
 }
 
-static Shape join_shapes(const Shape *a, const Shape *b) {
-  if (a->rank != b->rank) return shape_unknown();
-  Shape s = *a;
-  for (int i = 0; i < a->rank; i++)
-    if (!dim_eq(a->d[i], b->d[i])) s.d[i] = dim_unknown();
-  return s;
-}
-
 /* Runs shape inference again over a block whose args were widened, nested
  * blocks first. */
 static void reinfer_block(Lowerer *L, Block *b) {
@@ -1521,7 +1514,7 @@ static void reinfer_block(Lowerer *L, Block *b) {
       for (int k = 0; x && k < x->n && k < sb->nargs; k++) {
         VarDesc *arg = prog_var(L->prog, sb->args[k]);
         const VarDesc *init = prog_var(L->prog, x->args[k]);
-        arg->shape = join_shapes(&arg->shape, &init->shape);
+        arg->shape = shape_join(&arg->shape, &init->shape);
       }
       reinfer_block(L, sb);
     }
@@ -1539,7 +1532,7 @@ static void widen_loop(Lowerer *L, Block *body) {
     for (int k = 0; k < body->nargs; k++) {
       VarDesc *arg = prog_var(L->prog, body->args[k]);
       const VarDesc *res = prog_var(L->prog, body->results[k]);
-      Shape j = iter < 3 ? join_shapes(&arg->shape, &res->shape) : shape_unknown();
+      Shape j = iter < 3 ? shape_join(&arg->shape, &res->shape) : shape_unknown();
       if (!shape_eq(&j, &arg->shape)) arg->shape = j, changed = true;
     }
     if (!changed) return;
@@ -1840,65 +1833,54 @@ static bool only_top(Lowerer *L, const AstNode *n, bool top, const char *what) {
 static bool load_import(Lowerer *L, const AstNode *n);
 static void load_plugin(Lowerer *L, const AstNode *n);
 
+/* What a statement that may stand only at the top level of a file is
+ * called, or NULL. */
+static const char *top_level_only(AstKind k) {
+  switch (k) {
+  case AST_IMPORT: return "import";
+  case AST_LOAD: return "load";
+  case AST_INPUT: return "an input declaration";
+  case AST_PARAM: return "a param declaration";
+  case AST_DEF: return "def";
+  case AST_OPDEF: return "op";
+  case AST_CONFIG: return "a configuration block";
+  default: return NULL;
+  }
+}
+
 static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
   int before = L->diag->nerrors;
   for (int i = 0; i < stmts->n; i++) {
     const AstNode *s = stmts->items[i];
     if (!program_fits(L, s->span)) return false;
+    const char *what = top_level_only(s->kind);
+    if (what && !only_top(L, s, top, what)) continue;
     switch (s->kind) {
-    case AST_IMPORT:
-      if (only_top(L, s, top, "import")) load_import(L, s);
-      break;
-    case AST_LOAD:
-      if (only_top(L, s, top, "load")) load_plugin(L, s);
-      break;
-    case AST_INPUT:
-      if (only_top(L, s, top, "an input declaration")) lower_input(L, s);
-      break;
-    case AST_PARAM:
-      if (only_top(L, s, top, "a param declaration")) lower_param(L, s);
-      break;
+    case AST_IMPORT: load_import(L, s); break;
+    case AST_LOAD: load_plugin(L, s); break;
+    case AST_INPUT: lower_input(L, s); break;
+    case AST_PARAM: lower_param(L, s); break;
     case AST_DEF:
-      if (only_top(L, s, top, "def")) {
-        if (reg_find_op(L->prog, s->name) && !lookup(L, s->name)) {
-          diag_error(L->diag, s->span, "'%s' is the name of an op; choose another name for the function", s->name);
-          break;
-        }
+      if (reg_find_op(L->prog, s->name) && !lookup(L, s->name))
+        diag_error(L->diag, s->span, "'%s' is the name of an op; choose another name for the function", s->name);
+      else
         bind(L, L->global, s->name, BIND_FUNC)->def = s;
-      }
       break;
-    case AST_OPDEF:
-      if (only_top(L, s, top, "op")) lower_opdef(L, s);
-      break;
-    case AST_WHILE:
-      lower_while(L, s);
-      break;
-    case AST_IF:
-      lower_if(L, s);
-      break;
+    case AST_OPDEF: lower_opdef(L, s); break;
+    case AST_WHILE: lower_while(L, s); break;
+    case AST_IF: lower_if(L, s); break;
     case AST_RETURN:
       diag_error(L->diag, s->span, L->fn ? "return must be the last statement of a function"
                                          : "return outside a function");
       break;
-    case AST_ASSIGN:
-      lower_assign(L, s);
-      break;
-    case AST_CONFIG:
-      if (only_top(L, s, top, "a configuration block")) lower_config(L, s);
-      break;
+    case AST_ASSIGN: lower_assign(L, s); break;
+    case AST_CONFIG: lower_config(L, s); break;
     case AST_EXPR:
-      if (s->a->kind == AST_CALL) {
-        lower_call(L, s->a, NULL, 0, NULL);
-      } else {
-        lower_expr(L, s->a, NULL);
-      }
+      if (s->a->kind == AST_CALL) lower_call(L, s->a, NULL, 0, NULL);
+      else lower_expr(L, s->a, NULL);
       break;
-    case AST_BLOCK:
-      lower_stmts(L, &s->list, false);
-      break;
-    default:
-      diag_error(L->diag, s->span, "expected a statement");
-      break;
+    case AST_BLOCK: lower_stmts(L, &s->list, false); break;
+    default: diag_error(L->diag, s->span, "expected a statement"); break;
     }
   }
   return L->diag->nerrors == before;

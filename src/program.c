@@ -87,6 +87,14 @@ bool shape_eq(const Shape *a, const Shape *b) {
   return true;
 }
 
+Shape shape_join(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return shape_unknown();
+  Shape s = *a;
+  for (int i = 0; i < a->rank; i++)
+    if (!dim_eq(a->d[i], b->d[i])) s.d[i] = dim_unknown();
+  return s;
+}
+
 const char *shape_str(const Shape *s, char *buf, size_t n) {
   size_t k = 0;
 #define PUT(...) k += (size_t)snprintf(buf + (k < n ? k : n), k < n ? n - k : 0, __VA_ARGS__)

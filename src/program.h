@@ -45,6 +45,8 @@ Shape shape_scalar(void);                /* rank 0 */
 Shape shape_of(int rank, const int64_t *dims);
 int64_t shape_numel(const Shape *s);     /* -1 if any dim is not known */
 bool shape_eq(const Shape *a, const Shape *b);
+/* The shape both a and b fit: equal dims stay, others become unknown. */
+Shape shape_join(const Shape *a, const Shape *b);
 /* Writes "[2, B, ?]" into buf. */
 const char *shape_str(const Shape *s, char *buf, size_t n);
 

@@ -274,14 +274,17 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
   return proto->infer(&c) && !c.failed;
 }
 
-int infer_count(InferCtx *c, const char *slot) {
+/* How many vars the op's input slot (or output slot, if out) `slot` holds. */
+static int vars_in_slot(InferCtx *c, bool out, const char *slot) {
   if (c->rt) {
-    int k = reg_slot_index(c->proto->in, c->proto->nin, slot);
-    return k >= 0 ? c->rt->nin[k] : 0;
+    int k = out ? reg_slot_index(c->proto->out, c->proto->nout, slot)
+                : reg_slot_index(c->proto->in, c->proto->nin, slot);
+    return k < 0 ? 0 : out ? c->rt->nout[k] : c->rt->nin[k];
   }
-  Slot *s = op_input(c->op, slot);
-  return s ? s->n : 0;
+  return slot_count(out ? op_output(c->op, slot) : op_input(c->op, slot));
 }
+
+int infer_count(InferCtx *c, const char *slot) { return vars_in_slot(c, false, slot); }
 
 const VarDesc *infer_in(InferCtx *c, const char *slot, int i) {
   if (c->rt) {
@@ -293,14 +296,7 @@ const VarDesc *infer_in(InferCtx *c, const char *slot, int i) {
   return prog_var(c->prog, s->args[i]);
 }
 
-int infer_out_count(InferCtx *c, const char *slot) {
-  if (c->rt) {
-    int k = reg_slot_index(c->proto->out, c->proto->nout, slot);
-    return k >= 0 ? c->rt->nout[k] : 0;
-  }
-  Slot *s = op_output(c->op, slot);
-  return s ? s->n : 0;
-}
+int infer_out_count(InferCtx *c, const char *slot) { return vars_in_slot(c, true, slot); }
 
 void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *sh) {
   if (c->rt) {
@@ -406,6 +402,13 @@ const VarDesc *infer_input(InferCtx *c, const char *slot) {
   const VarDesc *v = infer_in(c, slot, 0);
   if (!v) infer_fail(c, "input %s is missing", slot);
   return v;
+}
+
+bool infer_same_as(InferCtx *c, const char *out, const char *in) {
+  const VarDesc *x = infer_input(c, in);
+  if (!x) return false;
+  infer_set(c, out, 0, x->dtype, &x->shape);
+  return true;
 }
 
 bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v) {

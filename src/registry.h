@@ -189,6 +189,9 @@ bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
 /* The first variable of input slot `slot`, or NULL after an error if the
  * op has none. */
 const VarDesc *infer_input(InferCtx *c, const char *slot);
+/* Output `out` takes the dtype and shape of input `in`; false after an
+ * error if the op has no `in`. */
+bool infer_same_as(InferCtx *c, const char *out, const char *in);
 /* A value the op computes with in f32: f32, or i64 promoted; false with an
  * error otherwise. */
 bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v);

@@ -210,6 +210,30 @@ static void out(Program *p, OpDesc *op, const char *slot, const char *var) {
   slot_push(p, op_add_output(p, op, slot), var);
 }
 
+/* A state variable of an optimizer op: read from slot `in`, written to
+ * slot `out`, named PARAM@SUFFIX and started at `value` (a [1] scalar if
+ * `scalar`, else the parameter's shape). */
+typedef struct OptState {
+  const char *in, *out, *suffix;
+  double value;
+  bool scalar;
+} OptState;
+
+static const OptState momentum_state[] = {{"Velocity", "VelocityOut", "@VELOCITY", 0, false}};
+static const OptState adam_state[] = {{"Moment1", "Moment1Out", "@MOMENT1", 0, false},
+                                      {"Moment2", "Moment2Out", "@MOMENT2", 0, false},
+                                      {"Beta1Pow", "Beta1PowOut", "@BETA1POW", 1, true},
+                                      {"Beta2Pow", "Beta2PowOut", "@BETA2POW", 1, true}};
+
+/* The n state variables s of the optimizer op that updates parameter w. */
+static void add_state(Program *p, OpDesc *op, const VarDesc *w, const OptState *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const char *v = state_var(p, arena_printf(p->arena, "%s%s", w->name, s[i].suffix), w, s[i].value, s[i].scalar);
+    in(p, op, s[i].in, v);
+    out(p, op, s[i].out, v);
+  }
+}
+
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
@@ -235,30 +259,16 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     OpDesc *op = op_new(p, c->optimizer, wv->span);
     in(p, op, "Param", w);
     in(p, op, "Grad", g);
+    out(p, op, "ParamOut", w);
     if (strcmp(c->optimizer, "momentum") == 0) {
-      const char *vel = state_var(p, arena_printf(p->arena, "%s@VELOCITY", w), wv, 0, false);
-      in(p, op, "Velocity", vel);
+      add_state(p, op, wv, momentum_state, sizeof momentum_state / sizeof *momentum_state);
       in(p, op, "LearningRate", TRAIN_LR_VAR);
-      out(p, op, "ParamOut", w);
-      out(p, op, "VelocityOut", vel);
       op_set_attr(p, op, "mu", attr_float(c->momentum));
       op_set_attr(p, op, "use_nesterov", attr_bool(c->nesterov));
       op_set_attr(p, op, "weight_decay", attr_float(c->weight_decay));
     } else if (adam) {
-      const char *m1 = state_var(p, arena_printf(p->arena, "%s@MOMENT1", w), wv, 0, false);
-      const char *m2 = state_var(p, arena_printf(p->arena, "%s@MOMENT2", w), wv, 0, false);
-      const char *p1 = state_var(p, arena_printf(p->arena, "%s@BETA1POW", w), wv, 1, true);
-      const char *p2 = state_var(p, arena_printf(p->arena, "%s@BETA2POW", w), wv, 1, true);
       in(p, op, "LearningRate", TRAIN_LR_VAR);
-      in(p, op, "Moment1", m1);
-      in(p, op, "Moment2", m2);
-      in(p, op, "Beta1Pow", p1);
-      in(p, op, "Beta2Pow", p2);
-      out(p, op, "ParamOut", w);
-      out(p, op, "Moment1Out", m1);
-      out(p, op, "Moment2Out", m2);
-      out(p, op, "Beta1PowOut", p1);
-      out(p, op, "Beta2PowOut", p2);
+      add_state(p, op, wv, adam_state, sizeof adam_state / sizeof *adam_state);
       op_set_attr(p, op, "beta1", attr_float(c->beta1));
       op_set_attr(p, op, "beta2", attr_float(c->beta2));
       op_set_attr(p, op, "epsilon", attr_float(c->epsilon));
@@ -266,7 +276,6 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
         op_set_attr(p, op, "coeff", attr_float(prog_setting(p, "train", "weight_decay") ? c->weight_decay : 0.01));
     } else {
       in(p, op, "LearningRate", TRAIN_LR_VAR);
-      out(p, op, "ParamOut", w);
       op_set_attr(p, op, "weight_decay", attr_float(c->weight_decay));
     }
     op_append(b0, p, op);

@@ -114,4 +114,24 @@ static inline void binary_loop_run(BinaryLoop f, const Bcast *bc, int64_t n, voi
   for (int64_t k = 0; k < slices; k++) f(bc, out, x, y, k * per, rows - k * per < per ? rows - k * per : per);
 }
 
+/* The body of a broadcast binary kernel: f (picked by the caller from its
+ * table, NULL if there is none) over x and y into out.  An internal error
+ * (no loop, or an out of the wrong size) is worded "VERB x SEP y INTO out". */
+static inline int bcast_kernel(ExecCtx *c, BinaryLoop f, const Tensor *x, const Tensor *y, Tensor *out,
+                               const char *verb, const char *sep, const char *into) {
+  if (out->numel == 0) return 0;
+  Bcast bc;
+  int64_t n;
+  if (bcast_operands(c, &bc, x, y, out->numel, &n) < 0) return -1;
+  if (!f || n != out->numel) {
+    char a[128], b[128], o[128];
+    return ctx_fail(c, "internal error: %s %s %s %s %s %s %s %s %s", verb, dtype_name(x->dtype),
+                    tensor_shape_str(x, a, sizeof a), sep, dtype_name(y->dtype), tensor_shape_str(y, b, sizeof b),
+                    into, dtype_name(out->dtype), tensor_shape_str(out, o, sizeof o));
+  }
+  binary_loop_run(f, &bc, n, out->data, dtype_size(out->dtype), x->data, dtype_size(x->dtype), y->data,
+                  dtype_size(y->dtype));
+  return 0;
+}
+
 #endif

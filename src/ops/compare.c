@@ -77,19 +77,9 @@ typedef BinaryLoop CompareTable[3][3];
 
 static int compare_run(ExecCtx *c, const CompareTable loops) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
-  if (out->numel == 0) return 0;
-  Bcast bc;
-  int64_t n;
-  if (bcast_operands(c, &bc, x, y, out->numel, &n) < 0) return -1;
-  char a[128], b[128];
-  if (x->dtype > DT_BOOL || y->dtype > DT_BOOL || out->dtype != DT_BOOL || n != out->numel)
-    return ctx_fail(c, "internal error: cannot compare %s %s with %s %s into %s %s",
-                    dtype_name(x->dtype), tensor_shape_str(x, a, sizeof a), dtype_name(y->dtype),
-                    tensor_shape_str(y, b, sizeof b), dtype_name(out->dtype),
-                    tensor_shape_str(out, a, sizeof a));
-  binary_loop_run(loops[x->dtype][y->dtype], &bc, out->numel, tensor_bool(out), 1, x->data,
-                  dtype_size(x->dtype), y->data, dtype_size(y->dtype));
-  return 0;
+  BinaryLoop f =
+      x->dtype <= DT_BOOL && y->dtype <= DT_BOOL && out->dtype == DT_BOOL ? loops[x->dtype][y->dtype] : NULL;
+  return bcast_kernel(c, f, x, y, out, "cannot compare", "with", "into");
 }
 
 COMPARE_OP(less_than, a < b)

@@ -27,15 +27,6 @@
 
 #include <string.h>
 
-/* The shape both a and b fit: equal dims stay, others become unknown. */
-static Shape join(const Shape *a, const Shape *b) {
-  if (a->rank != b->rank) return shape_unknown();
-  Shape s = *a;
-  for (int i = 0; i < a->rank; i++)
-    if (!dim_eq(a->d[i], b->d[i])) s.d[i] = dim_unknown();
-  return s;
-}
-
 static bool check_cond(InferCtx *c) {
   const VarDesc *cond = infer_in(c, "Cond", 0);
   char buf[128];
@@ -54,25 +45,26 @@ static const VarDesc *result(InferCtx *c, const char *attr, int k) {
   return prog_var(c->prog, b->results[k]);
 }
 
+/* Out k of a while or a conditional_block: the shape both A and B fit
+ * (a malformed one is named as WHAT, its out as ITEM k). */
+static bool infer_out(InferCtx *c, int k, const VarDesc *a, const VarDesc *b, const char *what, const char *item) {
+  if (!a || !b) return infer_fail(c, "malformed %s (%s %d)", what, item, k);
+  Shape s = shape_join(&a->shape, &b->shape);
+  infer_set(c, "Out", k, a->dtype, &s);
+  return true;
+}
+
 static bool infer_while(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++) {
-    const VarDesc *init = infer_in(c, "X", k), *last = result(c, "sub_block", k);
-    if (!init || !last) return infer_fail(c, "malformed loop (carried value %d)", k);
-    Shape s = join(&init->shape, &last->shape);
-    infer_set(c, "Out", k, init->dtype, &s);
-  }
+  for (int k = 0; k < infer_out_count(c, "Out"); k++)
+    if (!infer_out(c, k, infer_in(c, "X", k), result(c, "sub_block", k), "loop", "carried value")) return false;
   return true;
 }
 
 static bool infer_conditional(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++) {
-    const VarDesc *a = result(c, "sub_block", k), *b = result(c, "else_block", k);
-    if (!a || !b) return infer_fail(c, "malformed branch (result %d)", k);
-    Shape s = join(&a->shape, &b->shape);
-    infer_set(c, "Out", k, a->dtype, &s);
-  }
+  for (int k = 0; k < infer_out_count(c, "Out"); k++)
+    if (!infer_out(c, k, result(c, "sub_block", k), result(c, "else_block", k), "branch", "result")) return false;
   return true;
 }
 
@@ -236,6 +228,33 @@ static Block *own_block(GradCtx *c, const char *attr) {
   return a ? prog_block(bwd_prog(c), (int)a->u.i) : NULL;
 }
 
+/* The grad block gb's targets for the forward op's n outer values
+ * ("Input"): each one's gradient, or NULL if it needs none; n. */
+static int input_targets(GradCtx *c, Block *gb, const char **targets, int n) {
+  for (int j = 0; j < n; j++) {
+    const char *v = bwd_op_in(c, "Input", j);
+    targets[j] = bwd_needs_grad(c, v) ? bwd_sub_grad(c, gb, v) : NULL;
+  }
+  return n;
+}
+
+/* Slot Input of grad op g: the forward op's n outer values. */
+static void emit_inputs(GradCtx *c, OpDesc *g, int n) {
+  op_add_input(bwd_prog(c), g, "Input");
+  for (int j = 0; j < n; j++) bwd_emit_in(c, g, "Input", bwd_op_in(c, "Input", j));
+}
+
+/* Slot SLOT@GRAD of grad op g: the gradients of the forward op's n inputs
+ * SLOT, empty where there is none (or where carry says none is carried). */
+static void emit_input_grads(GradCtx *c, OpDesc *g, const char *slot, int n, const bool *carry) {
+  const char *gslot = arena_printf(bwd_prog(c)->arena, "%s@GRAD", slot);
+  op_add_output(bwd_prog(c), g, gslot);
+  for (int k = 0; k < n; k++) {
+    const char *d = !carry || carry[k] ? bwd_op_in_grad(c, slot, k) : NULL;
+    bwd_emit_out(c, g, gslot, d ? d : NAME_EMPTY);
+  }
+}
+
 /* while: a grad block over the body, run turn by turn in reverse. */
 static int g_while(GradCtx *c) {
   Program *p = bwd_prog(c);
@@ -256,28 +275,16 @@ static int g_while(GradCtx *c) {
   for (int k = 0; k < nc; k++) carry[k] = bwd_needs_grad(c, s->args[k]) || bwd_needs_grad(c, s->results[k]);
   for (int k = 0; k < nc; k++) args[k] = carry[k] ? bwd_sub_grad(c, gs, s->results[k]) : NAME_EMPTY;
   for (int k = 0; k < nc; k++) targets[nt++] = carry[k] ? bwd_sub_grad(c, gs, s->args[k]) : NULL;
-  for (int j = 0; j < ncap; j++) {
-    const char *v = bwd_op_in(c, "Input", j);
-    targets[nt++] = bwd_needs_grad(c, v) ? bwd_sub_grad(c, gs, v) : NULL;
-  }
+  nt += input_targets(c, gs, targets + nt, ncap);
   bwd_sub_end(c, gs, targets, nt, args, nc);
   OpDesc *w = bwd_emit(c, "while_grad");
   for (int k = 0; k < nc; k++) bwd_emit_in(c, w, "Out@GRAD", carry[k] ? bwd_op_out_grad(c, "Out", k) : NAME_EMPTY);
   op_add_input(p, w, "Out@GRAD");
   op_add_input(p, w, "X");
   for (int k = 0; k < nc; k++) bwd_emit_in(c, w, "X", bwd_op_in(c, "X", k));
-  op_add_input(p, w, "Input");
-  for (int j = 0; j < ncap; j++) bwd_emit_in(c, w, "Input", bwd_op_in(c, "Input", j));
-  op_add_output(p, w, "X@GRAD");
-  for (int k = 0; k < nc; k++) {
-    const char *g = carry[k] ? bwd_op_in_grad(c, "X", k) : NULL;
-    bwd_emit_out(c, w, "X@GRAD", g ? g : NAME_EMPTY);
-  }
-  op_add_output(p, w, "Input@GRAD");
-  for (int j = 0; j < ncap; j++) {
-    const char *g = bwd_op_in_grad(c, "Input", j);
-    bwd_emit_out(c, w, "Input@GRAD", g ? g : NAME_EMPTY);
-  }
+  emit_inputs(c, w, ncap);
+  emit_input_grads(c, w, "X", nc, carry);
+  emit_input_grads(c, w, "Input", ncap, NULL);
   bwd_emit_attr(c, w, "sub_block", attr_block(gs->idx));
   return 0;
 }
@@ -297,23 +304,14 @@ static int g_conditional(GradCtx *c) {
     const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
     const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
     for (int k = 0; k < no; k++) args[k] = bwd_sub_grad(c, gb, b->results[k]);
-    for (int j = 0; j < ncap; j++) {
-      const char *v = bwd_op_in(c, "Input", j);
-      targets[j] = bwd_needs_grad(c, v) ? bwd_sub_grad(c, gb, v) : NULL;
-    }
-    bwd_sub_end(c, gb, targets, ncap, args, no);
+    bwd_sub_end(c, gb, targets, input_targets(c, gb, targets, ncap), args, no);
   }
   OpDesc *g = bwd_emit(c, "conditional_block_grad");
   bwd_emit_in(c, g, "Cond", bwd_op_in(c, "Cond", 0));
-  op_add_input(p, g, "Input");
-  for (int j = 0; j < ncap; j++) bwd_emit_in(c, g, "Input", bwd_op_in(c, "Input", j));
+  emit_inputs(c, g, ncap);
   op_add_input(p, g, "Out@GRAD");
   for (int k = 0; k < no; k++) bwd_emit_in(c, g, "Out@GRAD", bwd_op_out_grad(c, "Out", k));
-  op_add_output(p, g, "Input@GRAD");
-  for (int j = 0; j < ncap; j++) {
-    const char *v = bwd_op_in_grad(c, "Input", j);
-    bwd_emit_out(c, g, "Input@GRAD", v ? v : NAME_EMPTY);
-  }
+  emit_input_grads(c, g, "Input", ncap, NULL);
   bwd_emit_attr(c, g, "sub_block", attr_block(gidx[0]));
   bwd_emit_attr(c, g, "else_block", attr_block(gidx[1]));
   return 0;

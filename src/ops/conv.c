@@ -769,62 +769,70 @@ static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv,
     pool_2x2_grad_plane(g, xv + pl * g->h * g->w, gv + pl * g->oh * g->ow, d + pl * g->h * g->w);
 }
 
-/* Each window clipped to the input: padding never wins a max.  Inference
- * keeps paddings at most half of ksize, so no window is all padding. */
-static int k_max_pool2d(ExecCtx *c) {
+/* What pool_walk does at each window. */
+typedef enum PoolVisit { POOL_MAX, POOL_AVG, POOL_MAX_GRAD, POOL_AVG_GRAD } PoolVisit;
+
+/* Every window of g, plane by plane, each clipped to the input: the
+ * forward pools write out[o] for window o from x; the grads add dout[o]
+ * into out (X@GRAD, zeroed) at the pick (max) or over the window (avg,
+ * each element dout[o] / (KH*KW)).  Each caller names one visit, so the
+ * switch folds away where this is inlined. */
+static inline __attribute__((always_inline)) void pool_walk(const Window *g, PoolVisit visit, const float *x,
+                                                            const float *dout, float *out) {
+  double area = (double)(g->kh * g->kw);
+  float inv = (float)(1.0 / area);
+  int64_t o = 0;
+  for (int64_t pl = 0; pl < g->n * g->c; pl++) {
+    const float *img = x ? x + pl * g->h * g->w : NULL;
+    float *dimg = out + pl * g->h * g->w;
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+      int64_t y0, y1;
+      window_span(oy, g->sh, g->ph, g->kh, g->h, &y0, &y1);
+      for (int64_t ox = 0; ox < g->ow; ox++, o++) {
+        int64_t x0, x1;
+        window_span(ox, g->sw, g->pw, g->kw, g->w, &x0, &x1);
+        switch (visit) {
+        case POOL_MAX: out[o] = img[window_argmax(img, g->w, y0, y1, x0, x1)]; break;
+        case POOL_AVG: {
+          double s = 0;
+          for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) s += (double)img[iy * g->w + ix];
+          out[o] = (float)(s / area);
+          break;
+        }
+        case POOL_MAX_GRAD: dimg[window_argmax(img, g->w, y0, y1, x0, x1)] += dout[o]; break;
+        case POOL_AVG_GRAD: {
+          float v = dout[o] * inv;
+          for (int64_t iy = y0; iy < y1; iy++)
+            for (int64_t ix = x0; ix < x1; ix++) dimg[iy * g->w + ix] += v;
+          break;
+        }
+        }
+      }
+    }
+  }
+}
+
+/* max_pool2d and avg_pool2d.  Max: each window clipped to the input, so
+ * padding never wins a max (inference keeps paddings at most half of ksize,
+ * so no window is all padding).  Avg: the sum of each window's unpadded
+ * elements over KH*KW: padding counts as zeros in the mean, PyTorch's
+ * default (count_include_pad=True). */
+static int pool_run(ExecCtx *c, bool max) {
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
   Window g;
   pool_window(c, x, out, &g);
   const float *xv = tensor_f32(x);
   float *y = tensor_f32(out);
-  if (pool_2x2(&g)) {
-    max_pool_2x2(&g, xv, y);
-    tensor_unref(x);
-    return 0;
-  }
-  for (int64_t pl = 0; pl < g.n * g.c; pl++) {
-    const float *img = xv + pl * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0, y1;
-      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
-      for (int64_t ox = 0; ox < g.ow; ox++, y++) {
-        int64_t x0, x1;
-        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
-        *y = img[window_argmax(img, g.w, y0, y1, x0, x1)];
-      }
-    }
-  }
+  if (max && pool_2x2(&g)) max_pool_2x2(&g, xv, y);
+  else if (max) pool_walk(&g, POOL_MAX, xv, NULL, y);
+  else pool_walk(&g, POOL_AVG, xv, NULL, y);
   tensor_unref(x);
   return 0;
 }
 
-/* The sum of each window's unpadded elements over KH*KW: padding counts as
- * zeros in the mean, PyTorch's default (count_include_pad=True). */
-static int k_avg_pool2d(ExecCtx *c) {
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
-  Window g;
-  pool_window(c, x, out, &g);
-  const float *xv = tensor_f32(x);
-  float *y = tensor_f32(out);
-  double area = (double)(g.kh * g.kw);
-  for (int64_t pl = 0; pl < g.n * g.c; pl++) {
-    const float *img = xv + pl * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0, y1;
-      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
-      for (int64_t ox = 0; ox < g.ow; ox++, y++) {
-        int64_t x0, x1;
-        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
-        double s = 0;
-        for (int64_t iy = y0; iy < y1; iy++)
-          for (int64_t ix = x0; ix < x1; ix++) s += (double)img[iy * g.w + ix];
-        *y = (float)(s / area);
-      }
-    }
-  }
-  tensor_unref(x);
-  return 0;
-}
+static int k_max_pool2d(ExecCtx *c) { return pool_run(c, true); }
+static int k_avg_pool2d(ExecCtx *c) { return pool_run(c, false); }
 
 /* ---- gradients ------------------------------------------------------------------ */
 
@@ -1114,19 +1122,7 @@ static int k_max_pool2d_grad(ExecCtx *c) {
     return 0;
   }
   memset(d, 0, sizeof *d * (size_t)dx->numel);
-  for (int64_t pl = 0; pl < g.n * g.c; pl++) {
-    const float *img = xv + pl * g.h * g.w;
-    float *dimg = d + pl * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0, y1;
-      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
-      for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
-        int64_t x0, x1;
-        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
-        dimg[window_argmax(img, g.w, y0, y1, x0, x1)] += *gv;
-      }
-    }
-  }
+  pool_walk(&g, POOL_MAX_GRAD, xv, gv, d);
   tensor_unref(x);
   return 0;
 }
@@ -1140,21 +1136,7 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
   const float *gv = tensor_f32(dout);
   float *d = tensor_f32(dx);
   memset(d, 0, sizeof *d * (size_t)dx->numel);
-  float inv = (float)(1.0 / (double)(g.kh * g.kw));
-  for (int64_t pl = 0; pl < g.n * g.c; pl++) {
-    float *dimg = d + pl * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; oy++) {
-      int64_t y0, y1;
-      window_span(oy, g.sh, g.ph, g.kh, g.h, &y0, &y1);
-      for (int64_t ox = 0; ox < g.ow; ox++, gv++) {
-        int64_t x0, x1;
-        window_span(ox, g.sw, g.pw, g.kw, g.w, &x0, &x1);
-        float v = *gv * inv;
-        for (int64_t iy = y0; iy < y1; iy++)
-          for (int64_t ix = x0; ix < x1; ix++) dimg[iy * g.w + ix] += v;
-      }
-    }
-  }
+  pool_walk(&g, POOL_AVG_GRAD, NULL, gv, d);
   return 0;
 }
 

@@ -77,12 +77,18 @@ static bool required_given(InferCtx *c) {
 
 /* ---- tensors from attributes ---------------------------------------------- */
 
+/* The given attributes of an op that makes a tensor: its `shape` into s
+ * and, if t, its `dtype`. */
+static bool made_shape(InferCtx *c, Shape *s, DType *t) {
+  if (!required_given(c) || !shape_attr(c, "shape", s)) return false;
+  return !t || dtype_attr(c, "dtype", t);
+}
+
 /* zeros, ones, full, fill_constant: `shape` of `dtype`. */
 static bool infer_fill(InferCtx *c) {
-  if (!required_given(c)) return false;
   Shape s;
   DType t;
-  if (!shape_attr(c, "shape", &s) || !dtype_attr(c, "dtype", &t)) return false;
+  if (!made_shape(c, &s, &t)) return false;
   infer_set(c, "Out", 0, t, &s);
   return true;
 }
@@ -109,20 +115,17 @@ static bool infer_arange(InferCtx *c) {
 }
 
 static bool infer_uniform(InferCtx *c) {
-  if (!required_given(c)) return false;
   Shape s;
-  if (!shape_attr(c, "shape", &s)) return false;
-  if (!(infer_attr_f(c, "min") <= infer_attr_f(c, "max")))
-    return infer_fail(c, "min (%g) is greater than max (%g)", infer_attr_f(c, "min"),
-                      infer_attr_f(c, "max"));
+  if (!made_shape(c, &s, NULL)) return false;
+  double lo = infer_attr_f(c, "min"), hi = infer_attr_f(c, "max");
+  if (!(lo <= hi)) return infer_fail(c, "min (%g) is greater than max (%g)", lo, hi);
   infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
 static bool infer_gaussian(InferCtx *c) {
-  if (!required_given(c)) return false;
   Shape s;
-  if (!shape_attr(c, "shape", &s)) return false;
+  if (!made_shape(c, &s, NULL)) return false;
   if (!(infer_attr_f(c, "std") >= 0))
     return infer_fail(c, "std (%g) must not be negative", infer_attr_f(c, "std"));
   infer_set(c, "Out", 0, DT_F32, &s);
@@ -132,10 +135,9 @@ static bool infer_gaussian(InferCtx *c) {
 /* assign_value: a constant tensor written in the script; `values` holds its
  * elements in row-major order. */
 static bool infer_assign_value(InferCtx *c) {
-  if (!required_given(c)) return false;
   Shape s;
   DType t;
-  if (!shape_attr(c, "shape", &s) || !dtype_attr(c, "dtype", &t)) return false;
+  if (!made_shape(c, &s, &t)) return false;
   const AttrValue *v = infer_attr(c, "values");
   if (!v || (v->type != ATTR_FLOATS && v->type != ATTR_I64S))
     return infer_fail(c, "attribute 'values' must be a float list");
@@ -150,12 +152,7 @@ static bool infer_assign_value(InferCtx *c) {
 /* ---- plumbing -------------------------------------------------------------- */
 
 /* assign, stop_gradient, fill_zeros_like, ones_like: X's dtype and shape. */
-static bool infer_like(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x) return false;
-  infer_set(c, "Out", 0, x->dtype, &x->shape);
-  return true;
-}
+static bool infer_like(InferCtx *c) { return infer_same_as(c, "Out", "X"); }
 
 static bool infer_cast(InferCtx *c) {
   if (!required_given(c)) return false;

@@ -127,22 +127,10 @@ BINARY_OP(minimum, min_f32(a, b), a < b ? a : b)
 
 static int binary_run(ExecCtx *c, const BinaryTable loops) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
-  if (out->numel == 0) return 0;
-  Bcast bc;
-  int64_t n;
-  if (bcast_operands(c, &bc, x, y, out->numel, &n) < 0) return -1;
-  char a[128], b[128];
   BinaryLoop f = out->dtype <= DT_I64 && x->dtype <= DT_BOOL && y->dtype <= DT_BOOL
                      ? loops[out->dtype][x->dtype][y->dtype]
                      : NULL;
-  if (!f || n != out->numel)
-    return ctx_fail(c, "internal error: no loop for %s %s and %s %s giving %s %s",
-                    dtype_name(x->dtype), tensor_shape_str(x, a, sizeof a), dtype_name(y->dtype),
-                    tensor_shape_str(y, b, sizeof b), dtype_name(out->dtype),
-                    tensor_shape_str(out, a, sizeof a));
-  binary_loop_run(f, &bc, n, out->data, dtype_size(out->dtype), x->data, dtype_size(x->dtype), y->data,
-                  dtype_size(y->dtype));
-  return 0;
+  return bcast_kernel(c, f, x, y, out, "no loop for", "and", "giving");
 }
 
 /* True if an integer (i64 or bool) tensor holds a value below `bound`. */
@@ -270,29 +258,34 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
   return 0;
 }
 
+/* The unary ops without attributes that have a grad kernel of their own
+ * (below): one list for both kernels. */
+#define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu)
+
 #define UNARY_KERNEL(NAME)                                                      \
   static int k_##NAME(ExecCtx *c) { return unary_run(c, NAME##_loops, NULL); }
 UNARY_KERNEL(neg)
-UNARY_KERNEL(abs)
 UNARY_KERNEL(square)
-UNARY_KERNEL(relu)
 UNARY_KERNEL(exp)
 UNARY_KERNEL(log)
 UNARY_KERNEL(sqrt)
 UNARY_KERNEL(sin)
 UNARY_KERNEL(cos)
-UNARY_KERNEL(sigmoid)
-UNARY_KERNEL(tanh)
-UNARY_KERNEL(softplus)
-UNARY_KERNEL(gelu)
+UNARY_OPS_WITH_GRAD(UNARY_KERNEL)
+
+/* The f32 attributes A and B (each if named) of a unary op or its grad. */
+static UnaryArgs float_args(ExecCtx *c, const char *a, const char *b) {
+  UnaryArgs p = {.f = {a ? (f32)ctx_attr_f(c, a) : 0, b ? (f32)ctx_attr_f(c, b) : 0}};
+  return p;
+}
 
 static int k_leaky_relu(ExecCtx *c) {
-  UnaryArgs p = {.f = {(f32)ctx_attr_f(c, "alpha")}};
+  UnaryArgs p = float_args(c, "alpha", NULL);
   return unary_run(c, leaky_relu_loops, &p);
 }
 
 static int k_scale(ExecCtx *c) {
-  UnaryArgs p = {.f = {(f32)ctx_attr_f(c, "scale"), (f32)ctx_attr_f(c, "bias")}};
+  UnaryArgs p = float_args(c, "scale", "bias");
   return unary_run(c, scale_loops, &p);
 }
 
@@ -375,6 +368,14 @@ static int g_div(GradCtx *g) {
   return 0;
 }
 
+/* out = scale(x, k) */
+static void emit_scale(GradCtx *g, const char *x, const char *out, AttrValue k) {
+  OpDesc *op = bwd_emit(g, "scale");
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "scale", k);
+}
+
 /* A unary op's gradient dX = dOut * f(...) built by `emit`. */
 #define UNARY_GRAD(NAME, ...)                                                   \
   static int g_##NAME(GradCtx *g) {                                             \
@@ -393,19 +394,13 @@ UNARY_GRAD(log, bwd_emit2(g, "div", DOUT, X0, dx))
 /* sqrt: dX = dOut * 0.5 / Out */
 UNARY_GRAD(sqrt, {
   const char *t = bwd_temp(g);
-  OpDesc *op = bwd_emit(g, "scale");
-  bwd_emit_in(g, op, "X", DOUT);
-  bwd_emit_out(g, op, "Out", t);
-  bwd_emit_attr(g, op, "scale", attr_float(0.5));
+  emit_scale(g, DOUT, t, attr_float(0.5));
   bwd_emit2(g, "div", t, OUT0, dx);
 })
 /* square: dX = dOut * 2X */
 UNARY_GRAD(square, {
   const char *t = bwd_temp(g);
-  OpDesc *op = bwd_emit(g, "scale");
-  bwd_emit_in(g, op, "X", X0);
-  bwd_emit_out(g, op, "Out", t);
-  bwd_emit_attr(g, op, "scale", attr_float(2));
+  emit_scale(g, X0, t, attr_float(2));
   bwd_emit2(g, "mul", DOUT, t, dx);
 })
 /* sin: dX = dOut * cos X */
@@ -422,12 +417,7 @@ UNARY_GRAD(cos, {
   bwd_emit1(g, "neg", u, dx);
 })
 /* scale: dX = scale(dOut, scale) */
-UNARY_GRAD(scale, {
-  OpDesc *op = bwd_emit(g, "scale");
-  bwd_emit_in(g, op, "X", DOUT);
-  bwd_emit_out(g, op, "Out", dx);
-  bwd_emit_attr(g, op, "scale", *bwd_op_attr(g, "scale"));
-})
+UNARY_GRAD(scale, emit_scale(g, DOUT, dx, *bwd_op_attr(g, "scale")))
 
 /* ---- dedicated gradients ---------------------------------------------------------
  * The activations are on the hot path of training, so each has a *_grad op
@@ -477,7 +467,10 @@ typedef void (*UnaryGradLoop)(int64_t n, f32 *restrict gx, const f32 *v, const f
     }                                                                           \
   }
 
-static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const UnaryArgs *p) {
+/* f over the op's inputs, with its f32 attributes A and B (float_args). */
+static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const char *a, const char *b) {
+  UnaryArgs args = float_args(c, a, b);
+  const UnaryArgs *p = &args;
   Tensor *v = ctx_in(c, 0), *d = ctx_in(c, 1), *gx = ctx_out(c, 0);
   if (!gx) return 0;
   if (v->dtype != DT_F32 || d->dtype != DT_F32 || v->numel != gx->numel || d->numel != gx->numel)
@@ -518,23 +511,11 @@ UNARY_GRAD_LOOP(leaky_relu, v > 0 ? d : p->f[0] * d)
 UNARY_GRAD_LOOP(clip, v > p->f[0] && v < p->f[1] ? d : 0.0f)
 
 #define UNARY_GRAD_KERNEL(NAME)                                                 \
-  static int k_##NAME##_grad(ExecCtx *c) { return unary_grad_run(c, NAME##_grad_loop, NULL); }
-UNARY_GRAD_KERNEL(abs)
-UNARY_GRAD_KERNEL(relu)
-UNARY_GRAD_KERNEL(sigmoid)
-UNARY_GRAD_KERNEL(tanh)
-UNARY_GRAD_KERNEL(softplus)
-UNARY_GRAD_KERNEL(gelu)
+  static int k_##NAME##_grad(ExecCtx *c) { return unary_grad_run(c, NAME##_grad_loop, NULL, NULL); }
+UNARY_OPS_WITH_GRAD(UNARY_GRAD_KERNEL)
 
-static int k_leaky_relu_grad(ExecCtx *c) {
-  UnaryArgs p = {.f = {(f32)ctx_attr_f(c, "alpha")}};
-  return unary_grad_run(c, leaky_relu_grad_loop, &p);
-}
-
-static int k_clip_grad(ExecCtx *c) {
-  UnaryArgs p = {.f = {(f32)ctx_attr_f(c, "min"), (f32)ctx_attr_f(c, "max")}};
-  return unary_grad_run(c, clip_grad_loop, &p);
-}
+static int k_leaky_relu_grad(ExecCtx *c) { return unary_grad_run(c, leaky_relu_grad_loop, "alpha", NULL); }
+static int k_clip_grad(ExecCtx *c) { return unary_grad_run(c, clip_grad_loop, "min", "max"); }
 
 /* ---- binary grad kernels ----
  * One pass over Out: element i of Out reads X and Y where the broadcast

@@ -259,6 +259,12 @@ static int index_fail(ExecCtx *c, const char *name, const Tensor *t, int64_t i, 
                   range);
 }
 
+/* 0 if label l (element r of Label lb) names one of ncls classes, else
+ * the error. */
+static int label_check(ExecCtx *c, const Tensor *lb, int64_t r, int64_t l, int64_t ncls) {
+  return l < 0 || l >= ncls ? index_fail(c, "Label", lb, r, l, "Logits", ncls, "classes") : 0;
+}
+
 /* ---- kernels: softmax and losses ------------------------------------------------ */
 
 /* softmax / log_softmax of X along `axis`.  X is viewed as [outer, n, inner]
@@ -325,10 +331,7 @@ static int k_softmax_ce(ExecCtx *c) {
   int rc = 0;
   for (int64_t r = 0; r < rows; r++) {
     int64_t l = label[r];
-    if (l < 0 || l >= ncls) {
-      rc = index_fail(c, "Label", lb, r, l, "Logits", ncls, "classes");
-      break;
-    }
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;
     const float *row = x + r * ncls;
     /* (max - x[l]) first: both are large for large logits, their difference is not */
     float m = row[0];
@@ -414,15 +417,39 @@ static int k_dropout(ExecCtx *c) {
   return 0;
 }
 
+/* layer_norm's rows: begin_norm_axis splits X's shape into rows of n
+ * normalized values. */
+static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
+  int k = (int)ctx_attr_i(c, "begin_norm_axis");
+  if (k < 0) k += x->rank;
+  *rows = prod(x->shape, 0, k);
+  *n = prod(x->shape, k, x->rank);
+}
+
+/* The mean of the n values xp into *mean and 1 / sqrt(variance + eps),
+ * the biased variance, in two passes in double (the forward and the grad
+ * compute them alike). */
+static inline double row_moments(const float *xp, int64_t n, double eps, double *mean) {
+  double m = 0, var = 0;
+  for (int64_t i = 0; i < n; i++) m += (double)xp[i];
+  m /= (double)n;
+  for (int64_t i = 0; i < n; i++) {
+    double d = (double)xp[i] - m;
+    var += d * d;
+  }
+  var /= (double)n;
+  *mean = m;
+  return 1 / sqrt(var + eps);
+}
+
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias, with mean and biased
  * variance over the trailing axes from begin_norm_axis; Scale and Bias have
  * those axes' shape or its product, so both index as flat rows. */
 static int k_layer_norm(ExecCtx *c) {
   Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *bi = opt_f32(c, 2), *out = ctx_out(c, 0);
-  int k = (int)ctx_attr_i(c, "begin_norm_axis");
-  if (k < 0) k += x->rank;
   double eps = ctx_attr_f(c, "epsilon");
-  int64_t rows = prod(x->shape, 0, k), n = prod(x->shape, k, x->rank);
+  int64_t rows, n;
+  norm_rows(c, x, &rows, &n);
   int rc = 0;
   if ((sc && sc->numel != n) || (bi && bi->numel != n)) {
     rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",
@@ -434,15 +461,7 @@ static int k_layer_norm(ExecCtx *c) {
   for (int64_t r = 0; r < rows && n > 0; r++) {
     const float *xp = tensor_f32(x) + r * n;
     float *yp = tensor_f32(out) + r * n;
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < n; i++) mean += (double)xp[i];
-    mean /= (double)n;
-    for (int64_t i = 0; i < n; i++) {
-      double d = (double)xp[i] - mean;
-      var += d * d;
-    }
-    var /= (double)n;
-    double inv = 1 / sqrt(var + eps);
+    double mean, inv = row_moments(xp, n, eps, &mean);
     for (int64_t i = 0; i < n; i++) {
       double v = ((double)xp[i] - mean) * inv;
       if (sv) v *= (double)sv[i];
@@ -484,10 +503,7 @@ static int k_accuracy(ExecCtx *c) {
   int rc = 0;
   for (int64_t r = 0; r < rows; r++) {
     int64_t l = label[r];
-    if (l < 0 || l >= ncls) {
-      rc = index_fail(c, "Label", lb, r, l, "Logits", ncls, "classes");
-      break;
-    }
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;
     const float *row = x + r * ncls;
     float v = row[l];
     if (isnan(v)) continue;
@@ -585,10 +601,7 @@ static int k_softmax_ce_grad(ExecCtx *c) {
   float *d = tensor_f32(dx);
   for (int64_t r = 0; r < rows; r++) {
     int64_t l = label[r];
-    if (l < 0 || l >= ncls) {
-      rc = index_fail(c, "Label", lb, r, l, "Logits", ncls, "classes");
-      break;
-    }
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;
     const float *row = x + r * ncls;
     float *drow = d + r * ncls;
     float m = row[0];
@@ -662,10 +675,9 @@ static int g_dropout(GradCtx *g) {
 static int k_layer_norm_grad(ExecCtx *c) {
   Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *dyt = ctx_in(c, 3);
   Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);
-  int k = (int)ctx_attr_i(c, "begin_norm_axis");
-  if (k < 0) k += x->rank;
   double eps = ctx_attr_f(c, "epsilon");
-  int64_t rows = prod(x->shape, 0, k), n = prod(x->shape, k, x->rank);
+  int64_t rows, n;
+  norm_rows(c, x, &rows, &n);
   int rc = 0;
   if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||
       dyt->numel != x->numel) {
@@ -678,15 +690,7 @@ static int k_layer_norm_grad(ExecCtx *c) {
   const float *sv = sc ? tensor_f32(sc) : NULL;
   for (int64_t r = 0; r < rows && n > 0; r++) {
     const float *xp = tensor_f32(x) + r * n, *gp = tensor_f32(dyt) + r * n;
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < n; i++) mean += (double)xp[i];
-    mean /= (double)n;
-    for (int64_t i = 0; i < n; i++) {
-      double d = (double)xp[i] - mean;
-      var += d * d;
-    }
-    var /= (double)n;
-    double inv = 1 / sqrt(var + eps), mg = 0, mgx = 0;
+    double mean, inv = row_moments(xp, n, eps, &mean), mg = 0, mgx = 0;
     for (int64_t i = 0; i < n; i++) {
       double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];
       xh[i] = h;

@@ -931,12 +931,7 @@ static int k_concat_grad(ExecCtx *c) {
 }
 
 /* X@GRAD (slot 0 of slice_grad and gather_grad) has X's shape and dtype. */
-static bool infer_x_grad(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x) return false;
-  infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
-  return true;
-}
+static bool infer_x_grad(InferCtx *c) { return infer_same_as(c, "X@GRAD", "X"); }
 
 /* slice: X@GRAD is zeros with Out@GRAD in the slice. */
 static int k_slice_grad(ExecCtx *c) {
