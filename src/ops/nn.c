@@ -13,6 +13,7 @@
  * layer_norm's mean and variance are two passes in double. */
 #include "../backward.h"
 #include "../exec.h"
+#include "../par.h"
 
 #include <math.h>
 #include <string.h>
@@ -20,6 +21,12 @@
 _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* ---- helpers ----------------------------------------------------------------- */
+
+/* A float attribute in [0, 1] (batch_norm's momentum). */
+static const char *check_unit(const AttrValue *v) {
+  double f = reg_attr_f64(v);
+  return f >= 0 && f <= 1 ? NULL : "must be in [0, 1]";
+}
 
 static bool need_i64(InferCtx *c, const char *slot, const VarDesc *v) {
   if (v->dtype != DT_I64) return infer_fail(c, "%s must be i64, got %s", slot, dtype_name(v->dtype));
@@ -169,6 +176,46 @@ static bool infer_layer_norm(InferCtx *c) {
       return false;
   }
   infer_set(c, "Y", 0, DT_F32, xs);
+  return true;
+}
+
+/* ---- batch_norm ------------------------------------------------------------------ */
+
+/* Input `slot` of batch_norm: float, of shape [C] (c: X's channel axis). */
+static bool channel_vec(InferCtx *c, const char *slot, const Shape *xs, Dim ch) {
+  const VarDesc *v = infer_input(c, slot);
+  if (!v || !infer_need_float(c, slot, v)) return false;
+  Dim scratch;
+  if (v->shape.rank < 0 || (v->shape.rank == 1 && dims_agree(v->shape.d, &ch, 1, &scratch))) return true;
+  char a[128], b[128], w[64];
+  Shape want = {.rank = 1, .d = {ch}};
+  return infer_fail(c, "%s has shape %s but X has shape %s: expected %s, one value per channel", slot,
+                    shape_str(&v->shape, a, sizeof a), shape_str(xs, b, sizeof b), shape_str(&want, w, sizeof w));
+}
+
+/* X [N, C, ...]; Scale, Bias, Mean and Variance [C]; Training one bool. */
+static bool infer_batch_norm(InferCtx *c) {
+  const VarDesc *x = infer_input(c, "X"), *t = infer_input(c, "Training");
+  if (!x || !t || !infer_need_float(c, "X", x)) return false;
+  const Shape *xs = &x->shape;
+  char a[128];
+  if (xs->rank >= 0 && xs->rank < 2)
+    return infer_fail(c, "X must have shape [N, C] or [N, C, ...], got %s", shape_str(xs, a, sizeof a));
+  Dim ch = xs->rank >= 2 ? xs->d[1] : dim_unknown();
+  static const char *const vecs[] = {"Scale", "Bias", "Mean", "Variance"};
+  for (int k = 0; k < 4; k++)
+    if (!channel_vec(c, vecs[k], xs, ch)) return false;
+  bool one = t->shape.rank >= 0;
+  for (int i = 0; i < t->shape.rank; i++) one &= !dim_known(t->shape.d[i]) || t->shape.d[i].n == 1;
+  if (t->dtype != DT_BOOL || (t->shape.rank >= 0 && !one))
+    return infer_fail(c, "Training must be one bool, got %s%s", dtype_name(t->dtype),
+                      shape_str(&t->shape, a, sizeof a));
+  if (!(infer_attr_f(c, "epsilon") >= 0))
+    return infer_fail(c, "epsilon must not be negative, got %g", infer_attr_f(c, "epsilon"));
+  Shape cs = {.rank = 1, .d = {ch}};
+  infer_set(c, "Y", 0, DT_F32, xs);
+  infer_set(c, "MeanOut", 0, DT_F32, &cs);
+  infer_set(c, "VarianceOut", 0, DT_F32, &cs);
   return true;
 }
 
@@ -472,6 +519,142 @@ static int k_layer_norm(ExecCtx *c) {
   tensor_unref(x);
   tensor_unref(sc);
   tensor_unref(bi);
+  return rc;
+}
+
+/* ---- kernels: batch_norm ------------------------------------------------------------ */
+
+/* X [N, C, ...] viewed as [n, ch, hw]: channel k's values are the n runs
+ * X[b, k, :] of hw contiguous floats. */
+typedef struct BnGeom {
+  int64_t n, ch, hw;
+} BnGeom;
+
+static BnGeom bn_geom(const Tensor *x) { return (BnGeom){x->shape[0], x->shape[1], prod(x->shape, 2, x->rank)}; }
+
+/* Channel k's batch mean into *mean and its biased variance into *var: two
+ * passes in double over the channel's runs (the forward and the grad
+ * compute them alike). */
+static void channel_moments(const float *x, BnGeom g, int64_t k, double *mean, double *var) {
+  double s = 0, q = 0, count = (double)(g.n * g.hw);
+  for (int64_t b = 0; b < g.n; b++) s += f32_sum(x + (b * g.ch + k) * g.hw, g.hw);
+  double m = s / count;
+  for (int64_t b = 0; b < g.n; b++) {
+    const float *p = x + (b * g.ch + k) * g.hw;
+    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= g.hw; i += 4) {
+      double d0 = (double)p[i] - m, d1 = (double)p[i + 1] - m, d2 = (double)p[i + 2] - m, d3 = (double)p[i + 3] - m;
+      q0 += d0 * d0, q1 += d1 * d1, q2 += d2 * d2, q3 += d3 * d3;
+    }
+    for (; i < g.hw; i++) q0 += ((double)p[i] - m) * ((double)p[i] - m);
+    q += (q0 + q1) + (q2 + q3);
+  }
+  *mean = m;
+  *var = q / count;
+}
+
+/* Whether batch_norm's Training input says true. */
+static bool bn_training(ExecCtx *c) { return tensor_get(ctx_in(c, 5), 0) != 0; }
+
+/* Training needs two values per channel or more (the unbiased variance
+ * divides by their count less one), as PyTorch. */
+static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
+  if (g.n * g.hw >= 2) return 0;
+  char a[128];
+  return ctx_fail(c, "training needs more than one value per channel, got X of shape %s",
+                  tensor_shape_str(x, a, sizeof a));
+}
+
+/* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with the
+ * batch's mean and biased variance when training (and the running
+ * statistics moved toward them, the variance unbiased), else with Mean
+ * and Variance (passed through).  Channels go to threads; each one is
+ * whole on its thread, so the bits do not depend on the thread count. */
+static int k_batch_norm(ExecCtx *c) {
+  Tensor *x = in_f32(c, 0), *sc = in_f32(c, 1), *bi = in_f32(c, 2), *rm = in_f32(c, 3), *rv = in_f32(c, 4);
+  Tensor *yt = ctx_out(c, 0), *mo = ctx_out(c, 1), *vo = ctx_out(c, 2);
+  BnGeom g = bn_geom(x);
+  bool training = bn_training(c);
+  double mom = ctx_attr_f(c, "momentum"), eps = ctx_attr_f(c, "epsilon");
+  double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;
+  int rc = training ? bn_check_batch(c, x, g) : 0;
+  const float *xv = tensor_f32(x), *sv = tensor_f32(sc), *bv = tensor_f32(bi), *mv = tensor_f32(rm),
+              *vv = tensor_f32(rv);
+  float *yv = tensor_f32(yt), *mov = tensor_f32(mo), *vov = tensor_f32(vo);
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {
+    double mean = mv[k], var = vv[k];
+    if (training) channel_moments(xv, g, k, &mean, &var);
+    double a = (double)sv[k] / sqrt(var + eps);
+    float af = (float)a, mf = (float)mean, bf = bv[k];
+    for (int64_t b = 0; b < g.n; b++) {
+      const float *xp = xv + (b * g.ch + k) * g.hw;
+      float *yp = yv + (b * g.ch + k) * g.hw;
+      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;
+    }
+    mov[k] = training ? (float)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];
+    vov[k] = training ? (float)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];
+  }
+  tensor_unref(x);
+  tensor_unref(sc);
+  tensor_unref(bi);
+  tensor_unref(rm);
+  tensor_unref(rv);
+  return rc;
+}
+
+/* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
+ * mean) inv, sums over the channel's m values of dY and dY xhat:
+ *   dBias = sum(dY), dScale = sum(dY xhat),
+ *   dX = Scale inv (dY - sum(dY)/m - xhat sum(dY xhat)/m)   training,
+ *   dX = Scale inv dY                                        eval,
+ * the batch's statistics recomputed as the forward did (training) or
+ * Mean and Variance read (eval: constants, so dX is affine in dY). */
+static int k_batch_norm_grad(ExecCtx *c) {
+  Tensor *x = in_f32(c, 0), *sc = in_f32(c, 1), *rm = in_f32(c, 3), *rv = in_f32(c, 4), *dyt = ctx_in(c, 6);
+  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);
+  BnGeom g = bn_geom(x);
+  bool training = bn_training(c);
+  double eps = ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);
+  int rc = training ? bn_check_batch(c, x, g) : 0;
+  if (rc == 0 && (dyt->dtype != DT_F32 || dyt->numel != x->numel))
+    rc = ctx_fail(c, "internal error: Y@GRAD does not fit X");
+  const float *xv = tensor_f32(x), *sv = tensor_f32(sc), *mv = tensor_f32(rm), *vv = tensor_f32(rv);
+  const float *dy = rc ? NULL : tensor_f32(dyt);
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {
+    double mean = mv[k], var = vv[k];
+    if (training) channel_moments(xv, g, k, &mean, &var);
+    double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;
+    float mf = (float)mean;
+    for (int64_t b = 0; b < g.n; b++) {
+      const float *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;
+      double s0 = 0, s1 = 0;
+      for (int64_t i = 0; i < g.hw; i++) {
+        s0 += (double)gp[i];
+        s1 += (double)gp[i] * (double)(xp[i] - mf);
+      }
+      sg += s0;
+      sgx += s1;
+    }
+    if (dbt) tensor_f32(dbt)[k] = (float)sg;
+    if (dst) tensor_f32(dst)[k] = (float)(sgx * inv);
+    if (!dxt) continue;
+    /* dX = a dY + b (x - mean) + d */
+    double a = (double)sv[k] * inv;
+    float af = (float)a, bf = training ? (float)(-a * inv * inv * sgx / count) : 0.0f,
+          df = training ? (float)(-a * sg / count) : 0.0f;
+    for (int64_t b = 0; b < g.n; b++) {
+      const float *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;
+      float *dp = tensor_f32(dxt) + (b * g.ch + k) * g.hw;
+      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;
+    }
+  }
+  tensor_unref(x);
+  tensor_unref(sc);
+  tensor_unref(rm);
+  tensor_unref(rv);
   return rc;
 }
 
@@ -818,6 +1001,33 @@ OpProto op_table_nn[] = {
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
      .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL},
+    {.type = "batch_norm",
+     .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel (axis 1): the batch's "
+            "statistics when Training, else Mean and Variance",
+     .in = {{"X", 0, "input [N, C] or [N, C, ...]"}, {"Scale", 0, "[C]"}, {"Bias", 0, "[C]"},
+            {"Mean", SLOT_NO_GRAD, "the running mean [C]"},
+            {"Variance", SLOT_NO_GRAD, "the running variance [C]"},
+            {"Training", SLOT_NO_GRAD, "one bool: normalize with the batch's statistics"}},
+     .out = {{"Y", 0, "f32, shape of X"},
+             {"MeanOut", 0, "training: momentum * Mean + (1 - momentum) * the batch's mean; else Mean"},
+             {"VarianceOut", 0,
+              "training: momentum * Variance + (1 - momentum) * the batch's unbiased variance; else Variance"}},
+     .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
+               {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
+     .infer = infer_batch_norm, .kernel = k_batch_norm, .grad_kind = GRAD_DEDICATED},
+    {.type = "batch_norm_grad",
+     .doc = "the gradients of batch_norm's X, Scale and Bias (the batch's statistics recomputed)",
+     .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
+            {"Bias", 0, "the forward's Bias (for its gradient's shape)"},
+            {"Mean", SLOT_NO_GRAD, "the running mean"}, {"Variance", SLOT_NO_GRAD, "the running variance"},
+            {"Training", SLOT_NO_GRAD, "the forward's Training"}, {"Y@GRAD", 0, "the gradient of Y"}},
+     .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},
+             {"Scale@GRAD", SLOT_OPTIONAL, "the gradient of Scale"},
+             {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}},
+     .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
+               {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
+     .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
