@@ -100,7 +100,7 @@ static const Verb verbs[] = {
      "  --epochs N         passes over the data\n"
      "  --batch N          examples per step\n"
      "  --lr X             the base learning rate\n"
-     "  --optimizer NAME   sgd, momentum, adam or adamw\n"
+     "  --optimizer NAME   sgd, momentum, adam, adamw or rmsprop\n"
      "  --data SPEC        fashion-mnist, a CSV file or IMAGES:LABELS (paths from the\n"
      "                     working folder)\n"
      "Other options:\n"

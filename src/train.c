@@ -23,13 +23,14 @@ static const struct TrainKey {
     {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
     {"loss", K_NAME, "the scalar to minimize (default: loss)"},
     {"metric", K_NAME, "logits whose argmax (one logit: its sign) is compared with the labels for accuracy"},
-    {"optimizer", K_NAME, "sgd, momentum, adam or adamw (default: sgd)"},
+    {"optimizer", K_NAME, "sgd, momentum, adam, adamw or rmsprop (default: sgd)"},
     {"lr", K_NUMBER, "the learning rate (default 0.01)"},
     {"momentum", K_NUMBER, "momentum's factor (default 0.9)"},
     {"nesterov", K_BOOL, "Nesterov momentum (default false)"},
     {"beta1", K_NUMBER, "Adam's first-moment decay (default 0.9)"},
     {"beta2", K_NUMBER, "Adam's second-moment decay (default 0.999)"},
-    {"epsilon", K_NUMBER, "Adam's epsilon (default 1e-8)"},
+    {"epsilon", K_NUMBER, "Adam's and RMSprop's epsilon (default 1e-8)"},
+    {"rho", K_NUMBER, "RMSprop's decay of the mean square, PyTorch's alpha (default 0.99)"},
     {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0; adamw 0.01)"},
     {"clip_norm", K_NUMBER, "clip the gradients' global L2 norm to this (default: off)"},
     {"schedule", K_NAME, "the learning-rate schedule: constant, step or cosine (default constant)"},
@@ -70,10 +71,25 @@ static bool fits(const Setting *s, Kind k) {
 static double number(const Setting *s) { return s->value.type == ATTR_FLOAT ? s->value.u.f : (double)s->value.u.i; }
 
 bool train_optimizer_known(const char *name) {
-  static const char *const opts[] = {"sgd", "momentum", "adam", "adamw"};
+  static const char *const opts[] = {"sgd", "momentum", "adam", "adamw", "rmsprop"};
   for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
     if (strcmp(name, opts[i]) == 0) return true;
   return false;
+}
+
+/* The settings RMSprop has no use for (PyTorch's RMSprop with its
+ * defaults: no momentum, no weight decay) are refused with it, and its rho
+ * with the other optimizers: none is silently ignored. */
+static void rmsprop_settings(Program *p, const TrainConfig *c) {
+  static const char *const others[] = {"momentum", "nesterov", "beta1", "beta2", "weight_decay"};
+  bool rms = strcmp(c->optimizer, "rmsprop") == 0;
+  const Setting *s = prog_setting(p, "train", "rho");
+  if (s && !rms)
+    diag_error(p->diag, s->span, "rho is rmsprop's setting, but the optimizer is %s", c->optimizer);
+  for (size_t i = 0; rms && i < sizeof others / sizeof *others; i++)
+    if ((s = prog_setting(p, "train", others[i])))
+      diag_error(p->diag, s->span, "rmsprop has no %s (PyTorch's RMSprop without momentum or weight decay)",
+                 others[i]);
 }
 
 bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet) {
@@ -84,7 +100,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   c->optimizer = "sgd";
   c->schedule = "constant";
   c->eval = "test";
-  c->lr = 0.01, c->momentum = 0.9, c->beta1 = 0.9, c->beta2 = 0.999, c->epsilon = 1e-8, c->gamma = 0.1;
+  c->lr = 0.01, c->momentum = 0.9, c->beta1 = 0.9, c->beta2 = 0.999, c->epsilon = 1e-8, c->rho = 0.99, c->gamma = 0.1;
   c->epochs = 1, c->batch = 64, c->step_size = 1, c->log_every = 100;
   c->shuffle = true;
   const char *names[sizeof keys / sizeof *keys];
@@ -124,6 +140,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("beta1")) c->beta1 = number(s);
     else if (IS("beta2")) c->beta2 = number(s);
     else if (IS("epsilon")) c->epsilon = number(s);
+    else if (IS("rho")) c->rho = number(s);
     else if (IS("weight_decay")) c->weight_decay = number(s);
     else if (IS("clip_norm")) c->clip_norm = number(s);
     else if (IS("gamma")) c->gamma = number(s);
@@ -173,6 +190,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->weight_decay >= 0, "weight_decay", "weight_decay must not be negative, got %g", c->weight_decay)
   CHECK(c->weight_decay == 0 || strcmp(c->optimizer, "adam") != 0, "weight_decay",
         "adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)")
+  CHECK(c->rho >= 0 && c->rho < 1, "rho", "rho must be in [0, 1), got %g", c->rho)
+  rmsprop_settings(p, c);
   CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
   CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
   CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)
@@ -220,6 +239,7 @@ typedef struct OptState {
 } OptState;
 
 static const OptState momentum_state[] = {{"Velocity", "VelocityOut", "@VELOCITY", 0, false}};
+static const OptState rmsprop_state[] = {{"MeanSquare", "MeanSquareOut", "@MEANSQUARE", 0, false}};
 static const OptState adam_state[] = {{"Moment1", "Moment1Out", "@MOMENT1", 0, false},
                                       {"Moment2", "Moment2Out", "@MOMENT2", 0, false},
                                       {"Beta1Pow", "Beta1PowOut", "@BETA1POW", 1, true},
@@ -266,6 +286,11 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
       op_set_attr(p, op, "mu", attr_float(c->momentum));
       op_set_attr(p, op, "use_nesterov", attr_bool(c->nesterov));
       op_set_attr(p, op, "weight_decay", attr_float(c->weight_decay));
+    } else if (strcmp(c->optimizer, "rmsprop") == 0) {
+      in(p, op, "LearningRate", TRAIN_LR_VAR);
+      add_state(p, op, wv, rmsprop_state, sizeof rmsprop_state / sizeof *rmsprop_state);
+      op_set_attr(p, op, "rho", attr_float(c->rho));
+      op_set_attr(p, op, "epsilon", attr_float(c->epsilon));
     } else if (adam) {
       in(p, op, "LearningRate", TRAIN_LR_VAR);
       add_state(p, op, wv, adam_state, sizeof adam_state / sizeof *adam_state);

@@ -9,7 +9,7 @@
  *     feed      = [x, y]              # the inputs its columns feed, in order
  *     loss      = loss                # the scalar to minimize
  *     metric    = logits              # accuracy: argmax(logits) against the label
- *     optimizer = sgd                 # sgd, momentum, adam or adamw
+ *     optimizer = sgd                 # sgd, momentum, adam, adamw or rmsprop
  *     lr        = 0.1
  *     epochs    = 5
  *     batch     = 128
@@ -35,7 +35,7 @@ typedef struct TrainConfig {
   const char *label_column;   /* CSV: the column holding the labels */
   const char *optimizer;
   const char *schedule;       /* constant, step, cosine */
-  double lr, momentum, beta1, beta2, epsilon, weight_decay, clip_norm, gamma, warmup;
+  double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
   int64_t epochs, batch, step_size, log_every, limit;
   bool nesterov, shuffle;
 } TrainConfig;
@@ -54,7 +54,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
 
 /* The optimizers a train block may name, and the same as a phrase. */
 bool train_optimizer_known(const char *name);
-#define TRAIN_OPTIMIZERS "sgd, momentum, adam or adamw"
+#define TRAIN_OPTIMIZERS "sgd, momentum, adam, adamw or rmsprop"
 
 /* The variable the trainer writes the learning rate into each step. */
 #define TRAIN_LR_VAR "learning_rate@LR"

@@ -279,13 +279,13 @@ block_error() {
 @test "--optimizer with an unknown name is a usage error naming the valid ones" {
   run --separate-stderr "$NETRUN" train "$MLP" --optimizer adagrad
   [ "$status" -eq 2 ]
-  [ "$stderr" = "netrun: unknown optimizer 'adagrad' (expected sgd, momentum, adam or adamw)
+  [ "$stderr" = "netrun: unknown optimizer 'adagrad' (expected sgd, momentum, adam, adamw or rmsprop)
 Try 'netrun --help'." ]
   run --separate-stderr "$NETRUN" train "$MLP" --optimizer
   [ "$status" -eq 2 ]
-  [ "${stderr_lines[0]}" = "netrun: --optimizer needs a name: sgd, momentum, adam or adamw" ]
+  [ "${stderr_lines[0]}" = "netrun: --optimizer needs a name: sgd, momentum, adam, adamw or rmsprop" ]
   # In the script, the error points at the setting.
-  block_error train "optimizer = adagrad" "block.net:3:1: error: unknown optimizer 'adagrad' (expected sgd, momentum, adam or adamw)"
+  block_error train "optimizer = adagrad" "block.net:3:1: error: unknown optimizer 'adagrad' (expected sgd, momentum, adam, adamw or rmsprop)"
 }
 
 @test "a train block's data is read from its script's folder, --data from the working folder" {

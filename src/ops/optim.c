@@ -3,7 +3,8 @@
  * writes the updated parameter and state (ParamOut is usually Param itself).
  *
  * Param is f32; Grad and the per-element state have Param's shape; the
- * learning rate and Adam's beta powers hold one value each. */
+ * learning rate and Adam's beta powers hold one value each.  rmsprop is
+ * PyTorch's RMSprop with its defaults (no momentum, not centered). */
 #include "../exec.h"
 #include "../par.h"
 
@@ -94,6 +95,15 @@ static bool infer_adam(InferCtx *c) {
   pass(c, "Moment2Out", "Moment2");
   pass(c, "Beta1PowOut", "Beta1Pow");
   pass(c, "Beta2PowOut", "Beta2Pow");
+  return true;
+}
+
+static bool infer_rmsprop(InferCtx *c) {
+  const VarDesc *p = param(c);
+  if (!p || !like_param(c, "Grad", p) || !one_value(c, "LearningRate") || !like_param(c, "MeanSquare", p))
+    return false;
+  pass(c, "ParamOut", "Param");
+  pass(c, "MeanSquareOut", "MeanSquare");
   return true;
 }
 
@@ -208,6 +218,22 @@ static int adam(ExecCtx *c, float coeff) {
   return 0;
 }
 
+/* PyTorch's RMSprop (no momentum, not centered): ms = rho ms + (1 - rho) g^2;
+ * p -= lr g / (sqrt(ms) + eps), epsilon outside the root as PyTorch has it. */
+static int k_rmsprop(ExecCtx *c) {
+  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *ms = ctx_in(c, 3);
+  float lr = one(c, 2), rho = (float)ctx_attr_f(c, "rho"), eps = (float)ctx_attr_f(c, "epsilon");
+  float *pv = tensor_f32(p), *mv = tensor_f32(ms);
+  const float *gv = tensor_f32(g);
+  for (int64_t i = 0; i < p->numel; i++) {
+    mv[i] = rho * mv[i] + (1 - rho) * gv[i] * gv[i];
+    pv[i] -= lr * gv[i] / (sqrtf(mv[i]) + eps);
+  }
+  same(c, 0, 0);
+  same(c, 1, 3);
+  return 0;
+}
+
 static int k_adam(ExecCtx *c) { return adam(c, 0); }
 static int k_adamw(ExecCtx *c) { return adam(c, (float)ctx_attr_f(c, "coeff")); }
 
@@ -294,6 +320,14 @@ OpProto op_table_optim[] = {
      .attrs = {ADAM_ATTRS,
                {"coeff", ATTR_FLOAT, "0.01", reg_check_nonnegative, "the weight decay factor"}},
      .infer = infer_adam, .kernel = k_adamw, .grad_kind = GRAD_NONE, .flags = UPDATE},
+    {.type = "rmsprop",
+     .doc = "MeanSquareOut = rho * MeanSquare + (1 - rho) * Grad^2; "
+            "ParamOut = Param - LearningRate * Grad / (sqrt(MeanSquareOut) + epsilon)",
+     .in = {PARAM_IN, GRAD_IN, LR_IN, {"MeanSquare", 0, "the running mean of Grad^2, shape of Param"}},
+     .out = {PARAM_OUT, {"MeanSquareOut", 0, "the updated mean square"}},
+     .attrs = {{"rho", ATTR_FLOAT, "0.99", reg_check_probability, "the decay of the mean square (PyTorch's alpha)"},
+               {"epsilon", ATTR_FLOAT, "1e-8", reg_check_nonnegative, "added to the root of the mean square"}},
+     .infer = infer_rmsprop, .kernel = k_rmsprop, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "clip_by_global_norm",
      .doc = "scales every X by max_norm / (their global L2 norm) when that norm exceeds max_norm",
      .in = {{"X", SLOT_LIST, "gradients (updated in place)"}}, .out = {{"Out", SLOT_LIST, "the same, clipped"}},
