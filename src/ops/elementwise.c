@@ -233,6 +233,8 @@ FLOAT_UNARY(tanh, tanhf(a))
 FLOAT_UNARY(softplus, softplus_f32(a))
 FLOAT_UNARY(gelu, gelu_f32(a))
 FLOAT_UNARY(leaky_relu, a > 0 ? a : p->f[0] * a)
+FLOAT_UNARY(elu, a > 0 ? a : p->f[0] * expm1f(a))
+FLOAT_UNARY(silu, a * sigmoid_f32(a))
 FLOAT_UNARY(scale, p->f[0] * a + p->f[1])
 
 static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
@@ -260,7 +262,7 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
 
 /* The unary ops without attributes that have a grad kernel of their own
  * (below): one list for both kernels. */
-#define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu)
+#define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(silu)
 
 #define UNARY_KERNEL(NAME)                                                      \
   static int k_##NAME(ExecCtx *c) { return unary_run(c, NAME##_loops, NULL); }
@@ -282,6 +284,11 @@ static UnaryArgs float_args(ExecCtx *c, const char *a, const char *b) {
 static int k_leaky_relu(ExecCtx *c) {
   UnaryArgs p = float_args(c, "alpha", NULL);
   return unary_run(c, leaky_relu_loops, &p);
+}
+
+static int k_elu(ExecCtx *c) {
+  UnaryArgs p = float_args(c, "alpha", NULL);
+  return unary_run(c, elu_loops, &p);
 }
 
 static int k_scale(ExecCtx *c) {
@@ -504,6 +511,10 @@ UNARY_GRAD_LOOP(tanh, d * (1.0f - v * v))
 UNARY_GRAD_LOOP(softplus, d * sigmoid_f32(v))
 /* gelu (exact, erf form): Phi(X) + X phi(X). */
 UNARY_GRAD_LOOP(gelu, d * (Phi_f32(v) + v * phi_f32(v)))
+/* silu: sigmoid(X) (1 + X (1 - sigmoid(X))). */
+UNARY_GRAD_LOOP(silu, d * sigmoid_f32(v) * (1.0f + v * (1.0f - sigmoid_f32(v))))
+/* elu: 1 for X > 0, else alpha e^X (alpha at 0, as PyTorch). */
+UNARY_GRAD_LOOP(elu, v > 0 ? d : d * p->f[0] * expf(v))
 /* leaky_relu: 1 for X > 0, else alpha (p->f[0]). */
 UNARY_GRAD_LOOP(leaky_relu, v > 0 ? d : p->f[0] * d)
 /* clip: passes strictly inside (min, max) = (p->f[0], p->f[1]); at a bound
@@ -515,6 +526,7 @@ UNARY_GRAD_LOOP(clip, v > p->f[0] && v < p->f[1] ? d : 0.0f)
 UNARY_OPS_WITH_GRAD(UNARY_GRAD_KERNEL)
 
 static int k_leaky_relu_grad(ExecCtx *c) { return unary_grad_run(c, leaky_relu_grad_loop, "alpha", NULL); }
+static int k_elu_grad(ExecCtx *c) { return unary_grad_run(c, elu_grad_loop, "alpha", NULL); }
 static int k_clip_grad(ExecCtx *c) { return unary_grad_run(c, clip_grad_loop, "min", "max"); }
 
 /* ---- binary grad kernels ----
@@ -610,6 +622,7 @@ static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_l
    .infer = infer_unary_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
 #define NO_ATTRS {{NULL}}
 #define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", reg_check_nonnegative, "slope for X < 0"}}
+#define ELU_ATTRS {{"alpha", ATTR_FLOAT, "1.0", NULL, "the value approached as X goes to -inf is -alpha"}}
 #define CLIP_ATTRS                                                              \
   {{"min", ATTR_FLOAT, NULL, NULL, "lower bound"},                              \
    {"max", ATTR_FLOAT, NULL, NULL, "upper bound"}}
@@ -661,6 +674,12 @@ OpProto op_table_elementwise[] = {
      .attrs = LEAKY_RELU_ATTRS, .infer = infer_float, .kernel = k_leaky_relu,
      .grad_kind = GRAD_DEDICATED},
     UNARY_GRAD_OP(leaky_relu, "X", LEAKY_RELU_ATTRS),
+    {.type = "elu", .doc = "Out = X if X > 0 else alpha * (e^X - 1)",
+     .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
+     .attrs = ELU_ATTRS, .infer = infer_float, .kernel = k_elu, .grad_kind = GRAD_DEDICATED},
+    UNARY_GRAD_OP(elu, "X", ELU_ATTRS),
+    UNARY(silu, "Out = X * sigmoid(X), the sigmoid linear unit (swish)", infer_float, GRAD_DEDICATED),
+    UNARY_GRAD_OP(silu, "X", NO_ATTRS),
     {.type = "scale", .doc = "Out = scale * X + bias",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
