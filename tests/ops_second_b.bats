@@ -150,3 +150,12 @@ rms_awk() {
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "w.net:12:3: error: rho is rmsprop's setting, but the optimizer is adam" ]
 }
+
+# ---- upsample_nearest2d ----------------------------------------------------------------
+
+@test "upsample_nearest2d: a symbolic batch stays symbolic, H and W scale" {
+  printf 'input z : f32[B, 3, 5, 7]\nu = upsample_nearest2d(z, scale=[3, 2])\n' > up.net
+  run "$NETRUN" dump up.net
+  [ "$status" -eq 0 ]
+  grep -Fx '  var u : f32[B, 3, 15, 14]' <<<"$output"
+}

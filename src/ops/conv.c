@@ -9,7 +9,10 @@
  * OpenBLAS's sgemm; the pools are direct loops over each window.  Their
  * gradients are dedicated ops: conv2d_grad runs the two transposed GEMMs
  * (dFilter = dOut . col^T, dCol = Filter^T . dOut folded back by col2im),
- * the pools' grads walk the same windows as their forwards. */
+ * the pools' grads walk the same windows as their forwards.
+ *
+ * upsample_nearest2d repeats each pixel over a block; its gradient sums
+ * each block back. */
 #include "../backward.h"
 #include "../exec.h"
 #include "../par.h"
@@ -181,6 +184,31 @@ static bool infer_pool(InferCtx *c) {
     snprintf(what, sizeof what, "X has shape %s and ksize is %s", shape_str(&s, a, sizeof a),
              pair_str(ks, kb, sizeof kb));
     if (!window_out(c, &x->shape, k, st, pad, dil, what, &s)) return false;
+  }
+  infer_set(c, "Out", 0, DT_F32, &s);
+  return true;
+}
+
+/* ---- upsample_nearest2d ----------------------------------------------------------- */
+
+/* Out [N, C, H * sh, W * sw] from X [N, C, H, W] and scale [sh, sw]. */
+static bool infer_upsample(InferCtx *c) {
+  const VarDesc *x = infer_input(c, "X");
+  if (!x || !infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
+  int64_t sc[2];
+  if (!pair_attr(c, "scale", check_pair_positive, sc)) return false;
+  Shape s = x->shape;
+  for (int i = 0; i < 2 && s.rank == 4; i++) {
+    Dim d = s.d[2 + i];
+    if (!dim_known(d)) {
+      s.d[2 + i] = dim_unknown();
+    } else if (d.n > TENSOR_MAX_BYTES / sc[i]) {
+      char a[128];
+      return infer_fail(c, "X of shape %s scaled by %lld would have a %s too large", shape_str(&x->shape, a, sizeof a),
+                        (long long)sc[i], i ? "width" : "height");
+    } else {
+      s.d[2 + i] = dim_n(d.n * sc[i]);
+    }
   }
   infer_set(c, "Out", 0, DT_F32, &s);
   return true;
@@ -834,6 +862,59 @@ static int pool_run(ExecCtx *c, bool max) {
 static int k_max_pool2d(ExecCtx *c) { return pool_run(c, true); }
 static int k_avg_pool2d(ExecCtx *c) { return pool_run(c, false); }
 
+/* ---- kernels: upsample_nearest2d ----------------------------------------------------- */
+
+/* Out[n, c, y, x] = X[n, c, y / sh, x / sw]: each input row is widened
+ * once, then copied to the sh - 1 rows below it.  Planes go to threads. */
+static int k_upsample(ExecCtx *c) {
+  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
+  int64_t sc[2];
+  attr_pair(c, "scale", sc);
+  const int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], sh = sc[0], sw = sc[1];
+  const int64_t ow = w * sw;
+  const float *xv = tensor_f32(x);
+  float *yv = tensor_f32(out);
+  PAR_FOR(planes > 1 && out->numel >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t i = 0; i < h; i++) {
+      const float *src = xv + (pl * h + i) * w;
+      float *dst = yv + (pl * h + i) * sh * ow;
+      for (int64_t j = 0; j < w; j++)
+        for (int64_t k = 0; k < sw; k++) dst[j * sw + k] = src[j];
+      for (int64_t r = 1; r < sh; r++) memcpy(dst + r * ow, dst, sizeof *dst * (size_t)ow);
+    }
+  tensor_unref(x);
+  return 0;
+}
+
+/* X@GRAD[n, c, i, j] = the sum of Out@GRAD over the sh x sw block that
+ * element (i, j) was copied to, row by row of the block. */
+static int k_upsample_grad(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  int64_t sc[2];
+  attr_pair(c, "scale", sc);
+  const int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], sh = sc[0], sw = sc[1];
+  const int64_t ow = w * sw;
+  if (dout->dtype != DT_F32 || dout->numel != x->numel * sh * sw)
+    return ctx_fail(c, "internal error: Out@GRAD does not fit X scaled by [%lld, %lld]", (long long)sh,
+                    (long long)sw);
+  const float *gv = tensor_f32(dout);
+  float *dv = tensor_f32(dx);
+  PAR_FOR(planes > 1 && dout->numel >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t i = 0; i < h; i++) {
+      float *d = dv + (pl * h + i) * w;
+      const float *g = gv + (pl * h + i) * sh * ow;
+      for (int64_t j = 0; j < w; j++) {
+        float acc = 0;
+        for (int64_t r = 0; r < sh; r++)
+          for (int64_t k = 0; k < sw; k++) acc += g[r * ow + j * sw + k];
+        d[j] = acc;
+      }
+    }
+  return 0;
+}
+
 /* ---- gradients ------------------------------------------------------------------ */
 
 /* Output slot S@GRAD gets the dtype and shape of input slot S. */
@@ -1211,5 +1292,14 @@ OpProto op_table_conv[] = {
          "Out = the mean of each window of X (padding counts as 0 in the mean)"),
     POOL_GRAD("avg_pool2d_grad", k_avg_pool2d_grad,
               "X@GRAD = Out@GRAD / (KH*KW) spread over each window"),
+    {.type = "upsample_nearest2d", .doc = "Out = X with each pixel repeated scale[0] times down and scale[1] across",
+     .in = {{"X", 0, "images [N, C, H, W]"}}, .out = {{"Out", 0, "f32 [N, C, H * scale[0], W * scale[1]]"}},
+     .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
+     .infer = infer_upsample, .kernel = k_upsample, .grad_kind = GRAD_DEDICATED},
+    {.type = "upsample_nearest2d_grad", .doc = "X@GRAD = Out@GRAD summed over each pixel's block",
+     .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}},
+     .out = {{"X@GRAD", 0, "the gradient of X"}},
+     .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
+     .infer = infer_pool_grad, .kernel = k_upsample_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
     {0},
 };
