@@ -159,3 +159,33 @@ rms_awk() {
   [ "$status" -eq 0 ]
   grep -Fx '  var u : f32[B, 3, 15, 14]' <<<"$output"
 }
+
+# ---- conv2d_transpose --------------------------------------------------------------------
+
+@test "conv2d_transpose is conv2d's adjoint: <conv2d_transpose(x, W), y> = <x, conv2d(y, W)>" {
+  # strides, paddings, output_padding, dilations and groups together, on
+  # random values: Output [3, 6, 10, 6] = [N, 3 * 2, (5-1)*2 - 2 + 2 + 1 + 1, (6-1) - 2 + 2 + 1]
+  cat > adj.net <<'EOF'
+x = gaussian_random([3, 4, 5, 6], seed=1)
+w = gaussian_random([4, 3, 3, 2], seed=2)
+y = gaussian_random([3, 6, 10, 6], seed=3)
+t = conv2d_transpose(x, w, strides=[2, 1], paddings=[1, 1], output_padding=[1, 0], dilations=[1, 2], groups=2)
+c = conv2d(y, w, strides=[2, 1], paddings=[1, 1], dilations=[1, 2], groups=2)
+print(sum(t * y))
+print(sum(x * c))
+print(sum(abs(t)))
+EOF
+  run "$NETRUN" run --precision 9 adj.net
+  [ "$status" -eq 0 ]
+  near "${lines[0]}" "${lines[1]}" "$(awk -v s="${lines[2]}" 'BEGIN { print s * 1e-6 }')"
+  # and not trivially: the sums are not 0
+  awk -v a="${lines[0]}" 'BEGIN { exit !(a > 1 || a < -1) }'
+}
+
+@test "conv2d_transpose: a symbolic batch stays symbolic; the output sides follow PyTorch's formula" {
+  printf 'input z : f32[B, 4, 5, 7]\nparam w : [4, 3, 3, 3] = uniform(-1, 1)\nu = conv2d_transpose(z, w, strides=[2, 3], paddings=[1, 2], output_padding=[1, 2], dilations=[2, 1])\n' > ct.net
+  run "$NETRUN" dump ct.net
+  [ "$status" -eq 0 ]
+  # (5-1)*2 - 2 + 2*2 + 1 + 1 = 12, (7-1)*3 - 4 + 2 + 2 + 1 = 19
+  grep -Fx '  var u : f32[B, 3, 12, 19]' <<<"$output"
+}

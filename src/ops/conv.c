@@ -162,6 +162,75 @@ static bool infer_fused_conv2d(InferCtx *c) {
   return true;
 }
 
+/* ---- conv2d_transpose ------------------------------------------------------------- */
+
+/* One output side of conv2d_transpose into *o: (size - 1) * stride - 2 *
+ * pad + dil * (k - 1) + out_pad + 1; false if that overflows int64. */
+static bool transpose_side(int64_t size, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_t opad,
+                           int64_t *o) {
+  int64_t a, b, p2;
+  return !__builtin_mul_overflow(size - 1, stride, &a) && !__builtin_mul_overflow(dil, k - 1, &b) &&
+         !__builtin_mul_overflow(pad, 2, &p2) && !__builtin_add_overflow(a, b, o) &&
+         !__builtin_add_overflow(*o, opad + 1, o) && !__builtin_sub_overflow(*o, p2, o);
+}
+
+/* Output [N, C_out, OH, OW] from Input [N, C_in, H, W] and Filter [C_in,
+ * C_out / groups, KH, KW]; output_padding below stride or dilation, as
+ * PyTorch asks. */
+static bool infer_conv2d_transpose(InferCtx *c) {
+  const VarDesc *in = infer_input(c, "Input"), *f = infer_input(c, "Filter");
+  if (!in || !f || !infer_need_float(c, "Input", in) || !infer_need_float(c, "Filter", f)) return false;
+  const Shape *is = &in->shape, *fs = &f->shape;
+  if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[C, O / groups, KH, KW]"))
+    return false;
+  int64_t st[2], pad[2], opad[2], dil[2];
+  if (!pair_attr(c, "strides", check_pair_positive, st) || !pair_attr(c, "paddings", check_pair_nonnegative, pad) ||
+      !pair_attr(c, "output_padding", check_pair_nonnegative, opad) ||
+      !pair_attr(c, "dilations", check_pair_positive, dil))
+    return false;
+  int64_t groups = infer_attr_i(c, "groups");
+  if (groups <= 0) return infer_fail(c, "groups must be positive, got %lld", (long long)groups);
+  char a[128], b[128], sb[64], db[64], ob[64];
+  for (int i = 0; i < 2; i++)
+    if (opad[i] >= st[i] && opad[i] >= dil[i])
+      return infer_fail(c, "output_padding %s must be smaller than strides %s or dilations %s",
+                        pair_str(opad, ob, sizeof ob), pair_str(st, sb, sizeof sb), pair_str(dil, db, sizeof db));
+  shape_str(is, a, sizeof a);
+  shape_str(fs, b, sizeof b);
+  Dim ci = is->rank == 4 ? is->d[1] : dim_unknown(), fi = fs->rank == 4 ? fs->d[0] : dim_unknown();
+  if (dim_known(fi) && fi.n % groups != 0)
+    return infer_fail(c, "Filter has shape %s: its %lld input channels do not divide into groups=%lld", b,
+                      (long long)fi.n, (long long)groups);
+  if (dims_clash(ci, fi))
+    return infer_fail(c, "Input has shape %s and Filter has shape %s: Filter's first axis must be Input's "
+                      "channels", a, b);
+  Shape s = shape_unknown();
+  if (is->rank == 4) {
+    s = *is;
+    Dim oc = fs->rank == 4 ? fs->d[1] : dim_unknown();
+    s.d[1] = dim_known(oc) && oc.n <= INT64_MAX / groups ? dim_n(oc.n * groups) : dim_unknown();
+    for (int i = 0; i < 2; i++) {
+      Dim d = is->d[2 + i], k = fs->rank == 4 ? fs->d[2 + i] : dim_unknown();
+      if (!dim_known(d) || !dim_known(k)) {
+        s.d[2 + i] = dim_unknown();
+        continue;
+      }
+      int64_t o;
+      bool fits = transpose_side(d.n, k.n, st[i], pad[i], dil[i], opad[i], &o);
+      if (!fits || o < 1) {
+        char pb[64];
+        return infer_fail(c, "Input has shape %s and Filter has shape %s: output %s would be %s (strides %s, "
+                          "paddings %s, output_padding %s, dilations %s)", a, b, i ? "width" : "height",
+                          fits ? "less than 1" : "too large", pair_str(st, sb, sizeof sb),
+                          pair_str(pad, pb, sizeof pb), pair_str(opad, ob, sizeof ob), pair_str(dil, db, sizeof db));
+      }
+      s.d[2 + i] = dim_n(o);
+    }
+  }
+  infer_set(c, "Output", 0, DT_F32, &s);
+  return true;
+}
+
 /* ---- pools -------------------------------------------------------------------- */
 
 static bool infer_pool(InferCtx *c) {
@@ -1189,6 +1258,54 @@ static int conv_backward(ExecCtx *c, bool fused) {
 static int k_conv2d_grad(ExecCtx *c) { return conv_backward(c, false); }
 static int k_fused_conv2d_grad(ExecCtx *c) { return conv_backward(c, true); }
 
+/* ---- kernels: conv2d_transpose ---------------------------------------------------------
+ * conv2d_transpose is the adjoint of conv2d: its Output is the gradient
+ * conv2d_grad gives the input of a conv2d whose output gradient is Input
+ * (same Filter, strides, paddings, dilations, groups), and the same GEMM +
+ * col2im code computes it.  Its own gradients are a conv2d of Output@GRAD
+ * (Input's) and conv2d's filter gradient with the roles swapped
+ * (Filter's). */
+
+/* The conv2d that conv2d_transpose is the adjoint of: its input has the
+ * transpose's Output shape (out), its output Input's (in). */
+static Window transpose_window(ExecCtx *c, const Tensor *in, const Tensor *out, const Tensor *f) {
+  Window g;
+  window_read(c, out, in, true, &g);
+  g.kh = f->shape[2];
+  g.kw = f->shape[3];
+  return g;
+}
+
+static int k_conv2d_transpose(ExecCtx *c) {
+  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *out = ctx_out(c, 0);
+  Window g = transpose_window(c, x, out, f);
+  int rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
+                           tensor_f32(out), NULL, NULL);
+  tensor_unref(x);
+  tensor_unref(f);
+  return rc;
+}
+
+/* Input@GRAD = conv2d(Output@GRAD, Filter); Filter@GRAD = conv2d's filter
+ * gradient for input Output@GRAD and output gradient Input. */
+static int k_conv2d_transpose_grad(ExecCtx *c) {
+  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *dout = ctx_in(c, 2);
+  Tensor *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
+  int64_t groups = ctx_attr_i(c, "groups");
+  int rc = 0;
+  if (dout->dtype != DT_F32 || dout->rank != 4 || dout->shape[0] != x->shape[0] ||
+      dout->shape[1] != f->shape[1] * groups)
+    rc = ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
+  Window g = transpose_window(c, x, dout, f);
+  if (rc == 0 && dx) rc = conv2d_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(dx), NULL);
+  if (rc == 0 && df)
+    rc = conv2d_grad_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(x), NULL,
+                         tensor_f32(df), NULL);
+  tensor_unref(x);
+  tensor_unref(f);
+  return rc;
+}
+
 /* max_pool2d_grad: each window's Out@GRAD goes to the element the forward
  * picked (window_argmax). */
 static int k_max_pool2d_grad(ExecCtx *c) {
@@ -1247,6 +1364,9 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
    "spacing of kernel taps [height, width]"},                                    \
   {"groups", ATTR_INT, "1", reg_check_positive, "channel groups; C and O divide by it"}
 #define CONV_ATTRS {CONV_ATTR_LIST}
+#define CONV_TRANSPOSE_ATTRS                                                    \
+  {CONV_ATTR_LIST, {"output_padding", ATTR_INTS, "[0, 0]", check_pair_nonnegative, \
+                    "added to one side of the output [height, width]; below strides or dilations"}}
 #define FUSED_CONV_ATTRS {CONV_ATTR_LIST, {"relu", ATTR_BOOL, "false", NULL, "relu after the bias"}}
 
 OpProto op_table_conv[] = {
@@ -1283,6 +1403,20 @@ OpProto op_table_conv[] = {
              {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"},
              {"Bias@GRAD", 0, "the gradient of Bias"}},
      .attrs = FUSED_CONV_ATTRS, .infer = infer_fused_conv2d_grad, .kernel = k_fused_conv2d_grad,
+     .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+    {.type = "conv2d_transpose",
+     .doc = "Output = the transposed 2-D convolution of Input with Filter (NCHW; the adjoint of conv2d)",
+     .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [C, O / groups, KH, KW]"}},
+     .out = {{"Output", 0, "f32 [N, O, (H-1)*stride - 2*pad + dil*(KH-1) + output_padding + 1, ...]"}},
+     .attrs = CONV_TRANSPOSE_ATTRS,
+     .infer = infer_conv2d_transpose, .kernel = k_conv2d_transpose, .grad_kind = GRAD_DEDICATED},
+    {.type = "conv2d_transpose_grad",
+     .doc = "the gradients of conv2d_transpose's Input (a conv2d) and Filter (GEMMs)",
+     .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [C, O / groups, KH, KW]"},
+            {"Output@GRAD", 0, "the gradient of Output"}},
+     .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
+             {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"}},
+     .attrs = CONV_TRANSPOSE_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_transpose_grad,
      .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
     POOL("max_pool2d", k_max_pool2d,
          "Out = the maximum of each window of X (padding never wins)"),
