@@ -83,6 +83,26 @@ EOF
   same_numbers "$(sed -n '3,$p' <<<"$output")" "$want" 2e-6
 }
 
+@test "batch_norm, upsample_nearest2d and conv2d_transpose: the same bits on 1, 2 and 3 threads" {
+  cat > th.net <<'EOF'
+param x : [8, 4, 20, 20] = normal(0.5, 2)
+param s : [4] = uniform(0.5, 1.5)
+param b : [4] = normal(0, 1)
+param k : [4, 3, 3, 3] = uniform(-1, 1)
+input r : f32[8, 4, 20, 20] = uniform_random([8, 4, 20, 20], min=-1.0, max=1.0)
+input r2 : f32[8, 3, 80, 80] = uniform_random([8, 3, 80, 80], min=-1.0, max=1.0)
+y, m, v = batch_norm(x, s, b, [0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], true)
+t = conv2d_transpose(upsample_nearest2d(y), k, strides=[2, 2], paddings=[1, 1], output_padding=[1, 1])
+loss = sum(y * r) + sum(t * r2)
+EOF
+  OMP_NUM_THREADS=1 "$NETRUN" grad --format json th.net > one.json
+  OMP_NUM_THREADS=2 "$NETRUN" grad --format json th.net > two.json
+  OMP_NUM_THREADS=3 "$NETRUN" grad --format json th.net > three.json
+  [ "$(jq '.grads["x"].data | length' one.json)" -eq 12800 ]
+  cmp one.json two.json
+  cmp one.json three.json
+}
+
 # ---- rmsprop ---------------------------------------------------------------------------
 
 # rms_run SETTING...: w [1] = 2 and u [1] = -1 after 3 steps on loss = w^2 +
