@@ -554,6 +554,25 @@ static void channel_moments(const float *x, BnGeom g, int64_t k, double *mean, d
   *var = q / count;
 }
 
+/* Adds sum(gp) to *sg and sum(gp (xp - m)) to *sgx over a run of n, in
+ * four lanes of double (independent sums the CPU overlaps), added up in a
+ * fixed order. */
+static inline void grad_sums(const float *gp, const float *xp, float m, int64_t n, double *sg, double *sgx) {
+  double a[4] = {0}, b[4] = {0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int l = 0; l < 4; l++) {
+      a[l] += (double)gp[i + l];
+      b[l] += (double)gp[i + l] * (double)(xp[i + l] - m);
+    }
+  for (; i < n; i++) {
+    a[0] += (double)gp[i];
+    b[0] += (double)gp[i] * (double)(xp[i] - m);
+  }
+  *sg += (a[0] + a[1]) + (a[2] + a[3]);
+  *sgx += (b[0] + b[1]) + (b[2] + b[3]);
+}
+
 /* Whether batch_norm's Training input says true. */
 static bool bn_training(ExecCtx *c) { return tensor_get(ctx_in(c, 5), 0) != 0; }
 
@@ -628,16 +647,8 @@ static int k_batch_norm_grad(ExecCtx *c) {
     if (training) channel_moments(xv, g, k, &mean, &var);
     double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;
     float mf = (float)mean;
-    for (int64_t b = 0; b < g.n; b++) {
-      const float *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;
-      double s0 = 0, s1 = 0;
-      for (int64_t i = 0; i < g.hw; i++) {
-        s0 += (double)gp[i];
-        s1 += (double)gp[i] * (double)(xp[i] - mf);
-      }
-      sg += s0;
-      sgx += s1;
-    }
+    for (int64_t b = 0; b < g.n; b++)
+      grad_sums(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);
     if (dbt) tensor_f32(dbt)[k] = (float)sg;
     if (dst) tensor_f32(dst)[k] = (float)(sgx * inv);
     if (!dxt) continue;
