@@ -825,8 +825,10 @@ static void describe(const char *path, const Checkpoint *c) {
     const Tensor *t = c->tensors[i].t;
     shape_text(t, shape, sizeof shape);
     summarize(t, summary, sizeof summary);
-    printf("  %s%*s  %-4s  %-*s  %s\n", c->tensors[i].name, wname - text_width(c->tensors[i].name), "",
-           dtype_name(t->dtype), wshape, shape, summary);
+    char mark[CKPT_MAX_NAME + 8];
+    snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, c->tensors[i].name);
+    printf("  %s%*s  %-4s  %-*s  %s%s\n", c->tensors[i].name, wname - text_width(c->tensors[i].name), "",
+           dtype_name(t->dtype), wshape, shape, summary, ckpt_get(c, mark) ? "  (state)" : "");
   }
 }
 
