@@ -102,6 +102,8 @@ struct Lowerer {
   struct Sharer { Span call; bool explicit_scope; } *sharers;
   int nsharers, capsharers;
   Span bind_at;                        /* where the binding being made is written */
+  int call_errors;                     /* errors said at the outermost call itself */
+  AstKind declaring;                   /* AST_PARAM or AST_STATE: what lower_param declares */
 };
 
 static Scope *scope_new(Lowerer *L, Scope *parent) {
@@ -332,8 +334,10 @@ static bool const_eval(Lowerer *L, const AstNode *n, AttrType t, AttrValue *out,
   double f;
   int64_t i;
   bool is_int;
+  int before = L->diag->nerrors;
   n = resolved(L, n);
   *got = const_kind(n);
+  if (L->diag->nerrors != before) return false;   /* said: dim() of a symbolic dimension */
   memset(out, 0, sizeof *out);
   out->type = t;
   switch (t) {
@@ -1198,7 +1202,7 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   CallSite *site = arena_alloc(L->arena, sizeof *site);
   *site = (CallSite){n->opspan, def->name, L->site};
   L->site = site;
-  int errors_before = L->diag->nerrors;
+  int errors_before = L->diag->nerrors, call_errors_before = L->call_errors;
   for (int i = 0; i < def->list.n; i++) {
     Binding *b = bind(L, L->scope, def->list.items[i]->name, args[i] ? BIND_VAR : BIND_CONST);
     b->var = args[i];
@@ -1234,7 +1238,7 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   L->pscope_explicit = saved_explicit;
   L->ncalled = saved_ncalled;
   /* Point at the call the user wrote: the outermost one. */
-  if (inner_errors && L->ncalls == 0)
+  if (inner_errors && L->ncalls == 0 && L->diag->nerrors - errors_before > L->call_errors - call_errors_before)
     diag_note(L->diag, n->opspan, "in this call to '%s'", def->name);
   return ok ? result : -1;
 }
@@ -1281,7 +1285,8 @@ static bool lower_dim(Lowerer *L, const AstNode *d, bool is_param, Dim *out) {
   const Binding *b = d->kind == AST_NAME ? lookup(L, d->name) : NULL;
   if (d->kind == AST_NAME && (!b || (!b->cval && b->kind != BIND_CONST))) {
     if (is_param) {
-      diag_error(L->diag, d->span, "a parameter's shape must be known: '%s' is symbolic", d->name);
+      diag_error(L->diag, d->span, "a %s's shape must be known: '%s' is symbolic",
+                 L->declaring == AST_STATE ? "state" : "parameter", d->name);
       return false;
     }
     *out = (Dim){-1, arena_strdup(L->arena, d->name)};
@@ -1434,7 +1439,9 @@ static bool share_ok(Lowerer *L, const AstNode *n, const VarDesc *v, DType dt, c
     return false;
   }
   const struct Sharer *first = &L->sharers[si];
+  int said = L->ncalls == 1;   /* an error said at the call the user wrote needs no "in this call" note */
   if (!L->pscope_explicit || !first->explicit_scope) {
+    L->call_errors += said;
     diag_error(L->diag, at, "the %s '%s' of this call is already declared by another call: automatically named "
                "calls never share (give this call its own scope = \"...\", or both the same one to share)",
                kind, v->name);
@@ -1442,12 +1449,14 @@ static bool share_ok(Lowerer *L, const AstNode *n, const VarDesc *v, DType dt, c
     return false;
   }
   if ((v->flags & (VAR_PARAM | VAR_KEPT)) != (flags & (VAR_PARAM | VAR_KEPT))) {
+    L->call_errors += said;
     diag_error(L->diag, at, "'%s' is a %s in this call but a %s in the first call of scope '%s'", v->name,
                flags & VAR_PARAM ? "param" : "state", v->flags & VAR_PARAM ? "param" : "state", L->pscope);
     diag_note(L->diag, first->call, "the first call is here");
     return false;
   }
   if (v->dtype != dt || !shape_eq(&v->shape, shape)) {
+    L->call_errors += said;
     diag_error(L->diag, at, "the %s '%s' is %s%s in this call but %s%s in the first call of scope '%s' (calls "
                "sharing a scope share its %ss, so their shapes must agree)", kind, v->name, dtype_name(dt),
                shape_str(shape, a, sizeof a), dtype_name(v->dtype), shape_str(&v->shape, b, sizeof b), L->pscope,
@@ -1496,6 +1505,7 @@ static void lower_param(Lowerer *L, const AstNode *n, unsigned flags) {
   DType dt;
   Shape shape;
   bool fresh = true;
+  L->declaring = n->kind;
   if (!L->fn && !declare_check(L, n)) return;
   if (!lower_type(L, n->a, &dt, &shape, true)) return;
   VarDesc *v = L->fn ? declare_scoped(L, n, dt, &shape, flags, &fresh) : declare_global(L, n, dt, &shape, flags);
@@ -2145,6 +2155,19 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
       hints[k] = strcmp(t->name, "_") == 0 ? NULL : qualify(L, t->name);
     }
   }
+  /* NAME = a constant (n = dim(x, 1) // 2, mode = "mean"): the name is a
+   * constant too, usable where one is required; a string is only that. */
+  const AstNode *cval = NULL;
+  if (nt == 1 && n->list.items[0]->kind == AST_NAME && hints[0]) {
+    int before = L->diag->nerrors;
+    cval = fold_const(L, n->a);
+    if (L->diag->nerrors != before) return;
+    if (cval && const_has_string(cval)) {
+      L->bind_at = n->list.items[0]->span;
+      bind(L, L->scope, n->list.items[0]->name, BIND_CONST)->cval = cval;
+      return;
+    }
+  }
   if (nt == 1) {
     outs[0] = lower_expr(L, n->a, hints[0]);
     if (!outs[0]) return;
@@ -2175,6 +2198,8 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
     }
     L->bind_at = t->span;
     bind_var(L, t->name, outs[k]);
+    Binding *nb = cval ? scope_find_here(L->scope, t->name) : NULL;
+    if (nb) nb->cval = cval;
   }
 }
 
