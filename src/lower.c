@@ -1488,7 +1488,7 @@ static VarDesc *declare_scoped(Lowerer *L, const AstNode *n, DType dt, const Sha
     v->shape = *shape;
     v->flags = flags;
     v->span = n->span;
-    v->user_name = n->name;
+    v->user_name = v->name;   /* what gradcheck, grad and --wrt call it: "dense.W" */
     strmap_put(L->arena, &L->shared, v->name, L->nsharers);
     *ARENA_PUSH(L->arena, L->sharers, L->nsharers, L->capsharers) =
         (struct Sharer){L->site->at, L->pscope_explicit};
@@ -2475,7 +2475,8 @@ static void check_states(Lowerer *L) {
     else if (v->dtype != s->dtype || (v->shape.rank >= 0 && !shape_eq(&v->shape, &s->shape)))
       diag_error(L->diag, s->next_at, "state '%s' is %s%s, but the value last bound to '%s' is %s%s; a state keeps "
                  "its dtype and shape from step to step", s->name, dtype_name(s->dtype),
-                 shape_str(&s->shape, a, sizeof a), s->user_name, dtype_name(v->dtype),
+                 shape_str(&s->shape, a, sizeof a), strrchr(s->name, '.') ? strrchr(s->name, '.') + 1 : s->name,
+                 dtype_name(v->dtype),
                  shape_str(&v->shape, b, sizeof b));
   }
 }
