@@ -193,3 +193,40 @@ NET
   awk -v a="${lines[1]}" 'BEGIN { exit !(a > 0.9 && a < 1.1 && a != 1) }'
   [ "${lines[2]}" = "1.0" ]
 }
+
+@test "a function's state updated by a multi-output op, as batch_norm's running mean will be" {
+  cat > bn.net <<'NET'
+input x : f32[B, 2]
+input y : f32[B, 1]
+param W : [2, 1] = zeros()
+op runstat(x, m) -> (out, m_out) {
+  mu = mean(x, axis=0)
+  out = x - mu
+  m_out = 0.5 * m + 0.5 * mu
+} grad {
+  x@GRAD = out@GRAD - mean(out@GRAD, axis=0)
+}
+def norm(x) {
+  state mean : [dim(x, 1)] = zeros()
+  h, mean = runstat(x, mean)
+  return h
+}
+loss = mean((norm(x) @ W - y) ** 2)
+train {
+  data   = "rows.csv"
+  eval   = "none"
+  lr     = 0.5
+  batch  = 2
+  epochs = 3
+}
+NET
+  run --separate-stderr "$NETRUN" train bn.net --save bn.ckpt
+  [ "$status" -eq 0 ]
+  # The batch mean is (0.5, 0.5) each step: the state is 0.5 (1 - 0.5^3).
+  # W = (a, -a), a <- a/2 + 0.75: 0, 0.75, 1.125, 1.3125.
+  run "$NETRUN" checkpoint bn.ckpt
+  echo "$output" | grep -qx '  norm.mean  f32   \[2\]     state  mean 0.4375  std 0  min 0.4375  max 0.4375'
+  echo "$output" | grep -qx '  W          f32   \[2, 1\]         mean 0  std 1.3125  min -1.3125  max 1.3125'
+  run --separate-stderr "$NETRUN" dump --train bn.net
+  [ "${lines[-1]}" = "  {Out=[norm.mean]} = assign(X=[norm.mean.1])" ]
+}
