@@ -2155,18 +2155,15 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
       hints[k] = strcmp(t->name, "_") == 0 ? NULL : qualify(L, t->name);
     }
   }
-  /* NAME = a constant (n = dim(x, 1) // 2, mode = "mean"): the name is a
-   * constant too, usable where one is required; a string is only that. */
+  /* NAME = a numeric constant (n = dim(x, 1) // 2): the name is a constant
+   * too, usable where one is required.  (A string is not a value: only a
+   * function's argument may be one.) */
   const AstNode *cval = NULL;
   if (nt == 1 && n->list.items[0]->kind == AST_NAME && hints[0]) {
     int before = L->diag->nerrors;
     cval = fold_const(L, n->a);
     if (L->diag->nerrors != before) return;
-    if (cval && const_has_string(cval)) {
-      L->bind_at = n->list.items[0]->span;
-      bind(L, L->scope, n->list.items[0]->name, BIND_CONST)->cval = cval;
-      return;
-    }
+    if (cval && const_has_string(cval)) cval = NULL;   /* lower_expr says why */
   }
   if (nt == 1) {
     outs[0] = lower_expr(L, n->a, hints[0]);
