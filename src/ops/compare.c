@@ -48,14 +48,38 @@ static bool infer_sign(InferCtx *c) {
   return true;
 }
 
-/* where: Cond bool; Cond, X and Y broadcast together; Out has X's dtype
- * if Y has it too, else the promoted one (PyTorch's). */
+/* where: Cond bool; Cond, X and Y broadcast together (a message naming
+ * the three shapes when they do not); Out has X's dtype if Y has it too,
+ * else the promoted one (PyTorch's). */
 static bool infer_where(InferCtx *c) {
-  const VarDesc *cond = infer_input(c, "Cond"), *x = infer_input(c, "X"), *y = infer_input(c, "Y");
-  if (!cond || !x || !y || !need_bool(c, "Cond", cond)) return false;
-  Shape a, s;
-  if (!infer_broadcast(c, &cond->shape, &x->shape, &a) || !infer_broadcast(c, &a, &y->shape, &s)) return false;
-  infer_set(c, "Out", 0, x->dtype == y->dtype ? x->dtype : infer_promote(x->dtype, y->dtype), &s);
+  const VarDesc *v[3] = {infer_input(c, "Cond"), infer_input(c, "X"), infer_input(c, "Y")};
+  if (!v[0] || !v[1] || !v[2] || !need_bool(c, "Cond", v[0])) return false;
+  Shape s = shape_unknown();
+  bool ranked = v[0]->shape.rank >= 0 && v[1]->shape.rank >= 0 && v[2]->shape.rank >= 0;
+  if (ranked) s.rank = 0;
+  for (int k = 0; k < 3 && ranked; k++)
+    if (v[k]->shape.rank > s.rank) s.rank = v[k]->shape.rank;
+  for (int i = 0; i < s.rank; i++) {
+    s.d[i] = dim_n(1);
+    for (int k = 0; k < 3; k++) {
+      const Shape *vs = &v[k]->shape;
+      int j = i - (s.rank - vs->rank);
+      Dim d = j >= 0 ? vs->d[j] : dim_n(1);
+      if (d.n == 1 || dim_eq(s.d[i], d)) continue;
+      if (s.d[i].n == 1) {
+        s.d[i] = d;
+      } else if (dim_known(s.d[i]) && dim_known(d)) {
+        char a[128], b[128], e[128];
+        return infer_fail(c, "Cond (shape %s), X (shape %s) and Y (shape %s) do not broadcast "
+                          "(dimension %d: %lld vs %lld)", shape_str(&v[0]->shape, a, sizeof a),
+                          shape_str(&v[1]->shape, b, sizeof b), shape_str(&v[2]->shape, e, sizeof e), i,
+                          (long long)s.d[i].n, (long long)d.n);
+      } else if (!dim_known(s.d[i])) {   /* a symbol meets a size: checked at run time */
+        s.d[i] = dim_known(d) ? d : dim_unknown();
+      }
+    }
+  }
+  infer_set(c, "Out", 0, v[1]->dtype == v[2]->dtype ? v[1]->dtype : infer_promote(v[1]->dtype, v[2]->dtype), &s);
   return true;
 }
 
