@@ -164,8 +164,9 @@ static int k_sign(ExecCtx *c) {
 }
 
 /* where: one loop per element size over a run of n elements, each operand
- * advancing by its step (1, or 0 where it is broadcast); the run where
- * every operand advances is a plain loop the compiler vectorizes. */
+ * advancing by its step (1, or 0 where it is broadcast).  Both values are
+ * loaded before the pick, so the usual runs (every operand advancing, or a
+ * constant X or Y) are plain loops the compiler vectorizes into blends. */
 typedef void (*WhereLoop)(int64_t n, void *out, const bln *cond, const void *x, const void *y, const int64_t *step);
 
 #define WHERE_LOOP(NAME, T)                                                     \
@@ -174,11 +175,28 @@ typedef void (*WhereLoop)(int64_t n, void *out, const bln *cond, const void *x, 
     T *restrict o = ov;                                                         \
     const T *x = xv, *y = yv;                                                   \
     if (st[0] && st[1] && st[2]) {                                              \
-      for (int64_t i = 0; i < n; i++) o[i] = cv[i] ? x[i] : y[i];               \
-      return;                                                                   \
+      for (int64_t i = 0; i < n; i++) {                                         \
+        T a = x[i], b = y[i];                                                   \
+        o[i] = cv[i] ? a : b;                                                   \
+      }                                                                         \
+    } else if (st[0] && st[1]) {                                                \
+      T b = y[0];                                                               \
+      for (int64_t i = 0; i < n; i++) {                                         \
+        T a = x[i];                                                             \
+        o[i] = cv[i] ? a : b;                                                   \
+      }                                                                         \
+    } else if (st[0] && st[2]) {                                                \
+      T a = x[0];                                                               \
+      for (int64_t i = 0; i < n; i++) {                                         \
+        T b = y[i];                                                             \
+        o[i] = cv[i] ? a : b;                                                   \
+      }                                                                         \
+    } else {                                                                    \
+      for (int64_t i = 0; i < n; i++) {                                         \
+        T a = x[i * st[1]], b = y[i * st[2]];                                   \
+        o[i] = cv[i * st[0]] ? a : b;                                           \
+      }                                                                         \
     }                                                                           \
-    for (int64_t i = 0; i < n; i++)                                             \
-      o[i] = cv[i * st[0]] ? x[i * st[1]] : y[i * st[2]];                       \
   }
 WHERE_LOOP(where_u32, uint32_t)
 WHERE_LOOP(where_u64, uint64_t)

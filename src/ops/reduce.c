@@ -7,6 +7,7 @@
 #include "../backward.h"
 #include "../exec.h"
 #include "../mem.h"
+#include "../par.h"
 
 #include <math.h>
 #include <string.h>
@@ -343,12 +344,31 @@ static int k_logsumexp(ExecCtx *c) {
 }
 
 /* cumsum over X viewed as [outer, n, inner] around axis: Out's row r is
- * the sum of X's rows 0..r (rev: r..n-1, the gradient's order), kept in
- * one accumulator per inner element — double for f32, as PyTorch's CPU
- * kernel; i64 wraps like NumPy. */
+ * the sum of X's rows 0..r (rev: r..n-1, the gradient's order), in double
+ * for f32 (as PyTorch's CPU kernel) and wrapping for i64 (as NumPy).  Along
+ * the last axis (inner 1) each of the outer runs is one chain of adds in a
+ * register, the runs spread over the threads; otherwise whole rows are
+ * added into one accumulator per inner element, a loop that vectorizes.
+ * Each sum is taken in the same order either way, so the bits do not
+ * depend on the threads. */
 #define CUMSUM(NAME, T, AT)                                                     \
   static void NAME(const T *x, T *o, int64_t outer, int64_t n, int64_t inner,   \
-                   bool rev, AT *acc) {                                         \
+                   bool rev) {                                                  \
+    if (inner == 1) {                                                           \
+      PAR_FOR(outer > 1 && outer * n >= 2 * PAR_MIN_WORK)                       \
+      for (int64_t q = 0; q < outer; q++) {                                     \
+        const T *xr = x + q * n;                                                \
+        T *orow = o + q * n;                                                    \
+        AT a = 0;                                                               \
+        if (rev) {                                                              \
+          for (int64_t r = n - 1; r >= 0; r--) orow[r] = (T)(a += (AT)xr[r]);  \
+        } else {                                                                \
+          for (int64_t r = 0; r < n; r++) orow[r] = (T)(a += (AT)xr[r]);        \
+        }                                                                       \
+      }                                                                         \
+      return;                                                                   \
+    }                                                                           \
+    AT *acc = mem_alloc(NULL, sizeof(AT) * (size_t)inner);                      \
     for (int64_t q = 0; q < outer; q++) {                                       \
       const T *xb = x + q * n * inner;                                          \
       T *ob = o + q * n * inner;                                                \
@@ -363,6 +383,7 @@ static int k_logsumexp(ExecCtx *c) {
         }                                                                       \
       }                                                                         \
     }                                                                           \
+    mem_free(acc);                                                              \
   }
 CUMSUM(cumsum_f32, float, double)
 CUMSUM(cumsum_i64, int64_t, uint64_t)
@@ -382,10 +403,8 @@ static int cumsum_run(ExecCtx *c, bool rev) {
     n = x->shape[k];
   }
   if (out->numel > 0) {
-    void *acc = mem_alloc(NULL, sizeof(double) * (size_t)inner);
-    if (out->dtype == DT_F32) cumsum_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, rev, acc);
-    else cumsum_i64(tensor_i64(x), tensor_i64(out), outer, n, inner, rev, acc);
-    mem_free(acc);
+    if (out->dtype == DT_F32) cumsum_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, rev);
+    else cumsum_i64(tensor_i64(x), tensor_i64(out), outer, n, inner, rev);
   }
   tensor_unref(x);
   return 0;
