@@ -138,7 +138,7 @@ setup() {
 @test "dump --format json is valid JSON with the program's blocks" {
   "$NETRUN" dump --format json "$EX/fashion_mlp.net" > p.json
   [ "$(jq '.blocks | length' p.json)" = 1 ]
-  [ "$(jq -r '.blocks[0].vars[] | select(.name == "W1") | .shape | map(tostring) | join(",")' p.json)" = "784,512" ]
+  [ "$(jq -r '.blocks[0].vars[] | select(.name == "dense.W") | .shape | map(tostring) | join(",")' p.json)" = "784,512" ]
   [ "$(jq -r '.blocks[0].ops[0].type' p.json)" = matmul ]
   [ "$(jq -r '.blocks[0].vars[] | select(.name == "x") | .shape[0]' p.json)" = B ]
   "$NETRUN" dump --format json "$EX/rnn.net" | jq -e '.blocks[1].parent == 0' >/dev/null

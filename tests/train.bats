@@ -178,7 +178,7 @@ NET
   # eval and predict only read the parameters, which must be there.
   run --separate-stderr "$NETRUN" eval "$MLP" --limit 256 --weights linear.ckpt
   [ "$status" -eq 1 ]
-  [ "$stderr" = "netrun: error: linear.ckpt has no value for 'W1'" ]
+  [ "$stderr" = "netrun: error: linear.ckpt has no value for 'dense.W'" ]
 }
 
 @test "overriding settings at resume says so, in the checkpoint's terms" {
@@ -194,7 +194,7 @@ NET
   # Another optimizer has other state: its absence is an error.
   run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --epochs 2 --optimizer momentum --resume a.ckpt
   [ "$status" -eq 1 ]
-  grep -F "W1@VELOCITY" <<<"$stderr"
+  grep -F "dense.W@VELOCITY" <<<"$stderr"
 }
 
 # ---- data errors -----------------------------------------------------------------------

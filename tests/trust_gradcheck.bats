@@ -33,7 +33,7 @@ verdicts() {
   fashion 100
   run "$NETRUN" gradcheck "$ROOT/examples/fashion_mlp.net" --samples 20 --feed x=x.csv --feed y=y.csv
   [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-  [ "$(awk 'NR > 1 && NR < 8 { print $1 }' <<< "$output" | paste -sd,)" = "W1,b1,W2,b2,W3,b3" ]
+  [ "$(awk 'NR > 1 && NR < 8 { print $1 }' <<< "$output" | paste -sd,)" = "dense.W,dense.b,dense_1.W,dense_1.b,out.W,out.b" ]
   ! grep -q FAIL <<< "$output"
   [[ "${lines[-1]}" == "all gradients match finite differences within f32 noise (rtol 0.005, eps 0.01); "*" of 110 elements could not be checked: noise exceeds tolerance" ]]
 }
@@ -59,7 +59,8 @@ example_args() {
   case $1 in
   fashion_mlp.net | fashion_mlp_best.net) echo "--feed x=x.csv --feed y=y.csv --samples 8" ;;
   fashion_cnn.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
-  adding_rnn.net) echo "--feed xs=xs.csv --feed y=ya.csv" ;;
+  adding_rnn.net | adding_lstm.net) echo "--feed xs=xs.csv --feed y=ya.csv" ;;
+  lookup_transformer.net) echo "--feed t=lt.csv --feed y=ly8.csv" ;;
   linreg.net) echo "--feed x=lx.csv --feed y=ly.csv" ;;
   esac
 }
@@ -70,6 +71,8 @@ example_args() {
   sed -n 2,9p "$ROOT/examples/data/adding_test.csv" | cut -d, -f21 > ya.csv
   sed -n 2,9p "$ROOT/examples/data/linreg.csv" | cut -d, -f1-2 > lx.csv
   sed -n 2,9p "$ROOT/examples/data/linreg.csv" | cut -d, -f3 > ly.csv
+  sed -n 2,9p "$ROOT/examples/data/lookup_test.csv" | cut -d, -f1-8 > lt.csv
+  sed -n 2,9p "$ROOT/examples/data/lookup_test.csv" | cut -d, -f9 > ly8.csv
   n=0
   for f in "$ROOT"/examples/*.net "$ROOT"/examples/plugins/*.net; do
     run "$NETRUN" --allow-load gradcheck $(example_args "$(basename "$f")") "$f"
