@@ -19,6 +19,20 @@
  *
  * Parameters' initializers and inputs' defaults lower into the program's
  * startup block, which the executor runs once before block 0.
+ *
+ * Layers (LANGUAGE.md section 10).  A param or state declared in a function
+ * is a variable of block 0 named SCOPE.NAME: each call enters a parameter
+ * scope (its scope = "..." keyword, else the function's name numbered per
+ * enclosing scope: dense, dense_1 ...), nested under the caller's.  Calls
+ * of one explicit scope share the variables (share_ok checks them).
+ * Constants known when lowering (literals, dim(), integer + - * //, a
+ * function's constant arguments) fold into literal nodes (fold_const),
+ * which attributes and shapes read; used as values they become ops where
+ * they are used.
+ *
+ * States (section 11).  A state's name binding remembers the state, so
+ * rebinding the name records the variable the state keeps for the next
+ * training step (VarDesc.next); train.c writes it back after the updates.
  */
 #include "lower.h"
 
