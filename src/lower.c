@@ -477,13 +477,20 @@ static bool eval_dim(Lowerer *L, const AstNode *n, int64_t *out) {
   }
   Dim d = v->shape.d[a < 0 ? a + r : a];
   if (d.sym || d.n < 0) {
+    /* In a function, the value comes from the call the user wrote (the
+     * outermost): the error is there, with a note at this dim(). */
+    const CallSite *outer = L->site;
+    while (outer && outer->outer) outer = outer->outer;
+    Span at = outer ? outer->at : n->opspan;
+    L->call_errors += outer != NULL;
     if (d.sym)
-      diag_error(L->diag, n->opspan, "dim(): dimension %lld of %s is '%s', which is known only when data is fed; "
+      diag_error(L->diag, at, "dim(): dimension %lld of %s is '%s', which is known only when data is fed; "
                  "a size needed when lowering must be a number", (long long)a, shape_str(&v->shape, buf, sizeof buf),
                  d.sym);
     else
-      diag_error(L->diag, n->opspan, "dim(): dimension %lld of %s is not known when lowering", (long long)a,
+      diag_error(L->diag, at, "dim(): dimension %lld of %s is not known when lowering", (long long)a,
                  shape_str(&v->shape, buf, sizeof buf));
+    if (outer) diag_note(L->diag, n->opspan, "dim() is called here, in function '%s'", L->site->fn);
     return false;
   }
   *out = d.n;
