@@ -2521,6 +2521,7 @@ struct LowerMark {
   int nuser;
   int nloaded;
   int64_t nops;              /* ops made: an entry undone gives its ops back */
+  StrMap ncalled;            /* the top level's counts of calls (a copy, on the heap) */
 };
 
 LowerMark *lower_mark(Lowerer *L) {
@@ -2536,6 +2537,8 @@ LowerMark *lower_mark(Lowerer *L) {
   m->nuser = n;
   m->nloaded = L->nloaded;
   m->nops = L->nops;
+  for (size_t i = 0; i < L->ncalled->cap; i++)
+    if (L->ncalled->keys[i]) strmap_put(NULL, &m->ncalled, L->ncalled->keys[i], L->ncalled->vals[i]);
   return m;
 }
 
@@ -2566,6 +2569,13 @@ void lower_rollback(Lowerer *L, LowerMark *m) {
   L->in_grad = false;
   L->opdef = NULL;
   L->nimporting = 0;
+  /* An undone entry's calls do not count: the next call takes the name. */
+  L->pscope = NULL;
+  L->pscope_explicit = false;
+  L->site = NULL;
+  L->ncalled = arena_alloc(L->arena, sizeof *L->ncalled);
+  for (size_t i = 0; i < m->ncalled.cap; i++)
+    if (m->ncalled.keys[i]) strmap_put(L->arena, L->ncalled, m->ncalled.keys[i], m->ncalled.vals[i]);
   lower_mark_free(m);
 }
 
@@ -2574,6 +2584,7 @@ void lower_mark_free(LowerMark *m) {
   prog_mark_free(&m->prog);
   mem_free(m->globals);
   mem_free(m->user_ops);
+  strmap_free(&m->ncalled);
   mem_free(m);
 }
 

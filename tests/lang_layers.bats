@@ -230,3 +230,22 @@ NET
   run --separate-stderr "$NETRUN" dump --train bn.net
   [ "${lines[-1]}" = "  {Out=[norm.mean]} = assign(X=[norm.mean.1])" ]
 }
+
+@test "the REPL: a call in an entry that fails takes no name; a later call takes it" {
+  run --separate-stderr "$NETRUN" repl <<'IN'
+input x : f32[2, 3] = ones([2, 3])
+def d(x, n) {
+  param W : [dim(x, 1), n] = ones()
+  return x @ W
+}
+a = d(x, 2)
+b = d(x, 2) + nosuch
+c = d(x, 4)
+c
+:program
+IN
+  [ "$status" -eq 0 ]
+  [ "${stderr_lines[0]}" = "<stdin>:7:15: error: unknown name 'nosuch'" ]
+  [ "$(grep ' param$' <<< "$output" | xargs)" = "var d.W : f32[3, 2] param var d_1.W : f32[3, 4] param" ]
+  grep -qx '\[\[3\. 3\. 3\. 3\.\]' <<< "$output"
+}
