@@ -1366,6 +1366,11 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   Block *saved_block = L->block;
   L->fn_parent = functions_scope(L);
   L->scope = scope_new(L, L->fn_parent);
+  /* A function's constants stay visible: param W : [n] = full([n], 0.5) */
+  for (Scope *sc = saved_scope; sc && sc != saved_fn_parent; sc = sc->parent)
+    for (int i = 0; i < sc->n; i++)
+      if (sc->b[i].cval && !scope_find_here(L->scope, sc->b[i].name))
+        bind(L, L->scope, sc->b[i].name, BIND_CONST)->cval = sc->b[i].cval;
   L->block = L->prog->startup;
   double f;
   int64_t i;
