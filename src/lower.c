@@ -170,9 +170,12 @@ static Scope *functions_scope(Lowerer *L) {
 /* Binds name to var here.  Rebinding, in the same scope, a name that
  * stands for a script state makes var the value the state keeps for the
  * next training step (the last such binding wins). */
+static const char *kept_copy(Lowerer *L, const char *name, const char *var);
+
 static void bind_var(Lowerer *L, const char *name, const char *var) {
   Binding *old = scope_find_here(L->scope, name);
   VarDesc *state = old && old->kind == BIND_VAR ? old->state : NULL;
+  if (state && strcmp(var, state->name) != 0) var = kept_copy(L, name, var);
   Binding *b = bind(L, L->scope, name, BIND_VAR);
   b->var = var;
   b->state = state;
@@ -243,6 +246,19 @@ static void finish_op(Lowerer *L, OpDesc *op) {
   }
 }
 
+
+/* The variable a state's name is rebound to, as the state will keep it:
+ * a parameter or a state is updated in place after the forward pass, so
+ * the value it has here is copied (ema = W keeps the W the step read). */
+static const char *kept_copy(Lowerer *L, const char *name, const char *var) {
+  const VarDesc *v = prog_var(L->prog, var);
+  if (!v || !(v->flags & (VAR_PARAM | VAR_KEPT))) return var;
+  OpDesc *op = new_op(L, "assign", L->bind_at);
+  add_in(L, op, "X", var);
+  const char *out = add_out(L, op, "Out", qualify(L, name));
+  finish_op(L, op);
+  return out;
+}
 
 /* An op with one input X (may be NULL) and one output Out. */
 static const char *emit1(Lowerer *L, const char *type, Span span, const char *x,
