@@ -19,6 +19,20 @@
  *
  * Parameters' initializers and inputs' defaults lower into the program's
  * startup block, which the executor runs once before block 0.
+ *
+ * Layers (LANGUAGE.md section 10).  A param or state declared in a function
+ * is a variable of block 0 named SCOPE.NAME: each call enters a parameter
+ * scope (its scope = "..." keyword, else the function's name numbered per
+ * enclosing scope: dense, dense_1 ...), nested under the caller's.  Calls
+ * of one explicit scope share the variables (share_ok checks them).
+ * Constants known when lowering (literals, dim(), integer + - * //, a
+ * function's constant arguments) fold into literal nodes (fold_const),
+ * which attributes and shapes read; used as values they become ops where
+ * they are used.
+ *
+ * States (section 11).  A state's name binding remembers the state, so
+ * rebinding the name records the variable the state keeps for the next
+ * training step (VarDesc.next); train.c writes it back after the updates.
  */
 #include "lower.h"
 
@@ -156,9 +170,12 @@ static Scope *functions_scope(Lowerer *L) {
 /* Binds name to var here.  Rebinding, in the same scope, a name that
  * stands for a script state makes var the value the state keeps for the
  * next training step (the last such binding wins). */
+static const char *kept_copy(Lowerer *L, const char *name, const char *var);
+
 static void bind_var(Lowerer *L, const char *name, const char *var) {
   Binding *old = scope_find_here(L->scope, name);
   VarDesc *state = old && old->kind == BIND_VAR ? old->state : NULL;
+  if (state && strcmp(var, state->name) != 0) var = kept_copy(L, name, var);
   Binding *b = bind(L, L->scope, name, BIND_VAR);
   b->var = var;
   b->state = state;
@@ -229,6 +246,19 @@ static void finish_op(Lowerer *L, OpDesc *op) {
   }
 }
 
+
+/* The variable a state's name is rebound to, as the state will keep it:
+ * a parameter or a state is updated in place after the forward pass, so
+ * the value it has here is copied (ema = W keeps the W the step read). */
+static const char *kept_copy(Lowerer *L, const char *name, const char *var) {
+  const VarDesc *v = prog_var(L->prog, var);
+  if (!v || !(v->flags & (VAR_PARAM | VAR_KEPT))) return var;
+  OpDesc *op = new_op(L, "assign", L->bind_at);
+  add_in(L, op, "X", var);
+  const char *out = add_out(L, op, "Out", qualify(L, name));
+  finish_op(L, op);
+  return out;
+}
 
 /* An op with one input X (may be NULL) and one output Out. */
 static const char *emit1(Lowerer *L, const char *type, Span span, const char *x,
@@ -463,13 +493,20 @@ static bool eval_dim(Lowerer *L, const AstNode *n, int64_t *out) {
   }
   Dim d = v->shape.d[a < 0 ? a + r : a];
   if (d.sym || d.n < 0) {
+    /* In a function, the value comes from the call the user wrote (the
+     * outermost): the error is there, with a note at this dim(). */
+    const CallSite *outer = L->site;
+    while (outer && outer->outer) outer = outer->outer;
+    Span at = outer ? outer->at : n->opspan;
+    L->call_errors += outer != NULL;
     if (d.sym)
-      diag_error(L->diag, n->opspan, "dim(): dimension %lld of %s is '%s', which is known only when data is fed; "
+      diag_error(L->diag, at, "dim(): dimension %lld of %s is '%s', which is known only when data is fed; "
                  "a size needed when lowering must be a number", (long long)a, shape_str(&v->shape, buf, sizeof buf),
                  d.sym);
     else
-      diag_error(L->diag, n->opspan, "dim(): dimension %lld of %s is not known when lowering", (long long)a,
+      diag_error(L->diag, at, "dim(): dimension %lld of %s is not known when lowering", (long long)a,
                  shape_str(&v->shape, buf, sizeof buf));
+    if (outer) diag_note(L->diag, n->opspan, "dim() is called here, in function '%s'", L->site->fn);
     return false;
   }
   *out = d.n;
@@ -1345,6 +1382,11 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   Block *saved_block = L->block;
   L->fn_parent = functions_scope(L);
   L->scope = scope_new(L, L->fn_parent);
+  /* A function's constants stay visible: param W : [n] = full([n], 0.5) */
+  for (Scope *sc = saved_scope; sc && sc != saved_fn_parent; sc = sc->parent)
+    for (int i = 0; i < sc->n; i++)
+      if (sc->b[i].cval && !scope_find_here(L->scope, sc->b[i].name))
+        bind(L, L->scope, sc->b[i].name, BIND_CONST)->cval = sc->b[i].cval;
   L->block = L->prog->startup;
   double f;
   int64_t i;
@@ -2500,6 +2542,7 @@ struct LowerMark {
   int nuser;
   int nloaded;
   int64_t nops;              /* ops made: an entry undone gives its ops back */
+  StrMap ncalled;            /* the top level's counts of calls (a copy, on the heap) */
 };
 
 LowerMark *lower_mark(Lowerer *L) {
@@ -2515,6 +2558,8 @@ LowerMark *lower_mark(Lowerer *L) {
   m->nuser = n;
   m->nloaded = L->nloaded;
   m->nops = L->nops;
+  for (size_t i = 0; i < L->ncalled->cap; i++)
+    if (L->ncalled->keys[i]) strmap_put(NULL, &m->ncalled, L->ncalled->keys[i], L->ncalled->vals[i]);
   return m;
 }
 
@@ -2545,6 +2590,13 @@ void lower_rollback(Lowerer *L, LowerMark *m) {
   L->in_grad = false;
   L->opdef = NULL;
   L->nimporting = 0;
+  /* An undone entry's calls do not count: the next call takes the name. */
+  L->pscope = NULL;
+  L->pscope_explicit = false;
+  L->site = NULL;
+  L->ncalled = arena_alloc(L->arena, sizeof *L->ncalled);
+  for (size_t i = 0; i < m->ncalled.cap; i++)
+    if (m->ncalled.keys[i]) strmap_put(L->arena, L->ncalled, m->ncalled.keys[i], m->ncalled.vals[i]);
   lower_mark_free(m);
 }
 
@@ -2553,6 +2605,7 @@ void lower_mark_free(LowerMark *m) {
   prog_mark_free(&m->prog);
   mem_free(m->globals);
   mem_free(m->user_ops);
+  strmap_free(&m->ncalled);
   mem_free(m);
 }
 

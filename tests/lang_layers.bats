@@ -230,3 +230,50 @@ NET
   run --separate-stderr "$NETRUN" dump --train bn.net
   [ "${lines[-1]}" = "  {Out=[norm.mean]} = assign(X=[norm.mean.1])" ]
 }
+
+@test "the REPL: a call in an entry that fails takes no name; a later call takes it" {
+  run --separate-stderr "$NETRUN" repl <<'IN'
+input x : f32[2, 3] = ones([2, 3])
+def d(x, n) {
+  param W : [dim(x, 1), n] = ones()
+  return x @ W
+}
+a = d(x, 2)
+b = d(x, 2) + nosuch
+c = d(x, 4)
+c
+:program
+IN
+  [ "$status" -eq 1 ]   # a session without a terminal says it had errors
+  [ "${stderr_lines[0]}" = "<stdin>:7:15: error: unknown name 'nosuch'" ]
+  [ "$(grep ' param$' <<< "$output" | xargs)" = "var d.W : f32[3, 2] param var d_1.W : f32[3, 4] param" ]
+  grep -qx '\[\[3\. 3\. 3\. 3\.\]' <<< "$output"
+}
+
+@test "a state bound to a parameter or another state keeps the value the step read, not the updated one" {
+  cat > alias.net <<'NET'
+input x : f32[B, 2]
+input y : f32[B, 1]
+param W : [2, 1] = zeros()
+state last_W : [2, 1] = zeros()
+state a : [1] = ones()
+state b : [1] = zeros()
+last_W = W                            # W before this step's update
+b = a                                 # a before this step's write-back
+a = b + 1.0
+loss = mean((x @ W - y) ** 2)
+train {
+  data   = "rows.csv"
+  eval   = "none"
+  lr     = 0.5
+  batch  = 2
+  epochs = 3
+}
+NET
+  "$NETRUN" train alias.net --save al.ckpt 2>/dev/null
+  run "$NETRUN" checkpoint al.ckpt
+  # W: (0, 0) -> (1, -0.5) -> (1.5, -0.75) -> (1.75, -0.875); a: 1 -> 4.
+  echo "$output" | grep -qx '  last_W  f32   \[2, 1\]  state  mean 0.375  std 1.125  min -0.75  max 1.5'
+  echo "$output" | grep -qx '  a       f32   \[1\]     state  value 4'
+  echo "$output" | grep -qx '  b       f32   \[1\]     state  value 3'
+}
