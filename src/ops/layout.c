@@ -242,12 +242,13 @@ static int g_pad(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
   if (!dx) return 0;
   const AttrValue *p = bwd_op_attr(g, "paddings");
+  int n = p->n < 2 * SHAPE_MAX_RANK ? p->n : 2 * SHAPE_MAX_RANK;   /* inference checked 2 * rank */
   int64_t neg[2 * SHAPE_MAX_RANK];
-  for (int i = 0; i < p->n && i < 2 * SHAPE_MAX_RANK; i++) neg[i] = -p->u.ints[i];
+  for (int i = 0; i < n; i++) neg[i] = -p->u.ints[i];
   OpDesc *op = bwd_emit(g, "pad");
   bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", 0));
   bwd_emit_out(g, op, "Out", dx);
-  bwd_emit_attr(g, op, "paddings", attr_ints(bwd_prog(g), neg, p->n < 2 * SHAPE_MAX_RANK ? p->n : 2 * SHAPE_MAX_RANK));
+  bwd_emit_attr(g, op, "paddings", attr_ints(bwd_prog(g), neg, n));
   bwd_emit_attr(g, op, "value", attr_float(0));
   return 0;
 }
