@@ -66,9 +66,10 @@ typedef struct Binding {
   AttrValue value;
   Span where;
   const char *why;      /* BIND_LOCAL: what to say */
-  const AstNode *cval;  /* a function's argument that was a constant at the call
-                           site: its value, as a literal (BIND_VAR: numbers,
-                           whose var holds the same; BIND_CONST: strings) */
+  const AstNode *cval;  /* a constant's value, as a literal: BIND_CONST, a
+                           function's constant argument (a value only where it
+                           is used as one); BIND_VAR, a name bound to a numeric
+                           constant (n = dim(x, 1)), whose var holds the same */
   VarDesc *state;       /* the script state this name stands for: rebinding the
                            name here sets what the state keeps (section 11) */
 } Binding;
@@ -167,11 +168,11 @@ static Scope *functions_scope(Lowerer *L) {
   return L->funcs = s;
 }
 
+static const char *kept_copy(Lowerer *L, const char *name, const char *var);
+
 /* Binds name to var here.  Rebinding, in the same scope, a name that
  * stands for a script state makes var the value the state keeps for the
  * next training step (the last such binding wins). */
-static const char *kept_copy(Lowerer *L, const char *name, const char *var);
-
 static void bind_var(Lowerer *L, const char *name, const char *var) {
   Binding *old = scope_find_here(L->scope, name);
   VarDesc *state = old && old->kind == BIND_VAR ? old->state : NULL;
