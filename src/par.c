@@ -163,7 +163,13 @@ int par_team(void) {
  * futex.  Jobs alternate between two slots, so a worker that read a job
  * late can only fail to claim a part of it (the generation moved on). */
 #define PAR_POOL_MAX 64
-#define PAR_SPIN_NS 20000LL
+/* Measured on fashion_mlp's epoch (2 cores, alternating with the OpenMP
+ * team's build): a 20 us spin slowed the quiet epoch ~9% (the worker slept
+ * through most of the master's serial work between jobs, then a futex wake
+ * each job); 50-200 us kept it as fast; 1 ms lost most of the gain beside
+ * two busy loops (a spinning worker spends the core share the caller's
+ * serial work could use). */
+#define PAR_SPIN_NS 100000LL
 
 typedef struct Job {
   _Atomic(ParPart) fn;
