@@ -83,3 +83,23 @@ teardown() { [ -z "${B1:-}" ] || stop_busy; }
     cmp g1.json "g$t.json"
   done
 }
+
+@test "broadcast binary ops over many slices (a flat [50000], rows of [400, 300] by [300]): the same bits on 1, 2, 3 and 8 threads" {
+  # binary_loop_run cuts a flat operand into slices of 8192 elements, a
+  # broadcast into slices of rows, taken by the pool's threads
+  {
+    printf 'param x : [50000] = uniform(-2.0, 2.0)\n'
+    printf 'param y : [50000] = uniform(-2.0, 2.0)\n'
+    printf 'param w : [400, 300] = uniform(-2.0, 2.0)\n'
+    printf 'param v : [300] = uniform(-2.0, 2.0)\n'
+    printf 'loss = sum(x * y - y / (x * x + 1.0)) + sum((w + v) * (w - v))\n'
+  } > b.net
+  for t in 1 2 3 8; do
+    run_env OMP_NUM_THREADS=$t -- "$NETRUN" grad --format json --precision 9 b.net > "b$t.json"
+  done
+  [ "$(jq '.grads.x.data | length' b1.json)" = 50000 ]
+  [ "$(jq '.grads.w.data | length' b1.json)" = 120000 ]
+  for t in 2 3 8; do
+    cmp b1.json "b$t.json"
+  done
+}
