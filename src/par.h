@@ -1,22 +1,24 @@
 /* par.h — loops and GEMMs spread over the cores.
  *
- * netrun runs its work on a team of OpenMP threads of its own choosing
- * (par.c): at most the threads OpenMP offers (OMP_NUM_THREADS, else one
- * per core), fewer while other processes hold the cores.  OpenBLAS itself
- * always runs on one thread: par_sgemm cuts each GEMM into parts fixed by
- * its shape and hands the parts to the team.
+ * netrun runs its work on threads of its own choosing (par.c): at most the
+ * threads OpenMP offers (OMP_NUM_THREADS, else one per core).  OpenBLAS
+ * itself always runs on one thread: par_sgemm cuts each GEMM into parts
+ * fixed by its shape and hands the parts to par_parts, whose threads take
+ * them as they come free.  The OpenMP loops below run on a team that is
+ * smaller while other processes hold the cores.
  *
  * PAR_FOR(cond) before a for loop runs its iterations on the team when
  * cond holds (enough work to pay for waking it) and the build has OpenMP
  * (-fopenmp, the default), else in order on one thread.  Only loops whose
  * iterations write disjoint memory and whose results do not depend on the
- * order take it; with every GEMM cut by its shape alone, the numbers are
- * the same bits on any number of threads, and so whatever team par.c
- * chooses from one loop to the next. */
+ * order take it (par_parts likewise); with every GEMM cut by its shape
+ * alone, the numbers are the same bits on any number of threads, and so
+ * whichever thread runs which part. */
 #ifndef NETRUN_PAR_H
 #define NETRUN_PAR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Records the threads OpenMP offers and puts OpenBLAS on one thread; the
  * first par_ call does it if main has not. */
@@ -26,6 +28,12 @@ int par_max_threads(void);
 /* The team for the next parallel loop: between 1 and par_max_threads(),
  * smaller while the threads wait for cores other processes hold. */
 int par_team(void);
+
+/* fn(arg, p) for every p from 0 to parts - 1, on the team, each part
+ * taken by whichever thread is free: the parts must write disjoint memory.
+ * The caller takes parts too and returns when all are done. */
+typedef void (*ParPart)(void *arg, int64_t p);
+void par_parts(int64_t parts, ParPart fn, void *arg);
 
 /* C = alpha op(A) op(B) + beta C, row-major, as cblas_sgemm, on the team:
  * rows or columns of C in parts fixed by the shape, each part one

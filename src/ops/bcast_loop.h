@@ -86,6 +86,31 @@ static inline int bcast_operands(ExecCtx *c, Bcast *bc, const Tensor *x, const T
                   tensor_shape_str(y, b, sizeof b));
 }
 
+/* One call of binary_loop_run: slices of PAR_MIN_WORK elements of a flat
+ * broadcast (per == 0), or of `per` rows. */
+typedef struct BinarySlices {
+  BinaryLoop f;
+  const Bcast *bc;
+  int64_t n, rows, per;
+  void *out;
+  const void *x, *y;
+  size_t so, sx, sy;
+} BinarySlices;
+
+static inline void binary_slice(void *arg, int64_t k) {
+  const BinarySlices *b = arg;
+  if (b->per) {
+    int64_t row0 = k * b->per;
+    b->f(b->bc, b->out, b->x, b->y, row0, b->rows - row0 < b->per ? b->rows - row0 : b->per);
+    return;
+  }
+  int64_t at = k * PAR_MIN_WORK;
+  Bcast s = *b->bc;
+  s.inner = b->n - at < PAR_MIN_WORK ? b->n - at : PAR_MIN_WORK;
+  b->f(&s, (char *)b->out + (size_t)at * b->so, (const char *)b->x + (size_t)(at * b->bc->inner_step[0]) * b->sx,
+       (const char *)b->y + (size_t)(at * b->bc->inner_step[1]) * b->sy, 0, 1);
+}
+
 /* Runs f over the whole broadcast of out's n elements (element sizes so,
  * sx, sy), in slices over the threads (src/par.h): slices of rows, or of
  * the one row a flat broadcast has.  Each element is computed alone, so
@@ -93,25 +118,19 @@ static inline int bcast_operands(ExecCtx *c, Bcast *bc, const Tensor *x, const T
 static inline void binary_loop_run(BinaryLoop f, const Bcast *bc, int64_t n, void *out, size_t so,
                                    const void *x, size_t sx, const void *y, size_t sy) {
   int64_t rows = bc->rank <= 1 ? 1 : bc->inner ? n / bc->inner : 0;
-  if (n < 2 * PAR_MIN_WORK) {   /* below, never near the parallel construct (it costs even idle) */
+  if (n < 2 * PAR_MIN_WORK) {   /* below, never near the pool (waking it costs) */
     f(bc, out, x, y, 0, rows);
     return;
   }
+  BinarySlices b = {f, bc, n, rows, 0, out, x, y, so, sx, sy};
+  int64_t slices;
   if (bc->rank <= 1) {
-    int64_t slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
-    PAR_FOR(true)
-    for (int64_t k = 0; k < slices; k++) {
-      int64_t at = k * PAR_MIN_WORK;
-      Bcast s = *bc;
-      s.inner = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
-      f(&s, (char *)out + (size_t)at * so, (const char *)x + (size_t)(at * bc->inner_step[0]) * sx,
-        (const char *)y + (size_t)(at * bc->inner_step[1]) * sy, 0, 1);
-    }
-    return;
+    slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
+  } else {
+    b.per = bc->inner < PAR_MIN_WORK ? PAR_MIN_WORK / bc->inner : 1;
+    slices = (rows + b.per - 1) / b.per;
   }
-  int64_t per = bc->inner < PAR_MIN_WORK ? PAR_MIN_WORK / bc->inner : 1, slices = (rows + per - 1) / per;
-  PAR_FOR(slices > 1)
-  for (int64_t k = 0; k < slices; k++) f(bc, out, x, y, k * per, rows - k * per < per ? rows - k * per : per);
+  par_parts(slices, binary_slice, &b);   /* parts taken by whichever thread is free (par.h) */
 }
 
 /* The body of a broadcast binary kernel: f (picked by the caller from its

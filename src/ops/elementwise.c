@@ -237,6 +237,22 @@ FLOAT_UNARY(elu, a > 0 ? a : p->f[0] * expm1f(a))
 FLOAT_UNARY(silu, a * sigmoid_f32(a))
 FLOAT_UNARY(scale, p->f[0] * a + p->f[1])
 
+/* A unary loop over slices of PAR_MIN_WORK elements (par_parts). */
+typedef struct UnarySlices {
+  UnaryLoop f;
+  int64_t n;
+  void *out;
+  const void *x;
+  size_t so, sx;
+  const UnaryArgs *p;
+} UnarySlices;
+
+static void unary_slice(void *arg, int64_t k) {
+  const UnarySlices *u = arg;
+  int64_t at = k * PAR_MIN_WORK, len = u->n - at < PAR_MIN_WORK ? u->n - at : PAR_MIN_WORK;
+  u->f(len, (char *)u->out + (size_t)at * u->so, (const char *)u->x + (size_t)at * u->sx, u->p);
+}
+
 static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
   Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
   UnaryLoop f = out->dtype <= DT_BOOL && x->dtype <= DT_BOOL ? loops[out->dtype][x->dtype] : NULL;
@@ -251,12 +267,8 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
     f(n, out->data, x->data, p);
     return 0;
   }
-  size_t so = dtype_size(out->dtype), sx = dtype_size(x->dtype);
-  PAR_FOR(true)
-  for (int64_t k = 0; k < slices; k++) {
-    int64_t at = k * PAR_MIN_WORK, len = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
-    f(len, (char *)out->data + (size_t)at * so, (const char *)x->data + (size_t)at * sx, p);
-  }
+  UnarySlices u = {f, n, out->data, x->data, dtype_size(out->dtype), dtype_size(x->dtype), p};
+  par_parts(slices, unary_slice, &u);
   return 0;
 }
 
@@ -474,6 +486,21 @@ typedef void (*UnaryGradLoop)(int64_t n, f32 *restrict gx, const f32 *v, const f
     }                                                                           \
   }
 
+/* A unary grad loop over slices of PAR_MIN_WORK elements (par_parts). */
+typedef struct UnaryGradSlices {
+  UnaryGradLoop f;
+  int64_t n;
+  f32 *gx;
+  const f32 *v, *d;
+  const UnaryArgs *p;
+} UnaryGradSlices;
+
+static void unary_grad_slice(void *arg, int64_t k) {
+  const UnaryGradSlices *u = arg;
+  int64_t at = k * PAR_MIN_WORK, len = u->n - at < PAR_MIN_WORK ? u->n - at : PAR_MIN_WORK;
+  u->f(len, u->gx + at, u->v + at, u->d + at, u->p);
+}
+
 /* f over the op's inputs, with its f32 attributes A and B (float_args). */
 static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const char *a, const char *b) {
   UnaryArgs args = float_args(c, a, b);
@@ -487,11 +514,8 @@ static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const char *a, const char
     f(n, tensor_f32(gx), tensor_f32(v), tensor_f32(d), p);
     return 0;
   }
-  PAR_FOR(true)
-  for (int64_t k = 0; k < slices; k++) {
-    int64_t at = k * PAR_MIN_WORK, len = n - at < PAR_MIN_WORK ? n - at : PAR_MIN_WORK;
-    f(len, tensor_f32(gx) + at, tensor_f32(v) + at, tensor_f32(d) + at, p);
-  }
+  UnaryGradSlices u = {f, n, tensor_f32(gx), tensor_f32(v), tensor_f32(d), p};
+  par_parts(slices, unary_grad_slice, &u);
   return 0;
 }
 
