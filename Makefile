@@ -42,7 +42,8 @@ LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
 
 # Debian packages: build, run, and test dependencies.
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
-           dataset-fashion-mnist graphviz man-db groff-base jq tmux
+           dataset-fashion-mnist graphviz man-db groff-base jq tmux \
+           libopenmpi-dev openmpi-bin
 
 SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o

@@ -64,6 +64,8 @@ static const Verb verbs[] = {
      "  --ast              print the syntax tree instead of the program\n"
      "  --backward         append the backward program (append_backward)\n"
      "  --train            print the training program: backward, clipping, optimizer ops\n"
+     "  --ranks N          with --train: the program of N ranks of mpirun, its gradients\n"
+     "                     averaged over them (allreduce ops)\n"
      "  --fused            print the program as rewritten for the executor (src/rewrite.c):\n"
      "                     fused conv layers, shared gradients (not with --no-fuse, --check-nan)\n"
      GRAD_OPTIONS
@@ -183,6 +185,7 @@ static int cmd_dump(int argc, char **argv) {
   int rc = cli_parse(argc, argv, &a, OPT_DUMP | OPT_GRAD | OPT_RUN);
   if (rc) return rc;
   if (a.fused && a.ast) return diag_usage("%s", "--fused prints the rewritten program: not with --ast");
+  if (a.ranks && !a.train) return diag_usage("%s", "--ranks N needs --train (the training program of N ranks)");
   if (a.train) return cmd_dump_train(&a);
   if (a.backward || a.tape) return cmd_dump_backward(&a);
   Session ld;
