@@ -213,6 +213,10 @@ $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 bench: $(BUILD)/bench netrun
 	OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $(BUILD)/bench
 
+# Data parallel over Open MPI against threads (README, "Many machines").
+bench-mpi: netrun
+	tests/bench/mpi.sh
+
 # ---- install ----------------------------------------------------------------
 install: netrun
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/netrun/stdlib \
@@ -228,7 +232,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench install clean
+.PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

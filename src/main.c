@@ -114,7 +114,11 @@ static const Verb verbs[] = {
      "                     with an error before that step's update)\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
-     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
+     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run\n"
+     "Under mpirun (mpirun -np N netrun train FILE), N ranks train data parallel: each\n"
+     "takes its shard of every step (--batch is per rank), the gradients are averaged\n"
+     "over the ranks (allreduce, in buckets of the train block's bucket_mb, default 25),\n"
+     "rank 0 alone prints, logs and saves; see netrun(1), DISTRIBUTED TRAINING."},
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"

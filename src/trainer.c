@@ -1197,6 +1197,10 @@ static int train(TrainArgs *t) {
     if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
+    if (dist_size() > 1)
+      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), none of it overlapped\n",
+             dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
+             100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9));
     log_line(&r,
              "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s, "
              "\"peak_memory_bytes\": %.0f, \"data_bytes\": %.0f, \"model_bytes\": %.0f}",
