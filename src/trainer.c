@@ -1058,6 +1058,17 @@ static bool agree_params(Run *r) {
   return false;
 }
 
+/* The run's first line: the data, the steps (on N ranks, of N times the
+ * batch), the optimizer. */
+static void say_start(const Run *r, int64_t steps) {
+  char ranks[64] = "";
+  if (dist_size() > 1) snprintf(ranks, sizeof ranks, "%d x ", dist_size());
+  if (!r->quiet)
+    fprintf(stderr, "training %s: %lld examples, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
+            r->t->a.file, (long long)r->train.n, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
+            r->c.lr, (long long)r->c.epochs);
+}
+
 /* The training loop of cmd_train. */
 static int train(TrainArgs *t) {
   char err[4200];
@@ -1073,16 +1084,10 @@ static int train(TrainArgs *t) {
   signal(SIGINT, on_stop);
   signal(SIGTERM, on_stop);
   bool tty = isatty(2) && !r.quiet;   /* only rank 0 shows progress */
-  int64_t n = r.train.n;
   int64_t steps_per_epoch = epoch_steps(&r);
   double start = now();
   int64_t run_samples = 0;
-  char ranks[64] = "";
-  if (dist_size() > 1) snprintf(ranks, sizeof ranks, "%d x ", dist_size());
-  if (!r.quiet)
-    fprintf(stderr, "training %s: %lld examples, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n", t->a.file,
-            (long long)n, (long long)steps_per_epoch, ranks, (long long)r.c.batch, r.c.optimizer, r.c.lr,
-            (long long)r.c.epochs);
+  say_start(&r, steps_per_epoch);
   status = 0;
   while (r.epoch < r.c.epochs && status == 0) {
     Batcher b;
@@ -1104,11 +1109,8 @@ static int train(TrainArgs *t) {
       data_batch_release(&bt);
       if (status) break;
       double smooth = smoothed(&r), l = st.loss;
-      int64_t bn = st.n;
-      epoch_loss += l * (double)bn;
-      epoch_hits += st.hits;
-      epoch_n += bn;
-      r.step++, r.step_in_epoch++, r.samples += bn, run_samples += bn;
+      epoch_loss += l * (double)st.n, epoch_hits += st.hits, epoch_n += st.n;
+      r.step++, r.step_in_epoch++, r.samples += st.n, run_samples += st.n;
       double el = now() - epoch_start, rate = (double)epoch_n / (el > 0 ? el : 1e-9);
       log_line(&r,
                "{\"event\": \"step\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"loss\": %s, "
@@ -1170,10 +1172,7 @@ static int train(TrainArgs *t) {
     snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)epoch_n / (secs > 0 ? secs : 1e-9));
     printf("%s\n", line);
     fflush(stdout);
-    if (dist_size() > 1 && !agree_params(&r)) {
-      status = EXIT_SCRIPT;
-      break;
-    }
+    if ((status = dist_size() > 1 && !agree_params(&r) ? EXIT_SCRIPT : 0)) break;
     bool best = score > r.best;
     if (best) r.best = score;
     log_sync(&r);
