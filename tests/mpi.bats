@@ -8,6 +8,11 @@
 # examples in each step, the gradient of the same mean loss), that every
 # rank holds the same parameters, and that a rank's failure or a signal
 # ends every rank.  Every mpirun runs under timeout: a hang fails the test.
+#
+# Under `make asan` the ranks run with leak detection off (the rest of
+# AddressSanitizer and UBSan on): Open MPI leaves its own allocations at
+# MPI_Finalize, in components it has unloaded by then, which no suppression
+# can name.  The processes mpirun does not start keep it on.
 
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
@@ -15,13 +20,14 @@ setup() {
   cd "$BATS_TEST_TMPDIR"
   ROOT_OK=()
   [ "$(id -u)" != 0 ] || ROOT_OK=(--allow-run-as-root)
+  RANK_ENV=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 }
 
 # mpi NP ARGS...: netrun ARGS on NP ranks of this machine.
 mpi() {
   local np=$1
   shift
-  timeout 60 mpirun "${ROOT_OK[@]}" --oversubscribe --bind-to none -np "$np" "$NETRUN" "$@"
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np "$np" "$NETRUN" "$@"
 }
 
 # bg_train NAME ARGS...: netrun train ARGS on 2 ranks in the background,
@@ -30,7 +36,7 @@ mpi() {
 bg_train() {
   local name=$1
   shift
-  timeout 60 mpirun "${ROOT_OK[@]}" --oversubscribe --bind-to none -np 2 "$NETRUN" train "$@" --log "$name.jsonl" \
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 2 "$NETRUN" train "$@" --log "$name.jsonl" \
     > "$name.out" 2> "$name.err" &
   job=$!
   for _ in $(seq 200); do
@@ -154,7 +160,7 @@ close() {
 }
 
 @test "a rank that cannot start (its data missing) stops every rank, which says why" {
-  run timeout 60 mpirun "${ROOT_OK[@]}" --oversubscribe --bind-to none -np 1 "$NETRUN" train "$M/mlp.net" : \
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$NETRUN" train "$M/mlp.net" : \
     -np 1 "$NETRUN" train "$M/mlp.net" --data nowhere.csv
   [ "$status" -ne 0 ]
   [ "$status" -ne 124 ]
@@ -163,7 +169,7 @@ close() {
 }
 
 @test "ranks running different settings refuse to train; more ranks than examples is an error" {
-  run timeout 60 mpirun "${ROOT_OK[@]}" --oversubscribe --bind-to none -np 1 "$NETRUN" train "$M/mlp.net" : \
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$NETRUN" train "$M/mlp.net" : \
     -np 1 "$NETRUN" train "$M/mlp.net" --batch 7
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: rank 1 trains another program, settings, data or checkpoint than rank 0; stopping"* ]]
