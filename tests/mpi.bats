@@ -12,7 +12,9 @@
 # Under `make asan` the ranks run with leak detection off (the rest of
 # AddressSanitizer and UBSan on): Open MPI leaves its own allocations at
 # MPI_Finalize, in components it has unloaded by then, which no suppression
-# can name.  The processes mpirun does not start keep it on.
+# can name.  The processes mpirun does not start keep it on.  Under `make
+# valgrind` the ranks run the plain binary (NETRUN_BIN), for the same
+# reason: memcheck's reports would be Open MPI's.
 
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
@@ -21,13 +23,14 @@ setup() {
   ROOT_OK=()
   [ "$(id -u)" != 0 ] || ROOT_OK=(--allow-run-as-root)
   RANK_ENV=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+  RANK=${NETRUN_BIN:-$NETRUN}
 }
 
 # mpi NP ARGS...: netrun ARGS on NP ranks of this machine.
 mpi() {
   local np=$1
   shift
-  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np "$np" "$NETRUN" "$@"
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np "$np" "$RANK" "$@"
 }
 
 # bg_train NAME ARGS...: netrun train ARGS on 2 ranks in the background,
@@ -36,7 +39,7 @@ mpi() {
 bg_train() {
   local name=$1
   shift
-  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 2 "$NETRUN" train "$@" --log "$name.jsonl" \
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 2 "$RANK" train "$@" --log "$name.jsonl" \
     > "$name.out" 2> "$name.err" &
   job=$!
   for _ in $(seq 200); do
@@ -160,8 +163,8 @@ close() {
 }
 
 @test "a rank that cannot start (its data missing) stops every rank, which says why" {
-  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$NETRUN" train "$M/mlp.net" : \
-    -np 1 "$NETRUN" train "$M/mlp.net" --data nowhere.csv
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" train "$M/mlp.net" : \
+    -np 1 "$RANK" train "$M/mlp.net" --data nowhere.csv
   [ "$status" -ne 0 ]
   [ "$status" -ne 124 ]
   [[ "$output" == *"netrun: error: cannot read nowhere.csv: No such file or directory"* ]]
@@ -169,8 +172,8 @@ close() {
 }
 
 @test "ranks running different settings refuse to train; more ranks than examples is an error" {
-  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$NETRUN" train "$M/mlp.net" : \
-    -np 1 "$NETRUN" train "$M/mlp.net" --batch 7
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" train "$M/mlp.net" : \
+    -np 1 "$RANK" train "$M/mlp.net" --batch 7
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: rank 1 trains another program, settings, data or checkpoint than rank 0; stopping"* ]]
   run mpi 2 train "$M/mlp.net" --limit 1
