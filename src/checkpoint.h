@@ -27,7 +27,10 @@
  *                                 i64 two's complement, bool 0 or 1
  *              The names are the caller's; the trainer groups parameters
  *              ("W1") and optimizer state ("W1@VELOCITY", "W1@MOMENT1", "W1@BETA1POW") by
- *              name.
+ *              name.  A script's state (a `state` declaration: "count",
+ *              "bn.mean") is a tensor like a parameter, marked by a setting
+ *              "state.NAME" = "state" (CKPT_STATE_MARK); files without such
+ *              settings read as before, and older readers ignore them.
  *   trailer    4  "TAIL"
  *              8  u64 total length (again)
  *              4  u32 CRC-32 (zlib's crc32) of every byte before it
@@ -56,6 +59,9 @@
 #define CKPT_MAX_SETTINGS 4096
 #define CKPT_MAX_TENSORS 65536
 #define CKPT_MAX_FILE ((uint64_t)64 << 30)
+/* A tensor that is a script's state (a `state` declaration, not a parameter)
+ * has a setting CKPT_STATE_MARK NAME = "state" beside it: "state.bn.mean". */
+#define CKPT_STATE_MARK "state."
 
 typedef struct CkptSetting {
   char *key, *value;

@@ -107,7 +107,8 @@ setup() {
             unsqueeze broadcast_to concat split slice gather one_hot softmax log_softmax \
             softmax_cross_entropy sigmoid_cross_entropy mse dropout conv2d max_pool2d avg_pool2d \
             layer_norm embedding accuracy while conditional_block sgd momentum adam adamw \
-            clip_by_global_norm batch_norm rmsprop elu silu upsample_nearest2d conv2d_transpose; do
+            clip_by_global_norm batch_norm rmsprop elu silu upsample_nearest2d conv2d_transpose \
+            where tril triu stack pad zeros_like cumsum logsumexp; do
     grep -qE "^$op +" <<<"$output" || { echo "missing op $op"; return 1; }
   done
   grep -qE '^matmul +composite +yes +X, Y -> Out$' <<<"$output"

@@ -31,17 +31,19 @@ bats_require_minimum_version 1.5.0
   [ "${lines[${#lines[@]} - 1]}" = "internal: made by netrun itself (a script cannot call it)" ]
 }
 
-@test "did you mean: never an op a script cannot call (where is not share)" {
-  printf 'x = ones([2])\ny = where(x)\n' > w.net
+@test "did you mean: never an op a script cannot call (shard is not share)" {
+  printf 'x = ones([2])\ny = shard(x)\n' > w.net
   run "$NETRUN" run w.net
   [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "w.net:2:5: error: unknown op or function 'where'" ]
+  [ "${lines[0]}" = "w.net:2:5: error: unknown op or function 'shard'" ]
   printf 'y = sgd_matmu(1.0)\n' > s.net
   run "$NETRUN" run s.net
   [ "${lines[0]}" = "s.net:1:5: error: unknown op or function 'sgd_matmu'" ]
-  run "$NETRUN" ops whre
+  run "$NETRUN" ops shard
   [ "$status" -eq 1 ]
-  [ "$output" = "netrun: error: unknown op 'whre'; \`netrun ops\` lists them" ]
+  [ "$output" = "netrun: error: unknown op 'shard'; \`netrun ops\` lists them" ]
+  run "$NETRUN" ops whre
+  [ "$output" = "netrun: error: unknown op 'whre' (did you mean 'where'?)" ]
   run "$NETRUN" ops relux
   [ "$output" = "netrun: error: unknown op 'relux' (did you mean 'relu'?)" ]
   run --separate-stderr "$NETRUN" repl <<< ':ops shar'

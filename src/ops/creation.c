@@ -151,7 +151,8 @@ static bool infer_assign_value(InferCtx *c) {
 
 /* ---- plumbing -------------------------------------------------------------- */
 
-/* assign, stop_gradient, fill_zeros_like, ones_like: X's dtype and shape. */
+/* assign, stop_gradient, fill_zeros_like, zeros_like, ones_like: X's dtype
+ * and shape. */
 static bool infer_like(InferCtx *c) { return infer_same_as(c, "Out", "X"); }
 
 static bool infer_cast(InferCtx *c) {
@@ -416,8 +417,9 @@ static int k_print(ExecCtx *c) {
 }
 
 /* ---- gradients ------------------------------------------------------------------
- * Composite.  stop_gradient, fill_zeros_like and ones_like have none by
- * definition (OP_ZERO_GRAD): the builder stops there without an error. */
+ * Composite.  stop_gradient, fill_zeros_like, zeros_like and ones_like
+ * have none by definition (OP_ZERO_GRAD): the builder stops there without
+ * an error. */
 
 /* assign: dX = assign(dOut). */
 static int g_assign(GradCtx *g) {
@@ -504,6 +506,8 @@ OpProto op_table_creation[] = {
      .infer = infer_assign_value, .kernel = k_assign_value, .grad_kind = GRAD_NONE, .flags = OP_CONSTANT},
     LIKE("fill_zeros_like", k_fill_zeros_like, "Out = zeros of X's dtype and shape", GRAD_NONE,
          NULL, OP_ZERO_GRAD),
+    LIKE("zeros_like", k_fill_zeros_like, "Out = zeros of X's dtype and shape (PyTorch's name)",
+         GRAD_NONE, NULL, OP_ZERO_GRAD),
     LIKE("ones_like", k_ones_like, "Out = ones of X's dtype and shape", GRAD_NONE, NULL,
          OP_ZERO_GRAD),
     LIKE("assign", k_assign, "Out = X (a copy)", GRAD_COMPOSITE, g_assign, 0),

@@ -1,12 +1,13 @@
-/* reduce.c — reductions over axes: sum, mean, max, min and argmax, and
- * their gradients.
+/* reduce.c — reductions over axes: sum, mean, max, min, logsumexp and
+ * argmax, the running sum cumsum, and their gradients.
  *
  * `axis` lists the axes to reduce (negative ones count from the end, [] is
  * every axis); `keepdim` keeps each reduced axis as a dimension of size 1,
- * as NumPy's keepdims does. */
+ * as NumPy's keepdims does.  cumsum's `axis` is one axis, kept. */
 #include "../backward.h"
 #include "../exec.h"
 #include "../mem.h"
+#include "../par.h"
 
 #include <math.h>
 #include <string.h>
@@ -64,6 +65,23 @@ static bool infer_reduce_as(InferCtx *c, char kind) {
 }
 
 static bool infer_sum(InferCtx *c) { return infer_reduce_as(c, 's'); }
+
+/* logsumexp: f32 (an i64 X is read as f32, as PyTorch promotes it). */
+static bool infer_logsumexp(InferCtx *c) {
+  const VarDesc *x = infer_input(c, "X");
+  return x && infer_need_float(c, "X", x) && infer_reduce_as(c, 'm');
+}
+
+/* cumsum: X's shape; bool and i64 sum as i64 (PyTorch's). */
+static bool infer_cumsum(InferCtx *c) {
+  const VarDesc *x = infer_input(c, "X");
+  if (!x) return false;
+  int64_t axis = infer_attr_i(c, "axis");
+  Shape s;
+  if (!reduce_shape(c, &x->shape, &axis, 1, true, &s)) return false;
+  infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
+  return true;
+}
 static bool infer_mean(InferCtx *c) { return infer_reduce_as(c, 'm'); }
 static bool infer_keep(InferCtx *c) { return infer_reduce_as(c, 'k'); }
 
@@ -284,6 +302,125 @@ static int k_mean(ExecCtx *c) { return reduce(c, R_MEAN); }
 static int k_max(ExecCtx *c) { return reduce(c, R_MAX); }
 static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
 
+/* logsumexp: log(sum(exp(X - m))) + m with m the largest element, so no
+ * exp overflows; m is taken as 0 when it is infinite (PyTorch's choice): a
+ * row of -inf gives -inf, one holding +inf gives +inf, NaN propagates, and
+ * an empty axis gives -inf (log 0).  The exps sum in double. */
+static int k_logsumexp(ExecCtx *c) {
+  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), DT_F32);
+  int64_t size[SHAPE_MAX_RANK], count, n = out->numel;
+  bool gred[SHAPE_MAX_RANK];
+  int ng = reduce_groups(c, x, size, gred, &count);
+  float *m = tensor_f32(out);   /* the largest element, then the result */
+  double *acc = mem_calloc(n ? (size_t)n : 1, sizeof *acc);
+  for (int64_t i = 0; i < n; i++) m[i] = -INFINITY;
+  if (x->numel > 0 && n > 0) {
+    walk(x->data, sizeof(float), (char *)m, sizeof(float), ng, size, gred, max_f32);
+    for (int64_t i = 0; i < n; i++)
+      if (isinf(m[i])) m[i] = 0.0f;
+    Runs w;
+    runs_init(&w, ng, size, gred);
+    const float *xv = tensor_f32(x);
+    for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
+      const float *xr = xv + k * w.last;
+      if (gred[ng - 1]) {
+        float s = m[w.off];
+        double a = 0;
+        for (int64_t j = 0; j < w.last; j++) a += (double)expf(xr[j] - s);
+        acc[w.off] += a;
+      } else {
+        const float *s = m + w.off;
+        double *a = acc + w.off;
+        for (int64_t j = 0; j < w.last; j++) a[j] += (double)expf(xr[j] - s[j]);
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) m[i] = 0.0f;
+  }
+  for (int64_t i = 0; i < n; i++) m[i] = (float)(log(acc[i]) + (double)m[i]);
+  mem_free(acc);
+  tensor_unref(x);
+  return 0;
+}
+
+/* cumsum over X viewed as [outer, n, inner] around axis: Out's row r is
+ * the sum of X's rows 0..r (rev: r..n-1, the gradient's order), in double
+ * for f32 (as PyTorch's CPU kernel) and wrapping for i64 (as NumPy).  Along
+ * the last axis (inner 1) each of the outer runs is one chain of adds in a
+ * register, the runs spread over the threads; otherwise whole rows are
+ * added into one accumulator per inner element, a loop that vectorizes.
+ * Each sum is taken in the same order either way, so the bits do not
+ * depend on the threads. */
+#define CUMSUM(NAME, T, AT)                                                     \
+  static void NAME(const T *x, T *o, int64_t outer, int64_t n, int64_t inner,   \
+                   bool rev) {                                                  \
+    if (inner == 1) {                                                           \
+      PAR_FOR(outer > 1 && outer * n >= 2 * PAR_MIN_WORK)                       \
+      for (int64_t q = 0; q < outer; q++) {                                     \
+        const T *xr = x + q * n;                                                \
+        T *orow = o + q * n;                                                    \
+        AT a = 0;                                                               \
+        if (rev) {                                                              \
+          for (int64_t r = n - 1; r >= 0; r--) orow[r] = (T)(a += (AT)xr[r]);  \
+        } else {                                                                \
+          for (int64_t r = 0; r < n; r++) orow[r] = (T)(a += (AT)xr[r]);        \
+        }                                                                       \
+      }                                                                         \
+      return;                                                                   \
+    }                                                                           \
+    AT *acc = mem_alloc(NULL, sizeof(AT) * (size_t)inner);                      \
+    for (int64_t q = 0; q < outer; q++) {                                       \
+      const T *xb = x + q * n * inner;                                          \
+      T *ob = o + q * n * inner;                                                \
+      for (int64_t i = 0; i < inner; i++) acc[i] = 0;                           \
+      for (int64_t r = 0; r < n; r++) {                                         \
+        int64_t at = (rev ? n - 1 - r : r) * inner;                             \
+        const T *restrict xr = xb + at;                                         \
+        T *restrict orow = ob + at;                                             \
+        for (int64_t i = 0; i < inner; i++) {                                   \
+          acc[i] += (AT)xr[i];                                                  \
+          orow[i] = (T)acc[i];                                                  \
+        }                                                                       \
+      }                                                                         \
+    }                                                                           \
+    mem_free(acc);                                                              \
+  }
+CUMSUM(cumsum_f32, float, double)
+CUMSUM(cumsum_i64, int64_t, uint64_t)
+
+/* Out (or X@GRAD, rev) = the running sum of X (or Out@GRAD) along axis. */
+static int cumsum_run(ExecCtx *c, bool rev) {
+  if (ctx_out_count(c, 0) == 0) return 0;
+  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), out->dtype);
+  int64_t outer = 1, n = 1, inner = 1;
+  if (x->rank > 0) {
+    int64_t a = ctx_attr_i(c, "axis");
+    int k = (int)(a < 0 ? a + x->rank : a);
+    for (int i = 0; i < x->rank; i++) {
+      if (i < k) outer *= x->shape[i];
+      else if (i > k) inner *= x->shape[i];
+    }
+    n = x->shape[k];
+  }
+  if (out->numel > 0) {
+    if (out->dtype == DT_F32) cumsum_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, rev);
+    else cumsum_i64(tensor_i64(x), tensor_i64(out), outer, n, inner, rev);
+  }
+  tensor_unref(x);
+  return 0;
+}
+
+static int k_cumsum(ExecCtx *c) { return cumsum_run(c, false); }
+static int k_cumsum_grad(ExecCtx *c) { return cumsum_run(c, true); }
+
+/* X@GRAD has Out@GRAD's shape; f32. */
+static bool infer_cumsum_grad(InferCtx *c) {
+  const VarDesc *d = infer_input(c, "Out@GRAD");
+  if (!d) return false;
+  infer_set(c, "X@GRAD", 0, DT_F32, &d->shape);
+  return true;
+}
+
 /* ---- gradients ------------------------------------------------------------------
  *
  * Dedicated: the shape to broadcast back to is X's at run time (symbolic
@@ -364,6 +501,35 @@ static int k_sum_grad(ExecCtx *c) { return reduce_grad(c, R_SUM); }
 static int k_mean_grad(ExecCtx *c) { return reduce_grad(c, R_MEAN); }
 static int k_max_grad(ExecCtx *c) { return reduce_grad(c, R_MAX); }
 static int k_min_grad(ExecCtx *c) { return reduce_grad(c, R_MIN); }
+
+/* logsumexp: dX = dOut * exp(X - Out), the softmax over the reduced axes
+ * (PyTorch's formula: NaN for a row of -inf, whose softmax is undefined). */
+static int k_logsumexp_grad(ExecCtx *c) {
+  if (ctx_out_count(c, 0) == 0) return 0;
+  Tensor *x = ctx_in(c, 0), *out = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  if (x->dtype != DT_F32 || out->dtype != DT_F32 || dout->dtype != DT_F32)
+    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
+  int64_t size[SHAPE_MAX_RANK], count;
+  bool gred[SHAPE_MAX_RANK];
+  int ng = reduce_groups(c, x, size, gred, &count);
+  if (x->numel == 0) return 0;
+  Runs w;
+  runs_init(&w, ng, size, gred);
+  const float *g = tensor_f32(dout), *ov = tensor_f32(out), *xv = tensor_f32(x);
+  float *d = tensor_f32(dx);
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
+    const float *xr = xv + k * w.last;
+    float *o = d + k * w.last;
+    if (gred[ng - 1]) {
+      float s = ov[w.off], gr = g[w.off];
+      for (int64_t j = 0; j < w.last; j++) o[j] = gr * expf(xr[j] - s);
+    } else {
+      const float *s = ov + w.off, *gr = g + w.off;
+      for (int64_t j = 0; j < w.last; j++) o[j] = gr[j] * expf(xr[j] - s[j]);
+    }
+  }
+  return 0;
+}
 
 /* X@GRAD has X's shape and dtype. */
 static bool infer_reduce_grad(InferCtx *c) {
@@ -472,6 +638,17 @@ OpProto op_table_reduce[] = {
     REDUCE(min, "Out = the smallest element of X over axis", infer_keep),
     REDUCE_GRAD(min, "X@GRAD = Out@GRAD at the first smallest element over axis, 0 elsewhere",
                 GRAD_X, GRAD_OUT, GRAD_DOUT),
+    REDUCE(logsumexp, "Out = log(sum(exp(X))) over axis, computed stably", infer_logsumexp),
+    REDUCE_GRAD(logsumexp, "X@GRAD = Out@GRAD * exp(X - Out), broadcast back over axis", GRAD_X,
+                GRAD_OUT, GRAD_DOUT),
+    {.type = "cumsum", .doc = "Out = the running sum of X along axis (bool counts as i64)",
+     .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
+     .attrs = {{"axis", ATTR_INT, NULL, NULL, "the axis to sum along; negative counts from the end"}},
+     .infer = infer_cumsum, .kernel = k_cumsum, .grad_kind = GRAD_DEDICATED},
+    {.type = "cumsum_grad", .doc = "X@GRAD = the running sum of Out@GRAD along axis, from its end",
+     .in = {{"Out@GRAD", 0, "the result's gradient"}}, .out = {{"X@GRAD", 0, "X's gradient"}},
+     .attrs = {{"axis", ATTR_INT, NULL, NULL, "the axis summed along"}},
+     .infer = infer_cumsum_grad, .kernel = k_cumsum_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
     {.type = "argmax", .doc = "Out = the index of the largest element of X along axis",
      .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "i64 indices, X's shape without axis"}},
