@@ -79,8 +79,9 @@ bool dist_start(Diag *d) {
     return false;
   }
   int provided = 0;
-  if (!resolve(d) || mpi.init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != 0) {
-    if (mpi.init_thread) diag_error(d, SPAN_NONE, "MPI_Init_thread failed");
+  bool found = resolve(d);
+  if (!found || mpi.init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != 0) {
+    if (found) diag_error(d, SPAN_NONE, "MPI_Init_thread failed");
     dlclose(mpi.lib);
     mpi.lib = NULL;
     return false;
