@@ -68,6 +68,10 @@ close() {
 }
 
 @test "a netrun that mpirun did not start never loads libmpi; one mpirun started does" {
+  # Not linked: a machine without Open MPI runs it.
+  ldd "$RANK" > ldd.txt
+  ! grep -q libmpi ldd.txt
+  grep -q libopenblas ldd.txt
   LD_DEBUG=libs "$NETRUN" train "$M/mlp.net" --epochs 1 > out.txt 2> libs.txt
   ! grep -q libmpi libs.txt
   grep -q '^epoch 1/1: train loss' out.txt
