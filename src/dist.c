@@ -160,3 +160,20 @@ void dist_broadcast(void *buf, size_t bytes) {
   for (size_t at = 0; at < bytes; at += DIST_CHUNK)
     mpi.bcast((char *)buf + at, (int)(bytes - at < DIST_CHUNK ? bytes - at : DIST_CHUNK), mpi.byte, 0, mpi.world);
 }
+
+bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all) {
+  dist_gather(mine, sizeof *mine, all);
+  *sum = (DistReport){.ok = 1, .tag = all[0].tag};
+  for (int k = 0; k < mpi.size; k++) {
+    sum->loss += all[k].loss, sum->hits += all[k].hits, sum->n += all[k].n;
+    sum->ok &= all[k].ok;
+    if (all[k].sig > sum->sig) sum->sig = all[k].sig;
+  }
+  return sum->ok;
+}
+
+int dist_odd_rank(const DistReport *all, bool tags) {
+  for (int k = 0; k < mpi.size; k++)
+    if (!all[k].ok || (tags && all[k].tag != all[0].tag)) return k;
+  return -1;
+}

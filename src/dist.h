@@ -52,6 +52,22 @@ void dist_gather(const void *mine, size_t bytes, void *all);
 /* buf := rank 0's buf, on every rank. */
 void dist_broadcast(void *buf, size_t bytes);
 
+/* What a rank says at a point every rank reaches together (the trainer's
+ * start, each step's forward pass, evaluation, an epoch's end). */
+typedef struct DistReport {
+  double loss;          /* a loss times its examples */
+  int64_t hits, n;      /* correct predictions, examples */
+  int32_t ok, sig;      /* it got here without an error; the signal it got (0: none) */
+  uint64_t tag;         /* what every rank must share (a fingerprint, a hash) */
+} DistReport;
+/* Every rank's report into all[0..N) (N = dist_size()), and their sums in
+ * rank order into *sum (ok: every rank's; sig: the largest; tag: rank
+ * 0's); whether every rank is ok. */
+bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all);
+/* The first rank whose report is not ok (with tags, or whose tag is not
+ * rank 0's); -1 when there is none. */
+int dist_odd_rank(const DistReport *all, bool tags);
+
 /* Seconds this process has spent in the collectives (dist_sum_f32), and
  * how many of them. */
 double dist_reduce_seconds(void);

@@ -221,34 +221,6 @@ static int64_t epoch_steps(const Run *r) {
   return (r->train.n + per - 1) / per;
 }
 
-/* What a rank says at a point every rank reaches together. */
-typedef struct Report {
-  double loss;          /* the loss times its examples */
-  int64_t hits, n;      /* correct predictions, examples */
-  int32_t ok, sig;      /* it got here without an error; the signal it got (0: none) */
-  uint64_t tag;         /* what every rank must share (a fingerprint, a hash) */
-} Report;
-
-/* Every rank's report into all[0..N), and their sums in rank order into
- * *sum (ok: every rank's; sig: the largest); whether every rank is ok. */
-static bool agree(const Report *mine, Report *sum, Report *all) {
-  dist_gather(mine, sizeof *mine, all);
-  *sum = (Report){.ok = 1, .tag = all[0].tag};
-  for (int k = 0; k < dist_size(); k++) {
-    sum->loss += all[k].loss, sum->hits += all[k].hits, sum->n += all[k].n;
-    sum->ok &= all[k].ok;
-    if (all[k].sig > sum->sig) sum->sig = all[k].sig;
-  }
-  return sum->ok;
-}
-
-/* The first rank whose report is not ok, or whose tag is not rank 0's. */
-static int odd_rank(const Report *all, bool tags) {
-  for (int k = 0; k < dist_size(); k++)
-    if (!all[k].ok || (tags && all[k].tag != all[0].tag)) return k;
-  return -1;
-}
-
 /* What the ranks of one job must share: the program, the settings that
  * shape a step and the position a checkpoint resumes from. */
 static uint64_t fingerprint(const Run *r) {
@@ -263,9 +235,9 @@ static uint64_t fingerprint(const Run *r) {
  * rank stops, and says which. */
 static bool agree_start(Run *r, bool ok) {
   int n = dist_size();
-  Report mine = {.ok = ok, .tag = ok ? fingerprint(r) : 0}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
-  bool same = agree(&mine, &sum, all);
-  int k = odd_rank(all, same);
+  DistReport mine = {.ok = ok, .tag = ok ? fingerprint(r) : 0}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
+  bool same = dist_agree(&mine, &sum, all);
+  int k = dist_odd_rank(all, same);
   mem_free(all);
   if (k < 0) return true;
   if (!same && ok)
@@ -304,11 +276,11 @@ typedef struct Step {
 } Step;
 static bool agree_step(Run *r, bool ok, Step *st) {
   int n = dist_size();
-  Report mine = {.loss = st->n ? st->loss * (double)st->n : 0, .hits = st->hits, .n = st->n, .ok = ok,
+  DistReport mine = {.loss = st->n ? st->loss * (double)st->n : 0, .hits = st->hits, .n = st->n, .ok = ok,
                  .sig = stop_signal},
          sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
-  bool every = agree(&mine, &sum, all);
-  int k = odd_rank(all, false);
+  bool every = dist_agree(&mine, &sum, all);
+  int k = dist_odd_rank(all, false);
   mem_free(all);
   if (!every) {
     if (ok) diag_error(NULL, SPAN_NONE, "rank %d of %d: step %lld failed on rank %d (its error is above); stopping",
@@ -492,9 +464,9 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
   }
   data_batcher_free(&b);
   if (dist_size() > 1) {
-    Report mine = {.loss = total, .hits = hits, .n = n, .ok = ok}, sum;
-    Report *all = mem_alloc(NULL, sizeof *all * (size_t)dist_size());
-    if (!agree(&mine, &sum, all)) ok = false, failure_agreed = true;
+    DistReport mine = {.loss = total, .hits = hits, .n = n, .ok = ok}, sum;
+    DistReport *all = mem_alloc(NULL, sizeof *all * (size_t)dist_size());
+    if (!dist_agree(&mine, &sum, all)) ok = false, failure_agreed = true;
     mem_free(all);
     total = sum.loss, hits = sum.hits, n = sum.n;
   }
@@ -1048,9 +1020,9 @@ static bool next_batch(Run *r, Batcher *b, Batch *bt, int64_t steps, bool *real)
  * the run stops (every rank says so).  The log records the hashes. */
 static bool agree_params(Run *r) {
   int n = dist_size();
-  Report mine = {.ok = 1, .tag = params_hash(r)}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
-  agree(&mine, &sum, all);
-  int k = odd_rank(all, true);
+  DistReport mine = {.ok = 1, .tag = params_hash(r)}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
+  dist_agree(&mine, &sum, all);
+  int k = dist_odd_rank(all, true);
   char list[1024] = "";
   for (int i = 0; i < n && strlen(list) + 24 < sizeof list; i++)
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%016llx\"", i ? ", " : "",
@@ -1059,7 +1031,8 @@ static bool agree_params(Run *r) {
   log_line(r, "{\"event\": \"ranks\", \"epoch\": %lld, \"ranks\": %d, \"param_hashes\": [%s]}", (long long)r->epoch, n,
            list);
   if (k < 0) return true;
-  diag_error(&r->ld.diag, SPAN_NONE, "after epoch %lld, rank %d's parameters differ from rank 0's (hashes %s); stopping",
+  diag_error(&r->ld.diag, SPAN_NONE,
+             "after epoch %lld, rank %d's parameters differ from rank 0's (hashes %s); stopping",
              (long long)r->epoch, k, list);
   failure_agreed = true;
   return false;
