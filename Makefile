@@ -42,7 +42,8 @@ LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
 
 # Debian packages: build, run, and test dependencies.
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
-           dataset-fashion-mnist graphviz man-db groff-base jq tmux
+           dataset-fashion-mnist graphviz man-db groff-base jq tmux \
+           libopenmpi-dev openmpi-bin
 
 SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
@@ -212,6 +213,10 @@ $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 bench: $(BUILD)/bench netrun
 	OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $(BUILD)/bench
 
+# Data parallel over Open MPI against threads (README, "Many machines").
+bench-mpi: netrun
+	tests/bench/mpi.sh
+
 # ---- install ----------------------------------------------------------------
 install: netrun
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/netrun/stdlib \
@@ -227,7 +232,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench install clean
+.PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

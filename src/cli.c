@@ -99,6 +99,8 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       a->train = true;
     } else if (IS("--fused", OPT_DUMP)) {
       a->fused = true;
+    } else if (IS("--ranks", OPT_DUMP)) {
+      if (!parse_int("--ranks", VALUE(), 1, &a->ranks)) return EXIT_USAGE;
     } else if (IS("-o", OPT_DUMP)) {
       if (!(a->out = VALUE())) return diag_usage("%s", "-o needs a file name");
     } else if (IS("--set", OPT_RUN) || IS("--feed", OPT_RUN)) {

@@ -40,6 +40,7 @@ typedef struct Args {
   int nwrt, nno_grad;
   double eps, rtol, atol;
   int64_t samples;
+  int64_t ranks;          /* dump --train --ranks N: the program of N mpirun ranks */
 } Args;
 
 /* gradcheck's default --atol. */

@@ -893,7 +893,7 @@ void data_batcher_init(Batcher *b, const Dataset *ds, int64_t size, bool drop_la
   b->size = size > 0 ? size : 1;
   b->drop_last = drop_last;
   b->order = mem_alloc(NULL, sizeof *b->order * (size_t)(ds->n ? ds->n : 1));
-  b->pos = ds->n;
+  b->n = b->pos = ds->n;
   b->epoch = 0;
 }
 
@@ -921,18 +921,25 @@ void data_epoch(Batcher *b, Rng *rng) {
       b->order[i] = b->order[j];
       b->order[j] = t;
     }
+  b->n = n;
   b->pos = 0;
   b->epoch++;
 }
 
+void data_shard(Batcher *b, int rank, int ranks) {
+  int64_t k = 0;
+  for (int64_t i = rank; i < b->n; i += ranks) b->order[k++] = b->order[i];
+  b->n = k;
+}
+
 int64_t data_batches(const Batcher *b) {
-  int64_t n = b->ds->n;
+  int64_t n = b->n;
   return b->drop_last ? n / b->size : n / b->size + (n % b->size != 0);
 }
 
 bool data_next(Batcher *b, Batch *out) {
   memset(out, 0, sizeof *out);
-  int64_t left = b->ds->n - b->pos;
+  int64_t left = b->n - b->pos;
   if (left <= 0 || (b->drop_last && left < b->size)) return false;
   out->n = left < b->size ? left : b->size;
   out->index = b->order + b->pos;
@@ -942,8 +949,8 @@ bool data_next(Batcher *b, Batch *out) {
 }
 
 void data_skip(Batcher *b, int64_t k) {
-  int64_t left = b->ds->n - b->pos;
-  b->pos = k >= 0 && k <= left / b->size ? b->pos + k * b->size : b->ds->n;
+  int64_t left = b->n - b->pos;
+  b->pos = k >= 0 && k <= left / b->size ? b->pos + k * b->size : b->n;
 }
 
 void data_batch_release(Batch *bt) {

@@ -107,6 +107,7 @@ typedef struct Batcher {
   int64_t size;                  /* examples per batch */
   bool drop_last;                /* skip a last batch smaller than size */
   int64_t *order;                /* this epoch's order of the examples */
+  int64_t n;                     /* examples in order: ds->n, or a shard's */
   int64_t pos;                   /* the next position in order */
   int64_t epoch;                 /* epochs started */
 } Batcher;
@@ -118,6 +119,12 @@ void data_batcher_free(Batcher *b);
  * (Fisher-Yates over 0..n-1, so the same generator state gives the same
  * order), or in dataset order when rng is NULL. */
 void data_epoch(Batcher *b, Rng *rng);
+/* Keeps the examples of shard `rank` of `ranks` of this epoch's order:
+ * those at positions rank, rank + ranks, rank + 2 ranks ... (PyTorch's
+ * DistributedSampler without padding: every example in exactly one shard,
+ * and the shards' batch k together are the order's batch k of ranks times
+ * the size). */
+void data_shard(Batcher *b, int rank, int ranks);
 /* Batches per epoch. */
 int64_t data_batches(const Batcher *b);
 /* The epoch's next batch into *out; false when the epoch is over.  The last

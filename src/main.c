@@ -64,6 +64,8 @@ static const Verb verbs[] = {
      "  --ast              print the syntax tree instead of the program\n"
      "  --backward         append the backward program (append_backward)\n"
      "  --train            print the training program: backward, clipping, optimizer ops\n"
+     "  --ranks N          with --train: the program of N ranks of mpirun, its gradients\n"
+     "                     averaged over them (allreduce ops)\n"
      "  --fused            print the program as rewritten for the executor (src/rewrite.c):\n"
      "                     fused conv layers, shared gradients (not with --no-fuse, --check-nan)\n"
      GRAD_OPTIONS
@@ -112,7 +114,11 @@ static const Verb verbs[] = {
      "                     with an error before that step's update)\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
-     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
+     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run\n"
+     "Under mpirun (mpirun -np N netrun train FILE), N ranks train data parallel: each\n"
+     "takes its shard of every step (--batch is per rank), the gradients are averaged\n"
+     "over the ranks (allreduce, in buckets of the train block's bucket_mb, default 25),\n"
+     "rank 0 alone prints, logs and saves; see netrun(1), DISTRIBUTED TRAINING."},
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
@@ -183,6 +189,7 @@ static int cmd_dump(int argc, char **argv) {
   int rc = cli_parse(argc, argv, &a, OPT_DUMP | OPT_GRAD | OPT_RUN);
   if (rc) return rc;
   if (a.fused && a.ast) return diag_usage("%s", "--fused prints the rewritten program: not with --ast");
+  if (a.ranks && !a.train) return diag_usage("%s", "--ranks N needs --train (the training program of N ranks)");
   if (a.train) return cmd_dump_train(&a);
   if (a.backward || a.tape) return cmd_dump_backward(&a);
   Session ld;

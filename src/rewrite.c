@@ -328,6 +328,81 @@ static const Pattern patterns[] = {
     {"sgd_matmul", RW_TRAIN, sgd_matmul},
 };
 
+/* ---- data parallel: the gradients' allreduce (RW_DIST) ------------------------------ */
+
+/* The last op of block 0 before `end` that reads or writes `name`; -1 if
+ * none does. */
+static int last_use(const Block *b, int end, const char *name) {
+  for (int j = end - 1; j >= 0; j--) {
+    const OpDesc *op = b->ops[j];
+    for (int s = 0; s < op->nin; s++)
+      for (int k = 0; k < op->in[s].n; k++)
+        if (strcmp(op->in[s].args[k], name) == 0) return j;
+    for (int s = 0; s < op->nout; s++)
+      for (int k = 0; k < op->out[s].n; k++)
+        if (strcmp(op->out[s].args[k], name) == 0) return j;
+  }
+  return -1;
+}
+
+/* The bytes of an f32 gradient of known shape (0 when a dim is unknown). */
+static int64_t grad_bytes(const Program *p, const char *name) {
+  const VarDesc *v = prog_var(p, name);
+  if (!v || v->shape.rank < 0) return 0;
+  int64_t n = 4;
+  for (int i = 0; i < v->shape.rank; i++) n *= dim_known(v->shape.d[i]) ? v->shape.d[i].n : 0;
+  return n;
+}
+
+/* One allreduce op per bucket at the end of the backward (o->bwd_end):
+ * the gradients in the order the backward finishes them (DDP's buckets:
+ * the last layer's first), a bucket closed once it holds bucket_bytes.
+ * The ops read and write their gradients in place; the ops from bwd_end
+ * on (clipping, the optimizers) move down past them, and so do the marks
+ * after it.  The collectives block, so standing anywhere later in the
+ * backward would not overlap them with it; standing together after it,
+ * they split no run the RW_FUSE patterns fuse. */
+int rewrite_allreduce(Program *p, const AllreduceOpts *o) {
+  Block *b = p->blocks[0];
+  int n = 0, *order = mem_alloc(NULL, sizeof *order * (size_t)(o->ngrads + 1));
+  int *ready = mem_alloc(NULL, sizeof *ready * (size_t)(o->ngrads + 1));
+  for (int i = 0; i < o->ngrads; i++) {
+    int at = last_use(b, o->bwd_end, o->grads[i]);
+    if (at < 0) continue;
+    int k = n++;
+    for (; k > 0 && ready[k - 1] > at; k--) order[k] = order[k - 1], ready[k] = ready[k - 1];
+    order[k] = i, ready[k] = at;
+  }
+  int made = 0;
+  OpDesc *op = NULL;
+  int64_t bytes = 0;
+  for (int i = 0; i < n; i++) {
+    if (!op) op = op_new(p, "allreduce", SPAN_NONE), bytes = 0;
+    slot_push(p, op_add_input(p, op, "X"), o->grads[order[i]]);
+    slot_push(p, op_add_output(p, op, "Out"), o->grads[order[i]]);
+    bytes += grad_bytes(p, o->grads[order[i]]);
+    if (bytes >= o->bucket_bytes || i == n - 1) {
+      slot_push(p, op_add_input(p, op, "Weight"), o->weight);
+      op_append(b, p, op);
+      reg_infer(p, b, op);
+      op = NULL;
+      made++;
+    }
+  }
+  mem_free(order);
+  mem_free(ready);
+  /* The new ops, appended, move to bwd_end. */
+  OpDesc **tail = b->ops + b->nops - made;
+  OpDesc **moved = mem_alloc(NULL, sizeof *moved * (size_t)(made + 1));
+  memcpy(moved, tail, sizeof *moved * (size_t)made);
+  memmove(b->ops + o->bwd_end + made, b->ops + o->bwd_end, sizeof *b->ops * (size_t)(b->nops - made - o->bwd_end));
+  memcpy(b->ops + o->bwd_end, moved, sizeof *moved * (size_t)made);
+  mem_free(moved);
+  for (int k = 0; k < o->nmarks; k++)
+    if (o->marks[k] > o->bwd_end) o->marks[k] += made;
+  return made;
+}
+
 /* ---- the pass ---------------------------------------------------------------------- */
 
 /* i's segment of the block, [*start, end): between the marks around i. */

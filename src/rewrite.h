@@ -15,7 +15,14 @@
  *             --no-fuse (rewrite_wanted).
  *   RW_TRAIN  rewrites of the training program itself (train_program):
  *             sgd on a matmul's gradient as one sgd_matmul.  Always applied
- *             to the training program, --no-fuse or not, as before. */
+ *             to the training program, --no-fuse or not, as before.
+ *
+ * rewrite_allreduce is the rewrite of data-parallel training on N > 1
+ * ranks (dist.h): one allreduce op per bucket of gradients between the
+ * backward and what reads them (clipping, the optimizers).  train_program
+ * makes it before the RW_TRAIN patterns, so a gradient the allreduce reads
+ * is no longer sgd_matmul's to fuse away: that update runs as matmul, then
+ * allreduce, then sgd. */
 #ifndef NETRUN_REWRITE_H
 #define NETRUN_REWRITE_H
 
@@ -32,8 +39,21 @@ typedef struct RewriteOpts {
   int nmarks;
 } RewriteOpts;
 
+typedef struct AllreduceOpts {
+  const char *const *grads;   /* the gradients, in parameter order */
+  int ngrads;
+  int bwd_end;                /* the index in block 0 where the backward ends */
+  int64_t bucket_bytes;       /* a bucket holds at least this (the last, less) */
+  const char *weight;         /* the variable of this rank's share of a step */
+  int *marks;                 /* moved as RewriteOpts's */
+  int nmarks;
+} AllreduceOpts;
+
 /* Rewrites p's block 0 in place; the number of rewrites made. */
 int rewrite_program(Program *p, const RewriteOpts *o);
+
+/* Inserts the allreduce ops in p's block 0; their number. */
+int rewrite_allreduce(Program *p, const AllreduceOpts *o);
 
 /* Whether an executor with options o runs the RW_FUSE rewrites: not with
  * the tape (which records each op), --check-nan (which reruns originals

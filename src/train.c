@@ -42,6 +42,7 @@ static const struct TrainKey {
     {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
     {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file, or \"none\" (default test)"},
     {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
+    {"bucket_mb", K_NUMBER, "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
 };
 
 static const char *kind_name(Kind k) {
@@ -103,6 +104,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   c->lr = 0.01, c->momentum = 0.9, c->beta1 = 0.9, c->beta2 = 0.999, c->epsilon = 1e-8, c->rho = 0.99, c->gamma = 0.1;
   c->epochs = 1, c->batch = 64, c->step_size = 1, c->log_every = 100;
   c->shuffle = true;
+  c->bucket_mb = 25;
+  c->ranks = 1;
   const char *names[sizeof keys / sizeof *keys];
   for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) names[k] = keys[k].key;
   for (int i = 0; i < p->nsettings; i++) {
@@ -150,6 +153,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("batch")) c->batch = s->value.u.i;
     else if (IS("shuffle")) c->shuffle = s->value.u.i;
     else if (IS("log_every")) c->log_every = s->value.u.i;
+    else if (IS("bucket_mb")) c->bucket_mb = number(s);
 #undef IS
   }
   /* Command-line overrides, said out loud when they replace a setting. */
@@ -196,6 +200,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
   CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)
   CHECK(c->log_every >= 1, "log_every", "log_every must be at least 1, got %lld", (long long)c->log_every)
+  CHECK(c->bucket_mb > 0 && c->bucket_mb <= 1 << 20, "bucket_mb", "bucket_mb must be in (0, 1048576], got %g",
+        c->bucket_mb)
 #undef CHECK
   return d->nerrors == before;
 }
@@ -275,6 +281,7 @@ static void keep_states(Program *p) {
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
+  int bwd_end = b0->nops;
   if (!prog_var(p, TRAIN_LR_VAR)) {
     VarDesc *lr = prog_add_var(p, b0, TRAIN_LR_VAR);
     lr->dtype = DT_F32;
@@ -325,7 +332,21 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     if (!reg_infer(p, b0, op)) return false;
   }
   keep_states(p);
-  /* Plain SGD on a weight matrix as one sgd_matmul (rewrite.c). */
+  /* On N ranks, the gradients averaged over them (before sgd_matmul would
+   * fuse one away); plain SGD on a weight matrix as one sgd_matmul
+   * (rewrite.c). */
+  if (c->ranks > 1) {
+    const char **grads = arena_alloc(p->arena, sizeof *grads * (size_t)(bw->npairs + 1));
+    int ng = 0;
+    for (int i = 0; i < bw->npairs; i++)
+      if (bw->pairs[i].grad) grads[ng++] = bw->pairs[i].grad;
+    /* Fed by the trainer each step; not state: no checkpoint holds it. */
+    VarDesc *w = prog_var(p, TRAIN_WEIGHT_VAR) ? NULL : prog_add_var(p, b0, TRAIN_WEIGHT_VAR);
+    if (w) w->dtype = DT_F32, w->shape = shape_scalar();
+    rewrite_allreduce(p, &(AllreduceOpts){.grads = grads, .ngrads = ng, .bwd_end = bwd_end,
+                                          .bucket_bytes = (int64_t)(c->bucket_mb * 1e6), .weight = TRAIN_WEIGHT_VAR,
+                                          .marks = &bw->first_grad_op, .nmarks = 1});
+  }
   rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1});
   return true;
 }

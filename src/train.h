@@ -38,6 +38,8 @@ typedef struct TrainConfig {
   double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
   int64_t epochs, batch, step_size, log_every, limit;
   bool nesterov, shuffle;
+  double bucket_mb;           /* data parallel: megabytes of gradients per allreduce */
+  int ranks;                  /* data parallel: the ranks training (1: no allreduce) */
 } TrainConfig;
 
 /* Command-line overrides (negative / NULL: not given). */
@@ -58,8 +60,12 @@ bool train_optimizer_known(const char *name);
 
 /* The variable the trainer writes the learning rate into each step. */
 #define TRAIN_LR_VAR "learning_rate@LR"
+/* On N > 1 ranks: the variable it writes this rank's share of the step's
+ * examples into, which the allreduce ops weigh its gradients by. */
+#define TRAIN_WEIGHT_VAR "rank_weight@DIST"
 
-/* Appends the backward, the clipping and the optimizer ops. */
+/* Appends the backward, the clipping and the optimizer ops (with
+ * c->ranks > 1, the allreduce of the gradients before them: rewrite.h). */
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw);
 
 #endif

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "data.h"
+#include "dist.h"
 #include "file.h"
 #include "print.h"
 #include "train.h"
@@ -203,7 +204,110 @@ typedef struct Run {
   LogFile log;                  /* --log: open when log.fd >= 0 or log.a.tmp */
   bool logging, log_failed;
   const char *mode_var;         /* `input training : bool`, if declared */
+  Tensor *weight;               /* N > 1 ranks: this rank's share of a step */
+  bool quiet;                   /* a rank but rank 0: no progress, log or checkpoint */
+  int stop_sig;                 /* the signal every rank stops for (0: none yet) */
 } Run;
+
+/* On N > 1 ranks, a failure every rank saw (a rank's failed start or
+ * forward pass, a loss that is not finite): they all stop, none waits. */
+static bool failure_agreed;
+
+/* ---- ranks: data-parallel training under mpirun (dist.h) ------------------------------ */
+
+/* Steps per epoch: a step takes `batch` examples on each rank. */
+static int64_t epoch_steps(const Run *r) {
+  int64_t per = r->c.batch * dist_size();
+  return (r->train.n + per - 1) / per;
+}
+
+/* What the ranks of one job must share: the program, the settings that
+ * shape a step and the position a checkpoint resumes from. */
+static uint64_t fingerprint(const Run *r) {
+  double lr = r->c.lr;
+  uint64_t v[] = {r->hash, (uint64_t)r->c.batch, (uint64_t)r->c.epochs, (uint64_t)r->train.n,
+                  (uint64_t)r->step, 0};
+  memcpy(&v[5], &lr, sizeof lr);
+  return ckpt_hash(v, sizeof v);
+}
+
+/* Every rank set up (and resumed) the same run; when one did not, every
+ * rank stops, and says which. */
+static bool agree_start(Run *r, bool ok) {
+  int n = dist_size();
+  DistReport mine = {.ok = ok, .tag = ok ? fingerprint(r) : 0}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
+  bool same = dist_agree(&mine, &sum, all);
+  int k = dist_odd_rank(all, same);
+  mem_free(all);
+  if (k < 0) return true;
+  if (!same && ok)
+    diag_error(NULL, SPAN_NONE, "rank %d of %d: rank %d could not start (its error is above); stopping", dist_rank(),
+               n, k);
+  else if (same && dist_rank() == 0)
+    diag_error(NULL, SPAN_NONE, "rank %d trains another program, settings, data or checkpoint than rank 0; stopping",
+               k);
+  failure_agreed = true;
+  return false;
+}
+
+/* Rank 0's parameters, optimizer state and generators on every rank: the
+ * same model everywhere, whatever each rank initialised or read. */
+static void sync_model(Run *r) {
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    bool held = v->flags & (VAR_PARAM | VAR_STATE) && strcmp(v->name, TRAIN_LR_VAR) != 0;
+    Tensor *t = held ? exec_var_value(r->ex, v->name) : NULL;
+    if (t) dist_broadcast(t->data, (size_t)t->numel * dtype_size(t->dtype));
+  }
+  dist_broadcast(exec_rng(r->ex), sizeof *exec_rng(r->ex));
+  dist_broadcast(&r->shuffle, sizeof r->shuffle);
+  dist_broadcast(&r->shuffle_at_epoch, sizeof r->shuffle_at_epoch);
+}
+
+/* After a step's forward pass: the step's loss (the mean over every
+ * rank's examples), correct predictions and examples in *st; this rank's
+ * share of the examples, the weight of its gradients in the allreduce;
+ * and the signal every rank stops for.  False (every rank stops) when a
+ * rank's forward pass failed. */
+typedef struct Step {
+  double loss;
+  int64_t hits, n;
+} Step;
+static bool agree_step(Run *r, bool ok, Step *st) {
+  int n = dist_size();
+  DistReport mine = {.loss = st->n ? st->loss * (double)st->n : 0, .hits = st->hits, .n = st->n, .ok = ok,
+                 .sig = stop_signal},
+         sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
+  bool every = dist_agree(&mine, &sum, all);
+  int k = dist_odd_rank(all, false);
+  mem_free(all);
+  if (!every) {
+    if (ok) diag_error(NULL, SPAN_NONE, "rank %d of %d: step %lld failed on rank %d (its error is above); stopping",
+                       dist_rank(), n, (long long)r->step + 1, k);
+    failure_agreed = true;
+    return false;
+  }
+  *st = (Step){sum.n ? sum.loss / (double)sum.n : (double)NAN, sum.hits, sum.n};
+  tensor_f32(r->weight)[0] = (float)((double)mine.n / (double)(sum.n ? sum.n : 1));
+  r->stop_sig = sum.sig;
+  return true;
+}
+
+/* Whether the run stops after this step, and for which signal: on N
+ * ranks, the one every rank agreed on at the step's forward pass. */
+static int stop_sig(const Run *r) { return dist_size() > 1 ? r->stop_sig : stop_signal; }
+
+/* The hash of this rank's parameters (FNV-1a of their bytes, in order). */
+static uint64_t params_hash(Run *r) {
+  const Block *b0 = r->p->blocks[0];
+  uint64_t h = 14695981039346656037ull;
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    if (t) h = (h ^ ckpt_hash(t->data, (size_t)t->numel * dtype_size(t->dtype))) * 1099511628211ull;
+  }
+  return h;
+}
 
 /* FNV-1a of the forward program's text: a checkpoint belongs to it. */
 static uint64_t program_hash(const Program *p) {
@@ -344,6 +448,7 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
   Batcher b;
   data_batcher_init(&b, ds, r->c.batch, false);
   data_epoch(&b, NULL);
+  if (dist_size() > 1) data_shard(&b, dist_rank(), dist_size());   /* each rank its shard */
   Batch bt;
   double total = 0;
   int64_t n = 0, hits = 0;
@@ -358,6 +463,13 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
     n += bn;
   }
   data_batcher_free(&b);
+  if (dist_size() > 1) {
+    DistReport mine = {.loss = total, .hits = hits, .n = n, .ok = ok}, sum;
+    DistReport *all = mem_alloc(NULL, sizeof *all * (size_t)dist_size());
+    if (!dist_agree(&mine, &sum, all)) ok = false, failure_agreed = true;
+    mem_free(all);
+    total = sum.loss, hits = sum.hits, n = sum.n;
+  }
   *loss = n ? total / (double)n : (double)NAN;
   *acc = n ? (double)hits / (double)n : (double)NAN;
   return ok;
@@ -369,6 +481,7 @@ static const char *const shuffle_keys[] = {"shuffle0", "shuffle1", "shuffle2", "
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
 static bool save(Run *r, const char *path, bool quiet) {
+  if (r->quiet) return true;   /* rank 0 alone writes checkpoints */
   Checkpoint c;
   ckpt_init(&c);
   c.program_hash = r->hash;
@@ -384,6 +497,7 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "data", "%s", r->c.data ? r->c.data : "");
   ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->a.opt.seed);
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
+  ckpt_setf(&c, "ranks", "%d", dist_size());
   for (int i = 0; i < 4; i++) ckpt_setf(&c, shuffle_keys[i], "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
   ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
@@ -449,6 +563,27 @@ static bool restore_smoothing(Run *r, const Checkpoint *c, const char *path) {
   return true;
 }
 
+/* The ranks a checkpoint was saved by (1 before they were recorded).
+ * Another number of ranks resumes at an epoch's end only: in the middle of
+ * one, the shards that were done are not those another number would cut. */
+static bool restore_ranks(Run *r, const Checkpoint *c, const char *path) {
+  uint64_t ranks = 1, in_epoch = 0;
+  if (ckpt_get(c, "ranks") && !setting_u64(&r->ld.diag, c, path, "ranks", 1 << 20, &ranks)) return false;
+  if (ranks == (uint64_t)dist_size()) return true;
+  if (!setting_u64(&r->ld.diag, c, path, "step_in_epoch", INT64_MAX, &in_epoch)) return false;
+  if (in_epoch) {
+    diag_error(&r->ld.diag, SPAN_NONE, "%s was saved by %llu rank%s in the middle of epoch %llu: resume it on %llu "
+               "(mpirun -np %llu), or from a checkpoint of an epoch's end", path, (unsigned long long)ranks,
+               ranks == 1 ? "" : "s", (unsigned long long)c->epoch + 1, (unsigned long long)ranks,
+               (unsigned long long)ranks);
+    return false;
+  }
+  if (!r->quiet)
+    diag_note(&r->ld.diag, SPAN_NONE, "%s was saved by %llu rank%s; resuming on %d", path, (unsigned long long)ranks,
+              ranks == 1 ? "" : "s", dist_size());
+  return true;
+}
+
 /* The run's position from a checkpoint, each field checked against what
  * it means: a crafted file (with a valid CRC) must not send the loop
  * backwards, overflow a counter or skip an epoch. */
@@ -462,8 +597,9 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
                (unsigned long long)c->epoch, (unsigned long long)c->step, (unsigned long long)c->samples, why);
     return false;
   }
-  int64_t steps_per_epoch = (r->train.n + r->c.batch - 1) / r->c.batch;
+  int64_t steps_per_epoch = epoch_steps(r);
   uint64_t in_epoch, sh[4];
+  if (!restore_ranks(r, c, path)) return false;
   if (!setting_u64(&r->ld.diag, c, path, "step_in_epoch", INT64_MAX, &in_epoch)) return false;
   if (in_epoch >= (uint64_t)steps_per_epoch) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but an epoch is %lld step%s of %lld examples", path,
@@ -544,7 +680,7 @@ static bool restore(Run *r, const char *path, bool state) {
     }
   }
   if (ok && state) ok = restore_position(r, &c, path);
-  if (ok && state) {
+  if (ok && state && !r->quiet) {
     /* Say which settings differ from the checkpoint's. */
     for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
       const char *was = ckpt_get(&c, state_keys[k]);
@@ -717,7 +853,8 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   bool loaded = session_load(&r->ld, t->a.file);
   r->p = r->ld.prog;   /* teardown unloads it, loaded or not */
   if (!loaded) return false;
-  if (!train_config(r->p, &t->o, &r->c, !training)) {
+  r->quiet = dist_rank() > 0;
+  if (!train_config(r->p, &t->o, &r->c, !training || r->quiet)) {
     diag_finish(&r->ld.diag);
     return false;
   }
@@ -730,6 +867,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   r->mode_var = mode_input(r->p);
   r->mode_set = mode_given(&t->a);
   r->nforward = r->p->blocks[0]->nops;
+  r->c.ranks = dist_size();
   if (training && !train_program(r->p, &r->c, &r->bw)) {
     diag_finish(&r->ld.diag);
     return false;
@@ -760,6 +898,11 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   r->has_train = true;
   r->data_bytes = data_bytes(&r->train);
   limit(&r->train, r->c.limit);
+  if (r->train.n < dist_size()) {
+    diag_error(&r->ld.diag, SPAN_NONE, "%d ranks need at least %d training examples, got %lld", dist_size(),
+               dist_size(), (long long)r->train.n);
+    return false;
+  }
   if (!open_eval(r, training)) {
     diag_finish(&r->ld.diag);
     return false;
@@ -772,6 +915,10 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   if (exec_startup(r->ex) < 0) return false;
   r->lr = tensor_scalar_f32((float)r->c.lr);
   exec_preload(r->ex, TRAIN_LR_VAR, r->lr);
+  if (r->c.ranks > 1) {
+    r->weight = tensor_scalar_f32(1);
+    exec_preload(r->ex, TRAIN_WEIGHT_VAR, r->weight);
+  }
   rng_seed(&r->shuffle, t->a.opt.seed ^ 0x5eedda7aull);
   r->shuffle_at_epoch = r->shuffle;
   return true;
@@ -814,13 +961,18 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
 
 /* One training step on batch bt: the forward ops, then, when the loss is
  * finite (or with --keep-going), the backward ops and the updates.  The
- * check between the two costs one comparison a step.  0 or the exit
- * status. */
-static int train_step(Run *r, Batch *bt, double *loss, bool tty) {
+ * check between the two costs one comparison a step.  On N ranks the
+ * ranks agree between the two (agree_step); a batch that is not `real`
+ * (a shard one example short) counts for nothing.  *st: the step's loss,
+ * correct predictions and examples.  0 or the exit status. */
+static int train_step(Run *r, Batch *bt, bool real, Step *st, bool tty) {
   Rng before = *exec_rng(r->ex);
-  if (!feed_batch(r, &r->train, bt, true) || exec_run_range(r->ex, 0, r->nforward) != 0) return EXIT_SCRIPT;
-  double l = loss_value(r);
+  bool ok = feed_batch(r, &r->train, bt, true) && exec_run_range(r->ex, 0, r->nforward) == 0;
+  *st = (Step){ok ? loss_value(r) : (double)NAN, ok && real ? correct(r) : 0, real ? bt->n : 0};
+  if ((dist_size() > 1 && !agree_step(r, ok, st)) || !ok) return EXIT_SCRIPT;
+  double l = st->loss;
   if (!isfinite(l) && !r->t->keep_going) {
+    failure_agreed = true;   /* every rank has the same loss */
     diverged(r, l, &before, tty);
     return EXIT_SCRIPT;
   }
@@ -831,7 +983,6 @@ static int train_step(Run *r, Batch *bt, double *loss, bool tty) {
     r->warned = true;
   }
   if (exec_run_range(r->ex, r->nforward, -1) != 0) return EXIT_SCRIPT;
-  *loss = l;
   /* The moving average starts from 0, and is divided by 1 - 0.98^n as
    * Adam's moments are: the first steps' losses are not drowned by the
    * zero it started from. */
@@ -847,10 +998,55 @@ static void teardown(Run *r) {
   if (r->logging && !file_log_close(&r->log, err, sizeof err) && !r->log_failed)
     diag_error(&r->ld.diag, SPAN_NONE, "%s: %s", r->log.path, err);
   tensor_unref(r->lr);
+  tensor_unref(r->weight);
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);
   if (r->p) session_free(&r->ld);
+}
+
+/* The next batch of this rank's shard into *bt, while the epoch has steps
+ * left.  A shard one example shorter than rank 0's can run out a step
+ * early: its last example stands in, and counts for nothing (*real false),
+ * so that every rank runs every step. */
+static bool next_batch(Run *r, Batcher *b, Batch *bt, int64_t steps, bool *real) {
+  if (r->step_in_epoch >= steps) return false;
+  if ((*real = data_next(b, bt)) || b->n == 0 || dist_size() == 1) return *real;
+  b->pos = b->n - 1;
+  return data_next(b, bt);
+}
+
+/* At an epoch's end on N ranks: every rank's parameters hash the same, or
+ * the run stops (every rank says so).  The log records the hashes. */
+static bool agree_params(Run *r) {
+  int n = dist_size();
+  DistReport mine = {.ok = 1, .tag = params_hash(r)}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
+  dist_agree(&mine, &sum, all);
+  int k = dist_odd_rank(all, true);
+  char list[1024] = "";
+  for (int i = 0; i < n && strlen(list) + 24 < sizeof list; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%016llx\"", i ? ", " : "",
+             (unsigned long long)all[i].tag);
+  mem_free(all);
+  log_line(r, "{\"event\": \"ranks\", \"epoch\": %lld, \"ranks\": %d, \"param_hashes\": [%s]}", (long long)r->epoch, n,
+           list);
+  if (k < 0) return true;
+  diag_error(&r->ld.diag, SPAN_NONE,
+             "after epoch %lld, rank %d's parameters differ from rank 0's (hashes %s); stopping",
+             (long long)r->epoch, k, list);
+  failure_agreed = true;
+  return false;
+}
+
+/* The run's first line: the data, the steps (on N ranks, of N times the
+ * batch), the optimizer. */
+static void say_start(const Run *r, int64_t steps) {
+  char ranks[64] = "";
+  if (dist_size() > 1) snprintf(ranks, sizeof ranks, "%d x ", dist_size());
+  if (!r->quiet)
+    fprintf(stderr, "training %s: %lld examples, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
+            r->t->a.file, (long long)r->train.n, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
+            r->c.lr, (long long)r->c.epochs);
 }
 
 /* The training loop of cmd_train. */
@@ -858,22 +1054,20 @@ static int train(TrainArgs *t) {
   char err[4200];
   Run r;
   int status = EXIT_SCRIPT;
-  if (!setup(&r, t, true)) goto out;
-  if (t->resume && !restore(&r, t->resume, true)) goto out;
+  bool ok = setup(&r, t, true) && (!t->resume || restore(&r, t->resume, true));
+  if (dist_size() > 1 && agree_start(&r, ok)) sync_model(&r);
+  if (!ok || failure_agreed) goto out;
   if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
     diag_error(&r.ld.diag, SPAN_NONE, "%s: %s", t->log, err);
     goto out;
   }
   signal(SIGINT, on_stop);
   signal(SIGTERM, on_stop);
-  bool tty = isatty(2);
-  int64_t n = r.train.n;
-  int64_t steps_per_epoch = (n + r.c.batch - 1) / r.c.batch;
+  bool tty = isatty(2) && !r.quiet;   /* only rank 0 shows progress */
+  int64_t steps_per_epoch = epoch_steps(&r);
   double start = now();
   int64_t run_samples = 0;
-  fprintf(stderr, "training %s: %lld examples, %lld steps of %lld per epoch, %s lr %g, %lld epochs\n", t->a.file,
-          (long long)n, (long long)steps_per_epoch, (long long)r.c.batch, r.c.optimizer, r.c.lr,
-          (long long)r.c.epochs);
+  say_start(&r, steps_per_epoch);
   status = 0;
   while (r.epoch < r.c.epochs && status == 0) {
     Batcher b;
@@ -881,23 +1075,22 @@ static int train(TrainArgs *t) {
     if (r.step_in_epoch == 0) r.shuffle_at_epoch = r.shuffle;
     else r.shuffle = r.shuffle_at_epoch;   /* resuming mid-epoch: the same order */
     data_epoch(&b, r.c.shuffle ? &r.shuffle : NULL);
+    if (dist_size() > 1) data_shard(&b, dist_rank(), dist_size());
     data_skip(&b, r.step_in_epoch);
     Batch bt;
+    bool real;
     double epoch_start = now(), epoch_loss = 0;
     int64_t epoch_n = 0, epoch_hits = 0;
-    while (data_next(&b, &bt)) {
-      int64_t bn = bt.n;
+    while (next_batch(&r, &b, &bt, steps_per_epoch, &real)) {
       double e = (double)r.epoch + (double)r.step_in_epoch / (double)steps_per_epoch;
       tensor_f32(r.lr)[0] = (float)schedule(&r.c, e);
-      double l = NAN;
-      status = train_step(&r, &bt, &l, tty);
+      Step st;
+      status = train_step(&r, &bt, real, &st, tty);
       data_batch_release(&bt);
       if (status) break;
-      double smooth = smoothed(&r);
-      epoch_loss += l * (double)bn;
-      epoch_hits += correct(&r);
-      epoch_n += bn;
-      r.step++, r.step_in_epoch++, r.samples += bn, run_samples += bn;
+      double smooth = smoothed(&r), l = st.loss;
+      epoch_loss += l * (double)st.n, epoch_hits += st.hits, epoch_n += st.n;
+      r.step++, r.step_in_epoch++, r.samples += st.n, run_samples += st.n;
       double el = now() - epoch_start, rate = (double)epoch_n / (el > 0 ? el : 1e-9);
       log_line(&r,
                "{\"event\": \"step\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"loss\": %s, "
@@ -911,21 +1104,22 @@ static int train(TrainArgs *t) {
         fprintf(stderr, "\repoch %lld/%lld  %lld/%lld  %.0f samples/s  loss %s  ETA %s   ", (long long)r.epoch + 1,
                 (long long)r.c.epochs, (long long)r.step_in_epoch, (long long)steps_per_epoch, rate,
                 loss_str(smooth, 4).s, eta);
-      } else if (r.step % r.c.log_every == 0) {
+      } else if (!r.quiet && r.step % r.c.log_every == 0) {
         fprintf(stderr, "iter %lld  epoch %lld  loss %s  lr %.6g  samples/s %.0f\n", (long long)r.step,
                 (long long)r.epoch + 1, loss_str(smooth, 4).s, (double)tensor_f32(r.lr)[0], rate);
       }
-      if (stop_signal || r.log_failed) break;
+      if (stop_sig(&r) || r.log_failed) break;
     }
     data_batcher_free(&b);
     if (r.log_failed) status = EXIT_SCRIPT;
     if (status) break;
-    if (stop_signal) {
+    if (stop_sig(&r)) {
       if (tty) fputc('\n', stderr);
-      fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r.epoch + 1, (long long)r.step);
+      if (!r.quiet)
+        fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r.epoch + 1, (long long)r.step);
       /* 128 + the signal says "stopped, and saved if asked"; a checkpoint
        * that could not be written is an error. */
-      status = t->save && !save(&r, t->save, false) ? EXIT_SCRIPT : 128 + stop_signal;
+      status = t->save && !save(&r, t->save, false) ? EXIT_SCRIPT : 128 + stop_sig(&r);
       break;
     }
     r.epoch++;
@@ -958,6 +1152,7 @@ static int train(TrainArgs *t) {
     snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)epoch_n / (secs > 0 ? secs : 1e-9));
     printf("%s\n", line);
     fflush(stdout);
+    if ((status = dist_size() > 1 && !agree_params(&r) ? EXIT_SCRIPT : 0)) break;
     bool best = score > r.best;
     if (best) r.best = score;
     log_sync(&r);
@@ -981,6 +1176,10 @@ static int train(TrainArgs *t) {
     if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
+    if (dist_size() > 1)
+      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), none of it overlapped\n",
+             dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
+             100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9));
     log_line(&r,
              "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s, "
              "\"peak_memory_bytes\": %.0f, \"data_bytes\": %.0f, \"model_bytes\": %.0f}",
@@ -997,12 +1196,20 @@ int cmd_train(int argc, char **argv) {
   TrainArgs t;
   int rc = parse_train(argc, argv, &t, true);
   if (rc) return rc;
+  /* Started by mpirun: one rank of data-parallel training (dist.h).
+   * Rank 0 alone writes the log, checkpoints and results. */
+  if (dist_launched() && !dist_start(NULL)) return EXIT_SCRIPT;
+  if (dist_rank() > 0) {
+    t.log = NULL;
+    if (!freopen("/dev/null", "w", stdout)) return EXIT_SCRIPT;
+  }
   /* One run at a time saves to a path: a second would overwrite the
    * first's checkpoints with its own. */
   FileLock lock = {NULL, -1};
   char err[4200];
-  if (t.save && !file_lock(&lock, t.save, err, sizeof err)) {
+  if (t.save && dist_rank() == 0 && !file_lock(&lock, t.save, err, sizeof err)) {
     diag_error(NULL, SPAN_NONE, "%s: %s", t.save, err);
+    dist_abort(EXIT_SCRIPT);
     return EXIT_SCRIPT;
   }
   int status = train(&t);
@@ -1010,6 +1217,10 @@ int cmd_train(int argc, char **argv) {
   /* The trainer says how a signal ended the run: a second one stopped a
    * step (status 1, nothing written), not main's generic Ctrl-C (130). */
   if (stop_signal) exec_interrupt_reset();
+  /* A failure the other ranks did not see ends them (they may wait for
+   * this one in a collective): its error is above, mpirun's note follows. */
+  if (status && status < 128 && !failure_agreed) dist_abort(status);
+  dist_stop();
   return status;
 }
 
@@ -1161,7 +1372,9 @@ int cmd_dump_train(const Args *a) {
   TrainConfig c;
   BackwardResult bw;
   bool loaded = session_load(&ld, a->file);   /* counts its errors */
-  if (loaded && train_config(ld.prog, NULL, &c, true) && train_program(ld.prog, &c, &bw)) {
+  bool configured = loaded && train_config(ld.prog, NULL, &c, true);
+  if (configured && a->ranks > 1) c.ranks = (int)(a->ranks < 1 << 20 ? a->ranks : 1 << 20);
+  if (configured && train_program(ld.prog, &c, &bw)) {
     cli_rewrite_dumped(ld.prog, a, &bw.first_grad_op);   /* the trainer's mark: the forward's end */
     OutFile o;
     if (file_out_open(&o, a->out)) {

@@ -1,0 +1,63 @@
+/* dist.c — the collective op of data-parallel training (src/dist.h).
+ *
+ * allreduce stands in the training program between the backward and the
+ * optimizer ops when the trainer runs on N > 1 ranks of an mpirun job
+ * (rewrite.c puts one after each bucket of gradients).  Each rank scales
+ * its gradients by its share of the step's examples (Weight: its batch's
+ * examples over the step's, so 1/N when the batches are equal) and the
+ * ranks sum the results in rank order: every rank gets the gradient of the
+ * mean loss over the whole step's examples, the same bits everywhere. */
+#include "../dist.h"
+#include "../exec.h"
+
+#include <string.h>
+
+static bool infer_allreduce(InferCtx *c) {
+  for (int k = 0; k < infer_count(c, "X"); k++) {
+    const VarDesc *x = infer_in(c, "X", k);
+    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    infer_set(c, "Out", k, DT_F32, &x->shape);
+  }
+  const VarDesc *w = infer_in(c, "Weight", 0);
+  if (!w) return infer_fail(c, "input Weight is missing");
+  return infer_need_float(c, "Weight", w);
+}
+
+/* The bucket's gradients, scaled, as one vector summed over the ranks and
+ * written back in place (a bucket of one is summed where it is). */
+static int k_allreduce(ExecCtx *c) {
+  int n = ctx_in_count(c, 0);
+  float w = (float)tensor_get(ctx_in(c, 1), 0);
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) total += ctx_in_at(c, 0, k)->numel;
+  float *buf = n == 1 ? tensor_f32(ctx_in_at(c, 0, 0)) : mem_alloc(NULL, sizeof *buf * (size_t)(total ? total : 1));
+  int64_t at = 0;
+  for (int k = 0; k < n; k++) {
+    Tensor *x = ctx_in_at(c, 0, k);
+    const float *v = tensor_f32(x);
+    for (int64_t i = 0; i < x->numel; i++) buf[at + i] = v[i] * w;
+    at += x->numel;
+  }
+  dist_sum_f32(buf, total);
+  at = 0;
+  for (int k = 0; k < n; k++) {
+    Tensor *x = ctx_in_at(c, 0, k);
+    if (n > 1) memcpy(tensor_f32(x), buf + at, sizeof *buf * (size_t)x->numel);
+    at += x->numel;
+    ctx_set_out(c, 0, k, tensor_ref(x));
+  }
+  if (n > 1) mem_free(buf);
+  return 0;
+}
+
+OpProto op_table_dist[] = {
+    {.type = "allreduce",
+     .doc = "Out = the sum over the ranks of Weight * X, in rank order, in place: the gradients of a "
+            "bucket averaged over the ranks of data-parallel training",
+     .in = {{"X", SLOT_LIST, "the bucket's gradients (f32, updated in place)"},
+            {"Weight", 0, "this rank's share of the step's examples, one value"}},
+     .out = {{"Out", SLOT_LIST, "the same, summed over the ranks"}},
+     .infer = infer_allreduce, .kernel = k_allreduce, .grad_kind = GRAD_NONE,
+     .flags = OP_NO_PREALLOC | OP_SIDE_EFFECT | OP_INTERNAL},
+    {0},
+};

@@ -1,0 +1,186 @@
+#!/usr/bin/env bats
+# mpi.bats — data-parallel training over Open MPI (src/dist.h): `mpirun -np
+# N netrun train` on this machine, 2 and 3 ranks.
+#
+# The models are small (tests/mpi: an MLP on 51 examples, a conv net on 37
+# images) so that each run takes a second: what is checked is that N ranks
+# at batch B train the model one process trains at batch N*B (the same
+# examples in each step, the gradient of the same mean loss), that every
+# rank holds the same parameters, and that a rank's failure or a signal
+# ends every rank.  Every mpirun runs under timeout: a hang fails the test.
+#
+# Under `make asan` the ranks run with leak detection off (the rest of
+# AddressSanitizer and UBSan on): Open MPI leaves its own allocations at
+# MPI_Finalize, in components it has unloaded by then, which no suppression
+# can name.  The processes mpirun does not start keep it on.  Under `make
+# valgrind` the ranks run the plain binary (NETRUN_BIN), for the same
+# reason: memcheck's reports would be Open MPI's.
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  M=$BATS_TEST_DIRNAME/mpi
+  cd "$BATS_TEST_TMPDIR"
+  ROOT_OK=()
+  [ "$(id -u)" != 0 ] || ROOT_OK=(--allow-run-as-root)
+  RANK_ENV=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+  RANK=${NETRUN_BIN:-$NETRUN}
+}
+
+# mpi NP ARGS...: netrun ARGS on NP ranks of this machine.
+mpi() {
+  local np=$1
+  shift
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np "$np" "$RANK" "$@"
+}
+
+# bg_train NAME ARGS...: netrun train ARGS on 2 ranks in the background,
+# logging to NAME.jsonl, until it has logged 20 steps; $job is timeout's
+# pid, $mpirun mpirun's.
+bg_train() {
+  local name=$1
+  shift
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 2 "$RANK" train "$@" --log "$name.jsonl" \
+    > "$name.out" 2> "$name.err" &
+  job=$!
+  for _ in $(seq 200); do
+    [ "$(grep -c '"step"' "$name.jsonl" 2> /dev/null || true)" -gt 20 ] 2> /dev/null && break
+    sleep 0.1
+  done
+  mpirun=$(pgrep -P "$job" -x mpirun)
+}
+
+# values CKPT SCRIPT NAME: the parameter NAME of a checkpoint, one number a line.
+values() {
+  "$NETRUN" predict "$2" --weights "$1" --output "$3" --precision 9 | tr -d '[]' | tr -s ' ' '\n' | grep .
+}
+
+# close A.ckpt B.ckpt SCRIPT TOL NAMES...: every element of each parameter
+# within TOL of the other's (and the same count of them).
+close() {
+  local a=$1 b=$2 script=$3 tol=$4
+  shift 4
+  for p in "$@"; do
+    paste <(values "$a" "$script" "$p") <(values "$b" "$script" "$p") | awk -v p="$p" -v tol="$tol" '
+      NF != 2 { print p ": element counts differ"; bad = 1 }
+      { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; n++ }
+      END { if (!n || m > tol || bad) { print p ": " n " elements, largest difference " m " > " tol; exit 1 } }'
+  done
+}
+
+@test "a netrun that mpirun did not start never loads libmpi; one mpirun started does" {
+  # Not linked: a machine without Open MPI runs it.
+  ldd "$RANK" > ldd.txt
+  ! grep -q libmpi ldd.txt
+  grep -q libopenblas ldd.txt
+  LD_DEBUG=libs "$NETRUN" train "$M/mlp.net" --epochs 1 > out.txt 2> libs.txt
+  ! grep -q libmpi libs.txt
+  grep -q '^epoch 1/1: train loss' out.txt
+  LD_DEBUG=libs mpi 1 train "$M/mlp.net" --epochs 1 > out1.txt 2> libs1.txt
+  grep -q 'libmpi.so.40' libs1.txt
+  # One rank of mpirun trains as one process.
+  [ "$(grep '^epoch' out1.txt | cut -d'|' -f1-2)" = "$(grep '^epoch' out.txt | cut -d'|' -f1-2)" ]
+}
+
+@test "2 and 3 ranks at batch B reach the parameters of 1 process at batch N*B (MLP, within 1e-5)" {
+  mpi 2 train "$M/mlp.net" --batch 5 --save r2.ckpt > out2.txt
+  "$NETRUN" train "$M/mlp.net" --batch 10 --save r1.ckpt > out1.txt 2> /dev/null
+  close r2.ckpt r1.ckpt "$M/mlp.net" 1e-5 W1 b1 W2 b2
+  # 51 examples in steps of 10: the last step's one example is rank 0's,
+  # rank 1 runs it on a stand-in that counts for nothing.
+  [ "$(sed -n 's/^trained \(.*\) in.*/\1/p' out2.txt)" = "3 epochs (18 steps, 153 samples)" ]
+  mpi 3 train "$M/mlp.net" --batch 3 --save r3.ckpt > /dev/null
+  "$NETRUN" train "$M/mlp.net" --batch 9 --save r1b.ckpt > /dev/null 2>&1
+  close r3.ckpt r1b.ckpt "$M/mlp.net" 1e-5 W1 b1 W2 b2
+  # Not a test that cannot fail: the batch of one rank alone is further off.
+  "$NETRUN" train "$M/mlp.net" --batch 5 --save r1c.ckpt > /dev/null 2>&1
+  ! close r2.ckpt r1c.ckpt "$M/mlp.net" 1e-3 W1 2> /dev/null
+}
+
+@test "2 and 3 ranks at batch B reach the parameters of 1 process at batch N*B (conv net, momentum, within 1e-5)" {
+  mpi 2 train "$M/cnn.net" --batch 4 --save r2.ckpt > /dev/null
+  "$NETRUN" train "$M/cnn.net" --batch 8 --save r1.ckpt > /dev/null 2>&1
+  close r2.ckpt r1.ckpt "$M/cnn.net" 1e-5 K c W b
+  mpi 3 train "$M/cnn.net" --batch 4 --save r3.ckpt > /dev/null
+  "$NETRUN" train "$M/cnn.net" --batch 12 --save r1b.ckpt > /dev/null 2>&1
+  close r3.ckpt r1b.ckpt "$M/cnn.net" 1e-5 K c W b
+}
+
+@test "every rank holds the same parameters each epoch, and a run repeats bit for bit" {
+  mpi 2 train "$M/mlp.net" --log a.jsonl --save a.ckpt > /dev/null
+  mpi 2 train "$M/mlp.net" --log b.jsonl --save b.ckpt > /dev/null
+  jq -r 'select(.event == "ranks") | "\(.epoch) \(.param_hashes | length) \(.param_hashes | unique | length)"' a.jsonl > h.txt
+  [ "$(cat h.txt)" = "$(printf '1 2 1\n2 2 1\n3 2 1')" ]
+  [ "$(jq -c 'select(.event == "ranks") | .param_hashes' a.jsonl)" = "$(jq -c 'select(.event == "ranks") | .param_hashes' b.jsonl)" ]
+  cmp a.ckpt b.ckpt
+}
+
+@test "rank 0 alone prints, logs and saves; the checkpoint records the ranks" {
+  mpi 2 train "$M/mlp.net" --save c.ckpt --log c.jsonl > out.txt 2> err.txt
+  [ "$(grep -c '^epoch 1/3: ' out.txt)" -eq 1 ]
+  [ "$(grep -c '^trained ' out.txt)" -eq 1 ]
+  [ "$(grep -c '^training ' err.txt)" -eq 1 ]
+  grep -q '^training .*mlp.net: 51 examples, 6 steps of 2 x 5 per epoch, sgd lr 0.2, 3 epochs$' err.txt
+  [ "$(jq -r 'select(.event == "step") | .step' c.jsonl | tr '\n' ' ')" = "$(seq 1 18 | tr '\n' ' ')" ]
+  "$NETRUN" checkpoint c.ckpt | grep -qx '  ranks = 2'
+  [ "$(ls)" = "$(printf 'c.ckpt\nc.jsonl\nerr.txt\nout.txt')" ]
+}
+
+@test "--resume on 2 ranks continues as the run that was not stopped; 1 rank resumes at an epoch's end" {
+  mpi 2 train "$M/mlp.net" --epochs 3 --save full.ckpt > /dev/null 2>&1
+  mpi 2 train "$M/mlp.net" --epochs 2 --save part.ckpt > /dev/null 2>&1
+  mpi 2 train "$M/mlp.net" --epochs 3 --resume part.ckpt --save part.ckpt > /dev/null 2>&1
+  for p in W1 b1 W2 b2; do [ "$(values full.ckpt "$M/mlp.net" $p)" = "$(values part.ckpt "$M/mlp.net" $p)" ]; done
+  mpi 2 train "$M/mlp.net" --epochs 2 --save two.ckpt > /dev/null 2>&1
+  run "$NETRUN" train "$M/mlp.net" --epochs 3 --batch 10 --resume two.ckpt
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"netrun: note: two.ckpt was saved by 2 ranks; resuming on 1"* ]]
+  [[ "$output" == *"epoch 3/3: train loss"* ]]
+}
+
+@test "SIGTERM to mpirun saves and stops every rank; another rank count cannot resume in mid-epoch" {
+  bg_train s "$M/mlp.net" --epochs 100000 --save s.ckpt
+  kill -TERM "$mpirun"
+  wait "$job" || true
+  grep -q '^netrun: interrupted at epoch [0-9]*, step [0-9]*$' s.err
+  grep -q '^saved s.ckpt (epoch [0-9]*, step [0-9]*)$' s.err
+  "$NETRUN" checkpoint s.ckpt | grep -qx '  ranks = 2'
+  if ! "$NETRUN" checkpoint s.ckpt | grep -qx '  step_in_epoch = 0'; then
+    run "$NETRUN" train "$M/mlp.net" --epochs 100000 --resume s.ckpt
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"s.ckpt was saved by 2 ranks in the middle of epoch "*": resume it on 2 (mpirun -np 2), or from a checkpoint of an epoch's end"* ]]
+  fi
+}
+
+@test "a rank killed in training ends the job within seconds" {
+  bg_train k "$M/mlp.net" --epochs 100000
+  local ranks
+  ranks=($(pgrep -P "$mpirun"))
+  [ "${#ranks[@]}" -eq 2 ]
+  local t0=$SECONDS
+  kill -KILL "${ranks[1]}"
+  local status=0
+  wait "$job" || status=$?
+  [ "$status" -ne 0 ]
+  [ "$status" -ne 124 ]   # not the timeout
+  [ $((SECONDS - t0)) -le 10 ]
+  grep -q 'exited on signal 9 (Killed)' k.err
+}
+
+@test "a rank that cannot start (its data missing) stops every rank, which says why" {
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" train "$M/mlp.net" : \
+    -np 1 "$RANK" train "$M/mlp.net" --data nowhere.csv
+  [ "$status" -ne 0 ]
+  [ "$status" -ne 124 ]
+  [[ "$output" == *"netrun: error: cannot read nowhere.csv: No such file or directory"* ]]
+  [[ "$output" == *"netrun: error: rank 0 of 2: rank 1 could not start (its error is above); stopping"* ]]
+}
+
+@test "ranks running different settings refuse to train; more ranks than examples is an error" {
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" train "$M/mlp.net" : \
+    -np 1 "$RANK" train "$M/mlp.net" --batch 7
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"netrun: error: rank 1 trains another program, settings, data or checkpoint than rank 0; stopping"* ]]
+  run mpi 2 train "$M/mlp.net" --limit 1
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"netrun: error: 2 ranks need at least 2 training examples, got 1"* ]]
+}
