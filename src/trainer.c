@@ -197,6 +197,8 @@ typedef struct Run {
   int64_t epoch, step, samples, step_in_epoch;
   int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
+  double epoch_loss;            /* the current epoch's loss summed over its examples */
+  int64_t epoch_n, epoch_hits;  /* its examples, and those the metric got right */
   double ema;                   /* the loss's moving average, from 0 */
   int64_t ema_n;                /* the losses averaged into it */
   bool warned;                  /* --keep-going has said a loss was not finite */
@@ -502,6 +504,11 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
   ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
   ckpt_setf(&c, "loss_ema_n", "%lld", (long long)r->ema_n);
+  if (r->step_in_epoch) {   /* stopped within an epoch: its sums so far */
+    ckpt_setf(&c, "epoch_loss", "%s", shortest(r->epoch_loss).s);
+    ckpt_setf(&c, "epoch_n", "%lld", (long long)r->epoch_n);
+    ckpt_setf(&c, "epoch_hits", "%lld", (long long)r->epoch_hits);
+  }
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
@@ -563,6 +570,29 @@ static bool restore_smoothing(Run *r, const Checkpoint *c, const char *path) {
   return true;
 }
 
+/* The current epoch's sums so far, so that the epoch line of a run resumed
+ * in the middle of an epoch (or after its last step, before its end) gives
+ * the whole epoch's train loss and accuracy, as the uninterrupted run's.
+ * Older checkpoints have none: the sums start from the resumed step. */
+static bool restore_epoch_sums(Run *r, const Checkpoint *c, const char *path) {
+  const char *sum = ckpt_get(c, "epoch_loss");
+  if (!sum) return true;
+  char *end = NULL;
+  double l = strtod(sum, &end);
+  uint64_t n, hits;
+  if (!*sum || *end || !isfinite(l)) {
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: setting epoch_loss = %s is not a finite number", path, sum);
+    return false;
+  }
+  if (!setting_u64(&r->ld.diag, c, path, "epoch_n", c->samples, &n) ||
+      !setting_u64(&r->ld.diag, c, path, "epoch_hits", n, &hits))
+    return false;
+  r->epoch_loss = l;
+  r->epoch_n = (int64_t)n;
+  r->epoch_hits = (int64_t)hits;
+  return true;
+}
+
 /* The ranks a checkpoint was saved by (1 before they were recorded).
  * Another number of ranks resumes at an epoch's end only: in the middle of
  * one, the shards that were done are not those another number would cut. */
@@ -601,7 +631,9 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
   uint64_t in_epoch, sh[4];
   if (!restore_ranks(r, c, path)) return false;
   if (!setting_u64(&r->ld.diag, c, path, "step_in_epoch", INT64_MAX, &in_epoch)) return false;
-  if (in_epoch >= (uint64_t)steps_per_epoch) {
+  /* step_in_epoch == steps: stopped after an epoch's last step, before its
+   * end (evaluation, the epoch line, best), which the resumed run does. */
+  if (in_epoch > (uint64_t)steps_per_epoch) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but an epoch is %lld step%s of %lld examples", path,
                (unsigned long long)in_epoch, (long long)steps_per_epoch, steps_per_epoch == 1 ? "" : "s",
                (long long)r->c.batch);
@@ -636,7 +668,7 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
   memcpy(r->shuffle_at_epoch.s, sh, sizeof sh);
   r->shuffle = r->shuffle_at_epoch;
   r->best = b;
-  return restore_smoothing(r, c, path);
+  return restore_smoothing(r, c, path) && restore_epoch_sums(r, c, path);
 }
 
 /* Loads parameters (and with `state`, the optimizer state and the run's
@@ -1079,8 +1111,9 @@ static int train(TrainArgs *t) {
     data_skip(&b, r.step_in_epoch);
     Batch bt;
     bool real;
-    double epoch_start = now(), epoch_loss = 0;
-    int64_t epoch_n = 0, epoch_hits = 0;
+    double epoch_start = now();
+    int64_t epoch_n = 0;   /* this process's examples of the epoch, for its rate */
+    if (r.step_in_epoch == 0) r.epoch_loss = 0, r.epoch_n = 0, r.epoch_hits = 0;
     while (next_batch(&r, &b, &bt, steps_per_epoch, &real)) {
       double e = (double)r.epoch + (double)r.step_in_epoch / (double)steps_per_epoch;
       tensor_f32(r.lr)[0] = (float)schedule(&r.c, e);
@@ -1089,7 +1122,7 @@ static int train(TrainArgs *t) {
       data_batch_release(&bt);
       if (status) break;
       double smooth = smoothed(&r), l = st.loss;
-      epoch_loss += l * (double)st.n, epoch_hits += st.hits, epoch_n += st.n;
+      r.epoch_loss += l * (double)st.n, r.epoch_hits += st.hits, r.epoch_n += st.n, epoch_n += st.n;
       r.step++, r.step_in_epoch++, r.samples += st.n, run_samples += st.n;
       double el = now() - epoch_start, rate = (double)epoch_n / (el > 0 ? el : 1e-9);
       log_line(&r,
@@ -1126,7 +1159,8 @@ static int train(TrainArgs *t) {
     r.step_in_epoch = 0;
     r.shuffle_at_epoch = r.shuffle;   /* the next epoch's order starts here */
     double secs = now() - epoch_start;
-    double tl = epoch_n ? epoch_loss / (double)epoch_n : (double)NAN, ta = epoch_n ? (double)epoch_hits / (double)epoch_n : (double)NAN;
+    double tl = r.epoch_n ? r.epoch_loss / (double)r.epoch_n : (double)NAN;
+    double ta = r.epoch_n ? (double)r.epoch_hits / (double)r.epoch_n : (double)NAN;
     if (tty) fputc('\n', stderr);
     char line[512];
     int k = snprintf(line, sizeof line, "epoch %lld/%lld: train loss %s", (long long)r.epoch, (long long)r.c.epochs,
