@@ -149,9 +149,11 @@ static const Verb verbs[] = {
      "  --drop-last        ... dropping a last batch smaller than N\n"
      "  --fit FILE         check that batches fit FILE's inputs (named like a column,\n"
      "                     else in order) and print the shapes they are fed as"},
-    {"checkpoint", cmd_checkpoint, "netrun checkpoint PATH",
+    {"checkpoint", cmd_checkpoint, "netrun checkpoint [--format FMT] PATH",
      "Describe a checkpoint written by netrun train --save: its format version,\n"
-     "program hash, epoch, step, generator state, settings and tensors."},
+     "program hash, epoch, step, generator state, settings and tensors.\n"
+     "  --format FMT       text (default), or json: the same fields and every tensor's\n"
+     "                     elements in full"},
     {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",
      "An interactive session: statements run as they are entered, an expression\n"
      "prints its value, and :help lists the commands.  FILE runs first.\n" RUN_OPTIONS},

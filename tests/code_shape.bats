@@ -1,0 +1,178 @@
+#!/usr/bin/env bats
+# code_shape.bats — what issue 16 (the shape of the code) made testable:
+# `netrun checkpoint --format json` (every value of a checkpoint in full),
+# the one option parser every verb uses, and the include graph of src/
+# (layers depend downward, no cycles).
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  # tests/ckpt/mkckpt.c writes the checkpoint checkpoint.bats knows by heart.
+  export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
+  cd "$BATS_TEST_DIRNAME/.."
+  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/checkpoint.c src/diag.c \
+    src/file.c src/mem.c src/tensor.c src/program.c -lz -lm
+}
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+  cd "$BATS_TEST_TMPDIR"
+}
+
+# ---- netrun checkpoint --format json ---------------------------------------------
+
+# The tensors of checkpoint FILE read straight from its bytes (the format in
+# src/checkpoint.h), not through netrun: one line per tensor,
+#   NAME<TAB>DTYPE<TAB>DIMS<TAB>VALUES
+# an f32 element as the hex of its four bytes, so equality is bit for bit.
+raw_tensors() {
+  python3 - "$1" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+assert b[:8] == b"NETRUNCK"
+p = 20
+def u(n):
+    global p
+    v = int.from_bytes(b[p:p + n], "little"); p += n; return v
+while b[p:p + 4] != b"TENS":
+    p += 4
+    n = u(8)
+    p += n
+p += 12
+for _ in range(u(4)):
+    n = u(4)
+    name = b[p:p + n].decode()
+    p += n
+    dtype = ["f32", "i64", "bool"][u(1)]
+    dims = [u(8) for _ in range(u(1))]
+    n = 1
+    for d in dims: n *= d
+    size = {"f32": 4, "i64": 8, "bool": 1}[dtype]
+    raw = b[p:p + n * size]; p += n * size
+    if dtype == "f32": vals = [raw[i:i + 4].hex() for i in range(0, len(raw), 4)]
+    elif dtype == "i64": vals = [str(struct.unpack("<q", raw[i:i + 8])[0]) for i in range(0, len(raw), 8)]
+    else: vals = ["true" if x else "false" for x in raw]
+    print(name, dtype, ",".join(map(str, dims)), " ".join(vals), sep="\t")
+PY
+}
+
+# The same lines from the JSON document on stdin: each f32 element parsed as
+# a double and rounded to the float, hex of its bytes (so a value printed
+# with too few digits differs); "nan", "inf", "-inf" as those floats.
+json_tensors() {
+  python3 -c '
+import json, struct, sys
+doc = json.load(sys.stdin)
+def f32(x):
+    x = float(x)   # a number, or the strings "nan", "inf", "-inf"
+    return struct.pack("<f", x).hex() if x == x else "0000c07f"
+for v in doc["values"]:
+    if v["dtype"] == "f32": vals = [f32(x) for x in v["data"]]
+    elif v["dtype"] == "i64": vals = [str(x) for x in v["data"]]
+    else: vals = [json.dumps(x) for x in v["data"]]
+    print(v["name"], v["dtype"], ",".join(map(str, v["shape"])), " ".join(vals), sep="\t")
+'
+}
+
+# A tiny model trained two steps with adam: parameters and optimizer values.
+trained() {
+  "$NETRUN" train "$ROOT/examples/xor.net" --epochs 2 --save xor.ckpt >/dev/null 2>&1
+}
+
+@test "checkpoint --format json: one valid document, every value of a trained model bit for bit" {
+  trained
+  run --separate-stderr "$NETRUN" checkpoint --format json xor.ckpt
+  [ "$status" -eq 0 ]
+  [ -z "$stderr" ]
+  python3 -m json.tool <<<"$output" >/dev/null
+  diff -u <(raw_tensors xor.ckpt) <(json_tensors <<<"$output")
+  # Every tensor of the file, each once, in its order: 4 parameters, 16 adam values.
+  [ "$(raw_tensors xor.ckpt | wc -l)" -eq 20 ]
+  # --format=json is the same document.
+  [ "$("$NETRUN" checkpoint --format=json xor.ckpt)" = "$output" ]
+}
+
+@test "checkpoint --format json: the header fields and one-element values equal the listing's" {
+  trained
+  "$NETRUN" checkpoint xor.ckpt > list.txt
+  "$NETRUN" checkpoint --format json xor.ckpt > doc.json
+  python3 - <<'PY'
+import json
+doc = json.load(open("doc.json"))
+lines = open("list.txt").read().splitlines()
+field = {l.split(": ")[0]: l.split(": ", 1)[1] for l in lines if ": " in l and not l.startswith(" ")}
+assert field["checkpoint"] == doc["checkpoint"] == "xor.ckpt"
+assert int(field["format version"]) == doc["format_version"] == 1
+assert field["program hash"] == doc["program_hash"]
+assert int(field["epoch"]) == doc["epoch"] == 2
+assert int(field["step"]) == doc["step"] == 2
+assert int(field["samples seen"]) == doc["samples_seen"] == 8
+assert field["rng state"].split() == doc["rng_state"]
+settings = [l[2:].split(" =", 1) for l in lines if l.startswith("  ") and " = " in l]
+assert [(k, v.strip()) for k, v in settings] == list(doc["settings"].items())
+assert int(field["settings"]) == len(doc["settings"]) == 15
+count, rest = field["tensors"].split(" (")
+assert int(count) == len(doc["values"]) == 20
+assert rest == "%d elements, %d bytes)" % (doc["elements"], doc["bytes"]) == "107 elements, 428 bytes)"
+rows = [l.split() for l in lines if l.startswith("  ") and " = " not in l]
+for row, v in zip(rows, doc["values"], strict=True):
+    assert row[0] == v["name"] and row[1] == v["dtype"]
+    if row[-2] == "value":   # a one-element value: the listing's nine digits
+        assert row[-1] == "%.9g" % v["data"][0], (row, v)
+    else:                    # min and max in the listing's six digits
+        i = row.index("min")
+        assert row[i + 1] == "%.6g" % min(v["data"]) and row[i + 3] == "%.6g" % max(v["data"]), (row, v)
+    want = "optimizer" if "@" in v["name"] else "param"
+    assert v["kind"] == want, v
+assert {v["kind"] for v in doc["values"]} == {"param", "optimizer"}
+assert [v["name"] for v in doc["values"] if v["kind"] == "param"] == ["W1", "b1", "W2", "b2"]
+assert doc["values"][4]["name"] == "W1@MOMENT1" and doc["values"][4]["shape"] == [2, 8]
+PY
+}
+
+@test "checkpoint --format json: every dtype, non-finite values, odd names and settings, exactly" {
+  "$MKCKPT" write k.ckpt
+  run --separate-stderr "$NETRUN" checkpoint --format json k.ckpt
+  [ "$status" -eq 0 ]
+  python3 -m json.tool <<<"$output" >/dev/null
+  diff -u - <(printf '%s\n' "$output") <<'EOF'
+{"checkpoint": "k.ckpt",
+ "format_version": 1, "program_hash": "4aaf3e8a42a03714",
+ "epoch": 3, "step": 1407, "samples_seen": 180000,
+ "rng_state": ["bdd732262feb6e95", "28efe333b266f103", "47526757130f9f52", "581ce1ff0e4ae394"],
+ "settings": {"optimizer": "momentum", "lr": "0.1", "momentum": "0.9", "batch": "128", "epochs": "5", "seed": "0", "note": "", "comment": "résumé = run 7, \"quoted\""},
+ "elements": 50, "bytes": 203,
+ "values": [
+  {"name": "W1", "kind": "param", "dtype": "f32", "shape": [3, 4], "data": [-1.25, -1, -0.75, -0.5, -0.25, 0, 0.25, 0.5, 0.75, 1, 1.25, 1.5]},
+  {"name": "b1", "kind": "param", "dtype": "f32", "shape": [4], "data": [0, 0, 0, 0]},
+  {"name": "W1@momentum", "kind": "optimizer", "dtype": "f32", "shape": [3, 4], "data": [0, 0.00999999978, 0.0199999996, 0.0299999993, 0.0399999991, 0.049999997, 0.0599999987, 0.0700000003, 0.0799999982, 0.0899999961, 0.099999994, 0.109999999]},
+  {"name": "@beta1_pow", "kind": "optimizer", "dtype": "f32", "shape": [], "data": [0.728999972]},
+  {"name": "labels", "kind": "param", "dtype": "i64", "shape": [5], "data": [-3, 0, 7, 1099511627776, 2]},
+  {"name": "@count", "kind": "optimizer", "dtype": "i64", "shape": [], "data": [-12]},
+  {"name": "mask", "kind": "param", "dtype": "bool", "shape": [2, 3], "data": [true, false, true, true, false, true]},
+  {"name": "empty", "kind": "param", "dtype": "f32", "shape": [0, 3], "data": []},
+  {"name": "odd", "kind": "param", "dtype": "f32", "shape": [4], "data": [1, "nan", "-inf", 3]},
+  {"name": "deep", "kind": "param", "dtype": "f32", "shape": [1, 2, 1, 1, 1, 1, 1, 2], "data": [1, 2, 3, 4]},
+  {"name": "name with spaces/and é", "kind": "param", "dtype": "bool", "shape": [], "data": [true]}
+ ]}
+EOF
+  diff -u <(raw_tensors k.ckpt) <(json_tensors <<<"$output")
+}
+
+@test "checkpoint --format: text is the listing; an unknown format or a missing one is a usage error" {
+  "$MKCKPT" write k.ckpt
+  [ "$("$NETRUN" checkpoint --format text k.ckpt)" = "$("$NETRUN" checkpoint k.ckpt)" ]
+  [ "$("$NETRUN" checkpoint k.ckpt --format=text)" = "$("$NETRUN" checkpoint k.ckpt)" ]
+  run "$NETRUN" checkpoint --format yaml k.ckpt
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: unknown format 'yaml' (expected text or json)" ]
+  run "$NETRUN" checkpoint k.ckpt --format
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --format needs a value" ]
+  # A damaged file is the same error in either format, and no JSON is printed.
+  printf 'NETRUNCK' > bad.ckpt
+  run --separate-stderr "$NETRUN" checkpoint --format json bad.ckpt
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ "$stderr" == "netrun: error: bad.ckpt: "* ]]
+}
