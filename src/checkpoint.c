@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 
 #include "file.h"
+#include "option.h"
 #include "cmd.h"
 #include "diag.h"
 
@@ -929,30 +930,23 @@ static void describe_json(FILE *f, const char *path, const Checkpoint *c) {
   fputs(c->ntensors ? "\n ]}\n" : "]}\n", f);
 }
 
+static const Option checkpoint_options[] = {
+    {"--format", OPTION_VALUE, "FMT", "a value", 1},
+    {NULL, 0, NULL, NULL, 0},
+};
+
 int cmd_checkpoint(int argc, char **argv) {
   const char *path = NULL, *format = "text";
-  for (int i = 1; i < argc; i++) {
-    const char *eq = strncmp(argv[i], "--format", 8) == 0 && argv[i][8] == '=' ? argv[i] + 9 : NULL;
-    if (eq || strcmp(argv[i], "--format") == 0) {
-      if (!(format = eq ? eq : i + 1 < argc ? argv[++i] : NULL)) return diag_usage("%s", "--format needs a value");
-      if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)
-        return diag_usage("unknown format '%s' (expected text or json)", format);
-      continue;
-    }
-    if (argv[i][0] == '-' && argv[i][1] && !path) {
-      fprintf(stderr, "netrun: %s: unknown option '%s'\nTry 'netrun --help'.\n", argv[0], argv[i]);
-      return EXIT_USAGE;
-    }
-    if (path) {
-      fprintf(stderr, "netrun: %s takes one PATH\nTry 'netrun --help'.\n", argv[0]);
-      return EXIT_USAGE;
-    }
-    path = argv[i];
+  OptionParser p;
+  option_init(&p, argc, argv, (const Option *const[]){checkpoint_options, NULL}, "");
+  for (int id; (id = option_next(&p)) != OPTION_END;) {
+    if (id == OPTION_ERROR) return EXIT_USAGE;
+    if (id == OPTION_ARG && path) return diag_usage("%s takes one PATH", argv[0]);
+    if (id == OPTION_ARG) path = p.value;
+    else if (strcmp(p.value, "text") == 0 || strcmp(p.value, "json") == 0) format = p.value;
+    else return diag_usage("unknown format '%s' (expected text or json)", p.value);
   }
-  if (!path) {
-    fprintf(stderr, "netrun: %s needs a PATH\nTry 'netrun --help'.\n", argv[0]);
-    return EXIT_USAGE;
-  }
+  if (!path) return diag_usage("%s needs a PATH", argv[0]);
   Checkpoint c;
   char err[1400];
   if (!ckpt_read(path, &c, err, sizeof err)) {

@@ -9,7 +9,7 @@ setup_file() {
   # tests/ckpt/mkckpt.c writes the checkpoint checkpoint.bats knows by heart.
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
   cd "$BATS_TEST_DIRNAME/.."
-  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/checkpoint.c src/diag.c \
+  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/checkpoint.c src/option.c src/diag.c \
     src/file.c src/mem.c src/tensor.c src/program.c -lz -lm
 }
 
@@ -175,4 +175,74 @@ EOF
   [ "$status" -eq 1 ]
   [ -z "$output" ]
   [[ "$stderr" == "netrun: error: bad.ckpt: "* ]]
+}
+
+# ---- the one option parser ---------------------------------------------------------
+
+# The options `netrun help VERB` documents: a line's first word when it is
+# one ("  --seed N   ..."), or every one of a line that lists them
+# ("  --set, --feed, ...   as for netrun run").
+documented() {
+  "$NETRUN" help "$1" | awk '$1 ~ /^(--[a-z-]+,?|-o)$/ {
+      if ($1 ~ /,$/) { for (i = 1; i <= NF; i++) if ($i ~ /^--[a-z-]+,?$/) { sub(/,$/, "", $i); print $i } }
+      else print $1 }' | sort -u
+}
+
+@test "every verb accepts exactly the options its help documents" {
+  verbs=(dump run time grad gradcheck train eval predict plot data checkpoint repl)
+  # Every option any help documents, and every option any table declares.
+  all=$( { for v in "${verbs[@]}"; do documented "$v"; done
+           grep -ohE '\{"(--[a-z-]+|-o)", OPTION_' "$ROOT"/src/*.c | grep -oE -- '--?[a-z-]+'; } |
+         grep -vxE -- '--help|--plugin|--allow-load' | sort -u)
+  [ "$(wc -l <<<"$all")" -gt 40 ]
+  bad=""
+  for v in "${verbs[@]}"; do
+    doc=$(documented "$v")
+    for o in $all; do
+      err=$("$NETRUN" "$v" "$o" </dev/null 2>&1 >/dev/null | head -1)
+      if grep -qx -- "$o" <<<"$doc"; then
+        [[ "$err" != *"unknown option '$o'"* ]] || bad+="$v accepts no $o, which its help documents"$'\n'
+      else
+        [[ "$err" == "netrun: $v: unknown option '$o'" ]] || bad+="$v takes $o, which its help does not document: $err"$'\n'
+      fi
+    done
+  done
+  [ -z "$bad" ] || { echo "$bad"; false; }
+}
+
+@test "option forms: --opt value, --opt=value; a flag given a value, a missing value, an unknown option" {
+  printf 'input x : f32[1]\ny = x * 2\nprint(y)\n' > t.net
+  [ "$("$NETRUN" run t.net --set x=[3])" = "$("$NETRUN" run t.net --set=x=[3])" ]
+  [ "$("$NETRUN" run --seed=4 --set x=[3] t.net)" = "$("$NETRUN" run t.net --seed 4 --set=x=[3])" ]
+  run "$NETRUN" run t.net --check-nan=yes
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --check-nan takes no value" ]
+  run "$NETRUN" data --shuffle=1 x.csv
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: data: --shuffle takes no value" ]
+  run "$NETRUN" run t.net --seed
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --seed needs a whole number of at least 0" ]
+  run "$NETRUN" train t.net --lr inf
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --lr needs a positive number" ]
+  run "$NETRUN" predict t.net --output
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --output needs a NAME" ]
+  run "$NETRUN" eval t.net --output y
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: eval: unknown option '--output'" ]
+  run "$NETRUN" ops --all
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: ops: unknown option '--all'" ]
+  run "$NETRUN" help run train
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: help takes at most one VERB" ]
+  run "$NETRUN" plot -o
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: -o needs a file name" ]
+  # -o takes no '=' form; '-' alone is an argument (plot's standard input).
+  run "$NETRUN" plot -o=x.svg -
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: plot: unknown option '-o=x.svg'" ]
 }
