@@ -1,7 +1,6 @@
 /* mem.c — the single allocation function, its fault injection, and arenas. */
 #include "mem.h"
 
-#include "diag.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -68,15 +67,28 @@ const char *mem_limit_why(double bytes, char *buf, size_t n) {
   return buf;
 }
 
+static void (*reporter)(const char *line);
+
+void mem_set_reporter(void (*report)(const char *line)) { reporter = report; }
+
+/* Reports line (in a buffer on the stack: nothing is allocated). */
+static void report(const char *line) {
+  if (reporter) reporter(line);
+  else fprintf(stderr, "%s\n", line);
+}
+
 void mem_charge_or_exit(const char *what, int64_t bytes) {
   if (mem_charge(bytes)) return;
-  char why[256];
-  diag_error(NULL, SPAN_NONE, "out of memory: %s: %s", what, mem_limit_why((double)bytes, why, sizeof why));
+  char why[256], line[600];
+  snprintf(line, sizeof line, "out of memory: %s: %s", what, mem_limit_why((double)bytes, why, sizeof why));
+  report(line);
   mem_exit_oom();
 }
 
 _Noreturn void mem_oom(size_t size) {
-  diag_error(NULL, SPAN_NONE, "out of memory (allocating %zu bytes)", size);   /* allocates nothing */
+  char line[80];
+  snprintf(line, sizeof line, "out of memory (allocating %zu bytes)", size);
+  report(line);
   mem_exit_oom();
 }
 

@@ -56,6 +56,12 @@ void mem_charge_or_exit(const char *what, int64_t bytes);
 
 /* Called on exhaustion: prints the diagnostic and exits(MEM_EXIT_OOM). */
 _Noreturn void mem_oom(size_t size);
+/* Where mem_oom's and mem_charge_or_exit's one-line report goes.  diag.c
+ * installs its positionless error ("netrun: error: ...") before main runs;
+ * mem cannot call diag itself, since diag keeps its sources in an Arena
+ * of this module (the layers go diag -> mem, never back).  The report must
+ * not allocate.  Without one installed the line goes to stderr as it is. */
+void mem_set_reporter(void (*report)(const char *line));
 /* Exits with MEM_EXIT_OOM after the caller printed why.  exit() runs the
  * atexit handlers, which remove the temporary files of unfinished atomic
  * writes (file.c), so an old file is never replaced by a half-written one. */

@@ -246,3 +246,76 @@ documented() {
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: plot: unknown option '-o=x.svg'" ]
 }
+
+# ---- the include graph ----------------------------------------------------------------
+
+# Modules (src/NAME.c with src/NAME.h; src/ops/NAME.c) and the modules each
+# includes ("NAME.h"); prints each cycle (a strongly connected component)
+# and each library module that includes the verbs' cli.h; fails on either.
+include_check() {
+  python3 - "$1" <<'PY'
+import glob, os, re, sys
+src = os.path.join(sys.argv[1], "src")
+edges = {}
+for f in glob.glob(src + "/*.[ch]") + glob.glob(src + "/ops/*.[ch]"):
+    mod = os.path.splitext(os.path.relpath(f, src))[0]
+    for line in open(f, encoding="utf-8"):
+        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        if not m:
+            continue
+        here = os.path.join(os.path.dirname(f), m.group(1))
+        if os.path.exists(here):
+            target = os.path.splitext(os.path.relpath(here, src))[0]
+        elif os.path.exists(os.path.join(src, m.group(1))):
+            target = os.path.splitext(m.group(1))[0]
+        else:
+            continue   # a generated header (parser.h) or the public one
+        if target != mod:
+            edges.setdefault(mod, set()).add(target)
+index, low, stack, on, cycles = {}, {}, [], set(), []
+def visit(v):
+    index[v] = low[v] = len(index); stack.append(v); on.add(v)
+    for w in sorted(edges.get(v, ())):
+        if w not in index:
+            visit(w); low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        c = []
+        while not c or c[-1] != v:
+            c.append(stack.pop()); on.discard(c[-1])
+        if len(c) > 1:
+            cycles.append(sorted(c))
+for v in sorted(set(edges) | {w for ws in edges.values() for w in ws}):
+    if v not in index:
+        visit(v)
+for c in cycles:
+    print("include cycle:", ", ".join("%s -> %s" % (a, b) for a in c for b in sorted(edges.get(a, ())) if b in c))
+# The verbs' shared options and start-up (cli.h) are above the libraries.
+# trainer.c still includes it for its verbs' options (not yet split).
+library = [m for m in edges if m not in ("main", "cli", "grad", "repl", "trainer")]
+for m in sorted(library):
+    if "cli" in edges[m]:
+        print("library module %s includes cli.h" % m)
+print("%d modules, %d edges" % (len(index), sum(map(len, edges.values()))))
+sys.exit(1 if cycles or any("cli" in edges[m] for m in library) else 0)
+PY
+}
+
+@test "the include graph of src/ has no cycle, and only the verbs include cli.h" {
+  run include_check "$ROOT"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[-1]}" =~ ^[0-9]+" modules, "[0-9]+" edges"$ ]]
+  # The check sees a cycle and a library module including cli.h when there is one.
+  mkdir -p fake/src/ops
+  printf '#include "b.h"\n' > fake/src/a.h
+  printf '#include "a.h"\n' > fake/src/b.c
+  printf '#include "b.h"\n' > fake/src/b.h
+  printf '#include "cli.h"\n' > fake/src/data.c
+  : > fake/src/cli.h
+  run include_check fake
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "include cycle: a -> b, b -> a" ]
+  [ "${lines[1]}" = "library module data includes cli.h" ]
+}
