@@ -43,7 +43,7 @@ typedef struct Backward {
   Program *p;
   Diag *diag;
   unsigned char *marks;          /* per variable, indexed by VarIndex */
-  struct VarIdx *idx;
+  PtrMap *idx;
   int nvars;
   const char *const *no_grad;
   int nno_grad;
@@ -74,35 +74,13 @@ struct GradCtx {
 };
 
 /* ---- variable marks ------------------------------------------------------------
- * Marks live in a side table keyed by the VarDesc pointer's position in a
- * flat array of every variable, built once. */
-
-typedef struct VarIdx {
-  const VarDesc **keys;
-  int *vals;
-  size_t cap;
-} VarIdx;
-
-static void idx_put(VarIdx *m, const VarDesc *v, int val) {
-  size_t i = mem_hash_ptr(v) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != v) i = (i + 1) & (m->cap - 1);
-  m->keys[i] = v;
-  m->vals[i] = val;
-}
-
-static int idx_get(const VarIdx *m, const VarDesc *v) {
-  size_t i = mem_hash_ptr(v) & (m->cap - 1);
-  while (m->keys[i]) {
-    if (m->keys[i] == v) return m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  return -1;
-}
+ * Marks live in a side array indexed by each variable's position among all
+ * variables, found by its VarDesc's address (a PtrMap, mem.h), built once. */
 
 static unsigned char *mark_of(Backward *bw, const char *name) {
   static unsigned char none;
   const VarDesc *v = prog_var(bw->p, name);
-  int i = v ? idx_get(bw->idx, v) : -1;
+  int i = v ? ptrmap_get(bw->idx, v) : -1;
   none = 0;
   return i >= 0 ? &bw->marks[i] : &none;
 }
@@ -758,18 +736,12 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
 
 /* ---- the whole backward --------------------------------------------------------------------- */
 
-static void backward_init(Backward *bw, Program *p, VarIdx *idx) {
+static void backward_init(Backward *bw, Program *p, PtrMap *idx) {
   /* Index every variable for the marks. */
   int nvars = 0;
-  for (int i = 0; i < p->nblocks; i++) nvars += p->blocks[i]->nvars;
   memset(idx, 0, sizeof *idx);
-  idx->cap = 16;
-  while (idx->cap < (size_t)nvars * 2 + 2) idx->cap *= 2;
-  idx->keys = mem_calloc(idx->cap, sizeof *idx->keys);
-  idx->vals = mem_calloc(idx->cap, sizeof *idx->vals);
-  int k = 0;
   for (int i = 0; i < p->nblocks; i++)
-    for (int j = 0; j < p->blocks[i]->nvars; j++) idx_put(idx, p->blocks[i]->vars[j], k++);
+    for (int j = 0; j < p->blocks[i]->nvars; j++) ptrmap_put(NULL, idx, p->blocks[i]->vars[j], nvars++);
   bw->p = p;
   bw->diag = p->diag;
   bw->idx = idx;
@@ -779,8 +751,7 @@ static void backward_init(Backward *bw, Program *p, VarIdx *idx) {
 }
 
 static void backward_free(Backward *bw) {
-  mem_free(bw->idx->keys);
-  mem_free(bw->idx->vals);
+  ptrmap_free(bw->idx);
   mem_free(bw->marks);
   if (bw->stems) strmap_free(bw->stems);
   mem_free(bw->stems);
@@ -888,7 +859,7 @@ bool bwd_append(Program *p, const char *loss, const char *const *params, int npa
   const VarDesc *lvar = bwd_loss_var(p, loss);
   if (!lvar) return false;
   Backward bw = {.no_grad = no_grad, .nno_grad = nno_grad};
-  VarIdx idx;
+  PtrMap idx;
   backward_init(&bw, p, &idx);
   /* A second backward (another loss, other parameters) gets names of its
    * own: v@GRAD@L1, ...; it differentiates only the forward ops. */
@@ -927,7 +898,7 @@ bool bwd_append(Program *p, const char *loss, const char *const *params, int npa
 bool bwd_vjp(Program *p, const char *const *outs, const char *const *seeds, int nouts, const char *const *wrt,
              int nwrt, const char **grads) {
   Backward bw = {.suffix = ""};
-  VarIdx idx;
+  PtrMap idx;
   backward_init(&bw, p, &idx);
   bool ok = differentiate(&bw, outs, seeds, nouts, wrt, nwrt, grads);
   backward_free(&bw);
@@ -943,7 +914,7 @@ bool bwd_vjp(Program *p, const char *const *outs, const char *const *seeds, int 
 bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***pieces, int *npieces) {
   Backward bw = {.suffix = "", .one_op = true};
   Block *b0 = p->blocks[0];
-  VarIdx idx;
+  PtrMap idx;
   backward_init(&bw, p, &idx);
   bw.nfwd = 1;
   for (int i = 0; i < bw.nvars; i++) bw.marks[i] = MARK_LIVE | MARK_NEED;

@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 
 #include "file.h"
+#include "option.h"
 #include "cmd.h"
 #include "diag.h"
 
@@ -842,30 +843,130 @@ static void describe(const char *path, const Checkpoint *c) {
   }
 }
 
+/* ---- netrun checkpoint --format json ---------------------------------------------- */
+
+/* What a tensor of the checkpoint is, by its name: "optimizer" for the
+ * optimizer's values (a parameter's name, '@', what it is: W1@MOMENT1,
+ * and the optimizer's own, @beta1_pow), else "param".  The one place that
+ * decides it. */
+static const char *value_kind(const Checkpoint *c, const char *name) {
+  (void)c;
+  return strchr(name, '@') ? "optimizer" : "param";
+}
+
+/* The length of the valid UTF-8 sequence at s (1-4 bytes), or 0 if the
+ * bytes there are not one. */
+static int utf8_len(const unsigned char *s) {
+  int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+        : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  for (int i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+      (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+    return 0;   /* overlong, a surrogate, or past U+10FFFF */
+  return n;
+}
+
+/* s as a JSON string.  A file may hold names and settings that are not
+ * UTF-8 (the format asks only for no control characters); a byte that
+ * starts no valid sequence is written as U+FFFD, so the document stays
+ * valid JSON. */
+static void json_text(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    int n = utf8_len(p);
+    if (n == 0) fputs("\\ufffd", f), n = 1;
+    else if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+    else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+    else fwrite(p, 1, (size_t)n, f);
+    p += n;
+  }
+  fputc('"', f);
+}
+
+/* Element i of t as JSON: f32 in nine significant digits (enough to read
+ * back the same float), NaN and infinities as the strings "nan", "inf" and
+ * "-inf" (JSON has no number for them); i64 exactly; bool as true/false. */
+static void json_elem(FILE *f, const Tensor *t, int64_t i) {
+  if (t->dtype == DT_I64) {
+    fprintf(f, "%" PRId64, tensor_i64(t)[i]);
+  } else if (t->dtype == DT_BOOL) {
+    fputs(tensor_bool(t)[i] ? "true" : "false", f);
+  } else {
+    double x = (double)tensor_f32(t)[i];
+    if (isnan(x)) fputs("\"nan\"", f);
+    else if (isinf(x)) fputs(x < 0 ? "\"-inf\"" : "\"inf\"", f);
+    else fprintf(f, "%.9g", x);
+  }
+}
+
+static void json_value(FILE *f, const Checkpoint *c, const CkptTensor *v) {
+  fputs("  {\"name\": ", f);
+  json_text(f, v->name);
+  fprintf(f, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": [", value_kind(c, v->name),
+          dtype_name(v->t->dtype));
+  for (int d = 0; d < v->t->rank; d++) fprintf(f, "%s%" PRId64, d ? ", " : "", v->t->shape[d]);
+  fputs("], \"data\": [", f);
+  for (int64_t i = 0; i < v->t->numel; i++) {
+    if (i) fputs(", ", f);
+    json_elem(f, v->t, i);
+  }
+  fputs("]}", f);
+}
+
+/* The whole checkpoint as one JSON document: the fields the listing
+ * shows, then every tensor in full (netrun(1) documents the layout). */
+static void describe_json(FILE *f, const char *path, const Checkpoint *c) {
+  uint64_t elems = 0, bytes = 0;
+  for (int i = 0; i < c->ntensors; i++) elems += (uint64_t)c->tensors[i].t->numel, bytes += tensor_bytes(c->tensors[i].t);
+  fputs("{\"checkpoint\": ", f);
+  json_text(f, path);
+  fprintf(f, ",\n \"format_version\": %" PRIu32 ", \"program_hash\": \"%016" PRIx64 "\",\n", c->version,
+          c->program_hash);
+  fprintf(f, " \"epoch\": %" PRIu64 ", \"step\": %" PRIu64 ", \"samples_seen\": %" PRIu64 ",\n", c->epoch, c->step,
+          c->samples);
+  fprintf(f, " \"rng_state\": [\"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\"],\n",
+          c->rng.s[0], c->rng.s[1], c->rng.s[2], c->rng.s[3]);
+  fputs(" \"settings\": {", f);
+  for (int i = 0; i < c->nsettings; i++) {
+    fputs(i ? ", " : "", f);
+    json_text(f, c->settings[i].key);
+    fputs(": ", f);
+    json_text(f, c->settings[i].value);
+  }
+  fprintf(f, "},\n \"elements\": %" PRIu64 ", \"bytes\": %" PRIu64 ",\n \"values\": [", elems, bytes);
+  for (int i = 0; i < c->ntensors; i++) {
+    fputs(i ? ",\n" : "\n", f);
+    json_value(f, c, &c->tensors[i]);
+  }
+  fputs(c->ntensors ? "\n ]}\n" : "]}\n", f);
+}
+
+static const Option checkpoint_options[] = {
+    {"--format", OPTION_VALUE, "FMT", "a value", 1},
+    {NULL, 0, NULL, NULL, 0},
+};
+
 int cmd_checkpoint(int argc, char **argv) {
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-' && argv[i][1] && !path) {
-      fprintf(stderr, "netrun: %s: unknown option '%s'\nTry 'netrun --help'.\n", argv[0], argv[i]);
-      return EXIT_USAGE;
-    }
-    if (path) {
-      fprintf(stderr, "netrun: %s takes one PATH\nTry 'netrun --help'.\n", argv[0]);
-      return EXIT_USAGE;
-    }
-    path = argv[i];
+  const char *path = NULL, *format = "text";
+  OptionParser p;
+  option_init(&p, argc, argv, (const Option *const[]){checkpoint_options, NULL}, "");
+  for (int id; (id = option_next(&p)) != OPTION_END;) {
+    if (id == OPTION_ERROR) return EXIT_USAGE;
+    if (id == OPTION_ARG && path) return diag_usage("%s takes one PATH", argv[0]);
+    if (id == OPTION_ARG) path = p.value;
+    else if (strcmp(p.value, "text") == 0 || strcmp(p.value, "json") == 0) format = p.value;
+    else return diag_usage("unknown format '%s' (expected text or json)", p.value);
   }
-  if (!path) {
-    fprintf(stderr, "netrun: %s needs a PATH\nTry 'netrun --help'.\n", argv[0]);
-    return EXIT_USAGE;
-  }
+  if (!path) return diag_usage("%s needs a PATH", argv[0]);
   Checkpoint c;
   char err[1400];
   if (!ckpt_read(path, &c, err, sizeof err)) {
     diag_error(NULL, SPAN_NONE, "%s", err);
     return EXIT_SCRIPT;
   }
-  describe(path, &c);
+  if (strcmp(format, "json") == 0) describe_json(stdout, path, &c);
+  else describe(path, &c);
   ckpt_free(&c);
   return fflush(stdout) == 0 ? 0 : EXIT_SCRIPT;
 }

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "feed.h"
+#include "option.h"
 #include "session.h"
 #include "rewrite.h"
 
@@ -17,40 +18,78 @@
 #include <string.h>
 #include <unistd.h>
 
-static bool parse_int(const char *opt, const char *v, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long n = v ? strtoll(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno || n < lo) {
-    diag_usage("%s needs a whole number of at least %lld", opt, (long long)lo);
-    return false;
-  }
-  *out = n;
-  return true;
-}
+/* ---- options ------------------------------------------------------------------------ */
 
-/* A positive number, or with zero_ok one that is not negative; finite. */
-static bool parse_real(const char *opt, const char *v, double *out, bool zero_ok) {
-  char *end;
-  double x = v ? strtod(v, &end) : 0;
-  if (!v || !*v || *end || !isfinite(x) || !(x > 0 || (zero_ok && x == 0))) {
-    diag_usage("%s needs a %s number", opt, zero_ok ? "finite, non-negative" : "positive");
-    return false;
-  }
-  *out = x;
-  return true;
-}
+enum {
+  O_FORMAT = 1, O_STARTUP, O_LINES, O_AST, O_BACKWARD, O_TAPE, O_TAPE_PROGRAM, O_TRAIN, O_FUSED, O_OUT,
+  O_SET, O_FEED, O_SEED, O_MAX_STEPS, O_MAX_MEMORY, O_PRECISION, O_CHECK_NAN, O_NO_FUSE, O_DUMP_TAPE,
+  O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS,
+};
+
+/* The options of each group a verb may take (cli.h's OPT_*), in the
+ * order of the bits. */
+static const Option dump_options[] = {
+    {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT},
+    {"--startup", OPTION_FLAG, NULL, NULL, O_STARTUP},
+    {"--lines", OPTION_FLAG, NULL, NULL, O_LINES},
+    {"--ast", OPTION_FLAG, NULL, NULL, O_AST},
+    {"--backward", OPTION_FLAG, NULL, NULL, O_BACKWARD},
+    {"--tape", OPTION_FLAG, NULL, NULL, O_TAPE},
+    {"--train", OPTION_FLAG, NULL, NULL, O_TRAIN},
+    {"--fused", OPTION_FLAG, NULL, NULL, O_FUSED},
+    {"-o", OPTION_VALUE, "OUT", "a file name", O_OUT},
+    {"--ranks", OPTION_VALUE, "N", "a whole number of at least 1", O_RANKS},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option run_options[] = {
+    {"--set", OPTION_VALUE, "NAME=VALUE", "NAME=VALUE", O_SET},
+    {"--feed", OPTION_VALUE, "NAME=FILE", "NAME=FILE", O_FEED},
+    {"--seed", OPTION_VALUE, "N", "a whole number of at least 0", O_SEED},
+    {"--max-steps", OPTION_VALUE, "N", "a whole number of at least 0", O_MAX_STEPS},
+    {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", O_MAX_MEMORY},
+    {"--precision", OPTION_VALUE, "N", "a whole number of at least 0", O_PRECISION},
+    {"--check-nan", OPTION_FLAG, NULL, NULL, O_CHECK_NAN},
+    {"--no-fuse", OPTION_FLAG, NULL, NULL, O_NO_FUSE},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option tape_dump_options[] = {
+    {"--dump-tape", OPTION_FLAG, NULL, NULL, O_DUMP_TAPE},
+    {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option time_options[] = {
+    {"--iterations", OPTION_VALUE, "N", "a whole number of at least 1", O_ITERATIONS},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option grad_options[] = {
+    {"--loss", OPTION_VALUE, "NAME", "a NAME", O_LOSS},
+    {"--wrt", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_WRT},
+    {"--no-grad", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_NO_GRAD},
+    {"--tape", OPTION_FLAG, NULL, NULL, O_TAPE},
+    {"--tape-program", OPTION_FLAG, NULL, NULL, O_TAPE_PROGRAM},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option check_options[] = {
+    {"--eps", OPTION_VALUE, "E", "a positive number", O_EPS},
+    {"--rtol", OPTION_VALUE, "R", "a positive number", O_RTOL},
+    {"--atol", OPTION_VALUE, "A", "a finite, non-negative number", O_ATOL},
+    {"--samples", OPTION_VALUE, "N", "a whole number of at least 1", O_SAMPLES},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option grad_format_options[] = {
+    {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option *const groups[] = {dump_options, run_options,  tape_dump_options, time_options,
+                                       grad_options, check_options, grad_format_options};
 
 /* NAMES: comma-separated, appended to list. */
-static bool parse_names(const char *opt, const char *v, const char **list, int *n, int cap) {
-  if (!v || !*v) {
-    diag_usage("%s needs NAMES (comma-separated)", opt);
-    return false;
-  }
-  char *copy = (char *)v;   /* an argv string: ours to split in place */
+static bool parse_names(const OptionParser *p, const char **list, int *n, int cap) {
+  if (!*p->value) return option_bad(p), false;
+  char *copy = (char *)p->value;   /* an argv string: ours to split in place */
   for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
     if (*n == cap) {
-      diag_usage("%s: too many names", opt);
+      diag_usage("%s: too many names", p->opt->name);
       return false;
     }
     list[(*n)++] = tok;
@@ -58,7 +97,70 @@ static bool parse_names(const char *opt, const char *v, const char **list, int *
   return true;
 }
 
-int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
+static int set_format(Args *a, const char *v, unsigned accepts) {
+  if (accepts & OPT_GRAD_FORMAT) {
+    if (strcmp(v, "json") == 0) a->json = true;
+    else if (strcmp(v, "text") != 0) return diag_usage("unknown format '%s' (expected text or json)", v);
+  } else if (!dump_parse_format(v, &a->dump.format)) {
+    return diag_usage("unknown format '%s' (expected text, dot or json)", v);
+  }
+  return 0;
+}
+
+/* Stores the value of one of the groups' options; 0 or EXIT_USAGE. */
+static int apply(const OptionParser *p, int id, Args *a, unsigned accepts) {
+  const char *v = p->value;
+  int64_t n;
+  switch (id) {
+  case O_FORMAT: return set_format(a, v, accepts);
+  case O_STARTUP: a->dump.startup = true; break;
+  case O_LINES: a->dump.lines = true; break;
+  case O_AST: a->ast = true; break;
+  case O_BACKWARD: a->backward = true; break;
+  case O_TAPE: a->tape = true; break;
+  case O_TAPE_PROGRAM: a->tape = a->tape_program = true; break;
+  case O_TRAIN: a->train = true; break;
+  case O_FUSED: a->fused = true; break;
+  case O_OUT: a->out = v; break;
+  case O_SET:
+  case O_FEED:
+    if (!strchr(v, '=')) return option_bad(p);
+    if ((id == O_SET ? a->nsets : a->nfeeds) == 64) return diag_usage("%s", "too many values fed");
+    if (id == O_SET) a->sets[a->nsets++] = v;
+    else a->feeds[a->nfeeds++] = v;
+    break;
+  case O_SEED:
+    if (!option_int(p, 0, &n)) return EXIT_USAGE;
+    a->opt.seed = (uint64_t)n;
+    break;
+  case O_MAX_STEPS: return option_int(p, 0, &a->opt.max_steps) ? 0 : EXIT_USAGE;
+  case O_MAX_MEMORY:
+    if (!mem_parse_size(v, &n)) return option_bad(p);
+    tensor_set_memory_limit(n);
+    break;
+  case O_PRECISION:
+    if (!option_int(p, 0, &n)) return EXIT_USAGE;
+    a->opt.precision = (int)(n > 17 ? 17 : n);
+    break;
+  case O_CHECK_NAN: a->opt.check_nan = true; break;
+  case O_NO_FUSE: a->opt.fuse = false; break;
+  case O_DUMP_TAPE: a->dump_tape = true; break;
+  case O_ITERATIONS: return option_int(p, 1, &a->iterations) ? 0 : EXIT_USAGE;
+  case O_LOSS: a->loss = v; break;
+  case O_WRT: return parse_names(p, a->wrt, &a->nwrt, 256) ? 0 : EXIT_USAGE;
+  case O_NO_GRAD: return parse_names(p, a->no_grad, &a->nno_grad, 256) ? 0 : EXIT_USAGE;
+  case O_EPS: return option_real(p, false, &a->eps) ? 0 : EXIT_USAGE;
+  case O_RTOL: return option_real(p, false, &a->rtol) ? 0 : EXIT_USAGE;
+  case O_ATOL: return option_real(p, true, &a->atol) ? 0 : EXIT_USAGE;
+  case O_SAMPLES: return option_int(p, 1, &a->samples) ? 0 : EXIT_USAGE;
+  case O_RANKS: return option_int(p, 1, &a->ranks) ? 0 : EXIT_USAGE;
+  }
+  return 0;
+}
+
+int cli_parse(int argc, char **argv, Args *a, unsigned accepts) { return cli_parse_own(argc, argv, a, accepts, NULL); }
+
+int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn *own) {
   memset(a, 0, sizeof *a);
   a->verb = argv[0];
   exec_default_options(&a->opt);
@@ -67,96 +169,24 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
   a->eps = 1e-2;
   a->rtol = 5e-3;
   a->atol = CLI_ATOL;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    const char *eq = arg[0] == '-' && arg[1] == '-' ? strchr(arg, '=') : NULL;
-    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-#define IS(name, group) ((accepts & (group)) && strlen(name) == len && strncmp(arg, name, len) == 0)
-#define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
-    int64_t n;
-    if (IS("--format", OPT_DUMP | OPT_TAPE_DUMP | OPT_GRAD)) {
-      const char *v = VALUE();
-      if (!v) return diag_usage("%s", "--format needs a value");
-      if ((accepts & OPT_GRAD) && !(accepts & OPT_DUMP)) {
-        if (strcmp(v, "json") == 0) a->json = true;
-        else if (strcmp(v, "text") != 0) return diag_usage("unknown format '%s' (expected text or json)", v);
-      } else if (!dump_parse_format(v, &a->dump.format)) {
-        return diag_usage("unknown format '%s' (expected text, dot or json)", v);
-      }
-    } else if (IS("--startup", OPT_DUMP)) {
-      a->dump.startup = true;
-    } else if (IS("--lines", OPT_DUMP)) {
-      a->dump.lines = true;
-    } else if (IS("--ast", OPT_DUMP)) {
-      a->ast = true;
-    } else if (IS("--backward", OPT_DUMP)) {
-      a->backward = true;
-    } else if (IS("--tape", OPT_DUMP | OPT_GRAD)) {
-      a->tape = true;
-    } else if (IS("--tape-program", OPT_GRAD)) {
-      a->tape = a->tape_program = true;
-    } else if (IS("--train", OPT_DUMP)) {
-      a->train = true;
-    } else if (IS("--fused", OPT_DUMP)) {
-      a->fused = true;
-    } else if (IS("--ranks", OPT_DUMP)) {
-      if (!parse_int("--ranks", VALUE(), 1, &a->ranks)) return EXIT_USAGE;
-    } else if (IS("-o", OPT_DUMP)) {
-      if (!(a->out = VALUE())) return diag_usage("%s", "-o needs a file name");
-    } else if (IS("--set", OPT_RUN) || IS("--feed", OPT_RUN)) {
-      bool set = arg[2] == 's';
-      const char *v = VALUE();
-      if (!v || !strchr(v, '=')) return diag_usage("%s needs NAME=%s", set ? "--set" : "--feed", set ? "VALUE" : "FILE");
-      if ((set ? a->nsets : a->nfeeds) == 64) return diag_usage("%s", "too many values fed");
-      if (set) a->sets[a->nsets++] = v;
-      else a->feeds[a->nfeeds++] = v;
-    } else if (IS("--seed", OPT_RUN)) {
-      if (!parse_int("--seed", VALUE(), 0, &n)) return EXIT_USAGE;
-      a->opt.seed = (uint64_t)n;
-    } else if (IS("--max-steps", OPT_RUN)) {
-      if (!parse_int("--max-steps", VALUE(), 0, &n)) return EXIT_USAGE;
-      a->opt.max_steps = n;
-    } else if (IS("--max-memory", OPT_RUN)) {
-      const char *v = VALUE();
-      if (!v || !mem_parse_size(v, &n)) return diag_usage("%s", "--max-memory needs a size, e.g. 512M or 4G");
-      tensor_set_memory_limit(n);
-    } else if (IS("--precision", OPT_RUN)) {
-      if (!parse_int("--precision", VALUE(), 0, &n)) return EXIT_USAGE;
-      a->opt.precision = (int)(n > 17 ? 17 : n);
-    } else if (IS("--check-nan", OPT_RUN)) {
-      a->opt.check_nan = true;
-    } else if (IS("--no-fuse", OPT_RUN)) {
-      a->opt.fuse = false;
-    } else if (IS("--dump-tape", OPT_TAPE_DUMP)) {
-      a->dump_tape = true;
-    } else if (IS("--iterations", OPT_TIME)) {
-      if (!parse_int("--iterations", VALUE(), 1, &a->iterations)) return EXIT_USAGE;
-    } else if (IS("--loss", OPT_GRAD)) {
-      if (!(a->loss = VALUE())) return diag_usage("%s", "--loss needs a NAME");
-    } else if (IS("--wrt", OPT_GRAD)) {
-      if (!parse_names("--wrt", VALUE(), a->wrt, &a->nwrt, 256)) return EXIT_USAGE;
-    } else if (IS("--no-grad", OPT_GRAD)) {
-      if (!parse_names("--no-grad", VALUE(), a->no_grad, &a->nno_grad, 256)) return EXIT_USAGE;
-    } else if (IS("--eps", OPT_CHECK)) {
-      if (!parse_real("--eps", VALUE(), &a->eps, false)) return EXIT_USAGE;
-    } else if (IS("--rtol", OPT_CHECK)) {
-      if (!parse_real("--rtol", VALUE(), &a->rtol, false)) return EXIT_USAGE;
-    } else if (IS("--atol", OPT_CHECK)) {
-      if (!parse_real("--atol", VALUE(), &a->atol, true)) return EXIT_USAGE;
-    } else if (IS("--samples", OPT_CHECK)) {
-      if (!parse_int("--samples", VALUE(), 1, &a->samples)) return EXIT_USAGE;
-    } else if (arg[0] == '-' && arg[1]) {
-      return diag_usage("%s: unknown option '%s'", a->verb, arg);
-    } else if (a->file) {
-      return diag_usage("%s takes one file, got a second: '%s'", a->verb, arg);
-    } else {
-      a->file = arg;
-    }
-#undef IS
-#undef VALUE
+  const Option *tables[sizeof groups / sizeof *groups + 2];
+  int nt = 0;
+  if (own) tables[nt++] = own->options;
+  for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
+    if (accepts & (1u << g)) tables[nt++] = groups[g];
+  tables[nt] = NULL;
+  OptionParser p;
+  option_init(&p, argc, argv, tables, "");
+  int id, rc = 0;
+  while (!rc && (id = option_next(&p)) != OPTION_END) {
+    if (id == OPTION_ERROR) rc = EXIT_USAGE;
+    else if (id == OPTION_ARG && a->file) rc = diag_usage("%s takes one file, got a second: '%s'", a->verb, p.value);
+    else if (id == OPTION_ARG) a->file = p.value;
+    else if (own && p.opt >= own->options && p.opt < own->options + own->count) rc = own->apply(&p, own->ctx);
+    else rc = apply(&p, id, a, accepts);
   }
-  if (!a->file && !(accepts & OPT_MAYBE_FILE)) return diag_usage("%s needs a FILE", a->verb);
-  return 0;
+  if (!rc && !a->file && !(accepts & OPT_MAYBE_FILE)) rc = diag_usage("%s needs a FILE", a->verb);
+  return rc;
 }
 
 /* ---- scripts and executors -------------------------------------------------------- */

@@ -20,9 +20,10 @@ enum {
   OPT_RUN = 1 << 1,       /* --set --feed --seed --max-steps --check-nan --no-fuse --precision */
   OPT_TAPE_DUMP = 1 << 2, /* --dump-tape --format */
   OPT_TIME = 1 << 3,      /* --iterations */
-  OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program --format */
+  OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program */
   OPT_CHECK = 1 << 5,     /* --eps --rtol --atol --samples */
-  OPT_MAYBE_FILE = 1 << 6, /* FILE may be left out (repl) */
+  OPT_GRAD_FORMAT = 1 << 6, /* --format text|json (grad's output) */
+  OPT_MAYBE_FILE = 1 << 7, /* FILE may be left out (repl) */
 };
 
 typedef struct Args {
@@ -46,8 +47,21 @@ typedef struct Args {
 /* gradcheck's default --atol. */
 #define CLI_ATOL 1e-5
 
-/* Parses argv (argv[0] is the verb) into a; 0, or the usage-error status. */
+/* Parses argv (argv[0] is the verb) into a with the option parser
+ * (option.h) and the tables of the groups accepts names; 0, or the
+ * usage-error status (reported). */
 int cli_parse(int argc, char **argv, Args *a, unsigned accepts);
+/* A verb's own options besides the groups' (train's --epochs ...): looked
+ * up first; apply stores the value of the option p just returned in ctx,
+ * returning 0 or the usage-error status. */
+struct OptionParser;
+typedef struct CliOwn {
+  const struct Option *options;
+  int count;
+  int (*apply)(const struct OptionParser *p, void *ctx);
+  void *ctx;
+} CliOwn;
+int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn *own);
 
 /* The functions the installed stdlib defines (batchnorm in nn.net ...), so
  * that `netrun ops batch_norm` can point at one; *n gets their count. */

@@ -9,6 +9,7 @@
 
 #include "cmd.h"
 #include "file.h"
+#include "option.h"
 #include "session.h"
 #include "print.h"
 
@@ -1040,57 +1041,58 @@ typedef struct DataArgs {
   bool shuffle, drop_last;
 } DataArgs;
 
-static bool whole(const char *opt, const char *v, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long n = v ? strtoll(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno || n < lo) {
-    diag_usage("data: %s needs a whole number of at least %lld", opt, (long long)lo);
-    return false;
+enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT };
+
+static const Option data_options[] = {
+    {"--split", OPTION_VALUE, "S", "train or test", D_SPLIT},
+    {"--label", OPTION_VALUE, "COL", "a column", D_LABEL},
+    {"--head", OPTION_VALUE, "N", "a whole number of at least 1", D_HEAD},
+    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", D_BATCH},
+    {"--seed", OPTION_VALUE, "N", "a whole number of at least 0", D_SEED},
+    {"--shuffle", OPTION_FLAG, NULL, NULL, D_SHUFFLE},
+    {"--drop-last", OPTION_FLAG, NULL, NULL, D_DROP_LAST},
+    {"--fit", OPTION_VALUE, "FILE", "a FILE", D_FIT},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+/* Stores the option p just returned; 0 or EXIT_USAGE. */
+static int data_option(const OptionParser *p, int id, DataArgs *a) {
+  const char *v = p->value;
+  int64_t n;
+  switch (id) {
+  case D_SPLIT:
+    if (strcmp(v, "train") != 0 && strcmp(v, "test") != 0) return option_bad(p);
+    a->opt.split = v;
+    break;
+  case D_LABEL:
+    if (!*v) return option_bad(p);
+    a->opt.label = v;
+    break;
+  case D_HEAD: return option_int(p, 1, &a->head) ? 0 : EXIT_USAGE;
+  case D_BATCH: return option_int(p, 1, &a->batch) ? 0 : EXIT_USAGE;
+  case D_SEED:
+    if (!option_int(p, 0, &n)) return EXIT_USAGE;
+    a->seed = (uint64_t)n;
+    break;
+  case D_SHUFFLE: a->shuffle = true; break;
+  case D_DROP_LAST: a->drop_last = true; break;
+  case D_FIT: a->fit = v; break;
   }
-  *out = n;
-  return true;
+  return 0;
 }
 
 static int data_args(int argc, char **argv, DataArgs *a) {
   memset(a, 0, sizeof *a);
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    const char *eq = arg[0] == '-' && arg[1] == '-' ? strchr(arg, '=') : NULL;
-    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-#define IS(name) (strlen(name) == len && strncmp(arg, name, len) == 0)
-#define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
-    int64_t n;
-    if (IS("--split")) {
-      const char *v = VALUE();
-      if (!v || (strcmp(v, "train") != 0 && strcmp(v, "test") != 0))
-        return diag_usage("data: --split needs train or test");
-      a->opt.split = v;
-    } else if (IS("--label")) {
-      if (!(a->opt.label = VALUE()) || !*a->opt.label) return diag_usage("data: --label needs a column");
-    } else if (IS("--head")) {
-      if (!whole("--head", VALUE(), 1, &a->head)) return EXIT_USAGE;
-    } else if (IS("--batch")) {
-      if (!whole("--batch", VALUE(), 1, &a->batch)) return EXIT_USAGE;
-    } else if (IS("--seed")) {
-      if (!whole("--seed", VALUE(), 0, &n)) return EXIT_USAGE;
-      a->seed = (uint64_t)n;
-    } else if (IS("--shuffle") && !eq) {
-      a->shuffle = true;
-    } else if (IS("--drop-last") && !eq) {
-      a->drop_last = true;
-    } else if (IS("--fit")) {
-      if (!(a->fit = VALUE())) return diag_usage("data: --fit needs a FILE");
-    } else if (arg[0] == '-' && arg[1]) {
-      return diag_usage("data: unknown option '%s'", arg);
-    } else if (a->spec) {
-      return diag_usage("data takes one SPEC, got a second: '%s'", arg);
-    } else {
-      a->spec = arg;
-    }
-#undef IS
-#undef VALUE
+  OptionParser p;
+  option_init(&p, argc, argv, (const Option *const[]){data_options, NULL}, "data: ");
+  int id, rc = 0;
+  while (!rc && (id = option_next(&p)) != OPTION_END) {
+    if (id == OPTION_ERROR) rc = EXIT_USAGE;
+    else if (id == OPTION_ARG && a->spec) rc = diag_usage("data takes one SPEC, got a second: '%s'", p.value);
+    else if (id == OPTION_ARG) a->spec = p.value;
+    else rc = data_option(&p, id, a);
   }
+  if (rc) return rc;
   if (!a->spec) return diag_usage("data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file");
   if (a->drop_last && !a->batch) return diag_usage("data: --drop-last needs --batch");
   return 0;

@@ -215,6 +215,13 @@ void diag_quote(FILE *f, const char *s, DiagQuote style) {
   fputc('"', f);
 }
 
+/* mem's out-of-memory report (mem.h): a positionless error, which
+ * allocates nothing.  Installed before main runs, so that every program
+ * linked with diag (netrun, the fuzzers, the test helpers) reports alike. */
+static void report_mem(const char *line) { diag_error(NULL, SPAN_NONE, "%s", line); }
+
+__attribute__((constructor)) static void install_mem_reporter(void) { mem_set_reporter(report_mem); }
+
 int diag_usage(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "data.h"
+#include "option.h"
 #include "par.h"
 #include "plugin.h"
 #include "registry.h"
@@ -53,7 +54,8 @@ static int cmd_gradcheck_verb(int argc, char **argv);
   "  --loss NAME        the scalar to differentiate (default: loss)\n"              \
   "  --wrt NAMES        differentiate with respect to these (default: every param)\n" \
   "  --no-grad NAMES    treat these as constants\n"                                 \
-  "  --tape             differentiate the tape of a run instead of the program\n"
+  "  --tape             differentiate the tape of a run instead of the program\n"     \
+  "  --tape-program     ... turning the tape into a program first (append_backward)\n"
 
 static const Verb verbs[] = {
     {"dump", cmd_dump, "netrun dump [OPTIONS] FILE",
@@ -70,7 +72,9 @@ static const Verb verbs[] = {
      "                     fused conv layers, shared gradients (not with --no-fuse, --check-nan)\n"
      GRAD_OPTIONS
      "  -o OUT             write to OUT (atomically) instead of standard output\n"
-     "With --tape, the run options of `netrun run` apply too."},
+     "With --tape, the run options apply too (see netrun run):\n"
+     "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
+     "  --precision"},
     {"ops", cmd_ops, "netrun ops [NAME]",
      "List every registered op, or describe one: its inputs, outputs, attributes\n"
      "with types and defaults, and whether it has a gradient and a kernel."},
@@ -114,7 +118,8 @@ static const Verb verbs[] = {
      "                     with an error before that step's update)\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
-     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run\n"
+     "  --set, --feed, --max-steps, --max-memory, --check-nan, --no-fuse, --precision\n"
+     "                     as for netrun run\n"
      "Under mpirun (mpirun -np N netrun train FILE), N ranks train data parallel: each\n"
      "takes its shard of every step (--batch is per rank), the gradients are averaged\n"
      "over the ranks (allreduce, in buckets of the train block's bucket_mb, default 25),\n"
@@ -126,7 +131,8 @@ static const Verb verbs[] = {
      "  --data SPEC        evaluate on this dataset instead (results labelled by it)\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
      "  --limit N          use only the first N examples\n"
-     "  --set, --feed, --seed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
+     "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
+     "  --precision        as for netrun run"},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
      "The predicted class of every fed example (the argmax of the train block's metric;\n"
      "with one logit per example, 1 when it is positive, else 0), or the value of\n"
@@ -155,9 +161,11 @@ static const Verb verbs[] = {
      "  --drop-last        ... dropping a last batch smaller than N\n"
      "  --fit FILE         check that batches fit FILE's inputs (named like a column,\n"
      "                     else in order) and print the shapes they are fed as"},
-    {"checkpoint", cmd_checkpoint, "netrun checkpoint PATH",
+    {"checkpoint", cmd_checkpoint, "netrun checkpoint [--format FMT] PATH",
      "Describe a checkpoint written by netrun train --save: its format version,\n"
-     "program hash, epoch, step, generator state, settings and tensors."},
+     "program hash, epoch, step, generator state, settings and tensors.\n"
+     "  --format FMT       text (default), or json: the same fields and every tensor's\n"
+     "                     elements in full"},
     {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",
      "An interactive session: statements run as they are entered, an expression\n"
      "prints its value, and :help lists the commands.  FILE runs first.\n" RUN_OPTIONS},
@@ -253,17 +261,33 @@ static void unknown_op(const char *name, const OpProto *const *all, int n) {
   arena_free(&a);
 }
 
+/* A verb without options (ops, help): its arguments, at most one, in
+ * *arg; 0 or the usage-error status. */
+static int no_options(int argc, char **argv, const char **arg) {
+  OptionParser p;
+  option_init(&p, argc, argv, (const Option *const[]){NULL}, "");
+  *arg = NULL;
+  for (int id; (id = option_next(&p)) != OPTION_END;) {
+    if (id == OPTION_ERROR) return EXIT_USAGE;
+    if (*arg) return diag_usage("%s takes at most one %s", argv[0], strcmp(argv[0], "ops") == 0 ? "NAME" : "VERB");
+    *arg = p.value;
+  }
+  return 0;
+}
+
 static int cmd_ops(int argc, char **argv) {
-  if (argc > 2) return diag_usage("%s", "ops takes at most one NAME");
+  const char *name;
+  int rc = no_options(argc, argv, &name);
+  if (rc) return rc;
   int n;
   const OpProto *const *all = reg_all(reg_default(), &n);
-  if (argc == 2) {
-    const OpProto *p = reg_find(reg_default(), argv[1]);
+  if (name) {
+    const OpProto *p = reg_find(reg_default(), name);
     if (p) {
       reg_describe(stdout, p);
       return 0;
     }
-    unknown_op(argv[1], all, n);
+    unknown_op(name, all, n);
     return EXIT_SCRIPT;
   }
   reg_print_table(stdout, all, n);
@@ -330,7 +354,7 @@ static int cmd_time(int argc, char **argv) {
 
 static int cmd_grad_verb(int argc, char **argv) {
   Args a;
-  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_GRAD);
+  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_GRAD | OPT_GRAD_FORMAT);
   return rc ? rc : cmd_grad(&a);
 }
 
@@ -346,12 +370,15 @@ static int verb_help(const Verb *v) {
 }
 
 static int cmd_help(int argc, char **argv) {
-  if (argc < 2) {
+  const char *name;
+  int rc = no_options(argc, argv, &name);
+  if (rc) return rc;
+  if (!name) {
     usage(stdout);
     return 0;
   }
-  const Verb *v = find_verb(argv[1]);
-  if (!v) return diag_usage("no help for unknown verb '%s'", argv[1]);
+  const Verb *v = find_verb(name);
+  if (!v) return diag_usage("no help for unknown verb '%s'", name);
   return verb_help(v);
 }
 
@@ -362,28 +389,28 @@ static bool asks_help(int argc, char **argv) {
   return false;
 }
 
+/* The options netrun takes anywhere on the command line, before the verb
+ * reads its own. */
+enum { G_PLUGIN = 1, G_ALLOW_LOAD };
+static const Option global_options[] = {
+    {"--plugin", OPTION_VALUE, "PATH", "the path of a plugin (a .so file)", G_PLUGIN},
+    {"--allow-load", OPTION_EQ_VALUE, "DIR", "a folder", G_ALLOW_LOAD},
+    {NULL, 0, NULL, NULL, 0},
+};
+
 /* --plugin PATH (or --plugin=PATH), anywhere on the command line: loads
  * the plugin; --allow-load[=DIR] lets scripts load plugins (plugin.h, the
  * trust model).  Both are removed from argv.  0, or the exit status. */
 static int load_plugins(int *argc, char **argv) {
+  OptionParser p;
+  option_init(&p, *argc, argv, (const Option *const[]){global_options, NULL}, "");
+  p.keep_unknown = true;
   int kept = 1;
-  for (int i = 1; i < *argc; i++) {
-    const char *path = NULL;
-    if (strcmp(argv[i], "--allow-load") == 0 || strncmp(argv[i], "--allow-load=", 13) == 0) {
-      if (argv[i][12] == '=' && !argv[i][13]) return diag_usage("%s", "--allow-load=DIR needs a folder");
-      plugin_allow_script_loads(argv[i][12] == '=' ? argv[i] + 13 : NULL);
-      continue;
-    }
-    if (strcmp(argv[i], "--plugin") == 0) {
-      if (i + 1 == *argc) return diag_usage("%s", "--plugin needs the path of a plugin (a .so file)");
-      path = argv[++i];
-    } else if (strncmp(argv[i], "--plugin=", 9) == 0) {
-      path = argv[i] + 9;
-    } else {
-      argv[kept++] = argv[i];
-      continue;
-    }
-    if (!plugin_load(NULL, SPAN_NONE, path, NULL)) return EXIT_SCRIPT;
+  for (int id; (id = option_next(&p)) != OPTION_END;) {
+    if (id == OPTION_ERROR) return EXIT_USAGE;
+    if (id == OPTION_ARG) argv[kept++] = (char *)p.value;
+    else if (id == G_ALLOW_LOAD) plugin_allow_script_loads(p.value);
+    else if (!plugin_load(NULL, SPAN_NONE, p.value, NULL)) return EXIT_SCRIPT;
   }
   argv[kept] = NULL;
   *argc = kept;

@@ -1,7 +1,6 @@
 /* mem.c — the single allocation function, its fault injection, and arenas. */
 #include "mem.h"
 
-#include "diag.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -68,15 +67,28 @@ const char *mem_limit_why(double bytes, char *buf, size_t n) {
   return buf;
 }
 
+static void (*reporter)(const char *line);
+
+void mem_set_reporter(void (*report)(const char *line)) { reporter = report; }
+
+/* Reports line (in a buffer on the stack: nothing is allocated). */
+static void report(const char *line) {
+  if (reporter) reporter(line);
+  else fprintf(stderr, "%s\n", line);
+}
+
 void mem_charge_or_exit(const char *what, int64_t bytes) {
   if (mem_charge(bytes)) return;
-  char why[256];
-  diag_error(NULL, SPAN_NONE, "out of memory: %s: %s", what, mem_limit_why((double)bytes, why, sizeof why));
+  char why[256], line[600];
+  snprintf(line, sizeof line, "out of memory: %s: %s", what, mem_limit_why((double)bytes, why, sizeof why));
+  report(line);
   mem_exit_oom();
 }
 
 _Noreturn void mem_oom(size_t size) {
-  diag_error(NULL, SPAN_NONE, "out of memory (allocating %zu bytes)", size);   /* allocates nothing */
+  char line[80];
+  snprintf(line, sizeof line, "out of memory (allocating %zu bytes)", size);
+  report(line);
   mem_exit_oom();
 }
 
@@ -214,7 +226,7 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem) {
   return slot;
 }
 
-/* ---- string maps ------------------------------------------------------------ */
+/* ---- hashes and maps ------------------------------------------------------------ */
 
 uint64_t mem_fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
@@ -230,36 +242,45 @@ uint64_t mem_fnv_str(uint64_t h, const char *s) {
 /* (Its basis is not FNV's: tables were laid out by it, so it stays.) */
 uint64_t mem_hash_str(const char *s) { return mem_fnv_str(1469598103934665603ull, s); }
 
-static size_t strmap_slot(const StrMap *m, const char *key) {
-  size_t i = mem_hash_str(key) & (m->cap - 1);
-  while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
+/* The slot of key in m (by string or by address), or the empty one where
+ * it would go. */
+static size_t map_slot(const HashMap *m, const void *key, bool by_string) {
+  size_t i = (by_string ? mem_hash_str(key) : mem_hash_ptr(key)) & (m->cap - 1);
+  while (m->keys[i] && (by_string ? strcmp(m->keys[i], key) != 0 : m->keys[i] != key)) i = (i + 1) & (m->cap - 1);
   return i;
 }
 
-int strmap_get(const StrMap *m, const char *key) {
+static int map_get(const HashMap *m, const void *key, bool by_string) {
   if (!m->cap) return -1;
-  size_t i = strmap_slot(m, key);
+  size_t i = map_slot(m, key, by_string);
   return m->keys[i] ? m->vals[i] : -1;
 }
 
-void strmap_put(Arena *a, StrMap *m, const char *key, int val) {
+static void map_free(HashMap *m) {
+  mem_free(m->keys);
+  mem_free(m->vals);
+  *m = (HashMap){0};
+}
+
+static void map_put(Arena *a, HashMap *m, const void *key, int val, bool by_string) {
   if ((m->n + 1) * 2 > m->cap) {
-    StrMap old = *m;
+    HashMap old = *m;
     m->cap = m->cap ? m->cap * 2 : 16;
     m->keys = a ? arena_alloc(a, m->cap * sizeof *m->keys) : mem_calloc(m->cap, sizeof *m->keys);
     m->vals = a ? arena_alloc(a, m->cap * sizeof *m->vals) : mem_calloc(m->cap, sizeof *m->vals);
     m->n = 0;
     for (size_t i = 0; i < old.cap; i++)
-      if (old.keys[i]) strmap_put(a, m, old.keys[i], old.vals[i]);
-    if (!a) strmap_free(&old);
+      if (old.keys[i]) map_put(a, m, old.keys[i], old.vals[i], by_string);
+    if (!a) map_free(&old);
   }
-  size_t i = strmap_slot(m, key);
+  size_t i = map_slot(m, key, by_string);
   if (!m->keys[i]) m->keys[i] = key, m->n++;
   m->vals[i] = val;
 }
 
-void strmap_free(StrMap *m) {
-  mem_free(m->keys);
-  mem_free(m->vals);
-  *m = (StrMap){0};
-}
+int strmap_get(const StrMap *m, const char *key) { return map_get(m, key, true); }
+int ptrmap_get(const PtrMap *m, const void *key) { return map_get(m, key, false); }
+void strmap_put(Arena *a, StrMap *m, const char *key, int val) { map_put(a, m, key, val, true); }
+void ptrmap_put(Arena *a, PtrMap *m, const void *key, int val) { map_put(a, m, key, val, false); }
+void strmap_free(StrMap *m) { map_free(m); }
+void ptrmap_free(PtrMap *m) { map_free(m); }

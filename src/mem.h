@@ -56,6 +56,12 @@ void mem_charge_or_exit(const char *what, int64_t bytes);
 
 /* Called on exhaustion: prints the diagnostic and exits(MEM_EXIT_OOM). */
 _Noreturn void mem_oom(size_t size);
+/* Where mem_oom's and mem_charge_or_exit's one-line report goes.  diag.c
+ * installs its positionless error ("netrun: error: ...") before main runs;
+ * mem cannot call diag itself, since diag keeps its sources in an Arena
+ * of this module (the layers go diag -> mem, never back).  The report must
+ * not allocate.  Without one installed the line goes to stderr as it is. */
+void mem_set_reporter(void (*report)(const char *line));
 /* Exits with MEM_EXIT_OOM after the caller printed why.  exit() runs the
  * atexit handlers, which remove the temporary files of unfinished atomic
  * writes (file.c), so an old file is never replaced by a half-written one. */
@@ -117,22 +123,32 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem);
 #define ARENA_PUSH(a, items, n, cap) \
   ((__typeof__(items))arena_push((a), (void **)&(items), &(n), &(cap), sizeof *(items)))
 
-/* A hash map from strings to ints (open addressing), so lookups by name
- * stay O(1) however many names a script binds: the one string table (the
- * lowerer's scopes, exports, the backward builder's name sets).  Its
- * arrays live in an arena, or with a NULL arena on the heap (then
- * strmap_free releases them).  Keys are not copied: they must live as long
- * as the map.  A zeroed StrMap is empty. */
-typedef struct StrMap {
-  const char **keys;
+/* A hash map to ints (open addressing), keyed by strings (StrMap) or by
+ * addresses (PtrMap): the one hash table, so lookups stay O(1) however
+ * many names a script binds.  By string: the lowerer's scopes, exports,
+ * the backward builder's name sets, the program's version counters; by
+ * address (mem_hash_ptr; keys are never dereferenced): the backward
+ * builder's variable index, the tape's value names.  Its arrays live in an
+ * arena, or with a NULL arena on the heap (then strmap_free/ptrmap_free
+ * release them).  Keys are not copied: they must live as long as the map.
+ * A zeroed map is empty.  (The executor's op-class index, keyed by a
+ * 64-bit structure hash with its own probe, stays in exec.c: its lookups
+ * compare whole op structures.) */
+typedef struct HashMap {
+  const void **keys;
   int *vals;
   size_t cap, n;
-} StrMap;
+} HashMap;
+typedef HashMap StrMap;
+typedef HashMap PtrMap;
 /* The value stored under key, or -1. */
 int  strmap_get(const StrMap *m, const char *key);
+int  ptrmap_get(const PtrMap *m, const void *key);
 /* Stores val under key (replacing an earlier value). */
 void strmap_put(Arena *a, StrMap *m, const char *key, int val);
+void ptrmap_put(Arena *a, PtrMap *m, const void *key, int val);
 /* Frees the arrays of a map filled with a NULL arena; it is then empty. */
 void strmap_free(StrMap *m);
+void ptrmap_free(PtrMap *m);
 
 #endif

@@ -31,6 +31,7 @@
 #include "cmd.h"
 #include "diag.h"
 #include "file.h"
+#include "option.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1077,29 +1078,34 @@ done:
 
 /* ---- the verb ----------------------------------------------------------------------- */
 
+enum { P_OUT = 1, P_LOG_Y, P_X_AXIS };
+
+static const Option plot_options[] = {
+    {"-o", OPTION_VALUE, "OUT", "a file name", P_OUT},
+    {"--log-y", OPTION_FLAG, NULL, NULL, P_LOG_Y},
+    {"--x-axis", OPTION_VALUE, "AXIS", "step, samples or epoch", P_X_AXIS},
+    {NULL, 0, NULL, NULL, 0},
+};
+
 static int parse_args(int argc, char **argv, PlotOpts *op) {
   memset(op, 0, sizeof *op);
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "-o") == 0) {
-      if (++i >= argc) return diag_usage("%s", "-o needs a file name");
-      op->out = argv[i];
-    } else if (strcmp(arg, "--log-y") == 0) {
-      op->log_y = true;
-    } else if (strncmp(arg, "--x-axis", 8) == 0 && (arg[8] == 0 || arg[8] == '=')) {
-      const char *v = arg[8] ? arg + 9 : i + 1 < argc ? argv[++i] : NULL;
-      if (!v) return diag_usage("%s", "--x-axis needs step, samples or epoch");
-      int k = -1;
-      for (int j = 0; j < 3; j++)
-        if (strcmp(v, x_names[j]) == 0) k = j;
-      if (k < 0) return diag_usage("unknown x axis '%s' (expected step, samples or epoch)", v);
+  OptionParser p;
+  option_init(&p, argc, argv, (const Option *const[]){plot_options, NULL}, "");
+  int id, k;
+  while ((id = option_next(&p)) != OPTION_END) {
+    switch (id) {
+    case OPTION_ERROR: return EXIT_USAGE;
+    case OPTION_ARG:
+      if (op->file) return diag_usage("%s takes one file, got a second: '%s'", argv[0], p.value);
+      op->file = p.value;
+      break;
+    case P_OUT: op->out = p.value; break;
+    case P_LOG_Y: op->log_y = true; break;
+    case P_X_AXIS:
+      for (k = 0; k < 3 && strcmp(p.value, x_names[k]) != 0; k++) {}
+      if (k == 3) return diag_usage("unknown x axis '%s' (expected step, samples or epoch)", p.value);
       op->x = (XKind)k;
-    } else if (arg[0] == '-' && arg[1]) {
-      return diag_usage("%s: unknown option '%s'", argv[0], arg);
-    } else if (op->file) {
-      return diag_usage("%s takes one file, got a second: '%s'", argv[0], arg);
-    } else {
-      op->file = arg;
+      break;
     }
   }
   if (!op->file) return diag_usage("%s needs a FILE", argv[0]);

@@ -209,51 +209,21 @@ VarDesc *prog_var(const Program *p, const char *name) { return map_get(p->all, n
 
 bool prog_name_used(const Program *p, const char *name) { return map_get(p->all, name) != NULL; }
 
-/* base name -> the next version to try, so rebinding a name n times costs
- * O(n), not O(n^2). */
-typedef struct Counters {
-  const char **keys;
-  int *next;
-  size_t cap, n;
-} Counters;
-
-static int *counter(Program *p, const char *base) {
-  Counters *c = p->versions;
-  if (!c) c = p->versions = arena_alloc(p->arena, sizeof *c);
-  if ((c->n + 1) * 2 > c->cap) {
-    Counters old = *c;
-    c->cap = c->cap ? c->cap * 2 : 64;
-    c->keys = arena_alloc(p->arena, sizeof *c->keys * c->cap);
-    c->next = arena_alloc(p->arena, sizeof *c->next * c->cap);
-    c->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.keys[i]) {
-        size_t j = mem_hash_str(old.keys[i]) & (c->cap - 1);
-        while (c->keys[j]) j = (j + 1) & (c->cap - 1);
-        c->keys[j] = old.keys[i], c->next[j] = old.next[i], c->n++;
-      }
-  }
-  size_t j = mem_hash_str(base) & (c->cap - 1);
-  while (c->keys[j] && strcmp(c->keys[j], base) != 0) j = (j + 1) & (c->cap - 1);
-  if (!c->keys[j]) {
-    c->keys[j] = arena_strdup(p->arena, base);
-    c->next[j] = 1;
-    c->n++;
-  }
-  return &c->next[j];
-}
-
 const char *prog_fresh(Program *p, const char *base) {
   if (!prog_name_used(p, base)) return arena_strdup(p->arena, base);
-  int *k = counter(p, base);
+  /* base -> the next version to try (p->versions), so rebinding a name n
+   * times costs O(n), not O(n^2). */
+  if (!p->versions) p->versions = arena_alloc(p->arena, sizeof *p->versions);
+  int k = strmap_get(p->versions, base);
+  const char *key = k < 0 ? arena_strdup(p->arena, base) : base;   /* the map keeps its first key */
   /* A gradient name's version goes on its stem: x.1@GRAD, not x@GRAD.1. */
   int stem = (int)name_stem_len(base);
   const char *at = base[stem] ? base + stem : NULL;
-  for (;; (*k)++) {
+  for (k = k < 0 ? 1 : k;; k++) {
     char buf[256];
-    snprintf(buf, sizeof buf, "%.*s.%d%.50s", stem < 200 ? stem : 200, base, *k, at ? at : "");
+    snprintf(buf, sizeof buf, "%.*s.%d%.50s", stem < 200 ? stem : 200, base, k, at ? at : "");
     if (!prog_name_used(p, buf)) {
-      (*k)++;
+      strmap_put(p->arena, p->versions, key, k + 1);
       return arena_strdup(p->arena, buf);
     }
   }

@@ -178,7 +178,7 @@ typedef struct Program {
   Export *exports; int nexports, capexports;
   StrMap export_index;       /* name -> its index in exports */
   struct VarMap *all;        /* every name in the program -> VarDesc */
-  struct Counters *versions; /* base name -> the next version prog_fresh tries */
+  StrMap *versions;          /* base name -> the next version prog_fresh tries */
   struct Registry *user_ops; /* ops its scripts define (op ... grad); may be NULL */
   Setting *settings; int nsettings, capsettings;
   int nforward;              /* block 0's forward ops, once a backward is appended */

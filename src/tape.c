@@ -5,42 +5,6 @@
 
 #include <string.h>
 
-/* tensor pointer -> name, open addressing */
-typedef struct TapeNames {
-  const Tensor **keys;
-  const char **vals;
-  size_t cap, n;
-} TapeNames;
-
-static const char *names_get(const TapeNames *m, const Tensor *t) {
-  if (!m->cap) return NULL;
-  size_t i = mem_hash_ptr(t) & (m->cap - 1);
-  while (m->keys[i]) {
-    if (m->keys[i] == t) return m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  return NULL;
-}
-
-static void names_put(TapeNames *m, const Tensor *t, const char *name) {
-  if ((m->n + 1) * 2 > m->cap) {
-    TapeNames old = *m;
-    m->cap = m->cap ? m->cap * 2 : 64;
-    m->keys = mem_calloc(m->cap, sizeof *m->keys);
-    m->vals = mem_calloc(m->cap, sizeof *m->vals);
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.keys[i]) names_put(m, old.keys[i], old.vals[i]);
-    mem_free(old.keys);
-    mem_free(old.vals);
-  }
-  size_t i = mem_hash_ptr(t) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != t) i = (i + 1) & (m->cap - 1);
-  if (!m->keys[i]) m->n++;
-  m->keys[i] = t;
-  m->vals[i] = name;
-}
-
 void tape_init(Tape *t) {
   memset(t, 0, sizeof *t);
   arena_init(&t->arena);
@@ -167,7 +131,9 @@ Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor **
   Program *p = prog_new(arena, fwd->diag);
   p->user_ops = fwd->user_ops;
   Block *b = p->blocks[0];
-  TapeNames map = {0};
+  PtrMap map = {0};            /* a value -> its name in known */
+  const char **known = NULL;
+  int nknown = 0, capknown = 0;
   const char **names = NULL;
   int cap = 0;
   Tensor **vals = NULL;
@@ -176,16 +142,19 @@ Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor **
     const TapeEntry *e = &t->entries[i];
     VEC_RESERVE(names, cap, e->nin + e->nout + 1);
     for (int k = 0; k < e->nin; k++) {
-      const char *name = names_get(&map, e->vals[k]);
-      if (!name) {
-        name = leaf_name(fwd, arena, e->vars[k], e->turns[k]);
-        names_put(&map, e->vals[k], name);
+      int at = ptrmap_get(&map, e->vals[k]);
+      if (at < 0) {
+        VEC_RESERVE(known, capknown, nknown + 1);
+        known[at = nknown++] = leaf_name(fwd, arena, e->vars[k], e->turns[k]);
+        ptrmap_put(NULL, &map, e->vals[k], at);
       }
-      names[k] = name;
+      names[k] = known[at];
     }
     for (int k = e->nin; k < e->nin + e->nout; k++) {
       names[k] = qualified(arena, e->vars[k], e->turns[k]);
-      names_put(&map, e->vals[k], names[k]);
+      VEC_RESERVE(known, capknown, nknown + 1);
+      known[nknown] = names[k];
+      ptrmap_put(NULL, &map, e->vals[k], nknown++);
     }
     OpDesc *op = tape_entry_op(p, e, names);
     for (int v = 0; v < e->nin + e->nout; v++) {
@@ -203,8 +172,8 @@ Program *tape_program(const Tape *t, const Program *fwd, Arena *arena, Tensor **
     op_append(b, p, op);
   }
   mem_free(names);
-  mem_free(map.keys);
-  mem_free(map.vals);
+  ptrmap_free(&map);
+  mem_free(known);
   /* The forward's names, so --loss and --wrt find their variables. */
   for (int i = 0; i < fwd->nexports; i++)
     if (prog_var(p, fwd->exports[i].var)) prog_set_export(p, fwd->exports[i].name, fwd->exports[i].var);

@@ -13,6 +13,7 @@
 #include "data.h"
 #include "dist.h"
 #include "file.h"
+#include "option.h"
 #include "print.h"
 #include "train.h"
 
@@ -76,6 +77,7 @@ typedef struct TrainArgs {
   bool keep_best;
   bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
   bool predicting;         /* predict: the script needs no loss */
+  const char *output;      /* predict --output NAME */
 } TrainArgs;
 
 /* Whether --set gives the mode input `training` a value. */
@@ -85,77 +87,76 @@ static bool mode_given(const Args *a) {
   return false;
 }
 
-static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
+enum { T_EPOCHS = 100, T_BATCH, T_LIMIT, T_LR, T_OPTIMIZER, T_DATA, T_SAVE, T_RESUME, T_LOG, T_KEEP_BEST, T_KEEP_GOING,
+       T_WEIGHTS, T_OUTPUT };
+
+/* train's options, then eval's and predict's (each ends in {NULL}). */
+static const Option train_options[] = {
+    {"--epochs", OPTION_VALUE, "N", "a whole number of at least 1", T_EPOCHS},
+    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
+    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
+    {"--lr", OPTION_VALUE, "X", "a positive number", T_LR},
+    {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, T_OPTIMIZER},
+    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
+    {"--save", OPTION_VALUE, "PATH", "a PATH", T_SAVE},
+    {"--resume", OPTION_VALUE, "PATH", "a PATH", T_RESUME},
+    {"--log", OPTION_VALUE, "FILE", "a FILE", T_LOG},
+    {"--keep-best", OPTION_FLAG, NULL, NULL, T_KEEP_BEST},
+    {"--keep-going", OPTION_FLAG, NULL, NULL, T_KEEP_GOING},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option eval_options[] = {
+    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
+    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
+    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
+    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option predict_options[] = {
+    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
+    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
+    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
+    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
+    {"--output", OPTION_VALUE, "NAME", "a NAME", T_OUTPUT},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+/* Stores one of the trainer's options in the TrainArgs ctx. */
+static int apply_train(const OptionParser *p, void *ctx) {
+  TrainArgs *t = ctx;
+  switch (p->opt->id) {
+  case T_EPOCHS: return option_int(p, 1, &t->o.epochs) ? 0 : EXIT_USAGE;
+  case T_BATCH: return option_int(p, 1, &t->o.batch) ? 0 : EXIT_USAGE;
+  case T_LIMIT: return option_int(p, 1, &t->o.limit) ? 0 : EXIT_USAGE;
+  case T_LR: return option_real(p, false, &t->o.lr) ? 0 : EXIT_USAGE;
+  case T_OPTIMIZER:
+    if (!train_optimizer_known(p->value))
+      return diag_usage("unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", p->value);
+    t->o.optimizer = p->value;
+    break;
+  case T_DATA: t->o.data = p->value; break;
+  case T_SAVE: t->save = p->value; break;
+  case T_RESUME: t->resume = p->value; break;
+  case T_LOG: t->log = p->value; break;
+  case T_KEEP_BEST: t->keep_best = true; break;
+  case T_KEEP_GOING: t->keep_going = true; break;
+  case T_WEIGHTS: t->weights = p->value; break;
+  case T_OUTPUT: t->output = p->value; break;
+  }
+  return 0;
+}
+
+/* The options of train, eval or predict (train_options ...) and the run
+ * options. */
+static int parse_train(int argc, char **argv, TrainArgs *t, const Option *options) {
   memset(t, 0, sizeof *t);
   t->o.epochs = t->o.batch = t->o.limit = -1;
   t->o.lr = -1;
-  /* Pull out the trainer's own options, hand the rest to cli_parse. */
-  char **rest = mem_alloc(NULL, sizeof *rest * (size_t)(argc + 1));
-  int nrest = 0;
-  rest[nrest++] = argv[0];
-  int rc = 0;
-  for (int i = 1; i < argc && !rc; i++) {
-    const char *arg = argv[i];
-    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-#define IS(name) (strlen(name) == len && strncmp(arg, name, len) == 0)
-#define VALUE() (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL)
-    const char *v;
-    char *end;
-    if (training && (IS("--epochs") || IS("--batch") || IS("--limit"))) {
-      const char *which = arg + 2;
-      v = VALUE();
-      long long n = v ? strtoll(v, &end, 10) : 0;
-      if (!v || *end || n < 1) {
-        rc = diag_usage("--%.*s needs a whole number of at least 1", (int)(len - 2), which);
-        break;
-      }
-      if (which[0] == 'e') t->o.epochs = n;
-      else if (which[0] == 'b') t->o.batch = n;
-      else t->o.limit = n;
-    } else if (IS("--batch") || IS("--limit")) {
-      v = VALUE();
-      long long n = v ? strtoll(v, &end, 10) : 0;
-      if (!v || *end || n < 1) {
-        rc = diag_usage("--%.*s needs a whole number of at least 1", (int)(len - 2), arg + 2);
-        break;
-      }
-      if (arg[2] == 'b') t->o.batch = n;
-      else t->o.limit = n;
-    } else if (training && IS("--lr")) {
-      v = VALUE();
-      double x = v ? strtod(v, &end) : 0;
-      if (!v || *end || !(x > 0)) {
-        rc = diag_usage("%s", "--lr needs a positive number");
-        break;
-      }
-      t->o.lr = x;
-    } else if (training && IS("--optimizer")) {
-      if (!(t->o.optimizer = VALUE())) rc = diag_usage("%s", "--optimizer needs a name: " TRAIN_OPTIMIZERS);
-      else if (!train_optimizer_known(t->o.optimizer))
-        rc = diag_usage("unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", t->o.optimizer);
-    } else if (IS("--data")) {
-      if (!(t->o.data = VALUE())) rc = diag_usage("%s", "--data needs a SPEC");
-    } else if (training && IS("--save")) {
-      if (!(t->save = VALUE())) rc = diag_usage("%s", "--save needs a PATH");
-    } else if (training && IS("--resume")) {
-      if (!(t->resume = VALUE())) rc = diag_usage("%s", "--resume needs a PATH");
-    } else if (training && IS("--log")) {
-      if (!(t->log = VALUE())) rc = diag_usage("%s", "--log needs a FILE");
-    } else if (training && IS("--keep-best")) {
-      t->keep_best = true;
-    } else if (training && IS("--keep-going")) {
-      t->keep_going = true;
-    } else if (!training && IS("--weights")) {
-      if (!(t->weights = VALUE())) rc = diag_usage("%s", "--weights needs a PATH");
-    } else {
-      rest[nrest++] = argv[i];
-    }
-#undef IS
-#undef VALUE
-  }
-  if (!rc) rc = cli_parse(nrest, rest, &t->a, OPT_RUN);
-  mem_free(rest);
+  bool training = options == train_options;
+  int n = 0;
+  while (options[n].name) n++;
+  CliOwn own = {options, n, apply_train, t};
+  int rc = cli_parse_own(argc, argv, &t->a, OPT_RUN, &own);
   if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
   if (!rc && training && mode_given(&t->a))
     rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
@@ -1228,7 +1229,7 @@ out:
 int cmd_train(int argc, char **argv);
 int cmd_train(int argc, char **argv) {
   TrainArgs t;
-  int rc = parse_train(argc, argv, &t, true);
+  int rc = parse_train(argc, argv, &t, train_options);
   if (rc) return rc;
   /* Started by mpirun: one rank of data-parallel training (dist.h).
    * Rank 0 alone writes the log, checkpoints and results. */
@@ -1263,7 +1264,7 @@ int cmd_train(int argc, char **argv) {
 int cmd_eval(int argc, char **argv);
 int cmd_eval(int argc, char **argv) {
   TrainArgs t;
-  int rc = parse_train(argc, argv, &t, false);
+  int rc = parse_train(argc, argv, &t, eval_options);
   if (rc) return rc;
   Run r;
   int status = EXIT_SCRIPT;
@@ -1331,26 +1332,13 @@ out:
  * block's metric, or the value of --output NAME. */
 int cmd_predict(int argc, char **argv);
 int cmd_predict(int argc, char **argv) {
-  /* --output NAME is predict's own; the rest is eval's. */
-  const char *output = NULL;
-  char **args = mem_alloc(NULL, sizeof *args * (size_t)(argc + 1));
-  int n = 0;
-  int rc = 0;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--output") == 0) {
-      if (i + 1 >= argc) rc = diag_usage("%s", "--output needs a NAME");
-      else output = argv[++i];
-    } else {
-      args[n++] = argv[i];
-    }
-  }
   TrainArgs t;
-  if (!rc) rc = parse_train(n, args, &t, false);
-  mem_free(args);
+  int rc = parse_train(argc, argv, &t, predict_options);
   if (!rc && !t.o.data && (t.o.batch >= 0 || t.o.limit >= 0))
     rc = diag_usage("--%s needs --data SPEC (predict over a dataset's examples)", t.o.batch >= 0 ? "batch" : "limit");
   if (rc) return rc;
   t.predicting = true;
+  const char *output = t.output;
   if (t.o.data) return predict_data(&t, output);
   Run r;
   memset(&r, 0, sizeof r);

@@ -8,7 +8,7 @@
 
 setup_file() {
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
-  local srcs=(tests/ckpt/mkckpt.c src/checkpoint.c src/diag.c src/file.c src/mem.c src/tensor.c src/program.c)
+  local srcs=(tests/ckpt/mkckpt.c src/checkpoint.c src/option.c src/diag.c src/file.c src/mem.c src/tensor.c src/program.c)
   local flags=(-std=c11 -D_GNU_SOURCE -g -Isrc)
   cd "$BATS_TEST_DIRNAME/.."
   "${CC:-cc}" "${flags[@]}" -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \

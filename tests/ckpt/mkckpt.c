@@ -3,7 +3,7 @@
  * make them yet), checks the API reads them back exactly, and damages them
  * in memory by the thousand to show the reader never crashes.
  *
- * Built by the bats setup:  cc -Isrc tests/ckpt/mkckpt.c src/checkpoint.c
+ * Built by the bats setup:  cc -Isrc tests/ckpt/mkckpt.c src/checkpoint.c src/option.c
  *   src/diag.c src/mem.c src/tensor.c src/program.c -lz -lm
  *
  *   mkckpt write PATH            the known checkpoint (see known())
