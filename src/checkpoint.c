@@ -798,11 +798,13 @@ static int text_width(const char *s) {
 
 /* Whether tensor i is a script's state (marked by a CKPT_STATE_MARK
  * setting), not a parameter or optimizer state. */
-static bool is_state(const Checkpoint *c, int i) {
+static bool state_marked(const Checkpoint *c, const char *name) {
   char mark[CKPT_MAX_NAME + sizeof CKPT_STATE_MARK];
-  snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, c->tensors[i].name);
+  snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, name);
   return ckpt_get(c, mark) != NULL;
 }
+
+static bool is_state(const Checkpoint *c, int i) { return state_marked(c, c->tensors[i].name); }
 
 /* The listing: the header, the settings, then a tensor a line (with a
  * column that says "state" when the checkpoint holds any). */
@@ -847,11 +849,11 @@ static void describe(const char *path, const Checkpoint *c) {
 
 /* What a tensor of the checkpoint is, by its name: "optimizer" for the
  * optimizer's values (a parameter's name, '@', what it is: W1@MOMENT1,
- * and the optimizer's own, @beta1_pow), else "param".  The one place that
+ * and the optimizer's own, @beta1_pow), "state" for a script's state
+ * (marked by its CKPT_STATE_MARK setting), else "param".  The one place that
  * decides it. */
 static const char *value_kind(const Checkpoint *c, const char *name) {
-  (void)c;
-  return strchr(name, '@') ? "optimizer" : "param";
+  return strchr(name, '@') ? "optimizer" : state_marked(c, name) ? "state" : "param";
 }
 
 /* The length of the valid UTF-8 sequence at s (1-4 bytes), or 0 if the

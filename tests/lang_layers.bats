@@ -70,6 +70,15 @@ predicted() {
   echo "$output" | grep -qx '  W      f32   \[2, 1\]         mean 0.4375  std 1.3125  min -0.875  max 1.75'
   echo "$output" | grep -qx '  count  f32   \[1\]     state  value 3'
   echo "$output" | grep -qx '  ema    f32   \[2, 1\]  state  mean 0.25  std 0.75  min -0.5  max 1'
+  # The JSON listing says what each value is, with the values in full.
+  "$NETRUN" checkpoint --format json a.ckpt > a.json
+  python3 - <<'PY'
+import json
+doc = {v["name"]: v for v in json.load(open("a.json"))["values"]}
+assert doc["count"]["kind"] == "state" and doc["count"]["data"] == [3], doc["count"]
+assert doc["ema"]["kind"] == "state" and doc["ema"]["data"] == [1, -0.5], doc["ema"]
+assert doc["W"]["kind"] == "param" and doc["W"]["data"] == [1.75, -0.875], doc["W"]
+PY
 }
 
 @test "--resume continues a state; --weights restores it; run and grad start from its initial value" {
