@@ -449,7 +449,8 @@ bool data_csv_sniff(Diag *d, const char *path, int file, const char *gzip) {
   const uint8_t *t = (const uint8_t *)src->text;
   size_t n = src->len;
   if (n >= 6 && memcmp(t, "\x93NUMPY", 6) == 0)
-    file_error(d, path, "a NumPy .npy file: netrun does not read this format yet (write the array as CSV)");
+    file_error(d, path, "a NumPy .npy file: --feed reads it; a dataset is a .npz archive of one array per input "
+               "(numpy.savez)");
   else if (n >= 2 && t[0] == 0x1f && t[1] == 0x8b)
     file_error(d, path, "a gzip file: %s", gzip);
   else if (n >= 4 && t[0] == 0 && t[1] == 0 && t[2] == 8)
