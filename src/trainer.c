@@ -223,7 +223,7 @@ static uint64_t program_hash(const Program *p) {
  * the script's inputs in order.  A feed list one short of the columns
  * leaves out the labels (the last column): an autoencoder reads only the
  * images. */
-static bool bind_feeds(Run *r, const Dataset *ds) {
+static bool bind_feeds(Run *r, Dataset *ds) {
   Program *p = r->p;
   const Block *b0 = p->blocks[0];
   r->nfeed = 0;
@@ -242,6 +242,10 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
     for (int i = 0; i < b0->nvars && r->nfeed < 16; i++)
       if ((b0->vars[i]->flags & VAR_INPUT) && b0->vars[i]->name != r->mode_var) r->feed[r->nfeed++] = b0->vars[i];
   }
+  /* a .npz's arrays feed the inputs of their names */
+  if (!data_select(&r->ld.diag, ds, r->feed, r->nfeed) ||
+      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)))
+    return false;
   bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
   if (r->nfeed != ds->ncols && !unlabelled) {
     char cols[1024] = "", fed[1024] = "";
