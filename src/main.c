@@ -152,6 +152,12 @@ static const Verb verbs[] = {
     {"checkpoint", cmd_checkpoint, "netrun checkpoint PATH",
      "Describe a checkpoint written by netrun train --save: its format version,\n"
      "program hash, epoch, step, generator state, settings and tensors."},
+    {"export", cmd_export, "netrun export [--optimizer-state] CKPT -o FILE.safetensors|FILE.npz",
+     "Write the parameters and states of a checkpoint (or of a .safetensors or .npz file)\n"
+     "under their scoped names, as safetensors or as NumPy's .npz (by FILE's extension)\n"
+     "  -o FILE            the file to write (atomically)\n"
+     "  --format F         safetensors or npz, whatever FILE's extension\n"
+     "  --optimizer-state  also the optimizer's state (W@MOMENT1 ...) and learning rate"},
     {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",
      "An interactive session: statements run as they are entered, an expression\n"
      "prints its value, and :help lists the commands.  FILE runs first.\n" RUN_OPTIONS},

@@ -14,6 +14,7 @@
 #include "file.h"
 #include "print.h"
 #include "train.h"
+#include "weights.h"
 
 #include <errno.h>
 #include <math.h>
@@ -72,6 +73,7 @@ typedef struct TrainArgs {
   Args a;                  /* the shared run options (--seed, --set ...) */
   TrainOverrides o;
   const char *save, *resume, *log, *weights;
+  bool weights_partial;    /* --weights-partial: load the values the file has, say which it lacks */
   bool keep_best;
   bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
   bool predicting;         /* predict: the script needs no loss */
@@ -145,8 +147,10 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
       t->keep_best = true;
     } else if (training && IS("--keep-going")) {
       t->keep_going = true;
-    } else if (!training && IS("--weights")) {
+    } else if (IS("--weights")) {
       if (!(t->weights = VALUE())) rc = diag_usage("%s", "--weights needs a PATH");
+    } else if (IS("--weights-partial") && !eq) {
+      t->weights_partial = true;
     } else {
       rest[nrest++] = argv[i];
     }
@@ -156,6 +160,9 @@ static int parse_train(int argc, char **argv, TrainArgs *t, bool training) {
   if (!rc) rc = cli_parse(nrest, rest, &t->a, OPT_RUN);
   mem_free(rest);
   if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
+  if (!rc && t->weights && t->resume)
+    rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");
+  if (!rc && t->weights_partial && !t->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
   if (!rc && training && mode_given(&t->a))
     rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
   return rc;
@@ -507,16 +514,50 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
   return restore_smoothing(r, c, path);
 }
 
+/* A checkpoint to resume from: netrun's own format only (it holds the
+ * run's position, which exported weights do not). */
+static bool read_checkpoint(Diag *d, const char *path, Checkpoint *c) {
+  char err[1400];
+  if (ckpt_read(path, c, err, sizeof err)) return true;
+  diag_error(d, SPAN_NONE, "%s", err);
+  return false;
+}
+
+/* --weights: the file's values that no parameter or state of the script
+ * takes (optimizer state, PARAM@WHAT, aside) are an error, or with
+ * --weights-partial a note that also names the values the file lacked. */
+static bool restore_unused(Run *r, const Checkpoint *c, const char *path, int loaded, const char *missing,
+                           int nmissing) {
+  char unused[1024] = "";
+  int nunused = 0;
+  for (int i = 0; i < c->ntensors; i++) {
+    const char *name = c->tensors[i].name;
+    const VarDesc *v = prog_var(r->p, name);
+    if (weights_is_optimizer(name) || (v && v->block == 0 && (v->flags & (VAR_PARAM | VAR_KEPT)))) continue;
+    snprintf(unused + strlen(unused), sizeof unused - strlen(unused), "%s%s", nunused++ ? ", " : "", name);
+  }
+  if (!r->t->weights_partial) {
+    if (!nunused) return true;
+    diag_error(&r->ld.diag, SPAN_NONE, "%s has %d value%s the script has no parameter or state for: %s "
+               "(--weights-partial loads the others)", path, nunused, nunused == 1 ? "" : "s", unused);
+    return false;
+  }
+  diag_note(&r->ld.diag, SPAN_NONE, "--weights-partial: %d value%s loaded from %s", loaded, loaded == 1 ? "" : "s",
+            path);
+  if (nmissing)
+    diag_note(&r->ld.diag, SPAN_NONE, "not in %s, so as initialized: %s", path, missing);
+  if (nunused) diag_note(&r->ld.diag, SPAN_NONE, "in %s but not in the script: %s", path, unused);
+  return true;
+}
+
 /* Loads parameters (and with `state`, the optimizer state and the run's
  * position) from a checkpoint into the executor. */
 static bool restore(Run *r, const char *path, bool state) {
   Checkpoint c;
-  char err[1024];
-  if (!ckpt_read(path, &c, err, sizeof err)) {
-    diag_error(&r->ld.diag, SPAN_NONE, "%s", err);
-    return false;
-  }
-  bool ok = true;
+  if (!(state ? read_checkpoint(&r->ld.diag, path, &c) : weights_read(&r->ld.diag, path, &c))) return false;
+  bool ok = true, partial = !state && r->t->weights_partial;
+  char missing[1024] = "";
+  int nmissing = 0, loaded = 0;
   if (state && c.program_hash != r->hash) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: this checkpoint belongs to another program (hash %016llx, this one %016llx)",
                path, (unsigned long long)c.program_hash, (unsigned long long)r->hash);
@@ -531,7 +572,9 @@ static bool restore(Run *r, const char *path, bool state) {
       continue;
     Tensor *t = ckpt_find(&c, v->name);
     Tensor *have = exec_var_value(r->ex, v->name);
-    if (!t) {
+    if (!t && partial) {
+      snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", nmissing++ ? ", " : "", v->name);
+    } else if (!t) {
       diag_error(&r->ld.diag, SPAN_NONE, "%s has no value for '%s'", path, v->name);
       ok = false;
     } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
@@ -545,8 +588,10 @@ static bool restore(Run *r, const char *path, bool state) {
       copy->requires_grad = (v->flags & VAR_PARAM) != 0;
       exec_preload(r->ex, v->name, copy);
       tensor_unref(copy);
+      loaded++;
     }
   }
+  if (ok && !state) ok = restore_unused(r, &c, path, loaded, missing, nmissing);
   if (ok && state) ok = restore_position(r, &c, path);
   if (ok && state) {
     /* Say which settings differ from the checkpoint's. */
@@ -864,6 +909,7 @@ static int train(TrainArgs *t) {
   int status = EXIT_SCRIPT;
   if (!setup(&r, t, true)) goto out;
   if (t->resume && !restore(&r, t->resume, true)) goto out;
+  if (t->weights && !restore(&r, t->weights, false)) goto out;
   if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
     diag_error(&r.ld.diag, SPAN_NONE, "%s: %s", t->log, err);
     goto out;

@@ -1,0 +1,131 @@
+/* weights.c — reading weights in any of the formats netrun knows, and the
+ * `netrun export` verb (weights.h). */
+#include "weights.h"
+
+#include "cmd.h"
+#include "npy.h"
+#include "safetensors.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+bool weights_is_optimizer(const char *name) { return strchr(name, '@') != NULL; }
+
+static DType dtype_of(NpyType t) {
+  return t == NPY_F32 || t == NPY_F64 ? DT_F32 : t == NPY_BOOL ? DT_BOOL : DT_I64;
+}
+
+/* A .npz member as a checkpoint tensor. */
+static bool npz_tensor(void *ctx, const char *name, const NpyHeader *h, NpyIn *in, char *why, size_t n) {
+  Checkpoint *c = ctx;
+  char tw[TENSOR_WHY_MAX];
+  if (ckpt_find(c, name)) {
+    snprintf(why, n, "twice");
+    return false;
+  }
+  Tensor *t = tensor_try_new(dtype_of(h->type), h->rank, h->shape, tw);
+  if (!t) {
+    snprintf(why, n, "out of memory: %s", tw);
+    return false;
+  }
+  bool ok = npy_read_data(in, h, npy_of_dtype(t->dtype), t->data, why, n);
+  if (ok) ckpt_add_tensor(c, name, t);
+  tensor_unref(t);
+  return ok;
+}
+
+bool weights_read(Diag *d, const char *path, Checkpoint *out) {
+  uint8_t b[16];
+  ssize_t k = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    k = read(fd, b, sizeof b);
+    close(fd);
+  }
+  size_t n = k > 0 ? (size_t)k : 0;
+  char err[1400];
+  ckpt_init(out);
+  if (npy_is_zip(b, n)) {
+    if (npy_each(d, path, npz_tensor, out)) return true;
+    ckpt_free(out);
+    return false;
+  }
+  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && st_is_safetensors(b, n) ? st_read(path, out, err, sizeof err)
+                                                                                 : ckpt_read(path, out, err, sizeof err);
+  if (!ok) diag_error(d, SPAN_NONE, "%s", err);
+  return ok;
+}
+
+/* ---- netrun export ----------------------------------------------------------------- */
+
+typedef struct ExportArgs {
+  const char *in, *out;
+  bool optimizer;
+  bool npz;
+} ExportArgs;
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int export_args(int argc, char **argv, ExportArgs *a) {
+  memset(a, 0, sizeof *a);
+  const char *format = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
+      if (i + 1 == argc) return diag_usage("export: %s needs a FILE", arg);
+      a->out = argv[++i];
+    } else if (strcmp(arg, "--format") == 0) {
+      if (i + 1 == argc) return diag_usage("%s", "export: --format needs safetensors or npz");
+      format = argv[++i];
+      if (strcmp(format, "safetensors") != 0 && strcmp(format, "npz") != 0)
+        return diag_usage("export: --format needs safetensors or npz, got '%s'", format);
+    } else if (strcmp(arg, "--optimizer-state") == 0) {
+      a->optimizer = true;
+    } else if (arg[0] == '-' && arg[1]) {
+      return diag_usage("export: unknown option '%s'", arg);
+    } else if (a->in) {
+      return diag_usage("export takes one CKPT, got a second: '%s'", arg);
+    } else {
+      a->in = arg;
+    }
+  }
+  if (!a->in) return diag_usage("%s", "export needs a CKPT: a checkpoint written by netrun train --save");
+  if (!a->out) return diag_usage("%s", "export needs -o FILE.safetensors or -o FILE.npz");
+  if (!format && !ends_with(a->out, ".safetensors") && !ends_with(a->out, ".npz"))
+    return diag_usage("export: %s ends in neither .safetensors nor .npz: say which with --format", a->out);
+  a->npz = format ? strcmp(format, "npz") == 0 : ends_with(a->out, ".npz");
+  return 0;
+}
+
+int cmd_export(int argc, char **argv) {
+  ExportArgs a;
+  int rc = export_args(argc, argv, &a);
+  if (rc) return rc;
+  Checkpoint c;
+  if (!weights_read(NULL, a.in, &c)) return EXIT_SCRIPT;
+  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(c.ntensors + 1));
+  Tensor **t = mem_alloc(NULL, sizeof *t * (size_t)(c.ntensors + 1));
+  const char **meta = mem_alloc(NULL, sizeof *meta * (size_t)(2 * c.nsettings + 2));
+  int n = 0, nmeta = 0;
+  for (int i = 0; i < c.ntensors; i++)
+    if (a.optimizer || !weights_is_optimizer(c.tensors[i].name)) names[n] = c.tensors[i].name, t[n++] = c.tensors[i].t;
+  /* A script state's mark (state.NAME) goes along, as safetensors metadata. */
+  for (int i = 0; i < c.nsettings; i++)
+    if (strncmp(c.settings[i].key, CKPT_STATE_MARK, strlen(CKPT_STATE_MARK)) == 0 && ckpt_find(&c, c.settings[i].key + strlen(CKPT_STATE_MARK))) {
+      meta[2 * nmeta] = c.settings[i].key;
+      meta[2 * nmeta++ + 1] = c.settings[i].value;
+    }
+  char err[1400];
+  bool ok = a.npz ? npy_write_npz(a.out, names, t, n, err, sizeof err)
+                  : st_write(a.out, names, t, n, meta, nmeta, err, sizeof err);
+  if (!ok) diag_error(NULL, SPAN_NONE, "%s", err);
+  mem_free(names);
+  mem_free(t);
+  mem_free(meta);
+  ckpt_free(&c);
+  return ok ? 0 : EXIT_SCRIPT;
+}
