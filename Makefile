@@ -40,9 +40,11 @@ endif
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
 LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
 
-# Debian packages: build, run, and test dependencies.
+# Debian packages: build, run, and test dependencies.  python3-numpy is for
+# the tests only (tests/formats.bats reads exported weights with NumPy);
+# netrun itself reads and writes .npy/.npz without it.
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
-           dataset-fashion-mnist graphviz man-db groff-base jq tmux
+           dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy
 
 SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o

@@ -8,6 +8,7 @@
 #include "ast.h"
 #include "cli.h"
 #include "cmd.h"
+#include "weights.h"
 #include "data.h"
 #include "par.h"
 #include "plugin.h"
@@ -41,7 +42,8 @@ static int cmd_gradcheck_verb(int argc, char **argv);
 
 #define RUN_OPTIONS                                                                  \
   "  --set NAME=VALUE   feed input NAME a literal value (3, [[1, 2], [3, 4]])\n"      \
-  "  --feed NAME=FILE   feed input NAME from a CSV file (rows: first dimension)\n"   \
+  "  --feed NAME=FILE   feed input NAME from a CSV file (rows: first dimension), a\n" \
+  "                     NumPy .npy file, or a .npz archive (its array NAME)\n"     \
   "  --seed N           seed of the random generator (default 0)\n"                 \
   "  --max-steps N      turns one while loop may take (default 1000000)\n"          \
   "  --max-memory SIZE  memory all values may take together, e.g. 512M, 4G\n"       \
@@ -74,6 +76,8 @@ static const Verb verbs[] = {
      "with types and defaults, and whether it has a gradient and a kernel."},
     {"run", cmd_run, "netrun run [OPTIONS] FILE",
      "Execute FILE eagerly, op by op, recording the tape.\n" RUN_OPTIONS
+     "  --weights PATH     parameters and states from a checkpoint, .safetensors or .npz\n"
+     "  --weights-partial  load those PATH has, say which it lacks and which the script does"
      "  --dump-tape        print the tape (the ops run, loops unrolled) after the run\n"
      "  --format FMT       the tape's format: text (default), dot or json"},
     {"time", cmd_time, "netrun time [OPTIONS] FILE",
@@ -107,6 +111,8 @@ static const Verb verbs[] = {
      "  --limit N          use only the first N examples of each split\n"
      "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
      "  --resume PATH      continue the run a checkpoint stopped\n"
+     "  --weights PATH     start from these parameters and states (fine-tuning): a\n"
+     "                     checkpoint, .safetensors or .npz; --weights-partial as for eval\n"
      "  --keep-best        also write PATH.best whenever the evaluation improves\n"
      "  --keep-going       train on when the loss is NaN or infinite (default: stop\n"
      "                     with an error before that step's update)\n"
@@ -116,7 +122,9 @@ static const Verb verbs[] = {
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
-     "  --weights PATH     a checkpoint written by netrun train --save\n"
+     "  --weights PATH     a checkpoint written by netrun train --save, or the .safetensors\n"
+     "                     or .npz file netrun export writes (names, shapes, dtypes checked)\n"
+     "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
      "  --data SPEC        evaluate on this dataset instead (results labelled by it)\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
      "  --limit N          use only the first N examples\n"
@@ -125,7 +133,9 @@ static const Verb verbs[] = {
      "The predicted class of every fed example (the argmax of the train block's metric;\n"
      "with one logit per example, 1 when it is positive, else 0), or the value of\n"
      "--output NAME.\n" RUN_OPTIONS
-     "  --weights PATH     a checkpoint written by netrun train --save\n"
+     "  --weights PATH     a checkpoint written by netrun train --save, or the .safetensors\n"
+     "                     or .npz file netrun export writes (names, shapes, dtypes checked)\n"
+     "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
      "  --output NAME      print this value instead of the classes (each batch's)\n"
      "  --data SPEC        predict every example of this dataset's inputs, in batches\n"
      "  --limit N          with --data: only its first N examples\n"
@@ -271,15 +281,36 @@ static int cmd_ops(int argc, char **argv) {
 
 /* ---- run and time ------------------------------------------------------------ */
 
+/* Takes --weights PATH and --weights-partial out of argv (run's own). */
+static int take_weights(int *argc, char **argv, const char **weights, bool *partial) {
+  int n = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], "--weights") == 0 || strncmp(argv[i], "--weights=", 10) == 0) {
+      *weights = argv[i][9] == '=' ? argv[i] + 10 : i + 1 < *argc ? argv[++i] : NULL;
+      if (!*weights) return diag_usage("%s", "--weights needs a PATH");
+    } else if (strcmp(argv[i], "--weights-partial") == 0) {
+      *partial = true;
+    } else {
+      argv[n++] = argv[i];
+    }
+  }
+  *argc = n;
+  if (*partial && !*weights) return diag_usage("%s", "--weights-partial needs --weights PATH");
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   Args a;
-  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TAPE_DUMP);
+  const char *weights = NULL;
+  bool partial = false;
+  int rc = take_weights(&argc, argv, &weights, &partial);
+  if (!rc) rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TAPE_DUMP);
   if (rc) return rc;
   Session ld;
   int status = EXIT_SCRIPT;
   Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;
   if (ex) {
-    if (exec_run(ex) == 0) {
+    if ((!weights || weights_load(&ld.diag, ld.prog, ex, weights, partial)) && exec_run(ex) == 0) {
       status = 0;
       if (a.dump_tape) {
         Arena arena;

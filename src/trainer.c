@@ -523,75 +523,20 @@ static bool read_checkpoint(Diag *d, const char *path, Checkpoint *c) {
   return false;
 }
 
-/* --weights: the file's values that no parameter or state of the script
- * takes (optimizer state, PARAM@WHAT, aside) are an error, or with
- * --weights-partial a note that also names the values the file lacked. */
-static bool restore_unused(Run *r, const Checkpoint *c, const char *path, int loaded, const char *missing,
-                           int nmissing) {
-  char unused[1024] = "";
-  int nunused = 0;
-  for (int i = 0; i < c->ntensors; i++) {
-    const char *name = c->tensors[i].name;
-    const VarDesc *v = prog_var(r->p, name);
-    if (weights_is_optimizer(name) || (v && v->block == 0 && (v->flags & (VAR_PARAM | VAR_KEPT)))) continue;
-    snprintf(unused + strlen(unused), sizeof unused - strlen(unused), "%s%s", nunused++ ? ", " : "", name);
-  }
-  if (!r->t->weights_partial) {
-    if (!nunused) return true;
-    diag_error(&r->ld.diag, SPAN_NONE, "%s has %d value%s the script has no parameter or state for: %s "
-               "(--weights-partial loads the others)", path, nunused, nunused == 1 ? "" : "s", unused);
-    return false;
-  }
-  diag_note(&r->ld.diag, SPAN_NONE, "--weights-partial: %d value%s loaded from %s", loaded, loaded == 1 ? "" : "s",
-            path);
-  if (nmissing)
-    diag_note(&r->ld.diag, SPAN_NONE, "not in %s, so as initialized: %s", path, missing);
-  if (nunused) diag_note(&r->ld.diag, SPAN_NONE, "in %s but not in the script: %s", path, unused);
-  return true;
-}
-
 /* Loads parameters (and with `state`, the optimizer state and the run's
  * position) from a checkpoint into the executor. */
 static bool restore(Run *r, const char *path, bool state) {
   Checkpoint c;
   if (!(state ? read_checkpoint(&r->ld.diag, path, &c) : weights_read(&r->ld.diag, path, &c))) return false;
-  bool ok = true, partial = !state && r->t->weights_partial;
-  char missing[1024] = "";
-  int nmissing = 0, loaded = 0;
+  bool ok = true;
   if (state && c.program_hash != r->hash) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: this checkpoint belongs to another program (hash %016llx, this one %016llx)",
                path, (unsigned long long)c.program_hash, (unsigned long long)r->hash);
     ok = false;
   }
-  const Block *b0 = r->p->blocks[0];
-  for (int i = 0; ok && i < b0->nvars; i++) {
-    const VarDesc *v = b0->vars[i];
-    /* the script's states are part of the model: --weights restores them too */
-    if (!(v->flags & (state ? VAR_PARAM | VAR_KEPT | VAR_STATE : VAR_PARAM | VAR_KEPT)) ||
-        strcmp(v->name, TRAIN_LR_VAR) == 0)
-      continue;
-    Tensor *t = ckpt_find(&c, v->name);
-    Tensor *have = exec_var_value(r->ex, v->name);
-    if (!t && partial) {
-      snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", nmissing++ ? ", " : "", v->name);
-    } else if (!t) {
-      diag_error(&r->ld.diag, SPAN_NONE, "%s has no value for '%s'", path, v->name);
-      ok = false;
-    } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
-      char a[128], b[128];
-      diag_error(&r->ld.diag, SPAN_NONE, "%s: '%s' is %s%s there, but %s%s here", path, v->name,
-                 dtype_name(t->dtype), tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype),
-                 tensor_shape_str(have, b, sizeof b));
-      ok = false;
-    } else {
-      Tensor *copy = tensor_copy(t);
-      copy->requires_grad = (v->flags & VAR_PARAM) != 0;
-      exec_preload(r->ex, v->name, copy);
-      tensor_unref(copy);
-      loaded++;
-    }
-  }
-  if (ok && !state) ok = restore_unused(r, &c, path, loaded, missing, nmissing);
+  /* the script's states are part of the model: --weights restores them too */
+  ok = ok && weights_apply(&r->ld.diag, r->p, r->ex, &c, path, state ? VAR_PARAM | VAR_KEPT | VAR_STATE : VAR_PARAM | VAR_KEPT,
+                           state ? WEIGHTS_RESUME : r->t->weights_partial ? WEIGHTS_PARTIAL : WEIGHTS_EXACT);
   if (ok && state) ok = restore_position(r, &c, path);
   if (ok && state) {
     /* Say which settings differ from the checkpoint's. */

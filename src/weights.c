@@ -5,6 +5,7 @@
 #include "cmd.h"
 #include "npy.h"
 #include "safetensors.h"
+#include "train.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -54,6 +55,84 @@ bool weights_read(Diag *d, const char *path, Checkpoint *out) {
   bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && st_is_safetensors(b, n) ? st_read(path, out, err, sizeof err)
                                                                                  : ckpt_read(path, out, err, sizeof err);
   if (!ok) diag_error(d, SPAN_NONE, "%s", err);
+  return ok;
+}
+
+/* ---- loading into an executor ------------------------------------------------------- */
+
+typedef struct Names {
+  char s[1024];
+  int n;
+} Names;
+
+static void names_add(Names *l, const char *name) {
+  size_t k = strlen(l->s);
+  snprintf(l->s + k, sizeof l->s - k, "%s%s", l->n++ ? ", " : "", name);
+}
+
+/* The file's values that no variable of flags takes (optimizer state
+ * aside): an error for an exact match, a note for a partial one. */
+static bool unused(Diag *d, const Program *p, const Checkpoint *c, const char *path, unsigned flags,
+                   WeightsMatch match) {
+  Names l = {"", 0};
+  for (int i = 0; i < c->ntensors; i++) {
+    const char *name = c->tensors[i].name;
+    const VarDesc *v = prog_var(p, name);
+    if (weights_is_optimizer(name) || (v && v->block == 0 && (v->flags & flags))) continue;
+    names_add(&l, name);
+  }
+  if (!l.n) return true;
+  if (match == WEIGHTS_PARTIAL) {
+    diag_note(d, SPAN_NONE, "in %s but not in the script: %s", path, l.s);
+    return true;
+  }
+  diag_error(d, SPAN_NONE, "%s has %d value%s the script has no parameter or state for: %s "
+             "(--weights-partial loads the others)", path, l.n, l.n == 1 ? "" : "s", l.s);
+  return false;
+}
+
+bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c, const char *path, unsigned flags,
+                   WeightsMatch match) {
+  const Block *b0 = p->blocks[0];
+  Names missing = {"", 0};
+  int loaded = 0;
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    if (!(v->flags & flags) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
+    Tensor *t = ckpt_find(c, v->name);
+    Tensor *have = exec_var_value(ex, v->name);
+    if (!t && match == WEIGHTS_PARTIAL) {
+      names_add(&missing, v->name);
+    } else if (!t) {
+      diag_error(d, SPAN_NONE, "%s has no value for '%s'", path, v->name);
+      return false;
+    } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
+      char a[128], b[128];
+      diag_error(d, SPAN_NONE, "%s: '%s' is %s%s there, but %s%s here", path, v->name, dtype_name(t->dtype),
+                 tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype), tensor_shape_str(have, b, sizeof b));
+      return false;
+    } else {
+      Tensor *copy = tensor_copy(t);
+      copy->requires_grad = (v->flags & VAR_PARAM) != 0;
+      exec_preload(ex, v->name, copy);
+      tensor_unref(copy);
+      loaded++;
+    }
+  }
+  if (match == WEIGHTS_RESUME) return true;
+  if (match == WEIGHTS_PARTIAL) {
+    diag_note(d, SPAN_NONE, "--weights-partial: %d value%s loaded from %s", loaded, loaded == 1 ? "" : "s", path);
+    if (missing.n) diag_note(d, SPAN_NONE, "not in %s, so as initialized: %s", path, missing.s);
+  }
+  return unused(d, p, c, path, flags, match);
+}
+
+bool weights_load(Diag *d, const Program *p, Executor *ex, const char *path, bool partial) {
+  Checkpoint c;
+  if (!weights_read(d, path, &c)) return false;
+  bool ok = exec_startup(ex) == 0 &&
+            weights_apply(d, p, ex, &c, path, VAR_PARAM | VAR_KEPT, partial ? WEIGHTS_PARTIAL : WEIGHTS_EXACT);
+  ckpt_free(&c);
   return ok;
 }
 
