@@ -230,12 +230,12 @@ bool zip_stream_open(ZipStream *s, ZipReader *z, const ZipEntry *e, char *why, s
   s->e = e;
   uint8_t h[LOCAL_BYTES];
   if (!read_at(z, e->offset, h, LOCAL_BYTES, "a member's local header", why, n)) return false;
-  if (le(h, 4) != SIG_LOCAL) return fail(why, n, "corrupt: member '%s' has no local header", e->name);
+  if (le(h, 4) != SIG_LOCAL) return fail(why, n, "corrupt: no local header at offset %" PRIu64, e->offset);
   uint64_t data = e->offset + LOCAL_BYTES + le(h + 26, 2) + le(h + 28, 2);
   if (le(h + 8, 2) != e->method)
-    return fail(why, n, "corrupt: member '%s': its local header and the directory disagree on its method", e->name);
+    return fail(why, n, "corrupt: its local header and the directory disagree on its compression method");
   if (data > z->size || e->csize > z->size - data)
-    return fail(why, n, "truncated: member '%s' runs past the end of the file", e->name);
+    return fail(why, n, "truncated: its data runs past the end of the file");
   if (fseeko(z->f, (off_t)data, SEEK_SET) != 0) return fail(why, n, "cannot seek: %s", strerror(errno));
   s->cleft = e->csize;
   s->crc = (uint32_t)crc32(0, NULL, 0);
@@ -256,7 +256,7 @@ static int64_t raw(ZipStream *s, void *buf, size_t len, char *why, size_t n) {
   size_t want = len < s->cleft ? len : (size_t)s->cleft;
   size_t got = want ? fread(buf, 1, want, s->z->f) : 0;
   if (got < want) {
-    fail(why, n, "cannot read member '%s': %s", s->e->name, ferror(s->z->f) ? strerror(errno) : "the file is shorter");
+    fail(why, n, "cannot read: %s", ferror(s->z->f) ? strerror(errno) : "the file is shorter");
     return -1;
   }
   s->cleft -= got;
@@ -277,7 +277,7 @@ static int64_t inflated(ZipStream *s, uint8_t *buf, size_t len, char *why, size_
     if (rc == Z_STREAM_END) break;
     if (rc == Z_BUF_ERROR && s->zs.avail_in == 0 && s->cleft == 0) break;   /* the data ends early */
     if (rc != Z_OK) {
-      fail(why, n, "corrupt: member '%s': bad deflate data (%s)", s->e->name, s->zs.msg ? s->zs.msg : "zlib error");
+      fail(why, n, "corrupt: bad deflate data (%s)", s->zs.msg ? s->zs.msg : "zlib error");
       return -1;
     }
   }
@@ -293,8 +293,7 @@ int64_t zip_read(ZipStream *s, void *buf, size_t len, char *why, size_t n) {
   s->crc = (uint32_t)crc32(s->crc, buf, (uInt)k);
   s->out += (uint64_t)k;
   if (k > 0 && s->out == s->e->usize && s->crc != s->e->crc) {
-    fail(why, n, "corrupt: member '%s': CRC-32 mismatch (%08" PRIx32 ", the directory says %08" PRIx32 ")",
-         s->e->name, s->crc, s->e->crc);
+    fail(why, n, "corrupt: CRC-32 mismatch (%08" PRIx32 ", the directory says %08" PRIx32 ")", s->crc, s->e->crc);
     return -1;
   }
   return k;

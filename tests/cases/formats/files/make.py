@@ -114,6 +114,7 @@ safetensors('f16.safetensors', {'W': {'dtype': 'F16', 'shape': [2, 2], 'data_off
 safetensors('hole.safetensors', {'W': ok['W'], 'b': {'dtype': 'F32', 'shape': [2], 'data_offsets': [20, 28]}},
             W + b'\0' * 4 + B)
 safetensors('short.safetensors', ok, W + B[:4])
-safetensors('i64.safetensors', {'W': {'dtype': 'I64', 'shape': [2, 2], 'data_offsets': [0, 32]}, 'b': ok['b']},
+safetensors('i64.safetensors', {'W': {'dtype': 'I64', 'shape': [2, 2], 'data_offsets': [0, 32]},
+                                'b': {'dtype': 'F32', 'shape': [2], 'data_offsets': [32, 40]}},
             struct.pack('<4q', 1, -2, 0, 3) + B)
 write('badjson.safetensors', struct.pack('<Q', 16) + b'{"W":{"dtype":"F')
