@@ -373,7 +373,7 @@ bool npy_each(Diag *d, const char *path, NpyEach fn, void *ctx) {
   if (!f) return false;
   char why[1024] = "";
   ZipReader z;
-  ZipStream *s = mem_alloc(NULL, sizeof *s);
+  ZipStream *s = mem_calloc(1, sizeof *s);
   bool ok = zip_open(&z, f, size, why, sizeof why);
   if (!ok) diag_error(d, SPAN_NONE, "%s: %s", path, why);
   for (int i = 0; ok && i < z.n; i++) {
@@ -446,7 +446,7 @@ Tensor *npy_feed(Diag *d, const char *path, const VarDesc *decl) {
   Tensor *t = NULL;
   if (npy_is_zip(magic, k)) {
     ZipReader z;
-    ZipStream *s = mem_alloc(NULL, sizeof *s);
+    ZipStream *s = mem_calloc(1, sizeof *s);
     if (!zip_open(&z, f, size, why, sizeof why)) {
       diag_error(d, SPAN_NONE, "%s: %s", path, why);
     } else {
