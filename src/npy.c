@@ -192,7 +192,7 @@ static bool take(NpyIn *in, void *buf, size_t n, const char *what, char *why, si
   for (size_t got = 0; got < n;) {
     int64_t k = in->read(in->ctx, (uint8_t *)buf + got, n - got, why, wn);
     if (k < 0) return false;
-    if (k == 0) return fail(why, wn, "truncated: the data ends in %s", what);
+    if (k == 0) return fail(why, wn, "truncated: it ends in %s", what);
     got += (size_t)k;
   }
   return true;
@@ -215,7 +215,9 @@ bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
   if (hlen > NPY_MAX_HEADER) return fail(why, n, "a %" PRIu64 "-byte header: more than netrun reads (%d)", hlen,
                                          NPY_MAX_HEADER);
   char *text = mem_alloc(NULL, hlen + 1);
-  bool ok = take(in, text, (size_t)hlen, "the header", why, n);
+  char what[64];
+  snprintf(what, sizeof what, "the %" PRIu64 "-byte header", hlen);
+  bool ok = take(in, text, (size_t)hlen, what, why, n);
   if (ok && memchr(text, 0, hlen)) ok = fail(why, n, "malformed header: a NUL byte");
   ok = ok && header_dict(text, (size_t)hlen, h, why, n);
   mem_free(text);
