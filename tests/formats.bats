@@ -235,16 +235,33 @@ PY
   [ "${stderr_lines[0]}" = "netrun: --weights starts a run from given weights, --resume continues one: not both" ]
 }
 
-@test "NumPy reads an exported .npz and recomputes the model's forward: the same logits as predict" {
+@test "NumPy reads an exported .npz (and the .safetensors by its spec) and recomputes the forward: the logits of predict" {
   /usr/bin/python3 -c 'import numpy' 2>/dev/null ||
     skip "Debian's python3-numpy is not installed (make deps installs it)"
   run --separate-stderr "$NETRUN" train clf.net --save c.ckpt
   [ "$status" -eq 0 ]
   "$NETRUN" export c.ckpt -o w.npz
+  "$NETRUN" export c.ckpt -o w.safetensors
   "$NETRUN" predict clf.net --weights w.npz --data test.npz --output logits --precision 9 > netrun.txt
   /usr/bin/python3 - <<'PY'
+import json
 import numpy as np
 w = np.load('w.npz')
+# The safetensors file, read by the spec's rules with NumPy: the same arrays.
+raw = open('w.safetensors', 'rb').read()
+n = int.from_bytes(raw[:8], 'little')
+header = json.loads(raw[8:8 + n])
+assert n % 8 == 0 and raw[8:9] == b'{'
+data = raw[8 + n:]
+end = 0
+for name, info in sorted(((k, v) for k, v in header.items() if k != '__metadata__'), key=lambda kv: kv[1]['data_offsets']):
+    b, e = info['data_offsets']
+    assert b == end, (name, b, end)
+    end = e
+    assert info['dtype'] == 'F32'
+    a = np.frombuffer(data[b:e], dtype='<f4').reshape(info['shape'])
+    assert np.array_equal(a, w[name]), name
+assert end == len(data)
 assert sorted(w.files) == ['dense.W', 'dense.b', 'out.W', 'out.b', 'seen'], w.files
 assert w['dense.W'].dtype == np.float32 and w['dense.W'].shape == (2, 4)
 assert w['seen'][0] == 8, w['seen']     # 4 epochs of 2 steps
