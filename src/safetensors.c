@@ -290,6 +290,9 @@ bool st_parse_header(const char *json, size_t n, uint64_t data, StHeader *h, cha
       t->name = name;
       if (!name[0] || strlen(name) > CKPT_MAX_NAME)
         return fail(why, wn, "header: a tensor name of %zu bytes (1 to %d)", strlen(name), CKPT_MAX_NAME);
+      for (const char *c = name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+          return fail(why, wn, "header: a tensor name holds a control character (0x%02x)", (unsigned char)*c);
       if (!tensor_info(&j, t)) return false;
     } while (eat(&j, ','));
     if (!eat(&j, '}')) return jfail(&j, "expected ',' or '}'");

@@ -145,8 +145,10 @@ static bool central(ZipReader *z, const uint8_t *b, uint64_t left, ZipEntry *en,
   uint64_t nlen = le(b + 28, 2), xlen = le(b + 30, 2), clen = le(b + 32, 2);
   if (CENTRAL_BYTES + nlen + xlen + clen > left)
     return fail(why, n, "corrupt: central directory record %d runs past the directory", z->n + 1);
-  if (nlen == 0 || memchr(b + CENTRAL_BYTES, 0, nlen))
-    return fail(why, n, "corrupt: member %d has an empty name or one holding a NUL byte", z->n + 1);
+  for (uint64_t i = 0; i < nlen; i++)
+    if (b[CENTRAL_BYTES + i] < 0x20 || b[CENTRAL_BYTES + i] == 0x7f)
+      return fail(why, n, "member %d's name holds a control character (byte 0x%02x)", z->n + 1, b[CENTRAL_BYTES + i]);
+  if (nlen == 0) return fail(why, n, "corrupt: member %d has an empty name", z->n + 1);
   en->name = mem_alloc(NULL, nlen + 1);
   memcpy(en->name, b + CENTRAL_BYTES, nlen);
   en->name[nlen] = 0;

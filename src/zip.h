@@ -28,7 +28,7 @@
 #define ZIP_MAX_NAME 1024
 
 typedef struct ZipEntry {
-  char *name;                  /* NUL-terminated; a name holding a NUL is refused */
+  char *name;                  /* NUL-terminated; a name holding a control character is refused */
   uint16_t method;             /* 0 stored, 8 deflated */
   uint16_t flags;
   uint32_t crc;
