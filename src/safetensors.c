@@ -245,7 +245,7 @@ static bool check_layout(StHeader *h, uint64_t data, char *why, size_t wn) {
     for (int k = 0; k < i; k++)
       if (strcmp(h->t[k].name, t->name) == 0) return fail(why, wn, "header: tensor '%s' twice", t->name);
   }
-  qsort(h->t, (size_t)h->n, sizeof *h->t, by_begin);
+  if (h->n) qsort(h->t, (size_t)h->n, sizeof *h->t, by_begin);   /* qsort(NULL, 0) is undefined */
   uint64_t at = 0;
   for (int i = 0; i < h->n; i++) {
     if (h->t[i].begin != at)
