@@ -40,9 +40,11 @@ endif
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
 LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
 
-# Debian packages: build, run, and test dependencies.
+# Debian packages: build, run, and test dependencies.  python3-numpy is for
+# the tests only (tests/formats.bats reads exported weights with NumPy);
+# netrun itself reads and writes .npy/.npz without it.
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
-           dataset-fashion-mnist graphviz man-db groff-base jq tmux \
+           dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
            libopenmpi-dev openmpi-bin
 
 SRC     = $(wildcard src/*.c src/ops/*.c)
@@ -159,7 +161,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot
+FUZZ = parse exec idx csv checkpoint plot npy safetensors
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.

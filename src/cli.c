@@ -246,7 +246,7 @@ bool cli_feed(Session *ld, Executor *ex, const Args *a) {
       ok = false;
       continue;
     }
-    Tensor *t = set ? feed_parse_value(&ld->diag, name, eq + 1, v->dtype) : feed_read_csv(&ld->diag, eq + 1, v);
+    Tensor *t = set ? feed_parse_value(&ld->diag, name, eq + 1, v->dtype) : feed_read_file(&ld->diag, eq + 1, v);
     char what[300];
     snprintf(what, sizeof what, "%s %s", set ? "--set" : "--feed", name);
     if (!t || !exec_feed(ex, name, t, what)) ok = false;

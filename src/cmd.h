@@ -32,5 +32,7 @@ int cmd_data(int argc, char **argv);
 /* checkpoint PATH: describes a checkpoint. */
 int cmd_checkpoint(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+/* weights.c: export CKPT -o FILE.safetensors|FILE.npz */
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -1,5 +1,6 @@
 /* data.c — datasets (data.h): the IDX and CSV readers, Fashion-MNIST's
- * files, batches, fitting a batch to a script's input, and `netrun data`.
+ * files, .npz archives (through npy.c), batches, fitting a batch to a
+ * script's input, and `netrun data`.
  *
  * Everything is read whole, once.  IDX pixels stay u8 and are scaled to f32
  * when a batch is gathered (a 256-entry table), so memory holds the data as
@@ -10,6 +11,7 @@
 #include "cmd.h"
 #include "file.h"
 #include "option.h"
+#include "npy.h"
 #include "session.h"
 #include "print.h"
 
@@ -450,7 +452,8 @@ bool data_csv_sniff(Diag *d, const char *path, int file, const char *gzip) {
   const uint8_t *t = (const uint8_t *)src->text;
   size_t n = src->len;
   if (n >= 6 && memcmp(t, "\x93NUMPY", 6) == 0)
-    file_error(d, path, "a NumPy .npy file: netrun does not read this format yet (write the array as CSV)");
+    file_error(d, path, "a NumPy .npy file: --feed reads it; a dataset is a .npz archive of one array per input "
+               "(numpy.savez)");
   else if (n >= 2 && t[0] == 0x1f && t[1] == 0x8b)
     file_error(d, path, "a gzip file: %s", gzip);
   else if (n >= 4 && t[0] == 0 && t[1] == 0 && t[2] == 8)
@@ -785,6 +788,122 @@ done:
   return ok;
 }
 
+/* ---- NumPy .npz ---------------------------------------------------------------------
+ * One column per array, named like it; npy.c reads and checks each.  An
+ * array's memory is counted against the limit before it is read. */
+
+typedef struct NpzLoad {
+  Dataset *ds;
+} NpzLoad;
+
+static bool npz_column(void *ctx, const char *name, const NpyHeader *h, NpyIn *in, char *why, size_t n) {
+  Dataset *ds = ((NpzLoad *)ctx)->ds;
+  char shape[256];
+  dims_str(h->rank, h->shape, shape, sizeof shape);
+  if (ds->ncols == DATA_MAX_COLS) {
+    snprintf(why, n, "one array too many: a dataset feeds at most %d inputs", DATA_MAX_COLS);
+    return false;
+  }
+  if (h->rank < 1 || h->shape[0] == 0) {
+    snprintf(why, n, "shape %s: a dataset's arrays are [N, ...], N >= 1 examples", shape);
+    return false;
+  }
+  if (ds->ncols && h->shape[0] != ds->n) {
+    snprintf(why, n, "shape %s: %" PRId64 " examples, but array '%s' has %" PRId64, shape, h->shape[0],
+             ds->cols[0].name, ds->n);
+    return false;
+  }
+  bool f = h->type == NPY_F32 || h->type == NPY_F64, byte = h->type == NPY_U8 || h->type == NPY_BOOL;
+  NpyType to = f ? NPY_F32 : byte ? NPY_U8 : NPY_I64;
+  int64_t bytes = h->numel * npy_size(to);
+  if (!mem_charge(bytes)) {
+    char lim[256];
+    snprintf(why, n, "out of memory: shape %s %s: %s", shape, npy_name(h->type),
+             mem_limit_why((double)bytes, lim, sizeof lim));
+    return false;
+  }
+  void *data = mem_alloc(NULL, bytes ? (size_t)bytes : 1);
+  if (!npy_read_data(in, h, to, data, why, n)) {
+    mem_free(data);
+    mem_uncharge(bytes);
+    return false;
+  }
+  ds->charged += bytes;
+  ds->n = h->shape[0];
+  DataColumn *c = &ds->cols[ds->ncols++];
+  c->name = arena_strdup(&ds->arena, name);
+  c->dtype = f ? DT_F32 : DT_I64;
+  c->store = f ? DATA_F32 : byte ? DATA_BYTE : DATA_I64;
+  c->rank = h->rank;
+  memcpy(c->shape, h->shape, sizeof h->shape);
+  c->row = h->numel / h->shape[0];
+  c->data = data;
+  c->source = npy_name(h->type);
+  return true;
+}
+
+static bool open_npz(Diag *d, const char *path, Dataset *ds) {
+  NpzLoad L = {ds};
+  ds->files[ds->nfiles++] = arena_strdup(&ds->arena, path);
+  ds->named = true;
+  if (!npy_each(d, path, npz_column, &L)) return false;
+  if (ds->ncols == 0) {
+    file_error(d, path, "an archive without arrays");
+    return false;
+  }
+  return true;
+}
+
+/* A .npz: named so, or a ZIP archive by its first bytes. */
+static bool is_npz(const char *path) {
+  size_t len = strlen(path);
+  if (len >= 4 && strcmp(path + len - 4, ".npz") == 0) return true;
+  FILE *f = fopen(path, "rb");
+  uint8_t b[4];
+  size_t n = f ? fread(b, 1, 4, f) : 0;
+  if (f) fclose(f);
+  return npy_is_zip(b, n);
+}
+
+static const char *input_name(const VarDesc *v) { return v->user_name ? v->user_name : v->name; }
+
+bool data_select(Diag *d, Dataset *ds, const VarDesc *const *inputs, int n) {
+  if (!ds->named) return true;
+  int pick[DATA_MAX_COLS];
+  bool used[DATA_MAX_COLS] = {false};
+  char have[1024] = "", fed[1024] = "";
+  for (int c = 0; c < ds->ncols; c++)
+    snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", c ? ", " : "", ds->cols[c].name);
+  for (int k = 0; k < n; k++)
+    snprintf(fed + strlen(fed), sizeof fed - strlen(fed), "%s%s", k ? ", " : "", input_name(inputs[k]));
+  if (n > DATA_MAX_COLS) {
+    file_error(d, ds->files[0], "%d inputs fed (%s): a dataset feeds at most %d", n, fed, DATA_MAX_COLS);
+    return false;
+  }
+  for (int k = 0; k < n; k++) {
+    pick[k] = -1;
+    for (int c = 0; c < ds->ncols && pick[k] < 0; c++)
+      if (strcmp(ds->cols[c].name, input_name(inputs[k])) == 0) pick[k] = c;
+    if (pick[k] < 0) {
+      file_error(d, ds->files[0], "no array '%s' for the input of that name (its arrays: %s)", input_name(inputs[k]),
+                 have);
+      return false;
+    }
+    used[pick[k]] = true;
+  }
+  for (int c = 0; c < ds->ncols; c++)
+    if (!used[c]) {
+      file_error(d, ds->files[0], "array '%s' feeds no input (the inputs fed: %s; a train block's feed = [...] "
+                 "names them)", ds->cols[c].name, fed);
+      return false;
+    }
+  DataColumn cols[DATA_MAX_COLS];
+  for (int k = 0; k < n; k++) cols[k] = ds->cols[pick[k]];
+  memcpy(ds->cols, cols, sizeof *cols * (size_t)n);
+  ds->ncols = n;
+  return true;
+}
+
 /* ---- datasets --------------------------------------------------------------------- */
 
 /* path as data_open reads it: from opt->dir when it is relative. */
@@ -834,7 +953,7 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
       ok = open_idx_pair(d, images, in_dir(a, opt, colon + 1), out);
     }
   } else {
-    ok = regular_file(d, path) && open_csv(d, path, opt->label, out);
+    ok = regular_file(d, path) && (is_npz(path) ? open_npz(d, path, out) : open_csv(d, path, opt->label, out));
   }
   if (!ok) data_free(out);
   return ok;
@@ -851,7 +970,7 @@ int64_t data_bytes(const Dataset *ds) {
   int64_t bytes = 0;
   for (int i = 0; i < ds->ncols; i++) {
     const DataColumn *c = &ds->cols[i];
-    bytes += ds->n * c->row * (c->store == DATA_U8 ? 1 : c->store == DATA_F32 ? 4 : 8);
+    bytes += ds->n * c->row * (c->store == DATA_U8 || c->store == DATA_BYTE ? 1 : c->store == DATA_F32 ? 4 : 8);
   }
   return bytes;
 }
@@ -880,6 +999,11 @@ Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k) {
       float *dst = o + i * row;
       for (int64_t j = 0; j < row; j++) dst[j] = scale[r[j]];
     }
+  } else if (c->store == DATA_BYTE) {
+    const uint8_t *src = c->data;
+    int64_t *o = tensor_i64(t);
+    for (int64_t i = 0; i < k; i++)
+      for (int64_t j = 0; j < row; j++) o[i * row + j] = src[idx[i] * row + j];
   } else {
     size_t bytes = (size_t)row * (c->store == DATA_F32 ? sizeof(float) : sizeof(int64_t));
     const char *src = c->data;
@@ -1106,7 +1230,7 @@ static int cmp_i64(const void *a, const void *b) {
 /* The count of each value of an integer column. */
 static void print_classes(const DataColumn *c, int64_t n) {
   int64_t *v = mem_alloc(NULL, sizeof *v * (size_t)n);
-  memcpy(v, c->data, sizeof *v * (size_t)n);
+  for (int64_t i = 0; i < n; i++) v[i] = c->store == DATA_BYTE ? ((const uint8_t *)c->data)[i] : ((const int64_t *)c->data)[i];
   qsort(v, (size_t)n, sizeof *v, cmp_i64);
   int64_t distinct = 0;
   for (int64_t i = 0; i < n; i++) distinct += i == 0 || v[i] != v[i - 1];
@@ -1139,10 +1263,11 @@ static int data_describe(const DataArgs *a, const Dataset *ds) {
     else if (c->source) printf(" from %s", c->source);
     putchar('\n');
   }
-  const DataColumn *y = &ds->cols[DATA_LABEL];
-  if (y->store == DATA_I64) {
+  /* The labels: the last column (of a .npz, when it holds one value per example). */
+  const DataColumn *y = ds->ncols >= 2 && ds->cols[ds->ncols - 1].rank == 1 ? &ds->cols[ds->ncols - 1] : NULL;
+  if (y && y->store != DATA_F32) {
     print_classes(y, ds->n);
-  } else {
+  } else if (y) {
     const float *v = y->data;
     float lo = v[0], hi = v[0];
     for (int64_t i = 1; i < ds->n; i++) lo = v[i] < lo ? v[i] : lo, hi = v[i] > hi ? v[i] : hi;

@@ -1,5 +1,5 @@
-/* data.h — datasets: examples read whole from IDX or CSV files, and the
- * batches a trainer takes from them.
+/* data.h — datasets: examples read whole from IDX, CSV or NumPy .npz files,
+ * and the batches a trainer takes from them.
  *
  * A Dataset holds N examples in named columns.  Column c is, to its users,
  * a tensor [N, ...] of dtype f32 or i64; batches are gathered from it as new
@@ -28,7 +28,9 @@
 /* Where Debian's dataset-fashion-mnist installs the files. */
 #define DATA_FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
-#define DATA_MAX_COLS 2
+/* A .npz dataset has a column per array (up to the 16 inputs a train
+ * block may feed); the others have two. */
+#define DATA_MAX_COLS 16
 enum { DATA_INPUT = 0, DATA_LABEL = 1 };
 
 /* How a column's elements are stored (its dtype is what batches hold). */
@@ -36,6 +38,7 @@ typedef enum DataStore {
   DATA_U8,        /* bytes, gathered as f32 value / 255 */
   DATA_F32,
   DATA_I64,
+  DATA_BYTE,      /* bytes, gathered as their value (a .npz's u8 and bool arrays) */
 } DataStore;
 
 typedef struct DataColumn {
@@ -59,6 +62,8 @@ typedef struct Dataset {
   const char *files[2];      /* the files read, as found */
   int nfiles;
   int64_t charged;           /* bytes counted against the memory limit (mem.h) */
+  bool named;                /* a .npz: its columns feed the inputs named like them
+                                (data_select), not the inputs in order */
 } Dataset;
 
 typedef struct DataOptions {
@@ -79,6 +84,10 @@ typedef struct DataOptions {
  *                       dataset-fashion-mnist); FILE.gz or FILE
  *   IMAGES:LABELS       an IDX pair, gzip or raw (by their magic bytes);
  *                       images: u8 with 2 or more dimensions, labels: u8 [N]
+ *   FILE.npz            NumPy arrays (numpy.savez), each a column named
+ *                       like the array: [N, ...] with the same N; f32 and
+ *                       f64 are read as f32, i64 and i32 as i64, u8 and
+ *                       bool as their byte values (not scaled) (npy.h)
  *   FILE                a CSV file: an optional header row (detected: a
  *                       field that is not a number), then rows of numbers
  * `opt` may be NULL.  False, with the error reported, on failure; *out then
@@ -87,6 +96,11 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out);
 void data_free(Dataset *ds);
 /* The bytes its columns hold in memory. */
 int64_t data_bytes(const Dataset *ds);
+/* A named dataset's columns (ds->named) put in the order of the inputs
+ * they feed: column k then feeds inputs[k].  An input without an array of
+ * its name, or an array no input takes, is an error naming them.  Other
+ * datasets are left as they are.  path: the dataset, for messages. */
+bool data_select(Diag *d, Dataset *ds, const VarDesc *const *inputs, int n);
 /* The column named `name`, or NULL. */
 const DataColumn *data_column(const Dataset *ds, const char *name);
 

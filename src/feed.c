@@ -1,13 +1,17 @@
-/* feed.c — parsing values given on the command line and reading CSV. */
+/* feed.c — parsing values given on the command line, and reading the files
+ * --feed names (CSV here; NumPy's .npy and .npz in npy.c). */
 #include "feed.h"
 
 #include "ast.h"
 #include "data.h"
 #include "file.h"
+#include "npy.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 /* Flattens a literal into vals, recording its shape; false (with an error)
  * if it is not a rectangular literal of numbers. */
@@ -200,4 +204,18 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
   mem_free(vals);
   mem_free(acc.ints);
   return t;
+}
+
+Tensor *feed_read_file(Diag *d, const char *path, const VarDesc *decl) {
+  uint8_t magic[8];
+  size_t n = 0;
+  char why[256];
+  int fd = file_check_regular(path, why, sizeof why) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (fd >= 0) {
+    ssize_t k = read(fd, magic, sizeof magic);
+    n = k > 0 ? (size_t)k : 0;
+    close(fd);
+  }
+  if (npy_is_npy(magic, n) || npy_is_zip(magic, n)) return npy_feed(d, path, decl);
+  return feed_read_csv(d, path, decl);
 }

@@ -8,6 +8,7 @@
 #include "ast.h"
 #include "cli.h"
 #include "cmd.h"
+#include "weights.h"
 #include "data.h"
 #include "option.h"
 #include "par.h"
@@ -42,7 +43,8 @@ static int cmd_gradcheck_verb(int argc, char **argv);
 
 #define RUN_OPTIONS                                                                  \
   "  --set NAME=VALUE   feed input NAME a literal value (3, [[1, 2], [3, 4]])\n"      \
-  "  --feed NAME=FILE   feed input NAME from a CSV file (rows: first dimension)\n"   \
+  "  --feed NAME=FILE   feed input NAME from a CSV file (rows: first dimension), a\n" \
+  "                     NumPy .npy file, or a .npz archive (its array NAME)\n"     \
   "  --seed N           seed of the random generator (default 0)\n"                 \
   "  --max-steps N      turns one while loop may take (default 1000000)\n"          \
   "  --max-memory SIZE  memory all values may take together, e.g. 512M, 4G\n"       \
@@ -80,6 +82,8 @@ static const Verb verbs[] = {
      "with types and defaults, and whether it has a gradient and a kernel."},
     {"run", cmd_run, "netrun run [OPTIONS] FILE",
      "Execute FILE eagerly, op by op, recording the tape.\n" RUN_OPTIONS
+     "  --weights PATH     parameters and states from a checkpoint, .safetensors or .npz\n"
+     "  --weights-partial  load those PATH has, say which it lacks and which the script does"
      "  --dump-tape        print the tape (the ops run, loops unrolled) after the run\n"
      "  --format FMT       the tape's format: text (default), dot or json"},
     {"time", cmd_time, "netrun time [OPTIONS] FILE",
@@ -107,12 +111,14 @@ static const Verb verbs[] = {
      "  --batch N          examples per step\n"
      "  --lr X             the base learning rate\n"
      "  --optimizer NAME   sgd, momentum, adam, adamw or rmsprop\n"
-     "  --data SPEC        fashion-mnist, a CSV file or IMAGES:LABELS (paths from the\n"
-     "                     working folder)\n"
+     "  --data SPEC        fashion-mnist, a CSV file, a .npz archive or IMAGES:LABELS\n"
+     "                     (paths from the working folder)\n"
      "Other options:\n"
      "  --limit N          use only the first N examples of each split\n"
      "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
      "  --resume PATH      continue the run a checkpoint stopped\n"
+     "  --weights PATH     start from these parameters and states (fine-tuning): a\n"
+     "                     checkpoint, .safetensors or .npz; --weights-partial as for eval\n"
      "  --keep-best        also write PATH.best whenever the evaluation improves\n"
      "  --keep-going       train on when the loss is NaN or infinite (default: stop\n"
      "                     with an error before that step's update)\n"
@@ -127,7 +133,9 @@ static const Verb verbs[] = {
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
-     "  --weights PATH     a checkpoint written by netrun train --save\n"
+     "  --weights PATH     a checkpoint written by netrun train --save, or the .safetensors\n"
+     "                     or .npz file netrun export writes (names, shapes, dtypes checked)\n"
+     "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
      "  --data SPEC        evaluate on this dataset instead (results labelled by it)\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
      "  --limit N          use only the first N examples\n"
@@ -137,7 +145,9 @@ static const Verb verbs[] = {
      "The predicted class of every fed example (the argmax of the train block's metric;\n"
      "with one logit per example, 1 when it is positive, else 0), or the value of\n"
      "--output NAME.\n" RUN_OPTIONS
-     "  --weights PATH     a checkpoint written by netrun train --save\n"
+     "  --weights PATH     a checkpoint written by netrun train --save, or the .safetensors\n"
+     "                     or .npz file netrun export writes (names, shapes, dtypes checked)\n"
+     "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
      "  --output NAME      print this value instead of the classes (each batch's)\n"
      "  --data SPEC        predict every example of this dataset's inputs, in batches\n"
      "  --limit N          with --data: only its first N examples\n"
@@ -151,7 +161,8 @@ static const Verb verbs[] = {
     {"data", cmd_data, "netrun data [OPTIONS] SPEC",
      "Read a dataset and describe it: its files, examples, columns and classes.\n"
      "SPEC: fashion-mnist ($NETRUN_DATA, else " DATA_FASHION_DIR "),\n"
-     "      IMAGES:LABELS (IDX files, gzip or raw), or a CSV file.\n"
+     "      IMAGES:LABELS (IDX files, gzip or raw), a CSV file, or a NumPy .npz\n"
+     "      archive (a column per array, named like it).\n"
      "  --split S          fashion-mnist's split: train (default) or test\n"
      "  --label COL        CSV: the label column, by header name or 0-based index\n"
      "  --head N           print the first N examples (one batch of the columns)\n"
@@ -166,6 +177,12 @@ static const Verb verbs[] = {
      "program hash, epoch, step, generator state, settings and tensors.\n"
      "  --format FMT       text (default), or json: the same fields and every tensor's\n"
      "                     elements in full"},
+    {"export", cmd_export, "netrun export [--optimizer-state] CKPT -o FILE.safetensors|FILE.npz",
+     "Write the parameters and states of a checkpoint (or of a .safetensors or .npz file)\n"
+     "under their scoped names, as safetensors or as NumPy's .npz (by FILE's extension)\n"
+     "  -o FILE            the file to write (atomically)\n"
+     "  --format F         safetensors or npz, whatever FILE's extension\n"
+     "  --optimizer-state  also the optimizer's state (W@MOMENT1 ...) and learning rate"},
     {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",
      "An interactive session: statements run as they are entered, an expression\n"
      "prints its value, and :help lists the commands.  FILE runs first.\n" RUN_OPTIONS},
@@ -296,15 +313,40 @@ static int cmd_ops(int argc, char **argv) {
 
 /* ---- run and time ------------------------------------------------------------ */
 
+/* run's own options: weights to start from. */
+typedef struct RunWeights {
+  const char *path;
+  bool partial;
+} RunWeights;
+
+enum { R_WEIGHTS = 200, R_WEIGHTS_PARTIAL };
+static const Option run_weight_options[] = {
+    {"--weights", OPTION_VALUE, "PATH", "a PATH", R_WEIGHTS},
+    {"--weights-partial", OPTION_FLAG, NULL, NULL, R_WEIGHTS_PARTIAL},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static int apply_run_weights(const OptionParser *p, void *ctx) {
+  RunWeights *w = ctx;
+  if (p->opt->id == R_WEIGHTS) w->path = p->value;
+  else w->partial = true;
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   Args a;
-  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TAPE_DUMP);
+  RunWeights w = {NULL, false};
+  CliOwn own = {run_weight_options, 2, apply_run_weights, &w};
+  int rc = cli_parse_own(argc, argv, &a, OPT_RUN | OPT_TAPE_DUMP, &own);
+  if (!rc && w.partial && !w.path) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
   if (rc) return rc;
+  const char *weights = w.path;
+  bool partial = w.partial;
   Session ld;
   int status = EXIT_SCRIPT;
   Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;
   if (ex) {
-    if (exec_run(ex) == 0) {
+    if ((!weights || weights_load(&ld.diag, ld.prog, ex, weights, partial)) && exec_run(ex) == 0) {
       status = 0;
       if (a.dump_tape) {
         Arena arena;

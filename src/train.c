@@ -17,7 +17,7 @@ static const struct TrainKey {
   Kind kind;
   const char *doc;
 } keys[] = {
-    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, or IMAGES.idx:LABELS.idx"},
+    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, or IMAGES.idx:LABELS.idx"},
     {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
     {"label", K_NAME, "the input holding the labels (default: the last one fed)"},
     {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
@@ -40,7 +40,7 @@ static const struct TrainKey {
     {"epochs", K_INT, "passes over the data (default 1)"},
     {"batch", K_INT, "examples per step (default 64)"},
     {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
-    {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file, or \"none\" (default test)"},
+    {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file (\"test.npz\"), or \"none\" (default test)"},
     {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
     {"bucket_mb", K_NUMBER, "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
 };

@@ -16,6 +16,7 @@
 #include "option.h"
 #include "print.h"
 #include "train.h"
+#include "weights.h"
 
 #include <errno.h>
 #include <math.h>
@@ -74,6 +75,7 @@ typedef struct TrainArgs {
   Args a;                  /* the shared run options (--seed, --set ...) */
   TrainOverrides o;
   const char *save, *resume, *log, *weights;
+  bool weights_partial;    /* --weights-partial: load the values the file has, say which it lacks */
   bool keep_best;
   bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
   bool predicting;         /* predict: the script needs no loss */
@@ -88,7 +90,7 @@ static bool mode_given(const Args *a) {
 }
 
 enum { T_EPOCHS = 100, T_BATCH, T_LIMIT, T_LR, T_OPTIMIZER, T_DATA, T_SAVE, T_RESUME, T_LOG, T_KEEP_BEST, T_KEEP_GOING,
-       T_WEIGHTS, T_OUTPUT };
+       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT };
 
 /* train's options, then eval's and predict's (each ends in {NULL}). */
 static const Option train_options[] = {
@@ -103,6 +105,8 @@ static const Option train_options[] = {
     {"--log", OPTION_VALUE, "FILE", "a FILE", T_LOG},
     {"--keep-best", OPTION_FLAG, NULL, NULL, T_KEEP_BEST},
     {"--keep-going", OPTION_FLAG, NULL, NULL, T_KEEP_GOING},
+    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
+    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
     {NULL, 0, NULL, NULL, 0},
 };
 static const Option eval_options[] = {
@@ -110,6 +114,7 @@ static const Option eval_options[] = {
     {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
     {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
     {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
+    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
     {NULL, 0, NULL, NULL, 0},
 };
 static const Option predict_options[] = {
@@ -117,6 +122,7 @@ static const Option predict_options[] = {
     {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
     {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
     {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
+    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
     {"--output", OPTION_VALUE, "NAME", "a NAME", T_OUTPUT},
     {NULL, 0, NULL, NULL, 0},
 };
@@ -141,6 +147,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
   case T_KEEP_BEST: t->keep_best = true; break;
   case T_KEEP_GOING: t->keep_going = true; break;
   case T_WEIGHTS: t->weights = p->value; break;
+  case T_WEIGHTS_PARTIAL: t->weights_partial = true; break;
   case T_OUTPUT: t->output = p->value; break;
   }
   return 0;
@@ -158,6 +165,9 @@ static int parse_train(int argc, char **argv, TrainArgs *t, const Option *option
   CliOwn own = {options, n, apply_train, t};
   int rc = cli_parse_own(argc, argv, &t->a, OPT_RUN, &own);
   if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
+  if (!rc && t->weights && t->resume)
+    rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");
+  if (!rc && t->weights_partial && !t->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
   if (!rc && training && mode_given(&t->a))
     rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
   return rc;
@@ -330,7 +340,7 @@ static uint64_t program_hash(const Program *p) {
  * the script's inputs in order.  A feed list one short of the columns
  * leaves out the labels (the last column): an autoencoder reads only the
  * images. */
-static bool bind_feeds(Run *r, const Dataset *ds) {
+static bool bind_feeds(Run *r, Dataset *ds) {
   Program *p = r->p;
   const Block *b0 = p->blocks[0];
   r->nfeed = 0;
@@ -349,6 +359,10 @@ static bool bind_feeds(Run *r, const Dataset *ds) {
     for (int i = 0; i < b0->nvars && r->nfeed < 16; i++)
       if ((b0->vars[i]->flags & VAR_INPUT) && b0->vars[i]->name != r->mode_var) r->feed[r->nfeed++] = b0->vars[i];
   }
+  /* a .npz's arrays feed the inputs of their names */
+  if (!data_select(&r->ld.diag, ds, r->feed, r->nfeed) ||
+      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)))
+    return false;
   bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
   if (r->nfeed != ds->ncols && !unlabelled) {
     char cols[1024] = "", fed[1024] = "";
@@ -672,46 +686,29 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
   return restore_smoothing(r, c, path) && restore_epoch_sums(r, c, path);
 }
 
+/* A checkpoint to resume from: netrun's own format only (it holds the
+ * run's position, which exported weights do not). */
+static bool read_checkpoint(Diag *d, const char *path, Checkpoint *c) {
+  char err[1400];
+  if (ckpt_read(path, c, err, sizeof err)) return true;
+  diag_error(d, SPAN_NONE, "%s", err);
+  return false;
+}
+
 /* Loads parameters (and with `state`, the optimizer state and the run's
  * position) from a checkpoint into the executor. */
 static bool restore(Run *r, const char *path, bool state) {
   Checkpoint c;
-  char err[1024];
-  if (!ckpt_read(path, &c, err, sizeof err)) {
-    diag_error(&r->ld.diag, SPAN_NONE, "%s", err);
-    return false;
-  }
+  if (!(state ? read_checkpoint(&r->ld.diag, path, &c) : weights_read(&r->ld.diag, path, &c))) return false;
   bool ok = true;
   if (state && c.program_hash != r->hash) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: this checkpoint belongs to another program (hash %016llx, this one %016llx)",
                path, (unsigned long long)c.program_hash, (unsigned long long)r->hash);
     ok = false;
   }
-  const Block *b0 = r->p->blocks[0];
-  for (int i = 0; ok && i < b0->nvars; i++) {
-    const VarDesc *v = b0->vars[i];
-    /* the script's states are part of the model: --weights restores them too */
-    if (!(v->flags & (state ? VAR_PARAM | VAR_KEPT | VAR_STATE : VAR_PARAM | VAR_KEPT)) ||
-        strcmp(v->name, TRAIN_LR_VAR) == 0)
-      continue;
-    Tensor *t = ckpt_find(&c, v->name);
-    Tensor *have = exec_var_value(r->ex, v->name);
-    if (!t) {
-      diag_error(&r->ld.diag, SPAN_NONE, "%s has no value for '%s'", path, v->name);
-      ok = false;
-    } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
-      char a[128], b[128];
-      diag_error(&r->ld.diag, SPAN_NONE, "%s: '%s' is %s%s there, but %s%s here", path, v->name,
-                 dtype_name(t->dtype), tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype),
-                 tensor_shape_str(have, b, sizeof b));
-      ok = false;
-    } else {
-      Tensor *copy = tensor_copy(t);
-      copy->requires_grad = (v->flags & VAR_PARAM) != 0;
-      exec_preload(r->ex, v->name, copy);
-      tensor_unref(copy);
-    }
-  }
+  /* the script's states are part of the model: --weights restores them too */
+  ok = ok && weights_apply(&r->ld.diag, r->p, r->ex, &c, path, state ? VAR_PARAM | VAR_KEPT | VAR_STATE : VAR_PARAM | VAR_KEPT,
+                           state ? WEIGHTS_RESUME : r->t->weights_partial ? WEIGHTS_PARTIAL : WEIGHTS_EXACT);
   if (ok && state) ok = restore_position(r, &c, path);
   if (ok && state && !r->quiet) {
     /* Say which settings differ from the checkpoint's. */

@@ -297,14 +297,20 @@ EOF
 
 # ---- .npy files ------------------------------------------------------------------------------
 
-@test "netrun data and --feed on a .npy file: the format is not read yet" {
+@test "netrun data and --feed on a .npy file: --feed reads it (a header that lies is an error), a dataset is a .npz" {
   printf '\x93NUMPY\x01\x00\x76\x00{"descr": "<f4", "fortran_order": False, "shape": (2,), }            \n\x00\x00\x80\x3f\x00\x00\x00\x40' > a.npy
   run --separate-stderr "$NETRUN" data a.npy
   [ "$status" -eq 1 ]
-  [ "$stderr" = "netrun: error: a.npy: a NumPy .npy file: netrun does not read this format yet (write the array as CSV)" ]
+  [ "$stderr" = "netrun: error: a.npy: a NumPy .npy file: --feed reads it; a dataset is a .npz archive of one array per input (numpy.savez)" ]
   printf 'input x : f32[B]\nprint(x)\n' > p.net
   run --separate-stderr "$NETRUN" run p.net --feed x=a.npy
   [ "$status" -eq 1 ]
   [ "$output" = "" ]
-  [ "$stderr" = "netrun: error: a.npy: a NumPy .npy file: netrun does not read this format yet (write the array as CSV)" ]
+  # The header's length says 118 bytes; 78 follow.
+  [ "$stderr" = "netrun: error: a.npy: truncated: it ends in the 118-byte header" ]
+  # Told the truth (70 bytes), the same file is the array [1, 2].
+  printf '\x93NUMPY\x01\x00\x46\x00{"descr": "<f4", "fortran_order": False, "shape": (2,), }            \n\x00\x00\x80\x3f\x00\x00\x00\x40' > a.npy
+  run --separate-stderr "$NETRUN" run p.net --feed x=a.npy
+  [ "$status" -eq 0 ]
+  [ "$output" = "[1. 2.]" ]
 }
