@@ -83,7 +83,7 @@ static const Verb verbs[] = {
     {"run", cmd_run, "netrun run [OPTIONS] FILE",
      "Execute FILE eagerly, op by op, recording the tape.\n" RUN_OPTIONS
      "  --weights PATH     parameters and states from a checkpoint, .safetensors or .npz\n"
-     "  --weights-partial  load those PATH has, say which it lacks and which the script does"
+     "  --weights-partial  load those PATH has, say which it lacks and which the script does\n"
      "  --dump-tape        print the tape (the ops run, loops unrolled) after the run\n"
      "  --format FMT       the tape's format: text (default), dot or json"},
     {"time", cmd_time, "netrun time [OPTIONS] FILE",
@@ -118,7 +118,8 @@ static const Verb verbs[] = {
      "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
      "  --resume PATH      continue the run a checkpoint stopped\n"
      "  --weights PATH     start from these parameters and states (fine-tuning): a\n"
-     "                     checkpoint, .safetensors or .npz; --weights-partial as for eval\n"
+     "                     checkpoint, .safetensors or .npz\n"
+     "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
      "  --keep-best        also write PATH.best whenever the evaluation improves\n"
      "  --keep-going       train on when the loss is NaN or infinite (default: stop\n"
      "                     with an error before that step's update)\n"
@@ -181,6 +182,7 @@ static const Verb verbs[] = {
      "Write the parameters and states of a checkpoint (or of a .safetensors or .npz file)\n"
      "under their scoped names, as safetensors or as NumPy's .npz (by FILE's extension)\n"
      "  -o FILE            the file to write (atomically)\n"
+     "  --output FILE      the same as -o\n"
      "  --format F         safetensors or npz, whatever FILE's extension\n"
      "  --optimizer-state  also the optimizer's state (W@MOMENT1 ...) and learning rate"},
     {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",

@@ -1084,7 +1084,8 @@ static int train(TrainArgs *t) {
   char err[4200];
   Run r;
   int status = EXIT_SCRIPT;
-  bool ok = setup(&r, t, true) && (!t->resume || restore(&r, t->resume, true));
+  bool ok = setup(&r, t, true) && (!t->resume || restore(&r, t->resume, true)) &&
+            (!t->weights || restore(&r, t->weights, false));
   if (dist_size() > 1 && agree_start(&r, ok)) sync_model(&r);
   if (!ok || failure_agreed) goto out;
   if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
