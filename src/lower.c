@@ -691,7 +691,13 @@ static const char *lower_name(Lowerer *L, const AstNode *n, const char *hint) {
     diag_note(L->diag, b->where, "'%s' is assigned here", n->name);
     return NULL;
   case BIND_CONST: {
-    if (b->cval && !const_has_string(b->cval)) return lower_expr(L, b->cval, hint);
+    if (b->cval && !const_has_string(b->cval)) {
+      /* the value is made where the body uses it: its op (and a runtime
+       * error in it) points there, not at the call's argument */
+      AstNode here = *b->cval;
+      here.span = n->span;
+      return lower_expr(L, &here, hint);
+    }
     if (b->cval) {
       diag_error(L->diag, n->span, "'%s' is a string, which can only be an attribute, not a value", n->name);
       return NULL;

@@ -191,14 +191,19 @@ crafted() {
   [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 999, but an epoch is 2 steps of 2 examples" ]
   cp e1.ckpt c.ckpt
   "$MKCKPT" set c.ckpt step 3
-  "$MKCKPT" set c.ckpt step_in_epoch 1
+  "$MKCKPT" set c.ckpt step_in_epoch 2
   run --separate-stderr "$NETRUN" train re.net --resume c.ckpt --batch 4
   [ "$status" -eq 1 ]
   [ "$stderr" = "netrun: note: --batch 4 overrides the script's batch
-netrun: error: c.ckpt: step_in_epoch = 1, but an epoch is 1 step of 4 examples" ]
+netrun: error: c.ckpt: step_in_epoch = 2, but an epoch is 1 step of 4 examples" ]
+  crafted step_in_epoch 3
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 3, but an epoch is 2 steps of 2 examples" ]
+  # step_in_epoch = the steps of an epoch (stopped after its last step) is
+  # a position, but not after 1 epoch in 2 steps.
   crafted step_in_epoch 2
   [ "$status" -eq 1 ]
-  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 2, but an epoch is 2 steps of 2 examples" ]
+  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 2, but 1 epochs in 2 steps leave at most 1" ]
   cp e1.ckpt c.ckpt
   "$MKCKPT" set c.ckpt epoch 2
   "$MKCKPT" set c.ckpt step_in_epoch 1

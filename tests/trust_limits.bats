@@ -56,13 +56,10 @@ bats_require_minimum_version 1.5.0
   [ "${lines[0]}" = "c.net:1:5: error: 'sgd_matmul' is used by netrun itself and cannot be called" ]
 }
 
-@test "ops batch_norm points at the stdlib's batchnorm" {
-  run "$NETRUN" ops batch_norm
+@test "ops NAME of a stdlib function points at the function" {
+  run "$NETRUN" ops batch_norm_layer
   [ "$status" -eq 1 ]
-  [ "$output" = "netrun: error: unknown op 'batch_norm'; the stdlib's nn.net defines the function 'batchnorm' (import \"nn\")" ]
-  run "$NETRUN" ops batchnorm
-  [ "$status" -eq 1 ]
-  [ "$output" = "netrun: error: no op is named 'batchnorm'; the stdlib's nn.net defines the function 'batchnorm' (import \"nn\")" ]
+  [ "$output" = "netrun: error: no op is named 'batch_norm_layer'; the stdlib's nn.net defines the function 'batch_norm_layer' (import \"nn\")" ]
   run "$NETRUN" ops cross_entropy
   [ "$output" = "netrun: error: no op is named 'cross_entropy'; the stdlib's losses.net defines the function 'cross_entropy' (import \"losses\")" ]
 }
