@@ -33,7 +33,8 @@ const char *name_grad_at(Arena *a, const char *v, const char *level, int block);
 /* The level suffix of the program's n-th backward: "" for the first (n 0). */
 const char *name_level(Arena *a, int n);
 /* Whether n names a gradient; the variable it is the gradient of (n itself
- * if it names none). */
+ * if it names none): the part before its last @GRAD, as a gradient of a
+ * gradient (x@GRAD@L1@GRAD, of a script's grad(...)) has two. */
 bool name_is_grad(const char *n);
 const char *name_grad_of(Arena *a, const char *n);
 /* Whether n is "NAME@GRAD" with NAME made of exactly base_len characters. */
