@@ -113,6 +113,7 @@ static unsigned char *mark_of(Backward *bw, const char *name) {
 static bool has_mark(Backward *bw, const char *name, unsigned m) { return (*mark_of(bw, name) & m) != 0; }
 
 static bool set_mark(Backward *bw, const char *name, unsigned m) {
+  if (name_is_empty(name)) return false;   /* a control grad op's empty slot entry */
   unsigned char *k = mark_of(bw, name);
   if (*k & m) return false;
   *k |= (unsigned char)m;
@@ -151,7 +152,11 @@ static unsigned flags_of(const Backward *bw, const OpDesc *op) {
 
 /* An op that owns blocks (while, conditional_block); a loop carries values
  * from turn to turn. */
-static bool is_control(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_CONTROL; }
+static bool is_control(const Backward *bw, const OpDesc *op) {
+  /* A control op's grad op (made by a script's grad(...)) is not a loop or
+   * a branch of the forward: its slots are what it reads and writes. */
+  return (flags_of(bw, op) & (OP_CONTROL | OP_KEPT_TURNS)) == OP_CONTROL;
+}
 static bool is_loop(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_LOOP; }
 
 static bool prop_live(Backward *bw, const Block *b);
@@ -953,7 +958,35 @@ bool bwd_append(Program *p, const char *loss, const char *const *params, int npa
   return ok;
 }
 
-bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, const char **grads) {
+/* A grad(...) in a loop or branch body differentiates the body's ops: it
+ * is refused when a value the body reads from outside depends on a wrt
+ * through the ops before the body (that part of the gradient would be
+ * lost).  The marks are cleared after. */
+static bool outer_paths_ok(Backward *bw, const Block *b, const char *const *wrt, int nwrt, Span at) {
+  Program *p = bw->p;
+  for (int i = 0; i < nwrt; i++) set_mark(bw, wrt[i], MARK_LIVE);
+  for (const Block *a = prog_block(p, b->parent); a; a = a->parent >= 0 ? prog_block(p, a->parent) : NULL)
+    while (prop_live(bw, a)) {
+    }
+  bool ok = true;
+  for (int i = 0; i < b->nops && ok; i++)
+    for (int s = 0; s < b->ops[i]->nin && ok; s++)
+      for (int j = 0; j < b->ops[i]->in[s].n && ok; j++) {
+        const char *v = b->ops[i]->in[s].args[j];
+        const VarDesc *d = prog_var(p, v);
+        bool is_wrt = false;
+        for (int k = 0; k < nwrt; k++) is_wrt |= strcmp(wrt[k], v) == 0;
+        if (!d || d->block == b->idx || is_wrt || !has_mark(bw, v, MARK_LIVE)) continue;
+        diag_error(p->diag, at, "grad: in a loop or branch body, grad(...) differentiates the body's ops, but '%s' "
+                   "depends on what is differentiated through ops before the body (call grad(...) after the body, "
+                   "or compute '%s' in it)", prog_user_name(p, v), prog_user_name(p, v));
+        ok = false;
+      }
+  memset(bw->marks, 0, (size_t)bw->nvars + 1);
+  return ok;
+}
+
+bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads) {
   Backward bw = {.zeros = true};
   VarIdx idx;
   backward_init(&bw, p, &idx);
@@ -961,7 +994,8 @@ bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int n
   bw.suffix = name_level(p->arena, level);
   bw.home = b;
   bw.nfwd = b->nops;
-  bool ok = differentiate(&bw, &y, NULL, 1, wrt, nwrt, grads);
+  bool ok = b->parent < 0 || outer_paths_ok(&bw, b, wrt, nwrt, at);
+  ok = ok && differentiate(&bw, &y, NULL, 1, wrt, nwrt, grads);
   for (int i = 0; ok && i < nwrt; i++) ok = grads[i] != NULL;
   if (ok) p->nlevels = level;
   backward_free(&bw);

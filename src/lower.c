@@ -1358,7 +1358,7 @@ static int lower_grad_call(Lowerer *L, const AstNode *n, int nwant, const char *
     if (!(wrt[i] = grad_wrt(L, n->list.items[i + 1], y))) return -1;
   const char **grads = nwant ? outs : arena_alloc(L->arena, sizeof *grads * (size_t)nx);
   int before = L->block->nops;
-  if (!bwd_grad(L->prog, L->block, y, wrt, nx, grads)) return -1;
+  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads)) return -1;
   L->nops += L->block->nops - before;
   return nwant;
 }
