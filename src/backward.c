@@ -852,7 +852,8 @@ static bool differentiate(Backward *bw, const char *const *outs, const char *con
       /* loss@GRAD = 1 */
       int64_t dims[SHAPE_MAX_RANK];
       for (int d = 0; d < v->shape.rank; d++) dims[d] = v->shape.d[d].n;
-      op_set_attr(p, seed, "shape", attr_ints(p, dims, v->shape.rank));
+      /* (A scalar of unknown rank: a grad(...) in an op body being checked.) */
+      op_set_attr(p, seed, "shape", attr_ints(p, dims, v->shape.rank > 0 ? v->shape.rank : 0));
       op_set_attr(p, seed, "value", attr_float(1.0));
       op_set_attr(p, seed, "dtype", attr_dtype(DT_F32));
     }

@@ -1303,7 +1303,9 @@ static const char *grad_of_value(Lowerer *L, const AstNode *e) {
   const char *y = lower_expr(L, e, NULL);
   const VarDesc *v = y ? prog_var(L->prog, y) : NULL;
   if (!v || v->dtype == DT_UNKNOWN) return NULL;
-  if (v->dtype != DT_F32 || shape_numel(&v->shape) != 1) {
+  /* An op body is checked before its inputs' shapes are known: a shape of
+   * unknown rank is checked when the body is lowered for a call. */
+  if (v->dtype != DT_F32 || (v->shape.rank >= 0 && shape_numel(&v->shape) != 1)) {
     char buf[128];
     diag_error(L->diag, e->span, "grad: the value to differentiate must be an f32 scalar, but it is %s%s (reduce "
                "it, e.g. with sum or mean)", dtype_name(v->dtype), shape_str(&v->shape, buf, sizeof buf));
