@@ -18,6 +18,13 @@
  * loop or branch body, the per-turn gradient of a variable from outside
  * the body (a parameter the body reads) is v@GRAD@B<block>, and the
  * while_grad / conditional_block_grad op sums those into v@GRAD outside.
+ *
+ * A script's grad(Y, X...) (bwd_grad) runs the same passes over the ops a
+ * block holds when the call is lowered (its home block: block 0 or a loop
+ * or branch body), appending the grad ops there, named at a level of their
+ * own (v@GRAD@L1).  Those ops are forward ops to any later backward, which
+ * differentiates them like the others: the gradient of x@GRAD@L1 is
+ * x@GRAD@L1@GRAD.
  */
 #include "backward.h"
 
