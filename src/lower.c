@@ -1315,7 +1315,7 @@ static const char *grad_of_value(Lowerer *L, const AstNode *e) {
 }
 
 /* Xi: a named f32 value computed before Y. */
-static const char *grad_wrt(Lowerer *L, const AstNode *e, const char *y) {
+static const char *grad_wrt(Lowerer *L, const AstNode *e, const char *y, bool konst) {
   if (e->kind != AST_NAME) {
     diag_error(L->diag, e->span, "grad: differentiate with respect to a named value (a parameter, an input or a "
                "value computed before the one differentiated), not an expression");
@@ -1329,6 +1329,12 @@ static const char *grad_wrt(Lowerer *L, const AstNode *e, const char *y) {
     return NULL;
   }
   int xi = written_at(L->block, x), yi = written_at(L->block, y);
+  if (xi > yi && konst) {
+    diag_error(L->diag, e->span, "grad: '%s' is a constant argument of the function, a new value wherever it is "
+               "used, so what is differentiated does not depend on this one (pass a value, or differentiate an "
+               "expression of '%s' written in the call)", e->name, e->name);
+    return NULL;
+  }
   if (xi > yi) {
     diag_error(L->diag, e->span, "grad: '%s' is computed after the value differentiated, which cannot depend "
                "on it", e->name);
@@ -1353,11 +1359,28 @@ static int lower_grad_call(Lowerer *L, const AstNode *n, int nwant, const char *
                nx == 1 ? "" : "s", nwant, nwant == 1 ? " is" : "s are");
     return -1;
   }
+  /* A function's constant argument differentiated (f(2.0)) becomes a
+   * value first, which Y then reads; it stays a constant where one is
+   * required. */
+  bool *konst = NULL;   /* which Xi were made values here */
+  for (int i = 1; i <= nx; i++) {
+    const AstNode *x = n->list.items[i];
+    const Binding *b = x->kind == AST_NAME ? lookup(L, x->name) : NULL;
+    if (!b || b->kind != BIND_CONST || !b->cval || const_has_string(b->cval)) continue;
+    const AstNode *cval = b->cval;
+    const char *v = lower_expr(L, cval, qualify(L, x->name));
+    if (!v) return -1;
+    bind_var(L, x->name, v);
+    Binding *nb = scope_find_here(L->scope, x->name);
+    if (nb) nb->cval = cval;
+    if (!konst) konst = arena_alloc(L->arena, sizeof *konst * (size_t)(nx + 1));
+    konst[i - 1] = true;
+  }
   const char *y = grad_of_value(L, n->list.items[0]);
   if (!y) return -1;
   const char **wrt = arena_alloc(L->arena, sizeof *wrt * (size_t)nx);
   for (int i = 0; i < nx; i++)
-    if (!(wrt[i] = grad_wrt(L, n->list.items[i + 1], y))) return -1;
+    if (!(wrt[i] = grad_wrt(L, n->list.items[i + 1], y, konst && konst[i]))) return -1;
   const char **grads = nwant ? outs : arena_alloc(L->arena, sizeof *grads * (size_t)nx);
   int before = L->block->nops;
   if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads)) return -1;
