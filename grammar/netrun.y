@@ -80,6 +80,11 @@ typedef struct ParseState {
    * left at the end is too large (lex_flush_big). */
   struct LexBig *big;
 
+  /* Where the last 'grad' keyword ends: a syntax error right after it
+   * says that grad is a value only as grad(...). */
+  uint32_t grad_end;
+  bool grad_seen;
+
   AstNode *root;
 } ParseState;
 }
@@ -608,6 +613,15 @@ postfix:
         DONE($$);
       }
     }
+    /* grad ( ARGS ): the built-in gradient (netrun-lang(5) GRADIENTS IN
+     * SCRIPTS); 'grad' stays a keyword, so only this form is a value */
+  | GRAD '(' args_opt ')' {
+      $$ = $3;
+      $$->span = @$;
+      $$->opspan = @1;
+      $$->name = "grad";
+      DONE($$);
+    }
   | postfix '[' subscripts ']' {
       $$ = $3;
       $$->span = @$;
@@ -905,7 +919,7 @@ static bool one_of(yysymbol_kind_t k, const char *chars) {
 static bool starts_expr(yysymbol_kind_t k) {
   switch (k) {
   case YYSYMBOL_NAME: case YYSYMBOL_GRADNAME: case YYSYMBOL_INT: case YYSYMBOL_FLOAT:
-  case YYSYMBOL_STRING: case YYSYMBOL_TRUE: case YYSYMBOL_FALSE: case YYSYMBOL_NOT:
+  case YYSYMBOL_STRING: case YYSYMBOL_TRUE: case YYSYMBOL_FALSE: case YYSYMBOL_NOT: case YYSYMBOL_GRAD:
     return true;
   default:
     return one_of(k, "([-");
@@ -972,6 +986,15 @@ static bool is_quiet(const ParseState *ps, yysymbol_kind_t k, Span at) {
   return ps->quiet && at.start == ps->quiet_at;
 }
 
+/* Whether the token at `at` follows a 'grad' keyword, with only white
+ * space between. */
+static bool grad_just_before(const ParseState *ps, Span at) {
+  if (ps->grad_end > at.start) return false;
+  for (uint32_t i = ps->grad_end; i < at.start; i++)
+    if (ps->text[i] != ' ' && ps->text[i] != '\t') return false;
+  return true;
+}
+
 /* "syntax error: unexpected X, expecting A, B or C".  Expected tokens are
  * grouped ("an expression", "an operator", "end of line"); when there are
  * too many choices to help, the list is left out. */
@@ -1022,6 +1045,9 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, ParseSt
     for (int i = 0; i < nitems; i++)
       put(msg, sizeof msg, &len, "%s%s", i == 0 ? "" : i == nitems - 1 ? " or " : ", ", items[i]);
   }
+  /* grad = 1, grad + 1: 'grad' is a value only as the built-in's call. */
+  if (ps->grad_seen && !one_of(got, "({") && grad_just_before(ps, at))
+    put(msg, sizeof msg, &len, " ('grad' is a reserved word: as a value it is only the built-in grad(Y, X, ...))");
   /* def if(): say why a word that looks like a name is not one. */
   if (has_name && is_keyword(got))
     put(msg, sizeof msg, &len, " (%s is a reserved word)", token_name(got));

@@ -18,6 +18,13 @@
  * loop or branch body, the per-turn gradient of a variable from outside
  * the body (a parameter the body reads) is v@GRAD@B<block>, and the
  * while_grad / conditional_block_grad op sums those into v@GRAD outside.
+ *
+ * A script's grad(Y, X...) (bwd_grad) runs the same passes over the ops a
+ * block holds when the call is lowered (its home block: block 0 or a loop
+ * or branch body), appending the grad ops there, named at a level of their
+ * own (v@GRAD@L1).  Those ops are forward ops to any later backward, which
+ * differentiates them like the others: the gradient of x@GRAD@L1 is
+ * x@GRAD@L1@GRAD.
  */
 #include "backward.h"
 
@@ -47,9 +54,12 @@ typedef struct Backward {
   int nvars;
   const char *const *no_grad;
   int nno_grad;
-  int nfwd;                      /* block 0's forward ops (earlier backwards follow) */
+  Block *home;                   /* the block differentiated in place: block 0, or the
+                                    block a script's grad(...) stands in */
+  int nfwd;                      /* home's forward ops (earlier backwards follow) */
   const char *suffix;            /* "" for the first backward, "@L1", ... after */
   bool one_op;                   /* bwd_op_grads: leave repeated writes unsummed */
+  bool zeros;                    /* bwd_grad: a wrt no gradient reaches gets zeros */
   bool failed;
   /* bwd_fresh: the stems of every variable, and those handed out since
    * (made on first use). */
@@ -88,6 +98,7 @@ static unsigned char *mark_of(Backward *bw, const char *name) {
 static bool has_mark(Backward *bw, const char *name, unsigned m) { return (*mark_of(bw, name) & m) != 0; }
 
 static bool set_mark(Backward *bw, const char *name, unsigned m) {
+  if (name_is_empty(name)) return false;   /* a control grad op's empty slot entry */
   unsigned char *k = mark_of(bw, name);
   if (*k & m) return false;
   *k |= (unsigned char)m;
@@ -126,7 +137,11 @@ static unsigned flags_of(const Backward *bw, const OpDesc *op) {
 
 /* An op that owns blocks (while, conditional_block); a loop carries values
  * from turn to turn. */
-static bool is_control(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_CONTROL; }
+static bool is_control(const Backward *bw, const OpDesc *op) {
+  /* A control op's grad op (made by a script's grad(...)) is not a loop or
+   * a branch of the forward: its slots are what it reads and writes. */
+  return (flags_of(bw, op) & (OP_CONTROL | OP_KEPT_TURNS)) == OP_CONTROL;
+}
 static bool is_loop(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_LOOP; }
 
 static bool prop_live(Backward *bw, const Block *b);
@@ -162,8 +177,8 @@ static bool live_control(Backward *bw, const OpDesc *op) {
   return changed;
 }
 
-/* The forward ops of a block: in block 0, those before any backward. */
-static int forward_ops(const Backward *bw, const Block *b) { return b->idx == 0 ? bw->nfwd : b->nops; }
+/* The forward ops of a block: in the home block, those before any backward. */
+static int forward_ops(const Backward *bw, const Block *b) { return b == bw->home ? bw->nfwd : b->nops; }
 
 static bool prop_live(Backward *bw, const Block *b) {
   bool changed = false;
@@ -251,11 +266,12 @@ static bool prop_need(Backward *bw, const Block *b) {
 /* ---- names ------------------------------------------------------------------------ */
 
 /* The gradient of v inside grad block g (whose forward block is g->fwd_block,
- * or block 0 itself). */
+ * or the home block itself, where no gradient is per turn). */
 static const char *grad_name(Backward *bw, const Block *g, const char *v) {
   const VarDesc *d = prog_var(bw->p, v);
-  int fwd = g->idx == 0 ? 0 : g->fwd_block;
-  return name_grad_at(bw->p->arena, v, bw->suffix, !d || d->block == fwd ? -1 : g->idx);
+  bool home = g == bw->home;
+  bool here = !d || d->block == (home ? g->idx : g->fwd_block) || (home && g->idx != 0);
+  return name_grad_at(bw->p->arena, v, bw->suffix, here ? -1 : g->idx);
 }
 
 static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MARK_GRAD); }
@@ -504,6 +520,13 @@ static bool op_wants_grad(Backward *bw, const OpDesc *op, const OpProto *proto) 
   return in_grad && out_need;
 }
 
+/* The forward op whose gradient an op computes (an op a script's grad(...)
+ * placed in the program), or NULL for an op of the script. */
+static const OpDesc *grad_op_source(const Backward *bw, const OpDesc *op) {
+  const Block *b = op->fwd_block >= 0 && op->fwd_block < bw->p->nblocks ? bw->p->blocks[op->fwd_block] : NULL;
+  return b && op->fwd_op >= 0 && op->fwd_op < b->nops ? b->ops[op->fwd_op] : NULL;
+}
+
 /* The grad ops of forward block fwd's first nfwd ops, in reverse, into out. */
 static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *out) {
   for (int i = nfwd - 1; i >= 0 && !bw->failed; i--) {
@@ -514,7 +537,11 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
     if (!proto || proto->grad_kind == GRAD_NONE || !maker) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
-      if (!proto || proto->grad_kind == GRAD_NONE)
+      const OpDesc *of = grad_op_source(bw, op);
+      if (of)
+        fail_at(bw, op->span, "%s, in the gradient of this %s made by grad(...), has no gradient: the gradient "
+                "cannot be differentiated again", op->type, of->type);
+      else if (!proto || proto->grad_kind == GRAD_NONE)
         fail_at(bw, op->span, "%s has no gradient, but the loss depends on a parameter through it", op->type);
       else
         fail_at(bw, op->span, "%s: its gradient is not implemented yet", op->type);
@@ -655,7 +682,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
 
   /* Declare the block's args and results, then every new variable, with
    * its shape from inference. */
-  for (int a = 0; a < nargs && g->idx != 0; a++) {
+  for (int a = 0; a < nargs && g != bw->home; a++) {
     if (strcmp(arg_names[a], NAME_EMPTY) == 0) {
       *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = NAME_EMPTY;
       continue;
@@ -684,7 +711,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
     for (int k = 0; fwd && k < g->nops; k++)
       if (g->ops[k] == fwd) g->ops[i]->fwd_block = g->idx, g->ops[i]->fwd_op = k;
   }
-  if (g->idx != 0)
+  if (g != bw->home)
     for (int t = 0; t < ntargets; t++)
       *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : NAME_EMPTY;
 }
@@ -697,6 +724,15 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
   Program *p = bw->p;
   NameSet written = {0};
   for (int a = 0; a < b->nargs; a++) set_put(&written, b->args[a], 1);
+  /* What the forward ops read and write is there: gradients among them
+   * were made by a script's grad(...). */
+  for (int i = 0; i < first; i++) {
+    const OpDesc *op = b->ops[i];
+    for (int s = 0; s < op->nin; s++)
+      for (int j = 0; j < op->in[s].n; j++) set_put(&written, op->in[s].args[j], 1);
+    for (int s = 0; s < op->nout; s++)
+      for (int j = 0; j < op->out[s].n; j++) set_put(&written, op->out[s].args[j], 1);
+  }
   bool ok = true;
   for (int i = first; i < b->nops && ok; i++) {
     const OpDesc *op = b->ops[i];
@@ -747,6 +783,7 @@ static void backward_init(Backward *bw, Program *p, PtrMap *idx) {
   bw->idx = idx;
   bw->marks = mem_calloc((size_t)nvars + 1, 1);
   bw->nvars = nvars;
+  bw->home = p->blocks[0];
   bw->nfwd = p->nforward ? p->nforward : p->blocks[0]->nops;
 }
 
@@ -765,7 +802,7 @@ static void backward_free(Backward *bw) {
 static bool differentiate(Backward *bw, const char *const *outs, const char *const *seeds, int nouts,
                           const char *const *wrt, int nwrt, const char **grads) {
   Program *p = bw->p;
-  Block *b0 = p->blocks[0];
+  Block *b0 = bw->home;
   for (int i = 0; i < nwrt; i++)
     if (!in_no_grad(bw, wrt[i])) set_mark(bw, wrt[i], MARK_LIVE);
   while (prop_live(bw, b0)) {
@@ -793,7 +830,8 @@ static bool differentiate(Backward *bw, const char *const *outs, const char *con
       /* loss@GRAD = 1 */
       int64_t dims[SHAPE_MAX_RANK];
       for (int d = 0; d < v->shape.rank; d++) dims[d] = v->shape.d[d].n;
-      op_set_attr(p, seed, "shape", attr_ints(p, dims, v->shape.rank));
+      /* (A scalar of unknown rank: a grad(...) in an op body being checked.) */
+      op_set_attr(p, seed, "shape", attr_ints(p, dims, v->shape.rank > 0 ? v->shape.rank : 0));
       op_set_attr(p, seed, "value", attr_float(1.0));
       op_set_attr(p, seed, "dtype", attr_dtype(DT_F32));
     }
@@ -804,7 +842,8 @@ static bool differentiate(Backward *bw, const char *const *outs, const char *con
   }
   bool ok = !live || build_block(bw, b0, b0, bw->nfwd, &list);
   if (ok && !bw->failed) {
-    for (int i = 0; i < nwrt; i++) grads[i] = needs_grad(bw, wrt[i]) ? grad_name(bw, b0, wrt[i]) : NULL;
+    for (int i = 0; i < nwrt; i++)
+      grads[i] = needs_grad(bw, wrt[i]) || bw->zeros ? grad_name(bw, b0, wrt[i]) : NULL;
     finish_block(bw, b0, &list, grads, nwrt, NULL, 0);
     ok = !bw->failed && verify_block(bw, b0, first);
     for (int i = 0; i < nwrt; i++)
@@ -862,8 +901,10 @@ bool bwd_append(Program *p, const char *loss, const char *const *params, int npa
   PtrMap idx;
   backward_init(&bw, p, &idx);
   /* A second backward (another loss, other parameters) gets names of its
-   * own: v@GRAD@L1, ...; it differentiates only the forward ops. */
-  bw.suffix = name_level(p->arena, p->nbackward);
+   * own: v@GRAD@L1, ... (after the levels of the script's grad(...) calls);
+   * it differentiates only the forward ops. */
+  int level = p->nbackward ? p->nlevels + 1 : 0;
+  bw.suffix = name_level(p->arena, level);
 
   /* The parameter list: the given names, or every parameter. */
   const char **plist = arena_alloc(p->arena, sizeof *plist * (size_t)(b0->nvars + nparams + 1));
@@ -886,11 +927,56 @@ bool bwd_append(Program *p, const char *loss, const char *const *params, int npa
     ok = differentiate(&bw, &lvar->name, NULL, 1, plist, np, grads);
     if (ok) {
       p->nforward = nfwd, p->nbackward++;
+      if (level) p->nlevels = level;
       out->pairs = arena_alloc(p->arena, sizeof *out->pairs * (size_t)(np + 1));
       for (int i = 0; i < np; i++) out->pairs[i] = (GradPair){plist[i], grads[i]};
       out->npairs = np;
     }
   }
+  backward_free(&bw);
+  return ok;
+}
+
+/* A grad(...) in a loop or branch body differentiates the body's ops: it
+ * is refused when a value the body reads from outside depends on a wrt
+ * through the ops before the body (that part of the gradient would be
+ * lost).  The marks are cleared after. */
+static bool outer_paths_ok(Backward *bw, const Block *b, const char *const *wrt, int nwrt, Span at) {
+  Program *p = bw->p;
+  for (int i = 0; i < nwrt; i++) set_mark(bw, wrt[i], MARK_LIVE);
+  for (const Block *a = prog_block(p, b->parent); a; a = a->parent >= 0 ? prog_block(p, a->parent) : NULL)
+    while (prop_live(bw, a)) {
+    }
+  bool ok = true;
+  for (int i = 0; i < b->nops && ok; i++)
+    for (int s = 0; s < b->ops[i]->nin && ok; s++)
+      for (int j = 0; j < b->ops[i]->in[s].n && ok; j++) {
+        const char *v = b->ops[i]->in[s].args[j];
+        const VarDesc *d = prog_var(p, v);
+        bool is_wrt = false;
+        for (int k = 0; k < nwrt; k++) is_wrt |= strcmp(wrt[k], v) == 0;
+        if (!d || d->block == b->idx || is_wrt || !has_mark(bw, v, MARK_LIVE)) continue;
+        diag_error(p->diag, at, "grad: in a loop or branch body, grad(...) differentiates the body's ops, but '%s' "
+                   "depends on what is differentiated through ops before the body (call grad(...) after the body, "
+                   "or compute '%s' in it)", prog_user_name(p, v), prog_user_name(p, v));
+        ok = false;
+      }
+  memset(bw->marks, 0, (size_t)bw->nvars + 1);
+  return ok;
+}
+
+bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads) {
+  Backward bw = {.zeros = true};
+  PtrMap idx;
+  backward_init(&bw, p, &idx);
+  int level = p->nlevels + 1;
+  bw.suffix = name_level(p->arena, level);
+  bw.home = b;
+  bw.nfwd = b->nops;
+  bool ok = b->parent < 0 || outer_paths_ok(&bw, b, wrt, nwrt, at);
+  ok = ok && differentiate(&bw, &y, NULL, 1, wrt, nwrt, grads);
+  for (int i = 0; ok && i < nwrt; i++) ok = grads[i] != NULL;
+  if (ok) p->nlevels = level;
   backward_free(&bw);
   return ok;
 }

@@ -36,6 +36,8 @@
  */
 #include "lower.h"
 
+#include "backward.h"
+
 #include "names.h"
 
 #include "plugin.h"
@@ -1287,8 +1289,114 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   return ok ? result : -1;
 }
 
+/* ---- grad(Y, X1, X2, ...) ----------------------------------------------------
+ * The gradient of the scalar Y with respect to each Xi (LANGUAGE.md section
+ * 12): the backward builder's ops for Y, built from the ops the block holds
+ * when the call is lowered and placed where it stands (bwd_grad). */
+
+/* The index of the op of block b that writes var, or -1 (a parameter, an
+ * input, a value of an enclosing block or a loop's carried value). */
+static int written_at(const Block *b, const char *var) {
+  for (int i = b->nops - 1; i >= 0; i--)
+    for (int s = 0; s < b->ops[i]->nout; s++)
+      for (int j = 0; j < b->ops[i]->out[s].n; j++)
+        if (strcmp(b->ops[i]->out[s].args[j], var) == 0) return i;
+  return -1;
+}
+
+/* Y: an f32 scalar. */
+static const char *grad_of_value(Lowerer *L, const AstNode *e) {
+  const char *y = lower_expr(L, e, NULL);
+  const VarDesc *v = y ? prog_var(L->prog, y) : NULL;
+  if (!v || v->dtype == DT_UNKNOWN) return NULL;
+  /* An op body is checked before its inputs' shapes are known: a shape of
+   * unknown rank is checked when the body is lowered for a call. */
+  if (v->dtype != DT_F32 || (v->shape.rank >= 0 && shape_numel(&v->shape) != 1)) {
+    char buf[128];
+    diag_error(L->diag, e->span, "grad: the value to differentiate must be an f32 scalar, but it is %s%s (reduce "
+               "it, e.g. with sum or mean)", dtype_name(v->dtype), shape_str(&v->shape, buf, sizeof buf));
+    return NULL;
+  }
+  return y;
+}
+
+/* Xi: a named f32 value computed before Y. */
+static const char *grad_wrt(Lowerer *L, const AstNode *e, const char *y, bool konst) {
+  if (e->kind != AST_NAME) {
+    diag_error(L->diag, e->span, "grad: differentiate with respect to a named value (a parameter, an input or a "
+               "value computed before the one differentiated), not an expression");
+    return NULL;
+  }
+  const char *x = lower_name(L, e, NULL);
+  const VarDesc *v = x ? prog_var(L->prog, x) : NULL;
+  if (!v || v->dtype == DT_UNKNOWN) return NULL;
+  if (v->dtype != DT_F32) {
+    diag_error(L->diag, e->span, "grad: '%s' is %s; only f32 values have gradients", e->name, dtype_name(v->dtype));
+    return NULL;
+  }
+  int xi = written_at(L->block, x), yi = written_at(L->block, y);
+  if (xi > yi && konst) {
+    diag_error(L->diag, e->span, "grad: '%s' is a constant argument of the function, a new value wherever it is "
+               "used, so what is differentiated does not depend on this one (pass a value, or differentiate an "
+               "expression of '%s' written in the call)", e->name, e->name);
+    return NULL;
+  }
+  if (xi > yi) {
+    diag_error(L->diag, e->span, "grad: '%s' is computed after the value differentiated, which cannot depend "
+               "on it", e->name);
+    return NULL;
+  }
+  return x;
+}
+
+static int lower_grad_call(Lowerer *L, const AstNode *n, int nwant, const char **outs) {
+  int nx = n->list.n - 1;
+  if (n->list2.n) {
+    diag_error(L->diag, n->list2.items[0]->span, "grad takes no keyword arguments");
+    return -1;
+  }
+  if (nx < 1) {
+    diag_error(L->diag, n->opspan, "grad needs the value to differentiate and what to differentiate it with "
+               "respect to: grad(Y, X1, X2, ...)");
+    return -1;
+  }
+  if (nwant > 0 && nwant != nx) {
+    diag_error(L->diag, n->opspan, "'grad' gives %d value%s (one per X), but %d name%s assigned", nx,
+               nx == 1 ? "" : "s", nwant, nwant == 1 ? " is" : "s are");
+    return -1;
+  }
+  /* A function's constant argument differentiated (f(2.0)) becomes a
+   * value first, which Y then reads; it stays a constant where one is
+   * required. */
+  bool *konst = NULL;   /* which Xi were made values here */
+  for (int i = 1; i <= nx; i++) {
+    const AstNode *x = n->list.items[i];
+    const Binding *b = x->kind == AST_NAME ? lookup(L, x->name) : NULL;
+    if (!b || b->kind != BIND_CONST || !b->cval || const_has_string(b->cval)) continue;
+    const AstNode *cval = b->cval;
+    const char *v = lower_expr(L, cval, qualify(L, x->name));
+    if (!v) return -1;
+    bind_var(L, x->name, v);
+    Binding *nb = scope_find_here(L->scope, x->name);
+    if (nb) nb->cval = cval;
+    if (!konst) konst = arena_alloc(L->arena, sizeof *konst * (size_t)(nx + 1));
+    konst[i - 1] = true;
+  }
+  const char *y = grad_of_value(L, n->list.items[0]);
+  if (!y) return -1;
+  const char **wrt = arena_alloc(L->arena, sizeof *wrt * (size_t)nx);
+  for (int i = 0; i < nx; i++)
+    if (!(wrt[i] = grad_wrt(L, n->list.items[i + 1], y, konst && konst[i]))) return -1;
+  const char **grads = nwant ? outs : arena_alloc(L->arena, sizeof *grads * (size_t)nx);
+  int before = L->block->nops;
+  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads)) return -1;
+  L->nops += L->block->nops - before;
+  return nwant;
+}
+
 static int lower_call(Lowerer *L, const AstNode *n, const char *const *hints, int nwant,
                       const char **outs) {
+  if (strcmp(n->name, "grad") == 0) return lower_grad_call(L, n, nwant, outs);
   Binding *b = lookup(L, n->name);
   if (b && b->kind == BIND_FUNC) return lower_def_call(L, n, b->def, hints, nwant, outs);
   const OpProto *proto = reg_find_op(L->prog, n->name);

@@ -20,8 +20,15 @@ const char *name_level(Arena *a, int n) { return n ? arena_printf(a, NAME_LEVEL 
 
 bool name_is_grad(const char *n) { return strstr(n, NAME_GRAD) != NULL; }
 
+/* The last "@GRAD" of n: the gradient of x@GRAD@L1 is x@GRAD@L1@GRAD. */
+static const char *last_grad(const char *n) {
+  const char *last = NULL;
+  for (const char *at = strstr(n, NAME_GRAD); at; at = strstr(at + 1, NAME_GRAD)) last = at;
+  return last;
+}
+
 const char *name_grad_of(Arena *a, const char *n) {
-  const char *at = strstr(n, NAME_GRAD);
+  const char *at = last_grad(n);
   return at ? arena_strndup(a, n, (size_t)(at - n)) : n;
 }
 

@@ -4,7 +4,10 @@
  * variable's name (its stem, the part before the first '@'):
  *
  *   v@GRAD            the gradient of v
- *   v@GRAD@L2         ... made by the program's third backward (level 2)
+ *   v@GRAD@L2         ... made at level 2: levels @L1, @L2, ... go to the
+ *                     script's grad(...) calls in order, then to each
+ *                     backward appended after the first (which has none)
+ *   v@GRAD@L1@GRAD    the gradient of v@GRAD@L1 (a gradient of a gradient)
  *   v@GRAD@B4         ... per turn, inside grad block 4 (a loop or branch
  *                     body's; the grad op of the loop sums them into v@GRAD)
  *   v@GRAD@RENAME@1   the second of several writes of a gradient (add_n
@@ -33,7 +36,8 @@ const char *name_grad_at(Arena *a, const char *v, const char *level, int block);
 /* The level suffix of the program's n-th backward: "" for the first (n 0). */
 const char *name_level(Arena *a, int n);
 /* Whether n names a gradient; the variable it is the gradient of (n itself
- * if it names none). */
+ * if it names none): the part before its last @GRAD, as a gradient of a
+ * gradient (x@GRAD@L1@GRAD, of a script's grad(...)) has two. */
 bool name_is_grad(const char *n);
 const char *name_grad_of(Arena *a, const char *n);
 /* Whether n is "NAME@GRAD" with NAME made of exactly base_len characters. */

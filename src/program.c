@@ -289,6 +289,7 @@ void prog_mark(const Program *p, ProgMark *m) {
   m->next_temp = p->next_temp;
   m->nforward = p->nforward;
   m->nbackward = p->nbackward;
+  m->nlevels = p->nlevels;
 }
 
 void prog_rollback(Program *p, const ProgMark *m) {
@@ -321,6 +322,7 @@ void prog_rollback(Program *p, const ProgMark *m) {
   p->next_temp = m->next_temp;
   p->nforward = m->nforward;
   p->nbackward = m->nbackward;
+  p->nlevels = m->nlevels;
   /* The version counters only skip names in use; started afresh, they find
    * the same free names the dropped ones had. */
   p->versions = NULL;

@@ -183,6 +183,9 @@ typedef struct Program {
   Setting *settings; int nsettings, capsettings;
   int nforward;              /* block 0's forward ops, once a backward is appended */
   int nbackward;             /* backwards appended so far */
+  int nlevels;               /* gradient name levels (@L1, ...) handed out: to the
+                                script's grad(...) calls, then to backwards after
+                                the first */
   int next_temp;
 } Program;
 
@@ -224,7 +227,7 @@ typedef struct ProgMark {
   int nblocks;
   int *nvars, *nops, *nargs, *nresults;   /* per block at the mark; [nblocks]: startup */
   const char **export_vars;
-  int nexports, nsettings, next_temp, nforward, nbackward;
+  int nexports, nsettings, next_temp, nforward, nbackward, nlevels;
 } ProgMark;
 void prog_mark(const Program *p, ProgMark *m);
 void prog_rollback(Program *p, const ProgMark *m);
