@@ -177,11 +177,11 @@ static void check_targets(ParseState *ps, AstNode *assign);
 %token <ival> INT "integer"
 %token <fval> FLOAT "number"
 %token <str> STRING "string"
-%token INPUT "'input'" PARAM "'param'" DEF "'def'" OP "'op'" GRAD "'grad'"
+%token INPUT "'input'" PARAM "'param'" STATE "'state'" DEF "'def'" OP "'op'" GRAD "'grad'"
 %token RETURN "'return'" WHILE "'while'" IF "'if'" ELSE "'else'"
 %token IMPORT "'import'" LOAD "'load'" AND "'and'" OR "'or'" NOT "'not'"
 %token TRUE "'true'" FALSE "'false'"
-%token POW "'**'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='" ARROW "'->'"
+%token POW "'**'" IDIV "'//'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='" ARROW "'->'"
 /* Bytes the scanner rejected (it has reported them). */
 %token LEXERROR "bad character"
 
@@ -271,6 +271,14 @@ stmt:
     /* param NAME : TYPE = EXPR */
   | PARAM NAME ':' type '=' expr {
       $$ = NODE(AST_PARAM, @$);
+      $$->name = $2;
+      $$->a = $4;
+      $$->b = $6;
+      DONE($$);
+    }
+    /* state NAME : TYPE = EXPR */
+  | STATE NAME ':' type '=' expr {
+      $$ = NODE(AST_STATE, @$);
       $$->name = $2;
       $$->a = $4;
       $$->b = $6;
@@ -482,7 +490,8 @@ type:
     }
   ;
 
-/* [DIM {, DIM} [,]], DIM = INT | NAME (built into an AST_TYPE) */
+/* [DIM {, DIM} [,]], DIM = an expression: an integer, a name, dim(x, 1), n * 2
+ * (built into an AST_TYPE; lowering evaluates it) */
 dims_opt:
     %empty { $$ = NODE(AST_TYPE, @$); }
   | dims
@@ -500,18 +509,7 @@ dims:
     }
   ;
 
-dim:
-    INT {
-      $$ = NODE(AST_INT, @$);
-      $$->ival = $1;
-      DONE($$);
-    }
-  | NAME {
-      $$ = NODE(AST_NAME, @$);
-      $$->name = $1;
-      DONE($$);
-    }
-  ;
+dim: add_expr ;
 
 /* ---- expressions, lowest precedence first ------------------------------ */
 
@@ -573,12 +571,13 @@ add_expr:
   | add_expr '-' mul_expr { $$ = binary(ps, '-', $1, $3, @2, @$); DONE($$); }
   ;
 
-/* mul_expr: mul_expr ('*' | '/' | '@') unary_expr */
+/* mul_expr: mul_expr ('*' | '/' | '@' | '//') unary_expr */
 mul_expr:
     unary_expr
   | mul_expr '*' unary_expr { $$ = binary(ps, '*', $1, $3, @2, @$); DONE($$); }
   | mul_expr '/' unary_expr { $$ = binary(ps, '/', $1, $3, @2, @$); DONE($$); }
   | mul_expr '@' unary_expr { $$ = binary(ps, '@', $1, $3, @2, @$); DONE($$); }
+  | mul_expr IDIV unary_expr { $$ = binary(ps, AST_OP_IDIV, $1, $3, @2, @$); DONE($$); }
   ;
 
 /* unary_expr: '-' unary_expr — binds looser than '**': -2 ** 2 is -(2 ** 2) */
@@ -749,7 +748,7 @@ elems:
 
 static bool is_statement(const AstNode *n) {
   switch (n->kind) {
-  case AST_BLOCK: case AST_IMPORT: case AST_LOAD: case AST_INPUT: case AST_PARAM: case AST_DEF:
+  case AST_BLOCK: case AST_IMPORT: case AST_LOAD: case AST_INPUT: case AST_PARAM: case AST_STATE: case AST_DEF:
   case AST_OPDEF: case AST_WHILE: case AST_IF: case AST_RETURN: case AST_ASSIGN: case AST_EXPR:
     return true;
   default:
@@ -917,7 +916,7 @@ static bool starts_expr(yysymbol_kind_t k) {
 static bool is_operator(yysymbol_kind_t k) {
   switch (k) {
   case YYSYMBOL_OR: case YYSYMBOL_AND: case YYSYMBOL_EQ: case YYSYMBOL_NE:
-  case YYSYMBOL_LE: case YYSYMBOL_GE: case YYSYMBOL_POW:
+  case YYSYMBOL_LE: case YYSYMBOL_GE: case YYSYMBOL_POW: case YYSYMBOL_IDIV:
     return true;
   default:
     return one_of(k, "<>+-*/@");
@@ -926,7 +925,7 @@ static bool is_operator(yysymbol_kind_t k) {
 
 static bool is_keyword(yysymbol_kind_t k) {
   switch (k) {
-  case YYSYMBOL_INPUT: case YYSYMBOL_PARAM: case YYSYMBOL_DEF: case YYSYMBOL_OP:
+  case YYSYMBOL_INPUT: case YYSYMBOL_PARAM: case YYSYMBOL_STATE: case YYSYMBOL_DEF: case YYSYMBOL_OP:
   case YYSYMBOL_GRAD: case YYSYMBOL_RETURN: case YYSYMBOL_WHILE: case YYSYMBOL_IF:
   case YYSYMBOL_ELSE: case YYSYMBOL_IMPORT: case YYSYMBOL_LOAD: case YYSYMBOL_AND: case YYSYMBOL_OR:
   case YYSYMBOL_NOT: case YYSYMBOL_TRUE: case YYSYMBOL_FALSE:

@@ -122,6 +122,7 @@ const char *ast_op_name(int op) {
   case '<': return "<";
   case '>': return ">";
   case AST_OP_POW: return "**";
+  case AST_OP_IDIV: return "//";
   case AST_OP_EQ: return "==";
   case AST_OP_NE: return "!=";
   case AST_OP_LE: return "<=";
@@ -249,7 +250,8 @@ static void print_node(FILE *f, const AstNode *n) {
     break;
   case AST_INPUT:
   case AST_PARAM:
-    fprintf(f, "(%s %s", n->kind == AST_INPUT ? "input" : "param", n->name);
+  case AST_STATE:
+    fprintf(f, "(%s %s", n->kind == AST_INPUT ? "input" : n->kind == AST_PARAM ? "param" : "state", n->name);
     print_child(f, n->a);
     if (n->b) print_child(f, n->b);
     break;

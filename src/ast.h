@@ -35,8 +35,10 @@ typedef enum AstKind {
   AST_LOAD,      /* name = the string                      load "x.so"    */
   AST_INPUT,     /* name, a = AST_TYPE, b = default or NULL               */
   AST_PARAM,     /* name, a = AST_TYPE, b = initializer                   */
+  AST_STATE,     /* name, a = AST_TYPE, b = initializer    state n : [1] = zeros() */
   AST_TYPE,      /* name = dtype ("f32", "i64", "bool") or NULL, list = dims
-                    (AST_INT or AST_NAME); ival = 1 if written with [ ]    */
+                    (expressions: AST_INT, AST_NAME, dim(x, 1), n * 2 ...);
+                    ival = 1 if written with [ ]                          */
   AST_DEF,       /* name, list = params (AST_NAME), a = body (AST_BLOCK)  */
   AST_OPDEF,     /* name, list = inputs, list2 = outputs (AST_NAME),
                     list3 = attributes (AST_KWARG with default), a = body,
@@ -55,7 +57,7 @@ typedef enum AstKind {
  * operators ('+', '-', '*', '/', '@', '<', '>'), else one of these. */
 enum {
   AST_OP_POW = 256, AST_OP_EQ, AST_OP_NE, AST_OP_LE, AST_OP_GE,
-  AST_OP_AND, AST_OP_OR, AST_OP_NOT,
+  AST_OP_AND, AST_OP_OR, AST_OP_NOT, AST_OP_IDIV,
 };
 
 typedef struct AstNode AstNode;

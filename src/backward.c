@@ -863,6 +863,11 @@ const VarDesc *bwd_loss_var(Program *p, const char *loss) {
 }
 
 const VarDesc *bwd_wrt_var(Program *p, const char *name) {
+  const VarDesc *st = prog_var(p, name);
+  if (st && (st->flags & VAR_KEPT)) {
+    diag_error(p->diag, SPAN_NONE, "--wrt %s: '%s' is a state, which is not trained and has no gradient", name, name);
+    return NULL;
+  }
   const VarDesc *d = prog_named_var(p, name);
   if (!d) {
     diag_error(p->diag, SPAN_NONE, "--wrt %s: the script has no value named '%s'", name, name);

@@ -795,6 +795,16 @@ static int text_width(const char *s) {
   return w;
 }
 
+/* Whether tensor i is a script's state (marked by a CKPT_STATE_MARK
+ * setting), not a parameter or optimizer state. */
+static bool is_state(const Checkpoint *c, int i) {
+  char mark[CKPT_MAX_NAME + sizeof CKPT_STATE_MARK];
+  snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, c->tensors[i].name);
+  return ckpt_get(c, mark) != NULL;
+}
+
+/* The listing: the header, the settings, then a tensor a line (with a
+ * column that says "state" when the checkpoint holds any). */
 static void describe(const char *path, const Checkpoint *c) {
   printf("checkpoint: %s\n", path);
   printf("format version: %" PRIu32 "\n", c->version);
@@ -820,13 +830,15 @@ static void describe(const char *path, const Checkpoint *c) {
     len = (int)strlen(shape);
     wshape = len > wshape ? len : wshape;
   }
+  bool any_state = false;
+  for (int i = 0; i < c->ntensors; i++) any_state |= is_state(c, i);
   printf("tensors: %d (%" PRIu64 " elements, %" PRIu64 " bytes)\n", c->ntensors, elems, bytes);
   for (int i = 0; i < c->ntensors; i++) {
     const Tensor *t = c->tensors[i].t;
     shape_text(t, shape, sizeof shape);
     summarize(t, summary, sizeof summary);
-    printf("  %s%*s  %-4s  %-*s  %s\n", c->tensors[i].name, wname - text_width(c->tensors[i].name), "",
-           dtype_name(t->dtype), wshape, shape, summary);
+    printf("  %s%*s  %-4s  %-*s  %s%s\n", c->tensors[i].name, wname - text_width(c->tensors[i].name), "",
+           dtype_name(t->dtype), wshape, shape, !any_state ? "" : is_state(c, i) ? "state  " : "       ", summary);
   }
 }
 

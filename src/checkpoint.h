@@ -56,6 +56,9 @@
 #define CKPT_MAX_SETTINGS 4096
 #define CKPT_MAX_TENSORS 65536
 #define CKPT_MAX_FILE ((uint64_t)64 << 30)
+/* A tensor that is a script's state (a `state` declaration, not a parameter)
+ * has a setting CKPT_STATE_MARK NAME = "state" beside it: "state.bn.mean". */
+#define CKPT_STATE_MARK "state."
 
 typedef struct CkptSetting {
   char *key, *value;

@@ -67,8 +67,9 @@ static void text_var(FILE *f, const VarDesc *v) {
   fprintf(f, "  var %s : %s", v->name, type);
   if (v->flags & VAR_INPUT) fputs(" input", f);
   if (v->flags & VAR_PARAM) fputs(" param", f);
-  if (v->flags & VAR_STOP_GRADIENT) fputs(" stop_gradient", f);
-  if (v->flags & VAR_STATE) fputs(" state", f);
+  /* a script's state has no gradient by definition: it says only "state" */
+  if ((v->flags & VAR_STOP_GRADIENT) && !(v->flags & VAR_KEPT)) fputs(" stop_gradient", f);
+  if (v->flags & (VAR_STATE | VAR_KEPT)) fputs(" state", f);
   fputc('\n', f);
 }
 
@@ -197,9 +198,9 @@ static void json_block(FILE *f, const Program *p, const Block *b) {
       }
       fputc(']', f);
     }
-    fprintf(f, ", \"input\": %s, \"param\": %s, \"stop_gradient\": %s}",
+    fprintf(f, ", \"input\": %s, \"param\": %s, \"stop_gradient\": %s%s}",
             v->flags & VAR_INPUT ? "true" : "false", v->flags & VAR_PARAM ? "true" : "false",
-            v->flags & VAR_STOP_GRADIENT ? "true" : "false");
+            v->flags & VAR_STOP_GRADIENT ? "true" : "false", v->flags & VAR_KEPT ? ", \"state\": true" : "");
   }
   fputs("],\n   \"ops\": [", f);
   for (int i = 0; i < b->nops; i++) {

@@ -52,6 +52,11 @@ typedef struct Binding {
   AttrValue value;
   Span where;
   const char *why;      /* BIND_LOCAL: what to say */
+  const AstNode *cval;  /* a function's argument that was a constant at the call
+                           site: its value, as a literal (BIND_VAR: numbers,
+                           whose var holds the same; BIND_CONST: strings) */
+  VarDesc *state;       /* the script state this name stands for: rebinding the
+                           name here sets what the state keeps (section 11) */
 } Binding;
 
 typedef struct Scope Scope;
@@ -88,6 +93,17 @@ struct Lowerer {
   const char **importing; int nimporting, capimporting;
   const char **importing_names;
   int capimporting_names;
+  const char *pscope;                  /* the scope of the params declared here
+                                          ("block1.conv"), NULL at the top level */
+  bool pscope_explicit;                /* some call on the way there named its scope */
+  StrMap *ncalled;                     /* function -> its automatically named calls so
+                                          far, in this scope */
+  StrMap shared;                       /* scoped param or state -> its index in sharers */
+  struct Sharer { Span call; bool explicit_scope; } *sharers;
+  int nsharers, capsharers;
+  Span bind_at;                        /* where the binding being made is written */
+  int call_errors;                     /* errors said at the outermost call itself */
+  AstKind declaring;                   /* AST_PARAM or AST_STATE: what lower_param declares */
 };
 
 static Scope *scope_new(Lowerer *L, Scope *parent) {
@@ -137,8 +153,19 @@ static Scope *functions_scope(Lowerer *L) {
   return L->funcs = s;
 }
 
+/* Binds name to var here.  Rebinding, in the same scope, a name that
+ * stands for a script state makes var the value the state keeps for the
+ * next training step (the last such binding wins). */
 static void bind_var(Lowerer *L, const char *name, const char *var) {
-  bind(L, L->scope, name, BIND_VAR)->var = var;
+  Binding *old = scope_find_here(L->scope, name);
+  VarDesc *state = old && old->kind == BIND_VAR ? old->state : NULL;
+  Binding *b = bind(L, L->scope, name, BIND_VAR);
+  b->var = var;
+  b->state = state;
+  if (state) {
+    state->next = strcmp(var, state->name) == 0 ? NULL : var;
+    state->next_at = L->bind_at;
+  }
 }
 
 /* The base name a binding of `name` gets here (function locals are
@@ -239,6 +266,8 @@ static const char *emit_scalar(Lowerer *L, Span span, AttrValue value, DType dt,
 
 /* ---- constants (attribute values) ------------------------------------------ */
 
+static const AstNode *resolved(Lowerer *L, const AstNode *n);
+
 /* What a constant expression is, for messages. */
 static const char *const_kind(const AstNode *n) {
   switch (n->kind) {
@@ -258,6 +287,10 @@ static const char *const_kind(const AstNode *n) {
 
 /* Reads a numeric literal, folding unary minus.  *is_int tells which. */
 static bool const_number(Lowerer *L, const AstNode *n, double *f, int64_t *i, bool *is_int) {
+  if (n->kind == AST_NAME) {
+    const Binding *cb = lookup(L, n->name);
+    if (cb && cb->cval) n = cb->cval;   /* a function's constant argument */
+  }
   if (n->kind == AST_INT) {
     *i = n->ival, *f = (double)n->ival, *is_int = true;
     return true;
@@ -301,7 +334,10 @@ static bool const_eval(Lowerer *L, const AstNode *n, AttrType t, AttrValue *out,
   double f;
   int64_t i;
   bool is_int;
+  int before = L->diag->nerrors;
+  n = resolved(L, n);
   *got = const_kind(n);
+  if (L->diag->nerrors != before) return false;   /* said: dim() of a symbolic dimension */
   memset(out, 0, sizeof *out);
   out->type = t;
   switch (t) {
@@ -378,6 +414,161 @@ static bool is_constant(const AstNode *n) {
 /* ---- expressions --------------------------------------------------------- */
 
 static const char *lower_expr(Lowerer *L, const AstNode *n, const char *hint);
+
+/* ---- constants known when lowering (section 10) ---------------------------- */
+
+/* A literal node for a folded constant, spanning the expression it came from. */
+static AstNode *const_node(Lowerer *L, AstKind kind, Span span) {
+  AstNode *n = ast_new(L->arena, kind, span);
+  n->opspan = span;
+  return n;
+}
+
+static AstNode *const_int(Lowerer *L, int64_t v, Span span) {
+  AstNode *n = const_node(L, AST_INT, span);
+  n->ival = v;
+  return n;
+}
+
+static const AstNode *fold_const(Lowerer *L, const AstNode *n);
+
+/* dim(x, AXIS): the size of dimension AXIS of x (negative: from the end),
+ * which must be known when lowering.  Errors are said here; false then. */
+static bool eval_dim(Lowerer *L, const AstNode *n, int64_t *out) {
+  if (n->list.n != 2 || n->list2.n) {
+    diag_error(L->diag, n->opspan, "dim(x, AXIS) takes 2 arguments, got %d", n->list.n + n->list2.n);
+    return false;
+  }
+  int before = L->diag->nerrors;
+  const AstNode *axis = fold_const(L, n->list.items[1]);
+  if (!axis || axis->kind != AST_INT) {
+    if (L->diag->nerrors == before)
+      diag_error(L->diag, n->list.items[1]->span, "the axis of dim() must be an integer constant, got %s",
+                 const_kind(axis ? axis : n->list.items[1]));
+    return false;
+  }
+  const char *x = lower_expr(L, n->list.items[0], NULL);
+  if (!x) return false;
+  const VarDesc *v = prog_var(L->prog, x);
+  char buf[128];
+  if (v->shape.rank < 0) {
+    diag_error(L->diag, n->opspan, "dim(): the shape of this value is not known when lowering");
+    return false;
+  }
+  int64_t a = axis->ival, r = v->shape.rank;
+  if (a < -r || a >= r) {
+    diag_error(L->diag, axis->span, "dim(): axis %lld is out of range for a value of shape %s (rank %lld)",
+               (long long)a, shape_str(&v->shape, buf, sizeof buf), (long long)r);
+    return false;
+  }
+  Dim d = v->shape.d[a < 0 ? a + r : a];
+  if (d.sym || d.n < 0) {
+    if (d.sym)
+      diag_error(L->diag, n->opspan, "dim(): dimension %lld of %s is '%s', which is known only when data is fed; "
+                 "a size needed when lowering must be a number", (long long)a, shape_str(&v->shape, buf, sizeof buf),
+                 d.sym);
+    else
+      diag_error(L->diag, n->opspan, "dim(): dimension %lld of %s is not known when lowering", (long long)a,
+                 shape_str(&v->shape, buf, sizeof buf));
+    return false;
+  }
+  *out = d.n;
+  return true;
+}
+
+/* Integer a OP b, for OP one of + - * // (floor division, as Python's). */
+static bool fold_int_op(Lowerer *L, const AstNode *n, int64_t a, int64_t b, int64_t *out) {
+  bool over = false;
+  switch (n->op) {
+  case '+': over = __builtin_add_overflow(a, b, out); break;
+  case '-': over = __builtin_sub_overflow(a, b, out); break;
+  case '*': over = __builtin_mul_overflow(a, b, out); break;
+  default:
+    if (b == 0) {
+      diag_error(L->diag, n->opspan, "integer division by zero");
+      return false;
+    }
+    if (a == INT64_MIN && b == -1) over = true;
+    else *out = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+    break;
+  }
+  if (over) diag_error(L->diag, n->opspan, "integer overflow: the result is past the range of i64");
+  return !over;
+}
+
+/* n as a literal when it is a constant known when lowering: a number, a
+ * string, a bool, a list of them, a function's constant argument, an
+ * op body's attribute, dim(x, AXIS), or integer + - * // of constants.
+ * NULL when it is not (or on an error, which is said). */
+static const AstNode *fold_const(Lowerer *L, const AstNode *n) {
+  switch (n->kind) {
+  case AST_INT: case AST_FLOAT: case AST_BOOL: case AST_STRING: return n;
+  case AST_NAME: {
+    const Binding *b = lookup(L, n->name);
+    if (!b) return NULL;
+    if (b->cval) return b->cval;
+    if (b->kind != BIND_CONST) return NULL;
+    const AttrValue *v = &b->value;
+    AstNode *c = NULL;
+    if (v->type == ATTR_INT) c = const_int(L, v->u.i, n->span);
+    else if (v->type == ATTR_BOOL) (c = const_node(L, AST_BOOL, n->span))->ival = v->u.i;
+    else if (v->type == ATTR_FLOAT) (c = const_node(L, AST_FLOAT, n->span))->fval = v->u.f;
+    else if (v->type == ATTR_STRING) (c = const_node(L, AST_STRING, n->span))->name = v->u.s;
+    return c;
+  }
+  case AST_UNARY: {
+    const AstNode *a = n->op == '-' ? fold_const(L, n->a) : NULL;
+    if (!a || (a->kind != AST_INT && a->kind != AST_FLOAT)) return NULL;
+    if (a->kind == AST_INT && a->ival == INT64_MIN) return NULL;
+    AstNode *c = const_node(L, a->kind, n->span);
+    c->ival = -a->ival, c->fval = -a->fval;
+    return c;
+  }
+  case AST_BINARY: {
+    if (n->op != '+' && n->op != '-' && n->op != '*' && n->op != AST_OP_IDIV) return NULL;
+    const AstNode *a = fold_const(L, n->a), *b = a ? fold_const(L, n->b) : NULL;
+    int64_t v;
+    if (!b || a->kind != AST_INT || b->kind != AST_INT || !fold_int_op(L, n, a->ival, b->ival, &v)) return NULL;
+    return const_int(L, v, n->span);
+  }
+  case AST_LIST: {
+    AstNode *c = const_node(L, AST_LIST, n->span);
+    for (int i = 0; i < n->list.n; i++) {
+      const AstNode *e = fold_const(L, n->list.items[i]);
+      if (!e) return NULL;
+      ast_push(L->arena, &c->list, (AstNode *)e);
+    }
+    return c;
+  }
+  case AST_CALL: {
+    const Binding *b = lookup(L, n->name);
+    int64_t v;
+    if (strcmp(n->name, "dim") != 0 || (b && b->kind == BIND_FUNC) || !eval_dim(L, n, &v)) return NULL;
+    return const_int(L, v, n->span);
+  }
+  default: return NULL;
+  }
+}
+
+static bool const_has_string(const AstNode *c) {
+  bool text = c->kind == AST_STRING;
+  for (int k = 0; c->kind == AST_LIST && k < c->list.n && !text; k++) text = const_has_string(c->list.items[k]);
+  return text;
+}
+
+/* n, or its value when it is a constant known when lowering (a function's
+ * constant argument, dim(), integer arithmetic): what attributes read.  An
+ * op body's attribute names are read by const_number itself. */
+static const AstNode *resolved(Lowerer *L, const AstNode *n) {
+  if (n->kind == AST_INT || n->kind == AST_FLOAT || n->kind == AST_STRING || n->kind == AST_BOOL) return n;
+  if (n->kind == AST_NAME) {
+    const Binding *b = lookup(L, n->name);
+    return b && b->cval ? b->cval : n;
+  }
+  const AstNode *f = fold_const(L, n);
+  return f ? f : n;
+}
+
 static int lower_call(Lowerer *L, const AstNode *n, const char *const *hints, int nwant,
                       const char **outs);
 static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top);
@@ -462,6 +653,11 @@ static const char *lower_name(Lowerer *L, const AstNode *n, const char *hint) {
     diag_note(L->diag, b->where, "'%s' is assigned here", n->name);
     return NULL;
   case BIND_CONST: {
+    if (b->cval && !const_has_string(b->cval)) return lower_expr(L, b->cval, hint);
+    if (b->cval) {
+      diag_error(L->diag, n->span, "'%s' is a string, which can only be an attribute, not a value", n->name);
+      return NULL;
+    }
     AttrValue v = b->value;
     if (v.type == ATTR_FLOAT || v.type == ATTR_I64) return emit_scalar(L, n->span, v, DT_F32, hint);
     if (v.type == ATTR_INT) return emit_scalar(L, n->span, attr_i64(v.u.i), DT_I64, hint);
@@ -706,6 +902,15 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
     return emit1(L, n->op == '-' ? "neg" : "logical_not", n->opspan, x, hint);
   }
   case AST_BINARY: {
+    if (n->op == AST_OP_IDIV) {
+      int before = L->diag->nerrors;
+      const AstNode *c = fold_const(L, n);
+      if (c) return emit_scalar(L, n->span, attr_i64(c->ival), DT_I64, hint);
+      if (L->diag->nerrors == before)
+        diag_error(L->diag, n->opspan, "'//' divides integer constants (numbers known when lowering, such as dim() "
+                   "or a function's constant arguments); tensors divide with '/'");
+      return NULL;
+    }
     const char *x = lower_expr(L, n->a, NULL);
     const char *y = x ? lower_expr(L, n->b, NULL) : NULL;
     if (!y) return NULL;
@@ -741,7 +946,9 @@ static bool set_attr_from(Lowerer *L, OpDesc *op, const OpProto *proto, int ai, 
   const AttrProto *ap = &proto->attrs[ai];
   AttrValue v;
   const char *got;
+  int before = L->diag->nerrors;
   if (!const_eval(L, val, ap->type, &v, &got)) {
+    if (L->diag->nerrors != before) return false;   /* said: dim() of a symbolic dimension */
     diag_error(L->diag, val->span, "attribute '%s' of '%s' expects %s %s, got %s", ap->name,
                proto->type, ap->type == ATTR_INT || ap->type == ATTR_INTS ? "an" : "a",
                attr_type_name(ap->type), got);
@@ -892,12 +1099,75 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
   return bound < nwant ? bound : nwant;
 }
 
+/* The scope = "..." keyword of a call of a function: its constant string
+ * in *scope (NULL when not given).  Any other keyword is an error. */
+static bool call_scope(Lowerer *L, const AstNode *n, const AstNode *def, const char **scope) {
+  *scope = NULL;
+  for (int k = 0; k < n->list2.n; k++) {
+    const AstNode *kw = n->list2.items[k];
+    if (strcmp(kw->name, "scope") != 0) {
+      diag_error(L->diag, kw->span, "function '%s' takes no keyword arguments", def->name);
+      return false;
+    }
+    if (*scope) {
+      diag_error(L->diag, kw->opspan, "scope is given twice");
+      return false;
+    }
+    int before = L->diag->nerrors;
+    const AstNode *c = fold_const(L, kw->a);
+    if (L->diag->nerrors != before) return false;
+    if (!c || c->kind != AST_STRING) {
+      diag_error(L->diag, kw->a->span, "the scope of a call must be a constant string, got %s",
+                 const_kind(c ? c : kw->a));
+      return false;
+    }
+    bool ok = c->name[0] && !(c->name[0] >= '0' && c->name[0] <= '9');
+    for (const char *p = c->name; *p && ok; p++)
+      ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+    if (!ok) {
+      diag_error(L->diag, kw->a->span, "a scope must be a name (letters, digits and '_'), got \"%s\"", c->name);
+      return false;
+    }
+    *scope = c->name;
+  }
+  return true;
+}
+
+/* Enters the parameter scope of a call of function fn (explicit: its
+ * scope keyword, or NULL): fn, fn_1, fn_2 ... counted per enclosing scope,
+ * under the enclosing scope's prefix.  The caller restores the fields. */
+static void enter_pscope(Lowerer *L, const char *fn, const char *explicit_scope) {
+  const char *s = explicit_scope;
+  if (!s) {
+    int k = strmap_get(L->ncalled, fn);
+    k = k < 0 ? 0 : k;
+    strmap_put(L->arena, L->ncalled, fn, k + 1);
+    s = k ? arena_printf(L->arena, "%s_%d", fn, k) : fn;
+  }
+  L->pscope = L->pscope ? arena_printf(L->arena, "%s.%s", L->pscope, s) : s;
+  L->pscope_explicit |= explicit_scope != NULL;
+  L->ncalled = arena_alloc(L->arena, sizeof *L->ncalled);
+}
+
+/* Lowers the arguments of a call of a function: values, and for those that
+ * are constants at the call site their values too (a string is only that). */
+static bool def_args(Lowerer *L, const AstNode *n, const char **args, const AstNode **consts) {
+  for (int i = 0; i < n->list.n; i++) {
+    const AstNode *a = n->list.items[i];
+    int before = L->diag->nerrors;
+    consts[i] = fold_const(L, a);
+    if (L->diag->nerrors != before) return false;
+    /* a constant becomes a value only where the body uses it as one */
+    args[i] = consts[i] ? NULL : lower_expr(L, a, NULL);
+    if (!consts[i] && !args[i]) return false;
+  }
+  return true;
+}
+
 static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
                           const char *const *hints, int nwant, const char **outs) {
-  if (n->list2.n) {
-    diag_error(L->diag, n->list2.items[0]->span, "function '%s' takes no keyword arguments", def->name);
-    return -1;
-  }
+  const char *explicit_scope;
+  if (!call_scope(L, n, def, &explicit_scope)) return -1;
   if (n->list.n != def->list.n) {
     diag_error(L->diag, n->opspan, "function '%s' takes %d argument%s, got %d", def->name, def->list.n,
                def->list.n == 1 ? "" : "s", n->list.n);
@@ -915,24 +1185,29 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   }
   if (!program_fits(L, n->opspan)) return -1;
   const char *args[64];
+  const AstNode *consts[64];
   if (n->list.n > 64) {
     diag_error(L->diag, n->opspan, "too many arguments");
     return -1;
   }
-  for (int i = 0; i < n->list.n; i++) {
-    args[i] = lower_expr(L, n->list.items[i], NULL);
-    if (!args[i]) return -1;
-  }
+  if (!def_args(L, n, args, consts)) return -1;
   Scope *saved_scope = L->scope;
-  const char *saved_fn = L->fn;
+  const char *saved_fn = L->fn, *saved_pscope = L->pscope;
+  bool saved_explicit = L->pscope_explicit;
+  StrMap *saved_ncalled = L->ncalled;
+  enter_pscope(L, def->name, explicit_scope);
   L->scope = scope_new(L, L->fn_parent);
   L->fn = def->name;
   L->calls[L->ncalls++] = def;
   CallSite *site = arena_alloc(L->arena, sizeof *site);
   *site = (CallSite){n->opspan, def->name, L->site};
   L->site = site;
-  int errors_before = L->diag->nerrors;
-  for (int i = 0; i < def->list.n; i++) bind_var(L, def->list.items[i]->name, args[i]);
+  int errors_before = L->diag->nerrors, call_errors_before = L->call_errors;
+  for (int i = 0; i < def->list.n; i++) {
+    Binding *b = bind(L, L->scope, def->list.items[i]->name, args[i] ? BIND_VAR : BIND_CONST);
+    b->var = args[i];
+    b->cval = consts[i];
+  }
   const AstList *body = &def->a->list;
   int result = 0;
   bool ok = true;
@@ -959,8 +1234,11 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   L->site = site->outer;
   L->fn = saved_fn;
   L->scope = saved_scope;
+  L->pscope = saved_pscope;
+  L->pscope_explicit = saved_explicit;
+  L->ncalled = saved_ncalled;
   /* Point at the call the user wrote: the outermost one. */
-  if (inner_errors && L->ncalls == 0)
+  if (inner_errors && L->ncalls == 0 && L->diag->nerrors - errors_before > L->call_errors - call_errors_before)
     diag_note(L->diag, n->opspan, "in this call to '%s'", def->name);
   return ok ? result : -1;
 }
@@ -970,6 +1248,17 @@ static int lower_call(Lowerer *L, const AstNode *n, const char *const *hints, in
   Binding *b = lookup(L, n->name);
   if (b && b->kind == BIND_FUNC) return lower_def_call(L, n, b->def, hints, nwant, outs);
   const OpProto *proto = reg_find_op(L->prog, n->name);
+  if (!proto && strcmp(n->name, "dim") == 0) {
+    int64_t v;
+    if (!eval_dim(L, n, &v)) return -1;
+    if (nwant > 1) {
+      diag_error(L->diag, n->opspan, "'dim' gives 1 value, but %d names are assigned", nwant);
+      return -1;
+    }
+    const char *out = emit_scalar(L, n->span, attr_i64(v), DT_I64, nwant ? hints[0] : NULL);
+    if (nwant) outs[0] = out;
+    return nwant ? 1 : 0;
+  }
   if (proto) {
     if (proto->flags & OP_INTERNAL) {
       diag_error(L->diag, n->opspan, "'%s' is used by netrun itself and cannot be called", n->name);
@@ -989,6 +1278,36 @@ static int lower_call(Lowerer *L, const AstNode *n, const char *const *hints, in
 
 /* ---- declarations -------------------------------------------------------- */
 
+/* One dimension of a declared shape: an integer constant (a number, a
+ * function's constant argument, dim(), integer arithmetic of them) or,
+ * for an input, a symbolic name bound when data is fed. */
+static bool lower_dim(Lowerer *L, const AstNode *d, bool is_param, Dim *out) {
+  const Binding *b = d->kind == AST_NAME ? lookup(L, d->name) : NULL;
+  if (d->kind == AST_NAME && (!b || (!b->cval && b->kind != BIND_CONST))) {
+    if (is_param) {
+      diag_error(L->diag, d->span, "a %s's shape must be known: '%s' is symbolic",
+                 L->declaring == AST_STATE ? "state" : "parameter", d->name);
+      return false;
+    }
+    *out = (Dim){-1, arena_strdup(L->arena, d->name)};
+    return true;
+  }
+  int before = L->diag->nerrors;
+  const AstNode *c = fold_const(L, d);
+  if (L->diag->nerrors != before) return false;
+  if (!c || c->kind != AST_INT) {
+    diag_error(L->diag, d->span, "a dimension must be an integer constant or a name, got %s",
+               const_kind(c ? c : d));
+    return false;
+  }
+  if (c->ival < 0) {
+    diag_error(L->diag, d->span, "a dimension must not be negative, got %lld", (long long)c->ival);
+    return false;
+  }
+  *out = dim_n(c->ival);
+  return true;
+}
+
 static bool lower_type(Lowerer *L, const AstNode *t, DType *dt, Shape *shape, bool is_param) {
   *dt = DT_F32;
   if (t->name && !dtype_parse(t->name, dt)) {
@@ -1001,20 +1320,8 @@ static bool lower_type(Lowerer *L, const AstNode *t, DType *dt, Shape *shape, bo
   }
   *shape = shape_scalar();
   shape->rank = t->list.n;
-  for (int i = 0; i < t->list.n; i++) {
-    const AstNode *d = t->list.items[i];
-    if (d->kind == AST_INT) {
-      shape->d[i] = dim_n(d->ival);
-    } else if (d->kind == AST_NAME && !is_param) {
-      shape->d[i] = (Dim){-1, arena_strdup(L->arena, d->name)};
-    } else if (d->kind == AST_NAME) {
-      diag_error(L->diag, d->span, "a parameter's shape must be known: '%s' is symbolic", d->name);
-      return false;
-    } else {
-      diag_error(L->diag, d->span, "a dimension must be an integer or a name");
-      return false;
-    }
-  }
+  for (int i = 0; i < t->list.n; i++)
+    if (!lower_dim(L, t->list.items[i], is_param, &shape->d[i])) return false;
   return true;
 }
 
@@ -1022,7 +1329,7 @@ static bool declare_check(Lowerer *L, const AstNode *n) {
   Binding *b = scope_find_here(L->global, n->name);
   if (b && b->kind == BIND_VAR) {
     VarDesc *v = prog_var(L->prog, b->var);
-    if (v && (v->flags & (VAR_INPUT | VAR_PARAM))) {
+    if (v && (v->flags & (VAR_INPUT | VAR_PARAM | VAR_KEPT))) {
       diag_error(L->diag, n->span, "'%s' is already declared", n->name);
       diag_note(L->diag, v->span, "the first declaration is here");
       return false;
@@ -1081,7 +1388,9 @@ static VarDesc *declare_global(Lowerer *L, const AstNode *n, DType dt, const Sha
   v->flags = flags;
   v->span = n->span;
   v->user_name = n->name;
-  bind(L, L->global, n->name, BIND_VAR)->var = v->name;
+  Binding *b = bind(L, L->global, n->name, BIND_VAR);
+  b->var = v->name;
+  b->state = flags & VAR_KEPT ? v : NULL;
   return v;
 }
 
@@ -1117,11 +1426,90 @@ static const char *const initializers[] = {"zeros", "ones", "constant", "uniform
 /* param NAME : [DIMS] = INIT.  The named initializers become random or
  * constant ops of the startup block; anything else is an expression whose
  * value must have the declared shape. */
-static void lower_param(Lowerer *L, const AstNode *n) {
+/* Says why scoped variable v (declared before) cannot be shared with
+ * this call's declaration n of dt[shape] and flags, or returns true. */
+static bool share_ok(Lowerer *L, const AstNode *n, const VarDesc *v, DType dt, const Shape *shape, unsigned flags) {
+  const char *kind = flags & VAR_PARAM ? "parameter" : "state";
+  int si = strmap_get(&L->shared, v->name);
+  Span at = L->site->at;
+  char a[128], b[128];
+  if (si < 0 || !(v->flags & (VAR_PARAM | VAR_KEPT))) {
+    diag_error(L->diag, n->span, "the %s '%s' would be named '%s', which is already the name of another value",
+               kind, n->name, v->name);
+    return false;
+  }
+  const struct Sharer *first = &L->sharers[si];
+  int said = L->ncalls == 1;   /* an error said at the call the user wrote needs no "in this call" note */
+  if (!L->pscope_explicit || !first->explicit_scope) {
+    L->call_errors += said;
+    diag_error(L->diag, at, "the %s '%s' of this call is already declared by another call: automatically named "
+               "calls never share (give this call its own scope = \"...\", or both the same one to share)",
+               kind, v->name);
+    diag_note(L->diag, first->call, "the other call is here");
+    return false;
+  }
+  if ((v->flags & (VAR_PARAM | VAR_KEPT)) != (flags & (VAR_PARAM | VAR_KEPT))) {
+    L->call_errors += said;
+    diag_error(L->diag, at, "'%s' is a %s in this call but a %s in the first call of scope '%s'", v->name,
+               flags & VAR_PARAM ? "param" : "state", v->flags & VAR_PARAM ? "param" : "state", L->pscope);
+    diag_note(L->diag, first->call, "the first call is here");
+    return false;
+  }
+  if (v->dtype != dt || !shape_eq(&v->shape, shape)) {
+    L->call_errors += said;
+    diag_error(L->diag, at, "the %s '%s' is %s%s in this call but %s%s in the first call of scope '%s' (calls "
+               "sharing a scope share its %ss, so their shapes must agree)", kind, v->name, dtype_name(dt),
+               shape_str(shape, a, sizeof a), dtype_name(v->dtype), shape_str(&v->shape, b, sizeof b), L->pscope,
+               kind);
+    diag_note(L->diag, first->call, "the first call is here");
+    return false;
+  }
+  return true;
+}
+
+/* The variable a param or state declaration n inside a function names:
+ * SCOPE.NAME, made here (*fresh) or shared with an earlier call of the same
+ * explicit scope; bound to NAME in the function's scope.  NULL on error. */
+static VarDesc *declare_scoped(Lowerer *L, const AstNode *n, DType dt, const Shape *shape, unsigned flags,
+                               bool *fresh) {
+  const char *name = arena_printf(L->arena, "%s.%s", L->pscope, n->name);
+  const Binding *b = lookup(L, n->name);
+  if (b && b->kind == BIND_VAR && b->var && strcmp(b->var, name) == 0) {
+    diag_error(L->diag, n->span, "'%s' is already declared", n->name);
+    diag_note(L->diag, prog_var(L->prog, name)->span, "the first declaration is here");
+    return NULL;
+  }
+  VarDesc *v = prog_var(L->prog, name);
+  *fresh = v == NULL;
+  if (v && !share_ok(L, n, v, dt, shape, flags)) return NULL;
+  if (!v) {
+    v = prog_add_var(L->prog, L->prog->blocks[0], name);
+    v->dtype = dt;
+    v->shape = *shape;
+    v->flags = flags;
+    v->span = n->span;
+    v->user_name = v->name;   /* what gradcheck, grad and --wrt call it: "dense.W" */
+    strmap_put(L->arena, &L->shared, v->name, L->nsharers);
+    *ARENA_PUSH(L->arena, L->sharers, L->nsharers, L->capsharers) =
+        (struct Sharer){L->site->at, L->pscope_explicit};
+  }
+  Binding *nb = bind(L, L->scope, n->name, BIND_VAR);
+  nb->var = v->name;
+  nb->state = flags & VAR_KEPT ? v : NULL;
+  return v;
+}
+
+/* param NAME : [DIMS] = INIT, and state NAME : [DIMS] = INIT (flags
+ * VAR_KEPT): at the top level a global, in a function SCOPE.NAME. */
+static void lower_param(Lowerer *L, const AstNode *n, unsigned flags) {
   DType dt;
   Shape shape;
-  if (!declare_check(L, n) || !lower_type(L, n->a, &dt, &shape, true)) return;
-  VarDesc *v = declare_global(L, n, dt, &shape, VAR_PARAM);
+  bool fresh = true;
+  L->declaring = n->kind;
+  if (!L->fn && !declare_check(L, n)) return;
+  if (!lower_type(L, n->a, &dt, &shape, true)) return;
+  VarDesc *v = L->fn ? declare_scoped(L, n, dt, &shape, flags, &fresh) : declare_global(L, n, dt, &shape, flags);
+  if (!v || !fresh) return;
   const AstNode *init = n->b;
   int which = -1;
   if (init->kind == AST_CALL && !lookup(L, init->name))
@@ -1237,8 +1625,12 @@ bool lower_user_body(const OpProto *proto, const OpDesc *op, bool grad, Program 
   bool saved_in_grad = L->in_grad;
   const AstNode *saved_opdef = L->opdef;
   int saved_ncalls = L->ncalls;
+  StrMap *saved_ncalled = L->ncalled;
+  const char *saved_pscope = L->pscope;
   L->prog = into;
   L->arena = into->arena;
+  L->ncalled = arena_alloc(L->arena, sizeof *L->ncalled);   /* the calls' counts live as long as the body */
+  L->pscope = NULL;
   L->block = into->blocks[0];
   L->fn_parent = u->globals;
   L->scope = scope_new(L, u->globals);
@@ -1261,6 +1653,8 @@ bool lower_user_body(const OpProto *proto, const OpDesc *op, bool grad, Program 
   ok = ok && L->diag->nerrors == before;
   L->prog = saved_prog;
   L->arena = saved_arena;
+  L->ncalled = saved_ncalled;
+  L->pscope = saved_pscope;
   L->scope = saved_scope;
   L->fn_parent = saved_fn_parent;
   L->block = saved_block;
@@ -1553,6 +1947,17 @@ static const char *block_local(Lowerer *L, const char *var, const char *name, Sp
   return out;
 }
 
+/* A function's constant argument that a while or if body assigns becomes
+ * a value first, so the body's op can carry it. */
+static void materialize(Lowerer *L, const char **names, int n) {
+  for (int i = 0; i < n; i++) {
+    const Binding *b = lookup(L, names[i]);
+    if (!b || b->kind != BIND_CONST || !b->cval || const_has_string(b->cval)) continue;
+    const char *v = lower_expr(L, b->cval, qualify(L, names[i]));
+    if (v) bind_var(L, names[i], v);
+  }
+}
+
 /* while COND { BODY } */
 static void lower_while(Lowerer *L, const AstNode *n) {
   const char **names = NULL;
@@ -1560,6 +1965,7 @@ static void lower_while(Lowerer *L, const AstNode *n) {
   int nn = 0, cap = 0;
   if (!nesting_ok(L, n->span)) return;
   collect_assigned(L, &n->b->list, &names, &nn, &cap, &where);
+  materialize(L, names, nn);
   const char *cond0 = lower_expr(L, n->a, NULL);
   if (!cond0 || !check_cond_value(L, cond0, n->a->span, "while")) return;
   const char *carried[256], *inits[256];
@@ -1623,6 +2029,7 @@ static void lower_while(Lowerer *L, const AstNode *n) {
   for (int k = 0; k < nc; k++) outs[k] = add_out(L, op, "Out", qualify(L, carried[k]));
   op_set_attr(L->prog, op, "sub_block", attr_block(body->idx));
   finish_op(L, op);
+  L->bind_at = n->span;
   for (int k = 0; k < nc; k++) bind_var(L, carried[k], outs[k]);
   bind_locals(L, names, where, nn,
               "is assigned only inside the while body, so it has no value when the loop runs zero "
@@ -1639,6 +2046,8 @@ static void lower_if(Lowerer *L, const AstNode *n) {
   if (!nesting_ok(L, n->span)) return;
   collect_assigned(L, &n->b->list, &tn, &ntn, &tcap, &tw);
   if (else_stmts) collect_assigned(L, else_stmts, &en, &nen, &ecap, &ew);
+  materialize(L, tn, ntn);
+  materialize(L, en, nen);
   const char *cond = lower_expr(L, n->a, NULL);
   if (!cond || !check_cond_value(L, cond, n->a->span, "if")) return;
   /* Candidates: every name either branch assigns. */
@@ -1709,6 +2118,7 @@ static void lower_if(Lowerer *L, const AstNode *n) {
   op_set_attr(L->prog, op, "sub_block", attr_block(branches[0]->idx));
   op_set_attr(L->prog, op, "else_block", attr_block(branches[1]->idx));
   finish_op(L, op);
+  L->bind_at = n->span;
   for (int k = 0; k < no; k++) bind_var(L, outs_names[k], outs[k]);
   const char *why = "is assigned in only one branch of the if, so it has no value when the other "
                     "branch runs; bind it before the if";
@@ -1745,6 +2155,19 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
       hints[k] = strcmp(t->name, "_") == 0 ? NULL : qualify(L, t->name);
     }
   }
+  /* NAME = a constant (n = dim(x, 1) // 2, mode = "mean"): the name is a
+   * constant too, usable where one is required; a string is only that. */
+  const AstNode *cval = NULL;
+  if (nt == 1 && n->list.items[0]->kind == AST_NAME && hints[0]) {
+    int before = L->diag->nerrors;
+    cval = fold_const(L, n->a);
+    if (L->diag->nerrors != before) return;
+    if (cval && const_has_string(cval)) {
+      L->bind_at = n->list.items[0]->span;
+      bind(L, L->scope, n->list.items[0]->name, BIND_CONST)->cval = cval;
+      return;
+    }
+  }
   if (nt == 1) {
     outs[0] = lower_expr(L, n->a, hints[0]);
     if (!outs[0]) return;
@@ -1773,7 +2196,10 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
       diag_error(L->diag, t->span, "'%s' is a function; choose another name", t->name);
       continue;
     }
+    L->bind_at = t->span;
     bind_var(L, t->name, outs[k]);
+    Binding *nb = cval ? scope_find_here(L->scope, t->name) : NULL;
+    if (nb) nb->cval = cval;
   }
 }
 
@@ -1841,6 +2267,7 @@ static const char *top_level_only(AstKind k) {
   case AST_LOAD: return "load";
   case AST_INPUT: return "an input declaration";
   case AST_PARAM: return "a param declaration";
+  case AST_STATE: return "a state declaration";
   case AST_DEF: return "def";
   case AST_OPDEF: return "op";
   case AST_CONFIG: return "a configuration block";
@@ -1854,12 +2281,18 @@ static bool lower_stmts(Lowerer *L, const AstList *stmts, bool top) {
     const AstNode *s = stmts->items[i];
     if (!program_fits(L, s->span)) return false;
     const char *what = top_level_only(s->kind);
-    if (what && !only_top(L, s, top, what)) continue;
+    bool layer = (s->kind == AST_PARAM || s->kind == AST_STATE) && L->fn;   /* section 10 */
+    if (layer && (L->opdef || L->in_grad)) {
+      diag_error(L->diag, s->span, "%s is not allowed in the body of an op (an op has no parameters of its own)", what);
+      continue;
+    }
+    if (what && !layer && !only_top(L, s, top, what)) continue;
     switch (s->kind) {
     case AST_IMPORT: load_import(L, s); break;
     case AST_LOAD: load_plugin(L, s); break;
     case AST_INPUT: lower_input(L, s); break;
-    case AST_PARAM: lower_param(L, s); break;
+    case AST_PARAM: lower_param(L, s, VAR_PARAM); break;
+    case AST_STATE: lower_param(L, s, VAR_KEPT | VAR_STOP_GRADIENT); break;
     case AST_DEF:
       if (reg_find_op(L->prog, s->name) && !lookup(L, s->name))
         diag_error(L->diag, s->span, "'%s' is the name of an op; choose another name for the function", s->name);
@@ -2010,6 +2443,7 @@ Lowerer *lower_new(Arena *arena, Diag *diag, const char *stdlib_dir, const UserO
   L->fn_parent = L->global;
   L->block = L->prog->blocks[0];
   L->max_ops = LOWER_MAX_OPS;
+  L->ncalled = arena_alloc(arena, sizeof *L->ncalled);
   L->stdlib_dir = stdlib_dir ? arena_strdup(arena, stdlib_dir) : NULL;
   L->user_ops = user_ops;
   return L;
@@ -2026,6 +2460,27 @@ bool lower_block(Lowerer *L, const AstNode *root, int file) {
   return lower_stmts(L, &root->list, true);
 }
 
+/* Each script state keeps, at the end of a training step, the value last
+ * bound to its name: one of its own shape and dtype, bound in block 0. */
+static void check_states(Lowerer *L) {
+  const Block *b0 = L->prog->blocks[0];
+  char a[128], b[128];
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *s = b0->vars[i];
+    const VarDesc *v = s->flags & VAR_KEPT && s->next ? prog_var(L->prog, s->next) : NULL;
+    if (!v || v->dtype == DT_UNKNOWN) continue;
+    if (v->block != 0)
+      diag_error(L->diag, s->next_at, "state '%s' is given its new value inside a while or if body, where the value "
+                 "cannot be kept for the next step; bind it outside the body", s->name);
+    else if (v->dtype != s->dtype || (v->shape.rank >= 0 && !shape_eq(&v->shape, &s->shape)))
+      diag_error(L->diag, s->next_at, "state '%s' is %s%s, but the value last bound to '%s' is %s%s; a state keeps "
+                 "its dtype and shape from step to step", s->name, dtype_name(s->dtype),
+                 shape_str(&s->shape, a, sizeof a), strrchr(s->name, '.') ? strrchr(s->name, '.') + 1 : s->name,
+                 dtype_name(v->dtype),
+                 shape_str(&v->shape, b, sizeof b));
+  }
+}
+
 bool lower_file(Lowerer *L, const char *path) {
   int idx = diag_load_file(L->diag, path);
   if (idx < 0) return false;
@@ -2033,6 +2488,7 @@ bool lower_file(Lowerer *L, const char *path) {
   L->script_dir = !slash ? "." : slash == path ? "/" : arena_strndup(L->arena, path, (size_t)(slash - path));
   bool ok = lower_source_file(L, idx);
   L->script_dir = NULL;
+  if (ok) check_states(L);
   lower_export(L);
   return ok && L->diag->nerrors == 0;
 }

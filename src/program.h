@@ -56,6 +56,7 @@ enum {
   VAR_STOP_GRADIENT = 1 << 2,  /* no gradient flows into it */
   VAR_ARG = 1 << 3,            /* a block argument (loop-carried value) */
   VAR_STATE = 1 << 4,          /* training state: optimizer moments, the learning rate */
+  VAR_KEPT = 1 << 5,           /* a script's `state`: persistable, not trained, no gradient */
 };
 
 typedef struct VarDesc {
@@ -67,6 +68,9 @@ typedef struct VarDesc {
   int block;                   /* the block declaring it (-1: the startup block) */
   int slot;                    /* its index in that block's vars */
   const char *user_name;       /* the script's name for it, or NULL for temps */
+  const char *next;            /* a script state's (VAR_KEPT): the variable whose value
+                                  it keeps at the end of a training step, or NULL */
+  Span next_at;                /* where the script binds that value */
 } VarDesc;
 
 /* ATTR_I64 and ATTR_I64S are forms of a float attribute (ATTR_FLOAT,

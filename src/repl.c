@@ -479,7 +479,7 @@ static bool c_vars(Repl *R, Cmd *c) {
       dtype[i] = dtype_name(t ? t->dtype : v->dtype);
       if (t) tensor_shape_str(t, shape[i], sizeof shape[i]);
       else shape_str(&v->shape, shape[i], sizeof shape[i]);
-      kind[i] = v->flags & VAR_PARAM ? "param" : v->flags & VAR_INPUT ? "input" : "value";
+      kind[i] = v->flags & VAR_PARAM ? "param" : v->flags & VAR_KEPT ? "state" : v->flags & VAR_INPUT ? "input" : "value";
       if (!t) {
         const char *wait = exec_waits_for(R->ex, var);
         kind[i] = wait && strcmp(wait, var) == 0 ? "input, not fed"

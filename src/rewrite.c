@@ -88,7 +88,7 @@ static void count_uses(const Program *p, const char *name, int *nr, int *nw) {
  * ops of the whole program and written by one. */
 static bool unmade_ok(const Program *p, const char *name, int reads) {
   const VarDesc *v = prog_var(p, name);
-  if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE)))
+  if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE | VAR_KEPT)))
     return false;
   const char *at = strchr(name, '@');
   if (at) {

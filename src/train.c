@@ -254,6 +254,24 @@ static void add_state(Program *p, OpDesc *op, const VarDesc *w, const OptState *
   }
 }
 
+/* The script's states (section 11) keep, after each training step, the
+ * value last bound to their names: an assign into each, after the updates
+ * (eval and predict run only the forward ops, so they leave states as they
+ * were). */
+static void keep_states(Program *p) {
+  Block *b0 = p->blocks[0];
+  int n = b0->nvars;
+  for (int i = 0; i < n; i++) {
+    const VarDesc *v = b0->vars[i];
+    if (!(v->flags & VAR_KEPT) || !v->next) continue;
+    OpDesc *op = op_new(p, "assign", v->next_at);
+    in(p, op, "X", v->next);
+    out(p, op, "Out", v->name);
+    op_append(b0, p, op);
+    reg_infer(p, b0, op);
+  }
+}
+
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
@@ -306,6 +324,7 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     op_append(b0, p, op);
     if (!reg_infer(p, b0, op)) return false;
   }
+  keep_states(p);
   /* Plain SGD on a weight matrix as one sgd_matmul (rewrite.c). */
   rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1});
   return true;

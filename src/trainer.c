@@ -391,9 +391,13 @@ static bool save(Run *r, const char *path, bool quiet) {
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
-    if (!(v->flags & (VAR_PARAM | VAR_STATE)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
+    if (!(v->flags & (VAR_PARAM | VAR_STATE | VAR_KEPT)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
     Tensor *t = exec_var_value(r->ex, v->name);
     if (t) ckpt_add_tensor(&c, v->name, t);
+    /* a script's state is marked by a setting CKPT_STATE_MARK NAME (older
+     * readers take it for a setting they do not use) */
+    if (t && (v->flags & VAR_KEPT) && strlen(v->name) + strlen(CKPT_STATE_MARK) <= CKPT_MAX_NAME)
+      ckpt_setf(&c, arena_printf(&r->ld.arena, "%s%s", CKPT_STATE_MARK, v->name), "state");
   }
   char err[5000];
   bool ok = ckpt_write(path, &c, err, sizeof err);
@@ -517,7 +521,10 @@ static bool restore(Run *r, const char *path, bool state) {
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; ok && i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
-    if (!(v->flags & (state ? VAR_PARAM | VAR_STATE : VAR_PARAM)) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
+    /* the script's states are part of the model: --weights restores them too */
+    if (!(v->flags & (state ? VAR_PARAM | VAR_KEPT | VAR_STATE : VAR_PARAM | VAR_KEPT)) ||
+        strcmp(v->name, TRAIN_LR_VAR) == 0)
+      continue;
     Tensor *t = ckpt_find(&c, v->name);
     Tensor *have = exec_var_value(r->ex, v->name);
     if (!t) {
@@ -638,7 +645,7 @@ static Memory memory(Run *r) {
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
-    bool held = v->flags & (VAR_PARAM | VAR_STATE) && strcmp(v->name, TRAIN_LR_VAR) != 0;
+    bool held = v->flags & (VAR_PARAM | VAR_STATE | VAR_KEPT) && strcmp(v->name, TRAIN_LR_VAR) != 0;
     Tensor *t = held ? exec_var_value(r->ex, v->name) : NULL;
     if (t) m.model += (double)t->numel * (double)dtype_size(t->dtype);
   }
