@@ -59,6 +59,7 @@ example_args() {
   case $1 in
   fashion_mlp.net | fashion_mlp_best.net) echo "--feed x=x.csv --feed y=y.csv --samples 8" ;;
   fashion_cnn.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
+  fashion_resnet.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
   adding_rnn.net) echo "--feed xs=xs.csv --feed y=ya.csv" ;;
   linreg.net) echo "--feed x=lx.csv --feed y=ly.csv" ;;
   esac
