@@ -61,6 +61,7 @@ example_args() {
   fashion_cnn.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
   adding_rnn.net | adding_lstm.net) echo "--feed xs=xs.csv --feed y=ya.csv" ;;
   lookup_transformer.net) echo "--feed t=lt.csv --feed y=ly8.csv" ;;
+  fashion_resnet.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
   linreg.net) echo "--feed x=lx.csv --feed y=ly.csv" ;;
   esac
 }

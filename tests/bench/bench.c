@@ -11,7 +11,8 @@
  *   4. building the backward of a long program and of a long loop's tape,
  *      at two sizes (time and bytes allocated should grow linearly), and
  *      forward + backward through the tape per tiny op;
- *   5. training steps against their GEMMs as OpenBLAS threads them;
+ *   5. training steps (fashion_mlp, fashion_cnn, fashion_resnet) against
+ *      their GEMMs as OpenBLAS threads them;
  *   6. one epoch of fashion_mlp (./netrun, the whole process) on a quiet
  *      host, then beside two busy loops this bench starts and stops.
  * Targets: overhead < 300 ns/op with the tape on; matmul within 1.05x of
@@ -315,8 +316,10 @@ typedef struct Gemm {
   bool ta, tb;
 } Gemm;
 
-static double time_gemms(const Gemm *g, int ng, int reps) {
-  float *a[16], *b[16], *c[16];
+/* GEMMs g[i], each count[i] times (once when count is NULL), as one
+ * round; the best of two rounds of reps. */
+static double time_gemms(const Gemm *g, const int *count, int ng, int reps) {
+  float **a = calloc((size_t)ng, sizeof *a), **b = calloc((size_t)ng, sizeof *b), **c = calloc((size_t)ng, sizeof *c);
   for (int i = 0; i < ng; i++) {
     a[i] = calloc((size_t)g[i].m * (size_t)g[i].k, sizeof(float));
     b[i] = calloc((size_t)g[i].k * (size_t)g[i].n, sizeof(float));
@@ -332,14 +335,16 @@ static double time_gemms(const Gemm *g, int ng, int reps) {
     double t0 = now();
     for (int r = 0; r < reps; r++)
       for (int i = 0; i < ng; i++)
-        cblas_sgemm(CblasRowMajor, g[i].ta ? CblasTrans : CblasNoTrans, g[i].tb ? CblasTrans : CblasNoTrans, g[i].m,
-                    g[i].n, g[i].k, 1.0f, a[i], g[i].ta ? g[i].m : g[i].k, b[i], g[i].tb ? g[i].k : g[i].n, 0.0f, c[i],
-                    g[i].n);
+        for (int j = 0; j < (count ? count[i] : 1); j++)
+          cblas_sgemm(CblasRowMajor, g[i].ta ? CblasTrans : CblasNoTrans, g[i].tb ? CblasTrans : CblasNoTrans,
+                      g[i].m, g[i].n, g[i].k, 1.0f, a[i], g[i].ta ? g[i].m : g[i].k, b[i],
+                      g[i].tb ? g[i].k : g[i].n, 0.0f, c[i], g[i].n);
     double dt = (now() - t0) / reps;
     if (dt < best) best = dt;
   }
   openblas_set_num_threads(1);
   for (int i = 0; i < ng; i++) free(a[i]), free(b[i]), free(c[i]);
+  free(a), free(b), free(c);
   return best;
 }
 
@@ -382,14 +387,16 @@ static double time_gemms_batched(const Gemm *g, const int *count, int ng, int re
   return best;
 }
 
-/* The GEMMs a step is measured against: the whole-batch ones (g), and if
- * bg is not NULL the same in netrun's batches (see time_gemms_batched). */
+/* The GEMMs a step is measured against: the whole-batch ones (g, each
+ * gcount[i] times, or once when gcount is NULL), and if bg is not NULL the
+ * same in netrun's batches (see time_gemms_batched). */
 typedef struct StepGemms {
   const Gemm *g;
   int ng;
   const Gemm *bg;
   const int *bcount;
   int nbg;
+  const int *gcount;
 } StepGemms;
 
 /* A training step of an example script (forward, backward, SGD) on one
@@ -439,15 +446,17 @@ static void bench_train_step(const char *path, const char *what, int64_t batch, 
       if (exec_run(ex) != 0) exit(1);
     double dt = (now() - t0) / reps;
     if (dt < best) best = dt;
-    double g1 = time_gemms(sg->g, sg->ng, reps);
+    double g1 = time_gemms(sg->g, sg->gcount, sg->ng, reps);
     if (g1 < gemm) gemm = g1;
     if (sg->bg) {
       g1 = time_gemms_batched(sg->bg, sg->bcount, sg->nbg, reps);
       if (g1 < batched) batched = g1;
     }
   }
+  int ngemms = 0;
+  for (int i = 0; i < sg->ng; i++) ngemms += sg->gcount ? sg->gcount[i] : 1;
   printf("  %s step (batch %lld)   %7.3f ms (%6.0f samples/s)   its %d GEMMs %7.3f ms   ratio %.2f\n", what,
-         (long long)batch, best * 1e3, (double)batch / best, sg->ng, gemm * 1e3, best / gemm);
+         (long long)batch, best * 1e3, (double)batch / best, ngemms, gemm * 1e3, best / gemm);
   if (sg->bg)
     printf("    the same GEMMs as netrun batches them   %7.3f ms   ratio %.2f\n", batched * 1e3, best / batched);
   tensor_unref(xt);
@@ -539,6 +548,58 @@ static void bench_front(void) {
   bench_tape_loop(100000, false);
 }
 
+/* A convolution of a step: o filters of kk = C*kh*kw taps, p output
+ * pixels an image, n convolutions of that shape; first: no dInput. */
+typedef struct ConvShape {
+  int o, kk, p, n;
+  bool first;
+} ConvShape;
+
+/* Images per GEMM as conv.c's conv_plan batches them (CONV_MIN_COLS 256
+ * columns, CONV_COL_FLOATS 2^18 floats of column buffer). */
+static int conv_batch_images(const ConvShape *c, int batch) {
+  int nb = (256 + c->p - 1) / c->p;
+  if (nb > 1 && (int64_t)nb * c->kk * c->p > ((int64_t)1 << 18)) nb = (int)(((int64_t)1 << 18) / (c->kk * c->p));
+  if (nb > batch) nb = batch;
+  return nb < 1 ? 1 : nb;
+}
+
+/* Appends to g (count each) a convolution's GEMMs over `images` images
+ * at once, `times` times: forward, dFilter and, but for the first layer,
+ * dInput. */
+static int add_conv_gemms(Gemm *g, int *count, int k, const ConvShape *c, int images, int times) {
+  int cols = images * c->p;
+  g[k] = (Gemm){c->o, cols, c->kk, 0, 0}, count[k++] = times * c->n;
+  g[k] = (Gemm){c->o, c->kk, cols, 0, 1}, count[k++] = times * c->n;
+  if (!c->first) g[k] = (Gemm){c->kk, cols, c->o, 1, 0}, count[k++] = times * c->n;
+  return k;
+}
+
+/* fashion_resnet: its 15 convolutions (8 shapes) and the dense layer,
+ * as whole-batch GEMMs and as conv.c batches them. */
+static void bench_resnet_step(void) {
+  const int b = 128;
+  const ConvShape convs[] = {
+      {16, 9, 784, 1, true},   {16, 144, 784, 4, false}, {32, 144, 196, 1, false}, {32, 288, 196, 3, false},
+      {32, 16, 196, 1, false}, {64, 288, 49, 1, false},  {64, 576, 49, 3, false},  {64, 32, 49, 1, false}};
+  const int nc = (int)(sizeof convs / sizeof convs[0]);
+  const Gemm dense[] = {{b, 10, 64, 0, 0}, {64, 10, b, 1, 0}, {b, 64, 10, 0, 1}};
+  Gemm g[64], bg[64];
+  int gcount[64], bcount[64], ng = 0, nbg = 0;
+  for (int i = 0; i < nc; i++) {
+    ng = add_conv_gemms(g, gcount, ng, &convs[i], b, 1);
+    int nb = conv_batch_images(&convs[i], b);
+    nbg = add_conv_gemms(bg, bcount, nbg, &convs[i], nb, b / nb);
+    if (b % nb) nbg = add_conv_gemms(bg, bcount, nbg, &convs[i], b % nb, 1);
+  }
+  for (int i = 0; i < 3; i++) {
+    g[ng] = bg[nbg] = dense[i];
+    gcount[ng++] = bcount[nbg++] = 1;
+  }
+  StepGemms sg = {g, ng, bg, bcount, nbg, gcount};
+  bench_train_step("examples/fashion_resnet.net", "fashion_resnet", b, &sg, 5, 2, true);
+}
+
 /* 5. Training steps against their GEMMs. */
 static void bench_steps(void) {
   printf("training steps against the GEMMs they need (target: ratio <= 1.05; PyTorch 1.20, Darknet 8.3)\n");
@@ -547,7 +608,7 @@ static void bench_steps(void) {
     const Gemm g[] = {{128, 512, 784, 0, 0}, {128, 256, 512, 0, 0}, {128, 10, 256, 0, 0},
                       {256, 10, 128, 1, 0},  {128, 256, 10, 0, 1},  {512, 256, 128, 1, 0},
                       {128, 512, 256, 0, 1}, {784, 512, 128, 1, 0}};
-    StepGemms sg = {g, 8, NULL, NULL, 0};
+    StepGemms sg = {g, 8, NULL, NULL, 0, NULL};
     bench_train_step("examples/fashion_mlp.net", "fashion_mlp", 128, &sg, 5, 20, true);
   }
   {
@@ -571,23 +632,28 @@ static void bench_steps(void) {
       all[i] = i < 5 ? bg[i] : g[i];
       count[i] = i < 5 ? bcount[i] : 1;
     }
-    StepGemms sg = {g, 11, all, count, 11};
+    StepGemms sg = {g, 11, all, count, 11, NULL};
     /* ten rounds of two steps: a step is long enough for a busy host to
      * spoil a few rounds */
     bench_train_step("examples/fashion_cnn.net", "fashion_cnn", b, &sg, 10, 2, true);
     /* the same with every op by itself (--no-fuse): what fusing gains */
     bench_train_step("examples/fashion_cnn.net", "fashion_cnn --no-fuse", b, &sg, 10, 2, false);
   }
+  bench_resnet_step();
 }
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   par_init();
   /* build/bench --steps: the training steps and the epoch alone; --epoch:
-   * the epoch alone */
+   * the epoch alone; --resnet: fashion_resnet's step alone */
   const char *only = argc > 1 ? argv[1] : "";
   if (strcmp(only, "--epoch") == 0) {
     bench_loaded_epoch();
+    return 0;
+  }
+  if (strcmp(only, "--resnet") == 0) {
+    bench_resnet_step();
     return 0;
   }
   if (strcmp(only, "--steps") != 0) bench_front();
