@@ -67,6 +67,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
   a->eps = 1e-2;
   a->rtol = 5e-3;
   a->atol = CLI_ATOL;
+  a->order = 1;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *eq = arg[0] == '-' && arg[1] == '-' ? strchr(arg, '=') : NULL;
@@ -141,6 +142,10 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       if (!parse_real("--rtol", VALUE(), &a->rtol, false)) return EXIT_USAGE;
     } else if (IS("--atol", OPT_CHECK)) {
       if (!parse_real("--atol", VALUE(), &a->atol, true)) return EXIT_USAGE;
+    } else if (IS("--order", OPT_CHECK | OPT_DUMP)) {
+      if (!parse_int("--order", VALUE(), 1, &n)) return EXIT_USAGE;
+      if (n > 2) return diag_usage("--order %lld: only first (1) and second (2) derivatives are checked", (long long)n);
+      a->order = (int)n;
     } else if (IS("--samples", OPT_CHECK)) {
       if (!parse_int("--samples", VALUE(), 1, &a->samples)) return EXIT_USAGE;
     } else if (arg[0] == '-' && arg[1]) {
@@ -154,6 +159,9 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
 #undef VALUE
   }
   if (!a->file && !(accepts & OPT_MAYBE_FILE)) return diag_usage("%s needs a FILE", a->verb);
+  if (a->order == 2 && a->tape) return diag_usage("%s", "--order 2 differentiates the program's backward: not with --tape");
+  if (a->order == 2 && (accepts & OPT_DUMP) && (!a->backward || a->train))
+    return diag_usage("%s", "--order 2 prints a second backward: it needs --backward (and not --train)");
   return 0;
 }
 

@@ -21,7 +21,7 @@ enum {
   OPT_TAPE_DUMP = 1 << 2, /* --dump-tape --format */
   OPT_TIME = 1 << 3,      /* --iterations */
   OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program --format */
-  OPT_CHECK = 1 << 5,     /* --eps --rtol --atol --samples */
+  OPT_CHECK = 1 << 5,     /* --eps --rtol --atol --samples --order */
   OPT_MAYBE_FILE = 1 << 6, /* FILE may be left out (repl) */
 };
 
@@ -40,6 +40,7 @@ typedef struct Args {
   int nwrt, nno_grad;
   double eps, rtol, atol;
   int64_t samples;
+  int order;              /* gradcheck, dump --backward: 1, or 2 (second derivatives) */
 } Args;
 
 /* gradcheck's default --atol. */
