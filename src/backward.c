@@ -325,6 +325,14 @@ void bwd_emit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
 
 void bwd_emit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_attr(g->bw->p, op, name, v); }
 
+void bwd_emit_attrs(GradCtx *g, OpDesc *op) {
+  const OpProto *p = reg_find_op(g->bw->p, op->type);
+  for (int a = 0; p && a < p->nattrs; a++) {
+    const AttrValue *v = bwd_op_attr(g, p->attrs[a].name);
+    if (v) bwd_emit_attr(g, op, p->attrs[a].name, *v);
+  }
+}
+
 const char *bwd_temp(GradCtx *g) { return prog_temp(g->bw->p); }
 
 const char *bwd_fresh(GradCtx *g, const char *base) {
@@ -719,6 +727,10 @@ static bool verify_block(Backward *bw, const Block *b, int first) {
   Program *p = bw->p;
   NameSet written = {0};
   for (int a = 0; a < b->nargs; a++) set_put(&written, b->args[a], 1);
+  /* An earlier backward's gradients are the values this one starts from. */
+  for (int i = 0; i < first; i++)
+    for (int s = 0; s < b->ops[i]->nout; s++)
+      for (int j = 0; j < b->ops[i]->out[s].n; j++) set_put(&written, b->ops[i]->out[s].args[j], 1);
   bool ok = true;
   for (int i = first; i < b->nops && ok; i++) {
     const OpDesc *op = b->ops[i];
