@@ -99,19 +99,22 @@ static int idx_get(const VarIdx *m, const VarDesc *v) {
   return -1;
 }
 
+/* A name that is no variable (@EMPTY@ in a grad op's slots) has a mark
+ * that stays 0. */
+static unsigned char mark_none;
+
 static unsigned char *mark_of(Backward *bw, const char *name) {
-  static unsigned char none;
   const VarDesc *v = prog_var(bw->p, name);
   int i = v ? idx_get(bw->idx, v) : -1;
-  none = 0;
-  return i >= 0 ? &bw->marks[i] : &none;
+  mark_none = 0;
+  return i >= 0 ? &bw->marks[i] : &mark_none;
 }
 
 static bool has_mark(Backward *bw, const char *name, unsigned m) { return (*mark_of(bw, name) & m) != 0; }
 
 static bool set_mark(Backward *bw, const char *name, unsigned m) {
   unsigned char *k = mark_of(bw, name);
-  if (*k & m) return false;
+  if ((*k & m) || k == &mark_none) return false;
   *k |= (unsigned char)m;
   return true;
 }
@@ -148,7 +151,11 @@ static unsigned flags_of(const Backward *bw, const OpDesc *op) {
 
 /* An op that owns blocks (while, conditional_block); a loop carries values
  * from turn to turn. */
-static bool is_control(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_CONTROL; }
+static bool is_control(const Backward *bw, const OpDesc *op) {
+  /* A loop's or branch's grad op (an earlier backward's) reads and writes
+   * only through its slots: for the marks, an op like any other. */
+  return (flags_of(bw, op) & (OP_CONTROL | OP_KEPT_TURNS)) == OP_CONTROL;
+}
 static bool is_loop(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_LOOP; }
 
 static bool prop_live(Backward *bw, const Block *b);
@@ -544,7 +551,11 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
     if (!proto || proto->grad_kind == GRAD_NONE || !maker) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
-      if (!proto || proto->grad_kind == GRAD_NONE)
+      if (proto && (proto->flags & OP_KEPT_TURNS))
+        fail_at(bw, op->span,
+                "%s: the backward of a loop or a branch cannot be differentiated again yet "
+                "(a second-order gradient through while or if)", op->type);
+      else if (!proto || proto->grad_kind == GRAD_NONE)
         fail_at(bw, op->span, "%s has no gradient, but the loss depends on a parameter through it", op->type);
       else
         fail_at(bw, op->span, "%s: its gradient is not implemented yet", op->type);
