@@ -937,6 +937,127 @@ static int k_embedding_grad(ExecCtx *c) {
 
 /* ---- the table --------------------------------------------------------------- */
 
+/* ---- gradients of the grad ops ----
+ * Composite, so that a backward can be differentiated again.  G is the
+ * gradient of the grad op's output, d its Out@GRAD, o its Out.
+ *   softmax_grad = o (d - s), s = sum(d o): d gets softmax_grad(o, G) (the
+ *     Jacobian is symmetric), o gets G (d - s) - d sum(G o).
+ *   log_softmax_grad = d - p sum(d), p = exp(o): d gets G - sum(G p), o
+ *     gets -G p sum(d).
+ *   softmax_cross_entropy_grad = q b(d), q = softmax(Logits) - onehot,
+ *     b(d) d with the class axis put back: d gets sum(G q) over the class
+ *     axis, Logits gets softmax_grad(softmax(Logits), G b(d)).
+ *   embedding_grad is linear in d: d gets embedding(Ids, G).
+ * (sums over the grad op's axis, keeping it) */
+
+#define GG2(SLOT) bwd_op_out_grad(g, SLOT, 0)
+
+/* out = sum(x) over axis (kept) */
+static void emit_axis_sum(GradCtx *g, const char *x, int64_t axis, const char *out) {
+  OpDesc *op = bwd_emit(g, "sum");
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "axis", attr_ints(bwd_prog(g), &axis, 1));
+  bwd_emit_attr(g, op, "keepdim", attr_bool(true));
+}
+
+/* out = softmax_grad(Out=o, Out@GRAD=d) over axis */
+static void emit_softmax_grad(GradCtx *g, const char *o, const char *d, int64_t axis, const char *out) {
+  OpDesc *op = bwd_emit(g, "softmax_grad");
+  bwd_emit_in(g, op, "Out", o);
+  bwd_emit_in(g, op, "Out@GRAD", d);
+  bwd_emit_out(g, op, "X@GRAD", out);
+  bwd_emit_attr(g, op, "axis", attr_int(axis));
+}
+
+static int g_softmax_grad(GradCtx *g) {
+  const char *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0), *G = GG2("X@GRAD");
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dout = bwd_op_in_grad(g, "Out", 0);
+  int64_t axis = reg_attr_i64(bwd_op_attr(g, "axis"));
+  if (dd) emit_softmax_grad(g, o, G, axis, dd);
+  if (!dout) return 0;
+  const char *t[8];
+  for (int k = 0; k < 8; k++) t[k] = bwd_temp(g);
+  bwd_emit2(g, "mul", d, o, t[0]);
+  emit_axis_sum(g, t[0], axis, t[1]);
+  bwd_emit2(g, "sub", d, t[1], t[2]);
+  bwd_emit2(g, "mul", G, t[2], t[3]);
+  bwd_emit2(g, "mul", G, o, t[4]);
+  emit_axis_sum(g, t[4], axis, t[5]);
+  bwd_emit2(g, "mul", d, t[5], t[6]);
+  bwd_emit2(g, "sub", t[3], t[6], dout);
+  return 0;
+}
+
+static int g_log_softmax_grad(GradCtx *g) {
+  const char *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0), *G = GG2("X@GRAD");
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dout = bwd_op_in_grad(g, "Out", 0);
+  int64_t axis = reg_attr_i64(bwd_op_attr(g, "axis"));
+  const char *p = bwd_temp(g), *gp = bwd_temp(g);
+  bwd_emit1(g, "exp", o, p);
+  bwd_emit2(g, "mul", G, p, gp);
+  if (dd) {
+    const char *s = bwd_temp(g);
+    emit_axis_sum(g, gp, axis, s);
+    bwd_emit2(g, "sub", G, s, dd);
+  }
+  if (dout) {
+    const char *s = bwd_temp(g), *u = bwd_temp(g);
+    emit_axis_sum(g, d, axis, s);
+    bwd_emit2(g, "mul", gp, s, u);
+    bwd_emit1(g, "neg", u, dout);
+  }
+  return 0;
+}
+
+static int g_softmax_cross_entropy_grad(GradCtx *g) {
+  const char *l = bwd_op_in(g, "Logits", 0), *y = bwd_op_in(g, "Label", 0), *d = bwd_op_in(g, "Loss@GRAD", 0);
+  const char *G = GG2("Logits@GRAD");
+  const char *dd = bwd_op_in_grad(g, "Loss@GRAD", 0), *dl = bwd_op_in_grad(g, "Logits", 0);
+  const VarDesc *lv = prog_var(bwd_prog(g), l);
+  if (!lv || lv->shape.rank < 1) return bwd_fail(g, "internal error: Logits' rank is not known");
+  int64_t axis = lv->shape.rank - 1;
+  if (dd) {
+    const char *one = bwd_temp(g), *q = bwd_temp(g), *gq = bwd_temp(g), *s = bwd_temp(g);
+    bwd_emit1(g, "ones_like", d, one);
+    OpDesc *op = bwd_emit(g, "softmax_cross_entropy_grad");
+    bwd_emit_in(g, op, "Logits", l);
+    bwd_emit_in(g, op, "Label", y);
+    bwd_emit_in(g, op, "Loss@GRAD", one);
+    bwd_emit_out(g, op, "Logits@GRAD", q);
+    bwd_emit2(g, "mul", G, q, gq);
+    emit_axis_sum(g, gq, axis, s);
+    OpDesc *r = bwd_emit(g, "reshape_like");
+    bwd_emit_in(g, r, "X", s);
+    bwd_emit_in(g, r, "Like", d);
+    bwd_emit_out(g, r, "Out", dd);
+  }
+  if (dl) {
+    const char *p = bwd_temp(g), *bd = bwd_temp(g), *gb = bwd_temp(g);
+    OpDesc *sm = bwd_emit(g, "softmax");
+    bwd_emit_in(g, sm, "X", l);
+    bwd_emit_out(g, sm, "Out", p);
+    bwd_emit_attr(g, sm, "axis", attr_int(-1));
+    OpDesc *u = bwd_emit(g, "unsqueeze");
+    bwd_emit_in(g, u, "X", d);
+    bwd_emit_out(g, u, "Out", bd);
+    bwd_emit_attr(g, u, "axes", attr_ints(bwd_prog(g), &axis, 1));
+    bwd_emit2(g, "mul", G, bd, gb);
+    emit_softmax_grad(g, p, gb, -1, dl);
+  }
+  return 0;
+}
+
+static int g_embedding_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (!dd) return 0;
+  OpDesc *op = bwd_emit(g, "embedding");
+  bwd_emit_in(g, op, "Ids", bwd_op_in(g, "Ids", 0));
+  bwd_emit_in(g, op, "W", GG2("W@GRAD"));
+  bwd_emit_out(g, op, "Out", dd);
+  return 0;
+}
+
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
@@ -946,8 +1067,8 @@ OpProto op_table_nn[] = {
      .in = {{"Out", 0, "softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax_grad, .kernel = k_softmax_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_softmax_grad, .kernel = k_softmax_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_softmax_grad, .flags = OP_INTERNAL},
     {.type = "log_softmax", .doc = "Out = log(softmax(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
@@ -956,8 +1077,8 @@ OpProto op_table_nn[] = {
      .in = {{"Out", 0, "log_softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax_grad, .kernel = k_log_softmax_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_softmax_grad, .kernel = k_log_softmax_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_log_softmax_grad, .flags = OP_INTERNAL},
     {.type = "softmax_cross_entropy",
      .doc = "Loss = -log softmax(Logits)[Label] per example, computed stably",
      .in = {{"Logits", 0, "scores [..., C]"},
@@ -969,8 +1090,8 @@ OpProto op_table_nn[] = {
      .in = {{"Logits", 0, "scores [..., C]"}, {"Label", SLOT_NO_GRAD, "i64 class indices"},
             {"Loss@GRAD", 0, "the gradient of Loss"}},
      .out = {{"Logits@GRAD", 0, "the gradient of Logits"}},
-     .infer = infer_grads, .kernel = k_softmax_ce_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_grads, .kernel = k_softmax_ce_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_softmax_cross_entropy_grad, .flags = OP_INTERNAL},
     {.type = "sigmoid_cross_entropy",
      .doc = "Out = -(Label log sigmoid(X) + (1 - Label) log(1 - sigmoid(X))), computed stably",
      .in = {{"X", 0, "logits"}, {"Label", 0, "targets in [0, 1], shape of X"}},
@@ -1048,8 +1169,8 @@ OpProto op_table_nn[] = {
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", 0, "the table [V, D]"},
             {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"W@GRAD", 0, "the gradient of W"}},
-     .infer = infer_grads, .kernel = k_embedding_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_grads, .kernel = k_embedding_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_embedding_grad, .flags = OP_INTERNAL},
     {.type = "accuracy",
      .doc = "Out = the fraction of rows whose Label is among the k highest Logits",
      .in = {{"Logits", 0, "scores [N, C]"},
