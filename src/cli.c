@@ -144,7 +144,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       if (!parse_real("--atol", VALUE(), &a->atol, true)) return EXIT_USAGE;
     } else if (IS("--order", OPT_CHECK | OPT_DUMP)) {
       if (!parse_int("--order", VALUE(), 1, &n)) return EXIT_USAGE;
-      if (n > 2) return diag_usage("--order %lld: only first (1) and second (2) derivatives are checked", (long long)n);
+      if (n > 3) return diag_usage("--order %lld: derivatives up to the third (3) are checked", (long long)n);
       a->order = (int)n;
     } else if (IS("--samples", OPT_CHECK)) {
       if (!parse_int("--samples", VALUE(), 1, &a->samples)) return EXIT_USAGE;
@@ -159,9 +159,9 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
 #undef VALUE
   }
   if (!a->file && !(accepts & OPT_MAYBE_FILE)) return diag_usage("%s needs a FILE", a->verb);
-  if (a->order == 2 && a->tape) return diag_usage("%s", "--order 2 differentiates the program's backward: not with --tape");
-  if (a->order == 2 && (accepts & OPT_DUMP) && (!a->backward || a->train))
-    return diag_usage("%s", "--order 2 prints a second backward: it needs --backward (and not --train)");
+  if (a->order > 1 && a->tape) return diag_usage("--order %d differentiates the program's backward: not with --tape", a->order);
+  if (a->order > 1 && (accepts & OPT_DUMP) && (!a->backward || a->train))
+    return diag_usage("--order %d prints a backward of a backward: it needs --backward (and not --train)", a->order);
   return 0;
 }
 

@@ -40,7 +40,7 @@ typedef struct Args {
   int nwrt, nno_grad;
   double eps, rtol, atol;
   int64_t samples;
-  int order;              /* gradcheck, dump --backward: 1, or 2 (second derivatives) */
+  int order;              /* gradcheck, dump --backward: 1, 2 (second derivatives) or 3 */
 } Args;
 
 /* gradcheck's default --atol. */

@@ -52,7 +52,7 @@ static void built_free(Built *b) {
 static bool build_tape(Built *b, const Args *a, bool run);
 static bool tape_grads(Built *b, const Args *a);
 
-/* ---- second derivatives (--order 2) -------------------------------------------------
+/* ---- second derivatives (--order 2, and 3) ----------------------------------------------
  * The program's backward is built as for --order 1; then
  *
  *   f = sum(g1 * v1) + sum(g2 * v2) + ...
@@ -62,7 +62,8 @@ static bool tape_grads(Built *b, const Args *a);
  * the program holds the same vk), and the whole program so far, backward
  * included, counts as the forward of a second backward of f.  f's
  * gradient is the Hessian-vector product H v; gradcheck compares it with
- * central differences of f, which the first backward computes. */
+ * central differences of f, which the first backward computes.  --order 3
+ * takes one more step: f' = sum((H v) * v') differentiated again. */
 
 /* Declares the output of op as a fresh variable of block 0 named after
  * base, appends op and infers its shape; the variable's name. */
@@ -75,11 +76,12 @@ static const char *order2_op(Program *p, OpDesc *op, const char *base) {
   return reg_infer(p, b0, op) ? v->name : NULL;
 }
 
-/* Appends the first backward and f to p; *f gets f's variable.  False on
- * error (reported). */
-static bool order2_prepare(Program *p, const Args *a, const char **f) {
+/* Appends the backward of loss and f = sum(g1 * v1) + ... to p, the vk
+ * drawn with seeds base + k; *f gets f's variable.  False on error
+ * (reported). */
+static bool order2_step(Program *p, const Args *a, const char *loss, int base, const char **f) {
   BackwardResult bw;
-  if (!bwd_append(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &bw)) return false;
+  if (!bwd_append(p, loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &bw)) return false;
   const char *sum = NULL;
   for (int i = 0; i < bw.npairs; i++) {
     const VarDesc *g = bw.pairs[i].grad ? prog_var(p, bw.pairs[i].grad) : NULL;
@@ -88,13 +90,13 @@ static bool order2_prepare(Program *p, const Args *a, const char **f) {
     for (int d = 0; d < g->shape.rank; d++) dims[d] = g->shape.d[d].n;
     if (g->shape.rank < 0 || shape_numel(&g->shape) < 0) {
       char buf[128];
-      diag_error(p->diag, SPAN_NONE, "--order 2: the gradient of '%s' has shape %s, which is not known before the run",
-                 prog_user_name(p, bw.pairs[i].param), shape_str(&g->shape, buf, sizeof buf));
+      diag_error(p->diag, SPAN_NONE, "--order %d: the gradient of '%s' has shape %s, which is not known before the run",
+                 a->order, prog_user_name(p, bw.pairs[i].param), shape_str(&g->shape, buf, sizeof buf));
       return false;
     }
     OpDesc *r = op_new(p, "uniform_random", SPAN_NONE);
     op_set_attr(p, r, "shape", attr_ints(p, dims, g->shape.rank));
-    op_set_attr(p, r, "seed", attr_int(1000 + i));
+    op_set_attr(p, r, "seed", attr_int(base + i));
     reg_fill_defaults(p, r, reg_find_op(p, "uniform_random"));
     const char *v = order2_op(p, r, "v");
     OpDesc *m = op_new(p, "mul", SPAN_NONE);
@@ -115,8 +117,8 @@ static bool order2_prepare(Program *p, const Args *a, const char **f) {
     sum = t;
   }
   if (!sum) {
-    diag_error(p->diag, SPAN_NONE, "--order 2: no gradient reaches %s, so there is none to differentiate again",
-               a->nwrt ? "the --wrt values" : "a parameter");
+    diag_error(p->diag, SPAN_NONE, "--order %d: no gradient reaches %s, so there is none to differentiate again",
+               a->order, a->nwrt ? "the --wrt values" : "a parameter");
     return false;
   }
   /* The second backward differentiates every op so far. */
@@ -125,7 +127,19 @@ static bool order2_prepare(Program *p, const Args *a, const char **f) {
   return true;
 }
 
-/* The second backward of a's loss (loaded in p): f's gradient, in out. */
+/* --order N: N - 1 steps, each differentiating the f of the one before
+ * (a's loss first); *f gets the last f. */
+static bool order2_prepare(Program *p, const Args *a, const char **f) {
+  const char *loss = a->loss;
+  for (int k = 1; k < a->order; k++) {
+    if (!order2_step(p, a, loss, 1000 * k, f)) return false;
+    loss = *f;
+  }
+  return true;
+}
+
+/* The N-th backward of a's loss (loaded in p): the last f's gradient, in
+ * out. */
 static bool order2_append(Program *p, const Args *a, const char **f, BackwardResult *out) {
   return order2_prepare(p, a, f) && bwd_append(p, *f, a->wrt, a->nwrt, a->no_grad, a->nno_grad, out);
 }
@@ -144,7 +158,7 @@ static bool build(Built *b, const Args *a, bool run) {
   if (!a->tape) {
     const char *lv = prog_export(p, a->loss);
     b->loss = lv ? lv : a->loss;
-    if (a->order == 2) ok = order2_append(p, a, &b->loss, &b->bw);
+    if (a->order > 1) ok = order2_append(p, a, &b->loss, &b->bw);
     else ok = bwd_append(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
     diag_finish(d);
     if (!ok || !run) return ok;
@@ -673,7 +687,7 @@ int cmd_gradcheck(const Args *a) {
   fa.opt.out = fopen("/dev/null", "w");
   const char *f2 = NULL;
   bool loaded = session_load(&fwd, a->file);
-  if (loaded && a->order == 2) {
+  if (loaded && a->order > 1) {
     loaded = order2_prepare(fwd.prog, a, &f2);
     diag_finish(&fwd.diag);
   }
