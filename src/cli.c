@@ -142,7 +142,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       if (!parse_real("--rtol", VALUE(), &a->rtol, false)) return EXIT_USAGE;
     } else if (IS("--atol", OPT_CHECK)) {
       if (!parse_real("--atol", VALUE(), &a->atol, true)) return EXIT_USAGE;
-    } else if (IS("--order", OPT_CHECK | OPT_DUMP)) {
+    } else if (IS("--order", OPT_ORDER)) {
       if (!parse_int("--order", VALUE(), 1, &n)) return EXIT_USAGE;
       if (n > 3) return diag_usage("--order %lld: derivatives up to the third (3) are checked", (long long)n);
       a->order = (int)n;

@@ -21,8 +21,9 @@ enum {
   OPT_TAPE_DUMP = 1 << 2, /* --dump-tape --format */
   OPT_TIME = 1 << 3,      /* --iterations */
   OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program --format */
-  OPT_CHECK = 1 << 5,     /* --eps --rtol --atol --samples --order */
+  OPT_CHECK = 1 << 5,     /* --eps --rtol --atol --samples */
   OPT_MAYBE_FILE = 1 << 6, /* FILE may be left out (repl) */
+  OPT_ORDER = 1 << 7,     /* --order (dump --backward, grad, gradcheck) */
 };
 
 typedef struct Args {
@@ -40,7 +41,7 @@ typedef struct Args {
   int nwrt, nno_grad;
   double eps, rtol, atol;
   int64_t samples;
-  int order;              /* gradcheck, dump --backward: 1, 2 (second derivatives) or 3 */
+  int order;              /* --order: 1, 2 (second derivatives) or 3 */
 } Args;
 
 /* gradcheck's default --atol. */

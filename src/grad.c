@@ -77,9 +77,9 @@ static const char *order2_op(Program *p, OpDesc *op, const char *base) {
 }
 
 /* Appends the backward of loss and f = sum(g1 * v1) + ... to p, the vk
- * drawn with seeds base + k; *f gets f's variable.  False on error
- * (reported). */
-static bool order2_step(Program *p, const Args *a, const char *loss, int base, const char **f) {
+ * drawn with seeds base + k, or (ones) ones; *f gets f's variable.  False
+ * on error (reported). */
+static bool order2_step(Program *p, const Args *a, const char *loss, int base, bool ones, const char **f) {
   BackwardResult bw;
   if (!bwd_append(p, loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &bw)) return false;
   const char *sum = NULL;
@@ -94,10 +94,14 @@ static bool order2_step(Program *p, const Args *a, const char *loss, int base, c
                  a->order, prog_user_name(p, bw.pairs[i].param), shape_str(&g->shape, buf, sizeof buf));
       return false;
     }
-    OpDesc *r = op_new(p, "uniform_random", SPAN_NONE);
-    op_set_attr(p, r, "shape", attr_ints(p, dims, g->shape.rank));
-    op_set_attr(p, r, "seed", attr_int(base + i));
-    reg_fill_defaults(p, r, reg_find_op(p, "uniform_random"));
+    OpDesc *r = op_new(p, ones ? "ones_like" : "uniform_random", SPAN_NONE);
+    if (ones) {
+      slot_push(p, op_add_input(p, r, "X"), g->name);
+    } else {
+      op_set_attr(p, r, "shape", attr_ints(p, dims, g->shape.rank));
+      op_set_attr(p, r, "seed", attr_int(base + i));
+      reg_fill_defaults(p, r, reg_find_op(p, "uniform_random"));
+    }
     const char *v = order2_op(p, r, "v");
     OpDesc *m = op_new(p, "mul", SPAN_NONE);
     slot_push(p, op_add_input(p, m, "X"), g->name);
@@ -128,11 +132,11 @@ static bool order2_step(Program *p, const Args *a, const char *loss, int base, c
 }
 
 /* --order N: N - 1 steps, each differentiating the f of the one before
- * (a's loss first); *f gets the last f. */
+ * (a's loss first); *f gets the last f.  `netrun grad` takes v = ones. */
 static bool order2_prepare(Program *p, const Args *a, const char **f) {
   const char *loss = a->loss;
   for (int k = 1; k < a->order; k++) {
-    if (!order2_step(p, a, loss, 1000 * k, f)) return false;
+    if (!order2_step(p, a, loss, 1000 * k, strcmp(a->verb, "grad") == 0, f)) return false;
     loss = *f;
   }
   return true;
@@ -368,7 +372,7 @@ static void print_grads(Built *b, const Args *a) {
     }
     printf("}}\n");
   } else {
-    printf("loss = ");
+    printf("%s = ", a->order > 1 ? "f" : "loss");
     if (loss) print_write(stdout, loss, a->opt.precision);
     putchar('\n');
     for (int i = 0; i < b->bw.npairs; i++) {
