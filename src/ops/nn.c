@@ -1058,6 +1058,112 @@ static int g_embedding_grad(GradCtx *g) {
   return 0;
 }
 
+/* layer_norm_grad = (DX, DS, DB): with xh = layer_norm(X), r = 1 / sqrt(var
+ * + epsilon), g = DY S (per row, m the mean over the normalized axes):
+ *   DX = r (g - m(g) - xh m(g xh)) = J g, J = dxh/dX (symmetric),
+ *   DS = DY xh summed over the rows, DB = DY summed likewise.
+ * With A, B, C the gradients of DX, DS, DB:
+ *   DY gets S J A + xh B + C,      S gets (DY J A) summed over the rows,
+ *   X gets J (B DY) - r (r xh K + m(g xh) J A + m(A xh) J g),
+ *   K = m(A g) - m(A) m(g) - m(A xh) m(g xh)
+ * (J v is layer_norm_grad on v).  Scale must have the normalized axes'
+ * shape (not their product) when there are several. */
+typedef struct LnCtx {
+  GradCtx *g;
+  AttrValue axes;        /* the normalized axes */
+} LnCtx;
+
+static const char *ln_op(LnCtx *c, const char *type, const char *x, const char *y) {
+  const char *t = bwd_temp(c->g);
+  if (y) bwd_emit2(c->g, type, x, y, t);
+  else bwd_emit1(c->g, type, x, t);
+  return t;
+}
+
+/* m(x): the mean over the normalized axes, kept */
+static const char *ln_mean(LnCtx *c, const char *x) {
+  const char *t = bwd_temp(c->g);
+  OpDesc *op = bwd_emit(c->g, "mean");
+  bwd_emit_in(c->g, op, "X", x);
+  bwd_emit_out(c->g, op, "Out", t);
+  bwd_emit_attr(c->g, op, "axis", c->axes);
+  bwd_emit_attr(c->g, op, "keepdim", attr_bool(true));
+  return t;
+}
+
+/* J v with Scale s (or none), or layer_norm of X (v NULL) */
+static const char *ln_j(LnCtx *c, const char *v, const char *s) {
+  GradCtx *g = c->g;
+  const char *t = bwd_temp(g);
+  OpDesc *op = bwd_emit(g, v ? "layer_norm_grad" : "layer_norm");
+  bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
+  if (s) bwd_emit_in(g, op, "Scale", s);
+  if (v) bwd_emit_in(g, op, "Y@GRAD", v);
+  bwd_emit_out(g, op, v ? "X@GRAD" : "Y", t);
+  bwd_emit_attrs(g, op);
+  return t;
+}
+
+/* acc + x, or x when acc is NULL */
+static const char *ln_add(LnCtx *c, const char *acc, const char *x) { return acc ? ln_op(c, "add", acc, x) : x; }
+
+static int g_layer_norm_grad(GradCtx *g) {
+  const char *x = bwd_op_in(g, "X", 0), *s = bwd_op_in(g, "Scale", 0), *dy = bwd_op_in(g, "Y@GRAD", 0);
+  const char *ddy = bwd_op_in_grad(g, "Y@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0);
+  const char *ds = s ? bwd_op_in_grad(g, "Scale", 0) : NULL;
+  const char *A = bwd_op_out(g, "X@GRAD", 0) ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL;
+  const char *B = bwd_op_out(g, "Scale@GRAD", 0) ? bwd_op_out_grad(g, "Scale@GRAD", 0) : NULL;
+  const char *C = bwd_op_out(g, "Bias@GRAD", 0) ? bwd_op_out_grad(g, "Bias@GRAD", 0) : NULL;
+  const VarDesc *xv = prog_var(bwd_prog(g), x), *sv = s ? prog_var(bwd_prog(g), s) : NULL;
+  int rank = xv ? xv->shape.rank : -1;
+  int64_t k = reg_attr_i64(bwd_op_attr(g, "begin_norm_axis"));
+  if (k < 0) k += rank;
+  if (rank < 0 || k < 0 || k >= rank) return bwd_fail(g, "internal error: X's rank is not known");
+  if (sv && sv->shape.rank != rank - k)
+    return bwd_fail(g, "the gradient of layer_norm's gradient needs Scale of shape X.shape[begin_norm_axis:], "
+                       "not their product");
+  int64_t axes[SHAPE_MAX_RANK];
+  for (int i = 0; i < rank - k; i++) axes[i] = k + i;
+  LnCtx c = {g, attr_ints(bwd_prog(g), axes, (int)(rank - k))};
+  const char *xh = ln_j(&c, NULL, NULL), *ja = A ? ln_j(&c, A, NULL) : NULL;
+  if (ddy && (A || B || C)) {
+    const char *acc = A ? (s ? ln_op(&c, "mul", ja, s) : ja) : NULL;
+    if (B) acc = ln_add(&c, acc, ln_op(&c, "mul", xh, B));
+    if (C) acc = ln_add(&c, acc, C);
+    if (!A && !B) acc = ln_op(&c, "add", ln_op(&c, "fill_zeros_like", dy, NULL), acc);
+    bwd_emit1(g, "assign", acc, ddy);
+  }
+  if (ds && A) {
+    const char *t = ln_op(&c, "mul", dy, ja);
+    OpDesc *op = bwd_emit(g, "sum_like");
+    bwd_emit_in(g, op, "X", t);
+    bwd_emit_in(g, op, "Like", s);
+    bwd_emit_out(g, op, "Out", ds);
+  }
+  if (!dx || (!A && !B)) return 0;
+  const char *acc = B ? ln_j(&c, ln_op(&c, "mul", B, dy), NULL) : NULL;
+  if (A) {
+    const char *gg = s ? ln_op(&c, "mul", dy, s) : dy, *jg = ln_j(&c, dy, s);
+    const char *d = ln_op(&c, "sub", x, ln_mean(&c, x));
+    const char *var = ln_mean(&c, ln_op(&c, "square", d, NULL)), *ve = bwd_temp(g);
+    OpDesc *op = bwd_emit(g, "scale");
+    bwd_emit_in(g, op, "X", var);
+    bwd_emit_out(g, op, "Out", ve);
+    bwd_emit_attr(g, op, "bias", *bwd_op_attr(g, "epsilon"));
+    const char *sd = ln_op(&c, "sqrt", ve, NULL), *r = ln_op(&c, "div", ln_op(&c, "ones_like", sd, NULL), sd);
+    const char *mgx = ln_mean(&c, ln_op(&c, "mul", gg, xh)), *max = ln_mean(&c, ln_op(&c, "mul", A, xh));
+    const char *kk = ln_op(&c, "sub", ln_mean(&c, ln_op(&c, "mul", A, gg)),
+                           ln_op(&c, "mul", ln_mean(&c, A), ln_mean(&c, gg)));
+    kk = ln_op(&c, "sub", kk, ln_op(&c, "mul", max, mgx));
+    const char *u = ln_op(&c, "mul", ln_op(&c, "mul", r, xh), kk);
+    u = ln_op(&c, "add", u, ln_op(&c, "mul", mgx, ja));
+    u = ln_op(&c, "add", u, ln_op(&c, "mul", max, jg));
+    acc = ln_add(&c, acc, ln_op(&c, "neg", ln_op(&c, "mul", r, u), NULL));
+  }
+  bwd_emit1(g, "assign", acc, dx);
+  return 0;
+}
+
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
@@ -1132,8 +1238,8 @@ OpProto op_table_nn[] = {
              {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
-     .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_layer_norm_grad, .flags = OP_INTERNAL},
     {.type = "batch_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel (axis 1): the batch's "
             "statistics when Training, else Mean and Variance",
