@@ -547,6 +547,13 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     const OpDesc *op = fwd->ops[i];
     const OpProto *proto = reg_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
+    if (proto && (proto->flags & OP_CONTROL) && op->fwd_op >= 0) {
+      /* a loop or branch of an earlier backward (a user op's grad body) */
+      fail_at(bw, op->span,
+              "%s: the backward of a loop or a branch cannot be differentiated again yet "
+              "(a second-order gradient through while or if)", op->type);
+      return false;
+    }
     GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
     GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
     if (!proto || proto->grad_kind == GRAD_NONE || !maker) {
