@@ -1164,6 +1164,118 @@ static int g_layer_norm_grad(GradCtx *g) {
   return 0;
 }
 
+/* batch_norm_grad: the same with the channel's statistics (means over
+ * every axis but 1), J the Jacobian of xh = batch_norm(X, 1, 0, ...) in the
+ * forward's mode: in eval mode J = rv I (rv = 1 / sqrt(Variance +
+ * epsilon)) does not depend on X, so X's term from A is the training
+ * mode's alone, selected by Training at run time (where).  Scale, Bias and
+ * their gradients are [C], put on axis 1 by unsqueeze. */
+
+/* The op batch_norm_grad (v given) or batch_norm (v NULL) on X with Scale s
+ * (ones when NULL) and Bias zeros, in the forward's mode: J v, or xh. */
+static const char *bn_j(LnCtx *c, const char *v, const char *s) {
+  GradCtx *g = c->g;
+  const char *sc = bwd_op_in(g, "Scale", 0), *b = bwd_op_in(g, "Bias", 0), *t = bwd_temp(g);
+  if (!s) s = ln_op(c, "ones_like", sc, NULL);
+  const char *z = ln_op(c, "fill_zeros_like", b, NULL);
+  OpDesc *op = bwd_emit(g, v ? "batch_norm_grad" : "batch_norm");
+  bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
+  bwd_emit_in(g, op, "Scale", s);
+  bwd_emit_in(g, op, "Bias", z);
+  bwd_emit_in(g, op, "Mean", bwd_op_in(g, "Mean", 0));
+  bwd_emit_in(g, op, "Variance", bwd_op_in(g, "Variance", 0));
+  bwd_emit_in(g, op, "Training", bwd_op_in(g, "Training", 0));
+  if (v) bwd_emit_in(g, op, "Y@GRAD", v);
+  bwd_emit_out(g, op, v ? "X@GRAD" : "Y", t);
+  if (!v) {
+    bwd_emit_out(g, op, "MeanOut", bwd_temp(g));
+    bwd_emit_out(g, op, "VarianceOut", bwd_temp(g));
+  }
+  bwd_emit_attrs(g, op);
+  return t;
+}
+
+/* v [C] on axis 1 of a value of rank `rank` */
+static const char *bn_chan(LnCtx *c, const char *v, int rank) {
+  if (rank <= 2) return v;
+  int64_t axes[SHAPE_MAX_RANK];
+  for (int i = 0; i < rank - 2; i++) axes[i] = 1 + i;
+  const char *t = bwd_temp(c->g);
+  OpDesc *op = bwd_emit(c->g, "unsqueeze");
+  bwd_emit_in(c->g, op, "X", v);
+  bwd_emit_out(c->g, op, "Out", t);
+  bwd_emit_attr(c->g, op, "axes", attr_ints(bwd_prog(c->g), axes, rank - 2));
+  return t;
+}
+
+/* X's term from A in training mode: -r (r xh K + m(g xh) J A + m(A xh) J g). */
+static const char *bn_train_term(LnCtx *c, const char *A, const char *gg, const char *xh, const char *ja,
+                                 const char *jg) {
+  GradCtx *g = c->g;
+  const char *x = bwd_op_in(g, "X", 0);
+  const char *d = ln_op(c, "sub", x, ln_mean(c, x));
+  const char *var = ln_mean(c, ln_op(c, "square", d, NULL)), *ve = bwd_temp(g);
+  OpDesc *op = bwd_emit(g, "scale");
+  bwd_emit_in(g, op, "X", var);
+  bwd_emit_out(g, op, "Out", ve);
+  bwd_emit_attr(g, op, "bias", *bwd_op_attr(g, "epsilon"));
+  const char *sd = ln_op(c, "sqrt", ve, NULL), *r = ln_op(c, "div", ln_op(c, "ones_like", sd, NULL), sd);
+  const char *mgx = ln_mean(c, ln_op(c, "mul", gg, xh)), *max = ln_mean(c, ln_op(c, "mul", A, xh));
+  const char *kk = ln_op(c, "sub", ln_mean(c, ln_op(c, "mul", A, gg)), ln_op(c, "mul", ln_mean(c, A), ln_mean(c, gg)));
+  kk = ln_op(c, "sub", kk, ln_op(c, "mul", max, mgx));
+  const char *u = ln_op(c, "mul", ln_op(c, "mul", r, xh), kk);
+  u = ln_op(c, "add", u, ln_op(c, "mul", mgx, ja));
+  u = ln_op(c, "add", u, ln_op(c, "mul", max, jg));
+  return ln_op(c, "neg", ln_op(c, "mul", r, u), NULL);
+}
+
+static int g_batch_norm_grad(GradCtx *g) {
+  const char *x = bwd_op_in(g, "X", 0), *s = bwd_op_in(g, "Scale", 0), *dy = bwd_op_in(g, "Y@GRAD", 0);
+  const char *ddy = bwd_op_in_grad(g, "Y@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0), *ds = bwd_op_in_grad(g, "Scale", 0);
+  const char *A = bwd_op_out(g, "X@GRAD", 0) ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL;
+  const char *B = bwd_op_out(g, "Scale@GRAD", 0) ? bwd_op_out_grad(g, "Scale@GRAD", 0) : NULL;
+  const char *C = bwd_op_out(g, "Bias@GRAD", 0) ? bwd_op_out_grad(g, "Bias@GRAD", 0) : NULL;
+  const VarDesc *xv = prog_var(bwd_prog(g), x);
+  int rank = xv ? xv->shape.rank : -1;
+  if (rank < 2) return bwd_fail(g, "internal error: X's rank is not known");
+  int64_t axes[SHAPE_MAX_RANK];
+  axes[0] = 0;
+  for (int i = 2; i < rank; i++) axes[i - 1] = i;
+  LnCtx c = {g, attr_ints(bwd_prog(g), axes, rank - 1)};
+  const char *xh = bn_j(&c, NULL, NULL), *ja = A ? bn_j(&c, A, NULL) : NULL, *sb = bn_chan(&c, s, rank);
+  if (ddy && (A || B || C)) {
+    const char *acc = A ? ln_op(&c, "mul", ja, sb) : NULL;
+    if (B) acc = ln_add(&c, acc, ln_op(&c, "mul", xh, bn_chan(&c, B, rank)));
+    if (C) acc = ln_add(&c, acc, bn_chan(&c, C, rank));
+    acc = ln_op(&c, "add", ln_op(&c, "fill_zeros_like", dy, NULL), acc);
+    bwd_emit1(g, "assign", acc, ddy);
+  }
+  if (ds && A) {
+    const char *t = ln_op(&c, "mul", dy, ja), *u = bwd_temp(g);
+    OpDesc *op = bwd_emit(g, "sum");
+    bwd_emit_in(g, op, "X", t);
+    bwd_emit_out(g, op, "Out", u);
+    bwd_emit_attr(g, op, "axis", c.axes);
+    bwd_emit_attr(g, op, "keepdim", attr_bool(false));
+    bwd_emit1(g, "assign", u, ds);
+  }
+  if (!dx || (!A && !B)) return 0;
+  const char *acc = B ? bn_j(&c, ln_op(&c, "mul", bn_chan(&c, B, rank), dy), NULL) : NULL;
+  if (A) {
+    const char *gg = ln_op(&c, "mul", dy, sb), *jg = bn_j(&c, dy, s);
+    const char *t = bn_train_term(&c, A, gg, xh, ja, jg), *z = ln_op(&c, "fill_zeros_like", t, NULL);
+    const char *w = bwd_temp(g);
+    OpDesc *op = bwd_emit(g, "where");
+    bwd_emit_in(g, op, "Cond", bwd_op_in(g, "Training", 0));
+    bwd_emit_in(g, op, "X", t);
+    bwd_emit_in(g, op, "Y", z);
+    bwd_emit_out(g, op, "Out", w);
+    acc = ln_add(&c, acc, w);
+  }
+  bwd_emit1(g, "assign", acc, dx);
+  return 0;
+}
+
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
@@ -1265,7 +1377,7 @@ OpProto op_table_nn[] = {
              {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}},
      .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
-     .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
      .flags = OP_INTERNAL},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
