@@ -34,6 +34,7 @@ NO_GRAD2="conditional_block_grad fused_conv2d_grad while_grad"
 
 @test "the registry walk: every differentiable grad op has a second-order gradcheck script" {
   missing=""
+  [ "$(grad_ops | awk '$2 != "none"' | wc -l)" -ge 30 ]
   for op in $(grad_ops | awk '$2 != "none" { print $1 }'); do
     compgen -G "$G/ops/$op.net" >/dev/null || compgen -G "$G/ops/${op}_*.net" >/dev/null || missing="$missing $op"
   done
