@@ -1453,7 +1453,8 @@ static int g_max_pool2d_pick(GradCtx *g) {
    .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
 #define POOL_GRAD(NAME, KERNEL, MAKER, DOC)                                     \
   {.type = NAME, .doc = DOC,                                                    \
-   .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}}, \
+   .in = {{"X", SLOT_NO_GRAD, "the forward's input (its shape, the picks)"},  \
+          {"Out@GRAD", 0, "the gradient of Out"}},                            \
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = POOL_ATTRS,            \
    .infer = infer_pool_grad, .kernel = KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = MAKER,   \
    .flags = OP_INTERNAL}
@@ -1529,7 +1530,7 @@ OpProto op_table_conv[] = {
     POOL_GRAD("avg_pool2d_grad", k_avg_pool2d_grad, g_avg_pool2d_grad,
               "X@GRAD = Out@GRAD / (KH*KW) spread over each window"),
     {.type = "max_pool2d_pick", .doc = "Out = G at the element of X each window's maximum picks",
-     .in = {{"X", 0, "the forward's input"}, {"G", 0, "a value of X's shape"}},
+     .in = {{"X", SLOT_NO_GRAD, "the forward's input (the picks)"}, {"G", 0, "a value of X's shape"}},
      .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,
      .infer = infer_pool, .kernel = k_max_pool2d_pick, .grad_kind = GRAD_COMPOSITE, .grad = g_max_pool2d_pick,
      .flags = OP_INTERNAL},
@@ -1538,7 +1539,7 @@ OpProto op_table_conv[] = {
      .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
      .infer = infer_upsample, .kernel = k_upsample, .grad_kind = GRAD_DEDICATED},
     {.type = "upsample_nearest2d_grad", .doc = "X@GRAD = Out@GRAD summed over each pixel's block",
-     .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}},
+     .in = {{"X", SLOT_NO_GRAD, "the forward's input (its shape)"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
      .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
      .infer = infer_pool_grad, .kernel = k_upsample_grad, .grad_kind = GRAD_COMPOSITE,

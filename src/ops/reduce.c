@@ -707,20 +707,24 @@ static int k_argmax(ExecCtx *c) {
    .attrs = REDUCE_ATTRS, .infer = infer_reduce_grad, .kernel = k_##NAME##_grad, \
    .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, .flags = OP_INTERNAL}
 #define GRAD_X {"X", 0, "the forward input"}
+/* X giving the shape alone (or the pick): it has no gradient through the
+ * grad op, so a second backward leaves it alone */
+#define GRAD_X_SHAPE {"X", SLOT_NO_GRAD, "the forward input (its shape)"}
+#define GRAD_X_PICK {"X", SLOT_NO_GRAD, "the forward input (where the pick is)"}
 #define GRAD_OUT {"Out", 0, "the forward result"}
 #define GRAD_DOUT {"Out@GRAD", 0, "the result's gradient"}
 
 OpProto op_table_reduce[] = {
     REDUCE(sum, "Out = the sum of X over axis (bool counts as i64)", infer_sum),
-    REDUCE_GRAD(sum, "X@GRAD = Out@GRAD broadcast back over axis", GRAD_X, GRAD_DOUT),
+    REDUCE_GRAD(sum, "X@GRAD = Out@GRAD broadcast back over axis", GRAD_X_SHAPE, GRAD_DOUT),
     REDUCE(mean, "Out = the f32 mean of X over axis", infer_mean),
-    REDUCE_GRAD(mean, "X@GRAD = Out@GRAD / count broadcast back over axis", GRAD_X, GRAD_DOUT),
+    REDUCE_GRAD(mean, "X@GRAD = Out@GRAD / count broadcast back over axis", GRAD_X_SHAPE, GRAD_DOUT),
     REDUCE(max, "Out = the largest element of X over axis", infer_keep),
     REDUCE_GRAD(max, "X@GRAD = Out@GRAD at the first largest element over axis, 0 elsewhere",
-                GRAD_X, GRAD_OUT, GRAD_DOUT),
+                GRAD_X_PICK, GRAD_OUT, GRAD_DOUT),
     REDUCE(min, "Out = the smallest element of X over axis", infer_keep),
     REDUCE_GRAD(min, "X@GRAD = Out@GRAD at the first smallest element over axis, 0 elsewhere",
-                GRAD_X, GRAD_OUT, GRAD_DOUT),
+                GRAD_X_PICK, GRAD_OUT, GRAD_DOUT),
     REDUCE(logsumexp, "Out = log(sum(exp(X))) over axis, computed stably", infer_logsumexp),
     REDUCE_GRAD(logsumexp, "X@GRAD = Out@GRAD * exp(X - Out), broadcast back over axis", GRAD_X,
                 GRAD_OUT, GRAD_DOUT),
