@@ -6,7 +6,8 @@
  * backward turns the ops the run recorded into one flat block and appends
  * the same way, then runs only the grad ops over the recorded values.
  * gradcheck judges each gradient against a central difference and that
- * difference's own noise (f32 rounding, truncation, kinks): see netrun(1). */
+ * difference's own noise (f32 rounding, truncation, kinks): see netrun(1).
+ * --order 2 (3) differentiates the program's backward again (below). */
 #include "backward.h"
 #include "cli.h"
 #include "cmd.h"
