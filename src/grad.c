@@ -379,7 +379,7 @@ static void print_grads(Built *b, const Args *a) {
     for (int i = 0; i < b->bw.npairs; i++) {
       const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param);
       if (!b->bw.pairs[i].grad) {
-        printf("%s" NAME_GRAD ": none (the loss does not depend on %s)\n", name, name);
+        printf("%s" NAME_GRAD ": none (%s does not depend on %s)\n", name, a->order > 1 ? "f" : "the loss", name);
         continue;
       }
       Tensor *g = value(b, b->bw.pairs[i].grad);
