@@ -87,12 +87,15 @@ struct GradCtx {
  * Marks live in a side array indexed by each variable's position among all
  * variables, found by its VarDesc's address (a PtrMap, mem.h), built once. */
 
+/* A name that is no variable (@EMPTY@ in a grad op's slots) has a mark
+ * that stays 0. */
+static unsigned char mark_none;
+
 static unsigned char *mark_of(Backward *bw, const char *name) {
-  static unsigned char none;
   const VarDesc *v = prog_var(bw->p, name);
   int i = v ? ptrmap_get(bw->idx, v) : -1;
-  none = 0;
-  return i >= 0 ? &bw->marks[i] : &none;
+  mark_none = 0;
+  return i >= 0 ? &bw->marks[i] : &mark_none;
 }
 
 static bool has_mark(Backward *bw, const char *name, unsigned m) { return (*mark_of(bw, name) & m) != 0; }
@@ -100,7 +103,7 @@ static bool has_mark(Backward *bw, const char *name, unsigned m) { return (*mark
 static bool set_mark(Backward *bw, const char *name, unsigned m) {
   if (name_is_empty(name)) return false;   /* a control grad op's empty slot entry */
   unsigned char *k = mark_of(bw, name);
-  if (*k & m) return false;
+  if ((*k & m) || k == &mark_none) return false;
   *k |= (unsigned char)m;
   return true;
 }
@@ -319,6 +322,14 @@ void bwd_emit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var) {
 
 void bwd_emit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v) { op_set_attr(g->bw->p, op, name, v); }
 
+void bwd_emit_attrs(GradCtx *g, OpDesc *op) {
+  const OpProto *p = reg_find_op(g->bw->p, op->type);
+  for (int a = 0; p && a < p->nattrs; a++) {
+    const AttrValue *v = bwd_op_attr(g, p->attrs[a].name);
+    if (v) bwd_emit_attr(g, op, p->attrs[a].name, *v);
+  }
+}
+
 const char *bwd_temp(GradCtx *g) { return prog_temp(g->bw->p); }
 
 const char *bwd_fresh(GradCtx *g, const char *base) {
@@ -533,12 +544,23 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     const OpDesc *op = fwd->ops[i];
     const OpProto *proto = reg_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
+    if (proto && (proto->flags & OP_CONTROL) && op->fwd_op >= 0) {
+      /* a loop or branch of an earlier backward (a user op's grad body) */
+      fail_at(bw, op->span,
+              "%s: the backward of a loop or a branch cannot be differentiated again yet "
+              "(a second-order gradient through while or if)", op->type);
+      return false;
+    }
     GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
     GradMakerFn maker = !proto ? NULL : proto->grad ? proto->grad : proto->grad_kind == GRAD_DEDICATED ? bwd_default_grad : NULL;
     if (!proto || proto->grad_kind == GRAD_NONE || !maker) {
       if (proto && (proto->flags & OP_ZERO_GRAD)) continue;
       const OpDesc *of = grad_op_source(bw, op);
-      if (of)
+      if (proto && (proto->flags & OP_KEPT_TURNS))
+        fail_at(bw, op->span,
+                "%s: the backward of a loop or a branch cannot be differentiated again yet "
+                "(a second-order gradient through while or if)", op->type);
+      else if (of)
         fail_at(bw, op->span, "%s, in the gradient of this %s made by grad(...), has no gradient: the gradient "
                 "cannot be differentiated again", op->type, of->type);
       else if (!proto || proto->grad_kind == GRAD_NONE)

@@ -109,6 +109,10 @@ OpDesc *bwd_emit(GradCtx *g, const char *type);
 void bwd_emit_in(GradCtx *g, OpDesc *op, const char *slot, const char *var);
 void bwd_emit_out(GradCtx *g, OpDesc *op, const char *slot, const char *var);
 void bwd_emit_attr(GradCtx *g, OpDesc *op, const char *name, AttrValue v);
+/* Gives emitted op `op` every attribute its type declares that the forward
+ * op has (or has a default for), with the forward op's value: a grad op's
+ * maker re-emitting a forward or grad op of the same attributes. */
+void bwd_emit_attrs(GradCtx *g, OpDesc *op);
 /* A fresh name for an intermediate value of the grad computation. */
 const char *bwd_temp(GradCtx *g);
 /* A fresh stem for names of the grad computation: `base` or "base.K",

@@ -23,7 +23,7 @@
 enum {
   O_FORMAT = 1, O_STARTUP, O_LINES, O_AST, O_BACKWARD, O_TAPE, O_TAPE_PROGRAM, O_TRAIN, O_FUSED, O_OUT,
   O_SET, O_FEED, O_SEED, O_MAX_STEPS, O_MAX_MEMORY, O_PRECISION, O_CHECK_NAN, O_NO_FUSE, O_DUMP_TAPE,
-  O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS,
+  O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS, O_ORDER,
 };
 
 /* The options of each group a verb may take (cli.h's OPT_*), in the
@@ -80,8 +80,12 @@ static const Option grad_format_options[] = {
     {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT},
     {NULL, 0, NULL, NULL, 0},
 };
-static const Option *const groups[] = {dump_options, run_options,  tape_dump_options, time_options,
-                                       grad_options, check_options, grad_format_options};
+static const Option order_options[] = {
+    {"--order", OPTION_VALUE, "N", "1, 2 or 3 (derivatives up to the third are checked)", O_ORDER},
+    {NULL, 0, NULL, NULL, 0},
+};
+static const Option *const groups[] = {dump_options, run_options,   tape_dump_options,   time_options,
+                                       grad_options, check_options, grad_format_options, order_options};
 
 /* NAMES: comma-separated, appended to list. */
 static bool parse_names(const OptionParser *p, const char **list, int *n, int cap) {
@@ -154,6 +158,11 @@ static int apply(const OptionParser *p, int id, Args *a, unsigned accepts) {
   case O_ATOL: return option_real(p, true, &a->atol) ? 0 : EXIT_USAGE;
   case O_SAMPLES: return option_int(p, 1, &a->samples) ? 0 : EXIT_USAGE;
   case O_RANKS: return option_int(p, 1, &a->ranks) ? 0 : EXIT_USAGE;
+  case O_ORDER:
+    if (!option_int(p, 1, &n)) return EXIT_USAGE;
+    if (n > 3) return diag_usage("--order %lld: derivatives up to the third (3) are checked", (long long)n);
+    a->order = (int)n;
+    break;
   }
   return 0;
 }
@@ -169,6 +178,7 @@ int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn
   a->eps = 1e-2;
   a->rtol = 5e-3;
   a->atol = CLI_ATOL;
+  a->order = 1;
   const Option *tables[sizeof groups / sizeof *groups + 2];
   int nt = 0;
   if (own) tables[nt++] = own->options;
@@ -186,6 +196,10 @@ int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn
     else rc = apply(&p, id, a, accepts);
   }
   if (!rc && !a->file && !(accepts & OPT_MAYBE_FILE)) rc = diag_usage("%s needs a FILE", a->verb);
+  if (!rc && a->order > 1 && a->tape)
+    rc = diag_usage("--order %d differentiates the program's backward: not with --tape", a->order);
+  if (!rc && a->order > 1 && (accepts & OPT_DUMP) && (!a->backward || a->train))
+    rc = diag_usage("--order %d prints a backward of a backward: it needs --backward (and not --train)", a->order);
   return rc;
 }
 

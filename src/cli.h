@@ -23,7 +23,8 @@ enum {
   OPT_GRAD = 1 << 4,      /* --loss --wrt --no-grad --tape --tape-program */
   OPT_CHECK = 1 << 5,     /* --eps --rtol --atol --samples */
   OPT_GRAD_FORMAT = 1 << 6, /* --format text|json (grad's output) */
-  OPT_MAYBE_FILE = 1 << 7, /* FILE may be left out (repl) */
+  OPT_ORDER = 1 << 7,     /* --order (dump --backward, grad, gradcheck) */
+  OPT_MAYBE_FILE = 1 << 8, /* FILE may be left out (repl) */
 };
 
 typedef struct Args {
@@ -42,6 +43,7 @@ typedef struct Args {
   double eps, rtol, atol;
   int64_t samples;
   int64_t ranks;          /* dump --train --ranks N: the program of N mpirun ranks */
+  int order;              /* --order: 1, 2 (second derivatives) or 3 */
 } Args;
 
 /* gradcheck's default --atol. */

@@ -6,7 +6,8 @@
  * backward turns the ops the run recorded into one flat block and appends
  * the same way, then runs only the grad ops over the recorded values.
  * gradcheck judges each gradient against a central difference and that
- * difference's own noise (f32 rounding, truncation, kinks): see netrun(1). */
+ * difference's own noise (f32 rounding, truncation, kinks): see netrun(1).
+ * --order 2 (3) differentiates the program's backward again (below). */
 #include "backward.h"
 #include "cli.h"
 #include "cmd.h"
@@ -52,6 +53,102 @@ static void built_free(Built *b) {
 static bool build_tape(Built *b, const Args *a, bool run);
 static bool tape_grads(Built *b, const Args *a);
 
+/* ---- second derivatives (--order 2, and 3) ----------------------------------------------
+ * The program's backward is built as for --order 1; then
+ *
+ *   f = sum(g1 * v1) + sum(g2 * v2) + ...
+ *
+ * is appended, gk the gradient of the k-th parameter and vk a fixed draw
+ * from [-1, 1) (uniform_random with a seed of its own, so every copy of
+ * the program holds the same vk), and the whole program so far, backward
+ * included, counts as the forward of a second backward of f.  f's
+ * gradient is the Hessian-vector product H v; gradcheck compares it with
+ * central differences of f, which the first backward computes.  --order 3
+ * takes one more step: f' = sum((H v) * v') differentiated again. */
+
+/* Declares the output of op as a fresh variable of block 0 named after
+ * base, appends op and infers its shape; the variable's name. */
+static const char *order2_op(Program *p, OpDesc *op, const char *base) {
+  Block *b0 = p->blocks[0];
+  VarDesc *v = prog_add_var(p, b0, prog_fresh(p, base));
+  v->span = op->span;
+  slot_push(p, op_add_output(p, op, "Out"), v->name);
+  op_append(b0, p, op);
+  return reg_infer(p, b0, op) ? v->name : NULL;
+}
+
+/* Appends the backward of loss and f = sum(g1 * v1) + ... to p, the vk
+ * drawn with seeds base + k, or (ones) ones; *f gets f's variable.  False
+ * on error (reported). */
+static bool order2_step(Program *p, const Args *a, const char *loss, int base, bool ones, const char **f) {
+  BackwardResult bw;
+  if (!bwd_append(p, loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &bw)) return false;
+  const char *sum = NULL;
+  for (int i = 0; i < bw.npairs; i++) {
+    const VarDesc *g = bw.pairs[i].grad ? prog_var(p, bw.pairs[i].grad) : NULL;
+    if (!g) continue;
+    int64_t dims[SHAPE_MAX_RANK];
+    for (int d = 0; d < g->shape.rank; d++) dims[d] = g->shape.d[d].n;
+    if (g->shape.rank < 0 || shape_numel(&g->shape) < 0) {
+      char buf[128];
+      diag_error(p->diag, SPAN_NONE, "--order %d: the gradient of '%s' has shape %s, which is not known before the run",
+                 a->order, prog_user_name(p, bw.pairs[i].param), shape_str(&g->shape, buf, sizeof buf));
+      return false;
+    }
+    OpDesc *r = op_new(p, ones ? "ones_like" : "uniform_random", SPAN_NONE);
+    if (ones) {
+      slot_push(p, op_add_input(p, r, "X"), g->name);
+    } else {
+      op_set_attr(p, r, "shape", attr_ints(p, dims, g->shape.rank));
+      op_set_attr(p, r, "seed", attr_int(base + i));
+      reg_fill_defaults(p, r, reg_find_op(p, "uniform_random"));
+    }
+    const char *v = order2_op(p, r, "v");
+    OpDesc *m = op_new(p, "mul", SPAN_NONE);
+    slot_push(p, op_add_input(p, m, "X"), g->name);
+    slot_push(p, op_add_input(p, m, "Y"), v);
+    const char *gv = v ? order2_op(p, m, "gv") : NULL;
+    OpDesc *s = op_new(p, "sum", SPAN_NONE);
+    slot_push(p, op_add_input(p, s, "X"), gv);
+    reg_fill_defaults(p, s, reg_find_op(p, "sum"));
+    const char *t = gv ? order2_op(p, s, "f") : NULL;
+    if (t && sum) {
+      OpDesc *add = op_new(p, "add", SPAN_NONE);
+      slot_push(p, op_add_input(p, add, "X"), sum);
+      slot_push(p, op_add_input(p, add, "Y"), t);
+      t = order2_op(p, add, "f");
+    }
+    if (!t) return false;
+    sum = t;
+  }
+  if (!sum) {
+    diag_error(p->diag, SPAN_NONE, "--order %d: no gradient reaches %s, so there is none to differentiate again",
+               a->order, a->nwrt ? "the --wrt values" : "a parameter");
+    return false;
+  }
+  /* The second backward differentiates every op so far. */
+  p->nforward = 0;
+  *f = sum;
+  return true;
+}
+
+/* --order N: N - 1 steps, each differentiating the f of the one before
+ * (a's loss first); *f gets the last f.  `netrun grad` takes v = ones. */
+static bool order2_prepare(Program *p, const Args *a, const char **f) {
+  const char *loss = a->loss;
+  for (int k = 1; k < a->order; k++) {
+    if (!order2_step(p, a, loss, 1000 * k, strcmp(a->verb, "grad") == 0, f)) return false;
+    loss = *f;
+  }
+  return true;
+}
+
+/* The N-th backward of a's loss (loaded in p): the last f's gradient, in
+ * out. */
+static bool order2_append(Program *p, const Args *a, const char **f, BackwardResult *out) {
+  return order2_prepare(p, a, f) && bwd_append(p, *f, a->wrt, a->nwrt, a->no_grad, a->nno_grad, out);
+}
+
 /* Loads the script and appends the backward; with run, also executes the
  * forward and backward.  False on error (reported). */
 static bool build(Built *b, const Args *a, bool run) {
@@ -66,7 +163,8 @@ static bool build(Built *b, const Args *a, bool run) {
   if (!a->tape) {
     const char *lv = prog_export(p, a->loss);
     b->loss = lv ? lv : a->loss;
-    ok = bwd_append(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
+    if (a->order > 1) ok = order2_append(p, a, &b->loss, &b->bw);
+    else ok = bwd_append(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
     diag_finish(d);
     if (!ok || !run) return ok;
     Args ra = *a;
@@ -275,13 +373,13 @@ static void print_grads(Built *b, const Args *a) {
     }
     printf("}}\n");
   } else {
-    printf("loss = ");
+    printf("%s = ", a->order > 1 ? "f" : "loss");
     if (loss) print_write(stdout, loss, a->opt.precision);
     putchar('\n');
     for (int i = 0; i < b->bw.npairs; i++) {
       const char *name = a->nwrt ? a->wrt[i] : prog_user_name(p, b->bw.pairs[i].param);
       if (!b->bw.pairs[i].grad) {
-        printf("%s" NAME_GRAD ": none (the loss does not depend on %s)\n", name, name);
+        printf("%s" NAME_GRAD ": none (%s does not depend on %s)\n", name, a->order > 1 ? "f" : "the loss", name);
         continue;
       }
       Tensor *g = value(b, b->bw.pairs[i].grad);
@@ -592,9 +690,15 @@ int cmd_gradcheck(const Args *a) {
   Args fa = *a;
   fa.opt.tape = false;
   fa.opt.out = fopen("/dev/null", "w");
-  Executor *ex = session_load(&fwd, a->file) ? cli_start(&fwd, &fa) : NULL;
+  const char *f2 = NULL;
+  bool loaded = session_load(&fwd, a->file);
+  if (loaded && a->order > 1) {
+    loaded = order2_prepare(fwd.prog, a, &f2);
+    diag_finish(&fwd.diag);
+  }
+  Executor *ex = loaded ? cli_start(&fwd, &fa) : NULL;
   if (ex) {
-    const char *lv = prog_export(fwd.prog, a->loss);
+    const char *lv = f2 ? f2 : prog_export(fwd.prog, a->loss);
     Forward f = {script_param, script_loss, ex, fwd.prog, lv ? lv : a->loss, &b, 0, {{0}}};
     double base;   /* a first run makes the parameters' tensors */
     if (exec_startup(ex) == 0) {

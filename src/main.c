@@ -67,6 +67,8 @@ static const Verb verbs[] = {
      "  --lines            annotate every op with the source position it came from\n"
      "  --ast              print the syntax tree instead of the program\n"
      "  --backward         append the backward program (append_backward)\n"
+     "  --order N          with --backward: the program gradcheck --order N checks (2: a\n"
+     "                     second backward of f = sum(grad * v), v fixed; 3: one more)\n"
      "  --train            print the training program: backward, clipping, optimizer ops\n"
      "  --ranks N          with --train: the program of N ranks of mpirun, its gradients\n"
      "                     averaged over them (allreduce ops)\n"
@@ -92,7 +94,9 @@ static const Verb verbs[] = {
      "  --iterations N     forward passes to time (default 10)"},
     {"grad", cmd_grad_verb, "netrun grad [OPTIONS] FILE",
      "Run FILE forward and backward and print the loss and the gradients.\n" GRAD_OPTIONS RUN_OPTIONS
-     "  --format FMT       text (default) or json: {\"loss\": L, \"grads\": {NAME: {\"shape\", \"data\"}}}"},
+     "  --format FMT       text (default) or json: {\"loss\": L, \"grads\": {NAME: {\"shape\", \"data\"}}}\n"
+     "  --order 2          second derivatives: the gradient of f = sum(grad(loss)), the\n"
+     "                     Hessian times ones (each element's own for an elementwise loss)"},
     {"gradcheck", cmd_gradcheck_verb, "netrun gradcheck [OPTIONS] FILE",
      "Compare every gradient with central finite differences, element by element,\n"
      "and report the largest errors; exit 1 if one exceeds the tolerance plus the\n"
@@ -102,7 +106,10 @@ static const Verb verbs[] = {
      "  --rtol R           the relative tolerance: |analytic - numeric| <= atol + rtol |numeric| + noise\n"
      "                     (default 5e-3)\n"
      "  --atol A           the absolute tolerance (default 1e-5)\n"
-     "  --samples N        check N random elements of each variable instead of all"},
+     "  --samples N        check N random elements of each variable instead of all\n"
+     "  --order N          2: check second derivatives: the gradient of f = sum(grad * v),\n"
+     "                     v fixed and random, the Hessian times v, against central\n"
+     "                     differences of f; 3: third derivatives likewise"},
     {"train", cmd_train, "netrun train [OPTIONS] FILE",
      "Train the model FILE describes on the data its train block names\n"
      "(see netrun-lang(5), \"TRAINING\"); netrun(1) describes the output.\n"
@@ -213,7 +220,7 @@ static void usage(FILE *f) {
 
 static int cmd_dump(int argc, char **argv) {
   Args a;
-  int rc = cli_parse(argc, argv, &a, OPT_DUMP | OPT_GRAD | OPT_RUN);
+  int rc = cli_parse(argc, argv, &a, OPT_DUMP | OPT_GRAD | OPT_RUN | OPT_ORDER);
   if (rc) return rc;
   if (a.fused && a.ast) return diag_usage("%s", "--fused prints the rewritten program: not with --ast");
   if (a.ranks && !a.train) return diag_usage("%s", "--ranks N needs --train (the training program of N ranks)");
@@ -398,13 +405,13 @@ static int cmd_time(int argc, char **argv) {
 
 static int cmd_grad_verb(int argc, char **argv) {
   Args a;
-  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_GRAD | OPT_GRAD_FORMAT);
+  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_GRAD | OPT_GRAD_FORMAT | OPT_ORDER);
   return rc ? rc : cmd_grad(&a);
 }
 
 static int cmd_gradcheck_verb(int argc, char **argv) {
   Args a;
-  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_GRAD | OPT_CHECK);
+  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_GRAD | OPT_CHECK | OPT_ORDER);
   return rc ? rc : cmd_gradcheck(&a);
 }
 

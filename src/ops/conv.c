@@ -867,12 +867,13 @@ static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv,
 }
 
 /* What pool_walk does at each window. */
-typedef enum PoolVisit { POOL_MAX, POOL_AVG, POOL_MAX_GRAD, POOL_AVG_GRAD } PoolVisit;
+typedef enum PoolVisit { POOL_MAX, POOL_AVG, POOL_MAX_GRAD, POOL_AVG_GRAD, POOL_MAX_PICK } PoolVisit;
 
 /* Every window of g, plane by plane, each clipped to the input: the
  * forward pools write out[o] for window o from x; the grads add dout[o]
  * into out (X@GRAD, zeroed) at the pick (max) or over the window (avg,
- * each element dout[o] / (KH*KW)).  Each caller names one visit, so the
+ * each element dout[o] / (KH*KW)); the pick (max_pool2d_pick) writes
+ * out[o] from dout, of x's shape, at the pick.  Each caller names one visit, so the
  * switch folds away where this is inlined. */
 static inline __attribute__((always_inline)) void pool_walk(const Window *g, PoolVisit visit, const float *x,
                                                             const float *dout, float *out) {
@@ -881,7 +882,7 @@ static inline __attribute__((always_inline)) void pool_walk(const Window *g, Poo
   int64_t o = 0;
   for (int64_t pl = 0; pl < g->n * g->c; pl++) {
     const float *img = x ? x + pl * g->h * g->w : NULL;
-    float *dimg = out + pl * g->h * g->w;
+    float *dimg = visit == POOL_MAX_PICK ? NULL : out + pl * g->h * g->w;
     for (int64_t oy = 0; oy < g->oh; oy++) {
       int64_t y0, y1;
       window_span(oy, g->sh, g->ph, g->kh, g->h, &y0, &y1);
@@ -898,6 +899,7 @@ static inline __attribute__((always_inline)) void pool_walk(const Window *g, Poo
           break;
         }
         case POOL_MAX_GRAD: dimg[window_argmax(img, g->w, y0, y1, x0, x1)] += dout[o]; break;
+        case POOL_MAX_PICK: out[o] = dout[pl * g->h * g->w + window_argmax(img, g->w, y0, y1, x0, x1)]; break;
         case POOL_AVG_GRAD: {
           float v = dout[o] * inv;
           for (int64_t iy = y0; iy < y1; iy++)
@@ -1338,6 +1340,105 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
   return 0;
 }
 
+/* max_pool2d_pick: Out[o] = G at the element window o of X picks — what
+ * max_pool2d_grad's gradient needs (it is that op's adjoint). */
+static int k_max_pool2d_pick(ExecCtx *c) {
+  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *gx = ctx_in(c, 1), *out = ctx_out(c, 0);
+  if (gx->dtype != DT_F32 || gx->numel != x->numel) {
+    tensor_unref(x);
+    return ctx_fail(c, "internal error: G must be f32 of X's shape");
+  }
+  Window g;
+  pool_window(c, x, out, &g);
+  pool_walk(&g, POOL_MAX_PICK, tensor_f32(x), tensor_f32(gx), tensor_f32(out));
+  tensor_unref(x);
+  return 0;
+}
+
+/* ---- gradients of the grad ops ----
+ * Composite, so that a backward can be differentiated again.  conv2d and
+ * conv2d_transpose are bilinear, Output = T(Input, Filter), so their grad
+ * op's outputs GI(D, Filter) and GF(Input, D) are linear in each argument;
+ * with A and B the gradients of GI and GF:
+ *   D gets T(A, Filter) + T(Input, B),
+ *   Filter gets GF(A, D), Input gets GI(D, B) (the grad op again).
+ * The pools' and upsample's grad ops are linear in D = Out@GRAD: D gets
+ * the forward op on G (avg_pool2d, upsample_nearest2d: each is the other's
+ * adjoint) or the pick at each window's maximum (max_pool2d_pick), whose
+ * own gradient is max_pool2d_grad; X only picks or gives a shape. */
+
+/* T(in, filter) -> out, of type fwd, with the grad op's attributes. */
+static void emit_bilinear(GradCtx *g, const char *fwd, const char *in, const char *filter, const char *out) {
+  OpDesc *op = bwd_emit(g, fwd);
+  bwd_emit_in(g, op, "Input", in);
+  bwd_emit_in(g, op, "Filter", filter);
+  bwd_emit_out(g, op, "Output", out);
+  bwd_emit_attrs(g, op);
+}
+
+/* The grad op of type gtype on (in, filter, d), one output. */
+static void emit_bilinear_grad(GradCtx *g, const char *gtype, const char *in, const char *filter, const char *d,
+                               const char *slot, const char *out) {
+  OpDesc *op = bwd_emit(g, gtype);
+  bwd_emit_in(g, op, "Input", in);
+  bwd_emit_in(g, op, "Filter", filter);
+  bwd_emit_in(g, op, "Output@GRAD", d);
+  bwd_emit_out(g, op, slot, out);
+  bwd_emit_attrs(g, op);
+}
+
+static int bilinear_grad2(GradCtx *g, const char *fwd) {
+  const char *gtype = bwd_op_fwd(g)->type;
+  const char *in = bwd_op_in(g, "Input", 0), *f = bwd_op_in(g, "Filter", 0), *d = bwd_op_in(g, "Output@GRAD", 0);
+  const char *a = bwd_op_out(g, "Input@GRAD", 0) ? bwd_op_out_grad(g, "Input@GRAD", 0) : NULL;
+  const char *b = bwd_op_out(g, "Filter@GRAD", 0) ? bwd_op_out_grad(g, "Filter@GRAD", 0) : NULL;
+  const char *dd = bwd_op_in_grad(g, "Output@GRAD", 0), *di = bwd_op_in_grad(g, "Input", 0);
+  const char *df = bwd_op_in_grad(g, "Filter", 0);
+  if (dd && a && b) {
+    const char *t = bwd_temp(g), *u = bwd_temp(g);
+    emit_bilinear(g, fwd, a, f, t);
+    emit_bilinear(g, fwd, in, b, u);
+    bwd_emit2(g, "add", t, u, dd);
+  } else if (dd && (a || b)) {
+    emit_bilinear(g, fwd, a ? a : in, a ? f : b, dd);
+  }
+  if (df && a) emit_bilinear_grad(g, gtype, a, f, d, "Filter@GRAD", df);
+  if (di && b) emit_bilinear_grad(g, gtype, in, b, d, "Input@GRAD", di);
+  return 0;
+}
+
+static int g_conv2d_grad(GradCtx *g) { return bilinear_grad2(g, "conv2d"); }
+static int g_conv2d_transpose_grad(GradCtx *g) { return bilinear_grad2(g, "conv2d_transpose"); }
+
+/* D's gradient from G = X@GRAD's: the op `type` on G, with the grad op's
+ * attributes (and X, for max_pool2d_pick). */
+static int linear_grad2(GradCtx *g, const char *type, bool with_x) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (!dd) return 0;
+  OpDesc *op = bwd_emit(g, type);
+  if (with_x) bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
+  bwd_emit_in(g, op, with_x ? "G" : "X", bwd_op_out_grad(g, "X@GRAD", 0));
+  bwd_emit_out(g, op, "Out", dd);
+  bwd_emit_attrs(g, op);
+  return 0;
+}
+
+static int g_max_pool2d_grad(GradCtx *g) { return linear_grad2(g, "max_pool2d_pick", true); }
+static int g_avg_pool2d_grad(GradCtx *g) { return linear_grad2(g, "avg_pool2d", false); }
+static int g_upsample_nearest2d_grad(GradCtx *g) { return linear_grad2(g, "upsample_nearest2d", false); }
+
+/* max_pool2d_pick is linear in G: G gets max_pool2d_grad(X, Out@GRAD). */
+static int g_max_pool2d_pick(GradCtx *g) {
+  const char *dg = bwd_op_in_grad(g, "G", 0);
+  if (!dg) return 0;
+  OpDesc *op = bwd_emit(g, "max_pool2d_grad");
+  bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
+  bwd_emit_in(g, op, "Out@GRAD", bwd_op_out_grad(g, "Out", 0));
+  bwd_emit_out(g, op, "X@GRAD", dg);
+  bwd_emit_attrs(g, op);
+  return 0;
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
 #define POOL_ATTRS                                                              \
@@ -1350,11 +1451,13 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input [N, C, H, W]"}},            \
    .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,              \
    .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
-#define POOL_GRAD(NAME, KERNEL, DOC)                                            \
+#define POOL_GRAD(NAME, KERNEL, MAKER, DOC)                                     \
   {.type = NAME, .doc = DOC,                                                    \
-   .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}}, \
+   .in = {{"X", SLOT_NO_GRAD, "the forward's input (its shape, the picks)"},  \
+          {"Out@GRAD", 0, "the gradient of Out"}},                            \
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = POOL_ATTRS,            \
-   .infer = infer_pool_grad, .kernel = KERNEL, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
+   .infer = infer_pool_grad, .kernel = KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = MAKER,   \
+   .flags = OP_INTERNAL}
 
 #define CONV_ATTR_LIST                                                          \
   {"strides", ATTR_INTS, "[1, 1]", check_pair_positive, "step [height, width]"},   \
@@ -1382,7 +1485,7 @@ OpProto op_table_conv[] = {
      .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
              {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"}},
      .attrs = CONV_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_grad,
-     .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_grad, .flags = OP_INTERNAL},
     {.type = "fused_conv2d",
      .doc = "Output = conv2d(Input, Filter) + Bias, then relu if asked, and Pooled its 2x2 max pool: "
             "made by the executor, not by scripts",
@@ -1417,23 +1520,29 @@ OpProto op_table_conv[] = {
      .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
              {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"}},
      .attrs = CONV_TRANSPOSE_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_transpose_grad,
-     .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_transpose_grad, .flags = OP_INTERNAL},
     POOL("max_pool2d", k_max_pool2d,
          "Out = the maximum of each window of X (padding never wins)"),
-    POOL_GRAD("max_pool2d_grad", k_max_pool2d_grad,
+    POOL_GRAD("max_pool2d_grad", k_max_pool2d_grad, g_max_pool2d_grad,
               "X@GRAD = Out@GRAD routed to the maximum of each window"),
     POOL("avg_pool2d", k_avg_pool2d,
          "Out = the mean of each window of X (padding counts as 0 in the mean)"),
-    POOL_GRAD("avg_pool2d_grad", k_avg_pool2d_grad,
+    POOL_GRAD("avg_pool2d_grad", k_avg_pool2d_grad, g_avg_pool2d_grad,
               "X@GRAD = Out@GRAD / (KH*KW) spread over each window"),
+    {.type = "max_pool2d_pick", .doc = "Out = G at the element of X each window's maximum picks",
+     .in = {{"X", SLOT_NO_GRAD, "the forward's input (the picks)"}, {"G", 0, "a value of X's shape"}},
+     .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,
+     .infer = infer_pool, .kernel = k_max_pool2d_pick, .grad_kind = GRAD_COMPOSITE, .grad = g_max_pool2d_pick,
+     .flags = OP_INTERNAL},
     {.type = "upsample_nearest2d", .doc = "Out = X with each pixel repeated scale[0] times down and scale[1] across",
      .in = {{"X", 0, "images [N, C, H, W]"}}, .out = {{"Out", 0, "f32 [N, C, H * scale[0], W * scale[1]]"}},
      .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
      .infer = infer_upsample, .kernel = k_upsample, .grad_kind = GRAD_DEDICATED},
     {.type = "upsample_nearest2d_grad", .doc = "X@GRAD = Out@GRAD summed over each pixel's block",
-     .in = {{"X", 0, "the forward's input"}, {"Out@GRAD", 0, "the gradient of Out"}},
+     .in = {{"X", SLOT_NO_GRAD, "the forward's input (its shape)"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
      .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
-     .infer = infer_pool_grad, .kernel = k_upsample_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .infer = infer_pool_grad, .kernel = k_upsample_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_upsample_nearest2d_grad, .flags = OP_INTERNAL},
     {0},
 };

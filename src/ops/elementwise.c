@@ -622,6 +622,236 @@ static int k_pow_grad(ExecCtx *c) { return binary_grad_run(c, pow_grad_loop); }
 static int k_maximum_grad(ExecCtx *c) { return binary_grad_run(c, maximum_grad_loop); }
 static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_loop); }
 
+/* ---- gradients of the grad ops ---------------------------------------------------
+ * Composite, so that a backward can be differentiated again.  A unary grad
+ * op computes dX = d * f'(v) from the forward value v (X or Out) and
+ * d = Out@GRAD; with G the gradient of dX, d's gradient is G * f'(v) — the
+ * grad op itself, run on G — and v's is G * d * f''(v), built from forward
+ * ops (zero for the piecewise linear ones: abs, relu, leaky_relu, clip). */
+
+#define GG bwd_op_out_grad(g, "X@GRAD", 0)
+#define GD bwd_op_in(g, "Out@GRAD", 0)
+
+/* out = scale(x, k) + b */
+static void emit_affine(GradCtx *g, const char *x, const char *out, double k, double b) {
+  OpDesc *op = bwd_emit(g, "scale");
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "scale", attr_float(k));
+  bwd_emit_attr(g, op, "bias", attr_float(b));
+}
+
+/* out = TYPE_grad(v, d), TYPE and the attributes being the grad op's own:
+ * d's part of the gradient (the grad op is linear in d). */
+static void emit_unary_grad(GradCtx *g, const char *type, const char *v, const char *d, const char *out) {
+  const OpProto *p = reg_find_op(bwd_prog(g), type);
+  OpDesc *op = bwd_emit(g, type);
+  bwd_emit_in(g, op, p->in[0].name, v);
+  bwd_emit_in(g, op, "Out@GRAD", d);
+  bwd_emit_out(g, op, "X@GRAD", out);
+  for (int a = 0; a < p->nattrs; a++) {
+    const AttrValue *av = bwd_op_attr(g, p->attrs[a].name);
+    if (av) bwd_emit_attr(g, op, p->attrs[a].name, *av);
+  }
+}
+
+/* The maker of unary grad op NAME_grad: d's gradient as the op itself;
+ * then, with t = G * d and dv the gradient of its forward value v (NULL
+ * when not needed), the statements that follow. */
+#define UNARY_GRAD2(NAME, IN, ...)                                              \
+  static int g_##NAME##_grad(GradCtx *g) {                                      \
+    const char *v = bwd_op_in(g, IN, 0), *dd = bwd_op_in_grad(g, "Out@GRAD", 0); \
+    const char *dv = bwd_op_in_grad(g, IN, 0);                                  \
+    (void)v;                                                                    \
+    if (dd) emit_unary_grad(g, #NAME "_grad", v, GG, dd);                       \
+    if (dv) {                                                                   \
+      const char *t = bwd_temp(g);                                              \
+      bwd_emit2(g, "mul", GG, GD, t);                                           \
+      __VA_ARGS__;                                                              \
+    }                                                                           \
+    return 0;                                                                   \
+  }
+
+UNARY_GRAD2(abs, "X", (void)t)
+UNARY_GRAD2(relu, "Out", (void)t)
+UNARY_GRAD2(leaky_relu, "X", (void)t)
+UNARY_GRAD2(clip, "X", (void)t)
+/* tanh, from Out: d (1 - Out^2) gives Out -2 G d Out. */
+UNARY_GRAD2(tanh, "Out", {
+  const char *u = bwd_temp(g);
+  bwd_emit2(g, "mul", t, v, u);
+  emit_scale(g, u, dv, attr_float(-2));
+})
+/* sigmoid, from Out: d Out (1 - Out) gives Out G d (1 - 2 Out). */
+UNARY_GRAD2(sigmoid, "Out", {
+  const char *u = bwd_temp(g);
+  emit_affine(g, v, u, -2, 1);
+  bwd_emit2(g, "mul", t, u, dv);
+})
+/* softplus: d sigmoid(X) gives X G d sigmoid'(X), a sigmoid_grad. */
+UNARY_GRAD2(softplus, "X", {
+  const char *s = bwd_temp(g);
+  bwd_emit1(g, "sigmoid", v, s);
+  emit_unary_grad(g, "sigmoid_grad", s, t, dv);
+})
+/* gelu: d (Phi + X phi) gives X G d phi(X) (2 - X^2). */
+UNARY_GRAD2(gelu, "X", {
+  const char *x2 = bwd_temp(g), *h = bwd_temp(g), *e = bwd_temp(g), *f = bwd_temp(g), *q = bwd_temp(g);
+  bwd_emit1(g, "square", v, x2);
+  emit_affine(g, x2, h, -0.5, 0);
+  bwd_emit1(g, "exp", h, e);
+  emit_affine(g, x2, f, -0.39894228040143268, 0.79788456080286536);
+  bwd_emit2(g, "mul", e, f, q);
+  bwd_emit2(g, "mul", t, q, dv);
+})
+/* silu: d s (1 + X (1 - s)), s = sigmoid(X), gives X
+ * G d s (1 - s) (2 + X (1 - 2 s)). */
+UNARY_GRAD2(silu, "X", {
+  const char *s = bwd_temp(g), *q = bwd_temp(g), *w = bwd_temp(g), *xw = bwd_temp(g), *z = bwd_temp(g);
+  bwd_emit1(g, "sigmoid", v, s);
+  emit_unary_grad(g, "sigmoid_grad", s, t, q);
+  emit_affine(g, s, w, -2, 1);
+  bwd_emit2(g, "mul", v, w, xw);
+  emit_affine(g, xw, z, 1, 2);
+  bwd_emit2(g, "mul", q, z, dv);
+})
+/* elu: d alpha e^X for X <= 0 gives X the same of t there, and 0 where
+ * X > 0: elu_grad(X, t) less relu_grad(X, t). */
+UNARY_GRAD2(elu, "X", {
+  const char *a = bwd_temp(g), *b = bwd_temp(g);
+  emit_unary_grad(g, "elu_grad", v, t, a);
+  emit_unary_grad(g, "relu_grad", v, t, b);
+  bwd_emit2(g, "sub", a, b, dv);
+})
+
+/* out = cast(x) to f32 */
+static void emit_cast_f32(GradCtx *g, const char *x, const char *out) {
+  OpDesc *op = bwd_emit(g, "cast");
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "dtype", attr_dtype(DT_F32));
+}
+
+/* maximum_grad and minimum_grad are linear in d = Out@GRAD and piecewise
+ * constant in X and Y: d's gradient is GX m + GY (1 - m), m (of Out's
+ * shape) 1 where X was chosen, 1/2 on a tie, 0 where Y was. */
+static int pick_grad(GradCtx *g, const char *cmp) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (!dd) return 0;
+  const char *x = bwd_op_in(g, "X", 0), *y = bwd_op_in(g, "Y", 0);
+  bool hx = bwd_op_out(g, "X@GRAD", 0) != NULL, hy = bwd_op_out(g, "Y@GRAD", 0) != NULL;
+  const char *gx = hx ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL, *gy = hy ? bwd_op_out_grad(g, "Y@GRAD", 0) : NULL;
+  const char *c = bwd_temp(g), *e = bwd_temp(g), *cf = bwd_temp(g), *ef = bwd_temp(g), *h = bwd_temp(g);
+  const char *m = bwd_temp(g);
+  bwd_emit2(g, cmp, x, y, c);
+  bwd_emit2(g, "equal", x, y, e);
+  emit_cast_f32(g, c, cf);
+  emit_cast_f32(g, e, ef);
+  emit_affine(g, ef, h, 0.5, 0);
+  bwd_emit2(g, "add", cf, h, m);
+  if (gx && gy) {
+    const char *df = bwd_temp(g), *u = bwd_temp(g);
+    bwd_emit2(g, "sub", gx, gy, df);
+    bwd_emit2(g, "mul", df, m, u);
+    bwd_emit2(g, "add", u, gy, dd);
+  } else if (gx) {
+    bwd_emit2(g, "mul", gx, m, dd);
+  } else if (gy) {
+    const char *n = bwd_temp(g);
+    emit_affine(g, m, n, -1, 1);
+    bwd_emit2(g, "mul", gy, n, dd);
+  }
+  return 0;
+}
+/* out = a * b + c (c may be NULL) */
+static void emit_muladd(GradCtx *g, const char *a, const char *b, const char *c, const char *out) {
+  const char *t = c ? bwd_temp(g) : out;
+  bwd_emit2(g, "mul", a, b, t);
+  if (c) bwd_emit2(g, "add", t, c, out);
+}
+
+/* pow_grad(x, y, o, d) with the outputs asked for (NULL: not). */
+static void emit_pow_grad(GradCtx *g, const char *x, const char *y, const char *o, const char *d, const char *gx,
+                          const char *gy) {
+  OpDesc *op = bwd_emit(g, "pow_grad");
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_in(g, op, "Y", y);
+  bwd_emit_in(g, op, "Out", o);
+  bwd_emit_in(g, op, "Out@GRAD", d);
+  if (gx) bwd_emit_out(g, op, "X@GRAD", gx);
+  if (gy) bwd_emit_out(g, op, "Y@GRAD", gy);
+}
+
+/* pow_grad: GX = d A, GY = d B (each summed back to its operand's shape),
+ * A = Y X^(Y-1) and B = Out ln X with the kernel's special points.  With
+ * G1, G2 the gradients of GX, GY (either may be absent):
+ *   d:   G1 A + G2 B
+ *   X:   d (G1 Y (Y-1) X^(Y-2) + G2 X^(Y-1))       (B's part: Out / X)
+ *   Y:   d G1 X^(Y-1) (1 + Y ln X)
+ *   Out: d G2 ln X
+ * A, ln X and (Y-1) X^(Y-2) come from pow_grad itself on X and Y
+ * broadcast to Out's shape, so they keep its special points (0, not NaN,
+ * at X = 0 with Y >= 0). */
+static int g_pow_grad(GradCtx *g) {
+  const char *x = bwd_op_in(g, "X", 0), *y = bwd_op_in(g, "Y", 0), *o = bwd_op_in(g, "Out", 0), *d = GD;
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0);
+  const char *dy = bwd_op_in_grad(g, "Y", 0), *dout = bwd_op_in_grad(g, "Out", 0);
+  const char *g1 = bwd_op_out(g, "X@GRAD", 0) ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL;
+  const char *g2 = bwd_op_out(g, "Y@GRAD", 0) ? bwd_op_out_grad(g, "Y@GRAD", 0) : NULL;
+  if (!dd && !dx && !dy && !dout) return 0;
+  const char *z = bwd_temp(g), *one = bwd_temp(g), *xb = bwd_temp(g), *yb = bwd_temp(g);
+  const char *a = bwd_temp(g), *l = bwd_temp(g);
+  bwd_emit1(g, "fill_zeros_like", o, z);
+  bwd_emit1(g, "ones_like", o, one);
+  bwd_emit2(g, "add", x, z, xb);
+  bwd_emit2(g, "add", y, z, yb);
+  emit_pow_grad(g, xb, yb, one, one, a, l);
+  if (dd) {
+    const char *b = bwd_temp(g), *t = g1 && g2 ? bwd_temp(g) : NULL;
+    bwd_emit2(g, "mul", o, l, b);
+    if (g2) emit_muladd(g, g2, b, NULL, t ? t : dd);
+    if (g1) emit_muladd(g, g1, a, t, dd);
+  }
+  if (dout && g2) {
+    const char *t = bwd_temp(g);
+    bwd_emit2(g, "mul", d, g2, t);
+    bwd_emit2(g, "mul", t, l, dout);
+  }
+  if (!dx && !(dy && g1)) return 0;
+  const char *y1 = bwd_temp(g), *q = bwd_temp(g);
+  emit_affine(g, yb, y1, 1, -1);
+  bwd_emit2(g, "pow", xb, y1, q);
+  if (dx && (g1 || g2)) {
+    const char *s = bwd_temp(g), *t = bwd_target(g, o, x, dx);
+    if (g1) {
+      const char *ax = bwd_temp(g), *ay = bwd_temp(g);
+      emit_pow_grad(g, xb, y1, one, one, ax, NULL);
+      bwd_emit2(g, "mul", yb, ax, ay);
+      const char *u = g2 ? bwd_temp(g) : s;
+      if (g2) emit_muladd(g, g2, q, NULL, u);
+      emit_muladd(g, g1, ay, g2 ? u : NULL, s);
+    } else {
+      bwd_emit2(g, "mul", g2, q, s);
+    }
+    bwd_emit2(g, "mul", d, s, t);
+    bwd_reduce_like(g, t, o, x, dx);
+  }
+  if (dy && g1) {
+    const char *yl = bwd_temp(g), *w = bwd_temp(g), *u = bwd_temp(g), *v = bwd_temp(g);
+    const char *t = bwd_target(g, o, y, dy);
+    bwd_emit2(g, "mul", yb, l, yl);
+    emit_affine(g, yl, w, 1, 1);
+    bwd_emit2(g, "mul", q, w, u);
+    bwd_emit2(g, "mul", g1, u, v);
+    bwd_emit2(g, "mul", d, v, t);
+    bwd_reduce_like(g, t, o, y, dy);
+  }
+  return 0;
+}
+
+static int g_maximum_grad(GradCtx *g) { return pick_grad(g, "greater_than"); }
+static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
+
 /* ---- the table ----------------------------------------------------------------- */
 
 #define BINARY(NAME, DOC, GK)                                                   \
@@ -643,7 +873,8 @@ static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_l
   {.type = #NAME "_grad", .doc = "the gradient of " #NAME, .kernel = k_##NAME##_grad, \
    .in = {{IN, 0, "the forward op's " IN}, {"Out@GRAD", 0, "the gradient of Out"}}, \
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = ATTRS,                \
-   .infer = infer_unary_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
+   .infer = infer_unary_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, \
+   .flags = OP_INTERNAL}
 #define NO_ATTRS {{NULL}}
 #define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", reg_check_nonnegative, "slope for X < 0"}}
 #define ELU_ATTRS {{"alpha", ATTR_FLOAT, "1.0", NULL, "the value approached as X goes to -inf is -alpha"}}
@@ -658,7 +889,8 @@ static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_l
           {"Out", 0, "the forward op's Out"}, {"Out@GRAD", 0, "the gradient of Out"}}, \
    .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},                      \
            {"Y@GRAD", SLOT_OPTIONAL, "the gradient of Y"}},                     \
-   .infer = infer_grad_like, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
+   .infer = infer_grad_like, .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, \
+   .flags = OP_INTERNAL}
 
 OpProto op_table_elementwise[] = {
     BINARY(add, "Out = X + Y, broadcasting", GRAD_COMPOSITE),

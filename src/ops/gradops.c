@@ -4,6 +4,7 @@
  * an input, or reshaped it through a symbolic dimension, the shape to go
  * back to is only known at run time, so these ops take it from a
  * variable ("Like") instead of an attribute. */
+#include "../backward.h"
 #include "../exec.h"
 
 #include <string.h>
@@ -72,15 +73,38 @@ static int k_reshape_like(ExecCtx *c) {
   return 0;
 }
 
+/* Their gradients (composite, for a backward differentiated again):
+ * sum_like's is Out@GRAD broadcast back to X's shape (added to zeros of
+ * X's shape), reshape_like's is Out@GRAD viewed with X's shape. */
+static int g_sum_like(GradCtx *g) {
+  const char *dx = bwd_op_in_grad(g, "X", 0), *x = bwd_op_in(g, "X", 0);
+  if (!dx) return 0;
+  const char *z = bwd_temp(g);
+  bwd_emit1(g, "fill_zeros_like", x, z);
+  bwd_emit2(g, "add", z, bwd_op_out_grad(g, "Out", 0), dx);
+  return 0;
+}
+
+static int g_reshape_like(GradCtx *g) {
+  const char *dx = bwd_op_in_grad(g, "X", 0);
+  if (!dx) return 0;
+  OpDesc *op = bwd_emit(g, "reshape_like");
+  bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", 0));
+  bwd_emit_in(g, op, "Like", bwd_op_in(g, "X", 0));
+  bwd_emit_out(g, op, "Out", dx);
+  return 0;
+}
+
 OpProto op_table_gradops[] = {
     {.type = "sum_like", .doc = "Out = X summed over the dimensions where Like was broadcast (Out has Like's shape)",
      .in = {{"X", 0, "the gradient of a broadcast result"}, {"Like", SLOT_NO_GRAD, "the value broadcast"}},
      .out = {{"Out", 0, "X reduced to Like's shape"}},
-     .infer = infer_like, .kernel = k_sum_like, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .infer = infer_like, .kernel = k_sum_like, .grad_kind = GRAD_COMPOSITE, .grad = g_sum_like,
+     .flags = OP_INTERNAL},
     {.type = "reshape_like", .doc = "Out = X viewed with Like's shape",
      .in = {{"X", 0, "input"}, {"Like", SLOT_NO_GRAD, "the value whose shape to take"}},
      .out = {{"Out", 0, "X with Like's shape"}},
-     .infer = infer_like, .kernel = k_reshape_like, .grad_kind = GRAD_NONE,
+     .infer = infer_like, .kernel = k_reshape_like, .grad_kind = GRAD_COMPOSITE, .grad = g_reshape_like,
      .flags = OP_INTERNAL | OP_NO_PREALLOC},
     {0},
 };

@@ -937,6 +937,345 @@ static int k_embedding_grad(ExecCtx *c) {
 
 /* ---- the table --------------------------------------------------------------- */
 
+/* ---- gradients of the grad ops ----
+ * Composite, so that a backward can be differentiated again.  G is the
+ * gradient of the grad op's output, d its Out@GRAD, o its Out.
+ *   softmax_grad = o (d - s), s = sum(d o): d gets softmax_grad(o, G) (the
+ *     Jacobian is symmetric), o gets G (d - s) - d sum(G o).
+ *   log_softmax_grad = d - p sum(d), p = exp(o): d gets G - sum(G p), o
+ *     gets -G p sum(d).
+ *   softmax_cross_entropy_grad = q b(d), q = softmax(Logits) - onehot,
+ *     b(d) d with the class axis put back: d gets sum(G q) over the class
+ *     axis, Logits gets softmax_grad(softmax(Logits), G b(d)).
+ *   embedding_grad is linear in d: d gets embedding(Ids, G).
+ * (sums over the grad op's axis, keeping it) */
+
+#define GG2(SLOT) bwd_op_out_grad(g, SLOT, 0)
+
+/* out = sum(x) over axis (kept) */
+static void emit_axis_sum(GradCtx *g, const char *x, int64_t axis, const char *out) {
+  OpDesc *op = bwd_emit(g, "sum");
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attr(g, op, "axis", attr_ints(bwd_prog(g), &axis, 1));
+  bwd_emit_attr(g, op, "keepdim", attr_bool(true));
+}
+
+/* out = softmax_grad(Out=o, Out@GRAD=d) over axis */
+static void emit_softmax_grad(GradCtx *g, const char *o, const char *d, int64_t axis, const char *out) {
+  OpDesc *op = bwd_emit(g, "softmax_grad");
+  bwd_emit_in(g, op, "Out", o);
+  bwd_emit_in(g, op, "Out@GRAD", d);
+  bwd_emit_out(g, op, "X@GRAD", out);
+  bwd_emit_attr(g, op, "axis", attr_int(axis));
+}
+
+static int g_softmax_grad(GradCtx *g) {
+  const char *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0), *G = GG2("X@GRAD");
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dout = bwd_op_in_grad(g, "Out", 0);
+  int64_t axis = reg_attr_i64(bwd_op_attr(g, "axis"));
+  if (dd) emit_softmax_grad(g, o, G, axis, dd);
+  if (!dout) return 0;
+  const char *t[8];
+  for (int k = 0; k < 8; k++) t[k] = bwd_temp(g);
+  bwd_emit2(g, "mul", d, o, t[0]);
+  emit_axis_sum(g, t[0], axis, t[1]);
+  bwd_emit2(g, "sub", d, t[1], t[2]);
+  bwd_emit2(g, "mul", G, t[2], t[3]);
+  bwd_emit2(g, "mul", G, o, t[4]);
+  emit_axis_sum(g, t[4], axis, t[5]);
+  bwd_emit2(g, "mul", d, t[5], t[6]);
+  bwd_emit2(g, "sub", t[3], t[6], dout);
+  return 0;
+}
+
+static int g_log_softmax_grad(GradCtx *g) {
+  const char *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0), *G = GG2("X@GRAD");
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dout = bwd_op_in_grad(g, "Out", 0);
+  int64_t axis = reg_attr_i64(bwd_op_attr(g, "axis"));
+  const char *p = bwd_temp(g), *gp = bwd_temp(g);
+  bwd_emit1(g, "exp", o, p);
+  bwd_emit2(g, "mul", G, p, gp);
+  if (dd) {
+    const char *s = bwd_temp(g);
+    emit_axis_sum(g, gp, axis, s);
+    bwd_emit2(g, "sub", G, s, dd);
+  }
+  if (dout) {
+    const char *s = bwd_temp(g), *u = bwd_temp(g);
+    emit_axis_sum(g, d, axis, s);
+    bwd_emit2(g, "mul", gp, s, u);
+    bwd_emit1(g, "neg", u, dout);
+  }
+  return 0;
+}
+
+static int g_softmax_cross_entropy_grad(GradCtx *g) {
+  const char *l = bwd_op_in(g, "Logits", 0), *y = bwd_op_in(g, "Label", 0), *d = bwd_op_in(g, "Loss@GRAD", 0);
+  const char *G = GG2("Logits@GRAD");
+  const char *dd = bwd_op_in_grad(g, "Loss@GRAD", 0), *dl = bwd_op_in_grad(g, "Logits", 0);
+  const VarDesc *lv = prog_var(bwd_prog(g), l);
+  if (!lv || lv->shape.rank < 1) return bwd_fail(g, "internal error: Logits' rank is not known");
+  int64_t axis = lv->shape.rank - 1;
+  if (dd) {
+    const char *one = bwd_temp(g), *q = bwd_temp(g), *gq = bwd_temp(g), *s = bwd_temp(g);
+    bwd_emit1(g, "ones_like", d, one);
+    OpDesc *op = bwd_emit(g, "softmax_cross_entropy_grad");
+    bwd_emit_in(g, op, "Logits", l);
+    bwd_emit_in(g, op, "Label", y);
+    bwd_emit_in(g, op, "Loss@GRAD", one);
+    bwd_emit_out(g, op, "Logits@GRAD", q);
+    bwd_emit2(g, "mul", G, q, gq);
+    emit_axis_sum(g, gq, axis, s);
+    OpDesc *r = bwd_emit(g, "reshape_like");
+    bwd_emit_in(g, r, "X", s);
+    bwd_emit_in(g, r, "Like", d);
+    bwd_emit_out(g, r, "Out", dd);
+  }
+  if (dl) {
+    const char *p = bwd_temp(g), *bd = bwd_temp(g), *gb = bwd_temp(g);
+    OpDesc *sm = bwd_emit(g, "softmax");
+    bwd_emit_in(g, sm, "X", l);
+    bwd_emit_out(g, sm, "Out", p);
+    bwd_emit_attr(g, sm, "axis", attr_int(-1));
+    OpDesc *u = bwd_emit(g, "unsqueeze");
+    bwd_emit_in(g, u, "X", d);
+    bwd_emit_out(g, u, "Out", bd);
+    bwd_emit_attr(g, u, "axes", attr_ints(bwd_prog(g), &axis, 1));
+    bwd_emit2(g, "mul", G, bd, gb);
+    emit_softmax_grad(g, p, gb, -1, dl);
+  }
+  return 0;
+}
+
+static int g_embedding_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (!dd) return 0;
+  OpDesc *op = bwd_emit(g, "embedding");
+  bwd_emit_in(g, op, "Ids", bwd_op_in(g, "Ids", 0));
+  bwd_emit_in(g, op, "W", GG2("W@GRAD"));
+  bwd_emit_out(g, op, "Out", dd);
+  return 0;
+}
+
+/* layer_norm_grad = (DX, DS, DB): with xh = layer_norm(X), r = 1 / sqrt(var
+ * + epsilon), g = DY S (per row, m the mean over the normalized axes):
+ *   DX = r (g - m(g) - xh m(g xh)) = J g, J = dxh/dX (symmetric),
+ *   DS = DY xh summed over the rows, DB = DY summed likewise.
+ * With A, B, C the gradients of DX, DS, DB:
+ *   DY gets S J A + xh B + C,      S gets (DY J A) summed over the rows,
+ *   X gets J (B DY) - r (r xh K + m(g xh) J A + m(A xh) J g),
+ *   K = m(A g) - m(A) m(g) - m(A xh) m(g xh)
+ * (J v is layer_norm_grad on v).  Scale must have the normalized axes'
+ * shape (not their product) when there are several. */
+typedef struct LnCtx {
+  GradCtx *g;
+  AttrValue axes;        /* the normalized axes */
+} LnCtx;
+
+static const char *ln_op(LnCtx *c, const char *type, const char *x, const char *y) {
+  const char *t = bwd_temp(c->g);
+  if (y) bwd_emit2(c->g, type, x, y, t);
+  else bwd_emit1(c->g, type, x, t);
+  return t;
+}
+
+/* m(x): the mean over the normalized axes, kept */
+static const char *ln_mean(LnCtx *c, const char *x) {
+  const char *t = bwd_temp(c->g);
+  OpDesc *op = bwd_emit(c->g, "mean");
+  bwd_emit_in(c->g, op, "X", x);
+  bwd_emit_out(c->g, op, "Out", t);
+  bwd_emit_attr(c->g, op, "axis", c->axes);
+  bwd_emit_attr(c->g, op, "keepdim", attr_bool(true));
+  return t;
+}
+
+/* J v with Scale s (or none), or layer_norm of X (v NULL) */
+static const char *ln_j(LnCtx *c, const char *v, const char *s) {
+  GradCtx *g = c->g;
+  const char *t = bwd_temp(g);
+  OpDesc *op = bwd_emit(g, v ? "layer_norm_grad" : "layer_norm");
+  bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
+  if (s) bwd_emit_in(g, op, "Scale", s);
+  if (v) bwd_emit_in(g, op, "Y@GRAD", v);
+  bwd_emit_out(g, op, v ? "X@GRAD" : "Y", t);
+  bwd_emit_attrs(g, op);
+  return t;
+}
+
+/* acc + x, or x when acc is NULL */
+static const char *ln_add(LnCtx *c, const char *acc, const char *x) { return acc ? ln_op(c, "add", acc, x) : x; }
+
+static int g_layer_norm_grad(GradCtx *g) {
+  const char *x = bwd_op_in(g, "X", 0), *s = bwd_op_in(g, "Scale", 0), *dy = bwd_op_in(g, "Y@GRAD", 0);
+  const char *ddy = bwd_op_in_grad(g, "Y@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0);
+  const char *ds = s ? bwd_op_in_grad(g, "Scale", 0) : NULL;
+  const char *A = bwd_op_out(g, "X@GRAD", 0) ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL;
+  const char *B = bwd_op_out(g, "Scale@GRAD", 0) ? bwd_op_out_grad(g, "Scale@GRAD", 0) : NULL;
+  const char *C = bwd_op_out(g, "Bias@GRAD", 0) ? bwd_op_out_grad(g, "Bias@GRAD", 0) : NULL;
+  const VarDesc *xv = prog_var(bwd_prog(g), x), *sv = s ? prog_var(bwd_prog(g), s) : NULL;
+  int rank = xv ? xv->shape.rank : -1;
+  int64_t k = reg_attr_i64(bwd_op_attr(g, "begin_norm_axis"));
+  if (k < 0) k += rank;
+  if (rank < 0 || k < 0 || k >= rank) return bwd_fail(g, "internal error: X's rank is not known");
+  if (sv && sv->shape.rank != rank - k)
+    return bwd_fail(g, "the gradient of layer_norm's gradient needs Scale of shape X.shape[begin_norm_axis:], "
+                       "not their product");
+  int64_t axes[SHAPE_MAX_RANK];
+  for (int i = 0; i < rank - k; i++) axes[i] = k + i;
+  LnCtx c = {g, attr_ints(bwd_prog(g), axes, (int)(rank - k))};
+  const char *xh = ln_j(&c, NULL, NULL), *ja = A ? ln_j(&c, A, NULL) : NULL;
+  if (ddy && (A || B || C)) {
+    const char *acc = A ? (s ? ln_op(&c, "mul", ja, s) : ja) : NULL;
+    if (B) acc = ln_add(&c, acc, ln_op(&c, "mul", xh, B));
+    if (C) acc = ln_add(&c, acc, C);
+    if (!A && !B) acc = ln_op(&c, "add", ln_op(&c, "fill_zeros_like", dy, NULL), acc);
+    bwd_emit1(g, "assign", acc, ddy);
+  }
+  if (ds && A) {
+    const char *t = ln_op(&c, "mul", dy, ja);
+    OpDesc *op = bwd_emit(g, "sum_like");
+    bwd_emit_in(g, op, "X", t);
+    bwd_emit_in(g, op, "Like", s);
+    bwd_emit_out(g, op, "Out", ds);
+  }
+  if (!dx || (!A && !B)) return 0;
+  const char *acc = B ? ln_j(&c, ln_op(&c, "mul", B, dy), NULL) : NULL;
+  if (A) {
+    const char *gg = s ? ln_op(&c, "mul", dy, s) : dy, *jg = ln_j(&c, dy, s);
+    const char *d = ln_op(&c, "sub", x, ln_mean(&c, x));
+    const char *var = ln_mean(&c, ln_op(&c, "square", d, NULL)), *ve = bwd_temp(g);
+    OpDesc *op = bwd_emit(g, "scale");
+    bwd_emit_in(g, op, "X", var);
+    bwd_emit_out(g, op, "Out", ve);
+    bwd_emit_attr(g, op, "bias", *bwd_op_attr(g, "epsilon"));
+    const char *sd = ln_op(&c, "sqrt", ve, NULL), *r = ln_op(&c, "div", ln_op(&c, "ones_like", sd, NULL), sd);
+    const char *mgx = ln_mean(&c, ln_op(&c, "mul", gg, xh)), *max = ln_mean(&c, ln_op(&c, "mul", A, xh));
+    const char *kk = ln_op(&c, "sub", ln_mean(&c, ln_op(&c, "mul", A, gg)),
+                           ln_op(&c, "mul", ln_mean(&c, A), ln_mean(&c, gg)));
+    kk = ln_op(&c, "sub", kk, ln_op(&c, "mul", max, mgx));
+    const char *u = ln_op(&c, "mul", ln_op(&c, "mul", r, xh), kk);
+    u = ln_op(&c, "add", u, ln_op(&c, "mul", mgx, ja));
+    u = ln_op(&c, "add", u, ln_op(&c, "mul", max, jg));
+    acc = ln_add(&c, acc, ln_op(&c, "neg", ln_op(&c, "mul", r, u), NULL));
+  }
+  bwd_emit1(g, "assign", acc, dx);
+  return 0;
+}
+
+/* batch_norm_grad: the same with the channel's statistics (means over
+ * every axis but 1), J the Jacobian of xh = batch_norm(X, 1, 0, ...) in the
+ * forward's mode: in eval mode J = rv I (rv = 1 / sqrt(Variance +
+ * epsilon)) does not depend on X, so X's term from A is the training
+ * mode's alone, selected by Training at run time (where).  Scale, Bias and
+ * their gradients are [C], put on axis 1 by unsqueeze. */
+
+/* The op batch_norm_grad (v given) or batch_norm (v NULL) on X with Scale s
+ * (ones when NULL) and Bias zeros, in the forward's mode: J v, or xh. */
+static const char *bn_j(LnCtx *c, const char *v, const char *s) {
+  GradCtx *g = c->g;
+  const char *sc = bwd_op_in(g, "Scale", 0), *b = bwd_op_in(g, "Bias", 0), *t = bwd_temp(g);
+  if (!s) s = ln_op(c, "ones_like", sc, NULL);
+  const char *z = ln_op(c, "fill_zeros_like", b, NULL);
+  OpDesc *op = bwd_emit(g, v ? "batch_norm_grad" : "batch_norm");
+  bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
+  bwd_emit_in(g, op, "Scale", s);
+  bwd_emit_in(g, op, "Bias", z);
+  bwd_emit_in(g, op, "Mean", bwd_op_in(g, "Mean", 0));
+  bwd_emit_in(g, op, "Variance", bwd_op_in(g, "Variance", 0));
+  bwd_emit_in(g, op, "Training", bwd_op_in(g, "Training", 0));
+  if (v) bwd_emit_in(g, op, "Y@GRAD", v);
+  bwd_emit_out(g, op, v ? "X@GRAD" : "Y", t);
+  if (!v) {
+    bwd_emit_out(g, op, "MeanOut", bwd_temp(g));
+    bwd_emit_out(g, op, "VarianceOut", bwd_temp(g));
+  }
+  bwd_emit_attrs(g, op);
+  return t;
+}
+
+/* v [C] on axis 1 of a value of rank `rank` */
+static const char *bn_chan(LnCtx *c, const char *v, int rank) {
+  if (rank <= 2) return v;
+  int64_t axes[SHAPE_MAX_RANK];
+  for (int i = 0; i < rank - 2; i++) axes[i] = 1 + i;
+  const char *t = bwd_temp(c->g);
+  OpDesc *op = bwd_emit(c->g, "unsqueeze");
+  bwd_emit_in(c->g, op, "X", v);
+  bwd_emit_out(c->g, op, "Out", t);
+  bwd_emit_attr(c->g, op, "axes", attr_ints(bwd_prog(c->g), axes, rank - 2));
+  return t;
+}
+
+/* X's term from A in training mode: -r (r xh K + m(g xh) J A + m(A xh) J g). */
+static const char *bn_train_term(LnCtx *c, const char *A, const char *gg, const char *xh, const char *ja,
+                                 const char *jg) {
+  GradCtx *g = c->g;
+  const char *x = bwd_op_in(g, "X", 0);
+  const char *d = ln_op(c, "sub", x, ln_mean(c, x));
+  const char *var = ln_mean(c, ln_op(c, "square", d, NULL)), *ve = bwd_temp(g);
+  OpDesc *op = bwd_emit(g, "scale");
+  bwd_emit_in(g, op, "X", var);
+  bwd_emit_out(g, op, "Out", ve);
+  bwd_emit_attr(g, op, "bias", *bwd_op_attr(g, "epsilon"));
+  const char *sd = ln_op(c, "sqrt", ve, NULL), *r = ln_op(c, "div", ln_op(c, "ones_like", sd, NULL), sd);
+  const char *mgx = ln_mean(c, ln_op(c, "mul", gg, xh)), *max = ln_mean(c, ln_op(c, "mul", A, xh));
+  const char *kk = ln_op(c, "sub", ln_mean(c, ln_op(c, "mul", A, gg)), ln_op(c, "mul", ln_mean(c, A), ln_mean(c, gg)));
+  kk = ln_op(c, "sub", kk, ln_op(c, "mul", max, mgx));
+  const char *u = ln_op(c, "mul", ln_op(c, "mul", r, xh), kk);
+  u = ln_op(c, "add", u, ln_op(c, "mul", mgx, ja));
+  u = ln_op(c, "add", u, ln_op(c, "mul", max, jg));
+  return ln_op(c, "neg", ln_op(c, "mul", r, u), NULL);
+}
+
+static int g_batch_norm_grad(GradCtx *g) {
+  const char *x = bwd_op_in(g, "X", 0), *s = bwd_op_in(g, "Scale", 0), *dy = bwd_op_in(g, "Y@GRAD", 0);
+  const char *ddy = bwd_op_in_grad(g, "Y@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0), *ds = bwd_op_in_grad(g, "Scale", 0);
+  const char *A = bwd_op_out(g, "X@GRAD", 0) ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL;
+  const char *B = bwd_op_out(g, "Scale@GRAD", 0) ? bwd_op_out_grad(g, "Scale@GRAD", 0) : NULL;
+  const char *C = bwd_op_out(g, "Bias@GRAD", 0) ? bwd_op_out_grad(g, "Bias@GRAD", 0) : NULL;
+  const VarDesc *xv = prog_var(bwd_prog(g), x);
+  int rank = xv ? xv->shape.rank : -1;
+  if (rank < 2) return bwd_fail(g, "internal error: X's rank is not known");
+  int64_t axes[SHAPE_MAX_RANK];
+  axes[0] = 0;
+  for (int i = 2; i < rank; i++) axes[i - 1] = i;
+  LnCtx c = {g, attr_ints(bwd_prog(g), axes, rank - 1)};
+  const char *xh = bn_j(&c, NULL, NULL), *ja = A ? bn_j(&c, A, NULL) : NULL, *sb = bn_chan(&c, s, rank);
+  if (ddy && (A || B || C)) {
+    const char *acc = A ? ln_op(&c, "mul", ja, sb) : NULL;
+    if (B) acc = ln_add(&c, acc, ln_op(&c, "mul", xh, bn_chan(&c, B, rank)));
+    if (C) acc = ln_add(&c, acc, bn_chan(&c, C, rank));
+    acc = ln_op(&c, "add", ln_op(&c, "fill_zeros_like", dy, NULL), acc);
+    bwd_emit1(g, "assign", acc, ddy);
+  }
+  if (ds && A) {
+    const char *t = ln_op(&c, "mul", dy, ja), *u = bwd_temp(g);
+    OpDesc *op = bwd_emit(g, "sum");
+    bwd_emit_in(g, op, "X", t);
+    bwd_emit_out(g, op, "Out", u);
+    bwd_emit_attr(g, op, "axis", c.axes);
+    bwd_emit_attr(g, op, "keepdim", attr_bool(false));
+    bwd_emit1(g, "assign", u, ds);
+  }
+  if (!dx || (!A && !B)) return 0;
+  const char *acc = B ? bn_j(&c, ln_op(&c, "mul", bn_chan(&c, B, rank), dy), NULL) : NULL;
+  if (A) {
+    const char *gg = ln_op(&c, "mul", dy, sb), *jg = bn_j(&c, dy, s);
+    const char *t = bn_train_term(&c, A, gg, xh, ja, jg), *z = ln_op(&c, "fill_zeros_like", t, NULL);
+    const char *w = bwd_temp(g);
+    OpDesc *op = bwd_emit(g, "where");
+    bwd_emit_in(g, op, "Cond", bwd_op_in(g, "Training", 0));
+    bwd_emit_in(g, op, "X", t);
+    bwd_emit_in(g, op, "Y", z);
+    bwd_emit_out(g, op, "Out", w);
+    acc = ln_add(&c, acc, w);
+  }
+  bwd_emit1(g, "assign", acc, dx);
+  return 0;
+}
+
 OpProto op_table_nn[] = {
     {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
@@ -946,8 +1285,8 @@ OpProto op_table_nn[] = {
      .in = {{"Out", 0, "softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax_grad, .kernel = k_softmax_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_softmax_grad, .kernel = k_softmax_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_softmax_grad, .flags = OP_INTERNAL},
     {.type = "log_softmax", .doc = "Out = log(softmax(X)) along axis, computed stably",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
@@ -956,8 +1295,8 @@ OpProto op_table_nn[] = {
      .in = {{"Out", 0, "log_softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax_grad, .kernel = k_log_softmax_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_softmax_grad, .kernel = k_log_softmax_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_log_softmax_grad, .flags = OP_INTERNAL},
     {.type = "softmax_cross_entropy",
      .doc = "Loss = -log softmax(Logits)[Label] per example, computed stably",
      .in = {{"Logits", 0, "scores [..., C]"},
@@ -969,8 +1308,8 @@ OpProto op_table_nn[] = {
      .in = {{"Logits", 0, "scores [..., C]"}, {"Label", SLOT_NO_GRAD, "i64 class indices"},
             {"Loss@GRAD", 0, "the gradient of Loss"}},
      .out = {{"Logits@GRAD", 0, "the gradient of Logits"}},
-     .infer = infer_grads, .kernel = k_softmax_ce_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_grads, .kernel = k_softmax_ce_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_softmax_cross_entropy_grad, .flags = OP_INTERNAL},
     {.type = "sigmoid_cross_entropy",
      .doc = "Out = -(Label log sigmoid(X) + (1 - Label) log(1 - sigmoid(X))), computed stably",
      .in = {{"X", 0, "logits"}, {"Label", 0, "targets in [0, 1], shape of X"}},
@@ -1004,15 +1343,15 @@ OpProto op_table_nn[] = {
     {.type = "layer_norm_grad",
      .doc = "the gradients of layer_norm's X, Scale and Bias (mean and variance recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", SLOT_OPTIONAL, "the forward's Scale"},
-            {"Bias", SLOT_OPTIONAL, "the forward's Bias (for its gradient's shape)"},
+            {"Bias", SLOT_OPTIONAL | SLOT_NO_GRAD, "the forward's Bias (for its gradient's shape)"},
             {"Y@GRAD", 0, "the gradient of Y"}},
      .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},
              {"Scale@GRAD", SLOT_OPTIONAL, "the gradient of Scale"},
              {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
-     .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_layer_norm_grad, .flags = OP_INTERNAL},
     {.type = "batch_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel (axis 1): the batch's "
             "statistics when Training, else Mean and Variance",
@@ -1030,7 +1369,7 @@ OpProto op_table_nn[] = {
     {.type = "batch_norm_grad",
      .doc = "the gradients of batch_norm's X, Scale and Bias (the batch's statistics recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
-            {"Bias", 0, "the forward's Bias (for its gradient's shape)"},
+            {"Bias", SLOT_NO_GRAD, "the forward's Bias (for its gradient's shape)"},
             {"Mean", SLOT_NO_GRAD, "the running mean"}, {"Variance", SLOT_NO_GRAD, "the running variance"},
             {"Training", SLOT_NO_GRAD, "the forward's Training"}, {"Y@GRAD", 0, "the gradient of Y"}},
      .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},
@@ -1038,18 +1377,18 @@ OpProto op_table_nn[] = {
              {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}},
      .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
-     .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
      .flags = OP_INTERNAL},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
      .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED},
     {.type = "embedding_grad", .doc = "W@GRAD = the rows of Out@GRAD added at Ids into zeros like W",
-     .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", 0, "the table [V, D]"},
+     .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", SLOT_NO_GRAD, "the table [V, D] (its shape)"},
             {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"W@GRAD", 0, "the gradient of W"}},
-     .infer = infer_grads, .kernel = k_embedding_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_grads, .kernel = k_embedding_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_embedding_grad, .flags = OP_INTERNAL},
     {.type = "accuracy",
      .doc = "Out = the fraction of rows whose Label is among the k highest Logits",
      .in = {{"Logits", 0, "scores [N, C]"},

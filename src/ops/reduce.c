@@ -531,6 +531,89 @@ static int k_logsumexp_grad(ExecCtx *c) {
   return 0;
 }
 
+/* ---- gradients of the grad ops ----
+ * Composite.  Each grad op is linear in d = Out@GRAD; with G the gradient
+ * of its X@GRAD: sum_grad's d gets sum(G), mean_grad's mean(G) (the same
+ * axes), max_grad's and min_grad's sum(G m), m the 0/1 mask of the picked
+ * elements (the grad op itself on a d of ones), cumsum_grad's cumsum(G).
+ * logsumexp_grad = b(d) e, e = exp(X - b(Out)), b the broadcast back
+ * (sum_grad): d gets sum(G e), X gets h = G b(d) e, Out gets -sum(h).
+ * X's gradient through sum_grad, mean_grad, max_grad, min_grad is zero
+ * (X gives them a shape, or picks piecewise). */
+
+#define GG bwd_op_out_grad(g, "X@GRAD", 0)
+
+/* out = TYPE(x) (sum, mean, sum_grad ...) with the grad op's attributes. */
+static OpDesc *emit_reduce(GradCtx *g, const char *type, const char *x, const char *out) {
+  OpDesc *op = bwd_emit(g, type);
+  bwd_emit_in(g, op, strstr(type, "_grad") ? "Out@GRAD" : "X", x);
+  bwd_emit_out(g, op, strstr(type, "_grad") ? "X@GRAD" : "Out", out);
+  bwd_emit_attrs(g, op);
+  return op;
+}
+
+/* out = x (of Out's shape) broadcast back to like's shape. */
+static void emit_expand(GradCtx *g, const char *like, const char *x, const char *out) {
+  bwd_emit_in(g, emit_reduce(g, "sum_grad", x, out), "X", like);
+}
+
+static int g_sum_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (dd) emit_reduce(g, "sum", GG, dd);
+  return 0;
+}
+
+static int g_mean_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (dd) emit_reduce(g, "mean", GG, dd);
+  return 0;
+}
+
+static int g_pick_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (!dd) return 0;
+  const char *o = bwd_op_in(g, "Out", 0), *one = bwd_temp(g), *m = bwd_temp(g), *u = bwd_temp(g);
+  bwd_emit1(g, "ones_like", o, one);
+  OpDesc *op = emit_reduce(g, bwd_op_fwd(g)->type, one, m);
+  bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
+  bwd_emit_in(g, op, "Out", o);
+  bwd_emit2(g, "mul", GG, m, u);
+  emit_reduce(g, "sum", u, dd);
+  return 0;
+}
+#define g_max_grad g_pick_grad
+#define g_min_grad g_pick_grad
+
+static int g_logsumexp_grad(GradCtx *g) {
+  const char *x = bwd_op_in(g, "X", 0), *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0);
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0);
+  const char *dout = bwd_op_in_grad(g, "Out", 0);
+  const char *bo = bwd_temp(g), *s = bwd_temp(g), *e = bwd_temp(g), *ge = bwd_temp(g);
+  emit_expand(g, x, o, bo);
+  bwd_emit2(g, "sub", x, bo, s);
+  bwd_emit1(g, "exp", s, e);
+  bwd_emit2(g, "mul", GG, e, ge);
+  if (dd) emit_reduce(g, "sum", ge, dd);
+  if (!dx && !dout) return 0;
+  /* (a gradient written here may be renamed and summed: never read back) */
+  const char *bd = bwd_temp(g), *h = dout ? bwd_temp(g) : dx;
+  emit_expand(g, x, d, bd);
+  bwd_emit2(g, "mul", ge, bd, h);
+  if (dout) {
+    const char *t = bwd_temp(g);
+    emit_reduce(g, "sum", h, t);
+    bwd_emit1(g, "neg", t, dout);
+    if (dx) bwd_emit1(g, "assign", h, dx);
+  }
+  return 0;
+}
+
+static int g_cumsum_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (dd) emit_reduce(g, "cumsum", GG, dd);
+  return 0;
+}
+
 /* X@GRAD has X's shape and dtype. */
 static bool infer_reduce_grad(InferCtx *c) {
   const VarDesc *x = infer_in(c, "X", 0);
@@ -622,22 +705,26 @@ static int k_argmax(ExecCtx *c) {
   {.type = #NAME "_grad", .doc = DOC, .in = {__VA_ARGS__},                      \
    .out = {{"X@GRAD", 0, "X's gradient, shape of X"}},                          \
    .attrs = REDUCE_ATTRS, .infer = infer_reduce_grad, .kernel = k_##NAME##_grad, \
-   .grad_kind = GRAD_NONE, .flags = OP_INTERNAL}
+   .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, .flags = OP_INTERNAL}
 #define GRAD_X {"X", 0, "the forward input"}
+/* X giving the shape alone (or the pick): it has no gradient through the
+ * grad op, so a second backward leaves it alone */
+#define GRAD_X_SHAPE {"X", SLOT_NO_GRAD, "the forward input (its shape)"}
+#define GRAD_X_PICK {"X", SLOT_NO_GRAD, "the forward input (where the pick is)"}
 #define GRAD_OUT {"Out", 0, "the forward result"}
 #define GRAD_DOUT {"Out@GRAD", 0, "the result's gradient"}
 
 OpProto op_table_reduce[] = {
     REDUCE(sum, "Out = the sum of X over axis (bool counts as i64)", infer_sum),
-    REDUCE_GRAD(sum, "X@GRAD = Out@GRAD broadcast back over axis", GRAD_X, GRAD_DOUT),
+    REDUCE_GRAD(sum, "X@GRAD = Out@GRAD broadcast back over axis", GRAD_X_SHAPE, GRAD_DOUT),
     REDUCE(mean, "Out = the f32 mean of X over axis", infer_mean),
-    REDUCE_GRAD(mean, "X@GRAD = Out@GRAD / count broadcast back over axis", GRAD_X, GRAD_DOUT),
+    REDUCE_GRAD(mean, "X@GRAD = Out@GRAD / count broadcast back over axis", GRAD_X_SHAPE, GRAD_DOUT),
     REDUCE(max, "Out = the largest element of X over axis", infer_keep),
     REDUCE_GRAD(max, "X@GRAD = Out@GRAD at the first largest element over axis, 0 elsewhere",
-                GRAD_X, GRAD_OUT, GRAD_DOUT),
+                GRAD_X_PICK, GRAD_OUT, GRAD_DOUT),
     REDUCE(min, "Out = the smallest element of X over axis", infer_keep),
     REDUCE_GRAD(min, "X@GRAD = Out@GRAD at the first smallest element over axis, 0 elsewhere",
-                GRAD_X, GRAD_OUT, GRAD_DOUT),
+                GRAD_X_PICK, GRAD_OUT, GRAD_DOUT),
     REDUCE(logsumexp, "Out = log(sum(exp(X))) over axis, computed stably", infer_logsumexp),
     REDUCE_GRAD(logsumexp, "X@GRAD = Out@GRAD * exp(X - Out), broadcast back over axis", GRAD_X,
                 GRAD_OUT, GRAD_DOUT),
@@ -648,7 +735,8 @@ OpProto op_table_reduce[] = {
     {.type = "cumsum_grad", .doc = "X@GRAD = the running sum of Out@GRAD along axis, from its end",
      .in = {{"Out@GRAD", 0, "the result's gradient"}}, .out = {{"X@GRAD", 0, "X's gradient"}},
      .attrs = {{"axis", ATTR_INT, NULL, NULL, "the axis summed along"}},
-     .infer = infer_cumsum_grad, .kernel = k_cumsum_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .infer = infer_cumsum_grad, .kernel = k_cumsum_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_cumsum_grad,
+     .flags = OP_INTERNAL},
     {.type = "argmax", .doc = "Out = the index of the largest element of X along axis",
      .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "i64 indices, X's shape without axis"}},

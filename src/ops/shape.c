@@ -978,6 +978,56 @@ static int k_gather_grad(ExecCtx *c) {
 #define X_IN {{"X", 0, "input"}}
 #define OUT(DOC) {{"Out", 0, DOC}}
 
+/* ---- gradients of the grad ops ----
+ * Composite: slice_grad, gather_grad and concat_grad are linear in
+ * Out@GRAD and do not depend on X's values, so Out@GRAD's gradient is the
+ * forward op run on the gradient G of their output: slice(G), gather(G,
+ * Index), and the concat of the X@GRAD gradients (zeros for an input whose
+ * gradient the grad op did not make). */
+
+/* out = TYPE(X=x [, Index]) with the grad op's attributes. */
+static OpDesc *emit_fwd(GradCtx *g, const char *type, const char *x, const char *out) {
+  OpDesc *op = bwd_emit(g, type);
+  bwd_emit_in(g, op, "X", x);
+  bwd_emit_out(g, op, "Out", out);
+  bwd_emit_attrs(g, op);
+  return op;
+}
+
+static int g_slice_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (dd) emit_fwd(g, "slice", bwd_op_out_grad(g, "X@GRAD", 0), dd);
+  return 0;
+}
+
+static int g_gather_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (dd) bwd_emit_in(g, emit_fwd(g, "gather", bwd_op_out_grad(g, "X@GRAD", 0), dd), "Index", bwd_op_in(g, "Index", 0));
+  return 0;
+}
+
+static int g_concat_grad(GradCtx *g) {
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  if (!dd) return 0;
+  const AttrValue *which = bwd_op_attr(g, "inputs");
+  int n = bwd_op_nin(g, "X");
+  const char **parts = arena_alloc(bwd_prog(g)->arena, sizeof *parts * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) {
+    parts[i] = NULL;
+    for (int k = 0; which && k < which->n && !parts[i]; k++)
+      if (which->u.ints[k] == i) parts[i] = bwd_op_out_grad(g, "X@GRAD", k);
+    if (!parts[i]) {
+      parts[i] = bwd_temp(g);
+      bwd_emit1(g, "fill_zeros_like", bwd_op_in(g, "X", i), parts[i]);
+    }
+  }
+  OpDesc *op = bwd_emit(g, "concat");
+  for (int i = 0; i < n; i++) bwd_emit_in(g, op, "X", parts[i]);
+  bwd_emit_out(g, op, "Out", dd);
+  bwd_emit_attr(g, op, "axis", *bwd_op_attr(g, "axis"));
+  return 0;
+}
+
 OpProto op_table_shape[] = {
     {.type = "reshape", .doc = "Out = X's elements in a new shape (one -1 is inferred)",
      .in = X_IN, .out = OUT("the result, dtype of X"),
@@ -1015,12 +1065,13 @@ OpProto op_table_shape[] = {
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis to join along"}},
      .infer = infer_concat, .kernel = k_concat, .grad_kind = GRAD_DEDICATED, .grad = g_concat},
     {.type = "concat_grad", .doc = "X@GRAD = the pieces of Out@GRAD that the inputs listed in inputs filled",
-     .in = {{"X", SLOT_LIST, "the forward inputs"}, {"Out@GRAD", 0, "the result's gradient"}},
+     .in = {{"X", SLOT_LIST | SLOT_NO_GRAD, "the forward inputs (their shapes)"},
+            {"Out@GRAD", 0, "the result's gradient"}},
      .out = {{"X@GRAD", SLOT_LIST, "the gradients of X[inputs[0]], X[inputs[1]], ..."}},
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis joined along"},
                {"inputs", ATTR_INTS, "[]", NULL, "the positions in X of the gradients wanted"}},
-     .infer = infer_concat_grad, .kernel = k_concat_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL},
+     .infer = infer_concat_grad, .kernel = k_concat_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_concat_grad, .flags = OP_INTERNAL},
     {.type = "split", .doc = "Out = X cut along axis into num equal parts or parts of sizes sections",
      .in = X_IN, .out = {{"Out", SLOT_LIST, "the parts, in order"}},
      .attrs = {{"num", ATTR_INT, "0", reg_check_nonnegative, "the number of equal parts (or 0)"},
@@ -1034,23 +1085,25 @@ OpProto op_table_shape[] = {
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis; clamped"}},
      .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED},
     {.type = "slice_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD in the slice",
-     .in = {{"X", 0, "the forward input"}, {"Out@GRAD", 0, "the slice's gradient"}},
+     .in = {{"X", SLOT_NO_GRAD, "the forward input (its shape)"}, {"Out@GRAD", 0, "the slice's gradient"}},
      .out = {{"X@GRAD", 0, "X's gradient"}},
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the axes sliced"},
                {"starts", ATTR_INTS, NULL, NULL, "first index per axis"},
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis"}},
-     .infer = infer_x_grad, .kernel = k_slice_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .infer = infer_x_grad, .kernel = k_slice_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_slice_grad,
+     .flags = OP_INTERNAL},
     {.type = "gather", .doc = "Out = the entries of X at Index along axis",
      .in = {{"X", 0, "input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"}},
      .out = OUT("X.shape[:axis] + Index.shape + X.shape[axis+1:]"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
      .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED},
     {.type = "gather_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD's entries added at Index",
-     .in = {{"X", 0, "the forward input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"},
+     .in = {{"X", SLOT_NO_GRAD, "the forward input (its shape)"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"},
             {"Out@GRAD", 0, "the result's gradient"}},
      .out = {{"X@GRAD", 0, "X's gradient; repeated indices accumulate"}},
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
-     .infer = infer_x_grad, .kernel = k_gather_grad, .grad_kind = GRAD_NONE, .flags = OP_INTERNAL},
+     .infer = infer_x_grad, .kernel = k_gather_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_gather_grad,
+     .flags = OP_INTERNAL},
     {.type = "one_hot", .doc = "Out = f32 one-hot vectors of length depth for the i64 labels X",
      .in = {{"X", SLOT_NO_GRAD, "i64 labels in [0, depth)"}},
      .out = OUT("f32, X.shape + [depth]"),
