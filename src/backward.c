@@ -561,7 +561,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
                 "%s: the backward of a loop or a branch cannot be differentiated again yet "
                 "(a second-order gradient through while or if)", op->type);
       else if (of)
-        fail_at(bw, op->span, "%s, in the gradient of this %s made by grad(...), has no gradient: the gradient "
+        fail_at(bw, op->span, "%s, in the gradient of this %s, has no gradient: the gradient "
                 "cannot be differentiated again", op->type, of->type);
       else if (!proto || proto->grad_kind == GRAD_NONE)
         fail_at(bw, op->span, "%s has no gradient, but the loss depends on a parameter through it", op->type);
