@@ -82,6 +82,7 @@ struct Scope {
   Binding *b;
   int n, cap;
   StrMap index;                        /* name -> its binding in b */
+  bool fn_body;                        /* a function's own scope (not a loop's or branch's in it) */
 };
 
 struct Lowerer {
@@ -1243,6 +1244,7 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   StrMap *saved_ncalled = L->ncalled;
   enter_pscope(L, def->name, explicit_scope);
   L->scope = scope_new(L, L->fn_parent);
+  L->scope->fn_body = true;
   L->fn = def->name;
   L->calls[L->ncalls++] = def;
   CallSite *site = arena_alloc(L->arena, sizeof *site);
@@ -2321,6 +2323,13 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
     cval = fold_const(L, n->a);
     if (L->diag->nerrors != before) return;
     if (cval && const_has_string(cval)) cval = NULL;   /* lower_expr says why */
+  }
+  /* In a function's body the constant is all the name is: a value is made
+   * only where the body uses it as one (as for a constant argument). */
+  if (cval && L->scope->fn_body) {
+    L->bind_at = n->list.items[0]->span;
+    bind(L, L->scope, n->list.items[0]->name, BIND_CONST)->cval = cval;
+    return;
   }
   if (nt == 1) {
     outs[0] = lower_expr(L, n->a, hints[0]);
