@@ -138,6 +138,7 @@ typedef void (*RunFn)(void *acc, const void *x, int64_t n, bool spread);
     acc[0] += (s[0] + s[1]) + (s[2] + s[3]);                                    \
   }
 SUM_RUN(sum_f32_f64, float, double)
+SUM_RUN(sum_f64_f64, double, double)
 SUM_RUN(sum_i64_f64, int64_t, double)
 SUM_RUN(sum_bool_f64, uint8_t, double)
 SUM_RUN(sum_i64_u64, int64_t, uint64_t)
@@ -165,6 +166,8 @@ SUM_RUN(sum_bool_u64, uint8_t, uint64_t)
 #define SMALLER_NAN(v, m) (((v) < (m)) | isnan(v) ? (v) : (m))
 PICK_RUN(max_f32, float, LARGER_NAN)
 PICK_RUN(min_f32, float, SMALLER_NAN)
+PICK_RUN(max_f64, double, LARGER_NAN)
+PICK_RUN(min_f64, double, SMALLER_NAN)
 PICK_RUN(max_i64, int64_t, LARGER)
 PICK_RUN(min_i64, int64_t, SMALLER)
 PICK_RUN(max_bool, uint8_t, LARGER)
@@ -259,7 +262,16 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
 
   int64_t n = out->numel;
   size_t xes = dtype_size(x->dtype);
-  bool wide = kind == R_MEAN || (kind == R_SUM && x->dtype == DT_F32);
+  bool wide = kind == R_MEAN || (kind == R_SUM && dtype_is_float(x->dtype));
+  if (wide && out->dtype == DT_F64) {   /* f64: summed straight into the result */
+    double *o = tensor_f64(out);
+    memset(o, 0, (size_t)n * sizeof *o);
+    RunFn run = x->dtype == DT_F64 ? sum_f64_f64 : x->dtype == DT_I64 ? sum_i64_f64 : sum_bool_f64;
+    if (x->numel > 0) walk(x->data, xes, (char *)o, sizeof *o, ng, size, gred, run);
+    if (kind == R_MEAN)
+      for (int64_t i = 0; i < n; i++) o[i] = count ? o[i] / (double)count : (double)NAN;
+    return 0;
+  }
   if (wide) {   /* a double accumulator per result */
     double *acc = mem_calloc(n ? (size_t)n : 1, sizeof *acc);
     RunFn run = x->dtype == DT_F32 ? sum_f32_f64 : x->dtype == DT_I64 ? sum_i64_f64 : sum_bool_f64;
@@ -286,6 +298,9 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
   if (x->dtype == DT_F32) {
     for (int64_t i = 0; i < n; i++) tensor_f32(out)[i] = mx ? -INFINITY : INFINITY;
     run = mx ? max_f32 : min_f32;
+  } else if (x->dtype == DT_F64) {
+    for (int64_t i = 0; i < n; i++) tensor_f64(out)[i] = mx ? -INFINITY : INFINITY;
+    run = mx ? max_f64 : min_f64;
   } else if (x->dtype == DT_I64) {
     for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = mx ? INT64_MIN : INT64_MAX;
     run = mx ? max_i64 : min_i64;
@@ -438,11 +453,29 @@ static bool infer_cumsum_grad(InferCtx *c) {
 /* Is a the picked value m (NaN picks NaN)? */
 static inline bool picked(float a, float m) { return a == m || (a != a && m != m); }
 
+/* sum_grad and mean_grad in f64: Out@GRAD (scaled by 1/count for mean)
+ * spread back over X's shape. */
+static int sum_grad64(ExecCtx *c, ReduceKind kind, Tensor *x, Tensor *dout, Tensor *dx) {
+  int64_t size[SHAPE_MAX_RANK], count;
+  bool gred[SHAPE_MAX_RANK];
+  int ng = reduce_groups(c, x, size, gred, &count);
+  if (x->numel == 0) return 0;
+  Runs w;
+  runs_init(&w, ng, size, gred);
+  bool reduced = gred[ng - 1];
+  const double *g = tensor_f64(dout);
+  double *d = tensor_f64(dx), scale = kind == R_MEAN ? 1.0 / (double)count : 1.0;
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w))
+    for (int64_t j = 0; j < w.last; j++) d[k * w.last + j] = g[reduced ? w.off : w.off + j] * scale;
+  return 0;
+}
+
 static int reduce_grad(ExecCtx *c, ReduceKind kind) {
   bool pick = kind == R_MAX || kind == R_MIN;
   if (ctx_out_count(c, 0) == 0) return 0;
   Tensor *x = ctx_in(c, 0), *out = pick ? ctx_in(c, 1) : NULL, *dout = ctx_in(c, pick ? 2 : 1);
   Tensor *dx = ctx_out(c, 0);
+  if (!pick && dx->dtype == DT_F64 && dout->dtype == DT_F64) return sum_grad64(c, kind, x, dout, dx);
   if (x->dtype != DT_F32 || dout->dtype != DT_F32 || (out && out->dtype != DT_F32))
     return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
   int64_t size[SHAPE_MAX_RANK], count;

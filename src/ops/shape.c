@@ -596,6 +596,7 @@ static int k_view(ExecCtx *c) {
   }
 TRANSPOSE_2D(transpose_2d_f32, float)
 TRANSPOSE_2D(transpose_2d_i64, int64_t)
+TRANSPOSE_2D(transpose_2d_f64, double)
 TRANSPOSE_2D(transpose_2d_u8, uint8_t)
 
 /* transpose: Out's dimension j is X's perm[j].  Dimensions of size 1 are
@@ -650,6 +651,7 @@ static int k_transpose(ExecCtx *c) {
     void *o = od + (size_t)w.off[1] * es;
     const void *xp = xd + (size_t)w.off[0] * es;
     if (x->dtype == DT_F32) transpose_2d_f32(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
+    else if (x->dtype == DT_F64) transpose_2d_f64(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
     else if (x->dtype == DT_I64) transpose_2d_i64(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
     else transpose_2d_u8(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
   }
