@@ -60,6 +60,7 @@ static bool parse_names(const char *opt, const char *v, const char **list, int *
 
 int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
   memset(a, 0, sizeof *a);
+  a->dtype = DT_UNKNOWN;
   a->verb = argv[0];
   exec_default_options(&a->opt);
   a->iterations = 10;
@@ -121,6 +122,12 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
     } else if (IS("--precision", OPT_RUN)) {
       if (!parse_int("--precision", VALUE(), 0, &n)) return EXIT_USAGE;
       a->opt.precision = (int)(n > 17 ? 17 : n);
+    } else if (IS("--dtype", OPT_RUN)) {
+      const char *v = VALUE();
+      if (!v || (strcmp(v, "f32") != 0 && strcmp(v, "f64") != 0))
+        return diag_usage("%s", "--dtype needs f32 or f64");
+      a->dtype = strcmp(v, "f64") == 0 ? DT_F64 : DT_F32;
+      session_set_f64(a->dtype == DT_F64);
     } else if (IS("--check-nan", OPT_RUN)) {
       a->opt.check_nan = true;
     } else if (IS("--no-fuse", OPT_RUN)) {
@@ -137,8 +144,10 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) {
       if (!parse_names("--no-grad", VALUE(), a->no_grad, &a->nno_grad, 256)) return EXIT_USAGE;
     } else if (IS("--eps", OPT_CHECK)) {
       if (!parse_real("--eps", VALUE(), &a->eps, false)) return EXIT_USAGE;
+      a->eps_set = true;
     } else if (IS("--rtol", OPT_CHECK)) {
       if (!parse_real("--rtol", VALUE(), &a->rtol, false)) return EXIT_USAGE;
+      a->rtol_set = true;
     } else if (IS("--atol", OPT_CHECK)) {
       if (!parse_real("--atol", VALUE(), &a->atol, true)) return EXIT_USAGE;
     } else if (IS("--samples", OPT_CHECK)) {

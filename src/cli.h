@@ -40,10 +40,16 @@ typedef struct Args {
   int nwrt, nno_grad;
   double eps, rtol, atol;
   int64_t samples;
+  DType dtype;             /* --dtype: DT_F64 runs the program in f64; DT_UNKNOWN if not given */
+  bool eps_set, rtol_set;  /* --eps, --rtol given (gradcheck's defaults depend on --dtype) */
 } Args;
 
 /* gradcheck's default --atol. */
 #define CLI_ATOL 1e-5
+/* gradcheck's --eps and --rtol when its finite differences are taken in
+ * f64 (the default, and --dtype f64), as PyTorch's gradcheck. */
+#define CLI_EPS_F64 1e-6
+#define CLI_RTOL_F64 1e-3
 
 /* Parses argv (argv[0] is the verb) into a; 0, or the usage-error status. */
 int cli_parse(int argc, char **argv, Args *a, unsigned accepts);

@@ -964,6 +964,12 @@ bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   snprintf(want, sizeof want, "%s", dtype_name(v->dtype));
   shape_str(&v->shape, want + strlen(want), sizeof want - strlen(want));
   tensor_shape_str(t, got, sizeof got);
+  if (v->dtype == DT_F64 && (t->dtype == DT_F32 || t->dtype == DT_I64)) {   /* read as f64 */
+    Tensor *wide = tensor_cast(t, DT_F64);
+    bool ok = exec_feed(ex, name, wide, what);
+    tensor_unref(wide);
+    return ok;
+  }
   if (t->dtype != v->dtype) {
     diag_error(ex->diag, v->span, "%s: '%s' is declared %s but the value is %s", what, v->name, want,
                dtype_name(t->dtype));

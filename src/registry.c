@@ -278,15 +278,16 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
  * Any other op given an f64 value fails at inference, never computing it
  * in f32 behind the user's back. */
 static const char *const f64_ops[] = {
-    "abs", "abs_grad", "add", "add_n", "arange", "assign", "assign_value", "broadcast_to", "cast",
-    "clip", "clip_grad", "concat", "cos", "div", "elu", "elu_grad", "exp", "fill_constant",
-    "fill_zeros_like", "flatten", "full", "gaussian_random", "gelu", "gelu_grad", "leaky_relu",
-    "leaky_relu_grad", "log", "matmul", "max", "maximum", "maximum_grad", "mean", "mean_grad", "min",
-    "minimum", "minimum_grad", "mul", "neg", "ones", "ones_like", "pow", "pow_grad", "print", "relu",
-    "relu_grad", "reshape", "reshape_like", "scale", "share", "sigmoid", "sigmoid_grad", "silu",
-    "silu_grad", "sin", "softplus", "softplus_grad", "sqrt", "square", "squeeze", "stop_gradient", "sub",
-    "sum", "sum_grad", "sum_like", "tanh", "tanh_grad", "transpose", "uniform_random", "unsqueeze",
-    "zeros", "zeros_like",
+    "abs", "abs_grad", "add", "add_n", "arange", "assign", "assign_value", "broadcast_to", "cast", "clip",
+    "clip_grad", "concat", "concat_grad", "cos", "div", "elu", "elu_grad", "equal", "exp", "fill_constant",
+    "fill_zeros_like", "flatten", "full", "gather", "gather_grad", "gaussian_random", "gelu", "gelu_grad",
+    "greater_equal", "greater_than", "leaky_relu", "leaky_relu_grad", "less_equal", "less_than", "log",
+    "matmul", "max", "maximum", "maximum_grad", "mean", "mean_grad", "min", "minimum", "minimum_grad", "mul",
+    "neg", "not_equal", "ones", "ones_like", "pad", "pow", "pow_grad", "print", "relu", "relu_grad",
+    "reshape", "reshape_like", "scale", "share", "sigmoid", "sigmoid_grad", "sign", "silu", "silu_grad",
+    "sin", "slice", "slice_grad", "softplus", "softplus_grad", "split", "sqrt", "square", "squeeze", "stack",
+    "stop_gradient", "sub", "sum", "sum_grad", "sum_like", "tanh", "tanh_grad", "transpose", "tril", "triu",
+    "uniform_random", "unsqueeze", "where", "zeros", "zeros_like",
 };
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
