@@ -278,16 +278,18 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
  * Any other op given an f64 value fails at inference, never computing it
  * in f32 behind the user's back. */
 static const char *const f64_ops[] = {
-    "abs", "abs_grad", "add", "add_n", "arange", "assign", "assign_value", "broadcast_to", "cast", "clip",
-    "clip_grad", "concat", "concat_grad", "cos", "div", "elu", "elu_grad", "equal", "exp", "fill_constant",
-    "fill_zeros_like", "flatten", "full", "gather", "gather_grad", "gaussian_random", "gelu", "gelu_grad",
-    "greater_equal", "greater_than", "leaky_relu", "leaky_relu_grad", "less_equal", "less_than", "log",
-    "matmul", "max", "maximum", "maximum_grad", "mean", "mean_grad", "min", "minimum", "minimum_grad", "mul",
-    "neg", "not_equal", "ones", "ones_like", "pad", "pow", "pow_grad", "print", "relu", "relu_grad",
-    "reshape", "reshape_like", "scale", "share", "sigmoid", "sigmoid_grad", "sign", "silu", "silu_grad",
-    "sin", "slice", "slice_grad", "softplus", "softplus_grad", "split", "sqrt", "square", "squeeze", "stack",
-    "stop_gradient", "sub", "sum", "sum_grad", "sum_like", "tanh", "tanh_grad", "transpose", "tril", "triu",
-    "uniform_random", "unsqueeze", "where", "zeros", "zeros_like",
+    "abs", "abs_grad", "adam", "adamw", "add", "add_n", "arange", "assign", "assign_value", "broadcast_to",
+    "cast", "clip", "clip_grad", "concat", "concat_grad", "cos", "div", "elu", "elu_grad", "equal", "exp",
+    "fill_constant", "fill_zeros_like", "flatten", "full", "gather", "gather_grad", "gaussian_random", "gelu",
+    "gelu_grad", "greater_equal", "greater_than", "leaky_relu", "leaky_relu_grad", "less_equal", "less_than",
+    "log", "log_softmax", "log_softmax_grad", "matmul", "max", "maximum", "maximum_grad", "mean", "mean_grad",
+    "min", "minimum", "minimum_grad", "momentum", "mse", "mul", "neg", "not_equal", "ones", "ones_like",
+    "pad", "pow", "pow_grad", "print", "relu", "relu_grad", "reshape", "reshape_like", "rmsprop", "scale",
+    "sgd", "share", "sigmoid", "sigmoid_cross_entropy", "sigmoid_grad", "sign", "silu", "silu_grad", "sin",
+    "slice", "slice_grad", "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad", "softmax_grad",
+    "softplus", "softplus_grad", "split", "sqrt", "square", "squeeze", "stack", "stop_gradient", "sub", "sum",
+    "sum_grad", "sum_like", "tanh", "tanh_grad", "transpose", "tril", "triu", "uniform_random", "unsqueeze",
+    "where", "zeros", "zeros_like",
 };
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }

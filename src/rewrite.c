@@ -296,6 +296,7 @@ static bool sgd_matmul(const Site *s, int i, Match *m) {
   const OpDesc *mm = b->ops[at];
   const VarDesc *x = prog_var(p, op_in1(mm, "X")), *y = prog_var(p, op_in1(mm, "Y"));
   if (!x || !y || x->shape.rank != 2 || y->shape.rank != 2) return false;
+  if (x->dtype != DT_F32 || y->dtype != DT_F32) return false;   /* sgd_matmul is f32 (sgemm) */
   OpDesc *op = op_new(p, "sgd_matmul", mm->span);
   op->fwd_block = mm->fwd_block;
   op->fwd_op = mm->fwd_op;

@@ -268,6 +268,12 @@ static bool infer_accuracy(InferCtx *c) {
  * absent. */
 static Tensor *in_f32(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F32); }
 
+/* Input `slot` as f64 if it is f64, else as f32 (in_f32). */
+static Tensor *in_float(ExecCtx *c, int slot) {
+  Tensor *t = ctx_in(c, slot);
+  return t->dtype == DT_F64 ? tensor_ref(t) : tensor_cast(t, DT_F32);
+}
+
 static Tensor *opt_f32(ExecCtx *c, int slot) {
   Tensor *t = ctx_in(c, slot);
   return t ? tensor_cast(t, DT_F32) : NULL;
@@ -317,8 +323,43 @@ static int label_check(ExecCtx *c, const Tensor *lb, int64_t r, int64_t l, int64
 /* softmax / log_softmax of X along `axis`.  X is viewed as [outer, n, inner]
  * with the axis in the middle; the `inner` rows sharing an outer index are
  * done together so every loop walks memory in order. */
+/* The loops of softmax_run for element type T (EXPF its exp). */
+#define SOFTMAX_LOOPS(NAME, T, EXPF)                                                                            \
+static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s) {  \
+  for (int64_t o = 0; o < outer; o++) {                                                                         \
+    const T *xp = xv + o * n * inner;                                                                           \
+    T *yp = yv + o * n * inner;                                                                                 \
+    for (int64_t i = 0; i < inner; i++) {                                                                       \
+      m[i] = xp[i];                                                                                             \
+      s[i] = 0;                                                                                                 \
+    }                                                                                                           \
+    for (int64_t j = 1; j < n; j++)                                                                             \
+      for (int64_t i = 0; i < inner; i++)                                                                       \
+        if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                                 \
+    for (int64_t j = 0; j < n; j++)                                                                             \
+      for (int64_t i = 0; i < inner; i++) {                                                                     \
+        T e = EXPF(xp[j * inner + i] - m[i]);                                                                   \
+        s[i] += (double)e;                                                                                      \
+        if (!log_out) yp[j * inner + i] = e;                                                                    \
+      }                                                                                                         \
+    if (log_out) {                                                                                              \
+      for (int64_t i = 0; i < inner; i++) s[i] = log(s[i]);                                                     \
+      for (int64_t j = 0; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++)                                                                     \
+          yp[j * inner + i] = (T)((double)(xp[j * inner + i] - m[i]) - s[i]);                                   \
+    } else {                                                                                                    \
+      for (int64_t i = 0; i < inner; i++) s[i] = 1 / s[i];                                                      \
+      for (int64_t j = 0; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++)                                                                     \
+          yp[j * inner + i] = (T)((double)yp[j * inner + i] * s[i]);                                            \
+    }                                                                                                           \
+  }                                                                                                             \
+}
+SOFTMAX_LOOPS(softmax_f32, float, expf)
+SOFTMAX_LOOPS(softmax_f64, double, exp)
+
 static int softmax_run(ExecCtx *c, bool log_out) {
-  Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = in_float(c, 0), *out = ctx_out(c, 0);
   int axis = (int)ctx_attr_i(c, "axis");
   if (axis < 0) axis += x->rank;
   int64_t outer = prod(x->shape, 0, axis), n = x->shape[axis],
@@ -327,38 +368,10 @@ static int softmax_run(ExecCtx *c, bool log_out) {
     tensor_unref(x);
     return 0;
   }
-  float *m = mem_alloc(NULL, sizeof *m * (size_t)inner);
+  void *m = mem_alloc(NULL, dtype_size(x->dtype) * (size_t)inner);
   double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
-  const float *xv = tensor_f32(x);
-  float *yv = tensor_f32(out);
-  for (int64_t o = 0; o < outer; o++) {
-    const float *xp = xv + o * n * inner;
-    float *yp = yv + o * n * inner;
-    for (int64_t i = 0; i < inner; i++) {
-      m[i] = xp[i];
-      s[i] = 0;
-    }
-    for (int64_t j = 1; j < n; j++)
-      for (int64_t i = 0; i < inner; i++)
-        if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < inner; i++) {
-        float e = expf(xp[j * inner + i] - m[i]);
-        s[i] += (double)e;
-        if (!log_out) yp[j * inner + i] = e;
-      }
-    if (log_out) {
-      for (int64_t i = 0; i < inner; i++) s[i] = log(s[i]);
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t i = 0; i < inner; i++)
-          yp[j * inner + i] = (float)((double)(xp[j * inner + i] - m[i]) - s[i]);
-    } else {
-      for (int64_t i = 0; i < inner; i++) s[i] = 1 / s[i];
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t i = 0; i < inner; i++)
-          yp[j * inner + i] = (float)((double)yp[j * inner + i] * s[i]);
-    }
-  }
+  if (x->dtype == DT_F64) softmax_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, log_out, m, s);
+  else softmax_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, log_out, m, s);
   mem_free(m);
   mem_free(s);
   tensor_unref(x);
@@ -368,32 +381,48 @@ static int softmax_run(ExecCtx *c, bool log_out) {
 static int k_softmax(ExecCtx *c) { return softmax_run(c, false); }
 static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
 
+/* The loop of k_softmax_ce for element type T. */
+#define SOFTMAX_CE_LOOPS(NAME, T, EXPF)                                                        \
+static int NAME(ExecCtx *c, const T *x, const Tensor *lb, T *y, int64_t rows, int64_t ncls) {  \
+  const int64_t *label = tensor_i64(lb);                                                       \
+  int rc = 0;                                                                                  \
+  for (int64_t r = 0; r < rows; r++) {                                                         \
+    int64_t l = label[r];                                                                      \
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                      \
+    const T *row = x + r * ncls;                                                               \
+    /* (max - x[l]) first: both are large for large logits, their difference is not */         \
+    T m = row[0];                                                                              \
+    for (int64_t j = 1; j < ncls; j++)                                                         \
+      if (row[j] > m) m = row[j];                                                              \
+    double s = 0;                                                                              \
+    for (int64_t j = 0; j < ncls; j++) s += (double)EXPF(row[j] - m);                          \
+    y[r] = (T)((double)(m - row[l]) + log(s));                                                 \
+  }                                                                                            \
+  return rc;                                                                                   \
+}
+SOFTMAX_CE_LOOPS(softmax_ce_f32, float, expf)
+SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
+
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
-  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *loss = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *loss = ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
-  const float *x = tensor_f32(lg);
-  const int64_t *label = tensor_i64(lb);
-  float *y = tensor_f32(loss);
-  int rc = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t l = label[r];
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;
-    const float *row = x + r * ncls;
-    /* (max - x[l]) first: both are large for large logits, their difference is not */
-    float m = row[0];
-    for (int64_t j = 1; j < ncls; j++)
-      if (row[j] > m) m = row[j];
-    double s = 0;
-    for (int64_t j = 0; j < ncls; j++) s += (double)expf(row[j] - m);
-    y[r] = (float)((double)(m - row[l]) + log(s));
-  }
+  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, tensor_f64(loss), rows, ncls)
+                               : softmax_ce_f32(c, tensor_f32(lg), lb, tensor_f32(loss), rows, ncls);
   tensor_unref(lg);
   return rc;
 }
 
 /* Out = max(x, 0) - x z + log1p(exp(-|x|)): never exp of a large number. */
 static int k_sigmoid_ce(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) {   /* the same in double (the executor made X and Label f64) */
+    Tensor *x = ctx_in(c, 0), *z = ctx_in(c, 1), *out = ctx_out(c, 0);
+    for (int64_t i = 0; i < out->numel; i++) {
+      double a = tensor_get(x, i);
+      tensor_f64(out)[i] = fmax(a, 0) - a * tensor_get(z, i) + log1p(exp(-fabs(a)));
+    }
+    return 0;
+  }
   Tensor *x = in_f32(c, 0), *z = in_f32(c, 1), *out = ctx_out(c, 0);
   const float *xv = tensor_f32(x), *zv = tensor_f32(z);
   float *y = tensor_f32(out);
@@ -406,25 +435,33 @@ static int k_sigmoid_ce(ExecCtx *c) {
   return 0;
 }
 
+/* The loop of k_mse for element type T. */
+#define MSE_LOOP(NAME, T)                                                       \
+  static void NAME(const Bcast *b, const T *xv, const T *tv, T *y) {            \
+    BcastIter it;                                                               \
+    bcast_iter_init(&it, b);                                                    \
+    do {                                                                        \
+      const T *xp = xv + it.off[0], *tp = tv + it.off[1];                       \
+      T *yp = y + it.out;                                                       \
+      for (int64_t i = 0; i < b->inner; i++) {                                  \
+        T d = xp[i * b->inner_step[0]] - tp[i * b->inner_step[1]];              \
+        yp[i] = d * d;                                                          \
+      }                                                                         \
+    } while (bcast_iter_next(&it));                                             \
+  }
+MSE_LOOP(mse_f32, float)
+MSE_LOOP(mse_f64, double)
+
 static int k_mse(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *t = in_f32(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = in_float(c, 0), *t = in_float(c, 1), *out = ctx_out(c, 0);
   Bcast b;
   int rc = 0;
   if (!bcast_init(&b, x, t)) {
     rc = ctx_fail(c, "X and Y do not broadcast");
+  } else if (out->numel > 0 && out->dtype == DT_F64 && x->dtype == DT_F64 && t->dtype == DT_F64) {
+    mse_f64(&b, tensor_f64(x), tensor_f64(t), tensor_f64(out));
   } else if (out->numel > 0) {
-    const float *xv = tensor_f32(x), *tv = tensor_f32(t);
-    float *y = tensor_f32(out);
-    BcastIter it;
-    bcast_iter_init(&it, &b);
-    do {
-      const float *xp = xv + it.off[0], *tp = tv + it.off[1];
-      float *yp = y + it.out;
-      for (int64_t i = 0; i < b.inner; i++) {
-        float d = xp[i * b.inner_step[0]] - tp[i * b.inner_step[1]];
-        yp[i] = d * d;
-      }
-    } while (bcast_iter_next(&it));
+    mse_f32(&b, tensor_f32(x), tensor_f32(t), tensor_f32(out));
   }
   tensor_unref(x);
   tensor_unref(t);
@@ -744,6 +781,27 @@ static bool infer_softmax_grad(InferCtx *c) {
 /* Along the axis, with s = sum(dOut * Out) (softmax) or sum(dOut)
  * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s.
  * The [outer, n, inner] walk is softmax_run's. */
+/* The loops of softmax_grad_run for element type T. */
+#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPF)                                                                              \
+static void NAME(const T *yv, const T *gv, T *xv, int64_t outer, int64_t n, int64_t inner, bool log_out, double *s) {  \
+  for (int64_t o = 0; o < outer; o++) {                                                                                \
+    const T *yp = yv + o * n * inner, *gp = gv + o * n * inner;                                                        \
+    T *xp = xv + o * n * inner;                                                                                        \
+    for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                                      \
+    for (int64_t j = 0; j < n; j++)                                                                                    \
+      for (int64_t i = 0; i < inner; i++)                                                                              \
+        s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];           \
+    for (int64_t j = 0; j < n; j++)                                                                                    \
+      for (int64_t i = 0; i < inner; i++) {                                                                            \
+        int64_t k = j * inner + i;                                                                                     \
+        xp[k] = log_out ? (T)((double)gp[k] - (double)EXPF(yp[k]) * s[i])                                              \
+                        : (T)((double)yp[k] * ((double)gp[k] - s[i]));                                                 \
+      }                                                                                                                \
+  }                                                                                                                    \
+}
+SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, expf)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, exp)
+
 static int softmax_grad_run(ExecCtx *c, bool log_out) {
   Tensor *y = ctx_in(c, 0), *dy = ctx_in(c, 1), *dx = ctx_out(c, 0);
   if (!dx || y->numel == 0) return 0;
@@ -753,22 +811,10 @@ static int softmax_grad_run(ExecCtx *c, bool log_out) {
   int64_t outer = prod(y->shape, 0, axis), n = y->shape[axis],
           inner = prod(y->shape, axis + 1, y->rank);
   double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
-  const float *yv = tensor_f32(y), *gv = tensor_f32(dy);
-  float *xv = tensor_f32(dx);
-  for (int64_t o = 0; o < outer; o++) {
-    const float *yp = yv + o * n * inner, *gp = gv + o * n * inner;
-    float *xp = xv + o * n * inner;
-    for (int64_t i = 0; i < inner; i++) s[i] = 0;
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < inner; i++)
-        s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t k = j * inner + i;
-        xp[k] = log_out ? (float)((double)gp[k] - (double)expf(yp[k]) * s[i])
-                        : (float)((double)yp[k] * ((double)gp[k] - s[i]));
-      }
-  }
+  if (y->dtype == DT_F64 && dy->dtype == DT_F64 && dx->dtype == DT_F64)
+    softmax_grad_f64(tensor_f64(y), tensor_f64(dy), tensor_f64(dx), outer, n, inner, log_out, s);
+  else
+    softmax_grad_f32(tensor_f32(y), tensor_f32(dy), tensor_f32(dx), outer, n, inner, log_out, s);
   mem_free(s);
   return 0;
 }
@@ -778,8 +824,35 @@ static int k_log_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, true); }
 
 /* Logits@GRAD[r] = (softmax(Logits[r]) - onehot(Label[r])) * Loss@GRAD[r]:
  * the softmax is recomputed stably into the output row, then scaled. */
+/* The loop of k_softmax_ce_grad for element type T. */
+#define SOFTMAX_CE_GRAD_LOOPS(NAME, T, EXPF)                                                                \
+static int NAME(ExecCtx *c, const T *x, const T *gl, const Tensor *lb, T *d, int64_t rows, int64_t ncls) {  \
+  const int64_t *label = tensor_i64(lb);                                                                    \
+  int rc = 0;                                                                                               \
+  for (int64_t r = 0; r < rows; r++) {                                                                      \
+    int64_t l = label[r];                                                                                   \
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                   \
+    const T *row = x + r * ncls;                                                                            \
+    T *drow = d + r * ncls;                                                                                 \
+    T m = row[0];                                                                                           \
+    for (int64_t j = 1; j < ncls; j++)                                                                      \
+      if (row[j] > m) m = row[j];                                                                           \
+    double s = 0;                                                                                           \
+    for (int64_t j = 0; j < ncls; j++) {                                                                    \
+      drow[j] = EXPF(row[j] - m);                                                                           \
+      s += (double)drow[j];                                                                                 \
+    }                                                                                                       \
+    T k = (T)((double)gl[r] / s);                                                                           \
+    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;                                                        \
+    drow[l] -= gl[r];                                                                                       \
+  }                                                                                                         \
+  return rc;                                                                                                \
+}
+SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f32, float, expf)
+SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f64, double, exp)
+
 static int k_softmax_ce_grad(ExecCtx *c) {
-  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *dl = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *dl = ctx_in(c, 2), *dx = ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
   int rc = 0;
   if (!dx || lg->numel == 0) {
@@ -790,26 +863,10 @@ static int k_softmax_ce_grad(ExecCtx *c) {
     tensor_unref(lg);
     return ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
-  const float *x = tensor_f32(lg), *gl = tensor_f32(dl);
-  const int64_t *label = tensor_i64(lb);
-  float *d = tensor_f32(dx);
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t l = label[r];
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;
-    const float *row = x + r * ncls;
-    float *drow = d + r * ncls;
-    float m = row[0];
-    for (int64_t j = 1; j < ncls; j++)
-      if (row[j] > m) m = row[j];
-    double s = 0;
-    for (int64_t j = 0; j < ncls; j++) {
-      drow[j] = expf(row[j] - m);
-      s += (double)drow[j];
-    }
-    float k = (float)((double)gl[r] / s);
-    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;
-    drow[l] -= gl[r];
-  }
+  if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
+    rc = softmax_ce_grad_f64(c, tensor_f64(lg), tensor_f64(dl), lb, tensor_f64(dx), rows, ncls);
+  else
+    rc = softmax_ce_grad_f32(c, tensor_f32(lg), tensor_f32(dl), lb, tensor_f32(dx), rows, ncls);
   tensor_unref(lg);
   return rc;
 }
