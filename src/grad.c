@@ -585,12 +585,14 @@ static bool script_loss(Forward *f, double *out) {
 }
 
 /* The forward copy starts where the analytic gradient was taken: each
- * value checked gets the value b's run gave it (an f32 one, widened). */
+ * parameter checked gets the value b's run gave it (an f32 one, widened). */
 static void copy_params(Built *b, const Args *a, Forward *f) {
   Program *p = b->tp ? b->tp : b->prog;
   for (int i = 0; i < b->bw.npairs; i++) {
     const char *param = b->bw.pairs[i].param;
-    Tensor *src = value(b, param), *dst = script_param(f, param, a->nwrt ? a->wrt[i] : prog_user_name(p, param));
+    const VarDesc *d = prog_named_var(f->prog, a->nwrt ? a->wrt[i] : prog_user_name(p, param));
+    if (!d || !(d->flags & VAR_PARAM)) continue;   /* a value an op makes is made again */
+    Tensor *src = value(b, param), *dst = exec_var_value(f->ex, d->name);
     if (src && dst && src != dst && src->numel == dst->numel)
       for (int64_t e = 0; e < dst->numel; e++) tensor_set(dst, e, tensor_get(src, e));
   }

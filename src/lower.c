@@ -1395,7 +1395,7 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   const char *v;
   /* A literal takes the declared dtype: `input x : f32[2] = [0, 1]`. */
   if (e->kind == AST_LIST) v = lower_literal(L, e, NULL, var->dtype);
-  else if (const_number(L, e, &f, &i, &is_int) && (var->dtype == DT_F32 || is_int))
+  else if (const_number(L, e, &f, &i, &is_int) && (dtype_is_float(var->dtype) || is_int))
     v = emit_scalar(L, e->span, var->dtype == DT_I64 ? attr_i64(i) : attr_float(f), var->dtype, NULL);
   else v = lower_expr(L, e, NULL);
   if (v) {

@@ -7,8 +7,8 @@
  * %.*e at increasing precision, read back with strtof; when they need more
  * than `precision` digits after the point, printf rounds the exact value at
  * the cutoff (half to even, as NumPy's Dragon4 does).  An f64's digits are
- * found the same way, read back with strtod, and show at most 16 digits
- * after the point by default (so 17 significant digits keep its value). */
+ * found the same way, read back with strtod, and show up to 17
+ * significant digits by default (print_precision). */
 #include "print.h"
 
 #include <inttypes.h>
@@ -291,9 +291,12 @@ static void format_elem(const Fmt *f, int64_t off, Buf *b) {
 }
 
 /* The digits after the point t's floats show at most: the option's, but
- * for f64 16 where the option is left at its default. */
+ * for f64 PRINT_F64_PRECISION where the option is left at its default:
+ * enough for the 17 significant digits of any value from 1e-4 (below it,
+ * the exponent form shows them all). */
+#define PRINT_F64_PRECISION 24
 static int print_precision(const Tensor *t, const PrintOptions *o) {
-  return t->dtype == DT_F64 && o->precision == PRINT_DEFAULT_PRECISION ? 16 : o->precision;
+  return t->dtype == DT_F64 && o->precision == PRINT_DEFAULT_PRECISION ? PRINT_F64_PRECISION : o->precision;
 }
 
 /* A 0-d tensor prints like a NumPy scalar: "3.0", "1e-05", "7", "True". */

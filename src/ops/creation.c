@@ -329,11 +329,10 @@ static int k_uniform_random(ExecCtx *c) {
   double lo = ctx_attr_f(c, "min"), span = ctx_attr_f(c, "max") - lo;
   float hi = (float)ctx_attr_f(c, "max"), below = nextafterf(hi, -INFINITY);
   if (out->dtype == DT_F64) {
-    /* the same draws as f32, kept in double (a draw rounding to max, moved below) */
-    double hd = ctx_attr_f(c, "max");
+    /* the f32 draws, widened: --dtype f64 starts from the f32 run's values */
     for (int64_t i = 0; i < out->numel; i++) {
-      double v = lo + span * rng_uniform(r);
-      tensor_f64(out)[i] = v >= hd && span > 0 ? nextafter(hd, -INFINITY) : v;
+      float v = (float)(lo + span * rng_uniform(r));
+      tensor_f64(out)[i] = v >= hi && span > 0 ? below : v;
     }
     return 0;
   }
@@ -350,7 +349,7 @@ static int k_gaussian_random(ExecCtx *c) {
   Rng own, *r = op_rng(c, &own);
   double mean = ctx_attr_f(c, "mean"), std = ctx_attr_f(c, "std");
   if (out->dtype == DT_F64) {
-    for (int64_t i = 0; i < out->numel; i++) tensor_f64(out)[i] = mean + std * rng_normal(r);
+    for (int64_t i = 0; i < out->numel; i++) tensor_f64(out)[i] = (float)(mean + std * rng_normal(r));   /* as uniform */
     return 0;
   }
   float *o = tensor_f32(out);
