@@ -512,6 +512,7 @@ static bool check_var(Forward *f, const Args *a, Tensor *w, Tensor *g, Rng *rng,
 
 /* Compares every gradient b holds with central differences of f's loss. */
 static int check_grads(Built *b, const Args *a, Forward *f) {
+  const char *dt = a->dtype == DT_F64 ? "f64" : "f32";   /* the dtype of the differences */
   int status = 0;
   int64_t noisy = 0, unresolved = 0, total = 0;
   Program *p = b->tp ? b->tp : b->prog;
@@ -535,14 +536,15 @@ static int check_grads(Built *b, const Args *a, Forward *f) {
              vc.worst_n, vc.worst_noise);
       status = EXIT_SCRIPT;
     } else if (vc.count[EL_UNRESOLVED]) {
-      printf("ok (within f32 noise; cannot check %lld of %lld: noise exceeds tolerance)\n",
+      printf("ok (within %s noise; cannot check %lld of %lld: noise exceeds tolerance)\n", dt,
              (long long)vc.count[EL_UNRESOLVED], (long long)vc.checks);
     } else {
-      puts(vc.count[EL_NOISE] ? "ok (within f32 noise)" : "ok");
+      printf(vc.count[EL_NOISE] ? "ok (within %s noise)\n" : "ok\n", dt);
     }
   }
   if (status) return status;
-  printf("all gradients match finite differences%s (rtol %g", noisy + unresolved ? " within f32 noise" : "", a->rtol);
+  printf("all gradients match finite differences%s%s%s (rtol %g", noisy + unresolved ? " within " : "",
+         noisy + unresolved ? dt : "", noisy + unresolved ? " noise" : "", a->rtol);
   if (a->atol != CLI_ATOL) printf(", atol %g", a->atol);
   printf(", eps %g)", a->eps);
   if (unresolved) printf("; %lld of %lld elements could not be checked: noise exceeds tolerance", (long long)unresolved, (long long)total);
@@ -627,9 +629,10 @@ int cmd_gradcheck(const Args *a) {
   bool wide = a->dtype != DT_F32;
   const char *narrow = a->dtype == DT_UNKNOWN ? op_without_f64(b.prog) : NULL;
   if (narrow) {   /* an op the f64 copy cannot run: the f32 check, said so */
-    fprintf(stderr, "netrun: note: gradcheck in f32 (as --dtype f32): '%s' has no f64 kernel yet\n", narrow);
+    diag_note(&b.ld.diag, SPAN_NONE, "gradcheck in f32 (as --dtype f32): '%s' has no f64 kernel yet", narrow);
     wide = false;
   }
+  fa.dtype = wide ? DT_F64 : DT_F32;
   if (wide && !a->eps_set) fa.eps = CLI_EPS_F64;
   if (wide && !a->rtol_set) fa.rtol = CLI_RTOL_F64;
   session_set_f64(wide);

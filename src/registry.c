@@ -278,12 +278,14 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
  * Any other op given an f64 value fails at inference, never computing it
  * in f32 behind the user's back. */
 static const char *const f64_ops[] = {
-    "abs", "abs_grad", "adam", "adamw", "add", "add_n", "arange", "assign", "assign_value", "broadcast_to",
-    "cast", "clip", "clip_grad", "concat", "concat_grad", "cos", "div", "elu", "elu_grad", "equal", "exp",
-    "fill_constant", "fill_zeros_like", "flatten", "full", "gather", "gather_grad", "gaussian_random", "gelu",
-    "gelu_grad", "greater_equal", "greater_than", "leaky_relu", "leaky_relu_grad", "less_equal", "less_than",
-    "log", "log_softmax", "log_softmax_grad", "matmul", "max", "maximum", "maximum_grad", "mean", "mean_grad",
-    "min", "minimum", "minimum_grad", "momentum", "mse", "mul", "neg", "not_equal", "ones", "ones_like",
+    "abs", "abs_grad", "accuracy", "adam", "adamw", "add", "add_n", "arange", "argmax", "assign",
+    "assign_value", "broadcast_to", "cast", "clip", "clip_by_global_norm", "clip_grad", "concat",
+    "concat_grad", "cos", "cumsum", "cumsum_grad", "div", "dropout", "elu", "elu_grad", "embedding",
+    "embedding_grad", "equal", "exp", "fill_constant", "fill_zeros_like", "flatten", "full", "gather",
+    "gather_grad", "gaussian_random", "gelu", "gelu_grad", "greater_equal", "greater_than", "leaky_relu",
+    "leaky_relu_grad", "less_equal", "less_than", "log", "log_softmax", "log_softmax_grad", "logsumexp",
+    "logsumexp_grad", "matmul", "max", "max_grad", "maximum", "maximum_grad", "mean", "mean_grad", "min",
+    "min_grad", "minimum", "minimum_grad", "momentum", "mse", "mul", "neg", "not_equal", "ones", "ones_like",
     "pad", "pow", "pow_grad", "print", "relu", "relu_grad", "reshape", "reshape_like", "rmsprop", "scale",
     "sgd", "share", "sigmoid", "sigmoid_cross_entropy", "sigmoid_grad", "sign", "silu", "silu_grad", "sin",
     "slice", "slice_grad", "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad", "softmax_grad",

@@ -475,7 +475,28 @@ static int k_mse(ExecCtx *c) {
  * rescaling at test time.  seed = 0 draws from the run's generator (each call
  * a new mask); a non-zero seed seeds a private generator per call (the same
  * mask every call). */
+/* dropout in f64: the mask of the same draws as f32's. */
+static void dropout64(ExecCtx *c, const Tensor *x, Tensor *out, Tensor *mask, double p) {
+  int64_t seed = ctx_attr_i(c, "seed"), n = x->numel;
+  double *y = tensor_f64(out), *mv = tensor_f64(mask);
+  bool pass = ctx_attr_b(c, "is_test") || p == 0;
+  Rng own, *rng = ctx_rng(c);
+  if (!pass && seed != 0) {
+    rng_seed(&own, (uint64_t)seed);
+    rng = &own;
+  }
+  double keep = 1 / (1 - p);
+  for (int64_t i = 0; i < n; i++) {
+    mv[i] = pass ? 1 : rng_uniform(rng) >= p ? keep : 0;
+    y[i] = tensor_get(x, i) * mv[i];
+  }
+}
+
 static int k_dropout(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) {
+    dropout64(c, ctx_in(c, 0), ctx_out(c, 0), ctx_out(c, 1), ctx_attr_f(c, "p"));
+    return 0;
+  }
   Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0), *mask = ctx_out(c, 1);
   double p = ctx_attr_f(c, "p");
   int64_t seed = ctx_attr_i(c, "seed");
@@ -727,6 +748,21 @@ static int k_embedding(ExecCtx *c) {
  * means "argmax == label".  A NaN logit for the label is a miss.  No rows
  * give 0, not NaN, so an empty batch does not poison a running average. */
 static int k_accuracy(ExecCtx *c) {
+  if (ctx_in(c, 0)->dtype == DT_F64) {   /* f64 logits, compared as f64 */
+    Tensor *x64 = ctx_in(c, 0), *lb = ctx_in(c, 1);
+    int64_t rows = x64->shape[0], ncls = x64->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t l = tensor_i64(lb)[r], rank = 0;
+      int rc = label_check(c, lb, r, l, ncls);
+      if (rc < 0) return rc;
+      const double *row = tensor_f64(x64) + r * ncls;
+      if (isnan(row[l])) continue;
+      for (int64_t j = 0; j < ncls && rank < k; j++) rank += row[j] > row[l] || (row[j] == row[l] && j < l);
+      hits += rank < k;
+    }
+    tensor_set(ctx_out(c, 0), 0, rows ? (double)hits / (double)rows : 0.0);
+    return 0;
+  }
   Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *out = ctx_out(c, 0);
   int64_t rows = lg->shape[0], ncls = lg->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
   const float *x = tensor_f32(lg);
@@ -979,6 +1015,15 @@ static int k_embedding_grad(ExecCtx *c) {
   if (!dw) return 0;
   int64_t v = w->shape[0], d = w->shape[1];
   if (dout->numel != ids->numel * d) return ctx_fail(c, "Out@GRAD does not fit Ids and W");
+  if (dw->dtype == DT_F64 && dout->dtype == DT_F64) {   /* the same sums in double */
+    const int64_t *ix = tensor_i64(ids);
+    memset(dw->data, 0, sizeof(double) * (size_t)dw->numel);
+    for (int64_t i = 0; i < ids->numel; i++) {
+      if (ix[i] < 0 || ix[i] >= v) return index_fail(c, "Ids", ids, i, ix[i], "W", v, "rows");
+      for (int64_t j = 0; j < d; j++) tensor_f64(dw)[ix[i] * d + j] += tensor_f64(dout)[i * d + j];
+    }
+    return 0;
+  }
   float *o = tensor_f32(dw);
   const float *gv = tensor_f32(dout);
   const int64_t *iv = tensor_i64(ids);

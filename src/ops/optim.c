@@ -342,6 +342,10 @@ static int k_clip_by_global_norm(ExecCtx *c) {
   int n = ctx_in_count(c, 0);
   for (int k = 0; k < n; k++) {
     Tensor *x = ctx_in_at(c, 0, k);
+    if (x->dtype == DT_F64) {
+      for (int64_t i = 0; i < x->numel; i++) sq += tensor_f64(x)[i] * tensor_f64(x)[i];
+      continue;
+    }
     const float *v = tensor_f32(x);
     for (int64_t i = 0; i < x->numel; i++) sq += (double)v[i] * (double)v[i];
   }
@@ -349,7 +353,10 @@ static int k_clip_by_global_norm(ExecCtx *c) {
   float scale = norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
   for (int k = 0; k < n; k++) {
     Tensor *x = ctx_in_at(c, 0, k);
-    if (scale != 1.0f) {
+    if (scale != 1.0f && x->dtype == DT_F64) {
+      double s64 = norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+      for (int64_t i = 0; i < x->numel; i++) tensor_f64(x)[i] *= s64;
+    } else if (scale != 1.0f) {
       float *v = tensor_f32(x);
       for (int64_t i = 0; i < x->numel; i++) v[i] *= scale;
     }
@@ -361,8 +368,8 @@ static int k_clip_by_global_norm(ExecCtx *c) {
 static bool infer_clip_norm(InferCtx *c) {
   for (int k = 0; k < infer_count(c, "X"); k++) {
     const VarDesc *x = infer_in(c, "X", k);
-    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    infer_set(c, "Out", k, DT_F32, &x->shape);
+    if (!dtype_is_float(x->dtype)) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    infer_set(c, "Out", k, x->dtype, &x->shape);
   }
   return true;
 }
