@@ -279,6 +279,14 @@ static Tensor *opt_f32(ExecCtx *c, int slot) {
   return t ? tensor_cast(t, DT_F32) : NULL;
 }
 
+/* The same in f64 (an op computing in f64). */
+static Tensor *in_f64(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F64); }
+
+static Tensor *opt_f64(ExecCtx *c, int slot) {
+  Tensor *t = ctx_in(c, slot);
+  return t ? tensor_cast(t, DT_F64) : NULL;
+}
+
 static int64_t prod(const int64_t *d, int from, int to) {
   int64_t p = 1;
   for (int i = from; i < to; i++) p *= d[i];
@@ -534,50 +542,62 @@ static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
 /* The mean of the n values xp into *mean and 1 / sqrt(variance + eps),
  * the biased variance, in two passes in double (the forward and the grad
  * compute them alike). */
-static inline double row_moments(const float *xp, int64_t n, double eps, double *mean) {
-  double m = 0, var = 0;
-  for (int64_t i = 0; i < n; i++) m += (double)xp[i];
-  m /= (double)n;
-  for (int64_t i = 0; i < n; i++) {
-    double d = (double)xp[i] - m;
-    var += d * d;
-  }
-  var /= (double)n;
-  *mean = m;
-  return 1 / sqrt(var + eps);
+/* row_moments for element type T. */
+#define ROW_MOMENTS(NAME, T)                                                   \
+static inline double NAME(const T *xp, int64_t n, double eps, double *mean) {  \
+  double m = 0, var = 0;                                                       \
+  for (int64_t i = 0; i < n; i++) m += (double)xp[i];                          \
+  m /= (double)n;                                                              \
+  for (int64_t i = 0; i < n; i++) {                                            \
+    double d = (double)xp[i] - m;                                              \
+    var += d * d;                                                              \
+  }                                                                            \
+  var /= (double)n;                                                            \
+  *mean = m;                                                                   \
+  return 1 / sqrt(var + eps);                                                  \
 }
+ROW_MOMENTS(row_moments, float)
+ROW_MOMENTS(row_moments64, double)
 
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias, with mean and biased
  * variance over the trailing axes from begin_norm_axis; Scale and Bias have
  * those axes' shape or its product, so both index as flat rows. */
+/* layer_norm for element type T: TF its data, IN and OPT its inputs in T. */
+#define LAYER_NORM(NAME, T, TF, IN, OPT, MOMENTS)                                     \
+static int NAME(ExecCtx *c) {                                                         \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = ctx_out(c, 0);       \
+  double eps = ctx_attr_f(c, "epsilon");                                              \
+  int64_t rows, n;                                                                    \
+  norm_rows(c, x, &rows, &n);                                                         \
+  int rc = 0;                                                                         \
+  if ((sc && sc->numel != n) || (bi && bi->numel != n)) {                             \
+    rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",         \
+                  sc && sc->numel != n ? "Scale" : "Bias",                            \
+                  (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
+    rows = 0;                                                                         \
+  }                                                                                   \
+  const T *sv = sc ? TF(sc) : NULL, *bv = bi ? TF(bi) : NULL;                         \
+  for (int64_t r = 0; r < rows && n > 0; r++) {                                       \
+    const T *xp = TF(x) + r * n;                                                      \
+    T *yp = TF(out) + r * n;                                                          \
+    double mean, inv = MOMENTS(xp, n, eps, &mean);                                    \
+    for (int64_t i = 0; i < n; i++) {                                                 \
+      double v = ((double)xp[i] - mean) * inv;                                        \
+      if (sv) v *= (double)sv[i];                                                     \
+      if (bv) v += (double)bv[i];                                                     \
+      yp[i] = (T)v;                                                                   \
+    }                                                                                 \
+  }                                                                                   \
+  tensor_unref(x);                                                                    \
+  tensor_unref(sc);                                                                   \
+  tensor_unref(bi);                                                                   \
+  return rc;                                                                          \
+}
+LAYER_NORM(layer_norm_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
+LAYER_NORM(layer_norm_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
+
 static int k_layer_norm(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *bi = opt_f32(c, 2), *out = ctx_out(c, 0);
-  double eps = ctx_attr_f(c, "epsilon");
-  int64_t rows, n;
-  norm_rows(c, x, &rows, &n);
-  int rc = 0;
-  if ((sc && sc->numel != n) || (bi && bi->numel != n)) {
-    rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",
-                  sc && sc->numel != n ? "Scale" : "Bias",
-                  (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);
-    rows = 0;
-  }
-  const float *sv = sc ? tensor_f32(sc) : NULL, *bv = bi ? tensor_f32(bi) : NULL;
-  for (int64_t r = 0; r < rows && n > 0; r++) {
-    const float *xp = tensor_f32(x) + r * n;
-    float *yp = tensor_f32(out) + r * n;
-    double mean, inv = row_moments(xp, n, eps, &mean);
-    for (int64_t i = 0; i < n; i++) {
-      double v = ((double)xp[i] - mean) * inv;
-      if (sv) v *= (double)sv[i];
-      if (bv) v += (double)bv[i];
-      yp[i] = (float)v;
-    }
-  }
-  tensor_unref(x);
-  tensor_unref(sc);
-  tensor_unref(bi);
-  return rc;
+  return ctx_out(c, 0)->dtype == DT_F64 ? layer_norm_f64(c) : layer_norm_f32(c);
 }
 
 /* ---- kernels: batch_norm ------------------------------------------------------------ */
@@ -959,53 +979,61 @@ static int g_dropout(GradCtx *g) {
  *   dScale = sum over rows of dY * xhat, dBias = sum over rows of dY.
  * The mean and variance are recomputed as the forward does (two passes in
  * double); the column sums accumulate in double. */
+/* layer_norm_grad for element type T. */
+#define LAYER_NORM_GRAD(NAME, T, TF, IN, OPT, MOMENTS)                                   \
+static int NAME(ExecCtx *c) {                                                            \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = ctx_in(c, 3);                            \
+  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);               \
+  double eps = ctx_attr_f(c, "epsilon");                                                 \
+  int64_t rows, n;                                                                       \
+  norm_rows(c, x, &rows, &n);                                                            \
+  int rc = 0;                                                                            \
+  if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||  \
+      dyt->numel != x->numel) {                                                          \
+    rc = ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                            \
+    rows = n = 0;                                                                        \
+  }                                                                                      \
+  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                       \
+  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;                       \
+  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));                            \
+  const T *sv = sc ? TF(sc) : NULL;                                                      \
+  for (int64_t r = 0; r < rows && n > 0; r++) {                                          \
+    const T *xp = TF(x) + r * n, *gp = TF(dyt) + r * n;                                  \
+    double mean, inv = MOMENTS(xp, n, eps, &mean), mg = 0, mgx = 0;                      \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];                       \
+      xh[i] = h;                                                                         \
+      if (as) as[i] += gi * h;                                                           \
+      if (ab) ab[i] += gi;                                                               \
+      if (sv) gi *= (double)sv[i];                                                       \
+      mg += gi;                                                                          \
+      mgx += gi * h;                                                                     \
+    }                                                                                    \
+    if (!dxt) continue;                                                                  \
+    mg /= (double)n;                                                                     \
+    mgx /= (double)n;                                                                    \
+    T *dp = TF(dxt) + r * n;                                                             \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);                            \
+      dp[i] = (T)(inv * (gi - mg - xh[i] * mgx));                                        \
+    }                                                                                    \
+  }                                                                                      \
+  for (int64_t i = 0; i < n; i++) {                                                      \
+    if (as) TF(dst)[i] = (T)as[i];                                                       \
+    if (ab) TF(dbt)[i] = (T)ab[i];                                                       \
+  }                                                                                      \
+  mem_free(as);                                                                          \
+  mem_free(ab);                                                                          \
+  mem_free(xh);                                                                          \
+  tensor_unref(x);                                                                       \
+  tensor_unref(sc);                                                                      \
+  return rc;                                                                             \
+}
+LAYER_NORM_GRAD(layer_norm_grad_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
+LAYER_NORM_GRAD(layer_norm_grad_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
+
 static int k_layer_norm_grad(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *dyt = ctx_in(c, 3);
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);
-  double eps = ctx_attr_f(c, "epsilon");
-  int64_t rows, n;
-  norm_rows(c, x, &rows, &n);
-  int rc = 0;
-  if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||
-      dyt->numel != x->numel) {
-    rc = ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");
-    rows = n = 0;
-  }
-  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;
-  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;
-  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));
-  const float *sv = sc ? tensor_f32(sc) : NULL;
-  for (int64_t r = 0; r < rows && n > 0; r++) {
-    const float *xp = tensor_f32(x) + r * n, *gp = tensor_f32(dyt) + r * n;
-    double mean, inv = row_moments(xp, n, eps, &mean), mg = 0, mgx = 0;
-    for (int64_t i = 0; i < n; i++) {
-      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];
-      xh[i] = h;
-      if (as) as[i] += gi * h;
-      if (ab) ab[i] += gi;
-      if (sv) gi *= (double)sv[i];
-      mg += gi;
-      mgx += gi * h;
-    }
-    if (!dxt) continue;
-    mg /= (double)n;
-    mgx /= (double)n;
-    float *dp = tensor_f32(dxt) + r * n;
-    for (int64_t i = 0; i < n; i++) {
-      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);
-      dp[i] = (float)(inv * (gi - mg - xh[i] * mgx));
-    }
-  }
-  for (int64_t i = 0; i < n; i++) {
-    if (as) tensor_f32(dst)[i] = (float)as[i];
-    if (ab) tensor_f32(dbt)[i] = (float)ab[i];
-  }
-  mem_free(as);
-  mem_free(ab);
-  mem_free(xh);
-  tensor_unref(x);
-  tensor_unref(sc);
-  return rc;
+  return ctx_in(c, 0)->dtype == DT_F64 ? layer_norm_grad_f64(c) : layer_norm_grad_f32(c);
 }
 
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
