@@ -120,7 +120,9 @@ static bool pool_2x2_of(const OpDesc *op, const char *type, const char *x) {
  * [O, 1, 1] or [1, O, 1, 1], against a Filter of O known channels. */
 static bool channel_bias(const Program *p, const OpDesc *conv, const char *bias) {
   const VarDesc *b = prog_var(p, bias), *f = prog_var(p, op_in1(conv, "Filter"));
-  if (!b || !f || b->dtype != DT_F32 || f->shape.rank != 4 || !dim_known(f->shape.d[0])) return false;
+  if (!b || !f || b->dtype != DT_F32 || f->dtype != DT_F32 || f->shape.rank != 4 ||
+      !dim_known(f->shape.d[0]))   /* fused_conv2d is f32 */
+    return false;
   const Shape *s = &b->shape;
   int first = s->rank == 4 ? 1 : 0;
   if (s->rank != 3 && s->rank != 4) return false;

@@ -87,16 +87,34 @@ EOF
 
 @test "an op without f64 kernels refuses f64 values, with its name and where" {
   cat > s.net <<'EOF'
-input x : f64[1, 1, 2, 2] = [[[[1.0, 2.0], [3.0, 4.0]]]]
-print(max_pool2d(x, ksize=[2, 2]))
+op twice(X) -> (Out) { Out = X * 2.0 } grad { X@GRAD = Out@GRAD * 2.0 }
+input x : f64[1, 2] = [[1.0, 2.0]]
+print(twice(x))
 EOF
   run "$NETRUN" run s.net
   [ "$status" -eq 1 ]
-  [[ "${lines[0]}" == "s.net:2:7: error: max_pool2d: has no f64 kernel yet; cast its inputs to f32"* ]]
-  # run --dtype f64 on a program that uses one: the same error, nothing run
-  run "$NETRUN" run --dtype f64 "$EX/fashion_cnn.net" --max-steps 1
-  [ "$status" -ne 0 ]
-  [[ "$output" == *"has no f64 kernel yet"* ]]
+  [[ "${lines[0]}" == "s.net:3:7: error: twice: has no f64 kernel yet; cast its inputs to f32"* ]]
+  # run --dtype f64 on an f32 program that uses one: the same error, nothing run
+  printf 'op twice(X) -> (Out) { Out = X * 2.0 } grad { X@GRAD = Out@GRAD * 2.0 }\nprint(twice([1.0]))\n' > t.net
+  run "$NETRUN" run t.net
+  [ "$output" = "[2.]" ]
+  run "$NETRUN" run --dtype f64 t.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"twice: has no f64 kernel yet"* ]]
+  [[ "$output" != *"[2.]"* ]]
+}
+
+@test "conv2d, relu and max_pool2d in f64 agree with f32 to f32 precision, with more digits" {
+  cat > c.net <<'EOF'
+input x : f32[1, 1, 4, 4] = [[[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]]]
+param k : [2, 1, 3, 3] = xavier()
+y = max_pool2d(relu(conv2d(x, k, paddings=[1, 1])), ksize=[2, 2], strides=[2, 2])
+print(sum(y) / 3)
+EOF
+  a=$("$NETRUN" run c.net)
+  b=$("$NETRUN" run --dtype f64 c.net)
+  [ ${#b} -gt ${#a} ]
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * (b < 0 ? -b : b)) }'
 }
 
 @test "train --dtype f64 on linreg: f64 parameters in the checkpoint, least squares reached" {

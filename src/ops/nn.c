@@ -613,43 +613,57 @@ static BnGeom bn_geom(const Tensor *x) { return (BnGeom){x->shape[0], x->shape[1
 /* Channel k's batch mean into *mean and its biased variance into *var: two
  * passes in double over the channel's runs (the forward and the grad
  * compute them alike). */
-static void channel_moments(const float *x, BnGeom g, int64_t k, double *mean, double *var) {
-  double s = 0, q = 0, count = (double)(g.n * g.hw);
-  for (int64_t b = 0; b < g.n; b++) s += f32_sum(x + (b * g.ch + k) * g.hw, g.hw);
-  double m = s / count;
-  for (int64_t b = 0; b < g.n; b++) {
-    const float *p = x + (b * g.ch + k) * g.hw;
-    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= g.hw; i += 4) {
-      double d0 = (double)p[i] - m, d1 = (double)p[i + 1] - m, d2 = (double)p[i + 2] - m, d3 = (double)p[i + 3] - m;
-      q0 += d0 * d0, q1 += d1 * d1, q2 += d2 * d2, q3 += d3 * d3;
-    }
-    for (; i < g.hw; i++) q0 += ((double)p[i] - m) * ((double)p[i] - m);
-    q += (q0 + q1) + (q2 + q3);
-  }
-  *mean = m;
-  *var = q / count;
+/* channel_moments for element type T (SUM its f32_sum). */
+#define CHANNEL_MOMENTS(NAME, T, SUM)                                                                                 \
+static void NAME(const T *x, BnGeom g, int64_t k, double *mean, double *var) {                                        \
+  double s = 0, q = 0, count = (double)(g.n * g.hw);                                                                  \
+  for (int64_t b = 0; b < g.n; b++) s += SUM(x + (b * g.ch + k) * g.hw, g.hw);                                        \
+  double m = s / count;                                                                                               \
+  for (int64_t b = 0; b < g.n; b++) {                                                                                 \
+    const T *p = x + (b * g.ch + k) * g.hw;                                                                           \
+    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;                                                                            \
+    int64_t i = 0;                                                                                                    \
+    for (; i + 4 <= g.hw; i += 4) {                                                                                   \
+      double d0 = (double)p[i] - m, d1 = (double)p[i + 1] - m, d2 = (double)p[i + 2] - m, d3 = (double)p[i + 3] - m;  \
+      q0 += d0 * d0, q1 += d1 * d1, q2 += d2 * d2, q3 += d3 * d3;                                                     \
+    }                                                                                                                 \
+    for (; i < g.hw; i++) q0 += ((double)p[i] - m) * ((double)p[i] - m);                                              \
+    q += (q0 + q1) + (q2 + q3);                                                                                       \
+  }                                                                                                                   \
+  *mean = m;                                                                                                          \
+  *var = q / count;                                                                                                   \
 }
+/* f32_sum for doubles. */
+static inline double f64_sum(const double *x, int64_t n) {
+  double a = 0;
+  for (int64_t k = 0; k < n; k++) a += x[k];
+  return a;
+}
+CHANNEL_MOMENTS(channel_moments, float, f32_sum)
+CHANNEL_MOMENTS(channel_moments64, double, f64_sum)
 
 /* Adds sum(gp) to *sg and sum(gp (xp - m)) to *sgx over a run of n, in
  * four lanes of double (independent sums the CPU overlaps), added up in a
  * fixed order. */
-static inline void grad_sums(const float *gp, const float *xp, float m, int64_t n, double *sg, double *sgx) {
-  double a[4] = {0}, b[4] = {0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; l++) {
-      a[l] += (double)gp[i + l];
-      b[l] += (double)gp[i + l] * (double)(xp[i + l] - m);
-    }
-  for (; i < n; i++) {
-    a[0] += (double)gp[i];
-    b[0] += (double)gp[i] * (double)(xp[i] - m);
-  }
-  *sg += (a[0] + a[1]) + (a[2] + a[3]);
-  *sgx += (b[0] + b[1]) + (b[2] + b[3]);
+/* grad_sums for element type T. */
+#define GRAD_SUMS(NAME, T)                                                                    \
+static inline void NAME(const T *gp, const T *xp, T m, int64_t n, double *sg, double *sgx) {  \
+  double a[4] = {0}, b[4] = {0};                                                              \
+  int64_t i = 0;                                                                              \
+  for (; i + 4 <= n; i += 4)                                                                  \
+    for (int l = 0; l < 4; l++) {                                                             \
+      a[l] += (double)gp[i + l];                                                              \
+      b[l] += (double)gp[i + l] * (double)(xp[i + l] - m);                                    \
+    }                                                                                         \
+  for (; i < n; i++) {                                                                        \
+    a[0] += (double)gp[i];                                                                    \
+    b[0] += (double)gp[i] * (double)(xp[i] - m);                                              \
+  }                                                                                           \
+  *sg += (a[0] + a[1]) + (a[2] + a[3]);                                                       \
+  *sgx += (b[0] + b[1]) + (b[2] + b[3]);                                                      \
 }
+GRAD_SUMS(grad_sums, float)
+GRAD_SUMS(grad_sums64, double)
 
 /* Whether batch_norm's Training input says true. */
 static bool bn_training(ExecCtx *c) { return tensor_get(ctx_in(c, 5), 0) != 0; }
@@ -668,37 +682,45 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
  * statistics moved toward them, the variance unbiased), else with Mean
  * and Variance (passed through).  Channels go to threads; each one is
  * whole on its thread, so the bits do not depend on the thread count. */
+/* batch_norm for element type T. */
+#define BATCH_NORM(NAME, T, TF, IN, MOMENTS)                                             \
+static int NAME(ExecCtx *c) {                                                            \
+  Tensor *x = IN(c, 0), *sc = IN(c, 1), *bi = IN(c, 2), *rm = IN(c, 3), *rv = IN(c, 4);  \
+  Tensor *yt = ctx_out(c, 0), *mo = ctx_out(c, 1), *vo = ctx_out(c, 2);                  \
+  BnGeom g = bn_geom(x);                                                                 \
+  bool training = bn_training(c);                                                        \
+  double mom = ctx_attr_f(c, "momentum"), eps = ctx_attr_f(c, "epsilon");                \
+  double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;  \
+  int rc = training ? bn_check_batch(c, x, g) : 0;                                       \
+  const T *xv = TF(x), *sv = TF(sc), *bv = TF(bi), *mv = TF(rm),                         \
+              *vv = TF(rv);                                                              \
+  T *yv = TF(yt), *mov = TF(mo), *vov = TF(vo);                                          \
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                               \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                        \
+    double mean = mv[k], var = vv[k];                                                    \
+    if (training) MOMENTS(xv, g, k, &mean, &var);                                        \
+    double a = (double)sv[k] / sqrt(var + eps);                                          \
+    T af = (T)a, mf = (T)mean, bf = bv[k];                                               \
+    for (int64_t b = 0; b < g.n; b++) {                                                  \
+      const T *xp = xv + (b * g.ch + k) * g.hw;                                          \
+      T *yp = yv + (b * g.ch + k) * g.hw;                                                \
+      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;                 \
+    }                                                                                    \
+    mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];             \
+    vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];     \
+  }                                                                                      \
+  tensor_unref(x);                                                                       \
+  tensor_unref(sc);                                                                      \
+  tensor_unref(bi);                                                                      \
+  tensor_unref(rm);                                                                      \
+  tensor_unref(rv);                                                                      \
+  return rc;                                                                             \
+}
+BATCH_NORM(batch_norm_f32, float, tensor_f32, in_f32, channel_moments)
+BATCH_NORM(batch_norm_f64, double, tensor_f64, in_f64, channel_moments64)
+
 static int k_batch_norm(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = in_f32(c, 1), *bi = in_f32(c, 2), *rm = in_f32(c, 3), *rv = in_f32(c, 4);
-  Tensor *yt = ctx_out(c, 0), *mo = ctx_out(c, 1), *vo = ctx_out(c, 2);
-  BnGeom g = bn_geom(x);
-  bool training = bn_training(c);
-  double mom = ctx_attr_f(c, "momentum"), eps = ctx_attr_f(c, "epsilon");
-  double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;
-  int rc = training ? bn_check_batch(c, x, g) : 0;
-  const float *xv = tensor_f32(x), *sv = tensor_f32(sc), *bv = tensor_f32(bi), *mv = tensor_f32(rm),
-              *vv = tensor_f32(rv);
-  float *yv = tensor_f32(yt), *mov = tensor_f32(mo), *vov = tensor_f32(vo);
-  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)
-  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {
-    double mean = mv[k], var = vv[k];
-    if (training) channel_moments(xv, g, k, &mean, &var);
-    double a = (double)sv[k] / sqrt(var + eps);
-    float af = (float)a, mf = (float)mean, bf = bv[k];
-    for (int64_t b = 0; b < g.n; b++) {
-      const float *xp = xv + (b * g.ch + k) * g.hw;
-      float *yp = yv + (b * g.ch + k) * g.hw;
-      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;
-    }
-    mov[k] = training ? (float)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];
-    vov[k] = training ? (float)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];
-  }
-  tensor_unref(x);
-  tensor_unref(sc);
-  tensor_unref(bi);
-  tensor_unref(rm);
-  tensor_unref(rv);
-  return rc;
+  return ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64(c) : batch_norm_f32(c);
 }
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
@@ -708,43 +730,51 @@ static int k_batch_norm(ExecCtx *c) {
  *   dX = Scale inv dY                                        eval,
  * the batch's statistics recomputed as the forward did (training) or
  * Mean and Variance read (eval: constants, so dX is affine in dY). */
+/* batch_norm_grad for element type T (DT its dtype). */
+#define BATCH_NORM_GRAD(NAME, T, TF, IN, DT, MOMENTS, GSUMS)                                  \
+static int NAME(ExecCtx *c) {                                                                 \
+  Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = ctx_in(c, 6);  \
+  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);                    \
+  BnGeom g = bn_geom(x);                                                                      \
+  bool training = bn_training(c);                                                             \
+  double eps = ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                        \
+  int rc = training ? bn_check_batch(c, x, g) : 0;                                            \
+  if (rc == 0 && (dyt->dtype != DT || dyt->numel != x->numel))                                \
+    rc = ctx_fail(c, "internal error: Y@GRAD does not fit X");                                \
+  const T *xv = TF(x), *sv = TF(sc), *mv = TF(rm), *vv = TF(rv);                              \
+  const T *dy = rc ? NULL : TF(dyt);                                                          \
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                    \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                             \
+    double mean = mv[k], var = vv[k];                                                         \
+    if (training) MOMENTS(xv, g, k, &mean, &var);                                             \
+    double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;                                        \
+    T mf = (T)mean;                                                                           \
+    for (int64_t b = 0; b < g.n; b++)                                                         \
+      GSUMS(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);     \
+    if (dbt) TF(dbt)[k] = (T)sg;                                                              \
+    if (dst) TF(dst)[k] = (T)(sgx * inv);                                                     \
+    if (!dxt) continue;                                                                       \
+    /* dX = a dY + b (x - mean) + d */                                                        \
+    double a = (double)sv[k] * inv;                                                           \
+    T af = (T)a, bf = training ? (T)(-a * inv * inv * sgx / count) : (T)0,                    \
+          df = training ? (T)(-a * sg / count) : (T)0;                                        \
+    for (int64_t b = 0; b < g.n; b++) {                                                       \
+      const T *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;             \
+      T *dp = TF(dxt) + (b * g.ch + k) * g.hw;                                                \
+      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;         \
+    }                                                                                         \
+  }                                                                                           \
+  tensor_unref(x);                                                                            \
+  tensor_unref(sc);                                                                           \
+  tensor_unref(rm);                                                                           \
+  tensor_unref(rv);                                                                           \
+  return rc;                                                                                  \
+}
+BATCH_NORM_GRAD(batch_norm_grad_f32, float, tensor_f32, in_f32, DT_F32, channel_moments, grad_sums)
+BATCH_NORM_GRAD(batch_norm_grad_f64, double, tensor_f64, in_f64, DT_F64, channel_moments64, grad_sums64)
+
 static int k_batch_norm_grad(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = in_f32(c, 1), *rm = in_f32(c, 3), *rv = in_f32(c, 4), *dyt = ctx_in(c, 6);
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);
-  BnGeom g = bn_geom(x);
-  bool training = bn_training(c);
-  double eps = ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);
-  int rc = training ? bn_check_batch(c, x, g) : 0;
-  if (rc == 0 && (dyt->dtype != DT_F32 || dyt->numel != x->numel))
-    rc = ctx_fail(c, "internal error: Y@GRAD does not fit X");
-  const float *xv = tensor_f32(x), *sv = tensor_f32(sc), *mv = tensor_f32(rm), *vv = tensor_f32(rv);
-  const float *dy = rc ? NULL : tensor_f32(dyt);
-  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)
-  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {
-    double mean = mv[k], var = vv[k];
-    if (training) channel_moments(xv, g, k, &mean, &var);
-    double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;
-    float mf = (float)mean;
-    for (int64_t b = 0; b < g.n; b++)
-      grad_sums(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);
-    if (dbt) tensor_f32(dbt)[k] = (float)sg;
-    if (dst) tensor_f32(dst)[k] = (float)(sgx * inv);
-    if (!dxt) continue;
-    /* dX = a dY + b (x - mean) + d */
-    double a = (double)sv[k] * inv;
-    float af = (float)a, bf = training ? (float)(-a * inv * inv * sgx / count) : 0.0f,
-          df = training ? (float)(-a * sg / count) : 0.0f;
-    for (int64_t b = 0; b < g.n; b++) {
-      const float *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;
-      float *dp = tensor_f32(dxt) + (b * g.ch + k) * g.hw;
-      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;
-    }
-  }
-  tensor_unref(x);
-  tensor_unref(sc);
-  tensor_unref(rm);
-  tensor_unref(rv);
-  return rc;
+  return ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64(c) : batch_norm_grad_f32(c);
 }
 
 /* ---- kernels: embedding, accuracy ------------------------------------------------- */
