@@ -48,7 +48,8 @@ static int cmd_gradcheck_verb(int argc, char **argv);
   "                     (default: the machine's physical memory)\n"                \
   "  --check-nan        stop at the first op that produces NaN or Inf\n"            \
   "  --no-fuse          run conv2d, its bias and relu as separate ops (same results)\n" \
-  "  --precision N      digits printed values show (default 8)\n"
+  "  --precision N      digits printed values show (default 8)\n"                  \
+  "  --dtype f32|f64    f64: run the whole program in f64 (default f32)\n"
 #define GRAD_OPTIONS                                                                 \
   "  --loss NAME        the scalar to differentiate (default: loss)\n"              \
   "  --wrt NAMES        differentiate with respect to these (default: every param)\n" \
@@ -86,11 +87,14 @@ static const Verb verbs[] = {
     {"gradcheck", cmd_gradcheck_verb, "netrun gradcheck [OPTIONS] FILE",
      "Compare every gradient with central finite differences, element by element,\n"
      "and report the largest errors; exit 1 if one exceeds the tolerance plus the\n"
-     "difference's f32 noise (an element whose noise exceeds the tolerance is\n"
-     "reported as one that cannot be checked).\n" GRAD_OPTIONS RUN_OPTIONS
-     "  --eps E            the first step, relative to max(|x|, 1) (default 1e-2: the forward runs in f32)\n"
+     "difference's noise (an element whose noise exceeds the tolerance is\n"
+     "reported as one that cannot be checked).  The differences are taken in f64\n"
+     "(on the program promoted to f64) against the f32 program's gradient;\n"
+     "--dtype f32 takes them in f32, --dtype f64 checks the f64 program's gradient.\n"
+     GRAD_OPTIONS RUN_OPTIONS
+     "  --eps E            the first step, relative to max(|x|, 1) (default 1e-6; 1e-2 with --dtype f32)\n"
      "  --rtol R           the relative tolerance: |analytic - numeric| <= atol + rtol |numeric| + noise\n"
-     "                     (default 5e-3)\n"
+     "                     (default 1e-3; 5e-3 with --dtype f32)\n"
      "  --atol A           the absolute tolerance (default 1e-5)\n"
      "  --samples N        check N random elements of each variable instead of all"},
     {"train", cmd_train, "netrun train [OPTIONS] FILE",
@@ -112,7 +116,7 @@ static const Verb verbs[] = {
      "                     with an error before that step's update)\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
-     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
+     "  --set, --feed, --max-steps, --check-nan, --no-fuse, --precision, --dtype   as for netrun run"},
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
@@ -120,7 +124,7 @@ static const Verb verbs[] = {
      "  --data SPEC        evaluate on this dataset instead (results labelled by it)\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
      "  --limit N          use only the first N examples\n"
-     "  --set, --feed, --seed, --max-steps, --check-nan, --no-fuse, --precision   as for netrun run"},
+     "  --set, --feed, --seed, --max-steps, --check-nan, --no-fuse, --precision, --dtype   as for netrun run"},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
      "The predicted class of every fed example (the argmax of the train block's metric;\n"
      "with one logit per example, 1 when it is positive, else 0), or the value of\n"

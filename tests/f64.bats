@@ -176,3 +176,20 @@ EOF
   [ "$(awk 'NR > 1 && NR < 8 && $5 == "ok" && $4 < 1e-5 { n++ } END { print n }' <<< "$output")" = 6 ]
   [ "${lines[-1]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
 }
+
+@test "--dtype f64: every op's and script's gradient matches f64 differences; static = tape to the last bit" {
+  G=$BATS_TEST_DIRNAME/grad
+  failed=""
+  for f in "$G"/ops/*.net "$G"/*.net; do
+    case $(basename "$f") in userop_*) continue ;; esac   # ops scripts define are f32-only
+    "$NETRUN" gradcheck --dtype f64 "$f" > out.txt 2>&1 || { failed="$failed $(basename "$f")"; cat out.txt; }
+  done
+  [ -z "$failed" ] || { echo "gradcheck --dtype f64 failed:$failed"; return 1; }
+  # loops included (while_grad accumulates its turns in f64)
+  for f in "$G"/ops/while.net "$G"/while_nested.net "$G"/while_used_after.net "$G"/mlp_batch.net "$G"/ops/conv2d_all.net; do
+    "$NETRUN" grad --dtype f64 --format json "$f" > static.json
+    "$NETRUN" grad --dtype f64 --tape --format json "$f" > tape.json
+    cmp static.json tape.json
+    grep -q '"grads": {"' static.json
+  done
+}
