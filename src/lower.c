@@ -295,6 +295,28 @@ static const char *emit_scalar(Lowerer *L, Span span, AttrValue value, DType dt,
   return out;
 }
 
+/* A float literal beside an f64 operand is f64, as NumPy's Python floats
+ * are: x * 0.1 multiplies by the double nearest 0.1, not the float.  e is
+ * the literal's syntax, lit the variable its fill_constant made (the last
+ * op of the block writing it), other the operand beside it. */
+static void widen_literal(Lowerer *L, const AstNode *e, const char *lit, const char *other) {
+  bool neg = e->kind == AST_UNARY && e->op == '-' && e->a;
+  if ((neg ? e->a : e)->kind != AST_FLOAT) return;
+  VarDesc *v = prog_var(L->prog, lit);
+  const VarDesc *o = prog_var(L->prog, other);
+  if (!v || !o || o->dtype != DT_F64 || v->dtype != DT_F32) return;
+  for (int i = L->block->nops - 1; i >= 0; i--) {
+    OpDesc *op = L->block->ops[i];
+    const Slot *out = op_output(op, "Out");
+    if (!out || out->n != 1 || strcmp(out->args[0], lit) != 0) continue;
+    if (strcmp(op->type, "fill_constant") == 0) {
+      op_set_attr(L->prog, op, "dtype", attr_dtype(DT_F64));
+      v->dtype = DT_F64;
+    }
+    return;
+  }
+}
+
 /* ---- constants (attribute values) ------------------------------------------ */
 
 static const AstNode *resolved(Lowerer *L, const AstNode *n);
@@ -952,6 +974,8 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
     const char *x = lower_expr(L, n->a, NULL);
     const char *y = x ? lower_expr(L, n->b, NULL) : NULL;
     if (!y) return NULL;
+    widen_literal(L, n->a, x, y);
+    widen_literal(L, n->b, y, x);
     return emit2(L, binary_op_type(n->op), n->opspan, x, y, hint);
   }
   case AST_CALL: {
