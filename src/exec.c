@@ -672,7 +672,9 @@ static void promote_inputs(const Prepared *p, Tensor **ins, bool *owned) {
     owned[i] = false;
     any |= ins[i] && ins[i]->dtype == DT_F64;
   }
-  if (!any || (p->proto->flags & (OP_CONTROL | OP_SIDE_EFFECT))) return;   /* print shows each as it is */
+  /* print shows each value as it is; control ops and ops scripts define
+   * pass them to blocks whose ops promote */
+  if (!any || (p->proto->flags & (OP_CONTROL | OP_SIDE_EFFECT | OP_ANY_FLOAT))) return;
   for (int i = 0; i < p->in_total; i++)
     if (ins[i] && ins[i]->dtype == DT_F32) {
       bool rg = ins[i]->requires_grad;

@@ -1828,7 +1828,8 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
   proto->kernel = L->user_ops->kernel;
   proto->grad = L->user_ops->grad;
   proto->grad_kind = GRAD_COMPOSITE;  /* its grad body, or its body differentiated */
-  proto->flags = OP_NO_PREALLOC;      /* the kernel hands over its body's values */
+  proto->flags = OP_NO_PREALLOC | OP_ANY_FLOAT;   /* the kernel hands over its body's values,
+                                                   * lowered for its inputs' dtypes */
   proto->nin = n->list.n, proto->nout = n->list2.n, proto->nattrs = n->list3.n;
   for (int i = 0; i < n->list3.n; i++) proto->has_dflt[i] = true;
   if (!check_user_op(L, n, proto)) return;

@@ -299,7 +299,7 @@ static const char *const f64_ops[] = {
 static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 bool reg_has_f64(const OpProto *p) {
-  if (p->flags & OP_CONTROL) return true;
+  if (p->flags & (OP_CONTROL | OP_ANY_FLOAT)) return true;
   const char *key = p->type;
   return bsearch(&key, f64_ops, sizeof f64_ops / sizeof *f64_ops, sizeof *f64_ops, cmp_name) != NULL;
 }
@@ -314,9 +314,10 @@ static bool any_f64_input(InferCtx *c) {
 }
 
 /* An op given an f64 input computes in f64: its f32 outputs become f64
- * (NumPy's promotion), except an op converting to a dtype it is told. */
+ * (NumPy's promotion), except an op converting to a dtype it is told and
+ * one whose inference knows (control ops, ops scripts define). */
 static void promote_outputs(InferCtx *c) {
-  if ((c->proto->flags & OP_CONTROL) || reg_attr_index(c->proto, "dtype") >= 0) return;
+  if ((c->proto->flags & (OP_CONTROL | OP_ANY_FLOAT)) || reg_attr_index(c->proto, "dtype") >= 0) return;
   for (int s = 0; s < c->proto->nout; s++)
     for (int i = 0; i < infer_out_count(c, c->proto->out[s].name); i++) {
       VarDesc *v = NULL;

@@ -67,6 +67,9 @@ enum {
                               their blocks once */
   OP_KEPT_TURNS = 1 << 8,  /* a control op's grad op: runs over the turns its
                               forward op kept, so the executor keeps them */
+  OP_ANY_FLOAT = 1 << 9,   /* computes in its inputs' float dtype, f32 or f64
+                              (an op a script defines: its body is lowered
+                              for them); see reg_has_f64 */
 };
 
 typedef struct InferCtx InferCtx;

@@ -93,7 +93,7 @@ extract() {
   diff -u dump_--backward_swishgrad.net.out dump.txt
   "$NETRUN" grad swishgrad.net > grad.txt
   diff -u grad_swishgrad.net.out grad.txt
-  run "$NETRUN" gradcheck --dtype f32 swishgrad.net
+  run "$NETRUN" gradcheck swishgrad.net
   [ "$status" -eq 0 ]
   [ "${lines[1]%% *}" = w ]
   [[ "${lines[1]}" == *" ok" ]]
