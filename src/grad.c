@@ -6,7 +6,9 @@
  * backward turns the ops the run recorded into one flat block and appends
  * the same way, then runs only the grad ops over the recorded values.
  * gradcheck judges each gradient against a central difference and that
- * difference's own noise (f32 rounding, truncation, kinks): see netrun(1). */
+ * difference's own noise (rounding, truncation, kinks): see netrun(1).  The
+ * differences are taken on a second copy of the script, promoted to f64
+ * unless --dtype f32 (or a plugin's op) keeps it f32. */
 #include "backward.h"
 #include "cli.h"
 #include "cmd.h"
