@@ -187,7 +187,7 @@ all gradients match finite differences (rtol 0.005, eps 0.01)" ]
     printf 'loss = sum(big) * 0.0001 + sum(cube(w)) + sum(v * v * v)\n'; } > s.net
   cp s.net s.in
   printf ':gradcheck loss\n' >> s.in
-  verb=$("$NETRUN" gradcheck --tape s.net) && status=0 || status=$?
+  verb=$("$NETRUN" gradcheck --dtype f32 --tape s.net) && status=0 || status=$?
   [ "$status" -eq 1 ]
   run --separate-stderr "$NETRUN" repl < s.in
   [ "$status" -eq 1 ]
