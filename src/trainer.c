@@ -430,12 +430,11 @@ static bool feed_batch(Run *r, const Dataset *ds, Batch *b, bool training) {
  * single logit per example (logistic regression: [B, 1], or [B] when
  * `rows` says B) predicts 1 when it is positive, else 0. */
 static int64_t predicted(const Tensor *m, int64_t i, int64_t rows) {
-  const float *v = tensor_f32(m);
   int64_t c = m->shape[m->rank - 1];
-  if (c == 1 || (m->rank == 1 && m->numel == rows)) return v[i] > 0;
+  if (c == 1 || (m->rank == 1 && m->numel == rows)) return tensor_get(m, i) > 0;
   int64_t best = 0;
   for (int64_t j = 1; j < c; j++)
-    if (v[i * c + j] > v[i * c + best]) best = j;
+    if (tensor_get(m, i * c + j) > tensor_get(m, i * c + best)) best = j;
   return best;
 }
 
@@ -449,7 +448,7 @@ static int64_t predictions(const Tensor *m, int64_t rows) {
 static int64_t correct(Run *r) {
   if (!r->metric_var || !r->label) return 0;
   Tensor *m = exec_var_value(r->ex, r->metric_var), *y = exec_var_value(r->ex, r->label->name);
-  if (!m || !y || m->rank < 1 || m->dtype != DT_F32) return 0;
+  if (!m || !y || m->rank < 1 || !dtype_is_float(m->dtype)) return 0;
   int64_t n = predictions(m, y->numel), hits = 0;
   for (int64_t i = 0; i < n && i < y->numel; i++) hits += predicted(m, i, y->numel) == (int64_t)tensor_get(y, i);
   return hits;
@@ -958,6 +957,11 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
 
 /* Whether f32 tensor t holds a NaN or an infinity. */
 static bool non_finite(const Tensor *t) {
+  if (t->dtype == DT_F64) {
+    for (int64_t i = 0; i < t->numel; i++)
+      if (!isfinite(tensor_f64(t)[i])) return true;
+    return false;
+  }
   if (t->dtype != DT_F32) return false;
   const float *x = tensor_f32(t);
   for (int64_t i = 0; i < t->numel; i++)
@@ -1311,7 +1315,7 @@ static int predict_data(TrainArgs *t, const char *output) {
     ok = feed_batch(&r, ds, &bt, false) && exec_run_for(r.ex, var ? var : name) == 0;
     data_batch_release(&bt);
     Tensor *v = ok ? exec_value(r.ex, var ? var : name) : NULL;
-    if (v && !output && v->rank >= 1 && v->dtype == DT_F32) {
+    if (v && !output && v->rank >= 1 && dtype_is_float(v->dtype)) {
       print_classes(v, bn);
     } else if (v) {
       print_write(stdout, v, t->a.opt.precision);
@@ -1368,7 +1372,7 @@ int cmd_predict(int argc, char **argv) {
   if (!feed_mode(&r, false)) goto fail;
   if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
   Tensor *v = exec_var_value(r.ex, var ? var : name);
-  if (!output && v && v->rank >= 1 && v->dtype == DT_F32) {
+  if (!output && v && v->rank >= 1 && dtype_is_float(v->dtype)) {
     print_classes(v, -1);
   } else if (v) {
     print_write(stdout, v, a.opt.precision);
