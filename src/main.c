@@ -77,6 +77,7 @@ static const Verb verbs[] = {
      "                     fused conv layers, shared gradients (not with --no-fuse, --check-nan)\n"
      GRAD_OPTIONS
      "  -o OUT             write to OUT (atomically) instead of standard output\n"
+     "  --dtype f32|f64    f64: print the program promoted to f64, as run --dtype f64 runs it\n"
      "With --tape, the run options apply too (see netrun run):\n"
      "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
      "  --precision"},

@@ -109,6 +109,10 @@ EOF2
   [ "$status" -eq 0 ]
   run "$NETRUN" gradcheck --order 2 wrong.net
   [ "$status" -eq 1 ]
+  [ "${lines[1]}" = "w                         3    5.261e+00    1.000e+00  FAIL (element 1: analytic 0, numeric 5.26055, noise 3.9e-10)" ]
+  # the f32 differences (--dtype f32) catch it too
+  run "$NETRUN" gradcheck --order 2 --dtype f32 wrong.net
+  [ "$status" -eq 1 ]
   [ "${lines[1]}" = "w                         3    5.261e+00    1.000e+00  FAIL (element 2: analytic 0, numeric 3.88058, noise 2.1e-05)" ]
   sed 's/stop_gradient(x \* x)/(x * x)/' wrong.net > right.net
   run "$NETRUN" gradcheck --order 2 right.net
