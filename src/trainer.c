@@ -187,7 +187,7 @@ static int parse_train(int argc, char **argv, TrainArgs *t, const Option *option
   if (!rc && t->weights && t->resume)
     rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");
   if (!rc && t->weights_partial && !t->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
-  if (!rc && options == eval_options && t->format > REPORT_JSON)
+  if (!rc && options == eval_options && (t->format == REPORT_CSV || t->format == REPORT_NPY))
     rc = diag_usage("unknown format '%s' (expected text or json)", t->format == REPORT_CSV ? "csv" : "npy");
   if (!rc && training && mode_given(&t->a))
     rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
