@@ -136,7 +136,7 @@ overall accuracy 0.6250 (5 of 8)" ]
   {"class": 2, "precision": 0.666666667, "recall": 0.666666667, "accuracy": 0.75, "support": 3}]}' ]
   printf 'x0,x1,x2,y\n1,0,0,0\n1,0,0,1\n0,0,1,2\n' > two.csv
   run -0 --separate-stderr "$NETRUN" eval cls.net --data two.csv --confusion
-  [ "${lines[7]}" = "       1         -    0.0000    0.6667         1" ]
+  [ "${lines[8]}" = "       1         -    0.0000    0.6667         1" ]
   run -0 --separate-stderr "$NETRUN" eval cls.net --data two.csv --confusion --format json
   [[ "$output" == *'{"class": 1, "precision": null, "recall": 0, "accuracy": 0.666666667, "support": 1}'* ]]
 }
