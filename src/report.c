@@ -177,10 +177,12 @@ static bool write_file(ReportValues *r, Tensor **t, const char *path) {
 bool report_values_write(ReportValues *r, const char *path) {
   Tensor *t[REPORT_MAX_OUTPUTS] = {0};
   bool ok = true;
-  for (int k = 0; k < r->n && ok; k++) {
-    if (!r->nparts[k]) return true;   /* no examples: nothing was computed */
-    ok = (t[k] = joined(r, k)) != NULL;
-  }
+  for (int k = 0; k < r->n; k++)
+    if (!r->nparts[k]) {
+      diag_error(NULL, SPAN_NONE, "no value of '%s' was computed: nothing to write", r->names[k]);
+      return false;
+    }
+  for (int k = 0; k < r->n && ok; k++) ok = (t[k] = joined(r, k)) != NULL;
   if (ok) ok = write_file(r, t, path);
   for (int k = 0; k < r->n; k++)
     if (t[k]) tensor_unref(t[k]);

@@ -1397,8 +1397,15 @@ static bool predict_vars(Run *r, const char **vars, const char **names, int *n) 
 /* Predict's results, once every pass has run: the text's file closed, or
  * the values written in their format.  0 or the exit status. */
 static int predict_finish(const TrainArgs *t, bool ok, OutFile *o, ReportValues *rv) {
-  if (t->format == REPORT_TEXT) ok = file_out_close(o) && ok;
-  else ok = ok && report_values_write(rv, t->out);
+  if (t->format == REPORT_TEXT && !ok && o->path) {   /* a failed run leaves no file */
+    fclose(o->f);
+    o->file.fd = -1;
+    file_abort(&o->file);
+  } else if (t->format == REPORT_TEXT) {
+    ok = file_out_close(o) && ok;
+  } else {
+    ok = ok && report_values_write(rv, t->out);
+  }
   report_values_free(rv);
   return ok ? 0 : EXIT_SCRIPT;
 }
