@@ -123,7 +123,7 @@ static bool in_no_grad(Backward *bw, const char *name) {
 /* Can a gradient exist for this variable at all? */
 static bool differentiable(Backward *bw, const char *name) {
   const VarDesc *v = prog_var(bw->p, name);
-  return v && v->dtype == DT_F32 && !(v->flags & VAR_STOP_GRADIENT) && !in_no_grad(bw, name);
+  return v && dtype_is_float(v->dtype) && !(v->flags & VAR_STOP_GRADIENT) && !in_no_grad(bw, name);
 }
 
 /* ---- pass 1: live values (depend on a parameter) ----------------------------------- */
@@ -561,7 +561,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
                 "%s: the backward of a loop or a branch cannot be differentiated again yet "
                 "(a second-order gradient through while or if)", op->type);
       else if (of)
-        fail_at(bw, op->span, "%s, in the gradient of this %s made by grad(...), has no gradient: the gradient "
+        fail_at(bw, op->span, "%s, in the gradient of this %s, has no gradient: the gradient "
                 "cannot be differentiated again", op->type, of->type);
       else if (!proto || proto->grad_kind == GRAD_NONE)
         fail_at(bw, op->span, "%s has no gradient, but the loss depends on a parameter through it", op->type);
@@ -855,7 +855,7 @@ static bool differentiate(Backward *bw, const char *const *outs, const char *con
       /* (A scalar of unknown rank: a grad(...) in an op body being checked.) */
       op_set_attr(p, seed, "shape", attr_ints(p, dims, v->shape.rank > 0 ? v->shape.rank : 0));
       op_set_attr(p, seed, "value", attr_float(1.0));
-      op_set_attr(p, seed, "dtype", attr_dtype(DT_F32));
+      op_set_attr(p, seed, "dtype", attr_dtype(v->dtype == DT_F64 ? DT_F64 : DT_F32));
     }
     slot_push(p, op_add_output(p, seed, "Out"), grad_name(bw, b0, outs[k]));
     VEC_RESERVE(list.ops, list.cap, list.n + 1);
@@ -886,7 +886,7 @@ const VarDesc *bwd_loss_var(Program *p, const char *loss) {
     return NULL;
   }
   char buf[128];
-  if (shape_numel(&lvar->shape) != 1 || lvar->dtype != DT_F32) {
+  if (shape_numel(&lvar->shape) != 1 || !dtype_is_float(lvar->dtype)) {
     diag_error(p->diag, lvar->span, "the loss '%s' must be an f32 scalar, but it is %s%s (reduce it, e.g. with mean)",
                loss, dtype_name(lvar->dtype), shape_str(&lvar->shape, buf, sizeof buf));
     return NULL;
@@ -905,7 +905,7 @@ const VarDesc *bwd_wrt_var(Program *p, const char *name) {
     diag_error(p->diag, SPAN_NONE, "--wrt %s: the script has no value named '%s'", name, name);
     return NULL;
   }
-  if (d->dtype != DT_F32) {
+  if (!dtype_is_float(d->dtype)) {
     diag_error(p->diag, SPAN_NONE, "--wrt %s: '%s' is %s; only f32 values have gradients", name, name,
                dtype_name(d->dtype));
     return NULL;

@@ -38,8 +38,8 @@ static const char *const section_name[] = {"header", "settings", "tensors"};
 enum { N_SECTIONS = 3 };
 
 /* dtype codes in the file, independent of the DType enum's values. */
-static const DType code_dtype[] = {DT_F32, DT_I64, DT_BOOL};
-enum { N_CODES = 3 };
+static const DType code_dtype[] = {DT_F32, DT_I64, DT_BOOL, DT_F64};
+enum { N_CODES = 4 };
 
 static int dtype_code(DType t) {
   for (int i = 0; i < N_CODES; i++)
@@ -762,9 +762,8 @@ static void summarize(const Tensor *t, char *buf, size_t n) {
     else snprintf(buf, n, "min %" PRId64 "  max %" PRId64, lo, hi);
     return;
   }
-  const float *x = tensor_f32(t);
   if (t->numel == 1) {
-    snprintf(buf, n, "value %.9g", (double)x[0]);
+    snprintf(buf, n, t->dtype == DT_F64 ? "value %.17g" : "value %.9g", tensor_get(t, 0));
     return;
   }
   /* Mean and standard deviation (population) of the finite elements;
@@ -772,14 +771,14 @@ static void summarize(const Tensor *t, char *buf, size_t n) {
   double sum = 0, lo = (double)INFINITY, hi = -(double)INFINITY;
   int64_t finite = 0;
   for (int64_t i = 0; i < t->numel; i++) {
-    double v = (double)x[i];
+    double v = tensor_get(t, i);
     if (isfinite(v)) sum += v, finite++, lo = fmin(lo, v), hi = fmax(hi, v);
   }
   size_t k = 0;
   if (finite) {
     double mean = sum / (double)finite, ss = 0;
     for (int64_t i = 0; i < t->numel; i++) {
-      double v = (double)x[i];
+      double v = tensor_get(t, i);
       if (isfinite(v)) ss += (v - mean) * (v - mean);
     }
     k = (size_t)snprintf(buf, n, "mean %.6g  std %.6g  min %.6g  max %.6g", mean, sqrt(ss / (double)finite), lo,

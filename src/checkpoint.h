@@ -20,7 +20,7 @@
  *              bytes, no control characters; keys unique.
  *     TENS     u32 count, then count × tensor:
  *                string name      1-255 bytes, no control characters, unique
- *                u8 dtype         0 f32, 1 i64, 2 bool
+ *                u8 dtype         0 f32, 1 i64, 2 bool, 3 f64
  *                u8 rank          0-8
  *                rank × u64 dims  row-major
  *                data             numel × (4 | 8 | 1) bytes: f32 IEEE-754,

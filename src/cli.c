@@ -23,7 +23,7 @@
 enum {
   O_FORMAT = 1, O_STARTUP, O_LINES, O_AST, O_BACKWARD, O_TAPE, O_TAPE_PROGRAM, O_TRAIN, O_FUSED, O_OUT,
   O_SET, O_FEED, O_SEED, O_MAX_STEPS, O_MAX_MEMORY, O_PRECISION, O_CHECK_NAN, O_NO_FUSE, O_DUMP_TAPE,
-  O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS, O_ORDER,
+  O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS, O_ORDER, O_DTYPE,
 };
 
 /* The options of each group a verb may take (cli.h's OPT_*), in the
@@ -48,6 +48,7 @@ static const Option run_options[] = {
     {"--max-steps", OPTION_VALUE, "N", "a whole number of at least 0", O_MAX_STEPS},
     {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", O_MAX_MEMORY},
     {"--precision", OPTION_VALUE, "N", "a whole number of at least 0", O_PRECISION},
+    {"--dtype", OPTION_VALUE, "T", "f32 or f64", O_DTYPE},
     {"--check-nan", OPTION_FLAG, NULL, NULL, O_CHECK_NAN},
     {"--no-fuse", OPTION_FLAG, NULL, NULL, O_NO_FUSE},
     {NULL, 0, NULL, NULL, 0},
@@ -153,8 +154,13 @@ static int apply(const OptionParser *p, int id, Args *a, unsigned accepts) {
   case O_LOSS: a->loss = v; break;
   case O_WRT: return parse_names(p, a->wrt, &a->nwrt, 256) ? 0 : EXIT_USAGE;
   case O_NO_GRAD: return parse_names(p, a->no_grad, &a->nno_grad, 256) ? 0 : EXIT_USAGE;
-  case O_EPS: return option_real(p, false, &a->eps) ? 0 : EXIT_USAGE;
-  case O_RTOL: return option_real(p, false, &a->rtol) ? 0 : EXIT_USAGE;
+  case O_EPS: return option_real(p, false, &a->eps) ? (a->eps_set = true, 0) : EXIT_USAGE;
+  case O_RTOL: return option_real(p, false, &a->rtol) ? (a->rtol_set = true, 0) : EXIT_USAGE;
+  case O_DTYPE:
+    if (strcmp(v, "f32") != 0 && strcmp(v, "f64") != 0) return option_bad(p);
+    a->dtype = strcmp(v, "f64") == 0 ? DT_F64 : DT_F32;
+    session_set_f64(a->dtype == DT_F64);
+    break;
   case O_ATOL: return option_real(p, true, &a->atol) ? 0 : EXIT_USAGE;
   case O_SAMPLES: return option_int(p, 1, &a->samples) ? 0 : EXIT_USAGE;
   case O_RANKS: return option_int(p, 1, &a->ranks) ? 0 : EXIT_USAGE;
@@ -171,6 +177,7 @@ int cli_parse(int argc, char **argv, Args *a, unsigned accepts) { return cli_par
 
 int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn *own) {
   memset(a, 0, sizeof *a);
+  a->dtype = DT_UNKNOWN;
   a->verb = argv[0];
   exec_default_options(&a->opt);
   a->iterations = 10;

@@ -44,10 +44,16 @@ typedef struct Args {
   int64_t samples;
   int64_t ranks;          /* dump --train --ranks N: the program of N mpirun ranks */
   int order;              /* --order: 1, 2 (second derivatives) or 3 */
+  DType dtype;             /* --dtype: DT_F64 runs the program in f64; DT_UNKNOWN if not given */
+  bool eps_set, rtol_set;  /* --eps, --rtol given (gradcheck's defaults depend on --dtype) */
 } Args;
 
 /* gradcheck's default --atol. */
 #define CLI_ATOL 1e-5
+/* gradcheck's --eps and --rtol when its finite differences are taken in
+ * f64 (the default, and --dtype f64), as PyTorch's gradcheck. */
+#define CLI_EPS_F64 1e-6
+#define CLI_RTOL_F64 1e-3
 
 /* Parses argv (argv[0] is the verb) into a with the option parser
  * (option.h) and the tables of the groups accepts names; 0, or the

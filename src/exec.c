@@ -580,7 +580,7 @@ static int infer_outputs(Executor *ex, Prepared *p, Tensor **ins) {
   }
   InferCtx c = {.prog = ex->prog, .block = ex->prog->blocks[0], .op = (OpDesc *)p->op,
                 .proto = p->proto, .rt = &rt};
-  bool ok = p->proto->infer ? p->proto->infer(&c) && !c.failed : true;
+  bool ok = reg_infer_run(&c);
   mem_free(descs);
   mem_free(ptrs);
   if (!ok) {
@@ -611,6 +611,11 @@ static int infer_outputs(Executor *ex, Prepared *p, Tensor **ins) {
 }
 
 static bool has_nan(const Tensor *t) {
+  if (t->dtype == DT_F64) {
+    for (int64_t i = 0; i < t->numel; i++)
+      if (!isfinite(tensor_f64(t)[i])) return true;
+    return false;
+  }
   if (t->dtype != DT_F32) return false;
   const float *x = tensor_f32(t);
   for (int64_t i = 0; i < t->numel; i++)
@@ -658,6 +663,27 @@ static inline int call_kernel(Executor *ex, Prepared *p, int op_index, Frame *f,
   return p->proto->kernel(&c);
 }
 
+/* An op given f64 and f32 values computes in f64 (registry.c promotes its
+ * outputs): converts its f32 inputs, marking the copies it made in owned[]
+ * for the caller to drop. */
+static void promote_inputs(const Prepared *p, Tensor **ins, bool *owned) {
+  bool any = false;
+  for (int i = 0; i < p->in_total; i++) {
+    owned[i] = false;
+    any |= ins[i] && ins[i]->dtype == DT_F64;
+  }
+  /* print shows each value as it is; control ops and ops scripts define
+   * pass them to blocks whose ops promote */
+  if (!any || (p->proto->flags & (OP_CONTROL | OP_SIDE_EFFECT | OP_ANY_FLOAT))) return;
+  for (int i = 0; i < p->in_total; i++)
+    if (ins[i] && ins[i]->dtype == DT_F32) {
+      bool rg = ins[i]->requires_grad;
+      ins[i] = tensor_cast(ins[i], DT_F64);
+      ins[i]->requires_grad = rg;
+      owned[i] = true;
+    }
+}
+
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (p->norig && ex->opt.check_nan) {
     for (int k = 0; k < p->norig; k++)
@@ -672,6 +698,9 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   Tensor **outs = p->out_total <= MAX_STACK_VALS ? out_stack
                                                  : mem_calloc((size_t)p->out_total, sizeof *outs);
   for (int i = 0; i < p->out_total; i++) outs[i] = NULL;
+  bool owned_stack[MAX_STACK_VALS];
+  bool *owned = p->in_total <= MAX_STACK_VALS ? owned_stack : mem_calloc((size_t)p->in_total + 1, sizeof *owned);
+  for (int i = 0; i < p->in_total; i++) owned[i] = false;
   int rc = 0;
   bool any_grad = false;
   for (int i = 0; i < p->in_total; i++) {
@@ -693,6 +722,7 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
     if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
   } else {
     if ((rc = infer_outputs(ex, p, ins)) < 0) goto done;
+    promote_inputs(p, ins, owned);
     if (p->constant && out_matches(p->constant, &p->out_desc[0])) {
       outs[0] = tensor_ref(p->constant);
       goto made;
@@ -734,7 +764,7 @@ made:
    * that has one, and the output is real-valued. */
   bool grad_flows = any_grad && p->proto->grad_kind != GRAD_NONE;
   for (int i = 0; i < p->out_total; i++)
-    if (outs[i]) outs[i]->requires_grad = grad_flows && outs[i]->dtype == DT_F32;
+    if (outs[i]) outs[i]->requires_grad = grad_flows && dtype_is_float(outs[i]->dtype);
   if (ex->opt.check_nan)
     for (int i = 0; i < p->out_total; i++)
       if (outs[i] && has_nan(outs[i])) {
@@ -762,6 +792,9 @@ made:
 done:
   for (int i = 0; i < p->out_total; i++)
     if (rc < 0) tensor_unref(outs[i]);
+  for (int i = 0; i < p->in_total; i++)
+    if (owned[i]) tensor_unref(ins[i]);
+  if (owned != owned_stack) mem_free(owned);
   if (ins != in_stack) mem_free(ins);
   if (outs != out_stack) mem_free(outs);
   return rc;
@@ -933,6 +966,12 @@ bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   snprintf(want, sizeof want, "%s", dtype_name(v->dtype));
   shape_str(&v->shape, want + strlen(want), sizeof want - strlen(want));
   tensor_shape_str(t, got, sizeof got);
+  if (v->dtype == DT_F64 && (t->dtype == DT_F32 || t->dtype == DT_I64)) {   /* read as f64 */
+    Tensor *wide = tensor_cast(t, DT_F64);
+    bool ok = exec_feed(ex, name, wide, what);
+    tensor_unref(wide);
+    return ok;
+  }
   if (t->dtype != v->dtype) {
     diag_error(ex->diag, v->span, "%s: '%s' is declared %s but the value is %s", what, v->name, want,
                dtype_name(t->dtype));

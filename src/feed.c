@@ -99,7 +99,7 @@ Tensor *feed_parse_value(Diag *d, const char *name, const char *text, DType want
     bool floats = false;
     const AstNode *e = root->list.items[0]->a;
     if (flatten(d, e, 0, &leaf, &s, &vals, &ints, &nv, &cap, &floats)) {
-      if (floats && want != DT_F32) diag_error(d, e->span, "'%s' is %s: expected integers", name, dtype_name(want));
+      if (floats && !dtype_is_float(want)) diag_error(d, e->span, "'%s' is %s: expected integers", name, dtype_name(want));
       else t = want == DT_I64 ? make_i64(&s, ints, nv) : make(want, &s, vals, nv);
     }
     mem_free(vals);

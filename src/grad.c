@@ -6,8 +6,10 @@
  * backward turns the ops the run recorded into one flat block and appends
  * the same way, then runs only the grad ops over the recorded values.
  * gradcheck judges each gradient against a central difference and that
- * difference's own noise (f32 rounding, truncation, kinks): see netrun(1).
- * --order 2 (3) differentiates the program's backward again (below). */
+ * difference's own noise (rounding, truncation, kinks): see netrun(1).  The
+ * differences are taken on a second copy of the script, promoted to f64
+ * unless --dtype f32 (or a plugin's op) keeps it f32.  --order 2 (3)
+ * differentiates the program's backward again (below). */
 #include "backward.h"
 #include "cli.h"
 #include "cmd.h"
@@ -350,7 +352,7 @@ static void json_tensor(FILE *f, const Tensor *t) {
     if (i) fputs(", ", f);
     if (isnan(v)) fputs("null", f);
     else if (isinf(v)) fputs(v > 0 ? "1e999" : "-1e999", f);
-    else fprintf(f, "%.9g", v);
+    else fprintf(f, t->dtype == DT_F64 ? "%.17g" : "%.9g", v);
   }
   fputs("]}", f);
 }
@@ -361,7 +363,8 @@ static void print_grads(Built *b, const Args *a) {
   Tensor *loss = value(b, b->loss);
   fflush(stdout);
   if (a->json) {
-    printf("{\"loss\": %.9g, \"grads\": {", loss ? tensor_get(loss, 0) : (double)NAN);
+    printf(loss && loss->dtype == DT_F64 ? "{\"loss\": %.17g, \"grads\": {" : "{\"loss\": %.9g, \"grads\": {",
+           loss ? tensor_get(loss, 0) : (double)NAN);
     bool first = true;
     for (int i = 0; i < b->bw.npairs; i++) {
       if (!b->bw.pairs[i].grad) continue;
@@ -384,7 +387,8 @@ static void print_grads(Built *b, const Args *a) {
       }
       Tensor *g = value(b, b->bw.pairs[i].grad);
       char shape[128];
-      printf("%s" NAME_GRAD " : f32%s =\n", name, g ? tensor_shape_str(g, shape, sizeof shape) : "?");
+      printf("%s" NAME_GRAD " : %s%s =\n", name, g ? dtype_name(g->dtype) : "f32",
+             g ? tensor_shape_str(g, shape, sizeof shape) : "?");
       if (g) print_write(stdout, g, a->opt.precision);
       putchar('\n');
     }
@@ -441,8 +445,9 @@ enum { GC_K = 5, GC_NK = GC_K + 2 };
 
 typedef struct Element {
   Forward *f;
-  float *x;              /* the element, perturbed in place */
-  float saved;
+  Tensor *t;             /* the element t[e], perturbed in place (f32 or f64) */
+  int64_t e;
+  double saved;
   double base;           /* the loss at x */
   double h0;
   double lp[GC_NK], lm[GC_NK], d[GC_NK];
@@ -453,15 +458,16 @@ typedef struct Element {
 static double gc_step(const Element *el, int k) { return ldexp(el->h0, k); }
 
 /* An element x of a parameter, the loss being base there. */
-static void element_init(Element *el, Forward *f, float *x, double eps, double base) {
+static void element_init(Element *el, Forward *f, Tensor *t, int64_t e, double eps, double base) {
   memset(el, 0, sizeof *el);
   el->f = f;
-  el->x = x;
-  el->saved = *x;
+  el->t = t;
+  el->e = e;
+  el->saved = tensor_get(t, e);
   el->base = base;
   /* At least 16 ulps of x, so that the smallest step, h0/2, is 8 ulps. */
-  double m = fmax(fabs((double)*x), 1.0);
-  el->h0 = fmax(exp2(floor(log2(eps * m))), ldexp(16.0, ilogb(m) - 23));
+  double m = fmax(fabs(el->saved), 1.0);
+  el->h0 = fmax(exp2(floor(log2(eps * m))), ldexp(16.0, ilogb(m) - (t->dtype == DT_F64 ? 52 : 23)));
   el->lscale = fabs(base);
 }
 
@@ -470,14 +476,14 @@ static bool central(Element *el, int k) {
   int i = k + 1;
   if (el->have[i]) return true;
   double h = gc_step(el, k);
-  float *x = el->x, s = el->saved;
-  *x = (float)((double)s + h);
-  double hp = (double)*x - (double)s;
+  double s = el->saved;
+  tensor_set(el->t, el->e, s + h);
+  double hp = tensor_get(el->t, el->e) - s;
   bool ok = el->f->loss(el->f, &el->lp[i]);
-  *x = (float)((double)s - h);
-  double hm = (double)s - (double)*x;
+  tensor_set(el->t, el->e, s - h);
+  double hm = s - tensor_get(el->t, el->e);
   ok = ok && el->f->loss(el->f, &el->lm[i]);
-  *x = s;
+  tensor_set(el->t, el->e, s);
   if (!ok) return false;
   el->d[i] = (el->lp[i] - el->lm[i]) / (hp + hm);
   el->lscale = fmax(el->lscale, fmax(fabs(el->lp[i]), fabs(el->lm[i])));
@@ -498,7 +504,7 @@ static double fourth_difference(const Element *el, int k) {
  * twice that, which the quotient divides by 2h.  (A loss whose terms
  * cancel is off by more: its fourth differences show it.) */
 static double gc_rounding(const Element *el, int s) {
-  return (double)FLT_EPSILON * el->lscale / gc_step(el, s);
+  return (el->t->dtype == DT_F64 ? DBL_EPSILON : (double)FLT_EPSILON) * el->lscale / gc_step(el, s);
 }
 
 /* What else makes it uncertain, from the differences at h/2, h and 2h:
@@ -593,12 +599,11 @@ static bool check_var(Forward *f, const Args *a, Tensor *w, Tensor *g, Rng *rng,
   vc->worst_e = -1;
   double base;
   if (!f->loss(f, &base)) return false;
-  float *x = tensor_f32(w);
   for (int64_t k = 0; k < checks; k++) {
     int64_t e = checks == n ? k : (int64_t)(rng_uniform(rng) * (double)n);
     Element el;
     double num, noise;
-    element_init(&el, f, &x[e], a->eps, base);
+    element_init(&el, f, w, e, a->eps, base);
     if (!numeric(&el, a, &num, &noise)) return false;
     tally(vc, a, e, g ? tensor_get(g, e) : 0.0, num, noise);
   }
@@ -607,6 +612,7 @@ static bool check_var(Forward *f, const Args *a, Tensor *w, Tensor *g, Rng *rng,
 
 /* Compares every gradient b holds with central differences of f's loss. */
 static int check_grads(Built *b, const Args *a, Forward *f) {
+  const char *dt = a->dtype == DT_F64 ? "f64" : "f32";   /* the dtype of the differences */
   int status = 0;
   int64_t noisy = 0, unresolved = 0, total = 0;
   Program *p = b->tp ? b->tp : b->prog;
@@ -630,14 +636,15 @@ static int check_grads(Built *b, const Args *a, Forward *f) {
              vc.worst_n, vc.worst_noise);
       status = EXIT_SCRIPT;
     } else if (vc.count[EL_UNRESOLVED]) {
-      printf("ok (within f32 noise; cannot check %lld of %lld: noise exceeds tolerance)\n",
+      printf("ok (within %s noise; cannot check %lld of %lld: noise exceeds tolerance)\n", dt,
              (long long)vc.count[EL_UNRESOLVED], (long long)vc.checks);
     } else {
-      puts(vc.count[EL_NOISE] ? "ok (within f32 noise)" : "ok");
+      printf(vc.count[EL_NOISE] ? "ok (within %s noise)\n" : "ok\n", dt);
     }
   }
   if (status) return status;
-  printf("all gradients match finite differences%s (rtol %g", noisy + unresolved ? " within f32 noise" : "", a->rtol);
+  printf("all gradients match finite differences%s%s%s (rtol %g", noisy + unresolved ? " within " : "",
+         noisy + unresolved ? dt : "", noisy + unresolved ? " noise" : "", a->rtol);
   if (a->atol != CLI_ATOL) printf(", atol %g", a->atol);
   printf(", eps %g)", a->eps);
   if (unresolved) printf("; %lld of %lld elements could not be checked: noise exceeds tolerance", (long long)unresolved, (long long)total);
@@ -679,6 +686,39 @@ static bool script_loss(Forward *f, double *out) {
   return true;
 }
 
+/* The forward copy starts where the analytic gradient was taken: each
+ * parameter checked gets the value b's run gave it (an f32 one, widened). */
+static void copy_params(Built *b, const Args *a, Forward *f) {
+  Program *p = b->tp ? b->tp : b->prog;
+  for (int i = 0; i < b->bw.npairs; i++) {
+    const char *param = b->bw.pairs[i].param;
+    const VarDesc *d = prog_named_var(f->prog, a->nwrt ? a->wrt[i] : prog_user_name(p, param));
+    if (!d || !(d->flags & VAR_PARAM)) continue;   /* a value an op makes is made again */
+    Tensor *src = value(b, param), *dst = exec_var_value(f->ex, d->name);
+    if (src && dst && src != dst && src->numel == dst->numel)
+      for (int64_t e = 0; e < dst->numel; e++) tensor_set(dst, e, tensor_get(src, e));
+  }
+}
+
+/* The first op of p (its blocks and startup) without f64 kernels, or NULL. */
+static const char *op_without_f64(Program *p) {
+  for (int i = -1; i < p->nblocks; i++) {
+    const Block *bl = i < 0 ? p->startup : p->blocks[i];
+    for (int k = 0; k < bl->nops; k++) {
+      const char *t = bl->ops[k]->type;
+      /* the rewrite's fused ops (rewrite.c) stand for ops with f64 kernels;
+       * the f64 copy is not fused (its values are not f32) */
+      if (strcmp(t, "fused_conv2d") == 0 || strcmp(t, "fused_conv2d_grad") == 0) continue;
+      const OpProto *proto = reg_find_op(p, t);
+      if (proto && !reg_has_f64(proto)) return t;
+    }
+  }
+  return NULL;
+}
+
+/* gradcheck: the analytic gradient of the program (f32, or f64 with
+ * --dtype f64) against central differences of a forward copy of it, taken
+ * in f64 unless --dtype f32 (then in f32, the check of netrun(1)). */
 int cmd_gradcheck(const Args *a) {
   Built b;
   if (!build(&b, a, true)) {
@@ -690,6 +730,16 @@ int cmd_gradcheck(const Args *a) {
   Args fa = *a;
   fa.opt.tape = false;
   fa.opt.out = fopen("/dev/null", "w");
+  bool wide = a->dtype != DT_F32;
+  const char *narrow = a->dtype == DT_UNKNOWN ? op_without_f64(b.prog) : NULL;
+  if (narrow) {   /* an op the f64 copy cannot run: the f32 check, said so */
+    diag_note(&b.ld.diag, SPAN_NONE, "gradcheck in f32 (as --dtype f32): '%s' has no f64 kernel yet", narrow);
+    wide = false;
+  }
+  fa.dtype = wide ? DT_F64 : DT_F32;
+  if (wide && !a->eps_set) fa.eps = CLI_EPS_F64;
+  if (wide && !a->rtol_set) fa.rtol = CLI_RTOL_F64;
+  session_set_f64(wide);
   const char *f2 = NULL;
   bool loaded = session_load(&fwd, a->file);
   if (loaded && a->order > 1) {
@@ -703,7 +753,8 @@ int cmd_gradcheck(const Args *a) {
     double base;   /* a first run makes the parameters' tensors */
     if (exec_startup(ex) == 0) {
       f.rng = *exec_rng(ex);
-      if (script_loss(&f, &base)) status = check_grads(&b, a, &f);
+      copy_params(&b, a, &f);
+      if (script_loss(&f, &base)) status = check_grads(&b, &fa, &f);
     }
   }
   fflush(stdout);

@@ -82,6 +82,7 @@ struct Scope {
   Binding *b;
   int n, cap;
   StrMap index;                        /* name -> its binding in b */
+  bool fn_body;                        /* a function's own scope (not a loop's or branch's in it) */
 };
 
 struct Lowerer {
@@ -295,6 +296,28 @@ static const char *emit_scalar(Lowerer *L, Span span, AttrValue value, DType dt,
   op_set_attr(L->prog, op, "dtype", attr_dtype(dt));
   finish_op(L, op);
   return out;
+}
+
+/* A float literal beside an f64 operand is f64, as NumPy's Python floats
+ * are: x * 0.1 multiplies by the double nearest 0.1, not the float.  e is
+ * the literal's syntax, lit the variable its fill_constant made (the last
+ * op of the block writing it), other the operand beside it. */
+static void widen_literal(Lowerer *L, const AstNode *e, const char *lit, const char *other) {
+  bool neg = e->kind == AST_UNARY && e->op == '-' && e->a;
+  if ((neg ? e->a : e)->kind != AST_FLOAT) return;
+  VarDesc *v = prog_var(L->prog, lit);
+  const VarDesc *o = prog_var(L->prog, other);
+  if (!v || !o || o->dtype != DT_F64 || v->dtype != DT_F32) return;
+  for (int i = L->block->nops - 1; i >= 0; i--) {
+    OpDesc *op = L->block->ops[i];
+    const Slot *out = op_output(op, "Out");
+    if (!out || out->n != 1 || strcmp(out->args[0], lit) != 0) continue;
+    if (strcmp(op->type, "fill_constant") == 0) {
+      op_set_attr(L->prog, op, "dtype", attr_dtype(DT_F64));
+      v->dtype = DT_F64;
+    }
+    return;
+  }
 }
 
 /* ---- constants (attribute values) ------------------------------------------ */
@@ -960,6 +983,8 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
     const char *x = lower_expr(L, n->a, NULL);
     const char *y = x ? lower_expr(L, n->b, NULL) : NULL;
     if (!y) return NULL;
+    widen_literal(L, n->a, x, y);
+    widen_literal(L, n->b, y, x);
     return emit2(L, binary_op_type(n->op), n->opspan, x, y, hint);
   }
   case AST_CALL: {
@@ -1243,6 +1268,7 @@ static int lower_def_call(Lowerer *L, const AstNode *n, const AstNode *def,
   StrMap *saved_ncalled = L->ncalled;
   enter_pscope(L, def->name, explicit_scope);
   L->scope = scope_new(L, L->fn_parent);
+  L->scope->fn_body = true;
   L->fn = def->name;
   L->calls[L->ncalls++] = def;
   CallSite *site = arena_alloc(L->arena, sizeof *site);
@@ -1509,7 +1535,7 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   const char *v;
   /* A literal takes the declared dtype: `input x : f32[2] = [0, 1]`. */
   if (e->kind == AST_LIST) v = lower_literal(L, e, NULL, var->dtype);
-  else if (const_number(L, e, &f, &i, &is_int) && (var->dtype == DT_F32 || is_int))
+  else if (const_number(L, e, &f, &i, &is_int) && (dtype_is_float(var->dtype) || is_int))
     v = emit_scalar(L, e->span, var->dtype == DT_I64 ? attr_i64(i) : attr_float(f), var->dtype, NULL);
   else v = lower_expr(L, e, NULL);
   if (v) {
@@ -1918,7 +1944,8 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
   proto->kernel = L->user_ops->kernel;
   proto->grad = L->user_ops->grad;
   proto->grad_kind = GRAD_COMPOSITE;  /* its grad body, or its body differentiated */
-  proto->flags = OP_NO_PREALLOC;      /* the kernel hands over its body's values */
+  proto->flags = OP_NO_PREALLOC | OP_ANY_FLOAT;   /* the kernel hands over its body's values,
+                                                   * lowered for its inputs' dtypes */
   proto->nin = n->list.n, proto->nout = n->list2.n, proto->nattrs = n->list3.n;
   for (int i = 0; i < n->list3.n; i++) proto->has_dflt[i] = true;
   if (!check_user_op(L, n, proto)) return;
@@ -2321,6 +2348,13 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
     cval = fold_const(L, n->a);
     if (L->diag->nerrors != before) return;
     if (cval && const_has_string(cval)) cval = NULL;   /* lower_expr says why */
+  }
+  /* In a function's body the constant is all the name is: a value is made
+   * only where the body uses it as one (as for a constant argument). */
+  if (cval && L->scope->fn_body) {
+    L->bind_at = n->list.items[0]->span;
+    bind(L, L->scope, n->list.items[0]->name, BIND_CONST)->cval = cval;
+    return;
   }
   if (nt == 1) {
     outs[0] = lower_expr(L, n->a, hints[0]);
@@ -2772,4 +2806,24 @@ int lower_nglobals(const Lowerer *L) { return L->global->n; }
 void lower_export(Lowerer *L) {
   for (int i = 0; i < L->global->n; i++)
     if (L->global->b[i].kind == BIND_VAR) prog_set_export(L->prog, L->global->b[i].name, L->global->b[i].var);
+}
+
+/* ---- --dtype f64 ----------------------------------------------------------- */
+
+static void promote_block_f64(Block *b) {
+  for (int i = 0; i < b->nvars; i++)
+    if (b->vars[i]->dtype == DT_F32) b->vars[i]->dtype = DT_F64;
+  for (int i = 0; i < b->nops; i++)
+    for (int a = 0; a < b->ops[i]->nattrs; a++) {
+      AttrValue *v = &b->ops[i]->attrs[a].v;
+      if (v->type == ATTR_DTYPE && v->u.i == DT_F32) v->u.i = DT_F64;
+    }
+}
+
+void lower_promote_f64(Lowerer *L) {
+  Program *p = L->prog;
+  promote_block_f64(p->startup);
+  for (int i = 0; i < p->nblocks; i++) promote_block_f64(p->blocks[i]);
+  reinfer_block(L, p->startup);
+  reinfer_block(L, p->blocks[0]);
 }

@@ -38,6 +38,10 @@ Program *lower_program(Lowerer *L);
 bool lower_file(Lowerer *L, const char *path);
 /* Lowers the statements of an already parsed source at the top level. */
 bool lower_block(Lowerer *L, const AstNode *root, int file);
+/* --dtype f64: every f32 variable and f32 dtype attribute of the program
+ * becomes f64, then shape inference runs again over every block (an op
+ * without f64 kernels reports it there). */
+void lower_promote_f64(Lowerer *L);
 /* Records every top-level name's final variable in the program's exports. */
 void lower_export(Lowerer *L);
 

@@ -51,7 +51,8 @@ static int cmd_gradcheck_verb(int argc, char **argv);
   "                     (default: the machine's physical memory)\n"                \
   "  --check-nan        stop at the first op that produces NaN or Inf\n"            \
   "  --no-fuse          run conv2d, its bias and relu as separate ops (same results)\n" \
-  "  --precision N      digits printed values show (default 8)\n"
+  "  --precision N      digits printed values show (default 8)\n"                  \
+  "  --dtype f32|f64    f64: run the whole program in f64 (default f32)\n"
 #define GRAD_OPTIONS                                                                 \
   "  --loss NAME        the scalar to differentiate (default: loss)\n"              \
   "  --wrt NAMES        differentiate with respect to these (default: every param)\n" \
@@ -100,11 +101,14 @@ static const Verb verbs[] = {
     {"gradcheck", cmd_gradcheck_verb, "netrun gradcheck [OPTIONS] FILE",
      "Compare every gradient with central finite differences, element by element,\n"
      "and report the largest errors; exit 1 if one exceeds the tolerance plus the\n"
-     "difference's f32 noise (an element whose noise exceeds the tolerance is\n"
-     "reported as one that cannot be checked).\n" GRAD_OPTIONS RUN_OPTIONS
-     "  --eps E            the first step, relative to max(|x|, 1) (default 1e-2: the forward runs in f32)\n"
+     "difference's noise (an element whose noise exceeds the tolerance is\n"
+     "reported as one that cannot be checked).  The differences are taken in f64\n"
+     "(on the program promoted to f64) against the f32 program's gradient;\n"
+     "--dtype f32 takes them in f32, --dtype f64 checks the f64 program's gradient.\n"
+     GRAD_OPTIONS RUN_OPTIONS
+     "  --eps E            the first step, relative to max(|x|, 1) (default 1e-6; 1e-2 with --dtype f32)\n"
      "  --rtol R           the relative tolerance: |analytic - numeric| <= atol + rtol |numeric| + noise\n"
-     "                     (default 5e-3)\n"
+     "                     (default 1e-3; 5e-3 with --dtype f32)\n"
      "  --atol A           the absolute tolerance (default 1e-5)\n"
      "  --samples N        check N random elements of each variable instead of all\n"
      "  --order N          2: check second derivatives: the gradient of f = sum(grad * v),\n"
@@ -132,8 +136,8 @@ static const Verb verbs[] = {
      "                     with an error before that step's update)\n"
      "  --log FILE         every metric as JSON lines (see netrun plot)\n"
      "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
-     "  --set, --feed, --max-steps, --max-memory, --check-nan, --no-fuse, --precision\n"
-     "                     as for netrun run\n"
+     "  --set, --feed, --max-steps, --max-memory, --check-nan, --no-fuse, --precision,\n"
+     "  --dtype            as for netrun run\n"
      "Under mpirun (mpirun -np N netrun train FILE), N ranks train data parallel: each\n"
      "takes its shard of every step (--batch is per rank), the gradients are averaged\n"
      "over the ranks (allreduce, in buckets of the train block's bucket_mb, default 25),\n"
@@ -151,7 +155,7 @@ static const Verb verbs[] = {
      "                     predicted) and each class's precision, recall, accuracy\n"
      "  --format FMT       text (default) or json (one document)\n"
      "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
-     "  --precision        as for netrun run"},
+     "  --precision, --dtype   as for netrun run"},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
      "The predicted class of every fed example (the argmax of the train block's metric;\n"
      "with one logit per example, 1 when it is positive, else 0), or the value of\n"

@@ -6,7 +6,9 @@
  * Float digits: a float32's shortest round-trip digits come from printf's
  * %.*e at increasing precision, read back with strtof; when they need more
  * than `precision` digits after the point, printf rounds the exact value at
- * the cutoff (half to even, as NumPy's Dragon4 does). */
+ * the cutoff (half to even, as NumPy's Dragon4 does).  An f64's digits are
+ * found the same way, read back with strtod, and show up to 17
+ * significant digits by default (print_precision). */
 #include "print.h"
 
 #include <inttypes.h>
@@ -68,20 +70,21 @@ static void dec_parse(const char *s, Dec *x) {
   x->d[x->nd] = '\0';
 }
 
-/* The fewest significant digits that read back as v (a float32). */
-static void dec_shortest(float v, Dec *x) {
+/* The fewest significant digits that read back as v (a float32, or a
+ * float64 if dbl). */
+static void dec_shortest(double v, bool dbl, Dec *x) {
   char s[64];
-  float a = fabsf(v);
-  for (int p = 0; p < 9; p++) {
-    snprintf(s, sizeof s, "%.*e", p, (double)a);
-    if (strtof(s, NULL) == a) break;
+  double a = fabs(v);
+  for (int p = 0; p < (dbl ? 17 : 9); p++) {
+    snprintf(s, sizeof s, "%.*e", p, a);
+    if (dbl ? strtod(s, NULL) == a : strtof(s, NULL) == (float)a) break;
   }
   dec_parse(s, x);
 }
 
 /* v's mantissa and exponent, with at most `prec` digits after the point. */
-static void dec_scientific(float v, int prec, Dec *x) {
-  dec_shortest(v, x);
+static void dec_scientific(double v, bool dbl, int prec, Dec *x) {
+  dec_shortest(v, dbl, x);
   if (x->nd - 1 > prec) {
     char s[PRINT_MAX_PRECISION + 16];
     snprintf(s, sizeof s, "%.*e", prec, fabs((double)v));
@@ -94,9 +97,9 @@ static void dec_scientific(float v, int prec, Dec *x) {
  * digits stop before the point (35340512 is "3534051e1") shows its exact
  * digits with `exact`, as NumPy's arrays do, else zeros ("35340510.0", as
  * its scalars do). */
-static void positional(float v, int prec, bool exact, char *ip, char *fp) {
+static void positional(double v, bool dbl, int prec, bool exact, char *ip, char *fp) {
   Dec x;
-  dec_shortest(v, &x);
+  dec_shortest(v, dbl, &x);
   char *o = ip;
   if (signbit(v)) *o++ = '-';
   int frac = x.nd - 1 - x.e;
@@ -141,6 +144,7 @@ typedef struct Fmt {
   bool exp;                        /* floats: exponent form */
   int prec;                        /* floats: digits after the point, at most */
   int pad_left, pad_right, exp_size;
+  bool dbl;                        /* f64 elements */
 } Fmt;
 
 /* Calls fn on every element that will show (all of them unless
@@ -174,7 +178,7 @@ typedef struct FloatStats {
 
 static void float_range(Fmt *f, int64_t off, void *arg) {
   FloatStats *s = arg;
-  float v = tensor_f32(f->t)[off];
+  double v = tensor_get(f->t, off);
   if (!isfinite(v)) {
     s->nonfinite++;
     if (isinf(v) && v < 0) s->neginf = true;
@@ -190,18 +194,18 @@ static void float_range(Fmt *f, int64_t off, void *arg) {
 
 static void float_widths(Fmt *f, int64_t off, void *arg) {
   FloatStats *s = arg;
-  float v = tensor_f32(f->t)[off];
+  double v = tensor_get(f->t, off);
   if (!isfinite(v)) return;
   if (f->exp) {
     Dec x;
-    dec_scientific(v, f->prec, &x);
+    dec_scientific(v, f->dbl, f->prec, &x);
     int il = signbit(v) ? 2 : 1;
     if (il > s->pad_left) s->pad_left = il;
     if (x.nd - 1 > s->prec_e) s->prec_e = x.nd - 1;
     if (exp_digits(x.e) > s->exp_size) s->exp_size = exp_digits(x.e);
   } else {
     char ip[64], fp[PRINT_MAX_PRECISION + 64];
-    positional(v, f->prec, true, ip, fp);
+    positional(v, f->dbl, f->prec, true, ip, fp);
     if ((int)strlen(ip) > s->pad_left) s->pad_left = (int)strlen(ip);
     if ((int)strlen(fp) > s->pad_right) s->pad_right = (int)strlen(fp);
   }
@@ -238,7 +242,7 @@ static void int_width(Fmt *f, int64_t off, void *arg) {
   if (n > f->width) f->width = n;
 }
 
-static void format_float(const Fmt *f, float v, Buf *b) {
+static void format_float(const Fmt *f, double v, Buf *b) {
   if (!isfinite(v)) {
     const char *s = isnan(v) ? "nan" : v < 0 ? "-inf" : "inf";
     buf_repeat(b, ' ', f->pad_left + f->pad_right + 1 - (int)strlen(s));
@@ -250,7 +254,7 @@ static void format_float(const Fmt *f, float v, Buf *b) {
      * shortest digits are its exact value's, rounded (NumPy's min_digits),
      * so this is printf's rounding at f->prec. */
     char s[PRINT_MAX_PRECISION + 16];
-    snprintf(s, sizeof s, "%.*e", f->prec, fabs((double)v));
+    snprintf(s, sizeof s, "%.*e", f->prec, fabs(v));
     char *e = strchr(s, 'e');
     int ex = atoi(e + 1);
     *e = '\0';
@@ -264,7 +268,7 @@ static void format_float(const Fmt *f, float v, Buf *b) {
     return;
   }
   char ip[64], fp[PRINT_MAX_PRECISION + 64];
-  positional(v, f->prec, true, ip, fp);
+  positional(v, f->dbl, f->prec, true, ip, fp);
   buf_repeat(b, ' ', f->pad_left - (int)strlen(ip));
   buf_puts(b, ip);
   buf_puts(b, ".");
@@ -277,12 +281,22 @@ static void format_elem(const Fmt *f, int64_t off, Buf *b) {
   char s[32];
   switch (t->dtype) {
   case DT_F32: format_float(f, tensor_f32(t)[off], b); break;
+  case DT_F64: format_float(f, tensor_f64(t)[off], b); break;
   case DT_I64:
     snprintf(s, sizeof s, "%*" PRId64, f->width, tensor_i64(t)[off]);
     buf_puts(b, s);
     break;
   default: buf_puts(b, tensor_bool(t)[off] ? " True" : "False"); break;
   }
+}
+
+/* The digits after the point t's floats show at most: the option's, but
+ * for f64 PRINT_F64_PRECISION where the option is left at its default:
+ * enough for the 17 significant digits of any value from 1e-4 (below it,
+ * the exponent form shows them all). */
+#define PRINT_F64_PRECISION 24
+static int print_precision(const Tensor *t, const PrintOptions *o) {
+  return t->dtype == DT_F64 && o->precision == PRINT_DEFAULT_PRECISION ? PRINT_F64_PRECISION : o->precision;
 }
 
 /* A 0-d tensor prints like a NumPy scalar: "3.0", "1e-05", "7", "True". */
@@ -293,23 +307,25 @@ static void format_scalar(const Tensor *t, const PrintOptions *o, Buf *b) {
     buf_puts(b, s);
     return;
   }
-  if (t->dtype != DT_F32) {
+  if (!dtype_is_float(t->dtype)) {
     buf_puts(b, tensor_bool(t)[0] ? "True" : "False");
     return;
   }
-  float v = tensor_f32(t)[0];
-  float a = fabsf(v);
+  bool dbl = t->dtype == DT_F64;
+  int prec = print_precision(t, o);
+  double v = tensor_get(t, 0);
+  double a = fabs(v);
   if (!isfinite(v)) {
     buf_puts(b, isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
-  } else if (a == 0 || (a >= 1e-4f && a < 1e16f)) {
+  } else if (a == 0 || (dbl ? a >= 1e-4 && a < 1e16 : a >= (double)1e-4f && a < (double)1e16f)) {
     char ip[64];
-    positional(v, o->precision, false, ip, s);
+    positional(v, dbl, prec, false, ip, s);
     buf_puts(b, ip);
     buf_puts(b, ".");
     buf_puts(b, s[0] ? s : "0");
   } else {
     Dec x;
-    dec_scientific(v, o->precision, &x);
+    dec_scientific(v, dbl, prec, &x);
     if (signbit(v)) buf_puts(b, "-");
     buf_put(b, x.d, 1);
     if (x.nd > 1) {
@@ -404,13 +420,14 @@ char *print_format(const Tensor *t, const PrintOptions *o) {
     buf_puts(&b, "[]");
     return b.p;
   }
-  Fmt f = {.t = t, .o = o, .summarize = t->numel > o->threshold, .prec = o->precision};
+  Fmt f = {.t = t, .o = o, .summarize = t->numel > o->threshold, .prec = print_precision(t, o),
+           .dbl = t->dtype == DT_F64};
   int64_t st = 1;
   for (int d = t->rank - 1; d >= 0; d--) {
     f.stride[d] = st;
     st *= t->shape[d];
   }
-  if (t->dtype == DT_F32) float_fill(&f);
+  if (dtype_is_float(t->dtype)) float_fill(&f);
   else if (t->dtype == DT_I64) each_shown(&f, int_width, NULL);
   layout(&f, &b, 0, 0, 1, o->linewidth);
   return b.p;

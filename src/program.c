@@ -15,13 +15,14 @@ const char *dtype_name(DType t) {
   case DT_F32: return "f32";
   case DT_I64: return "i64";
   case DT_BOOL: return "bool";
+  case DT_F64: return "f64";
   default: return "?";
   }
 }
 
 bool dtype_parse(const char *s, DType *out) {
-  static const char *const names[] = {"f32", "i64", "bool"};
-  for (int i = 0; i < 3; i++)
+  static const char *const names[] = {"f32", "i64", "bool", "f64"};
+  for (int i = 0; i < 4; i++)
     if (strcmp(s, names[i]) == 0) {
       *out = (DType)i;
       return true;

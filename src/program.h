@@ -13,8 +13,12 @@
 
 #include "diag.h"
 
-typedef enum DType { DT_F32, DT_I64, DT_BOOL, DT_UNKNOWN } DType;
-const char *dtype_name(DType t);                 /* "f32", "i64", "bool", "?" */
+/* DT_F64 comes after DT_BOOL so that tables indexed by the first three
+ * (the elementwise loops) keep their layout. */
+typedef enum DType { DT_F32, DT_I64, DT_BOOL, DT_F64, DT_UNKNOWN } DType;
+const char *dtype_name(DType t);                 /* "f32", "i64", "bool", "f64", "?" */
+/* f32 or f64. */
+static inline bool dtype_is_float(DType t) { return t == DT_F32 || t == DT_F64; }
 bool dtype_parse(const char *s, DType *out);
 
 /* One dimension: a known size (n >= 0), a symbolic name bound at feed time

@@ -270,8 +270,73 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
       const VarDesc *v = prog_var(p, op->in[i].args[j]);
       if (!v || v->dtype == DT_UNKNOWN) return true;
     }
-  if (!proto->infer) return true;
-  return proto->infer(&c) && !c.failed;
+  return reg_infer_run(&c);
+}
+
+/* ---- f64 ------------------------------------------------------------------
+ * The ops whose kernels compute in f64 (netrun-ops(7), DATA TYPES); sorted.
+ * Any other op given an f64 value fails at inference, never computing it
+ * in f32 behind the user's back. */
+static const char *const f64_ops[] = {
+    "abs", "abs_grad", "accuracy", "adam", "adamw", "add", "add_n", "arange", "argmax", "assign",
+    "assign_value", "avg_pool2d", "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "broadcast_to", "cast",
+    "clip", "clip_by_global_norm", "clip_grad", "concat", "concat_grad", "conv2d", "conv2d_grad",
+    "conv2d_transpose", "conv2d_transpose_grad", "cos", "cumsum", "cumsum_grad", "div", "dropout", "elu",
+    "elu_grad", "embedding", "embedding_grad", "equal", "exp", "fill_constant", "fill_zeros_like", "flatten",
+    "full", "gather", "gather_grad", "gaussian_random", "gelu", "gelu_grad", "greater_equal", "greater_than",
+    "layer_norm", "layer_norm_grad", "leaky_relu", "leaky_relu_grad", "less_equal", "less_than", "log",
+    "log_softmax", "log_softmax_grad", "logsumexp", "logsumexp_grad", "matmul", "max", "max_grad",
+    "max_pool2d", "max_pool2d_grad", "maximum", "maximum_grad", "mean", "mean_grad", "min", "min_grad",
+    "minimum", "minimum_grad", "momentum", "mse", "mul", "neg", "not_equal", "ones", "ones_like", "pad",
+    "pow", "pow_grad", "print", "relu", "relu_grad", "reshape", "reshape_like", "rmsprop", "scale", "sgd",
+    "share", "sigmoid", "sigmoid_cross_entropy", "sigmoid_grad", "sign", "silu", "silu_grad", "sin", "slice",
+    "slice_grad", "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad", "softmax_grad",
+    "softplus", "softplus_grad", "split", "sqrt", "square", "squeeze", "stack", "stop_gradient", "sub", "sum",
+    "sum_grad", "sum_like", "tanh", "tanh_grad", "transpose", "tril", "triu", "uniform_random", "unsqueeze",
+    "upsample_nearest2d", "upsample_nearest2d_grad", "where", "zeros", "zeros_like",
+};
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+bool reg_has_f64(const OpProto *p) {
+  if (p->flags & (OP_CONTROL | OP_ANY_FLOAT)) return true;
+  const char *key = p->type;
+  return bsearch(&key, f64_ops, sizeof f64_ops / sizeof *f64_ops, sizeof *f64_ops, cmp_name) != NULL;
+}
+
+static bool any_f64_input(InferCtx *c) {
+  for (int s = 0; s < c->proto->nin; s++)
+    for (int i = 0; i < infer_count(c, c->proto->in[s].name); i++) {
+      const VarDesc *v = infer_in(c, c->proto->in[s].name, i);
+      if (v && v->dtype == DT_F64) return true;
+    }
+  return false;
+}
+
+/* An op given an f64 input computes in f64: its f32 outputs become f64
+ * (NumPy's promotion), except an op converting to a dtype it is told and
+ * one whose inference knows (control ops, ops scripts define). */
+static void promote_outputs(InferCtx *c) {
+  if ((c->proto->flags & (OP_CONTROL | OP_ANY_FLOAT)) || reg_attr_index(c->proto, "dtype") >= 0) return;
+  for (int s = 0; s < c->proto->nout; s++)
+    for (int i = 0; i < infer_out_count(c, c->proto->out[s].name); i++) {
+      VarDesc *v = NULL;
+      if (c->rt) v = &c->rt->out[s][i];
+      else {
+        Slot *sl = op_output(c->op, c->proto->out[s].name);
+        v = sl && i < sl->n ? prog_var(c->prog, sl->args[i]) : NULL;
+      }
+      if (v && v->dtype == DT_F32) v->dtype = DT_F64;
+    }
+}
+
+bool reg_infer_run(InferCtx *c) {
+  bool f64 = any_f64_input(c);
+  if (f64 && !reg_has_f64(c->proto))
+    return infer_fail(c, "has no f64 kernel yet; cast its inputs to f32 (netrun-ops(7), DATA TYPES)");
+  if (c->proto->infer && (!c->proto->infer(c) || c->failed)) return false;
+  if (f64) promote_outputs(c);
+  return true;
 }
 
 /* How many vars the op's input slot (or output slot, if out) `slot` holds. */
@@ -412,7 +477,7 @@ bool infer_same_as(InferCtx *c, const char *out, const char *in) {
 }
 
 bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_F32 && v->dtype != DT_I64)
+  if (v->dtype != DT_F32 && v->dtype != DT_I64 && v->dtype != DT_F64)
     return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
   return true;
 }
@@ -431,6 +496,7 @@ bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot,
 
 DType infer_promote(DType a, DType b) {
   if (a == DT_UNKNOWN || b == DT_UNKNOWN) return DT_UNKNOWN;
+  if (a == DT_F64 || b == DT_F64) return DT_F64;
   if (a == DT_F32 || b == DT_F32) return DT_F32;
   return DT_I64;
 }

@@ -67,6 +67,9 @@ enum {
                               their blocks once */
   OP_KEPT_TURNS = 1 << 8,  /* a control op's grad op: runs over the turns its
                               forward op kept, so the executor keeps them */
+  OP_ANY_FLOAT = 1 << 9,   /* computes in its inputs' float dtype, f32 or f64
+                              (an op a script defines: its body is lowered
+                              for them); see reg_has_f64 */
 };
 
 typedef struct InferCtx InferCtx;
@@ -168,6 +171,12 @@ struct InferCtx {
  * Reports errors at the op's span; returns false on failure. */
 bool reg_infer(Program *p, Block *b, OpDesc *op);
 
+/* Runs c's proto's inference, f64-aware: an op without f64 kernels given
+ * an f64 input fails; one with them gets f64 outputs (promotion). */
+bool reg_infer_run(InferCtx *c);
+/* Does the op have f64 kernels (control ops move values of any dtype)? */
+bool reg_has_f64(const OpProto *p);
+
 int infer_count(InferCtx *c, const char *in_slot);         /* vars in an input slot */
 const VarDesc *infer_in(InferCtx *c, const char *slot, int i); /* NULL if absent */
 int infer_out_count(InferCtx *c, const char *out_slot);
@@ -199,7 +208,8 @@ bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v);
  * shape s of input `slot`; false with an error naming them if it is out of
  * range. */
 bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out);
-/* Arithmetic promotion: i64 with f32 gives f32, bool counts as i64. */
+/* Arithmetic promotion: f64 with anything gives f64, i64 with f32 gives
+ * f32, bool counts as i64. */
 DType infer_promote(DType a, DType b);
 
 /* Attribute checkers shared by many ops. */

@@ -71,17 +71,19 @@ static Tensor *joined(ReportValues *r, int k) {
   return t;
 }
 
-/* Element i of t: f32 in 9 significant digits, non-finite as nan, inf,
- * -inf (quoted when json); i64 exactly; bool as true/false (json) or 1/0. */
+/* Element i of t: f32 in 9 significant digits (f64 in 17), non-finite as
+ * nan, inf, -inf (quoted when json); i64 exactly; bool as true/false
+ * (json) or 1/0. */
 static void put_elem(FILE *f, const Tensor *t, int64_t i, bool json) {
   if (t->dtype == DT_I64) {
     fprintf(f, "%" PRId64, tensor_i64(t)[i]);
   } else if (t->dtype == DT_BOOL) {
     fputs(json ? (tensor_bool(t)[i] ? "true" : "false") : (tensor_bool(t)[i] ? "1" : "0"), f);
   } else {
-    double x = (double)tensor_f32(t)[i];
+    bool f64 = t->dtype == DT_F64;
+    double x = f64 ? tensor_f64(t)[i] : (double)tensor_f32(t)[i];
     const char *s = isnan(x) ? "nan" : isinf(x) ? (x < 0 ? "-inf" : "inf") : NULL;
-    if (!s) fprintf(f, "%.9g", x);
+    if (!s) fprintf(f, f64 ? "%.17g" : "%.9g", x);
     else fprintf(f, json ? "\"%s\"" : "%s", s);
   }
 }

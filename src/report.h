@@ -13,7 +13,7 @@
  *         order.  Every value must have the same number of rows.
  *   json  one document {"NAME": {"dtype": "f32", "shape": [...], "data":
  *         [...]}, ...}, data flattened in C order; f32 in 9 significant
- *         digits, NaN and infinities as "nan", "inf", "-inf".
+ *         digits (f64 in 17), NaN and infinities as "nan", "inf", "-inf".
  *   npy   one value: a .npy file; several: a .npz archive of NAME.npy
  *         members.  Needs -o FILE (the bytes are not for a terminal).
  * In csv an f32 is written as in json (non-finite as nan, inf, -inf,

@@ -120,7 +120,9 @@ static bool pool_2x2_of(const OpDesc *op, const char *type, const char *x) {
  * [O, 1, 1] or [1, O, 1, 1], against a Filter of O known channels. */
 static bool channel_bias(const Program *p, const OpDesc *conv, const char *bias) {
   const VarDesc *b = prog_var(p, bias), *f = prog_var(p, op_in1(conv, "Filter"));
-  if (!b || !f || b->dtype != DT_F32 || f->shape.rank != 4 || !dim_known(f->shape.d[0])) return false;
+  if (!b || !f || b->dtype != DT_F32 || f->dtype != DT_F32 || f->shape.rank != 4 ||
+      !dim_known(f->shape.d[0]))   /* fused_conv2d is f32 */
+    return false;
   const Shape *s = &b->shape;
   int first = s->rank == 4 ? 1 : 0;
   if (s->rank != 3 && s->rank != 4) return false;
@@ -296,6 +298,7 @@ static bool sgd_matmul(const Site *s, int i, Match *m) {
   const OpDesc *mm = b->ops[at];
   const VarDesc *x = prog_var(p, op_in1(mm, "X")), *y = prog_var(p, op_in1(mm, "Y"));
   if (!x || !y || x->shape.rank != 2 || y->shape.rank != 2) return false;
+  if (x->dtype != DT_F32 || y->dtype != DT_F32) return false;   /* sgd_matmul is f32 (sgemm) */
   OpDesc *op = op_new(p, "sgd_matmul", mm->span);
   op->fwd_block = mm->fwd_block;
   op->fwd_op = mm->fwd_op;

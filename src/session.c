@@ -40,10 +40,19 @@ void session_init(Session *s) {
   s->prog = lower_program(s->L);
 }
 
+static bool promote_f64;
+
+void session_set_f64(bool on) { promote_f64 = on; }
+
 bool session_load(Session *s, const char *path) {
   session_init(s);
   bool ok = lower_file(s->L, path);
   s->prog = lower_program(s->L);
+  if (ok && promote_f64) {
+    int before = s->diag.nerrors;
+    lower_promote_f64(s->L);
+    ok = s->diag.nerrors == before;
+  }
   diag_finish(&s->diag);
   return ok;
 }

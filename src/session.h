@@ -19,6 +19,9 @@ void session_init(Session *s);
  * counted); false on error.  Free it with session_free either way. */
 bool session_load(Session *s, const char *path);
 void session_free(Session *s);
+/* --dtype f64: every script session_load loads from now on is promoted to
+ * f64 (lower_promote_f64). */
+void session_set_f64(bool on);
 /* The installed stdlib folder (beside the executable or under
  * ../share/netrun), or NULL when there is none. */
 const char *session_stdlib_dir(void);

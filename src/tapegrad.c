@@ -172,11 +172,11 @@ static Template *template_new(TapeGrad *tg, const TapeEntry *e, const bool *need
   for (int o = 0; o < e->nout; o++) {
     const Tensor *x = e->vals[e->nin + o];
     gnames[o] = NULL;
-    if (x->dtype != DT_F32) continue;
+    if (!dtype_is_float(x->dtype)) continue;
     gnames[o] = name_grad(&t->arena, names[e->nin + o]);
     if (prog_var(p, gnames[o])) continue;
     VarDesc *d = prog_add_var(p, b, gnames[o]);
-    d->dtype = DT_F32;
+    d->dtype = x->dtype;
     d->shape = tensor_shape(x);
   }
   /* The live inputs, each variable once. */
@@ -215,7 +215,7 @@ static Template *template_new(TapeGrad *tg, const TapeEntry *e, const bool *need
     const OpDesc *op = gb->ops[i];
     const char *src = strcmp(op->type, "assign") == 0 ? op_in1(op, "X") : NULL, *dst = src ? op_out1(op, "Out") : NULL;
     const VarDesc *a = src ? prog_var(p, src) : NULL, *d = dst ? prog_var(p, dst) : NULL;
-    bool share = a && d && a->dtype == DT_F32 && d->dtype == DT_F32;
+    bool share = a && d && dtype_is_float(a->dtype) && a->dtype == d->dtype;
     t->share_in[i] = share ? exec_slot(t->ex, src) : -1;
     t->share_out[i] = share ? exec_slot(t->ex, dst) : -1;
     if (t->share_in[i] < 0 || t->share_out[i] < 0) t->share_in[i] = t->share_out[i] = -1;
@@ -250,9 +250,12 @@ static Tensor *accumulate(Tensor *acc, Tensor *piece) {
   if (!acc) return tensor_ref(piece);
   Tensor *out = acc;
   if (acc->refs > 1 || acc->storage->refs > 1 || acc == piece) {
-    out = tensor_new(DT_F32, acc->rank, acc->shape);
-    memcpy(tensor_f32(out), tensor_f32(acc), sizeof(float) * (size_t)acc->numel);
+    out = tensor_copy(acc);
     tensor_unref(acc);
+  }
+  if (out->dtype != DT_F32 || piece->dtype != DT_F32) {   /* f64: through doubles */
+    for (int64_t i = 0; i < out->numel; i++) tensor_set(out, i, tensor_get(out, i) + tensor_get(piece, i));
+    return out;
   }
   float *o = tensor_f32(out);
   const float *x = tensor_f32(piece);
@@ -274,7 +277,7 @@ static int run_entry(TapeGrad *tg, const TapeEntry *e, OpInfo *info, const bool 
       exec_set(x, t->gslot[o], v->grad);
     } else {
       const Tensor *out = e->vals[e->nin + o];
-      Tensor *z = tensor_zeros(DT_F32, out->rank, out->shape);
+      Tensor *z = tensor_zeros(out->dtype == DT_F64 ? DT_F64 : DT_F32, out->rank, out->shape);
       exec_set(x, t->gslot[o], z);
       tensor_unref(z);
     }
@@ -299,7 +302,7 @@ static int run_entry(TapeGrad *tg, const TapeEntry *e, OpInfo *info, const bool 
     Val *v = val_of(tg, e->vals[t->need_val[j]]);
     for (int q = 0; q < t->npieces[j]; q++) {
       Tensor *piece = exec_get(x, t->pslot[j][q]);
-      if (!piece || piece->dtype != DT_F32 || piece->numel != v->t->numel) {
+      if (!piece || !dtype_is_float(piece->dtype) || piece->numel != v->t->numel) {
         exec_clear(x);
         diag_error(tg->fwd->diag, e->op->span,
                    "internal error in the tape's backward: %s gave %s a gradient of the wrong size", e->op->type,
@@ -354,7 +357,7 @@ int tgrad_run(const Tape *t, Program *fwd, Tensor *loss, Tensor *const *wrt, int
     for (int k = 0; k < e->nin && !any; k++) any = val_of(&tg, e->vals[k])->live && !input_stops(&tg, e, info, k);
     if (!any) continue;
     for (int k = e->nin; k < e->nin + e->nout; k++)
-      if (e->vals[k]->dtype == DT_F32) {
+      if (dtype_is_float(e->vals[k]->dtype)) {
         Val *v = val_of(&tg, e->vals[k]);
         if (!v->frozen) v->live = true;
       }
@@ -362,8 +365,8 @@ int tgrad_run(const Tape *t, Program *fwd, Tensor *loss, Tensor *const *wrt, int
   /* 2. the seed */
   Val *lv = val_of(&tg, loss);
   if (lv->live) {
-    lv->grad = tensor_new(DT_F32, loss->rank, loss->shape);
-    for (int64_t i = 0; i < loss->numel; i++) tensor_f32(lv->grad)[i] = 1.0f;
+    lv->grad = tensor_new(loss->dtype == DT_F64 ? DT_F64 : DT_F32, loss->rank, loss->shape);
+    for (int64_t i = 0; i < loss->numel; i++) tensor_set(lv->grad, i, 1.0);
     /* 3. entries in reverse */
     for (int i = t->n - 1; i >= 0 && rc == 0; i--) {
       const TapeEntry *e = &t->entries[i];
@@ -374,7 +377,7 @@ int tgrad_run(const Tape *t, Program *fwd, Tensor *loss, Tensor *const *wrt, int
       VEC_RESERVE(need, capneed, e->nin + 1);
       bool any = false;
       for (int k = 0; k < e->nin; k++) {
-        need[k] = val_of(&tg, e->vals[k])->live && e->vals[k]->dtype == DT_F32 && !input_stops(&tg, e, info, k);
+        need[k] = val_of(&tg, e->vals[k])->live && dtype_is_float(e->vals[k]->dtype) && !input_stops(&tg, e, info, k);
         any = any || need[k];
       }
       if (any) rc = run_entry(&tg, e, info, need);

@@ -13,6 +13,7 @@ size_t dtype_size(DType t) {
   switch (t) {
   case DT_F32: return 4;
   case DT_I64: return 8;
+  case DT_F64: return 8;
   case DT_BOOL: return 1;
   default: return 1;
   }
@@ -181,6 +182,12 @@ Tensor *tensor_scalar_f32(float v) {
   return x;
 }
 
+Tensor *tensor_scalar_f64(double v) {
+  Tensor *x = tensor_new(DT_F64, 0, NULL);
+  tensor_f64(x)[0] = v;
+  return x;
+}
+
 Tensor *tensor_scalar_i64(int64_t v) {
   Tensor *x = tensor_new(DT_I64, 0, NULL);
   tensor_i64(x)[0] = v;
@@ -215,7 +222,15 @@ Tensor *tensor_cast(Tensor *x, DType t) {
   if (x->dtype == t) return tensor_ref(x);
   Tensor *c = tensor_new(t, x->rank, x->shape);
   int64_t n = x->numel;
-  if (t == DT_F32) {
+  if (t == DT_F64 || x->dtype == DT_F64) {
+    /* Through a double, which holds every f32, i64 up to 2^53 and bool. */
+    if (t == DT_F64 && x->dtype == DT_F32)
+      for (int64_t i = 0; i < n; i++) tensor_f64(c)[i] = tensor_f32(x)[i];
+    else if (t == DT_F32 && x->dtype == DT_F64)
+      for (int64_t i = 0; i < n; i++) tensor_f32(c)[i] = (float)tensor_f64(x)[i];
+    else
+      for (int64_t i = 0; i < n; i++) tensor_set(c, i, tensor_get(x, i));
+  } else if (t == DT_F32) {
     float *o = tensor_f32(c);
     if (x->dtype == DT_I64) for (int64_t i = 0; i < n; i++) o[i] = (float)tensor_i64(x)[i];
     else for (int64_t i = 0; i < n; i++) o[i] = (float)tensor_bool(x)[i];
@@ -249,6 +264,7 @@ void tensor_unref(Tensor *t) {
 double tensor_get(const Tensor *t, int64_t i) {
   switch (t->dtype) {
   case DT_F32: return tensor_f32(t)[i];
+  case DT_F64: return tensor_f64(t)[i];
   case DT_I64: return (double)tensor_i64(t)[i];
   default: return tensor_bool(t)[i];
   }
@@ -257,6 +273,7 @@ double tensor_get(const Tensor *t, int64_t i) {
 void tensor_set(Tensor *t, int64_t i, double v) {
   switch (t->dtype) {
   case DT_F32: tensor_f32(t)[i] = (float)v; break;
+  case DT_F64: tensor_f64(t)[i] = v; break;
   case DT_I64: tensor_i64(t)[i] = tensor_to_i64(v); break;
   default: tensor_bool(t)[i] = v != 0; break;
   }

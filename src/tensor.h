@@ -1,4 +1,6 @@
-/* tensor.h — values: dense tensors of f32, i64 and bool, any rank.
+/* tensor.h — values: dense tensors of f32, f64, i64 and bool, any rank.
+ *
+ * f32 and f64 are the float dtypes (dtype_is_float); f64 elements are doubles.
  *
  * Ownership (the one rule for values, everywhere in netrun):
  *   - A Tensor is refcounted.  tensor_new* returns a tensor holding one
@@ -64,6 +66,7 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, char why[TENSOR_
 Tensor *tensor_new(DType t, int rank, const int64_t *shape);
 Tensor *tensor_zeros(DType t, int rank, const int64_t *shape);
 Tensor *tensor_scalar_f32(float v);
+Tensor *tensor_scalar_f64(double v);
 Tensor *tensor_scalar_i64(int64_t v);
 Tensor *tensor_scalar_bool(bool v);
 /* A new tensor sharing x's storage with another shape of equal numel. */
@@ -80,6 +83,7 @@ static inline Tensor *tensor_ref(Tensor *t) {
 void tensor_unref(Tensor *t);
 
 static inline float *tensor_f32(const Tensor *t) { return (float *)t->data; }
+static inline double *tensor_f64(const Tensor *t) { return (double *)t->data; }
 static inline int64_t *tensor_i64(const Tensor *t) { return (int64_t *)t->data; }
 static inline uint8_t *tensor_bool(const Tensor *t) { return (uint8_t *)t->data; }
 /* A double as an i64: truncated toward zero, saturating at the i64 range,

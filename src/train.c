@@ -212,7 +212,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
  * block. */
 static const char *state_var(Program *p, const char *name, const VarDesc *like, double value, bool scalar) {
   VarDesc *v = prog_add_var(p, p->blocks[0], name);
-  v->dtype = DT_F32;
+  v->dtype = like->dtype == DT_F64 ? DT_F64 : DT_F32;   /* updated in place with the parameter */
   v->shape = scalar ? shape_of(1, (int64_t[]){1}) : like->shape;
   v->flags = VAR_STATE;
   v->span = like->span;
@@ -221,7 +221,7 @@ static const char *state_var(Program *p, const char *name, const VarDesc *like, 
   for (int i = 0; i < v->shape.rank; i++) dims[i] = v->shape.d[i].n;
   op_set_attr(p, op, "shape", attr_ints(p, dims, v->shape.rank));
   op_set_attr(p, op, "value", attr_float(value));
-  op_set_attr(p, op, "dtype", attr_dtype(DT_F32));
+  op_set_attr(p, op, "dtype", attr_dtype(v->dtype));
   slot_push(p, op_add_output(p, op, "Out"), v->name);
   op_append(p->startup, p, op);
   return v->name;

@@ -452,12 +452,11 @@ static bool feed_batch(Run *r, const Dataset *ds, Batch *b, bool training) {
  * single logit per example (logistic regression: [B, 1], or [B] when
  * `rows` says B) predicts 1 when it is positive, else 0. */
 static int64_t predicted(const Tensor *m, int64_t i, int64_t rows) {
-  const float *v = tensor_f32(m);
   int64_t c = m->shape[m->rank - 1];
-  if (c == 1 || (m->rank == 1 && m->numel == rows)) return v[i] > 0;
+  if (c == 1 || (m->rank == 1 && m->numel == rows)) return tensor_get(m, i) > 0;
   int64_t best = 0;
   for (int64_t j = 1; j < c; j++)
-    if (v[i * c + j] > v[i * c + best]) best = j;
+    if (tensor_get(m, i * c + j) > tensor_get(m, i * c + best)) best = j;
   return best;
 }
 
@@ -471,7 +470,7 @@ static int64_t predictions(const Tensor *m, int64_t rows) {
 static int64_t correct(Run *r) {
   if (!r->metric_var || !r->label) return 0;
   Tensor *m = exec_var_value(r->ex, r->metric_var), *y = exec_var_value(r->ex, r->label->name);
-  if (!m || !y || m->rank < 1 || m->dtype != DT_F32) return 0;
+  if (!m || !y || m->rank < 1 || !dtype_is_float(m->dtype)) return 0;
   int64_t n = predictions(m, y->numel), hits = 0;
   int64_t classes = m->shape[m->rank - 1] == 1 || (m->rank == 1 && m->numel == y->numel) ? 2 : m->shape[m->rank - 1];
   for (int64_t i = 0; i < n && i < y->numel; i++) {
@@ -985,6 +984,11 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
 
 /* Whether f32 tensor t holds a NaN or an infinity. */
 static bool non_finite(const Tensor *t) {
+  if (t->dtype == DT_F64) {
+    for (int64_t i = 0; i < t->numel; i++)
+      if (!isfinite(tensor_f64(t)[i])) return true;
+    return false;
+  }
   if (t->dtype != DT_F32) return false;
   const float *x = tensor_f32(t);
   for (int64_t i = 0; i < t->numel; i++)
@@ -1355,7 +1359,7 @@ static bool predict_pass(Run *r, const char *const *vars, int n, bool classes, i
     if (exec_run_for(r->ex, vars[k]) != 0) return false;
     Tensor *v = exec_value(r->ex, vars[k]);
     if (!v) continue;
-    bool as_classes = classes && v->rank >= 1 && v->dtype == DT_F32;
+    bool as_classes = classes && v->rank >= 1 && dtype_is_float(v->dtype);
     if (rv->format == REPORT_TEXT && as_classes) {
       print_classes(f, v, rows);
     } else if (rv->format == REPORT_TEXT) {

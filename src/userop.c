@@ -96,7 +96,7 @@ typedef enum Fit { FIT_SAME, FIT_REDUCE, FIT_BAD_SHAPE, FIT_BAD_DTYPE } Fit;
 /* How gradient g fits input x: it has x's shape, or a shape x broadcasts
  * to (then summed back to x's), or neither.  Unknown dimensions fit. */
 static Fit grad_fit(const VarDesc *x, const VarDesc *g) {
-  if (g->dtype != DT_F32 && g->dtype != DT_UNKNOWN) return FIT_BAD_DTYPE;
+  if (g->dtype != x->dtype && g->dtype != DT_UNKNOWN) return FIT_BAD_DTYPE;
   const Shape *a = &x->shape, *b = &g->shape;
   if (a->rank < 0 || b->rank < 0) return FIT_REDUCE;
   if (a->rank > b->rank) return FIT_BAD_SHAPE;
@@ -136,7 +136,8 @@ static int check_fit(const UserOp *u, const char *in, const VarDesc *x, const Va
   Span at = t ? t->span : u->def->span;
   char a[128], b[128];
   if (f == FIT_BAD_DTYPE)
-    diag_error(u->diag, at, "the gradient of '%s' must be f32, but it is %s", in, dtype_name(g->dtype));
+    diag_error(u->diag, at, "the gradient of '%s' must be %s, but it is %s", in, dtype_name(x->dtype),
+               dtype_name(g->dtype));
   else
     diag_error(u->diag, at,
                "the gradient of '%s' has shape %s, but '%s' has shape %s (a gradient has its input's shape, or "
@@ -206,7 +207,7 @@ static void check_grads(InferCtx *c, Program *s, const char *const *in, const ch
   if (lower_user_body(proto, c->op, true, s, in, out, out_grad, res))
     for (int i = 0; i < proto->nin; i++) {
       const VarDesc *x = prog_var(s, in[i]);
-      if (res[i] && x->dtype == DT_F32) check_fit(u, proto->in[i].name, x, prog_var(s, res[i]));
+      if (res[i] && dtype_is_float(x->dtype)) check_fit(u, proto->in[i].name, x, prog_var(s, res[i]));
     }
   if (u->diag->nerrors != before) diag_note(u->diag, c->op->span, "in this call to '%s'", proto->type);
 }

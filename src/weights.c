@@ -107,13 +107,15 @@ bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c,
     } else if (!t) {
       diag_error(d, SPAN_NONE, "%s has no value for '%s'", path, v->name);
       return false;
-    } else if (have && (!tensor_same_shape(t, have) || t->dtype != have->dtype)) {
+    } else if (have && (!tensor_same_shape(t, have) ||
+                        (t->dtype != have->dtype && !(t->dtype == DT_F32 && have->dtype == DT_F64)))) {
       char a[128], b[128];
       diag_error(d, SPAN_NONE, "%s: '%s' is %s%s there, but %s%s here", path, v->name, dtype_name(t->dtype),
                  tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype), tensor_shape_str(have, b, sizeof b));
       return false;
     } else {
-      Tensor *copy = tensor_copy(t);
+      /* an f32 value loads into an f64 program (--dtype f64), widened */
+      Tensor *copy = have && have->dtype != t->dtype ? tensor_cast(t, have->dtype) : tensor_copy(t);
       copy->requires_grad = (v->flags & VAR_PARAM) != 0;
       exec_preload(ex, v->name, copy);
       tensor_unref(copy);

@@ -90,7 +90,7 @@ EOF
  [-2. -2.  0.]]" ]
   run --separate-stderr "$NETRUN" --plugin "$ROOT/examples/plugins/fused_dense_relu.so" grad fused.net
   [ "$status" -eq 1 ]
-  [ "$stderr" = "fused.net:4:5: error: fused_dense_relu_grad, in the gradient of this fused_dense_relu made by grad(...), has no gradient: the gradient cannot be differentiated again
+  [ "$stderr" = "fused.net:4:5: error: fused_dense_relu_grad, in the gradient of this fused_dense_relu, has no gradient: the gradient cannot be differentiated again
 h = fused_dense_relu(x, W, b)
     ^~~~~~~~~~~~~~~~" ]
 }

@@ -85,7 +85,7 @@ x@GRAD : f32[2, 2] =
  [12.   1.5]]' ]
   "$NETRUN" --plugin ./scaled.so grad --tape m.net > tape.txt
   [ "$(cat tape.txt)" = "$output" ]
-  run "$NETRUN" --plugin ./scaled.so gradcheck m.net
+  run "$NETRUN" --plugin ./scaled.so gradcheck --dtype f32 m.net
   [ "$status" -eq 0 ]
   [ "${lines[2]}" = "all gradients match finite differences (rtol 0.005, eps 0.01)" ]
 }

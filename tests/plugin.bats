@@ -128,7 +128,7 @@ EOF
   [ "$status" -eq 0 ]
   run "$NETRUN" --allow-load dump --backward wrong.net
   [ "${lines[-1]}" = "  {Out=[w@GRAD]} = scale(X=[t.1@GRAD]) {bias=0.0, scale=2.0}  # grad of triple at wrong.net:3" ]
-  run "$NETRUN" --allow-load gradcheck wrong.net
+  run "$NETRUN" --allow-load gradcheck --dtype f32 wrong.net
   [ "$status" -eq 1 ]
   [ "${lines[1]}" = "w                         2    1.000e+00    3.333e-01  FAIL (element 1: analytic 2, numeric 3, noise 6.9e-05)" ]
 }

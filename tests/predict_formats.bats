@@ -152,3 +152,11 @@ NET
   run -1 --separate-stderr "$NETRUN" eval reg.net --confusion
   [ "$stderr" = "netrun: error: --confusion needs a classifier: metric = NAME (its logits) and a label input fed" ]
 }
+
+@test "predict --dtype f64: json in 17 digits, npy as '<f8'" {
+  run -0 --separate-stderr "$NETRUN" predict vals.net --dtype f64 --set 'x=[[1,0,-1]]' --output third --format json
+  [ "$output" = '{"third": {"dtype": "f64", "shape": [1, 3], "data": [0.33333333333333331, 0, -0.33333333333333331]}}' ]
+  run -0 --separate-stderr "$NETRUN" predict vals.net --dtype f64 --set 'x=[[1,0,-1]]' --output third --format npy -o f.npy
+  grep -aq "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 3), }" f.npy
+  [ "$(stat -c %s f.npy)" -eq $((128 + 24)) ]
+}

@@ -31,7 +31,7 @@ verdicts() {
 
 @test "fashion_mlp on 100 test images: the correct gradients pass (the issue's command)" {
   fashion 100
-  run "$NETRUN" gradcheck "$ROOT/examples/fashion_mlp.net" --samples 20 --feed x=x.csv --feed y=y.csv
+  run "$NETRUN" gradcheck --dtype f32 "$ROOT/examples/fashion_mlp.net" --samples 20 --feed x=x.csv --feed y=y.csv
   [ "$status" -eq 0 ] || { echo "$output"; return 1; }
   [ "$(awk 'NR > 1 && NR < 8 { print $1 }' <<< "$output" | paste -sd,)" = "dense.W,dense.b,dense_1.W,dense_1.b,out.W,out.b" ]
   ! grep -q FAIL <<< "$output"
@@ -97,11 +97,11 @@ EOF
 
 @test "a user op's gradient 1% off fails, on a small loss and on a large one, statically and on the tape" {
   { cube_op; printf 'param w : [4] = [0.5, -1.0, 1.5, 2.0]\nloss = sum(cube(w))\n'; } > small.net
-  run "$NETRUN" gradcheck small.net
+  run "$NETRUN" gradcheck --dtype f32 small.net
   [ "$status" -eq 1 ]
   [ "${lines[1]}" = "w                         4    1.198e-01    1.000e-02  FAIL (element 2: analytic 6.8175, numeric 6.75, noise 0.00065)" ]
   [ "${#lines[@]}" -eq 2 ]
-  run "$NETRUN" gradcheck --tape small.net
+  run "$NETRUN" gradcheck --dtype f32 --tape small.net
   [ "$status" -eq 1 ]
   [[ "${lines[1]}" == "w "*" FAIL (element 2: analytic 6.8175, numeric 6.75, noise "*")" ]]
   # A loss of about 10^5, a sum of 4096 terms of both signs.
@@ -109,7 +109,7 @@ EOF
     printf 'input r : f32[64, 64] = uniform_random([64, 64], min=-1.0, max=1.0)\n'
     printf 'param w : [64, 64] = uniform(-2.0, 2.0)\nloss = 1000.0 * sum(cube(w) * r)\n'; } > large.net
   for t in "" --tape; do
-    run "$NETRUN" gradcheck $t --samples 64 large.net
+    run "$NETRUN" gradcheck --dtype f32 $t --samples 64 large.net
     [ "$status" -eq 1 ]
     [[ "${lines[1]}" =~ ^w\ +64\ .*\ FAIL\ \(element\ [0-9]+:\ analytic ]] || { echo "$output"; return 1; }
   done
@@ -120,7 +120,7 @@ EOF
   ${CC:-cc} -std=c11 -Wall -Wextra -Werror -fPIC -shared -I"$ROOT/include" -DGRAD_SCALE=3.03 -o wrong.so \
     "$ROOT/tests/plugins/triple.c"
   printf 'load "wrong.so"\nparam w : [3] = [1.0, -2.0, 0.5]\nloss = sum(triple(w) * triple(w))\n' > wrong.net
-  run "$NETRUN" --allow-load gradcheck wrong.net
+  run "$NETRUN" --allow-load gradcheck --dtype f32 wrong.net
   [ "$status" -eq 1 ]
   [[ "${lines[1]}" =~ ^w\ +3\ .*\ FAIL\ \(element\ [0-9]:\ analytic ]] || { echo "$output"; return 1; }
 }
@@ -131,7 +131,7 @@ EOF
   { cube_op
     printf 'input big : f32[10000] = uniform_random([10000], min=0.0, max=1000.0)\n'
     printf 'param w : [] = 0.5\nloss = sum(big) + cube(w)\n'; } > noisy.net
-  run "$NETRUN" gradcheck noisy.net
+  run "$NETRUN" gradcheck --dtype f32 noisy.net
   [ "$status" -eq 0 ]
   [[ "${lines[1]}" =~ ^w\ +1\ .*\ ok\ \(within\ f32\ noise\;\ cannot\ check\ 1\ of\ 1:\ noise\ exceeds\ tolerance\)$ ]]
   [ "${lines[2]}" = "all gradients match finite differences within f32 noise (rtol 0.005, eps 0.01); 1 of 1 elements could not be checked: noise exceeds tolerance" ]
@@ -141,20 +141,20 @@ EOF
   # abs at 0.001 with a step of 0.0078: the central difference is 0.128,
   # not abs'(0.001) = 1, and the differences at h/2, h and 2h disagree.
   printf 'param w : [2] = [0.001, 1.0]\nloss = sum(abs(w))\n' > abs.net
-  run "$NETRUN" gradcheck abs.net
+  run "$NETRUN" gradcheck --dtype f32 abs.net
   [ "$status" -eq 0 ]
   [[ "${lines[1]}" == "w "*" ok (within f32 noise; cannot check 1 of 2: noise exceeds tolerance)" ]]
   # relu at 0: every central difference says 1.5, the mean of the slopes
   # either side; the gradient says 0, the one on the left.
   printf 'param w : [] = 0.0\nloss = relu(w) * 3.0\n' > relu.net
-  run "$NETRUN" gradcheck relu.net
+  run "$NETRUN" gradcheck --dtype f32 relu.net
   [ "$status" -eq 0 ]
   [ "${lines[1]}" = "w                         1    1.500e+00    1.000e+00  ok (within f32 noise; cannot check 1 of 1: noise exceeds tolerance)" ]
 }
 
 @test "steps are powers of two: exact differences of a quadratic" {
   printf 'param w : [] = 2.0\nparam b : [] = 0.5\nx = 3.0\ny = w * x + b\nloss = y * y\n' > model.net
-  run "$NETRUN" gradcheck model.net
+  run "$NETRUN" gradcheck --dtype f32 model.net
   [ "$status" -eq 0 ]
   [ "$output" = "variable           elements  max abs err  max rel err  verdict
 w                         1    0.000e+00    0.000e+00  ok
@@ -166,17 +166,17 @@ all gradients match finite differences (rtol 0.005, eps 0.01)" ]
   # A gradient 1e-4 too large where it should be 0.
   printf 'op sq(x) -> (y) {\n  y = x * x\n} grad {\n  x@GRAD = y@GRAD * 2.0 * x + 0.0001\n}\n' > off.net
   printf 'param w : [2] = [0.0, 1.0]\nloss = sum(sq(w))\n' >> off.net
-  run "$NETRUN" gradcheck off.net
+  run "$NETRUN" gradcheck --dtype f32 off.net
   [ "$status" -eq 1 ]
   [[ "${lines[1]}" == "w "*" FAIL (element 0: analytic 0.0001, numeric 0, noise "*")" ]]
-  run "$NETRUN" gradcheck --atol 1e-3 off.net
+  run "$NETRUN" gradcheck --dtype f32 --atol 1e-3 off.net
   [ "$status" -eq 0 ]
   [ "${lines[1]}" = "w                         2    1.000e-04    1.000e-01  ok" ]
   [ "${lines[2]}" = "all gradients match finite differences (rtol 0.005, atol 0.001, eps 0.01)" ]
-  run "$NETRUN" gradcheck --atol=0 off.net
+  run "$NETRUN" gradcheck --dtype f32 --atol=0 off.net
   [ "$status" -eq 1 ]
   for v in -1 nan inf x ""; do
-    run "$NETRUN" gradcheck --atol "$v" off.net
+    run "$NETRUN" gradcheck --dtype f32 --atol "$v" off.net
     [ "$status" -eq 2 ]
     [ "${lines[0]}" = "netrun: --atol needs a finite, non-negative number" ]
   done
@@ -191,7 +191,7 @@ all gradients match finite differences (rtol 0.005, eps 0.01)" ]
     printf 'loss = sum(big) * 0.0001 + sum(cube(w)) + sum(v * v * v)\n'; } > s.net
   cp s.net s.in
   printf ':gradcheck loss\n' >> s.in
-  verb=$("$NETRUN" gradcheck --tape s.net) && status=0 || status=$?
+  verb=$("$NETRUN" gradcheck --dtype f32 --tape s.net) && status=0 || status=$?
   [ "$status" -eq 1 ]
   run --separate-stderr "$NETRUN" repl < s.in
   [ "$status" -eq 1 ]
@@ -211,7 +211,7 @@ ok (within f32 noise; cannot check 1 of 2: noise exceeds tolerance)" ]
 
 @test "every forward pass takes the random draws the analytic gradient saw" {
   printf 'param w : [4] = [0.5, -1.0, 2.0, 0.25]\nn = uniform_random([4], min=0.5, max=1.5)\nloss = sum(w * w * n)\n' > rnd.net
-  run "$NETRUN" gradcheck rnd.net
+  run "$NETRUN" gradcheck --dtype f32 rnd.net
   [ "$status" -eq 0 ]
   [[ "${lines[1]}" =~ ^"w                         4 ".*"  ok"$ ]] || { echo "$output"; false; }
   [ "${lines[2]}" = "all gradients match finite differences (rtol 0.005, eps 0.01)" ]

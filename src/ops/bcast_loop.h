@@ -8,6 +8,7 @@
 #include "../tensor.h"
 
 typedef float f32;
+typedef double f64;
 typedef int64_t i64;
 typedef uint8_t bln;
 

@@ -97,6 +97,9 @@ static bool infer_where(InferCtx *c) {
 
 /* [X dtype][Y dtype] */
 typedef BinaryLoop CompareTable[3][3];
+/* f64 with f64, i64 or bool (the executor makes an f32 operand f64),
+ * compared as double. */
+typedef BinaryLoop CompareTable64[4][4];
 
 #define COMPARE_OP(NAME, EXPR)                                                  \
   COMPARE_LOOP(NAME##_ff, f32, f32, f32, EXPR)                                  \
@@ -111,12 +114,23 @@ typedef BinaryLoop CompareTable[3][3];
   static const CompareTable NAME##_loops = {{NAME##_ff, NAME##_fi, NAME##_fb},  \
                                             {NAME##_if, NAME##_ii, NAME##_ib},  \
                                             {NAME##_bf, NAME##_bi, NAME##_bb}}; \
-  static int k_##NAME(ExecCtx *c) { return compare_run(c, NAME##_loops); }
+  COMPARE_LOOP(NAME##_dd, f64, f64, f64, EXPR)                                  \
+  COMPARE_LOOP(NAME##_di, f64, i64, f64, EXPR)                                  \
+  COMPARE_LOOP(NAME##_db, f64, bln, f64, EXPR)                                  \
+  COMPARE_LOOP(NAME##_id, i64, f64, f64, EXPR)                                  \
+  COMPARE_LOOP(NAME##_bd, bln, f64, f64, EXPR)                                  \
+  static const CompareTable64 NAME##_loops64 = {                                \
+      [DT_F64] = {[DT_F64] = NAME##_dd, [DT_I64] = NAME##_di, [DT_BOOL] = NAME##_db}, \
+      [DT_I64] = {[DT_F64] = NAME##_id}, [DT_BOOL] = {[DT_F64] = NAME##_bd}};   \
+  static int k_##NAME(ExecCtx *c) { return compare_run(c, NAME##_loops, NAME##_loops64); }
 
-static int compare_run(ExecCtx *c, const CompareTable loops) {
+static int compare_run(ExecCtx *c, const CompareTable loops, const CompareTable64 loops64) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
   BinaryLoop f =
       x->dtype <= DT_BOOL && y->dtype <= DT_BOOL && out->dtype == DT_BOOL ? loops[x->dtype][y->dtype] : NULL;
+  if ((x->dtype == DT_F64 || y->dtype == DT_F64) && x->dtype <= DT_F64 && y->dtype <= DT_F64 &&
+      out->dtype == DT_BOOL)
+    f = loops64[x->dtype][y->dtype];
   return bcast_kernel(c, f, x, y, out, "cannot compare", "with", "into");
 }
 
@@ -154,6 +168,12 @@ static int k_sign(ExecCtx *c) {
     const i64 *v = tensor_i64(x);
     i64 *restrict o = tensor_i64(out);
     for (int64_t i = 0; i < n; i++) o[i] = (v[i] > 0) - (v[i] < 0);
+    break;
+  }
+  case DT_F64: {
+    const f64 *v = tensor_f64(x);
+    f64 *restrict o = tensor_f64(out);
+    for (int64_t i = 0; i < n; i++) o[i] = v[i] > 0 ? 1.0 : v[i] < 0 ? -1.0 : v[i] == 0 ? 0.0 : v[i];
     break;
   }
   default:

@@ -153,6 +153,10 @@ static Tensor *zeros_like(const Tensor *t) { return tensor_zeros(t->dtype, t->ra
 /* acc += t (same shapes), or acc = copy of t. */
 static Tensor *accumulate(Tensor *acc, Tensor *t) {
   if (!acc) return tensor_copy(t);
+  if (acc->dtype != DT_F32 || t->dtype != DT_F32) {   /* f64: through doubles */
+    for (int64_t i = 0; i < acc->numel; i++) tensor_set(acc, i, tensor_get(acc, i) + tensor_get(t, i));
+    return acc;
+  }
   float *a = tensor_f32(acc);
   const float *b = tensor_f32(t);
   for (int64_t i = 0; i < acc->numel; i++) a[i] += b[i];

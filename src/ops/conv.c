@@ -18,6 +18,7 @@
 #include "../par.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -673,6 +674,71 @@ static Window conv_window(ExecCtx *c, const Tensor *x, const Tensor *out, const 
  * then relu if the attribute says so.  rewrite.c makes fused ops from
  * those ops when nothing else reads the values between; scripts never
  * name them. */
+/* ---- f64: conv2d and its gradient, by im2col and dgemm ------------------------
+ * One image and one group at a time: col [CG KH KW, OH OW] holds the
+ * patches, Output = Filter [OG, CG KH KW] @ col; the gradient takes
+ * Filter@GRAD += dOut @ col^T and col2im(Filter^T @ dOut).  Not tuned:
+ * f64 is for precision, the f32 path above for speed. */
+
+/* The patch element (row, p) of image img's group (channels [0, cg)): its
+ * input offset, or -1 in the padding. */
+static inline int64_t patch_at(const Window *g, int64_t row, int64_t p) {
+  int64_t kj = row % g->kw, ki = row / g->kw % g->kh, ci = row / (g->kw * g->kh);
+  int64_t iy = p / g->ow * g->sh - g->ph + ki * g->dh, ix = p % g->ow * g->sw - g->pw + kj * g->dw;
+  return iy < 0 || iy >= g->h || ix < 0 || ix >= g->w ? -1 : (ci * g->h + iy) * g->w + ix;
+}
+
+static void im2col64(const Window *g, int64_t cg, const double *img, double *col) {
+  int64_t rows = cg * g->kh * g->kw, np = g->oh * g->ow;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t p = 0; p < np; p++) {
+      int64_t at = patch_at(g, r, p);
+      col[r * np + p] = at < 0 ? 0.0 : img[at];
+    }
+}
+
+static void col2im64(const Window *g, int64_t cg, const double *col, double *img) {
+  int64_t rows = cg * g->kh * g->kw, np = g->oh * g->ow;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t p = 0; p < np; p++) {
+      int64_t at = patch_at(g, r, p);
+      if (at >= 0) img[at] += col[r * np + p];
+    }
+}
+
+/* C = op(A) [m, k] @ op(B) [k, n] + beta C, row-major. */
+static void dgemm64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a, const double *b,
+                    double beta, double *c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+              (int)k, 1.0, a, ta ? (int)m : (int)k, b, tb ? (int)k : (int)n, beta, c, (int)n);
+}
+
+/* conv2d (fwd) or its gradient (dx, df, either NULL) in f64. */
+static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const double *x, const double *f,
+                      double *out, const double *dout, double *dx, double *df) {
+  int64_t cg = g->c / groups, og = o / groups, ckk = cg * g->kh * g->kw, np = g->oh * g->ow;
+  if (ckk > INT_MAX || np > INT_MAX || og > INT_MAX) return ctx_fail(c, "a dimension is too large for BLAS");
+  double *col = mem_alloc(NULL, sizeof *col * (size_t)(ckk * np + 1));
+  if (dx) memset(dx, 0, sizeof *dx * (size_t)(g->n * g->c * g->h * g->w));
+  if (df) memset(df, 0, sizeof *df * (size_t)(o * ckk));
+  for (int64_t n = 0; n < g->n; n++)
+    for (int64_t gi = 0; gi < groups; gi++) {
+      const double *img = x ? x + (n * g->c + gi * cg) * g->h * g->w : NULL, *fg = f + gi * og * ckk;
+      if (np == 0 || ckk == 0) continue;
+      if (out || df) im2col64(g, cg, img, col);
+      if (out) dgemm64(false, false, og, np, ckk, fg, col, 0.0, out + (n * o + gi * og) * np);
+      if (!dout) continue;
+      const double *dg = dout + (n * o + gi * og) * np;
+      if (df) dgemm64(false, true, og, ckk, np, dg, col, 1.0, df + gi * og * ckk);
+      if (dx) {
+        dgemm64(true, false, ckk, np, og, fg, dg, 0.0, col);
+        col2im64(g, cg, col, dx + (n * g->c + gi * cg) * g->h * g->w);
+      }
+    }
+  mem_free(col);
+  return 0;
+}
+
 static int conv_forward(ExecCtx *c, bool fused) {
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32),
          *bias = fused ? ctx_in(c, 2) : NULL, *out = ctx_out(c, 0);
@@ -692,7 +758,15 @@ static int conv_forward(ExecCtx *c, bool fused) {
   return rc;
 }
 
-static int k_conv2d(ExecCtx *c) { return conv_forward(c, false); }
+static int k_conv2d(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *out = ctx_out(c, 0);
+  if (out->dtype == DT_F64) {
+    Window g = conv_window(c, x, out, f);
+    return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), tensor_f64(out),
+                      NULL, NULL, NULL);
+  }
+  return conv_forward(c, false);
+}
 static int k_fused_conv2d(ExecCtx *c) { return conv_forward(c, true); }
 
 /* Pools read ksize, and strides where [] means ksize. */
@@ -725,20 +799,23 @@ static inline void window_span(int64_t o, int64_t step, int64_t pad, int64_t k, 
  * the maximum, as in PyTorch).  The selects are branch-free: on real data a
  * branch per element mispredicts often and made the pools 3x slower.  The
  * forward and the gradient both pick through this, so they agree. */
-static inline int64_t window_argmax(const float *img, int64_t w, int64_t y0, int64_t y1, int64_t x0,
-                                    int64_t x1) {
-  int64_t at = y0 * w + x0, nan_at = -1;
-  float m = img[at];
-  for (int64_t iy = y0; iy < y1; iy++)
-    for (int64_t ix = x0; ix < x1; ix++) {
-      int64_t i = iy * w + ix;
-      float v = img[i];
-      at = v > m ? i : at;
-      m = v > m ? v : m;
-      nan_at = v != v ? i : nan_at;
-    }
-  return nan_at >= 0 ? nan_at : at;
+/* window_argmax for element type T. */
+#define WINDOW_ARGMAX(NAME, T)                                                                         \
+static inline int64_t NAME(const T *img, int64_t w, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {  \
+  int64_t at = y0 * w + x0, nan_at = -1;                                                               \
+  T m = img[at];                                                                                       \
+  for (int64_t iy = y0; iy < y1; iy++)                                                                 \
+    for (int64_t ix = x0; ix < x1; ix++) {                                                             \
+      int64_t i = iy * w + ix;                                                                         \
+      T v = img[i];                                                                                    \
+      at = v > m ? i : at;                                                                             \
+      m = v > m ? v : m;                                                                               \
+      nan_at = v != v ? i : nan_at;                                                                    \
+    }                                                                                                  \
+  return nan_at >= 0 ? nan_at : at;                                                                    \
 }
+WINDOW_ARGMAX(window_argmax, float)
+WINDOW_ARGMAX(window_argmax64, double)
 
 /* The common 2x2 pool with stride 2 and no padding, whose windows tile the
  * input: window_argmax unrolled, with the same picks (the first of equal
@@ -875,42 +952,45 @@ typedef enum PoolVisit { POOL_MAX, POOL_AVG, POOL_MAX_GRAD, POOL_AVG_GRAD, POOL_
  * each element dout[o] / (KH*KW)); the pick (max_pool2d_pick) writes
  * out[o] from dout, of x's shape, at the pick.  Each caller names one visit, so the
  * switch folds away where this is inlined. */
-static inline __attribute__((always_inline)) void pool_walk(const Window *g, PoolVisit visit, const float *x,
-                                                            const float *dout, float *out) {
-  double area = (double)(g->kh * g->kw);
-  float inv = (float)(1.0 / area);
-  int64_t o = 0;
-  for (int64_t pl = 0; pl < g->n * g->c; pl++) {
-    const float *img = x ? x + pl * g->h * g->w : NULL;
-    float *dimg = visit == POOL_MAX_PICK ? NULL : out + pl * g->h * g->w;
-    for (int64_t oy = 0; oy < g->oh; oy++) {
-      int64_t y0, y1;
-      window_span(oy, g->sh, g->ph, g->kh, g->h, &y0, &y1);
-      for (int64_t ox = 0; ox < g->ow; ox++, o++) {
-        int64_t x0, x1;
-        window_span(ox, g->sw, g->pw, g->kw, g->w, &x0, &x1);
-        switch (visit) {
-        case POOL_MAX: out[o] = img[window_argmax(img, g->w, y0, y1, x0, x1)]; break;
-        case POOL_AVG: {
-          double s = 0;
-          for (int64_t iy = y0; iy < y1; iy++)
-            for (int64_t ix = x0; ix < x1; ix++) s += (double)img[iy * g->w + ix];
-          out[o] = (float)(s / area);
-          break;
-        }
-        case POOL_MAX_GRAD: dimg[window_argmax(img, g->w, y0, y1, x0, x1)] += dout[o]; break;
-        case POOL_MAX_PICK: out[o] = dout[pl * g->h * g->w + window_argmax(img, g->w, y0, y1, x0, x1)]; break;
-        case POOL_AVG_GRAD: {
-          float v = dout[o] * inv;
-          for (int64_t iy = y0; iy < y1; iy++)
-            for (int64_t ix = x0; ix < x1; ix++) dimg[iy * g->w + ix] += v;
-          break;
-        }
-        }
-      }
-    }
-  }
+/* pool_walk for element type T (ARGMAX its window_argmax). */
+#define POOL_WALK(NAME, T, ARGMAX)                                                                                             \
+static inline __attribute__((always_inline)) void NAME(const Window *g, PoolVisit visit, const T *x, const T *dout, T *out) {  \
+  double area = (double)(g->kh * g->kw);                                                                                       \
+  T inv = (T)(1.0 / area);                                                                                                     \
+  int64_t o = 0;                                                                                                               \
+  for (int64_t pl = 0; pl < g->n * g->c; pl++) {                                                                               \
+    const T *img = x ? x + pl * g->h * g->w : NULL;                                                                            \
+    T *dimg = visit == POOL_MAX_PICK ? NULL : out + pl * g->h * g->w;                                                          \
+    for (int64_t oy = 0; oy < g->oh; oy++) {                                                                                   \
+      int64_t y0, y1;                                                                                                          \
+      window_span(oy, g->sh, g->ph, g->kh, g->h, &y0, &y1);                                                                    \
+      for (int64_t ox = 0; ox < g->ow; ox++, o++) {                                                                            \
+        int64_t x0, x1;                                                                                                        \
+        window_span(ox, g->sw, g->pw, g->kw, g->w, &x0, &x1);                                                                  \
+        switch (visit) {                                                                                                       \
+        case POOL_MAX: out[o] = img[ARGMAX(img, g->w, y0, y1, x0, x1)]; break;                                                 \
+        case POOL_AVG: {                                                                                                       \
+          double s = 0;                                                                                                        \
+          for (int64_t iy = y0; iy < y1; iy++)                                                                                 \
+            for (int64_t ix = x0; ix < x1; ix++) s += (double)img[iy * g->w + ix];                                             \
+          out[o] = (T)(s / area);                                                                                              \
+          break;                                                                                                               \
+        }                                                                                                                      \
+        case POOL_MAX_GRAD: dimg[ARGMAX(img, g->w, y0, y1, x0, x1)] += dout[o]; break;                                         \
+        case POOL_MAX_PICK: out[o] = dout[pl * g->h * g->w + ARGMAX(img, g->w, y0, y1, x0, x1)]; break;                         \
+        case POOL_AVG_GRAD: {                                                                                                  \
+          T v = dout[o] * inv;                                                                                                 \
+          for (int64_t iy = y0; iy < y1; iy++)                                                                                 \
+            for (int64_t ix = x0; ix < x1; ix++) dimg[iy * g->w + ix] += v;                                                    \
+          break;                                                                                                               \
+        }                                                                                                                      \
+        }                                                                                                                      \
+      }                                                                                                                        \
+    }                                                                                                                          \
+  }                                                                                                                            \
 }
+POOL_WALK(pool_walk, float, window_argmax)
+POOL_WALK(pool_walk64, double, window_argmax64)
 
 /* max_pool2d and avg_pool2d.  Max: each window clipped to the input, so
  * padding never wins a max (inference keeps paddings at most half of ksize,
@@ -918,6 +998,13 @@ static inline __attribute__((always_inline)) void pool_walk(const Window *g, Poo
  * elements over KH*KW: padding counts as zeros in the mean, PyTorch's
  * default (count_include_pad=True). */
 static int pool_run(ExecCtx *c, bool max) {
+  if (ctx_out(c, 0)->dtype == DT_F64) {   /* f64: the general walk */
+    Tensor *x64 = ctx_in(c, 0), *o64 = ctx_out(c, 0);
+    Window g;
+    pool_window(c, x64, o64, &g);
+    pool_walk64(&g, max ? POOL_MAX : POOL_AVG, tensor_f64(x64), NULL, tensor_f64(o64));
+    return 0;
+  }
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
   Window g;
   pool_window(c, x, out, &g);
@@ -937,7 +1024,24 @@ static int k_avg_pool2d(ExecCtx *c) { return pool_run(c, false); }
 
 /* Out[n, c, y, x] = X[n, c, y / sh, x / sw]: each input row is widened
  * once, then copied to the sh - 1 rows below it.  Planes go to threads. */
+/* upsample_nearest2d (grad: its gradient) in f64: element by element. */
+static int upsample64(ExecCtx *c, bool grad) {
+  Tensor *x = ctx_in(c, 0), *o = grad ? ctx_in(c, 1) : ctx_out(c, 0), *dx = grad ? ctx_out(c, 0) : NULL;
+  int64_t sc[2];
+  attr_pair(c, "scale", sc);
+  int64_t h = x->shape[2], w = x->shape[3], oh = h * sc[0], ow = w * sc[1];
+  if (o->numel != x->numel * sc[0] * sc[1]) return ctx_fail(c, "internal error: Out does not fit X scaled");
+  if (dx) memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
+  for (int64_t i = 0; i < o->numel; i++) {
+    int64_t pl = i / (oh * ow), y = i / ow % oh, xo = i % ow, at = (pl * h + y / sc[0]) * w + xo / sc[1];
+    if (dx) tensor_f64(dx)[at] += tensor_f64(o)[i];
+    else tensor_f64(o)[i] = tensor_f64(x)[at];
+  }
+  return 0;
+}
+
 static int k_upsample(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) return upsample64(c, false);
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
   int64_t sc[2];
   attr_pair(c, "scale", sc);
@@ -961,6 +1065,7 @@ static int k_upsample(ExecCtx *c) {
 /* X@GRAD[n, c, i, j] = the sum of Out@GRAD over the sh x sw block that
  * element (i, j) was copied to, row by row of the block. */
 static int k_upsample_grad(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64 && ctx_in(c, 1)->dtype == DT_F64) return upsample64(c, true);
   Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
   int64_t sc[2];
   attr_pair(c, "scale", sc);
@@ -1257,7 +1362,15 @@ static int conv_backward(ExecCtx *c, bool fused) {
   return rc;
 }
 
-static int k_conv2d_grad(ExecCtx *c) { return conv_backward(c, false); }
+static int k_conv2d_grad(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
+  if (x->dtype == DT_F64 && f->dtype == DT_F64 && dout->dtype == DT_F64) {
+    Window g = conv_window(c, x, dout, f);
+    return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), NULL,
+                      tensor_f64(dout), dx ? tensor_f64(dx) : NULL, df ? tensor_f64(df) : NULL);
+  }
+  return conv_backward(c, false);
+}
 static int k_fused_conv2d_grad(ExecCtx *c) { return conv_backward(c, true); }
 
 /* ---- kernels: conv2d_transpose ---------------------------------------------------------
@@ -1278,7 +1391,16 @@ static Window transpose_window(ExecCtx *c, const Tensor *in, const Tensor *out, 
   return g;
 }
 
+/* conv2d_transpose in f64: conv2d's input gradient, as the f32 kernel. */
+static int conv2d_transpose64(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Window g = transpose_window(c, x, out, f);
+  return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), NULL, tensor_f64(f), NULL, tensor_f64(x),
+                    tensor_f64(out), NULL);
+}
+
 static int k_conv2d_transpose(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) return conv2d_transpose64(c);
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *out = ctx_out(c, 0);
   Window g = transpose_window(c, x, out, f);
   int rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
@@ -1290,7 +1412,25 @@ static int k_conv2d_transpose(ExecCtx *c) {
 
 /* Input@GRAD = conv2d(Output@GRAD, Filter); Filter@GRAD = conv2d's filter
  * gradient for input Output@GRAD and output gradient Input. */
+/* conv2d_transpose_grad in f64: X@GRAD is conv2d of Output@GRAD, Filter@GRAD
+ * conv2d's filter gradient with the roles of X and Output@GRAD swapped. */
+static int conv2d_transpose_grad64(ExecCtx *c) {
+  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
+  int64_t groups = ctx_attr_i(c, "groups");
+  if (dout->dtype != DT_F64 || dout->rank != 4 || dout->shape[0] != x->shape[0] ||
+      dout->shape[1] != f->shape[1] * groups)
+    return ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
+  Window g = transpose_window(c, x, dout, f);
+  int rc = 0;
+  if (dx) rc = conv2d_f64(c, &g, f->shape[0], groups, tensor_f64(dout), tensor_f64(f), tensor_f64(dx), NULL, NULL, NULL);
+  if (rc == 0 && df)
+    rc = conv2d_f64(c, &g, f->shape[0], groups, tensor_f64(dout), tensor_f64(f), NULL, tensor_f64(x), NULL,
+                    tensor_f64(df));
+  return rc;
+}
+
 static int k_conv2d_transpose_grad(ExecCtx *c) {
+  if (ctx_in(c, 0)->dtype == DT_F64 && ctx_in(c, 1)->dtype == DT_F64) return conv2d_transpose_grad64(c);
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *dout = ctx_in(c, 2);
   Tensor *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
   int64_t groups = ctx_attr_i(c, "groups");
@@ -1310,7 +1450,18 @@ static int k_conv2d_transpose_grad(ExecCtx *c) {
 
 /* max_pool2d_grad: each window's Out@GRAD goes to the element the forward
  * picked (window_argmax). */
+/* max_pool2d_grad and avg_pool2d_grad in f64. */
+static int pool_grad64(ExecCtx *c, PoolVisit visit) {
+  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  Window g;
+  pool_window(c, x, dout, &g);
+  memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
+  pool_walk64(&g, visit, visit == POOL_MAX_GRAD ? tensor_f64(x) : NULL, tensor_f64(dout), tensor_f64(dx));
+  return 0;
+}
+
 static int k_max_pool2d_grad(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_MAX_GRAD);
   Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
@@ -1330,6 +1481,7 @@ static int k_max_pool2d_grad(ExecCtx *c) {
 /* avg_pool2d_grad: each window's Out@GRAD / (KH*KW) is added to its
  * unpadded elements (padding took its share, as in the forward). */
 static int k_avg_pool2d_grad(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_AVG_GRAD);
   Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);

@@ -46,8 +46,8 @@ static bool shape_attr(InferCtx *c, const char *name, Shape *out) {
 static bool dtype_attr(InferCtx *c, const char *name, DType *out) {
   int64_t t = infer_attr_i(c, name);
   *out = DT_F32;
-  if (t != DT_F32 && t != DT_I64 && t != DT_BOOL)
-    return infer_fail(c, "attribute '%s' must be f32, i64 or bool", name);
+  if (t != DT_F32 && t != DT_I64 && t != DT_BOOL && t != DT_F64)
+    return infer_fail(c, "attribute '%s' must be f32, f64, i64 or bool", name);
   *out = (DType)t;
   return true;
 }
@@ -114,12 +114,20 @@ static bool infer_arange(InferCtx *c) {
   return true;
 }
 
+/* A random op makes its output's declared dtype: f64 for an f64 parameter
+ * (or under --dtype f64), else f32. */
+static DType random_dtype(InferCtx *c) {
+  Slot *s = op_output(c->op, "Out");
+  const VarDesc *v = s && s->n ? prog_var(c->prog, s->args[0]) : NULL;
+  return v && v->dtype == DT_F64 ? DT_F64 : DT_F32;
+}
+
 static bool infer_uniform(InferCtx *c) {
   Shape s;
   if (!made_shape(c, &s, NULL)) return false;
   double lo = infer_attr_f(c, "min"), hi = infer_attr_f(c, "max");
   if (!(lo <= hi)) return infer_fail(c, "min (%g) is greater than max (%g)", lo, hi);
-  infer_set(c, "Out", 0, DT_F32, &s);
+  infer_set(c, "Out", 0, random_dtype(c), &s);
   return true;
 }
 
@@ -128,7 +136,7 @@ static bool infer_gaussian(InferCtx *c) {
   if (!made_shape(c, &s, NULL)) return false;
   if (!(infer_attr_f(c, "std") >= 0))
     return infer_fail(c, "std (%g) must not be negative", infer_attr_f(c, "std"));
-  infer_set(c, "Out", 0, DT_F32, &s);
+  infer_set(c, "Out", 0, random_dtype(c), &s);
   return true;
 }
 
@@ -221,6 +229,9 @@ static void fill_value(Tensor *t, double v) {
     for (int64_t i = 0; i < n; i++) o[i] = x;
     break;
   }
+  case DT_F64:
+    for (int64_t i = 0; i < n; i++) tensor_f64(t)[i] = v;
+    break;
   default:
     if (n) memset(t->data, v != 0, (size_t)n);
     break;
@@ -242,6 +253,10 @@ static void convert(Tensor *out, const Tensor *in) {
   int64_t n = out->numel;
   if (out->dtype == in->dtype) {
     if (n) memcpy(out->data, in->data, (size_t)n * dtype_size(in->dtype));
+    return;
+  }
+  if (out->dtype == DT_F64 || in->dtype == DT_F64) {   /* through a double */
+    for (int64_t i = 0; i < n; i++) tensor_set(out, i, tensor_get(in, i));
     return;
   }
   switch (out->dtype * 3 + in->dtype) {
@@ -287,6 +302,8 @@ static int k_arange(ExecCtx *c) {
   if (out->dtype == DT_F32) {
     float *o = tensor_f32(out);
     for (int64_t i = 0; i < n; i++) o[i] = (float)(start + (double)i * step);
+  } else if (out->dtype == DT_F64) {
+    for (int64_t i = 0; i < n; i++) tensor_f64(out)[i] = start + (double)i * step;
   } else {
     int64_t *o = tensor_i64(out);
     for (int64_t i = 0; i < n; i++) o[i] = tensor_to_i64(start + (double)i * step);
@@ -311,6 +328,14 @@ static int k_uniform_random(ExecCtx *c) {
   Rng own, *r = op_rng(c, &own);
   double lo = ctx_attr_f(c, "min"), span = ctx_attr_f(c, "max") - lo;
   float hi = (float)ctx_attr_f(c, "max"), below = nextafterf(hi, -INFINITY);
+  if (out->dtype == DT_F64) {
+    /* the f32 draws, widened: --dtype f64 starts from the f32 run's values */
+    for (int64_t i = 0; i < out->numel; i++) {
+      float v = (float)(lo + span * rng_uniform(r));
+      tensor_f64(out)[i] = v >= hi && span > 0 ? below : v;
+    }
+    return 0;
+  }
   float *o = tensor_f32(out);
   for (int64_t i = 0; i < out->numel; i++) {
     float v = (float)(lo + span * rng_uniform(r));
@@ -323,6 +348,10 @@ static int k_gaussian_random(ExecCtx *c) {
   Tensor *out = ctx_out(c, 0);
   Rng own, *r = op_rng(c, &own);
   double mean = ctx_attr_f(c, "mean"), std = ctx_attr_f(c, "std");
+  if (out->dtype == DT_F64) {
+    for (int64_t i = 0; i < out->numel; i++) tensor_f64(out)[i] = (float)(mean + std * rng_normal(r));   /* as uniform */
+    return 0;
+  }
   float *o = tensor_f32(out);
   for (int64_t i = 0; i < out->numel; i++) o[i] = (float)(mean + std * rng_normal(r));
   return 0;
@@ -343,6 +372,7 @@ static int k_assign_value(ExecCtx *c) {
   switch (out->dtype) {
   case DT_F32: for (int64_t i = 0; i < n; i++) tensor_f32(out)[i] = (float)x[i]; break;
   case DT_I64: for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = tensor_to_i64(x[i]); break;
+  case DT_F64: for (int64_t i = 0; i < n; i++) tensor_f64(out)[i] = x[i]; break;
   default: for (int64_t i = 0; i < n; i++) tensor_bool(out)[i] = x[i] != 0; break;
   }
   return 0;
@@ -382,6 +412,10 @@ static int k_add_n(ExecCtx *c) {
     }
     if (k == 0) {
       convert(out, in);
+      continue;
+    }
+    if (out->dtype == DT_F64) {
+      for (int64_t i = 0; i < n; i++) tensor_f64(out)[i] += tensor_get(in, i);
       continue;
     }
     switch (out->dtype * 3 + in->dtype) {

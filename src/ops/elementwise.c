@@ -1,7 +1,9 @@
 /* elementwise.c — arithmetic and activation ops, one value per element.
  *
  * Binary ops broadcast like NumPy; their gradients are summed back to each
- * input's shape.  i64 with f32 promotes to f32; bool counts as i64. */
+ * input's shape.  i64 with f32 promotes to f32; bool counts as i64; f64
+ * with anything promotes to f64 (the executor converts an f32 operand, so
+ * the f64 loops read f64, i64 or bool). */
 #include "../backward.h"
 #include "../exec.h"
 #include "../par.h"
@@ -29,7 +31,7 @@ static bool infer_same(InferCtx *c) {
 /* Unary ops whose result is always real (exp, log, tanh, ...). */
 static bool infer_float(InferCtx *c) {
   const VarDesc *x = infer_in(c, "X", 0);
-  infer_set(c, "Out", 0, DT_F32, &x->shape);
+  infer_set(c, "Out", 0, x->dtype == DT_F64 ? DT_F64 : DT_F32, &x->shape);
   return true;
 }
 
@@ -94,6 +96,16 @@ static inline f32 softplus_f32(f32 a) { return (a > 0 ? a : 0.0f) + log1pf(expf(
 
 static inline f32 gelu_f32(f32 a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }
 
+/* The same in f64. */
+static inline f64 max_f64(f64 a, f64 b) { return a > b || a != a ? a : b; }
+static inline f64 min_f64(f64 a, f64 b) { return a < b || a != a ? a : b; }
+static inline f64 sigmoid_f64(f64 a) {
+  f64 e = exp(-fabs(a)), r = 1.0 / (1.0 + e);
+  return a >= 0 ? r : e * r;
+}
+static inline f64 softplus_f64(f64 a) { return (a > 0 ? a : 0.0) + log1p(exp(-fabs(a))); }
+static inline f64 gelu_f64(f64 a) { return 0.5 * a * (1.0 + erf(a * 0.70710678118654752)); }
+
 /* ---- binary loops ---- */
 
 /* [output dtype (f32, i64)][X dtype][Y dtype]; NULL where promotion cannot
@@ -125,11 +137,33 @@ BINARY_OP(pow, powf(a, b), int_pow(a, b))
 BINARY_OP(maximum, max_f32(a, b), a > b ? a : b)
 BINARY_OP(minimum, min_f32(a, b), a < b ? a : b)
 
-static int binary_run(ExecCtx *c, const BinaryTable loops) {
+/* The f64 loops of one binary op, [X dtype][Y dtype] (f64 with f64, i64 or
+ * bool; the executor has made any f32 operand f64): DEXPR in double. */
+typedef BinaryLoop BinaryTable64[4][4];
+#define BINARY_F64(NAME, DEXPR)                                                 \
+  BINARY_LOOP(NAME##_ddd, f64, f64, f64, f64, DEXPR)                            \
+  BINARY_LOOP(NAME##_ddi, f64, f64, i64, f64, DEXPR)                            \
+  BINARY_LOOP(NAME##_ddb, f64, f64, bln, f64, DEXPR)                            \
+  BINARY_LOOP(NAME##_did, f64, i64, f64, f64, DEXPR)                            \
+  BINARY_LOOP(NAME##_dbd, f64, bln, f64, f64, DEXPR)                            \
+  static const BinaryTable64 NAME##_loops64 = {                                 \
+      [DT_F64] = {[DT_F64] = NAME##_ddd, [DT_I64] = NAME##_ddi, [DT_BOOL] = NAME##_ddb}, \
+      [DT_I64] = {[DT_F64] = NAME##_did}, [DT_BOOL] = {[DT_F64] = NAME##_dbd}};
+
+BINARY_F64(add, a + b)
+BINARY_F64(sub, a - b)
+BINARY_F64(mul, a * b)
+BINARY_F64(div, a / b)
+BINARY_F64(pow, pow(a, b))
+BINARY_F64(maximum, max_f64(a, b))
+BINARY_F64(minimum, min_f64(a, b))
+
+static int binary_run(ExecCtx *c, const BinaryTable loops, const BinaryTable64 loops64) {
   Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
   BinaryLoop f = out->dtype <= DT_I64 && x->dtype <= DT_BOOL && y->dtype <= DT_BOOL
                      ? loops[out->dtype][x->dtype][y->dtype]
                      : NULL;
+  if (out->dtype == DT_F64 && x->dtype <= DT_F64 && y->dtype <= DT_F64) f = loops64[x->dtype][y->dtype];
   return bcast_kernel(c, f, x, y, out, "no loop for", "and", "giving");
 }
 
@@ -158,24 +192,24 @@ static bool int_any_zero(const Tensor *t) {
   return hit;
 }
 
-static int k_add(ExecCtx *c) { return binary_run(c, add_loops); }
-static int k_sub(ExecCtx *c) { return binary_run(c, sub_loops); }
-static int k_mul(ExecCtx *c) { return binary_run(c, mul_loops); }
-static int k_maximum(ExecCtx *c) { return binary_run(c, maximum_loops); }
-static int k_minimum(ExecCtx *c) { return binary_run(c, minimum_loops); }
+static int k_add(ExecCtx *c) { return binary_run(c, add_loops, add_loops64); }
+static int k_sub(ExecCtx *c) { return binary_run(c, sub_loops, sub_loops64); }
+static int k_mul(ExecCtx *c) { return binary_run(c, mul_loops, mul_loops64); }
+static int k_maximum(ExecCtx *c) { return binary_run(c, maximum_loops, maximum_loops64); }
+static int k_minimum(ExecCtx *c) { return binary_run(c, minimum_loops, minimum_loops64); }
 
 /* Every Y element is some output's divisor once the output is not empty,
  * so checking Y itself finds every zero divisor. */
 static int k_div(ExecCtx *c) {
   if (ctx_out(c, 0)->dtype == DT_I64 && ctx_out(c, 0)->numel && int_any_zero(ctx_in(c, 1)))
     return ctx_fail(c, "integer division by zero");
-  return binary_run(c, div_loops);
+  return binary_run(c, div_loops, div_loops64);
 }
 
 static int k_pow(ExecCtx *c) {
   if (ctx_out(c, 0)->dtype == DT_I64 && ctx_out(c, 0)->numel && int_any_below(ctx_in(c, 1), 0))
     return ctx_fail(c, "an integer to a negative integer power; make the base a float (2.0 ** -1)");
-  return binary_run(c, pow_loops);
+  return binary_run(c, pow_loops, pow_loops64);
 }
 
 /* ---- unary loops ---- */
@@ -185,6 +219,7 @@ static int k_pow(ExecCtx *c) {
 typedef struct UnaryArgs {
   f32 f[2];
   i64 i[2];
+  f64 d[2];                   /* for the f64 loops */
 } UnaryArgs;
 
 typedef void (*UnaryLoop)(int64_t n, void *out, const void *x, const UnaryArgs *p);
@@ -237,6 +272,27 @@ FLOAT_UNARY(elu, a > 0 ? a : p->f[0] * expm1f(a))
 FLOAT_UNARY(silu, a * sigmoid_f32(a))
 FLOAT_UNARY(scale, p->f[0] * a + p->f[1])
 
+/* The f64 loop of each float unary op: f64 X giving f64. */
+#define F64_UNARY(NAME, EXPR) UNARY_LOOP(NAME##_dd, f64, f64, f64, EXPR)
+F64_UNARY(neg, -a)
+F64_UNARY(abs, fabs(a))
+F64_UNARY(square, a * a)
+F64_UNARY(relu, a > 0 || a != a ? a : 0.0)
+F64_UNARY(clip, a < p->d[0] ? p->d[0] : a > p->d[1] ? p->d[1] : a)
+F64_UNARY(exp, exp(a))
+F64_UNARY(log, log(a))
+F64_UNARY(sqrt, sqrt(a))
+F64_UNARY(sin, sin(a))
+F64_UNARY(cos, cos(a))
+F64_UNARY(sigmoid, sigmoid_f64(a))
+F64_UNARY(tanh, tanh(a))
+F64_UNARY(softplus, softplus_f64(a))
+F64_UNARY(gelu, gelu_f64(a))
+F64_UNARY(leaky_relu, a > 0 ? a : p->d[0] * a)
+F64_UNARY(elu, a > 0 ? a : p->d[0] * expm1(a))
+F64_UNARY(silu, a * sigmoid_f64(a))
+F64_UNARY(scale, p->d[0] * a + p->d[1])
+
 /* A unary loop over slices of PAR_MIN_WORK elements (par_parts). */
 typedef struct UnarySlices {
   UnaryLoop f;
@@ -253,9 +309,10 @@ static void unary_slice(void *arg, int64_t k) {
   u->f(len, (char *)u->out + (size_t)at * u->so, (const char *)u->x + (size_t)at * u->sx, u->p);
 }
 
-static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
+static int unary_run(ExecCtx *c, const UnaryTable loops, UnaryLoop loop64, const UnaryArgs *p) {
   Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
   UnaryLoop f = out->dtype <= DT_BOOL && x->dtype <= DT_BOOL ? loops[out->dtype][x->dtype] : NULL;
+  if (out->dtype == DT_F64 && x->dtype == DT_F64) f = loop64;
   if (!f || x->numel != out->numel)
     return ctx_fail(c, "internal error: no loop for %s X giving %s", dtype_name(x->dtype),
                     dtype_name(out->dtype));
@@ -277,7 +334,7 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, const UnaryArgs *p) {
 #define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(silu)
 
 #define UNARY_KERNEL(NAME)                                                      \
-  static int k_##NAME(ExecCtx *c) { return unary_run(c, NAME##_loops, NULL); }
+  static int k_##NAME(ExecCtx *c) { return unary_run(c, NAME##_loops, NAME##_dd, NULL); }
 UNARY_KERNEL(neg)
 UNARY_KERNEL(square)
 UNARY_KERNEL(exp)
@@ -289,23 +346,24 @@ UNARY_OPS_WITH_GRAD(UNARY_KERNEL)
 
 /* The f32 attributes A and B (each if named) of a unary op or its grad. */
 static UnaryArgs float_args(ExecCtx *c, const char *a, const char *b) {
-  UnaryArgs p = {.f = {a ? (f32)ctx_attr_f(c, a) : 0, b ? (f32)ctx_attr_f(c, b) : 0}};
+  double da = a ? ctx_attr_f(c, a) : 0, db = b ? ctx_attr_f(c, b) : 0;
+  UnaryArgs p = {.f = {(f32)da, (f32)db}, .d = {da, db}};
   return p;
 }
 
 static int k_leaky_relu(ExecCtx *c) {
   UnaryArgs p = float_args(c, "alpha", NULL);
-  return unary_run(c, leaky_relu_loops, &p);
+  return unary_run(c, leaky_relu_loops, leaky_relu_dd, &p);
 }
 
 static int k_elu(ExecCtx *c) {
   UnaryArgs p = float_args(c, "alpha", NULL);
-  return unary_run(c, elu_loops, &p);
+  return unary_run(c, elu_loops, elu_dd, &p);
 }
 
 static int k_scale(ExecCtx *c) {
   UnaryArgs p = float_args(c, "scale", "bias");
-  return unary_run(c, scale_loops, &p);
+  return unary_run(c, scale_loops, scale_dd, &p);
 }
 
 /* A double bound as an i64 bound: integers clip to the integers inside
@@ -320,8 +378,8 @@ static i64 int_bound(double v, bool lower) {
 /* NumPy's clip: min(max(X, min), max); NaN stays NaN. */
 static int k_clip(ExecCtx *c) {
   double lo = ctx_attr_f(c, "min"), hi = ctx_attr_f(c, "max");
-  UnaryArgs p = {.f = {(f32)lo, (f32)hi}, .i = {int_bound(lo, true), int_bound(hi, false)}};
-  return unary_run(c, clip_loops, &p);
+  UnaryArgs p = {.f = {(f32)lo, (f32)hi}, .i = {int_bound(lo, true), int_bound(hi, false)}, .d = {lo, hi}};
+  return unary_run(c, clip_loops, clip_dd, &p);
 }
 
 /* ---- gradients ------------------------------------------------------------------
@@ -476,15 +534,20 @@ static bool infer_unary_grad(InferCtx *c) {
 typedef void (*UnaryGradLoop)(int64_t n, f32 *restrict gx, const f32 *v, const f32 *dout,
                               const UnaryArgs *p);
 
-#define UNARY_GRAD_LOOP(NAME, EXPR)                                             \
-  static void NAME##_grad_loop(int64_t n, f32 *restrict gx, const f32 *vv,      \
-                               const f32 *dd, const UnaryArgs *p) {             \
+#define UNARY_GRAD_LOOP(NAME, EXPR) UNARY_GRAD_LOOP_T(NAME##_grad_loop, f32, EXPR)
+#define UNARY_GRAD_LOOP_T(FN, T, EXPR)                                          \
+  static void FN(int64_t n, T *restrict gx, const T *vv, const T *dd, const UnaryArgs *p) { \
     (void)p;                                                                    \
     for (int64_t i = 0; i < n; i++) {                                           \
-      f32 v = vv[i], d = dd[i];                                                 \
+      T v = vv[i], d = dd[i];                                                   \
       gx[i] = (EXPR);                                                           \
     }                                                                           \
   }
+/* The f64 loop of a unary grad op (run on one thread: f64 is for checking,
+ * not speed). */
+typedef void (*UnaryGradLoop64)(int64_t n, f64 *restrict gx, const f64 *v, const f64 *dout,
+                                const UnaryArgs *p);
+#define UNARY_GRAD_LOOP64(NAME, EXPR) UNARY_GRAD_LOOP_T(NAME##_grad_loop64, f64, EXPR)
 
 /* A unary grad loop over slices of PAR_MIN_WORK elements (par_parts). */
 typedef struct UnaryGradSlices {
@@ -501,12 +564,17 @@ static void unary_grad_slice(void *arg, int64_t k) {
   u->f(len, u->gx + at, u->v + at, u->d + at, u->p);
 }
 
-/* f over the op's inputs, with its f32 attributes A and B (float_args). */
-static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, const char *a, const char *b) {
+/* f (f64: f64) over the op's inputs, with its attributes A and B (float_args). */
+static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, UnaryGradLoop64 fd, const char *a, const char *b) {
   UnaryArgs args = float_args(c, a, b);
   const UnaryArgs *p = &args;
   Tensor *v = ctx_in(c, 0), *d = ctx_in(c, 1), *gx = ctx_out(c, 0);
   if (!gx) return 0;
+  if (gx->dtype == DT_F64 && v->dtype == DT_F64 && d->dtype == DT_F64 && v->numel == gx->numel &&
+      d->numel == gx->numel) {
+    fd(gx->numel, tensor_f64(gx), tensor_f64(v), tensor_f64(d), p);
+    return 0;
+  }
   if (v->dtype != DT_F32 || d->dtype != DT_F32 || v->numel != gx->numel || d->numel != gx->numel)
     return ctx_fail(c, "internal error: the forward value and Out@GRAD must be f32 of X's size");
   int64_t n = gx->numel, slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
@@ -545,13 +613,31 @@ UNARY_GRAD_LOOP(leaky_relu, v > 0 ? d : p->f[0] * d)
  * or outside it is 0. */
 UNARY_GRAD_LOOP(clip, v > p->f[0] && v < p->f[1] ? d : 0.0f)
 
+static inline f64 phi_f64(f64 a) { return 0.39894228040143268 * exp(-0.5 * a * a); }
+static inline f64 Phi_f64(f64 a) { return 0.5 * (1.0 + erf(a * 0.70710678118654752)); }
+
+UNARY_GRAD_LOOP64(abs, v > 0 ? d : v < 0 ? -d : 0.0)
+UNARY_GRAD_LOOP64(relu, v > 0 ? d : 0.0)
+UNARY_GRAD_LOOP64(sigmoid, d * v * (1.0 - v))
+UNARY_GRAD_LOOP64(tanh, d * (1.0 - v * v))
+UNARY_GRAD_LOOP64(softplus, d * sigmoid_f64(v))
+UNARY_GRAD_LOOP64(gelu, d * (Phi_f64(v) + v * phi_f64(v)))
+UNARY_GRAD_LOOP64(silu, d * sigmoid_f64(v) * (1.0 + v * (1.0 - sigmoid_f64(v))))
+UNARY_GRAD_LOOP64(elu, v > 0 ? d : d * p->d[0] * exp(v))
+UNARY_GRAD_LOOP64(leaky_relu, v > 0 ? d : p->d[0] * d)
+UNARY_GRAD_LOOP64(clip, v > p->d[0] && v < p->d[1] ? d : 0.0)
+
 #define UNARY_GRAD_KERNEL(NAME)                                                 \
-  static int k_##NAME##_grad(ExecCtx *c) { return unary_grad_run(c, NAME##_grad_loop, NULL, NULL); }
+  static int k_##NAME##_grad(ExecCtx *c) {                                      \
+    return unary_grad_run(c, NAME##_grad_loop, NAME##_grad_loop64, NULL, NULL); \
+  }
 UNARY_OPS_WITH_GRAD(UNARY_GRAD_KERNEL)
 
-static int k_leaky_relu_grad(ExecCtx *c) { return unary_grad_run(c, leaky_relu_grad_loop, "alpha", NULL); }
-static int k_elu_grad(ExecCtx *c) { return unary_grad_run(c, elu_grad_loop, "alpha", NULL); }
-static int k_clip_grad(ExecCtx *c) { return unary_grad_run(c, clip_grad_loop, "min", "max"); }
+static int k_leaky_relu_grad(ExecCtx *c) {
+  return unary_grad_run(c, leaky_relu_grad_loop, leaky_relu_grad_loop64, "alpha", NULL);
+}
+static int k_elu_grad(ExecCtx *c) { return unary_grad_run(c, elu_grad_loop, elu_grad_loop64, "alpha", NULL); }
+static int k_clip_grad(ExecCtx *c) { return unary_grad_run(c, clip_grad_loop, clip_grad_loop64, "min", "max"); }
 
 /* ---- binary grad kernels ----
  * One pass over Out: element i of Out reads X and Y where the broadcast
@@ -562,17 +648,18 @@ static int k_clip_grad(ExecCtx *c) { return unary_grad_run(c, clip_grad_loop, "m
 typedef void (*BinaryGradLoop)(const Bcast *bc, f32 *gx, f32 *gy, const f32 *x, const f32 *y,
                                const f32 *out, const f32 *dout);
 
-#define BINARY_GRAD_LOOP(NAME, GX, GY)                                          \
-  static void NAME##_grad_loop(const Bcast *bc, f32 *gx, f32 *gy, const f32 *x,  \
-                               const f32 *y, const f32 *out, const f32 *dout) { \
+#define BINARY_GRAD_LOOP(NAME, GX, GY) BINARY_GRAD_LOOP_T(NAME##_grad_loop, f32, GX, GY)
+#define BINARY_GRAD_LOOP_T(FN, T, GX, GY)                                     \
+  static void FN(const Bcast *bc, T *gx, T *gy, const T *x,               \
+                 const T *y, const T *out, const T *dout) {               \
     int64_t n = bc->inner, sx = bc->inner_step[0], sy = bc->inner_step[1];      \
     int64_t oo = 0, ox = 0, oy = 0;                                             \
     BcastIter it;                                                               \
     if (bc->rank > 1) bcast_iter_init(&it, bc);                                 \
     for (;;) {                                                                  \
       for (int64_t i = 0; i < n; i++) {                                         \
-        f32 a = x[ox + i * sx], b = y[oy + i * sy];                             \
-        f32 o = out[oo + i], d = dout[oo + i];                                  \
+        T a = x[ox + i * sx], b = y[oy + i * sy];                             \
+        T o = out[oo + i], d = dout[oo + i];                                  \
         (void)o;                                                                \
         if (gx) gx[ox + i * sx] += (GX);                                        \
         if (gy) gy[oy + i * sy] += (GY);                                        \
@@ -594,12 +681,38 @@ BINARY_GRAD_LOOP(maximum, a > b || a != a ? d : a == b ? 0.5f * d : 0.0f,
 BINARY_GRAD_LOOP(minimum, a < b || a != a ? d : a == b ? 0.5f * d : 0.0f,
                  b < a || (b != b && a == a) ? d : a == b ? 0.5f * d : 0.0f)
 
-static int binary_grad_run(ExecCtx *c, BinaryGradLoop f) {
+/* The f64 loops (T standing for f64 in the f32 loop's text). */
+typedef void (*BinaryGradLoop64)(const Bcast *bc, f64 *gx, f64 *gy, const f64 *x, const f64 *y,
+                                 const f64 *out, const f64 *dout);
+BINARY_GRAD_LOOP_T(pow_grad_loop64, f64, b == 0 ? 0.0 : d * b * pow(a, b - 1.0),
+                   a == 0 && b >= 0 ? 0.0 : d * o * log(a))
+BINARY_GRAD_LOOP_T(maximum_grad_loop64, f64, a > b || a != a ? d : a == b ? 0.5 * d : 0.0,
+                   b > a || (b != b && a == a) ? d : a == b ? 0.5 * d : 0.0)
+BINARY_GRAD_LOOP_T(minimum_grad_loop64, f64, a < b || a != a ? d : a == b ? 0.5 * d : 0.0,
+                   b < a || (b != b && a == a) ? d : a == b ? 0.5 * d : 0.0)
+
+/* binary_grad_run in f64: every value read as f64. */
+static int binary_grad_run64(ExecCtx *c, BinaryGradLoop64 f, Tensor **in, Tensor *out, Tensor *dout, Tensor **g) {
+  Bcast bc;
+  int64_t n;
+  if (!bcast_flat_init(&bc, in[0], in[1], out->numel, &n) || n != out->numel)
+    return ctx_fail(c, "internal error: X and Y do not broadcast to Out");
+  Tensor *v[4] = {tensor_cast(in[0], DT_F64), tensor_cast(in[1], DT_F64), tensor_cast(out, DT_F64),
+                  tensor_cast(dout, DT_F64)};
+  f(&bc, g[0] ? tensor_f64(g[0]) : NULL, g[1] ? tensor_f64(g[1]) : NULL, tensor_f64(v[0]), tensor_f64(v[1]),
+    tensor_f64(v[2]), tensor_f64(v[3]));
+  for (int k = 0; k < 4; k++) tensor_unref(v[k]);
+  return 0;
+}
+
+static int binary_grad_run(ExecCtx *c, BinaryGradLoop f, BinaryGradLoop64 fd) {
   Tensor *in[2] = {ctx_in(c, 0), ctx_in(c, 1)}, *out = ctx_in(c, 2), *dout = ctx_in(c, 3);
   Tensor *g[2] = {ctx_out(c, 0), ctx_out(c, 1)};
   for (int k = 0; k < 2; k++)
-    if (g[k] && g[k]->numel) memset(g[k]->data, 0, sizeof(f32) * (size_t)g[k]->numel);
+    if (g[k] && g[k]->numel) memset(g[k]->data, 0, dtype_size(g[k]->dtype) * (size_t)g[k]->numel);
   if ((!g[0] && !g[1]) || out->numel == 0) return 0;
+  if ((!g[0] || g[0]->dtype == DT_F64) && (!g[1] || g[1]->dtype == DT_F64) && out->dtype == DT_F64)
+    return binary_grad_run64(c, fd, in, out, dout, g);
   if (out->dtype != DT_F32 || dout->dtype != DT_F32 || dout->numel != out->numel)
     return ctx_fail(c, "internal error: Out and Out@GRAD must be f32 of one size");
   Bcast bc;
@@ -618,9 +731,9 @@ static int binary_grad_run(ExecCtx *c, BinaryGradLoop f) {
   return 0;
 }
 
-static int k_pow_grad(ExecCtx *c) { return binary_grad_run(c, pow_grad_loop); }
-static int k_maximum_grad(ExecCtx *c) { return binary_grad_run(c, maximum_grad_loop); }
-static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_loop); }
+static int k_pow_grad(ExecCtx *c) { return binary_grad_run(c, pow_grad_loop, pow_grad_loop64); }
+static int k_maximum_grad(ExecCtx *c) { return binary_grad_run(c, maximum_grad_loop, maximum_grad_loop64); }
+static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_loop, minimum_grad_loop64); }
 
 /* ---- gradients of the grad ops ---------------------------------------------------
  * Composite, so that a backward can be differentiated again.  A unary grad

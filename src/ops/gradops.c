@@ -15,9 +15,30 @@ static bool infer_like(InferCtx *c) {
   return true;
 }
 
+/* sum_like in f64: each element of X added into the Out element its index
+ * maps to (Out's broadcast dimensions collapsed). */
+static int sum_like64(ExecCtx *c, const Tensor *x, Tensor *out) {
+  int r = x->rank, orank = out->rank;
+  double *o = tensor_f64(out);
+  memset(o, 0, sizeof *o * (size_t)out->numel);
+  int64_t idx[SHAPE_MAX_RANK] = {0};
+  for (int64_t i = 0; i < x->numel; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < orank; d++) {
+      int xd = d + (r - orank);
+      off = off * out->shape[d] + (out->shape[d] == 1 ? 0 : idx[xd]);
+    }
+    o[off] += tensor_f64(x)[i];
+    for (int d = r - 1; d >= 0 && ++idx[d] == x->shape[d]; d--) idx[d] = 0;
+  }
+  (void)c;
+  return 0;
+}
+
 /* Out = X summed over the dimensions where Like was broadcast to X. */
 static int k_sum_like(ExecCtx *c) {
   Tensor *x = ctx_in(c, 0), *like = ctx_in(c, 1), *out = ctx_out(c, 0);
+  if (x->dtype == DT_F64) return sum_like64(c, x, out);
   if (x->dtype != DT_F32) return ctx_fail(c, "X must be f32");
   int r = x->rank, lr = like->rank;
   if (lr > r) return ctx_fail(c, "Like has more dimensions than X");

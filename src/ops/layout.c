@@ -182,6 +182,8 @@ static void pad_value(DType t, double v, void *out) {
   if (t == DT_F32) {
     float f = (float)v;
     memcpy(out, &f, sizeof f);
+  } else if (t == DT_F64) {
+    memcpy(out, &v, sizeof v);
   } else if (t == DT_I64) {
     int64_t i = v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
     memcpy(out, &i, sizeof i);

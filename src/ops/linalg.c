@@ -9,6 +9,7 @@
 #include "../exec.h"
 #include "../par.h"
 
+#include <cblas.h>
 #include <limits.h>
 #include <string.h>
 
@@ -136,35 +137,48 @@ static void batch_next(const MatDims *d, int64_t *idx, int64_t *xo, int64_t *yo)
   }
 }
 
-static int matmul_f32(ExecCtx *c, const MatDims *d, const float *x, const float *y, float *out) {
-  int64_t mk = d->m * d->k, kn = d->k * d->n, mn = d->m * d->n;
-  if (mn == 0 || d->nbatch == 0) return 0;
-  if (d->k == 0) {   /* a sum of nothing; BLAS wants leading dimensions >= 1 */
-    memset(out, 0, sizeof(float) * (size_t)(d->nbatch * mn));
-    return 0;
-  }
-  int64_t big = d->m > d->n ? d->m : d->n;
-  if (d->k > big) big = d->k;
-  if (big > INT_MAX)   /* Debian's OpenBLAS takes int sizes */
-    return ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,
-                    INT_MAX);
-  bool fold = !d->tx && d->nbatch * d->m <= INT_MAX;
-  for (int i = 0; i < d->rb && fold; i++)
-    if (d->ystep[i] != 0 || (d->xstep[i] == 0 && d->batch[i] != 1)) fold = false;
-  int64_t times = d->nbatch, m = d->m;
-  if (fold) {
-    m *= d->nbatch;
-    times = 1;
-  }
-  int lda = (int)(d->tx ? d->m : d->k), ldb = (int)(d->ty ? d->k : d->n);
-  int64_t idx[SHAPE_MAX_RANK] = {0}, xo = 0, yo = 0;
-  for (int64_t b = 0; b < times; b++) {
-    par_sgemm(d->tx, d->ty, (int)m, (int)d->n, (int)d->k, 1.0f, x + xo * mk, lda, y + yo * kn, ldb, 0.0f,
-              out + b * mn, (int)d->n);
-    batch_next(d, idx, &xo, &yo);
-  }
-  return 0;
+/* The float matmul of element type T through GEMM (cblas_?gemm's arguments). */
+#define MATMUL_FLOAT(NAME, T, GEMM)                                                               \
+static int NAME(ExecCtx *c, const MatDims *d, const T *x, const T *y, T *out) {                   \
+  int64_t mk = d->m * d->k, kn = d->k * d->n, mn = d->m * d->n;                                   \
+  if (mn == 0 || d->nbatch == 0) return 0;                                                        \
+  if (d->k == 0) {   /* a sum of nothing; BLAS wants leading dimensions >= 1 */                   \
+    memset(out, 0, sizeof(T) * (size_t)(d->nbatch * mn));                                         \
+    return 0;                                                                                     \
+  }                                                                                               \
+  int64_t big = d->m > d->n ? d->m : d->n;                                                        \
+  if (d->k > big) big = d->k;                                                                     \
+  if (big > INT_MAX)   /* Debian's OpenBLAS takes int sizes */                                    \
+    return ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,  \
+                    INT_MAX);                                                                     \
+  bool fold = !d->tx && d->nbatch * d->m <= INT_MAX;                                              \
+  for (int i = 0; i < d->rb && fold; i++)                                                         \
+    if (d->ystep[i] != 0 || (d->xstep[i] == 0 && d->batch[i] != 1)) fold = false;                 \
+  int64_t times = d->nbatch, m = d->m;                                                            \
+  if (fold) {                                                                                     \
+    m *= d->nbatch;                                                                               \
+    times = 1;                                                                                    \
+  }                                                                                               \
+  int lda = (int)(d->tx ? d->m : d->k), ldb = (int)(d->ty ? d->k : d->n);                         \
+  int64_t idx[SHAPE_MAX_RANK] = {0}, xo = 0, yo = 0;                                              \
+  for (int64_t b = 0; b < times; b++) {                                                           \
+    GEMM(d->tx, d->ty, (int)m, (int)d->n, (int)d->k, 1, x + xo * mk, lda, y + yo * kn, ldb, 0,    \
+              out + b * mn, (int)d->n);                                                           \
+    batch_next(d, idx, &xo, &yo);                                                                 \
+  }                                                                                               \
+  return 0;                                                                                       \
 }
+
+/* f64 products: one cblas_dgemm per matrix (f64 is for precision, not
+ * speed: no parts on the team). */
+static void dgemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a, int lda,
+                  const double *b, int ldb, double beta, double *out, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, out, ldc);
+}
+
+MATMUL_FLOAT(matmul_f32, float, par_sgemm)
+MATMUL_FLOAT(matmul_f64, double, dgemm)
 
 static void matmul_i64(const MatDims *d, const int64_t *x, const int64_t *y, int64_t *out) {
   int64_t m = d->m, k = d->k, n = d->n, mk = m * k, kn = k * n;
@@ -195,6 +209,7 @@ static int k_matmul(ExecCtx *c) {
   Tensor *x = tensor_cast(ctx_in(c, 0), out->dtype), *y = tensor_cast(ctx_in(c, 1), out->dtype);
   int rc = 0;
   if (out->dtype == DT_F32) rc = matmul_f32(c, &d, tensor_f32(x), tensor_f32(y), tensor_f32(out));
+  else if (out->dtype == DT_F64) rc = matmul_f64(c, &d, tensor_f64(x), tensor_f64(y), tensor_f64(out));
   else matmul_i64(&d, tensor_i64(x), tensor_i64(y), tensor_i64(out));
   tensor_unref(x);
   tensor_unref(y);

@@ -268,9 +268,23 @@ static bool infer_accuracy(InferCtx *c) {
  * absent. */
 static Tensor *in_f32(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F32); }
 
+/* Input `slot` as f64 if it is f64, else as f32 (in_f32). */
+static Tensor *in_float(ExecCtx *c, int slot) {
+  Tensor *t = ctx_in(c, slot);
+  return t->dtype == DT_F64 ? tensor_ref(t) : tensor_cast(t, DT_F32);
+}
+
 static Tensor *opt_f32(ExecCtx *c, int slot) {
   Tensor *t = ctx_in(c, slot);
   return t ? tensor_cast(t, DT_F32) : NULL;
+}
+
+/* The same in f64 (an op computing in f64). */
+static Tensor *in_f64(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F64); }
+
+static Tensor *opt_f64(ExecCtx *c, int slot) {
+  Tensor *t = ctx_in(c, slot);
+  return t ? tensor_cast(t, DT_F64) : NULL;
 }
 
 static int64_t prod(const int64_t *d, int from, int to) {
@@ -317,8 +331,43 @@ static int label_check(ExecCtx *c, const Tensor *lb, int64_t r, int64_t l, int64
 /* softmax / log_softmax of X along `axis`.  X is viewed as [outer, n, inner]
  * with the axis in the middle; the `inner` rows sharing an outer index are
  * done together so every loop walks memory in order. */
+/* The loops of softmax_run for element type T (EXPF its exp). */
+#define SOFTMAX_LOOPS(NAME, T, EXPF)                                                                            \
+static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s) {  \
+  for (int64_t o = 0; o < outer; o++) {                                                                         \
+    const T *xp = xv + o * n * inner;                                                                           \
+    T *yp = yv + o * n * inner;                                                                                 \
+    for (int64_t i = 0; i < inner; i++) {                                                                       \
+      m[i] = xp[i];                                                                                             \
+      s[i] = 0;                                                                                                 \
+    }                                                                                                           \
+    for (int64_t j = 1; j < n; j++)                                                                             \
+      for (int64_t i = 0; i < inner; i++)                                                                       \
+        if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                                 \
+    for (int64_t j = 0; j < n; j++)                                                                             \
+      for (int64_t i = 0; i < inner; i++) {                                                                     \
+        T e = EXPF(xp[j * inner + i] - m[i]);                                                                   \
+        s[i] += (double)e;                                                                                      \
+        if (!log_out) yp[j * inner + i] = e;                                                                    \
+      }                                                                                                         \
+    if (log_out) {                                                                                              \
+      for (int64_t i = 0; i < inner; i++) s[i] = log(s[i]);                                                     \
+      for (int64_t j = 0; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++)                                                                     \
+          yp[j * inner + i] = (T)((double)(xp[j * inner + i] - m[i]) - s[i]);                                   \
+    } else {                                                                                                    \
+      for (int64_t i = 0; i < inner; i++) s[i] = 1 / s[i];                                                      \
+      for (int64_t j = 0; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++)                                                                     \
+          yp[j * inner + i] = (T)((double)yp[j * inner + i] * s[i]);                                            \
+    }                                                                                                           \
+  }                                                                                                             \
+}
+SOFTMAX_LOOPS(softmax_f32, float, expf)
+SOFTMAX_LOOPS(softmax_f64, double, exp)
+
 static int softmax_run(ExecCtx *c, bool log_out) {
-  Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = in_float(c, 0), *out = ctx_out(c, 0);
   int axis = (int)ctx_attr_i(c, "axis");
   if (axis < 0) axis += x->rank;
   int64_t outer = prod(x->shape, 0, axis), n = x->shape[axis],
@@ -327,38 +376,10 @@ static int softmax_run(ExecCtx *c, bool log_out) {
     tensor_unref(x);
     return 0;
   }
-  float *m = mem_alloc(NULL, sizeof *m * (size_t)inner);
+  void *m = mem_alloc(NULL, dtype_size(x->dtype) * (size_t)inner);
   double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
-  const float *xv = tensor_f32(x);
-  float *yv = tensor_f32(out);
-  for (int64_t o = 0; o < outer; o++) {
-    const float *xp = xv + o * n * inner;
-    float *yp = yv + o * n * inner;
-    for (int64_t i = 0; i < inner; i++) {
-      m[i] = xp[i];
-      s[i] = 0;
-    }
-    for (int64_t j = 1; j < n; j++)
-      for (int64_t i = 0; i < inner; i++)
-        if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < inner; i++) {
-        float e = expf(xp[j * inner + i] - m[i]);
-        s[i] += (double)e;
-        if (!log_out) yp[j * inner + i] = e;
-      }
-    if (log_out) {
-      for (int64_t i = 0; i < inner; i++) s[i] = log(s[i]);
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t i = 0; i < inner; i++)
-          yp[j * inner + i] = (float)((double)(xp[j * inner + i] - m[i]) - s[i]);
-    } else {
-      for (int64_t i = 0; i < inner; i++) s[i] = 1 / s[i];
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t i = 0; i < inner; i++)
-          yp[j * inner + i] = (float)((double)yp[j * inner + i] * s[i]);
-    }
-  }
+  if (x->dtype == DT_F64) softmax_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, log_out, m, s);
+  else softmax_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, log_out, m, s);
   mem_free(m);
   mem_free(s);
   tensor_unref(x);
@@ -368,32 +389,48 @@ static int softmax_run(ExecCtx *c, bool log_out) {
 static int k_softmax(ExecCtx *c) { return softmax_run(c, false); }
 static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
 
+/* The loop of k_softmax_ce for element type T. */
+#define SOFTMAX_CE_LOOPS(NAME, T, EXPF)                                                        \
+static int NAME(ExecCtx *c, const T *x, const Tensor *lb, T *y, int64_t rows, int64_t ncls) {  \
+  const int64_t *label = tensor_i64(lb);                                                       \
+  int rc = 0;                                                                                  \
+  for (int64_t r = 0; r < rows; r++) {                                                         \
+    int64_t l = label[r];                                                                      \
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                      \
+    const T *row = x + r * ncls;                                                               \
+    /* (max - x[l]) first: both are large for large logits, their difference is not */         \
+    T m = row[0];                                                                              \
+    for (int64_t j = 1; j < ncls; j++)                                                         \
+      if (row[j] > m) m = row[j];                                                              \
+    double s = 0;                                                                              \
+    for (int64_t j = 0; j < ncls; j++) s += (double)EXPF(row[j] - m);                          \
+    y[r] = (T)((double)(m - row[l]) + log(s));                                                 \
+  }                                                                                            \
+  return rc;                                                                                   \
+}
+SOFTMAX_CE_LOOPS(softmax_ce_f32, float, expf)
+SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
+
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
-  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *loss = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *loss = ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
-  const float *x = tensor_f32(lg);
-  const int64_t *label = tensor_i64(lb);
-  float *y = tensor_f32(loss);
-  int rc = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t l = label[r];
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;
-    const float *row = x + r * ncls;
-    /* (max - x[l]) first: both are large for large logits, their difference is not */
-    float m = row[0];
-    for (int64_t j = 1; j < ncls; j++)
-      if (row[j] > m) m = row[j];
-    double s = 0;
-    for (int64_t j = 0; j < ncls; j++) s += (double)expf(row[j] - m);
-    y[r] = (float)((double)(m - row[l]) + log(s));
-  }
+  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, tensor_f64(loss), rows, ncls)
+                               : softmax_ce_f32(c, tensor_f32(lg), lb, tensor_f32(loss), rows, ncls);
   tensor_unref(lg);
   return rc;
 }
 
 /* Out = max(x, 0) - x z + log1p(exp(-|x|)): never exp of a large number. */
 static int k_sigmoid_ce(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) {   /* the same in double (the executor made X and Label f64) */
+    Tensor *x = ctx_in(c, 0), *z = ctx_in(c, 1), *out = ctx_out(c, 0);
+    for (int64_t i = 0; i < out->numel; i++) {
+      double a = tensor_get(x, i);
+      tensor_f64(out)[i] = fmax(a, 0) - a * tensor_get(z, i) + log1p(exp(-fabs(a)));
+    }
+    return 0;
+  }
   Tensor *x = in_f32(c, 0), *z = in_f32(c, 1), *out = ctx_out(c, 0);
   const float *xv = tensor_f32(x), *zv = tensor_f32(z);
   float *y = tensor_f32(out);
@@ -406,25 +443,33 @@ static int k_sigmoid_ce(ExecCtx *c) {
   return 0;
 }
 
+/* The loop of k_mse for element type T. */
+#define MSE_LOOP(NAME, T)                                                       \
+  static void NAME(const Bcast *b, const T *xv, const T *tv, T *y) {            \
+    BcastIter it;                                                               \
+    bcast_iter_init(&it, b);                                                    \
+    do {                                                                        \
+      const T *xp = xv + it.off[0], *tp = tv + it.off[1];                       \
+      T *yp = y + it.out;                                                       \
+      for (int64_t i = 0; i < b->inner; i++) {                                  \
+        T d = xp[i * b->inner_step[0]] - tp[i * b->inner_step[1]];              \
+        yp[i] = d * d;                                                          \
+      }                                                                         \
+    } while (bcast_iter_next(&it));                                             \
+  }
+MSE_LOOP(mse_f32, float)
+MSE_LOOP(mse_f64, double)
+
 static int k_mse(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *t = in_f32(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = in_float(c, 0), *t = in_float(c, 1), *out = ctx_out(c, 0);
   Bcast b;
   int rc = 0;
   if (!bcast_init(&b, x, t)) {
     rc = ctx_fail(c, "X and Y do not broadcast");
+  } else if (out->numel > 0 && out->dtype == DT_F64 && x->dtype == DT_F64 && t->dtype == DT_F64) {
+    mse_f64(&b, tensor_f64(x), tensor_f64(t), tensor_f64(out));
   } else if (out->numel > 0) {
-    const float *xv = tensor_f32(x), *tv = tensor_f32(t);
-    float *y = tensor_f32(out);
-    BcastIter it;
-    bcast_iter_init(&it, &b);
-    do {
-      const float *xp = xv + it.off[0], *tp = tv + it.off[1];
-      float *yp = y + it.out;
-      for (int64_t i = 0; i < b.inner; i++) {
-        float d = xp[i * b.inner_step[0]] - tp[i * b.inner_step[1]];
-        yp[i] = d * d;
-      }
-    } while (bcast_iter_next(&it));
+    mse_f32(&b, tensor_f32(x), tensor_f32(t), tensor_f32(out));
   }
   tensor_unref(x);
   tensor_unref(t);
@@ -438,7 +483,28 @@ static int k_mse(ExecCtx *c) {
  * rescaling at test time.  seed = 0 draws from the run's generator (each call
  * a new mask); a non-zero seed seeds a private generator per call (the same
  * mask every call). */
+/* dropout in f64: the mask of the same draws as f32's. */
+static void dropout64(ExecCtx *c, const Tensor *x, Tensor *out, Tensor *mask, double p) {
+  int64_t seed = ctx_attr_i(c, "seed"), n = x->numel;
+  double *y = tensor_f64(out), *mv = tensor_f64(mask);
+  bool pass = ctx_attr_b(c, "is_test") || p == 0;
+  Rng own, *rng = ctx_rng(c);
+  if (!pass && seed != 0) {
+    rng_seed(&own, (uint64_t)seed);
+    rng = &own;
+  }
+  double keep = 1 / (1 - p);
+  for (int64_t i = 0; i < n; i++) {
+    mv[i] = pass ? 1 : rng_uniform(rng) >= p ? keep : 0;
+    y[i] = tensor_get(x, i) * mv[i];
+  }
+}
+
 static int k_dropout(ExecCtx *c) {
+  if (ctx_out(c, 0)->dtype == DT_F64) {
+    dropout64(c, ctx_in(c, 0), ctx_out(c, 0), ctx_out(c, 1), ctx_attr_f(c, "p"));
+    return 0;
+  }
   Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0), *mask = ctx_out(c, 1);
   double p = ctx_attr_f(c, "p");
   int64_t seed = ctx_attr_i(c, "seed");
@@ -476,50 +542,62 @@ static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
 /* The mean of the n values xp into *mean and 1 / sqrt(variance + eps),
  * the biased variance, in two passes in double (the forward and the grad
  * compute them alike). */
-static inline double row_moments(const float *xp, int64_t n, double eps, double *mean) {
-  double m = 0, var = 0;
-  for (int64_t i = 0; i < n; i++) m += (double)xp[i];
-  m /= (double)n;
-  for (int64_t i = 0; i < n; i++) {
-    double d = (double)xp[i] - m;
-    var += d * d;
-  }
-  var /= (double)n;
-  *mean = m;
-  return 1 / sqrt(var + eps);
+/* row_moments for element type T. */
+#define ROW_MOMENTS(NAME, T)                                                   \
+static inline double NAME(const T *xp, int64_t n, double eps, double *mean) {  \
+  double m = 0, var = 0;                                                       \
+  for (int64_t i = 0; i < n; i++) m += (double)xp[i];                          \
+  m /= (double)n;                                                              \
+  for (int64_t i = 0; i < n; i++) {                                            \
+    double d = (double)xp[i] - m;                                              \
+    var += d * d;                                                              \
+  }                                                                            \
+  var /= (double)n;                                                            \
+  *mean = m;                                                                   \
+  return 1 / sqrt(var + eps);                                                  \
 }
+ROW_MOMENTS(row_moments, float)
+ROW_MOMENTS(row_moments64, double)
 
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias, with mean and biased
  * variance over the trailing axes from begin_norm_axis; Scale and Bias have
  * those axes' shape or its product, so both index as flat rows. */
+/* layer_norm for element type T: TF its data, IN and OPT its inputs in T. */
+#define LAYER_NORM(NAME, T, TF, IN, OPT, MOMENTS)                                     \
+static int NAME(ExecCtx *c) {                                                         \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = ctx_out(c, 0);       \
+  double eps = ctx_attr_f(c, "epsilon");                                              \
+  int64_t rows, n;                                                                    \
+  norm_rows(c, x, &rows, &n);                                                         \
+  int rc = 0;                                                                         \
+  if ((sc && sc->numel != n) || (bi && bi->numel != n)) {                             \
+    rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",         \
+                  sc && sc->numel != n ? "Scale" : "Bias",                            \
+                  (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
+    rows = 0;                                                                         \
+  }                                                                                   \
+  const T *sv = sc ? TF(sc) : NULL, *bv = bi ? TF(bi) : NULL;                         \
+  for (int64_t r = 0; r < rows && n > 0; r++) {                                       \
+    const T *xp = TF(x) + r * n;                                                      \
+    T *yp = TF(out) + r * n;                                                          \
+    double mean, inv = MOMENTS(xp, n, eps, &mean);                                    \
+    for (int64_t i = 0; i < n; i++) {                                                 \
+      double v = ((double)xp[i] - mean) * inv;                                        \
+      if (sv) v *= (double)sv[i];                                                     \
+      if (bv) v += (double)bv[i];                                                     \
+      yp[i] = (T)v;                                                                   \
+    }                                                                                 \
+  }                                                                                   \
+  tensor_unref(x);                                                                    \
+  tensor_unref(sc);                                                                   \
+  tensor_unref(bi);                                                                   \
+  return rc;                                                                          \
+}
+LAYER_NORM(layer_norm_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
+LAYER_NORM(layer_norm_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
+
 static int k_layer_norm(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *bi = opt_f32(c, 2), *out = ctx_out(c, 0);
-  double eps = ctx_attr_f(c, "epsilon");
-  int64_t rows, n;
-  norm_rows(c, x, &rows, &n);
-  int rc = 0;
-  if ((sc && sc->numel != n) || (bi && bi->numel != n)) {
-    rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",
-                  sc && sc->numel != n ? "Scale" : "Bias",
-                  (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);
-    rows = 0;
-  }
-  const float *sv = sc ? tensor_f32(sc) : NULL, *bv = bi ? tensor_f32(bi) : NULL;
-  for (int64_t r = 0; r < rows && n > 0; r++) {
-    const float *xp = tensor_f32(x) + r * n;
-    float *yp = tensor_f32(out) + r * n;
-    double mean, inv = row_moments(xp, n, eps, &mean);
-    for (int64_t i = 0; i < n; i++) {
-      double v = ((double)xp[i] - mean) * inv;
-      if (sv) v *= (double)sv[i];
-      if (bv) v += (double)bv[i];
-      yp[i] = (float)v;
-    }
-  }
-  tensor_unref(x);
-  tensor_unref(sc);
-  tensor_unref(bi);
-  return rc;
+  return ctx_out(c, 0)->dtype == DT_F64 ? layer_norm_f64(c) : layer_norm_f32(c);
 }
 
 /* ---- kernels: batch_norm ------------------------------------------------------------ */
@@ -535,43 +613,57 @@ static BnGeom bn_geom(const Tensor *x) { return (BnGeom){x->shape[0], x->shape[1
 /* Channel k's batch mean into *mean and its biased variance into *var: two
  * passes in double over the channel's runs (the forward and the grad
  * compute them alike). */
-static void channel_moments(const float *x, BnGeom g, int64_t k, double *mean, double *var) {
-  double s = 0, q = 0, count = (double)(g.n * g.hw);
-  for (int64_t b = 0; b < g.n; b++) s += f32_sum(x + (b * g.ch + k) * g.hw, g.hw);
-  double m = s / count;
-  for (int64_t b = 0; b < g.n; b++) {
-    const float *p = x + (b * g.ch + k) * g.hw;
-    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= g.hw; i += 4) {
-      double d0 = (double)p[i] - m, d1 = (double)p[i + 1] - m, d2 = (double)p[i + 2] - m, d3 = (double)p[i + 3] - m;
-      q0 += d0 * d0, q1 += d1 * d1, q2 += d2 * d2, q3 += d3 * d3;
-    }
-    for (; i < g.hw; i++) q0 += ((double)p[i] - m) * ((double)p[i] - m);
-    q += (q0 + q1) + (q2 + q3);
-  }
-  *mean = m;
-  *var = q / count;
+/* channel_moments for element type T (SUM its f32_sum). */
+#define CHANNEL_MOMENTS(NAME, T, SUM)                                                                                 \
+static void NAME(const T *x, BnGeom g, int64_t k, double *mean, double *var) {                                        \
+  double s = 0, q = 0, count = (double)(g.n * g.hw);                                                                  \
+  for (int64_t b = 0; b < g.n; b++) s += SUM(x + (b * g.ch + k) * g.hw, g.hw);                                        \
+  double m = s / count;                                                                                               \
+  for (int64_t b = 0; b < g.n; b++) {                                                                                 \
+    const T *p = x + (b * g.ch + k) * g.hw;                                                                           \
+    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;                                                                            \
+    int64_t i = 0;                                                                                                    \
+    for (; i + 4 <= g.hw; i += 4) {                                                                                   \
+      double d0 = (double)p[i] - m, d1 = (double)p[i + 1] - m, d2 = (double)p[i + 2] - m, d3 = (double)p[i + 3] - m;  \
+      q0 += d0 * d0, q1 += d1 * d1, q2 += d2 * d2, q3 += d3 * d3;                                                     \
+    }                                                                                                                 \
+    for (; i < g.hw; i++) q0 += ((double)p[i] - m) * ((double)p[i] - m);                                              \
+    q += (q0 + q1) + (q2 + q3);                                                                                       \
+  }                                                                                                                   \
+  *mean = m;                                                                                                          \
+  *var = q / count;                                                                                                   \
 }
+/* f32_sum for doubles. */
+static inline double f64_sum(const double *x, int64_t n) {
+  double a = 0;
+  for (int64_t k = 0; k < n; k++) a += x[k];
+  return a;
+}
+CHANNEL_MOMENTS(channel_moments, float, f32_sum)
+CHANNEL_MOMENTS(channel_moments64, double, f64_sum)
 
 /* Adds sum(gp) to *sg and sum(gp (xp - m)) to *sgx over a run of n, in
  * four lanes of double (independent sums the CPU overlaps), added up in a
  * fixed order. */
-static inline void grad_sums(const float *gp, const float *xp, float m, int64_t n, double *sg, double *sgx) {
-  double a[4] = {0}, b[4] = {0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; l++) {
-      a[l] += (double)gp[i + l];
-      b[l] += (double)gp[i + l] * (double)(xp[i + l] - m);
-    }
-  for (; i < n; i++) {
-    a[0] += (double)gp[i];
-    b[0] += (double)gp[i] * (double)(xp[i] - m);
-  }
-  *sg += (a[0] + a[1]) + (a[2] + a[3]);
-  *sgx += (b[0] + b[1]) + (b[2] + b[3]);
+/* grad_sums for element type T. */
+#define GRAD_SUMS(NAME, T)                                                                    \
+static inline void NAME(const T *gp, const T *xp, T m, int64_t n, double *sg, double *sgx) {  \
+  double a[4] = {0}, b[4] = {0};                                                              \
+  int64_t i = 0;                                                                              \
+  for (; i + 4 <= n; i += 4)                                                                  \
+    for (int l = 0; l < 4; l++) {                                                             \
+      a[l] += (double)gp[i + l];                                                              \
+      b[l] += (double)gp[i + l] * (double)(xp[i + l] - m);                                    \
+    }                                                                                         \
+  for (; i < n; i++) {                                                                        \
+    a[0] += (double)gp[i];                                                                    \
+    b[0] += (double)gp[i] * (double)(xp[i] - m);                                              \
+  }                                                                                           \
+  *sg += (a[0] + a[1]) + (a[2] + a[3]);                                                       \
+  *sgx += (b[0] + b[1]) + (b[2] + b[3]);                                                      \
 }
+GRAD_SUMS(grad_sums, float)
+GRAD_SUMS(grad_sums64, double)
 
 /* Whether batch_norm's Training input says true. */
 static bool bn_training(ExecCtx *c) { return tensor_get(ctx_in(c, 5), 0) != 0; }
@@ -590,37 +682,45 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
  * statistics moved toward them, the variance unbiased), else with Mean
  * and Variance (passed through).  Channels go to threads; each one is
  * whole on its thread, so the bits do not depend on the thread count. */
+/* batch_norm for element type T. */
+#define BATCH_NORM(NAME, T, TF, IN, MOMENTS)                                             \
+static int NAME(ExecCtx *c) {                                                            \
+  Tensor *x = IN(c, 0), *sc = IN(c, 1), *bi = IN(c, 2), *rm = IN(c, 3), *rv = IN(c, 4);  \
+  Tensor *yt = ctx_out(c, 0), *mo = ctx_out(c, 1), *vo = ctx_out(c, 2);                  \
+  BnGeom g = bn_geom(x);                                                                 \
+  bool training = bn_training(c);                                                        \
+  double mom = ctx_attr_f(c, "momentum"), eps = ctx_attr_f(c, "epsilon");                \
+  double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;  \
+  int rc = training ? bn_check_batch(c, x, g) : 0;                                       \
+  const T *xv = TF(x), *sv = TF(sc), *bv = TF(bi), *mv = TF(rm),                         \
+              *vv = TF(rv);                                                              \
+  T *yv = TF(yt), *mov = TF(mo), *vov = TF(vo);                                          \
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                               \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                        \
+    double mean = mv[k], var = vv[k];                                                    \
+    if (training) MOMENTS(xv, g, k, &mean, &var);                                        \
+    double a = (double)sv[k] / sqrt(var + eps);                                          \
+    T af = (T)a, mf = (T)mean, bf = bv[k];                                               \
+    for (int64_t b = 0; b < g.n; b++) {                                                  \
+      const T *xp = xv + (b * g.ch + k) * g.hw;                                          \
+      T *yp = yv + (b * g.ch + k) * g.hw;                                                \
+      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;                 \
+    }                                                                                    \
+    mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];             \
+    vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];     \
+  }                                                                                      \
+  tensor_unref(x);                                                                       \
+  tensor_unref(sc);                                                                      \
+  tensor_unref(bi);                                                                      \
+  tensor_unref(rm);                                                                      \
+  tensor_unref(rv);                                                                      \
+  return rc;                                                                             \
+}
+BATCH_NORM(batch_norm_f32, float, tensor_f32, in_f32, channel_moments)
+BATCH_NORM(batch_norm_f64, double, tensor_f64, in_f64, channel_moments64)
+
 static int k_batch_norm(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = in_f32(c, 1), *bi = in_f32(c, 2), *rm = in_f32(c, 3), *rv = in_f32(c, 4);
-  Tensor *yt = ctx_out(c, 0), *mo = ctx_out(c, 1), *vo = ctx_out(c, 2);
-  BnGeom g = bn_geom(x);
-  bool training = bn_training(c);
-  double mom = ctx_attr_f(c, "momentum"), eps = ctx_attr_f(c, "epsilon");
-  double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;
-  int rc = training ? bn_check_batch(c, x, g) : 0;
-  const float *xv = tensor_f32(x), *sv = tensor_f32(sc), *bv = tensor_f32(bi), *mv = tensor_f32(rm),
-              *vv = tensor_f32(rv);
-  float *yv = tensor_f32(yt), *mov = tensor_f32(mo), *vov = tensor_f32(vo);
-  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)
-  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {
-    double mean = mv[k], var = vv[k];
-    if (training) channel_moments(xv, g, k, &mean, &var);
-    double a = (double)sv[k] / sqrt(var + eps);
-    float af = (float)a, mf = (float)mean, bf = bv[k];
-    for (int64_t b = 0; b < g.n; b++) {
-      const float *xp = xv + (b * g.ch + k) * g.hw;
-      float *yp = yv + (b * g.ch + k) * g.hw;
-      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;
-    }
-    mov[k] = training ? (float)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];
-    vov[k] = training ? (float)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];
-  }
-  tensor_unref(x);
-  tensor_unref(sc);
-  tensor_unref(bi);
-  tensor_unref(rm);
-  tensor_unref(rv);
-  return rc;
+  return ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64(c) : batch_norm_f32(c);
 }
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
@@ -630,43 +730,51 @@ static int k_batch_norm(ExecCtx *c) {
  *   dX = Scale inv dY                                        eval,
  * the batch's statistics recomputed as the forward did (training) or
  * Mean and Variance read (eval: constants, so dX is affine in dY). */
+/* batch_norm_grad for element type T (DT its dtype). */
+#define BATCH_NORM_GRAD(NAME, T, TF, IN, DT, MOMENTS, GSUMS)                                  \
+static int NAME(ExecCtx *c) {                                                                 \
+  Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = ctx_in(c, 6);  \
+  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);                    \
+  BnGeom g = bn_geom(x);                                                                      \
+  bool training = bn_training(c);                                                             \
+  double eps = ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                        \
+  int rc = training ? bn_check_batch(c, x, g) : 0;                                            \
+  if (rc == 0 && (dyt->dtype != DT || dyt->numel != x->numel))                                \
+    rc = ctx_fail(c, "internal error: Y@GRAD does not fit X");                                \
+  const T *xv = TF(x), *sv = TF(sc), *mv = TF(rm), *vv = TF(rv);                              \
+  const T *dy = rc ? NULL : TF(dyt);                                                          \
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                    \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                             \
+    double mean = mv[k], var = vv[k];                                                         \
+    if (training) MOMENTS(xv, g, k, &mean, &var);                                             \
+    double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;                                        \
+    T mf = (T)mean;                                                                           \
+    for (int64_t b = 0; b < g.n; b++)                                                         \
+      GSUMS(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);     \
+    if (dbt) TF(dbt)[k] = (T)sg;                                                              \
+    if (dst) TF(dst)[k] = (T)(sgx * inv);                                                     \
+    if (!dxt) continue;                                                                       \
+    /* dX = a dY + b (x - mean) + d */                                                        \
+    double a = (double)sv[k] * inv;                                                           \
+    T af = (T)a, bf = training ? (T)(-a * inv * inv * sgx / count) : (T)0,                    \
+          df = training ? (T)(-a * sg / count) : (T)0;                                        \
+    for (int64_t b = 0; b < g.n; b++) {                                                       \
+      const T *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;             \
+      T *dp = TF(dxt) + (b * g.ch + k) * g.hw;                                                \
+      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;         \
+    }                                                                                         \
+  }                                                                                           \
+  tensor_unref(x);                                                                            \
+  tensor_unref(sc);                                                                           \
+  tensor_unref(rm);                                                                           \
+  tensor_unref(rv);                                                                           \
+  return rc;                                                                                  \
+}
+BATCH_NORM_GRAD(batch_norm_grad_f32, float, tensor_f32, in_f32, DT_F32, channel_moments, grad_sums)
+BATCH_NORM_GRAD(batch_norm_grad_f64, double, tensor_f64, in_f64, DT_F64, channel_moments64, grad_sums64)
+
 static int k_batch_norm_grad(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = in_f32(c, 1), *rm = in_f32(c, 3), *rv = in_f32(c, 4), *dyt = ctx_in(c, 6);
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);
-  BnGeom g = bn_geom(x);
-  bool training = bn_training(c);
-  double eps = ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);
-  int rc = training ? bn_check_batch(c, x, g) : 0;
-  if (rc == 0 && (dyt->dtype != DT_F32 || dyt->numel != x->numel))
-    rc = ctx_fail(c, "internal error: Y@GRAD does not fit X");
-  const float *xv = tensor_f32(x), *sv = tensor_f32(sc), *mv = tensor_f32(rm), *vv = tensor_f32(rv);
-  const float *dy = rc ? NULL : tensor_f32(dyt);
-  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)
-  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {
-    double mean = mv[k], var = vv[k];
-    if (training) channel_moments(xv, g, k, &mean, &var);
-    double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;
-    float mf = (float)mean;
-    for (int64_t b = 0; b < g.n; b++)
-      grad_sums(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);
-    if (dbt) tensor_f32(dbt)[k] = (float)sg;
-    if (dst) tensor_f32(dst)[k] = (float)(sgx * inv);
-    if (!dxt) continue;
-    /* dX = a dY + b (x - mean) + d */
-    double a = (double)sv[k] * inv;
-    float af = (float)a, bf = training ? (float)(-a * inv * inv * sgx / count) : 0.0f,
-          df = training ? (float)(-a * sg / count) : 0.0f;
-    for (int64_t b = 0; b < g.n; b++) {
-      const float *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;
-      float *dp = tensor_f32(dxt) + (b * g.ch + k) * g.hw;
-      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;
-    }
-  }
-  tensor_unref(x);
-  tensor_unref(sc);
-  tensor_unref(rm);
-  tensor_unref(rv);
-  return rc;
+  return ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64(c) : batch_norm_grad_f32(c);
 }
 
 /* ---- kernels: embedding, accuracy ------------------------------------------------- */
@@ -690,6 +798,21 @@ static int k_embedding(ExecCtx *c) {
  * means "argmax == label".  A NaN logit for the label is a miss.  No rows
  * give 0, not NaN, so an empty batch does not poison a running average. */
 static int k_accuracy(ExecCtx *c) {
+  if (ctx_in(c, 0)->dtype == DT_F64) {   /* f64 logits, compared as f64 */
+    Tensor *x64 = ctx_in(c, 0), *lb = ctx_in(c, 1);
+    int64_t rows = x64->shape[0], ncls = x64->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t l = tensor_i64(lb)[r], rank = 0;
+      int rc = label_check(c, lb, r, l, ncls);
+      if (rc < 0) return rc;
+      const double *row = tensor_f64(x64) + r * ncls;
+      if (isnan(row[l])) continue;
+      for (int64_t j = 0; j < ncls && rank < k; j++) rank += row[j] > row[l] || (row[j] == row[l] && j < l);
+      hits += rank < k;
+    }
+    tensor_set(ctx_out(c, 0), 0, rows ? (double)hits / (double)rows : 0.0);
+    return 0;
+  }
   Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *out = ctx_out(c, 0);
   int64_t rows = lg->shape[0], ncls = lg->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
   const float *x = tensor_f32(lg);
@@ -744,6 +867,27 @@ static bool infer_softmax_grad(InferCtx *c) {
 /* Along the axis, with s = sum(dOut * Out) (softmax) or sum(dOut)
  * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s.
  * The [outer, n, inner] walk is softmax_run's. */
+/* The loops of softmax_grad_run for element type T. */
+#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPF)                                                                              \
+static void NAME(const T *yv, const T *gv, T *xv, int64_t outer, int64_t n, int64_t inner, bool log_out, double *s) {  \
+  for (int64_t o = 0; o < outer; o++) {                                                                                \
+    const T *yp = yv + o * n * inner, *gp = gv + o * n * inner;                                                        \
+    T *xp = xv + o * n * inner;                                                                                        \
+    for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                                      \
+    for (int64_t j = 0; j < n; j++)                                                                                    \
+      for (int64_t i = 0; i < inner; i++)                                                                              \
+        s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];           \
+    for (int64_t j = 0; j < n; j++)                                                                                    \
+      for (int64_t i = 0; i < inner; i++) {                                                                            \
+        int64_t k = j * inner + i;                                                                                     \
+        xp[k] = log_out ? (T)((double)gp[k] - (double)EXPF(yp[k]) * s[i])                                              \
+                        : (T)((double)yp[k] * ((double)gp[k] - s[i]));                                                 \
+      }                                                                                                                \
+  }                                                                                                                    \
+}
+SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, expf)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, exp)
+
 static int softmax_grad_run(ExecCtx *c, bool log_out) {
   Tensor *y = ctx_in(c, 0), *dy = ctx_in(c, 1), *dx = ctx_out(c, 0);
   if (!dx || y->numel == 0) return 0;
@@ -753,22 +897,10 @@ static int softmax_grad_run(ExecCtx *c, bool log_out) {
   int64_t outer = prod(y->shape, 0, axis), n = y->shape[axis],
           inner = prod(y->shape, axis + 1, y->rank);
   double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
-  const float *yv = tensor_f32(y), *gv = tensor_f32(dy);
-  float *xv = tensor_f32(dx);
-  for (int64_t o = 0; o < outer; o++) {
-    const float *yp = yv + o * n * inner, *gp = gv + o * n * inner;
-    float *xp = xv + o * n * inner;
-    for (int64_t i = 0; i < inner; i++) s[i] = 0;
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < inner; i++)
-        s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t k = j * inner + i;
-        xp[k] = log_out ? (float)((double)gp[k] - (double)expf(yp[k]) * s[i])
-                        : (float)((double)yp[k] * ((double)gp[k] - s[i]));
-      }
-  }
+  if (y->dtype == DT_F64 && dy->dtype == DT_F64 && dx->dtype == DT_F64)
+    softmax_grad_f64(tensor_f64(y), tensor_f64(dy), tensor_f64(dx), outer, n, inner, log_out, s);
+  else
+    softmax_grad_f32(tensor_f32(y), tensor_f32(dy), tensor_f32(dx), outer, n, inner, log_out, s);
   mem_free(s);
   return 0;
 }
@@ -778,8 +910,35 @@ static int k_log_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, true); }
 
 /* Logits@GRAD[r] = (softmax(Logits[r]) - onehot(Label[r])) * Loss@GRAD[r]:
  * the softmax is recomputed stably into the output row, then scaled. */
+/* The loop of k_softmax_ce_grad for element type T. */
+#define SOFTMAX_CE_GRAD_LOOPS(NAME, T, EXPF)                                                                \
+static int NAME(ExecCtx *c, const T *x, const T *gl, const Tensor *lb, T *d, int64_t rows, int64_t ncls) {  \
+  const int64_t *label = tensor_i64(lb);                                                                    \
+  int rc = 0;                                                                                               \
+  for (int64_t r = 0; r < rows; r++) {                                                                      \
+    int64_t l = label[r];                                                                                   \
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                   \
+    const T *row = x + r * ncls;                                                                            \
+    T *drow = d + r * ncls;                                                                                 \
+    T m = row[0];                                                                                           \
+    for (int64_t j = 1; j < ncls; j++)                                                                      \
+      if (row[j] > m) m = row[j];                                                                           \
+    double s = 0;                                                                                           \
+    for (int64_t j = 0; j < ncls; j++) {                                                                    \
+      drow[j] = EXPF(row[j] - m);                                                                           \
+      s += (double)drow[j];                                                                                 \
+    }                                                                                                       \
+    T k = (T)((double)gl[r] / s);                                                                           \
+    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;                                                        \
+    drow[l] -= gl[r];                                                                                       \
+  }                                                                                                         \
+  return rc;                                                                                                \
+}
+SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f32, float, expf)
+SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f64, double, exp)
+
 static int k_softmax_ce_grad(ExecCtx *c) {
-  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *dl = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *dl = ctx_in(c, 2), *dx = ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
   int rc = 0;
   if (!dx || lg->numel == 0) {
@@ -790,26 +949,10 @@ static int k_softmax_ce_grad(ExecCtx *c) {
     tensor_unref(lg);
     return ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
-  const float *x = tensor_f32(lg), *gl = tensor_f32(dl);
-  const int64_t *label = tensor_i64(lb);
-  float *d = tensor_f32(dx);
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t l = label[r];
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;
-    const float *row = x + r * ncls;
-    float *drow = d + r * ncls;
-    float m = row[0];
-    for (int64_t j = 1; j < ncls; j++)
-      if (row[j] > m) m = row[j];
-    double s = 0;
-    for (int64_t j = 0; j < ncls; j++) {
-      drow[j] = expf(row[j] - m);
-      s += (double)drow[j];
-    }
-    float k = (float)((double)gl[r] / s);
-    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;
-    drow[l] -= gl[r];
-  }
+  if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
+    rc = softmax_ce_grad_f64(c, tensor_f64(lg), tensor_f64(dl), lb, tensor_f64(dx), rows, ncls);
+  else
+    rc = softmax_ce_grad_f32(c, tensor_f32(lg), tensor_f32(dl), lb, tensor_f32(dx), rows, ncls);
   tensor_unref(lg);
   return rc;
 }
@@ -866,53 +1009,61 @@ static int g_dropout(GradCtx *g) {
  *   dScale = sum over rows of dY * xhat, dBias = sum over rows of dY.
  * The mean and variance are recomputed as the forward does (two passes in
  * double); the column sums accumulate in double. */
+/* layer_norm_grad for element type T. */
+#define LAYER_NORM_GRAD(NAME, T, TF, IN, OPT, MOMENTS)                                   \
+static int NAME(ExecCtx *c) {                                                            \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = ctx_in(c, 3);                            \
+  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);               \
+  double eps = ctx_attr_f(c, "epsilon");                                                 \
+  int64_t rows, n;                                                                       \
+  norm_rows(c, x, &rows, &n);                                                            \
+  int rc = 0;                                                                            \
+  if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||  \
+      dyt->numel != x->numel) {                                                          \
+    rc = ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                            \
+    rows = n = 0;                                                                        \
+  }                                                                                      \
+  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                       \
+  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;                       \
+  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));                            \
+  const T *sv = sc ? TF(sc) : NULL;                                                      \
+  for (int64_t r = 0; r < rows && n > 0; r++) {                                          \
+    const T *xp = TF(x) + r * n, *gp = TF(dyt) + r * n;                                  \
+    double mean, inv = MOMENTS(xp, n, eps, &mean), mg = 0, mgx = 0;                      \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];                       \
+      xh[i] = h;                                                                         \
+      if (as) as[i] += gi * h;                                                           \
+      if (ab) ab[i] += gi;                                                               \
+      if (sv) gi *= (double)sv[i];                                                       \
+      mg += gi;                                                                          \
+      mgx += gi * h;                                                                     \
+    }                                                                                    \
+    if (!dxt) continue;                                                                  \
+    mg /= (double)n;                                                                     \
+    mgx /= (double)n;                                                                    \
+    T *dp = TF(dxt) + r * n;                                                             \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);                            \
+      dp[i] = (T)(inv * (gi - mg - xh[i] * mgx));                                        \
+    }                                                                                    \
+  }                                                                                      \
+  for (int64_t i = 0; i < n; i++) {                                                      \
+    if (as) TF(dst)[i] = (T)as[i];                                                       \
+    if (ab) TF(dbt)[i] = (T)ab[i];                                                       \
+  }                                                                                      \
+  mem_free(as);                                                                          \
+  mem_free(ab);                                                                          \
+  mem_free(xh);                                                                          \
+  tensor_unref(x);                                                                       \
+  tensor_unref(sc);                                                                      \
+  return rc;                                                                             \
+}
+LAYER_NORM_GRAD(layer_norm_grad_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
+LAYER_NORM_GRAD(layer_norm_grad_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
+
 static int k_layer_norm_grad(ExecCtx *c) {
-  Tensor *x = in_f32(c, 0), *sc = opt_f32(c, 1), *dyt = ctx_in(c, 3);
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);
-  double eps = ctx_attr_f(c, "epsilon");
-  int64_t rows, n;
-  norm_rows(c, x, &rows, &n);
-  int rc = 0;
-  if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||
-      dyt->numel != x->numel) {
-    rc = ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");
-    rows = n = 0;
-  }
-  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;
-  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;
-  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));
-  const float *sv = sc ? tensor_f32(sc) : NULL;
-  for (int64_t r = 0; r < rows && n > 0; r++) {
-    const float *xp = tensor_f32(x) + r * n, *gp = tensor_f32(dyt) + r * n;
-    double mean, inv = row_moments(xp, n, eps, &mean), mg = 0, mgx = 0;
-    for (int64_t i = 0; i < n; i++) {
-      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];
-      xh[i] = h;
-      if (as) as[i] += gi * h;
-      if (ab) ab[i] += gi;
-      if (sv) gi *= (double)sv[i];
-      mg += gi;
-      mgx += gi * h;
-    }
-    if (!dxt) continue;
-    mg /= (double)n;
-    mgx /= (double)n;
-    float *dp = tensor_f32(dxt) + r * n;
-    for (int64_t i = 0; i < n; i++) {
-      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);
-      dp[i] = (float)(inv * (gi - mg - xh[i] * mgx));
-    }
-  }
-  for (int64_t i = 0; i < n; i++) {
-    if (as) tensor_f32(dst)[i] = (float)as[i];
-    if (ab) tensor_f32(dbt)[i] = (float)ab[i];
-  }
-  mem_free(as);
-  mem_free(ab);
-  mem_free(xh);
-  tensor_unref(x);
-  tensor_unref(sc);
-  return rc;
+  return ctx_in(c, 0)->dtype == DT_F64 ? layer_norm_grad_f64(c) : layer_norm_grad_f32(c);
 }
 
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
@@ -922,6 +1073,15 @@ static int k_embedding_grad(ExecCtx *c) {
   if (!dw) return 0;
   int64_t v = w->shape[0], d = w->shape[1];
   if (dout->numel != ids->numel * d) return ctx_fail(c, "Out@GRAD does not fit Ids and W");
+  if (dw->dtype == DT_F64 && dout->dtype == DT_F64) {   /* the same sums in double */
+    const int64_t *ix = tensor_i64(ids);
+    memset(dw->data, 0, sizeof(double) * (size_t)dw->numel);
+    for (int64_t i = 0; i < ids->numel; i++) {
+      if (ix[i] < 0 || ix[i] >= v) return index_fail(c, "Ids", ids, i, ix[i], "W", v, "rows");
+      for (int64_t j = 0; j < d; j++) tensor_f64(dw)[ix[i] * d + j] += tensor_f64(dout)[i * d + j];
+    }
+    return 0;
+  }
   float *o = tensor_f32(dw);
   const float *gv = tensor_f32(dout);
   const int64_t *iv = tensor_i64(ids);

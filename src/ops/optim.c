@@ -28,7 +28,7 @@ static bool shapes_agree(const Shape *a, const Shape *b) {
 static const VarDesc *param(InferCtx *c) {
   const VarDesc *p = infer_in(c, "Param", 0);
   if (!p) infer_fail(c, "input Param is missing");
-  else if (p->dtype != DT_F32) infer_fail(c, "Param must be f32, got %s", dtype_name(p->dtype));
+  else if (!dtype_is_float(p->dtype)) infer_fail(c, "Param must be f32 (or f64), got %s", dtype_name(p->dtype));
   else return p;
   return NULL;
 }
@@ -38,6 +38,9 @@ static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
   const VarDesc *v = infer_in(c, slot, 0);
   if (!v) return infer_fail(c, "input %s is missing", slot);
   if (!infer_need_float(c, slot, v)) return false;
+  if (v->dtype == DT_F64 && p->dtype != DT_F64)   /* it would update a converted copy of Param */
+    return infer_fail(c, "%s is f64 but Param is %s: an f32 parameter used with f64 values cannot be trained "
+                      "(declare it f64, or run with --dtype f64)", slot, dtype_name(p->dtype));
   if (!shapes_agree(&v->shape, &p->shape)) {
     char a[128], b[128];
     return infer_fail(c, "%s has shape %s but Param has shape %s", slot,
@@ -139,9 +142,85 @@ static void same(ExecCtx *c, int out_slot, int in_slot) {
 
 static float one(ExecCtx *c, int slot) { return (float)tensor_get(ctx_in(c, slot), 0); }
 
+/* ---- the f64 updates: the same formulas in double, for an f64 Param
+ * (its state and Grad are f64 with it: train.c, the executor). */
+
+static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
+  double lr = tensor_get(ctx_in(c, 2), 0), wd = ctx_attr_f(c, "weight_decay");
+  double *pv = tensor_f64(p);
+  const double *gv = tensor_f64(g);
+  for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * (gv[i] + wd * pv[i]);
+  same(c, 0, 0);
+  return 0;
+}
+
+static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
+  double lr = tensor_get(ctx_in(c, 3), 0), mu = ctx_attr_f(c, "mu"), wd = ctx_attr_f(c, "weight_decay");
+  bool nesterov = ctx_attr_b(c, "use_nesterov");
+  double *pv = tensor_f64(p), *vv = tensor_f64(v);
+  const double *gv = tensor_f64(g);
+  for (int64_t i = 0; i < p->numel; i++) {
+    double gi = gv[i] + wd * pv[i];
+    vv[i] = mu * vv[i] + gi;
+    pv[i] -= lr * (nesterov ? gi + mu * vv[i] : vv[i]);
+  }
+  same(c, 0, 0);
+  same(c, 1, 2);
+  return 0;
+}
+
+static int adam64(ExecCtx *c, double coeff) {
+  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
+  Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
+  double lr = tensor_get(ctx_in(c, 2), 0), b1 = ctx_attr_f(c, "beta1"), b2 = ctx_attr_f(c, "beta2");
+  double eps = ctx_attr_f(c, "epsilon");
+  double pow1 = tensor_get(b1p, 0) * b1, pow2 = tensor_get(b2p, 0) * b2;
+  double step = lr * sqrt(1 - pow2) / (1 - pow1), eps_hat = eps * sqrt(1 - pow2);
+  double *pv = tensor_f64(p), *mv = tensor_f64(m1), *vv = tensor_f64(m2);
+  const double *gv = tensor_f64(g);
+  for (int64_t i = 0; i < p->numel; i++) {
+    if (coeff != 0) pv[i] -= lr * coeff * pv[i];
+    mv[i] = b1 * mv[i] + (1 - b1) * gv[i];
+    vv[i] = b2 * vv[i] + (1 - b2) * gv[i] * gv[i];
+    pv[i] -= step * mv[i] / (sqrt(vv[i]) + eps_hat);
+  }
+  tensor_set(b1p, 0, pow1);
+  tensor_set(b2p, 0, pow2);
+  for (int k = 0; k < 5; k++) same(c, k, k == 0 ? 0 : k + 2);
+  return 0;
+}
+
+static int rmsprop64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {
+  double lr = tensor_get(ctx_in(c, 2), 0), rho = ctx_attr_f(c, "rho"), eps = ctx_attr_f(c, "epsilon");
+  double *pv = tensor_f64(p), *mv = tensor_f64(ms);
+  const double *gv = tensor_f64(g);
+  for (int64_t i = 0; i < p->numel; i++) {
+    mv[i] = rho * mv[i] + (1 - rho) * gv[i] * gv[i];
+    pv[i] -= lr * gv[i] / (sqrt(mv[i]) + eps);
+  }
+  same(c, 0, 0);
+  same(c, 1, 3);
+  return 0;
+}
+
+/* An f64 update needs its Grad and state in f64: anything else is refused,
+ * never updated in a copy. */
+static bool all_f64(ExecCtx *c, int n, const int *slots) {
+  for (int k = 0; k < n; k++)
+    if (ctx_in(c, slots[k])->dtype != DT_F64) return false;
+  return true;
+}
+#define NEED_F64(...)                                                           \
+  if (!all_f64(c, sizeof((int[]){__VA_ARGS__}) / sizeof(int), (int[]){__VA_ARGS__})) \
+    return ctx_fail(c, "an f64 Param needs f64 Grad and state")
+
 /* p -= lr * (g + wd * p) */
 static int k_sgd(ExecCtx *c) {
   Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1);
+  if (p->dtype == DT_F64) {
+    NEED_F64(1);
+    return sgd64(c, p, g);
+  }
   float lr = one(c, 2), wd = (float)ctx_attr_f(c, "weight_decay");
   float *pv = tensor_f32(p);
   const float *gv = tensor_f32(g);
@@ -176,6 +255,10 @@ static int k_sgd_matmul(ExecCtx *c) {
 /* PyTorch's SGD with momentum: v = mu v + g; p -= lr v (Nesterov: p -= lr (g + mu v)). */
 static int k_momentum(ExecCtx *c) {
   Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *v = ctx_in(c, 2);
+  if (p->dtype == DT_F64) {
+    NEED_F64(1, 2);
+    return momentum64(c, p, g, v);
+  }
   float lr = one(c, 3), mu = (float)ctx_attr_f(c, "mu"), wd = (float)ctx_attr_f(c, "weight_decay");
   bool nesterov = ctx_attr_b(c, "use_nesterov");
   float *pv = tensor_f32(p), *vv = tensor_f32(v);
@@ -222,6 +305,10 @@ static int adam(ExecCtx *c, float coeff) {
  * p -= lr g / (sqrt(ms) + eps), epsilon outside the root as PyTorch has it. */
 static int k_rmsprop(ExecCtx *c) {
   Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *ms = ctx_in(c, 3);
+  if (p->dtype == DT_F64) {
+    NEED_F64(1, 3);
+    return rmsprop64(c, p, g, ms);
+  }
   float lr = one(c, 2), rho = (float)ctx_attr_f(c, "rho"), eps = (float)ctx_attr_f(c, "epsilon");
   float *pv = tensor_f32(p), *mv = tensor_f32(ms);
   const float *gv = tensor_f32(g);
@@ -234,8 +321,20 @@ static int k_rmsprop(ExecCtx *c) {
   return 0;
 }
 
-static int k_adam(ExecCtx *c) { return adam(c, 0); }
-static int k_adamw(ExecCtx *c) { return adam(c, (float)ctx_attr_f(c, "coeff")); }
+static int k_adam(ExecCtx *c) {
+  if (ctx_in(c, 0)->dtype == DT_F64) {
+    NEED_F64(1, 3, 4, 5, 6);
+    return adam64(c, 0);
+  }
+  return adam(c, 0);
+}
+static int k_adamw(ExecCtx *c) {
+  if (ctx_in(c, 0)->dtype == DT_F64) {
+    NEED_F64(1, 3, 4, 5, 6);
+    return adam64(c, ctx_attr_f(c, "coeff"));
+  }
+  return adam(c, (float)ctx_attr_f(c, "coeff"));
+}
 
 /* Out = X scaled so that the global L2 norm of all X is at most max_norm. */
 static int k_clip_by_global_norm(ExecCtx *c) {
@@ -243,6 +342,10 @@ static int k_clip_by_global_norm(ExecCtx *c) {
   int n = ctx_in_count(c, 0);
   for (int k = 0; k < n; k++) {
     Tensor *x = ctx_in_at(c, 0, k);
+    if (x->dtype == DT_F64) {
+      for (int64_t i = 0; i < x->numel; i++) sq += tensor_f64(x)[i] * tensor_f64(x)[i];
+      continue;
+    }
     const float *v = tensor_f32(x);
     for (int64_t i = 0; i < x->numel; i++) sq += (double)v[i] * (double)v[i];
   }
@@ -250,7 +353,10 @@ static int k_clip_by_global_norm(ExecCtx *c) {
   float scale = norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
   for (int k = 0; k < n; k++) {
     Tensor *x = ctx_in_at(c, 0, k);
-    if (scale != 1.0f) {
+    if (scale != 1.0f && x->dtype == DT_F64) {
+      double s64 = norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+      for (int64_t i = 0; i < x->numel; i++) tensor_f64(x)[i] *= s64;
+    } else if (scale != 1.0f) {
       float *v = tensor_f32(x);
       for (int64_t i = 0; i < x->numel; i++) v[i] *= scale;
     }
@@ -262,8 +368,8 @@ static int k_clip_by_global_norm(ExecCtx *c) {
 static bool infer_clip_norm(InferCtx *c) {
   for (int k = 0; k < infer_count(c, "X"); k++) {
     const VarDesc *x = infer_in(c, "X", k);
-    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    infer_set(c, "Out", k, DT_F32, &x->shape);
+    if (!dtype_is_float(x->dtype)) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    infer_set(c, "Out", k, x->dtype, &x->shape);
   }
   return true;
 }

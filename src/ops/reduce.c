@@ -138,6 +138,7 @@ typedef void (*RunFn)(void *acc, const void *x, int64_t n, bool spread);
     acc[0] += (s[0] + s[1]) + (s[2] + s[3]);                                    \
   }
 SUM_RUN(sum_f32_f64, float, double)
+SUM_RUN(sum_f64_f64, double, double)
 SUM_RUN(sum_i64_f64, int64_t, double)
 SUM_RUN(sum_bool_f64, uint8_t, double)
 SUM_RUN(sum_i64_u64, int64_t, uint64_t)
@@ -165,6 +166,8 @@ SUM_RUN(sum_bool_u64, uint8_t, uint64_t)
 #define SMALLER_NAN(v, m) (((v) < (m)) | isnan(v) ? (v) : (m))
 PICK_RUN(max_f32, float, LARGER_NAN)
 PICK_RUN(min_f32, float, SMALLER_NAN)
+PICK_RUN(max_f64, double, LARGER_NAN)
+PICK_RUN(min_f64, double, SMALLER_NAN)
 PICK_RUN(max_i64, int64_t, LARGER)
 PICK_RUN(min_i64, int64_t, SMALLER)
 PICK_RUN(max_bool, uint8_t, LARGER)
@@ -259,7 +262,16 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
 
   int64_t n = out->numel;
   size_t xes = dtype_size(x->dtype);
-  bool wide = kind == R_MEAN || (kind == R_SUM && x->dtype == DT_F32);
+  bool wide = kind == R_MEAN || (kind == R_SUM && dtype_is_float(x->dtype));
+  if (wide && out->dtype == DT_F64) {   /* f64: summed straight into the result */
+    double *o = tensor_f64(out);
+    memset(o, 0, (size_t)n * sizeof *o);
+    RunFn run = x->dtype == DT_F64 ? sum_f64_f64 : x->dtype == DT_I64 ? sum_i64_f64 : sum_bool_f64;
+    if (x->numel > 0) walk(x->data, xes, (char *)o, sizeof *o, ng, size, gred, run);
+    if (kind == R_MEAN)
+      for (int64_t i = 0; i < n; i++) o[i] = count ? o[i] / (double)count : (double)NAN;
+    return 0;
+  }
   if (wide) {   /* a double accumulator per result */
     double *acc = mem_calloc(n ? (size_t)n : 1, sizeof *acc);
     RunFn run = x->dtype == DT_F32 ? sum_f32_f64 : x->dtype == DT_I64 ? sum_i64_f64 : sum_bool_f64;
@@ -286,6 +298,9 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
   if (x->dtype == DT_F32) {
     for (int64_t i = 0; i < n; i++) tensor_f32(out)[i] = mx ? -INFINITY : INFINITY;
     run = mx ? max_f32 : min_f32;
+  } else if (x->dtype == DT_F64) {
+    for (int64_t i = 0; i < n; i++) tensor_f64(out)[i] = mx ? -INFINITY : INFINITY;
+    run = mx ? max_f64 : min_f64;
   } else if (x->dtype == DT_I64) {
     for (int64_t i = 0; i < n; i++) tensor_i64(out)[i] = mx ? INT64_MIN : INT64_MAX;
     run = mx ? max_i64 : min_i64;
@@ -306,41 +321,49 @@ static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
  * exp overflows; m is taken as 0 when it is infinite (PyTorch's choice): a
  * row of -inf gives -inf, one holding +inf gives +inf, NaN propagates, and
  * an empty axis gives -inf (log 0).  The exps sum in double. */
+/* logsumexp for element type T (TF its data, EXPF its exp, MAXRUN its max run). */
+#define LOGSUMEXP(NAME, T, TF, EXPF, MAXRUN)                                      \
+static int NAME(ExecCtx *c) {                                                     \
+  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), out->dtype);        \
+  int64_t size[SHAPE_MAX_RANK], count, n = out->numel;                            \
+  bool gred[SHAPE_MAX_RANK];                                                      \
+  int ng = reduce_groups(c, x, size, gred, &count);                               \
+  T *m = TF(out);   /* the largest element, then the result */                    \
+  double *acc = mem_calloc(n ? (size_t)n : 1, sizeof *acc);                       \
+  for (int64_t i = 0; i < n; i++) m[i] = (T)-INFINITY;                            \
+  if (x->numel > 0 && n > 0) {                                                    \
+    walk(x->data, sizeof(T), (char *)m, sizeof(T), ng, size, gred, MAXRUN);       \
+    for (int64_t i = 0; i < n; i++)                                               \
+      if (isinf(m[i])) m[i] = (T)0;                                               \
+    Runs w;                                                                       \
+    runs_init(&w, ng, size, gred);                                                \
+    const T *xv = TF(x);                                                          \
+    for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {                         \
+      const T *xr = xv + k * w.last;                                              \
+      if (gred[ng - 1]) {                                                         \
+        T s = m[w.off];                                                           \
+        double a = 0;                                                             \
+        for (int64_t j = 0; j < w.last; j++) a += (double)EXPF(xr[j] - s);        \
+        acc[w.off] += a;                                                          \
+      } else {                                                                    \
+        const T *s = m + w.off;                                                   \
+        double *a = acc + w.off;                                                  \
+        for (int64_t j = 0; j < w.last; j++) a[j] += (double)EXPF(xr[j] - s[j]);  \
+      }                                                                           \
+    }                                                                             \
+  } else {                                                                        \
+    for (int64_t i = 0; i < n; i++) m[i] = (T)0;                                  \
+  }                                                                               \
+  for (int64_t i = 0; i < n; i++) m[i] = (T)(log(acc[i]) + (double)m[i]);         \
+  mem_free(acc);                                                                  \
+  tensor_unref(x);                                                                \
+  return 0;                                                                       \
+}
+LOGSUMEXP(logsumexp_f32, float, tensor_f32, expf, max_f32)
+LOGSUMEXP(logsumexp_f64, double, tensor_f64, exp, max_f64)
+
 static int k_logsumexp(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), DT_F32);
-  int64_t size[SHAPE_MAX_RANK], count, n = out->numel;
-  bool gred[SHAPE_MAX_RANK];
-  int ng = reduce_groups(c, x, size, gred, &count);
-  float *m = tensor_f32(out);   /* the largest element, then the result */
-  double *acc = mem_calloc(n ? (size_t)n : 1, sizeof *acc);
-  for (int64_t i = 0; i < n; i++) m[i] = -INFINITY;
-  if (x->numel > 0 && n > 0) {
-    walk(x->data, sizeof(float), (char *)m, sizeof(float), ng, size, gred, max_f32);
-    for (int64_t i = 0; i < n; i++)
-      if (isinf(m[i])) m[i] = 0.0f;
-    Runs w;
-    runs_init(&w, ng, size, gred);
-    const float *xv = tensor_f32(x);
-    for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
-      const float *xr = xv + k * w.last;
-      if (gred[ng - 1]) {
-        float s = m[w.off];
-        double a = 0;
-        for (int64_t j = 0; j < w.last; j++) a += (double)expf(xr[j] - s);
-        acc[w.off] += a;
-      } else {
-        const float *s = m + w.off;
-        double *a = acc + w.off;
-        for (int64_t j = 0; j < w.last; j++) a[j] += (double)expf(xr[j] - s[j]);
-      }
-    }
-  } else {
-    for (int64_t i = 0; i < n; i++) m[i] = 0.0f;
-  }
-  for (int64_t i = 0; i < n; i++) m[i] = (float)(log(acc[i]) + (double)m[i]);
-  mem_free(acc);
-  tensor_unref(x);
-  return 0;
+  return ctx_out(c, 0)->dtype == DT_F64 ? logsumexp_f64(c) : logsumexp_f32(c);
 }
 
 /* cumsum over X viewed as [outer, n, inner] around axis: Out's row r is
@@ -386,6 +409,7 @@ static int k_logsumexp(ExecCtx *c) {
     mem_free(acc);                                                              \
   }
 CUMSUM(cumsum_f32, float, double)
+CUMSUM(cumsum_f64, double, double)
 CUMSUM(cumsum_i64, int64_t, uint64_t)
 
 /* Out (or X@GRAD, rev) = the running sum of X (or Out@GRAD) along axis. */
@@ -404,6 +428,7 @@ static int cumsum_run(ExecCtx *c, bool rev) {
   }
   if (out->numel > 0) {
     if (out->dtype == DT_F32) cumsum_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, rev);
+    else if (out->dtype == DT_F64) cumsum_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, rev);
     else cumsum_i64(tensor_i64(x), tensor_i64(out), outer, n, inner, rev);
   }
   tensor_unref(x);
@@ -438,11 +463,56 @@ static bool infer_cumsum_grad(InferCtx *c) {
 /* Is a the picked value m (NaN picks NaN)? */
 static inline bool picked(float a, float m) { return a == m || (a != a && m != m); }
 
+/* sum_grad and mean_grad in f64: Out@GRAD (scaled by 1/count for mean)
+ * spread back over X's shape. */
+static int sum_grad64(ExecCtx *c, ReduceKind kind, Tensor *x, Tensor *dout, Tensor *dx) {
+  int64_t size[SHAPE_MAX_RANK], count;
+  bool gred[SHAPE_MAX_RANK];
+  int ng = reduce_groups(c, x, size, gred, &count);
+  if (x->numel == 0) return 0;
+  Runs w;
+  runs_init(&w, ng, size, gred);
+  bool reduced = gred[ng - 1];
+  const double *g = tensor_f64(dout);
+  double *d = tensor_f64(dx), scale = kind == R_MEAN ? 1.0 / (double)count : 1.0;
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w))
+    for (int64_t j = 0; j < w.last; j++) d[k * w.last + j] = g[reduced ? w.off : w.off + j] * scale;
+  return 0;
+}
+
+/* max_grad and min_grad in f64: Out@GRAD to the first element of each
+ * group that is the picked value, as reduce_grad does in f32. */
+static int pick_grad64(ExecCtx *c, Tensor *x, Tensor *out, Tensor *dout, Tensor *dx) {
+  int64_t size[SHAPE_MAX_RANK], count;
+  bool gred[SHAPE_MAX_RANK];
+  int ng = reduce_groups(c, x, size, gred, &count);
+  if (x->numel == 0) return 0;
+  Runs w;
+  runs_init(&w, ng, size, gred);
+  bool reduced = gred[ng - 1];
+  const double *g = tensor_f64(dout), *xv = tensor_f64(x), *ov = tensor_f64(out);
+  double *d = tensor_f64(dx);
+  bool *taken = mem_calloc(out->numel ? (size_t)out->numel : 1, sizeof *taken);
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w))
+    for (int64_t j = 0; j < w.last; j++) {
+      int64_t r = reduced ? w.off : w.off + j;
+      double a = xv[k * w.last + j];
+      bool hit = !taken[r] && (a == ov[r] || (a != a && ov[r] != ov[r]));
+      d[k * w.last + j] = hit ? g[r] : 0.0;
+      taken[r] |= hit;
+    }
+  mem_free(taken);
+  return 0;
+}
+
 static int reduce_grad(ExecCtx *c, ReduceKind kind) {
   bool pick = kind == R_MAX || kind == R_MIN;
   if (ctx_out_count(c, 0) == 0) return 0;
   Tensor *x = ctx_in(c, 0), *out = pick ? ctx_in(c, 1) : NULL, *dout = ctx_in(c, pick ? 2 : 1);
   Tensor *dx = ctx_out(c, 0);
+  if (!pick && dx->dtype == DT_F64 && dout->dtype == DT_F64) return sum_grad64(c, kind, x, dout, dx);
+  if (pick && dx->dtype == DT_F64 && x->dtype == DT_F64 && out->dtype == DT_F64 && dout->dtype == DT_F64)
+    return pick_grad64(c, x, out, dout, dx);
   if (x->dtype != DT_F32 || dout->dtype != DT_F32 || (out && out->dtype != DT_F32))
     return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
   int64_t size[SHAPE_MAX_RANK], count;
@@ -504,31 +574,39 @@ static int k_min_grad(ExecCtx *c) { return reduce_grad(c, R_MIN); }
 
 /* logsumexp: dX = dOut * exp(X - Out), the softmax over the reduced axes
  * (PyTorch's formula: NaN for a row of -inf, whose softmax is undefined). */
+/* logsumexp_grad for element type T (DT its dtype). */
+#define LOGSUMEXP_GRAD(NAME, T, TF, EXPF, DT)                                                \
+static int NAME(ExecCtx *c) {                                                                \
+  if (ctx_out_count(c, 0) == 0) return 0;                                                    \
+  Tensor *x = ctx_in(c, 0), *out = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);  \
+  if (x->dtype != DT || out->dtype != DT || dout->dtype != DT)                               \
+    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");                   \
+  int64_t size[SHAPE_MAX_RANK], count;                                                       \
+  bool gred[SHAPE_MAX_RANK];                                                                 \
+  int ng = reduce_groups(c, x, size, gred, &count);                                          \
+  if (x->numel == 0) return 0;                                                               \
+  Runs w;                                                                                    \
+  runs_init(&w, ng, size, gred);                                                             \
+  const T *g = TF(dout), *ov = TF(out), *xv = TF(x);                                         \
+  T *d = TF(dx);                                                                             \
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {                                      \
+    const T *xr = xv + k * w.last;                                                           \
+    T *o = d + k * w.last;                                                                   \
+    if (gred[ng - 1]) {                                                                      \
+      T s = ov[w.off], gr = g[w.off];                                                        \
+      for (int64_t j = 0; j < w.last; j++) o[j] = gr * EXPF(xr[j] - s);                      \
+    } else {                                                                                 \
+      const T *s = ov + w.off, *gr = g + w.off;                                              \
+      for (int64_t j = 0; j < w.last; j++) o[j] = gr[j] * EXPF(xr[j] - s[j]);                \
+    }                                                                                        \
+  }                                                                                          \
+  return 0;                                                                                  \
+}
+LOGSUMEXP_GRAD(logsumexp_grad_f32, float, tensor_f32, expf, DT_F32)
+LOGSUMEXP_GRAD(logsumexp_grad_f64, double, tensor_f64, exp, DT_F64)
+
 static int k_logsumexp_grad(ExecCtx *c) {
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *x = ctx_in(c, 0), *out = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
-  if (x->dtype != DT_F32 || out->dtype != DT_F32 || dout->dtype != DT_F32)
-    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
-  int64_t size[SHAPE_MAX_RANK], count;
-  bool gred[SHAPE_MAX_RANK];
-  int ng = reduce_groups(c, x, size, gred, &count);
-  if (x->numel == 0) return 0;
-  Runs w;
-  runs_init(&w, ng, size, gred);
-  const float *g = tensor_f32(dout), *ov = tensor_f32(out), *xv = tensor_f32(x);
-  float *d = tensor_f32(dx);
-  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
-    const float *xr = xv + k * w.last;
-    float *o = d + k * w.last;
-    if (gred[ng - 1]) {
-      float s = ov[w.off], gr = g[w.off];
-      for (int64_t j = 0; j < w.last; j++) o[j] = gr * expf(xr[j] - s);
-    } else {
-      const float *s = ov + w.off, *gr = g + w.off;
-      for (int64_t j = 0; j < w.last; j++) o[j] = gr[j] * expf(xr[j] - s[j]);
-    }
-  }
-  return 0;
+  return ctx_in(c, 0)->dtype == DT_F64 ? logsumexp_grad_f64(c) : logsumexp_grad_f32(c);
 }
 
 /* ---- gradients of the grad ops ----
@@ -664,6 +742,7 @@ static bool infer_reduce_grad(InferCtx *c) {
   }
 #define NEVER_NAN(v) false
 ARGMAX(argmax_f32, float, isnan)
+ARGMAX(argmax_f64, double, isnan)
 ARGMAX(argmax_i64, int64_t, NEVER_NAN)
 ARGMAX(argmax_bool, uint8_t, NEVER_NAN)
 
@@ -686,6 +765,7 @@ static int k_argmax(ExecCtx *c) {
                     tensor_shape_str(x, buf, sizeof buf));
   }
   if (x->dtype == DT_F32) argmax_f32(x->data, tensor_i64(out), outer, n, inner);
+  else if (x->dtype == DT_F64) argmax_f64(x->data, tensor_i64(out), outer, n, inner);
   else if (x->dtype == DT_I64) argmax_i64(x->data, tensor_i64(out), outer, n, inner);
   else argmax_bool(x->data, tensor_i64(out), outer, n, inner);
   return 0;

@@ -596,6 +596,7 @@ static int k_view(ExecCtx *c) {
   }
 TRANSPOSE_2D(transpose_2d_f32, float)
 TRANSPOSE_2D(transpose_2d_i64, int64_t)
+TRANSPOSE_2D(transpose_2d_f64, double)
 TRANSPOSE_2D(transpose_2d_u8, uint8_t)
 
 /* transpose: Out's dimension j is X's perm[j].  Dimensions of size 1 are
@@ -650,6 +651,7 @@ static int k_transpose(ExecCtx *c) {
     void *o = od + (size_t)w.off[1] * es;
     const void *xp = xd + (size_t)w.off[0] * es;
     if (x->dtype == DT_F32) transpose_2d_f32(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
+    else if (x->dtype == DT_F64) transpose_2d_f64(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
     else if (x->dtype == DT_I64) transpose_2d_i64(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
     else transpose_2d_u8(o, xp, size[p], size[n - 1], ost[p], st[n - 1]);
   }
@@ -947,7 +949,8 @@ static int k_slice_grad(ExecCtx *c) {
 static int k_gather_grad(ExecCtx *c) {
   if (ctx_out_count(c, 0) == 0) return 0;
   Tensor *index = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
-  if (dx->dtype != DT_F32 || dout->dtype != DT_F32)
+  bool dbl = dx->dtype == DT_F64 && dout->dtype == DT_F64;
+  if (!dbl && (dx->dtype != DT_F32 || dout->dtype != DT_F32))
     return ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
   int64_t outer, inner;
   int axis = split_at_axis(c, dx, &outer, &inner);
@@ -957,6 +960,16 @@ static int k_gather_grad(ExecCtx *c) {
     if (id[j] < -n || id[j] >= n)
       return ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
                       axis, (long long)n);
+  if (dbl) {   /* f64: the same sums in double */
+    memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < ni; j++) {
+        int64_t k = id[j] < 0 ? id[j] + n : id[j];
+        for (int64_t t = 0; t < inner; t++)
+          tensor_f64(dx)[(o * n + k) * inner + t] += tensor_f64(dout)[(o * ni + j) * inner + t];
+      }
+    return 0;
+  }
   float *d = tensor_f32(dx);
   const float *gv = tensor_f32(dout);
   memset(d, 0, sizeof *d * (size_t)dx->numel);
