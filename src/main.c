@@ -152,6 +152,9 @@ static const Verb verbs[] = {
      "  --data SPEC        evaluate on this dataset instead (results labelled by it)\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
      "  --limit N          use only the first N examples\n"
+     "  --confusion        also the confusion matrix (rows: true class, columns:\n"
+     "                     predicted) and each class's precision, recall, accuracy\n"
+     "  --format FMT       text (default) or json (one document)\n"
      "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
      "  --precision, --dtype   as for netrun run"},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
@@ -161,7 +164,12 @@ static const Verb verbs[] = {
      "  --weights PATH     a checkpoint written by netrun train --save, or the .safetensors\n"
      "                     or .npz file netrun export writes (names, shapes, dtypes checked)\n"
      "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
-     "  --output NAME      print this value instead of the classes (each batch's)\n"
+     "  --output NAME      this value instead of the classes (each batch's); repeat it\n"
+     "                     for several values\n"
+     "  --format FMT       text (default: NumPy-style, long values cut to ...), csv (a\n"
+     "                     row per example), json or npy (.npy; .npz for several\n"
+     "                     values): these write every element\n"
+     "  -o FILE            write to FILE (atomically); npy needs it\n"
      "  --data SPEC        predict every example of this dataset's inputs, in batches\n"
      "  --limit N          with --data: only its first N examples\n"
      "  --batch N          with --data: examples per batch (default: the train block's)"},

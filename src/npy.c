@@ -475,7 +475,7 @@ Tensor *npy_feed(Diag *d, const char *path, const VarDesc *decl) {
 /* ---- writing -------------------------------------------------------------------------- */
 
 void npy_format_header(const Tensor *t, char *hbuf, size_t cap, size_t *hlen) {
-  static const char *const descr[] = {[DT_F32] = "<f4", [DT_I64] = "<i8", [DT_BOOL] = "|b1"};
+  static const char *const descr[] = {[DT_F32] = "<f4", [DT_I64] = "<i8", [DT_BOOL] = "|b1", [DT_F64] = "<f8"};
   char shape[SHAPE_MAX_RANK * 22 + 4];
   size_t k = (size_t)snprintf(shape, sizeof shape, "(");
   for (int i = 0; i < t->rank; i++)

@@ -15,6 +15,7 @@
 #include "file.h"
 #include "option.h"
 #include "print.h"
+#include "report.h"
 #include "train.h"
 #include "weights.h"
 
@@ -79,7 +80,12 @@ typedef struct TrainArgs {
   bool keep_best;
   bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
   bool predicting;         /* predict: the script needs no loss */
-  const char *output;      /* predict --output NAME */
+  const char *output;      /* predict --output NAME: the first */
+  const char *outputs[REPORT_MAX_OUTPUTS];   /* every --output, in order */
+  int noutputs;
+  ReportFormat format;     /* predict --format, eval --format (text or json) */
+  const char *out;         /* predict -o FILE */
+  bool confusion;          /* eval --confusion */
 } TrainArgs;
 
 /* Whether --set gives the mode input `training` a value. */
@@ -90,7 +96,7 @@ static bool mode_given(const Args *a) {
 }
 
 enum { T_EPOCHS = 100, T_BATCH, T_LIMIT, T_LR, T_OPTIMIZER, T_DATA, T_SAVE, T_RESUME, T_LOG, T_KEEP_BEST, T_KEEP_GOING,
-       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT };
+       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT, T_FORMAT, T_OUT, T_CONFUSION };
 
 /* train's options, then eval's and predict's (each ends in {NULL}). */
 static const Option train_options[] = {
@@ -115,6 +121,8 @@ static const Option eval_options[] = {
     {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
     {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
     {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
+    {"--confusion", OPTION_FLAG, NULL, NULL, T_CONFUSION},
+    {"--format", OPTION_VALUE, "FMT", "text or json", T_FORMAT},
     {NULL, 0, NULL, NULL, 0},
 };
 static const Option predict_options[] = {
@@ -124,6 +132,8 @@ static const Option predict_options[] = {
     {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
     {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
     {"--output", OPTION_VALUE, "NAME", "a NAME", T_OUTPUT},
+    {"--format", OPTION_VALUE, "FMT", REPORT_FORMATS, T_FORMAT},
+    {"-o", OPTION_VALUE, "FILE", "a file name", T_OUT},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -148,7 +158,16 @@ static int apply_train(const OptionParser *p, void *ctx) {
   case T_KEEP_GOING: t->keep_going = true; break;
   case T_WEIGHTS: t->weights = p->value; break;
   case T_WEIGHTS_PARTIAL: t->weights_partial = true; break;
-  case T_OUTPUT: t->output = p->value; break;
+  case T_OUTPUT:
+    if (t->noutputs == REPORT_MAX_OUTPUTS) return diag_usage("--output: at most %d values", REPORT_MAX_OUTPUTS);
+    if (!t->output) t->output = p->value;
+    t->outputs[t->noutputs++] = p->value;
+    break;
+  case T_FORMAT:
+    if (!report_format(p->value, &t->format)) return diag_usage("unknown format '%s' (expected %s)", p->value, p->opt->needs);
+    break;
+  case T_OUT: t->out = p->value; break;
+  case T_CONFUSION: t->confusion = true; break;
   }
   return 0;
 }
@@ -168,6 +187,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, const Option *option
   if (!rc && t->weights && t->resume)
     rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");
   if (!rc && t->weights_partial && !t->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
+  if (!rc && options == eval_options && (t->format == REPORT_CSV || t->format == REPORT_NPY))
+    rc = diag_usage("unknown format '%s' (expected text or json)", t->format == REPORT_CSV ? "csv" : "npy");
   if (!rc && training && mode_given(&t->a))
     rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
   return rc;
@@ -220,6 +241,7 @@ typedef struct Run {
   Tensor *weight;               /* N > 1 ranks: this rank's share of a step */
   bool quiet;                   /* a rank but rank 0: no progress, log or checkpoint */
   int stop_sig;                 /* the signal every rank stops for (0: none yet) */
+  Confusion *confusion;         /* eval --confusion: counted by correct() */
 } Run;
 
 /* On N > 1 ranks, a failure every rank saw (a rank's failed start or
@@ -450,7 +472,12 @@ static int64_t correct(Run *r) {
   Tensor *m = exec_var_value(r->ex, r->metric_var), *y = exec_var_value(r->ex, r->label->name);
   if (!m || !y || m->rank < 1 || !dtype_is_float(m->dtype)) return 0;
   int64_t n = predictions(m, y->numel), hits = 0;
-  for (int64_t i = 0; i < n && i < y->numel; i++) hits += predicted(m, i, y->numel) == (int64_t)tensor_get(y, i);
+  int64_t classes = m->shape[m->rank - 1] == 1 || (m->rank == 1 && m->numel == y->numel) ? 2 : m->shape[m->rank - 1];
+  for (int64_t i = 0; i < n && i < y->numel; i++) {
+    int64_t p = predicted(m, i, y->numel), truth = (int64_t)tensor_get(y, i);
+    hits += p == truth;
+    if (r->confusion) report_confusion_add(r->confusion, classes, truth, p);
+  }
   return hits;
 }
 
@@ -1263,6 +1290,27 @@ int cmd_train(int argc, char **argv) {
 
 /* ---- eval and predict ----------------------------------------------------------------- */
 
+/* eval's results: the line (or a JSON document, --format json), then
+ * with --confusion the matrix and the per-class figures. */
+static void eval_report(const Run *r, int64_t n, double l, double a) {
+  if (r->t->format != REPORT_JSON) {
+    printf("%s: loss %s", r->eval_name, loss_str(l, 6).s);
+    if (r->metric_var) printf(" accuracy %.4f", a);
+    printf(" (%lld examples)\n", (long long)n);
+    if (r->confusion) report_confusion_text(stdout, r->confusion);
+    return;
+  }
+  fputs("{\"data\": ", stdout);
+  report_json_string(stdout, r->eval_name);
+  fputs(", \"loss\": ", stdout);
+  if (isfinite(l)) printf("%.9g", l);
+  else printf("\"%s\"", isnan(l) ? "nan" : l < 0 ? "-inf" : "inf");
+  if (r->metric_var) printf(", \"accuracy\": %.9g", a);
+  printf(", \"examples\": %lld", (long long)n);
+  if (r->confusion) fputs(",\n ", stdout), report_confusion_json(stdout, r->confusion);
+  puts("}");
+}
+
 int cmd_eval(int argc, char **argv);
 int cmd_eval(int argc, char **argv) {
   TrainArgs t;
@@ -1270,40 +1318,122 @@ int cmd_eval(int argc, char **argv) {
   if (rc) return rc;
   Run r;
   int status = EXIT_SCRIPT;
+  Confusion conf = {0};
   if (setup(&r, &t, false) && (!t.weights || restore(&r, t.weights, false))) {
     const Dataset *ds = r.has_test ? &r.test : &r.train;
     double l, a;
-    if (evaluate(&r, ds, &l, &a)) {
-      printf("%s: loss %s", r.eval_name, loss_str(l, 6).s);
-      if (r.metric_var) printf(" accuracy %.4f", a);
-      printf(" (%lld examples)\n", (long long)ds->n);
+    r.confusion = t.confusion ? &conf : NULL;
+    if (t.confusion && (!r.metric_var || !r.label))
+      diag_error(&r.ld.diag, SPAN_NONE, "--confusion needs a classifier: metric = NAME (its logits) and a label input fed");
+    else if (evaluate(&r, ds, &l, &a)) {
+      eval_report(&r, ds->n, l, a);
       status = 0;
     }
   }
   teardown(&r);
+  report_confusion_free(&conf);
   return status;
 }
 
 /* The class each example's logits in v predict, one a line (predicted()
  * says how); rows is the batch's size when known, else -1. */
-static void print_classes(const Tensor *v, int64_t rows) {
+static void print_classes(FILE *f, const Tensor *v, int64_t rows) {
   int64_t n = predictions(v, rows);
-  for (int64_t i = 0; i < n; i++) printf("%lld\n", (long long)predicted(v, i, rows));
+  for (int64_t i = 0; i < n; i++) fprintf(f, "%lld\n", (long long)predicted(v, i, rows));
 }
 
-/* predict --data: the value `name` over the examples of the data eval
- * would take (the test split, or the file), batch by batch. */
-static int predict_data(TrainArgs *t, const char *output) {
+/* The classes print_classes prints, as an i64 tensor [N]. */
+static Tensor *classes_of(const Tensor *v, int64_t rows) {
+  int64_t n = predictions(v, rows);
+  Tensor *c = tensor_new(DT_I64, 1, &n);
+  for (int64_t i = 0; i < n; i++) tensor_i64(c)[i] = predicted(v, i, rows);
+  return c;
+}
+
+/* The values of one forward pass (rows: the batch's examples, or -1): each
+ * of vars[n] (the --output values) in turn, or with `classes` the classes
+ * of the metric vars[0]; printed to f (--format text) or kept in rv. */
+static bool predict_pass(Run *r, const char *const *vars, int n, bool classes, int64_t rows, FILE *f,
+                         ReportValues *rv) {
+  for (int k = 0; k < n; k++) {
+    if (exec_run_for(r->ex, vars[k]) != 0) return false;
+    Tensor *v = exec_value(r->ex, vars[k]);
+    if (!v) continue;
+    bool as_classes = classes && v->rank >= 1 && dtype_is_float(v->dtype);
+    if (rv->format == REPORT_TEXT && as_classes) {
+      print_classes(f, v, rows);
+    } else if (rv->format == REPORT_TEXT) {
+      print_write(f, v, r->t->a.opt.precision);
+      fputc('\n', f);
+    } else if (as_classes) {
+      Tensor *c = classes_of(v, rows);
+      report_values_add(rv, k, c);
+      tensor_unref(c);
+    } else {
+      report_values_add(rv, k, v);
+    }
+  }
+  return true;
+}
+
+/* The variables of predict's values (vars, names): each --output, or the
+ * train block's metric; false, reported, when the script lacks one. */
+static bool predict_vars(Run *r, const char **vars, const char **names, int *n) {
+  const TrainArgs *t = r->t;
+  *n = t->noutputs ? t->noutputs : 1;
+  for (int k = 0; k < *n; k++) {
+    const char *name = t->noutputs ? t->outputs[k] : r->c.metric;
+    names[k] = t->noutputs ? name : "class";
+    const char *var = name ? prog_export(r->p, name) : NULL;
+    vars[k] = var ? var : name;
+    if (!name) {
+      diag_error(&r->ld.diag, SPAN_NONE, "predict needs --output NAME (or metric = NAME in the train block)");
+      return false;
+    }
+    if (!prog_var(r->p, vars[k])) {
+      diag_error(&r->ld.diag, SPAN_NONE, "the script has no value named '%s'", name);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Predict's results, once every pass has run: the text's file closed, or
+ * the values written in their format.  0 or the exit status. */
+static int predict_finish(const TrainArgs *t, bool ok, OutFile *o, ReportValues *rv) {
+  if (t->format == REPORT_TEXT && !ok && o->path) {   /* a failed run leaves no file */
+    fclose(o->f);
+    o->file.fd = -1;
+    file_abort(&o->file);
+  } else if (t->format == REPORT_TEXT) {
+    ok = file_out_close(o) && ok;
+  } else {
+    ok = ok && report_values_write(rv, t->out);
+  }
+  report_values_free(rv);
+  return ok ? 0 : EXIT_SCRIPT;
+}
+
+/* Where text goes (-o FILE, else standard output); other formats are
+ * written at the end. */
+static bool predict_start(const TrainArgs *t, int n, const char *const *names, OutFile *o, ReportValues *rv) {
+  report_values_init(rv, t->format, n, names);
+  o->f = stdout;
+  o->path = NULL;
+  return t->format != REPORT_TEXT || file_out_open(o, t->out);
+}
+
+/* predict --data: the values over the examples of the data eval would
+ * take (the test split, or the file), batch by batch. */
+static int predict_data(TrainArgs *t) {
   Run r;
   int status = EXIT_SCRIPT;
+  const char *vars[REPORT_MAX_OUTPUTS], *names[REPORT_MAX_OUTPUTS];
+  int n;
+  OutFile o;
+  ReportValues rv;
   if (!setup(&r, t, false) || (t->weights && !restore(&r, t->weights, false))) goto out;
-  const char *name = output ? output : r.c.metric;
-  const char *var = name ? prog_export(r.p, name) : NULL;
-  if (!name || !prog_var(r.p, var ? var : name)) {
-    if (!name) diag_error(&r.ld.diag, SPAN_NONE, "predict needs --output NAME (or metric = NAME in the train block)");
-    else diag_error(&r.ld.diag, SPAN_NONE, "the script has no value named '%s'", name);
-    goto out;
-  }
+  if (!predict_vars(&r, vars, names, &n) || !predict_start(t, n, names, &o, &rv)) goto out;
   const Dataset *ds = r.has_test ? &r.test : &r.train;
   Batcher b;
   data_batcher_init(&b, ds, r.c.batch, false);
@@ -1312,55 +1442,51 @@ static int predict_data(TrainArgs *t, const char *output) {
   bool ok = true;
   while (ok && data_next(&b, &bt)) {
     int64_t bn = bt.n;
-    ok = feed_batch(&r, ds, &bt, false) && exec_run_for(r.ex, var ? var : name) == 0;
+    ok = feed_batch(&r, ds, &bt, false);
     data_batch_release(&bt);
-    Tensor *v = ok ? exec_value(r.ex, var ? var : name) : NULL;
-    if (v && !output && v->rank >= 1 && dtype_is_float(v->dtype)) {
-      print_classes(v, bn);
-    } else if (v) {
-      print_write(stdout, v, t->a.opt.precision);
-      putchar('\n');
-    }
+    ok = ok && predict_pass(&r, vars, n, !t->noutputs, bn, o.f, &rv);
   }
   data_batcher_free(&b);
-  if (ok) status = 0;
+  status = predict_finish(t, ok, &o, &rv);
 out:
   teardown(&r);
   return status;
 }
 
+/* predict's options checked together; 0 or EXIT_USAGE. */
+static int predict_check(const TrainArgs *t) {
+  if (!t->o.data && (t->o.batch >= 0 || t->o.limit >= 0))
+    return diag_usage("--%s needs --data SPEC (predict over a dataset's examples)", t->o.batch >= 0 ? "batch" : "limit");
+  if (t->format == REPORT_NPY && (!t->out || strcmp(t->out, "-") == 0))
+    return diag_usage("%s", "--format npy needs -o FILE (a .npy file, or .npz for several --output values)");
+  return 0;
+}
+
 /* predict: the forward pass on fed inputs (or --data) with trained
  * weights; prints the class (see predicted) of each example by the train
- * block's metric, or the value of --output NAME. */
+ * block's metric, or the values of --output NAME, in --format. */
 int cmd_predict(int argc, char **argv);
 int cmd_predict(int argc, char **argv) {
   TrainArgs t;
   int rc = parse_train(argc, argv, &t, predict_options);
-  if (!rc && !t.o.data && (t.o.batch >= 0 || t.o.limit >= 0))
-    rc = diag_usage("--%s needs --data SPEC (predict over a dataset's examples)", t.o.batch >= 0 ? "batch" : "limit");
+  if (!rc) rc = predict_check(&t);
   if (rc) return rc;
   t.predicting = true;
-  const char *output = t.output;
-  if (t.o.data) return predict_data(&t, output);
+  if (t.o.data) return predict_data(&t);
   Run r;
   memset(&r, 0, sizeof r);
   r.t = &t;
   int status = EXIT_SCRIPT;
+  const char *vars[REPORT_MAX_OUTPUTS], *names[REPORT_MAX_OUTPUTS];
+  int n;
+  OutFile o;
+  ReportValues rv;
   bool loaded = session_load(&r.ld, t.a.file);
   r.p = r.ld.prog;   /* unloaded below, loaded or not */
   if (!loaded) goto out;   /* session_load has counted the errors */
   if (!train_config(r.p, &t.o, &r.c, true)) goto fail;
   r.hash = program_hash(r.p);
-  const char *name = output ? output : r.c.metric;
-  if (!name) {
-    diag_error(&r.ld.diag, SPAN_NONE, "predict needs --output NAME (or metric = NAME in the train block)");
-    goto out;
-  }
-  const char *var = prog_export(r.p, name);
-  if (!prog_var(r.p, var ? var : name)) {
-    diag_error(&r.ld.diag, SPAN_NONE, "the script has no value named '%s'", name);
-    goto out;
-  }
+  if (!predict_vars(&r, vars, names, &n)) goto out;
   Args a = t.a;
   a.opt.tape = false;
   if (!(r.ex = cli_start(&r.ld, &a))) goto out;   /* it has counted the errors */
@@ -1370,15 +1496,10 @@ int cmd_predict(int argc, char **argv) {
   r.mode_var = mode_input(r.p);
   r.mode_set = mode_given(&a);
   if (!feed_mode(&r, false)) goto fail;
-  if (exec_run_for(r.ex, var ? var : name) != 0) goto fail;
-  Tensor *v = exec_var_value(r.ex, var ? var : name);
-  if (!output && v && v->rank >= 1 && dtype_is_float(v->dtype)) {
-    print_classes(v, -1);
-  } else if (v) {
-    print_write(stdout, v, a.opt.precision);
-    putchar('\n');
-  }
-  status = 0;
+  if (!predict_start(&t, n, names, &o, &rv)) goto out;
+  bool ok = predict_pass(&r, vars, n, !t.noutputs, -1, o.f, &rv);
+  status = predict_finish(&t, ok, &o, &rv);
+  if (!ok) goto fail;
   goto out;
 fail:
   diag_finish(&r.ld.diag);   /* "N errors" */
