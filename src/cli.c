@@ -59,6 +59,7 @@ static const Option tape_dump_options[] = {
 };
 static const Option time_options[] = {
     {"--iterations", OPTION_VALUE, "N", "a whole number of at least 1", O_ITERATIONS},
+    {"--backward", OPTION_FLAG, NULL, NULL, O_BACKWARD},
     {NULL, 0, NULL, NULL, 0},
 };
 static const Option grad_options[] = {
