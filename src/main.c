@@ -93,7 +93,8 @@ static const Verb verbs[] = {
      "the time and its share of the total.\n" RUN_OPTIONS
      "  --iterations N     forward passes to time (default 10)\n"
      "  --backward         also run the backward program netrun grad runs (the gradients\n"
-     "                     of loss) and print forward and backward times apart"},
+     "                     of loss) and print forward and backward times apart\n"
+     "  --loss NAME        with --backward: the scalar to differentiate (default: loss)"},
     {"summary", cmd_summary, "netrun summary [--batch N] FILE",
      "Print, without running FILE: every parameter and state with its shape and\n"
      "element count and their totals; each layer (a top-level call of a def, or a\n"
@@ -389,6 +390,9 @@ static int cmd_time(int argc, char **argv) {
   int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TIME);
   if (rc) return rc;
   if (a.backward) return cmd_time_backward(&a);
+  for (int i = 1; i < argc; i++)
+    if (strncmp(argv[i], "--loss", 6) == 0 && (!argv[i][6] || argv[i][6] == '='))
+      return diag_usage("%s", "--loss names what --backward differentiates: it needs --backward");
   a.opt.timing = true;
   a.opt.tape = false;
   FILE *devnull = fopen("/dev/null", "w");
