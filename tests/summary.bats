@@ -103,9 +103,9 @@ NET
   run "$NETRUN" time --backward noloss.net
   [ "$status" -eq 1 ]
   [[ "$output" == *"no value named 'loss'"* ]]
-  run "$NETRUN" time --backward --loss z noloss.net
+  run "$NETRUN" time --backward --loss q noloss.net
   [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "netrun: error: the script has no value named 'z' to use as the loss" ]
+  [ "${lines[0]}" = "netrun: error: the script has no value named 'q' to use as the loss" ]
   run "$NETRUN" time --loss z noloss.net
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: --loss names what --backward differentiates: it needs --backward" ]
