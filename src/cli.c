@@ -34,6 +34,7 @@ static const Option dump_options[] = {
     {"--lines", OPTION_FLAG, NULL, NULL, O_LINES},
     {"--ast", OPTION_FLAG, NULL, NULL, O_AST},
     {"--backward", OPTION_FLAG, NULL, NULL, O_BACKWARD},
+    {"--loss", OPTION_VALUE, "NAME", "a NAME", O_LOSS},
     {"--tape", OPTION_FLAG, NULL, NULL, O_TAPE},
     {"--train", OPTION_FLAG, NULL, NULL, O_TRAIN},
     {"--fused", OPTION_FLAG, NULL, NULL, O_FUSED},
@@ -60,6 +61,8 @@ static const Option tape_dump_options[] = {
 };
 static const Option time_options[] = {
     {"--iterations", OPTION_VALUE, "N", "a whole number of at least 1", O_ITERATIONS},
+    {"--backward", OPTION_FLAG, NULL, NULL, O_BACKWARD},
+    {"--loss", OPTION_VALUE, "NAME", "a NAME", O_LOSS},
     {NULL, 0, NULL, NULL, 0},
 };
 static const Option grad_options[] = {

@@ -32,6 +32,9 @@ int cmd_data(int argc, char **argv);
 /* checkpoint PATH: describes a checkpoint. */
 int cmd_checkpoint(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+/* summary.c: summary FILE; timeback.c: time --backward FILE. */
+int cmd_summary(int argc, char **argv);
+int cmd_time_backward(const struct Args *a);
 /* weights.c: export CKPT -o FILE.safetensors|FILE.npz */
 int cmd_export(int argc, char **argv);
 

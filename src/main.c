@@ -93,7 +93,18 @@ static const Verb verbs[] = {
     {"time", cmd_time, "netrun time [OPTIONS] FILE",
      "Run FILE's forward pass several times and print, per op type, the calls,\n"
      "the time and its share of the total.\n" RUN_OPTIONS
-     "  --iterations N     forward passes to time (default 10)"},
+     "  --iterations N     forward passes to time (default 10)\n"
+     "  --backward         also run the backward program netrun grad runs (the gradients\n"
+     "                     of loss) and print forward and backward times apart\n"
+     "  --loss NAME        with --backward: the scalar to differentiate (default: loss)"},
+    {"summary", cmd_summary, "netrun summary [--batch N] FILE",
+     "Print, without running FILE: every parameter and state with its shape and\n"
+     "element count and their totals; each layer (a top-level call of a def, or a\n"
+     "top-level op) with its output shape, parameters and FLOPs; the FLOPs (2 per\n"
+     "multiply-add in matmul and conv, 1 per output element elsewhere) and the\n"
+     "activation memory (every op output) of one forward step.\n"
+     "  --batch N          the size of the batch dimension (default: the train\n"
+     "                     block's batch, else 1)"},
     {"grad", cmd_grad_verb, "netrun grad [OPTIONS] FILE",
      "Run FILE forward and backward and print the loss and the gradients.\n" GRAD_OPTIONS RUN_OPTIONS
      "  --format FMT       text (default) or json: {\"loss\": L, \"grads\": {NAME: {\"shape\", \"data\"}}}\n"
@@ -391,6 +402,10 @@ static int cmd_time(int argc, char **argv) {
   Args a;
   int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TIME);
   if (rc) return rc;
+  if (a.backward) return cmd_time_backward(&a);
+  for (int i = 1; i < argc; i++)
+    if (strncmp(argv[i], "--loss", 6) == 0 && (!argv[i][6] || argv[i][6] == '='))
+      return diag_usage("%s", "--loss names what --backward differentiates: it needs --backward");
   a.opt.timing = true;
   a.opt.tape = false;
   FILE *devnull = fopen("/dev/null", "w");
