@@ -7,6 +7,7 @@
  * compactly as the file does; labels and CSV values are small or already
  * numbers and are kept as i64 / f32. */
 #include "data.h"
+#include "text.h"
 
 #include "cmd.h"
 #include "file.h"
@@ -933,7 +934,10 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
   const char *path = in_dir(a, opt, spec);
   bool ok;
   struct stat st;
-  if (strcmp(spec, "fashion-mnist") == 0) {
+  if (opt->context != 0) {
+    ok = opt->label ? (file_error(d, spec, "text data has no label column: y is the next byte"), false)
+                    : regular_file(d, path) && text_open(d, path, opt->context, opt->split, out);
+  } else if (strcmp(spec, "fashion-mnist") == 0) {
     if (opt->label) {
       file_error(d, spec, "its label column is fixed ('labels'); only a CSV file's can be chosen");
       ok = false;
