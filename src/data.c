@@ -1169,7 +1169,7 @@ typedef struct DataArgs {
   bool shuffle, drop_last;
 } DataArgs;
 
-enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT };
+enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT, D_CONTEXT };
 
 static const Option data_options[] = {
     {"--split", OPTION_VALUE, "S", "train or test", D_SPLIT},
@@ -1180,6 +1180,7 @@ static const Option data_options[] = {
     {"--shuffle", OPTION_FLAG, NULL, NULL, D_SHUFFLE},
     {"--drop-last", OPTION_FLAG, NULL, NULL, D_DROP_LAST},
     {"--fit", OPTION_VALUE, "FILE", "a FILE", D_FIT},
+    {"--context", OPTION_VALUE, "T", "a whole number of at least 1", D_CONTEXT},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -1205,6 +1206,7 @@ static int data_option(const OptionParser *p, int id, DataArgs *a) {
   case D_SHUFFLE: a->shuffle = true; break;
   case D_DROP_LAST: a->drop_last = true; break;
   case D_FIT: a->fit = v; break;
+  case D_CONTEXT: return option_int(p, 1, &a->opt.context) ? 0 : EXIT_USAGE;
   }
   return 0;
 }
