@@ -924,6 +924,32 @@ static const char *pair_colon(Arena *a, const DataOptions *opt, const char *spec
   return first;
 }
 
+/* Column `name` of ds: windows [n, t] of bytes, gathered as i64. */
+static void text_column(Dataset *ds, const char *name, uint8_t *bytes, int64_t n, int64_t t) {
+  DataColumn *c = &ds->cols[ds->ncols++];
+  c->name = name;
+  c->dtype = DT_I64;
+  c->store = DATA_BYTE;
+  c->rank = 2;
+  c->shape[0] = n, c->shape[1] = t;
+  c->row = t;
+  c->data = bytes;
+  c->source = "bytes";
+}
+
+/* A text file's windows (text.h) as columns x and y. */
+static bool open_text(Diag *d, const char *path, int64_t context, const char *split, Dataset *ds) {
+  ds->files[ds->nfiles++] = arena_strdup(&ds->arena, path);
+  ds->split = split ? arena_strdup(&ds->arena, split) : NULL;
+  TextWindows w;
+  if (!text_windows(d, path, context, split, &w)) return false;
+  ds->n = w.n;
+  ds->charged += w.charged;
+  text_column(ds, "x", w.x, w.n, w.context);
+  text_column(ds, "y", w.y, w.n, w.context);
+  return true;
+}
+
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) {
   static const DataOptions none = {0};
   if (!opt) opt = &none;
@@ -936,7 +962,7 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
   struct stat st;
   if (opt->context != 0) {
     ok = opt->label ? (file_error(d, spec, "text data has no label column: y is the next byte"), false)
-                    : regular_file(d, path) && text_open(d, path, opt->context, opt->split, out);
+                    : regular_file(d, path) && open_text(d, path, opt->context, opt->split, out);
   } else if (strcmp(spec, "fashion-mnist") == 0) {
     if (opt->label) {
       file_error(d, spec, "its label column is fixed ('labels'); only a CSV file's can be chosen");

@@ -1,5 +1,7 @@
-/* text.c — a text file as a dataset of byte windows (text.h). */
+/* text.c — a text file as byte windows (text.h). */
 #include "text.h"
+
+#include "mem.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,26 +44,35 @@ static uint8_t *text_read(Diag *d, const char *path, int64_t *len) {
   return buf;
 }
 
-/* Column `name` of out: n windows of t bytes from `from`, each shifted by `shift`. */
-static bool text_column(Dataset *out, const char *name, const uint8_t *from, int64_t n, int64_t t, int shift) {
-  int64_t bytes = n * t;
-  if (!mem_charge(bytes)) return false;
-  uint8_t *data = mem_alloc(NULL, bytes ? (size_t)bytes : 1);
+/* n windows of t bytes from `from`, each shifted by `shift`, charged to the
+ * memory limit; NULL past it. */
+static uint8_t *text_cut(const uint8_t *from, int64_t n, int64_t t, int shift) {
+  if (!mem_charge(n * t)) return NULL;
+  uint8_t *data = mem_alloc(NULL, (size_t)(n * t));
   for (int64_t k = 0; k < n; k++) memcpy(data + k * t, from + k * t + shift, (size_t)t);
-  out->charged += bytes;
-  DataColumn *c = &out->cols[out->ncols++];
-  c->name = name;
-  c->dtype = DT_I64;
-  c->store = DATA_BYTE;
-  c->rank = 2;
-  c->shape[0] = n, c->shape[1] = t;
-  c->row = t;
-  c->data = data;
-  c->source = "bytes";
+  return data;
+}
+
+/* n windows of t bytes from buf, and the same one byte on, into *out; false
+ * (reported) when they do not fit in memory. */
+static bool text_split(Diag *d, const char *path, const uint8_t *buf, int64_t n, int64_t t, TextWindows *out) {
+  out->x = text_cut(buf, n, t, 0);
+  out->y = out->x ? text_cut(buf, n, t, 1) : NULL;
+  if (!out->y) {
+    char lim[256], msg[512];
+    snprintf(msg, sizeof msg, "out of memory: %" PRId64 " windows of %" PRId64 " bytes: %s", n, t,
+             mem_limit_why((double)(n * t), lim, sizeof lim));
+    text_error(d, path, msg);
+    if (out->x) mem_free(out->x), mem_uncharge(n * t);
+    out->x = NULL;
+    return false;
+  }
+  out->n = n, out->context = t, out->charged = 2 * n * t;
   return true;
 }
 
-bool text_open(Diag *d, const char *path, int64_t context, const char *split, Dataset *out) {
+bool text_windows(Diag *d, const char *path, int64_t context, const char *split, TextWindows *out) {
+  memset(out, 0, sizeof *out);
   char msg[512];
   if (context < 1) {
     snprintf(msg, sizeof msg, "context must be at least 1, got %" PRId64, context);
@@ -73,8 +84,6 @@ bool text_open(Diag *d, const char *path, int64_t context, const char *split, Da
     text_error(d, path, msg);
     return false;
   }
-  out->files[out->nfiles++] = arena_strdup(&out->arena, path);
-  out->split = split ? arena_strdup(&out->arena, split) : NULL;
   int64_t len = 0;
   uint8_t *buf = text_read(d, path, &len);
   if (!buf) return false;
@@ -84,19 +93,13 @@ bool text_open(Diag *d, const char *path, int64_t context, const char *split, Da
   int64_t m = end - start, n = m > 0 ? (m - 1) / context : 0;
   bool ok = n >= 1;
   if (!ok) {
-    const char *what = !split ? "" : test ? "the test split (the last tenth) has " : "the train split (all but the last tenth) has ";
+    const char *what = !split ? "" : test ? "the test split (the last tenth) has "
+                                          : "the train split (all but the last tenth) has ";
     snprintf(msg, sizeof msg, "%s%" PRId64 " bytes, but context = %" PRId64 " needs at least %" PRId64
              " (a window and the byte after it)", what, m, context, context + 1);
     text_error(d, path, msg);
   }
-  out->n = n;
-  if (ok && !(text_column(out, "x", buf + start, n, context, 0) && text_column(out, "y", buf + start, n, context, 1))) {
-    char lim[256];
-    snprintf(msg, sizeof msg, "out of memory: %" PRId64 " windows of %" PRId64 " bytes: %s", n, context,
-             mem_limit_why((double)(n * context), lim, sizeof lim));
-    text_error(d, path, msg);
-    ok = false;
-  }
+  ok = ok && text_split(d, path, buf + start, n, context, out);
   mem_free(buf);
   mem_uncharge(len);
   return ok;
