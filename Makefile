@@ -45,7 +45,7 @@ LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
 # netrun itself reads and writes .npy/.npz without it.
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
-           libopenmpi-dev openmpi-bin
+           libopenmpi-dev openmpi-bin wamerican
 
 SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o

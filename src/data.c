@@ -7,6 +7,7 @@
  * compactly as the file does; labels and CSV values are small or already
  * numbers and are kept as i64 / f32. */
 #include "data.h"
+#include "text.h"
 
 #include "cmd.h"
 #include "file.h"
@@ -923,6 +924,32 @@ static const char *pair_colon(Arena *a, const DataOptions *opt, const char *spec
   return first;
 }
 
+/* Column `name` of ds: windows [n, t] of bytes, gathered as i64. */
+static void text_column(Dataset *ds, const char *name, uint8_t *bytes, int64_t n, int64_t t) {
+  DataColumn *c = &ds->cols[ds->ncols++];
+  c->name = name;
+  c->dtype = DT_I64;
+  c->store = DATA_BYTE;
+  c->rank = 2;
+  c->shape[0] = n, c->shape[1] = t;
+  c->row = t;
+  c->data = bytes;
+  c->source = "bytes";
+}
+
+/* A text file's windows (text.h) as columns x and y. */
+static bool open_text(Diag *d, const char *path, int64_t context, const char *split, Dataset *ds) {
+  ds->files[ds->nfiles++] = arena_strdup(&ds->arena, path);
+  ds->split = split ? arena_strdup(&ds->arena, split) : NULL;
+  TextWindows w;
+  if (!text_windows(d, path, context, split, &w)) return false;
+  ds->n = w.n;
+  ds->charged += w.charged;
+  text_column(ds, "x", w.x, w.n, w.context);
+  text_column(ds, "y", w.y, w.n, w.context);
+  return true;
+}
+
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) {
   static const DataOptions none = {0};
   if (!opt) opt = &none;
@@ -933,7 +960,10 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
   const char *path = in_dir(a, opt, spec);
   bool ok;
   struct stat st;
-  if (strcmp(spec, "fashion-mnist") == 0) {
+  if (opt->context != 0) {
+    ok = opt->label ? (file_error(d, spec, "text data has no label column: y is the next byte"), false)
+                    : regular_file(d, path) && open_text(d, path, opt->context, opt->split, out);
+  } else if (strcmp(spec, "fashion-mnist") == 0) {
     if (opt->label) {
       file_error(d, spec, "its label column is fixed ('labels'); only a CSV file's can be chosen");
       ok = false;
@@ -1165,7 +1195,7 @@ typedef struct DataArgs {
   bool shuffle, drop_last;
 } DataArgs;
 
-enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT };
+enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT, D_CONTEXT };
 
 static const Option data_options[] = {
     {"--split", OPTION_VALUE, "S", "train or test", D_SPLIT},
@@ -1176,6 +1206,7 @@ static const Option data_options[] = {
     {"--shuffle", OPTION_FLAG, NULL, NULL, D_SHUFFLE},
     {"--drop-last", OPTION_FLAG, NULL, NULL, D_DROP_LAST},
     {"--fit", OPTION_VALUE, "FILE", "a FILE", D_FIT},
+    {"--context", OPTION_VALUE, "T", "a whole number of at least 1", D_CONTEXT},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -1201,6 +1232,7 @@ static int data_option(const OptionParser *p, int id, DataArgs *a) {
   case D_SHUFFLE: a->shuffle = true; break;
   case D_DROP_LAST: a->drop_last = true; break;
   case D_FIT: a->fit = v; break;
+  case D_CONTEXT: return option_int(p, 1, &a->opt.context) ? 0 : EXIT_USAGE;
   }
   return 0;
 }

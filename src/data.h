@@ -76,6 +76,9 @@ typedef struct DataOptions {
   /* The folder that relative paths in the spec are read from (a train
    * block's data lies beside its script); NULL: the working folder. */
   const char *dir;
+  /* > 0: the file is text, read as windows of this many bytes with split
+   * "train" or "test" (text.h); the others' keys do not apply. */
+  int64_t context;
 } DataOptions;
 
 /* Opens the dataset `spec` names and reads it whole:
@@ -88,6 +91,7 @@ typedef struct DataOptions {
  *                       like the array: [N, ...] with the same N; f32 and
  *                       f64 are read as f32, i64 and i32 as i64, u8 and
  *                       bool as their byte values (not scaled) (npy.h)
+ *   FILE, context > 0   a text file's byte windows (text.h)
  *   FILE                a CSV file: an optional header row (detected: a
  *                       field that is not a number), then rows of numbers
  * `opt` may be NULL.  False, with the error reported, on failure; *out then

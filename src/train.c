@@ -18,6 +18,7 @@ static const struct TrainKey {
   const char *doc;
 } keys[] = {
     {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, or IMAGES.idx:LABELS.idx"},
+    {"context", K_INT, "text data: bytes per window; data is then read as text (x, y: i64 [N, context]; the last tenth is \"test\")"},
     {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
     {"label", K_NAME, "the input holding the labels (default: the last one fed)"},
     {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
@@ -153,6 +154,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("batch")) c->batch = s->value.u.i;
     else if (IS("shuffle")) c->shuffle = s->value.u.i;
     else if (IS("log_every")) c->log_every = s->value.u.i;
+    else if (IS("context")) c->context = s->value.u.i;
     else if (IS("bucket_mb")) c->bucket_mb = number(s);
 #undef IS
   }
@@ -186,6 +188,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
         c->optimizer)
   CHECK(sched_ok, "schedule", "unknown schedule '%s' (expected constant, step or cosine)", c->schedule)
   CHECK(c->lr > 0 && isfinite(c->lr), "lr", "the learning rate must be positive, got %g", c->lr)
+  CHECK(c->context >= 0 && (c->context != 0 || !prog_setting(p, "train", "context")), "context",
+        "context must be at least 1, got %lld", (long long)c->context)
   CHECK(c->epochs >= 1, "epochs", "epochs must be at least 1, got %lld", (long long)c->epochs)
   CHECK(c->batch >= 1, "batch", "batch must be at least 1, got %lld", (long long)c->batch)
   CHECK(c->momentum >= 0 && c->momentum < 1, "momentum", "momentum must be in [0, 1), got %g", c->momentum)

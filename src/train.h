@@ -37,6 +37,7 @@ typedef struct TrainConfig {
   const char *schedule;       /* constant, step, cosine */
   double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
   int64_t epochs, batch, step_size, log_every, limit;
+  int64_t context;            /* text data: bytes per window (0: not text) */
   bool nesterov, shuffle;
   double bucket_mb;           /* data parallel: megabytes of gradients per allreduce */
   int ranks;                  /* data parallel: the ranks training (1: no allreduce) */

@@ -231,6 +231,8 @@ typedef struct Run {
   double best;
   double epoch_loss;            /* the current epoch's loss summed over its examples */
   int64_t epoch_n, epoch_hits;  /* its examples, and those the metric got right */
+  int64_t per_example;          /* the metric's predictions per example: 1, or T for
+                                   labels [B, T] (a text window's next bytes) */
   double ema;                   /* the loss's moving average, from 0 */
   int64_t ema_n;                /* the losses averaged into it */
   bool warned;                  /* --keep-going has said a loss was not finite */
@@ -358,6 +360,18 @@ static uint64_t program_hash(const Program *p) {
   return h;
 }
 
+/* Text data's windows are byte values: the inputs they feed must be i64
+ * (an f32 input would silently take token ids as numbers). */
+static bool text_inputs_i64(Run *r) {
+  for (int i = 0; i < r->nfeed && r->c.context > 0; i++)
+    if (r->feed[i]->dtype != DT_I64) {
+      diag_error(&r->ld.diag, r->feed[i]->span, "input '%s' is %s, but text data (context = %lld) feeds byte values: "
+                 "declare it i64", r->feed[i]->name, dtype_name(r->feed[i]->dtype), (long long)r->c.context);
+      return false;
+    }
+  return true;
+}
+
 /* Which input each dataset column feeds: the train block's feed list, or
  * the script's inputs in order.  A feed list one short of the columns
  * leaves out the labels (the last column): an autoencoder reads only the
@@ -383,7 +397,7 @@ static bool bind_feeds(Run *r, Dataset *ds) {
   }
   /* a .npz's arrays feed the inputs of their names */
   if (!data_select(&r->ld.diag, ds, r->feed, r->nfeed) ||
-      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)))
+      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)) || !text_inputs_i64(r))
     return false;
   bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
   if (r->nfeed != ds->ncols && !unlabelled) {
@@ -478,7 +492,20 @@ static int64_t correct(Run *r) {
     hits += p == truth;
     if (r->confusion) report_confusion_add(r->confusion, classes, truth, p);
   }
+  if (y->rank >= 2 && y->shape[0] > 0) r->per_example = (n < y->numel ? n : y->numel) / y->shape[0];
   return hits;
+}
+
+/* Accuracy: the share of the metric's predictions that are right. */
+static double accuracy(const Run *r, int64_t hits, int64_t n) {
+  int64_t per = r->per_example > 0 ? r->per_example : 1;
+  return n ? (double)hits / ((double)n * (double)per) : (double)NAN;
+}
+
+/* Text data: a loss in nats per byte, said in bits per character too. */
+static int bits_per_char(const Run *r, double loss, char *out, size_t n) {
+  if (r->c.context <= 0) return 0;
+  return snprintf(out, n, " (%s bits/char)", loss_str(loss / log(2.0), 4).s);
 }
 
 static double loss_value(Run *r) {
@@ -514,7 +541,7 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
     total = sum.loss, hits = sum.hits, n = sum.n;
   }
   *loss = n ? total / (double)n : (double)NAN;
-  *acc = n ? (double)hits / (double)n : (double)NAN;
+  *acc = accuracy(r, hits, n);
   return ok;
 }
 
@@ -865,8 +892,9 @@ static const char *data_dir(Run *r, const char *key) {
   return !slash ? NULL : slash == path ? "/" : arena_strndup(&r->ld.arena, path, (size_t)(slash - path));
 }
 
-/* Does the dataset come in train and test splits? (A CSV file does not.) */
-static bool has_splits(const char *spec) { return strcmp(spec, "fashion-mnist") == 0; }
+/* Does the dataset come in train and test splits? (A CSV file does not; a
+ * text file, read with context = T, does: text.h.) */
+static bool has_splits(const Run *r) { return r->c.context > 0 || strcmp(r->c.data, "fashion-mnist") == 0; }
 
 /* The data evaluated after each epoch, and by `eval` and `predict`: the
  * train block's eval = "none"; a split ("test", "train") of a dataset
@@ -878,12 +906,12 @@ static bool has_splits(const char *spec) { return strcmp(spec, "fashion-mnist") 
 static bool open_eval(Run *r, bool training) {
   const char *e = r->c.eval, *data = r->c.data;
   bool split = strcmp(e, "test") == 0 || strcmp(e, "train") == 0;
-  r->eval_name = has_splits(data) ? "train" : data;
-  if (strcmp(e, "none") == 0 || (!training && r->t->o.data && !has_splits(data))) return true;
+  r->eval_name = has_splits(r) ? "train" : data;
+  if (strcmp(e, "none") == 0 || (!training && r->t->o.data && !has_splits(r))) return true;
   const Setting *s = prog_setting(r->p, "train", "eval");
-  DataOptions dopt = {.label = r->c.label_column, .dir = data_dir(r, split ? "data" : "eval")};
+  DataOptions dopt = {.label = r->c.label_column, .dir = data_dir(r, split ? "data" : "eval"), .context = r->c.context};
   struct stat st;
-  if (split && !has_splits(data)) {
+  if (split && !has_splits(r)) {
     if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name a data file "
                       "(eval = \"test.csv\") or \"none\"", e, data);
     return !s;
@@ -945,8 +973,8 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       return false;
     }
   }
-  DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column,
-                      .dir = data_dir(r, "data")};
+  DataOptions dopt = {.split = has_splits(r) ? "train" : NULL, .label = r->c.label_column,
+                      .dir = data_dir(r, "data"), .context = r->c.context};
   if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
     diag_finish(&r->ld.diag);
     return false;
@@ -1190,11 +1218,12 @@ static int train(TrainArgs *t) {
     r.shuffle_at_epoch = r.shuffle;   /* the next epoch's order starts here */
     double secs = now() - epoch_start;
     double tl = r.epoch_n ? r.epoch_loss / (double)r.epoch_n : (double)NAN;
-    double ta = r.epoch_n ? (double)r.epoch_hits / (double)r.epoch_n : (double)NAN;
+    double ta = accuracy(&r, r.epoch_hits, r.epoch_n);
     if (tty) fputc('\n', stderr);
     char line[512];
     int k = snprintf(line, sizeof line, "epoch %lld/%lld: train loss %s", (long long)r.epoch, (long long)r.c.epochs,
                      loss_str(tl, 4).s);
+    k += bits_per_char(&r, tl, line + k, sizeof line - (size_t)k);
     if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ta);
     log_line(&r, "{\"event\": \"epoch\", \"epoch\": %lld, \"step\": %lld, \"train_loss\": %s, \"train_accuracy\": %s, \"seconds\": %s}",
              (long long)r.epoch, (long long)r.step, jnum(tl).s, jnum(r.metric_var ? ta : (double)NAN).s, jnum(secs).s);
@@ -1206,6 +1235,7 @@ static int train(TrainArgs *t) {
         break;
       }
       k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %s", r.eval_name, loss_str(el, 4).s);
+      k += bits_per_char(&r, el, line + k, sizeof line - (size_t)k);
       if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ea);
       char js[512];
       log_line(&r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
