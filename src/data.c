@@ -981,6 +981,54 @@ const DataColumn *data_column(const Dataset *ds, const char *name) {
   return NULL;
 }
 
+/* The bytes one element of a column's store takes. */
+static size_t store_size(DataStore s) { return s == DATA_U8 || s == DATA_BYTE ? 1 : s == DATA_F32 ? 4 : 8; }
+
+bool data_split(Diag *d, Dataset *ds, int64_t nval, Rng *rng, Dataset *val) {
+  memset(val, 0, sizeof *val);
+  int64_t n = ds->n;
+  bool *held = mem_alloc(NULL, (size_t)n);
+  memset(held, 0, (size_t)n);
+  Batcher b;
+  data_batcher_init(&b, ds, 1, false);
+  data_epoch(&b, rng);
+  for (int64_t i = 0; i < nval; i++) held[b.order[i]] = true;
+  data_batcher_free(&b);
+  int64_t bytes = 0;
+  for (int k = 0; k < ds->ncols; k++) bytes += nval * ds->cols[k].row * (int64_t)store_size(ds->cols[k].store);
+  if (!mem_charge(bytes)) {
+    char why[256];
+    diag_error(d, SPAN_NONE, "out of memory: the validation split's %lld examples: %s", (long long)nval,
+               mem_limit_why((double)bytes, why, sizeof why));
+    mem_free(held);
+    return false;
+  }
+  arena_init(&val->arena);
+  val->name = arena_printf(&val->arena, "%s (validation)", ds->name ? ds->name : "data");
+  val->n = nval;
+  val->ncols = ds->ncols;
+  val->named = ds->named;
+  val->charged = bytes;
+  for (int k = 0; k < ds->ncols; k++) {
+    DataColumn *c = &ds->cols[k], *v = &val->cols[k];
+    *v = *c;
+    v->name = arena_strdup(&val->arena, c->name);
+    v->source = c->source ? arena_strdup(&val->arena, c->source) : NULL;
+    size_t row = (size_t)c->row * store_size(c->store);
+    v->data = mem_alloc(NULL, row * (size_t)(nval ? nval : 1));
+    char *src = c->data, *kept = c->data, *out = v->data;
+    for (int64_t i = 0; i < n; i++) {   /* both keep the rows' order */
+      if (held[i]) memcpy(out, src + (size_t)i * row, row), out += row;
+      else memmove(kept, src + (size_t)i * row, row), kept += row;
+    }
+    v->shape[0] = nval;
+    c->shape[0] = n - nval;
+  }
+  ds->n = n - nval;
+  mem_free(held);
+  return true;
+}
+
 /* ---- gathering and batches -------------------------------------------------------- */
 
 Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k) {

@@ -104,6 +104,14 @@ bool data_select(Diag *d, Dataset *ds, const VarDesc *const *inputs, int n);
 /* The column named `name`, or NULL. */
 const DataColumn *data_column(const Dataset *ds, const char *name);
 
+/* Moves nval examples of ds, chosen by a permutation drawn from rng (the
+ * first nval positions of data_epoch's order: the same generator state
+ * holds out the same examples), into *val, a dataset of its own (freed by
+ * data_free).  Both keep the examples in their file order.  0 < nval <
+ * ds->n.  False, with the error reported, when the memory limit refuses
+ * the copy (*val then holds nothing to free). */
+bool data_split(Diag *d, Dataset *ds, int64_t nval, Rng *rng, Dataset *val);
+
 /* Rows idx[0..k) of column c as a new tensor [k, ...] of c's dtype. */
 Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k);
 

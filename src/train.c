@@ -41,6 +41,9 @@ static const struct TrainKey {
     {"batch", K_INT, "examples per step (default 64)"},
     {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
     {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file (\"test.npz\"), or \"none\" (default test)"},
+    {"val", K_STRING, "a validation data file, in the format of data, evaluated after each epoch (default: none)"},
+    {"val_split", K_NUMBER, "the fraction of the training data held out for validation, chosen by the seed (default: none)"},
+    {"patience", K_INT, "stop after this many epochs without a better validation (else test) score (default: never)"},
     {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
     {"bucket_mb", K_NUMBER, "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
 };
@@ -153,6 +156,9 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("batch")) c->batch = s->value.u.i;
     else if (IS("shuffle")) c->shuffle = s->value.u.i;
     else if (IS("log_every")) c->log_every = s->value.u.i;
+    else if (IS("val")) c->val = s->value.u.s;
+    else if (IS("val_split")) c->val_split = number(s);
+    else if (IS("patience")) c->patience = s->value.u.i;
     else if (IS("bucket_mb")) c->bucket_mb = number(s);
 #undef IS
   }
@@ -199,6 +205,12 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
   CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
   CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)
+  CHECK(!prog_setting(p, "train", "val_split") || (c->val_split > 0 && c->val_split < 1), "val_split",
+        "val_split must be in (0, 1), got %g", c->val_split)
+  CHECK(!c->val || !prog_setting(p, "train", "val_split"), "val_split",
+        "give val = \"FILE\" or val_split, not both")
+  CHECK(!prog_setting(p, "train", "patience") || c->patience >= 1, "patience", "patience must be at least 1, got %lld",
+        (long long)c->patience)
   CHECK(c->log_every >= 1, "log_every", "log_every must be at least 1, got %lld", (long long)c->log_every)
   CHECK(c->bucket_mb > 0 && c->bucket_mb <= 1 << 20, "bucket_mb", "bucket_mb must be in (0, 1048576], got %g",
         c->bucket_mb)

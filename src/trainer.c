@@ -194,8 +194,8 @@ typedef struct Run {
   BackwardResult bw;
   int nforward;                 /* block 0's forward ops */
   Executor *ex;
-  Dataset train, test;
-  bool has_train, has_test;
+  Dataset train, test, val;
+  bool has_train, has_test, has_val;
   const VarDesc *feed[16];      /* the inputs fed, per dataset column */
   int nfeed;                    /* columns fed: all, or all but the labels */
   const VarDesc *label;         /* the label input, for accuracy; NULL if unfed */
@@ -208,6 +208,7 @@ typedef struct Run {
   int64_t epoch, step, samples, step_in_epoch;
   int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
+  int64_t best_epoch, stalled;  /* the epoch that scored best, and epochs since (patience) */
   double epoch_loss;            /* the current epoch's loss summed over its examples */
   int64_t epoch_n, epoch_hits;  /* its examples, and those the metric got right */
   double ema;                   /* the loss's moving average, from 0 */
@@ -361,7 +362,8 @@ static bool bind_feeds(Run *r, Dataset *ds) {
   }
   /* a .npz's arrays feed the inputs of their names */
   if (!data_select(&r->ld.diag, ds, r->feed, r->nfeed) ||
-      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)))
+      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)) ||
+      (r->has_val && !data_select(&r->ld.diag, &r->val, r->feed, r->nfeed)))
     return false;
   bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
   if (r->nfeed != ds->ncols && !unlabelled) {
@@ -876,6 +878,39 @@ static bool open_eval(Run *r, bool training) {
   return true;
 }
 
+/* The validation data of a training run: the train block's val file, or
+ * the val_split fraction of the training data held out (rounded to whole
+ * examples; the shuffle's seed chooses which).  patience needs something
+ * to evaluate: the validation data, else the eval split. */
+static bool open_val(Run *r) {
+  Diag *d = &r->ld.diag;
+  const Setting *s;
+  if (r->c.val) {
+    DataOptions dopt = {.label = r->c.label_column, .dir = data_dir(r, "val")};
+    if (!data_open(d, r->c.val, &dopt, &r->val)) return false;
+    limit(&r->val, r->c.limit);
+  } else if ((s = prog_setting(r->p, "train", "val_split"))) {
+    int64_t n = r->train.n, nval = (int64_t)floor(r->c.val_split * (double)n + 0.5);
+    if (nval < 1 || nval >= n) {
+      diag_error(d, s->span, "val_split = %g of %lld examples leaves %s", r->c.val_split, (long long)n,
+                 nval < 1 ? "no validation example" : "no training example");
+      return false;
+    }
+    Rng rng;
+    rng_seed(&rng, r->t->a.opt.seed ^ 0x7a11da7aull);
+    if (!data_split(d, &r->train, nval, &rng, &r->val)) return false;
+  }
+  r->has_val = r->c.val || prog_setting(r->p, "train", "val_split");
+  if (r->has_val) r->data_bytes += data_bytes(&r->val);
+  if (r->c.patience && !r->has_val && !r->has_test) {
+    s = prog_setting(r->p, "train", "patience");
+    diag_error(d, s ? s->span : SPAN_NONE, "patience needs data evaluated after each epoch: give val_split, "
+               "val = \"FILE\", or an eval split");
+    return false;
+  }
+  return true;
+}
+
 static bool setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
@@ -933,7 +968,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
                dist_size(), (long long)r->train.n);
     return false;
   }
-  if (!open_eval(r, training)) {
+  if (!open_eval(r, training) || (training && !open_val(r))) {
     diag_finish(&r->ld.diag);
     return false;
   }
@@ -1032,6 +1067,7 @@ static void teardown(Run *r) {
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);
+  if (r->has_val) data_free(&r->val);
   if (r->p) session_free(&r->ld);
 }
 
@@ -1072,11 +1108,43 @@ static bool agree_params(Run *r) {
  * batch), the optimizer. */
 static void say_start(const Run *r, int64_t steps) {
   char ranks[64] = "";
+  char val[64] = "";
   if (dist_size() > 1) snprintf(ranks, sizeof ranks, "%d x ", dist_size());
+  if (r->has_val) snprintf(val, sizeof val, " (%lld more to validate)", (long long)r->val.n);
   if (!r->quiet)
-    fprintf(stderr, "training %s: %lld examples, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
-            r->t->a.file, (long long)r->train.n, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
+    fprintf(stderr, "training %s: %lld examples%s, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
+            r->t->a.file, (long long)r->train.n, val, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
             r->c.lr, (long long)r->c.epochs);
+}
+
+/* Evaluates ds at an epoch's end: " | NAME loss L acc A" appended to the
+ * epoch's line at *k, an eval event logged, and *score set to what
+ * --keep-best and patience compare (the accuracy, else minus the loss). */
+static bool epoch_eval(Run *r, const Dataset *ds, const char *name, char *line, int *k, double *score) {
+  const size_t size = 512;   /* train()'s line */
+  double el, ea;
+  if (!evaluate(r, ds, &el, &ea)) return false;
+  *k += snprintf(line + *k, size - (size_t)*k, " | %s loss %s", name, loss_str(el, 4).s);
+  if (r->metric_var) *k += snprintf(line + *k, size - (size_t)*k, " acc %.4f", ea);
+  char js[512];
+  log_line(r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
+           (long long)r->epoch, (long long)r->step, jstr(name, js, sizeof js), jnum(el).s,
+           jnum(r->metric_var ? ea : (double)NAN).s);
+  *score = r->metric_var ? ea : -el;
+  return true;
+}
+
+/* patience: why the run stops before its last epoch. */
+static void say_early_stop(const Run *r) {
+  const char *what = r->has_val ? "val" : r->eval_name;
+  if (r->quiet) return;
+  if (r->metric_var)
+    printf("stopping early after epoch %lld: %s accuracy has not improved for %lld epochs (best %.4f, epoch %lld)\n",
+           (long long)r->epoch, what, (long long)r->stalled, r->best, (long long)r->best_epoch);
+  else
+    printf("stopping early after epoch %lld: %s loss has not improved for %lld epochs (best %s, epoch %lld)\n",
+           (long long)r->epoch, what, (long long)r->stalled, loss_str(-r->best, 4).s, (long long)r->best_epoch);
+  fflush(stdout);
 }
 
 /* The training loop of cmd_train. */
@@ -1167,27 +1235,19 @@ static int train(TrainArgs *t) {
     if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ta);
     log_line(&r, "{\"event\": \"epoch\", \"epoch\": %lld, \"step\": %lld, \"train_loss\": %s, \"train_accuracy\": %s, \"seconds\": %s}",
              (long long)r.epoch, (long long)r.step, jnum(tl).s, jnum(r.metric_var ? ta : (double)NAN).s, jnum(secs).s);
-    double score = -tl;
-    if (r.has_test) {
-      double el, ea;
-      if (!evaluate(&r, &r.test, &el, &ea)) {
-        status = EXIT_SCRIPT;
-        break;
-      }
-      k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %s", r.eval_name, loss_str(el, 4).s);
-      if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ea);
-      char js[512];
-      log_line(&r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
-               (long long)r.epoch, (long long)r.step, jstr(r.eval_name, js, sizeof js), jnum(el).s,
-               jnum(r.metric_var ? ea : (double)NAN).s);
-      score = r.metric_var ? ea : -el;
+    double score = -tl, test_score;
+    if ((r.has_val && !epoch_eval(&r, &r.val, "val", line, &k, &score)) ||
+        (r.has_test && !epoch_eval(&r, &r.test, r.eval_name, line, &k, r.has_val ? &test_score : &score))) {
+      status = EXIT_SCRIPT;
+      break;
     }
     snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)epoch_n / (secs > 0 ? secs : 1e-9));
     printf("%s\n", line);
     fflush(stdout);
     if ((status = dist_size() > 1 && !agree_params(&r) ? EXIT_SCRIPT : 0)) break;
     bool best = score > r.best;
-    if (best) r.best = score;
+    if (best) r.best = score, r.best_epoch = r.epoch, r.stalled = 0;
+    else r.stalled++;
     log_sync(&r);
     if (r.log_failed) {
       status = EXIT_SCRIPT;
@@ -1201,12 +1261,17 @@ static int train(TrainArgs *t) {
       snprintf(path, sizeof path, "%s.best", t->save);
       if (!save(&r, path, true)) status = EXIT_SCRIPT;
     }
+    if (status == 0 && r.c.patience && r.stalled >= r.c.patience) {
+      say_early_stop(&r);
+      break;
+    }
   }
   if (status == 0) {
     double secs = now() - start;
     printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s",
            (long long)r.epoch, (long long)r.step, (long long)r.samples, secs, (double)run_samples / (secs > 0 ? secs : 1e-9));
-    if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.eval_name, r.best);
+    if ((r.has_val || r.has_test) && r.metric_var)
+      printf("; best %s accuracy %.4f", r.has_val ? "val" : r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
     if (dist_size() > 1)
