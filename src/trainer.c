@@ -519,6 +519,8 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "ranks", "%d", dist_size());
   for (int i = 0; i < 4; i++) ckpt_setf(&c, shuffle_keys[i], "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
+  ckpt_setf(&c, "best_epoch", "%lld", (long long)r->best_epoch);
+  ckpt_setf(&c, "stalled", "%lld", (long long)r->stalled);
   ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
   ckpt_setf(&c, "loss_ema_n", "%lld", (long long)r->ema_n);
   if (r->step_in_epoch) {   /* stopped within an epoch: its sums so far */
@@ -613,6 +615,19 @@ static bool restore_epoch_sums(Run *r, const Checkpoint *c, const char *path) {
 /* The ranks a checkpoint was saved by (1 before they were recorded).
  * Another number of ranks resumes at an epoch's end only: in the middle of
  * one, the shards that were done are not those another number would cut. */
+/* patience's count: the epoch that scored best and the epochs since, up
+ * to the checkpoint's epoch (a checkpoint from before they were kept:
+ * counting starts again). */
+static bool restore_patience(Run *r, const Checkpoint *c, const char *path) {
+  uint64_t be = 0, st = 0;
+  if (!ckpt_get(c, "best_epoch")) return true;
+  if (!setting_u64(&r->ld.diag, c, path, "best_epoch", c->epoch, &be) ||
+      !setting_u64(&r->ld.diag, c, path, "stalled", c->epoch, &st))
+    return false;
+  r->best_epoch = (int64_t)be, r->stalled = (int64_t)st;
+  return true;
+}
+
 static bool restore_ranks(Run *r, const Checkpoint *c, const char *path) {
   uint64_t ranks = 1, in_epoch = 0;
   if (ckpt_get(c, "ranks") && !setting_u64(&r->ld.diag, c, path, "ranks", 1 << 20, &ranks)) return false;
@@ -685,7 +700,7 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
   memcpy(r->shuffle_at_epoch.s, sh, sizeof sh);
   r->shuffle = r->shuffle_at_epoch;
   r->best = b;
-  return restore_smoothing(r, c, path) && restore_epoch_sums(r, c, path);
+  return restore_smoothing(r, c, path) && restore_epoch_sums(r, c, path) && restore_patience(r, c, path);
 }
 
 /* A checkpoint to resume from: netrun's own format only (it holds the

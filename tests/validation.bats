@@ -121,6 +121,15 @@ val loss 0.4239 acc 0.7500" ]
   [ "$output" = "val.csv: loss 0.480197 accuracy 0.7500 (8 examples)" ] || { echo "$output"; false; }
 }
 
+@test "a resumed run keeps patience's count: the same stop as a run never interrupted" {
+  early_net
+  "$NETRUN" train early.net --save e.ckpt --epochs 6 >/dev/null 2>&1
+  run --separate-stderr "$NETRUN" train early.net --resume e.ckpt
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | epochs | cut -c1-11 | paste -sd' ')" = "epoch 7/20: epoch 8/20:" ]
+  [ "${lines[2]}" = "stopping early after epoch 8: val accuracy has not improved for 3 epochs (best 0.7500, epoch 5)" ]
+}
+
 @test "without a metric, patience watches the val loss" {
   # The loss is the same every epoch: epoch 1 is the best, then 2 more.
   sed -i 's/shuffle   = false/epochs    = 9\n  patience  = 2/' split.net
