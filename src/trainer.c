@@ -519,8 +519,10 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "ranks", "%d", dist_size());
   for (int i = 0; i < 4; i++) ckpt_setf(&c, shuffle_keys[i], "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
-  ckpt_setf(&c, "best_epoch", "%lld", (long long)r->best_epoch);
-  ckpt_setf(&c, "stalled", "%lld", (long long)r->stalled);
+  if (r->c.patience) {   /* patience's count */
+    ckpt_setf(&c, "best_epoch", "%lld", (long long)r->best_epoch);
+    ckpt_setf(&c, "stalled", "%lld", (long long)r->stalled);
+  }
   ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
   ckpt_setf(&c, "loss_ema_n", "%lld", (long long)r->ema_n);
   if (r->step_in_epoch) {   /* stopped within an epoch: its sums so far */
@@ -616,8 +618,8 @@ static bool restore_epoch_sums(Run *r, const Checkpoint *c, const char *path) {
  * Another number of ranks resumes at an epoch's end only: in the middle of
  * one, the shards that were done are not those another number would cut. */
 /* patience's count: the epoch that scored best and the epochs since, up
- * to the checkpoint's epoch (a checkpoint from before they were kept:
- * counting starts again). */
+ * to the checkpoint's epoch (kept by a run with patience; resuming one
+ * without, counting starts again). */
 static bool restore_patience(Run *r, const Checkpoint *c, const char *path) {
   uint64_t be = 0, st = 0;
   if (!ckpt_get(c, "best_epoch")) return true;
