@@ -73,6 +73,15 @@ typedef struct DataOptions {
   /* CSV: the label column, by its header name or its 0-based index.  NULL:
    * the column named "label" or "y" (any case), else the last one. */
   const char *label;
+  /* CSV: the columns, by header name, the input column "x" holds, in
+   * order (NULL: all but the labels); every other column is not read, so
+   * it may hold text. */
+  const char *const *columns;
+  int ncolumns;
+  /* CSV: several label (target) columns, by header name, instead of
+   * `label`: the column "y" then holds f32 [N, nlabels]. */
+  const char *const *labels;
+  int nlabels;
   /* The folder that relative paths in the spec are read from (a train
    * block's data lies beside its script); NULL: the working folder. */
   const char *dir;
@@ -188,6 +197,16 @@ typedef struct CsvScan {
    * vals[i] is the nearest double. */
   const int64_t *ints;
   const bool *isint;
+  /* Optional: called once the header row is read (header and names
+   * filled); false stops the scan (the callback has reported why). */
+  bool (*on_header)(void *ctx);
+  /* Optional (on_header may set them): data-row columns c < nskip with
+   * skip[c] are not read, whatever they hold. */
+  const bool *skip;
+  int64_t nskip;
+  /* A field that is not a number names its header column (and says that
+   * text is not encoded) rather than only "expected a number". */
+  bool name_strings;
   /* Filled by the scan: */
   int64_t rows, cols;            /* data rows, values per row (-1: none) */
   Span header;                   /* the header row; file -1 if none */

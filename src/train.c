@@ -19,7 +19,8 @@ static const struct TrainKey {
 } keys[] = {
     {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, or IMAGES.idx:LABELS.idx"},
     {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
-    {"label", K_NAME, "the input holding the labels (default: the last one fed)"},
+    {"label", K_NAMES, "the input holding the labels (default: the last one fed); CSV data: else the label column, or a list of target columns"},
+    {"columns", K_NAMES, "CSV data: the columns, by header name, the input reads (default: all but the labels)"},
     {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
     {"loss", K_NAME, "the scalar to minimize (default: loss)"},
     {"metric", K_NAME, "logits whose argmax (one logit: its sign) is compared with the labels for accuracy"},
@@ -133,7 +134,12 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("eval")) c->eval = s->value.u.s;
     else if (IS("loss")) c->loss = s->value.u.s;
     else if (IS("metric")) c->metric = s->value.u.s;
-    else if (IS("label")) c->label = s->value.u.s;
+    else if (IS("label") && s->value.type == ATTR_STRING) c->label = s->value.u.s;
+    else if (IS("label")) c->labels = s->value.u.strings, c->nlabels = s->value.n;
+    else if (IS("columns")) {
+      if (s->value.type == ATTR_STRING) c->columns = &s->value.u.s, c->ncolumns = 1;
+      else c->columns = s->value.u.strings, c->ncolumns = s->value.n;
+    }
     else if (IS("label_column")) c->label_column = s->value.u.s;
     else if (IS("optimizer")) c->optimizer = s->value.u.s;
     else if (IS("schedule")) c->schedule = s->value.u.s;

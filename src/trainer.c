@@ -337,6 +337,8 @@ static uint64_t program_hash(const Program *p) {
   return h;
 }
 
+static bool label_is_column(const Run *r);
+
 /* Which input each dataset column feeds: the train block's feed list, or
  * the script's inputs in order.  A feed list one short of the columns
  * leaves out the labels (the last column): an autoencoder reads only the
@@ -387,7 +389,7 @@ static bool bind_feeds(Run *r, Dataset *ds) {
     r->label = NULL;
     return !key;
   }
-  r->label = r->c.label ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
+  r->label = r->c.label && !label_is_column(r) ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
   if (!r->label || !(r->label->flags & VAR_INPUT)) {
     const Setting *s = prog_setting(p, "train", "label");
     diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
@@ -861,6 +863,27 @@ static const char *data_dir(Run *r, const char *key) {
 /* Does the dataset come in train and test splits? (A CSV file does not.) */
 static bool has_splits(const char *spec) { return strcmp(spec, "fashion-mnist") == 0; }
 
+/* Whether the train block's label names a CSV column rather than an
+ * input: with CSV data, a name that is not one of the script's inputs
+ * (and no label_column). */
+static bool label_is_column(const Run *r) {
+  const char *d = r->c.data;
+  size_t n = strlen(d);
+  if (!r->c.label || r->c.label_column || strcmp(d, "fashion-mnist") == 0 || strchr(d, ':') ||
+      (n >= 4 && strcmp(d + n - 4, ".npz") == 0))
+    return false;
+  const VarDesc *v = prog_named_var(r->p, r->c.label);
+  return !v || !(v->flags & VAR_INPUT);
+}
+
+/* How the train block reads a data file (`key` data, eval or val): the
+ * CSV columns it chooses, from the folder of the script that sets key. */
+static DataOptions data_options(Run *r, const char *key) {
+  return (DataOptions){.label = label_is_column(r) ? r->c.label : r->c.label_column, .dir = data_dir(r, key),
+                       .columns = r->c.columns, .ncolumns = r->c.ncolumns, .labels = r->c.labels,
+                       .nlabels = r->c.nlabels};
+}
+
 /* The data evaluated after each epoch, and by `eval` and `predict`: the
  * train block's eval = "none"; a split ("test", "train") of a dataset
  * that has them; or a dataset of its own (a CSV file, IMAGES:LABELS).
@@ -874,7 +897,7 @@ static bool open_eval(Run *r, bool training) {
   r->eval_name = has_splits(data) ? "train" : data;
   if (strcmp(e, "none") == 0 || (!training && r->t->o.data && !has_splits(data))) return true;
   const Setting *s = prog_setting(r->p, "train", "eval");
-  DataOptions dopt = {.label = r->c.label_column, .dir = data_dir(r, split ? "data" : "eval")};
+  DataOptions dopt = data_options(r, split ? "data" : "eval");
   struct stat st;
   if (split && !has_splits(data)) {
     if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name a data file "
@@ -903,7 +926,7 @@ static bool open_val(Run *r) {
   Diag *d = &r->ld.diag;
   const Setting *s;
   if (r->c.val) {
-    DataOptions dopt = {.label = r->c.label_column, .dir = data_dir(r, "val")};
+    DataOptions dopt = data_options(r, "val");
     if (!data_open(d, r->c.val, &dopt, &r->val)) return false;
     limit(&r->val, r->c.limit);
   } else if ((s = prog_setting(r->p, "train", "val_split"))) {
@@ -971,8 +994,8 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       return false;
     }
   }
-  DataOptions dopt = {.split = has_splits(r->c.data) ? "train" : NULL, .label = r->c.label_column,
-                      .dir = data_dir(r, "data")};
+  DataOptions dopt = data_options(r, "data");
+  dopt.split = has_splits(r->c.data) ? "train" : NULL;
   if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
     diag_finish(&r->ld.diag);
     return false;
