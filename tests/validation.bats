@@ -146,3 +146,52 @@ val loss 0.4239 acc 0.7500" ]
   [ "$status" -eq 0 ]
   [ "${lines[2]}" = "stopping early after epoch 2: t.csv loss has not improved for 1 epochs (best 10.0000, epoch 1)" ]
 }
+
+# ---- CSV columns by name ------------------------------------------------------------------
+
+# A CSV file as people have it: an id, a text column, features, targets.
+houses() {
+  printf 'id,name,a,b,price,y\n1,foo,1,2,10,0\n2,bar,3,4,20,1\n3,baz,5,6,30,1\n' > houses.csv
+  cat > houses.net <<'NET'
+input x : f32[B, 2]
+input t : f32[B, 1]
+param W : [2, 1] = zeros()
+loss = mean((x @ W - t) ** 2)
+train {
+  data    = "houses.csv"
+  columns = ["b", "a"]
+  label   = "price"
+  lr      = 0.01
+  batch   = 3
+  shuffle = false
+}
+NET
+}
+
+@test "CSV: columns and label choose by header name; the text column is never read" {
+  houses
+  run --separate-stderr "$NETRUN" train houses.net --save h.ckpt
+  [ "$status" -eq 0 ]
+  # from W = 0 the loss is mean(price^2) = (100 + 400 + 900) / 3
+  [ "$(echo "$output" | epochs)" = "epoch 1/1: train loss 466.6667" ]
+  # one step: W -= 0.01 * 2/3 * x^T (0 - price), x's columns in the order
+  # named, b then a: -(2*10 + 4*20 + 6*30) = -280, -(1*10 + 3*20 + 5*30) = -220
+  [ "$("$NETRUN" predict houses.net --weights h.ckpt --output W | tr -d '[] ' | paste -sd' ')" = "1.8666667 1.4666667" ]
+}
+
+@test "CSV: label = [...] names several regression targets, fed as f32 [B, k]" {
+  houses
+  sed -i 's/label   = "price"/label   = ["price", "y"]/; s/input t : f32\[B, 1\]/input t : f32[B, 2]/' houses.net
+  run --separate-stderr "$NETRUN" train houses.net
+  [ "$status" -eq 0 ]
+  # mean over both targets of their squares: (100 + 400 + 900 + 0 + 1 + 1) / 6
+  [ "$(echo "$output" | epochs)" = "epoch 1/1: train loss 233.6667" ]
+}
+
+@test "CSV: label names a column when it names no input (the label input: the last fed)" {
+  houses
+  sed -i 's/label   = "price"/label   = "y"/' houses.net
+  run --separate-stderr "$NETRUN" train houses.net
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | epochs)" = "epoch 1/1: train loss 0.6667" ]
+}
