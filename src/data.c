@@ -1024,6 +1024,15 @@ static const char *pair_colon(Arena *a, const DataOptions *opt, const char *spec
   return first;
 }
 
+/* Columns chosen by name (opt->columns, opt->labels) are a CSV file's:
+ * with other data, an error, not ignored. */
+static bool only_csv_columns(Diag *d, const char *spec, const DataOptions *opt) {
+  if (!opt->ncolumns && !opt->nlabels) return true;
+  file_error(d, spec, "%s chooses a CSV file's columns by name; this data is not a CSV file",
+             opt->ncolumns ? "columns = [...]" : "label = [...]");
+  return false;
+}
+
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) {
   static const DataOptions none = {0};
   if (!opt) opt = &none;
@@ -1039,7 +1048,7 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
       file_error(d, spec, "its label column is fixed ('labels'); only a CSV file's can be chosen");
       ok = false;
     } else {
-      ok = open_fashion(d, opt->split, out);
+      ok = only_csv_columns(d, spec, opt) && open_fashion(d, opt->split, out);
     }
   } else if (opt->split) {
     file_error(d, spec, "no split '%s': only fashion-mnist has splits", opt->split);
@@ -1051,10 +1060,11 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
       file_error(d, spec, "an IDX pair's label column is fixed ('labels'); only a CSV file's can be chosen");
       ok = false;
     } else {
-      ok = open_idx_pair(d, images, in_dir(a, opt, colon + 1), out);
+      ok = only_csv_columns(d, spec, opt) && open_idx_pair(d, images, in_dir(a, opt, colon + 1), out);
     }
   } else {
-    ok = regular_file(d, path) && (is_npz(path) ? open_npz(d, path, out) : open_csv(d, path, opt, out));
+    ok = regular_file(d, path) && (is_npz(path) ? only_csv_columns(d, spec, opt) && open_npz(d, path, out)
+                                                : open_csv(d, path, opt, out));
   }
   if (!ok) data_free(out);
   return ok;

@@ -99,6 +99,8 @@ typedef struct DataOptions {
  *                       bool as their byte values (not scaled) (npy.h)
  *   FILE                a CSV file: an optional header row (detected: a
  *                       field that is not a number), then rows of numbers
+ *                       (opt->columns and opt->labels choose columns by
+ *                       header name; with other data they are an error)
  * `opt` may be NULL.  False, with the error reported, on failure; *out then
  * holds nothing to free. */
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out);
