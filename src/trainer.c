@@ -927,7 +927,14 @@ static bool open_val(Run *r) {
   const Setting *s;
   if (r->c.val) {
     DataOptions dopt = data_options(r, "val");
-    if (!data_open(d, r->c.val, &dopt, &r->val)) return false;
+    const char *v = r->c.val;
+    struct stat st;
+    if (!strchr(v, ':') && stat(dopt.dir && v[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, v) : v, &st) != 0) {
+      s = prog_setting(r->p, "train", "val");
+      diag_error(d, s ? s->span : SPAN_NONE, "train: val must name a data file, got \"%s\" (no such file)", v);
+      return false;
+    }
+    if (!data_open(d, v, &dopt, &r->val)) return false;
     limit(&r->val, r->c.limit);
   } else if ((s = prog_setting(r->p, "train", "val_split"))) {
     int64_t n = r->train.n, nval = (int64_t)floor(r->c.val_split * (double)n + 0.5);
