@@ -471,6 +471,20 @@ static Span span_of(int file, const Source *src, const char *b, const char *e) {
   return (Span){file, (uint32_t)(b - src->text), (uint32_t)(e - src->text)};
 }
 
+static char *field_name(Arena *a, const Source *src, Span s);
+
+/* A data-row field [f, fe) of column c that is not a number. */
+static void not_a_number(Diag *d, const CsvScan *s, const Source *src, const char *f, const char *fe, int64_t c) {
+  Span at = span_of(s->file, src, f, fe);
+  if (!s->name_strings || s->header.file < 0 || c >= s->nnames) {
+    diag_error(d, at, "expected a number");
+    return;
+  }
+  diag_error(d, at, "column '%s' holds '%s', not a number: CSV columns are read as numbers (text is not encoded "
+             "as categories); leave the column out of columns = [...]", field_name(d->arena, src, s->names[c]),
+             field_name(d->arena, src, at));
+}
+
 bool data_csv_scan(Diag *d, CsvScan *s) {
   const Source *src = &d->files[s->file];
   const char *nul = memchr(src->text, 0, src->len);
@@ -500,11 +514,13 @@ bool data_csv_scan(Diag *d, CsvScan *s) {
       const char *comma = memchr(f, ',', (size_t)(e - f));
       const char *fe = comma ? comma : e;
       CsvNum v = {0};
-      if (!parse_number(f, fe, &v)) {
+      if (s->header.file >= 0 && c < s->nskip && s->skip[c]) {
+        /* a column not read */
+      } else if (!parse_number(f, fe, &v)) {
         if (s->cols < 0 && s->header.file < 0) {
           header = true;   /* the first row: a header */
         } else {
-          diag_error(d, span_of(s->file, src, f, fe), "expected a number");
+          not_a_number(d, s, src, f, fe, c);
           ok = false;
           break;
         }
@@ -542,6 +558,7 @@ bool data_csv_scan(Diag *d, CsvScan *s) {
         s->names[i] = span_of(s->file, src, f, fe);
         f = comma ? comma + 1 : e;
       }
+      if (s->on_header && !s->on_header(s->ctx)) ok = false;
       continue;
     }
     if (s->cols >= 0 && c + 1 != s->cols) {
@@ -570,7 +587,11 @@ typedef struct CsvLoad {
   Dataset *ds;
   CsvScan scan;
   const char *label;           /* the option */
+  const DataOptions *opt;      /* columns and labels by name */
   int64_t ycol;                /* the label's column: -1 until the first row */
+  int64_t *xcols, nxc;         /* the columns x holds, once chosen */
+  int64_t *ycols, nyc;         /* the label columns (ycols[0] == ycol) */
+  bool *skip;                  /* the columns not read */
   float *x;
   double *y;
   int64_t *yi;                 /* the labels as integers, while all are (yint) */
@@ -596,15 +617,14 @@ static char *field_name(Arena *a, const Source *src, Span s) {
   return name;
 }
 
-/* The columns [0, n) but skip, by name ("a, b, c") or index ("columns 0, 1,
+/* The columns cols[0, total), by name ("a, b, c") or index ("columns 0, 1,
  * 2"); a long list shows its first three and its last. */
-static const char *columns_str(CsvLoad *L, int64_t n, int64_t skip) {
+static const char *columns_str(CsvLoad *L, const int64_t *cols, int64_t total) {
   const Source *src = &L->d->files[L->scan.file];
   bool header = L->scan.header.file >= 0;
-  int64_t pick[6], total = n - (skip >= 0 && skip < n), np = 0;
-  for (int64_t i = 0; i < n && np < (total <= 6 ? 6 : 3); i++)
-    if (i != skip) pick[np++] = i;
-  if (total > 6) pick[np++] = n - 1 == skip ? n - 2 : n - 1;
+  int64_t pick[6], np = 0;
+  for (int64_t i = 0; i < total && np < (total <= 6 ? 6 : 3); i++) pick[np++] = cols[i];
+  if (total > 6) pick[np++] = cols[total - 1];
   char buf[512];
   size_t k = (size_t)snprintf(buf, sizeof buf, "%s", header ? "" : total > 1 ? "columns " : "column ");
   for (int64_t j = 0; j < np && k < sizeof buf; j++) {
@@ -673,6 +693,73 @@ static bool csv_pick_label(CsvLoad *L, Span row, int64_t n) {
   return false;
 }
 
+/* The columns x and the labels take, once the label column is known (x:
+ * all the others), when columns = [...] did not choose them. */
+static void csv_default_columns(CsvLoad *L, int64_t n) {
+  L->ycols = arena_alloc(&L->ds->arena, sizeof *L->ycols);
+  L->ycols[0] = L->ycol, L->nyc = 1;
+  L->xcols = arena_alloc(&L->ds->arena, sizeof *L->xcols * (size_t)n);
+  for (int64_t i = 0; i < n; i++)
+    if (i != L->ycol) L->xcols[L->nxc++] = i;
+}
+
+/* The header column called name into *at; else an error at the header,
+ * with the nearest name. */
+static bool csv_find(CsvLoad *L, const char *key, const char *name, int64_t *at) {
+  const Source *src = &L->d->files[L->scan.file];
+  int64_t n = L->scan.nnames;
+  char **names = arena_alloc(&L->ds->arena, sizeof *names * (size_t)n);
+  for (int64_t i = 0; i < n; i++) names[i] = field_name(&L->ds->arena, src, L->scan.names[i]);
+  for (int64_t i = 0; i < n; i++)
+    if (strcmp(names[i], name) == 0) return *at = i, true;
+  const char *near = diag_nearest(name, (const char *const *)names, (int)n);
+  diag_error(L->d, L->scan.header, "%s names '%s', which is not a column%s%s%s", key, name,
+             near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+  return false;
+}
+
+/* on_header with columns = [...] or several labels: the columns by name,
+ * and those neither takes left unread. */
+static bool csv_named_columns(void *ctx) {
+  CsvLoad *L = ctx;
+  const DataOptions *o = L->opt;
+  int64_t n = L->scan.nnames;
+  if (o->nlabels) {
+    L->ycols = arena_alloc(&L->ds->arena, sizeof *L->ycols * (size_t)o->nlabels);
+    for (int i = 0; i < o->nlabels; i++)
+      if (!csv_find(L, "label", o->labels[i], &L->ycols[L->nyc++])) return false;
+    L->ycol = L->ycols[0];
+  } else {
+    if (!csv_pick_label(L, L->scan.header, n)) return false;
+    csv_default_columns(L, n);
+  }
+  L->xcols = arena_alloc(&L->ds->arena, sizeof *L->xcols * (size_t)(n + o->ncolumns));
+  L->nxc = 0;
+  if (o->ncolumns) {
+    for (int i = 0; i < o->ncolumns; i++)
+      if (!csv_find(L, "columns", o->columns[i], &L->xcols[L->nxc++])) return false;
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      bool y = false;
+      for (int64_t j = 0; j < L->nyc; j++) y |= L->ycols[j] == i;
+      if (!y) L->xcols[L->nxc++] = i;
+    }
+  }
+  L->skip = arena_alloc(&L->ds->arena, (size_t)n);
+  memset(L->skip, 1, (size_t)n);
+  for (int64_t i = 0; i < L->nxc; i++) L->skip[L->xcols[i]] = false;
+  for (int64_t j = 0; j < L->nyc; j++) {
+    if (!L->skip[L->ycols[j]]) {
+      diag_error(L->d, L->scan.header, "column '%s' is both an input column and a label",
+                 field_name(&L->ds->arena, &L->d->files[L->scan.file], L->scan.names[L->ycols[j]]));
+      return false;
+    }
+    L->skip[L->ycols[j]] = false;
+  }
+  L->scan.skip = L->skip, L->scan.nskip = n;
+  return true;
+}
+
 /* Counts the buffers' growth from the capacities (capx, capy) to the
  * ones asked for against the memory limit: false (reported) when it is
  * refused. */
@@ -691,23 +778,34 @@ static bool csv_charge(CsvLoad *L, Span at, int64_t capx, int64_t capy) {
 
 static bool csv_row(void *ctx, Span at, const double *v, int64_t n) {
   CsvLoad *L = ctx;
-  if (L->ycol < 0 && !csv_pick_label(L, at, n)) return false;
-  if (L->nx + n > L->capx) {
+  if (!L->xcols && L->scan.on_header) {
+    diag_error(L->d, at, "columns and label name header columns, but the file has no header row");
+    return false;
+  }
+  if (L->ycol < 0) {
+    if (!csv_pick_label(L, at, n)) return false;
+    csv_default_columns(L, n);
+  }
+  if (L->nx + L->nxc > L->capx) {
     int64_t cap = L->capx ? L->capx * 2 : 4096;
-    while (cap < L->nx + n) cap *= 2;
+    while (cap < L->nx + L->nxc) cap *= 2;
     if (!csv_charge(L, at, cap, L->capy)) return false;
     L->capx = cap;
     L->x = mem_alloc(L->x, sizeof *L->x * (size_t)L->capx);
   }
-  if (L->ny + 1 > L->capy) {
+  if (L->ny + L->nyc > L->capy) {
     int64_t cap = L->capy ? L->capy * 2 : 4096;
     if (!csv_charge(L, at, L->capx, cap)) return false;
     L->capy = cap;
     L->y = mem_alloc(L->y, sizeof *L->y * (size_t)L->capy);
     L->yi = mem_alloc(L->yi, sizeof *L->yi * (size_t)L->capy);
   }
-  for (int64_t i = 0; i < n; i++)
-    if (i != L->ycol) L->x[L->nx++] = (float)v[i];
+  for (int64_t i = 0; i < L->nxc; i++) L->x[L->nx++] = (float)v[L->xcols[i]];
+  if (L->nyc > 1) {   /* regression targets: f32 */
+    for (int64_t j = 0; j < L->nyc; j++) L->y[L->ny++] = v[L->ycols[j]];
+    L->yint = false;
+    return true;
+  }
   /* An integer label is kept exact (past 2^53); 3.0 counts as one too. */
   double y = v[L->ycol];
   bool exact = L->scan.isint[L->ycol];
@@ -717,7 +815,7 @@ static bool csv_row(void *ctx, Span at, const double *v, int64_t n) {
   return true;
 }
 
-static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) {
+static bool open_csv(Diag *d, const char *path, const DataOptions *opt, Dataset *ds) {
   /* The text is needed only while reading (for carets), so it lives in a
    * Diag of its own, freed once the file is read; errors count in d. */
   Arena ta;
@@ -727,20 +825,21 @@ static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) 
   td.out = d->out;
   td.color = d->color;
   td.max_errors = d->max_errors - d->nerrors;
-  CsvLoad L = {.d = &td, .path = path, .ds = ds, .label = label, .ycol = -1, .yint = true};
+  CsvLoad L = {.d = &td, .path = path, .ds = ds, .label = opt->label, .opt = opt, .ycol = -1, .yint = true};
   bool ok = false;
   int file = diag_load_file(&td, path);
   if (file < 0) goto done;
   const Source *src = &td.files[file];
   if (!data_csv_sniff(&td, path, file, "CSV files are read uncompressed, IDX files as IMAGES:LABELS")) goto done;
   L.scan = (CsvScan){.file = file, .row = csv_row, .ctx = &L};
+  if (opt->ncolumns || opt->nlabels) L.scan.on_header = csv_named_columns, L.scan.name_strings = true;
   if (!data_csv_scan(&td, &L.scan)) goto done;
   if (L.scan.rows == 0) {
     if (L.scan.header.file >= 0) diag_error(&td, L.scan.header, "a header but no rows of numbers");
     else diag_error(&td, (Span){file, 0, 0}, "empty file: expected rows of numbers, after an optional header");
     goto done;
   }
-  int64_t n = L.scan.rows, k = L.scan.cols - 1;
+  int64_t n = L.scan.rows, k = L.nxc, ny = L.nyc;
   ds->n = n;
   ds->files[ds->nfiles++] = arena_strdup(&ds->arena, path);
   DataColumn *c = &ds->cols[DATA_INPUT];
@@ -752,30 +851,32 @@ static bool open_csv(Diag *d, const char *path, const char *label, Dataset *ds) 
   c->shape[1] = k;
   c->row = k;
   c->data = mem_alloc(L.x, sizeof *L.x * (size_t)(n * k));
-  c->source = columns_str(&L, L.scan.cols, L.ycol);
+  c->source = columns_str(&L, L.xcols, L.nxc);
   L.x = NULL;
   c = &ds->cols[DATA_LABEL];
   c->name = "y";
   bool integral = L.yint;
   c->dtype = integral ? DT_I64 : DT_F32;
   c->store = integral ? DATA_I64 : DATA_F32;
-  c->rank = 1;
+  c->rank = ny > 1 ? 2 : 1;
   c->shape[0] = n;
-  c->row = 1;
+  c->shape[1] = ny;
+  c->row = ny;
   if (integral) {
     c->data = mem_alloc(L.yi, sizeof *L.yi * (size_t)n);
     L.yi = NULL;
   } else {
-    float *y = mem_alloc(NULL, sizeof *y * (size_t)n);
-    for (int64_t i = 0; i < n; i++) y[i] = (float)L.y[i];
+    float *y = mem_alloc(NULL, sizeof *y * (size_t)(n * ny));
+    for (int64_t i = 0; i < n * ny; i++) y[i] = (float)L.y[i];
     c->data = y;
   }
-  c->source = L.scan.header.file >= 0 ? field_name(&ds->arena, src, L.scan.names[L.ycol])
+  c->source = ny > 1 ? columns_str(&L, L.ycols, ny)
+            : L.scan.header.file >= 0 ? field_name(&ds->arena, src, L.scan.names[L.ycol])
                                       : arena_printf(&ds->arena, "column %" PRId64, L.ycol);
   ds->ncols = 2;
   /* The dataset keeps x and the labels: the rest of what was counted,
    * the growth's slack and the other form of the labels, is given back. */
-  int64_t keep = n * k * (int64_t)sizeof(float) + n * (int64_t)(integral ? sizeof(int64_t) : sizeof(float));
+  int64_t keep = n * k * (int64_t)sizeof(float) + n * ny * (int64_t)(integral ? sizeof(int64_t) : sizeof(float));
   ds->charged += keep;
   L.charged -= keep;
   ok = true;
@@ -950,6 +1051,15 @@ static bool open_text(Diag *d, const char *path, int64_t context, const char *sp
   return true;
 }
 
+/* Columns chosen by name (opt->columns, opt->labels) are a CSV file's:
+ * with other data, an error, not ignored. */
+static bool only_csv_columns(Diag *d, const char *spec, const DataOptions *opt) {
+  if (!opt->ncolumns && !opt->nlabels) return true;
+  file_error(d, spec, "%s chooses a CSV file's columns by name; this data is not a CSV file",
+             opt->ncolumns ? "columns = [...]" : "label = [...]");
+  return false;
+}
+
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) {
   static const DataOptions none = {0};
   if (!opt) opt = &none;
@@ -968,7 +1078,7 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
       file_error(d, spec, "its label column is fixed ('labels'); only a CSV file's can be chosen");
       ok = false;
     } else {
-      ok = open_fashion(d, opt->split, out);
+      ok = only_csv_columns(d, spec, opt) && open_fashion(d, opt->split, out);
     }
   } else if (opt->split) {
     file_error(d, spec, "no split '%s': only fashion-mnist has splits", opt->split);
@@ -980,10 +1090,11 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
       file_error(d, spec, "an IDX pair's label column is fixed ('labels'); only a CSV file's can be chosen");
       ok = false;
     } else {
-      ok = open_idx_pair(d, images, in_dir(a, opt, colon + 1), out);
+      ok = only_csv_columns(d, spec, opt) && open_idx_pair(d, images, in_dir(a, opt, colon + 1), out);
     }
   } else {
-    ok = regular_file(d, path) && (is_npz(path) ? open_npz(d, path, out) : open_csv(d, path, opt->label, out));
+    ok = regular_file(d, path) && (is_npz(path) ? only_csv_columns(d, spec, opt) && open_npz(d, path, out)
+                                                : open_csv(d, path, opt, out));
   }
   if (!ok) data_free(out);
   return ok;
@@ -1009,6 +1120,54 @@ const DataColumn *data_column(const Dataset *ds, const char *name) {
   for (int i = 0; i < ds->ncols; i++)
     if (strcmp(ds->cols[i].name, name) == 0) return &ds->cols[i];
   return NULL;
+}
+
+/* The bytes one element of a column's store takes. */
+static size_t store_size(DataStore s) { return s == DATA_U8 || s == DATA_BYTE ? 1 : s == DATA_F32 ? 4 : 8; }
+
+bool data_split(Diag *d, Dataset *ds, int64_t nval, Rng *rng, Dataset *val) {
+  memset(val, 0, sizeof *val);
+  int64_t n = ds->n;
+  bool *held = mem_alloc(NULL, (size_t)n);
+  memset(held, 0, (size_t)n);
+  Batcher b;
+  data_batcher_init(&b, ds, 1, false);
+  data_epoch(&b, rng);
+  for (int64_t i = 0; i < nval; i++) held[b.order[i]] = true;
+  data_batcher_free(&b);
+  int64_t bytes = 0;
+  for (int k = 0; k < ds->ncols; k++) bytes += nval * ds->cols[k].row * (int64_t)store_size(ds->cols[k].store);
+  if (!mem_charge(bytes)) {
+    char why[256];
+    diag_error(d, SPAN_NONE, "out of memory: the validation split's %lld examples: %s", (long long)nval,
+               mem_limit_why((double)bytes, why, sizeof why));
+    mem_free(held);
+    return false;
+  }
+  arena_init(&val->arena);
+  val->name = arena_printf(&val->arena, "%s (validation)", ds->name ? ds->name : "data");
+  val->n = nval;
+  val->ncols = ds->ncols;
+  val->named = ds->named;
+  val->charged = bytes;
+  for (int k = 0; k < ds->ncols; k++) {
+    DataColumn *c = &ds->cols[k], *v = &val->cols[k];
+    *v = *c;
+    v->name = arena_strdup(&val->arena, c->name);
+    v->source = c->source ? arena_strdup(&val->arena, c->source) : NULL;
+    size_t row = (size_t)c->row * store_size(c->store);
+    v->data = mem_alloc(NULL, row * (size_t)(nval ? nval : 1));
+    char *src = c->data, *kept = c->data, *out = v->data;
+    for (int64_t i = 0; i < n; i++) {   /* both keep the rows' order */
+      if (held[i]) memcpy(out, src + (size_t)i * row, row), out += row;
+      else memmove(kept, src + (size_t)i * row, row), kept += row;
+    }
+    v->shape[0] = nval;
+    c->shape[0] = n - nval;
+  }
+  ds->n = n - nval;
+  mem_free(held);
+  return true;
 }
 
 /* ---- gathering and batches -------------------------------------------------------- */

@@ -73,6 +73,15 @@ typedef struct DataOptions {
   /* CSV: the label column, by its header name or its 0-based index.  NULL:
    * the column named "label" or "y" (any case), else the last one. */
   const char *label;
+  /* CSV: the columns, by header name, the input column "x" holds, in
+   * order (NULL: all but the labels); every other column is not read, so
+   * it may hold text. */
+  const char *const *columns;
+  int ncolumns;
+  /* CSV: several label (target) columns, by header name, instead of
+   * `label`: the column "y" then holds f32 [N, nlabels]. */
+  const char *const *labels;
+  int nlabels;
   /* The folder that relative paths in the spec are read from (a train
    * block's data lies beside its script); NULL: the working folder. */
   const char *dir;
@@ -94,6 +103,8 @@ typedef struct DataOptions {
  *   FILE, context > 0   a text file's byte windows (text.h)
  *   FILE                a CSV file: an optional header row (detected: a
  *                       field that is not a number), then rows of numbers
+ *                       (opt->columns and opt->labels choose columns by
+ *                       header name; with other data they are an error)
  * `opt` may be NULL.  False, with the error reported, on failure; *out then
  * holds nothing to free. */
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out);
@@ -107,6 +118,14 @@ int64_t data_bytes(const Dataset *ds);
 bool data_select(Diag *d, Dataset *ds, const VarDesc *const *inputs, int n);
 /* The column named `name`, or NULL. */
 const DataColumn *data_column(const Dataset *ds, const char *name);
+
+/* Moves nval examples of ds, chosen by a permutation drawn from rng (the
+ * first nval positions of data_epoch's order: the same generator state
+ * holds out the same examples), into *val, a dataset of its own (freed by
+ * data_free).  Both keep the examples in their file order.  0 < nval <
+ * ds->n.  False, with the error reported, when the memory limit refuses
+ * the copy (*val then holds nothing to free). */
+bool data_split(Diag *d, Dataset *ds, int64_t nval, Rng *rng, Dataset *val);
 
 /* Rows idx[0..k) of column c as a new tensor [k, ...] of c's dtype. */
 Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k);
@@ -184,6 +203,16 @@ typedef struct CsvScan {
    * vals[i] is the nearest double. */
   const int64_t *ints;
   const bool *isint;
+  /* Optional: called once the header row is read (header and names
+   * filled); false stops the scan (the callback has reported why). */
+  bool (*on_header)(void *ctx);
+  /* Optional (on_header may set them): data-row columns c < nskip with
+   * skip[c] are not read, whatever they hold. */
+  const bool *skip;
+  int64_t nskip;
+  /* A field that is not a number names its header column (and says that
+   * text is not encoded) rather than only "expected a number". */
+  bool name_strings;
   /* Filled by the scan: */
   int64_t rows, cols;            /* data rows, values per row (-1: none) */
   Span header;                   /* the header row; file -1 if none */

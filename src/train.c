@@ -20,7 +20,8 @@ static const struct TrainKey {
     {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, or IMAGES.idx:LABELS.idx"},
     {"context", K_INT, "text data: bytes per window; data is then read as text (x, y: i64 [N, context]; the last tenth is \"test\")"},
     {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
-    {"label", K_NAME, "the input holding the labels (default: the last one fed)"},
+    {"label", K_NAMES, "the input holding the labels (default: the last one fed); CSV data: else the label column, or a list of target columns"},
+    {"columns", K_NAMES, "CSV data: the columns, by header name, the input reads (default: all but the labels)"},
     {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
     {"loss", K_NAME, "the scalar to minimize (default: loss)"},
     {"metric", K_NAME, "logits whose argmax (one logit: its sign) is compared with the labels for accuracy"},
@@ -42,6 +43,9 @@ static const struct TrainKey {
     {"batch", K_INT, "examples per step (default 64)"},
     {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
     {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file (\"test.npz\"), or \"none\" (default test)"},
+    {"val", K_STRING, "a validation data file, in the format of data, evaluated after each epoch (default: none)"},
+    {"val_split", K_NUMBER, "the fraction of the training data held out for validation, chosen by the seed (default: none)"},
+    {"patience", K_INT, "stop after this many epochs without a better validation (else test) score (default: never)"},
     {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
     {"bucket_mb", K_NUMBER, "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
 };
@@ -131,7 +135,12 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("eval")) c->eval = s->value.u.s;
     else if (IS("loss")) c->loss = s->value.u.s;
     else if (IS("metric")) c->metric = s->value.u.s;
-    else if (IS("label")) c->label = s->value.u.s;
+    else if (IS("label") && s->value.type == ATTR_STRING) c->label = s->value.u.s;
+    else if (IS("label")) c->labels = s->value.u.strings, c->nlabels = s->value.n;
+    else if (IS("columns")) {
+      if (s->value.type == ATTR_STRING) c->columns = &s->value.u.s, c->ncolumns = 1;
+      else c->columns = s->value.u.strings, c->ncolumns = s->value.n;
+    }
     else if (IS("label_column")) c->label_column = s->value.u.s;
     else if (IS("optimizer")) c->optimizer = s->value.u.s;
     else if (IS("schedule")) c->schedule = s->value.u.s;
@@ -155,6 +164,9 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("shuffle")) c->shuffle = s->value.u.i;
     else if (IS("log_every")) c->log_every = s->value.u.i;
     else if (IS("context")) c->context = s->value.u.i;
+    else if (IS("val")) c->val = s->value.u.s;
+    else if (IS("val_split")) c->val_split = number(s);
+    else if (IS("patience")) c->patience = s->value.u.i;
     else if (IS("bucket_mb")) c->bucket_mb = number(s);
 #undef IS
   }
@@ -203,6 +215,12 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
   CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
   CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)
+  CHECK(!prog_setting(p, "train", "val_split") || (c->val_split > 0 && c->val_split < 1), "val_split",
+        "val_split must be in (0, 1), got %g", c->val_split)
+  CHECK(!c->val || !prog_setting(p, "train", "val_split"), "val_split",
+        "give val = \"FILE\" or val_split, not both")
+  CHECK(!prog_setting(p, "train", "patience") || c->patience >= 1, "patience", "patience must be at least 1, got %lld",
+        (long long)c->patience)
   CHECK(c->log_every >= 1, "log_every", "log_every must be at least 1, got %lld", (long long)c->log_every)
   CHECK(c->bucket_mb > 0 && c->bucket_mb <= 1 << 20, "bucket_mb", "bucket_mb must be in (0, 1048576], got %g",
         c->bucket_mb)

@@ -33,6 +33,13 @@ typedef struct TrainConfig {
   const char *metric;         /* NULL: no accuracy */
   const char *label;          /* the input holding the labels (default: the last fed) */
   const char *label_column;   /* CSV: the column holding the labels */
+  const char *const *labels;  /* CSV: label = [...], the target columns */
+  int nlabels;
+  const char *const *columns; /* CSV: columns = [...], the input's columns */
+  int ncolumns;
+  const char *val;            /* a validation data file, or NULL */
+  double val_split;           /* the fraction of the training data held out (0: none) */
+  int64_t patience;           /* epochs without a better score before stopping (0: never) */
   const char *optimizer;
   const char *schedule;       /* constant, step, cosine */
   double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;

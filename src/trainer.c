@@ -215,8 +215,8 @@ typedef struct Run {
   BackwardResult bw;
   int nforward;                 /* block 0's forward ops */
   Executor *ex;
-  Dataset train, test;
-  bool has_train, has_test;
+  Dataset train, test, val;
+  bool has_train, has_test, has_val;
   const VarDesc *feed[16];      /* the inputs fed, per dataset column */
   int nfeed;                    /* columns fed: all, or all but the labels */
   const VarDesc *label;         /* the label input, for accuracy; NULL if unfed */
@@ -229,6 +229,7 @@ typedef struct Run {
   int64_t epoch, step, samples, step_in_epoch;
   int64_t data_bytes;           /* of the splits read, before --limit */
   double best;
+  int64_t best_epoch, stalled;  /* the epoch that scored best, and epochs since (patience) */
   double epoch_loss;            /* the current epoch's loss summed over its examples */
   int64_t epoch_n, epoch_hits;  /* its examples, and those the metric got right */
   int64_t per_example;          /* the metric's predictions per example: 1, or T for
@@ -371,6 +372,7 @@ static bool text_inputs_i64(Run *r) {
     }
   return true;
 }
+static bool label_is_column(const Run *r);
 
 /* Which input each dataset column feeds: the train block's feed list, or
  * the script's inputs in order.  A feed list one short of the columns
@@ -397,7 +399,8 @@ static bool bind_feeds(Run *r, Dataset *ds) {
   }
   /* a .npz's arrays feed the inputs of their names */
   if (!data_select(&r->ld.diag, ds, r->feed, r->nfeed) ||
-      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)) || !text_inputs_i64(r))
+      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)) ||
+      (r->has_val && !data_select(&r->ld.diag, &r->val, r->feed, r->nfeed)) || !text_inputs_i64(r))
     return false;
   bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
   if (r->nfeed != ds->ncols && !unlabelled) {
@@ -421,7 +424,7 @@ static bool bind_feeds(Run *r, Dataset *ds) {
     r->label = NULL;
     return !key;
   }
-  r->label = r->c.label ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
+  r->label = r->c.label && !label_is_column(r) ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
   if (!r->label || !(r->label->flags & VAR_INPUT)) {
     const Setting *s = prog_setting(p, "train", "label");
     diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
@@ -570,6 +573,10 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "ranks", "%d", dist_size());
   for (int i = 0; i < 4; i++) ckpt_setf(&c, shuffle_keys[i], "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
   ckpt_setf(&c, "best", "%s", shortest(r->best).s);
+  if (r->c.patience) {   /* patience's count */
+    ckpt_setf(&c, "best_epoch", "%lld", (long long)r->best_epoch);
+    ckpt_setf(&c, "stalled", "%lld", (long long)r->stalled);
+  }
   ckpt_setf(&c, "loss_ema", "%s", shortest(r->ema).s);
   ckpt_setf(&c, "loss_ema_n", "%lld", (long long)r->ema_n);
   if (r->step_in_epoch) {   /* stopped within an epoch: its sums so far */
@@ -664,6 +671,19 @@ static bool restore_epoch_sums(Run *r, const Checkpoint *c, const char *path) {
 /* The ranks a checkpoint was saved by (1 before they were recorded).
  * Another number of ranks resumes at an epoch's end only: in the middle of
  * one, the shards that were done are not those another number would cut. */
+/* patience's count: the epoch that scored best and the epochs since, up
+ * to the checkpoint's epoch (kept by a run with patience; resuming one
+ * without, counting starts again). */
+static bool restore_patience(Run *r, const Checkpoint *c, const char *path) {
+  uint64_t be = 0, st = 0;
+  if (!ckpt_get(c, "best_epoch")) return true;
+  if (!setting_u64(&r->ld.diag, c, path, "best_epoch", c->epoch, &be) ||
+      !setting_u64(&r->ld.diag, c, path, "stalled", c->epoch, &st))
+    return false;
+  r->best_epoch = (int64_t)be, r->stalled = (int64_t)st;
+  return true;
+}
+
 static bool restore_ranks(Run *r, const Checkpoint *c, const char *path) {
   uint64_t ranks = 1, in_epoch = 0;
   if (ckpt_get(c, "ranks") && !setting_u64(&r->ld.diag, c, path, "ranks", 1 << 20, &ranks)) return false;
@@ -736,7 +756,7 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
   memcpy(r->shuffle_at_epoch.s, sh, sizeof sh);
   r->shuffle = r->shuffle_at_epoch;
   r->best = b;
-  return restore_smoothing(r, c, path) && restore_epoch_sums(r, c, path);
+  return restore_smoothing(r, c, path) && restore_epoch_sums(r, c, path) && restore_patience(r, c, path);
 }
 
 /* A checkpoint to resume from: netrun's own format only (it holds the
@@ -896,6 +916,27 @@ static const char *data_dir(Run *r, const char *key) {
  * text file, read with context = T, does: text.h.) */
 static bool has_splits(const Run *r) { return r->c.context > 0 || strcmp(r->c.data, "fashion-mnist") == 0; }
 
+/* Whether the train block's label names a CSV column rather than an
+ * input: with CSV data, a name that is not one of the script's inputs
+ * (and no label_column). */
+static bool label_is_column(const Run *r) {
+  const char *d = r->c.data;
+  size_t n = strlen(d);
+  if (!r->c.label || r->c.label_column || strcmp(d, "fashion-mnist") == 0 || strchr(d, ':') ||
+      (n >= 4 && strcmp(d + n - 4, ".npz") == 0))
+    return false;
+  const VarDesc *v = prog_named_var(r->p, r->c.label);
+  return !v || !(v->flags & VAR_INPUT);
+}
+
+/* How the train block reads a data file (`key` data, eval or val): the
+ * CSV columns it chooses, from the folder of the script that sets key. */
+static DataOptions data_options(Run *r, const char *key) {
+  return (DataOptions){.label = label_is_column(r) ? r->c.label : r->c.label_column, .dir = data_dir(r, key),
+                       .columns = r->c.columns, .ncolumns = r->c.ncolumns, .labels = r->c.labels,
+                       .nlabels = r->c.nlabels, .context = r->c.context};
+}
+
 /* The data evaluated after each epoch, and by `eval` and `predict`: the
  * train block's eval = "none"; a split ("test", "train") of a dataset
  * that has them; or a dataset of its own (a CSV file, IMAGES:LABELS).
@@ -909,7 +950,7 @@ static bool open_eval(Run *r, bool training) {
   r->eval_name = has_splits(r) ? "train" : data;
   if (strcmp(e, "none") == 0 || (!training && r->t->o.data && !has_splits(r))) return true;
   const Setting *s = prog_setting(r->p, "train", "eval");
-  DataOptions dopt = {.label = r->c.label_column, .dir = data_dir(r, split ? "data" : "eval"), .context = r->c.context};
+  DataOptions dopt = data_options(r, split ? "data" : "eval");
   struct stat st;
   if (split && !has_splits(r)) {
     if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name a data file "
@@ -927,6 +968,46 @@ static bool open_eval(Run *r, bool training) {
   r->eval_name = e;
   r->data_bytes += data_bytes(&r->test);
   limit(&r->test, r->c.limit);
+  return true;
+}
+
+/* The validation data of a training run: the train block's val file, or
+ * the val_split fraction of the training data held out (rounded to whole
+ * examples; the shuffle's seed chooses which).  patience needs something
+ * to evaluate: the validation data, else the eval split. */
+static bool open_val(Run *r) {
+  Diag *d = &r->ld.diag;
+  const Setting *s;
+  if (r->c.val) {
+    DataOptions dopt = data_options(r, "val");
+    const char *v = r->c.val;
+    struct stat st;
+    if (!strchr(v, ':') && stat(dopt.dir && v[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, v) : v, &st) != 0) {
+      s = prog_setting(r->p, "train", "val");
+      diag_error(d, s ? s->span : SPAN_NONE, "train: val must name a data file, got \"%s\" (no such file)", v);
+      return false;
+    }
+    if (!data_open(d, v, &dopt, &r->val)) return false;
+    limit(&r->val, r->c.limit);
+  } else if ((s = prog_setting(r->p, "train", "val_split"))) {
+    int64_t n = r->train.n, nval = (int64_t)floor(r->c.val_split * (double)n + 0.5);
+    if (nval < 1 || nval >= n) {
+      diag_error(d, s->span, "val_split = %g of %lld examples leaves %s", r->c.val_split, (long long)n,
+                 nval < 1 ? "no validation example" : "no training example");
+      return false;
+    }
+    Rng rng;
+    rng_seed(&rng, r->t->a.opt.seed ^ 0x7a11da7aull);
+    if (!data_split(d, &r->train, nval, &rng, &r->val)) return false;
+  }
+  r->has_val = r->c.val || prog_setting(r->p, "train", "val_split");
+  if (r->has_val) r->data_bytes += data_bytes(&r->val);
+  if (r->c.patience && !r->has_val && !r->has_test) {
+    s = prog_setting(r->p, "train", "patience");
+    diag_error(d, s ? s->span : SPAN_NONE, "patience needs data evaluated after each epoch: give val_split, "
+               "val = \"FILE\", or an eval split");
+    return false;
+  }
   return true;
 }
 
@@ -973,8 +1054,8 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
       return false;
     }
   }
-  DataOptions dopt = {.split = has_splits(r) ? "train" : NULL, .label = r->c.label_column,
-                      .dir = data_dir(r, "data"), .context = r->c.context};
+  DataOptions dopt = data_options(r, "data");
+  dopt.split = has_splits(r) ? "train" : NULL;
   if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
     diag_finish(&r->ld.diag);
     return false;
@@ -987,7 +1068,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
                dist_size(), (long long)r->train.n);
     return false;
   }
-  if (!open_eval(r, training)) {
+  if (!open_eval(r, training) || (training && !open_val(r))) {
     diag_finish(&r->ld.diag);
     return false;
   }
@@ -1091,6 +1172,7 @@ static void teardown(Run *r) {
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);
+  if (r->has_val) data_free(&r->val);
   if (r->p) session_free(&r->ld);
 }
 
@@ -1131,11 +1213,44 @@ static bool agree_params(Run *r) {
  * batch), the optimizer. */
 static void say_start(const Run *r, int64_t steps) {
   char ranks[64] = "";
+  char val[64] = "";
   if (dist_size() > 1) snprintf(ranks, sizeof ranks, "%d x ", dist_size());
+  if (r->has_val) snprintf(val, sizeof val, " (%lld more to validate)", (long long)r->val.n);
   if (!r->quiet)
-    fprintf(stderr, "training %s: %lld examples, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
-            r->t->a.file, (long long)r->train.n, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
+    fprintf(stderr, "training %s: %lld examples%s, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
+            r->t->a.file, (long long)r->train.n, val, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
             r->c.lr, (long long)r->c.epochs);
+}
+
+/* Evaluates ds at an epoch's end: " | NAME loss L acc A" appended to the
+ * epoch's line at *k, an eval event logged, and *score set to what
+ * --keep-best and patience compare (the accuracy, else minus the loss). */
+static bool epoch_eval(Run *r, const Dataset *ds, const char *name, char *line, int *k, double *score) {
+  const size_t size = 512;   /* train()'s line */
+  double el, ea;
+  if (!evaluate(r, ds, &el, &ea)) return false;
+  *k += snprintf(line + *k, size - (size_t)*k, " | %s loss %s", name, loss_str(el, 4).s);
+  *k += bits_per_char(r, el, line + *k, size - (size_t)*k);
+  if (r->metric_var) *k += snprintf(line + *k, size - (size_t)*k, " acc %.4f", ea);
+  char js[512];
+  log_line(r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
+           (long long)r->epoch, (long long)r->step, jstr(name, js, sizeof js), jnum(el).s,
+           jnum(r->metric_var ? ea : (double)NAN).s);
+  *score = r->metric_var ? ea : -el;
+  return true;
+}
+
+/* patience: why the run stops before its last epoch. */
+static void say_early_stop(const Run *r) {
+  const char *what = r->has_val ? "val" : r->eval_name;
+  if (r->quiet) return;
+  if (r->metric_var)
+    printf("stopping early after epoch %lld: %s accuracy has not improved for %lld epochs (best %.4f, epoch %lld)\n",
+           (long long)r->epoch, what, (long long)r->stalled, r->best, (long long)r->best_epoch);
+  else
+    printf("stopping early after epoch %lld: %s loss has not improved for %lld epochs (best %s, epoch %lld)\n",
+           (long long)r->epoch, what, (long long)r->stalled, loss_str(-r->best, 4).s, (long long)r->best_epoch);
+  fflush(stdout);
 }
 
 /* The training loop of cmd_train. */
@@ -1227,28 +1342,19 @@ static int train(TrainArgs *t) {
     if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ta);
     log_line(&r, "{\"event\": \"epoch\", \"epoch\": %lld, \"step\": %lld, \"train_loss\": %s, \"train_accuracy\": %s, \"seconds\": %s}",
              (long long)r.epoch, (long long)r.step, jnum(tl).s, jnum(r.metric_var ? ta : (double)NAN).s, jnum(secs).s);
-    double score = -tl;
-    if (r.has_test) {
-      double el, ea;
-      if (!evaluate(&r, &r.test, &el, &ea)) {
-        status = EXIT_SCRIPT;
-        break;
-      }
-      k += snprintf(line + k, sizeof line - (size_t)k, " | %s loss %s", r.eval_name, loss_str(el, 4).s);
-      k += bits_per_char(&r, el, line + k, sizeof line - (size_t)k);
-      if (r.metric_var) k += snprintf(line + k, sizeof line - (size_t)k, " acc %.4f", ea);
-      char js[512];
-      log_line(&r, "{\"event\": \"eval\", \"epoch\": %lld, \"step\": %lld, \"split\": \"%s\", \"loss\": %s, \"accuracy\": %s}",
-               (long long)r.epoch, (long long)r.step, jstr(r.eval_name, js, sizeof js), jnum(el).s,
-               jnum(r.metric_var ? ea : (double)NAN).s);
-      score = r.metric_var ? ea : -el;
+    double score = -tl, test_score;
+    if ((r.has_val && !epoch_eval(&r, &r.val, "val", line, &k, &score)) ||
+        (r.has_test && !epoch_eval(&r, &r.test, r.eval_name, line, &k, r.has_val ? &test_score : &score))) {
+      status = EXIT_SCRIPT;
+      break;
     }
     snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)epoch_n / (secs > 0 ? secs : 1e-9));
     printf("%s\n", line);
     fflush(stdout);
     if ((status = dist_size() > 1 && !agree_params(&r) ? EXIT_SCRIPT : 0)) break;
     bool best = score > r.best;
-    if (best) r.best = score;
+    if (best) r.best = score, r.best_epoch = r.epoch, r.stalled = 0;
+    else r.stalled++;
     log_sync(&r);
     if (r.log_failed) {
       status = EXIT_SCRIPT;
@@ -1262,12 +1368,17 @@ static int train(TrainArgs *t) {
       snprintf(path, sizeof path, "%s.best", t->save);
       if (!save(&r, path, true)) status = EXIT_SCRIPT;
     }
+    if (status == 0 && r.c.patience && r.stalled >= r.c.patience) {
+      say_early_stop(&r);
+      break;
+    }
   }
   if (status == 0) {
     double secs = now() - start;
     printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s",
            (long long)r.epoch, (long long)r.step, (long long)r.samples, secs, (double)run_samples / (secs > 0 ? secs : 1e-9));
-    if (r.has_test && r.metric_var) printf("; best %s accuracy %.4f", r.eval_name, r.best);
+    if ((r.has_val || r.has_test) && r.metric_var)
+      printf("; best %s accuracy %.4f", r.has_val ? "val" : r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
     if (dist_size() > 1)
