@@ -24,7 +24,7 @@ bats_require_minimum_version 1.5.0
   grep -qxF "relu                       dedicated  yes      X -> Out" <<< "$output"
   # Every row's columns start where the heading's do, past the longest
   # name (softmax_cross_entropy_grad).
-  grep -qE '^softmax_cross_entropy_grad +none' <<< "$output"
+  grep -qE '^softmax_cross_entropy_grad +composite' <<< "$output"
   [ "$(cut -c28-47 <<< "$output" | sort -u | tr '\n' ,)" = "composite  yes      ,dedicated  yes      ,gradient   kernel   ,none       yes      ," ]
   run "$NETRUN" ops while
   [ "${lines[${#lines[@]} - 2]}" = "kernel: yes" ]
