@@ -20,6 +20,7 @@
 #include "weights.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -32,10 +33,20 @@
 static volatile sig_atomic_t stop_signal;
 
 /* The first signal stops the run after the current step (so every
- * parameter is updated, then saved); a second stops it at once. */
+ * parameter is updated, then saved); a second stops it at once.  Under
+ * mpirun, which stops reading the ranks' output once it forwards a
+ * signal, a rank blocked writing a progress line into a full pipe would
+ * never reach the step where the ranks agree to stop: from the signal on,
+ * output that cannot be written at once is dropped instead (fcntl is
+ * async-signal-safe; the interrupted write restarts and returns). */
 static void on_stop(int sig) {
   if (stop_signal) exec_interrupt();
   stop_signal = sig;
+  if (dist_size() > 1)
+    for (int fd = 1; fd <= 2; fd++) {
+      int fl = fcntl(fd, F_GETFL);
+      if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    }
 }
 
 static double now(void) {

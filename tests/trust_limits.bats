@@ -126,7 +126,7 @@ idx() {
   printf 'input x : f32[B, 4]\ninput y : i64[B]\nparam W : [4, 10] = zeros()\nloss = mean(softmax_cross_entropy(x @ W, y))\ntrain {\n  data = "big.csv"\n  epochs = 1\n}\n' > c.net
   run --separate-stderr timeout 20 "$NETRUN" train --max-memory 20M c.net
   [ "$status" -eq 3 ]
-  [[ "${stderr_lines[0]}" =~ ^"big.csv:262145:1: error: out of memory: the dataset's values, 262143 rows so far, grow at this row: it would take 4 MiB, but only "[0-9.]+" MiB of the memory limit of 20 MiB is free (--max-memory)"$ ]] || { echo "$stderr"; false; }
+  [[ "${stderr_lines[0]}" =~ ^"big.csv:262146:1: error: out of memory: the dataset's values, 262144 rows so far, grow at this row: it would take 4 MiB, but only "[0-9.]+" MiB of the memory limit of 20 MiB is free (--max-memory)"$ ]] || { echo "$stderr"; false; }
   # Within the limit, it trains, and the summary counts the data it keeps.
   run --separate-stderr timeout 60 "$NETRUN" train --max-memory 64M c.net
   [ "$status" -eq 0 ]
