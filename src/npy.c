@@ -315,14 +315,10 @@ bool npy_read_data(NpyIn *in, const NpyHeader *h, NpyType to, void *dst, char *w
 
 /* ---- files and archives -------------------------------------------------------- */
 
-typedef struct FileIn {
-  FILE *f;
-} FileIn;
-
-static int64_t file_read(void *ctx, void *buf, size_t n, char *why, size_t wn) {
-  FileIn *fi = ctx;
-  size_t k = fread(buf, 1, n, fi->f);
-  if (k < n && ferror(fi->f)) {
+int64_t npy_read_stdio(void *ctx, void *buf, size_t n, char *why, size_t wn) {
+  FILE *f = ctx;
+  size_t k = fread(buf, 1, n, f);
+  if (k < n && ferror(f)) {
     fail(why, wn, "cannot read: %s", strerror(errno));
     return -1;
   }
@@ -462,8 +458,7 @@ Tensor *npy_feed(Diag *d, const char *path, const VarDesc *decl) {
     }
     mem_free(s);
   } else {
-    FileIn fi = {f};
-    NpyIn in = {file_read, &fi, size};
+    NpyIn in = {npy_read_stdio, f, size};
     NpyHeader h;
     if (!npy_read_header(&in, &h, why, sizeof why) || !(t = to_tensor(&in, &h, decl->dtype, why, sizeof why)))
       diag_error(d, SPAN_NONE, "%s: %s", path, why);

@@ -56,6 +56,9 @@ typedef struct NpyIn {
   uint64_t size;
 } NpyIn;
 
+/* NpyIn's read for a FILE * (the ctx) positioned at the array's bytes. */
+int64_t npy_read_stdio(void *ctx, void *buf, size_t n, char *why, size_t wn);
+
 /* Reads and checks the preamble and the header, and that the data that
  * follows is exactly numel elements long. */
 bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n);

@@ -320,20 +320,6 @@ bool st_is_safetensors(const void *b, size_t n) {
 
 /* ---- files ------------------------------------------------------------------------ */
 
-typedef struct Region {
-  FILE *f;
-} Region;
-
-static int64_t region_read(void *ctx, void *buf, size_t n, char *why, size_t wn) {
-  Region *r = ctx;
-  size_t k = fread(buf, 1, n, r->f);
-  if (k < n && ferror(r->f)) {
-    fail(why, wn, "cannot read: %s", strerror(errno));
-    return -1;
-  }
-  return (int64_t)k;
-}
-
 static DType dtype_of(NpyType t) {
   return t == NPY_F32 || t == NPY_F64 ? DT_F32 : t == NPY_BOOL ? DT_BOOL : DT_I64;
 }
@@ -346,8 +332,7 @@ static bool read_tensors(FILE *f, uint64_t base, const StHeader *h, Checkpoint *
     Tensor *x = tensor_try_new(dtype_of(t->type), t->rank, t->shape, tw);
     if (!x) return fail(why, wn, "tensor '%s': out of memory: %s", t->name, tw);
     NpyHeader nh = {.type = t->type, .numel = t->numel};
-    Region r = {f};
-    NpyIn in = {region_read, &r, t->end - t->begin};
+    NpyIn in = {npy_read_stdio, f, t->end - t->begin};
     bool ok = fseeko(f, (off_t)(base + t->begin), SEEK_SET) == 0;
     char sub[512] = "cannot seek";
     ok = ok && npy_read_data(&in, &nh, npy_of_dtype(x->dtype), x->data, sub, sizeof sub);
