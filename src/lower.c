@@ -2087,8 +2087,11 @@ static void reinfer_block(Lowerer *L, Block *b) {
     OpDesc *op = b->ops[i];
     const Attr *sub = op_attr(op, "sub_block"), *els = op_attr(op, "else_block");
     if (sub) {
+      /* only a loop's block takes the op's X as its args; a grad op's block
+       * (while_grad) has args of its own */
+      const OpProto *proto = reg_find_op(L->prog, op->type);
       Block *sb = L->prog->blocks[sub->v.u.i];
-      const Slot *x = op_input(op, "X");
+      const Slot *x = proto && (proto->flags & OP_LOOP) ? op_input(op, "X") : NULL;
       for (int k = 0; x && k < x->n && k < sb->nargs; k++) {
         VarDesc *arg = prog_var(L->prog, sb->args[k]);
         const VarDesc *init = prog_var(L->prog, x->args[k]);
