@@ -701,6 +701,17 @@ static void copy_params(Built *b, const Args *a, Forward *f) {
 }
 
 /* The first op of p (its blocks and startup) without f64 kernels, or NULL. */
+/* Whether any input of op is a float value (an op on bools or integers
+ * alone, logical_not or one_hot, never meets an f64 value). */
+static bool takes_float(const Program *p, const OpDesc *op) {
+  for (int s = 0; s < op->nin; s++)
+    for (int i = 0; i < op->in[s].n; i++) {
+      const VarDesc *v = prog_var(p, op->in[s].args[i]);
+      if (v && (v->dtype == DT_F32 || v->dtype == DT_F64)) return true;
+    }
+  return false;
+}
+
 static const char *op_without_f64(Program *p) {
   for (int i = -1; i < p->nblocks; i++) {
     const Block *bl = i < 0 ? p->startup : p->blocks[i];
@@ -710,7 +721,7 @@ static const char *op_without_f64(Program *p) {
        * the f64 copy is not fused (its values are not f32) */
       if (strcmp(t, "fused_conv2d") == 0 || strcmp(t, "fused_conv2d_grad") == 0) continue;
       const OpProto *proto = reg_find_op(p, t);
-      if (proto && !reg_has_f64(proto)) return t;
+      if (proto && !reg_has_f64(proto) && takes_float(p, bl->ops[k])) return t;
     }
   }
   return NULL;
