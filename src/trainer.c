@@ -564,6 +564,19 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 static const char *const shuffle_keys[] = {"shuffle0", "shuffle1", "shuffle2", "shuffle3"};
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
+/* A parameter-group setting as a checkpoint keeps it: its entries joined
+ * by ", " ("*.b, *.gamma"; "embed.*: 0.1"), "" when not set. */
+static void group_text(const TrainConfig *c, bool mult, char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < (mult ? c->nmult : c->nno_decay) && at < n; i++) {
+    int k = mult ? snprintf(buf + at, n - at, "%s%s: %s", i ? ", " : "", c->mult_pattern[i], shortest(c->mult[i]).s)
+                 : snprintf(buf + at, n - at, "%s%s", i ? ", " : "", c->no_decay[i]);
+    at += k > 0 ? (size_t)k : 0;
+  }
+}
+static const char *const group_keys[] = {"no_decay", "lr_mult"};
+
 static bool save(Run *r, const char *path, bool quiet) {
   if (r->quiet) return true;   /* rank 0 alone writes checkpoints */
   Checkpoint c;
@@ -579,6 +592,11 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "epochs", "%lld", (long long)r->c.epochs);
   ckpt_setf(&c, "schedule", "%s", r->c.schedule);
   ckpt_setf(&c, "data", "%s", r->c.data ? r->c.data : "");
+  for (int k = 0; k < 2; k++) {   /* parameter groups, when set */
+    char g[CKPT_MAX_VALUE + 1];
+    group_text(&r->c, k == 1, g, sizeof g);
+    if (*g) ckpt_setf(&c, group_keys[k], "%s", g);
+  }
   ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->a.opt.seed);
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
   ckpt_setf(&c, "ranks", "%d", dist_size());
@@ -811,6 +829,14 @@ static bool restore(Run *r, const char *path, bool state) {
       else snprintf(now_s, sizeof now_s, "%s", tc->data ? tc->data : "");
       if (strcmp(was, now_s) != 0)
         diag_note(&r->ld.diag, SPAN_NONE, "%s was %s in the checkpoint; resuming with %s", state_keys[k], was, now_s);
+    }
+    for (int k = 0; k < 2; k++) {   /* parameter groups: absent in older checkpoints, and when not set */
+      char now_g[CKPT_MAX_VALUE + 1];
+      const char *was = ckpt_get(&c, group_keys[k]);
+      group_text(&r->c, k == 1, now_g, sizeof now_g);
+      if (strcmp(was ? was : "", now_g) != 0)
+        diag_note(&r->ld.diag, SPAN_NONE, "%s was [%s] in the checkpoint; resuming with [%s]", group_keys[k],
+                  was ? was : "", now_g);
     }
   }
   ckpt_free(&c);
