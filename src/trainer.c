@@ -1,5 +1,6 @@
-/* trainer.c — `netrun train`, `eval` and `predict`: the training loop over
- * real data, progress and logs, checkpoints and resuming.
+/* trainer.c — `netrun train`, `eval`, `predict` and `lr-find`: the
+ * training loop over real data, progress and logs, checkpoints and
+ * resuming; lr-find's sweep of training steps (its curve: lrfind.c).
  *
  * One executor runs the training program (forward, backward, optimizer
  * ops: train.c) once per batch; evaluation runs only its forward ops.
@@ -13,6 +14,7 @@
 #include "data.h"
 #include "dist.h"
 #include "file.h"
+#include "lrfind.h"
 #include "option.h"
 #include "print.h"
 #include "report.h"
@@ -97,6 +99,9 @@ typedef struct TrainArgs {
   ReportFormat format;     /* predict --format, eval --format (text or json) */
   const char *out;         /* predict -o FILE */
   bool confusion;          /* eval --confusion */
+  LrSweep sweep;           /* lr-find: --start, --end, --steps */
+  LrFormat lrf_format;     /* lr-find --format */
+  const char *plot;        /* lr-find --plot FILE.svg */
 } TrainArgs;
 
 /* Whether --set gives the mode input `training` a value. */
@@ -107,7 +112,8 @@ static bool mode_given(const Args *a) {
 }
 
 enum { T_EPOCHS = 100, T_BATCH, T_LIMIT, T_LR, T_OPTIMIZER, T_DATA, T_SAVE, T_RESUME, T_LOG, T_KEEP_BEST, T_KEEP_GOING,
-       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT, T_FORMAT, T_OUT, T_CONFUSION };
+       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT, T_FORMAT, T_OUT, T_CONFUSION, T_START, T_END, T_STEPS, T_LRF_FORMAT,
+       T_PLOT };
 
 /* train's options, then eval's and predict's (each ends in {NULL}). */
 static const Option train_options[] = {
@@ -148,6 +154,40 @@ static const Option predict_options[] = {
     {NULL, 0, NULL, NULL, 0},
 };
 
+static const Option lrfind_options[] = {
+    {"--start", OPTION_VALUE, "X", "a positive number", T_START},
+    {"--end", OPTION_VALUE, "X", "a positive number", T_END},
+    {"--steps", OPTION_VALUE, "N", "a whole number from 2 to 1000000", T_STEPS},
+    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
+    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
+    {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, T_OPTIMIZER},
+    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
+    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
+    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
+    {"--format", OPTION_VALUE, "FMT", "text, csv or json", T_LRF_FORMAT},
+    {"-o", OPTION_VALUE, "FILE", "a file name", T_OUT},
+    {"--plot", OPTION_VALUE, "FILE", "a file name", T_PLOT},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+/* lr-find's own options (lrfind_options). */
+static int apply_lrfind(const OptionParser *p, TrainArgs *t) {
+  static const char *const formats[] = {"text", "csv", "json"};
+  switch (p->opt->id) {
+  case T_START: return option_real(p, false, &t->sweep.start) ? 0 : EXIT_USAGE;
+  case T_END: return option_real(p, false, &t->sweep.end) ? 0 : EXIT_USAGE;
+  case T_STEPS:
+    if (!option_int(p, 2, &t->sweep.steps)) return EXIT_USAGE;
+    return t->sweep.steps > LRF_MAX_STEPS ? option_bad(p) : 0;
+  case T_LRF_FORMAT:
+    for (int k = 0; k < 3; k++)
+      if (strcmp(p->value, formats[k]) == 0) return t->lrf_format = (LrFormat)k, 0;
+    return diag_usage("unknown format '%s' (expected %s)", p->value, p->opt->needs);
+  case T_PLOT: t->plot = p->value; break;
+  }
+  return 0;
+}
+
 /* Stores one of the trainer's options in the TrainArgs ctx. */
 static int apply_train(const OptionParser *p, void *ctx) {
   TrainArgs *t = ctx;
@@ -179,6 +219,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
     break;
   case T_OUT: t->out = p->value; break;
   case T_CONFUSION: t->confusion = true; break;
+  default: return apply_lrfind(p, t);
   }
   return 0;
 }
@@ -189,7 +230,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, const Option *option
   memset(t, 0, sizeof *t);
   t->o.epochs = t->o.batch = t->o.limit = -1;
   t->o.lr = -1;
-  bool training = options == train_options;
+  t->sweep = (LrSweep){.start = 1e-7, .end = 10, .steps = 100};
+  bool training = options == train_options || options == lrfind_options;
   int n = 0;
   while (options[n].name) n++;
   CliOwn own = {options, n, apply_train, t};
@@ -202,6 +244,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, const Option *option
     rc = diag_usage("unknown format '%s' (expected text or json)", t->format == REPORT_CSV ? "csv" : "npy");
   if (!rc && training && mode_given(&t->a))
     rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
+  if (!rc && options == lrfind_options && !(t->sweep.start < t->sweep.end))
+    rc = diag_usage("--start (%g) must be below --end (%g)", t->sweep.start, t->sweep.end);
   return rc;
 }
 
@@ -1685,6 +1729,93 @@ out:
   exec_free(r.ex);
   if (r.p) session_free(&r.ld);
   return status;
+}
+
+/* ---- lr-find ------------------------------------------------------------------------ */
+
+/* One step of lr-find's sweep at learning rate lr, recorded in s; false
+ * when the sweep ends here (s->stop says why) or failed (*status). */
+static bool sweep_step(Run *r, Batch *bt, bool real, double lr, double *best, int *status) {
+  LrSweep *s = &r->t->sweep;
+  tensor_f32(r->lr)[0] = (float)lr;
+  Step st;
+  *status = train_step(r, bt, real, &st, false);
+  if (*status) return false;
+  double sm = smoothed(r);
+  s->pts[s->n++] = (LrPoint){lr, st.loss, sm};
+  r->step++, r->step_in_epoch++;
+  if (!isfinite(st.loss)) snprintf(s->stop, sizeof s->stop, "the loss is %s at step %lld", loss_str(st.loss, 4).s,
+                                   (long long)s->n);
+  else if (sm > 4 * *best)
+    snprintf(s->stop, sizeof s->stop, "the smoothed loss %.4g at step %lld exceeds 4 x the best, %.4g", sm,
+             (long long)s->n, *best);
+  if (sm < *best) *best = sm;
+  return !*s->stop;
+}
+
+/* The sweep: s->steps training steps, epoch after epoch of the training
+ * data, lr rising exponentially; nothing is saved. */
+static int sweep(Run *r) {
+  LrSweep *s = &r->t->sweep;
+  s->pts = mem_alloc(NULL, sizeof *s->pts * (size_t)s->steps);
+  int64_t per_epoch = epoch_steps(r);
+  double best = INFINITY;
+  int status = 0;
+  bool going = true;
+  while (going && s->n < s->steps) {
+    Batcher b;
+    data_batcher_init(&b, &r->train, r->c.batch, false);
+    data_epoch(&b, r->c.shuffle ? &r->shuffle : NULL);
+    r->step_in_epoch = 0;
+    Batch bt;
+    bool real;
+    while (going && s->n < s->steps && next_batch(r, &b, &bt, per_epoch, &real)) {
+      going = sweep_step(r, &bt, real, lrf_rate(s, s->n), &best, &status);
+      data_batch_release(&bt);
+    }
+    data_batcher_free(&b);
+    r->epoch++;
+  }
+  return status;
+}
+
+/* lr-find FILE: the sweep, its curve printed (and plotted), an lr suggested. */
+static int lr_find(TrainArgs *t) {
+  Run r;
+  int status = EXIT_SCRIPT;
+  if (dist_size() > 1) {
+    diag_error(NULL, SPAN_NONE, "lr-find runs in one process, not under mpirun");
+    return EXIT_USAGE;
+  }
+  t->keep_going = true;   /* a loss that is not finite ends the sweep (sweep_step), not the run */
+  bool ok = setup(&r, t, true) && (!t->weights || restore(&r, t->weights, false));
+  t->sweep.model = t->a.file;
+  if (ok) {
+    r.warned = true;
+    fprintf(stderr, "lr-find %s: %s, %lld steps of %lld, lr from %g to %g\n", t->a.file, r.c.optimizer,
+            (long long)t->sweep.steps, (long long)r.c.batch, t->sweep.start, t->sweep.end);
+    status = sweep(&r);
+  }
+  if (ok && t->sweep.n && !status) {
+    OutFile o;
+    status = EXIT_SCRIPT;
+    if (file_out_open(&o, t->out)) {
+      lrf_print(o.f, &t->sweep, t->lrf_format);
+      if (file_out_close(&o)) status = 0;
+    }
+    if (t->lrf_format == LRF_CSV) lrf_say_suggestion(stderr, &t->sweep);
+    if (!status && t->plot) status = lrf_plot(&t->sweep, t->plot);
+  }
+  mem_free(t->sweep.pts);
+  teardown(&r);
+  return status;
+}
+
+int cmd_lr_find(int argc, char **argv);
+int cmd_lr_find(int argc, char **argv) {
+  TrainArgs t;
+  int rc = parse_train(argc, argv, &t, lrfind_options);
+  return rc ? rc : lr_find(&t);
 }
 
 /* dump --train: the training program the trainer runs. */
