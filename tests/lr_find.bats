@@ -69,6 +69,9 @@ tiny() {
   # The same seed gives the same bytes; csv and json say the same lrs.
   run --separate-stderr "$NETRUN" lr-find "$MLP" --limit 1000 --seed 3
   [ "$output" = "$first" ]
+  # ... on one thread too.
+  run --separate-stderr env OMP_NUM_THREADS=1 "$NETRUN" lr-find "$MLP" --limit 1000 --seed 3
+  [ "$output" = "$first" ]
   "$NETRUN" lr-find "$MLP" --limit 1000 --seed 3 --format json -o a.json 2>/dev/null
   "$NETRUN" lr-find "$MLP" --limit 1000 --seed 3 --format json -o b.json 2>/dev/null
   cmp a.json b.json
@@ -109,4 +112,20 @@ tiny() {
   run "$NETRUN" help lr-find
   [ "$status" -eq 0 ]
   [[ "$output" == *"--start X"*"--end X"*"--steps N"*"--plot FILE"* ]]
+}
+
+@test "plot --x-axis lr: a log's loss over a logarithmic lr axis; a log without lr is an error" {
+  printf '{"event": "step", "step": 1, "loss": 2, "lr": 0.001}\n{"event": "step", "step": 2, "loss": 1, "lr": 0.1}\n' > a.jsonl
+  run --separate-stderr "$NETRUN" plot --x-axis lr a.jsonl
+  [ "$status" -eq 0 ]
+  # Ticks at the powers of ten from 0.001 to 0.1, the two points at the ends.
+  [[ "$output" == *'<text x="76.00" y="326.00">0.001</text>'*'<text x="346.00" y="326.00">0.01</text>'*'<text x="616.00" y="326.00">0.1</text>'* ]]
+  [[ "$output" == *'points="76.00,'*' 616.00,'* ]]
+  printf '{"event": "step", "step": 1, "loss": 2}\n' > b.jsonl
+  run --separate-stderr "$NETRUN" plot --x-axis lr b.jsonl
+  [ "$status" -eq 1 ]
+  [ "$stderr" = 'netrun: error: b.jsonl: --x-axis lr: no step line has "lr"' ]
+  run --separate-stderr "$NETRUN" plot --x-axis lrs b.jsonl
+  [ "$status" -eq 2 ]
+  [ "${stderr_lines[0]}" = "netrun: unknown x axis 'lrs' (expected step, samples, epoch or lr)" ]
 }
