@@ -52,6 +52,8 @@ static void say(FILE *f, const LrSweep *s, const char *prefix) {
   if (g.steepest >= 0)
     fprintf(f, "%ssuggested lr %.3g: the steepest descent of the smoothed loss (step %lld)", prefix,
             s->pts[g.steepest].lr, (long long)g.steepest + 1);
+  else if (s->n < 3)
+    fprintf(f, "%sno suggested lr: a slope needs 3 steps, the sweep made %lld", prefix, (long long)s->n);
   else
     fprintf(f, "%sno suggested lr: the smoothed loss never falls over %lld steps", prefix, (long long)s->n);
   if (g.minimum >= 0)
@@ -83,6 +85,13 @@ static void print_json(FILE *f, const LrSweep *s) {
           g.minimum >= 0 ? num(s->pts[g.minimum].lr / 10).s : "null");
 }
 
+/* x with 6 decimals, or %g when huge; nan, inf or -inf when not finite
+ * (never "-nan"). */
+static void fixed(char *b, size_t n, double x) {
+  if (!isfinite(x)) snprintf(b, n, "%s", num(x).s);
+  else snprintf(b, n, fabs(x) < 1e6 ? "%.6f" : "%.6g", x);
+}
+
 void lrf_print(FILE *f, const LrSweep *s, LrFormat fmt) {
   if (fmt == LRF_JSON) {
     print_json(f, s);
@@ -96,8 +105,12 @@ void lrf_print(FILE *f, const LrSweep *s, LrFormat fmt) {
     return;
   }
   fprintf(f, "%6s  %-12s  %-12s  %s\n", "step", "lr", "loss", "smoothed");
-  for (int64_t i = 0; i < s->n; i++)
-    fprintf(f, "%6lld  %-12.6g  %-12.6f  %.6f\n", (long long)i + 1, s->pts[i].lr, s->pts[i].loss, s->pts[i].smooth);
+  for (int64_t i = 0; i < s->n; i++) {
+    char loss[40], smooth[40];
+    fixed(loss, sizeof loss, s->pts[i].loss);
+    fixed(smooth, sizeof smooth, s->pts[i].smooth);
+    fprintf(f, "%6lld  %-12.6g  %-12s  %s\n", (long long)i + 1, s->pts[i].lr, loss, smooth);
+  }
   if (*s->stop) fprintf(f, "stopped early: %s\n", s->stop);
   say(f, s, "");
 }

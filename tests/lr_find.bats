@@ -54,6 +54,17 @@ tiny() {
   awk -v l="$last" -v b="$best" -v p="$before" 'BEGIN { exit !(l > 4 * b && p <= 4 * b) }'
   [[ "$(jq -r .stopped <<<"$output")" == "the smoothed loss "*" at step $n exceeds 4 x the best, "* ]]
   [ "$(jq .steps <<<"$output")" -eq 11 ]
+  # A loss that is not finite ends the sweep at once: exp(50 w) at w = 2 is inf in f32.
+  tiny
+  sed -i 's/^loss = .*/loss = sum(exp(w * 50.0))/' tiny.net
+  run --separate-stderr "$NETRUN" lr-find tiny.net --steps 5
+  [ "$status" -eq 0 ]
+  [ "$output" = "  step  lr            loss          smoothed
+     1  1e-07         inf           inf
+stopped early: the loss is inf at step 1
+no suggested lr: a slope needs 3 steps, the sweep made 1" ]
+  run --separate-stderr "$NETRUN" lr-find tiny.net --steps 5 --format json
+  [ "$(jq -c '[.points[0].loss, .stopped, .suggested_lr]' <<<"$output")" = '[null,"the loss is inf at step 1",null]' ]
 }
 
 @test "lr-find on Fashion-MNIST suggests an lr between 0.01 and 1, the same twice, and writes no checkpoint" {
