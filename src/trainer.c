@@ -1750,18 +1750,24 @@ static bool sweep_step(Run *r, Batch *bt, bool real, double lr, double *best, in
     snprintf(s->stop, sizeof s->stop, "the smoothed loss %.4g at step %lld exceeds 4 x the best, %.4g", sm,
              (long long)s->n, *best);
   if (sm < *best) *best = sm;
+  if (!*s->stop && stop_signal)
+    snprintf(s->stop, sizeof s->stop, "interrupted (signal %d) after step %lld", (int)stop_signal, (long long)s->n);
   return !*s->stop;
 }
 
 /* The sweep: s->steps training steps, epoch after epoch of the training
- * data, lr rising exponentially; nothing is saved. */
+ * data, lr rising exponentially; nothing is saved.  On a terminal, a
+ * progress line; Ctrl-C or SIGTERM ends the sweep after the current step
+ * (the curve so far is printed, status 128 + the signal). */
 static int sweep(Run *r) {
   LrSweep *s = &r->t->sweep;
   s->pts = mem_alloc(NULL, sizeof *s->pts * (size_t)s->steps);
   int64_t per_epoch = epoch_steps(r);
   double best = INFINITY;
   int status = 0;
-  bool going = true;
+  bool going = true, tty = isatty(2);
+  signal(SIGINT, on_stop);
+  signal(SIGTERM, on_stop);
   while (going && s->n < s->steps) {
     Batcher b;
     data_batcher_init(&b, &r->train, r->c.batch, false);
@@ -1772,11 +1778,15 @@ static int sweep(Run *r) {
     while (going && s->n < s->steps && next_batch(r, &b, &bt, per_epoch, &real)) {
       going = sweep_step(r, &bt, real, lrf_rate(s, s->n), &best, &status);
       data_batch_release(&bt);
+      if (tty && !status)
+        fprintf(stderr, "\rstep %lld/%lld  lr %.3g  smoothed loss %s   ", (long long)s->n, (long long)s->steps,
+                s->pts[s->n - 1].lr, loss_str(s->pts[s->n - 1].smooth, 4).s);
     }
     data_batcher_free(&b);
     r->epoch++;
   }
-  return status;
+  if (tty) fputc('\n', stderr);
+  return status ? status : stop_signal ? 128 + stop_signal : 0;
 }
 
 /* lr-find FILE: the sweep, its curve printed (and plotted), an lr suggested. */
@@ -1796,8 +1806,9 @@ static int lr_find(TrainArgs *t) {
             (long long)t->sweep.steps, (long long)r.c.batch, t->sweep.start, t->sweep.end);
     status = sweep(&r);
   }
-  if (ok && t->sweep.n && !status) {
+  if (ok && t->sweep.n && (!status || stop_signal)) {
     OutFile o;
+    int done = status;   /* 0, or 128 + the signal that stopped the sweep */
     status = EXIT_SCRIPT;
     if (file_out_open(&o, t->out)) {
       lrf_print(o.f, &t->sweep, t->lrf_format);
@@ -1805,6 +1816,7 @@ static int lr_find(TrainArgs *t) {
     }
     if (t->lrf_format == LRF_CSV) lrf_say_suggestion(stderr, &t->sweep);
     if (!status && t->plot) status = lrf_plot(&t->sweep, t->plot);
+    if (!status) status = done;
   }
   mem_free(t->sweep.pts);
   teardown(&r);
@@ -1815,7 +1827,10 @@ int cmd_lr_find(int argc, char **argv);
 int cmd_lr_find(int argc, char **argv) {
   TrainArgs t;
   int rc = parse_train(argc, argv, &t, lrfind_options);
-  return rc ? rc : lr_find(&t);
+  if (rc) return rc;
+  rc = lr_find(&t);
+  if (stop_signal) exec_interrupt_reset();   /* the sweep said how a signal ended it (as cmd_train) */
+  return rc;
 }
 
 /* dump --train: the training program the trainer runs. */

@@ -94,6 +94,23 @@ no suggested lr: a slope needs 3 steps, the sweep made 1" ]
   [ "$(ls | grep -v "^separate-stderr-" | tr "\n" " ")" = "a.json b.json curve.svg " ]
 }
 
+@test "Ctrl-C ends the sweep after the current step; the curve so far is printed, status 130" {
+  tiny
+  "$NETRUN" lr-find tiny.net --start 1e-7 --end 1e-6 --steps 1000000 > out.txt 2> err.txt &
+  pid=$!
+  for _ in $(seq 100); do grep -q '^lr-find tiny.net' err.txt && break; sleep 0.1; done
+  sleep 0.5
+  kill -INT "$pid"
+  status=0
+  wait "$pid" || status=$?
+  [ "$status" -eq 130 ]
+  n=$(grep -c '^ *[0-9]' out.txt)
+  echo "$n steps before the signal"
+  [ "$n" -gt 1 ] && [ "$n" -lt 1000000 ]
+  grep -qx "stopped early: interrupted (signal 2) after step $n" out.txt
+  grep -q '^suggested lr \|^no suggested lr' out.txt
+}
+
 @test "lr-find: --steps below 2, --start not below --end, bad formats are usage errors" {
   tiny
   for args in "--steps 0" "--steps 1" "--steps 1000001" "--start 1 --end 1" "--start 2 --end 1" "--start 0" \
