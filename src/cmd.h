@@ -5,6 +5,9 @@
 #ifndef NETRUN_CMD_H
 #define NETRUN_CMD_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
 struct Args;      /* cli.h */
 struct Program;   /* program.h */
 struct Executor;  /* exec.h */
@@ -26,12 +29,19 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_dump_train(const struct Args *a);
+/* lr-find FILE: the learning-rate finder (lrfind.h). */
+int cmd_lr_find(int argc, char **argv);
 
 /* data.c, checkpoint.c, plot.c */
 int cmd_data(int argc, char **argv);
 /* checkpoint PATH: describes a checkpoint. */
 int cmd_checkpoint(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+/* plot.c: the step lines of a log read from f (called name in messages and
+ * the title) drawn over a logarithmic lr axis into out (NULL: standard
+ * output), the subtitle `note`, the loss axis logarithmic if log_y:
+ * lr-find's sweep.  0 or the exit status. */
+int plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y);
 /* summary.c: summary FILE; timeback.c: time --backward FILE. */
 int cmd_summary(int argc, char **argv);
 int cmd_time_backward(const struct Args *a);

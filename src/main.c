@@ -184,11 +184,35 @@ static const Verb verbs[] = {
      "  --data SPEC        predict every example of this dataset's inputs, in batches\n"
      "  --limit N          with --data: only its first N examples\n"
      "  --batch N          with --data: examples per batch (default: the train block's)"},
+    {"lr-find", cmd_lr_find, "netrun lr-find [OPTIONS] FILE",
+     "The learning-rate finder: train FILE on its train block's data for --steps steps\n"
+     "with the lr rising exponentially from --start to --end (step i of N:\n"
+     "start * (end / start)^(i / (N - 1))), stopping early once the smoothed loss\n"
+     "exceeds 4 times its best or a loss is not finite; print the curve (lr, loss,\n"
+     "smoothed loss per step) and suggest an lr: the steepest descent of the smoothed\n"
+     "loss (with the lr of its minimum / 10 beside it).  Nothing is saved; the train\n"
+     "block's lr, schedule, warmup, epochs and evaluation are not used.\n"
+     "  --start X          the first step's lr (default 1e-7)\n"
+     "  --end X            the last step's lr (default 10)\n"
+     "  --steps N          steps of the sweep, 2 to 1000000 (default 100)\n"
+     "  --format FMT       text (default: a table and the suggestion), csv (the table;\n"
+     "                     the suggestion on stderr) or json (one document)\n"
+     "  -o FILE            write the curve to FILE (atomically)\n"
+     "  --plot FILE        draw the curve as SVG over a logarithmic lr axis (as netrun plot)\n"
+     "  --batch N          examples per step (default: the train block's)\n"
+     "  --optimizer NAME   sgd, momentum, adam, adamw or rmsprop (default: the train block's)\n"
+     "  --data SPEC        sweep on this dataset instead\n"
+     "  --limit N          use only the first N training examples\n"
+     "  --weights PATH     start from these parameters and states\n"
+     "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
+     "  --seed N           seed of initializers, dropout and shuffling (default 0)\n"
+     "  --set, --feed, --max-steps, --max-memory, --check-nan, --no-fuse, --precision,\n"
+     "  --dtype            as for netrun run"},
     {"plot", cmd_plot, "netrun plot [-o OUT.svg] [--log-y] [--x-axis AXIS] LOG.jsonl",
      "Draw the loss and accuracy curves of a training log (netrun train --log) as SVG.\n"
      "  -o OUT             write to OUT (atomically) instead of standard output\n"
      "  --log-y            a logarithmic loss axis\n"
-     "  --x-axis AXIS      step (default), samples or epoch\n"
+     "  --x-axis AXIS      step (default), samples, epoch, or lr (a logarithmic axis)\n"
      "LOG - reads standard input."},
     {"data", cmd_data, "netrun data [OPTIONS] SPEC",
      "Read a dataset and describe it: its files, examples, columns and classes.\n"

@@ -1,7 +1,7 @@
 /* plot.c — `netrun plot`: a training log drawn as an SVG of its loss and
  * accuracy curves.
  *
- *   netrun plot [-o OUT.svg] [--log-y] [--x-axis step|samples|epoch] LOG.jsonl
+ *   netrun plot [-o OUT.svg] [--log-y] [--x-axis step|samples|epoch|lr] LOG.jsonl
  *
  * The log is what `netrun train --log` writes: one flat JSON object per line,
  *   {"event": "step",  "epoch", "step", "samples", "loss", "loss_smooth", "lr", "samples_per_s"}
@@ -27,7 +27,10 @@
  *
  * A resumed run may append to the log it was writing: when a series' step
  * goes back, the points at and after that step are dropped and the newer
- * ones kept, so the picture shows the run as it finally went. */
+ * ones kept, so the picture shows the run as it finally went.
+ *
+ * `netrun lr-find --plot` draws its sweep through plot_stream: its curve as
+ * step lines, on a logarithmic lr axis. */
 #include "cmd.h"
 #include "diag.h"
 #include "file.h"
@@ -81,7 +84,7 @@ typedef struct Split {
 typedef struct Log {
   const char *name;      /* for messages */
   Series loss, smooth, train_loss, train_acc;
-  Series samples, epochs;    /* knots: samples seen and epoch finished at a step */
+  Series samples, epochs, lrs;   /* knots: samples seen, epoch finished, lr at a step */
   Split split[MAX_SPLITS];
   int nsplits;
   bool splits_dropped;   /* warned about */
@@ -91,7 +94,7 @@ typedef struct Log {
 } Log;
 
 static void log_free(Log *g) {
-  Series *all[] = {&g->loss, &g->smooth, &g->train_loss, &g->train_acc, &g->samples, &g->epochs};
+  Series *all[] = {&g->loss, &g->smooth, &g->train_loss, &g->train_acc, &g->samples, &g->epochs, &g->lrs};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) mem_free(all[i]->p);
   for (int i = 0; i < g->nsplits; i++) {
     mem_free(g->split[i].name);
@@ -500,6 +503,7 @@ static bool interpret(Log *g, Line *L, long long lineno) {
     if (has & B(K_LOSS)) series_add(&g->loss, step, v[K_LOSS]);
     if (has & B(K_LOSS_SMOOTH)) series_add(&g->smooth, step, v[K_LOSS_SMOOTH]);
     if (has & B(K_SAMPLES)) series_add(&g->samples, step, v[K_SAMPLES]);
+    if (has & B(K_LR)) series_add(&g->lrs, step, v[K_LR]);
     break;
   case EV_EVAL:
     if (has & (B(K_LOSS) | B(K_ACCURACY))) {
@@ -711,8 +715,8 @@ typedef struct Panel {
   int nc;
 } Panel;
 
-typedef enum { X_STEP, X_SAMPLES, X_EPOCH } XKind;
-static const char *const x_names[] = {"step", "samples", "epoch"};
+typedef enum { X_STEP, X_SAMPLES, X_EPOCH, X_LR } XKind;
+static const char *const x_names[] = {"step", "samples", "epoch", "lr"};
 
 typedef struct Plot {
   const Log *g;
@@ -744,7 +748,11 @@ static double xof(const Plot *P, double step) {
   return isnan(x) ? a->y : clamp(x);
 }
 
-static double px(const Plot *P, double x) { return PLOT_L + (x - P->x.lo) / (P->x.hi - P->x.lo) * PLOT_W; }
+static double px(const Plot *P, double x) {
+  const Axis *a = &P->x;
+  double t = a->log ? (log10(fmax(x, 1e-300)) - log10(a->lo)) / (log10(a->hi) - log10(a->lo)) : (x - a->lo) / (a->hi - a->lo);
+  return PLOT_L + t * PLOT_W;
+}
 
 static double py(const Panel *p, double y) {
   const Axis *a = &p->y;
@@ -860,7 +868,7 @@ static void draw_panel(FILE *o, const Plot *P, const Panel *p, bool first_panel)
             py(p, p->y.tick[i]));
   fputs("</g>\n", o);
   /* Epoch ends, dashed; labelled in the first panel where there is room. */
-  if (P->xkind != X_EPOCH && g->epochs.n && g->epochs.n <= MAX_EPOCH_LINES) {
+  if ((P->xkind == X_STEP || P->xkind == X_SAMPLES) && g->epochs.n && g->epochs.n <= MAX_EPOCH_LINES) {
     fputs("<g class=\"epochs\" stroke=\"#b0b0b0\" stroke-width=\"1\" stroke-dasharray=\"4 3\">\n", o);
     for (size_t i = 0; i < g->epochs.n; i++) {
       double x = px(P, xof(P, g->epochs.p[i].step));
@@ -964,23 +972,30 @@ static void subtitle(char *b, size_t cap, const Log *g, bool no_accuracy) {
 
 typedef struct PlotOpts {
   const char *file, *out;
+  const char *note;   /* the subtitle, when given */
   bool log_y;
   XKind x;
 } PlotOpts;
+
+/* The knots of x axis k: samples seen, epochs finished or lr, by step;
+ * an error naming what the log lacks when there are none. */
+static const Series *knots_of(const Log *g, XKind k) {
+  static const char *const lacks[] = {"", "no step line has \"samples\"", "no epoch line has \"epoch\" and \"step\"",
+                                      "no step line has \"lr\""};
+  const Series *s = k == X_SAMPLES ? &g->samples : k == X_EPOCH ? &g->epochs : &g->lrs;
+  if (!s->n) diag_error(NULL, SPAN_NONE, "%s: --x-axis %s: %s", g->name, x_names[k], lacks[k]);
+  return s->n ? s : NULL;
+}
 
 static int render(const Log *g, const PlotOpts *op) {
   Plot P = {.g = g, .xkind = op->x, .log_y = op->log_y};
   int status = EXIT_SCRIPT;
   /* The x axis. */
   if (op->x != X_STEP) {
-    const Series *k = op->x == X_SAMPLES ? &g->samples : &g->epochs;
-    if (!k->n) {
-      diag_error(NULL, SPAN_NONE, "%s: --x-axis %s: %s", g->name, x_names[op->x],
-                 op->x == X_SAMPLES ? "no step line has \"samples\"" : "no epoch line has \"epoch\" and \"step\"");
-      return EXIT_SCRIPT;
-    }
+    const Series *k = knots_of(g, op->x);
+    if (!k) return EXIT_SCRIPT;
     /* At step 0 nothing is seen and no epoch is done. */
-    if (k->p[0].step > 0) series_add(&P.knots, 0, 0);
+    if (k->p[0].step > 0 && op->x != X_LR) series_add(&P.knots, 0, 0);
     for (size_t i = 0; i < k->n; i++) series_add(&P.knots, k->p[i].step, k->p[i].y);
   }
   /* The panels and their curves; a panel without curves is left out. */
@@ -1008,16 +1023,20 @@ static int render(const Log *g, const PlotOpts *op) {
     diag_error(NULL, SPAN_NONE, "%s: no loss or accuracy to plot", g->name);
     goto done;
   }
-  /* Axes: x shared by the panels and starting at 0; y per panel. */
-  double xlo = 0, xhi = 0;
+  /* Axes: x shared by the panels and starting at 0 (lr: logarithmic, over
+   * the positive lrs); y per panel. */
+  double xlo = op->x == X_LR ? INFINITY : 0, xhi = op->x == X_LR ? 0 : 0;
   for (int i = 0; i < P.np; i++)
     for (int j = 0; j < P.p[i].nc; j++)
       for (size_t k = 0; k < P.p[i].c[j].s->n; k++) {
         double x = xof(&P, P.p[i].c[j].s->p[k].step);
-        xlo = fmin(xlo, x), xhi = fmax(xhi, x);
+        if (op->x != X_LR || x > 0) xlo = fmin(xlo, x), xhi = fmax(xhi, x);
       }
-  for (size_t k = 0; k < g->epochs.n; k++) xhi = fmax(xhi, xof(&P, g->epochs.p[k].step));
-  axis_linear(&P.x, xlo, xhi, 8, true);
+  if (op->x == X_LR) axis_log(&P.x, isfinite(xlo) ? xlo : 1, isfinite(xlo) ? xhi : 1);
+  else {
+    for (size_t k = 0; k < g->epochs.n; k++) xhi = fmax(xhi, xof(&P, g->epochs.p[k].step));
+    axis_linear(&P.x, xlo, xhi, 8, true);
+  }
   for (int i = 0; i < P.np; i++) {
     Panel *p = &P.p[i];
     p->top = FIRST_TOP + PANEL_PITCH * i;
@@ -1062,7 +1081,8 @@ static int render(const Log *g, const PlotOpts *op) {
           PLOT_L + PLOT_W / 2);
   xml_str(o, title);
   char sub[512];
-  subtitle(sub, sizeof sub, g, no_accuracy);
+  if (op->note) snprintf(sub, sizeof sub, "%s", op->note);
+  else subtitle(sub, sizeof sub, g, no_accuracy);
   fprintf(o, "</text>\n<text class=\"subtitle\" x=\"%.2f\" y=\"48\" text-anchor=\"middle\" fill=\"#555555\">",
           PLOT_L + PLOT_W / 2);
   xml_str(o, sub);
@@ -1083,7 +1103,7 @@ enum { P_OUT = 1, P_LOG_Y, P_X_AXIS };
 static const Option plot_options[] = {
     {"-o", OPTION_VALUE, "OUT", "a file name", P_OUT},
     {"--log-y", OPTION_FLAG, NULL, NULL, P_LOG_Y},
-    {"--x-axis", OPTION_VALUE, "AXIS", "step, samples or epoch", P_X_AXIS},
+    {"--x-axis", OPTION_VALUE, "AXIS", "step, samples, epoch or lr", P_X_AXIS},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -1102,14 +1122,22 @@ static int parse_args(int argc, char **argv, PlotOpts *op) {
     case P_OUT: op->out = p.value; break;
     case P_LOG_Y: op->log_y = true; break;
     case P_X_AXIS:
-      for (k = 0; k < 3 && strcmp(p.value, x_names[k]) != 0; k++) {}
-      if (k == 3) return diag_usage("unknown x axis '%s' (expected step, samples or epoch)", p.value);
+      for (k = 0; k < 4 && strcmp(p.value, x_names[k]) != 0; k++) {}
+      if (k == 4) return diag_usage("unknown x axis '%s' (expected step, samples, epoch or lr)", p.value);
       op->x = (XKind)k;
       break;
     }
   }
   if (!op->file) return diag_usage("%s needs a FILE", argv[0]);
   return 0;
+}
+
+int plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y) {
+  Log g = {.name = name};
+  PlotOpts op = {.file = name, .out = out, .note = note, .log_y = log_y, .x = X_LR};
+  int status = read_log(&g, f) ? render(&g, &op) : EXIT_SCRIPT;
+  log_free(&g);
+  return status;
 }
 
 int cmd_plot(int argc, char **argv) {

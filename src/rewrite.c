@@ -309,6 +309,7 @@ static bool sgd_matmul(const Site *s, int i, Match *m) {
   add1(p, op, false, "ParamOut", w);
   op_set_attr(p, op, "transpose_x", attr_bool(op_attr_i(mm, "transpose_x", 0) != 0));
   op_set_attr(p, op, "transpose_y", attr_bool(op_attr_i(mm, "transpose_y", 0) != 0));
+  if (op_attr(sgd, "lr_mult")) op_set_attr(p, op, "lr_mult", attr_float(op_attr_f(sgd, "lr_mult", 1)));   /* its group's */
   m->op = op;
   m->n = 2;
   m->at[0] = at < i ? at : i;

@@ -4,6 +4,7 @@
 
 #include "rewrite.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ static const struct TrainKey {
     {"epsilon", K_NUMBER, "Adam's and RMSprop's epsilon (default 1e-8)"},
     {"rho", K_NUMBER, "RMSprop's decay of the mean square, PyTorch's alpha (default 0.99)"},
     {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0; adamw 0.01)"},
+    {"no_decay", K_NAMES, "glob patterns (\"*.b\", \"*.gamma\") over scoped parameter names: those parameters get no weight decay"},
+    {"lr_mult", K_NAMES, "\"PATTERN: FACTOR\" entries: parameters matching PATTERN step by lr times FACTOR (the first matching entry counts)"},
     {"clip_norm", K_NUMBER, "clip the gradients' global L2 norm to this (default: off)"},
     {"schedule", K_NAME, "the learning-rate schedule: constant, step or cosine (default constant)"},
     {"step_size", K_INT, "step schedule: epochs between decays (default 1)"},
@@ -96,6 +99,34 @@ static void rmsprop_settings(Program *p, const TrainConfig *c) {
     if ((s = prog_setting(p, "train", others[i])))
       diag_error(p->diag, s->span, "rmsprop has no %s (PyTorch's RMSprop without momentum or weight decay)",
                  others[i]);
+}
+
+/* lr_mult = ["PATTERN: FACTOR", ...]: each entry split at its last ':'
+ * into a glob pattern and a positive finite factor. */
+static void lr_mults(Program *p, const Setting *s, TrainConfig *c) {
+  int n = s->value.type == ATTR_STRING ? 1 : s->value.n;
+  const char *const *v = s->value.type == ATTR_STRING ? &s->value.u.s : s->value.u.strings;
+  c->mult_pattern = arena_alloc(p->arena, sizeof *c->mult_pattern * (size_t)(n + 1));
+  c->mult = arena_alloc(p->arena, sizeof *c->mult * (size_t)(n + 1));
+  c->nmult = 0;
+  for (int i = 0; i < n; i++) {
+    const char *colon = strrchr(v[i], ':');
+    char *end = NULL;
+    double f = colon ? strtod(colon + 1, &end) : 0;
+    size_t len = colon ? (size_t)(colon - v[i]) : 0;
+    while (len > 0 && v[i][len - 1] == ' ') len--;
+    while (end && *end == ' ') end++;
+    if (!colon || len == 0 || end == colon + 1 || *end) {
+      diag_error(p->diag, s->span, "lr_mult entry \"%s\" is not \"PATTERN: FACTOR\" (e.g. \"embed.*: 0.1\")", v[i]);
+      continue;
+    }
+    if (!(f > 0) || !isfinite(f)) {
+      diag_error(p->diag, s->span, "lr_mult entry \"%s\": the factor must be positive, got %g", v[i], f);
+      continue;
+    }
+    c->mult_pattern[c->nmult] = arena_printf(p->arena, "%.*s", (int)len, v[i]);
+    c->mult[c->nmult++] = f;
+  }
 }
 
 bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet) {
@@ -168,6 +199,10 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("val_split")) c->val_split = number(s);
     else if (IS("patience")) c->patience = s->value.u.i;
     else if (IS("bucket_mb")) c->bucket_mb = number(s);
+    else if (IS("no_decay")) {
+      if (s->value.type == ATTR_STRING) c->no_decay = &s->value.u.s, c->nno_decay = 1;
+      else c->no_decay = s->value.u.strings, c->nno_decay = s->value.n;
+    } else if (IS("lr_mult")) lr_mults(p, s, c);
 #undef IS
   }
   /* Command-line overrides, said out loud when they replace a setting. */
@@ -210,6 +245,8 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->weight_decay >= 0, "weight_decay", "weight_decay must not be negative, got %g", c->weight_decay)
   CHECK(c->weight_decay == 0 || strcmp(c->optimizer, "adam") != 0, "weight_decay",
         "adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)")
+  CHECK(!c->nno_decay || c->weight_decay > 0 || strcmp(c->optimizer, "adamw") == 0, "no_decay",
+        "no_decay has no effect: %s has no weight decay here (set weight_decay, or use adamw)", c->optimizer)
   CHECK(c->rho >= 0 && c->rho < 1, "rho", "rho must be in [0, 1), got %g", c->rho)
   rmsprop_settings(p, c);
   CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
@@ -300,6 +337,83 @@ static void keep_states(Program *p) {
   }
 }
 
+/* ---- parameter groups: no_decay and lr_mult -------------------------------------------- */
+
+/* The index of the first of n glob patterns that name matches, or -1. */
+static int first_match(const char *const *pats, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (fnmatch(pats[i], name, 0) == 0) return i;
+  return -1;
+}
+
+/* A pattern that matches no parameter is a typo until shown otherwise: an
+ * error at the setting, with the nearest of the parameters' names and of
+ * the patterns SCOPE.* and *.NAME they fit. */
+static void unmatched(Program *p, const char *key, const char *const *pats, int n, const BackwardResult *bw) {
+  const char **cands = arena_alloc(p->arena, sizeof *cands * (size_t)(3 * bw->npairs + 1));
+  int nc = 0;
+  for (int i = 0; i < bw->npairs; i++) {
+    const char *w = bw->pairs[i].param, *dot = strrchr(w, '.');
+    cands[nc++] = w;
+    if (dot) cands[nc++] = arena_printf(p->arena, "*%s", dot);
+    if (dot) cands[nc++] = arena_printf(p->arena, "%.*s.*", (int)(strchr(w, '.') - w), w);
+  }
+  const Setting *s = prog_setting(p, "train", key);
+  for (int k = 0; k < n; k++) {
+    bool hit = false;
+    for (int i = 0; i < bw->npairs && !hit; i++) hit = fnmatch(pats[k], bw->pairs[i].param, 0) == 0;
+    if (hit) continue;
+    const char *near = diag_nearest(pats[k], cands, nc);
+    diag_error(p->diag, s ? s->span : SPAN_NONE, "%s pattern \"%s\" matches no parameter%s%s%s", key, pats[k],
+               near ? " (did you mean \"" : "", near ? near : "", near ? "\"?)" : "");
+  }
+}
+
+/* The weight decay and learning-rate multiplier of parameter w's group. */
+static double group_decay(const TrainConfig *c, const char *w, double wd) {
+  return first_match(c->no_decay, c->nno_decay, w) >= 0 ? 0 : wd;
+}
+static double group_mult(const TrainConfig *c, const char *w) {
+  int k = first_match(c->mult_pattern, c->nmult, w);
+  return k >= 0 ? c->mult[k] : 1;
+}
+
+/* The optimizer op that updates parameter w by gradient g, with its
+ * group's settings: an lr_mult attribute on every op once the train block
+ * has lr_mult (1 for parameters it does not match), so dumps show each. */
+static OpDesc *optimizer_op(Program *p, const TrainConfig *c, const char *w, const char *g) {
+  const VarDesc *wv = prog_var(p, w);
+  OpDesc *op = op_new(p, c->optimizer, wv->span);
+  in(p, op, "Param", w);
+  in(p, op, "Grad", g);
+  out(p, op, "ParamOut", w);
+  if (strcmp(c->optimizer, "momentum") == 0) {
+    add_state(p, op, wv, momentum_state, sizeof momentum_state / sizeof *momentum_state);
+    in(p, op, "LearningRate", TRAIN_LR_VAR);
+    op_set_attr(p, op, "mu", attr_float(c->momentum));
+    op_set_attr(p, op, "use_nesterov", attr_bool(c->nesterov));
+    op_set_attr(p, op, "weight_decay", attr_float(group_decay(c, w, c->weight_decay)));
+  } else if (strcmp(c->optimizer, "rmsprop") == 0) {
+    in(p, op, "LearningRate", TRAIN_LR_VAR);
+    add_state(p, op, wv, rmsprop_state, sizeof rmsprop_state / sizeof *rmsprop_state);
+    op_set_attr(p, op, "rho", attr_float(c->rho));
+    op_set_attr(p, op, "epsilon", attr_float(c->epsilon));
+  } else if (strncmp(c->optimizer, "adam", 4) == 0) {
+    in(p, op, "LearningRate", TRAIN_LR_VAR);
+    add_state(p, op, wv, adam_state, sizeof adam_state / sizeof *adam_state);
+    op_set_attr(p, op, "beta1", attr_float(c->beta1));
+    op_set_attr(p, op, "beta2", attr_float(c->beta2));
+    op_set_attr(p, op, "epsilon", attr_float(c->epsilon));
+    double wd = prog_setting(p, "train", "weight_decay") ? c->weight_decay : 0.01;
+    if (strcmp(c->optimizer, "adamw") == 0) op_set_attr(p, op, "coeff", attr_float(group_decay(c, w, wd)));
+  } else {
+    in(p, op, "LearningRate", TRAIN_LR_VAR);
+    op_set_attr(p, op, "weight_decay", attr_float(group_decay(c, w, c->weight_decay)));
+  }
+  if (c->nmult) op_set_attr(p, op, "lr_mult", attr_float(group_mult(c, w)));
+  return op;
+}
+
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
@@ -318,38 +432,14 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     op_append(b0, p, op);
     reg_infer(p, b0, op);
   }
-  bool adam = strncmp(c->optimizer, "adam", 4) == 0;
+  int before = p->diag->nerrors;
+  unmatched(p, "no_decay", c->no_decay, c->nno_decay, bw);
+  unmatched(p, "lr_mult", (const char *const *)c->mult_pattern, c->nmult, bw);
+  if (p->diag->nerrors != before) return false;
   for (int i = 0; i < bw->npairs; i++) {
     const char *w = bw->pairs[i].param, *g = bw->pairs[i].grad;
     if (!g) continue;
-    const VarDesc *wv = prog_var(p, w);
-    OpDesc *op = op_new(p, c->optimizer, wv->span);
-    in(p, op, "Param", w);
-    in(p, op, "Grad", g);
-    out(p, op, "ParamOut", w);
-    if (strcmp(c->optimizer, "momentum") == 0) {
-      add_state(p, op, wv, momentum_state, sizeof momentum_state / sizeof *momentum_state);
-      in(p, op, "LearningRate", TRAIN_LR_VAR);
-      op_set_attr(p, op, "mu", attr_float(c->momentum));
-      op_set_attr(p, op, "use_nesterov", attr_bool(c->nesterov));
-      op_set_attr(p, op, "weight_decay", attr_float(c->weight_decay));
-    } else if (strcmp(c->optimizer, "rmsprop") == 0) {
-      in(p, op, "LearningRate", TRAIN_LR_VAR);
-      add_state(p, op, wv, rmsprop_state, sizeof rmsprop_state / sizeof *rmsprop_state);
-      op_set_attr(p, op, "rho", attr_float(c->rho));
-      op_set_attr(p, op, "epsilon", attr_float(c->epsilon));
-    } else if (adam) {
-      in(p, op, "LearningRate", TRAIN_LR_VAR);
-      add_state(p, op, wv, adam_state, sizeof adam_state / sizeof *adam_state);
-      op_set_attr(p, op, "beta1", attr_float(c->beta1));
-      op_set_attr(p, op, "beta2", attr_float(c->beta2));
-      op_set_attr(p, op, "epsilon", attr_float(c->epsilon));
-      if (strcmp(c->optimizer, "adamw") == 0)
-        op_set_attr(p, op, "coeff", attr_float(prog_setting(p, "train", "weight_decay") ? c->weight_decay : 0.01));
-    } else {
-      in(p, op, "LearningRate", TRAIN_LR_VAR);
-      op_set_attr(p, op, "weight_decay", attr_float(c->weight_decay));
-    }
+    OpDesc *op = optimizer_op(p, c, w, g);
     op_append(b0, p, op);
     if (!reg_infer(p, b0, op)) return false;
   }

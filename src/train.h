@@ -13,6 +13,8 @@
  *     lr        = 0.1
  *     epochs    = 5
  *     batch     = 128
+ *     no_decay  = ["*.b"]             # parameter groups (glob patterns over
+ *     lr_mult   = ["embed.*: 0.1"]    #   scoped names): no decay, lr x 0.1
  *   }
  *
  * The training program is the script's program with its backward appended
@@ -46,6 +48,11 @@ typedef struct TrainConfig {
   int64_t epochs, batch, step_size, log_every, limit;
   int64_t context;            /* text data: bytes per window (0: not text) */
   bool nesterov, shuffle;
+  const char *const *no_decay; /* parameter groups: glob patterns of parameters without weight decay */
+  int nno_decay;
+  const char **mult_pattern;  /* lr_mult = ["PATTERN: FACTOR", ...], in order: the first match counts */
+  double *mult;
+  int nmult;
   double bucket_mb;           /* data parallel: megabytes of gradients per allreduce */
   int ranks;                  /* data parallel: the ranks training (1: no allreduce) */
 } TrainConfig;

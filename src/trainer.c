@@ -1,5 +1,6 @@
-/* trainer.c — `netrun train`, `eval` and `predict`: the training loop over
- * real data, progress and logs, checkpoints and resuming.
+/* trainer.c — `netrun train`, `eval`, `predict` and `lr-find`: the
+ * training loop over real data, progress and logs, checkpoints and
+ * resuming; lr-find's sweep of training steps (its curve: lrfind.c).
  *
  * One executor runs the training program (forward, backward, optimizer
  * ops: train.c) once per batch; evaluation runs only its forward ops.
@@ -13,6 +14,7 @@
 #include "data.h"
 #include "dist.h"
 #include "file.h"
+#include "lrfind.h"
 #include "option.h"
 #include "print.h"
 #include "report.h"
@@ -97,6 +99,9 @@ typedef struct TrainArgs {
   ReportFormat format;     /* predict --format, eval --format (text or json) */
   const char *out;         /* predict -o FILE */
   bool confusion;          /* eval --confusion */
+  LrSweep sweep;           /* lr-find: --start, --end, --steps */
+  LrFormat lrf_format;     /* lr-find --format */
+  const char *plot;        /* lr-find --plot FILE.svg */
 } TrainArgs;
 
 /* Whether --set gives the mode input `training` a value. */
@@ -107,7 +112,8 @@ static bool mode_given(const Args *a) {
 }
 
 enum { T_EPOCHS = 100, T_BATCH, T_LIMIT, T_LR, T_OPTIMIZER, T_DATA, T_SAVE, T_RESUME, T_LOG, T_KEEP_BEST, T_KEEP_GOING,
-       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT, T_FORMAT, T_OUT, T_CONFUSION };
+       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT, T_FORMAT, T_OUT, T_CONFUSION, T_START, T_END, T_STEPS, T_LRF_FORMAT,
+       T_PLOT };
 
 /* train's options, then eval's and predict's (each ends in {NULL}). */
 static const Option train_options[] = {
@@ -148,6 +154,40 @@ static const Option predict_options[] = {
     {NULL, 0, NULL, NULL, 0},
 };
 
+static const Option lrfind_options[] = {
+    {"--start", OPTION_VALUE, "X", "a positive number", T_START},
+    {"--end", OPTION_VALUE, "X", "a positive number", T_END},
+    {"--steps", OPTION_VALUE, "N", "a whole number from 2 to 1000000", T_STEPS},
+    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
+    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
+    {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, T_OPTIMIZER},
+    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
+    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
+    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
+    {"--format", OPTION_VALUE, "FMT", "text, csv or json", T_LRF_FORMAT},
+    {"-o", OPTION_VALUE, "FILE", "a file name", T_OUT},
+    {"--plot", OPTION_VALUE, "FILE", "a file name", T_PLOT},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+/* lr-find's own options (lrfind_options). */
+static int apply_lrfind(const OptionParser *p, TrainArgs *t) {
+  static const char *const formats[] = {"text", "csv", "json"};
+  switch (p->opt->id) {
+  case T_START: return option_real(p, false, &t->sweep.start) ? 0 : EXIT_USAGE;
+  case T_END: return option_real(p, false, &t->sweep.end) ? 0 : EXIT_USAGE;
+  case T_STEPS:
+    if (!option_int(p, 2, &t->sweep.steps)) return EXIT_USAGE;
+    return t->sweep.steps > LRF_MAX_STEPS ? option_bad(p) : 0;
+  case T_LRF_FORMAT:
+    for (int k = 0; k < 3; k++)
+      if (strcmp(p->value, formats[k]) == 0) return t->lrf_format = (LrFormat)k, 0;
+    return diag_usage("unknown format '%s' (expected %s)", p->value, p->opt->needs);
+  case T_PLOT: t->plot = p->value; break;
+  }
+  return 0;
+}
+
 /* Stores one of the trainer's options in the TrainArgs ctx. */
 static int apply_train(const OptionParser *p, void *ctx) {
   TrainArgs *t = ctx;
@@ -179,6 +219,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
     break;
   case T_OUT: t->out = p->value; break;
   case T_CONFUSION: t->confusion = true; break;
+  default: return apply_lrfind(p, t);
   }
   return 0;
 }
@@ -189,7 +230,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, const Option *option
   memset(t, 0, sizeof *t);
   t->o.epochs = t->o.batch = t->o.limit = -1;
   t->o.lr = -1;
-  bool training = options == train_options;
+  t->sweep = (LrSweep){.start = 1e-7, .end = 10, .steps = 100};
+  bool training = options == train_options || options == lrfind_options;
   int n = 0;
   while (options[n].name) n++;
   CliOwn own = {options, n, apply_train, t};
@@ -202,6 +244,8 @@ static int parse_train(int argc, char **argv, TrainArgs *t, const Option *option
     rc = diag_usage("unknown format '%s' (expected text or json)", t->format == REPORT_CSV ? "csv" : "npy");
   if (!rc && training && mode_given(&t->a))
     rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
+  if (!rc && options == lrfind_options && !(t->sweep.start < t->sweep.end))
+    rc = diag_usage("--start (%g) must be below --end (%g)", t->sweep.start, t->sweep.end);
   return rc;
 }
 
@@ -564,6 +608,19 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
 static const char *const shuffle_keys[] = {"shuffle0", "shuffle1", "shuffle2", "shuffle3"};
 static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
 
+/* A parameter-group setting as a checkpoint keeps it: its entries joined
+ * by ", " ("*.b, *.gamma"; "embed.*: 0.1"), "" when not set. */
+static void group_text(const TrainConfig *c, bool mult, char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < (mult ? c->nmult : c->nno_decay) && at < n; i++) {
+    int k = mult ? snprintf(buf + at, n - at, "%s%s: %s", i ? ", " : "", c->mult_pattern[i], shortest(c->mult[i]).s)
+                 : snprintf(buf + at, n - at, "%s%s", i ? ", " : "", c->no_decay[i]);
+    at += k > 0 ? (size_t)k : 0;
+  }
+}
+static const char *const group_keys[] = {"no_decay", "lr_mult"};
+
 static bool save(Run *r, const char *path, bool quiet) {
   if (r->quiet) return true;   /* rank 0 alone writes checkpoints */
   Checkpoint c;
@@ -579,6 +636,11 @@ static bool save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "epochs", "%lld", (long long)r->c.epochs);
   ckpt_setf(&c, "schedule", "%s", r->c.schedule);
   ckpt_setf(&c, "data", "%s", r->c.data ? r->c.data : "");
+  for (int k = 0; k < 2; k++) {   /* parameter groups, when set */
+    char g[CKPT_MAX_VALUE + 1];
+    group_text(&r->c, k == 1, g, sizeof g);
+    if (*g) ckpt_setf(&c, group_keys[k], "%s", g);
+  }
   ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->a.opt.seed);
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
   ckpt_setf(&c, "ranks", "%d", dist_size());
@@ -811,6 +873,14 @@ static bool restore(Run *r, const char *path, bool state) {
       else snprintf(now_s, sizeof now_s, "%s", tc->data ? tc->data : "");
       if (strcmp(was, now_s) != 0)
         diag_note(&r->ld.diag, SPAN_NONE, "%s was %s in the checkpoint; resuming with %s", state_keys[k], was, now_s);
+    }
+    for (int k = 0; k < 2; k++) {   /* parameter groups: absent in older checkpoints, and when not set */
+      char now_g[CKPT_MAX_VALUE + 1];
+      const char *was = ckpt_get(&c, group_keys[k]);
+      group_text(&r->c, k == 1, now_g, sizeof now_g);
+      if (strcmp(was ? was : "", now_g) != 0)
+        diag_note(&r->ld.diag, SPAN_NONE, "%s was [%s] in the checkpoint; resuming with [%s]", group_keys[k],
+                  was ? was : "", now_g);
     }
   }
   ckpt_free(&c);
@@ -1659,6 +1729,108 @@ out:
   exec_free(r.ex);
   if (r.p) session_free(&r.ld);
   return status;
+}
+
+/* ---- lr-find ------------------------------------------------------------------------ */
+
+/* One step of lr-find's sweep at learning rate lr, recorded in s; false
+ * when the sweep ends here (s->stop says why) or failed (*status). */
+static bool sweep_step(Run *r, Batch *bt, bool real, double lr, double *best, int *status) {
+  LrSweep *s = &r->t->sweep;
+  tensor_f32(r->lr)[0] = (float)lr;
+  Step st;
+  *status = train_step(r, bt, real, &st, false);
+  if (*status) return false;
+  double sm = smoothed(r);
+  s->pts[s->n++] = (LrPoint){lr, st.loss, sm};
+  r->step++, r->step_in_epoch++;
+  if (!isfinite(st.loss)) snprintf(s->stop, sizeof s->stop, "the loss is %s at step %lld", loss_str(st.loss, 4).s,
+                                   (long long)s->n);
+  else if (sm > 4 * *best)
+    snprintf(s->stop, sizeof s->stop, "the smoothed loss %.4g at step %lld exceeds 4 x the best, %.4g", sm,
+             (long long)s->n, *best);
+  if (sm < *best) *best = sm;
+  if (!*s->stop && stop_signal)
+    snprintf(s->stop, sizeof s->stop, "interrupted (signal %d) after step %lld", (int)stop_signal, (long long)s->n);
+  return !*s->stop;
+}
+
+/* The sweep: s->steps training steps, epoch after epoch of the training
+ * data, lr rising exponentially; nothing is saved.  On a terminal, a
+ * progress line; Ctrl-C or SIGTERM ends the sweep after the current step
+ * (the curve so far is printed, status 128 + the signal). */
+static int sweep(Run *r) {
+  LrSweep *s = &r->t->sweep;
+  s->pts = mem_alloc(NULL, sizeof *s->pts * (size_t)s->steps);
+  int64_t per_epoch = epoch_steps(r);
+  double best = INFINITY;
+  int status = 0;
+  bool going = true, tty = isatty(2);
+  signal(SIGINT, on_stop);
+  signal(SIGTERM, on_stop);
+  while (going && s->n < s->steps) {
+    Batcher b;
+    data_batcher_init(&b, &r->train, r->c.batch, false);
+    data_epoch(&b, r->c.shuffle ? &r->shuffle : NULL);
+    r->step_in_epoch = 0;
+    Batch bt;
+    bool real;
+    while (going && s->n < s->steps && next_batch(r, &b, &bt, per_epoch, &real)) {
+      going = sweep_step(r, &bt, real, lrf_rate(s, s->n), &best, &status);
+      data_batch_release(&bt);
+      if (tty && !status)
+        fprintf(stderr, "\rstep %lld/%lld  lr %.3g  smoothed loss %s   ", (long long)s->n, (long long)s->steps,
+                s->pts[s->n - 1].lr, loss_str(s->pts[s->n - 1].smooth, 4).s);
+    }
+    data_batcher_free(&b);
+    r->epoch++;
+  }
+  if (tty) fputc('\n', stderr);
+  return status ? status : stop_signal ? 128 + stop_signal : 0;
+}
+
+/* lr-find FILE: the sweep, its curve printed (and plotted), an lr suggested. */
+static int lr_find(TrainArgs *t) {
+  Run r;
+  int status = EXIT_SCRIPT;
+  if (dist_size() > 1) {
+    diag_error(NULL, SPAN_NONE, "lr-find runs in one process, not under mpirun");
+    return EXIT_USAGE;
+  }
+  t->keep_going = true;   /* a loss that is not finite ends the sweep (sweep_step), not the run */
+  bool ok = setup(&r, t, true) && (!t->weights || restore(&r, t->weights, false));
+  t->sweep.model = t->a.file;
+  if (ok) {
+    r.warned = true;
+    fprintf(stderr, "lr-find %s: %s, %lld steps of %lld, lr from %g to %g\n", t->a.file, r.c.optimizer,
+            (long long)t->sweep.steps, (long long)r.c.batch, t->sweep.start, t->sweep.end);
+    status = sweep(&r);
+  }
+  if (ok && t->sweep.n && (!status || stop_signal)) {
+    OutFile o;
+    int done = status;   /* 0, or 128 + the signal that stopped the sweep */
+    status = EXIT_SCRIPT;
+    if (file_out_open(&o, t->out)) {
+      lrf_print(o.f, &t->sweep, t->lrf_format);
+      if (file_out_close(&o)) status = 0;
+    }
+    if (t->lrf_format == LRF_CSV) lrf_say_suggestion(stderr, &t->sweep);
+    if (!status && t->plot) status = lrf_plot(&t->sweep, t->plot);
+    if (!status) status = done;
+  }
+  mem_free(t->sweep.pts);
+  teardown(&r);
+  return status;
+}
+
+int cmd_lr_find(int argc, char **argv);
+int cmd_lr_find(int argc, char **argv) {
+  TrainArgs t;
+  int rc = parse_train(argc, argv, &t, lrfind_options);
+  if (rc) return rc;
+  rc = lr_find(&t);
+  if (stop_signal) exec_interrupt_reset();   /* the sweep said how a signal ended it (as cmd_train) */
+  return rc;
 }
 
 /* dump --train: the training program the trainer runs. */

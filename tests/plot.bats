@@ -249,10 +249,10 @@ well_formed() {
   [ "${lines[0]}" = "netrun: plot: unknown option '--log-x'" ]
   run "$NETRUN" plot --x-axis time a.jsonl
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: unknown x axis 'time' (expected step, samples or epoch)" ]
+  [ "${lines[0]}" = "netrun: unknown x axis 'time' (expected step, samples, epoch or lr)" ]
   run "$NETRUN" plot a.jsonl --x-axis
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: --x-axis needs step, samples or epoch" ]
+  [ "${lines[0]}" = "netrun: --x-axis needs step, samples, epoch or lr" ]
   run "$NETRUN" plot a.jsonl -o
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: -o needs a file name" ]

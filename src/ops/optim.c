@@ -142,11 +142,16 @@ static void same(ExecCtx *c, int out_slot, int in_slot) {
 
 static float one(ExecCtx *c, int slot) { return (float)tensor_get(ctx_in(c, slot), 0); }
 
+/* The learning rate this update steps by: LearningRate times the op's
+ * lr_mult (a parameter group's multiplier, train.c; 1 when not set). */
+static float rate(ExecCtx *c, int slot) { return one(c, slot) * (float)ctx_attr_f(c, "lr_mult"); }
+static double rate64(ExecCtx *c, int slot) { return tensor_get(ctx_in(c, slot), 0) * ctx_attr_f(c, "lr_mult"); }
+
 /* ---- the f64 updates: the same formulas in double, for an f64 Param
  * (its state and Grad are f64 with it: train.c, the executor). */
 
 static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
-  double lr = tensor_get(ctx_in(c, 2), 0), wd = ctx_attr_f(c, "weight_decay");
+  double lr = rate64(c, 2), wd = ctx_attr_f(c, "weight_decay");
   double *pv = tensor_f64(p);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * (gv[i] + wd * pv[i]);
@@ -155,7 +160,7 @@ static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
 }
 
 static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
-  double lr = tensor_get(ctx_in(c, 3), 0), mu = ctx_attr_f(c, "mu"), wd = ctx_attr_f(c, "weight_decay");
+  double lr = rate64(c, 3), mu = ctx_attr_f(c, "mu"), wd = ctx_attr_f(c, "weight_decay");
   bool nesterov = ctx_attr_b(c, "use_nesterov");
   double *pv = tensor_f64(p), *vv = tensor_f64(v);
   const double *gv = tensor_f64(g);
@@ -172,7 +177,7 @@ static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
 static int adam64(ExecCtx *c, double coeff) {
   Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
   Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
-  double lr = tensor_get(ctx_in(c, 2), 0), b1 = ctx_attr_f(c, "beta1"), b2 = ctx_attr_f(c, "beta2");
+  double lr = rate64(c, 2), b1 = ctx_attr_f(c, "beta1"), b2 = ctx_attr_f(c, "beta2");
   double eps = ctx_attr_f(c, "epsilon");
   double pow1 = tensor_get(b1p, 0) * b1, pow2 = tensor_get(b2p, 0) * b2;
   double step = lr * sqrt(1 - pow2) / (1 - pow1), eps_hat = eps * sqrt(1 - pow2);
@@ -191,7 +196,7 @@ static int adam64(ExecCtx *c, double coeff) {
 }
 
 static int rmsprop64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {
-  double lr = tensor_get(ctx_in(c, 2), 0), rho = ctx_attr_f(c, "rho"), eps = ctx_attr_f(c, "epsilon");
+  double lr = rate64(c, 2), rho = ctx_attr_f(c, "rho"), eps = ctx_attr_f(c, "epsilon");
   double *pv = tensor_f64(p), *mv = tensor_f64(ms);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -221,7 +226,7 @@ static int k_sgd(ExecCtx *c) {
     NEED_F64(1);
     return sgd64(c, p, g);
   }
-  float lr = one(c, 2), wd = (float)ctx_attr_f(c, "weight_decay");
+  float lr = rate(c, 2), wd = (float)ctx_attr_f(c, "weight_decay");
   float *pv = tensor_f32(p);
   const float *gv = tensor_f32(g);
   if (wd != 0)
@@ -236,7 +241,7 @@ static int k_sgd(ExecCtx *c) {
  * alpha -lr), so the gradient is never stored and never read back. */
 static int k_sgd_matmul(ExecCtx *c) {
   Tensor *p = ctx_in(c, 0), *x = ctx_in(c, 1), *y = ctx_in(c, 2);
-  float lr = one(c, 3);
+  float lr = rate(c, 3);
   bool ta = ctx_attr_b(c, "transpose_x"), tb = ctx_attr_b(c, "transpose_y");
   int64_t m = x->shape[ta ? 1 : 0], k = x->shape[ta ? 0 : 1], k2 = y->shape[tb ? 1 : 0], n = y->shape[tb ? 0 : 1];
   if (k != k2 || p->shape[0] != m || p->shape[1] != n)
@@ -259,7 +264,7 @@ static int k_momentum(ExecCtx *c) {
     NEED_F64(1, 2);
     return momentum64(c, p, g, v);
   }
-  float lr = one(c, 3), mu = (float)ctx_attr_f(c, "mu"), wd = (float)ctx_attr_f(c, "weight_decay");
+  float lr = rate(c, 3), mu = (float)ctx_attr_f(c, "mu"), wd = (float)ctx_attr_f(c, "weight_decay");
   bool nesterov = ctx_attr_b(c, "use_nesterov");
   float *pv = tensor_f32(p), *vv = tensor_f32(v);
   const float *gv = tensor_f32(g);
@@ -278,7 +283,7 @@ static int k_momentum(ExecCtx *c) {
 static int adam(ExecCtx *c, float coeff) {
   Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
   Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
-  float lr = one(c, 2);
+  float lr = rate(c, 2);
   float b1 = (float)ctx_attr_f(c, "beta1"), b2 = (float)ctx_attr_f(c, "beta2"), eps = (float)ctx_attr_f(c, "epsilon");
   float pow1 = (float)tensor_get(b1p, 0) * b1, pow2 = (float)tensor_get(b2p, 0) * b2;
   float step = lr * sqrtf(1 - pow2) / (1 - pow1);
@@ -309,7 +314,7 @@ static int k_rmsprop(ExecCtx *c) {
     NEED_F64(1, 3);
     return rmsprop64(c, p, g, ms);
   }
-  float lr = one(c, 2), rho = (float)ctx_attr_f(c, "rho"), eps = (float)ctx_attr_f(c, "epsilon");
+  float lr = rate(c, 2), rho = (float)ctx_attr_f(c, "rho"), eps = (float)ctx_attr_f(c, "epsilon");
   float *pv = tensor_f32(p), *mv = tensor_f32(ms);
   const float *gv = tensor_f32(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -390,15 +395,18 @@ static bool infer_clip_norm(InferCtx *c) {
 #define ADAM_OUT                                                                \
   {PARAM_OUT, {"Moment1Out", 0, "updated Moment1"}, {"Moment2Out", 0, "updated Moment2"}, \
    {"Beta1PowOut", 0, "Beta1Pow * beta1"}, {"Beta2PowOut", 0, "Beta2Pow * beta2"}}
+#define LR_MULT {"lr_mult", ATTR_FLOAT, "1", reg_check_positive, "the parameter group's learning-rate multiplier"}
 #define ADAM_ATTRS                                                              \
+  LR_MULT,                                                                      \
   {"beta1", ATTR_FLOAT, "0.9", reg_check_probability, "decay of the first moment"},  \
   {"beta2", ATTR_FLOAT, "0.999", reg_check_probability, "decay of the second moment"}, \
   {"epsilon", ATTR_FLOAT, "1e-8", reg_check_nonnegative, "added to the root of the second moment"}
 
 OpProto op_table_optim[] = {
-    {.type = "sgd", .doc = "ParamOut = Param - LearningRate * Grad",
+    {.type = "sgd", .doc = "ParamOut = Param - lr_mult * LearningRate * (Grad + weight_decay * Param)",
      .in = {PARAM_IN, GRAD_IN, LR_IN}, .out = {PARAM_OUT},
-     .attrs = {{"weight_decay", ATTR_FLOAT, "0", reg_check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
+     .attrs = {{"weight_decay", ATTR_FLOAT, "0", reg_check_nonnegative, "L2 penalty added to Grad: wd * Param"},
+               LR_MULT},
      .infer = infer_sgd, .kernel = k_sgd, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "sgd_matmul",
      .doc = "ParamOut = Param - LearningRate * op(X) @ op(Y): an sgd step fused with the matmul that makes "
@@ -407,7 +415,7 @@ OpProto op_table_optim[] = {
             {"Y", 0, "its right factor, a matrix"}, LR_IN},
      .out = {PARAM_OUT},
      .attrs = {{"transpose_x", ATTR_BOOL, "false", NULL, "use X transposed"},
-               {"transpose_y", ATTR_BOOL, "false", NULL, "use Y transposed"}},
+               {"transpose_y", ATTR_BOOL, "false", NULL, "use Y transposed"}, LR_MULT},
      .infer = infer_sgd_matmul, .kernel = k_sgd_matmul, .grad_kind = GRAD_NONE, .flags = UPDATE | OP_INTERNAL},
     {.type = "momentum",
      .doc = "VelocityOut = mu * Velocity + Grad; ParamOut = Param - LearningRate * VelocityOut",
@@ -416,7 +424,8 @@ OpProto op_table_optim[] = {
      .attrs = {{"mu", ATTR_FLOAT, "0.9", reg_check_nonnegative, "the momentum factor"},
                {"use_nesterov", ATTR_BOOL, "false", NULL,
                 "step by Grad + mu * VelocityOut (Nesterov) instead"},
-               {"weight_decay", ATTR_FLOAT, "0", reg_check_nonnegative, "L2 penalty added to Grad: wd * Param"}},
+               {"weight_decay", ATTR_FLOAT, "0", reg_check_nonnegative, "L2 penalty added to Grad: wd * Param"},
+               LR_MULT},
      .infer = infer_momentum, .kernel = k_momentum, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "adam", .doc = "one Adam step (Kingma and Ba) on Param",
      .in = ADAM_IN, .out = ADAM_OUT, .attrs = {ADAM_ATTRS},
@@ -432,7 +441,8 @@ OpProto op_table_optim[] = {
      .in = {PARAM_IN, GRAD_IN, LR_IN, {"MeanSquare", 0, "the running mean of Grad^2, shape of Param"}},
      .out = {PARAM_OUT, {"MeanSquareOut", 0, "the updated mean square"}},
      .attrs = {{"rho", ATTR_FLOAT, "0.99", reg_check_probability, "the decay of the mean square (PyTorch's alpha)"},
-               {"epsilon", ATTR_FLOAT, "1e-8", reg_check_nonnegative, "added to the root of the mean square"}},
+               {"epsilon", ATTR_FLOAT, "1e-8", reg_check_nonnegative, "added to the root of the mean square"},
+               LR_MULT},
      .infer = infer_rmsprop, .kernel = k_rmsprop, .grad_kind = GRAD_NONE, .flags = UPDATE},
     {.type = "clip_by_global_norm",
      .doc = "scales every X by max_norm / (their global L2 norm) when that norm exceeds max_norm",
