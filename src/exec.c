@@ -47,6 +47,9 @@ typedef struct Prepared {
   int64_t *sig;
   int nsig;
   VarDesc *out_desc;
+  /* A control grad op: whether a second backward runs over the frames it
+   * keeps (0 not known yet, 1 yes, -1 no). */
+  int wanted;
   /* Control ops: the sub-blocks' args and results, resolved. */
   int sub[2];
   VarRef *results[2];
@@ -848,8 +851,26 @@ int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
 
 void ctx_clear_turns(ExecCtx *c) { clear_steps(c->frame, c->op_index); }
 
+/* Does a grad op of a second backward run over the frames the grad op p
+ * (in block blk) keeps? */
+static bool turns_wanted(const Program *prog, const Prepared *p, int blk) {
+  for (int b = 0; b < prog->nblocks; b++)
+    for (int i = 0; i < prog->blocks[b]->nops; i++) {
+      const OpDesc *op = prog->blocks[b]->ops[i];
+      if (op->fwd_block == blk && op->fwd_op >= 0 && op->fwd_op < prog->blocks[blk]->nops &&
+          prog->blocks[blk]->ops[op->fwd_op] == p->op && (reg_find_op(prog, op->type)->flags & OP_KEPT_TURNS))
+        return true;
+    }
+  return false;
+}
+
+/* A loop's turns are kept for its grad op; a grad op's, only for a second
+ * backward's (found once, on its first turn). */
 void ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
-  if (c->ex->opt.keep_steps) keep_step(c->frame, c->op_index, f);
+  Prepared *p = (Prepared *)c->p;
+  if (c->ex->opt.keep_steps && (p->proto->flags & OP_KEPT_TURNS) && !p->wanted)
+    p->wanted = turns_wanted(c->ex->prog, p, c->frame->pb->block->idx) ? 1 : -1;
+  if (c->ex->opt.keep_steps && p->wanted >= 0) keep_step(c->frame, c->op_index, f);
   else frame_free(f);
 }
 
