@@ -159,7 +159,8 @@ static bool is_loop(const Backward *bw, const OpDesc *op) { return flags_of(bw, 
 /* A loop's or a branch's grad op (while_grad, conditional_block_grad),
  * which a second backward differentiates through its grad blocks. */
 static bool is_control_grad(const Backward *bw, const OpDesc *op) {
-  return (flags_of(bw, op) & (OP_CONTROL | OP_KEPT_TURNS)) == (OP_CONTROL | OP_KEPT_TURNS);
+  /* (the tape records one without its blocks: an op like any other) */
+  return (flags_of(bw, op) & (OP_CONTROL | OP_KEPT_TURNS)) == (OP_CONTROL | OP_KEPT_TURNS) && op_attr(op, "sub_block");
 }
 
 static bool prop_live(Backward *bw, const Block *b);

@@ -344,10 +344,18 @@ static int g_conditional(GradCtx *c) {
  * same for every turn, as those sums are of every turn).  What G read of
  * the forward turn gets per-turn gradients, which the second backward
  * hands to the loop's own grad block (backward.c, inject_name). */
+/* The tape's program holds a loop's or branch's grad op without its
+ * blocks (exec.c, record_control_grad): nothing to differentiate. */
+static int tape_refused(GradCtx *c) {
+  return bwd_fail(c, "%s: the tape cannot differentiate the gradient of a loop or a branch (a second-order "
+                     "gradient through while or if); the program's backward can (netrun grad without --tape)", bwd_op_fwd(c)->type);
+}
+
 static int g_while_grad(GradCtx *c) {
   Program *p = bwd_prog(c);
   const Block *s = own_block(c, "sub_block");
   int nc = bwd_op_nin(c, "Out@GRAD"), ncap = bwd_op_nin(c, "Input");
+  if (!bwd_op_attr(c, "sub_block")) return tape_refused(c);
   if (!s || s->nargs != nc || s->nresults < nc + ncap) return bwd_fail(c, "internal error: malformed while_grad op");
   Block *gs = bwd_sub_begin(c, s);
   if (!gs) return -1;
@@ -394,6 +402,7 @@ static int g_conditional_grad(GradCtx *c) {
   int ncap = bwd_op_nin(c, "Input"), no = bwd_op_nin(c, "Out@GRAD");
   int gidx[2];
   const char *attrs[2] = {"sub_block", "else_block"};
+  if (!bwd_op_attr(c, "sub_block")) return tape_refused(c);
   for (int br = 0; br < 2; br++) {
     const Block *b = own_block(c, attrs[br]);
     if (!b || b->nargs > no || b->nresults > ncap) return bwd_fail(c, "internal error: malformed conditional_block_grad op");
