@@ -2088,11 +2088,13 @@ static void reinfer_block(Lowerer *L, Block *b) {
     const Attr *sub = op_attr(op, "sub_block"), *els = op_attr(op, "else_block");
     if (sub) {
       Block *sb = L->prog->blocks[sub->v.u.i];
-      const Slot *x = op_input(op, "X");
+      const OpProto *proto = reg_find_op(L->prog, op->type);
+      /* (a while_grad's X are the loop's, not its block's args) */
+      const Slot *x = proto && (proto->flags & OP_LOOP) ? op_input(op, "X") : NULL;
       for (int k = 0; x && k < x->n && k < sb->nargs; k++) {
         VarDesc *arg = prog_var(L->prog, sb->args[k]);
         const VarDesc *init = prog_var(L->prog, x->args[k]);
-        arg->shape = shape_join(&arg->shape, &init->shape);
+        if (arg && init) arg->shape = shape_join(&arg->shape, &init->shape);
       }
       reinfer_block(L, sb);
     }
