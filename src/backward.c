@@ -695,6 +695,11 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     const OpDesc *op = fwd->ops[i];
     const OpProto *proto = reg_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
+    if (proto && (proto->flags & OP_AFTER_BACKWARD)) {
+      fail_at(bw, op->span, "internal error: %s is made after every backward is built, yet a backward met it",
+              op->type);
+      return false;
+    }
     const OpDesc *src = grad_op_source(bw, op);
     const OpProto *sp = src ? reg_find_op(bw->p, src->type) : NULL;
     if (proto && (proto->flags & OP_CONTROL) && op->fwd_op >= 0 &&

@@ -152,11 +152,18 @@ EOF
   echo "$losses" | awk 'NR == 1 { a = $1 } END { exit !($1 <= 0.5 * a) }'
 }
 
-@test "netrun ops: while_grad and conditional_block_grad have a dedicated gradient" {
+@test "netrun ops: while_grad and conditional_block_grad have a dedicated gradient; fused_conv2d_grad says why it needs none" {
   run "$NETRUN" ops
   [ "$status" -eq 0 ]
   grep -qE '^while_grad +dedicated' <<<"$output"
   grep -qE '^conditional_block_grad +dedicated' <<<"$output"
+  # the executor's rewrite makes it from conv2d_grad and its neighbours
+  # once every backward is built (the second one included)
+  grep -qxF "fused_conv2d_grad          none       yes      Input, Filter, Bias, Output, Output@GRAD, Pooled@GRAD -> Input@GRAD, Filter@GRAD, Bias@GRAD  (internal; made after every backward, which never meets it)" <<<"$output"
+  run "$NETRUN" dump --backward --order 2 --fused "$G/conv_bias_relu_pool.net"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '= fused_conv2d_grad(' <<<"$output")" -eq 2 ]
+  check2 "$G/conv_bias_relu_pool.net"
 }
 
 @test "the tape cannot differentiate a loop's gradient: a clear error (netrun grad --tape, the REPL's :grad)" {
