@@ -72,10 +72,11 @@ typedef struct Backward {
   int nlinks, caplinks;
   /* Per-turn gradients a second backward hands from a grad block's grad
    * block to the grad block of the forward body whose turn it reads
-   * (inject_name): each one's name, its variable and that body. */
+   * (grad_name, take_injects): each one's name, its variable, that body
+   * and the block that writes it. */
   struct Inject {
     const char *name, *var;
-    int block;
+    int block, from;
     bool used;
   } *injects;
   int ninjects, capinjects;
@@ -368,15 +369,24 @@ static const char *grad_name(Backward *bw, const Block *g, const char *v) {
   const char *name = name_grad_at(bw->p->arena, v, bw->suffix, here ? -1 : g->idx);
   /* In the grad block g of a loop's or branch's grad block F, a value of
    * F's forward body is a value of the turn F ran in: its gradient there
-   * is handed to that turn's grad block (inject_name). */
+   * is handed to that turn's grad block (take_injects). */
   const Block *f = !here && !home && g->fwd_block >= 0 ? prog_block(bw->p, g->fwd_block) : NULL;
   if (f && f->fwd_block >= 0 && d->block == f->fwd_block) {
     for (int i = 0; i < bw->ninjects; i++)
       if (strcmp(bw->injects[i].name, name) == 0) return name;
     VEC_RESERVE(bw->injects, bw->capinjects, bw->ninjects + 1);
-    bw->injects[bw->ninjects++] = (struct Inject){name, d->name, d->block, false};
+    bw->injects[bw->ninjects++] = (struct Inject){name, d->name, d->block, g->idx, false};
   }
   return name;
+}
+
+/* Does block b, or a block inside it, write a per-turn gradient that a
+ * later grad block reads (so the op that runs b stays)? */
+static bool block_injects(const Backward *bw, int b) {
+  for (int i = 0; i < bw->ninjects; i++)
+    for (const Block *k = prog_block(bw->p, bw->injects[i].from); k; k = k->parent >= 0 ? prog_block(bw->p, k->parent) : NULL)
+      if (k->idx == b) return true;
+  return false;
 }
 
 /* The forward body a per-turn gradient is handed to (its variable is
@@ -771,6 +781,8 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   bool *keep = mem_calloc((size_t)list->n + 1, sizeof *keep);
   for (int i = list->n - 1; i >= 0; i--) {
     OpDesc *op = list->ops[i];
+    const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
+    keep[i] = (sb && block_injects(bw, (int)sb->v.u.i)) || (eb && block_injects(bw, (int)eb->v.u.i));
     for (int s = 0; s < op->nout && !keep[i]; s++)
       for (int j = 0; j < op->out[s].n && !keep[i]; j++) keep[i] = set_get(&live, op->out[s].args[j]);
     if (!keep[i]) continue;

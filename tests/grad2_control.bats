@@ -109,10 +109,11 @@ EOF
 @test "values by hand: a loss holding grad(...) through while and if, grad of grad, a data-dependent turn count" {
   run "$BATS_TEST_DIRNAME/run-cases.sh" "$BATS_TEST_DIRNAME"/cases/grad2/while_second.net \
     "$BATS_TEST_DIRNAME"/cases/grad2/if_second.net "$BATS_TEST_DIRNAME"/cases/grad2/else_second.net \
-    "$BATS_TEST_DIRNAME"/cases/grad2/grad_of_grad_while.net "$BATS_TEST_DIRNAME"/cases/grad2/squaring_turns.net
+    "$BATS_TEST_DIRNAME"/cases/grad2/grad_of_grad_while.net "$BATS_TEST_DIRNAME"/cases/grad2/squaring_turns.net \
+    "$BATS_TEST_DIRNAME"/cases/grad2/initial_value_second.net
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "${lines[-1]}" = "cases: 5 passed, 0 failed" ]
+  [ "${lines[-1]}" = "cases: 6 passed, 0 failed" ]
 }
 
 @test "a loss holding a gradient through a loop trains: netrun train, the loss falls every epoch" {

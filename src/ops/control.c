@@ -343,7 +343,7 @@ static int g_conditional(GradCtx *c) {
  * carried args; its Seed, the gradients of while_grad's Input@GRAD (the
  * same for every turn, as those sums are of every turn).  What G read of
  * the forward turn gets per-turn gradients, which the second backward
- * hands to the loop's own grad block (backward.c, inject_name). */
+ * hands to the loop's own grad block (backward.c, take_injects). */
 /* The tape's program holds a loop's or branch's grad op without its
  * blocks (exec.c, record_control_grad): nothing to differentiate. */
 static int tape_refused(GradCtx *c) {
