@@ -48,7 +48,7 @@ typedef struct Prepared {
   int nsig;
   VarDesc *out_desc;
   /* A control grad op: whether a second backward runs over the frames it
-   * keeps (0 not known yet, 1 yes, -1 no). */
+   * keeps (1 yes, -1 no; found when it starts a run). */
   int wanted;
   OpDesc *tape_op;                 /* and how the tape records it (record_control_grad) */
   /* Control ops: the sub-blocks' args and results, resolved. */
@@ -893,8 +893,6 @@ int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
   return rc;
 }
 
-void ctx_clear_turns(ExecCtx *c) { clear_steps(c->frame, c->op_index); }
-
 /* Does a grad op of a second backward run over the frames the grad op p
  * (in block blk) keeps? */
 static bool turns_wanted(const Program *prog, const Prepared *p, int blk) {
@@ -908,13 +906,20 @@ static bool turns_wanted(const Program *prog, const Prepared *p, int blk) {
   return false;
 }
 
-/* A loop's turns are kept for its grad op; a grad op's, only for a second
- * backward's (found once, on its first turn). */
-void ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
+/* Before a control op runs: forgets its turns from its previous run, and
+ * for a grad op, finds whether to keep this run's (the program may have
+ * grown since: the REPL). */
+void ctx_clear_turns(ExecCtx *c) {
   Prepared *p = (Prepared *)c->p;
-  if (c->ex->opt.keep_steps && (p->proto->flags & OP_KEPT_TURNS) && !p->wanted)
-    p->wanted = turns_wanted(c->ex->prog, p, c->frame->pb->block->idx) ? 1 : -1;
-  if (c->ex->opt.keep_steps && p->wanted >= 0) keep_step(c->frame, c->op_index, f);
+  clear_steps(c->frame, c->op_index);
+  if (c->ex->opt.keep_steps && (p->proto->flags & OP_KEPT_TURNS))
+    p->wanted = c->ex->opt.keep_all_steps || turns_wanted(c->ex->prog, p, c->frame->pb->block->idx) ? 1 : -1;
+}
+
+/* A loop's turns are kept for its grad op; a grad op's, only for a second
+ * backward's. */
+void ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
+  if (c->ex->opt.keep_steps && c->p->wanted >= 0) keep_step(c->frame, c->op_index, f);
   else frame_free(f);
 }
 

@@ -108,7 +108,7 @@ static void session_open(Repl *R) {
   /* A later grad(...) may differentiate a loop or a branch run before it:
    * their turns are kept from the start. */
   ExecOptions o = R->args.opt;
-  o.keep_steps = true;
+  o.keep_steps = o.keep_all_steps = true;
   R->ex = exec_new(R->ld.prog, &o);
   R->script.n = 0;
 }

@@ -174,8 +174,9 @@ EOF
   run "$NETRUN" grad --format json "$BATS_TEST_DIRNAME/cases/grad2/tape_refused.net"
   [ "$status" -eq 0 ]
   [ "$(jq -c '.grads.w.data' <<<"$output")" = "[730]" ]
-  # the REPL keeps a loop's turns for a later grad(...): g = 4 w^3 = 13.5;
-  # its :grad (the tape) refuses the loss holding it
+  # the REPL keeps a loop's turns (and its gradient's) for a later
+  # grad(...): g = 4 w^3 = 13.5, h = 12 w^2 = 27, and through an if
+  # d2(w^3)/dw2 = 6 w = 9; its :grad (the tape) refuses the loss holding g
   run --separate-stderr "$NETRUN" repl <<'IN'
 param w : [] = 1.5
 x = w
@@ -186,10 +187,20 @@ while i < 3 {
 }
 g = grad(x, w)
 g
+h = grad(g, w)
+h
+if w > 1.0 {
+  y = w * w * w
+} else {
+  y = w
+}
+grad(grad(y, w), w)
 loss = g * g + w
 :grad loss
 IN
-  [ "$output" = "13.5" ]
+  [ "$output" = "13.5
+27.0
+9.0" ]
   [[ "$stderr" == *"error: while_grad: the tape cannot differentiate the gradient of a loop or a branch (a second-order gradient through while or if)"* ]]
 }
 
