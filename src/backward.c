@@ -782,7 +782,7 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   for (int i = list->n - 1; i >= 0; i--) {
     OpDesc *op = list->ops[i];
     const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
-    keep[i] = (sb && block_injects(bw, (int)sb->v.u.i)) || (eb && block_injects(bw, (int)eb->v.u.i));
+    keep[i] = keep[i] || (sb && block_injects(bw, (int)sb->v.u.i)) || (eb && block_injects(bw, (int)eb->v.u.i));
     for (int s = 0; s < op->nout && !keep[i]; s++)
       for (int j = 0; j < op->out[s].n && !keep[i]; j++) keep[i] = set_get(&live, op->out[s].args[j]);
     if (!keep[i]) continue;
