@@ -1326,6 +1326,7 @@ void exec_rollback(Executor *ex, const ExecMark *m) {
   PBlock *b0 = ex->pblocks[0];
   for (int i = m->nops; i < b0->nops; i++) {
     clear_steps(root, i);
+    if (root->steps) mem_free(root->steps[i].frames), root->steps[i] = (StepList){0};
     free_prepared(&b0->ops[i]);
   }
   b0->nops = m->nops;
