@@ -70,6 +70,16 @@ typedef struct Backward {
     const OpDesc *fwd;
   } *links;
   int nlinks, caplinks;
+  /* Per-turn gradients a second backward hands from a grad block's grad
+   * block to the grad block of the forward body whose turn it reads
+   * (grad_name, take_injects): each one's name, its variable, that body
+   * and the block that writes it. */
+  struct Inject {
+    const char *name, *var;
+    int block, from;
+    bool used;
+  } *injects;
+  int ninjects, capinjects;
 } Backward;
 
 struct GradCtx {
@@ -98,7 +108,7 @@ static unsigned char *mark_of(Backward *bw, const char *name) {
   return i >= 0 ? &bw->marks[i] : &mark_none;
 }
 
-static bool has_mark(Backward *bw, const char *name, unsigned m) { return (*mark_of(bw, name) & m) != 0; }
+static bool has_mark(Backward *bw, const char *name, unsigned m) { return name && (*mark_of(bw, name) & m) != 0; }
 
 static bool set_mark(Backward *bw, const char *name, unsigned m) {
   if (name_is_empty(name)) return false;   /* a control grad op's empty slot entry */
@@ -147,6 +157,13 @@ static bool is_control(const Backward *bw, const OpDesc *op) {
 }
 static bool is_loop(const Backward *bw, const OpDesc *op) { return flags_of(bw, op) & OP_LOOP; }
 
+/* A loop's or a branch's grad op (while_grad, conditional_block_grad),
+ * which a second backward differentiates through its grad blocks. */
+static bool is_control_grad(const Backward *bw, const OpDesc *op) {
+  /* (the tape records one without its blocks: an op like any other) */
+  return (flags_of(bw, op) & (OP_CONTROL | OP_KEPT_TURNS)) == (OP_CONTROL | OP_KEPT_TURNS) && op_attr(op, "sub_block");
+}
+
 static bool prop_live(Backward *bw, const Block *b);
 
 static bool live_control(Backward *bw, const OpDesc *op) {
@@ -180,6 +197,50 @@ static bool live_control(Backward *bw, const OpDesc *op) {
   return changed;
 }
 
+/* A control grad op's slot k entry, or NULL. */
+static const char *slot_at(const Slot *s, int k) { return s && k >= 0 && k < s->n ? s->args[k] : NULL; }
+
+/* What a control grad op feeds its block's arg k: Out@GRAD k, or past a
+ * while_grad's nc carried gradients, its Seed. */
+static const char *arg_source(const OpDesc *op, int k, int nc, bool loop) {
+  return loop && k >= nc ? slot_at(op_input(op, "Seed"), k - nc) : slot_at(op_input(op, "Out@GRAD"), k);
+}
+
+/* while_grad runs its block over the turns last first: the block's arg k
+ * (the gradient of a turn's result k) is carried from the block's result
+ * k, Out@GRAD k the first turn's, X@GRAD k the last turn's result k; its
+ * results after the carried ones are summed into Input@GRAD.  A
+ * conditional_block_grad's blocks take Out@GRAD as args and give
+ * Input@GRAD as results. */
+static bool live_control_grad(Backward *bw, const OpDesc *op) {
+  bool changed = false;
+  const Slot *og = op_input(op, "Out@GRAD"), *xg = op_output(op, "X@GRAD"), *ig = op_output(op, "Input@GRAD");
+  const Block *br[2] = {sub_block(bw->p, op, "sub_block"), sub_block(bw->p, op, "else_block")};
+  bool loop = !br[1];
+  int nc = loop ? slot_count(og) : 0;
+  for (int j = 0; j < 2 && br[j]; j++) {
+    const Block *s = br[j];
+    for (int iter = 0; iter < 64; iter++) {
+      bool more = false;
+      for (int k = 0; k < s->nargs; k++)
+        if ((has_mark(bw, arg_source(op, k, nc, loop), MARK_LIVE) || (k < nc && has_mark(bw, s->results[k], MARK_LIVE))) &&
+            differentiable(bw, s->args[k]))
+          more |= set_mark(bw, s->args[k], MARK_LIVE);
+      more |= prop_live(bw, s);
+      changed |= more;
+      if (!more || !loop) break;
+    }
+    for (int k = 0; k < nc; k++)
+      if ((has_mark(bw, slot_at(og, k), MARK_LIVE) || has_mark(bw, s->results[k], MARK_LIVE)) &&
+          differentiable(bw, slot_at(xg, k)))
+        changed |= set_mark(bw, slot_at(xg, k), MARK_LIVE);
+    for (int k = 0; k < slot_count(ig) && nc + k < s->nresults; k++)
+      if (has_mark(bw, s->results[nc + k], MARK_LIVE) && differentiable(bw, ig->args[k]))
+        changed |= set_mark(bw, ig->args[k], MARK_LIVE);
+  }
+  return changed;
+}
+
 /* The forward ops of a block: in the home block, those before any backward. */
 static int forward_ops(const Backward *bw, const Block *b) { return b == bw->home ? bw->nfwd : b->nops; }
 
@@ -187,8 +248,8 @@ static bool prop_live(Backward *bw, const Block *b) {
   bool changed = false;
   for (int i = 0; i < forward_ops(bw, b); i++) {
     const OpDesc *op = b->ops[i];
-    if (is_control(bw, op)) {
-      changed |= live_control(bw, op);
+    if (is_control(bw, op) || is_control_grad(bw, op)) {
+      changed |= is_control(bw, op) ? live_control(bw, op) : live_control_grad(bw, op);
       continue;
     }
     const OpProto *proto = reg_find_op(bw->p, op->type);
@@ -242,12 +303,43 @@ static bool need_control(Backward *bw, const OpDesc *op) {
   return changed;
 }
 
+/* The needed values of a control grad op's blocks (see live_control_grad);
+ * the forward values its blocks read become needed too, so the backward of
+ * the loop or branch that made them gets them their gradients. */
+static bool need_control_grad(Backward *bw, const OpDesc *op) {
+  bool changed = false;
+  const Slot *og = op_input(op, "Out@GRAD"), *xg = op_output(op, "X@GRAD"), *ig = op_output(op, "Input@GRAD");
+  const Block *br[2] = {sub_block(bw->p, op, "sub_block"), sub_block(bw->p, op, "else_block")};
+  bool loop = !br[1];
+  int nc = loop ? slot_count(og) : 0;
+  for (int j = 0; j < 2 && br[j]; j++) {
+    const Block *s = br[j];
+    for (int k = 0; k < nc && k < s->nresults; k++)
+      if (has_mark(bw, slot_at(xg, k), MARK_NEED)) changed |= set_mark(bw, s->results[k], MARK_NEED);
+    for (int k = 0; k < slot_count(ig) && nc + k < s->nresults; k++)
+      if (has_mark(bw, ig->args[k], MARK_NEED)) changed |= set_mark(bw, s->results[nc + k], MARK_NEED);
+    for (int iter = 0; iter < 64; iter++) {
+      bool more = prop_need(bw, s);
+      for (int k = 0; k < nc && k < s->nargs; k++)
+        if (has_mark(bw, s->args[k], MARK_NEED)) more |= set_mark(bw, s->results[k], MARK_NEED);
+      changed |= more;
+      if (!more || !loop) break;
+    }
+    for (int k = 0; k < s->nargs || k < slot_count(og); k++) {
+      const char *from = arg_source(op, k, nc, loop);
+      if (from && ((k < s->nargs && has_mark(bw, s->args[k], MARK_NEED)) || (k < nc && has_mark(bw, slot_at(xg, k), MARK_NEED))))
+        changed |= set_mark(bw, from, MARK_NEED);
+    }
+  }
+  return changed;
+}
+
 static bool prop_need(Backward *bw, const Block *b) {
   bool changed = false;
   for (int i = forward_ops(bw, b) - 1; i >= 0; i--) {
     const OpDesc *op = b->ops[i];
-    if (is_control(bw, op)) {
-      changed |= need_control(bw, op);
+    if (is_control(bw, op) || is_control_grad(bw, op)) {
+      changed |= is_control(bw, op) ? need_control(bw, op) : need_control_grad(bw, op);
       continue;
     }
     bool any = false;
@@ -274,7 +366,35 @@ static const char *grad_name(Backward *bw, const Block *g, const char *v) {
   const VarDesc *d = prog_var(bw->p, v);
   bool home = g == bw->home;
   bool here = !d || d->block == (home ? g->idx : g->fwd_block) || (home && g->idx != 0);
-  return name_grad_at(bw->p->arena, v, bw->suffix, here ? -1 : g->idx);
+  const char *name = name_grad_at(bw->p->arena, v, bw->suffix, here ? -1 : g->idx);
+  /* In the grad block g of a loop's or branch's grad block F, a value of
+   * F's forward body is a value of the turn F ran in: its gradient there
+   * is handed to that turn's grad block (take_injects). */
+  const Block *f = !here && !home && g->fwd_block >= 0 ? prog_block(bw->p, g->fwd_block) : NULL;
+  if (f && f->fwd_block >= 0 && d->block == f->fwd_block) {
+    for (int i = 0; i < bw->ninjects; i++)
+      if (strcmp(bw->injects[i].name, name) == 0) return name;
+    VEC_RESERVE(bw->injects, bw->capinjects, bw->ninjects + 1);
+    bw->injects[bw->ninjects++] = (struct Inject){name, d->name, d->block, g->idx, false};
+  }
+  return name;
+}
+
+/* Does block b, or a block inside it, write a per-turn gradient that a
+ * later grad block reads (so the op that runs b stays)? */
+static bool block_injects(const Backward *bw, int b) {
+  for (int i = 0; i < bw->ninjects; i++)
+    for (const Block *k = prog_block(bw->p, bw->injects[i].from); k; k = k->parent >= 0 ? prog_block(bw->p, k->parent) : NULL)
+      if (k->idx == b) return true;
+  return false;
+}
+
+/* The forward body a per-turn gradient is handed to (its variable is
+ * declared there, so each turn's frame holds its own), or -1. */
+static int inject_block(const Backward *bw, const char *name) {
+  for (int i = 0; i < bw->ninjects; i++)
+    if (strcmp(bw->injects[i].name, name) == 0) return bw->injects[i].block;
+  return -1;
 }
 
 static bool needs_grad(Backward *bw, const char *v) { return has_mark(bw, v, MARK_GRAD); }
@@ -469,6 +589,7 @@ void bwd_reduce_like(GradCtx *g, const char *src, const char *src_shape, const c
 /* ---- pass 3: grad ops ------------------------------------------------------------------- */
 
 static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *out);
+static void insert_op(OpList *l, int at, OpDesc *op);
 static void finish_block(Backward *bw, Block *g, OpList *list, const char *const *targets, int ntargets,
                          const char *const *args, int nargs);
 
@@ -485,12 +606,32 @@ static void fail_at(Backward *bw, Span at, const char *fmt, ...) {
 
 /* ---- grad sub-blocks (the makers of ops that own blocks) ------------------------------- */
 
+/* The per-turn gradients handed to fwd's grad block gs: each is added to
+ * its value's gradient there (an assign first, summed with the other
+ * writes by finish_block). */
+static void take_injects(Backward *bw, const Block *fwd, const Block *gs, OpList *list) {
+  Program *p = bw->p;
+  for (int i = 0; i < bw->ninjects; i++) {
+    struct Inject *in = &bw->injects[i];
+    if (in->block != fwd->idx || !prog_var(p, in->name) || !needs_grad(bw, in->var)) continue;
+    const VarDesc *v = prog_var(p, in->var);
+    OpDesc *op = op_new(p, "assign", v->span);
+    slot_push(p, op_add_input(p, op, "X"), in->name);
+    slot_push(p, op_add_output(p, op, "Out"), grad_name(bw, gs, in->var));
+    insert_op(list, 0, op);
+    in->used = true;
+  }
+}
+
 Block *bwd_sub_begin(GradCtx *g, const Block *fwd) {
   Program *p = g->bw->p;
   Block *gs = prog_add_block(p, fwd->idx);
   gs->fwd_block = fwd->idx;
   g->sub = (OpList){0};
-  if (build_block(g->bw, (Block *)fwd, gs, fwd->nops, &g->sub)) return gs;
+  if (build_block(g->bw, (Block *)fwd, gs, fwd->nops, &g->sub)) {
+    take_injects(g->bw, fwd, gs, &g->sub);
+    return gs;
+  }
   mem_free(g->sub.ops);
   g->sub = (OpList){0};
   return NULL;
@@ -516,6 +657,19 @@ int bwd_fail(GradCtx *g, const char *fmt, ...) {
   return -1;
 }
 
+/* Does forward body b (or a loop or branch in it) hold a value that is
+ * both live and needed? */
+static bool body_wanted(Backward *bw, const Block *b) {
+  for (int i = 0; i < b->nvars; i++)
+    if (has_mark(bw, b->vars[i]->name, MARK_NEED) && has_mark(bw, b->vars[i]->name, MARK_LIVE)) return true;
+  for (int i = 0; i < b->nops; i++) {
+    const Block *s = is_control(bw, b->ops[i]) ? sub_block(bw->p, b->ops[i], "sub_block") : NULL;
+    const Block *e = s ? sub_block(bw->p, b->ops[i], "else_block") : NULL;
+    if ((s && body_wanted(bw, s)) || (e && body_wanted(bw, e))) return true;
+  }
+  return false;
+}
+
 /* Does op have an input whose gradient is needed, and an output the loss
  * depends on? */
 static bool op_wants_grad(Backward *bw, const OpDesc *op, const OpProto *proto) {
@@ -528,6 +682,13 @@ static bool op_wants_grad(Backward *bw, const OpDesc *op, const OpProto *proto) 
   for (int s = 0; s < op->nout && !out_need; s++)
     for (int j = 0; j < op->out[s].n && !out_need; j++)
       out_need = has_mark(bw, op->out[s].args[j], MARK_NEED) && has_mark(bw, op->out[s].args[j], MARK_LIVE);
+  /* A loop or branch whose outputs the loss does not read may still owe
+   * its turns' values gradients that a second backward hands in. */
+  const char *attrs[2] = {"sub_block", "else_block"};
+  for (int k = 0; k < 2 && !out_need && in_grad && is_control(bw, op); k++) {
+    const Block *b = sub_block(bw->p, op, attrs[k]);
+    out_need = b && body_wanted(bw, b);
+  }
   return in_grad && out_need;
 }
 
@@ -544,11 +705,23 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
     const OpDesc *op = fwd->ops[i];
     const OpProto *proto = reg_find_op(bw->p, op->type);
     if (!op_wants_grad(bw, op, proto)) continue;
-    if (proto && (proto->flags & OP_CONTROL) && op->fwd_op >= 0) {
-      /* a loop or branch of an earlier backward (a user op's grad body) */
+    if (proto && (proto->flags & OP_AFTER_BACKWARD)) {
+      fail_at(bw, op->span, "internal error: %s is made after every backward is built, yet a backward met it",
+              op->type);
+      return false;
+    }
+    const OpDesc *src = grad_op_source(bw, op);
+    const OpProto *sp = src ? reg_find_op(bw->p, src->type) : NULL;
+    if (proto && (proto->flags & OP_CONTROL) && op->fwd_op >= 0 &&
+        (!(proto->flags & OP_KEPT_TURNS) || (sp && (sp->flags & OP_KEPT_TURNS)))) {
+      /* a loop or branch of an earlier backward (a user op's grad body), or
+       * a loop's or branch's second backward */
       fail_at(bw, op->span,
-              "%s: the backward of a loop or a branch cannot be differentiated again yet "
-              "(a second-order gradient through while or if)", op->type);
+              "%s: %s", op->type, (proto->flags & OP_KEPT_TURNS)
+                  ? "the second backward of a loop or a branch cannot be differentiated again "
+                    "(a third-order gradient through while or if)"
+                  : "the backward of a loop or a branch cannot be differentiated again yet "
+                    "(a second-order gradient through while or if)");
       return false;
     }
     GradCtx c = {.bw = bw, .fwd = fwd, .gblock = g, .op = op, .op_index = i, .proto = proto, .out = out};
@@ -604,9 +777,12 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   NameSet live = {0};
   for (int t = 0; t < ntargets; t++)
     if (targets[t]) set_put(&live, targets[t], 1);
+  for (int i = 0; i < bw->ninjects; i++) set_put(&live, bw->injects[i].name, 1);   /* handed on */
   bool *keep = mem_calloc((size_t)list->n + 1, sizeof *keep);
   for (int i = list->n - 1; i >= 0; i--) {
     OpDesc *op = list->ops[i];
+    const Attr *sb = op_attr(op, "sub_block"), *eb = op_attr(op, "else_block");
+    keep[i] = keep[i] || (sb && block_injects(bw, (int)sb->v.u.i)) || (eb && block_injects(bw, (int)eb->v.u.i));
     for (int s = 0; s < op->nout && !keep[i]; s++)
       for (int j = 0; j < op->out[s].n && !keep[i]; j++) keep[i] = set_get(&live, op->out[s].args[j]);
     if (!keep[i]) continue;
@@ -721,7 +897,8 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       for (int j = 0; j < op->out[s].n; j++) {
         const char *o = op->out[s].args[j];
         if (strcmp(o, NAME_EMPTY) == 0 || prog_var(p, o)) continue;
-        VarDesc *v = prog_add_var(p, g, o);
+        int at = inject_block(bw, o);
+        VarDesc *v = prog_add_var(p, at >= 0 ? p->blocks[at] : g, o);
         v->span = op->span;
       }
     op_append(g, p, op);
@@ -815,6 +992,7 @@ static void backward_free(Backward *bw) {
   if (bw->stems) strmap_free(bw->stems);
   mem_free(bw->stems);
   mem_free(bw->links);
+  mem_free(bw->injects);
 }
 
 /* Passes 1-4 over block 0: the gradients of wrt (grads[i], NULL where no
@@ -867,6 +1045,10 @@ static bool differentiate(Backward *bw, const char *const *outs, const char *con
     for (int i = 0; i < nwrt; i++)
       grads[i] = needs_grad(bw, wrt[i]) || bw->zeros ? grad_name(bw, b0, wrt[i]) : NULL;
     finish_block(bw, b0, &list, grads, nwrt, NULL, 0);
+    for (int i = 0; i < bw->ninjects && !bw->failed; i++)
+      if (!bw->injects[i].used && prog_var(p, bw->injects[i].name))
+        fail_at(bw, SPAN_NONE, "internal error in the backward: the gradient %s of a turn's value reaches no grad block",
+                bw->injects[i].name);
     ok = !bw->failed && verify_block(bw, b0, first);
     for (int i = 0; i < nwrt; i++)
       if (grads[i] && !prog_var(p, grads[i])) grads[i] = NULL;

@@ -47,6 +47,10 @@ typedef struct Prepared {
   int64_t *sig;
   int nsig;
   VarDesc *out_desc;
+  /* A control grad op: whether a second backward runs over the frames it
+   * keeps (1 yes, -1 no; found when it starts a run). */
+  int wanted;
+  OpDesc *tape_op;                 /* and how the tape records it (record_control_grad) */
   /* Control ops: the sub-blocks' args and results, resolved. */
   int sub[2];
   VarRef *results[2];
@@ -684,6 +688,48 @@ static void promote_inputs(const Prepared *p, Tensor **ins, bool *owned) {
     }
 }
 
+/* A loop's or branch's grad op run with the tape on: the tape cannot
+ * differentiate it (its turns are not ops on the tape), but the gradients
+ * it gives must not look like leaves.  It is recorded as an op of its type
+ * from its non-empty inputs (Input) to its outputs (Input@GRAD), without
+ * its blocks, so that the tape's backward, or the builder over the tape's
+ * program, reports it when the loss depends on it. */
+static void record_control_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs) {
+  Program *prog = ex->prog;
+  if (!p->tape_op) {
+    OpDesc *op = op_new(prog, p->op->type, p->op->span);
+    Slot *in = op_add_input(prog, op, "Input"), *out = op_add_output(prog, op, "Input@GRAD");
+    for (int i = 0; i < p->in_total; i++)
+      if (!name_is_empty(p->in[i].name)) slot_push(prog, in, p->in[i].name);
+    for (int i = 0; i < p->out_total; i++)
+      if (!name_is_empty(p->out[i].name)) slot_push(prog, out, p->out[i].name);
+    p->tape_op = op;
+  }
+  int nin = 0, nout = 0;
+  Tensor **vi = mem_calloc((size_t)(p->in_total + p->out_total) + 1, sizeof *vi), **vo = vi + p->in_total;
+  const char **names = mem_calloc((size_t)(2 * (p->in_total + p->out_total)) + 1, sizeof *names);
+  const char **turns = names + p->in_total + p->out_total;
+  VarRef *refs = mem_calloc((size_t)(p->in_total + p->out_total) + 1, sizeof *refs);
+  for (int i = 0; i < p->in_total; i++)
+    if (!name_is_empty(p->in[i].name) && ins[i]) {
+      refs[nin] = p->in[i], turns[nin] = frame_suffix_of(f, p->in[i]);
+      vi[nin] = ins[i], names[nin++] = p->in[i].name;
+    }
+  for (int i = 0; i < p->out_total; i++)
+    if (!name_is_empty(p->out[i].name) && outs[i]) {
+      refs[nin + nout] = p->out[i];
+      vo[nout] = outs[i], names[p->in_total + nout++] = p->out[i].name;
+    }
+  if (nin == p->tape_op->in[0].n && nout == p->tape_op->out[0].n) {
+    Prepared q = {.op = p->tape_op, .proto = p->proto, .in_total = nin, .out_total = nout, .in = refs, .out = refs + nin};
+    if (p->klass < 0) p->klass = op_class(ex, &q);
+    tape_record(&ex->tape, p->tape_op, p->klass, vi, names, turns, nin, vo, names + p->in_total, nout, f->suffix);
+  }
+  mem_free(vi);
+  mem_free(names);
+  mem_free(refs);
+}
+
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (p->norig && ex->opt.check_nan) {
     for (int k = 0; k < p->norig; k++)
@@ -773,6 +819,7 @@ made:
                      tensor_shape_str(outs[i], buf, sizeof buf));
         goto done;
       }
+  if (ex->opt.tape && grad_flows && (p->proto->flags & OP_KEPT_TURNS)) record_control_grad(ex, p, f, ins, outs);
   if (ex->opt.tape && grad_flows && !(p->proto->flags & OP_CONTROL)) {
     const char *in_vars[MAX_STACK_VALS], *in_turns[MAX_STACK_VALS], *out_vars[MAX_STACK_VALS];
     bool small = p->in_total <= MAX_STACK_VALS && p->out_total <= MAX_STACK_VALS;
@@ -846,10 +893,33 @@ int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
   return rc;
 }
 
-void ctx_clear_turns(ExecCtx *c) { clear_steps(c->frame, c->op_index); }
+/* Does a grad op of a second backward run over the frames the grad op p
+ * (in block blk) keeps? */
+static bool turns_wanted(const Program *prog, const Prepared *p, int blk) {
+  for (int b = 0; b < prog->nblocks; b++)
+    for (int i = 0; i < prog->blocks[b]->nops; i++) {
+      const OpDesc *op = prog->blocks[b]->ops[i];
+      if (op->fwd_block == blk && op->fwd_op >= 0 && op->fwd_op < prog->blocks[blk]->nops &&
+          prog->blocks[blk]->ops[op->fwd_op] == p->op && (reg_find_op(prog, op->type)->flags & OP_KEPT_TURNS))
+        return true;
+    }
+  return false;
+}
 
+/* Before a control op runs: forgets its turns from its previous run, and
+ * for a grad op, finds whether to keep this run's (the program may have
+ * grown since: the REPL). */
+void ctx_clear_turns(ExecCtx *c) {
+  Prepared *p = (Prepared *)c->p;
+  clear_steps(c->frame, c->op_index);
+  if (c->ex->opt.keep_steps && (p->proto->flags & OP_KEPT_TURNS))
+    p->wanted = c->ex->opt.keep_all_steps || turns_wanted(c->ex->prog, p, c->frame->pb->block->idx) ? 1 : -1;
+}
+
+/* A loop's turns are kept for its grad op; a grad op's, only for a second
+ * backward's. */
 void ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
-  if (c->ex->opt.keep_steps) keep_step(c->frame, c->op_index, f);
+  if (c->ex->opt.keep_steps && c->p->wanted >= 0) keep_step(c->frame, c->op_index, f);
   else frame_free(f);
 }
 
@@ -1256,6 +1326,7 @@ void exec_rollback(Executor *ex, const ExecMark *m) {
   PBlock *b0 = ex->pblocks[0];
   for (int i = m->nops; i < b0->nops; i++) {
     clear_steps(root, i);
+    if (root->steps) mem_free(root->steps[i].frames), root->steps[i] = (StepList){0};
     free_prepared(&b0->ops[i]);
   }
   b0->nops = m->nops;

@@ -31,6 +31,8 @@ typedef struct ExecOptions {
   bool check_nan;         /* --check-nan: stop at the first op producing NaN/Inf */
   bool tape;              /* record the tape */
   bool keep_steps;        /* keep while step scopes (for the backward) */
+  bool keep_all_steps;    /* and a grad op's, for a second backward entered
+                             later (the REPL) */
   bool timing;            /* accumulate per-op-type times (netrun time) */
   bool fuse;              /* callers rewrite the program first (rewrite.h; on; --no-fuse) */
   int precision;          /* print(): digits after the point */

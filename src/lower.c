@@ -2095,7 +2095,7 @@ static void reinfer_block(Lowerer *L, Block *b) {
       for (int k = 0; x && k < x->n && k < sb->nargs; k++) {
         VarDesc *arg = prog_var(L->prog, sb->args[k]);
         const VarDesc *init = prog_var(L->prog, x->args[k]);
-        arg->shape = shape_join(&arg->shape, &init->shape);
+        if (arg && init) arg->shape = shape_join(&arg->shape, &init->shape);
       }
       reinfer_block(L, sb);
     }

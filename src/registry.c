@@ -578,8 +578,10 @@ void reg_print_table(FILE *f, const OpProto *const *ops, int n) {
     char in[128], out[128];
     slot_list(in, sizeof in, ops[i]->in, ops[i]->nin);
     slot_list(out, sizeof out, ops[i]->out, ops[i]->nout);
+    unsigned fl = ops[i]->flags;
     fprintf(f, "%-*s %-10s %-8s %s -> %s%s\n", w, ops[i]->type, grad_kind_name(ops[i]), kernel_name(ops[i], true), in,
-            out, ops[i]->flags & OP_INTERNAL ? "  (internal)" : "");
+            out, fl & OP_AFTER_BACKWARD ? "  (internal; made after every backward, which never meets it)"
+                 : fl & OP_INTERNAL ? "  (internal)" : "");
   }
 }
 

@@ -70,6 +70,9 @@ enum {
   OP_ANY_FLOAT = 1 << 9,   /* computes in its inputs' float dtype, f32 or f64
                               (an op a script defines: its body is lowered
                               for them); see reg_has_f64 */
+  OP_AFTER_BACKWARD = 1 << 10, /* made by the executor's rewrite (rewrite.c)
+                              after every backward is built: no backward
+                              meets it, so it needs no gradient */
 };
 
 typedef struct InferCtx InferCtx;

@@ -105,7 +105,11 @@ static void session_open(Repl *R) {
    * made before): at the memory limit the session ends with this name. */
   R->ld.arena.what = "the session's entries";
   R->ld.diag.color = R->color;
-  R->ex = exec_new(R->ld.prog, &R->args.opt);
+  /* A later grad(...) may differentiate a loop or a branch run before it:
+   * their turns are kept from the start. */
+  ExecOptions o = R->args.opt;
+  o.keep_steps = o.keep_all_steps = true;
+  R->ex = exec_new(R->ld.prog, &o);
   R->script.n = 0;
 }
 

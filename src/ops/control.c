@@ -165,14 +165,23 @@ static Tensor *accumulate(Tensor *acc, Tensor *t) {
 
 /* while_grad: the body's grad block, run over the saved turns last first;
  * each turn's frame is the child of that turn's forward frame, so the
- * grad ops read the values of that turn. */
+ * grad ops read the values of that turn.  The block's args after the
+ * carried gradients (a while_grad's own grad block) get Seed, the same
+ * every turn.  Its frames are kept when a second backward's while_grad
+ * runs over them. */
 static int k_while_grad(ExecCtx *c) {
-  int nc = ctx_in_count(c, 0), ncap = ctx_in_count(c, 2);
+  int nc = ctx_in_count(c, 0), ncap = ctx_in_count(c, 2), nseed = ctx_in_count(c, 3);
   ExecFrame **steps;
   int nsteps;
   if (!ctx_kept_turns(c, &steps, &nsteps)) return ctx_fail(c, "internal error: the loop's turns were not kept");
+  ctx_clear_turns(c);
   Tensor **g = mem_calloc((size_t)nc + 1, sizeof *g), **acc = mem_calloc((size_t)ncap + 1, sizeof *acc);
-  for (int k = 0; k < nc; k++) g[k] = tensor_ref(ctx_in_at(c, 0, k));
+  /* A carried gradient with no Out@GRAD starts at zero (a second backward's
+   * while_grad, when the first gave the loop's initial value none). */
+  for (int k = 0; k < nc; k++) {
+    Tensor *x = ctx_in_at(c, 1, k);
+    g[k] = ctx_in_at(c, 0, k) ? tensor_ref(ctx_in_at(c, 0, k)) : x && dtype_is_float(x->dtype) ? zeros_like(x) : NULL;
+  }
   int rc = 0;
   for (int t = nsteps - 1; t >= 0 && rc == 0; t--) {
     ExecFrame *gf = ctx_frame_new(c, 0, steps[t], "");
@@ -180,6 +189,8 @@ static int k_while_grad(ExecCtx *c) {
       ctx_frame_set_arg(c, gf, 0, k, g[k]);
       g[k] = NULL;
     }
+    for (int j = 0; j < nseed && nc + j < ctx_nargs(c, 0); j++)
+      if (ctx_in_at(c, 3, j)) ctx_frame_set_arg(c, gf, 0, nc + j, tensor_ref(ctx_in_at(c, 3, j)));
     rc = ctx_run_block(c, gf);
     for (int k = 0; rc == 0 && k < nc; k++) {
       Tensor *r = ctx_frame_result(c, gf, 0, k);
@@ -189,14 +200,15 @@ static int k_while_grad(ExecCtx *c) {
       Tensor *r = ctx_frame_result(c, gf, 0, nc + j);
       if (r) acc[j] = accumulate(acc[j], r);
     }
-    ctx_frame_free(gf);
+    if (rc == 0) ctx_keep_turn(c, gf);
+    else ctx_frame_free(gf);
   }
   for (int k = 0; k < nc; k++) {
     if (rc == 0 && ctx_out_wanted(c, 0, k)) ctx_set_out(c, 0, k, g[k] ? g[k] : zeros_like(ctx_in_at(c, 1, k)));
     else tensor_unref(g[k]);
   }
   for (int j = 0; j < ncap; j++) {
-    if (rc == 0) ctx_set_out(c, 1, j, acc[j] ? acc[j] : zeros_like(ctx_in_at(c, 2, j)));
+    if (rc == 0 && ctx_out_wanted(c, 1, j)) ctx_set_out(c, 1, j, acc[j] ? acc[j] : zeros_like(ctx_in_at(c, 2, j)));
     else tensor_unref(acc[j]);
   }
   mem_free(g);
@@ -214,14 +226,16 @@ static int k_conditional_grad(ExecCtx *c) {
     return ctx_fail(c, "internal error: the branch taken was not kept");
   ExecFrame *br = steps[nsteps - 1];
   int which = ctx_frame_block(br) == ctx_block(c, 0)->fwd_block ? 0 : 1;
+  ctx_clear_turns(c);
   ExecFrame *gf = ctx_frame_new(c, which, br, "");
   for (int k = 0; k < no && k < ctx_nargs(c, which); k++) ctx_frame_set_arg(c, gf, which, k, tensor_ref(ctx_in_at(c, 2, k)));
   int rc = ctx_run_block(c, gf);
   for (int j = 0; rc == 0 && j < ncap; j++) {
     Tensor *r = ctx_frame_result(c, gf, which, j);
-    ctx_set_out(c, 0, j, r ? tensor_ref(r) : zeros_like(ctx_in_at(c, 1, j)));
+    if (ctx_out_wanted(c, 0, j)) ctx_set_out(c, 0, j, r ? tensor_ref(r) : zeros_like(ctx_in_at(c, 1, j)));
   }
-  ctx_frame_free(gf);
+  if (rc == 0) ctx_keep_turn(c, gf);   /* for a second backward's conditional_block_grad */
+  else ctx_frame_free(gf);
   return rc;
 }
 
@@ -321,6 +335,109 @@ static int g_conditional(GradCtx *c) {
   return 0;
 }
 
+/* ---- second backward: the gradients of while_grad and conditional_block_grad ----------
+ * while_grad ran its grad block G over the turns last first; its own
+ * gradient is another while_grad over G's grad block, run over G's kept
+ * frames last first (the forward's turns in order), each frame the child
+ * of that turn's frame of G.  Its carried values are the gradients of G's
+ * carried args; its Seed, the gradients of while_grad's Input@GRAD (the
+ * same for every turn, as those sums are of every turn).  What G read of
+ * the forward turn gets per-turn gradients, which the second backward
+ * hands to the loop's own grad block (backward.c, take_injects). */
+/* The tape's program holds a loop's or branch's grad op without its
+ * blocks (exec.c, record_control_grad): nothing to differentiate. */
+static int tape_refused(GradCtx *c) {
+  return bwd_fail(c, "%s: the tape cannot differentiate the gradient of a loop or a branch (a second-order "
+                     "gradient through while or if); the program's backward can (netrun grad without --tape)", bwd_op_fwd(c)->type);
+}
+
+static int g_while_grad(GradCtx *c) {
+  Program *p = bwd_prog(c);
+  const Block *s = own_block(c, "sub_block");
+  int nc = bwd_op_nin(c, "Out@GRAD"), ncap = bwd_op_nin(c, "Input");
+  if (!bwd_op_attr(c, "sub_block")) return tape_refused(c);
+  if (!s || s->nargs != nc || s->nresults < nc + ncap) return bwd_fail(c, "internal error: malformed while_grad op");
+  Block *gs = bwd_sub_begin(c, s);
+  if (!gs) return -1;
+  bool *carry = arena_alloc(p->arena, sizeof *carry * (size_t)(nc + 1));
+  const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(nc + ncap + 1));
+  const char **seeds = arena_alloc(p->arena, sizeof *seeds * (size_t)(ncap + 1));
+  const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(nc + ncap + 1));
+  for (int k = 0; k < nc; k++) {
+    carry[k] = bwd_needs_grad(c, s->args[k]) || bwd_needs_grad(c, s->results[k]);
+    args[k] = carry[k] ? bwd_sub_grad(c, gs, s->results[k]) : NAME_EMPTY;
+    targets[k] = carry[k] ? bwd_sub_grad(c, gs, s->args[k]) : NULL;
+  }
+  for (int j = 0; j < ncap; j++) {
+    const char *r = s->results[nc + j], *sum = bwd_op_out(c, "Input@GRAD", j);
+    bool seeded = bwd_needs_grad(c, r) && !name_is_empty(sum);
+    args[nc + j] = seeded ? bwd_sub_grad(c, gs, r) : NAME_EMPTY;
+    seeds[j] = seeded ? bwd_op_out_grad(c, "Input@GRAD", j) : NAME_EMPTY;
+  }
+  int nt = nc + input_targets(c, gs, targets + nc, ncap);
+  bwd_sub_end(c, gs, targets, nt, args, nc + ncap);
+  OpDesc *w = bwd_emit(c, "while_grad");
+  for (int k = 0; k < nc; k++) {
+    const char *xg = bwd_op_out(c, "X@GRAD", k);
+    bwd_emit_in(c, w, "Out@GRAD", carry[k] && !name_is_empty(xg) ? bwd_op_out_grad(c, "X@GRAD", k) : NAME_EMPTY);
+    bwd_emit_in(c, w, "X", bwd_op_in(c, "Out@GRAD", k));
+    const char *d = carry[k] ? bwd_op_in_grad(c, "Out@GRAD", k) : NULL;
+    bwd_emit_out(c, w, "X@GRAD", d ? d : NAME_EMPTY);
+  }
+  emit_inputs(c, w, ncap);
+  op_add_input(p, w, "Seed");
+  for (int j = 0; j < ncap; j++) bwd_emit_in(c, w, "Seed", seeds[j]);
+  emit_input_grads(c, w, "Input", ncap, NULL);
+  bwd_emit_attr(c, w, "sub_block", attr_block(gs->idx));
+  return 0;
+}
+
+/* conditional_block_grad ran the grad block of the branch taken, its args
+ * the gradients Out@GRAD, its results Input@GRAD; its gradient is another
+ * conditional_block_grad over those blocks' grad blocks, whose args are
+ * the gradients of Input@GRAD and whose results are those of Out@GRAD,
+ * then of Input (its own Input lists both). */
+static int g_conditional_grad(GradCtx *c) {
+  Program *p = bwd_prog(c);
+  int ncap = bwd_op_nin(c, "Input"), no = bwd_op_nin(c, "Out@GRAD");
+  int gidx[2];
+  const char *attrs[2] = {"sub_block", "else_block"};
+  if (!bwd_op_attr(c, "sub_block")) return tape_refused(c);
+  for (int br = 0; br < 2; br++) {
+    const Block *b = own_block(c, attrs[br]);
+    if (!b || b->nargs > no || b->nresults > ncap) return bwd_fail(c, "internal error: malformed conditional_block_grad op");
+    Block *gb = bwd_sub_begin(c, b);
+    if (!gb) return -1;
+    gidx[br] = gb->idx;
+    const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(ncap + 1));
+    const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(no + ncap + 1));
+    for (int j = 0; j < b->nresults; j++) args[j] = bwd_sub_grad(c, gb, b->results[j]);
+    for (int k = 0; k < no; k++)
+      targets[k] = k < b->nargs && bwd_needs_grad(c, b->args[k]) ? bwd_sub_grad(c, gb, b->args[k]) : NULL;
+    int nt = no + input_targets(c, gb, targets + no, ncap);
+    bwd_sub_end(c, gb, targets, nt, args, b->nresults);
+  }
+  OpDesc *g = bwd_emit(c, "conditional_block_grad");
+  bwd_emit_in(c, g, "Cond", bwd_op_in(c, "Cond", 0));
+  op_add_input(p, g, "Input");
+  for (int k = 0; k < no; k++) bwd_emit_in(c, g, "Input", bwd_op_in(c, "Out@GRAD", k));
+  for (int j = 0; j < ncap; j++) bwd_emit_in(c, g, "Input", bwd_op_in(c, "Input", j));
+  op_add_input(p, g, "Out@GRAD");
+  for (int j = 0; j < ncap; j++) bwd_emit_in(c, g, "Out@GRAD", bwd_op_out_grad(c, "Input@GRAD", j));
+  op_add_output(p, g, "Input@GRAD");
+  for (int k = 0; k < no; k++) {
+    const char *d = bwd_op_in_grad(c, "Out@GRAD", k);
+    bwd_emit_out(c, g, "Input@GRAD", d ? d : NAME_EMPTY);
+  }
+  for (int j = 0; j < ncap; j++) {
+    const char *d = bwd_op_in_grad(c, "Input", j);
+    bwd_emit_out(c, g, "Input@GRAD", d ? d : NAME_EMPTY);
+  }
+  bwd_emit_attr(c, g, "sub_block", attr_block(gidx[0]));
+  bwd_emit_attr(c, g, "else_block", attr_block(gidx[1]));
+  return 0;
+}
+
 OpProto op_table_control[] = {
     {.type = "while", .doc = "runs sub_block while Cond holds, carrying X from turn to turn",
      .in = {{"Cond", 0, "the condition before the first turn (bool scalar)"},
@@ -340,11 +457,13 @@ OpProto op_table_control[] = {
      .doc = "runs sub_block (the body's grad block) over the loop's saved turns, last turn first",
      .in = {{"Out@GRAD", SLOT_LIST, "gradients of the loop's outputs"},
             {"X", SLOT_LIST | SLOT_OPTIONAL, "the loop's initial carried values"},
-            {"Input", SLOT_LIST | SLOT_OPTIONAL, "the outer values the body read"}},
+            {"Input", SLOT_LIST | SLOT_OPTIONAL, "the outer values the body read"},
+            {"Seed", SLOT_LIST | SLOT_OPTIONAL,
+             "a while_grad's gradient: what its grad block's args after the carried ones get every turn"}},
      .out = {{"X@GRAD", SLOT_LIST, "gradients of the initial carried values"},
              {"Input@GRAD", SLOT_LIST, "gradients of the outer values, summed over turns"}},
      .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the body's grad block"}},
-     .infer = infer_control_grad, .kernel = k_while_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_control_grad, .kernel = k_while_grad, .grad_kind = GRAD_DEDICATED, .grad = g_while_grad,
      .flags = OP_CONTROL | OP_KEPT_TURNS | OP_INTERNAL},
     {.type = "conditional_block_grad",
      .doc = "runs the grad block of the branch its conditional_block took",
@@ -354,7 +473,7 @@ OpProto op_table_control[] = {
      .out = {{"Input@GRAD", SLOT_LIST, "gradients of the outer values (zero from the branch not taken)"}},
      .attrs = {{"sub_block", ATTR_BLOCK, NULL, NULL, "the then branch's grad block"},
                {"else_block", ATTR_BLOCK, NULL, NULL, "the else branch's grad block"}},
-     .infer = infer_control_grad, .kernel = k_conditional_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_control_grad, .kernel = k_conditional_grad, .grad_kind = GRAD_DEDICATED, .grad = g_conditional_grad,
      .flags = OP_CONTROL | OP_KEPT_TURNS | OP_INTERNAL},
     {0},
 };
