@@ -38,12 +38,13 @@ BLAS_LIBS  = -lopenblas
 endif
 
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
-LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
+LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -lm -ldl
 
 # Debian packages: build, run, and test dependencies.  python3-numpy is for
 # the tests only (tests/formats.bats reads exported weights with NumPy);
-# netrun itself reads and writes .npy/.npz without it.
-DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
+# netrun itself reads and writes .npy/.npz without it.  libpng-dev and
+# libjpeg62-turbo-dev decode image folders (src/image.c).
+DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
            libopenmpi-dev openmpi-bin wamerican
 
@@ -51,7 +52,7 @@ SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
 DEP     = $(OBJ:.o=.d)
 
-all: netrun plugins
+all: netrun plugins tools
 
 netrun: $(OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS)
@@ -98,6 +99,13 @@ $(BUILD)/lexer.o: $(BUILD)/lexer.c
 $(BUILD)/src/ast.o: $(BUILD)/lexer.h
 
 -include $(DEP)
+
+# Test tools: mkimages writes IDX images as an image folder of PNG or JPEG
+# files (tests/images.bats, examples/fashion_folder.net).
+tools: $(BUILD)/mkimages
+$(BUILD)/mkimages: tests/tools/mkimages.c
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) $(CFLAGS) -o $@ $< $(LDFLAGS) -lpng -ljpeg -lz
 
 # ---- set-up -------------------------------------------------------------
 deps:
@@ -234,7 +242,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
+.PHONY: all plugins tools deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.
