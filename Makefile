@@ -107,6 +107,15 @@ $(BUILD)/mkimages: tests/tools/mkimages.c
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) $(CFLAGS) -o $@ $< $(LDFLAGS) -lpng -ljpeg -lz
 
+# examples/fashion_folder.net's data: Fashion-MNIST as folders of PNGs.
+FASHION = /usr/share/datasets/fashion-mnist
+fashion-folder: $(BUILD)/mkimages
+	rm -rf examples/data/fashion-folder && mkdir -p examples/data/fashion-folder
+	$(BUILD)/mkimages --first 10000 $(FASHION)/train-images-idx3-ubyte.gz $(FASHION)/train-labels-idx1-ubyte.gz \
+	  examples/data/fashion-folder/train
+	$(BUILD)/mkimages --first 2000 $(FASHION)/t10k-images-idx3-ubyte.gz $(FASHION)/t10k-labels-idx1-ubyte.gz \
+	  examples/data/fashion-folder/test
+
 # ---- set-up -------------------------------------------------------------
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -242,7 +251,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.
