@@ -1463,9 +1463,10 @@ typedef struct DataArgs {
   int64_t head, batch;
   uint64_t seed;
   bool shuffle, drop_last;
+  DataAugment aug;             /* --flip, --crop-pad: what training does to the --head images */
 } DataArgs;
 
-enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT, D_CONTEXT };
+enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT, D_CONTEXT, D_FLIP, D_CROP_PAD, D_SHAPE, D_MAX_MEMORY };
 
 static const Option data_options[] = {
     {"--split", OPTION_VALUE, "S", "train or test", D_SPLIT},
@@ -1477,6 +1478,10 @@ static const Option data_options[] = {
     {"--drop-last", OPTION_FLAG, NULL, NULL, D_DROP_LAST},
     {"--fit", OPTION_VALUE, "FILE", "a FILE", D_FIT},
     {"--context", OPTION_VALUE, "T", "a whole number of at least 1", D_CONTEXT},
+    {"--shape", OPTION_VALUE, "C,H,W", "channels (1 or 3), height and width, as 3,32,32", D_SHAPE},
+    {"--flip", OPTION_FLAG, NULL, NULL, D_FLIP},
+    {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", D_MAX_MEMORY},
+    {"--crop-pad", OPTION_VALUE, "N", "a whole number of at least 0", D_CROP_PAD},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -1503,6 +1508,24 @@ static int data_option(const OptionParser *p, int id, DataArgs *a) {
   case D_DROP_LAST: a->drop_last = true; break;
   case D_FIT: a->fit = v; break;
   case D_CONTEXT: return option_int(p, 1, &a->opt.context) ? 0 : EXIT_USAGE;
+  case D_FLIP: a->aug.flip = true; break;
+  case D_MAX_MEMORY:
+    if (!mem_parse_size(v, &n)) return option_bad(p);
+    tensor_set_memory_limit(n);
+    break;
+  case D_SHAPE: {
+    long long c, h, w;
+    char end;
+    if (sscanf(v, "%lld,%lld,%lld%c", &c, &h, &w, &end) != 3 || (c != 1 && c != 3) || h < 1 || w < 1 || h > 1 << 20 ||
+        w > 1 << 20)
+      return option_bad(p);
+    a->opt.channels = (int)c, a->opt.height = h, a->opt.width = w;
+    break;
+  }
+  case D_CROP_PAD:
+    if (!option_int(p, 0, &n) || n > 1 << 20) return option_bad(p);
+    a->aug.crop_pad = n;
+    break;
   }
   return 0;
 }
@@ -1521,6 +1544,7 @@ static int data_args(int argc, char **argv, DataArgs *a) {
   if (rc) return rc;
   if (!a->spec) return diag_usage("data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file");
   if (a->drop_last && !a->batch) return diag_usage("data: --drop-last needs --batch");
+  if ((a->aug.flip || a->aug.crop_pad) && !a->head) return diag_usage("data: --flip and --crop-pad need --head");
   return 0;
 }
 
@@ -1614,6 +1638,8 @@ static int data_describe(const DataArgs *a, const Dataset *ds) {
     rng_seed(&rng, a->seed);
     Batcher b;
     data_batcher_init(&b, ds, a->head, false);
+    b.aug = a->aug;
+    b.aug.seed = a->seed ^ DATA_AUGMENT_SEED;
     data_epoch(&b, a->shuffle ? &rng : NULL);
     Batch bt;
     data_next(&b, &bt);
@@ -1700,6 +1726,13 @@ int cmd_data(int argc, char **argv) {
   Dataset ds;
   if (!data_open(&d, a.spec, &a.opt, &ds)) {
     diag_finish(&d);
+    arena_free(&arena);
+    return EXIT_SCRIPT;
+  }
+  if ((a.aug.flip || a.aug.crop_pad) && !ds.cols[DATA_INPUT].channels) {
+    diag_error(&d, SPAN_NONE, "data: --flip and --crop-pad augment an image folder's images; %s is not one", a.spec);
+    diag_finish(&d);
+    data_free(&ds);
     arena_free(&arena);
     return EXIT_SCRIPT;
   }

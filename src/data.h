@@ -113,6 +113,10 @@ typedef struct DataOptions {
  * probability 1/2 when flip.  The draws come from a generator seeded by
  * (seed, epoch, the example's index in the dataset) alone, so they do not
  * depend on the batch size, the threads, the ranks or a resume. */
+/* What the trainer's --seed is mixed with for augmentation (netrun data
+ * --head --flip --seed S shows the first epoch's draws of a run with S). */
+#define DATA_AUGMENT_SEED 0xa09e47a7ull
+
 typedef struct DataAugment {
   bool flip;
   int64_t crop_pad;

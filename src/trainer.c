@@ -1324,7 +1324,7 @@ static int train(TrainArgs *t) {
   while (r.epoch < r.c.epochs && status == 0) {
     Batcher b;
     data_batcher_init(&b, &r.train, r.c.batch, false);
-    b.aug = (DataAugment){r.c.flip, r.c.crop_pad, t->a.opt.seed ^ 0xa09e47a7ull, r.epoch};
+    b.aug = (DataAugment){r.c.flip, r.c.crop_pad, t->a.opt.seed ^ DATA_AUGMENT_SEED, r.epoch};
     if (r.step_in_epoch == 0) r.shuffle_at_epoch = r.shuffle;
     else r.shuffle = r.shuffle_at_epoch;   /* resuming mid-epoch: the same order */
     data_epoch(&b, r.c.shuffle ? &r.shuffle : NULL);
