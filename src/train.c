@@ -17,7 +17,7 @@ static const struct TrainKey {
   Kind kind;
   const char *doc;
 } keys[] = {
-    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, or IMAGES.idx:LABELS.idx"},
+    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, IMAGES.idx:LABELS.idx, or a folder of class folders of images"},
     {"context", K_INT, "text data: bytes per window; data is then read as text (x, y: i64 [N, context]; the last tenth is \"test\")"},
     {"mean", K_NUMBERS, "image folders: per-channel means subtracted from the pixels in [0, 1] (default: none)"},
     {"std", K_NUMBERS, "image folders: per-channel standard deviations the pixels are divided by (default: none)"},
