@@ -9,6 +9,7 @@
 #include "fuzz.h"
 
 #include "image.h"
+#include "tensor.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
