@@ -208,15 +208,25 @@ print(rows)' "$output"
   idx=$(printf '%s\n' "$output" | sed -n 's/^test: loss \([0-9.]*\) accuracy \([0-9.]*\) (200 examples)$/\1 \2/p')
   echo "folder $folder idx $idx"
   [ "$folder" = "$idx" ]
+  # eval --data DIR: the folder named on the command line, labelled by it
+  run "$NETRUN" eval idx.net --weights folder.ckpt --data png200
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | sed -n 's/^png200: loss \([0-9.]*\) accuracy \([0-9.]*\) (200 examples)$/\1 \2/p')" = "$folder" ]
 }
 
-@test "images: training with flip and crop_pad is seeded: the same bits on 1 and 2 threads, another seed differs" {
+@test "images: training with flip and crop_pad is seeded: the same bits on 1 and 2 threads and resumed, another seed differs" {
   sed 's/epochs = 3/epochs = 2\n  flip = true\n  crop_pad = 2\n  mean = [0.3]\n  std = [0.35]/' folder.net >aug.net
   OMP_NUM_THREADS=1 run "$NETRUN" train aug.net --seed 5 --save a1.ckpt
   [ "$status" -eq 0 ]
   OMP_NUM_THREADS=2 run "$NETRUN" train aug.net --seed 5 --save a2.ckpt
   [ "$status" -eq 0 ]
   cmp a1.ckpt a2.ckpt
+  # one epoch, then resumed for the second: the same draws, the same bits
+  run "$NETRUN" train aug.net --seed 5 --epochs 1 --save r.ckpt
+  [ "$status" -eq 0 ]
+  run "$NETRUN" train aug.net --seed 5 --resume r.ckpt --save r.ckpt
+  [ "$status" -eq 0 ]
+  cmp a1.ckpt r.ckpt
   run "$NETRUN" train aug.net --seed 6 --save a3.ckpt
   ! cmp -s a1.ckpt a3.ckpt
   # without augmentation, the same seed trains other weights
