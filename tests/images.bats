@@ -15,10 +15,14 @@ setup_file() {
   [ -x "$MK" ] || make -C "$root" -s build/mkimages >&2
   "$MK" --first 200 $FASHION/t10k-images-idx3-ubyte.gz $FASHION/t10k-labels-idx1-ubyte.gz png200
   "$MK" --jpeg --first 200 $FASHION/t10k-images-idx3-ubyte.gz $FASHION/t10k-labels-idx1-ubyte.gz jpg200
+  # the first 20 as interlaced RGB PNGs and progressive colour JPEGs, (g, g, g) per pixel
+  "$MK" --rgb --interlace --first 20 $FASHION/t10k-images-idx3-ubyte.gz $FASHION/t10k-labels-idx1-ubyte.gz il20
+  "$MK" --jpeg --rgb --progressive --first 20 $FASHION/t10k-images-idx3-ubyte.gz $FASHION/t10k-labels-idx1-ubyte.gz pj20
   PNG="python3 $root/tests/tools/png.py"
-  mkdir -p rgb/a grey/a r/a wide/a b16/a
+  mkdir -p rgb/a grey/a r/a wide/a b16/a pal/a
   $PNG rgb/a/red.png 1 1 2 8 255 0 0                     # RGB (255, 0, 0)
   $PNG grey/a/g.png 2 1 0 8 10 200                        # grey 10, 200
+  $PNG pal/a/p.png 2 1 3 8 0 200                          # palette: (0, 255, 0), (200, 55, 100)
   $PNG r/a/1.png 2 2 0 8 0 255 255 0                      # 2 x 2 to be resized
   $PNG wide/a/1.png 4 1 0 8 10 20 30 40                   # a row, to flip and shift
   for i in 2 3 4 5 6 7 8; do cp wide/a/1.png wide/a/$i.png; done
@@ -71,7 +75,8 @@ img = gzip.open(sys.argv[1] + "/t10k-images-idx3-ubyte.gz").read()[16:16 + 200 *
 if sys.argv[2] == "counts":
     for c in range(10): print(c, lab.count(c))
 else:
-    c = int(sys.argv[2]); k = [i for i in range(200) if lab[i] == c][int(sys.argv[3])]
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 200
+    c = int(sys.argv[2]); k = [i for i in range(n) if lab[i] == c][int(sys.argv[3])]
     print(" ".join(str(b) for b in img[k * 784:(k + 1) * 784]))
 EOF
 }
@@ -120,6 +125,23 @@ EOF
   pixels_match "$output" "$(idx_py $FASHION 7 2)"
 }
 
+@test "images: interlaced RGB PNGs of (g, g, g) read as 1 channel are the IDX bytes exactly (luminance of grey is grey)" {
+  # (19595 + 38470 + 7471) g = 65536 g: L = (65536 g + 32768) >> 16 = g
+  run "$NETRUN" data il20 --head 1
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"column images f32 [20, 3, 28, 28]"* ]]
+  run "$NETRUN" data il20 --head 1 --shape 1,28,28
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"column images f32 [20, 1, 28, 28]"* ]]
+  pixels_match "$output" "$(idx_py $FASHION 0 0)"
+}
+
+@test "images: progressive colour JPEGs read as 1 channel come close to the IDX bytes" {
+  run "$NETRUN" data pj20 --head 1 --shape 1,28,28
+  [ "$status" -eq 0 ]
+  pixels_match "$output" "$(idx_py $FASHION 0 0)" 0.02
+}
+
 @test "images: JPEG (quality 95) decodes close to the IDX bytes, not equal (lossy)" {
   run "$NETRUN" data jpg200 --head 1
   [ "$status" -eq 0 ]
@@ -149,6 +171,23 @@ import sys
 text = sys.argv[1].split("images\n", 1)[1].split("labels", 1)[0]
 got = [round(float(v) * 255) for v in text.replace("[", " ").replace("]", " ").split()]
 assert got == [18, 128, 255, 76, 150, 29], got' "$output"
+}
+
+@test "images: a palette PNG expands to RGB; as 1 channel, the luminance" {
+  run "$NETRUN" data pal --head 1
+  [ "$status" -eq 0 ]
+  python3 -c '
+import sys
+text = sys.argv[1].split("images\n", 1)[1].split("labels", 1)[0]
+got = [round(float(v) * 255) for v in text.replace("[", " ").replace("]", " ").split()]
+assert got == [0, 200, 255, 55, 0, 100], got' "$output"
+  # (38470 * 255 + 32768) >> 16 = 150; (19595 * 200 + 38470 * 55 + 7471 * 100 + 32768) >> 16 = 103
+  run "$NETRUN" data pal --head 1 --shape 1,1,2
+  python3 -c '
+import sys
+text = sys.argv[1].split("images\n", 1)[1].split("labels", 1)[0]
+got = [round(float(v) * 255) for v in text.replace("[", " ").replace("]", " ").split()]
+assert got == [150, 103], got' "$output"
 }
 
 @test "images: another size is resized bilinearly, half-pixel centres (PyTorch's align_corners=False)" {

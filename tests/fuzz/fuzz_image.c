@@ -3,9 +3,9 @@
  * conversion to 1 or 3 channels and the bilinear resize (image_read).
  *
  * Seeds (tests/fuzz/corpus/image): small PNGs written by tests/tools/png.py
- * (grey, RGB, grey+alpha, 16-bit grey and RGBA, a 60000 x 60000 header),
- * a Fashion-MNIST image as PNG and JPEG (build/mkimages), and both cut
- * short. */
+ * (grey, RGB, palette, grey+alpha, 16-bit grey and RGBA, a 60000 x 60000
+ * header), a Fashion-MNIST image as PNG and JPEG, as an interlaced RGB PNG
+ * and a progressive colour JPEG (build/mkimages), and both cut short. */
 #include "fuzz.h"
 
 #include "image.h"

@@ -4,10 +4,12 @@
  * the source of examples/fashion_folder.net's data; built by the Makefile
  * (build/mkimages).
  *
- *   mkimages [--jpeg] [--first N] IMAGES LABELS OUT
+ *   mkimages [--jpeg] [--rgb] [--interlace] [--progressive] [--first N] IMAGES LABELS OUT
  *
  * IMAGES: u8 [N, H, W] IDX, LABELS: u8 [N] IDX, gzipped or not.  PNGs are
- * 8-bit grey, written by libpng; JPEGs grey at quality 95 by libjpeg. */
+ * 8-bit grey, written by libpng; JPEGs grey at quality 95 by libjpeg.
+ * --rgb writes each grey value as (g, g, g): an RGB PNG, a YCbCr JPEG;
+ * --interlace an Adam7 PNG, --progressive a progressive JPEG. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,23 +49,45 @@ static uint8_t *read_idx(const char *path, int *rank, uint32_t *d, size_t *numel
   return p;
 }
 
-static void write_png(const char *path, const uint8_t *px, uint32_t h, uint32_t w) {
+static int rgb, interlace, progressive;
+
+/* The image's rows as written: grey, or (g, g, g) with --rgb. */
+static uint8_t *pixels_out(const uint8_t *px, uint32_t h, uint32_t w) {
+  int c = rgb ? 3 : 1;
+  uint8_t *o = malloc((size_t)h * w * c);
+  if (!o) die("out of memory", "mkimages");
+  for (size_t i = 0; i < (size_t)h * w; i++)
+    for (int k = 0; k < c; k++) o[i * c + k] = px[i];
+  return o;
+}
+
+static void write_png(const char *path, const uint8_t *grey, uint32_t h, uint32_t w) {
+  uint8_t *px = pixels_out(grey, h, w);
+  size_t stride = (size_t)w * (rgb ? 3 : 1);
   FILE *f = fopen(path, "wb");
   if (!f) die(strerror(errno), path);
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
   png_infop info = png_create_info_struct(png);
   if (setjmp(png_jmpbuf(png))) die("libpng failed", path);
   png_init_io(png, f);
-  png_set_IHDR(png, info, w, h, 8, PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+  png_set_IHDR(png, info, w, h, 8, rgb ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY,
+               interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  for (uint32_t y = 0; y < h; y++) png_write_row(png, px + (size_t)y * w);
+  png_bytep *rows = malloc(sizeof *rows * h);
+  if (!rows) die("out of memory", path);
+  for (uint32_t y = 0; y < h; y++) rows[y] = px + y * stride;
+  png_write_image(png, rows);   /* every Adam7 pass when interlaced */
   png_write_end(png, NULL);
   png_destroy_write_struct(&png, &info);
+  free(rows);
+  free(px);
   if (fclose(f)) die(strerror(errno), path);
 }
 
-static void write_jpeg(const char *path, const uint8_t *px, uint32_t h, uint32_t w) {
+static void write_jpeg(const char *path, const uint8_t *grey, uint32_t h, uint32_t w) {
+  uint8_t *px = pixels_out(grey, h, w);
+  size_t stride = (size_t)w * (rgb ? 3 : 1);
   FILE *f = fopen(path, "wb");
   if (!f) die(strerror(errno), path);
   struct jpeg_compress_struct j;
@@ -71,16 +95,19 @@ static void write_jpeg(const char *path, const uint8_t *px, uint32_t h, uint32_t
   j.err = jpeg_std_error(&err);
   jpeg_create_compress(&j);
   jpeg_stdio_dest(&j, f);
-  j.image_width = w, j.image_height = h, j.input_components = 1, j.in_color_space = JCS_GRAYSCALE;
+  j.image_width = w, j.image_height = h;
+  j.input_components = rgb ? 3 : 1, j.in_color_space = rgb ? JCS_RGB : JCS_GRAYSCALE;
   jpeg_set_defaults(&j);
   jpeg_set_quality(&j, 95, TRUE);
+  if (progressive) jpeg_simple_progression(&j);
   jpeg_start_compress(&j, TRUE);
   while (j.next_scanline < h) {
-    JSAMPROW row = (JSAMPROW)(px + (size_t)j.next_scanline * w);
+    JSAMPROW row = (JSAMPROW)(px + j.next_scanline * stride);
     jpeg_write_scanlines(&j, &row, 1);
   }
   jpeg_finish_compress(&j);
   jpeg_destroy_compress(&j);
+  free(px);
   if (fclose(f)) die(strerror(errno), path);
 }
 
@@ -89,11 +116,14 @@ int main(int argc, char **argv) {
   long first = -1;
   for (; a < argc && argv[a][0] == '-'; a++) {
     if (strcmp(argv[a], "--jpeg") == 0) jpeg = 1;
+    else if (strcmp(argv[a], "--rgb") == 0) rgb = 1;
+    else if (strcmp(argv[a], "--interlace") == 0) interlace = 1;
+    else if (strcmp(argv[a], "--progressive") == 0) progressive = 1;
     else if (strcmp(argv[a], "--first") == 0 && a + 1 < argc) first = atol(argv[++a]);
     else die("unknown option", argv[a]);
   }
   if (argc - a != 3) {
-    fprintf(stderr, "usage: mkimages [--jpeg] [--first N] IMAGES LABELS OUT\n");
+    fprintf(stderr, "usage: mkimages [--jpeg] [--rgb] [--interlace] [--progressive] [--first N] IMAGES LABELS OUT\n");
     return 2;
   }
   int ri, rl;

@@ -4,7 +4,8 @@
 
 COLOR is PNG's colour type (0 grey, 2 RGB, 3 palette, 4 grey+alpha,
 6 RGBA), DEPTH 8 or 16; SAMPLES are the row-major sample values (each
-pixel's channels in turn).  `png.py OUT bomb W H` writes a valid header
+pixel's channels in turn; with a palette, indices into the 256 colours
+(i, 255 - i, i / 2 rounded down)).  `png.py OUT bomb W H` writes a valid header
 announcing W x H 8-bit grey pixels with one short IDAT (a dimension bomb)."""
 import struct
 import sys
@@ -18,6 +19,8 @@ def chunk(kind, data):
 
 def png(width, height, color, depth, rows):
     head = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, 0))
+    if color == 3:
+        head += chunk(b"PLTE", bytes(v for i in range(256) for v in (i, 255 - i, i // 2)))
     return head + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
@@ -29,7 +32,7 @@ def main():
     else:
         w, h, color, depth = (int(a) for a in sys.argv[2:6])
         samples = [int(v) for v in sys.argv[6:]]
-        per = {0: 1, 2: 3, 4: 2, 6: 4}[color]
+        per = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[color]
         assert len(samples) == w * h * per, "wrong sample count"
         fmt = ">%dH" if depth == 16 else ">%dB"
         rows = b""
