@@ -1,5 +1,5 @@
 /* data.h — datasets: examples read whole from IDX, CSV or NumPy .npz files,
- * and the batches a trainer takes from them.
+ * text files or image folders, and the batches a trainer takes from them.
  *
  * A Dataset holds N examples in named columns.  Column c is, to its users,
  * a tensor [N, ...] of dtype f32 or i64; batches are gathered from it as new
@@ -135,6 +135,10 @@ typedef struct DataAugment {
  *                       f64 are read as f32, i64 and i32 as i64, u8 and
  *                       bool as their byte values (not scaled) (npy.h)
  *   FILE, context > 0   a text file's byte windows (text.h)
+ *   DIR                 an image folder (image.h): columns "images" (u8
+ *                       [N, C, H, W], C, H, W from opt or the first
+ *                       image) and "labels" (i64 class numbers); class
+ *                       names in ds->classes
  *   FILE                a CSV file: an optional header row (detected: a
  *                       field that is not a number), then rows of numbers
  *                       (opt->columns and opt->labels choose columns by
