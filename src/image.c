@@ -85,7 +85,7 @@ static bool decoder_alloc(Decoder *c, int64_t extra) {
 
 /* ---- PNG ------------------------------------------------------------------- */
 
-static void png_fail(png_structp png, png_const_charp msg) {
+static void on_png_error(png_structp png, png_const_charp msg) {
   Decoder *c = png_get_error_ptr(png);
   if (!c->why[0]) snprintf(c->why, sizeof c->why, "corrupt PNG: %s", msg);
   png_longjmp(png, 1);
@@ -93,9 +93,9 @@ static void png_fail(png_structp png, png_const_charp msg) {
 
 /* libpng's warnings (an odd colour profile, a bad ancillary chunk it
  * skips) leave the pixels right: not reported. */
-static void png_warn(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+static void on_png_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
 
-static void png_in(png_structp png, png_bytep buf, size_t n) {
+static void read_png_bytes(png_structp png, png_bytep buf, size_t n) {
   Decoder *c = png_get_io_ptr(png);
   if (fread(buf, 1, n, c->f) != n) {
     snprintf(c->why, sizeof c->why, "truncated PNG: the file ends inside its data");
@@ -104,7 +104,7 @@ static void png_in(png_structp png, png_bytep buf, size_t n) {
 }
 
 /* libpng's transforms to 8-bit grey or RGB, alpha dropped. */
-static void png_to_8bit(png_structp png, png_infop info) {
+static void to_8bit(png_structp png, png_infop info) {
   int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
   if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
@@ -114,8 +114,8 @@ static void png_to_8bit(png_structp png, png_infop info) {
   png_read_update_info(png, info);
 }
 
-static bool png_decode(Decoder *c) {
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, png_fail, png_warn);
+static bool decode_png(Decoder *c) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, on_png_error, on_png_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   if (!info) {
     png_destroy_read_struct(&png, NULL, NULL);
@@ -126,11 +126,11 @@ static bool png_decode(Decoder *c) {
     decoder_release(c);
     return false;
   }
-  png_set_read_fn(png, c, png_in);
+  png_set_read_fn(png, c, read_png_bytes);
   png_read_info(png, info);
   c->w = png_get_image_width(png, info);
   c->h = png_get_image_height(png, info);
-  png_to_8bit(png, info);
+  to_8bit(png, info);
   c->ch = png_get_channels(png, info);
   if (c->ch != 1 && c->ch != 3) png_error(png, "unexpected channel count after conversion");
   if (!c->header_only) {
@@ -149,7 +149,7 @@ typedef struct JpegErr {
   Decoder *c;
 } JpegErr;
 
-static _Noreturn void jpeg_fail(j_common_ptr j) {
+static _Noreturn void on_jpeg_error(j_common_ptr j) {
   Decoder *c = ((JpegErr *)j->err)->c;
   if (!c->why[0]) {
     char msg[JMSG_LENGTH_MAX];
@@ -161,26 +161,26 @@ static _Noreturn void jpeg_fail(j_common_ptr j) {
 
 /* A warning (level -1) is corrupt data libjpeg would paper over with
  * grey: an error here.  Trace messages (level >= 0) are not shown. */
-static void jpeg_message(j_common_ptr j, int level) {
-  if (level < 0) jpeg_fail(j);
+static void on_jpeg_message(j_common_ptr j, int level) {
+  if (level < 0) on_jpeg_error(j);
 }
 
-static void jpeg_progress(j_common_ptr j) {
+static void on_jpeg_progress(j_common_ptr j) {
   j_decompress_ptr dj = (j_decompress_ptr)j;
   if (dj->input_scan_number > IMAGE_MAX_SCANS) {
     Decoder *c = ((JpegErr *)j->err)->c;
     snprintf(c->why, sizeof c->why, "JPEG with more than %d scans", IMAGE_MAX_SCANS);
-    jpeg_fail(j);
+    on_jpeg_error(j);
   }
 }
 
-static bool jpeg_decode(Decoder *c) {
+static bool decode_jpeg(Decoder *c) {
   struct jpeg_decompress_struct j;
   JpegErr err;
-  struct jpeg_progress_mgr progress = {.progress_monitor = jpeg_progress};
+  struct jpeg_progress_mgr progress = {.progress_monitor = on_jpeg_progress};
   j.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = jpeg_fail;
-  err.mgr.emit_message = jpeg_message;
+  err.mgr.error_exit = on_jpeg_error;
+  err.mgr.emit_message = on_jpeg_message;
   err.c = c;
   if (setjmp(c->jump)) {
     jpeg_destroy_decompress(&j);
@@ -194,13 +194,13 @@ static bool jpeg_decode(Decoder *c) {
   c->w = j.image_width, c->h = j.image_height;
   if (j.jpeg_color_space == JCS_CMYK || j.jpeg_color_space == JCS_YCCK) {
     snprintf(c->why, sizeof c->why, "CMYK JPEG images are not supported (grey or colour: YCbCr, RGB)");
-    jpeg_fail((j_common_ptr)&j);
+    on_jpeg_error((j_common_ptr)&j);
   }
   j.out_color_space = j.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
   c->ch = j.num_components == 1 ? 1 : 3;
   if (!c->header_only) {
     /* a progressive image's coefficients: 2 bytes per sample and component */
-    if (!decoder_alloc(c, j.progressive_mode ? 2 * j.num_components : 0)) jpeg_fail((j_common_ptr)&j);
+    if (!decoder_alloc(c, j.progressive_mode ? 2 * j.num_components : 0)) on_jpeg_error((j_common_ptr)&j);
     jpeg_start_decompress(&j);
     while (j.output_scanline < j.output_height)
       jpeg_read_scanlines(&j, (JSAMPARRAY)(c->rows + j.output_scanline), (JDIMENSION)(j.output_height - j.output_scanline));
@@ -234,7 +234,7 @@ static bool decode_file(Diag *d, const char *path, Decoder *c) {
     diag_error(d, SPAN_NONE, "%s: empty file: expected a PNG or JPEG image", path);
   else if (k == IMG_NONE)
     diag_error(d, SPAN_NONE, "%s: not a PNG or JPEG image (by its first bytes)", path);
-  else if (!(ok = k == IMG_PNG ? png_decode(c) : jpeg_decode(c)))
+  else if (!(ok = k == IMG_PNG ? decode_png(c) : decode_jpeg(c)))
     diag_error(d, SPAN_NONE, "%s: %s", path, c->why);
   fclose(c->f);
   c->f = NULL;
