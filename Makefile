@@ -38,12 +38,13 @@ BLAS_LIBS  = -lopenblas
 endif
 
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
-LDLIBS  = $(BLAS_LIBS) -lz -ledit -lm -ldl
+LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -lm -ldl
 
 # Debian packages: build, run, and test dependencies.  python3-numpy is for
 # the tests only (tests/formats.bats reads exported weights with NumPy);
-# netrun itself reads and writes .npy/.npz without it.
-DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev bats \
+# netrun itself reads and writes .npy/.npz without it.  libpng-dev and
+# libjpeg62-turbo-dev decode image folders (src/image.c).
+DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
            libopenmpi-dev openmpi-bin wamerican
 
@@ -51,7 +52,7 @@ SRC     = $(wildcard src/*.c src/ops/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
 DEP     = $(OBJ:.o=.d)
 
-all: netrun plugins
+all: netrun plugins tools
 
 netrun: $(OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS)
@@ -98,6 +99,22 @@ $(BUILD)/lexer.o: $(BUILD)/lexer.c
 $(BUILD)/src/ast.o: $(BUILD)/lexer.h
 
 -include $(DEP)
+
+# Test tools: mkimages writes IDX images as an image folder of PNG or JPEG
+# files (tests/images.bats, examples/fashion_folder.net).
+tools: $(BUILD)/mkimages
+$(BUILD)/mkimages: tests/tools/mkimages.c
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) $(CFLAGS) -o $@ $< $(LDFLAGS) -lpng -ljpeg -lz
+
+# examples/fashion_folder.net's data: Fashion-MNIST as folders of PNGs.
+FASHION = /usr/share/datasets/fashion-mnist
+fashion-folder: $(BUILD)/mkimages
+	rm -rf examples/data/fashion-folder && mkdir -p examples/data/fashion-folder
+	$(BUILD)/mkimages --first 10000 $(FASHION)/train-images-idx3-ubyte.gz $(FASHION)/train-labels-idx1-ubyte.gz \
+	  examples/data/fashion-folder/train
+	$(BUILD)/mkimages --first 2000 $(FASHION)/t10k-images-idx3-ubyte.gz $(FASHION)/t10k-labels-idx1-ubyte.gz \
+	  examples/data/fashion-folder/test
 
 # ---- set-up -------------------------------------------------------------
 deps:
@@ -161,7 +178,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot npy safetensors
+FUZZ = parse exec idx csv checkpoint plot npy safetensors image
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
@@ -234,7 +251,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

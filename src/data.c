@@ -1,5 +1,6 @@
 /* data.c — datasets (data.h): the IDX and CSV readers, Fashion-MNIST's
- * files, .npz archives (through npy.c), batches, fitting a batch to a
+ * files, .npz archives (through npy.c), image folders (through image.c),
+ * batches (with the images' normalization and augmentation), fitting a batch to a
  * script's input, and `netrun data`.
  *
  * Everything is read whole, once.  IDX pixels stay u8 and are scaled to f32
@@ -7,6 +8,7 @@
  * compactly as the file does; labels and CSV values are small or already
  * numbers and are kept as i64 / f32. */
 #include "data.h"
+#include "image.h"
 #include "text.h"
 
 #include "cmd.h"
@@ -1051,6 +1053,54 @@ static bool open_text(Diag *d, const char *path, int64_t context, const char *sp
   return true;
 }
 
+/* ---- image folders ------------------------------------------------------------- */
+
+/* The normalization of opt (one value per channel) into column c. */
+static bool image_norm(Diag *d, const char *spec, const DataOptions *opt, DataColumn *c) {
+  for (int k = 0; k < 2; k++) {
+    int n = k ? opt->nstd : opt->nmean;
+    const double *v = k ? opt->std : opt->mean;
+    if (n && n != c->channels) {
+      file_error(d, spec, "%s = [...] has %d value%s, but the images are read with %d channel%s: give one per channel",
+                 k ? "std" : "mean", n, n == 1 ? "" : "s", c->channels, c->channels == 1 ? "" : "s");
+      return false;
+    }
+    for (int i = 0; i < c->channels; i++) (k ? c->std : c->mean)[i] = n ? (float)v[i] : (float)k;
+  }
+  c->normalized = opt->nmean || opt->nstd;
+  return true;
+}
+
+/* A folder of class folders of PNG or JPEG files (image.h) as the columns
+ * images (u8 [N, C, H, W]) and labels (i64 [N], the class numbers). */
+static bool open_images(Diag *d, const char *spec, const char *path, const DataOptions *opt, Dataset *ds) {
+  if (opt->label) {
+    file_error(d, spec, "an image folder's labels are its class folders; only a CSV file's label column can be chosen");
+    return false;
+  }
+  if (opt->channels && opt->channels != 1 && opt->channels != 3) {
+    file_error(d, spec, "images are read with 1 channel (grey) or 3 (RGB), but the input fed takes %d", opt->channels);
+    return false;
+  }
+  ImageSet im;
+  ImageShape want = {opt->channels, opt->height, opt->width};
+  if (!image_folder(d, &ds->arena, path, want, &im)) return false;
+  ds->n = im.n;
+  ds->charged = im.charged;
+  ds->files[ds->nfiles++] = arena_strdup(&ds->arena, path);
+  ds->classes = im.classes;
+  ds->nclasses = im.nclasses;
+  DataColumn *c = &ds->cols[DATA_INPUT];
+  *c = (DataColumn){.name = "images", .dtype = DT_F32, .store = DATA_U8, .rank = 4, .channels = im.channels,
+                    .shape = {im.n, im.channels, im.height, im.width}, .data = im.pixels};
+  c->row = im.channels * im.height * im.width;
+  c = &ds->cols[DATA_LABEL];
+  *c = (DataColumn){.name = "labels", .dtype = DT_I64, .store = DATA_I64, .rank = 1, .shape = {im.n}, .row = 1,
+                    .data = im.labels};
+  ds->ncols = 2;
+  return image_norm(d, spec, opt, &ds->cols[DATA_INPUT]);
+}
+
 /* Columns chosen by name (opt->columns, opt->labels) are a CSV file's:
  * with other data, an error, not ignored. */
 static bool only_csv_columns(Diag *d, const char *spec, const DataOptions *opt) {
@@ -1083,6 +1133,8 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
   } else if (opt->split) {
     file_error(d, spec, "no split '%s': only fashion-mnist has splits", opt->split);
     ok = false;
+  } else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ok = only_csv_columns(d, spec, opt) && open_images(d, spec, path, opt, out);
   } else if (stat(path, &st) != 0 && strchr(spec, ':')) {
     const char *colon = pair_colon(a, opt, spec);
     const char *images = in_dir(a, opt, arena_strndup(a, spec, (size_t)(colon - spec)));
@@ -1095,6 +1147,10 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
   } else {
     ok = regular_file(d, path) && (is_npz(path) ? only_csv_columns(d, spec, opt) && open_npz(d, path, out)
                                                 : open_csv(d, path, opt, out));
+  }
+  if (ok && (opt->nmean || opt->nstd) && !out->cols[DATA_INPUT].channels) {
+    file_error(d, spec, "mean and std normalize an image folder's channels; this data is not an image folder");
+    ok = false;
   }
   if (!ok) data_free(out);
   return ok;
@@ -1172,7 +1228,59 @@ bool data_split(Diag *d, Dataset *ds, int64_t nval, Rng *rng, Dataset *val) {
 
 /* ---- gathering and batches -------------------------------------------------------- */
 
-Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k) {
+/* A generator for one example's augmentation: seeded by the seed, the
+ * epoch and the example alone (data.h). */
+static void augment_rng(Rng *g, const DataAugment *aug, int64_t example) {
+  uint64_t x = aug->seed ^ 0x9e3779b97f4a7c15ull * (uint64_t)(aug->epoch + 1);
+  x ^= 0xbf58476d1ce4e5b9ull * (uint64_t)(example + 1);
+  rng_seed(g, x);
+}
+
+static uint64_t below(Rng *r, uint64_t n);
+
+/* Image rows idx[0..k) of c: each pixel through its channel's table
+ * (value / 255 then normalized), shifted by the crop and mirrored by the
+ * flip that aug draws for the example (none without aug).  Pixels shifted
+ * in from outside read 0. */
+static void gather_images(const DataColumn *c, const int64_t *idx, int64_t k, const DataAugment *aug, float *o) {
+  float table[3][256];
+  for (int ch = 0; ch < c->channels; ch++)
+    for (int v = 0; v < 256; v++) table[ch][v] = c->normalized ? ((float)v / 255.0f - c->mean[ch]) / c->std[ch] : (float)v / 255.0f;
+  int64_t h = c->shape[2], w = c->shape[3], plane = h * w;
+  for (int64_t i = 0; i < k; i++) {
+    int64_t dy = 0, dx = 0;
+    bool mirror = false;
+    if (aug && (aug->flip || aug->crop_pad)) {
+      Rng g;
+      augment_rng(&g, aug, idx[i]);
+      uint64_t span = (uint64_t)(2 * aug->crop_pad + 1);
+      dy = (int64_t)below(&g, span) - aug->crop_pad;
+      dx = (int64_t)below(&g, span) - aug->crop_pad;
+      mirror = aug->flip && (rng_next(&g) >> 63);
+    }
+    const uint8_t *src = (const uint8_t *)c->data + idx[i] * c->row;
+    float *dst = o + i * c->row;
+    for (int ch = 0; ch < c->channels; ch++)
+      for (int64_t y = 0; y < h; y++)
+        for (int64_t x = 0; x < w; x++) {
+          int64_t sy = y + dy, sx = (mirror ? w - 1 - x : x) + dx;
+          uint8_t v = sy >= 0 && sy < h && sx >= 0 && sx < w ? src[ch * plane + sy * w + sx] : 0;
+          dst[ch * plane + y * w + x] = table[ch][v];
+        }
+  }
+}
+
+Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k) { return data_gather_aug(c, idx, k, NULL); }
+
+Tensor *data_gather_aug(const DataColumn *c, const int64_t *idx, int64_t k, const DataAugment *aug) {
+  if (c->channels && (c->normalized || aug)) {
+    int64_t shape[SHAPE_MAX_RANK];
+    memcpy(shape, c->shape, sizeof shape);
+    shape[0] = k;
+    Tensor *t = tensor_new(c->dtype, c->rank, shape);
+    gather_images(c, idx, k, aug, tensor_f32(t));
+    return t;
+  }
   float scale[256];   /* byte -> f32 in [0, 1], each correctly rounded */
   for (int i = 0; i < 256; i++) scale[i] = (float)i / 255.0f;
   int64_t shape[SHAPE_MAX_RANK];
@@ -1209,6 +1317,7 @@ void data_batcher_init(Batcher *b, const Dataset *ds, int64_t size, bool drop_la
   b->order = mem_alloc(NULL, sizeof *b->order * (size_t)(ds->n ? ds->n : 1));
   b->n = b->pos = ds->n;
   b->epoch = 0;
+  memset(&b->aug, 0, sizeof b->aug);
 }
 
 void data_batcher_free(Batcher *b) {
@@ -1257,7 +1366,9 @@ bool data_next(Batcher *b, Batch *out) {
   if (left <= 0 || (b->drop_last && left < b->size)) return false;
   out->n = left < b->size ? left : b->size;
   out->index = b->order + b->pos;
-  for (int c = 0; c < b->ds->ncols; c++) out->cols[c] = data_gather(&b->ds->cols[c], out->index, out->n);
+  bool aug = b->aug.flip || b->aug.crop_pad;
+  for (int c = 0; c < b->ds->ncols; c++)
+    out->cols[c] = data_gather_aug(&b->ds->cols[c], out->index, out->n, aug ? &b->aug : NULL);
   b->pos += out->n;
   return true;
 }
@@ -1352,9 +1463,10 @@ typedef struct DataArgs {
   int64_t head, batch;
   uint64_t seed;
   bool shuffle, drop_last;
+  DataAugment aug;             /* --flip, --crop-pad: what training does to the --head images */
 } DataArgs;
 
-enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT, D_CONTEXT };
+enum { D_SPLIT = 1, D_LABEL, D_HEAD, D_BATCH, D_SEED, D_SHUFFLE, D_DROP_LAST, D_FIT, D_CONTEXT, D_FLIP, D_CROP_PAD, D_SHAPE, D_MAX_MEMORY };
 
 static const Option data_options[] = {
     {"--split", OPTION_VALUE, "S", "train or test", D_SPLIT},
@@ -1366,6 +1478,10 @@ static const Option data_options[] = {
     {"--drop-last", OPTION_FLAG, NULL, NULL, D_DROP_LAST},
     {"--fit", OPTION_VALUE, "FILE", "a FILE", D_FIT},
     {"--context", OPTION_VALUE, "T", "a whole number of at least 1", D_CONTEXT},
+    {"--shape", OPTION_VALUE, "C,H,W", "channels (1 or 3), height and width, as 3,32,32", D_SHAPE},
+    {"--flip", OPTION_FLAG, NULL, NULL, D_FLIP},
+    {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", D_MAX_MEMORY},
+    {"--crop-pad", OPTION_VALUE, "N", "a whole number of at least 0", D_CROP_PAD},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -1392,6 +1508,24 @@ static int data_option(const OptionParser *p, int id, DataArgs *a) {
   case D_DROP_LAST: a->drop_last = true; break;
   case D_FIT: a->fit = v; break;
   case D_CONTEXT: return option_int(p, 1, &a->opt.context) ? 0 : EXIT_USAGE;
+  case D_FLIP: a->aug.flip = true; break;
+  case D_MAX_MEMORY:
+    if (!mem_parse_size(v, &n)) return option_bad(p);
+    tensor_set_memory_limit(n);
+    break;
+  case D_SHAPE: {
+    long long c, h, w;
+    char end;
+    if (sscanf(v, "%lld,%lld,%lld%c", &c, &h, &w, &end) != 3 || (c != 1 && c != 3) || h < 1 || w < 1 || h > 1 << 20 ||
+        w > 1 << 20)
+      return option_bad(p);
+    a->opt.channels = (int)c, a->opt.height = h, a->opt.width = w;
+    break;
+  }
+  case D_CROP_PAD:
+    if (!option_int(p, 0, &n) || n > 1 << 20) return option_bad(p);
+    a->aug.crop_pad = n;
+    break;
   }
   return 0;
 }
@@ -1410,6 +1544,7 @@ static int data_args(int argc, char **argv, DataArgs *a) {
   if (rc) return rc;
   if (!a->spec) return diag_usage("data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file");
   if (a->drop_last && !a->batch) return diag_usage("data: --drop-last needs --batch");
+  if ((a->aug.flip || a->aug.crop_pad) && !a->head) return diag_usage("data: --flip and --crop-pad need --head");
   return 0;
 }
 
@@ -1450,13 +1585,21 @@ static int data_describe(const DataArgs *a, const Dataset *ds) {
     char shape[256];
     dims_str(c->rank, c->shape, shape, sizeof shape);
     printf("column %s %s %s", c->name, dtype_name(c->dtype), shape);
-    if (c->store == DATA_U8) printf(" from u8 scaled to [0, 1]");
+    if (c->store == DATA_U8) printf(" from u8 scaled to [0, 1]%s", c->normalized ? ", normalized" : "");
     else if (c->source) printf(" from %s", c->source);
     putchar('\n');
   }
   /* The labels: the last column (of a .npz, when it holds one value per example). */
   const DataColumn *y = ds->ncols >= 2 && ds->cols[ds->ncols - 1].rank == 1 ? &ds->cols[ds->ncols - 1] : NULL;
-  if (y && y->store != DATA_F32) {
+  if (ds->classes) {
+    printf("classes %d\n", ds->nclasses);
+    const int64_t *lab = ds->cols[DATA_LABEL].data;
+    for (int k = 0, i = 0; k < ds->nclasses; k++) {
+      int64_t count = 0;
+      for (; i < ds->n && lab[i] == k; i++) count++;
+      printf("class %d %s %" PRId64 "\n", k, ds->classes[k], count);
+    }
+  } else if (y && y->store != DATA_F32) {
     print_classes(y, ds->n);
   } else if (y) {
     const float *v = y->data;
@@ -1495,6 +1638,8 @@ static int data_describe(const DataArgs *a, const Dataset *ds) {
     rng_seed(&rng, a->seed);
     Batcher b;
     data_batcher_init(&b, ds, a->head, false);
+    b.aug = a->aug;
+    b.aug.seed = a->seed ^ DATA_AUGMENT_SEED;
     data_epoch(&b, a->shuffle ? &rng : NULL);
     Batch bt;
     data_next(&b, &bt);
@@ -1581,6 +1726,13 @@ int cmd_data(int argc, char **argv) {
   Dataset ds;
   if (!data_open(&d, a.spec, &a.opt, &ds)) {
     diag_finish(&d);
+    arena_free(&arena);
+    return EXIT_SCRIPT;
+  }
+  if ((a.aug.flip || a.aug.crop_pad) && !ds.cols[DATA_INPUT].channels) {
+    diag_error(&d, SPAN_NONE, "data: --flip and --crop-pad augment an image folder's images; %s is not one", a.spec);
+    diag_finish(&d);
+    data_free(&ds);
     arena_free(&arena);
     return EXIT_SCRIPT;
   }

@@ -1,5 +1,5 @@
 /* data.h — datasets: examples read whole from IDX, CSV or NumPy .npz files,
- * and the batches a trainer takes from them.
+ * text files or image folders, and the batches a trainer takes from them.
  *
  * A Dataset holds N examples in named columns.  Column c is, to its users,
  * a tensor [N, ...] of dtype f32 or i64; batches are gathered from it as new
@@ -50,6 +50,12 @@ typedef struct DataColumn {
   int64_t row;               /* elements per example: the product of shape[1..] */
   void *data;                /* n * row elements of `store`, row-major */
   const char *source;        /* CSV: the columns it holds ("a, b, c"); else NULL */
+  /* An image folder's images: u8 [N, C, H, W] with channels = C (else 0),
+   * gathered as (value / 255 - mean[c]) / std[c] (mean 0, std 1 unless
+   * normalized), and augmented in training (DataAugment). */
+  int channels;
+  bool normalized;
+  float mean[3], std[3];
 } DataColumn;
 
 typedef struct Dataset {
@@ -64,6 +70,8 @@ typedef struct Dataset {
   int64_t charged;           /* bytes counted against the memory limit (mem.h) */
   bool named;                /* a .npz: its columns feed the inputs named like them
                                 (data_select), not the inputs in order */
+  const char **classes;      /* an image folder: class k's folder name (arena), else NULL */
+  int nclasses;
 } Dataset;
 
 typedef struct DataOptions {
@@ -88,7 +96,33 @@ typedef struct DataOptions {
   /* > 0: the file is text, read as windows of this many bytes with split
    * "train" or "test" (text.h); the others' keys do not apply. */
   int64_t context;
+  /* An image folder (image.h): the channels (1 or 3), height and width
+   * its images are converted to; 0 takes the first image's.  And the
+   * per-channel normalization: nmean / nstd values (0: none), one per
+   * channel; with other data they are an error. */
+  int channels;
+  int64_t height, width;
+  const double *mean, *std;
+  int nmean, nstd;
 } DataOptions;
+
+/* Training augmentation of an image column (torchvision's RandomCrop with
+ * padding, then RandomHorizontalFlip): each example is shifted by (dy, dx)
+ * drawn uniformly from [-crop_pad, crop_pad]^2, the pixels shifted in
+ * being 0 (before normalization), then mirrored left-right with
+ * probability 1/2 when flip.  The draws come from a generator seeded by
+ * (seed, epoch, the example's index in the dataset) alone, so they do not
+ * depend on the batch size, the threads, the ranks or a resume. */
+/* What the trainer's --seed is mixed with for augmentation (netrun data
+ * --head --flip --seed S shows the first epoch's draws of a run with S). */
+#define DATA_AUGMENT_SEED 0xa09e47a7ull
+
+typedef struct DataAugment {
+  bool flip;
+  int64_t crop_pad;
+  uint64_t seed;
+  int64_t epoch;
+} DataAugment;
 
 /* Opens the dataset `spec` names and reads it whole:
  *   fashion-mnist       the four files in $NETRUN_DATA, else in
@@ -101,6 +135,10 @@ typedef struct DataOptions {
  *                       f64 are read as f32, i64 and i32 as i64, u8 and
  *                       bool as their byte values (not scaled) (npy.h)
  *   FILE, context > 0   a text file's byte windows (text.h)
+ *   DIR                 an image folder (image.h): columns "images" (u8
+ *                       [N, C, H, W], C, H, W from opt or the first
+ *                       image) and "labels" (i64 class numbers); class
+ *                       names in ds->classes
  *   FILE                a CSV file: an optional header row (detected: a
  *                       field that is not a number), then rows of numbers
  *                       (opt->columns and opt->labels choose columns by
@@ -127,8 +165,10 @@ const DataColumn *data_column(const Dataset *ds, const char *name);
  * the copy (*val then holds nothing to free). */
 bool data_split(Diag *d, Dataset *ds, int64_t nval, Rng *rng, Dataset *val);
 
-/* Rows idx[0..k) of column c as a new tensor [k, ...] of c's dtype. */
+/* Rows idx[0..k) of column c as a new tensor [k, ...] of c's dtype (an
+ * image column normalized, and augmented by aug when not NULL). */
 Tensor *data_gather(const DataColumn *c, const int64_t *idx, int64_t k);
+Tensor *data_gather_aug(const DataColumn *c, const int64_t *idx, int64_t k, const DataAugment *aug);
 
 /* ---- batches ---------------------------------------------------------------- */
 
@@ -147,6 +187,7 @@ typedef struct Batcher {
   int64_t n;                     /* examples in order: ds->n, or a shard's */
   int64_t pos;                   /* the next position in order */
   int64_t epoch;                 /* epochs started */
+  DataAugment aug;               /* zero: none (data_batcher_init) */
 } Batcher;
 
 /* A batcher over ds (size >= 1).  No epoch is started: call data_epoch. */

@@ -134,7 +134,8 @@ static const Verb verbs[] = {
      "  --batch N          examples per step\n"
      "  --lr X             the base learning rate\n"
      "  --optimizer NAME   sgd, momentum, adam, adamw or rmsprop\n"
-     "  --data SPEC        fashion-mnist, a CSV file, a .npz archive or IMAGES:LABELS\n"
+     "  --data SPEC        fashion-mnist, a CSV file, a .npz archive, IMAGES:LABELS or\n"
+     "                     a folder of class folders of PNG/JPEG images\n"
      "                     (paths from the working folder)\n"
      "Other options:\n"
      "  --limit N          use only the first N examples of each split\n"
@@ -217,8 +218,9 @@ static const Verb verbs[] = {
     {"data", cmd_data, "netrun data [OPTIONS] SPEC",
      "Read a dataset and describe it: its files, examples, columns and classes.\n"
      "SPEC: fashion-mnist ($NETRUN_DATA, else " DATA_FASHION_DIR "),\n"
-     "      IMAGES:LABELS (IDX files, gzip or raw), a CSV file, or a NumPy .npz\n"
-     "      archive (a column per array, named like it).\n"
+     "      IMAGES:LABELS (IDX files, gzip or raw), a CSV file, a NumPy .npz\n"
+     "      archive (a column per array, named like it), or a folder of class\n"
+     "      folders of PNG or JPEG images (classes numbered in name order).\n"
      "  --split S          fashion-mnist's split: train (default) or test; a text\n"
      "                     file's (--context): train, or test (its last tenth)\n"
      "  --context T        read SPEC as text: windows x of T bytes, y the next bytes\n"
@@ -228,6 +230,10 @@ static const Verb verbs[] = {
      "  --seed N           seed of the shuffle (default 0)\n"
      "  --batch N          count the batches of N examples an epoch makes\n"
      "  --drop-last        ... dropping a last batch smaller than N\n"
+     "  --shape C,H,W      an image folder's images as C channels (1 or 3) of H x W\n"
+     "                     (default: the first image's)\n"
+     "  --flip, --crop-pad N  --head's images augmented as training does (--seed)\n"
+     "  --max-memory SIZE  memory the data may take, e.g. 512M\n"
      "  --fit FILE         check that batches fit FILE's inputs (named like a column,\n"
      "                     else in order) and print the shapes they are fed as"},
     {"checkpoint", cmd_checkpoint, "netrun checkpoint [--format FMT] PATH",

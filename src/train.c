@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum Kind { K_STRING, K_NAME, K_NAMES, K_NUMBER, K_INT, K_BOOL } Kind;
+typedef enum Kind { K_STRING, K_NAME, K_NAMES, K_NUMBER, K_NUMBERS, K_INT, K_BOOL } Kind;
 
 /* Every key a train block may hold: its kind, default and meaning.  This
  * table is what lowering errors and the man page describe. */
@@ -18,8 +18,12 @@ static const struct TrainKey {
   Kind kind;
   const char *doc;
 } keys[] = {
-    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, or IMAGES.idx:LABELS.idx"},
+    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, IMAGES.idx:LABELS.idx, or a folder of class folders of images"},
     {"context", K_INT, "text data: bytes per window; data is then read as text (x, y: i64 [N, context]; the last tenth is \"test\")"},
+    {"mean", K_NUMBERS, "image folders: per-channel means subtracted from the pixels in [0, 1] (default: none)"},
+    {"std", K_NUMBERS, "image folders: per-channel standard deviations the pixels are divided by (default: none)"},
+    {"flip", K_BOOL, "image folders: mirror each training image left-right with probability 1/2 (default false)"},
+    {"crop_pad", K_INT, "image folders: shift each training image by up to this many pixels, zeros shifted in (default 0)"},
     {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
     {"label", K_NAMES, "the input holding the labels (default: the last one fed); CSV data: else the label column, or a list of target columns"},
     {"columns", K_NAMES, "CSV data: the columns, by header name, the input reads (default: all but the labels)"},
@@ -59,6 +63,7 @@ static const char *kind_name(Kind k) {
   case K_NAME: return "a name";
   case K_NAMES: return "a list of names";
   case K_NUMBER: return "a number";
+  case K_NUMBERS: return "a list of numbers";
   case K_INT: return "a whole number";
   case K_BOOL: return "true or false";
   }
@@ -71,6 +76,7 @@ static bool fits(const Setting *s, Kind k) {
   case K_NAME: return s->value.type == ATTR_STRING;
   case K_NAMES: return s->value.type == ATTR_STRINGS || s->value.type == ATTR_STRING;
   case K_NUMBER: return s->value.type == ATTR_INT || s->value.type == ATTR_FLOAT;
+  case K_NUMBERS: return s->value.type == ATTR_FLOATS || s->value.type == ATTR_INT || s->value.type == ATTR_FLOAT;
   case K_INT: return s->value.type == ATTR_INT;
   case K_BOOL: return s->value.type == ATTR_BOOL;
   }
@@ -78,6 +84,17 @@ static bool fits(const Setting *s, Kind k) {
 }
 
 static double number(const Setting *s) { return s->value.type == ATTR_FLOAT ? s->value.u.f : (double)s->value.u.i; }
+
+/* A setting's list of numbers (or one number) into *v, *n. */
+static void numbers(Program *p, const Setting *s, const double **v, int *n) {
+  if (s->value.type == ATTR_FLOATS) {
+    *v = s->value.u.floats, *n = s->value.n;
+    return;
+  }
+  double *one = arena_alloc(p->arena, sizeof *one);
+  *one = number(s);
+  *v = one, *n = 1;
+}
 
 bool train_optimizer_known(const char *name) {
   static const char *const opts[] = {"sgd", "momentum", "adam", "adamw", "rmsprop"};
@@ -203,6 +220,9 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
       if (s->value.type == ATTR_STRING) c->no_decay = &s->value.u.s, c->nno_decay = 1;
       else c->no_decay = s->value.u.strings, c->nno_decay = s->value.n;
     } else if (IS("lr_mult")) lr_mults(p, s, c);
+    else if (IS("mean") || IS("std")) numbers(p, s, IS("mean") ? &c->mean : &c->std, IS("mean") ? &c->nmean : &c->nstd);
+    else if (IS("flip")) c->flip = s->value.u.i;
+    else if (IS("crop_pad")) c->crop_pad = s->value.u.i;
 #undef IS
   }
   /* Command-line overrides, said out loud when they replace a setting. */
@@ -258,6 +278,14 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
         "give val = \"FILE\" or val_split, not both")
   CHECK(!prog_setting(p, "train", "patience") || c->patience >= 1, "patience", "patience must be at least 1, got %lld",
         (long long)c->patience)
+  for (int i = 0; i < c->nstd; i++)
+    CHECK(c->std[i] > 0 && isfinite(c->std[i]), "std", "std must be positive, got %g", c->std[i])
+  for (int i = 0; i < c->nmean; i++)
+    CHECK(isfinite(c->mean[i]), "mean", "mean must be finite, got %g", c->mean[i])
+  CHECK(c->nmean <= 3 && c->nstd <= 3, c->nmean > 3 ? "mean" : "std",
+        "%s has %d values: images have 1 or 3 channels", c->nmean > 3 ? "mean" : "std", c->nmean > 3 ? c->nmean : c->nstd)
+  CHECK(c->crop_pad >= 0 && c->crop_pad <= 1 << 20, "crop_pad", "crop_pad must be in [0, 1048576], got %lld",
+        (long long)c->crop_pad)
   CHECK(c->log_every >= 1, "log_every", "log_every must be at least 1, got %lld", (long long)c->log_every)
   CHECK(c->bucket_mb > 0 && c->bucket_mb <= 1 << 20, "bucket_mb", "bucket_mb must be in (0, 1048576], got %g",
         c->bucket_mb)

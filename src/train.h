@@ -47,6 +47,10 @@ typedef struct TrainConfig {
   double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
   int64_t epochs, batch, step_size, log_every, limit;
   int64_t context;            /* text data: bytes per window (0: not text) */
+  const double *mean, *std;   /* image folders: per-channel normalization (NULL: none) */
+  int nmean, nstd;
+  bool flip;                  /* image folders, training: random horizontal flips */
+  int64_t crop_pad;           /* image folders, training: random crops with this padding (0: none) */
   bool nesterov, shuffle;
   const char *const *no_decay; /* parameter groups: glob patterns of parameters without weight decay */
   int nno_decay;

@@ -1010,12 +1010,44 @@ static bool label_is_column(const Run *r) {
   return !v || !(v->flags & VAR_INPUT);
 }
 
+/* The input the dataset's first column feeds (see bind_feeds), or NULL. */
+static const VarDesc *first_feed(const Run *r) {
+  if (r->c.nfeed) {
+    const VarDesc *v = prog_named_var(r->p, r->c.feed[0]);
+    return v && (v->flags & VAR_INPUT) ? v : NULL;
+  }
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++)
+    if ((b0->vars[i]->flags & VAR_INPUT) && b0->vars[i]->name != r->mode_var) return b0->vars[i];
+  return NULL;
+}
+
 /* How the train block reads a data file (`key` data, eval or val): the
- * CSV columns it chooses, from the folder of the script that sets key. */
+ * CSV columns it chooses, from the folder of the script that sets key;
+ * an image folder's images in the shape of the input they feed, when it
+ * declares [B, C, H, W] (else the first image's), normalized. */
 static DataOptions data_options(Run *r, const char *key) {
-  return (DataOptions){.label = label_is_column(r) ? r->c.label : r->c.label_column, .dir = data_dir(r, key),
-                       .columns = r->c.columns, .ncolumns = r->c.ncolumns, .labels = r->c.labels,
-                       .nlabels = r->c.nlabels, .context = r->c.context};
+  DataOptions o = {.label = label_is_column(r) ? r->c.label : r->c.label_column, .dir = data_dir(r, key),
+                   .columns = r->c.columns, .ncolumns = r->c.ncolumns, .labels = r->c.labels,
+                   .nlabels = r->c.nlabels, .context = r->c.context, .mean = r->c.mean, .nmean = r->c.nmean,
+                   .std = r->c.std, .nstd = r->c.nstd};
+  const VarDesc *x = first_feed(r);
+  if (x && x->shape.rank == 4 && x->shape.d[1].n > 0 && x->shape.d[2].n > 0 && x->shape.d[3].n > 0)
+    o.channels = (int)(x->shape.d[1].n < 1000 ? x->shape.d[1].n : 1000), o.height = x->shape.d[2].n,
+    o.width = x->shape.d[3].n;
+  return o;
+}
+
+/* flip and crop_pad augment an image folder's training images: with
+ * other data, an error at the setting. */
+static bool augment_fits(Run *r) {
+  if (r->train.cols[DATA_INPUT].channels) return true;
+  const char *key = r->c.flip ? "flip" : r->c.crop_pad ? "crop_pad" : NULL;
+  const Setting *s = key ? prog_setting(r->p, "train", key) : NULL;
+  if (key)
+    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: %s augments an image folder's images, but %s is not "
+               "an image folder", key, r->c.data);
+  return !key;
 }
 
 /* The data evaluated after each epoch, and by `eval` and `predict`: the
@@ -1142,6 +1174,10 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
     return false;
   }
   r->has_train = true;
+  if (!augment_fits(r)) {
+    diag_finish(&r->ld.diag);
+    return false;
+  }
   r->data_bytes = data_bytes(&r->train);
   limit(&r->train, r->c.limit);
   if (r->train.n < dist_size()) {
@@ -1358,6 +1394,7 @@ static int train(TrainArgs *t) {
   while (r.epoch < r.c.epochs && status == 0) {
     Batcher b;
     data_batcher_init(&b, &r.train, r.c.batch, false);
+    b.aug = (DataAugment){r.c.flip, r.c.crop_pad, t->a.opt.seed ^ DATA_AUGMENT_SEED, r.epoch};
     if (r.step_in_epoch == 0) r.shuffle_at_epoch = r.shuffle;
     else r.shuffle = r.shuffle_at_epoch;   /* resuming mid-epoch: the same order */
     data_epoch(&b, r.c.shuffle ? &r.shuffle : NULL);

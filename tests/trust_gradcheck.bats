@@ -58,7 +58,7 @@ verdicts() {
 example_args() {
   case $1 in
   fashion_mlp.net | fashion_mlp_best.net) echo "--feed x=x.csv --feed y=y.csv --samples 8" ;;
-  fashion_cnn.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
+  fashion_cnn.net | fashion_folder.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
   adding_rnn.net | adding_lstm.net) echo "--feed xs=xs.csv --feed y=ya.csv" ;;
   lookup_transformer.net) echo "--feed t=lt.csv --feed y=ly8.csv" ;;
   fashion_resnet.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
