@@ -47,6 +47,17 @@ int dist_size(void);
 
 /* x[0..n) := the sum over the ranks of each rank's x, in rank order. */
 void dist_sum_f32(float *x, int64_t n);
+/* The same sum, overlapped with the caller's work: dist_sum_start starts
+ * summing x[0..n) (which stays the caller's, untouched until the end) and
+ * returns the sum's id; dist_progress, called between the caller's steps,
+ * lets Open MPI move the sums in flight along (it progresses non-blocking
+ * collectives only inside MPI calls); dist_sum_finish(id) waits for the
+ * sum, writes it into x and returns x (NULL: no such sum in flight).  The
+ * same bits as dist_sum_f32.  Every rank starts its sums in the same
+ * order; they may finish in any. */
+int64_t dist_sum_start(float *x, int64_t n);
+void dist_progress(void);
+float *dist_sum_finish(int64_t id);
 /* all[k * bytes ...] := rank k's `mine` (bytes each), on every rank. */
 void dist_gather(const void *mine, size_t bytes, void *all);
 /* buf := rank 0's buf, on every rank. */
@@ -68,9 +79,12 @@ bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all);
  * rank 0's); -1 when there is none. */
 int dist_odd_rank(const DistReport *all, bool tags);
 
-/* Seconds this process has spent in the collectives (dist_sum_f32), and
- * how many of them. */
+/* Seconds this process has spent in the collectives (dist_sum_f32, and
+ * the calls of the sums in flight), and how many sums; the seconds sums
+ * were in flight while the caller worked (from the start to its end seen
+ * by dist_progress, or to dist_sum_finish). */
 double dist_reduce_seconds(void);
 int64_t dist_reduce_calls(void);
+double dist_overlap_seconds(void);
 
 #endif

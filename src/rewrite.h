@@ -45,6 +45,7 @@ typedef struct AllreduceOpts {
   int bwd_end;                /* the index in block 0 where the backward ends */
   int64_t bucket_bytes;       /* a bucket holds at least this (the last, less) */
   const char *weight;         /* the variable of this rank's share of a step */
+  bool overlap;               /* allreduce_start and allreduce_wait, not allreduce */
   int *marks;                 /* moved as RewriteOpts's */
   int nmarks;
 } AllreduceOpts;

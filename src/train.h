@@ -46,6 +46,7 @@ typedef struct TrainConfig {
   int64_t epochs, batch, step_size, log_every, limit;
   int64_t context;            /* text data: bytes per window (0: not text) */
   bool nesterov, shuffle;
+  bool overlap;               /* data parallel: allreduce_start/wait, not allreduce */
   double bucket_mb;           /* data parallel: megabytes of gradients per allreduce */
   int ranks;                  /* data parallel: the ranks training (1: no allreduce) */
 } TrainConfig;

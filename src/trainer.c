@@ -1094,6 +1094,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   if (r->c.ranks > 1) {
     r->weight = tensor_scalar_f32(1);
     exec_preload(r->ex, TRAIN_WEIGHT_VAR, r->weight);
+    if (r->c.overlap) exec_between(r->ex, dist_progress);
   }
   rng_seed(&r->shuffle, t->a.opt.seed ^ 0x5eedda7aull);
   r->shuffle_at_epoch = r->shuffle;
@@ -1392,7 +1393,11 @@ static int train(TrainArgs *t) {
       printf("; best %s accuracy %.4f", r.has_val ? "val" : r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
-    if (dist_size() > 1)
+    if (dist_size() > 1 && r.c.overlap)
+      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run); %.2f s in flight "
+             "overlapped the backward\n", dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
+             100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9), dist_overlap_seconds());
+    else if (dist_size() > 1)
       printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), none of it overlapped\n",
              dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
              100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9));
