@@ -70,6 +70,7 @@ typedef struct DistReport {
   int64_t hits, n;      /* correct predictions, examples */
   int32_t ok, sig;      /* it got here without an error; the signal it got (0: none) */
   uint64_t tag;         /* what every rank must share (a fingerprint, a hash) */
+  uint64_t states;      /* a second hash (the script's states), compared by no one */
 } DistReport;
 /* Every rank's report into all[0..N) (N = dist_size()), and their sums in
  * rank order into *sum (ok: every rank's; sig: the largest; tag: rank

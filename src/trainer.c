@@ -347,15 +347,54 @@ static bool agree_step(Run *r, bool ok, Step *st) {
  * ranks, the one every rank agreed on at the step's forward pass. */
 static int stop_sig(const Run *r) { return dist_size() > 1 ? r->stop_sig : stop_signal; }
 
-/* The hash of this rank's parameters (FNV-1a of their bytes, in order). */
-static uint64_t params_hash(Run *r) {
+/* The hash of this rank's variables of `flags` (FNV-1a of their bytes,
+ * in order): its parameters, or its script's states. */
+static uint64_t vars_hash(Run *r, unsigned flags) {
   const Block *b0 = r->p->blocks[0];
   uint64_t h = 14695981039346656037ull;
   for (int i = 0; i < b0->nvars; i++) {
-    Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    Tensor *t = b0->vars[i]->flags & flags ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
     if (t) h = (h ^ ckpt_hash(t->data, (size_t)t->numel * dtype_size(t->dtype))) * 1099511628211ull;
   }
   return h;
+}
+
+/* The script's f32 states (a batch normalisation's running mean and
+ * variance), which each rank updates from its own shard: the mean over
+ * the ranks (their sum in rank order, over N) on every rank, before an
+ * evaluation or a checkpoint reads them. */
+static void average_states(Run *r) {
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = b0->vars[i]->flags & VAR_KEPT ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    if (!t || t->dtype != DT_F32) continue;
+    float *x = tensor_f32(t);
+    dist_sum_f32(x, t->numel);
+    for (int64_t k = 0; k < t->numel; k++) x[k] /= (float)dist_size();
+  }
+}
+
+/* The script's states of a rank's step that counts for nothing (a shard's
+ * stand-in example): copied before it, put back after, so that the
+ * example a rank runs twice does not move its running statistics. */
+static Tensor **save_states(Run *r) {
+  const Block *b0 = r->p->blocks[0];
+  Tensor **saved = mem_calloc((size_t)b0->nvars + 1, sizeof *saved);
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = b0->vars[i]->flags & VAR_KEPT ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    if (t) saved[i] = tensor_copy(t);
+  }
+  return saved;
+}
+static void restore_states(Run *r, Tensor **saved) {
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = saved[i] ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    if (t && t->numel == saved[i]->numel && t->dtype == saved[i]->dtype)
+      memcpy(t->data, saved[i]->data, (size_t)t->numel * dtype_size(t->dtype));
+    tensor_unref(saved[i]);
+  }
+  mem_free(saved);
 }
 
 /* FNV-1a of the forward program's text: a checkpoint belongs to it. */
@@ -1141,6 +1180,8 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   exec_check_nan(r->ex, r->t->a.opt.check_nan);
 }
 
+static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng *rng);
+
 /* One training step on batch bt: the forward ops, then, when the loss is
  * finite (or with --keep-going), the backward ops and the updates.  The
  * check between the two costs one comparison a step.  On N ranks the
@@ -1149,13 +1190,21 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
  * correct predictions and examples.  0 or the exit status. */
 static int train_step(Run *r, Batch *bt, bool real, Step *st, bool tty) {
   Rng before = *exec_rng(r->ex);
+  Tensor **states = real ? NULL : save_states(r);
+  int status = one_step(r, bt, real, st, tty, &before);
+  if (states) restore_states(r, states);
+  return status;
+}
+
+/* train_step's forward, backward and updates. */
+static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng *rng) {
   bool ok = feed_batch(r, &r->train, bt, true) && exec_run_range(r->ex, 0, r->nforward) == 0;
   *st = (Step){ok ? loss_value(r) : (double)NAN, ok && real ? correct(r) : 0, real ? bt->n : 0};
   if ((dist_size() > 1 && !agree_step(r, ok, st)) || !ok) return EXIT_SCRIPT;
   double l = st->loss;
   if (!isfinite(l) && !r->t->keep_going) {
     failure_agreed = true;   /* every rank has the same loss */
-    diverged(r, l, &before, tty);
+    diverged(r, l, rng, tty);
     return EXIT_SCRIPT;
   }
   if (!isfinite(l) && !r->warned) {
@@ -1203,16 +1252,20 @@ static bool next_batch(Run *r, Batcher *b, Batch *bt, int64_t steps, bool *real)
  * the run stops (every rank says so).  The log records the hashes. */
 static bool agree_params(Run *r) {
   int n = dist_size();
-  DistReport mine = {.ok = 1, .tag = params_hash(r)}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
+  DistReport mine = {.ok = 1, .tag = vars_hash(r, VAR_PARAM), .states = vars_hash(r, VAR_KEPT)}, sum,
+             *all = mem_alloc(NULL, sizeof *all * (size_t)n);
   dist_agree(&mine, &sum, all);
   int k = dist_odd_rank(all, true);
-  char list[1024] = "";
-  for (int i = 0; i < n && strlen(list) + 24 < sizeof list; i++)
+  char list[1024] = "", states[1024] = "";
+  for (int i = 0; i < n && strlen(list) + 24 < sizeof list; i++) {
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%016llx\"", i ? ", " : "",
              (unsigned long long)all[i].tag);
+    snprintf(states + strlen(states), sizeof states - strlen(states), "%s\"%016llx\"", i ? ", " : "",
+             (unsigned long long)all[i].states);
+  }
   mem_free(all);
-  log_line(r, "{\"event\": \"ranks\", \"epoch\": %lld, \"ranks\": %d, \"param_hashes\": [%s]}", (long long)r->epoch, n,
-           list);
+  log_line(r, "{\"event\": \"ranks\", \"epoch\": %lld, \"ranks\": %d, \"param_hashes\": [%s], \"state_hashes\": [%s]}",
+           (long long)r->epoch, n, list, states);
   if (k < 0) return true;
   diag_error(&r->ld.diag, SPAN_NONE,
              "after epoch %lld, rank %d's parameters differ from rank 0's (hashes %s); stopping",
@@ -1337,12 +1390,14 @@ static int train(TrainArgs *t) {
         fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r.epoch + 1, (long long)r.step);
       /* 128 + the signal says "stopped, and saved if asked"; a checkpoint
        * that could not be written is an error. */
+      if (dist_size() > 1) average_states(&r);
       status = t->save && !save(&r, t->save, false) ? EXIT_SCRIPT : 128 + stop_sig(&r);
       break;
     }
     r.epoch++;
     r.step_in_epoch = 0;
     r.shuffle_at_epoch = r.shuffle;   /* the next epoch's order starts here */
+    if (dist_size() > 1) average_states(&r);   /* before evaluating and saving them */
     double secs = now() - epoch_start;
     double tl = r.epoch_n ? r.epoch_loss / (double)r.epoch_n : (double)NAN;
     double ta = accuracy(&r, r.epoch_hits, r.epoch_n);
