@@ -44,6 +44,7 @@ static struct {
   int (*waitall)(int, void **, void *);
   int (*comm_dup)(void *, void **);
   int (*comm_free)(void **);
+  int (*gatherv)(const void *, int, void *, void *, const int *, const int *, void *, int, void *);
   int (*abort)(void *, int);
   int (*finalize)(void);
   void *world, *byte;   /* MPI_COMM_WORLD, MPI_BYTE */
@@ -80,7 +81,7 @@ static bool resolve(Diag *d) {
       SYM(abort, "MPI_Abort"),             SYM(finalize, "MPI_Finalize"),   SYM(world, "ompi_mpi_comm_world"),
       SYM(byte, "ompi_mpi_byte"),          SYM(ialltoall, "MPI_Ialltoall"), SYM(iallgather, "MPI_Iallgather"),
       SYM(testall, "MPI_Testall"),         SYM(waitall, "MPI_Waitall"),     SYM(comm_dup, "MPI_Comm_dup"),
-      SYM(comm_free, "MPI_Comm_free"),
+      SYM(comm_free, "MPI_Comm_free"),     SYM(gatherv, "MPI_Gatherv"),
 #undef SYM
   };
   for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
@@ -301,6 +302,31 @@ void dist_gather(const void *mine, size_t bytes, void *all) {
     return;
   }
   mpi.allgather(mine, (int)bytes, mpi.byte, all, (int)bytes, mpi.byte, mpi.world);
+}
+
+bool dist_gather_bytes(const void *mine, size_t bytes, void **all, size_t *sizes) {
+  int n = mpi.size;
+  int64_t me = (int64_t)bytes, *lens = mem_alloc(NULL, sizeof *lens * (size_t)n);
+  dist_gather(&me, sizeof me, lens);
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) total += lens[k];
+  *all = NULL;
+  if (total > INT32_MAX) {
+    mem_free(lens);
+    return false;
+  }
+  int *counts = mem_alloc(NULL, sizeof *counts * (size_t)n), *at = mem_alloc(NULL, sizeof *at * (size_t)n);
+  for (int k = 0, off = 0; k < n; k++) counts[k] = (int)lens[k], at[k] = off, off += counts[k];
+  if (mpi.rank == 0) {
+    *all = mem_alloc(NULL, (size_t)total + 1);
+    for (int k = 0; k < n; k++) sizes[k] = (size_t)lens[k];
+  }
+  if (!mpi.running) memcpy(*all, mine, bytes);
+  else mpi.gatherv(mine, (int)bytes, mpi.byte, *all, counts, at, mpi.byte, 0, mpi.world);
+  mem_free(counts);
+  mem_free(at);
+  mem_free(lens);
+  return true;
 }
 
 void dist_broadcast(void *buf, size_t bytes) {

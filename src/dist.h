@@ -60,6 +60,11 @@ void dist_progress(void);
 float *dist_sum_finish(int64_t id);
 /* all[k * bytes ...] := rank k's `mine` (bytes each), on every rank. */
 void dist_gather(const void *mine, size_t bytes, void *all);
+/* Rank 0 gathers every rank's `mine` (of any size): *all := rank 0's,
+ * then rank 1's... (mem_alloc'd, the caller's to free), sizes[k] := rank
+ * k's bytes; on the other ranks *all stays NULL.  False (on every rank)
+ * when they total more than 2 GB, what one MPI call can move. */
+bool dist_gather_bytes(const void *mine, size_t bytes, void **all, size_t *sizes);
 /* buf := rank 0's buf, on every rank. */
 void dist_broadcast(void *buf, size_t bytes);
 
