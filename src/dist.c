@@ -29,7 +29,7 @@ typedef struct Pending {
   float *send, *recv;       /* slice s at s * the padded slice's floats */
   void **req;               /* a request per slice: the all-to-all's, then the all-gather's */
   bool gathering, done;
-  double started, seen;     /* its start's end; when it was seen done (0: not yet) */
+  double started;           /* when its start returned */
 } Pending;
 
 static struct {
@@ -59,6 +59,7 @@ static struct {
   int nqueue, capqueue;
   int64_t next_id;
   double overlapped;    /* seconds sums were in flight while the caller worked */
+  double waited;        /* seconds in dist_sum_finish */
 } mpi = {.size = 1};
 
 bool dist_launched(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK"); }
@@ -148,6 +149,7 @@ int dist_size(void) { return mpi.size; }
 double dist_reduce_seconds(void) { return mpi.seconds; }
 int64_t dist_reduce_calls(void) { return mpi.calls; }
 double dist_overlap_seconds(void) { return mpi.overlapped; }
+double dist_wait_seconds(void) { return mpi.waited; }
 
 /* The floats of one slice of a sum: at most DIST_CHUNK bytes per rank
  * after the cut in N parts (the last padded with zeros). */
@@ -259,7 +261,7 @@ void dist_progress(void) {
       gather(p);
     }
     if (!p->done) mpi.testall((int)p->nslices, p->req, &flag, NULL);
-    if (flag && !p->done) p->done = true, p->seen = now();
+    if (flag) p->done = true;
   }
   mpi.seconds += now() - t0;
 }
@@ -283,7 +285,7 @@ float *dist_sum_finish(int64_t id) {
     slice_of(p, s, &at, &len, &per);
     memcpy(p->x + at, p->recv + s * stride, sizeof *p->x * len);
   }
-  mpi.overlapped += (p->seen && p->seen < t0 ? p->seen : t0) - p->started;
+  mpi.overlapped += t0 - p->started;
   memmove(mpi.queue + i, mpi.queue + i + 1, sizeof *mpi.queue * (size_t)(mpi.nqueue - i - 1));
   mpi.nqueue--;
   float *x = p->x;
@@ -292,6 +294,7 @@ float *dist_sum_finish(int64_t id) {
   mem_free(p->req);
   mem_free(p);
   mpi.seconds += now() - t0;
+  mpi.waited += now() - t0;
   mpi.calls++;
   return x;
 }

@@ -86,11 +86,13 @@ bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all);
 int dist_odd_rank(const DistReport *all, bool tags);
 
 /* Seconds this process has spent in the collectives (dist_sum_f32, and
- * the calls of the sums in flight), and how many sums; the seconds sums
- * were in flight while the caller worked (from the start to its end seen
- * by dist_progress, or to dist_sum_finish). */
+ * the calls of the sums in flight: start, progress, finish), and how many
+ * sums; the seconds sums were in flight while the caller worked (from
+ * dist_sum_start's return to dist_sum_finish's call), and those spent
+ * waiting in dist_sum_finish (the part of the sums no work hid). */
 double dist_reduce_seconds(void);
 int64_t dist_reduce_calls(void);
 double dist_overlap_seconds(void);
+double dist_wait_seconds(void);
 
 #endif

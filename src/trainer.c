@@ -1472,9 +1472,10 @@ static int train(TrainArgs *t) {
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
     if (dist_size() > 1 && r.c.overlap)
-      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run); %.2f s in flight "
-             "overlapped the backward\n", dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
-             100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9), dist_overlap_seconds());
+      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), %.2f s of it waiting at "
+             "allreduce_wait; sums in flight for %.2f s of the backward\n", dist_size(), dist_reduce_seconds(),
+             (long long)dist_reduce_calls(), 100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9), dist_wait_seconds(),
+             dist_overlap_seconds());
     else if (dist_size() > 1)
       printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), none of it overlapped\n",
              dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
