@@ -14,6 +14,15 @@
 /* Debian's Open MPI 4 (and 5): the library's soname. */
 #define DIST_LIBMPI "libmpi.so.40"
 #define MPI_THREAD_FUNNELED 1   /* OpenMP threads, MPI called from the main one */
+/* The least seconds between two tests of the sums in flight: with more
+ * processes than cores (mpirun --oversubscribe) each test that finds
+ * nothing to do yields the core (sched_yield), which a busy machine may
+ * not give back for milliseconds; ops shorter than this are not worth a
+ * test each. */
+#define DIST_POLL 1e-3
+/* Finished sums whose buffers are kept (a training step's buckets reuse
+ * the last step's: no fresh pages to fault in every step). */
+#define DIST_SPARE 64
 /* The most bytes one MPI call moves per rank (its counts are ints). */
 #define DIST_CHUNK ((size_t)1 << 28)
 
@@ -27,6 +36,7 @@ typedef struct Pending {
   float *x;                 /* the caller's, summed into by dist_sum_finish */
   size_t n, nslices;
   float *send, *recv;       /* slice s at s * the padded slice's floats */
+  size_t cap;               /* the floats each holds */
   void **req;               /* a request per slice: the all-to-all's, then the all-gather's */
   bool gathering, done;
   double started;           /* when its start returned */
@@ -58,8 +68,11 @@ static struct {
   Pending **queue;      /* the sums in flight, in the order they started */
   int nqueue, capqueue;
   int64_t next_id;
+  Pending *spare[DIST_SPARE];   /* finished sums, their buffers kept for the next step's */
+  int nspare;
   double overlapped;    /* seconds sums were in flight while the caller worked */
   double waited;        /* seconds in dist_sum_finish */
+  double polled;        /* when dist_progress last called MPI */
 } mpi = {.size = 1};
 
 bool dist_launched(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK"); }
@@ -123,6 +136,12 @@ bool dist_start(Diag *d) {
 void dist_stop(void) {
   if (!mpi.running) return;
   while (mpi.nqueue) dist_sum_finish(mpi.queue[0]->id);
+  while (mpi.nspare) {
+    Pending *p = mpi.spare[--mpi.nspare];
+    mem_free(p->send);
+    mem_free(p->recv);
+    mem_free(p);
+  }
   mem_free(mpi.queue);
   mpi.queue = NULL;
   mpi.capqueue = 0;
@@ -216,19 +235,46 @@ static void gather(Pending *p) {
   p->gathering = true;
 }
 
+/* A sum of n floats, its buffers a spare's when one is large enough. */
+static Pending *new_pending(size_t n) {
+  size_t nslices = (n + slice_floats() - 1) / slice_floats();
+  size_t stride = (slice_floats() + (size_t)mpi.size - 1) / (size_t)mpi.size * (size_t)mpi.size;
+  size_t floats = nslices ? (nslices - 1) * stride + (n - (nslices - 1) * slice_floats()) : 0;
+  floats += (size_t)mpi.size;   /* the last slice's padding */
+  Pending *p = NULL;
+  for (int i = 0; i < mpi.nspare && !p; i++)
+    if (mpi.spare[i]->cap >= floats) p = mpi.spare[i], mpi.spare[i] = mpi.spare[--mpi.nspare];
+  if (!p) {
+    p = mem_calloc(1, sizeof *p);
+    p->send = mem_alloc(NULL, sizeof *p->send * floats);
+    p->recv = mem_alloc(NULL, sizeof *p->recv * floats);
+    p->cap = floats;
+  }
+  p->n = n, p->nslices = nslices;
+  p->gathering = p->done = false;
+  p->req = mem_calloc(nslices + 1, sizeof *p->req);
+  return p;
+}
+
+/* A finished sum: kept as a spare, or freed. */
+static void free_pending(Pending *p) {
+  mem_free(p->req);
+  p->req = NULL;
+  if (mpi.nspare < DIST_SPARE && mpi.running) {
+    mpi.spare[mpi.nspare++] = p;
+    return;
+  }
+  mem_free(p->send);
+  mem_free(p->recv);
+  mem_free(p);
+}
+
 int64_t dist_sum_start(float *x, int64_t n) {
   double t0 = now();
-  Pending *p = mem_calloc(1, sizeof *p);
+  Pending *p = new_pending(n > 0 && mpi.running && mpi.size > 1 ? (size_t)n : 0);
   p->id = mpi.next_id++;
   p->x = x;
-  p->n = n > 0 && mpi.running && mpi.size > 1 ? (size_t)n : 0;
-  p->nslices = (p->n + slice_floats() - 1) / slice_floats();
   size_t stride = (slice_floats() + (size_t)mpi.size - 1) / (size_t)mpi.size * (size_t)mpi.size;
-  size_t floats = p->nslices ? (p->nslices - 1) * stride + (p->n - (p->nslices - 1) * slice_floats()) : 0;
-  floats += (size_t)mpi.size;   /* the last slice's padding */
-  p->send = mem_alloc(NULL, sizeof *p->send * floats);
-  p->recv = mem_alloc(NULL, sizeof *p->recv * floats);
-  p->req = mem_calloc(p->nslices + 1, sizeof *p->req);
   for (size_t s = 0; s < p->nslices; s++) {
     size_t at, len, per;
     slice_of(p, s, &at, &len, &per);
@@ -252,6 +298,8 @@ int64_t dist_sum_start(float *x, int64_t n) {
 void dist_progress(void) {
   if (!mpi.nqueue) return;
   double t0 = now();
+  if (t0 - mpi.polled < DIST_POLL) return;
+  mpi.polled = t0;
   for (int i = 0; i < mpi.nqueue; i++) {
     Pending *p = mpi.queue[i];
     int flag = 1;
@@ -289,10 +337,7 @@ float *dist_sum_finish(int64_t id) {
   memmove(mpi.queue + i, mpi.queue + i + 1, sizeof *mpi.queue * (size_t)(mpi.nqueue - i - 1));
   mpi.nqueue--;
   float *x = p->x;
-  mem_free(p->send);
-  mem_free(p->recv);
-  mem_free(p->req);
-  mem_free(p);
+  free_pending(p);
   mpi.seconds += now() - t0;
   mpi.waited += now() - t0;
   mpi.calls++;

@@ -1341,6 +1341,19 @@ static void say_early_stop(const Run *r) {
   fflush(stdout);
 }
 
+/* The run's last line on N ranks: rank 0's time in the collectives (of a
+ * run of secs seconds), and overlapped, how much of it waiting and how
+ * long the sums were in flight while the backward ran. */
+static void say_allreduce(const Run *r, double secs) {
+  printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), ", dist_size(),
+         dist_reduce_seconds(), (long long)dist_reduce_calls(), 100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9));
+  if (r->c.overlap)
+    printf("%.2f s of it waiting at allreduce_wait; sums in flight for %.2f s of the backward\n", dist_wait_seconds(),
+           dist_overlap_seconds());
+  else
+    printf("none of it overlapped\n");
+}
+
 /* The training loop of cmd_train. */
 static int train(TrainArgs *t) {
   char err[4200];
@@ -1471,15 +1484,7 @@ static int train(TrainArgs *t) {
       printf("; best %s accuracy %.4f", r.has_val ? "val" : r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
-    if (dist_size() > 1 && r.c.overlap)
-      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), %.2f s of it waiting at "
-             "allreduce_wait; sums in flight for %.2f s of the backward\n", dist_size(), dist_reduce_seconds(),
-             (long long)dist_reduce_calls(), 100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9), dist_wait_seconds(),
-             dist_overlap_seconds());
-    else if (dist_size() > 1)
-      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), none of it overlapped\n",
-             dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
-             100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9));
+    if (dist_size() > 1) say_allreduce(&r, secs);
     log_line(&r,
              "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s, "
              "\"peak_memory_bytes\": %.0f, \"data_bytes\": %.0f, \"model_bytes\": %.0f}",
