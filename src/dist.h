@@ -51,7 +51,7 @@ void dist_sum_f32(float *x, int64_t n);
  * summing x[0..n) (which stays the caller's, untouched until the end) and
  * returns the sum's id; dist_progress, called between the caller's steps,
  * lets Open MPI move the sums in flight along (it progresses non-blocking
- * collectives only inside MPI calls); dist_sum_finish(id) waits for the
+ * collectives only inside MPI calls; at most once a millisecond); dist_sum_finish(id) waits for the
  * sum, writes it into x and returns x (NULL: no such sum in flight).  The
  * same bits as dist_sum_f32.  Every rank starts its sums in the same
  * order; they may finish in any. */
