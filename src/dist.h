@@ -47,8 +47,24 @@ int dist_size(void);
 
 /* x[0..n) := the sum over the ranks of each rank's x, in rank order. */
 void dist_sum_f32(float *x, int64_t n);
+/* The same sum, overlapped with the caller's work: dist_sum_start starts
+ * summing x[0..n) (which stays the caller's, untouched until the end) and
+ * returns the sum's id; dist_progress, called between the caller's steps,
+ * lets Open MPI move the sums in flight along (it progresses non-blocking
+ * collectives only inside MPI calls; at most once a millisecond); dist_sum_finish(id) waits for the
+ * sum, writes it into x and returns x (NULL: no such sum in flight).  The
+ * same bits as dist_sum_f32.  Every rank starts its sums in the same
+ * order; they may finish in any. */
+int64_t dist_sum_start(float *x, int64_t n);
+void dist_progress(void);
+float *dist_sum_finish(int64_t id);
 /* all[k * bytes ...] := rank k's `mine` (bytes each), on every rank. */
 void dist_gather(const void *mine, size_t bytes, void *all);
+/* Rank 0 gathers every rank's `mine` (of any size): *all := rank 0's,
+ * then rank 1's... (mem_alloc'd, the caller's to free), sizes[k] := rank
+ * k's bytes; on the other ranks *all stays NULL.  False (on every rank)
+ * when they total more than 2 GB, what one MPI call can move. */
+bool dist_gather_bytes(const void *mine, size_t bytes, void **all, size_t *sizes);
 /* buf := rank 0's buf, on every rank. */
 void dist_broadcast(void *buf, size_t bytes);
 
@@ -59,6 +75,7 @@ typedef struct DistReport {
   int64_t hits, n;      /* correct predictions, examples */
   int32_t ok, sig;      /* it got here without an error; the signal it got (0: none) */
   uint64_t tag;         /* what every rank must share (a fingerprint, a hash) */
+  uint64_t states;      /* a second hash (the script's states), compared by no one */
 } DistReport;
 /* Every rank's report into all[0..N) (N = dist_size()), and their sums in
  * rank order into *sum (ok: every rank's; sig: the largest; tag: rank
@@ -68,9 +85,14 @@ bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all);
  * rank 0's); -1 when there is none. */
 int dist_odd_rank(const DistReport *all, bool tags);
 
-/* Seconds this process has spent in the collectives (dist_sum_f32), and
- * how many of them. */
+/* Seconds this process has spent in the collectives (dist_sum_f32, and
+ * the calls of the sums in flight: start, progress, finish), and how many
+ * sums; the seconds sums were in flight while the caller worked (from
+ * dist_sum_start's return to dist_sum_finish's call), and those spent
+ * waiting in dist_sum_finish (the part of the sums no work hid). */
 double dist_reduce_seconds(void);
 int64_t dist_reduce_calls(void);
+double dist_overlap_seconds(void);
+double dist_wait_seconds(void);
 
 #endif

@@ -88,6 +88,7 @@ struct Frame {
 
 struct Executor {
   Executor *parent;                /* exec_child: the executor whose generator it draws from */
+  void (*between)(void);           /* exec_between: called after each op exec_run_range runs */
   Program *prog;
   Diag *diag;
   ExecOptions opt;
@@ -1025,6 +1026,7 @@ static struct BoundDim *bound_dim(Executor *ex, const char *sym) {
 void exec_unbind(Executor *ex) { ex->ndims = 0; }
 
 void exec_check_nan(Executor *ex, bool on) { ex->opt.check_nan = on; }
+void exec_between(Executor *ex, void (*fn)(void)) { ex->between = fn; }
 
 bool exec_feed(Executor *ex, const char *name, Tensor *t, const char *what) {
   const VarDesc *v = find_input(ex, name);
@@ -1137,8 +1139,10 @@ int exec_run_range(Executor *ex, int first, int last) {
   }
   const PBlock *pb = ex->pblocks[0];
   if (last < 0 || last > pb->nops) last = pb->nops;
-  for (int i = first; i < last; i++)
+  for (int i = first; i < last; i++) {
     if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
+    if (ex->between) ex->between();
+  }
   return 0;
 }
 

@@ -55,6 +55,9 @@ void exec_unbind(Executor *ex);
  * loss is not finite with it on, to name the first op that made a NaN or
  * an infinity (fused ops then run as the ops they stand for). */
 void exec_check_nan(Executor *ex, bool on);
+/* fn (NULL: none) runs after each op of exec_run_range: the trainer's
+ * dist_progress, which moves the gradients' sums in flight along. */
+void exec_between(Executor *ex, void (*fn)(void));
 /* Runs the startup block (once) and then block 0.  0 or -1. */
 int exec_run(Executor *ex);
 /* Runs the startup block if it has not run (initializers, defaults). */

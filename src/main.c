@@ -72,7 +72,7 @@ static const Verb verbs[] = {
      "                     second backward of f = sum(grad * v), v fixed; 3: one more)\n"
      "  --train            print the training program: backward, clipping, optimizer ops\n"
      "  --ranks N          with --train: the program of N ranks of mpirun, its gradients\n"
-     "                     averaged over them (allreduce ops)\n"
+     "                     averaged over them (allreduce_start/allreduce_wait ops)\n"
      "  --fused            print the program as rewritten for the executor (src/rewrite.c):\n"
      "                     fused conv layers, shared gradients (not with --no-fuse, --check-nan)\n"
      GRAD_OPTIONS
@@ -154,7 +154,9 @@ static const Verb verbs[] = {
      "Under mpirun (mpirun -np N netrun train FILE), N ranks train data parallel: each\n"
      "takes its shard of every step (--batch is per rank), the gradients are averaged\n"
      "over the ranks (allreduce, in buckets of the train block's bucket_mb, default 25),\n"
-     "rank 0 alone prints, logs and saves; see netrun(1), DISTRIBUTED TRAINING."},
+     "each bucket's average overlapping the rest of the backward (overlap = false: after\n"
+     "it), batch norm's running statistics are averaged at each epoch's end, and rank 0\n"
+     "alone prints, logs and saves; see netrun(1), DISTRIBUTED TRAINING."},
     {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
@@ -168,7 +170,9 @@ static const Verb verbs[] = {
      "                     predicted) and each class's precision, recall, accuracy\n"
      "  --format FMT       text (default) or json (one document)\n"
      "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
-     "  --precision, --dtype   as for netrun run"},
+     "  --precision, --dtype   as for netrun run\n"
+     "Under mpirun, each rank evaluates its shard and rank 0 prints the figures of the\n"
+     "whole data once."},
     {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
      "The predicted class of every fed example (the argmax of the train block's metric;\n"
      "with one logit per example, 1 when it is positive, else 0), or the value of\n"
@@ -184,7 +188,9 @@ static const Verb verbs[] = {
      "  -o FILE            write to FILE (atomically); npy needs it\n"
      "  --data SPEC        predict every example of this dataset's inputs, in batches\n"
      "  --limit N          with --data: only its first N examples\n"
-     "  --batch N          with --data: examples per batch (default: the train block's)"},
+     "  --batch N          with --data: examples per batch (default: the train block's)\n"
+     "Under mpirun, with --data: each rank predicts its batches of every N, rank 0\n"
+     "gathers and alone writes them, in order (the output of one process)."},
     {"lr-find", cmd_lr_find, "netrun lr-find [OPTIONS] FILE",
      "The learning-rate finder: train FILE on its train block's data for --steps steps\n"
      "with the lr rising exponentially from --start to --end (step i of N:\n"

@@ -19,6 +19,7 @@
  * change to that order that stops a pattern matching fails a test. */
 #include "rewrite.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- what the patterns look at -------------------------------------------------- */
@@ -358,14 +359,102 @@ static int64_t grad_bytes(const Program *p, const char *name) {
   return n;
 }
 
-/* One allreduce op per bucket at the end of the backward (o->bwd_end):
- * the gradients in the order the backward finishes them (DDP's buckets:
- * the last layer's first), a bucket closed once it holds bucket_bytes.
- * The ops read and write their gradients in place; the ops from bwd_end
- * on (clipping, the optimizers) move down past them, and so do the marks
- * after it.  The collectives block, so standing anywhere later in the
- * backward would not overlap them with it; standing together after it,
- * they split no run the RW_FUSE patterns fuse. */
+/* Whether op reads or writes `name`. */
+static bool touches(const OpDesc *op, const char *name, bool writes) {
+  for (int s = 0; s < op->nin; s++)
+    for (int k = 0; k < op->in[s].n; k++)
+      if (strcmp(op->in[s].args[k], name) == 0) return true;
+  for (int s = 0; writes && s < op->nout; s++)
+    for (int k = 0; k < op->out[s].n; k++)
+      if (strcmp(op->out[s].args[k], name) == 0) return true;
+  return false;
+}
+
+/* The first op of block 0 from `from` that reads one of op's X (its
+ * bucket's gradients); the block's end if none does. */
+static int first_read(const Block *b, int from, const OpDesc *op) {
+  const Slot *x = op_input(op, "X");
+  for (int j = from; j < b->nops; j++)
+    for (int k = 0; x && k < x->n; k++)
+      if (touches(b->ops[j], x->args[k], false)) return j;
+  return b->nops;
+}
+
+/* An op to insert into block 0 before the op at `at` (the block's end
+ * when at is its size); `order` keeps inserts at one place in order. */
+typedef struct Insert {
+  OpDesc *op;
+  int at, order;
+} Insert;
+
+static int insert_cmp(const void *a, const void *b) {
+  const Insert *x = a, *y = b;
+  return x->at != y->at ? (x->at > y->at) - (x->at < y->at) : (x->order > y->order) - (x->order < y->order);
+}
+
+/* The ops of ins[n] put into block 0 (each at its place, those of one
+ * place in order); the marks move past the ops inserted before them. */
+static void insert_ops(Program *p, Insert *ins, int n, int *marks, int nmarks) {
+  Block *b = p->blocks[0];
+  qsort(ins, (size_t)n, sizeof *ins, insert_cmp);
+  OpDesc **old = mem_alloc(NULL, sizeof *old * (size_t)(b->nops + 1));
+  int nold = b->nops, k = 0;
+  memcpy(old, b->ops, sizeof *old * (size_t)nold);
+  b->nops = 0;
+  for (int j = 0; j <= nold; j++) {
+    for (; k < n && ins[k].at == j; k++) op_append(b, p, ins[k].op);
+    if (j < nold) op_append(b, p, old[j]);
+  }
+  for (int m = 0; m < nmarks; m++) {
+    int before = 0;
+    for (int i = 0; i < n; i++) before += ins[i].at < marks[m];
+    marks[m] += before;
+  }
+  mem_free(old);
+}
+
+/* One bucket's op(s), made with its gradients grads[n]: one allreduce
+ * before bwd_end, or (o->overlap) an allreduce_start after `ready` (the
+ * last op of the backward touching them) and an allreduce_wait before the
+ * first op from bwd_end on that reads one; their inserts in ins[*nins]. */
+static void bucket_ops(Program *p, const AllreduceOpts *o, const char *const *grads, int n, int ready, int id,
+                       Insert *ins, int *nins) {
+  Block *b = p->blocks[0];
+  OpDesc *op = op_new(p, o->overlap ? "allreduce_wait" : "allreduce", SPAN_NONE);
+  for (int i = 0; i < n; i++) {
+    slot_push(p, op_add_input(p, op, "X"), grads[i]);
+    slot_push(p, op_add_output(p, op, "Out"), grads[i]);
+  }
+  if (!o->overlap) {
+    slot_push(p, op_add_input(p, op, "Weight"), o->weight);
+    reg_infer(p, b, op);
+    ins[(*nins)++] = (Insert){op, o->bwd_end, id};
+    return;
+  }
+  OpDesc *st = op_new(p, "allreduce_start", SPAN_NONE);
+  for (int i = 0; i < n; i++) slot_push(p, op_add_input(p, st, "X"), grads[i]);
+  slot_push(p, op_add_input(p, st, "Weight"), o->weight);
+  const char *h = arena_printf(p->arena, "bucket%d@DIST", id);
+  VarDesc *hv = prog_var(p, h) ? NULL : prog_add_var(p, b, h);
+  if (hv) hv->dtype = DT_I64, hv->shape = shape_scalar();
+  slot_push(p, op_add_output(p, st, "Handle"), h);
+  slot_push(p, op_add_input(p, op, "Handle"), h);
+  reg_infer(p, b, st);
+  reg_infer(p, b, op);
+  /* at one place the starts go before the waits, each in bucket order */
+  ins[(*nins)++] = (Insert){st, ready + 1, id};
+  ins[(*nins)++] = (Insert){op, first_read(b, o->bwd_end, op), (1 << 20) + id};
+}
+
+/* One allreduce op per bucket, or (o->overlap) a start and a wait: the
+ * gradients in the order the backward finishes them (DDP's buckets: the
+ * last layer's first), a bucket closed once it holds bucket_bytes.  The
+ * ops read and write their gradients in place.  Blocking, the allreduce
+ * ops stand together at bwd_end, before clipping and the optimizers;
+ * overlapped, a bucket's sum starts as soon as the backward has finished
+ * its gradients and runs while the rest of the backward does, and is
+ * waited for just before the first op that reads one (rewrite_program
+ * moves the starts out of the runs it fuses). */
 int rewrite_allreduce(Program *p, const AllreduceOpts *o) {
   Block *b = p->blocks[0];
   int n = 0, *order = mem_alloc(NULL, sizeof *order * (size_t)(o->ngrads + 1));
@@ -377,34 +466,68 @@ int rewrite_allreduce(Program *p, const AllreduceOpts *o) {
     for (; k > 0 && ready[k - 1] > at; k--) order[k] = order[k - 1], ready[k] = ready[k - 1];
     order[k] = i, ready[k] = at;
   }
-  int made = 0;
-  OpDesc *op = NULL;
+  const char **bucket = mem_alloc(NULL, sizeof *bucket * (size_t)(n + 1));
+  Insert *ins = mem_alloc(NULL, sizeof *ins * (size_t)(2 * n + 1));
+  int made = 0, nins = 0, nb = 0;
   int64_t bytes = 0;
   for (int i = 0; i < n; i++) {
-    if (!op) op = op_new(p, "allreduce", SPAN_NONE), bytes = 0;
-    slot_push(p, op_add_input(p, op, "X"), o->grads[order[i]]);
-    slot_push(p, op_add_output(p, op, "Out"), o->grads[order[i]]);
+    bucket[nb++] = o->grads[order[i]];
     bytes += grad_bytes(p, o->grads[order[i]]);
     if (bytes >= o->bucket_bytes || i == n - 1) {
-      slot_push(p, op_add_input(p, op, "Weight"), o->weight);
-      op_append(b, p, op);
-      reg_infer(p, b, op);
-      op = NULL;
-      made++;
+      bucket_ops(p, o, bucket, nb, ready[i], made++, ins, &nins);
+      nb = 0, bytes = 0;
     }
   }
+  insert_ops(p, ins, nins, o->marks, o->nmarks);
+  mem_free(ins);
+  mem_free(bucket);
   mem_free(order);
   mem_free(ready);
-  /* The new ops, appended, move to bwd_end. */
-  OpDesc **tail = b->ops + b->nops - made;
-  OpDesc **moved = mem_alloc(NULL, sizeof *moved * (size_t)(made + 1));
-  memcpy(moved, tail, sizeof *moved * (size_t)made);
-  memmove(b->ops + o->bwd_end + made, b->ops + o->bwd_end, sizeof *b->ops * (size_t)(b->nops - made - o->bwd_end));
-  memcpy(b->ops + o->bwd_end, moved, sizeof *moved * (size_t)made);
-  mem_free(moved);
-  for (int k = 0; k < o->nmarks; k++)
-    if (o->marks[k] > o->bwd_end) o->marks[k] += made;
   return made;
+}
+
+/* ---- starts out of the fused runs ------------------------------------------------------ */
+
+/* The allreduce_start ops of block 0 leave it (the rewrites see the
+ * backward's ops as backward.c emits them, in unbroken runs); their
+ * number, the ops in *out.  The marks after each move back. */
+static int lift_starts(Program *p, const RewriteOpts *o, OpDesc ***out) {
+  Block *b = p->blocks[0];
+  int n = 0, kept = 0;
+  *out = mem_alloc(NULL, sizeof **out * (size_t)(b->nops + 1));
+  for (int i = 0; i < b->nops; i++) {
+    if (!is_op(b->ops[i], "allreduce_start")) {
+      b->ops[kept++] = b->ops[i];
+      continue;
+    }
+    (*out)[n++] = b->ops[i];
+    for (int k = 0; k < o->nmarks; k++)
+      if (o->marks[k] > kept) o->marks[k]--;
+  }
+  b->nops = kept;
+  return n;
+}
+
+/* The lifted starts back in block 0, each after the last op before its
+ * wait that touches its gradients (after whatever op now makes them). */
+static void place_starts(Program *p, const RewriteOpts *o, OpDesc **starts, int n) {
+  Block *b = p->blocks[0];
+  Insert *ins = mem_alloc(NULL, sizeof *ins * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) {
+    const char *h = op_out1(starts[i], "Handle");
+    int wait = 0;
+    while (wait < b->nops && !(is_op(b->ops[wait], "allreduce_wait") && same(op_in1(b->ops[wait], "Handle"), h)))
+      wait++;
+    const Slot *x = op_input(starts[i], "X");
+    int at = 0;
+    for (int k = 0; x && k < x->n; k++) {
+      int u = last_use(b, wait, x->args[k]);
+      if (u + 1 > at) at = u + 1;
+    }
+    ins[i] = (Insert){starts[i], at, i};
+  }
+  insert_ops(p, ins, n, o->marks, o->nmarks);
+  mem_free(ins);
 }
 
 /* ---- the pass ---------------------------------------------------------------------- */
@@ -460,6 +583,8 @@ static void rebuild(Program *p, const RewriteOpts *o, OpDesc **repl, const bool 
 }
 
 int rewrite_program(Program *p, const RewriteOpts *o) {
+  OpDesc **starts;
+  int nstarts = lift_starts(p, o, &starts);
   Block *b = p->blocks[0];
   InPlace ip = {0};
   in_place_find(p, &ip);
@@ -489,6 +614,8 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
     made++;
   }
   if (made) rebuild(p, o, repl, taken, owner);
+  if (nstarts) place_starts(p, o, starts, nstarts);
+  mem_free(starts);
   mem_free(owner);
   mem_free(taken);
   mem_free(repl);

@@ -18,11 +18,15 @@
  *             to the training program, --no-fuse or not, as before.
  *
  * rewrite_allreduce is the rewrite of data-parallel training on N > 1
- * ranks (dist.h): one allreduce op per bucket of gradients between the
- * backward and what reads them (clipping, the optimizers).  train_program
- * makes it before the RW_TRAIN patterns, so a gradient the allreduce reads
- * is no longer sgd_matmul's to fuse away: that update runs as matmul, then
- * allreduce, then sgd. */
+ * ranks (dist.h): per bucket of gradients, an allreduce_start right after
+ * the op that finishes them and an allreduce_wait before the first op
+ * that reads one (clipping, the optimizers), or with overlap off one
+ * allreduce op between the backward and those.  train_program makes it
+ * before the RW_TRAIN patterns, so a gradient the allreduce reads is no
+ * longer sgd_matmul's to fuse away: that update runs as matmul, then
+ * allreduce, then sgd.  rewrite_program takes the starts out of block 0
+ * while it matches (they would split the runs it fuses) and puts each
+ * back after the op that then makes its gradients. */
 #ifndef NETRUN_REWRITE_H
 #define NETRUN_REWRITE_H
 
@@ -45,6 +49,7 @@ typedef struct AllreduceOpts {
   int bwd_end;                /* the index in block 0 where the backward ends */
   int64_t bucket_bytes;       /* a bucket holds at least this (the last, less) */
   const char *weight;         /* the variable of this rank's share of a step */
+  bool overlap;               /* allreduce_start and allreduce_wait, not allreduce */
   int *marks;                 /* moved as RewriteOpts's */
   int nmarks;
 } AllreduceOpts;

@@ -55,6 +55,7 @@ static const struct TrainKey {
     {"patience", K_INT, "stop after this many epochs without a better validation (else test) score (default: never)"},
     {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
     {"bucket_mb", K_NUMBER, "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
+    {"overlap", K_BOOL, "mpirun: a bucket's allreduce runs while the rest of the backward does (default true)"},
 };
 
 static const char *kind_name(Kind k) {
@@ -158,6 +159,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   c->epochs = 1, c->batch = 64, c->step_size = 1, c->log_every = 100;
   c->shuffle = true;
   c->bucket_mb = 25;
+  c->overlap = true;
   c->ranks = 1;
   const char *names[sizeof keys / sizeof *keys];
   for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) names[k] = keys[k].key;
@@ -223,6 +225,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("mean") || IS("std")) numbers(p, s, IS("mean") ? &c->mean : &c->std, IS("mean") ? &c->nmean : &c->nstd);
     else if (IS("flip")) c->flip = s->value.u.i;
     else if (IS("crop_pad")) c->crop_pad = s->value.u.i;
+    else if (IS("overlap")) c->overlap = s->value.u.i;
 #undef IS
   }
   /* Command-line overrides, said out loud when they replace a setting. */
@@ -485,6 +488,7 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     if (w) w->dtype = DT_F32, w->shape = shape_scalar();
     rewrite_allreduce(p, &(AllreduceOpts){.grads = grads, .ngrads = ng, .bwd_end = bwd_end,
                                           .bucket_bytes = (int64_t)(c->bucket_mb * 1e6), .weight = TRAIN_WEIGHT_VAR,
+                                          .overlap = c->overlap,
                                           .marks = &bw->first_grad_op, .nmarks = 1});
   }
   rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1});

@@ -57,6 +57,7 @@ typedef struct TrainConfig {
   const char **mult_pattern;  /* lr_mult = ["PATTERN: FACTOR", ...], in order: the first match counts */
   double *mult;
   int nmult;
+  bool overlap;               /* data parallel: allreduce_start/wait, not allreduce */
   double bucket_mb;           /* data parallel: megabytes of gradients per allreduce */
   int ranks;                  /* data parallel: the ranks training (1: no allreduce) */
 } TrainConfig;

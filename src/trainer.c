@@ -325,8 +325,8 @@ static uint64_t fingerprint(const Run *r) {
 }
 
 /* Every rank set up (and resumed) the same run; when one did not, every
- * rank stops, and says which. */
-static bool agree_start(Run *r, bool ok) {
+ * rank stops, and says which (what: what the ranks do, "trains"...). */
+static bool agree_start(Run *r, bool ok, const char *what) {
   int n = dist_size();
   DistReport mine = {.ok = ok, .tag = ok ? fingerprint(r) : 0}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
   bool same = dist_agree(&mine, &sum, all);
@@ -337,8 +337,8 @@ static bool agree_start(Run *r, bool ok) {
     diag_error(NULL, SPAN_NONE, "rank %d of %d: rank %d could not start (its error is above); stopping", dist_rank(),
                n, k);
   else if (same && dist_rank() == 0)
-    diag_error(NULL, SPAN_NONE, "rank %d trains another program, settings, data or checkpoint than rank 0; stopping",
-               k);
+    diag_error(NULL, SPAN_NONE, "rank %d %s another program, settings, data or checkpoint than rank 0; stopping",
+               k, what);
   failure_agreed = true;
   return false;
 }
@@ -391,15 +391,54 @@ static bool agree_step(Run *r, bool ok, Step *st) {
  * ranks, the one every rank agreed on at the step's forward pass. */
 static int stop_sig(const Run *r) { return dist_size() > 1 ? r->stop_sig : stop_signal; }
 
-/* The hash of this rank's parameters (FNV-1a of their bytes, in order). */
-static uint64_t params_hash(Run *r) {
+/* The hash of this rank's variables of `flags` (FNV-1a of their bytes,
+ * in order): its parameters, or its script's states. */
+static uint64_t vars_hash(Run *r, unsigned flags) {
   const Block *b0 = r->p->blocks[0];
   uint64_t h = 14695981039346656037ull;
   for (int i = 0; i < b0->nvars; i++) {
-    Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    Tensor *t = b0->vars[i]->flags & flags ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
     if (t) h = (h ^ ckpt_hash(t->data, (size_t)t->numel * dtype_size(t->dtype))) * 1099511628211ull;
   }
   return h;
+}
+
+/* The script's f32 states (a batch normalisation's running mean and
+ * variance), which each rank updates from its own shard: the mean over
+ * the ranks (their sum in rank order, over N) on every rank, before an
+ * evaluation or a checkpoint reads them. */
+static void average_states(Run *r) {
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = b0->vars[i]->flags & VAR_KEPT ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    if (!t || t->dtype != DT_F32) continue;
+    float *x = tensor_f32(t);
+    dist_sum_f32(x, t->numel);
+    for (int64_t k = 0; k < t->numel; k++) x[k] /= (float)dist_size();
+  }
+}
+
+/* The script's states of a rank's step that counts for nothing (a shard's
+ * stand-in example): copied before it, put back after, so that the
+ * example a rank runs twice does not move its running statistics. */
+static Tensor **save_states(Run *r) {
+  const Block *b0 = r->p->blocks[0];
+  Tensor **saved = mem_calloc((size_t)b0->nvars + 1, sizeof *saved);
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = b0->vars[i]->flags & VAR_KEPT ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    if (t) saved[i] = tensor_copy(t);
+  }
+  return saved;
+}
+static void restore_states(Run *r, Tensor **saved) {
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    Tensor *t = saved[i] ? exec_var_value(r->ex, b0->vars[i]->name) : NULL;
+    if (t && t->numel == saved[i]->numel && t->dtype == saved[i]->dtype)
+      memcpy(t->data, saved[i]->data, (size_t)t->numel * dtype_size(t->dtype));
+    tensor_unref(saved[i]);
+  }
+  mem_free(saved);
 }
 
 /* FNV-1a of the forward program's text: a checkpoint belongs to it. */
@@ -571,6 +610,28 @@ static double loss_value(Run *r) {
   return l ? tensor_get(l, 0) : (double)NAN;
 }
 
+/* eval --confusion on N ranks: the sum of every rank's matrix (each
+ * padded to the most classes one saw), on every rank. */
+static void reduce_confusion(Confusion *c) {
+  int n = dist_size();
+  int64_t *ks = mem_alloc(NULL, sizeof *ks * (size_t)n), k = 0;
+  dist_gather(&c->k, sizeof c->k, ks);
+  for (int i = 0; i < n; i++) k = ks[i] > k ? ks[i] : k;
+  mem_free(ks);
+  if (k == 0) return;
+  size_t kk = (size_t)(k * k);
+  int64_t *mine = mem_calloc(kk, sizeof *mine), *all = mem_alloc(NULL, sizeof *all * kk * (size_t)n);
+  for (int64_t i = 0; i < c->k; i++)
+    for (int64_t j = 0; j < c->k; j++) mine[i * k + j] = c->m[i * c->k + j];
+  dist_gather(mine, sizeof *mine * kk, all);
+  memset(mine, 0, sizeof *mine * kk);
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < kk; i++) mine[i] += all[(size_t)r * kk + i];
+  mem_free(all);
+  mem_free(c->m);
+  c->m = mine, c->k = k;
+}
+
 /* Loss and accuracy of the forward ops over a whole dataset. */
 static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
   Batcher b;
@@ -597,6 +658,7 @@ static bool evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
     if (!dist_agree(&mine, &sum, all)) ok = false, failure_agreed = true;
     mem_free(all);
     total = sum.loss, hits = sum.hits, n = sum.n;
+    if (ok && r->confusion) reduce_confusion(r->confusion);
   }
   *loss = n ? total / (double)n : (double)NAN;
   *acc = accuracy(r, hits, n);
@@ -1200,6 +1262,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   if (r->c.ranks > 1) {
     r->weight = tensor_scalar_f32(1);
     exec_preload(r->ex, TRAIN_WEIGHT_VAR, r->weight);
+    if (r->c.overlap) exec_between(r->ex, dist_progress);
   }
   rng_seed(&r->shuffle, t->a.opt.seed ^ 0x5eedda7aull);
   r->shuffle_at_epoch = r->shuffle;
@@ -1246,6 +1309,8 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   exec_check_nan(r->ex, r->t->a.opt.check_nan);
 }
 
+static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng *rng);
+
 /* One training step on batch bt: the forward ops, then, when the loss is
  * finite (or with --keep-going), the backward ops and the updates.  The
  * check between the two costs one comparison a step.  On N ranks the
@@ -1254,13 +1319,21 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
  * correct predictions and examples.  0 or the exit status. */
 static int train_step(Run *r, Batch *bt, bool real, Step *st, bool tty) {
   Rng before = *exec_rng(r->ex);
+  Tensor **states = real ? NULL : save_states(r);
+  int status = one_step(r, bt, real, st, tty, &before);
+  if (states) restore_states(r, states);
+  return status;
+}
+
+/* train_step's forward, backward and updates. */
+static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng *rng) {
   bool ok = feed_batch(r, &r->train, bt, true) && exec_run_range(r->ex, 0, r->nforward) == 0;
   *st = (Step){ok ? loss_value(r) : (double)NAN, ok && real ? correct(r) : 0, real ? bt->n : 0};
   if ((dist_size() > 1 && !agree_step(r, ok, st)) || !ok) return EXIT_SCRIPT;
   double l = st->loss;
   if (!isfinite(l) && !r->t->keep_going) {
     failure_agreed = true;   /* every rank has the same loss */
-    diverged(r, l, &before, tty);
+    diverged(r, l, rng, tty);
     return EXIT_SCRIPT;
   }
   if (!isfinite(l) && !r->warned) {
@@ -1308,16 +1381,20 @@ static bool next_batch(Run *r, Batcher *b, Batch *bt, int64_t steps, bool *real)
  * the run stops (every rank says so).  The log records the hashes. */
 static bool agree_params(Run *r) {
   int n = dist_size();
-  DistReport mine = {.ok = 1, .tag = params_hash(r)}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
+  DistReport mine = {.ok = 1, .tag = vars_hash(r, VAR_PARAM), .states = vars_hash(r, VAR_KEPT)}, sum,
+             *all = mem_alloc(NULL, sizeof *all * (size_t)n);
   dist_agree(&mine, &sum, all);
   int k = dist_odd_rank(all, true);
-  char list[1024] = "";
-  for (int i = 0; i < n && strlen(list) + 24 < sizeof list; i++)
+  char list[1024] = "", states[1024] = "";
+  for (int i = 0; i < n && strlen(list) + 24 < sizeof list; i++) {
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%016llx\"", i ? ", " : "",
              (unsigned long long)all[i].tag);
+    snprintf(states + strlen(states), sizeof states - strlen(states), "%s\"%016llx\"", i ? ", " : "",
+             (unsigned long long)all[i].states);
+  }
   mem_free(all);
-  log_line(r, "{\"event\": \"ranks\", \"epoch\": %lld, \"ranks\": %d, \"param_hashes\": [%s]}", (long long)r->epoch, n,
-           list);
+  log_line(r, "{\"event\": \"ranks\", \"epoch\": %lld, \"ranks\": %d, \"param_hashes\": [%s], \"state_hashes\": [%s]}",
+           (long long)r->epoch, n, list, states);
   if (k < 0) return true;
   diag_error(&r->ld.diag, SPAN_NONE,
              "after epoch %lld, rank %d's parameters differ from rank 0's (hashes %s); stopping",
@@ -1370,6 +1447,19 @@ static void say_early_stop(const Run *r) {
   fflush(stdout);
 }
 
+/* The run's last line on N ranks: rank 0's time in the collectives (of a
+ * run of secs seconds), and overlapped, how much of it waiting and how
+ * long the sums were in flight while the backward ran. */
+static void say_allreduce(const Run *r, double secs) {
+  printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), ", dist_size(),
+         dist_reduce_seconds(), (long long)dist_reduce_calls(), 100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9));
+  if (r->c.overlap)
+    printf("%.2f s of it waiting at allreduce_wait; sums in flight for %.2f s of the backward\n", dist_wait_seconds(),
+           dist_overlap_seconds());
+  else
+    printf("none of it overlapped\n");
+}
+
 /* The training loop of cmd_train. */
 static int train(TrainArgs *t) {
   char err[4200];
@@ -1377,7 +1467,7 @@ static int train(TrainArgs *t) {
   int status = EXIT_SCRIPT;
   bool ok = setup(&r, t, true) && (!t->resume || restore(&r, t->resume, true)) &&
             (!t->weights || restore(&r, t->weights, false));
-  if (dist_size() > 1 && agree_start(&r, ok)) sync_model(&r);
+  if (dist_size() > 1 && agree_start(&r, ok, "trains")) sync_model(&r);
   if (!ok || failure_agreed) goto out;
   if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
     diag_error(&r.ld.diag, SPAN_NONE, "%s: %s", t->log, err);
@@ -1443,12 +1533,14 @@ static int train(TrainArgs *t) {
         fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r.epoch + 1, (long long)r.step);
       /* 128 + the signal says "stopped, and saved if asked"; a checkpoint
        * that could not be written is an error. */
+      if (dist_size() > 1) average_states(&r);
       status = t->save && !save(&r, t->save, false) ? EXIT_SCRIPT : 128 + stop_sig(&r);
       break;
     }
     r.epoch++;
     r.step_in_epoch = 0;
     r.shuffle_at_epoch = r.shuffle;   /* the next epoch's order starts here */
+    if (dist_size() > 1) average_states(&r);   /* before evaluating and saving them */
     double secs = now() - epoch_start;
     double tl = r.epoch_n ? r.epoch_loss / (double)r.epoch_n : (double)NAN;
     double ta = accuracy(&r, r.epoch_hits, r.epoch_n);
@@ -1499,10 +1591,7 @@ static int train(TrainArgs *t) {
       printf("; best %s accuracy %.4f", r.has_val ? "val" : r.eval_name, r.best);
     Memory m = memory(&r);
     printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
-    if (dist_size() > 1)
-      printf("allreduce on %d ranks: %.2f s in %lld calls on rank 0 (%.0f%% of the run), none of it overlapped\n",
-             dist_size(), dist_reduce_seconds(), (long long)dist_reduce_calls(),
-             100 * dist_reduce_seconds() / (secs > 0 ? secs : 1e-9));
+    if (dist_size() > 1) say_allreduce(&r, secs);
     log_line(&r,
              "{\"event\": \"summary\", \"epoch\": %lld, \"step\": %lld, \"samples\": %lld, \"seconds\": %s, "
              "\"peak_memory_bytes\": %.0f, \"data_bytes\": %.0f, \"model_bytes\": %.0f}",
@@ -1570,15 +1659,36 @@ static void eval_report(const Run *r, int64_t n, double l, double a) {
   puts("}");
 }
 
+/* Under mpirun (eval and predict --data): MPI started, and the output of
+ * every rank but rank 0 dropped.  False after an error. */
+static bool ranks_start(void) {
+  if (dist_launched() && !dist_start(NULL)) return false;
+  return dist_rank() == 0 || freopen("/dev/null", "w", stdout);
+}
+
+/* Under mpirun: a rank's failure the others did not see ends them all
+ * (they may wait for it in a collective); then MPI ends. */
+static int ranks_stop(int status) {
+  if (status && !failure_agreed) dist_abort(status);
+  dist_stop();
+  return status;
+}
+
 int cmd_eval(int argc, char **argv);
+/* eval: the loss and accuracy over the test data (or the training data).
+ * On N ranks each takes its shard (as training's evaluation does) and
+ * rank 0 prints the reduced figures. */
 int cmd_eval(int argc, char **argv) {
   TrainArgs t;
   int rc = parse_train(argc, argv, &t, eval_options);
   if (rc) return rc;
+  if (!ranks_start()) return EXIT_SCRIPT;
   Run r;
   int status = EXIT_SCRIPT;
   Confusion conf = {0};
-  if (setup(&r, &t, false) && (!t.weights || restore(&r, t.weights, false))) {
+  bool ok = setup(&r, &t, false) && (!t.weights || restore(&r, t.weights, false));
+  if (dist_size() > 1 && !agree_start(&r, ok, "evaluates")) ok = false;
+  if (ok) {
     const Dataset *ds = r.has_test ? &r.test : &r.train;
     double l, a;
     r.confusion = t.confusion ? &conf : NULL;
@@ -1591,7 +1701,7 @@ int cmd_eval(int argc, char **argv) {
   }
   teardown(&r);
   report_confusion_free(&conf);
-  return status;
+  return ranks_stop(status);
 }
 
 /* The class each example's logits in v predict, one a line (predicted()
@@ -1612,27 +1722,106 @@ static Tensor *classes_of(const Tensor *v, int64_t rows) {
 /* The values of one forward pass (rows: the batch's examples, or -1): each
  * of vars[n] (the --output values) in turn, or with `classes` the classes
  * of the metric vars[0]; printed to f (--format text) or kept in rv. */
+static void emit_value(Run *r, int k, Tensor *v, bool classes, int64_t rows, FILE *f, ReportValues *rv) {
+  bool as_classes = classes && v->rank >= 1 && dtype_is_float(v->dtype);
+  if (rv->format == REPORT_TEXT && as_classes) {
+    print_classes(f, v, rows);
+  } else if (rv->format == REPORT_TEXT) {
+    print_write(f, v, r->t->a.opt.precision);
+    fputc('\n', f);
+  } else if (as_classes) {
+    Tensor *c = classes_of(v, rows);
+    report_values_add(rv, k, c);
+    tensor_unref(c);
+  } else {
+    report_values_add(rv, k, v);
+  }
+}
+
 static bool predict_pass(Run *r, const char *const *vars, int n, bool classes, int64_t rows, FILE *f,
                          ReportValues *rv) {
   for (int k = 0; k < n; k++) {
     if (exec_run_for(r->ex, vars[k]) != 0) return false;
     Tensor *v = exec_value(r->ex, vars[k]);
-    if (!v) continue;
-    bool as_classes = classes && v->rank >= 1 && dtype_is_float(v->dtype);
-    if (rv->format == REPORT_TEXT && as_classes) {
-      print_classes(f, v, rows);
-    } else if (rv->format == REPORT_TEXT) {
-      print_write(f, v, r->t->a.opt.precision);
-      fputc('\n', f);
-    } else if (as_classes) {
-      Tensor *c = classes_of(v, rows);
-      report_values_add(rv, k, c);
-      tensor_unref(c);
-    } else {
-      report_values_add(rv, k, v);
-    }
+    if (v) emit_value(r, k, v, classes, rows, f, rv);
   }
   return true;
+}
+
+/* ---- predict --data on N ranks ---- */
+
+/* A value as it travels to rank 0: this header, then its elements. */
+typedef struct Wire {
+  int32_t present, dtype, rank, pad;
+  int64_t rows;
+  int64_t shape[SHAPE_MAX_RANK];
+} Wire;
+
+/* v (NULL: none) and its batch's rows as bytes, *bytes of them. */
+static char *wire_pack(const Tensor *v, int64_t rows, size_t *bytes) {
+  Wire w = {.present = v != NULL, .rows = rows};
+  size_t data = v ? (size_t)v->numel * dtype_size(v->dtype) : 0;
+  if (v) {
+    w.dtype = (int32_t)v->dtype, w.rank = v->rank;
+    memcpy(w.shape, v->shape, sizeof *w.shape * (size_t)v->rank);
+  }
+  char *buf = mem_alloc(NULL, sizeof w + data);
+  memcpy(buf, &w, sizeof w);
+  if (data) memcpy(buf + sizeof w, v->data, data);
+  *bytes = sizeof w + data;
+  return buf;
+}
+
+/* The value wire_pack packed (NULL: none), its rows in *rows. */
+static Tensor *wire_unpack(const char *buf, int64_t *rows) {
+  Wire w;
+  memcpy(&w, buf, sizeof w);
+  *rows = w.rows;
+  if (!w.present) return NULL;
+  Tensor *v = tensor_new((DType)w.dtype, w.rank, w.shape);
+  memcpy(v->data, buf + sizeof w, (size_t)v->numel * dtype_size(v->dtype));
+  return v;
+}
+
+/* One step of predict on N ranks: this rank's batch bt (NULL past the
+ * data's end) run for each value; rank 0 gathers them and writes them
+ * rank by rank, each rank's values in --output's order: what one process
+ * writes at the same --batch.  False on every rank when one failed. */
+static bool predict_step(Run *r, const Dataset *ds, Batch *bt, const char *const *vars, int n, bool classes, FILE *f,
+                         ReportValues *rv) {
+  int N = dist_size();
+  char *mine[REPORT_MAX_OUTPUTS] = {0}, *all[REPORT_MAX_OUTPUTS] = {0};
+  size_t bytes[REPORT_MAX_OUTPUTS], *sizes = mem_alloc(NULL, sizeof *sizes * (size_t)N * REPORT_MAX_OUTPUTS);
+  bool ok = !bt || feed_batch(r, ds, bt, false);
+  for (int k = 0; k < n; k++) {
+    ok = ok && (!bt || exec_run_for(r->ex, vars[k]) == 0);
+    mine[k] = wire_pack(ok && bt ? exec_value(r->ex, vars[k]) : NULL, bt ? bt->n : 0, &bytes[k]);
+  }
+  DistReport me = {.ok = ok}, sum, *reports = mem_alloc(NULL, sizeof *reports * (size_t)N);
+  bool every = dist_agree(&me, &sum, reports);
+  int bad = dist_odd_rank(reports, false);
+  mem_free(reports);
+  if (!every && ok)
+    diag_error(NULL, SPAN_NONE, "rank %d of %d: predicting failed on rank %d (its error is above); stopping", dist_rank(),
+               N, bad);
+  for (int k = 0; k < n && every; k++)
+    if (!dist_gather_bytes(mine[k], bytes[k], (void **)&all[k], sizes + (size_t)k * N)) {
+      diag_error(NULL, SPAN_NONE, "one step's values exceed 2 GB: lower --batch");
+      every = false;
+    }
+  for (int q = 0; q < N && every && all[0]; q++)
+    for (int k = 0; k < n; k++) {
+      size_t at = 0;
+      for (int j = 0; j < q; j++) at += sizes[(size_t)k * N + j];
+      int64_t rows;
+      Tensor *v = wire_unpack(all[k] + at, &rows);
+      if (v) emit_value(r, k, v, classes, rows, f, rv);
+      tensor_unref(v);
+    }
+  for (int k = 0; k < n; k++) mem_free(mine[k]), mem_free(all[k]);
+  mem_free(sizes);
+  if (!every) failure_agreed = true;
+  return every;
 }
 
 /* The variables of predict's values (vars, names): each --output, or the
@@ -1683,30 +1872,43 @@ static bool predict_start(const TrainArgs *t, int n, const char *const *names, O
 }
 
 /* predict --data: the values over the examples of the data eval would
- * take (the test split, or the file), batch by batch. */
+ * take (the test split, or the file), batch by batch.  On N ranks, step k
+ * of the ranks takes batches kN .. kN + N - 1, one each, and rank 0 alone
+ * writes their values, in order (predict_step). */
 static int predict_data(TrainArgs *t) {
   Run r;
-  int status = EXIT_SCRIPT;
+  int status = EXIT_SCRIPT, N = dist_size();
   const char *vars[REPORT_MAX_OUTPUTS], *names[REPORT_MAX_OUTPUTS];
-  int n;
-  OutFile o;
+  int n = 0;
+  OutFile o = {0};
   ReportValues rv;
-  if (!setup(&r, t, false) || (t->weights && !restore(&r, t->weights, false))) goto out;
-  if (!predict_vars(&r, vars, names, &n) || !predict_start(t, n, names, &o, &rv)) goto out;
+  bool ok = setup(&r, t, false) && (!t->weights || restore(&r, t->weights, false)) &&
+            predict_vars(&r, vars, names, &n);
+  bool started = ok && dist_rank() == 0 && predict_start(t, n, names, &o, &rv);
+  ok = ok && (started || dist_rank() > 0);
+  if ((N > 1 && !agree_start(&r, ok, "predicts with")) || !ok) {
+    if (started) predict_finish(t, false, &o, &rv);
+    goto out;
+  }
   const Dataset *ds = r.has_test ? &r.test : &r.train;
   Batcher b;
   data_batcher_init(&b, ds, r.c.batch, false);
   data_epoch(&b, NULL);
-  Batch bt;
-  bool ok = true;
-  while (ok && data_next(&b, &bt)) {
-    int64_t bn = bt.n;
-    ok = feed_batch(&r, ds, &bt, false);
+  int64_t steps = (data_batches(&b) + N - 1) / N;
+  data_skip(&b, dist_rank());
+  for (int64_t s = 0; ok && s < steps; s++) {
+    Batch bt;
+    bool has = data_next(&b, &bt);
+    if (N > 1) {
+      ok = predict_step(&r, ds, has ? &bt : NULL, vars, n, !t->noutputs, o.f, &rv);
+    } else {
+      ok = feed_batch(&r, ds, &bt, false) && predict_pass(&r, vars, n, !t->noutputs, bt.n, o.f, &rv);
+    }
     data_batch_release(&bt);
-    ok = ok && predict_pass(&r, vars, n, !t->noutputs, bn, o.f, &rv);
+    data_skip(&b, N - 1);
   }
   data_batcher_free(&b);
-  status = predict_finish(t, ok, &o, &rv);
+  status = started ? predict_finish(t, ok, &o, &rv) : ok ? 0 : EXIT_SCRIPT;
 out:
   teardown(&r);
   return status;
@@ -1731,7 +1933,10 @@ int cmd_predict(int argc, char **argv) {
   if (!rc) rc = predict_check(&t);
   if (rc) return rc;
   t.predicting = true;
-  if (t.o.data) return predict_data(&t);
+  if (!ranks_start()) return EXIT_SCRIPT;
+  if (t.o.data) return ranks_stop(predict_data(&t));
+  /* fed inputs: nothing to share out; rank 0 alone predicts */
+  if (dist_rank() > 0) return ranks_stop(0);
   Run r;
   memset(&r, 0, sizeof r);
   r.t = &t;
@@ -1765,7 +1970,7 @@ fail:
 out:
   exec_free(r.ex);
   if (r.p) session_free(&r.ld);
-  return status;
+  return ranks_stop(status);
 }
 
 /* ---- lr-find ------------------------------------------------------------------------ */
