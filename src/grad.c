@@ -785,12 +785,90 @@ static bool tape_loss(Forward *f, double *out) {
   return true;
 }
 
+/* The REPL's differences in f64: the tape's forward ops once more, in a
+ * program of their own whose f32 values are all declared f64, over f64
+ * copies of the recorded values; the parameter checked is perturbed in
+ * that copy, so the session's tensors are not touched. */
+typedef struct Wide {
+  Arena arena;
+  Program *prog;
+  Tensor **vals;         /* the recorded values (borrowed), per variable of block 0 */
+  Executor *ex;
+} Wide;
+
+static void wide_promote(Block *bl) {
+  for (int i = 0; i < bl->nvars; i++)
+    if (bl->vars[i]->dtype == DT_F32) bl->vars[i]->dtype = DT_F64;
+  for (int i = 0; i < bl->nops; i++)
+    for (int k = 0; k < bl->ops[i]->nattrs; k++) {
+      AttrValue *v = &bl->ops[i]->attrs[k].v;
+      if (v->type == ATTR_DTYPE && v->u.i == DT_F32) v->u.i = DT_F64;
+    }
+}
+
+static bool wide_start(Wide *w, Built *b, const Args *a) {
+  memset(w, 0, sizeof *w);
+  arena_init(&w->arena);
+  w->prog = tape_program(exec_tape(b->ex), b->prog, &w->arena, &w->vals);
+  wide_promote(w->prog->blocks[0]);
+  ExecOptions o = a->opt;
+  o.tape = false;
+  w->ex = exec_new(w->prog, &o);
+  const Block *b0 = w->prog->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    if (!w->vals[i]) continue;
+    Tensor *t = w->vals[i]->dtype == DT_F32 ? tensor_cast(w->vals[i], DT_F64) : tensor_ref(w->vals[i]);
+    exec_preload(w->ex, b0->vars[i]->name, t);
+    tensor_unref(t);
+  }
+  return exec_run(w->ex) == 0;
+}
+
+static void wide_free(Wide *w) {
+  exec_free(w->ex);
+  mem_free(w->vals);
+  arena_free(&w->arena);
+}
+
+static Tensor *wide_param(Forward *f, const char *var, const char *name) {
+  (void)name;
+  f->first = after_writer(f->prog, -1, var);
+  return exec_var_value(f->ex, var);
+}
+
+static bool wide_loss(Forward *f, double *out) {
+  if (exec_run_from(f->ex, f->first) != 0) return false;
+  Tensor *t = exec_var_value(f->ex, f->loss_var);
+  if (!t) return false;
+  *out = tensor_get(t, 0);
+  return true;
+}
+
+/* :gradcheck: the differences in f64 (unless --dtype f32, or an op of the
+ * tape has no f64 kernel: then in f32 over the session's own tensors). */
 int cmd_gradcheck_session(Program *p, Executor *ex, const Args *a) {
   Built b;
   int status = EXIT_SCRIPT;
   if (build_session(&b, p, ex, a)) {
-    Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0, {{0}}};
-    status = check_grads(&b, a, &f);
+    Args fa = *a;
+    const char *narrow = a->dtype == DT_F32 ? "" : op_without_f64(b.tp);
+    if (narrow && *narrow)
+      diag_note(p->diag, SPAN_NONE, "gradcheck in f32 (as --dtype f32): '%s' has no f64 kernel yet", narrow);
+    if (narrow) {
+      Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0, {{0}}};
+      fa.dtype = DT_F32;
+      status = check_grads(&b, &fa, &f);
+    } else {
+      Wide w;
+      fa.dtype = DT_F64;
+      if (!a->eps_set) fa.eps = CLI_EPS_F64;
+      if (!a->rtol_set) fa.rtol = CLI_RTOL_F64;
+      if (wide_start(&w, &b, a)) {
+        Forward f = {wide_param, wide_loss, w.ex, w.prog, b.loss, &b, 0, {{0}}};
+        status = check_grads(&b, &fa, &f);
+      }
+      wide_free(&w);
+    }
   }
   fflush(stdout);
   built_free(&b);

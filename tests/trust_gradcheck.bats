@@ -193,11 +193,19 @@ all gradients match finite differences (rtol 0.005, eps 0.01)" ]
   printf ':gradcheck loss\n' >> s.in
   verb=$("$NETRUN" gradcheck --dtype f32 --tape s.net) && status=0 || status=$?
   [ "$status" -eq 1 ]
-  run --separate-stderr "$NETRUN" repl < s.in
+  run --separate-stderr "$NETRUN" repl --dtype f32 < s.in
   [ "$status" -eq 1 ]
   [ "$output" = "$verb" ]
   [ "$(verdicts "$output")" = "FAIL (element 2: analytic 12.12, numeric 12, noise 0.0059)
 ok (within f32 noise; cannot check 1 of 2: noise exceeds tolerance)" ]
+  # by default both take their differences in f64, where v is checked too
+  verb=$("$NETRUN" gradcheck --tape s.net) && status=0 || status=$?
+  [ "$status" -eq 1 ]
+  run --separate-stderr "$NETRUN" repl < s.in
+  [ "$status" -eq 1 ]
+  [ "$output" = "$verb" ]
+  [ "$(verdicts "$output")" = "FAIL (element 2: analytic 12.12, numeric 12, noise 6e-08)
+ok" ]
 }
 
 @test "--wrt a value an op makes is perturbed after that op, not made again (it read numeric 0 and failed)" {
