@@ -56,3 +56,42 @@ IN
   [ "${lines[3]}" = "[[ 0.5  -0.5 ]" ]
   [ "${lines[4]}" = " [ 0.25  1.  ]]" ]
 }
+
+# ---- examples/newton_hvp.net --------------------------------------------------
+
+@test "newton_hvp: the gradient and Hessian-vector product of Rosenbrock's function at (-1.2, 1), worked by hand" {
+  run --separate-stderr "$NETRUN" run "$EX/newton_hvp.net"
+  [ "$status" -eq 0 ]
+  # f = (1 + 1.2)^2 + 100 (1 - 1.44)^2 = 4.84 + 19.36 = 24.2;
+  # g = [-2 (2.2) - 400 (-1.2)(-0.44), 200 (-0.44)] = [-215.6, -88];
+  # H = [[2 + 176 + 1152, 480], [480, 200]], H [1, -1] = [850, 280]
+  awk 'function near(a, b) { d = a - b; return (d < 0 ? -d : d) < 1e-9 * (b < 0 ? -b : b) + 1e-12 }
+       NR == 1 { ok = near($1, 24.2) }
+       NR == 2 { gsub(/[][]/, ""); ok = ok && near($1, -215.6) && near($2, -88) }
+       NR == 3 { gsub(/[][]/, ""); ok = ok && near($1, 850) && near($2, 280) }
+       END { exit !ok }' <<< "$output"
+  # another point and direction: at (2, -1), y - x^2 = -5: f = 1 + 2500,
+  # g = [2 + 4000, -1000], H = [[2 + 2000 + 3200, -800], [-800, 200]], H [1, 2] = [3602, -400]
+  run --separate-stderr "$NETRUN" run "$EX/newton_hvp.net" --set 'p0=[2.0, -1.0]' --set 'v=[1.0, 2.0]'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "2501.0" ]
+  [ "${lines[1]}" = "[ 4002. -1000.]" ]
+  [ "${lines[2]}" = "[3602. -400.]" ]
+}
+
+@test "newton_hvp: Newton's method with the Hessian built from HVPs lands on the minimum (1, 1)" {
+  run --separate-stderr "$NETRUN" run "$EX/newton_hvp.net"
+  [ "$status" -eq 0 ]
+  # the first step by hand: det H = 1330 * 200 - 480^2 = 35600,
+  # H^-1 g = [200 (-215.6) + 480 (88), 480 (215.6) - 1330 (88)] / 35600
+  #        = [-0.0247191, -0.3806742], so p1 = [-1.1752809, 1.3806742]
+  awk 'NR == 4 { gsub(/[][]/, ""); d1 = $2 + 1.1752808988764045; d2 = $3 - 1.3806741573033703
+       exit !($1 == 1 && d1 < 1e-12 && d1 > -1e-12 && d2 < 1e-12 && d2 > -1e-12) }' <<< "$output"
+  # f after each step, then |g|^2 at the end: f climbs at step 2 (pure Newton is no descent
+  # method) and then converges quadratically, to (1, 1) at step 7
+  [ "$(awk 'NR >= 4 { print $NF }' <<< "$output" | paste -sd' ')" = "4.731884325266608 1411.8451793094023 0.0559655168339573 0.31318907611638225 1.8527397735047917e-11 3.4326461875363225e-20 0.0 0.0" ]
+  [ "${lines[-1]}" = "7 [1. 1.] 0.0" ]
+  # from (2, -1) it takes 5 steps
+  run --separate-stderr "$NETRUN" run "$EX/newton_hvp.net" --set 'p0=[2.0, -1.0]'
+  [ "${lines[-1]}" = "5 [1. 1.] 0.0" ]
+}
