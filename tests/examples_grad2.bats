@@ -95,3 +95,42 @@ IN
   run --separate-stderr "$NETRUN" run "$EX/newton_hvp.net" --set 'p0=[2.0, -1.0]'
   [ "${lines[-1]}" = "5 [1. 1.] 0.0" ]
 }
+
+# ---- examples/wgan_gp.net -----------------------------------------------------
+
+# The penalty and the critic's estimate of W1, each averaged over the 4
+# batches of the data, at the weights of checkpoint $1.
+gp_w1() {
+  "$NETRUN" predict "$EX/wgan_gp.net" --weights "$1" --data "$EX/data/linreg.csv" --batch 50 --output gp --output w1 |
+    paste -sd' ' | awk '{ printf "%.4f %.4f\n", ($1 + $3 + $5 + $7) / 4, ($2 + $4 + $6 + $8) / 4 }'
+}
+
+@test "wgan_gp: netrun train drives the gradient penalty down and the critic's estimate to W1 = |t| = 1" {
+  run --separate-stderr "$NETRUN" train "$EX/wgan_gp.net" --epochs 1 --save e1.ckpt
+  [ "$status" -eq 0 ]
+  run --separate-stderr "$NETRUN" train "$EX/wgan_gp.net" --save e100.ckpt --log log.jsonl
+  [ "$status" -eq 0 ]
+  losses=$(jq -r 'select(.epoch != null and .train_loss != null) | .train_loss' log.jsonl)
+  [ "$(echo "$losses" | wc -l)" -eq 100 ]
+  # the loss falls from 4.1 to about -1.07 (-W1 with a penalty near 0)
+  echo "$losses" | awk 'NR == 1 { a = $1 } END { exit !(a > 3 && $1 < -0.95 && $1 > -1.2) }'
+  read -r gp1 w1_1 <<< "$(gp_w1 e1.ckpt)"
+  read -r gp100 w1_100 <<< "$(gp_w1 e100.ckpt)"
+  echo "after 1 epoch: gp $gp1 w1 $w1_1; after 100: gp $gp100 w1 $w1_100"
+  # the penalty: 0.27 after one epoch, 0.0035 at the end (|grad D| = 1 on the segments)
+  awk -v a="$gp1" -v b="$gp100" 'BEGIN { exit !(a > 0.2 && b < 0.01 && b < a / 20) }'
+  # the estimate of W1 = 1: 0.2 after one epoch, within 5% of 1 at the end
+  awk -v a="$w1_1" -v b="$w1_100" 'BEGIN { exit !(a < 0.5 && b > 0.95 && b < 1.05) }'
+}
+
+@test "wgan_gp: the loss, which holds a gradient, passes gradcheck and gradcheck --order 2" {
+  head -51 "$EX/data/linreg.csv" | cut -d, -f1,2 > x50.csv
+  run "$NETRUN" gradcheck "$EX/wgan_gp.net" --feed x=x50.csv
+  [ "$status" -eq 0 ]
+  [ "$(awk 'NR > 1 && NF == 5 { print $1, $2, $5 }' <<< "$output" | paste -sd,)" = "D.c1.W 64 ok,D.c1.b 32 ok,D.c2.W 1024 ok,D.c2.b 32 ok,D.c3.W 32 ok,D.c3.b 1 ok" ]
+  [ "${lines[-1]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
+  run "$NETRUN" gradcheck --order 2 "$EX/wgan_gp.net" --feed x=x50.csv
+  [ "$status" -eq 0 ]
+  [ "$(grep -c ' ok$' <<< "$output")" -eq 6 ]
+  [ "${lines[-1]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
+}
