@@ -1228,8 +1228,12 @@ static bool def_args(Lowerer *L, const AstNode *n, const char **args, const AstN
     int before = L->diag->nerrors;
     consts[i] = fold_const(L, a);
     if (L->diag->nerrors != before) return false;
-    /* a constant becomes a value only where the body uses it as one */
-    args[i] = consts[i] ? NULL : lower_expr(L, a, NULL);
+    /* a constant becomes a value only where the body uses it as one; a
+     * name bound to a value holding a constant passes that value too, so
+     * what the body computes from it depends on it (grad(f(p), p)) */
+    const Binding *b = a->kind == AST_NAME ? lookup(L, a->name) : NULL;
+    bool value = !consts[i] || (b && b->kind == BIND_VAR && b->var);
+    args[i] = value ? lower_expr(L, a, NULL) : NULL;
     if (!consts[i] && !args[i]) return false;
   }
   return true;

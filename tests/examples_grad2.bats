@@ -172,3 +172,43 @@ grid() {
   [ "$status" -eq 0 ]
   [ "${lines[-1]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
 }
+
+# ---- what the examples needed of grad(...) ---------------------------------------
+
+@test "grad(f(p), p): a name bound to a literal, passed to a function, is differentiated (it gave zeros)" {
+  cat > lit.net <<'NET'
+def rosen(p) {
+  x = p[0]
+  y = p[1]
+  return (1.0 - x) ** 2 + 100.0 * (y - x * x) ** 2
+}
+def sq(a) {
+  y = a * a
+  return grad(y, a)
+}
+p = [-1.2, 1.0]
+print(grad(rosen(p), p))
+x = 2.0
+print(sq(x))
+n = 3
+print(ones([n]) * n)
+NET
+  run --separate-stderr "$NETRUN" run lit.net
+  [ "$status" -eq 0 ]
+  # Rosenbrock's gradient at (-1.2, 1), in f32: [-215.6, -88]; d(a^2)/da at 2;
+  # and a name bound to a constant is still a constant where one is needed
+  [ "$output" = "[-215.60004   -88.000015]
+4.0
+[3. 3. 3.]" ]
+}
+
+@test "grad(...) of f64 values: Y and X may be f64 (it refused them)" {
+  printf 'input a : f64[] = 3.0\ny = a * a * a\ng = grad(y, a)\nprint(g, grad(g, a))\n' > f64.net
+  run --separate-stderr "$NETRUN" run f64.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "27.0 18.0" ]
+  printf 'input a : f64[] = 0.1\nprint(grad(a * a * a, a))\n' > f64b.net
+  run --separate-stderr "$NETRUN" run f64b.net
+  # 3 a^2 in f64: 0.030000000000000006 (0.1 is not exact), not f32's 0.030000001
+  [ "$output" = "0.030000000000000006" ]
+}
