@@ -3,13 +3,15 @@
 # (bench.c, section 7), run by hand (PyTorch is not a dependency): the
 # training step of fashion_mlp's model (784-512-256-10, ReLU, SGD, batch
 # 128) on `fit`, and on fit + 0.1 |d fit / dx|^2 with double backward
-# (create_graph=True), best of alternating rounds, on 2 threads.
+# (create_graph=True), best of alternating rounds, on 2 threads (THREADS=N:
+# N).
 #   /usr/bin/python3 tests/bench/penalty_torch.py
+import os
 import time
 
 import torch
 
-torch.set_num_threads(2)
+torch.set_num_threads(int(os.environ.get("THREADS", "2")))
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256),
                             torch.nn.ReLU(), torch.nn.Linear(256, 10))
