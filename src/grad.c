@@ -8,7 +8,8 @@
  * gradcheck judges each gradient against a central difference and that
  * difference's own noise (rounding, truncation, kinks): see netrun(1).  The
  * differences are taken on a second copy of the script, promoted to f64
- * unless --dtype f32 (or a plugin's op) keeps it f32.  --order 2 (3)
+ * unless --dtype f32 (or a plugin's op) keeps it f32; the REPL's on a copy
+ * of the tape's forward ops, widened the same way.  --order 2 (3)
  * differentiates the program's backward again (below). */
 #include "backward.h"
 #include "cli.h"
@@ -700,7 +701,20 @@ static void copy_params(Built *b, const Args *a, Forward *f) {
   }
 }
 
-/* The first op of p (its blocks and startup) without f64 kernels, or NULL. */
+/* Does op read values, none of them float (a logical op on bools: the
+ * f64 copy never gives it an f64 value)? */
+static bool reads_no_float(Program *p, const OpDesc *op) {
+  int n = 0;
+  for (int s = 0; s < op->nin; s++)
+    for (int k = 0; k < op->in[s].n; k++, n++) {
+      const VarDesc *v = prog_var(p, op->in[s].args[k]);
+      if (!v || dtype_is_float(v->dtype)) return false;
+    }
+  return n > 0;
+}
+
+/* The first op of p (its blocks and startup) without f64 kernels that the
+ * f64 copy would give an f64 value, or NULL. */
 static const char *op_without_f64(Program *p) {
   for (int i = -1; i < p->nblocks; i++) {
     const Block *bl = i < 0 ? p->startup : p->blocks[i];
@@ -710,7 +724,7 @@ static const char *op_without_f64(Program *p) {
        * the f64 copy is not fused (its values are not f32) */
       if (strcmp(t, "fused_conv2d") == 0 || strcmp(t, "fused_conv2d_grad") == 0) continue;
       const OpProto *proto = reg_find_op(p, t);
-      if (proto && !reg_has_f64(proto)) return t;
+      if (proto && !reg_has_f64(proto) && !reads_no_float(p, bl->ops[k])) return t;
     }
   }
   return NULL;
@@ -796,6 +810,7 @@ typedef struct Wide {
   Executor *ex;
 } Wide;
 
+/* Every f32 variable and dtype attribute of bl made f64. */
 static void wide_promote(Block *bl) {
   for (int i = 0; i < bl->nvars; i++)
     if (bl->vars[i]->dtype == DT_F32) bl->vars[i]->dtype = DT_F64;
@@ -806,6 +821,7 @@ static void wide_promote(Block *bl) {
     }
 }
 
+/* The copy of b's tape, fed f64 copies of its values and run once. */
 static bool wide_start(Wide *w, Built *b, const Args *a) {
   memset(w, 0, sizeof *w);
   arena_init(&w->arena);
@@ -830,6 +846,8 @@ static void wide_free(Wide *w) {
   arena_free(&w->arena);
 }
 
+/* The copy's own tensor of var (the session's is not perturbed), and the
+ * ops after the one that makes it; one pass over them. */
 static Tensor *wide_param(Forward *f, const char *var, const char *name) {
   (void)name;
   f->first = after_writer(f->prog, -1, var);

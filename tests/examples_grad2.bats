@@ -91,6 +91,15 @@ IN
   # method) and then converges quadratically, to (1, 1) at step 7
   [ "$(awk 'NR >= 4 { print $NF }' <<< "$output" | paste -sd' ')" = "4.731884325266608 1411.8451793094023 0.0559655168339573 0.31318907611638225 1.8527397735047917e-11 3.4326461875363225e-20 0.0 0.0" ]
   [ "${lines[-1]}" = "7 [1. 1.] 0.0" ]
+  # gradcheck of f0 (24.2) against p0, first and second order, in f64
+  # (logical_and, which reads only bools, no longer makes it f32)
+  for order in 1 2; do
+    run --separate-stderr "$NETRUN" gradcheck --order $order --loss f0 --wrt p0 "$EX/newton_hvp.net"
+    [ "$status" -eq 0 ]
+    [ -z "$stderr" ]
+    awk '$1 == "p0" && $2 == 2 && $4 < 1e-9 && $5 == "ok" { ok = 1 } END { exit !ok }' <<< "$output"
+    [ "${lines[-1]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
+  done
   # from (2, -1) it takes 5 steps
   run --separate-stderr "$NETRUN" run "$EX/newton_hvp.net" --set 'p0=[2.0, -1.0]'
   [ "${lines[-1]}" = "5 [1. 1.] 0.0" ]
