@@ -8,7 +8,8 @@
  * gradcheck judges each gradient against a central difference and that
  * difference's own noise (rounding, truncation, kinks): see netrun(1).  The
  * differences are taken on a second copy of the script, promoted to f64
- * unless --dtype f32 (or a plugin's op) keeps it f32.  --order 2 (3)
+ * unless --dtype f32 (or a plugin's op) keeps it f32; the REPL's on a copy
+ * of the tape's forward ops, widened the same way.  --order 2 (3)
  * differentiates the program's backward again (below). */
 #include "backward.h"
 #include "cli.h"
@@ -700,18 +701,20 @@ static void copy_params(Built *b, const Args *a, Forward *f) {
   }
 }
 
-/* The first op of p (its blocks and startup) without f64 kernels, or NULL. */
-/* Whether any input of op is a float value (an op on bools or integers
- * alone, logical_not or one_hot, never meets an f64 value). */
-static bool takes_float(const Program *p, const OpDesc *op) {
+/* Does op read values, none of them float (a logical op on bools: the
+ * f64 copy never gives it an f64 value)? */
+static bool reads_no_float(Program *p, const OpDesc *op) {
+  int n = 0;
   for (int s = 0; s < op->nin; s++)
-    for (int i = 0; i < op->in[s].n; i++) {
-      const VarDesc *v = prog_var(p, op->in[s].args[i]);
-      if (v && (v->dtype == DT_F32 || v->dtype == DT_F64)) return true;
+    for (int k = 0; k < op->in[s].n; k++, n++) {
+      const VarDesc *v = prog_var(p, op->in[s].args[k]);
+      if (!v || dtype_is_float(v->dtype)) return false;
     }
-  return false;
+  return n > 0;
 }
 
+/* The first op of p (its blocks and startup) without f64 kernels that the
+ * f64 copy would give an f64 value, or NULL. */
 static const char *op_without_f64(Program *p) {
   for (int i = -1; i < p->nblocks; i++) {
     const Block *bl = i < 0 ? p->startup : p->blocks[i];
@@ -721,7 +724,7 @@ static const char *op_without_f64(Program *p) {
        * the f64 copy is not fused (its values are not f32) */
       if (strcmp(t, "fused_conv2d") == 0 || strcmp(t, "fused_conv2d_grad") == 0) continue;
       const OpProto *proto = reg_find_op(p, t);
-      if (proto && !reg_has_f64(proto) && takes_float(p, bl->ops[k])) return t;
+      if (proto && !reg_has_f64(proto) && !reads_no_float(p, bl->ops[k])) return t;
     }
   }
   return NULL;
@@ -796,12 +799,94 @@ static bool tape_loss(Forward *f, double *out) {
   return true;
 }
 
+/* The REPL's differences in f64: the tape's forward ops once more, in a
+ * program of their own whose f32 values are all declared f64, over f64
+ * copies of the recorded values; the parameter checked is perturbed in
+ * that copy, so the session's tensors are not touched. */
+typedef struct Wide {
+  Arena arena;
+  Program *prog;
+  Tensor **vals;         /* the recorded values (borrowed), per variable of block 0 */
+  Executor *ex;
+} Wide;
+
+/* Every f32 variable and dtype attribute of bl made f64. */
+static void wide_promote(Block *bl) {
+  for (int i = 0; i < bl->nvars; i++)
+    if (bl->vars[i]->dtype == DT_F32) bl->vars[i]->dtype = DT_F64;
+  for (int i = 0; i < bl->nops; i++)
+    for (int k = 0; k < bl->ops[i]->nattrs; k++) {
+      AttrValue *v = &bl->ops[i]->attrs[k].v;
+      if (v->type == ATTR_DTYPE && v->u.i == DT_F32) v->u.i = DT_F64;
+    }
+}
+
+/* The copy of b's tape, fed f64 copies of its values and run once. */
+static bool wide_start(Wide *w, Built *b, const Args *a) {
+  memset(w, 0, sizeof *w);
+  arena_init(&w->arena);
+  w->prog = tape_program(exec_tape(b->ex), b->prog, &w->arena, &w->vals);
+  wide_promote(w->prog->blocks[0]);
+  ExecOptions o = a->opt;
+  o.tape = false;
+  w->ex = exec_new(w->prog, &o);
+  const Block *b0 = w->prog->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    if (!w->vals[i]) continue;
+    Tensor *t = w->vals[i]->dtype == DT_F32 ? tensor_cast(w->vals[i], DT_F64) : tensor_ref(w->vals[i]);
+    exec_preload(w->ex, b0->vars[i]->name, t);
+    tensor_unref(t);
+  }
+  return exec_run(w->ex) == 0;
+}
+
+static void wide_free(Wide *w) {
+  exec_free(w->ex);
+  mem_free(w->vals);
+  arena_free(&w->arena);
+}
+
+/* The copy's own tensor of var (the session's is not perturbed), and the
+ * ops after the one that makes it; one pass over them. */
+static Tensor *wide_param(Forward *f, const char *var, const char *name) {
+  (void)name;
+  f->first = after_writer(f->prog, -1, var);
+  return exec_var_value(f->ex, var);
+}
+
+static bool wide_loss(Forward *f, double *out) {
+  if (exec_run_from(f->ex, f->first) != 0) return false;
+  Tensor *t = exec_var_value(f->ex, f->loss_var);
+  if (!t) return false;
+  *out = tensor_get(t, 0);
+  return true;
+}
+
+/* :gradcheck: the differences in f64 (unless --dtype f32, or an op of the
+ * tape has no f64 kernel: then in f32 over the session's own tensors). */
 int cmd_gradcheck_session(Program *p, Executor *ex, const Args *a) {
   Built b;
   int status = EXIT_SCRIPT;
   if (build_session(&b, p, ex, a)) {
-    Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0, {{0}}};
-    status = check_grads(&b, a, &f);
+    Args fa = *a;
+    const char *narrow = a->dtype == DT_F32 ? "" : op_without_f64(b.tp);
+    if (narrow && *narrow)
+      diag_note(p->diag, SPAN_NONE, "gradcheck in f32 (as --dtype f32): '%s' has no f64 kernel yet", narrow);
+    if (narrow) {
+      Forward f = {tape_param, tape_loss, NULL, p, b.loss, &b, 0, {{0}}};
+      fa.dtype = DT_F32;
+      status = check_grads(&b, &fa, &f);
+    } else {
+      Wide w;
+      fa.dtype = DT_F64;
+      if (!a->eps_set) fa.eps = CLI_EPS_F64;
+      if (!a->rtol_set) fa.rtol = CLI_RTOL_F64;
+      if (wide_start(&w, &b, a)) {
+        Forward f = {wide_param, wide_loss, w.ex, w.prog, b.loss, &b, 0, {{0}}};
+        status = check_grads(&b, &fa, &f);
+      }
+      wide_free(&w);
+    }
   }
   fflush(stdout);
   built_free(&b);

@@ -1228,8 +1228,12 @@ static bool def_args(Lowerer *L, const AstNode *n, const char **args, const AstN
     int before = L->diag->nerrors;
     consts[i] = fold_const(L, a);
     if (L->diag->nerrors != before) return false;
-    /* a constant becomes a value only where the body uses it as one */
-    args[i] = consts[i] ? NULL : lower_expr(L, a, NULL);
+    /* a constant becomes a value only where the body uses it as one; a
+     * name bound to a value holding a constant passes that value too, so
+     * what the body computes from it depends on it (grad(f(p), p)) */
+    const Binding *b = a->kind == AST_NAME ? lookup(L, a->name) : NULL;
+    bool value = !consts[i] || (b && b->kind == BIND_VAR && b->var);
+    args[i] = value ? lower_expr(L, a, NULL) : NULL;
     if (!consts[i] && !args[i]) return false;
   }
   return true;
@@ -1330,14 +1334,14 @@ static int written_at(const Block *b, const char *var) {
   return -1;
 }
 
-/* Y: an f32 scalar. */
+/* Y: a float scalar (f32 or f64). */
 static const char *grad_of_value(Lowerer *L, const AstNode *e) {
   const char *y = lower_expr(L, e, NULL);
   const VarDesc *v = y ? prog_var(L->prog, y) : NULL;
   if (!v || v->dtype == DT_UNKNOWN) return NULL;
   /* An op body is checked before its inputs' shapes are known: a shape of
    * unknown rank is checked when the body is lowered for a call. */
-  if (v->dtype != DT_F32 || (v->shape.rank >= 0 && shape_numel(&v->shape) != 1)) {
+  if (!dtype_is_float(v->dtype) || (v->shape.rank >= 0 && shape_numel(&v->shape) != 1)) {
     char buf[128];
     diag_error(L->diag, e->span, "grad: the value to differentiate must be an f32 scalar, but it is %s%s (reduce "
                "it, e.g. with sum or mean)", dtype_name(v->dtype), shape_str(&v->shape, buf, sizeof buf));
@@ -1346,7 +1350,7 @@ static const char *grad_of_value(Lowerer *L, const AstNode *e) {
   return y;
 }
 
-/* Xi: a named f32 value computed before Y. */
+/* Xi: a named float value computed before Y. */
 static const char *grad_wrt(Lowerer *L, const AstNode *e, const char *y, bool konst) {
   if (e->kind != AST_NAME) {
     diag_error(L->diag, e->span, "grad: differentiate with respect to a named value (a parameter, an input or a "
@@ -1356,7 +1360,7 @@ static const char *grad_wrt(Lowerer *L, const AstNode *e, const char *y, bool ko
   const char *x = lower_name(L, e, NULL);
   const VarDesc *v = x ? prog_var(L->prog, x) : NULL;
   if (!v || v->dtype == DT_UNKNOWN) return NULL;
-  if (v->dtype != DT_F32) {
+  if (!dtype_is_float(v->dtype)) {
     diag_error(L->diag, e->span, "grad: '%s' is %s; only f32 values have gradients", e->name, dtype_name(v->dtype));
     return NULL;
   }

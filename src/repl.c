@@ -310,8 +310,9 @@ static const Command commands[] = {
      1, MAX_WORDS - 1, c_grad},
     {"gradcheck", "NAME [WRT...]", "those gradients against finite differences",
      "Computes the gradients as :grad does and compares every element with central\n"
-     "differences of NAME (eps 1e-2, rtol 5e-3), running the tape's forward ops\n"
-     "again over the session's values; prints the table of `netrun gradcheck`.",
+     "differences of NAME, taken in f64 (eps 1e-6, rtol 1e-3) by running the tape's\n"
+     "forward ops again over f64 copies of the session's values (in f32 under\n"
+     "`netrun repl --dtype f32`); prints the table of `netrun gradcheck`.",
      1, MAX_WORDS - 1, c_gradcheck},
     {"time", "[STATEMENT]", "time per op type: of the session, or of STATEMENT",
      "Without a statement, the calls and time of every op type the session has run\n"

@@ -63,6 +63,9 @@ example_args() {
   lookup_transformer.net) echo "--feed t=lt.csv --feed y=ly8.csv" ;;
   fashion_resnet.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
   linreg.net) echo "--feed x=lx.csv --feed y=ly.csv" ;;
+  newton_hvp.net) echo "--loss f0 --wrt p0" ;;
+  wgan_gp.net) echo "--feed x=wx.csv" ;;
+  pinn.net) echo "--feed x=px.csv --feed exact=pu.csv" ;;
   esac
 }
 
@@ -74,6 +77,9 @@ example_args() {
   sed -n 2,9p "$ROOT/examples/data/linreg.csv" | cut -d, -f3 > ly.csv
   sed -n 2,9p "$ROOT/examples/data/lookup_test.csv" | cut -d, -f1-8 > lt.csv
   sed -n 2,9p "$ROOT/examples/data/lookup_test.csv" | cut -d, -f9 > ly8.csv
+  sed -n 2,51p "$ROOT/examples/data/linreg.csv" | cut -d, -f1-2 > wx.csv
+  sed -n 2,9p "$ROOT/examples/data/pinn.csv" | cut -d, -f1 > px.csv
+  sed -n 2,9p "$ROOT/examples/data/pinn.csv" | cut -d, -f2 > pu.csv
   n=0
   for f in "$ROOT"/examples/*.net "$ROOT"/examples/plugins/*.net; do
     run "$NETRUN" --allow-load gradcheck $(example_args "$(basename "$f")") "$f"
@@ -195,11 +201,19 @@ all gradients match finite differences (rtol 0.005, eps 0.01)" ]
   printf ':gradcheck loss\n' >> s.in
   verb=$("$NETRUN" gradcheck --dtype f32 --tape s.net) && status=0 || status=$?
   [ "$status" -eq 1 ]
-  run --separate-stderr "$NETRUN" repl < s.in
+  run --separate-stderr "$NETRUN" repl --dtype f32 < s.in
   [ "$status" -eq 1 ]
   [ "$output" = "$verb" ]
   [ "$(verdicts "$output")" = "FAIL (element 2: analytic 12.12, numeric 12, noise 0.0059)
 ok (within f32 noise; cannot check 1 of 2: noise exceeds tolerance)" ]
+  # by default both take their differences in f64, where v is checked too
+  verb=$("$NETRUN" gradcheck --tape s.net) && status=0 || status=$?
+  [ "$status" -eq 1 ]
+  run --separate-stderr "$NETRUN" repl < s.in
+  [ "$status" -eq 1 ]
+  [ "$output" = "$verb" ]
+  [ "$(verdicts "$output")" = "FAIL (element 2: analytic 12.12, numeric 12, noise 6e-08)
+ok" ]
 }
 
 @test "--wrt a value an op makes is perturbed after that op, not made again (it read numeric 0 and failed)" {

@@ -14,7 +14,10 @@
  *   5. training steps (fashion_mlp, fashion_cnn, fashion_resnet) against
  *      their GEMMs as OpenBLAS threads them;
  *   6. one epoch of fashion_mlp (./netrun, the whole process) on a quiet
- *      host, then beside two busy loops this bench starts and stops.
+ *      host, then beside two busy loops this bench starts and stops;
+ *   7. the second-order step of fashion_mlp (a gradient penalty: loss +
+ *      0.1 |d loss / dx|^2, its training program differentiating the
+ *      backward of the loss again) against the first-order step.
  * Targets: overhead < 300 ns/op with the tape on; matmul within 1.05x of
  * direct sgemm; forward + backward on the tape < 600 ns per op. */
 #include "backward.h"
@@ -600,6 +603,86 @@ static void bench_resnet_step(void) {
   bench_train_step("examples/fashion_resnet.net", "fashion_resnet", b, &sg, 5, 2, true);
 }
 
+/* 7. A gradient penalty on fashion_mlp's model: the step of the training
+ * program of `fit + 0.1 sum(gx * gx)`, gx = grad(fit, x), against the step
+ * of `fit` alone, on one batch; best of alternating rounds. */
+static const char *const mlp_text =
+    "import \"nn\"\n"
+    "input x : f32[B, 784]\ninput y : i64[B]\n"
+    "h1 = relu(dense(x, 512))\nh2 = relu(dense(h1, 256))\n"
+    "logits = dense(h2, 10, scope=\"out\")\nfit = cross_entropy(logits, y)\n%s"
+    "train {\n  data = \"fashion-mnist\"\n  optimizer = sgd\n  lr = 0.1\n  batch = 128\n}\n";
+
+typedef struct Step {
+  Loaded ld;
+  Executor *ex;
+  int nops;
+} Step;
+
+/* The training program of mlp_text with `tail` (which binds loss), fed
+ * x and y, run once. */
+static bool step_start(Step *s, const char *tail, Tensor *xt, Tensor *yt, Tensor *lr) {
+  char text[1024], path[] = "/tmp/netrun-bench-XXXXXX";
+  snprintf(text, sizeof text, mlp_text, tail);
+  int fd = mkstemp(path);
+  if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) return false;
+  close(fd);
+  arena_init(&s->ld.arena);
+  diag_init(&s->ld.diag, &s->ld.arena);
+  Lowerer *L = lower_new(&s->ld.arena, &s->ld.diag, "stdlib", &uop_impl);
+  bool ok = lower_file(L, path);
+  unlink(path);
+  s->ld.prog = lower_program(L);
+  TrainConfig c;
+  BackwardResult bw;
+  if (!ok || !train_config(s->ld.prog, NULL, &c, true) || !train_program(s->ld.prog, &c, &bw)) return false;
+  s->nops = s->ld.prog->blocks[0]->nops;
+  ExecOptions o;
+  exec_default_options(&o);
+  o.tape = false;
+  if (rewrite_wanted(&o)) rewrite_program(s->ld.prog, &(RewriteOpts){RW_FUSE, NULL, 0});
+  s->ex = exec_new(s->ld.prog, &o);
+  exec_feed(s->ex, "x", xt, "bench");
+  exec_feed(s->ex, "y", yt, "bench");
+  exec_startup(s->ex);
+  exec_preload(s->ex, TRAIN_LR_VAR, lr);
+  return exec_run(s->ex) == 0;
+}
+
+static double step_time(Step *s, int reps) {
+  double t0 = now();
+  for (int r = 0; r < reps; r++)
+    if (exec_run(s->ex) != 0) exit(1);
+  return (now() - t0) / reps;
+}
+
+static void bench_penalty_step(void) {
+  const int64_t batch = 128, xs[2] = {batch, 784};
+  Tensor *xt = random_tensor(2, xs, 5), *yt = tensor_new(DT_I64, 1, &batch), *lr = tensor_scalar_f32(0.01f);
+  for (int64_t i = 0; i < batch; i++) tensor_i64(yt)[i] = i % 10;
+  Step one, two;
+  if (!step_start(&one, "loss = fit\n", xt, yt, lr) ||
+      !step_start(&two, "gx = grad(fit, x)\nloss = fit + 0.1 * sum(gx * gx)\n", xt, yt, lr)) {
+    printf("  (the gradient-penalty programs did not build)\n");
+    exit(1);
+  }
+  double t1 = 1e9, t2 = 1e9;
+  for (int round = 0; round < 8; round++) {
+    double a = step_time(&one, 10), b = step_time(&two, 10);
+    if (a < t1) t1 = a;
+    if (b < t2) t2 = b;
+  }
+  printf("  fashion_mlp step (batch 128)   first order %7.3f ms (%d ops)   with the gradient penalty %7.3f ms "
+         "(%d ops)   ratio %.2f\n", t1 * 1e3, one.nops, t2 * 1e3, two.nops, t2 / t1);
+  exec_free(one.ex);
+  exec_free(two.ex);
+  unload(&one.ld);
+  unload(&two.ld);
+  tensor_unref(xt);
+  tensor_unref(yt);
+  tensor_unref(lr);
+}
+
 /* 5. Training steps against their GEMMs. */
 static void bench_steps(void) {
   printf("training steps against the GEMMs they need (target: ratio <= 1.05; PyTorch 1.20, Darknet 8.3)\n");
@@ -640,13 +723,16 @@ static void bench_steps(void) {
     bench_train_step("examples/fashion_cnn.net", "fashion_cnn --no-fuse", b, &sg, 10, 2, false);
   }
   bench_resnet_step();
+  printf("second order: a gradient penalty on fashion_mlp against its first-order step (target: ratio <= 4)\n");
+  bench_penalty_step();
 }
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   par_init();
   /* build/bench --steps: the training steps and the epoch alone; --epoch:
-   * the epoch alone; --resnet: fashion_resnet's step alone */
+   * the epoch alone; --resnet: fashion_resnet's step alone; --penalty: the
+   * gradient penalty's step alone */
   const char *only = argc > 1 ? argv[1] : "";
   if (strcmp(only, "--epoch") == 0) {
     bench_loaded_epoch();
@@ -654,6 +740,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(only, "--resnet") == 0) {
     bench_resnet_step();
+    return 0;
+  }
+  if (strcmp(only, "--penalty") == 0) {
+    bench_penalty_step();
     return 0;
   }
   if (strcmp(only, "--steps") != 0) bench_front();
