@@ -189,7 +189,7 @@ documented() {
 }
 
 @test "every verb accepts exactly the options its help documents" {
-  verbs=(dump run time summary grad gradcheck train eval predict plot data checkpoint export repl)
+  verbs=(dump run time summary grad gradcheck train eval predict sample plot data checkpoint export repl)
   # Every option any help documents, and every option any table declares.
   all=$( { for v in "${verbs[@]}"; do documented "$v"; done
            grep -ohE '\{"(--[a-z-]+|-o)", OPTION_' "$ROOT"/src/*.c | grep -oE -- '--?[a-z-]+'; } |
