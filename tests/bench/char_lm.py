@@ -18,8 +18,10 @@ netrun's step time is its training epoch's time (netrun train --limit
 STEPS*32 --epochs 1 --log FILE: the epoch event's seconds, which leave out
 the evaluation that follows) over its steps; PyTorch's, the time of STEPS
 steps after 5 unmeasured ones.  The two alternate ROUNDS times on the same
-number of threads (OMP_NUM_THREADS for netrun, torch.set_num_threads for
-PyTorch), and the medians are compared, so that a busy machine slows both.
+number of threads (OMP_NUM_THREADS for netrun; torch.set_num_threads and
+OPENBLAS_NUM_THREADS for PyTorch, whose matrix products are OpenBLAS's;
+OMP_WAIT_POLICY=PASSIVE for both unless set), and the medians are
+compared, so that a busy machine slows both.
 
 Needs Debian's python3-torch (torch is not a test dependency): without it
 this prints why it is skipped and exits 0.
@@ -137,6 +139,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="rounds of both (default 3)")
     ap.add_argument("--threads", type=int, default=2, help="threads of both (default 2)")
     a = ap.parse_args()
+    # The same threads for both, waiting passively: PyTorch's OpenMP threads
+    # spinning beside OpenBLAS's own threads (Debian's torch calls
+    # OpenBLAS) made its steps 30 times slower on a busy 2-core host.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(a.threads))
     try:
         import torch
     except ImportError:
