@@ -161,8 +161,8 @@ def main():
         print("round %d: netrun %.2f ms/step, PyTorch %s %.2f ms/step" % (r + 1, ours[-1] * 1e3, torch.__version__,
                                                                          theirs[-1] * 1e3), flush=True)
     n, t = statistics.median(ours), statistics.median(theirs)
-    print("char_lm step (batch %d x %d bytes, %d threads), median of %d rounds of %d steps:" %
-          (BATCH, T, a.threads, a.rounds, a.steps))
+    print("char_lm step (batch %d x %d bytes, %d thread%s), median of %d rounds of %d steps:" %
+          (BATCH, T, a.threads, "" if a.threads == 1 else "s", a.rounds, a.steps))
     print("  netrun  %.2f ms/step" % (n * 1e3))
     print("  PyTorch %.2f ms/step" % (t * 1e3))
     print("  netrun / PyTorch = %.2f" % (n / t))
