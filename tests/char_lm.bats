@@ -125,6 +125,26 @@ EOF
   [ "$output" = $'\x07\x08\x09\n\x0b' ]
 }
 
+@test "sample: the training input is fed false, unless --set gives it; --dtype f64 draws the same" {
+  cat >mode.net <<'EOF'
+input x : i64[B, 4]
+input training : bool = true
+logits = one_hot(x + 1, depth=256) * 3.0
+if training {
+  logits = logits * 0.0
+}
+EOF
+  run "$NETRUN" sample mode.net --output logits --temperature 0 --prompt a --length 3
+  [ "$status" -eq 0 ]
+  [ "$output" = "abcd" ]
+  # All 256 logits equal: the first of them, byte 0.
+  [ "$("$NETRUN" sample mode.net --output logits --temperature 0 --prompt a --length 3 --set training=true | od -An -c | tr -s ' ')" = " a \0 \0 \0 \n" ]
+  run "$NETRUN" sample abc.net --output logits --length 1 --probs 3 --temperature 2 --dtype f64
+  [ "$output" = "sample 1, byte 1: 'a' 0.453082 | 'a' 0.453082 'b' 0.320377 'c' 0.226541"$'\n'"a" ]
+  cmp <("$NETRUN" sample abc.net --output logits --length 300 --no-stop --seed 5 --dtype f64) \
+      <("$NETRUN" sample abc.net --output logits --length 300 --no-stop --seed 5)
+}
+
 @test "sample: examples/char_lm.net trains a few steps on the word list and samples words" {
   [ -r /usr/share/dict/words ] || skip "/usr/share/dict/words is missing (make deps installs wamerican)"
   run --separate-stderr "$NETRUN" train "$ROOT/examples/char_lm.net" --limit 320 --epochs 1 --save charlm.ckpt
