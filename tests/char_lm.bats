@@ -172,6 +172,13 @@ EOF
   run "$NETRUN" sample sym.net --output logits
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "sym.net:1:1: error: sample feeds input 'x' the text's bytes, so it must be i64[B, T] with T a size; it is i64[B, T]" ]
+  # A fixed batch of 1 takes one sample at a time.
+  printf 'input x : i64[1, 4]\nlogits = one_hot(x + 1, depth=256) * 3.0\n' >one.net
+  run "$NETRUN" sample one.net --output logits --prompt a --temperature 0 --length 5
+  [ "$output" = "abcdef" ]
+  run "$NETRUN" sample one.net --output logits --count 2
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "one.net:1:1: error: sample: 'x' is declared i64[1, 4] but the value has shape [2, 4]" ]
   printf 'logits = ones([1, 4, 256])\n' >none.net
   run "$NETRUN" sample none.net --output logits
   [ "$status" -eq 1 ]
