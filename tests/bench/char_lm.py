@@ -20,8 +20,8 @@ the evaluation that follows) over its steps; PyTorch's, the time of STEPS
 steps after 5 unmeasured ones.  The two alternate ROUNDS times on the same
 number of threads (OMP_NUM_THREADS for netrun; torch.set_num_threads and
 OPENBLAS_NUM_THREADS for PyTorch, whose matrix products are OpenBLAS's;
-OMP_WAIT_POLICY=PASSIVE for both unless set), and the medians are
-compared, so that a busy machine slows both.
+OMP_WAIT_POLICY=PASSIVE for both unless set), and the medians (and the
+best rounds) are compared, so that a busy machine slows both.
 
 Needs Debian's python3-torch (torch is not a test dependency): without it
 this prints why it is skipped and exits 0.
@@ -161,11 +161,11 @@ def main():
         print("round %d: netrun %.2f ms/step, PyTorch %s %.2f ms/step" % (r + 1, ours[-1] * 1e3, torch.__version__,
                                                                          theirs[-1] * 1e3), flush=True)
     n, t = statistics.median(ours), statistics.median(theirs)
-    print("char_lm step (batch %d x %d bytes, %d thread%s), median of %d rounds of %d steps:" %
+    print("char_lm step (batch %d x %d bytes, %d thread%s), %d rounds of %d steps, median (best):" %
           (BATCH, T, a.threads, "" if a.threads == 1 else "s", a.rounds, a.steps))
-    print("  netrun  %.2f ms/step" % (n * 1e3))
-    print("  PyTorch %.2f ms/step" % (t * 1e3))
-    print("  netrun / PyTorch = %.2f" % (n / t))
+    print("  netrun  %.2f ms/step (%.2f)" % (n * 1e3, min(ours) * 1e3))
+    print("  PyTorch %.2f ms/step (%.2f)" % (t * 1e3, min(theirs) * 1e3))
+    print("  netrun / PyTorch = %.2f (%.2f)" % (n / t, min(ours) / min(theirs)))
     return 0
 
 
