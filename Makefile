@@ -231,6 +231,14 @@ $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 
 bench: $(BUILD)/bench netrun
 	OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $(BUILD)/bench
+	$(MAKE) bench-charlm
+
+# A training step of examples/char_lm.net against the same model in PyTorch,
+# side by side (tests/bench/char_lm.py); Debian's python3-torch, which no
+# test needs: without it the script says so and is skipped.
+BENCH_PYTHON ?= /usr/bin/python3
+bench-charlm: netrun
+	$(BENCH_PYTHON) tests/bench/char_lm.py --netrun $(CURDIR)/netrun
 
 # Data parallel over Open MPI against threads (README, "Many machines").
 bench-mpi: netrun
@@ -251,7 +259,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -254,6 +254,28 @@ static const Verb verbs[] = {
      "  --output FILE      the same as -o\n"
      "  --format F         safetensors or npz, whatever FILE's extension\n"
      "  --optimizer-state  also the optimizer's state (W@MOMENT1 ...) and learning rate"},
+    {"sample", cmd_sample, "netrun sample [OPTIONS] FILE",
+     "Sample new text from FILE, a next-byte model: an input x : i64[B, T] (T fixed:\n"
+     "the input its text data feeds) and logits [B, T, V] (V <= 256) whose position t\n"
+     "predicts the byte after x[t].  Each sample starts after a newline, with\n"
+     "--prompt; a step feeds its last T bytes (padded with newlines after them while\n"
+     "it is shorter: the model must be causal), takes the logits at its last byte,\n"
+     "and draws the next byte from softmax(logits / temperature) with the seeded\n"
+     "generator.  A sample ends at a newline or after --length bytes; each is printed\n"
+     "on a line of its own, without that newline.\n"
+     "  --weights PATH     parameters and states from a checkpoint, .safetensors or .npz\n"
+     "  --weights-partial  load those PATH has, say which it lacks and which the script does\n"
+     "  --count N          samples to draw, together as a batch of N (default 1, at most 4096)\n"
+     "  --length N         bytes to draw per sample at most (default 100, at most 1000000)\n"
+     "  --temperature T    divides the logits (default 1); 0 takes the likeliest byte\n"
+     "  --prompt TEXT      the start of every sample, fed before the first draw\n"
+     "  --output NAME      the logits (default: the train block's metric)\n"
+     "  --no-stop          a newline does not end a sample: draw --length bytes\n"
+     "  --probs K          print, per drawn byte, its probability and the K likeliest\n"
+     "                     bytes' (at temperature 0, those of softmax(logits))\n"
+     "The run options (see netrun run; --seed seeds the draws too):\n"
+     "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
+     "  --precision, --dtype"},
     {"repl", repl_main, "netrun repl [OPTIONS] [FILE]",
      "An interactive session: statements run as they are entered, an expression\n"
      "prints its value, and :help lists the commands.  FILE runs first.\n" RUN_OPTIONS},

@@ -189,7 +189,7 @@ documented() {
 }
 
 @test "every verb accepts exactly the options its help documents" {
-  verbs=(dump run time summary grad gradcheck train eval predict lr-find plot data checkpoint export repl)
+  verbs=(dump run time summary grad gradcheck train eval predict lr-find plot data checkpoint export sample repl)
   # Every option any help documents, and every option any table declares.
   all=$( { for v in "${verbs[@]}"; do documented "$v"; done
            grep -ohE '\{"(--[a-z-]+|-o)", OPTION_' "$ROOT"/src/*.c | grep -oE -- '--?[a-z-]+'; } |
@@ -293,7 +293,7 @@ for c in cycles:
     print("include cycle:", ", ".join("%s -> %s" % (a, b) for a in c for b in sorted(edges.get(a, ())) if b in c))
 # The verbs' shared options and start-up (cli.h) are above the libraries.
 # trainer.c still includes it for its verbs' options (not yet split).
-library = [m for m in edges if m not in ("main", "cli", "grad", "repl", "trainer", "summary", "timeback")]
+library = [m for m in edges if m not in ("main", "cli", "grad", "repl", "trainer", "summary", "timeback", "sample")]
 for m in sorted(library):
     if "cli" in edges[m]:
         print("library module %s includes cli.h" % m)

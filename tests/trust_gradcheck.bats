@@ -61,6 +61,7 @@ example_args() {
   fashion_cnn.net | fashion_folder.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
   adding_rnn.net | adding_lstm.net) echo "--feed xs=xs.csv --feed y=ya.csv" ;;
   lookup_transformer.net) echo "--feed t=lt.csv --feed y=ly8.csv" ;;
+  char_lm.net) echo "--feed x=cx.csv --feed y=cy.csv --samples 4" ;;
   fashion_resnet.net) echo "--feed x=x.csv --feed y=y.csv --samples 4" ;;
   linreg.net) echo "--feed x=lx.csv --feed y=ly.csv" ;;
   newton_hvp.net) echo "--loss f0 --wrt p0" ;;
@@ -80,6 +81,11 @@ example_args() {
   sed -n 2,51p "$ROOT/examples/data/linreg.csv" | cut -d, -f1-2 > wx.csv
   sed -n 2,9p "$ROOT/examples/data/pinn.csv" | cut -d, -f1 > px.csv
   sed -n 2,9p "$ROOT/examples/data/pinn.csv" | cut -d, -f2 > pu.csv
+  # char_lm: two windows of 32 bytes of a word list, and the bytes after them.
+  b=($(printf 'abbey\nabbot\nabbots\nabbreviate\nabdomen\nable\nabout\nabove\naccept\naccess\n' | od -An -tu1 -v))
+  row() { local IFS=,; echo "${b[*]:$1:32}"; }
+  { row 0; row 33; } > cx.csv
+  { row 1; row 34; } > cy.csv
   n=0
   for f in "$ROOT"/examples/*.net "$ROOT"/examples/plugins/*.net; do
     run "$NETRUN" --allow-load gradcheck $(example_args "$(basename "$f")") "$f"
