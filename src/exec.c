@@ -477,7 +477,7 @@ static void call_note(Diag *d, const OpDesc *op) {
   diag_note(d, s->at, "in this call to '%s'", s->fn);
 }
 
-int ctx_fail(ExecCtx *c, const char *fmt, ...) {
+int exec_ctx_fail(ExecCtx *c, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -503,40 +503,40 @@ static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...) {
 
 /* ---- the kernel interface ---------------------------------------------------------- */
 
-int ctx_in_count(ExecCtx *c, int slot) { return c->p->nin[slot]; }
-Tensor *ctx_in(ExecCtx *c, int slot) { return c->p->nin[slot] ? c->in[slot][0] : NULL; }
-Tensor *ctx_in_at(ExecCtx *c, int slot, int i) { return i < c->p->nin[slot] ? c->in[slot][i] : NULL; }
-int ctx_out_count(ExecCtx *c, int slot) { return c->p->nout[slot]; }
-Tensor *ctx_out(ExecCtx *c, int slot) { return c->p->nout[slot] ? c->out[slot][0] : NULL; }
-Tensor *ctx_out_at(ExecCtx *c, int slot, int i) { return i < c->p->nout[slot] ? c->out[slot][i] : NULL; }
+int exec_ctx_in_count(ExecCtx *c, int slot) { return c->p->nin[slot]; }
+Tensor *exec_ctx_in(ExecCtx *c, int slot) { return c->p->nin[slot] ? c->in[slot][0] : NULL; }
+Tensor *exec_ctx_in_at(ExecCtx *c, int slot, int i) { return i < c->p->nin[slot] ? c->in[slot][i] : NULL; }
+int exec_ctx_out_count(ExecCtx *c, int slot) { return c->p->nout[slot]; }
+Tensor *exec_ctx_out(ExecCtx *c, int slot) { return c->p->nout[slot] ? c->out[slot][0] : NULL; }
+Tensor *exec_ctx_out_at(ExecCtx *c, int slot, int i) { return i < c->p->nout[slot] ? c->out[slot][i] : NULL; }
 
-const VarDesc *ctx_out_desc(ExecCtx *c, int slot, int i) {
+const VarDesc *exec_ctx_out_desc(ExecCtx *c, int slot, int i) {
   int k = 0;
   for (int s = 0; s < slot; s++) k += c->p->nout[s];
   return &c->p->out_desc[k + i];
 }
 
-void ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t) {
+void exec_ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t) {
   tensor_unref(c->out[slot][i]);
   c->out[slot][i] = t;
 }
 
-const OpDesc *ctx_op(ExecCtx *c) { return c->p->op; }
+const OpDesc *exec_ctx_op(ExecCtx *c) { return c->p->op; }
 
-const AttrValue *ctx_attr(ExecCtx *c, const char *name) { return reg_op_attr(c->p->proto, c->p->op, name); }
-int64_t ctx_attr_i(ExecCtx *c, const char *name) { return reg_attr_i64(ctx_attr(c, name)); }
-double ctx_attr_f(ExecCtx *c, const char *name) { return reg_attr_f64(ctx_attr(c, name)); }
+const AttrValue *exec_ctx_attr(ExecCtx *c, const char *name) { return reg_op_attr(c->p->proto, c->p->op, name); }
+int64_t exec_ctx_attr_i(ExecCtx *c, const char *name) { return reg_attr_i64(exec_ctx_attr(c, name)); }
+double exec_ctx_attr_f(ExecCtx *c, const char *name) { return reg_attr_f64(exec_ctx_attr(c, name)); }
 
-bool ctx_attr_b(ExecCtx *c, const char *name) { return ctx_attr_i(c, name) != 0; }
-Rng *ctx_rng(ExecCtx *c) {
+bool exec_ctx_attr_b(ExecCtx *c, const char *name) { return exec_ctx_attr_i(c, name) != 0; }
+Rng *exec_ctx_rng(ExecCtx *c) {
   Executor *ex = c->ex;
   while (ex->parent) ex = ex->parent;
   return &ex->rng;
 }
-const OpProto *ctx_proto(ExecCtx *c) { return c->p->proto; }
-FILE *ctx_stream(ExecCtx *c) { return c->ex->opt.out; }
-int ctx_precision(ExecCtx *c) { return c->ex->opt.precision; }
-const ExecOptions *ctx_options(ExecCtx *c) { return &c->ex->opt; }
+const OpProto *exec_ctx_proto(ExecCtx *c) { return c->p->proto; }
+FILE *exec_ctx_stream(ExecCtx *c) { return c->ex->opt.out; }
+int exec_ctx_precision(ExecCtx *c) { return c->ex->opt.precision; }
+const ExecOptions *exec_ctx_options(ExecCtx *c) { return &c->ex->opt; }
 
 /* ---- running one op --------------------------------------------------------------- */
 
@@ -808,35 +808,35 @@ static int run_block(Executor *ex, const PBlock *pb, Frame *f) {
 
 /* ---- the control-flow kernel interface ------------------------------------------------- */
 
-ExecFrame *ctx_frame(ExecCtx *c) { return c->frame; }
+ExecFrame *exec_ctx_frame(ExecCtx *c) { return c->frame; }
 
-ExecFrame *ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix) {
+ExecFrame *exec_ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix) {
   return frame_new(c->ex->pblocks[c->p->sub[which]], parent, suffix);
 }
 
-void ctx_frame_free(ExecFrame *f) { frame_free(f); }
-const char *ctx_frame_suffix(const ExecFrame *f) { return f->suffix; }
-int ctx_frame_block(const ExecFrame *f) { return f->pb->block->idx; }
+void exec_ctx_frame_free(ExecFrame *f) { frame_free(f); }
+const char *exec_ctx_frame_suffix(const ExecFrame *f) { return f->suffix; }
+int exec_ctx_frame_block(const ExecFrame *f) { return f->pb->block->idx; }
 
-const Block *ctx_block(ExecCtx *c, int which) {
+const Block *exec_ctx_block(ExecCtx *c, int which) {
   return c->p->sub[which] >= 0 ? c->ex->prog->blocks[c->p->sub[which]] : NULL;
 }
 
-int ctx_nargs(ExecCtx *c, int which) { return c->p->nargs[which]; }
+int exec_ctx_nargs(ExecCtx *c, int which) { return c->p->nargs[which]; }
 
-void ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t) {
+void exec_ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t) {
   int slot = c->p->args[which][k];
   if (t && slot >= 0) f->vals[slot] = t;
   else tensor_unref(t);
 }
 
-Tensor *ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k) {
+Tensor *exec_ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k) {
   return k < c->p->nresults[which] ? frame_get(f, c->p->results[which][k]) : NULL;
 }
 
-int ctx_run_block(ExecCtx *c, ExecFrame *f) { return run_block(c->ex, f->pb, f); }
+int exec_ctx_run_block(ExecCtx *c, ExecFrame *f) { return run_block(c->ex, f->pb, f); }
 
-int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
+int exec_ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
   Executor *ex = c->ex;
   const Prepared *outer = ex->loop;
   int64_t outer_turn = ex->turn;
@@ -846,16 +846,16 @@ int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
   return rc;
 }
 
-void ctx_clear_turns(ExecCtx *c) { clear_steps(c->frame, c->op_index); }
+void exec_ctx_clear_turns(ExecCtx *c) { clear_steps(c->frame, c->op_index); }
 
-void ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
+void exec_ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
   if (c->ex->opt.keep_steps) keep_step(c->frame, c->op_index, f);
   else frame_free(f);
 }
 
 /* The frame of the forward op a grad op came from, and the turns (or the
  * branch) that op kept. */
-bool ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n) {
+bool exec_ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n) {
   const OpDesc *op = c->p->op;
   Frame *f = c->frame;
   while (f && f->pb->block->idx != op->fwd_block) f = f->parent;
@@ -866,13 +866,13 @@ bool ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n) {
   return true;
 }
 
-const char *ctx_turn_suffix(ExecCtx *c, int64_t turn) {
+const char *exec_ctx_turn_suffix(ExecCtx *c, int64_t turn) {
   return c->ex->opt.tape ? tape_turn(&c->ex->tape, c->frame->suffix, turn) : "";
 }
 
-int64_t ctx_max_steps(ExecCtx *c) { return c->ex->opt.max_steps; }
+int64_t exec_ctx_max_steps(ExecCtx *c) { return c->ex->opt.max_steps; }
 
-bool ctx_out_wanted(ExecCtx *c, int slot, int i) {
+bool exec_ctx_out_wanted(ExecCtx *c, int slot, int i) {
   int k = i;
   for (int s = 0; s < slot; s++) k += c->p->nout[s];
   return c->p->out[k].slot >= 0;

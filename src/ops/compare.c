@@ -125,7 +125,7 @@ typedef BinaryLoop CompareTable64[4][4];
   static int k_##NAME(ExecCtx *c) { return compare_run(c, NAME##_loops, NAME##_loops64); }
 
 static int compare_run(ExecCtx *c, const CompareTable loops, const CompareTable64 loops64) {
-  Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *y = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   BinaryLoop f =
       x->dtype <= DT_BOOL && y->dtype <= DT_BOOL && out->dtype == DT_BOOL ? loops[x->dtype][y->dtype] : NULL;
   if ((x->dtype == DT_F64 || y->dtype == DT_F64) && x->dtype <= DT_F64 && y->dtype <= DT_F64 &&
@@ -145,7 +145,7 @@ COMPARE_OP(logical_and, (a != 0) & (b != 0))
 COMPARE_OP(logical_or, (a != 0) | (b != 0))
 
 static int k_logical_not(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   const bln *v = tensor_bool(x);
   bln *restrict o = tensor_bool(out);
   for (int64_t i = 0; i < out->numel; i++) o[i] = v[i] == 0;
@@ -154,7 +154,7 @@ static int k_logical_not(ExecCtx *c) {
 
 /* -1, 0 or 1 in X's dtype; NaN stays NaN and a bool is its own sign. */
 static int k_sign(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   int64_t n = out->numel;
   switch (x->dtype) {
   case DT_F32: {
@@ -238,9 +238,9 @@ static void where_strides(const Tensor *t, const Tensor *out, int64_t *st) {
  * odometer over the others; when every operand is whole or one element,
  * Out is one run, cut in slices over the threads. */
 static int k_where(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0), *in[3];
-  in[0] = tensor_ref(ctx_in(c, 0));
-  for (int k = 1; k < 3; k++) in[k] = tensor_cast(ctx_in(c, k), out->dtype);   /* inference promoted */
+  Tensor *out = exec_ctx_out(c, 0), *in[3];
+  in[0] = tensor_ref(exec_ctx_in(c, 0));
+  for (int k = 1; k < 3; k++) in[k] = tensor_cast(exec_ctx_in(c, k), out->dtype);   /* inference promoted */
   size_t es = dtype_size(out->dtype);
   WhereLoop f = es == 4 ? where_u32 : es == 8 ? where_u64 : where_u8;
   int64_t n = out->numel, st[3][SHAPE_MAX_RANK], step[3];

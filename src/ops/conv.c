@@ -288,7 +288,7 @@ static bool infer_upsample(InferCtx *c) {
 
 /* A pair attribute's values at run time (the checkers ran at inference). */
 static void attr_pair(ExecCtx *c, const char *name, int64_t p[2]) {
-  const AttrValue *v = ctx_attr(c, name);
+  const AttrValue *v = exec_ctx_attr(c, name);
   p[0] = p[1] = 1;
   if (v && v->type == ATTR_INTS && v->n == 2) memcpy(p, v->u.ints, 2 * sizeof *p);
 }
@@ -590,7 +590,7 @@ static void conv_plan_free(ConvPlan *pl) {
 }
 
 static int conv_too_large(ExecCtx *c, const Window *g, int64_t groups) {
-  return ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large",
+  return exec_ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large",
                   (long long)(g->c / groups * g->kh * g->kw), (long long)(g->oh * g->ow));
 }
 
@@ -717,7 +717,7 @@ static void dgemm64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const dou
 static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const double *x, const double *f,
                       double *out, const double *dout, double *dx, double *df) {
   int64_t cg = g->c / groups, og = o / groups, ckk = cg * g->kh * g->kw, np = g->oh * g->ow;
-  if (ckk > INT_MAX || np > INT_MAX || og > INT_MAX) return ctx_fail(c, "a dimension is too large for BLAS");
+  if (ckk > INT_MAX || np > INT_MAX || og > INT_MAX) return exec_ctx_fail(c, "a dimension is too large for BLAS");
   double *col = mem_alloc(NULL, sizeof *col * (size_t)(ckk * np + 1));
   if (dx) memset(dx, 0, sizeof *dx * (size_t)(g->n * g->c * g->h * g->w));
   if (df) memset(df, 0, sizeof *df * (size_t)(o * ckk));
@@ -740,17 +740,17 @@ static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
 }
 
 static int conv_forward(ExecCtx *c, bool fused) {
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32),
-         *bias = fused ? ctx_in(c, 2) : NULL, *out = ctx_out(c, 0);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
+         *bias = fused ? exec_ctx_in(c, 2) : NULL, *out = exec_ctx_out(c, 0);
   int rc = 0;
   if (bias && (bias->dtype != DT_F32 || bias->numel != f->shape[0]))
-    rc = ctx_fail(c, "internal error: Bias does not hold one f32 per output channel");
+    rc = exec_ctx_fail(c, "internal error: Bias does not hold one f32 per output channel");
   if (rc == 0) {
     Window g = conv_window(c, x, out, f);
-    Tensor *pooled = fused ? ctx_out(c, 1) : NULL;
-    Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && ctx_attr_i(c, "relu") != 0,
+    Tensor *pooled = fused ? exec_ctx_out(c, 1) : NULL;
+    Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && exec_ctx_attr_i(c, "relu") != 0,
                   pooled ? tensor_f32(pooled) : NULL};
-    rc = conv2d_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
+    rc = conv2d_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                     tensor_f32(out), fused ? &e : NULL);
   }
   tensor_unref(x);
@@ -759,10 +759,10 @@ static int conv_forward(ExecCtx *c, bool fused) {
 }
 
 static int k_conv2d(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   if (out->dtype == DT_F64) {
     Window g = conv_window(c, x, out, f);
-    return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), tensor_f64(out),
+    return conv2d_f64(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), tensor_f64(out),
                       NULL, NULL, NULL);
   }
   return conv_forward(c, false);
@@ -776,7 +776,7 @@ static void pool_window(ExecCtx *c, const Tensor *x, const Tensor *out, Window *
   attr_pair(c, "ksize", ks);
   g->kh = ks[0];
   g->kw = ks[1];
-  const AttrValue *st = ctx_attr(c, "strides");
+  const AttrValue *st = exec_ctx_attr(c, "strides");
   if (!st || st->n == 0) {
     g->sh = ks[0];
     g->sw = ks[1];
@@ -998,14 +998,14 @@ POOL_WALK(pool_walk64, double, window_argmax64)
  * elements over KH*KW: padding counts as zeros in the mean, PyTorch's
  * default (count_include_pad=True). */
 static int pool_run(ExecCtx *c, bool max) {
-  if (ctx_out(c, 0)->dtype == DT_F64) {   /* f64: the general walk */
-    Tensor *x64 = ctx_in(c, 0), *o64 = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) {   /* f64: the general walk */
+    Tensor *x64 = exec_ctx_in(c, 0), *o64 = exec_ctx_out(c, 0);
     Window g;
     pool_window(c, x64, o64, &g);
     pool_walk64(&g, max ? POOL_MAX : POOL_AVG, tensor_f64(x64), NULL, tensor_f64(o64));
     return 0;
   }
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *out = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, out, &g);
   const float *xv = tensor_f32(x);
@@ -1026,11 +1026,11 @@ static int k_avg_pool2d(ExecCtx *c) { return pool_run(c, false); }
  * once, then copied to the sh - 1 rows below it.  Planes go to threads. */
 /* upsample_nearest2d (grad: its gradient) in f64: element by element. */
 static int upsample64(ExecCtx *c, bool grad) {
-  Tensor *x = ctx_in(c, 0), *o = grad ? ctx_in(c, 1) : ctx_out(c, 0), *dx = grad ? ctx_out(c, 0) : NULL;
+  Tensor *x = exec_ctx_in(c, 0), *o = grad ? exec_ctx_in(c, 1) : exec_ctx_out(c, 0), *dx = grad ? exec_ctx_out(c, 0) : NULL;
   int64_t sc[2];
   attr_pair(c, "scale", sc);
   int64_t h = x->shape[2], w = x->shape[3], oh = h * sc[0], ow = w * sc[1];
-  if (o->numel != x->numel * sc[0] * sc[1]) return ctx_fail(c, "internal error: Out does not fit X scaled");
+  if (o->numel != x->numel * sc[0] * sc[1]) return exec_ctx_fail(c, "internal error: Out does not fit X scaled");
   if (dx) memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
   for (int64_t i = 0; i < o->numel; i++) {
     int64_t pl = i / (oh * ow), y = i / ow % oh, xo = i % ow, at = (pl * h + y / sc[0]) * w + xo / sc[1];
@@ -1041,8 +1041,8 @@ static int upsample64(ExecCtx *c, bool grad) {
 }
 
 static int k_upsample(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return upsample64(c, false);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return upsample64(c, false);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *out = exec_ctx_out(c, 0);
   int64_t sc[2];
   attr_pair(c, "scale", sc);
   const int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], sh = sc[0], sw = sc[1];
@@ -1065,14 +1065,14 @@ static int k_upsample(ExecCtx *c) {
 /* X@GRAD[n, c, i, j] = the sum of Out@GRAD over the sh x sw block that
  * element (i, j) was copied to, row by row of the block. */
 static int k_upsample_grad(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64 && ctx_in(c, 1)->dtype == DT_F64) return upsample64(c, true);
-  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64 && exec_ctx_in(c, 1)->dtype == DT_F64) return upsample64(c, true);
+  Tensor *x = exec_ctx_in(c, 0), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   int64_t sc[2];
   attr_pair(c, "scale", sc);
   const int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], sh = sc[0], sw = sc[1];
   const int64_t ow = w * sw;
   if (dout->dtype != DT_F32 || dout->numel != x->numel * sh * sw)
-    return ctx_fail(c, "internal error: Out@GRAD does not fit X scaled by [%lld, %lld]", (long long)sh,
+    return exec_ctx_fail(c, "internal error: Out@GRAD does not fit X scaled by [%lld, %lld]", (long long)sh,
                     (long long)sw);
   const float *gv = tensor_f32(dout);
   float *dv = tensor_f32(dx);
@@ -1337,10 +1337,10 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
  * Input, Filter and Bias from Output@GRAD and, with relu, the fused op's
  * Output (relu's). */
 static int conv_backward(ExecCtx *c, bool fused) {
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32),
-         *out = fused ? ctx_in(c, 3) : NULL, *gpool = fused ? ctx_in(c, 5) : NULL,
-         *dout = gpool ? gpool : ctx_in(c, fused ? 4 : 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1),
-         *db = fused ? ctx_out(c, 2) : NULL;
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
+         *out = fused ? exec_ctx_in(c, 3) : NULL, *gpool = fused ? exec_ctx_in(c, 5) : NULL,
+         *dout = gpool ? gpool : exec_ctx_in(c, fused ? 4 : 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1),
+         *db = fused ? exec_ctx_out(c, 2) : NULL;
   /* The output's shape: that of its gradient, or of Output beside a pool's */
   const Tensor *shape = gpool ? out : dout;
   int rc = 0;
@@ -1349,11 +1349,11 @@ static int conv_backward(ExecCtx *c, bool fused) {
              (out && !gpool && out->numel != dout->numel) ||
              (gpool && gpool->numel != shape->shape[0] * shape->shape[1] * (shape->shape[2] / 2) *
                                            (shape->shape[3] / 2))))
-    rc = ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
+    rc = exec_ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
   if (rc == 0) {
     Window g = conv_window(c, x, shape, f);
     Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL, NULL};
-    rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
+    rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
                          fused ? &pr : NULL);
   }
@@ -1363,10 +1363,10 @@ static int conv_backward(ExecCtx *c, bool fused) {
 }
 
 static int k_conv2d_grad(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1);
   if (x->dtype == DT_F64 && f->dtype == DT_F64 && dout->dtype == DT_F64) {
     Window g = conv_window(c, x, dout, f);
-    return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), NULL,
+    return conv2d_f64(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), NULL,
                       tensor_f64(dout), dx ? tensor_f64(dx) : NULL, df ? tensor_f64(df) : NULL);
   }
   return conv_backward(c, false);
@@ -1393,17 +1393,17 @@ static Window transpose_window(ExecCtx *c, const Tensor *in, const Tensor *out, 
 
 /* conv2d_transpose in f64: conv2d's input gradient, as the f32 kernel. */
 static int conv2d_transpose64(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   Window g = transpose_window(c, x, out, f);
-  return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), NULL, tensor_f64(f), NULL, tensor_f64(x),
+  return conv2d_f64(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), NULL, tensor_f64(f), NULL, tensor_f64(x),
                     tensor_f64(out), NULL);
 }
 
 static int k_conv2d_transpose(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return conv2d_transpose64(c);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *out = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return conv2d_transpose64(c);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32), *out = exec_ctx_out(c, 0);
   Window g = transpose_window(c, x, out, f);
-  int rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
+  int rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
                            tensor_f32(out), NULL, NULL);
   tensor_unref(x);
   tensor_unref(f);
@@ -1415,11 +1415,11 @@ static int k_conv2d_transpose(ExecCtx *c) {
 /* conv2d_transpose_grad in f64: X@GRAD is conv2d of Output@GRAD, Filter@GRAD
  * conv2d's filter gradient with the roles of X and Output@GRAD swapped. */
 static int conv2d_transpose_grad64(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
-  int64_t groups = ctx_attr_i(c, "groups");
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1);
+  int64_t groups = exec_ctx_attr_i(c, "groups");
   if (dout->dtype != DT_F64 || dout->rank != 4 || dout->shape[0] != x->shape[0] ||
       dout->shape[1] != f->shape[1] * groups)
-    return ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
+    return exec_ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
   Window g = transpose_window(c, x, dout, f);
   int rc = 0;
   if (dx) rc = conv2d_f64(c, &g, f->shape[0], groups, tensor_f64(dout), tensor_f64(f), tensor_f64(dx), NULL, NULL, NULL);
@@ -1430,14 +1430,14 @@ static int conv2d_transpose_grad64(ExecCtx *c) {
 }
 
 static int k_conv2d_transpose_grad(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64 && ctx_in(c, 1)->dtype == DT_F64) return conv2d_transpose_grad64(c);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *dout = ctx_in(c, 2);
-  Tensor *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
-  int64_t groups = ctx_attr_i(c, "groups");
+  if (exec_ctx_in(c, 0)->dtype == DT_F64 && exec_ctx_in(c, 1)->dtype == DT_F64) return conv2d_transpose_grad64(c);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32), *dout = exec_ctx_in(c, 2);
+  Tensor *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1);
+  int64_t groups = exec_ctx_attr_i(c, "groups");
   int rc = 0;
   if (dout->dtype != DT_F32 || dout->rank != 4 || dout->shape[0] != x->shape[0] ||
       dout->shape[1] != f->shape[1] * groups)
-    rc = ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
+    rc = exec_ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
   Window g = transpose_window(c, x, dout, f);
   if (rc == 0 && dx) rc = conv2d_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(dx), NULL);
   if (rc == 0 && df)
@@ -1452,7 +1452,7 @@ static int k_conv2d_transpose_grad(ExecCtx *c) {
  * picked (window_argmax). */
 /* max_pool2d_grad and avg_pool2d_grad in f64. */
 static int pool_grad64(ExecCtx *c, PoolVisit visit) {
-  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
   memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
@@ -1461,8 +1461,8 @@ static int pool_grad64(ExecCtx *c, PoolVisit visit) {
 }
 
 static int k_max_pool2d_grad(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_MAX_GRAD);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_MAX_GRAD);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
   const float *xv = tensor_f32(x), *gv = tensor_f32(dout);
@@ -1481,8 +1481,8 @@ static int k_max_pool2d_grad(ExecCtx *c) {
 /* avg_pool2d_grad: each window's Out@GRAD / (KH*KW) is added to its
  * unpadded elements (padding took its share, as in the forward). */
 static int k_avg_pool2d_grad(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_AVG_GRAD);
-  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_AVG_GRAD);
+  Tensor *x = exec_ctx_in(c, 0), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
   const float *gv = tensor_f32(dout);
@@ -1495,10 +1495,10 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
 /* max_pool2d_pick: Out[o] = G at the element window o of X picks — what
  * max_pool2d_grad's gradient needs (it is that op's adjoint). */
 static int k_max_pool2d_pick(ExecCtx *c) {
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *gx = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *gx = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   if (gx->dtype != DT_F32 || gx->numel != x->numel) {
     tensor_unref(x);
-    return ctx_fail(c, "internal error: G must be f32 of X's shape");
+    return exec_ctx_fail(c, "internal error: G must be f32 of X's shape");
   }
   Window g;
   pool_window(c, x, out, &g);

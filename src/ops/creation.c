@@ -271,33 +271,33 @@ static void convert(Tensor *out, const Tensor *in) {
 }
 
 static int k_zeros(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   /* 0.0f, 0 and false are all zero bytes */
   if (out->numel) memset(out->data, 0, (size_t)out->numel * dtype_size(out->dtype));
   return 0;
 }
 
 static int k_ones(ExecCtx *c) {
-  fill_value(ctx_out(c, 0), 1);
+  fill_value(exec_ctx_out(c, 0), 1);
   return 0;
 }
 
 /* An i64 fill reads `value` as an integer: exact when it is an ATTR_I64. */
 static int k_full(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   if (out->dtype != DT_I64) {
-    fill_value(out, ctx_attr_f(c, "value"));
+    fill_value(out, exec_ctx_attr_f(c, "value"));
     return 0;
   }
-  int64_t *o = tensor_i64(out), x = ctx_attr_i(c, "value");
+  int64_t *o = tensor_i64(out), x = exec_ctx_attr_i(c, "value");
   for (int64_t i = 0; i < out->numel; i++) o[i] = x;
   return 0;
 }
 
 /* Value i is start + i * step, computed in double then converted. */
 static int k_arange(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
-  double start = ctx_attr_f(c, "start"), step = ctx_attr_f(c, "step");
+  Tensor *out = exec_ctx_out(c, 0);
+  double start = exec_ctx_attr_f(c, "start"), step = exec_ctx_attr_f(c, "step");
   int64_t n = out->numel;
   if (out->dtype == DT_F32) {
     float *o = tensor_f32(out);
@@ -315,8 +315,8 @@ static int k_arange(ExecCtx *c) {
  * own seeded afresh at every call, so the op gives the same values each
  * time it runs. */
 static Rng *op_rng(ExecCtx *c, Rng *own) {
-  int64_t seed = ctx_attr_i(c, "seed");
-  if (seed == 0) return ctx_rng(c);
+  int64_t seed = exec_ctx_attr_i(c, "seed");
+  if (seed == 0) return exec_ctx_rng(c);
   rng_seed(own, (uint64_t)seed);
   return own;
 }
@@ -324,10 +324,10 @@ static Rng *op_rng(ExecCtx *c, Rng *own) {
 /* Uniform in [min, max): a draw that rounds up to max in f32 is moved just
  * below it. */
 static int k_uniform_random(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   Rng own, *r = op_rng(c, &own);
-  double lo = ctx_attr_f(c, "min"), span = ctx_attr_f(c, "max") - lo;
-  float hi = (float)ctx_attr_f(c, "max"), below = nextafterf(hi, -INFINITY);
+  double lo = exec_ctx_attr_f(c, "min"), span = exec_ctx_attr_f(c, "max") - lo;
+  float hi = (float)exec_ctx_attr_f(c, "max"), below = nextafterf(hi, -INFINITY);
   if (out->dtype == DT_F64) {
     /* the f32 draws, widened: --dtype f64 starts from the f32 run's values */
     for (int64_t i = 0; i < out->numel; i++) {
@@ -345,9 +345,9 @@ static int k_uniform_random(ExecCtx *c) {
 }
 
 static int k_gaussian_random(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   Rng own, *r = op_rng(c, &own);
-  double mean = ctx_attr_f(c, "mean"), std = ctx_attr_f(c, "std");
+  double mean = exec_ctx_attr_f(c, "mean"), std = exec_ctx_attr_f(c, "std");
   if (out->dtype == DT_F64) {
     for (int64_t i = 0; i < out->numel; i++) tensor_f64(out)[i] = (float)(mean + std * rng_normal(r));   /* as uniform */
     return 0;
@@ -358,10 +358,10 @@ static int k_gaussian_random(ExecCtx *c) {
 }
 
 static int k_assign_value(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
-  const AttrValue *v = ctx_attr(c, "values");
+  Tensor *out = exec_ctx_out(c, 0);
+  const AttrValue *v = exec_ctx_attr(c, "values");
   if (!v || (v->type != ATTR_FLOATS && v->type != ATTR_I64S) || v->n != out->numel)
-    return ctx_fail(c, "internal error: values do not fit the shape");
+    return exec_ctx_fail(c, "internal error: values do not fit the shape");
   int64_t n = out->numel;
   if (v->type == ATTR_I64S) {   /* exact integers (past 2^53) */
     Tensor in = {.dtype = DT_I64, .numel = n, .data = v->u.ints};
@@ -385,8 +385,8 @@ static int k_ones_like(ExecCtx *c) { return k_ones(c); }
  * storage would let a later in-place update of X (an optimizer step on a
  * parameter) change a value already computed. */
 static int k_assign(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  if (x->numel != out->numel) return ctx_fail(c, "internal error: X and Out differ in size");
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  if (x->numel != out->numel) return exec_ctx_fail(c, "internal error: X and Out differ in size");
   convert(out, x);
   return 0;
 }
@@ -394,20 +394,20 @@ static int k_assign(ExecCtx *c) {
 /* share: Out = X, the same storage.  A rewrite puts it in place of an
  * assign when nothing writes X or Out in place (rewrite.c). */
 static int k_share(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0);
-  ctx_set_out(c, 0, 0, tensor_view(x, x->rank, x->shape));
+  Tensor *x = exec_ctx_in(c, 0);
+  exec_ctx_set_out(c, 0, 0, tensor_view(x, x->rank, x->shape));
   return 0;
 }
 
 /* Out = X[0] + X[1] + ..., each read converted to Out's dtype. */
 static int k_add_n(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   int64_t n = out->numel;
-  for (int k = 0; k < ctx_in_count(c, 0); k++) {
-    Tensor *in = ctx_in_at(c, 0, k);
+  for (int k = 0; k < exec_ctx_in_count(c, 0); k++) {
+    Tensor *in = exec_ctx_in_at(c, 0, k);
     if (in->numel != n) {
       char a[128], b[128];
-      return ctx_fail(c, "X[%d] has shape %s but Out has shape %s", k,
+      return exec_ctx_fail(c, "X[%d] has shape %s but Out has shape %s", k,
                       tensor_shape_str(in, a, sizeof a), tensor_shape_str(out, b, sizeof b));
     }
     if (k == 0) {
@@ -424,7 +424,7 @@ static int k_add_n(ExecCtx *c) {
     case DT_F32 * 3 + DT_BOOL: CONVERT(float, uint8_t, o[i] + (float)x[i]); break;
     case DT_I64 * 3 + DT_I64: CONVERT(int64_t, int64_t, (uint64_t)o[i] + (uint64_t)x[i]); break;
     case DT_I64 * 3 + DT_BOOL: CONVERT(int64_t, uint8_t, (uint64_t)o[i] + x[i]); break;
-    default: return ctx_fail(c, "internal error: cannot add %s into %s", dtype_name(in->dtype),
+    default: return exec_ctx_fail(c, "internal error: cannot add %s into %s", dtype_name(in->dtype),
                              dtype_name(out->dtype));
     }
   }
@@ -434,16 +434,16 @@ static int k_add_n(ExecCtx *c) {
 /* Like Python's print(a, b): the values separated by spaces, then a
  * newline; a non-empty message comes first. */
 static int k_print(ExecCtx *c) {
-  FILE *f = ctx_stream(c);
-  const AttrValue *m = ctx_attr(c, "message");
+  FILE *f = exec_ctx_stream(c);
+  const AttrValue *m = exec_ctx_attr(c, "message");
   bool sep = false;
   if (m && m->type == ATTR_STRING && m->u.s && m->u.s[0]) {
     fputs(m->u.s, f);
     sep = true;
   }
-  for (int k = 0; k < ctx_in_count(c, 0); k++) {
+  for (int k = 0; k < exec_ctx_in_count(c, 0); k++) {
     if (sep) fputc(' ', f);
-    print_write(f, ctx_in_at(c, 0, k), ctx_precision(c));
+    print_write(f, exec_ctx_in_at(c, 0, k), exec_ctx_precision(c));
     sep = true;
   }
   fputc('\n', f);

@@ -26,14 +26,14 @@ static bool infer_allreduce(InferCtx *c) {
 /* The bucket's gradients, scaled, as one vector summed over the ranks and
  * written back in place (a bucket of one is summed where it is). */
 static int k_allreduce(ExecCtx *c) {
-  int n = ctx_in_count(c, 0);
-  float w = (float)tensor_get(ctx_in(c, 1), 0);
+  int n = exec_ctx_in_count(c, 0);
+  float w = (float)tensor_get(exec_ctx_in(c, 1), 0);
   int64_t total = 0;
-  for (int k = 0; k < n; k++) total += ctx_in_at(c, 0, k)->numel;
-  float *buf = n == 1 ? tensor_f32(ctx_in_at(c, 0, 0)) : mem_alloc(NULL, sizeof *buf * (size_t)(total ? total : 1));
+  for (int k = 0; k < n; k++) total += exec_ctx_in_at(c, 0, k)->numel;
+  float *buf = n == 1 ? tensor_f32(exec_ctx_in_at(c, 0, 0)) : mem_alloc(NULL, sizeof *buf * (size_t)(total ? total : 1));
   int64_t at = 0;
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     const float *v = tensor_f32(x);
     for (int64_t i = 0; i < x->numel; i++) buf[at + i] = v[i] * w;
     at += x->numel;
@@ -41,10 +41,10 @@ static int k_allreduce(ExecCtx *c) {
   dist_sum_f32(buf, total);
   at = 0;
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     if (n > 1) memcpy(tensor_f32(x), buf + at, sizeof *buf * (size_t)x->numel);
     at += x->numel;
-    ctx_set_out(c, 0, k, tensor_ref(x));
+    exec_ctx_set_out(c, 0, k, tensor_ref(x));
   }
   if (n > 1) mem_free(buf);
   return 0;

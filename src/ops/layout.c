@@ -79,9 +79,9 @@ static bool infer_stack(InferCtx *c) {
 /* Out viewed as [outer, n, inner] around axis: X[j] is the layer j of it,
  * one contiguous chunk of inner elements per outer index. */
 static int k_stack(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
-  int n = ctx_in_count(c, 0);
-  int64_t a = ctx_attr_i(c, "axis");
+  Tensor *out = exec_ctx_out(c, 0);
+  int n = exec_ctx_in_count(c, 0);
+  int64_t a = exec_ctx_attr_i(c, "axis");
   int axis = (int)(a < 0 ? a + out->rank : a);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < out->rank; i++) {
@@ -91,10 +91,10 @@ static int k_stack(ExecCtx *c) {
   size_t es = dtype_size(out->dtype), chunk = (size_t)inner * es;
   char *od = out->data;
   for (int j = 0; j < n; j++) {
-    Tensor *x = tensor_cast(ctx_in_at(c, 0, j), out->dtype);   /* inference promoted */
+    Tensor *x = tensor_cast(exec_ctx_in_at(c, 0, j), out->dtype);   /* inference promoted */
     if (x->numel != outer * inner) {
       tensor_unref(x);
-      return ctx_fail(c, "internal error: X[%d] does not fill a layer of Out", j);
+      return exec_ctx_fail(c, "internal error: X[%d] does not fill a layer of Out", j);
     }
     const char *xd = x->data;
     for (int64_t o = 0; o < outer; o++)
@@ -196,8 +196,8 @@ static void pad_value(DType t, double v, void *out) {
  * in the padding is all value; the others are value, a run of X's row
  * (memcpy), value. */
 static int k_pad(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  const int64_t *p = ctx_attr(c, "paddings")->u.ints;
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  const int64_t *p = exec_ctx_attr(c, "paddings")->u.ints;
   size_t es = dtype_size(out->dtype);
   const char *xd = x->data;
   char *od = out->data, val[8];
@@ -207,7 +207,7 @@ static int k_pad(ExecCtx *c) {
     memcpy(od, xd, es);
     return 0;
   }
-  pad_value(out->dtype, ctx_attr_f(c, "value"), val);
+  pad_value(out->dtype, exec_ctx_attr_f(c, "value"), val);
   int64_t xst[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK] = {0};
   strides_of(x, xst);
   int64_t ow = out->shape[r - 1], b = p[2 * (r - 1)];
@@ -273,10 +273,10 @@ static bool infer_tri(InferCtx *c) {
 /* Row i of each matrix keeps columns j with j - i <= diagonal (tril) or
  * j - i >= diagonal (triu): one run copied, zeros around it. */
 static int tri_run(ExecCtx *c, bool lower) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   if (out->numel == 0) return 0;
   int64_t nr = out->shape[out->rank - 2], nc = out->shape[out->rank - 1];
-  int64_t d = clamp64(ctx_attr_i(c, "diagonal"), -nr - 1, nc + 1);
+  int64_t d = clamp64(exec_ctx_attr_i(c, "diagonal"), -nr - 1, nc + 1);
   size_t es = dtype_size(out->dtype);
   const char *xd = x->data;
   char *od = out->data;

@@ -149,7 +149,7 @@ static int NAME(ExecCtx *c, const MatDims *d, const T *x, const T *y, T *out) { 
   int64_t big = d->m > d->n ? d->m : d->n;                                                        \
   if (d->k > big) big = d->k;                                                                     \
   if (big > INT_MAX)   /* Debian's OpenBLAS takes int sizes */                                    \
-    return ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,  \
+    return exec_ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,  \
                     INT_MAX);                                                                     \
   bool fold = !d->tx && d->nbatch * d->m <= INT_MAX;                                              \
   for (int i = 0; i < d->rb && fold; i++)                                                         \
@@ -202,11 +202,11 @@ static void matmul_i64(const MatDims *d, const int64_t *x, const int64_t *y, int
 }
 
 static int k_matmul(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   MatDims d;
-  mat_dims(ctx_in(c, 0), ctx_in(c, 1), ctx_attr_b(c, "transpose_x"), ctx_attr_b(c, "transpose_y"),
+  mat_dims(exec_ctx_in(c, 0), exec_ctx_in(c, 1), exec_ctx_attr_b(c, "transpose_x"), exec_ctx_attr_b(c, "transpose_y"),
            &d);
-  Tensor *x = tensor_cast(ctx_in(c, 0), out->dtype), *y = tensor_cast(ctx_in(c, 1), out->dtype);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), out->dtype), *y = tensor_cast(exec_ctx_in(c, 1), out->dtype);
   int rc = 0;
   if (out->dtype == DT_F32) rc = matmul_f32(c, &d, tensor_f32(x), tensor_f32(y), tensor_f32(out));
   else if (out->dtype == DT_F64) rc = matmul_f64(c, &d, tensor_f64(x), tensor_f64(y), tensor_f64(out));

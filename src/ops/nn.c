@@ -266,24 +266,24 @@ static bool infer_accuracy(InferCtx *c) {
 /* Input `slot` as f32: a new reference (to the value itself when it already
  * is f32, else to a promoted copy).  opt_f32 is for optional inputs: NULL if
  * absent. */
-static Tensor *in_f32(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F32); }
+static Tensor *in_f32(ExecCtx *c, int slot) { return tensor_cast(exec_ctx_in(c, slot), DT_F32); }
 
 /* Input `slot` as f64 if it is f64, else as f32 (in_f32). */
 static Tensor *in_float(ExecCtx *c, int slot) {
-  Tensor *t = ctx_in(c, slot);
+  Tensor *t = exec_ctx_in(c, slot);
   return t->dtype == DT_F64 ? tensor_ref(t) : tensor_cast(t, DT_F32);
 }
 
 static Tensor *opt_f32(ExecCtx *c, int slot) {
-  Tensor *t = ctx_in(c, slot);
+  Tensor *t = exec_ctx_in(c, slot);
   return t ? tensor_cast(t, DT_F32) : NULL;
 }
 
 /* The same in f64 (an op computing in f64). */
-static Tensor *in_f64(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F64); }
+static Tensor *in_f64(ExecCtx *c, int slot) { return tensor_cast(exec_ctx_in(c, slot), DT_F64); }
 
 static Tensor *opt_f64(ExecCtx *c, int slot) {
-  Tensor *t = ctx_in(c, slot);
+  Tensor *t = exec_ctx_in(c, slot);
   return t ? tensor_cast(t, DT_F64) : NULL;
 }
 
@@ -315,7 +315,7 @@ static int index_fail(ExecCtx *c, const char *name, const Tensor *t, int64_t i, 
                       const char *of, int64_t n, const char *what) {
   char pos[160], range[64] = "";
   if (n > 0) snprintf(range, sizeof range, " (0 to %lld)", (long long)(n - 1));
-  return ctx_fail(c, "%s = %lld is out of range: %s has %lld %s%s",
+  return exec_ctx_fail(c, "%s = %lld is out of range: %s has %lld %s%s",
                   position(name, t, i, pos, sizeof pos), (long long)v, of, (long long)n, what,
                   range);
 }
@@ -367,8 +367,8 @@ SOFTMAX_LOOPS(softmax_f32, float, expf)
 SOFTMAX_LOOPS(softmax_f64, double, exp)
 
 static int softmax_run(ExecCtx *c, bool log_out) {
-  Tensor *x = in_float(c, 0), *out = ctx_out(c, 0);
-  int axis = (int)ctx_attr_i(c, "axis");
+  Tensor *x = in_float(c, 0), *out = exec_ctx_out(c, 0);
+  int axis = (int)exec_ctx_attr_i(c, "axis");
   if (axis < 0) axis += x->rank;
   int64_t outer = prod(x->shape, 0, axis), n = x->shape[axis],
           inner = prod(x->shape, axis + 1, x->rank);
@@ -413,7 +413,7 @@ SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
 
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
-  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *loss = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *loss = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
   int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, tensor_f64(loss), rows, ncls)
                                : softmax_ce_f32(c, tensor_f32(lg), lb, tensor_f32(loss), rows, ncls);
@@ -423,15 +423,15 @@ static int k_softmax_ce(ExecCtx *c) {
 
 /* Out = max(x, 0) - x z + log1p(exp(-|x|)): never exp of a large number. */
 static int k_sigmoid_ce(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) {   /* the same in double (the executor made X and Label f64) */
-    Tensor *x = ctx_in(c, 0), *z = ctx_in(c, 1), *out = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) {   /* the same in double (the executor made X and Label f64) */
+    Tensor *x = exec_ctx_in(c, 0), *z = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
     for (int64_t i = 0; i < out->numel; i++) {
       double a = tensor_get(x, i);
       tensor_f64(out)[i] = fmax(a, 0) - a * tensor_get(z, i) + log1p(exp(-fabs(a)));
     }
     return 0;
   }
-  Tensor *x = in_f32(c, 0), *z = in_f32(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = in_f32(c, 0), *z = in_f32(c, 1), *out = exec_ctx_out(c, 0);
   const float *xv = tensor_f32(x), *zv = tensor_f32(z);
   float *y = tensor_f32(out);
   for (int64_t i = 0; i < out->numel; i++) {
@@ -461,11 +461,11 @@ MSE_LOOP(mse_f32, float)
 MSE_LOOP(mse_f64, double)
 
 static int k_mse(ExecCtx *c) {
-  Tensor *x = in_float(c, 0), *t = in_float(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = in_float(c, 0), *t = in_float(c, 1), *out = exec_ctx_out(c, 0);
   Bcast b;
   int rc = 0;
   if (!bcast_init(&b, x, t)) {
-    rc = ctx_fail(c, "X and Y do not broadcast");
+    rc = exec_ctx_fail(c, "X and Y do not broadcast");
   } else if (out->numel > 0 && out->dtype == DT_F64 && x->dtype == DT_F64 && t->dtype == DT_F64) {
     mse_f64(&b, tensor_f64(x), tensor_f64(t), tensor_f64(out));
   } else if (out->numel > 0) {
@@ -485,10 +485,10 @@ static int k_mse(ExecCtx *c) {
  * mask every call). */
 /* dropout in f64: the mask of the same draws as f32's. */
 static void dropout64(ExecCtx *c, const Tensor *x, Tensor *out, Tensor *mask, double p) {
-  int64_t seed = ctx_attr_i(c, "seed"), n = x->numel;
+  int64_t seed = exec_ctx_attr_i(c, "seed"), n = x->numel;
   double *y = tensor_f64(out), *mv = tensor_f64(mask);
-  bool pass = ctx_attr_b(c, "is_test") || p == 0;
-  Rng own, *rng = ctx_rng(c);
+  bool pass = exec_ctx_attr_b(c, "is_test") || p == 0;
+  Rng own, *rng = exec_ctx_rng(c);
   if (!pass && seed != 0) {
     rng_seed(&own, (uint64_t)seed);
     rng = &own;
@@ -501,21 +501,21 @@ static void dropout64(ExecCtx *c, const Tensor *x, Tensor *out, Tensor *mask, do
 }
 
 static int k_dropout(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) {
-    dropout64(c, ctx_in(c, 0), ctx_out(c, 0), ctx_out(c, 1), ctx_attr_f(c, "p"));
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) {
+    dropout64(c, exec_ctx_in(c, 0), exec_ctx_out(c, 0), exec_ctx_out(c, 1), exec_ctx_attr_f(c, "p"));
     return 0;
   }
-  Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0), *mask = ctx_out(c, 1);
-  double p = ctx_attr_f(c, "p");
-  int64_t seed = ctx_attr_i(c, "seed");
+  Tensor *x = in_f32(c, 0), *out = exec_ctx_out(c, 0), *mask = exec_ctx_out(c, 1);
+  double p = exec_ctx_attr_f(c, "p");
+  int64_t seed = exec_ctx_attr_i(c, "seed");
   const float *xv = tensor_f32(x);
   float *y = tensor_f32(out), *mv = tensor_f32(mask);
   int64_t n = x->numel;
-  if (ctx_attr_b(c, "is_test") || p == 0) {
+  if (exec_ctx_attr_b(c, "is_test") || p == 0) {
     memcpy(y, xv, sizeof *y * (size_t)n);
     for (int64_t i = 0; i < n; i++) mv[i] = 1;
   } else {
-    Rng own, *rng = ctx_rng(c);
+    Rng own, *rng = exec_ctx_rng(c);
     if (seed != 0) {
       rng_seed(&own, (uint64_t)seed);
       rng = &own;
@@ -533,7 +533,7 @@ static int k_dropout(ExecCtx *c) {
 /* layer_norm's rows: begin_norm_axis splits X's shape into rows of n
  * normalized values. */
 static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
-  int k = (int)ctx_attr_i(c, "begin_norm_axis");
+  int k = (int)exec_ctx_attr_i(c, "begin_norm_axis");
   if (k < 0) k += x->rank;
   *rows = prod(x->shape, 0, k);
   *n = prod(x->shape, k, x->rank);
@@ -565,13 +565,13 @@ ROW_MOMENTS(row_moments64, double)
 /* layer_norm for element type T: TF its data, IN and OPT its inputs in T. */
 #define LAYER_NORM(NAME, T, TF, IN, OPT, MOMENTS)                                     \
 static int NAME(ExecCtx *c) {                                                         \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = ctx_out(c, 0);       \
-  double eps = ctx_attr_f(c, "epsilon");                                              \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = exec_ctx_out(c, 0);       \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                              \
   int64_t rows, n;                                                                    \
   norm_rows(c, x, &rows, &n);                                                         \
   int rc = 0;                                                                         \
   if ((sc && sc->numel != n) || (bi && bi->numel != n)) {                             \
-    rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",         \
+    rc = exec_ctx_fail(c, "%s has %lld elements but each normalized row has %lld",         \
                   sc && sc->numel != n ? "Scale" : "Bias",                            \
                   (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
     rows = 0;                                                                         \
@@ -597,7 +597,7 @@ LAYER_NORM(layer_norm_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
 LAYER_NORM(layer_norm_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
 
 static int k_layer_norm(ExecCtx *c) {
-  return ctx_out(c, 0)->dtype == DT_F64 ? layer_norm_f64(c) : layer_norm_f32(c);
+  return exec_ctx_out(c, 0)->dtype == DT_F64 ? layer_norm_f64(c) : layer_norm_f32(c);
 }
 
 /* ---- kernels: batch_norm ------------------------------------------------------------ */
@@ -666,14 +666,14 @@ GRAD_SUMS(grad_sums, float)
 GRAD_SUMS(grad_sums64, double)
 
 /* Whether batch_norm's Training input says true. */
-static bool bn_training(ExecCtx *c) { return tensor_get(ctx_in(c, 5), 0) != 0; }
+static bool bn_training(ExecCtx *c) { return tensor_get(exec_ctx_in(c, 5), 0) != 0; }
 
 /* Training needs two values per channel or more (the unbiased variance
  * divides by their count less one), as PyTorch. */
 static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
   if (g.n * g.hw >= 2) return 0;
   char a[128];
-  return ctx_fail(c, "training needs more than one value per channel, got X of shape %s",
+  return exec_ctx_fail(c, "training needs more than one value per channel, got X of shape %s",
                   tensor_shape_str(x, a, sizeof a));
 }
 
@@ -686,10 +686,10 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
 #define BATCH_NORM(NAME, T, TF, IN, MOMENTS)                                             \
 static int NAME(ExecCtx *c) {                                                            \
   Tensor *x = IN(c, 0), *sc = IN(c, 1), *bi = IN(c, 2), *rm = IN(c, 3), *rv = IN(c, 4);  \
-  Tensor *yt = ctx_out(c, 0), *mo = ctx_out(c, 1), *vo = ctx_out(c, 2);                  \
+  Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);                  \
   BnGeom g = bn_geom(x);                                                                 \
   bool training = bn_training(c);                                                        \
-  double mom = ctx_attr_f(c, "momentum"), eps = ctx_attr_f(c, "epsilon");                \
+  double mom = exec_ctx_attr_f(c, "momentum"), eps = exec_ctx_attr_f(c, "epsilon");                \
   double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;  \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                       \
   const T *xv = TF(x), *sv = TF(sc), *bv = TF(bi), *mv = TF(rm),                         \
@@ -720,7 +720,7 @@ BATCH_NORM(batch_norm_f32, float, tensor_f32, in_f32, channel_moments)
 BATCH_NORM(batch_norm_f64, double, tensor_f64, in_f64, channel_moments64)
 
 static int k_batch_norm(ExecCtx *c) {
-  return ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64(c) : batch_norm_f32(c);
+  return exec_ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64(c) : batch_norm_f32(c);
 }
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
@@ -733,14 +733,14 @@ static int k_batch_norm(ExecCtx *c) {
 /* batch_norm_grad for element type T (DT its dtype). */
 #define BATCH_NORM_GRAD(NAME, T, TF, IN, DT, MOMENTS, GSUMS)                                  \
 static int NAME(ExecCtx *c) {                                                                 \
-  Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = ctx_in(c, 6);  \
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);                    \
+  Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = exec_ctx_in(c, 6);  \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);                    \
   BnGeom g = bn_geom(x);                                                                      \
   bool training = bn_training(c);                                                             \
-  double eps = ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                        \
+  double eps = exec_ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                        \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                            \
   if (rc == 0 && (dyt->dtype != DT || dyt->numel != x->numel))                                \
-    rc = ctx_fail(c, "internal error: Y@GRAD does not fit X");                                \
+    rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                                \
   const T *xv = TF(x), *sv = TF(sc), *mv = TF(rm), *vv = TF(rv);                              \
   const T *dy = rc ? NULL : TF(dyt);                                                          \
   PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                    \
@@ -774,14 +774,14 @@ BATCH_NORM_GRAD(batch_norm_grad_f32, float, tensor_f32, in_f32, DT_F32, channel_
 BATCH_NORM_GRAD(batch_norm_grad_f64, double, tensor_f64, in_f64, DT_F64, channel_moments64, grad_sums64)
 
 static int k_batch_norm_grad(ExecCtx *c) {
-  return ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64(c) : batch_norm_grad_f32(c);
+  return exec_ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64(c) : batch_norm_grad_f32(c);
 }
 
 /* ---- kernels: embedding, accuracy ------------------------------------------------- */
 
 /* Out[..., :] = W[Ids[...], :], for a W of any dtype (rows are copied). */
 static int k_embedding(ExecCtx *c) {
-  Tensor *ids = ctx_in(c, 0), *w = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *ids = exec_ctx_in(c, 0), *w = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   int64_t v = w->shape[0], d = w->shape[1];
   size_t row = (size_t)d * dtype_size(w->dtype);
   const int64_t *iv = tensor_i64(ids);
@@ -798,9 +798,9 @@ static int k_embedding(ExecCtx *c) {
  * means "argmax == label".  A NaN logit for the label is a miss.  No rows
  * give 0, not NaN, so an empty batch does not poison a running average. */
 static int k_accuracy(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64) {   /* f64 logits, compared as f64 */
-    Tensor *x64 = ctx_in(c, 0), *lb = ctx_in(c, 1);
-    int64_t rows = x64->shape[0], ncls = x64->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
+  if (exec_ctx_in(c, 0)->dtype == DT_F64) {   /* f64 logits, compared as f64 */
+    Tensor *x64 = exec_ctx_in(c, 0), *lb = exec_ctx_in(c, 1);
+    int64_t rows = x64->shape[0], ncls = x64->shape[1], k = exec_ctx_attr_i(c, "k"), hits = 0;
     for (int64_t r = 0; r < rows; r++) {
       int64_t l = tensor_i64(lb)[r], rank = 0;
       int rc = label_check(c, lb, r, l, ncls);
@@ -810,11 +810,11 @@ static int k_accuracy(ExecCtx *c) {
       for (int64_t j = 0; j < ncls && rank < k; j++) rank += row[j] > row[l] || (row[j] == row[l] && j < l);
       hits += rank < k;
     }
-    tensor_set(ctx_out(c, 0), 0, rows ? (double)hits / (double)rows : 0.0);
+    tensor_set(exec_ctx_out(c, 0), 0, rows ? (double)hits / (double)rows : 0.0);
     return 0;
   }
-  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *out = ctx_out(c, 0);
-  int64_t rows = lg->shape[0], ncls = lg->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
+  Tensor *lg = in_f32(c, 0), *lb = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
+  int64_t rows = lg->shape[0], ncls = lg->shape[1], k = exec_ctx_attr_i(c, "k"), hits = 0;
   const float *x = tensor_f32(lg);
   const int64_t *label = tensor_i64(lb);
   int rc = 0;
@@ -889,10 +889,10 @@ SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, expf)
 SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, exp)
 
 static int softmax_grad_run(ExecCtx *c, bool log_out) {
-  Tensor *y = ctx_in(c, 0), *dy = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  Tensor *y = exec_ctx_in(c, 0), *dy = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   if (!dx || y->numel == 0) return 0;
-  if (dy->numel != y->numel) return ctx_fail(c, "Out@GRAD does not have the shape of Out");
-  int axis = (int)ctx_attr_i(c, "axis");
+  if (dy->numel != y->numel) return exec_ctx_fail(c, "Out@GRAD does not have the shape of Out");
+  int axis = (int)exec_ctx_attr_i(c, "axis");
   if (axis < 0) axis += y->rank;
   int64_t outer = prod(y->shape, 0, axis), n = y->shape[axis],
           inner = prod(y->shape, axis + 1, y->rank);
@@ -938,7 +938,7 @@ SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f32, float, expf)
 SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f64, double, exp)
 
 static int k_softmax_ce_grad(ExecCtx *c) {
-  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *dl = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *dl = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
   int rc = 0;
   if (!dx || lg->numel == 0) {
@@ -947,7 +947,7 @@ static int k_softmax_ce_grad(ExecCtx *c) {
   }
   if (dl->numel != rows || lb->numel != rows) {
     tensor_unref(lg);
-    return ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
+    return exec_ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
   if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
     rc = softmax_ce_grad_f64(c, tensor_f64(lg), tensor_f64(dl), lb, tensor_f64(dx), rows, ncls);
@@ -1012,15 +1012,15 @@ static int g_dropout(GradCtx *g) {
 /* layer_norm_grad for element type T. */
 #define LAYER_NORM_GRAD(NAME, T, TF, IN, OPT, MOMENTS)                                   \
 static int NAME(ExecCtx *c) {                                                            \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = ctx_in(c, 3);                            \
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);               \
-  double eps = ctx_attr_f(c, "epsilon");                                                 \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = exec_ctx_in(c, 3);                            \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);               \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                                 \
   int64_t rows, n;                                                                       \
   norm_rows(c, x, &rows, &n);                                                            \
   int rc = 0;                                                                            \
   if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||  \
       dyt->numel != x->numel) {                                                          \
-    rc = ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                            \
+    rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                            \
     rows = n = 0;                                                                        \
   }                                                                                      \
   double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                       \
@@ -1063,16 +1063,16 @@ LAYER_NORM_GRAD(layer_norm_grad_f32, float, tensor_f32, in_f32, opt_f32, row_mom
 LAYER_NORM_GRAD(layer_norm_grad_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
 
 static int k_layer_norm_grad(ExecCtx *c) {
-  return ctx_in(c, 0)->dtype == DT_F64 ? layer_norm_grad_f64(c) : layer_norm_grad_f32(c);
+  return exec_ctx_in(c, 0)->dtype == DT_F64 ? layer_norm_grad_f64(c) : layer_norm_grad_f32(c);
 }
 
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
  * repeated ids accumulate. */
 static int k_embedding_grad(ExecCtx *c) {
-  Tensor *ids = ctx_in(c, 0), *w = ctx_in(c, 1), *dout = ctx_in(c, 2), *dw = ctx_out(c, 0);
+  Tensor *ids = exec_ctx_in(c, 0), *w = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dw = exec_ctx_out(c, 0);
   if (!dw) return 0;
   int64_t v = w->shape[0], d = w->shape[1];
-  if (dout->numel != ids->numel * d) return ctx_fail(c, "Out@GRAD does not fit Ids and W");
+  if (dout->numel != ids->numel * d) return exec_ctx_fail(c, "Out@GRAD does not fit Ids and W");
   if (dw->dtype == DT_F64 && dout->dtype == DT_F64) {   /* the same sums in double */
     const int64_t *ix = tensor_i64(ids);
     memset(dw->data, 0, sizeof(double) * (size_t)dw->numel);

@@ -137,16 +137,16 @@ static bool infer_sgd_matmul(InferCtx *c) {
 
 /* The outputs of an update are its state inputs, updated where they are. */
 static void same(ExecCtx *c, int out_slot, int in_slot) {
-  if (ctx_out_count(c, out_slot)) ctx_set_out(c, out_slot, 0, tensor_ref(ctx_in(c, in_slot)));
+  if (exec_ctx_out_count(c, out_slot)) exec_ctx_set_out(c, out_slot, 0, tensor_ref(exec_ctx_in(c, in_slot)));
 }
 
-static float one(ExecCtx *c, int slot) { return (float)tensor_get(ctx_in(c, slot), 0); }
+static float one(ExecCtx *c, int slot) { return (float)tensor_get(exec_ctx_in(c, slot), 0); }
 
 /* ---- the f64 updates: the same formulas in double, for an f64 Param
  * (its state and Grad are f64 with it: train.c, the executor). */
 
 static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
-  double lr = tensor_get(ctx_in(c, 2), 0), wd = ctx_attr_f(c, "weight_decay");
+  double lr = tensor_get(exec_ctx_in(c, 2), 0), wd = exec_ctx_attr_f(c, "weight_decay");
   double *pv = tensor_f64(p);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * (gv[i] + wd * pv[i]);
@@ -155,8 +155,8 @@ static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
 }
 
 static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
-  double lr = tensor_get(ctx_in(c, 3), 0), mu = ctx_attr_f(c, "mu"), wd = ctx_attr_f(c, "weight_decay");
-  bool nesterov = ctx_attr_b(c, "use_nesterov");
+  double lr = tensor_get(exec_ctx_in(c, 3), 0), mu = exec_ctx_attr_f(c, "mu"), wd = exec_ctx_attr_f(c, "weight_decay");
+  bool nesterov = exec_ctx_attr_b(c, "use_nesterov");
   double *pv = tensor_f64(p), *vv = tensor_f64(v);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -170,10 +170,10 @@ static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
 }
 
 static int adam64(ExecCtx *c, double coeff) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
-  Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
-  double lr = tensor_get(ctx_in(c, 2), 0), b1 = ctx_attr_f(c, "beta1"), b2 = ctx_attr_f(c, "beta2");
-  double eps = ctx_attr_f(c, "epsilon");
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3), *m2 = exec_ctx_in(c, 4);
+  Tensor *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);
+  double lr = tensor_get(exec_ctx_in(c, 2), 0), b1 = exec_ctx_attr_f(c, "beta1"), b2 = exec_ctx_attr_f(c, "beta2");
+  double eps = exec_ctx_attr_f(c, "epsilon");
   double pow1 = tensor_get(b1p, 0) * b1, pow2 = tensor_get(b2p, 0) * b2;
   double step = lr * sqrt(1 - pow2) / (1 - pow1), eps_hat = eps * sqrt(1 - pow2);
   double *pv = tensor_f64(p), *mv = tensor_f64(m1), *vv = tensor_f64(m2);
@@ -191,7 +191,7 @@ static int adam64(ExecCtx *c, double coeff) {
 }
 
 static int rmsprop64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {
-  double lr = tensor_get(ctx_in(c, 2), 0), rho = ctx_attr_f(c, "rho"), eps = ctx_attr_f(c, "epsilon");
+  double lr = tensor_get(exec_ctx_in(c, 2), 0), rho = exec_ctx_attr_f(c, "rho"), eps = exec_ctx_attr_f(c, "epsilon");
   double *pv = tensor_f64(p), *mv = tensor_f64(ms);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -207,21 +207,21 @@ static int rmsprop64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {
  * never updated in a copy. */
 static bool all_f64(ExecCtx *c, int n, const int *slots) {
   for (int k = 0; k < n; k++)
-    if (ctx_in(c, slots[k])->dtype != DT_F64) return false;
+    if (exec_ctx_in(c, slots[k])->dtype != DT_F64) return false;
   return true;
 }
 #define NEED_F64(...)                                                           \
   if (!all_f64(c, sizeof((int[]){__VA_ARGS__}) / sizeof(int), (int[]){__VA_ARGS__})) \
-    return ctx_fail(c, "an f64 Param needs f64 Grad and state")
+    return exec_ctx_fail(c, "an f64 Param needs f64 Grad and state")
 
 /* p -= lr * (g + wd * p) */
 static int k_sgd(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1);
   if (p->dtype == DT_F64) {
     NEED_F64(1);
     return sgd64(c, p, g);
   }
-  float lr = one(c, 2), wd = (float)ctx_attr_f(c, "weight_decay");
+  float lr = one(c, 2), wd = (float)exec_ctx_attr_f(c, "weight_decay");
   float *pv = tensor_f32(p);
   const float *gv = tensor_f32(g);
   if (wd != 0)
@@ -235,16 +235,16 @@ static int k_sgd(ExecCtx *c) {
 /* Param -= lr * op(X) @ op(Y): one GEMM accumulating into Param (beta 1,
  * alpha -lr), so the gradient is never stored and never read back. */
 static int k_sgd_matmul(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *x = ctx_in(c, 1), *y = ctx_in(c, 2);
+  Tensor *p = exec_ctx_in(c, 0), *x = exec_ctx_in(c, 1), *y = exec_ctx_in(c, 2);
   float lr = one(c, 3);
-  bool ta = ctx_attr_b(c, "transpose_x"), tb = ctx_attr_b(c, "transpose_y");
+  bool ta = exec_ctx_attr_b(c, "transpose_x"), tb = exec_ctx_attr_b(c, "transpose_y");
   int64_t m = x->shape[ta ? 1 : 0], k = x->shape[ta ? 0 : 1], k2 = y->shape[tb ? 1 : 0], n = y->shape[tb ? 0 : 1];
   if (k != k2 || p->shape[0] != m || p->shape[1] != n)
-    return ctx_fail(c, "op(X) [%lld, %lld] times op(Y) [%lld, %lld] does not give Param's shape [%lld, %lld]",
+    return exec_ctx_fail(c, "op(X) [%lld, %lld] times op(Y) [%lld, %lld] does not give Param's shape [%lld, %lld]",
                     (long long)m, (long long)k, (long long)k2, (long long)n, (long long)p->shape[0],
                     (long long)p->shape[1]);
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-    return ctx_fail(c, "a dimension is larger than OpenBLAS's int (%d)", INT_MAX);
+    return exec_ctx_fail(c, "a dimension is larger than OpenBLAS's int (%d)", INT_MAX);
   if (m && n && k)
     par_sgemm(ta, tb, (int)m, (int)n, (int)k, -lr, tensor_f32(x), (int)x->shape[1], tensor_f32(y),
               (int)y->shape[1], 1.0f, tensor_f32(p), (int)n);
@@ -254,13 +254,13 @@ static int k_sgd_matmul(ExecCtx *c) {
 
 /* PyTorch's SGD with momentum: v = mu v + g; p -= lr v (Nesterov: p -= lr (g + mu v)). */
 static int k_momentum(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *v = ctx_in(c, 2);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *v = exec_ctx_in(c, 2);
   if (p->dtype == DT_F64) {
     NEED_F64(1, 2);
     return momentum64(c, p, g, v);
   }
-  float lr = one(c, 3), mu = (float)ctx_attr_f(c, "mu"), wd = (float)ctx_attr_f(c, "weight_decay");
-  bool nesterov = ctx_attr_b(c, "use_nesterov");
+  float lr = one(c, 3), mu = (float)exec_ctx_attr_f(c, "mu"), wd = (float)exec_ctx_attr_f(c, "weight_decay");
+  bool nesterov = exec_ctx_attr_b(c, "use_nesterov");
   float *pv = tensor_f32(p), *vv = tensor_f32(v);
   const float *gv = tensor_f32(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -276,10 +276,10 @@ static int k_momentum(ExecCtx *c) {
 /* Adam (Kingma and Ba) with bias correction through Beta1Pow/Beta2Pow,
  * which hold beta^t; AdamW adds the decoupled decay p -= lr coeff p. */
 static int adam(ExecCtx *c, float coeff) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
-  Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3), *m2 = exec_ctx_in(c, 4);
+  Tensor *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);
   float lr = one(c, 2);
-  float b1 = (float)ctx_attr_f(c, "beta1"), b2 = (float)ctx_attr_f(c, "beta2"), eps = (float)ctx_attr_f(c, "epsilon");
+  float b1 = (float)exec_ctx_attr_f(c, "beta1"), b2 = (float)exec_ctx_attr_f(c, "beta2"), eps = (float)exec_ctx_attr_f(c, "epsilon");
   float pow1 = (float)tensor_get(b1p, 0) * b1, pow2 = (float)tensor_get(b2p, 0) * b2;
   float step = lr * sqrtf(1 - pow2) / (1 - pow1);
   float *pv = tensor_f32(p), *mv = tensor_f32(m1), *vv = tensor_f32(m2);
@@ -304,12 +304,12 @@ static int adam(ExecCtx *c, float coeff) {
 /* PyTorch's RMSprop (no momentum, not centered): ms = rho ms + (1 - rho) g^2;
  * p -= lr g / (sqrt(ms) + eps), epsilon outside the root as PyTorch has it. */
 static int k_rmsprop(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *ms = ctx_in(c, 3);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *ms = exec_ctx_in(c, 3);
   if (p->dtype == DT_F64) {
     NEED_F64(1, 3);
     return rmsprop64(c, p, g, ms);
   }
-  float lr = one(c, 2), rho = (float)ctx_attr_f(c, "rho"), eps = (float)ctx_attr_f(c, "epsilon");
+  float lr = one(c, 2), rho = (float)exec_ctx_attr_f(c, "rho"), eps = (float)exec_ctx_attr_f(c, "epsilon");
   float *pv = tensor_f32(p), *mv = tensor_f32(ms);
   const float *gv = tensor_f32(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -322,26 +322,26 @@ static int k_rmsprop(ExecCtx *c) {
 }
 
 static int k_adam(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64) {
+  if (exec_ctx_in(c, 0)->dtype == DT_F64) {
     NEED_F64(1, 3, 4, 5, 6);
     return adam64(c, 0);
   }
   return adam(c, 0);
 }
 static int k_adamw(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64) {
+  if (exec_ctx_in(c, 0)->dtype == DT_F64) {
     NEED_F64(1, 3, 4, 5, 6);
-    return adam64(c, ctx_attr_f(c, "coeff"));
+    return adam64(c, exec_ctx_attr_f(c, "coeff"));
   }
-  return adam(c, (float)ctx_attr_f(c, "coeff"));
+  return adam(c, (float)exec_ctx_attr_f(c, "coeff"));
 }
 
 /* Out = X scaled so that the global L2 norm of all X is at most max_norm. */
 static int k_clip_by_global_norm(ExecCtx *c) {
   double sq = 0;
-  int n = ctx_in_count(c, 0);
+  int n = exec_ctx_in_count(c, 0);
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     if (x->dtype == DT_F64) {
       for (int64_t i = 0; i < x->numel; i++) sq += tensor_f64(x)[i] * tensor_f64(x)[i];
       continue;
@@ -349,10 +349,10 @@ static int k_clip_by_global_norm(ExecCtx *c) {
     const float *v = tensor_f32(x);
     for (int64_t i = 0; i < x->numel; i++) sq += (double)v[i] * (double)v[i];
   }
-  double norm = sqrt(sq), max_norm = ctx_attr_f(c, "max_norm");
+  double norm = sqrt(sq), max_norm = exec_ctx_attr_f(c, "max_norm");
   float scale = norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     if (scale != 1.0f && x->dtype == DT_F64) {
       double s64 = norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
       for (int64_t i = 0; i < x->numel; i++) tensor_f64(x)[i] *= s64;
@@ -360,7 +360,7 @@ static int k_clip_by_global_norm(ExecCtx *c) {
       float *v = tensor_f32(x);
       for (int64_t i = 0; i < x->numel; i++) v[i] *= scale;
     }
-    ctx_set_out(c, 0, k, tensor_ref(x));
+    exec_ctx_set_out(c, 0, k, tensor_ref(x));
   }
   return 0;
 }

@@ -222,7 +222,7 @@ typedef enum ReduceKind { R_SUM, R_MEAN, R_MAX, R_MIN } ReduceKind;
  * neighbours both reduced or both kept merged.  Returns the number of
  * groups (at least one); *count gets the elements per result. */
 static int reduce_groups(ExecCtx *c, const Tensor *x, int64_t *size, bool *gred, int64_t *count) {
-  const AttrValue *ax = ctx_attr(c, "axis");
+  const AttrValue *ax = exec_ctx_attr(c, "axis");
   bool red[SHAPE_MAX_RANK];
   for (int i = 0; i < x->rank; i++) red[i] = ax->n == 0;
   for (int i = 0; i < ax->n && x->rank > 0; i++) {   /* inference checked them */
@@ -250,13 +250,13 @@ static int reduce_groups(ExecCtx *c, const Tensor *x, int64_t *size, bool *gred,
 }
 
 static int reduce(ExecCtx *c, ReduceKind kind) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   int64_t size[SHAPE_MAX_RANK], count;   /* count: elements per result */
   bool gred[SHAPE_MAX_RANK];
   int ng = reduce_groups(c, x, size, gred, &count);
   if (count == 0 && out->numel > 0 && (kind == R_MAX || kind == R_MIN)) {
     char buf[128];
-    return ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
+    return exec_ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
                     tensor_shape_str(x, buf, sizeof buf));
   }
 
@@ -324,7 +324,7 @@ static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
 /* logsumexp for element type T (TF its data, EXPF its exp, MAXRUN its max run). */
 #define LOGSUMEXP(NAME, T, TF, EXPF, MAXRUN)                                      \
 static int NAME(ExecCtx *c) {                                                     \
-  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), out->dtype);        \
+  Tensor *out = exec_ctx_out(c, 0), *x = tensor_cast(exec_ctx_in(c, 0), out->dtype);        \
   int64_t size[SHAPE_MAX_RANK], count, n = out->numel;                            \
   bool gred[SHAPE_MAX_RANK];                                                      \
   int ng = reduce_groups(c, x, size, gred, &count);                               \
@@ -363,7 +363,7 @@ LOGSUMEXP(logsumexp_f32, float, tensor_f32, expf, max_f32)
 LOGSUMEXP(logsumexp_f64, double, tensor_f64, exp, max_f64)
 
 static int k_logsumexp(ExecCtx *c) {
-  return ctx_out(c, 0)->dtype == DT_F64 ? logsumexp_f64(c) : logsumexp_f32(c);
+  return exec_ctx_out(c, 0)->dtype == DT_F64 ? logsumexp_f64(c) : logsumexp_f32(c);
 }
 
 /* cumsum over X viewed as [outer, n, inner] around axis: Out's row r is
@@ -414,11 +414,11 @@ CUMSUM(cumsum_i64, int64_t, uint64_t)
 
 /* Out (or X@GRAD, rev) = the running sum of X (or Out@GRAD) along axis. */
 static int cumsum_run(ExecCtx *c, bool rev) {
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), out->dtype);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *out = exec_ctx_out(c, 0), *x = tensor_cast(exec_ctx_in(c, 0), out->dtype);
   int64_t outer = 1, n = 1, inner = 1;
   if (x->rank > 0) {
-    int64_t a = ctx_attr_i(c, "axis");
+    int64_t a = exec_ctx_attr_i(c, "axis");
     int k = (int)(a < 0 ? a + x->rank : a);
     for (int i = 0; i < x->rank; i++) {
       if (i < k) outer *= x->shape[i];
@@ -507,14 +507,14 @@ static int pick_grad64(ExecCtx *c, Tensor *x, Tensor *out, Tensor *dout, Tensor 
 
 static int reduce_grad(ExecCtx *c, ReduceKind kind) {
   bool pick = kind == R_MAX || kind == R_MIN;
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *x = ctx_in(c, 0), *out = pick ? ctx_in(c, 1) : NULL, *dout = ctx_in(c, pick ? 2 : 1);
-  Tensor *dx = ctx_out(c, 0);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *x = exec_ctx_in(c, 0), *out = pick ? exec_ctx_in(c, 1) : NULL, *dout = exec_ctx_in(c, pick ? 2 : 1);
+  Tensor *dx = exec_ctx_out(c, 0);
   if (!pick && dx->dtype == DT_F64 && dout->dtype == DT_F64) return sum_grad64(c, kind, x, dout, dx);
   if (pick && dx->dtype == DT_F64 && x->dtype == DT_F64 && out->dtype == DT_F64 && dout->dtype == DT_F64)
     return pick_grad64(c, x, out, dout, dx);
   if (x->dtype != DT_F32 || dout->dtype != DT_F32 || (out && out->dtype != DT_F32))
-    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
+    return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
   int64_t size[SHAPE_MAX_RANK], count;
   bool gred[SHAPE_MAX_RANK];
   int ng = reduce_groups(c, x, size, gred, &count);
@@ -577,10 +577,10 @@ static int k_min_grad(ExecCtx *c) { return reduce_grad(c, R_MIN); }
 /* logsumexp_grad for element type T (DT its dtype). */
 #define LOGSUMEXP_GRAD(NAME, T, TF, EXPF, DT)                                                \
 static int NAME(ExecCtx *c) {                                                                \
-  if (ctx_out_count(c, 0) == 0) return 0;                                                    \
-  Tensor *x = ctx_in(c, 0), *out = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);  \
+  if (exec_ctx_out_count(c, 0) == 0) return 0;                                                    \
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);  \
   if (x->dtype != DT || out->dtype != DT || dout->dtype != DT)                               \
-    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");                   \
+    return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");                   \
   int64_t size[SHAPE_MAX_RANK], count;                                                       \
   bool gred[SHAPE_MAX_RANK];                                                                 \
   int ng = reduce_groups(c, x, size, gred, &count);                                          \
@@ -606,7 +606,7 @@ LOGSUMEXP_GRAD(logsumexp_grad_f32, float, tensor_f32, expf, DT_F32)
 LOGSUMEXP_GRAD(logsumexp_grad_f64, double, tensor_f64, exp, DT_F64)
 
 static int k_logsumexp_grad(ExecCtx *c) {
-  return ctx_in(c, 0)->dtype == DT_F64 ? logsumexp_grad_f64(c) : logsumexp_grad_f32(c);
+  return exec_ctx_in(c, 0)->dtype == DT_F64 ? logsumexp_grad_f64(c) : logsumexp_grad_f32(c);
 }
 
 /* ---- gradients of the grad ops ----
@@ -747,10 +747,10 @@ ARGMAX(argmax_i64, int64_t, NEVER_NAN)
 ARGMAX(argmax_bool, uint8_t, NEVER_NAN)
 
 static int k_argmax(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   int64_t outer = 1, n = 1, inner = 1;
   if (x->rank > 0) {
-    int64_t a = ctx_attr_i(c, "axis");
+    int64_t a = exec_ctx_attr_i(c, "axis");
     int k = (int)(a < 0 ? a + x->rank : a);
     for (int i = 0; i < x->rank; i++) {
       if (i < k) outer *= x->shape[i];
@@ -761,7 +761,7 @@ static int k_argmax(ExecCtx *c) {
   if (out->numel == 0) return 0;
   if (n == 0) {
     char buf[128];
-    return ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
+    return exec_ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
                     tensor_shape_str(x, buf, sizeof buf));
   }
   if (x->dtype == DT_F32) argmax_f32(x->data, tensor_i64(out), outer, n, inner);

@@ -498,7 +498,7 @@ static int axis_of(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
 /* The op's attribute `axis` normalized against t's rank, with the element
  * counts of t's dimensions before it (*outer) and after it (*inner). */
 static int split_at_axis(ExecCtx *c, const Tensor *t, int64_t *outer, int64_t *inner) {
-  int axis = axis_of(ctx_attr_i(c, "axis"), t->rank);
+  int axis = axis_of(exec_ctx_attr_i(c, "axis"), t->rank);
   *outer = *inner = 1;
   for (int i = 0; i < t->rank; i++) {
     if (i < axis) *outer *= t->shape[i];
@@ -563,8 +563,8 @@ static void fill_repeat(char *dst, const char *src, size_t es, int64_t n) {
 }
 
 static int k_view(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0);
-  const VarDesc *d = ctx_out_desc(c, 0, 0);
+  Tensor *x = exec_ctx_in(c, 0);
+  const VarDesc *d = exec_ctx_out_desc(c, 0, 0);
   int64_t shape[SHAPE_MAX_RANK], n = 1;
   assert(d && d->shape.rank >= 0);
   for (int i = 0; i < d->shape.rank; i++) {
@@ -574,7 +574,7 @@ static int k_view(ExecCtx *c) {
   }
   assert(n == x->numel);
   (void)n;
-  ctx_set_out(c, 0, 0, tensor_view(x, d->shape.rank, shape));
+  exec_ctx_set_out(c, 0, 0, tensor_view(x, d->shape.rank, shape));
   return 0;
 }
 
@@ -605,8 +605,8 @@ TRANSPOSE_2D(transpose_2d_u8, uint8_t)
  * contiguous dimension lands elsewhere in Out and the pair is copied in
  * tiles. */
 static int k_transpose(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  const AttrValue *perm = ctx_attr(c, "perm");
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  const AttrValue *perm = exec_ctx_attr(c, "perm");
   size_t es = dtype_size(x->dtype);
   const char *xd = x->data;
   char *od = out->data;
@@ -663,7 +663,7 @@ static int k_transpose(ExecCtx *c) {
  * the innermost run is either copied (step 1) or filled with one element
  * (step 0). */
 static int k_broadcast_to(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   size_t es = dtype_size(x->dtype);
   const char *xd = x->data;
   char *od = out->data;
@@ -704,14 +704,14 @@ static int k_broadcast_to(ExecCtx *c) {
 /* concat and split move, per index of the dimensions before axis, one
  * contiguous chunk per part. */
 static int k_concat(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, out, &outer, &inner);
   size_t es = dtype_size(out->dtype);
   int64_t orow = out->shape[axis] * inner, at = 0;
   char *od = out->data;
-  for (int i = 0; i < ctx_in_count(c, 0); i++) {
-    Tensor *x = tensor_cast(ctx_in_at(c, 0, i), out->dtype);   /* inference promoted */
+  for (int i = 0; i < exec_ctx_in_count(c, 0); i++) {
+    Tensor *x = tensor_cast(exec_ctx_in_at(c, 0, i), out->dtype);   /* inference promoted */
     int64_t chunk = x->shape[axis] * inner;
     const char *xd = x->data;
     for (int64_t o = 0; o < outer; o++)
@@ -723,14 +723,14 @@ static int k_concat(ExecCtx *c) {
 }
 
 static int k_split(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0);
+  Tensor *x = exec_ctx_in(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, x, &outer, &inner);
   size_t es = dtype_size(x->dtype);
   int64_t xrow = x->shape[axis] * inner, at = 0;
   const char *xd = x->data;
-  for (int i = 0; i < ctx_out_count(c, 0); i++) {
-    Tensor *out = ctx_out_at(c, 0, i);
+  for (int i = 0; i < exec_ctx_out_count(c, 0); i++) {
+    Tensor *out = exec_ctx_out_at(c, 0, i);
     int64_t chunk = out->shape[axis] * inner;
     char *od = out->data;
     for (int64_t o = 0; o < outer; o++)
@@ -746,7 +746,7 @@ static int k_split(ExecCtx *c) {
  * walk serves the gradient, copying the other way (into_x: X's slice =
  * Out). */
 static void slice_move(ExecCtx *c, Tensor *x, Tensor *out, bool into_x) {
-  const AttrValue *axes = ctx_attr(c, "axes"), *starts = ctx_attr(c, "starts");
+  const AttrValue *axes = exec_ctx_attr(c, "axes"), *starts = exec_ctx_attr(c, "starts");
   size_t es = dtype_size(x->dtype);
   if (out->numel == 0) return;
   int64_t xst[SHAPE_MAX_RANK], base = 0;
@@ -777,7 +777,7 @@ static void slice_move(ExecCtx *c, Tensor *x, Tensor *out, bool into_x) {
 }
 
 static int k_slice(ExecCtx *c) {
-  slice_move(c, ctx_in(c, 0), ctx_out(c, 0), false);
+  slice_move(c, exec_ctx_in(c, 0), exec_ctx_out(c, 0), false);
   return 0;
 }
 
@@ -785,14 +785,14 @@ static int k_slice(ExecCtx *c) {
  * counting from the end (x[-1] is the last row, as in Python); anything
  * else is an error naming the index. */
 static int k_gather(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *index = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *index = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, x, &outer, &inner);
   int64_t n = x->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
-      return ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
                       axis, (long long)n);
   size_t es = dtype_size(x->dtype), row = (size_t)inner * es;
   const char *xd = x->data;
@@ -806,14 +806,14 @@ static int k_gather(ExecCtx *c) {
 }
 
 static int k_one_hot(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  int64_t depth = ctx_attr_i(c, "depth");
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  int64_t depth = exec_ctx_attr_i(c, "depth");
   const int64_t *lab = tensor_i64(x);
   float *o = tensor_f32(out);
   memset(o, 0, (size_t)out->numel * sizeof *o);
   for (int64_t i = 0; i < x->numel; i++) {
     if (lab[i] < 0 || lab[i] >= depth)
-      return ctx_fail(c, "label %lld is out of range [0, %lld)", (long long)lab[i], (long long)depth);
+      return exec_ctx_fail(c, "label %lld is out of range [0, %lld)", (long long)lab[i], (long long)depth);
     o[i * depth + lab[i]] = 1.0f;
   }
   return 0;
@@ -910,20 +910,20 @@ static bool infer_concat_grad(InferCtx *c) {
 
 /* X@GRAD[k] = the piece of Out@GRAD that X[inputs[k]] filled. */
 static int k_concat_grad(ExecCtx *c) {
-  Tensor *dout = ctx_in(c, 1);
-  const AttrValue *which = ctx_attr(c, "inputs");
-  int n = ctx_in_count(c, 0);
+  Tensor *dout = exec_ctx_in(c, 1);
+  const AttrValue *which = exec_ctx_attr(c, "inputs");
+  int n = exec_ctx_in_count(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, dout, &outer, &inner);
   size_t es = dtype_size(dout->dtype);
   int64_t orow = dout->shape[axis] * inner;
   const char *gd = dout->data;
-  for (int k = 0; k < ctx_out_count(c, 0); k++) {
+  for (int k = 0; k < exec_ctx_out_count(c, 0); k++) {
     int i = (int)which->u.ints[k];
     int64_t at = 0;   /* where X[i]'s piece starts in a row of Out */
-    for (int j = 0; j < i && j < n; j++) at += ctx_in_at(c, 0, j)->shape[axis] * inner;
-    Tensor *dx = ctx_out_at(c, 0, k);
-    if (dx->dtype != dout->dtype) return ctx_fail(c, "internal error: X@GRAD and Out@GRAD differ in dtype");
+    for (int j = 0; j < i && j < n; j++) at += exec_ctx_in_at(c, 0, j)->shape[axis] * inner;
+    Tensor *dx = exec_ctx_out_at(c, 0, k);
+    if (dx->dtype != dout->dtype) return exec_ctx_fail(c, "internal error: X@GRAD and Out@GRAD differ in dtype");
     int64_t chunk = dx->shape[axis] * inner;
     char *od = dx->data;
     for (int64_t o = 0; o < outer; o++)
@@ -937,8 +937,8 @@ static bool infer_x_grad(InferCtx *c) { return infer_same_as(c, "X@GRAD", "X"); 
 
 /* slice: X@GRAD is zeros with Out@GRAD in the slice. */
 static int k_slice_grad(ExecCtx *c) {
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   memset(dx->data, 0, (size_t)dx->numel * dtype_size(dx->dtype));
   slice_move(c, dx, dout, true);
   return 0;
@@ -947,18 +947,18 @@ static int k_slice_grad(ExecCtx *c) {
 /* gather: X@GRAD is zeros with each row of Out@GRAD added at its index, so
  * a repeated index accumulates. */
 static int k_gather_grad(ExecCtx *c) {
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *index = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *index = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);
   bool dbl = dx->dtype == DT_F64 && dout->dtype == DT_F64;
   if (!dbl && (dx->dtype != DT_F32 || dout->dtype != DT_F32))
-    return ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
+    return exec_ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
   int64_t outer, inner;
   int axis = split_at_axis(c, dx, &outer, &inner);
   int64_t n = dx->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
-      return ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
                       axis, (long long)n);
   if (dbl) {   /* f64: the same sums in double */
     memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
