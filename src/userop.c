@@ -216,14 +216,14 @@ static bool uop_infer(InferCtx *c) {
   const OpProto *proto = c->proto;
   const UserOp *u = proto->user;
   const VarDesc *ins[REG_MAX_SLOTS];
-  for (int i = 0; i < proto->nin; i++) ins[i] = infer_in(c, proto->in[i].name, 0);
+  for (int i = 0; i < proto->nin; i++) ins[i] = reg_infer_in(c, proto->in[i].name, 0);
   if (c->rt) {
     /* At run time: the cached body for these types. */
     const UopEntry *e = body_for(proto, c->op, ins);
-    if (!e) return infer_fail(c, "its body cannot be applied to these inputs (see above)");
+    if (!e) return reg_infer_fail(c, "its body cannot be applied to these inputs (see above)");
     for (int k = 0; k < proto->nout; k++) {
       const VarDesc *v = prog_var(e->prog, e->out[k]);
-      infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
+      reg_infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
     }
     return true;
   }
@@ -236,11 +236,11 @@ static bool uop_infer(InferCtx *c) {
   bool ok = lower_user_body(proto, c->op, false, s, in, NULL, NULL, outs);
   for (int k = 0; ok && k < proto->nout; k++) {
     const VarDesc *v = prog_var(s, outs[k]);
-    infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
+    reg_infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
   }
   if (ok && u->def->b) check_grads(c, s, in, outs);
   arena_free(&a);
-  return ok || infer_fail(c, "its body cannot be applied to these inputs (see above)");
+  return ok || reg_infer_fail(c, "its body cannot be applied to these inputs (see above)");
 }
 
 /* ---- the kernel ------------------------------------------------------------------------ */

@@ -13,38 +13,38 @@
 /* An operand of a logical op must be bool. */
 static bool need_bool(InferCtx *c, const char *slot, const VarDesc *v) {
   if (v->dtype != DT_BOOL)
-    return infer_fail(c, "%s must be bool, got %s", slot, dtype_name(v->dtype));
+    return reg_infer_fail(c, "%s must be bool, got %s", slot, dtype_name(v->dtype));
   return true;
 }
 
 static bool infer_compare(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
-  if (!x || !y) return infer_fail(c, "needs both X and Y");
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
+  if (!x || !y) return reg_infer_fail(c, "needs both X and Y");
   Shape s;
-  if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
-  infer_set(c, "Out", 0, DT_BOOL, &s);
+  if (!reg_infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
+  reg_infer_set(c, "Out", 0, DT_BOOL, &s);
   return true;
 }
 
 static bool infer_logical(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
-  if (!x || !y) return infer_fail(c, "needs both X and Y");
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
+  if (!x || !y) return reg_infer_fail(c, "needs both X and Y");
   if (!need_bool(c, "X", x) || !need_bool(c, "Y", y)) return false;
   return infer_compare(c);
 }
 
 static bool infer_not(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
   if (!need_bool(c, "X", x)) return false;
-  infer_set(c, "Out", 0, DT_BOOL, &x->shape);
+  reg_infer_set(c, "Out", 0, DT_BOOL, &x->shape);
   return true;
 }
 
 static bool infer_sign(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  infer_set(c, "Out", 0, x->dtype, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  reg_infer_set(c, "Out", 0, x->dtype, &x->shape);
   return true;
 }
 
@@ -52,7 +52,7 @@ static bool infer_sign(InferCtx *c) {
  * the three shapes when they do not); Out has X's dtype if Y has it too,
  * else the promoted one (PyTorch's). */
 static bool infer_where(InferCtx *c) {
-  const VarDesc *v[3] = {infer_input(c, "Cond"), infer_input(c, "X"), infer_input(c, "Y")};
+  const VarDesc *v[3] = {reg_infer_input(c, "Cond"), reg_infer_input(c, "X"), reg_infer_input(c, "Y")};
   if (!v[0] || !v[1] || !v[2] || !need_bool(c, "Cond", v[0])) return false;
   Shape s = shape_unknown();
   bool ranked = v[0]->shape.rank >= 0 && v[1]->shape.rank >= 0 && v[2]->shape.rank >= 0;
@@ -70,7 +70,7 @@ static bool infer_where(InferCtx *c) {
         s.d[i] = d;
       } else if (dim_known(s.d[i]) && dim_known(d)) {
         char a[128], b[128], e[128];
-        return infer_fail(c, "Cond (shape %s), X (shape %s) and Y (shape %s) do not broadcast "
+        return reg_infer_fail(c, "Cond (shape %s), X (shape %s) and Y (shape %s) do not broadcast "
                           "(dimension %d: %lld vs %lld)", shape_str(&v[0]->shape, a, sizeof a),
                           shape_str(&v[1]->shape, b, sizeof b), shape_str(&v[2]->shape, e, sizeof e), i,
                           (long long)s.d[i].n, (long long)d.n);
@@ -79,7 +79,7 @@ static bool infer_where(InferCtx *c) {
       }
     }
   }
-  infer_set(c, "Out", 0, v[1]->dtype == v[2]->dtype ? v[1]->dtype : infer_promote(v[1]->dtype, v[2]->dtype), &s);
+  reg_infer_set(c, "Out", 0, v[1]->dtype == v[2]->dtype ? v[1]->dtype : reg_infer_promote(v[1]->dtype, v[2]->dtype), &s);
   return true;
 }
 

@@ -28,19 +28,19 @@
 #include <string.h>
 
 static bool check_cond(InferCtx *c) {
-  const VarDesc *cond = infer_in(c, "Cond", 0);
+  const VarDesc *cond = reg_infer_in(c, "Cond", 0);
   char buf[128];
   if (cond->dtype != DT_BOOL)
-    return infer_fail(c, "the condition must be a bool scalar, got %s", dtype_name(cond->dtype));
+    return reg_infer_fail(c, "the condition must be a bool scalar, got %s", dtype_name(cond->dtype));
   int64_t n = shape_numel(&cond->shape);
   if (cond->shape.rank >= 0 && n >= 0 && n != 1)
-    return infer_fail(c, "the condition must be a scalar, got shape %s",
+    return reg_infer_fail(c, "the condition must be a scalar, got shape %s",
                       shape_str(&cond->shape, buf, sizeof buf));
   return true;
 }
 
 static const VarDesc *result(InferCtx *c, const char *attr, int k) {
-  const Block *b = prog_block(c->prog, (int)infer_attr_i(c, attr));
+  const Block *b = prog_block(c->prog, (int)reg_infer_attr_i(c, attr));
   if (!b || k >= b->nresults) return NULL;
   return prog_var(c->prog, b->results[k]);
 }
@@ -48,35 +48,35 @@ static const VarDesc *result(InferCtx *c, const char *attr, int k) {
 /* Out k of a while or a conditional_block: the shape both A and B fit
  * (a malformed one is named as WHAT, its out as ITEM k). */
 static bool infer_out(InferCtx *c, int k, const VarDesc *a, const VarDesc *b, const char *what, const char *item) {
-  if (!a || !b) return infer_fail(c, "malformed %s (%s %d)", what, item, k);
+  if (!a || !b) return reg_infer_fail(c, "malformed %s (%s %d)", what, item, k);
   Shape s = shape_join(&a->shape, &b->shape);
-  infer_set(c, "Out", k, a->dtype, &s);
+  reg_infer_set(c, "Out", k, a->dtype, &s);
   return true;
 }
 
 static bool infer_while(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++)
-    if (!infer_out(c, k, infer_in(c, "X", k), result(c, "sub_block", k), "loop", "carried value")) return false;
+  for (int k = 0; k < reg_infer_out_count(c, "Out"); k++)
+    if (!infer_out(c, k, reg_infer_in(c, "X", k), result(c, "sub_block", k), "loop", "carried value")) return false;
   return true;
 }
 
 static bool infer_conditional(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++)
+  for (int k = 0; k < reg_infer_out_count(c, "Out"); k++)
     if (!infer_out(c, k, result(c, "sub_block", k), result(c, "else_block", k), "branch", "result")) return false;
   return true;
 }
 
 /* while_grad and conditional_block_grad: each gradient has its value's shape. */
 static bool infer_control_grad(InferCtx *c) {
-  for (int k = 0; k < infer_out_count(c, "X@GRAD"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (x) infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
+  for (int k = 0; k < reg_infer_out_count(c, "X@GRAD"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (x) reg_infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
   }
-  for (int j = 0; j < infer_out_count(c, "Input@GRAD"); j++) {
-    const VarDesc *x = infer_in(c, "Input", j);
-    if (x) infer_set(c, "Input@GRAD", j, x->dtype, &x->shape);
+  for (int j = 0; j < reg_infer_out_count(c, "Input@GRAD"); j++) {
+    const VarDesc *x = reg_infer_in(c, "Input", j);
+    if (x) reg_infer_set(c, "Input@GRAD", j, x->dtype, &x->shape);
   }
   return true;
 }

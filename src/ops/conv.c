@@ -45,11 +45,11 @@ static const char *check_pool_strides(const AttrValue *v) {
 /* Reads pair attribute `name` into p[2], re-running its checker (ops made
  * by netrun itself skip the script's attribute checks). */
 static bool pair_attr(InferCtx *c, const char *name, AttrCheckFn check, int64_t p[2]) {
-  const AttrValue *v = infer_attr(c, name);
+  const AttrValue *v = reg_infer_attr(c, name);
   p[0] = p[1] = 1;
-  if (!v || v->type != ATTR_INTS) return infer_fail(c, "attribute '%s' must be an int list", name);
+  if (!v || v->type != ATTR_INTS) return reg_infer_fail(c, "attribute '%s' must be an int list", name);
   const char *why = check(v);
-  if (why) return infer_fail(c, "attribute '%s' %s", name, why);
+  if (why) return reg_infer_fail(c, "attribute '%s' %s", name, why);
   if (v->n == 2) memcpy(p, v->u.ints, 2 * sizeof *p);
   return true;
 }
@@ -84,7 +84,7 @@ static bool window_out(InferCtx *c, const Shape *in, const Dim k[2], const int64
     int64_t o = out_side(d.n, k[i].n, st[i], pad[i], dil[i]);
     if (o < 1) {
       char sb[64], pb[64], db[64];
-      return infer_fail(c, "%s: output %s would be %s (strides %s, paddings %s, dilations %s)",
+      return reg_infer_fail(c, "%s: output %s would be %s (strides %s, paddings %s, dilations %s)",
                         what, i ? "width" : "height", o ? "too large" : "less than 1",
                         pair_str(st, sb, sizeof sb), pair_str(pad, pb, sizeof pb),
                         pair_str(dil, db, sizeof db));
@@ -97,7 +97,7 @@ static bool window_out(InferCtx *c, const Shape *in, const Dim k[2], const int64
 static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char *layout) {
   if (s->rank >= 0 && s->rank != 4) {
     char buf[128];
-    return infer_fail(c, "%s must have shape %s, got %s", slot, layout, shape_str(s, buf, sizeof buf));
+    return reg_infer_fail(c, "%s must have shape %s, got %s", slot, layout, shape_str(s, buf, sizeof buf));
   }
   return true;
 }
@@ -106,8 +106,8 @@ static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char
 
 /* conv2d's Output shape into *s, from Input, Filter and the attributes. */
 static bool conv_shape(InferCtx *c, Shape *s) {
-  const VarDesc *in = infer_input(c, "Input"), *f = infer_input(c, "Filter");
-  if (!in || !f || !infer_need_float(c, "Input", in) || !infer_need_float(c, "Filter", f)) return false;
+  const VarDesc *in = reg_infer_input(c, "Input"), *f = reg_infer_input(c, "Filter");
+  if (!in || !f || !reg_infer_need_float(c, "Input", in) || !reg_infer_need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
   if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[O, I, KH, KW]"))
     return false;
@@ -116,8 +116,8 @@ static bool conv_shape(InferCtx *c, Shape *s) {
       !pair_attr(c, "paddings", check_pair_nonnegative, pad) ||
       !pair_attr(c, "dilations", check_pair_positive, dil))
     return false;
-  int64_t groups = infer_attr_i(c, "groups");
-  if (groups <= 0) return infer_fail(c, "groups must be positive, got %lld", (long long)groups);
+  int64_t groups = reg_infer_attr_i(c, "groups");
+  if (groups <= 0) return reg_infer_fail(c, "groups must be positive, got %lld", (long long)groups);
   char a[128], b[128], what[300];
   snprintf(what, sizeof what, "Input has shape %s and Filter has shape %s",
            shape_str(is, a, sizeof a), shape_str(fs, b, sizeof b));
@@ -127,12 +127,12 @@ static bool conv_shape(InferCtx *c, Shape *s) {
     k[0] = fs->d[2];
     k[1] = fs->d[3];
     if (dim_known(o) && o.n % groups != 0)
-      return infer_fail(c, "Filter has shape %s: its %lld output channels do not divide into "
+      return reg_infer_fail(c, "Filter has shape %s: its %lld output channels do not divide into "
                         "groups=%lld", b, (long long)o.n, (long long)groups);
     Dim ci = fs->d[1];
     if (is->rank == 4 && dim_known(is->d[1]) && dim_known(ci) &&
         (ci.n > INT64_MAX / groups || is->d[1].n != ci.n * groups))
-      return infer_fail(c, "%s: Input has %lld channels but Filter expects I * groups = %lld * %lld",
+      return reg_infer_fail(c, "%s: Input has %lld channels but Filter expects I * groups = %lld * %lld",
                         what, (long long)is->d[1].n, (long long)ci.n, (long long)groups);
   }
   *s = shape_unknown();
@@ -147,7 +147,7 @@ static bool conv_shape(InferCtx *c, Shape *s) {
 static bool infer_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
-  infer_set(c, "Output", 0, DT_F32, &s);
+  reg_infer_set(c, "Output", 0, DT_F32, &s);
   return true;
 }
 
@@ -155,10 +155,10 @@ static bool infer_conv2d(InferCtx *c) {
 static bool infer_fused_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
-  infer_set(c, "Output", 0, DT_F32, &s);
-  if (infer_out_count(c, "Pooled") > 0 && s.rank == 4) {
+  reg_infer_set(c, "Output", 0, DT_F32, &s);
+  if (reg_infer_out_count(c, "Pooled") > 0 && s.rank == 4) {
     for (int d = 2; d < 4; d++) s.d[d] = dim_known(s.d[d]) ? dim_n(s.d[d].n / 2) : dim_unknown();
-    infer_set(c, "Pooled", 0, DT_F32, &s);
+    reg_infer_set(c, "Pooled", 0, DT_F32, &s);
   }
   return true;
 }
@@ -179,8 +179,8 @@ static bool transpose_side(int64_t size, int64_t k, int64_t stride, int64_t pad,
  * C_out / groups, KH, KW]; output_padding below stride or dilation, as
  * PyTorch asks. */
 static bool infer_conv2d_transpose(InferCtx *c) {
-  const VarDesc *in = infer_input(c, "Input"), *f = infer_input(c, "Filter");
-  if (!in || !f || !infer_need_float(c, "Input", in) || !infer_need_float(c, "Filter", f)) return false;
+  const VarDesc *in = reg_infer_input(c, "Input"), *f = reg_infer_input(c, "Filter");
+  if (!in || !f || !reg_infer_need_float(c, "Input", in) || !reg_infer_need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
   if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[C, O / groups, KH, KW]"))
     return false;
@@ -189,21 +189,21 @@ static bool infer_conv2d_transpose(InferCtx *c) {
       !pair_attr(c, "output_padding", check_pair_nonnegative, opad) ||
       !pair_attr(c, "dilations", check_pair_positive, dil))
     return false;
-  int64_t groups = infer_attr_i(c, "groups");
-  if (groups <= 0) return infer_fail(c, "groups must be positive, got %lld", (long long)groups);
+  int64_t groups = reg_infer_attr_i(c, "groups");
+  if (groups <= 0) return reg_infer_fail(c, "groups must be positive, got %lld", (long long)groups);
   char a[128], b[128], sb[64], db[64], ob[64];
   for (int i = 0; i < 2; i++)
     if (opad[i] >= st[i] && opad[i] >= dil[i])
-      return infer_fail(c, "output_padding %s must be smaller than strides %s or dilations %s",
+      return reg_infer_fail(c, "output_padding %s must be smaller than strides %s or dilations %s",
                         pair_str(opad, ob, sizeof ob), pair_str(st, sb, sizeof sb), pair_str(dil, db, sizeof db));
   shape_str(is, a, sizeof a);
   shape_str(fs, b, sizeof b);
   Dim ci = is->rank == 4 ? is->d[1] : dim_unknown(), fi = fs->rank == 4 ? fs->d[0] : dim_unknown();
   if (dim_known(fi) && fi.n % groups != 0)
-    return infer_fail(c, "Filter has shape %s: its %lld input channels do not divide into groups=%lld", b,
+    return reg_infer_fail(c, "Filter has shape %s: its %lld input channels do not divide into groups=%lld", b,
                       (long long)fi.n, (long long)groups);
   if (dims_clash(ci, fi))
-    return infer_fail(c, "Input has shape %s and Filter has shape %s: Filter's first axis must be Input's "
+    return reg_infer_fail(c, "Input has shape %s and Filter has shape %s: Filter's first axis must be Input's "
                       "channels", a, b);
   Shape s = shape_unknown();
   if (is->rank == 4) {
@@ -220,7 +220,7 @@ static bool infer_conv2d_transpose(InferCtx *c) {
       bool fits = transpose_side(d.n, k.n, st[i], pad[i], dil[i], opad[i], &o);
       if (!fits || o < 1) {
         char pb[64];
-        return infer_fail(c, "Input has shape %s and Filter has shape %s: output %s would be %s (strides %s, "
+        return reg_infer_fail(c, "Input has shape %s and Filter has shape %s: output %s would be %s (strides %s, "
                           "paddings %s, output_padding %s, dilations %s)", a, b, i ? "width" : "height",
                           fits ? "less than 1" : "too large", pair_str(st, sb, sizeof sb),
                           pair_str(pad, pb, sizeof pb), pair_str(opad, ob, sizeof ob), pair_str(dil, db, sizeof db));
@@ -228,25 +228,25 @@ static bool infer_conv2d_transpose(InferCtx *c) {
       s.d[2 + i] = dim_n(o);
     }
   }
-  infer_set(c, "Output", 0, DT_F32, &s);
+  reg_infer_set(c, "Output", 0, DT_F32, &s);
   return true;
 }
 
 /* ---- pools -------------------------------------------------------------------- */
 
 static bool infer_pool(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
   int64_t ks[2], st[2], pad[2], dil[2] = {1, 1};
   if (!pair_attr(c, "ksize", check_pair_positive, ks) ||
       !pair_attr(c, "strides", check_pool_strides, st) ||
       !pair_attr(c, "paddings", check_pair_nonnegative, pad))
     return false;
-  const AttrValue *sv = infer_attr(c, "strides");
+  const AttrValue *sv = reg_infer_attr(c, "strides");
   if (sv->n == 0) memcpy(st, ks, sizeof st);
   char a[128], kb[64], pb[64], what[300];
   if (pad[0] > ks[0] / 2 || pad[1] > ks[1] / 2)
-    return infer_fail(c, "paddings %s must be at most half of ksize %s", pair_str(pad, pb, sizeof pb),
+    return reg_infer_fail(c, "paddings %s must be at most half of ksize %s", pair_str(pad, pb, sizeof pb),
                       pair_str(ks, kb, sizeof kb));
   Shape s = x->shape;
   if (s.rank == 4) {
@@ -255,7 +255,7 @@ static bool infer_pool(InferCtx *c) {
              pair_str(ks, kb, sizeof kb));
     if (!window_out(c, &x->shape, k, st, pad, dil, what, &s)) return false;
   }
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -263,8 +263,8 @@ static bool infer_pool(InferCtx *c) {
 
 /* Out [N, C, H * sh, W * sw] from X [N, C, H, W] and scale [sh, sw]. */
 static bool infer_upsample(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
   int64_t sc[2];
   if (!pair_attr(c, "scale", check_pair_positive, sc)) return false;
   Shape s = x->shape;
@@ -274,13 +274,13 @@ static bool infer_upsample(InferCtx *c) {
       s.d[2 + i] = dim_unknown();
     } else if (d.n > TENSOR_MAX_BYTES / sc[i]) {
       char a[128];
-      return infer_fail(c, "X of shape %s scaled by %lld would have a %s too large", shape_str(&x->shape, a, sizeof a),
+      return reg_infer_fail(c, "X of shape %s scaled by %lld would have a %s too large", shape_str(&x->shape, a, sizeof a),
                         (long long)sc[i], i ? "width" : "height");
     } else {
       s.d[2 + i] = dim_n(d.n * sc[i]);
     }
   }
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -1095,8 +1095,8 @@ static int k_upsample_grad(ExecCtx *c) {
 
 /* Output slot S@GRAD gets the dtype and shape of input slot S. */
 static void infer_grad_like(InferCtx *c, const char *slot, const char *gslot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (v && infer_out_count(c, gslot) > 0) infer_set(c, gslot, 0, v->dtype, &v->shape);
+  const VarDesc *v = reg_infer_in(c, slot, 0);
+  if (v && reg_infer_out_count(c, gslot) > 0) reg_infer_set(c, gslot, 0, v->dtype, &v->shape);
 }
 
 static bool infer_conv2d_grad(InferCtx *c) {

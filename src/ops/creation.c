@@ -35,19 +35,19 @@ static const char *check_nonzero(const AttrValue *v) {
  * pass through the script's attribute checks). */
 static bool shape_attr(InferCtx *c, const char *name, Shape *out) {
   *out = shape_unknown();
-  const AttrValue *v = infer_attr(c, name);
-  if (!v || v->type != ATTR_INTS) return infer_fail(c, "attribute '%s' must be an int list", name);
+  const AttrValue *v = reg_infer_attr(c, name);
+  if (!v || v->type != ATTR_INTS) return reg_infer_fail(c, "attribute '%s' must be an int list", name);
   const char *why = check_shape(v);
-  if (why) return infer_fail(c, "attribute '%s' %s", name, why);
+  if (why) return reg_infer_fail(c, "attribute '%s' %s", name, why);
   *out = shape_of(v->n, v->u.ints);
   return true;
 }
 
 static bool dtype_attr(InferCtx *c, const char *name, DType *out) {
-  int64_t t = infer_attr_i(c, name);
+  int64_t t = reg_infer_attr_i(c, name);
   *out = DT_F32;
   if (t != DT_F32 && t != DT_I64 && t != DT_BOOL && t != DT_F64)
-    return infer_fail(c, "attribute '%s' must be f32, f64, i64 or bool", name);
+    return reg_infer_fail(c, "attribute '%s' must be f32, f64, i64 or bool", name);
   *out = (DType)t;
   return true;
 }
@@ -71,7 +71,7 @@ static bool shapes_agree(const Shape *a, const Shape *b) {
 static bool required_given(InferCtx *c) {
   for (int i = 0; i < c->proto->nattrs; i++)
     if (!c->proto->has_dflt[i] && !op_attr(c->op, c->proto->attrs[i].name))
-      return infer_fail(c, "attribute '%s' is required", c->proto->attrs[i].name);
+      return reg_infer_fail(c, "attribute '%s' is required", c->proto->attrs[i].name);
   return true;
 }
 
@@ -89,7 +89,7 @@ static bool infer_fill(InferCtx *c) {
   Shape s;
   DType t;
   if (!made_shape(c, &s, &t)) return false;
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -97,20 +97,20 @@ static bool infer_fill(InferCtx *c) {
  * values (NumPy's count; none if that is negative). */
 static bool infer_arange(InferCtx *c) {
   if (!required_given(c)) return false;
-  double start = infer_attr_f(c, "start"), stop = infer_attr_f(c, "stop");
-  double step = infer_attr_f(c, "step");
+  double start = reg_infer_attr_f(c, "start"), stop = reg_infer_attr_f(c, "stop");
+  double step = reg_infer_attr_f(c, "step");
   DType t;
   if (!dtype_attr(c, "dtype", &t)) return false;
-  if (t == DT_BOOL) return infer_fail(c, "dtype must be f32 or i64, got bool");
+  if (t == DT_BOOL) return reg_infer_fail(c, "dtype must be f32 or i64, got bool");
   if (!isfinite(start) || !isfinite(stop) || !isfinite(step))
-    return infer_fail(c, "start, stop and step must be finite");
-  if (step == 0) return infer_fail(c, "step must not be 0");
+    return reg_infer_fail(c, "start, stop and step must be finite");
+  if (step == 0) return reg_infer_fail(c, "step must not be 0");
   double q = ceil((stop - start) / step);
   if (!(q < 9.0e18))   /* also catches inf and nan */
-    return infer_fail(c, "start=%g, stop=%g, step=%g gives too many values", start, stop, step);
+    return reg_infer_fail(c, "start=%g, stop=%g, step=%g gives too many values", start, stop, step);
   int64_t n = q > 0 ? (int64_t)q : 0;
   Shape s = shape_of(1, &n);
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -125,18 +125,18 @@ static DType random_dtype(InferCtx *c) {
 static bool infer_uniform(InferCtx *c) {
   Shape s;
   if (!made_shape(c, &s, NULL)) return false;
-  double lo = infer_attr_f(c, "min"), hi = infer_attr_f(c, "max");
-  if (!(lo <= hi)) return infer_fail(c, "min (%g) is greater than max (%g)", lo, hi);
-  infer_set(c, "Out", 0, random_dtype(c), &s);
+  double lo = reg_infer_attr_f(c, "min"), hi = reg_infer_attr_f(c, "max");
+  if (!(lo <= hi)) return reg_infer_fail(c, "min (%g) is greater than max (%g)", lo, hi);
+  reg_infer_set(c, "Out", 0, random_dtype(c), &s);
   return true;
 }
 
 static bool infer_gaussian(InferCtx *c) {
   Shape s;
   if (!made_shape(c, &s, NULL)) return false;
-  if (!(infer_attr_f(c, "std") >= 0))
-    return infer_fail(c, "std (%g) must not be negative", infer_attr_f(c, "std"));
-  infer_set(c, "Out", 0, random_dtype(c), &s);
+  if (!(reg_infer_attr_f(c, "std") >= 0))
+    return reg_infer_fail(c, "std (%g) must not be negative", reg_infer_attr_f(c, "std"));
+  reg_infer_set(c, "Out", 0, random_dtype(c), &s);
   return true;
 }
 
@@ -146,14 +146,14 @@ static bool infer_assign_value(InferCtx *c) {
   Shape s;
   DType t;
   if (!made_shape(c, &s, &t)) return false;
-  const AttrValue *v = infer_attr(c, "values");
+  const AttrValue *v = reg_infer_attr(c, "values");
   if (!v || (v->type != ATTR_FLOATS && v->type != ATTR_I64S))
-    return infer_fail(c, "attribute 'values' must be a float list");
+    return reg_infer_fail(c, "attribute 'values' must be a float list");
   char buf[128];
   if (shape_numel(&s) != v->n)
-    return infer_fail(c, "values holds %d numbers but shape %s needs %lld", v->n,
+    return reg_infer_fail(c, "values holds %d numbers but shape %s needs %lld", v->n,
                       shape_str(&s, buf, sizeof buf), (long long)shape_numel(&s));
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -161,38 +161,38 @@ static bool infer_assign_value(InferCtx *c) {
 
 /* assign, stop_gradient, fill_zeros_like, zeros_like, ones_like: X's dtype
  * and shape. */
-static bool infer_like(InferCtx *c) { return infer_same_as(c, "Out", "X"); }
+static bool infer_like(InferCtx *c) { return reg_infer_same_as(c, "Out", "X"); }
 
 static bool infer_cast(InferCtx *c) {
   if (!required_given(c)) return false;
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   DType t;
   if (!x || !dtype_attr(c, "dtype", &t)) return false;
-  infer_set(c, "Out", 0, t, &x->shape);
+  reg_infer_set(c, "Out", 0, t, &x->shape);
   return true;
 }
 
 /* add_n: every input has one shape (symbols compared by name); the result
  * takes the most precise dimension seen and the promoted dtype. */
 static bool infer_add_n(InferCtx *c) {
-  int n = infer_count(c, "X");
-  if (n == 0) return infer_fail(c, "X must hold at least one tensor");
-  const VarDesc *x0 = infer_input(c, "X");
+  int n = reg_infer_count(c, "X");
+  if (n == 0) return reg_infer_fail(c, "X must hold at least one tensor");
+  const VarDesc *x0 = reg_infer_input(c, "X");
   if (!x0) return false;
   DType t = x0->dtype == DT_BOOL ? DT_I64 : x0->dtype;
   Shape s = x0->shape;
   for (int i = 1; i < n; i++) {
-    const VarDesc *v = infer_in(c, "X", i);
-    if (!v) return infer_fail(c, "input X[%d] is missing", i);
+    const VarDesc *v = reg_infer_in(c, "X", i);
+    if (!v) return reg_infer_fail(c, "input X[%d] is missing", i);
     if (!shapes_agree(&s, &v->shape)) {
       int j = 0;   /* name an earlier input that disagrees */
-      while (j < i - 1 && shapes_agree(&infer_in(c, "X", j)->shape, &v->shape)) j++;
+      while (j < i - 1 && shapes_agree(&reg_infer_in(c, "X", j)->shape, &v->shape)) j++;
       char a[128], b[128];
-      return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s", i,
+      return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s", i,
                         shape_str(&v->shape, a, sizeof a), j,
-                        shape_str(&infer_in(c, "X", j)->shape, b, sizeof b));
+                        shape_str(&reg_infer_in(c, "X", j)->shape, b, sizeof b));
     }
-    t = infer_promote(t, v->dtype);
+    t = reg_infer_promote(t, v->dtype);
     if (s.rank < 0) {
       s = v->shape;
       continue;
@@ -200,7 +200,7 @@ static bool infer_add_n(InferCtx *c) {
     for (int k = 0; k < s.rank && v->shape.rank >= 0; k++)
       if (s.d[k].n < 0 && (v->shape.d[k].n >= 0 || !s.d[k].sym)) s.d[k] = v->shape.d[k];
   }
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 

@@ -13,14 +13,14 @@
 #include <string.h>
 
 static bool infer_allreduce(InferCtx *c) {
-  for (int k = 0; k < infer_count(c, "X"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    infer_set(c, "Out", k, DT_F32, &x->shape);
+  for (int k = 0; k < reg_infer_count(c, "X"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (x->dtype != DT_F32) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    reg_infer_set(c, "Out", k, DT_F32, &x->shape);
   }
-  const VarDesc *w = infer_in(c, "Weight", 0);
-  if (!w) return infer_fail(c, "input Weight is missing");
-  return infer_need_float(c, "Weight", w);
+  const VarDesc *w = reg_infer_in(c, "Weight", 0);
+  if (!w) return reg_infer_fail(c, "input Weight is missing");
+  return reg_infer_need_float(c, "Weight", w);
 }
 
 /* The bucket's gradients, scaled, as one vector summed over the ranks and

@@ -14,31 +14,31 @@
 
 /* Binary arithmetic: broadcast shapes, promote dtypes. */
 static bool infer_binary(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
   Shape s;
-  if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
-  infer_set(c, "Out", 0, infer_promote(x->dtype, y->dtype), &s);
+  if (!reg_infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
+  reg_infer_set(c, "Out", 0, reg_infer_promote(x->dtype, y->dtype), &s);
   return true;
 }
 
 /* Unary ops that keep the input's shape and dtype. */
 static bool infer_same(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  reg_infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
   return true;
 }
 
 /* Unary ops whose result is always real (exp, log, tanh, ...). */
 static bool infer_float(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  infer_set(c, "Out", 0, x->dtype == DT_F64 ? DT_F64 : DT_F32, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  reg_infer_set(c, "Out", 0, x->dtype == DT_F64 ? DT_F64 : DT_F32, &x->shape);
   return true;
 }
 
 static bool infer_clip(InferCtx *c) {
-  if (infer_attr_f(c, "min") > infer_attr_f(c, "max"))
-    return infer_fail(c, "min (%g) is greater than max (%g)", infer_attr_f(c, "min"),
-                      infer_attr_f(c, "max"));
+  if (reg_infer_attr_f(c, "min") > reg_infer_attr_f(c, "max"))
+    return reg_infer_fail(c, "min (%g) is greater than max (%g)", reg_infer_attr_f(c, "min"),
+                      reg_infer_attr_f(c, "max"));
   return infer_same(c);
 }
 
@@ -511,10 +511,10 @@ UNARY_GRAD(scale, emit_scale(g, DOUT, dx, *bwd_op_attr(g, "scale")))
 static bool infer_grad_like(InferCtx *c) {
   static const char *const pairs[][2] = {{"X@GRAD", "X"}, {"Y@GRAD", "Y"}};
   for (int k = 0; k < 2; k++) {
-    if (!infer_out_count(c, pairs[k][0])) continue;
-    const VarDesc *v = infer_in(c, pairs[k][1], 0);
-    if (!v) return infer_fail(c, "input %s is missing", pairs[k][1]);
-    infer_set(c, pairs[k][0], 0, DT_F32, &v->shape);
+    if (!reg_infer_out_count(c, pairs[k][0])) continue;
+    const VarDesc *v = reg_infer_in(c, pairs[k][1], 0);
+    if (!v) return reg_infer_fail(c, "input %s is missing", pairs[k][1]);
+    reg_infer_set(c, pairs[k][0], 0, DT_F32, &v->shape);
   }
   return true;
 }
@@ -522,9 +522,9 @@ static bool infer_grad_like(InferCtx *c) {
 /* A unary grad op's X@GRAD: the shape of its one forward input (X or Out,
  * which have the same shape). */
 static bool infer_unary_grad(InferCtx *c) {
-  const VarDesc *v = infer_in(c, c->proto->in[0].name, 0);
-  if (!v) return infer_fail(c, "input %s is missing", c->proto->in[0].name);
-  infer_set(c, "X@GRAD", 0, DT_F32, &v->shape);
+  const VarDesc *v = reg_infer_in(c, c->proto->in[0].name, 0);
+  if (!v) return reg_infer_fail(c, "input %s is missing", c->proto->in[0].name);
+  reg_infer_set(c, "X@GRAD", 0, DT_F32, &v->shape);
   return true;
 }
 

@@ -10,8 +10,8 @@
 #include <string.h>
 
 static bool infer_like(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *like = infer_in(c, "Like", 0);
-  infer_set(c, "Out", 0, x->dtype, &like->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0), *like = reg_infer_in(c, "Like", 0);
+  reg_infer_set(c, "Out", 0, x->dtype, &like->shape);
   return true;
 }
 

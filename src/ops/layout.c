@@ -31,15 +31,15 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
 /* stack: every X has one shape; Out has a new dimension of size n at axis,
  * which counts among Out's dimensions (-1 is a new last axis). */
 static bool infer_stack(InferCtx *c) {
-  int n = infer_count(c, "X");
-  if (n == 0) return infer_fail(c, "X must hold at least one tensor");
+  int n = reg_infer_count(c, "X");
+  if (n == 0) return reg_infer_fail(c, "X must hold at least one tensor");
   const VarDesc *ref = NULL;   /* the first input of known rank */
   int iref = -1;
   DType t = DT_UNKNOWN;
   for (int i = 0; i < n; i++) {
-    const VarDesc *v = infer_in(c, "X", i);
-    if (!v) return infer_fail(c, "input X[%d] is missing", i);
-    t = i == 0 || v->dtype == t ? v->dtype : infer_promote(t, v->dtype);
+    const VarDesc *v = reg_infer_in(c, "X", i);
+    if (!v) return reg_infer_fail(c, "input X[%d] is missing", i);
+    t = i == 0 || v->dtype == t ? v->dtype : reg_infer_promote(t, v->dtype);
     if (!ref && v->shape.rank >= 0) {
       ref = v;
       iref = i;
@@ -47,32 +47,32 @@ static bool infer_stack(InferCtx *c) {
   }
   if (!ref) {
     Shape u = shape_unknown();
-    infer_set(c, "Out", 0, t, &u);
+    reg_infer_set(c, "Out", 0, t, &u);
     return true;
   }
   Shape s = ref->shape;
   char sa[128], sb[128];
   for (int i = 0; i < n; i++) {
-    const Shape *vs = &infer_in(c, "X", i)->shape;
+    const Shape *vs = &reg_infer_in(c, "X", i)->shape;
     if (vs->rank < 0) continue;
     bool clash = vs->rank != s.rank;
     for (int k = 0; k < s.rank && !clash; k++) clash = dims_clash(vs->d[k], s.d[k]);
     if (clash)
-      return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: stack needs equal shapes", i,
+      return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: stack needs equal shapes", i,
                         shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) s.d[k] = dim_merge(s.d[k], vs->d[k]);
   }
   if (s.rank >= SHAPE_MAX_RANK)
-    return infer_fail(c, "stacking X of shape %s would give rank %d; at most %d", shape_str(&s, sa, sizeof sa),
+    return reg_infer_fail(c, "stacking X of shape %s would give rank %d; at most %d", shape_str(&s, sa, sizeof sa),
                       s.rank + 1, SHAPE_MAX_RANK);
-  int64_t a = infer_attr_i(c, "axis"), r = s.rank + 1, k = a < 0 ? a + r : a;
+  int64_t a = reg_infer_attr_i(c, "axis"), r = s.rank + 1, k = a < 0 ? a + r : a;
   if (k < 0 || k >= r)
-    return infer_fail(c, "axis %lld is out of range for stacking X of shape %s (from %lld to %lld)",
+    return reg_infer_fail(c, "axis %lld is out of range for stacking X of shape %s (from %lld to %lld)",
                       (long long)a, shape_str(&s, sa, sizeof sa), (long long)-r, (long long)(r - 1));
   for (int i = s.rank; i > k; i--) s.d[i] = s.d[i - 1];
   s.d[k] = dim_n(n);
   s.rank++;
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -132,31 +132,31 @@ static int g_stack(GradCtx *g) {
 /* pad: paddings holds (before, after) for every axis of X, first axis
  * first; a negative one crops.  Each padded size must stay >= 0. */
 static bool infer_pad(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  const AttrValue *p = infer_attr(c, "paddings");
+  const VarDesc *x = reg_infer_input(c, "X");
+  const AttrValue *p = reg_infer_attr(c, "paddings");
   if (!x) return false;
-  if (!p || p->type != ATTR_INTS) return infer_fail(c, "attribute 'paddings' must be an int list");
+  if (!p || p->type != ATTR_INTS) return reg_infer_fail(c, "attribute 'paddings' must be an int list");
   const Shape *xs = &x->shape;
   Shape s = *xs;
   char buf[128];
   if (xs->rank >= 0 && p->n != 2 * xs->rank)
-    return infer_fail(c, "paddings has %d entries but X (shape %s) needs %d: a (before, after) pair per axis",
+    return reg_infer_fail(c, "paddings has %d entries but X (shape %s) needs %d: a (before, after) pair per axis",
                       p->n, shape_str(xs, buf, sizeof buf), 2 * xs->rank);
   for (int k = 0; k < xs->rank; k++) {
     int64_t b = p->u.ints[2 * k], e = p->u.ints[2 * k + 1];
     if (b < -(INT64_MAX / 4) || b > INT64_MAX / 4 || e < -(INT64_MAX / 4) || e > INT64_MAX / 4)
-      return infer_fail(c, "paddings of axis %d (%lld, %lld) are too large", k, (long long)b, (long long)e);
+      return reg_infer_fail(c, "paddings of axis %d (%lld, %lld) are too large", k, (long long)b, (long long)e);
     Dim d = xs->d[k];
     if (dim_known(d)) {
       if (d.n + b + e < 0)
-        return infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) leaves %lld elements", k,
+        return reg_infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) leaves %lld elements", k,
                           shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)(d.n + b + e));
       s.d[k] = dim_n(d.n + b + e);
     } else if (b + e != 0) {
       s.d[k] = dim_unknown();
     }
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
@@ -259,14 +259,14 @@ static int g_pad(GradCtx *g) {
 
 /* X has rank 2 or more; Out is like X. */
 static bool infer_tri(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
   if (x->shape.rank >= 0 && x->shape.rank < 2) {
     char buf[128];
-    return infer_fail(c, "X has shape %s; %s needs rank 2 or more", shape_str(&x->shape, buf, sizeof buf),
+    return reg_infer_fail(c, "X has shape %s; %s needs rank 2 or more", shape_str(&x->shape, buf, sizeof buf),
                       c->proto->type);
   }
-  infer_set(c, "Out", 0, x->dtype, &x->shape);
+  reg_infer_set(c, "Out", 0, x->dtype, &x->shape);
   return true;
 }
 

@@ -29,7 +29,7 @@ static const char *check_unit(const AttrValue *v) {
 }
 
 static bool need_i64(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_I64) return infer_fail(c, "%s must be i64, got %s", slot, dtype_name(v->dtype));
+  if (v->dtype != DT_I64) return reg_infer_fail(c, "%s must be i64, got %s", slot, dtype_name(v->dtype));
   return true;
 }
 
@@ -69,73 +69,73 @@ static const char *label_want(const Shape *lead, char *buf, size_t n) {
 
 /* softmax, log_softmax: f32, X's shape, axis in range. */
 static bool infer_softmax(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x)) return false;
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x)) return false;
   int k;
-  if (x->shape.rank >= 0 && !infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &x->shape, &k))
+  if (x->shape.rank >= 0 && !reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &x->shape, &k))
     return false;
-  infer_set(c, "Out", 0, DT_F32, &x->shape);
+  reg_infer_set(c, "Out", 0, DT_F32, &x->shape);
   return true;
 }
 
 static bool infer_softmax_ce(InferCtx *c) {
-  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
-  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = reg_infer_input(c, "Logits"), *lb = reg_infer_input(c, "Label");
+  if (!lg || !lb || !reg_infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   if (lg->shape.rank == 0)
-    return infer_fail(c, "Logits must have a class axis, got a scalar");
+    return reg_infer_fail(c, "Logits must have a class axis, got a scalar");
   Shape lead = lg->shape, loss;
   if (lead.rank > 0) lead.rank--;
   if (!label_fits(&lb->shape, &lead, &loss)) {
     char a[128], b[128], w[300];
-    return infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
+    return reg_infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
                       shape_str(&lb->shape, a, sizeof a), shape_str(&lg->shape, b, sizeof b),
                       label_want(&lead, w, sizeof w));
   }
-  infer_set(c, "Loss", 0, DT_F32, &loss);
+  reg_infer_set(c, "Loss", 0, DT_F32, &loss);
   return true;
 }
 
 static bool infer_sigmoid_ce(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *lb = infer_input(c, "Label");
-  if (!x || !lb || !infer_need_float(c, "X", x) || !infer_need_float(c, "Label", lb)) return false;
+  const VarDesc *x = reg_infer_input(c, "X"), *lb = reg_infer_input(c, "Label");
+  if (!x || !lb || !reg_infer_need_float(c, "X", x) || !reg_infer_need_float(c, "Label", lb)) return false;
   Shape s = x->shape;
   if (x->shape.rank >= 0 && lb->shape.rank >= 0 &&
       (x->shape.rank != lb->shape.rank || !dims_agree(x->shape.d, lb->shape.d, s.rank, s.d))) {
     char a[128], b[128];
-    return infer_fail(c, "Label has shape %s but X has shape %s: they must be equal",
+    return reg_infer_fail(c, "Label has shape %s but X has shape %s: they must be equal",
                       shape_str(&lb->shape, a, sizeof a), shape_str(&x->shape, b, sizeof b));
   }
   if (s.rank < 0) s = lb->shape;
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
 static bool infer_mse(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *y = infer_input(c, "Y");
-  if (!x || !y || !infer_need_float(c, "X", x) || !infer_need_float(c, "Y", y)) return false;
+  const VarDesc *x = reg_infer_input(c, "X"), *y = reg_infer_input(c, "Y");
+  if (!x || !y || !reg_infer_need_float(c, "X", x) || !reg_infer_need_float(c, "Y", y)) return false;
   Shape s;
-  if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
-  infer_set(c, "Out", 0, DT_F32, &s);
+  if (!reg_infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
 /* ---- dropout, layer_norm ---------------------------------------------------- */
 
 static bool infer_dropout(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x)) return false;
-  double p = infer_attr_f(c, "p");
-  if (!(p >= 0 && p < 1)) return infer_fail(c, "p must be in [0, 1), got %g", p);
-  infer_set(c, "Out", 0, DT_F32, &x->shape);
-  infer_set(c, "Mask", 0, DT_F32, &x->shape);
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x)) return false;
+  double p = reg_infer_attr_f(c, "p");
+  if (!(p >= 0 && p < 1)) return reg_infer_fail(c, "p must be in [0, 1), got %g", p);
+  reg_infer_set(c, "Out", 0, DT_F32, &x->shape);
+  reg_infer_set(c, "Mask", 0, DT_F32, &x->shape);
   return true;
 }
 
 /* Scale and Bias of layer_norm: shape X.shape[k:] or [prod(X.shape[k:])]. */
 static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int k) {
-  const VarDesc *v = infer_in(c, slot, 0);
+  const VarDesc *v = reg_infer_in(c, slot, 0);
   if (!v) return true;   /* optional */
-  if (!infer_need_float(c, slot, v)) return false;
+  if (!reg_infer_need_float(c, slot, v)) return false;
   const Shape *ps = &v->shape;
   if (ps->rank < 0) return true;
   Shape tail = shape_scalar(), flat = shape_scalar();
@@ -157,25 +157,25 @@ static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int 
   if (ps->rank == tail.rank && dims_agree(ps->d, tail.d, tail.rank, scratch)) return true;
   if (ps->rank == 1 && dims_agree(ps->d, flat.d, 1, scratch)) return true;
   char a[128], b[128], t[128], f[128];
-  return infer_fail(c, "%s has shape %s but X has shape %s normalized from axis %d: expected %s or %s",
+  return reg_infer_fail(c, "%s has shape %s but X has shape %s normalized from axis %d: expected %s or %s",
                     slot, shape_str(ps, a, sizeof a), shape_str(xs, b, sizeof b), k,
                     shape_str(&tail, t, sizeof t), shape_str(&flat, f, sizeof f));
 }
 
 static bool infer_layer_norm(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x)) return false;
-  if (!(infer_attr_f(c, "epsilon") >= 0))
-    return infer_fail(c, "epsilon must not be negative, got %g", infer_attr_f(c, "epsilon"));
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x)) return false;
+  if (!(reg_infer_attr_f(c, "epsilon") >= 0))
+    return reg_infer_fail(c, "epsilon must not be negative, got %g", reg_infer_attr_f(c, "epsilon"));
   const Shape *xs = &x->shape;
-  if (xs->rank == 0) return infer_fail(c, "X must have rank 1 or more, got a scalar");
+  if (xs->rank == 0) return reg_infer_fail(c, "X must have rank 1 or more, got a scalar");
   if (xs->rank > 0) {
     int k;
-    if (!infer_norm_axis(c, "begin_norm_axis", infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
+    if (!reg_infer_norm_axis(c, "begin_norm_axis", reg_infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
         !norm_param_fits(c, "Scale", xs, k) || !norm_param_fits(c, "Bias", xs, k))
       return false;
   }
-  infer_set(c, "Y", 0, DT_F32, xs);
+  reg_infer_set(c, "Y", 0, DT_F32, xs);
   return true;
 }
 
@@ -183,24 +183,24 @@ static bool infer_layer_norm(InferCtx *c) {
 
 /* Input `slot` of batch_norm: float, of shape [C] (c: X's channel axis). */
 static bool channel_vec(InferCtx *c, const char *slot, const Shape *xs, Dim ch) {
-  const VarDesc *v = infer_input(c, slot);
-  if (!v || !infer_need_float(c, slot, v)) return false;
+  const VarDesc *v = reg_infer_input(c, slot);
+  if (!v || !reg_infer_need_float(c, slot, v)) return false;
   Dim scratch;
   if (v->shape.rank < 0 || (v->shape.rank == 1 && dims_agree(v->shape.d, &ch, 1, &scratch))) return true;
   char a[128], b[128], w[64];
   Shape want = {.rank = 1, .d = {ch}};
-  return infer_fail(c, "%s has shape %s but X has shape %s: expected %s, one value per channel", slot,
+  return reg_infer_fail(c, "%s has shape %s but X has shape %s: expected %s, one value per channel", slot,
                     shape_str(&v->shape, a, sizeof a), shape_str(xs, b, sizeof b), shape_str(&want, w, sizeof w));
 }
 
 /* X [N, C, ...]; Scale, Bias, Mean and Variance [C]; Training one bool. */
 static bool infer_batch_norm(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *t = infer_input(c, "Training");
-  if (!x || !t || !infer_need_float(c, "X", x)) return false;
+  const VarDesc *x = reg_infer_input(c, "X"), *t = reg_infer_input(c, "Training");
+  if (!x || !t || !reg_infer_need_float(c, "X", x)) return false;
   const Shape *xs = &x->shape;
   char a[128];
   if (xs->rank >= 0 && xs->rank < 2)
-    return infer_fail(c, "X must have shape [N, C] or [N, C, ...], got %s", shape_str(xs, a, sizeof a));
+    return reg_infer_fail(c, "X must have shape [N, C] or [N, C, ...], got %s", shape_str(xs, a, sizeof a));
   Dim ch = xs->rank >= 2 ? xs->d[1] : dim_unknown();
   static const char *const vecs[] = {"Scale", "Bias", "Mean", "Variance"};
   for (int k = 0; k < 4; k++)
@@ -208,56 +208,56 @@ static bool infer_batch_norm(InferCtx *c) {
   bool one = t->shape.rank >= 0;
   for (int i = 0; i < t->shape.rank; i++) one &= !dim_known(t->shape.d[i]) || t->shape.d[i].n == 1;
   if (t->dtype != DT_BOOL || (t->shape.rank >= 0 && !one))
-    return infer_fail(c, "Training must be one bool, got %s%s", dtype_name(t->dtype),
+    return reg_infer_fail(c, "Training must be one bool, got %s%s", dtype_name(t->dtype),
                       shape_str(&t->shape, a, sizeof a));
-  if (!(infer_attr_f(c, "epsilon") >= 0))
-    return infer_fail(c, "epsilon must not be negative, got %g", infer_attr_f(c, "epsilon"));
+  if (!(reg_infer_attr_f(c, "epsilon") >= 0))
+    return reg_infer_fail(c, "epsilon must not be negative, got %g", reg_infer_attr_f(c, "epsilon"));
   Shape cs = {.rank = 1, .d = {ch}};
-  infer_set(c, "Y", 0, DT_F32, xs);
-  infer_set(c, "MeanOut", 0, DT_F32, &cs);
-  infer_set(c, "VarianceOut", 0, DT_F32, &cs);
+  reg_infer_set(c, "Y", 0, DT_F32, xs);
+  reg_infer_set(c, "MeanOut", 0, DT_F32, &cs);
+  reg_infer_set(c, "VarianceOut", 0, DT_F32, &cs);
   return true;
 }
 
 /* ---- embedding, accuracy ------------------------------------------------------- */
 
 static bool infer_embedding(InferCtx *c) {
-  const VarDesc *ids = infer_input(c, "Ids"), *w = infer_input(c, "W");
-  if (!ids || !w || !need_i64(c, "Ids", ids) || !infer_need_float(c, "W", w)) return false;
+  const VarDesc *ids = reg_infer_input(c, "Ids"), *w = reg_infer_input(c, "W");
+  if (!ids || !w || !need_i64(c, "Ids", ids) || !reg_infer_need_float(c, "W", w)) return false;
   char a[128];
   if (w->shape.rank >= 0 && w->shape.rank != 2)
-    return infer_fail(c, "W must have shape [V, D], got %s", shape_str(&w->shape, a, sizeof a));
+    return reg_infer_fail(c, "W must have shape [V, D], got %s", shape_str(&w->shape, a, sizeof a));
   Shape s = ids->shape;
   if (s.rank >= SHAPE_MAX_RANK)
-    return infer_fail(c, "Ids of shape %s would give a result of rank %d, more than 8",
+    return reg_infer_fail(c, "Ids of shape %s would give a result of rank %d, more than 8",
                       shape_str(&s, a, sizeof a), s.rank + 1);
   if (s.rank >= 0) s.d[s.rank++] = w->shape.rank == 2 ? w->shape.d[1] : dim_unknown();
-  infer_set(c, "Out", 0, w->dtype, &s);
+  reg_infer_set(c, "Out", 0, w->dtype, &s);
   return true;
 }
 
 static bool infer_accuracy(InferCtx *c) {
-  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
-  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = reg_infer_input(c, "Logits"), *lb = reg_infer_input(c, "Label");
+  if (!lg || !lb || !reg_infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   char a[128], b[128], w[300];
   const Shape *ls = &lg->shape;
   if (ls->rank >= 0 && ls->rank != 2)
-    return infer_fail(c, "Logits must have shape [N, C], got %s", shape_str(ls, a, sizeof a));
-  int64_t k = infer_attr_i(c, "k");
-  if (k <= 0) return infer_fail(c, "k must be positive, got %lld", (long long)k);
+    return reg_infer_fail(c, "Logits must have shape [N, C], got %s", shape_str(ls, a, sizeof a));
+  int64_t k = reg_infer_attr_i(c, "k");
+  if (k <= 0) return reg_infer_fail(c, "k must be positive, got %lld", (long long)k);
   if (ls->rank == 2) {
     if (dim_known(ls->d[1]) && k > ls->d[1].n)
-      return infer_fail(c, "k=%lld is more than the %lld classes of Logits (shape %s)", (long long)k,
+      return reg_infer_fail(c, "k=%lld is more than the %lld classes of Logits (shape %s)", (long long)k,
                         (long long)ls->d[1].n, shape_str(ls, a, sizeof a));
     Shape lead = *ls, merged;
     lead.rank = 1;
     if (!label_fits(&lb->shape, &lead, &merged))
-      return infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
+      return reg_infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
                         shape_str(&lb->shape, a, sizeof a), shape_str(ls, b, sizeof b),
                         label_want(&lead, w, sizeof w));
   }
   Shape s = shape_scalar();
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -846,21 +846,21 @@ static int k_accuracy(ExecCtx *c) {
 static bool infer_grads(InferCtx *c) {
   for (int k = 0; k < c->proto->nout; k++) {
     const char *gs = c->proto->out[k].name, *at = strstr(gs, "@GRAD");
-    if (!at || infer_out_count(c, gs) == 0) continue;
+    if (!at || reg_infer_out_count(c, gs) == 0) continue;
     char base[64];
     snprintf(base, sizeof base, "%.*s", (int)(at - gs), gs);
-    const VarDesc *v = infer_in(c, base, 0);
-    if (!v) return infer_fail(c, "input %s is missing", base);
-    infer_set(c, gs, 0, v->dtype, &v->shape);
+    const VarDesc *v = reg_infer_in(c, base, 0);
+    if (!v) return reg_infer_fail(c, "input %s is missing", base);
+    reg_infer_set(c, gs, 0, v->dtype, &v->shape);
   }
   return true;
 }
 
 /* softmax_grad, log_softmax_grad: X@GRAD has the shape of Out. */
 static bool infer_softmax_grad(InferCtx *c) {
-  const VarDesc *o = infer_input(c, "Out");
+  const VarDesc *o = reg_infer_input(c, "Out");
   if (!o) return false;
-  infer_set(c, "X@GRAD", 0, DT_F32, &o->shape);
+  reg_infer_set(c, "X@GRAD", 0, DT_F32, &o->shape);
   return true;
 }
 

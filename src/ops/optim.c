@@ -26,24 +26,24 @@ static bool shapes_agree(const Shape *a, const Shape *b) {
 
 /* Param, checked; NULL after an error. */
 static const VarDesc *param(InferCtx *c) {
-  const VarDesc *p = infer_in(c, "Param", 0);
-  if (!p) infer_fail(c, "input Param is missing");
-  else if (!dtype_is_float(p->dtype)) infer_fail(c, "Param must be f32 (or f64), got %s", dtype_name(p->dtype));
+  const VarDesc *p = reg_infer_in(c, "Param", 0);
+  if (!p) reg_infer_fail(c, "input Param is missing");
+  else if (!dtype_is_float(p->dtype)) reg_infer_fail(c, "Param must be f32 (or f64), got %s", dtype_name(p->dtype));
   else return p;
   return NULL;
 }
 
 /* Input `slot` holds a float tensor of Param's shape. */
 static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) return infer_fail(c, "input %s is missing", slot);
-  if (!infer_need_float(c, slot, v)) return false;
+  const VarDesc *v = reg_infer_in(c, slot, 0);
+  if (!v) return reg_infer_fail(c, "input %s is missing", slot);
+  if (!reg_infer_need_float(c, slot, v)) return false;
   if (v->dtype == DT_F64 && p->dtype != DT_F64)   /* it would update a converted copy of Param */
-    return infer_fail(c, "%s is f64 but Param is %s: an f32 parameter used with f64 values cannot be trained "
+    return reg_infer_fail(c, "%s is f64 but Param is %s: an f32 parameter used with f64 values cannot be trained "
                       "(declare it f64, or run with --dtype f64)", slot, dtype_name(p->dtype));
   if (!shapes_agree(&v->shape, &p->shape)) {
     char a[128], b[128];
-    return infer_fail(c, "%s has shape %s but Param has shape %s", slot,
+    return reg_infer_fail(c, "%s has shape %s but Param has shape %s", slot,
                       shape_str(&v->shape, a, sizeof a), shape_str(&p->shape, b, sizeof b));
   }
   return true;
@@ -51,13 +51,13 @@ static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
 
 /* Input `slot` holds one float value (shape [], [1], [1, 1], ...). */
 static bool one_value(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) return infer_fail(c, "input %s is missing", slot);
-  if (!infer_need_float(c, slot, v)) return false;
+  const VarDesc *v = reg_infer_in(c, slot, 0);
+  if (!v) return reg_infer_fail(c, "input %s is missing", slot);
+  if (!reg_infer_need_float(c, slot, v)) return false;
   for (int i = 0; i < v->shape.rank; i++)
     if (dim_known(v->shape.d[i]) && v->shape.d[i].n != 1) {
       char a[128];
-      return infer_fail(c, "%s must hold one value, got shape %s", slot,
+      return reg_infer_fail(c, "%s must hold one value, got shape %s", slot,
                         shape_str(&v->shape, a, sizeof a));
     }
   return true;
@@ -65,8 +65,8 @@ static bool one_value(InferCtx *c, const char *slot) {
 
 /* Output `out` takes the dtype f32 and the shape of input `in`. */
 static void pass(InferCtx *c, const char *out, const char *in) {
-  const VarDesc *v = infer_in(c, in, 0);
-  if (v) infer_set(c, out, 0, DT_F32, &v->shape);
+  const VarDesc *v = reg_infer_in(c, in, 0);
+  if (v) reg_infer_set(c, out, 0, DT_F32, &v->shape);
 }
 
 static bool infer_sgd(InferCtx *c) {
@@ -115,18 +115,18 @@ static bool infer_rmsprop(InferCtx *c) {
 static bool infer_sgd_matmul(InferCtx *c) {
   const VarDesc *p = param(c);
   if (!p || !one_value(c, "LearningRate")) return false;
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
-  if (!x || !y) return infer_fail(c, "inputs X and Y are needed");
-  if (x->dtype != DT_F32 || y->dtype != DT_F32) return infer_fail(c, "X and Y must be f32");
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
+  if (!x || !y) return reg_infer_fail(c, "inputs X and Y are needed");
+  if (x->dtype != DT_F32 || y->dtype != DT_F32) return reg_infer_fail(c, "X and Y must be f32");
   if (x->shape.rank != 2 || y->shape.rank != 2 || p->shape.rank != 2)
-    return infer_fail(c, "Param, X and Y must be matrices");
-  bool ta = infer_attr_b(c, "transpose_x"), tb = infer_attr_b(c, "transpose_y");
+    return reg_infer_fail(c, "Param, X and Y must be matrices");
+  bool ta = reg_infer_attr_b(c, "transpose_x"), tb = reg_infer_attr_b(c, "transpose_y");
   Dim m = x->shape.d[ta ? 1 : 0], k = x->shape.d[ta ? 0 : 1];
   Dim k2 = y->shape.d[tb ? 1 : 0], n = y->shape.d[tb ? 0 : 1];
   Shape want = {.rank = 2, .d = {m, n}};
   if ((dim_known(k) && dim_known(k2) && k.n != k2.n) || !shapes_agree(&want, &p->shape)) {
     char a[128], b[128], w[128];
-    return infer_fail(c, "op(X) %s times op(Y) %s does not give Param's shape %s", shape_str(&x->shape, a, sizeof a),
+    return reg_infer_fail(c, "op(X) %s times op(Y) %s does not give Param's shape %s", shape_str(&x->shape, a, sizeof a),
                       shape_str(&y->shape, b, sizeof b), shape_str(&p->shape, w, sizeof w));
   }
   pass(c, "ParamOut", "Param");
@@ -366,10 +366,10 @@ static int k_clip_by_global_norm(ExecCtx *c) {
 }
 
 static bool infer_clip_norm(InferCtx *c) {
-  for (int k = 0; k < infer_count(c, "X"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (!dtype_is_float(x->dtype)) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    infer_set(c, "Out", k, x->dtype, &x->shape);
+  for (int k = 0; k < reg_infer_count(c, "X"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (!dtype_is_float(x->dtype)) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    reg_infer_set(c, "Out", k, x->dtype, &x->shape);
   }
   return true;
 }

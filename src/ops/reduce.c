@@ -24,17 +24,17 @@ static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n
   if (x->rank == 0) {   /* a scalar: only axis 0 (or -1) names it */
     for (int i = 0; i < n; i++)
       if (axes[i] != 0 && axes[i] != -1)
-        return infer_fail(c, "axis %lld is out of range for X of shape []", (long long)axes[i]);
+        return reg_infer_fail(c, "axis %lld is out of range for X of shape []", (long long)axes[i]);
     *out = shape_scalar();
     return true;
   }
   for (int i = 0; i < x->rank; i++) drop[i] = n == 0;
   for (int i = 0; i < n; i++) {
     int k;
-    if (!infer_norm_axis(c, "axis", axes[i], "X", x, &k)) return false;
+    if (!reg_infer_norm_axis(c, "axis", axes[i], "X", x, &k)) return false;
     if (drop[k]) {
       char buf[128];
-      return infer_fail(c, "axis %lld names dimension %d of X (shape %s) twice",
+      return reg_infer_fail(c, "axis %lld names dimension %d of X (shape %s) twice",
                         (long long)axes[i], k, shape_str(x, buf, sizeof buf));
     }
     drop[k] = true;
@@ -50,17 +50,17 @@ static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n
 /* sum, mean, max, min; dtype by `kind`: 's' sum (bool counts as i64),
  * 'm' mean (f32), 'k' keep (max, min). */
 static bool infer_reduce_as(InferCtx *c, char kind) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  const AttrValue *ax = infer_attr(c, "axis");
-  if (!ax || ax->type != ATTR_INTS) return infer_fail(c, "attribute 'axis' must be an int list");
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  const AttrValue *ax = reg_infer_attr(c, "axis");
+  if (!ax || ax->type != ATTR_INTS) return reg_infer_fail(c, "attribute 'axis' must be an int list");
   Shape s;
-  if (!reduce_shape(c, &x->shape, ax->u.ints, ax->n, infer_attr_b(c, "keepdim"), &s))
+  if (!reduce_shape(c, &x->shape, ax->u.ints, ax->n, reg_infer_attr_b(c, "keepdim"), &s))
     return false;
   DType t = x->dtype;
   if (kind == 's' && t == DT_BOOL) t = DT_I64;
   if (kind == 'm') t = DT_F32;
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -68,30 +68,30 @@ static bool infer_sum(InferCtx *c) { return infer_reduce_as(c, 's'); }
 
 /* logsumexp: f32 (an i64 X is read as f32, as PyTorch promotes it). */
 static bool infer_logsumexp(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  return x && infer_need_float(c, "X", x) && infer_reduce_as(c, 'm');
+  const VarDesc *x = reg_infer_input(c, "X");
+  return x && reg_infer_need_float(c, "X", x) && infer_reduce_as(c, 'm');
 }
 
 /* cumsum: X's shape; bool and i64 sum as i64 (PyTorch's). */
 static bool infer_cumsum(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
-  int64_t axis = infer_attr_i(c, "axis");
+  int64_t axis = reg_infer_attr_i(c, "axis");
   Shape s;
   if (!reduce_shape(c, &x->shape, &axis, 1, true, &s)) return false;
-  infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
+  reg_infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
   return true;
 }
 static bool infer_mean(InferCtx *c) { return infer_reduce_as(c, 'm'); }
 static bool infer_keep(InferCtx *c) { return infer_reduce_as(c, 'k'); }
 
 static bool infer_argmax(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  int64_t axis = infer_attr_i(c, "axis");
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  int64_t axis = reg_infer_attr_i(c, "axis");
   Shape s;
-  if (!reduce_shape(c, &x->shape, &axis, 1, infer_attr_b(c, "keepdim"), &s)) return false;
-  infer_set(c, "Out", 0, DT_I64, &s);
+  if (!reduce_shape(c, &x->shape, &axis, 1, reg_infer_attr_b(c, "keepdim"), &s)) return false;
+  reg_infer_set(c, "Out", 0, DT_I64, &s);
   return true;
 }
 
@@ -440,9 +440,9 @@ static int k_cumsum_grad(ExecCtx *c) { return cumsum_run(c, true); }
 
 /* X@GRAD has Out@GRAD's shape; f32. */
 static bool infer_cumsum_grad(InferCtx *c) {
-  const VarDesc *d = infer_input(c, "Out@GRAD");
+  const VarDesc *d = reg_infer_input(c, "Out@GRAD");
   if (!d) return false;
-  infer_set(c, "X@GRAD", 0, DT_F32, &d->shape);
+  reg_infer_set(c, "X@GRAD", 0, DT_F32, &d->shape);
   return true;
 }
 
@@ -694,9 +694,9 @@ static int g_cumsum_grad(GradCtx *g) {
 
 /* X@GRAD has X's shape and dtype. */
 static bool infer_reduce_grad(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  reg_infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
   return true;
 }
 

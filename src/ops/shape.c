@@ -17,10 +17,10 @@ _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* Reads an int-list attribute; *n gets its length. */
 static const int64_t *ints_attr(InferCtx *c, const char *name, int *n) {
-  const AttrValue *v = infer_attr(c, name);
+  const AttrValue *v = reg_infer_attr(c, name);
   *n = 0;
   if (!v || v->type != ATTR_INTS) {
-    infer_fail(c, "attribute '%s' must be an int list", name);
+    reg_infer_fail(c, "attribute '%s' must be an int list", name);
     return NULL;
   }
   static const int64_t none[1];
@@ -75,16 +75,16 @@ static const char *check_perm(const AttrValue *v) {
 /* Re-runs an attribute's checker (ops made by netrun itself, such as grad
  * ops, do not pass through the script's attribute checks). */
 static bool recheck(InferCtx *c, const char *name, AttrCheckFn fn) {
-  const AttrValue *v = infer_attr(c, name);
+  const AttrValue *v = reg_infer_attr(c, name);
   const char *why = v ? fn(v) : NULL;
-  if (why) return infer_fail(c, "attribute '%s' %s", name, why);
+  if (why) return reg_infer_fail(c, "attribute '%s' %s", name, why);
   return true;
 }
 
 /* ---- reshape, transpose, flatten --------------------------------------------- */
 
 static bool infer_reshape(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *t = ints_attr(c, "shape", &n);
   if (!x || !t || !recheck(c, "shape", check_reshape)) return false;
@@ -106,7 +106,7 @@ static bool infer_reshape(InferCtx *c) {
   char a[128], b[128];
   if (numel >= 0) {
     if (hole < 0 ? known != numel : known == 0 || numel % known != 0)
-      return infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(xs, a, sizeof a),
+      return reg_infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(xs, a, sizeof a),
                         (long long)numel, ints_str(t, n, b, sizeof b));
     if (hole >= 0) s.d[hole] = dim_n(numel / known);
   } else if (hole >= 0 && xs->rank >= 0 && known > 0) {
@@ -127,12 +127,12 @@ static bool infer_reshape(InferCtx *c) {
     }
     if (ok && nsym == 1 && rest == known) s.d[hole] = xs->d[isym];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_transpose(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *perm = ints_attr(c, "perm", &n);
   if (!x || !perm || !recheck(c, "perm", check_perm)) return false;
@@ -142,12 +142,12 @@ static bool infer_transpose(InferCtx *c) {
     for (int i = 0; i < n; i++) s.d[i] = dim_unknown();
   } else if (x->shape.rank != n) {
     char a[128], b[128];
-    return infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(perm, n, a, sizeof a),
+    return reg_infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(perm, n, a, sizeof a),
                       n, shape_str(&x->shape, b, sizeof b));
   } else {
     for (int i = 0; i < n; i++) s.d[i] = x->shape.d[perm[i]];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
@@ -179,31 +179,31 @@ static Dim dims_product(const Shape *s, int from) {
 }
 
 static bool infer_flatten(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
-  int64_t start = infer_attr_i(c, "start_axis");
+  int64_t start = reg_infer_attr_i(c, "start_axis");
   Shape s = shape_unknown();
   if (x->shape.rank == 0) {   /* a scalar flattens to [1] */
     if (start != 0 && start != -1)
-      return infer_fail(c, "start_axis %lld is out of range for X of shape []", (long long)start);
+      return reg_infer_fail(c, "start_axis %lld is out of range for X of shape []", (long long)start);
     s = shape_scalar();
     s.rank = 1;
     s.d[0] = dim_n(1);
   } else if (x->shape.rank > 0) {
     int k;
-    if (!infer_norm_axis(c, "start_axis", start, "X", &x->shape, &k)) return false;
+    if (!reg_infer_norm_axis(c, "start_axis", start, "X", &x->shape, &k)) return false;
     s = x->shape;
     s.d[k] = dims_product(&x->shape, k);
     s.rank = k + 1;
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 /* ---- squeeze, unsqueeze, broadcast_to ------------------------------------------ */
 
 static bool infer_squeeze(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *axes = ints_attr(c, "axes", &n);
   if (!x || !axes) return false;
@@ -215,12 +215,12 @@ static bool infer_squeeze(InferCtx *c) {
     for (int i = 0; i < xs->rank; i++) drop[i] = n == 0 && xs->d[i].n == 1;
     for (int i = 0; i < n; i++) {
       int k;
-      if (!infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+      if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
       if (drop[k])
-        return infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
+        return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
                           shape_str(xs, buf, sizeof buf));
       if (dim_known(xs->d[k]) && xs->d[k].n != 1)
-        return infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
+        return reg_infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
                           shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
       drop[k] = true;   /* a symbol is checked to be 1 at run time */
     }
@@ -228,13 +228,13 @@ static bool infer_squeeze(InferCtx *c) {
     for (int i = 0; i < xs->rank; i++)
       if (!drop[i]) s.d[s.rank++] = xs->d[i];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 /* unsqueeze: axes are positions in the result, as in NumPy's expand_dims. */
 static bool infer_unsqueeze(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *axes = ints_attr(c, "axes", &n);
   if (!x || !axes) return false;
@@ -244,16 +244,16 @@ static bool infer_unsqueeze(InferCtx *c) {
   if (xs->rank >= 0) {
     int r = xs->rank + n;
     if (n > SHAPE_MAX_RANK || r > SHAPE_MAX_RANK)
-      return infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
+      return reg_infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
                         shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
     bool ins[SHAPE_MAX_RANK] = {false};
     for (int i = 0; i < n; i++) {
       int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
       if (k < 0 || k >= r)
-        return infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
+        return reg_infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
                           (long long)axes[i], r, shape_str(xs, a, sizeof a));
       if (ins[k])
-        return infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
+        return reg_infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
                           (long long)k);
       ins[k] = true;
     }
@@ -261,12 +261,12 @@ static bool infer_unsqueeze(InferCtx *c) {
     s.rank = r;
     for (int i = 0, j = 0; i < r; i++) s.d[i] = ins[i] ? dim_n(1) : xs->d[j++];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_broadcast_to(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *t = ints_attr(c, "shape", &n);
   if (!x || !t || !recheck(c, "shape", check_shape)) return false;
@@ -279,25 +279,25 @@ static bool infer_broadcast_to(InferCtx *c) {
     if (dim_known(d) && d.n != 1 && d.n != t[n - xs->rank + i]) ok = false;
   }
   if (!ok)
-    return infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
+    return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
                       shape_str(&s, b, sizeof b));
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 /* ---- concat, split ---------------------------------------------------------- */
 
 static bool infer_concat(InferCtx *c) {
-  int n = infer_count(c, "X");
-  if (n == 0) return infer_fail(c, "X must hold at least one tensor");
+  int n = reg_infer_count(c, "X");
+  if (n == 0) return reg_infer_fail(c, "X must hold at least one tensor");
   const VarDesc *ref = NULL;   /* the first input of known rank */
   int iref = -1;
   DType t = DT_UNKNOWN;
   bool all_ranked = true;
   for (int i = 0; i < n; i++) {
-    const VarDesc *v = infer_in(c, "X", i);
-    if (!v) return infer_fail(c, "input X[%d] is missing", i);
-    t = i == 0 || v->dtype == t ? v->dtype : infer_promote(t, v->dtype);
+    const VarDesc *v = reg_infer_in(c, "X", i);
+    if (!v) return reg_infer_fail(c, "input X[%d] is missing", i);
+    t = i == 0 || v->dtype == t ? v->dtype : reg_infer_promote(t, v->dtype);
     if (v->shape.rank < 0) {
       all_ranked = false;
     } else if (!ref) {
@@ -307,37 +307,37 @@ static bool infer_concat(InferCtx *c) {
   }
   if (!ref) {
     Shape u = shape_unknown();
-    infer_set(c, "Out", 0, t, &u);
+    reg_infer_set(c, "Out", 0, t, &u);
     return true;
   }
   char sa[128], sb[128];
   if (ref->shape.rank == 0)
-    return infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
+    return reg_infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
   int axis;
-  if (!infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
+  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
   Shape s = ref->shape;
   int64_t total = 0;
   bool total_known = all_ranked;
   for (int i = 0; i < n; i++) {
-    const Shape *vs = &infer_in(c, "X", i)->shape;
+    const Shape *vs = &reg_infer_in(c, "X", i)->shape;
     if (vs->rank < 0) continue;
     if (vs->rank != s.rank)
-      return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: ranks differ", i,
+      return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: ranks differ", i,
                         shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) {
       if (k == axis) continue;
       if (dims_clash(vs->d[k], s.d[k])) {
         int j = iref;   /* name an earlier input that disagrees */
         for (int q = 0; q < i; q++) {
-          const Shape *qs = &infer_in(c, "X", q)->shape;
+          const Shape *qs = &reg_infer_in(c, "X", q)->shape;
           if (qs->rank == s.rank && dims_clash(qs->d[k], vs->d[k])) {
             j = q;
             break;
           }
         }
-        return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: dimension %d differs "
+        return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: dimension %d differs "
                           "(only axis %d may)", i, shape_str(vs, sa, sizeof sa), j,
-                          shape_str(&infer_in(c, "X", j)->shape, sb, sizeof sb), k, axis);
+                          shape_str(&reg_infer_in(c, "X", j)->shape, sb, sizeof sb), k, axis);
       }
       s.d[k] = dim_merge(s.d[k], vs->d[k]);
     }
@@ -347,50 +347,50 @@ static bool infer_concat(InferCtx *c) {
   }
   s.d[axis] = total_known ? dim_n(total) : dim_unknown();
   if (n == 1) s.d[axis] = ref->shape.d[axis];
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
 /* split: `num` equal parts, or parts of the sizes in `sections`; exactly
  * one of the two is given, and the outputs bound must match it. */
 static bool infer_split(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int ns;
   const int64_t *sec = ints_attr(c, "sections", &ns);
   if (!x || !sec) return false;
-  int64_t num = infer_attr_i(c, "num");
-  int m = infer_out_count(c, "Out");
+  int64_t num = reg_infer_attr_i(c, "num");
+  int m = reg_infer_out_count(c, "Out");
   char a[128], b[128];
-  if (num < 0) return infer_fail(c, "num must not be negative, got %lld", (long long)num);
-  if ((num > 0) == (ns > 0)) return infer_fail(c, "give exactly one of num and sections");
+  if (num < 0) return reg_infer_fail(c, "num must not be negative, got %lld", (long long)num);
+  if ((num > 0) == (ns > 0)) return reg_infer_fail(c, "give exactly one of num and sections");
   const char *are = m == 1 ? "output is" : "outputs are";
   if (num > 0 && num != m)
-    return infer_fail(c, "num=%lld but %d %s bound", (long long)num, m, are);
+    return reg_infer_fail(c, "num=%lld but %d %s bound", (long long)num, m, are);
   if (ns > 0 && ns != m)
-    return infer_fail(c, "sections has %d entries but %d %s bound", ns, m, are);
+    return reg_infer_fail(c, "sections has %d entries but %d %s bound", ns, m, are);
   int64_t sum = 0;
   for (int i = 0; i < ns; i++) {
     if (sec[i] < 0)
-      return infer_fail(c, "sections %s must not hold negative sizes", ints_str(sec, ns, a, sizeof a));
+      return reg_infer_fail(c, "sections %s must not hold negative sizes", ints_str(sec, ns, a, sizeof a));
     if (sum > INT64_MAX - sec[i])
-      return infer_fail(c, "sections %s sum to more than any dimension", ints_str(sec, ns, a, sizeof a));
+      return reg_infer_fail(c, "sections %s sum to more than any dimension", ints_str(sec, ns, a, sizeof a));
     sum += sec[i];
   }
   const Shape *xs = &x->shape;
   if (xs->rank < 0) {
     Shape u = shape_unknown();
-    for (int i = 0; i < m; i++) infer_set(c, "Out", i, x->dtype, &u);
+    for (int i = 0; i < m; i++) reg_infer_set(c, "Out", i, x->dtype, &u);
     return true;
   }
   int axis;
-  if (xs->rank == 0) return infer_fail(c, "X is a scalar; split needs a tensor of rank 1 or more");
-  if (!infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
+  if (xs->rank == 0) return reg_infer_fail(c, "X is a scalar; split needs a tensor of rank 1 or more");
+  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
   Dim d = xs->d[axis];
   if (num > 0 && dim_known(d) && d.n % num != 0)
-    return infer_fail(c, "axis %d of X (shape %s) has size %lld, which does not split into %lld "
+    return reg_infer_fail(c, "axis %d of X (shape %s) has size %lld, which does not split into %lld "
                       "equal parts", axis, shape_str(xs, a, sizeof a), (long long)d.n, (long long)num);
   if (ns > 0 && dim_known(d) && d.n != sum)
-    return infer_fail(c, "sections %s sum to %lld but axis %d of X (shape %s) has size %lld",
+    return reg_infer_fail(c, "sections %s sum to %lld but axis %d of X (shape %s) has size %lld",
                       ints_str(sec, ns, a, sizeof a), (long long)sum, axis,
                       shape_str(xs, b, sizeof b), (long long)d.n);
   for (int i = 0; i < m; i++) {
@@ -398,7 +398,7 @@ static bool infer_split(InferCtx *c) {
     if (ns > 0) s.d[axis] = dim_n(sec[i]);
     else if (num == 1) s.d[axis] = d;
     else s.d[axis] = dim_known(d) ? dim_n(d.n / num) : dim_unknown();
-    infer_set(c, "Out", i, x->dtype, &s);
+    reg_infer_set(c, "Out", i, x->dtype, &s);
   }
   return true;
 }
@@ -408,24 +408,24 @@ static bool infer_split(InferCtx *c) {
 /* slice: Python's x[start:end] along each of `axes` (step 1): negative
  * indices count from the end and out-of-range ones are clamped. */
 static bool infer_slice(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int na, nb, ne;
   const int64_t *axes = ints_attr(c, "axes", &na);
   const int64_t *starts = ints_attr(c, "starts", &nb);
   const int64_t *ends = ints_attr(c, "ends", &ne);
   if (!x || !axes || !starts || !ends) return false;
   if (na != nb || na != ne)
-    return infer_fail(c, "axes, starts and ends must have one length, got %d, %d and %d", na, nb, ne);
+    return reg_infer_fail(c, "axes, starts and ends must have one length, got %d, %d and %d", na, nb, ne);
   const Shape *xs = &x->shape;
   Shape s = *xs;
   if (xs->rank >= 0) {
     bool seen[SHAPE_MAX_RANK] = {false};
     for (int i = 0; i < na; i++) {
       int k;
-      if (!infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+      if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
       if (seen[k]) {
         char buf[128];
-        return infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
+        return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
                           shape_str(xs, buf, sizeof buf));
       }
       seen[k] = true;
@@ -440,48 +440,48 @@ static bool infer_slice(InferCtx *c) {
       }
     }
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_gather(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *idx = infer_input(c, "Index");
+  const VarDesc *x = reg_infer_input(c, "X"), *idx = reg_infer_input(c, "Index");
   if (!x || !idx) return false;
-  if (idx->dtype != DT_I64) return infer_fail(c, "Index must be i64, got %s", dtype_name(idx->dtype));
+  if (idx->dtype != DT_I64) return reg_infer_fail(c, "Index must be i64, got %s", dtype_name(idx->dtype));
   const Shape *xs = &x->shape, *is = &idx->shape;
   char a[128], b[128];
-  if (xs->rank == 0) return infer_fail(c, "X is a scalar; gather needs a tensor of rank 1 or more");
+  if (xs->rank == 0) return reg_infer_fail(c, "X is a scalar; gather needs a tensor of rank 1 or more");
   Shape s = shape_unknown();
   int axis = 0;
-  if (xs->rank > 0 && !infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
+  if (xs->rank > 0 && !reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
   if (xs->rank > 0 && is->rank >= 0) {
     int r = xs->rank - 1 + is->rank;
     if (r > SHAPE_MAX_RANK)
-      return infer_fail(c, "X of shape %s gathered with Index of shape %s would have rank %d, "
+      return reg_infer_fail(c, "X of shape %s gathered with Index of shape %s would have rank %d, "
                         "more than 8", shape_str(xs, a, sizeof a), shape_str(is, b, sizeof b), r);
     s = shape_scalar();
     for (int i = 0; i < axis; i++) s.d[s.rank++] = xs->d[i];
     for (int i = 0; i < is->rank; i++) s.d[s.rank++] = is->d[i];
     for (int i = axis + 1; i < xs->rank; i++) s.d[s.rank++] = xs->d[i];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_one_hot(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
-  if (x->dtype != DT_I64) return infer_fail(c, "X must be i64, got %s", dtype_name(x->dtype));
-  int64_t depth = infer_attr_i(c, "depth");
-  if (depth <= 0) return infer_fail(c, "depth must be positive, got %lld", (long long)depth);
+  if (x->dtype != DT_I64) return reg_infer_fail(c, "X must be i64, got %s", dtype_name(x->dtype));
+  int64_t depth = reg_infer_attr_i(c, "depth");
+  if (depth <= 0) return reg_infer_fail(c, "depth must be positive, got %lld", (long long)depth);
   Shape s = x->shape;
   if (s.rank >= SHAPE_MAX_RANK) {
     char buf[128];
-    return infer_fail(c, "X of shape %s would give a result of rank %d, more than 8",
+    return reg_infer_fail(c, "X of shape %s would give a result of rank %d, more than 8",
                       shape_str(&s, buf, sizeof buf), s.rank + 1);
   }
   if (s.rank >= 0) s.d[s.rank++] = dim_n(depth);
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -895,15 +895,15 @@ static int g_concat(GradCtx *g) {
 }
 
 static bool infer_concat_grad(InferCtx *c) {
-  int n = infer_count(c, "X"), m = infer_out_count(c, "X@GRAD");
-  const AttrValue *which = infer_attr(c, "inputs");
+  int n = reg_infer_count(c, "X"), m = reg_infer_out_count(c, "X@GRAD");
+  const AttrValue *which = reg_infer_attr(c, "inputs");
   if (!which || which->type != ATTR_INTS || which->n != m)
-    return infer_fail(c, "attribute 'inputs' must list one input per X@GRAD");
+    return reg_infer_fail(c, "attribute 'inputs' must list one input per X@GRAD");
   for (int k = 0; k < m; k++) {
     int64_t i = which->u.ints[k];
-    if (i < 0 || i >= n) return infer_fail(c, "inputs[%d] = %lld is not an input", k, (long long)i);
-    const VarDesc *x = infer_in(c, "X", (int)i);
-    infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
+    if (i < 0 || i >= n) return reg_infer_fail(c, "inputs[%d] = %lld is not an input", k, (long long)i);
+    const VarDesc *x = reg_infer_in(c, "X", (int)i);
+    reg_infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
   }
   return true;
 }
@@ -933,7 +933,7 @@ static int k_concat_grad(ExecCtx *c) {
 }
 
 /* X@GRAD (slot 0 of slice_grad and gather_grad) has X's shape and dtype. */
-static bool infer_x_grad(InferCtx *c) { return infer_same_as(c, "X@GRAD", "X"); }
+static bool infer_x_grad(InferCtx *c) { return reg_infer_same_as(c, "X@GRAD", "X"); }
 
 /* slice: X@GRAD is zeros with Out@GRAD in the slice. */
 static int k_slice_grad(ExecCtx *c) {
