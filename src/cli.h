@@ -1,6 +1,19 @@
 /* cli.h — what the verbs of the command line share: their options, and
  * starting an executor over a loaded script with the values fed.  The verbs
- * themselves are declared in cmd.h. */
+ * themselves are declared in cmd.h.
+ *
+ * The layers of src/, each using only the ones below it:
+ *   main.c       dispatches argv to a verb (cmd.h)
+ *   verbs        parse argv into Args (this header) and run: cli.c, grad.c,
+ *                repl.c, summary.c, timeback.c, trainverb.c
+ *   library      everything else, from the trainer (trainer.h), data,
+ *                checkpoints, plots and weights down through run, session,
+ *                lower, rewrite, backward, exec, registry and the ops to
+ *                program, tensor and mem
+ * Only the verbs include cli.h (tests/code_shape.bats checks it).  data.c,
+ * checkpoint.c, plot.c and weights.c each hold a verb's entry point
+ * (cmd.h) that parses its own options with option.h and needs nothing of
+ * this header. */
 #ifndef NETRUN_CLI_H
 #define NETRUN_CLI_H
 

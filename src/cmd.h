@@ -21,7 +21,7 @@ int cmd_gradcheck_session(struct Program *p, struct Executor *ex, const struct A
  * dumps it. */
 int cmd_dump_backward(const struct Args *a);
 
-/* trainer.c: the training verbs, and dump --train. */
+/* trainverb.c: the training verbs (over trainer.c), and dump --train. */
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
