@@ -155,6 +155,14 @@ void diag_note(Diag *d, Span at, const char *fmt, ...) {
   va_end(ap);
 }
 
+bool diag_why(char *why, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, n, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
 void diag_absorb(Diag *d, const Diag *sub) { d->nerrors += sub->nerrors; }
 
 int diag_finish(Diag *d) {

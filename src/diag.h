@@ -101,6 +101,9 @@ void diag_note(Diag *d, Span at, const char *fmt, ...)
 /* Counts the errors of `sub`, a Diag of its own for one task (data.c reads
  * a CSV file through one whose arena is freed after), as errors of d. */
 void diag_absorb(Diag *d, const Diag *sub);
+/* The convention of library-like code (above): writes the message into
+ * the caller's why[n] and returns false, for `return diag_why(...)`. */
+bool diag_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prints "N errors" when there were any; returns the error count. */
 int  diag_finish(Diag *d);
 static inline Span span_join(Span a, Span b) {
