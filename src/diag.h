@@ -91,6 +91,9 @@ void diag_line_col(const Diag *d, int file, uint32_t off, int *line, int *col);
 void diag_error(Diag *d, Span at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void diag_verror(Diag *d, Span at, const char *fmt, va_list ap);
+/* The same, the message after "WHAT: " (an op's type, a file's path);
+ * what NULL: none. */
+void diag_verror_in(Diag *d, Span at, const char *what, const char *fmt, va_list ap);
 /* A warning: printed, not counted (training goes on). */
 void diag_warn(Diag *d, Span at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

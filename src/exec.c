@@ -477,27 +477,28 @@ static void call_note(Diag *d, const OpDesc *op) {
   diag_note(d, s->at, "in this call to '%s'", s->fn);
 }
 
+/* Reports "TYPE: message" at op p, and the call it is in; -1. */
+static int op_vfail(Executor *ex, const Prepared *p, const char *fmt, va_list ap) {
+  diag_verror_in(ex->diag, p->op->span, p->op->type, fmt, ap);
+  call_note(ex->diag, p->op);
+  return -1;
+}
+
 int exec_ctx_fail(ExecCtx *c, const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  op_vfail(c->ex, c->p, fmt, ap);
   va_end(ap);
-  diag_error(c->ex->diag, c->p->op->span, "%s: %s", c->p->op->type, msg);
-  call_note(c->ex->diag, c->p->op);
   return -1;
 }
 
 static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  op_vfail(ex, p, fmt, ap);
   va_end(ap);
-  diag_error(ex->diag, p->op->span, "%s: %s", p->op->type, msg);
-  call_note(ex->diag, p->op);
   return -1;
 }
 
