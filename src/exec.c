@@ -611,20 +611,6 @@ static int infer_outputs(Executor *ex, Prepared *p, Tensor **ins) {
   return 0;
 }
 
-static bool has_nan(const Tensor *t) {
-  if (t->dtype == DT_F64) {
-    for (int64_t i = 0; i < t->numel; i++)
-      if (!isfinite(tensor_f64(t)[i])) return true;
-    return false;
-  }
-  if (t->dtype != DT_F32) return false;
-  const float *x = tensor_f32(t);
-  for (int64_t i = 0; i < t->numel; i++)
-    if (!isfinite(x[i])) return true;
-  return false;
-}
-
-
 /* Ctrl-C stopped op p: inside a loop, says which turn of which loop. */
 static int interrupt_fail(Executor *ex, const Prepared *p) {
   if (!ex->loop) return op_fail(ex, p, "interrupted");
@@ -768,7 +754,7 @@ made:
     if (outs[i]) outs[i]->requires_grad = grad_flows && dtype_is_float(outs[i]->dtype);
   if (ex->opt.check_nan)
     for (int i = 0; i < p->out_total; i++)
-      if (outs[i] && has_nan(outs[i])) {
+      if (outs[i] && tensor_non_finite(outs[i])) {
         char buf[128];
         rc = op_fail(ex, p, "produced NaN or Inf in '%s' (shape %s)", p->out_desc[i].name,
                      tensor_shape_str(outs[i], buf, sizeof buf));

@@ -985,20 +985,6 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
 
 /* ---- a step ------------------------------------------------------------------------------- */
 
-/* Whether f32 tensor t holds a NaN or an infinity. */
-static bool non_finite(const Tensor *t) {
-  if (t->dtype == DT_F64) {
-    for (int64_t i = 0; i < t->numel; i++)
-      if (!isfinite(tensor_f64(t)[i])) return true;
-    return false;
-  }
-  if (t->dtype != DT_F32) return false;
-  const float *x = tensor_f32(t);
-  for (int64_t i = 0; i < t->numel; i++)
-    if (!isfinite(x[i])) return true;
-  return false;
-}
-
 /* Says why step r->step + 1 stopped with loss l: a parameter that the
  * last update left NaN or infinite, else the first op of the forward
  * pass, run again from the same state under --check-nan, that makes a
@@ -1011,7 +997,7 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_value(r->ex, b0->vars[i]->name) : NULL;
-    if (t && non_finite(t)) {
+    if (t && tensor_non_finite(t)) {
       diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf: step %lld's update made it so",
                  b0->vars[i]->name, (long long)r->step);
       return;
