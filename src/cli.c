@@ -270,6 +270,13 @@ void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
   if (a->fused && rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0});
 }
 
+FILE *cli_time_options(Args *a) {
+  a->opt.timing = true;
+  a->opt.tape = false;
+  a->opt.out = fopen("/dev/null", "w");
+  return a->opt.out;
+}
+
 static int cmp_timing(const void *a, const void *b) {
   const OpTiming *x = a, *y = b;
   if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;

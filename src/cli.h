@@ -102,6 +102,10 @@ Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks);
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark);
 /* Feeds a's --set and --feed values to ex; false on error (reported). */
 bool cli_feed(Session *ld, Executor *ex, const Args *a);
+/* netrun time's executor options in a: op timings on, no tape, print()
+ * into /dev/null; returns that stream, for the caller to close (NULL if
+ * it cannot be opened: print() then writes to stdout). */
+FILE *cli_time_options(Args *a);
 /* The per-op-type table of netrun time (slowest first, then a total
  * line); returns the total seconds. */
 double cli_print_timings(FILE *f, const OpTiming *t, int n);
