@@ -501,6 +501,22 @@ DType reg_infer_promote(DType a, DType b) {
   return DT_I64;
 }
 
+bool reg_infer_list(InferCtx *c, const char *slot, DType *t, int *ref, bool *all_ranked) {
+  int n = reg_infer_count(c, slot);
+  if (n == 0) return reg_infer_fail(c, "%s must hold at least one tensor", slot);
+  *t = DT_UNKNOWN;
+  *ref = -1;
+  *all_ranked = true;
+  for (int i = 0; i < n; i++) {
+    const VarDesc *v = reg_infer_in(c, slot, i);
+    if (!v) return reg_infer_fail(c, "input %s[%d] is missing", slot, i);
+    *t = i == 0 || v->dtype == *t ? v->dtype : reg_infer_promote(*t, v->dtype);
+    if (v->shape.rank < 0) *all_ranked = false;
+    else if (*ref < 0) *ref = i;
+  }
+  return true;
+}
+
 /* ---- shared attribute checkers -------------------------------------------- */
 
 const char *reg_check_positive(const AttrValue *v) {

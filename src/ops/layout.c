@@ -31,25 +31,16 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
 /* stack: every X has one shape; Out has a new dimension of size n at axis,
  * which counts among Out's dimensions (-1 is a new last axis). */
 static bool infer_stack(InferCtx *c) {
-  int n = reg_infer_count(c, "X");
-  if (n == 0) return reg_infer_fail(c, "X must hold at least one tensor");
-  const VarDesc *ref = NULL;   /* the first input of known rank */
-  int iref = -1;
-  DType t = DT_UNKNOWN;
-  for (int i = 0; i < n; i++) {
-    const VarDesc *v = reg_infer_in(c, "X", i);
-    if (!v) return reg_infer_fail(c, "input X[%d] is missing", i);
-    t = i == 0 || v->dtype == t ? v->dtype : reg_infer_promote(t, v->dtype);
-    if (!ref && v->shape.rank >= 0) {
-      ref = v;
-      iref = i;
-    }
-  }
-  if (!ref) {
+  int n = reg_infer_count(c, "X"), iref;   /* iref: the first input of known rank */
+  DType t;
+  bool all_ranked;
+  if (!reg_infer_list(c, "X", &t, &iref, &all_ranked)) return false;
+  if (iref < 0) {
     Shape u = shape_unknown();
     reg_infer_set(c, "Out", 0, t, &u);
     return true;
   }
+  const VarDesc *ref = reg_infer_in(c, "X", iref);
   Shape s = ref->shape;
   char sa[128], sb[128];
   for (int i = 0; i < n; i++) {

@@ -288,28 +288,16 @@ static bool infer_broadcast_to(InferCtx *c) {
 /* ---- concat, split ---------------------------------------------------------- */
 
 static bool infer_concat(InferCtx *c) {
-  int n = reg_infer_count(c, "X");
-  if (n == 0) return reg_infer_fail(c, "X must hold at least one tensor");
-  const VarDesc *ref = NULL;   /* the first input of known rank */
-  int iref = -1;
-  DType t = DT_UNKNOWN;
-  bool all_ranked = true;
-  for (int i = 0; i < n; i++) {
-    const VarDesc *v = reg_infer_in(c, "X", i);
-    if (!v) return reg_infer_fail(c, "input X[%d] is missing", i);
-    t = i == 0 || v->dtype == t ? v->dtype : reg_infer_promote(t, v->dtype);
-    if (v->shape.rank < 0) {
-      all_ranked = false;
-    } else if (!ref) {
-      ref = v;
-      iref = i;
-    }
-  }
-  if (!ref) {
+  int n = reg_infer_count(c, "X"), iref;   /* iref: the first input of known rank */
+  DType t;
+  bool all_ranked;
+  if (!reg_infer_list(c, "X", &t, &iref, &all_ranked)) return false;
+  if (iref < 0) {
     Shape u = shape_unknown();
     reg_infer_set(c, "Out", 0, t, &u);
     return true;
   }
+  const VarDesc *ref = reg_infer_in(c, "X", iref);
   char sa[128], sb[128];
   if (ref->shape.rank == 0)
     return reg_infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
