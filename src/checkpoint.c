@@ -413,7 +413,7 @@ static bool bad(Cursor *p, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   return diag_why(p->err, p->errlen, "malformed %s section: %s%s%s (at byte %zu)", p->section, p->item,
-              p->item[0] ? ": " : "", msg, p->off);
+                  p->item[0] ? ": " : "", msg, p->off);
 }
 
 /* The next n bytes, or NULL (reported) if fewer remain. */
@@ -579,7 +579,7 @@ static bool check_crc(const unsigned char *buf, size_t n, char *err, size_t errl
   uint32_t computed = crc_update((uint32_t)crc32(0, Z_NULL, 0), buf, n - 4);
   if (stored == computed) return true;
   return diag_why(err, errlen, "corrupt (checksum mismatch: stored %08" PRIx32 ", computed %08" PRIx32 ")", stored,
-              computed);
+                  computed);
 }
 
 static bool parse_file(const unsigned char *buf, size_t n, Checkpoint *c, char *err, size_t errlen) {
@@ -590,7 +590,7 @@ static bool parse_file(const unsigned char *buf, size_t n, Checkpoint *c, char *
   if (version == 0) return diag_why(err, errlen, "malformed preamble: format version 0");
   if (version > CKPT_VERSION)
     return diag_why(err, errlen, "written by a newer netrun (format version %" PRIu32 "; this netrun reads up to %d)",
-                version, CKPT_VERSION);
+                    version, CKPT_VERSION);
   c->version = version;
   if (n < PREAMBLE) return diag_why(err, errlen, "truncated (%zu bytes, expected at least %d)", n, MIN_TOTAL);
   uint64_t total = get_le(buf + 12, 8);
@@ -615,19 +615,19 @@ static bool parse_file(const unsigned char *buf, size_t n, Checkpoint *c, char *
     char tag[5];
     if (end - off < SECTION_HEAD)
       return diag_why(err, errlen, "malformed file: a section at byte %zu needs %d bytes, %zu remain", off,
-                  SECTION_HEAD, end - off);
+                      SECTION_HEAD, end - off);
     const unsigned char *head = buf + off;
     uint64_t len = get_le(head + 4, 8);
     if (len > end - off - SECTION_HEAD)
       return diag_why(err, errlen, "malformed file: section '%s' at byte %zu is %" PRIu64 " bytes long, %zu remain",
-                  tag_str(head, tag), off, len, end - off - SECTION_HEAD);
+                      tag_str(head, tag), off, len, end - off - SECTION_HEAD);
     int which = -1;
     for (int s = 0; s < N_SECTIONS; s++)
       if (memcmp(head, section_tag[s], 4) == 0) which = s;
     if (which >= 0 && which != next) {
       if (next < N_SECTIONS)
         return diag_why(err, errlen, "malformed file: section '%s' at byte %zu where '%s' was expected",
-                    tag_str(head, tag), off, section_tag[next]);
+                        tag_str(head, tag), off, section_tag[next]);
       return diag_why(err, errlen, "malformed file: a second '%s' section at byte %zu", tag_str(head, tag), off);
     }
     off += SECTION_HEAD;
@@ -673,7 +673,7 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
   if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > most) {
     close(fd);
     return diag_why(err, errlen, "%s: too large for a checkpoint (%lld bytes; at most %" PRIu64 "%s)", path,
-                (long long)st.st_size, most, most < CKPT_MAX_FILE ? ", the memory limit" : "");
+                    (long long)st.st_size, most, most < CKPT_MAX_FILE ? ", the memory limit" : "");
   }
   /* A regular file is read in one allocation (and one byte more, to see its
    * end); anything else grows as it comes. */
@@ -685,7 +685,7 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
         close(fd);
         mem_free(b);
         return diag_why(err, errlen, "%s: too large for a checkpoint (more than %" PRIu64 " bytes%s)", path, most,
-                    most < CKPT_MAX_FILE ? ", the memory limit" : "");
+                        most < CKPT_MAX_FILE ? ", the memory limit" : "");
       }
       cap *= 2;
       b = mem_alloc(b, cap);

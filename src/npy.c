@@ -116,7 +116,7 @@ static bool bad_descr(const char *d, char *why, size_t n) {
   if (strchr(d, 'O'))
     return diag_why(why, n, "an object array ('%s', pickled Python objects): netrun reads numbers only", d);
   return diag_why(why, n, "dtype '%s' is not supported: netrun reads float32 ('<f4'), float64, int64, int32, uint8 "
-              "and bool", d);
+                  "and bool", d);
 }
 
 static bool descr(const char *d, NpyHeader *h, char *why, size_t n) {
@@ -205,7 +205,7 @@ bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
   uint64_t hlen = pre[8] | (uint64_t)pre[9] << 8;
   if (lenbytes == 4) hlen |= (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
   if (hlen > NPY_MAX_HEADER) return diag_why(why, n, "a %" PRIu64 "-byte header: more than netrun reads (%d)", hlen,
-                                         NPY_MAX_HEADER);
+                                             NPY_MAX_HEADER);
   char *text = mem_alloc(NULL, hlen + 1);
   char what[64];
   snprintf(what, sizeof what, "the %" PRIu64 "-byte header", hlen);
@@ -219,10 +219,10 @@ bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
   uint64_t have = in->size >= h->offset ? in->size - h->offset : 0;
   if (have < data)
     return diag_why(why, n, "truncated: the header says %" PRId64 " elements of %s (%" PRIu64 " bytes), the file holds %"
-                PRIu64 " bytes of data", h->numel, npy_name(h->type), data, have);
+                    PRIu64 " bytes of data", h->numel, npy_name(h->type), data, have);
   if (have > data)
     return diag_why(why, n, "%" PRIu64 " bytes of trailing data after the %" PRId64 " elements of %s the header says",
-                have - data, h->numel, npy_name(h->type));
+                    have - data, h->numel, npy_name(h->type));
   return true;
 }
 
@@ -393,7 +393,7 @@ static Tensor *to_tensor(NpyIn *in, const NpyHeader *h, DType want, char *why, s
   NpyType to = npy_of_dtype(want);
   if (!npy_can_cast(h->type, to)) {
     diag_why(why, n, "its %s ('%s') cannot become %s without changing values (netrun converts as NumPy's "
-         "astype(casting='same_kind'))", npy_name(h->type), h->descr, dtype_name(want));
+             "astype(casting='same_kind'))", npy_name(h->type), h->descr, dtype_name(want));
     return NULL;
   }
   char tw[TENSOR_WHY_MAX];

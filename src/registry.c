@@ -441,8 +441,8 @@ bool reg_infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out
     else if (x.n >= 0 && y.n >= 0) {
       char sa[128], sb[128];
       return reg_infer_fail(c, "shapes %s and %s do not broadcast (dimension %d: %lld vs %lld)",
-                        shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb), i,
-                        (long long)x.n, (long long)y.n);
+                            shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb), i,
+                            (long long)x.n, (long long)y.n);
     } else if (x.n >= 0) s.d[i] = x;   /* a symbol meets a size: checked at run time */
     else if (y.n >= 0) s.d[i] = y;
     else s.d[i] = dim_unknown();
@@ -488,7 +488,7 @@ bool reg_infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *s
   if (k < 0 || k >= s->rank) {
     char buf[128];
     return reg_infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
-                      shape_str(s, buf, sizeof buf));
+                          shape_str(s, buf, sizeof buf));
   }
   *out = (int)k;
   return true;

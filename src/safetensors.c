@@ -179,7 +179,7 @@ static bool tensor_info(Json *j, StTensor *t) {
       while (i < sizeof dtypes / sizeof *dtypes && strcmp(dtypes[i].name, dt) != 0) i++;
       if (i == sizeof dtypes / sizeof *dtypes)
         diag_why(j->why, j->wn, "tensor '%s': dtype %.32s is not supported: netrun reads F32, F64, I64, I32, U8 and BOOL",
-             t->name, dt);
+                 t->name, dt);
       else
         t->type = dtypes[i].type;
       mem_free(dt);
@@ -233,7 +233,7 @@ static bool check_layout(StHeader *h, uint64_t data, char *why, size_t wn) {
     uint64_t need = (uint64_t)t->numel * (uint64_t)npy_size(t->type);
     if (t->end < t->begin || t->end - t->begin != need)
       return diag_why(why, wn, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] do not hold its %" PRId64
-                  " elements of %s (%" PRIu64 " bytes)", t->name, t->begin, t->end, t->numel, st_dtype(t->type), need);
+                      " elements of %s (%" PRIu64 " bytes)", t->name, t->begin, t->end, t->numel, st_dtype(t->type), need);
     for (int k = 0; k < i; k++)
       if (strcmp(h->t[k].name, t->name) == 0) return diag_why(why, wn, "header: tensor '%s' twice", t->name);
   }
@@ -242,12 +242,12 @@ static bool check_layout(StHeader *h, uint64_t data, char *why, size_t wn) {
   for (int i = 0; i < h->n; i++) {
     if (h->t[i].begin != at)
       return diag_why(why, wn, "tensor '%s' starts at byte %" PRIu64 " of the data, where %s", h->t[i].name,
-                  h->t[i].begin, h->t[i].begin > at ? "a hole is before it" : "it overlaps the one before");
+                      h->t[i].begin, h->t[i].begin > at ? "a hole is before it" : "it overlaps the one before");
     at = h->t[i].end;
   }
   if (at != data)
     return diag_why(why, wn, "%s: the tensors hold %" PRIu64 " bytes of data, the file %" PRIu64,
-                at > data ? "truncated" : "trailing data", at, data);
+                    at > data ? "truncated" : "trailing data", at, data);
   return true;
 }
 
@@ -353,7 +353,7 @@ bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
   if (!ok) diag_why(why, sizeof why, "truncated: %" PRIu64 " bytes, not even the header's length", size);
   else if (n > ST_MAX_HEADER) ok = diag_why(why, sizeof why, "a header of %" PRIu64 " bytes: more than %d", n, ST_MAX_HEADER);
   else if (n > size - 8) ok = diag_why(why, sizeof why, "truncated: a header of %" PRIu64 " bytes, %" PRIu64 " follow", n,
-                                   size - 8);
+                                       size - 8);
   StHeader h = {0};
   char *json = ok ? mem_alloc(NULL, (size_t)n + 1) : NULL;
   if (ok && fread(json, 1, (size_t)n, f) != n) ok = diag_why(why, sizeof why, "cannot read the header");

@@ -160,16 +160,16 @@ static bool check_entry(const ZipReader *z, const ZipEntry *e, uint64_t cd_off, 
   if (e->flags & 1) return diag_why(why, n, "member '%s' is encrypted: not supported", e->name);
   if (e->method != 0 && e->method != 8)
     return diag_why(why, n, "member '%s' is compressed with method %u: only stored (0) and deflated (8) are read",
-                e->name, e->method);
+                    e->name, e->method);
   if (e->offset >= cd_off || e->csize > cd_off - e->offset)
     return diag_why(why, n, "corrupt: member '%s' lies outside the archive's data (offset %" PRIu64 ", %" PRIu64
-                " bytes)", e->name, e->offset, e->csize);
+                    " bytes)", e->name, e->offset, e->csize);
   if (e->method == 0 && e->csize != e->usize)
     return diag_why(why, n, "corrupt: stored member '%s' has %" PRIu64 " bytes but announces %" PRIu64, e->name,
-                e->csize, e->usize);
+                    e->csize, e->usize);
   if (e->method == 8 && e->usize / MAX_RATIO > e->csize)
     return diag_why(why, n, "corrupt: member '%s' announces %" PRIu64 " bytes, more than deflate makes of %" PRIu64,
-                e->name, e->usize, e->csize);
+                    e->name, e->usize, e->csize);
   for (int i = 0; i < z->n; i++)
     if (strcmp(z->e[i].name, e->name) == 0) return diag_why(why, n, "corrupt: two members are named '%s'", e->name);
   return true;
@@ -183,10 +183,10 @@ bool zip_open(ZipReader *z, FILE *f, uint64_t size, char *why, size_t n) {
   if (!find_eocd(z, &e, why, n)) return false;
   if (e.cd_off > size || e.cd_size > size - e.cd_off)
     return diag_why(why, n, "truncated: the central directory (%" PRIu64 " bytes at %" PRIu64 ") lies past the end",
-                e.cd_size, e.cd_off);
+                    e.cd_size, e.cd_off);
   if (e.cd_size > MAX_CD_BYTES || e.entries > ZIP_MAX_ENTRIES)
     return diag_why(why, n, "%" PRIu64 " members in a %" PRIu64 "-byte directory: more than netrun reads (%d)", e.entries,
-                e.cd_size, ZIP_MAX_ENTRIES);
+                    e.cd_size, ZIP_MAX_ENTRIES);
   uint8_t *cd = mem_alloc(NULL, e.cd_size ? (size_t)e.cd_size : 1);
   bool ok = read_at(z, e.cd_off, cd, (size_t)e.cd_size, "the central directory", why, n);
   z->e = mem_calloc(e.entries ? (size_t)e.entries : 1, sizeof *z->e);
@@ -342,7 +342,7 @@ bool zip_add(ZipWriter *w, const char *name, const void *const *parts, const siz
   if (total >= 0xffffffffu || w->off + total + LOCAL_BYTES + nlen >= 0xffffffffu || w->n >= 0xfffe ||
       nlen > ZIP_MAX_NAME)
     return diag_why(why, n, "'%s': too large for a ZIP archive without ZIP64 (4 GiB), which netrun does not write",
-                name);
+                    name);
   VEC_RESERVE(w->e, w->cap, w->n + 1);
   ZipEntry *e = &w->e[w->n++];
   *e = (ZipEntry){.name = mem_strdup(name), .crc = (uint32_t)crc, .csize = total, .usize = total, .offset = w->off};

@@ -71,9 +71,9 @@ static bool infer_where(InferCtx *c) {
       } else if (dim_known(s.d[i]) && dim_known(d)) {
         char a[128], b[128], e[128];
         return reg_infer_fail(c, "Cond (shape %s), X (shape %s) and Y (shape %s) do not broadcast "
-                          "(dimension %d: %lld vs %lld)", shape_str(&v[0]->shape, a, sizeof a),
-                          shape_str(&v[1]->shape, b, sizeof b), shape_str(&v[2]->shape, e, sizeof e), i,
-                          (long long)s.d[i].n, (long long)d.n);
+                              "(dimension %d: %lld vs %lld)", shape_str(&v[0]->shape, a, sizeof a),
+                              shape_str(&v[1]->shape, b, sizeof b), shape_str(&v[2]->shape, e, sizeof e), i,
+                              (long long)s.d[i].n, (long long)d.n);
       } else if (!dim_known(s.d[i])) {   /* a symbol meets a size: checked at run time */
         s.d[i] = dim_known(d) ? d : dim_unknown();
       }

@@ -35,7 +35,7 @@ static bool check_cond(InferCtx *c) {
   int64_t n = shape_numel(&cond->shape);
   if (cond->shape.rank >= 0 && n >= 0 && n != 1)
     return reg_infer_fail(c, "the condition must be a scalar, got shape %s",
-                      shape_str(&cond->shape, buf, sizeof buf));
+                          shape_str(&cond->shape, buf, sizeof buf));
   return true;
 }
 
@@ -100,7 +100,7 @@ static int k_while(ExecCtx *c) {
   for (int64_t turn = 0; go; turn++) {
     if (turn >= max_steps) {
       rc = exec_ctx_fail(c, "the loop ran %lld turns without ending (the limit is --max-steps=%lld)", (long long)turn,
-                    (long long)max_steps);
+                         (long long)max_steps);
       break;
     }
     if (exec_interrupted()) {

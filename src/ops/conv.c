@@ -85,9 +85,9 @@ static bool window_out(InferCtx *c, const Shape *in, const Dim k[2], const int64
     if (o < 1) {
       char sb[64], pb[64], db[64];
       return reg_infer_fail(c, "%s: output %s would be %s (strides %s, paddings %s, dilations %s)",
-                        what, i ? "width" : "height", o ? "too large" : "less than 1",
-                        pair_str(st, sb, sizeof sb), pair_str(pad, pb, sizeof pb),
-                        pair_str(dil, db, sizeof db));
+                            what, i ? "width" : "height", o ? "too large" : "less than 1",
+                            pair_str(st, sb, sizeof sb), pair_str(pad, pb, sizeof pb),
+                            pair_str(dil, db, sizeof db));
     }
     s->d[2 + i] = dim_n(o);
   }
@@ -128,12 +128,12 @@ static bool conv_shape(InferCtx *c, Shape *s) {
     k[1] = fs->d[3];
     if (dim_known(o) && o.n % groups != 0)
       return reg_infer_fail(c, "Filter has shape %s: its %lld output channels do not divide into "
-                        "groups=%lld", b, (long long)o.n, (long long)groups);
+                            "groups=%lld", b, (long long)o.n, (long long)groups);
     Dim ci = fs->d[1];
     if (is->rank == 4 && dim_known(is->d[1]) && dim_known(ci) &&
         (ci.n > INT64_MAX / groups || is->d[1].n != ci.n * groups))
       return reg_infer_fail(c, "%s: Input has %lld channels but Filter expects I * groups = %lld * %lld",
-                        what, (long long)is->d[1].n, (long long)ci.n, (long long)groups);
+                            what, (long long)is->d[1].n, (long long)ci.n, (long long)groups);
   }
   *s = shape_unknown();
   if (is->rank == 4) {
@@ -195,16 +195,16 @@ static bool infer_conv2d_transpose(InferCtx *c) {
   for (int i = 0; i < 2; i++)
     if (opad[i] >= st[i] && opad[i] >= dil[i])
       return reg_infer_fail(c, "output_padding %s must be smaller than strides %s or dilations %s",
-                        pair_str(opad, ob, sizeof ob), pair_str(st, sb, sizeof sb), pair_str(dil, db, sizeof db));
+                            pair_str(opad, ob, sizeof ob), pair_str(st, sb, sizeof sb), pair_str(dil, db, sizeof db));
   shape_str(is, a, sizeof a);
   shape_str(fs, b, sizeof b);
   Dim ci = is->rank == 4 ? is->d[1] : dim_unknown(), fi = fs->rank == 4 ? fs->d[0] : dim_unknown();
   if (dim_known(fi) && fi.n % groups != 0)
     return reg_infer_fail(c, "Filter has shape %s: its %lld input channels do not divide into groups=%lld", b,
-                      (long long)fi.n, (long long)groups);
+                          (long long)fi.n, (long long)groups);
   if (dims_clash(ci, fi))
     return reg_infer_fail(c, "Input has shape %s and Filter has shape %s: Filter's first axis must be Input's "
-                      "channels", a, b);
+                          "channels", a, b);
   Shape s = shape_unknown();
   if (is->rank == 4) {
     s = *is;
@@ -221,7 +221,7 @@ static bool infer_conv2d_transpose(InferCtx *c) {
       if (!fits || o < 1) {
         char pb[64];
         return reg_infer_fail(c, "Input has shape %s and Filter has shape %s: output %s would be %s (strides %s, "
-                          "paddings %s, output_padding %s, dilations %s)", a, b, i ? "width" : "height",
+                              "paddings %s, output_padding %s, dilations %s)", a, b, i ? "width" : "height",
                           fits ? "less than 1" : "too large", pair_str(st, sb, sizeof sb),
                           pair_str(pad, pb, sizeof pb), pair_str(opad, ob, sizeof ob), pair_str(dil, db, sizeof db));
       }
@@ -247,7 +247,7 @@ static bool infer_pool(InferCtx *c) {
   char a[128], kb[64], pb[64], what[300];
   if (pad[0] > ks[0] / 2 || pad[1] > ks[1] / 2)
     return reg_infer_fail(c, "paddings %s must be at most half of ksize %s", pair_str(pad, pb, sizeof pb),
-                      pair_str(ks, kb, sizeof kb));
+                          pair_str(ks, kb, sizeof kb));
   Shape s = x->shape;
   if (s.rank == 4) {
     Dim k[2] = {dim_n(ks[0]), dim_n(ks[1])};
@@ -275,7 +275,7 @@ static bool infer_upsample(InferCtx *c) {
     } else if (d.n > TENSOR_MAX_BYTES / sc[i]) {
       char a[128];
       return reg_infer_fail(c, "X of shape %s scaled by %lld would have a %s too large", shape_str(&x->shape, a, sizeof a),
-                        (long long)sc[i], i ? "width" : "height");
+                            (long long)sc[i], i ? "width" : "height");
     } else {
       s.d[2 + i] = dim_n(d.n * sc[i]);
     }
@@ -591,7 +591,7 @@ static void conv_plan_free(ConvPlan *pl) {
 
 static int conv_too_large(ExecCtx *c, const Window *g, int64_t groups) {
   return exec_ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large",
-                  (long long)(g->c / groups * g->kh * g->kw), (long long)(g->oh * g->ow));
+                       (long long)(g->c / groups * g->kh * g->kw), (long long)(g->oh * g->ow));
 }
 
 /* One of a plan's GEMMs (alpha 1): whole, on its thread, when batches go
@@ -1073,7 +1073,7 @@ static int k_upsample_grad(ExecCtx *c) {
   const int64_t ow = w * sw;
   if (dout->dtype != DT_F32 || dout->numel != x->numel * sh * sw)
     return exec_ctx_fail(c, "internal error: Out@GRAD does not fit X scaled by [%lld, %lld]", (long long)sh,
-                    (long long)sw);
+                         (long long)sw);
   const float *gv = tensor_f32(dout);
   float *dv = tensor_f32(dx);
   PAR_FOR(planes > 1 && dout->numel >= PAR_MIN_WORK)

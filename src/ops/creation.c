@@ -152,7 +152,7 @@ static bool infer_assign_value(InferCtx *c) {
   char buf[128];
   if (shape_numel(&s) != v->n)
     return reg_infer_fail(c, "values holds %d numbers but shape %s needs %lld", v->n,
-                      shape_str(&s, buf, sizeof buf), (long long)shape_numel(&s));
+                          shape_str(&s, buf, sizeof buf), (long long)shape_numel(&s));
   reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
@@ -189,8 +189,8 @@ static bool infer_add_n(InferCtx *c) {
       while (j < i - 1 && shapes_agree(&reg_infer_in(c, "X", j)->shape, &v->shape)) j++;
       char a[128], b[128];
       return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s", i,
-                        shape_str(&v->shape, a, sizeof a), j,
-                        shape_str(&reg_infer_in(c, "X", j)->shape, b, sizeof b));
+                            shape_str(&v->shape, a, sizeof a), j,
+                            shape_str(&reg_infer_in(c, "X", j)->shape, b, sizeof b));
     }
     t = reg_infer_promote(t, v->dtype);
     if (s.rank < 0) {
@@ -408,7 +408,7 @@ static int k_add_n(ExecCtx *c) {
     if (in->numel != n) {
       char a[128], b[128];
       return exec_ctx_fail(c, "X[%d] has shape %s but Out has shape %s", k,
-                      tensor_shape_str(in, a, sizeof a), tensor_shape_str(out, b, sizeof b));
+                           tensor_shape_str(in, a, sizeof a), tensor_shape_str(out, b, sizeof b));
     }
     if (k == 0) {
       convert(out, in);
@@ -425,7 +425,7 @@ static int k_add_n(ExecCtx *c) {
     case DT_I64 * 3 + DT_I64: CONVERT(int64_t, int64_t, (uint64_t)o[i] + (uint64_t)x[i]); break;
     case DT_I64 * 3 + DT_BOOL: CONVERT(int64_t, uint8_t, (uint64_t)o[i] + x[i]); break;
     default: return exec_ctx_fail(c, "internal error: cannot add %s into %s", dtype_name(in->dtype),
-                             dtype_name(out->dtype));
+                                  dtype_name(out->dtype));
     }
   }
   return 0;

@@ -38,7 +38,7 @@ static bool infer_float(InferCtx *c) {
 static bool infer_clip(InferCtx *c) {
   if (reg_infer_attr_f(c, "min") > reg_infer_attr_f(c, "max"))
     return reg_infer_fail(c, "min (%g) is greater than max (%g)", reg_infer_attr_f(c, "min"),
-                      reg_infer_attr_f(c, "max"));
+                          reg_infer_attr_f(c, "max"));
   return infer_same(c);
 }
 
@@ -315,7 +315,7 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, UnaryLoop loop64, const
   if (out->dtype == DT_F64 && x->dtype == DT_F64) f = loop64;
   if (!f || x->numel != out->numel)
     return exec_ctx_fail(c, "internal error: no loop for %s X giving %s", dtype_name(x->dtype),
-                    dtype_name(out->dtype));
+                         dtype_name(out->dtype));
   /* in slices over the threads (src/par.h): each element alone; a small
    * tensor never reaches the parallel construct, which costs even when it
    * runs on one thread */

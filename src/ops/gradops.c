@@ -49,7 +49,7 @@ static int k_sum_like(ExecCtx *c) {
     if (lshape[i] != 1 && lshape[i] != x->shape[i]) {
       char a[128], b[128];
       return exec_ctx_fail(c, "X of shape %s does not reduce to Like's shape %s", tensor_shape_str(x, a, sizeof a),
-                      tensor_shape_str(like, b, sizeof b));
+                           tensor_shape_str(like, b, sizeof b));
     }
   }
   float *o = tensor_f32(out);
@@ -88,7 +88,7 @@ static int k_reshape_like(ExecCtx *c) {
   if (x->numel != like->numel) {
     char a[128], b[128];
     return exec_ctx_fail(c, "X of shape %s does not fit Like's shape %s", tensor_shape_str(x, a, sizeof a),
-                    tensor_shape_str(like, b, sizeof b));
+                         tensor_shape_str(like, b, sizeof b));
   }
   exec_ctx_set_out(c, 0, 0, tensor_view(x, like->rank, like->shape));
   return 0;

@@ -50,16 +50,16 @@ static bool infer_stack(InferCtx *c) {
     for (int k = 0; k < s.rank && !clash; k++) clash = dims_clash(vs->d[k], s.d[k]);
     if (clash)
       return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: stack needs equal shapes", i,
-                        shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
+                            shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) s.d[k] = dim_merge(s.d[k], vs->d[k]);
   }
   if (s.rank >= SHAPE_MAX_RANK)
     return reg_infer_fail(c, "stacking X of shape %s would give rank %d; at most %d", shape_str(&s, sa, sizeof sa),
-                      s.rank + 1, SHAPE_MAX_RANK);
+                          s.rank + 1, SHAPE_MAX_RANK);
   int64_t a = reg_infer_attr_i(c, "axis"), r = s.rank + 1, k = a < 0 ? a + r : a;
   if (k < 0 || k >= r)
     return reg_infer_fail(c, "axis %lld is out of range for stacking X of shape %s (from %lld to %lld)",
-                      (long long)a, shape_str(&s, sa, sizeof sa), (long long)-r, (long long)(r - 1));
+                          (long long)a, shape_str(&s, sa, sizeof sa), (long long)-r, (long long)(r - 1));
   for (int i = s.rank; i > k; i--) s.d[i] = s.d[i - 1];
   s.d[k] = dim_n(n);
   s.rank++;
@@ -132,7 +132,7 @@ static bool infer_pad(InferCtx *c) {
   char buf[128];
   if (xs->rank >= 0 && p->n != 2 * xs->rank)
     return reg_infer_fail(c, "paddings has %d entries but X (shape %s) needs %d: a (before, after) pair per axis",
-                      p->n, shape_str(xs, buf, sizeof buf), 2 * xs->rank);
+                          p->n, shape_str(xs, buf, sizeof buf), 2 * xs->rank);
   for (int k = 0; k < xs->rank; k++) {
     int64_t b = p->u.ints[2 * k], e = p->u.ints[2 * k + 1];
     if (b < -(INT64_MAX / 4) || b > INT64_MAX / 4 || e < -(INT64_MAX / 4) || e > INT64_MAX / 4)
@@ -141,7 +141,7 @@ static bool infer_pad(InferCtx *c) {
     if (dim_known(d)) {
       if (d.n + b + e < 0)
         return reg_infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) leaves %lld elements", k,
-                          shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)(d.n + b + e));
+                              shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)(d.n + b + e));
       s.d[k] = dim_n(d.n + b + e);
     } else if (b + e != 0) {
       s.d[k] = dim_unknown();
@@ -255,7 +255,7 @@ static bool infer_tri(InferCtx *c) {
   if (x->shape.rank >= 0 && x->shape.rank < 2) {
     char buf[128];
     return reg_infer_fail(c, "X has shape %s; %s needs rank 2 or more", shape_str(&x->shape, buf, sizeof buf),
-                      c->proto->type);
+                          c->proto->type);
   }
   reg_infer_set(c, "Out", 0, x->dtype, &x->shape);
   return true;

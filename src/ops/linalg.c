@@ -20,7 +20,7 @@ static bool infer_matmul(InferCtx *c) {
   char a[128], b[128];
   if (x->shape.rank == 0 || y->shape.rank == 0)
     return reg_infer_fail(c, "%s must have at least one dimension, got a scalar",
-                      x->shape.rank == 0 ? "X" : "Y");
+                          x->shape.rank == 0 ? "X" : "Y");
   if (x->shape.rank < 0 || y->shape.rank < 0) {
     Shape u = shape_unknown();
     reg_infer_set(c, "Out", 0, t, &u);
@@ -45,9 +45,9 @@ static bool infer_matmul(InferCtx *c) {
   Dim ky = ys.d[ty ? ry - 1 : ry - 2], n = ys.d[ty ? ry - 2 : ry - 1];
   if (dim_known(kx) && dim_known(ky) && kx.n != ky.n)
     return reg_infer_fail(c, "X has shape %s%s and Y has shape %s%s: inner dimensions %lld and %lld differ",
-                      shape_str(&x->shape, a, sizeof a), tx ? " (transposed)" : "",
-                      shape_str(&y->shape, b, sizeof b), ty ? " (transposed)" : "",
-                      (long long)kx.n, (long long)ky.n);
+                          shape_str(&x->shape, a, sizeof a), tx ? " (transposed)" : "",
+                          shape_str(&y->shape, b, sizeof b), ty ? " (transposed)" : "",
+                          (long long)kx.n, (long long)ky.n);
   Shape bx = xs, by = ys, s;
   bx.rank -= 2;
   by.rank -= 2;
@@ -58,8 +58,8 @@ static bool infer_matmul(InferCtx *c) {
   if (!ok) {
     char ba[128], bb[128];
     return reg_infer_fail(c, "X has shape %s and Y has shape %s: batch dimensions %s and %s do not broadcast",
-                      shape_str(&x->shape, a, sizeof a), shape_str(&y->shape, b, sizeof b),
-                      shape_str(&bx, ba, sizeof ba), shape_str(&by, bb, sizeof bb));
+                          shape_str(&x->shape, a, sizeof a), shape_str(&y->shape, b, sizeof b),
+                          shape_str(&bx, ba, sizeof ba), shape_str(&by, bb, sizeof bb));
   }
   if (!xvec) s.d[s.rank++] = m;
   if (!yvec) s.d[s.rank++] = n;
@@ -150,7 +150,7 @@ static int NAME(ExecCtx *c, const MatDims *d, const T *x, const T *y, T *out) { 
   if (d->k > big) big = d->k;                                                                     \
   if (big > INT_MAX)   /* Debian's OpenBLAS takes int sizes */                                    \
     return exec_ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,  \
-                    INT_MAX);                                                                     \
+                         INT_MAX);                                                                     \
   bool fold = !d->tx && d->nbatch * d->m <= INT_MAX;                                              \
   for (int i = 0; i < d->rb && fold; i++)                                                         \
     if (d->ystep[i] != 0 || (d->xstep[i] == 0 && d->batch[i] != 1)) fold = false;                 \

@@ -88,8 +88,8 @@ static bool infer_softmax_ce(InferCtx *c) {
   if (!label_fits(&lb->shape, &lead, &loss)) {
     char a[128], b[128], w[300];
     return reg_infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
-                      shape_str(&lb->shape, a, sizeof a), shape_str(&lg->shape, b, sizeof b),
-                      label_want(&lead, w, sizeof w));
+                          shape_str(&lb->shape, a, sizeof a), shape_str(&lg->shape, b, sizeof b),
+                          label_want(&lead, w, sizeof w));
   }
   reg_infer_set(c, "Loss", 0, DT_F32, &loss);
   return true;
@@ -103,7 +103,7 @@ static bool infer_sigmoid_ce(InferCtx *c) {
       (x->shape.rank != lb->shape.rank || !dims_agree(x->shape.d, lb->shape.d, s.rank, s.d))) {
     char a[128], b[128];
     return reg_infer_fail(c, "Label has shape %s but X has shape %s: they must be equal",
-                      shape_str(&lb->shape, a, sizeof a), shape_str(&x->shape, b, sizeof b));
+                          shape_str(&lb->shape, a, sizeof a), shape_str(&x->shape, b, sizeof b));
   }
   if (s.rank < 0) s = lb->shape;
   reg_infer_set(c, "Out", 0, DT_F32, &s);
@@ -158,8 +158,8 @@ static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int 
   if (ps->rank == 1 && dims_agree(ps->d, flat.d, 1, scratch)) return true;
   char a[128], b[128], t[128], f[128];
   return reg_infer_fail(c, "%s has shape %s but X has shape %s normalized from axis %d: expected %s or %s",
-                    slot, shape_str(ps, a, sizeof a), shape_str(xs, b, sizeof b), k,
-                    shape_str(&tail, t, sizeof t), shape_str(&flat, f, sizeof f));
+                        slot, shape_str(ps, a, sizeof a), shape_str(xs, b, sizeof b), k,
+                        shape_str(&tail, t, sizeof t), shape_str(&flat, f, sizeof f));
 }
 
 static bool infer_layer_norm(InferCtx *c) {
@@ -190,7 +190,7 @@ static bool channel_vec(InferCtx *c, const char *slot, const Shape *xs, Dim ch) 
   char a[128], b[128], w[64];
   Shape want = {.rank = 1, .d = {ch}};
   return reg_infer_fail(c, "%s has shape %s but X has shape %s: expected %s, one value per channel", slot,
-                    shape_str(&v->shape, a, sizeof a), shape_str(xs, b, sizeof b), shape_str(&want, w, sizeof w));
+                        shape_str(&v->shape, a, sizeof a), shape_str(xs, b, sizeof b), shape_str(&want, w, sizeof w));
 }
 
 /* X [N, C, ...]; Scale, Bias, Mean and Variance [C]; Training one bool. */
@@ -209,7 +209,7 @@ static bool infer_batch_norm(InferCtx *c) {
   for (int i = 0; i < t->shape.rank; i++) one &= !dim_known(t->shape.d[i]) || t->shape.d[i].n == 1;
   if (t->dtype != DT_BOOL || (t->shape.rank >= 0 && !one))
     return reg_infer_fail(c, "Training must be one bool, got %s%s", dtype_name(t->dtype),
-                      shape_str(&t->shape, a, sizeof a));
+                          shape_str(&t->shape, a, sizeof a));
   if (!(reg_infer_attr_f(c, "epsilon") >= 0))
     return reg_infer_fail(c, "epsilon must not be negative, got %g", reg_infer_attr_f(c, "epsilon"));
   Shape cs = {.rank = 1, .d = {ch}};
@@ -230,7 +230,7 @@ static bool infer_embedding(InferCtx *c) {
   Shape s = ids->shape;
   if (s.rank >= SHAPE_MAX_RANK)
     return reg_infer_fail(c, "Ids of shape %s would give a result of rank %d, more than 8",
-                      shape_str(&s, a, sizeof a), s.rank + 1);
+                          shape_str(&s, a, sizeof a), s.rank + 1);
   if (s.rank >= 0) s.d[s.rank++] = w->shape.rank == 2 ? w->shape.d[1] : dim_unknown();
   reg_infer_set(c, "Out", 0, w->dtype, &s);
   return true;
@@ -248,13 +248,13 @@ static bool infer_accuracy(InferCtx *c) {
   if (ls->rank == 2) {
     if (dim_known(ls->d[1]) && k > ls->d[1].n)
       return reg_infer_fail(c, "k=%lld is more than the %lld classes of Logits (shape %s)", (long long)k,
-                        (long long)ls->d[1].n, shape_str(ls, a, sizeof a));
+                            (long long)ls->d[1].n, shape_str(ls, a, sizeof a));
     Shape lead = *ls, merged;
     lead.rank = 1;
     if (!label_fits(&lb->shape, &lead, &merged))
       return reg_infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
-                        shape_str(&lb->shape, a, sizeof a), shape_str(ls, b, sizeof b),
-                        label_want(&lead, w, sizeof w));
+                            shape_str(&lb->shape, a, sizeof a), shape_str(ls, b, sizeof b),
+                            label_want(&lead, w, sizeof w));
   }
   Shape s = shape_scalar();
   reg_infer_set(c, "Out", 0, DT_F32, &s);
@@ -316,8 +316,8 @@ static int index_fail(ExecCtx *c, const char *name, const Tensor *t, int64_t i, 
   char pos[160], range[64] = "";
   if (n > 0) snprintf(range, sizeof range, " (0 to %lld)", (long long)(n - 1));
   return exec_ctx_fail(c, "%s = %lld is out of range: %s has %lld %s%s",
-                  position(name, t, i, pos, sizeof pos), (long long)v, of, (long long)n, what,
-                  range);
+                       position(name, t, i, pos, sizeof pos), (long long)v, of, (long long)n, what,
+                       range);
 }
 
 /* 0 if label l (element r of Label lb) names one of ncls classes, else
@@ -565,15 +565,15 @@ ROW_MOMENTS(row_moments64, double)
 /* layer_norm for element type T: TF its data, IN and OPT its inputs in T. */
 #define LAYER_NORM(NAME, T, TF, IN, OPT, MOMENTS)                                     \
 static int NAME(ExecCtx *c) {                                                         \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = exec_ctx_out(c, 0);       \
-  double eps = exec_ctx_attr_f(c, "epsilon");                                              \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = exec_ctx_out(c, 0);  \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                         \
   int64_t rows, n;                                                                    \
   norm_rows(c, x, &rows, &n);                                                         \
   int rc = 0;                                                                         \
   if ((sc && sc->numel != n) || (bi && bi->numel != n)) {                             \
-    rc = exec_ctx_fail(c, "%s has %lld elements but each normalized row has %lld",         \
-                  sc && sc->numel != n ? "Scale" : "Bias",                            \
-                  (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
+    rc = exec_ctx_fail(c, "%s has %lld elements but each normalized row has %lld",    \
+                       sc && sc->numel != n ? "Scale" : "Bias",                            \
+                       (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
     rows = 0;                                                                         \
   }                                                                                   \
   const T *sv = sc ? TF(sc) : NULL, *bv = bi ? TF(bi) : NULL;                         \
@@ -674,7 +674,7 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
   if (g.n * g.hw >= 2) return 0;
   char a[128];
   return exec_ctx_fail(c, "training needs more than one value per channel, got X of shape %s",
-                  tensor_shape_str(x, a, sizeof a));
+                       tensor_shape_str(x, a, sizeof a));
 }
 
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with the
@@ -686,10 +686,10 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
 #define BATCH_NORM(NAME, T, TF, IN, MOMENTS)                                             \
 static int NAME(ExecCtx *c) {                                                            \
   Tensor *x = IN(c, 0), *sc = IN(c, 1), *bi = IN(c, 2), *rm = IN(c, 3), *rv = IN(c, 4);  \
-  Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);                  \
+  Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);   \
   BnGeom g = bn_geom(x);                                                                 \
   bool training = bn_training(c);                                                        \
-  double mom = exec_ctx_attr_f(c, "momentum"), eps = exec_ctx_attr_f(c, "epsilon");                \
+  double mom = exec_ctx_attr_f(c, "momentum"), eps = exec_ctx_attr_f(c, "epsilon");      \
   double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;  \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                       \
   const T *xv = TF(x), *sv = TF(sc), *bv = TF(bi), *mv = TF(rm),                         \
@@ -734,13 +734,13 @@ static int k_batch_norm(ExecCtx *c) {
 #define BATCH_NORM_GRAD(NAME, T, TF, IN, DT, MOMENTS, GSUMS)                                  \
 static int NAME(ExecCtx *c) {                                                                 \
   Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = exec_ctx_in(c, 6);  \
-  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);                    \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);     \
   BnGeom g = bn_geom(x);                                                                      \
   bool training = bn_training(c);                                                             \
-  double eps = exec_ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                        \
+  double eps = exec_ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                   \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                            \
   if (rc == 0 && (dyt->dtype != DT || dyt->numel != x->numel))                                \
-    rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                                \
+    rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                           \
   const T *xv = TF(x), *sv = TF(sc), *mv = TF(rm), *vv = TF(rv);                              \
   const T *dy = rc ? NULL : TF(dyt);                                                          \
   PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                    \
@@ -1012,15 +1012,15 @@ static int g_dropout(GradCtx *g) {
 /* layer_norm_grad for element type T. */
 #define LAYER_NORM_GRAD(NAME, T, TF, IN, OPT, MOMENTS)                                   \
 static int NAME(ExecCtx *c) {                                                            \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = exec_ctx_in(c, 3);                            \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = exec_ctx_in(c, 3);                       \
   Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);               \
-  double eps = exec_ctx_attr_f(c, "epsilon");                                                 \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                            \
   int64_t rows, n;                                                                       \
   norm_rows(c, x, &rows, &n);                                                            \
   int rc = 0;                                                                            \
   if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||  \
       dyt->numel != x->numel) {                                                          \
-    rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                            \
+    rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                       \
     rows = n = 0;                                                                        \
   }                                                                                      \
   double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                       \

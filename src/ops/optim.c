@@ -40,11 +40,11 @@ static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
   if (!reg_infer_need_float(c, slot, v)) return false;
   if (v->dtype == DT_F64 && p->dtype != DT_F64)   /* it would update a converted copy of Param */
     return reg_infer_fail(c, "%s is f64 but Param is %s: an f32 parameter used with f64 values cannot be trained "
-                      "(declare it f64, or run with --dtype f64)", slot, dtype_name(p->dtype));
+                          "(declare it f64, or run with --dtype f64)", slot, dtype_name(p->dtype));
   if (!shapes_agree(&v->shape, &p->shape)) {
     char a[128], b[128];
     return reg_infer_fail(c, "%s has shape %s but Param has shape %s", slot,
-                      shape_str(&v->shape, a, sizeof a), shape_str(&p->shape, b, sizeof b));
+                          shape_str(&v->shape, a, sizeof a), shape_str(&p->shape, b, sizeof b));
   }
   return true;
 }
@@ -58,7 +58,7 @@ static bool one_value(InferCtx *c, const char *slot) {
     if (dim_known(v->shape.d[i]) && v->shape.d[i].n != 1) {
       char a[128];
       return reg_infer_fail(c, "%s must hold one value, got shape %s", slot,
-                        shape_str(&v->shape, a, sizeof a));
+                            shape_str(&v->shape, a, sizeof a));
     }
   return true;
 }
@@ -127,7 +127,7 @@ static bool infer_sgd_matmul(InferCtx *c) {
   if ((dim_known(k) && dim_known(k2) && k.n != k2.n) || !shapes_agree(&want, &p->shape)) {
     char a[128], b[128], w[128];
     return reg_infer_fail(c, "op(X) %s times op(Y) %s does not give Param's shape %s", shape_str(&x->shape, a, sizeof a),
-                      shape_str(&y->shape, b, sizeof b), shape_str(&p->shape, w, sizeof w));
+                          shape_str(&y->shape, b, sizeof b), shape_str(&p->shape, w, sizeof w));
   }
   pass(c, "ParamOut", "Param");
   return true;
@@ -158,9 +158,9 @@ static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
  * Param (the f32 formulas), double for an f64 one; SQRT is T's root. */
 #define UPDATES(T, SUF, SQRT)                                                            \
   static int momentum_##SUF(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {            \
-    T lr = (T)tensor_get(exec_ctx_in(c, 3), 0), mu = (T)exec_ctx_attr_f(c, "mu");           \
-    T wd = (T)exec_ctx_attr_f(c, "weight_decay");                                          \
-    bool nesterov = exec_ctx_attr_b(c, "use_nesterov");                                    \
+    T lr = (T)tensor_get(exec_ctx_in(c, 3), 0), mu = (T)exec_ctx_attr_f(c, "mu"); \
+    T wd = (T)exec_ctx_attr_f(c, "weight_decay");                                     \
+    bool nesterov = exec_ctx_attr_b(c, "use_nesterov");                               \
     T *pv = tensor_##SUF(p), *vv = tensor_##SUF(v);                                        \
     const T *gv = tensor_##SUF(g);                                                         \
     for (int64_t i = 0; i < p->numel; i++) {                                               \
@@ -175,9 +175,9 @@ static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
   static int adam_##SUF(ExecCtx *c, T coeff) {                                             \
     Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3);         \
     Tensor *m2 = exec_ctx_in(c, 4), *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);     \
-    T lr = (T)tensor_get(exec_ctx_in(c, 2), 0);                                            \
-    T b1 = (T)exec_ctx_attr_f(c, "beta1"), b2 = (T)exec_ctx_attr_f(c, "beta2");            \
-    T eps = (T)exec_ctx_attr_f(c, "epsilon");                                              \
+    T lr = (T)tensor_get(exec_ctx_in(c, 2), 0);                                       \
+    T b1 = (T)exec_ctx_attr_f(c, "beta1"), b2 = (T)exec_ctx_attr_f(c, "beta2");  \
+    T eps = (T)exec_ctx_attr_f(c, "epsilon");                                         \
     T pow1 = (T)tensor_get(b1p, 0) * b1, pow2 = (T)tensor_get(b2p, 0) * b2;                \
     T step = lr * SQRT(1 - pow2) / (1 - pow1), eps_hat = eps * SQRT(1 - pow2);             \
     T *pv = tensor_##SUF(p), *mv = tensor_##SUF(m1), *vv = tensor_##SUF(m2);               \
@@ -195,7 +195,7 @@ static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
   }                                                                                        \
   static int rmsprop_##SUF(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {           \
     T lr = (T)tensor_get(exec_ctx_in(c, 2), 0), rho = (T)exec_ctx_attr_f(c, "rho");         \
-    T eps = (T)exec_ctx_attr_f(c, "epsilon");                                              \
+    T eps = (T)exec_ctx_attr_f(c, "epsilon");                                         \
     T *pv = tensor_##SUF(p), *mv = tensor_##SUF(ms);                                       \
     const T *gv = tensor_##SUF(g);                                                         \
     for (int64_t i = 0; i < p->numel; i++) {                                               \
@@ -247,8 +247,8 @@ static int k_sgd_matmul(ExecCtx *c) {
   int64_t m = x->shape[ta ? 1 : 0], k = x->shape[ta ? 0 : 1], k2 = y->shape[tb ? 1 : 0], n = y->shape[tb ? 0 : 1];
   if (k != k2 || p->shape[0] != m || p->shape[1] != n)
     return exec_ctx_fail(c, "op(X) [%lld, %lld] times op(Y) [%lld, %lld] does not give Param's shape [%lld, %lld]",
-                    (long long)m, (long long)k, (long long)k2, (long long)n, (long long)p->shape[0],
-                    (long long)p->shape[1]);
+                         (long long)m, (long long)k, (long long)k2, (long long)n, (long long)p->shape[0],
+                         (long long)p->shape[1]);
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
     return exec_ctx_fail(c, "a dimension is larger than OpenBLAS's int (%d)", INT_MAX);
   if (m && n && k)

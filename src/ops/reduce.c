@@ -35,7 +35,7 @@ static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n
     if (drop[k]) {
       char buf[128];
       return reg_infer_fail(c, "axis %lld names dimension %d of X (shape %s) twice",
-                        (long long)axes[i], k, shape_str(x, buf, sizeof buf));
+                            (long long)axes[i], k, shape_str(x, buf, sizeof buf));
     }
     drop[k] = true;
   }
@@ -257,7 +257,7 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
   if (count == 0 && out->numel > 0 && (kind == R_MAX || kind == R_MIN)) {
     char buf[128];
     return exec_ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
-                    tensor_shape_str(x, buf, sizeof buf));
+                         tensor_shape_str(x, buf, sizeof buf));
   }
 
   int64_t n = out->numel;
@@ -577,10 +577,10 @@ static int k_min_grad(ExecCtx *c) { return reduce_grad(c, R_MIN); }
 /* logsumexp_grad for element type T (DT its dtype). */
 #define LOGSUMEXP_GRAD(NAME, T, TF, EXPF, DT)                                                \
 static int NAME(ExecCtx *c) {                                                                \
-  if (exec_ctx_out_count(c, 0) == 0) return 0;                                                    \
+  if (exec_ctx_out_count(c, 0) == 0) return 0;                                               \
   Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);  \
   if (x->dtype != DT || out->dtype != DT || dout->dtype != DT)                               \
-    return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");                   \
+    return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");              \
   int64_t size[SHAPE_MAX_RANK], count;                                                       \
   bool gred[SHAPE_MAX_RANK];                                                                 \
   int ng = reduce_groups(c, x, size, gred, &count);                                          \
@@ -762,7 +762,7 @@ static int k_argmax(ExecCtx *c) {
   if (n == 0) {
     char buf[128];
     return exec_ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
-                    tensor_shape_str(x, buf, sizeof buf));
+                         tensor_shape_str(x, buf, sizeof buf));
   }
   if (x->dtype == DT_F32) argmax_f32(x->data, tensor_i64(out), outer, n, inner);
   else if (x->dtype == DT_F64) argmax_f64(x->data, tensor_i64(out), outer, n, inner);

@@ -107,7 +107,7 @@ static bool infer_reshape(InferCtx *c) {
   if (numel >= 0) {
     if (hole < 0 ? known != numel : known == 0 || numel % known != 0)
       return reg_infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(xs, a, sizeof a),
-                        (long long)numel, ints_str(t, n, b, sizeof b));
+                            (long long)numel, ints_str(t, n, b, sizeof b));
     if (hole >= 0) s.d[hole] = dim_n(numel / known);
   } else if (hole >= 0 && xs->rank >= 0 && known > 0) {
     /* [B, 784] -> [-1, 28, 28]: the -1 is B when the rest matches exactly */
@@ -143,7 +143,7 @@ static bool infer_transpose(InferCtx *c) {
   } else if (x->shape.rank != n) {
     char a[128], b[128];
     return reg_infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(perm, n, a, sizeof a),
-                      n, shape_str(&x->shape, b, sizeof b));
+                          n, shape_str(&x->shape, b, sizeof b));
   } else {
     for (int i = 0; i < n; i++) s.d[i] = x->shape.d[perm[i]];
   }
@@ -218,10 +218,10 @@ static bool infer_squeeze(InferCtx *c) {
       if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
       if (drop[k])
         return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
-                          shape_str(xs, buf, sizeof buf));
+                              shape_str(xs, buf, sizeof buf));
       if (dim_known(xs->d[k]) && xs->d[k].n != 1)
         return reg_infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
-                          shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
+                              shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
       drop[k] = true;   /* a symbol is checked to be 1 at run time */
     }
     s = shape_scalar();
@@ -245,16 +245,16 @@ static bool infer_unsqueeze(InferCtx *c) {
     int r = xs->rank + n;
     if (n > SHAPE_MAX_RANK || r > SHAPE_MAX_RANK)
       return reg_infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
-                        shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
+                            shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
     bool ins[SHAPE_MAX_RANK] = {false};
     for (int i = 0; i < n; i++) {
       int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
       if (k < 0 || k >= r)
         return reg_infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
-                          (long long)axes[i], r, shape_str(xs, a, sizeof a));
+                              (long long)axes[i], r, shape_str(xs, a, sizeof a));
       if (ins[k])
         return reg_infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
-                          (long long)k);
+                              (long long)k);
       ins[k] = true;
     }
     s = shape_scalar();
@@ -280,7 +280,7 @@ static bool infer_broadcast_to(InferCtx *c) {
   }
   if (!ok)
     return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
-                      shape_str(&s, b, sizeof b));
+                          shape_str(&s, b, sizeof b));
   reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
@@ -311,7 +311,7 @@ static bool infer_concat(InferCtx *c) {
     if (vs->rank < 0) continue;
     if (vs->rank != s.rank)
       return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: ranks differ", i,
-                        shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
+                            shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) {
       if (k == axis) continue;
       if (dims_clash(vs->d[k], s.d[k])) {
@@ -324,8 +324,8 @@ static bool infer_concat(InferCtx *c) {
           }
         }
         return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: dimension %d differs "
-                          "(only axis %d may)", i, shape_str(vs, sa, sizeof sa), j,
-                          shape_str(&reg_infer_in(c, "X", j)->shape, sb, sizeof sb), k, axis);
+                              "(only axis %d may)", i, shape_str(vs, sa, sizeof sa), j,
+                              shape_str(&reg_infer_in(c, "X", j)->shape, sb, sizeof sb), k, axis);
       }
       s.d[k] = dim_merge(s.d[k], vs->d[k]);
     }
@@ -376,11 +376,11 @@ static bool infer_split(InferCtx *c) {
   Dim d = xs->d[axis];
   if (num > 0 && dim_known(d) && d.n % num != 0)
     return reg_infer_fail(c, "axis %d of X (shape %s) has size %lld, which does not split into %lld "
-                      "equal parts", axis, shape_str(xs, a, sizeof a), (long long)d.n, (long long)num);
+                          "equal parts", axis, shape_str(xs, a, sizeof a), (long long)d.n, (long long)num);
   if (ns > 0 && dim_known(d) && d.n != sum)
     return reg_infer_fail(c, "sections %s sum to %lld but axis %d of X (shape %s) has size %lld",
-                      ints_str(sec, ns, a, sizeof a), (long long)sum, axis,
-                      shape_str(xs, b, sizeof b), (long long)d.n);
+                          ints_str(sec, ns, a, sizeof a), (long long)sum, axis,
+                          shape_str(xs, b, sizeof b), (long long)d.n);
   for (int i = 0; i < m; i++) {
     Shape s = *xs;
     if (ns > 0) s.d[axis] = dim_n(sec[i]);
@@ -414,7 +414,7 @@ static bool infer_slice(InferCtx *c) {
       if (seen[k]) {
         char buf[128];
         return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
-                          shape_str(xs, buf, sizeof buf));
+                              shape_str(xs, buf, sizeof buf));
       }
       seen[k] = true;
       Dim d = xs->d[k];
@@ -446,7 +446,7 @@ static bool infer_gather(InferCtx *c) {
     int r = xs->rank - 1 + is->rank;
     if (r > SHAPE_MAX_RANK)
       return reg_infer_fail(c, "X of shape %s gathered with Index of shape %s would have rank %d, "
-                        "more than 8", shape_str(xs, a, sizeof a), shape_str(is, b, sizeof b), r);
+                            "more than 8", shape_str(xs, a, sizeof a), shape_str(is, b, sizeof b), r);
     s = shape_scalar();
     for (int i = 0; i < axis; i++) s.d[s.rank++] = xs->d[i];
     for (int i = 0; i < is->rank; i++) s.d[s.rank++] = is->d[i];
@@ -466,7 +466,7 @@ static bool infer_one_hot(InferCtx *c) {
   if (s.rank >= SHAPE_MAX_RANK) {
     char buf[128];
     return reg_infer_fail(c, "X of shape %s would give a result of rank %d, more than 8",
-                      shape_str(&s, buf, sizeof buf), s.rank + 1);
+                          shape_str(&s, buf, sizeof buf), s.rank + 1);
   }
   if (s.rank >= 0) s.d[s.rank++] = dim_n(depth);
   reg_infer_set(c, "Out", 0, DT_F32, &s);
@@ -781,7 +781,7 @@ static int k_gather(ExecCtx *c) {
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
       return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                      axis, (long long)n);
+                           axis, (long long)n);
   size_t es = dtype_size(x->dtype), row = (size_t)inner * es;
   const char *xd = x->data;
   char *od = out->data;
@@ -947,7 +947,7 @@ static int k_gather_grad(ExecCtx *c) {
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
       return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                      axis, (long long)n);
+                           axis, (long long)n);
   if (dbl) {   /* f64: the same sums in double */
     memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
     for (int64_t o = 0; o < outer; o++)
