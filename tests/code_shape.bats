@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # code_shape.bats — what issue 16 (the shape of the code) made testable:
 # `netrun checkpoint --format json` (every value of a checkpoint in full),
-# the one option parser every verb uses, and the include graph of src/
-# (layers depend downward, no cycles).
+# the one option parser every verb uses, the include graph of src/
+# (layers depend downward, no cycles, only the verbs include cli.h), and
+# one prefix per module for what its header exports.
 bats_require_minimum_version 1.5.0
 
 setup_file() {
