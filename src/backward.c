@@ -593,15 +593,17 @@ static void insert_op(OpList *l, int at, OpDesc *op);
 static void finish_block(Backward *bw, Block *g, OpList *list, const char *const *targets, int ntargets,
                          const char *const *args, int nargs);
 
+static void vfail_at(Backward *bw, Span at, const char *fmt, va_list ap) {
+  diag_verror(bw->diag, at, fmt, ap);
+  bw->failed = true;
+}
+
 static void fail_at(Backward *bw, Span at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail_at(Backward *bw, Span at, const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vfail_at(bw, at, fmt, ap);
   va_end(ap);
-  diag_error(bw->diag, at, "%s", msg);
-  bw->failed = true;
 }
 
 /* ---- grad sub-blocks (the makers of ops that own blocks) ------------------------------- */
@@ -648,12 +650,10 @@ void bwd_sub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets
 }
 
 int bwd_fail(GradCtx *g, const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vfail_at(g->bw, g->op->span, fmt, ap);
   va_end(ap);
-  fail_at(g->bw, g->op->span, "%s", msg);
   return -1;
 }
 

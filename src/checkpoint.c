@@ -405,15 +405,6 @@ typedef struct Cursor {
   size_t errlen;
 } Cursor;
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return false;
-}
-
 static bool bad(Cursor *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool bad(Cursor *p, const char *fmt, ...) {
   char msg[256];
@@ -421,8 +412,8 @@ static bool bad(Cursor *p, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return fail(p->err, p->errlen, "malformed %s section: %s%s%s (at byte %zu)", p->section, p->item,
-              p->item[0] ? ": " : "", msg, p->off);
+  return diag_why(p->err, p->errlen, "malformed %s section: %s%s%s (at byte %zu)", p->section, p->item,
+                  p->item[0] ? ": " : "", msg, p->off);
 }
 
 /* The next n bytes, or NULL (reported) if fewer remain. */
@@ -587,57 +578,57 @@ static bool check_crc(const unsigned char *buf, size_t n, char *err, size_t errl
   uint32_t stored = (uint32_t)get_le(buf + n - 4, 4);
   uint32_t computed = crc_update((uint32_t)crc32(0, Z_NULL, 0), buf, n - 4);
   if (stored == computed) return true;
-  return fail(err, errlen, "corrupt (checksum mismatch: stored %08" PRIx32 ", computed %08" PRIx32 ")", stored,
-              computed);
+  return diag_why(err, errlen, "corrupt (checksum mismatch: stored %08" PRIx32 ", computed %08" PRIx32 ")", stored,
+                  computed);
 }
 
 static bool parse_file(const unsigned char *buf, size_t n, Checkpoint *c, char *err, size_t errlen) {
-  if (n == 0) return fail(err, errlen, "not a netrun checkpoint (empty file)");
-  if (memcmp(buf, MAGIC, n < 8 ? n : 8) != 0) return fail(err, errlen, "not a netrun checkpoint (bad magic)");
-  if (n < 12) return fail(err, errlen, "truncated (%zu bytes, expected at least %d)", n, MIN_TOTAL);
+  if (n == 0) return diag_why(err, errlen, "not a netrun checkpoint (empty file)");
+  if (memcmp(buf, MAGIC, n < 8 ? n : 8) != 0) return diag_why(err, errlen, "not a netrun checkpoint (bad magic)");
+  if (n < 12) return diag_why(err, errlen, "truncated (%zu bytes, expected at least %d)", n, MIN_TOTAL);
   uint32_t version = (uint32_t)get_le(buf + 8, 4);
-  if (version == 0) return fail(err, errlen, "malformed preamble: format version 0");
+  if (version == 0) return diag_why(err, errlen, "malformed preamble: format version 0");
   if (version > CKPT_VERSION)
-    return fail(err, errlen, "written by a newer netrun (format version %" PRIu32 "; this netrun reads up to %d)",
-                version, CKPT_VERSION);
+    return diag_why(err, errlen, "written by a newer netrun (format version %" PRIu32 "; this netrun reads up to %d)",
+                    version, CKPT_VERSION);
   c->version = version;
-  if (n < PREAMBLE) return fail(err, errlen, "truncated (%zu bytes, expected at least %d)", n, MIN_TOTAL);
+  if (n < PREAMBLE) return diag_why(err, errlen, "truncated (%zu bytes, expected at least %d)", n, MIN_TOTAL);
   uint64_t total = get_le(buf + 12, 8);
   if (total != n) {
     /* A whole file whose preamble's length is damaged is corrupt, not
      * truncated: its trailer still says how long it is. */
     if (trailer_says(buf, n)) {
       if (!check_crc(buf, n, err, errlen)) return false;
-      return fail(err, errlen, "corrupt (the preamble says %" PRIu64 " bytes, the trailer %zu)", total, n);
+      return diag_why(err, errlen, "corrupt (the preamble says %" PRIu64 " bytes, the trailer %zu)", total, n);
     }
-    if (total > n) return fail(err, errlen, "truncated (%zu bytes, expected %" PRIu64 ")", n, total);
-    return fail(err, errlen, "corrupt (%zu bytes, expected %" PRIu64 ": data after the end)", n, total);
+    if (total > n) return diag_why(err, errlen, "truncated (%zu bytes, expected %" PRIu64 ")", n, total);
+    return diag_why(err, errlen, "corrupt (%zu bytes, expected %" PRIu64 ": data after the end)", n, total);
   }
   if (total < MIN_TOTAL)
-    return fail(err, errlen, "malformed preamble: total length %" PRIu64 " (at least %d)", total, MIN_TOTAL);
+    return diag_why(err, errlen, "malformed preamble: total length %" PRIu64 " (at least %d)", total, MIN_TOTAL);
   if (!check_crc(buf, n, err, errlen)) return false;
-  if (!trailer_says(buf, n)) return fail(err, errlen, "malformed trailer");
+  if (!trailer_says(buf, n)) return diag_why(err, errlen, "malformed trailer");
 
   size_t off = PREAMBLE, end = n - TRAILER;
   int next = 0;                         /* the section expected next */
   while (off < end) {
     char tag[5];
     if (end - off < SECTION_HEAD)
-      return fail(err, errlen, "malformed file: a section at byte %zu needs %d bytes, %zu remain", off,
-                  SECTION_HEAD, end - off);
+      return diag_why(err, errlen, "malformed file: a section at byte %zu needs %d bytes, %zu remain", off,
+                      SECTION_HEAD, end - off);
     const unsigned char *head = buf + off;
     uint64_t len = get_le(head + 4, 8);
     if (len > end - off - SECTION_HEAD)
-      return fail(err, errlen, "malformed file: section '%s' at byte %zu is %" PRIu64 " bytes long, %zu remain",
-                  tag_str(head, tag), off, len, end - off - SECTION_HEAD);
+      return diag_why(err, errlen, "malformed file: section '%s' at byte %zu is %" PRIu64 " bytes long, %zu remain",
+                      tag_str(head, tag), off, len, end - off - SECTION_HEAD);
     int which = -1;
     for (int s = 0; s < N_SECTIONS; s++)
       if (memcmp(head, section_tag[s], 4) == 0) which = s;
     if (which >= 0 && which != next) {
       if (next < N_SECTIONS)
-        return fail(err, errlen, "malformed file: section '%s' at byte %zu where '%s' was expected",
-                    tag_str(head, tag), off, section_tag[next]);
-      return fail(err, errlen, "malformed file: a second '%s' section at byte %zu", tag_str(head, tag), off);
+        return diag_why(err, errlen, "malformed file: section '%s' at byte %zu where '%s' was expected",
+                        tag_str(head, tag), off, section_tag[next]);
+      return diag_why(err, errlen, "malformed file: a second '%s' section at byte %zu", tag_str(head, tag), off);
     }
     off += SECTION_HEAD;
     if (which >= 0) {
@@ -650,7 +641,7 @@ static bool parse_file(const unsigned char *buf, size_t n, Checkpoint *c, char *
     }
     off += (size_t)len;                 /* unknown sections are skipped */
   }
-  if (next < N_SECTIONS) return fail(err, errlen, "malformed file: no %s section", section_name[next]);
+  if (next < N_SECTIONS) return diag_why(err, errlen, "malformed file: no %s section", section_name[next]);
   return true;
 }
 
@@ -666,23 +657,23 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
   *buf = NULL;
   *n = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+  if (fd < 0) return diag_why(err, errlen, "%s: cannot read: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
-    return fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+    return diag_why(err, errlen, "%s: cannot read: %s", path, strerror(e));
   }
   if (S_ISDIR(st.st_mode)) {
     close(fd);
-    return fail(err, errlen, "%s: is a directory, not a checkpoint", path);
+    return diag_why(err, errlen, "%s: is a directory, not a checkpoint", path);
   }
   /* The whole file is read into memory: it must fit the memory limit too. */
   uint64_t most = CKPT_MAX_FILE < (uint64_t)tensor_memory_limit() ? CKPT_MAX_FILE : (uint64_t)tensor_memory_limit();
   if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > most) {
     close(fd);
-    return fail(err, errlen, "%s: too large for a checkpoint (%lld bytes; at most %" PRIu64 "%s)", path,
-                (long long)st.st_size, most, most < CKPT_MAX_FILE ? ", the memory limit" : "");
+    return diag_why(err, errlen, "%s: too large for a checkpoint (%lld bytes; at most %" PRIu64 "%s)", path,
+                    (long long)st.st_size, most, most < CKPT_MAX_FILE ? ", the memory limit" : "");
   }
   /* A regular file is read in one allocation (and one byte more, to see its
    * end); anything else grows as it comes. */
@@ -693,8 +684,8 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
       if (cap > most) {
         close(fd);
         mem_free(b);
-        return fail(err, errlen, "%s: too large for a checkpoint (more than %" PRIu64 " bytes%s)", path, most,
-                    most < CKPT_MAX_FILE ? ", the memory limit" : "");
+        return diag_why(err, errlen, "%s: too large for a checkpoint (more than %" PRIu64 " bytes%s)", path, most,
+                        most < CKPT_MAX_FILE ? ", the memory limit" : "");
       }
       cap *= 2;
       b = mem_alloc(b, cap);
@@ -705,7 +696,7 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
       int e = errno;
       close(fd);
       mem_free(b);
-      return fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+      return diag_why(err, errlen, "%s: cannot read: %s", path, strerror(e));
     }
     if (k == 0) break;
     len += (size_t)k;

@@ -1,9 +1,9 @@
-/* cli.c — option parsing, starting an executor with the values fed, the
- * timing table (cli.h). */
+/* cli.c — option parsing, starting an executor with the values fed
+ * (run_start), the timing table (cli.h). */
 #include "cli.h"
 
-#include "feed.h"
 #include "option.h"
+#include "run.h"
 #include "session.h"
 #include "rewrite.h"
 
@@ -12,7 +12,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,53 +249,32 @@ StdlibDef *cli_stdlib_defs(Arena *a, int *n) {
   return defs;
 }
 
-static void on_interrupt(int sig) {
-  (void)sig;
-  exec_interrupt();
-}
+/* The values a's --set and --feed give. */
+static RunFeeds feeds_of(const Args *a) { return (RunFeeds){a->sets, a->feeds, a->nsets, a->nfeeds}; }
 
 bool cli_feed(Session *ld, Executor *ex, const Args *a) {
-  bool ok = true;
-  for (int i = 0; i < a->nsets + a->nfeeds; i++) {
-    bool set = i < a->nsets;
-    const char *arg = set ? a->sets[i] : a->feeds[i - a->nsets];
-    const char *eq = strchr(arg, '=');
-    char name[256];
-    snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-    const VarDesc *v = prog_named_var(ld->prog, name);
-    if (!v || !(v->flags & VAR_INPUT)) {
-      diag_error(&ld->diag, SPAN_NONE, "%s %s: the script has no input named '%s'", set ? "--set" : "--feed", arg,
-                 name);
-      ok = false;
-      continue;
-    }
-    Tensor *t = set ? feed_parse_value(&ld->diag, name, eq + 1, v->dtype) : feed_read_file(&ld->diag, eq + 1, v);
-    char what[300];
-    snprintf(what, sizeof what, "%s %s", set ? "--set" : "--feed", name);
-    if (!t || !exec_feed(ex, name, t, what)) ok = false;
-    tensor_unref(t);
-  }
-  return ok;
+  RunFeeds f = feeds_of(a);
+  return run_feed(ld, ex, &f);
 }
 
 Executor *cli_start(Session *ld, const Args *a) { return cli_start_marks(ld, a, NULL, 0); }
 
 Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks) {
-  if (rewrite_wanted(&a->opt)) rewrite_program(ld->prog, &(RewriteOpts){RW_FUSE, marks, nmarks});
-  Executor *ex = exec_new(ld->prog, &a->opt);
-  if (!cli_feed(ld, ex, a)) {
-    diag_finish(&ld->diag);
-    exec_free(ex);
-    return NULL;
-  }
-  signal(SIGINT, on_interrupt);
-  return ex;
+  RunFeeds f = feeds_of(a);
+  return run_start(ld, &a->opt, &f, marks, nmarks);
 }
 
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
   ExecOptions o = a->opt;
   o.tape = false;
   if (a->fused && rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0});
+}
+
+FILE *cli_time_options(Args *a) {
+  a->opt.timing = true;
+  a->opt.tape = false;
+  a->opt.out = fopen("/dev/null", "w");
+  return a->opt.out;
 }
 
 static int cmp_timing(const void *a, const void *b) {

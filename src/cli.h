@@ -1,6 +1,19 @@
 /* cli.h — what the verbs of the command line share: their options, and
  * starting an executor over a loaded script with the values fed.  The verbs
- * themselves are declared in cmd.h. */
+ * themselves are declared in cmd.h.
+ *
+ * The layers of src/, each using only the ones below it:
+ *   main.c       dispatches argv to a verb (cmd.h)
+ *   verbs        parse argv into Args (this header) and run: cli.c, grad.c,
+ *                repl.c, summary.c, timeback.c, trainverb.c
+ *   library      everything else, from the trainer (trainer.h), data,
+ *                checkpoints, plots and weights down through run, session,
+ *                lower, rewrite, backward, exec, registry and the ops to
+ *                program, tensor and mem
+ * Only the verbs include cli.h (tests/code_shape.bats checks it).  data.c,
+ * checkpoint.c, plot.c and weights.c each hold a verb's entry point
+ * (cmd.h) that parses its own options with option.h and needs nothing of
+ * this header. */
 #ifndef NETRUN_CLI_H
 #define NETRUN_CLI_H
 
@@ -89,6 +102,10 @@ Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks);
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark);
 /* Feeds a's --set and --feed values to ex; false on error (reported). */
 bool cli_feed(Session *ld, Executor *ex, const Args *a);
+/* netrun time's executor options in a: op timings on, no tape, print()
+ * into /dev/null; returns that stream, for the caller to close (NULL if
+ * it cannot be opened: print() then writes to stdout). */
+FILE *cli_time_options(Args *a);
 /* The per-op-type table of netrun time (slowest first, then a total
  * line); returns the total seconds. */
 double cli_print_timings(FILE *f, const OpTiming *t, int n);

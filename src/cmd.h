@@ -24,7 +24,7 @@ int cmd_gradcheck_session(struct Program *p, struct Executor *ex, const struct A
  * dumps it. */
 int cmd_dump_backward(const struct Args *a);
 
-/* trainer.c: the training verbs, and dump --train. */
+/* trainverb.c: the training verbs (over trainer.c), and dump --train. */
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
@@ -37,11 +37,6 @@ int cmd_data(int argc, char **argv);
 /* checkpoint PATH: describes a checkpoint. */
 int cmd_checkpoint(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
-/* plot.c: the step lines of a log read from f (called name in messages and
- * the title) drawn over a logarithmic lr axis into out (NULL: standard
- * output), the subtitle `note`, the loss axis logarithmic if log_y:
- * lr-find's sweep.  0 or the exit status. */
-int plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y);
 /* summary.c: summary FILE; timeback.c: time --backward FILE. */
 int cmd_summary(int argc, char **argv);
 int cmd_time_backward(const struct Args *a);

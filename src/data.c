@@ -34,12 +34,10 @@
  * (there is no line to show). */
 static void file_error(Diag *d, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void file_error(Diag *d, const char *path, const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  diag_verror_in(d, SPAN_NONE, path, fmt, ap);
   va_end(ap);
-  diag_error(d, SPAN_NONE, "%s: %s", path, msg);
 }
 
 /* The same words diag_load_file uses. */

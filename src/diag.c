@@ -108,7 +108,7 @@ static void show_caret(Diag *d, Span at) {
   fputc('\n', d->out);
 }
 
-static void report(Diag *d, Span at, const char *kind, const char *fmt, va_list ap) {
+static void report(Diag *d, Span at, const char *kind, const char *what, const char *fmt, va_list ap) {
   FILE *out = d ? d->out : stderr;
   /* Bold red errors, bold magenta warnings, bold cyan notes, as compilers
    * colour them. */
@@ -122,14 +122,17 @@ static void report(Diag *d, Span at, const char *kind, const char *fmt, va_list 
   } else {
     fprintf(out, "netrun: %s%s:%s ", on, kind, off);
   }
+  if (what) fprintf(out, "%s: ", what);
   vfprintf(out, fmt, ap);
   fputc('\n', out);
   if (d && at.file >= 0) show_caret(d, at);
 }
 
-void diag_verror(Diag *d, Span at, const char *fmt, va_list ap) {
+void diag_verror(Diag *d, Span at, const char *fmt, va_list ap) { diag_verror_in(d, at, NULL, fmt, ap); }
+
+void diag_verror_in(Diag *d, Span at, const char *what, const char *fmt, va_list ap) {
   if (d && ++d->nerrors > d->max_errors) return;
-  report(d, at, "error", fmt, ap);
+  report(d, at, "error", what, fmt, ap);
 }
 
 void diag_error(Diag *d, Span at, const char *fmt, ...) {
@@ -143,7 +146,7 @@ void diag_warn(Diag *d, Span at, const char *fmt, ...) {
   if (d && d->nerrors > d->max_errors) return;
   va_list ap;
   va_start(ap, fmt);
-  report(d, at, "warning", fmt, ap);
+  report(d, at, "warning", NULL, fmt, ap);
   va_end(ap);
 }
 
@@ -151,8 +154,16 @@ void diag_note(Diag *d, Span at, const char *fmt, ...) {
   if (d && d->nerrors > d->max_errors) return;
   va_list ap;
   va_start(ap, fmt);
-  report(d, at, "note", fmt, ap);
+  report(d, at, "note", NULL, fmt, ap);
   va_end(ap);
+}
+
+bool diag_why(char *why, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, n, fmt, ap);
+  va_end(ap);
+  return false;
 }
 
 void diag_absorb(Diag *d, const Diag *sub) { d->nerrors += sub->nerrors; }

@@ -91,6 +91,9 @@ void diag_line_col(const Diag *d, int file, uint32_t off, int *line, int *col);
 void diag_error(Diag *d, Span at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void diag_verror(Diag *d, Span at, const char *fmt, va_list ap);
+/* The same, the message after "WHAT: " (an op's type, a file's path);
+ * what NULL: none. */
+void diag_verror_in(Diag *d, Span at, const char *what, const char *fmt, va_list ap);
 /* A warning: printed, not counted (training goes on). */
 void diag_warn(Diag *d, Span at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -101,6 +104,9 @@ void diag_note(Diag *d, Span at, const char *fmt, ...)
 /* Counts the errors of `sub`, a Diag of its own for one task (data.c reads
  * a CSV file through one whose arena is freed after), as errors of d. */
 void diag_absorb(Diag *d, const Diag *sub);
+/* The convention of library-like code (above): writes the message into
+ * the caller's why[n] and returns false, for `return diag_why(...)`. */
+bool diag_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prints "N errors" when there were any; returns the error count. */
 int  diag_finish(Diag *d);
 static inline Span span_join(Span a, Span b) {

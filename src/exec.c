@@ -482,66 +482,67 @@ static void call_note(Diag *d, const OpDesc *op) {
   diag_note(d, s->at, "in this call to '%s'", s->fn);
 }
 
-int ctx_fail(ExecCtx *c, const char *fmt, ...) {
-  char msg[1024];
+/* Reports "TYPE: message" at op p, and the call it is in; -1. */
+static int op_vfail(Executor *ex, const Prepared *p, const char *fmt, va_list ap) {
+  diag_verror_in(ex->diag, p->op->span, p->op->type, fmt, ap);
+  call_note(ex->diag, p->op);
+  return -1;
+}
+
+int exec_ctx_fail(ExecCtx *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  op_vfail(c->ex, c->p, fmt, ap);
   va_end(ap);
-  diag_error(c->ex->diag, c->p->op->span, "%s: %s", c->p->op->type, msg);
-  call_note(c->ex->diag, c->p->op);
   return -1;
 }
 
 static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int op_fail(Executor *ex, const Prepared *p, const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  op_vfail(ex, p, fmt, ap);
   va_end(ap);
-  diag_error(ex->diag, p->op->span, "%s: %s", p->op->type, msg);
-  call_note(ex->diag, p->op);
   return -1;
 }
 
 /* ---- the kernel interface ---------------------------------------------------------- */
 
-int ctx_in_count(ExecCtx *c, int slot) { return c->p->nin[slot]; }
-Tensor *ctx_in(ExecCtx *c, int slot) { return c->p->nin[slot] ? c->in[slot][0] : NULL; }
-Tensor *ctx_in_at(ExecCtx *c, int slot, int i) { return i < c->p->nin[slot] ? c->in[slot][i] : NULL; }
-int ctx_out_count(ExecCtx *c, int slot) { return c->p->nout[slot]; }
-Tensor *ctx_out(ExecCtx *c, int slot) { return c->p->nout[slot] ? c->out[slot][0] : NULL; }
-Tensor *ctx_out_at(ExecCtx *c, int slot, int i) { return i < c->p->nout[slot] ? c->out[slot][i] : NULL; }
+int exec_ctx_in_count(ExecCtx *c, int slot) { return c->p->nin[slot]; }
+Tensor *exec_ctx_in(ExecCtx *c, int slot) { return c->p->nin[slot] ? c->in[slot][0] : NULL; }
+Tensor *exec_ctx_in_at(ExecCtx *c, int slot, int i) { return i < c->p->nin[slot] ? c->in[slot][i] : NULL; }
+int exec_ctx_out_count(ExecCtx *c, int slot) { return c->p->nout[slot]; }
+Tensor *exec_ctx_out(ExecCtx *c, int slot) { return c->p->nout[slot] ? c->out[slot][0] : NULL; }
+Tensor *exec_ctx_out_at(ExecCtx *c, int slot, int i) { return i < c->p->nout[slot] ? c->out[slot][i] : NULL; }
 
-const VarDesc *ctx_out_desc(ExecCtx *c, int slot, int i) {
+const VarDesc *exec_ctx_out_desc(ExecCtx *c, int slot, int i) {
   int k = 0;
   for (int s = 0; s < slot; s++) k += c->p->nout[s];
   return &c->p->out_desc[k + i];
 }
 
-void ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t) {
+void exec_ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t) {
   tensor_unref(c->out[slot][i]);
   c->out[slot][i] = t;
 }
 
-const OpDesc *ctx_op(ExecCtx *c) { return c->p->op; }
+const OpDesc *exec_ctx_op(ExecCtx *c) { return c->p->op; }
 
-const AttrValue *ctx_attr(ExecCtx *c, const char *name) { return reg_op_attr(c->p->proto, c->p->op, name); }
-int64_t ctx_attr_i(ExecCtx *c, const char *name) { return reg_attr_i64(ctx_attr(c, name)); }
-double ctx_attr_f(ExecCtx *c, const char *name) { return reg_attr_f64(ctx_attr(c, name)); }
+const AttrValue *exec_ctx_attr(ExecCtx *c, const char *name) { return reg_op_attr(c->p->proto, c->p->op, name); }
+int64_t exec_ctx_attr_i(ExecCtx *c, const char *name) { return reg_attr_i64(exec_ctx_attr(c, name)); }
+double exec_ctx_attr_f(ExecCtx *c, const char *name) { return reg_attr_f64(exec_ctx_attr(c, name)); }
 
-bool ctx_attr_b(ExecCtx *c, const char *name) { return ctx_attr_i(c, name) != 0; }
-Rng *ctx_rng(ExecCtx *c) {
+bool exec_ctx_attr_b(ExecCtx *c, const char *name) { return exec_ctx_attr_i(c, name) != 0; }
+Rng *exec_ctx_rng(ExecCtx *c) {
   Executor *ex = c->ex;
   while (ex->parent) ex = ex->parent;
   return &ex->rng;
 }
-const OpProto *ctx_proto(ExecCtx *c) { return c->p->proto; }
-FILE *ctx_stream(ExecCtx *c) { return c->ex->opt.out; }
-int ctx_precision(ExecCtx *c) { return c->ex->opt.precision; }
-const ExecOptions *ctx_options(ExecCtx *c) { return &c->ex->opt; }
+const OpProto *exec_ctx_proto(ExecCtx *c) { return c->p->proto; }
+FILE *exec_ctx_stream(ExecCtx *c) { return c->ex->opt.out; }
+int exec_ctx_precision(ExecCtx *c) { return c->ex->opt.precision; }
+const ExecOptions *exec_ctx_options(ExecCtx *c) { return &c->ex->opt; }
 
 /* ---- running one op --------------------------------------------------------------- */
 
@@ -614,20 +615,6 @@ static int infer_outputs(Executor *ex, Prepared *p, Tensor **ins) {
   p->cached = true;
   return 0;
 }
-
-static bool has_nan(const Tensor *t) {
-  if (t->dtype == DT_F64) {
-    for (int64_t i = 0; i < t->numel; i++)
-      if (!isfinite(tensor_f64(t)[i])) return true;
-    return false;
-  }
-  if (t->dtype != DT_F32) return false;
-  const float *x = tensor_f32(t);
-  for (int64_t i = 0; i < t->numel; i++)
-    if (!isfinite(x[i])) return true;
-  return false;
-}
-
 
 /* Ctrl-C stopped op p: inside a loop, says which turn of which loop. */
 static int interrupt_fail(Executor *ex, const Prepared *p) {
@@ -814,7 +801,7 @@ made:
     if (outs[i]) outs[i]->requires_grad = grad_flows && dtype_is_float(outs[i]->dtype);
   if (ex->opt.check_nan)
     for (int i = 0; i < p->out_total; i++)
-      if (outs[i] && has_nan(outs[i])) {
+      if (outs[i] && tensor_non_finite(outs[i])) {
         char buf[128];
         rc = op_fail(ex, p, "produced NaN or Inf in '%s' (shape %s)", p->out_desc[i].name,
                      tensor_shape_str(outs[i], buf, sizeof buf));
@@ -856,35 +843,35 @@ static int run_block(Executor *ex, const PBlock *pb, Frame *f) {
 
 /* ---- the control-flow kernel interface ------------------------------------------------- */
 
-ExecFrame *ctx_frame(ExecCtx *c) { return c->frame; }
+ExecFrame *exec_ctx_frame(ExecCtx *c) { return c->frame; }
 
-ExecFrame *ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix) {
+ExecFrame *exec_ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix) {
   return frame_new(c->ex->pblocks[c->p->sub[which]], parent, suffix);
 }
 
-void ctx_frame_free(ExecFrame *f) { frame_free(f); }
-const char *ctx_frame_suffix(const ExecFrame *f) { return f->suffix; }
-int ctx_frame_block(const ExecFrame *f) { return f->pb->block->idx; }
+void exec_ctx_frame_free(ExecFrame *f) { frame_free(f); }
+const char *exec_ctx_frame_suffix(const ExecFrame *f) { return f->suffix; }
+int exec_ctx_frame_block(const ExecFrame *f) { return f->pb->block->idx; }
 
-const Block *ctx_block(ExecCtx *c, int which) {
+const Block *exec_ctx_block(ExecCtx *c, int which) {
   return c->p->sub[which] >= 0 ? c->ex->prog->blocks[c->p->sub[which]] : NULL;
 }
 
-int ctx_nargs(ExecCtx *c, int which) { return c->p->nargs[which]; }
+int exec_ctx_nargs(ExecCtx *c, int which) { return c->p->nargs[which]; }
 
-void ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t) {
+void exec_ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t) {
   int slot = c->p->args[which][k];
   if (t && slot >= 0) f->vals[slot] = t;
   else tensor_unref(t);
 }
 
-Tensor *ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k) {
+Tensor *exec_ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k) {
   return k < c->p->nresults[which] ? frame_get(f, c->p->results[which][k]) : NULL;
 }
 
-int ctx_run_block(ExecCtx *c, ExecFrame *f) { return run_block(c->ex, f->pb, f); }
+int exec_ctx_run_block(ExecCtx *c, ExecFrame *f) { return run_block(c->ex, f->pb, f); }
 
-int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
+int exec_ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn) {
   Executor *ex = c->ex;
   const Prepared *outer = ex->loop;
   int64_t outer_turn = ex->turn;
@@ -910,7 +897,7 @@ static bool turns_wanted(const Program *prog, const Prepared *p, int blk) {
 /* Before a control op runs: forgets its turns from its previous run, and
  * for a grad op, finds whether to keep this run's (the program may have
  * grown since: the REPL). */
-void ctx_clear_turns(ExecCtx *c) {
+void exec_ctx_clear_turns(ExecCtx *c) {
   Prepared *p = (Prepared *)c->p;
   clear_steps(c->frame, c->op_index);
   if (c->ex->opt.keep_steps && (p->proto->flags & OP_KEPT_TURNS))
@@ -919,14 +906,14 @@ void ctx_clear_turns(ExecCtx *c) {
 
 /* A loop's turns are kept for its grad op; a grad op's, only for a second
  * backward's. */
-void ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
+void exec_ctx_keep_turn(ExecCtx *c, ExecFrame *f) {
   if (c->ex->opt.keep_steps && c->p->wanted >= 0) keep_step(c->frame, c->op_index, f);
   else frame_free(f);
 }
 
 /* The frame of the forward op a grad op came from, and the turns (or the
  * branch) that op kept. */
-bool ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n) {
+bool exec_ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n) {
   const OpDesc *op = c->p->op;
   Frame *f = c->frame;
   while (f && f->pb->block->idx != op->fwd_block) f = f->parent;
@@ -937,13 +924,13 @@ bool ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n) {
   return true;
 }
 
-const char *ctx_turn_suffix(ExecCtx *c, int64_t turn) {
+const char *exec_ctx_turn_suffix(ExecCtx *c, int64_t turn) {
   return c->ex->opt.tape ? tape_turn(&c->ex->tape, c->frame->suffix, turn) : "";
 }
 
-int64_t ctx_max_steps(ExecCtx *c) { return c->ex->opt.max_steps; }
+int64_t exec_ctx_max_steps(ExecCtx *c) { return c->ex->opt.max_steps; }
 
-bool ctx_out_wanted(ExecCtx *c, int slot, int i) {
+bool exec_ctx_out_wanted(ExecCtx *c, int slot, int i) {
   int k = i;
   for (int s = 0; s < slot; s++) k += c->p->nout[s];
   return c->p->out[k].slot >= 0;

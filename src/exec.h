@@ -12,8 +12,8 @@
  * requiring a gradient.
  *
  * Kernels are `int kernel(ExecCtx *c)`: they read inputs and attributes
- * through the ctx_* functions below, write the outputs, and return 0, or
- * ctx_fail(...) (which reports a runtime error at the op's source and
+ * through the exec_ctx_* functions below, write the outputs, and return 0, or
+ * exec_ctx_fail(...) (which reports a runtime error at the op's source and
  * returns -1).  Slots are addressed by their index in the op's proto.
  */
 #ifndef NETRUN_EXEC_H
@@ -145,79 +145,79 @@ const OpTiming *exec_timings(Executor *ex, int *n);
 
 typedef struct ExecCtx ExecCtx;
 
-int ctx_in_count(ExecCtx *c, int slot);
-Tensor *ctx_in(ExecCtx *c, int slot);            /* the first (often only) value; NULL if absent */
-Tensor *ctx_in_at(ExecCtx *c, int slot, int i);
-int ctx_out_count(ExecCtx *c, int slot);
-Tensor *ctx_out(ExecCtx *c, int slot);           /* pre-allocated output */
-Tensor *ctx_out_at(ExecCtx *c, int slot, int i);
+int exec_ctx_in_count(ExecCtx *c, int slot);
+Tensor *exec_ctx_in(ExecCtx *c, int slot);            /* the first (often only) value; NULL if absent */
+Tensor *exec_ctx_in_at(ExecCtx *c, int slot, int i);
+int exec_ctx_out_count(ExecCtx *c, int slot);
+Tensor *exec_ctx_out(ExecCtx *c, int slot);           /* pre-allocated output */
+Tensor *exec_ctx_out_at(ExecCtx *c, int slot, int i);
 /* The dtype and shape inference gave output slot[i] (for OP_NO_PREALLOC ops). */
-const VarDesc *ctx_out_desc(ExecCtx *c, int slot, int i);
+const VarDesc *exec_ctx_out_desc(ExecCtx *c, int slot, int i);
 /* Sets output slot[i] to t, taking the caller's reference. */
-void ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t);
-const OpDesc *ctx_op(ExecCtx *c);
-const OpProto *ctx_proto(ExecCtx *c);
-const AttrValue *ctx_attr(ExecCtx *c, const char *name);   /* with proto defaults */
-int64_t ctx_attr_i(ExecCtx *c, const char *name);
-double ctx_attr_f(ExecCtx *c, const char *name);
-bool ctx_attr_b(ExecCtx *c, const char *name);
-Rng *ctx_rng(ExecCtx *c);
-FILE *ctx_stream(ExecCtx *c);
-int ctx_precision(ExecCtx *c);
-const ExecOptions *ctx_options(ExecCtx *c);      /* the running executor's */
+void exec_ctx_set_out(ExecCtx *c, int slot, int i, Tensor *t);
+const OpDesc *exec_ctx_op(ExecCtx *c);
+const OpProto *exec_ctx_proto(ExecCtx *c);
+const AttrValue *exec_ctx_attr(ExecCtx *c, const char *name);   /* with proto defaults */
+int64_t exec_ctx_attr_i(ExecCtx *c, const char *name);
+double exec_ctx_attr_f(ExecCtx *c, const char *name);
+bool exec_ctx_attr_b(ExecCtx *c, const char *name);
+Rng *exec_ctx_rng(ExecCtx *c);
+FILE *exec_ctx_stream(ExecCtx *c);
+int exec_ctx_precision(ExecCtx *c);
+const ExecOptions *exec_ctx_options(ExecCtx *c);      /* the running executor's */
 /* Reports a runtime error at the op's source position ("OPTYPE: MESSAGE")
  * and returns -1. */
-int ctx_fail(ExecCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int exec_ctx_fail(ExecCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- the control-flow kernel interface -------------------------------------------
  * The kernels of ops flagged OP_CONTROL (src/ops/control.c) run blocks of
  * the program.  No shape inference runs before them and no output is made
- * for them: they set each output with ctx_set_out, and may leave unset one
- * nobody wants (ctx_out_wanted: its variable is NAME_EMPTY); an input
+ * for them: they set each output with exec_ctx_set_out, and may leave unset one
+ * nobody wants (exec_ctx_out_wanted: its variable is NAME_EMPTY); an input
  * named NAME_EMPTY reads as NULL.
  *
- * A block runs in a frame of its own (its scope), made with ctx_frame_new
- * as the child of the op's frame (ctx_frame) or of a kept turn's: its args
- * are set before ctx_run_block, its results read after.  A forward control
- * op hands each turn's frame to ctx_keep_turn, which keeps it for the
+ * A block runs in a frame of its own (its scope), made with exec_ctx_frame_new
+ * as the child of the op's frame (exec_ctx_frame) or of a kept turn's: its args
+ * are set before exec_ctx_run_block, its results read after.  A forward control
+ * op hands each turn's frame to exec_ctx_keep_turn, which keeps it for the
  * backward when the program has one (the grad op then finds them with
- * ctx_kept_turns) and frees it otherwise.  `which` picks the op's block:
+ * exec_ctx_kept_turns) and frees it otherwise.  `which` picks the op's block:
  * 0 its sub_block, 1 its else_block. */
 
 typedef struct Frame ExecFrame;
 
-ExecFrame *ctx_frame(ExecCtx *c);
+ExecFrame *exec_ctx_frame(ExecCtx *c);
 /* A frame for the op's block `which` under parent; suffix: the turn's
  * suffix for the tape's names (it must outlive the frame). */
-ExecFrame *ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix);
-void ctx_frame_free(ExecFrame *f);
-const char *ctx_frame_suffix(const ExecFrame *f);
+ExecFrame *exec_ctx_frame_new(ExecCtx *c, int which, ExecFrame *parent, const char *suffix);
+void exec_ctx_frame_free(ExecFrame *f);
+const char *exec_ctx_frame_suffix(const ExecFrame *f);
 /* The index of the program block a frame runs. */
-int ctx_frame_block(const ExecFrame *f);
+int exec_ctx_frame_block(const ExecFrame *f);
 /* The op's block `which` (NULL if it has none). */
-const Block *ctx_block(ExecCtx *c, int which);
-int ctx_nargs(ExecCtx *c, int which);
+const Block *exec_ctx_block(ExecCtx *c, int which);
+int exec_ctx_nargs(ExecCtx *c, int which);
 /* Sets arg k of a frame of block `which`, taking the caller's reference
  * (dropped if the block does not read that arg). */
-void ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t);
+void exec_ctx_frame_set_arg(ExecCtx *c, ExecFrame *f, int which, int k, Tensor *t);
 /* Result k of a frame of block `which` after it ran (borrowed; NULL if
  * it has no value or the block has fewer results). */
-Tensor *ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k);
+Tensor *exec_ctx_frame_result(ExecCtx *c, ExecFrame *f, int which, int k);
 /* Runs the ops of the frame's block in it: 0 or -1 (reported). */
-int ctx_run_block(ExecCtx *c, ExecFrame *f);
+int exec_ctx_run_block(ExecCtx *c, ExecFrame *f);
 /* The same for turn `turn` of a loop: an op interrupted in it says which
  * turn of which loop. */
-int ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn);
+int exec_ctx_run_turn(ExecCtx *c, ExecFrame *f, int64_t turn);
 /* Forgets the turns the op kept on its previous run. */
-void ctx_clear_turns(ExecCtx *c);
+void exec_ctx_clear_turns(ExecCtx *c);
 /* Keeps turn frame f for the backward, or frees it. */
-void ctx_keep_turn(ExecCtx *c, ExecFrame *f);
+void exec_ctx_keep_turn(ExecCtx *c, ExecFrame *f);
 /* A grad op: the turn frames its forward op kept, first turn first (*n of
  * them); false if the forward op's frame is not found. */
-bool ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n);
+bool exec_ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n);
 /* The suffix naming turn `turn` of the op on the tape ("" with no tape). */
-const char *ctx_turn_suffix(ExecCtx *c, int64_t turn);
-int64_t ctx_max_steps(ExecCtx *c);      /* --max-steps */
-bool ctx_out_wanted(ExecCtx *c, int slot, int i);
+const char *exec_ctx_turn_suffix(ExecCtx *c, int64_t turn);
+int64_t exec_ctx_max_steps(ExecCtx *c);      /* --max-steps */
+bool exec_ctx_out_wanted(ExecCtx *c, int slot, int i);
 
 #endif

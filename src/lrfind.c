@@ -2,7 +2,7 @@
  * (lrfind.h); its steps run in trainer.c. */
 #include "lrfind.h"
 
-#include "cmd.h"
+#include "plot.h"
 #include "diag.h"
 #include "mem.h"
 

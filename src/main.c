@@ -466,10 +466,7 @@ static int cmd_time(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strncmp(argv[i], "--loss", 6) == 0 && (!argv[i][6] || argv[i][6] == '='))
       return diag_usage("%s", "--loss names what --backward differentiates: it needs --backward");
-  a.opt.timing = true;
-  a.opt.tape = false;
-  FILE *devnull = fopen("/dev/null", "w");
-  a.opt.out = devnull;
+  FILE *devnull = cli_time_options(&a);
   Session ld;
   int status = EXIT_SCRIPT;
   Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;

@@ -126,7 +126,8 @@ void *arena_push(Arena *a, void **items, int *n, int *cap, size_t elem);
 /* A hash map to ints (open addressing), keyed by strings (StrMap) or by
  * addresses (PtrMap): the one hash table, so lookups stay O(1) however
  * many names a script binds.  By string: the lowerer's scopes, exports,
- * the backward builder's name sets, the program's version counters; by
+ * the backward builder's name sets, the program's variables and version
+ * counters; by
  * address (mem_hash_ptr; keys are never dereferenced): the backward
  * builder's variable index, the tape's value names.  Its arrays live in an
  * arena, or with a NULL arena on the heap (then strmap_free/ptrmap_free

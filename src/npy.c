@@ -3,6 +3,7 @@
  * and the .npz writer behind `netrun export`. */
 #include "npy.h"
 
+#include "diag.h"
 #include "file.h"
 #include "zip.h"
 
@@ -15,15 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static bool fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *why, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, n, fmt, ap);
-  va_end(ap);
-  return false;
-}
 
 int npy_size(NpyType t) {
   static const int size[] = {1, 1, 4, 8, 4, 8};
@@ -91,27 +83,27 @@ static bool word(Lex *x, const char *w) {
 
 /* '(' [int {',' int} [',']] ')' */
 static bool shape_tuple(Lex *x, NpyHeader *h, char *why, size_t n) {
-  if (!punct(x, '(')) return fail(why, n, "malformed header: 'shape' is not a tuple");
+  if (!punct(x, '(')) return diag_why(why, n, "malformed header: 'shape' is not a tuple");
   h->rank = 0;
   double numel = 1;
   while (!punct(x, ')')) {
     blanks(x);
-    if (h->rank == SHAPE_MAX_RANK) return fail(why, n, "more than %d dimensions", SHAPE_MAX_RANK);
+    if (h->rank == SHAPE_MAX_RANK) return diag_why(why, n, "more than %d dimensions", SHAPE_MAX_RANK);
     int64_t v = 0;
     int digits = 0;
     while (x->p < x->end && *x->p >= '0' && *x->p <= '9' && digits < 19) v = v * 10 + (*x->p++ - '0'), digits++;
     if (!digits || (x->p < x->end && *x->p >= '0' && *x->p <= '9'))
-      return fail(why, n, "malformed header: 'shape' holds something that is not a size");
+      return diag_why(why, n, "malformed header: 'shape' holds something that is not a size");
     if (x->p < x->end && *x->p == 'L') x->p++;
     h->shape[h->rank++] = v;
     numel *= (double)v;
     if (!punct(x, ',')) {
-      if (!punct(x, ')')) return fail(why, n, "malformed header: 'shape' is not a tuple of sizes");
+      if (!punct(x, ')')) return diag_why(why, n, "malformed header: 'shape' is not a tuple of sizes");
       break;
     }
   }
   if (numel * npy_size(h->type) > (double)TENSOR_MAX_BYTES)
-    return fail(why, n, "shape of %.4g elements: larger than netrun's largest tensor", numel);
+    return diag_why(why, n, "shape of %.4g elements: larger than netrun's largest tensor", numel);
   h->numel = (int64_t)numel;
   return true;
 }
@@ -120,11 +112,11 @@ static bool shape_tuple(Lex *x, NpyHeader *h, char *why, size_t n) {
 static bool bad_descr(const char *d, char *why, size_t n) {
   size_t len = strlen(d);
   if (len >= 2 && (d[0] == '>' || d[0] == '!') && strchr("fiub", d[1]))
-    return fail(why, n, "big-endian data ('%s'): netrun reads little-endian arrays (a.astype('<%s'))", d, d + 1);
+    return diag_why(why, n, "big-endian data ('%s'): netrun reads little-endian arrays (a.astype('<%s'))", d, d + 1);
   if (strchr(d, 'O'))
-    return fail(why, n, "an object array ('%s', pickled Python objects): netrun reads numbers only", d);
-  return fail(why, n, "dtype '%s' is not supported: netrun reads float32 ('<f4'), float64, int64, int32, uint8 "
-              "and bool", d);
+    return diag_why(why, n, "an object array ('%s', pickled Python objects): netrun reads numbers only", d);
+  return diag_why(why, n, "dtype '%s' is not supported: netrun reads float32 ('<f4'), float64, int64, int32, uint8 "
+                  "and bool", d);
 }
 
 static bool descr(const char *d, NpyHeader *h, char *why, size_t n) {
@@ -149,21 +141,21 @@ static bool header_dict(const char *text, size_t len, NpyHeader *h, char *why, s
   bool seen[3] = {false, false, false}, fortran = false;
   char key[32], val[16];
   Lex shape_at = {NULL, NULL};
-  if (!punct(&x, '{')) return fail(why, n, "malformed header: not a Python dict");
+  if (!punct(&x, '{')) return diag_why(why, n, "malformed header: not a Python dict");
   while (!punct(&x, '}')) {
-    if (!string(&x, key, sizeof key) || !punct(&x, ':')) return fail(why, n, "malformed header: expected a 'key':");
+    if (!string(&x, key, sizeof key) || !punct(&x, ':')) return diag_why(why, n, "malformed header: expected a 'key':");
     int k = strcmp(key, "descr") == 0 ? 0 : strcmp(key, "fortran_order") == 0 ? 1 : strcmp(key, "shape") == 0 ? 2 : -1;
-    if (k < 0) return fail(why, n, "malformed header: unknown key '%s'", key);
-    if (seen[k]) return fail(why, n, "malformed header: key '%s' twice", key);
+    if (k < 0) return diag_why(why, n, "malformed header: unknown key '%s'", key);
+    if (seen[k]) return diag_why(why, n, "malformed header: key '%s' twice", key);
     seen[k] = true;
     if (k == 0) {
       blanks(&x);
-      if (x.p < x.end && *x.p == '[') return fail(why, n, "a structured array (a dtype with fields): not supported");
-      if (!string(&x, val, sizeof val)) return fail(why, n, "malformed header: 'descr' is not a string");
+      if (x.p < x.end && *x.p == '[') return diag_why(why, n, "a structured array (a dtype with fields): not supported");
+      if (!string(&x, val, sizeof val)) return diag_why(why, n, "malformed header: 'descr' is not a string");
       if (!descr(val, h, why, n)) return false;
     } else if (k == 1) {
       if (word(&x, "True")) fortran = true;
-      else if (!word(&x, "False")) return fail(why, n, "malformed header: 'fortran_order' is not True or False");
+      else if (!word(&x, "False")) return diag_why(why, n, "malformed header: 'fortran_order' is not True or False");
     } else {
       blanks(&x);
       shape_at = x;   /* parsed once the dtype is known */
@@ -172,18 +164,18 @@ static bool header_dict(const char *text, size_t len, NpyHeader *h, char *why, s
       if (x.p < x.end) x.p++;
     }
     if (!punct(&x, ',')) {
-      if (!punct(&x, '}')) return fail(why, n, "malformed header: expected ',' or '}'");
+      if (!punct(&x, '}')) return diag_why(why, n, "malformed header: expected ',' or '}'");
       break;
     }
   }
   blanks(&x);
-  if (x.p != x.end) return fail(why, n, "malformed header: text after the dict");
+  if (x.p != x.end) return diag_why(why, n, "malformed header: text after the dict");
   for (int k = 0; k < 3; k++)
     if (!seen[k])
-      return fail(why, n, "malformed header: no '%s'", k == 0 ? "descr" : k == 1 ? "fortran_order" : "shape");
+      return diag_why(why, n, "malformed header: no '%s'", k == 0 ? "descr" : k == 1 ? "fortran_order" : "shape");
   if (!shape_tuple(&shape_at, h, why, n)) return false;
   if (fortran && h->rank > 1)
-    return fail(why, n, "a Fortran-order (column-major) array: netrun reads C order (np.ascontiguousarray(a))");
+    return diag_why(why, n, "a Fortran-order (column-major) array: netrun reads C order (np.ascontiguousarray(a))");
   return true;
 }
 
@@ -192,7 +184,7 @@ static bool take(NpyIn *in, void *buf, size_t n, const char *what, char *why, si
   for (size_t got = 0; got < n;) {
     int64_t k = in->read(in->ctx, (uint8_t *)buf + got, n - got, why, wn);
     if (k < 0) return false;
-    if (k == 0) return fail(why, wn, "truncated: it ends in %s", what);
+    if (k == 0) return diag_why(why, wn, "truncated: it ends in %s", what);
     got += (size_t)k;
   }
   return true;
@@ -203,22 +195,22 @@ bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
   uint8_t pre[12];
   int64_t k = in->read(in->ctx, pre, 8, why, n);
   if (k < 0) return false;
-  if (k < 6 || !npy_is_npy(pre, (size_t)k)) return fail(why, n, "not a NumPy .npy file (no \\x93NUMPY magic)");
-  if (k < 8) return fail(why, n, "truncated: the file ends in the preamble");
+  if (k < 6 || !npy_is_npy(pre, (size_t)k)) return diag_why(why, n, "not a NumPy .npy file (no \\x93NUMPY magic)");
+  if (k < 8) return diag_why(why, n, "truncated: the file ends in the preamble");
   int major = pre[6], minor = pre[7];
   if (major < 1 || major > 3 || minor != 0)
-    return fail(why, n, ".npy format version %d.%d: netrun reads 1.0, 2.0 and 3.0", major, minor);
+    return diag_why(why, n, ".npy format version %d.%d: netrun reads 1.0, 2.0 and 3.0", major, minor);
   int lenbytes = major == 1 ? 2 : 4;
   if (!take(in, pre + 8, (size_t)lenbytes, "the preamble", why, n)) return false;
   uint64_t hlen = pre[8] | (uint64_t)pre[9] << 8;
   if (lenbytes == 4) hlen |= (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
-  if (hlen > NPY_MAX_HEADER) return fail(why, n, "a %" PRIu64 "-byte header: more than netrun reads (%d)", hlen,
-                                         NPY_MAX_HEADER);
+  if (hlen > NPY_MAX_HEADER) return diag_why(why, n, "a %" PRIu64 "-byte header: more than netrun reads (%d)", hlen,
+                                             NPY_MAX_HEADER);
   char *text = mem_alloc(NULL, hlen + 1);
   char what[64];
   snprintf(what, sizeof what, "the %" PRIu64 "-byte header", hlen);
   bool ok = take(in, text, (size_t)hlen, what, why, n);
-  if (ok && memchr(text, 0, hlen)) ok = fail(why, n, "malformed header: a NUL byte");
+  if (ok && memchr(text, 0, hlen)) ok = diag_why(why, n, "malformed header: a NUL byte");
   ok = ok && header_dict(text, (size_t)hlen, h, why, n);
   mem_free(text);
   if (!ok) return false;
@@ -226,11 +218,11 @@ bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
   uint64_t data = (uint64_t)h->numel * (uint64_t)npy_size(h->type);
   uint64_t have = in->size >= h->offset ? in->size - h->offset : 0;
   if (have < data)
-    return fail(why, n, "truncated: the header says %" PRId64 " elements of %s (%" PRIu64 " bytes), the file holds %"
-                PRIu64 " bytes of data", h->numel, npy_name(h->type), data, have);
+    return diag_why(why, n, "truncated: the header says %" PRId64 " elements of %s (%" PRIu64 " bytes), the file holds %"
+                    PRIu64 " bytes of data", h->numel, npy_name(h->type), data, have);
   if (have > data)
-    return fail(why, n, "%" PRIu64 " bytes of trailing data after the %" PRId64 " elements of %s the header says",
-                have - data, h->numel, npy_name(h->type));
+    return diag_why(why, n, "%" PRIu64 " bytes of trailing data after the %" PRId64 " elements of %s the header says",
+                    have - data, h->numel, npy_name(h->type));
   return true;
 }
 
@@ -280,12 +272,12 @@ static bool convert(const uint8_t *src, NpyType from, void *dst, NpyType to, int
         memcpy(&v, p, 8);
         f = (float)v;
         if (isfinite(v) && !isfinite(f))
-          return fail(why, n, "element %" PRId64 " is %.17g, beyond float32's range", base + i, v);
+          return diag_why(why, n, "element %" PRId64 " is %.17g, beyond float32's range", base + i, v);
       } else {
         int64_t v = int_at(p, from);
         f = (float)v;
         if ((v > 0 ? v : -v) > (1 << 24) && ((double)f != (double)v || v == INT64_MIN))
-          return fail(why, n, "element %" PRId64 " is %" PRId64 ", which float32 cannot hold exactly", base + i, v);
+          return diag_why(why, n, "element %" PRId64 " is %" PRId64 ", which float32 cannot hold exactly", base + i, v);
       }
       ((float *)dst)[i] = f;
     } else if (to == NPY_I64) {
@@ -319,7 +311,7 @@ int64_t npy_read_stdio(void *ctx, void *buf, size_t n, char *why, size_t wn) {
   FILE *f = ctx;
   size_t k = fread(buf, 1, n, f);
   if (k < n && ferror(f)) {
-    fail(why, wn, "cannot read: %s", strerror(errno));
+    diag_why(why, wn, "cannot read: %s", strerror(errno));
     return -1;
   }
   return (int64_t)k;
@@ -400,14 +392,14 @@ bool npy_each(Diag *d, const char *path, NpyEach fn, void *ctx) {
 static Tensor *to_tensor(NpyIn *in, const NpyHeader *h, DType want, char *why, size_t n) {
   NpyType to = npy_of_dtype(want);
   if (!npy_can_cast(h->type, to)) {
-    fail(why, n, "its %s ('%s') cannot become %s without changing values (netrun converts as NumPy's "
-         "astype(casting='same_kind'))", npy_name(h->type), h->descr, dtype_name(want));
+    diag_why(why, n, "its %s ('%s') cannot become %s without changing values (netrun converts as NumPy's "
+             "astype(casting='same_kind'))", npy_name(h->type), h->descr, dtype_name(want));
     return NULL;
   }
   char tw[TENSOR_WHY_MAX];
   Tensor *t = tensor_try_new(want, h->rank, h->shape, tw);
   if (!t) {
-    fail(why, n, "out of memory: %s", tw);
+    diag_why(why, n, "out of memory: %s", tw);
     return NULL;
   }
   if (!npy_read_data(in, h, to, t->data, why, n)) {
@@ -492,7 +484,7 @@ void npy_format_header(const Tensor *t, char *hbuf, size_t cap, size_t *hlen) {
 bool npy_write_npz(const char *path, const char *const *names, Tensor *const *t, int n, char *err, size_t errlen) {
   AtomicFile a;
   char why[600];
-  if (!file_begin(&a, path, why, sizeof why)) return fail(err, errlen, "%s: %s", path, why);
+  if (!file_begin(&a, path, why, sizeof why)) return diag_why(err, errlen, "%s: %s", path, why);
   ZipWriter w;
   zip_writer_init(&w, a.fd);
   bool ok = true;
@@ -510,8 +502,8 @@ bool npy_write_npz(const char *path, const char *const *names, Tensor *const *t,
   zip_writer_free(&w);
   if (!ok) {
     file_abort(&a);
-    return fail(err, errlen, "%s: %s", path, why);
+    return diag_why(err, errlen, "%s: %s", path, why);
   }
-  if (!file_commit(&a, werr, why, sizeof why)) return fail(err, errlen, "%s: %s", path, why);
+  if (!file_commit(&a, werr, why, sizeof why)) return diag_why(err, errlen, "%s: %s", path, why);
   return true;
 }

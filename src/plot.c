@@ -32,6 +32,7 @@
  * `netrun lr-find --plot` draws its sweep through plot_stream: its curve as
  * step lines, on a logarithmic lr axis. */
 #include "cmd.h"
+#include "plot.h"
 #include "diag.h"
 #include "file.h"
 #include "option.h"

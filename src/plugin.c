@@ -126,8 +126,8 @@ static int api_fail(NetrunCtx *c, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   c->failed = true;
-  if (c->ic) infer_fail(c->ic, "%s", msg);
-  else if (c->ec) ctx_fail(c->ec, "%s", msg);
+  if (c->ic) reg_infer_fail(c->ic, "%s", msg);
+  else if (c->ec) exec_ctx_fail(c->ec, "%s", msg);
   else diag_error(bwd_prog(c->gc)->diag, bwd_op_fwd(c->gc)->span, "%s: %s", c->op->def.type, msg);
   return -1;
 }
@@ -149,17 +149,17 @@ static const OpProto *proto_of(NetrunCtx *c) { return &c->op->proto; }
 static const char *api_op_type(NetrunCtx *c) { return c->op->def.type; }
 
 static int api_in_count(NetrunCtx *c, const char *slot) {
-  if (c->ic) return infer_count(c->ic, slot);
+  if (c->ic) return reg_infer_count(c->ic, slot);
   if (c->gc) return bwd_op_nin(c->gc, slot);
   int k = reg_slot_index(proto_of(c)->in, proto_of(c)->nin, slot);
-  return k < 0 ? 0 : ctx_in_count(c->ec, k);
+  return k < 0 ? 0 : exec_ctx_in_count(c->ec, k);
 }
 
 static int api_out_count(NetrunCtx *c, const char *slot) {
-  if (c->ic) return infer_out_count(c->ic, slot);
+  if (c->ic) return reg_infer_out_count(c->ic, slot);
   if (c->gc) return bwd_op_nout(c->gc, slot);
   int k = reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot);
-  return k < 0 ? 0 : ctx_out_count(c->ec, k);
+  return k < 0 ? 0 : exec_ctx_out_count(c->ec, k);
 }
 
 /* ---- attributes ---------------------------------------------------------------------- */
@@ -198,8 +198,8 @@ static AttrValue to_internal(Program *p, const NetrunAttrValue *v) {
 }
 
 static const AttrValue *find_attr(NetrunCtx *c, const char *name) {
-  if (c->ic) return infer_attr(c->ic, name);
-  if (c->ec) return ctx_attr(c->ec, name);
+  if (c->ic) return reg_infer_attr(c->ic, name);
+  if (c->ec) return exec_ctx_attr(c->ec, name);
   return bwd_op_attr(c->gc, name);
 }
 
@@ -242,7 +242,7 @@ static Shape shape_to_internal(const NetrunShape *s) {
 
 static int api_var_in(NetrunCtx *c, const char *slot, int i, NetrunVar *out) {
   if (!in_phase(c, INFER, "var_in")) return -1;
-  const VarDesc *v = infer_in(c->ic, slot, i);
+  const VarDesc *v = reg_infer_in(c->ic, slot, i);
   if (!v) return -1;
   out->dtype = (NetrunDType)v->dtype;
   out->shape = shape_to_public(&v->shape);
@@ -260,7 +260,7 @@ static void api_var_out(NetrunCtx *c, const char *slot, int i, NetrunDType t, co
     return;
   }
   Shape sh = shape_to_internal(s);
-  infer_set(c->ic, slot, i, (DType)t, &sh);
+  reg_infer_set(c->ic, slot, i, (DType)t, &sh);
 }
 
 static int api_broadcast(NetrunCtx *c, const NetrunShape *a, const NetrunShape *b, NetrunShape *out) {
@@ -268,7 +268,7 @@ static int api_broadcast(NetrunCtx *c, const NetrunShape *a, const NetrunShape *
   if (a->rank > SHAPE_MAX_RANK || b->rank > SHAPE_MAX_RANK)
     return api_fail(c, "the plugin broadcast a shape of more than %d dimensions", SHAPE_MAX_RANK);
   Shape x = shape_to_internal(a), y = shape_to_internal(b), s;
-  if (!infer_broadcast(c->ic, &x, &y, &s)) {
+  if (!reg_infer_broadcast(c->ic, &x, &y, &s)) {
     c->failed = true;
     return -1;
   }
@@ -292,7 +292,7 @@ static int tensor_at(NetrunCtx *c, bool output, const char *slot, int i, NetrunT
   if (!in_phase(c, KERNEL, output ? "tensor_out" : "tensor_in")) return -1;
   const OpProto *p = proto_of(c);
   int k = output ? reg_slot_index(p->out, p->nout, slot) : reg_slot_index(p->in, p->nin, slot);
-  Tensor *t = k < 0 ? NULL : output ? ctx_out_at(c->ec, k, i) : ctx_in_at(c->ec, k, i);
+  Tensor *t = k < 0 ? NULL : output ? exec_ctx_out_at(c->ec, k, i) : exec_ctx_in_at(c->ec, k, i);
   if (!t) return -1;
   view(t, out);
   return 0;
@@ -310,14 +310,14 @@ static int api_tensor_new_out(NetrunCtx *c, const char *slot, int i, NetrunDType
                               const int64_t *shape, NetrunTensor *out) {
   if (!in_phase(c, KERNEL, "tensor_new_out")) return -1;
   int k = reg_slot_index(proto_of(c)->out, proto_of(c)->nout, slot);
-  if (k < 0 || i < 0 || i >= ctx_out_count(c->ec, k))
+  if (k < 0 || i < 0 || i >= exec_ctx_out_count(c->ec, k))
     return api_fail(c, "the plugin made output %s[%d], which this op does not have", slot, i);
   if ((unsigned)dt > NETRUN_BOOL || rank < 0 || rank > SHAPE_MAX_RANK)
     return api_fail(c, "the plugin made output %s with an invalid dtype or rank", slot);
   char why[TENSOR_WHY_MAX];
   Tensor *t = tensor_try_new((DType)dt, rank, shape, why);
   if (!t) return api_fail(c, "cannot make output %s: %s", slot, why);
-  ctx_set_out(c->ec, k, i, t);
+  exec_ctx_set_out(c->ec, k, i, t);
   view(t, out);
   return 0;
 }
@@ -327,7 +327,7 @@ static void api_free(void *p) { mem_free(p); }
 
 static double api_uniform(NetrunCtx *c) {
   if (!in_phase(c, KERNEL, "uniform")) return 0;
-  return rng_uniform(ctx_rng(c->ec));
+  return rng_uniform(exec_ctx_rng(c->ec));
 }
 
 /* ---- grad makers ----------------------------------------------------------------------- */
@@ -410,7 +410,7 @@ static bool infer_plugin(InferCtx *ic) {
   NetrunCtx c = {.op = ic->proto->user, .ic = ic};
   if (outcome(&c, c.op->def.infer(&c), "shape inference") < 0 || ic->failed) return false;
   for (int k = 0; k < ic->proto->nout; k++)
-    for (int i = 0; i < infer_out_count(ic, ic->proto->out[k].name); i++)
+    for (int i = 0; i < reg_infer_out_count(ic, ic->proto->out[k].name); i++)
       if (!output_set(ic, k, i)) {
         api_fail(&c, "its shape inference did not set output %s", ic->proto->out[k].name);
         return false;
@@ -419,7 +419,7 @@ static bool infer_plugin(InferCtx *ic) {
 }
 
 static int kernel_plugin(ExecCtx *ec) {
-  NetrunCtx c = {.op = reg_find(reg_default(), ctx_op(ec)->type)->user, .ec = ec};
+  NetrunCtx c = {.op = reg_find(reg_default(), exec_ctx_op(ec)->type)->user, .ec = ec};
   return outcome(&c, c.op->def.kernel(&c), "the kernel");
 }
 

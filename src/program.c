@@ -115,42 +115,20 @@ const char *shape_str(const Shape *s, char *buf, size_t n) {
   return buf;
 }
 
-/* ---- name -> variable maps (open addressing) --------------------------- */
+/* ---- name -> variable maps (mem.h's StrMap) ---------------------------- */
 
-typedef struct VarMap {
-  VarDesc **slots;
-  size_t cap, n;
-} VarMap;
-
-static VarMap *map_new(Arena *a) {
-  VarMap *m = arena_alloc(a, sizeof *m);
-  m->cap = 16;
-  m->slots = arena_alloc(a, m->cap * sizeof *m->slots);
-  return m;
+/* The first variable named name in b (or, b NULL, in the program). */
+static VarDesc *map_get(const Program *p, const Block *b, const char *name) {
+  int i = strmap_get(b ? &b->map : &p->all, name);
+  return i < 0 ? NULL : b ? b->vars[i] : p->allvars[i];
 }
 
-static VarDesc *map_get(const VarMap *m, const char *name) {
-  size_t i = mem_hash_str(name) & (m->cap - 1);
-  while (m->slots[i]) {
-    if (strcmp(m->slots[i]->name, name) == 0) return m->slots[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  return NULL;
-}
-
-static void map_put(Arena *a, VarMap *m, VarDesc *v) {
-  if ((m->n + 1) * 2 > m->cap) {
-    VarMap old = *m;
-    m->cap *= 2;
-    m->slots = arena_alloc(a, m->cap * sizeof *m->slots);
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-      if (old.slots[i]) map_put(a, m, old.slots[i]);
-  }
-  size_t i = mem_hash_str(v->name) & (m->cap - 1);
-  while (m->slots[i]) i = (i + 1) & (m->cap - 1);
-  m->slots[i] = v;
-  m->n++;
+/* Indexes v, the last variable of block b, by its name in b and in the
+ * program, where the name is new (a lookup finds the first). */
+static void map_put(Program *p, Block *b, VarDesc *v) {
+  if (strmap_get(&b->map, v->name) < 0) strmap_put(p->arena, &b->map, v->name, v->slot);
+  *ARENA_PUSH(p->arena, p->allvars, p->nallvars, p->capallvars) = v;
+  if (strmap_get(&p->all, v->name) < 0) strmap_put(p->arena, &p->all, v->name, p->nallvars - 1);
 }
 
 /* ---- programs and blocks ----------------------------------------------- */
@@ -159,13 +137,11 @@ Program *prog_new(Arena *arena, Diag *diag) {
   Program *p = arena_alloc(arena, sizeof *p);
   p->arena = arena;
   p->diag = diag;
-  p->all = map_new(arena);
   prog_add_block(p, -1);
   p->startup = arena_alloc(arena, sizeof *p->startup);
   p->startup->idx = -1;
   p->startup->parent = -1;
   p->startup->fwd_block = -1;
-  p->startup->map = map_new(arena);
   return p;
 }
 
@@ -174,7 +150,6 @@ Block *prog_add_block(Program *p, int parent) {
   b->idx = p->nblocks;
   b->parent = parent;
   b->fwd_block = -1;
-  b->map = map_new(p->arena);
   *ARENA_PUSH(p->arena, p->blocks, p->nblocks, p->capblocks) = b;
   return b;
 }
@@ -192,23 +167,22 @@ VarDesc *prog_add_var(Program *p, Block *b, const char *name) {
   v->block = b->idx;
   *ARENA_PUSH(p->arena, b->vars, b->nvars, b->capvars) = v;
   v->slot = b->nvars - 1;
-  map_put(p->arena, b->map, v);
-  map_put(p->arena, p->all, v);
+  map_put(p, b, v);
   return v;
 }
 
 VarDesc *prog_find_var(const Program *p, const Block *b, const char *name) {
   while (b) {
-    VarDesc *v = map_get(b->map, name);
+    VarDesc *v = map_get(p, b, name);
     if (v) return v;
     b = b->parent >= 0 ? p->blocks[b->parent] : NULL;
   }
   return NULL;
 }
 
-VarDesc *prog_var(const Program *p, const char *name) { return map_get(p->all, name); }
+VarDesc *prog_var(const Program *p, const char *name) { return map_get(p, NULL, name); }
 
-bool prog_name_used(const Program *p, const char *name) { return map_get(p->all, name) != NULL; }
+bool prog_name_used(const Program *p, const char *name) { return map_get(p, NULL, name) != NULL; }
 
 const char *prog_fresh(Program *p, const char *base) {
   if (!prog_name_used(p, base)) return arena_strdup(p->arena, base);
@@ -306,11 +280,12 @@ void prog_rollback(Program *p, const ProgMark *m) {
   }
   /* Open addressing cannot delete: the maps are rebuilt from what stays. */
   if (dropped) {
-    p->all = map_new(p->arena);
+    p->all = (StrMap){0};
+    p->nallvars = 0;
     for (int i = 0; i <= p->nblocks; i++) {
       Block *b = i < p->nblocks ? p->blocks[i] : p->startup;
-      b->map = map_new(p->arena);
-      for (int k = 0; k < b->nvars; k++) map_put(p->arena, b->map, b->vars[k]), map_put(p->arena, p->all, b->vars[k]);
+      b->map = (StrMap){0};
+      for (int k = 0; k < b->nvars; k++) map_put(p, b, b->vars[k]);
     }
   }
   if (p->nexports != m->nexports) {

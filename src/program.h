@@ -147,7 +147,7 @@ typedef struct OpDesc {
 typedef struct Block {
   int idx, parent;
   VarDesc **vars; int nvars, capvars;  /* in declaration order */
-  struct VarMap *map;                  /* name -> VarDesc, this block only */
+  StrMap map;                          /* name -> its slot in vars, this block only */
   OpDesc **ops; int nops, capops;
   /* Sub-blocks only: a while body's arguments (the values carried into a
    * turn) and the results a turn or branch yields (see lower.c). */
@@ -181,7 +181,8 @@ typedef struct Program {
   Block *startup;            /* initializers of params and input defaults */
   Export *exports; int nexports, capexports;
   StrMap export_index;       /* name -> its index in exports */
-  struct VarMap *all;        /* every name in the program -> VarDesc */
+  StrMap all;                /* every name in the program -> its index in allvars */
+  VarDesc **allvars; int nallvars, capallvars;   /* every block's, in the order added */
   StrMap *versions;          /* base name -> the next version prog_fresh tries */
   struct Registry *user_ops; /* ops its scripts define (op ... grad); may be NULL */
   Setting *settings; int nsettings, capsettings;

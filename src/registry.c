@@ -306,8 +306,8 @@ bool reg_has_f64(const OpProto *p) {
 
 static bool any_f64_input(InferCtx *c) {
   for (int s = 0; s < c->proto->nin; s++)
-    for (int i = 0; i < infer_count(c, c->proto->in[s].name); i++) {
-      const VarDesc *v = infer_in(c, c->proto->in[s].name, i);
+    for (int i = 0; i < reg_infer_count(c, c->proto->in[s].name); i++) {
+      const VarDesc *v = reg_infer_in(c, c->proto->in[s].name, i);
       if (v && v->dtype == DT_F64) return true;
     }
   return false;
@@ -319,7 +319,7 @@ static bool any_f64_input(InferCtx *c) {
 static void promote_outputs(InferCtx *c) {
   if ((c->proto->flags & (OP_CONTROL | OP_ANY_FLOAT)) || reg_attr_index(c->proto, "dtype") >= 0) return;
   for (int s = 0; s < c->proto->nout; s++)
-    for (int i = 0; i < infer_out_count(c, c->proto->out[s].name); i++) {
+    for (int i = 0; i < reg_infer_out_count(c, c->proto->out[s].name); i++) {
       VarDesc *v = NULL;
       if (c->rt) v = &c->rt->out[s][i];
       else {
@@ -333,7 +333,7 @@ static void promote_outputs(InferCtx *c) {
 bool reg_infer_run(InferCtx *c) {
   bool f64 = any_f64_input(c);
   if (f64 && !reg_has_f64(c->proto))
-    return infer_fail(c, "has no f64 kernel yet; cast its inputs to f32 (netrun-ops(7), DATA TYPES)");
+    return reg_infer_fail(c, "has no f64 kernel yet; cast its inputs to f32 (netrun-ops(7), DATA TYPES)");
   if (c->proto->infer && (!c->proto->infer(c) || c->failed)) return false;
   if (f64) promote_outputs(c);
   return true;
@@ -349,9 +349,9 @@ static int vars_in_slot(InferCtx *c, bool out, const char *slot) {
   return slot_count(out ? op_output(c->op, slot) : op_input(c->op, slot));
 }
 
-int infer_count(InferCtx *c, const char *slot) { return vars_in_slot(c, false, slot); }
+int reg_infer_count(InferCtx *c, const char *slot) { return vars_in_slot(c, false, slot); }
 
-const VarDesc *infer_in(InferCtx *c, const char *slot, int i) {
+const VarDesc *reg_infer_in(InferCtx *c, const char *slot, int i) {
   if (c->rt) {
     int k = reg_slot_index(c->proto->in, c->proto->nin, slot);
     return k >= 0 && i < c->rt->nin[k] ? c->rt->in[k][i] : NULL;
@@ -361,9 +361,9 @@ const VarDesc *infer_in(InferCtx *c, const char *slot, int i) {
   return prog_var(c->prog, s->args[i]);
 }
 
-int infer_out_count(InferCtx *c, const char *slot) { return vars_in_slot(c, true, slot); }
+int reg_infer_out_count(InferCtx *c, const char *slot) { return vars_in_slot(c, true, slot); }
 
-void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *sh) {
+void reg_infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *sh) {
   if (c->rt) {
     int k = reg_slot_index(c->proto->out, c->proto->nout, slot);
     if (k >= 0 && i < c->rt->nout[k]) {
@@ -380,7 +380,7 @@ void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *sh) {
   v->shape = *sh;
 }
 
-bool infer_fail(InferCtx *c, const char *fmt, ...) {
+bool reg_infer_fail(InferCtx *c, const char *fmt, ...) {
   c->failed = true;
   char msg[1024];
   va_list ap;
@@ -417,13 +417,13 @@ double reg_attr_f64(const AttrValue *v) {
   return v->type == ATTR_FLOAT ? v->u.f : (double)v->u.i;
 }
 
-const AttrValue *infer_attr(InferCtx *c, const char *name) { return reg_op_attr(c->proto, c->op, name); }
-int64_t infer_attr_i(InferCtx *c, const char *name) { return reg_attr_i64(infer_attr(c, name)); }
-double infer_attr_f(InferCtx *c, const char *name) { return reg_attr_f64(infer_attr(c, name)); }
+const AttrValue *reg_infer_attr(InferCtx *c, const char *name) { return reg_op_attr(c->proto, c->op, name); }
+int64_t reg_infer_attr_i(InferCtx *c, const char *name) { return reg_attr_i64(reg_infer_attr(c, name)); }
+double reg_infer_attr_f(InferCtx *c, const char *name) { return reg_attr_f64(reg_infer_attr(c, name)); }
 
-bool infer_attr_b(InferCtx *c, const char *name) { return infer_attr_i(c, name) != 0; }
+bool reg_infer_attr_b(InferCtx *c, const char *name) { return reg_infer_attr_i(c, name) != 0; }
 
-bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out) {
+bool reg_infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out) {
   if (a->rank < 0 || b->rank < 0) {
     *out = shape_unknown();
     return true;
@@ -440,9 +440,9 @@ bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out) {
     else if (dim_eq(x, y)) s.d[i] = x;
     else if (x.n >= 0 && y.n >= 0) {
       char sa[128], sb[128];
-      return infer_fail(c, "shapes %s and %s do not broadcast (dimension %d: %lld vs %lld)",
-                        shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb), i,
-                        (long long)x.n, (long long)y.n);
+      return reg_infer_fail(c, "shapes %s and %s do not broadcast (dimension %d: %lld vs %lld)",
+                            shape_str(a, sa, sizeof sa), shape_str(b, sb, sizeof sb), i,
+                            (long long)x.n, (long long)y.n);
     } else if (x.n >= 0) s.d[i] = x;   /* a symbol meets a size: checked at run time */
     else if (y.n >= 0) s.d[i] = y;
     else s.d[i] = dim_unknown();
@@ -451,54 +451,70 @@ bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out) {
   return true;
 }
 
-bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out) {
+bool reg_infer_axis(InferCtx *c, int64_t axis, int rank, int *out) {
   if (rank < 0) {
     *out = (int)axis;
     return true;
   }
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= (rank ? rank : 1))
-    return infer_fail(c, "axis %lld is out of range for a tensor of rank %d", (long long)axis, rank);
+    return reg_infer_fail(c, "axis %lld is out of range for a tensor of rank %d", (long long)axis, rank);
   *out = (int)a;
   return true;
 }
 
-const VarDesc *infer_input(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) infer_fail(c, "input %s is missing", slot);
+const VarDesc *reg_infer_input(InferCtx *c, const char *slot) {
+  const VarDesc *v = reg_infer_in(c, slot, 0);
+  if (!v) reg_infer_fail(c, "input %s is missing", slot);
   return v;
 }
 
-bool infer_same_as(InferCtx *c, const char *out, const char *in) {
-  const VarDesc *x = infer_input(c, in);
+bool reg_infer_same_as(InferCtx *c, const char *out, const char *in) {
+  const VarDesc *x = reg_infer_input(c, in);
   if (!x) return false;
-  infer_set(c, out, 0, x->dtype, &x->shape);
+  reg_infer_set(c, out, 0, x->dtype, &x->shape);
   return true;
 }
 
-bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v) {
+bool reg_infer_need_float(InferCtx *c, const char *slot, const VarDesc *v) {
   if (v->dtype != DT_F32 && v->dtype != DT_I64 && v->dtype != DT_F64)
-    return infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
+    return reg_infer_fail(c, "%s must be f32 (or i64), got %s", slot, dtype_name(v->dtype));
   return true;
 }
 
-bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out) {
+bool reg_infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out) {
   int64_t k = a < 0 ? a + s->rank : a;
   *out = 0;
   if (k < 0 || k >= s->rank) {
     char buf[128];
-    return infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
-                      shape_str(s, buf, sizeof buf));
+    return reg_infer_fail(c, "%s %lld is out of range for %s of shape %s", attr, (long long)a, slot,
+                          shape_str(s, buf, sizeof buf));
   }
   *out = (int)k;
   return true;
 }
 
-DType infer_promote(DType a, DType b) {
+DType reg_infer_promote(DType a, DType b) {
   if (a == DT_UNKNOWN || b == DT_UNKNOWN) return DT_UNKNOWN;
   if (a == DT_F64 || b == DT_F64) return DT_F64;
   if (a == DT_F32 || b == DT_F32) return DT_F32;
   return DT_I64;
+}
+
+bool reg_infer_list(InferCtx *c, const char *slot, DType *t, int *ref, bool *all_ranked) {
+  int n = reg_infer_count(c, slot);
+  if (n == 0) return reg_infer_fail(c, "%s must hold at least one tensor", slot);
+  *t = DT_UNKNOWN;
+  *ref = -1;
+  *all_ranked = true;
+  for (int i = 0; i < n; i++) {
+    const VarDesc *v = reg_infer_in(c, slot, i);
+    if (!v) return reg_infer_fail(c, "input %s[%d] is missing", slot, i);
+    *t = i == 0 || v->dtype == *t ? v->dtype : reg_infer_promote(*t, v->dtype);
+    if (v->shape.rank < 0) *all_ranked = false;
+    else if (*ref < 0) *ref = i;
+  }
+  return true;
 }
 
 /* ---- shared attribute checkers -------------------------------------------- */

@@ -180,40 +180,45 @@ bool reg_infer_run(InferCtx *c);
 /* Does the op have f64 kernels (control ops move values of any dtype)? */
 bool reg_has_f64(const OpProto *p);
 
-int infer_count(InferCtx *c, const char *in_slot);         /* vars in an input slot */
-const VarDesc *infer_in(InferCtx *c, const char *slot, int i); /* NULL if absent */
-int infer_out_count(InferCtx *c, const char *out_slot);
+int reg_infer_count(InferCtx *c, const char *in_slot);         /* vars in an input slot */
+const VarDesc *reg_infer_in(InferCtx *c, const char *slot, int i); /* NULL if absent */
+int reg_infer_out_count(InferCtx *c, const char *out_slot);
 /* Sets the dtype and shape of output slot[i]. */
-void infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *s);
+void reg_infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *s);
 /* Reports an error about this op ("OPTYPE: MESSAGE") and returns false. */
-bool infer_fail(InferCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int64_t infer_attr_i(InferCtx *c, const char *name);
-double infer_attr_f(InferCtx *c, const char *name);
-bool infer_attr_b(InferCtx *c, const char *name);
-const AttrValue *infer_attr(InferCtx *c, const char *name);
+bool reg_infer_fail(InferCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int64_t reg_infer_attr_i(InferCtx *c, const char *name);
+double reg_infer_attr_f(InferCtx *c, const char *name);
+bool reg_infer_attr_b(InferCtx *c, const char *name);
+const AttrValue *reg_infer_attr(InferCtx *c, const char *name);
 
 /* NumPy broadcasting of two shapes; false (with an error naming both shapes)
  * if they do not broadcast. */
-bool infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out);
+bool reg_infer_broadcast(InferCtx *c, const Shape *a, const Shape *b, Shape *out);
 /* Normalizes a possibly negative axis against rank; false with an error if it
  * is out of range. */
-bool infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
+bool reg_infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
 /* The first variable of input slot `slot`, or NULL after an error if the
  * op has none. */
-const VarDesc *infer_input(InferCtx *c, const char *slot);
+const VarDesc *reg_infer_input(InferCtx *c, const char *slot);
 /* Output `out` takes the dtype and shape of input `in`; false after an
  * error if the op has no `in`. */
-bool infer_same_as(InferCtx *c, const char *out, const char *in);
+bool reg_infer_same_as(InferCtx *c, const char *out, const char *in);
 /* A value the op computes with in f32: f32, or i64 promoted; false with an
  * error otherwise. */
-bool infer_need_float(InferCtx *c, const char *slot, const VarDesc *v);
+bool reg_infer_need_float(InferCtx *c, const char *slot, const VarDesc *v);
 /* Normalizes axis `a`, the value of attribute `attr`, against the known
  * shape s of input `slot`; false with an error naming them if it is out of
  * range. */
-bool infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out);
+bool reg_infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *slot, const Shape *s, int *out);
 /* Arithmetic promotion: f64 with anything gives f64, i64 with f32 gives
  * f32, bool counts as i64. */
-DType infer_promote(DType a, DType b);
+DType reg_infer_promote(DType a, DType b);
+/* The inputs of a list slot (concat's and stack's X): at least one, each
+ * present.  *t gets their promoted dtype, *ref the index of the first of
+ * known rank (-1: none), *all_ranked whether every rank is known.  False
+ * (reported) if the slot is empty or an input is missing. */
+bool reg_infer_list(InferCtx *c, const char *slot, DType *t, int *ref, bool *all_ranked);
 
 /* Attribute checkers shared by many ops. */
 const char *reg_check_positive(const AttrValue *v);       /* int/float > 0, or every list element */

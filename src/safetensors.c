@@ -4,6 +4,7 @@
  * tensors read through npy.c's conversions. */
 #include "safetensors.h"
 
+#include "diag.h"
 #include "file.h"
 
 #include <errno.h>
@@ -13,15 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static bool fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *why, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, n, fmt, ap);
-  va_end(ap);
-  return false;
-}
 
 static const struct {
   const char *name;
@@ -43,7 +35,7 @@ typedef struct Json {
 } Json;
 
 static bool jfail(Json *j, const char *what) {
-  return fail(j->why, j->wn, "header: %s at byte %td", what, j->p - j->start);
+  return diag_why(j->why, j->wn, "header: %s at byte %td", what, j->p - j->start);
 }
 
 static void ws(Json *j) {
@@ -175,7 +167,7 @@ static bool tensor_info(Json *j, StTensor *t) {
     if (!jstring(j, &key)) return false;
     int k = strcmp(key, "dtype") == 0 ? 0 : strcmp(key, "shape") == 0 ? 1 : strcmp(key, "data_offsets") == 0 ? 2 : -1;
     bool known = k >= 0 && !seen[k];
-    if (!known) fail(j->why, j->wn, "header: tensor '%s': %s key '%.64s'", t->name, k < 0 ? "unknown" : "repeated", key);
+    if (!known) diag_why(j->why, j->wn, "header: tensor '%s': %s key '%.64s'", t->name, k < 0 ? "unknown" : "repeated", key);
     mem_free(key);
     if (!known) return false;
     seen[k] = true;
@@ -186,8 +178,8 @@ static bool tensor_info(Json *j, StTensor *t) {
       size_t i = 0;
       while (i < sizeof dtypes / sizeof *dtypes && strcmp(dtypes[i].name, dt) != 0) i++;
       if (i == sizeof dtypes / sizeof *dtypes)
-        fail(j->why, j->wn, "tensor '%s': dtype %.32s is not supported: netrun reads F32, F64, I64, I32, U8 and BOOL",
-             t->name, dt);
+        diag_why(j->why, j->wn, "tensor '%s': dtype %.32s is not supported: netrun reads F32, F64, I64, I32, U8 and BOOL",
+                 t->name, dt);
       else
         t->type = dtypes[i].type;
       mem_free(dt);
@@ -198,7 +190,7 @@ static bool tensor_info(Json *j, StTensor *t) {
       double numel = 1;
       for (int d = 0; d < t->rank; d++) t->shape[d] = (int64_t)dims[d], numel *= (double)dims[d];
       if (numel * 8 > (double)TENSOR_MAX_BYTES)
-        return fail(j->why, j->wn, "tensor '%s': %.4g elements, more than netrun's largest tensor", t->name, numel);
+        return diag_why(j->why, j->wn, "tensor '%s': %.4g elements, more than netrun's largest tensor", t->name, numel);
       t->numel = (int64_t)numel;
     } else {
       uint64_t off[2];
@@ -211,7 +203,7 @@ static bool tensor_info(Json *j, StTensor *t) {
   } while (eat(j, ','));
   if (!eat(j, '}')) return jfail(j, "expected ',' or '}'");
   if (!seen[0] || !seen[1] || !seen[2])
-    return fail(j->why, j->wn, "header: tensor '%s' has no %s", t->name, !seen[0] ? "dtype" : !seen[1] ? "shape" : "data_offsets");
+    return diag_why(j->why, j->wn, "header: tensor '%s' has no %s", t->name, !seen[0] ? "dtype" : !seen[1] ? "shape" : "data_offsets");
   return true;
 }
 
@@ -240,29 +232,29 @@ static bool check_layout(StHeader *h, uint64_t data, char *why, size_t wn) {
     StTensor *t = &h->t[i];
     uint64_t need = (uint64_t)t->numel * (uint64_t)npy_size(t->type);
     if (t->end < t->begin || t->end - t->begin != need)
-      return fail(why, wn, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] do not hold its %" PRId64
-                  " elements of %s (%" PRIu64 " bytes)", t->name, t->begin, t->end, t->numel, st_dtype(t->type), need);
+      return diag_why(why, wn, "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] do not hold its %" PRId64
+                      " elements of %s (%" PRIu64 " bytes)", t->name, t->begin, t->end, t->numel, st_dtype(t->type), need);
     for (int k = 0; k < i; k++)
-      if (strcmp(h->t[k].name, t->name) == 0) return fail(why, wn, "header: tensor '%s' twice", t->name);
+      if (strcmp(h->t[k].name, t->name) == 0) return diag_why(why, wn, "header: tensor '%s' twice", t->name);
   }
   if (h->n) qsort(h->t, (size_t)h->n, sizeof *h->t, by_begin);   /* qsort(NULL, 0) is undefined */
   uint64_t at = 0;
   for (int i = 0; i < h->n; i++) {
     if (h->t[i].begin != at)
-      return fail(why, wn, "tensor '%s' starts at byte %" PRIu64 " of the data, where %s", h->t[i].name,
-                  h->t[i].begin, h->t[i].begin > at ? "a hole is before it" : "it overlaps the one before");
+      return diag_why(why, wn, "tensor '%s' starts at byte %" PRIu64 " of the data, where %s", h->t[i].name,
+                      h->t[i].begin, h->t[i].begin > at ? "a hole is before it" : "it overlaps the one before");
     at = h->t[i].end;
   }
   if (at != data)
-    return fail(why, wn, "%s: the tensors hold %" PRIu64 " bytes of data, the file %" PRIu64,
-                at > data ? "truncated" : "trailing data", at, data);
+    return diag_why(why, wn, "%s: the tensors hold %" PRIu64 " bytes of data, the file %" PRIu64,
+                    at > data ? "truncated" : "trailing data", at, data);
   return true;
 }
 
 bool st_parse_header(const char *json, size_t n, uint64_t data, StHeader *h, char *why, size_t wn) {
   memset(h, 0, sizeof *h);
   Json j = {json, json + n, json, why, wn};
-  if (n == 0 || json[0] != '{') return fail(why, wn, "header: not a JSON object");
+  if (n == 0 || json[0] != '{') return diag_why(why, wn, "header: not a JSON object");
   j.p++;
   bool meta = false;
   if (!eat(&j, '}')) {
@@ -282,17 +274,17 @@ bool st_parse_header(const char *json, size_t n, uint64_t data, StHeader *h, cha
       }
       if (h->n == CKPT_MAX_TENSORS) {
         mem_free(name);
-        return fail(why, wn, "more than %d tensors", CKPT_MAX_TENSORS);
+        return diag_why(why, wn, "more than %d tensors", CKPT_MAX_TENSORS);
       }
       VEC_RESERVE(h->t, h->cap, h->n + 1);
       StTensor *t = &h->t[h->n++];
       memset(t, 0, sizeof *t);
       t->name = name;
       if (!name[0] || strlen(name) > CKPT_MAX_NAME)
-        return fail(why, wn, "header: a tensor name of %zu bytes (1 to %d)", strlen(name), CKPT_MAX_NAME);
+        return diag_why(why, wn, "header: a tensor name of %zu bytes (1 to %d)", strlen(name), CKPT_MAX_NAME);
       for (const char *c = name; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
-          return fail(why, wn, "header: a tensor name holds a control character (0x%02x)", (unsigned char)*c);
+          return diag_why(why, wn, "header: a tensor name holds a control character (0x%02x)", (unsigned char)*c);
       if (!tensor_info(&j, t)) return false;
     } while (eat(&j, ','));
     if (!eat(&j, '}')) return jfail(&j, "expected ',' or '}'");
@@ -330,7 +322,7 @@ static bool read_tensors(FILE *f, uint64_t base, const StHeader *h, Checkpoint *
     const StTensor *t = &h->t[i];
     char tw[TENSOR_WHY_MAX];
     Tensor *x = tensor_try_new(dtype_of(t->type), t->rank, t->shape, tw);
-    if (!x) return fail(why, wn, "tensor '%s': out of memory: %s", t->name, tw);
+    if (!x) return diag_why(why, wn, "tensor '%s': out of memory: %s", t->name, tw);
     NpyHeader nh = {.type = t->type, .numel = t->numel};
     NpyIn in = {npy_read_stdio, f, t->end - t->begin};
     bool ok = fseeko(f, (off_t)(base + t->begin), SEEK_SET) == 0;
@@ -338,7 +330,7 @@ static bool read_tensors(FILE *f, uint64_t base, const StHeader *h, Checkpoint *
     ok = ok && npy_read_data(&in, &nh, npy_of_dtype(x->dtype), x->data, sub, sizeof sub);
     if (ok) ckpt_add_tensor(out, t->name, x);
     tensor_unref(x);
-    if (!ok) return fail(why, wn, "tensor '%s': %s", t->name, sub);
+    if (!ok) return diag_why(why, wn, "tensor '%s': %s", t->name, sub);
   }
   return true;
 }
@@ -347,24 +339,24 @@ bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
   ckpt_init(out);
   char why[1024];
   int fd = file_open_regular(path, why, sizeof why);
-  if (fd < 0) return fail(err, errlen, "cannot read %s: %s", path, why);
+  if (fd < 0) return diag_why(err, errlen, "cannot read %s: %s", path, why);
   struct stat st;
   FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
     close(fd);
-    return fail(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    return diag_why(err, errlen, "cannot read %s: %s", path, strerror(errno));
   }
   uint64_t size = (uint64_t)st.st_size, n = 0;
   uint8_t b[8];
   bool ok = fread(b, 1, 8, f) == 8;
   for (int i = 7; ok && i >= 0; i--) n = n << 8 | b[i];
-  if (!ok) fail(why, sizeof why, "truncated: %" PRIu64 " bytes, not even the header's length", size);
-  else if (n > ST_MAX_HEADER) ok = fail(why, sizeof why, "a header of %" PRIu64 " bytes: more than %d", n, ST_MAX_HEADER);
-  else if (n > size - 8) ok = fail(why, sizeof why, "truncated: a header of %" PRIu64 " bytes, %" PRIu64 " follow", n,
-                                   size - 8);
+  if (!ok) diag_why(why, sizeof why, "truncated: %" PRIu64 " bytes, not even the header's length", size);
+  else if (n > ST_MAX_HEADER) ok = diag_why(why, sizeof why, "a header of %" PRIu64 " bytes: more than %d", n, ST_MAX_HEADER);
+  else if (n > size - 8) ok = diag_why(why, sizeof why, "truncated: a header of %" PRIu64 " bytes, %" PRIu64 " follow", n,
+                                       size - 8);
   StHeader h = {0};
   char *json = ok ? mem_alloc(NULL, (size_t)n + 1) : NULL;
-  if (ok && fread(json, 1, (size_t)n, f) != n) ok = fail(why, sizeof why, "cannot read the header");
+  if (ok && fread(json, 1, (size_t)n, f) != n) ok = diag_why(why, sizeof why, "cannot read the header");
   ok = ok && st_parse_header(json, (size_t)n, size - 8 - n, &h, why, sizeof why);
   ok = ok && read_tensors(f, 8 + n, &h, out, why, sizeof why);
   for (int i = 0; ok && i + 1 < h.nmeta; i += 2) ckpt_set(out, h.meta[i], h.meta[i + 1]);
@@ -373,7 +365,7 @@ bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
   fclose(f);
   if (!ok) {
     ckpt_free(out);
-    return fail(err, errlen, "%s: %s", path, why);
+    return diag_why(err, errlen, "%s: %s", path, why);
   }
   return true;
 }
@@ -440,5 +432,5 @@ bool st_write(const char *path, const char *const *names, Tensor *const *t, int 
   }
   free(json);
   mem_free(order);
-  return ok || fail(err, errlen, "%s: %s", path, why);
+  return ok || diag_why(err, errlen, "%s: %s", path, why);
 }

@@ -286,6 +286,19 @@ bool tensor_same_shape(const Tensor *a, const Tensor *b) {
   return true;
 }
 
+bool tensor_non_finite(const Tensor *t) {
+  if (t->dtype == DT_F64) {
+    for (int64_t i = 0; i < t->numel; i++)
+      if (!isfinite(tensor_f64(t)[i])) return true;
+    return false;
+  }
+  if (t->dtype != DT_F32) return false;
+  const float *x = tensor_f32(t);
+  for (int64_t i = 0; i < t->numel; i++)
+    if (!isfinite(x[i])) return true;
+  return false;
+}
+
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t n) {
   Shape s = tensor_shape(t);
   return shape_str(&s, buf, n);

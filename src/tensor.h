@@ -116,6 +116,9 @@ double tensor_get(const Tensor *t, int64_t i);
 void tensor_set(Tensor *t, int64_t i, double v);
 
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
+/* Whether float tensor t (f32 or f64) holds a NaN or an infinity; false
+ * for the other dtypes. */
+bool tensor_non_finite(const Tensor *t);
 /* "[2, 3]" */
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t n);
 /* The tensor's shape as a Shape (all dims known). */

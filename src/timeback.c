@@ -71,10 +71,7 @@ static void tb_print(const Phases *ph, int64_t iterations) {
 
 int cmd_time_backward(const Args *args) {
   Args a = *args;
-  a.opt.timing = true;
-  a.opt.tape = false;
-  FILE *devnull = fopen("/dev/null", "w");
-  a.opt.out = devnull;
+  FILE *devnull = cli_time_options(&a);
   Session ld;
   int status = EXIT_SCRIPT;
   BackwardResult bw;

@@ -1,6 +1,7 @@
-/* trainer.c — `netrun train`, `eval`, `predict` and `lr-find`: the
- * training loop over real data, progress and logs, checkpoints and
- * resuming; lr-find's sweep of training steps (its curve: lrfind.c).
+/* trainer.c — the runs of `netrun train`, `eval`, `predict` and `lr-find`
+ * (trainer.h; their options are trainverb.c's): the training loop over
+ * real data, progress and logs, checkpoints and resuming; lr-find's sweep
+ * of training steps (its curve: lrfind.c).
  *
  * One executor runs the training program (forward, backward, optimizer
  * ops: train.c) once per batch; evaluation runs only its forward ops.
@@ -8,14 +9,14 @@
  * (initializers, dropout) and the shuffling generator, both saved in
  * checkpoints with the parameters and the optimizer state, so a resumed
  * run continues exactly where the interrupted one stopped. */
+#include "trainer.h"
+
 #include "checkpoint.h"
-#include "cli.h"
-#include "cmd.h"
 #include "data.h"
 #include "dist.h"
+#include "dump.h"
 #include "file.h"
 #include "lrfind.h"
-#include "option.h"
 #include "print.h"
 #include "report.h"
 #include "train.h"
@@ -83,170 +84,10 @@ static Num loss_str(double x, int digits) {
   return n;
 }
 
-/* ---- options ------------------------------------------------------------------ */
-
-typedef struct TrainArgs {
-  Args a;                  /* the shared run options (--seed, --set ...) */
-  TrainOverrides o;
-  const char *save, *resume, *log, *weights;
-  bool weights_partial;    /* --weights-partial: load the values the file has, say which it lacks */
-  bool keep_best;
-  bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
-  bool predicting;         /* predict: the script needs no loss */
-  const char *output;      /* predict --output NAME: the first */
-  const char *outputs[REPORT_MAX_OUTPUTS];   /* every --output, in order */
-  int noutputs;
-  ReportFormat format;     /* predict --format, eval --format (text or json) */
-  const char *out;         /* predict -o FILE */
-  bool confusion;          /* eval --confusion */
-  LrSweep sweep;           /* lr-find: --start, --end, --steps */
-  LrFormat lrf_format;     /* lr-find --format */
-  const char *plot;        /* lr-find --plot FILE.svg */
-} TrainArgs;
-
-/* Whether --set gives the mode input `training` a value. */
-static bool mode_given(const Args *a) {
-  for (int i = 0; i < a->nsets; i++)
-    if (strncmp(a->sets[i], "training=", 9) == 0) return true;
+bool trainer_sets_mode(const RunFeeds *f) {
+  for (int i = 0; i < f->nsets; i++)
+    if (strncmp(f->sets[i], "training=", 9) == 0) return true;
   return false;
-}
-
-enum { T_EPOCHS = 100, T_BATCH, T_LIMIT, T_LR, T_OPTIMIZER, T_DATA, T_SAVE, T_RESUME, T_LOG, T_KEEP_BEST, T_KEEP_GOING,
-       T_WEIGHTS, T_WEIGHTS_PARTIAL, T_OUTPUT, T_FORMAT, T_OUT, T_CONFUSION, T_START, T_END, T_STEPS, T_LRF_FORMAT,
-       T_PLOT };
-
-/* train's options, then eval's and predict's (each ends in {NULL}). */
-static const Option train_options[] = {
-    {"--epochs", OPTION_VALUE, "N", "a whole number of at least 1", T_EPOCHS},
-    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
-    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
-    {"--lr", OPTION_VALUE, "X", "a positive number", T_LR},
-    {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, T_OPTIMIZER},
-    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
-    {"--save", OPTION_VALUE, "PATH", "a PATH", T_SAVE},
-    {"--resume", OPTION_VALUE, "PATH", "a PATH", T_RESUME},
-    {"--log", OPTION_VALUE, "FILE", "a FILE", T_LOG},
-    {"--keep-best", OPTION_FLAG, NULL, NULL, T_KEEP_BEST},
-    {"--keep-going", OPTION_FLAG, NULL, NULL, T_KEEP_GOING},
-    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
-    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option eval_options[] = {
-    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
-    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
-    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
-    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
-    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
-    {"--confusion", OPTION_FLAG, NULL, NULL, T_CONFUSION},
-    {"--format", OPTION_VALUE, "FMT", "text or json", T_FORMAT},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option predict_options[] = {
-    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
-    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
-    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
-    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
-    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
-    {"--output", OPTION_VALUE, "NAME", "a NAME", T_OUTPUT},
-    {"--format", OPTION_VALUE, "FMT", REPORT_FORMATS, T_FORMAT},
-    {"-o", OPTION_VALUE, "FILE", "a file name", T_OUT},
-    {NULL, 0, NULL, NULL, 0},
-};
-
-static const Option lrfind_options[] = {
-    {"--start", OPTION_VALUE, "X", "a positive number", T_START},
-    {"--end", OPTION_VALUE, "X", "a positive number", T_END},
-    {"--steps", OPTION_VALUE, "N", "a whole number from 2 to 1000000", T_STEPS},
-    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", T_BATCH},
-    {"--limit", OPTION_VALUE, "N", "a whole number of at least 1", T_LIMIT},
-    {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, T_OPTIMIZER},
-    {"--data", OPTION_VALUE, "SPEC", "a SPEC", T_DATA},
-    {"--weights", OPTION_VALUE, "PATH", "a PATH", T_WEIGHTS},
-    {"--weights-partial", OPTION_FLAG, NULL, NULL, T_WEIGHTS_PARTIAL},
-    {"--format", OPTION_VALUE, "FMT", "text, csv or json", T_LRF_FORMAT},
-    {"-o", OPTION_VALUE, "FILE", "a file name", T_OUT},
-    {"--plot", OPTION_VALUE, "FILE", "a file name", T_PLOT},
-    {NULL, 0, NULL, NULL, 0},
-};
-
-/* lr-find's own options (lrfind_options). */
-static int apply_lrfind(const OptionParser *p, TrainArgs *t) {
-  static const char *const formats[] = {"text", "csv", "json"};
-  switch (p->opt->id) {
-  case T_START: return option_real(p, false, &t->sweep.start) ? 0 : EXIT_USAGE;
-  case T_END: return option_real(p, false, &t->sweep.end) ? 0 : EXIT_USAGE;
-  case T_STEPS:
-    if (!option_int(p, 2, &t->sweep.steps)) return EXIT_USAGE;
-    return t->sweep.steps > LRF_MAX_STEPS ? option_bad(p) : 0;
-  case T_LRF_FORMAT:
-    for (int k = 0; k < 3; k++)
-      if (strcmp(p->value, formats[k]) == 0) return t->lrf_format = (LrFormat)k, 0;
-    return diag_usage("unknown format '%s' (expected %s)", p->value, p->opt->needs);
-  case T_PLOT: t->plot = p->value; break;
-  }
-  return 0;
-}
-
-/* Stores one of the trainer's options in the TrainArgs ctx. */
-static int apply_train(const OptionParser *p, void *ctx) {
-  TrainArgs *t = ctx;
-  switch (p->opt->id) {
-  case T_EPOCHS: return option_int(p, 1, &t->o.epochs) ? 0 : EXIT_USAGE;
-  case T_BATCH: return option_int(p, 1, &t->o.batch) ? 0 : EXIT_USAGE;
-  case T_LIMIT: return option_int(p, 1, &t->o.limit) ? 0 : EXIT_USAGE;
-  case T_LR: return option_real(p, false, &t->o.lr) ? 0 : EXIT_USAGE;
-  case T_OPTIMIZER:
-    if (!train_optimizer_known(p->value))
-      return diag_usage("unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", p->value);
-    t->o.optimizer = p->value;
-    break;
-  case T_DATA: t->o.data = p->value; break;
-  case T_SAVE: t->save = p->value; break;
-  case T_RESUME: t->resume = p->value; break;
-  case T_LOG: t->log = p->value; break;
-  case T_KEEP_BEST: t->keep_best = true; break;
-  case T_KEEP_GOING: t->keep_going = true; break;
-  case T_WEIGHTS: t->weights = p->value; break;
-  case T_WEIGHTS_PARTIAL: t->weights_partial = true; break;
-  case T_OUTPUT:
-    if (t->noutputs == REPORT_MAX_OUTPUTS) return diag_usage("--output: at most %d values", REPORT_MAX_OUTPUTS);
-    if (!t->output) t->output = p->value;
-    t->outputs[t->noutputs++] = p->value;
-    break;
-  case T_FORMAT:
-    if (!report_format(p->value, &t->format)) return diag_usage("unknown format '%s' (expected %s)", p->value, p->opt->needs);
-    break;
-  case T_OUT: t->out = p->value; break;
-  case T_CONFUSION: t->confusion = true; break;
-  default: return apply_lrfind(p, t);
-  }
-  return 0;
-}
-
-/* The options of train, eval or predict (train_options ...) and the run
- * options. */
-static int parse_train(int argc, char **argv, TrainArgs *t, const Option *options) {
-  memset(t, 0, sizeof *t);
-  t->o.epochs = t->o.batch = t->o.limit = -1;
-  t->o.lr = -1;
-  t->sweep = (LrSweep){.start = 1e-7, .end = 10, .steps = 100};
-  bool training = options == train_options || options == lrfind_options;
-  int n = 0;
-  while (options[n].name) n++;
-  CliOwn own = {options, n, apply_train, t};
-  int rc = cli_parse_own(argc, argv, &t->a, OPT_RUN, &own);
-  if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
-  if (!rc && t->weights && t->resume)
-    rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");
-  if (!rc && t->weights_partial && !t->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
-  if (!rc && options == eval_options && (t->format == REPORT_CSV || t->format == REPORT_NPY))
-    rc = diag_usage("unknown format '%s' (expected text or json)", t->format == REPORT_CSV ? "csv" : "npy");
-  if (!rc && training && mode_given(&t->a))
-    rc = diag_usage("%s", "--set training=...: train feeds 'training' itself (true in its steps, false when it evaluates)");
-  if (!rc && options == lrfind_options && !(t->sweep.start < t->sweep.end))
-    rc = diag_usage("--start (%g) must be below --end (%g)", t->sweep.start, t->sweep.end);
-  return rc;
 }
 
 /* ---- the learning rate ---------------------------------------------------------- */
@@ -703,7 +544,7 @@ static bool save(Run *r, const char *path, bool quiet) {
     group_text(&r->c, k == 1, g, sizeof g);
     if (*g) ckpt_setf(&c, group_keys[k], "%s", g);
   }
-  ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->a.opt.seed);
+  ckpt_setf(&c, "seed", "%llu", (unsigned long long)r->t->opt.seed);
   ckpt_setf(&c, "step_in_epoch", "%lld", (long long)r->step_in_epoch);
   ckpt_setf(&c, "ranks", "%d", dist_size());
   for (int i = 0; i < 4; i++) ckpt_setf(&c, shuffle_keys[i], "%llu", (unsigned long long)r->shuffle_at_epoch.s[i]);
@@ -1172,7 +1013,7 @@ static bool open_val(Run *r) {
       return false;
     }
     Rng rng;
-    rng_seed(&rng, r->t->a.opt.seed ^ 0x7a11da7aull);
+    rng_seed(&rng, r->t->opt.seed ^ 0x7a11da7aull);
     if (!data_split(d, &r->train, nval, &rng, &r->val)) return false;
   }
   r->has_val = r->c.val || prog_setting(r->p, "train", "val_split");
@@ -1190,7 +1031,7 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
   r->best = -INFINITY;
-  bool loaded = session_load(&r->ld, t->a.file);
+  bool loaded = session_load(&r->ld, t->file);
   r->p = r->ld.prog;   /* teardown unloads it, loaded or not */
   if (!loaded) return false;
   r->quiet = dist_rank() > 0;
@@ -1200,12 +1041,12 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   }
   if (!r->c.data) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s names no data: add data = \"...\" to its train block, or give --data SPEC",
-               t->a.file);
+               t->file);
     return false;
   }
   r->hash = program_hash(r->p);
   r->mode_var = mode_input(r->p);
-  r->mode_set = mode_given(&t->a);
+  r->mode_set = trainer_sets_mode(&t->feeds);
   r->nforward = r->p->blocks[0]->nops;
   r->c.ranks = dist_size();
   if (training && !train_program(r->p, &r->c, &r->bw)) {
@@ -1252,9 +1093,9 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
     return false;
   }
   if (!bind_feeds(r, &r->train)) return false;
-  Args a = t->a;
-  a.opt.tape = false;
-  if (!(r->ex = cli_start_marks(&r->ld, &a, &r->nforward, 1))) return false;
+  ExecOptions opt = t->opt;
+  opt.tape = false;
+  if (!(r->ex = run_start(&r->ld, &opt, &t->feeds, &r->nforward, 1))) return false;
   /* Initializers run now, so checkpoints can overwrite them. */
   if (exec_startup(r->ex) < 0) return false;
   r->lr = tensor_scalar_f32((float)r->c.lr);
@@ -1264,26 +1105,12 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
     exec_preload(r->ex, TRAIN_WEIGHT_VAR, r->weight);
     if (r->c.overlap) exec_between(r->ex, dist_progress);
   }
-  rng_seed(&r->shuffle, t->a.opt.seed ^ 0x5eedda7aull);
+  rng_seed(&r->shuffle, t->opt.seed ^ 0x5eedda7aull);
   r->shuffle_at_epoch = r->shuffle;
   return true;
 }
 
 /* ---- a step ------------------------------------------------------------------------------- */
-
-/* Whether f32 tensor t holds a NaN or an infinity. */
-static bool non_finite(const Tensor *t) {
-  if (t->dtype == DT_F64) {
-    for (int64_t i = 0; i < t->numel; i++)
-      if (!isfinite(tensor_f64(t)[i])) return true;
-    return false;
-  }
-  if (t->dtype != DT_F32) return false;
-  const float *x = tensor_f32(t);
-  for (int64_t i = 0; i < t->numel; i++)
-    if (!isfinite(x[i])) return true;
-  return false;
-}
 
 /* Says why step r->step + 1 stopped with loss l: a parameter that the
  * last update left NaN or infinite, else the first op of the forward
@@ -1297,7 +1124,7 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < b0->nvars; i++) {
     Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_value(r->ex, b0->vars[i]->name) : NULL;
-    if (t && non_finite(t)) {
+    if (t && tensor_non_finite(t)) {
       diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf: step %lld's update made it so",
                  b0->vars[i]->name, (long long)r->step);
       return;
@@ -1306,7 +1133,7 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   *exec_rng(r->ex) = *before;   /* dropout draws the same masks */
   exec_check_nan(r->ex, true);
   exec_run_range(r->ex, 0, r->nforward);
-  exec_check_nan(r->ex, r->t->a.opt.check_nan);
+  exec_check_nan(r->ex, r->t->opt.check_nan);
 }
 
 static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng *rng);
@@ -1412,7 +1239,7 @@ static void say_start(const Run *r, int64_t steps) {
   if (r->has_val) snprintf(val, sizeof val, " (%lld more to validate)", (long long)r->val.n);
   if (!r->quiet)
     fprintf(stderr, "training %s: %lld examples%s, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
-            r->t->a.file, (long long)r->train.n, val, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
+            r->t->file, (long long)r->train.n, val, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
             r->c.lr, (long long)r->c.epochs);
 }
 
@@ -1484,7 +1311,7 @@ static int train(TrainArgs *t) {
   while (r.epoch < r.c.epochs && status == 0) {
     Batcher b;
     data_batcher_init(&b, &r.train, r.c.batch, false);
-    b.aug = (DataAugment){r.c.flip, r.c.crop_pad, t->a.opt.seed ^ DATA_AUGMENT_SEED, r.epoch};
+    b.aug = (DataAugment){r.c.flip, r.c.crop_pad, t->opt.seed ^ DATA_AUGMENT_SEED, r.epoch};
     if (r.step_in_epoch == 0) r.shuffle_at_epoch = r.shuffle;
     else r.shuffle = r.shuffle_at_epoch;   /* resuming mid-epoch: the same order */
     data_epoch(&b, r.c.shuffle ? &r.shuffle : NULL);
@@ -1603,28 +1430,24 @@ out:
   return status;
 }
 
-int cmd_train(int argc, char **argv);
-int cmd_train(int argc, char **argv) {
-  TrainArgs t;
-  int rc = parse_train(argc, argv, &t, train_options);
-  if (rc) return rc;
+int trainer_train(TrainArgs *t) {
   /* Started by mpirun: one rank of data-parallel training (dist.h).
    * Rank 0 alone writes the log, checkpoints and results. */
   if (dist_launched() && !dist_start(NULL)) return EXIT_SCRIPT;
   if (dist_rank() > 0) {
-    t.log = NULL;
+    t->log = NULL;
     if (!freopen("/dev/null", "w", stdout)) return EXIT_SCRIPT;
   }
   /* One run at a time saves to a path: a second would overwrite the
    * first's checkpoints with its own. */
   FileLock lock = {NULL, -1};
   char err[4200];
-  if (t.save && dist_rank() == 0 && !file_lock(&lock, t.save, err, sizeof err)) {
-    diag_error(NULL, SPAN_NONE, "%s: %s", t.save, err);
+  if (t->save && dist_rank() == 0 && !file_lock(&lock, t->save, err, sizeof err)) {
+    diag_error(NULL, SPAN_NONE, "%s: %s", t->save, err);
     dist_abort(EXIT_SCRIPT);
     return EXIT_SCRIPT;
   }
-  int status = train(&t);
+  int status = train(t);
   file_unlock(&lock);
   /* The trainer says how a signal ended the run: a second one stopped a
    * step (status 1, nothing written), not main's generic Ctrl-C (130). */
@@ -1674,25 +1497,21 @@ static int ranks_stop(int status) {
   return status;
 }
 
-int cmd_eval(int argc, char **argv);
 /* eval: the loss and accuracy over the test data (or the training data).
  * On N ranks each takes its shard (as training's evaluation does) and
  * rank 0 prints the reduced figures. */
-int cmd_eval(int argc, char **argv) {
-  TrainArgs t;
-  int rc = parse_train(argc, argv, &t, eval_options);
-  if (rc) return rc;
+int trainer_eval(TrainArgs *t) {
   if (!ranks_start()) return EXIT_SCRIPT;
   Run r;
   int status = EXIT_SCRIPT;
   Confusion conf = {0};
-  bool ok = setup(&r, &t, false) && (!t.weights || restore(&r, t.weights, false));
+  bool ok = setup(&r, t, false) && (!t->weights || restore(&r, t->weights, false));
   if (dist_size() > 1 && !agree_start(&r, ok, "evaluates")) ok = false;
   if (ok) {
     const Dataset *ds = r.has_test ? &r.test : &r.train;
     double l, a;
-    r.confusion = t.confusion ? &conf : NULL;
-    if (t.confusion && (!r.metric_var || !r.label))
+    r.confusion = t->confusion ? &conf : NULL;
+    if (t->confusion && (!r.metric_var || !r.label))
       diag_error(&r.ld.diag, SPAN_NONE, "--confusion needs a classifier: metric = NAME (its logits) and a label input fed");
     else if (evaluate(&r, ds, &l, &a)) {
       eval_report(&r, ds->n, l, a);
@@ -1727,7 +1546,7 @@ static void emit_value(Run *r, int k, Tensor *v, bool classes, int64_t rows, FIL
   if (rv->format == REPORT_TEXT && as_classes) {
     print_classes(f, v, rows);
   } else if (rv->format == REPORT_TEXT) {
-    print_write(f, v, r->t->a.opt.precision);
+    print_write(f, v, r->t->opt.precision);
     fputc('\n', f);
   } else if (as_classes) {
     Tensor *c = classes_of(v, rows);
@@ -1914,55 +1733,41 @@ out:
   return status;
 }
 
-/* predict's options checked together; 0 or EXIT_USAGE. */
-static int predict_check(const TrainArgs *t) {
-  if (!t->o.data && (t->o.batch >= 0 || t->o.limit >= 0))
-    return diag_usage("--%s needs --data SPEC (predict over a dataset's examples)", t->o.batch >= 0 ? "batch" : "limit");
-  if (t->format == REPORT_NPY && (!t->out || strcmp(t->out, "-") == 0))
-    return diag_usage("%s", "--format npy needs -o FILE (a .npy file, or .npz for several --output values)");
-  return 0;
-}
-
 /* predict: the forward pass on fed inputs (or --data) with trained
  * weights; prints the class (see predicted) of each example by the train
  * block's metric, or the values of --output NAME, in --format. */
-int cmd_predict(int argc, char **argv);
-int cmd_predict(int argc, char **argv) {
-  TrainArgs t;
-  int rc = parse_train(argc, argv, &t, predict_options);
-  if (!rc) rc = predict_check(&t);
-  if (rc) return rc;
-  t.predicting = true;
+int trainer_predict(TrainArgs *t) {
+  t->predicting = true;
   if (!ranks_start()) return EXIT_SCRIPT;
-  if (t.o.data) return ranks_stop(predict_data(&t));
+  if (t->o.data) return ranks_stop(predict_data(t));
   /* fed inputs: nothing to share out; rank 0 alone predicts */
   if (dist_rank() > 0) return ranks_stop(0);
   Run r;
   memset(&r, 0, sizeof r);
-  r.t = &t;
+  r.t = t;
   int status = EXIT_SCRIPT;
   const char *vars[REPORT_MAX_OUTPUTS], *names[REPORT_MAX_OUTPUTS];
   int n;
   OutFile o;
   ReportValues rv;
-  bool loaded = session_load(&r.ld, t.a.file);
+  bool loaded = session_load(&r.ld, t->file);
   r.p = r.ld.prog;   /* unloaded below, loaded or not */
   if (!loaded) goto out;   /* session_load has counted the errors */
-  if (!train_config(r.p, &t.o, &r.c, true)) goto fail;
+  if (!train_config(r.p, &t->o, &r.c, true)) goto fail;
   r.hash = program_hash(r.p);
   if (!predict_vars(&r, vars, names, &n)) goto out;
-  Args a = t.a;
-  a.opt.tape = false;
-  if (!(r.ex = cli_start(&r.ld, &a))) goto out;   /* it has counted the errors */
+  ExecOptions opt = t->opt;
+  opt.tape = false;
+  if (!(r.ex = run_start(&r.ld, &opt, &t->feeds, NULL, 0))) goto out;   /* it has counted the errors */
   if (exec_startup(r.ex) < 0) goto fail;
-  if (t.weights && !restore(&r, t.weights, false)) goto out;
+  if (t->weights && !restore(&r, t->weights, false)) goto out;
   /* Predicting is not training, unless --set says otherwise. */
   r.mode_var = mode_input(r.p);
-  r.mode_set = mode_given(&a);
+  r.mode_set = trainer_sets_mode(&t->feeds);
   if (!feed_mode(&r, false)) goto fail;
-  if (!predict_start(&t, n, names, &o, &rv)) goto out;
-  bool ok = predict_pass(&r, vars, n, !t.noutputs, -1, o.f, &rv);
-  status = predict_finish(&t, ok, &o, &rv);
+  if (!predict_start(t, n, names, &o, &rv)) goto out;
+  bool ok = predict_pass(&r, vars, n, !t->noutputs, -1, o.f, &rv);
+  status = predict_finish(t, ok, &o, &rv);
   if (!ok) goto fail;
   goto out;
 fail:
@@ -2041,10 +1846,10 @@ static int lr_find(TrainArgs *t) {
   }
   t->keep_going = true;   /* a loss that is not finite ends the sweep (sweep_step), not the run */
   bool ok = setup(&r, t, true) && (!t->weights || restore(&r, t->weights, false));
-  t->sweep.model = t->a.file;
+  t->sweep.model = t->file;
   if (ok) {
     r.warned = true;
-    fprintf(stderr, "lr-find %s: %s, %lld steps of %lld, lr from %g to %g\n", t->a.file, r.c.optimizer,
+    fprintf(stderr, "lr-find %s: %s, %lld steps of %lld, lr from %g to %g\n", t->file, r.c.optimizer,
             (long long)t->sweep.steps, (long long)r.c.batch, t->sweep.start, t->sweep.end);
     status = sweep(&r);
   }
@@ -2065,35 +1870,8 @@ static int lr_find(TrainArgs *t) {
   return status;
 }
 
-int cmd_lr_find(int argc, char **argv);
-int cmd_lr_find(int argc, char **argv) {
-  TrainArgs t;
-  int rc = parse_train(argc, argv, &t, lrfind_options);
-  if (rc) return rc;
-  rc = lr_find(&t);
+int trainer_lr_find(TrainArgs *t) {
+  int rc = lr_find(t);
   if (stop_signal) exec_interrupt_reset();   /* the sweep said how a signal ended it (as cmd_train) */
   return rc;
-}
-
-/* dump --train: the training program the trainer runs. */
-int cmd_dump_train(const Args *a);
-int cmd_dump_train(const Args *a) {
-  Session ld;
-  int status = EXIT_SCRIPT;
-  TrainConfig c;
-  BackwardResult bw;
-  bool loaded = session_load(&ld, a->file);   /* counts its errors */
-  bool configured = loaded && train_config(ld.prog, NULL, &c, true);
-  if (configured && a->ranks > 1) c.ranks = (int)(a->ranks < 1 << 20 ? a->ranks : 1 << 20);
-  if (configured && train_program(ld.prog, &c, &bw)) {
-    cli_rewrite_dumped(ld.prog, a, &bw.first_grad_op);   /* the trainer's mark: the forward's end */
-    OutFile o;
-    if (file_out_open(&o, a->out)) {
-      dump_program(o.f, ld.prog, &a->dump);
-      if (file_out_close(&o)) status = 0;
-    }
-  }
-  if (loaded) diag_finish(&ld.diag);
-  session_free(&ld);
-  return status;
 }

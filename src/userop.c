@@ -216,14 +216,14 @@ static bool uop_infer(InferCtx *c) {
   const OpProto *proto = c->proto;
   const UserOp *u = proto->user;
   const VarDesc *ins[REG_MAX_SLOTS];
-  for (int i = 0; i < proto->nin; i++) ins[i] = infer_in(c, proto->in[i].name, 0);
+  for (int i = 0; i < proto->nin; i++) ins[i] = reg_infer_in(c, proto->in[i].name, 0);
   if (c->rt) {
     /* At run time: the cached body for these types. */
     const UopEntry *e = body_for(proto, c->op, ins);
-    if (!e) return infer_fail(c, "its body cannot be applied to these inputs (see above)");
+    if (!e) return reg_infer_fail(c, "its body cannot be applied to these inputs (see above)");
     for (int k = 0; k < proto->nout; k++) {
       const VarDesc *v = prog_var(e->prog, e->out[k]);
-      infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
+      reg_infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
     }
     return true;
   }
@@ -236,53 +236,53 @@ static bool uop_infer(InferCtx *c) {
   bool ok = lower_user_body(proto, c->op, false, s, in, NULL, NULL, outs);
   for (int k = 0; ok && k < proto->nout; k++) {
     const VarDesc *v = prog_var(s, outs[k]);
-    infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
+    reg_infer_set(c, proto->out[k].name, 0, v->dtype, &v->shape);
   }
   if (ok && u->def->b) check_grads(c, s, in, outs);
   arena_free(&a);
-  return ok || infer_fail(c, "its body cannot be applied to these inputs (see above)");
+  return ok || reg_infer_fail(c, "its body cannot be applied to these inputs (see above)");
 }
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
 static int uop_kernel(ExecCtx *c) {
-  const OpProto *proto = ctx_proto(c);
+  const OpProto *proto = exec_ctx_proto(c);
   const UserOp *u = proto->user;
   VarDesc descs[REG_MAX_SLOTS];
   const VarDesc *ins[REG_MAX_SLOTS];
   for (int i = 0; i < proto->nin; i++) {
-    Tensor *t = ctx_in(c, i);
+    Tensor *t = exec_ctx_in(c, i);
     descs[i] = (VarDesc){.dtype = t->dtype, .shape = tensor_shape(t)};
     ins[i] = &descs[i];
   }
-  UopEntry *e = body_for(proto, ctx_op(c), ins);
-  if (!e) return ctx_fail(c, "its body cannot be applied to these inputs (see above)");
+  UopEntry *e = body_for(proto, exec_ctx_op(c), ins);
+  if (!e) return exec_ctx_fail(c, "its body cannot be applied to these inputs (see above)");
   /* The body runs without the tape (exec_child), rewritten as any
    * program so run is, once. */
-  ExecOptions o = *ctx_options(c);
+  ExecOptions o = *exec_ctx_options(c);
   o.tape = false;
   if (!e->rewritten && rewrite_wanted(&o)) {
     rewrite_program(e->prog, &(RewriteOpts){RW_FUSE, NULL, 0});
     e->rewritten = true;
   }
   Executor *x = exec_child(c, e->prog);
-  for (int i = 0; i < proto->nin; i++) exec_preload(x, e->in[i], ctx_in(c, i));
+  for (int i = 0; i < proto->nin; i++) exec_preload(x, e->in[i], exec_ctx_in(c, i));
   int rc = exec_run_child(x);
   for (int k = 0; rc == 0 && k < proto->nout; k++) {
     Tensor *t = exec_value(x, e->out[k]);
     if (!t) {
-      rc = ctx_fail(c, "internal error: its body left '%s' without a value", proto->out[k].name);
+      rc = exec_ctx_fail(c, "internal error: its body left '%s' without a value", proto->out[k].name);
       break;
     }
     /* An output that is an input or another output (y = x) is copied:
      * every output is a value of its own, for the tape and for gradients. */
     bool shared = false;
-    for (int i = 0; i < proto->nin; i++) shared |= t == ctx_in(c, i);
-    for (int j = 0; j < k; j++) shared |= t == ctx_out(c, j);
-    ctx_set_out(c, k, 0, shared ? tensor_copy(t) : tensor_ref(t));
+    for (int i = 0; i < proto->nin; i++) shared |= t == exec_ctx_in(c, i);
+    for (int j = 0; j < k; j++) shared |= t == exec_ctx_out(c, j);
+    exec_ctx_set_out(c, k, 0, shared ? tensor_copy(t) : tensor_ref(t));
   }
   exec_free(x);
-  if (rc < 0) diag_note(u->diag, ctx_op(c)->span, "in this call to '%s'", proto->type);
+  if (rc < 0) diag_note(u->diag, exec_ctx_op(c)->span, "in this call to '%s'", proto->type);
   return rc;
 }
 

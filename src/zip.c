@@ -10,6 +10,7 @@
  * past 4 GiB (force_zip64), so they are read here, whatever the size. */
 #include "zip.h"
 
+#include "diag.h"
 #include "file.h"
 #include "mem.h"
 
@@ -34,15 +35,6 @@
  * refused before any memory is spent on it. */
 #define MAX_RATIO 1032
 
-static bool fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *why, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, n, fmt, ap);
-  va_end(ap);
-  return false;
-}
-
 static uint64_t le(const uint8_t *p, int bytes) {
   uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
@@ -55,9 +47,9 @@ static void put(uint8_t *p, uint64_t v, int bytes) {
 
 /* Reads n bytes at off; false (why) when the file holds fewer. */
 static bool read_at(ZipReader *z, uint64_t off, void *buf, size_t n, const char *what, char *why, size_t wn) {
-  if (off > z->size || n > z->size - off) return fail(why, wn, "truncated: %s lies past the end of the file", what);
+  if (off > z->size || n > z->size - off) return diag_why(why, wn, "truncated: %s lies past the end of the file", what);
   if (fseeko(z->f, (off_t)off, SEEK_SET) != 0 || fread(buf, 1, n, z->f) != n)
-    return fail(why, wn, "cannot read %s: %s", what, ferror(z->f) ? strerror(errno) : "the file is shorter");
+    return diag_why(why, wn, "cannot read %s: %s", what, ferror(z->f) ? strerror(errno) : "the file is shorter");
   return true;
 }
 
@@ -71,36 +63,36 @@ typedef struct Eocd {
 static bool eocd64(ZipReader *z, uint64_t pos, Eocd *e, char *why, size_t n) {
   uint8_t b[56];
   if (pos < 20 || !read_at(z, pos - 20, b, 20, "the ZIP64 locator", why, n)) {
-    if (pos < 20) fail(why, n, "corrupt: the EOCD says ZIP64, but no ZIP64 locator precedes it");
+    if (pos < 20) diag_why(why, n, "corrupt: the EOCD says ZIP64, but no ZIP64 locator precedes it");
     return false;
   }
-  if (le(b, 4) != SIG_LOCATOR64) return fail(why, n, "corrupt: the EOCD says ZIP64, but no ZIP64 locator precedes it");
-  if (le(b + 4, 4) != 0 || le(b + 16, 4) > 1) return fail(why, n, "a multi-disk ZIP archive: not supported");
+  if (le(b, 4) != SIG_LOCATOR64) return diag_why(why, n, "corrupt: the EOCD says ZIP64, but no ZIP64 locator precedes it");
+  if (le(b + 4, 4) != 0 || le(b + 16, 4) > 1) return diag_why(why, n, "a multi-disk ZIP archive: not supported");
   uint64_t at = le(b + 8, 8);
   if (!read_at(z, at, b, 56, "the ZIP64 end record", why, n)) return false;
-  if (le(b, 4) != SIG_EOCD64) return fail(why, n, "corrupt: no ZIP64 end record at offset %" PRIu64, at);
-  if (le(b + 16, 4) != 0 || le(b + 20, 4) != 0) return fail(why, n, "a multi-disk ZIP archive: not supported");
+  if (le(b, 4) != SIG_EOCD64) return diag_why(why, n, "corrupt: no ZIP64 end record at offset %" PRIu64, at);
+  if (le(b + 16, 4) != 0 || le(b + 20, 4) != 0) return diag_why(why, n, "a multi-disk ZIP archive: not supported");
   e->entries = le(b + 32, 8);
   e->cd_size = le(b + 40, 8);
   e->cd_off = le(b + 48, 8);
-  if (le(b + 24, 8) != e->entries) return fail(why, n, "a multi-disk ZIP archive: not supported");
+  if (le(b + 24, 8) != e->entries) return diag_why(why, n, "a multi-disk ZIP archive: not supported");
   return true;
 }
 
 /* Finds the EOCD: the last signature whose comment ends the file. */
 static bool find_eocd(ZipReader *z, Eocd *e, char *why, size_t n) {
-  if (z->size < EOCD_BYTES) return fail(why, n, "not a ZIP archive (%" PRIu64 " bytes, too short)", z->size);
+  if (z->size < EOCD_BYTES) return diag_why(why, n, "not a ZIP archive (%" PRIu64 " bytes, too short)", z->size);
   size_t tail = z->size < EOCD_BYTES + 65535 ? (size_t)z->size : EOCD_BYTES + 65535;
   uint8_t *b = mem_alloc(NULL, tail);
   bool ok = read_at(z, z->size - tail, b, tail, "the end of the archive", why, n);
   int64_t pos = -1;
   for (int64_t i = (int64_t)tail - EOCD_BYTES; ok && i >= 0 && pos < 0; i--)
     if (le(b + i, 4) == SIG_EOCD && le(b + i + 20, 2) == (uint64_t)tail - (uint64_t)i - EOCD_BYTES) pos = i;
-  if (ok && pos < 0) ok = fail(why, n, "not a ZIP archive (no end of central directory record)");
+  if (ok && pos < 0) ok = diag_why(why, n, "not a ZIP archive (no end of central directory record)");
   if (ok) {
     const uint8_t *r = b + pos;
     if (le(r + 4, 2) != 0 || le(r + 6, 2) != 0 || le(r + 8, 2) != le(r + 10, 2))
-      ok = fail(why, n, "a multi-disk ZIP archive: not supported");
+      ok = diag_why(why, n, "a multi-disk ZIP archive: not supported");
     e->entries = le(r + 10, 2);
     e->cd_size = le(r + 12, 4);
     e->cd_off = le(r + 16, 4);
@@ -118,14 +110,14 @@ static bool find_eocd(ZipReader *z, Eocd *e, char *why, size_t n) {
 static bool zip64_extra(ZipEntry *en, const uint8_t *x, size_t len, char *why, size_t n) {
   while (len >= 4) {
     uint64_t id = le(x, 2), sz = le(x + 2, 2);
-    if (sz > len - 4) return fail(why, n, "corrupt: member '%s': an extra field runs past its record", en->name);
+    if (sz > len - 4) return diag_why(why, n, "corrupt: member '%s': an extra field runs past its record", en->name);
     if (id == 1) {
       uint64_t *f[3] = {&en->usize, &en->csize, &en->offset};
       const uint8_t *p = x + 4;
       for (int i = 0; i < 3; i++) {
         if (*f[i] != 0xffffffffu) continue;
         if (p + 8 > x + 4 + sz)
-          return fail(why, n, "corrupt: member '%s': its ZIP64 extra field is too short", en->name);
+          return diag_why(why, n, "corrupt: member '%s': its ZIP64 extra field is too short", en->name);
         *f[i] = le(p, 8);
         p += 8;
       }
@@ -141,14 +133,14 @@ static bool zip64_extra(ZipEntry *en, const uint8_t *x, size_t len, char *why, s
 static bool central(ZipReader *z, const uint8_t *b, uint64_t left, ZipEntry *en, uint64_t *used, char *why,
                     size_t n) {
   if (left < CENTRAL_BYTES || le(b, 4) != SIG_CENTRAL)
-    return fail(why, n, "corrupt: central directory record %d is malformed", z->n + 1);
+    return diag_why(why, n, "corrupt: central directory record %d is malformed", z->n + 1);
   uint64_t nlen = le(b + 28, 2), xlen = le(b + 30, 2), clen = le(b + 32, 2);
   if (CENTRAL_BYTES + nlen + xlen + clen > left)
-    return fail(why, n, "corrupt: central directory record %d runs past the directory", z->n + 1);
+    return diag_why(why, n, "corrupt: central directory record %d runs past the directory", z->n + 1);
   for (uint64_t i = 0; i < nlen; i++)
     if (b[CENTRAL_BYTES + i] < 0x20 || b[CENTRAL_BYTES + i] == 0x7f)
-      return fail(why, n, "member %d's name holds a control character (byte 0x%02x)", z->n + 1, b[CENTRAL_BYTES + i]);
-  if (nlen == 0) return fail(why, n, "corrupt: member %d has an empty name", z->n + 1);
+      return diag_why(why, n, "member %d's name holds a control character (byte 0x%02x)", z->n + 1, b[CENTRAL_BYTES + i]);
+  if (nlen == 0) return diag_why(why, n, "corrupt: member %d has an empty name", z->n + 1);
   en->name = mem_alloc(NULL, nlen + 1);
   memcpy(en->name, b + CENTRAL_BYTES, nlen);
   en->name[nlen] = 0;
@@ -159,27 +151,27 @@ static bool central(ZipReader *z, const uint8_t *b, uint64_t left, ZipEntry *en,
   en->usize = le(b + 24, 4);
   en->offset = le(b + 42, 4);
   *used = CENTRAL_BYTES + nlen + xlen + clen;
-  if (le(b + 34, 2) != 0 && le(b + 34, 2) != 0xffff) return fail(why, n, "a multi-disk ZIP archive: not supported");
+  if (le(b + 34, 2) != 0 && le(b + 34, 2) != 0xffff) return diag_why(why, n, "a multi-disk ZIP archive: not supported");
   return zip64_extra(en, b + CENTRAL_BYTES + nlen, xlen, why, n);
 }
 
 /* Whether e's data can be what its record says, before reading any. */
 static bool check_entry(const ZipReader *z, const ZipEntry *e, uint64_t cd_off, char *why, size_t n) {
-  if (e->flags & 1) return fail(why, n, "member '%s' is encrypted: not supported", e->name);
+  if (e->flags & 1) return diag_why(why, n, "member '%s' is encrypted: not supported", e->name);
   if (e->method != 0 && e->method != 8)
-    return fail(why, n, "member '%s' is compressed with method %u: only stored (0) and deflated (8) are read",
-                e->name, e->method);
+    return diag_why(why, n, "member '%s' is compressed with method %u: only stored (0) and deflated (8) are read",
+                    e->name, e->method);
   if (e->offset >= cd_off || e->csize > cd_off - e->offset)
-    return fail(why, n, "corrupt: member '%s' lies outside the archive's data (offset %" PRIu64 ", %" PRIu64
-                " bytes)", e->name, e->offset, e->csize);
+    return diag_why(why, n, "corrupt: member '%s' lies outside the archive's data (offset %" PRIu64 ", %" PRIu64
+                    " bytes)", e->name, e->offset, e->csize);
   if (e->method == 0 && e->csize != e->usize)
-    return fail(why, n, "corrupt: stored member '%s' has %" PRIu64 " bytes but announces %" PRIu64, e->name,
-                e->csize, e->usize);
+    return diag_why(why, n, "corrupt: stored member '%s' has %" PRIu64 " bytes but announces %" PRIu64, e->name,
+                    e->csize, e->usize);
   if (e->method == 8 && e->usize / MAX_RATIO > e->csize)
-    return fail(why, n, "corrupt: member '%s' announces %" PRIu64 " bytes, more than deflate makes of %" PRIu64,
-                e->name, e->usize, e->csize);
+    return diag_why(why, n, "corrupt: member '%s' announces %" PRIu64 " bytes, more than deflate makes of %" PRIu64,
+                    e->name, e->usize, e->csize);
   for (int i = 0; i < z->n; i++)
-    if (strcmp(z->e[i].name, e->name) == 0) return fail(why, n, "corrupt: two members are named '%s'", e->name);
+    if (strcmp(z->e[i].name, e->name) == 0) return diag_why(why, n, "corrupt: two members are named '%s'", e->name);
   return true;
 }
 
@@ -190,11 +182,11 @@ bool zip_open(ZipReader *z, FILE *f, uint64_t size, char *why, size_t n) {
   Eocd e = {0, 0, 0};
   if (!find_eocd(z, &e, why, n)) return false;
   if (e.cd_off > size || e.cd_size > size - e.cd_off)
-    return fail(why, n, "truncated: the central directory (%" PRIu64 " bytes at %" PRIu64 ") lies past the end",
-                e.cd_size, e.cd_off);
+    return diag_why(why, n, "truncated: the central directory (%" PRIu64 " bytes at %" PRIu64 ") lies past the end",
+                    e.cd_size, e.cd_off);
   if (e.cd_size > MAX_CD_BYTES || e.entries > ZIP_MAX_ENTRIES)
-    return fail(why, n, "%" PRIu64 " members in a %" PRIu64 "-byte directory: more than netrun reads (%d)", e.entries,
-                e.cd_size, ZIP_MAX_ENTRIES);
+    return diag_why(why, n, "%" PRIu64 " members in a %" PRIu64 "-byte directory: more than netrun reads (%d)", e.entries,
+                    e.cd_size, ZIP_MAX_ENTRIES);
   uint8_t *cd = mem_alloc(NULL, e.cd_size ? (size_t)e.cd_size : 1);
   bool ok = read_at(z, e.cd_off, cd, (size_t)e.cd_size, "the central directory", why, n);
   z->e = mem_calloc(e.entries ? (size_t)e.entries : 1, sizeof *z->e);
@@ -232,17 +224,17 @@ bool zip_stream_open(ZipStream *s, ZipReader *z, const ZipEntry *e, char *why, s
   s->e = e;
   uint8_t h[LOCAL_BYTES];
   if (!read_at(z, e->offset, h, LOCAL_BYTES, "a member's local header", why, n)) return false;
-  if (le(h, 4) != SIG_LOCAL) return fail(why, n, "corrupt: no local header at offset %" PRIu64, e->offset);
+  if (le(h, 4) != SIG_LOCAL) return diag_why(why, n, "corrupt: no local header at offset %" PRIu64, e->offset);
   uint64_t data = e->offset + LOCAL_BYTES + le(h + 26, 2) + le(h + 28, 2);
   if (le(h + 8, 2) != e->method)
-    return fail(why, n, "corrupt: its local header and the directory disagree on its compression method");
+    return diag_why(why, n, "corrupt: its local header and the directory disagree on its compression method");
   if (data > z->size || e->csize > z->size - data)
-    return fail(why, n, "truncated: its data runs past the end of the file");
-  if (fseeko(z->f, (off_t)data, SEEK_SET) != 0) return fail(why, n, "cannot seek: %s", strerror(errno));
+    return diag_why(why, n, "truncated: its data runs past the end of the file");
+  if (fseeko(z->f, (off_t)data, SEEK_SET) != 0) return diag_why(why, n, "cannot seek: %s", strerror(errno));
   s->cleft = e->csize;
   s->crc = (uint32_t)crc32(0, NULL, 0);
   if (e->method == 8) {
-    if (inflateInit2(&s->zs, -MAX_WBITS) != Z_OK) return fail(why, n, "cannot start inflating: out of memory");
+    if (inflateInit2(&s->zs, -MAX_WBITS) != Z_OK) return diag_why(why, n, "cannot start inflating: out of memory");
     s->inflating = true;
   }
   return true;
@@ -258,7 +250,7 @@ static int64_t raw(ZipStream *s, void *buf, size_t len, char *why, size_t n) {
   size_t want = len < s->cleft ? len : (size_t)s->cleft;
   size_t got = want ? fread(buf, 1, want, s->z->f) : 0;
   if (got < want) {
-    fail(why, n, "cannot read: %s", ferror(s->z->f) ? strerror(errno) : "the file is shorter");
+    diag_why(why, n, "cannot read: %s", ferror(s->z->f) ? strerror(errno) : "the file is shorter");
     return -1;
   }
   s->cleft -= got;
@@ -279,7 +271,7 @@ static int64_t inflated(ZipStream *s, uint8_t *buf, size_t len, char *why, size_
     if (rc == Z_STREAM_END) break;
     if (rc == Z_BUF_ERROR && s->zs.avail_in == 0 && s->cleft == 0) break;   /* the data ends early */
     if (rc != Z_OK) {
-      fail(why, n, "corrupt: bad deflate data (%s)", s->zs.msg ? s->zs.msg : "zlib error");
+      diag_why(why, n, "corrupt: bad deflate data (%s)", s->zs.msg ? s->zs.msg : "zlib error");
       return -1;
     }
   }
@@ -295,7 +287,7 @@ int64_t zip_read(ZipStream *s, void *buf, size_t len, char *why, size_t n) {
   s->crc = (uint32_t)crc32(s->crc, buf, (uInt)k);
   s->out += (uint64_t)k;
   if (k > 0 && s->out == s->e->usize && s->crc != s->e->crc) {
-    fail(why, n, "corrupt: CRC-32 mismatch (%08" PRIx32 ", the directory says %08" PRIx32 ")", s->crc, s->e->crc);
+    diag_why(why, n, "corrupt: CRC-32 mismatch (%08" PRIx32 ", the directory says %08" PRIx32 ")", s->crc, s->e->crc);
     return -1;
   }
   return k;
@@ -349,8 +341,8 @@ bool zip_add(ZipWriter *w, const char *name, const void *const *parts, const siz
   size_t nlen = strlen(name);
   if (total >= 0xffffffffu || w->off + total + LOCAL_BYTES + nlen >= 0xffffffffu || w->n >= 0xfffe ||
       nlen > ZIP_MAX_NAME)
-    return fail(why, n, "'%s': too large for a ZIP archive without ZIP64 (4 GiB), which netrun does not write",
-                name);
+    return diag_why(why, n, "'%s': too large for a ZIP archive without ZIP64 (4 GiB), which netrun does not write",
+                    name);
   VEC_RESERVE(w->e, w->cap, w->n + 1);
   ZipEntry *e = &w->e[w->n++];
   *e = (ZipEntry){.name = mem_strdup(name), .crc = (uint32_t)crc, .csize = total, .usize = total, .offset = w->off};
@@ -383,7 +375,7 @@ bool zip_finish(ZipWriter *w, char *why, size_t n) {
   put(r + 12, w->off - cd, 4);
   put(r + 16, cd, 4);
   emit(w, r, sizeof r);
-  if (w->off >= 0xffffffffu) return fail(why, n, "too large for a ZIP archive without ZIP64 (4 GiB)");
-  if (w->err) return fail(why, n, "cannot write it: %s", strerror(w->err));
+  if (w->off >= 0xffffffffu) return diag_why(why, n, "too large for a ZIP archive without ZIP64 (4 GiB)");
+  if (w->err) return diag_why(why, n, "cannot write it: %s", strerror(w->err));
   return true;
 }

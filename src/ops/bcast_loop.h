@@ -83,8 +83,8 @@ static inline int bcast_operands(ExecCtx *c, Bcast *bc, const Tensor *x, const T
                                  int64_t *n) {
   if (bcast_flat_init(bc, x, y, numel, n)) return 0;
   char a[128], b[128];
-  return ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
-                  tensor_shape_str(y, b, sizeof b));
+  return exec_ctx_fail(c, "shapes %s and %s do not broadcast", tensor_shape_str(x, a, sizeof a),
+                       tensor_shape_str(y, b, sizeof b));
 }
 
 /* One call of binary_loop_run: slices of PAR_MIN_WORK elements of a flat
@@ -145,9 +145,9 @@ static inline int bcast_kernel(ExecCtx *c, BinaryLoop f, const Tensor *x, const 
   if (bcast_operands(c, &bc, x, y, out->numel, &n) < 0) return -1;
   if (!f || n != out->numel) {
     char a[128], b[128], o[128];
-    return ctx_fail(c, "internal error: %s %s %s %s %s %s %s %s %s", verb, dtype_name(x->dtype),
-                    tensor_shape_str(x, a, sizeof a), sep, dtype_name(y->dtype), tensor_shape_str(y, b, sizeof b),
-                    into, dtype_name(out->dtype), tensor_shape_str(out, o, sizeof o));
+    return exec_ctx_fail(c, "internal error: %s %s %s %s %s %s %s %s %s", verb, dtype_name(x->dtype),
+                         tensor_shape_str(x, a, sizeof a), sep, dtype_name(y->dtype), tensor_shape_str(y, b, sizeof b),
+                         into, dtype_name(out->dtype), tensor_shape_str(out, o, sizeof o));
   }
   binary_loop_run(f, &bc, n, out->data, dtype_size(out->dtype), x->data, dtype_size(x->dtype), y->data,
                   dtype_size(y->dtype));

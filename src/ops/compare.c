@@ -13,38 +13,38 @@
 /* An operand of a logical op must be bool. */
 static bool need_bool(InferCtx *c, const char *slot, const VarDesc *v) {
   if (v->dtype != DT_BOOL)
-    return infer_fail(c, "%s must be bool, got %s", slot, dtype_name(v->dtype));
+    return reg_infer_fail(c, "%s must be bool, got %s", slot, dtype_name(v->dtype));
   return true;
 }
 
 static bool infer_compare(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
-  if (!x || !y) return infer_fail(c, "needs both X and Y");
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
+  if (!x || !y) return reg_infer_fail(c, "needs both X and Y");
   Shape s;
-  if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
-  infer_set(c, "Out", 0, DT_BOOL, &s);
+  if (!reg_infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
+  reg_infer_set(c, "Out", 0, DT_BOOL, &s);
   return true;
 }
 
 static bool infer_logical(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
-  if (!x || !y) return infer_fail(c, "needs both X and Y");
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
+  if (!x || !y) return reg_infer_fail(c, "needs both X and Y");
   if (!need_bool(c, "X", x) || !need_bool(c, "Y", y)) return false;
   return infer_compare(c);
 }
 
 static bool infer_not(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
   if (!need_bool(c, "X", x)) return false;
-  infer_set(c, "Out", 0, DT_BOOL, &x->shape);
+  reg_infer_set(c, "Out", 0, DT_BOOL, &x->shape);
   return true;
 }
 
 static bool infer_sign(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  infer_set(c, "Out", 0, x->dtype, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  reg_infer_set(c, "Out", 0, x->dtype, &x->shape);
   return true;
 }
 
@@ -52,7 +52,7 @@ static bool infer_sign(InferCtx *c) {
  * the three shapes when they do not); Out has X's dtype if Y has it too,
  * else the promoted one (PyTorch's). */
 static bool infer_where(InferCtx *c) {
-  const VarDesc *v[3] = {infer_input(c, "Cond"), infer_input(c, "X"), infer_input(c, "Y")};
+  const VarDesc *v[3] = {reg_infer_input(c, "Cond"), reg_infer_input(c, "X"), reg_infer_input(c, "Y")};
   if (!v[0] || !v[1] || !v[2] || !need_bool(c, "Cond", v[0])) return false;
   Shape s = shape_unknown();
   bool ranked = v[0]->shape.rank >= 0 && v[1]->shape.rank >= 0 && v[2]->shape.rank >= 0;
@@ -70,16 +70,16 @@ static bool infer_where(InferCtx *c) {
         s.d[i] = d;
       } else if (dim_known(s.d[i]) && dim_known(d)) {
         char a[128], b[128], e[128];
-        return infer_fail(c, "Cond (shape %s), X (shape %s) and Y (shape %s) do not broadcast "
-                          "(dimension %d: %lld vs %lld)", shape_str(&v[0]->shape, a, sizeof a),
-                          shape_str(&v[1]->shape, b, sizeof b), shape_str(&v[2]->shape, e, sizeof e), i,
-                          (long long)s.d[i].n, (long long)d.n);
+        return reg_infer_fail(c, "Cond (shape %s), X (shape %s) and Y (shape %s) do not broadcast "
+                              "(dimension %d: %lld vs %lld)", shape_str(&v[0]->shape, a, sizeof a),
+                              shape_str(&v[1]->shape, b, sizeof b), shape_str(&v[2]->shape, e, sizeof e), i,
+                              (long long)s.d[i].n, (long long)d.n);
       } else if (!dim_known(s.d[i])) {   /* a symbol meets a size: checked at run time */
         s.d[i] = dim_known(d) ? d : dim_unknown();
       }
     }
   }
-  infer_set(c, "Out", 0, v[1]->dtype == v[2]->dtype ? v[1]->dtype : infer_promote(v[1]->dtype, v[2]->dtype), &s);
+  reg_infer_set(c, "Out", 0, v[1]->dtype == v[2]->dtype ? v[1]->dtype : reg_infer_promote(v[1]->dtype, v[2]->dtype), &s);
   return true;
 }
 
@@ -125,7 +125,7 @@ typedef BinaryLoop CompareTable64[4][4];
   static int k_##NAME(ExecCtx *c) { return compare_run(c, NAME##_loops, NAME##_loops64); }
 
 static int compare_run(ExecCtx *c, const CompareTable loops, const CompareTable64 loops64) {
-  Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *y = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   BinaryLoop f =
       x->dtype <= DT_BOOL && y->dtype <= DT_BOOL && out->dtype == DT_BOOL ? loops[x->dtype][y->dtype] : NULL;
   if ((x->dtype == DT_F64 || y->dtype == DT_F64) && x->dtype <= DT_F64 && y->dtype <= DT_F64 &&
@@ -145,7 +145,7 @@ COMPARE_OP(logical_and, (a != 0) & (b != 0))
 COMPARE_OP(logical_or, (a != 0) | (b != 0))
 
 static int k_logical_not(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   const bln *v = tensor_bool(x);
   bln *restrict o = tensor_bool(out);
   for (int64_t i = 0; i < out->numel; i++) o[i] = v[i] == 0;
@@ -154,7 +154,7 @@ static int k_logical_not(ExecCtx *c) {
 
 /* -1, 0 or 1 in X's dtype; NaN stays NaN and a bool is its own sign. */
 static int k_sign(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   int64_t n = out->numel;
   switch (x->dtype) {
   case DT_F32: {
@@ -238,9 +238,9 @@ static void where_strides(const Tensor *t, const Tensor *out, int64_t *st) {
  * odometer over the others; when every operand is whole or one element,
  * Out is one run, cut in slices over the threads. */
 static int k_where(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0), *in[3];
-  in[0] = tensor_ref(ctx_in(c, 0));
-  for (int k = 1; k < 3; k++) in[k] = tensor_cast(ctx_in(c, k), out->dtype);   /* inference promoted */
+  Tensor *out = exec_ctx_out(c, 0), *in[3];
+  in[0] = tensor_ref(exec_ctx_in(c, 0));
+  for (int k = 1; k < 3; k++) in[k] = tensor_cast(exec_ctx_in(c, k), out->dtype);   /* inference promoted */
   size_t es = dtype_size(out->dtype);
   WhereLoop f = es == 4 ? where_u32 : es == 8 ? where_u64 : where_u8;
   int64_t n = out->numel, st[3][SHAPE_MAX_RANK], step[3];

@@ -28,19 +28,19 @@
 #include <string.h>
 
 static bool check_cond(InferCtx *c) {
-  const VarDesc *cond = infer_in(c, "Cond", 0);
+  const VarDesc *cond = reg_infer_in(c, "Cond", 0);
   char buf[128];
   if (cond->dtype != DT_BOOL)
-    return infer_fail(c, "the condition must be a bool scalar, got %s", dtype_name(cond->dtype));
+    return reg_infer_fail(c, "the condition must be a bool scalar, got %s", dtype_name(cond->dtype));
   int64_t n = shape_numel(&cond->shape);
   if (cond->shape.rank >= 0 && n >= 0 && n != 1)
-    return infer_fail(c, "the condition must be a scalar, got shape %s",
-                      shape_str(&cond->shape, buf, sizeof buf));
+    return reg_infer_fail(c, "the condition must be a scalar, got shape %s",
+                          shape_str(&cond->shape, buf, sizeof buf));
   return true;
 }
 
 static const VarDesc *result(InferCtx *c, const char *attr, int k) {
-  const Block *b = prog_block(c->prog, (int)infer_attr_i(c, attr));
+  const Block *b = prog_block(c->prog, (int)reg_infer_attr_i(c, attr));
   if (!b || k >= b->nresults) return NULL;
   return prog_var(c->prog, b->results[k]);
 }
@@ -48,35 +48,35 @@ static const VarDesc *result(InferCtx *c, const char *attr, int k) {
 /* Out k of a while or a conditional_block: the shape both A and B fit
  * (a malformed one is named as WHAT, its out as ITEM k). */
 static bool infer_out(InferCtx *c, int k, const VarDesc *a, const VarDesc *b, const char *what, const char *item) {
-  if (!a || !b) return infer_fail(c, "malformed %s (%s %d)", what, item, k);
+  if (!a || !b) return reg_infer_fail(c, "malformed %s (%s %d)", what, item, k);
   Shape s = shape_join(&a->shape, &b->shape);
-  infer_set(c, "Out", k, a->dtype, &s);
+  reg_infer_set(c, "Out", k, a->dtype, &s);
   return true;
 }
 
 static bool infer_while(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++)
-    if (!infer_out(c, k, infer_in(c, "X", k), result(c, "sub_block", k), "loop", "carried value")) return false;
+  for (int k = 0; k < reg_infer_out_count(c, "Out"); k++)
+    if (!infer_out(c, k, reg_infer_in(c, "X", k), result(c, "sub_block", k), "loop", "carried value")) return false;
   return true;
 }
 
 static bool infer_conditional(InferCtx *c) {
   if (!check_cond(c)) return false;
-  for (int k = 0; k < infer_out_count(c, "Out"); k++)
+  for (int k = 0; k < reg_infer_out_count(c, "Out"); k++)
     if (!infer_out(c, k, result(c, "sub_block", k), result(c, "else_block", k), "branch", "result")) return false;
   return true;
 }
 
 /* while_grad and conditional_block_grad: each gradient has its value's shape. */
 static bool infer_control_grad(InferCtx *c) {
-  for (int k = 0; k < infer_out_count(c, "X@GRAD"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (x) infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
+  for (int k = 0; k < reg_infer_out_count(c, "X@GRAD"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (x) reg_infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
   }
-  for (int j = 0; j < infer_out_count(c, "Input@GRAD"); j++) {
-    const VarDesc *x = infer_in(c, "Input", j);
-    if (x) infer_set(c, "Input@GRAD", j, x->dtype, &x->shape);
+  for (int j = 0; j < reg_infer_out_count(c, "Input@GRAD"); j++) {
+    const VarDesc *x = reg_infer_in(c, "Input", j);
+    if (x) reg_infer_set(c, "Input@GRAD", j, x->dtype, &x->shape);
   }
   return true;
 }
@@ -89,41 +89,41 @@ static bool truth(const Tensor *t) { return t->numel > 0 && tensor_get(t, 0) != 
 
 /* while: runs the body while the condition holds, one frame per turn. */
 static int k_while(ExecCtx *c) {
-  int nc = ctx_nargs(c, 0);
-  Tensor *cond = ctx_in(c, 0);
-  ctx_clear_turns(c);
+  int nc = exec_ctx_nargs(c, 0);
+  Tensor *cond = exec_ctx_in(c, 0);
+  exec_ctx_clear_turns(c);
   Tensor **carried = mem_calloc((size_t)nc + 1, sizeof *carried);
-  for (int k = 0; k < nc; k++) carried[k] = tensor_ref(ctx_in_at(c, 1, k));
+  for (int k = 0; k < nc; k++) carried[k] = tensor_ref(exec_ctx_in_at(c, 1, k));
   bool go = truth(cond);
   int rc = 0;
-  int64_t max_steps = ctx_max_steps(c);
+  int64_t max_steps = exec_ctx_max_steps(c);
   for (int64_t turn = 0; go; turn++) {
     if (turn >= max_steps) {
-      rc = ctx_fail(c, "the loop ran %lld turns without ending (the limit is --max-steps=%lld)", (long long)turn,
-                    (long long)max_steps);
+      rc = exec_ctx_fail(c, "the loop ran %lld turns without ending (the limit is --max-steps=%lld)", (long long)turn,
+                         (long long)max_steps);
       break;
     }
     if (exec_interrupted()) {
-      rc = ctx_fail(c, "interrupted after %lld turn%s", (long long)turn, turn == 1 ? "" : "s");
+      rc = exec_ctx_fail(c, "interrupted after %lld turn%s", (long long)turn, turn == 1 ? "" : "s");
       break;
     }
-    ExecFrame *step = ctx_frame_new(c, 0, ctx_frame(c), ctx_turn_suffix(c, turn));
+    ExecFrame *step = exec_ctx_frame_new(c, 0, exec_ctx_frame(c), exec_ctx_turn_suffix(c, turn));
     for (int k = 0; k < nc; k++) {
-      ctx_frame_set_arg(c, step, 0, k, carried[k]);
+      exec_ctx_frame_set_arg(c, step, 0, k, carried[k]);
       carried[k] = NULL;
     }
-    rc = ctx_run_turn(c, step, turn);
+    rc = exec_ctx_run_turn(c, step, turn);
     if (rc == 0) {
-      for (int k = 0; k < nc; k++) carried[k] = tensor_ref(ctx_frame_result(c, step, 0, k));
-      Tensor *t = ctx_frame_result(c, step, 0, nc);
+      for (int k = 0; k < nc; k++) carried[k] = tensor_ref(exec_ctx_frame_result(c, step, 0, k));
+      Tensor *t = exec_ctx_frame_result(c, step, 0, nc);
       go = t && truth(t);
     }
-    if (rc == 0) ctx_keep_turn(c, step);
-    else ctx_frame_free(step);
+    if (rc == 0) exec_ctx_keep_turn(c, step);
+    else exec_ctx_frame_free(step);
     if (rc < 0) break;
   }
   for (int k = 0; k < nc; k++) {
-    if (rc == 0) ctx_set_out(c, 0, k, carried[k]);
+    if (rc == 0) exec_ctx_set_out(c, 0, k, carried[k]);
     else tensor_unref(carried[k]);
   }
   mem_free(carried);
@@ -132,19 +132,19 @@ static int k_while(ExecCtx *c) {
 
 /* conditional_block: runs the then or the else block in a frame of its own. */
 static int k_conditional(ExecCtx *c) {
-  int which = truth(ctx_in(c, 0)) ? 0 : 1;
-  ctx_clear_turns(c);
-  ExecFrame *f = ctx_frame(c), *br = ctx_frame_new(c, which, f, ctx_frame_suffix(f));
-  int rc = ctx_run_block(c, br);
-  int no = ctx_out_count(c, 0);
+  int which = truth(exec_ctx_in(c, 0)) ? 0 : 1;
+  exec_ctx_clear_turns(c);
+  ExecFrame *f = exec_ctx_frame(c), *br = exec_ctx_frame_new(c, which, f, exec_ctx_frame_suffix(f));
+  int rc = exec_ctx_run_block(c, br);
+  int no = exec_ctx_out_count(c, 0);
   for (int k = 0; rc == 0 && k < no; k++) {
-    ctx_set_out(c, 0, k, tensor_ref(ctx_frame_result(c, br, which, k)));
-    if (!ctx_out_at(c, 0, k)) rc = ctx_fail(c, "internal error: result %d has no value", k);
+    exec_ctx_set_out(c, 0, k, tensor_ref(exec_ctx_frame_result(c, br, which, k)));
+    if (!exec_ctx_out_at(c, 0, k)) rc = exec_ctx_fail(c, "internal error: result %d has no value", k);
   }
   if (rc < 0)
-    for (int k = 0; k < no; k++) ctx_set_out(c, 0, k, NULL);
-  if (rc == 0) ctx_keep_turn(c, br);
-  else ctx_frame_free(br);
+    for (int k = 0; k < no; k++) exec_ctx_set_out(c, 0, k, NULL);
+  if (rc == 0) exec_ctx_keep_turn(c, br);
+  else exec_ctx_frame_free(br);
   return rc;
 }
 
@@ -170,45 +170,45 @@ static Tensor *accumulate(Tensor *acc, Tensor *t) {
  * every turn.  Its frames are kept when a second backward's while_grad
  * runs over them. */
 static int k_while_grad(ExecCtx *c) {
-  int nc = ctx_in_count(c, 0), ncap = ctx_in_count(c, 2), nseed = ctx_in_count(c, 3);
+  int nc = exec_ctx_in_count(c, 0), ncap = exec_ctx_in_count(c, 2), nseed = exec_ctx_in_count(c, 3);
   ExecFrame **steps;
   int nsteps;
-  if (!ctx_kept_turns(c, &steps, &nsteps)) return ctx_fail(c, "internal error: the loop's turns were not kept");
-  ctx_clear_turns(c);
+  if (!exec_ctx_kept_turns(c, &steps, &nsteps)) return exec_ctx_fail(c, "internal error: the loop's turns were not kept");
+  exec_ctx_clear_turns(c);
   Tensor **g = mem_calloc((size_t)nc + 1, sizeof *g), **acc = mem_calloc((size_t)ncap + 1, sizeof *acc);
   /* A carried gradient with no Out@GRAD starts at zero (a second backward's
    * while_grad, when the first gave the loop's initial value none). */
   for (int k = 0; k < nc; k++) {
-    Tensor *x = ctx_in_at(c, 1, k);
-    g[k] = ctx_in_at(c, 0, k) ? tensor_ref(ctx_in_at(c, 0, k)) : x && dtype_is_float(x->dtype) ? zeros_like(x) : NULL;
+    Tensor *x = exec_ctx_in_at(c, 1, k);
+    g[k] = exec_ctx_in_at(c, 0, k) ? tensor_ref(exec_ctx_in_at(c, 0, k)) : x && dtype_is_float(x->dtype) ? zeros_like(x) : NULL;
   }
   int rc = 0;
   for (int t = nsteps - 1; t >= 0 && rc == 0; t--) {
-    ExecFrame *gf = ctx_frame_new(c, 0, steps[t], "");
+    ExecFrame *gf = exec_ctx_frame_new(c, 0, steps[t], "");
     for (int k = 0; k < nc; k++) {
-      ctx_frame_set_arg(c, gf, 0, k, g[k]);
+      exec_ctx_frame_set_arg(c, gf, 0, k, g[k]);
       g[k] = NULL;
     }
-    for (int j = 0; j < nseed && nc + j < ctx_nargs(c, 0); j++)
-      if (ctx_in_at(c, 3, j)) ctx_frame_set_arg(c, gf, 0, nc + j, tensor_ref(ctx_in_at(c, 3, j)));
-    rc = ctx_run_block(c, gf);
+    for (int j = 0; j < nseed && nc + j < exec_ctx_nargs(c, 0); j++)
+      if (exec_ctx_in_at(c, 3, j)) exec_ctx_frame_set_arg(c, gf, 0, nc + j, tensor_ref(exec_ctx_in_at(c, 3, j)));
+    rc = exec_ctx_run_block(c, gf);
     for (int k = 0; rc == 0 && k < nc; k++) {
-      Tensor *r = ctx_frame_result(c, gf, 0, k);
+      Tensor *r = exec_ctx_frame_result(c, gf, 0, k);
       g[k] = r ? tensor_ref(r) : NULL;
     }
     for (int j = 0; rc == 0 && j < ncap; j++) {
-      Tensor *r = ctx_frame_result(c, gf, 0, nc + j);
+      Tensor *r = exec_ctx_frame_result(c, gf, 0, nc + j);
       if (r) acc[j] = accumulate(acc[j], r);
     }
-    if (rc == 0) ctx_keep_turn(c, gf);
-    else ctx_frame_free(gf);
+    if (rc == 0) exec_ctx_keep_turn(c, gf);
+    else exec_ctx_frame_free(gf);
   }
   for (int k = 0; k < nc; k++) {
-    if (rc == 0 && ctx_out_wanted(c, 0, k)) ctx_set_out(c, 0, k, g[k] ? g[k] : zeros_like(ctx_in_at(c, 1, k)));
+    if (rc == 0 && exec_ctx_out_wanted(c, 0, k)) exec_ctx_set_out(c, 0, k, g[k] ? g[k] : zeros_like(exec_ctx_in_at(c, 1, k)));
     else tensor_unref(g[k]);
   }
   for (int j = 0; j < ncap; j++) {
-    if (rc == 0 && ctx_out_wanted(c, 1, j)) ctx_set_out(c, 1, j, acc[j] ? acc[j] : zeros_like(ctx_in_at(c, 2, j)));
+    if (rc == 0 && exec_ctx_out_wanted(c, 1, j)) exec_ctx_set_out(c, 1, j, acc[j] ? acc[j] : zeros_like(exec_ctx_in_at(c, 2, j)));
     else tensor_unref(acc[j]);
   }
   mem_free(g);
@@ -219,23 +219,23 @@ static int k_while_grad(ExecCtx *c) {
 /* conditional_block_grad: the grad block of the branch taken; zeros for
  * what the branch did not touch. */
 static int k_conditional_grad(ExecCtx *c) {
-  int ncap = ctx_in_count(c, 1), no = ctx_in_count(c, 2);
+  int ncap = exec_ctx_in_count(c, 1), no = exec_ctx_in_count(c, 2);
   ExecFrame **steps;
   int nsteps;
-  if (!ctx_kept_turns(c, &steps, &nsteps) || nsteps == 0)
-    return ctx_fail(c, "internal error: the branch taken was not kept");
+  if (!exec_ctx_kept_turns(c, &steps, &nsteps) || nsteps == 0)
+    return exec_ctx_fail(c, "internal error: the branch taken was not kept");
   ExecFrame *br = steps[nsteps - 1];
-  int which = ctx_frame_block(br) == ctx_block(c, 0)->fwd_block ? 0 : 1;
-  ctx_clear_turns(c);
-  ExecFrame *gf = ctx_frame_new(c, which, br, "");
-  for (int k = 0; k < no && k < ctx_nargs(c, which); k++) ctx_frame_set_arg(c, gf, which, k, tensor_ref(ctx_in_at(c, 2, k)));
-  int rc = ctx_run_block(c, gf);
+  int which = exec_ctx_frame_block(br) == exec_ctx_block(c, 0)->fwd_block ? 0 : 1;
+  exec_ctx_clear_turns(c);
+  ExecFrame *gf = exec_ctx_frame_new(c, which, br, "");
+  for (int k = 0; k < no && k < exec_ctx_nargs(c, which); k++) exec_ctx_frame_set_arg(c, gf, which, k, tensor_ref(exec_ctx_in_at(c, 2, k)));
+  int rc = exec_ctx_run_block(c, gf);
   for (int j = 0; rc == 0 && j < ncap; j++) {
-    Tensor *r = ctx_frame_result(c, gf, which, j);
-    if (ctx_out_wanted(c, 0, j)) ctx_set_out(c, 0, j, r ? tensor_ref(r) : zeros_like(ctx_in_at(c, 1, j)));
+    Tensor *r = exec_ctx_frame_result(c, gf, which, j);
+    if (exec_ctx_out_wanted(c, 0, j)) exec_ctx_set_out(c, 0, j, r ? tensor_ref(r) : zeros_like(exec_ctx_in_at(c, 1, j)));
   }
-  if (rc == 0) ctx_keep_turn(c, gf);   /* for a second backward's conditional_block_grad */
-  else ctx_frame_free(gf);
+  if (rc == 0) exec_ctx_keep_turn(c, gf);   /* for a second backward's conditional_block_grad */
+  else exec_ctx_frame_free(gf);
   return rc;
 }
 

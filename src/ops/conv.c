@@ -45,11 +45,11 @@ static const char *check_pool_strides(const AttrValue *v) {
 /* Reads pair attribute `name` into p[2], re-running its checker (ops made
  * by netrun itself skip the script's attribute checks). */
 static bool pair_attr(InferCtx *c, const char *name, AttrCheckFn check, int64_t p[2]) {
-  const AttrValue *v = infer_attr(c, name);
+  const AttrValue *v = reg_infer_attr(c, name);
   p[0] = p[1] = 1;
-  if (!v || v->type != ATTR_INTS) return infer_fail(c, "attribute '%s' must be an int list", name);
+  if (!v || v->type != ATTR_INTS) return reg_infer_fail(c, "attribute '%s' must be an int list", name);
   const char *why = check(v);
-  if (why) return infer_fail(c, "attribute '%s' %s", name, why);
+  if (why) return reg_infer_fail(c, "attribute '%s' %s", name, why);
   if (v->n == 2) memcpy(p, v->u.ints, 2 * sizeof *p);
   return true;
 }
@@ -84,10 +84,10 @@ static bool window_out(InferCtx *c, const Shape *in, const Dim k[2], const int64
     int64_t o = out_side(d.n, k[i].n, st[i], pad[i], dil[i]);
     if (o < 1) {
       char sb[64], pb[64], db[64];
-      return infer_fail(c, "%s: output %s would be %s (strides %s, paddings %s, dilations %s)",
-                        what, i ? "width" : "height", o ? "too large" : "less than 1",
-                        pair_str(st, sb, sizeof sb), pair_str(pad, pb, sizeof pb),
-                        pair_str(dil, db, sizeof db));
+      return reg_infer_fail(c, "%s: output %s would be %s (strides %s, paddings %s, dilations %s)",
+                            what, i ? "width" : "height", o ? "too large" : "less than 1",
+                            pair_str(st, sb, sizeof sb), pair_str(pad, pb, sizeof pb),
+                            pair_str(dil, db, sizeof db));
     }
     s->d[2 + i] = dim_n(o);
   }
@@ -97,7 +97,7 @@ static bool window_out(InferCtx *c, const Shape *in, const Dim k[2], const int64
 static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char *layout) {
   if (s->rank >= 0 && s->rank != 4) {
     char buf[128];
-    return infer_fail(c, "%s must have shape %s, got %s", slot, layout, shape_str(s, buf, sizeof buf));
+    return reg_infer_fail(c, "%s must have shape %s, got %s", slot, layout, shape_str(s, buf, sizeof buf));
   }
   return true;
 }
@@ -106,8 +106,8 @@ static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char
 
 /* conv2d's Output shape into *s, from Input, Filter and the attributes. */
 static bool conv_shape(InferCtx *c, Shape *s) {
-  const VarDesc *in = infer_input(c, "Input"), *f = infer_input(c, "Filter");
-  if (!in || !f || !infer_need_float(c, "Input", in) || !infer_need_float(c, "Filter", f)) return false;
+  const VarDesc *in = reg_infer_input(c, "Input"), *f = reg_infer_input(c, "Filter");
+  if (!in || !f || !reg_infer_need_float(c, "Input", in) || !reg_infer_need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
   if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[O, I, KH, KW]"))
     return false;
@@ -116,8 +116,8 @@ static bool conv_shape(InferCtx *c, Shape *s) {
       !pair_attr(c, "paddings", check_pair_nonnegative, pad) ||
       !pair_attr(c, "dilations", check_pair_positive, dil))
     return false;
-  int64_t groups = infer_attr_i(c, "groups");
-  if (groups <= 0) return infer_fail(c, "groups must be positive, got %lld", (long long)groups);
+  int64_t groups = reg_infer_attr_i(c, "groups");
+  if (groups <= 0) return reg_infer_fail(c, "groups must be positive, got %lld", (long long)groups);
   char a[128], b[128], what[300];
   snprintf(what, sizeof what, "Input has shape %s and Filter has shape %s",
            shape_str(is, a, sizeof a), shape_str(fs, b, sizeof b));
@@ -127,13 +127,13 @@ static bool conv_shape(InferCtx *c, Shape *s) {
     k[0] = fs->d[2];
     k[1] = fs->d[3];
     if (dim_known(o) && o.n % groups != 0)
-      return infer_fail(c, "Filter has shape %s: its %lld output channels do not divide into "
-                        "groups=%lld", b, (long long)o.n, (long long)groups);
+      return reg_infer_fail(c, "Filter has shape %s: its %lld output channels do not divide into "
+                            "groups=%lld", b, (long long)o.n, (long long)groups);
     Dim ci = fs->d[1];
     if (is->rank == 4 && dim_known(is->d[1]) && dim_known(ci) &&
         (ci.n > INT64_MAX / groups || is->d[1].n != ci.n * groups))
-      return infer_fail(c, "%s: Input has %lld channels but Filter expects I * groups = %lld * %lld",
-                        what, (long long)is->d[1].n, (long long)ci.n, (long long)groups);
+      return reg_infer_fail(c, "%s: Input has %lld channels but Filter expects I * groups = %lld * %lld",
+                            what, (long long)is->d[1].n, (long long)ci.n, (long long)groups);
   }
   *s = shape_unknown();
   if (is->rank == 4) {
@@ -147,7 +147,7 @@ static bool conv_shape(InferCtx *c, Shape *s) {
 static bool infer_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
-  infer_set(c, "Output", 0, DT_F32, &s);
+  reg_infer_set(c, "Output", 0, DT_F32, &s);
   return true;
 }
 
@@ -155,10 +155,10 @@ static bool infer_conv2d(InferCtx *c) {
 static bool infer_fused_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
-  infer_set(c, "Output", 0, DT_F32, &s);
-  if (infer_out_count(c, "Pooled") > 0 && s.rank == 4) {
+  reg_infer_set(c, "Output", 0, DT_F32, &s);
+  if (reg_infer_out_count(c, "Pooled") > 0 && s.rank == 4) {
     for (int d = 2; d < 4; d++) s.d[d] = dim_known(s.d[d]) ? dim_n(s.d[d].n / 2) : dim_unknown();
-    infer_set(c, "Pooled", 0, DT_F32, &s);
+    reg_infer_set(c, "Pooled", 0, DT_F32, &s);
   }
   return true;
 }
@@ -179,8 +179,8 @@ static bool transpose_side(int64_t size, int64_t k, int64_t stride, int64_t pad,
  * C_out / groups, KH, KW]; output_padding below stride or dilation, as
  * PyTorch asks. */
 static bool infer_conv2d_transpose(InferCtx *c) {
-  const VarDesc *in = infer_input(c, "Input"), *f = infer_input(c, "Filter");
-  if (!in || !f || !infer_need_float(c, "Input", in) || !infer_need_float(c, "Filter", f)) return false;
+  const VarDesc *in = reg_infer_input(c, "Input"), *f = reg_infer_input(c, "Filter");
+  if (!in || !f || !reg_infer_need_float(c, "Input", in) || !reg_infer_need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
   if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[C, O / groups, KH, KW]"))
     return false;
@@ -189,22 +189,22 @@ static bool infer_conv2d_transpose(InferCtx *c) {
       !pair_attr(c, "output_padding", check_pair_nonnegative, opad) ||
       !pair_attr(c, "dilations", check_pair_positive, dil))
     return false;
-  int64_t groups = infer_attr_i(c, "groups");
-  if (groups <= 0) return infer_fail(c, "groups must be positive, got %lld", (long long)groups);
+  int64_t groups = reg_infer_attr_i(c, "groups");
+  if (groups <= 0) return reg_infer_fail(c, "groups must be positive, got %lld", (long long)groups);
   char a[128], b[128], sb[64], db[64], ob[64];
   for (int i = 0; i < 2; i++)
     if (opad[i] >= st[i] && opad[i] >= dil[i])
-      return infer_fail(c, "output_padding %s must be smaller than strides %s or dilations %s",
-                        pair_str(opad, ob, sizeof ob), pair_str(st, sb, sizeof sb), pair_str(dil, db, sizeof db));
+      return reg_infer_fail(c, "output_padding %s must be smaller than strides %s or dilations %s",
+                            pair_str(opad, ob, sizeof ob), pair_str(st, sb, sizeof sb), pair_str(dil, db, sizeof db));
   shape_str(is, a, sizeof a);
   shape_str(fs, b, sizeof b);
   Dim ci = is->rank == 4 ? is->d[1] : dim_unknown(), fi = fs->rank == 4 ? fs->d[0] : dim_unknown();
   if (dim_known(fi) && fi.n % groups != 0)
-    return infer_fail(c, "Filter has shape %s: its %lld input channels do not divide into groups=%lld", b,
-                      (long long)fi.n, (long long)groups);
+    return reg_infer_fail(c, "Filter has shape %s: its %lld input channels do not divide into groups=%lld", b,
+                          (long long)fi.n, (long long)groups);
   if (dims_clash(ci, fi))
-    return infer_fail(c, "Input has shape %s and Filter has shape %s: Filter's first axis must be Input's "
-                      "channels", a, b);
+    return reg_infer_fail(c, "Input has shape %s and Filter has shape %s: Filter's first axis must be Input's "
+                          "channels", a, b);
   Shape s = shape_unknown();
   if (is->rank == 4) {
     s = *is;
@@ -220,34 +220,34 @@ static bool infer_conv2d_transpose(InferCtx *c) {
       bool fits = transpose_side(d.n, k.n, st[i], pad[i], dil[i], opad[i], &o);
       if (!fits || o < 1) {
         char pb[64];
-        return infer_fail(c, "Input has shape %s and Filter has shape %s: output %s would be %s (strides %s, "
-                          "paddings %s, output_padding %s, dilations %s)", a, b, i ? "width" : "height",
+        return reg_infer_fail(c, "Input has shape %s and Filter has shape %s: output %s would be %s (strides %s, "
+                              "paddings %s, output_padding %s, dilations %s)", a, b, i ? "width" : "height",
                           fits ? "less than 1" : "too large", pair_str(st, sb, sizeof sb),
                           pair_str(pad, pb, sizeof pb), pair_str(opad, ob, sizeof ob), pair_str(dil, db, sizeof db));
       }
       s.d[2 + i] = dim_n(o);
     }
   }
-  infer_set(c, "Output", 0, DT_F32, &s);
+  reg_infer_set(c, "Output", 0, DT_F32, &s);
   return true;
 }
 
 /* ---- pools -------------------------------------------------------------------- */
 
 static bool infer_pool(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
   int64_t ks[2], st[2], pad[2], dil[2] = {1, 1};
   if (!pair_attr(c, "ksize", check_pair_positive, ks) ||
       !pair_attr(c, "strides", check_pool_strides, st) ||
       !pair_attr(c, "paddings", check_pair_nonnegative, pad))
     return false;
-  const AttrValue *sv = infer_attr(c, "strides");
+  const AttrValue *sv = reg_infer_attr(c, "strides");
   if (sv->n == 0) memcpy(st, ks, sizeof st);
   char a[128], kb[64], pb[64], what[300];
   if (pad[0] > ks[0] / 2 || pad[1] > ks[1] / 2)
-    return infer_fail(c, "paddings %s must be at most half of ksize %s", pair_str(pad, pb, sizeof pb),
-                      pair_str(ks, kb, sizeof kb));
+    return reg_infer_fail(c, "paddings %s must be at most half of ksize %s", pair_str(pad, pb, sizeof pb),
+                          pair_str(ks, kb, sizeof kb));
   Shape s = x->shape;
   if (s.rank == 4) {
     Dim k[2] = {dim_n(ks[0]), dim_n(ks[1])};
@@ -255,7 +255,7 @@ static bool infer_pool(InferCtx *c) {
              pair_str(ks, kb, sizeof kb));
     if (!window_out(c, &x->shape, k, st, pad, dil, what, &s)) return false;
   }
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -263,8 +263,8 @@ static bool infer_pool(InferCtx *c) {
 
 /* Out [N, C, H * sh, W * sw] from X [N, C, H, W] and scale [sh, sw]. */
 static bool infer_upsample(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x) || !need_rank4(c, "X", &x->shape, "[N, C, H, W]")) return false;
   int64_t sc[2];
   if (!pair_attr(c, "scale", check_pair_positive, sc)) return false;
   Shape s = x->shape;
@@ -274,13 +274,13 @@ static bool infer_upsample(InferCtx *c) {
       s.d[2 + i] = dim_unknown();
     } else if (d.n > TENSOR_MAX_BYTES / sc[i]) {
       char a[128];
-      return infer_fail(c, "X of shape %s scaled by %lld would have a %s too large", shape_str(&x->shape, a, sizeof a),
-                        (long long)sc[i], i ? "width" : "height");
+      return reg_infer_fail(c, "X of shape %s scaled by %lld would have a %s too large", shape_str(&x->shape, a, sizeof a),
+                            (long long)sc[i], i ? "width" : "height");
     } else {
       s.d[2 + i] = dim_n(d.n * sc[i]);
     }
   }
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -288,7 +288,7 @@ static bool infer_upsample(InferCtx *c) {
 
 /* A pair attribute's values at run time (the checkers ran at inference). */
 static void attr_pair(ExecCtx *c, const char *name, int64_t p[2]) {
-  const AttrValue *v = ctx_attr(c, name);
+  const AttrValue *v = exec_ctx_attr(c, name);
   p[0] = p[1] = 1;
   if (v && v->type == ATTR_INTS && v->n == 2) memcpy(p, v->u.ints, 2 * sizeof *p);
 }
@@ -590,8 +590,8 @@ static void conv_plan_free(ConvPlan *pl) {
 }
 
 static int conv_too_large(ExecCtx *c, const Window *g, int64_t groups) {
-  return ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large",
-                  (long long)(g->c / groups * g->kh * g->kw), (long long)(g->oh * g->ow));
+  return exec_ctx_fail(c, "the unfolded input ([%lld, %lld] per image) is too large",
+                       (long long)(g->c / groups * g->kh * g->kw), (long long)(g->oh * g->ow));
 }
 
 /* One of a plan's GEMMs (alpha 1): whole, on its thread, when batches go
@@ -717,7 +717,7 @@ static void dgemm64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const dou
 static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const double *x, const double *f,
                       double *out, const double *dout, double *dx, double *df) {
   int64_t cg = g->c / groups, og = o / groups, ckk = cg * g->kh * g->kw, np = g->oh * g->ow;
-  if (ckk > INT_MAX || np > INT_MAX || og > INT_MAX) return ctx_fail(c, "a dimension is too large for BLAS");
+  if (ckk > INT_MAX || np > INT_MAX || og > INT_MAX) return exec_ctx_fail(c, "a dimension is too large for BLAS");
   double *col = mem_alloc(NULL, sizeof *col * (size_t)(ckk * np + 1));
   if (dx) memset(dx, 0, sizeof *dx * (size_t)(g->n * g->c * g->h * g->w));
   if (df) memset(df, 0, sizeof *df * (size_t)(o * ckk));
@@ -740,17 +740,17 @@ static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
 }
 
 static int conv_forward(ExecCtx *c, bool fused) {
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32),
-         *bias = fused ? ctx_in(c, 2) : NULL, *out = ctx_out(c, 0);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
+         *bias = fused ? exec_ctx_in(c, 2) : NULL, *out = exec_ctx_out(c, 0);
   int rc = 0;
   if (bias && (bias->dtype != DT_F32 || bias->numel != f->shape[0]))
-    rc = ctx_fail(c, "internal error: Bias does not hold one f32 per output channel");
+    rc = exec_ctx_fail(c, "internal error: Bias does not hold one f32 per output channel");
   if (rc == 0) {
     Window g = conv_window(c, x, out, f);
-    Tensor *pooled = fused ? ctx_out(c, 1) : NULL;
-    Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && ctx_attr_i(c, "relu") != 0,
+    Tensor *pooled = fused ? exec_ctx_out(c, 1) : NULL;
+    Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && exec_ctx_attr_i(c, "relu") != 0,
                   pooled ? tensor_f32(pooled) : NULL};
-    rc = conv2d_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
+    rc = conv2d_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                     tensor_f32(out), fused ? &e : NULL);
   }
   tensor_unref(x);
@@ -759,10 +759,10 @@ static int conv_forward(ExecCtx *c, bool fused) {
 }
 
 static int k_conv2d(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   if (out->dtype == DT_F64) {
     Window g = conv_window(c, x, out, f);
-    return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), tensor_f64(out),
+    return conv2d_f64(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), tensor_f64(out),
                       NULL, NULL, NULL);
   }
   return conv_forward(c, false);
@@ -776,7 +776,7 @@ static void pool_window(ExecCtx *c, const Tensor *x, const Tensor *out, Window *
   attr_pair(c, "ksize", ks);
   g->kh = ks[0];
   g->kw = ks[1];
-  const AttrValue *st = ctx_attr(c, "strides");
+  const AttrValue *st = exec_ctx_attr(c, "strides");
   if (!st || st->n == 0) {
     g->sh = ks[0];
     g->sw = ks[1];
@@ -998,14 +998,14 @@ POOL_WALK(pool_walk64, double, window_argmax64)
  * elements over KH*KW: padding counts as zeros in the mean, PyTorch's
  * default (count_include_pad=True). */
 static int pool_run(ExecCtx *c, bool max) {
-  if (ctx_out(c, 0)->dtype == DT_F64) {   /* f64: the general walk */
-    Tensor *x64 = ctx_in(c, 0), *o64 = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) {   /* f64: the general walk */
+    Tensor *x64 = exec_ctx_in(c, 0), *o64 = exec_ctx_out(c, 0);
     Window g;
     pool_window(c, x64, o64, &g);
     pool_walk64(&g, max ? POOL_MAX : POOL_AVG, tensor_f64(x64), NULL, tensor_f64(o64));
     return 0;
   }
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *out = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, out, &g);
   const float *xv = tensor_f32(x);
@@ -1026,11 +1026,11 @@ static int k_avg_pool2d(ExecCtx *c) { return pool_run(c, false); }
  * once, then copied to the sh - 1 rows below it.  Planes go to threads. */
 /* upsample_nearest2d (grad: its gradient) in f64: element by element. */
 static int upsample64(ExecCtx *c, bool grad) {
-  Tensor *x = ctx_in(c, 0), *o = grad ? ctx_in(c, 1) : ctx_out(c, 0), *dx = grad ? ctx_out(c, 0) : NULL;
+  Tensor *x = exec_ctx_in(c, 0), *o = grad ? exec_ctx_in(c, 1) : exec_ctx_out(c, 0), *dx = grad ? exec_ctx_out(c, 0) : NULL;
   int64_t sc[2];
   attr_pair(c, "scale", sc);
   int64_t h = x->shape[2], w = x->shape[3], oh = h * sc[0], ow = w * sc[1];
-  if (o->numel != x->numel * sc[0] * sc[1]) return ctx_fail(c, "internal error: Out does not fit X scaled");
+  if (o->numel != x->numel * sc[0] * sc[1]) return exec_ctx_fail(c, "internal error: Out does not fit X scaled");
   if (dx) memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
   for (int64_t i = 0; i < o->numel; i++) {
     int64_t pl = i / (oh * ow), y = i / ow % oh, xo = i % ow, at = (pl * h + y / sc[0]) * w + xo / sc[1];
@@ -1041,8 +1041,8 @@ static int upsample64(ExecCtx *c, bool grad) {
 }
 
 static int k_upsample(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return upsample64(c, false);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *out = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return upsample64(c, false);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *out = exec_ctx_out(c, 0);
   int64_t sc[2];
   attr_pair(c, "scale", sc);
   const int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], sh = sc[0], sw = sc[1];
@@ -1065,15 +1065,15 @@ static int k_upsample(ExecCtx *c) {
 /* X@GRAD[n, c, i, j] = the sum of Out@GRAD over the sh x sw block that
  * element (i, j) was copied to, row by row of the block. */
 static int k_upsample_grad(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64 && ctx_in(c, 1)->dtype == DT_F64) return upsample64(c, true);
-  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64 && exec_ctx_in(c, 1)->dtype == DT_F64) return upsample64(c, true);
+  Tensor *x = exec_ctx_in(c, 0), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   int64_t sc[2];
   attr_pair(c, "scale", sc);
   const int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], sh = sc[0], sw = sc[1];
   const int64_t ow = w * sw;
   if (dout->dtype != DT_F32 || dout->numel != x->numel * sh * sw)
-    return ctx_fail(c, "internal error: Out@GRAD does not fit X scaled by [%lld, %lld]", (long long)sh,
-                    (long long)sw);
+    return exec_ctx_fail(c, "internal error: Out@GRAD does not fit X scaled by [%lld, %lld]", (long long)sh,
+                         (long long)sw);
   const float *gv = tensor_f32(dout);
   float *dv = tensor_f32(dx);
   PAR_FOR(planes > 1 && dout->numel >= PAR_MIN_WORK)
@@ -1095,8 +1095,8 @@ static int k_upsample_grad(ExecCtx *c) {
 
 /* Output slot S@GRAD gets the dtype and shape of input slot S. */
 static void infer_grad_like(InferCtx *c, const char *slot, const char *gslot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (v && infer_out_count(c, gslot) > 0) infer_set(c, gslot, 0, v->dtype, &v->shape);
+  const VarDesc *v = reg_infer_in(c, slot, 0);
+  if (v && reg_infer_out_count(c, gslot) > 0) reg_infer_set(c, gslot, 0, v->dtype, &v->shape);
 }
 
 static bool infer_conv2d_grad(InferCtx *c) {
@@ -1337,10 +1337,10 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
  * Input, Filter and Bias from Output@GRAD and, with relu, the fused op's
  * Output (relu's). */
 static int conv_backward(ExecCtx *c, bool fused) {
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32),
-         *out = fused ? ctx_in(c, 3) : NULL, *gpool = fused ? ctx_in(c, 5) : NULL,
-         *dout = gpool ? gpool : ctx_in(c, fused ? 4 : 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1),
-         *db = fused ? ctx_out(c, 2) : NULL;
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
+         *out = fused ? exec_ctx_in(c, 3) : NULL, *gpool = fused ? exec_ctx_in(c, 5) : NULL,
+         *dout = gpool ? gpool : exec_ctx_in(c, fused ? 4 : 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1),
+         *db = fused ? exec_ctx_out(c, 2) : NULL;
   /* The output's shape: that of its gradient, or of Output beside a pool's */
   const Tensor *shape = gpool ? out : dout;
   int rc = 0;
@@ -1349,11 +1349,11 @@ static int conv_backward(ExecCtx *c, bool fused) {
              (out && !gpool && out->numel != dout->numel) ||
              (gpool && gpool->numel != shape->shape[0] * shape->shape[1] * (shape->shape[2] / 2) *
                                            (shape->shape[3] / 2))))
-    rc = ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
+    rc = exec_ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
   if (rc == 0) {
     Window g = conv_window(c, x, shape, f);
     Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL, NULL};
-    rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
+    rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
                          fused ? &pr : NULL);
   }
@@ -1363,10 +1363,10 @@ static int conv_backward(ExecCtx *c, bool fused) {
 }
 
 static int k_conv2d_grad(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1);
   if (x->dtype == DT_F64 && f->dtype == DT_F64 && dout->dtype == DT_F64) {
     Window g = conv_window(c, x, dout, f);
-    return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), NULL,
+    return conv2d_f64(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f64(x), tensor_f64(f), NULL,
                       tensor_f64(dout), dx ? tensor_f64(dx) : NULL, df ? tensor_f64(df) : NULL);
   }
   return conv_backward(c, false);
@@ -1393,17 +1393,17 @@ static Window transpose_window(ExecCtx *c, const Tensor *in, const Tensor *out, 
 
 /* conv2d_transpose in f64: conv2d's input gradient, as the f32 kernel. */
 static int conv2d_transpose64(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   Window g = transpose_window(c, x, out, f);
-  return conv2d_f64(c, &g, f->shape[0], ctx_attr_i(c, "groups"), NULL, tensor_f64(f), NULL, tensor_f64(x),
+  return conv2d_f64(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), NULL, tensor_f64(f), NULL, tensor_f64(x),
                     tensor_f64(out), NULL);
 }
 
 static int k_conv2d_transpose(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return conv2d_transpose64(c);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *out = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return conv2d_transpose64(c);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32), *out = exec_ctx_out(c, 0);
   Window g = transpose_window(c, x, out, f);
-  int rc = conv2d_grad_f32(c, &g, f->shape[0], ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
+  int rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
                            tensor_f32(out), NULL, NULL);
   tensor_unref(x);
   tensor_unref(f);
@@ -1415,11 +1415,11 @@ static int k_conv2d_transpose(ExecCtx *c) {
 /* conv2d_transpose_grad in f64: X@GRAD is conv2d of Output@GRAD, Filter@GRAD
  * conv2d's filter gradient with the roles of X and Output@GRAD swapped. */
 static int conv2d_transpose_grad64(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *f = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
-  int64_t groups = ctx_attr_i(c, "groups");
+  Tensor *x = exec_ctx_in(c, 0), *f = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1);
+  int64_t groups = exec_ctx_attr_i(c, "groups");
   if (dout->dtype != DT_F64 || dout->rank != 4 || dout->shape[0] != x->shape[0] ||
       dout->shape[1] != f->shape[1] * groups)
-    return ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
+    return exec_ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
   Window g = transpose_window(c, x, dout, f);
   int rc = 0;
   if (dx) rc = conv2d_f64(c, &g, f->shape[0], groups, tensor_f64(dout), tensor_f64(f), tensor_f64(dx), NULL, NULL, NULL);
@@ -1430,14 +1430,14 @@ static int conv2d_transpose_grad64(ExecCtx *c) {
 }
 
 static int k_conv2d_transpose_grad(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64 && ctx_in(c, 1)->dtype == DT_F64) return conv2d_transpose_grad64(c);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *f = tensor_cast(ctx_in(c, 1), DT_F32), *dout = ctx_in(c, 2);
-  Tensor *dx = ctx_out(c, 0), *df = ctx_out(c, 1);
-  int64_t groups = ctx_attr_i(c, "groups");
+  if (exec_ctx_in(c, 0)->dtype == DT_F64 && exec_ctx_in(c, 1)->dtype == DT_F64) return conv2d_transpose_grad64(c);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32), *dout = exec_ctx_in(c, 2);
+  Tensor *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1);
+  int64_t groups = exec_ctx_attr_i(c, "groups");
   int rc = 0;
   if (dout->dtype != DT_F32 || dout->rank != 4 || dout->shape[0] != x->shape[0] ||
       dout->shape[1] != f->shape[1] * groups)
-    rc = ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
+    rc = exec_ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
   Window g = transpose_window(c, x, dout, f);
   if (rc == 0 && dx) rc = conv2d_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(dx), NULL);
   if (rc == 0 && df)
@@ -1452,7 +1452,7 @@ static int k_conv2d_transpose_grad(ExecCtx *c) {
  * picked (window_argmax). */
 /* max_pool2d_grad and avg_pool2d_grad in f64. */
 static int pool_grad64(ExecCtx *c, PoolVisit visit) {
-  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
   memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
@@ -1461,8 +1461,8 @@ static int pool_grad64(ExecCtx *c, PoolVisit visit) {
 }
 
 static int k_max_pool2d_grad(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_MAX_GRAD);
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_MAX_GRAD);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
   const float *xv = tensor_f32(x), *gv = tensor_f32(dout);
@@ -1481,8 +1481,8 @@ static int k_max_pool2d_grad(ExecCtx *c) {
 /* avg_pool2d_grad: each window's Out@GRAD / (KH*KW) is added to its
  * unpadded elements (padding took its share, as in the forward). */
 static int k_avg_pool2d_grad(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_AVG_GRAD);
-  Tensor *x = ctx_in(c, 0), *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_AVG_GRAD);
+  Tensor *x = exec_ctx_in(c, 0), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
   const float *gv = tensor_f32(dout);
@@ -1495,10 +1495,10 @@ static int k_avg_pool2d_grad(ExecCtx *c) {
 /* max_pool2d_pick: Out[o] = G at the element window o of X picks — what
  * max_pool2d_grad's gradient needs (it is that op's adjoint). */
 static int k_max_pool2d_pick(ExecCtx *c) {
-  Tensor *x = tensor_cast(ctx_in(c, 0), DT_F32), *gx = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *gx = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   if (gx->dtype != DT_F32 || gx->numel != x->numel) {
     tensor_unref(x);
-    return ctx_fail(c, "internal error: G must be f32 of X's shape");
+    return exec_ctx_fail(c, "internal error: G must be f32 of X's shape");
   }
   Window g;
   pool_window(c, x, out, &g);

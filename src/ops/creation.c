@@ -35,19 +35,19 @@ static const char *check_nonzero(const AttrValue *v) {
  * pass through the script's attribute checks). */
 static bool shape_attr(InferCtx *c, const char *name, Shape *out) {
   *out = shape_unknown();
-  const AttrValue *v = infer_attr(c, name);
-  if (!v || v->type != ATTR_INTS) return infer_fail(c, "attribute '%s' must be an int list", name);
+  const AttrValue *v = reg_infer_attr(c, name);
+  if (!v || v->type != ATTR_INTS) return reg_infer_fail(c, "attribute '%s' must be an int list", name);
   const char *why = check_shape(v);
-  if (why) return infer_fail(c, "attribute '%s' %s", name, why);
+  if (why) return reg_infer_fail(c, "attribute '%s' %s", name, why);
   *out = shape_of(v->n, v->u.ints);
   return true;
 }
 
 static bool dtype_attr(InferCtx *c, const char *name, DType *out) {
-  int64_t t = infer_attr_i(c, name);
+  int64_t t = reg_infer_attr_i(c, name);
   *out = DT_F32;
   if (t != DT_F32 && t != DT_I64 && t != DT_BOOL && t != DT_F64)
-    return infer_fail(c, "attribute '%s' must be f32, f64, i64 or bool", name);
+    return reg_infer_fail(c, "attribute '%s' must be f32, f64, i64 or bool", name);
   *out = (DType)t;
   return true;
 }
@@ -71,7 +71,7 @@ static bool shapes_agree(const Shape *a, const Shape *b) {
 static bool required_given(InferCtx *c) {
   for (int i = 0; i < c->proto->nattrs; i++)
     if (!c->proto->has_dflt[i] && !op_attr(c->op, c->proto->attrs[i].name))
-      return infer_fail(c, "attribute '%s' is required", c->proto->attrs[i].name);
+      return reg_infer_fail(c, "attribute '%s' is required", c->proto->attrs[i].name);
   return true;
 }
 
@@ -89,7 +89,7 @@ static bool infer_fill(InferCtx *c) {
   Shape s;
   DType t;
   if (!made_shape(c, &s, &t)) return false;
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -97,20 +97,20 @@ static bool infer_fill(InferCtx *c) {
  * values (NumPy's count; none if that is negative). */
 static bool infer_arange(InferCtx *c) {
   if (!required_given(c)) return false;
-  double start = infer_attr_f(c, "start"), stop = infer_attr_f(c, "stop");
-  double step = infer_attr_f(c, "step");
+  double start = reg_infer_attr_f(c, "start"), stop = reg_infer_attr_f(c, "stop");
+  double step = reg_infer_attr_f(c, "step");
   DType t;
   if (!dtype_attr(c, "dtype", &t)) return false;
-  if (t == DT_BOOL) return infer_fail(c, "dtype must be f32 or i64, got bool");
+  if (t == DT_BOOL) return reg_infer_fail(c, "dtype must be f32 or i64, got bool");
   if (!isfinite(start) || !isfinite(stop) || !isfinite(step))
-    return infer_fail(c, "start, stop and step must be finite");
-  if (step == 0) return infer_fail(c, "step must not be 0");
+    return reg_infer_fail(c, "start, stop and step must be finite");
+  if (step == 0) return reg_infer_fail(c, "step must not be 0");
   double q = ceil((stop - start) / step);
   if (!(q < 9.0e18))   /* also catches inf and nan */
-    return infer_fail(c, "start=%g, stop=%g, step=%g gives too many values", start, stop, step);
+    return reg_infer_fail(c, "start=%g, stop=%g, step=%g gives too many values", start, stop, step);
   int64_t n = q > 0 ? (int64_t)q : 0;
   Shape s = shape_of(1, &n);
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -125,18 +125,18 @@ static DType random_dtype(InferCtx *c) {
 static bool infer_uniform(InferCtx *c) {
   Shape s;
   if (!made_shape(c, &s, NULL)) return false;
-  double lo = infer_attr_f(c, "min"), hi = infer_attr_f(c, "max");
-  if (!(lo <= hi)) return infer_fail(c, "min (%g) is greater than max (%g)", lo, hi);
-  infer_set(c, "Out", 0, random_dtype(c), &s);
+  double lo = reg_infer_attr_f(c, "min"), hi = reg_infer_attr_f(c, "max");
+  if (!(lo <= hi)) return reg_infer_fail(c, "min (%g) is greater than max (%g)", lo, hi);
+  reg_infer_set(c, "Out", 0, random_dtype(c), &s);
   return true;
 }
 
 static bool infer_gaussian(InferCtx *c) {
   Shape s;
   if (!made_shape(c, &s, NULL)) return false;
-  if (!(infer_attr_f(c, "std") >= 0))
-    return infer_fail(c, "std (%g) must not be negative", infer_attr_f(c, "std"));
-  infer_set(c, "Out", 0, random_dtype(c), &s);
+  if (!(reg_infer_attr_f(c, "std") >= 0))
+    return reg_infer_fail(c, "std (%g) must not be negative", reg_infer_attr_f(c, "std"));
+  reg_infer_set(c, "Out", 0, random_dtype(c), &s);
   return true;
 }
 
@@ -146,14 +146,14 @@ static bool infer_assign_value(InferCtx *c) {
   Shape s;
   DType t;
   if (!made_shape(c, &s, &t)) return false;
-  const AttrValue *v = infer_attr(c, "values");
+  const AttrValue *v = reg_infer_attr(c, "values");
   if (!v || (v->type != ATTR_FLOATS && v->type != ATTR_I64S))
-    return infer_fail(c, "attribute 'values' must be a float list");
+    return reg_infer_fail(c, "attribute 'values' must be a float list");
   char buf[128];
   if (shape_numel(&s) != v->n)
-    return infer_fail(c, "values holds %d numbers but shape %s needs %lld", v->n,
-                      shape_str(&s, buf, sizeof buf), (long long)shape_numel(&s));
-  infer_set(c, "Out", 0, t, &s);
+    return reg_infer_fail(c, "values holds %d numbers but shape %s needs %lld", v->n,
+                          shape_str(&s, buf, sizeof buf), (long long)shape_numel(&s));
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -161,38 +161,38 @@ static bool infer_assign_value(InferCtx *c) {
 
 /* assign, stop_gradient, fill_zeros_like, zeros_like, ones_like: X's dtype
  * and shape. */
-static bool infer_like(InferCtx *c) { return infer_same_as(c, "Out", "X"); }
+static bool infer_like(InferCtx *c) { return reg_infer_same_as(c, "Out", "X"); }
 
 static bool infer_cast(InferCtx *c) {
   if (!required_given(c)) return false;
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   DType t;
   if (!x || !dtype_attr(c, "dtype", &t)) return false;
-  infer_set(c, "Out", 0, t, &x->shape);
+  reg_infer_set(c, "Out", 0, t, &x->shape);
   return true;
 }
 
 /* add_n: every input has one shape (symbols compared by name); the result
  * takes the most precise dimension seen and the promoted dtype. */
 static bool infer_add_n(InferCtx *c) {
-  int n = infer_count(c, "X");
-  if (n == 0) return infer_fail(c, "X must hold at least one tensor");
-  const VarDesc *x0 = infer_input(c, "X");
+  int n = reg_infer_count(c, "X");
+  if (n == 0) return reg_infer_fail(c, "X must hold at least one tensor");
+  const VarDesc *x0 = reg_infer_input(c, "X");
   if (!x0) return false;
   DType t = x0->dtype == DT_BOOL ? DT_I64 : x0->dtype;
   Shape s = x0->shape;
   for (int i = 1; i < n; i++) {
-    const VarDesc *v = infer_in(c, "X", i);
-    if (!v) return infer_fail(c, "input X[%d] is missing", i);
+    const VarDesc *v = reg_infer_in(c, "X", i);
+    if (!v) return reg_infer_fail(c, "input X[%d] is missing", i);
     if (!shapes_agree(&s, &v->shape)) {
       int j = 0;   /* name an earlier input that disagrees */
-      while (j < i - 1 && shapes_agree(&infer_in(c, "X", j)->shape, &v->shape)) j++;
+      while (j < i - 1 && shapes_agree(&reg_infer_in(c, "X", j)->shape, &v->shape)) j++;
       char a[128], b[128];
-      return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s", i,
-                        shape_str(&v->shape, a, sizeof a), j,
-                        shape_str(&infer_in(c, "X", j)->shape, b, sizeof b));
+      return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s", i,
+                            shape_str(&v->shape, a, sizeof a), j,
+                            shape_str(&reg_infer_in(c, "X", j)->shape, b, sizeof b));
     }
-    t = infer_promote(t, v->dtype);
+    t = reg_infer_promote(t, v->dtype);
     if (s.rank < 0) {
       s = v->shape;
       continue;
@@ -200,7 +200,7 @@ static bool infer_add_n(InferCtx *c) {
     for (int k = 0; k < s.rank && v->shape.rank >= 0; k++)
       if (s.d[k].n < 0 && (v->shape.d[k].n >= 0 || !s.d[k].sym)) s.d[k] = v->shape.d[k];
   }
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -271,33 +271,33 @@ static void convert(Tensor *out, const Tensor *in) {
 }
 
 static int k_zeros(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   /* 0.0f, 0 and false are all zero bytes */
   if (out->numel) memset(out->data, 0, (size_t)out->numel * dtype_size(out->dtype));
   return 0;
 }
 
 static int k_ones(ExecCtx *c) {
-  fill_value(ctx_out(c, 0), 1);
+  fill_value(exec_ctx_out(c, 0), 1);
   return 0;
 }
 
 /* An i64 fill reads `value` as an integer: exact when it is an ATTR_I64. */
 static int k_full(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   if (out->dtype != DT_I64) {
-    fill_value(out, ctx_attr_f(c, "value"));
+    fill_value(out, exec_ctx_attr_f(c, "value"));
     return 0;
   }
-  int64_t *o = tensor_i64(out), x = ctx_attr_i(c, "value");
+  int64_t *o = tensor_i64(out), x = exec_ctx_attr_i(c, "value");
   for (int64_t i = 0; i < out->numel; i++) o[i] = x;
   return 0;
 }
 
 /* Value i is start + i * step, computed in double then converted. */
 static int k_arange(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
-  double start = ctx_attr_f(c, "start"), step = ctx_attr_f(c, "step");
+  Tensor *out = exec_ctx_out(c, 0);
+  double start = exec_ctx_attr_f(c, "start"), step = exec_ctx_attr_f(c, "step");
   int64_t n = out->numel;
   if (out->dtype == DT_F32) {
     float *o = tensor_f32(out);
@@ -315,8 +315,8 @@ static int k_arange(ExecCtx *c) {
  * own seeded afresh at every call, so the op gives the same values each
  * time it runs. */
 static Rng *op_rng(ExecCtx *c, Rng *own) {
-  int64_t seed = ctx_attr_i(c, "seed");
-  if (seed == 0) return ctx_rng(c);
+  int64_t seed = exec_ctx_attr_i(c, "seed");
+  if (seed == 0) return exec_ctx_rng(c);
   rng_seed(own, (uint64_t)seed);
   return own;
 }
@@ -324,10 +324,10 @@ static Rng *op_rng(ExecCtx *c, Rng *own) {
 /* Uniform in [min, max): a draw that rounds up to max in f32 is moved just
  * below it. */
 static int k_uniform_random(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   Rng own, *r = op_rng(c, &own);
-  double lo = ctx_attr_f(c, "min"), span = ctx_attr_f(c, "max") - lo;
-  float hi = (float)ctx_attr_f(c, "max"), below = nextafterf(hi, -INFINITY);
+  double lo = exec_ctx_attr_f(c, "min"), span = exec_ctx_attr_f(c, "max") - lo;
+  float hi = (float)exec_ctx_attr_f(c, "max"), below = nextafterf(hi, -INFINITY);
   if (out->dtype == DT_F64) {
     /* the f32 draws, widened: --dtype f64 starts from the f32 run's values */
     for (int64_t i = 0; i < out->numel; i++) {
@@ -345,9 +345,9 @@ static int k_uniform_random(ExecCtx *c) {
 }
 
 static int k_gaussian_random(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   Rng own, *r = op_rng(c, &own);
-  double mean = ctx_attr_f(c, "mean"), std = ctx_attr_f(c, "std");
+  double mean = exec_ctx_attr_f(c, "mean"), std = exec_ctx_attr_f(c, "std");
   if (out->dtype == DT_F64) {
     for (int64_t i = 0; i < out->numel; i++) tensor_f64(out)[i] = (float)(mean + std * rng_normal(r));   /* as uniform */
     return 0;
@@ -358,10 +358,10 @@ static int k_gaussian_random(ExecCtx *c) {
 }
 
 static int k_assign_value(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
-  const AttrValue *v = ctx_attr(c, "values");
+  Tensor *out = exec_ctx_out(c, 0);
+  const AttrValue *v = exec_ctx_attr(c, "values");
   if (!v || (v->type != ATTR_FLOATS && v->type != ATTR_I64S) || v->n != out->numel)
-    return ctx_fail(c, "internal error: values do not fit the shape");
+    return exec_ctx_fail(c, "internal error: values do not fit the shape");
   int64_t n = out->numel;
   if (v->type == ATTR_I64S) {   /* exact integers (past 2^53) */
     Tensor in = {.dtype = DT_I64, .numel = n, .data = v->u.ints};
@@ -385,8 +385,8 @@ static int k_ones_like(ExecCtx *c) { return k_ones(c); }
  * storage would let a later in-place update of X (an optimizer step on a
  * parameter) change a value already computed. */
 static int k_assign(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  if (x->numel != out->numel) return ctx_fail(c, "internal error: X and Out differ in size");
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  if (x->numel != out->numel) return exec_ctx_fail(c, "internal error: X and Out differ in size");
   convert(out, x);
   return 0;
 }
@@ -394,21 +394,21 @@ static int k_assign(ExecCtx *c) {
 /* share: Out = X, the same storage.  A rewrite puts it in place of an
  * assign when nothing writes X or Out in place (rewrite.c). */
 static int k_share(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0);
-  ctx_set_out(c, 0, 0, tensor_view(x, x->rank, x->shape));
+  Tensor *x = exec_ctx_in(c, 0);
+  exec_ctx_set_out(c, 0, 0, tensor_view(x, x->rank, x->shape));
   return 0;
 }
 
 /* Out = X[0] + X[1] + ..., each read converted to Out's dtype. */
 static int k_add_n(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   int64_t n = out->numel;
-  for (int k = 0; k < ctx_in_count(c, 0); k++) {
-    Tensor *in = ctx_in_at(c, 0, k);
+  for (int k = 0; k < exec_ctx_in_count(c, 0); k++) {
+    Tensor *in = exec_ctx_in_at(c, 0, k);
     if (in->numel != n) {
       char a[128], b[128];
-      return ctx_fail(c, "X[%d] has shape %s but Out has shape %s", k,
-                      tensor_shape_str(in, a, sizeof a), tensor_shape_str(out, b, sizeof b));
+      return exec_ctx_fail(c, "X[%d] has shape %s but Out has shape %s", k,
+                           tensor_shape_str(in, a, sizeof a), tensor_shape_str(out, b, sizeof b));
     }
     if (k == 0) {
       convert(out, in);
@@ -424,8 +424,8 @@ static int k_add_n(ExecCtx *c) {
     case DT_F32 * 3 + DT_BOOL: CONVERT(float, uint8_t, o[i] + (float)x[i]); break;
     case DT_I64 * 3 + DT_I64: CONVERT(int64_t, int64_t, (uint64_t)o[i] + (uint64_t)x[i]); break;
     case DT_I64 * 3 + DT_BOOL: CONVERT(int64_t, uint8_t, (uint64_t)o[i] + x[i]); break;
-    default: return ctx_fail(c, "internal error: cannot add %s into %s", dtype_name(in->dtype),
-                             dtype_name(out->dtype));
+    default: return exec_ctx_fail(c, "internal error: cannot add %s into %s", dtype_name(in->dtype),
+                                  dtype_name(out->dtype));
     }
   }
   return 0;
@@ -434,16 +434,16 @@ static int k_add_n(ExecCtx *c) {
 /* Like Python's print(a, b): the values separated by spaces, then a
  * newline; a non-empty message comes first. */
 static int k_print(ExecCtx *c) {
-  FILE *f = ctx_stream(c);
-  const AttrValue *m = ctx_attr(c, "message");
+  FILE *f = exec_ctx_stream(c);
+  const AttrValue *m = exec_ctx_attr(c, "message");
   bool sep = false;
   if (m && m->type == ATTR_STRING && m->u.s && m->u.s[0]) {
     fputs(m->u.s, f);
     sep = true;
   }
-  for (int k = 0; k < ctx_in_count(c, 0); k++) {
+  for (int k = 0; k < exec_ctx_in_count(c, 0); k++) {
     if (sep) fputc(' ', f);
-    print_write(f, ctx_in_at(c, 0, k), ctx_precision(c));
+    print_write(f, exec_ctx_in_at(c, 0, k), exec_ctx_precision(c));
     sep = true;
   }
   fputc('\n', f);

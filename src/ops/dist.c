@@ -21,27 +21,27 @@
 #include <string.h>
 
 static bool infer_allreduce(InferCtx *c) {
-  for (int k = 0; k < infer_count(c, "X"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    infer_set(c, "Out", k, DT_F32, &x->shape);
+  for (int k = 0; k < reg_infer_count(c, "X"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (x->dtype != DT_F32) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    reg_infer_set(c, "Out", k, DT_F32, &x->shape);
   }
-  const VarDesc *w = infer_in(c, "Weight", 0);
-  if (!w) return infer_fail(c, "input Weight is missing");
-  return infer_need_float(c, "Weight", w);
+  const VarDesc *w = reg_infer_in(c, "Weight", 0);
+  if (!w) return reg_infer_fail(c, "input Weight is missing");
+  return reg_infer_need_float(c, "Weight", w);
 }
 
 /* The bucket's gradients, scaled, as one vector summed over the ranks and
  * written back in place (a bucket of one is summed where it is). */
 static int k_allreduce(ExecCtx *c) {
-  int n = ctx_in_count(c, 0);
-  float w = (float)tensor_get(ctx_in(c, 1), 0);
+  int n = exec_ctx_in_count(c, 0);
+  float w = (float)tensor_get(exec_ctx_in(c, 1), 0);
   int64_t total = 0;
-  for (int k = 0; k < n; k++) total += ctx_in_at(c, 0, k)->numel;
-  float *buf = n == 1 ? tensor_f32(ctx_in_at(c, 0, 0)) : mem_alloc(NULL, sizeof *buf * (size_t)(total ? total : 1));
+  for (int k = 0; k < n; k++) total += exec_ctx_in_at(c, 0, k)->numel;
+  float *buf = n == 1 ? tensor_f32(exec_ctx_in_at(c, 0, 0)) : mem_alloc(NULL, sizeof *buf * (size_t)(total ? total : 1));
   int64_t at = 0;
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     const float *v = tensor_f32(x);
     for (int64_t i = 0; i < x->numel; i++) buf[at + i] = v[i] * w;
     at += x->numel;
@@ -49,10 +49,10 @@ static int k_allreduce(ExecCtx *c) {
   dist_sum_f32(buf, total);
   at = 0;
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     if (n > 1) memcpy(tensor_f32(x), buf + at, sizeof *buf * (size_t)x->numel);
     at += x->numel;
-    ctx_set_out(c, 0, k, tensor_ref(x));
+    exec_ctx_set_out(c, 0, k, tensor_ref(x));
   }
   if (n > 1) mem_free(buf);
   return 0;
@@ -61,14 +61,14 @@ static int k_allreduce(ExecCtx *c) {
 /* The bucket's gradients times Weight, in order, in a new vector of
  * *total floats. */
 static float *pack(ExecCtx *c, int64_t *total) {
-  int n = ctx_in_count(c, 0);
-  float w = (float)tensor_get(ctx_in(c, 1), 0);
+  int n = exec_ctx_in_count(c, 0);
+  float w = (float)tensor_get(exec_ctx_in(c, 1), 0);
   *total = 0;
-  for (int k = 0; k < n; k++) *total += ctx_in_at(c, 0, k)->numel;
+  for (int k = 0; k < n; k++) *total += exec_ctx_in_at(c, 0, k)->numel;
   float *buf = mem_alloc(NULL, sizeof *buf * (size_t)(*total ? *total : 1));
   int64_t at = 0;
   for (int k = 0; k < n; k++) {
-    const Tensor *x = ctx_in_at(c, 0, k);
+    const Tensor *x = exec_ctx_in_at(c, 0, k);
     const float *v = tensor_f32(x);
     for (int64_t i = 0; i < x->numel; i++) buf[at + i] = v[i] * w;
     at += x->numel;
@@ -77,45 +77,45 @@ static float *pack(ExecCtx *c, int64_t *total) {
 }
 
 static bool infer_allreduce_start(InferCtx *c) {
-  for (int k = 0; k < infer_count(c, "X"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+  for (int k = 0; k < reg_infer_count(c, "X"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (x->dtype != DT_F32) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
   }
-  const VarDesc *w = infer_in(c, "Weight", 0);
-  if (!w) return infer_fail(c, "input Weight is missing");
+  const VarDesc *w = reg_infer_in(c, "Weight", 0);
+  if (!w) return reg_infer_fail(c, "input Weight is missing");
   Shape s = shape_scalar();
-  infer_set(c, "Handle", 0, DT_I64, &s);
-  return infer_need_float(c, "Weight", w);
+  reg_infer_set(c, "Handle", 0, DT_I64, &s);
+  return reg_infer_need_float(c, "Weight", w);
 }
 
 static int k_allreduce_start(ExecCtx *c) {
   int64_t total;
   float *buf = pack(c, &total);
-  ctx_set_out(c, 0, 0, tensor_scalar_i64(dist_sum_start(buf, total)));
+  exec_ctx_set_out(c, 0, 0, tensor_scalar_i64(dist_sum_start(buf, total)));
   return 0;
 }
 
 static bool infer_allreduce_wait(InferCtx *c) {
-  for (int k = 0; k < infer_count(c, "X"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (x->dtype != DT_F32) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    infer_set(c, "Out", k, DT_F32, &x->shape);
+  for (int k = 0; k < reg_infer_count(c, "X"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (x->dtype != DT_F32) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    reg_infer_set(c, "Out", k, DT_F32, &x->shape);
   }
-  const VarDesc *h = infer_in(c, "Handle", 0);
-  if (!h || h->dtype != DT_I64) return infer_fail(c, "input Handle must be allreduce_start's i64");
+  const VarDesc *h = reg_infer_in(c, "Handle", 0);
+  if (!h || h->dtype != DT_I64) return reg_infer_fail(c, "input Handle must be allreduce_start's i64");
   return true;
 }
 
 /* The sum allreduce_start started, written into the bucket's gradients. */
 static int k_allreduce_wait(ExecCtx *c) {
-  float *buf = dist_sum_finish((int64_t)tensor_get(ctx_in(c, 1), 0));
-  if (!buf) return ctx_fail(c, "internal error: no allreduce_start for this Handle is in flight");
+  float *buf = dist_sum_finish((int64_t)tensor_get(exec_ctx_in(c, 1), 0));
+  if (!buf) return exec_ctx_fail(c, "internal error: no allreduce_start for this Handle is in flight");
   int64_t at = 0;
-  for (int k = 0; k < ctx_in_count(c, 0); k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+  for (int k = 0; k < exec_ctx_in_count(c, 0); k++) {
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     memcpy(tensor_f32(x), buf + at, sizeof *buf * (size_t)x->numel);
     at += x->numel;
-    ctx_set_out(c, 0, k, tensor_ref(x));
+    exec_ctx_set_out(c, 0, k, tensor_ref(x));
   }
   mem_free(buf);
   return 0;

@@ -14,31 +14,31 @@
 
 /* Binary arithmetic: broadcast shapes, promote dtypes. */
 static bool infer_binary(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
   Shape s;
-  if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
-  infer_set(c, "Out", 0, infer_promote(x->dtype, y->dtype), &s);
+  if (!reg_infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
+  reg_infer_set(c, "Out", 0, reg_infer_promote(x->dtype, y->dtype), &s);
   return true;
 }
 
 /* Unary ops that keep the input's shape and dtype. */
 static bool infer_same(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  reg_infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
   return true;
 }
 
 /* Unary ops whose result is always real (exp, log, tanh, ...). */
 static bool infer_float(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  infer_set(c, "Out", 0, x->dtype == DT_F64 ? DT_F64 : DT_F32, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  reg_infer_set(c, "Out", 0, x->dtype == DT_F64 ? DT_F64 : DT_F32, &x->shape);
   return true;
 }
 
 static bool infer_clip(InferCtx *c) {
-  if (infer_attr_f(c, "min") > infer_attr_f(c, "max"))
-    return infer_fail(c, "min (%g) is greater than max (%g)", infer_attr_f(c, "min"),
-                      infer_attr_f(c, "max"));
+  if (reg_infer_attr_f(c, "min") > reg_infer_attr_f(c, "max"))
+    return reg_infer_fail(c, "min (%g) is greater than max (%g)", reg_infer_attr_f(c, "min"),
+                          reg_infer_attr_f(c, "max"));
   return infer_same(c);
 }
 
@@ -159,7 +159,7 @@ BINARY_F64(maximum, max_f64(a, b))
 BINARY_F64(minimum, min_f64(a, b))
 
 static int binary_run(ExecCtx *c, const BinaryTable loops, const BinaryTable64 loops64) {
-  Tensor *x = ctx_in(c, 0), *y = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *y = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   BinaryLoop f = out->dtype <= DT_I64 && x->dtype <= DT_BOOL && y->dtype <= DT_BOOL
                      ? loops[out->dtype][x->dtype][y->dtype]
                      : NULL;
@@ -201,14 +201,14 @@ static int k_minimum(ExecCtx *c) { return binary_run(c, minimum_loops, minimum_l
 /* Every Y element is some output's divisor once the output is not empty,
  * so checking Y itself finds every zero divisor. */
 static int k_div(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_I64 && ctx_out(c, 0)->numel && int_any_zero(ctx_in(c, 1)))
-    return ctx_fail(c, "integer division by zero");
+  if (exec_ctx_out(c, 0)->dtype == DT_I64 && exec_ctx_out(c, 0)->numel && int_any_zero(exec_ctx_in(c, 1)))
+    return exec_ctx_fail(c, "integer division by zero");
   return binary_run(c, div_loops, div_loops64);
 }
 
 static int k_pow(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_I64 && ctx_out(c, 0)->numel && int_any_below(ctx_in(c, 1), 0))
-    return ctx_fail(c, "an integer to a negative integer power; make the base a float (2.0 ** -1)");
+  if (exec_ctx_out(c, 0)->dtype == DT_I64 && exec_ctx_out(c, 0)->numel && int_any_below(exec_ctx_in(c, 1), 0))
+    return exec_ctx_fail(c, "an integer to a negative integer power; make the base a float (2.0 ** -1)");
   return binary_run(c, pow_loops, pow_loops64);
 }
 
@@ -310,12 +310,12 @@ static void unary_slice(void *arg, int64_t k) {
 }
 
 static int unary_run(ExecCtx *c, const UnaryTable loops, UnaryLoop loop64, const UnaryArgs *p) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   UnaryLoop f = out->dtype <= DT_BOOL && x->dtype <= DT_BOOL ? loops[out->dtype][x->dtype] : NULL;
   if (out->dtype == DT_F64 && x->dtype == DT_F64) f = loop64;
   if (!f || x->numel != out->numel)
-    return ctx_fail(c, "internal error: no loop for %s X giving %s", dtype_name(x->dtype),
-                    dtype_name(out->dtype));
+    return exec_ctx_fail(c, "internal error: no loop for %s X giving %s", dtype_name(x->dtype),
+                         dtype_name(out->dtype));
   /* in slices over the threads (src/par.h): each element alone; a small
    * tensor never reaches the parallel construct, which costs even when it
    * runs on one thread */
@@ -346,7 +346,7 @@ UNARY_OPS_WITH_GRAD(UNARY_KERNEL)
 
 /* The f32 attributes A and B (each if named) of a unary op or its grad. */
 static UnaryArgs float_args(ExecCtx *c, const char *a, const char *b) {
-  double da = a ? ctx_attr_f(c, a) : 0, db = b ? ctx_attr_f(c, b) : 0;
+  double da = a ? exec_ctx_attr_f(c, a) : 0, db = b ? exec_ctx_attr_f(c, b) : 0;
   UnaryArgs p = {.f = {(f32)da, (f32)db}, .d = {da, db}};
   return p;
 }
@@ -377,7 +377,7 @@ static i64 int_bound(double v, bool lower) {
 
 /* NumPy's clip: min(max(X, min), max); NaN stays NaN. */
 static int k_clip(ExecCtx *c) {
-  double lo = ctx_attr_f(c, "min"), hi = ctx_attr_f(c, "max");
+  double lo = exec_ctx_attr_f(c, "min"), hi = exec_ctx_attr_f(c, "max");
   UnaryArgs p = {.f = {(f32)lo, (f32)hi}, .i = {int_bound(lo, true), int_bound(hi, false)}, .d = {lo, hi}};
   return unary_run(c, clip_loops, clip_dd, &p);
 }
@@ -511,10 +511,10 @@ UNARY_GRAD(scale, emit_scale(g, DOUT, dx, *bwd_op_attr(g, "scale")))
 static bool infer_grad_like(InferCtx *c) {
   static const char *const pairs[][2] = {{"X@GRAD", "X"}, {"Y@GRAD", "Y"}};
   for (int k = 0; k < 2; k++) {
-    if (!infer_out_count(c, pairs[k][0])) continue;
-    const VarDesc *v = infer_in(c, pairs[k][1], 0);
-    if (!v) return infer_fail(c, "input %s is missing", pairs[k][1]);
-    infer_set(c, pairs[k][0], 0, DT_F32, &v->shape);
+    if (!reg_infer_out_count(c, pairs[k][0])) continue;
+    const VarDesc *v = reg_infer_in(c, pairs[k][1], 0);
+    if (!v) return reg_infer_fail(c, "input %s is missing", pairs[k][1]);
+    reg_infer_set(c, pairs[k][0], 0, DT_F32, &v->shape);
   }
   return true;
 }
@@ -522,9 +522,9 @@ static bool infer_grad_like(InferCtx *c) {
 /* A unary grad op's X@GRAD: the shape of its one forward input (X or Out,
  * which have the same shape). */
 static bool infer_unary_grad(InferCtx *c) {
-  const VarDesc *v = infer_in(c, c->proto->in[0].name, 0);
-  if (!v) return infer_fail(c, "input %s is missing", c->proto->in[0].name);
-  infer_set(c, "X@GRAD", 0, DT_F32, &v->shape);
+  const VarDesc *v = reg_infer_in(c, c->proto->in[0].name, 0);
+  if (!v) return reg_infer_fail(c, "input %s is missing", c->proto->in[0].name);
+  reg_infer_set(c, "X@GRAD", 0, DT_F32, &v->shape);
   return true;
 }
 
@@ -568,7 +568,7 @@ static void unary_grad_slice(void *arg, int64_t k) {
 static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, UnaryGradLoop64 fd, const char *a, const char *b) {
   UnaryArgs args = float_args(c, a, b);
   const UnaryArgs *p = &args;
-  Tensor *v = ctx_in(c, 0), *d = ctx_in(c, 1), *gx = ctx_out(c, 0);
+  Tensor *v = exec_ctx_in(c, 0), *d = exec_ctx_in(c, 1), *gx = exec_ctx_out(c, 0);
   if (!gx) return 0;
   if (gx->dtype == DT_F64 && v->dtype == DT_F64 && d->dtype == DT_F64 && v->numel == gx->numel &&
       d->numel == gx->numel) {
@@ -576,7 +576,7 @@ static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, UnaryGradLoop64 fd, const
     return 0;
   }
   if (v->dtype != DT_F32 || d->dtype != DT_F32 || v->numel != gx->numel || d->numel != gx->numel)
-    return ctx_fail(c, "internal error: the forward value and Out@GRAD must be f32 of X's size");
+    return exec_ctx_fail(c, "internal error: the forward value and Out@GRAD must be f32 of X's size");
   int64_t n = gx->numel, slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
   if (slices <= 1) {
     f(n, tensor_f32(gx), tensor_f32(v), tensor_f32(d), p);
@@ -696,7 +696,7 @@ static int binary_grad_run64(ExecCtx *c, BinaryGradLoop64 f, Tensor **in, Tensor
   Bcast bc;
   int64_t n;
   if (!bcast_flat_init(&bc, in[0], in[1], out->numel, &n) || n != out->numel)
-    return ctx_fail(c, "internal error: X and Y do not broadcast to Out");
+    return exec_ctx_fail(c, "internal error: X and Y do not broadcast to Out");
   Tensor *v[4] = {tensor_cast(in[0], DT_F64), tensor_cast(in[1], DT_F64), tensor_cast(out, DT_F64),
                   tensor_cast(dout, DT_F64)};
   f(&bc, g[0] ? tensor_f64(g[0]) : NULL, g[1] ? tensor_f64(g[1]) : NULL, tensor_f64(v[0]), tensor_f64(v[1]),
@@ -706,20 +706,20 @@ static int binary_grad_run64(ExecCtx *c, BinaryGradLoop64 f, Tensor **in, Tensor
 }
 
 static int binary_grad_run(ExecCtx *c, BinaryGradLoop f, BinaryGradLoop64 fd) {
-  Tensor *in[2] = {ctx_in(c, 0), ctx_in(c, 1)}, *out = ctx_in(c, 2), *dout = ctx_in(c, 3);
-  Tensor *g[2] = {ctx_out(c, 0), ctx_out(c, 1)};
+  Tensor *in[2] = {exec_ctx_in(c, 0), exec_ctx_in(c, 1)}, *out = exec_ctx_in(c, 2), *dout = exec_ctx_in(c, 3);
+  Tensor *g[2] = {exec_ctx_out(c, 0), exec_ctx_out(c, 1)};
   for (int k = 0; k < 2; k++)
     if (g[k] && g[k]->numel) memset(g[k]->data, 0, dtype_size(g[k]->dtype) * (size_t)g[k]->numel);
   if ((!g[0] && !g[1]) || out->numel == 0) return 0;
   if ((!g[0] || g[0]->dtype == DT_F64) && (!g[1] || g[1]->dtype == DT_F64) && out->dtype == DT_F64)
     return binary_grad_run64(c, fd, in, out, dout, g);
   if (out->dtype != DT_F32 || dout->dtype != DT_F32 || dout->numel != out->numel)
-    return ctx_fail(c, "internal error: Out and Out@GRAD must be f32 of one size");
+    return exec_ctx_fail(c, "internal error: Out and Out@GRAD must be f32 of one size");
   Bcast bc;
   int64_t n;
   if (!bcast_flat_init(&bc, in[0], in[1], out->numel, &n))
-    return ctx_fail(c, "internal error: X and Y do not broadcast");
-  if (n != out->numel) return ctx_fail(c, "internal error: X and Y do not broadcast to Out");
+    return exec_ctx_fail(c, "internal error: X and Y do not broadcast");
+  if (n != out->numel) return exec_ctx_fail(c, "internal error: X and Y do not broadcast to Out");
   /* An operand with no gradient may be an integer (x ** 2): read it as f32. */
   Tensor *v[2];
   for (int k = 0; k < 2; k++)

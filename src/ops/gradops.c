@@ -10,8 +10,8 @@
 #include <string.h>
 
 static bool infer_like(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *like = infer_in(c, "Like", 0);
-  infer_set(c, "Out", 0, x->dtype, &like->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0), *like = reg_infer_in(c, "Like", 0);
+  reg_infer_set(c, "Out", 0, x->dtype, &like->shape);
   return true;
 }
 
@@ -37,19 +37,19 @@ static int sum_like64(ExecCtx *c, const Tensor *x, Tensor *out) {
 
 /* Out = X summed over the dimensions where Like was broadcast to X. */
 static int k_sum_like(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *like = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *like = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   if (x->dtype == DT_F64) return sum_like64(c, x, out);
-  if (x->dtype != DT_F32) return ctx_fail(c, "X must be f32");
+  if (x->dtype != DT_F32) return exec_ctx_fail(c, "X must be f32");
   int r = x->rank, lr = like->rank;
-  if (lr > r) return ctx_fail(c, "Like has more dimensions than X");
+  if (lr > r) return exec_ctx_fail(c, "Like has more dimensions than X");
   int64_t lshape[SHAPE_MAX_RANK];
   for (int i = 0; i < r; i++) {
     int li = i - (r - lr);
     lshape[i] = li >= 0 ? like->shape[li] : 1;
     if (lshape[i] != 1 && lshape[i] != x->shape[i]) {
       char a[128], b[128];
-      return ctx_fail(c, "X of shape %s does not reduce to Like's shape %s", tensor_shape_str(x, a, sizeof a),
-                      tensor_shape_str(like, b, sizeof b));
+      return exec_ctx_fail(c, "X of shape %s does not reduce to Like's shape %s", tensor_shape_str(x, a, sizeof a),
+                           tensor_shape_str(like, b, sizeof b));
     }
   }
   float *o = tensor_f32(out);
@@ -84,13 +84,13 @@ static int k_sum_like(ExecCtx *c) {
 
 /* Out = X viewed with Like's shape. */
 static int k_reshape_like(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *like = ctx_in(c, 1);
+  Tensor *x = exec_ctx_in(c, 0), *like = exec_ctx_in(c, 1);
   if (x->numel != like->numel) {
     char a[128], b[128];
-    return ctx_fail(c, "X of shape %s does not fit Like's shape %s", tensor_shape_str(x, a, sizeof a),
-                    tensor_shape_str(like, b, sizeof b));
+    return exec_ctx_fail(c, "X of shape %s does not fit Like's shape %s", tensor_shape_str(x, a, sizeof a),
+                         tensor_shape_str(like, b, sizeof b));
   }
-  ctx_set_out(c, 0, 0, tensor_view(x, like->rank, like->shape));
+  exec_ctx_set_out(c, 0, 0, tensor_view(x, like->rank, like->shape));
   return 0;
 }
 

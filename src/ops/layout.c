@@ -31,57 +31,48 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
 /* stack: every X has one shape; Out has a new dimension of size n at axis,
  * which counts among Out's dimensions (-1 is a new last axis). */
 static bool infer_stack(InferCtx *c) {
-  int n = infer_count(c, "X");
-  if (n == 0) return infer_fail(c, "X must hold at least one tensor");
-  const VarDesc *ref = NULL;   /* the first input of known rank */
-  int iref = -1;
-  DType t = DT_UNKNOWN;
-  for (int i = 0; i < n; i++) {
-    const VarDesc *v = infer_in(c, "X", i);
-    if (!v) return infer_fail(c, "input X[%d] is missing", i);
-    t = i == 0 || v->dtype == t ? v->dtype : infer_promote(t, v->dtype);
-    if (!ref && v->shape.rank >= 0) {
-      ref = v;
-      iref = i;
-    }
-  }
-  if (!ref) {
+  int n = reg_infer_count(c, "X"), iref;   /* iref: the first input of known rank */
+  DType t;
+  bool all_ranked;
+  if (!reg_infer_list(c, "X", &t, &iref, &all_ranked)) return false;
+  if (iref < 0) {
     Shape u = shape_unknown();
-    infer_set(c, "Out", 0, t, &u);
+    reg_infer_set(c, "Out", 0, t, &u);
     return true;
   }
+  const VarDesc *ref = reg_infer_in(c, "X", iref);
   Shape s = ref->shape;
   char sa[128], sb[128];
   for (int i = 0; i < n; i++) {
-    const Shape *vs = &infer_in(c, "X", i)->shape;
+    const Shape *vs = &reg_infer_in(c, "X", i)->shape;
     if (vs->rank < 0) continue;
     bool clash = vs->rank != s.rank;
     for (int k = 0; k < s.rank && !clash; k++) clash = dims_clash(vs->d[k], s.d[k]);
     if (clash)
-      return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: stack needs equal shapes", i,
-                        shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
+      return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: stack needs equal shapes", i,
+                            shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) s.d[k] = dim_merge(s.d[k], vs->d[k]);
   }
   if (s.rank >= SHAPE_MAX_RANK)
-    return infer_fail(c, "stacking X of shape %s would give rank %d; at most %d", shape_str(&s, sa, sizeof sa),
-                      s.rank + 1, SHAPE_MAX_RANK);
-  int64_t a = infer_attr_i(c, "axis"), r = s.rank + 1, k = a < 0 ? a + r : a;
+    return reg_infer_fail(c, "stacking X of shape %s would give rank %d; at most %d", shape_str(&s, sa, sizeof sa),
+                          s.rank + 1, SHAPE_MAX_RANK);
+  int64_t a = reg_infer_attr_i(c, "axis"), r = s.rank + 1, k = a < 0 ? a + r : a;
   if (k < 0 || k >= r)
-    return infer_fail(c, "axis %lld is out of range for stacking X of shape %s (from %lld to %lld)",
-                      (long long)a, shape_str(&s, sa, sizeof sa), (long long)-r, (long long)(r - 1));
+    return reg_infer_fail(c, "axis %lld is out of range for stacking X of shape %s (from %lld to %lld)",
+                          (long long)a, shape_str(&s, sa, sizeof sa), (long long)-r, (long long)(r - 1));
   for (int i = s.rank; i > k; i--) s.d[i] = s.d[i - 1];
   s.d[k] = dim_n(n);
   s.rank++;
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
 /* Out viewed as [outer, n, inner] around axis: X[j] is the layer j of it,
  * one contiguous chunk of inner elements per outer index. */
 static int k_stack(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
-  int n = ctx_in_count(c, 0);
-  int64_t a = ctx_attr_i(c, "axis");
+  Tensor *out = exec_ctx_out(c, 0);
+  int n = exec_ctx_in_count(c, 0);
+  int64_t a = exec_ctx_attr_i(c, "axis");
   int axis = (int)(a < 0 ? a + out->rank : a);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < out->rank; i++) {
@@ -91,10 +82,10 @@ static int k_stack(ExecCtx *c) {
   size_t es = dtype_size(out->dtype), chunk = (size_t)inner * es;
   char *od = out->data;
   for (int j = 0; j < n; j++) {
-    Tensor *x = tensor_cast(ctx_in_at(c, 0, j), out->dtype);   /* inference promoted */
+    Tensor *x = tensor_cast(exec_ctx_in_at(c, 0, j), out->dtype);   /* inference promoted */
     if (x->numel != outer * inner) {
       tensor_unref(x);
-      return ctx_fail(c, "internal error: X[%d] does not fill a layer of Out", j);
+      return exec_ctx_fail(c, "internal error: X[%d] does not fill a layer of Out", j);
     }
     const char *xd = x->data;
     for (int64_t o = 0; o < outer; o++)
@@ -132,31 +123,31 @@ static int g_stack(GradCtx *g) {
 /* pad: paddings holds (before, after) for every axis of X, first axis
  * first; a negative one crops.  Each padded size must stay >= 0. */
 static bool infer_pad(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  const AttrValue *p = infer_attr(c, "paddings");
+  const VarDesc *x = reg_infer_input(c, "X");
+  const AttrValue *p = reg_infer_attr(c, "paddings");
   if (!x) return false;
-  if (!p || p->type != ATTR_INTS) return infer_fail(c, "attribute 'paddings' must be an int list");
+  if (!p || p->type != ATTR_INTS) return reg_infer_fail(c, "attribute 'paddings' must be an int list");
   const Shape *xs = &x->shape;
   Shape s = *xs;
   char buf[128];
   if (xs->rank >= 0 && p->n != 2 * xs->rank)
-    return infer_fail(c, "paddings has %d entries but X (shape %s) needs %d: a (before, after) pair per axis",
-                      p->n, shape_str(xs, buf, sizeof buf), 2 * xs->rank);
+    return reg_infer_fail(c, "paddings has %d entries but X (shape %s) needs %d: a (before, after) pair per axis",
+                          p->n, shape_str(xs, buf, sizeof buf), 2 * xs->rank);
   for (int k = 0; k < xs->rank; k++) {
     int64_t b = p->u.ints[2 * k], e = p->u.ints[2 * k + 1];
     if (b < -(INT64_MAX / 4) || b > INT64_MAX / 4 || e < -(INT64_MAX / 4) || e > INT64_MAX / 4)
-      return infer_fail(c, "paddings of axis %d (%lld, %lld) are too large", k, (long long)b, (long long)e);
+      return reg_infer_fail(c, "paddings of axis %d (%lld, %lld) are too large", k, (long long)b, (long long)e);
     Dim d = xs->d[k];
     if (dim_known(d)) {
       if (d.n + b + e < 0)
-        return infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) leaves %lld elements", k,
-                          shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)(d.n + b + e));
+        return reg_infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) leaves %lld elements", k,
+                              shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)(d.n + b + e));
       s.d[k] = dim_n(d.n + b + e);
     } else if (b + e != 0) {
       s.d[k] = dim_unknown();
     }
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
@@ -196,8 +187,8 @@ static void pad_value(DType t, double v, void *out) {
  * in the padding is all value; the others are value, a run of X's row
  * (memcpy), value. */
 static int k_pad(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  const int64_t *p = ctx_attr(c, "paddings")->u.ints;
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  const int64_t *p = exec_ctx_attr(c, "paddings")->u.ints;
   size_t es = dtype_size(out->dtype);
   const char *xd = x->data;
   char *od = out->data, val[8];
@@ -207,7 +198,7 @@ static int k_pad(ExecCtx *c) {
     memcpy(od, xd, es);
     return 0;
   }
-  pad_value(out->dtype, ctx_attr_f(c, "value"), val);
+  pad_value(out->dtype, exec_ctx_attr_f(c, "value"), val);
   int64_t xst[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK] = {0};
   strides_of(x, xst);
   int64_t ow = out->shape[r - 1], b = p[2 * (r - 1)];
@@ -259,24 +250,24 @@ static int g_pad(GradCtx *g) {
 
 /* X has rank 2 or more; Out is like X. */
 static bool infer_tri(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
   if (x->shape.rank >= 0 && x->shape.rank < 2) {
     char buf[128];
-    return infer_fail(c, "X has shape %s; %s needs rank 2 or more", shape_str(&x->shape, buf, sizeof buf),
-                      c->proto->type);
+    return reg_infer_fail(c, "X has shape %s; %s needs rank 2 or more", shape_str(&x->shape, buf, sizeof buf),
+                          c->proto->type);
   }
-  infer_set(c, "Out", 0, x->dtype, &x->shape);
+  reg_infer_set(c, "Out", 0, x->dtype, &x->shape);
   return true;
 }
 
 /* Row i of each matrix keeps columns j with j - i <= diagonal (tril) or
  * j - i >= diagonal (triu): one run copied, zeros around it. */
 static int tri_run(ExecCtx *c, bool lower) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   if (out->numel == 0) return 0;
   int64_t nr = out->shape[out->rank - 2], nc = out->shape[out->rank - 1];
-  int64_t d = clamp64(ctx_attr_i(c, "diagonal"), -nr - 1, nc + 1);
+  int64_t d = clamp64(exec_ctx_attr_i(c, "diagonal"), -nr - 1, nc + 1);
   size_t es = dtype_size(out->dtype);
   const char *xd = x->data;
   char *od = out->data;

@@ -14,20 +14,20 @@
 #include <string.h>
 
 static bool infer_matmul(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
-  if (!x || !y) return infer_fail(c, "needs both X and Y");
-  DType t = infer_promote(x->dtype, y->dtype);
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
+  if (!x || !y) return reg_infer_fail(c, "needs both X and Y");
+  DType t = reg_infer_promote(x->dtype, y->dtype);
   char a[128], b[128];
   if (x->shape.rank == 0 || y->shape.rank == 0)
-    return infer_fail(c, "%s must have at least one dimension, got a scalar",
-                      x->shape.rank == 0 ? "X" : "Y");
+    return reg_infer_fail(c, "%s must have at least one dimension, got a scalar",
+                          x->shape.rank == 0 ? "X" : "Y");
   if (x->shape.rank < 0 || y->shape.rank < 0) {
     Shape u = shape_unknown();
-    infer_set(c, "Out", 0, t, &u);
+    reg_infer_set(c, "Out", 0, t, &u);
     return true;
   }
   Shape xs = x->shape, ys = y->shape;
-  bool tx = infer_attr_b(c, "transpose_x"), ty = infer_attr_b(c, "transpose_y");
+  bool tx = reg_infer_attr_b(c, "transpose_x"), ty = reg_infer_attr_b(c, "transpose_y");
   bool xvec = xs.rank == 1, yvec = ys.rank == 1;
   if (xvec) {   /* [K] -> [1, K] */
     xs.rank = 2;
@@ -44,26 +44,26 @@ static bool infer_matmul(InferCtx *c) {
   Dim m = xs.d[tx ? rx - 1 : rx - 2], kx = xs.d[tx ? rx - 2 : rx - 1];
   Dim ky = ys.d[ty ? ry - 1 : ry - 2], n = ys.d[ty ? ry - 2 : ry - 1];
   if (dim_known(kx) && dim_known(ky) && kx.n != ky.n)
-    return infer_fail(c, "X has shape %s%s and Y has shape %s%s: inner dimensions %lld and %lld differ",
-                      shape_str(&x->shape, a, sizeof a), tx ? " (transposed)" : "",
-                      shape_str(&y->shape, b, sizeof b), ty ? " (transposed)" : "",
-                      (long long)kx.n, (long long)ky.n);
+    return reg_infer_fail(c, "X has shape %s%s and Y has shape %s%s: inner dimensions %lld and %lld differ",
+                          shape_str(&x->shape, a, sizeof a), tx ? " (transposed)" : "",
+                          shape_str(&y->shape, b, sizeof b), ty ? " (transposed)" : "",
+                          (long long)kx.n, (long long)ky.n);
   Shape bx = xs, by = ys, s;
   bx.rank -= 2;
   by.rank -= 2;
   bool quiet = c->quiet;
   c->quiet = true;
-  bool ok = infer_broadcast(c, &bx, &by, &s);
+  bool ok = reg_infer_broadcast(c, &bx, &by, &s);
   c->quiet = quiet;
   if (!ok) {
     char ba[128], bb[128];
-    return infer_fail(c, "X has shape %s and Y has shape %s: batch dimensions %s and %s do not broadcast",
-                      shape_str(&x->shape, a, sizeof a), shape_str(&y->shape, b, sizeof b),
-                      shape_str(&bx, ba, sizeof ba), shape_str(&by, bb, sizeof bb));
+    return reg_infer_fail(c, "X has shape %s and Y has shape %s: batch dimensions %s and %s do not broadcast",
+                          shape_str(&x->shape, a, sizeof a), shape_str(&y->shape, b, sizeof b),
+                          shape_str(&bx, ba, sizeof ba), shape_str(&by, bb, sizeof bb));
   }
   if (!xvec) s.d[s.rank++] = m;
   if (!yvec) s.d[s.rank++] = n;
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -149,8 +149,8 @@ static int NAME(ExecCtx *c, const MatDims *d, const T *x, const T *y, T *out) { 
   int64_t big = d->m > d->n ? d->m : d->n;                                                        \
   if (d->k > big) big = d->k;                                                                     \
   if (big > INT_MAX)   /* Debian's OpenBLAS takes int sizes */                                    \
-    return ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,  \
-                    INT_MAX);                                                                     \
+    return exec_ctx_fail(c, "a dimension of %lld is too large for BLAS (at most %d)", (long long)big,  \
+                         INT_MAX);                                                                     \
   bool fold = !d->tx && d->nbatch * d->m <= INT_MAX;                                              \
   for (int i = 0; i < d->rb && fold; i++)                                                         \
     if (d->ystep[i] != 0 || (d->xstep[i] == 0 && d->batch[i] != 1)) fold = false;                 \
@@ -202,11 +202,11 @@ static void matmul_i64(const MatDims *d, const int64_t *x, const int64_t *y, int
 }
 
 static int k_matmul(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   MatDims d;
-  mat_dims(ctx_in(c, 0), ctx_in(c, 1), ctx_attr_b(c, "transpose_x"), ctx_attr_b(c, "transpose_y"),
+  mat_dims(exec_ctx_in(c, 0), exec_ctx_in(c, 1), exec_ctx_attr_b(c, "transpose_x"), exec_ctx_attr_b(c, "transpose_y"),
            &d);
-  Tensor *x = tensor_cast(ctx_in(c, 0), out->dtype), *y = tensor_cast(ctx_in(c, 1), out->dtype);
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), out->dtype), *y = tensor_cast(exec_ctx_in(c, 1), out->dtype);
   int rc = 0;
   if (out->dtype == DT_F32) rc = matmul_f32(c, &d, tensor_f32(x), tensor_f32(y), tensor_f32(out));
   else if (out->dtype == DT_F64) rc = matmul_f64(c, &d, tensor_f64(x), tensor_f64(y), tensor_f64(out));

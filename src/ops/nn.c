@@ -29,7 +29,7 @@ static const char *check_unit(const AttrValue *v) {
 }
 
 static bool need_i64(InferCtx *c, const char *slot, const VarDesc *v) {
-  if (v->dtype != DT_I64) return infer_fail(c, "%s must be i64, got %s", slot, dtype_name(v->dtype));
+  if (v->dtype != DT_I64) return reg_infer_fail(c, "%s must be i64, got %s", slot, dtype_name(v->dtype));
   return true;
 }
 
@@ -69,73 +69,73 @@ static const char *label_want(const Shape *lead, char *buf, size_t n) {
 
 /* softmax, log_softmax: f32, X's shape, axis in range. */
 static bool infer_softmax(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x)) return false;
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x)) return false;
   int k;
-  if (x->shape.rank >= 0 && !infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &x->shape, &k))
+  if (x->shape.rank >= 0 && !reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &x->shape, &k))
     return false;
-  infer_set(c, "Out", 0, DT_F32, &x->shape);
+  reg_infer_set(c, "Out", 0, DT_F32, &x->shape);
   return true;
 }
 
 static bool infer_softmax_ce(InferCtx *c) {
-  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
-  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = reg_infer_input(c, "Logits"), *lb = reg_infer_input(c, "Label");
+  if (!lg || !lb || !reg_infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   if (lg->shape.rank == 0)
-    return infer_fail(c, "Logits must have a class axis, got a scalar");
+    return reg_infer_fail(c, "Logits must have a class axis, got a scalar");
   Shape lead = lg->shape, loss;
   if (lead.rank > 0) lead.rank--;
   if (!label_fits(&lb->shape, &lead, &loss)) {
     char a[128], b[128], w[300];
-    return infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
-                      shape_str(&lb->shape, a, sizeof a), shape_str(&lg->shape, b, sizeof b),
-                      label_want(&lead, w, sizeof w));
+    return reg_infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
+                          shape_str(&lb->shape, a, sizeof a), shape_str(&lg->shape, b, sizeof b),
+                          label_want(&lead, w, sizeof w));
   }
-  infer_set(c, "Loss", 0, DT_F32, &loss);
+  reg_infer_set(c, "Loss", 0, DT_F32, &loss);
   return true;
 }
 
 static bool infer_sigmoid_ce(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *lb = infer_input(c, "Label");
-  if (!x || !lb || !infer_need_float(c, "X", x) || !infer_need_float(c, "Label", lb)) return false;
+  const VarDesc *x = reg_infer_input(c, "X"), *lb = reg_infer_input(c, "Label");
+  if (!x || !lb || !reg_infer_need_float(c, "X", x) || !reg_infer_need_float(c, "Label", lb)) return false;
   Shape s = x->shape;
   if (x->shape.rank >= 0 && lb->shape.rank >= 0 &&
       (x->shape.rank != lb->shape.rank || !dims_agree(x->shape.d, lb->shape.d, s.rank, s.d))) {
     char a[128], b[128];
-    return infer_fail(c, "Label has shape %s but X has shape %s: they must be equal",
-                      shape_str(&lb->shape, a, sizeof a), shape_str(&x->shape, b, sizeof b));
+    return reg_infer_fail(c, "Label has shape %s but X has shape %s: they must be equal",
+                          shape_str(&lb->shape, a, sizeof a), shape_str(&x->shape, b, sizeof b));
   }
   if (s.rank < 0) s = lb->shape;
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
 static bool infer_mse(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *y = infer_input(c, "Y");
-  if (!x || !y || !infer_need_float(c, "X", x) || !infer_need_float(c, "Y", y)) return false;
+  const VarDesc *x = reg_infer_input(c, "X"), *y = reg_infer_input(c, "Y");
+  if (!x || !y || !reg_infer_need_float(c, "X", x) || !reg_infer_need_float(c, "Y", y)) return false;
   Shape s;
-  if (!infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
-  infer_set(c, "Out", 0, DT_F32, &s);
+  if (!reg_infer_broadcast(c, &x->shape, &y->shape, &s)) return false;
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
 /* ---- dropout, layer_norm ---------------------------------------------------- */
 
 static bool infer_dropout(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x)) return false;
-  double p = infer_attr_f(c, "p");
-  if (!(p >= 0 && p < 1)) return infer_fail(c, "p must be in [0, 1), got %g", p);
-  infer_set(c, "Out", 0, DT_F32, &x->shape);
-  infer_set(c, "Mask", 0, DT_F32, &x->shape);
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x)) return false;
+  double p = reg_infer_attr_f(c, "p");
+  if (!(p >= 0 && p < 1)) return reg_infer_fail(c, "p must be in [0, 1), got %g", p);
+  reg_infer_set(c, "Out", 0, DT_F32, &x->shape);
+  reg_infer_set(c, "Mask", 0, DT_F32, &x->shape);
   return true;
 }
 
 /* Scale and Bias of layer_norm: shape X.shape[k:] or [prod(X.shape[k:])]. */
 static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int k) {
-  const VarDesc *v = infer_in(c, slot, 0);
+  const VarDesc *v = reg_infer_in(c, slot, 0);
   if (!v) return true;   /* optional */
-  if (!infer_need_float(c, slot, v)) return false;
+  if (!reg_infer_need_float(c, slot, v)) return false;
   const Shape *ps = &v->shape;
   if (ps->rank < 0) return true;
   Shape tail = shape_scalar(), flat = shape_scalar();
@@ -157,25 +157,25 @@ static bool norm_param_fits(InferCtx *c, const char *slot, const Shape *xs, int 
   if (ps->rank == tail.rank && dims_agree(ps->d, tail.d, tail.rank, scratch)) return true;
   if (ps->rank == 1 && dims_agree(ps->d, flat.d, 1, scratch)) return true;
   char a[128], b[128], t[128], f[128];
-  return infer_fail(c, "%s has shape %s but X has shape %s normalized from axis %d: expected %s or %s",
-                    slot, shape_str(ps, a, sizeof a), shape_str(xs, b, sizeof b), k,
-                    shape_str(&tail, t, sizeof t), shape_str(&flat, f, sizeof f));
+  return reg_infer_fail(c, "%s has shape %s but X has shape %s normalized from axis %d: expected %s or %s",
+                        slot, shape_str(ps, a, sizeof a), shape_str(xs, b, sizeof b), k,
+                        shape_str(&tail, t, sizeof t), shape_str(&flat, f, sizeof f));
 }
 
 static bool infer_layer_norm(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  if (!x || !infer_need_float(c, "X", x)) return false;
-  if (!(infer_attr_f(c, "epsilon") >= 0))
-    return infer_fail(c, "epsilon must not be negative, got %g", infer_attr_f(c, "epsilon"));
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !reg_infer_need_float(c, "X", x)) return false;
+  if (!(reg_infer_attr_f(c, "epsilon") >= 0))
+    return reg_infer_fail(c, "epsilon must not be negative, got %g", reg_infer_attr_f(c, "epsilon"));
   const Shape *xs = &x->shape;
-  if (xs->rank == 0) return infer_fail(c, "X must have rank 1 or more, got a scalar");
+  if (xs->rank == 0) return reg_infer_fail(c, "X must have rank 1 or more, got a scalar");
   if (xs->rank > 0) {
     int k;
-    if (!infer_norm_axis(c, "begin_norm_axis", infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
+    if (!reg_infer_norm_axis(c, "begin_norm_axis", reg_infer_attr_i(c, "begin_norm_axis"), "X", xs, &k) ||
         !norm_param_fits(c, "Scale", xs, k) || !norm_param_fits(c, "Bias", xs, k))
       return false;
   }
-  infer_set(c, "Y", 0, DT_F32, xs);
+  reg_infer_set(c, "Y", 0, DT_F32, xs);
   return true;
 }
 
@@ -183,24 +183,24 @@ static bool infer_layer_norm(InferCtx *c) {
 
 /* Input `slot` of batch_norm: float, of shape [C] (c: X's channel axis). */
 static bool channel_vec(InferCtx *c, const char *slot, const Shape *xs, Dim ch) {
-  const VarDesc *v = infer_input(c, slot);
-  if (!v || !infer_need_float(c, slot, v)) return false;
+  const VarDesc *v = reg_infer_input(c, slot);
+  if (!v || !reg_infer_need_float(c, slot, v)) return false;
   Dim scratch;
   if (v->shape.rank < 0 || (v->shape.rank == 1 && dims_agree(v->shape.d, &ch, 1, &scratch))) return true;
   char a[128], b[128], w[64];
   Shape want = {.rank = 1, .d = {ch}};
-  return infer_fail(c, "%s has shape %s but X has shape %s: expected %s, one value per channel", slot,
-                    shape_str(&v->shape, a, sizeof a), shape_str(xs, b, sizeof b), shape_str(&want, w, sizeof w));
+  return reg_infer_fail(c, "%s has shape %s but X has shape %s: expected %s, one value per channel", slot,
+                        shape_str(&v->shape, a, sizeof a), shape_str(xs, b, sizeof b), shape_str(&want, w, sizeof w));
 }
 
 /* X [N, C, ...]; Scale, Bias, Mean and Variance [C]; Training one bool. */
 static bool infer_batch_norm(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *t = infer_input(c, "Training");
-  if (!x || !t || !infer_need_float(c, "X", x)) return false;
+  const VarDesc *x = reg_infer_input(c, "X"), *t = reg_infer_input(c, "Training");
+  if (!x || !t || !reg_infer_need_float(c, "X", x)) return false;
   const Shape *xs = &x->shape;
   char a[128];
   if (xs->rank >= 0 && xs->rank < 2)
-    return infer_fail(c, "X must have shape [N, C] or [N, C, ...], got %s", shape_str(xs, a, sizeof a));
+    return reg_infer_fail(c, "X must have shape [N, C] or [N, C, ...], got %s", shape_str(xs, a, sizeof a));
   Dim ch = xs->rank >= 2 ? xs->d[1] : dim_unknown();
   static const char *const vecs[] = {"Scale", "Bias", "Mean", "Variance"};
   for (int k = 0; k < 4; k++)
@@ -208,56 +208,56 @@ static bool infer_batch_norm(InferCtx *c) {
   bool one = t->shape.rank >= 0;
   for (int i = 0; i < t->shape.rank; i++) one &= !dim_known(t->shape.d[i]) || t->shape.d[i].n == 1;
   if (t->dtype != DT_BOOL || (t->shape.rank >= 0 && !one))
-    return infer_fail(c, "Training must be one bool, got %s%s", dtype_name(t->dtype),
-                      shape_str(&t->shape, a, sizeof a));
-  if (!(infer_attr_f(c, "epsilon") >= 0))
-    return infer_fail(c, "epsilon must not be negative, got %g", infer_attr_f(c, "epsilon"));
+    return reg_infer_fail(c, "Training must be one bool, got %s%s", dtype_name(t->dtype),
+                          shape_str(&t->shape, a, sizeof a));
+  if (!(reg_infer_attr_f(c, "epsilon") >= 0))
+    return reg_infer_fail(c, "epsilon must not be negative, got %g", reg_infer_attr_f(c, "epsilon"));
   Shape cs = {.rank = 1, .d = {ch}};
-  infer_set(c, "Y", 0, DT_F32, xs);
-  infer_set(c, "MeanOut", 0, DT_F32, &cs);
-  infer_set(c, "VarianceOut", 0, DT_F32, &cs);
+  reg_infer_set(c, "Y", 0, DT_F32, xs);
+  reg_infer_set(c, "MeanOut", 0, DT_F32, &cs);
+  reg_infer_set(c, "VarianceOut", 0, DT_F32, &cs);
   return true;
 }
 
 /* ---- embedding, accuracy ------------------------------------------------------- */
 
 static bool infer_embedding(InferCtx *c) {
-  const VarDesc *ids = infer_input(c, "Ids"), *w = infer_input(c, "W");
-  if (!ids || !w || !need_i64(c, "Ids", ids) || !infer_need_float(c, "W", w)) return false;
+  const VarDesc *ids = reg_infer_input(c, "Ids"), *w = reg_infer_input(c, "W");
+  if (!ids || !w || !need_i64(c, "Ids", ids) || !reg_infer_need_float(c, "W", w)) return false;
   char a[128];
   if (w->shape.rank >= 0 && w->shape.rank != 2)
-    return infer_fail(c, "W must have shape [V, D], got %s", shape_str(&w->shape, a, sizeof a));
+    return reg_infer_fail(c, "W must have shape [V, D], got %s", shape_str(&w->shape, a, sizeof a));
   Shape s = ids->shape;
   if (s.rank >= SHAPE_MAX_RANK)
-    return infer_fail(c, "Ids of shape %s would give a result of rank %d, more than 8",
-                      shape_str(&s, a, sizeof a), s.rank + 1);
+    return reg_infer_fail(c, "Ids of shape %s would give a result of rank %d, more than 8",
+                          shape_str(&s, a, sizeof a), s.rank + 1);
   if (s.rank >= 0) s.d[s.rank++] = w->shape.rank == 2 ? w->shape.d[1] : dim_unknown();
-  infer_set(c, "Out", 0, w->dtype, &s);
+  reg_infer_set(c, "Out", 0, w->dtype, &s);
   return true;
 }
 
 static bool infer_accuracy(InferCtx *c) {
-  const VarDesc *lg = infer_input(c, "Logits"), *lb = infer_input(c, "Label");
-  if (!lg || !lb || !infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
+  const VarDesc *lg = reg_infer_input(c, "Logits"), *lb = reg_infer_input(c, "Label");
+  if (!lg || !lb || !reg_infer_need_float(c, "Logits", lg) || !need_i64(c, "Label", lb)) return false;
   char a[128], b[128], w[300];
   const Shape *ls = &lg->shape;
   if (ls->rank >= 0 && ls->rank != 2)
-    return infer_fail(c, "Logits must have shape [N, C], got %s", shape_str(ls, a, sizeof a));
-  int64_t k = infer_attr_i(c, "k");
-  if (k <= 0) return infer_fail(c, "k must be positive, got %lld", (long long)k);
+    return reg_infer_fail(c, "Logits must have shape [N, C], got %s", shape_str(ls, a, sizeof a));
+  int64_t k = reg_infer_attr_i(c, "k");
+  if (k <= 0) return reg_infer_fail(c, "k must be positive, got %lld", (long long)k);
   if (ls->rank == 2) {
     if (dim_known(ls->d[1]) && k > ls->d[1].n)
-      return infer_fail(c, "k=%lld is more than the %lld classes of Logits (shape %s)", (long long)k,
-                        (long long)ls->d[1].n, shape_str(ls, a, sizeof a));
+      return reg_infer_fail(c, "k=%lld is more than the %lld classes of Logits (shape %s)", (long long)k,
+                            (long long)ls->d[1].n, shape_str(ls, a, sizeof a));
     Shape lead = *ls, merged;
     lead.rank = 1;
     if (!label_fits(&lb->shape, &lead, &merged))
-      return infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
-                        shape_str(&lb->shape, a, sizeof a), shape_str(ls, b, sizeof b),
-                        label_want(&lead, w, sizeof w));
+      return reg_infer_fail(c, "Label has shape %s but Logits has shape %s: expected %s",
+                            shape_str(&lb->shape, a, sizeof a), shape_str(ls, b, sizeof b),
+                            label_want(&lead, w, sizeof w));
   }
   Shape s = shape_scalar();
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -266,24 +266,24 @@ static bool infer_accuracy(InferCtx *c) {
 /* Input `slot` as f32: a new reference (to the value itself when it already
  * is f32, else to a promoted copy).  opt_f32 is for optional inputs: NULL if
  * absent. */
-static Tensor *in_f32(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F32); }
+static Tensor *in_f32(ExecCtx *c, int slot) { return tensor_cast(exec_ctx_in(c, slot), DT_F32); }
 
 /* Input `slot` as f64 if it is f64, else as f32 (in_f32). */
 static Tensor *in_float(ExecCtx *c, int slot) {
-  Tensor *t = ctx_in(c, slot);
+  Tensor *t = exec_ctx_in(c, slot);
   return t->dtype == DT_F64 ? tensor_ref(t) : tensor_cast(t, DT_F32);
 }
 
 static Tensor *opt_f32(ExecCtx *c, int slot) {
-  Tensor *t = ctx_in(c, slot);
+  Tensor *t = exec_ctx_in(c, slot);
   return t ? tensor_cast(t, DT_F32) : NULL;
 }
 
 /* The same in f64 (an op computing in f64). */
-static Tensor *in_f64(ExecCtx *c, int slot) { return tensor_cast(ctx_in(c, slot), DT_F64); }
+static Tensor *in_f64(ExecCtx *c, int slot) { return tensor_cast(exec_ctx_in(c, slot), DT_F64); }
 
 static Tensor *opt_f64(ExecCtx *c, int slot) {
-  Tensor *t = ctx_in(c, slot);
+  Tensor *t = exec_ctx_in(c, slot);
   return t ? tensor_cast(t, DT_F64) : NULL;
 }
 
@@ -315,9 +315,9 @@ static int index_fail(ExecCtx *c, const char *name, const Tensor *t, int64_t i, 
                       const char *of, int64_t n, const char *what) {
   char pos[160], range[64] = "";
   if (n > 0) snprintf(range, sizeof range, " (0 to %lld)", (long long)(n - 1));
-  return ctx_fail(c, "%s = %lld is out of range: %s has %lld %s%s",
-                  position(name, t, i, pos, sizeof pos), (long long)v, of, (long long)n, what,
-                  range);
+  return exec_ctx_fail(c, "%s = %lld is out of range: %s has %lld %s%s",
+                       position(name, t, i, pos, sizeof pos), (long long)v, of, (long long)n, what,
+                       range);
 }
 
 /* 0 if label l (element r of Label lb) names one of ncls classes, else
@@ -367,8 +367,8 @@ SOFTMAX_LOOPS(softmax_f32, float, expf)
 SOFTMAX_LOOPS(softmax_f64, double, exp)
 
 static int softmax_run(ExecCtx *c, bool log_out) {
-  Tensor *x = in_float(c, 0), *out = ctx_out(c, 0);
-  int axis = (int)ctx_attr_i(c, "axis");
+  Tensor *x = in_float(c, 0), *out = exec_ctx_out(c, 0);
+  int axis = (int)exec_ctx_attr_i(c, "axis");
   if (axis < 0) axis += x->rank;
   int64_t outer = prod(x->shape, 0, axis), n = x->shape[axis],
           inner = prod(x->shape, axis + 1, x->rank);
@@ -413,7 +413,7 @@ SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
 
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
-  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *loss = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *loss = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
   int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, tensor_f64(loss), rows, ncls)
                                : softmax_ce_f32(c, tensor_f32(lg), lb, tensor_f32(loss), rows, ncls);
@@ -423,15 +423,15 @@ static int k_softmax_ce(ExecCtx *c) {
 
 /* Out = max(x, 0) - x z + log1p(exp(-|x|)): never exp of a large number. */
 static int k_sigmoid_ce(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) {   /* the same in double (the executor made X and Label f64) */
-    Tensor *x = ctx_in(c, 0), *z = ctx_in(c, 1), *out = ctx_out(c, 0);
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) {   /* the same in double (the executor made X and Label f64) */
+    Tensor *x = exec_ctx_in(c, 0), *z = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
     for (int64_t i = 0; i < out->numel; i++) {
       double a = tensor_get(x, i);
       tensor_f64(out)[i] = fmax(a, 0) - a * tensor_get(z, i) + log1p(exp(-fabs(a)));
     }
     return 0;
   }
-  Tensor *x = in_f32(c, 0), *z = in_f32(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = in_f32(c, 0), *z = in_f32(c, 1), *out = exec_ctx_out(c, 0);
   const float *xv = tensor_f32(x), *zv = tensor_f32(z);
   float *y = tensor_f32(out);
   for (int64_t i = 0; i < out->numel; i++) {
@@ -461,11 +461,11 @@ MSE_LOOP(mse_f32, float)
 MSE_LOOP(mse_f64, double)
 
 static int k_mse(ExecCtx *c) {
-  Tensor *x = in_float(c, 0), *t = in_float(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = in_float(c, 0), *t = in_float(c, 1), *out = exec_ctx_out(c, 0);
   Bcast b;
   int rc = 0;
   if (!bcast_init(&b, x, t)) {
-    rc = ctx_fail(c, "X and Y do not broadcast");
+    rc = exec_ctx_fail(c, "X and Y do not broadcast");
   } else if (out->numel > 0 && out->dtype == DT_F64 && x->dtype == DT_F64 && t->dtype == DT_F64) {
     mse_f64(&b, tensor_f64(x), tensor_f64(t), tensor_f64(out));
   } else if (out->numel > 0) {
@@ -485,10 +485,10 @@ static int k_mse(ExecCtx *c) {
  * mask every call). */
 /* dropout in f64: the mask of the same draws as f32's. */
 static void dropout64(ExecCtx *c, const Tensor *x, Tensor *out, Tensor *mask, double p) {
-  int64_t seed = ctx_attr_i(c, "seed"), n = x->numel;
+  int64_t seed = exec_ctx_attr_i(c, "seed"), n = x->numel;
   double *y = tensor_f64(out), *mv = tensor_f64(mask);
-  bool pass = ctx_attr_b(c, "is_test") || p == 0;
-  Rng own, *rng = ctx_rng(c);
+  bool pass = exec_ctx_attr_b(c, "is_test") || p == 0;
+  Rng own, *rng = exec_ctx_rng(c);
   if (!pass && seed != 0) {
     rng_seed(&own, (uint64_t)seed);
     rng = &own;
@@ -501,21 +501,21 @@ static void dropout64(ExecCtx *c, const Tensor *x, Tensor *out, Tensor *mask, do
 }
 
 static int k_dropout(ExecCtx *c) {
-  if (ctx_out(c, 0)->dtype == DT_F64) {
-    dropout64(c, ctx_in(c, 0), ctx_out(c, 0), ctx_out(c, 1), ctx_attr_f(c, "p"));
+  if (exec_ctx_out(c, 0)->dtype == DT_F64) {
+    dropout64(c, exec_ctx_in(c, 0), exec_ctx_out(c, 0), exec_ctx_out(c, 1), exec_ctx_attr_f(c, "p"));
     return 0;
   }
-  Tensor *x = in_f32(c, 0), *out = ctx_out(c, 0), *mask = ctx_out(c, 1);
-  double p = ctx_attr_f(c, "p");
-  int64_t seed = ctx_attr_i(c, "seed");
+  Tensor *x = in_f32(c, 0), *out = exec_ctx_out(c, 0), *mask = exec_ctx_out(c, 1);
+  double p = exec_ctx_attr_f(c, "p");
+  int64_t seed = exec_ctx_attr_i(c, "seed");
   const float *xv = tensor_f32(x);
   float *y = tensor_f32(out), *mv = tensor_f32(mask);
   int64_t n = x->numel;
-  if (ctx_attr_b(c, "is_test") || p == 0) {
+  if (exec_ctx_attr_b(c, "is_test") || p == 0) {
     memcpy(y, xv, sizeof *y * (size_t)n);
     for (int64_t i = 0; i < n; i++) mv[i] = 1;
   } else {
-    Rng own, *rng = ctx_rng(c);
+    Rng own, *rng = exec_ctx_rng(c);
     if (seed != 0) {
       rng_seed(&own, (uint64_t)seed);
       rng = &own;
@@ -533,7 +533,7 @@ static int k_dropout(ExecCtx *c) {
 /* layer_norm's rows: begin_norm_axis splits X's shape into rows of n
  * normalized values. */
 static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
-  int k = (int)ctx_attr_i(c, "begin_norm_axis");
+  int k = (int)exec_ctx_attr_i(c, "begin_norm_axis");
   if (k < 0) k += x->rank;
   *rows = prod(x->shape, 0, k);
   *n = prod(x->shape, k, x->rank);
@@ -565,15 +565,15 @@ ROW_MOMENTS(row_moments64, double)
 /* layer_norm for element type T: TF its data, IN and OPT its inputs in T. */
 #define LAYER_NORM(NAME, T, TF, IN, OPT, MOMENTS)                                     \
 static int NAME(ExecCtx *c) {                                                         \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = ctx_out(c, 0);       \
-  double eps = ctx_attr_f(c, "epsilon");                                              \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = exec_ctx_out(c, 0);  \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                         \
   int64_t rows, n;                                                                    \
   norm_rows(c, x, &rows, &n);                                                         \
   int rc = 0;                                                                         \
   if ((sc && sc->numel != n) || (bi && bi->numel != n)) {                             \
-    rc = ctx_fail(c, "%s has %lld elements but each normalized row has %lld",         \
-                  sc && sc->numel != n ? "Scale" : "Bias",                            \
-                  (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
+    rc = exec_ctx_fail(c, "%s has %lld elements but each normalized row has %lld",    \
+                       sc && sc->numel != n ? "Scale" : "Bias",                            \
+                       (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
     rows = 0;                                                                         \
   }                                                                                   \
   const T *sv = sc ? TF(sc) : NULL, *bv = bi ? TF(bi) : NULL;                         \
@@ -597,7 +597,7 @@ LAYER_NORM(layer_norm_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
 LAYER_NORM(layer_norm_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
 
 static int k_layer_norm(ExecCtx *c) {
-  return ctx_out(c, 0)->dtype == DT_F64 ? layer_norm_f64(c) : layer_norm_f32(c);
+  return exec_ctx_out(c, 0)->dtype == DT_F64 ? layer_norm_f64(c) : layer_norm_f32(c);
 }
 
 /* ---- kernels: batch_norm ------------------------------------------------------------ */
@@ -666,15 +666,15 @@ GRAD_SUMS(grad_sums, float)
 GRAD_SUMS(grad_sums64, double)
 
 /* Whether batch_norm's Training input says true. */
-static bool bn_training(ExecCtx *c) { return tensor_get(ctx_in(c, 5), 0) != 0; }
+static bool bn_training(ExecCtx *c) { return tensor_get(exec_ctx_in(c, 5), 0) != 0; }
 
 /* Training needs two values per channel or more (the unbiased variance
  * divides by their count less one), as PyTorch. */
 static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
   if (g.n * g.hw >= 2) return 0;
   char a[128];
-  return ctx_fail(c, "training needs more than one value per channel, got X of shape %s",
-                  tensor_shape_str(x, a, sizeof a));
+  return exec_ctx_fail(c, "training needs more than one value per channel, got X of shape %s",
+                       tensor_shape_str(x, a, sizeof a));
 }
 
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with the
@@ -686,10 +686,10 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
 #define BATCH_NORM(NAME, T, TF, IN, MOMENTS)                                             \
 static int NAME(ExecCtx *c) {                                                            \
   Tensor *x = IN(c, 0), *sc = IN(c, 1), *bi = IN(c, 2), *rm = IN(c, 3), *rv = IN(c, 4);  \
-  Tensor *yt = ctx_out(c, 0), *mo = ctx_out(c, 1), *vo = ctx_out(c, 2);                  \
+  Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);   \
   BnGeom g = bn_geom(x);                                                                 \
   bool training = bn_training(c);                                                        \
-  double mom = ctx_attr_f(c, "momentum"), eps = ctx_attr_f(c, "epsilon");                \
+  double mom = exec_ctx_attr_f(c, "momentum"), eps = exec_ctx_attr_f(c, "epsilon");      \
   double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;  \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                       \
   const T *xv = TF(x), *sv = TF(sc), *bv = TF(bi), *mv = TF(rm),                         \
@@ -720,7 +720,7 @@ BATCH_NORM(batch_norm_f32, float, tensor_f32, in_f32, channel_moments)
 BATCH_NORM(batch_norm_f64, double, tensor_f64, in_f64, channel_moments64)
 
 static int k_batch_norm(ExecCtx *c) {
-  return ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64(c) : batch_norm_f32(c);
+  return exec_ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64(c) : batch_norm_f32(c);
 }
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
@@ -733,14 +733,14 @@ static int k_batch_norm(ExecCtx *c) {
 /* batch_norm_grad for element type T (DT its dtype). */
 #define BATCH_NORM_GRAD(NAME, T, TF, IN, DT, MOMENTS, GSUMS)                                  \
 static int NAME(ExecCtx *c) {                                                                 \
-  Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = ctx_in(c, 6);  \
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);                    \
+  Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = exec_ctx_in(c, 6);  \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);     \
   BnGeom g = bn_geom(x);                                                                      \
   bool training = bn_training(c);                                                             \
-  double eps = ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                        \
+  double eps = exec_ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                   \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                            \
   if (rc == 0 && (dyt->dtype != DT || dyt->numel != x->numel))                                \
-    rc = ctx_fail(c, "internal error: Y@GRAD does not fit X");                                \
+    rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                           \
   const T *xv = TF(x), *sv = TF(sc), *mv = TF(rm), *vv = TF(rv);                              \
   const T *dy = rc ? NULL : TF(dyt);                                                          \
   PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                    \
@@ -774,14 +774,14 @@ BATCH_NORM_GRAD(batch_norm_grad_f32, float, tensor_f32, in_f32, DT_F32, channel_
 BATCH_NORM_GRAD(batch_norm_grad_f64, double, tensor_f64, in_f64, DT_F64, channel_moments64, grad_sums64)
 
 static int k_batch_norm_grad(ExecCtx *c) {
-  return ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64(c) : batch_norm_grad_f32(c);
+  return exec_ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64(c) : batch_norm_grad_f32(c);
 }
 
 /* ---- kernels: embedding, accuracy ------------------------------------------------- */
 
 /* Out[..., :] = W[Ids[...], :], for a W of any dtype (rows are copied). */
 static int k_embedding(ExecCtx *c) {
-  Tensor *ids = ctx_in(c, 0), *w = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *ids = exec_ctx_in(c, 0), *w = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   int64_t v = w->shape[0], d = w->shape[1];
   size_t row = (size_t)d * dtype_size(w->dtype);
   const int64_t *iv = tensor_i64(ids);
@@ -798,9 +798,9 @@ static int k_embedding(ExecCtx *c) {
  * means "argmax == label".  A NaN logit for the label is a miss.  No rows
  * give 0, not NaN, so an empty batch does not poison a running average. */
 static int k_accuracy(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64) {   /* f64 logits, compared as f64 */
-    Tensor *x64 = ctx_in(c, 0), *lb = ctx_in(c, 1);
-    int64_t rows = x64->shape[0], ncls = x64->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
+  if (exec_ctx_in(c, 0)->dtype == DT_F64) {   /* f64 logits, compared as f64 */
+    Tensor *x64 = exec_ctx_in(c, 0), *lb = exec_ctx_in(c, 1);
+    int64_t rows = x64->shape[0], ncls = x64->shape[1], k = exec_ctx_attr_i(c, "k"), hits = 0;
     for (int64_t r = 0; r < rows; r++) {
       int64_t l = tensor_i64(lb)[r], rank = 0;
       int rc = label_check(c, lb, r, l, ncls);
@@ -810,11 +810,11 @@ static int k_accuracy(ExecCtx *c) {
       for (int64_t j = 0; j < ncls && rank < k; j++) rank += row[j] > row[l] || (row[j] == row[l] && j < l);
       hits += rank < k;
     }
-    tensor_set(ctx_out(c, 0), 0, rows ? (double)hits / (double)rows : 0.0);
+    tensor_set(exec_ctx_out(c, 0), 0, rows ? (double)hits / (double)rows : 0.0);
     return 0;
   }
-  Tensor *lg = in_f32(c, 0), *lb = ctx_in(c, 1), *out = ctx_out(c, 0);
-  int64_t rows = lg->shape[0], ncls = lg->shape[1], k = ctx_attr_i(c, "k"), hits = 0;
+  Tensor *lg = in_f32(c, 0), *lb = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
+  int64_t rows = lg->shape[0], ncls = lg->shape[1], k = exec_ctx_attr_i(c, "k"), hits = 0;
   const float *x = tensor_f32(lg);
   const int64_t *label = tensor_i64(lb);
   int rc = 0;
@@ -846,21 +846,21 @@ static int k_accuracy(ExecCtx *c) {
 static bool infer_grads(InferCtx *c) {
   for (int k = 0; k < c->proto->nout; k++) {
     const char *gs = c->proto->out[k].name, *at = strstr(gs, "@GRAD");
-    if (!at || infer_out_count(c, gs) == 0) continue;
+    if (!at || reg_infer_out_count(c, gs) == 0) continue;
     char base[64];
     snprintf(base, sizeof base, "%.*s", (int)(at - gs), gs);
-    const VarDesc *v = infer_in(c, base, 0);
-    if (!v) return infer_fail(c, "input %s is missing", base);
-    infer_set(c, gs, 0, v->dtype, &v->shape);
+    const VarDesc *v = reg_infer_in(c, base, 0);
+    if (!v) return reg_infer_fail(c, "input %s is missing", base);
+    reg_infer_set(c, gs, 0, v->dtype, &v->shape);
   }
   return true;
 }
 
 /* softmax_grad, log_softmax_grad: X@GRAD has the shape of Out. */
 static bool infer_softmax_grad(InferCtx *c) {
-  const VarDesc *o = infer_input(c, "Out");
+  const VarDesc *o = reg_infer_input(c, "Out");
   if (!o) return false;
-  infer_set(c, "X@GRAD", 0, DT_F32, &o->shape);
+  reg_infer_set(c, "X@GRAD", 0, DT_F32, &o->shape);
   return true;
 }
 
@@ -889,10 +889,10 @@ SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, expf)
 SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, exp)
 
 static int softmax_grad_run(ExecCtx *c, bool log_out) {
-  Tensor *y = ctx_in(c, 0), *dy = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  Tensor *y = exec_ctx_in(c, 0), *dy = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   if (!dx || y->numel == 0) return 0;
-  if (dy->numel != y->numel) return ctx_fail(c, "Out@GRAD does not have the shape of Out");
-  int axis = (int)ctx_attr_i(c, "axis");
+  if (dy->numel != y->numel) return exec_ctx_fail(c, "Out@GRAD does not have the shape of Out");
+  int axis = (int)exec_ctx_attr_i(c, "axis");
   if (axis < 0) axis += y->rank;
   int64_t outer = prod(y->shape, 0, axis), n = y->shape[axis],
           inner = prod(y->shape, axis + 1, y->rank);
@@ -938,7 +938,7 @@ SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f32, float, expf)
 SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f64, double, exp)
 
 static int k_softmax_ce_grad(ExecCtx *c) {
-  Tensor *lg = in_float(c, 0), *lb = ctx_in(c, 1), *dl = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *dl = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
   int rc = 0;
   if (!dx || lg->numel == 0) {
@@ -947,7 +947,7 @@ static int k_softmax_ce_grad(ExecCtx *c) {
   }
   if (dl->numel != rows || lb->numel != rows) {
     tensor_unref(lg);
-    return ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
+    return exec_ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
   if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
     rc = softmax_ce_grad_f64(c, tensor_f64(lg), tensor_f64(dl), lb, tensor_f64(dx), rows, ncls);
@@ -1012,15 +1012,15 @@ static int g_dropout(GradCtx *g) {
 /* layer_norm_grad for element type T. */
 #define LAYER_NORM_GRAD(NAME, T, TF, IN, OPT, MOMENTS)                                   \
 static int NAME(ExecCtx *c) {                                                            \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = ctx_in(c, 3);                            \
-  Tensor *dxt = ctx_out(c, 0), *dst = ctx_out(c, 1), *dbt = ctx_out(c, 2);               \
-  double eps = ctx_attr_f(c, "epsilon");                                                 \
+  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = exec_ctx_in(c, 3);                       \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);               \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                            \
   int64_t rows, n;                                                                       \
   norm_rows(c, x, &rows, &n);                                                            \
   int rc = 0;                                                                            \
   if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||  \
       dyt->numel != x->numel) {                                                          \
-    rc = ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                            \
+    rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                       \
     rows = n = 0;                                                                        \
   }                                                                                      \
   double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                       \
@@ -1063,16 +1063,16 @@ LAYER_NORM_GRAD(layer_norm_grad_f32, float, tensor_f32, in_f32, opt_f32, row_mom
 LAYER_NORM_GRAD(layer_norm_grad_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
 
 static int k_layer_norm_grad(ExecCtx *c) {
-  return ctx_in(c, 0)->dtype == DT_F64 ? layer_norm_grad_f64(c) : layer_norm_grad_f32(c);
+  return exec_ctx_in(c, 0)->dtype == DT_F64 ? layer_norm_grad_f64(c) : layer_norm_grad_f32(c);
 }
 
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
  * repeated ids accumulate. */
 static int k_embedding_grad(ExecCtx *c) {
-  Tensor *ids = ctx_in(c, 0), *w = ctx_in(c, 1), *dout = ctx_in(c, 2), *dw = ctx_out(c, 0);
+  Tensor *ids = exec_ctx_in(c, 0), *w = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dw = exec_ctx_out(c, 0);
   if (!dw) return 0;
   int64_t v = w->shape[0], d = w->shape[1];
-  if (dout->numel != ids->numel * d) return ctx_fail(c, "Out@GRAD does not fit Ids and W");
+  if (dout->numel != ids->numel * d) return exec_ctx_fail(c, "Out@GRAD does not fit Ids and W");
   if (dw->dtype == DT_F64 && dout->dtype == DT_F64) {   /* the same sums in double */
     const int64_t *ix = tensor_i64(ids);
     memset(dw->data, 0, sizeof(double) * (size_t)dw->numel);

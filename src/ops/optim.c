@@ -26,24 +26,24 @@ static bool shapes_agree(const Shape *a, const Shape *b) {
 
 /* Param, checked; NULL after an error. */
 static const VarDesc *param(InferCtx *c) {
-  const VarDesc *p = infer_in(c, "Param", 0);
-  if (!p) infer_fail(c, "input Param is missing");
-  else if (!dtype_is_float(p->dtype)) infer_fail(c, "Param must be f32 (or f64), got %s", dtype_name(p->dtype));
+  const VarDesc *p = reg_infer_in(c, "Param", 0);
+  if (!p) reg_infer_fail(c, "input Param is missing");
+  else if (!dtype_is_float(p->dtype)) reg_infer_fail(c, "Param must be f32 (or f64), got %s", dtype_name(p->dtype));
   else return p;
   return NULL;
 }
 
 /* Input `slot` holds a float tensor of Param's shape. */
 static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) return infer_fail(c, "input %s is missing", slot);
-  if (!infer_need_float(c, slot, v)) return false;
+  const VarDesc *v = reg_infer_in(c, slot, 0);
+  if (!v) return reg_infer_fail(c, "input %s is missing", slot);
+  if (!reg_infer_need_float(c, slot, v)) return false;
   if (v->dtype == DT_F64 && p->dtype != DT_F64)   /* it would update a converted copy of Param */
-    return infer_fail(c, "%s is f64 but Param is %s: an f32 parameter used with f64 values cannot be trained "
+    return reg_infer_fail(c, "%s is f64 but Param is %s: an f32 parameter used with f64 values cannot be trained "
                       "(declare it f64, or run with --dtype f64)", slot, dtype_name(p->dtype));
   if (!shapes_agree(&v->shape, &p->shape)) {
     char a[128], b[128];
-    return infer_fail(c, "%s has shape %s but Param has shape %s", slot,
+    return reg_infer_fail(c, "%s has shape %s but Param has shape %s", slot,
                       shape_str(&v->shape, a, sizeof a), shape_str(&p->shape, b, sizeof b));
   }
   return true;
@@ -51,13 +51,13 @@ static bool like_param(InferCtx *c, const char *slot, const VarDesc *p) {
 
 /* Input `slot` holds one float value (shape [], [1], [1, 1], ...). */
 static bool one_value(InferCtx *c, const char *slot) {
-  const VarDesc *v = infer_in(c, slot, 0);
-  if (!v) return infer_fail(c, "input %s is missing", slot);
-  if (!infer_need_float(c, slot, v)) return false;
+  const VarDesc *v = reg_infer_in(c, slot, 0);
+  if (!v) return reg_infer_fail(c, "input %s is missing", slot);
+  if (!reg_infer_need_float(c, slot, v)) return false;
   for (int i = 0; i < v->shape.rank; i++)
     if (dim_known(v->shape.d[i]) && v->shape.d[i].n != 1) {
       char a[128];
-      return infer_fail(c, "%s must hold one value, got shape %s", slot,
+      return reg_infer_fail(c, "%s must hold one value, got shape %s", slot,
                         shape_str(&v->shape, a, sizeof a));
     }
   return true;
@@ -65,8 +65,8 @@ static bool one_value(InferCtx *c, const char *slot) {
 
 /* Output `out` takes the dtype f32 and the shape of input `in`. */
 static void pass(InferCtx *c, const char *out, const char *in) {
-  const VarDesc *v = infer_in(c, in, 0);
-  if (v) infer_set(c, out, 0, DT_F32, &v->shape);
+  const VarDesc *v = reg_infer_in(c, in, 0);
+  if (v) reg_infer_set(c, out, 0, DT_F32, &v->shape);
 }
 
 static bool infer_sgd(InferCtx *c) {
@@ -115,18 +115,18 @@ static bool infer_rmsprop(InferCtx *c) {
 static bool infer_sgd_matmul(InferCtx *c) {
   const VarDesc *p = param(c);
   if (!p || !one_value(c, "LearningRate")) return false;
-  const VarDesc *x = infer_in(c, "X", 0), *y = infer_in(c, "Y", 0);
-  if (!x || !y) return infer_fail(c, "inputs X and Y are needed");
-  if (x->dtype != DT_F32 || y->dtype != DT_F32) return infer_fail(c, "X and Y must be f32");
+  const VarDesc *x = reg_infer_in(c, "X", 0), *y = reg_infer_in(c, "Y", 0);
+  if (!x || !y) return reg_infer_fail(c, "inputs X and Y are needed");
+  if (x->dtype != DT_F32 || y->dtype != DT_F32) return reg_infer_fail(c, "X and Y must be f32");
   if (x->shape.rank != 2 || y->shape.rank != 2 || p->shape.rank != 2)
-    return infer_fail(c, "Param, X and Y must be matrices");
-  bool ta = infer_attr_b(c, "transpose_x"), tb = infer_attr_b(c, "transpose_y");
+    return reg_infer_fail(c, "Param, X and Y must be matrices");
+  bool ta = reg_infer_attr_b(c, "transpose_x"), tb = reg_infer_attr_b(c, "transpose_y");
   Dim m = x->shape.d[ta ? 1 : 0], k = x->shape.d[ta ? 0 : 1];
   Dim k2 = y->shape.d[tb ? 1 : 0], n = y->shape.d[tb ? 0 : 1];
   Shape want = {.rank = 2, .d = {m, n}};
   if ((dim_known(k) && dim_known(k2) && k.n != k2.n) || !shapes_agree(&want, &p->shape)) {
     char a[128], b[128], w[128];
-    return infer_fail(c, "op(X) %s times op(Y) %s does not give Param's shape %s", shape_str(&x->shape, a, sizeof a),
+    return reg_infer_fail(c, "op(X) %s times op(Y) %s does not give Param's shape %s", shape_str(&x->shape, a, sizeof a),
                       shape_str(&y->shape, b, sizeof b), shape_str(&p->shape, w, sizeof w));
   }
   pass(c, "ParamOut", "Param");
@@ -137,21 +137,21 @@ static bool infer_sgd_matmul(InferCtx *c) {
 
 /* The outputs of an update are its state inputs, updated where they are. */
 static void same(ExecCtx *c, int out_slot, int in_slot) {
-  if (ctx_out_count(c, out_slot)) ctx_set_out(c, out_slot, 0, tensor_ref(ctx_in(c, in_slot)));
+  if (exec_ctx_out_count(c, out_slot)) exec_ctx_set_out(c, out_slot, 0, tensor_ref(exec_ctx_in(c, in_slot)));
 }
 
-static float one(ExecCtx *c, int slot) { return (float)tensor_get(ctx_in(c, slot), 0); }
+static float one(ExecCtx *c, int slot) { return (float)tensor_get(exec_ctx_in(c, slot), 0); }
 
 /* The learning rate this update steps by: LearningRate times the op's
  * lr_mult (a parameter group's multiplier, train.c; 1 when not set). */
-static float rate(ExecCtx *c, int slot) { return one(c, slot) * (float)ctx_attr_f(c, "lr_mult"); }
-static double rate64(ExecCtx *c, int slot) { return tensor_get(ctx_in(c, slot), 0) * ctx_attr_f(c, "lr_mult"); }
+static float rate(ExecCtx *c, int slot) { return one(c, slot) * (float)exec_ctx_attr_f(c, "lr_mult"); }
+static double rate64(ExecCtx *c, int slot) { return tensor_get(exec_ctx_in(c, slot), 0) * exec_ctx_attr_f(c, "lr_mult"); }
 
 /* ---- the f64 updates: the same formulas in double, for an f64 Param
  * (its state and Grad are f64 with it: train.c, the executor). */
 
 static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
-  double lr = rate64(c, 2), wd = ctx_attr_f(c, "weight_decay");
+  double lr = rate64(c, 2), wd = exec_ctx_attr_f(c, "weight_decay");
   double *pv = tensor_f64(p);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) pv[i] -= lr * (gv[i] + wd * pv[i]);
@@ -160,8 +160,8 @@ static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
 }
 
 static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
-  double lr = rate64(c, 3), mu = ctx_attr_f(c, "mu"), wd = ctx_attr_f(c, "weight_decay");
-  bool nesterov = ctx_attr_b(c, "use_nesterov");
+  double lr = rate64(c, 3), mu = exec_ctx_attr_f(c, "mu"), wd = exec_ctx_attr_f(c, "weight_decay");
+  bool nesterov = exec_ctx_attr_b(c, "use_nesterov");
   double *pv = tensor_f64(p), *vv = tensor_f64(v);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -175,10 +175,10 @@ static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
 }
 
 static int adam64(ExecCtx *c, double coeff) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
-  Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
-  double lr = rate64(c, 2), b1 = ctx_attr_f(c, "beta1"), b2 = ctx_attr_f(c, "beta2");
-  double eps = ctx_attr_f(c, "epsilon");
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3), *m2 = exec_ctx_in(c, 4);
+  Tensor *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);
+  double lr = rate64(c, 2), b1 = exec_ctx_attr_f(c, "beta1"), b2 = exec_ctx_attr_f(c, "beta2");
+  double eps = exec_ctx_attr_f(c, "epsilon");
   double pow1 = tensor_get(b1p, 0) * b1, pow2 = tensor_get(b2p, 0) * b2;
   double step = lr * sqrt(1 - pow2) / (1 - pow1), eps_hat = eps * sqrt(1 - pow2);
   double *pv = tensor_f64(p), *mv = tensor_f64(m1), *vv = tensor_f64(m2);
@@ -196,7 +196,7 @@ static int adam64(ExecCtx *c, double coeff) {
 }
 
 static int rmsprop64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {
-  double lr = rate64(c, 2), rho = ctx_attr_f(c, "rho"), eps = ctx_attr_f(c, "epsilon");
+  double lr = rate64(c, 2), rho = exec_ctx_attr_f(c, "rho"), eps = exec_ctx_attr_f(c, "epsilon");
   double *pv = tensor_f64(p), *mv = tensor_f64(ms);
   const double *gv = tensor_f64(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -212,21 +212,21 @@ static int rmsprop64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {
  * never updated in a copy. */
 static bool all_f64(ExecCtx *c, int n, const int *slots) {
   for (int k = 0; k < n; k++)
-    if (ctx_in(c, slots[k])->dtype != DT_F64) return false;
+    if (exec_ctx_in(c, slots[k])->dtype != DT_F64) return false;
   return true;
 }
 #define NEED_F64(...)                                                           \
   if (!all_f64(c, sizeof((int[]){__VA_ARGS__}) / sizeof(int), (int[]){__VA_ARGS__})) \
-    return ctx_fail(c, "an f64 Param needs f64 Grad and state")
+    return exec_ctx_fail(c, "an f64 Param needs f64 Grad and state")
 
 /* p -= lr * (g + wd * p) */
 static int k_sgd(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1);
   if (p->dtype == DT_F64) {
     NEED_F64(1);
     return sgd64(c, p, g);
   }
-  float lr = rate(c, 2), wd = (float)ctx_attr_f(c, "weight_decay");
+  float lr = rate(c, 2), wd = (float)exec_ctx_attr_f(c, "weight_decay");
   float *pv = tensor_f32(p);
   const float *gv = tensor_f32(g);
   if (wd != 0)
@@ -240,16 +240,16 @@ static int k_sgd(ExecCtx *c) {
 /* Param -= lr * op(X) @ op(Y): one GEMM accumulating into Param (beta 1,
  * alpha -lr), so the gradient is never stored and never read back. */
 static int k_sgd_matmul(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *x = ctx_in(c, 1), *y = ctx_in(c, 2);
+  Tensor *p = exec_ctx_in(c, 0), *x = exec_ctx_in(c, 1), *y = exec_ctx_in(c, 2);
   float lr = rate(c, 3);
-  bool ta = ctx_attr_b(c, "transpose_x"), tb = ctx_attr_b(c, "transpose_y");
+  bool ta = exec_ctx_attr_b(c, "transpose_x"), tb = exec_ctx_attr_b(c, "transpose_y");
   int64_t m = x->shape[ta ? 1 : 0], k = x->shape[ta ? 0 : 1], k2 = y->shape[tb ? 1 : 0], n = y->shape[tb ? 0 : 1];
   if (k != k2 || p->shape[0] != m || p->shape[1] != n)
-    return ctx_fail(c, "op(X) [%lld, %lld] times op(Y) [%lld, %lld] does not give Param's shape [%lld, %lld]",
+    return exec_ctx_fail(c, "op(X) [%lld, %lld] times op(Y) [%lld, %lld] does not give Param's shape [%lld, %lld]",
                     (long long)m, (long long)k, (long long)k2, (long long)n, (long long)p->shape[0],
                     (long long)p->shape[1]);
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-    return ctx_fail(c, "a dimension is larger than OpenBLAS's int (%d)", INT_MAX);
+    return exec_ctx_fail(c, "a dimension is larger than OpenBLAS's int (%d)", INT_MAX);
   if (m && n && k)
     par_sgemm(ta, tb, (int)m, (int)n, (int)k, -lr, tensor_f32(x), (int)x->shape[1], tensor_f32(y),
               (int)y->shape[1], 1.0f, tensor_f32(p), (int)n);
@@ -259,13 +259,13 @@ static int k_sgd_matmul(ExecCtx *c) {
 
 /* PyTorch's SGD with momentum: v = mu v + g; p -= lr v (Nesterov: p -= lr (g + mu v)). */
 static int k_momentum(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *v = ctx_in(c, 2);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *v = exec_ctx_in(c, 2);
   if (p->dtype == DT_F64) {
     NEED_F64(1, 2);
     return momentum64(c, p, g, v);
   }
-  float lr = rate(c, 3), mu = (float)ctx_attr_f(c, "mu"), wd = (float)ctx_attr_f(c, "weight_decay");
-  bool nesterov = ctx_attr_b(c, "use_nesterov");
+  float lr = rate(c, 3), mu = (float)exec_ctx_attr_f(c, "mu"), wd = (float)exec_ctx_attr_f(c, "weight_decay");
+  bool nesterov = exec_ctx_attr_b(c, "use_nesterov");
   float *pv = tensor_f32(p), *vv = tensor_f32(v);
   const float *gv = tensor_f32(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -281,10 +281,10 @@ static int k_momentum(ExecCtx *c) {
 /* Adam (Kingma and Ba) with bias correction through Beta1Pow/Beta2Pow,
  * which hold beta^t; AdamW adds the decoupled decay p -= lr coeff p. */
 static int adam(ExecCtx *c, float coeff) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *m1 = ctx_in(c, 3), *m2 = ctx_in(c, 4);
-  Tensor *b1p = ctx_in(c, 5), *b2p = ctx_in(c, 6);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3), *m2 = exec_ctx_in(c, 4);
+  Tensor *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);
   float lr = rate(c, 2);
-  float b1 = (float)ctx_attr_f(c, "beta1"), b2 = (float)ctx_attr_f(c, "beta2"), eps = (float)ctx_attr_f(c, "epsilon");
+  float b1 = (float)exec_ctx_attr_f(c, "beta1"), b2 = (float)exec_ctx_attr_f(c, "beta2"), eps = (float)exec_ctx_attr_f(c, "epsilon");
   float pow1 = (float)tensor_get(b1p, 0) * b1, pow2 = (float)tensor_get(b2p, 0) * b2;
   float step = lr * sqrtf(1 - pow2) / (1 - pow1);
   float *pv = tensor_f32(p), *mv = tensor_f32(m1), *vv = tensor_f32(m2);
@@ -309,12 +309,12 @@ static int adam(ExecCtx *c, float coeff) {
 /* PyTorch's RMSprop (no momentum, not centered): ms = rho ms + (1 - rho) g^2;
  * p -= lr g / (sqrt(ms) + eps), epsilon outside the root as PyTorch has it. */
 static int k_rmsprop(ExecCtx *c) {
-  Tensor *p = ctx_in(c, 0), *g = ctx_in(c, 1), *ms = ctx_in(c, 3);
+  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *ms = exec_ctx_in(c, 3);
   if (p->dtype == DT_F64) {
     NEED_F64(1, 3);
     return rmsprop64(c, p, g, ms);
   }
-  float lr = rate(c, 2), rho = (float)ctx_attr_f(c, "rho"), eps = (float)ctx_attr_f(c, "epsilon");
+  float lr = rate(c, 2), rho = (float)exec_ctx_attr_f(c, "rho"), eps = (float)exec_ctx_attr_f(c, "epsilon");
   float *pv = tensor_f32(p), *mv = tensor_f32(ms);
   const float *gv = tensor_f32(g);
   for (int64_t i = 0; i < p->numel; i++) {
@@ -327,26 +327,26 @@ static int k_rmsprop(ExecCtx *c) {
 }
 
 static int k_adam(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64) {
+  if (exec_ctx_in(c, 0)->dtype == DT_F64) {
     NEED_F64(1, 3, 4, 5, 6);
     return adam64(c, 0);
   }
   return adam(c, 0);
 }
 static int k_adamw(ExecCtx *c) {
-  if (ctx_in(c, 0)->dtype == DT_F64) {
+  if (exec_ctx_in(c, 0)->dtype == DT_F64) {
     NEED_F64(1, 3, 4, 5, 6);
-    return adam64(c, ctx_attr_f(c, "coeff"));
+    return adam64(c, exec_ctx_attr_f(c, "coeff"));
   }
-  return adam(c, (float)ctx_attr_f(c, "coeff"));
+  return adam(c, (float)exec_ctx_attr_f(c, "coeff"));
 }
 
 /* Out = X scaled so that the global L2 norm of all X is at most max_norm. */
 static int k_clip_by_global_norm(ExecCtx *c) {
   double sq = 0;
-  int n = ctx_in_count(c, 0);
+  int n = exec_ctx_in_count(c, 0);
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     if (x->dtype == DT_F64) {
       for (int64_t i = 0; i < x->numel; i++) sq += tensor_f64(x)[i] * tensor_f64(x)[i];
       continue;
@@ -354,10 +354,10 @@ static int k_clip_by_global_norm(ExecCtx *c) {
     const float *v = tensor_f32(x);
     for (int64_t i = 0; i < x->numel; i++) sq += (double)v[i] * (double)v[i];
   }
-  double norm = sqrt(sq), max_norm = ctx_attr_f(c, "max_norm");
+  double norm = sqrt(sq), max_norm = exec_ctx_attr_f(c, "max_norm");
   float scale = norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
   for (int k = 0; k < n; k++) {
-    Tensor *x = ctx_in_at(c, 0, k);
+    Tensor *x = exec_ctx_in_at(c, 0, k);
     if (scale != 1.0f && x->dtype == DT_F64) {
       double s64 = norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
       for (int64_t i = 0; i < x->numel; i++) tensor_f64(x)[i] *= s64;
@@ -365,16 +365,16 @@ static int k_clip_by_global_norm(ExecCtx *c) {
       float *v = tensor_f32(x);
       for (int64_t i = 0; i < x->numel; i++) v[i] *= scale;
     }
-    ctx_set_out(c, 0, k, tensor_ref(x));
+    exec_ctx_set_out(c, 0, k, tensor_ref(x));
   }
   return 0;
 }
 
 static bool infer_clip_norm(InferCtx *c) {
-  for (int k = 0; k < infer_count(c, "X"); k++) {
-    const VarDesc *x = infer_in(c, "X", k);
-    if (!dtype_is_float(x->dtype)) return infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    infer_set(c, "Out", k, x->dtype, &x->shape);
+  for (int k = 0; k < reg_infer_count(c, "X"); k++) {
+    const VarDesc *x = reg_infer_in(c, "X", k);
+    if (!dtype_is_float(x->dtype)) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
+    reg_infer_set(c, "Out", k, x->dtype, &x->shape);
   }
   return true;
 }

@@ -24,18 +24,18 @@ static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n
   if (x->rank == 0) {   /* a scalar: only axis 0 (or -1) names it */
     for (int i = 0; i < n; i++)
       if (axes[i] != 0 && axes[i] != -1)
-        return infer_fail(c, "axis %lld is out of range for X of shape []", (long long)axes[i]);
+        return reg_infer_fail(c, "axis %lld is out of range for X of shape []", (long long)axes[i]);
     *out = shape_scalar();
     return true;
   }
   for (int i = 0; i < x->rank; i++) drop[i] = n == 0;
   for (int i = 0; i < n; i++) {
     int k;
-    if (!infer_norm_axis(c, "axis", axes[i], "X", x, &k)) return false;
+    if (!reg_infer_norm_axis(c, "axis", axes[i], "X", x, &k)) return false;
     if (drop[k]) {
       char buf[128];
-      return infer_fail(c, "axis %lld names dimension %d of X (shape %s) twice",
-                        (long long)axes[i], k, shape_str(x, buf, sizeof buf));
+      return reg_infer_fail(c, "axis %lld names dimension %d of X (shape %s) twice",
+                            (long long)axes[i], k, shape_str(x, buf, sizeof buf));
     }
     drop[k] = true;
   }
@@ -50,17 +50,17 @@ static bool reduce_shape(InferCtx *c, const Shape *x, const int64_t *axes, int n
 /* sum, mean, max, min; dtype by `kind`: 's' sum (bool counts as i64),
  * 'm' mean (f32), 'k' keep (max, min). */
 static bool infer_reduce_as(InferCtx *c, char kind) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  const AttrValue *ax = infer_attr(c, "axis");
-  if (!ax || ax->type != ATTR_INTS) return infer_fail(c, "attribute 'axis' must be an int list");
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  const AttrValue *ax = reg_infer_attr(c, "axis");
+  if (!ax || ax->type != ATTR_INTS) return reg_infer_fail(c, "attribute 'axis' must be an int list");
   Shape s;
-  if (!reduce_shape(c, &x->shape, ax->u.ints, ax->n, infer_attr_b(c, "keepdim"), &s))
+  if (!reduce_shape(c, &x->shape, ax->u.ints, ax->n, reg_infer_attr_b(c, "keepdim"), &s))
     return false;
   DType t = x->dtype;
   if (kind == 's' && t == DT_BOOL) t = DT_I64;
   if (kind == 'm') t = DT_F32;
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
@@ -68,30 +68,30 @@ static bool infer_sum(InferCtx *c) { return infer_reduce_as(c, 's'); }
 
 /* logsumexp: f32 (an i64 X is read as f32, as PyTorch promotes it). */
 static bool infer_logsumexp(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
-  return x && infer_need_float(c, "X", x) && infer_reduce_as(c, 'm');
+  const VarDesc *x = reg_infer_input(c, "X");
+  return x && reg_infer_need_float(c, "X", x) && infer_reduce_as(c, 'm');
 }
 
 /* cumsum: X's shape; bool and i64 sum as i64 (PyTorch's). */
 static bool infer_cumsum(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
-  int64_t axis = infer_attr_i(c, "axis");
+  int64_t axis = reg_infer_attr_i(c, "axis");
   Shape s;
   if (!reduce_shape(c, &x->shape, &axis, 1, true, &s)) return false;
-  infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
+  reg_infer_set(c, "Out", 0, x->dtype == DT_BOOL ? DT_I64 : x->dtype, &x->shape);
   return true;
 }
 static bool infer_mean(InferCtx *c) { return infer_reduce_as(c, 'm'); }
 static bool infer_keep(InferCtx *c) { return infer_reduce_as(c, 'k'); }
 
 static bool infer_argmax(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  int64_t axis = infer_attr_i(c, "axis");
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  int64_t axis = reg_infer_attr_i(c, "axis");
   Shape s;
-  if (!reduce_shape(c, &x->shape, &axis, 1, infer_attr_b(c, "keepdim"), &s)) return false;
-  infer_set(c, "Out", 0, DT_I64, &s);
+  if (!reduce_shape(c, &x->shape, &axis, 1, reg_infer_attr_b(c, "keepdim"), &s)) return false;
+  reg_infer_set(c, "Out", 0, DT_I64, &s);
   return true;
 }
 
@@ -222,7 +222,7 @@ typedef enum ReduceKind { R_SUM, R_MEAN, R_MAX, R_MIN } ReduceKind;
  * neighbours both reduced or both kept merged.  Returns the number of
  * groups (at least one); *count gets the elements per result. */
 static int reduce_groups(ExecCtx *c, const Tensor *x, int64_t *size, bool *gred, int64_t *count) {
-  const AttrValue *ax = ctx_attr(c, "axis");
+  const AttrValue *ax = exec_ctx_attr(c, "axis");
   bool red[SHAPE_MAX_RANK];
   for (int i = 0; i < x->rank; i++) red[i] = ax->n == 0;
   for (int i = 0; i < ax->n && x->rank > 0; i++) {   /* inference checked them */
@@ -250,14 +250,14 @@ static int reduce_groups(ExecCtx *c, const Tensor *x, int64_t *size, bool *gred,
 }
 
 static int reduce(ExecCtx *c, ReduceKind kind) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   int64_t size[SHAPE_MAX_RANK], count;   /* count: elements per result */
   bool gred[SHAPE_MAX_RANK];
   int ng = reduce_groups(c, x, size, gred, &count);
   if (count == 0 && out->numel > 0 && (kind == R_MAX || kind == R_MIN)) {
     char buf[128];
-    return ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
-                    tensor_shape_str(x, buf, sizeof buf));
+    return exec_ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
+                         tensor_shape_str(x, buf, sizeof buf));
   }
 
   int64_t n = out->numel;
@@ -324,7 +324,7 @@ static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
 /* logsumexp for element type T (TF its data, EXPF its exp, MAXRUN its max run). */
 #define LOGSUMEXP(NAME, T, TF, EXPF, MAXRUN)                                      \
 static int NAME(ExecCtx *c) {                                                     \
-  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), out->dtype);        \
+  Tensor *out = exec_ctx_out(c, 0), *x = tensor_cast(exec_ctx_in(c, 0), out->dtype);        \
   int64_t size[SHAPE_MAX_RANK], count, n = out->numel;                            \
   bool gred[SHAPE_MAX_RANK];                                                      \
   int ng = reduce_groups(c, x, size, gred, &count);                               \
@@ -363,7 +363,7 @@ LOGSUMEXP(logsumexp_f32, float, tensor_f32, expf, max_f32)
 LOGSUMEXP(logsumexp_f64, double, tensor_f64, exp, max_f64)
 
 static int k_logsumexp(ExecCtx *c) {
-  return ctx_out(c, 0)->dtype == DT_F64 ? logsumexp_f64(c) : logsumexp_f32(c);
+  return exec_ctx_out(c, 0)->dtype == DT_F64 ? logsumexp_f64(c) : logsumexp_f32(c);
 }
 
 /* cumsum over X viewed as [outer, n, inner] around axis: Out's row r is
@@ -414,11 +414,11 @@ CUMSUM(cumsum_i64, int64_t, uint64_t)
 
 /* Out (or X@GRAD, rev) = the running sum of X (or Out@GRAD) along axis. */
 static int cumsum_run(ExecCtx *c, bool rev) {
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *out = ctx_out(c, 0), *x = tensor_cast(ctx_in(c, 0), out->dtype);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *out = exec_ctx_out(c, 0), *x = tensor_cast(exec_ctx_in(c, 0), out->dtype);
   int64_t outer = 1, n = 1, inner = 1;
   if (x->rank > 0) {
-    int64_t a = ctx_attr_i(c, "axis");
+    int64_t a = exec_ctx_attr_i(c, "axis");
     int k = (int)(a < 0 ? a + x->rank : a);
     for (int i = 0; i < x->rank; i++) {
       if (i < k) outer *= x->shape[i];
@@ -440,9 +440,9 @@ static int k_cumsum_grad(ExecCtx *c) { return cumsum_run(c, true); }
 
 /* X@GRAD has Out@GRAD's shape; f32. */
 static bool infer_cumsum_grad(InferCtx *c) {
-  const VarDesc *d = infer_input(c, "Out@GRAD");
+  const VarDesc *d = reg_infer_input(c, "Out@GRAD");
   if (!d) return false;
-  infer_set(c, "X@GRAD", 0, DT_F32, &d->shape);
+  reg_infer_set(c, "X@GRAD", 0, DT_F32, &d->shape);
   return true;
 }
 
@@ -507,14 +507,14 @@ static int pick_grad64(ExecCtx *c, Tensor *x, Tensor *out, Tensor *dout, Tensor 
 
 static int reduce_grad(ExecCtx *c, ReduceKind kind) {
   bool pick = kind == R_MAX || kind == R_MIN;
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *x = ctx_in(c, 0), *out = pick ? ctx_in(c, 1) : NULL, *dout = ctx_in(c, pick ? 2 : 1);
-  Tensor *dx = ctx_out(c, 0);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *x = exec_ctx_in(c, 0), *out = pick ? exec_ctx_in(c, 1) : NULL, *dout = exec_ctx_in(c, pick ? 2 : 1);
+  Tensor *dx = exec_ctx_out(c, 0);
   if (!pick && dx->dtype == DT_F64 && dout->dtype == DT_F64) return sum_grad64(c, kind, x, dout, dx);
   if (pick && dx->dtype == DT_F64 && x->dtype == DT_F64 && out->dtype == DT_F64 && dout->dtype == DT_F64)
     return pick_grad64(c, x, out, dout, dx);
   if (x->dtype != DT_F32 || dout->dtype != DT_F32 || (out && out->dtype != DT_F32))
-    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
+    return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
   int64_t size[SHAPE_MAX_RANK], count;
   bool gred[SHAPE_MAX_RANK];
   int ng = reduce_groups(c, x, size, gred, &count);
@@ -577,10 +577,10 @@ static int k_min_grad(ExecCtx *c) { return reduce_grad(c, R_MIN); }
 /* logsumexp_grad for element type T (DT its dtype). */
 #define LOGSUMEXP_GRAD(NAME, T, TF, EXPF, DT)                                                \
 static int NAME(ExecCtx *c) {                                                                \
-  if (ctx_out_count(c, 0) == 0) return 0;                                                    \
-  Tensor *x = ctx_in(c, 0), *out = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);  \
+  if (exec_ctx_out_count(c, 0) == 0) return 0;                                               \
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);  \
   if (x->dtype != DT || out->dtype != DT || dout->dtype != DT)                               \
-    return ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");                   \
+    return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");              \
   int64_t size[SHAPE_MAX_RANK], count;                                                       \
   bool gred[SHAPE_MAX_RANK];                                                                 \
   int ng = reduce_groups(c, x, size, gred, &count);                                          \
@@ -606,7 +606,7 @@ LOGSUMEXP_GRAD(logsumexp_grad_f32, float, tensor_f32, expf, DT_F32)
 LOGSUMEXP_GRAD(logsumexp_grad_f64, double, tensor_f64, exp, DT_F64)
 
 static int k_logsumexp_grad(ExecCtx *c) {
-  return ctx_in(c, 0)->dtype == DT_F64 ? logsumexp_grad_f64(c) : logsumexp_grad_f32(c);
+  return exec_ctx_in(c, 0)->dtype == DT_F64 ? logsumexp_grad_f64(c) : logsumexp_grad_f32(c);
 }
 
 /* ---- gradients of the grad ops ----
@@ -694,9 +694,9 @@ static int g_cumsum_grad(GradCtx *g) {
 
 /* X@GRAD has X's shape and dtype. */
 static bool infer_reduce_grad(InferCtx *c) {
-  const VarDesc *x = infer_in(c, "X", 0);
-  if (!x) return infer_fail(c, "input X is missing");
-  infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x) return reg_infer_fail(c, "input X is missing");
+  reg_infer_set(c, "X@GRAD", 0, x->dtype, &x->shape);
   return true;
 }
 
@@ -747,10 +747,10 @@ ARGMAX(argmax_i64, int64_t, NEVER_NAN)
 ARGMAX(argmax_bool, uint8_t, NEVER_NAN)
 
 static int k_argmax(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   int64_t outer = 1, n = 1, inner = 1;
   if (x->rank > 0) {
-    int64_t a = ctx_attr_i(c, "axis");
+    int64_t a = exec_ctx_attr_i(c, "axis");
     int k = (int)(a < 0 ? a + x->rank : a);
     for (int i = 0; i < x->rank; i++) {
       if (i < k) outer *= x->shape[i];
@@ -761,8 +761,8 @@ static int k_argmax(ExecCtx *c) {
   if (out->numel == 0) return 0;
   if (n == 0) {
     char buf[128];
-    return ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
-                    tensor_shape_str(x, buf, sizeof buf));
+    return exec_ctx_fail(c, "cannot reduce an empty axis of X (shape %s)",
+                         tensor_shape_str(x, buf, sizeof buf));
   }
   if (x->dtype == DT_F32) argmax_f32(x->data, tensor_i64(out), outer, n, inner);
   else if (x->dtype == DT_F64) argmax_f64(x->data, tensor_i64(out), outer, n, inner);

@@ -17,10 +17,10 @@ _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* Reads an int-list attribute; *n gets its length. */
 static const int64_t *ints_attr(InferCtx *c, const char *name, int *n) {
-  const AttrValue *v = infer_attr(c, name);
+  const AttrValue *v = reg_infer_attr(c, name);
   *n = 0;
   if (!v || v->type != ATTR_INTS) {
-    infer_fail(c, "attribute '%s' must be an int list", name);
+    reg_infer_fail(c, "attribute '%s' must be an int list", name);
     return NULL;
   }
   static const int64_t none[1];
@@ -75,16 +75,16 @@ static const char *check_perm(const AttrValue *v) {
 /* Re-runs an attribute's checker (ops made by netrun itself, such as grad
  * ops, do not pass through the script's attribute checks). */
 static bool recheck(InferCtx *c, const char *name, AttrCheckFn fn) {
-  const AttrValue *v = infer_attr(c, name);
+  const AttrValue *v = reg_infer_attr(c, name);
   const char *why = v ? fn(v) : NULL;
-  if (why) return infer_fail(c, "attribute '%s' %s", name, why);
+  if (why) return reg_infer_fail(c, "attribute '%s' %s", name, why);
   return true;
 }
 
 /* ---- reshape, transpose, flatten --------------------------------------------- */
 
 static bool infer_reshape(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *t = ints_attr(c, "shape", &n);
   if (!x || !t || !recheck(c, "shape", check_reshape)) return false;
@@ -106,8 +106,8 @@ static bool infer_reshape(InferCtx *c) {
   char a[128], b[128];
   if (numel >= 0) {
     if (hole < 0 ? known != numel : known == 0 || numel % known != 0)
-      return infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(xs, a, sizeof a),
-                        (long long)numel, ints_str(t, n, b, sizeof b));
+      return reg_infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(xs, a, sizeof a),
+                            (long long)numel, ints_str(t, n, b, sizeof b));
     if (hole >= 0) s.d[hole] = dim_n(numel / known);
   } else if (hole >= 0 && xs->rank >= 0 && known > 0) {
     /* [B, 784] -> [-1, 28, 28]: the -1 is B when the rest matches exactly */
@@ -127,12 +127,12 @@ static bool infer_reshape(InferCtx *c) {
     }
     if (ok && nsym == 1 && rest == known) s.d[hole] = xs->d[isym];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_transpose(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *perm = ints_attr(c, "perm", &n);
   if (!x || !perm || !recheck(c, "perm", check_perm)) return false;
@@ -142,12 +142,12 @@ static bool infer_transpose(InferCtx *c) {
     for (int i = 0; i < n; i++) s.d[i] = dim_unknown();
   } else if (x->shape.rank != n) {
     char a[128], b[128];
-    return infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(perm, n, a, sizeof a),
-                      n, shape_str(&x->shape, b, sizeof b));
+    return reg_infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(perm, n, a, sizeof a),
+                          n, shape_str(&x->shape, b, sizeof b));
   } else {
     for (int i = 0; i < n; i++) s.d[i] = x->shape.d[perm[i]];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
@@ -179,31 +179,31 @@ static Dim dims_product(const Shape *s, int from) {
 }
 
 static bool infer_flatten(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
-  int64_t start = infer_attr_i(c, "start_axis");
+  int64_t start = reg_infer_attr_i(c, "start_axis");
   Shape s = shape_unknown();
   if (x->shape.rank == 0) {   /* a scalar flattens to [1] */
     if (start != 0 && start != -1)
-      return infer_fail(c, "start_axis %lld is out of range for X of shape []", (long long)start);
+      return reg_infer_fail(c, "start_axis %lld is out of range for X of shape []", (long long)start);
     s = shape_scalar();
     s.rank = 1;
     s.d[0] = dim_n(1);
   } else if (x->shape.rank > 0) {
     int k;
-    if (!infer_norm_axis(c, "start_axis", start, "X", &x->shape, &k)) return false;
+    if (!reg_infer_norm_axis(c, "start_axis", start, "X", &x->shape, &k)) return false;
     s = x->shape;
     s.d[k] = dims_product(&x->shape, k);
     s.rank = k + 1;
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 /* ---- squeeze, unsqueeze, broadcast_to ------------------------------------------ */
 
 static bool infer_squeeze(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *axes = ints_attr(c, "axes", &n);
   if (!x || !axes) return false;
@@ -215,26 +215,26 @@ static bool infer_squeeze(InferCtx *c) {
     for (int i = 0; i < xs->rank; i++) drop[i] = n == 0 && xs->d[i].n == 1;
     for (int i = 0; i < n; i++) {
       int k;
-      if (!infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+      if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
       if (drop[k])
-        return infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
-                          shape_str(xs, buf, sizeof buf));
+        return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
+                              shape_str(xs, buf, sizeof buf));
       if (dim_known(xs->d[k]) && xs->d[k].n != 1)
-        return infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
-                          shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
+        return reg_infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
+                              shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
       drop[k] = true;   /* a symbol is checked to be 1 at run time */
     }
     s = shape_scalar();
     for (int i = 0; i < xs->rank; i++)
       if (!drop[i]) s.d[s.rank++] = xs->d[i];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 /* unsqueeze: axes are positions in the result, as in NumPy's expand_dims. */
 static bool infer_unsqueeze(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *axes = ints_attr(c, "axes", &n);
   if (!x || !axes) return false;
@@ -244,29 +244,29 @@ static bool infer_unsqueeze(InferCtx *c) {
   if (xs->rank >= 0) {
     int r = xs->rank + n;
     if (n > SHAPE_MAX_RANK || r > SHAPE_MAX_RANK)
-      return infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
-                        shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
+      return reg_infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
+                            shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
     bool ins[SHAPE_MAX_RANK] = {false};
     for (int i = 0; i < n; i++) {
       int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
       if (k < 0 || k >= r)
-        return infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
-                          (long long)axes[i], r, shape_str(xs, a, sizeof a));
+        return reg_infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
+                              (long long)axes[i], r, shape_str(xs, a, sizeof a));
       if (ins[k])
-        return infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
-                          (long long)k);
+        return reg_infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
+                              (long long)k);
       ins[k] = true;
     }
     s = shape_scalar();
     s.rank = r;
     for (int i = 0, j = 0; i < r; i++) s.d[i] = ins[i] ? dim_n(1) : xs->d[j++];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_broadcast_to(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *t = ints_attr(c, "shape", &n);
   if (!x || !t || !recheck(c, "shape", check_shape)) return false;
@@ -279,65 +279,53 @@ static bool infer_broadcast_to(InferCtx *c) {
     if (dim_known(d) && d.n != 1 && d.n != t[n - xs->rank + i]) ok = false;
   }
   if (!ok)
-    return infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
-                      shape_str(&s, b, sizeof b));
-  infer_set(c, "Out", 0, x->dtype, &s);
+    return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
+                          shape_str(&s, b, sizeof b));
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 /* ---- concat, split ---------------------------------------------------------- */
 
 static bool infer_concat(InferCtx *c) {
-  int n = infer_count(c, "X");
-  if (n == 0) return infer_fail(c, "X must hold at least one tensor");
-  const VarDesc *ref = NULL;   /* the first input of known rank */
-  int iref = -1;
-  DType t = DT_UNKNOWN;
-  bool all_ranked = true;
-  for (int i = 0; i < n; i++) {
-    const VarDesc *v = infer_in(c, "X", i);
-    if (!v) return infer_fail(c, "input X[%d] is missing", i);
-    t = i == 0 || v->dtype == t ? v->dtype : infer_promote(t, v->dtype);
-    if (v->shape.rank < 0) {
-      all_ranked = false;
-    } else if (!ref) {
-      ref = v;
-      iref = i;
-    }
-  }
-  if (!ref) {
+  int n = reg_infer_count(c, "X"), iref;   /* iref: the first input of known rank */
+  DType t;
+  bool all_ranked;
+  if (!reg_infer_list(c, "X", &t, &iref, &all_ranked)) return false;
+  if (iref < 0) {
     Shape u = shape_unknown();
-    infer_set(c, "Out", 0, t, &u);
+    reg_infer_set(c, "Out", 0, t, &u);
     return true;
   }
+  const VarDesc *ref = reg_infer_in(c, "X", iref);
   char sa[128], sb[128];
   if (ref->shape.rank == 0)
-    return infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
+    return reg_infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
   int axis;
-  if (!infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
+  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
   Shape s = ref->shape;
   int64_t total = 0;
   bool total_known = all_ranked;
   for (int i = 0; i < n; i++) {
-    const Shape *vs = &infer_in(c, "X", i)->shape;
+    const Shape *vs = &reg_infer_in(c, "X", i)->shape;
     if (vs->rank < 0) continue;
     if (vs->rank != s.rank)
-      return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: ranks differ", i,
-                        shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
+      return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: ranks differ", i,
+                            shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) {
       if (k == axis) continue;
       if (dims_clash(vs->d[k], s.d[k])) {
         int j = iref;   /* name an earlier input that disagrees */
         for (int q = 0; q < i; q++) {
-          const Shape *qs = &infer_in(c, "X", q)->shape;
+          const Shape *qs = &reg_infer_in(c, "X", q)->shape;
           if (qs->rank == s.rank && dims_clash(qs->d[k], vs->d[k])) {
             j = q;
             break;
           }
         }
-        return infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: dimension %d differs "
-                          "(only axis %d may)", i, shape_str(vs, sa, sizeof sa), j,
-                          shape_str(&infer_in(c, "X", j)->shape, sb, sizeof sb), k, axis);
+        return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: dimension %d differs "
+                              "(only axis %d may)", i, shape_str(vs, sa, sizeof sa), j,
+                              shape_str(&reg_infer_in(c, "X", j)->shape, sb, sizeof sb), k, axis);
       }
       s.d[k] = dim_merge(s.d[k], vs->d[k]);
     }
@@ -347,58 +335,58 @@ static bool infer_concat(InferCtx *c) {
   }
   s.d[axis] = total_known ? dim_n(total) : dim_unknown();
   if (n == 1) s.d[axis] = ref->shape.d[axis];
-  infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, t, &s);
   return true;
 }
 
 /* split: `num` equal parts, or parts of the sizes in `sections`; exactly
  * one of the two is given, and the outputs bound must match it. */
 static bool infer_split(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int ns;
   const int64_t *sec = ints_attr(c, "sections", &ns);
   if (!x || !sec) return false;
-  int64_t num = infer_attr_i(c, "num");
-  int m = infer_out_count(c, "Out");
+  int64_t num = reg_infer_attr_i(c, "num");
+  int m = reg_infer_out_count(c, "Out");
   char a[128], b[128];
-  if (num < 0) return infer_fail(c, "num must not be negative, got %lld", (long long)num);
-  if ((num > 0) == (ns > 0)) return infer_fail(c, "give exactly one of num and sections");
+  if (num < 0) return reg_infer_fail(c, "num must not be negative, got %lld", (long long)num);
+  if ((num > 0) == (ns > 0)) return reg_infer_fail(c, "give exactly one of num and sections");
   const char *are = m == 1 ? "output is" : "outputs are";
   if (num > 0 && num != m)
-    return infer_fail(c, "num=%lld but %d %s bound", (long long)num, m, are);
+    return reg_infer_fail(c, "num=%lld but %d %s bound", (long long)num, m, are);
   if (ns > 0 && ns != m)
-    return infer_fail(c, "sections has %d entries but %d %s bound", ns, m, are);
+    return reg_infer_fail(c, "sections has %d entries but %d %s bound", ns, m, are);
   int64_t sum = 0;
   for (int i = 0; i < ns; i++) {
     if (sec[i] < 0)
-      return infer_fail(c, "sections %s must not hold negative sizes", ints_str(sec, ns, a, sizeof a));
+      return reg_infer_fail(c, "sections %s must not hold negative sizes", ints_str(sec, ns, a, sizeof a));
     if (sum > INT64_MAX - sec[i])
-      return infer_fail(c, "sections %s sum to more than any dimension", ints_str(sec, ns, a, sizeof a));
+      return reg_infer_fail(c, "sections %s sum to more than any dimension", ints_str(sec, ns, a, sizeof a));
     sum += sec[i];
   }
   const Shape *xs = &x->shape;
   if (xs->rank < 0) {
     Shape u = shape_unknown();
-    for (int i = 0; i < m; i++) infer_set(c, "Out", i, x->dtype, &u);
+    for (int i = 0; i < m; i++) reg_infer_set(c, "Out", i, x->dtype, &u);
     return true;
   }
   int axis;
-  if (xs->rank == 0) return infer_fail(c, "X is a scalar; split needs a tensor of rank 1 or more");
-  if (!infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
+  if (xs->rank == 0) return reg_infer_fail(c, "X is a scalar; split needs a tensor of rank 1 or more");
+  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
   Dim d = xs->d[axis];
   if (num > 0 && dim_known(d) && d.n % num != 0)
-    return infer_fail(c, "axis %d of X (shape %s) has size %lld, which does not split into %lld "
-                      "equal parts", axis, shape_str(xs, a, sizeof a), (long long)d.n, (long long)num);
+    return reg_infer_fail(c, "axis %d of X (shape %s) has size %lld, which does not split into %lld "
+                          "equal parts", axis, shape_str(xs, a, sizeof a), (long long)d.n, (long long)num);
   if (ns > 0 && dim_known(d) && d.n != sum)
-    return infer_fail(c, "sections %s sum to %lld but axis %d of X (shape %s) has size %lld",
-                      ints_str(sec, ns, a, sizeof a), (long long)sum, axis,
-                      shape_str(xs, b, sizeof b), (long long)d.n);
+    return reg_infer_fail(c, "sections %s sum to %lld but axis %d of X (shape %s) has size %lld",
+                          ints_str(sec, ns, a, sizeof a), (long long)sum, axis,
+                          shape_str(xs, b, sizeof b), (long long)d.n);
   for (int i = 0; i < m; i++) {
     Shape s = *xs;
     if (ns > 0) s.d[axis] = dim_n(sec[i]);
     else if (num == 1) s.d[axis] = d;
     else s.d[axis] = dim_known(d) ? dim_n(d.n / num) : dim_unknown();
-    infer_set(c, "Out", i, x->dtype, &s);
+    reg_infer_set(c, "Out", i, x->dtype, &s);
   }
   return true;
 }
@@ -408,25 +396,25 @@ static bool infer_split(InferCtx *c) {
 /* slice: Python's x[start:end] along each of `axes` (step 1): negative
  * indices count from the end and out-of-range ones are clamped. */
 static bool infer_slice(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   int na, nb, ne;
   const int64_t *axes = ints_attr(c, "axes", &na);
   const int64_t *starts = ints_attr(c, "starts", &nb);
   const int64_t *ends = ints_attr(c, "ends", &ne);
   if (!x || !axes || !starts || !ends) return false;
   if (na != nb || na != ne)
-    return infer_fail(c, "axes, starts and ends must have one length, got %d, %d and %d", na, nb, ne);
+    return reg_infer_fail(c, "axes, starts and ends must have one length, got %d, %d and %d", na, nb, ne);
   const Shape *xs = &x->shape;
   Shape s = *xs;
   if (xs->rank >= 0) {
     bool seen[SHAPE_MAX_RANK] = {false};
     for (int i = 0; i < na; i++) {
       int k;
-      if (!infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+      if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
       if (seen[k]) {
         char buf[128];
-        return infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
-                          shape_str(xs, buf, sizeof buf));
+        return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
+                              shape_str(xs, buf, sizeof buf));
       }
       seen[k] = true;
       Dim d = xs->d[k];
@@ -440,48 +428,48 @@ static bool infer_slice(InferCtx *c) {
       }
     }
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_gather(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X"), *idx = infer_input(c, "Index");
+  const VarDesc *x = reg_infer_input(c, "X"), *idx = reg_infer_input(c, "Index");
   if (!x || !idx) return false;
-  if (idx->dtype != DT_I64) return infer_fail(c, "Index must be i64, got %s", dtype_name(idx->dtype));
+  if (idx->dtype != DT_I64) return reg_infer_fail(c, "Index must be i64, got %s", dtype_name(idx->dtype));
   const Shape *xs = &x->shape, *is = &idx->shape;
   char a[128], b[128];
-  if (xs->rank == 0) return infer_fail(c, "X is a scalar; gather needs a tensor of rank 1 or more");
+  if (xs->rank == 0) return reg_infer_fail(c, "X is a scalar; gather needs a tensor of rank 1 or more");
   Shape s = shape_unknown();
   int axis = 0;
-  if (xs->rank > 0 && !infer_norm_axis(c, "axis", infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
+  if (xs->rank > 0 && !reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", xs, &axis)) return false;
   if (xs->rank > 0 && is->rank >= 0) {
     int r = xs->rank - 1 + is->rank;
     if (r > SHAPE_MAX_RANK)
-      return infer_fail(c, "X of shape %s gathered with Index of shape %s would have rank %d, "
-                        "more than 8", shape_str(xs, a, sizeof a), shape_str(is, b, sizeof b), r);
+      return reg_infer_fail(c, "X of shape %s gathered with Index of shape %s would have rank %d, "
+                            "more than 8", shape_str(xs, a, sizeof a), shape_str(is, b, sizeof b), r);
     s = shape_scalar();
     for (int i = 0; i < axis; i++) s.d[s.rank++] = xs->d[i];
     for (int i = 0; i < is->rank; i++) s.d[s.rank++] = is->d[i];
     for (int i = axis + 1; i < xs->rank; i++) s.d[s.rank++] = xs->d[i];
   }
-  infer_set(c, "Out", 0, x->dtype, &s);
+  reg_infer_set(c, "Out", 0, x->dtype, &s);
   return true;
 }
 
 static bool infer_one_hot(InferCtx *c) {
-  const VarDesc *x = infer_input(c, "X");
+  const VarDesc *x = reg_infer_input(c, "X");
   if (!x) return false;
-  if (x->dtype != DT_I64) return infer_fail(c, "X must be i64, got %s", dtype_name(x->dtype));
-  int64_t depth = infer_attr_i(c, "depth");
-  if (depth <= 0) return infer_fail(c, "depth must be positive, got %lld", (long long)depth);
+  if (x->dtype != DT_I64) return reg_infer_fail(c, "X must be i64, got %s", dtype_name(x->dtype));
+  int64_t depth = reg_infer_attr_i(c, "depth");
+  if (depth <= 0) return reg_infer_fail(c, "depth must be positive, got %lld", (long long)depth);
   Shape s = x->shape;
   if (s.rank >= SHAPE_MAX_RANK) {
     char buf[128];
-    return infer_fail(c, "X of shape %s would give a result of rank %d, more than 8",
-                      shape_str(&s, buf, sizeof buf), s.rank + 1);
+    return reg_infer_fail(c, "X of shape %s would give a result of rank %d, more than 8",
+                          shape_str(&s, buf, sizeof buf), s.rank + 1);
   }
   if (s.rank >= 0) s.d[s.rank++] = dim_n(depth);
-  infer_set(c, "Out", 0, DT_F32, &s);
+  reg_infer_set(c, "Out", 0, DT_F32, &s);
   return true;
 }
 
@@ -498,7 +486,7 @@ static int axis_of(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
 /* The op's attribute `axis` normalized against t's rank, with the element
  * counts of t's dimensions before it (*outer) and after it (*inner). */
 static int split_at_axis(ExecCtx *c, const Tensor *t, int64_t *outer, int64_t *inner) {
-  int axis = axis_of(ctx_attr_i(c, "axis"), t->rank);
+  int axis = axis_of(exec_ctx_attr_i(c, "axis"), t->rank);
   *outer = *inner = 1;
   for (int i = 0; i < t->rank; i++) {
     if (i < axis) *outer *= t->shape[i];
@@ -563,8 +551,8 @@ static void fill_repeat(char *dst, const char *src, size_t es, int64_t n) {
 }
 
 static int k_view(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0);
-  const VarDesc *d = ctx_out_desc(c, 0, 0);
+  Tensor *x = exec_ctx_in(c, 0);
+  const VarDesc *d = exec_ctx_out_desc(c, 0, 0);
   int64_t shape[SHAPE_MAX_RANK], n = 1;
   assert(d && d->shape.rank >= 0);
   for (int i = 0; i < d->shape.rank; i++) {
@@ -574,7 +562,7 @@ static int k_view(ExecCtx *c) {
   }
   assert(n == x->numel);
   (void)n;
-  ctx_set_out(c, 0, 0, tensor_view(x, d->shape.rank, shape));
+  exec_ctx_set_out(c, 0, 0, tensor_view(x, d->shape.rank, shape));
   return 0;
 }
 
@@ -605,8 +593,8 @@ TRANSPOSE_2D(transpose_2d_u8, uint8_t)
  * contiguous dimension lands elsewhere in Out and the pair is copied in
  * tiles. */
 static int k_transpose(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  const AttrValue *perm = ctx_attr(c, "perm");
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  const AttrValue *perm = exec_ctx_attr(c, "perm");
   size_t es = dtype_size(x->dtype);
   const char *xd = x->data;
   char *od = out->data;
@@ -663,7 +651,7 @@ static int k_transpose(ExecCtx *c) {
  * the innermost run is either copied (step 1) or filled with one element
  * (step 0). */
 static int k_broadcast_to(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
   size_t es = dtype_size(x->dtype);
   const char *xd = x->data;
   char *od = out->data;
@@ -704,14 +692,14 @@ static int k_broadcast_to(ExecCtx *c) {
 /* concat and split move, per index of the dimensions before axis, one
  * contiguous chunk per part. */
 static int k_concat(ExecCtx *c) {
-  Tensor *out = ctx_out(c, 0);
+  Tensor *out = exec_ctx_out(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, out, &outer, &inner);
   size_t es = dtype_size(out->dtype);
   int64_t orow = out->shape[axis] * inner, at = 0;
   char *od = out->data;
-  for (int i = 0; i < ctx_in_count(c, 0); i++) {
-    Tensor *x = tensor_cast(ctx_in_at(c, 0, i), out->dtype);   /* inference promoted */
+  for (int i = 0; i < exec_ctx_in_count(c, 0); i++) {
+    Tensor *x = tensor_cast(exec_ctx_in_at(c, 0, i), out->dtype);   /* inference promoted */
     int64_t chunk = x->shape[axis] * inner;
     const char *xd = x->data;
     for (int64_t o = 0; o < outer; o++)
@@ -723,14 +711,14 @@ static int k_concat(ExecCtx *c) {
 }
 
 static int k_split(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0);
+  Tensor *x = exec_ctx_in(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, x, &outer, &inner);
   size_t es = dtype_size(x->dtype);
   int64_t xrow = x->shape[axis] * inner, at = 0;
   const char *xd = x->data;
-  for (int i = 0; i < ctx_out_count(c, 0); i++) {
-    Tensor *out = ctx_out_at(c, 0, i);
+  for (int i = 0; i < exec_ctx_out_count(c, 0); i++) {
+    Tensor *out = exec_ctx_out_at(c, 0, i);
     int64_t chunk = out->shape[axis] * inner;
     char *od = out->data;
     for (int64_t o = 0; o < outer; o++)
@@ -746,7 +734,7 @@ static int k_split(ExecCtx *c) {
  * walk serves the gradient, copying the other way (into_x: X's slice =
  * Out). */
 static void slice_move(ExecCtx *c, Tensor *x, Tensor *out, bool into_x) {
-  const AttrValue *axes = ctx_attr(c, "axes"), *starts = ctx_attr(c, "starts");
+  const AttrValue *axes = exec_ctx_attr(c, "axes"), *starts = exec_ctx_attr(c, "starts");
   size_t es = dtype_size(x->dtype);
   if (out->numel == 0) return;
   int64_t xst[SHAPE_MAX_RANK], base = 0;
@@ -777,7 +765,7 @@ static void slice_move(ExecCtx *c, Tensor *x, Tensor *out, bool into_x) {
 }
 
 static int k_slice(ExecCtx *c) {
-  slice_move(c, ctx_in(c, 0), ctx_out(c, 0), false);
+  slice_move(c, exec_ctx_in(c, 0), exec_ctx_out(c, 0), false);
   return 0;
 }
 
@@ -785,15 +773,15 @@ static int k_slice(ExecCtx *c) {
  * counting from the end (x[-1] is the last row, as in Python); anything
  * else is an error naming the index. */
 static int k_gather(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *index = ctx_in(c, 1), *out = ctx_out(c, 0);
+  Tensor *x = exec_ctx_in(c, 0), *index = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, x, &outer, &inner);
   int64_t n = x->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
-      return ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                      axis, (long long)n);
+      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+                           axis, (long long)n);
   size_t es = dtype_size(x->dtype), row = (size_t)inner * es;
   const char *xd = x->data;
   char *od = out->data;
@@ -806,14 +794,14 @@ static int k_gather(ExecCtx *c) {
 }
 
 static int k_one_hot(ExecCtx *c) {
-  Tensor *x = ctx_in(c, 0), *out = ctx_out(c, 0);
-  int64_t depth = ctx_attr_i(c, "depth");
+  Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
+  int64_t depth = exec_ctx_attr_i(c, "depth");
   const int64_t *lab = tensor_i64(x);
   float *o = tensor_f32(out);
   memset(o, 0, (size_t)out->numel * sizeof *o);
   for (int64_t i = 0; i < x->numel; i++) {
     if (lab[i] < 0 || lab[i] >= depth)
-      return ctx_fail(c, "label %lld is out of range [0, %lld)", (long long)lab[i], (long long)depth);
+      return exec_ctx_fail(c, "label %lld is out of range [0, %lld)", (long long)lab[i], (long long)depth);
     o[i * depth + lab[i]] = 1.0f;
   }
   return 0;
@@ -895,35 +883,35 @@ static int g_concat(GradCtx *g) {
 }
 
 static bool infer_concat_grad(InferCtx *c) {
-  int n = infer_count(c, "X"), m = infer_out_count(c, "X@GRAD");
-  const AttrValue *which = infer_attr(c, "inputs");
+  int n = reg_infer_count(c, "X"), m = reg_infer_out_count(c, "X@GRAD");
+  const AttrValue *which = reg_infer_attr(c, "inputs");
   if (!which || which->type != ATTR_INTS || which->n != m)
-    return infer_fail(c, "attribute 'inputs' must list one input per X@GRAD");
+    return reg_infer_fail(c, "attribute 'inputs' must list one input per X@GRAD");
   for (int k = 0; k < m; k++) {
     int64_t i = which->u.ints[k];
-    if (i < 0 || i >= n) return infer_fail(c, "inputs[%d] = %lld is not an input", k, (long long)i);
-    const VarDesc *x = infer_in(c, "X", (int)i);
-    infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
+    if (i < 0 || i >= n) return reg_infer_fail(c, "inputs[%d] = %lld is not an input", k, (long long)i);
+    const VarDesc *x = reg_infer_in(c, "X", (int)i);
+    reg_infer_set(c, "X@GRAD", k, x->dtype, &x->shape);
   }
   return true;
 }
 
 /* X@GRAD[k] = the piece of Out@GRAD that X[inputs[k]] filled. */
 static int k_concat_grad(ExecCtx *c) {
-  Tensor *dout = ctx_in(c, 1);
-  const AttrValue *which = ctx_attr(c, "inputs");
-  int n = ctx_in_count(c, 0);
+  Tensor *dout = exec_ctx_in(c, 1);
+  const AttrValue *which = exec_ctx_attr(c, "inputs");
+  int n = exec_ctx_in_count(c, 0);
   int64_t outer, inner;
   int axis = split_at_axis(c, dout, &outer, &inner);
   size_t es = dtype_size(dout->dtype);
   int64_t orow = dout->shape[axis] * inner;
   const char *gd = dout->data;
-  for (int k = 0; k < ctx_out_count(c, 0); k++) {
+  for (int k = 0; k < exec_ctx_out_count(c, 0); k++) {
     int i = (int)which->u.ints[k];
     int64_t at = 0;   /* where X[i]'s piece starts in a row of Out */
-    for (int j = 0; j < i && j < n; j++) at += ctx_in_at(c, 0, j)->shape[axis] * inner;
-    Tensor *dx = ctx_out_at(c, 0, k);
-    if (dx->dtype != dout->dtype) return ctx_fail(c, "internal error: X@GRAD and Out@GRAD differ in dtype");
+    for (int j = 0; j < i && j < n; j++) at += exec_ctx_in_at(c, 0, j)->shape[axis] * inner;
+    Tensor *dx = exec_ctx_out_at(c, 0, k);
+    if (dx->dtype != dout->dtype) return exec_ctx_fail(c, "internal error: X@GRAD and Out@GRAD differ in dtype");
     int64_t chunk = dx->shape[axis] * inner;
     char *od = dx->data;
     for (int64_t o = 0; o < outer; o++)
@@ -933,12 +921,12 @@ static int k_concat_grad(ExecCtx *c) {
 }
 
 /* X@GRAD (slot 0 of slice_grad and gather_grad) has X's shape and dtype. */
-static bool infer_x_grad(InferCtx *c) { return infer_same_as(c, "X@GRAD", "X"); }
+static bool infer_x_grad(InferCtx *c) { return reg_infer_same_as(c, "X@GRAD", "X"); }
 
 /* slice: X@GRAD is zeros with Out@GRAD in the slice. */
 static int k_slice_grad(ExecCtx *c) {
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *dout = ctx_in(c, 1), *dx = ctx_out(c, 0);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   memset(dx->data, 0, (size_t)dx->numel * dtype_size(dx->dtype));
   slice_move(c, dx, dout, true);
   return 0;
@@ -947,19 +935,19 @@ static int k_slice_grad(ExecCtx *c) {
 /* gather: X@GRAD is zeros with each row of Out@GRAD added at its index, so
  * a repeated index accumulates. */
 static int k_gather_grad(ExecCtx *c) {
-  if (ctx_out_count(c, 0) == 0) return 0;
-  Tensor *index = ctx_in(c, 1), *dout = ctx_in(c, 2), *dx = ctx_out(c, 0);
+  if (exec_ctx_out_count(c, 0) == 0) return 0;
+  Tensor *index = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);
   bool dbl = dx->dtype == DT_F64 && dout->dtype == DT_F64;
   if (!dbl && (dx->dtype != DT_F32 || dout->dtype != DT_F32))
-    return ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
+    return exec_ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
   int64_t outer, inner;
   int axis = split_at_axis(c, dx, &outer, &inner);
   int64_t n = dx->shape[axis], ni = index->numel;
   const int64_t *id = tensor_i64(index);
   for (int64_t j = 0; j < ni; j++)
     if (id[j] < -n || id[j] >= n)
-      return ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                      axis, (long long)n);
+      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+                           axis, (long long)n);
   if (dbl) {   /* f64: the same sums in double */
     memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
     for (int64_t o = 0; o < outer; o++)
