@@ -50,7 +50,7 @@ typedef struct Prepared {
   /* A control grad op: whether a second backward runs over the frames it
    * keeps (1 yes, -1 no; found when it starts a run). */
   int wanted;
-  OpDesc *tape_op;                 /* and how the tape records it (record_control_grad) */
+  OpDesc *tape_op;                 /* a while_grad's sums on the tape (exec_ctx_tape_sum) */
   /* Control ops: the sub-blocks' args and results, resolved. */
   int sub[2];
   VarRef *results[2];
@@ -676,48 +676,6 @@ static void promote_inputs(const Prepared *p, Tensor **ins, bool *owned) {
     }
 }
 
-/* A loop's or branch's grad op run with the tape on: the tape cannot
- * differentiate it (its turns are not ops on the tape), but the gradients
- * it gives must not look like leaves.  It is recorded as an op of its type
- * from its non-empty inputs (Input) to its outputs (Input@GRAD), without
- * its blocks, so that the tape's backward, or the builder over the tape's
- * program, reports it when the loss depends on it. */
-static void record_control_grad(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs) {
-  Program *prog = ex->prog;
-  if (!p->tape_op) {
-    OpDesc *op = op_new(prog, p->op->type, p->op->span);
-    Slot *in = op_add_input(prog, op, "Input"), *out = op_add_output(prog, op, "Input@GRAD");
-    for (int i = 0; i < p->in_total; i++)
-      if (!name_is_empty(p->in[i].name)) slot_push(prog, in, p->in[i].name);
-    for (int i = 0; i < p->out_total; i++)
-      if (!name_is_empty(p->out[i].name)) slot_push(prog, out, p->out[i].name);
-    p->tape_op = op;
-  }
-  int nin = 0, nout = 0;
-  Tensor **vi = mem_calloc((size_t)(p->in_total + p->out_total) + 1, sizeof *vi), **vo = vi + p->in_total;
-  const char **names = mem_calloc((size_t)(2 * (p->in_total + p->out_total)) + 1, sizeof *names);
-  const char **turns = names + p->in_total + p->out_total;
-  VarRef *refs = mem_calloc((size_t)(p->in_total + p->out_total) + 1, sizeof *refs);
-  for (int i = 0; i < p->in_total; i++)
-    if (!name_is_empty(p->in[i].name) && ins[i]) {
-      refs[nin] = p->in[i], turns[nin] = frame_suffix_of(f, p->in[i]);
-      vi[nin] = ins[i], names[nin++] = p->in[i].name;
-    }
-  for (int i = 0; i < p->out_total; i++)
-    if (!name_is_empty(p->out[i].name) && outs[i]) {
-      refs[nin + nout] = p->out[i];
-      vo[nout] = outs[i], names[p->in_total + nout++] = p->out[i].name;
-    }
-  if (nin == p->tape_op->in[0].n && nout == p->tape_op->out[0].n) {
-    Prepared q = {.op = p->tape_op, .proto = p->proto, .in_total = nin, .out_total = nout, .in = refs, .out = refs + nin};
-    if (p->klass < 0) p->klass = op_class(ex, &q);
-    tape_record(&ex->tape, p->tape_op, p->klass, vi, names, turns, nin, vo, names + p->in_total, nout, f->suffix);
-  }
-  mem_free(vi);
-  mem_free(names);
-  mem_free(refs);
-}
-
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (p->norig && ex->opt.check_nan) {
     for (int k = 0; k < p->norig; k++)
@@ -807,7 +765,6 @@ made:
                      tensor_shape_str(outs[i], buf, sizeof buf));
         goto done;
       }
-  if (ex->opt.tape && grad_flows && (p->proto->flags & OP_KEPT_TURNS)) record_control_grad(ex, p, f, ins, outs);
   if (ex->opt.tape && grad_flows && !(p->proto->flags & OP_CONTROL)) {
     const char *in_vars[MAX_STACK_VALS], *in_turns[MAX_STACK_VALS], *out_vars[MAX_STACK_VALS];
     bool small = p->in_total <= MAX_STACK_VALS && p->out_total <= MAX_STACK_VALS;
@@ -934,6 +891,42 @@ bool exec_ctx_out_wanted(ExecCtx *c, int slot, int i) {
   int k = i;
   for (int s = 0; s < slot; s++) k += c->p->nout[s];
   return c->p->out[k].slot >= 0;
+}
+
+/* An add_n with n inputs, as the tape records a while_grad's sums: one
+ * per count of parts, kept while the count stays the same. */
+static OpDesc *sum_op(Executor *ex, Prepared *p, int n) {
+  if (p->tape_op && p->tape_op->in[0].n == n) return p->tape_op;
+  OpDesc *op = op_new(ex->prog, "add_n", p->op->span);
+  Slot *x = op_add_input(ex->prog, op, "X");
+  for (int k = 0; k < n; k++) slot_push(ex->prog, x, arena_printf(&ex->tape.arena, "X%d", k));
+  slot_push(ex->prog, op_add_output(ex->prog, op, "Out"), "Out");
+  VarRef *refs = mem_calloc((size_t)n + 2, sizeof *refs);
+  for (int k = 0; k <= n; k++) refs[k] = (VarRef){.slot = -1, .name = k < n ? x->args[k] : "Out"};
+  Prepared q = {.op = op, .proto = reg_find_op(ex->prog, "add_n"), .in_total = n, .out_total = 1, .in = refs, .out = refs + n};
+  p->klass = op_class(ex, &q);
+  mem_free(refs);
+  return p->tape_op = op;
+}
+
+const char *exec_ctx_tape_name(ExecCtx *c, const char *name, const char *suffix) {
+  return arena_printf(&c->ex->tape.arena, "%s%s", name, suffix);
+}
+
+void exec_ctx_tape_sum(ExecCtx *c, int slot, int i, Tensor *const *parts, const char *const *names, int n, Tensor *sum) {
+  Executor *ex = c->ex;
+  Prepared *p = (Prepared *)c->p;
+  bool any = false;
+  for (int k = 0; k < n; k++) any = any || parts[k]->requires_grad;
+  if (!ex->opt.tape || !any || n < 1) return;
+  int o = i;
+  for (int s = 0; s < slot; s++) o += p->nout[s];
+  OpDesc *op = sum_op(ex, p, n);
+  const char **turns = mem_calloc((size_t)n + 1, sizeof *turns);
+  for (int k = 0; k < n; k++) turns[k] = "";
+  const char *out = p->out[o].name;
+  tape_record(&ex->tape, op, p->klass, parts, names, turns, n, &sum, &out, 1, c->frame->suffix);
+  mem_free(turns);
 }
 
 /* ---- the executor ----------------------------------------------------------------- */

@@ -219,5 +219,12 @@ bool exec_ctx_kept_turns(ExecCtx *c, ExecFrame ***turns, int *n);
 const char *exec_ctx_turn_suffix(ExecCtx *c, int64_t turn);
 int64_t exec_ctx_max_steps(ExecCtx *c);      /* --max-steps */
 bool exec_ctx_out_wanted(ExecCtx *c, int slot, int i);
+/* With the tape on: records output slot[i], sum, as the add_n of the n
+ * parts a kernel added up (a while_grad's per-turn gradients), each named
+ * uniquely (names must outlive the tape: exec_ctx_turn_suffix's arena),
+ * so that the tape's backward differentiates through the sum. */
+void exec_ctx_tape_sum(ExecCtx *c, int slot, int i, Tensor *const *parts, const char *const *names, int n, Tensor *sum);
+/* A name for the tape, NAME followed by SUFFIX, kept as long as the tape. */
+const char *exec_ctx_tape_name(ExecCtx *c, const char *name, const char *suffix);
 
 #endif

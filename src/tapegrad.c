@@ -380,15 +380,7 @@ int tgrad_run(const Tape *t, Program *fwd, Tensor *loss, Tensor *const *wrt, int
         need[k] = val_of(&tg, e->vals[k])->live && dtype_is_float(e->vals[k]->dtype) && !input_stops(&tg, e, info, k);
         any = any || need[k];
       }
-      if (any && (reg_find_op(fwd, e->op->type)->flags & OP_KEPT_TURNS)) {
-        /* exec.c records a loop's or branch's grad op only to stop here */
-        diag_error(fwd->diag, e->op->span, "%s: the tape cannot differentiate the gradient of a loop or a branch "
-                   "(a second-order gradient through while or if); the program's backward can (netrun grad without --tape)",
-                   e->op->type);
-        rc = -1;
-      } else if (any) {
-        rc = run_entry(&tg, e, info, need);
-      }
+      if (any) rc = run_entry(&tg, e, info, need);
     }
   }
   for (int i = 0; i < nwrt && rc == 0; i++) {

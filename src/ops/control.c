@@ -163,12 +163,46 @@ static Tensor *accumulate(Tensor *acc, Tensor *t) {
   return acc;
 }
 
+/* With the tape on, the parts a while_grad adds up: per outer value, each
+ * turn's gradient (a reference) and its name on the tape. */
+typedef struct Parts {
+  bool on;
+  Tensor **t;
+  const char **names;
+  int *n;
+  int nsteps;
+} Parts;
+
+static void parts_add(ExecCtx *c, Parts *ps, int j, Tensor *r, ExecFrame *gf) {
+  if (!ps->on) return;
+  int k = ps->n[j]++;
+  ps->t[j * ps->nsteps + k] = tensor_ref(r);
+  ps->names[j * ps->nsteps + k] = exec_ctx_tape_name(c, exec_ctx_block(c, 0)->results[exec_ctx_in_count(c, 0) + j],
+                                                     exec_ctx_frame_suffix(gf));
+}
+
+/* Records each sum made (slot 1: Input@GRAD) and drops the parts. */
+static void parts_free(ExecCtx *c, Parts *ps, Tensor **acc, int ncap, bool record) {
+  if (!ps->on) return;
+  for (int j = 0; j < ncap; j++) {
+    Tensor **t = ps->t + j * ps->nsteps;
+    if (record && acc[j] && exec_ctx_out_wanted(c, 1, j))
+      exec_ctx_tape_sum(c, 1, j, t, ps->names + j * ps->nsteps, ps->n[j], acc[j]);
+    for (int k = 0; k < ps->n[j]; k++) tensor_unref(t[k]);
+  }
+  mem_free(ps->t);
+  mem_free(ps->names);
+  mem_free(ps->n);
+}
+
 /* while_grad: the body's grad block, run over the saved turns last first;
  * each turn's frame is the child of that turn's forward frame, so the
  * grad ops read the values of that turn.  The block's args after the
  * carried gradients (a while_grad's own grad block) get Seed, the same
  * every turn.  Its frames are kept when a second backward's while_grad
- * runs over them. */
+ * runs over them.  On the tape, a turn's grad ops are recorded as they
+ * run (named with the forward turn's suffix) and the sums over turns as
+ * add_n ops, so the tape's backward differentiates them like any ops. */
 static int k_while_grad(ExecCtx *c) {
   int nc = exec_ctx_in_count(c, 0), ncap = exec_ctx_in_count(c, 2), nseed = exec_ctx_in_count(c, 3);
   ExecFrame **steps;
@@ -176,6 +210,12 @@ static int k_while_grad(ExecCtx *c) {
   if (!exec_ctx_kept_turns(c, &steps, &nsteps)) return exec_ctx_fail(c, "internal error: the loop's turns were not kept");
   exec_ctx_clear_turns(c);
   Tensor **g = mem_calloc((size_t)nc + 1, sizeof *g), **acc = mem_calloc((size_t)ncap + 1, sizeof *acc);
+  Parts ps = {.on = exec_ctx_options(c)->tape && ncap > 0 && nsteps > 0, .nsteps = nsteps};
+  if (ps.on) {
+    ps.t = mem_calloc((size_t)(ncap * nsteps) + 1, sizeof *ps.t);
+    ps.names = mem_calloc((size_t)(ncap * nsteps) + 1, sizeof *ps.names);
+    ps.n = mem_calloc((size_t)ncap + 1, sizeof *ps.n);
+  }
   /* A carried gradient with no Out@GRAD starts at zero (a second backward's
    * while_grad, when the first gave the loop's initial value none). */
   for (int k = 0; k < nc; k++) {
@@ -184,7 +224,7 @@ static int k_while_grad(ExecCtx *c) {
   }
   int rc = 0;
   for (int t = nsteps - 1; t >= 0 && rc == 0; t--) {
-    ExecFrame *gf = exec_ctx_frame_new(c, 0, steps[t], "");
+    ExecFrame *gf = exec_ctx_frame_new(c, 0, steps[t], exec_ctx_frame_suffix(steps[t]));
     for (int k = 0; k < nc; k++) {
       exec_ctx_frame_set_arg(c, gf, 0, k, g[k]);
       g[k] = NULL;
@@ -198,11 +238,12 @@ static int k_while_grad(ExecCtx *c) {
     }
     for (int j = 0; rc == 0 && j < ncap; j++) {
       Tensor *r = exec_ctx_frame_result(c, gf, 0, nc + j);
-      if (r) acc[j] = accumulate(acc[j], r);
+      if (r) acc[j] = accumulate(acc[j], r), parts_add(c, &ps, j, r, gf);
     }
     if (rc == 0) exec_ctx_keep_turn(c, gf);
     else exec_ctx_frame_free(gf);
   }
+  parts_free(c, &ps, acc, ncap, rc == 0);
   for (int k = 0; k < nc; k++) {
     if (rc == 0 && exec_ctx_out_wanted(c, 0, k)) exec_ctx_set_out(c, 0, k, g[k] ? g[k] : zeros_like(exec_ctx_in_at(c, 1, k)));
     else tensor_unref(g[k]);
@@ -227,7 +268,7 @@ static int k_conditional_grad(ExecCtx *c) {
   ExecFrame *br = steps[nsteps - 1];
   int which = exec_ctx_frame_block(br) == exec_ctx_block(c, 0)->fwd_block ? 0 : 1;
   exec_ctx_clear_turns(c);
-  ExecFrame *gf = exec_ctx_frame_new(c, which, br, "");
+  ExecFrame *gf = exec_ctx_frame_new(c, which, br, exec_ctx_frame_suffix(br));
   for (int k = 0; k < no && k < exec_ctx_nargs(c, which); k++) exec_ctx_frame_set_arg(c, gf, which, k, tensor_ref(exec_ctx_in_at(c, 2, k)));
   int rc = exec_ctx_run_block(c, gf);
   for (int j = 0; rc == 0 && j < ncap; j++) {
@@ -344,18 +385,10 @@ static int g_conditional(GradCtx *c) {
  * same for every turn, as those sums are of every turn).  What G read of
  * the forward turn gets per-turn gradients, which the second backward
  * hands to the loop's own grad block (backward.c, take_injects). */
-/* The tape's program holds a loop's or branch's grad op without its
- * blocks (exec.c, record_control_grad): nothing to differentiate. */
-static int tape_refused(GradCtx *c) {
-  return bwd_fail(c, "%s: the tape cannot differentiate the gradient of a loop or a branch (a second-order "
-                     "gradient through while or if); the program's backward can (netrun grad without --tape)", bwd_op_fwd(c)->type);
-}
-
 static int g_while_grad(GradCtx *c) {
   Program *p = bwd_prog(c);
   const Block *s = own_block(c, "sub_block");
   int nc = bwd_op_nin(c, "Out@GRAD"), ncap = bwd_op_nin(c, "Input");
-  if (!bwd_op_attr(c, "sub_block")) return tape_refused(c);
   if (!s || s->nargs != nc || s->nresults < nc + ncap) return bwd_fail(c, "internal error: malformed while_grad op");
   Block *gs = bwd_sub_begin(c, s);
   if (!gs) return -1;
@@ -402,7 +435,6 @@ static int g_conditional_grad(GradCtx *c) {
   int ncap = bwd_op_nin(c, "Input"), no = bwd_op_nin(c, "Out@GRAD");
   int gidx[2];
   const char *attrs[2] = {"sub_block", "else_block"};
-  if (!bwd_op_attr(c, "sub_block")) return tape_refused(c);
   for (int br = 0; br < 2; br++) {
     const Block *b = own_block(c, attrs[br]);
     if (!b || b->nargs > no || b->nresults > ncap) return bwd_fail(c, "internal error: malformed conditional_block_grad op");
