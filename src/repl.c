@@ -565,12 +565,14 @@ static bool grad_args(Repl *R, Cmd *c, Args *a) {
   return true;
 }
 
-/* Is the value of var on the tape (outside any loop)? */
+/* Is the value of var on the tape?  Found by the tensor, not the name: a
+ * loop's result, or a loop's gradient, is the value a turn made. */
 static bool on_tape(Repl *R, const char *var) {
   const Tape *t = exec_tape(R->ex);
-  for (int i = 0; i < t->n; i++)
+  const Tensor *x = exec_var_value(R->ex, var);
+  for (int i = 0; x && i < t->n; i++)
     for (int k = 0; k < t->entries[i].nin + t->entries[i].nout; k++)
-      if (strcmp(t->entries[i].vars[k], var) == 0 && !*t->entries[i].turns[k]) return true;
+      if (t->entries[i].vals[k] == x) return true;
   return false;
 }
 

@@ -7,7 +7,8 @@
 # Checked against finite differences of the f64 program (gradcheck --order
 # 2), against values worked by hand (tests/cases/grad2), as a golden
 # second-order program (the example loop_second_derivative.net), trained,
-# and refused clearly where it is not supported (the tape; a third order).
+# and refused clearly where it is not supported (a third order).  The
+# tape's second derivatives through while and if: tests/tape_grad2.bats.
 
 bats_require_minimum_version 1.5.0
 
@@ -165,43 +166,6 @@ EOF
   [ "$status" -eq 0 ]
   [ "$(grep -c '= fused_conv2d_grad(' <<<"$output")" -eq 2 ]
   check2 "$G/conv_bias_relu_pool.net"
-}
-
-@test "the tape cannot differentiate a loop's gradient: a clear error (netrun grad --tape, the REPL's :grad)" {
-  run "$BATS_TEST_DIRNAME/run-cases.sh" "$BATS_TEST_DIRNAME/cases/grad2/tape_refused.net"
-  [ "$status" -eq 0 ]
-  # the same script without --tape: d(g^2 + w)/dw = 729 + 1
-  run "$NETRUN" grad --format json "$BATS_TEST_DIRNAME/cases/grad2/tape_refused.net"
-  [ "$status" -eq 0 ]
-  [ "$(jq -c '.grads.w.data' <<<"$output")" = "[730]" ]
-  # the REPL keeps a loop's turns (and its gradient's) for a later
-  # grad(...): g = 4 w^3 = 13.5, h = 12 w^2 = 27, and through an if
-  # d2(w^3)/dw2 = 6 w = 9; its :grad (the tape) refuses the loss holding g
-  run --separate-stderr "$NETRUN" repl <<'IN'
-param w : [] = 1.5
-x = w
-i = 0
-while i < 3 {
-  x = x * w
-  i = i + 1
-}
-g = grad(x, w)
-g
-h = grad(g, w)
-h
-if w > 1.0 {
-  y = w * w * w
-} else {
-  y = w
-}
-grad(grad(y, w), w)
-loss = g * g + w
-:grad loss
-IN
-  [ "$output" = "13.5
-27.0
-9.0" ]
-  [[ "$stderr" == *"error: while_grad: the tape cannot differentiate the gradient of a loop or a branch (a second-order gradient through while or if)"* ]]
 }
 
 @test "a third order through a loop is a clear error, not a crash" {
