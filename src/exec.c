@@ -437,7 +437,17 @@ static Frame *frame_up(Frame *f, int up) {
 static Tensor *frame_get(Frame *f, VarRef r) {
   if (r.slot < 0) return NULL;
   Frame *g = frame_up(f, r.up);
-  return g ? g->vals[r.slot] : NULL;
+  return g && r.slot < g->nvals ? g->vals[r.slot] : NULL;
+}
+
+/* A kept frame whose block gained variables since it was made (the REPL:
+ * a later grad(...) writes a turn's gradient into that turn's frame)
+ * grows to hold them. */
+static void frame_grow(Frame *f, int nvals) {
+  mem_charge_or_exit("loop frames", frame_bytes(nvals) - frame_bytes(f->nvals));
+  f->vals = mem_alloc(f->vals, sizeof *f->vals * ((size_t)nvals + 1));
+  for (int i = f->nvals; i <= nvals; i++) f->vals[i] = NULL;
+  f->nvals = nvals;
 }
 
 /* Stores t (taking the caller's reference) in the variable r. */
@@ -447,6 +457,7 @@ static void frame_put(Frame *f, VarRef r, Tensor *t) {
     tensor_unref(t);
     return;
   }
+  if (r.slot >= g->nvals) frame_grow(g, r.slot + 1);
   tensor_unref(g->vals[r.slot]);
   g->vals[r.slot] = t;
 }
