@@ -910,7 +910,7 @@ static OpDesc *sum_op(Executor *ex, Prepared *p, int n) {
   if (p->tape_op && p->tape_op->in[0].n == n) return p->tape_op;
   OpDesc *op = op_new(ex->prog, "add_n", p->op->span);
   Slot *x = op_add_input(ex->prog, op, "X");
-  for (int k = 0; k < n; k++) slot_push(ex->prog, x, arena_printf(&ex->tape.arena, "X%d", k));
+  for (int k = 0; k < n; k++) slot_push(ex->prog, x, arena_printf(ex->prog->arena, "X%d", k));
   slot_push(ex->prog, op_add_output(ex->prog, op, "Out"), "Out");
   VarRef *refs = mem_calloc((size_t)n + 2, sizeof *refs);
   for (int k = 0; k <= n; k++) refs[k] = (VarRef){.slot = -1, .name = k < n ? x->args[k] : "Out"};
