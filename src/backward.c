@@ -804,7 +804,8 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   /* Repeated writes: count the writers of every gradient (a block arg
    * counts as one, first). */
   NameSet writers = {0}, seen = {0};
-  for (int a = 0; a < nargs; a++) set_put(&writers, args[a], set_get(&writers, args[a]) + 1);
+  for (int a = 0; a < nargs; a++)
+    if (!name_is_empty(args[a])) set_put(&writers, args[a], set_get(&writers, args[a]) + 1);
   for (int i = 0; i < list->n; i++)
     for (int s = 0; s < list->ops[i]->nout; s++)
       for (int j = 0; j < list->ops[i]->out[s].n; j++) {

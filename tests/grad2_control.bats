@@ -174,3 +174,17 @@ EOF
   [ "${lines[0]}" = "$G/ops/while.net:6:1: error: while_grad: the second backward of a loop or a branch cannot be differentiated again (a third-order gradient through while or if)" ]
   [[ "$output" != *"internal error"* ]]
 }
+
+@test "second order through an if/else of vectors and through loops in a loop: the program's backward agrees with f64 differences" {
+  # each was an internal error of the second backward (an empty gradient
+  # slot read, or counted as a repeated write)
+  check2 "$BATS_TEST_DIRNAME/cases/grad2/if_else_vector_second.net"
+  check2 "$BATS_TEST_DIRNAME/cases/grad2/nested_second.net"
+  # the gradient of l2, whose grad(...) holds the loops' and branches' backward
+  for f in if_else_vector_second nested_second; do
+    run "$NETRUN" gradcheck --loss l2 "$BATS_TEST_DIRNAME/cases/grad2/$f.net"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "${lines[-1]}" == "all gradients match finite differences"* ]]
+  done
+}

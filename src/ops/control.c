@@ -455,7 +455,10 @@ static int g_conditional_grad(GradCtx *c) {
   for (int k = 0; k < no; k++) bwd_emit_in(c, g, "Input", bwd_op_in(c, "Out@GRAD", k));
   for (int j = 0; j < ncap; j++) bwd_emit_in(c, g, "Input", bwd_op_in(c, "Input", j));
   op_add_input(p, g, "Out@GRAD");
-  for (int j = 0; j < ncap; j++) bwd_emit_in(c, g, "Out@GRAD", bwd_op_out_grad(c, "Input@GRAD", j));
+  for (int j = 0; j < ncap; j++) {   /* an input the first gave no gradient (@EMPTY@) has none to read */
+    const char *og = bwd_op_out(c, "Input@GRAD", j);
+    bwd_emit_in(c, g, "Out@GRAD", og && !name_is_empty(og) ? bwd_op_out_grad(c, "Input@GRAD", j) : NAME_EMPTY);
+  }
   op_add_output(p, g, "Input@GRAD");
   for (int k = 0; k < no; k++) {
     const char *d = bwd_op_in_grad(c, "Out@GRAD", k);
