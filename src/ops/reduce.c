@@ -164,14 +164,12 @@ SUM_RUN(sum_bool_u64, uint8_t, uint64_t)
 #define SMALLER(v, m) ((v) < (m) ? (v) : (m))
 #define LARGER_NAN(v, m) (((v) > (m)) | isnan(v) ? (v) : (m))   /* a NaN, once picked, stays */
 #define SMALLER_NAN(v, m) (((v) < (m)) | isnan(v) ? (v) : (m))
-PICK_RUN(max_f32, float, LARGER_NAN)
-PICK_RUN(min_f32, float, SMALLER_NAN)
-PICK_RUN(max_f64, double, LARGER_NAN)
-PICK_RUN(min_f64, double, SMALLER_NAN)
-PICK_RUN(max_i64, int64_t, LARGER)
-PICK_RUN(min_i64, int64_t, SMALLER)
-PICK_RUN(max_bool, uint8_t, LARGER)
-PICK_RUN(min_bool, uint8_t, SMALLER)
+/* max_S and min_S for element type T (S its name). */
+#define PICK_RUNS(S, T, LARGER, SMALLER) PICK_RUN(max_##S, T, LARGER) PICK_RUN(min_##S, T, SMALLER)
+PICK_RUNS(f32, float, LARGER_NAN, SMALLER_NAN)
+PICK_RUNS(f64, double, LARGER_NAN, SMALLER_NAN)
+PICK_RUNS(i64, int64_t, LARGER, SMALLER)
+PICK_RUNS(bool, uint8_t, LARGER, SMALLER)
 
 /* X as runs of its last group: ng merged groups of the given sizes, `gred`
  * marking reduced ones.  Run k starts at element k * last of X; an
@@ -407,20 +405,26 @@ CUMSUM(cumsum_f32, float, double)
 CUMSUM(cumsum_f64, double, double)
 CUMSUM(cumsum_i64, int64_t, uint64_t)
 
+/* X viewed as [outer, n, inner] around the attribute axis ([1, 1, 1] for a
+ * scalar). */
+static void axis_view(ExecCtx *c, const Tensor *x, int64_t *outer, int64_t *n, int64_t *inner) {
+  *outer = *n = *inner = 1;
+  if (x->rank == 0) return;
+  int64_t a = exec_ctx_attr_i(c, "axis");
+  int k = (int)(a < 0 ? a + x->rank : a);
+  for (int i = 0; i < x->rank; i++) {
+    if (i < k) *outer *= x->shape[i];
+    else if (i > k) *inner *= x->shape[i];
+  }
+  *n = x->shape[k];
+}
+
 /* Out (or X@GRAD, rev) = the running sum of X (or Out@GRAD) along axis. */
 static int cumsum_run(ExecCtx *c, bool rev) {
   if (exec_ctx_out_count(c, 0) == 0) return 0;
   Tensor *out = exec_ctx_out(c, 0), *x = tensor_cast(exec_ctx_in(c, 0), out->dtype);
-  int64_t outer = 1, n = 1, inner = 1;
-  if (x->rank > 0) {
-    int64_t a = exec_ctx_attr_i(c, "axis");
-    int k = (int)(a < 0 ? a + x->rank : a);
-    for (int i = 0; i < x->rank; i++) {
-      if (i < k) outer *= x->shape[i];
-      else if (i > k) inner *= x->shape[i];
-    }
-    n = x->shape[k];
-  }
+  int64_t outer, n, inner;
+  axis_view(c, x, &outer, &n, &inner);
   if (out->numel > 0) {
     if (out->dtype == DT_F32) cumsum_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, rev);
     else if (out->dtype == DT_F64) cumsum_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, rev);
@@ -717,16 +721,8 @@ ARGMAX(argmax_bool, uint8_t, NEVER_NAN)
 
 static int k_argmax(ExecCtx *c) {
   Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
-  int64_t outer = 1, n = 1, inner = 1;
-  if (x->rank > 0) {
-    int64_t a = exec_ctx_attr_i(c, "axis");
-    int k = (int)(a < 0 ? a + x->rank : a);
-    for (int i = 0; i < x->rank; i++) {
-      if (i < k) outer *= x->shape[i];
-      else if (i > k) inner *= x->shape[i];
-    }
-    n = x->shape[k];
-  }
+  int64_t outer, n, inner;
+  axis_view(c, x, &outer, &n, &inner);
   if (out->numel == 0) return 0;
   if (n == 0) {
     char buf[128];
