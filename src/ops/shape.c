@@ -288,34 +288,27 @@ static bool infer_broadcast_to(InferCtx *c) {
 /* ---- concat, split ---------------------------------------------------------- */
 
 static bool infer_concat(InferCtx *c) {
-  int n = reg_infer_count(c, "X"), iref;   /* iref: the first input of known rank */
-  DType t;
-  bool all_ranked;
-  if (!reg_infer_list(c, "X", &t, &iref, &all_ranked)) return false;
-  if (iref < 0) {
-    Shape u = shape_unknown();
-    reg_infer_set(c, "Out", 0, t, &u);
-    return true;
-  }
-  const VarDesc *ref = reg_infer_in(c, "X", iref);
+  InferList l;
+  if (!reg_infer_list(c, "X", "Out", &l)) return false;
+  if (!l.ref) return true;
   char sa[128], sb[128];
-  if (ref->shape.rank == 0)
-    return reg_infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
+  if (l.ref->shape.rank == 0)
+    return reg_infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", l.iref);
   int axis;
-  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
-  Shape s = ref->shape;
+  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &l.ref->shape, &axis)) return false;
+  Shape s = l.ref->shape;
   int64_t total = 0;
-  bool total_known = all_ranked;
-  for (int i = 0; i < n; i++) {
+  bool total_known = l.all_ranked;
+  for (int i = 0; i < l.n; i++) {
     const Shape *vs = &reg_infer_in(c, "X", i)->shape;
     if (vs->rank < 0) continue;
     if (vs->rank != s.rank)
       return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: ranks differ", i,
-                            shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
+                            shape_str(vs, sa, sizeof sa), l.iref, shape_str(&l.ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) {
       if (k == axis) continue;
       if (dims_clash(vs->d[k], s.d[k])) {
-        int j = iref;   /* name an earlier input that disagrees */
+        int j = l.iref;   /* name an earlier input that disagrees */
         for (int q = 0; q < i; q++) {
           const Shape *qs = &reg_infer_in(c, "X", q)->shape;
           if (qs->rank == s.rank && dims_clash(qs->d[k], vs->d[k])) {
@@ -334,8 +327,8 @@ static bool infer_concat(InferCtx *c) {
     else total += d.n;
   }
   s.d[axis] = total_known ? dim_n(total) : dim_unknown();
-  if (n == 1) s.d[axis] = ref->shape.d[axis];
-  reg_infer_set(c, "Out", 0, t, &s);
+  if (l.n == 1) s.d[axis] = l.ref->shape.d[axis];
+  reg_infer_set(c, "Out", 0, l.t, &s);
   return true;
 }
 
