@@ -15,6 +15,12 @@ _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* ---- helpers ----------------------------------------------------------------- */
 
+/* Out gets dtype t and shape *s; inference is done. */
+static bool set_out(InferCtx *c, DType t, const Shape *s) {
+  reg_infer_set(c, "Out", 0, t, s);
+  return true;
+}
+
 /* Reads an int-list attribute; *n gets its length. */
 static const int64_t *ints_attr(InferCtx *c, const char *name, int *n) {
   const AttrValue *v = reg_infer_attr(c, name);
@@ -127,8 +133,7 @@ static bool infer_reshape(InferCtx *c) {
     }
     if (ok && nsym == 1 && rest == known) s.d[hole] = xs->d[isym];
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 static bool infer_transpose(InferCtx *c) {
@@ -147,8 +152,7 @@ static bool infer_transpose(InferCtx *c) {
   } else {
     for (int i = 0; i < n; i++) s.d[i] = x->shape.d[perm[i]];
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 /* The product of dims [from, rank) of s as one dimension: a size when all
@@ -196,74 +200,70 @@ static bool infer_flatten(InferCtx *c) {
     s.d[k] = dims_product(&x->shape, k);
     s.rank = k + 1;
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 /* ---- squeeze, unsqueeze, broadcast_to ------------------------------------------ */
 
-static bool infer_squeeze(InferCtx *c) {
+/* squeeze and unsqueeze: X and its int list `axes`; Out's shape is unknown
+ * when X's rank is, else what `make` gives (false after an error). */
+typedef bool (*AxesShapeFn)(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s);
+static bool infer_by_axes(InferCtx *c, AxesShapeFn make) {
   const VarDesc *x = reg_infer_input(c, "X");
   int n;
   const int64_t *axes = ints_attr(c, "axes", &n);
   if (!x || !axes) return false;
-  const Shape *xs = &x->shape;
   Shape s = shape_unknown();
-  if (xs->rank >= 0) {
-    bool drop[SHAPE_MAX_RANK] = {false};
-    char buf[128];
-    for (int i = 0; i < xs->rank; i++) drop[i] = n == 0 && xs->d[i].n == 1;
-    for (int i = 0; i < n; i++) {
-      int k;
-      if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
-      if (drop[k])
-        return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
-                              shape_str(xs, buf, sizeof buf));
-      if (dim_known(xs->d[k]) && xs->d[k].n != 1)
-        return reg_infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
-                              shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
-      drop[k] = true;   /* a symbol is checked to be 1 at run time */
-    }
-    s = shape_scalar();
-    for (int i = 0; i < xs->rank; i++)
-      if (!drop[i]) s.d[s.rank++] = xs->d[i];
-  }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  if (x->shape.rank >= 0 && !make(c, &x->shape, axes, n, &s)) return false;
+  return set_out(c, x->dtype, &s);
 }
 
-/* unsqueeze: axes are positions in the result, as in NumPy's expand_dims. */
-static bool infer_unsqueeze(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *axes = ints_attr(c, "axes", &n);
-  if (!x || !axes) return false;
-  const Shape *xs = &x->shape;
-  char a[128], b[128];
-  Shape s = shape_unknown();
-  if (xs->rank >= 0) {
-    int r = xs->rank + n;
-    if (n > SHAPE_MAX_RANK || r > SHAPE_MAX_RANK)
-      return reg_infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
-                            shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
-    bool ins[SHAPE_MAX_RANK] = {false};
-    for (int i = 0; i < n; i++) {
-      int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
-      if (k < 0 || k >= r)
-        return reg_infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
-                              (long long)axes[i], r, shape_str(xs, a, sizeof a));
-      if (ins[k])
-        return reg_infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
-                              (long long)k);
-      ins[k] = true;
-    }
-    s = shape_scalar();
-    s.rank = r;
-    for (int i = 0, j = 0; i < r; i++) s.d[i] = ins[i] ? dim_n(1) : xs->d[j++];
+static bool squeeze_shape(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s) {
+  bool drop[SHAPE_MAX_RANK] = {false};
+  char buf[128];
+  for (int i = 0; i < xs->rank; i++) drop[i] = n == 0 && xs->d[i].n == 1;
+  for (int i = 0; i < n; i++) {
+    int k;
+    if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+    if (drop[k])
+      return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
+                            shape_str(xs, buf, sizeof buf));
+    if (dim_known(xs->d[k]) && xs->d[k].n != 1)
+      return reg_infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
+                            shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
+    drop[k] = true;   /* a symbol is checked to be 1 at run time */
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
+  *s = shape_scalar();
+  for (int i = 0; i < xs->rank; i++)
+    if (!drop[i]) s->d[s->rank++] = xs->d[i];
   return true;
 }
+static bool infer_squeeze(InferCtx *c) { return infer_by_axes(c, squeeze_shape); }
+
+/* unsqueeze: axes are positions in the result, as in NumPy's expand_dims. */
+static bool unsqueeze_shape(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s) {
+  char a[128], b[128];
+  int r = xs->rank + n;
+  if (n > SHAPE_MAX_RANK || r > SHAPE_MAX_RANK)
+    return reg_infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
+                          shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
+  bool ins[SHAPE_MAX_RANK] = {false};
+  for (int i = 0; i < n; i++) {
+    int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (k < 0 || k >= r)
+      return reg_infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
+                            (long long)axes[i], r, shape_str(xs, a, sizeof a));
+    if (ins[k])
+      return reg_infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
+                            (long long)k);
+    ins[k] = true;
+  }
+  *s = shape_scalar();
+  s->rank = r;
+  for (int i = 0, j = 0; i < r; i++) s->d[i] = ins[i] ? dim_n(1) : xs->d[j++];
+  return true;
+}
+static bool infer_unsqueeze(InferCtx *c) { return infer_by_axes(c, unsqueeze_shape); }
 
 static bool infer_broadcast_to(InferCtx *c) {
   const VarDesc *x = reg_infer_input(c, "X");
@@ -281,8 +281,7 @@ static bool infer_broadcast_to(InferCtx *c) {
   if (!ok)
     return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
                           shape_str(&s, b, sizeof b));
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 /* ---- concat, split ---------------------------------------------------------- */
@@ -328,8 +327,7 @@ static bool infer_concat(InferCtx *c) {
   }
   s.d[axis] = total_known ? dim_n(total) : dim_unknown();
   if (l.n == 1) s.d[axis] = l.ref->shape.d[axis];
-  reg_infer_set(c, "Out", 0, l.t, &s);
-  return true;
+  return set_out(c, l.t, &s);
 }
 
 /* split: `num` equal parts, or parts of the sizes in `sections`; exactly
@@ -421,8 +419,7 @@ static bool infer_slice(InferCtx *c) {
       }
     }
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 static bool infer_gather(InferCtx *c) {
@@ -445,8 +442,7 @@ static bool infer_gather(InferCtx *c) {
     for (int i = 0; i < is->rank; i++) s.d[s.rank++] = is->d[i];
     for (int i = axis + 1; i < xs->rank; i++) s.d[s.rank++] = xs->d[i];
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 static bool infer_one_hot(InferCtx *c) {
@@ -462,8 +458,7 @@ static bool infer_one_hot(InferCtx *c) {
                           shape_str(&s, buf, sizeof buf), s.rank + 1);
   }
   if (s.rank >= 0) s.d[s.rank++] = dim_n(depth);
-  reg_infer_set(c, "Out", 0, DT_F32, &s);
-  return true;
+  return set_out(c, DT_F32, &s);
 }
 
 /* ---- kernels ------------------------------------------------------------------
