@@ -679,42 +679,28 @@ static int k_broadcast_to(ExecCtx *c) {
 
 /* concat and split move, per index of the dimensions before axis, one
  * contiguous chunk per part. */
-static int k_concat(ExecCtx *c) {
-  Tensor *out = exec_ctx_out(c, 0);
+static int concat_split(ExecCtx *c, bool concat) {
+  Tensor *whole = concat ? exec_ctx_out(c, 0) : exec_ctx_in(c, 0);
   int64_t outer, inner;
-  int axis = split_at_axis(c, out, &outer, &inner);
-  size_t es = dtype_size(out->dtype);
-  int64_t orow = out->shape[axis] * inner, at = 0;
-  char *od = out->data;
-  for (int i = 0; i < exec_ctx_in_count(c, 0); i++) {
-    Tensor *x = tensor_cast(exec_ctx_in_at(c, 0, i), out->dtype);   /* inference promoted */
-    int64_t chunk = x->shape[axis] * inner;
-    const char *xd = x->data;
-    for (int64_t o = 0; o < outer; o++)
-      memcpy(od + (size_t)(o * orow + at) * es, xd + (size_t)(o * chunk) * es, (size_t)chunk * es);
+  int axis = split_at_axis(c, whole, &outer, &inner);
+  size_t es = dtype_size(whole->dtype);
+  int64_t row = whole->shape[axis] * inner, at = 0;
+  int n = concat ? exec_ctx_in_count(c, 0) : exec_ctx_out_count(c, 0);
+  for (int i = 0; i < n; i++) {
+    Tensor *part = concat ? tensor_cast(exec_ctx_in_at(c, 0, i), whole->dtype)   /* inference promoted */
+                          : tensor_ref(exec_ctx_out_at(c, 0, i));
+    int64_t chunk = part->shape[axis] * inner;
+    for (int64_t o = 0; o < outer; o++) {
+      char *w = (char *)whole->data + (size_t)(o * row + at) * es, *p = (char *)part->data + (size_t)(o * chunk) * es;
+      memcpy(concat ? w : p, concat ? p : w, (size_t)chunk * es);
+    }
     at += chunk;
-    tensor_unref(x);
+    tensor_unref(part);
   }
   return 0;
 }
-
-static int k_split(ExecCtx *c) {
-  Tensor *x = exec_ctx_in(c, 0);
-  int64_t outer, inner;
-  int axis = split_at_axis(c, x, &outer, &inner);
-  size_t es = dtype_size(x->dtype);
-  int64_t xrow = x->shape[axis] * inner, at = 0;
-  const char *xd = x->data;
-  for (int i = 0; i < exec_ctx_out_count(c, 0); i++) {
-    Tensor *out = exec_ctx_out_at(c, 0, i);
-    int64_t chunk = out->shape[axis] * inner;
-    char *od = out->data;
-    for (int64_t o = 0; o < outer; o++)
-      memcpy(od + (size_t)(o * chunk) * es, xd + (size_t)(o * xrow + at) * es, (size_t)chunk * es);
-    at += chunk;
-  }
-  return 0;
-}
+static int k_concat(ExecCtx *c) { return concat_split(c, true); }
+static int k_split(ExecCtx *c) { return concat_split(c, false); }
 
 /* slice: Out's shape comes from inference (the same clamping); here only
  * the starts are needed.  Past the last sliced dimension everything is
@@ -757,6 +743,17 @@ static int k_slice(ExecCtx *c) {
   return 0;
 }
 
+/* Every index in [-n, n) for an axis of size n; else an error naming the
+ * first that is not. */
+static int check_indices(ExecCtx *c, const Tensor *index, int axis, int64_t n) {
+  const int64_t *id = tensor_i64(index);
+  for (int64_t j = 0; j < index->numel; j++)
+    if (id[j] < -n || id[j] >= n)
+      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+                           axis, (long long)n);
+  return 0;
+}
+
 /* gather follows NumPy's take: an index in [-n, n) is valid, a negative one
  * counting from the end (x[-1] is the last row, as in Python); anything
  * else is an error naming the index. */
@@ -765,11 +762,9 @@ static int k_gather(ExecCtx *c) {
   int64_t outer, inner;
   int axis = split_at_axis(c, x, &outer, &inner);
   int64_t n = x->shape[axis], ni = index->numel;
+  int rc = check_indices(c, index, axis, n);
+  if (rc) return rc;
   const int64_t *id = tensor_i64(index);
-  for (int64_t j = 0; j < ni; j++)
-    if (id[j] < -n || id[j] >= n)
-      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                           axis, (long long)n);
   size_t es = dtype_size(x->dtype), row = (size_t)inner * es;
   const char *xd = x->data;
   char *od = out->data;
@@ -931,11 +926,9 @@ static int k_gather_grad(ExecCtx *c) {
   int64_t outer, inner;
   int axis = split_at_axis(c, dx, &outer, &inner);
   int64_t n = dx->shape[axis], ni = index->numel;
+  int rc = check_indices(c, index, axis, n);
+  if (rc) return rc;
   const int64_t *id = tensor_i64(index);
-  for (int64_t j = 0; j < ni; j++)
-    if (id[j] < -n || id[j] >= n)
-      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                           axis, (long long)n);
   if (dbl) {   /* f64: the same sums in double */
     memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
     for (int64_t o = 0; o < outer; o++)
@@ -1017,32 +1010,27 @@ static int g_concat_grad(GradCtx *g) {
   return 0;
 }
 
+/* An op whose Out is a view of X (k_view), its gradient the reverse view. */
+#define VIEW_OP(NAME, DOC, OUT_DOC, INFER, ...)                                              \
+  {.type = NAME, .doc = DOC, .in = X_IN, .out = OUT(OUT_DOC), .attrs = {__VA_ARGS__},         \
+   .infer = INFER, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view, .flags = OP_NO_PREALLOC}
+
 OpProto op_table_shape[] = {
-    {.type = "reshape", .doc = "Out = X's elements in a new shape (one -1 is inferred)",
-     .in = X_IN, .out = OUT("the result, dtype of X"),
-     .attrs = {{"shape", ATTR_INTS, NULL, check_reshape, "the new shape; one entry may be -1"}},
-     .infer = infer_reshape, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
+    VIEW_OP("reshape", "Out = X's elements in a new shape (one -1 is inferred)", "the result, dtype of X",
+            infer_reshape,
+            {"shape", ATTR_INTS, NULL, check_reshape, "the new shape; one entry may be -1"}),
     {.type = "transpose", .doc = "Out = X with its axes permuted: Out.shape[i] = X.shape[perm[i]]",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"perm", ATTR_INTS, NULL, check_perm, "a permutation of 0 .. rank-1"}},
      .infer = infer_transpose, .kernel = k_transpose, .grad_kind = GRAD_COMPOSITE,
      .grad = g_transpose},
-    {.type = "flatten", .doc = "Out = X with axes start_axis.. merged into one",
-     .in = X_IN, .out = OUT("the result, rank start_axis + 1"),
-     .attrs = {{"start_axis", ATTR_INT, "1", NULL, "the first axis merged"}},
-     .infer = infer_flatten, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
-    {.type = "squeeze", .doc = "Out = X without the given axes of size 1",
-     .in = X_IN, .out = OUT("the result"),
-     .attrs = {{"axes", ATTR_INTS, "[]", NULL, "the axes to remove; [] means every axis of size 1"}},
-     .infer = infer_squeeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
-    {.type = "unsqueeze", .doc = "Out = X with axes of size 1 inserted",
-     .in = X_IN, .out = OUT("the result"),
-     .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the new axes' positions in Out"}},
-     .infer = infer_unsqueeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
+    VIEW_OP("flatten", "Out = X with axes start_axis.. merged into one", "the result, rank start_axis + 1",
+            infer_flatten,
+            {"start_axis", ATTR_INT, "1", NULL, "the first axis merged"}),
+    VIEW_OP("squeeze", "Out = X without the given axes of size 1", "the result", infer_squeeze,
+            {"axes", ATTR_INTS, "[]", NULL, "the axes to remove; [] means every axis of size 1"}),
+    VIEW_OP("unsqueeze", "Out = X with axes of size 1 inserted", "the result", infer_unsqueeze,
+            {"axes", ATTR_INTS, NULL, NULL, "the new axes' positions in Out"}),
     {.type = "broadcast_to", .doc = "Out = X broadcast to shape, as NumPy does",
      .in = X_IN, .out = OUT("the result, of the given shape"),
      .attrs = {{"shape", ATTR_INTS, NULL, check_shape, "the target shape"}},
