@@ -87,72 +87,84 @@ static bool recheck(InferCtx *c, const char *name, AttrCheckFn fn) {
   return true;
 }
 
+/* Input X with its int list attribute `name`, rechecked by fn (when not
+ * NULL) as a value set at run time may need. */
+typedef struct XInts {
+  const VarDesc *x;
+  const Shape *xs;     /* X's shape */
+  const int64_t *v;    /* the list */
+  int n;               /* its length */
+} XInts;
+
+static bool x_ints(InferCtx *c, const char *name, AttrCheckFn fn, XInts *q) {
+  q->x = reg_infer_input(c, "X");
+  q->v = ints_attr(c, name, &q->n);
+  if (!q->x || !q->v || (fn && !recheck(c, name, fn))) return false;
+  q->xs = &q->x->shape;
+  return true;
+}
+
 /* ---- reshape, transpose, flatten --------------------------------------------- */
 
 static bool infer_reshape(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *t = ints_attr(c, "shape", &n);
-  if (!x || !t || !recheck(c, "shape", check_reshape)) return false;
-  const Shape *xs = &x->shape;
+  XInts q;
+  if (!x_ints(c, "shape", check_reshape, &q)) return false;
   int hole = -1;
   int64_t known = 1;   /* product of the target without its -1 */
   Shape s = shape_scalar();
-  s.rank = n;
-  for (int i = 0; i < n; i++) {
-    if (t[i] == -1) {
+  s.rank = q.n;
+  for (int i = 0; i < q.n; i++) {
+    if (q.v[i] == -1) {
       hole = i;
       s.d[i] = dim_unknown();
     } else {
-      s.d[i] = dim_n(t[i]);
-      known *= t[i];
+      s.d[i] = dim_n(q.v[i]);
+      known *= q.v[i];
     }
   }
-  int64_t numel = shape_numel(xs);
+  int64_t numel = shape_numel(q.xs);
   char a[128], b[128];
   if (numel >= 0) {
     if (hole < 0 ? known != numel : known == 0 || numel % known != 0)
-      return reg_infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(xs, a, sizeof a),
-                            (long long)numel, ints_str(t, n, b, sizeof b));
+      return reg_infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(q.xs, a, sizeof a),
+                            (long long)numel, ints_str(q.v, q.n, b, sizeof b));
     if (hole >= 0) s.d[hole] = dim_n(numel / known);
-  } else if (hole >= 0 && xs->rank >= 0 && known > 0) {
+  } else if (hole >= 0 && q.xs->rank >= 0 && known > 0) {
     /* [B, 784] -> [-1, 28, 28]: the -1 is B when the rest matches exactly */
     int nsym = 0, isym = -1;
     int64_t rest = 1;
     bool ok = true;
-    for (int i = 0; i < xs->rank && ok; i++) {
-      if (dim_known(xs->d[i])) {
-        if (xs->d[i].n && rest > INT64_MAX / xs->d[i].n) ok = false;
-        else rest *= xs->d[i].n;
-      } else if (xs->d[i].sym) {
+    for (int i = 0; i < q.xs->rank && ok; i++) {
+      if (dim_known(q.xs->d[i])) {
+        if (q.xs->d[i].n && rest > INT64_MAX / q.xs->d[i].n) ok = false;
+        else rest *= q.xs->d[i].n;
+      } else if (q.xs->d[i].sym) {
         nsym++;
         isym = i;
       } else {
         ok = false;
       }
     }
-    if (ok && nsym == 1 && rest == known) s.d[hole] = xs->d[isym];
+    if (ok && nsym == 1 && rest == known) s.d[hole] = q.xs->d[isym];
   }
-  return set_out(c, x->dtype, &s);
+  return set_out(c, q.x->dtype, &s);
 }
 
 static bool infer_transpose(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *perm = ints_attr(c, "perm", &n);
-  if (!x || !perm || !recheck(c, "perm", check_perm)) return false;
+  XInts q;
+  if (!x_ints(c, "perm", check_perm, &q)) return false;
   Shape s = shape_scalar();
-  s.rank = n;
-  if (x->shape.rank < 0) {
-    for (int i = 0; i < n; i++) s.d[i] = dim_unknown();
-  } else if (x->shape.rank != n) {
+  s.rank = q.n;
+  if (q.x->shape.rank < 0) {
+    for (int i = 0; i < q.n; i++) s.d[i] = dim_unknown();
+  } else if (q.x->shape.rank != q.n) {
     char a[128], b[128];
-    return reg_infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(perm, n, a, sizeof a),
-                          n, shape_str(&x->shape, b, sizeof b));
+    return reg_infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(q.v, q.n, a, sizeof a),
+                          q.n, shape_str(&q.x->shape, b, sizeof b));
   } else {
-    for (int i = 0; i < n; i++) s.d[i] = x->shape.d[perm[i]];
+    for (int i = 0; i < q.n; i++) s.d[i] = q.x->shape.d[q.v[i]];
   }
-  return set_out(c, x->dtype, &s);
+  return set_out(c, q.x->dtype, &s);
 }
 
 /* The product of dims [from, rank) of s as one dimension: a size when all
@@ -209,13 +221,11 @@ static bool infer_flatten(InferCtx *c) {
  * when X's rank is, else what `make` gives (false after an error). */
 typedef bool (*AxesShapeFn)(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s);
 static bool infer_by_axes(InferCtx *c, AxesShapeFn make) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *axes = ints_attr(c, "axes", &n);
-  if (!x || !axes) return false;
+  XInts q;
+  if (!x_ints(c, "axes", NULL, &q)) return false;
   Shape s = shape_unknown();
-  if (x->shape.rank >= 0 && !make(c, &x->shape, axes, n, &s)) return false;
-  return set_out(c, x->dtype, &s);
+  if (q.xs->rank >= 0 && !make(c, q.xs, q.v, q.n, &s)) return false;
+  return set_out(c, q.x->dtype, &s);
 }
 
 static bool squeeze_shape(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s) {
@@ -266,22 +276,19 @@ static bool unsqueeze_shape(InferCtx *c, const Shape *xs, const int64_t *axes, i
 static bool infer_unsqueeze(InferCtx *c) { return infer_by_axes(c, unsqueeze_shape); }
 
 static bool infer_broadcast_to(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *t = ints_attr(c, "shape", &n);
-  if (!x || !t || !recheck(c, "shape", check_shape)) return false;
-  const Shape *xs = &x->shape;
-  Shape s = shape_of(n, t);
+  XInts q;
+  if (!x_ints(c, "shape", check_shape, &q)) return false;
+  Shape s = shape_of(q.n, q.v);
   char a[128], b[128];
-  bool ok = xs->rank <= n;
-  for (int i = 0; ok && i < xs->rank; i++) {
-    Dim d = xs->d[i];   /* a symbol is checked at run time */
-    if (dim_known(d) && d.n != 1 && d.n != t[n - xs->rank + i]) ok = false;
+  bool ok = q.xs->rank <= q.n;
+  for (int i = 0; ok && i < q.xs->rank; i++) {
+    Dim d = q.xs->d[i];   /* a symbol is checked at run time */
+    if (dim_known(d) && d.n != 1 && d.n != q.v[q.n - q.xs->rank + i]) ok = false;
   }
   if (!ok)
-    return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
+    return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(q.xs, a, sizeof a),
                           shape_str(&s, b, sizeof b));
-  return set_out(c, x->dtype, &s);
+  return set_out(c, q.x->dtype, &s);
 }
 
 /* ---- concat, split ---------------------------------------------------------- */
@@ -518,6 +525,19 @@ static void walk_next(Walk *w) {
   }
 }
 
+/* Appends a dimension of size s and stride t to the n merged ones
+ * (size[], st[]): into the last when it continues it; none when s is 1. */
+static void merge_dim(int64_t *size, int64_t *st, int *n, int64_t s, int64_t t) {
+  if (s == 1) return;
+  if (*n > 0 && st[*n - 1] == t * s) {
+    size[*n - 1] *= s;
+    st[*n - 1] = t;
+  } else {
+    size[*n] = s;
+    st[(*n)++] = t;
+  }
+}
+
 /* Row-major element strides of t. */
 static void strides_of(const Tensor *t, int64_t *st) {
   int64_t s = 1;
@@ -592,14 +612,7 @@ static int k_transpose(ExecCtx *c) {
   int n = 0;
   for (int j = 0; j < x->rank; j++) {
     int64_t s = x->shape[perm->u.ints[j]], t = xst[perm->u.ints[j]];
-    if (s == 1) continue;
-    if (n > 0 && st[n - 1] == t * s) {
-      size[n - 1] *= s;
-      st[n - 1] = t;
-    } else {
-      size[n] = s;
-      st[n++] = t;
-    }
+    merge_dim(size, st, &n, s, t);
   }
   if (n <= 1) {   /* the element order is X's */
     memcpy(od, xd, (size_t)x->numel * es);
@@ -651,14 +664,7 @@ static int k_broadcast_to(ExecCtx *c) {
     int64_t s = out->shape[i];
     int xi = i - lead;
     int64_t t = xi >= 0 && x->shape[xi] != 1 ? xst[xi] : 0;
-    if (s == 1) continue;
-    if (n > 0 && st[n - 1] == t * s) {
-      size[n - 1] *= s;
-      st[n - 1] = t;
-    } else {
-      size[n] = s;
-      st[n++] = t;
-    }
+    merge_dim(size, st, &n, s, t);
   }
   if (n == 0) {
     memcpy(od, xd, es);
