@@ -547,6 +547,22 @@ static void strides_of(const Tensor *t, int64_t *st) {
   }
 }
 
+/* Out's dimensions as (size, step in X) pairs, merged (merge_dim): X read
+ * through perm (transpose) or broadcast to Out (perm NULL).  Returns how
+ * many. */
+static int out_dims(const Tensor *x, const Tensor *out, const int64_t *perm, int64_t *size, int64_t *st) {
+  int64_t xst[SHAPE_MAX_RANK];
+  strides_of(x, xst);
+  int n = 0, lead = out->rank - x->rank;
+  for (int i = 0; i < out->rank; i++) {
+    int xi = perm ? (int)perm[i] : i - lead;
+    int64_t s = perm ? x->shape[xi] : out->shape[i];
+    int64_t t = xi >= 0 && (perm || x->shape[xi] != 1) ? xst[xi] : 0;
+    merge_dim(size, st, &n, s, t);
+  }
+  return n;
+}
+
 /* Fills n elements of size es at dst with copies of the one at src. */
 static void fill_repeat(char *dst, const char *src, size_t es, int64_t n) {
   if (n <= 0) return;
@@ -607,13 +623,8 @@ static int k_transpose(ExecCtx *c) {
   const char *xd = x->data;
   char *od = out->data;
   if (out->numel == 0) return 0;
-  int64_t xst[SHAPE_MAX_RANK], size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
-  strides_of(x, xst);
-  int n = 0;
-  for (int j = 0; j < x->rank; j++) {
-    int64_t s = x->shape[perm->u.ints[j]], t = xst[perm->u.ints[j]];
-    merge_dim(size, st, &n, s, t);
-  }
+  int64_t size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
+  int n = out_dims(x, out, perm->u.ints, size, st);
   if (n <= 1) {   /* the element order is X's */
     memcpy(od, xd, (size_t)x->numel * es);
     return 0;
@@ -657,15 +668,8 @@ static int k_broadcast_to(ExecCtx *c) {
   const char *xd = x->data;
   char *od = out->data;
   if (out->numel == 0) return 0;
-  int64_t xst[SHAPE_MAX_RANK], size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
-  strides_of(x, xst);
-  int n = 0, lead = out->rank - x->rank;
-  for (int i = 0; i < out->rank; i++) {
-    int64_t s = out->shape[i];
-    int xi = i - lead;
-    int64_t t = xi >= 0 && x->shape[xi] != 1 ? xst[xi] : 0;
-    merge_dim(size, st, &n, s, t);
-  }
+  int64_t size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
+  int n = out_dims(x, out, NULL, size, st);
   if (n == 0) {
     memcpy(od, xd, es);
     return 0;
@@ -760,25 +764,53 @@ static int check_indices(ExecCtx *c, const Tensor *index, int axis, int64_t n) {
   return 0;
 }
 
+/* gather and its grad: X (or X@GRAD) viewed as [outer, n, inner] around
+ * axis, Index's ni entries checked. */
+typedef struct Gather {
+  int64_t outer, n, inner, ni;
+  const int64_t *id;
+} Gather;
+
+static int gather_plan(ExecCtx *c, const Tensor *x, const Tensor *index, Gather *g) {
+  int axis = split_at_axis(c, x, &g->outer, &g->inner);
+  g->n = x->shape[axis];
+  g->ni = index->numel;
+  g->id = tensor_i64(index);
+  return check_indices(c, index, axis, g->n);
+}
+
+/* The row of X that Index entry j names. */
+static int64_t gather_row(const Gather *g, int64_t j) { return g->id[j] < 0 ? g->id[j] + g->n : g->id[j]; }
+
+/* gather_grad's sums for element type T: each row of dout added into d
+ * at its index. */
+#define GATHER_ADD(NAME, T)                                                     \
+  static void NAME(const Gather *g, T *d, const T *gv) {                        \
+    for (int64_t o = 0; o < g->outer; o++)                                      \
+      for (int64_t j = 0; j < g->ni; j++) {                                     \
+        T *dr = d + (o * g->n + gather_row(g, j)) * g->inner;                   \
+        const T *gr = gv + (o * g->ni + j) * g->inner;                          \
+        for (int64_t t = 0; t < g->inner; t++) dr[t] += gr[t];                  \
+      }                                                                         \
+  }
+GATHER_ADD(gather_add_f32, float)
+GATHER_ADD(gather_add_f64, double)
+
 /* gather follows NumPy's take: an index in [-n, n) is valid, a negative one
  * counting from the end (x[-1] is the last row, as in Python); anything
  * else is an error naming the index. */
 static int k_gather(ExecCtx *c) {
   Tensor *x = exec_ctx_in(c, 0), *index = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
-  int64_t outer, inner;
-  int axis = split_at_axis(c, x, &outer, &inner);
-  int64_t n = x->shape[axis], ni = index->numel;
-  int rc = check_indices(c, index, axis, n);
+  Gather g;
+  int rc = gather_plan(c, x, index, &g);
   if (rc) return rc;
-  const int64_t *id = tensor_i64(index);
-  size_t es = dtype_size(x->dtype), row = (size_t)inner * es;
+  size_t es = dtype_size(x->dtype), row = (size_t)g.inner * es;
   const char *xd = x->data;
   char *od = out->data;
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t j = 0; j < ni; j++) {
-      int64_t k = id[j] < 0 ? id[j] + n : id[j];
-      memcpy(od + (size_t)((o * ni + j) * inner) * es, xd + (size_t)((o * n + k) * inner) * es, row);
-    }
+  for (int64_t o = 0; o < g.outer; o++)
+    for (int64_t j = 0; j < g.ni; j++)
+      memcpy(od + (size_t)((o * g.ni + j) * g.inner) * es, xd + (size_t)((o * g.n + gather_row(&g, j)) * g.inner) * es,
+             row);
   return 0;
 }
 
@@ -929,32 +961,12 @@ static int k_gather_grad(ExecCtx *c) {
   bool dbl = dx->dtype == DT_F64 && dout->dtype == DT_F64;
   if (!dbl && (dx->dtype != DT_F32 || dout->dtype != DT_F32))
     return exec_ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
-  int64_t outer, inner;
-  int axis = split_at_axis(c, dx, &outer, &inner);
-  int64_t n = dx->shape[axis], ni = index->numel;
-  int rc = check_indices(c, index, axis, n);
+  Gather g;
+  int rc = gather_plan(c, dx, index, &g);
   if (rc) return rc;
-  const int64_t *id = tensor_i64(index);
-  if (dbl) {   /* f64: the same sums in double */
-    memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t j = 0; j < ni; j++) {
-        int64_t k = id[j] < 0 ? id[j] + n : id[j];
-        for (int64_t t = 0; t < inner; t++)
-          tensor_f64(dx)[(o * n + k) * inner + t] += tensor_f64(dout)[(o * ni + j) * inner + t];
-      }
-    return 0;
-  }
-  float *d = tensor_f32(dx);
-  const float *gv = tensor_f32(dout);
-  memset(d, 0, sizeof *d * (size_t)dx->numel);
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t j = 0; j < ni; j++) {
-      int64_t k = id[j] < 0 ? id[j] + n : id[j];
-      float *dr = d + (o * n + k) * inner;
-      const float *gr = gv + (o * ni + j) * inner;
-      for (int64_t t = 0; t < inner; t++) dr[t] += gr[t];
-    }
+  memset(dx->data, 0, dtype_size(dx->dtype) * (size_t)dx->numel);
+  if (dbl) gather_add_f64(&g, tensor_f64(dx), tensor_f64(dout));   /* f64: the same sums in double */
+  else gather_add_f32(&g, tensor_f32(dx), tensor_f32(dout));
   return 0;
 }
 
@@ -1016,20 +1028,21 @@ static int g_concat_grad(GradCtx *g) {
   return 0;
 }
 
-/* An op whose Out is a view of X (k_view), its gradient the reverse view. */
-#define VIEW_OP(NAME, DOC, OUT_DOC, INFER, ...)                                              \
+/* An op from X to Out with a composite gradient; the attributes last. */
+#define SHAPE_OP(NAME, DOC, OUT_DOC, INFER, KERNEL, GRAD, FLAGS, ...)                         \
   {.type = NAME, .doc = DOC, .in = X_IN, .out = OUT(OUT_DOC), .attrs = {__VA_ARGS__},         \
-   .infer = INFER, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view, .flags = OP_NO_PREALLOC}
+   .infer = INFER, .kernel = KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD, .flags = FLAGS}
+/* One whose Out is a view of X (k_view), its gradient the reverse view. */
+#define VIEW_OP(NAME, DOC, OUT_DOC, INFER, ...) \
+  SHAPE_OP(NAME, DOC, OUT_DOC, INFER, k_view, g_view, OP_NO_PREALLOC, __VA_ARGS__)
 
 OpProto op_table_shape[] = {
     VIEW_OP("reshape", "Out = X's elements in a new shape (one -1 is inferred)", "the result, dtype of X",
             infer_reshape,
             {"shape", ATTR_INTS, NULL, check_reshape, "the new shape; one entry may be -1"}),
-    {.type = "transpose", .doc = "Out = X with its axes permuted: Out.shape[i] = X.shape[perm[i]]",
-     .in = X_IN, .out = OUT("the result"),
-     .attrs = {{"perm", ATTR_INTS, NULL, check_perm, "a permutation of 0 .. rank-1"}},
-     .infer = infer_transpose, .kernel = k_transpose, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_transpose},
+    SHAPE_OP("transpose", "Out = X with its axes permuted: Out.shape[i] = X.shape[perm[i]]", "the result",
+             infer_transpose, k_transpose, g_transpose, 0,
+             {"perm", ATTR_INTS, NULL, check_perm, "a permutation of 0 .. rank-1"}),
     VIEW_OP("flatten", "Out = X with axes start_axis.. merged into one", "the result, rank start_axis + 1",
             infer_flatten,
             {"start_axis", ATTR_INT, "1", NULL, "the first axis merged"}),
@@ -1037,11 +1050,9 @@ OpProto op_table_shape[] = {
             {"axes", ATTR_INTS, "[]", NULL, "the axes to remove; [] means every axis of size 1"}),
     VIEW_OP("unsqueeze", "Out = X with axes of size 1 inserted", "the result", infer_unsqueeze,
             {"axes", ATTR_INTS, NULL, NULL, "the new axes' positions in Out"}),
-    {.type = "broadcast_to", .doc = "Out = X broadcast to shape, as NumPy does",
-     .in = X_IN, .out = OUT("the result, of the given shape"),
-     .attrs = {{"shape", ATTR_INTS, NULL, check_shape, "the target shape"}},
-     .infer = infer_broadcast_to, .kernel = k_broadcast_to, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_broadcast_to},
+    SHAPE_OP("broadcast_to", "Out = X broadcast to shape, as NumPy does", "the result, of the given shape",
+             infer_broadcast_to, k_broadcast_to, g_broadcast_to, 0,
+             {"shape", ATTR_INTS, NULL, check_shape, "the target shape"}),
     {.type = "concat", .doc = "Out = the tensors in X joined along axis",
      .in = {{"X", SLOT_LIST, "the tensors, equal in shape except along axis"}},
      .out = OUT("the result"),
