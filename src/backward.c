@@ -206,6 +206,23 @@ static const char *arg_source(const OpDesc *op, int k, int nc, bool loop) {
   return loop && k >= nc ? slot_at(op_input(op, "Seed"), k - nc) : slot_at(op_input(op, "Out@GRAD"), k);
 }
 
+/* A control grad op's slots and blocks: a while_grad (loop, with its nc
+ * carried gradients) has one block, a conditional_block_grad two. */
+typedef struct {
+  const Slot *og, *xg, *ig;
+  const Block *br[2];
+  bool loop;
+  int nc;
+} ControlGrad;
+
+static ControlGrad control_grad(const Backward *bw, const OpDesc *op) {
+  ControlGrad g = {op_input(op, "Out@GRAD"), op_output(op, "X@GRAD"), op_output(op, "Input@GRAD"),
+                   {sub_block(bw->p, op, "sub_block"), sub_block(bw->p, op, "else_block")}, false, 0};
+  g.loop = !g.br[1];
+  g.nc = g.loop ? slot_count(g.og) : 0;
+  return g;
+}
+
 /* while_grad runs its block over the turns last first: the block's arg k
  * (the gradient of a turn's result k) is carried from the block's result
  * k, Out@GRAD k the first turn's, X@GRAD k the last turn's result k; its
@@ -214,29 +231,26 @@ static const char *arg_source(const OpDesc *op, int k, int nc, bool loop) {
  * Input@GRAD as results. */
 static bool live_control_grad(Backward *bw, const OpDesc *op) {
   bool changed = false;
-  const Slot *og = op_input(op, "Out@GRAD"), *xg = op_output(op, "X@GRAD"), *ig = op_output(op, "Input@GRAD");
-  const Block *br[2] = {sub_block(bw->p, op, "sub_block"), sub_block(bw->p, op, "else_block")};
-  bool loop = !br[1];
-  int nc = loop ? slot_count(og) : 0;
-  for (int j = 0; j < 2 && br[j]; j++) {
-    const Block *s = br[j];
+  ControlGrad g = control_grad(bw, op);
+  for (int j = 0; j < 2 && g.br[j]; j++) {
+    const Block *s = g.br[j];
     for (int iter = 0; iter < 64; iter++) {
       bool more = false;
       for (int k = 0; k < s->nargs; k++)
-        if ((has_mark(bw, arg_source(op, k, nc, loop), MARK_LIVE) || (k < nc && has_mark(bw, s->results[k], MARK_LIVE))) &&
+        if ((has_mark(bw, arg_source(op, k, g.nc, g.loop), MARK_LIVE) || (k < g.nc && has_mark(bw, s->results[k], MARK_LIVE))) &&
             differentiable(bw, s->args[k]))
           more |= set_mark(bw, s->args[k], MARK_LIVE);
       more |= prop_live(bw, s);
       changed |= more;
-      if (!more || !loop) break;
+      if (!more || !g.loop) break;
     }
-    for (int k = 0; k < nc; k++)
-      if ((has_mark(bw, slot_at(og, k), MARK_LIVE) || has_mark(bw, s->results[k], MARK_LIVE)) &&
-          differentiable(bw, slot_at(xg, k)))
-        changed |= set_mark(bw, slot_at(xg, k), MARK_LIVE);
-    for (int k = 0; k < slot_count(ig) && nc + k < s->nresults; k++)
-      if (has_mark(bw, s->results[nc + k], MARK_LIVE) && differentiable(bw, ig->args[k]))
-        changed |= set_mark(bw, ig->args[k], MARK_LIVE);
+    for (int k = 0; k < g.nc; k++)
+      if ((has_mark(bw, slot_at(g.og, k), MARK_LIVE) || has_mark(bw, s->results[k], MARK_LIVE)) &&
+          differentiable(bw, slot_at(g.xg, k)))
+        changed |= set_mark(bw, slot_at(g.xg, k), MARK_LIVE);
+    for (int k = 0; k < slot_count(g.ig) && g.nc + k < s->nresults; k++)
+      if (has_mark(bw, s->results[g.nc + k], MARK_LIVE) && differentiable(bw, g.ig->args[k]))
+        changed |= set_mark(bw, g.ig->args[k], MARK_LIVE);
   }
   return changed;
 }
@@ -308,26 +322,23 @@ static bool need_control(Backward *bw, const OpDesc *op) {
  * the loop or branch that made them gets them their gradients. */
 static bool need_control_grad(Backward *bw, const OpDesc *op) {
   bool changed = false;
-  const Slot *og = op_input(op, "Out@GRAD"), *xg = op_output(op, "X@GRAD"), *ig = op_output(op, "Input@GRAD");
-  const Block *br[2] = {sub_block(bw->p, op, "sub_block"), sub_block(bw->p, op, "else_block")};
-  bool loop = !br[1];
-  int nc = loop ? slot_count(og) : 0;
-  for (int j = 0; j < 2 && br[j]; j++) {
-    const Block *s = br[j];
-    for (int k = 0; k < nc && k < s->nresults; k++)
-      if (has_mark(bw, slot_at(xg, k), MARK_NEED)) changed |= set_mark(bw, s->results[k], MARK_NEED);
-    for (int k = 0; k < slot_count(ig) && nc + k < s->nresults; k++)
-      if (has_mark(bw, ig->args[k], MARK_NEED)) changed |= set_mark(bw, s->results[nc + k], MARK_NEED);
+  ControlGrad g = control_grad(bw, op);
+  for (int j = 0; j < 2 && g.br[j]; j++) {
+    const Block *s = g.br[j];
+    for (int k = 0; k < g.nc && k < s->nresults; k++)
+      if (has_mark(bw, slot_at(g.xg, k), MARK_NEED)) changed |= set_mark(bw, s->results[k], MARK_NEED);
+    for (int k = 0; k < slot_count(g.ig) && g.nc + k < s->nresults; k++)
+      if (has_mark(bw, g.ig->args[k], MARK_NEED)) changed |= set_mark(bw, s->results[g.nc + k], MARK_NEED);
     for (int iter = 0; iter < 64; iter++) {
       bool more = prop_need(bw, s);
-      for (int k = 0; k < nc && k < s->nargs; k++)
+      for (int k = 0; k < g.nc && k < s->nargs; k++)
         if (has_mark(bw, s->args[k], MARK_NEED)) more |= set_mark(bw, s->results[k], MARK_NEED);
       changed |= more;
-      if (!more || !loop) break;
+      if (!more || !g.loop) break;
     }
-    for (int k = 0; k < s->nargs || k < slot_count(og); k++) {
-      const char *from = arg_source(op, k, nc, loop);
-      if (from && ((k < s->nargs && has_mark(bw, s->args[k], MARK_NEED)) || (k < nc && has_mark(bw, slot_at(xg, k), MARK_NEED))))
+    for (int k = 0; k < s->nargs || k < slot_count(g.og); k++) {
+      const char *from = arg_source(op, k, g.nc, g.loop);
+      if (from && ((k < s->nargs && has_mark(bw, s->args[k], MARK_NEED)) || (k < g.nc && has_mark(bw, slot_at(g.xg, k), MARK_NEED))))
         changed |= set_mark(bw, from, MARK_NEED);
     }
   }

@@ -135,6 +135,12 @@ void diag_verror_in(Diag *d, Span at, const char *what, const char *fmt, va_list
   report(d, at, "error", what, fmt, ap);
 }
 
+/* A warning or note (kind), unless errors are past the limit. */
+static void remark(Diag *d, Span at, const char *kind, const char *fmt, va_list ap) {
+  if (d && d->nerrors > d->max_errors) return;
+  report(d, at, kind, NULL, fmt, ap);
+}
+
 void diag_error(Diag *d, Span at, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -143,18 +149,16 @@ void diag_error(Diag *d, Span at, const char *fmt, ...) {
 }
 
 void diag_warn(Diag *d, Span at, const char *fmt, ...) {
-  if (d && d->nerrors > d->max_errors) return;
   va_list ap;
   va_start(ap, fmt);
-  report(d, at, "warning", NULL, fmt, ap);
+  remark(d, at, "warning", fmt, ap);
   va_end(ap);
 }
 
 void diag_note(Diag *d, Span at, const char *fmt, ...) {
-  if (d && d->nerrors > d->max_errors) return;
   va_list ap;
   va_start(ap, fmt);
-  report(d, at, "note", NULL, fmt, ap);
+  remark(d, at, "note", fmt, ap);
   va_end(ap);
 }
 

@@ -5,6 +5,7 @@
 
 #include "diag.h"
 #include "file.h"
+#include "scan.h"
 #include "zip.h"
 
 #include <errno.h>
@@ -44,18 +45,8 @@ typedef struct Lex {
   const char *p, *end;
 } Lex;
 
-static void blanks(Lex *x) {
-  while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r')) x->p++;
-}
-
-static bool punct(Lex *x, char c) {
-  blanks(x);
-  if (x->p < x->end && *x->p == c) {
-    x->p++;
-    return true;
-  }
-  return false;
-}
+static void blanks(Lex *x) { scan_blanks(&x->p, x->end); }
+static bool punct(Lex *x, char c) { return scan_eat(&x->p, x->end, c); }
 
 /* A quoted string without escapes into buf. */
 static bool string(Lex *x, char *buf, size_t cap) {

@@ -501,18 +501,20 @@ DType reg_infer_promote(DType a, DType b) {
   return DT_I64;
 }
 
-bool reg_infer_list(InferCtx *c, const char *slot, DType *t, int *ref, bool *all_ranked) {
+bool reg_infer_list(InferCtx *c, const char *slot, const char *out, InferList *l) {
   int n = reg_infer_count(c, slot);
   if (n == 0) return reg_infer_fail(c, "%s must hold at least one tensor", slot);
-  *t = DT_UNKNOWN;
-  *ref = -1;
-  *all_ranked = true;
+  *l = (InferList){.n = n, .t = DT_UNKNOWN, .iref = -1, .ref = NULL, .all_ranked = true};
   for (int i = 0; i < n; i++) {
     const VarDesc *v = reg_infer_in(c, slot, i);
     if (!v) return reg_infer_fail(c, "input %s[%d] is missing", slot, i);
-    *t = i == 0 || v->dtype == *t ? v->dtype : reg_infer_promote(*t, v->dtype);
-    if (v->shape.rank < 0) *all_ranked = false;
-    else if (*ref < 0) *ref = i;
+    l->t = i == 0 || v->dtype == l->t ? v->dtype : reg_infer_promote(l->t, v->dtype);
+    if (v->shape.rank < 0) l->all_ranked = false;
+    else if (l->iref < 0) l->iref = i, l->ref = v;
+  }
+  if (!l->ref) {
+    Shape u = shape_unknown();
+    reg_infer_set(c, out, 0, l->t, &u);
   }
   return true;
 }

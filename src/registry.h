@@ -214,11 +214,19 @@ bool reg_infer_norm_axis(InferCtx *c, const char *attr, int64_t a, const char *s
 /* Arithmetic promotion: f64 with anything gives f64, i64 with f32 gives
  * f32, bool counts as i64. */
 DType reg_infer_promote(DType a, DType b);
-/* The inputs of a list slot (concat's and stack's X): at least one, each
- * present.  *t gets their promoted dtype, *ref the index of the first of
- * known rank (-1: none), *all_ranked whether every rank is known.  False
- * (reported) if the slot is empty or an input is missing. */
-bool reg_infer_list(InferCtx *c, const char *slot, DType *t, int *ref, bool *all_ranked);
+/* The inputs of a list slot (concat's and stack's X), read by reg_infer_list. */
+typedef struct InferList {
+  int n;                 /* how many */
+  DType t;               /* their promoted dtype */
+  int iref;              /* the index of the first of known rank (-1: none) */
+  const VarDesc *ref;    /* that input, or NULL */
+  bool all_ranked;       /* whether every rank is known */
+} InferList;
+/* Reads the inputs of list slot `slot` into *l: at least one, each present.
+ * When none has a known rank, output `out` gets their dtype and an unknown
+ * shape (and l->ref is NULL: nothing more to infer).  False (reported) if
+ * the slot is empty or an input is missing. */
+bool reg_infer_list(InferCtx *c, const char *slot, const char *out, InferList *l);
 
 /* Attribute checkers shared by many ops. */
 const char *reg_check_positive(const AttrValue *v);       /* int/float > 0, or every list element */

@@ -244,6 +244,17 @@ static void put_ratio(FILE *f, int64_t num, int64_t den, bool json, int width) {
   else fprintf(f, json ? "%*.9g" : "%*.4f", width, (double)num / (double)den);
 }
 
+/* Class g's precision, recall and accuracy (put_ratio's json and width),
+ * each after the first behind its separator. */
+static void put_figures(FILE *f, const ClassFigures *g, bool json, int width) {
+  static const char *const sep[2][2] = {{" ", " "}, {", \"recall\": ", ", \"accuracy\": "}};
+  put_ratio(f, g->tp, g->tp + g->fp, json, width);
+  fputs(sep[json][0], f);
+  put_ratio(f, g->tp, g->support, json, width);
+  fputs(sep[json][1], f);
+  put_ratio(f, g->n - g->fp - g->fn, g->n, json, width);
+}
+
 void report_confusion_text(FILE *f, const Confusion *c) {
   fputs("confusion (rows: true class, columns: predicted class)\n", f);
   fprintf(f, "%8s", "");
@@ -259,11 +270,7 @@ void report_confusion_text(FILE *f, const Confusion *c) {
   for (int64_t j = 0; j < c->k; j++) {
     ClassFigures g = figures(c, j);
     fprintf(f, "%8" PRId64 " ", j);
-    put_ratio(f, g.tp, g.tp + g.fp, false, 9);
-    fputc(' ', f);
-    put_ratio(f, g.tp, g.support, false, 9);
-    fputc(' ', f);
-    put_ratio(f, g.n - g.fp - g.fn, g.n, false, 9);
+    put_figures(f, &g, false, 9);
     fprintf(f, " %9" PRId64 "\n", g.support);
     hits += g.tp, n = g.n;
   }
@@ -283,11 +290,7 @@ void report_confusion_json(FILE *f, const Confusion *c) {
   for (int64_t j = 0; j < c->k; j++) {
     ClassFigures g = figures(c, j);
     fprintf(f, "%s{\"class\": %" PRId64 ", \"precision\": ", j ? ",\n  " : "", j);
-    put_ratio(f, g.tp, g.tp + g.fp, true, 0);
-    fputs(", \"recall\": ", f);
-    put_ratio(f, g.tp, g.support, true, 0);
-    fputs(", \"accuracy\": ", f);
-    put_ratio(f, g.n - g.fp - g.fn, g.n, true, 0);
+    put_figures(f, &g, true, 0);
     fprintf(f, ", \"support\": %" PRId64 "}", g.support);
   }
   fputc(']', f);

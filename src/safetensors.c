@@ -6,6 +6,7 @@
 
 #include "diag.h"
 #include "file.h"
+#include "scan.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -38,18 +39,8 @@ static bool jfail(Json *j, const char *what) {
   return diag_why(j->why, j->wn, "header: %s at byte %td", what, j->p - j->start);
 }
 
-static void ws(Json *j) {
-  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
-}
-
-static bool eat(Json *j, char c) {
-  ws(j);
-  if (j->p < j->end && *j->p == c) {
-    j->p++;
-    return true;
-  }
-  return false;
-}
+static void ws(Json *j) { scan_blanks(&j->p, j->end); }
+static bool eat(Json *j, char c) { return scan_eat(&j->p, j->end, c); }
 
 static int hex4(const char *p) {
   int v = 0;

@@ -176,29 +176,17 @@ Tensor *tensor_zeros(DType t, int rank, const int64_t *shape) {
   return x;
 }
 
-Tensor *tensor_scalar_f32(float v) {
-  Tensor *x = tensor_new(DT_F32, 0, NULL);
-  tensor_f32(x)[0] = v;
+/* A rank-0 tensor of dtype t holding the value at v (a C value of t's size). */
+static Tensor *scalar_of(DType t, const void *v) {
+  Tensor *x = tensor_new(t, 0, NULL);
+  memcpy(x->data, v, dtype_size(t));
   return x;
 }
 
-Tensor *tensor_scalar_f64(double v) {
-  Tensor *x = tensor_new(DT_F64, 0, NULL);
-  tensor_f64(x)[0] = v;
-  return x;
-}
-
-Tensor *tensor_scalar_i64(int64_t v) {
-  Tensor *x = tensor_new(DT_I64, 0, NULL);
-  tensor_i64(x)[0] = v;
-  return x;
-}
-
-Tensor *tensor_scalar_bool(bool v) {
-  Tensor *x = tensor_new(DT_BOOL, 0, NULL);
-  tensor_bool(x)[0] = v;
-  return x;
-}
+Tensor *tensor_scalar_f32(float v) { return scalar_of(DT_F32, &v); }
+Tensor *tensor_scalar_f64(double v) { return scalar_of(DT_F64, &v); }
+Tensor *tensor_scalar_i64(int64_t v) { return scalar_of(DT_I64, &v); }
+Tensor *tensor_scalar_bool(bool v) { return scalar_of(DT_BOOL, &v); }
 
 Tensor *tensor_view(Tensor *x, int rank, const int64_t *shape) {
   mem_charge_or_exit("values", (int64_t)sizeof(Tensor));

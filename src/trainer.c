@@ -602,19 +602,31 @@ static bool setting_u64(Diag *d, const Checkpoint *c, const char *path, const ch
   return true;
 }
 
+/* A setting of checkpoint c (file path) that must be a finite number, into
+ * *v; *have says whether c has it (older checkpoints do not).  False
+ * (said) if it is there but not a finite number. */
+static bool setting_finite(Diag *d, const Checkpoint *c, const char *path, const char *key, double *v, bool *have) {
+  const char *s = ckpt_get(c, key);
+  *have = s != NULL;
+  if (!s) return true;
+  char *end = NULL;
+  *v = strtod(s, &end);
+  if (!*s || *end || !isfinite(*v)) {
+    diag_error(d, SPAN_NONE, "%s: setting %s = %s is not a finite number", path, key, s);
+    return false;
+  }
+  return true;
+}
+
 /* The smoothed loss's average and its count of steps, so that a resumed
  * run's progress lines and log go on as the uninterrupted run's would.
  * Older checkpoints have neither: the average starts afresh. */
 static bool restore_smoothing(Run *r, const Checkpoint *c, const char *path) {
-  const char *ema = ckpt_get(c, "loss_ema");
-  if (!ema) return true;
-  char *end = NULL;
-  double e = strtod(ema, &end);
+  double e;
   uint64_t n;
-  if (!*ema || *end || !isfinite(e)) {
-    diag_error(&r->ld.diag, SPAN_NONE, "%s: setting loss_ema = %s is not a finite number", path, ema);
-    return false;
-  }
+  bool have;
+  if (!setting_finite(&r->ld.diag, c, path, "loss_ema", &e, &have)) return false;
+  if (!have) return true;
   if (!setting_u64(&r->ld.diag, c, path, "loss_ema_n", c->step, &n)) return false;
   r->ema = e;
   r->ema_n = (int64_t)n;
@@ -626,15 +638,11 @@ static bool restore_smoothing(Run *r, const Checkpoint *c, const char *path) {
  * the whole epoch's train loss and accuracy, as the uninterrupted run's.
  * Older checkpoints have none: the sums start from the resumed step. */
 static bool restore_epoch_sums(Run *r, const Checkpoint *c, const char *path) {
-  const char *sum = ckpt_get(c, "epoch_loss");
-  if (!sum) return true;
-  char *end = NULL;
-  double l = strtod(sum, &end);
+  double l;
   uint64_t n, hits;
-  if (!*sum || *end || !isfinite(l)) {
-    diag_error(&r->ld.diag, SPAN_NONE, "%s: setting epoch_loss = %s is not a finite number", path, sum);
-    return false;
-  }
+  bool have;
+  if (!setting_finite(&r->ld.diag, c, path, "epoch_loss", &l, &have)) return false;
+  if (!have) return true;
   if (!setting_u64(&r->ld.diag, c, path, "epoch_n", c->samples, &n) ||
       !setting_u64(&r->ld.diag, c, path, "epoch_hits", n, &hits))
     return false;

@@ -337,7 +337,7 @@ PREFIXES = {
     "names": "name_", "npy": "npy_", "option": "option_", "par": "par_", "plot": "plot_", "plugin": "plugin_",
     "print": "print_", "program": "prog_ op_ attr_ slot_ dtype_ dim_ dims_ shape_ i64_",
     "registry": "reg_", "repl": "repl_", "report": "report_", "rewrite": "rewrite_", "run": "run_",
-    "safetensors": "st_", "session": "session_", "tape": "tape_", "tapegrad": "tgrad_",
+    "safetensors": "st_", "scan": "scan_", "session": "session_", "tape": "tape_", "tapegrad": "tgrad_",
     "tensor": "tensor_ dtype_ f32_ bcast_ rng_", "text": "text_", "train": "train_",
     "trainer": "trainer_", "userop": "uop_", "weights": "weights_", "zip": "zip_",
     "ops/bcast_loop": "bcast_ binary_",

@@ -1384,11 +1384,7 @@ static int k_fused_conv2d_grad(ExecCtx *c) { return conv_backward(c, true); }
 /* The conv2d that conv2d_transpose is the adjoint of: its input has the
  * transpose's Output shape (out), its output Input's (in). */
 static Window transpose_window(ExecCtx *c, const Tensor *in, const Tensor *out, const Tensor *f) {
-  Window g;
-  window_read(c, out, in, true, &g);
-  g.kh = f->shape[2];
-  g.kw = f->shape[3];
-  return g;
+  return conv_window(c, out, in, f);
 }
 
 /* conv2d_transpose in f64: conv2d's input gradient, as the f32 kernel. */
@@ -1624,6 +1620,11 @@ static int g_max_pool2d_pick(GradCtx *g) {
                     "added to one side of the output [height, width]; below strides or dilations"}}
 #define FUSED_CONV_ATTRS {CONV_ATTR_LIST, {"relu", ATTR_BOOL, "false", NULL, "relu after the bias"}}
 
+/* The outputs of conv2d_grad and conv2d_transpose_grad. */
+#define CONV_GRAD_OUT                                                           \
+  {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},                     \
+   {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"}}
+
 OpProto op_table_conv[] = {
     {.type = "conv2d", .doc = "Output = the 2-D cross-correlation of Input with Filter (NCHW, OIHW)",
      .in = {{"Input", 0, "images [N, C, H, W]"},
@@ -1634,8 +1635,7 @@ OpProto op_table_conv[] = {
     {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (GEMM + col2im)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
-     .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
-             {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"}},
+     .out = CONV_GRAD_OUT,
      .attrs = CONV_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_grad,
      .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_grad, .flags = OP_INTERNAL},
     {.type = "fused_conv2d",
@@ -1670,8 +1670,7 @@ OpProto op_table_conv[] = {
      .doc = "the gradients of conv2d_transpose's Input (a conv2d) and Filter (GEMMs)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [C, O / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
-     .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
-             {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"}},
+     .out = CONV_GRAD_OUT,
      .attrs = CONV_TRANSPOSE_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_transpose_grad,
      .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_transpose_grad, .flags = OP_INTERNAL},
     POOL("max_pool2d", k_max_pool2d,

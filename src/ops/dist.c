@@ -20,12 +20,18 @@
 
 #include <string.h>
 
-static bool infer_allreduce(InferCtx *c) {
+/* Out[k] is X[k], each f32; false after an error. */
+static bool pass_f32_list(InferCtx *c) {
   for (int k = 0; k < reg_infer_count(c, "X"); k++) {
     const VarDesc *x = reg_infer_in(c, "X", k);
     if (x->dtype != DT_F32) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
     reg_infer_set(c, "Out", k, DT_F32, &x->shape);
   }
+  return true;
+}
+
+static bool infer_allreduce(InferCtx *c) {
+  if (!pass_f32_list(c)) return false;
   const VarDesc *w = reg_infer_in(c, "Weight", 0);
   if (!w) return reg_infer_fail(c, "input Weight is missing");
   return reg_infer_need_float(c, "Weight", w);
@@ -96,11 +102,7 @@ static int k_allreduce_start(ExecCtx *c) {
 }
 
 static bool infer_allreduce_wait(InferCtx *c) {
-  for (int k = 0; k < reg_infer_count(c, "X"); k++) {
-    const VarDesc *x = reg_infer_in(c, "X", k);
-    if (x->dtype != DT_F32) return reg_infer_fail(c, "X[%d] must be f32, got %s", k, dtype_name(x->dtype));
-    reg_infer_set(c, "Out", k, DT_F32, &x->shape);
-  }
+  if (!pass_f32_list(c)) return false;
   const VarDesc *h = reg_infer_in(c, "Handle", 0);
   if (!h || h->dtype != DT_I64) return reg_infer_fail(c, "input Handle must be allreduce_start's i64");
   return true;

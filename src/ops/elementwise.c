@@ -10,6 +10,7 @@
 #include "bcast_loop.h"
 
 #include <math.h>
+#include <tgmath.h> /* exp, log, ... of a float are expf, logf, ...: one text for f32 and f64 */
 #include <string.h>
 
 /* Binary arithmetic: broadcast shapes, promote dtypes. */
@@ -81,30 +82,25 @@ static inline i64 int_pow(i64 a, i64 e) {
   return (i64)r;
 }
 
-/* max/min that propagate NaN, like NumPy's maximum/minimum. */
-static inline f32 max_f32(f32 a, f32 b) { return a > b || a != a ? a : b; }
-static inline f32 min_f32(f32 a, f32 b) { return a < b || a != a ? a : b; }
-
-/* 1 / (1 + e^-a) without overflow: e^-|a| is at most 1. */
-static inline f32 sigmoid_f32(f32 a) {
-  f32 e = expf(-fabsf(a)), r = 1.0f / (1.0f + e);
-  return a >= 0 ? r : e * r;
-}
-
-/* ln(1 + e^a) = max(a, 0) + ln(1 + e^-|a|), finite for every finite a. */
-static inline f32 softplus_f32(f32 a) { return (a > 0 ? a : 0.0f) + log1pf(expf(-fabsf(a))); }
-
-static inline f32 gelu_f32(f32 a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }
-
-/* The same in f64. */
-static inline f64 max_f64(f64 a, f64 b) { return a > b || a != a ? a : b; }
-static inline f64 min_f64(f64 a, f64 b) { return a < b || a != a ? a : b; }
-static inline f64 sigmoid_f64(f64 a) {
-  f64 e = exp(-fabs(a)), r = 1.0 / (1.0 + e);
-  return a >= 0 ? r : e * r;
-}
-static inline f64 softplus_f64(f64 a) { return (a > 0 ? a : 0.0) + log1p(exp(-fabs(a))); }
-static inline f64 gelu_f64(f64 a) { return 0.5 * a * (1.0 + erf(a * 0.70710678118654752)); }
+/* The scalar helpers of element type T (f32, f64) with suffix S; <tgmath.h>
+ * makes each math call T's own (expf for f32, exp for f64). */
+#define FLOAT_HELPERS(T, S)                                                     \
+  /* max/min that propagate NaN, like NumPy's maximum/minimum. */              \
+  static inline T max_##S(T a, T b) { return a > b || a != a ? a : b; }        \
+  static inline T min_##S(T a, T b) { return a < b || a != a ? a : b; }        \
+  /* 1 / (1 + e^-a) without overflow: e^-|a| is at most 1. */                  \
+  static inline T sigmoid_##S(T a) {                                           \
+    T e = exp(-fabs(a)), r = 1 / (1 + e);                                       \
+    return a >= 0 ? r : e * r;                                                  \
+  }                                                                             \
+  /* ln(1 + e^a) = max(a, 0) + ln(1 + e^-|a|), finite for every finite a. */   \
+  static inline T softplus_##S(T a) { return (a > 0 ? a : 0) + log1p(exp(-fabs(a))); } \
+  static inline T gelu_##S(T a) { return (T)0.5 * a * (1 + erf(a * (T)0.70710678118654752)); } \
+  /* Standard normal density and distribution function, for gelu's grad. */  \
+  static inline T phi_##S(T a) { return (T)0.39894228040143268 * exp((T)-0.5 * a * a); } \
+  static inline T Phi_##S(T a) { return (T)0.5 * (1 + erf(a * (T)0.70710678118654752)); }
+FLOAT_HELPERS(f32, f32)
+FLOAT_HELPERS(f64, f64)
 
 /* ---- binary loops ---- */
 
@@ -112,13 +108,18 @@ static inline f64 gelu_f64(f64 a) { return 0.5 * a * (1.0 + erf(a * 0.7071067811
  * lead (an i64 result never has an f32 operand). */
 typedef BinaryLoop BinaryTable[2][3][3];
 
+/* The loops of a binary op giving float type T (letter L: f, d): T with T,
+ * i64 or bool. */
+#define FLOAT_BINARY_LOOPS(NAME, T, L, EXPR)                                    \
+  BINARY_LOOP(NAME##_##L##L##L, T, T, T, T, EXPR)                               \
+  BINARY_LOOP(NAME##_##L##L##i, T, T, i64, T, EXPR)                             \
+  BINARY_LOOP(NAME##_##L##L##b, T, T, bln, T, EXPR)                             \
+  BINARY_LOOP(NAME##_##L##i##L, T, i64, T, T, EXPR)                             \
+  BINARY_LOOP(NAME##_##L##b##L, T, bln, T, T, EXPR)
+
 /* The loops of one binary op: FEXPR computes an f32 result, IEXPR an i64. */
 #define BINARY_OP(NAME, FEXPR, IEXPR)                                           \
-  BINARY_LOOP(NAME##_fff, f32, f32, f32, f32, FEXPR)                            \
-  BINARY_LOOP(NAME##_ffi, f32, f32, i64, f32, FEXPR)                            \
-  BINARY_LOOP(NAME##_ffb, f32, f32, bln, f32, FEXPR)                            \
-  BINARY_LOOP(NAME##_fif, f32, i64, f32, f32, FEXPR)                            \
-  BINARY_LOOP(NAME##_fbf, f32, bln, f32, f32, FEXPR)                            \
+  FLOAT_BINARY_LOOPS(NAME, f32, f, FEXPR)                                       \
   BINARY_LOOP(NAME##_iii, i64, i64, i64, i64, IEXPR)                            \
   BINARY_LOOP(NAME##_iib, i64, i64, bln, i64, IEXPR)                            \
   BINARY_LOOP(NAME##_ibi, i64, bln, i64, i64, IEXPR)                            \
@@ -129,34 +130,27 @@ typedef BinaryLoop BinaryTable[2][3][3];
       {{NULL, NULL, NULL}, {NULL, NAME##_iii, NAME##_iib},                      \
        {NULL, NAME##_ibi, NAME##_ibb}}};
 
-BINARY_OP(add, a + b, wrap_add(a, b))
-BINARY_OP(sub, a - b, wrap_sub(a, b))
-BINARY_OP(mul, a * b, wrap_mul(a, b))
-BINARY_OP(div, a / b, int_div(a, b))
-BINARY_OP(pow, powf(a, b), int_pow(a, b))
-BINARY_OP(maximum, max_f32(a, b), a > b ? a : b)
-BINARY_OP(minimum, min_f32(a, b), a < b ? a : b)
+/* Each binary op: X(NAME, float expression, i64 expression), the float one
+ * in element type S (f32, f64). */
+#define BINARY_OPS(X, S)                                                        \
+  X(add, a + b, wrap_add(a, b))                                                 \
+  X(sub, a - b, wrap_sub(a, b))                                                 \
+  X(mul, a * b, wrap_mul(a, b))                                                 \
+  X(div, a / b, int_div(a, b))                                                  \
+  X(pow, pow(a, b), int_pow(a, b))                                              \
+  X(maximum, max_##S(a, b), a > b ? a : b)                                      \
+  X(minimum, min_##S(a, b), a < b ? a : b)
+BINARY_OPS(BINARY_OP, f32)
 
 /* The f64 loops of one binary op, [X dtype][Y dtype] (f64 with f64, i64 or
  * bool; the executor has made any f32 operand f64): DEXPR in double. */
 typedef BinaryLoop BinaryTable64[4][4];
-#define BINARY_F64(NAME, DEXPR)                                                 \
-  BINARY_LOOP(NAME##_ddd, f64, f64, f64, f64, DEXPR)                            \
-  BINARY_LOOP(NAME##_ddi, f64, f64, i64, f64, DEXPR)                            \
-  BINARY_LOOP(NAME##_ddb, f64, f64, bln, f64, DEXPR)                            \
-  BINARY_LOOP(NAME##_did, f64, i64, f64, f64, DEXPR)                            \
-  BINARY_LOOP(NAME##_dbd, f64, bln, f64, f64, DEXPR)                            \
+#define BINARY_F64(NAME, DEXPR, IEXPR)                                          \
+  FLOAT_BINARY_LOOPS(NAME, f64, d, DEXPR)                                       \
   static const BinaryTable64 NAME##_loops64 = {                                 \
       [DT_F64] = {[DT_F64] = NAME##_ddd, [DT_I64] = NAME##_ddi, [DT_BOOL] = NAME##_ddb}, \
       [DT_I64] = {[DT_F64] = NAME##_did}, [DT_BOOL] = {[DT_F64] = NAME##_dbd}};
-
-BINARY_F64(add, a + b)
-BINARY_F64(sub, a - b)
-BINARY_F64(mul, a * b)
-BINARY_F64(div, a / b)
-BINARY_F64(pow, pow(a, b))
-BINARY_F64(maximum, max_f64(a, b))
-BINARY_F64(minimum, min_f64(a, b))
+BINARY_OPS(BINARY_F64, f64)
 
 static int binary_run(ExecCtx *c, const BinaryTable loops, const BinaryTable64 loops64) {
   Tensor *x = exec_ctx_in(c, 0), *y = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
@@ -252,46 +246,38 @@ typedef UnaryLoop UnaryTable[3][3];
   UNARY_LOOP(NAME##_ib, i64, bln, i64, IEXPR)                                   \
   static const UnaryTable NAME##_loops = {{NAME##_ff}, {NULL, NAME##_ii, NAME##_ib}};
 
-SAME_UNARY(neg, -a, wrap_neg(a))
-SAME_UNARY(abs, fabsf(a), a < 0 ? wrap_neg(a) : a)
-SAME_UNARY(square, a * a, wrap_mul(a, a))
-SAME_UNARY(relu, a > 0 || a != a ? a : 0.0f, a > 0 ? a : 0)
-SAME_UNARY(clip, a < p->f[0] ? p->f[0] : a > p->f[1] ? p->f[1] : a,
-           a < p->i[0] ? p->i[0] : a > p->i[1] ? p->i[1] : a)
-FLOAT_UNARY(exp, expf(a))
-FLOAT_UNARY(log, logf(a))
-FLOAT_UNARY(sqrt, sqrtf(a))
-FLOAT_UNARY(sin, sinf(a))
-FLOAT_UNARY(cos, cosf(a))
-FLOAT_UNARY(sigmoid, sigmoid_f32(a))
-FLOAT_UNARY(tanh, tanhf(a))
-FLOAT_UNARY(softplus, softplus_f32(a))
-FLOAT_UNARY(gelu, gelu_f32(a))
-FLOAT_UNARY(leaky_relu, a > 0 ? a : p->f[0] * a)
-FLOAT_UNARY(elu, a > 0 ? a : p->f[0] * expm1f(a))
-FLOAT_UNARY(silu, a * sigmoid_f32(a))
-FLOAT_UNARY(scale, p->f[0] * a + p->f[1])
+/* The unary ops that keep X's dtype: X(NAME, float expression, i64
+ * expression), the float one reading the attributes p->P (f, d). */
+#define SAME_UNARY_OPS(X, P)                                                    \
+  X(neg, -a, wrap_neg(a))                                                       \
+  X(abs, fabs(a), a < 0 ? wrap_neg(a) : a)                                      \
+  X(square, a * a, wrap_mul(a, a))                                              \
+  X(relu, a > 0 || a != a ? a : 0, a > 0 ? a : 0)                               \
+  X(clip, a < p->P[0] ? p->P[0] : a > p->P[1] ? p->P[1] : a,                    \
+    a < p->i[0] ? p->i[0] : a > p->i[1] ? p->i[1] : a)
+/* The float unary ops: X(NAME, expression in element type S). */
+#define FLOAT_UNARY_OPS(X, P, S)                                                \
+  X(exp, exp(a))                                                                \
+  X(log, log(a))                                                                \
+  X(sqrt, sqrt(a))                                                              \
+  X(sin, sin(a))                                                                \
+  X(cos, cos(a))                                                                \
+  X(sigmoid, sigmoid_##S(a))                                                    \
+  X(tanh, tanh(a))                                                              \
+  X(softplus, softplus_##S(a))                                                  \
+  X(gelu, gelu_##S(a))                                                          \
+  X(leaky_relu, a > 0 ? a : p->P[0] * a)                                        \
+  X(elu, a > 0 ? a : p->P[0] * expm1(a))                                        \
+  X(silu, a * sigmoid_##S(a))                                                   \
+  X(scale, p->P[0] * a + p->P[1])
+SAME_UNARY_OPS(SAME_UNARY, f)
+FLOAT_UNARY_OPS(FLOAT_UNARY, f, f32)
 
 /* The f64 loop of each float unary op: f64 X giving f64. */
 #define F64_UNARY(NAME, EXPR) UNARY_LOOP(NAME##_dd, f64, f64, f64, EXPR)
-F64_UNARY(neg, -a)
-F64_UNARY(abs, fabs(a))
-F64_UNARY(square, a * a)
-F64_UNARY(relu, a > 0 || a != a ? a : 0.0)
-F64_UNARY(clip, a < p->d[0] ? p->d[0] : a > p->d[1] ? p->d[1] : a)
-F64_UNARY(exp, exp(a))
-F64_UNARY(log, log(a))
-F64_UNARY(sqrt, sqrt(a))
-F64_UNARY(sin, sin(a))
-F64_UNARY(cos, cos(a))
-F64_UNARY(sigmoid, sigmoid_f64(a))
-F64_UNARY(tanh, tanh(a))
-F64_UNARY(softplus, softplus_f64(a))
-F64_UNARY(gelu, gelu_f64(a))
-F64_UNARY(leaky_relu, a > 0 ? a : p->d[0] * a)
-F64_UNARY(elu, a > 0 ? a : p->d[0] * expm1(a))
-F64_UNARY(silu, a * sigmoid_f64(a))
-F64_UNARY(scale, p->d[0] * a + p->d[1])
+#define F64_SAME_UNARY(NAME, DEXPR, IEXPR) F64_UNARY(NAME, DEXPR)
+SAME_UNARY_OPS(F64_SAME_UNARY, d)
+FLOAT_UNARY_OPS(F64_UNARY, d, f64)
 
 /* A unary loop over slices of PAR_MIN_WORK elements (par_parts). */
 typedef struct UnarySlices {
@@ -587,45 +573,32 @@ static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, UnaryGradLoop64 fd, const
   return 0;
 }
 
-/* Standard normal density and distribution function, for gelu. */
-static inline f32 phi_f32(f32 a) { return 0.39894228040143268f * expf(-0.5f * a * a); }
-static inline f32 Phi_f32(f32 a) { return 0.5f * (1.0f + erff(a * 0.70710678118654752f)); }
-
-/* abs: sign(X), 0 at 0 (PyTorch's choice: a subgradient). */
-UNARY_GRAD_LOOP(abs, v > 0 ? d : v < 0 ? -d : 0.0f)
-/* relu, from Out: passes where Out > 0, so 0 at X = 0. */
-UNARY_GRAD_LOOP(relu, v > 0 ? d : 0.0f)
-/* sigmoid, from Out: Out (1 - Out). */
-UNARY_GRAD_LOOP(sigmoid, d * v * (1.0f - v))
-/* tanh, from Out: 1 - Out^2. */
-UNARY_GRAD_LOOP(tanh, d * (1.0f - v * v))
-/* softplus: sigmoid(X). */
-UNARY_GRAD_LOOP(softplus, d * sigmoid_f32(v))
-/* gelu (exact, erf form): Phi(X) + X phi(X). */
-UNARY_GRAD_LOOP(gelu, d * (Phi_f32(v) + v * phi_f32(v)))
-/* silu: sigmoid(X) (1 + X (1 - sigmoid(X))). */
-UNARY_GRAD_LOOP(silu, d * sigmoid_f32(v) * (1.0f + v * (1.0f - sigmoid_f32(v))))
-/* elu: 1 for X > 0, else alpha e^X (alpha at 0, as PyTorch). */
-UNARY_GRAD_LOOP(elu, v > 0 ? d : d * p->f[0] * expf(v))
-/* leaky_relu: 1 for X > 0, else alpha (p->f[0]). */
-UNARY_GRAD_LOOP(leaky_relu, v > 0 ? d : p->f[0] * d)
-/* clip: passes strictly inside (min, max) = (p->f[0], p->f[1]); at a bound
- * or outside it is 0. */
-UNARY_GRAD_LOOP(clip, v > p->f[0] && v < p->f[1] ? d : 0.0f)
-
-static inline f64 phi_f64(f64 a) { return 0.39894228040143268 * exp(-0.5 * a * a); }
-static inline f64 Phi_f64(f64 a) { return 0.5 * (1.0 + erf(a * 0.70710678118654752)); }
-
-UNARY_GRAD_LOOP64(abs, v > 0 ? d : v < 0 ? -d : 0.0)
-UNARY_GRAD_LOOP64(relu, v > 0 ? d : 0.0)
-UNARY_GRAD_LOOP64(sigmoid, d * v * (1.0 - v))
-UNARY_GRAD_LOOP64(tanh, d * (1.0 - v * v))
-UNARY_GRAD_LOOP64(softplus, d * sigmoid_f64(v))
-UNARY_GRAD_LOOP64(gelu, d * (Phi_f64(v) + v * phi_f64(v)))
-UNARY_GRAD_LOOP64(silu, d * sigmoid_f64(v) * (1.0 + v * (1.0 - sigmoid_f64(v))))
-UNARY_GRAD_LOOP64(elu, v > 0 ? d : d * p->d[0] * exp(v))
-UNARY_GRAD_LOOP64(leaky_relu, v > 0 ? d : p->d[0] * d)
-UNARY_GRAD_LOOP64(clip, v > p->d[0] && v < p->d[1] ? d : 0.0)
+/* Each unary grad op: X(NAME, dX in element type T with suffix S, reading
+ * the attributes p->P). */
+#define UNARY_GRAD_OPS(X, T, P, S)                                              \
+  /* abs: sign(X), 0 at 0 (PyTorch's choice: a subgradient). */               \
+  X(abs, v > 0 ? d : v < 0 ? -d : 0)                                            \
+  /* relu, from Out: passes where Out > 0, so 0 at X = 0. */                   \
+  X(relu, v > 0 ? d : 0)                                                        \
+  /* sigmoid, from Out: Out (1 - Out). */                                      \
+  X(sigmoid, d * v * (1 - v))                                                   \
+  /* tanh, from Out: 1 - Out^2. */                                             \
+  X(tanh, d * (1 - v * v))                                                      \
+  /* softplus: sigmoid(X). */                                                  \
+  X(softplus, d * sigmoid_##S(v))                                               \
+  /* gelu (exact, erf form): Phi(X) + X phi(X). */                             \
+  X(gelu, d * (Phi_##S(v) + v * phi_##S(v)))                                    \
+  /* silu: sigmoid(X) (1 + X (1 - sigmoid(X))). */                             \
+  X(silu, d * sigmoid_##S(v) * (1 + v * (1 - sigmoid_##S(v))))                  \
+  /* elu: 1 for X > 0, else alpha e^X (alpha at 0, as PyTorch). */             \
+  X(elu, v > 0 ? d : d * p->P[0] * exp(v))                                      \
+  /* leaky_relu: 1 for X > 0, else alpha (p->P[0]). */                         \
+  X(leaky_relu, v > 0 ? d : p->P[0] * d)                                        \
+  /* clip: passes strictly inside (min, max) = (p->P[0], p->P[1]); at a bound  \
+   * or outside it is 0. */                                                     \
+  X(clip, v > p->P[0] && v < p->P[1] ? d : 0)
+UNARY_GRAD_OPS(UNARY_GRAD_LOOP, f32, f, f32)
+UNARY_GRAD_OPS(UNARY_GRAD_LOOP64, f64, d, f64)
 
 #define UNARY_GRAD_KERNEL(NAME)                                                 \
   static int k_##NAME##_grad(ExecCtx *c) {                                      \
@@ -669,27 +642,25 @@ typedef void (*BinaryGradLoop)(const Bcast *bc, f32 *gx, f32 *gy, const f32 *x, 
     }                                                                           \
   }
 
-/* pow, as PyTorch: dX = d Y X^(Y-1), 0 where Y = 0 (not 0 * inf at X = 0);
- * dY = d Out ln X, 0 where X = 0 and Y >= 0 (the limit); NaN for X < 0. */
-BINARY_GRAD_LOOP(pow, b == 0 ? 0.0f : d * b * powf(a, b - 1.0f),
-                 a == 0 && b >= 0 ? 0.0f : d * o * logf(a))
-/* maximum and minimum: the gradient goes to the operand that was chosen;
+/* Each binary grad op: X(NAME, GX, GY) in element type T.
+ * pow, as PyTorch: dX = d Y X^(Y-1), 0 where Y = 0 (not 0 * inf at X = 0);
+ * dY = d Out ln X, 0 where X = 0 and Y >= 0 (the limit); NaN for X < 0.
+ * maximum and minimum: the gradient goes to the operand that was chosen;
  * on a tie it is split evenly (PyTorch's choice, and what a central
  * difference measures there); a NaN operand is the one chosen. */
-BINARY_GRAD_LOOP(maximum, a > b || a != a ? d : a == b ? 0.5f * d : 0.0f,
-                 b > a || (b != b && a == a) ? d : a == b ? 0.5f * d : 0.0f)
-BINARY_GRAD_LOOP(minimum, a < b || a != a ? d : a == b ? 0.5f * d : 0.0f,
-                 b < a || (b != b && a == a) ? d : a == b ? 0.5f * d : 0.0f)
+#define BINARY_GRAD_OPS(X, T)                                                   \
+  X(pow, b == 0 ? 0 : d * b * pow(a, b - 1), a == 0 && b >= 0 ? 0 : d * o * log(a)) \
+  X(maximum, a > b || a != a ? d : a == b ? (T)0.5 * d : 0,                     \
+    b > a || (b != b && a == a) ? d : a == b ? (T)0.5 * d : 0)                  \
+  X(minimum, a < b || a != a ? d : a == b ? (T)0.5 * d : 0,                     \
+    b < a || (b != b && a == a) ? d : a == b ? (T)0.5 * d : 0)
+BINARY_GRAD_OPS(BINARY_GRAD_LOOP, f32)
 
-/* The f64 loops (T standing for f64 in the f32 loop's text). */
+/* The f64 loops. */
 typedef void (*BinaryGradLoop64)(const Bcast *bc, f64 *gx, f64 *gy, const f64 *x, const f64 *y,
                                  const f64 *out, const f64 *dout);
-BINARY_GRAD_LOOP_T(pow_grad_loop64, f64, b == 0 ? 0.0 : d * b * pow(a, b - 1.0),
-                   a == 0 && b >= 0 ? 0.0 : d * o * log(a))
-BINARY_GRAD_LOOP_T(maximum_grad_loop64, f64, a > b || a != a ? d : a == b ? 0.5 * d : 0.0,
-                   b > a || (b != b && a == a) ? d : a == b ? 0.5 * d : 0.0)
-BINARY_GRAD_LOOP_T(minimum_grad_loop64, f64, a < b || a != a ? d : a == b ? 0.5 * d : 0.0,
-                   b < a || (b != b && a == a) ? d : a == b ? 0.5 * d : 0.0)
+#define BINARY_GRAD_LOOP64(NAME, GX, GY) BINARY_GRAD_LOOP_T(NAME##_grad_loop64, f64, GX, GY)
+BINARY_GRAD_OPS(BINARY_GRAD_LOOP64, f64)
 
 /* binary_grad_run in f64: every value read as f64. */
 static int binary_grad_run64(ExecCtx *c, BinaryGradLoop64 f, Tensor **in, Tensor *out, Tensor *dout, Tensor **g) {

@@ -31,26 +31,19 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
 /* stack: every X has one shape; Out has a new dimension of size n at axis,
  * which counts among Out's dimensions (-1 is a new last axis). */
 static bool infer_stack(InferCtx *c) {
-  int n = reg_infer_count(c, "X"), iref;   /* iref: the first input of known rank */
-  DType t;
-  bool all_ranked;
-  if (!reg_infer_list(c, "X", &t, &iref, &all_ranked)) return false;
-  if (iref < 0) {
-    Shape u = shape_unknown();
-    reg_infer_set(c, "Out", 0, t, &u);
-    return true;
-  }
-  const VarDesc *ref = reg_infer_in(c, "X", iref);
-  Shape s = ref->shape;
+  InferList l;
+  if (!reg_infer_list(c, "X", "Out", &l)) return false;
+  if (!l.ref) return true;
+  Shape s = l.ref->shape;
   char sa[128], sb[128];
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < l.n; i++) {
     const Shape *vs = &reg_infer_in(c, "X", i)->shape;
     if (vs->rank < 0) continue;
     bool clash = vs->rank != s.rank;
     for (int k = 0; k < s.rank && !clash; k++) clash = dims_clash(vs->d[k], s.d[k]);
     if (clash)
       return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: stack needs equal shapes", i,
-                            shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
+                            shape_str(vs, sa, sizeof sa), l.iref, shape_str(&l.ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) s.d[k] = dim_merge(s.d[k], vs->d[k]);
   }
   if (s.rank >= SHAPE_MAX_RANK)
@@ -61,9 +54,9 @@ static bool infer_stack(InferCtx *c) {
     return reg_infer_fail(c, "axis %lld is out of range for stacking X of shape %s (from %lld to %lld)",
                           (long long)a, shape_str(&s, sa, sizeof sa), (long long)-r, (long long)(r - 1));
   for (int i = s.rank; i > k; i--) s.d[i] = s.d[i - 1];
-  s.d[k] = dim_n(n);
+  s.d[k] = dim_n(l.n);
   s.rank++;
-  reg_infer_set(c, "Out", 0, t, &s);
+  reg_infer_set(c, "Out", 0, l.t, &s);
   return true;
 }
 

@@ -542,7 +542,7 @@ static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
 /* The mean of the n values xp into *mean and 1 / sqrt(variance + eps),
  * the biased variance, in two passes in double (the forward and the grad
  * compute them alike). */
-/* row_moments for element type T. */
+/* row_moments_S for element type T. */
 #define ROW_MOMENTS(NAME, T)                                                   \
 static inline double NAME(const T *xp, int64_t n, double eps, double *mean) {  \
   double m = 0, var = 0;                                                       \
@@ -556,49 +556,55 @@ static inline double NAME(const T *xp, int64_t n, double eps, double *mean) {  \
   *mean = m;                                                                   \
   return 1 / sqrt(var + eps);                                                  \
 }
-ROW_MOMENTS(row_moments, float)
-ROW_MOMENTS(row_moments64, double)
+ROW_MOMENTS(row_moments_f32, float)
+ROW_MOMENTS(row_moments_f64, double)
+
+/* NAME_f32 and NAME_f64 from TEMPLATE (its arguments: the function's name,
+ * the element type T and its suffix S, which names T's helpers: tensor_S,
+ * in_S, row_moments_S, ...), and k_NAME, which runs NAME_f64 when tensor
+ * WHICH is f64, else NAME_f32. */
+#define DTYPE_f32 DT_F32
+#define DTYPE_f64 DT_F64
+#define F32_F64(NAME, TEMPLATE, WHICH)                                          \
+  TEMPLATE(NAME##_f32, float, f32)                                              \
+  TEMPLATE(NAME##_f64, double, f64)                                             \
+  static int k_##NAME(ExecCtx *c) { return (WHICH)->dtype == DT_F64 ? NAME##_f64(c) : NAME##_f32(c); }
 
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias, with mean and biased
  * variance over the trailing axes from begin_norm_axis; Scale and Bias have
  * those axes' shape or its product, so both index as flat rows. */
-/* layer_norm for element type T: TF its data, IN and OPT its inputs in T. */
-#define LAYER_NORM(NAME, T, TF, IN, OPT, MOMENTS)                                     \
-static int NAME(ExecCtx *c) {                                                         \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *bi = OPT(c, 2), *out = exec_ctx_out(c, 0);  \
-  double eps = exec_ctx_attr_f(c, "epsilon");                                         \
-  int64_t rows, n;                                                                    \
-  norm_rows(c, x, &rows, &n);                                                         \
-  int rc = 0;                                                                         \
-  if ((sc && sc->numel != n) || (bi && bi->numel != n)) {                             \
-    rc = exec_ctx_fail(c, "%s has %lld elements but each normalized row has %lld",    \
-                       sc && sc->numel != n ? "Scale" : "Bias",                            \
-                       (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);  \
-    rows = 0;                                                                         \
-  }                                                                                   \
-  const T *sv = sc ? TF(sc) : NULL, *bv = bi ? TF(bi) : NULL;                         \
-  for (int64_t r = 0; r < rows && n > 0; r++) {                                       \
-    const T *xp = TF(x) + r * n;                                                      \
-    T *yp = TF(out) + r * n;                                                          \
-    double mean, inv = MOMENTS(xp, n, eps, &mean);                                    \
-    for (int64_t i = 0; i < n; i++) {                                                 \
-      double v = ((double)xp[i] - mean) * inv;                                        \
-      if (sv) v *= (double)sv[i];                                                     \
-      if (bv) v += (double)bv[i];                                                     \
-      yp[i] = (T)v;                                                                   \
-    }                                                                                 \
-  }                                                                                   \
-  tensor_unref(x);                                                                    \
-  tensor_unref(sc);                                                                   \
-  tensor_unref(bi);                                                                   \
-  return rc;                                                                          \
+/* layer_norm for element type T (suffix S: see F32_F64). */
+#define LAYER_NORM(NAME, T, S)                                                                        \
+static int NAME(ExecCtx *c) {                                                                         \
+  Tensor *x = in_##S(c, 0), *sc = opt_##S(c, 1), *bi = opt_##S(c, 2), *out = exec_ctx_out(c, 0);      \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                                         \
+  int64_t rows, n;                                                                                    \
+  norm_rows(c, x, &rows, &n);                                                                         \
+  int rc = 0;                                                                                         \
+  if ((sc && sc->numel != n) || (bi && bi->numel != n)) {                                             \
+    rc = exec_ctx_fail(c, "%s has %lld elements but each normalized row has %lld",                    \
+                       sc && sc->numel != n ? "Scale" : "Bias",                                       \
+                       (long long)(sc && sc->numel != n ? sc : bi)->numel, (long long)n);             \
+    rows = 0;                                                                                         \
+  }                                                                                                   \
+  const T *sv = sc ? tensor_##S(sc) : NULL, *bv = bi ? tensor_##S(bi) : NULL;                         \
+  for (int64_t r = 0; r < rows && n > 0; r++) {                                                       \
+    const T *xp = tensor_##S(x) + r * n;                                                              \
+    T *yp = tensor_##S(out) + r * n;                                                                  \
+    double mean, inv = row_moments_##S(xp, n, eps, &mean);                                            \
+    for (int64_t i = 0; i < n; i++) {                                                                 \
+      double v = ((double)xp[i] - mean) * inv;                                                        \
+      if (sv) v *= (double)sv[i];                                                                     \
+      if (bv) v += (double)bv[i];                                                                     \
+      yp[i] = (T)v;                                                                                   \
+    }                                                                                                 \
+  }                                                                                                   \
+  tensor_unref(x);                                                                                    \
+  tensor_unref(sc);                                                                                   \
+  tensor_unref(bi);                                                                                   \
+  return rc;                                                                                          \
 }
-LAYER_NORM(layer_norm_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
-LAYER_NORM(layer_norm_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
-
-static int k_layer_norm(ExecCtx *c) {
-  return exec_ctx_out(c, 0)->dtype == DT_F64 ? layer_norm_f64(c) : layer_norm_f32(c);
-}
+F32_F64(layer_norm, LAYER_NORM, exec_ctx_out(c, 0))
 
 /* ---- kernels: batch_norm ------------------------------------------------------------ */
 
@@ -613,7 +619,7 @@ static BnGeom bn_geom(const Tensor *x) { return (BnGeom){x->shape[0], x->shape[1
 /* Channel k's batch mean into *mean and its biased variance into *var: two
  * passes in double over the channel's runs (the forward and the grad
  * compute them alike). */
-/* channel_moments for element type T (SUM its f32_sum). */
+/* channel_moments_S for element type T (SUM its f32_sum). */
 #define CHANNEL_MOMENTS(NAME, T, SUM)                                                                                 \
 static void NAME(const T *x, BnGeom g, int64_t k, double *mean, double *var) {                                        \
   double s = 0, q = 0, count = (double)(g.n * g.hw);                                                                  \
@@ -639,13 +645,13 @@ static inline double f64_sum(const double *x, int64_t n) {
   for (int64_t k = 0; k < n; k++) a += x[k];
   return a;
 }
-CHANNEL_MOMENTS(channel_moments, float, f32_sum)
-CHANNEL_MOMENTS(channel_moments64, double, f64_sum)
+CHANNEL_MOMENTS(channel_moments_f32, float, f32_sum)
+CHANNEL_MOMENTS(channel_moments_f64, double, f64_sum)
 
 /* Adds sum(gp) to *sg and sum(gp (xp - m)) to *sgx over a run of n, in
  * four lanes of double (independent sums the CPU overlaps), added up in a
  * fixed order. */
-/* grad_sums for element type T. */
+/* grad_sums_S for element type T. */
 #define GRAD_SUMS(NAME, T)                                                                    \
 static inline void NAME(const T *gp, const T *xp, T m, int64_t n, double *sg, double *sgx) {  \
   double a[4] = {0}, b[4] = {0};                                                              \
@@ -662,8 +668,8 @@ static inline void NAME(const T *gp, const T *xp, T m, int64_t n, double *sg, do
   *sg += (a[0] + a[1]) + (a[2] + a[3]);                                                       \
   *sgx += (b[0] + b[1]) + (b[2] + b[3]);                                                      \
 }
-GRAD_SUMS(grad_sums, float)
-GRAD_SUMS(grad_sums64, double)
+GRAD_SUMS(grad_sums_f32, float)
+GRAD_SUMS(grad_sums_f64, double)
 
 /* Whether batch_norm's Training input says true. */
 static bool bn_training(ExecCtx *c) { return tensor_get(exec_ctx_in(c, 5), 0) != 0; }
@@ -682,46 +688,41 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
  * statistics moved toward them, the variance unbiased), else with Mean
  * and Variance (passed through).  Channels go to threads; each one is
  * whole on its thread, so the bits do not depend on the thread count. */
-/* batch_norm for element type T. */
-#define BATCH_NORM(NAME, T, TF, IN, MOMENTS)                                             \
-static int NAME(ExecCtx *c) {                                                            \
-  Tensor *x = IN(c, 0), *sc = IN(c, 1), *bi = IN(c, 2), *rm = IN(c, 3), *rv = IN(c, 4);  \
-  Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);   \
-  BnGeom g = bn_geom(x);                                                                 \
-  bool training = bn_training(c);                                                        \
-  double mom = exec_ctx_attr_f(c, "momentum"), eps = exec_ctx_attr_f(c, "epsilon");      \
-  double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;  \
-  int rc = training ? bn_check_batch(c, x, g) : 0;                                       \
-  const T *xv = TF(x), *sv = TF(sc), *bv = TF(bi), *mv = TF(rm),                         \
-              *vv = TF(rv);                                                              \
-  T *yv = TF(yt), *mov = TF(mo), *vov = TF(vo);                                          \
-  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                               \
-  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                        \
-    double mean = mv[k], var = vv[k];                                                    \
-    if (training) MOMENTS(xv, g, k, &mean, &var);                                        \
-    double a = (double)sv[k] / sqrt(var + eps);                                          \
-    T af = (T)a, mf = (T)mean, bf = bv[k];                                               \
-    for (int64_t b = 0; b < g.n; b++) {                                                  \
-      const T *xp = xv + (b * g.ch + k) * g.hw;                                          \
-      T *yp = yv + (b * g.ch + k) * g.hw;                                                \
-      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;                 \
-    }                                                                                    \
-    mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];             \
-    vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];     \
-  }                                                                                      \
-  tensor_unref(x);                                                                       \
-  tensor_unref(sc);                                                                      \
-  tensor_unref(bi);                                                                      \
-  tensor_unref(rm);                                                                      \
-  tensor_unref(rv);                                                                      \
-  return rc;                                                                             \
+/* batch_norm for element type T (suffix S: see F32_F64). */
+#define BATCH_NORM(NAME, T, S)                                                                                           \
+static int NAME(ExecCtx *c) {                                                                                            \
+  Tensor *x = in_##S(c, 0), *sc = in_##S(c, 1), *bi = in_##S(c, 2), *rm = in_##S(c, 3), *rv = in_##S(c, 4);              \
+  Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);                                   \
+  BnGeom g = bn_geom(x);                                                                                                 \
+  bool training = bn_training(c);                                                                                        \
+  double mom = exec_ctx_attr_f(c, "momentum"), eps = exec_ctx_attr_f(c, "epsilon");                                      \
+  double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;                                  \
+  int rc = training ? bn_check_batch(c, x, g) : 0;                                                                       \
+  const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *bv = tensor_##S(bi), *mv = tensor_##S(rm),                         \
+              *vv = tensor_##S(rv);                                                                                      \
+  T *yv = tensor_##S(yt), *mov = tensor_##S(mo), *vov = tensor_##S(vo);                                                  \
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                                               \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                        \
+    double mean = mv[k], var = vv[k];                                                                                    \
+    if (training) channel_moments_##S(xv, g, k, &mean, &var);                                                            \
+    double a = (double)sv[k] / sqrt(var + eps);                                                                          \
+    T af = (T)a, mf = (T)mean, bf = bv[k];                                                                               \
+    for (int64_t b = 0; b < g.n; b++) {                                                                                  \
+      const T *xp = xv + (b * g.ch + k) * g.hw;                                                                          \
+      T *yp = yv + (b * g.ch + k) * g.hw;                                                                                \
+      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;                                                 \
+    }                                                                                                                    \
+    mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];                                             \
+    vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];                                     \
+  }                                                                                                                      \
+  tensor_unref(x);                                                                                                       \
+  tensor_unref(sc);                                                                                                      \
+  tensor_unref(bi);                                                                                                      \
+  tensor_unref(rm);                                                                                                      \
+  tensor_unref(rv);                                                                                                      \
+  return rc;                                                                                                             \
 }
-BATCH_NORM(batch_norm_f32, float, tensor_f32, in_f32, channel_moments)
-BATCH_NORM(batch_norm_f64, double, tensor_f64, in_f64, channel_moments64)
-
-static int k_batch_norm(ExecCtx *c) {
-  return exec_ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64(c) : batch_norm_f32(c);
-}
+F32_F64(batch_norm, BATCH_NORM, exec_ctx_out(c, 0))
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
  * mean) inv, sums over the channel's m values of dY and dY xhat:
@@ -730,52 +731,47 @@ static int k_batch_norm(ExecCtx *c) {
  *   dX = Scale inv dY                                        eval,
  * the batch's statistics recomputed as the forward did (training) or
  * Mean and Variance read (eval: constants, so dX is affine in dY). */
-/* batch_norm_grad for element type T (DT its dtype). */
-#define BATCH_NORM_GRAD(NAME, T, TF, IN, DT, MOMENTS, GSUMS)                                  \
-static int NAME(ExecCtx *c) {                                                                 \
-  Tensor *x = IN(c, 0), *sc = IN(c, 1), *rm = IN(c, 3), *rv = IN(c, 4), *dyt = exec_ctx_in(c, 6);  \
-  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);     \
-  BnGeom g = bn_geom(x);                                                                      \
-  bool training = bn_training(c);                                                             \
-  double eps = exec_ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                   \
-  int rc = training ? bn_check_batch(c, x, g) : 0;                                            \
-  if (rc == 0 && (dyt->dtype != DT || dyt->numel != x->numel))                                \
-    rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                           \
-  const T *xv = TF(x), *sv = TF(sc), *mv = TF(rm), *vv = TF(rv);                              \
-  const T *dy = rc ? NULL : TF(dyt);                                                          \
-  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                    \
-  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                             \
-    double mean = mv[k], var = vv[k];                                                         \
-    if (training) MOMENTS(xv, g, k, &mean, &var);                                             \
-    double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;                                        \
-    T mf = (T)mean;                                                                           \
-    for (int64_t b = 0; b < g.n; b++)                                                         \
-      GSUMS(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);     \
-    if (dbt) TF(dbt)[k] = (T)sg;                                                              \
-    if (dst) TF(dst)[k] = (T)(sgx * inv);                                                     \
-    if (!dxt) continue;                                                                       \
-    /* dX = a dY + b (x - mean) + d */                                                        \
-    double a = (double)sv[k] * inv;                                                           \
-    T af = (T)a, bf = training ? (T)(-a * inv * inv * sgx / count) : (T)0,                    \
-          df = training ? (T)(-a * sg / count) : (T)0;                                        \
-    for (int64_t b = 0; b < g.n; b++) {                                                       \
-      const T *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;             \
-      T *dp = TF(dxt) + (b * g.ch + k) * g.hw;                                                \
-      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;         \
-    }                                                                                         \
-  }                                                                                           \
-  tensor_unref(x);                                                                            \
-  tensor_unref(sc);                                                                           \
-  tensor_unref(rm);                                                                           \
-  tensor_unref(rv);                                                                           \
-  return rc;                                                                                  \
+/* batch_norm_grad for element type T (suffix S: see F32_F64). */
+#define BATCH_NORM_GRAD(NAME, T, S)                                                                                           \
+static int NAME(ExecCtx *c) {                                                                                                 \
+  Tensor *x = in_##S(c, 0), *sc = in_##S(c, 1), *rm = in_##S(c, 3), *rv = in_##S(c, 4), *dyt = exec_ctx_in(c, 6);             \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);                                     \
+  BnGeom g = bn_geom(x);                                                                                                      \
+  bool training = bn_training(c);                                                                                             \
+  double eps = exec_ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                                                   \
+  int rc = training ? bn_check_batch(c, x, g) : 0;                                                                            \
+  if (rc == 0 && (dyt->dtype != DTYPE_##S || dyt->numel != x->numel))                                                         \
+    rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                                                           \
+  const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *mv = tensor_##S(rm), *vv = tensor_##S(rv);                              \
+  const T *dy = rc ? NULL : tensor_##S(dyt);                                                                                  \
+  PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                                                    \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                             \
+    double mean = mv[k], var = vv[k];                                                                                         \
+    if (training) channel_moments_##S(xv, g, k, &mean, &var);                                                                 \
+    double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;                                                                        \
+    T mf = (T)mean;                                                                                                           \
+    for (int64_t b = 0; b < g.n; b++)                                                                                         \
+      grad_sums_##S(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);                             \
+    if (dbt) tensor_##S(dbt)[k] = (T)sg;                                                                                      \
+    if (dst) tensor_##S(dst)[k] = (T)(sgx * inv);                                                                             \
+    if (!dxt) continue;                                                                                                       \
+    /* dX = a dY + b (x - mean) + d */                                                                                        \
+    double a = (double)sv[k] * inv;                                                                                           \
+    T af = (T)a, bf = training ? (T)(-a * inv * inv * sgx / count) : (T)0,                                                    \
+          df = training ? (T)(-a * sg / count) : (T)0;                                                                        \
+    for (int64_t b = 0; b < g.n; b++) {                                                                                       \
+      const T *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;                                             \
+      T *dp = tensor_##S(dxt) + (b * g.ch + k) * g.hw;                                                                        \
+      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;                                         \
+    }                                                                                                                         \
+  }                                                                                                                           \
+  tensor_unref(x);                                                                                                            \
+  tensor_unref(sc);                                                                                                           \
+  tensor_unref(rm);                                                                                                           \
+  tensor_unref(rv);                                                                                                           \
+  return rc;                                                                                                                  \
 }
-BATCH_NORM_GRAD(batch_norm_grad_f32, float, tensor_f32, in_f32, DT_F32, channel_moments, grad_sums)
-BATCH_NORM_GRAD(batch_norm_grad_f64, double, tensor_f64, in_f64, DT_F64, channel_moments64, grad_sums64)
-
-static int k_batch_norm_grad(ExecCtx *c) {
-  return exec_ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64(c) : batch_norm_grad_f32(c);
-}
+F32_F64(batch_norm_grad, BATCH_NORM_GRAD, exec_ctx_in(c, 0))
 
 /* ---- kernels: embedding, accuracy ------------------------------------------------- */
 
@@ -1009,62 +1005,57 @@ static int g_dropout(GradCtx *g) {
  *   dScale = sum over rows of dY * xhat, dBias = sum over rows of dY.
  * The mean and variance are recomputed as the forward does (two passes in
  * double); the column sums accumulate in double. */
-/* layer_norm_grad for element type T. */
-#define LAYER_NORM_GRAD(NAME, T, TF, IN, OPT, MOMENTS)                                   \
-static int NAME(ExecCtx *c) {                                                            \
-  Tensor *x = IN(c, 0), *sc = OPT(c, 1), *dyt = exec_ctx_in(c, 3);                       \
-  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);               \
-  double eps = exec_ctx_attr_f(c, "epsilon");                                            \
-  int64_t rows, n;                                                                       \
-  norm_rows(c, x, &rows, &n);                                                            \
-  int rc = 0;                                                                            \
-  if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||  \
-      dyt->numel != x->numel) {                                                          \
-    rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                       \
-    rows = n = 0;                                                                        \
-  }                                                                                      \
-  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                       \
-  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;                       \
-  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));                            \
-  const T *sv = sc ? TF(sc) : NULL;                                                      \
-  for (int64_t r = 0; r < rows && n > 0; r++) {                                          \
-    const T *xp = TF(x) + r * n, *gp = TF(dyt) + r * n;                                  \
-    double mean, inv = MOMENTS(xp, n, eps, &mean), mg = 0, mgx = 0;                      \
-    for (int64_t i = 0; i < n; i++) {                                                    \
-      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];                       \
-      xh[i] = h;                                                                         \
-      if (as) as[i] += gi * h;                                                           \
-      if (ab) ab[i] += gi;                                                               \
-      if (sv) gi *= (double)sv[i];                                                       \
-      mg += gi;                                                                          \
-      mgx += gi * h;                                                                     \
-    }                                                                                    \
-    if (!dxt) continue;                                                                  \
-    mg /= (double)n;                                                                     \
-    mgx /= (double)n;                                                                    \
-    T *dp = TF(dxt) + r * n;                                                             \
-    for (int64_t i = 0; i < n; i++) {                                                    \
-      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);                            \
-      dp[i] = (T)(inv * (gi - mg - xh[i] * mgx));                                        \
-    }                                                                                    \
-  }                                                                                      \
-  for (int64_t i = 0; i < n; i++) {                                                      \
-    if (as) TF(dst)[i] = (T)as[i];                                                       \
-    if (ab) TF(dbt)[i] = (T)ab[i];                                                       \
-  }                                                                                      \
-  mem_free(as);                                                                          \
-  mem_free(ab);                                                                          \
-  mem_free(xh);                                                                          \
-  tensor_unref(x);                                                                       \
-  tensor_unref(sc);                                                                      \
-  return rc;                                                                             \
+/* layer_norm_grad for element type T (suffix S: see F32_F64). */
+#define LAYER_NORM_GRAD(NAME, T, S)                                                                      \
+static int NAME(ExecCtx *c) {                                                                            \
+  Tensor *x = in_##S(c, 0), *sc = opt_##S(c, 1), *dyt = exec_ctx_in(c, 3);                               \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);                \
+  double eps = exec_ctx_attr_f(c, "epsilon");                                                            \
+  int64_t rows, n;                                                                                       \
+  norm_rows(c, x, &rows, &n);                                                                            \
+  int rc = 0;                                                                                            \
+  if ((sc && sc->numel != n) || (dst && dst->numel != n) || (dbt && dbt->numel != n) ||                  \
+      dyt->numel != x->numel) {                                                                          \
+    rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                                       \
+    rows = n = 0;                                                                                        \
+  }                                                                                                      \
+  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                                       \
+  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;                                       \
+  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));                                            \
+  const T *sv = sc ? tensor_##S(sc) : NULL;                                                              \
+  for (int64_t r = 0; r < rows && n > 0; r++) {                                                          \
+    const T *xp = tensor_##S(x) + r * n, *gp = tensor_##S(dyt) + r * n;                                  \
+    double mean, inv = row_moments_##S(xp, n, eps, &mean), mg = 0, mgx = 0;                              \
+    for (int64_t i = 0; i < n; i++) {                                                                    \
+      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];                                       \
+      xh[i] = h;                                                                                         \
+      if (as) as[i] += gi * h;                                                                           \
+      if (ab) ab[i] += gi;                                                                               \
+      if (sv) gi *= (double)sv[i];                                                                       \
+      mg += gi;                                                                                          \
+      mgx += gi * h;                                                                                     \
+    }                                                                                                    \
+    if (!dxt) continue;                                                                                  \
+    mg /= (double)n;                                                                                     \
+    mgx /= (double)n;                                                                                    \
+    T *dp = tensor_##S(dxt) + r * n;                                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                                    \
+      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);                                            \
+      dp[i] = (T)(inv * (gi - mg - xh[i] * mgx));                                                        \
+    }                                                                                                    \
+  }                                                                                                      \
+  for (int64_t i = 0; i < n; i++) {                                                                      \
+    if (as) tensor_##S(dst)[i] = (T)as[i];                                                               \
+    if (ab) tensor_##S(dbt)[i] = (T)ab[i];                                                               \
+  }                                                                                                      \
+  mem_free(as);                                                                                          \
+  mem_free(ab);                                                                                          \
+  mem_free(xh);                                                                                          \
+  tensor_unref(x);                                                                                       \
+  tensor_unref(sc);                                                                                      \
+  return rc;                                                                                             \
 }
-LAYER_NORM_GRAD(layer_norm_grad_f32, float, tensor_f32, in_f32, opt_f32, row_moments)
-LAYER_NORM_GRAD(layer_norm_grad_f64, double, tensor_f64, in_f64, opt_f64, row_moments64)
-
-static int k_layer_norm_grad(ExecCtx *c) {
-  return exec_ctx_in(c, 0)->dtype == DT_F64 ? layer_norm_grad_f64(c) : layer_norm_grad_f32(c);
-}
+F32_F64(layer_norm_grad, LAYER_NORM_GRAD, exec_ctx_in(c, 0))
 
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
  * repeated ids accumulate. */
@@ -1436,27 +1427,23 @@ static int g_batch_norm_grad(GradCtx *g) {
   return 0;
 }
 
+/* softmax or log_softmax (NAME) and its grad op. */
+#define SOFTMAX_OPS(NAME, DOC, KERNEL, GRAD_DOC, GRAD_KERNEL, GRAD)                                   \
+  {.type = NAME, .doc = DOC, .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},        \
+   .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},                                  \
+   .infer = infer_softmax, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED},                             \
+  {.type = NAME "_grad", .doc = GRAD_DOC,                                                              \
+   .in = {{"Out", 0, NAME "'s result"}, {"Out@GRAD", 0, "the gradient of Out"}},                       \
+   .out = {{"X@GRAD", 0, "the gradient of X"}},                                                        \
+   .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},                                  \
+   .infer = infer_softmax_grad, .kernel = GRAD_KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD,     \
+   .flags = OP_INTERNAL}
+
 OpProto op_table_nn[] = {
-    {.type = "softmax", .doc = "Out = exp(X) / sum(exp(X)) along axis, computed stably",
-     .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
-     .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_softmax, .grad_kind = GRAD_DEDICATED},
-    {.type = "softmax_grad", .doc = "X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis))",
-     .in = {{"Out", 0, "softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
-     .out = {{"X@GRAD", 0, "the gradient of X"}},
-     .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax_grad, .kernel = k_softmax_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_softmax_grad, .flags = OP_INTERNAL},
-    {.type = "log_softmax", .doc = "Out = log(softmax(X)) along axis, computed stably",
-     .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},
-     .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax, .kernel = k_log_softmax, .grad_kind = GRAD_DEDICATED},
-    {.type = "log_softmax_grad", .doc = "X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis)",
-     .in = {{"Out", 0, "log_softmax's result"}, {"Out@GRAD", 0, "the gradient of Out"}},
-     .out = {{"X@GRAD", 0, "the gradient of X"}},
-     .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},
-     .infer = infer_softmax_grad, .kernel = k_log_softmax_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_log_softmax_grad, .flags = OP_INTERNAL},
+    SOFTMAX_OPS("softmax", "Out = exp(X) / sum(exp(X)) along axis, computed stably", k_softmax,
+                "X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis))", k_softmax_grad, g_softmax_grad),
+    SOFTMAX_OPS("log_softmax", "Out = log(softmax(X)) along axis, computed stably", k_log_softmax,
+                "X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis)", k_log_softmax_grad, g_log_softmax_grad),
     {.type = "softmax_cross_entropy",
      .doc = "Loss = -log softmax(Logits)[Label] per example, computed stably",
      .in = {{"Logits", 0, "scores [..., C]"},

@@ -147,8 +147,8 @@ static float one(ExecCtx *c, int slot) { return (float)tensor_get(exec_ctx_in(c,
 static float rate(ExecCtx *c, int slot) { return one(c, slot) * (float)exec_ctx_attr_f(c, "lr_mult"); }
 static double rate64(ExecCtx *c, int slot) { return tensor_get(exec_ctx_in(c, slot), 0) * exec_ctx_attr_f(c, "lr_mult"); }
 
-/* ---- the f64 updates: the same formulas in double, for an f64 Param
- * (its state and Grad are f64 with it: train.c, the executor). */
+/* ---- the f64 sgd: the same formula in double, for an f64 Param (its
+ * state and Grad are f64 with it: train.c, the executor). */
 
 static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
   double lr = rate64(c, 2), wd = exec_ctx_attr_f(c, "weight_decay");
@@ -159,54 +159,63 @@ static int sgd64(ExecCtx *c, Tensor *p, const Tensor *g) {
   return 0;
 }
 
-static int momentum64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {
-  double lr = rate64(c, 3), mu = exec_ctx_attr_f(c, "mu"), wd = exec_ctx_attr_f(c, "weight_decay");
-  bool nesterov = exec_ctx_attr_b(c, "use_nesterov");
-  double *pv = tensor_f64(p), *vv = tensor_f64(v);
-  const double *gv = tensor_f64(g);
-  for (int64_t i = 0; i < p->numel; i++) {
-    double gi = gv[i] + wd * pv[i];
-    vv[i] = mu * vv[i] + gi;
-    pv[i] -= lr * (nesterov ? gi + mu * vv[i] : vv[i]);
+/* The momentum, Adam and RMSprop updates, written once for both element
+ * types: T (float or double) is the arithmetic, SFX the name's suffix, DATA
+ * the tensor's values, RATE the learning rate (rate, rate64) and SQRT the
+ * root of T.  The f64 ones serve an f64 Param, whose state and Grad are f64
+ * with it (train.c, the executor). */
+#define OPTIM_UPDATES(T, SFX, DATA, RATE, SQRT)                                             \
+  static int momentum##SFX(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *v) {             \
+    T lr = RATE(c, 3), mu = (T)exec_ctx_attr_f(c, "mu"), wd = (T)exec_ctx_attr_f(c, "weight_decay"); \
+    bool nesterov = exec_ctx_attr_b(c, "use_nesterov");                                     \
+    T *pv = DATA(p), *vv = DATA(v);                                                         \
+    const T *gv = DATA(g);                                                                  \
+    for (int64_t i = 0; i < p->numel; i++) {                                                \
+      T gi = gv[i] + wd * pv[i];                                                            \
+      vv[i] = mu * vv[i] + gi;                                                              \
+      pv[i] -= lr * (nesterov ? gi + mu * vv[i] : vv[i]);                                   \
+    }                                                                                       \
+    same(c, 0, 0);                                                                          \
+    same(c, 1, 2);                                                                          \
+    return 0;                                                                               \
+  }                                                                                         \
+  /* Adam (Kingma and Ba) with bias correction through Beta1Pow/Beta2Pow,                   \
+   * which hold beta^t; AdamW adds the decoupled decay p -= lr coeff p. */                  \
+  static int adam##SFX(ExecCtx *c, T coeff) {                                               \
+    Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3), *m2 = exec_ctx_in(c, 4); \
+    Tensor *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);                              \
+    T lr = RATE(c, 2), b1 = (T)exec_ctx_attr_f(c, "beta1"), b2 = (T)exec_ctx_attr_f(c, "beta2"); \
+    T eps = (T)exec_ctx_attr_f(c, "epsilon");                                               \
+    T pow1 = (T)tensor_get(b1p, 0) * b1, pow2 = (T)tensor_get(b2p, 0) * b2;                 \
+    T step = lr * SQRT(1 - pow2) / (1 - pow1), eps_hat = eps * SQRT(1 - pow2);              \
+    T *pv = DATA(p), *mv = DATA(m1), *vv = DATA(m2);                                        \
+    const T *gv = DATA(g);                                                                  \
+    for (int64_t i = 0; i < p->numel; i++) {                                                \
+      if (coeff != 0) pv[i] -= lr * coeff * pv[i];                                          \
+      mv[i] = b1 * mv[i] + (1 - b1) * gv[i];                                                \
+      vv[i] = b2 * vv[i] + (1 - b2) * gv[i] * gv[i];                                        \
+      pv[i] -= step * mv[i] / (SQRT(vv[i]) + eps_hat);                                      \
+    }                                                                                       \
+    tensor_set(b1p, 0, pow1);                                                               \
+    tensor_set(b2p, 0, pow2);                                                               \
+    for (int k = 0; k < 5; k++) same(c, k, k == 0 ? 0 : k + 2);                             \
+    return 0;                                                                               \
+  }                                                                                         \
+  static int rmsprop##SFX(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {             \
+    T lr = RATE(c, 2), rho = (T)exec_ctx_attr_f(c, "rho"), eps = (T)exec_ctx_attr_f(c, "epsilon"); \
+    T *pv = DATA(p), *mv = DATA(ms);                                                        \
+    const T *gv = DATA(g);                                                                  \
+    for (int64_t i = 0; i < p->numel; i++) {                                                \
+      mv[i] = rho * mv[i] + (1 - rho) * gv[i] * gv[i];                                      \
+      pv[i] -= lr * gv[i] / (SQRT(mv[i]) + eps);                                            \
+    }                                                                                       \
+    same(c, 0, 0);                                                                          \
+    same(c, 1, 3);                                                                          \
+    return 0;                                                                               \
   }
-  same(c, 0, 0);
-  same(c, 1, 2);
-  return 0;
-}
 
-static int adam64(ExecCtx *c, double coeff) {
-  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3), *m2 = exec_ctx_in(c, 4);
-  Tensor *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);
-  double lr = rate64(c, 2), b1 = exec_ctx_attr_f(c, "beta1"), b2 = exec_ctx_attr_f(c, "beta2");
-  double eps = exec_ctx_attr_f(c, "epsilon");
-  double pow1 = tensor_get(b1p, 0) * b1, pow2 = tensor_get(b2p, 0) * b2;
-  double step = lr * sqrt(1 - pow2) / (1 - pow1), eps_hat = eps * sqrt(1 - pow2);
-  double *pv = tensor_f64(p), *mv = tensor_f64(m1), *vv = tensor_f64(m2);
-  const double *gv = tensor_f64(g);
-  for (int64_t i = 0; i < p->numel; i++) {
-    if (coeff != 0) pv[i] -= lr * coeff * pv[i];
-    mv[i] = b1 * mv[i] + (1 - b1) * gv[i];
-    vv[i] = b2 * vv[i] + (1 - b2) * gv[i] * gv[i];
-    pv[i] -= step * mv[i] / (sqrt(vv[i]) + eps_hat);
-  }
-  tensor_set(b1p, 0, pow1);
-  tensor_set(b2p, 0, pow2);
-  for (int k = 0; k < 5; k++) same(c, k, k == 0 ? 0 : k + 2);
-  return 0;
-}
-
-static int rmsprop64(ExecCtx *c, Tensor *p, const Tensor *g, Tensor *ms) {
-  double lr = rate64(c, 2), rho = exec_ctx_attr_f(c, "rho"), eps = exec_ctx_attr_f(c, "epsilon");
-  double *pv = tensor_f64(p), *mv = tensor_f64(ms);
-  const double *gv = tensor_f64(g);
-  for (int64_t i = 0; i < p->numel; i++) {
-    mv[i] = rho * mv[i] + (1 - rho) * gv[i] * gv[i];
-    pv[i] -= lr * gv[i] / (sqrt(mv[i]) + eps);
-  }
-  same(c, 0, 0);
-  same(c, 1, 3);
-  return 0;
-}
+OPTIM_UPDATES(float, 32, tensor_f32, rate, sqrtf)
+OPTIM_UPDATES(double, 64, tensor_f64, rate64, sqrt)
 
 /* An f64 update needs its Grad and state in f64: anything else is refused,
  * never updated in a copy. */
@@ -260,86 +269,28 @@ static int k_sgd_matmul(ExecCtx *c) {
 /* PyTorch's SGD with momentum: v = mu v + g; p -= lr v (Nesterov: p -= lr (g + mu v)). */
 static int k_momentum(ExecCtx *c) {
   Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *v = exec_ctx_in(c, 2);
-  if (p->dtype == DT_F64) {
-    NEED_F64(1, 2);
-    return momentum64(c, p, g, v);
-  }
-  float lr = rate(c, 3), mu = (float)exec_ctx_attr_f(c, "mu"), wd = (float)exec_ctx_attr_f(c, "weight_decay");
-  bool nesterov = exec_ctx_attr_b(c, "use_nesterov");
-  float *pv = tensor_f32(p), *vv = tensor_f32(v);
-  const float *gv = tensor_f32(g);
-  for (int64_t i = 0; i < p->numel; i++) {
-    float gi = gv[i] + wd * pv[i];
-    vv[i] = mu * vv[i] + gi;
-    pv[i] -= lr * (nesterov ? gi + mu * vv[i] : vv[i]);
-  }
-  same(c, 0, 0);
-  same(c, 1, 2);
-  return 0;
-}
-
-/* Adam (Kingma and Ba) with bias correction through Beta1Pow/Beta2Pow,
- * which hold beta^t; AdamW adds the decoupled decay p -= lr coeff p. */
-static int adam(ExecCtx *c, float coeff) {
-  Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *m1 = exec_ctx_in(c, 3), *m2 = exec_ctx_in(c, 4);
-  Tensor *b1p = exec_ctx_in(c, 5), *b2p = exec_ctx_in(c, 6);
-  float lr = rate(c, 2);
-  float b1 = (float)exec_ctx_attr_f(c, "beta1"), b2 = (float)exec_ctx_attr_f(c, "beta2"), eps = (float)exec_ctx_attr_f(c, "epsilon");
-  float pow1 = (float)tensor_get(b1p, 0) * b1, pow2 = (float)tensor_get(b2p, 0) * b2;
-  float step = lr * sqrtf(1 - pow2) / (1 - pow1);
-  float *pv = tensor_f32(p), *mv = tensor_f32(m1), *vv = tensor_f32(m2);
-  const float *gv = tensor_f32(g);
-  float eps_hat = eps * sqrtf(1 - pow2);
-  for (int64_t i = 0; i < p->numel; i++) {
-    if (coeff != 0) pv[i] -= lr * coeff * pv[i];
-    mv[i] = b1 * mv[i] + (1 - b1) * gv[i];
-    vv[i] = b2 * vv[i] + (1 - b2) * gv[i] * gv[i];
-    pv[i] -= step * mv[i] / (sqrtf(vv[i]) + eps_hat);
-  }
-  tensor_set(b1p, 0, pow1);
-  tensor_set(b2p, 0, pow2);
-  same(c, 0, 0);
-  same(c, 1, 3);
-  same(c, 2, 4);
-  same(c, 3, 5);
-  same(c, 4, 6);
-  return 0;
+  if (p->dtype != DT_F64) return momentum32(c, p, g, v);
+  NEED_F64(1, 2);
+  return momentum64(c, p, g, v);
 }
 
 /* PyTorch's RMSprop (no momentum, not centered): ms = rho ms + (1 - rho) g^2;
  * p -= lr g / (sqrt(ms) + eps), epsilon outside the root as PyTorch has it. */
 static int k_rmsprop(ExecCtx *c) {
   Tensor *p = exec_ctx_in(c, 0), *g = exec_ctx_in(c, 1), *ms = exec_ctx_in(c, 3);
-  if (p->dtype == DT_F64) {
-    NEED_F64(1, 3);
-    return rmsprop64(c, p, g, ms);
-  }
-  float lr = rate(c, 2), rho = (float)exec_ctx_attr_f(c, "rho"), eps = (float)exec_ctx_attr_f(c, "epsilon");
-  float *pv = tensor_f32(p), *mv = tensor_f32(ms);
-  const float *gv = tensor_f32(g);
-  for (int64_t i = 0; i < p->numel; i++) {
-    mv[i] = rho * mv[i] + (1 - rho) * gv[i] * gv[i];
-    pv[i] -= lr * gv[i] / (sqrtf(mv[i]) + eps);
-  }
-  same(c, 0, 0);
-  same(c, 1, 3);
-  return 0;
+  if (p->dtype != DT_F64) return rmsprop32(c, p, g, ms);
+  NEED_F64(1, 3);
+  return rmsprop64(c, p, g, ms);
 }
 
-static int k_adam(ExecCtx *c) {
-  if (exec_ctx_in(c, 0)->dtype == DT_F64) {
-    NEED_F64(1, 3, 4, 5, 6);
-    return adam64(c, 0);
-  }
-  return adam(c, 0);
+/* adam (coeff 0) or adamw in Param's element type. */
+static int adam_step(ExecCtx *c, double coeff) {
+  if (exec_ctx_in(c, 0)->dtype != DT_F64) return adam32(c, (float)coeff);
+  NEED_F64(1, 3, 4, 5, 6);
+  return adam64(c, coeff);
 }
-static int k_adamw(ExecCtx *c) {
-  if (exec_ctx_in(c, 0)->dtype == DT_F64) {
-    NEED_F64(1, 3, 4, 5, 6);
-    return adam64(c, exec_ctx_attr_f(c, "coeff"));
-  }
-  return adam(c, (float)exec_ctx_attr_f(c, "coeff"));
-}
+static int k_adam(ExecCtx *c) { return adam_step(c, 0); }
+static int k_adamw(ExecCtx *c) { return adam_step(c, exec_ctx_attr_f(c, "coeff")); }
 
 /* Out = X scaled so that the global L2 norm of all X is at most max_norm. */
 static int k_clip_by_global_norm(ExecCtx *c) {

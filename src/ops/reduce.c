@@ -164,14 +164,12 @@ SUM_RUN(sum_bool_u64, uint8_t, uint64_t)
 #define SMALLER(v, m) ((v) < (m) ? (v) : (m))
 #define LARGER_NAN(v, m) (((v) > (m)) | isnan(v) ? (v) : (m))   /* a NaN, once picked, stays */
 #define SMALLER_NAN(v, m) (((v) < (m)) | isnan(v) ? (v) : (m))
-PICK_RUN(max_f32, float, LARGER_NAN)
-PICK_RUN(min_f32, float, SMALLER_NAN)
-PICK_RUN(max_f64, double, LARGER_NAN)
-PICK_RUN(min_f64, double, SMALLER_NAN)
-PICK_RUN(max_i64, int64_t, LARGER)
-PICK_RUN(min_i64, int64_t, SMALLER)
-PICK_RUN(max_bool, uint8_t, LARGER)
-PICK_RUN(min_bool, uint8_t, SMALLER)
+/* max_S and min_S for element type T (S its name). */
+#define PICK_RUNS(S, T, LARGER, SMALLER) PICK_RUN(max_##S, T, LARGER) PICK_RUN(min_##S, T, SMALLER)
+PICK_RUNS(f32, float, LARGER_NAN, SMALLER_NAN)
+PICK_RUNS(f64, double, LARGER_NAN, SMALLER_NAN)
+PICK_RUNS(i64, int64_t, LARGER, SMALLER)
+PICK_RUNS(bool, uint8_t, LARGER, SMALLER)
 
 /* X as runs of its last group: ng merged groups of the given sizes, `gred`
  * marking reduced ones.  Run k starts at element k * last of X; an
@@ -179,7 +177,7 @@ PICK_RUN(min_bool, uint8_t, SMALLER)
  * first result (its only one when the last group is reduced). */
 typedef struct Runs {
   int ng;
-  const int64_t *size;
+  int64_t size[SHAPE_MAX_RANK];
   int64_t ostride[SHAPE_MAX_RANK], idx[SHAPE_MAX_RANK];
   int64_t off, nrun, last;
 } Runs;
@@ -188,7 +186,7 @@ static void runs_init(Runs *w, int ng, const int64_t *size, const bool *gred) {
   int64_t st = 1;
   memset(w, 0, sizeof *w);
   w->ng = ng;
-  w->size = size;
+  memcpy(w->size, size, sizeof(int64_t) * (size_t)ng);
   w->last = size[ng - 1];
   for (int g = ng - 1; g >= 0; g--) {
     w->ostride[g] = gred[g] ? 0 : st;
@@ -312,11 +310,6 @@ static int reduce(ExecCtx *c, ReduceKind kind) {
   return 0;
 }
 
-static int k_sum(ExecCtx *c) { return reduce(c, R_SUM); }
-static int k_mean(ExecCtx *c) { return reduce(c, R_MEAN); }
-static int k_max(ExecCtx *c) { return reduce(c, R_MAX); }
-static int k_min(ExecCtx *c) { return reduce(c, R_MIN); }
-
 /* logsumexp: log(sum(exp(X - m))) + m with m the largest element, so no
  * exp overflows; m is taken as 0 when it is infinite (PyTorch's choice): a
  * row of -inf gives -inf, one holding +inf gives +inf, NaN propagates, and
@@ -412,20 +405,26 @@ CUMSUM(cumsum_f32, float, double)
 CUMSUM(cumsum_f64, double, double)
 CUMSUM(cumsum_i64, int64_t, uint64_t)
 
+/* X viewed as [outer, n, inner] around the attribute axis ([1, 1, 1] for a
+ * scalar). */
+static void axis_view(ExecCtx *c, const Tensor *x, int64_t *outer, int64_t *n, int64_t *inner) {
+  *outer = *n = *inner = 1;
+  if (x->rank == 0) return;
+  int64_t a = exec_ctx_attr_i(c, "axis");
+  int k = (int)(a < 0 ? a + x->rank : a);
+  for (int i = 0; i < x->rank; i++) {
+    if (i < k) *outer *= x->shape[i];
+    else if (i > k) *inner *= x->shape[i];
+  }
+  *n = x->shape[k];
+}
+
 /* Out (or X@GRAD, rev) = the running sum of X (or Out@GRAD) along axis. */
 static int cumsum_run(ExecCtx *c, bool rev) {
   if (exec_ctx_out_count(c, 0) == 0) return 0;
   Tensor *out = exec_ctx_out(c, 0), *x = tensor_cast(exec_ctx_in(c, 0), out->dtype);
-  int64_t outer = 1, n = 1, inner = 1;
-  if (x->rank > 0) {
-    int64_t a = exec_ctx_attr_i(c, "axis");
-    int k = (int)(a < 0 ? a + x->rank : a);
-    for (int i = 0; i < x->rank; i++) {
-      if (i < k) outer *= x->shape[i];
-      else if (i > k) inner *= x->shape[i];
-    }
-    n = x->shape[k];
-  }
+  int64_t outer, n, inner;
+  axis_view(c, x, &outer, &n, &inner);
   if (out->numel > 0) {
     if (out->dtype == DT_F32) cumsum_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, rev);
     else if (out->dtype == DT_F64) cumsum_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, rev);
@@ -461,116 +460,98 @@ static bool infer_cumsum_grad(InferCtx *c) {
  * ties instead; both are subgradients, and away from ties they agree.) */
 
 /* Is a the picked value m (NaN picks NaN)? */
-static inline bool picked(float a, float m) { return a == m || (a != a && m != m); }
+#define PICKED(a, m) ((a) == (m) || ((a) != (a) && (m) != (m)))
 
-/* sum_grad and mean_grad in f64: Out@GRAD (scaled by 1/count for mean)
- * spread back over X's shape. */
-static int sum_grad64(ExecCtx *c, ReduceKind kind, Tensor *x, Tensor *dout, Tensor *dx) {
-  int64_t size[SHAPE_MAX_RANK], count;
+/* The runs of a reduce grad over X (the reduced axes from the attributes):
+ * false when X is empty.  *count gets the elements per result, *reduced
+ * whether the last group is reduced (a run then has one result). */
+static bool grad_runs(ExecCtx *c, const Tensor *x, Runs *w, int64_t *count, bool *reduced) {
+  int64_t size[SHAPE_MAX_RANK];
   bool gred[SHAPE_MAX_RANK];
-  int ng = reduce_groups(c, x, size, gred, &count);
-  if (x->numel == 0) return 0;
-  Runs w;
-  runs_init(&w, ng, size, gred);
-  bool reduced = gred[ng - 1];
-  const double *g = tensor_f64(dout);
-  double *d = tensor_f64(dx), scale = kind == R_MEAN ? 1.0 / (double)count : 1.0;
-  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w))
-    for (int64_t j = 0; j < w.last; j++) d[k * w.last + j] = g[reduced ? w.off : w.off + j] * scale;
-  return 0;
+  int ng = reduce_groups(c, x, size, gred, count);
+  if (x->numel == 0) return false;
+  runs_init(w, ng, size, gred);
+  *reduced = gred[ng - 1];
+  return true;
 }
 
-/* max_grad and min_grad in f64: Out@GRAD to the first element of each
- * group that is the picked value, as reduce_grad does in f32. */
-static int pick_grad64(ExecCtx *c, Tensor *x, Tensor *out, Tensor *dout, Tensor *dx) {
-  int64_t size[SHAPE_MAX_RANK], count;
-  bool gred[SHAPE_MAX_RANK];
-  int ng = reduce_groups(c, x, size, gred, &count);
-  if (x->numel == 0) return 0;
-  Runs w;
-  runs_init(&w, ng, size, gred);
-  bool reduced = gred[ng - 1];
-  const double *g = tensor_f64(dout), *xv = tensor_f64(x), *ov = tensor_f64(out);
-  double *d = tensor_f64(dx);
-  bool *taken = mem_calloc(out->numel ? (size_t)out->numel : 1, sizeof *taken);
-  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w))
-    for (int64_t j = 0; j < w.last; j++) {
-      int64_t r = reduced ? w.off : w.off + j;
-      double a = xv[k * w.last + j];
-      bool hit = !taken[r] && (a == ov[r] || (a != a && ov[r] != ov[r]));
-      d[k * w.last + j] = hit ? g[r] : 0.0;
-      taken[r] |= hit;
-    }
-  mem_free(taken);
-  return 0;
+/* sum_grad and mean_grad (Out@GRAD, scaled by 1/count for mean, spread
+ * back over X's shape) and max_grad and min_grad (Out@GRAD to the first
+ * element of each group that is the picked value), for element type T
+ * (TF its data); out is NULL for sum and mean. */
+#define REDUCE_GRAD_T(NAME, T, TF)                                                \
+static int NAME(ExecCtx *c, ReduceKind kind, Tensor *x, Tensor *out, Tensor *dout, Tensor *dx) { \
+  Runs w;                                                                       \
+  int64_t count;                                                                \
+  bool reduced;                                                                 \
+  if (!grad_runs(c, x, &w, &count, &reduced)) return 0;                         \
+  const T *g = TF(dout);                                                        \
+  T *d = TF(dx);                                                                \
+  if (!out) {                                                                   \
+    double scale = kind == R_MEAN ? 1.0 / (double)count : 1.0;                  \
+    for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {                       \
+      T *o = d + k * w.last;                                                    \
+      if (reduced) {                                                            \
+        T v = (T)((double)g[w.off] * scale);                                    \
+        for (int64_t j = 0; j < w.last; j++) o[j] = v;                          \
+      } else {                                                                  \
+        const T *gr = g + w.off;                                                \
+        for (int64_t j = 0; j < w.last; j++) o[j] = (T)((double)gr[j] * scale); \
+      }                                                                         \
+    }                                                                           \
+    return 0;                                                                   \
+  }                                                                             \
+  /* taken[r]: result r's element has been found */                            \
+  const T *xv = TF(x), *ov = TF(out);                                           \
+  bool *taken = mem_calloc(out->numel ? (size_t)out->numel : 1, sizeof *taken); \
+  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {                         \
+    const T *xr = xv + k * w.last;                                              \
+    T *o = d + k * w.last;                                                      \
+    if (reduced) {                                                              \
+      int64_t r = w.off, j = 0;                                                 \
+      if (!taken[r]) {                                                          \
+        for (; j < w.last && !PICKED(xr[j], ov[r]); j++) o[j] = 0;              \
+        if (j < w.last) {                                                       \
+          o[j++] = g[r];                                                        \
+          taken[r] = true;                                                      \
+        }                                                                       \
+      }                                                                         \
+      for (; j < w.last; j++) o[j] = 0;                                         \
+    } else {                                                                    \
+      for (int64_t j = 0; j < w.last; j++) {                                    \
+        int64_t r = w.off + j;                                                  \
+        bool hit = !taken[r] && PICKED(xr[j], ov[r]);                           \
+        o[j] = hit ? g[r] : 0;                                                  \
+        taken[r] |= hit;                                                        \
+      }                                                                         \
+    }                                                                           \
+  }                                                                             \
+  mem_free(taken);                                                              \
+  return 0;                                                                     \
 }
+REDUCE_GRAD_T(reduce_grad_f32, float, tensor_f32)
+REDUCE_GRAD_T(reduce_grad_f64, double, tensor_f64)
 
 static int reduce_grad(ExecCtx *c, ReduceKind kind) {
   bool pick = kind == R_MAX || kind == R_MIN;
   if (exec_ctx_out_count(c, 0) == 0) return 0;
   Tensor *x = exec_ctx_in(c, 0), *out = pick ? exec_ctx_in(c, 1) : NULL, *dout = exec_ctx_in(c, pick ? 2 : 1);
   Tensor *dx = exec_ctx_out(c, 0);
-  if (!pick && dx->dtype == DT_F64 && dout->dtype == DT_F64) return sum_grad64(c, kind, x, dout, dx);
-  if (pick && dx->dtype == DT_F64 && x->dtype == DT_F64 && out->dtype == DT_F64 && dout->dtype == DT_F64)
-    return pick_grad64(c, x, out, dout, dx);
+  if (dx->dtype == DT_F64 && dout->dtype == DT_F64 && (!pick || (x->dtype == DT_F64 && out->dtype == DT_F64)))
+    return reduce_grad_f64(c, kind, x, out, dout, dx);
   if (x->dtype != DT_F32 || dout->dtype != DT_F32 || (out && out->dtype != DT_F32))
     return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");
-  int64_t size[SHAPE_MAX_RANK], count;
-  bool gred[SHAPE_MAX_RANK];
-  int ng = reduce_groups(c, x, size, gred, &count);
-  if (x->numel == 0) return 0;
-  Runs w;
-  runs_init(&w, ng, size, gred);
-  bool reduced = gred[ng - 1];
-  const float *g = tensor_f32(dout), *xv = tensor_f32(x);
-  float *d = tensor_f32(dx);
-  if (!pick) {
-    double scale = kind == R_MEAN ? 1.0 / (double)count : 1.0;
-    for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
-      float *o = d + k * w.last;
-      if (reduced) {
-        float v = (float)((double)g[w.off] * scale);
-        for (int64_t j = 0; j < w.last; j++) o[j] = v;
-      } else {
-        const float *gr = g + w.off;
-        for (int64_t j = 0; j < w.last; j++) o[j] = (float)((double)gr[j] * scale);
-      }
-    }
-    return 0;
-  }
-  /* taken[r]: result r's element has been found */
-  const float *ov = tensor_f32(out);
-  bool *taken = mem_calloc(out->numel ? (size_t)out->numel : 1, sizeof *taken);
-  for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {
-    const float *xr = xv + k * w.last;
-    float *o = d + k * w.last;
-    if (reduced) {
-      int64_t r = w.off, j = 0;
-      if (!taken[r]) {
-        for (; j < w.last && !picked(xr[j], ov[r]); j++) o[j] = 0.0f;
-        if (j < w.last) {
-          o[j++] = g[r];
-          taken[r] = true;
-        }
-      }
-      for (; j < w.last; j++) o[j] = 0.0f;
-    } else {
-      for (int64_t j = 0; j < w.last; j++) {
-        int64_t r = w.off + j;
-        bool hit = !taken[r] && picked(xr[j], ov[r]);
-        o[j] = hit ? g[r] : 0.0f;
-        taken[r] |= hit;
-      }
-    }
-  }
-  mem_free(taken);
-  return 0;
+  return reduce_grad_f32(c, kind, x, out, dout, dx);
 }
 
-static int k_sum_grad(ExecCtx *c) { return reduce_grad(c, R_SUM); }
-static int k_mean_grad(ExecCtx *c) { return reduce_grad(c, R_MEAN); }
-static int k_max_grad(ExecCtx *c) { return reduce_grad(c, R_MAX); }
-static int k_min_grad(ExecCtx *c) { return reduce_grad(c, R_MIN); }
+/* k_sum, k_sum_grad, ... for each kind. */
+#define REDUCE_KERNELS(NAME, KIND)                                              \
+  static int k_##NAME(ExecCtx *c) { return reduce(c, KIND); }                   \
+  static int k_##NAME##_grad(ExecCtx *c) { return reduce_grad(c, KIND); }
+REDUCE_KERNELS(sum, R_SUM)
+REDUCE_KERNELS(mean, R_MEAN)
+REDUCE_KERNELS(max, R_MAX)
+REDUCE_KERNELS(min, R_MIN)
 
 /* logsumexp: dX = dOut * exp(X - Out), the softmax over the reduced axes
  * (PyTorch's formula: NaN for a row of -inf, whose softmax is undefined). */
@@ -581,18 +562,16 @@ static int NAME(ExecCtx *c) {                                                   
   Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);  \
   if (x->dtype != DT || out->dtype != DT || dout->dtype != DT)                               \
     return exec_ctx_fail(c, "internal error: X, Out and Out@GRAD must be f32");              \
-  int64_t size[SHAPE_MAX_RANK], count;                                                       \
-  bool gred[SHAPE_MAX_RANK];                                                                 \
-  int ng = reduce_groups(c, x, size, gred, &count);                                          \
-  if (x->numel == 0) return 0;                                                               \
   Runs w;                                                                                    \
-  runs_init(&w, ng, size, gred);                                                             \
+  int64_t count;                                                                             \
+  bool reduced;                                                                              \
+  if (!grad_runs(c, x, &w, &count, &reduced)) return 0;                                      \
   const T *g = TF(dout), *ov = TF(out), *xv = TF(x);                                         \
   T *d = TF(dx);                                                                             \
   for (int64_t k = 0; k < w.nrun; k++, runs_next(&w)) {                                      \
     const T *xr = xv + k * w.last;                                                           \
     T *o = d + k * w.last;                                                                   \
-    if (gred[ng - 1]) {                                                                      \
+    if (reduced) {                                                                           \
       T s = ov[w.off], gr = g[w.off];                                                        \
       for (int64_t j = 0; j < w.last; j++) o[j] = gr * EXPF(xr[j] - s);                      \
     } else {                                                                                 \
@@ -635,17 +614,15 @@ static void emit_expand(GradCtx *g, const char *like, const char *x, const char 
   bwd_emit_in(g, emit_reduce(g, "sum_grad", x, out), "X", like);
 }
 
-static int g_sum_grad(GradCtx *g) {
+/* A grad op whose Out@GRAD's gradient is TYPE (sum, mean, cumsum) of G. */
+static int grad_by(GradCtx *g, const char *type) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (dd) emit_reduce(g, "sum", GG, dd);
+  if (dd) emit_reduce(g, type, GG, dd);
   return 0;
 }
 
-static int g_mean_grad(GradCtx *g) {
-  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (dd) emit_reduce(g, "mean", GG, dd);
-  return 0;
-}
+static int g_sum_grad(GradCtx *g) { return grad_by(g, "sum"); }
+static int g_mean_grad(GradCtx *g) { return grad_by(g, "mean"); }
 
 static int g_pick_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
@@ -686,11 +663,7 @@ static int g_logsumexp_grad(GradCtx *g) {
   return 0;
 }
 
-static int g_cumsum_grad(GradCtx *g) {
-  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (dd) emit_reduce(g, "cumsum", GG, dd);
-  return 0;
-}
+static int g_cumsum_grad(GradCtx *g) { return grad_by(g, "cumsum"); }
 
 /* X@GRAD has X's shape and dtype. */
 static bool infer_reduce_grad(InferCtx *c) {
@@ -748,16 +721,8 @@ ARGMAX(argmax_bool, uint8_t, NEVER_NAN)
 
 static int k_argmax(ExecCtx *c) {
   Tensor *x = exec_ctx_in(c, 0), *out = exec_ctx_out(c, 0);
-  int64_t outer = 1, n = 1, inner = 1;
-  if (x->rank > 0) {
-    int64_t a = exec_ctx_attr_i(c, "axis");
-    int k = (int)(a < 0 ? a + x->rank : a);
-    for (int i = 0; i < x->rank; i++) {
-      if (i < k) outer *= x->shape[i];
-      else if (i > k) inner *= x->shape[i];
-    }
-    n = x->shape[k];
-  }
+  int64_t outer, n, inner;
+  axis_view(c, x, &outer, &n, &inner);
   if (out->numel == 0) return 0;
   if (n == 0) {
     char buf[128];

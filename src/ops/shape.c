@@ -15,6 +15,12 @@ _Static_assert(SHAPE_MAX_RANK == 8, "the messages below say 8");
 
 /* ---- helpers ----------------------------------------------------------------- */
 
+/* Out gets dtype t and shape *s; inference is done. */
+static bool set_out(InferCtx *c, DType t, const Shape *s) {
+  reg_infer_set(c, "Out", 0, t, s);
+  return true;
+}
+
 /* Reads an int-list attribute; *n gets its length. */
 static const int64_t *ints_attr(InferCtx *c, const char *name, int *n) {
   const AttrValue *v = reg_infer_attr(c, name);
@@ -81,74 +87,84 @@ static bool recheck(InferCtx *c, const char *name, AttrCheckFn fn) {
   return true;
 }
 
+/* Input X with its int list attribute `name`, rechecked by fn (when not
+ * NULL) as a value set at run time may need. */
+typedef struct XInts {
+  const VarDesc *x;
+  const Shape *xs;     /* X's shape */
+  const int64_t *v;    /* the list */
+  int n;               /* its length */
+} XInts;
+
+static bool x_ints(InferCtx *c, const char *name, AttrCheckFn fn, XInts *q) {
+  q->x = reg_infer_input(c, "X");
+  q->v = ints_attr(c, name, &q->n);
+  if (!q->x || !q->v || (fn && !recheck(c, name, fn))) return false;
+  q->xs = &q->x->shape;
+  return true;
+}
+
 /* ---- reshape, transpose, flatten --------------------------------------------- */
 
 static bool infer_reshape(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *t = ints_attr(c, "shape", &n);
-  if (!x || !t || !recheck(c, "shape", check_reshape)) return false;
-  const Shape *xs = &x->shape;
+  XInts q;
+  if (!x_ints(c, "shape", check_reshape, &q)) return false;
   int hole = -1;
   int64_t known = 1;   /* product of the target without its -1 */
   Shape s = shape_scalar();
-  s.rank = n;
-  for (int i = 0; i < n; i++) {
-    if (t[i] == -1) {
+  s.rank = q.n;
+  for (int i = 0; i < q.n; i++) {
+    if (q.v[i] == -1) {
       hole = i;
       s.d[i] = dim_unknown();
     } else {
-      s.d[i] = dim_n(t[i]);
-      known *= t[i];
+      s.d[i] = dim_n(q.v[i]);
+      known *= q.v[i];
     }
   }
-  int64_t numel = shape_numel(xs);
+  int64_t numel = shape_numel(q.xs);
   char a[128], b[128];
   if (numel >= 0) {
     if (hole < 0 ? known != numel : known == 0 || numel % known != 0)
-      return reg_infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(xs, a, sizeof a),
-                            (long long)numel, ints_str(t, n, b, sizeof b));
+      return reg_infer_fail(c, "cannot reshape X of shape %s (%lld elements) into %s", shape_str(q.xs, a, sizeof a),
+                            (long long)numel, ints_str(q.v, q.n, b, sizeof b));
     if (hole >= 0) s.d[hole] = dim_n(numel / known);
-  } else if (hole >= 0 && xs->rank >= 0 && known > 0) {
+  } else if (hole >= 0 && q.xs->rank >= 0 && known > 0) {
     /* [B, 784] -> [-1, 28, 28]: the -1 is B when the rest matches exactly */
     int nsym = 0, isym = -1;
     int64_t rest = 1;
     bool ok = true;
-    for (int i = 0; i < xs->rank && ok; i++) {
-      if (dim_known(xs->d[i])) {
-        if (xs->d[i].n && rest > INT64_MAX / xs->d[i].n) ok = false;
-        else rest *= xs->d[i].n;
-      } else if (xs->d[i].sym) {
+    for (int i = 0; i < q.xs->rank && ok; i++) {
+      if (dim_known(q.xs->d[i])) {
+        if (q.xs->d[i].n && rest > INT64_MAX / q.xs->d[i].n) ok = false;
+        else rest *= q.xs->d[i].n;
+      } else if (q.xs->d[i].sym) {
         nsym++;
         isym = i;
       } else {
         ok = false;
       }
     }
-    if (ok && nsym == 1 && rest == known) s.d[hole] = xs->d[isym];
+    if (ok && nsym == 1 && rest == known) s.d[hole] = q.xs->d[isym];
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, q.x->dtype, &s);
 }
 
 static bool infer_transpose(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *perm = ints_attr(c, "perm", &n);
-  if (!x || !perm || !recheck(c, "perm", check_perm)) return false;
+  XInts q;
+  if (!x_ints(c, "perm", check_perm, &q)) return false;
   Shape s = shape_scalar();
-  s.rank = n;
-  if (x->shape.rank < 0) {
-    for (int i = 0; i < n; i++) s.d[i] = dim_unknown();
-  } else if (x->shape.rank != n) {
+  s.rank = q.n;
+  if (q.x->shape.rank < 0) {
+    for (int i = 0; i < q.n; i++) s.d[i] = dim_unknown();
+  } else if (q.x->shape.rank != q.n) {
     char a[128], b[128];
-    return reg_infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(perm, n, a, sizeof a),
-                          n, shape_str(&x->shape, b, sizeof b));
+    return reg_infer_fail(c, "perm %s has %d entries but X has shape %s", ints_str(q.v, q.n, a, sizeof a),
+                          q.n, shape_str(&q.x->shape, b, sizeof b));
   } else {
-    for (int i = 0; i < n; i++) s.d[i] = x->shape.d[perm[i]];
+    for (int i = 0; i < q.n; i++) s.d[i] = q.x->shape.d[q.v[i]];
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, q.x->dtype, &s);
 }
 
 /* The product of dims [from, rank) of s as one dimension: a size when all
@@ -196,126 +212,109 @@ static bool infer_flatten(InferCtx *c) {
     s.d[k] = dims_product(&x->shape, k);
     s.rank = k + 1;
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 /* ---- squeeze, unsqueeze, broadcast_to ------------------------------------------ */
 
-static bool infer_squeeze(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *axes = ints_attr(c, "axes", &n);
-  if (!x || !axes) return false;
-  const Shape *xs = &x->shape;
+/* squeeze and unsqueeze: X and its int list `axes`; Out's shape is unknown
+ * when X's rank is, else what `make` gives (false after an error). */
+typedef bool (*AxesShapeFn)(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s);
+static bool infer_by_axes(InferCtx *c, AxesShapeFn make) {
+  XInts q;
+  if (!x_ints(c, "axes", NULL, &q)) return false;
   Shape s = shape_unknown();
-  if (xs->rank >= 0) {
-    bool drop[SHAPE_MAX_RANK] = {false};
-    char buf[128];
-    for (int i = 0; i < xs->rank; i++) drop[i] = n == 0 && xs->d[i].n == 1;
-    for (int i = 0; i < n; i++) {
-      int k;
-      if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
-      if (drop[k])
-        return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
-                              shape_str(xs, buf, sizeof buf));
-      if (dim_known(xs->d[k]) && xs->d[k].n != 1)
-        return reg_infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
-                              shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
-      drop[k] = true;   /* a symbol is checked to be 1 at run time */
-    }
-    s = shape_scalar();
-    for (int i = 0; i < xs->rank; i++)
-      if (!drop[i]) s.d[s.rank++] = xs->d[i];
+  if (q.xs->rank >= 0 && !make(c, q.xs, q.v, q.n, &s)) return false;
+  return set_out(c, q.x->dtype, &s);
+}
+
+static bool squeeze_shape(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s) {
+  bool drop[SHAPE_MAX_RANK] = {false};
+  char buf[128];
+  for (int i = 0; i < xs->rank; i++) drop[i] = n == 0 && xs->d[i].n == 1;
+  for (int i = 0; i < n; i++) {
+    int k;
+    if (!reg_infer_norm_axis(c, "axis", axes[i], "X", xs, &k)) return false;
+    if (drop[k])
+      return reg_infer_fail(c, "axes names dimension %d of X (shape %s) twice", k,
+                            shape_str(xs, buf, sizeof buf));
+    if (dim_known(xs->d[k]) && xs->d[k].n != 1)
+      return reg_infer_fail(c, "cannot squeeze axis %d of X (shape %s): its size is %lld, not 1", k,
+                            shape_str(xs, buf, sizeof buf), (long long)xs->d[k].n);
+    drop[k] = true;   /* a symbol is checked to be 1 at run time */
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
+  *s = shape_scalar();
+  for (int i = 0; i < xs->rank; i++)
+    if (!drop[i]) s->d[s->rank++] = xs->d[i];
   return true;
 }
+static bool infer_squeeze(InferCtx *c) { return infer_by_axes(c, squeeze_shape); }
 
 /* unsqueeze: axes are positions in the result, as in NumPy's expand_dims. */
-static bool infer_unsqueeze(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *axes = ints_attr(c, "axes", &n);
-  if (!x || !axes) return false;
-  const Shape *xs = &x->shape;
+static bool unsqueeze_shape(InferCtx *c, const Shape *xs, const int64_t *axes, int n, Shape *s) {
   char a[128], b[128];
-  Shape s = shape_unknown();
-  if (xs->rank >= 0) {
-    int r = xs->rank + n;
-    if (n > SHAPE_MAX_RANK || r > SHAPE_MAX_RANK)
-      return reg_infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
-                            shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
-    bool ins[SHAPE_MAX_RANK] = {false};
-    for (int i = 0; i < n; i++) {
-      int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
-      if (k < 0 || k >= r)
-        return reg_infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
-                              (long long)axes[i], r, shape_str(xs, a, sizeof a));
-      if (ins[k])
-        return reg_infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
-                              (long long)k);
-      ins[k] = true;
-    }
-    s = shape_scalar();
-    s.rank = r;
-    for (int i = 0, j = 0; i < r; i++) s.d[i] = ins[i] ? dim_n(1) : xs->d[j++];
+  int r = xs->rank + n;
+  if (n > SHAPE_MAX_RANK || r > SHAPE_MAX_RANK)
+    return reg_infer_fail(c, "X of shape %s with axes %s would have rank %d, more than 8",
+                          shape_str(xs, a, sizeof a), ints_str(axes, n, b, sizeof b), r);
+  bool ins[SHAPE_MAX_RANK] = {false};
+  for (int i = 0; i < n; i++) {
+    int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (k < 0 || k >= r)
+      return reg_infer_fail(c, "axis %lld is out of range for a result of rank %d (X has shape %s)",
+                            (long long)axes[i], r, shape_str(xs, a, sizeof a));
+    if (ins[k])
+      return reg_infer_fail(c, "axes %s names position %lld twice", ints_str(axes, n, b, sizeof b),
+                            (long long)k);
+    ins[k] = true;
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
+  *s = shape_scalar();
+  s->rank = r;
+  for (int i = 0, j = 0; i < r; i++) s->d[i] = ins[i] ? dim_n(1) : xs->d[j++];
   return true;
 }
+static bool infer_unsqueeze(InferCtx *c) { return infer_by_axes(c, unsqueeze_shape); }
 
 static bool infer_broadcast_to(InferCtx *c) {
-  const VarDesc *x = reg_infer_input(c, "X");
-  int n;
-  const int64_t *t = ints_attr(c, "shape", &n);
-  if (!x || !t || !recheck(c, "shape", check_shape)) return false;
-  const Shape *xs = &x->shape;
-  Shape s = shape_of(n, t);
+  XInts q;
+  if (!x_ints(c, "shape", check_shape, &q)) return false;
+  Shape s = shape_of(q.n, q.v);
   char a[128], b[128];
-  bool ok = xs->rank <= n;
-  for (int i = 0; ok && i < xs->rank; i++) {
-    Dim d = xs->d[i];   /* a symbol is checked at run time */
-    if (dim_known(d) && d.n != 1 && d.n != t[n - xs->rank + i]) ok = false;
+  bool ok = q.xs->rank <= q.n;
+  for (int i = 0; ok && i < q.xs->rank; i++) {
+    Dim d = q.xs->d[i];   /* a symbol is checked at run time */
+    if (dim_known(d) && d.n != 1 && d.n != q.v[q.n - q.xs->rank + i]) ok = false;
   }
   if (!ok)
-    return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(xs, a, sizeof a),
+    return reg_infer_fail(c, "X of shape %s cannot be broadcast to %s", shape_str(q.xs, a, sizeof a),
                           shape_str(&s, b, sizeof b));
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, q.x->dtype, &s);
 }
 
 /* ---- concat, split ---------------------------------------------------------- */
 
 static bool infer_concat(InferCtx *c) {
-  int n = reg_infer_count(c, "X"), iref;   /* iref: the first input of known rank */
-  DType t;
-  bool all_ranked;
-  if (!reg_infer_list(c, "X", &t, &iref, &all_ranked)) return false;
-  if (iref < 0) {
-    Shape u = shape_unknown();
-    reg_infer_set(c, "Out", 0, t, &u);
-    return true;
-  }
-  const VarDesc *ref = reg_infer_in(c, "X", iref);
+  InferList l;
+  if (!reg_infer_list(c, "X", "Out", &l)) return false;
+  if (!l.ref) return true;
   char sa[128], sb[128];
-  if (ref->shape.rank == 0)
-    return reg_infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", iref);
+  if (l.ref->shape.rank == 0)
+    return reg_infer_fail(c, "X[%d] is a scalar; concat needs tensors of rank 1 or more", l.iref);
   int axis;
-  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &ref->shape, &axis)) return false;
-  Shape s = ref->shape;
+  if (!reg_infer_norm_axis(c, "axis", reg_infer_attr_i(c, "axis"), "X", &l.ref->shape, &axis)) return false;
+  Shape s = l.ref->shape;
   int64_t total = 0;
-  bool total_known = all_ranked;
-  for (int i = 0; i < n; i++) {
+  bool total_known = l.all_ranked;
+  for (int i = 0; i < l.n; i++) {
     const Shape *vs = &reg_infer_in(c, "X", i)->shape;
     if (vs->rank < 0) continue;
     if (vs->rank != s.rank)
       return reg_infer_fail(c, "X[%d] has shape %s but X[%d] has shape %s: ranks differ", i,
-                            shape_str(vs, sa, sizeof sa), iref, shape_str(&ref->shape, sb, sizeof sb));
+                            shape_str(vs, sa, sizeof sa), l.iref, shape_str(&l.ref->shape, sb, sizeof sb));
     for (int k = 0; k < s.rank; k++) {
       if (k == axis) continue;
       if (dims_clash(vs->d[k], s.d[k])) {
-        int j = iref;   /* name an earlier input that disagrees */
+        int j = l.iref;   /* name an earlier input that disagrees */
         for (int q = 0; q < i; q++) {
           const Shape *qs = &reg_infer_in(c, "X", q)->shape;
           if (qs->rank == s.rank && dims_clash(qs->d[k], vs->d[k])) {
@@ -334,9 +333,8 @@ static bool infer_concat(InferCtx *c) {
     else total += d.n;
   }
   s.d[axis] = total_known ? dim_n(total) : dim_unknown();
-  if (n == 1) s.d[axis] = ref->shape.d[axis];
-  reg_infer_set(c, "Out", 0, t, &s);
-  return true;
+  if (l.n == 1) s.d[axis] = l.ref->shape.d[axis];
+  return set_out(c, l.t, &s);
 }
 
 /* split: `num` equal parts, or parts of the sizes in `sections`; exactly
@@ -428,8 +426,7 @@ static bool infer_slice(InferCtx *c) {
       }
     }
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 static bool infer_gather(InferCtx *c) {
@@ -452,8 +449,7 @@ static bool infer_gather(InferCtx *c) {
     for (int i = 0; i < is->rank; i++) s.d[s.rank++] = is->d[i];
     for (int i = axis + 1; i < xs->rank; i++) s.d[s.rank++] = xs->d[i];
   }
-  reg_infer_set(c, "Out", 0, x->dtype, &s);
-  return true;
+  return set_out(c, x->dtype, &s);
 }
 
 static bool infer_one_hot(InferCtx *c) {
@@ -469,8 +465,7 @@ static bool infer_one_hot(InferCtx *c) {
                           shape_str(&s, buf, sizeof buf), s.rank + 1);
   }
   if (s.rank >= 0) s.d[s.rank++] = dim_n(depth);
-  reg_infer_set(c, "Out", 0, DT_F32, &s);
-  return true;
+  return set_out(c, DT_F32, &s);
 }
 
 /* ---- kernels ------------------------------------------------------------------
@@ -530,6 +525,19 @@ static void walk_next(Walk *w) {
   }
 }
 
+/* Appends a dimension of size s and stride t to the n merged ones
+ * (size[], st[]): into the last when it continues it; none when s is 1. */
+static void merge_dim(int64_t *size, int64_t *st, int *n, int64_t s, int64_t t) {
+  if (s == 1) return;
+  if (*n > 0 && st[*n - 1] == t * s) {
+    size[*n - 1] *= s;
+    st[*n - 1] = t;
+  } else {
+    size[*n] = s;
+    st[(*n)++] = t;
+  }
+}
+
 /* Row-major element strides of t. */
 static void strides_of(const Tensor *t, int64_t *st) {
   int64_t s = 1;
@@ -537,6 +545,22 @@ static void strides_of(const Tensor *t, int64_t *st) {
     st[i] = s;
     s *= t->shape[i];
   }
+}
+
+/* Out's dimensions as (size, step in X) pairs, merged (merge_dim): X read
+ * through perm (transpose) or broadcast to Out (perm NULL).  Returns how
+ * many. */
+static int out_dims(const Tensor *x, const Tensor *out, const int64_t *perm, int64_t *size, int64_t *st) {
+  int64_t xst[SHAPE_MAX_RANK];
+  strides_of(x, xst);
+  int n = 0, lead = out->rank - x->rank;
+  for (int i = 0; i < out->rank; i++) {
+    int xi = perm ? (int)perm[i] : i - lead;
+    int64_t s = perm ? x->shape[xi] : out->shape[i];
+    int64_t t = xi >= 0 && (perm || x->shape[xi] != 1) ? xst[xi] : 0;
+    merge_dim(size, st, &n, s, t);
+  }
+  return n;
 }
 
 /* Fills n elements of size es at dst with copies of the one at src. */
@@ -599,20 +623,8 @@ static int k_transpose(ExecCtx *c) {
   const char *xd = x->data;
   char *od = out->data;
   if (out->numel == 0) return 0;
-  int64_t xst[SHAPE_MAX_RANK], size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
-  strides_of(x, xst);
-  int n = 0;
-  for (int j = 0; j < x->rank; j++) {
-    int64_t s = x->shape[perm->u.ints[j]], t = xst[perm->u.ints[j]];
-    if (s == 1) continue;
-    if (n > 0 && st[n - 1] == t * s) {
-      size[n - 1] *= s;
-      st[n - 1] = t;
-    } else {
-      size[n] = s;
-      st[n++] = t;
-    }
-  }
+  int64_t size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
+  int n = out_dims(x, out, perm->u.ints, size, st);
   if (n <= 1) {   /* the element order is X's */
     memcpy(od, xd, (size_t)x->numel * es);
     return 0;
@@ -656,22 +668,8 @@ static int k_broadcast_to(ExecCtx *c) {
   const char *xd = x->data;
   char *od = out->data;
   if (out->numel == 0) return 0;
-  int64_t xst[SHAPE_MAX_RANK], size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
-  strides_of(x, xst);
-  int n = 0, lead = out->rank - x->rank;
-  for (int i = 0; i < out->rank; i++) {
-    int64_t s = out->shape[i];
-    int xi = i - lead;
-    int64_t t = xi >= 0 && x->shape[xi] != 1 ? xst[xi] : 0;
-    if (s == 1) continue;
-    if (n > 0 && st[n - 1] == t * s) {
-      size[n - 1] *= s;
-      st[n - 1] = t;
-    } else {
-      size[n] = s;
-      st[n++] = t;
-    }
-  }
+  int64_t size[SHAPE_MAX_RANK], st[SHAPE_MAX_RANK];
+  int n = out_dims(x, out, NULL, size, st);
   if (n == 0) {
     memcpy(od, xd, es);
     return 0;
@@ -691,42 +689,28 @@ static int k_broadcast_to(ExecCtx *c) {
 
 /* concat and split move, per index of the dimensions before axis, one
  * contiguous chunk per part. */
-static int k_concat(ExecCtx *c) {
-  Tensor *out = exec_ctx_out(c, 0);
+static int concat_split(ExecCtx *c, bool concat) {
+  Tensor *whole = concat ? exec_ctx_out(c, 0) : exec_ctx_in(c, 0);
   int64_t outer, inner;
-  int axis = split_at_axis(c, out, &outer, &inner);
-  size_t es = dtype_size(out->dtype);
-  int64_t orow = out->shape[axis] * inner, at = 0;
-  char *od = out->data;
-  for (int i = 0; i < exec_ctx_in_count(c, 0); i++) {
-    Tensor *x = tensor_cast(exec_ctx_in_at(c, 0, i), out->dtype);   /* inference promoted */
-    int64_t chunk = x->shape[axis] * inner;
-    const char *xd = x->data;
-    for (int64_t o = 0; o < outer; o++)
-      memcpy(od + (size_t)(o * orow + at) * es, xd + (size_t)(o * chunk) * es, (size_t)chunk * es);
+  int axis = split_at_axis(c, whole, &outer, &inner);
+  size_t es = dtype_size(whole->dtype);
+  int64_t row = whole->shape[axis] * inner, at = 0;
+  int n = concat ? exec_ctx_in_count(c, 0) : exec_ctx_out_count(c, 0);
+  for (int i = 0; i < n; i++) {
+    Tensor *part = concat ? tensor_cast(exec_ctx_in_at(c, 0, i), whole->dtype)   /* inference promoted */
+                          : tensor_ref(exec_ctx_out_at(c, 0, i));
+    int64_t chunk = part->shape[axis] * inner;
+    for (int64_t o = 0; o < outer; o++) {
+      char *w = (char *)whole->data + (size_t)(o * row + at) * es, *p = (char *)part->data + (size_t)(o * chunk) * es;
+      memcpy(concat ? w : p, concat ? p : w, (size_t)chunk * es);
+    }
     at += chunk;
-    tensor_unref(x);
+    tensor_unref(part);
   }
   return 0;
 }
-
-static int k_split(ExecCtx *c) {
-  Tensor *x = exec_ctx_in(c, 0);
-  int64_t outer, inner;
-  int axis = split_at_axis(c, x, &outer, &inner);
-  size_t es = dtype_size(x->dtype);
-  int64_t xrow = x->shape[axis] * inner, at = 0;
-  const char *xd = x->data;
-  for (int i = 0; i < exec_ctx_out_count(c, 0); i++) {
-    Tensor *out = exec_ctx_out_at(c, 0, i);
-    int64_t chunk = out->shape[axis] * inner;
-    char *od = out->data;
-    for (int64_t o = 0; o < outer; o++)
-      memcpy(od + (size_t)(o * chunk) * es, xd + (size_t)(o * xrow + at) * es, (size_t)chunk * es);
-    at += chunk;
-  }
-  return 0;
-}
+static int k_concat(ExecCtx *c) { return concat_split(c, true); }
+static int k_split(ExecCtx *c) { return concat_split(c, false); }
 
 /* slice: Out's shape comes from inference (the same clamping); here only
  * the starts are needed.  Past the last sliced dimension everything is
@@ -769,27 +753,64 @@ static int k_slice(ExecCtx *c) {
   return 0;
 }
 
+/* Every index in [-n, n) for an axis of size n; else an error naming the
+ * first that is not. */
+static int check_indices(ExecCtx *c, const Tensor *index, int axis, int64_t n) {
+  const int64_t *id = tensor_i64(index);
+  for (int64_t j = 0; j < index->numel; j++)
+    if (id[j] < -n || id[j] >= n)
+      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
+                           axis, (long long)n);
+  return 0;
+}
+
+/* gather and its grad: X (or X@GRAD) viewed as [outer, n, inner] around
+ * axis, Index's ni entries checked. */
+typedef struct Gather {
+  int64_t outer, n, inner, ni;
+  const int64_t *id;
+} Gather;
+
+static int gather_plan(ExecCtx *c, const Tensor *x, const Tensor *index, Gather *g) {
+  int axis = split_at_axis(c, x, &g->outer, &g->inner);
+  g->n = x->shape[axis];
+  g->ni = index->numel;
+  g->id = tensor_i64(index);
+  return check_indices(c, index, axis, g->n);
+}
+
+/* The row of X that Index entry j names. */
+static int64_t gather_row(const Gather *g, int64_t j) { return g->id[j] < 0 ? g->id[j] + g->n : g->id[j]; }
+
+/* gather_grad's sums for element type T: each row of dout added into d
+ * at its index. */
+#define GATHER_ADD(NAME, T)                                                     \
+  static void NAME(const Gather *g, T *d, const T *gv) {                        \
+    for (int64_t o = 0; o < g->outer; o++)                                      \
+      for (int64_t j = 0; j < g->ni; j++) {                                     \
+        T *dr = d + (o * g->n + gather_row(g, j)) * g->inner;                   \
+        const T *gr = gv + (o * g->ni + j) * g->inner;                          \
+        for (int64_t t = 0; t < g->inner; t++) dr[t] += gr[t];                  \
+      }                                                                         \
+  }
+GATHER_ADD(gather_add_f32, float)
+GATHER_ADD(gather_add_f64, double)
+
 /* gather follows NumPy's take: an index in [-n, n) is valid, a negative one
  * counting from the end (x[-1] is the last row, as in Python); anything
  * else is an error naming the index. */
 static int k_gather(ExecCtx *c) {
   Tensor *x = exec_ctx_in(c, 0), *index = exec_ctx_in(c, 1), *out = exec_ctx_out(c, 0);
-  int64_t outer, inner;
-  int axis = split_at_axis(c, x, &outer, &inner);
-  int64_t n = x->shape[axis], ni = index->numel;
-  const int64_t *id = tensor_i64(index);
-  for (int64_t j = 0; j < ni; j++)
-    if (id[j] < -n || id[j] >= n)
-      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                           axis, (long long)n);
-  size_t es = dtype_size(x->dtype), row = (size_t)inner * es;
+  Gather g;
+  int rc = gather_plan(c, x, index, &g);
+  if (rc) return rc;
+  size_t es = dtype_size(x->dtype), row = (size_t)g.inner * es;
   const char *xd = x->data;
   char *od = out->data;
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t j = 0; j < ni; j++) {
-      int64_t k = id[j] < 0 ? id[j] + n : id[j];
-      memcpy(od + (size_t)((o * ni + j) * inner) * es, xd + (size_t)((o * n + k) * inner) * es, row);
-    }
+  for (int64_t o = 0; o < g.outer; o++)
+    for (int64_t j = 0; j < g.ni; j++)
+      memcpy(od + (size_t)((o * g.ni + j) * g.inner) * es, xd + (size_t)((o * g.n + gather_row(&g, j)) * g.inner) * es,
+             row);
   return 0;
 }
 
@@ -940,34 +961,12 @@ static int k_gather_grad(ExecCtx *c) {
   bool dbl = dx->dtype == DT_F64 && dout->dtype == DT_F64;
   if (!dbl && (dx->dtype != DT_F32 || dout->dtype != DT_F32))
     return exec_ctx_fail(c, "internal error: X@GRAD and Out@GRAD must be f32");
-  int64_t outer, inner;
-  int axis = split_at_axis(c, dx, &outer, &inner);
-  int64_t n = dx->shape[axis], ni = index->numel;
-  const int64_t *id = tensor_i64(index);
-  for (int64_t j = 0; j < ni; j++)
-    if (id[j] < -n || id[j] >= n)
-      return exec_ctx_fail(c, "index %lld is out of range for axis %d of size %lld", (long long)id[j],
-                           axis, (long long)n);
-  if (dbl) {   /* f64: the same sums in double */
-    memset(dx->data, 0, sizeof(double) * (size_t)dx->numel);
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t j = 0; j < ni; j++) {
-        int64_t k = id[j] < 0 ? id[j] + n : id[j];
-        for (int64_t t = 0; t < inner; t++)
-          tensor_f64(dx)[(o * n + k) * inner + t] += tensor_f64(dout)[(o * ni + j) * inner + t];
-      }
-    return 0;
-  }
-  float *d = tensor_f32(dx);
-  const float *gv = tensor_f32(dout);
-  memset(d, 0, sizeof *d * (size_t)dx->numel);
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t j = 0; j < ni; j++) {
-      int64_t k = id[j] < 0 ? id[j] + n : id[j];
-      float *dr = d + (o * n + k) * inner;
-      const float *gr = gv + (o * ni + j) * inner;
-      for (int64_t t = 0; t < inner; t++) dr[t] += gr[t];
-    }
+  Gather g;
+  int rc = gather_plan(c, dx, index, &g);
+  if (rc) return rc;
+  memset(dx->data, 0, dtype_size(dx->dtype) * (size_t)dx->numel);
+  if (dbl) gather_add_f64(&g, tensor_f64(dx), tensor_f64(dout));   /* f64: the same sums in double */
+  else gather_add_f32(&g, tensor_f32(dx), tensor_f32(dout));
   return 0;
 }
 
@@ -1029,37 +1028,31 @@ static int g_concat_grad(GradCtx *g) {
   return 0;
 }
 
+/* An op from X to Out with a composite gradient; the attributes last. */
+#define SHAPE_OP(NAME, DOC, OUT_DOC, INFER, KERNEL, GRAD, FLAGS, ...)                         \
+  {.type = NAME, .doc = DOC, .in = X_IN, .out = OUT(OUT_DOC), .attrs = {__VA_ARGS__},         \
+   .infer = INFER, .kernel = KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD, .flags = FLAGS}
+/* One whose Out is a view of X (k_view), its gradient the reverse view. */
+#define VIEW_OP(NAME, DOC, OUT_DOC, INFER, ...) \
+  SHAPE_OP(NAME, DOC, OUT_DOC, INFER, k_view, g_view, OP_NO_PREALLOC, __VA_ARGS__)
+
 OpProto op_table_shape[] = {
-    {.type = "reshape", .doc = "Out = X's elements in a new shape (one -1 is inferred)",
-     .in = X_IN, .out = OUT("the result, dtype of X"),
-     .attrs = {{"shape", ATTR_INTS, NULL, check_reshape, "the new shape; one entry may be -1"}},
-     .infer = infer_reshape, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
-    {.type = "transpose", .doc = "Out = X with its axes permuted: Out.shape[i] = X.shape[perm[i]]",
-     .in = X_IN, .out = OUT("the result"),
-     .attrs = {{"perm", ATTR_INTS, NULL, check_perm, "a permutation of 0 .. rank-1"}},
-     .infer = infer_transpose, .kernel = k_transpose, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_transpose},
-    {.type = "flatten", .doc = "Out = X with axes start_axis.. merged into one",
-     .in = X_IN, .out = OUT("the result, rank start_axis + 1"),
-     .attrs = {{"start_axis", ATTR_INT, "1", NULL, "the first axis merged"}},
-     .infer = infer_flatten, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
-    {.type = "squeeze", .doc = "Out = X without the given axes of size 1",
-     .in = X_IN, .out = OUT("the result"),
-     .attrs = {{"axes", ATTR_INTS, "[]", NULL, "the axes to remove; [] means every axis of size 1"}},
-     .infer = infer_squeeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
-    {.type = "unsqueeze", .doc = "Out = X with axes of size 1 inserted",
-     .in = X_IN, .out = OUT("the result"),
-     .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the new axes' positions in Out"}},
-     .infer = infer_unsqueeze, .kernel = k_view, .grad_kind = GRAD_COMPOSITE, .grad = g_view,
-     .flags = OP_NO_PREALLOC},
-    {.type = "broadcast_to", .doc = "Out = X broadcast to shape, as NumPy does",
-     .in = X_IN, .out = OUT("the result, of the given shape"),
-     .attrs = {{"shape", ATTR_INTS, NULL, check_shape, "the target shape"}},
-     .infer = infer_broadcast_to, .kernel = k_broadcast_to, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_broadcast_to},
+    VIEW_OP("reshape", "Out = X's elements in a new shape (one -1 is inferred)", "the result, dtype of X",
+            infer_reshape,
+            {"shape", ATTR_INTS, NULL, check_reshape, "the new shape; one entry may be -1"}),
+    SHAPE_OP("transpose", "Out = X with its axes permuted: Out.shape[i] = X.shape[perm[i]]", "the result",
+             infer_transpose, k_transpose, g_transpose, 0,
+             {"perm", ATTR_INTS, NULL, check_perm, "a permutation of 0 .. rank-1"}),
+    VIEW_OP("flatten", "Out = X with axes start_axis.. merged into one", "the result, rank start_axis + 1",
+            infer_flatten,
+            {"start_axis", ATTR_INT, "1", NULL, "the first axis merged"}),
+    VIEW_OP("squeeze", "Out = X without the given axes of size 1", "the result", infer_squeeze,
+            {"axes", ATTR_INTS, "[]", NULL, "the axes to remove; [] means every axis of size 1"}),
+    VIEW_OP("unsqueeze", "Out = X with axes of size 1 inserted", "the result", infer_unsqueeze,
+            {"axes", ATTR_INTS, NULL, NULL, "the new axes' positions in Out"}),
+    SHAPE_OP("broadcast_to", "Out = X broadcast to shape, as NumPy does", "the result, of the given shape",
+             infer_broadcast_to, k_broadcast_to, g_broadcast_to, 0,
+             {"shape", ATTR_INTS, NULL, check_shape, "the target shape"}),
     {.type = "concat", .doc = "Out = the tensors in X joined along axis",
      .in = {{"X", SLOT_LIST, "the tensors, equal in shape except along axis"}},
      .out = OUT("the result"),
