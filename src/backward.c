@@ -774,6 +774,11 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
 
 /* ---- pass 4: tidy a block of grad ops -------------------------------------------------- */
 
+static void push_op(OpList *l, OpDesc *op) {
+  VEC_RESERVE(l->ops, l->cap, l->n + 1);
+  l->ops[l->n++] = op;
+}
+
 static void insert_op(OpList *l, int at, OpDesc *op) {
   VEC_RESERVE(l->ops, l->cap, l->n + 1);
   memmove(&l->ops[at + 1], &l->ops[at], sizeof *l->ops * (size_t)(l->n - at));
@@ -831,10 +836,13 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       set_put(&seen, args[a], 1);
     }
   }
-  /* Rename each write of a repeated gradient; after its last write, sum. */
+  /* Rename each write of a repeated gradient; after its last write, sum
+   * (the list is built anew: inserting in place would cost the list's
+   * length per sum). */
+  OpList out = {0};
   for (int i = 0; i < list->n; i++) {
     OpDesc *op = list->ops[i];
-    int inserted = 0;
+    push_op(&out, op);
     for (int s = 0; s < op->nout; s++)
       for (int j = 0; j < op->out[s].n; j++) {
         const char *o = op->out[s].args[j];
@@ -850,17 +858,19 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
           Slot *x = op_add_input(p, sum, "X");
           for (int r = 0; r < total; r++) slot_push(p, x, name_rename(p->arena, o, r));
           slot_push(p, op_add_output(p, sum, "Out"), o);
-          insert_op(list, i + 1 + inserted++, sum);
+          push_op(&out, sum);
         }
       }
-    i += inserted;   /* the add_n ops just inserted write the final names */
   }
+  mem_free(list->ops);
+  *list = out;
   strmap_free(&writers);
   strmap_free(&seen);
 
   /* Missing gradients: a grad op reads one that nothing wrote: zeros. */
   NameSet written = {0};
   for (int a = 0; a < nargs; a++) set_put(&written, arg_names[a], 1);
+  OpList filled = {0};
   for (int i = 0; i < list->n; i++) {
     OpDesc *op = list->ops[i];
     for (int s = 0; s < op->nin; s++)
@@ -872,14 +882,15 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
         z->fwd_op = op->fwd_op;
         slot_push(p, op_add_input(p, z, "X"), name_grad_of(p->arena, v));
         slot_push(p, op_add_output(p, z, "Out"), v);
-        insert_op(list, i, z);
+        push_op(&filled, z);
         set_put(&written, v, 1);
-        i++;
-        op = list->ops[i];
       }
+    push_op(&filled, op);
     for (int s = 0; s < op->nout; s++)
       for (int j = 0; j < op->out[s].n; j++) set_put(&written, op->out[s].args[j], 1);
   }
+  mem_free(list->ops);
+  *list = filled;
   for (int t = 0; t < ntargets && !bw->one_op; t++)
     if (targets[t] && !set_get(&written, targets[t]) && !prog_var(p, targets[t])) {
       OpDesc *z = op_new(p, "fill_zeros_like", SPAN_NONE);
