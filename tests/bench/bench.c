@@ -220,42 +220,30 @@ static char *chain_script(int64_t n) {
   return text;
 }
 
-static void bench_build_program(int64_t n) {
+/* The backward of a generated program built once: a chain of n steps
+ * (chain_script), or with order2 a chain of n tanh steps whose loss holds
+ * grad(...) (LANGUAGE.md section 12), the second backward built over the
+ * first. */
+static void bench_build_program(int64_t n, bool order2) {
   char *text = chain_script(n);
+  if (order2) {
+    size_t cap = (size_t)n * 24 + 160, k = 0;
+    text = realloc(text, cap);
+    k += (size_t)snprintf(text, cap, "param w : [1] = ones()\na = 1.0001\nx = w\n");
+    for (int64_t i = 0; i < n; i++) k += (size_t)snprintf(text + k, cap - k, "x = tanh(x * a)\n");
+    snprintf(text + k, cap - k, "loss = sum(x)\ng = grad(loss, w)\nl2 = sum(g * g)\n");
+  }
   Loaded ld;
   if (!load(&ld, text)) exit(1);
   free(text);
   size_t m0 = mem_requested();
   double t0 = now();
   BackwardResult r;
-  if (!bwd_append(ld.prog, "loss", NULL, 0, NULL, 0, &r)) exit(1);
+  if (!bwd_append(ld.prog, order2 ? "l2" : "loss", NULL, 0, NULL, 0, &r)) exit(1);
   double dt = now() - t0;
-  printf("  backward of a %7lld-op program   %8.1f ms   %8.1f MB allocated   %6.0f ns/op\n",
-         (long long)r.first_grad_op, dt * 1e3,
+  printf("  backward of a %7lld-op program%s   %8.1f ms   %8.1f MB allocated   %6.0f ns/op\n",
+         (long long)r.first_grad_op, order2 ? " holding a backward" : "", dt * 1e3,
          (double)(mem_requested() - m0) / 1e6, dt * 1e9 / (double)r.first_grad_op);
-  unload(&ld);
-}
-
-/* The backward of a program that holds a backward: a chain of n tanh
- * steps whose loss holds grad(...) (LANGUAGE.md section 12), the second
- * backward built over the first. */
-static void bench_build_order2(int64_t n) {
-  size_t cap = (size_t)n * 24 + 160, k = 0;
-  char *text = malloc(cap);
-  k += (size_t)snprintf(text + k, cap - k, "param w : [1] = ones()\na = 1.0001\nx = w\n");
-  for (int64_t i = 0; i < n; i++) k += (size_t)snprintf(text + k, cap - k, "x = tanh(x * a)\n");
-  snprintf(text + k, cap - k, "loss = sum(x)\ng = grad(loss, w)\nl2 = sum(g * g)\n");
-  Loaded ld;
-  if (!load(&ld, text)) exit(1);
-  free(text);
-  size_t m0 = mem_requested();
-  double t0 = now();
-  BackwardResult r;
-  if (!bwd_append(ld.prog, "l2", NULL, 0, NULL, 0, &r)) exit(1);
-  double dt = now() - t0;
-  printf("  backward of a %7lld-op program holding a backward   %8.1f ms   %8.1f MB allocated   %6.0f ns/op\n",
-         (long long)r.first_grad_op, dt * 1e3, (double)(mem_requested() - m0) / 1e6,
-         dt * 1e9 / (double)r.first_grad_op);
   unload(&ld);
 }
 
@@ -555,10 +543,10 @@ static void bench_front(void) {
   bench_conv(128, 32, 14, 64, 5, 2, 3);
   bench_conv(64, 1, 28, 32, 5, 2, 5);
   printf("building the backward (time and memory should grow linearly)\n");
-  bench_build_program(50000);
-  bench_build_program(100000);
-  bench_build_order2(12500);
-  bench_build_order2(25000);
+  bench_build_program(50000, false);
+  bench_build_program(100000, false);
+  bench_build_program(12500, true);
+  bench_build_program(25000, true);
   bench_tape_loop(5000, true);
   bench_tape_loop(10000, true);
   printf("forward + backward through the tape (target: < 600 ns per op)\n");
@@ -764,10 +752,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(only, "--build") == 0) {   /* the backward builder alone */
-    bench_build_program(50000);
-    bench_build_program(100000);
-    bench_build_order2(12500);
-    bench_build_order2(25000);
+    bench_build_program(50000, false);
+    bench_build_program(100000, false);
+    bench_build_program(12500, true);
+    bench_build_program(25000, true);
     return 0;
   }
   if (strcmp(only, "--resnet") == 0) {
