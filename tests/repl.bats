@@ -887,7 +887,9 @@ netrun> i" ]
 }
 
 @test "terminal: Ctrl-C cancels the input, and stops a running statement" {
-  start
+  # a loop that cannot end by itself before the Ctrl-C reaches it, however
+  # busy the machine (a million turns took less than tmux's round trip)
+  start --max-steps 2000000000
   tm send-keys 'x = 5'
   wait_for "netrun> x = 5"
   tm send-keys C-c
