@@ -23,22 +23,7 @@ logits = log(one_hot(z + 97, depth=256) * 4.0 + one_hot(z + 98, depth=256) * 2.0
 EOF
   # text_data.bats's next-byte model on "abcabc...", trained 3 epochs.
   for i in $(seq 400); do printf abc; done >abc.txt
-  cat >lm.net <<'EOF'
-import "nn"
-input x : i64[B, 8]
-input y : i64[B, 8]
-logits = dense(embedding_layer(x, 256, 16), 256, scope="out")   # [B, 8, 256]
-loss = cross_entropy(logits, y)
-train {
-  data      = "abc.txt"
-  context   = 8
-  metric    = logits
-  optimizer = adam
-  lr        = 0.05
-  epochs    = 3
-  batch     = 16
-}
-EOF
+  cp "$BATS_TEST_DIRNAME/text/abc_lm.net" lm.net
   "${NETRUN:-$BATS_TEST_DIRNAME/../netrun}" train lm.net --save lm.ckpt >/dev/null
 }
 

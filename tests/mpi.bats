@@ -16,21 +16,10 @@
 # valgrind` the ranks run the plain binary (NETRUN_BIN), for the same
 # reason: memcheck's reports would be Open MPI's.
 
-setup() {
-  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
-  M=$BATS_TEST_DIRNAME/mpi
-  cd "$BATS_TEST_TMPDIR"
-  ROOT_OK=()
-  [ "$(id -u)" != 0 ] || ROOT_OK=(--allow-run-as-root)
-  RANK_ENV=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-  RANK=${NETRUN_BIN:-$NETRUN}
-}
+load mpi_helpers
 
-# mpi NP ARGS...: netrun ARGS on NP ranks of this machine.
-mpi() {
-  local np=$1
-  shift
-  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np "$np" "$RANK" "$@"
+setup() {
+  mpi_setup
 }
 
 # bg_train NAME ARGS...: netrun train ARGS on 2 ranks in the background,

@@ -10,23 +10,12 @@
 # test is skipped.  Under `make asan` the ranks run with leak detection off
 # (Open MPI's own allocations at MPI_Finalize; see mpi.bats).
 
+load mpi_helpers
+
 setup() {
   command -v mpirun > /dev/null || skip "mpirun is not installed (make deps)"
-  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
-  M=$BATS_TEST_DIRNAME/mpi
+  mpi_setup
   M2=$BATS_TEST_DIRNAME/mpi2
-  cd "$BATS_TEST_TMPDIR"
-  ROOT_OK=()
-  [ "$(id -u)" != 0 ] || ROOT_OK=(--allow-run-as-root)
-  RANK_ENV=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-  RANK=${NETRUN_BIN:-$NETRUN}
-}
-
-# mpi NP ARGS...: netrun ARGS on NP ranks of this machine.
-mpi() {
-  local np=$1
-  shift
-  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np "$np" "$RANK" "$@"
 }
 
 # blocking SCRIPT DATA: SCRIPT and DATA copied here, and a copy of SCRIPT

@@ -12,23 +12,7 @@ setup_file() {
   printf 'abcd' >four.txt
   printf 'ab' >ab.txt
   for i in $(seq 400); do printf abc; done >abc.txt                       # 1200 bytes
-  # A next-byte model: an embedding and a dense layer over 256 byte values.
-  cat >lm.net <<'EOF'
-import "nn"
-input x : i64[B, 8]
-input y : i64[B, 8]
-logits = dense(embedding_layer(x, 256, 16), 256, scope="out")   # [B, 8, 256]
-loss = cross_entropy(logits, y)
-train {
-  data      = "abc.txt"
-  context   = 8
-  metric    = logits
-  optimizer = adam
-  lr        = 0.05
-  epochs    = 3
-  batch     = 16
-}
-EOF
+  cp "$BATS_TEST_DIRNAME/text/abc_lm.net" lm.net                         # a next-byte model
   sed 's/input x : i64/input x : f32/; s/embedding_layer(x,/embedding_layer(cast(x, i64),/' lm.net >f32.net
   sed 's/context   = 8/context   = 0/' lm.net >c0.net
   sed 's/abc.txt/ab.txt/' lm.net >short.net
