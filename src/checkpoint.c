@@ -935,8 +935,8 @@ static void describe_json(FILE *f, const char *path, const Checkpoint *c) {
 }
 
 static const Option checkpoint_options[] = {
-    {"--format", OPTION_VALUE, "FMT", "a value", 1},
-    {NULL, 0, NULL, NULL, 0},
+    {"--format", OPTION_VALUE, "FMT", "a value", 1, 0},
+    {NULL, 0, NULL, NULL, 0, 0},
 };
 
 int cmd_checkpoint(int argc, char **argv) {

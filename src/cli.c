@@ -5,6 +5,7 @@
 #include "option.h"
 #include "run.h"
 #include "session.h"
+#include "trainer.h"
 #include "rewrite.h"
 
 #include <errno.h>
@@ -19,76 +20,88 @@
 
 /* ---- options ------------------------------------------------------------------------ */
 
-enum {
-  O_FORMAT = 1, O_STARTUP, O_LINES, O_AST, O_BACKWARD, O_TAPE, O_TAPE_PROGRAM, O_TRAIN, O_FUSED, O_OUT,
-  O_SET, O_FEED, O_SEED, O_MAX_STEPS, O_MAX_MEMORY, O_PRECISION, O_CHECK_NAN, O_NO_FUSE, O_DUMP_TAPE,
-  O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS, O_ORDER, O_DTYPE,
+/* Every verb's options (cli.h's groups), each once.  A name twice is two
+ * options that no verb takes together (--format is a value of its own to
+ * dump, eval, predict and lr-find). */
+#define WHOLE_0 "a whole number of at least 0"
+#define WHOLE_1 "a whole number of at least 1"
+#define TRAINER (OPT_TRAIN | OPT_EVAL | OPT_PREDICT | OPT_LR_FIND)
+static const Option cli_options[] = {
+    {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT, OPT_DUMP | OPT_TAPE_DUMP | OPT_GRAD_FORMAT},
+    {"--startup", OPTION_FLAG, NULL, NULL, O_STARTUP, OPT_DUMP},
+    {"--lines", OPTION_FLAG, NULL, NULL, O_LINES, OPT_DUMP},
+    {"--ast", OPTION_FLAG, NULL, NULL, O_AST, OPT_DUMP},
+    {"--backward", OPTION_FLAG, NULL, NULL, O_BACKWARD, OPT_DUMP | OPT_TIME},
+    {"--loss", OPTION_VALUE, "NAME", "a NAME", O_LOSS, OPT_DUMP | OPT_TIME | OPT_GRAD},
+    {"--tape", OPTION_FLAG, NULL, NULL, O_TAPE, OPT_DUMP | OPT_GRAD},
+    {"--train", OPTION_FLAG, NULL, NULL, O_TRAIN, OPT_DUMP},
+    {"--fused", OPTION_FLAG, NULL, NULL, O_FUSED, OPT_DUMP},
+    {"-o", OPTION_VALUE, "FILE", "a file name", O_OUT, OPT_DUMP | OPT_PREDICT | OPT_LR_FIND},
+    {"--ranks", OPTION_VALUE, "N", WHOLE_1, O_RANKS, OPT_DUMP},
+    {"--set", OPTION_VALUE, "NAME=VALUE", "NAME=VALUE", O_SET, OPT_RUN},
+    {"--feed", OPTION_VALUE, "NAME=FILE", "NAME=FILE", O_FEED, OPT_RUN},
+    {"--seed", OPTION_VALUE, "N", WHOLE_0, O_SEED, OPT_RUN | OPT_DATA},
+    {"--max-steps", OPTION_VALUE, "N", WHOLE_0, O_MAX_STEPS, OPT_RUN},
+    {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", O_MAX_MEMORY, OPT_RUN | OPT_DATA},
+    {"--precision", OPTION_VALUE, "N", WHOLE_0, O_PRECISION, OPT_RUN},
+    {"--dtype", OPTION_VALUE, "T", "f32 or f64", O_DTYPE, OPT_RUN},
+    {"--check-nan", OPTION_FLAG, NULL, NULL, O_CHECK_NAN, OPT_RUN},
+    {"--no-fuse", OPTION_FLAG, NULL, NULL, O_NO_FUSE, OPT_RUN},
+    {"--dump-tape", OPTION_FLAG, NULL, NULL, O_DUMP_TAPE, OPT_TAPE_DUMP},
+    {"--iterations", OPTION_VALUE, "N", WHOLE_1, O_ITERATIONS, OPT_TIME},
+    {"--wrt", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_WRT, OPT_GRAD},
+    {"--no-grad", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_NO_GRAD, OPT_GRAD},
+    {"--tape-program", OPTION_FLAG, NULL, NULL, O_TAPE_PROGRAM, OPT_GRAD},
+    {"--eps", OPTION_VALUE, "E", "a positive number", O_EPS, OPT_CHECK},
+    {"--rtol", OPTION_VALUE, "R", "a positive number", O_RTOL, OPT_CHECK},
+    {"--atol", OPTION_VALUE, "A", "a finite, non-negative number", O_ATOL, OPT_CHECK},
+    {"--samples", OPTION_VALUE, "N", WHOLE_1, O_SAMPLES, OPT_CHECK},
+    {"--order", OPTION_VALUE, "N", "1, 2 or 3 (derivatives up to the third are checked)", O_ORDER, OPT_ORDER},
+    {"--weights", OPTION_VALUE, "PATH", "a PATH", O_WEIGHTS, OPT_WEIGHTS},
+    {"--weights-partial", OPTION_FLAG, NULL, NULL, O_WEIGHTS_PARTIAL, OPT_WEIGHTS},
+    /* the verbs' own (CliOwn) */
+    {"--epochs", OPTION_VALUE, "N", WHOLE_1, O_EPOCHS, OPT_TRAIN},
+    {"--batch", OPTION_VALUE, "N", WHOLE_1, O_BATCH, TRAINER | OPT_SUMMARY | OPT_DATA},
+    {"--limit", OPTION_VALUE, "N", WHOLE_1, O_LIMIT, TRAINER},
+    {"--lr", OPTION_VALUE, "X", "a positive number", O_LR, OPT_TRAIN},
+    {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, O_OPTIMIZER, OPT_TRAIN | OPT_LR_FIND},
+    {"--data", OPTION_VALUE, "SPEC", "a SPEC", O_DATA, TRAINER},
+    {"--save", OPTION_VALUE, "PATH", "a PATH", O_SAVE, OPT_TRAIN},
+    {"--resume", OPTION_VALUE, "PATH", "a PATH", O_RESUME, OPT_TRAIN},
+    {"--log", OPTION_VALUE, "FILE", "a FILE", O_LOG, OPT_TRAIN},
+    {"--keep-best", OPTION_FLAG, NULL, NULL, O_KEEP_BEST, OPT_TRAIN},
+    {"--keep-going", OPTION_FLAG, NULL, NULL, O_KEEP_GOING, OPT_TRAIN},
+    {"--confusion", OPTION_FLAG, NULL, NULL, O_CONFUSION, OPT_EVAL},
+    {"--format", OPTION_VALUE, "FMT", "text or json", O_REPORT_FORMAT, OPT_EVAL},
+    {"--format", OPTION_VALUE, "FMT", REPORT_FORMATS, O_REPORT_FORMAT, OPT_PREDICT},
+    {"--output", OPTION_VALUE, "NAME", "a NAME", O_OUTPUT, OPT_PREDICT | OPT_SAMPLE},
+    {"--start", OPTION_VALUE, "X", "a positive number", O_START, OPT_LR_FIND},
+    {"--end", OPTION_VALUE, "X", "a positive number", O_END, OPT_LR_FIND},
+    {"--steps", OPTION_VALUE, "N", "a whole number from 2 to 1000000", O_STEPS, OPT_LR_FIND},
+    {"--format", OPTION_VALUE, "FMT", "text, csv or json", O_LRF_FORMAT, OPT_LR_FIND},
+    {"--plot", OPTION_VALUE, "FILE", "a file name", O_PLOT, OPT_LR_FIND},
+    {"--length", OPTION_VALUE, "N", "a whole number from 1 to 1000000", O_LENGTH, OPT_SAMPLE},
+    {"--count", OPTION_VALUE, "N", "a whole number from 1 to 4096", O_COUNT, OPT_SAMPLE},
+    {"--temperature", OPTION_VALUE, "T", "a finite number of at least 0", O_TEMPERATURE, OPT_SAMPLE},
+    {"--prompt", OPTION_VALUE, "TEXT", "a TEXT", O_PROMPT, OPT_SAMPLE},
+    {"--probs", OPTION_VALUE, "K", "a whole number from 1 to 256", O_PROBS, OPT_SAMPLE},
+    {"--no-stop", OPTION_FLAG, NULL, NULL, O_NO_STOP, OPT_SAMPLE},
+    {"--split", OPTION_VALUE, "S", "train or test", O_SPLIT, OPT_DATA},
+    {"--label", OPTION_VALUE, "COL", "a column", O_LABEL, OPT_DATA},
+    {"--head", OPTION_VALUE, "N", WHOLE_1, O_HEAD, OPT_DATA},
+    {"--shuffle", OPTION_FLAG, NULL, NULL, O_SHUFFLE, OPT_DATA},
+    {"--drop-last", OPTION_FLAG, NULL, NULL, O_DROP_LAST, OPT_DATA},
+    {"--fit", OPTION_VALUE, "FILE", "a FILE", O_FIT, OPT_DATA},
+    {"--context", OPTION_VALUE, "T", WHOLE_1, O_CONTEXT, OPT_DATA},
+    {"--shape", OPTION_VALUE, "C,H,W", "channels (1 or 3), height and width, as 3,32,32", O_SHAPE, OPT_DATA},
+    {"--flip", OPTION_FLAG, NULL, NULL, O_FLIP, OPT_DATA},
+    {"--crop-pad", OPTION_VALUE, "N", WHOLE_0, O_CROP_PAD, OPT_DATA},
+    {NULL, 0, NULL, NULL, 0, 0},
 };
 
-/* The options of each group a verb may take (cli.h's OPT_*), in the
- * order of the bits. */
-static const Option dump_options[] = {
-    {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT},
-    {"--startup", OPTION_FLAG, NULL, NULL, O_STARTUP},
-    {"--lines", OPTION_FLAG, NULL, NULL, O_LINES},
-    {"--ast", OPTION_FLAG, NULL, NULL, O_AST},
-    {"--backward", OPTION_FLAG, NULL, NULL, O_BACKWARD},
-    {"--loss", OPTION_VALUE, "NAME", "a NAME", O_LOSS},
-    {"--tape", OPTION_FLAG, NULL, NULL, O_TAPE},
-    {"--train", OPTION_FLAG, NULL, NULL, O_TRAIN},
-    {"--fused", OPTION_FLAG, NULL, NULL, O_FUSED},
-    {"-o", OPTION_VALUE, "OUT", "a file name", O_OUT},
-    {"--ranks", OPTION_VALUE, "N", "a whole number of at least 1", O_RANKS},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option run_options[] = {
-    {"--set", OPTION_VALUE, "NAME=VALUE", "NAME=VALUE", O_SET},
-    {"--feed", OPTION_VALUE, "NAME=FILE", "NAME=FILE", O_FEED},
-    {"--seed", OPTION_VALUE, "N", "a whole number of at least 0", O_SEED},
-    {"--max-steps", OPTION_VALUE, "N", "a whole number of at least 0", O_MAX_STEPS},
-    {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", O_MAX_MEMORY},
-    {"--precision", OPTION_VALUE, "N", "a whole number of at least 0", O_PRECISION},
-    {"--dtype", OPTION_VALUE, "T", "f32 or f64", O_DTYPE},
-    {"--check-nan", OPTION_FLAG, NULL, NULL, O_CHECK_NAN},
-    {"--no-fuse", OPTION_FLAG, NULL, NULL, O_NO_FUSE},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option tape_dump_options[] = {
-    {"--dump-tape", OPTION_FLAG, NULL, NULL, O_DUMP_TAPE},
-    {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option time_options[] = {
-    {"--iterations", OPTION_VALUE, "N", "a whole number of at least 1", O_ITERATIONS},
-    {"--backward", OPTION_FLAG, NULL, NULL, O_BACKWARD},
-    {"--loss", OPTION_VALUE, "NAME", "a NAME", O_LOSS},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option grad_options[] = {
-    {"--loss", OPTION_VALUE, "NAME", "a NAME", O_LOSS},
-    {"--wrt", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_WRT},
-    {"--no-grad", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_NO_GRAD},
-    {"--tape", OPTION_FLAG, NULL, NULL, O_TAPE},
-    {"--tape-program", OPTION_FLAG, NULL, NULL, O_TAPE_PROGRAM},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option check_options[] = {
-    {"--eps", OPTION_VALUE, "E", "a positive number", O_EPS},
-    {"--rtol", OPTION_VALUE, "R", "a positive number", O_RTOL},
-    {"--atol", OPTION_VALUE, "A", "a finite, non-negative number", O_ATOL},
-    {"--samples", OPTION_VALUE, "N", "a whole number of at least 1", O_SAMPLES},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option grad_format_options[] = {
-    {"--format", OPTION_VALUE, "FMT", "a value", O_FORMAT},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option order_options[] = {
-    {"--order", OPTION_VALUE, "N", "1, 2 or 3 (derivatives up to the third are checked)", O_ORDER},
-    {NULL, 0, NULL, NULL, 0},
-};
-static const Option *const groups[] = {dump_options, run_options,   tape_dump_options,   time_options,
-                                       grad_options, check_options, grad_format_options, order_options};
+void cli_option_init(OptionParser *p, int argc, char **argv, unsigned accepts, const char *prefix) {
+  option_init_groups(p, argc, argv, cli_options, accepts, prefix);
+}
 
 /* NAMES: comma-separated, appended to list. */
 static bool parse_names(const OptionParser *p, const char **list, int *n, int cap) {
@@ -129,6 +142,8 @@ static int apply(const OptionParser *p, int id, Args *a, unsigned accepts) {
   case O_TRAIN: a->train = true; break;
   case O_FUSED: a->fused = true; break;
   case O_OUT: a->out = v; break;
+  case O_WEIGHTS: a->weights = v; break;
+  case O_WEIGHTS_PARTIAL: a->weights_partial = true; break;
   case O_SET:
   case O_FEED:
     if (!strchr(v, '=')) return option_bad(p);
@@ -188,23 +203,18 @@ int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn
   a->rtol = 5e-3;
   a->atol = CLI_ATOL;
   a->order = 1;
-  const Option *tables[sizeof groups / sizeof *groups + 2];
-  int nt = 0;
-  if (own) tables[nt++] = own->options;
-  for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
-    if (accepts & (1u << g)) tables[nt++] = groups[g];
-  tables[nt] = NULL;
   OptionParser p;
-  option_init(&p, argc, argv, tables, "");
+  cli_option_init(&p, argc, argv, accepts, "");
   int id, rc = 0;
   while (!rc && (id = option_next(&p)) != OPTION_END) {
     if (id == OPTION_ERROR) rc = EXIT_USAGE;
     else if (id == OPTION_ARG && a->file) rc = diag_usage("%s takes one file, got a second: '%s'", a->verb, p.value);
     else if (id == OPTION_ARG) a->file = p.value;
-    else if (own && p.opt >= own->options && p.opt < own->options + own->count) rc = own->apply(&p, own->ctx);
+    else if (id >= CLI_OWN) rc = own->apply(&p, own->ctx);
     else rc = apply(&p, id, a, accepts);
   }
   if (!rc && !a->file && !(accepts & OPT_MAYBE_FILE)) rc = diag_usage("%s needs a FILE", a->verb);
+  if (!rc && a->weights_partial && !a->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
   if (!rc && a->order > 1 && a->tape)
     rc = diag_usage("--order %d differentiates the program's backward: not with --tape", a->order);
   if (!rc && a->order > 1 && (accepts & OPT_DUMP) && (!a->backward || a->train))

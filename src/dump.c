@@ -152,6 +152,13 @@ static void json_attr(FILE *f, const AttrValue *v) {
   }
 }
 
+/* `, "key": ` before a value (without the comma for an object's first). */
+static void json_key(FILE *f, bool first, const char *key) {
+  if (!first) fputs(", ", f);
+  json_str(f, key);
+  fputs(": ", f);
+}
+
 static void json_names(FILE *f, const char *const *names, int n) {
   fputc('[', f);
   for (int i = 0; i < n; i++) {
@@ -164,12 +171,57 @@ static void json_names(FILE *f, const char *const *names, int n) {
 static void json_slots(FILE *f, const Slot *slots, int n) {
   fputc('{', f);
   for (int i = 0; i < n; i++) {
-    if (i) fputs(", ", f);
-    json_str(f, slots[i].name);
-    fputs(": ", f);
+    json_key(f, i == 0, slots[i].name);
     json_names(f, slots[i].args, slots[i].n);
   }
   fputc('}', f);
+}
+
+static void json_var(FILE *f, const VarDesc *v) {
+  json_key(f, true, "name");
+  json_str(f, v->name);
+  json_key(f, false, "dtype");
+  json_str(f, dtype_name(v->dtype));
+  json_key(f, false, "shape");
+  if (v->shape.rank < 0) {
+    fputs("null", f);
+  } else {
+    fputc('[', f);
+    for (int d = 0; d < v->shape.rank; d++) {
+      if (d) fputs(", ", f);
+      if (v->shape.d[d].n >= 0) fprintf(f, "%" PRId64, v->shape.d[d].n);
+      else if (v->shape.d[d].sym) json_str(f, v->shape.d[d].sym);
+      else fputs("null", f);
+    }
+    fputc(']', f);
+  }
+  fprintf(f, ", \"input\": %s, \"param\": %s, \"stop_gradient\": %s%s", v->flags & VAR_INPUT ? "true" : "false",
+          v->flags & VAR_PARAM ? "true" : "false", v->flags & VAR_STOP_GRADIENT ? "true" : "false",
+          v->flags & VAR_KEPT ? ", \"state\": true" : "");
+}
+
+static void json_op(FILE *f, const Program *p, const OpDesc *op) {
+  json_key(f, true, "type");
+  json_str(f, op->type);
+  json_key(f, false, "inputs");
+  json_slots(f, op->in, op->nin);
+  json_key(f, false, "outputs");
+  json_slots(f, op->out, op->nout);
+  json_key(f, false, "attrs");
+  fputc('{', f);
+  for (int a = 0; a < op->nattrs; a++) {
+    json_key(f, a == 0, op->attrs[a].name);
+    json_attr(f, &op->attrs[a].v);
+  }
+  fputc('}', f);
+  if (op->span.file >= 0) {
+    int line, col;
+    diag_line_col(p->diag, op->span.file, op->span.start, &line, &col);
+    json_key(f, false, "source");
+    fputs("{\"file\": ", f);
+    json_str(f, p->diag->files[op->span.file].path);
+    fprintf(f, ", \"line\": %d, \"col\": %d}", line, col);
+  }
 }
 
 static void json_block(FILE *f, const Program *p, const Block *b) {
@@ -179,54 +231,14 @@ static void json_block(FILE *f, const Program *p, const Block *b) {
   json_names(f, b->results, b->nresults);
   fputs(",\n   \"vars\": [", f);
   for (int i = 0; i < b->nvars; i++) {
-    const VarDesc *v = b->vars[i];
     fputs(i ? ",\n     {" : "\n     {", f);
-    fputs("\"name\": ", f);
-    json_str(f, v->name);
-    fputs(", \"dtype\": ", f);
-    json_str(f, dtype_name(v->dtype));
-    fputs(", \"shape\": ", f);
-    if (v->shape.rank < 0) {
-      fputs("null", f);
-    } else {
-      fputc('[', f);
-      for (int d = 0; d < v->shape.rank; d++) {
-        if (d) fputs(", ", f);
-        if (v->shape.d[d].n >= 0) fprintf(f, "%" PRId64, v->shape.d[d].n);
-        else if (v->shape.d[d].sym) json_str(f, v->shape.d[d].sym);
-        else fputs("null", f);
-      }
-      fputc(']', f);
-    }
-    fprintf(f, ", \"input\": %s, \"param\": %s, \"stop_gradient\": %s%s}",
-            v->flags & VAR_INPUT ? "true" : "false", v->flags & VAR_PARAM ? "true" : "false",
-            v->flags & VAR_STOP_GRADIENT ? "true" : "false", v->flags & VAR_KEPT ? ", \"state\": true" : "");
+    json_var(f, b->vars[i]);
+    fputc('}', f);
   }
   fputs("],\n   \"ops\": [", f);
   for (int i = 0; i < b->nops; i++) {
-    const OpDesc *op = b->ops[i];
     fputs(i ? ",\n     {" : "\n     {", f);
-    fputs("\"type\": ", f);
-    json_str(f, op->type);
-    fputs(", \"inputs\": ", f);
-    json_slots(f, op->in, op->nin);
-    fputs(", \"outputs\": ", f);
-    json_slots(f, op->out, op->nout);
-    fputs(", \"attrs\": {", f);
-    for (int a = 0; a < op->nattrs; a++) {
-      if (a) fputs(", ", f);
-      json_str(f, op->attrs[a].name);
-      fputs(": ", f);
-      json_attr(f, &op->attrs[a].v);
-    }
-    fputc('}', f);
-    if (op->span.file >= 0) {
-      int line, col;
-      diag_line_col(p->diag, op->span.file, op->span.start, &line, &col);
-      fputs(", \"source\": {\"file\": ", f);
-      json_str(f, p->diag->files[op->span.file].path);
-      fprintf(f, ", \"line\": %d, \"col\": %d}", line, col);
-    }
+    json_op(f, p, b->ops[i]);
     fputc('}', f);
   }
   fputs("]}", f);

@@ -406,40 +406,15 @@ static int cmd_ops(int argc, char **argv) {
 
 /* ---- run and time ------------------------------------------------------------ */
 
-/* run's own options: weights to start from. */
-typedef struct RunWeights {
-  const char *path;
-  bool partial;
-} RunWeights;
-
-enum { R_WEIGHTS = 200, R_WEIGHTS_PARTIAL };
-static const Option run_weight_options[] = {
-    {"--weights", OPTION_VALUE, "PATH", "a PATH", R_WEIGHTS},
-    {"--weights-partial", OPTION_FLAG, NULL, NULL, R_WEIGHTS_PARTIAL},
-    {NULL, 0, NULL, NULL, 0},
-};
-
-static int apply_run_weights(const OptionParser *p, void *ctx) {
-  RunWeights *w = ctx;
-  if (p->opt->id == R_WEIGHTS) w->path = p->value;
-  else w->partial = true;
-  return 0;
-}
-
 static int cmd_run(int argc, char **argv) {
   Args a;
-  RunWeights w = {NULL, false};
-  CliOwn own = {run_weight_options, 2, apply_run_weights, &w};
-  int rc = cli_parse_own(argc, argv, &a, OPT_RUN | OPT_TAPE_DUMP, &own);
-  if (!rc && w.partial && !w.path) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
+  int rc = cli_parse(argc, argv, &a, OPT_RUN | OPT_TAPE_DUMP | OPT_WEIGHTS);
   if (rc) return rc;
-  const char *weights = w.path;
-  bool partial = w.partial;
   Session ld;
   int status = EXIT_SCRIPT;
   Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;
   if (ex) {
-    if ((!weights || weights_load(&ld.diag, ld.prog, ex, weights, partial)) && exec_run(ex) == 0) {
+    if ((!a.weights || weights_load(&ld.diag, ld.prog, ex, a.weights, a.weights_partial)) && exec_run(ex) == 0) {
       status = 0;
       if (a.dump_tape) {
         Arena arena;
@@ -529,9 +504,9 @@ static bool asks_help(int argc, char **argv) {
  * reads its own. */
 enum { G_PLUGIN = 1, G_ALLOW_LOAD };
 static const Option global_options[] = {
-    {"--plugin", OPTION_VALUE, "PATH", "the path of a plugin (a .so file)", G_PLUGIN},
-    {"--allow-load", OPTION_EQ_VALUE, "DIR", "a folder", G_ALLOW_LOAD},
-    {NULL, 0, NULL, NULL, 0},
+    {"--plugin", OPTION_VALUE, "PATH", "the path of a plugin (a .so file)", G_PLUGIN, 0},
+    {"--allow-load", OPTION_EQ_VALUE, "DIR", "a folder", G_ALLOW_LOAD, 0},
+    {NULL, 0, NULL, NULL, 0, 0},
 };
 
 /* --plugin PATH (or --plugin=PATH), anywhere on the command line: loads

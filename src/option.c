@@ -19,11 +19,19 @@ void option_init(OptionParser *p, int argc, char **argv, const Option *const *ta
   p->prefix = prefix ? prefix : "";
 }
 
-/* The option called name (its first len bytes), or NULL. */
+void option_init_groups(OptionParser *p, int argc, char **argv, const Option *table, unsigned groups,
+                        const char *prefix) {
+  option_init(p, argc, argv, p->one, prefix);
+  p->one[0] = table;
+  p->groups = groups;
+}
+
+/* The option called name (its first len bytes) that p sees, or NULL. */
 static const Option *find(const OptionParser *p, const char *name, size_t len) {
   for (const Option *const *t = p->tables; *t; t++)
     for (const Option *o = *t; o->name; o++)
-      if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) return o;
+      if ((!o->groups || (o->groups & p->groups)) && strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+        return o;
   return NULL;
 }
 

@@ -1,8 +1,11 @@
-/* option.h — the one command-line option parser.  Every verb declares its
- * options in tables (getopt_long's idea): a name, whether it takes a value,
- * and what the value must be, which is also what its usage error says.
- * option_next() walks argv and returns them one at a time; the verb's own
- * code only stores the values.
+/* option.h — the one command-line option parser.  Options are declared in
+ * tables (getopt_long's idea): a name, whether it takes a value, and what
+ * the value must be, which is also what its usage error says.  The verbs
+ * of cli.h share one table whose rows say which groups of options have
+ * them (--batch: train, eval, predict, lr-find, summary, data); plot,
+ * export, checkpoint and the global options have small tables of their
+ * own (groups 0: always seen).  option_next() walks argv and returns the
+ * options one at a time; the verb's own code only stores the values.
  *
  * The forms accepted:
  *   --name value    --name=value    (an option that takes a value)
@@ -37,6 +40,8 @@ typedef struct Option {
   const char *metavar;   /* the value's name in help and messages: "N", "PATH" */
   const char *needs;     /* what the value must be: "a whole number of at least 0" */
   int id;                /* what option_next returns for it: > 0 */
+  unsigned groups;       /* 0, or the groups that have it: then a parser
+                            whose groups share none does not see it (cli.h) */
 } Option;
 
 /* What option_next returns besides an option's id. */
@@ -48,12 +53,18 @@ typedef struct OptionParser {
   int next;                     /* the index option_next reads next */
   const Option *const *tables;  /* NULL-terminated; the first table that names an option wins */
   const char *prefix;           /* before a value's message: "" or "data: " */
+  unsigned groups;              /* which options of grouped tables it sees */
+  const Option *one[2];         /* option_init_groups's table, NULL */
   bool keep_unknown;            /* an unknown option comes back as an argument */
   const Option *opt;            /* the option just returned */
   const char *value;            /* its value (NULL for a flag), or the argument */
 } OptionParser;
 
 void option_init(OptionParser *p, int argc, char **argv, const Option *const *tables, const char *prefix);
+/* The same over one table whose rows say their groups: only the options
+ * of the groups named are seen. */
+void option_init_groups(OptionParser *p, int argc, char **argv, const Option *table, unsigned groups,
+                        const char *prefix);
 /* The id of the next option, with p->value; OPTION_ARG with the argument
  * in p->value; OPTION_END; or OPTION_ERROR, the usage error reported. */
 int option_next(OptionParser *p);

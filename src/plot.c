@@ -1102,10 +1102,10 @@ done:
 enum { P_OUT = 1, P_LOG_Y, P_X_AXIS };
 
 static const Option plot_options[] = {
-    {"-o", OPTION_VALUE, "OUT", "a file name", P_OUT},
-    {"--log-y", OPTION_FLAG, NULL, NULL, P_LOG_Y},
-    {"--x-axis", OPTION_VALUE, "AXIS", "step, samples, epoch or lr", P_X_AXIS},
-    {NULL, 0, NULL, NULL, 0},
+    {"-o", OPTION_VALUE, "OUT", "a file name", P_OUT, 0},
+    {"--log-y", OPTION_FLAG, NULL, NULL, P_LOG_Y, 0},
+    {"--x-axis", OPTION_VALUE, "AXIS", "step, samples, epoch or lr", P_X_AXIS, 0},
+    {NULL, 0, NULL, NULL, 0, 0},
 };
 
 static int parse_args(int argc, char **argv, PlotOpts *op) {

@@ -34,25 +34,11 @@
 
 typedef struct SampleArgs {
   Args a;
-  const char *weights, *output, *prompt;
-  bool partial, no_stop;
+  const char *output, *prompt;
+  bool no_stop;
   int64_t length, count, probs;
   double temperature;
 } SampleArgs;
-
-enum { S_WEIGHTS = 300, S_WEIGHTS_PARTIAL, S_LENGTH, S_COUNT, S_TEMPERATURE, S_PROMPT, S_OUTPUT, S_PROBS, S_NO_STOP };
-static const Option sample_options[] = {
-    {"--weights", OPTION_VALUE, "PATH", "a PATH", S_WEIGHTS},
-    {"--weights-partial", OPTION_FLAG, NULL, NULL, S_WEIGHTS_PARTIAL},
-    {"--length", OPTION_VALUE, "N", "a whole number from 1 to 1000000", S_LENGTH},
-    {"--count", OPTION_VALUE, "N", "a whole number from 1 to 4096", S_COUNT},
-    {"--temperature", OPTION_VALUE, "T", "a finite number of at least 0", S_TEMPERATURE},
-    {"--prompt", OPTION_VALUE, "TEXT", "a TEXT", S_PROMPT},
-    {"--output", OPTION_VALUE, "NAME", "a NAME", S_OUTPUT},
-    {"--probs", OPTION_VALUE, "K", "a whole number from 1 to 256", S_PROBS},
-    {"--no-stop", OPTION_FLAG, NULL, NULL, S_NO_STOP},
-    {NULL, 0, NULL, NULL, 0},
-};
 
 /* A whole number in [lo, hi], or the usage error. */
 static int int_in(const OptionParser *p, int64_t lo, int64_t hi, int64_t *out) {
@@ -63,15 +49,13 @@ static int int_in(const OptionParser *p, int64_t lo, int64_t hi, int64_t *out) {
 static int apply_sample(const OptionParser *p, void *ctx) {
   SampleArgs *s = ctx;
   switch (p->opt->id) {
-  case S_WEIGHTS: s->weights = p->value; break;
-  case S_WEIGHTS_PARTIAL: s->partial = true; break;
-  case S_LENGTH: return int_in(p, 1, SAMPLE_MAX_LENGTH, &s->length);
-  case S_COUNT: return int_in(p, 1, SAMPLE_MAX_COUNT, &s->count);
-  case S_TEMPERATURE: return option_real(p, true, &s->temperature) ? 0 : EXIT_USAGE;
-  case S_PROMPT: s->prompt = p->value; break;
-  case S_OUTPUT: s->output = p->value; break;
-  case S_PROBS: return int_in(p, 1, 256, &s->probs);
-  case S_NO_STOP: s->no_stop = true; break;
+  case O_LENGTH: return int_in(p, 1, SAMPLE_MAX_LENGTH, &s->length);
+  case O_COUNT: return int_in(p, 1, SAMPLE_MAX_COUNT, &s->count);
+  case O_TEMPERATURE: return option_real(p, true, &s->temperature) ? 0 : EXIT_USAGE;
+  case O_PROMPT: s->prompt = p->value; break;
+  case O_OUTPUT: s->output = p->value; break;
+  case O_PROBS: return int_in(p, 1, 256, &s->probs);
+  case O_NO_STOP: s->no_stop = true; break;
   }
   return 0;
 }
@@ -82,11 +66,8 @@ static int parse_sample(int argc, char **argv, SampleArgs *s) {
   s->count = 1;
   s->temperature = 1;
   s->prompt = "";
-  int n = sizeof sample_options / sizeof *sample_options - 1;
-  CliOwn own = {sample_options, n, apply_sample, s};
-  int rc = cli_parse_own(argc, argv, &s->a, OPT_RUN, &own);
-  if (!rc && s->partial && !s->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
-  return rc;
+  CliOwn own = {apply_sample, s};
+  return cli_parse_own(argc, argv, &s->a, OPT_RUN | OPT_WEIGHTS | OPT_SAMPLE, &own);
 }
 
 /* ---- the model ------------------------------------------------------------------------ */
@@ -182,7 +163,7 @@ static bool model_open(Model *m, SampleArgs *s) {
   Args a = s->a;
   a.opt.tape = false;
   if (!(m->ex = cli_start(&m->ld, &a))) return m->counted = true, false;
-  if (s->weights ? !weights_load(&m->ld.diag, m->ld.prog, m->ex, s->weights, s->partial) : exec_startup(m->ex) < 0)
+  if (a.weights ? !weights_load(&m->ld.diag, m->ld.prog, m->ex, a.weights, a.weights_partial) : exec_startup(m->ex) < 0)
     return false;
   if (m->mode && !mode_set) {
     Tensor *t = tensor_scalar_bool(false);

@@ -223,12 +223,7 @@ static void print_layers(const Sum *s, Totals *t) {
 
 /* ---- the verb ---------------------------------------------------------------------- */
 
-enum { S_BATCH = 1 };
-static const Option summary_options[] = {
-    {"--batch", OPTION_VALUE, "N", "a whole number of at least 1", S_BATCH},
-    {NULL, 0, NULL, NULL, 0},
-};
-
+/* --batch, its one option of its own. */
 static int summary_apply(const OptionParser *p, void *ctx) { return option_int(p, 1, ctx) ? 0 : EXIT_USAGE; }
 
 /* The batch: --batch, the train block's, or 1; the batch symbols. */
@@ -258,8 +253,8 @@ static void print_totals(const Totals *t, int64_t params, int64_t pbytes, int64_
 int cmd_summary(int argc, char **argv) {
   Args a;
   int64_t batch = 0;
-  CliOwn own = {summary_options, 1, summary_apply, &batch};
-  int rc = cli_parse_own(argc, argv, &a, 0, &own);
+  CliOwn own = {summary_apply, &batch};
+  int rc = cli_parse_own(argc, argv, &a, OPT_SUMMARY, &own);
   if (rc) return rc;
   Session ld;
   if (!session_load(&ld, a.file)) {

@@ -154,11 +154,11 @@ static bool ends_with(const char *s, const char *suffix) {
 
 enum { E_OUT = 1, E_FORMAT, E_OPTIMIZER };
 static const Option export_options[] = {
-    {"-o", OPTION_VALUE, "FILE", "a FILE", E_OUT},
-    {"--output", OPTION_VALUE, "FILE", "a FILE", E_OUT},
-    {"--format", OPTION_VALUE, "F", "safetensors or npz", E_FORMAT},
-    {"--optimizer-state", OPTION_FLAG, NULL, NULL, E_OPTIMIZER},
-    {NULL, 0, NULL, NULL, 0},
+    {"-o", OPTION_VALUE, "FILE", "a FILE", E_OUT, 0},
+    {"--output", OPTION_VALUE, "FILE", "a FILE", E_OUT, 0},
+    {"--format", OPTION_VALUE, "F", "safetensors or npz", E_FORMAT, 0},
+    {"--optimizer-state", OPTION_FLAG, NULL, NULL, E_OPTIMIZER, 0},
+    {NULL, 0, NULL, NULL, 0, 0},
 };
 
 static int export_args(int argc, char **argv, ExportArgs *a) {

@@ -294,7 +294,7 @@ for c in cycles:
     print("include cycle:", ", ".join("%s -> %s" % (a, b) for a in c for b in sorted(edges.get(a, ())) if b in c))
 # The verbs' shared options and start-up (cli.h) are above the libraries
 # (the layers in cli.h's comment).
-library = [m for m in edges if m not in ("main", "cli", "grad", "repl", "summary", "timeback", "trainverb", "sample")]
+library = [m for m in edges if m not in ("main", "cli", "grad", "repl", "summary", "timeback", "trainverb", "sample", "dataverb")]
 for m in sorted(library):
     if "cli" in edges[m]:
         print("library module %s includes cli.h" % m)
