@@ -194,6 +194,14 @@ static void print_child(FILE *f, const AstNode *n) {
   print_node(f, n);
 }
 
+/* " a b c": n's first `need` children (an absent one as "()"), then those
+ * after them that are present (an input's default, an if's else). */
+static void print_children(FILE *f, const AstNode *n, int need) {
+  const AstNode *kids[3] = {n->a, n->b, n->c};
+  for (int i = 0; i < 3; i++)
+    if (i < need || kids[i]) print_child(f, kids[i]);
+}
+
 static void print_node(FILE *f, const AstNode *n) {
   if (!n) {
     fputs("()", f);
@@ -212,12 +220,11 @@ static void print_node(FILE *f, const AstNode *n) {
     break;
   case AST_UNARY:
     fprintf(f, "(unary %s", ast_op_name(n->op));
-    print_child(f, n->a);
+    print_children(f, n, 1);
     break;
   case AST_BINARY:
     fprintf(f, "(binary %s", ast_op_name(n->op));
-    print_child(f, n->a);
-    print_child(f, n->b);
+    print_children(f, n, 2);
     break;
   case AST_CALL:
     fprintf(f, "(call %s", n->name);
@@ -235,9 +242,7 @@ static void print_node(FILE *f, const AstNode *n) {
     break;
   case AST_SLICE:
     fputs("(slice", f);
-    print_child(f, n->a);
-    print_child(f, n->b);
-    print_child(f, n->c);
+    print_children(f, n, 3);
     break;
   case AST_BLOCK:
     fputs("(block", f);
@@ -252,8 +257,7 @@ static void print_node(FILE *f, const AstNode *n) {
   case AST_PARAM:
   case AST_STATE:
     fprintf(f, "(%s %s", n->kind == AST_INPUT ? "input" : n->kind == AST_PARAM ? "param" : "state", n->name);
-    print_child(f, n->a);
-    if (n->b) print_child(f, n->b);
+    print_children(f, n, 1);
     break;
   case AST_TYPE:
     fputs("(type", f);
@@ -287,15 +291,9 @@ static void print_node(FILE *f, const AstNode *n) {
     }
     break;
   case AST_WHILE:
-    fputs("(while", f);
-    print_child(f, n->a);
-    print_child(f, n->b);
-    break;
   case AST_IF:
-    fputs("(if", f);
-    print_child(f, n->a);
-    print_child(f, n->b);
-    if (n->c) print_child(f, n->c);
+    fputs(n->kind == AST_WHILE ? "(while" : "(if", f);
+    print_children(f, n, 2);
     break;
   case AST_RETURN:
     fputs("(return", f);
