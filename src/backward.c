@@ -1092,7 +1092,7 @@ const VarDesc *bwd_loss_var(Program *p, const char *loss) {
   }
   char buf[128];
   if (shape_numel(&lvar->shape) != 1 || !dtype_is_float(lvar->dtype)) {
-    diag_error(p->diag, lvar->span, "the loss '%s' must be an f32 scalar, but it is %s%s (reduce it, e.g. with mean)",
+    diag_error(p->diag, lvar->span, "the loss '%s' must be a float scalar (f32 or f64), but it is %s%s (reduce it, e.g. with mean)",
                loss, dtype_name(lvar->dtype), shape_str(&lvar->shape, buf, sizeof buf));
     return NULL;
   }
@@ -1111,7 +1111,7 @@ const VarDesc *bwd_wrt_var(Program *p, const char *name) {
     return NULL;
   }
   if (!dtype_is_float(d->dtype)) {
-    diag_error(p->diag, SPAN_NONE, "--wrt %s: '%s' is %s; only f32 values have gradients", name, name,
+    diag_error(p->diag, SPAN_NONE, "--wrt %s: '%s' is %s; only float values (f32, f64) have gradients", name, name,
                dtype_name(d->dtype));
     return NULL;
   }

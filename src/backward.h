@@ -47,7 +47,7 @@ bool bwd_append(Program *p, const char *loss, const char *const *params, int npa
 
 /* The variable a loss or --wrt name stands for (a variable or an exported
  * script name of block 0): NULL after reporting why it cannot be one (no
- * such value; a loss that is not an f32 scalar; a non-f32 wrt). */
+ * such value; a loss that is not a float scalar; a wrt that is not float). */
 const VarDesc *bwd_loss_var(Program *p, const char *loss);
 const VarDesc *bwd_wrt_var(Program *p, const char *name);
 

@@ -58,6 +58,8 @@ typedef enum BindKind {
   BIND_FUNC,       /* a def: def */
   BIND_CONST,      /* an attribute of a user op, in its body: value */
   BIND_LOCAL,      /* assigned only inside a body; reading it after is an error */
+  BIND_FAILED,     /* assigned from an expression whose error is reported:
+                      reading it says nothing more (no "unknown name") */
 } BindKind;
 
 typedef struct Binding {
@@ -700,6 +702,7 @@ static const char *lower_name(Lowerer *L, const AstNode *n, const char *hint) {
     return NULL;
   }
   switch (b->kind) {
+  case BIND_FAILED: return NULL;
   case BIND_VAR:
     if (!prog_var(L->prog, b->var)) {
       /* A script value seen from an op body, which is lowered on its own. */
@@ -980,9 +983,10 @@ static const char *lower_expr_at(Lowerer *L, const AstNode *n, const char *hint)
                    "or a function's constant arguments); tensors divide with '/'");
       return NULL;
     }
+    /* Both sides, so that an error in each is said. */
     const char *x = lower_expr(L, n->a, NULL);
-    const char *y = x ? lower_expr(L, n->b, NULL) : NULL;
-    if (!y) return NULL;
+    const char *y = lower_expr(L, n->b, NULL);
+    if (!x || !y) return NULL;
     widen_literal(L, n->a, x, y);
     widen_literal(L, n->b, y, x);
     return emit2(L, binary_op_type(n->op), n->opspan, x, y, hint);
@@ -1343,7 +1347,7 @@ static const char *grad_of_value(Lowerer *L, const AstNode *e) {
    * unknown rank is checked when the body is lowered for a call. */
   if (!dtype_is_float(v->dtype) || (v->shape.rank >= 0 && shape_numel(&v->shape) != 1)) {
     char buf[128];
-    diag_error(L->diag, e->span, "grad: the value to differentiate must be an f32 scalar, but it is %s%s (reduce "
+    diag_error(L->diag, e->span, "grad: the value to differentiate must be a float scalar (f32 or f64), but it is %s%s (reduce "
                "it, e.g. with sum or mean)", dtype_name(v->dtype), shape_str(&v->shape, buf, sizeof buf));
     return NULL;
   }
@@ -1361,7 +1365,7 @@ static const char *grad_wrt(Lowerer *L, const AstNode *e, const char *y, bool ko
   const VarDesc *v = x ? prog_var(L->prog, x) : NULL;
   if (!v || v->dtype == DT_UNKNOWN) return NULL;
   if (!dtype_is_float(v->dtype)) {
-    diag_error(L->diag, e->span, "grad: '%s' is %s; only f32 values have gradients", e->name, dtype_name(v->dtype));
+    diag_error(L->diag, e->span, "grad: '%s' is %s; only float values (f32, f64) have gradients", e->name, dtype_name(v->dtype));
     return NULL;
   }
   int xi = written_at(L->block, x), yi = written_at(L->block, y);
@@ -1789,6 +1793,7 @@ static void bind_user_attrs(Lowerer *L, const OpProto *proto, const OpDesc *op) 
 static const char *user_result(Lowerer *L, const char *name, const AstNode *out) {
   Binding *b = lookup(L, name);
   if (b && b->kind == BIND_VAR) return b->var;
+  if (b && b->kind == BIND_FAILED) return NULL;
   if (b && b->kind == BIND_LOCAL) {
     diag_error(L->diag, b->where, "'%s' %s", name, b->why);
   } else if (out) {
@@ -2317,6 +2322,19 @@ static void lower_if(Lowerer *L, const AstNode *n) {
   bind_locals(L, en, ew, nen, why);
 }
 
+/* The names an assignment whose value failed (its error reported) would
+ * have bound: later reads of them are quiet, rather than "unknown name". */
+static void bind_failed(Lowerer *L, const AstNode *n) {
+  for (int k = 0; k < n->list.n; k++) {
+    const AstNode *t = n->list.items[k];
+    if (t->kind != AST_NAME || strcmp(t->name, "_") == 0) continue;
+    Binding *old = lookup(L, t->name);
+    if (old && old->kind == BIND_FUNC) continue;
+    L->bind_at = t->span;
+    bind(L, L->scope, t->name, BIND_FAILED);
+  }
+}
+
 /* NAME = EXPR, A, B = EXPR, _ = EXPR, x@GRAD = EXPR */
 static void lower_assign(Lowerer *L, const AstNode *n) {
   int nt = n->list.n;
@@ -2353,7 +2371,10 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
   if (nt == 1 && n->list.items[0]->kind == AST_NAME && hints[0]) {
     int before = L->diag->nerrors;
     cval = fold_const(L, n->a);
-    if (L->diag->nerrors != before) return;
+    if (L->diag->nerrors != before) {
+      bind_failed(L, n);
+      return;
+    }
     if (cval && const_has_string(cval)) cval = NULL;   /* lower_expr says why */
   }
   /* In a function's body the constant is all the name is: a value is made
@@ -2363,21 +2384,22 @@ static void lower_assign(Lowerer *L, const AstNode *n) {
     bind(L, L->scope, n->list.items[0]->name, BIND_CONST)->cval = cval;
     return;
   }
+  bool ok;
   if (nt == 1) {
-    outs[0] = lower_expr(L, n->a, hints[0]);
-    if (!outs[0]) return;
+    ok = (outs[0] = lower_expr(L, n->a, hints[0])) != NULL;
+  } else if (n->a->kind != AST_CALL) {
+    diag_error(L->diag, n->a->span, "assigning %d names needs a call that returns %d values", nt, nt);
+    ok = false;
   } else {
-    if (n->a->kind != AST_CALL) {
-      diag_error(L->diag, n->a->span, "assigning %d names needs a call that returns %d values", nt, nt);
-      return;
-    }
     int got = lower_call(L, n->a, hints, nt, outs);
-    if (got < 0) return;
-    if (got < nt) {
+    ok = got >= nt;
+    if (got >= 0 && got < nt)
       diag_error(L->diag, n->a->opspan, "'%s' gives %d value%s, but %d names are assigned", n->a->name, got,
                  got == 1 ? "" : "s", nt);
-      return;
-    }
+  }
+  if (!ok) {
+    bind_failed(L, n);
+    return;
   }
   for (int k = 0; k < nt; k++) {
     const AstNode *t = n->list.items[k];

@@ -299,12 +299,12 @@ static const Command commands[] = {
      "flat block (loops unrolled), as `netrun run --dump-tape` prints it.",
      0, 0, c_tape},
     {"backward", "NAME [WRT...]", "the program with the backward of scalar NAME",
-     "Appends the backward of NAME (an f32 scalar) with respect to the names WRT\n"
+     "Appends the backward of NAME (a float scalar) with respect to the names WRT\n"
      "(default: every param) to the session's program, prints the program as\n"
      "`netrun dump --backward --loss NAME` would, and takes the backward away again.",
      1, MAX_WORDS - 1, c_backward},
     {"grad", "NAME [WRT...]", "the gradients of scalar NAME, from the tape",
-     "Differentiates NAME (an f32 scalar computed from params) through the ops the\n"
+     "Differentiates NAME (a float scalar computed from params) through the ops the\n"
      "tape recorded, with respect to the names WRT (default: every param on the\n"
      "tape), and prints NAME and the gradients as `netrun grad` does.",
      1, MAX_WORDS - 1, c_grad},

@@ -135,7 +135,7 @@ max_diff() {
   [ "$output" = "netrun: error: the script has no value named 'loss' to use as the loss (name it with --loss NAME)" ]
   run "$NETRUN" grad --loss y a.net
   [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "a.net:2:7: error: the loss 'y' must be an f32 scalar, but it is f32[2] (reduce it, e.g. with mean)" ]
+  [ "${lines[0]}" = "a.net:2:7: error: the loss 'y' must be a float scalar (f32 or f64), but it is f32[2] (reduce it, e.g. with mean)" ]
   printf 'param w : [2, 3] = ones()\ninput y : i64[2] = [0, 1]\nloss = accuracy(w, y)\n' > b.net
   run "$NETRUN" grad b.net
   [ "$status" -eq 1 ]

@@ -408,7 +408,7 @@ block 0 (parent -1)
   {Out=[t.1]} = mul(X=[W], Y=[x])
   {Out=[loss]} = sum(X=[t.1]) {axis=[], keepdim=false}
 $(sed -n 1,14p <<< "$output")" ]
-  [ "$stderr" = "<stdin>:2:5: error: the loss 'x' must be an f32 scalar, but it is f32[2] (reduce it, e.g. with mean)
+  [ "$stderr" = "<stdin>:2:5: error: the loss 'x' must be a float scalar (f32 or f64), but it is f32[2] (reduce it, e.g. with mean)
 x = [3.0, 4.0]
     ^~~~~~~~~~
 <stdin>:8:11: error: unknown name 'nosuch'
@@ -491,7 +491,7 @@ IN
 <stdin>:8:12: error: 'V' is not on the tape: no op that a gradient flows through read it
 :grad loss V
            ^
-<stdin>:5:7: error: the loss 'v' must be an f32 scalar, but it is f32[2] (reduce it, e.g. with mean)
+<stdin>:5:7: error: the loss 'v' must be a float scalar (f32 or f64), but it is f32[2] (reduce it, e.g. with mean)
 v = W * 2
       ^
 <stdin>:10:12: error: unknown name 'nosuch'
