@@ -1139,16 +1139,18 @@ int exec_run_range(Executor *ex, int first, int last) {
 
 int exec_run(Executor *ex) { return exec_run_range(ex, 0, -1); }
 
-int exec_run_for(Executor *ex, const char *var) {
+int exec_run_for(Executor *ex, const char *const *vars, int nvars) {
   if (exec_startup(ex) < 0) return -1;
   interrupted = 0;
   const Block *b0 = ex->prog->blocks[0];
   const PBlock *pb = ex->pblocks[0];
-  const VarDesc *target = prog_var(ex->prog, var);
-  if (!target || target->block != 0) return -1;
+  for (int k = 0; k < nvars; k++) {
+    const VarDesc *target = prog_var(ex->prog, vars[k]);
+    if (!target || target->block != 0) return -1;
+  }
   bool *need = mem_calloc((size_t)b0->nvars + 1, sizeof *need);
   bool *run = mem_calloc((size_t)pb->nops + 1, sizeof *run);
-  need[target->slot] = true;
+  for (int k = 0; k < nvars; k++) need[prog_var(ex->prog, vars[k])->slot] = true;
   /* The ops the value depends on, found backwards. */
   for (int i = pb->nops - 1; i >= 0; i--) {
     const Prepared *p = &pb->ops[i];

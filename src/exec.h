@@ -66,9 +66,10 @@ int exec_startup(Executor *ex);
  * startup block: a training step runs them all, an evaluation only the
  * forward ones. */
 int exec_run_range(Executor *ex, int first, int last);
-/* Runs only the ops of block 0 that variable var depends on (and print
- * ops): what predict needs, without the labels the loss would want. */
-int exec_run_for(Executor *ex, const char *var);
+/* Runs, once, only the ops of block 0 that the variables vars[0..n)
+ * depend on (and print ops): what predict needs, without the labels the
+ * loss would want. */
+int exec_run_for(Executor *ex, const char *const *vars, int n);
 /* Puts a value (a reference is taken) in variable `var` of block 0 without
  * the checks of exec_feed, and runs block 0 from op `first` on, without the
  * startup block: how the tape's backward runs over the tape's values. */

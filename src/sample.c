@@ -308,7 +308,7 @@ static const Tensor *step_logits(Model *m, const Samples *sm) {
   Tensor *x = window(sm, m->context);
   bool ok = exec_feed(m->ex, m->text->name, x, "sample");
   tensor_unref(x);
-  if (!ok || exec_run_for(m->ex, m->logits) != 0) return NULL;
+  if (!ok || exec_run_for(m->ex, &m->logits, 1) != 0) return NULL;
   const Tensor *v = exec_value(m->ex, m->logits);
   bool fits = v && dtype_is_float(v->dtype) && v->rank == 3 && v->shape[0] == sm->count &&
               v->shape[1] == m->context && v->shape[2] >= 1 && v->shape[2] <= 256;

@@ -1567,8 +1567,8 @@ static void emit_value(Run *r, int k, Tensor *v, bool classes, int64_t rows, FIL
 
 static bool predict_pass(Run *r, const char *const *vars, int n, bool classes, int64_t rows, FILE *f,
                          ReportValues *rv) {
+  if (exec_run_for(r->ex, vars, n) != 0) return false;
   for (int k = 0; k < n; k++) {
-    if (exec_run_for(r->ex, vars[k]) != 0) return false;
     Tensor *v = exec_value(r->ex, vars[k]);
     if (v) emit_value(r, k, v, classes, rows, f, rv);
   }
@@ -1619,9 +1619,8 @@ static bool predict_step(Run *r, const Dataset *ds, Batch *bt, const char *const
   int N = dist_size();
   char *mine[REPORT_MAX_OUTPUTS] = {0}, *all[REPORT_MAX_OUTPUTS] = {0};
   size_t bytes[REPORT_MAX_OUTPUTS], *sizes = mem_alloc(NULL, sizeof *sizes * (size_t)N * REPORT_MAX_OUTPUTS);
-  bool ok = !bt || feed_batch(r, ds, bt, false);
+  bool ok = !bt || (feed_batch(r, ds, bt, false) && exec_run_for(r->ex, vars, n) == 0);
   for (int k = 0; k < n; k++) {
-    ok = ok && (!bt || exec_run_for(r->ex, vars[k]) == 0);
     mine[k] = wire_pack(ok && bt ? exec_value(r->ex, vars[k]) : NULL, bt ? bt->n : 0, &bytes[k]);
   }
   DistReport me = {.ok = ok}, sum, *reports = mem_alloc(NULL, sizeof *reports * (size_t)N);

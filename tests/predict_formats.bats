@@ -160,3 +160,38 @@ NET
   grep -aq "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 3), }" f.npy
   [ "$(stat -c %s f.npy)" -eq $((128 + 24)) ]
 }
+
+# Several --output values come from one forward pass: a random op and a
+# print() run once, so b is exactly 1.5 * a (both from the same h), with
+# fed inputs and with --data.
+@test "predict --output a --output b runs the forward once: one draw of a random op, one print" {
+  cat > once.net <<'NET'
+input x : f32[B, 2]
+input y : i64[B]
+noise = uniform_random([1, 2], min=0.0, max=1.0)
+h = x + noise
+print(h)
+a = h * 2.0
+b = h * 3.0
+loss = mean(h)
+train {
+  data   = "two.csv"
+  metric = a
+  batch  = 2
+}
+NET
+  printf 'x0,x1,y\n1,2,0\n3,4,1\n' > two.csv
+  for how in "--set x=[[1.0,2.0]]" "--data two.csv"; do
+    run -0 "$NETRUN" predict once.net $how --output a --output b --format json
+    [ "$(grep -c '^\[\[' <<<"$output")" -eq 1 ]   # print(h): once
+    python3 - "$output" <<'PY'
+import json, sys
+text = sys.argv[1]
+doc = json.loads(text[text.index("{"):])
+a, b = doc["a"]["data"], doc["b"]["data"]
+assert len(a) == len(b) > 0, (a, b)
+for u, v in zip(a, b):
+    assert abs(v - 1.5 * u) <= 1e-6 * abs(v), (u, v)
+PY
+  done
+}
