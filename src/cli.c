@@ -215,8 +215,6 @@ int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn
   }
   if (!rc && !a->file && !(accepts & OPT_MAYBE_FILE)) rc = diag_usage("%s needs a FILE", a->verb);
   if (!rc && a->weights_partial && !a->weights) rc = diag_usage("%s", "--weights-partial needs --weights PATH");
-  if (!rc && a->order > 1 && a->tape)
-    rc = diag_usage("--order %d differentiates the program's backward: not with --tape", a->order);
   if (!rc && a->order > 1 && (accepts & OPT_DUMP) && (!a->backward || a->train))
     rc = diag_usage("--order %d prints a backward of a backward: it needs --backward (and not --train)", a->order);
   return rc;

@@ -10,7 +10,8 @@
  * differences are taken on a second copy of the script, promoted to f64
  * unless --dtype f32 (or a plugin's op) keeps it f32; the REPL's on a copy
  * of the tape's forward ops, widened the same way.  --order 2 (3)
- * differentiates the program's backward again (below). */
+ * differentiates the backward again (below): the program's, or with
+ * --tape the one of the tape's program. */
 #include "backward.h"
 #include "cli.h"
 #include "cmd.h"
@@ -39,6 +40,7 @@ typedef struct Built {
   Tensor **tgrads;       /* or: the tape's gradients, per pair (tapegrad.c) */
   BackwardResult bw;
   const char *loss;      /* the loss's variable (in the tape's program, with a tape) */
+  int run_from;          /* the tape program's first grad op (its first backward's) */
   bool loaded;
 } Built;
 
@@ -80,12 +82,21 @@ static const char *order2_op(Program *p, OpDesc *op, const char *base) {
   return reg_infer(p, b0, op) ? v->name : NULL;
 }
 
-/* Appends the backward of loss and f = sum(g1 * v1) + ... to p, the vk
- * drawn with seeds base + k, or (ones) ones; *f gets f's variable.  False
- * on error (reported). */
-static bool order2_step(Program *p, const Args *a, const char *loss, int base, bool ones, const char **f) {
+/* The values differentiated: --wrt's (as names of p), or none (every
+ * parameter). */
+typedef struct Wrt {
+  const char *const *names;
+  int n;
+} Wrt;
+
+/* Appends the backward of loss with respect to w and f = sum(g1 * v1) + ...
+ * to p, the vk drawn with seeds base + k (ones for `netrun grad`); *f gets f's
+ * variable, *first the backward's first op.  False on error (reported). */
+static bool order2_step(Program *p, const Args *a, Wrt w, const char *loss, int base, const char **f, int *first) {
   BackwardResult bw;
-  if (!bwd_append(p, loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &bw)) return false;
+  bool ones = strcmp(a->verb, "grad") == 0;
+  if (!bwd_append(p, loss, w.names, w.n, a->no_grad, a->nno_grad, &bw)) return false;
+  *first = bw.first_grad_op;
   const char *sum = NULL;
   for (int i = 0; i < bw.npairs; i++) {
     const VarDesc *g = bw.pairs[i].grad ? prog_var(p, bw.pairs[i].grad) : NULL;
@@ -136,20 +147,22 @@ static bool order2_step(Program *p, const Args *a, const char *loss, int base, b
 }
 
 /* --order N: N - 1 steps, each differentiating the f of the one before
- * (a's loss first); *f gets the last f.  `netrun grad` takes v = ones. */
-static bool order2_prepare(Program *p, const Args *a, const char **f) {
-  const char *loss = a->loss;
+ * (loss first); *f gets the last f, *first the first backward's first op.
+ * `netrun grad` takes v = ones. */
+static bool order2_prepare(Program *p, const Args *a, Wrt w, const char *loss, const char **f, int *first) {
+  int from;
   for (int k = 1; k < a->order; k++) {
-    if (!order2_step(p, a, loss, 1000 * k, strcmp(a->verb, "grad") == 0, f)) return false;
+    if (!order2_step(p, a, w, loss, 1000 * k, f, &from)) return false;
+    if (k == 1) *first = from;
     loss = *f;
   }
   return true;
 }
 
-/* The N-th backward of a's loss (loaded in p): the last f's gradient, in
- * out. */
-static bool order2_append(Program *p, const Args *a, const char **f, BackwardResult *out) {
-  return order2_prepare(p, a, f) && bwd_append(p, *f, a->wrt, a->nwrt, a->no_grad, a->nno_grad, out);
+/* The N-th backward of loss (in p) with respect to w: the last f's
+ * gradient, in out; *f gets f, *first the first backward's first op. */
+static bool order2_append(Program *p, const Args *a, Wrt w, const char **f, int *first, BackwardResult *out) {
+  return order2_prepare(p, a, w, *f, f, first) && bwd_append(p, *f, w.names, w.n, a->no_grad, a->nno_grad, out);
 }
 
 /* Loads the script and appends the backward; with run, also executes the
@@ -166,7 +179,7 @@ static bool build(Built *b, const Args *a, bool run) {
   if (!a->tape) {
     const char *lv = prog_export(p, a->loss);
     b->loss = lv ? lv : a->loss;
-    if (a->order > 1) ok = order2_append(p, a, &b->loss, &b->bw);
+    if (a->order > 1) ok = order2_append(p, a, (Wrt){a->wrt, a->nwrt}, &b->loss, &b->run_from, &b->bw);
     else ok = bwd_append(p, a->loss, a->wrt, a->nwrt, a->no_grad, a->nno_grad, &b->bw);
     diag_finish(d);
     if (!ok || !run) return ok;
@@ -184,7 +197,7 @@ static bool build(Built *b, const Args *a, bool run) {
     diag_finish(d);
     return false;
   }
-  if (run && !a->tape_program) {
+  if (run && !a->tape_program && a->order == 1) {
     arena_init(&b->tape_arena);
     ok = tape_grads(b, a);
     diag_finish(d);
@@ -294,16 +307,24 @@ static bool build_tape(Built *b, const Args *a, bool run) {
     }
   }
   b->loss = tape_name(b, prog_export(p, a->loss), a->loss);
-  bool ok = bwd_append(b->tp, b->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
+  bool ok;
+  if (a->order > 1) {
+    ok = order2_append(b->tp, a, (Wrt){params, nparams}, &b->loss, &b->run_from, &b->bw);
+  } else {
+    ok = bwd_append(b->tp, b->loss, params, nparams, a->no_grad, a->nno_grad, &b->bw);
+    b->run_from = b->bw.first_grad_op;
+  }
   diag_finish(d);
   if (!ok || !run) return ok;
   ExecOptions o = a->opt;
   o.tape = false;
-  if (rewrite_wanted(&o)) rewrite_program(b->tp, &(RewriteOpts){RW_FUSE, &b->bw.first_grad_op, 1});
+  int marks[2] = {b->run_from, b->bw.first_grad_op};
+  if (rewrite_wanted(&o)) rewrite_program(b->tp, &(RewriteOpts){RW_FUSE, marks, 2});
+  b->run_from = marks[0], b->bw.first_grad_op = marks[1];
   b->tex = exec_new(b->tp, &o);
   for (int i = 0; i < b->ntape_vals; i++)
     if (b->tape_vals[i]) exec_preload(b->tex, b->tp->blocks[0]->vars[i]->name, b->tape_vals[i]);
-  ok = exec_run_from(b->tex, b->bw.first_grad_op) == 0;
+  ok = exec_run_from(b->tex, b->run_from) == 0;
   diag_finish(d);
   return ok;
 }
@@ -757,7 +778,8 @@ int cmd_gradcheck(const Args *a) {
   const char *f2 = NULL;
   bool loaded = session_load(&fwd, a->file);
   if (loaded && a->order > 1) {
-    loaded = order2_prepare(fwd.prog, a, &f2);
+    int first;
+    loaded = order2_prepare(fwd.prog, a, (Wrt){a->wrt, a->nwrt}, a->loss, &f2, &first);
     diag_finish(&fwd.diag);
   }
   Executor *ex = loaded ? cli_start(&fwd, &fa) : NULL;
