@@ -239,10 +239,7 @@ static int k_matmul(ExecCtx *c) {
  * [B*T, K] and [B*T, N], not B products summed afterwards. */
 
 static const char *mm_emit(GradCtx *g, const char *a, const char *b, bool ta, bool tb, const char *out) {
-  OpDesc *op = bwd_emit(g, "matmul");
-  bwd_emit_in(g, op, "X", a);
-  bwd_emit_in(g, op, "Y", b);
-  bwd_emit_out(g, op, "Out", out);
+  OpDesc *op = bwd_emit2(g, "matmul", a, b, out);
   bwd_emit_attr(g, op, "transpose_x", attr_bool(ta));
   bwd_emit_attr(g, op, "transpose_y", attr_bool(tb));
   return out;
@@ -291,11 +288,7 @@ static const char *mm_target(GradCtx *g, bool vec, bool same, const char *dst) {
 static void mm_finish(GradCtx *g, const char *full, bool vec, int64_t vaxis, bool same, const char *like,
                       const char *dst) {
   if (vec) full = axes_emit(g, "squeeze", full, vaxis, 0, 1, same ? dst : bwd_temp(g));
-  if (same) return;
-  OpDesc *op = bwd_emit(g, "sum_like");
-  bwd_emit_in(g, op, "X", full);
-  bwd_emit_in(g, op, "Like", like);
-  bwd_emit_out(g, op, "Out", dst);
+  if (!same) bwd_emit2(g, "sum_like", full, like, dst);
 }
 
 static int g_matmul(GradCtx *g) {

@@ -1201,11 +1201,7 @@ static int g_softmax_cross_entropy_grad(GradCtx *g) {
 
 static int g_embedding_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (!dd) return 0;
-  OpDesc *op = bwd_emit(g, "embedding");
-  bwd_emit_in(g, op, "Ids", bwd_op_in(g, "Ids", 0));
-  bwd_emit_in(g, op, "W", GG2("W@GRAD"));
-  bwd_emit_out(g, op, "Out", dd);
+  if (dd) bwd_emit2(g, "embedding", bwd_op_in(g, "Ids", 0), GG2("W@GRAD"), dd);
   return 0;
 }
 

@@ -844,11 +844,7 @@ static int k_one_hot(ExecCtx *c) {
 /* reshape, flatten, squeeze, unsqueeze: dX = dOut viewed in X's shape. */
 static int g_view(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = bwd_emit(g, "reshape_like");
-  bwd_emit_in(g, op, "X", DOUT);
-  bwd_emit_in(g, op, "Like", X0);
-  bwd_emit_out(g, op, "Out", dx);
+  if (dx) bwd_emit2(g, "reshape_like", DOUT, X0, dx);
   return 0;
 }
 
