@@ -249,10 +249,7 @@ static const char *mm_emit(GradCtx *g, const char *a, const char *b, bool ta, bo
 static const char *axes_emit(GradCtx *g, const char *type, const char *x, int64_t a0, int64_t a1, int n,
                              const char *out) {
   int64_t axes[2] = {a0, a1};
-  OpDesc *op = bwd_emit(g, type);
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
-  bwd_emit_attr(g, op, "axes", attr_ints(bwd_prog(g), axes, n));
+  bwd_emit_attr(g, bwd_emit1(g, type, x, out), "axes", attr_ints(bwd_prog(g), axes, n));
   return out;
 }
 
@@ -260,10 +257,7 @@ static const char *axes_emit(GradCtx *g, const char *type, const char *x, int64_
 static const char *rows_emit(GradCtx *g, const char *x, int64_t d) {
   int64_t shape[2] = {-1, d};
   const char *out = bwd_temp(g);
-  OpDesc *op = bwd_emit(g, "reshape");
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
-  bwd_emit_attr(g, op, "shape", attr_ints(bwd_prog(g), shape, 2));
+  bwd_emit_attr(g, bwd_emit1(g, "reshape", x, out), "shape", attr_ints(bwd_prog(g), shape, 2));
   return out;
 }
 
