@@ -28,6 +28,7 @@
  */
 #include "backward.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -496,17 +497,24 @@ static const OpDesc *linked_fwd(const Backward *bw, const OpDesc *op) {
   return NULL;
 }
 
-void bwd_emit1(GradCtx *g, const char *type, const char *x, const char *out) {
+/* Op `type` reading ins[0..n) through its first n input slots and writing
+ * out through its first output slot, in the order its proto declares them. */
+static OpDesc *emit_call(GradCtx *g, const char *type, const char *const *ins, int n, const char *out) {
+  const OpProto *p = reg_find_op(g->bw->p, type);
+  assert(p && p->nin >= n && p->nout >= 1);   /* makers name ops of the registry */
   OpDesc *op = bwd_emit(g, type);
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
+  for (int i = 0; i < n; i++) bwd_emit_in(g, op, p->in[i].name, ins[i]);
+  bwd_emit_out(g, op, p->out[0].name, out);
+  return op;
 }
 
-void bwd_emit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out) {
-  OpDesc *op = bwd_emit(g, type);
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_in(g, op, "Y", y);
-  bwd_emit_out(g, op, "Out", out);
+OpDesc *bwd_emit1(GradCtx *g, const char *type, const char *x, const char *out) {
+  return emit_call(g, type, &x, 1, out);
+}
+
+OpDesc *bwd_emit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out) {
+  const char *ins[2] = {x, y};
+  return emit_call(g, type, ins, 2, out);
 }
 
 /* ---- the default grad maker ------------------------------------------------------------
@@ -590,11 +598,8 @@ const char *bwd_target(GradCtx *g, const char *src_shape, const char *like, cons
 
 void bwd_reduce_like(GradCtx *g, const char *src, const char *src_shape, const char *like, const char *dst) {
   if (src == dst) return;
-  bool same = same_shape(g, src_shape, like);
-  OpDesc *op = bwd_emit(g, same ? "assign" : "sum_like");
-  bwd_emit_in(g, op, "X", src);
-  if (!same) bwd_emit_in(g, op, "Like", like);
-  bwd_emit_out(g, op, "Out", dst);
+  if (same_shape(g, src_shape, like)) bwd_emit1(g, "assign", src, dst);
+  else bwd_emit2(g, "sum_like", src, like, dst);
 }
 
 /* ---- pass 3: grad ops ------------------------------------------------------------------- */

@@ -166,9 +166,12 @@ void bwd_reduce_like(GradCtx *g, const char *src, const char *src_shape, const c
  * needed (bwd_reduce_like of dst into dst emits nothing), else a fresh
  * temporary. */
 const char *bwd_target(GradCtx *g, const char *src_shape, const char *like, const char *dst);
-/* out = type(X=x, Y=y) */
-void bwd_emit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out);
-/* out = type(X=x) */
-void bwd_emit1(GradCtx *g, const char *type, const char *x, const char *out);
+/* out = type(x, y) and out = type(x), as a script calls an op: x and y go
+ * to the op's first input slots and out to its first output slot, in the
+ * order its proto declares them (mul: X, Y -> Out; embedding: Ids, W ->
+ * Out; max_pool2d_grad: X, Out@GRAD -> X@GRAD).  They return the op, for
+ * a maker that adds attributes. */
+OpDesc *bwd_emit2(GradCtx *g, const char *type, const char *x, const char *y, const char *out);
+OpDesc *bwd_emit1(GradCtx *g, const char *type, const char *x, const char *out);
 
 #endif

@@ -85,10 +85,7 @@ void ckpt_set(Checkpoint *c, const char *key, const char *value) {
 
 void ckpt_setf(Checkpoint *c, const char *key, const char *fmt, ...) {
   char buf[CKPT_MAX_VALUE + 1];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(buf, sizeof buf, fmt);
   ckpt_set(c, key, buf);
 }
 
@@ -408,10 +405,7 @@ typedef struct Cursor {
 static bool bad(Cursor *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool bad(Cursor *p, const char *fmt, ...) {
   char msg[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(msg, sizeof msg, fmt);
   return diag_why(p->err, p->errlen, "malformed %s section: %s%s%s (at byte %zu)", p->section, p->item,
                   p->item[0] ? ": " : "", msg, p->off);
 }

@@ -163,10 +163,7 @@ void diag_note(Diag *d, Span at, const char *fmt, ...) {
 }
 
 bool diag_why(char *why, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, n, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(why, n, fmt);
   return false;
 }
 

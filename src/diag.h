@@ -107,6 +107,16 @@ void diag_absorb(Diag *d, const Diag *sub);
 /* The convention of library-like code (above): writes the message into
  * the caller's why[n] and returns false, for `return diag_why(...)`. */
 bool diag_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The body of a function taking printf arguments (fmt, ...) that passes
+ * the message on as a string: formats them into buf[n].  A macro, as
+ * va_start must stand in the function whose arguments it reads. */
+#define DIAG_FORMAT(buf, n, fmt) \
+  do {                           \
+    va_list ap_;                 \
+    va_start(ap_, fmt);          \
+    vsnprintf(buf, n, fmt, ap_); \
+    va_end(ap_);                 \
+  } while (0)
 /* Prints "N errors" when there were any; returns the error count. */
 int  diag_finish(Diag *d);
 static inline Span span_join(Span a, Span b) {

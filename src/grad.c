@@ -688,24 +688,35 @@ static int after_writer(const Program *p, int nops, const char *var) {
   return first;
 }
 
-/* The verb: a second, forward-only copy of the script (same seed, same
- * values), run for every pass from the op after the one that makes the
- * perturbed value (from the start for a parameter), each pass with the
- * random draws of the first (those the analytic gradient saw). */
-static Tensor *script_param(Forward *f, const char *var, const char *name) {
-  const VarDesc *d = prog_named_var(f->prog, name);
-  const char *v = d ? d->name : var;
-  f->first = after_writer(f->prog, -1, v);
-  return exec_var_value(f->ex, v);
+/* A forward-only copy of the program (the verb's copy of the script,
+ * :gradcheck's f64 copy of the tape): the copy's own tensor of var (the
+ * one the analytic gradient saw is not perturbed), and a pass that runs
+ * from the op after the one that makes var (from the start for a
+ * parameter). */
+static Tensor *copy_param(Forward *f, const char *var) {
+  f->first = after_writer(f->prog, -1, var);
+  return exec_var_value(f->ex, var);
 }
 
-static bool script_loss(Forward *f, double *out) {
-  *exec_rng(f->ex) = f->rng;
+static bool copy_loss(Forward *f, double *out) {
   if (exec_run_from(f->ex, f->first) != 0) return false;
   Tensor *t = exec_var_value(f->ex, f->loss_var);
   if (!t) return false;
   *out = tensor_get(t, 0);
   return true;
+}
+
+/* The verb: a second copy of the script (same seed, same values), each
+ * pass with the random draws of the first (those the analytic gradient
+ * saw). */
+static Tensor *script_param(Forward *f, const char *var, const char *name) {
+  const VarDesc *d = prog_named_var(f->prog, name);
+  return copy_param(f, d ? d->name : var);
+}
+
+static bool script_loss(Forward *f, double *out) {
+  *exec_rng(f->ex) = f->rng;
+  return copy_loss(f, out);
 }
 
 /* The forward copy starts where the analytic gradient was taken: each
@@ -832,23 +843,12 @@ typedef struct Wide {
   Executor *ex;
 } Wide;
 
-/* Every f32 variable and dtype attribute of bl made f64. */
-static void wide_promote(Block *bl) {
-  for (int i = 0; i < bl->nvars; i++)
-    if (bl->vars[i]->dtype == DT_F32) bl->vars[i]->dtype = DT_F64;
-  for (int i = 0; i < bl->nops; i++)
-    for (int k = 0; k < bl->ops[i]->nattrs; k++) {
-      AttrValue *v = &bl->ops[i]->attrs[k].v;
-      if (v->type == ATTR_DTYPE && v->u.i == DT_F32) v->u.i = DT_F64;
-    }
-}
-
 /* The copy of b's tape, fed f64 copies of its values and run once. */
 static bool wide_start(Wide *w, Built *b, const Args *a) {
   memset(w, 0, sizeof *w);
   arena_init(&w->arena);
   w->prog = tape_program(exec_tape(b->ex), b->prog, &w->arena, &w->vals);
-  wide_promote(w->prog->blocks[0]);
+  prog_promote_f64(w->prog->blocks[0]);
   ExecOptions o = a->opt;
   o.tape = false;
   w->ex = exec_new(w->prog, &o);
@@ -868,20 +868,10 @@ static void wide_free(Wide *w) {
   arena_free(&w->arena);
 }
 
-/* The copy's own tensor of var (the session's is not perturbed), and the
- * ops after the one that makes it; one pass over them. */
+/* The copy's variable var (the session's tensor is not perturbed). */
 static Tensor *wide_param(Forward *f, const char *var, const char *name) {
   (void)name;
-  f->first = after_writer(f->prog, -1, var);
-  return exec_var_value(f->ex, var);
-}
-
-static bool wide_loss(Forward *f, double *out) {
-  if (exec_run_from(f->ex, f->first) != 0) return false;
-  Tensor *t = exec_var_value(f->ex, f->loss_var);
-  if (!t) return false;
-  *out = tensor_get(t, 0);
-  return true;
+  return copy_param(f, var);
 }
 
 /* :gradcheck: the differences in f64 (unless --dtype f32, or an op of the
@@ -904,7 +894,7 @@ int cmd_gradcheck_session(Program *p, Executor *ex, const Args *a) {
       if (!a->eps_set) fa.eps = CLI_EPS_F64;
       if (!a->rtol_set) fa.rtol = CLI_RTOL_F64;
       if (wide_start(&w, &b, a)) {
-        Forward f = {wide_param, wide_loss, w.ex, w.prog, b.loss, &b, 0, {{0}}};
+        Forward f = {wide_param, copy_loss, w.ex, w.prog, b.loss, &b, 0, {{0}}};
         status = check_grads(&b, &fa, &f);
       }
       wide_free(&w);

@@ -2839,20 +2839,10 @@ void lower_export(Lowerer *L) {
 
 /* ---- --dtype f64 ----------------------------------------------------------- */
 
-static void promote_block_f64(Block *b) {
-  for (int i = 0; i < b->nvars; i++)
-    if (b->vars[i]->dtype == DT_F32) b->vars[i]->dtype = DT_F64;
-  for (int i = 0; i < b->nops; i++)
-    for (int a = 0; a < b->ops[i]->nattrs; a++) {
-      AttrValue *v = &b->ops[i]->attrs[a].v;
-      if (v->type == ATTR_DTYPE && v->u.i == DT_F32) v->u.i = DT_F64;
-    }
-}
-
 void lower_promote_f64(Lowerer *L) {
   Program *p = L->prog;
-  promote_block_f64(p->startup);
-  for (int i = 0; i < p->nblocks; i++) promote_block_f64(p->blocks[i]);
+  prog_promote_f64(p->startup);
+  for (int i = 0; i < p->nblocks; i++) prog_promote_f64(p->blocks[i]);
   reinfer_block(L, p->startup);
   reinfer_block(L, p->blocks[0]);
 }

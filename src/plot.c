@@ -180,10 +180,7 @@ typedef struct Line {
 
 static bool fail(Line *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(Line *L, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(L->err, sizeof L->err, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(L->err, sizeof L->err, fmt);
   return false;
 }
 

@@ -121,10 +121,7 @@ struct NetrunCtx {
 static int api_fail(NetrunCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int api_fail(NetrunCtx *c, const char *fmt, ...) {
   char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(msg, sizeof msg, fmt);
   c->failed = true;
   if (c->ic) reg_infer_fail(c->ic, "%s", msg);
   else if (c->ec) exec_ctx_fail(c->ec, "%s", msg);
@@ -449,10 +446,7 @@ static void record(bool reg, const char *msg) {
 static int init_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int init_error(const char *fmt, ...) {
   char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(msg, sizeof msg, fmt);
   record(false, msg);
   return -1;
 }

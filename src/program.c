@@ -182,6 +182,16 @@ VarDesc *prog_find_var(const Program *p, const Block *b, const char *name) {
 
 VarDesc *prog_var(const Program *p, const char *name) { return map_get(p, NULL, name); }
 
+void prog_promote_f64(Block *b) {
+  for (int i = 0; i < b->nvars; i++)
+    if (b->vars[i]->dtype == DT_F32) b->vars[i]->dtype = DT_F64;
+  for (int i = 0; i < b->nops; i++)
+    for (int a = 0; a < b->ops[i]->nattrs; a++) {
+      AttrValue *v = &b->ops[i]->attrs[a].v;
+      if (v->type == ATTR_DTYPE && v->u.i == DT_F32) v->u.i = DT_F64;
+    }
+}
+
 bool prog_name_used(const Program *p, const char *name) { return map_get(p, NULL, name) != NULL; }
 
 const char *prog_fresh(Program *p, const char *base) {

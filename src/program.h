@@ -204,6 +204,9 @@ VarDesc *prog_add_var(Program *p, Block *b, const char *name);
 VarDesc *prog_find_var(const Program *p, const Block *b, const char *name);
 /* Finds a variable anywhere in the program. */
 VarDesc *prog_var(const Program *p, const char *name);
+/* Every f32 variable and f32 dtype attribute of block b made f64 (--dtype
+ * f64, and gradcheck's f64 copy of a tape); shapes are not inferred again. */
+void prog_promote_f64(Block *b);
 bool prog_name_used(const Program *p, const char *name);
 /* A fresh name: `base` if unused, else "base.K" for the least unused K >= 1
  * (for a gradient name "x@GRAD", "x.K@GRAD"). */

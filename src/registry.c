@@ -383,10 +383,7 @@ void reg_infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *s
 bool reg_infer_fail(InferCtx *c, const char *fmt, ...) {
   c->failed = true;
   char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(msg, sizeof msg, fmt);
   if (c->quiet) {
     if (!c->error) c->error = arena_strdup(c->prog->arena, msg);
     return false;

@@ -804,10 +804,7 @@ static void log_line(Run *r, const char *fmt, ...) __attribute__((format(printf,
 static void log_line(Run *r, const char *fmt, ...) {
   if (!r->logging || r->log_failed) return;
   char line[2048], err[4200];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
+  DIAG_FORMAT(line, sizeof line, fmt);
   if (!file_log_line(&r->log, line, err, sizeof err)) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: %s", r->log.path, err);
     r->log_failed = true;

@@ -1517,11 +1517,7 @@ static int k_max_pool2d_pick(ExecCtx *c) {
 
 /* T(in, filter) -> out, of type fwd, with the grad op's attributes. */
 static void emit_bilinear(GradCtx *g, const char *fwd, const char *in, const char *filter, const char *out) {
-  OpDesc *op = bwd_emit(g, fwd);
-  bwd_emit_in(g, op, "Input", in);
-  bwd_emit_in(g, op, "Filter", filter);
-  bwd_emit_out(g, op, "Output", out);
-  bwd_emit_attrs(g, op);
+  bwd_emit_attrs(g, bwd_emit2(g, fwd, in, filter, out));
 }
 
 /* The grad op of type gtype on (in, filter, d), one output. */
@@ -1561,13 +1557,9 @@ static int g_conv2d_transpose_grad(GradCtx *g) { return bilinear_grad2(g, "conv2
 /* D's gradient from G = X@GRAD's: the op `type` on G, with the grad op's
  * attributes (and X, for max_pool2d_pick). */
 static int linear_grad2(GradCtx *g, const char *type, bool with_x) {
-  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *gx = bwd_op_out_grad(g, "X@GRAD", 0);
   if (!dd) return 0;
-  OpDesc *op = bwd_emit(g, type);
-  if (with_x) bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
-  bwd_emit_in(g, op, with_x ? "G" : "X", bwd_op_out_grad(g, "X@GRAD", 0));
-  bwd_emit_out(g, op, "Out", dd);
-  bwd_emit_attrs(g, op);
+  bwd_emit_attrs(g, with_x ? bwd_emit2(g, type, bwd_op_in(g, "X", 0), gx, dd) : bwd_emit1(g, type, gx, dd));
   return 0;
 }
 
@@ -1578,12 +1570,7 @@ static int g_upsample_nearest2d_grad(GradCtx *g) { return linear_grad2(g, "upsam
 /* max_pool2d_pick is linear in G: G gets max_pool2d_grad(X, Out@GRAD). */
 static int g_max_pool2d_pick(GradCtx *g) {
   const char *dg = bwd_op_in_grad(g, "G", 0);
-  if (!dg) return 0;
-  OpDesc *op = bwd_emit(g, "max_pool2d_grad");
-  bwd_emit_in(g, op, "X", bwd_op_in(g, "X", 0));
-  bwd_emit_in(g, op, "Out@GRAD", bwd_op_out_grad(g, "Out", 0));
-  bwd_emit_out(g, op, "X@GRAD", dg);
-  bwd_emit_attrs(g, op);
+  if (dg) bwd_emit_attrs(g, bwd_emit2(g, "max_pool2d_grad", bwd_op_in(g, "X", 0), bwd_op_out_grad(g, "Out", 0), dg));
   return 0;
 }
 

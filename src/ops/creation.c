@@ -468,10 +468,7 @@ static int g_cast(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
   if (!dx) return 0;
   const VarDesc *x = prog_var(bwd_prog(g), bwd_op_in(g, "X", 0));
-  OpDesc *op = bwd_emit(g, "cast");
-  bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", 0));
-  bwd_emit_out(g, op, "Out", dx);
-  bwd_emit_attr(g, op, "dtype", attr_dtype(x ? x->dtype : DT_F32));
+  bwd_emit_attr(g, bwd_emit1(g, "cast", bwd_op_out_grad(g, "Out", 0), dx), "dtype", attr_dtype(x ? x->dtype : DT_F32));
   return 0;
 }
 

@@ -391,10 +391,7 @@ static int g_sub(GradCtx *g) {
   if (dx) bwd_reduce_like(g, DOUT, OUT0, X0, dx);
   if (dy) {
     const char *t = bwd_target(g, OUT0, Y0, dy);
-    OpDesc *op = bwd_emit(g, "scale");
-    bwd_emit_in(g, op, "X", DOUT);
-    bwd_emit_out(g, op, "Out", t);
-    bwd_emit_attr(g, op, "scale", attr_float(-1));
+    bwd_emit_attr(g, bwd_emit1(g, "scale", DOUT, t), "scale", attr_float(-1));
     bwd_reduce_like(g, t, OUT0, Y0, dy);
   }
   return 0;
@@ -433,10 +430,7 @@ static int g_div(GradCtx *g) {
 
 /* out = scale(x, k) */
 static void emit_scale(GradCtx *g, const char *x, const char *out, AttrValue k) {
-  OpDesc *op = bwd_emit(g, "scale");
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
-  bwd_emit_attr(g, op, "scale", k);
+  bwd_emit_attr(g, bwd_emit1(g, "scale", x, out), "scale", k);
 }
 
 /* A unary op's gradient dX = dOut * f(...) built by `emit`. */
@@ -718,9 +712,7 @@ static int k_minimum_grad(ExecCtx *c) { return binary_grad_run(c, minimum_grad_l
 
 /* out = scale(x, k) + b */
 static void emit_affine(GradCtx *g, const char *x, const char *out, double k, double b) {
-  OpDesc *op = bwd_emit(g, "scale");
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
+  OpDesc *op = bwd_emit1(g, "scale", x, out);
   bwd_emit_attr(g, op, "scale", attr_float(k));
   bwd_emit_attr(g, op, "bias", attr_float(b));
 }
@@ -728,15 +720,7 @@ static void emit_affine(GradCtx *g, const char *x, const char *out, double k, do
 /* out = TYPE_grad(v, d), TYPE and the attributes being the grad op's own:
  * d's part of the gradient (the grad op is linear in d). */
 static void emit_unary_grad(GradCtx *g, const char *type, const char *v, const char *d, const char *out) {
-  const OpProto *p = reg_find_op(bwd_prog(g), type);
-  OpDesc *op = bwd_emit(g, type);
-  bwd_emit_in(g, op, p->in[0].name, v);
-  bwd_emit_in(g, op, "Out@GRAD", d);
-  bwd_emit_out(g, op, "X@GRAD", out);
-  for (int a = 0; a < p->nattrs; a++) {
-    const AttrValue *av = bwd_op_attr(g, p->attrs[a].name);
-    if (av) bwd_emit_attr(g, op, p->attrs[a].name, *av);
-  }
+  bwd_emit_attrs(g, bwd_emit2(g, type, v, d, out));
 }
 
 /* The maker of unary grad op NAME_grad: d's gradient as the op itself;
@@ -810,10 +794,7 @@ UNARY_GRAD2(elu, "X", {
 
 /* out = cast(x) to f32 */
 static void emit_cast_f32(GradCtx *g, const char *x, const char *out) {
-  OpDesc *op = bwd_emit(g, "cast");
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
-  bwd_emit_attr(g, op, "dtype", attr_dtype(DT_F32));
+  bwd_emit_attr(g, bwd_emit1(g, "cast", x, out), "dtype", attr_dtype(DT_F32));
 }
 
 /* maximum_grad and minimum_grad are linear in d = Out@GRAD and piecewise

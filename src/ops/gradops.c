@@ -108,11 +108,7 @@ static int g_sum_like(GradCtx *g) {
 
 static int g_reshape_like(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = bwd_emit(g, "reshape_like");
-  bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", 0));
-  bwd_emit_in(g, op, "Like", bwd_op_in(g, "X", 0));
-  bwd_emit_out(g, op, "Out", dx);
+  if (dx) bwd_emit2(g, "reshape_like", bwd_op_out_grad(g, "Out", 0), bwd_op_in(g, "X", 0), dx);
   return 0;
 }
 

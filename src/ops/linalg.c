@@ -239,10 +239,7 @@ static int k_matmul(ExecCtx *c) {
  * [B*T, K] and [B*T, N], not B products summed afterwards. */
 
 static const char *mm_emit(GradCtx *g, const char *a, const char *b, bool ta, bool tb, const char *out) {
-  OpDesc *op = bwd_emit(g, "matmul");
-  bwd_emit_in(g, op, "X", a);
-  bwd_emit_in(g, op, "Y", b);
-  bwd_emit_out(g, op, "Out", out);
+  OpDesc *op = bwd_emit2(g, "matmul", a, b, out);
   bwd_emit_attr(g, op, "transpose_x", attr_bool(ta));
   bwd_emit_attr(g, op, "transpose_y", attr_bool(tb));
   return out;
@@ -252,10 +249,7 @@ static const char *mm_emit(GradCtx *g, const char *a, const char *b, bool ta, bo
 static const char *axes_emit(GradCtx *g, const char *type, const char *x, int64_t a0, int64_t a1, int n,
                              const char *out) {
   int64_t axes[2] = {a0, a1};
-  OpDesc *op = bwd_emit(g, type);
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
-  bwd_emit_attr(g, op, "axes", attr_ints(bwd_prog(g), axes, n));
+  bwd_emit_attr(g, bwd_emit1(g, type, x, out), "axes", attr_ints(bwd_prog(g), axes, n));
   return out;
 }
 
@@ -263,10 +257,7 @@ static const char *axes_emit(GradCtx *g, const char *type, const char *x, int64_
 static const char *rows_emit(GradCtx *g, const char *x, int64_t d) {
   int64_t shape[2] = {-1, d};
   const char *out = bwd_temp(g);
-  OpDesc *op = bwd_emit(g, "reshape");
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
-  bwd_emit_attr(g, op, "shape", attr_ints(bwd_prog(g), shape, 2));
+  bwd_emit_attr(g, bwd_emit1(g, "reshape", x, out), "shape", attr_ints(bwd_prog(g), shape, 2));
   return out;
 }
 
@@ -291,11 +282,7 @@ static const char *mm_target(GradCtx *g, bool vec, bool same, const char *dst) {
 static void mm_finish(GradCtx *g, const char *full, bool vec, int64_t vaxis, bool same, const char *like,
                       const char *dst) {
   if (vec) full = axes_emit(g, "squeeze", full, vaxis, 0, 1, same ? dst : bwd_temp(g));
-  if (same) return;
-  OpDesc *op = bwd_emit(g, "sum_like");
-  bwd_emit_in(g, op, "X", full);
-  bwd_emit_in(g, op, "Like", like);
-  bwd_emit_out(g, op, "Out", dst);
+  if (!same) bwd_emit2(g, "sum_like", full, like, dst);
 }
 
 static int g_matmul(GradCtx *g) {

@@ -389,24 +389,38 @@ static int softmax_run(ExecCtx *c, bool log_out) {
 static int k_softmax(ExecCtx *c) { return softmax_run(c, false); }
 static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
 
-/* The loop of k_softmax_ce for element type T. */
-#define SOFTMAX_CE_LOOPS(NAME, T, EXPF)                                                        \
-static int NAME(ExecCtx *c, const T *x, const Tensor *lb, T *y, int64_t rows, int64_t ncls) {  \
-  const int64_t *label = tensor_i64(lb);                                                       \
-  int rc = 0;                                                                                  \
-  for (int64_t r = 0; r < rows; r++) {                                                         \
-    int64_t l = label[r];                                                                      \
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                      \
-    const T *row = x + r * ncls;                                                               \
-    /* (max - x[l]) first: both are large for large logits, their difference is not */         \
-    T m = row[0];                                                                              \
-    for (int64_t j = 1; j < ncls; j++)                                                         \
-      if (row[j] > m) m = row[j];                                                              \
-    double s = 0;                                                                              \
-    for (int64_t j = 0; j < ncls; j++) s += (double)EXPF(row[j] - m);                          \
-    y[r] = (T)((double)(m - row[l]) + log(s));                                                 \
-  }                                                                                            \
-  return rc;                                                                                   \
+/* softmax_cross_entropy and its grad per row of x, for element type T: with
+ * m the row's maximum and s the sum of exp(x - m) in double, the loss
+ * y[r] = m - x[l] + log(s) (d NULL), or the gradient d's row =
+ * (exp(x - m) / s - onehot(l)) * gl[r], the softmax recomputed stably
+ * into it (y NULL). */
+#define SOFTMAX_CE_LOOPS(NAME, T, EXPF)                                                                           \
+static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t ncls, T *y, const T *gl, T *d) {  \
+  const int64_t *label = tensor_i64(lb);                                                                          \
+  int rc = 0;                                                                                                     \
+  for (int64_t r = 0; r < rows; r++) {                                                                            \
+    int64_t l = label[r];                                                                                         \
+    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                         \
+    const T *row = x + r * ncls;                                                                                  \
+    T *drow = d ? d + r * ncls : NULL;                                                                            \
+    T m = row[0];                                                                                                 \
+    for (int64_t j = 1; j < ncls; j++)                                                                            \
+      if (row[j] > m) m = row[j];                                                                                 \
+    double s = 0;                                                                                                 \
+    for (int64_t j = 0; j < ncls; j++) {                                                                          \
+      T e = EXPF(row[j] - m);                                                                                     \
+      if (drow) drow[j] = e;                                                                                      \
+      s += (double)e;                                                                                             \
+    }                                                                                                             \
+    if (!drow) {   /* (max - x[l]) first: both are large for large logits, their difference is not */             \
+      y[r] = (T)((double)(m - row[l]) + log(s));                                                                  \
+      continue;                                                                                                   \
+    }                                                                                                             \
+    T k = (T)((double)gl[r] / s);                                                                                 \
+    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;                                                              \
+    drow[l] -= gl[r];                                                                                             \
+  }                                                                                                               \
+  return rc;                                                                                                      \
 }
 SOFTMAX_CE_LOOPS(softmax_ce_f32, float, expf)
 SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
@@ -415,8 +429,8 @@ SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
 static int k_softmax_ce(ExecCtx *c) {
   Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *loss = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
-  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, tensor_f64(loss), rows, ncls)
-                               : softmax_ce_f32(c, tensor_f32(lg), lb, tensor_f32(loss), rows, ncls);
+  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, tensor_f64(loss), NULL, NULL)
+                               : softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, tensor_f32(loss), NULL, NULL);
   tensor_unref(lg);
   return rc;
 }
@@ -904,35 +918,7 @@ static int softmax_grad_run(ExecCtx *c, bool log_out) {
 static int k_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, false); }
 static int k_log_softmax_grad(ExecCtx *c) { return softmax_grad_run(c, true); }
 
-/* Logits@GRAD[r] = (softmax(Logits[r]) - onehot(Label[r])) * Loss@GRAD[r]:
- * the softmax is recomputed stably into the output row, then scaled. */
-/* The loop of k_softmax_ce_grad for element type T. */
-#define SOFTMAX_CE_GRAD_LOOPS(NAME, T, EXPF)                                                                \
-static int NAME(ExecCtx *c, const T *x, const T *gl, const Tensor *lb, T *d, int64_t rows, int64_t ncls) {  \
-  const int64_t *label = tensor_i64(lb);                                                                    \
-  int rc = 0;                                                                                               \
-  for (int64_t r = 0; r < rows; r++) {                                                                      \
-    int64_t l = label[r];                                                                                   \
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                   \
-    const T *row = x + r * ncls;                                                                            \
-    T *drow = d + r * ncls;                                                                                 \
-    T m = row[0];                                                                                           \
-    for (int64_t j = 1; j < ncls; j++)                                                                      \
-      if (row[j] > m) m = row[j];                                                                           \
-    double s = 0;                                                                                           \
-    for (int64_t j = 0; j < ncls; j++) {                                                                    \
-      drow[j] = EXPF(row[j] - m);                                                                           \
-      s += (double)drow[j];                                                                                 \
-    }                                                                                                       \
-    T k = (T)((double)gl[r] / s);                                                                           \
-    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;                                                        \
-    drow[l] -= gl[r];                                                                                       \
-  }                                                                                                         \
-  return rc;                                                                                                \
-}
-SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f32, float, expf)
-SOFTMAX_CE_GRAD_LOOPS(softmax_ce_grad_f64, double, exp)
-
+/* Logits@GRAD[r] = (softmax(Logits[r]) - onehot(Label[r])) * Loss@GRAD[r]. */
 static int k_softmax_ce_grad(ExecCtx *c) {
   Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *dl = exec_ctx_in(c, 2), *dx = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
@@ -946,9 +932,9 @@ static int k_softmax_ce_grad(ExecCtx *c) {
     return exec_ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
   if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
-    rc = softmax_ce_grad_f64(c, tensor_f64(lg), tensor_f64(dl), lb, tensor_f64(dx), rows, ncls);
+    rc = softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, NULL, tensor_f64(dl), tensor_f64(dx));
   else
-    rc = softmax_ce_grad_f32(c, tensor_f32(lg), tensor_f32(dl), lb, tensor_f32(dx), rows, ncls);
+    rc = softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, NULL, tensor_f32(dl), tensor_f32(dx));
   tensor_unref(lg);
   return rc;
 }
@@ -1059,32 +1045,26 @@ F32_F64(layer_norm_grad, LAYER_NORM_GRAD, exec_ctx_in(c, 0))
 
 /* W@GRAD = zeros([V, D]) with each row of Out@GRAD added at its id:
  * repeated ids accumulate. */
-static int k_embedding_grad(ExecCtx *c) {
-  Tensor *ids = exec_ctx_in(c, 0), *w = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dw = exec_ctx_out(c, 0);
-  if (!dw) return 0;
-  int64_t v = w->shape[0], d = w->shape[1];
-  if (dout->numel != ids->numel * d) return exec_ctx_fail(c, "Out@GRAD does not fit Ids and W");
-  if (dw->dtype == DT_F64 && dout->dtype == DT_F64) {   /* the same sums in double */
-    const int64_t *ix = tensor_i64(ids);
-    memset(dw->data, 0, sizeof(double) * (size_t)dw->numel);
-    for (int64_t i = 0; i < ids->numel; i++) {
-      if (ix[i] < 0 || ix[i] >= v) return index_fail(c, "Ids", ids, i, ix[i], "W", v, "rows");
-      for (int64_t j = 0; j < d; j++) tensor_f64(dw)[ix[i] * d + j] += tensor_f64(dout)[i * d + j];
-    }
-    return 0;
-  }
-  float *o = tensor_f32(dw);
-  const float *gv = tensor_f32(dout);
-  const int64_t *iv = tensor_i64(ids);
-  memset(o, 0, sizeof *o * (size_t)dw->numel);
-  for (int64_t i = 0; i < ids->numel; i++) {
-    if (iv[i] < 0 || iv[i] >= v) return index_fail(c, "Ids", ids, i, iv[i], "W", v, "rows");
-    float *row = o + iv[i] * d;
-    const float *src = gv + i * d;
-    for (int64_t j = 0; j < d; j++) row[j] += src[j];
-  }
-  return 0;
+/* embedding_grad for element type T (suffix S: see F32_F64). */
+#define EMBEDDING_GRAD(NAME, T, S)                                                                               \
+static int NAME(ExecCtx *c) {                                                                                    \
+  Tensor *ids = exec_ctx_in(c, 0), *w = exec_ctx_in(c, 1), *dout = exec_ctx_in(c, 2), *dw = exec_ctx_out(c, 0);  \
+  if (!dw) return 0;                                                                                             \
+  int64_t v = w->shape[0], d = w->shape[1];                                                                      \
+  if (dout->numel != ids->numel * d) return exec_ctx_fail(c, "Out@GRAD does not fit Ids and W");                 \
+  const int64_t *iv = tensor_i64(ids);                                                                           \
+  T *o = tensor_##S(dw);                                                                                         \
+  const T *gv = tensor_##S(dout);                                                                                \
+  memset(o, 0, sizeof *o * (size_t)dw->numel);                                                                   \
+  for (int64_t i = 0; i < ids->numel; i++) {                                                                     \
+    if (iv[i] < 0 || iv[i] >= v) return index_fail(c, "Ids", ids, i, iv[i], "W", v, "rows");                     \
+    T *row = o + iv[i] * d;                                                                                      \
+    const T *src = gv + i * d;                                                                                   \
+    for (int64_t j = 0; j < d; j++) row[j] += src[j];                                                            \
+  }                                                                                                              \
+  return 0;                                                                                                      \
 }
+F32_F64(embedding_grad, EMBEDDING_GRAD, exec_ctx_in(c, 2))
 
 /* ---- the table --------------------------------------------------------------- */
 
@@ -1201,11 +1181,7 @@ static int g_softmax_cross_entropy_grad(GradCtx *g) {
 
 static int g_embedding_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (!dd) return 0;
-  OpDesc *op = bwd_emit(g, "embedding");
-  bwd_emit_in(g, op, "Ids", bwd_op_in(g, "Ids", 0));
-  bwd_emit_in(g, op, "W", GG2("W@GRAD"));
-  bwd_emit_out(g, op, "Out", dd);
+  if (dd) bwd_emit2(g, "embedding", bwd_op_in(g, "Ids", 0), GG2("W@GRAD"), dd);
   return 0;
 }
 

@@ -844,11 +844,7 @@ static int k_one_hot(ExecCtx *c) {
 /* reshape, flatten, squeeze, unsqueeze: dX = dOut viewed in X's shape. */
 static int g_view(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
-  OpDesc *op = bwd_emit(g, "reshape_like");
-  bwd_emit_in(g, op, "X", DOUT);
-  bwd_emit_in(g, op, "Like", X0);
-  bwd_emit_out(g, op, "Out", dx);
+  if (dx) bwd_emit2(g, "reshape_like", DOUT, X0, dx);
   return 0;
 }
 
@@ -859,10 +855,7 @@ static int g_transpose(GradCtx *g) {
   const AttrValue *perm = bwd_op_attr(g, "perm");
   int64_t inv[SHAPE_MAX_RANK];
   for (int i = 0; i < perm->n; i++) inv[perm->u.ints[i]] = i;
-  OpDesc *op = bwd_emit(g, "transpose");
-  bwd_emit_in(g, op, "X", DOUT);
-  bwd_emit_out(g, op, "Out", dx);
-  bwd_emit_attr(g, op, "perm", attr_ints(bwd_prog(g), inv, perm->n));
+  bwd_emit_attr(g, bwd_emit1(g, "transpose", DOUT, dx), "perm", attr_ints(bwd_prog(g), inv, perm->n));
   return 0;
 }
 
@@ -987,9 +980,7 @@ static int k_gather_grad(ExecCtx *c) {
 
 /* out = TYPE(X=x [, Index]) with the grad op's attributes. */
 static OpDesc *emit_fwd(GradCtx *g, const char *type, const char *x, const char *out) {
-  OpDesc *op = bwd_emit(g, type);
-  bwd_emit_in(g, op, "X", x);
-  bwd_emit_out(g, op, "Out", out);
+  OpDesc *op = bwd_emit1(g, type, x, out);
   bwd_emit_attrs(g, op);
   return op;
 }
