@@ -8,6 +8,7 @@
 #include "trainer.h"
 #include "rewrite.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
@@ -100,6 +101,10 @@ static const Option cli_options[] = {
 };
 
 void cli_option_init(OptionParser *p, int argc, char **argv, unsigned accepts, const char *prefix) {
+  /* No verb takes two rows of one name: the second would never be seen. */
+  for (const Option *o = cli_options; o->name; o++)
+    for (const Option *q = o + 1; q->name; q++)
+      assert(!(o->groups & q->groups & accepts) || strcmp(o->name, q->name) != 0);
   option_init_groups(p, argc, argv, cli_options, accepts, prefix);
 }
 
