@@ -9,6 +9,7 @@
 #ifndef NETRUN_FUZZ_H
 #define NETRUN_FUZZ_H
 
+#include "data.h"
 #include "lower.h"
 #include "registry.h"
 #include "train.h"
@@ -38,6 +39,61 @@ static inline FILE *fuzz_null(void) {
   static FILE *f;
   if (!f) f = fopen("/dev/null", "w");
   return f;
+}
+
+/* The readers' harnesses limit tensors to 64 MB; this is their
+ * LLVMFuzzerInitialize. */
+#define FUZZ_INIT_TENSOR_LIMIT                              \
+  int LLVMFuzzerInitialize(int *argc, char ***argv) {       \
+    (void)argc, (void)argv;                                 \
+    tensor_set_memory_limit((int64_t)64 << 20);             \
+    return 0;                                               \
+  }
+
+/* A Diag that prints nothing, over an arena of its own. */
+typedef struct FuzzDiag {
+  Arena arena;
+  Diag d;
+} FuzzDiag;
+
+static inline Diag *fuzz_diag(FuzzDiag *f) {
+  arena_init(&f->arena);
+  diag_init(&f->d, &f->arena);
+  f->d.out = fuzz_null();
+  return &f->d;
+}
+
+static inline void fuzz_diag_free(FuzzDiag *f) { arena_free(&f->arena); }
+
+/* A harness that reads the bytes as a file: READ(d, path, data, size)
+ * reads the file at path (holding data), reporting to the quiet Diag d. */
+#define FUZZ_FILE_HARNESS(READ)                                         \
+  FUZZ_INIT_TENSOR_LIMIT                                                \
+  int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {        \
+    if (size > FUZZ_MAX_INPUT) return 0;                                \
+    FuzzDiag q;                                                         \
+    Diag *d = fuzz_diag(&q);                                            \
+    char path[64];                                                      \
+    int fd = fuzz_file(data, size, path, sizeof path);                  \
+    if (fd >= 0) {                                                      \
+      READ(d, path, data, size);                                        \
+      close(fd);                                                        \
+    }                                                                   \
+    fuzz_diag_free(&q);                                                 \
+    return 0;                                                           \
+  }
+
+/* One epoch of ds in batches of size (the last one dropped, and the
+ * examples shuffled with seed 1, when asked), each gathered. */
+static inline void fuzz_epoch(const Dataset *ds, int64_t size, bool drop_last, bool shuffle) {
+  Batcher b;
+  data_batcher_init(&b, ds, size, drop_last);
+  Rng rng;
+  rng_seed(&rng, 1);
+  data_epoch(&b, shuffle ? &rng : NULL);
+  Batch bt;
+  while (data_next(&b, &bt)) data_batch_release(&bt);
+  data_batcher_free(&b);
 }
 
 /* A script lowered from the fuzzer's bytes, in one arena. */

@@ -10,11 +10,7 @@
 
 #include <zlib.h>
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc, (void)argv;
-  tensor_set_memory_limit((int64_t)64 << 20);
-  return 0;
-}
+FUZZ_INIT_TENSOR_LIMIT
 
 static void le(unsigned char *p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));

@@ -11,36 +11,20 @@
 #include "image.h"
 #include "tensor.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc, (void)argv;
-  tensor_set_memory_limit((int64_t)64 << 20);
-  return 0;
+static void read_image(Diag *d, const char *path, const uint8_t *data, size_t size) {
+  (void)data;   /* read through path */
+  ImageShape s;
+  if (image_probe(d, path, &s)) {
+    /* the image as it is, and resized to another size and channel count */
+    ImageShape want[2] = {s, {s.channels == 1 ? 3 : 1, 1 + (int64_t)(size % 7), 1 + (int64_t)(size % 5)}};
+    for (int i = 0; i < 2; i++) {
+      int64_t bytes = (int64_t)want[i].channels * want[i].height * want[i].width;
+      if (bytes > (16 << 20)) continue;
+      uint8_t *dst = mem_alloc(NULL, (size_t)bytes);
+      image_read(d, path, want[i], dst);
+      mem_free(dst);
+    }
+  }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size > FUZZ_MAX_INPUT) return 0;
-  Arena arena;
-  arena_init(&arena);
-  Diag d;
-  diag_init(&d, &arena);
-  d.out = fuzz_null();
-  char path[64];
-  int fd = fuzz_file(data, size, path, sizeof path);
-  if (fd >= 0) {
-    ImageShape s;
-    if (image_probe(&d, path, &s)) {
-      /* the image as it is, and resized to another size and channel count */
-      ImageShape want[2] = {s, {s.channels == 1 ? 3 : 1, 1 + (int64_t)(size % 7), 1 + (int64_t)(size % 5)}};
-      for (int i = 0; i < 2; i++) {
-        int64_t bytes = (int64_t)want[i].channels * want[i].height * want[i].width;
-        if (bytes > (16 << 20)) continue;
-        uint8_t *dst = mem_alloc(NULL, (size_t)bytes);
-        image_read(&d, path, want[i], dst);
-        mem_free(dst);
-      }
-    }
-    close(fd);
-  }
-  arena_free(&arena);
-  return 0;
-}
+FUZZ_FILE_HARNESS(read_image)

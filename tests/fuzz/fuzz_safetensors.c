@@ -10,11 +10,7 @@
 #include "safetensors.h"
 #include "weights.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc, (void)argv;
-  tensor_set_memory_limit((int64_t)64 << 20);
-  return 0;
-}
+FUZZ_INIT_TENSOR_LIMIT
 
 static void read_file(Diag *d, const uint8_t *data, size_t size) {
   char path[64];
@@ -27,12 +23,9 @@ static void read_file(Diag *d, const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > FUZZ_MAX_INPUT) return 0;
-  Arena arena;
-  arena_init(&arena);
-  Diag d;
-  diag_init(&d, &arena);
-  d.out = fuzz_null();
-  read_file(&d, data, size);
+  FuzzDiag q;
+  Diag *d = fuzz_diag(&q);
+  read_file(d, data, size);
   if (size > 8) {
     size_t end = size;
     while (end > 8 && data[end - 1] != '}') end--;
@@ -40,13 +33,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(b, data, size);
     uint64_t n = end > 8 ? end - 8 : size - 8;
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)(n >> (8 * i));
-    read_file(&d, b, size);
+    read_file(d, b, size);
     mem_free(b);
   }
   StHeader h;
   char why[512];
   st_parse_header((const char *)data, size, size / 2, &h, why, sizeof why);
   st_header_free(&h);
-  arena_free(&arena);
+  fuzz_diag_free(&q);
   return 0;
 }
