@@ -1091,8 +1091,12 @@ const VarDesc *bwd_loss_var(Program *p, const char *loss) {
   const char *lv = prog_export(p, loss);
   const VarDesc *lvar = prog_var(p, lv ? lv : loss);
   if (!lvar || lvar->block != 0) {
-    diag_error(p->diag, SPAN_NONE, "the script has no value named '%s' to use as the loss%s", loss,
-               strcmp(loss, "loss") == 0 ? " (name it with --loss NAME)" : "");
+    const char *near = prog_nearest_name(p, loss);
+    if (near)
+      diag_error(p->diag, SPAN_NONE, "the script has no value named '%s' to use as the loss%s%s%s", loss, DIAG_MEAN(near));
+    else
+      diag_error(p->diag, SPAN_NONE, "the script has no value named '%s' to use as the loss%s", loss,
+                 strcmp(loss, "loss") == 0 ? " (name it with --loss NAME)" : "");
     return NULL;
   }
   char buf[128];
@@ -1112,7 +1116,8 @@ const VarDesc *bwd_wrt_var(Program *p, const char *name) {
   }
   const VarDesc *d = prog_named_var(p, name);
   if (!d) {
-    diag_error(p->diag, SPAN_NONE, "--wrt %s: the script has no value named '%s'", name, name);
+    const char *near = prog_nearest_name(p, name);
+    diag_error(p->diag, SPAN_NONE, "--wrt %s: the script has no value named '%s'%s%s%s", name, name, DIAG_MEAN(near));
     return NULL;
   }
   if (!dtype_is_float(d->dtype)) {

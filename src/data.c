@@ -688,8 +688,7 @@ static bool csv_pick_label(CsvLoad *L, Span row, int64_t n) {
     return false;
   }
   const char *near = diag_nearest(L->label, (const char *const *)names, (int)n);
-  diag_error(d, L->scan.header, "no column named '%s'%s%s%s", L->label, near ? " (did you mean '" : "",
-             near ? near : "", near ? "'?)" : "");
+  diag_error(d, L->scan.header, "no column named '%s'%s%s%s", L->label, DIAG_MEAN(near));
   return false;
 }
 
@@ -714,7 +713,7 @@ static bool csv_find(CsvLoad *L, const char *key, const char *name, int64_t *at)
     if (strcmp(names[i], name) == 0) return *at = i, true;
   const char *near = diag_nearest(name, (const char *const *)names, (int)n);
   diag_error(L->d, L->scan.header, "%s names '%s', which is not a column%s%s%s", key, name,
-             near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+             DIAG_MEAN(near));
   return false;
 }
 

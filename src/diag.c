@@ -210,6 +210,8 @@ const char *diag_nearest(const char *name, const char *const *cands, int n) {
       best = cands[i];
     }
   }
+  /* One that keeps nothing of the name ('w' for 'q') is no hint. */
+  if (best && (size_t)bestd >= (strlen(name) > strlen(best) ? strlen(name) : strlen(best))) return NULL;
   return bestd <= limit ? best : NULL;
 }
 

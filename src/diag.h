@@ -126,8 +126,12 @@ static inline Span span_join(Span a, Span b) {
 }
 
 /* The nearest of `n` candidate names to `name` by edit distance, or NULL if
- * none is close enough to be a likely typo. */
+ * none is close enough to be a likely typo (one that shares no letter in
+ * place, as 'w' for 'q', is not). */
 const char *diag_nearest(const char *name, const char *const *cands, int n);
+/* The three strings of " (did you mean 'NEAR'?)", for a "%s%s%s" in a
+ * message; three empty ones when near is NULL. */
+#define DIAG_MEAN(near) (near) ? " (did you mean '" : "", (near) ? (near) : "", (near) ? "'?)" : ""
 
 /* Prints s in double quotes, with '"', '\\', newline and tab escaped (\n,
  * \t) and the other control characters as the style says: \xNN as a

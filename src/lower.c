@@ -2427,8 +2427,7 @@ static void lower_config(Lowerer *L, const AstNode *n) {
   static const char *const blocks[] = {"train"};
   if (strcmp(n->name, "train") != 0) {
     const char *near = diag_nearest(n->name, blocks, 1);
-    diag_error(L->diag, n->opspan, "unknown configuration block '%s'%s%s%s", n->name, near ? " (did you mean '" : "",
-               near ? near : "", near ? "'?)" : "");
+    diag_error(L->diag, n->opspan, "unknown configuration block '%s'%s%s%s", n->name, DIAG_MEAN(near));
     return;
   }
   for (int i = 0; i < n->a->list.n; i++) {

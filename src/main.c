@@ -581,8 +581,7 @@ static int dispatch(int argc, char **argv) {
       const char *names[sizeof verbs / sizeof *verbs];
       for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) names[i] = verbs[i].name;
       const char *near = diag_nearest(argv[1], names, (int)(sizeof verbs / sizeof *verbs));
-      fprintf(stderr, "netrun: unknown verb '%s'%s%s%s\nverbs:", argv[1], near ? " (did you mean '" : "",
-              near ? near : "", near ? "'?)" : "");
+      fprintf(stderr, "netrun: unknown verb '%s'%s%s%s\nverbs:", argv[1], DIAG_MEAN(near));
       for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) fprintf(stderr, " %s", verbs[i].name);
       fputc('\n', stderr);
       status = EXIT_USAGE;

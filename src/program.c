@@ -239,6 +239,14 @@ const VarDesc *prog_named_var(const Program *p, const char *name) {
   return v && v->block == 0 ? v : NULL;
 }
 
+const char *prog_nearest_name(const Program *p, const char *name) {
+  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(p->nexports + 1));
+  for (int i = 0; i < p->nexports; i++) names[i] = p->exports[i].name;
+  const char *near = diag_nearest(name, names, p->nexports);
+  mem_free(names);
+  return near;
+}
+
 const char *prog_user_name(const Program *p, const char *var) {
   const VarDesc *v = prog_var(p, var);
   return v && v->user_name ? v->user_name : var;

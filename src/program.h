@@ -221,6 +221,9 @@ const char *prog_export(const Program *p, const char *name);  /* var or NULL */
  * value last bound to the name, or the variable of that name.  NULL if
  * none. */
 const VarDesc *prog_named_var(const Program *p, const char *name);
+/* The script's name nearest to `name` (a misspelling of it), for "did you
+ * mean"; NULL if none is near. */
+const char *prog_nearest_name(const Program *p, const char *name);
 /* The name a user knows a variable by (h for h.2), or the variable's. */
 const char *prog_user_name(const Program *p, const char *var);
 void prog_set_export(Program *p, const char *name, const char *var);

@@ -124,7 +124,8 @@ static bool find_logits(Model *m, const TrainConfig *c, const char *output) {
   const char *var = prog_export(m->ld.prog, name);
   m->logits = var ? var : name;
   if (!prog_var(m->ld.prog, m->logits)) {
-    diag_error(&m->ld.diag, SPAN_NONE, "the script has no value named '%s'", name);
+    const char *near = prog_nearest_name(m->ld.prog, name);
+    diag_error(&m->ld.diag, SPAN_NONE, "the script has no value named '%s'%s%s%s", name, DIAG_MEAN(near));
     return false;
   }
   return true;

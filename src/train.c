@@ -171,8 +171,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
       if (strcmp(keys[j].key, s->key) == 0) k = (int)j;
     if (k < 0) {
       const char *near = diag_nearest(s->key, names, (int)(sizeof keys / sizeof *keys));
-      diag_error(d, s->span, "unknown train setting '%s'%s%s%s", s->key, near ? " (did you mean '" : "",
-                 near ? near : "", near ? "'?)" : "");
+      diag_error(d, s->span, "unknown train setting '%s'%s%s%s", s->key, DIAG_MEAN(near));
       continue;
     }
     if (!fits(s, keys[k].kind)) {

@@ -1061,7 +1061,9 @@ static bool setup(Run *r, TrainArgs *t, bool training) {
   const char *lv = prog_export(r->p, r->c.loss);
   r->loss_var = lv ? lv : r->c.loss;
   if (!t->predicting && !prog_var(r->p, r->loss_var)) {
-    diag_error(&r->ld.diag, SPAN_NONE, "the script has no value named '%s' to use as the loss", r->c.loss);
+    const char *near = prog_nearest_name(r->p, r->c.loss);
+    diag_error(&r->ld.diag, SPAN_NONE, "the script has no value named '%s' to use as the loss%s%s%s", r->c.loss,
+               DIAG_MEAN(near));
     return false;
   }
   if (r->c.metric) {
@@ -1662,7 +1664,8 @@ static bool predict_vars(Run *r, const char **vars, const char **names, int *n) 
       return false;
     }
     if (!prog_var(r->p, vars[k])) {
-      diag_error(&r->ld.diag, SPAN_NONE, "the script has no value named '%s'", name);
+      const char *near = prog_nearest_name(r->p, name);
+      diag_error(&r->ld.diag, SPAN_NONE, "the script has no value named '%s'%s%s%s", name, DIAG_MEAN(near));
       return false;
     }
   }

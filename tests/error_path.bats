@@ -42,3 +42,37 @@ setup() {
   [ "${lines[0]}" = "sub/s.net:1:1: error: cannot load plugin 'sub/../x.so': it lies outside the script's folder sub (links followed); --allow-load=DIR allows another folder" ]
   [ "${#lines[@]}" -eq 3 ]
 }
+
+# A name given on the command line that the script does not have: the
+# error suggests the nearest of the script's names, as a script's own
+# unknown names do (--loss, --wrt, predict's and sample's --output, the
+# train block's loss).
+@test "an unknown name on the command line suggests the script's nearest one" {
+  cat > m.net <<'NET'
+input x : f32[B, 2] = [[1.0, 2.0]]
+input y : i64[B] = [1]
+param weights : [2, 3] = uniform(-1, 1)
+logits = x @ weights
+loss = mean(logits)
+NET
+  run "$NETRUN" grad --loss los m.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: the script has no value named 'los' to use as the loss (did you mean 'loss'?)" ]
+  run "$NETRUN" grad --wrt weight m.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: --wrt weight: the script has no value named 'weight' (did you mean 'weights'?)" ]
+  run "$NETRUN" predict --output logit m.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: the script has no value named 'logit' (did you mean 'logits'?)" ]
+  run "$NETRUN" sample --output logit "$BATS_TEST_DIRNAME/text/abc_lm.net"
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: the script has no value named 'logit' (did you mean 'logits'?)" ]
+  # nothing near: the message alone
+  run "$NETRUN" predict --output zzzzzz m.net
+  [ "$output" = "netrun: error: the script has no value named 'zzzzzz'" ]
+  printf 'train {\n  data = "d.csv"\n  loss = los\n}\n' >> m.net
+  printf 'x0,x1,y\n1,2,1\n' > d.csv
+  run "$NETRUN" train m.net
+  [ "$status" -eq 1 ]
+  [[ "${lines[0]}" == *"the script has no value named 'los' to use as the loss (did you mean 'loss'?)"* ]]
+}

@@ -129,7 +129,7 @@ x = x + nosuch
 <stdin>:4:13: error: unknown name 'nosuch'
 a = 10; b = nosuch
             ^~~~~~
-<stdin>:5:1: error: unknown name 'a' (did you mean 'x'?)
+<stdin>:5:1: error: unknown name 'a'
 a
 ^
 <stdin>:6:31: error: unknown name 'nosuch'
@@ -160,7 +160,7 @@ IN
   [ "$stderr" = "<stdin>:3:12: error: while: the loop ran 5 turns without ending (the limit is --max-steps=5)
 h = W * 2; while true { i = i + 1 }
            ^~~~~
-<stdin>:5:1: error: unknown name 'h' (did you mean 'W'?)
+<stdin>:5:1: error: unknown name 'h'
 h
 ^" ]
   [ "$output" = "0
@@ -668,7 +668,7 @@ IN
   [ "$stderr" = "bad.net:2:5: error: unknown name 'nosuch'
 b = nosuch
     ^~~~~~
-<stdin>:4:1: error: unknown name 'a' (did you mean 'W'?)
+<stdin>:4:1: error: unknown name 'a'
 a
 ^
 lib.net:1:1: error: 'W' is already declared
