@@ -22,7 +22,7 @@ endif
 OPT     ?= -O3 -g -fno-math-errno
 
 # OpenBLAS's OpenMP build (Debian's libopenblas0-openmp), linked by its path
-# and found there at run time: its GEMMs and netrun's own loops (src/par.h)
+# and found there at run time: its GEMMs and netrun's own loops (src/exec/par.h)
 # then share one team of threads, so neither's threads spin while the
 # other's work waits.  Without it (or with OMP=0) netrun's loops run on one
 # thread and the default OpenBLAS is linked.
@@ -43,12 +43,12 @@ LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -lm -ldl
 # Debian packages: build, run, and test dependencies.  python3-numpy is for
 # the tests only (tests/formats.bats reads exported weights with NumPy);
 # netrun itself reads and writes .npy/.npz without it.  libpng-dev and
-# libjpeg62-turbo-dev decode image folders (src/image.c).
+# libjpeg62-turbo-dev decode image folders (src/io/image.c).
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
            libopenmpi-dev openmpi-bin wamerican
 
-SRC     = $(wildcard src/*.c src/ops/*.c)
+SRC     = $(wildcard src/*/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
 DEP     = $(OBJ:.o=.d)
 
@@ -96,7 +96,7 @@ $(BUILD)/parser.o: $(BUILD)/parser.c $(BUILD)/lexer.h
 	$(CC) $(GEN_CFLAGS) -MMD -MP -c -o $@ $<
 $(BUILD)/lexer.o: $(BUILD)/lexer.c
 	$(CC) $(GEN_CFLAGS) -MMD -MP -c -o $@ $<
-$(BUILD)/src/ast.o: $(BUILD)/lexer.h
+$(BUILD)/src/front/ast.o: $(BUILD)/lexer.h
 
 -include $(DEP)
 
@@ -217,7 +217,7 @@ fuzz-replay: deps
 	  echo "$$out" | tail -1; \
 	done
 
-FUZZ_LIB = $(filter-out $(BUILD)/src/main.o,$(OBJ))
+FUZZ_LIB = $(filter-out $(BUILD)/src/cli/main.o,$(OBJ))
 ifdef FUZZ_TABLES
 $(BUILD)/parser.o $(BUILD)/lexer.o: CFLAGS += -fno-sanitize-coverage=trace-cmp
 endif
@@ -225,7 +225,7 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/driver.c $(FUZ
 	$(CC) $(CFLAGS_ALL) $(FUZZ_DEFS) -o $@ $< $(FUZZ_MAIN) $(FUZZ_LIB) $(LDFLAGS) $(LDLIBS)
 
 # ---- speed: measured, never asserted in tests -------------------------------------
-LIB_OBJ = $(filter-out $(BUILD)/src/main.o,$(OBJ))
+LIB_OBJ = $(filter-out $(BUILD)/src/cli/main.o,$(OBJ))
 $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
 

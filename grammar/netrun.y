@@ -17,7 +17,7 @@
  */
 
 %code requires {
-#include "ast.h"
+#include "front/ast.h"
 
 /* The deepest bracket nesting the scanner accepts. */
 #define LEX_MAX_NEST 256

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 bats_require_minimum_version 1.5.0
-# char_lm.bats — `netrun sample` (src/sample.c): new text drawn a byte at a
+# char_lm.bats — `netrun sample` (src/cli/sample.c): new text drawn a byte at a
 # time from a next-byte model.  Models whose logits are known by hand check
 # which position is read (the window slides past T), greedy decoding, and
 # that the probabilities drawn from are softmax(logits / temperature); a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# checkpoint.bats — checkpoint files (src/checkpoint.h): the format, the
+# checkpoint.bats — checkpoint files (src/io/checkpoint.h): the format, the
 # `netrun checkpoint` verb, hostile files, and atomic writes.
 #
 # There is no trainer to write checkpoints yet, so tests/ckpt/mkckpt.c — a
@@ -8,7 +8,7 @@
 
 setup_file() {
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
-  local srcs=(tests/ckpt/mkckpt.c src/checkpoint.c src/option.c src/diag.c src/file.c src/mem.c src/tensor.c src/program.c)
+  local srcs=(tests/ckpt/mkckpt.c src/io/checkpoint.c src/cli/option.c src/base/diag.c src/base/file.c src/base/mem.c src/ir/tensor.c src/ir/program.c)
   local flags=(-std=c11 -D_GNU_SOURCE -g -Isrc)
   cd "$BATS_TEST_DIRNAME/.."
   "${CC:-cc}" "${flags[@]}" -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \

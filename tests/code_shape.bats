@@ -10,8 +10,8 @@ setup_file() {
   # tests/ckpt/mkckpt.c writes the checkpoint checkpoint.bats knows by heart.
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
   cd "$BATS_TEST_DIRNAME/.."
-  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/checkpoint.c src/option.c src/diag.c \
-    src/file.c src/mem.c src/tensor.c src/program.c -lz -lm
+  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/io/checkpoint.c src/cli/option.c src/base/diag.c \
+    src/base/file.c src/base/mem.c src/ir/tensor.c src/ir/program.c -lz -lm
 }
 
 setup() {
@@ -23,7 +23,7 @@ setup() {
 # ---- netrun checkpoint --format json ---------------------------------------------
 
 # The tensors of checkpoint FILE read straight from its bytes (the format in
-# src/checkpoint.h), not through netrun: one line per tensor,
+# src/io/checkpoint.h), not through netrun: one line per tensor,
 #   NAME<TAB>DTYPE<TAB>DIMS<TAB>VALUES
 # an f32 element as the hex of its four bytes, so equality is bit for bit.
 raw_tensors() {
@@ -313,8 +313,8 @@ PY
   printf '#include "b.h"\n' > fake/src/a.h
   printf '#include "a.h"\n' > fake/src/b.c
   printf '#include "b.h"\n' > fake/src/b.h
-  printf '#include "cli.h"\n' > fake/src/data.c
-  : > fake/src/cli.h
+  printf '#include "cli.h"\n' > fake/src/io/data.c
+  : > fake/src/cli/cli.h
   run include_check fake
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "include cycle: a -> b, b -> a" ]
@@ -376,9 +376,9 @@ PY
   # The check sees a name outside the prefix, a static inline one and an
   # extern value among them, and a module the table does not know.
   mkdir -p fake/src/ops
-  printf '/* exec_in(c) in a comment */\nint exec_run(Executor *ex);\nTensor *ctx_in(ExecCtx *c, int i);\n' > fake/src/exec.h
-  printf 'static inline int par_team(void) { return 1; }\nstatic inline int threads(void) { return 1; }\n' > fake/src/par.h
-  printf 'extern const UserOpImpl uop_impl;\nextern int nerrors;\n' > fake/src/userop.h
+  printf '/* exec_in(c) in a comment */\nint exec_run(Executor *ex);\nTensor *ctx_in(ExecCtx *c, int i);\n' > fake/src/exec/exec.h
+  printf 'static inline int par_team(void) { return 1; }\nstatic inline int threads(void) { return 1; }\n' > fake/src/exec/par.h
+  printf 'extern const UserOpImpl uop_impl;\nextern int nerrors;\n' > fake/src/front/userop.h
   printf 'const char *\nnothing(void);\nvoid other_thing(int x);\n' > fake/src/widget.h
   run prefix_check fake
   [ "$status" -eq 1 ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # error_path.bats — one error path (issue 16, item 3): every error, warning
-# and note a user sees is printed by src/diag.c, and only diag.c counts
+# and note a user sees is printed by src/base/diag.c, and only diag.c counts
 # errors; the messages that moved onto it keep their words.
 
 setup() {

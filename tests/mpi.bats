@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# mpi.bats — data-parallel training over Open MPI (src/dist.h): `mpirun -np
+# mpi.bats — data-parallel training over Open MPI (src/exec/dist.h): `mpirun -np
 # N netrun train` on this machine, 2 and 3 ranks.
 #
 # The models are small (tests/mpi: an MLP on 51 examples, a conv net on 37

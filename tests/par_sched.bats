@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# par_sched.bats — par_parts (src/par.c): GEMM parts and unary slices taken
+# par_sched.bats — par_parts (src/exec/par.c): GEMM parts and unary slices taken
 # by whichever of netrun's threads is free, in whatever order, give the
 # same bits as one thread doing them all in order: on more threads than
 # parts, on more threads than cores, with every thread on one core, and

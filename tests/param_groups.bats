@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# param_groups.bats — parameter groups in the train block (src/train.c):
+# param_groups.bats — parameter groups in the train block (src/train/train.c):
 # no_decay's parameters are not decayed, lr_mult scales a group's step
 # exactly (sgd and its fused sgd_matmul, momentum, adam, adamw, rmsprop,
 # f32 and f64), both are kept in checkpoints and noted when --resume

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# rewrite.bats — the program rewrites (src/rewrite.c): `netrun dump
+# rewrite.bats — the program rewrites (src/ir/rewrite.c): `netrun dump
 # --fused` prints the program the executor runs, the rewrite moves the
 # indices that point into block 0 (a loop's gradient finds its turns), and
 # --check-nan runs the ops a fused op stands for, to name the one that

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# train.bats — `netrun train`, `eval` and `predict` (src/train.c,
-# src/trainer.c): a short run on real data whose loss falls, determinism,
+# train.bats — `netrun train`, `eval` and `predict` (src/train/train.c,
+# src/train/trainer.c): a short run on real data whose loss falls, determinism,
 # resuming (at an epoch boundary and after SIGINT/SIGTERM) to exactly the
 # parameters of an uninterrupted run, checkpoint and data errors, the
 # progress lines and the JSON log, the optimizers against updates computed
@@ -517,9 +517,9 @@ opt_run() {
 }
 
 @test "one thread, two or three: the same checkpoint, byte for byte" {
-  # Loops split over threads (src/par.h) write disjoint elements and keep
+  # Loops split over threads (src/exec/par.h) write disjoint elements and keep
   # every sum in one order; GEMMs are cut into parts fixed by their shapes
-  # (src/par.c; tests/trust_threads.bats tries more environments).  Three
+  # (src/exec/par.c; tests/trust_threads.bats tries more environments).  Three
   # threads on two cores: more threads than cores, and an uneven share of
   # a convolution's batches of images.
   OMP_NUM_THREADS=1 "$NETRUN" train "$EX/fashion_cnn.net" --limit 256 --epochs 1 --save one.ckpt >/dev/null 2>&1

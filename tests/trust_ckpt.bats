@@ -10,8 +10,8 @@ setup_file() {
   # tests/ckpt/mkckpt.c rewrites a checkpoint's fields (mkckpt set).
   export MKCKPT="$BATS_FILE_TMPDIR/mkckpt"
   cd "$BATS_TEST_DIRNAME/.."
-  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/checkpoint.c src/option.c src/file.c \
-    src/diag.c src/mem.c src/tensor.c src/program.c -lz -lm
+  "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -Isrc -o "$MKCKPT" tests/ckpt/mkckpt.c src/io/checkpoint.c src/cli/option.c src/base/file.c \
+    src/base/diag.c src/base/mem.c src/ir/tensor.c src/ir/program.c -lz -lm
 }
 
 setup() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # trust_threads.bats — the same bits on any number of threads, whatever
-# OpenBLAS kernel or OpenMP variables the environment sets (src/par.c):
+# OpenBLAS kernel or OpenMP variables the environment sets (src/exec/par.c):
 # every GEMM is cut into parts fixed by its shape, each part a
 # single-threaded sgemm, so neither the thread count nor the team netrun
 # shrinks under load can change a result.  Every run is under `timeout -s

@@ -5,7 +5,7 @@
 # %g style; and what was accepted then ignored is honoured or refused:
 # eval = "FILE.csv", predict --data/--limit/--batch, eval --set training,
 # a [B, 1] logit's accuracy, feed = [x] on a two-column dataset, eval
-# --data's label, and .npy files (src/trainer.c, train.c, data.c, feed.c).
+# --data's label, and .npy files (src/train/trainer.c, train.c, data.c, feed.c).
 bats_require_minimum_version 1.5.0
 
 setup() {

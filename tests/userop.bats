@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # userop.bats — ops written in the language (`op NAME(...) -> (...) { }
-# grad { }`, src/userop.c) beyond what the data cases show: training through
+# grad { }`, src/front/userop.c) beyond what the data cases show: training through
 # them, and the man page's example with its printed backward.  Their
 # gradients are checked by grad.bats (tests/grad/userop_*.net: finite
 # differences, and the tape against the static backward).

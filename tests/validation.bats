@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# validation.bats — a train block's validation data (src/train.c,
-# src/trainer.c, data_split in src/data.c): val_split's seeded choice of
+# validation.bats — a train block's validation data (src/train/train.c,
+# src/train/trainer.c, data_split in src/io/data.c): val_split's seeded choice of
 # held-out examples, val = "FILE", the "| val loss X acc Y" of the epoch
 # line, --keep-best and patience (early stopping) on the validation score.
 # The error cases are tests/cases/data/err_val_*.net and err_patience_*.net.

@@ -21,7 +21,7 @@
  * `api`, which stays valid until the plugin is unloaded at exit, so the
  * plugin keeps the pointer in a static variable.
  *
- * An op is what a built-in op is (see netrun's src/registry.h): a proto
+ * An op is what a built-in op is (see netrun's src/ir/registry.h): a proto
  * (named input and output slots, typed attributes with defaults and
  * checkers, a doc line), a shape-inference function, a kernel, and a grad
  * maker that emits the op descriptions computing the inputs' gradients —

@@ -3,9 +3,9 @@
 #ifndef NETRUN_OPS_BCAST_LOOP_H
 #define NETRUN_OPS_BCAST_LOOP_H
 
-#include "../exec.h"
-#include "../par.h"
-#include "../tensor.h"
+#include "exec/exec.h"
+#include "exec/par.h"
+#include "ir/tensor.h"
 
 typedef float f32;
 typedef double f64;
@@ -113,7 +113,7 @@ static inline void binary_slice(void *arg, int64_t k) {
 }
 
 /* Runs f over the whole broadcast of out's n elements (element sizes so,
- * sx, sy), in slices over the threads (src/par.h): slices of rows, or of
+ * sx, sy), in slices over the threads (src/exec/par.h): slices of rows, or of
  * the one row a flat broadcast has.  Each element is computed alone, so
  * the slicing changes no bit. */
 static inline void binary_loop_run(BinaryLoop f, const Bcast *bc, int64_t n, void *out, size_t so,

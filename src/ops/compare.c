@@ -4,9 +4,9 @@
  * Comparisons broadcast like NumPy and give bool; the logical ops take bool
  * only (the language's `and`, `or`, `not`).  None has a gradient but
  * where's, which goes to X where Cond holds and to Y elsewhere. */
-#include "../backward.h"
-#include "../exec.h"
-#include "bcast_loop.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "ops/bcast_loop.h"
 
 #include <string.h>
 

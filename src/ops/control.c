@@ -21,9 +21,9 @@
  * makers build a grad block per body through the grad sub-block calls of
  * the grad-maker interface (backward.h), run by while_grad and
  * conditional_block_grad over the kept turns. */
-#include "../backward.h"
-#include "../exec.h"
-#include "../names.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "ir/names.h"
 
 #include <string.h>
 

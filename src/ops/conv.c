@@ -13,9 +13,9 @@
  *
  * upsample_nearest2d repeats each pixel over a block; its gradient sums
  * each block back. */
-#include "../backward.h"
-#include "../exec.h"
-#include "../par.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "exec/par.h"
 
 #include <cblas.h>
 #include <limits.h>

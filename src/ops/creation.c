@@ -3,9 +3,9 @@
  * pass or combine whole tensors (assign, cast, add_n, stop_gradient, print).
  *
  * A `shape` attribute here is a list of known sizes: no -1, no symbols. */
-#include "../backward.h"
-#include "../exec.h"
-#include "../print.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "exec/print.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* dist.c — the collective op of data-parallel training (src/dist.h).
+/* dist.c — the collective op of data-parallel training (src/exec/dist.h).
  *
  * allreduce stands in the training program between the backward and the
  * optimizer ops when the trainer runs on N > 1 ranks of an mpirun job
@@ -15,8 +15,8 @@
  * that reads one of them (the optimizers) and writes the sums back.  The
  * Handle between them names the sum in flight.  The same bits as
  * allreduce. */
-#include "../dist.h"
-#include "../exec.h"
+#include "exec/dist.h"
+#include "exec/exec.h"
 
 #include <string.h>
 

@@ -4,10 +4,10 @@
  * input's shape.  i64 with f32 promotes to f32; bool counts as i64; f64
  * with anything promotes to f64 (the executor converts an f32 operand, so
  * the f64 loops read f64, i64 or bool). */
-#include "../backward.h"
-#include "../exec.h"
-#include "../par.h"
-#include "bcast_loop.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "exec/par.h"
+#include "ops/bcast_loop.h"
 
 #include <math.h>
 #include <tgmath.h> /* exp, log, ... of a float are expf, logf, ...: one text for f32 and f64 */
@@ -302,7 +302,7 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, UnaryLoop loop64, const
   if (!f || x->numel != out->numel)
     return exec_ctx_fail(c, "internal error: no loop for %s X giving %s", dtype_name(x->dtype),
                          dtype_name(out->dtype));
-  /* in slices over the threads (src/par.h): each element alone; a small
+  /* in slices over the threads (src/exec/par.h): each element alone; a small
    * tensor never reaches the parallel construct, which costs even when it
    * runs on one thread */
   int64_t n = x->numel, slices = (n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;

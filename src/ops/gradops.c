@@ -4,8 +4,8 @@
  * an input, or reshaped it through a symbolic dimension, the shape to go
  * back to is only known at run time, so these ops take it from a
  * variable ("Like") instead of an attribute. */
-#include "../backward.h"
-#include "../exec.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
 
 #include <string.h>
 

@@ -10,8 +10,8 @@
  *
  * Inference keeps symbolic dimensions (B) wherever the result is provably
  * the same size, and writes "?" where only run time can tell. */
-#include "../backward.h"
-#include "../exec.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
 
 #include <string.h>
 

@@ -5,9 +5,9 @@
  * a row vector and a 1-D Y a column vector, and the dimension added for
  * that is removed from the result.  transpose_x / transpose_y swap the last
  * two dimensions of an operand of rank 2 or more first. */
-#include "../backward.h"
-#include "../exec.h"
-#include "../par.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "exec/par.h"
 
 #include <cblas.h>
 #include <limits.h>

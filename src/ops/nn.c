@@ -11,9 +11,9 @@
  * Numerics: sums of exponentials subtract the row's maximum first and
  * accumulate in double, so logits like 1000 and -1000 give finite results;
  * layer_norm's mean and variance are two passes in double. */
-#include "../backward.h"
-#include "../exec.h"
-#include "../par.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "exec/par.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,8 +5,8 @@
  * Param is f32; Grad and the per-element state have Param's shape; the
  * learning rate and Adam's beta powers hold one value each.  rmsprop is
  * PyTorch's RMSprop with its defaults (no momentum, not centered). */
-#include "../exec.h"
-#include "../par.h"
+#include "exec/exec.h"
+#include "exec/par.h"
 
 #include <limits.h>
 #include <math.h>

@@ -4,10 +4,10 @@
  * `axis` lists the axes to reduce (negative ones count from the end, [] is
  * every axis); `keepdim` keeps each reduced axis as a dimension of size 1,
  * as NumPy's keepdims does.  cumsum's `axis` is one axis, kept. */
-#include "../backward.h"
-#include "../exec.h"
-#include "../mem.h"
-#include "../par.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "base/mem.h"
+#include "exec/par.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,8 +5,8 @@
  *
  * Their inference keeps symbolic dimensions (B) wherever the result is
  * provably the same size, and writes "?" where only run time can tell. */
-#include "../backward.h"
-#include "../exec.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
 
 #include <assert.h>
 #include <string.h>

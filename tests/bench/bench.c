@@ -20,15 +20,15 @@
  *      backward of the loss again) against the first-order step.
  * Targets: overhead < 300 ns/op with the tape on; matmul within 1.05x of
  * direct sgemm; forward + backward on the tape < 600 ns per op. */
-#include "backward.h"
-#include "exec.h"
-#include "lower.h"
-#include "tape.h"
-#include "tapegrad.h"
-#include "train.h"
-#include "userop.h"
-#include "par.h"
-#include "rewrite.h"
+#include "autodiff/backward.h"
+#include "exec/exec.h"
+#include "front/lower.h"
+#include "exec/tape.h"
+#include "autodiff/tapegrad.h"
+#include "train/train.h"
+#include "front/userop.h"
+#include "exec/par.h"
+#include "ir/rewrite.h"
 
 #include <cblas.h>
 #include <fcntl.h>

@@ -3,8 +3,8 @@
  * make them yet), checks the API reads them back exactly, and damages them
  * in memory by the thousand to show the reader never crashes.
  *
- * Built by the bats setup:  cc -Isrc tests/ckpt/mkckpt.c src/checkpoint.c src/option.c
- *   src/diag.c src/mem.c src/tensor.c src/program.c -lz -lm
+ * Built by the bats setup:  cc -Isrc tests/ckpt/mkckpt.c src/io/checkpoint.c src/cli/option.c
+ *   src/base/diag.c src/base/mem.c src/ir/tensor.c src/ir/program.c -lz -lm
  *
  *   mkckpt write PATH            the known checkpoint (see known())
  *   mkckpt verify PATH           read PATH; it must equal known()
@@ -22,7 +22,7 @@
  *                                (decimal u64) or a setting (text)
  *   mkckpt retype PATH NAME DTYPE  tensor NAME as zeros of DTYPE, same shape
  */
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -9,11 +9,11 @@
 #ifndef NETRUN_FUZZ_H
 #define NETRUN_FUZZ_H
 
-#include "data.h"
-#include "lower.h"
-#include "registry.h"
-#include "train.h"
-#include "userop.h"
+#include "io/data.h"
+#include "front/lower.h"
+#include "ir/registry.h"
+#include "train/train.h"
+#include "front/userop.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * and CRC are repaired, to reach the sections. */
 #include "fuzz.h"
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <zlib.h>
 

@@ -3,8 +3,8 @@
  * input [B, 3]; and as a --set value. */
 #include "fuzz.h"
 
-#include "data.h"
-#include "feed.h"
+#include "io/data.h"
+#include "front/feed.h"
 
 static void read_csv(Diag *d, const char *path, const uint8_t *data, size_t size) {
   /* The label column: the default, or one named by index or name. */

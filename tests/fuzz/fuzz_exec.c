@@ -11,8 +11,8 @@
  * interrupts the run as Ctrl-C would. */
 #include "fuzz.h"
 
-#include "exec.h"
-#include "train.h"
+#include "exec/exec.h"
+#include "train/train.h"
 
 #include <signal.h>
 #include <sys/time.h>

@@ -4,7 +4,7 @@
  * (little-endian) say where the labels file starts. */
 #include "fuzz.h"
 
-#include "data.h"
+#include "io/data.h"
 
 FUZZ_INIT_TENSOR_LIMIT
 

@@ -8,8 +8,8 @@
  * and a progressive colour JPEG (build/mkimages), and both cut short. */
 #include "fuzz.h"
 
-#include "image.h"
-#include "tensor.h"
+#include "io/image.h"
+#include "ir/tensor.h"
 
 static void read_image(Diag *d, const char *path, const uint8_t *data, size_t size) {
   (void)data;   /* read through path */

@@ -6,9 +6,9 @@
  * and bad, .npy and .npz, stored and deflated. */
 #include "fuzz.h"
 
-#include "data.h"
-#include "npy.h"
-#include "weights.h"
+#include "io/data.h"
+#include "io/npy.h"
+#include "io/weights.h"
 
 static void read_npy(Diag *d, const char *path, const uint8_t *data, size_t size) {
   static const DType want[] = {DT_F32, DT_I64, DT_BOOL};

@@ -6,8 +6,8 @@
  * does with a file.) */
 #include "fuzz.h"
 
-#include "dump.h"
-#include "train.h"
+#include "ir/dump.h"
+#include "train/train.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;

@@ -7,8 +7,8 @@
  * up to their last '}' are the header, the rest the data. */
 #include "fuzz.h"
 
-#include "safetensors.h"
-#include "weights.h"
+#include "io/safetensors.h"
+#include "io/weights.h"
 
 FUZZ_INIT_TENSOR_LIMIT
 

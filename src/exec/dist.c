@@ -1,0 +1,401 @@
+/* dist.c — the ranks of an mpirun job and their collectives (dist.h).
+ *
+ * Open MPI's handles (MPI_Comm, MPI_Datatype) are pointers to its global
+ * objects (ompi_mpi_comm_world, ompi_mpi_byte): they are looked up by name
+ * like its functions, so netrun needs neither mpi.h to build nor libmpi to
+ * run.  Data moves as bytes; the sums are computed here, in rank order. */
+#include "exec/dist.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Debian's Open MPI 4 (and 5): the library's soname. */
+#define DIST_LIBMPI "libmpi.so.40"
+#define MPI_THREAD_FUNNELED 1   /* OpenMP threads, MPI called from the main one */
+/* The least seconds between two tests of the sums in flight: with more
+ * processes than cores (mpirun --oversubscribe) each test that finds
+ * nothing to do yields the core (sched_yield), which a busy machine may
+ * not give back for milliseconds; ops shorter than this are not worth a
+ * test each. */
+#define DIST_POLL 1e-3
+/* Finished sums whose buffers are kept (a training step's buckets reuse
+ * the last step's: no fresh pages to fault in every step). */
+#define DIST_SPARE 64
+/* The most bytes one MPI call moves per rank (its counts are ints). */
+#define DIST_CHUNK ((size_t)1 << 28)
+
+typedef int (*MpiGatherFn)(const void *, int, void *, void *, int, void *, void *);
+typedef int (*MpiIGatherFn)(const void *, int, void *, void *, int, void *, void *, void **);
+
+/* A sum in flight (dist_sum_start): the caller's vector, cut in slices as
+ * dist_sum_f32 cuts it; each slice's all-to-all, then its all-gather. */
+typedef struct Pending {
+  int64_t id;
+  float *x;                 /* the caller's, summed into by dist_sum_finish */
+  size_t n, nslices;
+  float *send, *recv;       /* slice s at s * the padded slice's floats */
+  size_t cap;               /* the floats each holds */
+  void **req;               /* a request per slice: the all-to-all's, then the all-gather's */
+  bool gathering, done;
+  double started;           /* when its start returned */
+} Pending;
+
+static struct {
+  void *lib;
+  int (*init_thread)(int *, char ***, int, int *);
+  int (*comm_rank)(void *, int *);
+  int (*comm_size)(void *, int *);
+  MpiGatherFn alltoall, allgather;
+  int (*bcast)(void *, int, void *, int, void *);
+  MpiIGatherFn ialltoall, iallgather;
+  int (*testall)(int, void **, int *, void *);
+  int (*waitall)(int, void **, void *);
+  int (*comm_dup)(void *, void **);
+  int (*comm_free)(void **);
+  int (*gatherv)(const void *, int, void *, void *, const int *, const int *, void *, int, void *);
+  int (*abort)(void *, int);
+  int (*finalize)(void);
+  void *world, *byte;   /* MPI_COMM_WORLD, MPI_BYTE */
+  void *gathers;        /* a copy of MPI_COMM_WORLD: the all-gathers of sums in flight */
+  int rank, size;
+  bool running;
+  double seconds;
+  int64_t calls;
+  float *send, *recv;   /* dist_sum_f32's scratch */
+  size_t cap;
+  Pending **queue;      /* the sums in flight, in the order they started */
+  int nqueue, capqueue;
+  int64_t next_id;
+  Pending *spare[DIST_SPARE];   /* finished sums, their buffers kept for the next step's */
+  int nspare;
+  double overlapped;    /* seconds sums were in flight while the caller worked */
+  double waited;        /* seconds in dist_sum_finish */
+  double polled;        /* when dist_progress last called MPI */
+} mpi = {.size = 1};
+
+bool dist_launched(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK"); }
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Each symbol the table needs; false after naming the first missing one. */
+static bool resolve(Diag *d) {
+  static const struct {
+    const char *name;
+    size_t offset;
+  } syms[] = {
+#define SYM(field, name) {name, offsetof(__typeof__(mpi), field)}
+      SYM(init_thread, "MPI_Init_thread"), SYM(comm_rank, "MPI_Comm_rank"), SYM(comm_size, "MPI_Comm_size"),
+      SYM(alltoall, "MPI_Alltoall"),       SYM(allgather, "MPI_Allgather"), SYM(bcast, "MPI_Bcast"),
+      SYM(abort, "MPI_Abort"),             SYM(finalize, "MPI_Finalize"),   SYM(world, "ompi_mpi_comm_world"),
+      SYM(byte, "ompi_mpi_byte"),          SYM(ialltoall, "MPI_Ialltoall"), SYM(iallgather, "MPI_Iallgather"),
+      SYM(testall, "MPI_Testall"),         SYM(waitall, "MPI_Waitall"),     SYM(comm_dup, "MPI_Comm_dup"),
+      SYM(comm_free, "MPI_Comm_free"),     SYM(gatherv, "MPI_Gatherv"),
+#undef SYM
+  };
+  for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
+    void *f = dlsym(mpi.lib, syms[i].name);
+    if (!f) {
+      diag_error(d, SPAN_NONE, "%s has no %s: netrun needs Open MPI's libmpi", DIST_LIBMPI, syms[i].name);
+      return false;
+    }
+    memcpy((char *)&mpi + syms[i].offset, &f, sizeof f);
+  }
+  return true;
+}
+
+bool dist_start(Diag *d) {
+  if (mpi.running) return true;
+  /* RTLD_GLOBAL: the components Open MPI loads itself link against it. */
+  mpi.lib = dlopen(DIST_LIBMPI, RTLD_NOW | RTLD_GLOBAL);
+  if (!mpi.lib) {
+    diag_error(d, SPAN_NONE, "mpirun started this netrun, but Open MPI's %s cannot be loaded (%s): install "
+               "openmpi-bin (make deps)", DIST_LIBMPI, dlerror());
+    return false;
+  }
+  int provided = 0;
+  bool found = resolve(d);
+  if (!found || mpi.init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != 0) {
+    if (found) diag_error(d, SPAN_NONE, "MPI_Init_thread failed");
+    dlclose(mpi.lib);
+    mpi.lib = NULL;
+    return false;
+  }
+  mpi.comm_rank(mpi.world, &mpi.rank);
+  mpi.comm_size(mpi.world, &mpi.size);
+  mpi.comm_dup(mpi.world, &mpi.gathers);
+  mpi.running = true;
+  return true;
+}
+
+void dist_stop(void) {
+  if (!mpi.running) return;
+  while (mpi.nqueue) dist_sum_finish(mpi.queue[0]->id);
+  while (mpi.nspare) {
+    Pending *p = mpi.spare[--mpi.nspare];
+    mem_free(p->send);
+    mem_free(p->recv);
+    mem_free(p);
+  }
+  mem_free(mpi.queue);
+  mpi.queue = NULL;
+  mpi.capqueue = 0;
+  mpi.comm_free(&mpi.gathers);
+  mpi.finalize();
+  mpi.running = false;
+  mpi.rank = 0, mpi.size = 1;
+  mem_free(mpi.send);
+  mem_free(mpi.recv);
+  mpi.send = mpi.recv = NULL;
+  mpi.cap = 0;
+  /* libmpi stays loaded: its atexit handlers may still run. */
+}
+
+void dist_abort(int status) {
+  if (!mpi.running) return;
+  fflush(stdout);
+  fflush(stderr);
+  mpi.abort(mpi.world, status);
+}
+
+int dist_rank(void) { return mpi.rank; }
+int dist_size(void) { return mpi.size; }
+double dist_reduce_seconds(void) { return mpi.seconds; }
+int64_t dist_reduce_calls(void) { return mpi.calls; }
+double dist_overlap_seconds(void) { return mpi.overlapped; }
+double dist_wait_seconds(void) { return mpi.waited; }
+
+/* The floats of one slice of a sum: at most DIST_CHUNK bytes per rank
+ * after the cut in N parts (the last padded with zeros). */
+static size_t slice_floats(void) { return DIST_CHUNK / sizeof(float) * (size_t)mpi.size / 2; }   /* 2: the padding */
+
+/* part[0..per) := the sum over the ranks k = 0, 1, ... of recv[k * per ...],
+ * in that order (the order every sum here takes). */
+static void sum_ranks(float *part, const float *recv, size_t per) {
+  for (size_t i = 0; i < per; i++) part[i] = recv[i];
+  for (size_t k = 1; k < (size_t)mpi.size; k++)
+    for (size_t i = 0; i < per; i++) part[i] += recv[k * per + i];
+}
+
+/* One slice of dist_sum_f32: n floats, cut in N parts of `per` floats. */
+static void sum_slice(float *x, size_t n) {
+  size_t N = (size_t)mpi.size, per = (n + N - 1) / N;
+  if (per * N > mpi.cap) {
+    mpi.cap = per * N;
+    mpi.send = mem_alloc(mpi.send, sizeof *mpi.send * mpi.cap);
+    mpi.recv = mem_alloc(mpi.recv, sizeof *mpi.recv * mpi.cap);
+  }
+  memcpy(mpi.send, x, sizeof *x * n);
+  memset(mpi.send + n, 0, sizeof *x * (per * N - n));
+  int bytes = (int)(per * sizeof *x);
+  mpi.alltoall(mpi.send, bytes, mpi.byte, mpi.recv, bytes, mpi.byte, mpi.world);
+  /* recv[k * per + i]: rank k's element i of this rank's part. */
+  sum_ranks(mpi.send, mpi.recv, per);
+  mpi.allgather(mpi.send, bytes, mpi.byte, mpi.recv, bytes, mpi.byte, mpi.world);
+  memcpy(x, mpi.recv, sizeof *x * n);
+}
+
+void dist_sum_f32(float *x, int64_t n) {
+  if (!mpi.running || mpi.size < 2 || n <= 0) return;
+  double t0 = now();
+  size_t step = slice_floats();
+  for (size_t at = 0; at < (size_t)n; at += step) sum_slice(x + at, (size_t)n - at < step ? (size_t)n - at : step);
+  mpi.seconds += now() - t0;
+  mpi.calls++;
+}
+
+/* ---- sums in flight ------------------------------------------------------------------ */
+
+/* Slice s of pending p: its floats *len from x + *at, its part *per. */
+static void slice_of(const Pending *p, size_t s, size_t *at, size_t *len, size_t *per) {
+  size_t step = slice_floats();
+  *at = s * step;
+  *len = p->n - *at < step ? p->n - *at : step;
+  *per = (*len + (size_t)mpi.size - 1) / (size_t)mpi.size;
+}
+
+/* p's all-to-alls done: each slice's part summed in rank order, and its
+ * all-gather started (on the second communicator, in the order the sums
+ * started: every rank starts its all-gathers in the same order). */
+static void gather(Pending *p) {
+  size_t stride = (slice_floats() + (size_t)mpi.size - 1) / (size_t)mpi.size * (size_t)mpi.size;
+  for (size_t s = 0; s < p->nslices; s++) {
+    size_t at, len, per;
+    slice_of(p, s, &at, &len, &per);
+    float *send = p->send + s * stride, *recv = p->recv + s * stride;
+    sum_ranks(send, recv, per);
+    int bytes = (int)(per * sizeof *send);
+    mpi.iallgather(send, bytes, mpi.byte, recv, bytes, mpi.byte, mpi.gathers, &p->req[s]);
+  }
+  p->gathering = true;
+}
+
+/* A sum of n floats, its buffers a spare's when one is large enough. */
+static Pending *new_pending(size_t n) {
+  size_t nslices = (n + slice_floats() - 1) / slice_floats();
+  size_t stride = (slice_floats() + (size_t)mpi.size - 1) / (size_t)mpi.size * (size_t)mpi.size;
+  size_t floats = nslices ? (nslices - 1) * stride + (n - (nslices - 1) * slice_floats()) : 0;
+  floats += (size_t)mpi.size;   /* the last slice's padding */
+  Pending *p = NULL;
+  for (int i = 0; i < mpi.nspare && !p; i++)
+    if (mpi.spare[i]->cap >= floats) p = mpi.spare[i], mpi.spare[i] = mpi.spare[--mpi.nspare];
+  if (!p) {
+    p = mem_calloc(1, sizeof *p);
+    p->send = mem_alloc(NULL, sizeof *p->send * floats);
+    p->recv = mem_alloc(NULL, sizeof *p->recv * floats);
+    p->cap = floats;
+  }
+  p->n = n, p->nslices = nslices;
+  p->gathering = p->done = false;
+  p->req = mem_calloc(nslices + 1, sizeof *p->req);
+  return p;
+}
+
+/* A finished sum: kept as a spare, or freed. */
+static void free_pending(Pending *p) {
+  mem_free(p->req);
+  p->req = NULL;
+  if (mpi.nspare < DIST_SPARE && mpi.running) {
+    mpi.spare[mpi.nspare++] = p;
+    return;
+  }
+  mem_free(p->send);
+  mem_free(p->recv);
+  mem_free(p);
+}
+
+int64_t dist_sum_start(float *x, int64_t n) {
+  double t0 = now();
+  Pending *p = new_pending(n > 0 && mpi.running && mpi.size > 1 ? (size_t)n : 0);
+  p->id = mpi.next_id++;
+  p->x = x;
+  size_t stride = (slice_floats() + (size_t)mpi.size - 1) / (size_t)mpi.size * (size_t)mpi.size;
+  for (size_t s = 0; s < p->nslices; s++) {
+    size_t at, len, per;
+    slice_of(p, s, &at, &len, &per);
+    float *send = p->send + s * stride;
+    memcpy(send, x + at, sizeof *x * len);
+    memset(send + len, 0, sizeof *x * (per * (size_t)mpi.size - len));
+    int bytes = (int)(per * sizeof *x);
+    mpi.ialltoall(send, bytes, mpi.byte, p->recv + s * stride, bytes, mpi.byte, mpi.world, &p->req[s]);
+  }
+  p->done = p->nslices == 0;
+  if (mpi.nqueue == mpi.capqueue) {
+    mpi.capqueue = mpi.capqueue ? 2 * mpi.capqueue : 8;
+    mpi.queue = mem_alloc(mpi.queue, sizeof *mpi.queue * (size_t)mpi.capqueue);
+  }
+  mpi.queue[mpi.nqueue++] = p;
+  p->started = now();
+  mpi.seconds += p->started - t0;
+  return p->id;
+}
+
+void dist_progress(void) {
+  if (!mpi.nqueue) return;
+  double t0 = now();
+  if (t0 - mpi.polled < DIST_POLL) return;
+  mpi.polled = t0;
+  for (int i = 0; i < mpi.nqueue; i++) {
+    Pending *p = mpi.queue[i];
+    int flag = 1;
+    if (!p->gathering && p->nslices) {
+      mpi.testall((int)p->nslices, p->req, &flag, NULL);
+      if (!flag) break;   /* the later ones gather after it */
+      gather(p);
+    }
+    if (!p->done) mpi.testall((int)p->nslices, p->req, &flag, NULL);
+    if (flag) p->done = true;
+  }
+  mpi.seconds += now() - t0;
+}
+
+float *dist_sum_finish(int64_t id) {
+  double t0 = now();
+  int i = 0;
+  while (i < mpi.nqueue && mpi.queue[i]->id != id) i++;
+  if (i == mpi.nqueue) return NULL;
+  Pending *p = mpi.queue[i];
+  /* the sums started before it start their all-gathers before it does */
+  for (int k = 0; k <= i; k++)
+    if (!mpi.queue[k]->gathering && mpi.queue[k]->nslices) {
+      mpi.waitall((int)mpi.queue[k]->nslices, mpi.queue[k]->req, NULL);
+      gather(mpi.queue[k]);
+    }
+  if (p->nslices) mpi.waitall((int)p->nslices, p->req, NULL);
+  size_t stride = (slice_floats() + (size_t)mpi.size - 1) / (size_t)mpi.size * (size_t)mpi.size;
+  for (size_t s = 0; s < p->nslices; s++) {
+    size_t at, len, per;
+    slice_of(p, s, &at, &len, &per);
+    memcpy(p->x + at, p->recv + s * stride, sizeof *p->x * len);
+  }
+  mpi.overlapped += t0 - p->started;
+  memmove(mpi.queue + i, mpi.queue + i + 1, sizeof *mpi.queue * (size_t)(mpi.nqueue - i - 1));
+  mpi.nqueue--;
+  float *x = p->x;
+  free_pending(p);
+  mpi.seconds += now() - t0;
+  mpi.waited += now() - t0;
+  mpi.calls++;
+  return x;
+}
+
+void dist_gather(const void *mine, size_t bytes, void *all) {
+  if (!mpi.running) {
+    memcpy(all, mine, bytes);
+    return;
+  }
+  mpi.allgather(mine, (int)bytes, mpi.byte, all, (int)bytes, mpi.byte, mpi.world);
+}
+
+bool dist_gather_bytes(const void *mine, size_t bytes, void **all, size_t *sizes) {
+  int n = mpi.size;
+  int64_t me = (int64_t)bytes, *lens = mem_alloc(NULL, sizeof *lens * (size_t)n);
+  dist_gather(&me, sizeof me, lens);
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) total += lens[k];
+  *all = NULL;
+  if (total > INT32_MAX) {
+    mem_free(lens);
+    return false;
+  }
+  int *counts = mem_alloc(NULL, sizeof *counts * (size_t)n), *at = mem_alloc(NULL, sizeof *at * (size_t)n);
+  for (int k = 0, off = 0; k < n; k++) counts[k] = (int)lens[k], at[k] = off, off += counts[k];
+  if (mpi.rank == 0) {
+    *all = mem_alloc(NULL, (size_t)total + 1);
+    for (int k = 0; k < n; k++) sizes[k] = (size_t)lens[k];
+  }
+  if (!mpi.running) memcpy(*all, mine, bytes);
+  else mpi.gatherv(mine, (int)bytes, mpi.byte, *all, counts, at, mpi.byte, 0, mpi.world);
+  mem_free(counts);
+  mem_free(at);
+  mem_free(lens);
+  return true;
+}
+
+void dist_broadcast(void *buf, size_t bytes) {
+  if (!mpi.running || mpi.size < 2) return;
+  for (size_t at = 0; at < bytes; at += DIST_CHUNK)
+    mpi.bcast((char *)buf + at, (int)(bytes - at < DIST_CHUNK ? bytes - at : DIST_CHUNK), mpi.byte, 0, mpi.world);
+}
+
+bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all) {
+  dist_gather(mine, sizeof *mine, all);
+  *sum = (DistReport){.ok = 1, .tag = all[0].tag};
+  for (int k = 0; k < mpi.size; k++) {
+    sum->loss += all[k].loss, sum->hits += all[k].hits, sum->n += all[k].n;
+    sum->ok &= all[k].ok;
+    if (all[k].sig > sum->sig) sum->sig = all[k].sig;
+  }
+  return sum->ok;
+}
+
+int dist_odd_rank(const DistReport *all, bool tags) {
+  for (int k = 0; k < mpi.size; k++)
+    if (!all[k].ok || (tags && all[k].tag != all[0].tag)) return k;
+  return -1;
+}

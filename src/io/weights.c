@@ -1,0 +1,213 @@
+/* weights.c — reading weights in any of the formats netrun knows, and the
+ * `netrun export` verb (weights.h). */
+#include "io/weights.h"
+
+#include "cli/cmd.h"
+#include "io/npy.h"
+#include "cli/option.h"
+#include "io/safetensors.h"
+#include "train/train.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+bool weights_is_optimizer(const char *name) { return strchr(name, '@') != NULL; }
+
+static DType dtype_of(NpyType t) {
+  return t == NPY_F32 || t == NPY_F64 ? DT_F32 : t == NPY_BOOL ? DT_BOOL : DT_I64;
+}
+
+/* A .npz member as a checkpoint tensor. */
+static bool npz_tensor(void *ctx, const char *name, const NpyHeader *h, NpyIn *in, char *why, size_t n) {
+  Checkpoint *c = ctx;
+  char tw[TENSOR_WHY_MAX];
+  if (ckpt_find(c, name)) {
+    snprintf(why, n, "twice");
+    return false;
+  }
+  Tensor *t = tensor_try_new(dtype_of(h->type), h->rank, h->shape, tw);
+  if (!t) {
+    snprintf(why, n, "out of memory: %s", tw);
+    return false;
+  }
+  bool ok = npy_read_data(in, h, npy_of_dtype(t->dtype), t->data, why, n);
+  if (ok) ckpt_add_tensor(c, name, t);
+  tensor_unref(t);
+  return ok;
+}
+
+bool weights_read(Diag *d, const char *path, Checkpoint *out) {
+  uint8_t b[16];
+  ssize_t k = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    k = read(fd, b, sizeof b);
+    close(fd);
+  }
+  size_t n = k > 0 ? (size_t)k : 0;
+  char err[1400];
+  ckpt_init(out);
+  if (npy_is_zip(b, n)) {
+    if (npy_each(d, path, npz_tensor, out)) return true;
+    ckpt_free(out);
+    return false;
+  }
+  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && st_is_safetensors(b, n) ? st_read(path, out, err, sizeof err)
+                                                                                 : ckpt_read(path, out, err, sizeof err);
+  if (!ok) diag_error(d, SPAN_NONE, "%s", err);
+  return ok;
+}
+
+/* ---- loading into an executor ------------------------------------------------------- */
+
+typedef struct Names {
+  char s[1024];
+  int n;
+} Names;
+
+static void names_add(Names *l, const char *name) {
+  size_t k = strlen(l->s);
+  snprintf(l->s + k, sizeof l->s - k, "%s%s", l->n++ ? ", " : "", name);
+}
+
+/* The file's values that no variable of flags takes (optimizer state
+ * aside): an error for an exact match, a note for a partial one. */
+static bool unused(Diag *d, const Program *p, const Checkpoint *c, const char *path, unsigned flags,
+                   WeightsMatch match) {
+  Names l = {"", 0};
+  for (int i = 0; i < c->ntensors; i++) {
+    const char *name = c->tensors[i].name;
+    const VarDesc *v = prog_var(p, name);
+    if (weights_is_optimizer(name) || (v && v->block == 0 && (v->flags & flags))) continue;
+    names_add(&l, name);
+  }
+  if (!l.n) return true;
+  if (match == WEIGHTS_PARTIAL) {
+    diag_note(d, SPAN_NONE, "in %s but not in the script: %s", path, l.s);
+    return true;
+  }
+  diag_error(d, SPAN_NONE, "%s has %d value%s the script has no parameter or state for: %s "
+             "(--weights-partial loads the others)", path, l.n, l.n == 1 ? "" : "s", l.s);
+  return false;
+}
+
+bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c, const char *path, unsigned flags,
+                   WeightsMatch match) {
+  const Block *b0 = p->blocks[0];
+  Names missing = {"", 0};
+  int loaded = 0;
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    if (!(v->flags & flags) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
+    Tensor *t = ckpt_find(c, v->name);
+    Tensor *have = exec_var_value(ex, v->name);
+    if (!t && match == WEIGHTS_PARTIAL) {
+      names_add(&missing, v->name);
+    } else if (!t) {
+      diag_error(d, SPAN_NONE, "%s has no value for '%s'", path, v->name);
+      return false;
+    } else if (have && (!tensor_same_shape(t, have) ||
+                        (t->dtype != have->dtype && !(t->dtype == DT_F32 && have->dtype == DT_F64)))) {
+      char a[128], b[128];
+      diag_error(d, SPAN_NONE, "%s: '%s' is %s%s there, but %s%s here", path, v->name, dtype_name(t->dtype),
+                 tensor_shape_str(t, a, sizeof a), dtype_name(have->dtype), tensor_shape_str(have, b, sizeof b));
+      return false;
+    } else {
+      /* an f32 value loads into an f64 program (--dtype f64), widened */
+      Tensor *copy = have && have->dtype != t->dtype ? tensor_cast(t, have->dtype) : tensor_copy(t);
+      copy->requires_grad = (v->flags & VAR_PARAM) != 0;
+      exec_preload(ex, v->name, copy);
+      tensor_unref(copy);
+      loaded++;
+    }
+  }
+  if (match == WEIGHTS_RESUME) return true;
+  if (match == WEIGHTS_PARTIAL) {
+    diag_note(d, SPAN_NONE, "--weights-partial: %d value%s loaded from %s", loaded, loaded == 1 ? "" : "s", path);
+    if (missing.n) diag_note(d, SPAN_NONE, "not in %s, so as initialized: %s", path, missing.s);
+  }
+  return unused(d, p, c, path, flags, match);
+}
+
+bool weights_load(Diag *d, const Program *p, Executor *ex, const char *path, bool partial) {
+  Checkpoint c;
+  if (!weights_read(d, path, &c)) return false;
+  bool ok = exec_startup(ex) == 0 &&
+            weights_apply(d, p, ex, &c, path, VAR_PARAM | VAR_KEPT, partial ? WEIGHTS_PARTIAL : WEIGHTS_EXACT);
+  ckpt_free(&c);
+  return ok;
+}
+
+/* ---- netrun export ----------------------------------------------------------------- */
+
+typedef struct ExportArgs {
+  const char *in, *out;
+  bool optimizer;
+  bool npz;
+} ExportArgs;
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+enum { E_OUT = 1, E_FORMAT, E_OPTIMIZER };
+static const Option export_options[] = {
+    {"-o", OPTION_VALUE, "FILE", "a FILE", E_OUT, 0},
+    {"--output", OPTION_VALUE, "FILE", "a FILE", E_OUT, 0},
+    {"--format", OPTION_VALUE, "F", "safetensors or npz", E_FORMAT, 0},
+    {"--optimizer-state", OPTION_FLAG, NULL, NULL, E_OPTIMIZER, 0},
+    {NULL, 0, NULL, NULL, 0, 0},
+};
+
+static int export_args(int argc, char **argv, ExportArgs *a) {
+  memset(a, 0, sizeof *a);
+  const char *format = NULL;
+  OptionParser p;
+  option_init(&p, argc, argv, (const Option *const[]){export_options, NULL}, "");
+  for (int id; (id = option_next(&p)) != OPTION_END;) {
+    if (id == OPTION_ERROR) return EXIT_USAGE;
+    if (id == OPTION_ARG && a->in) return diag_usage("export takes one CKPT, got a second: '%s'", p.value);
+    if (id == OPTION_ARG) a->in = p.value;
+    else if (id == E_OUT) a->out = p.value;
+    else if (id == E_OPTIMIZER) a->optimizer = true;
+    else if (strcmp(p.value, "safetensors") == 0 || strcmp(p.value, "npz") == 0) format = p.value;
+    else return option_bad(&p);
+  }
+  if (!a->in) return diag_usage("%s", "export needs a CKPT: a checkpoint written by netrun train --save");
+  if (!a->out) return diag_usage("%s", "export needs -o FILE.safetensors or -o FILE.npz");
+  if (!format && !ends_with(a->out, ".safetensors") && !ends_with(a->out, ".npz"))
+    return diag_usage("export: %s ends in neither .safetensors nor .npz: say which with --format", a->out);
+  a->npz = format ? strcmp(format, "npz") == 0 : ends_with(a->out, ".npz");
+  return 0;
+}
+
+int cmd_export(int argc, char **argv) {
+  ExportArgs a;
+  int rc = export_args(argc, argv, &a);
+  if (rc) return rc;
+  Checkpoint c;
+  if (!weights_read(NULL, a.in, &c)) return EXIT_SCRIPT;
+  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(c.ntensors + 1));
+  Tensor **t = mem_alloc(NULL, sizeof *t * (size_t)(c.ntensors + 1));
+  const char **meta = mem_alloc(NULL, sizeof *meta * (size_t)(2 * c.nsettings + 2));
+  int n = 0, nmeta = 0;
+  for (int i = 0; i < c.ntensors; i++)
+    if (a.optimizer || !weights_is_optimizer(c.tensors[i].name)) names[n] = c.tensors[i].name, t[n++] = c.tensors[i].t;
+  /* A script state's mark (state.NAME) goes along, as safetensors metadata. */
+  for (int i = 0; i < c.nsettings; i++)
+    if (strncmp(c.settings[i].key, CKPT_STATE_MARK, strlen(CKPT_STATE_MARK)) == 0 && ckpt_find(&c, c.settings[i].key + strlen(CKPT_STATE_MARK))) {
+      meta[2 * nmeta] = c.settings[i].key;
+      meta[2 * nmeta++ + 1] = c.settings[i].value;
+    }
+  char err[1400];
+  bool ok = a.npz ? npy_write_npz(a.out, names, t, n, err, sizeof err)
+                  : st_write(a.out, names, t, n, meta, nmeta, err, sizeof err);
+  if (!ok) diag_error(NULL, SPAN_NONE, "%s", err);
+  mem_free(names);
+  mem_free(t);
+  mem_free(meta);
+  ckpt_free(&c);
+  return ok ? 0 : EXIT_SCRIPT;
+}

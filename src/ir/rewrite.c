@@ -1,0 +1,626 @@
+/* rewrite.c — program rewrites: one pass over block 0, a table of
+ * declared patterns (rewrite.h).
+ *
+ * Each pattern looks at the op at index i and, when the ops there are the
+ * ones it stands for, builds the op that replaces them and says which ops
+ * those are (a run from i, or ops apart: sgd_matmul takes a matmul of the
+ * backward and the sgd that reads its product).  Every match is decided
+ * on the program as it was (the reads and writes of each value counted
+ * over the whole program), then block 0 is rebuilt: each replacing op
+ * stands where the pattern says, its ops leave.  No match spans a mark
+ * (RewriteOpts), and the marks move to their index in the new block.
+ *
+ * The patterns rely on the values between the ops they replace being
+ * temporaries: values of block 0 that nothing else reads and nobody can
+ * name (not a script name's binding, an input, a parameter or state, nor
+ * the gradient of such a name), since the replacing op never makes them.
+ * They match the order in which backward.c emits a layer's gradient ops;
+ * tests/cases/rewrite/ pins the rewritten programs of the examples, so a
+ * change to that order that stops a pattern matching fails a test. */
+#include "ir/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- what the patterns look at -------------------------------------------------- */
+
+/* The variables ops of block 0 write in place: those an op reads and
+ * writes (the optimizers' ParamOut, clip_by_global_norm's gradients). */
+typedef struct InPlace {
+  const char **names;
+  int n, cap;
+} InPlace;
+
+typedef struct Site {
+  Program *p;
+  const Block *b;
+  int end;              /* the first index past i's mark segment */
+  const InPlace *ip;
+} Site;
+
+#define MATCH_MAX 8
+
+typedef struct Match {
+  OpDesc *op;           /* the op that replaces them */
+  int at[MATCH_MAX];    /* the ops it replaces, in block order */
+  int n;
+  int place;            /* it stands where at[place] stood */
+} Match;
+
+static bool is_op(const OpDesc *op, const char *type) { return op && strcmp(op->type, type) == 0; }
+
+static bool same(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
+
+/* A run of n ops from i, the new op standing at its head. */
+static bool run_of(Match *m, OpDesc *op, int i, int n) {
+  m->op = op;
+  m->n = n;
+  m->place = 0;
+  for (int k = 0; k < n; k++) m->at[k] = i + k;
+  return true;
+}
+
+/* Whether a script or the command line can look value v up by name: its
+ * name is the current binding of a script name (a rebound name leaves the
+ * earlier values nameless), or is a script name nothing exports. */
+static bool nameable(const Program *p, const VarDesc *v) {
+  if (!v->user_name) return false;
+  const char *e = prog_export(p, v->user_name);
+  return e ? strcmp(e, v->name) == 0 : strcmp(v->name, v->user_name) == 0;
+}
+
+/* How many ops of the whole program read (and write) the value `name`. */
+static void count_uses(const Program *p, const char *name, int *nr, int *nw) {
+  *nr = *nw = 0;
+  for (int i = -1; i < p->nblocks; i++) {
+    const Block *b = i < 0 ? p->startup : p->blocks[i];
+    for (int j = 0; j < b->nops; j++) {
+      const OpDesc *op = b->ops[j];
+      for (int s = 0; s < op->nin; s++)
+        for (int k = 0; k < op->in[s].n; k++) *nr += strcmp(op->in[s].args[k], name) == 0;
+      for (int s = 0; s < op->nout; s++)
+        for (int k = 0; k < op->out[s].n; k++) *nw += strcmp(op->out[s].args[k], name) == 0;
+    }
+  }
+}
+
+/* Whether the value named `name` may be left unmade: a value of block 0
+ * that nobody can name (for a gradient, nor its value), read by `reads`
+ * ops of the whole program and written by one. */
+static bool unmade_ok(const Program *p, const char *name, int reads) {
+  const VarDesc *v = prog_var(p, name);
+  if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE | VAR_KEPT)))
+    return false;
+  const char *at = strchr(name, '@');
+  if (at) {
+    char base[256];
+    if ((size_t)(at - name) >= sizeof base) return false;
+    memcpy(base, name, (size_t)(at - name));
+    base[at - name] = 0;
+    const VarDesc *b = prog_var(p, base);
+    if (!b || nameable(p, b)) return false;
+  }
+  int nr, nw;
+  count_uses(p, name, &nr, &nw);
+  return nr == reads && nw == 1;
+}
+
+/* Whether op is a max pool (or its gradient) of 2x2 windows, stride 2,
+ * no padding, reading X = x: the pool the fused conv ops do themselves. */
+static bool pool_2x2_of(const OpDesc *op, const char *type, const char *x) {
+  if (!op || strcmp(op->type, type) != 0 || !op_in1(op, "X") || strcmp(op_in1(op, "X"), x) != 0) return false;
+  const Attr *k = op_attr(op, "ksize"), *st = op_attr(op, "strides"), *pd = op_attr(op, "paddings");
+  bool two = k && k->v.type == ATTR_INTS && k->v.n == 2 && k->v.u.ints[0] == 2 && k->v.u.ints[1] == 2;
+  bool stride = !st || (st->v.type == ATTR_INTS && (st->v.n == 0 || (st->v.n == 2 && st->v.u.ints[0] == 2 &&
+                                                                      st->v.u.ints[1] == 2)));
+  bool nopad = !pd || (pd->v.type == ATTR_INTS && pd->v.n == 2 && pd->v.u.ints[0] == 0 && pd->v.u.ints[1] == 0);
+  return two && stride && nopad;
+}
+
+/* Whether `bias` is one f32 per output channel of the conv2d `conv`:
+ * [O, 1, 1] or [1, O, 1, 1], against a Filter of O known channels. */
+static bool channel_bias(const Program *p, const OpDesc *conv, const char *bias) {
+  const VarDesc *b = prog_var(p, bias), *f = prog_var(p, op_in1(conv, "Filter"));
+  if (!b || !f || b->dtype != DT_F32 || f->dtype != DT_F32 || f->shape.rank != 4 ||
+      !dim_known(f->shape.d[0]))   /* fused_conv2d is f32 */
+    return false;
+  const Shape *s = &b->shape;
+  int first = s->rank == 4 ? 1 : 0;
+  if (s->rank != 3 && s->rank != 4) return false;
+  if (s->rank == 4 && !(dim_known(s->d[0]) && s->d[0].n == 1)) return false;
+  return dim_known(s->d[first]) && s->d[first].n == f->shape.d[0].n && dim_known(s->d[first + 1]) &&
+         s->d[first + 1].n == 1 && dim_known(s->d[first + 2]) && s->d[first + 2].n == 1;
+}
+
+static void copy_conv_attrs(Program *p, OpDesc *to, const OpDesc *from, bool relu) {
+  static const char *const names[] = {"strides", "paddings", "dilations", "groups"};
+  for (int k = 0; k < 4; k++) {
+    const Attr *a = op_attr(from, names[k]);
+    if (a) op_set_attr(p, to, names[k], a->v);
+  }
+  op_set_attr(p, to, "relu", attr_bool(relu));
+}
+
+static void add1(Program *p, OpDesc *op, bool in, const char *slot, const char *name) {
+  if (name) slot_push(p, in ? op_add_input(p, op, slot) : op_add_output(p, op, slot), name);
+}
+
+static void in_place_find(const Program *p, InPlace *ip) {
+  const Block *b = p->blocks[0];
+  for (int j = 0; j < b->nops; j++) {
+    const OpDesc *op = b->ops[j];
+    for (int s = 0; s < op->nout; s++)
+      for (int k = 0; k < op->out[s].n; k++) {
+        const char *name = op->out[s].args[k];
+        bool read = false;
+        for (int t = 0; t < op->nin && !read; t++)
+          for (int m = 0; m < op->in[t].n && !read; m++) read = strcmp(op->in[t].args[m], name) == 0;
+        if (!read) continue;
+        VEC_RESERVE(ip->names, ip->cap, ip->n + 1);
+        ip->names[ip->n++] = name;
+      }
+  }
+}
+
+static bool in_place(const InPlace *ip, const char *name) {
+  for (int i = 0; i < ip->n; i++)
+    if (strcmp(ip->names[i], name) == 0) return true;
+  return false;
+}
+
+/* ---- the patterns ---------------------------------------------------------------- */
+
+/* conv2d, add [, relu [, max_pool2d]] -> fused_conv2d (conv.c).
+ * Matches a conv2d whose Output only the next op reads, an add of a bias
+ * of one f32 per output channel, optionally a relu of the sum (read by
+ * nothing else) and then a 2x2, stride-2, unpadded max pool of it.  Exact:
+ * the kernel adds the bias, applies relu and takes the max of each window
+ * on each GEMM's output while it is in cache, the same float operations in
+ * the same order as the ops; the conv's output and the sum are never
+ * made (the relu's output is when a pool follows: the gradient reads it). */
+static bool conv_forward(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const OpDesc *conv = s->b->ops[i], *add = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  if (!is_op(conv, "conv2d") || !add) return false;
+  const char *t0 = op_out1(conv, "Output");
+  if (!t0 || !is_op(add, "add") || add->nattrs || !same(op_in1(add, "X"), t0)) return false;
+  const char *bias = op_in1(add, "Y"), *t1 = op_out1(add, "Out");
+  if (!bias || !t1 || !channel_bias(p, conv, bias) || !unmade_ok(p, t0, 1)) return false;
+  const OpDesc *relu = i + 2 < s->end ? s->b->ops[i + 2] : NULL;
+  bool with_relu = is_op(relu, "relu") && same(op_in1(relu, "X"), t1) && op_out1(relu, "Out") && unmade_ok(p, t1, 1);
+  const OpDesc *pool = with_relu && i + 3 < s->end ? s->b->ops[i + 3] : NULL;
+  bool with_pool = pool && pool_2x2_of(pool, "max_pool2d", op_out1(relu, "Out")) && op_out1(pool, "Out");
+  OpDesc *f = op_new(p, "fused_conv2d", conv->span);
+  add1(p, f, true, "Input", op_in1(conv, "Input"));
+  add1(p, f, true, "Filter", op_in1(conv, "Filter"));
+  add1(p, f, true, "Bias", bias);
+  add1(p, f, false, "Output", with_relu ? op_out1(relu, "Out") : t1);
+  if (with_pool) add1(p, f, false, "Pooled", op_out1(pool, "Out"));
+  copy_conv_attrs(p, f, conv, with_relu);
+  return run_of(m, f, i, with_pool ? 4 : with_relu ? 3 : 2);
+}
+
+/* [[max_pool2d_grad,] relu_grad,] assign, sum_like, conv2d_grad ->
+ * fused_conv2d_grad (conv.c): the gradient of the layer above, in the
+ * order backward.c emits it for max_pool2d(relu(conv2d + bias)) (the
+ * add's assign of dOut to the conv's output gradient and sum_like to the
+ * bias's).  Each gradient between is read by the next ops only and
+ * nameable by nobody.  Exact: the kernel applies the pool's and relu's
+ * gradients to each row of the output gradient as it gathers it and sums
+ * the bias gradient in the same order as sum_like. */
+static bool conv_backward(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const Block *b = s->b;
+  if (i + 1 >= s->end) return false;
+  const OpDesc *pg = is_op(b->ops[i], "max_pool2d_grad") ? b->ops[i] : NULL;
+  int r = pg ? i + 1 : i;
+  const OpDesc *rg = is_op(b->ops[r], "relu_grad") ? b->ops[r] : NULL;
+  if (pg && (!rg || !op_in1(rg, "Out") || !pool_2x2_of(pg, "max_pool2d_grad", op_in1(rg, "Out")) ||
+             !same(op_out1(pg, "X@GRAD"), op_in1(rg, "Out@GRAD")) || !unmade_ok(p, op_out1(pg, "X@GRAD"), 1) ||
+             !op_in1(pg, "Out@GRAD")))
+    return false;
+  int k = rg ? r + 1 : r;
+  if (k + 2 >= s->end) return false;
+  const OpDesc *as = b->ops[k], *sl = b->ops[k + 1], *cg = b->ops[k + 2];
+  if (!is_op(as, "assign") || !is_op(sl, "sum_like") || !is_op(cg, "conv2d_grad")) return false;
+  const char *g = rg ? op_out1(rg, "X@GRAD") : op_in1(as, "X"), *t0g = op_out1(as, "Out");
+  const char *bias = op_in1(sl, "Like"), *dbias = op_out1(sl, "Out");
+  if (!g || !t0g || !bias || !dbias || !same(op_in1(as, "X"), g) || !same(op_in1(sl, "X"), g) ||
+      !same(op_in1(cg, "Output@GRAD"), t0g) || !channel_bias(p, cg, bias) || !unmade_ok(p, t0g, 1) ||
+      (rg && !unmade_ok(p, g, 2)))
+    return false;
+  OpDesc *f = op_new(p, "fused_conv2d_grad", cg->span);
+  add1(p, f, true, "Input", op_in1(cg, "Input"));
+  add1(p, f, true, "Filter", op_in1(cg, "Filter"));
+  add1(p, f, true, "Bias", bias);
+  if (rg) add1(p, f, true, "Output", op_in1(rg, "Out"));
+  if (pg) add1(p, f, true, "Pooled@GRAD", op_in1(pg, "Out@GRAD"));
+  else add1(p, f, true, "Output@GRAD", rg ? op_in1(rg, "Out@GRAD") : g);
+  add1(p, f, false, "Input@GRAD", op_out1(cg, "Input@GRAD"));
+  add1(p, f, false, "Filter@GRAD", op_out1(cg, "Filter@GRAD"));
+  add1(p, f, false, "Bias@GRAD", dbias);
+  copy_conv_attrs(p, f, cg, rg != NULL);
+  f->fwd_block = cg->fwd_block, f->fwd_op = cg->fwd_op;   /* dump: the grad of the layer's op */
+  return run_of(m, f, i, k + 3 - i);
+}
+
+/* assign between gradients -> share (backward.c's for add, sub,
+ * reshape...).  Matches an assign of a @GRAD value to another of its
+ * dtype when no op of block 0 writes either in place.  Exact: the copy is
+ * there for values an in-place update could change afterwards, and
+ * neither of these is ever so updated, so sharing X's storage reads the
+ * same numbers. */
+static bool share_assign(const Site *s, int i, Match *m) {
+  const OpDesc *as = s->b->ops[i];
+  if (!is_op(as, "assign")) return false;
+  const char *x = op_in1(as, "X"), *out = op_out1(as, "Out");
+  if (!x || !out || !strstr(x, "@GRAD") || !strstr(out, "@GRAD")) return false;
+  const VarDesc *vx = prog_var(s->p, x), *vo = prog_var(s->p, out);
+  if (!vx || !vo || vx->dtype != vo->dtype || in_place(s->ip, x) || in_place(s->ip, out)) return false;
+  OpDesc *f = op_new(s->p, "share", as->span);
+  f->fwd_block = as->fwd_block, f->fwd_op = as->fwd_op;
+  add1(s->p, f, true, "X", x);
+  add1(s->p, f, false, "Out", out);
+  return run_of(m, f, i, 1);
+}
+
+/* sgd on a matmul's gradient -> sgd_matmul (optim.c), in the training
+ * program.  Matches an sgd without weight decay whose Grad (a @GRAD value)
+ * exactly one op writes, a matmul of two matrices, and no op but the sgd
+ * reads (so not with gradient clipping).  The matmul leaves the backward
+ * and sgd_matmul stands where the sgd stood (after every read of the
+ * parameter): its GEMM accumulates -lr * X'Y into the parameter (beta =
+ * 1), so the gradient is never written or read back.  The same update,
+ * rounded once instead of twice: not bit for bit the ops it replaces,
+ * which is why it is part of the training program (--no-fuse too) and
+ * keeps no originals. */
+static bool sgd_matmul(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const Block *b = s->b;
+  const OpDesc *sgd = b->ops[i];
+  if (!is_op(sgd, "sgd") || op_attr_f(sgd, "weight_decay", 0) != 0) return false;
+  const char *w = op_in1(sgd, "Param"), *g = op_in1(sgd, "Grad");
+  if (!w || !g || !strstr(g, "@GRAD") || !same(op_out1(sgd, "ParamOut"), w) || !op_in1(sgd, "LearningRate"))
+    return false;
+  int at = -1;
+  for (int j = 0; j < s->end; j++) {
+    const OpDesc *op = b->ops[j];
+    for (int t = 0; t < op->nin && j != i; t++)
+      for (int k = 0; k < op->in[t].n; k++)
+        if (strcmp(op->in[t].args[k], g) == 0) return false;
+    for (int t = 0; t < op->nout; t++)
+      for (int k = 0; k < op->out[t].n; k++)
+        if (strcmp(op->out[t].args[k], g) == 0) {
+          if (at >= 0 || !is_op(op, "matmul")) return false;
+          at = j;
+        }
+  }
+  if (at < 0) return false;
+  const OpDesc *mm = b->ops[at];
+  const VarDesc *x = prog_var(p, op_in1(mm, "X")), *y = prog_var(p, op_in1(mm, "Y"));
+  if (!x || !y || x->shape.rank != 2 || y->shape.rank != 2) return false;
+  if (x->dtype != DT_F32 || y->dtype != DT_F32) return false;   /* sgd_matmul is f32 (sgemm) */
+  OpDesc *op = op_new(p, "sgd_matmul", mm->span);
+  op->fwd_block = mm->fwd_block;
+  op->fwd_op = mm->fwd_op;
+  add1(p, op, true, "Param", w);
+  add1(p, op, true, "X", op_in1(mm, "X"));
+  add1(p, op, true, "Y", op_in1(mm, "Y"));
+  add1(p, op, true, "LearningRate", op_in1(sgd, "LearningRate"));
+  add1(p, op, false, "ParamOut", w);
+  op_set_attr(p, op, "transpose_x", attr_bool(op_attr_i(mm, "transpose_x", 0) != 0));
+  op_set_attr(p, op, "transpose_y", attr_bool(op_attr_i(mm, "transpose_y", 0) != 0));
+  if (op_attr(sgd, "lr_mult")) op_set_attr(p, op, "lr_mult", attr_float(op_attr_f(sgd, "lr_mult", 1)));   /* its group's */
+  m->op = op;
+  m->n = 2;
+  m->at[0] = at < i ? at : i;
+  m->at[1] = at < i ? i : at;
+  m->place = at < i ? 1 : 0;
+  return true;
+}
+
+typedef struct Pattern {
+  const char *name;      /* the op that replaces the match */
+  unsigned set;          /* RW_FUSE or RW_TRAIN */
+  bool (*match)(const Site *s, int i, Match *m);
+} Pattern;
+
+/* Tried in order at each op; the first match wins. */
+static const Pattern patterns[] = {
+    {"fused_conv2d", RW_FUSE, conv_forward},
+    {"fused_conv2d_grad", RW_FUSE, conv_backward},
+    {"share", RW_FUSE, share_assign},
+    {"sgd_matmul", RW_TRAIN, sgd_matmul},
+};
+
+/* ---- data parallel: the gradients' allreduce (RW_DIST) ------------------------------ */
+
+/* The last op of block 0 before `end` that reads or writes `name`; -1 if
+ * none does. */
+static int last_use(const Block *b, int end, const char *name) {
+  for (int j = end - 1; j >= 0; j--) {
+    const OpDesc *op = b->ops[j];
+    for (int s = 0; s < op->nin; s++)
+      for (int k = 0; k < op->in[s].n; k++)
+        if (strcmp(op->in[s].args[k], name) == 0) return j;
+    for (int s = 0; s < op->nout; s++)
+      for (int k = 0; k < op->out[s].n; k++)
+        if (strcmp(op->out[s].args[k], name) == 0) return j;
+  }
+  return -1;
+}
+
+/* The bytes of an f32 gradient of known shape (0 when a dim is unknown). */
+static int64_t grad_bytes(const Program *p, const char *name) {
+  const VarDesc *v = prog_var(p, name);
+  if (!v || v->shape.rank < 0) return 0;
+  int64_t n = 4;
+  for (int i = 0; i < v->shape.rank; i++) n *= dim_known(v->shape.d[i]) ? v->shape.d[i].n : 0;
+  return n;
+}
+
+/* Whether op reads or writes `name`. */
+static bool touches(const OpDesc *op, const char *name, bool writes) {
+  for (int s = 0; s < op->nin; s++)
+    for (int k = 0; k < op->in[s].n; k++)
+      if (strcmp(op->in[s].args[k], name) == 0) return true;
+  for (int s = 0; writes && s < op->nout; s++)
+    for (int k = 0; k < op->out[s].n; k++)
+      if (strcmp(op->out[s].args[k], name) == 0) return true;
+  return false;
+}
+
+/* The first op of block 0 from `from` that reads one of op's X (its
+ * bucket's gradients); the block's end if none does. */
+static int first_read(const Block *b, int from, const OpDesc *op) {
+  const Slot *x = op_input(op, "X");
+  for (int j = from; j < b->nops; j++)
+    for (int k = 0; x && k < x->n; k++)
+      if (touches(b->ops[j], x->args[k], false)) return j;
+  return b->nops;
+}
+
+/* An op to insert into block 0 before the op at `at` (the block's end
+ * when at is its size); `order` keeps inserts at one place in order. */
+typedef struct Insert {
+  OpDesc *op;
+  int at, order;
+} Insert;
+
+static int insert_cmp(const void *a, const void *b) {
+  const Insert *x = a, *y = b;
+  return x->at != y->at ? (x->at > y->at) - (x->at < y->at) : (x->order > y->order) - (x->order < y->order);
+}
+
+/* The ops of ins[n] put into block 0 (each at its place, those of one
+ * place in order); the marks move past the ops inserted before them. */
+static void insert_ops(Program *p, Insert *ins, int n, int *marks, int nmarks) {
+  Block *b = p->blocks[0];
+  qsort(ins, (size_t)n, sizeof *ins, insert_cmp);
+  OpDesc **old = mem_alloc(NULL, sizeof *old * (size_t)(b->nops + 1));
+  int nold = b->nops, k = 0;
+  memcpy(old, b->ops, sizeof *old * (size_t)nold);
+  b->nops = 0;
+  for (int j = 0; j <= nold; j++) {
+    for (; k < n && ins[k].at == j; k++) op_append(b, p, ins[k].op);
+    if (j < nold) op_append(b, p, old[j]);
+  }
+  for (int m = 0; m < nmarks; m++) {
+    int before = 0;
+    for (int i = 0; i < n; i++) before += ins[i].at < marks[m];
+    marks[m] += before;
+  }
+  mem_free(old);
+}
+
+/* One bucket's op(s), made with its gradients grads[n]: one allreduce
+ * before bwd_end, or (o->overlap) an allreduce_start after `ready` (the
+ * last op of the backward touching them) and an allreduce_wait before the
+ * first op from bwd_end on that reads one; their inserts in ins[*nins]. */
+static void bucket_ops(Program *p, const AllreduceOpts *o, const char *const *grads, int n, int ready, int id,
+                       Insert *ins, int *nins) {
+  Block *b = p->blocks[0];
+  OpDesc *op = op_new(p, o->overlap ? "allreduce_wait" : "allreduce", SPAN_NONE);
+  for (int i = 0; i < n; i++) {
+    slot_push(p, op_add_input(p, op, "X"), grads[i]);
+    slot_push(p, op_add_output(p, op, "Out"), grads[i]);
+  }
+  if (!o->overlap) {
+    slot_push(p, op_add_input(p, op, "Weight"), o->weight);
+    reg_infer(p, b, op);
+    ins[(*nins)++] = (Insert){op, o->bwd_end, id};
+    return;
+  }
+  OpDesc *st = op_new(p, "allreduce_start", SPAN_NONE);
+  for (int i = 0; i < n; i++) slot_push(p, op_add_input(p, st, "X"), grads[i]);
+  slot_push(p, op_add_input(p, st, "Weight"), o->weight);
+  const char *h = arena_printf(p->arena, "bucket%d@DIST", id);
+  VarDesc *hv = prog_var(p, h) ? NULL : prog_add_var(p, b, h);
+  if (hv) hv->dtype = DT_I64, hv->shape = shape_scalar();
+  slot_push(p, op_add_output(p, st, "Handle"), h);
+  slot_push(p, op_add_input(p, op, "Handle"), h);
+  reg_infer(p, b, st);
+  reg_infer(p, b, op);
+  /* at one place the starts go before the waits, each in bucket order */
+  ins[(*nins)++] = (Insert){st, ready + 1, id};
+  ins[(*nins)++] = (Insert){op, first_read(b, o->bwd_end, op), (1 << 20) + id};
+}
+
+/* One allreduce op per bucket, or (o->overlap) a start and a wait: the
+ * gradients in the order the backward finishes them (DDP's buckets: the
+ * last layer's first), a bucket closed once it holds bucket_bytes.  The
+ * ops read and write their gradients in place.  Blocking, the allreduce
+ * ops stand together at bwd_end, before clipping and the optimizers;
+ * overlapped, a bucket's sum starts as soon as the backward has finished
+ * its gradients and runs while the rest of the backward does, and is
+ * waited for just before the first op that reads one (rewrite_program
+ * moves the starts out of the runs it fuses). */
+int rewrite_allreduce(Program *p, const AllreduceOpts *o) {
+  Block *b = p->blocks[0];
+  int n = 0, *order = mem_alloc(NULL, sizeof *order * (size_t)(o->ngrads + 1));
+  int *ready = mem_alloc(NULL, sizeof *ready * (size_t)(o->ngrads + 1));
+  for (int i = 0; i < o->ngrads; i++) {
+    int at = last_use(b, o->bwd_end, o->grads[i]);
+    if (at < 0) continue;
+    int k = n++;
+    for (; k > 0 && ready[k - 1] > at; k--) order[k] = order[k - 1], ready[k] = ready[k - 1];
+    order[k] = i, ready[k] = at;
+  }
+  const char **bucket = mem_alloc(NULL, sizeof *bucket * (size_t)(n + 1));
+  Insert *ins = mem_alloc(NULL, sizeof *ins * (size_t)(2 * n + 1));
+  int made = 0, nins = 0, nb = 0;
+  int64_t bytes = 0;
+  for (int i = 0; i < n; i++) {
+    bucket[nb++] = o->grads[order[i]];
+    bytes += grad_bytes(p, o->grads[order[i]]);
+    if (bytes >= o->bucket_bytes || i == n - 1) {
+      bucket_ops(p, o, bucket, nb, ready[i], made++, ins, &nins);
+      nb = 0, bytes = 0;
+    }
+  }
+  insert_ops(p, ins, nins, o->marks, o->nmarks);
+  mem_free(ins);
+  mem_free(bucket);
+  mem_free(order);
+  mem_free(ready);
+  return made;
+}
+
+/* ---- starts out of the fused runs ------------------------------------------------------ */
+
+/* The allreduce_start ops of block 0 leave it (the rewrites see the
+ * backward's ops as backward.c emits them, in unbroken runs); their
+ * number, the ops in *out.  The marks after each move back. */
+static int lift_starts(Program *p, const RewriteOpts *o, OpDesc ***out) {
+  Block *b = p->blocks[0];
+  int n = 0, kept = 0;
+  *out = mem_alloc(NULL, sizeof **out * (size_t)(b->nops + 1));
+  for (int i = 0; i < b->nops; i++) {
+    if (!is_op(b->ops[i], "allreduce_start")) {
+      b->ops[kept++] = b->ops[i];
+      continue;
+    }
+    (*out)[n++] = b->ops[i];
+    for (int k = 0; k < o->nmarks; k++)
+      if (o->marks[k] > kept) o->marks[k]--;
+  }
+  b->nops = kept;
+  return n;
+}
+
+/* The lifted starts back in block 0, each after the last op before its
+ * wait that touches its gradients (after whatever op now makes them). */
+static void place_starts(Program *p, const RewriteOpts *o, OpDesc **starts, int n) {
+  Block *b = p->blocks[0];
+  Insert *ins = mem_alloc(NULL, sizeof *ins * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) {
+    const char *h = op_out1(starts[i], "Handle");
+    int wait = 0;
+    while (wait < b->nops && !(is_op(b->ops[wait], "allreduce_wait") && same(op_in1(b->ops[wait], "Handle"), h)))
+      wait++;
+    const Slot *x = op_input(starts[i], "X");
+    int at = 0;
+    for (int k = 0; x && k < x->n; k++) {
+      int u = last_use(b, wait, x->args[k]);
+      if (u + 1 > at) at = u + 1;
+    }
+    ins[i] = (Insert){starts[i], at, i};
+  }
+  insert_ops(p, ins, n, o->marks, o->nmarks);
+  mem_free(ins);
+}
+
+/* ---- the pass ---------------------------------------------------------------------- */
+
+/* i's segment of the block, [*start, end): between the marks around i. */
+static int segment(const RewriteOpts *o, const Block *b, int i, int *start) {
+  int end = b->nops;
+  *start = 0;
+  for (int k = 0; k < o->nmarks; k++) {
+    if (o->marks[k] > i && o->marks[k] < end) end = o->marks[k];
+    if (o->marks[k] <= i && o->marks[k] > *start) *start = o->marks[k];
+  }
+  return end;
+}
+
+/* The op at i, rewritten: the pattern whose match takes it first, none
+ * of whose ops an earlier match took or another segment holds; NULL when
+ * none does. */
+static const Pattern *match_at(const Site *s, int start, const RewriteOpts *o, const bool *taken, int i,
+                               Match *m) {
+  for (size_t k = 0; k < sizeof patterns / sizeof *patterns; k++) {
+    if (!(patterns[k].set & o->sets) || !patterns[k].match(s, i, m)) continue;
+    bool ok = true;
+    for (int j = 0; j < m->n; j++) ok &= !taken[m->at[j]] && m->at[j] >= start && m->at[j] < s->end;
+    if (ok) return &patterns[k];
+  }
+  return NULL;
+}
+
+/* Block 0 rebuilt: each match's op where it stands, its ops gone.  The
+ * indices into it move: the marks, and the forward op of every grad op
+ * (a replaced op's is the op that replaced it).  owner[i]: where the op
+ * standing for op i stood. */
+static void rebuild(Program *p, const RewriteOpts *o, OpDesc **repl, const bool *taken, const int *owner) {
+  Block *b = p->blocks[0];
+  int n = 0, nold = b->nops;
+  int *to = mem_alloc(NULL, sizeof *to * (size_t)(nold + 1));
+  for (int i = 0; i < nold; i++) {
+    to[i] = n;
+    if (repl[i]) b->ops[n++] = repl[i];
+    else if (!taken[i]) b->ops[n++] = b->ops[i];
+  }
+  to[nold] = n;
+  b->nops = n;
+  for (int k = 0; k < o->nmarks; k++)
+    if (o->marks[k] >= 0 && o->marks[k] <= nold) o->marks[k] = to[o->marks[k]];
+  for (int i = 0; i < p->nblocks; i++)
+    for (int j = 0; j < p->blocks[i]->nops; j++) {
+      OpDesc *op = p->blocks[i]->ops[j];
+      if (op->fwd_block == 0 && op->fwd_op >= 0 && op->fwd_op < nold) op->fwd_op = to[owner[op->fwd_op]];
+    }
+  mem_free(to);
+}
+
+int rewrite_program(Program *p, const RewriteOpts *o) {
+  OpDesc **starts;
+  int nstarts = lift_starts(p, o, &starts);
+  Block *b = p->blocks[0];
+  InPlace ip = {0};
+  in_place_find(p, &ip);
+  bool *taken = mem_calloc((size_t)b->nops + 1, sizeof *taken);
+  OpDesc **repl = mem_calloc((size_t)b->nops + 1, sizeof *repl);
+  int *owner = mem_alloc(NULL, sizeof *owner * (size_t)(b->nops + 1));
+  for (int i = 0; i < b->nops; i++) owner[i] = i;
+  int made = 0;
+  for (int i = 0; i < b->nops; i++) {
+    if (taken[i]) continue;
+    int start;
+    Site s = {p, b, segment(o, b, i, &start), &ip};
+    Match m;
+    const Pattern *pat = match_at(&s, start, o, taken, i, &m);
+    if (!pat) continue;
+    /* An exact rewrite keeps the ops it stands for (--check-nan runs
+     * them); an op of the training program is inferred like the others. */
+    if (pat->set == RW_FUSE) {
+      m.op->orig = arena_alloc(p->arena, sizeof *m.op->orig * (size_t)m.n);
+      for (int j = 0; j < m.n; j++) m.op->orig[j] = b->ops[m.at[j]];
+      m.op->norig = m.n;
+    } else if (!reg_infer(p, b, m.op)) {
+      continue;
+    }
+    for (int j = 0; j < m.n; j++) taken[m.at[j]] = true, owner[m.at[j]] = m.at[m.place];
+    repl[m.at[m.place]] = m.op;
+    made++;
+  }
+  if (made) rebuild(p, o, repl, taken, owner);
+  if (nstarts) place_starts(p, o, starts, nstarts);
+  mem_free(starts);
+  mem_free(owner);
+  mem_free(taken);
+  mem_free(repl);
+  mem_free(ip.names);
+  return made;
+}
+
+bool rewrite_wanted(const ExecOptions *o) { return o->fuse && !o->tape && !o->check_nan; }

@@ -1,0 +1,91 @@
+/* train.h — training: the train configuration, the training program, and
+ * `netrun train` / `eval` / `predict`.
+ *
+ * A script names what training needs in a configuration block (see
+ * netrun-lang(5), "TRAINING"):
+ *
+ *   train {
+ *     data      = "fashion-mnist"     # the dataset
+ *     feed      = [x, y]              # the inputs its columns feed, in order
+ *     loss      = loss                # the scalar to minimize
+ *     metric    = logits              # accuracy: argmax(logits) against the label
+ *     optimizer = sgd                 # sgd, momentum, adam, adamw or rmsprop
+ *     lr        = 0.1
+ *     epochs    = 5
+ *     batch     = 128
+ *     no_decay  = ["*.b"]             # parameter groups (glob patterns over
+ *     lr_mult   = ["embed.*: 0.1"]    #   scoped names): no decay, lr x 0.1
+ *   }
+ *
+ * The training program is the script's program with its backward appended
+ * (bwd_append), an optional clip_by_global_norm of the gradients, and
+ * one optimizer op per parameter, all in block 0; the optimizer state
+ * (velocities, moments) are variables initialized by the startup block. */
+#ifndef NETRUN_TRAIN_H
+#define NETRUN_TRAIN_H
+
+#include "autodiff/backward.h"
+
+typedef struct TrainConfig {
+  const char *data;           /* dataset spec */
+  const char *eval;           /* the split evaluated each epoch, or "none" */
+  const char *const *feed;    /* inputs fed by the dataset's columns */
+  int nfeed;
+  const char *loss;
+  const char *metric;         /* NULL: no accuracy */
+  const char *label;          /* the input holding the labels (default: the last fed) */
+  const char *label_column;   /* CSV: the column holding the labels */
+  const char *const *labels;  /* CSV: label = [...], the target columns */
+  int nlabels;
+  const char *const *columns; /* CSV: columns = [...], the input's columns */
+  int ncolumns;
+  const char *val;            /* a validation data file, or NULL */
+  double val_split;           /* the fraction of the training data held out (0: none) */
+  int64_t patience;           /* epochs without a better score before stopping (0: never) */
+  const char *optimizer;
+  const char *schedule;       /* constant, step, cosine */
+  double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
+  int64_t epochs, batch, step_size, log_every, limit;
+  int64_t context;            /* text data: bytes per window (0: not text) */
+  const double *mean, *std;   /* image folders: per-channel normalization (NULL: none) */
+  int nmean, nstd;
+  bool flip;                  /* image folders, training: random horizontal flips */
+  int64_t crop_pad;           /* image folders, training: random crops with this padding (0: none) */
+  bool nesterov, shuffle;
+  const char *const *no_decay; /* parameter groups: glob patterns of parameters without weight decay */
+  int nno_decay;
+  const char **mult_pattern;  /* lr_mult = ["PATTERN: FACTOR", ...], in order: the first match counts */
+  double *mult;
+  int nmult;
+  bool overlap;               /* data parallel: allreduce_start/wait, not allreduce */
+  double bucket_mb;           /* data parallel: megabytes of gradients per allreduce */
+  int ranks;                  /* data parallel: the ranks training (1: no allreduce) */
+} TrainConfig;
+
+/* Command-line overrides (negative / NULL: not given). */
+typedef struct TrainOverrides {
+  int64_t epochs, batch, limit;
+  double lr;
+  const char *optimizer, *data;
+} TrainOverrides;
+
+/* Reads the script's train block, applies the overrides, and checks it;
+ * errors point at the setting.  Says (on stderr) which settings an override
+ * replaced. */
+bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet);
+
+/* The optimizers a train block may name, and the same as a phrase. */
+bool train_optimizer_known(const char *name);
+#define TRAIN_OPTIMIZERS "sgd, momentum, adam, adamw or rmsprop"
+
+/* The variable the trainer writes the learning rate into each step. */
+#define TRAIN_LR_VAR "learning_rate@LR"
+/* On N > 1 ranks: the variable it writes this rank's share of the step's
+ * examples into, which the allreduce ops weigh its gradients by. */
+#define TRAIN_WEIGHT_VAR "rank_weight@DIST"
+
+/* Appends the backward, the clipping and the optimizer ops (with
+ * c->ranks > 1, the allreduce of the gradients before them: rewrite.h). */
+bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw);
+
+#endif
