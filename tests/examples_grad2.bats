@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# examples_grad2.bats — the examples of second derivatives (README,
-# "Gradients inside a script"): a Hessian-vector product and Newton's
+# examples_grad2.bats — the examples of second derivatives (doc/speed.md,
+# "The examples"): a Hessian-vector product and Newton's
 # method (examples/newton_hvp.net), a gradient penalty trained by `netrun
 # train` (examples/wgan_gp.net), a physics-informed network
 # (examples/pinn.net), each checked against numbers worked by hand; and
