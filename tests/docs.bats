@@ -343,3 +343,15 @@ run_md() {
   done
   [ "$n" -ge 3 ]
 }
+
+# The README's table of examples gives their figures in bold; each is
+# also in doc/speed.md, whose sessions run the short examples: a figure
+# the README keeps after a run changed it fails here or there.
+@test "every bold figure of the README's examples table is doc/speed.md's" {
+  awk '/^## Examples/ { on = 1 } /^## / && !/^## Examples/ { on = 0 } on && /^\| `/' "$ROOT/README.md" |
+    grep -o '\*\*[^*]*\*\*' | tr -d '*' > figures
+  [ "$(wc -l < figures)" -ge 5 ]
+  missing=""
+  while IFS= read -r f; do grep -qF -- "$f" "$ROOT/doc/speed.md" || missing="$missing [$f]"; done < figures
+  [ -z "$missing" ] || { echo "README figures not in doc/speed.md:$missing"; return 1; }
+}
