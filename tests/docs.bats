@@ -355,3 +355,13 @@ run_md() {
   while IFS= read -r f; do grep -qF -- "$f" "$ROOT/doc/speed.md" || missing="$missing [$f]"; done < figures
   [ -z "$missing" ] || { echo "README figures not in doc/speed.md:$missing"; return 1; }
 }
+
+# A summary line of `make train` quoted in a man page or the README is the
+# one doc/speed.md shows (DOCS_SLOW=1 runs it there).
+@test "the peak memory of make train quoted anywhere is doc/speed.md's" {
+  grep -ho 'peak memory [0-9.]* MB (data 55 MB, model 2.1 MB)' "$ROOT"/README.md "$ROOT"/man/* | sort -u > quoted
+  [ -s quoted ]
+  while IFS= read -r q; do
+    grep -qF -- "$q" "$ROOT/doc/speed.md" || { echo "not what doc/speed.md shows: $q"; return 1; }
+  done < quoted
+}
