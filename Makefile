@@ -137,6 +137,7 @@ test: deps
 	$(MAKE) check
 
 check: fuzz-replay
+	tests/tools/check_bats.sh
 	NETRUN=$(NETRUN) tests/run-cases.sh
 	NETRUN=$(NETRUN) bats tests/*.bats
 
@@ -240,7 +241,7 @@ BENCH_PYTHON ?= /usr/bin/python3
 bench-charlm: netrun
 	$(BENCH_PYTHON) tests/bench/char_lm.py --netrun $(CURDIR)/netrun
 
-# Data parallel over Open MPI against threads (README, "Many machines").
+# Data parallel over Open MPI against threads (doc/speed.md, "Data-parallel training").
 bench-mpi: netrun
 	tests/bench/mpi.sh
 
