@@ -95,8 +95,8 @@ bool text_windows(Diag *d, const char *path, int64_t context, const char *split,
   if (!ok) {
     const char *what = !split ? "" : test ? "the test split (the last tenth) has "
                                           : "the train split (all but the last tenth) has ";
-    snprintf(msg, sizeof msg, "%s%" PRId64 " bytes, but context = %" PRId64 " needs at least %" PRId64
-             " (a window and the byte after it)", what, m, context, context + 1);
+    snprintf(msg, sizeof msg, "%s%" PRId64 " bytes, but context = %" PRId64 " needs at least %" PRIu64
+             " (a window and the byte after it)", what, m, context, (uint64_t)context + 1);   /* 2^63 for 2^63 - 1 */
     text_error(d, path, msg);
   }
   ok = ok && text_split(d, path, buf + start, n, context, out);

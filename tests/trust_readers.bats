@@ -1,0 +1,95 @@
+#!/usr/bin/env bats
+# trust_readers.bats — sizes read from a file's header are checked for
+# overflow before any memory is spent on them (issue 31): a .npz whose
+# arrays declare 2^62 examples of zero bytes, 19-digit shapes, -2^63 and
+# 2^53 + 1 fed into f32, a text window of 2^63 - 1 bytes.
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+  cd "$BATS_TEST_TMPDIR"
+}
+
+# npz FILE NAME=DESCR:SHAPE[:HEXDATA]...: a .npz archive whose members are
+# .npy files with exactly that header (numpy itself refuses such shapes).
+npz() {
+  python3 - "$@" <<'PY'
+import struct, sys, zipfile
+def npy(descr, shape, data):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    d += ' ' * ((64 - (10 + len(d) + 1) % 64) % 64) + '\n'
+    return b'\x93NUMPY\x01\x00' + struct.pack('<H', len(d)) + d.encode() + data
+with zipfile.ZipFile(sys.argv[1], 'w') as z:
+    for m in sys.argv[2:]:
+        name, rest = m.split('=', 1)
+        parts = rest.split(':')
+        z.writestr(name + '.npy', npy(parts[0], parts[1], bytes.fromhex(parts[2]) if len(parts) > 2 else b''))
+PY
+}
+
+# A script reading x and y of [B, 0].
+zero_net() {
+  printf 'input x : f32[B, 0]\ninput y : f32[B, 0]\nparam w : [1] = zeros()\nloss = sum(x) + sum(y) + sum(w * w)\ntrain {\n  optimizer = sgd\n  lr = 0.1\n  batch = 1\n  epochs = 1\n}\n' > z.net
+}
+
+@test "2^62 examples of zero bytes: train, eval and data say out of memory (status 3), no crash" {
+  npz big.npz "x=<f4:(4611686018427387904, 0)" "y=<f4:(4611686018427387904, 0)"
+  zero_net
+  for verb in train eval; do
+    run "$NETRUN" $verb z.net --data big.npz
+    [ "$status" -eq 3 ]
+    [ "${lines[${#lines[@]}-1]}" = "netrun: error: big.npz: out of memory: 4611686018427387904 examples: the batches' order of them takes 8 bytes each, more than netrun can count (--max-memory)" ]
+  done
+  run "$NETRUN" data big.npz --batch 4
+  [ "$status" -eq 3 ]
+  [ "${lines[0]}" = "netrun: error: big.npz: out of memory: 4611686018427387904 examples: the batches' order of them takes 8 bytes each, more than netrun can count (--max-memory)" ]
+}
+
+@test "2^28 examples of zero bytes are charged to --max-memory: 2 GiB refused under 64M" {
+  npz many.npz "x=<f4:(268435456, 0)" "y=<f4:(268435456, 0)"
+  run "$NETRUN" data many.npz --max-memory 64M --batch 4
+  [ "$status" -eq 3 ]
+  [[ "${lines[0]}" = "netrun: error: many.npz: out of memory: 268435456 examples: the batches' order of them takes 8 bytes each: it would take 2 GiB, but only "*" (--max-memory)" ]]
+  # what fits is still read
+  npz few.npz "x=<f4:(1000, 0)" "y=<f4:(1000, 0)"
+  run "$NETRUN" data few.npz --max-memory 64M --batch 4
+  [ "$status" -eq 0 ]
+  [ "${lines[${#lines[@]}-1]}" = "batches 250 of 4" ]
+}
+
+@test "a 19- or 20-digit size in a .npy header is refused, not wrapped" {
+  npz d19.npz "x=<f4:(9999999999999999999,)"
+  run "$NETRUN" data d19.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: d19.npz: array 'x': shape has a size past 2^63 - 1 (9999999999999999999)" ]
+  npz d3.npz "x=<f4:(4294967296, 4294967296, 2)"
+  run "$NETRUN" data d3.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: d3.npz: array 'x': shape (4294967296, 4294967296, 2): more elements than netrun can count" ]
+}
+
+@test "-2^63 and 2^53 + 1 fed into f32: exact, or refused in integers" {
+  printf 'input x : f32[1, 1]\nprint(x * 1.0)\n' > m.net
+  # -2^63 is a float32 exactly
+  npz minint.npz "x=<i8:(1, 1):0000000000000080"
+  run "$NETRUN" run m.net --feed x=minint.npz
+  [ "$status" -eq 0 ]
+  [ "$output" = "[[-9.223372e+18]]" ]
+  # 2^53 + 1 is not (the double it passes through already rounded it)
+  npz big53.npz "x=<i8:(1, 1):0100000000002000"
+  run "$NETRUN" run m.net --feed x=big53.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: big53.npz: member 'x.npy': element 0 is 9007199254740993, which float32 cannot hold exactly" ]
+  # nor is 2^63 - 1 (which rounds to 2^63, past int64)
+  npz max.npz "x=<i8:(1, 1):ffffffffffffff7f"
+  run "$NETRUN" run m.net --feed x=max.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: max.npz: member 'x.npy': element 0 is 9223372036854775807, which float32 cannot hold exactly" ]
+}
+
+@test "--context 2^63 - 1 is refused with its real need" {
+  printf 'abcdefgh' > t.txt
+  run "$NETRUN" data t.txt --context 9223372036854775807
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: t.txt: 8 bytes, but context = 9223372036854775807 needs at least 9223372036854775808 (a window and the byte after it)" ]
+}
