@@ -93,3 +93,69 @@ zero_net() {
   [ "$status" -eq 1 ]
   [ "$output" = "netrun: error: t.txt: 8 bytes, but context = 9223372036854775807 needs at least 9223372036854775808 (a window and the byte after it)" ]
 }
+
+# npy FILE DESCR SHAPE: a .npy file of that header and no data.
+npy() {
+  python3 - "$@" <<'PY'
+import struct, sys
+d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (sys.argv[2], sys.argv[3])
+d += ' ' * ((64 - (10 + len(d) + 1) % 64) % 64) + '\n'
+open(sys.argv[1], 'wb').write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(d)) + d.encode())
+PY
+}
+
+@test "ops on values of no elements cost nothing: concat of a fed [2^62, 0] ends at once" {
+  npy z.npy '<f4' '(4611686018427387904, 0)'
+  printf 'input x : f32[N, M]\ny = concat([x, x, x], axis=1)\nprint(sum(y))\n' > c.net
+  run timeout 20 "$NETRUN" run c.net --feed x=z.npy
+  [ "$status" -eq 0 ]
+  [ "$output" = "0.0" ]
+}
+
+@test "concat whose sizes along its axis add up past 2^63 - 1 says so (not an internal error)" {
+  npy z.npy '<f4' '(0, 4611686018427387904)'
+  printf 'input x : f32[N, M]\ny = concat([x, x, x], axis=1)\nprint(sum(y))\n' > c.net
+  run "$NETRUN" run c.net --feed x=z.npy
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "c.net:2:5: error: concat: the sizes of axis 1 (X[1] has shape [0, 4611686018427387904]) add up past 2^63 - 1" ]
+}
+
+@test "a FIFO as --weights, --resume, netrun checkpoint or export is refused at once, not waited on" {
+  cp "$ROOT/examples/linreg.net" .
+  mkdir data && cp "$ROOT/examples/data/linreg.csv" data/
+  mkfifo ff
+  run timeout 10 "$NETRUN" eval linreg.net --weights ff
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: cannot read ff: not a regular file" ]
+  run timeout 10 "$NETRUN" train linreg.net --resume ff
+  [ "$status" -eq 1 ]
+  [ "${lines[${#lines[@]}-1]}" = "netrun: error: ff: cannot read: not a regular file" ]
+  run timeout 10 "$NETRUN" checkpoint ff
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: ff: cannot read: not a regular file" ]
+  run timeout 10 "$NETRUN" export ff -o o.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: cannot read ff: not a regular file" ]
+  [ ! -e o.npz ]
+}
+
+# png FILE: a 1 x 1 grey PNG image.
+png() {
+  python3 - "$1" <<'PY'
+import struct, sys, zlib
+def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+open(sys.argv[1], 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 1, 1, 8, 0, 0, 0, 0))
+                              + chunk(b'IDAT', zlib.compress(b'\x00\x80')) + chunk(b'IEND', b''))
+PY
+}
+
+@test "an image folder out of memory exits 3 also past netrun's largest image (16 GiB)" {
+  mkdir -p f/a f/b
+  png f/a/1.png
+  png f/b/1.png
+  run "$NETRUN" data f --shape 3,1048576,1048576
+  [ "$status" -eq 3 ]
+  [[ "$output" = "netrun: error: out of memory: f: 2 images of 3 x 1048576 x 1048576: it would take 6 TiB"* ]]
+  run "$NETRUN" data f --shape 1,1,1 --max-memory 1K
+  [ "$status" -eq 3 ]
+}

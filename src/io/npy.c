@@ -336,14 +336,9 @@ static int64_t member_read(void *ctx, void *buf, size_t n, char *why, size_t wn)
   return zip_read(ctx, buf, n, why, wn);
 }
 
-/* Opens path for reading: a regular file, its size in *size. */
-static FILE *open_file(Diag *d, const char *path, uint64_t *size) {
-  char why[512];
-  int fd = file_open_regular(path, why, sizeof why);
-  if (fd < 0) {
-    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
-    return NULL;
-  }
+/* The file open at fd (named path; closed on failure) as a stream, its
+ * size in *size. */
+static FILE *open_fd(Diag *d, int fd, const char *path, uint64_t *size) {
   struct stat st;
   FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
@@ -353,6 +348,17 @@ static FILE *open_file(Diag *d, const char *path, uint64_t *size) {
   }
   *size = (uint64_t)st.st_size;
   return f;
+}
+
+/* Opens path for reading: a regular file, its size in *size. */
+static FILE *open_file(Diag *d, const char *path, uint64_t *size) {
+  char why[512];
+  int fd = file_open_regular(path, why, sizeof why);
+  if (fd < 0) {
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
+    return NULL;
+  }
+  return open_fd(d, fd, path, size);
 }
 
 /* A member's array name: its name without ".npy"; NULL if it has none. */
@@ -372,10 +378,22 @@ static bool open_member(ZipReader *z, const ZipEntry *e, ZipStream *s, NpyIn *in
   return npy_read_header(in, h, why, n);
 }
 
+static bool each_array(Diag *d, FILE *f, uint64_t size, const char *path, NpyEach fn, void *ctx);
+
 bool npy_each(Diag *d, const char *path, NpyEach fn, void *ctx) {
   uint64_t size;
   FILE *f = open_file(d, path, &size);
-  if (!f) return false;
+  return f && each_array(d, f, size, path, fn, ctx);
+}
+
+bool npy_each_fd(Diag *d, int fd, const char *path, NpyEach fn, void *ctx) {
+  uint64_t size;
+  FILE *f = open_fd(d, fd, path, &size);
+  return f && each_array(d, f, size, path, fn, ctx);
+}
+
+/* fn on each array of the archive open as f (closed here). */
+static bool each_array(Diag *d, FILE *f, uint64_t size, const char *path, NpyEach fn, void *ctx) {
   char why[1024] = "";
   ZipReader z;
   ZipStream *s = mem_calloc(1, sizeof *s);

@@ -327,10 +327,18 @@ static bool read_tensors(FILE *f, uint64_t base, const StHeader *h, Checkpoint *
 }
 
 bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
-  ckpt_init(out);
   char why[1024];
   int fd = file_open_regular(path, why, sizeof why);
-  if (fd < 0) return diag_why(err, errlen, "cannot read %s: %s", path, why);
+  if (fd < 0) {
+    ckpt_init(out);
+    return diag_why(err, errlen, "cannot read %s: %s", path, why);
+  }
+  return st_read_fd(fd, path, out, err, errlen);
+}
+
+bool st_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen) {
+  ckpt_init(out);
+  char why[1024];
   struct stat st;
   FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {

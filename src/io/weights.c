@@ -3,6 +3,7 @@
 #include "io/weights.h"
 
 #include "cli/cmd.h"
+#include "base/file.h"
 #include "io/npy.h"
 #include "cli/option.h"
 #include "io/safetensors.h"
@@ -38,23 +39,27 @@ static bool npz_tensor(void *ctx, const char *name, const NpyHeader *h, NpyIn *i
 }
 
 bool weights_read(Diag *d, const char *path, Checkpoint *out) {
-  uint8_t b[16];
-  ssize_t k = 0;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd >= 0) {
-    k = read(fd, b, sizeof b);
-    close(fd);
-  }
-  size_t n = k > 0 ? (size_t)k : 0;
+  /* One open, checked on its descriptor (a FIFO is refused, not waited
+   * on), and the same descriptor read: the file told apart by its first
+   * bytes is the file read. */
   char err[1400];
   ckpt_init(out);
+  int fd = file_open_regular(path, err, sizeof err);
+  if (fd < 0) {
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, err);
+    return false;
+  }
+  uint8_t b[16];
+  ssize_t k = pread(fd, b, sizeof b, 0);
+  size_t n = k > 0 ? (size_t)k : 0;
   if (npy_is_zip(b, n)) {
-    if (npy_each(d, path, npz_tensor, out)) return true;
+    if (npy_each_fd(d, fd, path, npz_tensor, out)) return true;
     ckpt_free(out);
     return false;
   }
-  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && st_is_safetensors(b, n) ? st_read(path, out, err, sizeof err)
-                                                                                 : ckpt_read(path, out, err, sizeof err);
+  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && st_is_safetensors(b, n)
+                ? st_read_fd(fd, path, out, err, sizeof err)
+                : ckpt_read_fd(fd, path, out, err, sizeof err);
   if (!ok) diag_error(d, SPAN_NONE, "%s", err);
   return ok;
 }
