@@ -159,3 +159,114 @@ PY
   run "$NETRUN" data f --shape 1,1,1 --max-memory 1K
   [ "$status" -eq 3 ]
 }
+
+# st FILE NAME...: a safetensors file of f32 [1] tensors of those names.
+st() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+names = sys.argv[2:]
+j = json.dumps({n: {'dtype': 'F32', 'shape': [1], 'data_offsets': [4 * i, 4 * i + 4]} for i, n in enumerate(names)}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(j)) + j + b'\0' * (4 * len(names)))
+PY
+}
+
+@test "names that leave the folder or are not UTF-8 are refused, reading and writing npz and safetensors" {
+  # writing: a safetensors name ../../b2 would be the npz member ../../b2.npy
+  st dotdot.safetensors ../../b2
+  run "$NETRUN" export dotdot.safetensors -o o.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: o.npz: member '../../b2.npy' would have a '..' that climbs out of the folder it is unpacked in: refused" ]
+  [ ! -e o.npz ]
+  # reading: such members, and absolute ones
+  npz slip.npz "../x=<f4:(1,):00000000"
+  run "$NETRUN" data slip.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: slip.npz: member '../x.npy' has a '..' that climbs out of the folder it is unpacked in: refused" ]
+  npz abs.npz "/x=<f4:(1,):00000000"
+  run "$NETRUN" export abs.npz -o o.safetensors
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: abs.npz: member '/x.npy' has an absolute path: refused" ]
+  # a name that is not UTF-8: a safetensors header is JSON
+  python3 -c "
+import struct
+h = b'{\"\xff\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}'
+open('bad8.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b'\0' * 4)"
+  run "$NETRUN" export bad8.safetensors -o o.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: bad8.safetensors: header: a tensor name that is not UTF-8 at byte 4" ]
+  npz w.npz "w=<f4:(1,):00000000"
+  python3 -c "
+d = open('w.npz', 'rb').read().replace(b'w.npy', b'\xff.npy')
+open('w.npz', 'wb').write(d)"
+  run "$NETRUN" export w.npz -o o.safetensors
+  [ "$status" -eq 1 ]
+  [ "$output" = $'netrun: error: o.safetensors: tensor name \'\xff\' is not UTF-8: refused' ]
+  [ ! -e o.safetensors ]
+}
+
+@test "a safetensors header of length 0 or 2^62, or not an object, is named so" {
+  python3 -c "
+import struct
+open('h0.safetensors', 'wb').write(struct.pack('<Q', 0))
+open('h62.safetensors', 'wb').write(struct.pack('<Q', 2**62) + b'{}')
+open('arr.safetensors', 'wb').write(struct.pack('<Q', 2) + b'[]')"
+  run "$NETRUN" export h0.safetensors -o o.npz
+  [ "$output" = "netrun: error: h0.safetensors: a header of 0 bytes: a safetensors header is a JSON object" ]
+  run "$NETRUN" export h62.safetensors -o o.npz
+  [ "$output" = "netrun: error: h62.safetensors: a header of 4611686018427387904 bytes: more than 100000000" ]
+  run "$NETRUN" export arr.safetensors -o o.npz
+  [ "$output" = "netrun: error: arr.safetensors: header: not a JSON object" ]
+}
+
+@test "predict --output p --output p is refused" {
+  cp "$ROOT/examples/linreg.net" .
+  run "$NETRUN" predict linreg.net --set 'x=[[0, 0]]' --set 'y=[[0]]' --output W --output W -o p.npz
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: --output W is given twice" ]
+  [ ! -e p.npz ]
+}
+
+@test "NaN from --weights is said to come from the weights file" {
+  cp "$ROOT/examples/linreg.net" .
+  mkdir data && cp "$ROOT/examples/data/linreg.csv" data/
+  npz nan.npz "W=<f4:(2, 1):0000c07f00000000" "b=<f4:(1,):00000000"
+  run "$NETRUN" train linreg.net --weights nan.npz
+  [ "$status" -eq 1 ]
+  [ "${lines[${#lines[@]}-1]}" = "netrun: error: parameter 'W' holds NaN or Inf as read from nan.npz (--weights)" ]
+}
+
+@test "--weights does not load a state into a parameter of its name, nor back" {
+  mkdir data && cp "$ROOT/examples/data/linreg.csv" data/
+  for kind in param state; do
+    printf 'input x : f32[B, 2]\ninput y : f32[B, 1]\nparam W : [2, 1] = zeros()\n%s b : [1] = zeros()\nloss = mean((x @ W + b - y) * (x @ W + b - y))\ntrain {\n  data = "data/linreg.csv"\n  optimizer = sgd\n  lr = 0.1\n  batch = 20\n  epochs = 1\n}\n' $kind > $kind.net
+    "$NETRUN" train $kind.net --save $kind.ckpt > /dev/null
+  done
+  run "$NETRUN" eval param.net --weights state.ckpt
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: state.ckpt: 'b' is a state there, but a parameter here" ]
+  run "$NETRUN" eval state.net --weights param.ckpt
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: param.ckpt: 'b' is a parameter there, but a state here" ]
+  run "$NETRUN" eval state.net --weights state.ckpt
+  [ "$status" -eq 0 ]
+}
+
+@test "a link loop as a class folder says so; control characters in names are escaped, in errors and in netrun data" {
+  mkdir -p f/a f/b
+  png f/a/1.png
+  png f/b/1.png
+  ln -s loop f/loop
+  run "$NETRUN" data f
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: cannot read f/loop: Too many levels of symbolic links" ]
+  rm f/loop
+  mkdir "f/x"$'\e'"[31mred"
+  png "f/x"$'\e'"[31mred/1.png"
+  run "$NETRUN" data f
+  [ "$status" -eq 0 ]
+  [ "${lines[8]}" = 'class 2 x\x1b[31mred 1' ]
+  mkdir "f/e"$'\a'
+  run "$NETRUN" data f
+  [ "$status" -eq 1 ]
+  [ "$output" = 'netrun: error: f/e\x07: class folder 2 is empty: every class folder must hold PNG or JPEG images' ]
+}

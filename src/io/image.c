@@ -379,7 +379,11 @@ static bool list_folder(Diag *d, Arena *a, const char *dir, ImageSet *out, Listi
   out->counts = arena_alloc(a, sizeof *out->counts * (size_t)n);
   for (int k = 0; k < n; k++) {
     const char *p = arena_printf(a, "%s/%s", dir, names[k]);
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (stat(p, &st) != 0) {   /* a dangling link, a link loop */
+      diag_error(d, SPAN_NONE, "cannot read %s: %s", p, strerror(errno));
+      return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
       diag_error(d, SPAN_NONE, "%s: a file beside the class folders (an image folder holds only class folders)", p);
       return false;
     }
