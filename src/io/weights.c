@@ -103,13 +103,13 @@ static bool unused(Diag *d, const Program *p, const Checkpoint *c, const char *p
 
 /* Whether v's value in c is of the other kind: a state (marked
  * CKPT_STATE_MARK NAME) for a parameter, or a parameter for a state.  A
- * netrun checkpoint (version > 0) marks every state; other files (npz,
+ * netrun checkpoint (one with a program hash) marks every state; other files (npz,
  * safetensors from elsewhere) say only what they mark. */
 static bool kind_differs(const Checkpoint *c, const VarDesc *v) {
   char mark[CKPT_MAX_NAME + sizeof CKPT_STATE_MARK];
   snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, v->name);
   bool marked = ckpt_get(c, mark) != NULL, kept = (v->flags & VAR_KEPT) != 0;
-  return (c->version > 0 || marked) && marked != kept;
+  return (c->program_hash != 0 || marked) && marked != kept;
 }
 
 bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c, const char *path, unsigned flags,
