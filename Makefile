@@ -136,6 +136,11 @@ test: deps
 	$(MAKE) all
 	$(MAKE) check
 
+# make test-hosts: netrun over TCP between three "hosts" made of network
+# namespaces of this machine (root; tests/hosts/hosts.bats, about 40 s).
+test-hosts: all
+	NETRUN=$(NETRUN) bats tests/hosts/hosts.bats
+
 check: fuzz-replay
 	NETRUN=$(NETRUN) tests/run-cases.sh
 	NETRUN=$(NETRUN) bats tests/*.bats
@@ -263,7 +268,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -709,6 +709,7 @@ bool ckpt_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
   int fd = file_open_regular(path, why, sizeof why);   /* a FIFO is refused, not waited on */
   if (fd < 0) {
     ckpt_init(out);
+    if (strcmp(why, strerror(EISDIR)) == 0) return diag_why(err, errlen, "%s: is a directory, not a checkpoint", path);
     return diag_why(err, errlen, "%s: cannot read: %s", path, why);
   }
   return ckpt_read_fd(fd, path, out, err, errlen);
