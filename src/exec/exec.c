@@ -148,6 +148,8 @@ void exec_default_options(ExecOptions *o) {
   o->out = stdout;
 }
 
+bool exec_rewrite_wanted(const ExecOptions *o) { return o->fuse && !o->tape && !o->check_nan; }
+
 /* ---- preparing ops ------------------------------------------------------------ */
 
 /* The block whose frame is the parent of blk's at run time: the startup

@@ -11,12 +11,8 @@
 #include "io/image.h"
 #include "io/text.h"
 
-#include "cli/cmd.h"
 #include "base/file.h"
-#include "cli/option.h"
 #include "io/npy.h"
-#include "front/session.h"
-#include "exec/print.h"
 
 #include <assert.h>
 #include <errno.h>

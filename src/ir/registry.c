@@ -10,16 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OPS(fam) extern OpProto op_table_##fam[];
-#include "ops/ops.list"
-#undef OPS
-
-static OpProto *const builtin_tables[] = {
-#define OPS(fam) op_table_##fam,
-#include "ops/ops.list"
-#undef OPS
-};
-
 struct Registry {
   Arena arena;             /* parsed attribute defaults */
   OpProto **protos;        /* sorted by type */
@@ -87,8 +77,8 @@ Registry *reg_default(void) {
   if (default_registry) return default_registry;
   Registry *r = mem_calloc(1, sizeof *r);
   arena_init(&r->arena);
-  for (size_t t = 0; t < sizeof builtin_tables / sizeof *builtin_tables; t++)
-    for (OpProto *p = builtin_tables[t]; p->type; p++) {
+  for (OpProto *const *t = reg_builtin_tables; *t; t++)
+    for (OpProto *p = *t; p->type; p++) {
       prepare(r, p);
       VEC_RESERVE(r->protos, r->cap, r->n + 1);
       r->protos[r->n++] = p;

@@ -104,7 +104,12 @@ typedef struct OpProto {
 
 typedef struct Registry Registry;
 
-/* The registry holding every built-in op. */
+/* The built-in op families, one table per file of src/ops (ops.list), each
+ * ending in an entry without a type; NULL ends the list.  src/ops defines
+ * it (ops/builtin.c): the registry sits below the ops and names none. */
+extern OpProto *const reg_builtin_tables[];
+
+/* The registry holding every built-in op (reg_builtin_tables). */
 Registry *reg_default(void);
 void reg_free_default(void);
 /* A registry of its own (ops defined by one program's scripts). */

@@ -2,6 +2,7 @@
  * forward ops, then the backward ops and the updates; an epoch's end
  * (evaluation, the epoch line, checkpoints, patience); how a signal stops
  * a run; and lr-find's sweep of training steps (its curve: lrfind.c). */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "exec/dist.h"

@@ -1,6 +1,7 @@
 /* ranks.c — data-parallel training under mpirun (trainrun.h, dist.h):
  * what the ranks agree on before a run, at each step and at each epoch's
  * end, and the state they share. */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "io/checkpoint.h"
