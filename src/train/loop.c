@@ -62,8 +62,14 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   for (int i = 0; i < b0->nvars; i++) {
     Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_value(r->ex, b0->vars[i]->name) : NULL;
     if (t && tensor_non_finite(t)) {
-      diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf: step %lld's update made it so",
-                 b0->vars[i]->name, (long long)r->step);
+      if (r->step > 0)
+        diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf: step %lld's update made it so",
+                   b0->vars[i]->name, (long long)r->step);
+      else if (r->t->weights)   /* no update yet: the value came in so */
+        diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf as read from %s (--weights)",
+                   b0->vars[i]->name, r->t->weights);
+      else
+        diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf as initialized", b0->vars[i]->name);
       return;
     }
   }
