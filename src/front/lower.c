@@ -1029,6 +1029,7 @@ static bool set_attr_from(Lowerer *L, OpDesc *op, const OpProto *proto, int ai, 
                attr_type_name(ap->type), got);
     return false;
   }
+  reg_coerce_attr(L->arena, proto, ai, &v);
   const char *why = reg_check_attr(proto, ai, &v);
   if (why) {
     diag_error(L->diag, val->span, "attribute '%s' of '%s' %s", ap->name, proto->type, why);
@@ -1939,7 +1940,7 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
       diag_error(L->diag, kw->a->span, "the default of attribute '%s' must be a constant", kw->name);
       return;
     }
-    proto->attrs[i] = (AttrProto){kw->name, v.type, "", NULL, "attribute"};
+    proto->attrs[i] = (AttrProto){.name = kw->name, .type = v.type, .dflt = "", .doc = "attribute"};
     proto->dflt[i] = v;
   }
   UserOp *u = arena_alloc(L->arena, sizeof *u);
