@@ -236,12 +236,16 @@ static void report_mem(const char *line) { diag_error(NULL, SPAN_NONE, "%s", lin
 
 __attribute__((constructor)) static void install_mem_reporter(void) { mem_set_reporter(report_mem); }
 
+static const char *usage_verb;
+
+void diag_usage_verb(const char *verb) { usage_verb = verb; }
+
 int diag_usage(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("netrun: ", stderr);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
-  fputs("\nTry 'netrun --help'.\n", stderr);
+  fprintf(stderr, "\nTry 'netrun %s%s--help'.\n", usage_verb ? usage_verb : "", usage_verb ? " " : "");
   return EXIT_USAGE;
 }
