@@ -1424,8 +1424,17 @@ static int lower_grad_call(Lowerer *L, const AstNode *n, int nwant, const char *
     if (!(wrt[i] = grad_wrt(L, n->list.items[i + 1], y, konst && konst[i]))) return -1;
   const char **grads = nwant ? outs : arena_alloc(L->arena, sizeof *grads * (size_t)nx);
   int before = L->block->nops;
-  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads)) return -1;
+  bool *depends = arena_alloc(L->arena, sizeof *depends * (size_t)nx);
+  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads, depends)) return -1;
   L->nops += L->block->nops - before;
+  /* Zeros, as LANGUAGE.md section 12 says, but said once (PyTorch asks for
+   * allow_unused to make the same case explicit). */
+  const AstNode *ye = n->list.items[0];
+  for (int i = 0; i < nx; i++)
+    if (!depends[i])
+      diag_note(L->diag, n->list.items[i + 1]->span, "grad: %s%s%s does not depend on '%s': its gradient is zeros",
+                ye->kind == AST_NAME ? "'" : "", ye->kind == AST_NAME ? ye->name : "the value differentiated",
+                ye->kind == AST_NAME ? "'" : "", n->list.items[i + 1]->name);
   return nwant;
 }
 
