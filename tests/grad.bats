@@ -109,6 +109,15 @@ max_diff() {
   [ "$output" = '{"loss": 0.520000041, "grads": {"w": {"shape": [2], "data": [0.800000012, -1.20000005]}}}' ]
 }
 
+@test "grad --loss NAME prints NAME, the value the user named, not 'loss'" {
+  printf 'param w : [2] = [1.0, 2.0]\nmyobj = sum(w * w)\n' > m.net
+  run "$NETRUN" grad --loss myobj m.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "myobj = 5.0
+w@GRAD : f32[2] =
+[2. 4.]" ]
+}
+
 @test "--wrt picks the parameters, --no-grad makes values constant" {
   run "$NETRUN" grad --format json --wrt w "$G/if_then_taken.net"
   [ "$(jq -r '.grads | keys | join(",")' <<<"$output")" = w ]

@@ -24,7 +24,7 @@ setup() {
   [ "${lines[0]}" = "netrun: run needs a FILE" ]
   run "$NETRUN" run --seed x a.net
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: --seed needs a whole number of at least 0" ]
+  [ "${lines[0]}" = "netrun: --seed needs a whole number of at least 0, not 'x'" ]
   run "$NETRUN" run --set a.net
   [ "$status" -eq 2 ]
   run "$NETRUN" run --bogus a.net

@@ -199,7 +199,7 @@ all gradients match finite differences (rtol 0.005, eps 0.01)" ]
   for v in -1 nan inf x ""; do
     run "$NETRUN" gradcheck --dtype f32 --atol "$v" off.net
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "netrun: --atol needs a finite, non-negative number" ]
+    [ "${lines[0]}" = "netrun: --atol needs a finite, non-negative number, not '$v'" ]
   done
   run "$NETRUN" gradcheck --help
   [[ "$output" == *"  --atol A           the absolute tolerance (default 1e-5)"* ]]

@@ -253,6 +253,10 @@ static void report_mem(const char *line) { diag_error(NULL, SPAN_NONE, "%s", lin
 
 __attribute__((constructor)) static void install_mem_reporter(void) { mem_set_reporter(report_mem); }
 
+static const char *usage_verb;
+
+void diag_usage_verb(const char *verb) { usage_verb = verb; }
+
 int diag_usage(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -261,6 +265,6 @@ int diag_usage(const char *fmt, ...) {
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   if (n >= 0) diag_put_escaped(stderr, buf);   /* cut at 4 KiB */
-  fputs("\nTry 'netrun --help'.\n", stderr);
+  fprintf(stderr, "\nTry 'netrun %s%s--help'.\n", usage_verb ? usage_verb : "", usage_verb ? " " : "");
   return EXIT_USAGE;
 }

@@ -151,5 +151,8 @@ enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2 };
 /* Prints a usage error ("netrun: MESSAGE", then where to look for help)
  * and returns EXIT_USAGE, for a verb to return. */
 int diag_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The verb whose help diag_usage points to ("Try 'netrun train --help'."),
+ * or NULL for netrun's own. */
+void diag_usage_verb(const char *verb);
 
 #endif

@@ -612,7 +612,7 @@ static int api_register_op(const NetrunOpDef *def) {
     at->name = copy(a, at->name);
     at->dflt = copy(a, at->dflt);
     at->doc = copy(a, at->doc);
-    p->attrs[i] = (AttrProto){at->name, (AttrType)at->type, at->dflt, NULL, at->doc};
+    p->attrs[i] = (AttrProto){.name = at->name, .type = (AttrType)at->type, .dflt = at->dflt, .doc = at->doc};
   }
   p->infer = infer_plugin;
   p->kernel = kernel_plugin;
