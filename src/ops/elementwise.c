@@ -923,7 +923,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "left operand"}, {"Y", 0, "right operand"}},                 \
    .out = {{"Out", 0, "the result, broadcast shape of X and Y"}},               \
-   .infer = infer_binary, .grad_kind = GK}
+   .infer = infer_binary, .grad_kind = GK, .flags = OP_F64}
 /* A composite maker is g_NAME; a dedicated op has the default maker, which
  * emits NAME_grad, the entry that follows its forward op in the table. */
 #define GRAD_FN_GRAD_COMPOSITE(NAME) g_##NAME
@@ -931,7 +931,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
 #define UNARY(NAME, DOC, INFER, GK)                                             \
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "input"}},                                                   \
-   .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK}
+   .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK, .flags = OP_F64}
 /* NAME_grad: X@GRAD from Out@GRAD and the forward value IN (X or Out);
  * ATTRS are the forward op's. */
 #define UNARY_GRAD_OP(NAME, IN, ATTRS)                                          \
@@ -939,7 +939,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
    .in = {{IN, 0, "the forward op's " IN}, {"Out@GRAD", 0, "the gradient of Out"}}, \
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = ATTRS,                \
    .infer = infer_unary_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, \
-   .flags = OP_INTERNAL}
+   .flags = OP_INTERNAL | OP_F64}
 #define NO_ATTRS {{NULL}}
 #define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", reg_check_nonnegative, "slope for X < 0"}}
 #define ELU_ATTRS {{"alpha", ATTR_FLOAT, "1.0", NULL, "the value approached as X goes to -inf is -alpha"}}
@@ -955,7 +955,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
    .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},                      \
            {"Y@GRAD", SLOT_OPTIONAL, "the gradient of Y"}},                     \
    .infer = infer_grad_like, .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, \
-   .flags = OP_INTERNAL}
+   .flags = OP_INTERNAL | OP_F64}
 
 OpProto op_table_elementwise[] = {
     BINARY(add, "Out = X + Y, broadcasting", GRAD_COMPOSITE),
@@ -993,11 +993,11 @@ OpProto op_table_elementwise[] = {
     {.type = "leaky_relu", .doc = "Out = X if X > 0 else alpha * X",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = LEAKY_RELU_ATTRS, .infer = infer_float, .kernel = k_leaky_relu,
-     .grad_kind = GRAD_DEDICATED},
+     .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     UNARY_GRAD_OP(leaky_relu, "X", LEAKY_RELU_ATTRS),
     {.type = "elu", .doc = "Out = X if X > 0 else alpha * (e^X - 1)",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = ELU_ATTRS, .infer = infer_float, .kernel = k_elu, .grad_kind = GRAD_DEDICATED},
+     .attrs = ELU_ATTRS, .infer = infer_float, .kernel = k_elu, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     UNARY_GRAD_OP(elu, "X", ELU_ATTRS),
     UNARY(silu, "Out = X * sigmoid(X), the sigmoid linear unit (swish)", infer_float, GRAD_DEDICATED),
     UNARY_GRAD_OP(silu, "X", NO_ATTRS),
@@ -1005,10 +1005,10 @@ OpProto op_table_elementwise[] = {
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
                {"bias", ATTR_FLOAT, "0", NULL, "added after scaling"}},
-     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale},
+     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale, .flags = OP_F64},
     {.type = "clip", .doc = "Out = X limited to [min, max]",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED},
+     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     UNARY_GRAD_OP(clip, "X", CLIP_ATTRS),
     {0},
 };
