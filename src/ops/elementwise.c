@@ -269,6 +269,7 @@ typedef UnaryLoop UnaryTable[3][3];
   X(leaky_relu, a > 0 ? a : p->P[0] * a)                                        \
   X(elu, a > 0 ? a : p->P[0] * expm1(a))                                        \
   X(silu, a * sigmoid_##S(a))                                                   \
+  X(hardswish, a * (a <= -3 ? 0 : a >= 3 ? 6 : a + 3) / 6)                      \
   X(scale, p->P[0] * a + p->P[1])
 SAME_UNARY_OPS(SAME_UNARY, f)
 FLOAT_UNARY_OPS(FLOAT_UNARY, f, f32)
@@ -317,7 +318,7 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, UnaryLoop loop64, const
 
 /* The unary ops without attributes that have a grad kernel of their own
  * (below): one list for both kernels. */
-#define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(silu)
+#define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(silu) X(hardswish)
 
 #define UNARY_KERNEL(NAME)                                                      \
   static int k_##NAME(ExecCtx *c) { return unary_run(c, NAME##_loops, NAME##_dd, NULL); }
@@ -584,6 +585,9 @@ static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, UnaryGradLoop64 fd, const
   X(gelu, d * (Phi_##S(v) + v * phi_##S(v)))                                    \
   /* silu: sigmoid(X) (1 + X (1 - sigmoid(X))). */                             \
   X(silu, d * sigmoid_##S(v) * (1 + v * (1 - sigmoid_##S(v))))                  \
+  /* hardswish: 0 below -3, X/3 + 1/2 on [-3, 3], 1 above (PyTorch's       \
+   * one-sided choices at -3 and 3). */                                         \
+  X(hardswish, v < -3 ? 0 : v <= 3 ? d * (v / 3 + (T)0.5) : d)                  \
   /* elu: 1 for X > 0, else alpha e^X (alpha at 0, as PyTorch). */             \
   X(elu, v > 0 ? d : d * p->P[0] * exp(v))                                      \
   /* leaky_relu: 1 for X > 0, else alpha (p->P[0]). */                         \
@@ -782,6 +786,15 @@ UNARY_GRAD2(silu, "X", {
   bwd_emit2(g, "mul", v, w, xw);
   emit_affine(g, xw, z, 1, 2);
   bwd_emit2(g, "mul", q, z, dv);
+})
+/* hardswish: d (X/3 + 1/2) on (-3, 3) gives X G d / 3 there, 0 elsewhere:
+ * a clip_grad to (-3, 3) of t, scaled. */
+UNARY_GRAD2(hardswish, "X", {
+  const char *u = bwd_temp(g);
+  OpDesc *in = bwd_emit2(g, "clip_grad", v, t, u);
+  bwd_emit_attr(g, in, "min", attr_float(-3));
+  bwd_emit_attr(g, in, "max", attr_float(3));
+  emit_scale(g, u, dv, attr_float(1.0 / 3));
 })
 /* elu: d alpha e^X for X <= 0 gives X the same of t there, and 0 where
  * X > 0: elu_grad(X, t) less relu_grad(X, t). */
@@ -1001,6 +1014,9 @@ OpProto op_table_elementwise[] = {
     UNARY_GRAD_OP(elu, "X", ELU_ATTRS),
     UNARY(silu, "Out = X * sigmoid(X), the sigmoid linear unit (swish)", infer_float, GRAD_DEDICATED),
     UNARY_GRAD_OP(silu, "X", NO_ATTRS),
+    UNARY(hardswish, "Out = X * min(max(X + 3, 0), 6) / 6, the hard swish (MobileNetV3)", infer_float,
+          GRAD_DEDICATED),
+    UNARY_GRAD_OP(hardswish, "X", NO_ATTRS),
     {.type = "scale", .doc = "Out = scale * X + bias",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
