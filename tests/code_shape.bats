@@ -372,7 +372,7 @@ PREFIXES = {
     "io/report": "report_", "io/safetensors": "st_", "io/text": "text_", "io/weights": "weights_", "io/zip": "zip_",
     "front/ast": "ast_", "front/feed": "feed_", "front/lower": "lower_", "front/run": "run_",
     "front/session": "session_", "front/userop": "uop_",
-    "train/lrfind": "lrf_", "train/train": "train_", "train/trainer": "trainer_",
+    "train/lrfind": "lrf_", "train/train": "train_", "train/trainer": "trainer_", "train/trainrun": "trun_",
     "cli/cli": "cli_", "cli/cmd": "cmd_", "cli/option": "option_", "cli/repl": "repl_",
 }
 src = os.path.join(sys.argv[1], "src")
