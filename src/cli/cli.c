@@ -63,6 +63,7 @@ static const Option cli_options[] = {
     /* the verbs' own (CliOwn) */
     {"--epochs", OPTION_VALUE, "N", WHOLE_1, O_EPOCHS, OPT_TRAIN},
     {"--batch", OPTION_VALUE, "N", WHOLE_1, O_BATCH, TRAINER | OPT_SUMMARY | OPT_DATA},
+    {"--accumulate", OPTION_VALUE, "N", WHOLE_1, O_ACCUMULATE, OPT_TRAIN},
     {"--limit", OPTION_VALUE, "N", WHOLE_1, O_LIMIT, TRAINER},
     {"--lr", OPTION_VALUE, "X", "a positive number", O_LR, OPT_TRAIN},
     {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, O_OPTIMIZER, OPT_TRAIN | OPT_LR_FIND},
@@ -280,7 +281,7 @@ Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks) {
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
   ExecOptions o = a->opt;
   o.tape = false;
-  if (a->fused && rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0});
+  if (a->fused && rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0, 0});
 }
 
 FILE *cli_time_options(Args *a) {

@@ -132,6 +132,7 @@ static const Verb verbs[] = {
      "These override the train block's setting of the same name:\n"
      "  --epochs N         passes over the data\n"
      "  --batch N          examples per step\n"
+     "  --accumulate N     batches whose gradients make one update\n"
      "  --lr X             the base learning rate\n"
      "  --optimizer NAME   sgd, momentum, adam, adamw or rmsprop\n"
      "  --data SPEC        fashion-mnist, a CSV file, a .npz archive, IMAGES:LABELS or\n"

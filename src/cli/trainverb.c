@@ -34,6 +34,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
   switch (p->opt->id) {
   case O_EPOCHS: return option_int(p, 1, &t->o.epochs) ? 0 : EXIT_USAGE;
   case O_BATCH: return option_int(p, 1, &t->o.batch) ? 0 : EXIT_USAGE;
+  case O_ACCUMULATE: return option_int(p, 1, &t->o.accumulate) ? 0 : EXIT_USAGE;
   case O_LIMIT: return option_int(p, 1, &t->o.limit) ? 0 : EXIT_USAGE;
   case O_LR: return option_real(p, false, &t->o.lr) ? 0 : EXIT_USAGE;
   case O_OPTIMIZER:
@@ -66,7 +67,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
  * points into. */
 static int parse_train(int argc, char **argv, Args *a, TrainArgs *t, unsigned verb) {
   memset(t, 0, sizeof *t);
-  t->o.epochs = t->o.batch = t->o.limit = -1;
+  t->o.epochs = t->o.batch = t->o.limit = t->o.accumulate = -1;
   t->o.lr = -1;
   t->sweep = (LrSweep){.start = 1e-7, .end = 10, .steps = 100};
   bool training = verb & (OPT_TRAIN | OPT_LR_FIND);

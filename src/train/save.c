@@ -216,6 +216,15 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
                (long long)r->c.batch);
     return false;
   }
+  /* A run stops, and saves, after an update: a position inside an
+   * update's batches comes of another accumulate, and is not resumed
+   * (the sums so far are not in the checkpoint). */
+  if (in_epoch % (uint64_t)r->c.accumulate && in_epoch != (uint64_t)steps_per_epoch) {
+    diag_error(&r->ld.diag, SPAN_NONE, "%s stopped after step %llu of its epoch, inside an update of accumulate = %lld "
+               "batches: resume it with the accumulate it was saved with", path, (unsigned long long)in_epoch,
+               (long long)r->c.accumulate);
+    return false;
+  }
   if (in_epoch > c->step - c->epoch) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but %llu epochs in %llu steps leave at most %llu", path,
                (unsigned long long)in_epoch, (unsigned long long)c->epoch, (unsigned long long)c->step,

@@ -48,6 +48,7 @@ static const struct TrainKey {
     {"warmup", K_NUMBER, "epochs of linear warm-up from 0 (default 0)"},
     {"epochs", K_INT, "passes over the data (default 1)"},
     {"batch", K_INT, "examples per step (default 64)"},
+    {"accumulate", K_INT, "batches whose gradients, weighted by their examples, make one update (default 1)"},
     {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
     {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file (\"test.npz\"), or \"none\" (default test)"},
     {"val", K_STRING, "a validation data file, in the format of data, evaluated after each epoch (default: none)"},
@@ -156,7 +157,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   c->schedule = "constant";
   c->eval = "test";
   c->lr = 0.01, c->momentum = 0.9, c->beta1 = 0.9, c->beta2 = 0.999, c->epsilon = 1e-8, c->rho = 0.99, c->gamma = 0.1;
-  c->epochs = 1, c->batch = 64, c->step_size = 1, c->log_every = 100;
+  c->epochs = 1, c->batch = 64, c->step_size = 1, c->log_every = 100, c->accumulate = 1;
   c->shuffle = true;
   c->bucket_mb = 25;
   c->overlap = true;
@@ -210,6 +211,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("step_size")) c->step_size = s->value.u.i;
     else if (IS("epochs")) c->epochs = s->value.u.i;
     else if (IS("batch")) c->batch = s->value.u.i;
+    else if (IS("accumulate")) c->accumulate = s->value.u.i;
     else if (IS("shuffle")) c->shuffle = s->value.u.i;
     else if (IS("log_every")) c->log_every = s->value.u.i;
     else if (IS("context")) c->context = s->value.u.i;
@@ -237,6 +239,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   if (o) {
     OVERRIDE(epochs, o->epochs >= 0, "epochs", "%lld", (long long)o->epochs)
     OVERRIDE(batch, o->batch >= 0, "batch", "%lld", (long long)o->batch)
+    OVERRIDE(accumulate, o->accumulate >= 0, "accumulate", "%lld", (long long)o->accumulate)
     OVERRIDE(lr, o->lr >= 0, "lr", "%g", o->lr)
     OVERRIDE(optimizer, o->optimizer != NULL, "optimizer", "%s", o->optimizer)
     OVERRIDE(data, o->data != NULL, "data", "%s", o->data)
@@ -261,6 +264,11 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
         "context must be at least 1, got %lld", (long long)c->context)
   CHECK(c->epochs >= 1, "epochs", "epochs must be at least 1, got %lld", (long long)c->epochs)
   CHECK(c->batch >= 1, "batch", "batch must be at least 1, got %lld", (long long)c->batch)
+  CHECK(c->accumulate >= 1 && c->accumulate <= 1 << 20, "accumulate", "accumulate must be in [1, 1048576], got %lld",
+        (long long)c->accumulate)
+  CHECK(c->accumulate == 1 || !c->overlap || !prog_setting(p, "train", "overlap"), "overlap",
+        "overlap = true cannot be kept with accumulate = %lld: the gradients are summed over the ranks once per "
+        "update, after the last batch's backward", (long long)c->accumulate)
   CHECK(c->momentum >= 0 && c->momentum < 1, "momentum", "momentum must be in [0, 1), got %g", c->momentum)
   CHECK(c->beta1 >= 0 && c->beta1 < 1, "beta1", "beta1 must be in [0, 1), got %g", c->beta1)
   CHECK(c->beta2 >= 0 && c->beta2 < 1, "beta2", "beta2 must be in [0, 1), got %g", c->beta2)
@@ -292,6 +300,9 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
   CHECK(c->bucket_mb > 0 && c->bucket_mb <= 1 << 20, "bucket_mb", "bucket_mb must be in (0, 1048576], got %g",
         c->bucket_mb)
 #undef CHECK
+  /* Accumulating, the sum over the ranks waits for the update's last
+   * batch: one blocking allreduce per update. */
+  if (c->accumulate > 1) c->overlap = false;
   return d->nerrors == before;
 }
 
@@ -448,6 +459,10 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
   int bwd_end = b0->nops;
+  p->phased = true;
+  p->phase[PHASE_FORWARD] = 0;
+  p->phase[PHASE_BACKWARD] = bw->first_grad_op;
+  p->phase[PHASE_ALLREDUCE] = p->phase[PHASE_UPDATE] = bwd_end;   /* the update: clipping, optimizers, states */
   if (!prog_var(p, TRAIN_LR_VAR)) {
     VarDesc *lr = prog_add_var(p, b0, TRAIN_LR_VAR);
     lr->dtype = DT_F32;
@@ -485,11 +500,19 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     /* Fed by the trainer each step; not state: no checkpoint holds it. */
     VarDesc *w = prog_var(p, TRAIN_WEIGHT_VAR) ? NULL : prog_add_var(p, b0, TRAIN_WEIGHT_VAR);
     if (w) w->dtype = DT_F32, w->shape = shape_scalar();
-    rewrite_allreduce(p, &(AllreduceOpts){.grads = grads, .ngrads = ng, .bwd_end = bwd_end,
-                                          .bucket_bytes = (int64_t)(c->bucket_mb * 1e6), .weight = TRAIN_WEIGHT_VAR,
-                                          .overlap = c->overlap,
-                                          .marks = &bw->first_grad_op, .nmarks = 1});
+    bool overlap = c->overlap;   /* off when accumulating (train_config) */
+    int marks[3] = {bw->first_grad_op, p->phase[PHASE_ALLREDUCE], p->phase[PHASE_UPDATE]};
+    int made = rewrite_allreduce(p, &(AllreduceOpts){.grads = grads, .ngrads = ng, .bwd_end = bwd_end,
+                                                     .bucket_bytes = (int64_t)(c->bucket_mb * 1e6),
+                                                     .weight = TRAIN_WEIGHT_VAR, .overlap = overlap,
+                                                     .marks = marks, .nmarks = 3});
+    /* blocking, the allreduce ops stand together at the backward's end:
+     * the allreduce phase; overlapped, the starts join the backward and
+     * the waits the update, and the phase is empty */
+    bw->first_grad_op = marks[0], p->phase[PHASE_ALLREDUCE] = marks[1];
+    p->phase[PHASE_UPDATE] = overlap ? marks[2] : marks[1] + made;
   }
-  rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1});
+  unsigned hold = c->accumulate > 1 ? 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE : 0;
+  rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1, hold});
   return true;
 }

@@ -46,6 +46,7 @@ typedef struct TrainConfig {
   const char *schedule;       /* constant, step, cosine */
   double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
   int64_t epochs, batch, step_size, log_every, limit;
+  int64_t accumulate;         /* batches whose gradients make one update (1: each its own) */
   int64_t context;            /* text data: bytes per window (0: not text) */
   const double *mean, *std;   /* image folders: per-channel normalization (NULL: none) */
   int nmean, nstd;
@@ -64,7 +65,7 @@ typedef struct TrainConfig {
 
 /* Command-line overrides (negative / NULL: not given). */
 typedef struct TrainOverrides {
-  int64_t epochs, batch, limit;
+  int64_t epochs, batch, limit, accumulate;
   double lr;
   const char *optimizer, *data;
 } TrainOverrides;
@@ -85,7 +86,12 @@ bool train_optimizer_known(const char *name);
 #define TRAIN_WEIGHT_VAR "rank_weight@DIST"
 
 /* Appends the backward, the clipping and the optimizer ops (with
- * c->ranks > 1, the allreduce of the gradients before them: rewrite.h). */
+ * c->ranks > 1, the allreduce of the gradients before them: rewrite.h),
+ * and marks the program's phases (p->phase, program.h): forward,
+ * backward, allreduce, update.  With c->accumulate > 1 no rewrite crosses
+ * the update's start, so the gradients are whole values the trainer can
+ * add up between the backward and the update, and on N ranks the
+ * allreduce is one blocking phase of its own, run once per update. */
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw);
 
 #endif

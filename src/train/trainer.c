@@ -446,6 +446,7 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
   ExecOptions opt = t->opt;
   opt.tape = false;
   if (!(r->ex = run_start(&r->ld, &opt, &t->feeds, &r->nforward, 1))) return false;
+  r->backward_end = training ? r->p->phase[PHASE_ALLREDUCE] : r->nforward;
   /* Initializers run now, so checkpoints can overwrite them. */
   if (exec_startup(r->ex) < 0) return false;
   r->lr = tensor_scalar_f32((float)r->c.lr);
@@ -466,6 +467,8 @@ void trun_teardown(Run *r) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: %s", r->log.path, err);
   tensor_unref(r->lr);
   tensor_unref(r->weight);
+  for (int i = 0; r->acc && i < r->bw.npairs; i++) mem_free(r->acc[i]);
+  mem_free(r->acc);
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);

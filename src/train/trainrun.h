@@ -35,6 +35,11 @@ typedef struct Run {
   Program *p;
   BackwardResult bw;
   int nforward;                 /* block 0's forward ops */
+  int backward_end;             /* training: where the backward ends (the allreduce's
+                                   or the update's start: p->phase) */
+  void **acc;                   /* accumulate > 1: per gradient (bw.pairs), the sum over
+                                   the update's batches of examples x gradient */
+  int64_t acc_mine, acc_all;    /* the examples summed so far: this rank's, every rank's */
   Executor *ex;
   Dataset train, test, val;
   bool has_train, has_test, has_val;
