@@ -69,6 +69,7 @@ static const Option cli_options[] = {
     {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, O_OPTIMIZER, OPT_TRAIN | OPT_LR_FIND},
     {"--data", OPTION_VALUE, "SPEC", "a SPEC", O_DATA, TRAINER},
     {"--save", OPTION_VALUE, "PATH", "a PATH", O_SAVE, OPT_TRAIN},
+    {"--no-save", OPTION_FLAG, NULL, NULL, O_NO_SAVE, OPT_TRAIN},
     {"--resume", OPTION_VALUE, "PATH", "a PATH", O_RESUME, OPT_TRAIN},
     {"--log", OPTION_VALUE, "FILE", "a FILE", O_LOG, OPT_TRAIN},
     {"--keep-best", OPTION_FLAG, NULL, NULL, O_KEEP_BEST, OPT_TRAIN},
@@ -160,6 +161,7 @@ static int apply(const OptionParser *p, int id, Args *a, unsigned accepts) {
   case O_SEED:
     if (!option_int(p, 0, &n)) return EXIT_USAGE;
     a->opt.seed = (uint64_t)n;
+    a->seed_given = true;
     break;
   case O_MAX_STEPS: return option_int(p, 0, &a->opt.max_steps) ? 0 : EXIT_USAGE;
   case O_MAX_MEMORY:

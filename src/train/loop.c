@@ -246,7 +246,7 @@ static bool epoch_eval(Run *r, const Dataset *ds, const char *name, char *line, 
   double el, ea;
   if (!trun_evaluate(r, ds, &el, &ea)) return false;
   trun_epoch_eval_text(r, name, el, ea, line, size, k);
-  *score = r->metric_var ? ea : -el;
+  *score = trun_watches_accuracy(r) ? ea : -el;
   return true;
 }
 
@@ -262,19 +262,20 @@ static int end_epoch(Run *r, double epoch_start, int64_t n, bool tty, bool *stop
   double secs = trun_now() - epoch_start;
   double tl = r->epoch_n ? r->epoch_loss / (double)r->epoch_n : (double)NAN;
   if (tty) fputc('\n', stderr);
-  char line[512];
+  char line[1024];
   int k = trun_epoch_text(r, tl, secs, line, sizeof line);
   double score = -tl, test_score;
   if ((r->has_val && !epoch_eval(r, &r->val, "val", line, sizeof line, &k, &score)) ||
       (r->has_test && !epoch_eval(r, &r->test, r->eval_name, line, sizeof line, &k, r->has_val ? &test_score : &score)))
     return EXIT_SCRIPT;
+  bool best = score > r->best;
+  if (best) r->best = score, r->best_epoch = r->epoch, r->stalled = 0;
+  else r->stalled++;
+  trun_patience_text(r, line, sizeof line, &k);
   snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)n / (secs > 0 ? secs : 1e-9));
   printf("%s\n", line);
   fflush(stdout);
   if (dist_size() > 1 && !trun_agree_params(r)) return EXIT_SCRIPT;
-  bool best = score > r->best;
-  if (best) r->best = score, r->best_epoch = r->epoch, r->stalled = 0;
-  else r->stalled++;
   trun_log_sync(r);
   if (r->log_failed) return EXIT_SCRIPT;
   /* A checkpoint that cannot be written stops the run: training on
@@ -323,6 +324,9 @@ static int train(TrainArgs *t) {
   double start = trun_now();
   int64_t run_samples = 0;
   trun_say_start(&r, steps_per_epoch);
+  if (t->save_back && !r.quiet)
+    diag_note(&r.ld.diag, SPAN_NONE, "saving to %s, the checkpoint resumed (--save PATH: another file; --no-save: "
+              "none)", t->save);
   status = 0;
   bool stop = false;
   while (r.epoch < r.c.epochs && status == 0 && !stop) {

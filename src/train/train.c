@@ -54,6 +54,7 @@ static const struct TrainKey {
     {"val", K_STRING, "a validation data file, in the format of data, evaluated after each epoch (default: none)"},
     {"val_split", K_NUMBER, "the fraction of the training data held out for validation, chosen by the seed (default: none)"},
     {"patience", K_INT, "stop after this many epochs without a better validation (else test) score (default: never)"},
+    {"monitor", K_STRING, "the score patience and --keep-best watch: \"val_loss\" or \"val_accuracy\" (default: val_accuracy with a metric, else val_loss)"},
     {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
     {"bucket_mb", K_NUMBER, "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
     {"overlap", K_BOOL, "mpirun: a bucket's allreduce runs while the rest of the backward does (default true)"},
@@ -218,6 +219,7 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
     else if (IS("val")) c->val = s->value.u.s;
     else if (IS("val_split")) c->val_split = number(s);
     else if (IS("patience")) c->patience = s->value.u.i;
+    else if (IS("monitor")) c->monitor = s->value.u.s;
     else if (IS("bucket_mb")) c->bucket_mb = number(s);
     else if (IS("no_decay")) {
       if (s->value.type == ATTR_STRING) c->no_decay = &s->value.u.s, c->nno_decay = 1;
@@ -230,19 +232,28 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
 #undef IS
   }
   /* Command-line overrides, said out loud when they replace a setting. */
-#define OVERRIDE(field, given, key, fmt, val)                                                   \
-  if (given) {                                                                                  \
-    if (!quiet && prog_setting(p, "train", key))                                                \
-      diag_note(d, SPAN_NONE, "--%s " fmt " overrides the script's %s", key, val, key);           \
-    c->field = val;                                                                             \
+  /* A resumed run's settings from its checkpoint, said when the script
+   * says otherwise. */
+#define OVERRIDE(bit, field, given, key, fmt, val, same)                                                     \
+  if (given) {                                                                                             \
+    if (!quiet && (o->kept & bit) && prog_setting(p, "train", key) && !(same))                              \
+      diag_note(d, SPAN_NONE, "%s " fmt " is kept from %s, the run resumed (the script's is not used)", key,  \
+                val, o->resumed);                                                                          \
+    else if (!quiet && !(o->kept & bit) && prog_setting(p, "train", key))                                  \
+      diag_note(d, SPAN_NONE, "--%s " fmt " overrides the script's %s", key, val, key);                      \
+    c->field = val;                                                                                        \
   }
   if (o) {
-    OVERRIDE(epochs, o->epochs >= 0, "epochs", "%lld", (long long)o->epochs)
-    OVERRIDE(batch, o->batch >= 0, "batch", "%lld", (long long)o->batch)
-    OVERRIDE(accumulate, o->accumulate >= 0, "accumulate", "%lld", (long long)o->accumulate)
-    OVERRIDE(lr, o->lr >= 0, "lr", "%g", o->lr)
-    OVERRIDE(optimizer, o->optimizer != NULL, "optimizer", "%s", o->optimizer)
-    OVERRIDE(data, o->data != NULL, "data", "%s", o->data)
+    OVERRIDE(TRAIN_KEPT_EPOCHS, epochs, o->epochs >= 0, "epochs", "%lld", (long long)o->epochs, c->epochs == o->epochs)
+    OVERRIDE(TRAIN_KEPT_BATCH, batch, o->batch >= 0, "batch", "%lld", (long long)o->batch, c->batch == o->batch)
+    OVERRIDE(TRAIN_KEPT_ACCUMULATE, accumulate, o->accumulate >= 0, "accumulate", "%lld", (long long)o->accumulate,
+             c->accumulate == o->accumulate)
+    OVERRIDE(TRAIN_KEPT_LR, lr, o->lr >= 0, "lr", "%g", o->lr, c->lr == o->lr)
+    OVERRIDE(TRAIN_KEPT_OPTIMIZER, optimizer, o->optimizer != NULL, "optimizer", "%s", o->optimizer,
+             strcmp(c->optimizer, o->optimizer) == 0)
+    OVERRIDE(TRAIN_KEPT_DATA, data, o->data != NULL, "data", "%s", o->data, c->data && strcmp(c->data, o->data) == 0)
+    OVERRIDE(TRAIN_KEPT_SCHEDULE, schedule, o->schedule != NULL, "schedule", "%s", o->schedule,
+             strcmp(c->schedule, o->schedule) == 0)
     if (o->limit >= 0) c->limit = o->limit;
   }
 #undef OVERRIDE
@@ -286,6 +297,10 @@ bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quie
         "val_split must be in (0, 1), got %g", c->val_split)
   CHECK(!c->val || !prog_setting(p, "train", "val_split"), "val_split",
         "give val = \"FILE\" or val_split, not both")
+  CHECK(!c->monitor || strcmp(c->monitor, "val_loss") == 0 || strcmp(c->monitor, "val_accuracy") == 0, "monitor",
+        "monitor must be \"val_loss\" or \"val_accuracy\", got \"%s\"", c->monitor)
+  CHECK(!c->monitor || strcmp(c->monitor, "val_accuracy") != 0 || c->metric, "monitor",
+        "monitor = \"val_accuracy\" needs metric = NAME (the logits accuracy is measured on)")
   CHECK(!prog_setting(p, "train", "patience") || c->patience >= 1, "patience", "patience must be at least 1, got %lld",
         (long long)c->patience)
   for (int i = 0; i < c->nstd; i++)

@@ -42,6 +42,8 @@ typedef struct TrainConfig {
   const char *val;            /* a validation data file, or NULL */
   double val_split;           /* the fraction of the training data held out (0: none) */
   int64_t patience;           /* epochs without a better score before stopping (0: never) */
+  const char *monitor;        /* the score patience and --keep-best watch: "val_loss",
+                                 "val_accuracy"; NULL: the accuracy with a metric, else the loss */
   const char *optimizer;
   const char *schedule;       /* constant, step, cosine */
   double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
@@ -63,12 +65,20 @@ typedef struct TrainConfig {
   int ranks;                  /* data parallel: the ranks training (1: no allreduce) */
 } TrainConfig;
 
-/* Command-line overrides (negative / NULL: not given). */
+/* Command-line overrides (negative / NULL: not given), and the settings a
+ * resumed run keeps from its checkpoint (train --resume: `kept` says
+ * which of the fields came from the checkpoint `resumed`). */
 typedef struct TrainOverrides {
   int64_t epochs, batch, limit, accumulate;
   double lr;
-  const char *optimizer, *data;
+  const char *optimizer, *data, *schedule;
+  const char *resumed;
+  unsigned kept;
 } TrainOverrides;
+enum {
+  TRAIN_KEPT_EPOCHS = 1 << 0, TRAIN_KEPT_BATCH = 1 << 1, TRAIN_KEPT_ACCUMULATE = 1 << 2, TRAIN_KEPT_LR = 1 << 3,
+  TRAIN_KEPT_OPTIMIZER = 1 << 4, TRAIN_KEPT_DATA = 1 << 5, TRAIN_KEPT_SCHEDULE = 1 << 6,
+};
 
 /* Reads the script's train block, applies the overrides, and checks it;
  * errors point at the setting.  Says (on stderr) which settings an override
