@@ -20,10 +20,10 @@ setting() { "$NETRUN" checkpoint --format json "$1" | jq -r --arg k "$2" '.setti
   cp c.ckpt c2.ckpt
   run --separate-stderr "$NETRUN" train mlp.net --resume c.ckpt
   [ "$status" -eq 0 ]
-  [ "${stderr_lines[0]}" = "netrun: note: epochs 2 is kept from c.ckpt, the run resumed (the script's is not used)" ]
-  [ "${stderr_lines[1]}" = "netrun: note: batch 4 is kept from c.ckpt, the run resumed (the script's is not used)" ]
-  [ "${stderr_lines[2]}" = "netrun: note: lr 0.1 is kept from c.ckpt, the run resumed (the script's is not used)" ]
-  [ "${stderr_lines[3]}" = "netrun: note: optimizer momentum is kept from c.ckpt, the run resumed (the script's is not used)" ]
+  [ "${stderr_lines[0]}" = "netrun: note: optimizer momentum is kept from c.ckpt, the run resumed (the script's is not used)" ]
+  [ "${stderr_lines[1]}" = "netrun: note: lr 0.1 is kept from c.ckpt, the run resumed (the script's is not used)" ]
+  [ "${stderr_lines[2]}" = "netrun: note: epochs 2 is kept from c.ckpt, the run resumed (the script's is not used)" ]
+  [ "${stderr_lines[3]}" = "netrun: note: batch 4 is kept from c.ckpt, the run resumed (the script's is not used)" ]
   [ "${stderr_lines[4]}" = "training mlp.net: 51 examples, 13 steps of 4 per epoch, momentum lr 0.1, 2 epochs" ]
   [[ "$output" == "trained 2 epochs (26 steps, 102 samples)"* ]]
   # more epochs from the command line: the same as a run of 3 never stopped
