@@ -148,6 +148,8 @@ void exec_default_options(ExecOptions *o) {
   o->out = stdout;
 }
 
+bool exec_rewrite_wanted(const ExecOptions *o) { return o->fuse && !o->tape && !o->check_nan; }
+
 /* ---- preparing ops ------------------------------------------------------------ */
 
 /* The block whose frame is the parent of blk's at run time: the startup
@@ -747,7 +749,11 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
         goto done;
       }
     }
-    if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
+    /* Outputs of no elements cost nothing: there is nothing to compute
+     * (concat of [2^62, 0] would otherwise walk 2^62 rows to copy none). */
+    bool empty = p->out_total > 0 && !(p->proto->flags & (OP_NO_PREALLOC | OP_SIDE_EFFECT));
+    for (int i = 0; empty && i < p->out_total; i++) empty = outs[i]->numel == 0;
+    if (!empty && (rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
     for (int i = 0; i < p->out_total; i++)
       if (!outs[i]) {
         rc = op_fail(ex, p, "internal error: the kernel left output %d unset", i);

@@ -10,16 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OPS(fam) extern OpProto op_table_##fam[];
-#include "ops/ops.list"
-#undef OPS
-
-static OpProto *const builtin_tables[] = {
-#define OPS(fam) op_table_##fam,
-#include "ops/ops.list"
-#undef OPS
-};
-
 struct Registry {
   Arena arena;             /* parsed attribute defaults */
   OpProto **protos;        /* sorted by type */
@@ -87,8 +77,8 @@ Registry *reg_default(void) {
   if (default_registry) return default_registry;
   Registry *r = mem_calloc(1, sizeof *r);
   arena_init(&r->arena);
-  for (size_t t = 0; t < sizeof builtin_tables / sizeof *builtin_tables; t++)
-    for (OpProto *p = builtin_tables[t]; p->type; p++) {
+  for (OpProto *const *t = reg_builtin_tables; *t; t++)
+    for (OpProto *p = *t; p->type; p++) {
       prepare(r, p);
       VEC_RESERVE(r->protos, r->cap, r->n + 1);
       r->protos[r->n++] = p;
@@ -151,6 +141,15 @@ int reg_attr_index(const OpProto *p, const char *name) {
   for (int i = 0; i < p->nattrs; i++)
     if (strcmp(p->attrs[i].name, name) == 0) return i;
   return -1;
+}
+
+void reg_coerce_attr(Arena *a, const OpProto *p, int attr, AttrValue *v) {
+  int n = p->attrs[attr].repeat;
+  if (n <= 1 || v->type != ATTR_INTS || v->n != 1) return;
+  int64_t one = v->u.ints[0];
+  v->u.ints = arena_alloc(a, sizeof(int64_t) * (size_t)n);
+  for (int i = 0; i < n; i++) v->u.ints[i] = one;
+  v->n = n;
 }
 
 const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v) {
@@ -623,7 +622,9 @@ void reg_describe(FILE *f, const OpProto *p) {
     } else {
       fputs("(required)", f);
     }
-    fprintf(f, "  %s\n", p->attrs[i].doc ? p->attrs[i].doc : "");
+    fprintf(f, "  %s", p->attrs[i].doc ? p->attrs[i].doc : "");
+    if (p->attrs[i].repeat > 1) fprintf(f, "; one int stands for %d equal values", p->attrs[i].repeat);
+    fputc('\n', f);
   }
   fprintf(f, "gradient: %s\n", grad_kind_name(p));
   fprintf(f, "kernel: %s\n", kernel_name(p, false));
