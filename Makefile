@@ -234,6 +234,12 @@ endif
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/driver.c $(FUZZ_LIB)
 	$(CC) $(CFLAGS_ALL) $(FUZZ_DEFS) -o $@ $< $(FUZZ_MAIN) $(FUZZ_LIB) $(LDFLAGS) $(LDLIBS)
 
+# The op lists outside the registry, generated from `netrun ops`: the OP LIST
+# of man/netrun-ops.7 and the op tokens of tests/fuzz/script.dict (run after
+# adding or removing an op; tests/registry.bats fails until then).
+oplists: netrun
+	tests/oplists.sh ./netrun
+
 # ---- speed: measured, never asserted in tests -------------------------------------
 LIB_OBJ = $(filter-out $(BUILD)/src/cli/main.o,$(OBJ))
 $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
@@ -269,7 +275,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -540,7 +540,7 @@ a,b,c,label
   [ "${lines[0]}" = "netrun: data: unknown option '--frobnicate'" ]
   run "$NETRUN" data ok.csv --head 0
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: data: --head needs a whole number of at least 1" ]
+  [ "${lines[0]}" = "netrun: data: --head needs a whole number of at least 1, not '0'" ]
   run "$NETRUN" data ok.csv --drop-last
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: data: --drop-last needs --batch" ]

@@ -76,6 +76,10 @@ enum {
   OP_AFTER_BACKWARD = 1 << 10, /* made by the executor's rewrite (rewrite.c)
                               after every backward is built: no backward
                               meets it, so it needs no gradient */
+  OP_F64 = 1 << 11,        /* its kernel computes in f64 too, given f64 values
+                              (netrun-ops(7), DATA TYPES); without it an
+                              f64 input is an error at inference, never
+                              computed in f32 behind the user's back */
 };
 
 typedef struct InferCtx InferCtx;

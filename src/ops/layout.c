@@ -301,20 +301,20 @@ static int g_tri(GradCtx *g) {
    .out = {{"Out", 0, "the result, dtype and shape of X"}},                     \
    .attrs = {{"diagonal", ATTR_INT, "0", NULL,                                  \
               "0: the main diagonal; k > 0: k above it; k < 0: below"}},        \
-   .infer = infer_tri, .kernel = k_##NAME, .grad_kind = GRAD_COMPOSITE, .grad = g_tri}
+   .infer = infer_tri, .kernel = k_##NAME, .grad_kind = GRAD_COMPOSITE, .grad = g_tri, .flags = OP_F64}
 
 OpProto op_table_layout[] = {
     {.type = "stack", .doc = "Out = the tensors in X, all of one shape, joined along a new axis",
      .in = {{"X", SLOT_LIST, "the tensors, all of one shape"}},
      .out = {{"Out", 0, "the result, X[0]'s shape with len(X) inserted at axis"}},
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the new axis' position in Out; negative counts from the end"}},
-     .infer = infer_stack, .kernel = k_stack, .grad_kind = GRAD_COMPOSITE, .grad = g_stack},
+     .infer = infer_stack, .kernel = k_stack, .grad_kind = GRAD_COMPOSITE, .grad = g_stack, .flags = OP_F64},
     {.type = "pad", .doc = "Out = X with value added before and after each axis",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, each axis longer by its paddings"}},
      .attrs = {{"paddings", ATTR_INTS, NULL, NULL,
                 "(before, after) per axis of X, first axis first; a negative one crops"},
                {"value", ATTR_FLOAT, "0", NULL, "the value of the new elements"}},
-     .infer = infer_pad, .kernel = k_pad, .grad_kind = GRAD_COMPOSITE, .grad = g_pad},
+     .infer = infer_pad, .kernel = k_pad, .grad_kind = GRAD_COMPOSITE, .grad = g_pad, .flags = OP_F64},
     TRI(tril, "Out = X's lower triangle (last two axes): column - row <= diagonal, 0 elsewhere"),
     TRI(triu, "Out = X's upper triangle (last two axes): column - row >= diagonal, 0 elsewhere"),
     {0},
