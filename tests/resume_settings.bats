@@ -45,7 +45,8 @@ setting() { "$NETRUN" checkpoint --format json "$1" | jq -r --arg k "$2" '.setti
   [ "$status" -eq 0 ]
   [[ "$stderr" == *"netrun: note: saving to c.ckpt, the checkpoint resumed (--save PATH: another file; --no-save: none)"* ]]
   [ "$("$NETRUN" checkpoint c.ckpt | sed -n 's/^epoch: //p')" = 2 ]
-  ls -a | grep -v -q 'c.ckpt.tmp'   # no temporary left behind
+  run ls -A
+  [[ "$output" == *c.ckpt* && "$output" != *.tmp* && "$output" != *.lock* ]]   # no temporary or lock left
   run "$NETRUN" train mlp.net --resume keep.ckpt --epochs 2 --no-save
   [ "$status" -eq 0 ]
   [ "$("$NETRUN" checkpoint keep.ckpt | sed -n 's/^epoch: //p')" = 1 ]
