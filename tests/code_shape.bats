@@ -111,7 +111,7 @@ assert int(field["samples seen"]) == doc["samples_seen"] == 8
 assert field["rng state"].split() == doc["rng_state"]
 settings = [l[2:].split(" =", 1) for l in lines if l.startswith("  ") and " = " in l]
 assert [(k, v.strip()) for k, v in settings] == list(doc["settings"].items())
-assert int(field["settings"]) == len(doc["settings"]) == 16
+assert int(field["settings"]) == len(doc["settings"]) == 17
 count, rest = field["tensors"].split(" (")
 assert int(count) == len(doc["values"]) == 20
 assert rest == "%d elements, %d bytes)" % (doc["elements"], doc["bytes"]) == "107 elements, 428 bytes)"
