@@ -132,13 +132,27 @@ deps:
 # ---- tests ------------------------------------------------------------------
 NETRUN ?= $(CURDIR)/netrun
 
-test: deps
+test: deps test-deps
 	$(MAKE) all
 	$(MAKE) check
 
 check: fuzz-replay
 	NETRUN=$(NETRUN) tests/run-cases.sh
 	NETRUN=$(NETRUN) bats tests/*.bats
+
+# The ONNX tests' references (tests/onnx.bats): onnx builds models with
+# onnx.helper, onnxruntime runs them.  PyPI packages, for the tests only
+# (netrun reads and writes ONNX itself), in a virtual environment under
+# build/; not part of make deps.  When they cannot be installed this fails,
+# so the ONNX tests are never skipped silently.
+ONNX_VENV = $(CURDIR)/build/venv
+ONNX_PY_PKGS = onnx onnxruntime
+test-deps:
+	@test -x $(ONNX_VENV)/bin/python || python3 -m venv $(ONNX_VENV) || \
+	  { echo "make test-deps: cannot create the virtual environment $(ONNX_VENV)"; exit 1; }
+	@$(ONNX_VENV)/bin/python -c 'import onnx, onnxruntime' 2>/dev/null || \
+	  $(ONNX_VENV)/bin/python -m pip install -q $(ONNX_PY_PKGS) || \
+	  { echo "make test-deps: cannot install $(ONNX_PY_PKGS) from PyPI into $(ONNX_VENV); the ONNX tests need them"; exit 1; }
 
 # Regenerate the expected output of every data case after a deliberate change.
 regen: netrun
@@ -178,7 +192,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot npy safetensors image
+FUZZ = parse exec idx csv checkpoint plot npy safetensors image onnx
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
@@ -259,7 +273,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test-deps test check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -190,7 +190,7 @@ documented() {
 }
 
 @test "every verb accepts exactly the options its help documents" {
-  verbs=(dump run time summary grad gradcheck train eval predict lr-find plot data checkpoint export sample repl)
+  verbs=(dump run time summary grad gradcheck train eval predict lr-find plot data checkpoint export import sample repl)
   # Every option any help documents, and every option any table declares.
   all=$( { for v in "${verbs[@]}"; do documented "$v"; done
            grep -ohE '\{"(--[a-z-]+|-o)", OPTION_' "$ROOT"/src/*.c | grep -oE -- '--?[a-z-]+'; } |

@@ -42,6 +42,8 @@ int cmd_summary(int argc, char **argv);
 int cmd_time_backward(const struct Args *a);
 /* weights.c: export CKPT -o FILE.safetensors|FILE.npz */
 int cmd_export(int argc, char **argv);
+/* importverb.c: import MODEL.onnx [-o OUT.net], an ONNX model as a script. */
+int cmd_import(int argc, char **argv);
 /* sample.c: sample FILE, new text from a next-byte model. */
 int cmd_sample(int argc, char **argv);
 
