@@ -101,7 +101,7 @@ setup() {
   [ "$status" -eq 0 ]
   for op in zeros ones full arange uniform_random gaussian_random fill_constant assign_value fill_zeros_like \
             ones_like assign cast add_n stop_gradient print add sub mul div pow maximum minimum neg abs \
-            exp log sqrt square sin cos relu sigmoid tanh softplus gelu leaky_relu scale clip \
+            exp log sqrt square sin cos erf relu sigmoid tanh softplus gelu leaky_relu scale clip \
             less_than less_equal greater_than greater_equal equal not_equal logical_and logical_or \
             logical_not sign sum mean max min argmax matmul reshape transpose flatten squeeze \
             unsqueeze broadcast_to concat split slice gather one_hot softmax log_softmax \

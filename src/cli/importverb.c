@@ -1241,7 +1241,7 @@ static const Rule rules[] = {
     {"Clip", r_clip, NULL}, {"Concat", r_concat, NULL}, {"Constant", r_constant, NULL},
     {"ConstantOfShape", r_cos, NULL}, {"Conv", r_conv, NULL}, {"ConvTranspose", r_convt, NULL},
     {"CumSum", r_cumsum, NULL}, {"Div", r_binary, "/"}, {"Dropout", r_dropout, NULL}, {"Elu", r_leaky, "elu"},
-    {"Equal", r_binary, "=="}, {"Exp", r_unary, "exp"}, {"Expand", r_expand, NULL}, {"Flatten", r_flatten, NULL},
+    {"Equal", r_binary, "=="}, {"Erf", r_unary, "erf"}, {"Exp", r_unary, "exp"}, {"Expand", r_expand, NULL}, {"Flatten", r_flatten, NULL},
     {"Gather", r_gather, NULL}, {"Gelu", r_gelu, NULL}, {"Gemm", r_gemm, NULL},
     {"GlobalAveragePool", r_gpool, "mean"}, {"GlobalMaxPool", r_gpool, "max"}, {"Greater", r_binary, ">"},
     {"Identity", r_identity, NULL}, {"LayerNormalization", r_ln, NULL}, {"LeakyRelu", r_leaky, "leaky_relu"},

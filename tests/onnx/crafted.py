@@ -52,8 +52,8 @@ def main(out):
             node = h.make_node("If", ["cond"], ["y"], name="if%d" % d, then_branch=g, else_branch=g)
             g = h.make_graph([node], "level%d" % d, [], [vi("y", ["B", 2])])
         save(out, name, list(g.node), inputs=[vi("x", ["B", 2]), vi("cond", [], T.BOOL)])
-    save(out, "unsupported", [h.make_node("Erf", ["x"], ["a"], name="erf1"), h.make_node("LSTM", ["a", "w", "r"], ["b"], name="lstm"),
-                              h.make_node("Erf", ["b"], ["c"], name="erf2"),
+    save(out, "unsupported", [h.make_node("Relu", ["x"], ["a"], name="relu0"), h.make_node("LSTM", ["a", "w", "r"], ["b"], name="lstm"),
+                              h.make_node("NonZero", ["b"], ["c0"], name="nz1"), h.make_node("NonZero", ["c0"], ["c"], name="nz2"),
                               h.make_node("Relu", ["c"], ["d"], name="relu"),
                               h.make_node("Custom", ["d"], ["y"], name="mine", domain="com.example")],
          [nh.from_array(np.zeros((1, 8, 2), np.float32), "w"), nh.from_array(np.zeros((1, 8, 2), np.float32), "r")])

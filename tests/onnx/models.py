@@ -129,7 +129,7 @@ def transformer():
 
 
 def elementwise():
-    """The unary and binary ops, reductions, comparisons, casts."""
+    """The unary and binary ops (Erf among them), reductions, comparisons, casts."""
     n = [h.make_node("Sigmoid", ["x"], ["a"]), h.make_node("Elu", ["x"], ["b"], alpha=0.7),
          h.make_node("Abs", ["x"], ["ab"]), h.make_node("Add", ["ab", "one"], ["ab1"]),
          h.make_node("Log", ["ab1"], ["c"]), h.make_node("Sqrt", ["ab1"], ["d"]), h.make_node("Exp", ["a"], ["e"]),
@@ -144,7 +144,7 @@ def elementwise():
          h.make_node("ReduceMax", ["m"], ["rmax"], axes=[1], keepdims=1),
          h.make_node("ReduceMin", ["m"], ["rmin"], axes=[1], keepdims=1),
          h.make_node("Sub", ["rmax", "rmin"], ["rr"]), h.make_node("Add", ["rs", "rr"], ["sum1"]),
-         h.make_node("Add", ["m", "sum1"], ["output"]), h.make_node("Identity", ["f"], ["second"])]
+         h.make_node("Add", ["m", "sum1"], ["output"]), h.make_node("Erf", ["x"], ["erfx"]), h.make_node("Add", ["f", "erfx"], ["second"])]
     inits = [f32("one", 1.0), f32("two", 2.0), f32("lo", -3.0), f32("hi", 3.0), f32("zerof", 0.0), f32("onef", 1.0),
              ints("ax1", [1])]
     return model(n, [vi("x", ["B", 5])], [vi("output", ["B", 5]), vi("second", ["B", 5])], inits, opset=13)
