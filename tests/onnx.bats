@@ -167,3 +167,41 @@ EOF2
   [ "$status" -eq 1 ]
   [[ "$output" == *"junk.onnx: malformed bytes (not an ONNX model?)" ]]
 }
+
+# ---- export --model: ONNX out ------------------------------------------------------------
+
+@test "export --model: fashion_mlp, fashion_cnn, fashion_resnet, char_lm, lookup_transformer and tests/onnx/export_ops.net in ONNX Runtime give netrun's outputs (1e-5) at batch 3 and 4; import(export(m)) predicts the same bits" {
+  for s in examples/fashion_mlp examples/fashion_cnn examples/fashion_resnet examples/char_lm \
+           examples/lookup_transformer tests/onnx/export_ops; do
+    run "$PY" "$ROOT/tests/onnx/export_check.py" "$NETRUN" "$ROOT/$s.net" logits
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c 'within 1e-5 of netrun predict' <<<"$output")" -eq 2 ]
+    [ "$(grep -c 'predicts the same bits' <<<"$output")" -eq 2 ]
+  done
+}
+
+@test "export WEIGHTS --model: a trained checkpoint's values, the value asked with --value" {
+  "$NETRUN" train "$ROOT/examples/xor.net" --epochs 2 --save xor.ckpt >/dev/null 2>&1
+  run "$PY" "$ROOT/tests/onnx/export_check.py" "$NETRUN" "$ROOT/examples/xor.net" p xor.ckpt
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'predicts the same bits' <<<"$output")" -eq 2 ]
+}
+
+@test "export --model refuses an op ONNX cannot express at its source line, and writes nothing" {
+  printf 'input x : f32[B, 3]\nparam W : [3, 4] = ones()\nh = x @ W\nlogits = logsumexp(h, axis=[1]) + mean(h)\n' > t.net
+  run "$NETRUN" export --model t.net -o t.onnx
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "t.net:4:10: error: export to ONNX: op 'logsumexp' has no ONNX form (netrun-ops(7), ONNX)" ]
+  [ ! -e t.onnx ]
+  run "$NETRUN" export --model t.net -o t.onnx --value nothing
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: export to ONNX: t.net has no value 'nothing' to output (give --value NAME)" ]
+  run "$NETRUN" export --model t.net -o t.npz
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: export --model writes ONNX: give -o FILE.onnx" ]
+  run "$NETRUN" export w.safetensors -o t.onnx
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: export to ONNX needs --model MODEL.net, the script whose program it writes" ]
+}

@@ -1162,6 +1162,17 @@ static void t_tile(Imp *I) {
   out_alias(I, 0, &(Val){.var = cur});
 }
 
+static void t_trilu(Imp *I) {
+  int64_t k = 0;
+  Val *kv = in(I, 1);
+  if (kv && (!kv->c || kv->c->numel != 1)) {
+    fail(I, "its k must be a constant scalar");
+    return;
+  }
+  if (kv) k = cgeti(kv->c, 0);
+  say(I, "%s = %s(%s, diagonal=%lld)", out_var(I, 0), attr_i(I, "upper", 1) ? "triu" : "tril", R(I, 0), (long long)k);
+}
+
 static void t_resize(Imp *I) {
   const OnnxAttr *m = attr(I, "mode");
   if (m && strcmp(m->s, "nearest") != 0) {
@@ -1227,6 +1238,7 @@ FIXED(r_range, t_range(I))
 FIXED(r_expand, t_expand(I))
 FIXED(r_tile, t_tile(I))
 FIXED(r_resize, t_resize(I))
+FIXED(r_trilu, t_trilu(I))
 static void r_unary(Imp *I, const char *fn) { t_unary(I, fn); }
 static void r_binary(Imp *I, const char *op) { t_binary(I, op); }
 static void r_pool(Imp *I, const char *fn) { t_pool(I, fn); }
@@ -1254,7 +1266,7 @@ static const Rule rules[] = {
     {"Shape", r_shape, NULL}, {"Sigmoid", r_unary, "sigmoid"}, {"Slice", r_slice, NULL},
     {"Softmax", r_softmax, "softmax"}, {"Split", r_split, NULL}, {"Sqrt", r_unary, "sqrt"},
     {"Squeeze", r_squeeze, NULL}, {"Sub", r_binary, "-"}, {"Tanh", r_unary, "tanh"}, {"Tile", r_tile, NULL},
-    {"Transpose", r_transpose, NULL}, {"Unsqueeze", r_unsqueeze, NULL}, {"Where", r_where, NULL},
+    {"Transpose", r_transpose, NULL}, {"Trilu", r_trilu, NULL}, {"Unsqueeze", r_unsqueeze, NULL}, {"Where", r_where, NULL},
 };
 
 static const Rule *find_rule(const OnnxNode *n) {

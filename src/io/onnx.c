@@ -553,3 +553,52 @@ bool onnx_sort(Arena *a, const OnnxGraph *g, int *order, char *why, size_t wn) {
   }
   return true;
 }
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+static void put_raw(OnnxBuf *o, const void *p, size_t n) {
+  VEC_RESERVE(o->b, o->cap, o->n + n + 1);
+  if (n) memcpy(o->b + o->n, p, n);
+  o->n += n;
+}
+
+static void put_var(OnnxBuf *o, uint64_t v) {
+  uint8_t t[10];
+  size_t k = 0;
+  do {
+    t[k++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  put_raw(o, t, k);
+}
+
+void onnx_put_varint(OnnxBuf *o, uint32_t field, uint64_t v) {
+  put_var(o, (uint64_t)field << 3);
+  put_var(o, v);
+}
+
+void onnx_put_bytes(OnnxBuf *o, uint32_t field, const void *p, size_t n) {
+  put_var(o, (uint64_t)field << 3 | 2);
+  put_var(o, n);
+  put_raw(o, p, n);
+}
+
+void onnx_put_str(OnnxBuf *o, uint32_t field, const char *s) { onnx_put_bytes(o, field, s, strlen(s)); }
+
+void onnx_put_float(OnnxBuf *o, uint32_t field, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint8_t t[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+  put_var(o, (uint64_t)field << 3 | 5);
+  put_raw(o, t, 4);
+}
+
+void onnx_put_msg(OnnxBuf *o, uint32_t field, OnnxBuf *sub) {
+  onnx_put_bytes(o, field, sub->b, sub->n);
+  onnx_buf_free(sub);
+}
+
+void onnx_buf_free(OnnxBuf *o) {
+  mem_free(o->b);
+  *o = (OnnxBuf){0};
+}

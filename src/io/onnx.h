@@ -127,6 +127,20 @@ bool onnx_read(Arena *a, const char *path, size_t limit, OnnxModel *m, char *why
  * cycle. */
 bool onnx_sort(Arena *a, const OnnxGraph *g, int *order, char *why, size_t wn);
 
+/* ---- writing: protobuf's wire format, a field at a time ------------------------
+ * A message is built in an OnnxBuf (grown by mem_alloc); a sub-message in
+ * one of its own, then appended with onnx_put_msg, which frees it. */
+typedef struct OnnxBuf {
+  uint8_t *b;
+  size_t n, cap;
+} OnnxBuf;
+void onnx_put_varint(OnnxBuf *o, uint32_t field, uint64_t v);   /* int64 fields: two's complement */
+void onnx_put_bytes(OnnxBuf *o, uint32_t field, const void *p, size_t n);
+void onnx_put_str(OnnxBuf *o, uint32_t field, const char *s);
+void onnx_put_float(OnnxBuf *o, uint32_t field, float f);
+void onnx_put_msg(OnnxBuf *o, uint32_t field, OnnxBuf *sub);
+void onnx_buf_free(OnnxBuf *o);
+
 /* The element size of data_type, 0 for one netrun does not read. */
 int onnx_elem_size(int data_type);
 const char *onnx_type_name(int data_type);

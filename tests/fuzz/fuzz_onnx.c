@@ -8,6 +8,8 @@
 
 #include "io/onnx.h"
 
+FUZZ_INIT_TENSOR_LIMIT
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > FUZZ_MAX_INPUT) return 0;
   Arena a;

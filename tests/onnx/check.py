@@ -66,4 +66,5 @@ def main():
             print("%s batch %d %s: %s within 1e-4" % (os.path.basename(model), batch, o.name, list(w.shape)))
 
 
-main()
+if __name__ == "__main__":
+    main()
