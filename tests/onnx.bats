@@ -66,13 +66,27 @@ check() {
   check convt
 }
 
-@test "torch.onnx.export's MLP, CNN with batch norm, ResNet, GELU with LayerNorm and TransformerEncoderLayer give PyTorch's outputs at batch 3 and 4" {
+@test "torch.onnx.export's MLP, CNN with batch norm, ResNet, GELU with LayerNorm and TransformerEncoderLayer give PyTorch's outputs at batch 3 and 4, and its gradients" {
   # Debian's python3-torch (1.13), which make test does not install
   /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "torch is not installed for /usr/bin/python3 (apt-get install python3-torch)"
   run /usr/bin/python3 -W ignore "$ROOT/tests/onnx/torch_check.py" "$NETRUN" mlp cnn resnet gelu encoder
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(grep -c 'within 1e-4 of PyTorch' <<<"$output")" -eq 10 ]
+  [ "$(grep -c 'parameters within 1e-3 of PyTorch' <<<"$output")" -eq 5 ]
+}
+
+@test "an imported model with a loss appended: dump --backward prints its backward, gradcheck passes" {
+  "$NETRUN" import "$MODELS/mlp.onnx" -o m.net
+  printf 'input label : i64[batch]\nloss = mean(softmax_cross_entropy(output, label))\n' >> m.net
+  run "$NETRUN" dump --backward --loss loss m.net
+  [ "$status" -eq 0 ]
+  grep -q 'fc1.weight@GRAD' <<<"$output"
+  grep -q '= relu_grad(' <<<"$output"
+  run "$NETRUN" gradcheck m.net --set 'input_=[[0.5, -1, 2, 0.25], [1, 1, -0.5, 0]]' --set 'label=[2, 0]'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -q '^fc2.bias ' <<<"$output"
 }
 
 # ---- the script and the weights -------------------------------------------------------

@@ -8,7 +8,7 @@ Exports each model NAME at batch 3 with a dynamic batch axis (opset 13 or
 PyTorch's outputs (eval mode: batch norm on its running statistics, dropout
 off) at batch 3 and 4, within 1e-4 relative.  Exits 77 saying why when
 torch is missing."""
-import os, re, subprocess, sys, tempfile
+import json, os, re, subprocess, sys, tempfile
 try:
     import numpy as np
     import torch
@@ -71,7 +71,12 @@ def models():
 
 def check(netrun, name):
     model, make = models()[name]
-    # batch norm's statistics away from 0 and 1, so they matter
+    # no two parameters equal (the exporter merges equal initializers, as the
+    # zero biases of a fresh model, into one), batch norm's statistics away
+    # from 0 and 1 so they matter
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5)
@@ -101,6 +106,44 @@ def check(netrun, name):
         if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-5):
             sys.exit("%s batch %d: got %s, want %s" % (name, b, got.ravel()[:4], want.ravel()[:4]))
         print("%s batch %d: %s within 1e-4 of PyTorch" % (name, b, list(want.shape)))
+    grads(netrun, name, model, make(3), work)
+
+
+def seg(s):
+    o = re.sub(r"[^A-Za-z0-9_]", "_", s)
+    return "_" + o if not o or o[0].isdigit() else o
+
+
+def grads(netrun, name, model, x, work):
+    """The gradients of mean(output^2) with respect to every parameter, netrun's
+    (`netrun grad` on the imported script with that loss appended) against
+    PyTorch's, within 1e-3 relative (atol 1e-5)."""
+    script = os.path.join(work, "m.net")
+    with open(script) as f:
+        text = f.read()
+    with open(os.path.join(work, "loss.net"), "w") as f:
+        f.write(text + "loss = mean(output * output)\n")
+    np.save(os.path.join(work, "x.npy"), x.numpy())
+    r = subprocess.run([netrun, "grad", os.path.join(work, "loss.net"), "--feed", "input_=" + os.path.join(work, "x.npy"),
+                        "--format", "json"], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit("netrun grad failed:\n" + r.stderr)
+    got = json.loads(r.stdout)["grads"]
+    model.zero_grad()
+    (model(x) ** 2).mean().backward()
+    n = folded = 0
+    for pname, p in model.named_parameters():
+        key = ".".join(seg(s) for s in pname.split("."))
+        if key not in got:   # folded by the export into another (a conv with its batch norm)
+            folded += 1
+            continue
+        g = np.array(got[key]["data"], dtype=np.float32).reshape(p.shape)
+        if not np.allclose(g, p.grad.numpy(), rtol=1e-3, atol=1e-5):
+            sys.exit("%s: d loss / d %s: netrun %s, PyTorch %s" % (name, pname, g.ravel()[:3], p.grad.numpy().ravel()[:3]))
+        n += 1
+    if n == 0:
+        sys.exit("%s: no parameter of PyTorch's is in the imported script: %s" % (name, sorted(got)))
+    print("%s: the gradients of %d parameters within 1e-3 of PyTorch's (%d folded by the export)" % (name, n, folded))
 
 
 for name in sys.argv[2:]:
