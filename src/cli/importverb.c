@@ -34,6 +34,8 @@
 /* Constants with more elements become states in the weights file rather
  * than literals in the script. */
 #define IMPORT_MAX_LITERAL 64
+/* The most elements a constant computed while importing may have. */
+#define IMPORT_MAX_CONST 10000000
 
 /* A value of the graph: a variable of the script, or a constant known at
  * import (whose entries, for a shape, may be symbols: sym[i] non-NULL). */
@@ -137,8 +139,9 @@ static bool say(Imp *I, const char *fmt, ...) {
   AstNode *root = ast_parse(&I->s.arena, &I->s.diag, f);
   if (root && I->s.diag.nerrors == before) lower_block(I->s.L, root, f);
   if (I->s.diag.nerrors != before) {
-    diag_note(&I->s.diag, SPAN_NONE, "netrun import wrote a statement that does not lower: a bug; the model's "
-              "node is '%s' (%s)", I->node ? I->node->name : "", I->node ? I->node->op_type : "none");
+    diag_note(&I->s.diag, SPAN_NONE, "the statement netrun import wrote for node '%s' (%s) does not lower: the "
+              "node holds a value netrun's op refuses, or netrun import has a bug",
+              I->node ? I->node->name : "", I->node ? I->node->op_type : "none");
     I->failed = true;
     return false;
   }
@@ -530,7 +533,7 @@ static bool fold_slice(Imp *I) {
 static const int64_t *axes_of(Imp *I, int k, int *n) {
   const OnnxAttr *a = attr(I, "axes");
   if (a) {
-    *n = a->n;
+    *n = a->nints;
     return a->ints;
   }
   *n = 0;
@@ -648,8 +651,8 @@ static bool window(Imp *I, const int64_t *k, const int64_t *st, const int64_t *d
   }
   const OnnxAttr *p = attr(I, "pads");
   if (!p) return true;
-  if (p->n != 4 || p->ints[0] != p->ints[2] || p->ints[1] != p->ints[3]) {
-    fail(I, "pads=%s: netrun pads each side of an axis alike (2-D, symmetric pads only)", ints_str(I, p->ints, p->n));
+  if (p->nints != 4 || p->ints[0] != p->ints[2] || p->ints[1] != p->ints[3]) {
+    fail(I, "pads=%s: netrun pads each side of an axis alike (2-D, symmetric pads only)", ints_str(I, p->ints, p->nints));
     return false;
   }
   pads[0] = p->ints[0], pads[1] = p->ints[1];
@@ -661,8 +664,8 @@ static bool pair(Imp *I, const char *name, int64_t dflt, int64_t v[2]) {
   const OnnxAttr *a = attr(I, name);
   v[0] = v[1] = dflt;
   if (!a) return true;
-  if (a->n != 2) {
-    fail(I, "%s has %d values: netrun supports 2-D convolutions and pools only", name, a->n);
+  if (a->nints != 2) {
+    fail(I, "%s has %d values: netrun supports 2-D convolutions and pools only", name, a->nints);
     return false;
   }
   v[0] = a->ints[0], v[1] = a->ints[1];
@@ -858,7 +861,7 @@ static void t_transpose(Imp *I) {
   const OnnxAttr *p = attr(I, "perm");
   int64_t rev[ONNX_MAX_RANK];
   for (int i = 0; i < rank && i < ONNX_MAX_RANK; i++) rev[i] = rank - 1 - i;
-  say(I, "%s = transpose(%s, perm=%s)", out_var(I, 0), x, p ? ints_str(I, p->ints, p->n) : ints_str(I, rev, rank));
+  say(I, "%s = transpose(%s, perm=%s)", out_var(I, 0), x, p ? ints_str(I, p->ints, p->nints) : ints_str(I, rev, rank));
 }
 
 static void t_squeeze(Imp *I, bool un) {
@@ -888,7 +891,7 @@ static void t_split(Imp *I) {
   const OnnxAttr *a = attr(I, "split");
   int n = 0;
   const int64_t *sec = a ? a->ints : in(I, 1) ? const_ints(I, in(I, 1), "split", &n) : NULL;
-  if (a) n = a->n;
+  if (a) n = a->nints;
   if (I->failed) return;
   const char *x = R(I, 0);
   char outs[4096] = "";
@@ -965,7 +968,7 @@ static void t_pad(Imp *I) {
   int n = 0;
   const OnnxAttr *pa = attr(I, "pads");
   const int64_t *p = pa ? pa->ints : const_ints(I, in(I, 1), "pads", &n);
-  if (pa) n = pa->n;
+  if (pa) n = pa->nints;
   if (I->failed) return;
   if (in(I, 3)) {
     fail(I, "the axes input is not supported");
@@ -1033,7 +1036,7 @@ static void t_constant(Imp *I) {
     if (t->f) t->f[0] = a->f;
     else t->i[0] = a->i;
   } else if (a && (strcmp(a->name, "value_floats") == 0 || strcmp(a->name, "value_ints") == 0)) {
-    int64_t n = a->n;
+    int64_t n = a->name[6] == 'f' ? a->nfloats : a->nints;
     t = new_const(I, a->name[6] == 'f' ? ONNX_FLOAT : ONNX_INT64, 1, &n);
     for (int64_t i = 0; i < n; i++) {
       if (t->f) t->f[i] = a->floats[i];
@@ -1086,6 +1089,14 @@ static void t_constant_of_shape(Imp *I) {
   if (s->sym || n > ONNX_MAX_RANK) {
     fail(I, "a shape known only at run time is not supported");
     return;
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < n; i++) {
+    if (d[i] < 0 || (d[i] && numel > IMPORT_MAX_CONST / d[i])) {
+      fail(I, "a shape %s: negative, or more than %lld elements", ints_str(I, d, n), (long long)IMPORT_MAX_CONST);
+      return;
+    }
+    numel *= d[i];
   }
   int type = a && a->t ? a->t->data_type : ONNX_FLOAT;
   OnnxTensor *t = new_const(I, type, n, d);

@@ -292,12 +292,12 @@ static bool attribute(Rd *r, Pb b, OnnxAttr *at, const char *what) {
       }
       break;
     case 7:
-      ok = repeated(r, &f, 'f', "floats", (void **)&at->floats, &at->n, &capf, ONNX_MAX_LIST);
+      ok = repeated(r, &f, 'f', "floats", (void **)&at->floats, &at->nfloats, &capf, ONNX_MAX_LIST);
       break;
-    case 8: ok = repeated(r, &f, 'i', "ints", (void **)&at->ints, &at->n, &capi, ONNX_MAX_LIST); break;
+    case 8: ok = repeated(r, &f, 'i', "ints", (void **)&at->ints, &at->nints, &capi, ONNX_MAX_LIST); break;
     case 9: {
-      if (at->n >= ONNX_MAX_LIST) return fail(r, "%s: more than %d strings", what, ONNX_MAX_LIST);
-      const char **s = ARENA_PUSH(r->a, at->strings, at->n, caps);
+      if (at->nstrings >= ONNX_MAX_LIST) return fail(r, "%s: more than %d strings", what, ONNX_MAX_LIST);
+      const char **s = ARENA_PUSH(r->a, at->strings, at->nstrings, caps);
       ok = string(r, &f, "strings", s);
       break;
     }
@@ -312,6 +312,7 @@ static bool attribute(Rd *r, Pb b, OnnxAttr *at, const char *what) {
     if (!ok) return false;
   }
   if (bad) return fail(r, "%s: malformed bytes", what);
+  at->n = at->type == ONNX_ATTR_FLOATS ? at->nfloats : at->type == ONNX_ATTR_STRINGS ? at->nstrings : at->nints;
   return true;
 }
 

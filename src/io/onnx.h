@@ -75,7 +75,8 @@ typedef struct OnnxAttr {
   const char *s;
   OnnxTensor *t;
   OnnxGraph *g;                /* GRAPH, or the first of GRAPHS */
-  int n;                       /* list length: FLOATS, INTS, STRINGS */
+  int n;                       /* list length of the type's list: FLOATS, INTS, STRINGS */
+  int nfloats, nints, nstrings;   /* each list's own length */
   double *floats;
   int64_t *ints;
   const char **strings;
