@@ -192,7 +192,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot npy safetensors image onnx
+FUZZ = parse exec idx csv checkpoint plot npy safetensors image onnx import
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
@@ -203,6 +203,7 @@ FUZZ_DEFS = -DNETRUN_STDLIB_DIR='"$(CURDIR)/stdlib"' -Itests/fuzz
 # A harness's seeds (the script harnesses share theirs; plot's are the plot
 # tests' logs) and crash regressions.
 fuzz_seeds = $$(case $(1) in parse|exec) echo tests/fuzz/corpus/script;; plot) echo tests/plot;; \
+  import) echo tests/fuzz/corpus/onnx;; \
   *) echo tests/fuzz/corpus/$(1);; esac) $$(ls -d tests/fuzz/regress/$(1) 2>/dev/null)
 
 # The generated scanner and parser are table-driven: tracing their
