@@ -58,6 +58,9 @@ bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen);
 /* Reads only the header of the file at path into *h (lowering's
  * weights("FILE") checks shapes and dtypes with it).  false with err. */
 bool st_read_header(const char *path, StHeader *h, char *err, size_t errlen);
+/* The same for a file already open at fd (named path in errors), which it
+ * closes. */
+bool st_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen);
 /* Writes the tensors (t[i] named names[i]) and the metadata settings
  * (meta[2i] = meta[2i+1]) to path, atomically.  Tensors are laid out by
  * decreasing element size, so each starts aligned to its size. */

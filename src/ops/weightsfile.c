@@ -50,6 +50,6 @@ OpProto op_table_weightsfile[] = {
      .attrs = {{"file", ATTR_STRING, NULL, NULL, "the file's path, as lowering resolved it"},
                {"keys", ATTR_STRINGS, NULL, NULL, "each output's name in the file"}},
      .infer = infer_load_weights, .kernel = k_load_weights, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL | OP_CONSTANT},
+     .flags = OP_INTERNAL | OP_CONSTANT | OP_F64},
     {0},
 };
