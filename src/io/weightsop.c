@@ -1,4 +1,4 @@
-/* weightsfile.c — load_weights, the startup op a `weights("FILE")`
+/* weightsop.c — load_weights, the startup op a `weights("FILE")`
  * initializer lowers to (netrun-lang(5), VALUES FROM A WEIGHTS FILE).
  *
  * One op per file: lowering merges the initializers naming one file into a
