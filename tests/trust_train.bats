@@ -191,6 +191,48 @@ EOF
   [ "$output" = "$ROOT/examples/data/linreg.csv: loss 3.903098 (200 examples)" ]
 }
 
+@test "eval and predict without --weights refuse random initial values; --init asks for them; deterministic ones need neither" {
+  printf 'x,y\n1,0\n2,1\n' > d.csv
+  cat > r.net <<'EOF'
+input x : f32[B, 1]
+input y : i64[B]
+param W : [1, 2] = uniform(-1, 1)
+param b : [2] = zeros()
+logits = x @ W + b
+loss = mean(softmax_cross_entropy(logits, y))
+train {
+  data   = "d.csv"
+  metric = logits
+}
+EOF
+  msg="r.net:3:1: error: parameter 'W' starts from random values (uniform_random), and no --weights gives trained ones: %s would report on an untrained model (give --weights PATH, or --init to use the initial values on purpose)
+param W : [1, 2] = uniform(-1, 1)
+^~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~"
+  run --separate-stderr "$NETRUN" eval r.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "" ]
+  [ "$stderr" = "$(printf "$msg" eval)" ]
+  run --separate-stderr "$NETRUN" predict r.net --set 'x=[[1]]'
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "$(printf "$msg" predict)" ]
+  run --separate-stderr "$NETRUN" predict r.net --data d.csv
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "$(printf "$msg" predict)" ]
+  run -0 "$NETRUN" eval --init r.net
+  [[ "$output" == "d.csv: loss "* ]]
+  run -0 "$NETRUN" predict --init r.net --set 'x=[[1]]'
+  run -2 --separate-stderr "$NETRUN" eval --init --weights r.ckpt r.net
+  [ "${stderr_lines[0]}" = "netrun: --weights gives trained values, --init the initial ones: not both" ]
+  # a value drawn at random reaches a parameter through other ops: still random
+  sed -i 's/= uniform(-1, 1)/= uniform_random([1, 2]) * 0.5 + 1.0/' r.net
+  run -1 "$NETRUN" eval r.net
+  [[ "$output" == *"parameter 'W' starts from random values (uniform_random)"* ]]
+  # constants and zeros() are the values themselves
+  sed -i 's/= uniform_random.*/= [[0.5, -0.5]]/' r.net
+  run -0 "$NETRUN" eval r.net
+  [ "$output" = "d.csv: loss 1.220095 accuracy 0.5000 (2 examples)" ]   # log(1 + e^-1), log(1 + e^2)
+}
+
 @test "eval --set training=true is honoured; train refuses it" {
   printf 'x,y\n1,2\n2,4\n3,6\n4,8\n' > d.csv
   cat > m.net <<'EOF'

@@ -56,6 +56,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
     if (!report_format(p->value, &t->format)) return diag_usage("unknown format '%s' (expected %s)", p->value, p->opt->needs);
     break;
   case O_CONFUSION: t->confusion = true; break;
+  case O_INIT: t->init = true; break;
   default: return apply_lrfind(p, t);
   }
   return 0;
@@ -79,6 +80,8 @@ static int parse_train(int argc, char **argv, Args *a, TrainArgs *t, unsigned ve
   t->weights_partial = a->weights_partial;
   t->feeds = (RunFeeds){a->sets, a->feeds, a->nsets, a->nfeeds};
   if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
+  if (!rc && t->weights && t->init)
+    rc = diag_usage("%s", "--weights gives trained values, --init the initial ones: not both");
   if (!rc && t->weights && t->resume)
     rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");
   if (!rc && verb == OPT_EVAL && (t->format == REPORT_CSV || t->format == REPORT_NPY))

@@ -58,6 +58,18 @@ static bool label_is_column(const Run *r);
  * the script's inputs in order.  A feed list one short of the columns
  * leaves out the labels (the last column): an autoencoder reads only the
  * images. */
+/* The script's input nearest to a misspelt name, for "did you mean". */
+static const char *nearest_input(const Program *p, const char *name) {
+  const Block *b0 = p->blocks[0];
+  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(b0->nvars + 1));
+  int n = 0;
+  for (int i = 0; i < b0->nvars; i++)
+    if (b0->vars[i]->flags & VAR_INPUT) names[n++] = b0->vars[i]->user_name ? b0->vars[i]->user_name : b0->vars[i]->name;
+  const char *near = diag_nearest(name, names, n);
+  mem_free(names);
+  return near;
+}
+
 static bool bind_feeds(Run *r, Dataset *ds) {
   Program *p = r->p;
   const Block *b0 = p->blocks[0];
@@ -67,8 +79,9 @@ static bool bind_feeds(Run *r, Dataset *ds) {
       const VarDesc *v = prog_named_var(p, r->c.feed[i]);
       if (!v || !(v->flags & VAR_INPUT)) {
         const Setting *s = prog_setting(p, "train", "feed");
-        diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: feed names '%s', which is not an input",
-                   r->c.feed[i]);
+        const char *near = nearest_input(p, r->c.feed[i]);
+        diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: feed names '%s', which is not an input%s%s%s",
+                   r->c.feed[i], DIAG_MEAN(near));
         return false;
       }
       r->feed[r->nfeed++] = v;
@@ -107,7 +120,9 @@ static bool bind_feeds(Run *r, Dataset *ds) {
   r->label = r->c.label && !label_is_column(r) ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
   if (!r->label || !(r->label->flags & VAR_INPUT)) {
     const Setting *s = prog_setting(p, "train", "label");
-    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
+    const char *near = r->c.label ? nearest_input(p, r->c.label) : NULL;
+    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input%s%s%s", r->c.label,
+               DIAG_MEAN(near));
     return false;
   }
   return true;
@@ -375,6 +390,60 @@ static bool open_val(Run *r) {
   return true;
 }
 
+/* A CSV file's columns as a note, when the train block did not choose
+ * them: "x gets columns a, b, c and y gets column label". */
+static void note_columns(const Run *r) {
+  const DataColumn *x = &r->train.cols[DATA_INPUT], *y = &r->train.cols[DATA_LABEL];
+  if (!x->source || !y->source || r->nfeed < 2 || r->train.ncols != 2) return;
+  const char *xs = strncmp(x->source, "column", 6) == 0 ? "" : x->shape[1] == 1 ? "column " : "columns ";
+  const char *ys = strncmp(y->source, "column", 6) == 0 ? "" : y->rank > 1 && y->shape[1] > 1 ? "columns " : "column ";
+  diag_note(NULL, SPAN_NONE, "%s: %s gets %s%s and %s gets %s%s (columns = [...] and label = \"...\" in the train "
+            "block choose others)", r->c.data, r->feed[0]->user_name ? r->feed[0]->user_name : r->feed[0]->name, xs,
+            x->source, r->feed[1]->user_name ? r->feed[1]->user_name : r->feed[1]->name, ys, y->source);
+}
+
+/* The first parameter whose initializer (in the startup block) draws from
+ * the generator, directly or through the values it reads; *op gets the
+ * op that draws.  NULL when every one is deterministic (constants,
+ * zeros(), weights("FILE")). */
+static const VarDesc *random_param(const Program *p, const char **op) {
+  const Block *s = p->startup;
+  const char **drawn = mem_alloc(NULL, sizeof *drawn * (size_t)(s->nvars + s->nops + 1));
+  const char **by = mem_alloc(NULL, sizeof *by * (size_t)(s->nvars + s->nops + 1));
+  int n = 0;
+  const VarDesc *found = NULL;
+  for (int i = 0; i < s->nops && !found; i++) {
+    const OpDesc *o = s->ops[i];
+    const OpProto *proto = reg_find_op(p, o->type);
+    const char *from = proto && (proto->flags & OP_RANDOM) ? o->type : NULL;
+    for (int k = 0; k < o->nin && !from; k++)
+      for (int j = 0; j < o->in[k].n && !from; j++)
+        for (int d = 0; d < n && !from; d++)
+          if (strcmp(o->in[k].args[j], drawn[d]) == 0) from = by[d];
+    if (!from) continue;
+    for (int k = 0; k < o->nout && !found; k++)
+      for (int j = 0; j < o->out[k].n && !found; j++) {
+        const VarDesc *v = prog_var(p, o->out[k].args[j]);
+        if (v && (v->flags & VAR_PARAM)) found = v, *op = from;
+        drawn[n] = o->out[k].args[j], by[n++] = from;
+      }
+  }
+  mem_free(drawn);
+  mem_free(by);
+  return found;
+}
+
+bool trun_weights_given(Run *r) {
+  const char *op = NULL;
+  const VarDesc *v = r->t->weights || r->t->init ? NULL : random_param(r->p, &op);
+  if (!v) return true;
+  diag_error(&r->ld.diag, v->span,
+             "parameter '%s' starts from random values (%s), and no --weights gives trained ones: %s would "
+             "report on an untrained model (give --weights PATH, or --init to use the initial values on purpose)",
+             v->user_name ? v->user_name : v->name, op, r->t->predicting ? "predict" : "eval");
+  return false;
+}
+
 bool trun_setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
@@ -414,8 +483,9 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
     r->metric_var = mv ? mv : r->c.metric;
     if (!prog_var(r->p, r->metric_var)) {
       const Setting *s = prog_setting(r->p, "train", "metric");
-      diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: metric names '%s', which the script does not define",
-                 r->c.metric);
+      const char *near = prog_nearest_name(r->p, r->c.metric);
+      diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: metric names '%s', which the script does not define%s%s%s",
+                 r->c.metric, DIAG_MEAN(near));
       diag_finish(&r->ld.diag);
       return false;
     }
@@ -442,7 +512,8 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
     diag_finish(&r->ld.diag);
     return false;
   }
-  if (!bind_feeds(r, &r->train)) return false;
+  if (!bind_feeds(r, &r->train) || (!training && !trun_weights_given(r))) return false;
+  if (training && !r->quiet && !dopt.ncolumns && !dopt.nlabels) note_columns(r);
   ExecOptions opt = t->opt;
   opt.tape = false;
   if (!(r->ex = run_start(&r->ld, &opt, &t->feeds, &r->nforward, 1))) return false;

@@ -17,6 +17,7 @@ typedef struct TrainArgs {
   TrainOverrides o;
   const char *save, *resume, *log, *weights;
   bool weights_partial;    /* --weights-partial: load the values the file has, say which it lacks */
+  bool init;               /* eval, predict --init: the initial values, on purpose */
   bool keep_best;
   bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
   bool predicting;         /* predict: the script needs no loss */
