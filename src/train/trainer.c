@@ -325,18 +325,25 @@ static bool augment_fits(Run *r) {
  * --data` take the data they name. */
 static bool open_eval(Run *r, bool training) {
   const char *e = r->c.eval, *data = r->c.data;
-  bool split = strcmp(e, "test") == 0 || strcmp(e, "train") == 0;
   r->eval_name = has_splits(r) ? "train" : data;
   if (strcmp(e, "none") == 0 || (!training && r->t->o.data && !has_splits(r))) return true;
   const Setting *s = prog_setting(r->p, "train", "eval");
-  DataOptions dopt = data_options(r, split ? "data" : "eval");
+  DataOptions dopt = data_options(r, "eval");
   struct stat st;
+  const char *path = dopt.dir && e[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, e) : e;
+  /* "test" names a split of data that has them; else a file or folder of
+   * that name, when one exists and the block says so (torchvision's
+   * train/ and test/ folders). */
+  bool split = (strcmp(e, "test") == 0 || strcmp(e, "train") == 0) && (has_splits(r) || !s || stat(path, &st) != 0);
+  if (split) dopt = data_options(r, "data");
   if (split && !has_splits(r)) {
-    if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name a data file "
-                      "(eval = \"test.csv\") or \"none\"", e, data);
+    const char *d = dopt.dir && data[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, data) : data;
+    bool folder = stat(d, &st) == 0 && S_ISDIR(st.st_mode);
+    if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name %s or \"none\"",
+                      e, data, folder ? "a folder of class folders (eval = \"images/test\")" : "a data file (eval = \"test.csv\")");
     return !s;
   }
-  if (!split && !strchr(e, ':') && stat(dopt.dir && e[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, e) : e, &st) != 0) {
+  if (!split && !strchr(e, ':') && stat(path, &st) != 0) {
     diag_error(&r->ld.diag, s ? s->span : SPAN_NONE,
                "train: eval must be \"test\", \"train\", \"none\" or a data file, got \"%s\" (no such file)", e);
     return false;
