@@ -68,12 +68,12 @@ EOF
   [ "$status" -eq 1 ]
   [ "${#lines[@]}" -eq 2 ]
   [[ "${lines[1]}" == "epoch 2/3: train loss 3.27e+32 | "* ]]
-  [ "${stderr_lines[1]}" = "netrun: error: step 23 (epoch 3): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
+  [ "${stderr_lines[2]}" = "netrun: error: step 23 (epoch 3): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
   line=$(grep -n 'return mean(mse(pred, target))' "$ROOT/stdlib/losses.net" | cut -d: -f1)
-  [ "${stderr_lines[2]}" = "$ROOT/stdlib/losses.net:$line:15: error: mse: produced NaN or Inf in 't.1' (shape [20, 1])" ]
-  [ "${stderr_lines[3]}" = "  return mean(mse(pred, target))" ]
-  [ "${stderr_lines[5]}" = "div.net:7:8: note: in this call to 'mse_loss'" ]
-  [ "${#stderr_lines[@]}" -eq 8 ]
+  [ "${stderr_lines[3]}" = "$ROOT/stdlib/losses.net:$line:15: error: mse: produced NaN or Inf in 't.1' (shape [20, 1])" ]
+  [ "${stderr_lines[4]}" = "  return mean(mse(pred, target))" ]
+  [ "${stderr_lines[6]}" = "div.net:7:8: note: in this call to 'mse_loss'" ]
+  [ "${#stderr_lines[@]}" -eq 9 ]
   # The checkpoint is the one epoch 2 wrote: the same as a run of 2 epochs.
   "$NETRUN" checkpoint d.ckpt | grep -qx 'step: 20'
   "$NETRUN" train div.net --epochs 2 --save two.ckpt >/dev/null 2>&1
@@ -85,8 +85,8 @@ EOF
   run --separate-stderr "$NETRUN" train div.net --keep-going
   [ "$status" -eq 0 ]
   [[ "${lines[2]}" == "epoch 3/3: train loss inf | "* ]]
-  [ "${stderr_lines[1]}" = "netrun: warning: step 23 (epoch 3): the loss is inf; training on (--keep-going)" ]
-  [ "${#stderr_lines[@]}" -eq 2 ]
+  [ "${stderr_lines[2]}" = "netrun: warning: step 23 (epoch 3): the loss is inf; training on (--keep-going)" ]
+  [ "${#stderr_lines[@]}" -eq 3 ]
 }
 
 @test "a parameter that an update left infinite is named, with the step that made it so" {
@@ -105,8 +105,8 @@ train {
 EOF
   run --separate-stderr "$NETRUN" train sq.net
   [ "$status" -eq 1 ]
-  [ "${stderr_lines[1]}" = "netrun: error: step 2 (epoch 1): the loss is nan; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
-  [ "${stderr_lines[2]}" = "netrun: error: parameter 'w' holds NaN or Inf: step 1's update made it so" ]
+  [ "${stderr_lines[2]}" = "netrun: error: step 2 (epoch 1): the loss is nan; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
+  [ "${stderr_lines[3]}" = "netrun: error: parameter 'w' holds NaN or Inf: step 1's update made it so" ]
 }
 
 @test "--keep-going is in --help and netrun(1)" {
@@ -150,7 +150,7 @@ EOF
   [[ "${lines[1]}" == "epoch 2/2: train loss 3.27e+32 | "* ]]
   sed -i 's/batch  = 20/batch = 20\n  log_every = 10/' div.net
   run --separate-stderr "$NETRUN" train div.net --epochs 2
-  [[ "${stderr_lines[2]}" == "iter 10  epoch 1  loss 3.467e+13  lr 5  samples/s "* ]]
+  [[ "${stderr_lines[3]}" == "iter 10  epoch 1  loss 3.467e+13  lr 5  samples/s "* ]]
 }
 
 # ---- eval = FILE, eval --data, eval --set ---------------------------------------------

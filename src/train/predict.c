@@ -237,9 +237,10 @@ int trainer_predict(TrainArgs *t) {
   bool loaded = session_load(&r.ld, t->file);
   r.p = r.ld.prog;   /* unloaded below, loaded or not */
   if (!loaded) goto out;   /* session_load has counted the errors */
-  if (!train_config(r.p, &t->o, &r.c, true) || !trun_weights_given(&r)) goto fail;
+  if (!train_config(r.p, &t->o, &r.c, true)) goto fail;
   r.hash = trun_program_hash(r.p);
   if (!predict_vars(&r, vars, names, &n)) goto out;
+  if (!trun_weights_given(&r)) goto fail;
   ExecOptions opt = t->opt;
   opt.tape = false;
   if (!(r.ex = run_start(&r.ld, &opt, &t->feeds, NULL, 0))) goto out;   /* it has counted the errors */

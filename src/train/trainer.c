@@ -520,7 +520,8 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
     return false;
   }
   if (!bind_feeds(r, &r->train) || (!training && !trun_weights_given(r))) return false;
-  if (training && !r->quiet && !dopt.ncolumns && !dopt.nlabels) note_columns(r);
+  if (training && !r->quiet && !dopt.ncolumns && !dopt.nlabels && r->c.context <= 0 && !r->train.named)
+    note_columns(r);   /* a CSV file (text and .npz columns have sources too) */
   ExecOptions opt = t->opt;
   opt.tape = false;
   if (!(r->ex = run_start(&r->ld, &opt, &t->feeds, &r->nforward, 1))) return false;
