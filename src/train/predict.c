@@ -30,6 +30,7 @@ static void emit_value(Run *r, int k, Tensor *v, bool classes, int64_t rows, FIL
   if (rv->format == REPORT_TEXT && as_classes) {
     print_classes(f, v, rows);
   } else if (rv->format == REPORT_TEXT) {
+    if (rv->n > 1) fprintf(f, "%s =\n", rv->names[k]);   /* several values: each named */
     print_write(f, v, r->t->opt.precision);
     fputc('\n', f);
   } else if (as_classes) {
