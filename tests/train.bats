@@ -138,7 +138,7 @@ wait_steps() {
   off=$((size / 2))
   byte=$(od -An -tu1 -j $off -N 1 bad.ckpt | tr -d ' ')
   printf "\\$(printf %03o $((byte ^ 255)))" | dd of=bad.ckpt bs=1 seek=$off conv=notrunc status=none
-  ! cmp -s good.ckpt bad.ckpt
+  run ! cmp -s good.ckpt bad.ckpt
   run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --resume bad.ckpt
   [ "$status" -eq 1 ]
   [[ "$stderr" =~ ^"netrun: error: bad.ckpt: corrupt (checksum mismatch: stored "[0-9a-f]{8}", computed "[0-9a-f]{8}")"$ ]]

@@ -76,6 +76,10 @@ enum {
   OP_AFTER_BACKWARD = 1 << 10, /* made by the executor's rewrite (rewrite.c)
                               after every backward is built: no backward
                               meets it, so it needs no gradient */
+  OP_F64 = 1 << 11,        /* its kernel computes in f64 too, given f64 values
+                              (netrun-ops(7), DATA TYPES); without it an
+                              f64 input is an error at inference, never
+                              computed in f32 behind the user's back */
 };
 
 typedef struct InferCtx InferCtx;
@@ -107,7 +111,12 @@ typedef struct OpProto {
 
 typedef struct Registry Registry;
 
-/* The registry holding every built-in op. */
+/* The built-in op families, one table per file of src/ops (ops.list), each
+ * ending in an entry without a type; NULL ends the list.  src/ops defines
+ * it (ops/builtin.c): the registry sits below the ops and names none. */
+extern OpProto *const reg_builtin_tables[];
+
+/* The registry holding every built-in op (reg_builtin_tables). */
 Registry *reg_default(void);
 void reg_free_default(void);
 /* A registry of its own (ops defined by one program's scripts). */
