@@ -3,6 +3,8 @@
 # files made here (tests/data/mkidx.sh), CSV files, batching, shuffling,
 # fitting batches to a script's inputs, and every reader error, word for word.
 
+bats_require_minimum_version 1.5.0
+
 setup_file() {
   MKIDX=$BATS_TEST_DIRNAME/data/mkidx.sh
   cd "$BATS_FILE_TMPDIR"
@@ -478,12 +480,46 @@ EOF
 }
 
 @test "CSV: a field that is not a number, or not finite" {
-  fails word.csv "word.csv:3:3: error: expected a number
+  fails word.csv "word.csv:3:3: error: column 'b' holds 'x', not a number: CSV columns are read as numbers (text is not encoded as categories); name the numeric columns with columns = [...] in the train block
 4,x,6
   ^"
   fails inf.csv "inf.csv:2:3: error: not a finite number
 3,inf
   ^~~"
+}
+
+@test "CSV: an empty cell is a missing value, named by its column, on every path (data, columns = [...], --feed)" {
+  printf 'a,b,c\n1,2,0\n4,,1\n' >train.csv
+  msg="train.csv:3:3: error: column 'b' has a missing value
+4,,1
+  ^"
+  fails train.csv "$msg"
+  printf 'input x : f32[B, 2]\ninput y : i64[B]\nparam W : [2, 2] = zeros()\nloss = mean(softmax_cross_entropy(x @ W, y))\ntrain {\n  data = "train.csv"\n  columns = ["a", "b"]\n  label = "c"\n}\n' >cols.net
+  run --separate-stderr "$NETRUN" train cols.net
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "$msg" ]
+  printf 'input x : f32[N, 3]\nprint(sum(x))\n' >feed3.net
+  run --separate-stderr "$NETRUN" run --feed x=train.csv feed3.net
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "$msg" ]
+  # without a header, the column's index; a cell of blanks is empty too
+  printf '1,2,0\n4, ,1\n' >nohead.csv
+  fails nohead.csv "nohead.csv:2:3: error: column 1 has a missing value
+4, ,1
+  ^"
+}
+
+@test "CSV: the columns train takes by default are named in a note" {
+  printf 'a,b,c,label\n1,2,3,0\n4,5,6,1\n' >abc.csv
+  printf 'input x : f32[B, 3]\ninput y : i64[B]\nparam W : [3, 2] = zeros()\nloss = mean(softmax_cross_entropy(x @ W, y))\ntrain {\n  data = "abc.csv"\n  epochs = 1\n}\n' >abc.net
+  run --separate-stderr "$NETRUN" train abc.net
+  [ "$status" -eq 0 ]
+  [ "${stderr_lines[0]}" = "netrun: note: abc.csv: x gets columns a, b, c and y gets column label (columns = [...] and label = \"...\" in the train block choose others)" ]
+  # chosen columns need no note
+  printf 'input x : f32[B, 2]\ninput y : i64[B]\nparam W : [2, 2] = zeros()\nloss = mean(softmax_cross_entropy(x @ W, y))\ntrain {\n  data = "abc.csv"\n  columns = ["a", "c"]\n  epochs = 1\n}\n' >ac.net
+  run --separate-stderr "$NETRUN" train ac.net
+  [ "$status" -eq 0 ]
+  [[ "$stderr" != *"note:"* ]]
 }
 
 @test "CSV: an empty file, a header alone, one column" {
@@ -520,7 +556,7 @@ a,b,c,label
   [ "$output" = "10.5" ]
   run "$NETRUN" run --feed x=word.csv feed.net
   [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "word.csv:3:3: error: expected a number" ]
+  [ "${lines[0]}" = "word.csv:3:3: error: column 'b' holds 'x', not a number: CSV columns are read as numbers (text is not encoded as categories)" ]
   run "$NETRUN" run --feed x=empty.csv feed.net
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "netrun: error: empty.csv holds no data rows" ]

@@ -255,6 +255,31 @@ print(rows)' "$output"
   [ "$(printf '%s\n' "$output" | sed -n 's/^png200: loss \([0-9.]*\) accuracy \([0-9.]*\) (200 examples)$/\1 \2/p')" = "$folder" ]
 }
 
+@test "images: folders train/ and test/ side by side (torchvision's layout): eval = \"test\" is the folder; without one, the hint fits images" {
+  mkdir -p tv/train/a tv/train/b tv/test/a tv/test/b
+  for d in train/a train/b test/a test/b; do cp wide/a/1.png tv/$d/; done
+  cp wide/a/2.png tv/train/a/
+  cat >tv/m.net <<'EOF'
+import "nn"
+input x : f32[B, 1, 1, 4]
+input y : i64[B]
+param W : [4, 2] = zeros()
+logits = flatten(x) @ W
+loss = cross_entropy(logits, y)
+train {
+  data = "train"
+  eval = "test"
+  metric = logits
+}
+EOF
+  # zeros: loss log 2, and every image is class 0 (a): half right
+  run -0 "$NETRUN" eval tv/m.net
+  [ "$output" = "test: loss 0.693147 accuracy 0.5000 (2 examples)" ]
+  rm -r tv/test
+  run -1 --separate-stderr "$NETRUN" eval tv/m.net
+  [ "${stderr_lines[0]}" = 'tv/m.net:9:3: error: train: eval = "test" names a split, but train has none: name a folder of class folders (eval = "images/test") or "none"' ]
+}
+
 @test "images: training with flip and crop_pad is seeded: the same bits on 1 and 2 threads and resumed, another seed differs" {
   sed 's/epochs = 3/epochs = 2\n  flip = true\n  crop_pad = 2\n  mean = [0.3]\n  std = [0.35]/' folder.net >aug.net
   OMP_NUM_THREADS=1 run "$NETRUN" train aug.net --seed 5 --save a1.ckpt

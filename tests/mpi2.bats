@@ -112,13 +112,13 @@ state() {
 }
 
 @test "eval and predict: a rank that cannot start stops every rank, which says why" {
-  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" eval "$M/mlp.net" : \
-    -np 1 "$RANK" eval "$M/mlp.net" --data nowhere.csv
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" eval --init "$M/mlp.net" : \
+    -np 1 "$RANK" eval --init "$M/mlp.net" --data nowhere.csv
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: cannot read nowhere.csv: No such file or directory"* ]]
   [[ "$output" == *"netrun: error: rank 0 of 2: rank 1 could not start (its error is above); stopping"* ]]
-  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" predict "$M/mlp.net" \
-    --data "$M/blobs.csv" : -np 1 "$RANK" predict "$M/mlp.net" --data "$M/blobs.csv" --batch 3
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" predict --init "$M/mlp.net" \
+    --data "$M/blobs.csv" : -np 1 "$RANK" predict --init "$M/mlp.net" --data "$M/blobs.csv" --batch 3
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: rank 1 predicts with another program, settings, data or checkpoint than rank 0; stopping"* ]]
 }

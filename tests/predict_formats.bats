@@ -164,6 +164,17 @@ NET
 # Several --output values come from one forward pass: a random op and a
 # print() run once, so b is exactly 1.5 * a (both from the same h), with
 # fed inputs and with --data.
+@test "predict --format text with several --output values names each" {
+  run -0 --separate-stderr "$NETRUN" predict vals.net --set 'x=[[3,6,9]]' --output third --output x
+  [ "$output" = "third =
+[[1. 2. 3.]]
+x =
+[[3. 6. 9.]]" ]
+  # one value alone is not named
+  run -0 --separate-stderr "$NETRUN" predict vals.net --set 'x=[[3,6,9]]' --output third
+  [ "$output" = "[[1. 2. 3.]]" ]
+}
+
 @test "predict --output a --output b runs the forward once: one draw of a random op, one print" {
   cat > once.net <<'NET'
 input x : f32[B, 2]

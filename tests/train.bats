@@ -263,6 +263,9 @@ block_error() {
   # A label that is not an input (it used to crash), weight decay that adam would ignore.
   block_error train "label = logits" "block.net:3:1: error: train: label names 'logits', which is not an input"
   block_error eval "label = nothing" "block.net:3:1: error: train: label names 'nothing', which is not an input"
+  # A misspelt value names the script's nearest value, or input.
+  block_error train "metric = logit" "block.net:3:1: error: train: metric names 'logit', which the script does not define (did you mean 'logits'?)"
+  block_error train "label = yy" "block.net:3:1: error: train: label names 'yy', which is not an input (did you mean 'y'?)"
   block_error train $'optimizer = adam\nweight_decay = 0.1' \
     "block.net:4:1: error: adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)"
   # Errors in the script are counted once.
@@ -367,7 +370,7 @@ mlp_every4() { printf 'import "%s"\ntrain {\n  log_every = 4\n}\n' "$MLP" > ever
   [ "$status" -eq 0 ]
   echo "$stderr"
   [ "${stderr_lines[0]}" = "netrun: note: --epochs 1 overrides the script's epochs" ]
-  [ "${stderr_lines[1]}" = "training every4.net: 1024 examples, 8 steps of 128 per epoch, sgd lr 0.1, 1 epochs" ]
+  [ "${stderr_lines[1]}" = "training every4.net: 1024 examples, 8 steps of 128 per epoch, sgd lr 0.1, 1 epoch" ]
   [[ "${stderr_lines[2]}" =~ ^"iter 4  epoch 1  loss "[0-9]+\.[0-9]{4}"  lr 0.1  samples/s "[0-9]+$ ]]
   [[ "${stderr_lines[3]}" =~ ^"iter 8  epoch 1  loss "[0-9]+\.[0-9]{4}"  lr 0.1  samples/s "[0-9]+$ ]]
   [ "${#stderr_lines[@]}" -eq 4 ]
@@ -377,7 +380,7 @@ mlp_every4() { printf 'import "%s"\ntrain {\n  log_every = 4\n}\n' "$MLP" > ever
   # whatever --limit) and the model (parameters and optimizer state).
   [ "${#lines[@]}" -eq 3 ]
   [[ "${lines[0]}" =~ ^"epoch 1/1: train loss "[0-9]\.[0-9]{4}" acc "[01]\.[0-9]{4}" | test loss "[0-9]\.[0-9]{4}" acc "[01]\.[0-9]{4}" | "[0-9]+\.[0-9]" s, "[0-9]+" samples/s"$ ]]
-  [[ "${lines[1]}" =~ ^"trained 1 epochs (8 steps, 1024 samples) in "[0-9]+\.[0-9]" s, "[0-9]+" samples/s; best test accuracy "[01]\.[0-9]{4}$ ]]
+  [[ "${lines[1]}" =~ ^"trained 1 epoch (8 steps, 1024 samples) in "[0-9]+\.[0-9]" s, "[0-9]+" samples/s; best test accuracy "[01]\.[0-9]{4}$ ]]
   [[ "${lines[2]}" =~ ^"peak memory "[0-9]+" MB (data 55 MB, model 2.1 MB)"$ ]]
   peak=$(awk '{ print $3 }' <<<"${lines[2]}")
   # Near data + model: the rest is the process itself (~7 MB), gradients and
@@ -394,7 +397,7 @@ mlp_every4() { printf 'import "%s"\ntrain {\n  log_every = 4\n}\n' "$MLP" > ever
   grep -aEq $'\repoch 1/1  3/8  [0-9]+ samples/s  loss [0-9]+\\.[0-9]{4}  ETA [0-9]+:[0-9]{2}   ' tty.txt
   grep -aEq $'\repoch 1/1  8/8  [0-9]+ samples/s  loss [0-9]+\\.[0-9]{4}  ETA 0:00   \r?\n' tty.txt
   grep -aEq '^epoch 1/1: train loss ' tty.txt
-  grep -aEq '^trained 1 epochs \(8 steps, 1024 samples\)' tty.txt
+  grep -aEq '^trained 1 epoch \(8 steps, 1024 samples\)' tty.txt
   # No greppable iter lines on a terminal.
   ! grep -aq '^iter ' tty.txt
 }

@@ -212,7 +212,7 @@ netrun: error: c.ckpt: step_in_epoch = 2, but an epoch is 1 step of 4 examples" 
   # a position, but not after 1 epoch in 2 steps.
   crafted step_in_epoch 2
   [ "$status" -eq 1 ]
-  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 2, but 1 epochs in 2 steps leave at most 1" ]
+  [ "$stderr" = "netrun: error: c.ckpt: step_in_epoch = 2, but 1 epoch in 2 steps leaves at most 1" ]
   cp e1.ckpt c.ckpt
   "$MKCKPT" set c.ckpt epoch 2
   "$MKCKPT" set c.ckpt step_in_epoch 1

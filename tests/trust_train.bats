@@ -68,12 +68,12 @@ EOF
   [ "$status" -eq 1 ]
   [ "${#lines[@]}" -eq 2 ]
   [[ "${lines[1]}" == "epoch 2/3: train loss 3.27e+32 | "* ]]
-  [ "${stderr_lines[1]}" = "netrun: error: step 23 (epoch 3): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
+  [ "${stderr_lines[2]}" = "netrun: error: step 23 (epoch 3): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
   line=$(grep -n 'return mean(mse(pred, target))' "$ROOT/stdlib/losses.net" | cut -d: -f1)
-  [ "${stderr_lines[2]}" = "$ROOT/stdlib/losses.net:$line:15: error: mse: produced NaN or Inf in 't.1' (shape [20, 1])" ]
-  [ "${stderr_lines[3]}" = "  return mean(mse(pred, target))" ]
-  [ "${stderr_lines[5]}" = "div.net:7:8: note: in this call to 'mse_loss'" ]
-  [ "${#stderr_lines[@]}" -eq 8 ]
+  [ "${stderr_lines[3]}" = "$ROOT/stdlib/losses.net:$line:15: error: mse: produced NaN or Inf in 't.1' (shape [20, 1])" ]
+  [ "${stderr_lines[4]}" = "  return mean(mse(pred, target))" ]
+  [ "${stderr_lines[6]}" = "div.net:7:8: note: in this call to 'mse_loss'" ]
+  [ "${#stderr_lines[@]}" -eq 9 ]
   # The checkpoint is the one epoch 2 wrote: the same as a run of 2 epochs.
   "$NETRUN" checkpoint d.ckpt | grep -qx 'step: 20'
   "$NETRUN" train div.net --epochs 2 --save two.ckpt >/dev/null 2>&1
@@ -85,8 +85,8 @@ EOF
   run --separate-stderr "$NETRUN" train div.net --keep-going
   [ "$status" -eq 0 ]
   [[ "${lines[2]}" == "epoch 3/3: train loss inf | "* ]]
-  [ "${stderr_lines[1]}" = "netrun: warning: step 23 (epoch 3): the loss is inf; training on (--keep-going)" ]
-  [ "${#stderr_lines[@]}" -eq 2 ]
+  [ "${stderr_lines[2]}" = "netrun: warning: step 23 (epoch 3): the loss is inf; training on (--keep-going)" ]
+  [ "${#stderr_lines[@]}" -eq 3 ]
 }
 
 @test "a parameter that an update left infinite is named, with the step that made it so" {
@@ -105,8 +105,8 @@ train {
 EOF
   run --separate-stderr "$NETRUN" train sq.net
   [ "$status" -eq 1 ]
-  [ "${stderr_lines[1]}" = "netrun: error: step 2 (epoch 1): the loss is nan; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
-  [ "${stderr_lines[2]}" = "netrun: error: parameter 'w' holds NaN or Inf: step 1's update made it so" ]
+  [ "${stderr_lines[2]}" = "netrun: error: step 2 (epoch 1): the loss is nan; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
+  [ "${stderr_lines[3]}" = "netrun: error: parameter 'w' holds NaN or Inf: step 1's update made it so" ]
 }
 
 @test "--keep-going is in --help and netrun(1)" {
@@ -150,7 +150,7 @@ EOF
   [[ "${lines[1]}" == "epoch 2/2: train loss 3.27e+32 | "* ]]
   sed -i 's/batch  = 20/batch = 20\n  log_every = 10/' div.net
   run --separate-stderr "$NETRUN" train div.net --epochs 2
-  [[ "${stderr_lines[2]}" == "iter 10  epoch 1  loss 3.467e+13  lr 5  samples/s "* ]]
+  [[ "${stderr_lines[3]}" == "iter 10  epoch 1  loss 3.467e+13  lr 5  samples/s "* ]]
 }
 
 # ---- eval = FILE, eval --data, eval --set ---------------------------------------------
@@ -189,6 +189,48 @@ EOF
   run "$NETRUN" eval "$ROOT/examples/linreg.net" --data "$ROOT/examples/data/linreg.csv"
   [ "$status" -eq 0 ]
   [ "$output" = "$ROOT/examples/data/linreg.csv: loss 3.903098 (200 examples)" ]
+}
+
+@test "eval and predict without --weights refuse random initial values; --init asks for them; deterministic ones need neither" {
+  printf 'x,y\n1,0\n2,1\n' > d.csv
+  cat > r.net <<'EOF'
+input x : f32[B, 1]
+input y : i64[B]
+param W : [1, 2] = uniform(-1, 1)
+param b : [2] = zeros()
+logits = x @ W + b
+loss = mean(softmax_cross_entropy(logits, y))
+train {
+  data   = "d.csv"
+  metric = logits
+}
+EOF
+  msg="r.net:3:1: error: parameter 'W' starts from random values (uniform_random), and no --weights gives trained ones: %s would report on an untrained model (give --weights PATH, or --init to use the initial values on purpose)
+param W : [1, 2] = uniform(-1, 1)
+^~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~"
+  run --separate-stderr "$NETRUN" eval r.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "" ]
+  [ "$stderr" = "$(printf "$msg" eval)" ]
+  run --separate-stderr "$NETRUN" predict r.net --set 'x=[[1]]'
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "$(printf "$msg" predict)" ]
+  run --separate-stderr "$NETRUN" predict r.net --data d.csv
+  [ "$status" -eq 1 ]
+  [ "$stderr" = "$(printf "$msg" predict)" ]
+  run -0 "$NETRUN" eval --init r.net
+  [[ "$output" == "d.csv: loss "* ]]
+  run -0 "$NETRUN" predict --init r.net --set 'x=[[1]]'
+  run -2 --separate-stderr "$NETRUN" eval --init --weights r.ckpt r.net
+  [ "${stderr_lines[0]}" = "netrun: --weights gives trained values, --init the initial ones: not both" ]
+  # a value drawn at random reaches a parameter through other ops: still random
+  sed -i 's/= uniform(-1, 1)/= uniform_random([1, 2]) * 0.5 + 1.0/' r.net
+  run -1 "$NETRUN" eval r.net
+  [[ "$output" == *"parameter 'W' starts from random values (uniform_random)"* ]]
+  # constants and zeros() are the values themselves
+  sed -i 's/= uniform_random.*/= [[0.5, -0.5]]/' r.net
+  run -0 "$NETRUN" eval r.net
+  [ "$output" = "d.csv: loss 1.220095 accuracy 0.5000 (2 examples)" ]   # log(1 + e^-1), log(1 + e^2)
 }
 
 @test "eval --set training=true is honoured; train refuses it" {

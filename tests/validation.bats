@@ -34,7 +34,7 @@ epochs() { sed -n 's/ | [0-9.]* s, [0-9]* samples\/s$//p' | grep '^epoch'; }
 @test "val_split holds out round(n * fraction) examples chosen by the seed, the same ones each time" {
   run --separate-stderr "$NETRUN" train split.net
   [ "$status" -eq 0 ]
-  [ "${stderr_lines[0]}" = "training split.net: 6 examples (2 more to validate), 1 steps of 8 per epoch, sgd lr 0.01, 1 epochs" ]
+  [ "${stderr_lines[1]}" = "training split.net: 6 examples (2 more to validate), 1 step of 8 per epoch, sgd lr 0.01, 1 epoch" ]
   # held out: x = 8 and 16 (mean 12); trained on 1+2+4+32+64+128 = 231 over 6
   [ "$(echo "$output" | epochs)" = "epoch 1/1: train loss 38.5000 | val loss 12.0000" ]
   run --separate-stderr "$NETRUN" train split.net
@@ -46,7 +46,7 @@ epochs() { sed -n 's/ | [0-9.]* s, [0-9]* samples\/s$//p' | grep '^epoch'; }
   # positions of one seeded permutation): x = 4, 8, 16, mean 28/3; 227 / 5
   sed -i 's/0.25/0.35/' split.net
   run --separate-stderr "$NETRUN" train split.net
-  [ "${stderr_lines[0]}" = "training split.net: 5 examples (3 more to validate), 1 steps of 8 per epoch, sgd lr 0.01, 1 epochs" ]
+  [ "${stderr_lines[1]}" = "training split.net: 5 examples (3 more to validate), 1 step of 8 per epoch, sgd lr 0.01, 1 epoch" ]
   [ "$(echo "$output" | epochs)" = "epoch 1/1: train loss 45.4000 | val loss 9.3333" ]
 }
 
@@ -67,7 +67,7 @@ epochs() { sed -n 's/ | [0-9.]* s, [0-9]* samples\/s$//p' | grep '^epoch'; }
   sed -i 's/val_split = 0.25/val = "v.csv"\n  eval = "t.csv"/' split.net
   run --separate-stderr "$NETRUN" train split.net
   [ "$status" -eq 0 ]
-  [ "${stderr_lines[0]}" = "training split.net: 8 examples (2 more to validate), 1 steps of 8 per epoch, sgd lr 0.01, 1 epochs" ]
+  [ "${stderr_lines[1]}" = "training split.net: 8 examples (2 more to validate), 1 step of 8 per epoch, sgd lr 0.01, 1 epoch" ]
   [ "$(echo "$output" | epochs)" = "epoch 1/1: train loss 31.8750 | val loss 4.0000 | t.csv loss 10.0000" ]
 }
 
@@ -165,7 +165,7 @@ val loss 0.4239 acc 0.7500 | patience: val acc, 3 of 3 epochs without a better o
   sed -i 's/val_split = 0.25/eval = "t.csv"\n  patience = 1\n  epochs = 5/' split.net
   run --separate-stderr "$NETRUN" train split.net
   [ "$status" -eq 0 ]
-  [ "${lines[2]}" = "stopping early after epoch 2: t.csv loss has not improved for 1 epochs (best 10.0000, epoch 1)" ]
+  [ "${lines[2]}" = "stopping early after epoch 2: t.csv loss has not improved for 1 epoch (best 10.0000, epoch 1)" ]
 }
 
 # ---- CSV columns by name ------------------------------------------------------------------

@@ -131,6 +131,8 @@ static inline Span span_join(Span a, Span b) {
 const char *diag_nearest(const char *name, const char *const *cands, int n);
 /* The three strings of " (did you mean 'NEAR'?)", for a "%s%s%s" in a
  * message; three empty ones when near is NULL. */
+/* "s" after a count other than one: "%lld step%s", n, PLURAL(n). */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
 #define DIAG_MEAN(near) (near) ? " (did you mean '" : "", (near) ? (near) : "", (near) ? "'?)" : ""
 
 /* Prints s in double quotes, with '"', '\\', newline and tab escaped (\n,

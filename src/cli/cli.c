@@ -74,6 +74,7 @@ static const Option cli_options[] = {
     {"--log", OPTION_VALUE, "FILE", "a FILE", O_LOG, OPT_TRAIN},
     {"--keep-best", OPTION_FLAG, NULL, NULL, O_KEEP_BEST, OPT_TRAIN},
     {"--keep-going", OPTION_FLAG, NULL, NULL, O_KEEP_GOING, OPT_TRAIN},
+    {"--init", OPTION_FLAG, NULL, NULL, O_INIT, OPT_EVAL | OPT_PREDICT},
     {"--confusion", OPTION_FLAG, NULL, NULL, O_CONFUSION, OPT_EVAL},
     {"--format", OPTION_VALUE, "FMT", "text or json", O_REPORT_FORMAT, OPT_EVAL},
     {"--format", OPTION_VALUE, "FMT", REPORT_FORMATS, O_REPORT_FORMAT, OPT_PREDICT},

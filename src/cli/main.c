@@ -161,11 +161,13 @@ static const Verb verbs[] = {
      "each bucket's average overlapping the rest of the backward (overlap = false: after\n"
      "it), batch norm's running statistics are averaged at each epoch's end, and rank 0\n"
      "alone prints, logs and saves; see netrun(1), DISTRIBUTED TRAINING."},
-    {"eval", cmd_eval, "netrun eval [OPTIONS] FILE --weights PATH",
+    {"eval", cmd_eval, "netrun eval [OPTIONS] FILE [--weights PATH | --init]",
      "Loss and accuracy of trained weights on the train block's evaluation split\n"
      "(the test split of fashion-mnist; the whole data of a CSV file or IDX pair).\n"
      "  --weights PATH     a checkpoint written by netrun train --save, or the .safetensors\n"
-     "                     or .npz file netrun export writes (names, shapes, dtypes checked)\n"
+     "                     or .npz file netrun export writes (names, shapes, dtypes checked);\n"
+     "                     needed when a parameter starts from random values\n"
+     "  --init             evaluate the initial values on purpose (no --weights)\n"
      "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
      "  --data SPEC        evaluate on this dataset instead (results labelled by it)\n"
      "  --batch N          examples per forward pass (default: the train block's)\n"
@@ -177,12 +179,14 @@ static const Verb verbs[] = {
      "  --precision, --dtype   as for netrun run\n"
      "Under mpirun, each rank evaluates its shard and rank 0 prints the figures of the\n"
      "whole data once."},
-    {"predict", cmd_predict, "netrun predict [OPTIONS] FILE --weights PATH --feed x=FILE.csv",
+    {"predict", cmd_predict, "netrun predict [OPTIONS] FILE [--weights PATH | --init] --feed x=FILE.csv",
      "The predicted class of every fed example (the argmax of the train block's metric;\n"
      "with one logit per example, 1 when it is positive, else 0), or the value of\n"
      "--output NAME.\n" RUN_OPTIONS
      "  --weights PATH     a checkpoint written by netrun train --save, or the .safetensors\n"
-     "                     or .npz file netrun export writes (names, shapes, dtypes checked)\n"
+     "                     or .npz file netrun export writes (names, shapes, dtypes checked);\n"
+     "                     needed when a parameter starts from random values\n"
+     "  --init             predict with the initial values on purpose (no --weights)\n"
      "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
      "  --output NAME      this value instead of the classes (each batch's); repeat it\n"
      "                     for several values\n"

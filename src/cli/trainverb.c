@@ -60,6 +60,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
     if (!report_format(p->value, &t->format)) return diag_usage("unknown format '%s' (expected %s)", p->value, p->opt->needs);
     break;
   case O_CONFUSION: t->confusion = true; break;
+  case O_INIT: t->init = true; break;
   default: return apply_lrfind(p, t);
   }
   return 0;
@@ -91,6 +92,8 @@ static int parse_train(int argc, char **argv, Args *a, TrainArgs *t, unsigned ve
    * as every save), unless --save names another or --no-save none. */
   if (!rc && t->resume && !t->save && !t->no_save) t->save = t->resume, t->save_back = true;
   if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
+  if (!rc && t->weights && t->init)
+    rc = diag_usage("%s", "--weights gives trained values, --init the initial ones: not both");
   if (!rc && t->weights && t->resume)
     rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");
   if (!rc && verb == OPT_EVAL && (t->format == REPORT_CSV || t->format == REPORT_NPY))

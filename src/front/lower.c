@@ -127,6 +127,8 @@ struct Lowerer {
   AstKind declaring;                   /* AST_PARAM or AST_STATE: what lower_param declares */
   struct WFile { const char *path; WeightsToc toc; bool ok; } *wfiles;   /* weights("FILE") read */
   int nwfiles, capwfiles;
+  Scope *decl_scope, *decl_fn_parent;  /* lowering a startup value: the scope and fn_parent
+                                          of its declaration, whose values dim() may size */
 };
 
 static Scope *scope_new(Lowerer *L, Scope *parent) {
@@ -508,7 +510,15 @@ static bool eval_dim(Lowerer *L, const AstNode *n, int64_t *out) {
                  const_kind(axis ? axis : n->list.items[1]));
     return false;
   }
-  const char *x = lower_expr(L, n->list.items[0], NULL);
+  /* In a startup value, dim(x, AXIS) of a value the declaration sees (a
+   * function's argument) is a constant too (LANGUAGE.md section 10): only
+   * its shape is read, from the declaration's scope. */
+  const AstNode *xe = n->list.items[0];
+  Scope *scope = L->scope, *fn_parent = L->fn_parent;
+  if (L->decl_scope && xe->kind == AST_NAME && !lookup(L, xe->name))
+    L->scope = L->decl_scope, L->fn_parent = L->decl_fn_parent;
+  const char *x = lower_expr(L, xe, NULL);
+  L->scope = scope, L->fn_parent = fn_parent;
   if (!x) return false;
   const VarDesc *v = prog_var(L->prog, x);
   char buf[128];
@@ -1563,6 +1573,7 @@ static bool declare_check(Lowerer *L, const AstNode *n) {
 static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   Scope *saved_scope = L->scope, *saved_fn_parent = L->fn_parent;
   Block *saved_block = L->block;
+  L->decl_scope = saved_scope, L->decl_fn_parent = saved_fn_parent;
   L->fn_parent = functions_scope(L);
   L->scope = scope_new(L, L->fn_parent);
   /* A function's constants stay visible: param W : [n] = full([n], 0.5) */
@@ -1602,6 +1613,7 @@ static void lower_startup_value(Lowerer *L, const AstNode *e, VarDesc *var) {
   L->scope = saved_scope;
   L->fn_parent = saved_fn_parent;
   L->block = saved_block;
+  L->decl_scope = L->decl_fn_parent = NULL;
 }
 
 /* The global variable an input or param declaration N names, bound in the

@@ -469,16 +469,20 @@ static Span span_of(int file, const Source *src, const char *b, const char *e) {
 
 static char *field_name(Arena *a, const Source *src, Span s);
 
-/* A data-row field [f, fe) of column c that is not a number. */
+/* A data-row field [f, fe) of column c that is not a number: empty (a
+ * missing value) or text, named by its header column (else its index). */
 static void not_a_number(Diag *d, const CsvScan *s, const Source *src, const char *f, const char *fe, int64_t c) {
   Span at = span_of(s->file, src, f, fe);
-  if (!s->name_strings || s->header.file < 0 || c >= s->nnames) {
-    diag_error(d, at, "expected a number");
+  const char *col = s->header.file >= 0 && c < s->nnames
+                        ? arena_printf(d->arena, "'%s'", field_name(d->arena, src, s->names[c]))
+                        : arena_printf(d->arena, "%" PRId64, c);
+  const char *text = field_name(d->arena, src, at);
+  if (!*text) {
+    diag_error(d, at, "column %s has a missing value", col);
     return;
   }
-  diag_error(d, at, "column '%s' holds '%s', not a number: CSV columns are read as numbers (text is not encoded "
-             "as categories); leave the column out of columns = [...]", field_name(d->arena, src, s->names[c]),
-             field_name(d->arena, src, at));
+  diag_error(d, at, "column %s holds '%s', not a number: CSV columns are read as numbers (text is not encoded "
+             "as categories)%s%s", col, text, s->text_hint ? "; " : "", s->text_hint ? s->text_hint : "");
 }
 
 bool data_csv_scan(Diag *d, CsvScan *s) {
@@ -826,8 +830,10 @@ static bool open_csv(Diag *d, const char *path, const DataOptions *opt, Dataset 
   if (file < 0) goto done;
   const Source *src = &td.files[file];
   if (!data_csv_sniff(&td, path, file, "CSV files are read uncompressed, IDX files as IMAGES:LABELS")) goto done;
-  L.scan = (CsvScan){.file = file, .row = csv_row, .ctx = &L};
-  if (opt->ncolumns || opt->nlabels) L.scan.on_header = csv_named_columns, L.scan.name_strings = true;
+  L.scan = (CsvScan){.file = file, .row = csv_row, .ctx = &L,
+                     .text_hint = opt->ncolumns ? "leave the column out of columns = [...]"
+                                                : "name the numeric columns with columns = [...] in the train block"};
+  if (opt->ncolumns || opt->nlabels) L.scan.on_header = csv_named_columns;
   if (!data_csv_scan(&td, &L.scan)) goto done;
   if (L.scan.rows == 0) {
     if (L.scan.header.file >= 0) diag_error(&td, L.scan.header, "a header but no rows of numbers");

@@ -251,9 +251,9 @@ typedef struct CsvScan {
    * skip[c] are not read, whatever they hold. */
   const bool *skip;
   int64_t nskip;
-  /* A field that is not a number names its header column (and says that
-   * text is not encoded) rather than only "expected a number". */
-  bool name_strings;
+  /* Optional: what to do about a text field, said after "column 'c'
+   * holds 'abc', not a number: ...; " (the dataset's columns = [...]). */
+  const char *text_hint;
   /* Filled by the scan: */
   int64_t rows, cols;            /* data rows, values per row (-1: none) */
   Span header;                   /* the header row; file -1 if none */

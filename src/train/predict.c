@@ -31,6 +31,7 @@ static void emit_value(Run *r, int k, Tensor *v, bool classes, int64_t rows, FIL
   if (rv->format == REPORT_TEXT && as_classes) {
     print_classes(f, v, rows);
   } else if (rv->format == REPORT_TEXT) {
+    if (rv->n > 1) fprintf(f, "%s =\n", rv->names[k]);   /* several values: each named */
     print_write(f, v, r->t->opt.precision);
     fputc('\n', f);
   } else if (as_classes) {
@@ -241,6 +242,7 @@ int trainer_predict(TrainArgs *t) {
   if (!train_config(r.p, &t->o, &r.c, true)) goto fail;
   r.hash = trun_program_hash(r.p);
   if (!predict_vars(&r, vars, names, &n)) goto out;
+  if (!trun_weights_given(&r)) goto fail;
   ExecOptions opt = t->opt;
   opt.tape = false;
   if (!(r.ex = run_start(&r.ld, &opt, &t->feeds, NULL, 0))) goto out;   /* it has counted the errors */

@@ -128,9 +128,9 @@ void trun_say_start(const Run *r, int64_t steps) {
   if (dist_size() > 1) snprintf(ranks, sizeof ranks, "%d x ", dist_size());
   if (r->has_val) snprintf(val, sizeof val, " (%lld more to validate)", (long long)r->val.n);
   if (!r->quiet)
-    fprintf(stderr, "training %s: %lld examples%s, %lld steps of %s%lld per epoch, %s lr %g, %lld epochs\n",
-            r->t->file, (long long)r->train.n, val, (long long)steps, ranks, (long long)r->c.batch, r->c.optimizer,
-            r->c.lr, (long long)r->c.epochs);
+    fprintf(stderr, "training %s: %lld example%s%s, %lld step%s of %s%lld per epoch, %s lr %g, %lld epoch%s\n",
+            r->t->file, (long long)r->train.n, PLURAL(r->train.n), val, (long long)steps, PLURAL(steps), ranks,
+            (long long)r->c.batch, r->c.optimizer, r->c.lr, (long long)r->c.epochs, PLURAL(r->c.epochs));
 }
 
 /* Whether patience and --keep-best watch the accuracy of the evaluated
@@ -155,11 +155,12 @@ void trun_say_early_stop(const Run *r) {
   const char *what = r->has_val ? "val" : r->eval_name;
   if (r->quiet) return;
   if (trun_watches_accuracy(r))
-    printf("stopping early after epoch %lld: %s accuracy has not improved for %lld epochs (best %.4f, epoch %lld)\n",
-           (long long)r->epoch, what, (long long)r->stalled, r->best, (long long)r->best_epoch);
+    printf("stopping early after epoch %lld: %s accuracy has not improved for %lld epoch%s (best %.4f, epoch %lld)\n",
+           (long long)r->epoch, what, (long long)r->stalled, PLURAL(r->stalled), r->best, (long long)r->best_epoch);
   else
-    printf("stopping early after epoch %lld: %s loss has not improved for %lld epochs (best %s, epoch %lld)\n",
-           (long long)r->epoch, what, (long long)r->stalled, trun_loss_str(-r->best, 4).s, (long long)r->best_epoch);
+    printf("stopping early after epoch %lld: %s loss has not improved for %lld epoch%s (best %s, epoch %lld)\n",
+           (long long)r->epoch, what, (long long)r->stalled, PLURAL(r->stalled), trun_loss_str(-r->best, 4).s,
+           (long long)r->best_epoch);
   fflush(stdout);
 }
 
@@ -232,8 +233,9 @@ void trun_epoch_eval_text(Run *r, const char *name, double el, double ea, char *
  * in this process): epochs, steps, the rate and the best score; the peak
  * memory; on N ranks the time in the collectives; the summary event. */
 void trun_say_summary(Run *r, double secs, int64_t n) {
-  printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s", (long long)r->epoch,
-         (long long)r->step, (long long)r->samples, secs, (double)n / (secs > 0 ? secs : 1e-9));
+  printf("trained %lld epoch%s (%lld step%s, %lld sample%s) in %.1f s, %.0f samples/s", (long long)r->epoch,
+         PLURAL(r->epoch), (long long)r->step, PLURAL(r->step), (long long)r->samples, PLURAL(r->samples), secs,
+         (double)n / (secs > 0 ? secs : 1e-9));
   if ((r->has_val || r->has_test) && trun_watches_accuracy(r))
     printf("; best %s accuracy %.4f", r->has_val ? "val" : r->eval_name, r->best);
   else if ((r->has_val || r->has_test) && r->c.monitor)

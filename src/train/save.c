@@ -228,9 +228,9 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
     return false;
   }
   if (in_epoch > c->step - c->epoch) {
-    diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but %llu epochs in %llu steps leave at most %llu", path,
-               (unsigned long long)in_epoch, (unsigned long long)c->epoch, (unsigned long long)c->step,
-               (unsigned long long)(c->step - c->epoch));
+    diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but %llu epoch%s in %llu step%s leave%s at most %llu",
+               path, (unsigned long long)in_epoch, (unsigned long long)c->epoch, PLURAL(c->epoch),
+               (unsigned long long)c->step, PLURAL(c->step), c->epoch == 1 ? "s" : "", (unsigned long long)(c->step - c->epoch));
     return false;
   }
   for (int i = 0; i < 4; i++)

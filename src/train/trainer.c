@@ -59,6 +59,18 @@ static bool label_is_column(const Run *r);
  * the script's inputs in order.  A feed list one short of the columns
  * leaves out the labels (the last column): an autoencoder reads only the
  * images. */
+/* The script's input nearest to a misspelt name, for "did you mean". */
+static const char *nearest_input(const Program *p, const char *name) {
+  const Block *b0 = p->blocks[0];
+  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(b0->nvars + 1));
+  int n = 0;
+  for (int i = 0; i < b0->nvars; i++)
+    if (b0->vars[i]->flags & VAR_INPUT) names[n++] = b0->vars[i]->user_name ? b0->vars[i]->user_name : b0->vars[i]->name;
+  const char *near = diag_nearest(name, names, n);
+  mem_free(names);
+  return near;
+}
+
 static bool bind_feeds(Run *r, Dataset *ds) {
   Program *p = r->p;
   const Block *b0 = p->blocks[0];
@@ -68,8 +80,9 @@ static bool bind_feeds(Run *r, Dataset *ds) {
       const VarDesc *v = prog_named_var(p, r->c.feed[i]);
       if (!v || !(v->flags & VAR_INPUT)) {
         const Setting *s = prog_setting(p, "train", "feed");
-        diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: feed names '%s', which is not an input",
-                   r->c.feed[i]);
+        const char *near = nearest_input(p, r->c.feed[i]);
+        diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: feed names '%s', which is not an input%s%s%s",
+                   r->c.feed[i], DIAG_MEAN(near));
         return false;
       }
       r->feed[r->nfeed++] = v;
@@ -108,7 +121,9 @@ static bool bind_feeds(Run *r, Dataset *ds) {
   r->label = r->c.label && !label_is_column(r) ? prog_named_var(p, r->c.label) : r->feed[r->nfeed - 1];
   if (!r->label || !(r->label->flags & VAR_INPUT)) {
     const Setting *s = prog_setting(p, "train", "label");
-    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input", r->c.label);
+    const char *near = r->c.label ? nearest_input(p, r->c.label) : NULL;
+    diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: label names '%s', which is not an input%s%s%s", r->c.label,
+               DIAG_MEAN(near));
     return false;
   }
   return true;
@@ -311,18 +326,25 @@ static bool augment_fits(Run *r) {
  * --data` take the data they name. */
 static bool open_eval(Run *r, bool training) {
   const char *e = r->c.eval, *data = r->c.data;
-  bool split = strcmp(e, "test") == 0 || strcmp(e, "train") == 0;
   r->eval_name = has_splits(r) ? "train" : data;
   if (strcmp(e, "none") == 0 || (!training && r->t->o.data && !has_splits(r))) return true;
   const Setting *s = prog_setting(r->p, "train", "eval");
-  DataOptions dopt = data_options(r, split ? "data" : "eval");
+  DataOptions dopt = data_options(r, "eval");
   struct stat st;
+  const char *path = dopt.dir && e[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, e) : e;
+  /* "test" names a split of data that has them; else a file or folder of
+   * that name, when one exists and the block says so (torchvision's
+   * train/ and test/ folders). */
+  bool split = (strcmp(e, "test") == 0 || strcmp(e, "train") == 0) && (has_splits(r) || !s || stat(path, &st) != 0);
+  if (split) dopt = data_options(r, "data");
   if (split && !has_splits(r)) {
-    if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name a data file "
-                      "(eval = \"test.csv\") or \"none\"", e, data);
+    const char *d = dopt.dir && data[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, data) : data;
+    bool folder = stat(d, &st) == 0 && S_ISDIR(st.st_mode);
+    if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name %s or \"none\"",
+                      e, data, folder ? "a folder of class folders (eval = \"images/test\")" : "a data file (eval = \"test.csv\")");
     return !s;
   }
-  if (!split && !strchr(e, ':') && stat(dopt.dir && e[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, e) : e, &st) != 0) {
+  if (!split && !strchr(e, ':') && stat(path, &st) != 0) {
     diag_error(&r->ld.diag, s ? s->span : SPAN_NONE,
                "train: eval must be \"test\", \"train\", \"none\" or a data file, got \"%s\" (no such file)", e);
     return false;
@@ -395,6 +417,60 @@ static bool open_train(Run *r) {
   return true;
 }
 
+/* A CSV file's columns as a note, when the train block did not choose
+ * them: "x gets columns a, b, c and y gets column label". */
+static void note_columns(const Run *r) {
+  const DataColumn *x = &r->train.cols[DATA_INPUT], *y = &r->train.cols[DATA_LABEL];
+  if (!x->source || !y->source || r->nfeed < 2 || r->train.ncols != 2) return;
+  const char *xs = strncmp(x->source, "column", 6) == 0 ? "" : x->shape[1] == 1 ? "column " : "columns ";
+  const char *ys = strncmp(y->source, "column", 6) == 0 ? "" : y->rank > 1 && y->shape[1] > 1 ? "columns " : "column ";
+  diag_note(NULL, SPAN_NONE, "%s: %s gets %s%s and %s gets %s%s (columns = [...] and label = \"...\" in the train "
+            "block choose others)", r->c.data, r->feed[0]->user_name ? r->feed[0]->user_name : r->feed[0]->name, xs,
+            x->source, r->feed[1]->user_name ? r->feed[1]->user_name : r->feed[1]->name, ys, y->source);
+}
+
+/* The first parameter whose initializer (in the startup block) draws from
+ * the generator, directly or through the values it reads; *op gets the
+ * op that draws.  NULL when every one is deterministic (constants,
+ * zeros(), weights("FILE")). */
+static const VarDesc *random_param(const Program *p, const char **op) {
+  const Block *s = p->startup;
+  const char **drawn = mem_alloc(NULL, sizeof *drawn * (size_t)(s->nvars + s->nops + 1));
+  const char **by = mem_alloc(NULL, sizeof *by * (size_t)(s->nvars + s->nops + 1));
+  int n = 0;
+  const VarDesc *found = NULL;
+  for (int i = 0; i < s->nops && !found; i++) {
+    const OpDesc *o = s->ops[i];
+    const OpProto *proto = reg_find_op(p, o->type);
+    const char *from = proto && (proto->flags & OP_RANDOM) ? o->type : NULL;
+    for (int k = 0; k < o->nin && !from; k++)
+      for (int j = 0; j < o->in[k].n && !from; j++)
+        for (int d = 0; d < n && !from; d++)
+          if (strcmp(o->in[k].args[j], drawn[d]) == 0) from = by[d];
+    if (!from) continue;
+    for (int k = 0; k < o->nout && !found; k++)
+      for (int j = 0; j < o->out[k].n && !found; j++) {
+        const VarDesc *v = prog_var(p, o->out[k].args[j]);
+        if (v && (v->flags & VAR_PARAM)) found = v, *op = from;
+        drawn[n] = o->out[k].args[j], by[n++] = from;
+      }
+  }
+  mem_free(drawn);
+  mem_free(by);
+  return found;
+}
+
+bool trun_weights_given(Run *r) {
+  const char *op = NULL;
+  const VarDesc *v = r->t->weights || r->t->init ? NULL : random_param(r->p, &op);
+  if (!v) return true;
+  diag_error(&r->ld.diag, v->span,
+             "parameter '%s' starts from random values (%s), and no --weights gives trained ones: %s would "
+             "report on an untrained model (give --weights PATH, or --init to use the initial values on purpose)",
+             v->user_name ? v->user_name : v->name, op, r->t->predicting ? "predict" : "eval");
+  return false;
+}
+
 bool trun_setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
@@ -436,8 +512,9 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
     r->metric_var = mv ? mv : r->c.metric;
     if (!prog_var(r->p, r->metric_var)) {
       const Setting *s = prog_setting(r->p, "train", "metric");
-      diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: metric names '%s', which the script does not define",
-                 r->c.metric);
+      const char *near = prog_nearest_name(r->p, r->c.metric);
+      diag_error(&r->ld.diag, s ? s->span : SPAN_NONE, "train: metric names '%s', which the script does not define%s%s%s",
+                 r->c.metric, DIAG_MEAN(near));
       diag_finish(&r->ld.diag);
       return false;
     }
@@ -449,7 +526,9 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
     diag_finish(&r->ld.diag);
     return false;
   }
-  if (!bind_feeds(r, r->has_train ? &r->train : &r->test)) return false;
+  if (!bind_feeds(r, r->has_train ? &r->train : &r->test) || (!training && !trun_weights_given(r))) return false;
+  if (training && !r->quiet && !r->c.ncolumns && !r->c.nlabels && r->c.context <= 0 && !r->train.named)
+    note_columns(r);   /* a CSV file (text and .npz columns have sources too) */
   ExecOptions opt = t->opt;
   opt.tape = false;
   if (!(r->ex = run_start(&r->ld, &opt, &t->feeds, &r->nforward, 1))) return false;

@@ -20,6 +20,7 @@ typedef struct TrainArgs {
   bool no_save;            /* --no-save: a resumed run writes no checkpoint */
   bool save_back;          /* --resume without --save: save is the checkpoint resumed */
   bool weights_partial;    /* --weights-partial: load the values the file has, say which it lacks */
+  bool init;               /* eval, predict --init: the initial values, on purpose */
   bool keep_best;
   bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */
   bool predicting;         /* predict: the script needs no loss */

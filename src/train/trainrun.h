@@ -86,6 +86,10 @@ typedef struct Step {
 
 /* ---- trainer.c: a run's set-up, data and evaluation ---- */
 bool trun_setup(Run *r, struct TrainArgs *t, bool training);
+/* eval and predict: false, with the error reported, when a parameter's
+ * initial value is drawn at random and neither --weights nor --init says
+ * which values to use. */
+bool trun_weights_given(Run *r);
 void trun_teardown(Run *r);
 uint64_t trun_program_hash(const Program *p);
 const char *trun_mode_input(const Program *p);
