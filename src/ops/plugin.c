@@ -420,9 +420,9 @@ static int kernel_plugin(ExecCtx *ec) {
   return outcome(&c, c.op->def.kernel(&c), "the kernel");
 }
 
-static int grad_plugin(GradCtx *gc) {
+static bool grad_plugin(GradCtx *gc) {
   NetrunCtx c = {.op = reg_find_op(bwd_prog(gc), bwd_op_fwd(gc)->type)->user, .gc = gc};
-  return outcome(&c, c.op->def.grad(&c), "the grad maker");
+  return outcome(&c, c.op->def.grad(&c), "the grad maker") == 0;
 }
 
 static const char *check_plugin(const OpProto *p, int attr, const AttrValue *v) {
@@ -828,7 +828,7 @@ static bool loaded_already(const char *path) {
 /* Whether the real path of `path` lies inside folder `root`; false
  * (reported through d at `at`) if not. */
 static bool inside(Diag *d, Span at, const char *path, const char *root) {
-  char *rroot = realpath(root, NULL), *rpath = rroot ? realpath(path, NULL) : NULL;
+  char *rroot = mem_realpath(root), *rpath = rroot ? mem_realpath(path) : NULL;
   bool ok = true;
   if (!rroot) ok = say(d, at, "cannot load plugin '%s': cannot resolve the folder %s: %s", path, root, strerror(errno));
   else if (!rpath) ok = say(d, at, "cannot load plugin '%s': %s", path, strerror(errno));
@@ -844,8 +844,8 @@ static bool inside(Diag *d, Span at, const char *path, const char *root) {
                "--allow-load=DIR allows another folder",
                path, root);
   }
-  free(rroot);
-  free(rpath);
+  mem_free(rroot);
+  mem_free(rpath);
   return ok;
 }
 
