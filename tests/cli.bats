@@ -45,6 +45,28 @@ setup() {
   [ "${lines[0]}" = "netrun: dump: unknown option '--frobnicate'" ]
 }
 
+@test "option errors suggest the option meant, repeat the bad value and point at the verb's help" {
+  printf 'x = 1\n' > m.net
+  run --separate-stderr "$NETRUN" train --epoch 3 m.net
+  [ "$status" -eq 2 ]
+  [ "$stderr" = "netrun: train: unknown option '--epoch' (did you mean '--epochs'?)
+Try 'netrun train --help'." ]
+  run --separate-stderr "$NETRUN" train --epochs=abc m.net
+  [ "$status" -eq 2 ]
+  [ "$stderr" = "netrun: --epochs needs a whole number of at least 1, not 'abc'
+Try 'netrun train --help'." ]
+  run --separate-stderr "$NETRUN" eval --wieghts w.ckpt m.net
+  [ "$stderr" = "netrun: eval: unknown option '--wieghts' (did you mean '--weights'?)
+Try 'netrun eval --help'." ]
+  # a script run without a verb points at run's help; netrun's own options at netrun's
+  run --separate-stderr "$NETRUN" m.net --sead 3
+  [ "$stderr" = "netrun: run: unknown option '--sead' (did you mean '--seed'?)
+Try 'netrun run --help'." ]
+  run --separate-stderr "$NETRUN" --frobnicate
+  [ "$stderr" = "netrun: unknown option '--frobnicate'
+Try 'netrun --help'." ]
+}
+
 @test "dump without a file is a usage error" {
   run "$NETRUN" dump
   [ "$status" -eq 2 ]

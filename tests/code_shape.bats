@@ -204,7 +204,7 @@ documented() {
       if grep -qx -- "$o" <<<"$doc"; then
         [[ "$err" != *"unknown option '$o'"* ]] || bad+="$v accepts no $o, which its help documents"$'\n'
       else
-        [[ "$err" == "netrun: $v: unknown option '$o'" ]] || bad+="$v takes $o, which its help does not document: $err"$'\n'
+        [[ "$err" == "netrun: $v: unknown option '$o'"* ]] || bad+="$v takes $o, which its help does not document: $err"$'\n'
       fi
     done
   done
@@ -226,7 +226,7 @@ documented() {
   [ "${lines[0]}" = "netrun: --seed needs a whole number of at least 0" ]
   run "$NETRUN" train t.net --lr inf
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: --lr needs a positive number" ]
+  [ "${lines[0]}" = "netrun: --lr needs a positive number, not 'inf'" ]
   run "$NETRUN" predict t.net --output
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: --output needs a NAME" ]

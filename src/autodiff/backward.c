@@ -1223,7 +1223,8 @@ static bool outer_paths_ok(Backward *bw, const Block *b, const char *const *wrt,
   return ok;
 }
 
-bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads) {
+bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads,
+              bool *depends) {
   Backward bw = {.zeros = true};
   PtrMap idx;
   backward_init(&bw, p, &idx);
@@ -1234,6 +1235,7 @@ bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int n
   bool ok = b->parent < 0 || outer_paths_ok(&bw, b, wrt, nwrt, at);
   ok = ok && differentiate(&bw, &y, NULL, 1, wrt, nwrt, grads);
   for (int i = 0; ok && i < nwrt; i++) ok = grads[i] != NULL;
+  for (int i = 0; ok && depends && i < nwrt; i++) depends[i] = needs_grad(&bw, wrt[i]);
   if (ok) p->nlevels = level;
   backward_free(&bw);
   return ok;

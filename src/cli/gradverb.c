@@ -398,7 +398,7 @@ static void print_grads(Built *b, const Args *a) {
     }
     printf("}}\n");
   } else {
-    printf("%s = ", a->order > 1 ? "f" : "loss");
+    printf("%s = ", a->order > 1 ? "f" : a->loss);
     if (loss) print_write(stdout, loss, a->opt.precision);
     putchar('\n');
     for (int i = 0; i < b->bw.npairs; i++) {

@@ -739,7 +739,11 @@ static inline int run_kernel(Executor *ex, Prepared *p, int op_index, Frame *f, 
     return rc;
   }
   if ((rc = allocate_outputs(ex, p, outs)) < 0) return rc;
-  if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) return rc;
+  /* Outputs of no elements cost nothing: there is nothing to compute
+   * (concat of [2^62, 0] would otherwise walk 2^62 rows to copy none). */
+  bool empty = p->out_total > 0 && !(p->proto->flags & (OP_NO_PREALLOC | OP_SIDE_EFFECT));
+  for (int i = 0; empty && i < p->out_total; i++) empty = outs[i]->numel == 0;
+  if (!empty && (rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) return rc;
   for (int i = 0; i < p->out_total; i++)
     if (!outs[i]) return op_fail(ex, p, "internal error: the kernel left output %d unset", i);
   if (p->keeps && p->out_total == 1) {

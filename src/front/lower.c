@@ -1029,6 +1029,7 @@ static bool set_attr_from(Lowerer *L, OpDesc *op, const OpProto *proto, int ai, 
                attr_type_name(ap->type), got);
     return false;
   }
+  reg_coerce_attr(L->arena, proto, ai, &v);
   const char *why = reg_check_attr(proto, ai, &v);
   if (why) {
     diag_error(L->diag, val->span, "attribute '%s' of '%s' %s", ap->name, proto->type, why);
@@ -1444,8 +1445,17 @@ static int lower_grad_call(Lowerer *L, const AstNode *n, int nwant, const char *
     if (!(wrt[i] = grad_wrt(L, n->list.items[i + 1], y, konst && konst[i]))) return -1;
   const char **grads = nwant ? outs : arena_alloc(L->arena, sizeof *grads * (size_t)nx);
   int before = L->block->nops;
-  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads)) return -1;
+  bool *depends = arena_alloc(L->arena, sizeof *depends * (size_t)nx);
+  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads, depends)) return -1;
   L->nops += L->block->nops - before;
+  /* Zeros, as LANGUAGE.md section 12 says, but said once (PyTorch asks for
+   * allow_unused to make the same case explicit). */
+  const AstNode *ye = n->list.items[0];
+  for (int i = 0; i < nx; i++)
+    if (!depends[i])
+      diag_note(L->diag, n->list.items[i + 1]->span, "grad: %s%s%s does not depend on '%s': its gradient is zeros",
+                ye->kind == AST_NAME ? "'" : "", ye->kind == AST_NAME ? ye->name : "the value differentiated",
+                ye->kind == AST_NAME ? "'" : "", n->list.items[i + 1]->name);
   return nwant;
 }
 
@@ -1960,7 +1970,7 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
       diag_error(L->diag, kw->a->span, "the default of attribute '%s' must be a constant", kw->name);
       return;
     }
-    proto->attrs[i] = (AttrProto){kw->name, v.type, "", NULL, "attribute"};
+    proto->attrs[i] = (AttrProto){.name = kw->name, .type = v.type, .dflt = "", .doc = "attribute"};
     proto->dflt[i] = v;
   }
   UserOp *u = arena_alloc(L->arena, sizeof *u);

@@ -644,12 +644,11 @@ bool ckpt_parse(const void *buf, size_t n, Checkpoint *out, char *err, size_t er
   return false;
 }
 
-/* Reads the whole file at path into *buf (mem_alloc'ed); false with err. */
-static bool read_file(const char *path, unsigned char **buf, size_t *n, char *err, size_t errlen) {
+/* Reads the whole file open at fd (named path; closed here) into *buf
+ * (mem_alloc'ed); false with err. */
+static bool read_file(int fd, const char *path, unsigned char **buf, size_t *n, char *err, size_t errlen) {
   *buf = NULL;
   *n = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return diag_why(err, errlen, "%s: cannot read: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int e = errno;
@@ -704,10 +703,21 @@ static bool read_file(const char *path, unsigned char **buf, size_t *n, char *er
 }
 
 bool ckpt_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
+  char why[512];
+  int fd = file_open_regular(path, why, sizeof why);   /* a FIFO is refused, not waited on */
+  if (fd < 0) {
+    ckpt_init(out);
+    if (strcmp(why, strerror(EISDIR)) == 0) return diag_why(err, errlen, "%s: is a directory, not a checkpoint", path);
+    return diag_why(err, errlen, "%s: cannot read: %s", path, why);
+  }
+  return ckpt_read_fd(fd, path, out, err, errlen);
+}
+
+bool ckpt_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen) {
   unsigned char *buf;
   size_t n;
   ckpt_init(out);
-  if (!read_file(path, &buf, &n, err, errlen)) return false;
+  if (!read_file(fd, path, &buf, &n, err, errlen)) return false;
   char msg[1024];
   bool ok = ckpt_parse(buf, n, out, msg, sizeof msg);
   mem_free(buf);

@@ -2,6 +2,7 @@
  * (weights.h); `netrun export` writes them (cli/exportverb.c). */
 #include "io/weights.h"
 
+#include "base/file.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "ir/names.h"
@@ -36,23 +37,31 @@ static bool npz_tensor(void *ctx, const char *name, const NpyHeader *h, NpyIn *i
 }
 
 bool weights_read(Diag *d, const char *path, Checkpoint *out) {
-  uint8_t b[16];
-  ssize_t k = 0;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd >= 0) {
-    k = read(fd, b, sizeof b);
-    close(fd);
-  }
-  size_t n = k > 0 ? (size_t)k : 0;
+  /* One open, checked on its descriptor (a FIFO is refused, not waited
+   * on), and the same descriptor read: the file told apart by its first
+   * bytes is the file read. */
   char err[1400];
   ckpt_init(out);
+  int fd = file_open_regular(path, err, sizeof err);
+  if (fd < 0) {
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, err);
+    return false;
+  }
+  uint8_t b[16];
+  ssize_t k = pread(fd, b, sizeof b, 0);
+  size_t n = k > 0 ? (size_t)k : 0;
   if (npy_is_zip(b, n)) {
-    if (npy_each(d, path, npz_tensor, out)) return true;
+    if (npy_each_fd(d, fd, path, npz_tensor, out)) return true;
     ckpt_free(out);
     return false;
   }
-  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && st_is_safetensors(b, n) ? st_read(path, out, err, sizeof err)
-                                                                                 : ckpt_read(path, out, err, sizeof err);
+  /* not netrun's own magic: a safetensors file by its header, or by its
+   * name (then its header's length or JSON is what st_read names) */
+  size_t len = strlen(path);
+  bool st_name = len >= 12 && strcmp(path + len - 12, ".safetensors") == 0;
+  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && (st_is_safetensors(b, n) || st_name)
+                ? st_read_fd(fd, path, out, err, sizeof err)
+                : ckpt_read_fd(fd, path, out, err, sizeof err);
   if (!ok) diag_error(d, SPAN_NONE, "%s", err);
   return ok;
 }
@@ -90,6 +99,17 @@ static bool unused(Diag *d, const Program *p, const Checkpoint *c, const char *p
   return false;
 }
 
+/* Whether v's value in c is of the other kind: a state (marked
+ * CKPT_STATE_MARK NAME) for a parameter, or a parameter for a state.  A
+ * netrun checkpoint (one with a program hash) marks every state; other files (npz,
+ * safetensors from elsewhere) say only what they mark. */
+static bool kind_differs(const Checkpoint *c, const VarDesc *v) {
+  char mark[CKPT_MAX_NAME + sizeof CKPT_STATE_MARK];
+  snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, v->name);
+  bool marked = ckpt_get(c, mark) != NULL, kept = (v->flags & VAR_KEPT) != 0;
+  return (c->program_hash != 0 || marked) && marked != kept;
+}
+
 bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c, const char *path, unsigned flags,
                    WeightsMatch match) {
   const Block *b0 = p->blocks[0];
@@ -104,6 +124,11 @@ bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c,
       names_add(&missing, v->name);
     } else if (!t) {
       diag_error(d, SPAN_NONE, "%s has no value for '%s'", path, v->name);
+      return false;
+    } else if (kind_differs(c, v)) {
+      bool kept = (v->flags & VAR_KEPT) != 0;
+      diag_error(d, SPAN_NONE, "%s: '%s' is a %s there, but a %s here", path, v->name, kept ? "parameter" : "state",
+                 kept ? "state" : "parameter");
       return false;
     } else if (have && (!tensor_same_shape(t, have) ||
                         (t->dtype != have->dtype && !(t->dtype == DT_F32 && have->dtype == DT_F64)))) {

@@ -143,6 +143,15 @@ int reg_attr_index(const OpProto *p, const char *name) {
   return -1;
 }
 
+void reg_coerce_attr(Arena *a, const OpProto *p, int attr, AttrValue *v) {
+  int n = p->attrs[attr].repeat;
+  if (n <= 1 || v->type != ATTR_INTS || v->n != 1) return;
+  int64_t one = v->u.ints[0];
+  v->u.ints = arena_alloc(a, sizeof(int64_t) * (size_t)n);
+  for (int i = 0; i < n; i++) v->u.ints[i] = one;
+  v->n = n;
+}
+
 const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v) {
   if (p->attrs[attr].check) return p->attrs[attr].check(v);
   return p->check_attr ? p->check_attr(p, attr, v) : NULL;
@@ -588,7 +597,9 @@ void reg_describe(FILE *f, const OpProto *p) {
     } else {
       fputs("(required)", f);
     }
-    fprintf(f, "  %s\n", p->attrs[i].doc ? p->attrs[i].doc : "");
+    fprintf(f, "  %s", p->attrs[i].doc ? p->attrs[i].doc : "");
+    if (p->attrs[i].repeat > 1) fprintf(f, "; one int stands for %d equal values", p->attrs[i].repeat);
+    fputc('\n', f);
   }
   fprintf(f, "gradient: %s\n", grad_kind_name(p));
   fprintf(f, "kernel: %s\n", kernel_name(p, false));

@@ -42,6 +42,9 @@ typedef struct AttrProto {
   const char *dflt;        /* default in script syntax ("0.01", "[1, 1]"); NULL = required */
   AttrCheckFn check;
   const char *doc;
+  int repeat;              /* > 0: an int list of this many values, where one
+                              value stands for itself repeated (PyTorch's int
+                              for a square window: ksize 2 is [2, 2]) */
 } AttrProto;
 
 typedef enum GradKind {
@@ -156,6 +159,9 @@ void reg_fill_defaults(Program *prog, OpDesc *op, const OpProto *p);
  * or a double; 0 for NULL. */
 int64_t reg_attr_i64(const AttrValue *v);
 double reg_attr_f64(const AttrValue *v);
+/* Coerces a value given for attribute attrs[attr] to its declared form:
+ * one value of an attribute with `repeat` N becomes N copies. */
+void reg_coerce_attr(Arena *a, const OpProto *p, int attr, AttrValue *v);
 /* Runs the checkers of attribute attrs[attr] on v: NULL, or the message. */
 const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v);
 /* Parses an attribute default/constant in script syntax into type t. */

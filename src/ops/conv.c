@@ -1,7 +1,8 @@
 /* conv.c — 2-D convolution and pooling over NCHW tensors.
  *
  * Window attributes (strides, paddings, dilations, ksize) are pairs
- * [height, width].  An output side is (H + 2p - d*(k-1) - 1) / s + 1 and
+ * [height, width]; a script may give one int for both (the protos' repeat,
+ * applied by reg_coerce_attr).  An output side is (H + 2p - d*(k-1) - 1) / s + 1 and
  * must be at least 1.  Inputs compute in f32 (i64 is promoted; bool is an
  * error); results are f32.
  *
@@ -1576,11 +1577,11 @@ static bool g_max_pool2d_pick(GradCtx *g) {
 /* ---- the table ---------------------------------------------------------------- */
 
 #define POOL_ATTRS                                                              \
-  {{"ksize", ATTR_INTS, NULL, check_pair_positive, "window [height, width]"},   \
+  {{"ksize", ATTR_INTS, NULL, check_pair_positive, "window [height, width]", 2},   \
    {"strides", ATTR_INTS, "[]", check_pool_strides,                            \
-    "step [height, width]; [] means ksize"},                                    \
+    "step [height, width]; [] means ksize", 2},                                 \
    {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                   \
-    "padding on each side [height, width], at most half of ksize"}}
+    "padding on each side [height, width], at most half of ksize", 2}}
 #define POOL(NAME, KERNEL, DOC)                                                 \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input [N, C, H, W]"}},            \
    .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,              \
@@ -1594,16 +1595,16 @@ static bool g_max_pool2d_pick(GradCtx *g) {
    .flags = OP_INTERNAL | OP_F64}
 
 #define CONV_ATTR_LIST                                                          \
-  {"strides", ATTR_INTS, "[1, 1]", check_pair_positive, "step [height, width]"},   \
+  {"strides", ATTR_INTS, "[1, 1]", check_pair_positive, "step [height, width]", 2},   \
   {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                     \
-   "zero padding on each side [height, width]"},                                 \
+   "zero padding on each side [height, width]", 2},                              \
   {"dilations", ATTR_INTS, "[1, 1]", check_pair_positive,                       \
-   "spacing of kernel taps [height, width]"},                                    \
+   "spacing of kernel taps [height, width]", 2},                                 \
   {"groups", ATTR_INT, "1", reg_check_positive, "channel groups; C and O divide by it"}
 #define CONV_ATTRS {CONV_ATTR_LIST}
 #define CONV_TRANSPOSE_ATTRS                                                    \
   {CONV_ATTR_LIST, {"output_padding", ATTR_INTS, "[0, 0]", check_pair_nonnegative, \
-                    "added to one side of the output [height, width]; below strides or dilations"}}
+                    "added to one side of the output [height, width]; below strides or dilations", 2}}
 #define FUSED_CONV_ATTRS {CONV_ATTR_LIST, {"relu", ATTR_BOOL, "false", NULL, "relu after the bias"}}
 
 /* The outputs of conv2d_grad and conv2d_transpose_grad. */

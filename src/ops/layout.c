@@ -132,10 +132,14 @@ static bool infer_pad(InferCtx *c) {
       return reg_infer_fail(c, "paddings of axis %d (%lld, %lld) are too large", k, (long long)b, (long long)e);
     Dim d = xs->d[k];
     if (dim_known(d)) {
-      if (d.n + b + e < 0)
+      int64_t size;   /* d.n + b + e, which may pass 2^63 - 1 for a huge d.n */
+      if (__builtin_add_overflow(d.n, b + e, &size))
+        return reg_infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) makes it larger than netrun can count",
+                              k, shape_str(xs, buf, sizeof buf), (long long)b, (long long)e);
+      if (size < 0)
         return reg_infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) leaves %lld elements", k,
-                              shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)(d.n + b + e));
-      s.d[k] = dim_n(d.n + b + e);
+                              shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)size);
+      s.d[k] = dim_n(size);
     } else if (b + e != 0) {
       s.d[k] = dim_unknown();
     }

@@ -329,8 +329,10 @@ static bool infer_concat(InferCtx *c) {
       s.d[k] = dim_merge(s.d[k], vs->d[k]);
     }
     Dim d = vs->d[axis];
-    if (!dim_known(d) || total > INT64_MAX - d.n) total_known = false;
-    else total += d.n;
+    if (!dim_known(d)) total_known = false;
+    else if (total_known && !mem_add_size(total, d.n, &total))
+      return reg_infer_fail(c, "the sizes of axis %d (X[%d] has shape %s) add up past 2^63 - 1", axis, i,
+                            shape_str(vs, sa, sizeof sa));
   }
   s.d[axis] = total_known ? dim_n(total) : dim_unknown();
   if (l.n == 1) s.d[axis] = l.ref->shape.d[axis];
@@ -701,6 +703,10 @@ static int concat_split(ExecCtx *c, bool concat) {
                           : tensor_ref(exec_ctx_out_at(c, 0, i));
     int64_t chunk = part->shape[axis] * inner;
     for (int64_t o = 0; o < outer; o++) {
+      if ((o & 0xffff) == 0xffff && exec_interrupted()) {   /* many small rows: Ctrl-C is seen */
+        tensor_unref(part);
+        return exec_ctx_fail(c, "interrupted");
+      }
       char *w = (char *)whole->data + (size_t)(o * row + at) * es, *p = (char *)part->data + (size_t)(o * chunk) * es;
       memcpy(concat ? w : p, concat ? p : w, (size_t)chunk * es);
     }
