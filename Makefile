@@ -132,7 +132,7 @@ deps:
 # ---- tests ------------------------------------------------------------------
 NETRUN ?= $(CURDIR)/netrun
 
-test: deps
+test: deps test-deps
 	$(MAKE) all
 	$(MAKE) check
 
@@ -145,6 +145,20 @@ check: fuzz-replay
 	tests/tools/check_bats.sh
 	NETRUN=$(NETRUN) tests/run-cases.sh
 	NETRUN=$(NETRUN) bats tests/*.bats
+
+# The ONNX tests' references (tests/onnx.bats): onnx builds models with
+# onnx.helper, onnxruntime runs them.  PyPI packages, for the tests only
+# (netrun reads and writes ONNX itself), in a virtual environment under
+# build/; not part of make deps.  When they cannot be installed this fails,
+# so the ONNX tests are never skipped silently.
+ONNX_VENV = $(CURDIR)/build/venv
+ONNX_PY_PKGS = onnx onnxruntime
+test-deps:
+	@test -x $(ONNX_VENV)/bin/python || python3 -m venv $(ONNX_VENV) || \
+	  { echo "make test-deps: cannot create the virtual environment $(ONNX_VENV)"; exit 1; }
+	@$(ONNX_VENV)/bin/python -c 'import onnx, onnxruntime' 2>/dev/null || \
+	  $(ONNX_VENV)/bin/python -m pip install -q $(ONNX_PY_PKGS) || \
+	  { echo "make test-deps: cannot install $(ONNX_PY_PKGS) from PyPI into $(ONNX_VENV); the ONNX tests need them"; exit 1; }
 
 # Regenerate the expected output of every data case after a deliberate change.
 regen: netrun
@@ -184,7 +198,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot npy safetensors image text feed
+FUZZ = parse exec idx csv checkpoint plot npy safetensors image text feed onnx import
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
@@ -195,6 +209,7 @@ FUZZ_DEFS = -DNETRUN_STDLIB_DIR='"$(CURDIR)/stdlib"' -Itests/fuzz
 # A harness's seeds (the script harnesses share theirs; plot's are the plot
 # tests' logs) and crash regressions.
 fuzz_seeds = $$(case $(1) in parse|exec) echo tests/fuzz/corpus/script;; plot) echo tests/plot;; \
+  import) echo tests/fuzz/corpus/onnx;; \
   feed) echo tests/fuzz/corpus/npy tests/fuzz/corpus/feed;; \
   *) echo tests/fuzz/corpus/$(1);; esac) $$(ls -d tests/fuzz/regress/$(1) 2>/dev/null)
 
@@ -275,7 +290,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean oplists
+.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -111,7 +111,7 @@ assert int(field["samples seen"]) == doc["samples_seen"] == 8
 assert field["rng state"].split() == doc["rng_state"]
 settings = [l[2:].split(" =", 1) for l in lines if l.startswith("  ") and " = " in l]
 assert [(k, v.strip()) for k, v in settings] == list(doc["settings"].items())
-assert int(field["settings"]) == len(doc["settings"]) == 16
+assert int(field["settings"]) == len(doc["settings"]) == 17
 count, rest = field["tensors"].split(" (")
 assert int(count) == len(doc["values"]) == 20
 assert rest == "%d elements, %d bytes)" % (doc["elements"], doc["bytes"]) == "107 elements, 428 bytes)"
@@ -190,7 +190,7 @@ documented() {
 }
 
 @test "every verb accepts exactly the options its help documents" {
-  verbs=(dump run time summary grad gradcheck train eval predict lr-find plot data checkpoint export sample repl)
+  verbs=(dump run time summary grad gradcheck train eval predict lr-find plot data checkpoint export import sample repl)
   # Every option any help documents, and every option any table declares.
   all=$( { for v in "${verbs[@]}"; do documented "$v"; done
            grep -ohE '\{"(--[a-z-]+|-o)", OPTION_' "$ROOT"/src/*/*.c | grep -oE -- '--?[a-z-]+'; } |
@@ -368,7 +368,7 @@ PREFIXES = {
     "exec/dist": "dist_", "exec/exec": "exec_", "exec/par": "par_", "exec/print": "print_", "exec/tape": "tape_",
     "autodiff/backward": "bwd_", "autodiff/tapegrad": "tgrad_",
     "ops/bcast_loop": "bcast_ binary_", "ops/plugin": "plugin_",
-    "io/checkpoint": "ckpt_", "io/data": "data_", "io/image": "image_", "io/npy": "npy_", "io/plot": "plot_",
+    "io/checkpoint": "ckpt_", "io/data": "data_", "io/image": "image_", "io/npy": "npy_", "io/onnx": "onnx_", "io/plot": "plot_",
     "io/report": "report_", "io/safetensors": "st_", "io/text": "text_", "io/weights": "weights_", "io/zip": "zip_",
     "front/ast": "ast_", "front/feed": "feed_", "front/lower": "lower_", "front/run": "run_",
     "front/session": "session_", "front/userop": "uop_",

@@ -163,7 +163,7 @@ PY
   [ "${stderr_lines[0]}" = "netrun: export: w.bin ends in neither .safetensors nor .npz: say which with --format" ]
   run --separate-stderr "$NETRUN" export linear.safetensors
   [ "$status" -eq 2 ]
-  [ "${stderr_lines[0]}" = "netrun: export needs -o FILE.safetensors or -o FILE.npz" ]
+  [ "${stderr_lines[0]}" = "netrun: export needs -o FILE.safetensors, -o FILE.npz or -o FILE.onnx" ]
   run --separate-stderr "$NETRUN" export hole.safetensors -o w.npz
   [ "$status" -eq 1 ]
   [ "$stderr" = "netrun: error: hole.safetensors: tensor 'b' starts at byte 20 of the data, where a hole is before it" ]

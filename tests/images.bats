@@ -265,7 +265,7 @@ print(rows)' "$output"
   # one epoch, then resumed for the second: the same draws, the same bits
   run "$NETRUN" train aug.net --seed 5 --epochs 1 --save r.ckpt
   [ "$status" -eq 0 ]
-  run "$NETRUN" train aug.net --seed 5 --resume r.ckpt --save r.ckpt
+  run "$NETRUN" train aug.net --seed 5 --resume r.ckpt --epochs 2
   [ "$status" -eq 0 ]
   cmp a1.ckpt r.ckpt
   run "$NETRUN" train aug.net --seed 6 --save a3.ckpt

@@ -82,13 +82,13 @@ model() {
   run --separate-stderr "$NETRUN" checkpoint half.ckpt
   [[ "$output" == *$'\n  no_decay = *.b\n'* ]]
   [[ "$output" == *$'\n  lr_mult = *.W: 0.5\n'* ]]
-  run --separate-stderr "$NETRUN" train a.net --resume half.ckpt --save rest.ckpt
+  run --separate-stderr "$NETRUN" train a.net --resume half.ckpt --epochs 2 --save rest.ckpt
   [ "$status" -eq 0 ]
   [[ "$stderr" != *"no_decay was"* && "$stderr" != *"lr_mult was"* ]]
   [ "$(ckpt_value layer.W rest.ckpt)" = "$(ckpt_value layer.W whole.ckpt)" ]
   [ "$(ckpt_value layer.b rest.ckpt)" = "$(ckpt_value layer.b whole.ckpt)" ]
   model b.net "$loss" 'optimizer = momentum' 'lr = 0.25' 'weight_decay = 0.5' 'lr_mult = ["*.W: 0.25"]'
-  run --separate-stderr "$NETRUN" train b.net --resume half.ckpt --save rest.ckpt
+  run --separate-stderr "$NETRUN" train b.net --resume half.ckpt --epochs 2 --save rest.ckpt
   [ "$status" -eq 0 ]
   [[ "$stderr" == *"netrun: note: no_decay was [*.b] in the checkpoint; resuming with []"* ]]
   [[ "$stderr" == *"netrun: note: lr_mult was [*.W: 0.5] in the checkpoint; resuming with [*.W: 0.25]"* ]]

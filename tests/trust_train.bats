@@ -135,7 +135,7 @@ EOF
   logistic 2
   "$NETRUN" train logit.net --log whole.jsonl >/dev/null 2>&1
   "$NETRUN" train logit.net --epochs 1 --save r.ckpt --log part.jsonl >/dev/null 2>&1
-  "$NETRUN" train logit.net --resume r.ckpt --log part.jsonl >/dev/null 2>&1
+  "$NETRUN" train logit.net --resume r.ckpt --epochs 2 --log part.jsonl >/dev/null 2>&1
   jq -c 'select(.event == "step") | [.step, .loss, .loss_smooth]' whole.jsonl > a.txt
   jq -c 'select(.event == "step") | [.step, .loss, .loss_smooth]' part.jsonl > b.txt
   [ "$(wc -l < b.txt)" -eq 10 ]

@@ -104,14 +104,15 @@ NET
   [ "$status" -eq 0 ]
   # 0.5, 0.625 (better), two equal (not better), 0.75 (better, epoch 5),
   # three equal: stopped after epoch 8 of 20.
-  [ "$(echo "$output" | epochs | sed 's/.*| val/val/')" = "val loss 0.6480 acc 0.5000
-val loss 0.5897 acc 0.6250
-val loss 0.5435 acc 0.6250
-val loss 0.5080 acc 0.6250
-val loss 0.4802 acc 0.7500
-val loss 0.4578 acc 0.7500
-val loss 0.4394 acc 0.7500
-val loss 0.4239 acc 0.7500" ]
+  # the epoch line says what patience watches, and its count
+  [ "$(echo "$output" | epochs | sed 's/.*| val/val/')" = "val loss 0.6480 acc 0.5000 | patience: val acc, 0 of 3 epochs without a better one
+val loss 0.5897 acc 0.6250 | patience: val acc, 0 of 3 epochs without a better one
+val loss 0.5435 acc 0.6250 | patience: val acc, 1 of 3 epochs without a better one
+val loss 0.5080 acc 0.6250 | patience: val acc, 2 of 3 epochs without a better one
+val loss 0.4802 acc 0.7500 | patience: val acc, 0 of 3 epochs without a better one
+val loss 0.4578 acc 0.7500 | patience: val acc, 1 of 3 epochs without a better one
+val loss 0.4394 acc 0.7500 | patience: val acc, 2 of 3 epochs without a better one
+val loss 0.4239 acc 0.7500 | patience: val acc, 3 of 3 epochs without a better one" ]
   [ "${lines[8]}" = "stopping early after epoch 8: val accuracy has not improved for 3 epochs (best 0.7500, epoch 5)" ]
   [[ "${lines[9]}" == "trained 8 epochs (8 steps, 32 samples) in "*"; best val accuracy 0.7500" ]]
   # --keep-best kept epoch 5's parameters, the last checkpoint epoch 8's
@@ -124,7 +125,7 @@ val loss 0.4239 acc 0.7500" ]
 @test "a resumed run keeps patience's count: the same stop as a run never interrupted" {
   early_net
   "$NETRUN" train early.net --save e.ckpt --epochs 6 >/dev/null 2>&1
-  run --separate-stderr "$NETRUN" train early.net --resume e.ckpt
+  run --separate-stderr "$NETRUN" train early.net --resume e.ckpt --epochs 20
   [ "$status" -eq 0 ]
   [ "$(echo "$output" | epochs | cut -c1-11 | paste -sd' ')" = "epoch 7/20: epoch 8/20:" ]
   [ "${lines[2]}" = "stopping early after epoch 8: val accuracy has not improved for 3 epochs (best 0.7500, epoch 5)" ]
@@ -137,6 +138,26 @@ val loss 0.4239 acc 0.7500" ]
   [ "$status" -eq 0 ]
   [ "$(echo "$output" | epochs | wc -l)" -eq 3 ]
   [ "${lines[3]}" = "stopping early after epoch 3: val loss has not improved for 2 epochs (best 12.0000, epoch 1)" ]
+}
+
+@test "monitor = \"val_loss\" watches the val loss although a metric exists; bad values are refused" {
+  early_net
+  sed -i 's/^  patience = 3/  patience = 3\n  monitor  = "val_loss"/' early.net
+  run --separate-stderr "$NETRUN" train early.net --save m.ckpt --keep-best
+  [ "$status" -eq 0 ]
+  # the val loss falls every epoch: no early stop, and epoch 20 is the best
+  [ "$(echo "$output" | epochs | wc -l)" -eq 20 ]
+  [[ "$(echo "$output" | epochs | tail -1)" == *"| patience: val loss, 0 of 3 epochs without a better one" ]]
+  [[ "${lines[20]}" == "trained 20 epochs (20 steps, 80 samples) in "*"; best val loss 0."* ]]
+  [ "$("$NETRUN" checkpoint m.ckpt.best | sed -n 's/^epoch: //p')" = 20 ]
+  sed -i 's/"val_loss"/"val_acc"/' early.net
+  run "$NETRUN" train early.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'early.net:16:3: error: monitor must be "val_loss" or "val_accuracy", got "val_acc"'* ]]
+  sed -i 's/"val_acc"/"val_accuracy"/; /metric/d' early.net
+  run "$NETRUN" train early.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'error: monitor = "val_accuracy" needs metric = NAME'* ]]
 }
 
 @test "without validation data, patience watches the eval data" {

@@ -64,11 +64,13 @@ static const Option cli_options[] = {
     /* the verbs' own (CliOwn) */
     {"--epochs", OPTION_VALUE, "N", WHOLE_1, O_EPOCHS, OPT_TRAIN},
     {"--batch", OPTION_VALUE, "N", WHOLE_1, O_BATCH, TRAINER | OPT_SUMMARY | OPT_DATA},
+    {"--accumulate", OPTION_VALUE, "N", WHOLE_1, O_ACCUMULATE, OPT_TRAIN},
     {"--limit", OPTION_VALUE, "N", WHOLE_1, O_LIMIT, TRAINER},
     {"--lr", OPTION_VALUE, "X", "a positive number", O_LR, OPT_TRAIN},
     {"--optimizer", OPTION_VALUE, "NAME", "a name: " TRAIN_OPTIMIZERS, O_OPTIMIZER, OPT_TRAIN | OPT_LR_FIND},
     {"--data", OPTION_VALUE, "SPEC", "a SPEC", O_DATA, TRAINER},
     {"--save", OPTION_VALUE, "PATH", "a PATH", O_SAVE, OPT_TRAIN},
+    {"--no-save", OPTION_FLAG, NULL, NULL, O_NO_SAVE, OPT_TRAIN},
     {"--resume", OPTION_VALUE, "PATH", "a PATH", O_RESUME, OPT_TRAIN},
     {"--log", OPTION_VALUE, "FILE", "a FILE", O_LOG, OPT_TRAIN},
     {"--keep-best", OPTION_FLAG, NULL, NULL, O_KEEP_BEST, OPT_TRAIN},
@@ -160,6 +162,7 @@ static int apply(const OptionParser *p, int id, Args *a, unsigned accepts) {
   case O_SEED:
     if (!option_int(p, 0, &n)) return EXIT_USAGE;
     a->opt.seed = (uint64_t)n;
+    a->seed_given = true;
     break;
   case O_MAX_STEPS: return option_int(p, 0, &a->opt.max_steps) ? 0 : EXIT_USAGE;
   case O_MAX_MEMORY:
@@ -279,7 +282,7 @@ Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks) {
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
   ExecOptions o = a->opt;
   o.tape = false;
-  if (a->fused && exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0});
+  if (a->fused && exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0, 0});
 }
 
 FILE *cli_time_options(Args *a) {

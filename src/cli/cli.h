@@ -52,7 +52,7 @@ enum {
   O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS, O_ORDER, O_DTYPE,
   O_WEIGHTS, O_WEIGHTS_PARTIAL,
   CLI_OWN,
-  O_EPOCHS = CLI_OWN, O_BATCH, O_LIMIT, O_LR, O_OPTIMIZER, O_DATA, O_SAVE, O_RESUME, O_LOG, O_KEEP_BEST,
+  O_EPOCHS = CLI_OWN, O_BATCH, O_ACCUMULATE, O_LIMIT, O_LR, O_OPTIMIZER, O_DATA, O_SAVE, O_NO_SAVE, O_RESUME, O_LOG, O_KEEP_BEST,
   O_KEEP_GOING, O_CONFUSION, O_REPORT_FORMAT, O_OUTPUT, O_START, O_END, O_STEPS, O_LRF_FORMAT, O_PLOT,
   O_LENGTH, O_COUNT, O_TEMPERATURE, O_PROMPT, O_PROBS, O_NO_STOP,
   O_SPLIT, O_LABEL, O_HEAD, O_SHUFFLE, O_DROP_LAST, O_FIT, O_CONTEXT, O_SHAPE, O_FLIP, O_CROP_PAD,
@@ -66,6 +66,7 @@ typedef struct Args {
   const char *out;        /* -o */
   const char *weights;    /* --weights PATH: the weights to start from */
   bool weights_partial;   /* --weights-partial */
+  bool seed_given;        /* --seed */
   ExecOptions opt;
   const char *sets[64], *feeds[64];
   int nsets, nfeeds;

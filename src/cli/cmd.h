@@ -42,6 +42,11 @@ int cmd_summary(int argc, char **argv);
 int cmd_time_backward(const struct Args *a);
 /* exportverb.c: export CKPT -o FILE.safetensors|FILE.npz */
 int cmd_export(int argc, char **argv);
+/* exportonnx.c: export [WEIGHTS] --model MODEL.net -o FILE.onnx [--output NAME ...]:
+ * MODEL's forward program as ONNX (weights NULL: the script's own values). */
+int cmd_export_onnx(const char *weights, const char *model, const char *path, const char *const *names, int nnames);
+/* importverb.c: import MODEL.onnx [-o OUT.net], an ONNX model as a script. */
+int cmd_import(int argc, char **argv);
 /* sample.c: sample FILE, new text from a next-byte model. */
 int cmd_sample(int argc, char **argv);
 

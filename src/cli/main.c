@@ -132,6 +132,7 @@ static const Verb verbs[] = {
      "These override the train block's setting of the same name:\n"
      "  --epochs N         passes over the data\n"
      "  --batch N          examples per step\n"
+     "  --accumulate N     batches whose gradients make one update\n"
      "  --lr X             the base learning rate\n"
      "  --optimizer NAME   sgd, momentum, adam, adamw or rmsprop\n"
      "  --data SPEC        fashion-mnist, a CSV file, a .npz archive, IMAGES:LABELS or\n"
@@ -140,7 +141,10 @@ static const Verb verbs[] = {
      "Other options:\n"
      "  --limit N          use only the first N examples of each split\n"
      "  --save PATH        write a checkpoint every epoch and on Ctrl-C / SIGTERM\n"
-     "  --resume PATH      continue the run a checkpoint stopped\n"
+     "  --resume PATH      continue the run a checkpoint stopped, with its settings\n"
+     "                     (the command line's aside); saves back to PATH unless\n"
+     "                     --save names another file or --no-save is given\n"
+     "  --no-save          with --resume: write no checkpoint\n"
      "  --weights PATH     start from these parameters and states (fine-tuning): a\n"
      "                     checkpoint, .safetensors or .npz\n"
      "  --weights-partial  load the values PATH has; notes name those it lacks and extra ones\n"
@@ -247,13 +251,26 @@ static const Verb verbs[] = {
      "program hash, epoch, step, generator state, settings and tensors.\n"
      "  --format FMT       text (default), or json: the same fields and every tensor's\n"
      "                     elements in full"},
-    {"export", cmd_export, "netrun export [--optimizer-state] CKPT -o FILE.safetensors|FILE.npz",
+    {"export", cmd_export, "netrun export [--optimizer-state] CKPT -o FILE.safetensors|FILE.npz\n"
+     "       netrun export [WEIGHTS] --model MODEL.net -o FILE.onnx",
      "Write the parameters and states of a checkpoint (or of a .safetensors or .npz file)\n"
-     "under their scoped names, as safetensors or as NumPy's .npz (by FILE's extension)\n"
+     "under their scoped names, as safetensors or as NumPy's .npz (by FILE's extension);\n"
+     "or, with --model, MODEL.net's forward program for inference as ONNX (opset 17),\n"
+     "with WEIGHTS' values (default: the script's own)\n"
      "  -o FILE            the file to write (atomically)\n"
      "  --output FILE      the same as -o\n"
-     "  --format F         safetensors or npz, whatever FILE's extension\n"
+     "  --format F         safetensors, npz or onnx, whatever FILE's extension\n"
+     "  --model FILE       the script whose forward program the ONNX file holds\n"
+     "  --value NAME       a value of the script the ONNX model outputs (repeat it;\n"
+     "                     default: logits, else output)\n"
      "  --optimizer-state  also the optimizer's state (W@MOMENT1 ...) and learning rate"},
+    {"import", cmd_import, "netrun import [--force] MODEL.onnx [-o OUT.net]",
+     "Write an ONNX model as a script, OUT.net (default: MODEL.net here), and its\n"
+     "weights, OUT.safetensors beside it, which the script's weights(\"...\")\n"
+     "initializers read (netrun(1), IMPORT: the ops and the naming rule)\n"
+     "  -o FILE            the script to write; its weights go to FILE's .safetensors\n"
+     "  --output FILE      the same as -o\n"
+     "  --force            overwrite the script and the weights if they exist"},
     {"sample", cmd_sample, "netrun sample [OPTIONS] FILE",
      "Sample new text from FILE, a next-byte model: an input x : i64[B, T] (T fixed:\n"
      "the input its text data feeds) and logits [B, T, V] (V <= 256) whose position t\n"

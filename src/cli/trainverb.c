@@ -34,6 +34,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
   switch (p->opt->id) {
   case O_EPOCHS: return option_int(p, 1, &t->o.epochs) ? 0 : EXIT_USAGE;
   case O_BATCH: return option_int(p, 1, &t->o.batch) ? 0 : EXIT_USAGE;
+  case O_ACCUMULATE: return option_int(p, 1, &t->o.accumulate) ? 0 : EXIT_USAGE;
   case O_LIMIT: return option_int(p, 1, &t->o.limit) ? 0 : EXIT_USAGE;
   case O_LR: return option_real(p, false, &t->o.lr) ? 0 : EXIT_USAGE;
   case O_OPTIMIZER:
@@ -43,6 +44,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
     break;
   case O_DATA: t->o.data = p->value; break;
   case O_SAVE: t->save = p->value; break;
+  case O_NO_SAVE: t->no_save = true; break;
   case O_RESUME: t->resume = p->value; break;
   case O_LOG: t->log = p->value; break;
   case O_KEEP_BEST: t->keep_best = true; break;
@@ -68,7 +70,7 @@ static int apply_train(const OptionParser *p, void *ctx) {
  * points into. */
 static int parse_train(int argc, char **argv, Args *a, TrainArgs *t, unsigned verb) {
   memset(t, 0, sizeof *t);
-  t->o.epochs = t->o.batch = t->o.limit = -1;
+  t->o.epochs = t->o.batch = t->o.limit = t->o.accumulate = -1;
   t->o.lr = -1;
   t->sweep = (LrSweep){.start = 1e-7, .end = 10, .steps = 100};
   bool training = verb & (OPT_TRAIN | OPT_LR_FIND);
@@ -79,7 +81,15 @@ static int parse_train(int argc, char **argv, Args *a, TrainArgs *t, unsigned ve
   t->out = a->out;
   t->weights = a->weights;
   t->weights_partial = a->weights_partial;
+  t->seed_given = a->seed_given;
   t->feeds = (RunFeeds){a->sets, a->feeds, a->nsets, a->nfeeds};
+  if (!rc && t->save && t->no_save) rc = diag_usage("%s", "--save PATH writes checkpoints, --no-save none: not both");
+  if (!rc && t->no_save && !t->resume)
+    rc = diag_usage("%s", "--no-save is for --resume (which otherwise writes back to its checkpoint); without "
+                    "--save nothing is saved");
+  /* A resumed run writes back to the checkpoint it resumed (atomically,
+   * as every save), unless --save names another or --no-save none. */
+  if (!rc && t->resume && !t->save && !t->no_save) t->save = t->resume, t->save_back = true;
   if (!rc && t->keep_best && !t->save) rc = diag_usage("%s", "--keep-best needs --save PATH");
   if (!rc && t->weights && t->resume)
     rc = diag_usage("%s", "--weights starts a run from given weights, --resume continues one: not both");

@@ -177,7 +177,7 @@ Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
     for (int i = 1; i < r; i++) {
       if (decl->shape.d[i].n < 0) fits = false;
       dims[i] = decl->shape.d[i].n;
-      rest *= dims[i] >= 0 ? dims[i] : 1;
+      if (!mem_mul_size(rest, dims[i] >= 0 ? dims[i] : 1, &rest)) fits = false, rest = -1;   /* [B, 2^62, 2^62] */
     }
     if (r == 0 && rows * cols == 1) {
       t = decl->dtype == DT_I64 && acc.exact ? make_i64(&decl->shape, acc.ints, 1) : make(decl->dtype, &decl->shape, vals, 1);

@@ -39,6 +39,7 @@
 #include "autodiff/backward.h"
 
 #include "ir/names.h"
+#include "io/weights.h"
 
 #include "ops/plugin.h"
 #include "ir/registry.h"
@@ -124,6 +125,8 @@ struct Lowerer {
   Span bind_at;                        /* where the binding being made is written */
   int call_errors;                     /* errors said at the outermost call itself */
   AstKind declaring;                   /* AST_PARAM or AST_STATE: what lower_param declares */
+  struct WFile { const char *path; WeightsToc toc; bool ok; } *wfiles;   /* weights("FILE") read */
+  int nwfiles, capwfiles;
 };
 
 static Scope *scope_new(Lowerer *L, Scope *parent) {
@@ -1721,6 +1724,100 @@ static VarDesc *declare_scoped(Lowerer *L, const AstNode *n, DType dt, const Sha
   return v;
 }
 
+/* weights("FILE") and weights("FILE", "KEY") (LANGUAGE.md section 14):
+ * the tensor named KEY (default: the variable's scoped name) of FILE,
+ * relative to the folder of the script the call stands in.  The file's
+ * table of contents is read once per lowering and checked here; the values
+ * come from a load_weights op of the startup block (src/ops/weightsfile.c),
+ * which merge_load_weights makes one per file. */
+static void lower_weights_init(Lowerer *L, const AstNode *init, VarDesc *v) {
+  const char *arg[2] = {NULL, NULL};
+  bool ok = init->list2.n == 0 && init->list.n >= 1 && init->list.n <= 2;
+  for (int i = 0; ok && i < init->list.n; i++) {
+    const AstNode *c = fold_const(L, init->list.items[i]);
+    ok = c && c->kind == AST_STRING;
+    arg[i] = ok ? c->name : NULL;
+  }
+  if (!ok) {
+    diag_error(L->diag, init->span, "weights() takes the file's path and optionally the key, both strings: "
+               "weights(\"FILE\") or weights(\"FILE\", \"KEY\")");
+    return;
+  }
+  const char *here = L->diag->files[init->span.file].path, *slash = strrchr(here, '/');
+  const char *path = arg[0][0] == '/' || !slash ? arg[0]
+                                                 : arena_printf(L->arena, "%.*s/%s", (int)(slash - here), here, arg[0]);
+  const char *key = arg[1] ? arg[1] : v->name;
+  struct WFile *f = NULL;
+  for (int i = 0; i < L->nwfiles && !f; i++)
+    if (strcmp(L->wfiles[i].path, path) == 0) f = &L->wfiles[i];
+  if (!f) {
+    char err[1400];
+    f = ARENA_PUSH(L->arena, L->wfiles, L->nwfiles, L->capwfiles);
+    f->path = path;
+    f->ok = weights_toc(L->arena, path, &f->toc, err, sizeof err);
+    if (!f->ok) diag_error(L->diag, init->span, "%s", err);
+  }
+  if (!f->ok) return;
+  const WeightsEntry *e = NULL;
+  const char **names = arena_alloc(L->arena, (size_t)(f->toc.n + 1) * sizeof *names);
+  for (int i = 0; i < f->toc.n; i++) {
+    names[i] = f->toc.e[i].name;
+    if (strcmp(names[i], key) == 0) e = &f->toc.e[i];
+  }
+  if (!e) {
+    const char *near = diag_nearest(key, names, f->toc.n);
+    diag_error(L->diag, init->span, "%s has no tensor '%s'%s%s%s", arg[0], key, DIAG_MEAN(near));
+    return;
+  }
+  Shape s = shape_of(e->rank, e->shape);
+  char a[128], b[128];
+  if (e->dtype != v->dtype || !shape_eq(&s, &v->shape)) {
+    diag_error(L->diag, init->span, "%s holds '%s' as %s%s, but '%s' is declared %s%s", arg[0], key,
+               dtype_name(e->dtype), shape_str(&s, a, sizeof a), v->name, dtype_name(v->dtype),
+               shape_str(&v->shape, b, sizeof b));
+    return;
+  }
+  Block *saved = L->block;
+  L->block = L->prog->startup;
+  OpDesc *op = new_op(L, "load_weights", init->span);
+  slot_push(L->prog, op_add_output(L->prog, op, "Out"), v->name);
+  op_set_attr(L->prog, op, "file", attr_string(L->prog, path));
+  const char **k1 = arena_alloc(L->arena, sizeof *k1);
+  k1[0] = arena_strdup(L->arena, key);
+  op_set_attr(L->prog, op, "keys", (AttrValue){.type = ATTR_STRINGS, .n = 1, .u.strings = k1});
+  op_append(L->block, L->prog, op);
+  L->block = saved;
+}
+
+/* The load_weights ops of one file become one, where the first stood, so
+ * the file is read once however many parameters it initializes (their
+ * order does not matter: they read nothing but the file). */
+static void merge_load_weights(Lowerer *L) {
+  Block *b = L->prog->startup;
+  int kept = 0;
+  for (int i = 0; i < b->nops; i++) {
+    OpDesc *op = b->ops[i];
+    OpDesc *into = NULL;
+    if (strcmp(op->type, "load_weights") == 0)
+      for (int j = 0; j < kept && !into; j++)
+        if (strcmp(b->ops[j]->type, "load_weights") == 0 &&
+            strcmp(op_attr(b->ops[j], "file")->v.u.s, op_attr(op, "file")->v.u.s) == 0)
+          into = b->ops[j];
+    if (!into) {
+      b->ops[kept++] = op;
+      continue;
+    }
+    const AttrValue *ka = &op_attr(into, "keys")->v, *kb = &op_attr(op, "keys")->v;
+    const char **k = arena_alloc(L->arena, (size_t)(ka->n + kb->n) * sizeof *k);
+    memcpy(k, ka->u.strings, (size_t)ka->n * sizeof *k);
+    memcpy(k + ka->n, kb->u.strings, (size_t)kb->n * sizeof *k);
+    op_set_attr(L->prog, into, "keys", (AttrValue){.type = ATTR_STRINGS, .n = ka->n + kb->n, .u.strings = k});
+    Slot *out = op_output(into, "Out"), *more = op_output(op, "Out");
+    for (int j = 0; j < more->n; j++) slot_push(L->prog, out, more->args[j]);
+  }
+  b->nops = kept;
+}
+
 /* param NAME : [DIMS] = INIT, and state NAME : [DIMS] = INIT (flags
  * VAR_KEPT): at the top level a global, in a function SCOPE.NAME. */
 static void lower_param(Lowerer *L, const AstNode *n, unsigned flags) {
@@ -1734,6 +1831,10 @@ static void lower_param(Lowerer *L, const AstNode *n, unsigned flags) {
   if (!v || !fresh) return;
   const AstNode *init = n->b;
   int which = -1;
+  if (init->kind == AST_CALL && !lookup(L, init->name) && strcmp(init->name, "weights") == 0) {
+    lower_weights_init(L, init, v);
+    return;
+  }
   if (init->kind == AST_CALL && !lookup(L, init->name))
     for (int i = 0; i < (int)(sizeof initializers / sizeof *initializers); i++)
       if (strcmp(init->name, initializers[i]) == 0) which = i;
@@ -2736,6 +2837,7 @@ bool lower_file(Lowerer *L, const char *path) {
   bool ok = lower_source_file(L, idx);
   L->script_dir = NULL;
   if (ok) check_states(L);
+  merge_load_weights(L);
   lower_export(L);
   return ok && L->diag->nerrors == 0;
 }

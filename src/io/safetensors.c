@@ -360,31 +360,62 @@ bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
   return st_read_fd(fd, path, out, err, errlen);
 }
 
-bool st_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen) {
-  ckpt_init(out);
-  char why[1024];
+/* Parses the header of the file open at fd (named path in errors) into
+ * *h: the stream is left open in *fp and the data's first byte is *base.
+ * false with why (fd closed, no stream left). */
+static bool open_header(int fd, const char *path, FILE **fp, StHeader *h, uint64_t *base, char *why, size_t wn) {
+  char sub[1024];
+  *fp = NULL;
   struct stat st;
   FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
     close(fd);
-    return diag_why(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    return diag_why(why, wn, "cannot read %s: %s", path, strerror(errno));
   }
   uint64_t size = (uint64_t)st.st_size, n = 0;
   uint8_t b[8];
   bool ok = fread(b, 1, 8, f) == 8;
   for (int i = 7; ok && i >= 0; i--) n = n << 8 | b[i];
-  if (!ok) diag_why(why, sizeof why, "truncated: %" PRIu64 " bytes, not even the header's length", size);
-  else if (n == 0) ok = diag_why(why, sizeof why, "a header of 0 bytes: a safetensors header is a JSON object");
-  else if (n > ST_MAX_HEADER) ok = diag_why(why, sizeof why, "a header of %" PRIu64 " bytes: more than %d", n, ST_MAX_HEADER);
-  else if (n > size - 8) ok = diag_why(why, sizeof why, "truncated: a header of %" PRIu64 " bytes, %" PRIu64 " follow", n,
+  if (!ok) diag_why(sub, sizeof sub, "truncated: %" PRIu64 " bytes, not even the header's length", size);
+  else if (n == 0) ok = diag_why(sub, sizeof sub, "a header of 0 bytes: a safetensors header is a JSON object");
+  else if (n > ST_MAX_HEADER) ok = diag_why(sub, sizeof sub, "a header of %" PRIu64 " bytes: more than %d", n, ST_MAX_HEADER);
+  else if (n > size - 8) ok = diag_why(sub, sizeof sub, "truncated: a header of %" PRIu64 " bytes, %" PRIu64 " follow", n,
                                        size - 8);
-  StHeader h = {0};
   char *json = ok ? mem_alloc(NULL, (size_t)n + 1) : NULL;
-  if (ok && fread(json, 1, (size_t)n, f) != n) ok = diag_why(why, sizeof why, "cannot read the header");
-  ok = ok && st_parse_header(json, (size_t)n, size - 8 - n, &h, why, sizeof why);
-  ok = ok && read_tensors(f, 8 + n, &h, out, why, sizeof why);
-  for (int i = 0; ok && i + 1 < h.nmeta; i += 2) ckpt_set(out, h.meta[i], h.meta[i + 1]);
+  if (ok && fread(json, 1, (size_t)n, f) != n) ok = diag_why(sub, sizeof sub, "cannot read the header");
+  ok = ok && st_parse_header(json, (size_t)n, size - 8 - n, h, sub, sizeof sub);
   mem_free(json);
+  if (!ok) {
+    st_header_free(h);
+    fclose(f);
+    return diag_why(why, wn, "%s: %s", path, sub);
+  }
+  *fp = f;
+  *base = 8 + n;
+  return true;
+}
+
+bool st_read_header(const char *path, StHeader *h, char *err, size_t errlen) {
+  char why[1024];
+  *h = (StHeader){0};
+  int fd = file_open_regular(path, why, sizeof why);
+  if (fd < 0) return diag_why(err, errlen, "cannot read %s: %s", path, why);
+  FILE *f;
+  uint64_t base;
+  if (!open_header(fd, path, &f, h, &base, err, errlen)) return false;
+  fclose(f);
+  return true;
+}
+
+bool st_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen) {
+  ckpt_init(out);
+  char why[1024];
+  FILE *f;
+  uint64_t base;
+  StHeader h = {0};
+  if (!open_header(fd, path, &f, &h, &base, err, errlen)) return false;
+  bool ok = read_tensors(f, base, &h, out, why, sizeof why);
+  for (int i = 0; ok && i + 1 < h.nmeta; i += 2) ckpt_set(out, h.meta[i], h.meta[i + 1]);
   st_header_free(&h);
   fclose(f);
   if (!ok) {

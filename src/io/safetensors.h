@@ -55,6 +55,9 @@ bool st_is_safetensors(const void *b, size_t n);
  * order of their data, its metadata as settings.  false with err
  * ("PATH: ..."). */
 bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen);
+/* Reads only the header of the file at path into *h (lowering's
+ * weights("FILE") checks shapes and dtypes with it).  false with err. */
+bool st_read_header(const char *path, StHeader *h, char *err, size_t errlen);
 /* The same for a file already open at fd (named path in errors), which it
  * closes. */
 bool st_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen);

@@ -8,6 +8,7 @@
 #include "ir/names.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,6 +35,18 @@ static bool npz_tensor(void *ctx, const char *name, const NpyHeader *h, NpyIn *i
   if (ok) ckpt_add_tensor(c, name, t);
   tensor_unref(t);
   return ok;
+}
+
+/* The first bytes of path into b[16] (what the formats are told apart
+ * by); their count, 0 if it cannot be read. */
+static size_t first_bytes(const char *path, uint8_t *b) {
+  ssize_t k = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    k = read(fd, b, 16);
+    close(fd);
+  }
+  return k > 0 ? (size_t)k : 0;
 }
 
 bool weights_read(Diag *d, const char *path, Checkpoint *out) {
@@ -64,6 +77,69 @@ bool weights_read(Diag *d, const char *path, Checkpoint *out) {
                 : ckpt_read_fd(fd, path, out, err, sizeof err);
   if (!ok) diag_error(d, SPAN_NONE, "%s", err);
   return ok;
+}
+
+/* Reads path as weights_read does, a message into err instead of a Diag:
+ * for callers with no source position (an op's kernel, lowering's index). */
+bool weights_read_quiet(const char *path, Checkpoint *out, char *err, size_t n) {
+  char *msg = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&msg, &len);
+  if (!m) return diag_why(err, n, "%s: out of memory", path);
+  Arena a;
+  arena_init(&a);
+  Diag d;
+  diag_init(&d, &a);
+  d.out = m;
+  bool ok = weights_read(&d, path, out);
+  fclose(m);
+  if (!ok) {
+    const char *e = msg ? strstr(msg, "error: ") : NULL;
+    snprintf(err, n, "%s", e ? e + 7 : msg && *msg ? msg : path);
+    size_t k = strlen(err);
+    while (k && err[k - 1] == '\n') err[--k] = 0;
+  }
+  free(msg);
+  arena_free(&a);
+  return ok;
+}
+
+/* The dtype a safetensors entry holds, as a script declares it. */
+static DType toc_dtype(NpyType t) {
+  return t == NPY_F32 ? DT_F32 : t == NPY_F64 ? DT_F64 : t == NPY_BOOL ? DT_BOOL : DT_I64;
+}
+
+bool weights_toc(Arena *a, const char *path, WeightsToc *out, char *err, size_t n) {
+  uint8_t b[16];
+  size_t k = first_bytes(path, b);
+  *out = (WeightsToc){0};
+  if (st_is_safetensors(b, k) && memcmp(b, "NETRUNCK", 8) != 0) {
+    StHeader h;
+    if (!st_read_header(path, &h, err, n)) return false;
+    out->e = arena_alloc(a, (size_t)(h.n ? h.n : 1) * sizeof *out->e);
+    for (int i = 0; i < h.n; i++) {
+      WeightsEntry *e = &out->e[out->n++];
+      e->name = arena_strdup(a, h.t[i].name);
+      e->dtype = toc_dtype(h.t[i].type);
+      e->rank = h.t[i].rank;
+      memcpy(e->shape, h.t[i].shape, sizeof e->shape);
+    }
+    st_header_free(&h);
+    return true;
+  }
+  Checkpoint c;
+  if (!weights_read_quiet(path, &c, err, n)) return false;
+  out->e = arena_alloc(a, (size_t)(c.ntensors ? c.ntensors : 1) * sizeof *out->e);
+  for (int i = 0; i < c.ntensors; i++) {
+    const Tensor *t = c.tensors[i].t;
+    WeightsEntry *e = &out->e[out->n++];
+    e->name = arena_strdup(a, c.tensors[i].name);
+    e->dtype = t->dtype;
+    e->rank = t->rank;
+    for (int j = 0; j < t->rank; j++) e->shape[j] = t->shape[j];
+  }
+  ckpt_free(&c);
+  return true;
 }
 
 /* ---- loading into an executor ------------------------------------------------------- */

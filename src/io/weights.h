@@ -17,6 +17,25 @@
  * U8) or bool. */
 bool weights_read(Diag *d, const char *path, Checkpoint *out);
 
+/* weights_read with the message written into err[n] (no Diag). */
+bool weights_read_quiet(const char *path, Checkpoint *out, char *err, size_t n);
+
+/* A weights file's table of contents, what lowering checks a
+ * `weights("FILE")` initializer against (netrun-lang(5)): of a .safetensors
+ * file only its header is read; of another format, the whole file (then
+ * freed).  Entries live in the arena. */
+typedef struct WeightsEntry {
+  const char *name;
+  DType dtype;
+  int rank;
+  int64_t shape[SHAPE_MAX_RANK];
+} WeightsEntry;
+typedef struct WeightsToc {
+  WeightsEntry *e;
+  int n;
+} WeightsToc;
+bool weights_toc(Arena *a, const char *path, WeightsToc *out, char *err, size_t n);
+
 /* How weights_apply matches the file's values to the script's. */
 typedef enum WeightsMatch {
   WEIGHTS_EXACT,     /* --weights: every value the script has, nothing else

@@ -80,6 +80,20 @@ static void text_where(FILE *f, const Program *p, Span s) {
   fprintf(f, "  # %s:%d:%d", p->diag->files[s.file].path, line, col);
 }
 
+/* The end of phase k of a training program: where the next non-empty
+ * phase starts, or block 0's end. */
+static int phase_end(const Program *p, int k) {
+  return k + 1 < PHASE_COUNT ? p->phase[k + 1] : p->blocks[0]->nops;
+}
+
+/* Before op i of a training program's block 0: the line of each
+ * (non-empty) phase that starts there, "# phase NAME: ops A-B". */
+static void text_phase(FILE *f, const Program *p, int i) {
+  for (int k = 0; p->phased && k < PHASE_COUNT; k++)
+    if (p->phase[k] == i && phase_end(p, k) > i)
+      fprintf(f, "  # phase %s: ops %d-%d\n", prog_phase_name((Phase)k), i, phase_end(p, k) - 1);
+}
+
 static void text_block(FILE *f, const Program *p, const Block *b, const char *header,
                        const DumpOptions *opt) {
   fputs(header, f);
@@ -95,6 +109,7 @@ static void text_block(FILE *f, const Program *p, const Block *b, const char *he
   for (int i = 0; i < b->nvars; i++) text_var(f, b->vars[i]);
   for (int i = 0; i < b->nops; i++) {
     const OpDesc *op = b->ops[i];
+    if (b->idx == 0 && b != p->startup) text_phase(f, p, i);
     fputs("  ", f);
     dump_op(f, op);
     const Block *fb = op->fwd_block >= 0 ? prog_block(p, op->fwd_block) : NULL;
@@ -251,6 +266,13 @@ static void dump_json(FILE *f, const Program *p, const DumpOptions *opt) {
     json_block(f, p, p->blocks[i]);
   }
   fputs("]", f);
+  if (p->phased) {   /* a training program's phases: [start, end) of block 0's ops */
+    fputs(",\n \"phases\": [", f);
+    for (int k = 0; k < PHASE_COUNT; k++)
+      fprintf(f, "%s{\"name\": \"%s\", \"start\": %d, \"end\": %d}", k ? ", " : "", prog_phase_name((Phase)k),
+              p->phase[k], phase_end(p, k));
+    fputc(']', f);
+  }
   if (opt->startup) {
     fputs(",\n \"startup\": ", f);
     json_block(f, p, p->startup);

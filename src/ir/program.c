@@ -145,6 +145,11 @@ Program *prog_new(Arena *arena, Diag *diag) {
   return p;
 }
 
+const char *prog_phase_name(Phase k) {
+  static const char *const names[PHASE_COUNT] = {"forward", "backward", "allreduce", "update"};
+  return k >= 0 && k < PHASE_COUNT ? names[k] : "?";
+}
+
 Block *prog_add_block(Program *p, int parent) {
   Block *b = arena_alloc(p->arena, sizeof *b);
   b->idx = p->nblocks;

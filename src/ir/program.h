@@ -174,6 +174,13 @@ typedef struct Setting {
   Span span;
 } Setting;
 
+/* The phases of a training program (train_program): ranges of block 0's
+ * ops the trainer runs apart.  Phase k starts at Program.phase[k] and ends
+ * where phase k + 1 starts (the last, update, at the block's end); an
+ * empty phase starts where the next does.  A rewrite may move an op across
+ * a boundary only where its pattern says so (rewrite.c). */
+typedef enum Phase { PHASE_FORWARD, PHASE_BACKWARD, PHASE_ALLREDUCE, PHASE_UPDATE, PHASE_COUNT } Phase;
+
 typedef struct Program {
   Arena *arena;
   Diag *diag;
@@ -192,9 +199,13 @@ typedef struct Program {
                                 script's grad(...) calls, then to backwards after
                                 the first */
   int next_temp;
+  bool phased;               /* a training program: phase[] holds its phases */
+  int phase[PHASE_COUNT];    /* each phase's first op in block 0 */
 } Program;
 
 Program *prog_new(Arena *arena, Diag *diag);
+/* A phase's name: "forward", "backward", "allreduce", "update". */
+const char *prog_phase_name(Phase k);
 Block *prog_add_block(Program *p, int parent);
 Block *prog_block(const Program *p, int idx);
 /* Declares `name` in block b (which must not yet hold it anywhere in the

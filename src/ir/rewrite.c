@@ -8,7 +8,9 @@
  * on the program as it was (the reads and writes of each value counted
  * over the whole program), then block 0 is rebuilt: each replacing op
  * stands where the pattern says, its ops leave.  No match spans a mark
- * (RewriteOpts), and the marks move to their index in the new block.
+ * (RewriteOpts), nor a boundary between a training program's phases
+ * (program.h) that its pattern does not declare it may cross; the marks
+ * and the phases move to their index in the new block.
  *
  * The patterns rely on the values between the ops they replace being
  * temporaries: values of block 0 that nothing else reads and nobody can
@@ -326,15 +328,29 @@ typedef struct Pattern {
   const char *name;      /* the op that replaces the match */
   unsigned set;          /* RW_FUSE or RW_TRAIN */
   bool (*match)(const Site *s, int i, Match *m);
+  unsigned crosses;      /* the phase boundaries a match may span: 1 << k for
+                            the start of phase k (none: it stays in one phase) */
 } Pattern;
 
-/* Tried in order at each op; the first match wins. */
+/* Tried in order at each op; the first match wins.  sgd_matmul alone
+ * crosses a boundary: the backward's matmul and the update's sgd become
+ * one op, in the update (with no allreduce between them: a gradient the
+ * allreduce reads has another reader, and does not match). */
 static const Pattern patterns[] = {
-    {"fused_conv2d", RW_FUSE, conv_forward},
-    {"fused_conv2d_grad", RW_FUSE, conv_backward},
-    {"share", RW_FUSE, share_assign},
-    {"sgd_matmul", RW_TRAIN, sgd_matmul},
+    {"fused_conv2d", RW_FUSE, conv_forward, 0},
+    {"fused_conv2d_grad", RW_FUSE, conv_backward, 0},
+    {"share", RW_FUSE, share_assign, 0},
+    {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE},
 };
+
+/* The marks a pass keeps: the caller's, then a training program's phase
+ * boundaries; kind[k] is 0 for the caller's (never spanned), 1 << phase
+ * for a phase's start. */
+typedef struct Marks {
+  int *at;
+  unsigned *kind;
+  int n;
+} Marks;
 
 /* ---- data parallel: the gradients' allreduce (RW_DIST) ------------------------------ */
 
@@ -388,6 +404,8 @@ static int first_read(const Block *b, int from, const OpDesc *op) {
 typedef struct Insert {
   OpDesc *op;
   int at, order;
+  bool after;   /* it follows the op before `at` (a start after the op that
+                   finished its gradients): a mark at `at` moves past it */
 } Insert;
 
 static int insert_cmp(const void *a, const void *b) {
@@ -396,7 +414,8 @@ static int insert_cmp(const void *a, const void *b) {
 }
 
 /* The ops of ins[n] put into block 0 (each at its place, those of one
- * place in order); the marks move past the ops inserted before them. */
+ * place in order); the marks move past the ops inserted before them (and
+ * past those at their place that follow the op before it). */
 static void insert_ops(Program *p, Insert *ins, int n, int *marks, int nmarks) {
   Block *b = p->blocks[0];
   qsort(ins, (size_t)n, sizeof *ins, insert_cmp);
@@ -410,7 +429,7 @@ static void insert_ops(Program *p, Insert *ins, int n, int *marks, int nmarks) {
   }
   for (int m = 0; m < nmarks; m++) {
     int before = 0;
-    for (int i = 0; i < n; i++) before += ins[i].at < marks[m];
+    for (int i = 0; i < n; i++) before += ins[i].at < marks[m] || (ins[i].after && ins[i].at == marks[m]);
     marks[m] += before;
   }
   mem_free(old);
@@ -431,7 +450,7 @@ static void bucket_ops(Program *p, const AllreduceOpts *o, const char *const *gr
   if (!o->overlap) {
     slot_push(p, op_add_input(p, op, "Weight"), o->weight);
     reg_infer(p, b, op);
-    ins[(*nins)++] = (Insert){op, o->bwd_end, id};
+    ins[(*nins)++] = (Insert){op, o->bwd_end, id, false};
     return;
   }
   OpDesc *st = op_new(p, "allreduce_start", SPAN_NONE);
@@ -445,8 +464,8 @@ static void bucket_ops(Program *p, const AllreduceOpts *o, const char *const *gr
   reg_infer(p, b, st);
   reg_infer(p, b, op);
   /* at one place the starts go before the waits, each in bucket order */
-  ins[(*nins)++] = (Insert){st, ready + 1, id};
-  ins[(*nins)++] = (Insert){op, first_read(b, o->bwd_end, op), (1 << 20) + id};
+  ins[(*nins)++] = (Insert){st, ready + 1, id, true};
+  ins[(*nins)++] = (Insert){op, first_read(b, o->bwd_end, op), (1 << 20) + id, false};
 }
 
 /* One allreduce op per bucket, or (o->overlap) a start and a wait: the
@@ -494,7 +513,7 @@ int rewrite_allreduce(Program *p, const AllreduceOpts *o) {
 /* The allreduce_start ops of block 0 leave it (the rewrites see the
  * backward's ops as backward.c emits them, in unbroken runs); their
  * number, the ops in *out.  The marks after each move back. */
-static int lift_starts(Program *p, const RewriteOpts *o, OpDesc ***out) {
+static int lift_starts(Program *p, const Marks *o, OpDesc ***out) {
   Block *b = p->blocks[0];
   int n = 0, kept = 0;
   *out = mem_alloc(NULL, sizeof **out * (size_t)(b->nops + 1));
@@ -504,8 +523,8 @@ static int lift_starts(Program *p, const RewriteOpts *o, OpDesc ***out) {
       continue;
     }
     (*out)[n++] = b->ops[i];
-    for (int k = 0; k < o->nmarks; k++)
-      if (o->marks[k] > kept) o->marks[k]--;
+    for (int k = 0; k < o->n; k++)
+      if (o->at[k] > kept) o->at[k]--;
   }
   b->nops = kept;
   return n;
@@ -513,7 +532,7 @@ static int lift_starts(Program *p, const RewriteOpts *o, OpDesc ***out) {
 
 /* The lifted starts back in block 0, each after the last op before its
  * wait that touches its gradients (after whatever op now makes them). */
-static void place_starts(Program *p, const RewriteOpts *o, OpDesc **starts, int n) {
+static void place_starts(Program *p, const Marks *o, OpDesc **starts, int n) {
   Block *b = p->blocks[0];
   Insert *ins = mem_alloc(NULL, sizeof *ins * (size_t)(n + 1));
   for (int i = 0; i < n; i++) {
@@ -527,31 +546,34 @@ static void place_starts(Program *p, const RewriteOpts *o, OpDesc **starts, int 
       int u = last_use(b, wait, x->args[k]);
       if (u + 1 > at) at = u + 1;
     }
-    ins[i] = (Insert){starts[i], at, i};
+    ins[i] = (Insert){starts[i], at, i, true};
   }
-  insert_ops(p, ins, n, o->marks, o->nmarks);
+  insert_ops(p, ins, n, o->at, o->n);
   mem_free(ins);
 }
 
 /* ---- the pass ---------------------------------------------------------------------- */
 
-/* i's segment of the block, [*start, end): between the marks around i. */
-static int segment(const RewriteOpts *o, const Block *b, int i, int *start) {
+/* i's segment of the block, [*start, end): between the marks around i
+ * that a match may not span (those of a kind in `crosses` it may). */
+static int segment(const Marks *o, const Block *b, int i, unsigned crosses, int *start) {
   int end = b->nops;
   *start = 0;
-  for (int k = 0; k < o->nmarks; k++) {
-    if (o->marks[k] > i && o->marks[k] < end) end = o->marks[k];
-    if (o->marks[k] <= i && o->marks[k] > *start) *start = o->marks[k];
+  for (int k = 0; k < o->n; k++) {
+    if (o->kind[k] & crosses) continue;
+    if (o->at[k] > i && o->at[k] < end) end = o->at[k];
+    if (o->at[k] <= i && o->at[k] > *start) *start = o->at[k];
   }
   return end;
 }
 
 /* The op at i, rewritten: the pattern whose match takes it first, none
  * of whose ops an earlier match took or another segment holds; NULL when
- * none does. */
-static const Pattern *match_at(const Site *s, int start, const RewriteOpts *o, const bool *taken, int i,
-                               Match *m) {
+ * none does.  The boundaries o->hold names are crossed by none. */
+static const Pattern *match_at(Site *s, const Marks *mk, const RewriteOpts *o, const bool *taken, int i, Match *m) {
   for (size_t k = 0; k < sizeof patterns / sizeof *patterns; k++) {
+    int start;
+    s->end = segment(mk, s->b, i, patterns[k].crosses & ~o->hold, &start);
     if (!(patterns[k].set & o->sets) || !patterns[k].match(s, i, m)) continue;
     bool ok = true;
     for (int j = 0; j < m->n; j++) ok &= !taken[m->at[j]] && m->at[j] >= start && m->at[j] < s->end;
@@ -564,7 +586,7 @@ static const Pattern *match_at(const Site *s, int start, const RewriteOpts *o, c
  * indices into it move: the marks, and the forward op of every grad op
  * (a replaced op's is the op that replaced it).  owner[i]: where the op
  * standing for op i stood. */
-static void rebuild(Program *p, const RewriteOpts *o, OpDesc **repl, const bool *taken, const int *owner) {
+static void rebuild(Program *p, const Marks *o, OpDesc **repl, const bool *taken, const int *owner) {
   Block *b = p->blocks[0];
   int n = 0, nold = b->nops;
   int *to = mem_alloc(NULL, sizeof *to * (size_t)(nold + 1));
@@ -575,8 +597,8 @@ static void rebuild(Program *p, const RewriteOpts *o, OpDesc **repl, const bool 
   }
   to[nold] = n;
   b->nops = n;
-  for (int k = 0; k < o->nmarks; k++)
-    if (o->marks[k] >= 0 && o->marks[k] <= nold) o->marks[k] = to[o->marks[k]];
+  for (int k = 0; k < o->n; k++)
+    if (o->at[k] >= 0 && o->at[k] <= nold) o->at[k] = to[o->at[k]];
   for (int i = 0; i < p->nblocks; i++)
     for (int j = 0; j < p->blocks[i]->nops; j++) {
       OpDesc *op = p->blocks[i]->ops[j];
@@ -585,9 +607,28 @@ static void rebuild(Program *p, const RewriteOpts *o, OpDesc **repl, const bool 
   mem_free(to);
 }
 
+/* The marks of a pass over p: o's, then p's phase boundaries. */
+static Marks marks_of(const Program *p, const RewriteOpts *o) {
+  int nphase = p->phased ? PHASE_COUNT - 1 : 0;
+  Marks mk = {mem_alloc(NULL, sizeof *mk.at * (size_t)(o->nmarks + nphase + 1)),
+              mem_calloc((size_t)(o->nmarks + nphase + 1), sizeof *mk.kind), o->nmarks + nphase};
+  for (int k = 0; k < o->nmarks; k++) mk.at[k] = o->marks[k];
+  for (int k = 0; k < nphase; k++) mk.at[o->nmarks + k] = p->phase[k + 1], mk.kind[o->nmarks + k] = 1u << (k + 1);
+  return mk;
+}
+
+/* The marks moved by a pass, back where they came from. */
+static void marks_back(Program *p, const RewriteOpts *o, Marks *mk) {
+  for (int k = 0; k < o->nmarks; k++) o->marks[k] = mk->at[k];
+  for (int k = o->nmarks; k < mk->n; k++) p->phase[k - o->nmarks + 1] = mk->at[k];
+  mem_free(mk->at);
+  mem_free(mk->kind);
+}
+
 int rewrite_program(Program *p, const RewriteOpts *o) {
   OpDesc **starts;
-  int nstarts = lift_starts(p, o, &starts);
+  Marks mk = marks_of(p, o);
+  int nstarts = lift_starts(p, &mk, &starts);
   Block *b = p->blocks[0];
   InPlace ip = {0};
   in_place_find(p, &ip);
@@ -598,10 +639,9 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
   int made = 0;
   for (int i = 0; i < b->nops; i++) {
     if (taken[i]) continue;
-    int start;
-    Site s = {p, b, segment(o, b, i, &start), &ip};
+    Site s = {p, b, b->nops, &ip};
     Match m;
-    const Pattern *pat = match_at(&s, start, o, taken, i, &m);
+    const Pattern *pat = match_at(&s, &mk, o, taken, i, &m);
     if (!pat) continue;
     /* An exact rewrite keeps the ops it stands for (--check-nan runs
      * them); an op of the training program is inferred like the others. */
@@ -616,8 +656,9 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
     repl[m.at[m.place]] = m.op;
     made++;
   }
-  if (made) rebuild(p, o, repl, taken, owner);
-  if (nstarts) place_starts(p, o, starts, nstarts);
+  if (made) rebuild(p, &mk, repl, taken, owner);
+  if (nstarts) place_starts(p, &mk, starts, nstarts);
+  marks_back(p, o, &mk);
   mem_free(starts);
   mem_free(owner);
   mem_free(taken);

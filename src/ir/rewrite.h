@@ -41,6 +41,11 @@ typedef struct RewriteOpts {
    * moved to its index in the rewritten block. */
   int *marks;
   int nmarks;
+  /* A training program's phase boundaries (1 << PHASE_x, program.h) no
+   * pattern may cross this time, even one declared to (gradient
+   * accumulation holds the update's start: the gradients must be whole
+   * values between the backward and the update). */
+  unsigned hold;
 } RewriteOpts;
 
 typedef struct AllreduceOpts {

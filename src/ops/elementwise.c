@@ -262,6 +262,7 @@ typedef UnaryLoop UnaryTable[3][3];
   X(sqrt, sqrt(a))                                                              \
   X(sin, sin(a))                                                                \
   X(cos, cos(a))                                                                \
+  X(erf, erf(a))                                                                \
   X(sigmoid, sigmoid_##S(a))                                                    \
   X(tanh, tanh(a))                                                              \
   X(softplus, softplus_##S(a))                                                  \
@@ -329,6 +330,7 @@ UNARY_KERNEL(log)
 UNARY_KERNEL(sqrt)
 UNARY_KERNEL(sin)
 UNARY_KERNEL(cos)
+UNARY_KERNEL(erf)
 UNARY_OPS_WITH_GRAD(UNARY_KERNEL)
 
 /* The f32 attributes A and B (each if named) of a unary op or its grad. */
@@ -465,6 +467,15 @@ UNARY_GRAD(square, {
 UNARY_GRAD(sin, {
   const char *t = bwd_temp(g);
   bwd_emit1(g, "cos", X0, t);
+  bwd_emit2(g, "mul", DOUT, t, dx);
+})
+/* erf: dX = dOut * 2 / sqrt(pi) * e^(-X^2) */
+UNARY_GRAD(erf, {
+  const char *sq = bwd_temp(g), *ng = bwd_temp(g), *ex = bwd_temp(g), *t = bwd_temp(g);
+  bwd_emit1(g, "square", X0, sq);
+  bwd_emit1(g, "neg", sq, ng);
+  bwd_emit1(g, "exp", ng, ex);
+  emit_scale(g, ex, t, attr_float(1.1283791670955126));
   bwd_emit2(g, "mul", DOUT, t, dx);
 })
 /* cos: dX = -dOut * sin X */
@@ -992,6 +1003,7 @@ OpProto op_table_elementwise[] = {
     UNARY(square, "Out = X * X", infer_same, GRAD_COMPOSITE),
     UNARY(sin, "Out = sin X", infer_float, GRAD_COMPOSITE),
     UNARY(cos, "Out = cos X", infer_float, GRAD_COMPOSITE),
+    UNARY(erf, "Out = erf X, the error function", infer_float, GRAD_COMPOSITE),
     UNARY(relu, "Out = max(X, 0)", infer_same, GRAD_DEDICATED),
     UNARY_GRAD_OP(relu, "Out", NO_ATTRS),
     UNARY(sigmoid, "Out = 1 / (1 + e^-X)", infer_float, GRAD_DEDICATED),

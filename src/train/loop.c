@@ -79,7 +79,79 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   exec_check_nan(r->ex, r->t->opt.check_nan);
 }
 
-static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng *rng);
+/* ---- gradient accumulation ---------------------------------------------------- */
+
+/* Accumulating (accumulate = N > 1), a step runs the forward and the
+ * backward phases of the training program; each gradient, times the
+ * batch's examples, is added to its sum (in the gradient's dtype, as
+ * PyTorch's .grad); after the update's
+ * last batch the sums, over the examples they hold, are written into the
+ * gradients and the allreduce and update phases run.  The gradients of a
+ * mean loss weighted so make the update of one batch of all those
+ * examples (an epoch's last group may be shorter).  A rank's stand-in
+ * batch (not real) adds nothing.  On N ranks, this rank's weight in the
+ * allreduce is its share of the update's examples. */
+
+/* The value of gradient i, f32 or f64 (NULL: none this step). */
+static Tensor *grad_value(Run *r, int i) {
+  const char *g = r->bw.pairs[i].grad;
+  Tensor *t = g ? exec_var_value(r->ex, g) : NULL;
+  return t && (t->dtype == DT_F32 || t->dtype == DT_F64) ? t : NULL;
+}
+
+/* Adds this step's gradients, times its n examples (this rank's), to the sums. */
+static void accumulate_add(Run *r, int64_t n, int64_t all) {
+  if (!r->acc) r->acc = mem_calloc((size_t)r->bw.npairs + 1, sizeof *r->acc);
+  for (int i = 0; i < r->bw.npairs; i++) {
+    Tensor *g = grad_value(r, i);
+    if (!g) continue;
+    size_t size = dtype_size(g->dtype);
+    if (!r->acc[i]) r->acc[i] = mem_calloc((size_t)g->numel + 1, size);
+    if (n == 0) continue;
+    if (g->dtype == DT_F32) {
+      float *a = r->acc[i], w = (float)n;
+      for (int64_t k = 0; k < g->numel; k++) a[k] += w * tensor_f32(g)[k];
+    } else {
+      double *a = r->acc[i], w = (double)n;
+      for (int64_t k = 0; k < g->numel; k++) a[k] += w * ((double *)g->data)[k];
+    }
+  }
+  r->acc_mine += n, r->acc_all += all;
+}
+
+/* The sums, over this rank's examples, into the gradients the update
+ * reads; the sums start again. */
+static void accumulate_finish(Run *r) {
+  double scale = r->acc_mine ? 1.0 / (double)r->acc_mine : 0;
+  for (int i = 0; i < r->bw.npairs; i++) {
+    Tensor *g = grad_value(r, i);
+    if (!g || !r->acc[i]) continue;
+    if (g->dtype == DT_F32) {
+      float *a = r->acc[i];
+      for (int64_t k = 0; k < g->numel; k++) tensor_f32(g)[k] = (float)((double)a[k] * scale);
+    } else {
+      double *a = r->acc[i];
+      for (int64_t k = 0; k < g->numel; k++) ((double *)g->data)[k] = a[k] * scale;
+    }
+    memset(r->acc[i], 0, dtype_size(g->dtype) * (size_t)g->numel);
+  }
+  if (r->weight) tensor_f32(r->weight)[0] = (float)((double)r->acc_mine / (double)(r->acc_all ? r->acc_all : 1));
+  r->acc_mine = r->acc_all = 0;
+}
+
+/* The phases after the forward: the backward, then (unless the update
+ * waits for more batches) the allreduce and the update.  mine: this
+ * rank's examples of the step; all: every rank's. */
+static int backward_update(Run *r, bool update, int64_t mine, int64_t all) {
+  if (r->c.accumulate == 1) return exec_run_range(r->ex, r->nforward, -1) != 0 ? EXIT_SCRIPT : 0;
+  if (exec_run_range(r->ex, r->nforward, r->backward_end) != 0) return EXIT_SCRIPT;
+  accumulate_add(r, mine, all);
+  if (!update) return 0;
+  accumulate_finish(r);
+  return exec_run_range(r->ex, r->backward_end, -1) != 0 ? EXIT_SCRIPT : 0;
+}
+
+static int one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty, const Rng *rng);
 
 /* One training step on batch bt: the forward ops, then, when the loss is
  * finite (or with --keep-going), the backward ops and the updates.  The
@@ -87,18 +159,19 @@ static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng 
  * ranks agree between the two (agree_step); a batch that is not `real`
  * (a shard one example short) counts for nothing.  *st: the step's loss,
  * correct predictions and examples.  0 or the exit status. */
-static int train_step(Run *r, Batch *bt, bool real, Step *st, bool tty) {
+static int train_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty) {
   Rng before = *exec_rng(r->ex);
   Tensor **states = real ? NULL : trun_save_states(r);
-  int status = one_step(r, bt, real, st, tty, &before);
+  int status = one_step(r, bt, real, update, st, tty, &before);
   if (states) trun_restore_states(r, states);
   return status;
 }
 
-/* train_step's forward, backward and updates. */
-static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng *rng) {
+/* train_step's forward, backward and (when `update`) updates. */
+static int one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty, const Rng *rng) {
   bool ok = trun_feed_batch(r, &r->train, bt, true) && exec_run_range(r->ex, 0, r->nforward) == 0;
   *st = (Step){ok ? trun_loss_value(r) : (double)NAN, ok && real ? trun_correct(r) : 0, real ? bt->n : 0};
+  int64_t mine = st->n;
   if ((dist_size() > 1 && !trun_agree_step(r, ok, st)) || !ok) return EXIT_SCRIPT;
   double l = st->loss;
   if (!isfinite(l) && !r->t->keep_going) {
@@ -112,7 +185,7 @@ static int one_step(Run *r, Batch *bt, bool real, Step *st, bool tty, const Rng 
               (long long)r->step + 1, (long long)r->epoch + 1, trun_loss_str(l, 4).s);
     r->warned = true;
   }
-  if (exec_run_range(r->ex, r->nforward, -1) != 0) return EXIT_SCRIPT;
+  if (backward_update(r, update, mine, st->n) != 0) return EXIT_SCRIPT;
   /* The moving average starts from 0, and is divided by 1 - 0.98^n as
    * Adam's moments are: the first steps' losses are not drowned by the
    * zero it started from. */
@@ -153,16 +226,21 @@ static int run_epoch(Run *r, int64_t steps_per_epoch, bool tty, double epoch_sta
   int status = 0;
   if (r->step_in_epoch == 0) r->epoch_loss = 0, r->epoch_n = 0, r->epoch_hits = 0;
   while (next_batch(r, &b, &bt, steps_per_epoch, &real)) {
+    /* An update's batches: `accumulate` of them from the epoch's start,
+     * the last group what is left.  Its learning rate is that of its
+     * first batch. */
+    int64_t in_group = r->step_in_epoch % r->c.accumulate;
+    bool update = in_group == r->c.accumulate - 1 || r->step_in_epoch + 1 == steps_per_epoch;
     double e = (double)r->epoch + (double)r->step_in_epoch / (double)steps_per_epoch;
-    tensor_f32(r->lr)[0] = (float)schedule(&r->c, e);
+    if (in_group == 0) tensor_f32(r->lr)[0] = (float)schedule(&r->c, e);
     Step st;
-    status = train_step(r, &bt, real, &st, tty);
+    status = train_step(r, &bt, real, update, &st, tty);
     data_batch_release(&bt);
     if (status) break;
     r->epoch_loss += st.loss * (double)st.n, r->epoch_hits += st.hits, r->epoch_n += st.n, *n += st.n;
     r->step++, r->step_in_epoch++, r->samples += st.n;
     trun_progress(r, st.loss, smoothed(r), steps_per_epoch, trun_now() - epoch_start, *n, tty);
-    if (trun_stop_sig(r) || r->log_failed) break;
+    if ((update && trun_stop_sig(r)) || r->log_failed) break;   /* a signal stops a run after an update */
   }
   data_batcher_free(&b);
   return status ? status : r->log_failed ? EXIT_SCRIPT : 0;
@@ -175,7 +253,7 @@ static bool epoch_eval(Run *r, const Dataset *ds, const char *name, char *line, 
   double el, ea;
   if (!trun_evaluate(r, ds, &el, &ea)) return false;
   trun_epoch_eval_text(r, name, el, ea, line, size, k);
-  *score = r->metric_var ? ea : -el;
+  *score = trun_watches_accuracy(r) ? ea : -el;
   return true;
 }
 
@@ -191,19 +269,20 @@ static int end_epoch(Run *r, double epoch_start, int64_t n, bool tty, bool *stop
   double secs = trun_now() - epoch_start;
   double tl = r->epoch_n ? r->epoch_loss / (double)r->epoch_n : (double)NAN;
   if (tty) fputc('\n', stderr);
-  char line[512];
+  char line[1024];
   int k = trun_epoch_text(r, tl, secs, line, sizeof line);
   double score = -tl, test_score;
   if ((r->has_val && !epoch_eval(r, &r->val, "val", line, sizeof line, &k, &score)) ||
       (r->has_test && !epoch_eval(r, &r->test, r->eval_name, line, sizeof line, &k, r->has_val ? &test_score : &score)))
     return EXIT_SCRIPT;
+  bool best = score > r->best;
+  if (best) r->best = score, r->best_epoch = r->epoch, r->stalled = 0;
+  else r->stalled++;
+  trun_patience_text(r, line, sizeof line, &k);
   snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)n / (secs > 0 ? secs : 1e-9));
   printf("%s\n", line);
   fflush(stdout);
   if (dist_size() > 1 && !trun_agree_params(r)) return EXIT_SCRIPT;
-  bool best = score > r->best;
-  if (best) r->best = score, r->best_epoch = r->epoch, r->stalled = 0;
-  else r->stalled++;
   trun_log_sync(r);
   if (r->log_failed) return EXIT_SCRIPT;
   /* A checkpoint that cannot be written stops the run: training on
@@ -252,6 +331,9 @@ static int train(TrainArgs *t) {
   double start = trun_now();
   int64_t run_samples = 0;
   trun_say_start(&r, steps_per_epoch);
+  if (t->save_back && !r.quiet)
+    diag_note(&r.ld.diag, SPAN_NONE, "saving to %s, the checkpoint resumed (--save PATH: another file; --no-save: "
+              "none)", t->save);
   status = 0;
   bool stop = false;
   while (r.epoch < r.c.epochs && status == 0 && !stop) {
@@ -312,7 +394,7 @@ static bool sweep_step(Run *r, Batch *bt, bool real, double lr, double *best, in
   LrSweep *s = &r->t->sweep;
   tensor_f32(r->lr)[0] = (float)lr;
   Step st;
-  *status = train_step(r, bt, real, &st, false);
+  *status = train_step(r, bt, real, true, &st, false);
   if (*status) return false;
   double sm = smoothed(r);
   s->pts[s->n++] = (LrPoint){lr, st.loss, sm};
@@ -372,6 +454,12 @@ static int lr_find(TrainArgs *t) {
   }
   t->keep_going = true;   /* a loss that is not finite ends the sweep (sweep_step), not the run */
   bool ok = trun_setup(&r, t, true) && (!t->weights || trun_restore(&r, t->weights, false));
+  if (ok && r.c.accumulate > 1) {
+    const Setting *s = prog_setting(r.p, "train", "accumulate");
+    diag_error(&r.ld.diag, s ? s->span : SPAN_NONE, "lr-find sweeps one batch per step: accumulate = %lld is not "
+               "supported (set batch to the examples of one update instead)", (long long)r.c.accumulate);
+    ok = false;
+  }
   t->sweep.model = t->file;
   if (ok) {
     r.warned = true;

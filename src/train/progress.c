@@ -133,11 +133,28 @@ void trun_say_start(const Run *r, int64_t steps) {
             r->c.lr, (long long)r->c.epochs);
 }
 
+/* Whether patience and --keep-best watch the accuracy of the evaluated
+ * data (monitor = "val_accuracy", or by default with a metric), not its
+ * loss. */
+bool trun_watches_accuracy(const Run *r) {
+  return r->c.monitor ? strcmp(r->c.monitor, "val_accuracy") == 0 : r->metric_var != NULL;
+}
+
+/* patience's part of the epoch line, when the block sets patience: what
+ * it watches and the epochs without a better score so far, of how many
+ * (" | patience: val acc, 1 of 3 epochs without a better one"). */
+void trun_patience_text(const Run *r, char *line, size_t size, int *k) {
+  if (!r->c.patience || (!r->has_val && !r->has_test) || (size_t)*k >= size) return;
+  *k += snprintf(line + *k, size - (size_t)*k, " | patience: %s %s, %lld of %lld epochs without a better one",
+                 r->has_val ? "val" : r->eval_name, trun_watches_accuracy(r) ? "acc" : "loss", (long long)r->stalled,
+                 (long long)r->c.patience);
+}
+
 /* patience: why the run stops before its last epoch. */
 void trun_say_early_stop(const Run *r) {
   const char *what = r->has_val ? "val" : r->eval_name;
   if (r->quiet) return;
-  if (r->metric_var)
+  if (trun_watches_accuracy(r))
     printf("stopping early after epoch %lld: %s accuracy has not improved for %lld epochs (best %.4f, epoch %lld)\n",
            (long long)r->epoch, what, (long long)r->stalled, r->best, (long long)r->best_epoch);
   else
@@ -217,8 +234,10 @@ void trun_epoch_eval_text(Run *r, const char *name, double el, double ea, char *
 void trun_say_summary(Run *r, double secs, int64_t n) {
   printf("trained %lld epochs (%lld steps, %lld samples) in %.1f s, %.0f samples/s", (long long)r->epoch,
          (long long)r->step, (long long)r->samples, secs, (double)n / (secs > 0 ? secs : 1e-9));
-  if ((r->has_val || r->has_test) && r->metric_var)
+  if ((r->has_val || r->has_test) && trun_watches_accuracy(r))
     printf("; best %s accuracy %.4f", r->has_val ? "val" : r->eval_name, r->best);
+  else if ((r->has_val || r->has_test) && r->c.monitor)
+    printf("; best %s loss %s", r->has_val ? "val" : r->eval_name, trun_loss_str(-r->best, 4).s);
   Memory m = memory(r);
   printf("\npeak memory %s (data %s, model %s)\n", fmt_bytes(m.peak).s, fmt_bytes(m.data).s, fmt_bytes(m.model).s);
   if (dist_size() > 1) trun_say_allreduce(r, secs);

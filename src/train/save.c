@@ -15,7 +15,7 @@
 /* ---- checkpoints -------------------------------------------------------------------- */
 
 static const char *const shuffle_keys[] = {"shuffle0", "shuffle1", "shuffle2", "shuffle3"};
-static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data"};
+static const char *const state_keys[] = {"optimizer", "lr", "batch", "epochs", "schedule", "data", "accumulate"};
 
 /* A parameter-group setting as a checkpoint keeps it: its entries joined
  * by ", " ("*.b, *.gamma"; "embed.*: 0.1"), "" when not set. */
@@ -45,6 +45,7 @@ bool trun_save(Run *r, const char *path, bool quiet) {
   ckpt_setf(&c, "epochs", "%lld", (long long)r->c.epochs);
   ckpt_setf(&c, "schedule", "%s", r->c.schedule);
   ckpt_setf(&c, "data", "%s", r->c.data ? r->c.data : "");
+  ckpt_setf(&c, "accumulate", "%lld", (long long)r->c.accumulate);
   for (int k = 0; k < 2; k++) {   /* parameter groups, when set */
     char g[CKPT_MAX_VALUE + 1];
     group_text(&r->c, k == 1, g, sizeof g);
@@ -217,6 +218,15 @@ static bool restore_position(Run *r, const Checkpoint *c, const char *path) {
                (long long)r->c.batch);
     return false;
   }
+  /* A run stops, and saves, after an update: a position inside an
+   * update's batches comes of another accumulate, and is not resumed
+   * (the sums so far are not in the checkpoint). */
+  if (in_epoch % (uint64_t)r->c.accumulate && in_epoch != (uint64_t)steps_per_epoch) {
+    diag_error(&r->ld.diag, SPAN_NONE, "%s stopped after step %llu of its epoch, inside an update of accumulate = %lld "
+               "batches: resume it with the accumulate it was saved with", path, (unsigned long long)in_epoch,
+               (long long)r->c.accumulate);
+    return false;
+  }
   if (in_epoch > c->step - c->epoch) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: step_in_epoch = %llu, but %llu epochs in %llu steps leave at most %llu", path,
                (unsigned long long)in_epoch, (unsigned long long)c->epoch, (unsigned long long)c->step,
@@ -258,17 +268,21 @@ static bool read_checkpoint(Diag *d, const char *path, Checkpoint *c) {
   return false;
 }
 
+/* Whether checkpoint c (file path) was saved by this program; said when
+ * not. */
+static bool belongs(Run *r, const Checkpoint *c, const char *path) {
+  if (c->program_hash == r->hash) return true;
+  diag_error(&r->ld.diag, SPAN_NONE, "%s: this checkpoint belongs to another program (hash %016llx, this one %016llx)",
+             path, (unsigned long long)c->program_hash, (unsigned long long)r->hash);
+  return false;
+}
+
 /* Loads parameters (and with `state`, the optimizer state and the run's
  * position) from a checkpoint into the executor. */
 bool trun_restore(Run *r, const char *path, bool state) {
   Checkpoint c;
   if (!(state ? read_checkpoint(&r->ld.diag, path, &c) : weights_read(&r->ld.diag, path, &c))) return false;
-  bool ok = true;
-  if (state && c.program_hash != r->hash) {
-    diag_error(&r->ld.diag, SPAN_NONE, "%s: this checkpoint belongs to another program (hash %016llx, this one %016llx)",
-               path, (unsigned long long)c.program_hash, (unsigned long long)r->hash);
-    ok = false;
-  }
+  bool ok = !state || belongs(r, &c, path);
   /* the script's states are part of the model: --weights restores them too */
   ok = ok && weights_apply(&r->ld.diag, r->p, r->ex, &c, path, state ? VAR_PARAM | VAR_KEPT | VAR_STATE : VAR_PARAM | VAR_KEPT,
                            state ? WEIGHTS_RESUME : r->t->weights_partial ? WEIGHTS_PARTIAL : WEIGHTS_EXACT);
@@ -287,7 +301,8 @@ bool trun_restore(Run *r, const char *path, bool state) {
       else if (k == 2) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->batch);
       else if (k == 3) snprintf(now_s, sizeof now_s, "%lld", (long long)tc->epochs);
       else if (k == 4) snprintf(now_s, sizeof now_s, "%s", tc->schedule);
-      else snprintf(now_s, sizeof now_s, "%s", tc->data ? tc->data : "");
+      else if (k == 5) snprintf(now_s, sizeof now_s, "%s", tc->data ? tc->data : "");
+      else snprintf(now_s, sizeof now_s, "%lld", (long long)tc->accumulate);
       if (strcmp(was, now_s) != 0)
         diag_note(&r->ld.diag, SPAN_NONE, "%s was %s in the checkpoint; resuming with %s", state_keys[k], was, now_s);
     }
@@ -302,4 +317,52 @@ bool trun_restore(Run *r, const char *path, bool state) {
   }
   ckpt_free(&c);
   return ok;
+}
+
+/* A whole number from 1 to INT64_MAX of setting `key` of checkpoint c, or
+ * -1 when it has none (older checkpoints) or it is not one. */
+static int64_t setting_count(const Checkpoint *c, const char *key) {
+  const char *v = ckpt_get(c, key);
+  char *end = NULL;
+  errno = 0;
+  long long n = v ? strtoll(v, &end, 10) : -1;
+  return v && *v && !*end && !errno && n >= 1 ? (int64_t)n : -1;
+}
+
+/* train --resume: the settings the checkpoint holds (epochs, batch,
+ * accumulate, lr, optimizer, schedule, data, seed) into o where the
+ * command line gave none, so that the resumed run continues the run it
+ * resumes; o->kept says which.  The data is kept only when it differs
+ * from the script's (it was --data, a path from the working folder).
+ * False (said) when the checkpoint cannot be read. */
+bool trun_resume_settings(Run *r, TrainOverrides *o) {
+  TrainArgs *t = r->t;
+  Checkpoint c;
+  if (!read_checkpoint(&r->ld.diag, t->resume, &c)) return false;
+  if (!belongs(r, &c, t->resume)) {   /* its settings are not this run's to keep */
+    ckpt_free(&c);
+    return false;
+  }
+  Arena *a = &r->ld.arena;
+  o->resumed = t->resume;
+  int64_t n;
+  if (o->epochs < 0 && (n = setting_count(&c, "epochs")) > 0) o->epochs = n, o->kept |= TRAIN_KEPT_EPOCHS;
+  if (o->batch < 0 && (n = setting_count(&c, "batch")) > 0) o->batch = n, o->kept |= TRAIN_KEPT_BATCH;
+  if (o->accumulate < 0 && (n = setting_count(&c, "accumulate")) > 0) o->accumulate = n, o->kept |= TRAIN_KEPT_ACCUMULATE;
+  const char *v = ckpt_get(&c, "lr");
+  char *end = NULL;
+  double lr = v ? strtod(v, &end) : -1;
+  if (o->lr < 0 && v && *v && !*end && lr > 0 && isfinite(lr)) o->lr = lr, o->kept |= TRAIN_KEPT_LR;
+  if (!o->optimizer && (v = ckpt_get(&c, "optimizer")) && train_optimizer_known(v))
+    o->optimizer = arena_strdup(a, v), o->kept |= TRAIN_KEPT_OPTIMIZER;
+  if (!o->schedule && (v = ckpt_get(&c, "schedule")) && *v) o->schedule = arena_strdup(a, v), o->kept |= TRAIN_KEPT_SCHEDULE;
+  const Setting *s = prog_setting(r->p, "train", "data");
+  const char *script = s && s->value.type == ATTR_STRING ? s->value.u.s : NULL;
+  if (!o->data && (v = ckpt_get(&c, "data")) && *v && (!script || strcmp(script, v) != 0))
+    o->data = arena_strdup(a, v), o->kept |= TRAIN_KEPT_DATA;
+  uint64_t seed;
+  if (!t->seed_given && ckpt_get(&c, "seed") && setting_u64(&r->ld.diag, &c, t->resume, "seed", UINT64_MAX, &seed))
+    t->opt.seed = seed;
+  ckpt_free(&c);
+  return true;
 }

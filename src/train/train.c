@@ -6,57 +6,130 @@
 
 #include <fnmatch.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef enum Kind { K_STRING, K_NAME, K_NAMES, K_NUMBER, K_NUMBERS, K_INT, K_BOOL } Kind;
 
-/* Every key a train block may hold: its kind, default and meaning.  This
- * table is what lowering errors and the man page describe. */
-static const struct TrainKey {
+/* A key's range (checked for K_INT and K_NUMBER): lo and hi, each
+ * included or not; R_IF_SET checks it only when the block sets the key
+ * (its default, 0, means "off"). */
+enum { R_NONE = 0, R_LO = 1 << 0, R_LO_OPEN = 1 << 1, R_HI = 1 << 2, R_HI_OPEN = 1 << 3, R_IF_SET = 1 << 4 };
+#define AT_LEAST(n) (double)(n), 0, R_LO
+#define NOT_NEGATIVE 0, 0, R_LO
+#define POSITIVE 0, 0, R_LO | R_LO_OPEN
+#define UNIT 0, 1, R_LO | R_HI | R_HI_OPEN                       /* [0, 1) */
+#define NO_RANGE 0, 0, R_NONE
+#define MAX_COUNT (1 << 20)
+
+/* Every key a train block may hold (netrun-lang(5), TRAINING; a test
+ * checks the page against this table): its kind, where it goes in the
+ * TrainConfig (and for a list, its count), its default (a number, or a
+ * string), its range, the TrainOverrides field a command-line option sets
+ * (-1: none) with the bit saying a resumed run kept it, and its meaning.
+ * A key the table cannot hold alone (label, lr_mult) has a setter. */
+typedef struct TrainKey {
   const char *key;
   Kind kind;
+  long off, count_off;          /* offsetof into TrainConfig; -1: none */
+  double def;                   /* K_INT, K_NUMBER, K_BOOL */
+  const char *sdef;             /* K_STRING, K_NAME */
+  double lo, hi;
+  unsigned range;
+  const char *what;             /* the range error's subject (default: the key) */
+  long over;                    /* offsetof into TrainOverrides; -1: none */
+  unsigned kept;                /* TRAIN_KEPT_* */
+  void (*set)(Program *p, const Setting *s, TrainConfig *c);
   const char *doc;
-} keys[] = {
-    {"data", K_STRING, "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, IMAGES.idx:LABELS.idx, or a folder of class folders of images"},
-    {"context", K_INT, "text data: bytes per window; data is then read as text (x, y: i64 [N, context]; the last tenth is \"test\")"},
-    {"mean", K_NUMBERS, "image folders: per-channel means subtracted from the pixels in [0, 1] (default: none)"},
-    {"std", K_NUMBERS, "image folders: per-channel standard deviations the pixels are divided by (default: none)"},
-    {"flip", K_BOOL, "image folders: mirror each training image left-right with probability 1/2 (default false)"},
-    {"crop_pad", K_INT, "image folders: shift each training image by up to this many pixels, zeros shifted in (default 0)"},
-    {"feed", K_NAMES, "the inputs the dataset's columns feed, in order (default: the inputs)"},
-    {"label", K_NAMES, "the input holding the labels (default: the last one fed); CSV data: else the label column, or a list of target columns"},
-    {"columns", K_NAMES, "CSV data: the columns, by header name, the input reads (default: all but the labels)"},
-    {"label_column", K_STRING, "CSV data: the column holding the labels (default: label, y, or the last)"},
-    {"loss", K_NAME, "the scalar to minimize (default: loss)"},
-    {"metric", K_NAME, "logits whose argmax (one logit: its sign) is compared with the labels for accuracy"},
-    {"optimizer", K_NAME, "sgd, momentum, adam, adamw or rmsprop (default: sgd)"},
-    {"lr", K_NUMBER, "the learning rate (default 0.01)"},
-    {"momentum", K_NUMBER, "momentum's factor (default 0.9)"},
-    {"nesterov", K_BOOL, "Nesterov momentum (default false)"},
-    {"beta1", K_NUMBER, "Adam's first-moment decay (default 0.9)"},
-    {"beta2", K_NUMBER, "Adam's second-moment decay (default 0.999)"},
-    {"epsilon", K_NUMBER, "Adam's and RMSprop's epsilon (default 1e-8)"},
-    {"rho", K_NUMBER, "RMSprop's decay of the mean square, PyTorch's alpha (default 0.99)"},
-    {"weight_decay", K_NUMBER, "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0; adamw 0.01)"},
-    {"no_decay", K_NAMES, "glob patterns (\"*.b\", \"*.gamma\") over scoped parameter names: those parameters get no weight decay"},
-    {"lr_mult", K_NAMES, "\"PATTERN: FACTOR\" entries: parameters matching PATTERN step by lr times FACTOR (the first matching entry counts)"},
-    {"clip_norm", K_NUMBER, "clip the gradients' global L2 norm to this (default: off)"},
-    {"schedule", K_NAME, "the learning-rate schedule: constant, step or cosine (default constant)"},
-    {"step_size", K_INT, "step schedule: epochs between decays (default 1)"},
-    {"gamma", K_NUMBER, "step schedule: the decay factor (default 0.1)"},
-    {"warmup", K_NUMBER, "epochs of linear warm-up from 0 (default 0)"},
-    {"epochs", K_INT, "passes over the data (default 1)"},
-    {"batch", K_INT, "examples per step (default 64)"},
-    {"shuffle", K_BOOL, "reshuffle the data every epoch (default true)"},
-    {"eval", K_STRING, "evaluated after each epoch: \"test\", \"train\", a data file (\"test.npz\"), or \"none\" (default test)"},
-    {"val", K_STRING, "a validation data file, in the format of data, evaluated after each epoch (default: none)"},
-    {"val_split", K_NUMBER, "the fraction of the training data held out for validation, chosen by the seed (default: none)"},
-    {"patience", K_INT, "stop after this many epochs without a better validation (else test) score (default: never)"},
-    {"log_every", K_INT, "steps between progress lines when not on a terminal (default 100)"},
-    {"bucket_mb", K_NUMBER, "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
-    {"overlap", K_BOOL, "mpirun: a bucket's allreduce runs while the rest of the backward does (default true)"},
+} TrainKey;
+
+static void set_label(Program *p, const Setting *s, TrainConfig *c);
+static void set_lr_mult(Program *p, const Setting *s, TrainConfig *c);
+
+#define C(f) (long)offsetof(TrainConfig, f)
+#define O(f) (long)offsetof(TrainOverrides, f)
+#define NONE -1
+static const TrainKey keys[] = {
+    {"data", K_STRING, C(data), NONE, 0, NULL, NO_RANGE, NULL, O(data), TRAIN_KEPT_DATA, NULL,
+     "the dataset: \"fashion-mnist\", a CSV file, a .npz archive, IMAGES.idx:LABELS.idx, or a folder of class folders of images"},
+    {"context", K_INT, C(context), NONE, 0, NULL, AT_LEAST(1) | R_IF_SET, NULL, NONE, 0, NULL,
+     "text data: bytes per window; data is then read as text (x, y: i64 [N, context]; the last tenth is \"test\")"},
+    {"mean", K_NUMBERS, C(mean), C(nmean), 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "image folders: per-channel means subtracted from the pixels in [0, 1] (default: none)"},
+    {"std", K_NUMBERS, C(std), C(nstd), 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "image folders: per-channel standard deviations the pixels are divided by (default: none)"},
+    {"flip", K_BOOL, C(flip), NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "image folders: mirror each training image left-right with probability 1/2 (default false)"},
+    {"crop_pad", K_INT, C(crop_pad), NONE, 0, NULL, 0, MAX_COUNT, R_LO | R_HI, NULL, NONE, 0, NULL,
+     "image folders: shift each training image by up to this many pixels, zeros shifted in (default 0)"},
+    {"feed", K_NAMES, C(feed), C(nfeed), 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "the inputs the dataset's columns feed, in order (default: the inputs)"},
+    {"label", K_NAMES, NONE, NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, set_label,
+     "the input holding the labels (default: the last one fed); CSV data: else the label column, or a list of target columns"},
+    {"columns", K_NAMES, C(columns), C(ncolumns), 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "CSV data: the columns, by header name, the input reads (default: all but the labels)"},
+    {"label_column", K_STRING, C(label_column), NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "CSV data: the column holding the labels (default: label, y, or the last)"},
+    {"loss", K_NAME, C(loss), NONE, 0, "loss", NO_RANGE, NULL, NONE, 0, NULL, "the scalar to minimize (default: loss)"},
+    {"metric", K_NAME, C(metric), NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "logits whose argmax (one logit: its sign) is compared with the labels for accuracy"},
+    {"optimizer", K_NAME, C(optimizer), NONE, 0, "sgd", NO_RANGE, NULL, O(optimizer), TRAIN_KEPT_OPTIMIZER, NULL,
+     "sgd, momentum, adam, adamw or rmsprop (default: sgd)"},
+    {"lr", K_NUMBER, C(lr), NONE, 0.01, NULL, POSITIVE, "the learning rate", O(lr), TRAIN_KEPT_LR, NULL,
+     "the learning rate (default 0.01)"},
+    {"momentum", K_NUMBER, C(momentum), NONE, 0.9, NULL, UNIT, NULL, NONE, 0, NULL, "momentum's factor (default 0.9)"},
+    {"nesterov", K_BOOL, C(nesterov), NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, NULL, "Nesterov momentum (default false)"},
+    {"beta1", K_NUMBER, C(beta1), NONE, 0.9, NULL, UNIT, NULL, NONE, 0, NULL, "Adam's first-moment decay (default 0.9)"},
+    {"beta2", K_NUMBER, C(beta2), NONE, 0.999, NULL, UNIT, NULL, NONE, 0, NULL, "Adam's second-moment decay (default 0.999)"},
+    {"epsilon", K_NUMBER, C(epsilon), NONE, 1e-8, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "Adam's and RMSprop's epsilon (default 1e-8)"},
+    {"rho", K_NUMBER, C(rho), NONE, 0.99, NULL, UNIT, NULL, NONE, 0, NULL,
+     "RMSprop's decay of the mean square, PyTorch's alpha (default 0.99)"},
+    {"weight_decay", K_NUMBER, C(weight_decay), NONE, 0, NULL, NOT_NEGATIVE, NULL, NONE, 0, NULL,
+     "L2 penalty (sgd, momentum) or decoupled decay (adamw) (default 0; adamw 0.01)"},
+    {"no_decay", K_NAMES, C(no_decay), C(nno_decay), 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "glob patterns (\"*.b\", \"*.gamma\") over scoped parameter names: those parameters get no weight decay"},
+    {"lr_mult", K_NAMES, NONE, NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, set_lr_mult,
+     "\"PATTERN: FACTOR\" entries: parameters matching PATTERN step by lr times FACTOR (the first matching entry counts)"},
+    {"clip_norm", K_NUMBER, C(clip_norm), NONE, 0, NULL, NOT_NEGATIVE, NULL, NONE, 0, NULL,
+     "clip the gradients' global L2 norm to this (default: off)"},
+    {"schedule", K_NAME, C(schedule), NONE, 0, "constant", NO_RANGE, NULL, O(schedule), TRAIN_KEPT_SCHEDULE, NULL,
+     "the learning-rate schedule: constant, step or cosine (default constant)"},
+    {"step_size", K_INT, C(step_size), NONE, 1, NULL, AT_LEAST(1), NULL, NONE, 0, NULL,
+     "step schedule: epochs between decays (default 1)"},
+    {"gamma", K_NUMBER, C(gamma), NONE, 0.1, NULL, NO_RANGE, NULL, NONE, 0, NULL, "step schedule: the decay factor (default 0.1)"},
+    {"warmup", K_NUMBER, C(warmup), NONE, 0, NULL, NOT_NEGATIVE, NULL, NONE, 0, NULL, "epochs of linear warm-up from 0 (default 0)"},
+    {"epochs", K_INT, C(epochs), NONE, 1, NULL, AT_LEAST(1), NULL, O(epochs), TRAIN_KEPT_EPOCHS, NULL,
+     "passes over the data (default 1)"},
+    {"batch", K_INT, C(batch), NONE, 64, NULL, AT_LEAST(1), NULL, O(batch), TRAIN_KEPT_BATCH, NULL,
+     "examples per step (default 64)"},
+    {"accumulate", K_INT, C(accumulate), NONE, 1, NULL, 1, MAX_COUNT, R_LO | R_HI, NULL, O(accumulate),
+     TRAIN_KEPT_ACCUMULATE, NULL, "batches whose gradients, weighted by their examples, make one update (default 1)"},
+    {"shuffle", K_BOOL, C(shuffle), NONE, 1, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "reshuffle the data every epoch (default true)"},
+    {"eval", K_STRING, C(eval), NONE, 0, "test", NO_RANGE, NULL, NONE, 0, NULL,
+     "evaluated after each epoch: \"test\", \"train\", a data file (\"test.npz\"), or \"none\" (default test)"},
+    {"val", K_STRING, C(val), NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "a validation data file, in the format of data, evaluated after each epoch (default: none)"},
+    {"val_split", K_NUMBER, C(val_split), NONE, 0, NULL, 0, 1, R_LO | R_LO_OPEN | R_HI | R_HI_OPEN | R_IF_SET, NULL, NONE, 0,
+     NULL, "the fraction of the training data held out for validation, chosen by the seed (default: none)"},
+    {"patience", K_INT, C(patience), NONE, 0, NULL, AT_LEAST(1) | R_IF_SET, NULL, NONE, 0, NULL,
+     "stop after this many epochs without a better validation (else test) score (default: never)"},
+    {"monitor", K_STRING, C(monitor), NONE, 0, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "the score patience and --keep-best watch: \"val_loss\" or \"val_accuracy\" (default: val_accuracy with a metric, else val_loss)"},
+    {"log_every", K_INT, C(log_every), NONE, 100, NULL, AT_LEAST(1), NULL, NONE, 0, NULL,
+     "steps between progress lines when not on a terminal (default 100)"},
+    {"bucket_mb", K_NUMBER, C(bucket_mb), NONE, 25, NULL, 0, MAX_COUNT, R_LO | R_LO_OPEN | R_HI, NULL, NONE, 0, NULL,
+     "mpirun: megabytes of gradients averaged over the ranks per allreduce (default 25)"},
+    {"overlap", K_BOOL, C(overlap), NONE, 1, NULL, NO_RANGE, NULL, NONE, 0, NULL,
+     "mpirun: a bucket's allreduce runs while the rest of the backward does (default true)"},
 };
+#undef C
+#undef O
+#undef NONE
+#define NKEYS (sizeof keys / sizeof *keys)
 
 static const char *kind_name(Kind k) {
   switch (k) {
@@ -97,6 +170,129 @@ static void numbers(Program *p, const Setting *s, const double **v, int *n) {
   *v = one, *n = 1;
 }
 
+/* A setting's list of names (or one name) into *v, *n. */
+static void names_of(const Setting *s, const char *const **v, int *n) {
+  if (s->value.type == ATTR_STRING) *v = &s->value.u.s, *n = 1;
+  else *v = s->value.u.strings, *n = s->value.n;
+}
+
+static void *field(TrainConfig *c, long off) { return (char *)c + off; }
+
+/* Every key's default. */
+static void defaults(TrainConfig *c) {
+  memset(c, 0, sizeof *c);
+  for (size_t i = 0; i < NKEYS; i++) {
+    const TrainKey *k = &keys[i];
+    if (k->off < 0) continue;
+    void *f = field(c, k->off);
+    if (k->kind == K_INT) *(int64_t *)f = (int64_t)k->def;
+    else if (k->kind == K_NUMBER) *(double *)f = k->def;
+    else if (k->kind == K_BOOL) *(bool *)f = k->def != 0;
+    else if (k->kind == K_STRING || k->kind == K_NAME) *(const char **)f = k->sdef;
+  }
+  c->ranks = 1;
+}
+
+/* Setting s of key k into c. */
+static void set_key(Program *p, const TrainKey *k, const Setting *s, TrainConfig *c) {
+  if (k->set) {
+    k->set(p, s, c);
+    return;
+  }
+  void *f = field(c, k->off);
+  switch (k->kind) {
+  case K_STRING:
+  case K_NAME: *(const char **)f = s->value.u.s; break;
+  case K_NAMES: names_of(s, (const char *const **)f, (int *)field(c, k->count_off)); break;
+  case K_NUMBER: *(double *)f = number(s); break;
+  case K_NUMBERS: numbers(p, s, (const double **)f, (int *)field(c, k->count_off)); break;
+  case K_INT: *(int64_t *)f = s->value.u.i; break;
+  case K_BOOL: *(bool *)f = s->value.u.i != 0; break;
+  }
+}
+
+/* label = NAME (the input, or a CSV column) or [NAMES] (CSV target
+ * columns). */
+static void set_label(Program *p, const Setting *s, TrainConfig *c) {
+  (void)p;
+  if (s->value.type == ATTR_STRING) c->label = s->value.u.s;
+  else c->labels = s->value.u.strings, c->nlabels = s->value.n;
+}
+
+/* Key k's command-line override in o (or the setting a resumed run keeps)
+ * into c, said when it replaces the script's setting. */
+static void override(Program *p, const TrainKey *k, const TrainOverrides *o, TrainConfig *c, bool quiet) {
+  const void *src = (const char *)o + k->over;
+  void *f = field(c, k->off);
+  char text[64];
+  const char *shown = text;
+  bool same;
+  if (k->kind == K_INT) {
+    int64_t v = *(const int64_t *)src;
+    if (v < 0) return;
+    same = *(int64_t *)f == v, *(int64_t *)f = v;
+    snprintf(text, sizeof text, "%lld", (long long)v);
+  } else if (k->kind == K_NUMBER) {
+    double v = *(const double *)src;
+    if (v < 0) return;
+    same = *(double *)f == v, *(double *)f = v;
+    snprintf(text, sizeof text, "%g", v);
+  } else {
+    const char *v = *(const char *const *)src;
+    if (!v) return;
+    same = *(const char **)f && strcmp(*(const char **)f, v) == 0, *(const char **)f = v;
+    shown = v;
+  }
+  if (quiet || !prog_setting(p, "train", k->key)) return;
+  if (!(o->kept & k->kept))
+    diag_note(p->diag, SPAN_NONE, "--%s %s overrides the script's %s", k->key, shown, k->key);
+  else if (!same)
+    diag_note(p->diag, SPAN_NONE, "%s %s is kept from %s, the run resumed (the script's is not used)", k->key, shown,
+              o->resumed);
+}
+
+/* x in the fewest digits that read back as x (1048576, not 1.04858e+06). */
+static const char *exact(double x, char *buf, size_t n) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, n, "%.*g", prec, x);
+    if (strtod(buf, NULL) == x) break;
+  }
+  return buf;
+}
+
+/* Key k's value in c against its range: an error at the setting when it
+ * is out of it ("epochs must be at least 1, got 0"). */
+static void check_range(Program *p, const TrainKey *k, TrainConfig *c) {
+  unsigned r = k->range;
+  const Setting *s = prog_setting(p, "train", k->key);
+  if (!(r & (R_LO | R_HI)) || (k->kind != K_INT && k->kind != K_NUMBER) || ((r & R_IF_SET) && !s)) return;
+  double x = k->kind == K_INT ? (double)*(int64_t *)field(c, k->off) : *(double *)field(c, k->off);
+  bool lo = !(r & R_LO) || (r & R_LO_OPEN ? x > k->lo : x >= k->lo);
+  bool hi = !(r & R_HI) || (r & R_HI_OPEN ? x < k->hi : x <= k->hi);
+  if (isfinite(x) && lo && hi) return;
+  char got[32], a[32], b[32];
+  if (k->kind == K_INT) snprintf(got, sizeof got, "%lld", (long long)*(int64_t *)field(c, k->off));
+  else snprintf(got, sizeof got, "%g", x);
+  const char *what = k->what ? k->what : k->key;
+  Span at = s ? s->span : SPAN_NONE;
+  if (r & R_HI)
+    diag_error(p->diag, at, "%s must be in %c%s, %s%c, got %s", what, r & R_LO_OPEN ? '(' : '[',
+               exact(k->lo, a, sizeof a), exact(k->hi, b, sizeof b), r & R_HI_OPEN ? ')' : ']', got);
+  else if (k->lo == 0)
+    diag_error(p->diag, at, "%s must %s, got %s", what, r & R_LO_OPEN ? "be positive" : "not be negative", got);
+  else
+    diag_error(p->diag, at, "%s must be at least %s, got %s", what, exact(k->lo, a, sizeof a), got);
+}
+
+/* An error at key's setting (or nowhere, when the block lacks it). */
+static void refuse(Program *p, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void refuse(Program *p, const char *key, const char *fmt, ...) {
+  char msg[1024];
+  DIAG_FORMAT(msg, sizeof msg, fmt);
+  const Setting *s = prog_setting(p, "train", key);
+  diag_error(p->diag, s ? s->span : SPAN_NONE, "%s", msg);
+}
+
 bool train_optimizer_known(const char *name) {
   static const char *const opts[] = {"sgd", "momentum", "adam", "adamw", "rmsprop"};
   for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
@@ -121,7 +317,7 @@ static void rmsprop_settings(Program *p, const TrainConfig *c) {
 
 /* lr_mult = ["PATTERN: FACTOR", ...]: each entry split at its last ':'
  * into a glob pattern and a positive finite factor. */
-static void lr_mults(Program *p, const Setting *s, TrainConfig *c) {
+static void set_lr_mult(Program *p, const Setting *s, TrainConfig *c) {
   int n = s->value.type == ATTR_STRING ? 1 : s->value.n;
   const char *const *v = s->value.type == ATTR_STRING ? &s->value.u.s : s->value.u.strings;
   c->mult_pattern = arena_alloc(p->arena, sizeof *c->mult_pattern * (size_t)(n + 1));
@@ -134,7 +330,7 @@ static void lr_mults(Program *p, const Setting *s, TrainConfig *c) {
     size_t len = colon ? (size_t)(colon - v[i]) : 0;
     while (len > 0 && v[i][len - 1] == ' ') len--;
     while (end && *end == ' ') end++;
-    if (!colon || len == 0 || end == colon + 1 || *end) {
+    if (!colon || !end || len == 0 || end == colon + 1 || *end) {
       diag_error(p->diag, s->span, "lr_mult entry \"%s\" is not \"PATTERN: FACTOR\" (e.g. \"embed.*: 0.1\")", v[i]);
       continue;
     }
@@ -147,152 +343,74 @@ static void lr_mults(Program *p, const Setting *s, TrainConfig *c) {
   }
 }
 
-bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet) {
-  Diag *d = p->diag;
-  int before = d->nerrors;
-  memset(c, 0, sizeof *c);
-  c->loss = "loss";
-  c->optimizer = "sgd";
-  c->schedule = "constant";
-  c->eval = "test";
-  c->lr = 0.01, c->momentum = 0.9, c->beta1 = 0.9, c->beta2 = 0.999, c->epsilon = 1e-8, c->rho = 0.99, c->gamma = 0.1;
-  c->epochs = 1, c->batch = 64, c->step_size = 1, c->log_every = 100;
-  c->shuffle = true;
-  c->bucket_mb = 25;
-  c->overlap = true;
-  c->ranks = 1;
-  const char *names[sizeof keys / sizeof *keys];
-  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) names[k] = keys[k].key;
-  for (int i = 0; i < p->nsettings; i++) {
-    const Setting *s = &p->settings[i];
-    if (strcmp(s->block, "train") != 0) continue;
-    int k = -1;
-    for (size_t j = 0; j < sizeof keys / sizeof *keys; j++)
-      if (strcmp(keys[j].key, s->key) == 0) k = (int)j;
-    if (k < 0) {
-      const char *near = diag_nearest(s->key, names, (int)(sizeof keys / sizeof *keys));
-      diag_error(d, s->span, "unknown train setting '%s'%s%s%s", s->key, DIAG_MEAN(near));
-      continue;
-    }
-    if (!fits(s, keys[k].kind)) {
-      diag_error(d, s->span, "train setting '%s' takes %s", s->key, kind_name(keys[k].kind));
-      continue;
-    }
-    const char *key = s->key;
-#define IS(name) (strcmp(key, name) == 0)
-    if (IS("data")) c->data = s->value.u.s;
-    else if (IS("eval")) c->eval = s->value.u.s;
-    else if (IS("loss")) c->loss = s->value.u.s;
-    else if (IS("metric")) c->metric = s->value.u.s;
-    else if (IS("label") && s->value.type == ATTR_STRING) c->label = s->value.u.s;
-    else if (IS("label")) c->labels = s->value.u.strings, c->nlabels = s->value.n;
-    else if (IS("columns")) {
-      if (s->value.type == ATTR_STRING) c->columns = &s->value.u.s, c->ncolumns = 1;
-      else c->columns = s->value.u.strings, c->ncolumns = s->value.n;
-    }
-    else if (IS("label_column")) c->label_column = s->value.u.s;
-    else if (IS("optimizer")) c->optimizer = s->value.u.s;
-    else if (IS("schedule")) c->schedule = s->value.u.s;
-    else if (IS("feed")) {
-      if (s->value.type == ATTR_STRING) c->feed = &s->value.u.s, c->nfeed = 1;
-      else c->feed = s->value.u.strings, c->nfeed = s->value.n;
-    } else if (IS("lr")) c->lr = number(s);
-    else if (IS("momentum")) c->momentum = number(s);
-    else if (IS("nesterov")) c->nesterov = s->value.u.i;
-    else if (IS("beta1")) c->beta1 = number(s);
-    else if (IS("beta2")) c->beta2 = number(s);
-    else if (IS("epsilon")) c->epsilon = number(s);
-    else if (IS("rho")) c->rho = number(s);
-    else if (IS("weight_decay")) c->weight_decay = number(s);
-    else if (IS("clip_norm")) c->clip_norm = number(s);
-    else if (IS("gamma")) c->gamma = number(s);
-    else if (IS("warmup")) c->warmup = number(s);
-    else if (IS("step_size")) c->step_size = s->value.u.i;
-    else if (IS("epochs")) c->epochs = s->value.u.i;
-    else if (IS("batch")) c->batch = s->value.u.i;
-    else if (IS("shuffle")) c->shuffle = s->value.u.i;
-    else if (IS("log_every")) c->log_every = s->value.u.i;
-    else if (IS("context")) c->context = s->value.u.i;
-    else if (IS("val")) c->val = s->value.u.s;
-    else if (IS("val_split")) c->val_split = number(s);
-    else if (IS("patience")) c->patience = s->value.u.i;
-    else if (IS("bucket_mb")) c->bucket_mb = number(s);
-    else if (IS("no_decay")) {
-      if (s->value.type == ATTR_STRING) c->no_decay = &s->value.u.s, c->nno_decay = 1;
-      else c->no_decay = s->value.u.strings, c->nno_decay = s->value.n;
-    } else if (IS("lr_mult")) lr_mults(p, s, c);
-    else if (IS("mean") || IS("std")) numbers(p, s, IS("mean") ? &c->mean : &c->std, IS("mean") ? &c->nmean : &c->nstd);
-    else if (IS("flip")) c->flip = s->value.u.i;
-    else if (IS("crop_pad")) c->crop_pad = s->value.u.i;
-    else if (IS("overlap")) c->overlap = s->value.u.i;
-#undef IS
-  }
-  /* Command-line overrides, said out loud when they replace a setting. */
-#define OVERRIDE(field, given, key, fmt, val)                                                   \
-  if (given) {                                                                                  \
-    if (!quiet && prog_setting(p, "train", key))                                                \
-      diag_note(d, SPAN_NONE, "--%s " fmt " overrides the script's %s", key, val, key);           \
-    c->field = val;                                                                             \
-  }
-  if (o) {
-    OVERRIDE(epochs, o->epochs >= 0, "epochs", "%lld", (long long)o->epochs)
-    OVERRIDE(batch, o->batch >= 0, "batch", "%lld", (long long)o->batch)
-    OVERRIDE(lr, o->lr >= 0, "lr", "%g", o->lr)
-    OVERRIDE(optimizer, o->optimizer != NULL, "optimizer", "%s", o->optimizer)
-    OVERRIDE(data, o->data != NULL, "data", "%s", o->data)
-    if (o->limit >= 0) c->limit = o->limit;
-  }
-#undef OVERRIDE
-  /* Values that make no sense. */
-  const Setting *s;
-#define CHECK(cond, key, ...)                                                    \
-  if (!(cond)) {                                                                 \
-    s = prog_setting(p, "train", key);                                           \
-    diag_error(d, s ? s->span : SPAN_NONE, __VA_ARGS__);                         \
-  }
+/* The rules between keys, and the values of lists and names the table's
+ * ranges do not cover: an error at the setting for each broken one. */
+static void cross_checks(Program *p, TrainConfig *c) {
   static const char *const scheds[] = {"constant", "step", "cosine"};
   bool sched_ok = false;
   for (int i = 0; i < 3; i++) sched_ok |= strcmp(c->schedule, scheds[i]) == 0;
-  CHECK(train_optimizer_known(c->optimizer), "optimizer", "unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")",
-        c->optimizer)
-  CHECK(sched_ok, "schedule", "unknown schedule '%s' (expected constant, step or cosine)", c->schedule)
-  CHECK(c->lr > 0 && isfinite(c->lr), "lr", "the learning rate must be positive, got %g", c->lr)
-  CHECK(c->context >= 0 && (c->context != 0 || !prog_setting(p, "train", "context")), "context",
-        "context must be at least 1, got %lld", (long long)c->context)
-  CHECK(c->epochs >= 1, "epochs", "epochs must be at least 1, got %lld", (long long)c->epochs)
-  CHECK(c->batch >= 1, "batch", "batch must be at least 1, got %lld", (long long)c->batch)
-  CHECK(c->momentum >= 0 && c->momentum < 1, "momentum", "momentum must be in [0, 1), got %g", c->momentum)
-  CHECK(c->beta1 >= 0 && c->beta1 < 1, "beta1", "beta1 must be in [0, 1), got %g", c->beta1)
-  CHECK(c->beta2 >= 0 && c->beta2 < 1, "beta2", "beta2 must be in [0, 1), got %g", c->beta2)
-  CHECK(c->weight_decay >= 0, "weight_decay", "weight_decay must not be negative, got %g", c->weight_decay)
-  CHECK(c->weight_decay == 0 || strcmp(c->optimizer, "adam") != 0, "weight_decay",
-        "adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)")
-  CHECK(!c->nno_decay || c->weight_decay > 0 || strcmp(c->optimizer, "adamw") == 0, "no_decay",
-        "no_decay has no effect: %s has no weight decay here (set weight_decay, or use adamw)", c->optimizer)
-  CHECK(c->rho >= 0 && c->rho < 1, "rho", "rho must be in [0, 1), got %g", c->rho)
+  if (!train_optimizer_known(c->optimizer))
+    refuse(p, "optimizer", "unknown optimizer '%s' (expected " TRAIN_OPTIMIZERS ")", c->optimizer);
+  if (!sched_ok) refuse(p, "schedule", "unknown schedule '%s' (expected constant, step or cosine)", c->schedule);
+  if (c->weight_decay != 0 && strcmp(c->optimizer, "adam") == 0)
+    refuse(p, "weight_decay", "adam has no weight decay: use adamw (decoupled decay), or sgd or momentum (an L2 penalty)");
+  if (c->nno_decay && !(c->weight_decay > 0) && strcmp(c->optimizer, "adamw") != 0)
+    refuse(p, "no_decay", "no_decay has no effect: %s has no weight decay here (set weight_decay, or use adamw)",
+           c->optimizer);
   rmsprop_settings(p, c);
-  CHECK(c->clip_norm >= 0, "clip_norm", "clip_norm must not be negative, got %g", c->clip_norm)
-  CHECK(c->step_size >= 1, "step_size", "step_size must be at least 1, got %lld", (long long)c->step_size)
-  CHECK(c->warmup >= 0, "warmup", "warmup must not be negative, got %g", c->warmup)
-  CHECK(!prog_setting(p, "train", "val_split") || (c->val_split > 0 && c->val_split < 1), "val_split",
-        "val_split must be in (0, 1), got %g", c->val_split)
-  CHECK(!c->val || !prog_setting(p, "train", "val_split"), "val_split",
-        "give val = \"FILE\" or val_split, not both")
-  CHECK(!prog_setting(p, "train", "patience") || c->patience >= 1, "patience", "patience must be at least 1, got %lld",
-        (long long)c->patience)
+  if (c->val && prog_setting(p, "train", "val_split"))
+    refuse(p, "val_split", "give val = \"FILE\" or val_split, not both");
+  if (c->monitor && strcmp(c->monitor, "val_loss") != 0 && strcmp(c->monitor, "val_accuracy") != 0)
+    refuse(p, "monitor", "monitor must be \"val_loss\" or \"val_accuracy\", got \"%s\"", c->monitor);
+  else if (c->monitor && strcmp(c->monitor, "val_accuracy") == 0 && !c->metric)
+    refuse(p, "monitor", "monitor = \"val_accuracy\" needs metric = NAME (the logits accuracy is measured on)");
   for (int i = 0; i < c->nstd; i++)
-    CHECK(c->std[i] > 0 && isfinite(c->std[i]), "std", "std must be positive, got %g", c->std[i])
+    if (!(c->std[i] > 0 && isfinite(c->std[i]))) refuse(p, "std", "std must be positive, got %g", c->std[i]);
   for (int i = 0; i < c->nmean; i++)
-    CHECK(isfinite(c->mean[i]), "mean", "mean must be finite, got %g", c->mean[i])
-  CHECK(c->nmean <= 3 && c->nstd <= 3, c->nmean > 3 ? "mean" : "std",
-        "%s has %d values: images have 1 or 3 channels", c->nmean > 3 ? "mean" : "std", c->nmean > 3 ? c->nmean : c->nstd)
-  CHECK(c->crop_pad >= 0 && c->crop_pad <= 1 << 20, "crop_pad", "crop_pad must be in [0, 1048576], got %lld",
-        (long long)c->crop_pad)
-  CHECK(c->log_every >= 1, "log_every", "log_every must be at least 1, got %lld", (long long)c->log_every)
-  CHECK(c->bucket_mb > 0 && c->bucket_mb <= 1 << 20, "bucket_mb", "bucket_mb must be in (0, 1048576], got %g",
-        c->bucket_mb)
-#undef CHECK
-  return d->nerrors == before;
+    if (!isfinite(c->mean[i])) refuse(p, "mean", "mean must be finite, got %g", c->mean[i]);
+  if (c->nmean > 3 || c->nstd > 3)
+    refuse(p, c->nmean > 3 ? "mean" : "std", "%s has %d values: images have 1 or 3 channels", c->nmean > 3 ? "mean" : "std",
+           c->nmean > 3 ? c->nmean : c->nstd);
+  if (c->accumulate > 1 && c->overlap && prog_setting(p, "train", "overlap"))
+    refuse(p, "overlap", "overlap = true cannot be kept with accumulate = %lld: the gradients are summed over the ranks "
+           "once per update, after the last batch's backward", (long long)c->accumulate);
+}
+
+/* The train block's settings into c (the table's setter for each), each
+ * checked for its kind; an unknown key gets the nearest known one. */
+static void read_block(Program *p, TrainConfig *c) {
+  const char *names[NKEYS];
+  for (size_t k = 0; k < NKEYS; k++) names[k] = keys[k].key;
+  for (int i = 0; i < p->nsettings; i++) {
+    const Setting *s = &p->settings[i];
+    if (strcmp(s->block, "train") != 0) continue;
+    const TrainKey *k = NULL;
+    for (size_t j = 0; j < NKEYS && !k; j++)
+      if (strcmp(keys[j].key, s->key) == 0) k = &keys[j];
+    if (!k) {
+      const char *near = diag_nearest(s->key, names, (int)NKEYS);
+      diag_error(p->diag, s->span, "unknown train setting '%s'%s%s%s", s->key, DIAG_MEAN(near));
+    } else if (!fits(s, k->kind)) {
+      diag_error(p->diag, s->span, "train setting '%s' takes %s", s->key, kind_name(k->kind));
+    } else {
+      set_key(p, k, s, c);
+    }
+  }
+}
+
+bool train_config(Program *p, const TrainOverrides *o, TrainConfig *c, bool quiet) {
+  int before = p->diag->nerrors;
+  defaults(c);
+  read_block(p, c);
+  for (size_t k = 0; o && k < NKEYS; k++)
+    if (keys[k].over >= 0) override(p, &keys[k], o, c, quiet);
+  if (o && o->limit >= 0) c->limit = o->limit;
+  for (size_t k = 0; k < NKEYS; k++) check_range(p, &keys[k], c);
+  cross_checks(p, c);
+  /* Accumulating, the sum over the ranks waits for the update's last
+   * batch: one blocking allreduce per update. */
+  if (c->accumulate > 1) c->overlap = false;
+  return p->diag->nerrors == before;
 }
 
 /* ---- the training program -------------------------------------------------------- */
@@ -448,6 +566,10 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
   int bwd_end = b0->nops;
+  p->phased = true;
+  p->phase[PHASE_FORWARD] = 0;
+  p->phase[PHASE_BACKWARD] = bw->first_grad_op;
+  p->phase[PHASE_ALLREDUCE] = p->phase[PHASE_UPDATE] = bwd_end;   /* the update: clipping, optimizers, states */
   if (!prog_var(p, TRAIN_LR_VAR)) {
     VarDesc *lr = prog_add_var(p, b0, TRAIN_LR_VAR);
     lr->dtype = DT_F32;
@@ -485,11 +607,19 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     /* Fed by the trainer each step; not state: no checkpoint holds it. */
     VarDesc *w = prog_var(p, TRAIN_WEIGHT_VAR) ? NULL : prog_add_var(p, b0, TRAIN_WEIGHT_VAR);
     if (w) w->dtype = DT_F32, w->shape = shape_scalar();
-    rewrite_allreduce(p, &(AllreduceOpts){.grads = grads, .ngrads = ng, .bwd_end = bwd_end,
-                                          .bucket_bytes = (int64_t)(c->bucket_mb * 1e6), .weight = TRAIN_WEIGHT_VAR,
-                                          .overlap = c->overlap,
-                                          .marks = &bw->first_grad_op, .nmarks = 1});
+    bool overlap = c->overlap;   /* off when accumulating (train_config) */
+    int marks[3] = {bw->first_grad_op, p->phase[PHASE_ALLREDUCE], p->phase[PHASE_UPDATE]};
+    int made = rewrite_allreduce(p, &(AllreduceOpts){.grads = grads, .ngrads = ng, .bwd_end = bwd_end,
+                                                     .bucket_bytes = (int64_t)(c->bucket_mb * 1e6),
+                                                     .weight = TRAIN_WEIGHT_VAR, .overlap = overlap,
+                                                     .marks = marks, .nmarks = 3});
+    /* blocking, the allreduce ops stand together at the backward's end:
+     * the allreduce phase; overlapped, the starts join the backward and
+     * the waits the update, and the phase is empty */
+    bw->first_grad_op = marks[0], p->phase[PHASE_ALLREDUCE] = marks[1];
+    p->phase[PHASE_UPDATE] = overlap ? marks[2] : marks[1] + made;
   }
-  rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1});
+  unsigned hold = c->accumulate > 1 ? 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE : 0;
+  rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1, hold});
   return true;
 }

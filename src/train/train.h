@@ -42,10 +42,13 @@ typedef struct TrainConfig {
   const char *val;            /* a validation data file, or NULL */
   double val_split;           /* the fraction of the training data held out (0: none) */
   int64_t patience;           /* epochs without a better score before stopping (0: never) */
+  const char *monitor;        /* the score patience and --keep-best watch: "val_loss",
+                                 "val_accuracy"; NULL: the accuracy with a metric, else the loss */
   const char *optimizer;
   const char *schedule;       /* constant, step, cosine */
   double lr, momentum, beta1, beta2, epsilon, rho, weight_decay, clip_norm, gamma, warmup;
   int64_t epochs, batch, step_size, log_every, limit;
+  int64_t accumulate;         /* batches whose gradients make one update (1: each its own) */
   int64_t context;            /* text data: bytes per window (0: not text) */
   const double *mean, *std;   /* image folders: per-channel normalization (NULL: none) */
   int nmean, nstd;
@@ -62,12 +65,20 @@ typedef struct TrainConfig {
   int ranks;                  /* data parallel: the ranks training (1: no allreduce) */
 } TrainConfig;
 
-/* Command-line overrides (negative / NULL: not given). */
+/* Command-line overrides (negative / NULL: not given), and the settings a
+ * resumed run keeps from its checkpoint (train --resume: `kept` says
+ * which of the fields came from the checkpoint `resumed`). */
 typedef struct TrainOverrides {
-  int64_t epochs, batch, limit;
+  int64_t epochs, batch, limit, accumulate;
   double lr;
-  const char *optimizer, *data;
+  const char *optimizer, *data, *schedule;
+  const char *resumed;
+  unsigned kept;
 } TrainOverrides;
+enum {
+  TRAIN_KEPT_EPOCHS = 1 << 0, TRAIN_KEPT_BATCH = 1 << 1, TRAIN_KEPT_ACCUMULATE = 1 << 2, TRAIN_KEPT_LR = 1 << 3,
+  TRAIN_KEPT_OPTIMIZER = 1 << 4, TRAIN_KEPT_DATA = 1 << 5, TRAIN_KEPT_SCHEDULE = 1 << 6,
+};
 
 /* Reads the script's train block, applies the overrides, and checks it;
  * errors point at the setting.  Says (on stderr) which settings an override
@@ -85,7 +96,12 @@ bool train_optimizer_known(const char *name);
 #define TRAIN_WEIGHT_VAR "rank_weight@DIST"
 
 /* Appends the backward, the clipping and the optimizer ops (with
- * c->ranks > 1, the allreduce of the gradients before them: rewrite.h). */
+ * c->ranks > 1, the allreduce of the gradients before them: rewrite.h),
+ * and marks the program's phases (p->phase, program.h): forward,
+ * backward, allreduce, update.  With c->accumulate > 1 no rewrite crosses
+ * the update's start, so the gradients are whole values the trainer can
+ * add up between the backward and the update, and on N ranks the
+ * allreduce is one blocking phase of its own, run once per update. */
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw);
 
 #endif

@@ -80,7 +80,7 @@ static bool bind_feeds(Run *r, Dataset *ds) {
   }
   /* a .npz's arrays feed the inputs of their names */
   if (!data_select(&r->ld.diag, ds, r->feed, r->nfeed) ||
-      (r->has_test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)) ||
+      (r->has_test && ds != &r->test && !data_select(&r->ld.diag, &r->test, r->feed, r->nfeed)) ||
       (r->has_val && !data_select(&r->ld.diag, &r->val, r->feed, r->nfeed)) || !text_inputs_i64(r))
     return false;
   bool unlabelled = r->c.nfeed && r->nfeed == ds->ncols - 1 && ds->ncols == DATA_LABEL + 1;
@@ -376,6 +376,25 @@ static bool open_val(Run *r) {
   return true;
 }
 
+/* The training data (also what eval and predict take when there is no
+ * eval data), --limit applied; false (said) when it cannot be read or is
+ * too small for the ranks. */
+static bool open_train(Run *r) {
+  DataOptions dopt = data_options(r, "data");
+  dopt.split = has_splits(r) ? "train" : NULL;
+  if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) return false;
+  r->has_train = true;
+  if (!augment_fits(r)) return false;
+  r->data_bytes += data_bytes(&r->train);
+  limit(&r->train, r->c.limit);
+  if (r->train.n < dist_size()) {
+    diag_error(&r->ld.diag, SPAN_NONE, "%d ranks need at least %d training examples, got %lld", dist_size(),
+               dist_size(), (long long)r->train.n);
+    return false;
+  }
+  return true;
+}
+
 bool trun_setup(Run *r, TrainArgs *t, bool training) {
   memset(r, 0, sizeof *r);
   r->t = t;
@@ -384,7 +403,10 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
   r->p = r->ld.prog;   /* teardown unloads it, loaded or not */
   if (!loaded) return false;
   r->quiet = dist_rank() > 0;
-  if (!train_config(r->p, &t->o, &r->c, !training || r->quiet)) {
+  r->hash = trun_program_hash(r->p);
+  TrainOverrides o = t->o;
+  if (training && t->resume && !trun_resume_settings(r, &o)) return false;
+  if (!train_config(r->p, &o, &r->c, !training || r->quiet)) {
     diag_finish(&r->ld.diag);
     return false;
   }
@@ -393,7 +415,6 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
                t->file);
     return false;
   }
-  r->hash = trun_program_hash(r->p);
   r->mode_var = trun_mode_input(r->p);
   r->mode_set = trainer_sets_mode(&t->feeds);
   r->nforward = r->p->blocks[0]->nops;
@@ -421,32 +442,18 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
       return false;
     }
   }
-  DataOptions dopt = data_options(r, "data");
-  dopt.split = has_splits(r) ? "train" : NULL;
-  if (!data_open(&r->ld.diag, r->c.data, &dopt, &r->train)) {
+  /* eval and predict read only the data they evaluate: the eval data
+   * when there is some, else the training data. */
+  if ((!training && (!open_eval(r, false) || (!r->has_test && !open_train(r)))) ||
+      (training && (!open_train(r) || !open_eval(r, true) || !open_val(r)))) {
     diag_finish(&r->ld.diag);
     return false;
   }
-  r->has_train = true;
-  if (!augment_fits(r)) {
-    diag_finish(&r->ld.diag);
-    return false;
-  }
-  r->data_bytes = data_bytes(&r->train);
-  limit(&r->train, r->c.limit);
-  if (r->train.n < dist_size()) {
-    diag_error(&r->ld.diag, SPAN_NONE, "%d ranks need at least %d training examples, got %lld", dist_size(),
-               dist_size(), (long long)r->train.n);
-    return false;
-  }
-  if (!open_eval(r, training) || (training && !open_val(r))) {
-    diag_finish(&r->ld.diag);
-    return false;
-  }
-  if (!bind_feeds(r, &r->train)) return false;
+  if (!bind_feeds(r, r->has_train ? &r->train : &r->test)) return false;
   ExecOptions opt = t->opt;
   opt.tape = false;
   if (!(r->ex = run_start(&r->ld, &opt, &t->feeds, &r->nforward, 1))) return false;
+  r->backward_end = training ? r->p->phase[PHASE_ALLREDUCE] : r->nforward;
   /* Initializers run now, so checkpoints can overwrite them. */
   if (exec_startup(r->ex) < 0) return false;
   r->lr = tensor_scalar_f32((float)r->c.lr);
@@ -467,6 +474,8 @@ void trun_teardown(Run *r) {
     diag_error(&r->ld.diag, SPAN_NONE, "%s: %s", r->log.path, err);
   tensor_unref(r->lr);
   tensor_unref(r->weight);
+  for (int i = 0; r->acc && i < r->bw.npairs; i++) mem_free(r->acc[i]);
+  mem_free(r->acc);
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);

@@ -16,6 +16,9 @@ typedef struct TrainArgs {
   RunFeeds feeds;      /* --set and --feed */
   TrainOverrides o;
   const char *save, *resume, *log, *weights;
+  bool seed_given;         /* --seed: a resumed run keeps the checkpoint's seed without it */
+  bool no_save;            /* --no-save: a resumed run writes no checkpoint */
+  bool save_back;          /* --resume without --save: save is the checkpoint resumed */
   bool weights_partial;    /* --weights-partial: load the values the file has, say which it lacks */
   bool keep_best;
   bool keep_going;         /* --keep-going: train on past a NaN or infinite loss */

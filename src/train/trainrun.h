@@ -39,6 +39,11 @@ typedef struct Run {
   Program *p;
   BackwardResult bw;
   int nforward;                 /* block 0's forward ops */
+  int backward_end;             /* training: where the backward ends (the allreduce's
+                                   or the update's start: p->phase) */
+  void **acc;                   /* accumulate > 1: per gradient (bw.pairs), the sum over
+                                   the update's batches of examples x gradient */
+  int64_t acc_mine, acc_all;    /* the examples summed so far: this rank's, every rank's */
   Executor *ex;
   Dataset train, test, val;
   bool has_train, has_test, has_val;
@@ -108,6 +113,8 @@ void trun_log_line(Run *r, const char *fmt, ...) __attribute__((format(printf, 2
 void trun_log_sync(Run *r);
 void trun_say_start(const Run *r, int64_t steps);
 void trun_say_early_stop(const Run *r);
+bool trun_watches_accuracy(const Run *r);
+void trun_patience_text(const Run *r, char *line, size_t size, int *k);
 void trun_say_allreduce(const Run *r, double secs);
 void trun_progress(Run *r, double l, double smooth, int64_t steps_per_epoch, double secs, int64_t n, bool tty);
 int trun_epoch_text(Run *r, double tl, double secs, char *line, size_t size);
@@ -117,6 +124,7 @@ void trun_say_summary(Run *r, double secs, int64_t n);
 /* ---- save.c: checkpoints ---- */
 bool trun_save(Run *r, const char *path, bool quiet);
 bool trun_restore(Run *r, const char *path, bool state);
+bool trun_resume_settings(Run *r, TrainOverrides *o);
 
 /* ---- ranks.c: data-parallel runs (dist.h) ---- */
 extern bool trun_failure_agreed;

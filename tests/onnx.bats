@@ -1,0 +1,221 @@
+#!/usr/bin/env bats
+# onnx.bats — netrun import (ONNX in): models built with onnx.helper
+# (tests/onnx/models.py) imported and run by netrun predict against ONNX
+# Runtime at two batch sizes (tests/onnx/check.py), the script and weights
+# import writes, its options, and crafted files that must fail with a
+# clear error (tests/onnx/crafted.py).  onnx and onnxruntime come from
+# PyPI into build/venv (make test-deps); without them every test fails,
+# saying so.
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+  export PY="$ROOT/build/venv/bin/python"
+  export MODELS="$BATS_FILE_TMPDIR/models" CRAFTED="$BATS_FILE_TMPDIR/crafted"
+  mkdir -p "$MODELS" "$CRAFTED"
+  if "$PY" -c 'import onnx, onnxruntime' 2>/dev/null; then
+    "$PY" "$ROOT/tests/onnx/models.py" "$MODELS"
+    "$PY" "$ROOT/tests/onnx/crafted.py" "$CRAFTED"
+  fi
+}
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+  cd "$BATS_TEST_TMPDIR"
+  if ! "$PY" -c 'import onnx, onnxruntime' 2>/dev/null; then
+    echo "onnx and onnxruntime are missing from $PY: run make test-deps" >&2
+    return 1
+  fi
+}
+
+check() {
+  run "$PY" "$ROOT/tests/onnx/check.py" "$NETRUN" "$MODELS/$1.onnx" 3 4
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'within 1e-4' <<<"$output")" -ge 2 ]
+}
+
+# ---- against ONNX Runtime ----------------------------------------------------------
+
+@test "import: an MLP (Gemm with transB, alpha, beta; Relu) gives ONNX Runtime's outputs at batch 3 and 4" {
+  check mlp
+}
+
+@test "import: a CNN (Conv pads/groups/dilations, BatchNormalization, pools, the Shape->Reshape flatten) at two batch sizes" {
+  check cnn
+}
+
+@test "import: a residual block (auto_pad SAME_UPPER, Add of the input, GlobalAveragePool, Flatten, MatMul)" {
+  check resnet
+}
+
+@test "import: attention with a padding mask (heads by Reshape of a dynamic batch, Where, Softmax, LayerNormalization)" {
+  check transformer
+}
+
+@test "import: elementwise ops (Erf among them), comparisons, logic, casts and reductions" {
+  check elementwise
+}
+
+@test "import: layout ops (Split, Concat, Slice, Gather, Pad, CumSum, Tile, Expand, Range, ConstantOfShape)" {
+  check shapes
+}
+
+@test "import: ConvTranspose with output_padding, Resize (nearest), Gelu at opset 20" {
+  check convt
+}
+
+@test "torch.onnx.export's MLP, CNN with batch norm, ResNet, GELU with LayerNorm and TransformerEncoderLayer give PyTorch's outputs at batch 3 and 4, and its gradients" {
+  # Debian's python3-torch (1.13), which make test does not install
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "torch is not installed for /usr/bin/python3 (apt-get install python3-torch)"
+  run /usr/bin/python3 -W ignore "$ROOT/tests/onnx/torch_check.py" "$NETRUN" mlp cnn resnet gelu encoder
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'within 1e-4 of PyTorch' <<<"$output")" -eq 10 ]
+  [ "$(grep -c 'parameters within 1e-3 of PyTorch' <<<"$output")" -eq 5 ]
+}
+
+@test "an imported model with a loss appended: dump --backward prints its backward, gradcheck passes" {
+  "$NETRUN" import "$MODELS/mlp.onnx" -o m.net
+  printf 'input label : i64[batch]\nloss = mean(softmax_cross_entropy(output, label))\n' >> m.net
+  run "$NETRUN" dump --backward --loss loss m.net
+  [ "$status" -eq 0 ]
+  grep -q 'fc1.weight@GRAD' <<<"$output"
+  grep -q '= relu_grad(' <<<"$output"
+  run "$NETRUN" gradcheck m.net --set 'input_=[[0.5, -1, 2, 0.25], [1, 1, -0.5, 0]]' --set 'label=[2, 0]'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -q '^fc2.bias ' <<<"$output"
+}
+
+# ---- the script and the weights -------------------------------------------------------
+
+@test "import writes MODEL.net and MODEL.safetensors here; parameters keep their scoped names, batch norm's statistics are states" {
+  run "$NETRUN" import "$MODELS/resnet.onnx"
+  [ "$status" -eq 0 ]
+  [ -f resnet.net ] && [ -f resnet.safetensors ]
+  grep -qx 'input x : f32\[batch, 3, 6, 6\]' resnet.net
+  grep -qx '  state running_mean : \[3\] = weights("resnet.safetensors")' resnet.net
+  grep -q '^  layer1__0_bn1_weight, .*, layer1__0_conv2_weight = layer1__0_params(scope="_0")$' resnet.net
+  run "$NETRUN" dump resnet.net
+  [ "$status" -eq 0 ]
+  grep -q 'var layer1._0.conv1.weight : f32\[3, 3, 3, 3\] param' <<<"$output"
+  grep -q 'var layer1._0.bn2.running_var : f32\[3\] state' <<<"$output"
+  # the weights file's keys are exactly the script's parameters and states
+  keys=$("$PY" -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+print("\n".join(sorted(json.loads(b[8:8 + n]))))' resnet.safetensors)
+  vars=$(grep -oE 'var [^ ]+ : f32\[[0-9, ]+\] (param|state)' <<<"$output" | awk '{print $2}' | sort)
+  [ "$keys" = "$vars" ]
+  # an output named 19 is _19 by the naming rule
+  grep -q '^_19 = ' resnet.net
+}
+
+@test "import: an existing script or weights file is kept without --force; -o names both" {
+  run "$NETRUN" import "$MODELS/mlp.onnx" -o out/m.net
+  [ "$status" -ne 0 ] # out/ does not exist
+  mkdir out
+  run "$NETRUN" import "$MODELS/mlp.onnx" -o out/m.net
+  [ "$status" -eq 0 ] && [ -f out/m.net ] && [ -f out/m.safetensors ]
+  run "$NETRUN" import "$MODELS/mlp.onnx" -o out/m.net
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: out/m.net exists; give --force to overwrite it" ]
+  rm out/m.net
+  run "$NETRUN" import "$MODELS/mlp.onnx" -o out/m.net
+  [ "$output" = "netrun: error: out/m.safetensors exists; give --force to overwrite it" ]
+  run "$NETRUN" import --force "$MODELS/mlp.onnx" -o out/m.net
+  [ "$status" -eq 0 ]
+  run "$NETRUN" import "$MODELS/mlp.onnx" -o m.txt
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"the script's name must end in .net, got 'm.txt'"* ]]
+}
+
+@test "an imported model runs from another folder (weights() is relative to the script) and --weights overrides it" {
+  mkdir sub
+  "$NETRUN" import "$MODELS/mlp.onnx" -o sub/mlp.net
+  run "$NETRUN" predict sub/mlp.net --set 'input_=[[1, 2, 3, 4]]' --output output
+  [ "$status" -eq 0 ]
+  first=$output
+  "$NETRUN" export sub/mlp.safetensors -o zero.npz >/dev/null
+  "$PY" -c 'import numpy as np
+d = dict(np.load("zero.npz")); np.savez("zero.npz", **{k: np.zeros_like(v) for k, v in d.items()})'
+  run "$NETRUN" predict sub/mlp.net --weights zero.npz --set 'input_=[[1, 2, 3, 4]]' --output output
+  [ "$status" -eq 0 ]
+  [ "$output" = "[[0. 0. 0.]]" ]
+  [ "$first" != "$output" ]
+}
+
+# ---- errors ------------------------------------------------------------------------------
+
+@test "import: every unsupported op type in one error, with its nodes and the opset" {
+  cd "$CRAFTED"
+  run "$NETRUN" import unsupported.onnx -o "$BATS_TEST_TMPDIR/u.net"
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: unsupported.onnx: the model uses 3 op types netrun cannot import (opset 17): LSTM (nodes 'lstm'); NonZero (nodes 'nz1', 'nz2'); com.example.Custom (nodes 'mine')" ]
+  [ ! -e "$BATS_TEST_TMPDIR/u.net" ] && [ ! -e "$BATS_TEST_TMPDIR/u.safetensors" ]
+}
+
+@test "import: crafted files fail with a clear error, never a crash" {
+  cd "$CRAFTED"
+  while IFS='|' read -r file want; do
+    run "$NETRUN" import "$file.onnx" -o "$BATS_TEST_TMPDIR/$file.net"
+    echo "$file: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "netrun: error: $file.onnx: $want" ]
+  done <<'EOF2'
+cycle|the graph has a cycle: 3 nodes lie on it or after it: 'add' (Add), 'back' (Relu), 'out' (Relu)
+undefined|node 'adder' (Add) reads 'nothing', which no node, input or initializer defines
+twice|node 'two' (Relu) defines 'y', which another node already defines
+bigdims|initializer 'huge' has more than 2^40 elements
+shortraw|initializer 'w': its dims say 6 elements but its data holds 5
+external|initializer 'w' is stored outside the file (external data), which netrun does not read
+million|graph: more than 200000 nodes
+nested|the model uses 1 op type netrun cannot import (opset 17): If (nodes 'if2')
+EOF2
+  run "$NETRUN" import deepnest.onnx -o "$BATS_TEST_TMPDIR/d.net"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"attribute[0]: graphs nest more than 8 deep" ]]
+  printf 'not a model at all' > "$BATS_TEST_TMPDIR/junk.onnx"
+  run "$NETRUN" import "$BATS_TEST_TMPDIR/junk.onnx" -o "$BATS_TEST_TMPDIR/junk.net"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"junk.onnx: malformed bytes (not an ONNX model?)" ]]
+}
+
+# ---- export --model: ONNX out ------------------------------------------------------------
+
+@test "export --model: fashion_mlp, fashion_cnn, fashion_resnet, char_lm, lookup_transformer and tests/onnx/export_ops.net in ONNX Runtime give netrun's outputs (1e-5) at batch 3 and 4; import(export(m)) predicts the same bits" {
+  for s in examples/fashion_mlp examples/fashion_cnn examples/fashion_resnet examples/char_lm \
+           examples/lookup_transformer tests/onnx/export_ops; do
+    run "$PY" "$ROOT/tests/onnx/export_check.py" "$NETRUN" "$ROOT/$s.net" logits
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c 'within 1e-5 of netrun predict' <<<"$output")" -eq 2 ]
+    [ "$(grep -c 'predicts the same bits' <<<"$output")" -eq 2 ]
+  done
+}
+
+@test "export WEIGHTS --model: a trained checkpoint's values, the value asked with --value" {
+  "$NETRUN" train "$ROOT/examples/xor.net" --epochs 2 --save xor.ckpt >/dev/null 2>&1
+  run "$PY" "$ROOT/tests/onnx/export_check.py" "$NETRUN" "$ROOT/examples/xor.net" p xor.ckpt
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'predicts the same bits' <<<"$output")" -eq 2 ]
+}
+
+@test "export --model refuses an op ONNX cannot express at its source line, and writes nothing" {
+  printf 'input x : f32[B, 3]\nparam W : [3, 4] = ones()\nh = x @ W\nlogits = logsumexp(h, axis=[1]) + mean(h)\n' > t.net
+  run "$NETRUN" export --model t.net -o t.onnx
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "t.net:4:10: error: export to ONNX: op 'logsumexp' has no ONNX form (netrun-ops(7), ONNX)" ]
+  [ ! -e t.onnx ]
+  run "$NETRUN" export --model t.net -o t.onnx --value nothing
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: export to ONNX: t.net has no value 'nothing' to output (give --value NAME)" ]
+  run "$NETRUN" export --model t.net -o t.npz
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: export --model writes ONNX: give -o FILE.onnx" ]
+  run "$NETRUN" export w.safetensors -o t.onnx
+  [ "$status" -eq 2 ]
+  [ "${lines[0]}" = "netrun: export to ONNX needs --model MODEL.net, the script whose program it writes" ]
+}

@@ -1,0 +1,68 @@
+"""crafted.py — malformed and hostile ONNX files for tests/onnx.bats.
+
+  crafted.py OUTDIR   writes OUTDIR/NAME.onnx for each case below."""
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+
+def vi(name, shape, t=T.FLOAT):
+    return h.make_tensor_value_info(name, t, shape)
+
+
+def save(out, name, nodes, inits=(), inputs=None, outputs=None, opset=17):
+    g = h.make_graph(nodes, "g", inputs if inputs is not None else [vi("x", ["B", 2])],
+                     outputs if outputs is not None else [vi("y", ["B", 2])], list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(out, name + ".onnx"))
+
+
+def varint(n):
+    b = bytearray()
+    while True:
+        c = n & 0x7f
+        n >>= 7
+        b.append(c | (0x80 if n else 0))
+        if not n:
+            return bytes(b)
+
+
+def field(num, payload):
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def main(out):
+    save(out, "cycle", [h.make_node("Relu", ["x", ], ["a"], name="r0"), h.make_node("Add", ["a", "c"], ["b"], name="add"),
+                        h.make_node("Relu", ["b"], ["c"], name="back"), h.make_node("Relu", ["b"], ["y"], name="out")])
+    save(out, "undefined", [h.make_node("Add", ["x", "nothing"], ["y"], name="adder")])
+    save(out, "twice", [h.make_node("Relu", ["x"], ["y"], name="one"), h.make_node("Relu", ["x"], ["y"], name="two")])
+    big = onnx.TensorProto(name="huge", data_type=T.FLOAT, dims=[1 << 20, 1 << 20, 2])
+    save(out, "bigdims", [h.make_node("Add", ["x", "huge"], ["y"])], [big])
+    short = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[2, 3], raw_data=np.zeros(5, np.float32).tobytes())
+    save(out, "shortraw", [h.make_node("MatMul", ["x", "w"], ["y"])], [short])
+    ext = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[2, 2], data_location=onnx.TensorProto.EXTERNAL)
+    ext.external_data.add(key="location", value="../../etc/passwd")
+    save(out, "external", [h.make_node("MatMul", ["x", "w"], ["y"])], [ext])
+    # If nodes whose branches hold If nodes, 3 and 12 deep
+    for name, depth in (("nested", 3), ("deepnest", 12)):
+        g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "leaf", [], [vi("y", ["B", 2])])
+        for d in range(depth):
+            node = h.make_node("If", ["cond"], ["y"], name="if%d" % d, then_branch=g, else_branch=g)
+            g = h.make_graph([node], "level%d" % d, [], [vi("y", ["B", 2])])
+        save(out, name, list(g.node), inputs=[vi("x", ["B", 2]), vi("cond", [], T.BOOL)])
+    save(out, "unsupported", [h.make_node("Relu", ["x"], ["a"], name="relu0"), h.make_node("LSTM", ["a", "w", "r"], ["b"], name="lstm"),
+                              h.make_node("NonZero", ["b"], ["c0"], name="nz1"), h.make_node("NonZero", ["c0"], ["c"], name="nz2"),
+                              h.make_node("Relu", ["c"], ["d"], name="relu"),
+                              h.make_node("Custom", ["d"], ["y"], name="mine", domain="com.example")],
+         [nh.from_array(np.zeros((1, 8, 2), np.float32), "w"), nh.from_array(np.zeros((1, 8, 2), np.float32), "r")])
+    # 10^6 Relu nodes in a chain, written as protobuf bytes directly
+    nodes = b"".join(field(1, field(1, b"v%d" % i) + field(2, b"v%d" % (i + 1)) + field(4, b"Relu"))
+                     for i in range(1000000))
+    graph = nodes + field(11, field(1, b"v0"))
+    with open(os.path.join(out, "million.onnx"), "wb") as f:
+        f.write(varint(1 << 3) + varint(8) + field(7, graph) + field(8, varint(2 << 3) + varint(17)))
+
+
+main(sys.argv[1])
