@@ -541,7 +541,7 @@ static const Slot *slot_named(const Slot *slots, int n, const char *name, size_t
   return NULL;
 }
 
-int bwd_default_grad(GradCtx *g) {
+bool bwd_default_grad(GradCtx *g) {
   Backward *bw = g->bw;
   const OpDesc *fwd = g->op;
   char type[160];
@@ -552,7 +552,7 @@ int bwd_default_grad(GradCtx *g) {
   if (!gp || list) {
     diag_error(bw->p->diag, fwd->span, "internal error: %s has no grad maker, and no op %s_grad without lists",
                fwd->type, fwd->type);
-    return -1;
+    return false;
   }
   bool any = false;
   for (int s = 0; s < gp->nout && !any; s++) {
@@ -560,7 +560,7 @@ int bwd_default_grad(GradCtx *g) {
     const Slot *x = slot_named(fwd->in, fwd->nin, name, grad_stem(name));
     for (int i = 0; x && i < x->n && !any; i++) any = needs_grad(bw, x->args[i]);
   }
-  if (!any) return 0;
+  if (!any) return true;
   OpDesc *op = bwd_emit(g, gp->type);
   for (int s = 0; s < gp->nin; s++) {
     const char *name = gp->in[s].name;
@@ -581,7 +581,7 @@ int bwd_default_grad(GradCtx *g) {
     const AttrValue *v = bwd_op_attr(g, gp->attrs[a].name);
     if (v) bwd_emit_attr(g, op, gp->attrs[a].name, *v);
   }
-  return 0;
+  return true;
 }
 
 /* Whether a value of src_shape's shape needs no reduction to like's. */
@@ -665,12 +665,12 @@ void bwd_sub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets
   g->sub = (OpList){0};
 }
 
-int bwd_fail(GradCtx *g, const char *fmt, ...) {
+bool bwd_fail(GradCtx *g, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vfail_at(g->bw, g->op->span, fmt, ap);
   va_end(ap);
-  return -1;
+  return false;
 }
 
 /* Does forward body b (or a loop or branch in it) hold a value that is
@@ -759,7 +759,7 @@ static bool build_block(Backward *bw, Block *fwd, Block *g, int nfwd, OpList *ou
       return false;
     }
     int before = out->n;
-    if (maker(&c) < 0) {
+    if (!maker(&c)) {
       bw->failed = true;
       return false;
     }

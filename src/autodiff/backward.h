@@ -131,9 +131,9 @@ Block *bwd_grad_block(GradCtx *g);
  * place in the block. */
 void bwd_emit_link(GradCtx *g, OpDesc *grad, const OpDesc *fwd);
 
-/* Reports an error at the forward op ("MESSAGE") and returns -1, for the
- * maker to return. */
-int bwd_fail(GradCtx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reports an error at the forward op ("MESSAGE") and returns false, for
+ * the maker to return. */
+bool bwd_fail(GradCtx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Whether forward variable v gets a gradient (see bwd_op_in_grad). */
 bool bwd_needs_grad(GradCtx *g, const char *v);
 
@@ -156,7 +156,7 @@ void bwd_sub_end(GradCtx *g, Block *gb, const char *const *targets, int ntargets
  * one <type>_grad op wired by the slot-naming convention (X, Out and
  * Out@GRAD in as the grad op declares them; X@GRAD out for each needed
  * gradient; the attributes the grad op declares copied). */
-int bwd_default_grad(GradCtx *g);
+bool bwd_default_grad(GradCtx *g);
 
 /* Composite helpers. */
 /* dst = src summed over the dimensions where `like` was broadcast to src's

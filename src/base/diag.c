@@ -57,10 +57,10 @@ int diag_load_file(Diag *d, const char *path) {
     mem_free(buf);
     return -1;
   }
-  char *rp = realpath(path, NULL);
+  char *rp = mem_realpath(path);
   size_t skip = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;   /* a UTF-8 byte order mark */
   int idx = diag_add_source(d, path, rp, buf + skip, len - skip);
-  free(rp);
+  mem_free(rp);
   mem_free(buf);
   return idx;
 }

@@ -13,13 +13,25 @@
  * in the Diag's arena for the whole run.  No other code writes "netrun:
  * error:" or counts errors by hand.
  *
- * Failing, the one convention.  A function that can fail because of its
- * input returns bool (or a pointer, NULL on failure); when it fails it has
- * already reported why through the Diag it was given, and its caller only
- * passes the failure up (exit status 1 once diag_finish() counts errors).
- * A caller never prints a second message for the same failure.  Only the
- * verbs (cmd_*) turn failure into an exit status (netrun(1)), and only
- * the plugin interface (include/netrun/plugin.h, a C ABI) returns 0/-1.
+ * Failing: one convention per layer (doc/design.md, "Layers").  In every
+ * layer a failure is reported once, where it is found, through the Diag
+ * (or the op's context) in reach; its callers only pass it up and never
+ * print a second message for it.
+ *   - Building and reading (base, ir, autodiff, io, front; the op
+ *     contract's inference, InferFn, and grad makers, GradMakerFn): a
+ *     function that can fail because of its input returns bool (or a
+ *     pointer, NULL on failure), false once it has reported why
+ *     (reg_infer_fail, bwd_fail).
+ *   - Running (exec and the kernels, KernelFn): int, 0 or -1, -1 once
+ *     op_fail or exec_ctx_fail has reported why (exec_run,
+ *     exec_run_range, exec_startup).  It is the status the plugin
+ *     interface's C functions return (include/netrun/plugin.h, a C ABI),
+ *     so a plugin's kernel is called like a built-in one.
+ *   - Commands (cli, and train's entry points the verbs return from:
+ *     trainer_train, trainer_eval, trainer_predict, trainer_lr_find):
+ *     the exit status of netrun(1), 0, EXIT_SCRIPT or EXIT_USAGE (below);
+ *     only they turn a failure into one.  Below those entry points the
+ *     training loop's steps follow the first convention.
  *
  * diag_error, diag_verror, diag_warn and diag_note take a NULL Diag: the
  * message goes to stderr and nothing is counted.  It is for code with no

@@ -152,6 +152,14 @@ char *mem_strdup(const char *s) {
   return memcpy(mem_alloc(NULL, n), s, n);
 }
 
+char *mem_realpath(const char *path) {
+  char *r = realpath(path, NULL);
+  if (!r) return NULL;
+  char *s = mem_strdup(r);
+  free(r);
+  return s;
+}
+
 struct ArenaChunk {
   ArenaChunk *next;
   size_t size;

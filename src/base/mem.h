@@ -11,6 +11,12 @@
  *     sources, its AST and the program lowered from it live in one Arena and
  *     are freed by arena_free().  Nothing allocated in an arena is freed alone.
  *   - Tensors are refcounted; their rule sits in tensor.h.
+ *   - libc allocates behind two calls netrun makes.  realpath's result is
+ *     copied at once (mem_realpath).  open_memstream's buffer grows with
+ *     libc's realloc as its stream is written, so mem_alloc cannot own it:
+ *     its users (a program's hash, lr-find's log, a safetensors header)
+ *     write, read and free() it in one function, treat a NULL stream as
+ *     out of memory (mem_oom), and keep nothing of it.
  */
 #ifndef NETRUN_MEM_H
 #define NETRUN_MEM_H
@@ -25,6 +31,9 @@ void *mem_alloc(void *ptr, size_t size);
 void *mem_calloc(size_t n, size_t size);   /* zeroed, overflow-checked */
 void  mem_free(void *ptr);
 char *mem_strdup(const char *s);
+/* realpath(path): the canonical path in memory from mem_alloc (mem_free
+ * it), or NULL with errno set.  libc's own buffer lives only inside. */
+char *mem_realpath(const char *path);
 /* Bytes requested from mem_alloc so far (reallocations count their new
  * size): how make bench measures memory. */
 size_t mem_requested(void);

@@ -1,5 +1,6 @@
-/* cli.c — option parsing, starting an executor with the values fed
- * (run_start), the timing table (cli.h). */
+/* cli.c — what the verbs share (cli.h): every option in one table and its
+ * parser, the stdlib's functions (for suggestions), starting an executor
+ * with a run's values fed (over front/run.h), the timing table. */
 #include "cli/cli.h"
 
 #include "cli/option.h"
@@ -231,8 +232,6 @@ int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn
 
 /* ---- scripts and executors -------------------------------------------------------- */
 
-/* The installed stdlib: PREFIX/share/netrun/stdlib beside PREFIX/bin, or
- * the source tree's stdlib/ for an uninstalled build. */
 /* Adds the functions that file (a stdlib .net file) defines, by the lines
  * "def NAME(" that define them. */
 static void stdlib_defs(Arena *a, const char *dir, const char *file, StdlibDef **defs, int *n, int *cap) {

@@ -2742,7 +2742,7 @@ static bool load_import(Lowerer *L, const AstNode *n) {
     diag_error(L->diag, n->span, "cannot find '%s' (searched %s)", file, searched);
     return false;
   }
-  char *real = realpath(found, NULL);
+  char *real = mem_realpath(found);
   if (!real) {
     diag_error(L->diag, n->span, "cannot open '%s'", found);
     return false;
@@ -2759,14 +2759,14 @@ static bool load_import(Lowerer *L, const AstNode *n) {
       snprintf(chain + (k < sizeof chain ? k : sizeof chain - 1), k < sizeof chain ? sizeof chain - k : 1, "%s",
                b ? b + 1 : real);
       diag_error(L->diag, n->span, "import cycle: %s", chain);
-      free(real);
+      mem_free(real);
       return false;
     }
   if (is_loaded(L, real)) {
-    free(real);
+    mem_free(real);
     return true;
   }
-  free(real);
+  mem_free(real);
   int idx = diag_load_file(L->diag, found);
   if (idx < 0) return false;
   return lower_source_file(L, idx);

@@ -22,10 +22,10 @@ const char *session_stdlib_dir(void) {
   for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
     snprintf(dir, sizeof dir, "%s%s", exe, rel[i]);
     if (access(dir, R_OK) == 0) {
-      char *real = realpath(dir, NULL);
+      char *real = mem_realpath(dir);
       if (real) {
         snprintf(dir, sizeof dir, "%s", real);
-        free(real);
+        mem_free(real);
       }
       return dir;
     }

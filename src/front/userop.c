@@ -556,7 +556,7 @@ static bool plan_grads(Emit *e) {
   return ok;
 }
 
-static int uop_grad(GradCtx *g) {
+static bool uop_grad(GradCtx *g) {
   Program *p = bwd_prog(g);
   const OpDesc *op = bwd_op_fwd(g);
   const OpProto *proto = reg_find_op(p, op->type);
@@ -593,7 +593,7 @@ static int uop_grad(GradCtx *g) {
   mem_free(e.skip);
   mem_free(e.stems);
   arena_free(&a);
-  return ok ? 0 : -1;
+  return ok;
 }
 
 const UserOpImpl uop_impl = {uop_infer, uop_kernel, uop_grad};

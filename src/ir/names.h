@@ -16,7 +16,8 @@
  *                     needs or nobody gives (control flow's grad ops)
  *   learning_rate@LR  the training program's learning rate (NAME_LR)
  *
- * No other file spells these suffixes.
+ * No other file spells these suffixes in a variable's name (a grad op's
+ * slot names, X@GRAD, follow the same spelling: registry.h).
  */
 #ifndef NETRUN_NAMES_H
 #define NETRUN_NAMES_H

@@ -85,9 +85,14 @@ enum {
 typedef struct InferCtx InferCtx;
 struct ExecCtx;
 struct GradCtx;
+/* The op contract fails as its layer does (diag.h, "Failing"): inference
+ * and the grad maker build the program, so they return bool, false once
+ * they have reported why (reg_infer_fail, bwd_fail); the kernel runs it,
+ * so it returns 0 or -1, -1 once reported (exec_ctx_fail), as the
+ * plugin interface's functions do. */
 typedef bool (*InferFn)(InferCtx *ctx);
 typedef int (*KernelFn)(struct ExecCtx *ctx);
-typedef int (*GradMakerFn)(struct GradCtx *ctx);
+typedef bool (*GradMakerFn)(struct GradCtx *ctx);
 
 typedef struct OpProto {
   const char *type;

@@ -21,6 +21,7 @@
  * change to that order that stops a pattern matching fails a test. */
 #include "ir/rewrite.h"
 
+#include "ir/names.h"
 #include "ir/registry.h"
 
 #include <stdlib.h>
@@ -258,7 +259,7 @@ static bool share_assign(const Site *s, int i, Match *m) {
   const OpDesc *as = s->b->ops[i];
   if (!is_op(as, "assign")) return false;
   const char *x = op_in1(as, "X"), *out = op_out1(as, "Out");
-  if (!x || !out || !strstr(x, "@GRAD") || !strstr(out, "@GRAD")) return false;
+  if (!x || !out || !name_is_grad(x) || !name_is_grad(out)) return false;
   const VarDesc *vx = prog_var(s->p, x), *vo = prog_var(s->p, out);
   if (!vx || !vo || vx->dtype != vo->dtype || in_place(s->ip, x) || in_place(s->ip, out)) return false;
   OpDesc *f = op_new(s->p, "share", as->span);
@@ -284,7 +285,7 @@ static bool sgd_matmul(const Site *s, int i, Match *m) {
   const OpDesc *sgd = b->ops[i];
   if (!is_op(sgd, "sgd") || op_attr_f(sgd, "weight_decay", 0) != 0) return false;
   const char *w = op_in1(sgd, "Param"), *g = op_in1(sgd, "Grad");
-  if (!w || !g || !strstr(g, "@GRAD") || !same(op_out1(sgd, "ParamOut"), w) || !op_in1(sgd, "LearningRate"))
+  if (!w || !g || !name_is_grad(g) || !same(op_out1(sgd, "ParamOut"), w) || !op_in1(sgd, "LearningRate"))
     return false;
   int at = -1;
   for (int j = 0; j < s->end; j++) {

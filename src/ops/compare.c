@@ -282,10 +282,10 @@ static int k_where(ExecCtx *c) {
 /* ---- gradients ------------------------------------------------------------------
  * where: dX = where(Cond, dOut, 0) and dY = where(Cond, 0, dOut), each
  * summed back to its input's shape; 0 is one f32 scalar, broadcast. */
-static int g_where(GradCtx *g) {
+static bool g_where(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   const char *dout = bwd_op_out_grad(g, "Out", 0), *out = bwd_op_out(g, "Out", 0);
-  if (!dx && !dy) return 0;
+  if (!dx && !dy) return true;
   const char *zero = bwd_temp(g);
   OpDesc *z = bwd_emit(g, "fill_constant");
   bwd_emit_out(g, z, "Out", zero);
@@ -303,7 +303,7 @@ static int g_where(GradCtx *g) {
     bwd_emit_out(g, op, "Out", t);
     bwd_reduce_like(g, t, out, v, d);
   }
-  return 0;
+  return true;
 }
 
 /* ---- the table ----------------------------------------------------------------- */

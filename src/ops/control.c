@@ -315,14 +315,14 @@ static void emit_input_grads(GradCtx *c, OpDesc *g, const char *slot, int n, con
 }
 
 /* while: a grad block over the body, run turn by turn in reverse. */
-static int g_while(GradCtx *c) {
+static bool g_while(GradCtx *c) {
   Program *p = bwd_prog(c);
   const Block *s = own_block(c, "sub_block");
   const OpDesc *op = bwd_op_fwd(c);
   if (!s || !op_input(op, "X") || !op_output(op, "Out")) return bwd_fail(c, "internal error: malformed while op");
   int nc = s->nargs;
   Block *gs = bwd_sub_begin(c, s);
-  if (!gs) return -1;
+  if (!gs) return false;
   /* The grad block starts from the gradients of a turn's results and ends
    * with those of its args and of the outer values it read. */
   int ncap = bwd_op_nin(c, "Input");
@@ -345,11 +345,11 @@ static int g_while(GradCtx *c) {
   emit_input_grads(c, w, "X", nc, carry);
   emit_input_grads(c, w, "Input", ncap, NULL);
   bwd_emit_attr(c, w, "sub_block", attr_block(gs->idx));
-  return 0;
+  return true;
 }
 
 /* if: a grad block per branch; the taken branch's runs. */
-static int g_conditional(GradCtx *c) {
+static bool g_conditional(GradCtx *c) {
   Program *p = bwd_prog(c);
   int ncap = bwd_op_nin(c, "Input"), no = bwd_op_nout(c, "Out");
   int gidx[2];
@@ -358,7 +358,7 @@ static int g_conditional(GradCtx *c) {
     const Block *b = own_block(c, attrs[br]);
     if (!b) return bwd_fail(c, "internal error: malformed conditional_block op");
     Block *gb = bwd_sub_begin(c, b);
-    if (!gb) return -1;
+    if (!gb) return false;
     gidx[br] = gb->idx;
     const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(no + 1));
     const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(ncap + 1));
@@ -373,7 +373,7 @@ static int g_conditional(GradCtx *c) {
   emit_input_grads(c, g, "Input", ncap, NULL);
   bwd_emit_attr(c, g, "sub_block", attr_block(gidx[0]));
   bwd_emit_attr(c, g, "else_block", attr_block(gidx[1]));
-  return 0;
+  return true;
 }
 
 /* ---- second backward: the gradients of while_grad and conditional_block_grad ----------
@@ -385,13 +385,13 @@ static int g_conditional(GradCtx *c) {
  * same for every turn, as those sums are of every turn).  What G read of
  * the forward turn gets per-turn gradients, which the second backward
  * hands to the loop's own grad block (backward.c, take_injects). */
-static int g_while_grad(GradCtx *c) {
+static bool g_while_grad(GradCtx *c) {
   Program *p = bwd_prog(c);
   const Block *s = own_block(c, "sub_block");
   int nc = bwd_op_nin(c, "Out@GRAD"), ncap = bwd_op_nin(c, "Input");
   if (!s || s->nargs != nc || s->nresults < nc + ncap) return bwd_fail(c, "internal error: malformed while_grad op");
   Block *gs = bwd_sub_begin(c, s);
-  if (!gs) return -1;
+  if (!gs) return false;
   bool *carry = arena_alloc(p->arena, sizeof *carry * (size_t)(nc + 1));
   const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(nc + ncap + 1));
   const char **seeds = arena_alloc(p->arena, sizeof *seeds * (size_t)(ncap + 1));
@@ -422,7 +422,7 @@ static int g_while_grad(GradCtx *c) {
   for (int j = 0; j < ncap; j++) bwd_emit_in(c, w, "Seed", seeds[j]);
   emit_input_grads(c, w, "Input", ncap, NULL);
   bwd_emit_attr(c, w, "sub_block", attr_block(gs->idx));
-  return 0;
+  return true;
 }
 
 /* conditional_block_grad ran the grad block of the branch taken, its args
@@ -430,7 +430,7 @@ static int g_while_grad(GradCtx *c) {
  * conditional_block_grad over those blocks' grad blocks, whose args are
  * the gradients of Input@GRAD and whose results are those of Out@GRAD,
  * then of Input (its own Input lists both). */
-static int g_conditional_grad(GradCtx *c) {
+static bool g_conditional_grad(GradCtx *c) {
   Program *p = bwd_prog(c);
   int ncap = bwd_op_nin(c, "Input"), no = bwd_op_nin(c, "Out@GRAD");
   int gidx[2];
@@ -439,7 +439,7 @@ static int g_conditional_grad(GradCtx *c) {
     const Block *b = own_block(c, attrs[br]);
     if (!b || b->nargs > no || b->nresults > ncap) return bwd_fail(c, "internal error: malformed conditional_block_grad op");
     Block *gb = bwd_sub_begin(c, b);
-    if (!gb) return -1;
+    if (!gb) return false;
     gidx[br] = gb->idx;
     const char **args = arena_alloc(p->arena, sizeof *args * (size_t)(ncap + 1));
     const char **targets = arena_alloc(p->arena, sizeof *targets * (size_t)(no + ncap + 1));
@@ -470,7 +470,7 @@ static int g_conditional_grad(GradCtx *c) {
   }
   bwd_emit_attr(c, g, "sub_block", attr_block(gidx[0]));
   bwd_emit_attr(c, g, "else_block", attr_block(gidx[1]));
-  return 0;
+  return true;
 }
 
 OpProto op_table_control[] = {

@@ -1445,9 +1445,8 @@ static int k_conv2d_transpose_grad(ExecCtx *c) {
   return rc;
 }
 
-/* max_pool2d_grad: each window's Out@GRAD goes to the element the forward
- * picked (window_argmax). */
-/* max_pool2d_grad and avg_pool2d_grad in f64. */
+/* max_pool2d_grad and avg_pool2d_grad in f64: each window's Out@GRAD goes
+ * to the element the forward picked (window_argmax64), or spread evenly. */
 static int pool_grad64(ExecCtx *c, PoolVisit visit) {
   Tensor *x = exec_ctx_in(c, 0), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
@@ -1532,7 +1531,7 @@ static void emit_bilinear_grad(GradCtx *g, const char *gtype, const char *in, co
   bwd_emit_attrs(g, op);
 }
 
-static int bilinear_grad2(GradCtx *g, const char *fwd) {
+static bool bilinear_grad2(GradCtx *g, const char *fwd) {
   const char *gtype = bwd_op_fwd(g)->type;
   const char *in = bwd_op_in(g, "Input", 0), *f = bwd_op_in(g, "Filter", 0), *d = bwd_op_in(g, "Output@GRAD", 0);
   const char *a = bwd_op_out(g, "Input@GRAD", 0) ? bwd_op_out_grad(g, "Input@GRAD", 0) : NULL;
@@ -1549,30 +1548,30 @@ static int bilinear_grad2(GradCtx *g, const char *fwd) {
   }
   if (df && a) emit_bilinear_grad(g, gtype, a, f, d, "Filter@GRAD", df);
   if (di && b) emit_bilinear_grad(g, gtype, in, b, d, "Input@GRAD", di);
-  return 0;
+  return true;
 }
 
-static int g_conv2d_grad(GradCtx *g) { return bilinear_grad2(g, "conv2d"); }
-static int g_conv2d_transpose_grad(GradCtx *g) { return bilinear_grad2(g, "conv2d_transpose"); }
+static bool g_conv2d_grad(GradCtx *g) { return bilinear_grad2(g, "conv2d"); }
+static bool g_conv2d_transpose_grad(GradCtx *g) { return bilinear_grad2(g, "conv2d_transpose"); }
 
 /* D's gradient from G = X@GRAD's: the op `type` on G, with the grad op's
  * attributes (and X, for max_pool2d_pick). */
-static int linear_grad2(GradCtx *g, const char *type, bool with_x) {
+static bool linear_grad2(GradCtx *g, const char *type, bool with_x) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *gx = bwd_op_out_grad(g, "X@GRAD", 0);
-  if (!dd) return 0;
+  if (!dd) return true;
   bwd_emit_attrs(g, with_x ? bwd_emit2(g, type, bwd_op_in(g, "X", 0), gx, dd) : bwd_emit1(g, type, gx, dd));
-  return 0;
+  return true;
 }
 
-static int g_max_pool2d_grad(GradCtx *g) { return linear_grad2(g, "max_pool2d_pick", true); }
-static int g_avg_pool2d_grad(GradCtx *g) { return linear_grad2(g, "avg_pool2d", false); }
-static int g_upsample_nearest2d_grad(GradCtx *g) { return linear_grad2(g, "upsample_nearest2d", false); }
+static bool g_max_pool2d_grad(GradCtx *g) { return linear_grad2(g, "max_pool2d_pick", true); }
+static bool g_avg_pool2d_grad(GradCtx *g) { return linear_grad2(g, "avg_pool2d", false); }
+static bool g_upsample_nearest2d_grad(GradCtx *g) { return linear_grad2(g, "upsample_nearest2d", false); }
 
 /* max_pool2d_pick is linear in G: G gets max_pool2d_grad(X, Out@GRAD). */
-static int g_max_pool2d_pick(GradCtx *g) {
+static bool g_max_pool2d_pick(GradCtx *g) {
   const char *dg = bwd_op_in_grad(g, "G", 0);
   if (dg) bwd_emit_attrs(g, bwd_emit2(g, "max_pool2d_grad", bwd_op_in(g, "X", 0), bwd_op_out_grad(g, "Out", 0), dg));
-  return 0;
+  return true;
 }
 
 /* ---- the table ---------------------------------------------------------------- */

@@ -456,30 +456,30 @@ static int k_print(ExecCtx *c) {
  * an error. */
 
 /* assign: dX = assign(dOut). */
-static int g_assign(GradCtx *g) {
+static bool g_assign(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
   if (dx) bwd_emit1(g, "assign", bwd_op_out_grad(g, "Out", 0), dx);
-  return 0;
+  return true;
 }
 
 /* cast: dX = dOut cast back to X's dtype.  Only f32 values have gradients,
  * so this runs only for an f32 X cast to f32. */
-static int g_cast(GradCtx *g) {
+static bool g_cast(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
+  if (!dx) return true;
   const VarDesc *x = prog_var(bwd_prog(g), bwd_op_in(g, "X", 0));
   bwd_emit_attr(g, bwd_emit1(g, "cast", bwd_op_out_grad(g, "Out", 0), dx), "dtype", attr_dtype(x ? x->dtype : DT_F32));
-  return 0;
+  return true;
 }
 
 /* add_n: dX[i] = dOut for every input that needs one (an input listed
  * twice gets two writes, which the builder sums). */
-static int g_add_n(GradCtx *g) {
+static bool g_add_n(GradCtx *g) {
   for (int i = 0; i < bwd_op_nin(g, "X"); i++) {
     const char *dx = bwd_op_in_grad(g, "X", i);
     if (dx) bwd_emit1(g, "assign", bwd_op_out_grad(g, "Out", 0), dx);
   }
-  return 0;
+  return true;
 }
 
 /* ---- the table --------------------------------------------------------------- */

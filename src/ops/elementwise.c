@@ -381,15 +381,15 @@ static int k_clip(ExecCtx *c) {
 #define OUT0 bwd_op_out(g, "Out", 0)
 
 /* add: dX = dOut, dY = dOut. */
-static int g_add(GradCtx *g) {
+static bool g_add(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   if (dx) bwd_reduce_like(g, DOUT, OUT0, X0, dx);
   if (dy) bwd_reduce_like(g, DOUT, OUT0, Y0, dy);
-  return 0;
+  return true;
 }
 
 /* sub: dX = dOut (an assign), dY = scale(dOut, -1). */
-static int g_sub(GradCtx *g) {
+static bool g_sub(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   if (dx) bwd_reduce_like(g, DOUT, OUT0, X0, dx);
   if (dy) {
@@ -397,11 +397,11 @@ static int g_sub(GradCtx *g) {
     bwd_emit_attr(g, bwd_emit1(g, "scale", DOUT, t), "scale", attr_float(-1));
     bwd_reduce_like(g, t, OUT0, Y0, dy);
   }
-  return 0;
+  return true;
 }
 
 /* mul: dX = dOut * Y, dY = dOut * X. */
-static int g_mul(GradCtx *g) {
+static bool g_mul(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   if (dx) {
     const char *t = bwd_target(g, OUT0, X0, dx);
@@ -413,11 +413,11 @@ static int g_mul(GradCtx *g) {
     bwd_emit2(g, "mul", DOUT, X0, t);
     bwd_reduce_like(g, t, OUT0, Y0, dy);
   }
-  return 0;
+  return true;
 }
 
 /* div: dX = dOut / Y, dY = -(dOut / Y) * Out. */
-static int g_div(GradCtx *g) {
+static bool g_div(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   const char *q = bwd_temp(g);
   bwd_emit2(g, "div", DOUT, Y0, q);
@@ -428,7 +428,7 @@ static int g_div(GradCtx *g) {
     bwd_emit1(g, "neg", t, u);
     bwd_reduce_like(g, u, OUT0, Y0, dy);
   }
-  return 0;
+  return true;
 }
 
 /* out = scale(x, k) */
@@ -438,11 +438,11 @@ static void emit_scale(GradCtx *g, const char *x, const char *out, AttrValue k) 
 
 /* A unary op's gradient dX = dOut * f(...) built by `emit`. */
 #define UNARY_GRAD(NAME, ...)                                                   \
-  static int g_##NAME(GradCtx *g) {                                             \
+  static bool g_##NAME(GradCtx *g) {                                             \
     const char *dx = bwd_op_in_grad(g, "X", 0);                                    \
-    if (!dx) return 0;                                                          \
+    if (!dx) return true;                                                          \
     __VA_ARGS__;                                                                \
-    return 0;                                                                   \
+    return true;                                                                   \
   }
 
 /* neg: dX = -dOut */
@@ -742,7 +742,7 @@ static void emit_unary_grad(GradCtx *g, const char *type, const char *v, const c
  * then, with t = G * d and dv the gradient of its forward value v (NULL
  * when not needed), the statements that follow. */
 #define UNARY_GRAD2(NAME, IN, ...)                                              \
-  static int g_##NAME##_grad(GradCtx *g) {                                      \
+  static bool g_##NAME##_grad(GradCtx *g) {                                      \
     const char *v = bwd_op_in(g, IN, 0), *dd = bwd_op_in_grad(g, "Out@GRAD", 0); \
     const char *dv = bwd_op_in_grad(g, IN, 0);                                  \
     (void)v;                                                                    \
@@ -752,7 +752,7 @@ static void emit_unary_grad(GradCtx *g, const char *type, const char *v, const c
       bwd_emit2(g, "mul", GG, GD, t);                                           \
       __VA_ARGS__;                                                              \
     }                                                                           \
-    return 0;                                                                   \
+    return true;                                                                   \
   }
 
 UNARY_GRAD2(abs, "X", (void)t)
@@ -824,9 +824,9 @@ static void emit_cast_f32(GradCtx *g, const char *x, const char *out) {
 /* maximum_grad and minimum_grad are linear in d = Out@GRAD and piecewise
  * constant in X and Y: d's gradient is GX m + GY (1 - m), m (of Out's
  * shape) 1 where X was chosen, 1/2 on a tie, 0 where Y was. */
-static int pick_grad(GradCtx *g, const char *cmp) {
+static bool pick_grad(GradCtx *g, const char *cmp) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (!dd) return 0;
+  if (!dd) return true;
   const char *x = bwd_op_in(g, "X", 0), *y = bwd_op_in(g, "Y", 0);
   bool hx = bwd_op_out(g, "X@GRAD", 0) != NULL, hy = bwd_op_out(g, "Y@GRAD", 0) != NULL;
   const char *gx = hx ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL, *gy = hy ? bwd_op_out_grad(g, "Y@GRAD", 0) : NULL;
@@ -850,7 +850,7 @@ static int pick_grad(GradCtx *g, const char *cmp) {
     emit_affine(g, m, n, -1, 1);
     bwd_emit2(g, "mul", gy, n, dd);
   }
-  return 0;
+  return true;
 }
 /* out = a * b + c (c may be NULL) */
 static void emit_muladd(GradCtx *g, const char *a, const char *b, const char *c, const char *out) {
@@ -881,13 +881,13 @@ static void emit_pow_grad(GradCtx *g, const char *x, const char *y, const char *
  * A, ln X and (Y-1) X^(Y-2) come from pow_grad itself on X and Y
  * broadcast to Out's shape, so they keep its special points (0, not NaN,
  * at X = 0 with Y >= 0). */
-static int g_pow_grad(GradCtx *g) {
+static bool g_pow_grad(GradCtx *g) {
   const char *x = bwd_op_in(g, "X", 0), *y = bwd_op_in(g, "Y", 0), *o = bwd_op_in(g, "Out", 0), *d = GD;
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0);
   const char *dy = bwd_op_in_grad(g, "Y", 0), *dout = bwd_op_in_grad(g, "Out", 0);
   const char *g1 = bwd_op_out(g, "X@GRAD", 0) ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL;
   const char *g2 = bwd_op_out(g, "Y@GRAD", 0) ? bwd_op_out_grad(g, "Y@GRAD", 0) : NULL;
-  if (!dd && !dx && !dy && !dout) return 0;
+  if (!dd && !dx && !dy && !dout) return true;
   const char *z = bwd_temp(g), *one = bwd_temp(g), *xb = bwd_temp(g), *yb = bwd_temp(g);
   const char *a = bwd_temp(g), *l = bwd_temp(g);
   bwd_emit1(g, "fill_zeros_like", o, z);
@@ -906,7 +906,7 @@ static int g_pow_grad(GradCtx *g) {
     bwd_emit2(g, "mul", d, g2, t);
     bwd_emit2(g, "mul", t, l, dout);
   }
-  if (!dx && !(dy && g1)) return 0;
+  if (!dx && !(dy && g1)) return true;
   const char *y1 = bwd_temp(g), *q = bwd_temp(g);
   emit_affine(g, yb, y1, 1, -1);
   bwd_emit2(g, "pow", xb, y1, q);
@@ -935,11 +935,11 @@ static int g_pow_grad(GradCtx *g) {
     bwd_emit2(g, "mul", d, v, t);
     bwd_reduce_like(g, t, o, y, dy);
   }
-  return 0;
+  return true;
 }
 
-static int g_maximum_grad(GradCtx *g) { return pick_grad(g, "greater_than"); }
-static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
+static bool g_maximum_grad(GradCtx *g) { return pick_grad(g, "greater_than"); }
+static bool g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
 
 /* ---- the table ----------------------------------------------------------------- */
 

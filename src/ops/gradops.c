@@ -97,19 +97,19 @@ static int k_reshape_like(ExecCtx *c) {
 /* Their gradients (composite, for a backward differentiated again):
  * sum_like's is Out@GRAD broadcast back to X's shape (added to zeros of
  * X's shape), reshape_like's is Out@GRAD viewed with X's shape. */
-static int g_sum_like(GradCtx *g) {
+static bool g_sum_like(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *x = bwd_op_in(g, "X", 0);
-  if (!dx) return 0;
+  if (!dx) return true;
   const char *z = bwd_temp(g);
   bwd_emit1(g, "fill_zeros_like", x, z);
   bwd_emit2(g, "add", z, bwd_op_out_grad(g, "Out", 0), dx);
-  return 0;
+  return true;
 }
 
-static int g_reshape_like(GradCtx *g) {
+static bool g_reshape_like(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
   if (dx) bwd_emit2(g, "reshape_like", bwd_op_out_grad(g, "Out", 0), bwd_op_in(g, "X", 0), dx);
-  return 0;
+  return true;
 }
 
 OpProto op_table_gradops[] = {

@@ -89,7 +89,7 @@ static int k_stack(ExecCtx *c) {
 }
 
 /* stack: dX[j] = slice j of dOut along axis, viewed in X[j]'s shape. */
-static int g_stack(GradCtx *g) {
+static bool g_stack(GradCtx *g) {
   int64_t axis = reg_attr_i64(bwd_op_attr(g, "axis"));
   const char *dout = bwd_op_out_grad(g, "Out", 0);
   for (int j = 0; j < bwd_op_nin(g, "X"); j++) {
@@ -108,7 +108,7 @@ static int g_stack(GradCtx *g) {
     bwd_emit_in(g, view, "Like", bwd_op_in(g, "X", j));
     bwd_emit_out(g, view, "Out", dx);
   }
-  return 0;
+  return true;
 }
 
 /* ---- pad ------------------------------------------------------------------------ */
@@ -228,9 +228,9 @@ static int k_pad(ExecCtx *c) {
 
 /* pad: dX = pad(dOut) by the negated paddings, which crops the padding
  * off (and pads with zeros what the forward cropped). */
-static int g_pad(GradCtx *g) {
+static bool g_pad(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
+  if (!dx) return true;
   const AttrValue *p = bwd_op_attr(g, "paddings");
   int n = p->n < 2 * SHAPE_MAX_RANK ? p->n : 2 * SHAPE_MAX_RANK;   /* inference checked 2 * rank */
   int64_t neg[2 * SHAPE_MAX_RANK];
@@ -240,7 +240,7 @@ static int g_pad(GradCtx *g) {
   bwd_emit_out(g, op, "Out", dx);
   bwd_emit_attr(g, op, "paddings", attr_ints(bwd_prog(g), neg, n));
   bwd_emit_attr(g, op, "value", attr_float(0));
-  return 0;
+  return true;
 }
 
 /* ---- tril, triu ----------------------------------------------------------------- */
@@ -284,14 +284,14 @@ static int k_tril(ExecCtx *c) { return tri_run(c, true); }
 static int k_triu(ExecCtx *c) { return tri_run(c, false); }
 
 /* tril, triu: dX = the same triangle of dOut. */
-static int g_tri(GradCtx *g) {
+static bool g_tri(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
+  if (!dx) return true;
   OpDesc *op = bwd_emit(g, bwd_op_fwd(g)->type);
   bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", 0));
   bwd_emit_out(g, op, "Out", dx);
   bwd_emit_attr(g, op, "diagonal", *bwd_op_attr(g, "diagonal"));
-  return 0;
+  return true;
 }
 
 /* ---- the table ------------------------------------------------------------------ */

@@ -285,15 +285,15 @@ static void mm_finish(GradCtx *g, const char *full, bool vec, int64_t vaxis, boo
   if (!same) bwd_emit2(g, "sum_like", full, like, dst);
 }
 
-static int g_matmul(GradCtx *g) {
+static bool g_matmul(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
-  if (!dx && !dy) return 0;
+  if (!dx && !dy) return true;
   Program *p = bwd_prog(g);
   const char *x = bwd_op_in(g, "X", 0), *y = bwd_op_in(g, "Y", 0), *dout = bwd_op_out_grad(g, "Out", 0);
   const VarDesc *xv = prog_var(p, x), *yv = prog_var(p, y), *ov = prog_var(p, bwd_op_out(g, "Out", 0));
   if (!xv || !yv || !ov || xv->shape.rank < 1 || yv->shape.rank < 1 || ov->shape.rank < 0) {
     diag_error(p->diag, bwd_op_fwd(g)->span, "matmul: its gradient needs operands of known rank");
-    return -1;
+    return false;
   }
   bool xvec = xv->shape.rank == 1, yvec = yv->shape.rank == 1;
   bool tx = !xvec && bwd_op_attr(g, "transpose_x")->u.i != 0;
@@ -328,7 +328,7 @@ static int g_matmul(GradCtx *g) {
     else mm_emit(g, x2, g2, !tx, false, t);
     mm_finish(g, t, yvec, -1, same, y, dy);
   }
-  return 0;
+  return true;
 }
 
 OpProto op_table_linalg[] = {

@@ -941,7 +941,7 @@ static int k_softmax_ce_grad(ExecCtx *c) {
 
 /* sigmoid_cross_entropy: dX = (sigmoid(X) - Label) * dOut and
  * dLabel = -X * dOut (X and Label have one shape, so nothing reduces). */
-static int g_sigmoid_ce(GradCtx *g) {
+static bool g_sigmoid_ce(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dl = bwd_op_in_grad(g, "Label", 0);
   const char *x = bwd_op_in(g, "X", 0), *dout = bwd_op_out_grad(g, "Out", 0);
   if (dx) {
@@ -955,12 +955,12 @@ static int g_sigmoid_ce(GradCtx *g) {
     bwd_emit2(g, "mul", x, dout, t);
     bwd_emit1(g, "neg", t, dl);
   }
-  return 0;
+  return true;
 }
 
 /* mse: with t = (X - Y) * dOut, dX = 2t and dY = -2t, each summed back to
  * its input's shape where the forward broadcast it. */
-static int g_mse(GradCtx *g) {
+static bool g_mse(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0), *dy = bwd_op_in_grad(g, "Y", 0);
   const char *out = bwd_op_out(g, "Out", 0), *d = bwd_temp(g), *t = bwd_temp(g);
   bwd_emit2(g, "sub", bwd_op_in(g, "X", 0), bwd_op_in(g, "Y", 0), d);
@@ -975,14 +975,14 @@ static int g_mse(GradCtx *g) {
     bwd_emit_attr(g, op, "scale", attr_float(k ? -2 : 2));
     bwd_reduce_like(g, u, out, bwd_op_in(g, k ? "Y" : "X", 0), dst);
   }
-  return 0;
+  return true;
 }
 
 /* dropout: dX = dOut * Mask (the mask the forward drew). */
-static int g_dropout(GradCtx *g) {
+static bool g_dropout(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
   if (dx) bwd_emit2(g, "mul", bwd_op_out_grad(g, "Out", 0), bwd_op_out(g, "Mask", 0), dx);
-  return 0;
+  return true;
 }
 
 /* layer_norm_grad: per row, with xhat = (x - mean) * inv, inv = 1/sqrt(var +
@@ -1101,12 +1101,12 @@ static void emit_softmax_grad(GradCtx *g, const char *o, const char *d, int64_t 
   bwd_emit_attr(g, op, "axis", attr_int(axis));
 }
 
-static int g_softmax_grad(GradCtx *g) {
+static bool g_softmax_grad(GradCtx *g) {
   const char *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0), *G = GG2("X@GRAD");
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dout = bwd_op_in_grad(g, "Out", 0);
   int64_t axis = reg_attr_i64(bwd_op_attr(g, "axis"));
   if (dd) emit_softmax_grad(g, o, G, axis, dd);
-  if (!dout) return 0;
+  if (!dout) return true;
   const char *t[8];
   for (int k = 0; k < 8; k++) t[k] = bwd_temp(g);
   bwd_emit2(g, "mul", d, o, t[0]);
@@ -1117,10 +1117,10 @@ static int g_softmax_grad(GradCtx *g) {
   emit_axis_sum(g, t[4], axis, t[5]);
   bwd_emit2(g, "mul", d, t[5], t[6]);
   bwd_emit2(g, "sub", t[3], t[6], dout);
-  return 0;
+  return true;
 }
 
-static int g_log_softmax_grad(GradCtx *g) {
+static bool g_log_softmax_grad(GradCtx *g) {
   const char *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0), *G = GG2("X@GRAD");
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dout = bwd_op_in_grad(g, "Out", 0);
   int64_t axis = reg_attr_i64(bwd_op_attr(g, "axis"));
@@ -1138,10 +1138,10 @@ static int g_log_softmax_grad(GradCtx *g) {
     bwd_emit2(g, "mul", gp, s, u);
     bwd_emit1(g, "neg", u, dout);
   }
-  return 0;
+  return true;
 }
 
-static int g_softmax_cross_entropy_grad(GradCtx *g) {
+static bool g_softmax_cross_entropy_grad(GradCtx *g) {
   const char *l = bwd_op_in(g, "Logits", 0), *y = bwd_op_in(g, "Label", 0), *d = bwd_op_in(g, "Loss@GRAD", 0);
   const char *G = GG2("Logits@GRAD");
   const char *dd = bwd_op_in_grad(g, "Loss@GRAD", 0), *dl = bwd_op_in_grad(g, "Logits", 0);
@@ -1176,13 +1176,13 @@ static int g_softmax_cross_entropy_grad(GradCtx *g) {
     bwd_emit2(g, "mul", G, bd, gb);
     emit_softmax_grad(g, p, gb, -1, dl);
   }
-  return 0;
+  return true;
 }
 
-static int g_embedding_grad(GradCtx *g) {
+static bool g_embedding_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
   if (dd) bwd_emit2(g, "embedding", bwd_op_in(g, "Ids", 0), GG2("W@GRAD"), dd);
-  return 0;
+  return true;
 }
 
 /* layer_norm_grad = (DX, DS, DB): with xh = layer_norm(X), r = 1 / sqrt(var
@@ -1234,7 +1234,7 @@ static const char *ln_j(LnCtx *c, const char *v, const char *s) {
 /* acc + x, or x when acc is NULL */
 static const char *ln_add(LnCtx *c, const char *acc, const char *x) { return acc ? ln_op(c, "add", acc, x) : x; }
 
-static int g_layer_norm_grad(GradCtx *g) {
+static bool g_layer_norm_grad(GradCtx *g) {
   const char *x = bwd_op_in(g, "X", 0), *s = bwd_op_in(g, "Scale", 0), *dy = bwd_op_in(g, "Y@GRAD", 0);
   const char *ddy = bwd_op_in_grad(g, "Y@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0);
   const char *ds = s ? bwd_op_in_grad(g, "Scale", 0) : NULL;
@@ -1267,7 +1267,7 @@ static int g_layer_norm_grad(GradCtx *g) {
     bwd_emit_in(g, op, "Like", s);
     bwd_emit_out(g, op, "Out", ds);
   }
-  if (!dx || (!A && !B)) return 0;
+  if (!dx || (!A && !B)) return true;
   const char *acc = B ? ln_j(&c, ln_op(&c, "mul", B, dy), NULL) : NULL;
   if (A) {
     const char *gg = s ? ln_op(&c, "mul", dy, s) : dy, *jg = ln_j(&c, dy, s);
@@ -1288,7 +1288,7 @@ static int g_layer_norm_grad(GradCtx *g) {
     acc = ln_add(&c, acc, ln_op(&c, "neg", ln_op(&c, "mul", r, u), NULL));
   }
   bwd_emit1(g, "assign", acc, dx);
-  return 0;
+  return true;
 }
 
 /* batch_norm_grad: the same with the channel's statistics (means over
@@ -1356,7 +1356,7 @@ static const char *bn_train_term(LnCtx *c, const char *A, const char *gg, const 
   return ln_op(c, "neg", ln_op(c, "mul", r, u), NULL);
 }
 
-static int g_batch_norm_grad(GradCtx *g) {
+static bool g_batch_norm_grad(GradCtx *g) {
   const char *x = bwd_op_in(g, "X", 0), *s = bwd_op_in(g, "Scale", 0), *dy = bwd_op_in(g, "Y@GRAD", 0);
   const char *ddy = bwd_op_in_grad(g, "Y@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0), *ds = bwd_op_in_grad(g, "Scale", 0);
   const char *A = bwd_op_out(g, "X@GRAD", 0) ? bwd_op_out_grad(g, "X@GRAD", 0) : NULL;
@@ -1386,7 +1386,7 @@ static int g_batch_norm_grad(GradCtx *g) {
     bwd_emit_attr(g, op, "keepdim", attr_bool(false));
     bwd_emit1(g, "assign", u, ds);
   }
-  if (!dx || (!A && !B)) return 0;
+  if (!dx || (!A && !B)) return true;
   const char *acc = B ? bn_j(&c, ln_op(&c, "mul", bn_chan(&c, B, rank), dy), NULL) : NULL;
   if (A) {
     const char *gg = ln_op(&c, "mul", dy, sb), *jg = bn_j(&c, dy, s);
@@ -1400,7 +1400,7 @@ static int g_batch_norm_grad(GradCtx *g) {
     acc = ln_add(&c, acc, w);
   }
   bwd_emit1(g, "assign", acc, dx);
-  return 0;
+  return true;
 }
 
 /* softmax or log_softmax (NAME) and its grad op. */

@@ -424,9 +424,9 @@ static int kernel_plugin(ExecCtx *ec) {
   return outcome(&c, c.op->def.kernel(&c), "the kernel");
 }
 
-static int grad_plugin(GradCtx *gc) {
+static bool grad_plugin(GradCtx *gc) {
   NetrunCtx c = {.op = reg_find_op(bwd_prog(gc), bwd_op_fwd(gc)->type)->user, .gc = gc};
-  return outcome(&c, c.op->def.grad(&c), "the grad maker");
+  return outcome(&c, c.op->def.grad(&c), "the grad maker") == 0;
 }
 
 static const char *check_plugin(const OpProto *p, int attr, const AttrValue *v) {
@@ -882,7 +882,7 @@ static bool inside_fd(Diag *d, Span at, const char *path, int fd, const char *ro
   char self[64], rpath[PATH_MAX + 1];
   snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
   ssize_t k = readlink(self, rpath, sizeof rpath - 1);
-  char *rroot = realpath(root, NULL);
+  char *rroot = mem_realpath(root);
   bool ok = true;
   if (!rroot) ok = say(d, at, "cannot load plugin '%s': cannot resolve the folder %s: %s", path, root, strerror(errno));
   else if (k < 0 || k >= (ssize_t)sizeof rpath - 1)
@@ -900,7 +900,7 @@ static bool inside_fd(Diag *d, Span at, const char *path, int fd, const char *ro
                "--allow-load=DIR allows another folder",
                path, root);
   }
-  free(rroot);
+  mem_free(rroot);
   return ok;
 }
 

@@ -615,18 +615,18 @@ static void emit_expand(GradCtx *g, const char *like, const char *x, const char 
 }
 
 /* A grad op whose Out@GRAD's gradient is TYPE (sum, mean, cumsum) of G. */
-static int grad_by(GradCtx *g, const char *type) {
+static bool grad_by(GradCtx *g, const char *type) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
   if (dd) emit_reduce(g, type, GG, dd);
-  return 0;
+  return true;
 }
 
-static int g_sum_grad(GradCtx *g) { return grad_by(g, "sum"); }
-static int g_mean_grad(GradCtx *g) { return grad_by(g, "mean"); }
+static bool g_sum_grad(GradCtx *g) { return grad_by(g, "sum"); }
+static bool g_mean_grad(GradCtx *g) { return grad_by(g, "mean"); }
 
-static int g_pick_grad(GradCtx *g) {
+static bool g_pick_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (!dd) return 0;
+  if (!dd) return true;
   const char *o = bwd_op_in(g, "Out", 0), *one = bwd_temp(g), *m = bwd_temp(g), *u = bwd_temp(g);
   bwd_emit1(g, "ones_like", o, one);
   OpDesc *op = emit_reduce(g, bwd_op_fwd(g)->type, one, m);
@@ -634,12 +634,12 @@ static int g_pick_grad(GradCtx *g) {
   bwd_emit_in(g, op, "Out", o);
   bwd_emit2(g, "mul", GG, m, u);
   emit_reduce(g, "sum", u, dd);
-  return 0;
+  return true;
 }
 #define g_max_grad g_pick_grad
 #define g_min_grad g_pick_grad
 
-static int g_logsumexp_grad(GradCtx *g) {
+static bool g_logsumexp_grad(GradCtx *g) {
   const char *x = bwd_op_in(g, "X", 0), *o = bwd_op_in(g, "Out", 0), *d = bwd_op_in(g, "Out@GRAD", 0);
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0), *dx = bwd_op_in_grad(g, "X", 0);
   const char *dout = bwd_op_in_grad(g, "Out", 0);
@@ -649,7 +649,7 @@ static int g_logsumexp_grad(GradCtx *g) {
   bwd_emit1(g, "exp", s, e);
   bwd_emit2(g, "mul", GG, e, ge);
   if (dd) emit_reduce(g, "sum", ge, dd);
-  if (!dx && !dout) return 0;
+  if (!dx && !dout) return true;
   /* (a gradient written here may be renamed and summed: never read back) */
   const char *bd = bwd_temp(g), *h = dout ? bwd_temp(g) : dx;
   emit_expand(g, x, d, bd);
@@ -660,10 +660,10 @@ static int g_logsumexp_grad(GradCtx *g) {
     bwd_emit1(g, "neg", t, dout);
     if (dx) bwd_emit1(g, "assign", h, dx);
   }
-  return 0;
+  return true;
 }
 
-static int g_cumsum_grad(GradCtx *g) { return grad_by(g, "cumsum"); }
+static bool g_cumsum_grad(GradCtx *g) { return grad_by(g, "cumsum"); }
 
 /* X@GRAD has X's shape and dtype. */
 static bool infer_reduce_grad(InferCtx *c) {

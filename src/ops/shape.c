@@ -848,58 +848,58 @@ static int k_one_hot(ExecCtx *c) {
 #define X0 bwd_op_in(g, "X", 0)
 
 /* reshape, flatten, squeeze, unsqueeze: dX = dOut viewed in X's shape. */
-static int g_view(GradCtx *g) {
+static bool g_view(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
   if (dx) bwd_emit2(g, "reshape_like", DOUT, X0, dx);
-  return 0;
+  return true;
 }
 
 /* transpose: dX = transpose(dOut) by the inverse permutation. */
-static int g_transpose(GradCtx *g) {
+static bool g_transpose(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
+  if (!dx) return true;
   const AttrValue *perm = bwd_op_attr(g, "perm");
   int64_t inv[SHAPE_MAX_RANK];
   for (int i = 0; i < perm->n; i++) inv[perm->u.ints[i]] = i;
   bwd_emit_attr(g, bwd_emit1(g, "transpose", DOUT, dx), "perm", attr_ints(bwd_prog(g), inv, perm->n));
-  return 0;
+  return true;
 }
 
 /* broadcast_to: dX = dOut summed over the broadcast dimensions. */
-static int g_broadcast_to(GradCtx *g) {
+static bool g_broadcast_to(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
   if (dx) bwd_reduce_like(g, DOUT, bwd_op_out(g, "Out", 0), X0, dx);
-  return 0;
+  return true;
 }
 
 /* split: dX = concat of the outputs' gradients along axis. */
-static int g_split(GradCtx *g) {
+static bool g_split(GradCtx *g) {
   const char *dx = bwd_op_in_grad(g, "X", 0);
-  if (!dx) return 0;
+  if (!dx) return true;
   OpDesc *op = bwd_emit(g, "concat");
   for (int i = 0; i < bwd_op_nout(g, "Out"); i++) bwd_emit_in(g, op, "X", bwd_op_out_grad(g, "Out", i));
   bwd_emit_out(g, op, "Out", dx);
   bwd_emit_attr(g, op, "axis", *bwd_op_attr(g, "axis"));
-  return 0;
+  return true;
 }
 
 /* concat: one concat_grad op cutting dOut back into the pieces whose
  * gradients are needed; its attribute `inputs` says which.  Hand-written:
  * the default maker wires no list of gradients (which were needed would be
  * lost) and knows no `inputs`. */
-static int g_concat(GradCtx *g) {
+static bool g_concat(GradCtx *g) {
   int n = bwd_op_nin(g, "X"), m = 0;
   int64_t *which = arena_alloc(bwd_prog(g)->arena, sizeof *which * (size_t)(n + 1));
   for (int i = 0; i < n; i++)
     if (bwd_op_in_grad(g, "X", i)) which[m++] = i;
-  if (m == 0) return 0;
+  if (m == 0) return true;
   OpDesc *op = bwd_emit(g, "concat_grad");
   for (int i = 0; i < n; i++) bwd_emit_in(g, op, "X", bwd_op_in(g, "X", i));
   bwd_emit_in(g, op, "Out@GRAD", DOUT);
   for (int k = 0; k < m; k++) bwd_emit_out(g, op, "X@GRAD", bwd_op_in_grad(g, "X", (int)which[k]));
   bwd_emit_attr(g, op, "axis", *bwd_op_attr(g, "axis"));
   bwd_emit_attr(g, op, "inputs", attr_ints(bwd_prog(g), which, m));
-  return 0;
+  return true;
 }
 
 static bool infer_concat_grad(InferCtx *c) {
@@ -991,21 +991,21 @@ static OpDesc *emit_fwd(GradCtx *g, const char *type, const char *x, const char 
   return op;
 }
 
-static int g_slice_grad(GradCtx *g) {
+static bool g_slice_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
   if (dd) emit_fwd(g, "slice", bwd_op_out_grad(g, "X@GRAD", 0), dd);
-  return 0;
+  return true;
 }
 
-static int g_gather_grad(GradCtx *g) {
+static bool g_gather_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
   if (dd) bwd_emit_in(g, emit_fwd(g, "gather", bwd_op_out_grad(g, "X@GRAD", 0), dd), "Index", bwd_op_in(g, "Index", 0));
-  return 0;
+  return true;
 }
 
-static int g_concat_grad(GradCtx *g) {
+static bool g_concat_grad(GradCtx *g) {
   const char *dd = bwd_op_in_grad(g, "Out@GRAD", 0);
-  if (!dd) return 0;
+  if (!dd) return true;
   const AttrValue *which = bwd_op_attr(g, "inputs");
   int n = bwd_op_nin(g, "X");
   const char **parts = arena_alloc(bwd_prog(g)->arena, sizeof *parts * (size_t)(n + 1));
@@ -1022,7 +1022,7 @@ static int g_concat_grad(GradCtx *g) {
   for (int i = 0; i < n; i++) bwd_emit_in(g, op, "X", parts[i]);
   bwd_emit_out(g, op, "Out", dd);
   bwd_emit_attr(g, op, "axis", *bwd_op_attr(g, "axis"));
-  return 0;
+  return true;
 }
 
 /* An op from X to Out with a composite gradient; the attributes last. */
