@@ -264,7 +264,7 @@ BENCH_VENV = build/bench-venv
 bench-deps:
 	@df -Pm build 2>/dev/null | awk 'NR == 2 && $$4 < 8000 { print "bench-deps: less than 8 GB free under build/"; exit 1 }'
 	test -x $(BENCH_VENV)/bin/pip || python3 -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install --quiet torch
+	$(BENCH_VENV)/bin/pip install --quiet torch numpy
 	$(BENCH_VENV)/bin/python -c 'import torch; print("bench-deps: PyTorch", torch.__version__)'
 
 # ---- install ----------------------------------------------------------------
