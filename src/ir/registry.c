@@ -283,7 +283,7 @@ static const char *const f64_ops[] = {
     "clip", "clip_by_global_norm", "clip_grad", "concat", "concat_grad", "conv2d", "conv2d_grad",
     "conv2d_transpose", "conv2d_transpose_grad", "cos", "cumsum", "cumsum_grad", "div", "dropout", "elu",
     "elu_grad", "embedding", "embedding_grad", "equal", "exp", "fill_constant", "fill_zeros_like", "flatten",
-    "full", "gather", "gather_grad", "gaussian_random", "gelu", "gelu_grad", "greater_equal", "greater_than",
+    "full", "fused_batch_norm", "fused_batch_norm_grad", "gather", "gather_grad", "gaussian_random", "gelu", "gelu_grad", "greater_equal", "greater_than",
     "layer_norm", "layer_norm_grad", "leaky_relu", "leaky_relu_grad", "less_equal", "less_than", "log",
     "log_softmax", "log_softmax_grad", "logsumexp", "logsumexp_grad", "matmul", "max", "max_grad",
     "max_pool2d", "max_pool2d_grad", "maximum", "maximum_grad", "mean", "mean_grad", "min", "min_grad",
