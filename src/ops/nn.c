@@ -343,7 +343,12 @@ static int label_check(ExecCtx *c, const Tensor *lb, int64_t r, int64_t l, int64
  * with the axis in the middle; the `inner` rows sharing an outer index are
  * done together so every loop walks memory in order. */
 /* The loops of softmax_run for element type T (EXPF its exp). */
-#define SOFTMAX_LOOPS(NAME, T, EXPF)                                                                            \
+/* exp(d) for d = x - max <= 0, with 0 straight away below LOW, where EXPF
+ * gives 0 anyway (every float below -104 checked; double below -746): a
+ * masked attention score (-1e9) took expf's underflow path, a tenth of
+ * the softmax's time. */
+#define EXP_NONPOS(EXPF, d, LOW) ((d) < (LOW) ? 0 : EXPF(d))
+#define SOFTMAX_LOOPS(NAME, T, EXPF, LOW)                                                                       \
 static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s) {  \
   for (int64_t o = 0; o < outer; o++) {                                                                         \
     const T *xp = xv + o * n * inner;                                                                           \
@@ -357,7 +362,7 @@ static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bo
         if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                                 \
     for (int64_t j = 0; j < n; j++)                                                                             \
       for (int64_t i = 0; i < inner; i++) {                                                                     \
-        T e = EXPF(xp[j * inner + i] - m[i]);                                                                   \
+        T d = xp[j * inner + i] - m[i], e = EXP_NONPOS(EXPF, d, LOW);                                           \
         s[i] += (double)e;                                                                                      \
         if (!log_out) yp[j * inner + i] = e;                                                                    \
       }                                                                                                         \
@@ -374,8 +379,8 @@ static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bo
     }                                                                                                           \
   }                                                                                                             \
 }
-SOFTMAX_LOOPS(softmax_f32, float, expf)
-SOFTMAX_LOOPS(softmax_f64, double, exp)
+SOFTMAX_LOOPS(softmax_f32, float, expf, -104.0f)
+SOFTMAX_LOOPS(softmax_f64, double, exp, -746.0)
 
 static int softmax_run(ExecCtx *c, bool log_out) {
   Tensor *x = in_float(c, 0), *out = exec_ctx_out(c, 0);

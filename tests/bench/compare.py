@@ -228,6 +228,7 @@ def worker(name, threads, steps):
         return
     torch.manual_seed(0)
     if name.startswith("char_lm"):
+        sys.dont_write_bytecode = True
         sys.path.insert(0, HERE)
         import char_lm
         char_lm.T = 256 if name == "char_lm_256" else 32
