@@ -135,3 +135,15 @@ EOF2
   [ "${#lines[@]}" -gt 10 ]
   [ "$output" = "$("$NETRUN" run --precision 9 --no-fuse fwd.net)" ]
 }
+
+@test "fused_batch_norm and its gradient: the same bits on 1, 2 and 3 threads (channels split over them)" {
+  bnlayers
+  sed -i 's/f32\[4, 3, 5, 5\] = uniform_random(\[4, 3, 5, 5\]/f32[8, 8, 16, 16] = uniform_random([8, 8, 16, 16]/' bn.net
+  grep -q 'f32\[8, 8, 16, 16\]' bn.net
+  [[ "$("$NETRUN" dump --backward --fused bn.net)" == *"= fused_batch_norm_grad("* ]]
+  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad --format json bn.net > "$t.json"; done
+  OMP_NUM_THREADS=2 "$NETRUN" grad --format json --no-fuse bn.net > plain.json
+  cmp 1.json 2.json
+  cmp 1.json 3.json
+  cmp 1.json plain.json
+}

@@ -875,9 +875,11 @@ RELU_RUN(relu_run_f64, double)
 /* fused_batch_norm_grad (rewrite.c: relu_grad, batch_norm_grad) reads the
  * relu's Out (input 7) and Out@GRAD (input 6): each run of a channel's
  * dY is relu_grad's value, Out > 0 ? Out@GRAD : 0, made in a buffer of one
- * run per thread that stays in the cache, then read by the same sums and
- * loop as batch_norm_grad's: the same bits, without writing the gradient
- * of batch_norm's Y to memory and reading it back twice. */
+ * run per thread that stays in the cache (par_max_threads() of them: the
+ * team a loop gets may grow between two reads of par_threads()), then
+ * read by the same sums and loop as batch_norm_grad's: the same bits,
+ * without writing the gradient of batch_norm's Y to memory and reading it
+ * back twice. */
 /* batch_norm_grad for element type T (suffix S: see F32_F64); NAME##_fused
  * runs batch_norm_grad (fused false) or fused_batch_norm_grad. */
 #define BATCH_NORM_GRAD(NAME, T, S)                                                                                           \
@@ -894,8 +896,8 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   Tensor *rot = fused && rc == 0 ? in_##S(c, 7) : NULL;                                                                       \
   if (rot && rot->numel != x->numel) rc = exec_ctx_fail(c, "internal error: Out does not fit X");                             \
   const T *dy = rc ? NULL : tensor_##S(dyt), *ro = rot ? tensor_##S(rot) : NULL;                                              \
-  int nbuf = par_threads();                                                                                                   \
-  T *runs = ro && g.hw > 0 ? mem_alloc(NULL, sizeof *runs * (size_t)(g.hw * nbuf)) : NULL;                                             \
+  int nbuf = par_max_threads();                                                                                               \
+  T *runs = ro && g.hw > 0 ? mem_alloc(NULL, sizeof *runs * (size_t)(g.hw * nbuf)) : NULL;                                    \
   PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                                                    \
   for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                             \
     double mean = mv[k], var = vv[k];                                                                                         \
