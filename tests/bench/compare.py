@@ -39,6 +39,7 @@ says which version it compared.  Without either, this says so and exits 0.
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -313,6 +314,8 @@ def main():
             print("bench-compare: skipped: %s is missing (make deps installs it)" % need)
             return 0
     threads = [int(t) for t in a.threads.split(",")]
+    # SIGTERM too ends the run through `finally`, which stops the busy loops
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     busy = busy_loops(a.busy_limit) if a.busy else []
     rows = []
     try:
