@@ -207,7 +207,8 @@ EOF
            "--length 0:a whole number from 1 to 1000000" "--probs 257:a whole number from 1 to 256"; do
     run "$NETRUN" sample succ.net ${o%%:*}
     [ "$status" -eq 2 ]
-    [ "${lines[0]}" = "netrun: ${o%% *} needs ${o#*:}" ]
+    v=${o%%:*}; v=${v#* }
+    [ "${lines[0]}" = "netrun: ${o%% *} needs ${o#*:}, not '$v'" ]
   done
   run "$NETRUN" sample succ.net --weights-partial
   [ "$status" -eq 2 ]

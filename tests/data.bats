@@ -534,13 +534,13 @@ a,b,c,label
   [ "${lines[0]}" = "netrun: data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file" ]
   run "$NETRUN" data fashion-mnist --split valid
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: data: --split needs train or test" ]
+  [ "${lines[0]}" = "netrun: data: --split needs train or test, not 'valid'" ]
   run "$NETRUN" data fashion-mnist --frobnicate
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: data: unknown option '--frobnicate'" ]
   run "$NETRUN" data ok.csv --head 0
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: data: --head needs a whole number of at least 1" ]
+  [ "${lines[0]}" = "netrun: data: --head needs a whole number of at least 1, not '0'" ]
   run "$NETRUN" data ok.csv --drop-last
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: data: --drop-last needs --batch" ]

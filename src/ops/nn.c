@@ -1556,13 +1556,13 @@ static int g_batch_norm_grad(GradCtx *g) {
 #define SOFTMAX_OPS(NAME, DOC, KERNEL, GRAD_DOC, GRAD_KERNEL, GRAD)                                   \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},        \
    .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},                                  \
-   .infer = infer_softmax, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED},                             \
+   .infer = infer_softmax, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},            \
   {.type = NAME "_grad", .doc = GRAD_DOC,                                                              \
    .in = {{"Out", 0, NAME "'s result"}, {"Out@GRAD", 0, "the gradient of Out"}},                       \
    .out = {{"X@GRAD", 0, "the gradient of X"}},                                                        \
    .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},                                  \
    .infer = infer_softmax_grad, .kernel = GRAD_KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD,     \
-   .flags = OP_INTERNAL}
+   .flags = OP_INTERNAL | OP_F64}
 
 /* batch_norm's attributes, and its gradient ops' outputs. */
 #define BN_ATTRS                                                                                    \
@@ -1583,24 +1583,24 @@ OpProto op_table_nn[] = {
      .in = {{"Logits", 0, "scores [..., C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [...] (or [..., 1])"}},
      .out = {{"Loss", 0, "f32 loss per example, Logits' shape without the class axis"}},
-     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "softmax_cross_entropy_grad",
      .doc = "Logits@GRAD = (softmax(Logits) - onehot(Label)) * Loss@GRAD per example",
      .in = {{"Logits", 0, "scores [..., C]"}, {"Label", SLOT_NO_GRAD, "i64 class indices"},
             {"Loss@GRAD", 0, "the gradient of Loss"}},
      .out = {{"Logits@GRAD", 0, "the gradient of Logits"}},
      .infer = infer_grads, .kernel = k_softmax_ce_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_softmax_cross_entropy_grad, .flags = OP_INTERNAL},
+     .grad = g_softmax_cross_entropy_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "sigmoid_cross_entropy",
      .doc = "Out = -(Label log sigmoid(X) + (1 - Label) log(1 - sigmoid(X))), computed stably",
      .in = {{"X", 0, "logits"}, {"Label", 0, "targets in [0, 1], shape of X"}},
      .out = {{"Out", 0, "f32 loss per element, shape of X"}},
      .infer = infer_sigmoid_ce, .kernel = k_sigmoid_ce, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_sigmoid_ce},
+     .grad = g_sigmoid_ce, .flags = OP_F64},
     {.type = "mse", .doc = "Out = (X - Y)^2 per element, broadcasting",
      .in = {{"X", 0, "prediction"}, {"Y", 0, "target"}},
      .out = {{"Out", 0, "f32, broadcast shape of X and Y"}},
-     .infer = infer_mse, .kernel = k_mse, .grad_kind = GRAD_COMPOSITE, .grad = g_mse},
+     .infer = infer_mse, .kernel = k_mse, .grad_kind = GRAD_COMPOSITE, .grad = g_mse, .flags = OP_F64},
     {.type = "dropout",
      .doc = "Out = X * Mask: zeroes each element with probability p, scales the rest by 1/(1-p)",
      .in = {{"X", 0, "input"}},
@@ -1611,7 +1611,7 @@ OpProto op_table_nn[] = {
                {"seed", ATTR_INT, "0", reg_check_nonnegative,
                 "0: draw from the run's generator (--seed); else this op's own seed"}},
      .infer = infer_dropout, .kernel = k_dropout, .grad_kind = GRAD_COMPOSITE, .grad = g_dropout,
-     .flags = OP_RANDOM},
+     .flags = OP_RANDOM | OP_F64},
     {.type = "layer_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias over axes begin_norm_axis..",
      .in = {{"X", 0, "input"},
@@ -1620,7 +1620,7 @@ OpProto op_table_nn[] = {
      .out = {{"Y", 0, "f32, shape of X"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
-     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "layer_norm_grad",
      .doc = "the gradients of layer_norm's X, Scale and Bias (mean and variance recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", SLOT_OPTIONAL, "the forward's Scale"},
@@ -1632,7 +1632,7 @@ OpProto op_table_nn[] = {
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
      .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_layer_norm_grad, .flags = OP_INTERNAL},
+     .grad = g_layer_norm_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "batch_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel (axis 1): the batch's "
             "statistics when Training, else Mean and Variance",
@@ -1645,7 +1645,7 @@ OpProto op_table_nn[] = {
              {"VarianceOut", 0,
               "training: momentum * Variance + (1 - momentum) * the batch's unbiased variance; else Variance"}},
      .attrs = BN_ATTRS,
-     .infer = infer_batch_norm, .kernel = k_batch_norm, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_batch_norm, .kernel = k_batch_norm, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "batch_norm_grad",
      .doc = "the gradients of batch_norm's X, Scale and Bias (the batch's statistics recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
@@ -1654,7 +1654,7 @@ OpProto op_table_nn[] = {
             {"Training", SLOT_NO_GRAD, "the forward's Training"}, {"Y@GRAD", 0, "the gradient of Y"}},
      .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
      .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
-     .flags = OP_INTERNAL},
+     .flags = OP_INTERNAL | OP_F64},
     {.type = "fused_batch_norm",
      .doc = "Y = batch_norm(X, ...) + Residual, then relu if asked: made by the executor, not by scripts",
      .in = {{"X", 0, "input [N, C] or [N, C, ...]"}, {"Scale", 0, "[C]"}, {"Bias", 0, "[C]"},
@@ -1667,7 +1667,7 @@ OpProto op_table_nn[] = {
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"},
                {"relu", ATTR_BOOL, "false", NULL, "relu after the sum"}},
      .infer = infer_fused_batch_norm, .kernel = k_fused_batch_norm, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "fused_batch_norm_grad",
      .doc = "batch_norm_grad of relu_grad(Out, Out@GRAD): made by the executor, not by scripts",
      .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
@@ -1677,23 +1677,23 @@ OpProto op_table_nn[] = {
             {"Out@GRAD", 0, "the gradient of the relu's Out"}, {"Out", 0, "the relu's Out (X's shape)"}},
      .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
      .infer = infer_grads, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
-     .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
-     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "embedding_grad", .doc = "W@GRAD = the rows of Out@GRAD added at Ids into zeros like W",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", SLOT_NO_GRAD, "the table [V, D] (its shape)"},
             {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"W@GRAD", 0, "the gradient of W"}},
      .infer = infer_grads, .kernel = k_embedding_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_embedding_grad, .flags = OP_INTERNAL},
+     .grad = g_embedding_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "accuracy",
      .doc = "Out = the fraction of rows whose Label is among the k highest Logits",
      .in = {{"Logits", 0, "scores [N, C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [N] (or [N, 1])"}},
      .out = {{"Out", 0, "an f32 scalar in [0, 1]"}},
      .attrs = {{"k", ATTR_INT, "1", reg_check_positive, "how many top classes count as a hit"}},
-     .infer = infer_accuracy, .kernel = k_accuracy, .grad_kind = GRAD_NONE},
+     .infer = infer_accuracy, .kernel = k_accuracy, .grad_kind = GRAD_NONE, .flags = OP_F64},
     {0},
 };
