@@ -275,6 +275,29 @@ bench-charlm: netrun
 bench-mpi: netrun
 	tests/bench/mpi.sh
 
+# Every training step of issue 28's table against the same model in
+# PyTorch, alternating in one run, on 1 and 2 threads (tests/bench/compare.py;
+# doc/speed.md keeps its tables).  BENCH_ARGS passes options: --busy,
+# --rounds N, --only fashion_resnet,char_lm, --threads 2.
+bench-compare: netrun $(BUILD)/sgemm_peak
+	python3 tests/bench/compare.py --netrun $(CURDIR)/netrun $(BENCH_ARGS)
+
+$(BUILD)/sgemm_peak: tests/bench/sgemm_peak.c
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(PAR_CFLAGS) $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS)
+
+# bench-compare's PyTorch: the current release from PyPI in a virtual
+# environment under build/ (benchmarks only: no test imports it).  PyPI's
+# Linux wheel is the CUDA build: torch itself and the nvidia-* libraries
+# it requires take about 5 GB, unused on a CPU.  Debian's python3-torch
+# (1.13) is the fallback bench-compare takes when this is absent.
+BENCH_VENV = build/bench-venv
+bench-deps:
+	@df -Pm build 2>/dev/null | awk 'NR == 2 && $$4 < 8000 { print "bench-deps: less than 8 GB free under build/"; exit 1 }'
+	test -x $(BENCH_VENV)/bin/pip || python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet torch numpy
+	$(BENCH_VENV)/bin/python -c 'import torch; print("bench-deps: PyTorch", torch.__version__)'
+
 # ---- install ----------------------------------------------------------------
 install: netrun
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/netrun/stdlib \
@@ -290,7 +313,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean oplists
+.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi bench-compare bench-deps install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -89,3 +89,61 @@ EOF
   [ "${stderr_lines[1]}" = "netrun: error: step 2 (epoch 1): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
   [ "${stderr_lines[2]}" = "div.net:6:21: error: conv2d: produced NaN or Inf in 't.0' (shape [4, 2, 4, 4])" ]
 }
+
+# Batch norm layers: bn -> relu, relu(x + bn) with the residual on either
+# side of the add, bn + residual without relu, in training mode.
+bnlayers() {
+  cat > bn.net <<'EOF2'
+input x : f32[4, 3, 5, 5] = uniform_random([4, 3, 5, 5], min=-1.0, max=1.5)
+input training : bool = true
+def bn(x, training) {
+  param gamma : [dim(x, 1)] = uniform(0.5, 1.5)
+  param beta  : [dim(x, 1)] = uniform(-0.3, 0.3)
+  state mean  : [dim(x, 1)] = zeros()
+  state var   : [dim(x, 1)] = ones()
+  y, mean, var = batch_norm(x, gamma, beta, mean, var, training)
+  return y
+}
+h = relu(bn(x * 1.5, training, scope="a"))
+r = relu(h + bn(h * h, training, scope="b"))
+s = relu(bn(r - 0.25, training, scope="c") + r)
+t = bn(s * 3.0, training, scope="d") + s
+loss = sum(t * t * x)
+EOF2
+}
+
+@test "batch norm, add and relu run as one fused_batch_norm, their gradient as fused_batch_norm_grad: the bits of --no-fuse" {
+  bnlayers
+  run "$NETRUN" dump --backward --fused bn.net
+  [ "$status" -eq 0 ]
+  # every relu and add after a batch_norm is fused into it, the three with relu ...
+  [ "$(grep -c '= fused_batch_norm(.*relu=true' <<< "$output")" -eq 3 ]
+  [ "$(grep -c '= fused_batch_norm(.*Residual=.*relu=true' <<< "$output")" -eq 2 ]
+  [ "$(grep -c '= fused_batch_norm(.*Residual=.*relu=false' <<< "$output")" -eq 1 ]
+  [[ "$output" != *"= batch_norm("* && "$output" != *"= relu("* ]]
+  # ... and the gradient of the one whose relu's input gradient goes nowhere else
+  [ "$(grep -c '= fused_batch_norm_grad(' <<< "$output")" -eq 1 ]
+  [[ "$output" == *"{Scale@GRAD=[a.gamma@GRAD], Bias@GRAD=[a.beta@GRAD]} = fused_batch_norm_grad(X=[t.3], Scale=[a.gamma], Bias=[a.beta], Mean=[a.mean], Variance=[a.var], Training=[training], Out@GRAD=[h@GRAD], Out=[h]) {epsilon=1e-05, momentum=0.9}  # grad of fused_batch_norm at bn.net:8"* ]]
+  "$NETRUN" grad --format json bn.net > fused.json
+  "$NETRUN" grad --format json --no-fuse bn.net > plain.json
+  cmp fused.json plain.json
+  [ "$(jq '.grads | length' fused.json)" -eq 8 ]
+  # the forward alone
+  { cat bn.net; echo 'print(t)'; } > fwd.net
+  run "$NETRUN" run --precision 9 fwd.net
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -gt 10 ]
+  [ "$output" = "$("$NETRUN" run --precision 9 --no-fuse fwd.net)" ]
+}
+
+@test "fused_batch_norm and its gradient: the same bits on 1, 2 and 3 threads (channels split over them)" {
+  bnlayers
+  sed -i 's/f32\[4, 3, 5, 5\] = uniform_random(\[4, 3, 5, 5\]/f32[8, 8, 16, 16] = uniform_random([8, 8, 16, 16]/' bn.net
+  grep -q 'f32\[8, 8, 16, 16\]' bn.net
+  [[ "$("$NETRUN" dump --backward --fused bn.net)" == *"= fused_batch_norm_grad("* ]]
+  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad --format json bn.net > "$t.json"; done
+  OMP_NUM_THREADS=2 "$NETRUN" grad --format json --no-fuse bn.net > plain.json
+  cmp 1.json 2.json
+  cmp 1.json 3.json
+  cmp 1.json plain.json
+}

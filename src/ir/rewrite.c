@@ -249,6 +249,80 @@ static bool conv_backward(const Site *s, int i, Match *m) {
   return run_of(m, f, i, k + 3 - i);
 }
 
+/* batch_norm [, add], relu -> fused_batch_norm (nn.c), and batch_norm,
+ * add -> fused_batch_norm without relu: a ResNet's conv -> bn -> relu and
+ * its block's relu(shortcut + bn(...)).  Matches a batch_norm of f32
+ * whose Y only the next op reads: a relu of it, or an add (no broadcast:
+ * the other operand of Y's dtype and shape) whose sum only a relu after
+ * reads, or which no relu follows.  Exact: the kernel adds the residual
+ * and applies relu to each normalized value as it lands, the float
+ * operations of the add and relu kernels (a + b is b + a in IEEE
+ * arithmetic); Y and the sum are never made. */
+static bool bn_forward(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const OpDesc *bn = s->b->ops[i], *next = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  if (!is_op(bn, "batch_norm") || !next) return false;
+  const char *y = op_out1(bn, "Y");
+  const VarDesc *xv = prog_var(p, op_in1(bn, "X"));
+  if (!y || !xv || xv->dtype != DT_F32 || !unmade_ok(p, y, 1)) return false;
+  const char *res = NULL, *out = NULL;
+  int n = 2;
+  if (is_op(next, "relu") && same(op_in1(next, "X"), y)) {
+    out = op_out1(next, "Out");
+  } else if (is_op(next, "add") && !next->nattrs) {
+    const char *a = op_in1(next, "X"), *b = op_in1(next, "Y");
+    res = same(a, y) ? b : same(b, y) ? a : NULL;
+    const VarDesc *rv = res ? prog_var(p, res) : NULL, *yv = prog_var(p, y);
+    if (!rv || !yv || same(res, y) || rv->dtype != DT_F32 || rv->shape.rank < 0 || !shape_eq(&rv->shape, &yv->shape))
+      return false;
+    out = op_out1(next, "Out");
+    const OpDesc *relu = i + 2 < s->end ? s->b->ops[i + 2] : NULL;
+    if (out && is_op(relu, "relu") && same(op_in1(relu, "X"), out) && op_out1(relu, "Out") && unmade_ok(p, out, 1)) {
+      out = op_out1(relu, "Out");
+      n = 3;
+    }
+  } else {
+    return false;
+  }
+  if (!out) return false;
+  OpDesc *f = op_new(p, "fused_batch_norm", bn->span);
+  static const char *const ins[] = {"X", "Scale", "Bias", "Mean", "Variance", "Training"};
+  for (int k = 0; k < 6; k++) add1(p, f, true, ins[k], op_in1(bn, ins[k]));
+  if (res) add1(p, f, true, "Residual", res);
+  add1(p, f, false, "Y", out);
+  add1(p, f, false, "MeanOut", op_out1(bn, "MeanOut"));
+  add1(p, f, false, "VarianceOut", op_out1(bn, "VarianceOut"));
+  for (int k = 0; k < bn->nattrs; k++) op_set_attr(p, f, bn->attrs[k].name, bn->attrs[k].v);
+  op_set_attr(p, f, "relu", attr_bool(is_op(s->b->ops[i + n - 1], "relu")));
+  return run_of(m, f, i, n);
+}
+
+/* relu_grad, batch_norm_grad -> fused_batch_norm_grad (nn.c): the
+ * gradient of relu(batch_norm(...)) in the order backward.c emits it,
+ * when the relu's X@GRAD is read by the batch_norm_grad alone (not under
+ * a residual add, whose other branch needs it too).  Exact: the kernel
+ * takes relu_grad's value at each element where batch_norm_grad read it. */
+static bool bn_backward(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const OpDesc *rg = s->b->ops[i], *bg = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  if (!is_op(rg, "relu_grad") || !is_op(bg, "batch_norm_grad")) return false;
+  const char *g = op_out1(rg, "X@GRAD"), *out = op_in1(rg, "Out"), *dout = op_in1(rg, "Out@GRAD");
+  const VarDesc *xv = prog_var(p, op_in1(bg, "X"));
+  if (!g || !out || !dout || !same(op_in1(bg, "Y@GRAD"), g) || !xv || xv->dtype != DT_F32 || !unmade_ok(p, g, 1))
+    return false;
+  OpDesc *f = op_new(p, "fused_batch_norm_grad", bg->span);
+  static const char *const ins[] = {"X", "Scale", "Bias", "Mean", "Variance", "Training"};
+  for (int k = 0; k < 6; k++) add1(p, f, true, ins[k], op_in1(bg, ins[k]));
+  add1(p, f, true, "Out@GRAD", dout);
+  add1(p, f, true, "Out", out);
+  static const char *const outs[] = {"X@GRAD", "Scale@GRAD", "Bias@GRAD"};
+  for (int k = 0; k < 3; k++)
+    if (op_out1(bg, outs[k])) add1(p, f, false, outs[k], op_out1(bg, outs[k]));
+  for (int k = 0; k < bg->nattrs; k++) op_set_attr(p, f, bg->attrs[k].name, bg->attrs[k].v);
+  f->fwd_block = bg->fwd_block, f->fwd_op = bg->fwd_op;
+  return run_of(m, f, i, 2);
+}
+
 /* assign between gradients -> share (backward.c's for add, sub,
  * reshape...).  Matches an assign of a @GRAD value to another of its
  * dtype when no op of block 0 writes either in place.  Exact: the copy is
@@ -339,6 +413,8 @@ typedef struct Pattern {
 static const Pattern patterns[] = {
     {"fused_conv2d", RW_FUSE, conv_forward, 0},
     {"fused_conv2d_grad", RW_FUSE, conv_backward, 0},
+    {"fused_batch_norm", RW_FUSE, bn_forward, 0},
+    {"fused_batch_norm_grad", RW_FUSE, bn_backward, 0},
     {"share", RW_FUSE, share_assign, 0},
     {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE},
 };

@@ -219,6 +219,17 @@ static bool infer_batch_norm(InferCtx *c) {
   return true;
 }
 
+/* fused_batch_norm: batch_norm's, and Residual (if given) of X's shape. */
+static bool infer_fused_batch_norm(InferCtx *c) {
+  if (!infer_batch_norm(c)) return false;
+  const VarDesc *x = reg_infer_input(c, "X"), *r = reg_infer_in(c, "Residual", 0);
+  char a[128], b[128];
+  if (r && (r->dtype != x->dtype || !shape_eq(&r->shape, &x->shape)))
+    return reg_infer_fail(c, "Residual %s%s must be X's %s%s", dtype_name(r->dtype), shape_str(&r->shape, a, sizeof a),
+                          dtype_name(x->dtype), shape_str(&x->shape, b, sizeof b));
+  return true;
+}
+
 /* ---- embedding, accuracy ------------------------------------------------------- */
 
 static bool infer_embedding(InferCtx *c) {
@@ -332,7 +343,12 @@ static int label_check(ExecCtx *c, const Tensor *lb, int64_t r, int64_t l, int64
  * with the axis in the middle; the `inner` rows sharing an outer index are
  * done together so every loop walks memory in order. */
 /* The loops of softmax_run for element type T (EXPF its exp). */
-#define SOFTMAX_LOOPS(NAME, T, EXPF)                                                                            \
+/* exp(d) for d = x - max <= 0, with 0 straight away below LOW, where EXPF
+ * gives 0 anyway (every float below -104 checked; double below -746): a
+ * masked attention score (-1e9) took expf's underflow path, a tenth of
+ * the softmax's time. */
+#define EXP_NONPOS(EXPF, d, LOW) ((d) < (LOW) ? 0 : EXPF(d))
+#define SOFTMAX_LOOPS(NAME, T, EXPF, LOW)                                                                       \
 static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s) {  \
   for (int64_t o = 0; o < outer; o++) {                                                                         \
     const T *xp = xv + o * n * inner;                                                                           \
@@ -346,7 +362,7 @@ static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bo
         if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                                 \
     for (int64_t j = 0; j < n; j++)                                                                             \
       for (int64_t i = 0; i < inner; i++) {                                                                     \
-        T e = EXPF(xp[j * inner + i] - m[i]);                                                                   \
+        T d = xp[j * inner + i] - m[i], e = EXP_NONPOS(EXPF, d, LOW);                                           \
         s[i] += (double)e;                                                                                      \
         if (!log_out) yp[j * inner + i] = e;                                                                    \
       }                                                                                                         \
@@ -363,8 +379,8 @@ static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bo
     }                                                                                                           \
   }                                                                                                             \
 }
-SOFTMAX_LOOPS(softmax_f32, float, expf)
-SOFTMAX_LOOPS(softmax_f64, double, exp)
+SOFTMAX_LOOPS(softmax_f32, float, expf, -104.0f)
+SOFTMAX_LOOPS(softmax_f64, double, exp, -746.0)
 
 static int softmax_run(ExecCtx *c, bool log_out) {
   Tensor *x = in_float(c, 0), *out = exec_ctx_out(c, 0);
@@ -630,37 +646,87 @@ typedef struct BnGeom {
 
 static BnGeom bn_geom(const Tensor *x) { return (BnGeom){x->shape[0], x->shape[1], prod(x->shape, 2, x->rank)}; }
 
-/* Channel k's batch mean into *mean and its biased variance into *var: two
- * passes in double over the channel's runs (the forward and the grad
- * compute them alike). */
-/* channel_moments_S for element type T (SUM its f32_sum). */
-#define CHANNEL_MOMENTS(NAME, T, SUM)                                                                                 \
-static void NAME(const T *x, BnGeom g, int64_t k, double *mean, double *var) {                                        \
-  double s = 0, q = 0, count = (double)(g.n * g.hw);                                                                  \
-  for (int64_t b = 0; b < g.n; b++) s += SUM(x + (b * g.ch + k) * g.hw, g.hw);                                        \
-  double m = s / count;                                                                                               \
-  for (int64_t b = 0; b < g.n; b++) {                                                                                 \
-    const T *p = x + (b * g.ch + k) * g.hw;                                                                           \
-    double q0 = 0, q1 = 0, q2 = 0, q3 = 0;                                                                            \
-    int64_t i = 0;                                                                                                    \
-    for (; i + 4 <= g.hw; i += 4) {                                                                                   \
-      double d0 = (double)p[i] - m, d1 = (double)p[i + 1] - m, d2 = (double)p[i + 2] - m, d3 = (double)p[i + 3] - m;  \
-      q0 += d0 * d0, q1 += d1 * d1, q2 += d2 * d2, q3 += d3 * d3;                                                     \
-    }                                                                                                                 \
-    for (; i < g.hw; i++) q0 += ((double)p[i] - m) * ((double)p[i] - m);                                              \
-    q += (q0 + q1) + (q2 + q3);                                                                                       \
-  }                                                                                                                   \
-  *mean = m;                                                                                                          \
-  *var = q / count;                                                                                                   \
+/* Channel k's batch mean into *mean and its biased variance into *var, in
+ * one pass over the channel's runs (the forward and the grad compute them
+ * alike): per run, four lanes of double summing x (added up as f32_sum
+ * does, so the mean is the sum f32_sum gives) and (x - K)^2, K the
+ * channel's first value.  The variance is then E[(x - K)^2] - (mean -
+ * K)^2: shifted by a value of the data, the difference loses no more
+ * than the two-pass form's rounding unless the mean lies thousands of
+ * standard deviations from every value, and in double even then keeps
+ * more digits than the float result holds.  One read of X instead of
+ * two: batch norm's statistics were a sixth of a ResNet step's
+ * normalization time. */
+/* channel_moments_S for element type T. */
+#define CHANNEL_MOMENTS(NAME, T)                                                    \
+static void NAME(const T *x, BnGeom g, int64_t k, double *mean, double *var) {      \
+  double s = 0, q = 0, count = (double)(g.n * g.hw), shift = (double)x[k * g.hw];   \
+  for (int64_t b = 0; b < g.n; b++) {                                               \
+    const T *p = x + (b * g.ch + k) * g.hw;                                         \
+    double a[4] = {0}, d2[4] = {0};                                                 \
+    int64_t i = 0;                                                                  \
+    for (; i + 4 <= g.hw; i += 4)                                                   \
+      for (int l = 0; l < 4; l++) {                                                 \
+        double v = (double)p[i + l], d = v - shift;                                 \
+        a[l] += v;                                                                  \
+        d2[l] += d * d;                                                             \
+      }                                                                             \
+    for (; i < g.hw; i++) {                                                         \
+      double v = (double)p[i], d = v - shift;                                       \
+      a[0] += v;                                                                    \
+      d2[0] += d * d;                                                               \
+    }                                                                               \
+    s += (a[0] + a[1]) + (a[2] + a[3]);                                             \
+    q += (d2[0] + d2[1]) + (d2[2] + d2[3]);                                         \
+  }                                                                                 \
+  double m = s / count, dm = m - shift, v = q / count - dm * dm;                    \
+  *mean = m;                                                                        \
+  *var = v > 0 ? v : 0;                                                             \
 }
-/* f32_sum for doubles. */
-static inline double f64_sum(const double *x, int64_t n) {
-  double a = 0;
-  for (int64_t k = 0; k < n; k++) a += x[k];
-  return a;
+CHANNEL_MOMENTS(channel_moments_f64, double)
+
+/* f32 runs in vectors: lanes l and l + 1 of a pair of V2d sum what a[l]
+ * and a[l + 1] sum above, in the same order, so the results are the same
+ * bits; the compiler left the four scalar lanes scalar.  (Pairs of
+ * 16-byte vectors: the build targets SSE2, not AVX.) */
+typedef float V2s __attribute__((vector_size(8)));
+typedef double V2d __attribute__((vector_size(16)));
+typedef struct V4d {
+  V2d lo, hi;
+} V4d;
+static inline V2d load2d(const float *p) {
+  V2s v;
+  memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, V2d);
 }
-CHANNEL_MOMENTS(channel_moments_f32, float, f32_sum)
-CHANNEL_MOMENTS(channel_moments_f64, double, f64_sum)
+static inline double lanes_sum(V4d v) { return (v.lo[0] + v.lo[1]) + (v.hi[0] + v.hi[1]); }
+
+static void channel_moments_f32(const float *x, BnGeom g, int64_t k, double *mean, double *var) {
+  double s = 0, q = 0, count = (double)(g.n * g.hw), shift = (double)x[k * g.hw];
+  V2d sh = {shift, shift};
+  for (int64_t b = 0; b < g.n; b++) {
+    const float *p = x + (b * g.ch + k) * g.hw;
+    V4d a = {{0, 0}, {0, 0}}, d2 = {{0, 0}, {0, 0}};
+    int64_t i = 0;
+    for (; i + 4 <= g.hw; i += 4) {
+      V2d v0 = load2d(p + i), v1 = load2d(p + i + 2), e0 = v0 - sh, e1 = v1 - sh;
+      a.lo += v0;
+      a.hi += v1;
+      d2.lo += e0 * e0;
+      d2.hi += e1 * e1;
+    }
+    for (; i < g.hw; i++) {
+      double v = (double)p[i], d = v - shift;
+      a.lo[0] += v;
+      d2.lo[0] += d * d;
+    }
+    s += lanes_sum(a);
+    q += lanes_sum(d2);
+  }
+  double m = s / count, dm = m - shift, v = q / count - dm * dm;
+  *mean = m;
+  *var = v > 0 ? v : 0;
+}
 
 /* Adds sum(gp) to *sg and sum(gp (xp - m)) to *sgx over a run of n, in
  * four lanes of double (independent sums the CPU overlaps), added up in a
@@ -682,8 +748,30 @@ static inline void NAME(const T *gp, const T *xp, T m, int64_t n, double *sg, do
   *sg += (a[0] + a[1]) + (a[2] + a[3]);                                                       \
   *sgx += (b[0] + b[1]) + (b[2] + b[3]);                                                      \
 }
-GRAD_SUMS(grad_sums_f32, float)
 GRAD_SUMS(grad_sums_f64, double)
+
+/* grad_sums for f32, in vectors (lanes as channel_moments_f32's: the same bits). */
+static inline void grad_sums_f32(const float *gp, const float *xp, float m, int64_t n, double *sg, double *sgx) {
+  V4d a = {{0, 0}, {0, 0}}, b = {{0, 0}, {0, 0}};
+  V2s mv = {m, m};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    V2s x0, x1;
+    memcpy(&x0, xp + i, sizeof x0);
+    memcpy(&x1, xp + i + 2, sizeof x1);
+    V2d g0 = load2d(gp + i), g1 = load2d(gp + i + 2);
+    a.lo += g0;
+    a.hi += g1;
+    b.lo += g0 * __builtin_convertvector(x0 - mv, V2d);
+    b.hi += g1 * __builtin_convertvector(x1 - mv, V2d);
+  }
+  for (; i < n; i++) {
+    a.lo[0] += (double)gp[i];
+    b.lo[0] += (double)gp[i] * (double)(xp[i] - m);
+  }
+  *sg += lanes_sum(a);
+  *sgx += lanes_sum(b);
+}
 
 /* Whether batch_norm's Training input says true. */
 static bool bn_training(ExecCtx *c) { return tensor_get(exec_ctx_in(c, 5), 0) != 0; }
@@ -702,18 +790,27 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
  * statistics moved toward them, the variance unbiased), else with Mean
  * and Variance (passed through).  Channels go to threads; each one is
  * whole on its thread, so the bits do not depend on the thread count. */
-/* batch_norm for element type T (suffix S: see F32_F64). */
+/* fused_batch_norm (made by rewrite.c from batch_norm, [add,] relu): the
+ * same, then Residual added and relu applied to each value as it lands, the
+ * float operations of the add and relu kernels in their order, so the bits
+ * are those of the separate ops; neither batch_norm's Y nor the sum is
+ * made. */
+/* batch_norm for element type T (suffix S: see F32_F64); NAME##_fused
+ * runs batch_norm (fused false) or fused_batch_norm. */
 #define BATCH_NORM(NAME, T, S)                                                                                           \
-static int NAME(ExecCtx *c) {                                                                                            \
+static int NAME##_fused(ExecCtx *c, bool fused) {                                                                        \
   Tensor *x = in_##S(c, 0), *sc = in_##S(c, 1), *bi = in_##S(c, 2), *rm = in_##S(c, 3), *rv = in_##S(c, 4);              \
   Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);                                   \
+  Tensor *res = fused ? opt_##S(c, 6) : NULL;                                                                            \
+  bool relu = fused && exec_ctx_attr_i(c, "relu") != 0;                                                                  \
   BnGeom g = bn_geom(x);                                                                                                 \
   bool training = bn_training(c);                                                                                        \
   double mom = exec_ctx_attr_f(c, "momentum"), eps = exec_ctx_attr_f(c, "epsilon");                                      \
   double unbias = g.n * g.hw > 1 ? (double)(g.n * g.hw) / (double)(g.n * g.hw - 1) : 0;                                  \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                                                       \
+  if (rc == 0 && res && res->numel != x->numel) rc = exec_ctx_fail(c, "internal error: Residual does not fit X");        \
   const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *bv = tensor_##S(bi), *mv = tensor_##S(rm),                         \
-              *vv = tensor_##S(rv);                                                                                      \
+              *vv = tensor_##S(rv), *resv = res ? tensor_##S(res) : NULL;                                                \
   T *yv = tensor_##S(yt), *mov = tensor_##S(mo), *vov = tensor_##S(vo);                                                  \
   PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                                               \
   for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                        \
@@ -724,7 +821,15 @@ static int NAME(ExecCtx *c) {                                                   
     for (int64_t b = 0; b < g.n; b++) {                                                                                  \
       const T *xp = xv + (b * g.ch + k) * g.hw;                                                                          \
       T *yp = yv + (b * g.ch + k) * g.hw;                                                                                \
-      for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;                                                 \
+      const T *rp = resv ? resv + (b * g.ch + k) * g.hw : NULL;                                                          \
+      if (!fused)                                                                                                        \
+        for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;                                               \
+      else                                                                                                               \
+        for (int64_t i = 0; i < g.hw; i++) {                                                                             \
+          T v = (xp[i] - mf) * af + bf;                                                                                  \
+          if (rp) v = v + rp[i];                                                                                         \
+          yp[i] = !relu || v > 0 || v != v ? v : 0;                                                                      \
+        }                                                                                                                \
     }                                                                                                                    \
     mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];                                             \
     vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];                                     \
@@ -734,9 +839,31 @@ static int NAME(ExecCtx *c) {                                                   
   tensor_unref(bi);                                                                                                      \
   tensor_unref(rm);                                                                                                      \
   tensor_unref(rv);                                                                                                      \
+  if (res) tensor_unref(res);                                                                                            \
   return rc;                                                                                                             \
-}
+}                                                                                                                        \
+static int NAME(ExecCtx *c) { return NAME##_fused(c, false); }
 F32_F64(batch_norm, BATCH_NORM, exec_ctx_out(c, 0))
+static int k_fused_batch_norm(ExecCtx *c) {
+  return exec_ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64_fused(c, true) : batch_norm_f32_fused(c, true);
+}
+
+/* run[0, n) = relu_grad's value at [at, at + n): o > 0 ? g : 0 from the
+ * relu's Out o and Out@GRAD g.  Both are loaded before the choice, so the
+ * compiler makes it a vector blend, not a branch on the data (half of
+ * whose outcomes the CPU would mispredict: four times slower). */
+#define RELU_RUN(NAME, T)                                                             \
+static inline const T *NAME(T *run, const T *o, const T *g, int64_t at, int64_t n) {  \
+  const T *restrict op = o + at, *restrict gp = g + at;                               \
+  T *restrict rp = run;                                                               \
+  for (int64_t i = 0; i < n; i++) {                                                   \
+    T ov = op[i], gv = gp[i];                                                         \
+    rp[i] = ov > 0 ? gv : 0;                                                          \
+  }                                                                                   \
+  return run;                                                                         \
+}
+RELU_RUN(relu_run_f32, float)
+RELU_RUN(relu_run_f64, double)
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
  * mean) inv, sums over the channel's m values of dY and dY xhat:
@@ -745,9 +872,18 @@ F32_F64(batch_norm, BATCH_NORM, exec_ctx_out(c, 0))
  *   dX = Scale inv dY                                        eval,
  * the batch's statistics recomputed as the forward did (training) or
  * Mean and Variance read (eval: constants, so dX is affine in dY). */
-/* batch_norm_grad for element type T (suffix S: see F32_F64). */
+/* fused_batch_norm_grad (rewrite.c: relu_grad, batch_norm_grad) reads the
+ * relu's Out (input 7) and Out@GRAD (input 6): each run of a channel's
+ * dY is relu_grad's value, Out > 0 ? Out@GRAD : 0, made in a buffer of one
+ * run per thread that stays in the cache (par_max_threads() of them: the
+ * team a loop gets may grow between two reads of par_threads()), then
+ * read by the same sums and loop as batch_norm_grad's: the same bits,
+ * without writing the gradient of batch_norm's Y to memory and reading it
+ * back twice. */
+/* batch_norm_grad for element type T (suffix S: see F32_F64); NAME##_fused
+ * runs batch_norm_grad (fused false) or fused_batch_norm_grad. */
 #define BATCH_NORM_GRAD(NAME, T, S)                                                                                           \
-static int NAME(ExecCtx *c) {                                                                                                 \
+static int NAME##_fused(ExecCtx *c, bool fused) {                                                                             \
   Tensor *x = in_##S(c, 0), *sc = in_##S(c, 1), *rm = in_##S(c, 3), *rv = in_##S(c, 4), *dyt = exec_ctx_in(c, 6);             \
   Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);                                     \
   BnGeom g = bn_geom(x);                                                                                                      \
@@ -757,15 +893,21 @@ static int NAME(ExecCtx *c) {                                                   
   if (rc == 0 && (dyt->dtype != DTYPE_##S || dyt->numel != x->numel))                                                         \
     rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                                                           \
   const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *mv = tensor_##S(rm), *vv = tensor_##S(rv);                              \
-  const T *dy = rc ? NULL : tensor_##S(dyt);                                                                                  \
+  Tensor *rot = fused && rc == 0 ? in_##S(c, 7) : NULL;                                                                       \
+  if (rot && rot->numel != x->numel) rc = exec_ctx_fail(c, "internal error: Out does not fit X");                             \
+  const T *dy = rc ? NULL : tensor_##S(dyt), *ro = rot ? tensor_##S(rot) : NULL;                                              \
+  int nbuf = par_max_threads();                                                                                               \
+  T *runs = ro && g.hw > 0 ? mem_alloc(NULL, sizeof *runs * (size_t)(g.hw * nbuf)) : NULL;                                    \
   PAR_FOR(rc == 0 && g.ch > 1 && x->numel >= PAR_MIN_WORK)                                                                    \
   for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                             \
     double mean = mv[k], var = vv[k];                                                                                         \
     if (training) channel_moments_##S(xv, g, k, &mean, &var);                                                                 \
     double inv = 1 / sqrt(var + eps), sg = 0, sgx = 0;                                                                        \
     T mf = (T)mean;                                                                                                           \
+    T *run = runs ? runs + (int64_t)par_thread() * g.hw : NULL;                                                               \
     for (int64_t b = 0; b < g.n; b++)                                                                                         \
-      grad_sums_##S(dy + (b * g.ch + k) * g.hw, xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);                             \
+      grad_sums_##S(run ? relu_run_##S(run, ro, dy, (b * g.ch + k) * g.hw, g.hw) : dy + (b * g.ch + k) * g.hw,                \
+                    xv + (b * g.ch + k) * g.hw, mf, g.hw, &sg, &sgx);                                                         \
     if (dbt) tensor_##S(dbt)[k] = (T)sg;                                                                                      \
     if (dst) tensor_##S(dst)[k] = (T)(sgx * inv);                                                                             \
     if (!dxt) continue;                                                                                                       \
@@ -774,7 +916,8 @@ static int NAME(ExecCtx *c) {                                                   
     T af = (T)a, bf = training ? (T)(-a * inv * inv * sgx / count) : (T)0,                                                    \
           df = training ? (T)(-a * sg / count) : (T)0;                                                                        \
     for (int64_t b = 0; b < g.n; b++) {                                                                                       \
-      const T *xp = xv + (b * g.ch + k) * g.hw, *gp = dy + (b * g.ch + k) * g.hw;                                             \
+      const T *xp = xv + (b * g.ch + k) * g.hw;                                                                               \
+      const T *gp = run ? relu_run_##S(run, ro, dy, (b * g.ch + k) * g.hw, g.hw) : dy + (b * g.ch + k) * g.hw;                \
       T *dp = tensor_##S(dxt) + (b * g.ch + k) * g.hw;                                                                        \
       for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;                                         \
     }                                                                                                                         \
@@ -783,9 +926,15 @@ static int NAME(ExecCtx *c) {                                                   
   tensor_unref(sc);                                                                                                           \
   tensor_unref(rm);                                                                                                           \
   tensor_unref(rv);                                                                                                           \
+  if (rot) tensor_unref(rot);                                                                                                 \
+  mem_free(runs);                                                                                                             \
   return rc;                                                                                                                  \
-}
+}                                                                                                                             \
+static int NAME(ExecCtx *c) { return NAME##_fused(c, false); }
 F32_F64(batch_norm_grad, BATCH_NORM_GRAD, exec_ctx_in(c, 0))
+static int k_fused_batch_norm_grad(ExecCtx *c) {
+  return exec_ctx_in(c, 0)->dtype == DT_F64 ? batch_norm_grad_f64_fused(c, true) : batch_norm_grad_f32_fused(c, true);
+}
 
 /* ---- kernels: embedding, accuracy ------------------------------------------------- */
 
@@ -1415,6 +1564,15 @@ static bool g_batch_norm_grad(GradCtx *g) {
    .infer = infer_softmax_grad, .kernel = GRAD_KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD,     \
    .flags = OP_INTERNAL | OP_F64}
 
+/* batch_norm's attributes, and its gradient ops' outputs. */
+#define BN_ATTRS                                                                                    \
+  {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},            \
+   {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}}
+#define BN_GRAD_OUT                                                                                 \
+  {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},                                                \
+   {"Scale@GRAD", SLOT_OPTIONAL, "the gradient of Scale"},                                        \
+   {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}}
+
 OpProto op_table_nn[] = {
     SOFTMAX_OPS("softmax", "Out = exp(X) / sum(exp(X)) along axis, computed stably", k_softmax,
                 "X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis))", k_softmax_grad, g_softmax_grad),
@@ -1486,8 +1644,7 @@ OpProto op_table_nn[] = {
              {"MeanOut", 0, "training: momentum * Mean + (1 - momentum) * the batch's mean; else Mean"},
              {"VarianceOut", 0,
               "training: momentum * Variance + (1 - momentum) * the batch's unbiased variance; else Variance"}},
-     .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
-               {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
+     .attrs = BN_ATTRS,
      .infer = infer_batch_norm, .kernel = k_batch_norm, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "batch_norm_grad",
      .doc = "the gradients of batch_norm's X, Scale and Bias (the batch's statistics recomputed)",
@@ -1495,13 +1652,32 @@ OpProto op_table_nn[] = {
             {"Bias", SLOT_NO_GRAD, "the forward's Bias (for its gradient's shape)"},
             {"Mean", SLOT_NO_GRAD, "the running mean"}, {"Variance", SLOT_NO_GRAD, "the running variance"},
             {"Training", SLOT_NO_GRAD, "the forward's Training"}, {"Y@GRAD", 0, "the gradient of Y"}},
-     .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},
-             {"Scale@GRAD", SLOT_OPTIONAL, "the gradient of Scale"},
-             {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}},
-     .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
-               {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
+     .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
      .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
      .flags = OP_INTERNAL | OP_F64},
+    {.type = "fused_batch_norm",
+     .doc = "Y = batch_norm(X, ...) + Residual, then relu if asked: made by the executor, not by scripts",
+     .in = {{"X", 0, "input [N, C] or [N, C, ...]"}, {"Scale", 0, "[C]"}, {"Bias", 0, "[C]"},
+            {"Mean", SLOT_NO_GRAD, "the running mean [C]"},
+            {"Variance", SLOT_NO_GRAD, "the running variance [C]"},
+            {"Training", SLOT_NO_GRAD, "one bool: normalize with the batch's statistics"},
+            {"Residual", SLOT_OPTIONAL, "added to the normalized X (X's shape)"}},
+     .out = {{"Y", 0, "shape of X"}, {"MeanOut", 0, "as batch_norm's"}, {"VarianceOut", 0, "as batch_norm's"}},
+     .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
+               {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"},
+               {"relu", ATTR_BOOL, "false", NULL, "relu after the sum"}},
+     .infer = infer_fused_batch_norm, .kernel = k_fused_batch_norm, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
+    {.type = "fused_batch_norm_grad",
+     .doc = "batch_norm_grad of relu_grad(Out, Out@GRAD): made by the executor, not by scripts",
+     .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
+            {"Bias", SLOT_NO_GRAD, "the forward's Bias (for its gradient's shape)"},
+            {"Mean", SLOT_NO_GRAD, "the running mean"}, {"Variance", SLOT_NO_GRAD, "the running variance"},
+            {"Training", SLOT_NO_GRAD, "the forward's Training"},
+            {"Out@GRAD", 0, "the gradient of the relu's Out"}, {"Out", 0, "the relu's Out (X's shape)"}},
+     .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
+     .infer = infer_grads, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
