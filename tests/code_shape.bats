@@ -333,7 +333,7 @@ import glob, os, re, sys
 PREFIXES = {
     "ast": "ast_", "backward": "bwd_", "checkpoint": "ckpt_", "cli": "cli_", "cmd": "cmd_",
     "data": "data_", "diag": "diag_ span_", "dist": "dist_", "dump": "dump_", "exec": "exec_", "image": "image_", "lrfind": "lrf_",
-    "feed": "feed_", "file": "file_", "lower": "lower_", "mem": "mem_ arena_ strmap_ ptrmap_",
+    "feed": "feed_", "file": "file_", "fmt": "fmt_", "lsp": "lsp_", "lower": "lower_", "mem": "mem_ arena_ strmap_ ptrmap_",
     "names": "name_", "npy": "npy_", "option": "option_", "par": "par_", "plot": "plot_", "plugin": "plugin_",
     "print": "print_", "program": "prog_ op_ attr_ slot_ dtype_ dim_ dims_ shape_ i64_",
     "registry": "reg_", "repl": "repl_", "report": "report_", "rewrite": "rewrite_", "run": "run_",

@@ -44,5 +44,7 @@ int cmd_time_backward(const struct Args *a);
 int cmd_export(int argc, char **argv);
 /* sample.c: sample FILE, new text from a next-byte model. */
 int cmd_sample(int argc, char **argv);
+/* fmt.c: fmt [--check] FILE...|-, the canonical layout (fmt.h). */
+int cmd_fmt(int argc, char **argv);
 
 #endif
