@@ -38,15 +38,18 @@ BLAS_LIBS  = -lopenblas
 endif
 
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
-LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -lm -ldl
+LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
 
 # Debian packages: build, run, and test dependencies.  python3-numpy is for
 # the tests only (tests/formats.bats reads exported weights with NumPy);
 # netrun itself reads and writes .npy/.npz without it.  libpng-dev and
-# libjpeg62-turbo-dev decode image folders (src/io/image.c).
+# libjpeg62-turbo-dev decode image folders (src/io/image.c).  libjansson-dev
+# reads and writes the JSON of netrun lsp's JSON-RPC (src/cli/lsp.c), a
+# maintained parser rather than one more by hand.  neovim is for the tests
+# only: its built-in LSP client drives netrun lsp (tests/lsp.bats).
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
-           libopenmpi-dev openmpi-bin wamerican
+           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim
 
 SRC     = $(wildcard src/*/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o

@@ -46,5 +46,7 @@ int cmd_export(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 /* fmt.c: fmt [--check] FILE...|-, the canonical layout (fmt.h). */
 int cmd_fmt(int argc, char **argv);
+/* lsp.c: lsp [--stdio], the language server (lsp.h). */
+int cmd_lsp(int argc, char **argv);
 
 #endif

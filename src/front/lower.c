@@ -2697,9 +2697,23 @@ static void check_states(Lowerer *L) {
   }
 }
 
+static bool lower_main(Lowerer *L, const char *path, int idx);
+
 bool lower_file(Lowerer *L, const char *path) {
   int idx = diag_load_file(L->diag, path);
-  if (idx < 0) return false;
+  return idx >= 0 && lower_main(L, path, idx);
+}
+
+bool lower_text(Lowerer *L, const char *path, const char *text, size_t len) {
+  char *rp = realpath(path, NULL);
+  int idx = diag_add_source(L->diag, path, rp, text, len);
+  free(rp);
+  return lower_main(L, path, idx);
+}
+
+/* The script at path, source idx of the Diag: its folder is where its
+ * imports are looked for first. */
+static bool lower_main(Lowerer *L, const char *path, int idx) {
   const char *slash = strrchr(path, '/');
   L->script_dir = !slash ? "." : slash == path ? "/" : arena_strndup(L->arena, path, (size_t)(slash - path));
   bool ok = lower_source_file(L, idx);

@@ -36,6 +36,9 @@ void lower_set_max_ops(Lowerer *L, int64_t max_ops);
 Program *lower_program(Lowerer *L);
 /* Loads, parses and lowers the script at path.  False on any error. */
 bool lower_file(Lowerer *L, const char *path);
+/* The same for a script whose text is given (an editor's unsaved buffer,
+ * netrun lsp); path names it and its folder, as for lower_file. */
+bool lower_text(Lowerer *L, const char *path, const char *text, size_t len);
 /* Lowers the statements of an already parsed source at the top level. */
 bool lower_block(Lowerer *L, const AstNode *root, int file);
 /* --dtype f64: every f32 variable and f32 dtype attribute of the program

@@ -58,6 +58,12 @@ static const struct TrainKey {
     {"overlap", K_BOOL, "mpirun: a bucket's allreduce runs while the rest of the backward does (default true)"},
 };
 
+const char *train_key(int i, const char **doc) {
+  if (i < 0 || (size_t)i >= sizeof keys / sizeof *keys) return NULL;
+  *doc = keys[i].doc;
+  return keys[i].key;
+}
+
 static const char *kind_name(Kind k) {
   switch (k) {
   case K_STRING: return "a string";
