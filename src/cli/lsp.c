@@ -45,6 +45,12 @@ typedef struct Msg {
   char *text;
 } Msg;
 
+/* A name bound to a variable, at a place in the document. */
+typedef struct Bound {
+  const char *name, *var;
+  Span at;
+} Bound;
+
 /* A parsed source of the analysis: the document, or a file it imports. */
 typedef struct Parsed {
   AstNode *root;
@@ -59,6 +65,8 @@ typedef struct Analysis {
   Program *prog;
   Msg *msgs;
   int nmsgs, capmsgs;
+  Bound *bound;        /* bindings in the document, declarations included */
+  int nbound, capbound;
   Diag quiet;          /* the syntax trees' own Diag: one source per diag source */
   Parsed *parsed;      /* per source of diag, parsed on first use */
 } Analysis;
@@ -71,6 +79,10 @@ typedef struct Doc {
 
 struct LspServer {
   FILE *out;
+  Arena stdlib_arena;  /* the stdlib's files, parsed once for completion */
+  Diag stdlib_diag;
+  AstNode **stdlib_roots;
+  bool stdlib_read;
   Doc *docs;
   int ndocs;
   bool initialized, shutdown, exited, broken;
@@ -171,6 +183,11 @@ static void collect(void *ctx, const char *kind, Span at, const char *msg) {
       (Msg){kind[0], at, arena_strdup(&an->arena, msg)};
 }
 
+static void on_bind(void *ctx, const char *name, const char *var, Span at) {
+  Analysis *an = ctx;
+  if (at.file == 0) *ARENA_PUSH(&an->arena, an->bound, an->nbound, an->capbound) = (Bound){name, var, at};
+}
+
 static Analysis *analyse(const Doc *d) {
   Analysis *an = mem_calloc(1, sizeof *an);
   arena_init(&an->arena);
@@ -179,8 +196,14 @@ static Analysis *analyse(const Doc *d) {
   an->diag.sink_ctx = an;
   an->diag.max_errors = 100;
   an->L = lower_new(&an->arena, &an->diag, session_stdlib_dir(), &uop_impl);
+  lower_on_bind(an->L, on_bind, an);
   lower_text(an->L, d->path, d->text, d->len);
   an->prog = lower_program(an->L);
+  for (int i = 0; i < an->prog->nallvars; i++) {
+    const VarDesc *v = an->prog->allvars[i];
+    if (v->user_name && v->span.file == 0 && v->flags & (VAR_INPUT | VAR_PARAM | VAR_KEPT))
+      on_bind(an, v->user_name, v->name, v->span);
+  }
   diag_init(&an->quiet, &an->arena);
   an->quiet.max_errors = 0;
   an->parsed = arena_alloc(&an->arena, sizeof *an->parsed * (size_t)(an->diag.nfiles + 1));
@@ -333,47 +356,49 @@ static char *token_name(const Doc *d, const AstToken *t) {
 
 static bool is_name_token(int k) { return k == NAME || k == GRADNAME; }
 
-/* The assignment statement (under n) one of whose targets is at off. */
-static const AstNode *assignment_at(const AstNode *n, uint32_t off) {
-  if (!n || off < n->span.start || off > n->span.end) return NULL;
-  if (n->kind == AST_ASSIGN) {
-    for (int i = 0; i < n->list.n; i++)
-      if (n->list.items[i]->span.start <= off && off <= n->list.items[i]->span.end) return n;
-    return NULL;
+/* Where the simple statement (under n) that holds off starts: what it
+ * reads was bound before that; 0 when off is in none. */
+static uint32_t statement_at(const AstNode *n, uint32_t off) {
+  if (!n || off < n->span.start || off > n->span.end) return 0;
+  switch (n->kind) {
+  case AST_ASSIGN: case AST_EXPR: case AST_RETURN: case AST_INPUT: case AST_PARAM: case AST_STATE:
+    return n->span.start;
+  case AST_BLOCK: case AST_DEF: case AST_OPDEF: case AST_WHILE: case AST_IF: case AST_CONFIG:
+    break;
+  default:
+    return 0;
   }
-  if (n->kind != AST_BLOCK && n->kind != AST_DEF && n->kind != AST_OPDEF && n->kind != AST_WHILE &&
-      n->kind != AST_IF && n->kind != AST_CONFIG)
-    return NULL;
   const AstNode *kids[3] = {n->a, n->b, n->c};
   for (int i = 0; i < 3; i++) {
-    const AstNode *r = assignment_at(kids[i], off);
+    uint32_t r = statement_at(kids[i], off);
     if (r) return r;
   }
   for (int i = 0; i < n->list.n; i++) {
-    const AstNode *r = assignment_at(n->list.items[i], off);
+    uint32_t r = statement_at(n->list.items[i], off);
     if (r) return r;
   }
-  return NULL;
+  return 0;
 }
 
-/* The variable the script's name at offset off stands for: at a target
- * of an assignment, the one that statement binds; at a declaration, the
- * declared one; at a use, the last one bound before it.  (A body that
- * several calls expand binds one variable per call: the first is taken.) */
-static const VarDesc *var_at(Analysis *an, const char *name, uint32_t off) {
-  const AstNode *stmt = assignment_at(parsed(an, 0)->root, off);
-  const VarDesc *best = NULL;
-  for (int i = 0; i < an->prog->nallvars; i++) {
-    const VarDesc *v = an->prog->allvars[i];
-    if (!v->user_name || strcmp(v->user_name, name) != 0 || v->span.file != 0) continue;
-    if (stmt) {
-      if (v->span.start >= stmt->span.start && v->span.end <= stmt->span.end) best = v;
-      continue;
+/* The variable the script's name at offset off stands for: at a binding
+ * (an assignment's target, a declaration), the variable bound there; at
+ * a use, the one bound last before its statement.  (A body that several
+ * calls expand binds one variable per call: the last is taken.) */
+static const VarDesc *var_at(Analysis *an, const char *name, uint32_t off, Span *where) {
+  uint32_t cut = statement_at(parsed(an, 0)->root, off);
+  if (!cut) cut = off;
+  const Bound *best = NULL;
+  for (int i = 0; i < an->nbound; i++) {
+    const Bound *b = &an->bound[i];
+    if (strcmp(b->name, name) != 0) continue;
+    if (b->at.start <= off && off <= b->at.end && (b->at.end - b->at.start == strlen(name) || b->at.start == cut)) {
+      best = b;
+      break;
     }
-    if (v->span.start <= off && off <= v->span.end && (v->flags & (VAR_INPUT | VAR_PARAM | VAR_KEPT))) return v;
-    if (v->span.end <= off && (!best || v->span.start > best->span.start)) best = v;
+    if (b->at.start < cut && (!best || b->at.start >= best->at.start)) best = b;
   }
-  return best;
+  if (best && where) *where = best->at;
+  return best ? prog_var(an->prog, best->var) : NULL;
 }
 
 static const char *var_kind(const VarDesc *v) {
@@ -452,7 +477,20 @@ static const char *config_key_at(const Parsed *p, uint32_t off, const AstNode **
   return NULL;
 }
 
-static void hover_var(FILE *m, const Analysis *an, const VarDesc *v, const char *name) {
+/* The param or state declaration of `name` (under n) in the document. */
+static const AstNode *declaration(const AstNode *n, const char *name) {
+  if (!n) return NULL;
+  if ((n->kind == AST_PARAM || n->kind == AST_STATE) && strcmp(n->name, name) == 0) return n;
+  if (n->kind != AST_BLOCK && n->kind != AST_DEF) return NULL;
+  if (n->kind == AST_DEF) return declaration(n->a, name);
+  for (int i = 0; i < n->list.n; i++) {
+    const AstNode *r = declaration(n->list.items[i], name);
+    if (r) return r;
+  }
+  return NULL;
+}
+
+static void hover_var(FILE *m, Analysis *an, const VarDesc *v, const char *name) {
   char shape[256];
   fprintf(m, "```netrun\n%s %s : %s%s\n```\n", var_kind(v), name, dtype_name(v->dtype),
           shape_str(&v->shape, shape, sizeof shape));
@@ -473,10 +511,29 @@ static void hover_var(FILE *m, const Analysis *an, const VarDesc *v, const char 
     for (int s = 0; s < op->nout; s++)
       for (int k = 0; k < op->out[s].n; k++)
         if (strcmp(op->out[s].args[k], v->name) == 0) {
-          fprintf(m, ", initializer `%s`", op->type);
+          const AstNode *decl = declaration(parsed(an, 0)->root, name);
+          const char *text = an->diag.files[0].text;
+          if (decl && decl->b)
+            fprintf(m, ", initializer `%.*s` (%s)", (int)(decl->b->span.end - decl->b->span.start),
+                    text + decl->b->span.start, op->type);
+          else
+            fprintf(m, ", initializer %s", op->type);
           return;
         }
   }
+}
+
+/* The source an `import "NAME"` whose string is token t loaded, or -1. */
+static int import_at(const Analysis *an, const Doc *d, const Parsed *p, int t) {
+  const AstToken *tok = &p->toks.items[t];
+  if (tok->kind != STRING || t == 0 || p->toks.items[t - 1].kind != IMPORT) return -1;
+  size_t n = tok->end - tok->start - 2;
+  for (int f = 1; f < an->diag.nfiles; f++) {
+    const char *path = an->diag.files[f].path, *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (strncmp(base, d->text + tok->start + 1, n) == 0 && strcmp(base + n, ".net") == 0) return f;
+  }
+  return -1;
 }
 
 static json_t *hover(Doc *d, uint32_t off) {
@@ -490,16 +547,9 @@ static json_t *hover(Doc *d, uint32_t off) {
   FILE *m = open_memstream(&buf, &len);
   if (!m) mem_oom(0);
   char *name = NULL;
-  if (tok->kind == STRING && t > 0 && p->toks.items[t - 1].kind == IMPORT) {
-    size_t n = tok->end - tok->start - 2;
-    for (int f = 1; f < an->diag.nfiles; f++) {
-      const char *path = an->diag.files[f].path, *slash = strrchr(path, '/');
-      const char *base = slash ? slash + 1 : path;
-      if (strncmp(base, d->text + tok->start + 1, n) == 0 && strcmp(base + n, ".net") == 0) {
-        fprintf(m, "import `%s`\n", path);
-        break;
-      }
-    }
+  int f = import_at(an, d, p, t);
+  if (f > 0) {
+    fprintf(m, "import `%s`\n", an->diag.files[f].path);
   } else if (is_name_token(tok->kind)) {
     name = token_name(d, tok);
     const AstNode *config = NULL;
@@ -515,7 +565,7 @@ static json_t *hover(Doc *d, uint32_t off) {
           fprintf(m, "train key `%s`: %s\n", key, doc);
           break;
         }
-    } else if ((v = var_at(an, name, off))) {
+    } else if ((v = var_at(an, name, off, NULL))) {
       hover_var(m, an, v, name);
     } else if ((def = find_def(an, name, &file))) {
       fputs("```netrun\n", m);
@@ -552,24 +602,17 @@ static json_t *definition(Doc *d, uint32_t off) {
   int t = token_at(p, off);
   if (t < 0) return NULL;
   const AstToken *tok = &p->toks.items[t];
-  if (tok->kind == STRING && t > 0 && p->toks.items[t - 1].kind == IMPORT) {
-    size_t n = tok->end - tok->start - 2;
-    for (int f = 1; f < an->diag.nfiles; f++) {
-      const char *path = an->diag.files[f].path, *slash = strrchr(path, '/');
-      const char *base = slash ? slash + 1 : path;
-      if (strncmp(base, d->text + tok->start + 1, n) == 0 && strcmp(base + n, ".net") == 0)
-        return location(path, &an->diag.files[f], 0, 0);
-    }
-    return NULL;
-  }
+  int f = import_at(an, d, p, t);
+  if (f > 0) return location(an->diag.files[f].path, &an->diag.files[f], 0, 0);
   if (!is_name_token(tok->kind)) return NULL;
   char *name = token_name(d, tok);
   json_t *r = NULL;
   int file;
-  const VarDesc *v = var_at(an, name, off);
+  Span at;
+  const VarDesc *v = var_at(an, name, off, &at);
   const AstNode *def = v ? NULL : find_def(an, name, &file);
   if (v) {
-    r = json_pack("{s:s,s:o}", "uri", d->uri, "range", range_of(d->text, d->len, v->span.start, v->span.end));
+    r = json_pack("{s:s,s:o}", "uri", d->uri, "range", range_of(d->text, d->len, at.start, at.end));
   } else if (def) {
     const Source *src = &an->diag.files[file];
     r = file == 0 ? json_pack("{s:s,s:o}", "uri", d->uri, "range", range_of(d->text, d->len, def->span.start, def->span.start))
@@ -648,7 +691,48 @@ static void add_item(json_t *list, const char *label, int kind, const char *deta
 static const char *const keywords[] = {"input", "param", "state", "def", "op", "grad", "return", "while", "if",
                                        "else", "import", "load", "and", "or", "not", "true", "false", NULL};
 
-static json_t *completion(Doc *d, uint32_t off) {
+/* Every stdlib function the document does not import yet, with its
+ * signature and the import that brings it. */
+static void stdlib_items(LspServer *s, Analysis *an, json_t *list) {
+  if (!s->stdlib_read) {
+    s->stdlib_read = true;
+    int n;
+    StdlibDef *defs = cli_stdlib_defs(&s->stdlib_arena, &n);
+    const char *dir = session_stdlib_dir();
+    s->stdlib_roots = arena_alloc(&s->stdlib_arena, sizeof *s->stdlib_roots * (size_t)(n + 1));
+    for (int i = 0; dir && i < n; i++) {
+      bool seen = false;
+      for (int f = 0; f < s->stdlib_diag.nfiles; f++)
+        seen |= strcmp(strrchr(s->stdlib_diag.files[f].path, '/') + 1, defs[i].file) == 0;
+      if (seen) continue;
+      int f = diag_load_file(&s->stdlib_diag, arena_printf(&s->stdlib_arena, "%s/%s", dir, defs[i].file));
+      if (f >= 0) s->stdlib_roots[f] = ast_parse(&s->stdlib_arena, &s->stdlib_diag, f);
+    }
+  }
+  for (int f = 0; f < s->stdlib_diag.nfiles; f++) {
+    const AstNode *root = s->stdlib_roots[f];
+    const char *file = strrchr(s->stdlib_diag.files[f].path, '/') + 1;
+    for (int i = 0; root && i < root->list.n; i++) {
+      const AstNode *n = root->list.items[i];
+      int file_of;
+      if (n->kind != AST_DEF || find_def(an, n->name, &file_of)) continue;   /* imported: listed already */
+      char *sig = NULL, *doc = NULL;
+      size_t sn = 0, dn = 0;
+      FILE *m = open_memstream(&sig, &sn), *dm = open_memstream(&doc, &dn);
+      if (!m || !dm) mem_oom(0);
+      signature(m, n);
+      fprintf(m, "  (import \"%.*s\")", (int)strlen(file) - 4, file);
+      doc_comment(dm, s->stdlib_diag.files[f].text, n->span.start);
+      fclose(m);
+      fclose(dm);
+      add_item(list, n->name, CK_FUNCTION, sig, doc);
+      free(sig);
+      free(doc);
+    }
+  }
+}
+
+static json_t *completion(LspServer *s, Doc *d, uint32_t off) {
   Analysis *an = d->an;
   json_t *list = json_array();
   const AstNode *config = NULL;
@@ -662,7 +746,7 @@ static json_t *completion(Doc *d, uint32_t off) {
   for (int i = 0; i < lower_nglobals(an->L); i++) {
     const char *var, *name = lower_global(an->L, i, &var);
     if (!name || !*name) continue;
-    const VarDesc *v = var ? prog_var(an->prog, var) : NULL;
+    const VarDesc *v = var ? prog_var(an->prog, var) : NULL;  /* its last binding */
     char detail[300];
     if (v) snprintf(detail, sizeof detail, "%s %s%s", var_kind(v), dtype_name(v->dtype), shape_str(&v->shape, shape, sizeof shape));
     int file;
@@ -687,6 +771,7 @@ static json_t *completion(Doc *d, uint32_t off) {
     add_item(list, names[i], CK_FUNCTION, "op", op ? op->doc : NULL);
   }
   mem_free(names);
+  stdlib_items(s, an, list);
   for (int i = 0; keywords[i]; i++) add_item(list, keywords[i], CK_KEYWORD, NULL, NULL);
   return list;
 }
@@ -816,7 +901,7 @@ static void request(LspServer *s, const char *method, json_t *id, json_t *params
   case 1: reply(s, id, definition(d, off)); break;
   case 2: reply(s, id, references(d, off)); break;
   case 3: reply(s, id, symbols(d)); break;
-  case 4: reply(s, id, completion(d, off)); break;
+  case 4: reply(s, id, completion(s, d, off)); break;
   default: {
     json_t *edits = formatting(s, id, d);
     if (edits) reply(s, id, edits);
@@ -844,8 +929,9 @@ bool lsp_handle(LspServer *s, const char *body, size_t len) {
   json_t *id = json_object_get(msg, "id");
   json_t *method = json_object_get(msg, "method");
   json_t *params = json_object_get(msg, "params");
-  if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id)) id = NULL;
-  if (!json_is_object(msg) || (method && !json_is_string(method))) {
+  bool bad_id = id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id);
+  if (bad_id) id = NULL;
+  if (!json_is_object(msg) || (method && !json_is_string(method)) || bad_id) {
     reply_error(s, id, RPC_INVALID_REQUEST, "not a JSON-RPC request or notification");
   } else if (!method) {
     /* a response to a request of ours: the server sends none */
@@ -863,12 +949,16 @@ bool lsp_handle(LspServer *s, const char *body, size_t len) {
 LspServer *lsp_new(FILE *out) {
   LspServer *s = mem_calloc(1, sizeof *s);
   s->out = out;
+  arena_init(&s->stdlib_arena);
+  diag_init(&s->stdlib_diag, &s->stdlib_arena);
+  s->stdlib_diag.max_errors = 0;
   return s;
 }
 
 void lsp_free(LspServer *s) {
   for (int i = 0; i < s->ndocs; i++) doc_free(&s->docs[i]);
   mem_free(s->docs);
+  arena_free(&s->stdlib_arena);
   mem_free(s);
 }
 

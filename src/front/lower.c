@@ -122,6 +122,8 @@ struct Lowerer {
   struct Sharer { Span call; bool explicit_scope; } *sharers;
   int nsharers, capsharers;
   Span bind_at;                        /* where the binding being made is written */
+  LowerBindFn on_bind;                 /* lower_on_bind's watcher, or NULL */
+  void *bind_ctx;
   int call_errors;                     /* errors said at the outermost call itself */
   AstKind declaring;                   /* AST_PARAM or AST_STATE: what lower_param declares */
 };
@@ -185,6 +187,7 @@ static void bind_var(Lowerer *L, const char *name, const char *var) {
   Binding *b = bind(L, L->scope, name, BIND_VAR);
   b->var = var;
   b->state = state;
+  if (L->on_bind) L->on_bind(L->bind_ctx, name, var, L->bind_at);
   if (state) {
     state->next = strcmp(var, state->name) == 0 ? NULL : var;
     state->next_at = L->bind_at;
@@ -2698,6 +2701,11 @@ static void check_states(Lowerer *L) {
 }
 
 static bool lower_main(Lowerer *L, const char *path, int idx);
+
+void lower_on_bind(Lowerer *L, LowerBindFn fn, void *ctx) {
+  L->on_bind = fn;
+  L->bind_ctx = ctx;
+}
 
 bool lower_file(Lowerer *L, const char *path) {
   int idx = diag_load_file(L->diag, path);

@@ -9,18 +9,28 @@ with exact expectations.
     change:PATH:TEXTFILE       didChange of PATH to the text of TEXTFILE
     close:PATH                 didClose
     hover:PATH:LINE:COL        (0-based, as LSP counts)
-    definition:PATH:LINE:COL   references:PATH:LINE:COL   completion:PATH:LINE:COL
+    definition:PATH:LINE:COL   references:PATH:LINE:COL
+    completion:PATH:LINE:COL:LABEL,...   only the items of those labels are shown
     symbols:PATH               formatting:PATH
-    raw:TEXT                   TEXT as a message body, as is
+    raw:TEXT                   TEXT as a message body, as is; shows the answer
+    notify:TEXT                the same, expecting no answer
     frame:TEXT                 TEXT written to the server as is (headers and all)
     shutdown                   shutdown, then exit
+A first step "uninitialized" leaves out the initialize request.
 The output: each response's result or error, each publishDiagnostics'
 diagnostics, and at the end "exit N" with the server's status.
 """
-import json, subprocess, sys
+import json, signal, subprocess, sys
 
 netrun, steps = sys.argv[1], sys.argv[2:]
 p = subprocess.Popen([netrun, "lsp", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+def timeout(*_):
+    print("timeout: no answer in 60 s")
+    p.kill()
+    sys.exit(1)
+signal.signal(signal.SIGALRM, timeout)
+signal.alarm(60)
 next_id = [1]
 
 def write(body):
@@ -43,7 +53,7 @@ def read():
 def show(msg):
     print(json.dumps(msg, sort_keys=True))
 
-def request(method, params):
+def request(method, params, keep=None):
     i = next_id[0]; next_id[0] += 1
     write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
     while True:
@@ -51,7 +61,10 @@ def request(method, params):
         if m is None:
             print("server closed"); return
         if m.get("id") == i:
-            show({"error": m["error"]} if "error" in m else {"result": m.get("result")}); return
+            r = m.get("result")
+            if keep is not None and isinstance(r, list):
+                r = [x for x in r if x.get("label") in keep]
+            show({"error": m["error"]} if "error" in m else {"result": r}); return
         show(m)
 
 def notify(method, params):
@@ -64,8 +77,11 @@ def wait_diagnostics():
     m = read()
     show({"diagnostics": m["params"]["diagnostics"]} if m and m.get("method") == "textDocument/publishDiagnostics" else m)
 
-request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
-notify("initialized", {})
+if steps and steps[0] == "uninitialized":
+    steps = steps[1:]
+else:
+    request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+    notify("initialized", {})
 for step in steps:
     kind, _, rest = step.partition(":")
     if kind == "open":
@@ -79,11 +95,15 @@ for step in steps:
         notify("textDocument/didClose", {"textDocument": doc(rest)})
         wait_diagnostics()
     elif kind in ("hover", "definition", "references", "completion"):
+        keep = None
+        if kind == "completion":
+            rest, keep = rest.rsplit(":", 1)
+            keep = keep.split(",")
         path, line, col = rest.rsplit(":", 2)
         params = {"textDocument": doc(path), "position": {"line": int(line), "character": int(col)}}
         if kind == "references":
             params["context"] = {"includeDeclaration": True}
-        request("textDocument/" + kind, params)
+        request("textDocument/" + kind, params, keep)
     elif kind == "symbols":
         request("textDocument/documentSymbol", {"textDocument": doc(rest)})
     elif kind == "formatting":
@@ -91,6 +111,8 @@ for step in steps:
     elif kind == "raw":
         write(rest)
         show(read())
+    elif kind == "notify":
+        write(rest)
     elif kind == "frame":
         p.stdin.write(rest.encode().decode("unicode_escape").encode()); p.stdin.flush()
         show(read())
