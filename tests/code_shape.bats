@@ -339,7 +339,7 @@ PREFIXES = {
     "registry": "reg_", "repl": "repl_", "report": "report_", "rewrite": "rewrite_", "run": "run_",
     "safetensors": "st_", "scan": "scan_", "session": "session_", "tape": "tape_", "tapegrad": "tgrad_",
     "tensor": "tensor_ dtype_ f32_ bcast_ rng_", "text": "text_", "train": "train_",
-    "trainer": "trainer_", "userop": "uop_", "weights": "weights_", "zip": "zip_",
+    "trainer": "trainer_", "trainrun": "trun_", "userop": "uop_", "weights": "weights_", "zip": "zip_",
     "ops/bcast_loop": "bcast_ binary_",
 }
 src = os.path.join(sys.argv[1], "src")

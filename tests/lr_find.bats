@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # lr_find.bats — `netrun lr-find` (src/train/lrfind.c, the sweep in
-# src/train/trainer.c): the sweep's learning rates are exactly the exponential
+# src/train/loop.c): the sweep's learning rates are exactly the exponential
 # sequence, the early stop, the suggestion on Fashion-MNIST, the formats
 # and the plot, determinism, nothing saved, and the usage errors.
 bats_require_minimum_version 1.5.0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # train.bats — `netrun train`, `eval` and `predict` (src/train/train.c,
-# src/train/trainer.c): a short run on real data whose loss falls, determinism,
+# src/train/loop.c and the trainer files): a short run on real data whose loss falls, determinism,
 # resuming (at an epoch boundary and after SIGINT/SIGTERM) to exactly the
 # parameters of an uninterrupted run, checkpoint and data errors, the
 # progress lines and the JSON log, the optimizers against updates computed

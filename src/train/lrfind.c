@@ -1,5 +1,5 @@
 /* lrfind.c — the learning-rate finder's sweep, suggestion and output
- * (lrfind.h); its steps run in trainer.c. */
+ * (lrfind.h); its steps run in loop.c. */
 #include "train/lrfind.h"
 
 #include "io/plot.h"

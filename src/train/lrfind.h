@@ -1,7 +1,7 @@
 /* lrfind.h — `netrun lr-find`, the learning-rate finder (fastai's and
  * Lightning's): the sweep's learning rates, the curve it records, the lr it
  * suggests, and the curve printed and plotted.  The training steps
- * themselves run in trainer.c (cmd_lr_find), which owns the training loop.
+ * themselves run in loop.c (trainer_lr_find), beside the training loop.
  *
  * The sweep: step i of N (0-based) trains with lr_i = start (end / start)^(i / (N - 1)),
  * an exponential sweep from start to end; the smoothed loss is the

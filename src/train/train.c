@@ -1,5 +1,5 @@
 /* train.c — the train configuration and the training program (train.h).
- * The training loop is in trainer.c. */
+ * The training loop is in loop.c (trainrun.h lists the trainer's files). */
 #include "train/train.h"
 
 #include "ir/rewrite.h"

@@ -1,5 +1,5 @@
 /* trainer.h — the training loop under the verbs train, eval and predict
- * (trainer.c): what one run is given, and the three runs.  The verbs'
+ * (trainer.c and the files trainrun.h lists): what one run is given, and the three runs.  The verbs'
  * options (trainverb.c) fill a TrainArgs; the trainer needs nothing of the
  * command line beyond it. */
 #ifndef NETRUN_TRAINER_H
