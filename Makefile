@@ -181,7 +181,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot npy safetensors image
+FUZZ = parse exec idx csv checkpoint plot npy safetensors image lsp
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
@@ -234,7 +234,14 @@ $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 
 bench: $(BUILD)/bench netrun
 	OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $(BUILD)/bench
+	$(MAKE) bench-lsp
 	$(MAKE) bench-charlm
+
+# netrun lsp: a change of a 500-line script to its diagnostics (goal 50 ms).
+$(BUILD)/lsp_bench: tests/bench/lsp_bench.c $(LIB_OBJ)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+bench-lsp: $(BUILD)/lsp_bench
+	NETRUN_PATH=$(CURDIR)/stdlib $(BUILD)/lsp_bench
 
 # A training step of examples/char_lm.net against the same model in PyTorch,
 # side by side (tests/bench/char_lm.py); Debian's python3-torch, which no
@@ -262,7 +269,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi install clean
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.
