@@ -100,3 +100,22 @@ nvim_check() {
   [ "${lines[2]}" = "diagnostic 9:22 unknown op or function 'relux' (did you mean 'relu'?)" ]
   [ "${lines[3]}" = 'hover ```netrun local h : f32[B, 32, 14, 14] ``` ' ]
 }
+
+@test "lsp: the session transcript in netrun(1) is what the server answers" {
+  awk '/^\.\\" lsp transcript: / { on = 1; next } /^\.\\" end lsp transcript/ { on = 0 }
+       on && !/^\.(EX|EE)/ { gsub(/\\-/, "-"); gsub(/\\e/, "\\"); print }' "$ROOT/man/netrun.1" >transcript
+  [ "$(grep -c '^client: ' transcript)" -ge 4 ]
+  python3 - transcript "$NETRUN" <<'PY'
+import subprocess, sys
+lines = open(sys.argv[1]).read().splitlines()
+sent = [l[8:] for l in lines if l.startswith("client: ")]
+want = [l[8:] for l in lines if l.startswith("server: ")]
+data = b"".join(b"Content-Length: %d\r\n\r\n" % len(m.encode()) + m.encode() for m in sent)
+out = subprocess.run([sys.argv[2], "lsp"], input=data, capture_output=True)
+got = [part.split(b"\r\n\r\n", 1)[1].decode() for part in out.stdout.split(b"Content-Length: ")[1:]]
+assert out.returncode == 0, out.returncode
+for w, g in zip(want, got):
+    assert w == g, "man page:\n%s\nserver:\n%s" % (w, g)
+assert len(want) == len(got), (len(want), len(got))
+PY
+}

@@ -234,9 +234,11 @@ static const Parsed *parsed(Analysis *an, int i) {
 /* ---- JSON-RPC ------------------------------------------------------------------------- */
 
 static void send(LspServer *s, json_t *msg) {
-  json_object_set_new(msg, "jsonrpc", json_string("2.0"));
-  char *body = json_dumps(msg, JSON_COMPACT);
+  json_t *full = json_pack("{s:s}", "jsonrpc", "2.0");
+  json_object_update(full, msg);
   json_decref(msg);
+  char *body = json_dumps(full, JSON_COMPACT);
+  json_decref(full);
   if (!body) mem_oom(0);
   if (!s->broken) {
     fprintf(s->out, "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
