@@ -183,9 +183,15 @@ static void collect(void *ctx, const char *kind, Span at, const char *msg) {
       (Msg){kind[0], at, arena_strdup(&an->arena, msg)};
 }
 
+/* A binding lowering reports.  Its strings may live in a scratch arena
+ * (an op's body is checked in one), so they are copied; a binding of a
+ * variable the document's program does not hold (one of that scratch
+ * program's) is not kept. */
 static void on_bind(void *ctx, const char *name, const char *var, Span at) {
   Analysis *an = ctx;
-  if (at.file == 0) *ARENA_PUSH(&an->arena, an->bound, an->nbound, an->capbound) = (Bound){name, var, at};
+  if (at.file != 0 || !prog_var(an->prog, var)) return;
+  *ARENA_PUSH(&an->arena, an->bound, an->nbound, an->capbound) =
+      (Bound){arena_strdup(&an->arena, name), arena_strdup(&an->arena, var), at};
 }
 
 static Analysis *analyse(const Doc *d) {
@@ -196,6 +202,7 @@ static Analysis *analyse(const Doc *d) {
   an->diag.sink_ctx = an;
   an->diag.max_errors = 100;
   an->L = lower_new(&an->arena, &an->diag, session_stdlib_dir(), &uop_impl);
+  an->prog = lower_program(an->L);
   lower_on_bind(an->L, on_bind, an);
   lower_text(an->L, d->path, d->text, d->len);
   an->prog = lower_program(an->L);
