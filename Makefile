@@ -139,7 +139,13 @@ test: deps
 	$(MAKE) all
 	$(MAKE) check
 
+# make test-hosts: netrun over TCP between three "hosts" made of network
+# namespaces of this machine (root; tests/hosts/hosts.bats, about 40 s).
+test-hosts: all
+	NETRUN=$(NETRUN) bats tests/hosts/hosts.bats
+
 check: fuzz-replay
+	tests/tools/check_bats.sh
 	NETRUN=$(NETRUN) tests/run-cases.sh
 	NETRUN=$(NETRUN) bats tests/*.bats
 
@@ -181,7 +187,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot npy safetensors image lsp
+FUZZ = parse exec idx csv checkpoint plot npy safetensors image text feed lsp
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
@@ -192,12 +198,16 @@ FUZZ_DEFS = -DNETRUN_STDLIB_DIR='"$(CURDIR)/stdlib"' -Itests/fuzz
 # A harness's seeds (the script harnesses share theirs; plot's are the plot
 # tests' logs) and crash regressions.
 fuzz_seeds = $$(case $(1) in parse|exec) echo tests/fuzz/corpus/script;; plot) echo tests/plot;; \
+  feed) echo tests/fuzz/corpus/npy tests/fuzz/corpus/feed;; \
   *) echo tests/fuzz/corpus/$(1);; esac) $$(ls -d tests/fuzz/regress/$(1) 2>/dev/null)
 
 # The generated scanner and parser are table-driven: tracing their
 # comparisons made scripts 4x slower to fuzz and guides nothing a dictionary
-# of the language's tokens (tests/fuzz/script.dict) does not.
-fuzz_dict = $$(case $(1) in parse|exec) echo -dict=tests/fuzz/script.dict;; esac)
+# of the language's tokens (tests/fuzz/script.dict) does not.  The binary
+# readers' dictionaries hold their formats' words and the extreme sizes that
+# reach their overflow checks (2^62, 2^63 - 1, 19-digit shapes, -2^63).
+fuzz_dict = $$(case $(1) in parse|exec) echo -dict=tests/fuzz/script.dict;; feed) echo -dict=tests/fuzz/npy.dict;; \
+  *) test -f tests/fuzz/$(1).dict && echo -dict=tests/fuzz/$(1).dict;; esac)
 
 fuzz:
 	$(MAKE) deps DEB_PKGS="clang libclang-rt-14-dev"
@@ -227,6 +237,12 @@ endif
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/driver.c $(FUZZ_LIB)
 	$(CC) $(CFLAGS_ALL) $(FUZZ_DEFS) -o $@ $< $(FUZZ_MAIN) $(FUZZ_LIB) $(LDFLAGS) $(LDLIBS)
 
+# The op lists outside the registry, generated from `netrun ops`: the OP LIST
+# of man/netrun-ops.7 and the op tokens of tests/fuzz/script.dict (run after
+# adding or removing an op; tests/registry.bats fails until then).
+oplists: netrun
+	tests/oplists.sh ./netrun
+
 # ---- speed: measured, never asserted in tests -------------------------------------
 LIB_OBJ = $(filter-out $(BUILD)/src/cli/main.o,$(OBJ))
 $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
@@ -250,7 +266,7 @@ BENCH_PYTHON ?= /usr/bin/python3
 bench-charlm: netrun
 	$(BENCH_PYTHON) tests/bench/char_lm.py --netrun $(CURDIR)/netrun
 
-# Data parallel over Open MPI against threads (README, "Many machines").
+# Data parallel over Open MPI against threads (doc/speed.md, "Data-parallel training").
 bench-mpi: netrun
 	tests/bench/mpi.sh
 
@@ -269,7 +285,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi install clean
+.PHONY: all plugins tools fashion-folder deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

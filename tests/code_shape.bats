@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # code_shape.bats — what issue 16 (the shape of the code) made testable:
 # `netrun checkpoint --format json` (every value of a checkpoint in full),
-# the one option parser every verb uses, the include graph of src/
-# (layers depend downward, no cycles, only the verbs include cli.h), and
+# the one option parser every verb uses, the include graph of src/ (each
+# folder a layer that includes only the layers below it, no cycles), and
 # one prefix per module for what its header exports.
 bats_require_minimum_version 1.5.0
 
@@ -193,7 +193,7 @@ documented() {
   verbs=(dump run time summary grad gradcheck train eval predict lr-find plot data checkpoint export sample repl)
   # Every option any help documents, and every option any table declares.
   all=$( { for v in "${verbs[@]}"; do documented "$v"; done
-           grep -ohE '\{"(--[a-z-]+|-o)", OPTION_' "$ROOT"/src/*.c | grep -oE -- '--?[a-z-]+'; } |
+           grep -ohE '\{"(--[a-z-]+|-o)", OPTION_' "$ROOT"/src/*/*.c | grep -oE -- '--?[a-z-]+'; } |
          grep -vxE -- '--help|--plugin|--allow-load' | sort -u)
   [ "$(wc -l <<<"$all")" -gt 40 ]
   bad=""
@@ -204,7 +204,7 @@ documented() {
       if grep -qx -- "$o" <<<"$doc"; then
         [[ "$err" != *"unknown option '$o'"* ]] || bad+="$v accepts no $o, which its help documents"$'\n'
       else
-        [[ "$err" == "netrun: $v: unknown option '$o'" ]] || bad+="$v takes $o, which its help does not document: $err"$'\n'
+        [[ "$err" == "netrun: $v: unknown option '$o'"* ]] || bad+="$v takes $o, which its help does not document: $err"$'\n'
       fi
     done
   done
@@ -226,7 +226,7 @@ documented() {
   [ "${lines[0]}" = "netrun: --seed needs a whole number of at least 0" ]
   run "$NETRUN" train t.net --lr inf
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: --lr needs a positive number" ]
+  [ "${lines[0]}" = "netrun: --lr needs a positive number, not 'inf'" ]
   run "$NETRUN" predict t.net --output
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: --output needs a NAME" ]
@@ -250,27 +250,43 @@ documented() {
 
 # ---- the include graph ----------------------------------------------------------------
 
-# Modules (src/NAME.c with src/NAME.h; src/ops/NAME.c) and the modules each
-# includes ("NAME.h"); prints each cycle (a strongly connected component)
-# and each library module that includes the verbs' cli.h; fails on either.
+# The layers of src/, lowest first (doc/design.md, "Layers"): a file may
+# include headers of its own folder and of the folders before it, never of
+# one after it.
+LAYERS="base ir exec autodiff ops io front train cli"
+
+# Every #include "..." of src/FOLDER/*.{c,h,list} resolved to a file of src/
+# (by its folder/name.h spelling, or beside the including file); prints each
+# include of a higher layer, each folder outside LAYERS, each include cycle
+# between modules (a strongly connected component; a module is folder/name);
+# fails on any of them.  Headers not in src/ (the generated parser.h, the
+# public netrun/plugin.h) are not the layers' business.
 include_check() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "$LAYERS" <<'PY'
 import glob, os, re, sys
 src = os.path.join(sys.argv[1], "src")
-edges = {}
-for f in glob.glob(src + "/*.[ch]") + glob.glob(src + "/ops/*.[ch]"):
-    mod = os.path.splitext(os.path.relpath(f, src))[0]
-    for line in open(f, encoding="utf-8"):
+rank = {f: i for i, f in enumerate(sys.argv[2].split())}
+edges, bad = {}, []
+for d in sorted(glob.glob(src + "/*/")):
+    if os.path.basename(d.rstrip("/")) not in rank:
+        bad.append("src/%s: a folder not in the layers (%s)" % (os.path.basename(d.rstrip("/")), sys.argv[2]))
+files = sorted(f for e in ("c", "h", "list") for f in glob.glob(src + "/*/*." + e))
+for f in files:
+    rel = os.path.relpath(f, src)
+    folder, mod = rel.split("/")[0], os.path.splitext(rel)[0]
+    for n, line in enumerate(open(f, encoding="utf-8"), 1):
         m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
         if not m:
             continue
-        here = os.path.join(os.path.dirname(f), m.group(1))
-        if os.path.exists(here):
-            target = os.path.splitext(os.path.relpath(here, src))[0]
-        elif os.path.exists(os.path.join(src, m.group(1))):
-            target = os.path.splitext(m.group(1))[0]
+        for cand in (os.path.join(src, m.group(1)), os.path.join(os.path.dirname(f), m.group(1))):
+            if os.path.exists(cand):
+                target = os.path.splitext(os.path.relpath(cand, src))[0]
+                break
         else:
-            continue   # a generated header (parser.h) or the public one
+            continue
+        to = target.split("/")[0]
+        if folder in rank and to in rank and rank[to] > rank[folder]:
+            bad.append("src/%s:%d: %s includes %s, a higher layer" % (rel, n, folder, m.group(1)))
         if target != mod:
             edges.setdefault(mod, set()).add(target)
 index, low, stack, on, cycles = {}, {}, [], set(), []
@@ -291,34 +307,49 @@ for v in sorted(set(edges) | {w for ws in edges.values() for w in ws}):
     if v not in index:
         visit(v)
 for c in cycles:
-    print("include cycle:", ", ".join("%s -> %s" % (a, b) for a in c for b in sorted(edges.get(a, ())) if b in c))
-# The verbs' shared options and start-up (cli.h) are above the libraries
-# (the layers in cli.h's comment).
-library = [m for m in edges if m not in ("main", "cli", "grad", "repl", "summary", "timeback", "trainverb", "sample", "dataverb")]
-for m in sorted(library):
-    if "cli" in edges[m]:
-        print("library module %s includes cli.h" % m)
-print("%d modules, %d edges" % (len(index), sum(map(len, edges.values()))))
-sys.exit(1 if cycles or any("cli" in edges[m] for m in library) else 0)
+    bad.append("include cycle: " + ", ".join("%s -> %s" % (a, b) for a in c for b in sorted(edges.get(a, ())) if b in c))
+for b in bad:
+    print(b)
+print("%d files, %d modules, %d edges" % (len(files), len(index), sum(map(len, edges.values()))))
+sys.exit(1 if bad else 0)
 PY
 }
 
-@test "the include graph of src/ has no cycle, and only the verbs include cli.h" {
+@test "the include graph of src/: each folder includes only its own and lower layers, no cycle" {
   run include_check "$ROOT"
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "${lines[-1]}" =~ ^[0-9]+" modules, "[0-9]+" edges"$ ]]
-  # The check sees a cycle and a library module including cli.h when there is one.
-  mkdir -p fake/src/ops
-  printf '#include "b.h"\n' > fake/src/a.h
-  printf '#include "a.h"\n' > fake/src/b.c
-  printf '#include "b.h"\n' > fake/src/b.h
-  printf '#include "cli.h"\n' > fake/src/io/data.c
-  : > fake/src/cli/cli.h
+  [[ "${lines[-1]}" =~ ^[0-9]+" files, "[0-9]+" modules, "[0-9]+" edges"$ ]]
+  # Every folder of src/ is a layer, and every layer a folder.
+  [ "$(ls -d "$ROOT"/src/*/ | xargs -n1 basename | sort)" = "$(tr ' ' '\n' <<<"$LAYERS" | sort)" ]
+  # The check sees a lower folder including a higher one (a header, an
+  # X-macro list), a folder outside the layers, and a cycle inside one
+  # folder (one include resolved beside its file).
+  mkdir -p fake/src/base fake/src/ir fake/src/io fake/src/cli fake/src/ops fake/src/widget
+  printf '#include "base/b.h"\n' > fake/src/base/a.h
+  printf '#include "a.h"\n' > fake/src/base/b.c
+  printf '#include "base/b.h"\n' > fake/src/base/b.h
+  printf '#include "base/a.h"\n#include "ir/program.h"\n#include "cli/cmd.h"\n' > fake/src/io/data.c
+  printf '#include "ops/ops.list"\n#include "parser.h"\n' > fake/src/ir/registry.c
+  : > fake/src/ir/program.h
+  : > fake/src/cli/cmd.h
+  : > fake/src/ops/ops.list
+  : > fake/src/widget/w.c
   run include_check fake
+  echo "$output"
   [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "include cycle: a -> b, b -> a" ]
-  [ "${lines[1]}" = "library module data includes cli.h" ]
+  [ "${lines[0]}" = "src/widget: a folder not in the layers (base ir exec autodiff ops io front train cli)" ]
+  [ "${lines[1]}" = "src/io/data.c:3: io includes cli/cmd.h, a higher layer" ]
+  [ "${lines[2]}" = "src/ir/registry.c:1: ir includes ops/ops.list, a higher layer" ]
+  [ "${lines[3]}" = "include cycle: base/a -> base/b, base/b -> base/a" ]
+  [ "${lines[4]}" = "9 files, 7 modules, 6 edges" ]
+  # The same tree in order passes.
+  rm -r fake/src/widget fake/src/base/b.c
+  printf '#include "ir/program.h"\n' > fake/src/io/data.c
+  printf '#include "ir/program.h"\n' > fake/src/ir/registry.c
+  run include_check fake
+  echo "$output"
+  [ "$status" -eq 0 ]
 }
 
 # ---- one prefix per module ---------------------------------------------------------------
@@ -331,20 +362,24 @@ prefix_check() {
   python3 - "$1" <<'PY'
 import glob, os, re, sys
 PREFIXES = {
-    "ast": "ast_", "backward": "bwd_", "checkpoint": "ckpt_", "cli": "cli_", "cmd": "cmd_",
-    "data": "data_", "diag": "diag_ span_", "dist": "dist_", "dump": "dump_", "exec": "exec_", "image": "image_", "lrfind": "lrf_",
-    "feed": "feed_", "file": "file_", "fmt": "fmt_", "lsp": "lsp_", "lower": "lower_", "mem": "mem_ arena_ strmap_ ptrmap_",
-    "names": "name_", "npy": "npy_", "option": "option_", "par": "par_", "plot": "plot_", "plugin": "plugin_",
-    "print": "print_", "program": "prog_ op_ attr_ slot_ dtype_ dim_ dims_ shape_ i64_",
-    "registry": "reg_", "repl": "repl_", "report": "report_", "rewrite": "rewrite_", "run": "run_",
-    "safetensors": "st_", "scan": "scan_", "session": "session_", "tape": "tape_", "tapegrad": "tgrad_",
-    "tensor": "tensor_ dtype_ f32_ bcast_ rng_", "text": "text_", "train": "train_",
-    "trainer": "trainer_", "trainrun": "trun_", "userop": "uop_", "weights": "weights_", "zip": "zip_",
-    "ops/bcast_loop": "bcast_ binary_",
+    "base/diag": "diag_ span_", "base/file": "file_", "base/mem": "mem_ arena_ strmap_ ptrmap_", "base/scan": "scan_",
+    "ir/dump": "dump_", "ir/names": "name_", "ir/program": "prog_ op_ attr_ slot_ dtype_ dim_ dims_ shape_ i64_",
+    "ir/registry": "reg_", "ir/rewrite": "rewrite_", "ir/tensor": "tensor_ dtype_ f32_ bcast_ rng_",
+    "exec/dist": "dist_", "exec/exec": "exec_", "exec/par": "par_", "exec/print": "print_", "exec/tape": "tape_",
+    "autodiff/backward": "bwd_", "autodiff/tapegrad": "tgrad_",
+    "ops/bcast_loop": "bcast_ binary_", "ops/plugin": "plugin_",
+    "io/checkpoint": "ckpt_", "io/data": "data_", "io/image": "image_", "io/npy": "npy_", "io/plot": "plot_",
+    "io/report": "report_", "io/safetensors": "st_", "io/text": "text_", "io/weights": "weights_", "io/zip": "zip_",
+    "front/ast": "ast_", "front/feed": "feed_", "front/lower": "lower_", "front/run": "run_",
+    "front/session": "session_", "front/userop": "uop_",
+    "train/lrfind": "lrf_", "train/train": "train_", "train/trainer": "trainer_", "train/trainrun": "trun_",
+    "cli/cli": "cli_", "cli/cmd": "cmd_", "cli/option": "option_", "cli/repl": "repl_",
+    "cli/fmt": "fmt_", "cli/lsp": "lsp_",
 }
 src = os.path.join(sys.argv[1], "src")
 bad = 0
-for h in sorted(glob.glob(src + "/*.h") + glob.glob(src + "/ops/*.h")):
+headers = sorted(glob.glob(src + "/*.h") + glob.glob(src + "/*/*.h"))
+for h in headers:
     mod = os.path.splitext(os.path.relpath(h, src))[0]
     text = re.sub(r"/\*.*?\*/", " ", open(h, encoding="utf-8").read(), flags=re.S)
     text = re.sub(r"\\\n", " ", text)
@@ -363,7 +398,7 @@ for h in sorted(glob.glob(src + "/*.h") + glob.glob(src + "/ops/*.h")):
         if not n.startswith(tuple(PREFIXES[mod].split())):
             print("%s.h: %s is not under %s" % (mod, n, PREFIXES[mod] or "any prefix"))
             bad += 1
-print("%d headers checked" % len(glob.glob(src + "/*.h") + glob.glob(src + "/ops/*.h")))
+print("%d headers checked" % len(headers))
 sys.exit(1 if bad else 0)
 PY
 }
@@ -375,16 +410,16 @@ PY
   [[ "${lines[-1]}" =~ ^[0-9]+" headers checked"$ ]]
   # The check sees a name outside the prefix, a static inline one and an
   # extern value among them, and a module the table does not know.
-  mkdir -p fake/src/ops
+  mkdir -p fake/src/exec fake/src/front
   printf '/* exec_in(c) in a comment */\nint exec_run(Executor *ex);\nTensor *ctx_in(ExecCtx *c, int i);\n' > fake/src/exec/exec.h
   printf 'static inline int par_team(void) { return 1; }\nstatic inline int threads(void) { return 1; }\n' > fake/src/exec/par.h
   printf 'extern const UserOpImpl uop_impl;\nextern int nerrors;\n' > fake/src/front/userop.h
   printf 'const char *\nnothing(void);\nvoid other_thing(int x);\n' > fake/src/widget.h
   run prefix_check fake
   [ "$status" -eq 1 ]
-  [ "${lines[0]}" = "exec.h: ctx_in is not under exec_" ]
-  [ "${lines[1]}" = "par.h: threads is not under par_" ]
-  [ "${lines[2]}" = "userop.h: nerrors is not under uop_" ]
+  [ "${lines[0]}" = "exec/exec.h: ctx_in is not under exec_" ]
+  [ "${lines[1]}" = "exec/par.h: threads is not under par_" ]
+  [ "${lines[2]}" = "front/userop.h: nerrors is not under uop_" ]
   [ "${lines[3]}" = "widget.h: no prefix in the table for it (exports other_thing)" ]
   [ "${lines[4]}" = "4 headers checked" ]
 }

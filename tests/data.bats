@@ -534,7 +534,7 @@ a,b,c,label
   [ "${lines[0]}" = "netrun: data needs a SPEC: fashion-mnist, IMAGES:LABELS or a CSV file" ]
   run "$NETRUN" data fashion-mnist --split valid
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: data: --split needs train or test" ]
+  [ "${lines[0]}" = "netrun: data: --split needs train or test, not 'valid'" ]
   run "$NETRUN" data fashion-mnist --frobnicate
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: data: unknown option '--frobnicate'" ]

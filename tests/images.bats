@@ -8,6 +8,8 @@
 
 FASHION=/usr/share/datasets/fashion-mnist
 
+bats_require_minimum_version 1.5.0
+
 setup_file() {
   cd "$BATS_FILE_TMPDIR"
   local root=$BATS_TEST_DIRNAME/..
@@ -267,11 +269,13 @@ print(rows)' "$output"
   [ "$status" -eq 0 ]
   cmp a1.ckpt r.ckpt
   run "$NETRUN" train aug.net --seed 6 --save a3.ckpt
-  ! cmp -s a1.ckpt a3.ckpt
+  [ "$status" -eq 0 ]
+  run ! cmp -s a1.ckpt a3.ckpt
   # without augmentation, the same seed trains other weights
   sed 's/flip = true/flip = false/; s/crop_pad = 2/crop_pad = 0/' aug.net >noaug.net
   run "$NETRUN" train noaug.net --seed 5 --save a4.ckpt
-  ! cmp -s a1.ckpt a4.ckpt
+  [ "$status" -eq 0 ]
+  run ! cmp -s a1.ckpt a4.ckpt
 }
 
 @test "images: mean and std normalize each channel: (v / 255 - mean) / std" {

@@ -122,7 +122,7 @@ no suggested lr: a slope needs 3 steps, the sweep made 1" ]
     [ -z "$output" ]
   done
   run --separate-stderr "$NETRUN" lr-find tiny.net --steps 0
-  [ "${stderr_lines[0]}" = "netrun: --steps needs a whole number from 2 to 1000000" ]
+  [ "${stderr_lines[0]}" = "netrun: --steps needs a whole number from 2 to 1000000, not '0'" ]
   run --separate-stderr "$NETRUN" lr-find tiny.net --start 0.5 --end 0.5
   [ "${stderr_lines[0]}" = "netrun: --start (0.5) must be below --end (0.5)" ]
   run --separate-stderr "$NETRUN" lr-find tiny.net --format npy

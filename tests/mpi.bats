@@ -16,6 +16,8 @@
 # valgrind` the ranks run the plain binary (NETRUN_BIN), for the same
 # reason: memcheck's reports would be Open MPI's.
 
+bats_require_minimum_version 1.5.0
+
 load mpi_helpers
 
 setup() {
@@ -59,10 +61,10 @@ close() {
 @test "a netrun that mpirun did not start never loads libmpi; one mpirun started does" {
   # Not linked: a machine without Open MPI runs it.
   ldd "$RANK" > ldd.txt
-  ! grep -q libmpi ldd.txt
+  run ! grep -q libmpi ldd.txt
   grep -q libopenblas ldd.txt
   LD_DEBUG=libs "$NETRUN" train "$M/mlp.net" --epochs 1 > out.txt 2> libs.txt
-  ! grep -q libmpi libs.txt
+  run ! grep -q libmpi libs.txt
   grep -q '^epoch 1/1: train loss' out.txt
   LD_DEBUG=libs mpi 1 train "$M/mlp.net" --epochs 1 > out1.txt 2> libs1.txt
   grep -q 'libmpi.so.40' libs1.txt

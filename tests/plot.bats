@@ -246,7 +246,7 @@ well_formed() {
   [ "${lines[0]}" = "netrun: plot takes one file, got a second: 'b.jsonl'" ]
   run "$NETRUN" plot --log-x a.jsonl
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: plot: unknown option '--log-x'" ]
+  [ "${lines[0]}" = "netrun: plot: unknown option '--log-x' (did you mean '--log-y'?)" ]
   run "$NETRUN" plot --x-axis time a.jsonl
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: unknown x axis 'time' (expected step, samples, epoch or lr)" ]
@@ -256,7 +256,7 @@ well_formed() {
   run "$NETRUN" plot a.jsonl -o
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: -o needs a file name" ]
-  [ "${lines[1]}" = "Try 'netrun --help'." ]
+  [ "${lines[1]}" = "Try 'netrun plot --help'." ]
 }
 
 @test "plot: files that cannot be read, logs with nothing to draw, outputs that cannot be written" {

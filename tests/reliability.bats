@@ -254,7 +254,7 @@ refuses() {
   [ "${lines[0]}" = "grow.net:3:7: error: concat: output 'x.2' of shape [16384, 1024]: it would take 64 MiB, but only 27.9 MiB of the memory limit of 64 MiB is free (--max-memory)" ]
   run "$NETRUN" run --max-memory lots two.net
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: --max-memory needs a size, e.g. 512M or 4G" ]
+  [ "${lines[0]}" = "netrun: --max-memory needs a size, e.g. 512M or 4G, not 'lots'" ]
 }
 
 @test "--max-steps and Ctrl-C stop runaway loops cleanly" {

@@ -465,6 +465,18 @@ IN
   [ "$(sed -n 10,12p <<< "$output")" = "$("$NETRUN" grad --tape --wrt h s.net)" ]
 }
 
+@test ":grad NAME prints NAME = its value, not 'loss'" {
+  repl <<'IN'
+param w : [2] = [1.0, 2.0]
+myobj = sum(w * w)
+:grad myobj
+IN
+  [ "$status" -eq 0 ]
+  [ "$output" = "myobj = 5.0
+w@GRAD : f32[2] =
+[2. 4.]" ]
+}
+
 @test ":grad and :gradcheck: what cannot be differentiated" {
   repl <<'IN'
 param W : [2] = [1.0, 2.0]

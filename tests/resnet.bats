@@ -74,7 +74,7 @@ eval_line() {
 @test "batch norm: with the batch's statistics (training always true) eval depends on --batch" {
   "$NETRUN" train tiny.net --limit 1000 --seed 1 --save t.ckpt >/dev/null 2>&1
   sed 's/mean, var, training)/mean, var, true)/' tiny.net > batchstats.net
-  ! cmp -s tiny.net batchstats.net
+  run ! cmp -s tiny.net batchstats.net
   one=$(eval_line batchstats.net t.ckpt 1000 1)
   [ -n "$one" ]
   [ "$(eval_line batchstats.net t.ckpt 1000 32)" != "$one" ]

@@ -50,7 +50,7 @@ EOF
   # --fused prints a program: not with --ast.
   run "$NETRUN" dump --ast --fused loopconv.net
   [ "$status" -eq 2 ]
-  [ "$output" = "$(printf "netrun: --fused prints the rewritten program: not with --ast\nTry 'netrun --help'.")" ]
+  [ "$output" = "$(printf "netrun: --fused prints the rewritten program: not with --ast\nTry 'netrun dump --help'.")" ]
 }
 
 @test "a loop's gradient after a fused layer finds the turns of its loop: the bits of --no-fuse and of the tape" {

@@ -65,7 +65,7 @@ NET
 @test "summary: bad batch and a script error" {
   run "$NETRUN" summary --batch 0 "$EX/fashion_mlp.net"
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: --batch needs a whole number of at least 1" ]
+  [ "${lines[0]}" = "netrun: --batch needs a whole number of at least 1, not '0'" ]
   printf 'y = nosuch(1)\n' > bad.net
   run "$NETRUN" summary bad.net
   [ "$status" -eq 1 ]

@@ -138,7 +138,7 @@ wait_steps() {
   off=$((size / 2))
   byte=$(od -An -tu1 -j $off -N 1 bad.ckpt | tr -d ' ')
   printf "\\$(printf %03o $((byte ^ 255)))" | dd of=bad.ckpt bs=1 seek=$off conv=notrunc status=none
-  ! cmp -s good.ckpt bad.ckpt
+  run ! cmp -s good.ckpt bad.ckpt
   run --separate-stderr "$NETRUN" train "$MLP" --limit 256 --resume bad.ckpt
   [ "$status" -eq 1 ]
   [[ "$stderr" =~ ^"netrun: error: bad.ckpt: corrupt (checksum mismatch: stored "[0-9a-f]{8}", computed "[0-9a-f]{8}")"$ ]]
@@ -256,7 +256,7 @@ block_error() {
   [ "${stderr_lines[3]}" = "bad.net:3:3: error: the learning rate must be positive, got -1" ]
   run "$NETRUN" train "$MLP" --epochs 0
   [ "$status" -eq 2 ]
-  [ "${lines[0]}" = "netrun: --epochs needs a whole number of at least 1" ]
+  [ "${lines[0]}" = "netrun: --epochs needs a whole number of at least 1, not '0'" ]
   run "$NETRUN" train "$MLP" --keep-best
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: --keep-best needs --save PATH" ]
@@ -280,7 +280,7 @@ block_error() {
   run --separate-stderr "$NETRUN" train "$MLP" --optimizer adagrad
   [ "$status" -eq 2 ]
   [ "$stderr" = "netrun: unknown optimizer 'adagrad' (expected sgd, momentum, adam, adamw or rmsprop)
-Try 'netrun --help'." ]
+Try 'netrun train --help'." ]
   run --separate-stderr "$NETRUN" train "$MLP" --optimizer
   [ "$status" -eq 2 ]
   [ "${stderr_lines[0]}" = "netrun: --optimizer needs a name: sgd, momentum, adam, adamw or rmsprop" ]

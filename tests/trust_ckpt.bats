@@ -301,7 +301,7 @@ train_bg() {
   cat bg.err
   [ "$st" -eq 1 ]
   grep -Eq '^slow.net:[0-9]+:[0-9]+: error: .*interrupted' bg.err
-  ! grep -q '^saved' bg.err
+  run ! grep -q '^saved' bg.err
   [ ! -e s.ckpt ]
 }
 

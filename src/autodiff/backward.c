@@ -791,10 +791,8 @@ static void insert_op(OpList *l, int at, OpDesc *op) {
   l->n++;
 }
 
-static void finish_block(Backward *bw, Block *g, OpList *list, const char *const *targets, int ntargets,
-                         const char *const *args, int nargs) {
-  Program *p = bw->p;
-  /* Dead grad ops: keep what leads to a target. */
+/* Dead grad ops: keep what leads to a target. */
+static void prune_dead(Backward *bw, OpList *list, const char *const *targets, int ntargets) {
   NameSet live = {0};
   for (int t = 0; t < ntargets; t++)
     if (targets[t]) set_put(&live, targets[t], 1);
@@ -821,9 +819,13 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   list->n = n;
   mem_free(keep);
   strmap_free(&live);
+}
 
-  /* Repeated writes: count the writers of every gradient (a block arg
-   * counts as one, first). */
+/* Repeated writes: count the writers of every gradient (a block arg
+ * counts as one, first), rename each write and sum them after the last.
+ * Returns the block's args as declared: renamed too when repeated. */
+static const char **sum_repeated(Backward *bw, OpList *list, const char *const *args, int nargs) {
+  Program *p = bw->p;
   NameSet writers = {0}, seen = {0};
   for (int a = 0; a < nargs; a++)
     if (!name_is_empty(args[a])) set_put(&writers, args[a], set_get(&writers, args[a]) + 1);
@@ -871,8 +873,13 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   *list = out;
   strmap_free(&writers);
   strmap_free(&seen);
+  return arg_names;
+}
 
-  /* Missing gradients: a grad op reads one that nothing wrote: zeros. */
+/* Missing gradients: a grad op reads one that nothing wrote: zeros. */
+static void zero_fill(Backward *bw, OpList *list, const char *const *targets, int ntargets, const char **arg_names,
+                      int nargs) {
+  Program *p = bw->p;
   NameSet written = {0};
   for (int a = 0; a < nargs; a++) set_put(&written, arg_names[a], 1);
   OpList filled = {0};
@@ -905,9 +912,13 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
       set_put(&written, targets[t], 1);
     }
   strmap_free(&written);
+}
 
-  /* Declare the block's args and results, then every new variable, with
-   * its shape from inference. */
+/* Declare the block's args and results, then every new variable, with
+ * its shape from inference. */
+static void declare(Backward *bw, Block *g, OpList *list, const char *const *targets, int ntargets,
+                    const char **arg_names, int nargs) {
+  Program *p = bw->p;
   for (int a = 0; a < nargs && g != bw->home; a++) {
     if (strcmp(arg_names[a], NAME_EMPTY) == 0) {
       *ARENA_PUSH(p->arena, g->args, g->nargs, g->capargs) = NAME_EMPTY;
@@ -941,6 +952,16 @@ static void finish_block(Backward *bw, Block *g, OpList *list, const char *const
   if (g != bw->home)
     for (int t = 0; t < ntargets; t++)
       *ARENA_PUSH(p->arena, g->results, g->nresults, g->capresults) = targets[t] ? targets[t] : NAME_EMPTY;
+}
+
+/* The grad ops of list made block g's: the dead pruned, repeated writes
+ * summed, missing gradients zero-filled, then declared and appended. */
+static void finish_block(Backward *bw, Block *g, OpList *list, const char *const *targets, int ntargets,
+                         const char *const *args, int nargs) {
+  prune_dead(bw, list, targets, ntargets);
+  const char **arg_names = sum_repeated(bw, list, args, nargs);
+  zero_fill(bw, list, targets, ntargets, arg_names, nargs);
+  declare(bw, g, list, targets, ntargets, arg_names, nargs);
 }
 
 /* ---- verify ------------------------------------------------------------------------------ */
@@ -1202,7 +1223,8 @@ static bool outer_paths_ok(Backward *bw, const Block *b, const char *const *wrt,
   return ok;
 }
 
-bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads) {
+bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads,
+              bool *depends) {
   Backward bw = {.zeros = true};
   PtrMap idx;
   backward_init(&bw, p, &idx);
@@ -1213,6 +1235,7 @@ bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int n
   bool ok = b->parent < 0 || outer_paths_ok(&bw, b, wrt, nwrt, at);
   ok = ok && differentiate(&bw, &y, NULL, 1, wrt, nwrt, grads);
   for (int i = 0; ok && i < nwrt; i++) ok = grads[i] != NULL;
+  for (int i = 0; ok && depends && i < nwrt; i++) depends[i] = needs_grad(&bw, wrt[i]);
   if (ok) p->nlevels = level;
   backward_free(&bw);
   return ok;

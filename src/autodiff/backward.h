@@ -64,11 +64,13 @@ bool bwd_op_grads(Program *p, const char *const *need, int nneed, const char ***
  * backward of the ops block b holds now, from the scalar y to each wrt[i],
  * appended to b as bwd_append builds one, its gradient names suffixed by
  * the program's next level (@L1, @L2, ...).  grads[i] receives wrt[i]'s
- * gradient: zeros of its shape when y does not depend on it.  Errors (an
+ * gradient: zeros of its shape when y does not depend on it, which
+ * depends[i] (when not NULL) tells: false then.  Errors (an
  * op with no gradient on the way; in a loop or branch body, a value read
  * from outside that depends on a wrt: reported at `at`) are reported;
  * false then. */
-bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads);
+bool bwd_grad(Program *p, Block *b, const char *y, const char *const *wrt, int nwrt, Span at, const char **grads,
+              bool *depends);
 
 /* The vector-Jacobian product of block 0 of p (a program of its own, such
  * as the body of an op defined in a script): appends the grad ops that

@@ -108,6 +108,12 @@ static void show_caret(Diag *d, Span at) {
   fputc('\n', d->out);
 }
 
+void diag_put_escaped(FILE *f, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+    else fputc(*p, f);
+}
+
 static void report(Diag *d, Span at, const char *kind, const char *what, const char *fmt, va_list ap) {
   if (d && d->sink) {
     char msg[2048];
@@ -125,12 +131,23 @@ static void report(Diag *d, Span at, const char *kind, const char *what, const c
   if (d && at.file >= 0) {
     int line, col;
     diag_line_col(d, at.file, at.start, &line, &col);
-    fprintf(out, "%s:%d:%d: %s%s:%s ", d->files[at.file].path, line, col, on, kind, off);
+    diag_put_escaped(out, d->files[at.file].path);
+    fprintf(out, ":%d:%d: %s%s:%s ", line, col, on, kind, off);
   } else {
     fprintf(out, "netrun: %s%s:%s ", on, kind, off);
   }
-  if (what) fprintf(out, "%s: ", what);
-  vfprintf(out, fmt, ap);
+  if (what) diag_put_escaped(out, what), fputs(": ", out);
+  /* The message, with its control characters escaped: a file name holding
+   * ESC or BEL must not drive the terminal.  The report must not allocate
+   * (out of memory reports through it): a long message goes out as it
+   * is formatted, in pieces of the buffer. */
+  char buf[4096];
+  va_list copy;
+  va_copy(copy, ap);
+  int n = vsnprintf(buf, sizeof buf, fmt, copy);
+  va_end(copy);
+  if (n >= 0 && (size_t)n < sizeof buf) diag_put_escaped(out, buf);
+  else vfprintf(out, fmt, ap);
   fputc('\n', out);
   if (d && at.file >= 0) show_caret(d, at);
 }
@@ -243,12 +260,18 @@ static void report_mem(const char *line) { diag_error(NULL, SPAN_NONE, "%s", lin
 
 __attribute__((constructor)) static void install_mem_reporter(void) { mem_set_reporter(report_mem); }
 
+static const char *usage_verb;
+
+void diag_usage_verb(const char *verb) { usage_verb = verb; }
+
 int diag_usage(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("netrun: ", stderr);
-  vfprintf(stderr, fmt, ap);
+  char buf[4096];
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  fputs("\nTry 'netrun --help'.\n", stderr);
+  if (n >= 0) diag_put_escaped(stderr, buf);   /* cut at 4 KiB */
+  fprintf(stderr, "\nTry 'netrun %s%s--help'.\n", usage_verb ? usage_verb : "", usage_verb ? " " : "");
   return EXIT_USAGE;
 }

@@ -144,10 +144,19 @@ const char *diag_nearest(const char *name, const char *const *cands, int n);
 typedef enum DiagQuote { QUOTE_SCRIPT, QUOTE_JSON } DiagQuote;
 void diag_quote(FILE *f, const char *s, DiagQuote style);
 
+/* Prints s with its control characters (but newline and tab) as \xNN: how
+ * a name from outside (a file's, a class folder's) is printed, so that one
+ * holding ESC or BEL cannot drive the terminal.  Every diagnostic's text
+ * goes through it. */
+void diag_put_escaped(FILE *f, const char *s);
+
 /* The exit statuses of a verb (netrun(1)); out of memory is MEM_EXIT_OOM. */
 enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2 };
 /* Prints a usage error ("netrun: MESSAGE", then where to look for help)
  * and returns EXIT_USAGE, for a verb to return. */
 int diag_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The verb whose help diag_usage points to ("Try 'netrun train --help'."),
+ * or NULL for netrun's own. */
+void diag_usage_verb(const char *verb);
 
 #endif

@@ -410,6 +410,16 @@ int file_open_regular(const char *path, char *err, size_t errlen) {
   return fd;
 }
 
+FILE *file_fopen_regular(const char *path, char *err, size_t errlen) {
+  int fd = file_open_regular(path, err, errlen);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (fd >= 0 && !f) {
+    snprintf(err, errlen, "%s", strerror(errno));
+    close(fd);
+  }
+  return f;
+}
+
 bool file_check_regular(const char *path, char *err, size_t errlen) {
   int fd = file_open_regular(path, err, errlen);
   if (fd >= 0) close(fd);

@@ -92,6 +92,8 @@ bool file_log_close(LogFile *l, char *err, size_t errlen);
  * "not a regular file" ("Is a directory" for a folder).  Returns an fd open
  * for reading (blocking), or -1 with why in err. */
 int file_open_regular(const char *path, char *err, size_t errlen);
+/* file_open_regular as a stdio stream ("rb"), or NULL with why in err. */
+FILE *file_fopen_regular(const char *path, char *err, size_t errlen);
 /* Whether path names a regular file it can open; if not, why in err. */
 bool file_check_regular(const char *path, char *err, size_t errlen);
 

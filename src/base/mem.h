@@ -73,6 +73,23 @@ const char *mem_size_str(double bytes, char *buf, size_t n);
  * 1024; "G", "GB" and "GiB" are the same), e.g. "512M", "1.5G". */
 bool mem_parse_size(const char *s, int64_t *out);
 
+/* *out = a * b (or a + b) for sizes taken from a file (shapes, counts,
+ * lengths, option values): false, *out untouched, when a term is negative
+ * or the result passes INT64_MAX.  Every size computed from a header goes
+ * through these, so none can wrap before it is charged. */
+static inline bool mem_mul_size(int64_t a, int64_t b, int64_t *out) {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) return false;
+  *out = r;
+  return true;
+}
+static inline bool mem_add_size(int64_t a, int64_t b, int64_t *out) {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r)) return false;
+  *out = r;
+  return true;
+}
+
 /* Grow a dynamic array *items of *cap elements so that it holds at least
  * need elements. */
 #define VEC_RESERVE(items, cap, need)                                           \

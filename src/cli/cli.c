@@ -3,7 +3,7 @@
 #include "cli/cli.h"
 
 #include "cli/option.h"
-#include "cli/run.h"
+#include "front/run.h"
 #include "front/session.h"
 #include "train/trainer.h"
 #include "ir/rewrite.h"
@@ -280,7 +280,7 @@ Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks) {
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
   ExecOptions o = a->opt;
   o.tape = false;
-  if (a->fused && rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0});
+  if (a->fused && exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0});
 }
 
 FILE *cli_time_options(Args *a) {

@@ -1,20 +1,11 @@
-/* cli.h — what the verbs of the command line share: their options, and
- * starting an executor over a loaded script with the values fed.  The verbs
- * themselves are declared in cmd.h.
+/* cli.h — what the verbs of the command line share: their options (one
+ * table, cli.c) and loading a script with them.  The verbs themselves are
+ * declared in cmd.h.
  *
- * The layers of src/, each using only the ones below it:
- *   main.c       dispatches argv to a verb (cmd.h)
- *   verbs        parse argv into Args (this header) and run: cli.c,
- *                dataverb.c, grad.c, repl.c, sample.c, summary.c,
- *                timeback.c, trainverb.c
- *   library      everything else, from the trainer (trainer.h), data,
- *                checkpoints, plots and weights down through run, session,
- *                lower, rewrite, backward, exec, registry and the ops to
- *                program, tensor and mem
- * Only the verbs include cli.h (tests/code_shape.bats checks it).
- * checkpoint.c, plot.c and weights.c each hold a verb's entry point
- * (cmd.h) that parses its own options with option.h and needs nothing of
- * this header. */
+ * The verbs sit in cli/, the top layer of src/ (doc/design.md, "Layers"):
+ * nothing below includes this header or cmd.h.  A verb that needs only its
+ * own options (checkpointverb.c, exportverb.c, plotverb.c) parses them with
+ * option.h. */
 #ifndef NETRUN_CLI_H
 #define NETRUN_CLI_H
 
@@ -122,7 +113,7 @@ typedef struct StdlibDef {
 StdlibDef *cli_stdlib_defs(Arena *a, int *n);
 /* An executor over ld's program with a's --set/--feed values fed; NULL on
  * error (reported).  The program is rewritten first when the executor's
- * options want it (rewrite_wanted). */
+ * options want it (exec_rewrite_wanted). */
 Executor *cli_start(Session *ld, const Args *a);
 /* The same, the rewrite moving the block-0 indices marks[0..nmarks) the
  * caller runs ranges up to (rewrite.h). */

@@ -12,7 +12,7 @@ struct Args;      /* cli.h */
 struct Program;   /* program.h */
 struct Executor;  /* exec.h */
 
-/* grad.c: the grad verbs. */
+/* gradverb.c: the grad verbs. */
 int cmd_grad(const struct Args *a);
 int cmd_gradcheck(const struct Args *a);
 /* The REPL's :grad and :gradcheck: the backward of the tape that ex (a
@@ -32,15 +32,15 @@ int cmd_dump_train(const struct Args *a);
 /* lr-find FILE: the learning-rate finder (lrfind.h). */
 int cmd_lr_find(int argc, char **argv);
 
-/* data.c, checkpoint.c, plot.c */
+/* dataverb.c: data SPEC; checkpointverb.c: checkpoint PATH, describes a
+ * checkpoint; plotverb.c: plot LOG. */
 int cmd_data(int argc, char **argv);
-/* checkpoint PATH: describes a checkpoint. */
 int cmd_checkpoint(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 /* summary.c: summary FILE; timeback.c: time --backward FILE. */
 int cmd_summary(int argc, char **argv);
 int cmd_time_backward(const struct Args *a);
-/* weights.c: export CKPT -o FILE.safetensors|FILE.npz */
+/* exportverb.c: export CKPT -o FILE.safetensors|FILE.npz */
 int cmd_export(int argc, char **argv);
 /* sample.c: sample FILE, new text from a next-byte model. */
 int cmd_sample(int argc, char **argv);

@@ -116,9 +116,10 @@ static void print_tensor(const char *name, const Tensor *t) {
 }
 
 static int data_describe(const DataArgs *a, const Dataset *ds) {
-  printf("dataset %s\n", ds->name);
+  /* names from outside, printed with their control characters escaped */
+  fputs("dataset ", stdout), diag_put_escaped(stdout, ds->name), putchar('\n');
   if (ds->split) printf("split %s\n", ds->split);
-  for (int i = 0; i < ds->nfiles; i++) printf("file %s\n", ds->files[i]);
+  for (int i = 0; i < ds->nfiles; i++) fputs("file ", stdout), diag_put_escaped(stdout, ds->files[i]), putchar('\n');
   printf("examples %" PRId64 "\n", ds->n);
   for (int i = 0; i < ds->ncols; i++) {
     const DataColumn *c = &ds->cols[i];
@@ -138,7 +139,7 @@ static int data_describe(const DataArgs *a, const Dataset *ds) {
     for (int k = 0, i = 0; k < ds->nclasses; k++) {
       int64_t count = 0;
       for (; i < ds->n && lab[i] == k; i++) count++;
-      printf("class %d %s %" PRId64 "\n", k, ds->classes[k], count);
+      printf("class %d ", k), diag_put_escaped(stdout, ds->classes[k]), printf(" %" PRId64 "\n", count);
     }
   } else if (y && y->store != DATA_F32) {
     print_classes(y, ds->n);

@@ -319,7 +319,7 @@ static bool build_tape(Built *b, const Args *a, bool run) {
   ExecOptions o = a->opt;
   o.tape = false;
   int marks[2] = {b->run_from, b->bw.first_grad_op};
-  if (rewrite_wanted(&o)) rewrite_program(b->tp, &(RewriteOpts){RW_FUSE, marks, 2});
+  if (exec_rewrite_wanted(&o)) rewrite_program(b->tp, &(RewriteOpts){RW_FUSE, marks, 2});
   b->run_from = marks[0], b->bw.first_grad_op = marks[1];
   b->tex = exec_new(b->tp, &o);
   for (int i = 0; i < b->ntape_vals; i++)
@@ -398,7 +398,7 @@ static void print_grads(Built *b, const Args *a) {
     }
     printf("}}\n");
   } else {
-    printf("%s = ", a->order > 1 ? "f" : "loss");
+    printf("%s = ", a->order > 1 ? "f" : a->loss);
     if (loss) print_write(stdout, loss, a->opt.precision);
     putchar('\n');
     for (int i = 0; i < b->bw.npairs; i++) {

@@ -35,6 +35,20 @@ static const Option *find(const OptionParser *p, const char *name, size_t len) {
   return NULL;
 }
 
+/* The option p sees nearest to the misspelt name (its first len bytes). */
+static const char *nearest(const OptionParser *p, const char *name, size_t len) {
+  const char *cands[512];
+  int n = 0;
+  for (const Option *const *t = p->tables; *t; t++)
+    for (const Option *o = *t; o->name && n < 512; o++)
+      if (!o->groups || (o->groups & p->groups)) cands[n++] = o->name;
+  char typed[64];
+  if (len >= sizeof typed) return NULL;
+  memcpy(typed, name, len);
+  typed[len] = 0;
+  return diag_nearest(typed, cands, n);
+}
+
 int option_next(OptionParser *p) {
   p->opt = NULL;
   p->value = NULL;
@@ -52,7 +66,8 @@ int option_next(OptionParser *p) {
     return OPTION_ARG;
   }
   if (!o) {
-    diag_usage("%s: unknown option '%s'", p->argv[0], arg);
+    const char *near = nearest(p, arg, eq ? (size_t)(eq - arg) : strlen(arg));
+    diag_usage("%s: unknown option '%s'%s%s%s", p->argv[0], arg, DIAG_MEAN(near));
     return OPTION_ERROR;
   }
   p->opt = o;
@@ -76,7 +91,10 @@ int option_next(OptionParser *p) {
   return o->id;
 }
 
-int option_bad(const OptionParser *p) { return diag_usage("%s%s needs %s", p->prefix, p->opt->name, p->opt->needs); }
+int option_bad(const OptionParser *p) {
+  if (!p->value) return diag_usage("%s%s needs %s", p->prefix, p->opt->name, p->opt->needs);
+  return diag_usage("%s%s needs %s, not '%s'", p->prefix, p->opt->name, p->opt->needs, p->value);
+}
 
 bool option_int(const OptionParser *p, int64_t lo, int64_t *out) {
   const char *v = p->value;

@@ -70,7 +70,7 @@ void option_init_groups(OptionParser *p, int argc, char **argv, const Option *ta
 int option_next(OptionParser *p);
 
 /* Reports that the value of the option just returned is not what it needs
- * ("--seed needs a whole number of at least 0"); returns EXIT_USAGE. */
+ * ("--seed needs a whole number of at least 0, not 'x'"); returns EXIT_USAGE. */
 int option_bad(const OptionParser *p);
 /* The value as a whole number >= lo, or as a finite number > 0 (>= 0 with
  * zero_ok); false with the error reported (option_bad). */

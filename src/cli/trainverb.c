@@ -49,6 +49,8 @@ static int apply_train(const OptionParser *p, void *ctx) {
   case O_KEEP_GOING: t->keep_going = true; break;
   case O_OUTPUT:
     if (t->noutputs == REPORT_MAX_OUTPUTS) return diag_usage("--output: at most %d values", REPORT_MAX_OUTPUTS);
+    for (int i = 0; i < t->noutputs; i++)   /* a .npz member and a JSON key each */
+      if (strcmp(t->outputs[i], p->value) == 0) return diag_usage("--output %s is given twice", p->value);
     if (!t->output) t->output = p->value;
     t->outputs[t->noutputs++] = p->value;
     break;

@@ -148,6 +148,8 @@ void exec_default_options(ExecOptions *o) {
   o->out = stdout;
 }
 
+bool exec_rewrite_wanted(const ExecOptions *o) { return o->fuse && !o->tape && !o->check_nan; }
+
 /* ---- preparing ops ------------------------------------------------------------ */
 
 /* The block whose frame is the parent of blk's at run time: the startup
@@ -687,6 +689,113 @@ static void promote_inputs(const Prepared *p, Tensor **ins, bool *owned) {
     }
 }
 
+/* Gather: the op's input values from frame f into ins (a control op's
+ * missing input may be empty); *any_grad whether one requires a gradient.
+ * 0 or -1 (reported). */
+static inline int gather_inputs(Executor *ex, Prepared *p, Frame *f, Tensor **ins, bool *any_grad) {
+  for (int i = 0; i < p->in_total; i++) {
+    ins[i] = frame_get(f, p->in[i]);
+    if (!ins[i] && (p->proto->flags & OP_CONTROL) && name_is_empty(p->in[i].name)) continue;
+    if (!ins[i]) return op_fail(ex, p, "internal error: '%s' has no value", p->in[i].name);
+    *any_grad |= ins[i] && ins[i]->requires_grad;
+  }
+  return 0;
+}
+
+/* Allocate: each output a new tensor of its inferred dtype and shape, but
+ * for an op that makes its own (OP_NO_PREALLOC).  0 or -1 (reported; the
+ * outputs made so far are the caller's to drop). */
+static inline int allocate_outputs(Executor *ex, Prepared *p, Tensor **outs) {
+  for (int i = 0; i < p->out_total; i++) {
+    outs[i] = NULL;
+    if (p->proto->flags & OP_NO_PREALLOC) continue;
+    const VarDesc *o = &p->out_desc[i];
+    int64_t dims[SHAPE_MAX_RANK];
+    for (int d = 0; d < o->shape.rank; d++) dims[d] = o->shape.d[d].n;
+    char why[TENSOR_WHY_MAX];
+    outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, why);
+    if (!outs[i]) {
+      char buf[128];
+      int rc = op_fail(ex, p, "output '%s' of shape %s: %s", o->name, shape_str(&o->shape, buf, sizeof buf), why);
+      if (ex->tape.n && mem_limit_hit())
+        diag_note(ex->diag, SPAN_NONE, "the tape keeps the values of the %d ops run so far that a gradient may need",
+                  ex->tape.n);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* A non-control op's kernel run: its outputs inferred, its inputs
+ * promoted, a constant's value reused, the outputs allocated, the kernel
+ * called and its outputs checked.  The kernel's status, or -1 (reported). */
+static inline int run_kernel(Executor *ex, Prepared *p, int op_index, Frame *f, Tensor **ins, Tensor **outs,
+                             bool *owned) {
+  int rc;
+  if ((rc = infer_outputs(ex, p, ins)) < 0) return rc;
+  promote_inputs(p, ins, owned);
+  if (p->constant && out_matches(p->constant, &p->out_desc[0])) {
+    outs[0] = tensor_ref(p->constant);
+    return rc;
+  }
+  if ((rc = allocate_outputs(ex, p, outs)) < 0) return rc;
+  /* Outputs of no elements cost nothing: there is nothing to compute
+   * (concat of [2^62, 0] would otherwise walk 2^62 rows to copy none). */
+  bool empty = p->out_total > 0 && !(p->proto->flags & (OP_NO_PREALLOC | OP_SIDE_EFFECT));
+  for (int i = 0; empty && i < p->out_total; i++) empty = outs[i]->numel == 0;
+  if (!empty && (rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) return rc;
+  for (int i = 0; i < p->out_total; i++)
+    if (!outs[i]) return op_fail(ex, p, "internal error: the kernel left output %d unset", i);
+  if (p->keeps && p->out_total == 1) {
+    tensor_unref(p->constant);
+    p->constant = tensor_ref(outs[0]);
+  }
+  return rc;
+}
+
+/* Post-kernel: the op's time (from t0), whether a gradient flows to each
+ * output, --check-nan, the tape's record, then the outputs handed to frame
+ * f.  0 or -1 (reported; the outputs are still the caller's). */
+static inline int post_kernel(Executor *ex, Prepared *p, Frame *f, Tensor **ins, Tensor **outs, bool any_grad,
+                              double t0) {
+  if (p->timing >= 0) {
+    ex->timings[p->timing].calls++;
+    ex->timings[p->timing].seconds += now() - t0;
+  }
+  /* A gradient flows to an output if one flows from an input through an op
+   * that has one, and the output is real-valued. */
+  bool grad_flows = any_grad && p->proto->grad_kind != GRAD_NONE;
+  for (int i = 0; i < p->out_total; i++)
+    if (outs[i]) outs[i]->requires_grad = grad_flows && dtype_is_float(outs[i]->dtype);
+  if (ex->opt.check_nan)
+    for (int i = 0; i < p->out_total; i++)
+      if (outs[i] && tensor_non_finite(outs[i])) {
+        char buf[128];
+        return op_fail(ex, p, "produced NaN or Inf in '%s' (shape %s)", p->out_desc[i].name,
+                       tensor_shape_str(outs[i], buf, sizeof buf));
+      }
+  if (ex->opt.tape && grad_flows && !(p->proto->flags & OP_CONTROL)) {
+    const char *in_vars[MAX_STACK_VALS], *in_turns[MAX_STACK_VALS], *out_vars[MAX_STACK_VALS];
+    bool small = p->in_total <= MAX_STACK_VALS && p->out_total <= MAX_STACK_VALS;
+    const char **iv = small ? in_vars : mem_alloc(NULL, sizeof *iv * (size_t)(p->in_total + 1));
+    const char **it = small ? in_turns : mem_alloc(NULL, sizeof *it * (size_t)(p->in_total + 1));
+    const char **ov = small ? out_vars : mem_alloc(NULL, sizeof *ov * (size_t)(p->out_total + 1));
+    for (int i = 0; i < p->in_total; i++) iv[i] = p->in[i].name, it[i] = frame_suffix_of(f, p->in[i]);
+    for (int i = 0; i < p->out_total; i++) ov[i] = p->out[i].name;
+    if (p->klass < 0) p->klass = op_class(ex, p);
+    tape_record(&ex->tape, p->op, p->klass, ins, iv, it, p->in_total, outs, ov, p->out_total, f->suffix);
+    if (!small) mem_free(iv), mem_free(it), mem_free(ov);
+  }
+  for (int i = 0; i < p->out_total; i++) {
+    frame_put(f, p->out[i], outs[i]);
+    outs[i] = NULL;
+  }
+  return 0;
+}
+
+/* Runs one op in frame f: gather its inputs, run its kernel (a control op
+ * making its outputs from the blocks it runs), then the post-kernel work.
+ * With --check-nan a fused op runs as the ops it stands for. */
 static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   if (p->norig && ex->opt.check_nan) {
     for (int k = 0; k < p->norig; k++)
@@ -704,93 +813,16 @@ static int run_op(Executor *ex, Prepared *p, int op_index, Frame *f) {
   bool owned_stack[MAX_STACK_VALS];
   bool *owned = p->in_total <= MAX_STACK_VALS ? owned_stack : mem_calloc((size_t)p->in_total + 1, sizeof *owned);
   for (int i = 0; i < p->in_total; i++) owned[i] = false;
-  int rc = 0;
   bool any_grad = false;
-  for (int i = 0; i < p->in_total; i++) {
-    ins[i] = frame_get(f, p->in[i]);
-    if (!ins[i] && (p->proto->flags & OP_CONTROL) && name_is_empty(p->in[i].name)) continue;
-    if (!ins[i]) {
-      rc = op_fail(ex, p, "internal error: '%s' has no value", p->in[i].name);
-      goto done;
-    }
-    any_grad |= ins[i] && ins[i]->requires_grad;
-  }
+  int rc = gather_inputs(ex, p, f, ins, &any_grad);
+  if (rc < 0) goto done;
   double t0 = p->timing >= 0 ? now() : 0;
-  if (!p->proto->kernel) {
-    rc = op_fail(ex, p, "has no kernel yet");
-    goto done;
-  }
-  if (p->proto->flags & OP_CONTROL) {
-    /* Control ops make their outputs from the blocks they run. */
-    if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
-  } else {
-    if ((rc = infer_outputs(ex, p, ins)) < 0) goto done;
-    promote_inputs(p, ins, owned);
-    if (p->constant && out_matches(p->constant, &p->out_desc[0])) {
-      outs[0] = tensor_ref(p->constant);
-      goto made;
-    }
-    for (int i = 0; i < p->out_total; i++) {
-      outs[i] = NULL;
-      if (p->proto->flags & OP_NO_PREALLOC) continue;
-      const VarDesc *o = &p->out_desc[i];
-      int64_t dims[SHAPE_MAX_RANK];
-      for (int d = 0; d < o->shape.rank; d++) dims[d] = o->shape.d[d].n;
-      char why[TENSOR_WHY_MAX];
-      outs[i] = tensor_try_new(o->dtype, o->shape.rank, dims, why);
-      if (!outs[i]) {
-        char buf[128];
-        rc = op_fail(ex, p, "output '%s' of shape %s: %s", o->name, shape_str(&o->shape, buf, sizeof buf), why);
-        if (ex->tape.n && mem_limit_hit())
-          diag_note(ex->diag, SPAN_NONE, "the tape keeps the values of the %d ops run so far that a gradient may need",
-                    ex->tape.n);
-        goto done;
-      }
-    }
-    if ((rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) goto done;
-    for (int i = 0; i < p->out_total; i++)
-      if (!outs[i]) {
-        rc = op_fail(ex, p, "internal error: the kernel left output %d unset", i);
-        goto done;
-      }
-    if (p->keeps && p->out_total == 1) {
-      tensor_unref(p->constant);
-      p->constant = tensor_ref(outs[0]);
-    }
-  }
-made:
-  if (p->timing >= 0) {
-    ex->timings[p->timing].calls++;
-    ex->timings[p->timing].seconds += now() - t0;
-  }
-  /* A gradient flows to an output if one flows from an input through an op
-   * that has one, and the output is real-valued. */
-  bool grad_flows = any_grad && p->proto->grad_kind != GRAD_NONE;
-  for (int i = 0; i < p->out_total; i++)
-    if (outs[i]) outs[i]->requires_grad = grad_flows && dtype_is_float(outs[i]->dtype);
-  if (ex->opt.check_nan)
-    for (int i = 0; i < p->out_total; i++)
-      if (outs[i] && tensor_non_finite(outs[i])) {
-        char buf[128];
-        rc = op_fail(ex, p, "produced NaN or Inf in '%s' (shape %s)", p->out_desc[i].name,
-                     tensor_shape_str(outs[i], buf, sizeof buf));
-        goto done;
-      }
-  if (ex->opt.tape && grad_flows && !(p->proto->flags & OP_CONTROL)) {
-    const char *in_vars[MAX_STACK_VALS], *in_turns[MAX_STACK_VALS], *out_vars[MAX_STACK_VALS];
-    bool small = p->in_total <= MAX_STACK_VALS && p->out_total <= MAX_STACK_VALS;
-    const char **iv = small ? in_vars : mem_alloc(NULL, sizeof *iv * (size_t)(p->in_total + 1));
-    const char **it = small ? in_turns : mem_alloc(NULL, sizeof *it * (size_t)(p->in_total + 1));
-    const char **ov = small ? out_vars : mem_alloc(NULL, sizeof *ov * (size_t)(p->out_total + 1));
-    for (int i = 0; i < p->in_total; i++) iv[i] = p->in[i].name, it[i] = frame_suffix_of(f, p->in[i]);
-    for (int i = 0; i < p->out_total; i++) ov[i] = p->out[i].name;
-    if (p->klass < 0) p->klass = op_class(ex, p);
-    tape_record(&ex->tape, p->op, p->klass, ins, iv, it, p->in_total, outs, ov, p->out_total, f->suffix);
-    if (!small) mem_free(iv), mem_free(it), mem_free(ov);
-  }
-  for (int i = 0; i < p->out_total; i++) {
-    frame_put(f, p->out[i], outs[i]);
-    outs[i] = NULL;
+  if (!p->proto->kernel) rc = op_fail(ex, p, "has no kernel yet");
+  else if (p->proto->flags & OP_CONTROL) rc = call_kernel(ex, p, op_index, f, ins, outs);
+  else rc = run_kernel(ex, p, op_index, f, ins, outs, owned);
+  if (rc >= 0) {
+    int post = post_kernel(ex, p, f, ins, outs, any_grad, t0);
+    if (post < 0) rc = post;
   }
 done:
   for (int i = 0; i < p->out_total; i++)

@@ -40,6 +40,11 @@ typedef struct ExecOptions {
 } ExecOptions;
 
 void exec_default_options(ExecOptions *o);
+/* Whether an executor with options o runs the program rewritten by the
+ * RW_FUSE rewrites (rewrite.h), which its callers make first: not with the
+ * tape (which records each op), --check-nan (which reruns originals
+ * anyway) or --no-fuse. */
+bool exec_rewrite_wanted(const ExecOptions *o);
 
 Executor *exec_new(Program *p, const ExecOptions *opt);
 void exec_free(Executor *ex);

@@ -210,7 +210,7 @@ Tensor *feed_read_file(Diag *d, const char *path, const VarDesc *decl) {
   uint8_t magic[8];
   size_t n = 0;
   char why[256];
-  int fd = file_check_regular(path, why, sizeof why) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  int fd = file_open_regular(path, why, sizeof why);
   if (fd >= 0) {
     ssize_t k = read(fd, magic, sizeof magic);
     n = k > 0 ? (size_t)k : 0;

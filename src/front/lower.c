@@ -1032,6 +1032,7 @@ static bool set_attr_from(Lowerer *L, OpDesc *op, const OpProto *proto, int ai, 
                attr_type_name(ap->type), got);
     return false;
   }
+  reg_coerce_attr(L->arena, proto, ai, &v);
   const char *why = reg_check_attr(proto, ai, &v);
   if (why) {
     diag_error(L->diag, val->span, "attribute '%s' of '%s' %s", ap->name, proto->type, why);
@@ -1048,20 +1049,12 @@ static void slot_names(const SlotProto *slots, int n, char *buf, size_t size) {
     k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", slots[i].name);
 }
 
-/* OPNAME(ARGS..., ATTR = CONST, ...): positional arguments fill the inputs
- * in proto order, then the attributes in order; keywords name attributes.
- * An op whose only input is a list slot takes every positional argument
- * into it, unless the first is a [ ] list of names (a list of numbers is a
- * tensor literal).  Returns the number of outputs
- * bound into outs (at most nwant), or -1 on error. */
-static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
-                         const char *const *hints, int nwant, const char **outs) {
-  OpDesc *op = new_op(L, proto->type, n->opspan);
-  op->span = n->opspan;
+/* A call's inputs: its positional arguments in slot order, a [ ] of names
+ * filling a list slot (a [ ] of numbers is a tensor).  The arguments used,
+ * *ok false if one did not lower; -1 when too few are given (reported). */
+static int call_inputs(Lowerer *L, const AstNode *n, const OpProto *proto, OpDesc *op, bool *ok) {
   const AstList *pos = &n->list;
-  bool ok = true;
   int p = 0;
-  /* A [ ] of names fills a list slot; a [ ] of numbers is a tensor. */
   bool greedy = proto->nin == 1 && (proto->in[0].flags & SLOT_LIST) && pos->n > 0 &&
                 (pos->items[0]->kind != AST_LIST || is_constant(pos->items[0]));
   int required = 0;
@@ -1072,7 +1065,7 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
     if (greedy) {
       for (; p < pos->n; p++) {
         const char *v = lower_expr(L, pos->items[p], NULL);
-        if (!v) ok = false;
+        if (!v) *ok = false;
         else slot_push(L->prog, slot, v);
       }
       break;
@@ -1081,12 +1074,12 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
     if ((sp->flags & SLOT_LIST) && arg->kind == AST_LIST && !is_constant(arg)) {
       for (int k = 0; k < arg->list.n; k++) {
         const char *v = lower_expr(L, arg->list.items[k], NULL);
-        if (!v) ok = false;
+        if (!v) *ok = false;
         else slot_push(L->prog, slot, v);
       }
     } else {
       const char *v = lower_expr(L, arg, NULL);
-      if (!v) ok = false;
+      if (!v) *ok = false;
       else slot_push(L->prog, slot, v);
     }
   }
@@ -1097,9 +1090,17 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
                required == 1 ? "" : "s", names, p);
     return -1;
   }
-  /* Remaining positional arguments fill the attributes in order. */
+  return p;
+}
+
+/* A call's attributes: the positional arguments from `first` on, in
+ * order, then the keyword ones; then the required ones are checked and
+ * the defaults filled.  ok says whether the inputs lowered; false on any
+ * error (reported). */
+static bool call_attrs(Lowerer *L, const AstNode *n, const OpProto *proto, OpDesc *op, int first, bool ok) {
   int ai = 0;
-  for (; p < pos->n; p++) {
+  const AstList *pos = &n->list;
+  for (int p = first; p < pos->n; p++) {
     while (ai < proto->nattrs && proto->attrs[ai].type == ATTR_BLOCK) ai++;
     if (ai >= proto->nattrs) {
       int nattr = 0;
@@ -1107,7 +1108,7 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
       diag_error(L->diag, pos->items[p]->span,
                  "too many arguments to '%s': it takes %d input%s and %d attribute%s", proto->type,
                  proto->nin, proto->nin == 1 ? "" : "s", nattr, nattr == 1 ? "" : "s");
-      return -1;
+      return false;
     }
     ok &= set_attr_from(L, op, proto, ai++, pos->items[p]);
   }
@@ -1142,10 +1143,15 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
                  attr_type_name(proto->attrs[i].type));
       ok = false;
     }
-  if (!ok) return -1;
+  if (!ok) return false;
   reg_fill_defaults(L->prog, op, proto);
+  return true;
+}
 
-  /* Outputs: one per single slot; a list slot takes what the targets leave. */
+/* A call's outputs: one per single slot; a list slot takes what the
+ * targets leave.  The names bound (at most nwant, into outs), or -1. */
+static int call_outputs(Lowerer *L, const AstNode *n, const OpProto *proto, OpDesc *op, const char *const *hints,
+                        int nwant, const char **outs) {
   int singles = 0, lists = 0;
   for (int i = 0; i < proto->nout; i++) {
     if (proto->out[i].flags & SLOT_LIST) lists++;
@@ -1175,6 +1181,22 @@ static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
   }
   finish_op(L, op);
   return bound < nwant ? bound : nwant;
+}
+
+/* OPNAME(ARGS..., ATTR = CONST, ...): positional arguments fill the inputs
+ * in proto order, then the attributes in order; keywords name attributes.
+ * An op whose only input is a list slot takes every positional argument
+ * into it, unless the first is a [ ] list of names (a list of numbers is a
+ * tensor literal).  Returns the number of outputs
+ * bound into outs (at most nwant), or -1 on error. */
+static int lower_op_call(Lowerer *L, const AstNode *n, const OpProto *proto,
+                         const char *const *hints, int nwant, const char **outs) {
+  OpDesc *op = new_op(L, proto->type, n->opspan);
+  op->span = n->opspan;
+  bool ok = true;
+  int used = call_inputs(L, n, proto, op, &ok);
+  if (used < 0 || !call_attrs(L, n, proto, op, used, ok)) return -1;
+  return call_outputs(L, n, proto, op, hints, nwant, outs);
 }
 
 /* The scope = "..." keyword of a call of a function: its constant string
@@ -1426,8 +1448,17 @@ static int lower_grad_call(Lowerer *L, const AstNode *n, int nwant, const char *
     if (!(wrt[i] = grad_wrt(L, n->list.items[i + 1], y, konst && konst[i]))) return -1;
   const char **grads = nwant ? outs : arena_alloc(L->arena, sizeof *grads * (size_t)nx);
   int before = L->block->nops;
-  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads)) return -1;
+  bool *depends = arena_alloc(L->arena, sizeof *depends * (size_t)nx);
+  if (!bwd_grad(L->prog, L->block, y, wrt, nx, n->opspan, grads, depends)) return -1;
   L->nops += L->block->nops - before;
+  /* Zeros, as LANGUAGE.md section 12 says, but said once (PyTorch asks for
+   * allow_unused to make the same case explicit). */
+  const AstNode *ye = n->list.items[0];
+  for (int i = 0; i < nx; i++)
+    if (!depends[i])
+      diag_note(L->diag, n->list.items[i + 1]->span, "grad: %s%s%s does not depend on '%s': its gradient is zeros",
+                ye->kind == AST_NAME ? "'" : "", ye->kind == AST_NAME ? ye->name : "the value differentiated",
+                ye->kind == AST_NAME ? "'" : "", n->list.items[i + 1]->name);
   return nwant;
 }
 
@@ -1942,7 +1973,7 @@ static void lower_opdef(Lowerer *L, const AstNode *n) {
       diag_error(L->diag, kw->a->span, "the default of attribute '%s' must be a constant", kw->name);
       return;
     }
-    proto->attrs[i] = (AttrProto){kw->name, v.type, "", NULL, "attribute"};
+    proto->attrs[i] = (AttrProto){.name = kw->name, .type = v.type, .dflt = "", .doc = "attribute"};
     proto->dflt[i] = v;
   }
   UserOp *u = arena_alloc(L->arena, sizeof *u);

@@ -261,7 +261,7 @@ static int uop_kernel(ExecCtx *c) {
    * program so run is, once. */
   ExecOptions o = *exec_ctx_options(c);
   o.tape = false;
-  if (!e->rewritten && rewrite_wanted(&o)) {
+  if (!e->rewritten && exec_rewrite_wanted(&o)) {
     rewrite_program(e->prog, &(RewriteOpts){RW_FUSE, NULL, 0});
     e->rewritten = true;
   }

@@ -117,6 +117,9 @@ bool ckpt_write(const char *path, const Checkpoint *c, char *err, size_t errlen)
  *   corrupt (checksum mismatch)
  *   malformed tensors section: tensor 2 of 4 ('W1'): rank 9 (at most 8) */
 bool ckpt_read(const char *path, Checkpoint *out, char *err, size_t errlen);
+/* The same for a file already open at fd (named path in errors), which it
+ * closes: the file weights_read opened once and checked. */
+bool ckpt_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen);
 /* The same for the n bytes at buf (a file already in memory; the fuzzer's
  * entry point); err names no path. */
 bool ckpt_parse(const void *buf, size_t n, Checkpoint *out, char *err, size_t errlen);

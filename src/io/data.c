@@ -11,12 +11,8 @@
 #include "io/image.h"
 #include "io/text.h"
 
-#include "cli/cmd.h"
 #include "base/file.h"
-#include "cli/option.h"
 #include "io/npy.h"
-#include "front/session.h"
-#include "exec/print.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -1107,6 +1103,28 @@ static bool only_csv_columns(Diag *d, const char *spec, const DataOptions *opt) 
   return false;
 }
 
+/* What every example costs beyond its bytes, charged with the dataset so
+ * that examples of zero bytes (a .npz of shape [2^62, 0]) are paid for too:
+ * the batcher's order of them (data_batcher_init), 8 bytes each. */
+static bool charge_order(Diag *d, const char *spec, Dataset *ds) {
+  int64_t bytes;
+  const int each = (int)sizeof(int64_t);
+  if (!mem_mul_size(ds->n, each, &bytes)) {
+    mem_limit_reached();
+    file_error(d, spec, "out of memory: %" PRId64 " examples: the batches' order of them takes %d bytes each, more "
+               "than netrun can count (--max-memory)", ds->n, each);
+    return false;
+  }
+  if (!mem_charge(bytes)) {
+    char lim[256];
+    file_error(d, spec, "out of memory: %" PRId64 " examples: the batches' order of them takes %d bytes each: %s",
+               ds->n, each, mem_limit_why((double)bytes, lim, sizeof lim));
+    return false;
+  }
+  ds->charged += bytes;
+  return true;
+}
+
 bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) {
   static const DataOptions none = {0};
   if (!opt) opt = &none;
@@ -1145,6 +1163,7 @@ bool data_open(Diag *d, const char *spec, const DataOptions *opt, Dataset *out) 
     ok = regular_file(d, path) && (is_npz(path) ? only_csv_columns(d, spec, opt) && open_npz(d, path, out)
                                                 : open_csv(d, path, opt, out));
   }
+  if (ok) ok = charge_order(d, spec, out);
   if (ok && (opt->nmean || opt->nstd) && !out->cols[DATA_INPUT].channels) {
     file_error(d, spec, "mean and std normalize an image folder's channels; this data is not an image folder");
     ok = false;
@@ -1311,7 +1330,7 @@ void data_batcher_init(Batcher *b, const Dataset *ds, int64_t size, bool drop_la
   b->ds = ds;
   b->size = size > 0 ? size : 1;
   b->drop_last = drop_last;
-  b->order = mem_alloc(NULL, sizeof *b->order * (size_t)(ds->n ? ds->n : 1));
+  b->order = mem_calloc((size_t)(ds->n ? ds->n : 1), sizeof *b->order);   /* charged with ds (charge_order) */
   b->n = b->pos = ds->n;
   b->epoch = 0;
   memset(&b->aug, 0, sizeof b->aug);

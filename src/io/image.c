@@ -72,6 +72,7 @@ static bool decoder_alloc(Decoder *c, int64_t extra) {
   double bytes = (double)c->w * (double)c->h * (double)(c->ch + c->want + extra);
   char lim[192];
   if (bytes > (double)IMAGE_MAX_BYTES || !mem_charge((int64_t)bytes)) {
+    mem_limit_reached();   /* out of memory either way: status 3 */
     snprintf(c->why, sizeof c->why, "a %" PRId64 " x %" PRId64 " image is too large: %s", c->w, c->h,
              mem_limit_why(bytes, lim, sizeof lim));
     return false;
@@ -215,14 +216,10 @@ static bool decode_jpeg(Decoder *c) {
 /* Opens path and decodes it (header_only: its size and channels). */
 static bool decode_file(Diag *d, const char *path, Decoder *c) {
   char why[256];
-  if (!file_check_regular(path, why, sizeof why)) {
-    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
-    return false;
-  }
   c->path = path;
-  c->f = fopen(path, "rb");
+  c->f = file_fopen_regular(path, why, sizeof why);   /* checked on the descriptor read */
   if (!c->f) {
-    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, strerror(errno));
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
     return false;
   }
   uint8_t magic[8];
@@ -382,7 +379,11 @@ static bool list_folder(Diag *d, Arena *a, const char *dir, ImageSet *out, Listi
   out->counts = arena_alloc(a, sizeof *out->counts * (size_t)n);
   for (int k = 0; k < n; k++) {
     const char *p = arena_printf(a, "%s/%s", dir, names[k]);
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (stat(p, &st) != 0) {   /* a dangling link, a link loop */
+      diag_error(d, SPAN_NONE, "cannot read %s: %s", p, strerror(errno));
+      return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
       diag_error(d, SPAN_NONE, "%s: a file beside the class folders (an image folder holds only class folders)", p);
       return false;
     }
@@ -410,6 +411,7 @@ bool image_folder(Diag *d, Arena *a, const char *dir, ImageShape want, ImageSet 
   double bytes = (double)n * (double)(row + 8);
   char why[192];
   if (bytes > (double)IMAGE_MAX_BYTES || !mem_charge((int64_t)bytes)) {
+    mem_limit_reached();   /* out of memory either way: status 3 */
     diag_error(d, SPAN_NONE, "out of memory: %s: %" PRId64 " images of %d x %" PRId64 " x %" PRId64 ": %s", dir, n,
                want.channels, want.height, want.width, mem_limit_why(bytes, why, sizeof why));
     return false;

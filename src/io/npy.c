@@ -72,30 +72,51 @@ static bool word(Lex *x, const char *w) {
   return true;
 }
 
-/* '(' [int {',' int} [',']] ')' */
+/* '(' [int {',' int} [',']] ')'.  Each size and their product are
+ * checked in integers (mem_mul_size): a 19-digit size or a product past
+ * 2^63 - 1 is refused, not wrapped; a zero size makes the product 0 however
+ * large the others are. */
 static bool shape_tuple(Lex *x, NpyHeader *h, char *why, size_t n) {
   if (!punct(x, '(')) return diag_why(why, n, "malformed header: 'shape' is not a tuple");
   h->rank = 0;
-  double numel = 1;
   while (!punct(x, ')')) {
     blanks(x);
     if (h->rank == SHAPE_MAX_RANK) return diag_why(why, n, "more than %d dimensions", SHAPE_MAX_RANK);
     int64_t v = 0;
-    int digits = 0;
-    while (x->p < x->end && *x->p >= '0' && *x->p <= '9' && digits < 19) v = v * 10 + (*x->p++ - '0'), digits++;
-    if (!digits || (x->p < x->end && *x->p >= '0' && *x->p <= '9'))
+    const char *start = x->p;
+    while (x->p < x->end && *x->p >= '0' && *x->p <= '9' && x->p - start < 40) {
+      if (!mem_mul_size(v, 10, &v) || !mem_add_size(v, *x->p - '0', &v)) {
+        while (x->p < x->end && *x->p >= '0' && *x->p <= '9' && x->p - start < 40) x->p++;
+        return diag_why(why, n, "shape has a size past 2^63 - 1 (%.*s)", (int)(x->p - start), start);
+      }
+      x->p++;
+    }
+    if (x->p == start || (x->p < x->end && *x->p >= '0' && *x->p <= '9'))
       return diag_why(why, n, "malformed header: 'shape' holds something that is not a size");
     if (x->p < x->end && *x->p == 'L') x->p++;
     h->shape[h->rank++] = v;
-    numel *= (double)v;
     if (!punct(x, ',')) {
       if (!punct(x, ')')) return diag_why(why, n, "malformed header: 'shape' is not a tuple of sizes");
       break;
     }
   }
-  if (numel * npy_size(h->type) > (double)TENSOR_MAX_BYTES)
-    return diag_why(why, n, "shape of %.4g elements: larger than netrun's largest tensor", numel);
-  h->numel = (int64_t)numel;
+  int64_t numel = 1;
+  bool zero = false, over = false;
+  for (int i = 0; i < h->rank; i++) {
+    zero |= h->shape[i] == 0;
+    over |= !mem_mul_size(numel, h->shape[i], &numel);
+  }
+  if (zero) numel = 0;
+  if (over && !zero) {   /* so rank >= 2 */
+    char dims[256];
+    int len = 0;
+    for (int i = 0; i < h->rank && len < (int)sizeof dims - 32; i++)
+      len += snprintf(dims + len, sizeof dims - (size_t)len, "%s%" PRId64, i ? ", " : "(", h->shape[i]);
+    return diag_why(why, n, "shape %s): more elements than netrun can count", dims);
+  }
+  if ((double)numel * npy_size(h->type) > (double)TENSOR_MAX_BYTES)
+    return diag_why(why, n, "shape of %.4g elements: larger than netrun's largest tensor", (double)numel);
+  h->numel = numel;
   return true;
 }
 
@@ -267,7 +288,10 @@ static bool convert(const uint8_t *src, NpyType from, void *dst, NpyType to, int
       } else {
         int64_t v = int_at(p, from);
         f = (float)v;
-        if ((v > 0 ? v : -v) > (1 << 24) && ((double)f != (double)v || v == INT64_MIN))
+        /* exact when the float converts back to the same integer, compared
+         * in integers: a double has rounded past 2^53 already; 2^63 (what
+         * 2^63 - 1 rounds to) has no int64 to convert back to */
+        if (f >= 0x1p63f || (int64_t)f != v)
           return diag_why(why, n, "element %" PRId64 " is %" PRId64 ", which float32 cannot hold exactly", base + i, v);
       }
       ((float *)dst)[i] = f;
@@ -312,14 +336,9 @@ static int64_t member_read(void *ctx, void *buf, size_t n, char *why, size_t wn)
   return zip_read(ctx, buf, n, why, wn);
 }
 
-/* Opens path for reading: a regular file, its size in *size. */
-static FILE *open_file(Diag *d, const char *path, uint64_t *size) {
-  char why[512];
-  int fd = file_open_regular(path, why, sizeof why);
-  if (fd < 0) {
-    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
-    return NULL;
-  }
+/* The file open at fd (named path; closed on failure) as a stream, its
+ * size in *size. */
+static FILE *open_fd(Diag *d, int fd, const char *path, uint64_t *size) {
   struct stat st;
   FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
@@ -329,6 +348,17 @@ static FILE *open_file(Diag *d, const char *path, uint64_t *size) {
   }
   *size = (uint64_t)st.st_size;
   return f;
+}
+
+/* Opens path for reading: a regular file, its size in *size. */
+static FILE *open_file(Diag *d, const char *path, uint64_t *size) {
+  char why[512];
+  int fd = file_open_regular(path, why, sizeof why);
+  if (fd < 0) {
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
+    return NULL;
+  }
+  return open_fd(d, fd, path, size);
 }
 
 /* A member's array name: its name without ".npy"; NULL if it has none. */
@@ -348,10 +378,22 @@ static bool open_member(ZipReader *z, const ZipEntry *e, ZipStream *s, NpyIn *in
   return npy_read_header(in, h, why, n);
 }
 
+static bool each_array(Diag *d, FILE *f, uint64_t size, const char *path, NpyEach fn, void *ctx);
+
 bool npy_each(Diag *d, const char *path, NpyEach fn, void *ctx) {
   uint64_t size;
   FILE *f = open_file(d, path, &size);
-  if (!f) return false;
+  return f && each_array(d, f, size, path, fn, ctx);
+}
+
+bool npy_each_fd(Diag *d, int fd, const char *path, NpyEach fn, void *ctx) {
+  uint64_t size;
+  FILE *f = open_fd(d, fd, path, &size);
+  return f && each_array(d, f, size, path, fn, ctx);
+}
+
+/* fn on each array of the archive open as f (closed here). */
+static bool each_array(Diag *d, FILE *f, uint64_t size, const char *path, NpyEach fn, void *ctx) {
   char why[1024] = "";
   ZipReader z;
   ZipStream *s = mem_calloc(1, sizeof *s);

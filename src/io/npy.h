@@ -81,6 +81,9 @@ typedef bool (*NpyEach)(void *ctx, const char *name, const NpyHeader *h, NpyIn *
  * order; false if the file cannot be read or is not such an archive, or fn
  * stopped (all reported). */
 bool npy_each(Diag *d, const char *path, NpyEach fn, void *ctx);
+/* The same for a file already open at fd (named path in errors), which it
+ * closes. */
+bool npy_each_fd(Diag *d, int fd, const char *path, NpyEach fn, void *ctx);
 
 /* Whether the n bytes at b start a .npy file, a ZIP archive. */
 bool npy_is_npy(const void *b, size_t n);

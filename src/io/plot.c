@@ -1,7 +1,5 @@
-/* plot.c — `netrun plot`: a training log drawn as an SVG of its loss and
- * accuracy curves.
- *
- *   netrun plot [-o OUT.svg] [--log-y] [--x-axis step|samples|epoch|lr] LOG.jsonl
+/* plot.c — a training log drawn as an SVG of its loss and accuracy
+ * curves: what `netrun plot` (cli/plotverb.c) and lr-find's --plot show.
  *
  * The log is what `netrun train --log` writes: one flat JSON object per line,
  *   {"event": "step",  "epoch", "step", "samples", "loss", "loss_smooth", "lr", "samples_per_s"}
@@ -32,11 +30,9 @@
  *
  * `netrun lr-find --plot` draws its sweep through plot_stream: its curve as
  * step lines, on a logarithmic lr axis. */
-#include "cli/cmd.h"
 #include "io/plot.h"
 #include "base/diag.h"
 #include "base/file.h"
-#include "cli/option.h"
 
 #include <jansson.h>
 
@@ -555,12 +551,11 @@ typedef struct Panel {
   int nc;
 } Panel;
 
-typedef enum { X_STEP, X_SAMPLES, X_EPOCH, X_LR } XKind;
-static const char *const x_names[] = {"step", "samples", "epoch", "lr"};
+const char *const plot_axis_names[PLOT_NAXES] = {"step", "samples", "epoch", "lr"};
 
 typedef struct Plot {
   const Log *g;
-  XKind xkind;
+  PlotAxis xkind;
   bool log_y;
   Series knots;          /* step -> x, when x is not the step */
   double *xy;            /* screen points of one curve; allocated before the
@@ -575,7 +570,7 @@ typedef struct Plot {
  * (linearly, extended past the ends by the nearest segment). */
 static double xof(const Plot *P, double step) {
   const Series *k = &P->knots;
-  if (P->xkind == X_STEP) return step;
+  if (P->xkind == PLOT_X_STEP) return step;
   if (k->n == 1) return k->p[0].y;
   size_t lo = 0, hi = k->n - 1;
   while (hi - lo > 1) {
@@ -708,7 +703,7 @@ static void draw_panel(FILE *o, const Plot *P, const Panel *p, bool first_panel)
             py(p, p->y.tick[i]));
   fputs("</g>\n", o);
   /* Epoch ends, dashed; labelled in the first panel where there is room. */
-  if ((P->xkind == X_STEP || P->xkind == X_SAMPLES) && g->epochs.n && g->epochs.n <= MAX_EPOCH_LINES) {
+  if ((P->xkind == PLOT_X_STEP || P->xkind == PLOT_X_SAMPLES) && g->epochs.n && g->epochs.n <= MAX_EPOCH_LINES) {
     fputs("<g class=\"epochs\" stroke=\"#b0b0b0\" stroke-width=\"1\" stroke-dasharray=\"4 3\">\n", o);
     for (size_t i = 0; i < g->epochs.n; i++) {
       double x = px(P, xof(P, g->epochs.p[i].step));
@@ -747,7 +742,7 @@ static void draw_panel(FILE *o, const Plot *P, const Panel *p, bool first_panel)
   }
   fputs("</g>\n", o);
   fprintf(o, "<text class=\"x-label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"13\">%s</text>\n",
-          PLOT_L + PLOT_W / 2, bottom + 36, x_names[P->xkind]);
+          PLOT_L + PLOT_W / 2, bottom + 36, plot_axis_names[P->xkind]);
   fprintf(o, "<text class=\"y-label\" transform=\"translate(20 %.2f) rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">%s%s</text>\n",
           top + PLOT_H / 2, p->ylabel, p->y.log ? " (log scale)" : "");
   /* Curves, first drawn lowest. */
@@ -810,20 +805,13 @@ static void subtitle(char *b, size_t cap, const Log *g, bool no_accuracy) {
   if (no_accuracy) append(b, cap, &k, " \xc2\xb7 no accuracy in this log");
 }
 
-typedef struct PlotOpts {
-  const char *file, *out;
-  const char *note;   /* the subtitle, when given */
-  bool log_y;
-  XKind x;
-} PlotOpts;
-
 /* The knots of x axis k: samples seen, epochs finished or lr, by step;
  * an error naming what the log lacks when there are none. */
-static const Series *knots_of(const Log *g, XKind k) {
+static const Series *knots_of(const Log *g, PlotAxis k) {
   static const char *const lacks[] = {"", "no step line has \"samples\"", "no epoch line has \"epoch\" and \"step\"",
                                       "no step line has \"lr\""};
-  const Series *s = k == X_SAMPLES ? &g->samples : k == X_EPOCH ? &g->epochs : &g->lrs;
-  if (!s->n) diag_error(NULL, SPAN_NONE, "%s: --x-axis %s: %s", g->name, x_names[k], lacks[k]);
+  const Series *s = k == PLOT_X_SAMPLES ? &g->samples : k == PLOT_X_EPOCH ? &g->epochs : &g->lrs;
+  if (!s->n) diag_error(NULL, SPAN_NONE, "%s: --x-axis %s: %s", g->name, plot_axis_names[k], lacks[k]);
   return s->n ? s : NULL;
 }
 
@@ -831,11 +819,11 @@ static int render(const Log *g, const PlotOpts *op) {
   Plot P = {.g = g, .xkind = op->x, .log_y = op->log_y};
   int status = EXIT_SCRIPT;
   /* The x axis. */
-  if (op->x != X_STEP) {
+  if (op->x != PLOT_X_STEP) {
     const Series *k = knots_of(g, op->x);
     if (!k) return EXIT_SCRIPT;
     /* At step 0 nothing is seen and no epoch is done. */
-    if (k->p[0].step > 0 && op->x != X_LR) series_add(&P.knots, 0, 0);
+    if (k->p[0].step > 0 && op->x != PLOT_X_LR) series_add(&P.knots, 0, 0);
     for (size_t i = 0; i < k->n; i++) series_add(&P.knots, k->p[i].step, k->p[i].y);
   }
   /* The panels and their curves; a panel without curves is left out. */
@@ -865,14 +853,14 @@ static int render(const Log *g, const PlotOpts *op) {
   }
   /* Axes: x shared by the panels and starting at 0 (lr: logarithmic, over
    * the positive lrs); y per panel. */
-  double xlo = op->x == X_LR ? INFINITY : 0, xhi = op->x == X_LR ? 0 : 0;
+  double xlo = op->x == PLOT_X_LR ? INFINITY : 0, xhi = op->x == PLOT_X_LR ? 0 : 0;
   for (int i = 0; i < P.np; i++)
     for (int j = 0; j < P.p[i].nc; j++)
       for (size_t k = 0; k < P.p[i].c[j].s->n; k++) {
         double x = xof(&P, P.p[i].c[j].s->p[k].step);
-        if (op->x != X_LR || x > 0) xlo = fmin(xlo, x), xhi = fmax(xhi, x);
+        if (op->x != PLOT_X_LR || x > 0) xlo = fmin(xlo, x), xhi = fmax(xhi, x);
       }
-  if (op->x == X_LR) axis_log(&P.x, isfinite(xlo) ? xlo : 1, isfinite(xlo) ? xhi : 1);
+  if (op->x == PLOT_X_LR) axis_log(&P.x, isfinite(xlo) ? xlo : 1, isfinite(xlo) ? xhi : 1);
   else {
     for (size_t k = 0; k < g->epochs.n; k++) xhi = fmax(xhi, xof(&P, g->epochs.p[k].step));
     axis_linear(&P.x, xlo, xhi, 8, true);
@@ -936,64 +924,13 @@ done:
   return status;
 }
 
-/* ---- the verb ----------------------------------------------------------------------- */
-
-enum { P_OUT = 1, P_LOG_Y, P_X_AXIS };
-
-static const Option plot_options[] = {
-    {"-o", OPTION_VALUE, "OUT", "a file name", P_OUT, 0},
-    {"--log-y", OPTION_FLAG, NULL, NULL, P_LOG_Y, 0},
-    {"--x-axis", OPTION_VALUE, "AXIS", "step, samples, epoch or lr", P_X_AXIS, 0},
-    {NULL, 0, NULL, NULL, 0, 0},
-};
-
-static int parse_args(int argc, char **argv, PlotOpts *op) {
-  memset(op, 0, sizeof *op);
-  OptionParser p;
-  option_init(&p, argc, argv, (const Option *const[]){plot_options, NULL}, "");
-  int id, k;
-  while ((id = option_next(&p)) != OPTION_END) {
-    switch (id) {
-    case OPTION_ERROR: return EXIT_USAGE;
-    case OPTION_ARG:
-      if (op->file) return diag_usage("%s takes one file, got a second: '%s'", argv[0], p.value);
-      op->file = p.value;
-      break;
-    case P_OUT: op->out = p.value; break;
-    case P_LOG_Y: op->log_y = true; break;
-    case P_X_AXIS:
-      for (k = 0; k < 4 && strcmp(p.value, x_names[k]) != 0; k++) {}
-      if (k == 4) return diag_usage("unknown x axis '%s' (expected step, samples, epoch or lr)", p.value);
-      op->x = (XKind)k;
-      break;
-    }
-  }
-  if (!op->file) return diag_usage("%s needs a FILE", argv[0]);
-  return 0;
+int plot_log(FILE *f, const char *name, const PlotOpts *op) {
+  Log g = {.name = name};
+  int status = read_log(&g, f) ? render(&g, op) : EXIT_SCRIPT;
+  log_free(&g);
+  return status;
 }
 
 int plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y) {
-  Log g = {.name = name};
-  PlotOpts op = {.file = name, .out = out, .note = note, .log_y = log_y, .x = X_LR};
-  int status = read_log(&g, f) ? render(&g, &op) : EXIT_SCRIPT;
-  log_free(&g);
-  return status;
-}
-
-int cmd_plot(int argc, char **argv) {
-  PlotOpts op;
-  int rc = parse_args(argc, argv, &op);
-  if (rc) return rc;
-  bool from_stdin = strcmp(op.file, "-") == 0;
-  Log g = {.name = from_stdin ? "<stdin>" : op.file};
-  FILE *f = from_stdin ? stdin : fopen(op.file, "r");
-  if (!f) {
-    diag_error(NULL, SPAN_NONE, "cannot read %s: %s", op.file, strerror(errno));
-    return EXIT_SCRIPT;
-  }
-  bool ok = read_log(&g, f);
-  if (!from_stdin) fclose(f);
-  int status = ok ? render(&g, &op) : EXIT_SCRIPT;
-  log_free(&g);
-  return status;
+  return plot_log(f, name, &(PlotOpts){.out = out, .note = note, .log_y = log_y, .x = PLOT_X_LR});
 }

@@ -127,6 +127,26 @@ static bool check_layout(StHeader *h, uint64_t data, char *why, size_t wn) {
   return true;
 }
 
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), as the safetensors header, JSON, must
+ * be: Python's json refuses anything else. */
+static bool utf8_ok(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    unsigned c = *p;
+    int k = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+    if (k < 0) return false;
+    unsigned cp = k == 0 ? c : c & (0x3f >> k);
+    for (int i = 1; i <= k; i++) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (p[i] & 0x3f);
+    }
+    static const unsigned least[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < least[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    p += k + 1;
+  }
+  return true;
+}
+
 /* The header's JSON is read by jansson: strict (no duplicate keys, no NUL
  * in strings, nothing after the object), its syntax errors with their
  * byte; then its structure is checked here. */
@@ -135,7 +155,12 @@ bool st_parse_header(const char *json, size_t n, uint64_t data, StHeader *h, cha
   if (n == 0 || json[0] != '{') return diag_why(why, wn, "header: not a JSON object");
   json_error_t err;
   json_t *root = json_loadb(json, n, JSON_REJECT_DUPLICATES, &err);
-  if (!root) return diag_why(why, wn, "header: %s at byte %d", err.text, err.position);
+  if (!root) {
+    /* Python's json refuses what is not UTF-8, and so does jansson */
+    if (strncmp(err.text, "unable to decode byte", 21) == 0)
+      return diag_why(why, wn, "header: text that is not UTF-8 at byte %d", err.position);
+    return diag_why(why, wn, "header: %s at byte %d", err.text, err.position);
+  }
   bool ok = true;
   const char *name;
   json_t *v;
@@ -207,10 +232,18 @@ static bool read_tensors(FILE *f, uint64_t base, const StHeader *h, Checkpoint *
 }
 
 bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
-  ckpt_init(out);
   char why[1024];
   int fd = file_open_regular(path, why, sizeof why);
-  if (fd < 0) return diag_why(err, errlen, "cannot read %s: %s", path, why);
+  if (fd < 0) {
+    ckpt_init(out);
+    return diag_why(err, errlen, "cannot read %s: %s", path, why);
+  }
+  return st_read_fd(fd, path, out, err, errlen);
+}
+
+bool st_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen) {
+  ckpt_init(out);
+  char why[1024];
   struct stat st;
   FILE *f = fstat(fd, &st) == 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
@@ -222,6 +255,7 @@ bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen) {
   bool ok = fread(b, 1, 8, f) == 8;
   for (int i = 7; ok && i >= 0; i--) n = n << 8 | b[i];
   if (!ok) diag_why(why, sizeof why, "truncated: %" PRIu64 " bytes, not even the header's length", size);
+  else if (n == 0) ok = diag_why(why, sizeof why, "a header of 0 bytes: a safetensors header is a JSON object");
   else if (n > ST_MAX_HEADER) ok = diag_why(why, sizeof why, "a header of %" PRIu64 " bytes: more than %d", n, ST_MAX_HEADER);
   else if (n > size - 8) ok = diag_why(why, sizeof why, "truncated: a header of %" PRIu64 " bytes, %" PRIu64 " follow", n,
                                        size - 8);
@@ -256,6 +290,10 @@ static void jquote(FILE *m, const char *s) {
 
 bool st_write(const char *path, const char *const *names, Tensor *const *t, int n, const char *const *meta,
               int nmeta, char *err, size_t errlen) {
+  for (int i = 0; i < n; i++)   /* the header is JSON: UTF-8 only */
+    if (!utf8_ok(names[i])) return diag_why(err, errlen, "%s: tensor name '%s' is not UTF-8: refused", path, names[i]);
+  for (int i = 0; i < 2 * nmeta; i++)
+    if (!utf8_ok(meta[i])) return diag_why(err, errlen, "%s: metadata '%s' is not UTF-8: refused", path, meta[i]);
   int *order = mem_alloc(NULL, sizeof *order * (size_t)(n + 1)), k = 0;
   for (size_t size = 8; size >= 1; size /= 2)
     for (int i = 0; i < n; i++)

@@ -55,6 +55,9 @@ bool st_is_safetensors(const void *b, size_t n);
  * order of their data, its metadata as settings.  false with err
  * ("PATH: ..."). */
 bool st_read(const char *path, Checkpoint *out, char *err, size_t errlen);
+/* The same for a file already open at fd (named path in errors), which it
+ * closes. */
+bool st_read_fd(int fd, const char *path, Checkpoint *out, char *err, size_t errlen);
 /* Writes the tensors (t[i] named names[i]) and the metadata settings
  * (meta[2i] = meta[2i+1]) to path, atomically.  Tensors are laid out by
  * decreasing element size, so each starts aligned to its size. */

@@ -1,6 +1,7 @@
 /* text.c — a text file as byte windows (text.h). */
 #include "io/text.h"
 
+#include "base/file.h"
 #include "base/mem.h"
 
 #include <errno.h>
@@ -13,9 +14,10 @@ static void text_error(Diag *d, const char *path, const char *msg) { diag_error(
 /* The file's bytes into a new buffer of *len bytes, charged to the memory
  * limit for as long as it is held; NULL (reported) on failure. */
 static uint8_t *text_read(Diag *d, const char *path, int64_t *len) {
-  FILE *f = fopen(path, "rb");
+  char why[256];
+  FILE *f = file_fopen_regular(path, why, sizeof why);   /* checked on the descriptor read */
   if (!f) {
-    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, strerror(errno));
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
     return NULL;
   }
   long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
@@ -95,8 +97,8 @@ bool text_windows(Diag *d, const char *path, int64_t context, const char *split,
   if (!ok) {
     const char *what = !split ? "" : test ? "the test split (the last tenth) has "
                                           : "the train split (all but the last tenth) has ";
-    snprintf(msg, sizeof msg, "%s%" PRId64 " bytes, but context = %" PRId64 " needs at least %" PRId64
-             " (a window and the byte after it)", what, m, context, context + 1);
+    snprintf(msg, sizeof msg, "%s%" PRId64 " bytes, but context = %" PRId64 " needs at least %" PRIu64
+             " (a window and the byte after it)", what, m, context, (uint64_t)context + 1);   /* 2^63 for 2^63 - 1 */
     text_error(d, path, msg);
   }
   ok = ok && text_split(d, path, buf + start, n, context, out);

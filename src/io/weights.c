@@ -1,12 +1,11 @@
-/* weights.c — reading weights in any of the formats netrun knows, and the
- * `netrun export` verb (weights.h). */
+/* weights.c — reading weights in any of the formats netrun knows
+ * (weights.h); `netrun export` writes them (cli/exportverb.c). */
 #include "io/weights.h"
 
-#include "cli/cmd.h"
+#include "base/file.h"
 #include "io/npy.h"
-#include "cli/option.h"
 #include "io/safetensors.h"
-#include "train/train.h"
+#include "ir/names.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -38,23 +37,31 @@ static bool npz_tensor(void *ctx, const char *name, const NpyHeader *h, NpyIn *i
 }
 
 bool weights_read(Diag *d, const char *path, Checkpoint *out) {
-  uint8_t b[16];
-  ssize_t k = 0;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd >= 0) {
-    k = read(fd, b, sizeof b);
-    close(fd);
-  }
-  size_t n = k > 0 ? (size_t)k : 0;
+  /* One open, checked on its descriptor (a FIFO is refused, not waited
+   * on), and the same descriptor read: the file told apart by its first
+   * bytes is the file read. */
   char err[1400];
   ckpt_init(out);
+  int fd = file_open_regular(path, err, sizeof err);
+  if (fd < 0) {
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, err);
+    return false;
+  }
+  uint8_t b[16];
+  ssize_t k = pread(fd, b, sizeof b, 0);
+  size_t n = k > 0 ? (size_t)k : 0;
   if (npy_is_zip(b, n)) {
-    if (npy_each(d, path, npz_tensor, out)) return true;
+    if (npy_each_fd(d, fd, path, npz_tensor, out)) return true;
     ckpt_free(out);
     return false;
   }
-  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && st_is_safetensors(b, n) ? st_read(path, out, err, sizeof err)
-                                                                                 : ckpt_read(path, out, err, sizeof err);
+  /* not netrun's own magic: a safetensors file by its header, or by its
+   * name (then its header's length or JSON is what st_read names) */
+  size_t len = strlen(path);
+  bool st_name = len >= 12 && strcmp(path + len - 12, ".safetensors") == 0;
+  bool ok = (n < 8 || memcmp(b, "NETRUNCK", 8) != 0) && (st_is_safetensors(b, n) || st_name)
+                ? st_read_fd(fd, path, out, err, sizeof err)
+                : ckpt_read_fd(fd, path, out, err, sizeof err);
   if (!ok) diag_error(d, SPAN_NONE, "%s", err);
   return ok;
 }
@@ -92,6 +99,17 @@ static bool unused(Diag *d, const Program *p, const Checkpoint *c, const char *p
   return false;
 }
 
+/* Whether v's value in c is of the other kind: a state (marked
+ * CKPT_STATE_MARK NAME) for a parameter, or a parameter for a state.  A
+ * netrun checkpoint (one with a program hash) marks every state; other files (npz,
+ * safetensors from elsewhere) say only what they mark. */
+static bool kind_differs(const Checkpoint *c, const VarDesc *v) {
+  char mark[CKPT_MAX_NAME + sizeof CKPT_STATE_MARK];
+  snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, v->name);
+  bool marked = ckpt_get(c, mark) != NULL, kept = (v->flags & VAR_KEPT) != 0;
+  return (c->program_hash != 0 || marked) && marked != kept;
+}
+
 bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c, const char *path, unsigned flags,
                    WeightsMatch match) {
   const Block *b0 = p->blocks[0];
@@ -99,13 +117,18 @@ bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c,
   int loaded = 0;
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
-    if (!(v->flags & flags) || strcmp(v->name, TRAIN_LR_VAR) == 0) continue;
+    if (!(v->flags & flags) || strcmp(v->name, NAME_LR) == 0) continue;
     Tensor *t = ckpt_find(c, v->name);
     Tensor *have = exec_var_value(ex, v->name);
     if (!t && match == WEIGHTS_PARTIAL) {
       names_add(&missing, v->name);
     } else if (!t) {
       diag_error(d, SPAN_NONE, "%s has no value for '%s'", path, v->name);
+      return false;
+    } else if (kind_differs(c, v)) {
+      bool kept = (v->flags & VAR_KEPT) != 0;
+      diag_error(d, SPAN_NONE, "%s: '%s' is a %s there, but a %s here", path, v->name, kept ? "parameter" : "state",
+                 kept ? "state" : "parameter");
       return false;
     } else if (have && (!tensor_same_shape(t, have) ||
                         (t->dtype != have->dtype && !(t->dtype == DT_F32 && have->dtype == DT_F64)))) {
@@ -137,77 +160,4 @@ bool weights_load(Diag *d, const Program *p, Executor *ex, const char *path, boo
             weights_apply(d, p, ex, &c, path, VAR_PARAM | VAR_KEPT, partial ? WEIGHTS_PARTIAL : WEIGHTS_EXACT);
   ckpt_free(&c);
   return ok;
-}
-
-/* ---- netrun export ----------------------------------------------------------------- */
-
-typedef struct ExportArgs {
-  const char *in, *out;
-  bool optimizer;
-  bool npz;
-} ExportArgs;
-
-static bool ends_with(const char *s, const char *suffix) {
-  size_t a = strlen(s), b = strlen(suffix);
-  return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-enum { E_OUT = 1, E_FORMAT, E_OPTIMIZER };
-static const Option export_options[] = {
-    {"-o", OPTION_VALUE, "FILE", "a FILE", E_OUT, 0},
-    {"--output", OPTION_VALUE, "FILE", "a FILE", E_OUT, 0},
-    {"--format", OPTION_VALUE, "F", "safetensors or npz", E_FORMAT, 0},
-    {"--optimizer-state", OPTION_FLAG, NULL, NULL, E_OPTIMIZER, 0},
-    {NULL, 0, NULL, NULL, 0, 0},
-};
-
-static int export_args(int argc, char **argv, ExportArgs *a) {
-  memset(a, 0, sizeof *a);
-  const char *format = NULL;
-  OptionParser p;
-  option_init(&p, argc, argv, (const Option *const[]){export_options, NULL}, "");
-  for (int id; (id = option_next(&p)) != OPTION_END;) {
-    if (id == OPTION_ERROR) return EXIT_USAGE;
-    if (id == OPTION_ARG && a->in) return diag_usage("export takes one CKPT, got a second: '%s'", p.value);
-    if (id == OPTION_ARG) a->in = p.value;
-    else if (id == E_OUT) a->out = p.value;
-    else if (id == E_OPTIMIZER) a->optimizer = true;
-    else if (strcmp(p.value, "safetensors") == 0 || strcmp(p.value, "npz") == 0) format = p.value;
-    else return option_bad(&p);
-  }
-  if (!a->in) return diag_usage("%s", "export needs a CKPT: a checkpoint written by netrun train --save");
-  if (!a->out) return diag_usage("%s", "export needs -o FILE.safetensors or -o FILE.npz");
-  if (!format && !ends_with(a->out, ".safetensors") && !ends_with(a->out, ".npz"))
-    return diag_usage("export: %s ends in neither .safetensors nor .npz: say which with --format", a->out);
-  a->npz = format ? strcmp(format, "npz") == 0 : ends_with(a->out, ".npz");
-  return 0;
-}
-
-int cmd_export(int argc, char **argv) {
-  ExportArgs a;
-  int rc = export_args(argc, argv, &a);
-  if (rc) return rc;
-  Checkpoint c;
-  if (!weights_read(NULL, a.in, &c)) return EXIT_SCRIPT;
-  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(c.ntensors + 1));
-  Tensor **t = mem_alloc(NULL, sizeof *t * (size_t)(c.ntensors + 1));
-  const char **meta = mem_alloc(NULL, sizeof *meta * (size_t)(2 * c.nsettings + 2));
-  int n = 0, nmeta = 0;
-  for (int i = 0; i < c.ntensors; i++)
-    if (a.optimizer || !weights_is_optimizer(c.tensors[i].name)) names[n] = c.tensors[i].name, t[n++] = c.tensors[i].t;
-  /* A script state's mark (state.NAME) goes along, as safetensors metadata. */
-  for (int i = 0; i < c.nsettings; i++)
-    if (strncmp(c.settings[i].key, CKPT_STATE_MARK, strlen(CKPT_STATE_MARK)) == 0 && ckpt_find(&c, c.settings[i].key + strlen(CKPT_STATE_MARK))) {
-      meta[2 * nmeta] = c.settings[i].key;
-      meta[2 * nmeta++ + 1] = c.settings[i].value;
-    }
-  char err[1400];
-  bool ok = a.npz ? npy_write_npz(a.out, names, t, n, err, sizeof err)
-                  : st_write(a.out, names, t, n, meta, nmeta, err, sizeof err);
-  if (!ok) diag_error(NULL, SPAN_NONE, "%s", err);
-  mem_free(names);
-  mem_free(t);
-  mem_free(meta);
-  ckpt_free(&c);
-  return ok ? 0 : EXIT_SCRIPT;
 }

@@ -1,6 +1,6 @@
 /* weights.h — a model's weights in the files other tools read: `--weights`
- * from a netrun checkpoint, a .safetensors file or a .npz archive, and the
- * `netrun export` verb that writes the last two.
+ * from a netrun checkpoint, a .safetensors file or a .npz archive (the
+ * `netrun export` verb, cli/exportverb.c, writes the last two).
  *
  * Names are the scoped names of netrun-lang(5) (`dense_1.W`, `bn.mean`);
  * a checkpoint's optimizer state is named PARAM@WHAT (`W@MOMENT1`) and is

@@ -155,8 +155,25 @@ static bool central(ZipReader *z, const uint8_t *b, uint64_t left, ZipEntry *en,
   return zip64_extra(en, b + CENTRAL_BYTES + nlen, xlen, why, n);
 }
 
+/* Why a member name is not one to unpack (NULL if it is): one that leaves
+ * the folder it is unpacked in (an absolute path, a ".." part, or a
+ * backslash, which Windows tools take for a folder separator), refused on
+ * reading and on writing alike. */
+static const char *unsafe_name(const char *name) {
+  if (name[0] == '/') return "an absolute path";
+  if (strchr(name, '\\')) return "a backslash (a folder separator to Windows tools)";
+  for (const char *p = name; *p;) {
+    size_t k = strcspn(p, "/");
+    if (k == 2 && p[0] == '.' && p[1] == '.') return "a '..' that climbs out of the folder it is unpacked in";
+    p += k + (p[k] == '/');
+  }
+  return NULL;
+}
+
 /* Whether e's data can be what its record says, before reading any. */
 static bool check_entry(const ZipReader *z, const ZipEntry *e, uint64_t cd_off, char *why, size_t n) {
+  const char *bad = unsafe_name(e->name);
+  if (bad) return diag_why(why, n, "member '%s' has %s: refused", e->name, bad);
   if (e->flags & 1) return diag_why(why, n, "member '%s' is encrypted: not supported", e->name);
   if (e->method != 0 && e->method != 8)
     return diag_why(why, n, "member '%s' is compressed with method %u: only stored (0) and deflated (8) are read",
@@ -338,6 +355,8 @@ bool zip_add(ZipWriter *w, const char *name, const void *const *parts, const siz
     for (size_t k = 0; k < lens[i]; k += 1u << 30)
       crc = crc32(crc, (const Bytef *)parts[i] + k, (uInt)(lens[i] - k < (1u << 30) ? lens[i] - k : 1u << 30));
   }
+  const char *bad = unsafe_name(name);
+  if (bad) return diag_why(why, n, "member '%s' would have %s: refused", name, bad);
   size_t nlen = strlen(name);
   if (total >= 0xffffffffu || w->off + total + LOCAL_BYTES + nlen >= 0xffffffffu || w->n >= 0xfffe ||
       nlen > ZIP_MAX_NAME)

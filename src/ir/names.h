@@ -14,6 +14,7 @@
  *                     sums them into v@GRAD)
  *   @EMPTY@           a slot entry with no variable: a gradient nobody
  *                     needs or nobody gives (control flow's grad ops)
+ *   learning_rate@LR  the training program's learning rate (NAME_LR)
  *
  * No other file spells these suffixes.
  */
@@ -27,6 +28,10 @@
 
 #define NAME_GRAD "@GRAD"
 #define NAME_EMPTY "@EMPTY@"
+/* The variable a training program's optimizer ops read the learning rate
+ * from, which the trainer writes each step: not a parameter to save or
+ * load, though the startup block makes it. */
+#define NAME_LR "learning_rate@LR"
 
 /* v@GRAD */
 const char *name_grad(Arena *a, const char *v);

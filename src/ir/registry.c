@@ -10,16 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OPS(fam) extern OpProto op_table_##fam[];
-#include "ops/ops.list"
-#undef OPS
-
-static OpProto *const builtin_tables[] = {
-#define OPS(fam) op_table_##fam,
-#include "ops/ops.list"
-#undef OPS
-};
-
 struct Registry {
   Arena arena;             /* parsed attribute defaults */
   OpProto **protos;        /* sorted by type */
@@ -87,8 +77,8 @@ Registry *reg_default(void) {
   if (default_registry) return default_registry;
   Registry *r = mem_calloc(1, sizeof *r);
   arena_init(&r->arena);
-  for (size_t t = 0; t < sizeof builtin_tables / sizeof *builtin_tables; t++)
-    for (OpProto *p = builtin_tables[t]; p->type; p++) {
+  for (OpProto *const *t = reg_builtin_tables; *t; t++)
+    for (OpProto *p = *t; p->type; p++) {
       prepare(r, p);
       VEC_RESERVE(r->protos, r->cap, r->n + 1);
       r->protos[r->n++] = p;
@@ -151,6 +141,15 @@ int reg_attr_index(const OpProto *p, const char *name) {
   for (int i = 0; i < p->nattrs; i++)
     if (strcmp(p->attrs[i].name, name) == 0) return i;
   return -1;
+}
+
+void reg_coerce_attr(Arena *a, const OpProto *p, int attr, AttrValue *v) {
+  int n = p->attrs[attr].repeat;
+  if (n <= 1 || v->type != ATTR_INTS || v->n != 1) return;
+  int64_t one = v->u.ints[0];
+  v->u.ints = arena_alloc(a, sizeof(int64_t) * (size_t)n);
+  for (int i = 0; i < n; i++) v->u.ints[i] = one;
+  v->n = n;
 }
 
 const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v) {
@@ -274,35 +273,10 @@ bool reg_infer(Program *p, Block *b, OpDesc *op) {
 }
 
 /* ---- f64 ------------------------------------------------------------------
- * The ops whose kernels compute in f64 (netrun-ops(7), DATA TYPES); sorted.
- * Any other op given an f64 value fails at inference, never computing it
- * in f32 behind the user's back. */
-static const char *const f64_ops[] = {
-    "abs", "abs_grad", "accuracy", "adam", "adamw", "add", "add_n", "arange", "argmax", "assign",
-    "assign_value", "avg_pool2d", "avg_pool2d_grad", "batch_norm", "batch_norm_grad", "broadcast_to", "cast",
-    "clip", "clip_by_global_norm", "clip_grad", "concat", "concat_grad", "conv2d", "conv2d_grad",
-    "conv2d_transpose", "conv2d_transpose_grad", "cos", "cumsum", "cumsum_grad", "div", "dropout", "elu",
-    "elu_grad", "embedding", "embedding_grad", "equal", "exp", "fill_constant", "fill_zeros_like", "flatten",
-    "full", "gather", "gather_grad", "gaussian_random", "gelu", "gelu_grad", "greater_equal", "greater_than",
-    "layer_norm", "layer_norm_grad", "leaky_relu", "leaky_relu_grad", "less_equal", "less_than", "log",
-    "log_softmax", "log_softmax_grad", "logsumexp", "logsumexp_grad", "matmul", "max", "max_grad",
-    "max_pool2d", "max_pool2d_grad", "maximum", "maximum_grad", "mean", "mean_grad", "min", "min_grad",
-    "minimum", "minimum_grad", "momentum", "mse", "mul", "neg", "not_equal", "ones", "ones_like", "pad",
-    "pow", "pow_grad", "print", "relu", "relu_grad", "reshape", "reshape_like", "rmsprop", "scale", "sgd",
-    "share", "sigmoid", "sigmoid_cross_entropy", "sigmoid_grad", "sign", "silu", "silu_grad", "sin", "slice",
-    "slice_grad", "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad", "softmax_grad",
-    "softplus", "softplus_grad", "split", "sqrt", "square", "squeeze", "stack", "stop_gradient", "sub", "sum",
-    "sum_grad", "sum_like", "tanh", "tanh_grad", "transpose", "tril", "triu", "uniform_random", "unsqueeze",
-    "upsample_nearest2d", "upsample_nearest2d_grad", "where", "zeros", "zeros_like",
-};
-
-static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
-bool reg_has_f64(const OpProto *p) {
-  if (p->flags & (OP_CONTROL | OP_ANY_FLOAT)) return true;
-  const char *key = p->type;
-  return bsearch(&key, f64_ops, sizeof f64_ops / sizeof *f64_ops, sizeof *f64_ops, cmp_name) != NULL;
-}
+ * The ops whose kernels compute in f64 say so (OP_F64, netrun-ops(7), DATA
+ * TYPES).  Any other op given an f64 value fails at inference, never
+ * computing it in f32 behind the user's back. */
+bool reg_has_f64(const OpProto *p) { return p->flags & (OP_F64 | OP_CONTROL | OP_ANY_FLOAT); }
 
 static bool any_f64_input(InferCtx *c) {
   for (int s = 0; s < c->proto->nin; s++)
@@ -623,7 +597,9 @@ void reg_describe(FILE *f, const OpProto *p) {
     } else {
       fputs("(required)", f);
     }
-    fprintf(f, "  %s\n", p->attrs[i].doc ? p->attrs[i].doc : "");
+    fprintf(f, "  %s", p->attrs[i].doc ? p->attrs[i].doc : "");
+    if (p->attrs[i].repeat > 1) fprintf(f, "; one int stands for %d equal values", p->attrs[i].repeat);
+    fputc('\n', f);
   }
   fprintf(f, "gradient: %s\n", grad_kind_name(p));
   fprintf(f, "kernel: %s\n", kernel_name(p, false));

@@ -42,6 +42,9 @@ typedef struct AttrProto {
   const char *dflt;        /* default in script syntax ("0.01", "[1, 1]"); NULL = required */
   AttrCheckFn check;
   const char *doc;
+  int repeat;              /* > 0: an int list of this many values, where one
+                              value stands for itself repeated (PyTorch's int
+                              for a square window: ksize 2 is [2, 2]) */
 } AttrProto;
 
 typedef enum GradKind {
@@ -73,6 +76,10 @@ enum {
   OP_AFTER_BACKWARD = 1 << 10, /* made by the executor's rewrite (rewrite.c)
                               after every backward is built: no backward
                               meets it, so it needs no gradient */
+  OP_F64 = 1 << 11,        /* its kernel computes in f64 too, given f64 values
+                              (netrun-ops(7), DATA TYPES); without it an
+                              f64 input is an error at inference, never
+                              computed in f32 behind the user's back */
 };
 
 typedef struct InferCtx InferCtx;
@@ -104,7 +111,12 @@ typedef struct OpProto {
 
 typedef struct Registry Registry;
 
-/* The registry holding every built-in op. */
+/* The built-in op families, one table per file of src/ops (ops.list), each
+ * ending in an entry without a type; NULL ends the list.  src/ops defines
+ * it (ops/builtin.c): the registry sits below the ops and names none. */
+extern OpProto *const reg_builtin_tables[];
+
+/* The registry holding every built-in op (reg_builtin_tables). */
 Registry *reg_default(void);
 void reg_free_default(void);
 /* A registry of its own (ops defined by one program's scripts). */
@@ -142,6 +154,9 @@ void reg_fill_defaults(Program *prog, OpDesc *op, const OpProto *p);
  * or a double; 0 for NULL. */
 int64_t reg_attr_i64(const AttrValue *v);
 double reg_attr_f64(const AttrValue *v);
+/* Coerces a value given for attribute attrs[attr] to its declared form:
+ * one value of an attribute with `repeat` N becomes N copies. */
+void reg_coerce_attr(Arena *a, const OpProto *p, int attr, AttrValue *v);
 /* Runs the checkers of attribute attrs[attr] on v: NULL, or the message. */
 const char *reg_check_attr(const OpProto *p, int attr, const AttrValue *v);
 /* Parses an attribute default/constant in script syntax into type t. */

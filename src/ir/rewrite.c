@@ -19,6 +19,8 @@
  * change to that order that stops a pattern matching fails a test. */
 #include "ir/rewrite.h"
 
+#include "ir/registry.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -622,5 +624,3 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
   mem_free(ip.names);
   return made;
 }
-
-bool rewrite_wanted(const ExecOptions *o) { return o->fuse && !o->tape && !o->check_nan; }

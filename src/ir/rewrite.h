@@ -12,7 +12,7 @@
  *             stands for (OpDesc.orig), which the executor runs instead
  *             under --check-nan, to name the op that made a NaN.  Applied
  *             when the executor runs without the tape, --check-nan or
- *             --no-fuse (rewrite_wanted).
+ *             --no-fuse (exec_rewrite_wanted, exec.h).
  *   RW_TRAIN  rewrites of the training program itself (train_program):
  *             sgd on a matmul's gradient as one sgd_matmul.  Always applied
  *             to the training program, --no-fuse or not, as before.
@@ -30,7 +30,7 @@
 #ifndef NETRUN_REWRITE_H
 #define NETRUN_REWRITE_H
 
-#include "exec/exec.h"
+#include "ir/program.h"
 
 enum { RW_FUSE = 1 << 0, RW_TRAIN = 1 << 1 };
 
@@ -59,10 +59,5 @@ int rewrite_program(Program *p, const RewriteOpts *o);
 
 /* Inserts the allreduce ops in p's block 0; their number. */
 int rewrite_allreduce(Program *p, const AllreduceOpts *o);
-
-/* Whether an executor with options o runs the RW_FUSE rewrites: not with
- * the tape (which records each op), --check-nan (which reruns originals
- * anyway) or --no-fuse. */
-bool rewrite_wanted(const ExecOptions *o);
 
 #endif

@@ -308,31 +308,31 @@ static int g_where(GradCtx *g) {
 
 /* ---- the table ----------------------------------------------------------------- */
 
-#define COMPARE(NAME, DOC, INFER)                                               \
+#define COMPARE(NAME, DOC, INFER, FLAGS)                                            \
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME,                               \
    .in = {{"X", 0, "left operand"}, {"Y", 0, "right operand"}},                 \
    .out = {{"Out", 0, "bool, broadcast shape of X and Y"}},                     \
-   .infer = INFER, .grad_kind = GRAD_NONE}
+   .infer = INFER, .grad_kind = GRAD_NONE, .flags = FLAGS}
 
 OpProto op_table_compare[] = {
-    COMPARE(less_than, "Out = X < Y, broadcasting", infer_compare),
-    COMPARE(less_equal, "Out = X <= Y, broadcasting", infer_compare),
-    COMPARE(greater_than, "Out = X > Y, broadcasting", infer_compare),
-    COMPARE(greater_equal, "Out = X >= Y, broadcasting", infer_compare),
-    COMPARE(equal, "Out = X == Y, broadcasting", infer_compare),
-    COMPARE(not_equal, "Out = X != Y, broadcasting", infer_compare),
-    COMPARE(logical_and, "Out = X and Y, both bool, broadcasting", infer_logical),
-    COMPARE(logical_or, "Out = X or Y, both bool, broadcasting", infer_logical),
+    COMPARE(less_than, "Out = X < Y, broadcasting", infer_compare, OP_F64),
+    COMPARE(less_equal, "Out = X <= Y, broadcasting", infer_compare, OP_F64),
+    COMPARE(greater_than, "Out = X > Y, broadcasting", infer_compare, OP_F64),
+    COMPARE(greater_equal, "Out = X >= Y, broadcasting", infer_compare, OP_F64),
+    COMPARE(equal, "Out = X == Y, broadcasting", infer_compare, OP_F64),
+    COMPARE(not_equal, "Out = X != Y, broadcasting", infer_compare, OP_F64),
+    COMPARE(logical_and, "Out = X and Y, both bool, broadcasting", infer_logical, 0),
+    COMPARE(logical_or, "Out = X or Y, both bool, broadcasting", infer_logical, 0),
     {.type = "logical_not", .doc = "Out = not X, X bool", .in = {{"X", 0, "a bool tensor"}},
      .out = {{"Out", 0, "bool, shape of X"}}, .infer = infer_not, .kernel = k_logical_not,
      .grad_kind = GRAD_NONE},
     {.type = "sign", .doc = "Out = -1, 0 or 1 by the sign of X", .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "dtype and shape of X"}}, .infer = infer_sign, .kernel = k_sign,
-     .grad_kind = GRAD_NONE, .flags = OP_ZERO_GRAD},   /* its gradient is 0 wherever it exists */
+     .grad_kind = GRAD_NONE, .flags = OP_ZERO_GRAD | OP_F64},   /* its gradient is 0 wherever it exists */
     {.type = "where", .doc = "Out = X where Cond, else Y; the three broadcast",
      .in = {{"Cond", SLOT_NO_GRAD, "a bool tensor"}, {"X", 0, "the values where Cond holds"},
             {"Y", 0, "the values elsewhere"}},
      .out = {{"Out", 0, "the broadcast shape of Cond, X and Y"}}, .infer = infer_where,
-     .kernel = k_where, .grad_kind = GRAD_COMPOSITE, .grad = g_where},
+     .kernel = k_where, .grad_kind = GRAD_COMPOSITE, .grad = g_where, .flags = OP_F64},
     {0},
 };

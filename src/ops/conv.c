@@ -1,7 +1,8 @@
 /* conv.c — 2-D convolution and pooling over NCHW tensors.
  *
  * Window attributes (strides, paddings, dilations, ksize) are pairs
- * [height, width].  An output side is (H + 2p - d*(k-1) - 1) / s + 1 and
+ * [height, width]; a script may give one int for both (the protos' repeat,
+ * applied by reg_coerce_attr).  An output side is (H + 2p - d*(k-1) - 1) / s + 1 and
  * must be at least 1.  Inputs compute in f32 (i64 is promoted; bool is an
  * error); results are f32.
  *
@@ -1577,34 +1578,34 @@ static int g_max_pool2d_pick(GradCtx *g) {
 /* ---- the table ---------------------------------------------------------------- */
 
 #define POOL_ATTRS                                                              \
-  {{"ksize", ATTR_INTS, NULL, check_pair_positive, "window [height, width]"},   \
+  {{"ksize", ATTR_INTS, NULL, check_pair_positive, "window [height, width]", 2},   \
    {"strides", ATTR_INTS, "[]", check_pool_strides,                            \
-    "step [height, width]; [] means ksize"},                                    \
+    "step [height, width]; [] means ksize", 2},                                 \
    {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                   \
-    "padding on each side [height, width], at most half of ksize"}}
+    "padding on each side [height, width], at most half of ksize", 2}}
 #define POOL(NAME, KERNEL, DOC)                                                 \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input [N, C, H, W]"}},            \
    .out = {{"Out", 0, "f32 [N, C, OH, OW]"}}, .attrs = POOL_ATTRS,              \
-   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED}
+   .infer = infer_pool, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED, .flags = OP_F64}
 #define POOL_GRAD(NAME, KERNEL, MAKER, DOC)                                     \
   {.type = NAME, .doc = DOC,                                                    \
    .in = {{"X", SLOT_NO_GRAD, "the forward's input (its shape, the picks)"},  \
           {"Out@GRAD", 0, "the gradient of Out"}},                            \
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = POOL_ATTRS,            \
    .infer = infer_pool_grad, .kernel = KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = MAKER,   \
-   .flags = OP_INTERNAL}
+   .flags = OP_INTERNAL | OP_F64}
 
 #define CONV_ATTR_LIST                                                          \
-  {"strides", ATTR_INTS, "[1, 1]", check_pair_positive, "step [height, width]"},   \
+  {"strides", ATTR_INTS, "[1, 1]", check_pair_positive, "step [height, width]", 2},   \
   {"paddings", ATTR_INTS, "[0, 0]", check_pair_nonnegative,                     \
-   "zero padding on each side [height, width]"},                                 \
+   "zero padding on each side [height, width]", 2},                              \
   {"dilations", ATTR_INTS, "[1, 1]", check_pair_positive,                       \
-   "spacing of kernel taps [height, width]"},                                    \
+   "spacing of kernel taps [height, width]", 2},                                 \
   {"groups", ATTR_INT, "1", reg_check_positive, "channel groups; C and O divide by it"}
 #define CONV_ATTRS {CONV_ATTR_LIST}
 #define CONV_TRANSPOSE_ATTRS                                                    \
   {CONV_ATTR_LIST, {"output_padding", ATTR_INTS, "[0, 0]", check_pair_nonnegative, \
-                    "added to one side of the output [height, width]; below strides or dilations"}}
+                    "added to one side of the output [height, width]; below strides or dilations", 2}}
 #define FUSED_CONV_ATTRS {CONV_ATTR_LIST, {"relu", ATTR_BOOL, "false", NULL, "relu after the bias"}}
 
 /* The outputs of conv2d_grad and conv2d_transpose_grad. */
@@ -1618,13 +1619,13 @@ OpProto op_table_conv[] = {
             {"Filter", 0, "kernels [O, C / groups, KH, KW]"}},
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
      .attrs = CONV_ATTRS,
-     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (GEMM + col2im)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
      .out = CONV_GRAD_OUT,
      .attrs = CONV_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_grad,
-     .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_grad, .flags = OP_INTERNAL},
+     .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "fused_conv2d",
      .doc = "Output = conv2d(Input, Filter) + Bias, then relu if asked, and Pooled its 2x2 max pool: "
             "made by the executor, not by scripts",
@@ -1652,14 +1653,14 @@ OpProto op_table_conv[] = {
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [C, O / groups, KH, KW]"}},
      .out = {{"Output", 0, "f32 [N, O, (H-1)*stride - 2*pad + dil*(KH-1) + output_padding + 1, ...]"}},
      .attrs = CONV_TRANSPOSE_ATTRS,
-     .infer = infer_conv2d_transpose, .kernel = k_conv2d_transpose, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_conv2d_transpose, .kernel = k_conv2d_transpose, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "conv2d_transpose_grad",
      .doc = "the gradients of conv2d_transpose's Input (a conv2d) and Filter (GEMMs)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [C, O / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
      .out = CONV_GRAD_OUT,
      .attrs = CONV_TRANSPOSE_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_transpose_grad,
-     .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_transpose_grad, .flags = OP_INTERNAL},
+     .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_transpose_grad, .flags = OP_INTERNAL | OP_F64},
     POOL("max_pool2d", k_max_pool2d,
          "Out = the maximum of each window of X (padding never wins)"),
     POOL_GRAD("max_pool2d_grad", k_max_pool2d_grad, g_max_pool2d_grad,
@@ -1676,12 +1677,12 @@ OpProto op_table_conv[] = {
     {.type = "upsample_nearest2d", .doc = "Out = X with each pixel repeated scale[0] times down and scale[1] across",
      .in = {{"X", 0, "images [N, C, H, W]"}}, .out = {{"Out", 0, "f32 [N, C, H * scale[0], W * scale[1]]"}},
      .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
-     .infer = infer_upsample, .kernel = k_upsample, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_upsample, .kernel = k_upsample, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "upsample_nearest2d_grad", .doc = "X@GRAD = Out@GRAD summed over each pixel's block",
      .in = {{"X", SLOT_NO_GRAD, "the forward's input (its shape)"}, {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"X@GRAD", 0, "the gradient of X"}},
      .attrs = {{"scale", ATTR_INTS, "[2, 2]", check_pair_positive, "integer factors [height, width]"}},
      .infer = infer_pool_grad, .kernel = k_upsample_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_upsample_nearest2d_grad, .flags = OP_INTERNAL},
+     .grad = g_upsample_nearest2d_grad, .flags = OP_INTERNAL | OP_F64},
     {0},
 };

@@ -269,6 +269,7 @@ typedef UnaryLoop UnaryTable[3][3];
   X(leaky_relu, a > 0 ? a : p->P[0] * a)                                        \
   X(elu, a > 0 ? a : p->P[0] * expm1(a))                                        \
   X(silu, a * sigmoid_##S(a))                                                   \
+  X(hardswish, a * (a <= -3 ? 0 : a >= 3 ? 6 : a + 3) / 6)                      \
   X(scale, p->P[0] * a + p->P[1])
 SAME_UNARY_OPS(SAME_UNARY, f)
 FLOAT_UNARY_OPS(FLOAT_UNARY, f, f32)
@@ -317,7 +318,7 @@ static int unary_run(ExecCtx *c, const UnaryTable loops, UnaryLoop loop64, const
 
 /* The unary ops without attributes that have a grad kernel of their own
  * (below): one list for both kernels. */
-#define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(silu)
+#define UNARY_OPS_WITH_GRAD(X) X(abs) X(relu) X(sigmoid) X(tanh) X(softplus) X(gelu) X(silu) X(hardswish)
 
 #define UNARY_KERNEL(NAME)                                                      \
   static int k_##NAME(ExecCtx *c) { return unary_run(c, NAME##_loops, NAME##_dd, NULL); }
@@ -584,6 +585,9 @@ static int unary_grad_run(ExecCtx *c, UnaryGradLoop f, UnaryGradLoop64 fd, const
   X(gelu, d * (Phi_##S(v) + v * phi_##S(v)))                                    \
   /* silu: sigmoid(X) (1 + X (1 - sigmoid(X))). */                             \
   X(silu, d * sigmoid_##S(v) * (1 + v * (1 - sigmoid_##S(v))))                  \
+  /* hardswish: 0 below -3, X/3 + 1/2 on [-3, 3], 1 above (PyTorch's       \
+   * one-sided choices at -3 and 3). */                                         \
+  X(hardswish, v < -3 ? 0 : v <= 3 ? d * (v / 3 + (T)0.5) : d)                  \
   /* elu: 1 for X > 0, else alpha e^X (alpha at 0, as PyTorch). */             \
   X(elu, v > 0 ? d : d * p->P[0] * exp(v))                                      \
   /* leaky_relu: 1 for X > 0, else alpha (p->P[0]). */                         \
@@ -783,6 +787,15 @@ UNARY_GRAD2(silu, "X", {
   emit_affine(g, xw, z, 1, 2);
   bwd_emit2(g, "mul", q, z, dv);
 })
+/* hardswish: d (X/3 + 1/2) on (-3, 3) gives X G d / 3 there, 0 elsewhere:
+ * a clip_grad to (-3, 3) of t, scaled. */
+UNARY_GRAD2(hardswish, "X", {
+  const char *u = bwd_temp(g);
+  OpDesc *in = bwd_emit2(g, "clip_grad", v, t, u);
+  bwd_emit_attr(g, in, "min", attr_float(-3));
+  bwd_emit_attr(g, in, "max", attr_float(3));
+  emit_scale(g, u, dv, attr_float(1.0 / 3));
+})
 /* elu: d alpha e^X for X <= 0 gives X the same of t there, and 0 where
  * X > 0: elu_grad(X, t) less relu_grad(X, t). */
 UNARY_GRAD2(elu, "X", {
@@ -923,7 +936,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "left operand"}, {"Y", 0, "right operand"}},                 \
    .out = {{"Out", 0, "the result, broadcast shape of X and Y"}},               \
-   .infer = infer_binary, .grad_kind = GK}
+   .infer = infer_binary, .grad_kind = GK, .flags = OP_F64}
 /* A composite maker is g_NAME; a dedicated op has the default maker, which
  * emits NAME_grad, the entry that follows its forward op in the table. */
 #define GRAD_FN_GRAD_COMPOSITE(NAME) g_##NAME
@@ -931,7 +944,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
 #define UNARY(NAME, DOC, INFER, GK)                                             \
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "input"}},                                                   \
-   .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK}
+   .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK, .flags = OP_F64}
 /* NAME_grad: X@GRAD from Out@GRAD and the forward value IN (X or Out);
  * ATTRS are the forward op's. */
 #define UNARY_GRAD_OP(NAME, IN, ATTRS)                                          \
@@ -939,7 +952,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
    .in = {{IN, 0, "the forward op's " IN}, {"Out@GRAD", 0, "the gradient of Out"}}, \
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = ATTRS,                \
    .infer = infer_unary_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, \
-   .flags = OP_INTERNAL}
+   .flags = OP_INTERNAL | OP_F64}
 #define NO_ATTRS {{NULL}}
 #define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", reg_check_nonnegative, "slope for X < 0"}}
 #define ELU_ATTRS {{"alpha", ATTR_FLOAT, "1.0", NULL, "the value approached as X goes to -inf is -alpha"}}
@@ -955,7 +968,7 @@ static int g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
    .out = {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},                      \
            {"Y@GRAD", SLOT_OPTIONAL, "the gradient of Y"}},                     \
    .infer = infer_grad_like, .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, \
-   .flags = OP_INTERNAL}
+   .flags = OP_INTERNAL | OP_F64}
 
 OpProto op_table_elementwise[] = {
     BINARY(add, "Out = X + Y, broadcasting", GRAD_COMPOSITE),
@@ -993,22 +1006,25 @@ OpProto op_table_elementwise[] = {
     {.type = "leaky_relu", .doc = "Out = X if X > 0 else alpha * X",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = LEAKY_RELU_ATTRS, .infer = infer_float, .kernel = k_leaky_relu,
-     .grad_kind = GRAD_DEDICATED},
+     .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     UNARY_GRAD_OP(leaky_relu, "X", LEAKY_RELU_ATTRS),
     {.type = "elu", .doc = "Out = X if X > 0 else alpha * (e^X - 1)",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = ELU_ATTRS, .infer = infer_float, .kernel = k_elu, .grad_kind = GRAD_DEDICATED},
+     .attrs = ELU_ATTRS, .infer = infer_float, .kernel = k_elu, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     UNARY_GRAD_OP(elu, "X", ELU_ATTRS),
     UNARY(silu, "Out = X * sigmoid(X), the sigmoid linear unit (swish)", infer_float, GRAD_DEDICATED),
     UNARY_GRAD_OP(silu, "X", NO_ATTRS),
+    UNARY(hardswish, "Out = X * min(max(X + 3, 0), 6) / 6, the hard swish (MobileNetV3)", infer_float,
+          GRAD_DEDICATED),
+    UNARY_GRAD_OP(hardswish, "X", NO_ATTRS),
     {.type = "scale", .doc = "Out = scale * X + bias",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
                {"bias", ATTR_FLOAT, "0", NULL, "added after scaling"}},
-     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale},
+     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale, .flags = OP_F64},
     {.type = "clip", .doc = "Out = X limited to [min, max]",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED},
+     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     UNARY_GRAD_OP(clip, "X", CLIP_ATTRS),
     {0},
 };

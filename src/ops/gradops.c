@@ -117,11 +117,11 @@ OpProto op_table_gradops[] = {
      .in = {{"X", 0, "the gradient of a broadcast result"}, {"Like", SLOT_NO_GRAD, "the value broadcast"}},
      .out = {{"Out", 0, "X reduced to Like's shape"}},
      .infer = infer_like, .kernel = k_sum_like, .grad_kind = GRAD_COMPOSITE, .grad = g_sum_like,
-     .flags = OP_INTERNAL},
+     .flags = OP_INTERNAL | OP_F64},
     {.type = "reshape_like", .doc = "Out = X viewed with Like's shape",
      .in = {{"X", 0, "input"}, {"Like", SLOT_NO_GRAD, "the value whose shape to take"}},
      .out = {{"Out", 0, "X with Like's shape"}},
      .infer = infer_like, .kernel = k_reshape_like, .grad_kind = GRAD_COMPOSITE, .grad = g_reshape_like,
-     .flags = OP_INTERNAL | OP_NO_PREALLOC},
+     .flags = OP_INTERNAL | OP_NO_PREALLOC | OP_F64},
     {0},
 };

@@ -132,10 +132,14 @@ static bool infer_pad(InferCtx *c) {
       return reg_infer_fail(c, "paddings of axis %d (%lld, %lld) are too large", k, (long long)b, (long long)e);
     Dim d = xs->d[k];
     if (dim_known(d)) {
-      if (d.n + b + e < 0)
+      int64_t size;   /* d.n + b + e, which may pass 2^63 - 1 for a huge d.n */
+      if (__builtin_add_overflow(d.n, b + e, &size))
+        return reg_infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) makes it larger than netrun can count",
+                              k, shape_str(xs, buf, sizeof buf), (long long)b, (long long)e);
+      if (size < 0)
         return reg_infer_fail(c, "padding axis %d of X (shape %s) by (%lld, %lld) leaves %lld elements", k,
-                              shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)(d.n + b + e));
-      s.d[k] = dim_n(d.n + b + e);
+                              shape_str(xs, buf, sizeof buf), (long long)b, (long long)e, (long long)size);
+      s.d[k] = dim_n(size);
     } else if (b + e != 0) {
       s.d[k] = dim_unknown();
     }
@@ -297,20 +301,20 @@ static int g_tri(GradCtx *g) {
    .out = {{"Out", 0, "the result, dtype and shape of X"}},                     \
    .attrs = {{"diagonal", ATTR_INT, "0", NULL,                                  \
               "0: the main diagonal; k > 0: k above it; k < 0: below"}},        \
-   .infer = infer_tri, .kernel = k_##NAME, .grad_kind = GRAD_COMPOSITE, .grad = g_tri}
+   .infer = infer_tri, .kernel = k_##NAME, .grad_kind = GRAD_COMPOSITE, .grad = g_tri, .flags = OP_F64}
 
 OpProto op_table_layout[] = {
     {.type = "stack", .doc = "Out = the tensors in X, all of one shape, joined along a new axis",
      .in = {{"X", SLOT_LIST, "the tensors, all of one shape"}},
      .out = {{"Out", 0, "the result, X[0]'s shape with len(X) inserted at axis"}},
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the new axis' position in Out; negative counts from the end"}},
-     .infer = infer_stack, .kernel = k_stack, .grad_kind = GRAD_COMPOSITE, .grad = g_stack},
+     .infer = infer_stack, .kernel = k_stack, .grad_kind = GRAD_COMPOSITE, .grad = g_stack, .flags = OP_F64},
     {.type = "pad", .doc = "Out = X with value added before and after each axis",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, each axis longer by its paddings"}},
      .attrs = {{"paddings", ATTR_INTS, NULL, NULL,
                 "(before, after) per axis of X, first axis first; a negative one crops"},
                {"value", ATTR_FLOAT, "0", NULL, "the value of the new elements"}},
-     .infer = infer_pad, .kernel = k_pad, .grad_kind = GRAD_COMPOSITE, .grad = g_pad},
+     .infer = infer_pad, .kernel = k_pad, .grad_kind = GRAD_COMPOSITE, .grad = g_pad, .flags = OP_F64},
     TRI(tril, "Out = X's lower triangle (last two axes): column - row <= diagonal, 0 elsewhere"),
     TRI(triu, "Out = X's upper triangle (last two axes): column - row >= diagonal, 0 elsewhere"),
     {0},

@@ -339,6 +339,6 @@ OpProto op_table_linalg[] = {
      .attrs = {{"transpose_x", ATTR_BOOL, "false", NULL, "use X's last two axes swapped"},
                {"transpose_y", ATTR_BOOL, "false", NULL, "use Y's last two axes swapped"}},
      .infer = infer_matmul, .kernel = k_matmul, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_matmul},
+     .grad = g_matmul, .flags = OP_F64},
     {0},
 };

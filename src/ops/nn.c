@@ -1407,13 +1407,13 @@ static int g_batch_norm_grad(GradCtx *g) {
 #define SOFTMAX_OPS(NAME, DOC, KERNEL, GRAD_DOC, GRAD_KERNEL, GRAD)                                   \
   {.type = NAME, .doc = DOC, .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "f32, shape of X"}},        \
    .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},                                  \
-   .infer = infer_softmax, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED},                             \
+   .infer = infer_softmax, .kernel = KERNEL, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},            \
   {.type = NAME "_grad", .doc = GRAD_DOC,                                                              \
    .in = {{"Out", 0, NAME "'s result"}, {"Out@GRAD", 0, "the gradient of Out"}},                       \
    .out = {{"X@GRAD", 0, "the gradient of X"}},                                                        \
    .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis normalized"}},                                  \
    .infer = infer_softmax_grad, .kernel = GRAD_KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD,     \
-   .flags = OP_INTERNAL}
+   .flags = OP_INTERNAL | OP_F64}
 
 OpProto op_table_nn[] = {
     SOFTMAX_OPS("softmax", "Out = exp(X) / sum(exp(X)) along axis, computed stably", k_softmax,
@@ -1425,24 +1425,24 @@ OpProto op_table_nn[] = {
      .in = {{"Logits", 0, "scores [..., C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [...] (or [..., 1])"}},
      .out = {{"Loss", 0, "f32 loss per example, Logits' shape without the class axis"}},
-     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_softmax_ce, .kernel = k_softmax_ce, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "softmax_cross_entropy_grad",
      .doc = "Logits@GRAD = (softmax(Logits) - onehot(Label)) * Loss@GRAD per example",
      .in = {{"Logits", 0, "scores [..., C]"}, {"Label", SLOT_NO_GRAD, "i64 class indices"},
             {"Loss@GRAD", 0, "the gradient of Loss"}},
      .out = {{"Logits@GRAD", 0, "the gradient of Logits"}},
      .infer = infer_grads, .kernel = k_softmax_ce_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_softmax_cross_entropy_grad, .flags = OP_INTERNAL},
+     .grad = g_softmax_cross_entropy_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "sigmoid_cross_entropy",
      .doc = "Out = -(Label log sigmoid(X) + (1 - Label) log(1 - sigmoid(X))), computed stably",
      .in = {{"X", 0, "logits"}, {"Label", 0, "targets in [0, 1], shape of X"}},
      .out = {{"Out", 0, "f32 loss per element, shape of X"}},
      .infer = infer_sigmoid_ce, .kernel = k_sigmoid_ce, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_sigmoid_ce},
+     .grad = g_sigmoid_ce, .flags = OP_F64},
     {.type = "mse", .doc = "Out = (X - Y)^2 per element, broadcasting",
      .in = {{"X", 0, "prediction"}, {"Y", 0, "target"}},
      .out = {{"Out", 0, "f32, broadcast shape of X and Y"}},
-     .infer = infer_mse, .kernel = k_mse, .grad_kind = GRAD_COMPOSITE, .grad = g_mse},
+     .infer = infer_mse, .kernel = k_mse, .grad_kind = GRAD_COMPOSITE, .grad = g_mse, .flags = OP_F64},
     {.type = "dropout",
      .doc = "Out = X * Mask: zeroes each element with probability p, scales the rest by 1/(1-p)",
      .in = {{"X", 0, "input"}},
@@ -1453,7 +1453,7 @@ OpProto op_table_nn[] = {
                {"seed", ATTR_INT, "0", reg_check_nonnegative,
                 "0: draw from the run's generator (--seed); else this op's own seed"}},
      .infer = infer_dropout, .kernel = k_dropout, .grad_kind = GRAD_COMPOSITE, .grad = g_dropout,
-     .flags = OP_RANDOM},
+     .flags = OP_RANDOM | OP_F64},
     {.type = "layer_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias over axes begin_norm_axis..",
      .in = {{"X", 0, "input"},
@@ -1462,7 +1462,7 @@ OpProto op_table_nn[] = {
      .out = {{"Y", 0, "f32, shape of X"}},
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
-     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_layer_norm, .kernel = k_layer_norm, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "layer_norm_grad",
      .doc = "the gradients of layer_norm's X, Scale and Bias (mean and variance recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", SLOT_OPTIONAL, "the forward's Scale"},
@@ -1474,7 +1474,7 @@ OpProto op_table_nn[] = {
      .attrs = {{"begin_norm_axis", ATTR_INT, "-1", NULL, "the first axis normalized"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
      .infer = infer_grads, .kernel = k_layer_norm_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_layer_norm_grad, .flags = OP_INTERNAL},
+     .grad = g_layer_norm_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "batch_norm",
      .doc = "Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel (axis 1): the batch's "
             "statistics when Training, else Mean and Variance",
@@ -1488,7 +1488,7 @@ OpProto op_table_nn[] = {
               "training: momentum * Variance + (1 - momentum) * the batch's unbiased variance; else Variance"}},
      .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
-     .infer = infer_batch_norm, .kernel = k_batch_norm, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_batch_norm, .kernel = k_batch_norm, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "batch_norm_grad",
      .doc = "the gradients of batch_norm's X, Scale and Bias (the batch's statistics recomputed)",
      .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
@@ -1501,23 +1501,23 @@ OpProto op_table_nn[] = {
      .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}},
      .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
-     .flags = OP_INTERNAL},
+     .flags = OP_INTERNAL | OP_F64},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
      .out = {{"Out", 0, "Ids.shape + [D], dtype of W"}},
-     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_embedding, .kernel = k_embedding, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "embedding_grad", .doc = "W@GRAD = the rows of Out@GRAD added at Ids into zeros like W",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices"}, {"W", SLOT_NO_GRAD, "the table [V, D] (its shape)"},
             {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"W@GRAD", 0, "the gradient of W"}},
      .infer = infer_grads, .kernel = k_embedding_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_embedding_grad, .flags = OP_INTERNAL},
+     .grad = g_embedding_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "accuracy",
      .doc = "Out = the fraction of rows whose Label is among the k highest Logits",
      .in = {{"Logits", 0, "scores [N, C]"},
             {"Label", SLOT_NO_GRAD, "i64 class indices [N] (or [N, 1])"}},
      .out = {{"Out", 0, "an f32 scalar in [0, 1]"}},
      .attrs = {{"k", ATTR_INT, "1", reg_check_positive, "how many top classes count as a hit"}},
-     .infer = infer_accuracy, .kernel = k_accuracy, .grad_kind = GRAD_NONE},
+     .infer = infer_accuracy, .kernel = k_accuracy, .grad_kind = GRAD_NONE, .flags = OP_F64},
     {0},
 };

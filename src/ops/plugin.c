@@ -8,12 +8,13 @@
  * include/netrun/plugin.h to the internal ones and back, so the public
  * header does not depend on netrun's internal layout.
  *
- * A script's load passes the trust checks first (plugin_load_for_script,
- * at the end: --allow-load and the folder, without opening the file).
- * Loading checks, in order: the file opens without blocking and is a
- * regular file, it is an ELF shared library for this machine whose
+ * A script's load passes --allow-load first (plugin_load_for_script, at
+ * the end, without opening the file).  Loading opens the file once and
+ * checks, in order, on that descriptor: it opened without blocking and is
+ * a regular file, a script's lies inside its allowed folder (the
+ * descriptor's real path), it is an ELF shared library for this machine whose
  * segments lie within it (elf_check: dlopen would fault on a truncated
- * one), dlopen takes it, it defines netrun_plugin_init and
+ * one), dlopen takes the same descriptor (/proc/self/fd/N), it defines netrun_plugin_init and
  * netrun_plugin_api_version, the version is ours, init succeeds, and each
  * dedicated gradient left to the default maker has its NAME_grad op.  Ops are registered only when all of that
  * held; until then register_op keeps them aside, so a plugin that fails
@@ -28,6 +29,7 @@
 #include "base/file.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <elf.h>
 #include <errno.h>
 #include <limits.h>
@@ -65,6 +67,7 @@ typedef struct PluginOp {
 struct Plugin {
   void *handle;
   char *path;
+  char *mapped;            /* the name dlopen mapped it by: /proc/self/fd/N */
   dev_t dev;               /* the file, to know it again by another path */
   ino_t ino;
   Arena arena;             /* its PluginOps and their strings */
@@ -98,6 +101,7 @@ static void plugin_free(Plugin *pl) {
   mem_free(pl->ops);
   if (pl->handle) dlclose(pl->handle);
   mem_free(pl->path);
+  mem_free(pl->mapped);
   mem_free(pl);
 }
 
@@ -608,7 +612,7 @@ static int api_register_op(const NetrunOpDef *def) {
     at->name = copy(a, at->name);
     at->dflt = copy(a, at->dflt);
     at->doc = copy(a, at->doc);
-    p->attrs[i] = (AttrProto){at->name, (AttrType)at->type, at->dflt, NULL, at->doc};
+    p->attrs[i] = (AttrProto){.name = at->name, .type = (AttrType)at->type, .dflt = at->dflt, .doc = at->doc};
   }
   p->infer = infer_plugin;
   p->kernel = kernel_plugin;
@@ -692,16 +696,12 @@ static const char *elf_check(int fd, uint64_t len) {
   return NULL;
 }
 
-/* Whether path names a regular file that is a shared library dlopen can
- * map: NULL, or why not (in why[n]).  A FIFO or a device is refused before
- * it is read (file_open_regular), so it cannot hang the load. */
-static const char *not_loadable(const char *path, char *why, size_t n) {
-  int fd = file_open_regular(path, why, n);
-  if (fd < 0) return why;
+/* Whether the file open at fd is a shared library dlopen can map: NULL,
+ * or why not (in why[n]). */
+static const char *not_loadable(int fd, char *why, size_t n) {
   struct stat st;
-  const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : elf_check(fd, (uint64_t)st.st_size);
-  close(fd);
-  return bad;
+  if (fstat(fd, &st) != 0) return snprintf(why, n, "%s", strerror(errno)), why;
+  return elf_check(fd, (uint64_t)st.st_size);
 }
 
 /* A dedicated gradient without a grad maker gets the default one
@@ -734,16 +734,64 @@ static bool lookup(void *handle, const char *sym, void *out, size_t size) {
   return p != NULL;
 }
 
-bool plugin_load(Diag *d, Span at, const char *path, const Registry *also) {
+static bool inside_fd(Diag *d, Span at, const char *path, int fd, const char *root);
+
+/* The descriptor (fd or a dup of it) whose name /proc/self/fd/N, in
+ * self[n], no loaded plugin was mapped by: glibc knows a library again by
+ * its name before its file, so a plugin mapped as /proc/self/fd/3 would be
+ * handed back for another file opened as fd 3 later. */
+static int mapping_fd(int fd, char *self, size_t n) {
+  int use = fd;
+  for (;;) {
+    snprintf(self, n, "/proc/self/fd/%d", use);
+    bool taken = false;
+    for (int i = 0; i < nplugins && !taken; i++) taken = strcmp(plugins[i]->mapped, self) == 0;
+    if (!taken) return use;
+    int next = fcntl(fd, F_DUPFD_CLOEXEC, use + 1);
+    if (use != fd) close(use);
+    if (next < 0) return -1;   /* no descriptor left */
+    use = next;
+  }
+}
+
+/* Loads the plugin at path; a script's (root: the folder it must lie in)
+ * only from inside root.  The file is opened once, without blocking (a
+ * FIFO is refused, file_open_regular), and everything is checked on that
+ * descriptor: its real path (/proc/self/fd/N) inside root, its ELF
+ * header.  dlopen then maps the same descriptor through /proc/self/fd/N,
+ * never the path again: a symbolic link flipped after the checks cannot
+ * make it load another file. */
+static bool load(Diag *d, Span at, const char *path, const char *root, const Registry *also) {
   char buf[512];
-  const char *why = not_loadable(path, buf, sizeof buf);
-  if (why) return say(d, at, "cannot load plugin '%s': %s", path, why);
-  /* dlopen searches the library path for a name without a slash. */
-  char *local = mem_alloc(NULL, strlen(path) + 3);
-  sprintf(local, "%s%s", strchr(path, '/') ? "" : "./", path);
-  void *h = dlopen(local, RTLD_NOW | RTLD_LOCAL);
-  mem_free(local);
-  if (!h) return say(d, at, "cannot load plugin '%s': %s", path, dlerror());
+  int fd = file_open_regular(path, buf, sizeof buf);
+  if (fd < 0) return say(d, at, "cannot load plugin '%s': %s", path, buf);
+  const char *why = NULL;
+  if (root && !inside_fd(d, at, path, fd, root)) {
+    close(fd);
+    return false;
+  }
+  if ((why = not_loadable(fd, buf, sizeof buf))) {
+    close(fd);
+    return say(d, at, "cannot load plugin '%s': %s", path, why);
+  }
+  struct stat st;
+  bool known = fstat(fd, &st) == 0;
+  char self[64];
+  int use = mapping_fd(fd, self, sizeof self);
+  if (use < 0) {
+    close(fd);
+    return say(d, at, "cannot load plugin '%s': %s", path, strerror(EMFILE));
+  }
+  void *h = dlopen(self, RTLD_NOW | RTLD_LOCAL);
+  if (use != fd) close(use);
+  close(fd);
+  if (!h) {
+    /* dlerror names the descriptor's path: name the user's instead */
+    const char *e = dlerror();
+    size_t k = strlen(self);
+    if (e && strncmp(e, self, k) == 0 && e[k] == ':') e += k + 1 + (e[k + 1] == ' ');
+    return say(d, at, "cannot load plugin '%s': %s", path, e ? e : "dlopen failed");
+  }
   for (int i = 0; i < nplugins; i++)
     if (plugins[i]->handle == h) {   /* loaded already: drop the new reference */
       dlclose(h);
@@ -769,8 +817,8 @@ bool plugin_load(Diag *d, Span at, const char *path, const Registry *also) {
   Plugin *pl = mem_calloc(1, sizeof *pl);
   pl->handle = h;
   pl->path = mem_strdup(path);
-  struct stat st;
-  if (stat(path, &st) == 0) pl->dev = st.st_dev, pl->ino = st.st_ino;
+  pl->mapped = mem_strdup(self);
+  if (known) pl->dev = st.st_dev, pl->ino = st.st_ino;
   arena_init(&pl->arena);
   loading.pl = pl;
   loading.also = also;
@@ -791,6 +839,8 @@ bool plugin_load(Diag *d, Span at, const char *path, const Registry *also) {
   plugins[nplugins++] = pl;
   return true;
 }
+
+bool plugin_load(Diag *d, Span at, const char *path, const Registry *also) { return load(d, at, path, NULL, also); }
 
 /* ---- what a script may load ------------------------------------------------------------
  * Loading a plugin runs its native code (its constructors run inside
@@ -825,14 +875,20 @@ static bool loaded_already(const char *path) {
   return false;
 }
 
-/* Whether the real path of `path` lies inside folder `root`; false
- * (reported through d at `at`) if not. */
-static bool inside(Diag *d, Span at, const char *path, const char *root) {
-  char *rroot = realpath(root, NULL), *rpath = rroot ? realpath(path, NULL) : NULL;
+/* Whether the file open at fd (named path) lies inside folder `root`, by
+ * the real path of the descriptor itself; false (reported through d at
+ * `at`) if not. */
+static bool inside_fd(Diag *d, Span at, const char *path, int fd, const char *root) {
+  char self[64], rpath[PATH_MAX + 1];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+  ssize_t k = readlink(self, rpath, sizeof rpath - 1);
+  char *rroot = realpath(root, NULL);
   bool ok = true;
   if (!rroot) ok = say(d, at, "cannot load plugin '%s': cannot resolve the folder %s: %s", path, root, strerror(errno));
-  else if (!rpath) ok = say(d, at, "cannot load plugin '%s': %s", path, strerror(errno));
+  else if (k < 0 || k >= (ssize_t)sizeof rpath - 1)
+    ok = say(d, at, "cannot load plugin '%s': cannot tell where it lies: %s", path, k < 0 ? strerror(errno) : "too long");
   else {
+    rpath[k] = 0;
     size_t n = strlen(rroot);
     bool in = strcmp(rroot, "/") == 0 || (strncmp(rpath, rroot, n) == 0 && rpath[n] == '/');
     if (!in && script_loads.dir)
@@ -845,7 +901,6 @@ static bool inside(Diag *d, Span at, const char *path, const char *root) {
                path, root);
   }
   free(rroot);
-  free(rpath);
   return ok;
 }
 
@@ -856,5 +911,5 @@ bool plugin_load_for_script(Diag *d, Span at, const char *path, const char *scri
                "cannot load plugin '%s': a script loads plugins only with --allow-load (a plugin runs native "
                "code), or name it with --plugin",
                path);
-  return inside(d, at, path, script_loads.dir ? script_loads.dir : script_dir) && plugin_load(d, at, path, also);
+  return load(d, at, path, script_loads.dir ? script_loads.dir : script_dir, also);
 }

@@ -743,14 +743,14 @@ static int k_argmax(ExecCtx *c) {
   {.type = #NAME, .doc = DOC, .in = {{"X", 0, "input"}},                        \
    .out = {{"Out", 0, "the result, X's shape without the reduced axes"}},       \
    .attrs = REDUCE_ATTRS, .infer = INFER, .kernel = k_##NAME,                   \
-   .grad_kind = GRAD_DEDICATED}
+   .grad_kind = GRAD_DEDICATED, .flags = OP_F64}
 /* Its gradient op, with the given input slots (max and min also read Out to
  * find the picked element); the default maker wires it. */
 #define REDUCE_GRAD(NAME, DOC, ...)                                             \
   {.type = #NAME "_grad", .doc = DOC, .in = {__VA_ARGS__},                      \
    .out = {{"X@GRAD", 0, "X's gradient, shape of X"}},                          \
    .attrs = REDUCE_ATTRS, .infer = infer_reduce_grad, .kernel = k_##NAME##_grad, \
-   .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, .flags = OP_INTERNAL}
+   .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, .flags = OP_INTERNAL | OP_F64}
 #define GRAD_X {"X", 0, "the forward input"}
 /* X giving the shape alone (or the pick): it has no gradient through the
  * grad op, so a second backward leaves it alone */
@@ -776,17 +776,17 @@ OpProto op_table_reduce[] = {
     {.type = "cumsum", .doc = "Out = the running sum of X along axis (bool counts as i64)",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"axis", ATTR_INT, NULL, NULL, "the axis to sum along; negative counts from the end"}},
-     .infer = infer_cumsum, .kernel = k_cumsum, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_cumsum, .kernel = k_cumsum, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "cumsum_grad", .doc = "X@GRAD = the running sum of Out@GRAD along axis, from its end",
      .in = {{"Out@GRAD", 0, "the result's gradient"}}, .out = {{"X@GRAD", 0, "X's gradient"}},
      .attrs = {{"axis", ATTR_INT, NULL, NULL, "the axis summed along"}},
      .infer = infer_cumsum_grad, .kernel = k_cumsum_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_cumsum_grad,
-     .flags = OP_INTERNAL},
+     .flags = OP_INTERNAL | OP_F64},
     {.type = "argmax", .doc = "Out = the index of the largest element of X along axis",
      .in = {{"X", 0, "input"}},
      .out = {{"Out", 0, "i64 indices, X's shape without axis"}},
      .attrs = {{"axis", ATTR_INT, "-1", NULL, "the axis to search"},
                {"keepdim", ATTR_BOOL, "false", NULL, "keep axis as size 1"}},
-     .infer = infer_argmax, .kernel = k_argmax, .grad_kind = GRAD_NONE},
+     .infer = infer_argmax, .kernel = k_argmax, .grad_kind = GRAD_NONE, .flags = OP_F64},
     {0},
 };

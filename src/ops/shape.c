@@ -329,8 +329,10 @@ static bool infer_concat(InferCtx *c) {
       s.d[k] = dim_merge(s.d[k], vs->d[k]);
     }
     Dim d = vs->d[axis];
-    if (!dim_known(d) || total > INT64_MAX - d.n) total_known = false;
-    else total += d.n;
+    if (!dim_known(d)) total_known = false;
+    else if (total_known && !mem_add_size(total, d.n, &total))
+      return reg_infer_fail(c, "the sizes of axis %d (X[%d] has shape %s) add up past 2^63 - 1", axis, i,
+                            shape_str(vs, sa, sizeof sa));
   }
   s.d[axis] = total_known ? dim_n(total) : dim_unknown();
   if (l.n == 1) s.d[axis] = l.ref->shape.d[axis];
@@ -701,6 +703,10 @@ static int concat_split(ExecCtx *c, bool concat) {
                           : tensor_ref(exec_ctx_out_at(c, 0, i));
     int64_t chunk = part->shape[axis] * inner;
     for (int64_t o = 0; o < outer; o++) {
+      if ((o & 0xffff) == 0xffff && exec_interrupted()) {   /* many small rows: Ctrl-C is seen */
+        tensor_unref(part);
+        return exec_ctx_fail(c, "interrupted");
+      }
       char *w = (char *)whole->data + (size_t)(o * row + at) * es, *p = (char *)part->data + (size_t)(o * chunk) * es;
       memcpy(concat ? w : p, concat ? p : w, (size_t)chunk * es);
     }
@@ -1022,7 +1028,7 @@ static int g_concat_grad(GradCtx *g) {
 /* An op from X to Out with a composite gradient; the attributes last. */
 #define SHAPE_OP(NAME, DOC, OUT_DOC, INFER, KERNEL, GRAD, FLAGS, ...)                         \
   {.type = NAME, .doc = DOC, .in = X_IN, .out = OUT(OUT_DOC), .attrs = {__VA_ARGS__},         \
-   .infer = INFER, .kernel = KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD, .flags = FLAGS}
+   .infer = INFER, .kernel = KERNEL, .grad_kind = GRAD_COMPOSITE, .grad = GRAD, .flags = (FLAGS) | OP_F64}
 /* One whose Out is a view of X (k_view), its gradient the reverse view. */
 #define VIEW_OP(NAME, DOC, OUT_DOC, INFER, ...) \
   SHAPE_OP(NAME, DOC, OUT_DOC, INFER, k_view, g_view, OP_NO_PREALLOC, __VA_ARGS__)
@@ -1048,7 +1054,7 @@ OpProto op_table_shape[] = {
      .in = {{"X", SLOT_LIST, "the tensors, equal in shape except along axis"}},
      .out = OUT("the result"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis to join along"}},
-     .infer = infer_concat, .kernel = k_concat, .grad_kind = GRAD_DEDICATED, .grad = g_concat},
+     .infer = infer_concat, .kernel = k_concat, .grad_kind = GRAD_DEDICATED, .grad = g_concat, .flags = OP_F64},
     {.type = "concat_grad", .doc = "X@GRAD = the pieces of Out@GRAD that the inputs listed in inputs filled",
      .in = {{"X", SLOT_LIST | SLOT_NO_GRAD, "the forward inputs (their shapes)"},
             {"Out@GRAD", 0, "the result's gradient"}},
@@ -1056,19 +1062,19 @@ OpProto op_table_shape[] = {
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis joined along"},
                {"inputs", ATTR_INTS, "[]", NULL, "the positions in X of the gradients wanted"}},
      .infer = infer_concat_grad, .kernel = k_concat_grad, .grad_kind = GRAD_COMPOSITE,
-     .grad = g_concat_grad, .flags = OP_INTERNAL},
+     .grad = g_concat_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "split", .doc = "Out = X cut along axis into num equal parts or parts of sizes sections",
      .in = X_IN, .out = {{"Out", SLOT_LIST, "the parts, in order"}},
      .attrs = {{"num", ATTR_INT, "0", reg_check_nonnegative, "the number of equal parts (or 0)"},
                {"sections", ATTR_INTS, "[]", reg_check_nonnegative, "the parts' sizes (or [])"},
                {"axis", ATTR_INT, "0", NULL, "the axis to cut"}},
-     .infer = infer_split, .kernel = k_split, .grad_kind = GRAD_COMPOSITE, .grad = g_split},
+     .infer = infer_split, .kernel = k_split, .grad_kind = GRAD_COMPOSITE, .grad = g_split, .flags = OP_F64},
     {.type = "slice", .doc = "Out = X[starts:ends] along each of axes, Python-style",
      .in = X_IN, .out = OUT("the result"),
      .attrs = {{"axes", ATTR_INTS, NULL, NULL, "the axes sliced"},
                {"starts", ATTR_INTS, NULL, NULL, "first index per axis; negative counts from the end"},
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis; clamped"}},
-     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_slice, .kernel = k_slice, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "slice_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD in the slice",
      .in = {{"X", SLOT_NO_GRAD, "the forward input (its shape)"}, {"Out@GRAD", 0, "the slice's gradient"}},
      .out = {{"X@GRAD", 0, "X's gradient"}},
@@ -1076,19 +1082,19 @@ OpProto op_table_shape[] = {
                {"starts", ATTR_INTS, NULL, NULL, "first index per axis"},
                {"ends", ATTR_INTS, NULL, NULL, "end index (excluded) per axis"}},
      .infer = infer_x_grad, .kernel = k_slice_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_slice_grad,
-     .flags = OP_INTERNAL},
+     .flags = OP_INTERNAL | OP_F64},
     {.type = "gather", .doc = "Out = the entries of X at Index along axis",
      .in = {{"X", 0, "input"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"}},
      .out = OUT("X.shape[:axis] + Index.shape + X.shape[axis+1:]"),
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
-     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED},
+     .infer = infer_gather, .kernel = k_gather, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "gather_grad", .doc = "X@GRAD = zeros of X's shape with Out@GRAD's entries added at Index",
      .in = {{"X", SLOT_NO_GRAD, "the forward input (its shape)"}, {"Index", SLOT_NO_GRAD, "i64 indices into axis"},
             {"Out@GRAD", 0, "the result's gradient"}},
      .out = {{"X@GRAD", 0, "X's gradient; repeated indices accumulate"}},
      .attrs = {{"axis", ATTR_INT, "0", NULL, "the axis indexed"}},
      .infer = infer_x_grad, .kernel = k_gather_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_gather_grad,
-     .flags = OP_INTERNAL},
+     .flags = OP_INTERNAL | OP_F64},
     {.type = "one_hot", .doc = "Out = f32 one-hot vectors of length depth for the i64 labels X",
      .in = {{"X", SLOT_NO_GRAD, "i64 labels in [0, depth)"}},
      .out = OUT("f32, X.shape + [depth]"),

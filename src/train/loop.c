@@ -2,6 +2,7 @@
  * forward ops, then the backward ops and the updates; an epoch's end
  * (evaluation, the epoch line, checkpoints, patience); how a signal stops
  * a run; and lr-find's sweep of training steps (its curve: lrfind.c). */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "exec/dist.h"
@@ -61,8 +62,14 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
   for (int i = 0; i < b0->nvars; i++) {
     Tensor *t = b0->vars[i]->flags & VAR_PARAM ? exec_value(r->ex, b0->vars[i]->name) : NULL;
     if (t && tensor_non_finite(t)) {
-      diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf: step %lld's update made it so",
-                 b0->vars[i]->name, (long long)r->step);
+      if (r->step > 0)
+        diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf: step %lld's update made it so",
+                   b0->vars[i]->name, (long long)r->step);
+      else if (r->t->weights)   /* no update yet: the value came in so */
+        diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf as read from %s (--weights)",
+                   b0->vars[i]->name, r->t->weights);
+      else
+        diag_error(&r->ld.diag, SPAN_NONE, "parameter '%s' holds NaN or Inf as initialized", b0->vars[i]->name);
       return;
     }
   }

@@ -1,6 +1,7 @@
 /* predict.c — `netrun predict` (trainrun.h): the forward pass on fed
  * inputs or on --data, with the classes or the --output values written in
  * --format; on N ranks, rank 0 gathers and writes every rank's values. */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "exec/dist.h"

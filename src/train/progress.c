@@ -2,6 +2,7 @@
  * progress lines show them, the progress line of each step, the epoch
  * line's parts, the run's first and last lines, and the --log file of
  * JSON events. */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "exec/dist.h"

@@ -1,6 +1,7 @@
 /* ranks.c — data-parallel training under mpirun (trainrun.h, dist.h):
  * what the ranks agree on before a run, at each step and at each epoch's
  * end, and the state they share. */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "io/checkpoint.h"
@@ -20,12 +21,48 @@ int64_t trun_epoch_steps(const Run *r) {
   return (r->train.n + per - 1) / per;
 }
 
-/* What the ranks of one job must share: the program, the settings that
- * shape a step and the position a checkpoint resumes from. */
+/* A hash of the examples of ds (every column's bytes, in order): ranks
+ * that read other data, under one file name or another, differ in it. */
+static uint64_t data_hash(const Dataset *ds, bool has) {
+  uint64_t h = MEM_FNV_BASIS;
+  if (!has) return h;
+  for (int i = 0; i < ds->ncols; i++) {
+    const DataColumn *c = &ds->cols[i];
+    size_t es = c->store == DATA_U8 || c->store == DATA_BYTE ? 1 : c->store == DATA_F32 ? 4 : 8;
+    h = mem_fnv_step(h, ckpt_hash(c->data, (size_t)(ds->n * c->row) * es));
+  }
+  return h;
+}
+
+/* A hash of what trun_sync_model will broadcast (each value's name,
+ * dtype and size): ranks that would send and receive other values (another
+ * optimizer's state) must differ here before a broadcast is tried. */
+static uint64_t sync_hash(const Run *r) {
+  uint64_t h = MEM_FNV_BASIS;
+  const Block *b0 = r->p->blocks[0];
+  for (int i = 0; i < b0->nvars; i++) {
+    const VarDesc *v = b0->vars[i];
+    bool held = v->flags & (VAR_PARAM | VAR_STATE) && strcmp(v->name, TRAIN_LR_VAR) != 0;
+    Tensor *t = held ? exec_var_value(r->ex, v->name) : NULL;
+    if (!t) continue;
+    h = mem_fnv_str(h, v->name);
+    h = mem_fnv_step(h, (uint64_t)t->dtype);
+    h = mem_fnv_step(h, (uint64_t)t->numel);
+  }
+  return h;
+}
+
+/* What the ranks of one job must share, as one hash of fixed size that
+ * they compare before anything else crosses between them: the program,
+ * the optimizer and the settings that shape a step, the position a
+ * checkpoint resumes from, the examples each read, and the values they
+ * are about to broadcast. */
 static uint64_t fingerprint(const Run *r) {
   double lr = r->c.lr;
   uint64_t v[] = {r->hash, (uint64_t)r->c.batch, (uint64_t)r->c.epochs, (uint64_t)r->train.n,
-                  (uint64_t)r->step, 0};
+                  (uint64_t)r->step, 0, mem_fnv_str(MEM_FNV_BASIS, r->c.optimizer ? r->c.optimizer : ""),
+                  data_hash(&r->train, r->has_train), data_hash(&r->test, r->has_test),
+                  data_hash(&r->val, r->has_val), sync_hash(r)};
   memcpy(&v[5], &lr, sizeof lr);
   return ckpt_hash(v, sizeof v);
 }

@@ -2,6 +2,7 @@
  * (parameters, optimizer state, the generators, the run's position and
  * settings) and resuming from one, every field checked against what it
  * means; --weights loads only the model. */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "exec/dist.h"

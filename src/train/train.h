@@ -79,7 +79,7 @@ bool train_optimizer_known(const char *name);
 #define TRAIN_OPTIMIZERS "sgd, momentum, adam, adamw or rmsprop"
 
 /* The variable the trainer writes the learning rate into each step. */
-#define TRAIN_LR_VAR "learning_rate@LR"
+#define TRAIN_LR_VAR NAME_LR
 /* On N > 1 ranks: the variable it writes this rank's share of the step's
  * examples into, which the allreduce ops weigh its gradients by. */
 #define TRAIN_WEIGHT_VAR "rank_weight@DIST"

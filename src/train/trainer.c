@@ -11,6 +11,7 @@
  * (initializers, dropout) and the shuffling generator, both saved in
  * checkpoints with the parameters and the optimizer state, so a resumed
  * run continues exactly where the interrupted one stopped. */
+#include "train/trainer.h"
 #include "train/trainrun.h"
 
 #include "io/checkpoint.h"

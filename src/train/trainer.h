@@ -7,7 +7,7 @@
 
 #include "train/lrfind.h"
 #include "io/report.h"
-#include "cli/run.h"
+#include "front/run.h"
 #include "train/train.h"
 
 typedef struct TrainArgs {

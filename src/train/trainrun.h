@@ -13,7 +13,11 @@
 #ifndef NETRUN_TRAINRUN_H
 #define NETRUN_TRAINRUN_H
 
-#include "train/trainer.h"
+#include "train/lrfind.h"
+#include "front/run.h"
+#include "train/train.h"
+
+struct TrainArgs;   /* trainer.h: the trainer's API includes this header's users, not the reverse */
 
 #include "base/file.h"
 #include "io/data.h"
@@ -29,7 +33,7 @@ typedef struct Num {
 /* One run of train, eval, predict or lr-find: the program, its executor,
  * its data and where the loop is. */
 typedef struct Run {
-  TrainArgs *t;
+  struct TrainArgs *t;
   TrainConfig c;
   Session ld;
   Program *p;
@@ -76,7 +80,7 @@ typedef struct Step {
 } Step;
 
 /* ---- trainer.c: a run's set-up, data and evaluation ---- */
-bool trun_setup(Run *r, TrainArgs *t, bool training);
+bool trun_setup(Run *r, struct TrainArgs *t, bool training);
 void trun_teardown(Run *r);
 uint64_t trun_program_hash(const Program *p);
 const char *trun_mode_input(const Program *p);

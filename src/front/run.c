@@ -1,6 +1,6 @@
 /* run.c — an executor started over a loaded script with its values fed
  * (run.h). */
-#include "cli/run.h"
+#include "front/run.h"
 
 #include "front/feed.h"
 #include "ir/rewrite.h"
@@ -39,7 +39,7 @@ bool run_feed(Session *s, Executor *ex, const RunFeeds *f) {
 }
 
 Executor *run_start(Session *s, const ExecOptions *o, const RunFeeds *f, int *marks, int nmarks) {
-  if (rewrite_wanted(o)) rewrite_program(s->prog, &(RewriteOpts){RW_FUSE, marks, nmarks});
+  if (exec_rewrite_wanted(o)) rewrite_program(s->prog, &(RewriteOpts){RW_FUSE, marks, nmarks});
   Executor *ex = exec_new(s->prog, o);
   if (!run_feed(s, ex, f)) {
     diag_finish(&s->diag);

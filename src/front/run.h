@@ -20,7 +20,7 @@ typedef struct RunFeeds {
 bool run_feed(Session *s, Executor *ex, const RunFeeds *f);
 /* An executor over s's program with options o and f's values fed, Ctrl-C
  * interrupting it (exec_interrupt); NULL on error (reported and counted).
- * The program is rewritten first when o wants it (rewrite_wanted), the
+ * The program is rewritten first when o wants it (exec_rewrite_wanted), the
  * rewrite moving the block-0 indices marks[0..nmarks) the caller runs
  * ranges up to (rewrite.h). */
 Executor *run_start(Session *s, const ExecOptions *o, const RunFeeds *f, int *marks, int nmarks);
