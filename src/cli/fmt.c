@@ -311,12 +311,10 @@ static void align(Fmt *f) {
 static void write_out(Fmt *f, FILE *out) {
   for (int i = 0; i < f->nlines;) {
     int j = i, col = 0;
-    while (j < f->nlines && f->lines[j].len &&
+    while (j < f->nlines && f->lines[j].len && f->lines[j].comment &&
            (j == i || (!f->lines[j].blank_before && f->lines[j].indent == f->lines[i].indent))) {
-      if (f->lines[j].comment) {
-        int w = f->lines[j].indent + (int)f->lines[j].len + 2;
-        col = w > col ? w : col;
-      }
+      int w = f->lines[j].indent + (int)f->lines[j].len + 2;
+      col = w > col ? w : col;
       j++;
     }
     if (j == i) j = i + 1;
