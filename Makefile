@@ -38,15 +38,18 @@ BLAS_LIBS  = -lopenblas
 endif
 
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
-LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -lm -ldl
+LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
 
 # Debian packages: build, run, and test dependencies.  python3-numpy is for
 # the tests only (tests/formats.bats reads exported weights with NumPy);
 # netrun itself reads and writes .npy/.npz without it.  libpng-dev and
-# libjpeg62-turbo-dev decode image folders (src/io/image.c).
+# libjpeg62-turbo-dev decode image folders (src/io/image.c).  libjansson-dev
+# reads and writes the JSON of netrun lsp's JSON-RPC (src/cli/lsp.c), a
+# maintained parser rather than one more by hand.  neovim is for the tests
+# only: its built-in LSP client drives netrun lsp (tests/lsp.bats).
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
-           libopenmpi-dev openmpi-bin wamerican
+           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim
 
 SRC     = $(wildcard src/*/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
@@ -198,7 +201,7 @@ valgrind: deps
 # to build/fuzz/crash-NAME-*.  The corpora in tests/fuzz are seeds, read only.
 # make fuzz-replay (part of make check): every seed and crash regression run
 # once through each harness under gcc's sanitizers.
-FUZZ = parse exec idx csv checkpoint plot npy safetensors image text feed onnx import
+FUZZ = parse exec idx csv checkpoint plot npy safetensors image text feed onnx import lsp
 FUZZ_TIME ?= 60
 # FUZZ_RUNS=N stops each harness after N executions instead (FUZZ_TIME still
 # bounds it); `make fuzz FUZZ="csv idx"` runs only those harnesses.
@@ -262,7 +265,14 @@ $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 
 bench: $(BUILD)/bench netrun
 	OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $(BUILD)/bench
+	$(MAKE) bench-lsp
 	$(MAKE) bench-charlm
+
+# netrun lsp: a change of a 500-line script to its diagnostics (goal 50 ms).
+$(BUILD)/lsp_bench: tests/bench/lsp_bench.c $(LIB_OBJ)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+bench-lsp: $(BUILD)/lsp_bench
+	NETRUN_PATH=$(CURDIR)/stdlib $(BUILD)/lsp_bench
 
 # A training step of examples/char_lm.net against the same model in PyTorch,
 # side by side (tests/bench/char_lm.py); Debian's python3-torch, which no
@@ -313,7 +323,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-charlm bench-mpi bench-compare bench-deps install clean oplists
+.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-compare bench-deps install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

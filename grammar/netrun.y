@@ -85,6 +85,12 @@ typedef struct ParseState {
   uint32_t grad_end;
   bool grad_seen;
 
+  /* When not NULL, every token handed to the parser and every comment
+   * is appended here (ast_parse_tokens): the formatter and the language
+   * server read the source through it.  Recording changes nothing the
+   * parser sees. */
+  AstTokens *tokens;
+
   AstNode *root;
 } ParseState;
 }

@@ -36,7 +36,7 @@ setup() {
   run "$NETRUN" dumb
   [ "$status" -eq 2 ]
   [ "${lines[0]}" = "netrun: unknown verb 'dumb' (did you mean 'dump'?)" ]
-  [ "${lines[1]}" = "verbs: dump ops run time summary grad gradcheck train eval predict lr-find plot data checkpoint export import sample repl help" ]
+  [ "${lines[1]}" = "verbs: dump fmt lsp ops run time summary grad gradcheck train eval predict lr-find plot data checkpoint export import sample repl help" ]
 }
 
 @test "an unknown option is a usage error" {

@@ -374,6 +374,7 @@ PREFIXES = {
     "front/session": "session_", "front/userop": "uop_",
     "train/lrfind": "lrf_", "train/train": "train_", "train/trainer": "trainer_", "train/trainrun": "trun_",
     "cli/cli": "cli_", "cli/cmd": "cmd_", "cli/option": "option_", "cli/repl": "repl_",
+    "cli/fmt": "fmt_", "cli/lsp": "lsp_",
 }
 src = os.path.join(sys.argv[1], "src")
 bad = 0

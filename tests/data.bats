@@ -324,7 +324,7 @@ EOF
   NETRUN_DATA=$PWD/fm run "$NETRUN" data fashion-mnist --fit "$EX/fashion_mlp.net"
   [ "$status" -eq 1 ]
   [ "${lines[-4]}" = "$EX/fashion_mlp.net:4:1: error: input 'x' is declared f32[B, 784] (784 values per example), but column 'images' has shape [5, 2, 3] (6 values per example)" ]
-  [ "${lines[-3]}" = "input x : f32[B, 784]          # B is bound when a batch is fed" ]
+  [ "${lines[-3]}" = "input x : f32[B, 784]  # B is bound when a batch is fed" ]
   [ "${lines[-2]}" = "^~~~~~~~~~~~~~~~~~~~~" ]
   [ "${lines[-1]}" = "fit y i64[B] takes labels as i64[5]" ]
   NETRUN_DATA=$PWD/fm run "$NETRUN" data fashion-mnist --fit fixed.net --batch 2

@@ -204,7 +204,7 @@ PY
   [ "$stderr" = "netrun: error: short.safetensors: truncated: the tensors hold 24 bytes of data, the file 20" ]
   run --separate-stderr "$NETRUN" run show.net --weights badjson.safetensors
   [ "$status" -eq 1 ]
-  [ "$stderr" = "netrun: error: badjson.safetensors: header: an unterminated string at byte 15" ]
+  [ "$stderr" = "netrun: error: badjson.safetensors: header: premature end of input near '\"F' at byte 16" ]
   run --separate-stderr "$NETRUN" run show.net --weights-partial
   [ "$status" -eq 2 ]
 }

@@ -193,7 +193,7 @@ h = b'{\"\xff\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}
 open('bad8.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b'\0' * 4)"
   run "$NETRUN" export bad8.safetensors -o o.npz
   [ "$status" -eq 1 ]
-  [ "$output" = "netrun: error: bad8.safetensors: header: a tensor name that is not UTF-8 at byte 4" ]
+  [ "$output" = "netrun: error: bad8.safetensors: header: text that is not UTF-8 at byte 2" ]
   npz w.npz "w=<f4:(1,):00000000"
   python3 -c "
 d = open('w.npz', 'rb').read().replace(b'w.npy', b'\xff.npy')

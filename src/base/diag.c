@@ -115,6 +115,13 @@ void diag_put_escaped(FILE *f, const char *s) {
 }
 
 static void report(Diag *d, Span at, const char *kind, const char *what, const char *fmt, va_list ap) {
+  if (d && d->sink) {
+    char msg[2048];
+    int n = what ? snprintf(msg, sizeof msg, "%s: ", what) : 0;
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    d->sink(d->sink_ctx, kind, at, msg);
+    return;
+  }
   FILE *out = d ? d->out : stderr;
   /* Bold red errors, bold magenta warnings, bold cyan notes, as compilers
    * colour them. */

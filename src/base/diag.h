@@ -88,6 +88,10 @@ typedef struct Diag {
   int max_errors;          /* print at most this many (default DIAG_MAX_ERRORS) */
   FILE *out;               /* stderr */
   bool color;              /* "error:" and "note:" in colour (a terminal REPL) */
+  /* When set, each error, warning and note goes here instead of to out,
+   * its message formatted (the language server, netrun lsp). */
+  void (*sink)(void *ctx, const char *kind, Span at, const char *msg);
+  void *sink_ctx;
 } Diag;
 
 void diag_init(Diag *d, Arena *arena);

@@ -49,5 +49,9 @@ int cmd_export_onnx(const char *weights, const char *model, const char *path, co
 int cmd_import(int argc, char **argv);
 /* sample.c: sample FILE, new text from a next-byte model. */
 int cmd_sample(int argc, char **argv);
+/* fmt.c: fmt [--check] FILE...|-, the canonical layout (fmt.h). */
+int cmd_fmt(int argc, char **argv);
+/* lsp.c: lsp [--stdio], the language server (lsp.h). */
+int cmd_lsp(int argc, char **argv);
 
 #endif

@@ -81,6 +81,20 @@ static const Verb verbs[] = {
      "With --tape, the run options apply too (see netrun run):\n"
      "  --set, --feed, --seed, --max-steps, --max-memory, --check-nan, --no-fuse,\n"
      "  --precision"},
+    {"fmt", cmd_fmt, "netrun fmt [--check] FILE...",
+     "Rewrite each FILE in the canonical layout (netrun-lang(5), \"LAYOUT\"): the\n"
+     "same tokens and comments, only the white space changes.  - reads standard\n"
+     "input and writes standard output.  A file with a syntax error is reported\n"
+     "and left as it is (exit 2).\n"
+     "  --check            change nothing: list the files that would change, and\n"
+     "                     exit 1 if there are any"},
+    {"lsp", cmd_lsp, "netrun lsp [--stdio]",
+     "A Language Server Protocol server for .net scripts over standard input and\n"
+     "output (JSON-RPC): diagnostics as a script changes, hover with shapes,\n"
+     "definitions, references, symbols, completion and formatting.  It runs no\n"
+     "kernel, reads no data, and loads no plugin unless --allow-load is given.\n"
+     "  --stdio            talk over standard input and output (the only way; accepted\n"
+     "                     because clients pass it)"},
     {"ops", cmd_ops, "netrun ops [NAME]",
      "List every registered op, or describe one: its inputs, outputs, attributes\n"
      "with types and defaults, and whether it has a gradient and a kernel."},

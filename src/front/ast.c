@@ -13,14 +13,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
+static AstNode *parse(Arena *arena, Diag *diag, int file, uint32_t start, AstTokens *tokens);
+
+/* A UTF-8 byte order mark (some editors write one) is not part of the text. */
+static uint32_t text_start(const Diag *diag, int file) {
   const Source *src = &diag->files[file];
-  /* A UTF-8 byte order mark (some editors write one) is not part of the text. */
-  bool bom = src->len >= 3 && memcmp(src->text, "\xEF\xBB\xBF", 3) == 0;
-  return ast_parse_at(arena, diag, file, bom ? 3 : 0);
+  return src->len >= 3 && memcmp(src->text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+}
+
+AstNode *ast_parse(Arena *arena, Diag *diag, int file) {
+  return parse(arena, diag, file, text_start(diag, file), NULL);
+}
+
+AstNode *ast_parse_tokens(Arena *arena, Diag *diag, int file, AstTokens *tokens) {
+  *tokens = (AstTokens){0};
+  return parse(arena, diag, file, text_start(diag, file), tokens);
 }
 
 AstNode *ast_parse_at(Arena *arena, Diag *diag, int file, uint32_t start) {
+  return parse(arena, diag, file, start, NULL);
+}
+
+static AstNode *parse(Arena *arena, Diag *diag, int file, uint32_t start, AstTokens *tokens) {
   const Source *src = &diag->files[file];
   int errors_before = diag->nerrors;
   if (src->len > INT_MAX - 2) {  /* flex counts in int */
@@ -35,6 +49,7 @@ AstNode *ast_parse_at(Arena *arena, Diag *diag, int file, uint32_t start) {
   ps.text = src->text;
   ps.len = src->len;
   ps.pos = start < src->len ? start : src->len;
+  ps.tokens = tokens;
 
   yyscan_t scanner;
   if (yylex_init_extra(&ps, &scanner) != 0) mem_oom(sizeof(void *));

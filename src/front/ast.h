@@ -80,12 +80,29 @@ struct AstNode {
   AstList list, list2, list3;
 };
 
+/* A token of the source as the scanner handed it to the parser (kind: the
+ * parser's token number, parser.h, or a character for one-character
+ * tokens), or a comment (AST_TOK_COMMENT, "#" to the end of the line).
+ * Newlines inside ( ) and [ ] are white space, not tokens. */
+#define AST_TOK_COMMENT (-2)
+typedef struct AstToken {
+  int kind;
+  uint32_t start, end;
+} AstToken;
+typedef struct AstTokens {
+  AstToken *items;   /* in the parse's arena */
+  int n, cap;
+} AstTokens;
+
 /* Parses source `file` of `diag`.  Errors are reported through the Diag;
  * returns the root block, or NULL when there were syntax errors. */
 AstNode *ast_parse(Arena *arena, Diag *diag, int file);
 /* The same from byte `start` on: the REPL parses the statement after a
  * command (:time x = f(y)) in the line as typed, so carets line up. */
 AstNode *ast_parse_at(Arena *arena, Diag *diag, int file, uint32_t start);
+/* ast_parse, and every token and comment in *tokens (emptied first): the
+ * side table netrun fmt and netrun lsp read comments and layout from. */
+AstNode *ast_parse_tokens(Arena *arena, Diag *diag, int file, AstTokens *tokens);
 
 /* How many brackets ( [ { are still open at the end of text, as the
  * scanner sees it (strings and comments skipped): the REPL reads another

@@ -123,6 +123,8 @@ struct Lowerer {
   struct Sharer { Span call; bool explicit_scope; } *sharers;
   int nsharers, capsharers;
   Span bind_at;                        /* where the binding being made is written */
+  LowerBindFn on_bind;                 /* lower_on_bind's watcher, or NULL */
+  void *bind_ctx;
   int call_errors;                     /* errors said at the outermost call itself */
   AstKind declaring;                   /* AST_PARAM or AST_STATE: what lower_param declares */
   struct WFile { const char *path; WeightsToc toc; bool ok; } *wfiles;   /* weights("FILE") read */
@@ -190,6 +192,7 @@ static void bind_var(Lowerer *L, const char *name, const char *var) {
   Binding *b = bind(L, L->scope, name, BIND_VAR);
   b->var = var;
   b->state = state;
+  if (L->on_bind) L->on_bind(L->bind_ctx, name, var, L->bind_at);
   if (state) {
     state->next = strcmp(var, state->name) == 0 ? NULL : var;
     state->next_at = L->bind_at;
@@ -2841,9 +2844,28 @@ static void check_states(Lowerer *L) {
   }
 }
 
+static bool lower_main(Lowerer *L, const char *path, int idx);
+
+void lower_on_bind(Lowerer *L, LowerBindFn fn, void *ctx) {
+  L->on_bind = fn;
+  L->bind_ctx = ctx;
+}
+
 bool lower_file(Lowerer *L, const char *path) {
   int idx = diag_load_file(L->diag, path);
-  if (idx < 0) return false;
+  return idx >= 0 && lower_main(L, path, idx);
+}
+
+bool lower_text(Lowerer *L, const char *path, const char *text, size_t len) {
+  char *rp = realpath(path, NULL);
+  int idx = diag_add_source(L->diag, path, rp, text, len);
+  free(rp);
+  return lower_main(L, path, idx);
+}
+
+/* The script at path, source idx of the Diag: its folder is where its
+ * imports are looked for first. */
+static bool lower_main(Lowerer *L, const char *path, int idx) {
   const char *slash = strrchr(path, '/');
   L->script_dir = !slash ? "." : slash == path ? "/" : arena_strndup(L->arena, path, (size_t)(slash - path));
   bool ok = lower_source_file(L, idx);

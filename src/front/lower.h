@@ -7,6 +7,10 @@
 #include "ir/registry.h"
 
 typedef struct Lowerer Lowerer;
+/* Told of every binding of a name to a variable as lowering makes it:
+ * the name, the variable and where the binding is written (an
+ * assignment's target).  netrun lsp's hover and definition read them. */
+typedef void (*LowerBindFn)(void *ctx, const char *name, const char *var, Span at);
 
 /* Limits that keep lowering's memory and recursion bounded whatever the
  * script: ops in a program (function calls expand inline), levels of
@@ -34,8 +38,12 @@ void lower_free(Lowerer *L);
 /* Lowers at most max_ops ops (default LOWER_MAX_OPS), then stops with an error. */
 void lower_set_max_ops(Lowerer *L, int64_t max_ops);
 Program *lower_program(Lowerer *L);
+void lower_on_bind(Lowerer *L, LowerBindFn fn, void *ctx);
 /* Loads, parses and lowers the script at path.  False on any error. */
 bool lower_file(Lowerer *L, const char *path);
+/* The same for a script whose text is given (an editor's unsaved buffer,
+ * netrun lsp); path names it and its folder, as for lower_file. */
+bool lower_text(Lowerer *L, const char *path, const char *text, size_t len);
 /* Lowers the statements of an already parsed source at the top level. */
 bool lower_block(Lowerer *L, const AstNode *root, int file);
 /* --dtype f64: every f32 variable and f32 dtype attribute of the program

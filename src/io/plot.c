@@ -11,13 +11,14 @@
  * non-finite loss as null).
  *
  * This file owns two things, in the order the data flows:
- *   - a strict reader: objects whose values are strings, numbers, true, false
- *     or null.  Anything else (nesting, bad UTF-8, NUL bytes, numbers out of
- *     double range, overlong lines) is the error `LOG:LINE: ...`, exit 1; the
+ *   - a strict reader (each line parsed by jansson): objects whose values are
+ *     strings, numbers, true, false or null.  Anything else (nesting, bad
+ *     UTF-8, NUL bytes, numbers out of double range, duplicate keys,
+ *     overlong lines) is the error `LOG:LINE: ...`, exit 1; the
  *     first error stops the run, since later lines of a broken log say
  *     nothing more.  Only an incomplete last line (the log of a run still
- *     writing it) is forgiven, with a warning.  Nothing recurses, so hostile
- *     input can cost time but not the stack.
+ *     writing it) is forgiven, with a warning.  jansson bounds nesting (2048
+ *     levels), so hostile input can cost time but not the stack.
  *   - a hand-written SVG renderer: a loss panel and an accuracy panel stacked
  *     over the same x axis, ticks at 1, 2, 5 x 10^k, grid, legend, title.
  *     Output depends only on the log's bytes and its file name: the same log
@@ -32,6 +33,8 @@
 #include "io/plot.h"
 #include "base/diag.h"
 #include "base/file.h"
+
+#include <jansson.h>
 
 #include <errno.h>
 #include <math.h>
@@ -130,45 +133,25 @@ static int utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
   return len;
 }
 
-static size_t utf8_put(char *d, uint32_t cp) {
-  if (cp < 0x80) {
-    d[0] = (char)cp;
-    return 1;
-  } else if (cp < 0x800) {
-    d[0] = (char)(0xc0 | cp >> 6);
-    d[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-  } else if (cp < 0x10000) {
-    d[0] = (char)(0xe0 | cp >> 12);
-    d[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-    d[2] = (char)(0x80 | (cp & 0x3f));
-    return 3;
-  }
-  d[0] = (char)(0xf0 | cp >> 18);
-  d[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-  d[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-  d[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
 /* ---- the JSON-lines reader ----------------------------------------------------- */
 
+/* Each line is one JSON object read by jansson (strict: no duplicate keys,
+ * no NUL in strings, nothing after the object; every number a double);
+ * its values must be flat: strings, numbers, true, false or null. */
 typedef enum { JV_NULL, JV_BOOL, JV_NUMBER, JV_STRING } JvKind;
 
 typedef struct Field {
-  const char *key, *str;   /* decoded into the line's scratch buffer */
+  const char *key, *str;   /* the parsed line's: valid until the next line */
   size_t klen, slen;
   JvKind kind;
   double num;
 } Field;
 
-/* One line being parsed.  s[n] is writable (a NUL terminator), so a number
- * can be handed to strtod in place. */
+/* One line being parsed. */
 typedef struct Line {
   char *s;
-  size_t n, i;
-  char *scratch;           /* decoded strings; never longer than the line */
-  size_t used;
+  size_t n;
+  json_t *obj;             /* the parsed line */
   Field *f;
   size_t nf, cap;
   char err[256];
@@ -178,13 +161,6 @@ static bool fail(Line *L, const char *fmt, ...) __attribute__((format(printf, 2,
 static bool fail(Line *L, const char *fmt, ...) {
   DIAG_FORMAT(L->err, sizeof L->err, fmt);
   return false;
-}
-
-static bool is_digit(int c) { return c >= '0' && c <= '9'; }
-static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-static void skip_ws(Line *L) {
-  while (L->i < L->n && (L->s[L->i] == ' ' || L->s[L->i] == '\t' || L->s[L->i] == '\r')) L->i++;
 }
 
 /* `"key"` for a message: printable ASCII kept, other bytes as \xNN, long
@@ -206,194 +182,61 @@ static const char *quoted(char *buf, size_t cap, const char *k, size_t n) {
   return buf;
 }
 
-static bool unexpected(Line *L, const char *wanted) {
-  char what[16];
-  if (L->i >= L->n) return fail(L, "expected %s, found the end of the line", wanted);
-  unsigned char c = (unsigned char)L->s[L->i];
-  if (c == 0) snprintf(what, sizeof what, "a NUL byte");
-  else if (c >= 0x20 && c < 0x7f) snprintf(what, sizeof what, "'%c'", c);
-  else snprintf(what, sizeof what, "byte 0x%02x", c);
-  return fail(L, "expected %s, found %s at column %zu", wanted, what, L->i + 1);
-}
-
-static int hex4(const char *s) {
-  int v = 0;
-  for (int k = 0; k < 4; k++) {
-    int c = s[k], d = is_digit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
-/* string = '"' chars '"', at the cursor. */
-static bool parse_string(Line *L, const char **out, size_t *len) {
-  size_t start = L->i + 1;
-  char *d = L->scratch + L->used;
-  size_t k = 0;
-  L->i++;
-  for (;;) {
-    if (L->i >= L->n) return fail(L, "unterminated string (it starts at column %zu)", start);
-    unsigned char c = (unsigned char)L->s[L->i];
-    if (c == '"') {
-      L->i++;
-      break;
-    }
-    if (c == 0) return fail(L, "a NUL byte in a string at column %zu", L->i + 1);
-    if (c < 0x20) return fail(L, "an unescaped control character (byte 0x%02x) in a string at column %zu", c, L->i + 1);
-    if (c == '\\') {
-      size_t at = L->i + 1;
-      char e = L->i + 1 < L->n ? L->s[L->i + 1] : 0;
-      static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-      const char *m = e ? strchr(from, e) : NULL;
-      if (m) {
-        d[k++] = to[m - from];
-        L->i += 2;
-        continue;
-      }
-      if (e != 'u') {
-        if (e > 0x20 && e < 0x7f) return fail(L, "invalid escape '\\%c' in a string at column %zu", e, at);
-        return fail(L, "invalid escape in a string at column %zu", at);
-      }
-      int u = L->i + 6 <= L->n ? hex4(L->s + L->i + 2) : -1;
-      if (u < 0) return fail(L, "invalid \\u escape at column %zu", at);
-      uint32_t cp = (uint32_t)u;
-      L->i += 6;
-      if (cp >= 0xdc00 && cp <= 0xdfff) return fail(L, "unpaired surrogate \\u%04x at column %zu", u, at);
-      if (cp >= 0xd800 && cp <= 0xdbff) {
-        int lo = L->i + 6 <= L->n && L->s[L->i] == '\\' && L->s[L->i + 1] == 'u' ? hex4(L->s + L->i + 2) : -1;
-        if (lo < 0xdc00 || lo > 0xdfff) return fail(L, "unpaired surrogate \\u%04x at column %zu", u, at);
-        cp = 0x10000 + ((cp - 0xd800) << 10) + (uint32_t)(lo - 0xdc00);
-        L->i += 6;
-      }
-      k += utf8_put(d + k, cp);
-      continue;
-    }
-    uint32_t cp;
-    int n = utf8_next((const unsigned char *)L->s + L->i, L->n - L->i, &cp);
-    if (!n) return fail(L, "invalid UTF-8 in a string at column %zu", L->i + 1);
-    memcpy(d + k, L->s + L->i, (size_t)n);
-    k += (size_t)n;
-    L->i += (size_t)n;
-  }
-  L->used += k;
-  *out = d;
-  *len = k;
-  return true;
-}
-
-/* A word where a value should be: true, false or null; the non-JSON
- * spellings of non-finite numbers ("nan", "-Infinity", from C's %g) get their
- * own message.  The word's letters start at the cursor; `from` is where the
- * token starts (at a '-' before them). */
-static bool parse_word(Line *L, Field *f, size_t from) {
-  size_t start = L->i, e = L->i;
-  while (e < L->n && is_alpha(L->s[e])) e++;
-  size_t n = e - start;
-  const char *w = L->s + start;
-  if (n == 4 && memcmp(w, "true", 4) == 0) f->kind = JV_BOOL, f->num = 1;
-  else if (n == 5 && memcmp(w, "false", 5) == 0) f->kind = JV_BOOL, f->num = 0;
-  else if (n == 4 && memcmp(w, "null", 4) == 0) f->kind = JV_NULL;
-  else if ((n == 3 && (strncasecmp(w, "nan", 3) == 0 || strncasecmp(w, "inf", 3) == 0)) ||
-           (n == 8 && strncasecmp(w, "infinity", 8) == 0))
-    return fail(L, "'%.*s' at column %zu is not JSON (a non-finite number is written null)", (int)(e - from),
-                L->s + from, from + 1);
-  else return unexpected(L, "a value");
-  L->i = e;
-  return true;
-}
-
-/* number = '-'? int frac? exp?, checked against JSON's grammar before strtod
- * (which would also take hex, "inf" and more). */
-static bool parse_number(Line *L, Field *f) {
-  size_t start = L->i, i = L->i;
-  const char *s = L->s;
-  if (s[i] == '-') i++;
-  if (i < L->n && is_alpha(s[i])) {
-    L->i = i;
-    return parse_word(L, f, start);
-  }
-  if (i < L->n && s[i] == '0') i++;
-  else if (i < L->n && is_digit(s[i]))
-    while (i < L->n && is_digit(s[i])) i++;
-  else return fail(L, "invalid number at column %zu", start + 1);
-  if (i < L->n && s[i] == '.') {
-    if (++i >= L->n || !is_digit(s[i])) return fail(L, "invalid number at column %zu", start + 1);
-    while (i < L->n && is_digit(s[i])) i++;
-  }
-  if (i < L->n && (s[i] == 'e' || s[i] == 'E')) {
-    i++;
-    if (i < L->n && (s[i] == '+' || s[i] == '-')) i++;
-    if (i >= L->n || !is_digit(s[i])) return fail(L, "invalid number at column %zu", start + 1);
-    while (i < L->n && is_digit(s[i])) i++;
-  }
-  if (i < L->n && (is_digit(s[i]) || is_alpha(s[i]) || s[i] == '.'))
-    return fail(L, "invalid number at column %zu", start + 1);
-  char save = s[i];
-  L->s[i] = 0;
-  double v = strtod(s + start, NULL);
-  L->s[i] = save;
-  if (!isfinite(v)) return fail(L, "number out of range at column %zu", start + 1);
-  f->kind = JV_NUMBER;
-  f->num = v;
-  L->i = i;
-  return true;
-}
-
-static bool parse_value(Line *L, Field *f) {
-  char kb[160];
-  skip_ws(L);
-  if (L->i >= L->n) return unexpected(L, "a value");
-  char c = L->s[L->i];
-  if (c == '"') {
-    f->kind = JV_STRING;
-    return parse_string(L, &f->str, &f->slen);
-  }
-  if (c == '-' || is_digit(c)) return parse_number(L, f);
-  if (c == '{' || c == '[')
-    return fail(L, "nested %s are not supported (the value of %s at column %zu)", c == '{' ? "objects" : "arrays",
-                quoted(kb, sizeof kb, f->key, f->klen), L->i + 1);
-  if (is_alpha(c)) return parse_word(L, f, L->i);
-  return unexpected(L, "a value");
-}
-
-/* line = ws '{' ws (string ws ':' value ws (',' ws string ws ':' value ws)*)? '}' ws */
 static bool parse_line(Line *L) {
-  L->i = L->used = L->nf = 0;
-  skip_ws(L);
+  json_decref(L->obj);
+  L->obj = NULL;
+  L->nf = 0;
   if (L->n >= 3 && memcmp(L->s, "\xef\xbb\xbf", 3) == 0)
     return fail(L, "a byte-order mark at column 1 (a log is UTF-8 without one)");
-  if (L->i >= L->n || L->s[L->i] != '{') return unexpected(L, "a JSON object");
-  L->i++;
-  skip_ws(L);
-  if (L->i < L->n && L->s[L->i] == '}') {
-    L->i++;
-  } else {
-    for (;;) {
-      skip_ws(L);
-      if (L->i >= L->n || L->s[L->i] != '"') return unexpected(L, "a key (a string)");
-      VEC_RESERVE(L->f, L->cap, L->nf + 1);
-      Field *f = &L->f[L->nf++];
-      memset(f, 0, sizeof *f);
-      if (!parse_string(L, &f->key, &f->klen)) return false;
-      skip_ws(L);
-      if (L->i >= L->n || L->s[L->i] != ':') return unexpected(L, "':'");
-      L->i++;
-      if (!parse_value(L, f)) return false;
-      skip_ws(L);
-      if (L->i < L->n && L->s[L->i] == ',') {
-        L->i++;
-        continue;
+  const char *nul = memchr(L->s, 0, L->n);
+  if (nul) return fail(L, "a NUL byte at column %td", nul - L->s + 1);
+  json_error_t err;
+  L->obj = json_loadb(L->s, L->n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &err);
+  if (!L->obj) {
+    /* C's %g spelling of a non-finite number is the likely mistake */
+    bool nonfinite = false;
+    for (size_t i = 0; i < L->n && !nonfinite; i++) {
+      if (L->s[i] != ':') continue;
+      size_t j = i + 1;
+      while (j < L->n && (L->s[j] == ' ' || L->s[j] == '\t')) j++;
+      if (j < L->n && L->s[j] == '-') j++;
+      nonfinite = L->n - j >= 3 && (strncasecmp(L->s + j, "nan", 3) == 0 || strncasecmp(L->s + j, "inf", 3) == 0);
+    }
+    /* jansson reads the line as a whole text: its end is the line's */
+    char text[2 * JSON_ERROR_TEXT_LENGTH];
+    size_t k = 0;
+    for (const char *t = err.text; *t && k + 16 < sizeof text;) {
+      if (strncmp(t, "end of file", 11) == 0) {
+        k += (size_t)snprintf(text + k, sizeof text - k, "the end of the line");
+        t += 11;
+      } else {
+        text[k++] = *t++;
       }
-      if (L->i < L->n && L->s[L->i] == '}') {
-        L->i++;
-        break;
-      }
-      return unexpected(L, "',' or '}'");
+    }
+    text[k] = 0;
+    return fail(L, "%s at column %d%s", text, err.column, nonfinite ? " (a non-finite number is written null)" : "");
+  }
+  if (!json_is_object(L->obj)) return fail(L, "not a JSON object");
+  const char *key;
+  json_t *v;
+  json_object_foreach(L->obj, key, v) {
+    char kb[160];
+    VEC_RESERVE(L->f, L->cap, L->nf + 1);
+    Field *f = &L->f[L->nf++];
+    memset(f, 0, sizeof *f);
+    f->key = key;
+    f->klen = strlen(key);
+    switch (json_typeof(v)) {
+    case JSON_STRING: f->kind = JV_STRING, f->str = json_string_value(v), f->slen = json_string_length(v); break;
+    case JSON_REAL: case JSON_INTEGER: f->kind = JV_NUMBER, f->num = json_number_value(v); break;
+    case JSON_TRUE: f->kind = JV_BOOL, f->num = 1; break;
+    case JSON_FALSE: f->kind = JV_BOOL, f->num = 0; break;
+    case JSON_NULL: f->kind = JV_NULL; break;
+    default:
+      return fail(L, "nested %s are not supported (the value of %s)", json_is_object(v) ? "objects" : "arrays",
+                  quoted(kb, sizeof kb, key, f->klen));
     }
   }
-  skip_ws(L);
-  if (L->i < L->n) return unexpected(L, "the end of the line");
   return true;
 }
 
@@ -526,7 +369,6 @@ static bool blank(const char *s, size_t n) {
 static bool read_log(Log *g, FILE *f) {
   Line L = {0};
   L.s = mem_alloc(NULL, MAX_LINE + 1);
-  L.scratch = mem_alloc(NULL, MAX_LINE + 1);
   long long lineno = 0;
   bool ok = true;
   for (;;) {
@@ -566,7 +408,7 @@ static bool read_log(Log *g, FILE *f) {
     }
   }
   mem_free(L.s);
-  mem_free(L.scratch);
+  json_decref(L.obj);
   mem_free(L.f);
   return ok;
 }

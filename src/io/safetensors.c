@@ -1,12 +1,13 @@
 /* safetensors.c — reading and writing .safetensors files (safetensors.h):
- * the header's JSON, parsed by a small strict parser of its own (objects,
- * strings, arrays of integers: all a header holds), its checks, and the
- * tensors read through npy.c's conversions. */
+ * the header's JSON, parsed by jansson, its checks, and the tensors read
+ * through npy.c's conversions. */
 #include "io/safetensors.h"
 
 #include "base/diag.h"
 #include "base/file.h"
 #include "base/scan.h"
+
+#include <jansson.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,189 +28,73 @@ static const char *st_dtype(NpyType t) {
   return "?";
 }
 
-/* ---- JSON ------------------------------------------------------------------------ */
-
-typedef struct Json {
-  const char *p, *end, *start;
-  char *why;
-  size_t wn;
-} Json;
-
-static bool jfail(Json *j, const char *what) {
-  return diag_why(j->why, j->wn, "header: %s at byte %td", what, j->p - j->start);
-}
-
-static void ws(Json *j) { scan_blanks(&j->p, j->end); }
-static bool eat(Json *j, char c) { return scan_eat(&j->p, j->end, c); }
-
-static int hex4(const char *p) {
-  int v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = p[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
-static size_t utf8(char *o, unsigned cp) {
-  if (cp < 0x80) return o[0] = (char)cp, 1;
-  if (cp < 0x800) return o[0] = (char)(0xc0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3f)), 2;
-  if (cp < 0x10000)
-    return o[0] = (char)(0xe0 | cp >> 12), o[1] = (char)(0x80 | (cp >> 6 & 0x3f)), o[2] = (char)(0x80 | (cp & 0x3f)), 3;
-  o[0] = (char)(0xf0 | cp >> 18), o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-  o[2] = (char)(0x80 | (cp >> 6 & 0x3f)), o[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
-/* One \u escape (and its low surrogate) at j->p, past the backslash-u. */
-static bool uescape(Json *j, char *o, size_t *k) {
-  int cp = j->end - j->p >= 4 ? hex4(j->p) : -1;
-  if (cp < 0) return jfail(j, "a bad \\u escape");
-  j->p += 4;
-  if (cp >= 0xd800 && cp < 0xdc00) {
-    int lo = j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' ? hex4(j->p + 2) : -1;
-    if (lo < 0xdc00 || lo > 0xdfff) return jfail(j, "a lone surrogate escape");
-    j->p += 6;
-    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-  } else if (cp >= 0xdc00 && cp < 0xe000) {
-    return jfail(j, "a lone surrogate escape");
-  }
-  if (cp == 0) return jfail(j, "a NUL character");
-  *k += utf8(o + *k, (unsigned)cp);
-  return true;
-}
-
-/* A string, its escapes decoded, into *out (mem_alloc'ed). */
-static bool jstring(Json *j, char **out) {
-  ws(j);
-  if (j->p >= j->end || *j->p != '"') return jfail(j, "expected a string");
-  j->p++;
-  const char *close = j->p;
-  while (close < j->end && *close != '"') close += *close == '\\' && close + 1 < j->end ? 2 : 1;
-  if (close >= j->end) return jfail(j, "an unterminated string");
-  char *o = mem_alloc(NULL, (size_t)(close - j->p) + 1);
-  size_t k = 0;
-  bool ok = true;
-  while (ok && j->p < close) {
-    unsigned char c = (unsigned char)*j->p++;
-    if (c < 0x20) {
-      j->p--;
-      ok = jfail(j, "a control character in a string");
-    } else if (c != '\\') {
-      o[k++] = (char)c;
-    } else {
-      char e = *j->p++;
-      const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
-      const char *at = e ? strchr(from, e) : NULL;
-      if (at) o[k++] = to[at - from];
-      else if (e == 'u') ok = uescape(j, o, &k);
-      else ok = jfail(j, "a bad escape");
-    }
-  }
-  o[k] = 0;
-  if (!ok) {
-    mem_free(o);
-    return false;
-  }
-  j->p = close + 1;
-  *out = o;
-  return true;
-}
-
-/* A non-negative integer below 2^63. */
-static bool juint(Json *j, uint64_t *out) {
-  ws(j);
-  uint64_t v = 0;
-  const char *b = j->p;
-  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-    if (v > (UINT64_C(1) << 63) / 10) return jfail(j, "an integer too large");
-    v = v * 10 + (uint64_t)(*j->p++ - '0');
-  }
-  if (j->p == b) return jfail(j, "expected a non-negative integer");
-  if (j->p - b > 1 && *b == '0') return jfail(j, "an integer with a leading zero");
-  if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E')) return jfail(j, "expected an integer");
-  if (v >= UINT64_C(1) << 63) return jfail(j, "an integer too large");
-  *out = v;
-  return true;
-}
-
-/* '[' int {',' int} ']' into v (at most max); *n: how many. */
-static bool jints(Json *j, uint64_t *v, int max, int *n) {
-  *n = 0;
-  if (!eat(j, '[')) return jfail(j, "expected '['");
-  if (eat(j, ']')) return true;
-  do {
-    if (*n == max) return jfail(j, max == 2 ? "data_offsets is not [BEGIN, END]" : "more dimensions than netrun's 8");
-    if (!juint(j, &v[(*n)++])) return false;
-  } while (eat(j, ','));
-  return eat(j, ']') || jfail(j, "expected ',' or ']'");
-}
-
 /* ---- the header -------------------------------------------------------------------- */
 
-static bool tensor_info(Json *j, StTensor *t) {
-  bool seen[3] = {false, false, false};
-  if (!eat(j, '{')) return jfail(j, "a tensor's entry is not an object");
-  if (eat(j, '}')) return jfail(j, "a tensor's entry is empty");
-  do {
-    char *key;
-    if (!jstring(j, &key)) return false;
-    int k = strcmp(key, "dtype") == 0 ? 0 : strcmp(key, "shape") == 0 ? 1 : strcmp(key, "data_offsets") == 0 ? 2 : -1;
-    bool known = k >= 0 && !seen[k];
-    if (!known) diag_why(j->why, j->wn, "header: tensor '%s': %s key '%.64s'", t->name, k < 0 ? "unknown" : "repeated", key);
-    mem_free(key);
-    if (!known) return false;
-    seen[k] = true;
-    if (!eat(j, ':')) return jfail(j, "expected ':'");
-    if (k == 0) {
-      char *dt;
-      if (!jstring(j, &dt)) return false;
-      size_t i = 0;
-      while (i < sizeof dtypes / sizeof *dtypes && strcmp(dtypes[i].name, dt) != 0) i++;
-      if (i == sizeof dtypes / sizeof *dtypes)
-        diag_why(j->why, j->wn, "tensor '%s': dtype %.32s is not supported: netrun reads F32, F64, I64, I32, U8 and BOOL",
-                 t->name, dt);
-      else
-        t->type = dtypes[i].type;
-      mem_free(dt);
-      if (i == sizeof dtypes / sizeof *dtypes) return false;
-    } else if (k == 1) {
-      uint64_t dims[SHAPE_MAX_RANK];
-      if (!jints(j, dims, SHAPE_MAX_RANK, &t->rank)) return false;
-      double numel = 1;
-      for (int d = 0; d < t->rank; d++) t->shape[d] = (int64_t)dims[d], numel *= (double)dims[d];
-      if (numel * 8 > (double)TENSOR_MAX_BYTES)
-        return diag_why(j->why, j->wn, "tensor '%s': %.4g elements, more than netrun's largest tensor", t->name, numel);
-      t->numel = (int64_t)numel;
-    } else {
-      uint64_t off[2];
-      int n;
-      if (!jints(j, off, 2, &n)) return false;
-      if (n != 2) return jfail(j, "data_offsets is not [BEGIN, END]");
-      t->begin = off[0];
-      t->end = off[1];
-    }
-  } while (eat(j, ','));
-  if (!eat(j, '}')) return jfail(j, "expected ',' or '}'");
-  if (!seen[0] || !seen[1] || !seen[2])
-    return diag_why(j->why, j->wn, "header: tensor '%s' has no %s", t->name, !seen[0] ? "dtype" : !seen[1] ? "shape" : "data_offsets");
+/* A non-negative integer: the JSON number v. */
+static bool juint(json_t *v, uint64_t *out) {
+  if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
+  *out = (uint64_t)json_integer_value(v);
   return true;
 }
 
-static bool metadata(Json *j, StHeader *h) {
-  if (!eat(j, '{')) return jfail(j, "__metadata__ is not an object");
-  if (eat(j, '}')) return true;
-  do {
+/* An array of at most max non-negative integers into v; *n: how many. */
+static bool jints(json_t *a, uint64_t *v, int max, int *n, const char *name, const char *what, char *why, size_t wn) {
+  if (!json_is_array(a)) return diag_why(why, wn, "header: tensor '%s': %s is not an array", name, what);
+  if (json_array_size(a) > (size_t)max)
+    return diag_why(why, wn, "header: tensor '%s': %s", name,
+                    max == 2 ? "data_offsets is not [BEGIN, END]" : "more dimensions than netrun's 8");
+  *n = (int)json_array_size(a);
+  for (int i = 0; i < *n; i++)
+    if (!juint(json_array_get(a, (size_t)i), &v[i]))
+      return diag_why(why, wn, "header: tensor '%s': %s holds something other than a non-negative integer", name, what);
+  return true;
+}
+
+static bool tensor_info(json_t *e, StTensor *t, char *why, size_t wn) {
+  if (!json_is_object(e)) return diag_why(why, wn, "header: tensor '%s': its entry is not an object", t->name);
+  const char *key;
+  json_t *v;
+  json_object_foreach(e, key, v) {
+    if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 && strcmp(key, "data_offsets") != 0)
+      return diag_why(why, wn, "header: tensor '%s': unknown key '%.64s'", t->name, key);
+  }
+  json_t *dt = json_object_get(e, "dtype"), *shape = json_object_get(e, "shape"), *off = json_object_get(e, "data_offsets");
+  if (!dt || !shape || !off)
+    return diag_why(why, wn, "header: tensor '%s' has no %s", t->name, !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+  if (!json_is_string(dt)) return diag_why(why, wn, "header: tensor '%s': dtype is not a string", t->name);
+  size_t i = 0;
+  while (i < sizeof dtypes / sizeof *dtypes && strcmp(dtypes[i].name, json_string_value(dt)) != 0) i++;
+  if (i == sizeof dtypes / sizeof *dtypes)
+    return diag_why(why, wn, "tensor '%s': dtype %.32s is not supported: netrun reads F32, F64, I64, I32, U8 and BOOL",
+                    t->name, json_string_value(dt));
+  t->type = dtypes[i].type;
+  uint64_t dims[SHAPE_MAX_RANK];
+  if (!jints(shape, dims, SHAPE_MAX_RANK, &t->rank, t->name, "shape", why, wn)) return false;
+  double numel = 1;
+  for (int d = 0; d < t->rank; d++) t->shape[d] = (int64_t)dims[d], numel *= (double)dims[d];
+  if (numel * 8 > (double)TENSOR_MAX_BYTES)
+    return diag_why(why, wn, "tensor '%s': %.4g elements, more than netrun's largest tensor", t->name, numel);
+  t->numel = (int64_t)numel;
+  uint64_t o[2];
+  int n;
+  if (!jints(off, o, 2, &n, t->name, "data_offsets", why, wn)) return false;
+  if (n != 2) return diag_why(why, wn, "header: tensor '%s': data_offsets is not [BEGIN, END]", t->name);
+  t->begin = o[0];
+  t->end = o[1];
+  return true;
+}
+
+static bool metadata(json_t *m, StHeader *h, char *why, size_t wn) {
+  if (!json_is_object(m)) return diag_why(why, wn, "header: __metadata__ is not an object");
+  const char *key;
+  json_t *v;
+  json_object_foreach(m, key, v) {
+    if (!json_is_string(v)) return diag_why(why, wn, "header: __metadata__ maps strings to strings");
     VEC_RESERVE(h->meta, h->capmeta, h->nmeta + 2);
-    if (!jstring(j, &h->meta[h->nmeta])) return false;
-    h->nmeta++;
-    if (!eat(j, ':')) return jfail(j, "expected ':'");
-    if (!jstring(j, &h->meta[h->nmeta])) return jfail(j, "__metadata__ maps strings to strings");
-    h->nmeta++;
-  } while (eat(j, ','));
-  return eat(j, '}') || jfail(j, "expected ',' or '}'");
+    h->meta[h->nmeta++] = mem_strdup(key);
+    h->meta[h->nmeta++] = mem_strdup(json_string_value(v));
+  }
+  return true;
 }
 
 static int by_begin(const void *a, const void *b) {
@@ -262,51 +147,47 @@ static bool utf8_ok(const char *s) {
   return true;
 }
 
+/* The header's JSON is read by jansson: strict (no duplicate keys, no NUL
+ * in strings, nothing after the object), its syntax errors with their
+ * byte; then its structure is checked here. */
 bool st_parse_header(const char *json, size_t n, uint64_t data, StHeader *h, char *why, size_t wn) {
   memset(h, 0, sizeof *h);
-  Json j = {json, json + n, json, why, wn};
   if (n == 0 || json[0] != '{') return diag_why(why, wn, "header: not a JSON object");
-  j.p++;
-  bool meta = false;
-  if (!eat(&j, '}')) {
-    do {
-      char *name;
-      if (!jstring(&j, &name)) return false;
-      if (!utf8_ok(name)) {
-        mem_free(name);
-        return jfail(&j, "a tensor name that is not UTF-8");
-      }
-      if (!eat(&j, ':')) {
-        mem_free(name);
-        return jfail(&j, "expected ':'");
-      }
-      if (strcmp(name, "__metadata__") == 0) {
-        mem_free(name);
-        if (meta) return jfail(&j, "__metadata__ twice");
-        meta = true;
-        if (!metadata(&j, h)) return false;
-        continue;
-      }
-      if (h->n == CKPT_MAX_TENSORS) {
-        mem_free(name);
-        return diag_why(why, wn, "more than %d tensors", CKPT_MAX_TENSORS);
-      }
-      VEC_RESERVE(h->t, h->cap, h->n + 1);
-      StTensor *t = &h->t[h->n++];
-      memset(t, 0, sizeof *t);
-      t->name = name;
-      if (!name[0] || strlen(name) > CKPT_MAX_NAME)
-        return diag_why(why, wn, "header: a tensor name of %zu bytes (1 to %d)", strlen(name), CKPT_MAX_NAME);
-      for (const char *c = name; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-          return diag_why(why, wn, "header: a tensor name holds a control character (0x%02x)", (unsigned char)*c);
-      if (!tensor_info(&j, t)) return false;
-    } while (eat(&j, ','));
-    if (!eat(&j, '}')) return jfail(&j, "expected ',' or '}'");
+  json_error_t err;
+  json_t *root = json_loadb(json, n, JSON_REJECT_DUPLICATES, &err);
+  if (!root) {
+    /* Python's json refuses what is not UTF-8, and so does jansson */
+    if (strncmp(err.text, "unable to decode byte", 21) == 0)
+      return diag_why(why, wn, "header: text that is not UTF-8 at byte %d", err.position);
+    return diag_why(why, wn, "header: %s at byte %d", err.text, err.position);
   }
-  ws(&j);
-  if (j.p != j.end) return jfail(&j, "text after the header's object");
-  return check_layout(h, data, why, wn);
+  bool ok = true;
+  const char *name;
+  json_t *v;
+  json_object_foreach(root, name, v) {
+    if (strcmp(name, "__metadata__") == 0) {
+      if (!(ok = metadata(v, h, why, wn))) break;
+      continue;
+    }
+    if (h->n == CKPT_MAX_TENSORS) {
+      ok = diag_why(why, wn, "more than %d tensors", CKPT_MAX_TENSORS);
+      break;
+    }
+    VEC_RESERVE(h->t, h->cap, h->n + 1);
+    StTensor *t = &h->t[h->n++];
+    memset(t, 0, sizeof *t);
+    t->name = mem_strdup(name);
+    if (!name[0] || strlen(name) > CKPT_MAX_NAME) {
+      ok = diag_why(why, wn, "header: a tensor name of %zu bytes (1 to %d)", strlen(name), CKPT_MAX_NAME);
+      break;
+    }
+    for (const char *c = name; ok && *c; c++)
+      if ((unsigned char)*c < 0x20 || *c == 0x7f)
+        ok = diag_why(why, wn, "header: a tensor name holds a control character (0x%02x)", (unsigned char)*c);
+    if (!ok || !(ok = tensor_info(v, t, why, wn))) break;
+  }
+  json_decref(root);
+  return ok && check_layout(h, data, why, wn);
 }
 
 void st_header_free(StHeader *h) {

@@ -131,6 +131,12 @@ static const TrainKey keys[] = {
 #undef NONE
 #define NKEYS (sizeof keys / sizeof *keys)
 
+const char *train_key(int i, const char **doc) {
+  if (i < 0 || (size_t)i >= sizeof keys / sizeof *keys) return NULL;
+  *doc = keys[i].doc;
+  return keys[i].key;
+}
+
 static const char *kind_name(Kind k) {
   switch (k) {
   case K_STRING: return "a string";

@@ -104,4 +104,8 @@ bool train_optimizer_known(const char *name);
  * allreduce is one blocking phase of its own, run once per update. */
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw);
 
+/* The train block's key i (NULL past the last) and what it does, with its
+ * default (*doc): for the language server's hover and completion. */
+const char *train_key(int i, const char **doc);
+
 #endif
