@@ -34,8 +34,8 @@ same() {
     --batch 128 --save big.ckpt > big.out 2>&1
   "$NETRUN" train "$ROOT/examples/fashion_mlp.net" --limit 2048 --epochs 1 --optimizer "$opt" "$@" \
     --batch 32 --accumulate 4 --save acc.ckpt > acc.out 2>&1
-  grep -q '^trained 1 epochs (16 steps, 2048 samples)' big.out
-  grep -q '^trained 1 epochs (64 steps, 2048 samples)' acc.out
+  grep -q '^trained 1 epoch (16 steps, 2048 samples)' big.out
+  grep -q '^trained 1 epoch (64 steps, 2048 samples)' acc.out
   d=$(maxdiff big.ckpt acc.ckpt)
   echo "$opt: max difference $d (tolerance $tol)"
   python3 -c "import sys; sys.exit(0 if $d <= $tol else 1)"

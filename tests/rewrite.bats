@@ -86,8 +86,9 @@ EOF
   [[ "$output" == *"= fused_conv2d("* ]]
   run --separate-stderr "$NETRUN" train div.net
   [ "$status" -eq 1 ]
-  [ "${stderr_lines[1]}" = "netrun: error: step 2 (epoch 1): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
-  [ "${stderr_lines[2]}" = "div.net:6:21: error: conv2d: produced NaN or Inf in 't.0' (shape [4, 2, 4, 4])" ]
+  [ "${stderr_lines[0]}" = "netrun: note: img.csv: x gets columns p0, p1, p2, ..., p15 (16 columns) and y gets column label (columns = [...] and label = \"...\" in the train block choose others)" ]
+  [ "${stderr_lines[2]}" = "netrun: error: step 2 (epoch 1): the loss is inf; stopped before its update, checkpoints are left as they were (--keep-going trains on)" ]
+  [ "${stderr_lines[3]}" = "div.net:6:21: error: conv2d: produced NaN or Inf in 't.0' (shape [4, 2, 4, 4])" ]
 }
 
 # Batch norm layers: bn -> relu, relu(x + bn) with the residual on either

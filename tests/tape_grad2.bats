@@ -120,10 +120,10 @@ IN
   [ "$output" = "loss = 183.75
 w@GRAD : f32[] =
 730.0
-loss = 45.5625
+lk = 45.5625
 w@GRAD : f32[] =
 121.5
-loss = 27.0
+h = 27.0
 w@GRAD : f32[] =
 36.0" ]
 }
@@ -150,7 +150,7 @@ while i < 3 {
 :grad x
 IN
   [ "$status" -eq 0 ]
-  [ "$output" = "loss = 5.0625
+  [ "$output" = "x = 5.0625
 w@GRAD : f32[] =
 13.5" ]
 }

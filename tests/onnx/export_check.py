@@ -17,8 +17,8 @@ from check import valid_name  # noqa: E402
 
 def predict(netrun, script, feeds, value, names, work, weights=None):
     args = [netrun, "predict", script, "--output", value, "--format", "npy", "-o", os.path.join(work, "p.npy")]
-    if weights:
-        args += ["--weights", weights]
+    # without a weights file the initial values are what is exported and compared
+    args += ["--weights", weights] if weights else ["--init"]
     for i, (k, v) in enumerate(feeds.items()):
         path = os.path.join(work, "f%d.npy" % i)
         np.save(path, v)
