@@ -379,3 +379,43 @@ EOF
   run "$NETRUN" train c2.net
   same <<<"netrun: error: png200: images are read with 1 channel (grey) or 3 (RGB), but the input fed takes 2"
 }
+
+@test "images: predict names the classes by their folders; csv's id is the image's path in the folder" {
+  cd "$BATS_TEST_TMPDIR"
+  PNG="python3 $BATS_TEST_DIRNAME/tools/png.py"
+  mkdir -p cd/cat 'cd/dog, big'
+  $PNG cd/cat/a.png 1 1 0 8 10          # 10/255: cat
+  $PNG 'cd/dog, big/b.png' 1 1 0 8 200  # 200/255: dog
+  $PNG 'cd/dog, big/c.png' 1 1 0 8 30   # 30/255: taken for a cat
+  cat >cd.net <<'EOF'
+import "nn"
+input x : f32[B, 1, 1, 1]
+input y : i64[B]
+p = reshape(x, [-1, 1])
+logits = concat([0.5 - p, p - 0.5], axis=1)
+loss = cross_entropy(logits, y)
+train {
+  data = "cd"
+  metric = logits
+  batch = 2
+}
+EOF
+  run -0 --separate-stderr "$NETRUN" predict cd.net --data cd
+  [ "$output" = $'cat\ndog, big\ncat' ]
+  run -0 --separate-stderr "$NETRUN" predict cd.net --data cd --format csv
+  [ "$output" = 'id,class
+cat/a.png,cat
+"dog, big/b.png","dog, big"
+"dog, big/c.png",cat' ]
+  run -0 --separate-stderr "$NETRUN" predict cd.net --data cd --format json
+  [ "$output" = '{"class": {"dtype": "str", "shape": [3], "data": ["cat", "dog, big", "cat"]}}' ]
+  # --output values are written as computed, beside the paths.
+  run -0 --separate-stderr "$NETRUN" predict cd.net --data cd --format csv --output p
+  [ "$output" = 'id,p[0]
+cat/a.png,0.0392156877
+"dog, big/b.png",0.784313738
+"dog, big/c.png",0.117647059' ]
+  # npy holds the class numbers.
+  run -0 --separate-stderr "$NETRUN" predict cd.net --data cd --format npy -o c.npy
+  [ "$(tail -c 24 c.npy | od -An -td8 | tr -s ' \n' ' ')" = " 0 1 0 " ]
+}

@@ -42,22 +42,29 @@ big = ones([1200]) * 2.0
 NET
 }
 
-@test "predict --format csv: the classes with a header, over every batch" {
+@test "predict --format csv: the classes with a header, over every batch, each row's id its data row" {
   run -0 --separate-stderr "$NETRUN" predict cls.net --data rows.csv --batch 3 --format csv
-  [ "$output" = $'class\n0\n1\n2\n0\n1\n2\n0\n2' ]
+  [ "$output" = $'id,class\n1,0\n2,1\n3,2\n4,0\n5,1\n6,2\n7,0\n8,2' ]
+  # --limit keeps the first rows, numbered as in the file.
+  run -0 --separate-stderr "$NETRUN" predict cls.net --data rows.csv --batch 3 --limit 2 --format csv
+  [ "$output" = $'id,class\n1,0\n2,1' ]
 }
 
 @test "predict --format csv: several --output values, NAME[i] columns, 9 digits, nan and -inf" {
   run -0 --separate-stderr "$NETRUN" predict vals.net --set 'x=[[1,0,-1],[2,2,2]]' --output third --output lg --format csv
-  [ "$output" = "third[0],third[1],third[2],lg[0],lg[1],lg[2]
-0.333333343,0,-0.333333343,0,-inf,nan
-0.666666687,0.666666687,0.666666687,0.693147182,0.693147182,0.693147182" ]
+  # Fed inputs have no data rows: id counts the rows from 1.
+  [ "$output" = "id,third[0],third[1],third[2],lg[0],lg[1],lg[2]
+1,0.333333343,0,-0.333333343,0,-inf,nan
+2,0.666666687,0.666666687,0.666666687,0.693147182,0.693147182,0.693147182" ]
   # Batches are joined: the logits of all 8 rows, 3 a batch.
   run -0 --separate-stderr "$NETRUN" predict cls.net --data rows.csv --batch 3 --output logits --format csv -o out.csv
   [ "$output" = "" ]
-  [ "$(head -n 2 out.csv)" = $'logits[0],logits[1],logits[2]\n3,1,0' ]
+  [ "$(head -n 2 out.csv)" = $'id,logits[0],logits[1],logits[2]\n1,3,1,0' ]
   [ "$(wc -l < out.csv)" -eq 9 ]
-  [ "$(tail -n 1 out.csv)" = "0,0,1" ]
+  [ "$(tail -n 1 out.csv)" = "8,0,0,1" ]
+  # A value per batch (the loss) is not per example: its rows count from 1.
+  run -0 --separate-stderr "$NETRUN" predict cls.net --data rows.csv --batch 3 --output loss --format csv
+  [ "$(cut -d, -f1 <<<"$output" | tr '\n' ' ')" = "id 1 2 3 " ]
   # Values with different numbers of rows cannot share a table.
   run -1 --separate-stderr "$NETRUN" predict vals.net --set 'x=[[1,0,-1],[2,2,2]]' --output third --output big --format csv
   [ "$stderr" = "netrun: error: --format csv: 'third' has 2 rows, 'big' 1200 (a row is an example)" ]
@@ -68,8 +75,8 @@ NET
   [[ "$output" == *"..."* ]]
   run -0 --separate-stderr "$NETRUN" predict vals.net --output big --format csv
   [ "${#lines[@]}" -eq 1201 ]
-  [ "${lines[0]}" = "big" ]
-  [ "${lines[1200]}" = "2" ]
+  [ "${lines[0]}" = "id,big" ]
+  [ "${lines[1200]}" = "1200,2" ]
   run -0 --separate-stderr "$NETRUN" predict vals.net --output big --format json
   [[ "$output" != *"..."* ]]
   [ "$(grep -o ', 2' <<<"$output" | wc -l)" -eq 1199 ]
@@ -94,7 +101,7 @@ NET
   run -0 --separate-stderr "$NETRUN" predict cls.net --set 'x=[[1,2,3],[0,0,0]]' --output logits --output x --format npy -o b.npz
   [ "$(unzip -Z1 b.npz | tr '\n' ' ')" = "logits.npy x.npy " ]
   run -0 --separate-stderr "$NETRUN" predict cls.net --feed x=b.npz --output logits --format csv
-  [ "$output" = $'logits[0],logits[1],logits[2]\n1,2,3\n0,0,0' ]
+  [ "$output" = $'id,logits[0],logits[1],logits[2]\n1,1,2,3\n2,0,0,0' ]
 }
 
 @test "predict --format: usage errors" {

@@ -1089,6 +1089,8 @@ static bool open_images(Diag *d, const char *spec, const char *path, const DataO
   ds->files[ds->nfiles++] = arena_strdup(&ds->arena, path);
   ds->classes = im.classes;
   ds->nclasses = im.nclasses;
+  ds->ids = arena_alloc(&ds->arena, sizeof *ds->ids * (size_t)im.n);
+  for (int64_t i = 0; i < im.n; i++) ds->ids[i] = im.files[i] + strlen(path) + 1;
   DataColumn *c = &ds->cols[DATA_INPUT];
   *c = (DataColumn){.name = "images", .dtype = DT_F32, .store = DATA_U8, .rank = 4, .channels = im.channels,
                     .shape = {im.n, im.channels, im.height, im.width}, .data = im.pixels};
@@ -1242,6 +1244,11 @@ bool data_split(Diag *d, Dataset *ds, int64_t nval, Rng *rng, Dataset *val) {
     }
     v->shape[0] = nval;
     c->shape[0] = n - nval;
+  }
+  if (ds->ids) {   /* the kept examples' paths, in order (the held-out ones' are not kept) */
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++)
+      if (!held[i]) ds->ids[j++] = ds->ids[i];
   }
   ds->n = n - nval;
   mem_free(held);

@@ -72,6 +72,8 @@ typedef struct Dataset {
                                 (data_select), not the inputs in order */
   const char **classes;      /* an image folder: class k's folder name (arena), else NULL */
   int nclasses;
+  const char **ids;          /* an image folder: example i's path inside it
+                                ("cat/1.png", arena), else NULL */
 } Dataset;
 
 typedef struct DataOptions {

@@ -425,6 +425,7 @@ bool image_folder(Diag *d, Arena *a, const char *dir, ImageShape want, ImageSet 
       return false;
     }
   }
+  out->files = L.files;
   out->labels = mem_alloc(NULL, sizeof *out->labels * (size_t)n);
   memcpy(out->labels, L.labels, sizeof *out->labels * (size_t)n);
   out->n = n;

@@ -46,6 +46,7 @@ typedef struct ImageSet {
   uint8_t *pixels;
   int64_t *labels;
   const char **classes;
+  const char **files;          /* example i's path, "DIR/CLASS/FILE" (arena) */
   int64_t *counts;
   int nclasses;
   int64_t charged;             /* bytes charged to the memory limit (pixels, labels) */

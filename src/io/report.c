@@ -37,6 +37,25 @@ void report_values_free(ReportValues *r) {
   }
 }
 
+const char *report_class_name(const ReportValues *r, int64_t c) {
+  return r->class_names && c >= 0 && c < r->nclasses ? r->class_names[c] : NULL;
+}
+
+/* s as a CSV field: quoted when it holds a comma, a quote or a line
+ * break, its quotes doubled. */
+static void put_csv_string(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
 /* The rows of a batch: its first dimension, 1 for a scalar. */
 static int64_t rows_of(const Tensor *t) { return t->rank ? t->shape[0] : 1; }
 
@@ -88,6 +107,14 @@ static void put_elem(FILE *f, const Tensor *t, int64_t i, bool json) {
   }
 }
 
+/* Element i of value k: put_elem's, or value 0's class name. */
+static void put_value(FILE *f, const ReportValues *r, int k, const Tensor *t, int64_t i, bool json) {
+  const char *name = k == 0 && t->dtype == DT_I64 ? report_class_name(r, tensor_i64(t)[i]) : NULL;
+  if (!name) put_elem(f, t, i, json);
+  else if (json) report_json_string(f, name);
+  else put_csv_string(f, name);
+}
+
 void report_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
@@ -103,12 +130,13 @@ static void write_json(FILE *f, ReportValues *r, Tensor **t) {
   for (int k = 0; k < r->n; k++) {
     fputs(k ? ",\n " : "", f);
     report_json_string(f, r->names[k]);
-    fprintf(f, ": {\"dtype\": \"%s\", \"shape\": [", dtype_name(t[k]->dtype));
+    bool named = k == 0 && r->class_names && t[k]->dtype == DT_I64;
+    fprintf(f, ": {\"dtype\": \"%s\", \"shape\": [", named ? "str" : dtype_name(t[k]->dtype));
     for (int d = 0; d < t[k]->rank; d++) fprintf(f, "%s%" PRId64, d ? ", " : "", t[k]->shape[d]);
     fputs("], \"data\": [", f);
     for (int64_t i = 0; i < t[k]->numel; i++) {
       if (i) fputs(", ", f);
-      put_elem(f, t[k], i, true);
+      put_value(f, r, k, t[k], i, true);
     }
     fputs("]}", f);
   }
@@ -129,19 +157,23 @@ static bool rows_agree(ReportValues *r, Tensor **t) {
 /* The header, then a row per example (rows_agree has checked them). */
 static void write_csv(FILE *f, ReportValues *r, Tensor **t) {
   int64_t rows = rows_of(t[0]);
+  bool ids = r->ids && rows == r->nexamples;
+  fputs("id", f);
   for (int k = 0; k < r->n; k++) {
     int64_t per = rows ? t[k]->numel / rows : 0;
-    if (t[k]->rank <= 1) fprintf(f, "%s%s", k ? "," : "", r->names[k]);
+    if (t[k]->rank <= 1) fprintf(f, ",%s", r->names[k]);
     else
-      for (int64_t j = 0; j < per; j++) fprintf(f, "%s%s[%" PRId64 "]", k || j ? "," : "", r->names[k], j);
+      for (int64_t j = 0; j < per; j++) fprintf(f, ",%s[%" PRId64 "]", r->names[k], j);
   }
   fputc('\n', f);
   for (int64_t i = 0; i < rows; i++) {
+    if (ids) put_csv_string(f, r->ids[i]);
+    else fprintf(f, "%" PRId64, i + 1);
     for (int k = 0; k < r->n; k++) {
       int64_t per = t[k]->numel / rows;
       for (int64_t j = 0; j < per; j++) {
-        if (k || j) fputc(',', f);
-        put_elem(f, t[k], i * per + j, false);
+        fputc(',', f);
+        put_value(f, r, k, t[k], i * per + j, false);
       }
     }
     fputc('\n', f);

@@ -8,16 +8,22 @@
  * a value computed once (fed inputs) is written as it is.  Nothing is cut
  * short.
  *   csv   one row per example (the first dimension; a scalar is one row), a
- *         header naming the columns: NAME for a value with one element per
- *         example, NAME[i] for element i of an example flattened in C
- *         order.  Every value must have the same number of rows.
+ *         header naming the columns: first `id`, then NAME for a value with
+ *         one element per example, NAME[i] for element i of an example
+ *         flattened in C order.  Every value must have the same number of
+ *         rows.  A row's id is ids[i] when given and the rows are the
+ *         nexamples examples, else its number from 1 (a CSV file's data
+ *         row, or the row of fed inputs).  A text field holding a comma,
+ *         a quote or a line break is quoted, quotes doubled (RFC 4180).
  *   json  one document {"NAME": {"dtype": "f32", "shape": [...], "data":
  *         [...]}, ...}, data flattened in C order; f32 in 9 significant
  *         digits (f64 in 17), NaN and infinities as "nan", "inf", "-inf".
  *   npy   one value: a .npy file; several: a .npz archive of NAME.npy
  *         members.  Needs -o FILE (the bytes are not for a terminal).
  * In csv an f32 is written as in json (non-finite as nan, inf, -inf,
- * unquoted), an i64 exactly, a bool as 0 or 1.
+ * unquoted), an i64 exactly, a bool as 0 or 1.  With class_names, value 0
+ * is class numbers written as their names (json: dtype "str", the names
+ * as strings; a number without a name stays a number); npy keeps numbers.
  *
  * ---- eval --confusion -------------------------------------------------------
  * Counts (true class, predicted class) over every example; the classes are
@@ -45,6 +51,11 @@ typedef struct ReportValues {
   const char *names[REPORT_MAX_OUTPUTS];
   Tensor **parts[REPORT_MAX_OUTPUTS];   /* each value's batches, in order */
   int nparts[REPORT_MAX_OUTPUTS];
+  /* Set after report_values_init, else none: */
+  const char *const *class_names;       /* value 0's classes' names, nclasses of them */
+  int nclasses;
+  const char *const *ids;               /* csv: the examples' ids, nexamples of them */
+  int64_t nexamples;
 } ReportValues;
 
 void report_values_init(ReportValues *r, ReportFormat f, int n, const char *const *names);
@@ -54,6 +65,8 @@ void report_values_add(ReportValues *r, int k, const Tensor *v);
  * reported, on error. */
 bool report_values_write(ReportValues *r, const char *path);
 void report_values_free(ReportValues *r);
+/* Class c's name (class_names), or NULL when it has none. */
+const char *report_class_name(const ReportValues *r, int64_t c);
 
 /* s as a JSON string (quotes, backslashes and control bytes escaped). */
 void report_json_string(FILE *f, const char *s);

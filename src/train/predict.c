@@ -10,9 +10,14 @@
 
 /* The class each example's logits in v predict, one a line (trun_predicted()
  * says how); rows is the batch's size when known, else -1. */
-static void print_classes(FILE *f, const Tensor *v, int64_t rows) {
+static void print_classes(FILE *f, const Tensor *v, int64_t rows, const ReportValues *rv) {
   int64_t n = trun_predictions(v, rows);
-  for (int64_t i = 0; i < n; i++) fprintf(f, "%lld\n", (long long)trun_predicted(v, i, rows));
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = trun_predicted(v, i, rows);
+    const char *name = report_class_name(rv, c);   /* an image folder's class */
+    if (name) fprintf(f, "%s\n", name);
+    else fprintf(f, "%lld\n", (long long)c);
+  }
 }
 
 /* The classes print_classes prints, as an i64 tensor [N]. */
@@ -29,7 +34,7 @@ static Tensor *classes_of(const Tensor *v, int64_t rows) {
 static void emit_value(Run *r, int k, Tensor *v, bool classes, int64_t rows, FILE *f, ReportValues *rv) {
   bool as_classes = classes && v->rank >= 1 && dtype_is_float(v->dtype);
   if (rv->format == REPORT_TEXT && as_classes) {
-    print_classes(f, v, rows);
+    print_classes(f, v, rows, rv);
   } else if (rv->format == REPORT_TEXT) {
     if (rv->n > 1) fprintf(f, "%s =\n", rv->names[k]);   /* several values: each named */
     print_write(f, v, r->t->opt.precision);
@@ -196,6 +201,10 @@ static int predict_data(TrainArgs *t) {
     goto out;
   }
   const Dataset *ds = r.has_test ? &r.test : &r.train;
+  if (started) {   /* csv's ids; the classes' names (report.h) */
+    rv.ids = ds->ids, rv.nexamples = ds->n;
+    if (!t->noutputs) rv.class_names = ds->classes, rv.nclasses = ds->nclasses;
+  }
   Batcher b;
   data_batcher_init(&b, ds, r.c.batch, false);
   data_epoch(&b, NULL);
