@@ -159,7 +159,7 @@ close() {
 
 @test "a rank that cannot start (its data missing) stops every rank, which says why" {
   run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" train "$M/mlp.net" : \
-    -np 1 "$RANK" train "$M/mlp.net" --data nowhere.csv
+    "${RANK_ENV[@]}" -np 1 "$RANK" train "$M/mlp.net" --data nowhere.csv
   [ "$status" -ne 0 ]
   [ "$status" -ne 124 ]
   [[ "$output" == *"netrun: error: cannot read nowhere.csv: No such file or directory"* ]]
@@ -168,7 +168,7 @@ close() {
 
 @test "ranks running different settings refuse to train; more ranks than examples is an error" {
   run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" train "$M/mlp.net" : \
-    -np 1 "$RANK" train "$M/mlp.net" --batch 7
+    "${RANK_ENV[@]}" -np 1 "$RANK" train "$M/mlp.net" --batch 7
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: rank 1 trains another program, settings, data or checkpoint than rank 0; stopping"* ]]
   run mpi 2 train "$M/mlp.net" --limit 1

@@ -113,7 +113,7 @@ state() {
 
 @test "eval and predict: a rank that cannot start stops every rank, which says why" {
   run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" eval --init "$M/mlp.net" : \
-    -np 1 "$RANK" eval --init "$M/mlp.net" --data nowhere.csv
+    "${RANK_ENV[@]}" -np 1 "$RANK" eval --init "$M/mlp.net" --data nowhere.csv
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: cannot read nowhere.csv: No such file or directory"* ]]
   [[ "$output" == *"netrun: error: rank 0 of 2: rank 1 could not start (its error is above); stopping"* ]]

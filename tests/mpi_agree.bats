@@ -21,7 +21,7 @@ two() {
   shift
   b=("$@")
   run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 "$RANK" "${a[@]}" : \
-    -np 1 "$RANK" "${b[@]}"
+    "${RANK_ENV[@]}" -np 1 "$RANK" "${b[@]}"
 }
 
 @test "a rank reading other data of the same shape stops every rank" {
@@ -40,13 +40,13 @@ two() {
   cp "$M/mlp.net" b/
   sed '3s/^-0.422/-0.423/' "$M/blobs.csv" > b/blobs.csv
   run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 -wdir "$PWD/a" "$RANK" train mlp.net : \
-    -np 1 -wdir "$PWD/b" "$RANK" train mlp.net
+    "${RANK_ENV[@]}" -np 1 -wdir "$PWD/b" "$RANK" train mlp.net
   [ "$status" -eq 1 ]
   [[ "$output" == *"netrun: error: rank 1 trains another program, settings, data or checkpoint than rank 0; stopping"* ]]
   # the same contents train
   cp a/blobs.csv b/blobs.csv
   run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" --oversubscribe --bind-to none -np 1 -wdir "$PWD/a" "$RANK" train mlp.net : \
-    -np 1 -wdir "$PWD/b" "$RANK" train mlp.net
+    "${RANK_ENV[@]}" -np 1 -wdir "$PWD/b" "$RANK" train mlp.net
   [ "$status" -eq 0 ]
 }
 
