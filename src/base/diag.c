@@ -77,9 +77,51 @@ void diag_line_col(const Diag *d, int file, uint32_t off, int *line, int *col) {
   *col = (int)(off - s->line_starts[lo]) + 1;
 }
 
+/* A diagnostic is gathered here and written in one call: the ranks of an
+ * MPI job share one stderr, and a message written a byte at a time
+ * interleaves with another rank's.  On the stack: reporting out of
+ * memory must not allocate. */
+typedef struct Out {
+  FILE *f;
+  size_t n;
+  char b[4096];
+} Out;
+
+static void out_flush(Out *o) {
+  if (o->n) fwrite(o->b, 1, o->n, o->f);
+  o->n = 0;
+}
+
+static void out_mem(Out *o, const char *s, size_t len) {
+  while (len) {
+    if (o->n == sizeof o->b) out_flush(o);
+    size_t k = sizeof o->b - o->n < len ? sizeof o->b - o->n : len;
+    memcpy(o->b + o->n, s, k);
+    o->n += k, s += k, len -= k;
+  }
+}
+
+static void out_puts(Out *o, const char *s) { out_mem(o, s, strlen(s)); }
+
+static void out_putc(Out *o, int c) {
+  char ch = (char)c;
+  out_mem(o, &ch, 1);
+}
+
+static void out_escaped(Out *o, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f) {
+      char hex[8];
+      snprintf(hex, sizeof hex, "\\x%02x", *p);
+      out_puts(o, hex);
+    } else {
+      out_putc(o, *p);
+    }
+}
+
 /* Prints the line holding `at` and a caret line under the span (clipped to
  * that line; long lines are shown as a window around the span). */
-static void show_caret(Diag *d, Span at) {
+static void show_caret(Out *o, Diag *d, Span at) {
   const Source *s = &d->files[at.file];
   int line, col;
   diag_line_col(d, at.file, at.start, &line, &col);
@@ -96,23 +138,52 @@ static void show_caret(Diag *d, Span at) {
   if (start - ws > 100) ws = start - 80, pre = "...";
   if (we > start + 100) we = start + 100, post = "...";
   if (end > we) end = we;
-  fputs(pre, d->out);
+  out_puts(o, pre);
   for (uint32_t i = ws; i < we; i++) {
     unsigned char c = (unsigned char)s->text[i];
-    fputc(c == '\t' || c >= 32 ? (int)c : '?', d->out);
+    out_putc(o, c == '\t' || c >= 32 ? (int)c : '?');
   }
-  fprintf(d->out, "%s\n%*s", post, (int)strlen(pre), "");
-  for (uint32_t i = ws; i < start; i++) fputc(s->text[i] == '\t' ? '\t' : ' ', d->out);
-  fputc('^', d->out);
-  for (uint32_t i = start + 1; i < end; i++) fputc('~', d->out);
-  fputc('\n', d->out);
+  out_puts(o, post);
+  out_putc(o, '\n');
+  for (size_t i = 0; i < strlen(pre); i++) out_putc(o, ' ');
+  for (uint32_t i = ws; i < start; i++) out_putc(o, s->text[i] == '\t' ? '\t' : ' ');
+  out_putc(o, '^');
+  for (uint32_t i = start + 1; i < end; i++) out_putc(o, '~');
+  out_putc(o, '\n');
 }
 
 void diag_put_escaped(FILE *f, const char *s) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f) fprintf(f, "\\x%02x", *p);
-    else fputc(*p, f);
+  Out o = {.f = f};
+  out_escaped(&o, s);
+  out_flush(&o);
 }
+
+/* The first error this process reported (diag_first_error). */
+static char first_error[DIAG_FIRST_MAX];
+
+/* Keeps the first error's text, its position and what in front, in
+ * first_error: what a rank that failed tells the others (dist.h). */
+static void keep_first(Diag *d, Span at, const char *what, const char *msg) {
+  if (first_error[0]) return;
+  char pos[64] = "";
+  const char *path = "";
+  if (d && at.file >= 0) {
+    int line, col;
+    diag_line_col(d, at.file, at.start, &line, &col);
+    path = d->files[at.file].path;
+    snprintf(pos, sizeof pos, ":%d:%d: ", line, col);
+  }
+  const char *parts[] = {path, pos, what ? what : "", what ? ": " : "", msg};
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+    size_t len = strnlen(parts[i], sizeof first_error - 1 - n);
+    memcpy(first_error + n, parts[i], len);
+    n += len;
+  }
+  first_error[n] = 0;
+}
+
+const char *diag_first_error(void) { return first_error; }
 
 static void report(Diag *d, Span at, const char *kind, const char *what, const char *fmt, va_list ap) {
   if (d && d->sink) {
@@ -122,34 +193,41 @@ static void report(Diag *d, Span at, const char *kind, const char *what, const c
     d->sink(d->sink_ctx, kind, at, msg);
     return;
   }
-  FILE *out = d ? d->out : stderr;
+  Out o = {.f = d ? d->out : stderr};
   /* Bold red errors, bold magenta warnings, bold cyan notes, as compilers
    * colour them. */
   bool color = d && d->color;
   const char *on = !color ? "" : kind[0] == 'e' ? "\033[1;31m" : kind[0] == 'w' ? "\033[1;35m" : "\033[1;36m";
   const char *off = color ? "\033[0m" : "";
+  char head[96];
   if (d && at.file >= 0) {
     int line, col;
     diag_line_col(d, at.file, at.start, &line, &col);
-    diag_put_escaped(out, d->files[at.file].path);
-    fprintf(out, ":%d:%d: %s%s:%s ", line, col, on, kind, off);
+    out_escaped(&o, d->files[at.file].path);
+    snprintf(head, sizeof head, ":%d:%d: %s%s:%s ", line, col, on, kind, off);
   } else {
-    fprintf(out, "netrun: %s%s:%s ", on, kind, off);
+    snprintf(head, sizeof head, "netrun: %s%s:%s ", on, kind, off);
   }
-  if (what) diag_put_escaped(out, what), fputs(": ", out);
+  out_puts(&o, head);
+  if (what) out_escaped(&o, what), out_puts(&o, ": ");
   /* The message, with its control characters escaped: a file name holding
-   * ESC or BEL must not drive the terminal.  The report must not allocate
-   * (out of memory reports through it): a long message goes out as it
-   * is formatted, in pieces of the buffer. */
+   * ESC or BEL must not drive the terminal.  A message too long for buf
+   * goes out as it is formatted. */
   char buf[4096];
   va_list copy;
   va_copy(copy, ap);
   int n = vsnprintf(buf, sizeof buf, fmt, copy);
   va_end(copy);
-  if (n >= 0 && (size_t)n < sizeof buf) diag_put_escaped(out, buf);
-  else vfprintf(out, fmt, ap);
-  fputc('\n', out);
-  if (d && at.file >= 0) show_caret(d, at);
+  if (n >= 0 && (size_t)n < sizeof buf) {
+    out_escaped(&o, buf);
+  } else {
+    out_flush(&o);
+    vfprintf(o.f, fmt, ap);
+  }
+  if (kind[0] == 'e' && n >= 0) keep_first(d, at, what, buf);
+  out_putc(&o, '\n');
+  if (d && at.file >= 0) show_caret(&o, d, at);
+  out_flush(&o);
 }
 
 void diag_verror(Diag *d, Span at, const char *fmt, va_list ap) { diag_verror_in(d, at, NULL, fmt, ap); }

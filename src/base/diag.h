@@ -133,6 +133,12 @@ bool diag_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(p
     vsnprintf(buf, n, fmt, ap_); \
     va_end(ap_);                 \
   } while (0)
+/* The first error this process printed (not one sent to a sink), with
+ * its position ("FILE:LINE:COL: ") and what in front, cut to
+ * DIAG_FIRST_MAX - 1 bytes; "" when there was none.  What a rank of an
+ * MPI job that failed sends the others, whose output mpirun may drop. */
+#define DIAG_FIRST_MAX 240
+const char *diag_first_error(void);
 /* Prints "N errors" when there were any; returns the error count. */
 int  diag_finish(Diag *d);
 static inline Span span_join(Span a, Span b) {

@@ -384,7 +384,10 @@ void dist_broadcast(void *buf, size_t bytes) {
 }
 
 bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all) {
-  dist_gather(mine, sizeof *mine, all);
+  DistReport me = *mine;
+  memset(me.why, 0, sizeof me.why);
+  if (!me.ok) snprintf(me.why, sizeof me.why, "%s", diag_first_error());
+  dist_gather(&me, sizeof me, all);
   *sum = (DistReport){.ok = 1, .tag = all[0].tag};
   for (int k = 0; k < mpi.size; k++) {
     sum->loss += all[k].loss, sum->hits += all[k].hits, sum->n += all[k].n;
@@ -394,8 +397,13 @@ bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all) {
   return sum->ok;
 }
 
-int dist_odd_rank(const DistReport *all, bool tags) {
+int dist_odd_rank(const DistReport *all, bool tags, char why[DIAG_FIRST_MAX + 2]) {
+  if (why) why[0] = 0;
   for (int k = 0; k < mpi.size; k++)
-    if (!all[k].ok || (tags && all[k].tag != all[0].tag)) return k;
+    if (!all[k].ok || (tags && all[k].tag != all[0].tag)) {
+      if (why && !all[k].ok && all[k].why[0])
+        snprintf(why, DIAG_FIRST_MAX + 2, ": %.*s", DIAG_FIRST_MAX - 1, all[k].why);
+      return k;
+    }
   return -1;
 }

@@ -76,14 +76,18 @@ typedef struct DistReport {
   int32_t ok, sig;      /* it got here without an error; the signal it got (0: none) */
   uint64_t tag;         /* what every rank must share (a fingerprint, a hash) */
   uint64_t states;      /* a second hash (the script's states), compared by no one */
+  char why[DIAG_FIRST_MAX]; /* not ok: this rank's first error (dist_agree fills it) */
 } DistReport;
 /* Every rank's report into all[0..N) (N = dist_size()), and their sums in
  * rank order into *sum (ok: every rank's; sig: the largest; tag: rank
- * 0's); whether every rank is ok. */
+ * 0's); whether every rank is ok.  A report not ok carries its rank's
+ * first error (diag_first_error) in why. */
 bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all);
 /* The first rank whose report is not ok (with tags, or whose tag is not
- * rank 0's); -1 when there is none. */
-int dist_odd_rank(const DistReport *all, bool tags);
+ * rank 0's); -1 when there is none.  why (NULL: not asked): ": " and that
+ * rank's first error, "" when it is ok or said none, for a message's
+ * "rank K could not start%s". */
+int dist_odd_rank(const DistReport *all, bool tags, char why[DIAG_FIRST_MAX + 2]);
 
 /* Seconds this process has spent in the collectives (dist_sum_f32, and
  * the calls of the sums in flight: start, progress, finish), and how many

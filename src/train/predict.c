@@ -108,11 +108,11 @@ static bool predict_step(Run *r, const Dataset *ds, Batch *bt, const char *const
   }
   DistReport me = {.ok = ok}, sum, *reports = mem_alloc(NULL, sizeof *reports * (size_t)N);
   bool every = dist_agree(&me, &sum, reports);
-  int bad = dist_odd_rank(reports, false);
+  char why[DIAG_FIRST_MAX + 2];
+  int bad = dist_odd_rank(reports, false, why);
   mem_free(reports);
   if (!every && ok)
-    diag_error(NULL, SPAN_NONE, "rank %d of %d: predicting failed on rank %d (its error is above); stopping", dist_rank(),
-               N, bad);
+    diag_error(NULL, SPAN_NONE, "rank %d of %d: predicting failed on rank %d%s; stopping", dist_rank(), N, bad, why);
   for (int k = 0; k < n && every; k++)
     if (!dist_gather_bytes(mine[k], bytes[k], (void **)&all[k], sizes + (size_t)k * N)) {
       diag_error(NULL, SPAN_NONE, "one step's values exceed 2 GB: lower --batch");

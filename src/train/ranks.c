@@ -73,12 +73,12 @@ bool trun_agree_start(Run *r, bool ok, const char *what) {
   int n = dist_size();
   DistReport mine = {.ok = ok, .tag = ok ? fingerprint(r) : 0}, sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
   bool same = dist_agree(&mine, &sum, all);
-  int k = dist_odd_rank(all, same);
+  char why[DIAG_FIRST_MAX + 2];
+  int k = dist_odd_rank(all, same, why);
   mem_free(all);
   if (k < 0) return true;
   if (!same && ok)
-    diag_error(NULL, SPAN_NONE, "rank %d of %d: rank %d could not start (its error is above); stopping", dist_rank(),
-               n, k);
+    diag_error(NULL, SPAN_NONE, "rank %d of %d: rank %d could not start%s; stopping", dist_rank(), n, k, why);
   else if (same && dist_rank() == 0)
     diag_error(NULL, SPAN_NONE, "rank %d %s another program, settings, data or checkpoint than rank 0; stopping",
                k, what);
@@ -112,11 +112,12 @@ bool trun_agree_step(Run *r, bool ok, Step *st) {
                  .sig = trun_stop_signal},
          sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);
   bool every = dist_agree(&mine, &sum, all);
-  int k = dist_odd_rank(all, false);
+  char why[DIAG_FIRST_MAX + 2];
+  int k = dist_odd_rank(all, false, why);
   mem_free(all);
   if (!every) {
-    if (ok) diag_error(NULL, SPAN_NONE, "rank %d of %d: step %lld failed on rank %d (its error is above); stopping",
-                       dist_rank(), n, (long long)r->step + 1, k);
+    if (ok) diag_error(NULL, SPAN_NONE, "rank %d of %d: step %lld failed on rank %d%s; stopping", dist_rank(), n,
+                       (long long)r->step + 1, k, why);
     trun_failure_agreed = true;
     return false;
   }
@@ -209,7 +210,7 @@ bool trun_agree_params(Run *r) {
   DistReport mine = {.ok = 1, .tag = vars_hash(r, VAR_PARAM), .states = vars_hash(r, VAR_KEPT)}, sum,
              *all = mem_alloc(NULL, sizeof *all * (size_t)n);
   dist_agree(&mine, &sum, all);
-  int k = dist_odd_rank(all, true);
+  int k = dist_odd_rank(all, true, NULL);
   char list[1024] = "", states[1024] = "";
   for (int i = 0; i < n && strlen(list) + 24 < sizeof list; i++) {
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%016llx\"", i ? ", " : "",

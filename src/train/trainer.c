@@ -238,7 +238,13 @@ bool trun_evaluate(Run *r, const Dataset *ds, double *loss, double *acc) {
   if (dist_size() > 1) {
     DistReport mine = {.loss = total, .hits = hits, .n = n, .ok = ok}, sum;
     DistReport *all = mem_alloc(NULL, sizeof *all * (size_t)dist_size());
-    if (!dist_agree(&mine, &sum, all)) ok = false, trun_failure_agreed = true;
+    if (!dist_agree(&mine, &sum, all)) {
+      char why[DIAG_FIRST_MAX + 2];
+      int k = dist_odd_rank(all, false, why);
+      if (ok) diag_error(NULL, SPAN_NONE, "rank %d of %d: evaluating failed on rank %d%s; stopping", dist_rank(),
+                         dist_size(), k, why);
+      ok = false, trun_failure_agreed = true;
+    }
     mem_free(all);
     total = sum.loss, hits = sum.hits, n = sum.n;
     if (ok && r->confusion) trun_reduce_confusion(r->confusion);
