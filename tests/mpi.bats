@@ -142,19 +142,45 @@ close() {
   fi
 }
 
-@test "a rank killed in training ends the job within seconds" {
-  bg_train k "$M/mlp.net" --epochs 100000
+# signal_rank NAME SIGNAL: 2 ranks training (bg_train NAME), rank 1 sent
+# SIGNAL; the job's $status and the seconds it took after the signal, $took.
+signal_rank() {
+  bg_train "$1" "$M/mlp.net" --epochs 100000
   local ranks
   ranks=($(pgrep -P "$mpirun"))
-  [ "${#ranks[@]}" -eq 2 ]
+  [ "${#ranks[@]}" -eq 2 ] || return 1
   local t0=$SECONDS
-  kill -KILL "${ranks[1]}"
-  local status=0
+  kill "-$2" "${ranks[1]}"
+  status=0
   wait "$job" || status=$?
+  took=$((SECONDS - t0))
+}
+
+@test "a rank killed in training ends the job within seconds" {
+  signal_rank k KILL
   [ "$status" -ne 0 ]
   [ "$status" -ne 124 ]   # not the timeout
-  [ $((SECONDS - t0)) -le 10 ]
+  [ "$took" -le 10 ]
   grep -q 'exited on signal 9 (Killed)' k.err
+}
+
+@test "a rank that stops answering ends the job after NETRUN_COLLECTIVE_TIMEOUT, named by the rank waiting for it" {
+  RANK_ENV+=(-x NETRUN_COLLECTIVE_TIMEOUT=2)
+  signal_rank s STOP
+  cat s.err
+  [ "$status" -eq 1 ]
+  [ "$took" -le 20 ]
+  grep -Eqx 'netrun: error: rank 0: no answer from rank 1 for [2-9] s \(its host unreachable\?\); stopping' s.err
+}
+
+@test "NETRUN_COLLECTIVE_TIMEOUT must be seconds" {
+  for v in soon -1 1e9 nan ''; do
+    run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_COLLECTIVE_TIMEOUT="$v" -np 1 "$RANK" train "$M/mlp.net"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"netrun: error: NETRUN_COLLECTIVE_TIMEOUT=$v: expected a number of seconds from 0 (no limit) to 1000000"* ]]
+  done
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_COLLECTIVE_TIMEOUT=0.5 -np 1 "$RANK" train "$M/mlp.net"
+  [ "$status" -eq 0 ]
 }
 
 @test "a rank that cannot start (its data missing) stops every rank, which says why" {

@@ -7,9 +7,14 @@
 #include "exec/dist.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Debian's Open MPI 4 (and 5): the library's soname. */
 #define DIST_LIBMPI "libmpi.so.40"
@@ -25,8 +30,18 @@
 #define DIST_SPARE 64
 /* The most bytes one MPI call moves per rank (its counts are ints). */
 #define DIST_CHUNK ((size_t)1 << 28)
+/* The seconds a collective may wait before netrun ends the job
+ * (NETRUN_COLLECTIVE_TIMEOUT): a host whose link is down stalls TCP
+ * without a reset, and neither MPI nor the kernel would end the wait. */
+#define DIST_TIMEOUT 60.0
+/* A wait longer than this sends every other rank a heartbeat each
+ * DIST_BEAT seconds: at the timeout, the ranks not heard from since are
+ * the ones named. */
+#define DIST_BEAT 1.0
+/* Seconds MPI_Abort gets to end the job before the rank ends itself (it
+ * can wait for a daemon it cannot reach). */
+#define DIST_ABORT_GRACE 10
 
-typedef int (*MpiGatherFn)(const void *, int, void *, void *, int, void *, void *);
 typedef int (*MpiIGatherFn)(const void *, int, void *, void *, int, void *, void *, void **);
 
 /* A sum in flight (dist_sum_start): the caller's vector, cut in slices as
@@ -47,17 +62,25 @@ static struct {
   int (*init_thread)(int *, char ***, int, int *);
   int (*comm_rank)(void *, int *);
   int (*comm_size)(void *, int *);
-  MpiGatherFn alltoall, allgather;
-  int (*bcast)(void *, int, void *, int, void *);
   MpiIGatherFn ialltoall, iallgather;
   int (*testall)(int, void **, int *, void *);
-  int (*waitall)(int, void **, void *);
   int (*comm_dup)(void *, void **);
   int (*comm_free)(void **);
-  int (*gatherv)(const void *, int, void *, void *, const int *, const int *, void *, int, void *);
   int (*abort)(void *, int);
   int (*finalize)(void);
+  int (*ibcast)(void *, int, void *, int, void *, void **);
+  int (*igatherv)(const void *, int, void *, void *, const int *, const int *, void *, int, void *, void **);
+  int (*isend)(const void *, int, void *, int, int, void *, void **);
+  int (*irecv)(void *, int, void *, int, int, void *, void **);
+  int (*test)(void **, int *, void *);
+  int (*cancel)(void **);
+  int (*request_free)(void **);
   void *world, *byte;   /* MPI_COMM_WORLD, MPI_BYTE */
+  void *beats;          /* another copy: the heartbeats of long waits */
+  void **beat_req;      /* per rank: the heartbeat it may send (received) */
+  char *beat_in;        /* per rank: where it lands */
+  double *heard;        /* per rank: when its last heartbeat was seen */
+  double timeout;       /* seconds (0: none) */
   void *gathers;        /* a copy of MPI_COMM_WORLD: the all-gathers of sums in flight */
   int rank, size;
   bool running;
@@ -83,6 +106,101 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* ---- waiting with a deadline --------------------------------------------------------- */
+
+/* The heartbeat of rank k (its receive posted again after it arrived). */
+static void beat_listen(int k) {
+  mpi.irecv(&mpi.beat_in[k], 1, mpi.byte, k, 0, mpi.beats, &mpi.beat_req[k]);
+}
+
+/* Every heartbeat that arrived: its rank heard at t. */
+static void beat_drain(double t) {
+  for (int k = 0; k < mpi.size; k++)
+    for (int flag = 1; k != mpi.rank && flag;) {
+      mpi.test(&mpi.beat_req[k], &flag, NULL);
+      if (flag) mpi.heard[k] = t, beat_listen(k);
+    }
+}
+
+/* A heartbeat to every other rank (sent as it can: never waited for). */
+static void beat_send(void) {
+  static const char beat = 1;
+  for (int k = 0; k < mpi.size; k++) {
+    if (k == mpi.rank) continue;
+    void *req;
+    mpi.isend(&beat, 1, mpi.byte, k, 0, mpi.beats, &req);
+    mpi.request_free(&req);
+  }
+}
+
+/* The ranks not heard from since `since`, as "rank J" or "ranks J, K". */
+static void silent_ranks(double since, char *out, size_t size) {
+  int n = 0;
+  size_t len = 0;
+  out[0] = 0;
+  for (int k = 0; k < mpi.size; k++)
+    if (k != mpi.rank && mpi.heard[k] < since) n++;
+  for (int k = 0, i = 0; k < mpi.size && len < size; k++)
+    if (k != mpi.rank && mpi.heard[k] < since) {
+      int w = snprintf(out + len, size - len, "%s%d", i ? ", " : n > 1 ? "ranks " : "rank ", k);
+      len += w > 0 ? (size_t)w : 0;
+      i++;
+    }
+}
+
+/* Waits for the n requests.  Past DIST_BEAT seconds the wait exchanges
+ * heartbeats with the other ranks (those waiting too answer); past the
+ * timeout it names the ranks it heard nothing from and ends the job. */
+static void wait_all(int n, void **req) {
+  int flag = 0;
+  mpi.testall(n, req, &flag, NULL);
+  double t0 = now(), since = 0, beat = 0;
+  while (!flag) {
+    double t = now();
+    if (t - t0 > DIST_BEAT) {
+      if (!since) {
+        beat_drain(0);   /* heartbeats of earlier waits are not answers to this one */
+        since = t;
+      }
+      beat_drain(t);
+      if (t - beat >= DIST_BEAT) beat_send(), beat = t;
+      if (mpi.timeout > 0 && t - t0 > mpi.timeout) {
+        char who[256];
+        silent_ranks(since, who, sizeof who);
+        if (who[0])
+          diag_error(NULL, SPAN_NONE, "rank %d: no answer from %s for %.0f s (its host unreachable?); stopping",
+                     mpi.rank, who, t - t0);
+        else
+          diag_error(NULL, SPAN_NONE, "rank %d: a collective operation waited %.0f s, though every rank "
+                     "answers; stopping", mpi.rank, t - t0);
+        dist_abort(EXIT_SCRIPT);
+      }
+      struct timespec nap = {0, 1000000};
+      nanosleep(&nap, NULL);
+    } else if (t - t0 > 1e-2) {
+      sched_yield();
+    }
+    mpi.testall(n, req, &flag, NULL);
+  }
+}
+
+/* NETRUN_COLLECTIVE_TIMEOUT: seconds >= 0 (0: no limit); false after an
+ * error reported to d. */
+static bool read_timeout(Diag *d) {
+  const char *v = getenv("NETRUN_COLLECTIVE_TIMEOUT");
+  mpi.timeout = DIST_TIMEOUT;
+  if (!v) return true;
+  char *end;
+  errno = 0;
+  double t = strtod(v, &end);
+  if (end == v || *end || errno || !isfinite(t) || t < 0 || t > 1e6) {
+    diag_error(d, SPAN_NONE, "NETRUN_COLLECTIVE_TIMEOUT=%s: expected a number of seconds from 0 (no limit) to 1000000", v);
+    return false;
+  }
+  mpi.timeout = t;
+  return true;
+}
+
 /* Each symbol the table needs; false after naming the first missing one. */
 static bool resolve(Diag *d) {
   static const struct {
@@ -91,11 +209,12 @@ static bool resolve(Diag *d) {
   } syms[] = {
 #define SYM(field, name) {name, offsetof(__typeof__(mpi), field)}
       SYM(init_thread, "MPI_Init_thread"), SYM(comm_rank, "MPI_Comm_rank"), SYM(comm_size, "MPI_Comm_size"),
-      SYM(alltoall, "MPI_Alltoall"),       SYM(allgather, "MPI_Allgather"), SYM(bcast, "MPI_Bcast"),
       SYM(abort, "MPI_Abort"),             SYM(finalize, "MPI_Finalize"),   SYM(world, "ompi_mpi_comm_world"),
       SYM(byte, "ompi_mpi_byte"),          SYM(ialltoall, "MPI_Ialltoall"), SYM(iallgather, "MPI_Iallgather"),
-      SYM(testall, "MPI_Testall"),         SYM(waitall, "MPI_Waitall"),     SYM(comm_dup, "MPI_Comm_dup"),
-      SYM(comm_free, "MPI_Comm_free"),     SYM(gatherv, "MPI_Gatherv"),
+      SYM(testall, "MPI_Testall"),         SYM(comm_dup, "MPI_Comm_dup"),   SYM(comm_free, "MPI_Comm_free"),
+      SYM(ibcast, "MPI_Ibcast"),
+      SYM(igatherv, "MPI_Igatherv"),       SYM(isend, "MPI_Isend"),         SYM(irecv, "MPI_Irecv"),
+      SYM(test, "MPI_Test"),               SYM(cancel, "MPI_Cancel"),       SYM(request_free, "MPI_Request_free"),
 #undef SYM
   };
   for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
@@ -111,6 +230,7 @@ static bool resolve(Diag *d) {
 
 bool dist_start(Diag *d) {
   if (mpi.running) return true;
+  if (!read_timeout(d)) return false;
   /* RTLD_GLOBAL: the components Open MPI loads itself link against it. */
   mpi.lib = dlopen(DIST_LIBMPI, RTLD_NOW | RTLD_GLOBAL);
   if (!mpi.lib) {
@@ -129,6 +249,12 @@ bool dist_start(Diag *d) {
   mpi.comm_rank(mpi.world, &mpi.rank);
   mpi.comm_size(mpi.world, &mpi.size);
   mpi.comm_dup(mpi.world, &mpi.gathers);
+  mpi.comm_dup(mpi.world, &mpi.beats);
+  mpi.beat_req = mem_calloc((size_t)mpi.size, sizeof *mpi.beat_req);
+  mpi.beat_in = mem_calloc((size_t)mpi.size, 1);
+  mpi.heard = mem_calloc((size_t)mpi.size, sizeof *mpi.heard);
+  for (int k = 0; k < mpi.size; k++)
+    if (k != mpi.rank) beat_listen(k);
   mpi.running = true;
   return true;
 }
@@ -145,6 +271,16 @@ void dist_stop(void) {
   mem_free(mpi.queue);
   mpi.queue = NULL;
   mpi.capqueue = 0;
+  for (int k = 0; k < mpi.size; k++)
+    if (k != mpi.rank) {
+      mpi.cancel(&mpi.beat_req[k]);
+      mpi.request_free(&mpi.beat_req[k]);
+    }
+  mem_free(mpi.beat_req);
+  mem_free(mpi.beat_in);
+  mem_free(mpi.heard);
+  mpi.beat_req = NULL, mpi.beat_in = NULL, mpi.heard = NULL;
+  mpi.comm_free(&mpi.beats);
   mpi.comm_free(&mpi.gathers);
   mpi.finalize();
   mpi.running = false;
@@ -160,7 +296,12 @@ void dist_abort(int status) {
   if (!mpi.running) return;
   fflush(stdout);
   fflush(stderr);
+  /* MPI_Abort may wait for a daemon it cannot reach: the rank ends
+   * anyway, by SIGALRM's default action. */
+  signal(SIGALRM, SIG_DFL);
+  alarm(DIST_ABORT_GRACE);
   mpi.abort(mpi.world, status);
+  _exit(status);
 }
 
 int dist_rank(void) { return mpi.rank; }
@@ -193,10 +334,13 @@ static void sum_slice(float *x, size_t n) {
   memcpy(mpi.send, x, sizeof *x * n);
   memset(mpi.send + n, 0, sizeof *x * (per * N - n));
   int bytes = (int)(per * sizeof *x);
-  mpi.alltoall(mpi.send, bytes, mpi.byte, mpi.recv, bytes, mpi.byte, mpi.world);
+  void *req;
+  mpi.ialltoall(mpi.send, bytes, mpi.byte, mpi.recv, bytes, mpi.byte, mpi.world, &req);
+  wait_all(1, &req);
   /* recv[k * per + i]: rank k's element i of this rank's part. */
   sum_ranks(mpi.send, mpi.recv, per);
-  mpi.allgather(mpi.send, bytes, mpi.byte, mpi.recv, bytes, mpi.byte, mpi.world);
+  mpi.iallgather(mpi.send, bytes, mpi.byte, mpi.recv, bytes, mpi.byte, mpi.world, &req);
+  wait_all(1, &req);
   memcpy(x, mpi.recv, sizeof *x * n);
 }
 
@@ -323,10 +467,10 @@ float *dist_sum_finish(int64_t id) {
   /* the sums started before it start their all-gathers before it does */
   for (int k = 0; k <= i; k++)
     if (!mpi.queue[k]->gathering && mpi.queue[k]->nslices) {
-      mpi.waitall((int)mpi.queue[k]->nslices, mpi.queue[k]->req, NULL);
+      wait_all((int)mpi.queue[k]->nslices, mpi.queue[k]->req);
       gather(mpi.queue[k]);
     }
-  if (p->nslices) mpi.waitall((int)p->nslices, p->req, NULL);
+  if (p->nslices) wait_all((int)p->nslices, p->req);
   size_t stride = (slice_floats() + (size_t)mpi.size - 1) / (size_t)mpi.size * (size_t)mpi.size;
   for (size_t s = 0; s < p->nslices; s++) {
     size_t at, len, per;
@@ -349,7 +493,9 @@ void dist_gather(const void *mine, size_t bytes, void *all) {
     memcpy(all, mine, bytes);
     return;
   }
-  mpi.allgather(mine, (int)bytes, mpi.byte, all, (int)bytes, mpi.byte, mpi.world);
+  void *req;
+  mpi.iallgather(mine, (int)bytes, mpi.byte, all, (int)bytes, mpi.byte, mpi.world, &req);
+  wait_all(1, &req);
 }
 
 bool dist_gather_bytes(const void *mine, size_t bytes, void **all, size_t *sizes) {
@@ -370,7 +516,11 @@ bool dist_gather_bytes(const void *mine, size_t bytes, void **all, size_t *sizes
     for (int k = 0; k < n; k++) sizes[k] = (size_t)lens[k];
   }
   if (!mpi.running) memcpy(*all, mine, bytes);
-  else mpi.gatherv(mine, (int)bytes, mpi.byte, *all, counts, at, mpi.byte, 0, mpi.world);
+  else {
+    void *req;
+    mpi.igatherv(mine, (int)bytes, mpi.byte, *all, counts, at, mpi.byte, 0, mpi.world, &req);
+    wait_all(1, &req);
+  }
   mem_free(counts);
   mem_free(at);
   mem_free(lens);
@@ -379,8 +529,11 @@ bool dist_gather_bytes(const void *mine, size_t bytes, void **all, size_t *sizes
 
 void dist_broadcast(void *buf, size_t bytes) {
   if (!mpi.running || mpi.size < 2) return;
-  for (size_t at = 0; at < bytes; at += DIST_CHUNK)
-    mpi.bcast((char *)buf + at, (int)(bytes - at < DIST_CHUNK ? bytes - at : DIST_CHUNK), mpi.byte, 0, mpi.world);
+  for (size_t at = 0; at < bytes; at += DIST_CHUNK) {
+    void *req;
+    mpi.ibcast((char *)buf + at, (int)(bytes - at < DIST_CHUNK ? bytes - at : DIST_CHUNK), mpi.byte, 0, mpi.world, &req);
+    wait_all(1, &req);
+  }
 }
 
 bool dist_agree(const DistReport *mine, DistReport *sum, DistReport *all) {

@@ -19,9 +19,15 @@
  *
  * Failing: the collectives cannot fail in a way the caller handles: Open
  * MPI's default error handler ends the job when one does (a rank that
- * died, a network that broke), and mpirun says which rank.  A rank that
- * meets an error while the others may wait for it in a collective calls
- * dist_abort: its error is printed first, then mpirun ends every rank. */
+ * died, a connection reset), and mpirun says which rank.  A link that is
+ * down fails nothing (TCP waits without a reset), so every collective
+ * waits with a deadline, NETRUN_COLLECTIVE_TIMEOUT seconds (60 unless
+ * set; 0: none): a wait past a second sends every other rank a heartbeat
+ * each second, and one past the deadline names the ranks it heard nothing
+ * from ("rank 0: no answer from rank 2 for 60 s") and ends the job.  A
+ * rank that meets an error while the others may wait for it in a
+ * collective calls dist_abort: its error is printed first, then mpirun
+ * ends every rank. */
 #ifndef NETRUN_DIST_H
 #define NETRUN_DIST_H
 
@@ -37,7 +43,8 @@ bool dist_launched(void);
 bool dist_start(Diag *d);
 /* MPI_Finalize, when dist_start ran. */
 void dist_stop(void);
-/* Ends every rank of the job with exit status `status` (MPI_Abort); when
+/* Ends every rank of the job with exit status `status` (MPI_Abort; this
+ * rank ends within 10 s even when MPI_Abort cannot reach mpirun); when
  * MPI is not running, returns. */
 void dist_abort(int status);
 

@@ -10,8 +10,10 @@
 # launcher enters a namespace instead of ssh (plm_rsh_agent: agent.sh,
 # written below), so mpirun starts its daemons the way it would on real
 # hosts.  Shows: training over TCP between the hosts gives the same bits as
-# over shared memory on one host, and a host with another hostname (its own
-# UTS namespace) or another working folder changes nothing.
+# over shared memory on one host, a host with another hostname (its own
+# UTS namespace) or another working folder changes nothing, and a link cut
+# mid-training ends the job within 60 s naming the rank cut off, the last
+# checkpoint whole and resumable on the hosts left.
 
 NET=10.231.7
 
@@ -30,11 +32,17 @@ setup_file() {
     ip -n ${NS}$h link set ${NS}b$h up
   done
   for h in 0 1 2; do ip -n ${NS}$h link set lo up; done
+  # mpirun's host gives up a TCP peer that acknowledges nothing after 5
+  # retransmissions, about 13 s (Linux's default, 15: about 15 minutes):
+  # netrun(1)'s recipe for a host cut off mid-training
+  ip netns exec ${NS}0 sysctl -qw net.ipv4.tcp_retries2=5
   ip -n ${NS}0 link set br0 up
 }
 
 teardown_file() {
   [ -n "${NS:-}" ] || return 0
+  # what a cut link left behind (a daemon or rank that lost mpirun)
+  for h in 0 1 2; do ip netns pids ${NS}$h 2>/dev/null | xargs -r kill -9 2>/dev/null || true; done
   for h in 0 1 2; do ip netns del ${NS}$h 2>/dev/null || true; done
 }
 
@@ -95,4 +103,45 @@ hosts() {
     -np 1 -host $NET.3 --wdir "$PWD/elsewhere" "$NETRUN" train mlp.net --save two.ckpt
   [ "$status" -eq 0 ]
   cmp one.ckpt two.ckpt
+}
+
+# The recipe's keepalives (netrun(1)): a daemon and mpirun give each other
+# up after 15 to 35 s of silence (Open MPI's default: 8 to 13 minutes);
+# what mpirun sends to a host cut off, it gives up after tcp_retries2
+# (setup_file).  Both come later than the ranks' collective timeout (5 s
+# here), so the ranks say which rank went silent before mpirun says which
+# host did.
+KEEPALIVE="--mca oob_tcp_keepalive_time 20 --mca oob_tcp_keepalive_intvl 5 --mca oob_tcp_keepalive_probes 3"
+
+@test "a link cut mid-training ends the job within 60 s naming the rank cut off; its checkpoint resumes on 2 hosts" {
+  NETRUN_COLLECTIVE_TIMEOUT=5 hosts -x NETRUN_COLLECTIVE_TIMEOUT $KEEPALIVE -np 3 --wdir "$PWD" \
+    "$NETRUN" train mlp.net --epochs 1000000 --save cut.ckpt > cut.out 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ -s cut.ckpt ] && break; sleep 0.1; done
+  [ -s cut.ckpt ]
+  sleep 2   # some epochs more, over TCP
+  ip -n ${NS}0 link set ${NS}a2 down   # host h2's cable, at the switch
+  cut=$SECONDS
+  status=0
+  wait $job || status=$?
+  took=$((SECONDS - cut))
+  ip -n ${NS}0 link set ${NS}a2 up
+  cat cut.out
+  echo "ended ${took} s after the cut, status $status"
+  [ "$status" -ne 0 ]
+  [ "$took" -le 60 ]
+  # ranks 0 and 1 both wait for rank 2: the first to give up ends the job,
+  # and the other may be ended before it says so
+  grep -Eq "^netrun: error: rank [01]: no answer from rank 2 for [5-9] s \(its host unreachable\?\); stopping$" cut.out
+  # the last checkpoint is whole, and resumes on the two hosts left
+  run "$NETRUN" checkpoint cut.ckpt
+  [ "$status" -eq 0 ]
+  epoch=$(sed -n 's/^epoch: \([0-9]*\)$/\1/p' <<< "$output")
+  [ "$epoch" -ge 1 ]
+  run hosts $KEEPALIVE -np 2 --host $NET.1,$NET.2 --wdir "$PWD" \
+    "$NETRUN" train mlp.net --resume cut.ckpt --epochs $((epoch + 1)) --save resumed.ckpt
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"epoch $((epoch + 1))/$((epoch + 1))"* ]]
+  [ -s resumed.ckpt ]
 }
