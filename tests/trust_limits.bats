@@ -93,6 +93,29 @@ y = g(x)
   [ "${lines[3]}" = "loop.net:8:5: note: in this call to 'f'" ]
 }
 
+@test "Ctrl-C stops a long op within a second: an i64 matmul between rows, a pool between windows" {
+  printf 'x = ones([2000, 2000], dtype=i64)\ny = x @ x\nprint(sum(y))\n' > mm.net
+  printf 'x = ones([1, 1, 600, 600])\ny = avg_pool2d(x, ksize=[300, 300], strides=[1, 1])\nprint(sum(y))\n' > pool.net
+  # each op takes tens of seconds (a quarter of an hour for the pool before
+  # it saw the signal); the signal comes 1 s into it
+  for f in mm:2:7:matmul pool:2:5:avg_pool2d; do
+    IFS=: read -r name line col op <<< "$f"
+    "$NETRUN" run $name.net > out 2> err &
+    pid=$!
+    sleep 1
+    t0=$(date +%s%N)
+    kill -INT $pid
+    st=0; wait $pid || st=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    cat err
+    echo "$name: ended ${ms} ms after SIGINT"
+    [ "$st" -eq 130 ]
+    [ "$ms" -lt 5000 ]   # (before: 28 s for the matmul)
+    [ "$(head -1 err)" = "$name.net:$line:$col: error: $op: interrupted" ]
+    [ ! -s out ]
+  done
+}
+
 # ---- the memory limit ----------------------------------------------------------------
 
 # idx FILE MAGIC DIM...: writes an IDX header (big-endian u32s) to FILE.

@@ -744,6 +744,9 @@ static inline int run_kernel(Executor *ex, Prepared *p, int op_index, Frame *f, 
   bool empty = p->out_total > 0 && !(p->proto->flags & (OP_NO_PREALLOC | OP_SIDE_EFFECT));
   for (int i = 0; empty && i < p->out_total; i++) empty = outs[i]->numel == 0;
   if (!empty && (rc = call_kernel(ex, p, op_index, f, ins, outs)) < 0) return rc;
+  /* A kernel's long loops stop early on Ctrl-C (exec_interrupted): its
+   * outputs are then partial, and the op failed. */
+  if (interrupted) return interrupt_fail(ex, p);
   for (int i = 0; i < p->out_total; i++)
     if (!outs[i]) return op_fail(ex, p, "internal error: the kernel left output %d unset", i);
   if (p->keeps && p->out_total == 1) {

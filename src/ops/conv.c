@@ -618,6 +618,7 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
                        const float *in, const float *filt, float *out, const Epilogue *e, ConvBufs *buf) {
   int64_t og = pl->og, cg = pl->cg, kk = pl->kk, p = pl->p, b0 = bi * pl->nb;
   int64_t m = g->n - b0 < pl->nb ? g->n - b0 : pl->nb, cols = m * p;
+  if (exec_interrupted()) return;   /* Ctrl-C between batches of images (the executor fails the op) */
   for (int64_t gi = 0; gi < groups; gi++) {
     const float *a = filt + gi * og * kk, *bm = buf->col;
     for (int64_t b = 0; b < m; b++) {
@@ -965,8 +966,10 @@ static inline __attribute__((always_inline)) void NAME(const Window *g, PoolVisi
     for (int64_t oy = 0; oy < g->oh; oy++) {                                                                                   \
       int64_t y0, y1;                                                                                                          \
       window_span(oy, g->sh, g->ph, g->kh, g->h, &y0, &y1);                                                                    \
+      if (exec_interrupted()) return;   /* Ctrl-C between rows of windows, and between large windows */                        \
       for (int64_t ox = 0; ox < g->ow; ox++, o++) {                                                                            \
         int64_t x0, x1;                                                                                                        \
+        if (area > 4096 && exec_interrupted()) return;                                                                         \
         window_span(ox, g->sw, g->pw, g->kw, g->w, &x0, &x1);                                                                  \
         switch (visit) {                                                                                                       \
         case POOL_MAX: out[o] = img[ARGMAX(img, g->w, y0, y1, x0, x1)]; break;                                                 \

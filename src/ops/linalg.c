@@ -161,7 +161,7 @@ static int NAME(ExecCtx *c, const MatDims *d, const T *x, const T *y, T *out) { 
   }                                                                                               \
   int lda = (int)(d->tx ? d->m : d->k), ldb = (int)(d->ty ? d->k : d->n);                         \
   int64_t idx[SHAPE_MAX_RANK] = {0}, xo = 0, yo = 0;                                              \
-  for (int64_t b = 0; b < times; b++) {                                                           \
+  for (int64_t b = 0; b < times && !exec_interrupted(); b++) {   /* Ctrl-C between matrices */     \
     GEMM(d->tx, d->ty, (int)m, (int)d->n, (int)d->k, 1, x + xo * mk, lda, y + yo * kn, ldb, 0,    \
               out + b * mn, (int)d->n);                                                           \
     batch_next(d, idx, &xo, &yo);                                                                 \
@@ -188,6 +188,7 @@ static void matmul_i64(const MatDims *d, const int64_t *x, const int64_t *y, int
   for (int64_t b = 0; b < d->nbatch; b++) {
     const int64_t *xp = x + xo * mk, *yp = y + yo * kn;
     for (int64_t i = 0; i < m; i++) {
+      if (exec_interrupted()) return;   /* Ctrl-C between rows (the executor fails the op) */
       uint64_t *row = (uint64_t *)(out + (b * m + i) * n);   /* unsigned: defined wrapping */
       for (int64_t j = 0; j < n; j++) row[j] = 0;
       for (int64_t kk = 0; kk < k; kk++) {
