@@ -4,6 +4,8 @@
 # arrays declare 2^62 examples of zero bytes, 19-digit shapes, -2^63 and
 # 2^53 + 1 fed into f32, a text window of 2^63 - 1 bytes.
 
+bats_require_minimum_version 1.5.0
+
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
   ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
@@ -249,6 +251,18 @@ open('arr.safetensors', 'wb').write(struct.pack('<Q', 2) + b'[]')"
   [ "$output" = "netrun: error: param.ckpt: 'b' is a parameter there, but a state here" ]
   run "$NETRUN" eval state.net --weights state.ckpt
   [ "$status" -eq 0 ]
+  # an export to safetensors keeps the marks; an npz cannot, and says so
+  "$NETRUN" export state.ckpt -o state.safetensors
+  "$NETRUN" export state.ckpt -o state.npz
+  run "$NETRUN" eval param.net --weights state.safetensors
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: state.safetensors: 'b' is a state there, but a parameter here" ]
+  run --separate-stderr "$NETRUN" eval state.net --weights state.npz
+  [ "$status" -eq 0 ]
+  [ "$stderr" = "netrun: note: state.npz does not mark its states (as netrun's checkpoints do): the state b took its value by name" ]
+  run --separate-stderr "$NETRUN" eval state.net --weights state.safetensors
+  [ "$status" -eq 0 ]
+  [ "$stderr" = "" ]
 }
 
 @test "a link loop as a class folder says so; control characters in names are escaped, in errors and in netrun data" {

@@ -186,10 +186,21 @@ static bool kind_differs(const Checkpoint *c, const VarDesc *v) {
   return (c->program_hash != 0 || marked) && marked != kept;
 }
 
+/* Whether c says which of its values are states: a netrun checkpoint
+ * does, and a file with at least one mark (safetensors that netrun
+ * exported); an npz cannot. */
+static bool marks_states(const Checkpoint *c) {
+  if (c->program_hash) return true;
+  for (int i = 0; i < c->nsettings; i++)
+    if (strncmp(c->settings[i].key, CKPT_STATE_MARK, strlen(CKPT_STATE_MARK)) == 0) return true;
+  return false;
+}
+
 bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c, const char *path, unsigned flags,
                    WeightsMatch match) {
   const Block *b0 = p->blocks[0];
-  Names missing = {"", 0};
+  Names missing = {"", 0}, unmarked = {"", 0};
+  bool marks = marks_states(c);
   int loaded = 0;
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];
@@ -219,8 +230,12 @@ bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c,
       exec_preload(ex, v->name, copy);
       tensor_unref(copy);
       loaded++;
+      if (!marks && (v->flags & VAR_KEPT)) names_add(&unmarked, v->name);
     }
   }
+  if (unmarked.n)
+    diag_note(d, SPAN_NONE, "%s does not mark its states (as netrun's checkpoints do): %s %s took %s by name",
+              path, unmarked.n == 1 ? "the state" : "the states", unmarked.s, unmarked.n == 1 ? "its value" : "their values");
   if (match == WEIGHTS_RESUME) return true;
   if (match == WEIGHTS_PARTIAL) {
     diag_note(d, SPAN_NONE, "--weights-partial: %d value%s loaded from %s", loaded, loaded == 1 ? "" : "s", path);
