@@ -74,7 +74,8 @@ static Tensor *make_i64(const Shape *s, const int64_t *ints, int64_t n) {
   int64_t dims[SHAPE_MAX_RANK];
   for (int i = 0; i < s->rank; i++) dims[i] = s->d[i].n;
   Tensor *t = tensor_new(DT_I64, s->rank, dims);
-  memcpy(t->data, ints, sizeof *ints * (size_t)(n < t->numel ? n : t->numel));
+  int64_t k = n < t->numel ? n : t->numel;
+  if (k > 0) memcpy(t->data, ints, sizeof *ints * (size_t)k);   /* [[]]: no values, ints NULL */
   return t;
 }
 
