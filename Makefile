@@ -296,6 +296,18 @@ $(BUILD)/sgemm_peak: tests/bench/sgemm_peak.c
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(PAR_CFLAGS) $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS)
 
+# fashion_resnet's 15 convolutions through netrun's kernels and through
+# Debian's oneDNN (libdnnl-dev, measured only: netrun does not link it;
+# doc/speed.md says why), alternating (tests/bench/dnnl_conv.sh).
+# BENCH_THREADS (default 1) and BENCH_ROUNDS (default 3).
+bench-dnnl: netrun $(BUILD)/dnnl_conv
+	tests/bench/dnnl_conv.sh $(CURDIR)/netrun $(BUILD)/dnnl_conv $${BENCH_THREADS:-1} $${BENCH_ROUNDS:-3}
+
+$(BUILD)/dnnl_conv: tests/bench/dnnl_conv.c
+	@test -f /usr/include/dnnl.h || { echo "bench-dnnl: needs Debian's libdnnl-dev (apt-get install libdnnl-dev)"; exit 1; }
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -ldnnl
+
 # bench-compare's PyTorch: the current release from PyPI in a virtual
 # environment under build/ (benchmarks only: no test imports it).  PyPI's
 # Linux wheel is the CUDA build: torch itself and the nvidia-* libraries
@@ -323,7 +335,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-compare bench-deps install clean oplists
+.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-compare bench-dnnl bench-deps install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.
