@@ -15,8 +15,8 @@ for r in $(seq "$rounds"); do
   # netrun: conv2d's and conv2d_grad's total ms over 3 passes, per pass
   n=$("$netrun" time --backward --iterations 3 "$here/resnet_convs.net" |
       awk '$1 == "conv2d" || $1 == "conv2d_grad" { s += $3 } END { printf "%.1f", s / 3 }')
-  read -r plain own re < <("$dnnl" 3 | awk '/NCHW:/ { p = $(NF - 1) } /layouts:/ { o = $(NF - 1) }
-                                             /reorders:/ { r = $(NF - 1) } END { print p, o, r }')
+  read -r plain own re < <("$dnnl" 3 | awk '/^oneDNN, NCHW:/ { p = $(NF - 1) } /^oneDNN, its layouts:/ { o = $(NF - 1) }
+                                             /^oneDNN, with reorders:/ { r = $(NF - 1) } END { print p, o, r }')
   echo "round $r, $threads thread(s): netrun ${n} ms, oneDNN NCHW ${plain} ms, oneDNN in its layouts ${own} ms" \
        "(${re} ms with the reorders from and to NCHW)"
   ours+=("$n") theirs+=("$plain") blocked+=("$own") moved+=("$re")
