@@ -1,5 +1,7 @@
-/* train.h — training: the train configuration, the training program, and
- * `netrun train` / `eval` / `predict`.
+/* train.h — the train block: its keys (one table), the configuration they
+ * make with the command line's overrides, and the training program built
+ * from it.  The verbs that run it (`netrun train`, `eval`, `predict`,
+ * `lr-find`) are trainer.h.
  *
  * A script names what training needs in a configuration block (see
  * netrun-lang(5), "TRAINING"):
