@@ -90,7 +90,11 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
  * mean loss weighted so make the update of one batch of all those
  * examples (an epoch's last group may be shorter).  A rank's stand-in
  * batch (not real) adds nothing.  On N ranks, this rank's weight in the
- * allreduce is its share of the update's examples. */
+ * allreduce is its share of the update's examples.  A weight matrix's
+ * gradient the backward sums in place (train.c's sum_in_place) is its own
+ * sum: the backward adds the batch's examples times its gradient into it
+ * (acc_rate), the sum is divided where it stands and zeroed after the
+ * update. */
 
 /* The value of gradient i, f32 or f64 (NULL: none this step). */
 static Tensor *grad_value(Run *r, int i) {
@@ -99,11 +103,39 @@ static Tensor *grad_value(Run *r, int i) {
   return t && (t->dtype == DT_F32 || t->dtype == DT_F64) ? t : NULL;
 }
 
-/* Adds this step's gradients, times its n examples (this rank's), to the sums. */
-static void accumulate_add(Run *r, int64_t n, int64_t all) {
-  if (!r->acc) r->acc = mem_calloc((size_t)r->bw.npairs + 1, sizeof *r->acc);
+/* Before the first backward: which gradients the backward sums in place
+ * (an sgd_matmul writing one, train.c's sum_in_place), each given its
+ * starting sum, zeros of its parameter's shape, and the rate they read. */
+static void accumulate_start(Run *r) {
+  r->acc = mem_calloc((size_t)r->bw.npairs + 1, sizeof *r->acc);
+  r->acc_in_place = mem_calloc((size_t)r->bw.npairs + 1, sizeof *r->acc_in_place);
+  const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < r->bw.npairs; i++) {
-    Tensor *g = grad_value(r, i);
+    const char *g = r->bw.pairs[i].grad;
+    for (int j = r->nforward; g && j < r->backward_end && !r->acc_in_place[i]; j++) {
+      const char *w = op_out1(b0->ops[j], "ParamOut");
+      r->acc_in_place[i] = strcmp(b0->ops[j]->type, "sgd_matmul") == 0 && w && strcmp(w, g) == 0;
+    }
+    const Tensor *param = r->acc_in_place[i] ? exec_var_value(r->ex, r->bw.pairs[i].param) : NULL;
+    if (!param) {
+      r->acc_in_place[i] = false;
+      continue;
+    }
+    Tensor *zero = tensor_zeros(DT_F32, param->rank, param->shape);
+    exec_preload(r->ex, g, zero);
+    tensor_unref(zero);
+    if (!r->acc_rate) {
+      r->acc_rate = tensor_scalar_f32(0);
+      exec_preload(r->ex, TRAIN_ACC_RATE_VAR, r->acc_rate);
+    }
+  }
+}
+
+/* Adds this step's gradients, times its n examples (this rank's), to the
+ * sums (those summed in place already hold them). */
+static void accumulate_add(Run *r, int64_t n, int64_t all) {
+  for (int i = 0; i < r->bw.npairs; i++) {
+    Tensor *g = r->acc_in_place[i] ? NULL : grad_value(r, i);
     if (!g) continue;
     size_t size = dtype_size(g->dtype);
     if (!r->acc[i]) r->acc[i] = mem_calloc((size_t)g->numel + 1, size);
@@ -125,6 +157,10 @@ static void accumulate_finish(Run *r) {
   double scale = r->acc_mine ? 1.0 / (double)r->acc_mine : 0;
   for (int i = 0; i < r->bw.npairs; i++) {
     Tensor *g = grad_value(r, i);
+    if (g && r->acc_in_place[i]) {   /* the sum itself, divided where it stands */
+      for (int64_t k = 0; k < g->numel; k++) tensor_f32(g)[k] = (float)((double)tensor_f32(g)[k] * scale);
+      continue;
+    }
     if (!g || !r->acc[i]) continue;
     if (g->dtype == DT_F32) {
       float *a = r->acc[i];
@@ -144,11 +180,18 @@ static void accumulate_finish(Run *r) {
  * rank's examples of the step; all: every rank's. */
 static bool backward_update(Run *r, bool update, int64_t mine, int64_t all) {
   if (r->c.accumulate == 1) return exec_run_range(r->ex, r->nforward, -1) == 0;
+  if (!r->acc) accumulate_start(r);
+  if (r->acc_rate) tensor_f32(r->acc_rate)[0] = -(float)mine;
   if (exec_run_range(r->ex, r->nforward, r->backward_end) != 0) return false;
   accumulate_add(r, mine, all);
   if (!update) return true;
   accumulate_finish(r);
-  return exec_run_range(r->ex, r->backward_end, -1) == 0;
+  if (exec_run_range(r->ex, r->backward_end, -1) != 0) return false;
+  for (int i = 0; i < r->bw.npairs; i++) {   /* the sums in place start again */
+    Tensor *g = r->acc_in_place[i] ? grad_value(r, i) : NULL;
+    if (g) memset(g->data, 0, sizeof(float) * (size_t)g->numel);
+  }
+  return true;
 }
 
 static bool one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty, const Rng *rng);

@@ -579,6 +579,8 @@ void trun_teardown(Run *r) {
   tensor_unref(r->weight);
   for (int i = 0; r->acc && i < r->bw.npairs; i++) mem_free(r->acc[i]);
   mem_free(r->acc);
+  mem_free(r->acc_in_place);
+  tensor_unref(r->acc_rate);
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);
