@@ -362,8 +362,8 @@ static bool open_eval(Run *r, bool training) {
   bool split = (strcmp(e, "test") == 0 || strcmp(e, "train") == 0) && (has_splits(r) || !s || stat(path, &st) != 0);
   if (split) dopt = data_options(r, "data");
   if (split && !has_splits(r)) {
-    const char *d = dopt.dir && data[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, data) : data;
-    bool folder = stat(d, &st) == 0 && S_ISDIR(st.st_mode);
+    const DataFormat *f = data_format(r);
+    bool folder = f && strcmp(f->name, "images") == 0;
     if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name %s or \"none\"",
                       e, data, folder ? "a folder of class folders (eval = \"images/test\")" : "a data file (eval = \"test.csv\")");
     return !s;
