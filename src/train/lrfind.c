@@ -139,7 +139,7 @@ bool lrf_plot(const LrSweep *s, const char *path) {
              s->end);
   FILE *in = fmemopen(buf, len ? len : 1, "r");
   if (!in) mem_oom(0);
-  bool ok = plot_stream(in, s->model, path, note, true) == 0;
+  bool ok = plot_stream(in, s->model, path, note, true);
   fclose(in);
   free(buf);
   return ok;
