@@ -46,10 +46,11 @@ LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
 # libjpeg62-turbo-dev decode image folders (src/io/image.c).  libjansson-dev
 # reads and writes the JSON of netrun lsp's JSON-RPC (src/cli/lsp.c), a
 # maintained parser rather than one more by hand.  neovim is for the tests
-# only: its built-in LSP client drives netrun lsp (tests/lsp.bats).
+# only: its built-in LSP client drives netrun lsp (tests/lsp.bats); so is
+# emacs-nox, which loads editors/emacs's major mode in batch mode there.
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
-           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim
+           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim emacs-nox
 
 SRC     = $(wildcard src/*/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o

@@ -6,7 +6,8 @@
 # completion, formatting); malformed messages get JSON-RPC errors and the
 # server reads on; a client that disappears ends it; and Neovim's
 # built-in client (Debian's 0.7, through editors/vim) gets the diagnostic
-# at the right line and column and a hover's shape.
+# at the right line and column and a hover's shape; Emacs in batch mode
+# loads editors/emacs's major mode (faces, indentation, eglot's command).
 
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
@@ -99,6 +100,20 @@ nvim_check() {
   [ "${lines[1]}" = "diagnostic 8:14 add: shapes [B, 10] and [B, 6272] do not broadcast (dimension 1: 10 vs 6272)" ]
   [ "${lines[2]}" = "diagnostic 9:22 unknown op or function 'relux' (did you mean 'relu'?)" ]
   [ "${lines[3]}" = 'hover ```netrun local h : f32[B, 32, 14, 14] ``` ' ]
+}
+
+# Emacs in batch mode loads editors/emacs's major mode (tests/emacs/emacs_test.el).
+@test "lsp: Emacs's netrun-mode: the mode, its faces, fmt's indentation, eglot's command" {
+  command -v emacs || skip "emacs is not installed (make deps)"
+  run timeout 60 emacs --batch -Q -l "$ROOT/tests/emacs/emacs_test.el" "$ROOT/editors" "$ROOT/examples/fashion_mlp.net"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "mode netrun-mode" ]
+  [ "${lines[1]}" = "keyword input font-lock-keyword-face" ]
+  [ "${lines[2]}" = "comment font-lock-comment-delimiter-face font-lock-comment-face" ]
+  [ "${lines[3]}" = "indent kept" ]
+  [ "${lines[4]}" = 'eglot ("/opt/netrun/bin/netrun" "lsp" "--stdio")' ]
+  [ "${#lines[@]}" -eq 5 ]
 }
 
 @test "lsp: the session transcript in netrun(1) is what the server answers" {
