@@ -36,6 +36,26 @@ drive() {
   diff -u "$L/shape_error.expect" <(printf '%s\n' "$output")
 }
 
+@test "lsp: a hover on an op is the registry's: its call, then netrun ops NAME, whose line netrun-ops(7) lists" {
+  S=$L/ops.net
+  drive open:$S hover:$S:2:4 hover:$S:2:12 hover:$S:3:4 hover:$S:4:4 shutdown >session
+  grep '"contents"' session | jq -j '.result.contents.value + "@@\n"' >hovers
+  [ "$(grep -c '^@@$' hovers)" -eq 4 ]
+  i=0
+  for call in 'softmax(X, axis=-1)' 'relu(X)' 'concat(X[], axis=0)' 'reshape(X, shape)'; do
+    i=$((i + 1))
+    op=${call%%(*}
+    { printf '```netrun\n%s\n```\n```\n' "$call"; "$NETRUN" ops "$op"; printf '```\n'; } >want
+    awk -v n=$i '/^@@$/ { k++; next } k == n - 1' hovers >got
+    diff -u want got
+    # the man page's OP LIST paragraph of the op: its documentation line
+    doc=$(sed -n "1s/^$op: //p" want)
+    awk -v op="$op" '/^\.SH OP LIST/ { on = 1 } on && prev == ".B " op { gsub(/\\-/, "-"); gsub(/\\e/, "\\"); print; exit } { prev = $0 }' \
+      "$ROOT/man/netrun-ops.7" >man
+    [[ "$(cat man)" == "$doc"* ]]
+  done
+}
+
 @test "lsp: malformed messages get JSON-RPC errors and the server reads on" {
   run drive uninitialized raw:'{"jsonrpc":"2.0","id":1,"method":"textDocument/hover","params":{}}' \
     'raw:{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}' raw:'{]' raw:'[1,2]' \
