@@ -56,6 +56,14 @@ drive() {
   done
 }
 
+@test "lsp: inlay hints: the shape after each assignment, in a range; a def's body shows its last call's" {
+  S=$L/hints.net
+  run drive open:$S hints:$S:0:0:99:0 hints:$S:11:0:12:3 \
+    raw:'{"jsonrpc":"2.0","id":9,"method":"textDocument/inlayHint","params":{"textDocument":{"uri":"file://'$S'"},"range":{"start":{"line":0}}}}' \
+    shutdown
+  diff -u "$L/hints.expect" <(printf '%s\n' "$output")
+}
+
 @test "lsp: malformed messages get JSON-RPC errors and the server reads on" {
   run drive uninitialized raw:'{"jsonrpc":"2.0","id":1,"method":"textDocument/hover","params":{}}' \
     'raw:{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}' raw:'{]' raw:'[1,2]' \

@@ -6,7 +6,7 @@
  * and shape-inferred as `netrun dump` would (its imports and the stdlib
  * read from disk), its errors collected through the Diag's sink and
  * published as diagnostics with the CLI's text.  Hover, definition,
- * references, symbols and completion read that analysis: the program's
+ * references, symbols, completion and inlay hints read that analysis: the program's
  * variables (their spans, dtypes and shapes), the syntax trees of the
  * document and the files it imports, the registry, and the train block's
  * keys.  Formatting is netrun fmt's (fmt.h).
@@ -686,6 +686,47 @@ static json_t *symbols(Doc *d) {
   return list;
 }
 
+/* ---- inlay hints: the shape after each assignment ---------------------------------- */
+
+/* The hint after each name an assignment under n binds, between offsets
+ * a and b: ": f32[B, 64]", the variable bound at that very place (in a
+ * body several calls expand, the last call's; none where no binding was
+ * recorded, as in an op's body, which is checked apart). */
+static void hints_under(const Doc *d, const AstNode *n, uint32_t a, uint32_t b, json_t *list) {
+  if (!n || n->span.end < a || n->span.start > b) return;
+  if (n->kind == AST_ASSIGN) {
+    for (int k = 0; k < n->list.n; k++) {
+      const AstNode *t = n->list.items[k];
+      if (t->kind != AST_NAME || strcmp(t->name, "_") == 0 || t->span.end < a || t->span.end > b) continue;
+      const Bound *at = NULL;
+      for (int i = 0; i < d->an->nbound; i++)
+        if (d->an->bound[i].at.start == t->span.start && strcmp(d->an->bound[i].name, t->name) == 0)
+          at = &d->an->bound[i];
+      const VarDesc *v = at ? prog_var(d->an->prog, at->var) : NULL;
+      if (!v) continue;
+      char shape[256], label[300];
+      snprintf(label, sizeof label, ": %s%s", dtype_name(v->dtype), shape_str(&v->shape, shape, sizeof shape));
+      json_array_append_new(list, json_pack("{s:o,s:s,s:i}", "position", position(d->text, d->len, t->span.end),
+                                            "label", label, "kind", 1));
+    }
+    return;
+  }
+  switch (n->kind) {
+  case AST_BLOCK: case AST_DEF: case AST_OPDEF: case AST_WHILE: case AST_IF: break;
+  default: return;
+  }
+  hints_under(d, n->a, a, b, list);
+  hints_under(d, n->b, a, b, list);
+  hints_under(d, n->c, a, b, list);
+  for (int i = 0; i < n->list.n; i++) hints_under(d, n->list.items[i], a, b, list);
+}
+
+static json_t *inlay_hints(Doc *d, uint32_t a, uint32_t b) {
+  json_t *list = json_array();
+  hints_under(d, parsed(d->an, 0)->root, a, b, list);
+  return list;
+}
+
 /* LSP CompletionItemKind numbers. */
 enum { CK_FUNCTION = 3, CK_VARIABLE = 6, CK_PROPERTY = 10, CK_KEYWORD = 14 };
 
@@ -828,10 +869,11 @@ static json_t *formatting(LspServer *s, json_t *id, Doc *d) {
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 static json_t *capabilities(void) {
-  return json_pack("{s:{s:{s:b,s:i},s:b,s:b,s:b,s:b,s:{s:b},s:b},s:{s:s,s:s}}", "capabilities", "textDocumentSync",
-                   "openClose", 1, "change", 1, "hoverProvider", 1, "definitionProvider", 1, "referencesProvider", 1,
-                   "documentSymbolProvider", 1, "completionProvider", "resolveProvider", 0,
-                   "documentFormattingProvider", 1, "serverInfo", "name", "netrun", "version", NETRUN_VERSION);
+  return json_pack("{s:{s:{s:b,s:i},s:b,s:b,s:b,s:b,s:{s:b},s:b,s:b},s:{s:s,s:s}}", "capabilities",
+                   "textDocumentSync", "openClose", 1, "change", 1, "hoverProvider", 1, "definitionProvider", 1,
+                   "referencesProvider", 1, "documentSymbolProvider", 1, "completionProvider", "resolveProvider", 0,
+                   "documentFormattingProvider", 1, "inlayHintProvider", 1, "serverInfo", "name", "netrun", "version",
+                   NETRUN_VERSION);
 }
 
 /* The document a request names, or NULL with the error sent. */
@@ -908,7 +950,7 @@ static void request(LspServer *s, const char *method, json_t *id, json_t *params
   }
   static const char *const doc_methods[] = {"textDocument/hover", "textDocument/definition", "textDocument/references",
                                             "textDocument/documentSymbol", "textDocument/completion",
-                                            "textDocument/formatting", NULL};
+                                            "textDocument/formatting", "textDocument/inlayHint", NULL};
   int which = -1;
   for (int i = 0; doc_methods[i]; i++)
     if (strcmp(method, doc_methods[i]) == 0) which = i;
@@ -927,6 +969,16 @@ static void request(LspServer *s, const char *method, json_t *id, json_t *params
   case 2: reply(s, id, references(d, off)); break;
   case 3: reply(s, id, symbols(d)); break;
   case 4: reply(s, id, completion(s, d, off)); break;
+  case 6: {
+    json_int_t l0, c0, l1, c1;
+    if (json_unpack(params, "{s:{s:{s:I,s:I},s:{s:I,s:I}}}", "range", "start", "line", &l0, "character", &c0, "end",
+                    "line", &l1, "character", &c1) != 0 || l0 < 0 || c0 < 0 || l1 < 0 || c1 < 0) {
+      reply_error(s, id, RPC_INVALID_PARAMS, "params.range is missing or not a range");
+      return;
+    }
+    reply(s, id, inlay_hints(d, offset_of(d->text, d->len, l0, c0), offset_of(d->text, d->len, l1, c1)));
+    break;
+  }
   default: {
     json_t *edits = formatting(s, id, d);
     if (edits) reply(s, id, edits);
