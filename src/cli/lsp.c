@@ -6,10 +6,10 @@
  * and shape-inferred as `netrun dump` would (its imports and the stdlib
  * read from disk), its errors collected through the Diag's sink and
  * published as diagnostics with the CLI's text.  Hover, definition,
- * references, symbols, completion and inlay hints read that analysis: the program's
- * variables (their spans, dtypes and shapes), the syntax trees of the
- * document and the files it imports, the registry, and the train block's
- * keys.  Formatting is netrun fmt's (fmt.h).
+ * references, symbols, completion and inlay hints read that analysis:
+ * the program's variables (their spans, dtypes and shapes), the syntax
+ * trees of the document and the files it imports, the registry, and the
+ * train block's keys.  Formatting is netrun fmt's (fmt.h).
  *
  * Robustness: every message is checked before use; one that is not JSON,
  * not a request, or lacks what a method needs gets a JSON-RPC error and
