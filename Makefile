@@ -219,10 +219,11 @@ fuzz_seeds = $$(case $(1) in parse|exec) echo tests/fuzz/corpus/script;; plot) e
 
 # The generated scanner and parser are table-driven: tracing their
 # comparisons made scripts 4x slower to fuzz and guides nothing a dictionary
-# of the language's tokens (tests/fuzz/script.dict) does not.  The binary
+# of the language's tokens (tests/fuzz/script.dict, which lsp's documents
+# use too) does not.  The binary
 # readers' dictionaries hold their formats' words and the extreme sizes that
 # reach their overflow checks (2^62, 2^63 - 1, 19-digit shapes, -2^63).
-fuzz_dict = $$(case $(1) in parse|exec) echo -dict=tests/fuzz/script.dict;; feed) echo -dict=tests/fuzz/npy.dict;; \
+fuzz_dict = $$(case $(1) in parse|exec|lsp) echo -dict=tests/fuzz/script.dict;; feed) echo -dict=tests/fuzz/npy.dict;; \
   *) test -f tests/fuzz/$(1).dict && echo -dict=tests/fuzz/$(1).dict;; esac)
 
 fuzz:
