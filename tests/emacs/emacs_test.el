@@ -9,12 +9,14 @@
 ;; user's configuration may).
 ;; Debian 12's Emacs 28 has no eglot: a stand-in feature `eglot' holding
 ;; only `eglot-server-programs' (as eglot defines it) is provided first,
-;; so the mode's `with-eval-after-load' form runs as with the real one.
+;; so the mode's `with-eval-after-load' form runs as with the real one;
+;; where eglot exists (Emacs 29), the real one is loaded.
 
 (let ((editors (nth 0 command-line-args-left))
       (file (nth 1 command-line-args-left)))
   (setq command-line-args-left nil)
-  (unless (locate-library "eglot")
+  (if (locate-library "eglot")
+      (require 'eglot)
     (defvar eglot-server-programs nil)
     (provide 'eglot))
   (add-to-list 'load-path (expand-file-name "emacs" editors))
