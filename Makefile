@@ -46,11 +46,12 @@ LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
 # libjpeg62-turbo-dev decode image folders (src/io/image.c).  libjansson-dev
 # reads and writes the JSON of netrun lsp's JSON-RPC (src/cli/lsp.c), a
 # maintained parser rather than one more by hand.  neovim is for the tests
-# only: its built-in LSP client drives netrun lsp (tests/lsp.bats); strace
-# too: it counts how often a data file is opened (tests/trust_input.bats).
+# only: its built-in LSP client drives netrun lsp (tests/lsp.bats); so is
+# emacs-nox, which loads editors/emacs's major mode in batch mode there; and
+# strace, which counts how often a data file is opened (tests/trust_input.bats).
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
-           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim strace
+           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim emacs-nox strace
 
 SRC     = $(wildcard src/*/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
@@ -219,10 +220,11 @@ fuzz_seeds = $$(case $(1) in parse|exec) echo tests/fuzz/corpus/script;; plot) e
 
 # The generated scanner and parser are table-driven: tracing their
 # comparisons made scripts 4x slower to fuzz and guides nothing a dictionary
-# of the language's tokens (tests/fuzz/script.dict) does not.  The binary
+# of the language's tokens (tests/fuzz/script.dict, which lsp's documents
+# use too) does not.  The binary
 # readers' dictionaries hold their formats' words and the extreme sizes that
 # reach their overflow checks (2^62, 2^63 - 1, 19-digit shapes, -2^63).
-fuzz_dict = $$(case $(1) in parse|exec) echo -dict=tests/fuzz/script.dict;; feed) echo -dict=tests/fuzz/npy.dict;; \
+fuzz_dict = $$(case $(1) in parse|exec|lsp) echo -dict=tests/fuzz/script.dict;; feed) echo -dict=tests/fuzz/npy.dict;; \
   *) test -f tests/fuzz/$(1).dict && echo -dict=tests/fuzz/$(1).dict;; esac)
 
 fuzz:
