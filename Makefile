@@ -46,10 +46,12 @@ LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
 # libjpeg62-turbo-dev decode image folders (src/io/image.c).  libjansson-dev
 # reads and writes the JSON of netrun lsp's JSON-RPC (src/cli/lsp.c), a
 # maintained parser rather than one more by hand.  neovim is for the tests
-# only: its built-in LSP client drives netrun lsp (tests/lsp.bats).
+# only: its built-in LSP client drives netrun lsp (tests/lsp.bats); so is
+# emacs-nox, which loads editors/emacs's major mode in batch mode there; and
+# strace, which counts how often a data file is opened (tests/trust_input.bats).
 DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
-           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim
+           libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim emacs-nox strace
 
 SRC     = $(wildcard src/*/*.c)
 OBJ     = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/parser.o $(BUILD)/lexer.o
@@ -218,10 +220,11 @@ fuzz_seeds = $$(case $(1) in parse|exec) echo tests/fuzz/corpus/script;; plot) e
 
 # The generated scanner and parser are table-driven: tracing their
 # comparisons made scripts 4x slower to fuzz and guides nothing a dictionary
-# of the language's tokens (tests/fuzz/script.dict) does not.  The binary
+# of the language's tokens (tests/fuzz/script.dict, which lsp's documents
+# use too) does not.  The binary
 # readers' dictionaries hold their formats' words and the extreme sizes that
 # reach their overflow checks (2^62, 2^63 - 1, 19-digit shapes, -2^63).
-fuzz_dict = $$(case $(1) in parse|exec) echo -dict=tests/fuzz/script.dict;; feed) echo -dict=tests/fuzz/npy.dict;; \
+fuzz_dict = $$(case $(1) in parse|exec|lsp) echo -dict=tests/fuzz/script.dict;; feed) echo -dict=tests/fuzz/npy.dict;; \
   *) test -f tests/fuzz/$(1).dict && echo -dict=tests/fuzz/$(1).dict;; esac)
 
 fuzz:
@@ -296,6 +299,18 @@ $(BUILD)/sgemm_peak: tests/bench/sgemm_peak.c
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(PAR_CFLAGS) $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS)
 
+# fashion_resnet's 15 convolutions through netrun's kernels and through
+# Debian's oneDNN (libdnnl-dev, measured only: netrun does not link it;
+# doc/speed.md says why), alternating (tests/bench/dnnl_conv.sh).
+# BENCH_THREADS (default 1) and BENCH_ROUNDS (default 3).
+bench-dnnl: netrun $(BUILD)/dnnl_conv
+	tests/bench/dnnl_conv.sh $(CURDIR)/netrun $(BUILD)/dnnl_conv $${BENCH_THREADS:-1} $${BENCH_ROUNDS:-3}
+
+$(BUILD)/dnnl_conv: tests/bench/dnnl_conv.c
+	@test -f /usr/include/dnnl.h || { echo "bench-dnnl: needs Debian's libdnnl-dev (apt-get install libdnnl-dev)"; exit 1; }
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -ldnnl
+
 # bench-compare's PyTorch: the current release from PyPI in a virtual
 # environment under build/ (benchmarks only: no test imports it).  PyPI's
 # Linux wheel is the CUDA build: torch itself and the nvidia-* libraries
@@ -323,7 +338,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-compare bench-deps install clean oplists
+.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-compare bench-dnnl bench-deps install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

@@ -6,7 +6,8 @@
 # completion, formatting); malformed messages get JSON-RPC errors and the
 # server reads on; a client that disappears ends it; and Neovim's
 # built-in client (Debian's 0.7, through editors/vim) gets the diagnostic
-# at the right line and column and a hover's shape.
+# at the right line and column and a hover's shape; Emacs in batch mode
+# loads editors/emacs's major mode (faces, indentation, eglot's command).
 
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
@@ -33,6 +34,34 @@ drive() {
   E=$L/shape_error.net
   run drive open:$E hover:$E:2:6 hover:$E:3:0 hover:$E:3:4 shutdown
   diff -u "$L/shape_error.expect" <(printf '%s\n' "$output")
+}
+
+@test "lsp: a hover on an op is the registry's: its call, then netrun ops NAME, whose line netrun-ops(7) lists" {
+  S=$L/ops.net
+  drive open:$S hover:$S:2:4 hover:$S:2:12 hover:$S:3:4 hover:$S:4:4 shutdown >session
+  grep '"contents"' session | jq -j '.result.contents.value + "@@\n"' >hovers
+  [ "$(grep -c '^@@$' hovers)" -eq 4 ]
+  i=0
+  for call in 'softmax(X, axis=-1)' 'relu(X)' 'concat(X[], axis=0)' 'reshape(X, shape)'; do
+    i=$((i + 1))
+    op=${call%%(*}
+    { printf '```netrun\n%s\n```\n```\n' "$call"; "$NETRUN" ops "$op"; printf '```\n'; } >want
+    awk -v n=$i '/^@@$/ { k++; next } k == n - 1' hovers >got
+    diff -u want got
+    # the man page's OP LIST paragraph of the op: its documentation line
+    doc=$(sed -n "1s/^$op: //p" want)
+    awk -v op="$op" '/^\.SH OP LIST/ { on = 1 } on && prev == ".B " op { gsub(/\\-/, "-"); gsub(/\\e/, "\\"); print; exit } { prev = $0 }' \
+      "$ROOT/man/netrun-ops.7" >man
+    [[ "$(cat man)" == "$doc"* ]]
+  done
+}
+
+@test "lsp: inlay hints: the shape after each assignment, in a range; a def's body shows its last call's" {
+  S=$L/hints.net
+  run drive open:$S hints:$S:0:0:99:0 hints:$S:11:0:12:3 \
+    raw:'{"jsonrpc":"2.0","id":9,"method":"textDocument/inlayHint","params":{"textDocument":{"uri":"file://'$S'"},"range":{"start":{"line":0}}}}' \
+    shutdown
+  diff -u "$L/hints.expect" <(printf '%s\n' "$output")
 }
 
 @test "lsp: malformed messages get JSON-RPC errors and the server reads on" {
@@ -99,6 +128,20 @@ nvim_check() {
   [ "${lines[1]}" = "diagnostic 8:14 add: shapes [B, 10] and [B, 6272] do not broadcast (dimension 1: 10 vs 6272)" ]
   [ "${lines[2]}" = "diagnostic 9:22 unknown op or function 'relux' (did you mean 'relu'?)" ]
   [ "${lines[3]}" = 'hover ```netrun local h : f32[B, 32, 14, 14] ``` ' ]
+}
+
+# Emacs in batch mode loads editors/emacs's major mode (tests/emacs/emacs_test.el).
+@test "lsp: Emacs's netrun-mode: the mode, its faces, fmt's indentation, eglot's command" {
+  command -v emacs || skip "emacs is not installed (make deps)"
+  run timeout 60 emacs --batch -Q -l "$ROOT/tests/emacs/emacs_test.el" "$ROOT/editors" "$ROOT/examples/fashion_mlp.net"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "mode netrun-mode" ]
+  [ "${lines[1]}" = "keyword input font-lock-keyword-face" ]
+  [ "${lines[2]}" = "comment font-lock-comment-delimiter-face font-lock-comment-face" ]
+  [ "${lines[3]}" = "indent kept" ]
+  [ "${lines[4]}" = 'eglot ("/opt/netrun/bin/netrun" "lsp" "--stdio")' ]
+  [ "${#lines[@]}" -eq 5 ]
 }
 
 @test "lsp: the session transcript in netrun(1) is what the server answers" {

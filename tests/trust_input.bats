@@ -226,6 +226,74 @@ EOF
   [ "$output" = "netrun: error: cannot read pipe.csv: not a regular file" ]
 }
 
+# opens FILE CMD...: how many times CMD opens FILE (strace; open and openat).
+opens() {
+  local file=$1
+  shift
+  strace -f -qq -e trace=open,openat -o trace.txt "$@" > /dev/null 2>&1 || true
+  grep -cE "\"([^\"]*/)?$file\"" trace.txt || true
+}
+
+@test "every data file is opened once: the descriptor checked (a regular file) is the one read" {
+  command -v strace > /dev/null || skip "strace (make deps) counts the opens"
+  strace -qq -o /dev/null true 2> /dev/null || skip "strace cannot trace here (ptrace refused)"
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "Debian's python3-numpy (make deps) writes the .npz"
+  printf 'a,b\n1,0\n2,1\n' > d.csv
+  printf '\0\0\10\3\0\0\0\1\0\0\0\1\0\0\0\1\7' > img.idx
+  printf '\0\0\10\1\0\0\0\1\1' > lab.idx
+  /usr/bin/python3 -c 'import numpy as np; np.savez("d.npz", x=np.ones((2, 1), np.float32)); np.save("x.npy", np.ones((2, 1), np.float32))'
+  [ "$(opens d.csv "$NETRUN" data d.csv)" = 1 ]
+  [ "$(opens img.idx "$NETRUN" data img.idx:lab.idx)" = 1 ]
+  [ "$(opens lab.idx "$NETRUN" data img.idx:lab.idx)" = 1 ]
+  [ "$(opens d.npz "$NETRUN" data d.npz)" = 1 ]
+  printf 'input x : f32[B, 1]\nprint(sum(x))\n' > f.net
+  printf '1\n2\n' > x.csv
+  [ "$(opens x.csv "$NETRUN" run --feed x=x.csv f.net)" = 1 ]
+  [ "$(opens x.npy "$NETRUN" run --feed x=x.npy f.net)" = 1 ]
+}
+
+@test "a data file flipped between a CSV file (or an IDX file) and a FIFO while read: refused or read, never waited on" {
+  printf 'a,b\n1,0\n2,1\n' > d.csv
+  printf '\0\0\10\3\0\0\0\1\0\0\0\1\0\0\0\1\7' > img.idx
+  printf '\0\0\10\1\0\0\0\1\1' > lab.idx
+  mkfifo pipe
+  ln -s d.csv l.csv
+  ln -s img.idx i.idx
+  # the flipper: os.replace of a fresh link over each name, between its
+  # file and the FIFO, until told to stop (at most 20 s)
+  python3 - "$BATS_TEST_TMPDIR" > flips.txt <<'PY' &
+import os, sys, time
+d = sys.argv[1]
+n, end = 0, time.time() + 20
+while time.time() < end and not os.path.exists(os.path.join(d, 'stop')):
+    for name, real in (('l.csv', 'd.csv'), ('i.idx', 'img.idx')):
+        tmp = os.path.join(d, '.tmp')
+        os.symlink(real if n % 2 else 'pipe', tmp)
+        os.replace(tmp, os.path.join(d, name))
+    n += 1
+print(n)
+PY
+  flipper=$!
+  read_ok=0 refused=0 hung=0 runs=0
+  end=$((SECONDS + 6))
+  while [ $SECONDS -lt $end ]; do
+    for spec in l.csv i.idx:lab.idx; do
+      status=0
+      timeout 5 "$NETRUN" data "$spec" > out.txt 2>&1 || status=$?
+      runs=$((runs + 1))
+      if [ $status -eq 0 ]; then read_ok=$((read_ok + 1))
+      elif [ $status -eq 1 ] && grep -q "not a regular file" out.txt; then refused=$((refused + 1))
+      else hung=$((hung + 1)); echo "status $status: $(cat out.txt)"; fi
+    done
+  done
+  touch stop
+  wait $flipper
+  echo "runs $runs: read $read_ok, refused $refused, other $hung; flips $(cat flips.txt)"
+  [ $hung -eq 0 ]
+  [ $read_ok -gt 0 ]
+  [ $refused -gt 0 ]
+}
+
 # ---- CSV numbers ----------------------------------------------------------------
 
 @test "CSV: values beyond f32 (1e39, 1e300, 127 digits) are errors at the field" {

@@ -63,9 +63,13 @@
 ;;;###autoload
 (add-to-list 'auto-mode-alist '("\\.net\\'" . netrun-mode))
 
+(defun netrun-lsp-command (&optional _interactive)
+  "The command eglot starts for a netrun buffer: `netrun lsp --stdio'.
+A function, so a `netrun-program' set after this file loads is honoured."
+  (list netrun-program "lsp" "--stdio"))
+
 (with-eval-after-load 'eglot
-  (add-to-list 'eglot-server-programs
-               `(netrun-mode . (,netrun-program "lsp" "--stdio"))))
+  (add-to-list 'eglot-server-programs '(netrun-mode . netrun-lsp-command)))
 
 (provide 'netrun-mode)
 ;;; netrun-mode.el ends here

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void diag_init(Diag *d, Arena *arena) {
   memset(d, 0, sizeof *d);
@@ -31,12 +32,29 @@ int diag_add_source(Diag *d, const char *path, const char *realpath,
   return d->nfiles - 1;
 }
 
+static int load_stream(Diag *d, const char *path, FILE *f);
+
 int diag_load_file(Diag *d, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     diag_error(d, SPAN_NONE, "cannot read %s: %s", path, strerror(errno));
     return -1;
   }
+  return load_stream(d, path, f);
+}
+
+int diag_load_fd(Diag *d, const char *path, int fd) {
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return load_stream(d, path, f);
+}
+
+/* The text of f (closed here) as a new source named path. */
+static int load_stream(Diag *d, const char *path, FILE *f) {
   /* Sources are counted in 32 bits (and flex in int): a larger file, or an
    * endless stream like /dev/zero, stops at DIAG_MAX_SOURCE. */
   size_t cap = 65536, len = 0;

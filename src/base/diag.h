@@ -101,6 +101,9 @@ int  diag_add_source(Diag *d, const char *path, const char *realpath,
 /* Reads a file into a new source.  On failure prints "netrun: error: cannot
  * read PATH: REASON" and returns -1. */
 int  diag_load_file(Diag *d, const char *path);
+/* The same, reading the open descriptor fd (closed here): a file checked
+ * on its descriptor (file_open_regular) is read without opening it again. */
+int  diag_load_fd(Diag *d, const char *path, int fd);
 /* Line and column (both 1-based, column in bytes) of an offset. */
 void diag_line_col(const Diag *d, int file, uint32_t off, int *line, int *col);
 

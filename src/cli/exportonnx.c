@@ -509,6 +509,59 @@ static bool x_trilu(Ex *E, const OpDesc *op) {
   return true;
 }
 
+/* attention: MatMul(Q, K^T) / sqrt(d), with causal the later keys set to
+ * -1e9 (Where with a [Tq, Tk] tril constant), Softmax, MatMul by V: the
+ * unfused form, which ONNX Runtime runs as such. */
+static bool x_attention(Ex *E, const OpDesc *op) {
+  const char *q = IN(op, "Q", 0), *k = IN(op, "K", 0), *out = OUT(op, "Out");
+  const Shape *qs = &V(E, q)->shape, *ks = &V(E, k)->shape;
+  int r = qs->rank;
+  bool causal = Ai(E, op, "causal") != 0;
+  if (r < 2 || ks->rank != r || !dim_known(qs->d[r - 1]) ||
+      (causal && (!dim_known(qs->d[r - 2]) || !dim_known(ks->d[r - 2])))) {
+    diag_error(&E->s->diag, op->span, "export to ONNX: attention needs the width of Q%s known",
+               causal ? " and the lengths of Q and K" : "");
+    return false;
+  }
+  DType t = V(E, out)->dtype;
+  int64_t perm[SHAPE_MAX_RANK];
+  for (int i = 0; i < r; i++) perm[i] = i;
+  perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+  const char *kt = temp(E), *s = temp(E), *sd = temp(E), *p = temp(E);
+  Node n;
+  node_begin(&n, "Transpose", op);
+  node_in(&n, as(E, k, t));
+  node_out(&n, kt);
+  attr_is(&n, "perm", perm, r);
+  node_end(E, &n);
+  node1(E, "MatMul", as(E, q, t), kt, s);
+  node1(E, "Div", s, const_float(E, sqrt((double)qs->d[r - 1].n), t), sd);
+  if (causal) {
+    int64_t dims[2] = {qs->d[r - 2].n, ks->d[r - 2].n};
+    size_t cells = (size_t)(dims[0] * dims[1]);
+    unsigned char *mask = mem_alloc(NULL, cells ? cells : 1);
+    for (int64_t i = 0; i < dims[0]; i++)
+      for (int64_t j = 0; j < dims[1]; j++) mask[i * dims[1] + j] = j <= i;
+    const char *mname = temp(E), *masked = temp(E);
+    initializer(E, mname, ONNX_BOOL, 2, dims, mask, cells);
+    mem_free(mask);
+    node_begin(&n, "Where", op);
+    node_in(&n, mname);
+    node_in(&n, sd);
+    node_in(&n, const_float(E, -1e9, t));
+    node_out(&n, masked);
+    node_end(E, &n);
+    sd = masked;
+  }
+  node_begin(&n, "Softmax", op);
+  node_in(&n, sd);
+  node_out(&n, p);
+  attr_i(&n, "axis", -1);
+  node_end(E, &n);
+  node1(E, "MatMul", p, as(E, IN(op, "V", 0), t), out);
+  return true;
+}
+
 /* cumsum: CumSum along a scalar axis; pad: Pad with ONNX's [begins...,
  * ends...]; upsample_nearest2d: Resize by integer scales, nearest, floor. */
 static bool x_more(Ex *E, const OpDesc *op) {
@@ -565,6 +618,7 @@ static bool x_op(Ex *E, const OpDesc *op) {
   if (strcmp(t, "avg_pool2d") == 0) return x_pool(E, op, "AveragePool");
   if (strcmp(t, "batch_norm") == 0) return x_batch_norm(E, op);
   if (strcmp(t, "layer_norm") == 0) return x_layer_norm(E, op);
+  if (strcmp(t, "attention") == 0) return x_attention(E, op);
   if (strcmp(t, "softmax") == 0) return x_axis(E, op, "Softmax");
   if (strcmp(t, "log_softmax") == 0) return x_axis(E, op, "LogSoftmax");
   if (strcmp(t, "reshape") == 0) return x_with_ints(E, op, "Reshape", "shape");

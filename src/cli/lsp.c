@@ -6,10 +6,10 @@
  * and shape-inferred as `netrun dump` would (its imports and the stdlib
  * read from disk), its errors collected through the Diag's sink and
  * published as diagnostics with the CLI's text.  Hover, definition,
- * references, symbols and completion read that analysis: the program's
- * variables (their spans, dtypes and shapes), the syntax trees of the
- * document and the files it imports, the registry, and the train block's
- * keys.  Formatting is netrun fmt's (fmt.h).
+ * references, symbols, completion and inlay hints read that analysis:
+ * the program's variables (their spans, dtypes and shapes), the syntax
+ * trees of the document and the files it imports, the registry, and the
+ * train block's keys.  Formatting is netrun fmt's (fmt.h).
  *
  * Robustness: every message is checked before use; one that is not JSON,
  * not a request, or lacks what a method needs gets a JSON-RPC error and
@@ -79,10 +79,10 @@ typedef struct Doc {
 
 struct LspServer {
   FILE *out;
-  Arena stdlib_arena;  /* the stdlib's files, parsed once for completion */
-  Diag stdlib_diag;
-  AstNode **stdlib_roots;
-  bool stdlib_read;
+  /* completion's items for every callable op and stdlib function, made
+   * on the first completion and shared by every list after it */
+  json_t *op_items, *stdlib_items;
+  char *stdlib_dir;    /* where imports of the stdlib are read, found once */
   Doc *docs;
   int ndocs;
   bool initialized, shutdown, exited, broken;
@@ -194,14 +194,14 @@ static void on_bind(void *ctx, const char *name, const char *var, Span at) {
       (Bound){arena_strdup(&an->arena, name), arena_strdup(&an->arena, var), at};
 }
 
-static Analysis *analyse(const Doc *d) {
+static Analysis *analyse(const Doc *d, const char *stdlib_dir) {
   Analysis *an = mem_calloc(1, sizeof *an);
   arena_init(&an->arena);
   diag_init(&an->diag, &an->arena);
   an->diag.sink = collect;
   an->diag.sink_ctx = an;
   an->diag.max_errors = 100;
-  an->L = lower_new(&an->arena, &an->diag, session_stdlib_dir(), &uop_impl);
+  an->L = lower_new(&an->arena, &an->diag, stdlib_dir, &uop_impl);
   an->prog = lower_program(an->L);
   lower_on_bind(an->L, on_bind, an);
   lower_text(an->L, d->path, d->text, d->len);
@@ -328,7 +328,7 @@ static void set_text(LspServer *s, Doc *d, const char *text, size_t len) {
   d->text[len] = '\0';
   d->len = len;
   analysis_free(d->an);
-  d->an = analyse(d);
+  d->an = analyse(d, s->stdlib_dir);
   publish(s, d);
 }
 
@@ -582,14 +582,13 @@ static json_t *hover(Doc *d, uint32_t off) {
       fprintf(m, "\n```\n");
       doc_comment(m, an->diag.files[file].text, def->span.start);
     } else if ((op = reg_find_op(an->prog, name))) {
-      char *desc = NULL;
-      size_t dn = 0;
-      FILE *dm = open_memstream(&desc, &dn);
-      if (!dm) mem_oom(0);
-      reg_describe(dm, op);
-      fclose(dm);
-      fprintf(m, "```\n%s```\n", desc);
-      free(desc);
+      /* the registry's text, as `netrun ops NAME` prints it and
+       * netrun-ops(7)'s OP LIST is generated from */
+      fputs("```netrun\n", m);
+      reg_call_signature(m, op);
+      fputs("\n```\n```\n", m);
+      reg_describe(m, op);
+      fputs("```\n", m);
     }
   }
   fclose(m);
@@ -687,6 +686,47 @@ static json_t *symbols(Doc *d) {
   return list;
 }
 
+/* ---- inlay hints: the shape after each assignment ---------------------------------- */
+
+/* The hint after each name an assignment under n binds, between offsets
+ * a and b: ": f32[B, 64]", the variable bound at that very place (in a
+ * body several calls expand, the last call's; none where no binding was
+ * recorded, as in an op's body, which is checked apart). */
+static void hints_under(const Doc *d, const AstNode *n, uint32_t a, uint32_t b, json_t *list) {
+  if (!n || n->span.end < a || n->span.start > b) return;
+  if (n->kind == AST_ASSIGN) {
+    for (int k = 0; k < n->list.n; k++) {
+      const AstNode *t = n->list.items[k];
+      if (t->kind != AST_NAME || strcmp(t->name, "_") == 0 || t->span.end < a || t->span.end > b) continue;
+      const Bound *at = NULL;
+      for (int i = 0; i < d->an->nbound; i++)
+        if (d->an->bound[i].at.start == t->span.start && strcmp(d->an->bound[i].name, t->name) == 0)
+          at = &d->an->bound[i];
+      const VarDesc *v = at ? prog_var(d->an->prog, at->var) : NULL;
+      if (!v) continue;
+      char shape[256], label[300];
+      snprintf(label, sizeof label, ": %s%s", dtype_name(v->dtype), shape_str(&v->shape, shape, sizeof shape));
+      json_array_append_new(list, json_pack("{s:o,s:s,s:i}", "position", position(d->text, d->len, t->span.end),
+                                            "label", label, "kind", 1));
+    }
+    return;
+  }
+  switch (n->kind) {
+  case AST_BLOCK: case AST_DEF: case AST_OPDEF: case AST_WHILE: case AST_IF: break;
+  default: return;
+  }
+  hints_under(d, n->a, a, b, list);
+  hints_under(d, n->b, a, b, list);
+  hints_under(d, n->c, a, b, list);
+  for (int i = 0; i < n->list.n; i++) hints_under(d, n->list.items[i], a, b, list);
+}
+
+static json_t *inlay_hints(Doc *d, uint32_t a, uint32_t b) {
+  json_t *list = json_array();
+  hints_under(d, parsed(d->an, 0)->root, a, b, list);
+  return list;
+}
+
 /* LSP CompletionItemKind numbers. */
 enum { CK_FUNCTION = 3, CK_VARIABLE = 6, CK_PROPERTY = 10, CK_KEYWORD = 14 };
 
@@ -700,45 +740,62 @@ static void add_item(json_t *list, const char *label, int kind, const char *deta
 static const char *const keywords[] = {"input", "param", "state", "def", "op", "grad", "return", "while", "if",
                                        "else", "import", "load", "and", "or", "not", "true", "false", NULL};
 
-/* Every stdlib function the document does not import yet, with its
- * signature and the import that brings it. */
-static void stdlib_items(LspServer *s, Analysis *an, json_t *list) {
-  if (!s->stdlib_read) {
-    s->stdlib_read = true;
-    int n;
-    StdlibDef *defs = cli_stdlib_defs(&s->stdlib_arena, &n);
-    const char *dir = session_stdlib_dir();
-    s->stdlib_roots = arena_alloc(&s->stdlib_arena, sizeof *s->stdlib_roots * (size_t)(n + 1));
-    for (int i = 0; dir && i < n; i++) {
-      bool seen = false;
-      for (int f = 0; f < s->stdlib_diag.nfiles; f++)
-        seen |= strcmp(strrchr(s->stdlib_diag.files[f].path, '/') + 1, defs[i].file) == 0;
-      if (seen) continue;
-      int f = diag_load_file(&s->stdlib_diag, arena_printf(&s->stdlib_arena, "%s/%s", dir, defs[i].file));
-      if (f >= 0) s->stdlib_roots[f] = ast_parse(&s->stdlib_arena, &s->stdlib_diag, f);
-    }
-  }
-  for (int f = 0; f < s->stdlib_diag.nfiles; f++) {
-    const AstNode *root = s->stdlib_roots[f];
-    const char *file = strrchr(s->stdlib_diag.files[f].path, '/') + 1;
-    for (int i = 0; root && i < root->list.n; i++) {
-      const AstNode *n = root->list.items[i];
-      int file_of;
-      if (n->kind != AST_DEF || find_def(an, n->name, &file_of)) continue;   /* imported: listed already */
+/* An item for every stdlib function, with its signature and the import
+ * that brings it. */
+static json_t *stdlib_items(const char *dir) {
+  json_t *items = json_array();
+  Arena arena;
+  arena_init(&arena);
+  Diag q;
+  diag_init(&q, &arena);
+  q.max_errors = 0;
+  int n;
+  StdlibDef *defs = cli_stdlib_defs(&arena, &n);
+  for (int i = 0; dir && i < n; i++) {
+    bool seen = false;
+    for (int f = 0; f < q.nfiles; f++) seen |= strcmp(strrchr(q.files[f].path, '/') + 1, defs[i].file) == 0;
+    if (seen) continue;
+    int f = diag_load_file(&q, arena_printf(&arena, "%s/%s", dir, defs[i].file));
+    const AstNode *root = f >= 0 ? ast_parse(&arena, &q, f) : NULL;
+    const char *file = defs[i].file;
+    for (int k = 0; root && k < root->list.n; k++) {
+      const AstNode *d = root->list.items[k];
+      if (d->kind != AST_DEF) continue;
       char *sig = NULL, *doc = NULL;
       size_t sn = 0, dn = 0;
       FILE *m = open_memstream(&sig, &sn), *dm = open_memstream(&doc, &dn);
       if (!m || !dm) mem_oom(0);
-      signature(m, n);
+      signature(m, d);
       fprintf(m, "  (import \"%.*s\")", (int)strlen(file) - 4, file);
-      doc_comment(dm, s->stdlib_diag.files[f].text, n->span.start);
+      doc_comment(dm, q.files[f].text, d->span.start);
       fclose(m);
       fclose(dm);
-      add_item(list, n->name, CK_FUNCTION, sig, doc);
+      add_item(items, d->name, CK_FUNCTION, sig, doc);
       free(sig);
       free(doc);
     }
   }
+  arena_free(&arena);
+  return items;
+}
+
+/* An item for every op a script may call, with its call signature. */
+static json_t *op_items(void) {
+  json_t *items = json_array();
+  int n;
+  const OpProto *const *ops = reg_all(reg_default(), &n);
+  for (int i = 0; i < n; i++) {
+    if (ops[i]->flags & OP_INTERNAL) continue;
+    char *sig = NULL;
+    size_t sn = 0;
+    FILE *m = open_memstream(&sig, &sn);
+    if (!m) mem_oom(0);
+    reg_call_signature(m, ops[i]);
+    fclose(m);
+    add_item(items, ops[i]->type, CK_FUNCTION, sig, ops[i]->doc);
+    free(sig);
+  }
+  return items;
 }
 
 static json_t *completion(LspServer *s, Doc *d, uint32_t off) {
@@ -771,16 +828,16 @@ static json_t *completion(LspServer *s, Doc *d, uint32_t off) {
     add_item(list, name, v ? CK_VARIABLE : CK_FUNCTION, v ? detail : sig, NULL);
     free(sig);
   }
-  int n;
-  const OpProto *const *ops = reg_all(reg_default(), &n);
-  const char **names = mem_alloc(NULL, sizeof *names * (size_t)(n + 1));
-  int k = reg_callable_names(ops, n, names);
-  for (int i = 0; i < k; i++) {
-    const OpProto *op = reg_find(reg_default(), names[i]);
-    add_item(list, names[i], CK_FUNCTION, "op", op ? op->doc : NULL);
+  if (!s->op_items) s->op_items = op_items(), s->stdlib_items = stdlib_items(s->stdlib_dir);
+  size_t k;
+  json_t *it;
+  json_array_foreach(s->op_items, k, it) json_array_append(list, it);
+  /* the stdlib functions the document does not import yet (those it does
+   * are among its names) */
+  json_array_foreach(s->stdlib_items, k, it) {
+    int file;
+    if (!find_def(an, json_string_value(json_object_get(it, "label")), &file)) json_array_append(list, it);
   }
-  mem_free(names);
-  stdlib_items(s, an, list);
   for (int i = 0; keywords[i]; i++) add_item(list, keywords[i], CK_KEYWORD, NULL, NULL);
   return list;
 }
@@ -812,10 +869,11 @@ static json_t *formatting(LspServer *s, json_t *id, Doc *d) {
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 static json_t *capabilities(void) {
-  return json_pack("{s:{s:{s:b,s:i},s:b,s:b,s:b,s:b,s:{s:b},s:b},s:{s:s,s:s}}", "capabilities", "textDocumentSync",
-                   "openClose", 1, "change", 1, "hoverProvider", 1, "definitionProvider", 1, "referencesProvider", 1,
-                   "documentSymbolProvider", 1, "completionProvider", "resolveProvider", 0,
-                   "documentFormattingProvider", 1, "serverInfo", "name", "netrun", "version", NETRUN_VERSION);
+  return json_pack("{s:{s:{s:b,s:i},s:b,s:b,s:b,s:b,s:{s:b},s:b,s:b},s:{s:s,s:s}}", "capabilities",
+                   "textDocumentSync", "openClose", 1, "change", 1, "hoverProvider", 1, "definitionProvider", 1,
+                   "referencesProvider", 1, "documentSymbolProvider", 1, "completionProvider", "resolveProvider", 0,
+                   "documentFormattingProvider", 1, "inlayHintProvider", 1, "serverInfo", "name", "netrun", "version",
+                   NETRUN_VERSION);
 }
 
 /* The document a request names, or NULL with the error sent. */
@@ -892,7 +950,7 @@ static void request(LspServer *s, const char *method, json_t *id, json_t *params
   }
   static const char *const doc_methods[] = {"textDocument/hover", "textDocument/definition", "textDocument/references",
                                             "textDocument/documentSymbol", "textDocument/completion",
-                                            "textDocument/formatting", NULL};
+                                            "textDocument/formatting", "textDocument/inlayHint", NULL};
   int which = -1;
   for (int i = 0; doc_methods[i]; i++)
     if (strcmp(method, doc_methods[i]) == 0) which = i;
@@ -911,6 +969,16 @@ static void request(LspServer *s, const char *method, json_t *id, json_t *params
   case 2: reply(s, id, references(d, off)); break;
   case 3: reply(s, id, symbols(d)); break;
   case 4: reply(s, id, completion(s, d, off)); break;
+  case 6: {
+    json_int_t l0, c0, l1, c1;
+    if (json_unpack(params, "{s:{s:{s:I,s:I},s:{s:I,s:I}}}", "range", "start", "line", &l0, "character", &c0, "end",
+                    "line", &l1, "character", &c1) != 0 || l0 < 0 || c0 < 0 || l1 < 0 || c1 < 0) {
+      reply_error(s, id, RPC_INVALID_PARAMS, "params.range is missing or not a range");
+      return;
+    }
+    reply(s, id, inlay_hints(d, offset_of(d->text, d->len, l0, c0), offset_of(d->text, d->len, l1, c1)));
+    break;
+  }
   default: {
     json_t *edits = formatting(s, id, d);
     if (edits) reply(s, id, edits);
@@ -958,16 +1026,17 @@ bool lsp_handle(LspServer *s, const char *body, size_t len) {
 LspServer *lsp_new(FILE *out) {
   LspServer *s = mem_calloc(1, sizeof *s);
   s->out = out;
-  arena_init(&s->stdlib_arena);
-  diag_init(&s->stdlib_diag, &s->stdlib_arena);
-  s->stdlib_diag.max_errors = 0;
+  const char *dir = session_stdlib_dir();
+  s->stdlib_dir = dir ? mem_strdup(dir) : NULL;
   return s;
 }
 
 void lsp_free(LspServer *s) {
   for (int i = 0; i < s->ndocs; i++) doc_free(&s->docs[i]);
   mem_free(s->docs);
-  arena_free(&s->stdlib_arena);
+  json_decref(s->op_items);
+  json_decref(s->stdlib_items);
+  mem_free(s->stdlib_dir);
   mem_free(s);
 }
 

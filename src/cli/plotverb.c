@@ -54,7 +54,7 @@ int cmd_plot(int argc, char **argv) {
     diag_error(NULL, SPAN_NONE, "cannot read %s: %s", file, strerror(errno));
     return EXIT_SCRIPT;
   }
-  int status = plot_log(f, from_stdin ? "<stdin>" : file, &op);
+  bool ok = plot_log(f, from_stdin ? "<stdin>" : file, &op);
   if (!from_stdin) fclose(f);
-  return status;
+  return ok ? 0 : EXIT_SCRIPT;
 }

@@ -5,7 +5,6 @@
 #include "front/ast.h"
 #include "io/data.h"
 #include "base/file.h"
-#include "io/npy.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -114,109 +113,22 @@ Tensor *feed_parse_value(Diag *d, const char *name, const char *text, DType want
   return t;
 }
 
-/* ---- CSV --------------------------------------------------------------------- */
-
-/* The rows of a CSV file, as doubles and, for integers, exactly
- * (data_csv_scan calls this per row). */
-typedef struct Rows {
-  const CsvScan *scan;
-  double *vals;
-  int64_t *ints;               /* exact integers: vals[i] when it was not one */
-  bool exact;                  /* every value is an exact integer */
-  int64_t n, cap;
-} Rows;
-
-static bool add_row(void *ctx, Span at, const double *v, int64_t n) {
-  (void)at;
-  Rows *r = ctx;
-  int64_t cap = r->cap;
-  VEC_RESERVE(r->vals, r->cap, r->n + n);
-  if (cap != r->cap) r->ints = mem_alloc(r->ints, sizeof *r->ints * (size_t)r->cap);
-  memcpy(r->vals + r->n, v, sizeof *v * (size_t)n);
-  for (int64_t i = 0; i < n; i++) {
-    r->exact = r->exact && r->scan->isint[i];
-    r->ints[r->n + i] = r->scan->isint[i] ? r->scan->ints[i] : 0;
-  }
-  r->n += n;
-  return true;
-}
-
-/* The source of the CSV file at path, or -1 (reported) if it cannot be
- * one: not a regular file (a FIFO would block), or a gzip, IDX or UTF-16
- * file. */
-static int load_csv(Diag *d, const char *path) {
-  char why[256];
-  if (!file_check_regular(path, why, sizeof why)) {
-    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
-    return -1;
-  }
-  int file = diag_load_file(d, path);
-  if (file >= 0 && !data_csv_sniff(d, path, file, "--feed reads CSV files uncompressed (gunzip it first)")) return -1;
-  return file;
-}
-
-Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl) {
-  int file = load_csv(d, path);
-  if (file < 0) return NULL;
-  CsvScan scan = {.file = file, .row = add_row};
-  Rows acc = {.scan = &scan, .exact = true};
-  scan.ctx = &acc;
-  bool ok = data_csv_scan(d, &scan);
-  double *vals = acc.vals;
-  int64_t nv = acc.n, rows = scan.rows, cols = scan.cols;
-  Tensor *t = NULL;
-  if (ok && rows == 0) {
-    diag_error(d, SPAN_NONE, "%s holds no data rows", path);
-    ok = false;
-  }
-  if (ok) {
-    /* Rows become the first dimension; the columns fill the others. */
-    int r = decl->shape.rank;
-    int64_t dims[SHAPE_MAX_RANK];
-    int64_t rest = 1;
-    bool fits = r >= 1;
-    for (int i = 1; i < r; i++) {
-      if (decl->shape.d[i].n < 0) fits = false;
-      dims[i] = decl->shape.d[i].n;
-      if (!mem_mul_size(rest, dims[i] >= 0 ? dims[i] : 1, &rest)) fits = false, rest = -1;   /* [B, 2^62, 2^62] */
-    }
-    if (r == 0 && rows * cols == 1) {
-      t = decl->dtype == DT_I64 && acc.exact ? make_i64(&decl->shape, acc.ints, 1) : make(decl->dtype, &decl->shape, vals, 1);
-    } else if (!fits || rest != cols) {
-      char want[128];
-      diag_error(d, SPAN_NONE,
-                 "%s has %lld rows of %lld values, which does not fit '%s' of shape %s "
-                 "(rows fill the first dimension, columns the rest)",
-                 path, (long long)rows, (long long)cols, decl->name, shape_str(&decl->shape, want, sizeof want));
-    } else {
-      dims[0] = rows;
-      Shape s = shape_of(r, dims);
-      t = decl->dtype == DT_I64 && acc.exact ? make_i64(&s, acc.ints, nv) : make(decl->dtype, &s, vals, nv);
-      if (decl->dtype == DT_I64 && !acc.exact)
-        for (int64_t i = 0; i < nv; i++)
-          if (vals[i] != floor(vals[i]) || fabs(vals[i]) >= 0x1p63) {
-            diag_error(d, SPAN_NONE, "%s: '%s' is i64 but the file holds %g", path, decl->name, vals[i]);
-            tensor_unref(t);
-            t = NULL;
-            break;
-          }
-    }
-  }
-  mem_free(vals);
-  mem_free(acc.ints);
-  return t;
-}
-
+/* --feed's file: its format the table's (data.h), of the rows --feed reads
+ * (.npy, .npz, and CSV for every other file), decided on the descriptor
+ * opened and checked once (a regular file), which that reader reads. */
 Tensor *feed_read_file(Diag *d, const char *path, const VarDesc *decl) {
-  uint8_t magic[8];
-  size_t n = 0;
   char why[256];
   int fd = file_open_regular(path, why, sizeof why);
-  if (fd >= 0) {
-    ssize_t k = read(fd, magic, sizeof magic);
-    n = k > 0 ? (size_t)k : 0;
-    close(fd);
+  if (fd < 0) {
+    diag_error(d, SPAN_NONE, "cannot read %s: %s", path, why);
+    return NULL;
   }
-  if (npy_is_npy(magic, n) || npy_is_zip(magic, n)) return npy_feed(d, path, decl);
-  return feed_read_csv(d, path, decl);
+  DataProbe p = {.spec = path, .path = path, .exists = true, .fd = fd};
+  ssize_t k = pread(fd, p.head, sizeof p.head, 0);
+  p.nhead = k > 0 ? (size_t)k : 0;
+  for (int i = 0; i < data_nformats; i++)
+    if (data_formats[i].feed && data_formats[i].sniff(&p)) return data_formats[i].feed(d, fd, path, decl);
+  close(fd);   /* not reached: the CSV row reads every file */
+  diag_error(d, SPAN_NONE, "cannot read %s: not a format --feed reads", path);
+  return NULL;
 }

@@ -9,14 +9,11 @@
  * as coming from "--set NAME".  NULL on error. */
 Tensor *feed_parse_value(Diag *d, const char *name, const char *text, DType want);
 
-/* Reads a CSV file of numbers (an optional header row is skipped) for the
- * input `decl`: rows become the first dimension, the columns fill the rest
- * (their product must equal the column count).  NULL on error. */
-Tensor *feed_read_csv(Diag *d, const char *path, const VarDesc *decl);
-
 /* --feed NAME=FILE: a NumPy .npy file, a .npz archive (npy.h: its array
- * named like the input, or its only one) or a CSV file, by the file's
- * first bytes.  NULL on error (reported). */
+ * named like the input, or its only one) or a CSV file (rows become the
+ * first dimension, the columns fill the rest: their product must equal
+ * the column count), by the file's first bytes (data.h's table of
+ * formats).  NULL on error (reported). */
 Tensor *feed_read_file(Diag *d, const char *path, const VarDesc *decl);
 
 #endif

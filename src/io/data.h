@@ -74,6 +74,7 @@ typedef struct Dataset {
   int nclasses;
   const char **ids;          /* an image folder: example i's path inside it
                                 ("cat/1.png", arena), else NULL */
+  const struct DataFormat *format;   /* the format it was read as (data_formats) */
 } Dataset;
 
 typedef struct DataOptions {
@@ -125,6 +126,72 @@ typedef struct DataAugment {
   uint64_t seed;
   int64_t epoch;
 } DataAugment;
+
+/* ---- formats ------------------------------------------------------------------
+ * What a spec or a file is, decided in one place: the table data_formats
+ * (formats.c), asked in order, the first row whose sniff says yes wins.
+ * data_open reads a dataset through it, --feed a file (feed.c), and the
+ * trainer asks it what the data will be before reading it (its splits,
+ * whether `label` names a column).  A new format is its reader's file and
+ * one row (doc/design.md, "Data formats"). */
+
+/* What a format's sniff sees.  spec is the name given (a train block's
+ * data, --data, --feed's FILE), path the file it names (relative to
+ * opt->dir).  fd >= 0: path is a regular file open for reading, head its
+ * first nhead bytes (read with pread: the offset stays 0); a folder has
+ * folder set; neither when path is not there (or is a name like
+ * "fashion-mnist").  data_format_of fills only what stat says (no bytes:
+ * nhead 0, fd -1). */
+typedef struct DataProbe {
+  const char *spec, *path;
+  const DataOptions *opt;
+  bool exists, folder;
+  int fd;
+  uint8_t head[16];
+  size_t nhead;
+} DataProbe;
+
+/* Flags of a format. */
+enum {
+  DATA_SPLITS = 1,        /* comes in train and test splits (opt->split) */
+  DATA_LABEL_COLUMN = 2,  /* a train block's label that is not an input names
+                             a column (a CSV file's; image folders and text
+                             files refuse one, with their reason) */
+  DATA_BY_NAME = 4,       /* known by the spec and options alone (sniff
+                             reads no file): data_open opens no file for it */
+};
+
+typedef struct DataFormat {
+  const char *name;       /* "csv", "npz", "idx", ... */
+  bool (*sniff)(const DataProbe *p);
+  /* Reads the dataset (p->fd, when open, is the reader's to close); NULL:
+   * not a dataset (refuse says why). */
+  bool (*open)(Diag *d, DataProbe *p, Dataset *out);
+  /* --feed's reader of one array for decl, from p->fd (the reader's to
+   * close); NULL: --feed does not read this format. */
+  Tensor *(*feed)(Diag *d, int fd, const char *path, const VarDesc *decl);
+  unsigned flags;
+  const char *refuse;     /* why a file of this format is not a dataset (no open) */
+} DataFormat;
+
+extern const DataFormat data_formats[];
+extern const int data_nformats;
+
+/* The format of p: the first row whose sniff says yes; NULL when none
+ * does (no file at p->path, nor a name a row knows). */
+const DataFormat *data_format_find(const DataProbe *p);
+/* The format data_open would read spec as, from names and stat alone
+ * (the trainer's question before reading): NULL when spec names nothing
+ * known. */
+const DataFormat *data_format_of(const char *spec, const DataOptions *opt);
+
+/* What the readers share (datafmt.h): "netrun: error: FILE: message", for
+ * errors about a whole file, or a binary one (there is no line to show);
+ * a shape as "[2, 3]"; path as data_open reads it (from opt->dir when it
+ * is relative). */
+void data_file_error(Diag *d, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+const char *data_dims_str(int rank, const int64_t *dims, char *buf, size_t n);
+const char *data_in_dir(Arena *a, const DataOptions *opt, const char *path);
 
 /* Opens the dataset `spec` names and reads it whole:
  *   fashion-mnist       the four files in $NETRUN_DATA, else in

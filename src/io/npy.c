@@ -457,10 +457,16 @@ static const ZipEntry *feed_member(Diag *d, const char *path, const ZipReader *z
   return NULL;
 }
 
-Tensor *npy_feed(Diag *d, const char *path, const VarDesc *decl) {
+static Tensor *feed_from(Diag *d, FILE *f, uint64_t size, const char *path, const VarDesc *decl);
+
+Tensor *npy_feed_fd(Diag *d, int fd, const char *path, const VarDesc *decl) {
   uint64_t size;
-  FILE *f = open_file(d, path, &size);
-  if (!f) return NULL;
+  FILE *f = open_fd(d, fd, path, &size);
+  return f ? feed_from(d, f, size, path, decl) : NULL;
+}
+
+/* npy_feed's reading of f (closed here), size bytes. */
+static Tensor *feed_from(Diag *d, FILE *f, uint64_t size, const char *path, const VarDesc *decl) {
   uint8_t magic[8] = {0};
   size_t k = fread(magic, 1, sizeof magic, f);
   rewind(f);

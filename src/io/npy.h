@@ -91,8 +91,9 @@ bool npy_is_zip(const void *b, size_t n);
 
 /* --feed NAME=FILE: the array of a .npy file, or of a .npz archive the
  * member named like the input (or its only one), as a tensor of decl's
- * dtype in the array's shape; NULL, reported, on error. */
-Tensor *npy_feed(Diag *d, const char *path, const VarDesc *decl);
+ * dtype in the array's shape, read from fd (open on path; closed here);
+ * NULL, reported, on error. */
+Tensor *npy_feed_fd(Diag *d, int fd, const char *path, const VarDesc *decl);
 
 /* The tensors (in their order, each names[i]) written as the .npz file
  * at path, atomically; false with err ("PATH: ...") on failure. */

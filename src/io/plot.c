@@ -815,13 +815,13 @@ static const Series *knots_of(const Log *g, PlotAxis k) {
   return s->n ? s : NULL;
 }
 
-static int render(const Log *g, const PlotOpts *op) {
+static bool render(const Log *g, const PlotOpts *op) {
   Plot P = {.g = g, .xkind = op->x, .log_y = op->log_y};
-  int status = EXIT_SCRIPT;
+  bool ok = false;
   /* The x axis. */
   if (op->x != PLOT_X_STEP) {
     const Series *k = knots_of(g, op->x);
-    if (!k) return EXIT_SCRIPT;
+    if (!k) return false;
     /* At step 0 nothing is seen and no epoch is done. */
     if (k->p[0].step > 0 && op->x != PLOT_X_LR) series_add(&P.knots, 0, 0);
     for (size_t i = 0; i < k->n; i++) series_add(&P.knots, k->p[i].step, k->p[i].y);
@@ -917,20 +917,20 @@ static int render(const Log *g, const PlotOpts *op) {
   fputs("</text>\n", o);
   for (int i = 0; i < P.np; i++) draw_panel(o, &P, &P.p[i], i == 0);
   fputs("</svg>\n", o);
-  if (file_out_close(&out)) status = 0;
+  ok = file_out_close(&out);
 done:
   mem_free(P.xy);
   mem_free(P.knots.p);
-  return status;
+  return ok;
 }
 
-int plot_log(FILE *f, const char *name, const PlotOpts *op) {
+bool plot_log(FILE *f, const char *name, const PlotOpts *op) {
   Log g = {.name = name};
-  int status = read_log(&g, f) ? render(&g, op) : EXIT_SCRIPT;
+  bool ok = read_log(&g, f) && render(&g, op);
   log_free(&g);
-  return status;
+  return ok;
 }
 
-int plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y) {
+bool plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y) {
   return plot_log(f, name, &(PlotOpts){.out = out, .note = note, .log_y = log_y, .x = PLOT_X_LR});
 }

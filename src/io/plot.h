@@ -19,11 +19,11 @@ typedef struct PlotOpts {
 } PlotOpts;
 
 /* The log read from f (called name in messages and the title) drawn as op
- * says.  0 or the exit status, the error reported. */
-int plot_log(FILE *f, const char *name, const PlotOpts *op);
+ * says.  False once the error is reported. */
+bool plot_log(FILE *f, const char *name, const PlotOpts *op);
 /* The step lines of a log drawn over a logarithmic lr axis into out (NULL:
  * standard output), the subtitle `note`, the loss axis logarithmic if
- * log_y: lr-find's sweep.  0 or the exit status. */
-int plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y);
+ * log_y: lr-find's sweep.  False once the error is reported. */
+bool plot_stream(FILE *f, const char *name, const char *out, const char *note, bool log_y);
 
 #endif

@@ -574,6 +574,19 @@ void reg_print_table(FILE *f, const OpProto *const *ops, int n) {
   }
 }
 
+void reg_call_signature(FILE *f, const OpProto *p) {
+  fprintf(f, "%s(", p->type);
+  for (int i = 0; i < p->nin; i++) fprintf(f, "%s%s%s", i ? ", " : "", p->in[i].name, p->in[i].flags & SLOT_LIST ? "[]" : "");
+  for (int i = 0; i < p->nattrs; i++) {
+    fprintf(f, "%s%s", i || p->nin ? ", " : "", p->attrs[i].name);
+    if (p->has_dflt[i]) {
+      fputc('=', f);
+      attr_print(f, &p->dflt[i]);
+    }
+  }
+  fputc(')', f);
+}
+
 void reg_describe(FILE *f, const OpProto *p) {
   fprintf(f, "%s: %s\n", p->type, p->doc);
   fprintf(f, "inputs:\n");

@@ -148,6 +148,10 @@ void reg_print_table(FILE *f, const OpProto *const *ops, int n);
  * suggests from. */
 int reg_callable_names(const OpProto *const *ops, int n, const char **names);
 void reg_describe(FILE *f, const OpProto *p);
+/* How a script calls the op (netrun-lang(5), calls): its inputs in order
+ * (a list input as X[]), then its attributes, each with its default when
+ * it has one: "reshape(X, shape)", "softmax(X, axis=-1)". */
+void reg_call_signature(FILE *f, const OpProto *p);
 int reg_slot_index(const SlotProto *slots, int n, const char *name);
 int reg_attr_index(const OpProto *p, const char *name);
 /* Op's attribute `name`, or else p's default for it (p may be NULL): NULL

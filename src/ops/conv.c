@@ -1410,8 +1410,6 @@ static int k_conv2d_transpose(ExecCtx *c) {
   return rc;
 }
 
-/* Input@GRAD = conv2d(Output@GRAD, Filter); Filter@GRAD = conv2d's filter
- * gradient for input Output@GRAD and output gradient Input. */
 /* conv2d_transpose_grad in f64: X@GRAD is conv2d of Output@GRAD, Filter@GRAD
  * conv2d's filter gradient with the roles of X and Output@GRAD swapped. */
 static int conv2d_transpose_grad64(ExecCtx *c) {
@@ -1429,6 +1427,9 @@ static int conv2d_transpose_grad64(ExecCtx *c) {
   return rc;
 }
 
+/* conv2d_transpose_grad: Input@GRAD = conv2d(Output@GRAD, Filter);
+ * Filter@GRAD = conv2d's filter gradient for input Output@GRAD and output
+ * gradient Input. */
 static int k_conv2d_transpose_grad(ExecCtx *c) {
   if (exec_ctx_in(c, 0)->dtype == DT_F64 && exec_ctx_in(c, 1)->dtype == DT_F64) return conv2d_transpose_grad64(c);
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32), *dout = exec_ctx_in(c, 2);

@@ -90,7 +90,11 @@ static void diverged(Run *r, double l, const Rng *before, bool tty) {
  * mean loss weighted so make the update of one batch of all those
  * examples (an epoch's last group may be shorter).  A rank's stand-in
  * batch (not real) adds nothing.  On N ranks, this rank's weight in the
- * allreduce is its share of the update's examples. */
+ * allreduce is its share of the update's examples.  A weight matrix's
+ * gradient the backward sums in place (train.c's sum_in_place) is its own
+ * sum: the backward adds the batch's examples times its gradient into it
+ * (acc_rate), the sum is divided where it stands and zeroed after the
+ * update. */
 
 /* The value of gradient i, f32 or f64 (NULL: none this step). */
 static Tensor *grad_value(Run *r, int i) {
@@ -99,11 +103,39 @@ static Tensor *grad_value(Run *r, int i) {
   return t && (t->dtype == DT_F32 || t->dtype == DT_F64) ? t : NULL;
 }
 
-/* Adds this step's gradients, times its n examples (this rank's), to the sums. */
-static void accumulate_add(Run *r, int64_t n, int64_t all) {
-  if (!r->acc) r->acc = mem_calloc((size_t)r->bw.npairs + 1, sizeof *r->acc);
+/* Before the first backward: which gradients the backward sums in place
+ * (an sgd_matmul writing one, train.c's sum_in_place), each given its
+ * starting sum, zeros of its parameter's shape, and the rate they read. */
+static void accumulate_start(Run *r) {
+  r->acc = mem_calloc((size_t)r->bw.npairs + 1, sizeof *r->acc);
+  r->acc_in_place = mem_calloc((size_t)r->bw.npairs + 1, sizeof *r->acc_in_place);
+  const Block *b0 = r->p->blocks[0];
   for (int i = 0; i < r->bw.npairs; i++) {
-    Tensor *g = grad_value(r, i);
+    const char *g = r->bw.pairs[i].grad;
+    for (int j = r->nforward; g && j < r->backward_end && !r->acc_in_place[i]; j++) {
+      const char *w = op_out1(b0->ops[j], "ParamOut");
+      r->acc_in_place[i] = strcmp(b0->ops[j]->type, "sgd_matmul") == 0 && w && strcmp(w, g) == 0;
+    }
+    const Tensor *param = r->acc_in_place[i] ? exec_var_value(r->ex, r->bw.pairs[i].param) : NULL;
+    if (!param) {
+      r->acc_in_place[i] = false;
+      continue;
+    }
+    Tensor *zero = tensor_zeros(DT_F32, param->rank, param->shape);
+    exec_preload(r->ex, g, zero);
+    tensor_unref(zero);
+    if (!r->acc_rate) {
+      r->acc_rate = tensor_scalar_f32(0);
+      exec_preload(r->ex, TRAIN_ACC_RATE_VAR, r->acc_rate);
+    }
+  }
+}
+
+/* Adds this step's gradients, times its n examples (this rank's), to the
+ * sums (those summed in place already hold them). */
+static void accumulate_add(Run *r, int64_t n, int64_t all) {
+  for (int i = 0; i < r->bw.npairs; i++) {
+    Tensor *g = r->acc_in_place[i] ? NULL : grad_value(r, i);
     if (!g) continue;
     size_t size = dtype_size(g->dtype);
     if (!r->acc[i]) r->acc[i] = mem_calloc((size_t)g->numel + 1, size);
@@ -125,6 +157,10 @@ static void accumulate_finish(Run *r) {
   double scale = r->acc_mine ? 1.0 / (double)r->acc_mine : 0;
   for (int i = 0; i < r->bw.npairs; i++) {
     Tensor *g = grad_value(r, i);
+    if (g && r->acc_in_place[i]) {   /* the sum itself, divided where it stands */
+      for (int64_t k = 0; k < g->numel; k++) tensor_f32(g)[k] = (float)((double)tensor_f32(g)[k] * scale);
+      continue;
+    }
     if (!g || !r->acc[i]) continue;
     if (g->dtype == DT_F32) {
       float *a = r->acc[i];
@@ -142,42 +178,50 @@ static void accumulate_finish(Run *r) {
 /* The phases after the forward: the backward, then (unless the update
  * waits for more batches) the allreduce and the update.  mine: this
  * rank's examples of the step; all: every rank's. */
-static int backward_update(Run *r, bool update, int64_t mine, int64_t all) {
-  if (r->c.accumulate == 1) return exec_run_range(r->ex, r->nforward, -1) != 0 ? EXIT_SCRIPT : 0;
-  if (exec_run_range(r->ex, r->nforward, r->backward_end) != 0) return EXIT_SCRIPT;
+static bool backward_update(Run *r, bool update, int64_t mine, int64_t all) {
+  if (r->c.accumulate == 1) return exec_run_range(r->ex, r->nforward, -1) == 0;
+  if (!r->acc) accumulate_start(r);
+  if (r->acc_rate) tensor_f32(r->acc_rate)[0] = -(float)mine;
+  if (exec_run_range(r->ex, r->nforward, r->backward_end) != 0) return false;
   accumulate_add(r, mine, all);
-  if (!update) return 0;
+  if (!update) return true;
   accumulate_finish(r);
-  return exec_run_range(r->ex, r->backward_end, -1) != 0 ? EXIT_SCRIPT : 0;
+  if (exec_run_range(r->ex, r->backward_end, -1) != 0) return false;
+  for (int i = 0; i < r->bw.npairs; i++) {   /* the sums in place start again */
+    Tensor *g = r->acc_in_place[i] ? grad_value(r, i) : NULL;
+    if (g) memset(g->data, 0, sizeof(float) * (size_t)g->numel);
+  }
+  return true;
 }
 
-static int one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty, const Rng *rng);
+static bool one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty, const Rng *rng);
 
 /* One training step on batch bt: the forward ops, then, when the loss is
  * finite (or with --keep-going), the backward ops and the updates.  The
  * check between the two costs one comparison a step.  On N ranks the
  * ranks agree between the two (agree_step); a batch that is not `real`
  * (a shard one example short) counts for nothing.  *st: the step's loss,
- * correct predictions and examples.  0 or the exit status. */
-static int train_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty) {
+ * correct predictions and examples.  False once the failure is
+ * reported. */
+static bool train_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty) {
   Rng before = *exec_rng(r->ex);
   Tensor **states = real ? NULL : trun_save_states(r);
-  int status = one_step(r, bt, real, update, st, tty, &before);
+  bool ok = one_step(r, bt, real, update, st, tty, &before);
   if (states) trun_restore_states(r, states);
-  return status;
+  return ok;
 }
 
 /* train_step's forward, backward and (when `update`) updates. */
-static int one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty, const Rng *rng) {
+static bool one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tty, const Rng *rng) {
   bool ok = trun_feed_batch(r, &r->train, bt, true) && exec_run_range(r->ex, 0, r->nforward) == 0;
   *st = (Step){ok ? trun_loss_value(r) : (double)NAN, ok && real ? trun_correct(r) : 0, real ? bt->n : 0};
   int64_t mine = st->n;
-  if ((dist_size() > 1 && !trun_agree_step(r, ok, st)) || !ok) return EXIT_SCRIPT;
+  if ((dist_size() > 1 && !trun_agree_step(r, ok, st)) || !ok) return false;
   double l = st->loss;
   if (!isfinite(l) && !r->t->keep_going) {
     trun_failure_agreed = true;   /* every rank has the same loss */
     diverged(r, l, rng, tty);
-    return EXIT_SCRIPT;
+    return false;
   }
   if (!isfinite(l) && !r->warned) {
     if (tty) fputc('\n', stderr);
@@ -185,13 +229,13 @@ static int one_step(Run *r, Batch *bt, bool real, bool update, Step *st, bool tt
               (long long)r->step + 1, (long long)r->epoch + 1, trun_loss_str(l, 4).s);
     r->warned = true;
   }
-  if (backward_update(r, update, mine, st->n) != 0) return EXIT_SCRIPT;
+  if (!backward_update(r, update, mine, st->n)) return false;
   /* The moving average starts from 0, and is divided by 1 - 0.98^n as
    * Adam's moments are: the first steps' losses are not drowned by the
    * zero it started from. */
   r->ema = 0.98 * r->ema + 0.02 * l;
   r->ema_n++;
-  return 0;
+  return true;
 }
 
 static double smoothed(const Run *r) { return r->ema / (1 - pow(0.98, (double)r->ema_n)); }
@@ -209,9 +253,9 @@ static bool next_batch(Run *r, Batcher *b, Batch *bt, int64_t steps, bool *real)
 
 /* One epoch's steps (from r->step_in_epoch, when resumed in the middle
  * of it): each batch's learning rate, step and progress line.  *n: this
- * process's examples, for its rate.  0 or the exit status; a signal ends
- * the epoch early with 0 (the caller asks trun_stop_sig). */
-static int run_epoch(Run *r, int64_t steps_per_epoch, bool tty, double epoch_start, int64_t *n) {
+ * process's examples, for its rate.  False once a failure is reported; a
+ * signal ends the epoch early, true (the caller asks trun_stop_sig). */
+static bool run_epoch(Run *r, int64_t steps_per_epoch, bool tty, double epoch_start, int64_t *n) {
   const TrainArgs *t = r->t;
   Batcher b;
   data_batcher_init(&b, &r->train, r->c.batch, false);
@@ -222,8 +266,7 @@ static int run_epoch(Run *r, int64_t steps_per_epoch, bool tty, double epoch_sta
   if (dist_size() > 1) data_shard(&b, dist_rank(), dist_size());
   data_skip(&b, r->step_in_epoch);
   Batch bt;
-  bool real;
-  int status = 0;
+  bool real, ok = true;
   if (r->step_in_epoch == 0) r->epoch_loss = 0, r->epoch_n = 0, r->epoch_hits = 0;
   while (next_batch(r, &b, &bt, steps_per_epoch, &real)) {
     /* An update's batches: `accumulate` of them from the epoch's start,
@@ -234,16 +277,16 @@ static int run_epoch(Run *r, int64_t steps_per_epoch, bool tty, double epoch_sta
     double e = (double)r->epoch + (double)r->step_in_epoch / (double)steps_per_epoch;
     if (in_group == 0) tensor_f32(r->lr)[0] = (float)schedule(&r->c, e);
     Step st;
-    status = train_step(r, &bt, real, update, &st, tty);
+    ok = train_step(r, &bt, real, update, &st, tty);
     data_batch_release(&bt);
-    if (status) break;
+    if (!ok) break;
     r->epoch_loss += st.loss * (double)st.n, r->epoch_hits += st.hits, r->epoch_n += st.n, *n += st.n;
     r->step++, r->step_in_epoch++, r->samples += st.n;
     trun_progress(r, st.loss, smoothed(r), steps_per_epoch, trun_now() - epoch_start, *n, tty);
     if ((update && trun_stop_sig(r)) || r->log_failed) break;   /* a signal stops a run after an update */
   }
   data_batcher_free(&b);
-  return status ? status : r->log_failed ? EXIT_SCRIPT : 0;
+  return ok && !r->log_failed;
 }
 
 /* Evaluates ds at an epoch's end: " | NAME loss L acc A" appended to the
@@ -259,8 +302,9 @@ static bool epoch_eval(Run *r, const Dataset *ds, const char *name, char *line, 
 
 /* An epoch's end, after its last step: the evaluations, the epoch line,
  * the ranks' agreement, the best score and patience's count, the
- * checkpoints.  *stop: patience ends the run.  0 or the exit status. */
-static int end_epoch(Run *r, double epoch_start, int64_t n, bool tty, bool *stop) {
+ * checkpoints.  *stop: patience ends the run.  False once a failure is
+ * reported. */
+static bool end_epoch(Run *r, double epoch_start, int64_t n, bool tty, bool *stop) {
   const TrainArgs *t = r->t;
   r->epoch++;
   r->step_in_epoch = 0;
@@ -274,7 +318,7 @@ static int end_epoch(Run *r, double epoch_start, int64_t n, bool tty, bool *stop
   double score = -tl, test_score;
   if ((r->has_val && !epoch_eval(r, &r->val, "val", line, sizeof line, &k, &score)) ||
       (r->has_test && !epoch_eval(r, &r->test, r->eval_name, line, sizeof line, &k, r->has_val ? &test_score : &score)))
-    return EXIT_SCRIPT;
+    return false;
   bool best = score > r->best;
   if (best) r->best = score, r->best_epoch = r->epoch, r->stalled = 0;
   else r->stalled++;
@@ -282,48 +326,49 @@ static int end_epoch(Run *r, double epoch_start, int64_t n, bool tty, bool *stop
   snprintf(line + k, sizeof line - (size_t)k, " | %.1f s, %.0f samples/s", secs, (double)n / (secs > 0 ? secs : 1e-9));
   printf("%s\n", line);
   fflush(stdout);
-  if (dist_size() > 1 && !trun_agree_params(r)) return EXIT_SCRIPT;
+  if (dist_size() > 1 && !trun_agree_params(r)) return false;
   trun_log_sync(r);
-  if (r->log_failed) return EXIT_SCRIPT;
+  if (r->log_failed) return false;
   /* A checkpoint that cannot be written stops the run: training on
    * without one would waste what the user asked to keep. */
-  if (t->save && !trun_save(r, t->save, true)) return EXIT_SCRIPT;
+  if (t->save && !trun_save(r, t->save, true)) return false;
   if (t->keep_best && best) {
     char path[4096];
     snprintf(path, sizeof path, "%s.best", t->save);
-    if (!trun_save(r, path, true)) return EXIT_SCRIPT;
+    if (!trun_save(r, path, true)) return false;
   }
   if (r->c.patience && r->stalled >= r->c.patience) {
     trun_say_early_stop(r);
     *stop = true;
   }
-  return 0;
+  return true;
 }
 
-/* A run stopped by a signal after a step: said, and saved when asked.
- * 128 + the signal says "stopped, and saved if asked"; a checkpoint that
- * could not be written is an error. */
-static int interrupted(Run *r, bool tty) {
+/* A run stopped by a signal after a step: said, and saved when asked;
+ * false when the checkpoint could not be written (an error). */
+static bool interrupted(Run *r, bool tty) {
   if (tty) fputc('\n', stderr);
   if (!r->quiet)
     fprintf(stderr, "netrun: interrupted at epoch %lld, step %lld\n", (long long)r->epoch + 1, (long long)r->step);
   if (dist_size() > 1) trun_average_states(r);
-  return r->t->save && !trun_save(r, r->t->save, false) ? EXIT_SCRIPT : 128 + trun_stop_sig(r);
+  return !r->t->save || trun_save(r, r->t->save, false);
 }
 
-/* The training loop of cmd_train. */
-static int train(TrainArgs *t) {
+/* The training loop of cmd_train: false once a failure is reported;
+ * *sig, the signal that stopped the run (its checkpoint saved), else 0. */
+static bool train(TrainArgs *t, int *sig) {
   char err[4200];
   Run r;
-  int status = EXIT_SCRIPT;
+  *sig = 0;
   bool ok = trun_setup(&r, t, true) && (!t->resume || trun_restore(&r, t->resume, true)) &&
             (!t->weights || trun_restore(&r, t->weights, false));
   if (dist_size() > 1 && trun_agree_start(&r, ok, "trains")) trun_sync_model(&r);
-  if (!ok || trun_failure_agreed) goto out;
-  if (t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
+  if (trun_failure_agreed) ok = false;
+  if (ok && t->log && !(r.logging = file_log_open(&r.log, t->log, r.epoch || r.step, err, sizeof err))) {
     diag_error(&r.ld.diag, SPAN_NONE, "%s: %s", t->log, err);
-    goto out;
+    ok = false;
   }
+  if (!ok) goto out;
   signal(SIGINT, on_stop);
   signal(SIGTERM, on_stop);
   bool tty = isatty(2) && !r.quiet;   /* only rank 0 shows progress */
@@ -334,27 +379,27 @@ static int train(TrainArgs *t) {
   if (t->save_back && !r.quiet)
     diag_note(&r.ld.diag, SPAN_NONE, "saving to %s, the checkpoint resumed (--save PATH: another file; --no-save: "
               "none)", t->save);
-  status = 0;
   bool stop = false;
-  while (r.epoch < r.c.epochs && status == 0 && !stop) {
+  while (r.epoch < r.c.epochs && ok && !stop) {
     double epoch_start = trun_now();
     int64_t n = 0;
-    status = run_epoch(&r, steps_per_epoch, tty, epoch_start, &n);
+    ok = run_epoch(&r, steps_per_epoch, tty, epoch_start, &n);
     run_samples += n;
-    if (status) break;
+    if (!ok) break;
     if (trun_stop_sig(&r)) {
-      status = interrupted(&r, tty);
+      *sig = trun_stop_sig(&r);
+      ok = interrupted(&r, tty);
       break;
     }
-    status = end_epoch(&r, epoch_start, n, tty, &stop);
+    ok = end_epoch(&r, epoch_start, n, tty, &stop);
   }
-  if (status == 0) {
+  if (ok && !*sig) {
     trun_say_summary(&r, trun_now() - start, run_samples);
-    if (r.log_failed) status = EXIT_SCRIPT;
+    ok = !r.log_failed;
   }
 out:
   trun_teardown(&r);
-  return status;
+  return ok;
 }
 
 int trainer_train(TrainArgs *t) {
@@ -374,7 +419,8 @@ int trainer_train(TrainArgs *t) {
     dist_abort(EXIT_SCRIPT);
     return EXIT_SCRIPT;
   }
-  int status = train(t);
+  int sig;
+  int status = !train(t, &sig) ? EXIT_SCRIPT : sig ? 128 + sig : 0;   /* 128 + a signal: stopped, saved if asked */
   file_unlock(&lock);
   /* The trainer says how a signal ended the run: a second one stopped a
    * step (status 1, nothing written), not main's generic Ctrl-C (130). */
@@ -389,13 +435,14 @@ int trainer_train(TrainArgs *t) {
 /* ---- lr-find ------------------------------------------------------------------------ */
 
 /* One step of lr-find's sweep at learning rate lr, recorded in s; false
- * when the sweep ends here (s->stop says why) or failed (*status). */
-static bool sweep_step(Run *r, Batch *bt, bool real, double lr, double *best, int *status) {
+ * when the sweep ends here (s->stop says why) or failed (*failed, once
+ * reported). */
+static bool sweep_step(Run *r, Batch *bt, bool real, double lr, double *best, bool *failed) {
   LrSweep *s = &r->t->sweep;
   tensor_f32(r->lr)[0] = (float)lr;
   Step st;
-  *status = train_step(r, bt, real, true, &st, false);
-  if (*status) return false;
+  *failed = !train_step(r, bt, real, true, &st, false);
+  if (*failed) return false;
   double sm = smoothed(r);
   s->pts[s->n++] = (LrPoint){lr, st.loss, sm};
   r->step++, r->step_in_epoch++;
@@ -413,14 +460,14 @@ static bool sweep_step(Run *r, Batch *bt, bool real, double lr, double *best, in
 /* The sweep: s->steps training steps, epoch after epoch of the training
  * data, lr rising exponentially; nothing is saved.  On a terminal, a
  * progress line; Ctrl-C or SIGTERM ends the sweep after the current step
- * (the curve so far is printed, status 128 + the signal). */
-static int sweep(Run *r) {
+ * (the curve so far is printed; trun_stop_signal says which).  False
+ * once a failure is reported. */
+static bool sweep(Run *r) {
   LrSweep *s = &r->t->sweep;
   s->pts = mem_alloc(NULL, sizeof *s->pts * (size_t)s->steps);
   int64_t per_epoch = trun_epoch_steps(r);
   double best = INFINITY;
-  int status = 0;
-  bool going = true, tty = isatty(2);
+  bool going = true, failed = false, tty = isatty(2);
   signal(SIGINT, on_stop);
   signal(SIGTERM, on_stop);
   while (going && s->n < s->steps) {
@@ -431,9 +478,9 @@ static int sweep(Run *r) {
     Batch bt;
     bool real;
     while (going && s->n < s->steps && next_batch(r, &b, &bt, per_epoch, &real)) {
-      going = sweep_step(r, &bt, real, lrf_rate(s, s->n), &best, &status);
+      going = sweep_step(r, &bt, real, lrf_rate(s, s->n), &best, &failed);
       data_batch_release(&bt);
-      if (tty && !status)
+      if (tty && !failed)
         fprintf(stderr, "\rstep %lld/%lld  lr %.3g  smoothed loss %s   ", (long long)s->n, (long long)s->steps,
                 s->pts[s->n - 1].lr, trun_loss_str(s->pts[s->n - 1].smooth, 4).s);
     }
@@ -441,17 +488,14 @@ static int sweep(Run *r) {
     r->epoch++;
   }
   if (tty) fputc('\n', stderr);
-  return status ? status : trun_stop_signal ? 128 + trun_stop_signal : 0;
+  return !failed;
 }
 
-/* lr-find FILE: the sweep, its curve printed (and plotted), an lr suggested. */
-static int lr_find(TrainArgs *t) {
+/* lr-find FILE: the sweep, its curve printed (and plotted), an lr
+ * suggested.  False once a failure is reported. */
+static bool lr_find(TrainArgs *t) {
   Run r;
-  int status = EXIT_SCRIPT;
-  if (dist_size() > 1) {
-    diag_error(NULL, SPAN_NONE, "lr-find runs in one process, not under mpirun");
-    return EXIT_USAGE;
-  }
+  bool swept = false;
   t->keep_going = true;   /* a loss that is not finite ends the sweep (sweep_step), not the run */
   bool ok = trun_setup(&r, t, true) && (!t->weights || trun_restore(&r, t->weights, false));
   if (ok && r.c.accumulate > 1) {
@@ -465,27 +509,33 @@ static int lr_find(TrainArgs *t) {
     r.warned = true;
     fprintf(stderr, "lr-find %s: %s, %lld steps of %lld, lr from %g to %g\n", t->file, r.c.optimizer,
             (long long)t->sweep.steps, (long long)r.c.batch, t->sweep.start, t->sweep.end);
-    status = sweep(&r);
+    swept = sweep(&r);
   }
-  if (ok && t->sweep.n && (!status || trun_stop_signal)) {
+  /* the curve so far, also when a signal stopped the sweep */
+  if (ok && t->sweep.n && (swept || trun_stop_signal)) {
     OutFile o;
-    int done = status;   /* 0, or 128 + the signal that stopped the sweep */
-    status = EXIT_SCRIPT;
+    ok = false;
     if (file_out_open(&o, t->out)) {
       lrf_print(o.f, &t->sweep, t->lrf_format);
-      if (file_out_close(&o)) status = 0;
+      ok = file_out_close(&o);
     }
     if (t->lrf_format == LRF_CSV) lrf_say_suggestion(stderr, &t->sweep);
-    if (!status && t->plot) status = lrf_plot(&t->sweep, t->plot);
-    if (!status) status = done;
+    if (ok && t->plot) ok = lrf_plot(&t->sweep, t->plot);
+    ok = ok && swept;   /* a step that failed is the run's failure, its curve shown */
+  } else {
+    ok = false;
   }
   mem_free(t->sweep.pts);
   trun_teardown(&r);
-  return status;
+  return ok;
 }
 
 int trainer_lr_find(TrainArgs *t) {
-  int rc = lr_find(t);
+  if (dist_size() > 1) {
+    diag_error(NULL, SPAN_NONE, "lr-find runs in one process, not under mpirun");
+    return EXIT_USAGE;
+  }
+  int rc = !lr_find(t) ? EXIT_SCRIPT : trun_stop_signal ? 128 + trun_stop_signal : 0;
   if (trun_stop_signal) exec_interrupt_reset();   /* the sweep said how a signal ended it (as cmd_train) */
   return rc;
 }

@@ -119,8 +119,8 @@ void lrf_print(FILE *f, const LrSweep *s, LrFormat fmt) {
  * lr on a logarithmic loss axis (a diverging loss is thousands of times the
  * rest); the step that stopped the sweep early is left out, as fastai
  * leaves out the last steps. */
-int lrf_plot(const LrSweep *s, const char *path) {
-  if (!s->n) return EXIT_SCRIPT;   /* the first step failed, and said why */
+bool lrf_plot(const LrSweep *s, const char *path) {
+  if (!s->n) return false;   /* the first step failed, and said why */
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
@@ -139,8 +139,8 @@ int lrf_plot(const LrSweep *s, const char *path) {
              s->end);
   FILE *in = fmemopen(buf, len ? len : 1, "r");
   if (!in) mem_oom(0);
-  int status = plot_stream(in, s->model, path, note, true);
+  bool ok = plot_stream(in, s->model, path, note, true);
   fclose(in);
   free(buf);
-  return status;
+  return ok;
 }

@@ -49,7 +49,8 @@ LrSuggestion lrf_suggest(const LrSweep *s);
 void lrf_print(FILE *f, const LrSweep *s, LrFormat fmt);
 /* The suggestion as one line ("suggested lr ..."), for stderr beside csv. */
 void lrf_say_suggestion(FILE *f, const LrSweep *s);
-/* The curve as SVG (plot.c) into path, atomically; 0 or the exit status. */
-int lrf_plot(const LrSweep *s, const char *path);
+/* The curve as SVG (plot.c) into path, atomically; false once the
+ * failure is reported. */
+bool lrf_plot(const LrSweep *s, const char *path);
 
 #endif

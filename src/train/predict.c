@@ -157,8 +157,9 @@ static bool predict_vars(Run *r, const char **vars, const char **names, int *n) 
 }
 
 /* Predict's results, once every pass has run: the text's file closed, or
- * the values written in their format.  0 or the exit status. */
-static int predict_finish(const TrainArgs *t, bool ok, OutFile *o, ReportValues *rv) {
+ * the values written in their format.  False when ok was, or once a
+ * failure is reported. */
+static bool predict_finish(const TrainArgs *t, bool ok, OutFile *o, ReportValues *rv) {
   if (t->format == REPORT_TEXT && !ok && o->path) {   /* a failed run leaves no file */
     fclose(o->f);
     o->file.fd = -1;
@@ -169,7 +170,7 @@ static int predict_finish(const TrainArgs *t, bool ok, OutFile *o, ReportValues 
     ok = ok && report_values_write(rv, t->out);
   }
   report_values_free(rv);
-  return ok ? 0 : EXIT_SCRIPT;
+  return ok;
 }
 
 /* Where text goes (-o FILE, else standard output); other formats are
@@ -184,10 +185,11 @@ static bool predict_start(const TrainArgs *t, int n, const char *const *names, O
 /* predict --data: the values over the examples of the data eval would
  * take (the test split, or the file), batch by batch.  On N ranks, step k
  * of the ranks takes batches kN .. kN + N - 1, one each, and rank 0 alone
- * writes their values, in order (predict_step). */
-static int predict_data(TrainArgs *t) {
+ * writes their values, in order (predict_step).  False once a failure
+ * is reported. */
+static bool predict_data(TrainArgs *t) {
   Run r;
-  int status = EXIT_SCRIPT, N = dist_size();
+  int N = dist_size();
   const char *vars[REPORT_MAX_OUTPUTS], *names[REPORT_MAX_OUTPUTS];
   int n = 0;
   OutFile o = {0};
@@ -198,6 +200,7 @@ static int predict_data(TrainArgs *t) {
   ok = ok && (started || dist_rank() > 0);
   if ((N > 1 && !trun_agree_start(&r, ok, "predicts with")) || !ok) {
     if (started) predict_finish(t, false, &o, &rv);
+    ok = false;
     goto out;
   }
   const Dataset *ds = r.has_test ? &r.test : &r.train;
@@ -222,10 +225,10 @@ static int predict_data(TrainArgs *t) {
     data_skip(&b, N - 1);
   }
   data_batcher_free(&b);
-  status = started ? predict_finish(t, ok, &o, &rv) : ok ? 0 : EXIT_SCRIPT;
+  if (started) ok = predict_finish(t, ok, &o, &rv);
 out:
   trun_teardown(&r);
-  return status;
+  return ok;
 }
 
 /* predict: the forward pass on fed inputs (or --data) with trained
@@ -234,7 +237,7 @@ out:
 int trainer_predict(TrainArgs *t) {
   t->predicting = true;
   if (!trun_ranks_start()) return EXIT_SCRIPT;
-  if (t->o.data) return trun_ranks_stop(predict_data(t));
+  if (t->o.data) return trun_ranks_stop(predict_data(t) ? 0 : EXIT_SCRIPT);
   /* fed inputs: nothing to share out; rank 0 alone predicts */
   if (dist_rank() > 0) return trun_ranks_stop(0);
   Run r;
@@ -263,7 +266,7 @@ int trainer_predict(TrainArgs *t) {
   if (!trun_feed_mode(&r, false)) goto fail;
   if (!predict_start(t, n, names, &o, &rv)) goto out;
   bool ok = predict_pass(&r, vars, n, !t->noutputs, -1, o.f, &rv);
-  status = predict_finish(t, ok, &o, &rv);
+  if (predict_finish(t, ok, &o, &rv)) status = 0;
   if (!ok) goto fail;
   goto out;
 fail:

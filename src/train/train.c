@@ -2,6 +2,7 @@
  * The training loop is in loop.c (trainrun.h lists the trainer's files). */
 #include "train/train.h"
 
+#include "ir/names.h"
 #include "ir/rewrite.h"
 
 #include <fnmatch.h>
@@ -568,6 +569,55 @@ static OpDesc *optimizer_op(Program *p, const TrainConfig *c, const char *w, con
   return op;
 }
 
+/* Accumulating (accumulate = N > 1), a weight matrix's gradient that one
+ * matmul of the backward writes, and no other op of the backward touches,
+ * is summed where it stands: the matmul becomes sgd_matmul(Param = the
+ * gradient, LearningRate = TRAIN_ACC_RATE_VAR), whose GEMM adds -rate *
+ * X'Y to it (beta 1), the trainer setting the rate to minus the batch's
+ * examples.  The gradient then holds the group's weighted sum, and no
+ * gradient apart from it is ever written: accumulating spends one
+ * gradient's memory, not two (the trainer divides the sum before the
+ * update and zeroes it after).  It stays inside the backward phase. */
+static void sum_in_place(Program *p, const BackwardResult *bw) {
+  Block *b0 = p->blocks[0];
+  int from = p->phase[PHASE_BACKWARD], to = p->phase[PHASE_ALLREDUCE];
+  bool rate = false;
+  for (int j = from; j < to; j++) {
+    const OpDesc *mm = b0->ops[j];
+    const char *g = op_out1(mm, "Out");
+    if (strcmp(mm->type, "matmul") != 0 || !g || !name_is_grad(g)) continue;
+    const VarDesc *x = prog_var(p, op_in1(mm, "X")), *y = prog_var(p, op_in1(mm, "Y")), *gv = prog_var(p, g);
+    if (!x || !y || !gv || x->shape.rank != 2 || y->shape.rank != 2 || x->dtype != DT_F32 || y->dtype != DT_F32 ||
+        gv->dtype != DT_F32)
+      continue;
+    bool alone = false;   /* a parameter's gradient, which no other backward op touches */
+    for (int i = 0; i < bw->npairs && !alone; i++) alone = bw->pairs[i].grad && strcmp(bw->pairs[i].grad, g) == 0;
+    for (int k = from; k < to && alone; k++)
+      for (int t = 0; t < b0->ops[k]->nin && alone && k != j; t++)
+        for (int a = 0; a < b0->ops[k]->in[t].n; a++) alone = alone && strcmp(b0->ops[k]->in[t].args[a], g) != 0;
+    for (int k = from; k < to && alone; k++)
+      for (int t = 0; t < b0->ops[k]->nout && alone && k != j; t++)
+        for (int a = 0; a < b0->ops[k]->out[t].n; a++) alone = alone && strcmp(b0->ops[k]->out[t].args[a], g) != 0;
+    if (!alone) continue;
+    if (!rate) {
+      VarDesc *v = prog_var(p, TRAIN_ACC_RATE_VAR) ? NULL : prog_add_var(p, b0, TRAIN_ACC_RATE_VAR);
+      if (v) v->dtype = DT_F32, v->shape = shape_scalar();
+      rate = true;
+    }
+    OpDesc *op = op_new(p, "sgd_matmul", mm->span);
+    op->fwd_block = mm->fwd_block;
+    op->fwd_op = mm->fwd_op;
+    in(p, op, "Param", g);
+    in(p, op, "X", op_in1(mm, "X"));
+    in(p, op, "Y", op_in1(mm, "Y"));
+    in(p, op, "LearningRate", TRAIN_ACC_RATE_VAR);
+    out(p, op, "ParamOut", g);
+    op_set_attr(p, op, "transpose_x", attr_bool(op_attr_i(mm, "transpose_x", 0) != 0));
+    op_set_attr(p, op, "transpose_y", attr_bool(op_attr_i(mm, "transpose_y", 0) != 0));
+    b0->ops[j] = op;
+  }
+}
+
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];
@@ -627,5 +677,6 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   }
   unsigned hold = c->accumulate > 1 ? 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE : 0;
   rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1, hold});
+  if (c->accumulate > 1) sum_in_place(p, bw);
   return true;
 }

@@ -1,5 +1,7 @@
-/* train.h — training: the train configuration, the training program, and
- * `netrun train` / `eval` / `predict`.
+/* train.h — the train block: its keys (one table), the configuration they
+ * make with the command line's overrides, and the training program built
+ * from it.  The verbs that run it (`netrun train`, `eval`, `predict`,
+ * `lr-find`) are trainer.h.
  *
  * A script names what training needs in a configuration block (see
  * netrun-lang(5), "TRAINING"):
@@ -94,6 +96,9 @@ bool train_optimizer_known(const char *name);
 /* On N > 1 ranks: the variable it writes this rank's share of the step's
  * examples into, which the allreduce ops weigh its gradients by. */
 #define TRAIN_WEIGHT_VAR "rank_weight@DIST"
+/* Accumulating: minus the examples of the batch whose gradients a weight's
+ * gradient sums in place (sum_in_place), set by the trainer each step. */
+#define TRAIN_ACC_RATE_VAR "accumulate_rate@ACC"
 
 /* Appends the backward, the clipping and the optimizer ops (with
  * c->ranks > 1, the allreduce of the gradients before them: rewrite.h),

@@ -53,7 +53,7 @@ static bool text_inputs_i64(Run *r) {
     }
   return true;
 }
-static bool label_is_column(const Run *r);
+static bool label_is_column(Run *r);
 
 /* Which input each dataset column feeds: the train block's feed list, or
  * the script's inputs in order.  A feed list one short of the columns
@@ -275,19 +275,28 @@ static const char *data_dir(Run *r, const char *key) {
   return !slash ? NULL : slash == path ? "/" : arena_strndup(&r->ld.arena, path, (size_t)(slash - path));
 }
 
-/* Does the dataset come in train and test splits? (A CSV file does not; a
- * text file, read with context = T, does: text.h.) */
-static bool has_splits(const Run *r) { return r->c.context > 0 || strcmp(r->c.data, "fashion-mnist") == 0; }
+/* The format the train block's data will be read as (data.h's table),
+ * asked before reading it: NULL when it names nothing there. */
+static const DataFormat *data_format(Run *r) {
+  DataOptions o = {.context = r->c.context, .dir = data_dir(r, "data")};
+  return data_format_of(r->c.data, &o);
+}
 
-/* Whether the train block's label names a CSV column rather than an
- * input: with CSV data, a name that is not one of the script's inputs
- * (and no label_column). */
-static bool label_is_column(const Run *r) {
-  const char *d = r->c.data;
-  size_t n = strlen(d);
-  if (!r->c.label || r->c.label_column || strcmp(d, "fashion-mnist") == 0 || strchr(d, ':') ||
-      (n >= 4 && strcmp(d + n - 4, ".npz") == 0))
-    return false;
+/* Does the dataset come in train and test splits? (fashion-mnist, and a
+ * text file read with context = T, text.h; a CSV file does not.) */
+static bool has_splits(Run *r) {
+  const DataFormat *f = data_format(r);
+  return f && (f->flags & DATA_SPLITS);
+}
+
+/* Whether the train block's label names a column of the data rather than
+ * an input: a name that is not one of the script's inputs (and no
+ * label_column), with data whose format reads a label column (a CSV
+ * file's; the others that take one refuse it with their reason). */
+static bool label_is_column(Run *r) {
+  if (!r->c.label || r->c.label_column) return false;
+  const DataFormat *f = data_format(r);
+  if (f && !(f->flags & DATA_LABEL_COLUMN)) return false;
   const VarDesc *v = prog_named_var(r->p, r->c.label);
   return !v || !(v->flags & VAR_INPUT);
 }
@@ -353,8 +362,8 @@ static bool open_eval(Run *r, bool training) {
   bool split = (strcmp(e, "test") == 0 || strcmp(e, "train") == 0) && (has_splits(r) || !s || stat(path, &st) != 0);
   if (split) dopt = data_options(r, "data");
   if (split && !has_splits(r)) {
-    const char *d = dopt.dir && data[0] != '/' ? arena_printf(&r->ld.arena, "%s/%s", dopt.dir, data) : data;
-    bool folder = stat(d, &st) == 0 && S_ISDIR(st.st_mode);
+    const DataFormat *f = data_format(r);
+    bool folder = f && strcmp(f->name, "images") == 0;
     if (s) diag_error(&r->ld.diag, s->span, "train: eval = \"%s\" names a split, but %s has none: name %s or \"none\"",
                       e, data, folder ? "a folder of class folders (eval = \"images/test\")" : "a data file (eval = \"test.csv\")");
     return !s;
@@ -570,6 +579,8 @@ void trun_teardown(Run *r) {
   tensor_unref(r->weight);
   for (int i = 0; r->acc && i < r->bw.npairs; i++) mem_free(r->acc[i]);
   mem_free(r->acc);
+  mem_free(r->acc_in_place);
+  tensor_unref(r->acc_rate);
   exec_free(r->ex);
   if (r->has_train) data_free(&r->train);
   if (r->has_test) data_free(&r->test);

@@ -44,6 +44,9 @@ typedef struct Run {
   void **acc;                   /* accumulate > 1: per gradient (bw.pairs), the sum over
                                    the update's batches of examples x gradient */
   int64_t acc_mine, acc_all;    /* the examples summed so far: this rank's, every rank's */
+  bool *acc_in_place;           /* per gradient: summed where it stands by the backward
+                                   (train.c's sum_in_place), so without an acc buffer */
+  Tensor *acc_rate;             /* TRAIN_ACC_RATE_VAR: minus this batch's examples */
   Executor *ex;
   Dataset train, test, val;
   bool has_train, has_test, has_val;

@@ -435,7 +435,7 @@ static void bench_train_step(const char *path, const char *what, int64_t batch, 
   exec_default_options(&o);
   o.tape = false;
   o.fuse = fuse;
-  if (exec_rewrite_wanted(&o)) rewrite_program(ld.prog, &(RewriteOpts){RW_FUSE, NULL, 0});
+  if (exec_rewrite_wanted(&o)) rewrite_program(ld.prog, &(RewriteOpts){.sets = RW_FUSE});
   Executor *ex = exec_new(ld.prog, &o);
   const VarDesc *x = prog_var(ld.prog, "x"), *y = prog_var(ld.prog, "y");
   int64_t xs[SHAPE_MAX_RANK];
@@ -653,7 +653,7 @@ static bool step_start(Step *s, const char *tail, Tensor *xt, Tensor *yt, Tensor
   ExecOptions o;
   exec_default_options(&o);
   o.tape = false;
-  if (exec_rewrite_wanted(&o)) rewrite_program(s->ld.prog, &(RewriteOpts){RW_FUSE, NULL, 0});
+  if (exec_rewrite_wanted(&o)) rewrite_program(s->ld.prog, &(RewriteOpts){.sets = RW_FUSE});
   s->ex = exec_new(s->ld.prog, &o);
   exec_feed(s->ex, "x", xt, "bench");
   exec_feed(s->ex, "y", yt, "bench");

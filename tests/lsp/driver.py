@@ -12,6 +12,7 @@ with exact expectations.
     definition:PATH:LINE:COL   references:PATH:LINE:COL
     completion:PATH:LINE:COL:LABEL,...   only the items of those labels are shown
     symbols:PATH               formatting:PATH
+    hints:PATH:L0:C0:L1:C1     textDocument/inlayHint over that range
     raw:TEXT                   TEXT as a message body, as is; shows the answer
     notify:TEXT                the same, expecting no answer
     frame:TEXT                 TEXT written to the server as is (headers and all)
@@ -104,6 +105,10 @@ for step in steps:
         if kind == "references":
             params["context"] = {"includeDeclaration": True}
         request("textDocument/" + kind, params, keep)
+    elif kind == "hints":
+        path, l0, c0, l1, c1 = rest.rsplit(":", 4)
+        rng = {"start": {"line": int(l0), "character": int(c0)}, "end": {"line": int(l1), "character": int(c1)}}
+        request("textDocument/inlayHint", {"textDocument": doc(path), "range": rng})
     elif kind == "symbols":
         request("textDocument/documentSymbol", {"textDocument": doc(rest)})
     elif kind == "formatting":

@@ -1,0 +1,313 @@
+/* attention.c — scaled dot-product attention as one op, forward and
+ * backward, without the [T, T] scores of a head in memory.
+ *
+ * attention(Q, K, V) = softmax(Q K^T / sqrt(d) [masked]) V per slice of
+ * the leading axes.  The kernel walks each slice's queries in blocks of
+ * ATT_ROWS rows: one GEMM makes the block's scores [rows, Tk] in a buffer
+ * of its thread, the softmax runs in place, a second GEMM multiplies by V.
+ * With causal, a block needs the keys up to its last row only, and each
+ * row's masked scores are 0 after the softmax, as exp(-1e9 - max) is in
+ * the unfused form (stdlib's scaled_dot_product_attention before this op).
+ * So memory is O(ATT_ROWS * Tk) per thread, not O(Tq * Tk) per head.
+ *
+ * attention_grad recomputes each block's softmax P (the same bits as the
+ * forward) instead of storing it, then: dV += P^T dO, dP = dO V^T,
+ * dS = P (dP - rowsum(P dP)) / sqrt(d), dQ = dS K, dK += dS^T Q.  A
+ * slice's blocks run in order on one thread, so the sums into dK and dV
+ * are in the same order on any number of threads (the same bits).
+ *
+ * The numerics follow the unfused ops: scores divided by sqrt(d) (not
+ * multiplied by its inverse), the softmax's sum in double and exp skipped
+ * below -104 (nn.c's softmax), softmax_grad's row sum in double. */
+#include "exec/exec.h"
+#include "exec/par.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* Query rows per block: a block's scores (64 x Tk floats) stay in L2. */
+#define ATT_ROWS 64
+
+/* ---- shapes ------------------------------------------------------------------- */
+
+/* Q [..., Tq, d], K [..., Tk, d], V [..., Tk, dv], the same leading axes:
+ * Out [..., Tq, dv]. */
+static bool infer_attention(InferCtx *c) {
+  const VarDesc *q = reg_infer_input(c, "Q"), *k = reg_infer_input(c, "K"), *v = reg_infer_input(c, "V");
+  if (!q || !k || !v || !reg_infer_need_float(c, "Q", q) || !reg_infer_need_float(c, "K", k) ||
+      !reg_infer_need_float(c, "V", v))
+    return false;
+  DType t = reg_infer_promote(reg_infer_promote(q->dtype, k->dtype), v->dtype);
+  if (t != DT_F64) t = DT_F32;
+  const Shape *qs = &q->shape, *ks = &k->shape, *vs = &v->shape;
+  if (qs->rank < 0 || ks->rank < 0 || vs->rank < 0) {
+    Shape u = shape_unknown();
+    reg_infer_set(c, "Out", 0, t, &u);
+    return true;
+  }
+  char a[128], b[128], e[128];
+  if (qs->rank < 2 || ks->rank != qs->rank || vs->rank != qs->rank)
+    return reg_infer_fail(c, "Q, K and V must have the same rank, 2 or more ([..., T, d]), got %s, %s and %s",
+                          shape_str(qs, a, sizeof a), shape_str(ks, b, sizeof b), shape_str(vs, e, sizeof e));
+  int r = qs->rank;
+  Shape out = *qs;
+  for (int i = 0; i < r - 2; i++) {
+    if (dims_clash(qs->d[i], ks->d[i]) || dims_clash(qs->d[i], vs->d[i]))
+      return reg_infer_fail(c, "Q, K and V must agree on the axes before the last two, got %s, %s and %s",
+                            shape_str(qs, a, sizeof a), shape_str(ks, b, sizeof b), shape_str(vs, e, sizeof e));
+    out.d[i] = dim_merge(dim_merge(qs->d[i], ks->d[i]), vs->d[i]);
+  }
+  if (dims_clash(qs->d[r - 1], ks->d[r - 1]))
+    return reg_infer_fail(c, "Q has shape %s and K has shape %s: the last axes (the width d) differ",
+                          shape_str(qs, a, sizeof a), shape_str(ks, b, sizeof b));
+  if (dims_clash(ks->d[r - 2], vs->d[r - 2]))
+    return reg_infer_fail(c, "K has shape %s and V has shape %s: one value per key is needed",
+                          shape_str(ks, a, sizeof a), shape_str(vs, b, sizeof b));
+  out.d[r - 1] = vs->d[r - 1];
+  reg_infer_set(c, "Out", 0, t, &out);
+  return true;
+}
+
+/* attention_grad: each X@GRAD has X's shape and dtype. */
+static bool infer_attention_grad(InferCtx *c) {
+  static const char *const slots[][2] = {{"Q", "Q@GRAD"}, {"K", "K@GRAD"}, {"V", "V@GRAD"}};
+  for (int k = 0; k < 3; k++) {
+    if (reg_infer_out_count(c, slots[k][1]) == 0) continue;
+    const VarDesc *v = reg_infer_in(c, slots[k][0], 0);
+    if (!v) return reg_infer_fail(c, "input %s is missing", slots[k][0]);
+    reg_infer_set(c, slots[k][1], 0, v->dtype, &v->shape);
+  }
+  return true;
+}
+
+/* ---- kernels ------------------------------------------------------------------- */
+
+/* One call's geometry: n slices of Q [tq, d], K [tk, d], V [tk, dv]. */
+typedef struct AttGeom {
+  int64_t n, tq, tk, d, dv;
+  bool causal;
+} AttGeom;
+
+/* The keys rows r0..r1-1 see: all, or with causal those up to the last. */
+static int64_t att_cols(const AttGeom *g, int64_t r1) { return g->causal && r1 < g->tk ? r1 : g->tk; }
+
+/* The keys row r sees. */
+static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1 < g->tk ? r + 1 : g->tk; }
+
+/* The loops for element type T: GEMM its cblas_?gemm, EXPF its exp, LOW
+ * the exponent below which EXPF gives 0 (nn.c's EXP_NONPOS).
+ *   NAME_probs: P of rows r0..r1 of one slice into s [rows, cols]
+ *   NAME_fwd: Out of one slice's block
+ *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer) */
+#define ATT_LOOPS(NAME, T, GEMM, EXPF, LOW)                                                                  \
+  static void NAME##_probs(const AttGeom *g, const T *q, const T *k, int64_t r0, int64_t r1, T *s) {         \
+    int64_t rows = r1 - r0, cols = att_cols(g, r1);                                                          \
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)g->d, 1, q + r0 * g->d,         \
+         (int)g->d, k, (int)g->d, 0, s, (int)cols);                                                          \
+    T root = (T)sqrt((double)g->d);                                                                          \
+    for (int64_t i = 0; i < rows; i++) {                                                                     \
+      T *row = s + i * cols, m;                                                                              \
+      int64_t seen = att_seen(g, r0 + i);                                                                    \
+      for (int64_t j = 0; j < seen; j++) row[j] /= root;                                                     \
+      m = row[0];                                                                                            \
+      for (int64_t j = 1; j < seen; j++)                                                                     \
+        if (row[j] > m) m = row[j];                                                                          \
+      double sum = 0;                                                                                        \
+      for (int64_t j = 0; j < seen; j++) {                                                                   \
+        T x = row[j] - m;                                                                                    \
+        row[j] = x < (LOW) ? 0 : EXPF(x);                                                                    \
+        sum += (double)row[j];                                                                               \
+      }                                                                                                      \
+      double inv = 1 / sum;                                                                                  \
+      for (int64_t j = 0; j < seen; j++) row[j] = (T)((double)row[j] * inv);                                 \
+      for (int64_t j = seen; j < cols; j++) row[j] = 0;                                                      \
+    }                                                                                                        \
+  }                                                                                                          \
+  static void NAME##_fwd(const AttGeom *g, const T *q, const T *k, const T *v, int64_t r0, int64_t r1,       \
+                         T *out, T *s) {                                                                     \
+    NAME##_probs(g, q, k, r0, r1, s);                                                                        \
+    int64_t cols = att_cols(g, r1);                                                                          \
+    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)g->dv, (int)cols, 1, s, (int)cols,  \
+         v, (int)g->dv, 0, out + r0 * g->dv, (int)g->dv);                                                    \
+  }                                                                                                          \
+  static void NAME##_bwd(const AttGeom *g, const T *q, const T *k, const T *v, const T *dout, T *dq, T *dk,  \
+                         T *dv, T *s, T *dp) {                                                               \
+    int64_t d = g->d, w = g->dv;                                                                             \
+    T root = (T)sqrt((double)d);                                                                             \
+    memset(dk, 0, sizeof *dk * (size_t)(g->tk * d));                                                         \
+    memset(dv, 0, sizeof *dv * (size_t)(g->tk * w));                                                         \
+    for (int64_t r0 = 0; r0 < g->tq; r0 += ATT_ROWS) {                                                       \
+      int64_t r1 = r0 + ATT_ROWS < g->tq ? r0 + ATT_ROWS : g->tq, rows = r1 - r0, cols = att_cols(g, r1);    \
+      NAME##_probs(g, q, k, r0, r1, s);                                                                      \
+      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)w, (int)rows, 1, s, (int)cols,           \
+           dout + r0 * w, (int)w, 1, dv, (int)w);                                                            \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)w, 1, dout + r0 * w, (int)w,  \
+           v, (int)w, 0, dp, (int)cols);                                                                     \
+      for (int64_t i = 0; i < rows; i++) {                                                                   \
+        T *pr = s + i * cols, *gr = dp + i * cols;                                                           \
+        int64_t seen = att_seen(g, r0 + i);                                                                  \
+        double sum = 0;                                                                                      \
+        for (int64_t j = 0; j < seen; j++) sum += (double)gr[j] * (double)pr[j];                             \
+        for (int64_t j = 0; j < seen; j++) gr[j] = (T)((double)pr[j] * ((double)gr[j] - sum)) / root;        \
+        for (int64_t j = seen; j < cols; j++) gr[j] = 0;                                                     \
+      }                                                                                                      \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)d, (int)cols, 1, dp, (int)cols, k,     \
+           (int)d, 0, dq + r0 * d, (int)d);                                                                  \
+      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)d, (int)rows, 1, dp, (int)cols,          \
+           q + r0 * d, (int)d, 1, dk, (int)d);                                                               \
+    }                                                                                                        \
+  }
+ATT_LOOPS(att_f32, float, cblas_sgemm, expf, -104.0f)
+ATT_LOOPS(att_f64, double, cblas_dgemm, exp, -746.0)
+
+/* The geometry of Q, K and V, checked as infer_attention does (a kernel
+ * may meet shapes shape inference did not know). */
+static bool att_geom(ExecCtx *c, const Tensor *q, const Tensor *k, const Tensor *v, AttGeom *g) {
+  int r = q->rank;
+  bool ok = r >= 2 && k->rank == r && v->rank == r && q->shape[r - 1] == k->shape[r - 1] &&
+            k->shape[r - 2] == v->shape[r - 2];
+  for (int i = 0; ok && i < r - 2; i++) ok = q->shape[i] == k->shape[i] && q->shape[i] == v->shape[i];
+  if (!ok) {
+    exec_ctx_fail(c, "Q, K and V do not fit ([..., Tq, d], [..., Tk, d], [..., Tk, dv])");
+    return false;
+  }
+  g->n = 1;
+  for (int i = 0; i < r - 2; i++) g->n *= q->shape[i];
+  g->tq = q->shape[r - 2];
+  g->d = q->shape[r - 1];
+  g->tk = k->shape[r - 2];
+  g->dv = v->shape[r - 1];
+  g->causal = exec_ctx_attr_b(c, "causal");
+  return true;
+}
+
+/* Input `slot` in dtype t: a new reference. */
+static Tensor *att_in(ExecCtx *c, int slot, DType t) { return tensor_cast(exec_ctx_in(c, slot), t); }
+
+/* The dtype the kernels compute in: f64 when the output is. */
+static DType att_dtype(ExecCtx *c, int slot) {
+  const Tensor *o = exec_ctx_out(c, slot);
+  return o && o->dtype == DT_F64 ? DT_F64 : DT_F32;
+}
+
+/* Threads for n parts of work (a GEMM each or more): one when there is
+ * little, else the team.  The parts' results do not depend on it. */
+static int att_threads(int64_t parts, int64_t flops) {
+  int t = par_threads();
+  if (flops < 1 << 20) t = 1;
+  return parts < t ? (int)parts : t;
+}
+
+static int k_attention(ExecCtx *c) {
+  Tensor *out = exec_ctx_out(c, 0);
+  DType t = out->dtype == DT_F64 ? DT_F64 : DT_F32;
+  Tensor *q = att_in(c, 0, t), *k = att_in(c, 1, t), *v = att_in(c, 2, t);
+  AttGeom g;
+  int rc = 0;
+  if (!att_geom(c, q, k, v, &g)) rc = -1;
+  else if (g.tk == 0 && g.tq > 0 && g.dv > 0 && g.n > 0) rc = exec_ctx_fail(c, "K and V have no keys (Tk is 0)");
+  else if (out->numel > 0) {
+    int64_t blocks = (g.tq + ATT_ROWS - 1) / ATT_ROWS, parts = g.n * blocks;
+    int threads = att_threads(parts, g.n * g.tq * g.tk * (g.d + g.dv));
+    size_t es = dtype_size(t), per = (size_t)(ATT_ROWS * g.tk);
+    char *buf = mem_alloc(NULL, es * per * (size_t)threads);
+    PAR_EACH(threads > 1, threads)
+    for (int64_t p = 0; p < parts; p++) {
+      int64_t sl = p / blocks, r0 = p % blocks * ATT_ROWS, r1 = r0 + ATT_ROWS < g.tq ? r0 + ATT_ROWS : g.tq;
+      void *s = buf + es * per * (size_t)par_thread();
+      if (t == DT_F64)
+        att_f64_fwd(&g, tensor_f64(q) + sl * g.tq * g.d, tensor_f64(k) + sl * g.tk * g.d,
+                    tensor_f64(v) + sl * g.tk * g.dv, r0, r1, tensor_f64(out) + sl * g.tq * g.dv, s);
+      else
+        att_f32_fwd(&g, tensor_f32(q) + sl * g.tq * g.d, tensor_f32(k) + sl * g.tk * g.d,
+                    tensor_f32(v) + sl * g.tk * g.dv, r0, r1, tensor_f32(out) + sl * g.tq * g.dv, s);
+    }
+    mem_free(buf);
+  }
+  tensor_unref(q);
+  tensor_unref(k);
+  tensor_unref(v);
+  return rc;
+}
+
+/* Where gradient `slot` goes: its output's data when there is one of
+ * dtype t, else a scratch array of n elements (*tmp, freed by the caller). */
+static void *att_dest(ExecCtx *c, int slot, DType t, int64_t n, void **tmp) {
+  Tensor *o = exec_ctx_out(c, slot);
+  *tmp = NULL;
+  if (o && o->dtype == t) return o->data;
+  return *tmp = mem_calloc((size_t)(n > 0 ? n : 1), dtype_size(t));
+}
+
+static int k_attention_grad(ExecCtx *c) {
+  DType t = DT_F32;
+  for (int s = 0; s < 3; s++)
+    if (att_dtype(c, s) == DT_F64) t = DT_F64;
+  Tensor *q = att_in(c, 0, t), *k = att_in(c, 1, t), *v = att_in(c, 2, t), *dout = att_in(c, 3, t);
+  AttGeom g;
+  int rc = 0;
+  if (!att_geom(c, q, k, v, &g)) rc = -1;
+  else if (dout->numel != g.n * g.tq * g.dv) rc = exec_ctx_fail(c, "Out@GRAD does not have the shape of Out");
+  if (rc) goto done;
+  void *tmp[3];
+  const Tensor *src[3] = {q, k, v};
+  char *dst[3];
+  for (int s = 0; s < 3; s++) dst[s] = att_dest(c, s, t, src[s]->numel, &tmp[s]);
+  size_t es = dtype_size(t), per = (size_t)(ATT_ROWS * g.tk);
+  if (g.tk > 0 && g.tq > 0) {
+    int threads = att_threads(g.n, g.n * g.tq * g.tk * (g.d + g.dv));
+    char *buf = mem_alloc(NULL, es * per * 2 * (size_t)threads);
+    PAR_EACH(threads > 1, threads)
+    for (int64_t sl = 0; sl < g.n; sl++) {
+      char *s = buf + es * per * 2 * (size_t)par_thread();
+      size_t oq = (size_t)(sl * g.tq * g.d), ok = (size_t)(sl * g.tk * g.d), ov = (size_t)(sl * g.tk * g.dv),
+             oo = (size_t)(sl * g.tq * g.dv);
+      if (t == DT_F64)
+        att_f64_bwd(&g, tensor_f64(q) + oq, tensor_f64(k) + ok, tensor_f64(v) + ov, tensor_f64(dout) + oo,
+                    (double *)dst[0] + oq, (double *)dst[1] + ok, (double *)dst[2] + ov, (double *)s,
+                    (double *)s + per);
+      else
+        att_f32_bwd(&g, tensor_f32(q) + oq, tensor_f32(k) + ok, tensor_f32(v) + ov, tensor_f32(dout) + oo,
+                    (float *)dst[0] + oq, (float *)dst[1] + ok, (float *)dst[2] + ov, (float *)s, (float *)s + per);
+    }
+    mem_free(buf);
+  } else {
+    for (int s = 0; s < 3; s++) memset(dst[s], 0, es * (size_t)src[s]->numel);
+  }
+  for (int s = 0; s < 3; s++) {
+    Tensor *o = exec_ctx_out(c, s);
+    if (tmp[s] && o) {   /* an output of another dtype than t */
+      for (int64_t i = 0; i < o->numel; i++)
+        tensor_set(o, i, t == DT_F64 ? ((double *)tmp[s])[i] : (double)((float *)tmp[s])[i]);
+    }
+    mem_free(tmp[s]);
+  }
+done:
+  tensor_unref(q);
+  tensor_unref(k);
+  tensor_unref(v);
+  tensor_unref(dout);
+  return rc;
+}
+
+OpProto op_table_attention[] = {
+    {.type = "attention",
+     .doc = "Out = softmax(Q K^T / sqrt(d)) V per slice, keys after the query masked when causal; "
+            "never holds the [Tq, Tk] scores of a slice",
+     .in = {{"Q", 0, "queries [..., Tq, d]"}, {"K", 0, "keys [..., Tk, d]"}, {"V", 0, "values [..., Tk, dv]"}},
+     .out = {{"Out", 0, "[..., Tq, dv]"}},
+     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "query t sees keys 0..t only"}},
+     .infer = infer_attention, .kernel = k_attention, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
+    {.type = "attention_grad",
+     .doc = "the gradients of attention's Q, K and V (its softmax recomputed a block of rows at a time)",
+     .in = {{"Q", 0, "the forward's Q"}, {"K", 0, "the forward's K"}, {"V", 0, "the forward's V"},
+            {"Out@GRAD", 0, "the gradient of Out"}},
+     .out = {{"Q@GRAD", SLOT_OPTIONAL, "the gradient of Q"},
+             {"K@GRAD", SLOT_OPTIONAL, "the gradient of K"},
+             {"V@GRAD", SLOT_OPTIONAL, "the gradient of V"}},
+     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "the forward's causal"}},
+     .infer = infer_attention_grad, .kernel = k_attention_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_F64},
+    {0},
+};

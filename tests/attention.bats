@@ -1,0 +1,75 @@
+#!/usr/bin/env bats
+# attention.bats — the attention op (src/ops/attention.c), which stdlib's
+# scaled_dot_product_attention calls: against the unfused form it
+# replaced (matmul, divide, where, softmax, matmul) in f32, the same bits
+# on any thread count, and what it refuses.  Its gradients against finite
+# differences: tests/grad/ops/attention.net (grad.bats); its values and
+# shape errors: tests/cases/ops/nn/attention*.
+bats_require_minimum_version 1.5.0
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  cd "$BATS_TEST_TMPDIR"
+}
+
+# model FILE EXPR SHAPE: q, k, v and a random weighting r of SHAPE, the
+# loss sum(EXPR(causal) * r) + sum(EXPR(not causal) * r).
+model() {
+  cat > "$1" <<NET
+param q : [$3] = normal(0, 1)
+param k : [$3] = normal(0, 1)
+param v : [$3] = normal(0, 1)
+input r : f32[$3] = uniform_random([$3], min=-0.5, max=0.5)
+def unfused(q, k, v, causal) {
+  T = dim(q, -2)
+  s = matmul(q, k, transpose_y=true) / sqrt(cast(dim(q, -1), f32))
+  allowed = (tril(ones([T, T])) > 0.5) or not causal
+  return softmax(where(allowed, s, -1e9)) @ v
+}
+loss = sum($2(q, k, v, true) * r) + sum($2(q, k, v, false) * r)
+NET
+}
+
+# The largest difference between the numbers (loss and gradients) of two
+# grad JSON outputs, relative to the larger of 1 and the first's value.
+max_diff() {
+  paste <(jq -r '[.loss] + [.grads | to_entries | sort_by(.key)[] | .value.data[]] | .[]' "$1") \
+        <(jq -r '[.loss] + [.grads | to_entries | sort_by(.key)[] | .value.data[]] | .[]' "$2") |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; s = ($1 < 0 ? -$1 : $1); if (s < 1) s = 1; r = d / s; if (r > m) m = r; n++ }
+         END { printf "%d %.3g\n", n, m + 0 }'
+}
+
+@test "attention and the unfused form agree within 1e-6 in f32: loss and gradients, causal and not, over two blocks of rows" {
+  model unf.net unfused "2, 2, 80, 8"
+  model fus.net scaled_dot_product_attention "2, 2, 80, 8"
+  sed -i '1i import "nn"' fus.net
+  "$NETRUN" grad --format json unf.net > unf.json
+  "$NETRUN" grad --format json fus.net > fus.json
+  read -r n d < <(max_diff unf.json fus.json)
+  [ "$n" -eq 7681 ]   # the loss and 3 x 2560 gradients
+  awk -v d="$d" 'BEGIN { exit !(d <= 1e-6) }' || { echo "fused and unfused differ by $d"; return 1; }
+  # and not trivially: the gradients are not all zero
+  [ "$(jq '[.grads[] | .data[] | select(. != 0)] | length' fus.json)" -gt 7000 ]
+}
+
+@test "attention: the same bits on 1, 2 and 3 threads, forward and backward" {
+  model m.net attention "4, 2, 130, 16"
+  sed -i 's/attention(q, k, v, true)/attention(q, k, v, causal=true)/; s/attention(q, k, v, false)/attention(q, k, v)/' m.net
+  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad --format json m.net > "$t.json"; done
+  cmp 1.json 2.json
+  cmp 1.json 3.json
+}
+
+@test "attention: a second-order gradient through it is refused at the call, not computed wrong" {
+  printf 'param q : [1, 3, 2] = normal(0, 1)\nloss = sum(square(attention(q, q, q)))\n' > g2.net
+  run "$NETRUN" gradcheck --order 2 g2.net
+  [ "$status" -ne 0 ]
+  [ "${lines[0]}" = "g2.net:2:19: error: attention_grad, in the gradient of this attention, has no gradient: the gradient cannot be differentiated again" ]
+}
+
+@test "attention: causal must be a constant" {
+  printf 'input c : bool\nq = ones([2, 2])\nprint(attention(q, q, q, causal=c))\n' > c.net
+  run "$NETRUN" run c.net
+  [ "$status" -ne 0 ]
+  [ "${lines[0]}" = "c.net:3:33: error: attribute 'causal' of 'attention' expects a bool, got a name" ]
+}
