@@ -171,6 +171,7 @@ signal_rank() {
   [ "$status" -eq 1 ]
   [ "$took" -le 20 ]
   grep -Eqx 'netrun: error: rank 0: no answer from rank 1 for [2-9] s \(its host unreachable\?\); stopping' s.err
+  grep -qx 'netrun: note: NETRUN_COLLECTIVE_TIMEOUT=2 is the limit; raise it (0: none) when a rank may work that long between collectives' s.err
 }
 
 @test "NETRUN_COLLECTIVE_TIMEOUT must be seconds" {

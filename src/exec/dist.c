@@ -173,6 +173,10 @@ static void wait_all(int n, void **req) {
         else
           diag_error(NULL, SPAN_NONE, "rank %d: a collective operation waited %.0f s, though every rank "
                      "answers; stopping", mpi.rank, t - t0);
+        /* A rank that is busy (reading a large dataset, saving a large
+         * checkpoint) answers no heartbeat either: say how to wait longer. */
+        diag_note(NULL, SPAN_NONE, "NETRUN_COLLECTIVE_TIMEOUT=%.0f is the limit; raise it (0: none) when a rank may "
+                  "work that long between collectives", mpi.timeout);
         dist_abort(EXIT_SCRIPT);
       }
       struct timespec nap = {0, 1000000};
