@@ -3,7 +3,8 @@
   check.py NETRUN MODEL.onnx [BATCH ...]
 
 Imports MODEL.onnx with `netrun import`, then, at each batch size (the
-value of every dynamic dimension), feeds the same random inputs to ONNX
+value of every dynamic dimension; or NAME=N,NAME=N... giving each named
+dynamic dimension its own, as batch=2,seq=5), feeds the same random inputs to ONNX
 Runtime and to `netrun predict` on the script and compares every graph
 output within 1e-4 relative (atol 1e-5).  Prints one line per output and
 batch; exits 1 on the first difference.  Inputs are fed under the names
@@ -28,7 +29,7 @@ def valid_name(s, ops):
 
 def main():
     netrun, model = sys.argv[1], sys.argv[2]
-    batches = [int(b) for b in sys.argv[3:]] or [3, 4]
+    batches = sys.argv[3:] or ["3", "4"]
     ops = set(l.split()[0] for l in subprocess.run([netrun, "ops"], capture_output=True, text=True).stdout.splitlines()[1:] if l.strip())
     work = tempfile.mkdtemp()
     script = os.path.join(work, "model.net")
@@ -37,10 +38,13 @@ def main():
         sys.exit("netrun import failed:\n" + r.stderr)
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     for batch in batches:
-        rng = np.random.default_rng(batch)
+        sizes = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in batch.split(",")) if "=" in batch else None
+        if sizes is None:
+            batch = int(batch)
+        rng = np.random.default_rng(sum(sizes.values()) if sizes else batch)
         feeds, args = {}, [netrun, "predict", script]
         for x in sess.get_inputs():
-            shape = [d if isinstance(d, int) else batch for d in x.shape]
+            shape = [d if isinstance(d, int) else sizes[d] if sizes else batch for d in x.shape]
             if x.type == "tensor(float)":
                 v = rng.standard_normal(shape).astype(np.float32)
             elif x.type == "tensor(bool)":
@@ -61,9 +65,9 @@ def main():
             got = np.load(path)
             if got.shape != w.shape or not np.allclose(got, w, rtol=1e-4, atol=1e-5):
                 err = np.max(np.abs(got.astype(np.float64) - w)) if got.shape == w.shape else "shape"
-                sys.exit("%s batch %d: output %s differs: got %s %s, want %s; max |diff| %s" %
+                sys.exit("%s batch %s: output %s differs: got %s %s, want %s; max |diff| %s" %
                          (os.path.basename(model), batch, o.name, got.shape, got.ravel()[:4], w.ravel()[:4], err))
-            print("%s batch %d %s: %s within 1e-4" % (os.path.basename(model), batch, o.name, list(w.shape)))
+            print("%s batch %s %s: %s within 1e-4" % (os.path.basename(model), batch, o.name, list(w.shape)))
 
 
 if __name__ == "__main__":
