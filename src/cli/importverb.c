@@ -96,6 +96,11 @@ static const char *valid_name(Imp *I, const char *s, bool unique) {
   return name;
 }
 
+/* A new name of the script: base (already valid) with suffix, unique. */
+static const char *fresh(Imp *I, const char *base, const char *suffix) {
+  return valid_name(I, arena_printf(I->a, "%s%s", base, suffix), true);
+}
+
 /* ---- the script ------------------------------------------------------------------- */
 
 static void fail(Imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -788,6 +793,17 @@ static void t_global_pool(Imp *I, const char *fn) {
   say(I, "%s = %s(%s, axis=[2, 3], keepdim=true)", out_var(I, 0), fn, R(I, 0));
 }
 
+static const char *shape_text(Imp *I, Shape xs) {
+  char *o = arena_alloc(I->a, (size_t)xs.rank * 72 + 2);
+  size_t l = 0;
+  for (int i = 0; i < xs.rank; i++) {
+    if (xs.d[i].n >= 0) l += (size_t)sprintf(o + l, "%s%lld", i ? ", " : "", (long long)xs.d[i].n);
+    else l += (size_t)sprintf(o + l, "%s%.64s", i ? ", " : "", xs.d[i].sym ? xs.d[i].sym : "?");
+  }
+  o[l] = 0;
+  return o;
+}
+
 /* The most pieces a Reshape that splits an axis cuts it into (each piece
  * a statement's output, as Tile's copies). */
 #define IMPORT_MAX_PIECES 64
@@ -825,9 +841,16 @@ static void reshape_dynamic(Imp *I, const char *x, Shape xs, const Val *s, int n
   else if (ok) ok = known == tail;
   for (int i = 0; i < m - 1 && ok; i++) ok = t[i] >= 1 && t[i] <= IMPORT_MAX_PIECES;
   if (!ok) {
-    fail(I, "a Reshape to a shape with several sizes known only at run time (%s) is supported only when they lead "
-         "the input's shape in the same places and the rest is static with at most %d pieces per split axis (netrun's "
-         "reshape infers one size)", ints_str(I, s->c->i ? s->c->i : (int64_t[]){0}, n), IMPORT_MAX_PIECES);
+    char shown[512] = "";
+    size_t l = 0;
+    for (int i = 0; i < n && l < sizeof shown; i++) {
+      const char *sym = s->sym ? s->sym[i] : NULL;
+      if (sym) l += (size_t)snprintf(shown + l, sizeof shown - l, "%s%s", i ? ", " : "", sym[0] ? sym : "?");
+      else l += (size_t)snprintf(shown + l, sizeof shown - l, "%s%lld", i ? ", " : "", (long long)cgeti(s->c, i));
+    }
+    fail(I, "a Reshape to a shape with several sizes known only at run time ([%s] of an input [%s]) is supported only "
+         "when they lead the input's shape in the same places and the rest is static, split into at most %d pieces "
+         "per axis (netrun's reshape infers one size)", shown, shape_text(I, xs), IMPORT_MAX_PIECES);
     return;
   }
   const char *cur = x;
@@ -1511,50 +1534,51 @@ static void t_rnn(Imp *I, bool lstm) {
   const char *tmp = valid_name(I, arena_printf(I->a, "%s_rnn", I->node->nout && o[0] ? o : I->node->name), true);
   const char *X = x;
   if (layout) {
-    X = arena_printf(I->a, "%s_x", tmp);
+    X = fresh(I, tmp, "_x");
     if (!say(I, "%s = transpose(%s, perm=[1, 0, 2])", X, x)) return;
   }
   if (layout && h0) {
-    const char *t = arena_printf(I->a, "%s_h0", tmp);
+    const char *t = fresh(I, tmp, "_h0");
     if (!say(I, "%s = transpose(%s, perm=[1, 0, 2])", t, h0)) return;
     h0 = t;
   }
   if (layout && c0) {
-    const char *t = arena_printf(I->a, "%s_c0", tmp);
+    const char *t = fresh(I, tmp, "_c0");
     if (!say(I, "%s = transpose(%s, perm=[1, 0, 2])", t, c0)) return;
     c0 = t;
   }
-  char ys[2][256], hs[2][256], cs[2][256];
+  const char *ys[2], *hs[2], *cs[2] = {NULL, NULL};
   for (int d = 0; d < dirs; d++) {
     bool rev = d == 1 || strcmp(dir, "reverse") == 0;
     int kind = (lstm ? RNN_LSTM : attr_i(I, "linear_before_reset", 0) ? RNN_GRU1 : RNN_GRU0) + rev;
     const char *fn = rnn_fn(I, kind);
     if (!fn) return;
     const char *p = arena_printf(I->a, "%s%d", tmp, d);
+    const char *wx = fresh(I, p, "_Wx"), *wh = fresh(I, p, "_Wh"), *hi = fresh(I, p, "_h0");
+    const char *ci = lstm ? fresh(I, p, "_c0") : NULL;
     const char *zero = arena_printf(I->a, "%s[0] @ zeros([%lld, %lld])", X, (long long)nin, (long long)H);
-    bool ok = say(I, "%s_Wx = transpose(%s[%d], perm=[1, 0])", p, W, d) &&
-              say(I, "%s_Wh = transpose(%s[%d], perm=[1, 0])", p, Rm, d) &&
-              say(I, "%s_h0 = %s", p, h0 ? arena_printf(I->a, "%s[%d]", h0, d) : zero);
-    if (lstm) ok = ok && say(I, "%s_c0 = %s", p, c0 ? arena_printf(I->a, "%s[%d]", c0, d) : zero);
+    bool ok = say(I, "%s = transpose(%s[%d], perm=[1, 0])", wx, W, d) &&
+              say(I, "%s = transpose(%s[%d], perm=[1, 0])", wh, Rm, d) &&
+              say(I, "%s = %s", hi, h0 ? arena_printf(I->a, "%s[%d]", h0, d) : zero);
+    if (lstm) ok = ok && say(I, "%s = %s", ci, c0 ? arena_printf(I->a, "%s[%d]", c0, d) : zero);
     const char *bw = b ? arena_printf(I->a, "slice(%s[%d], axes=[0], starts=[0], ends=[%lld])", b, d, (long long)(gates * H))
                        : arena_printf(I->a, "zeros([%lld])", (long long)(gates * H));
     const char *br = b ? arena_printf(I->a, "slice(%s[%d], axes=[0], starts=[%lld], ends=[%lld])", b, d,
                                       (long long)(gates * H), (long long)(2 * gates * H))
                        : bw;
-    snprintf(ys[d], sizeof ys[d], "%s_ys", p);
-    snprintf(hs[d], sizeof hs[d], "%s_h", p);
-    snprintf(cs[d], sizeof cs[d], "%s_c", p);
+    ys[d] = fresh(I, p, "_ys");
+    hs[d] = fresh(I, p, "_h");
+    if (lstm) cs[d] = fresh(I, p, "_c");
     if (lstm)
-      ok = ok && say(I, "%s, %s, %s = %s(%s, %s_h0, %s_c0, %s_Wx, %s_Wh, %s + %s)", ys[d], hs[d], cs[d], fn, X, p, p, p,
-                     p, bw, br);
+      ok = ok && say(I, "%s, %s, %s = %s(%s, %s, %s, %s, %s, %s + %s)", ys[d], hs[d], cs[d], fn, X, hi, ci, wx, wh, bw, br);
     else
-      ok = ok && say(I, "%s, %s = %s(%s, %s_h0, %s_Wx, %s_Wh, %s, %s)", ys[d], hs[d], fn, X, p, p, p, bw, br);
+      ok = ok && say(I, "%s, %s = %s(%s, %s, %s, %s, %s, %s)", ys[d], hs[d], fn, X, hi, wx, wh, bw, br);
     if (!ok) return;
   }
   /* Y [T, D, B, H] (layout 1: [B, T, D, H]); Y_h, Y_c [D, B, H] ([B, D, H]) */
   for (int k = 0; k < I->node->nout && k < (lstm ? 3 : 2); k++) {
     if (!I->node->out[k][0]) continue;
-    char (*part)[256] = k == 0 ? ys : k == 1 ? hs : cs;
+    const char **part = k == 0 ? ys : k == 1 ? hs : cs;
     int axis = k == 0 ? 1 : 0;
     const char *e = dirs == 1 ? arena_printf(I->a, "unsqueeze(%s, axes=[%d])", part[0], axis)
                               : arena_printf(I->a, "concat([unsqueeze(%s, axes=[%d]), unsqueeze(%s, axes=[%d])], axis=%d)",

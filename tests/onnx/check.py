@@ -1,12 +1,14 @@
 """check.py — netrun import against ONNX Runtime (tests/onnx.bats).
 
-  check.py NETRUN MODEL.onnx [BATCH ...]
+  check.py NETRUN MODEL.onnx [--ort REF.onnx] [BATCH ...]
 
 Imports MODEL.onnx with `netrun import`, then, at each batch size (the
 value of every dynamic dimension; or NAME=N,NAME=N... giving each named
 dynamic dimension its own, as batch=2,seq=5), feeds the same random inputs to ONNX
 Runtime and to `netrun predict` on the script and compares every graph
-output within 1e-4 relative (atol 1e-5).  Prints one line per output and
+output within 1e-4 relative (atol 1e-5).  With --ort, ONNX Runtime runs REF.onnx,
+a model of the same inputs and outputs written with ops it has (for
+LSTM's layout 1, which it does not run).  Prints one line per output and
 batch; exits 1 on the first difference.  Inputs are fed under the names
 netrun import gives them (valid_name below: its documented rule)."""
 import keyword, os, re, subprocess, sys, tempfile
@@ -29,14 +31,17 @@ def valid_name(s, ops):
 
 def main():
     netrun, model = sys.argv[1], sys.argv[2]
-    batches = sys.argv[3:] or ["3", "4"]
+    ref, rest = model, sys.argv[3:]
+    if rest[:1] == ["--ort"]:
+        ref, rest = rest[1], rest[2:]
+    batches = rest or ["3", "4"]
     ops = set(l.split()[0] for l in subprocess.run([netrun, "ops"], capture_output=True, text=True).stdout.splitlines()[1:] if l.strip())
     work = tempfile.mkdtemp()
     script = os.path.join(work, "model.net")
     r = subprocess.run([netrun, "import", model, "-o", script], capture_output=True, text=True)
     if r.returncode:
         sys.exit("netrun import failed:\n" + r.stderr)
-    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(ref, providers=["CPUExecutionProvider"])
     for batch in batches:
         sizes = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in batch.split(",")) if "=" in batch else None
         if sizes is None:

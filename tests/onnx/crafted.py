@@ -57,6 +57,22 @@ def main(out):
                               h.make_node("Relu", ["c"], ["d"], name="relu"),
                               h.make_node("Custom", ["d"], ["y"], name="mine", domain="com.example")],
          [nh.from_array(np.zeros((1, 8, 2), np.float32), "w"), nh.from_array(np.zeros((1, 8, 2), np.float32), "r")])
+    # LSTM and GRU with what netrun refuses
+    rw = [nh.from_array(np.zeros((1, 8, 2), np.float32), "w"), nh.from_array(np.zeros((1, 8, 2), np.float32), "r")]
+    rin, rout = [vi("x", [3, "B", 2]), vi("lens", ["B"], T.INT32)], [vi("y", [3, 1, "B", 2])]
+    for name, kw, ins in (("lstm_relu", dict(activations=["Relu", "Tanh", "Tanh"]), ["x", "w", "r"]),
+                          ("lstm_clip", dict(clip=3.0), ["x", "w", "r"]),
+                          ("lstm_forget", dict(input_forget=1), ["x", "w", "r"]),
+                          ("lstm_lens", {}, ["x", "w", "r", "", "lens"])):
+        save(out, name, [h.make_node("LSTM", ins, ["y"], name="enc", hidden_size=2, **kw)], rw, rin, rout)
+    gw = [nh.from_array(np.zeros((1, 6, 2), np.float32), "w"), nh.from_array(np.zeros((1, 6, 2), np.float32), "r")]
+    save(out, "gru_dir", [h.make_node("GRU", ["x", "w", "r"], ["y"], name="dec", hidden_size=2, direction="both")],
+         gw, rin[:1], rout)
+    save(out, "gru_size", [h.make_node("GRU", ["x", "w", "r"], ["y"], name="dec", hidden_size=3)], gw, rin[:1], rout)
+    # a Reshape of two run-time sizes that are not the input's leading ones
+    save(out, "reshape2", [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "rev"], ["s2"]),
+                           h.make_node("Reshape", ["x", "s2"], ["y"], name="swap")],
+         [nh.from_array(np.array([1, 0], np.int64), "rev")], [vi("x", ["B", "T"])], [vi("y", ["T", "B"])])
     # 10^6 Relu nodes in a chain, written as protobuf bytes directly
     nodes = b"".join(field(1, field(1, b"v%d" % i) + field(2, b"v%d" % (i + 1)) + field(4, b"Relu"))
                      for i in range(1000000))
