@@ -215,7 +215,7 @@ undefined|node 'adder' (Add) reads 'nothing', which no node, input or initialize
 twice|node 'two' (Relu) defines 'y', which another node already defines
 bigdims|initializer 'huge' has more than 2^40 elements
 shortraw|initializer 'w': its dims say 6 elements but its data holds 5
-external|initializer 'w' is stored outside the file (external data), which netrun does not read
+external|initializer 'w': its external data '../../etc/passwd' is outside the model's folder (absolute paths and '..' are refused)
 million|graph: more than 200000 nodes
 lstm_relu|node 'enc' (LSTM): activations other than the defaults (Sigmoid, Tanh, Tanh) are not supported
 lstm_clip|node 'enc' (LSTM): the attribute clip is not supported
@@ -233,6 +233,35 @@ EOF2
   run "$NETRUN" import "$BATS_TEST_TMPDIR/junk.onnx" -o "$BATS_TEST_TMPDIR/junk.net"
   [ "$status" -eq 1 ]
   [[ "$output" == *"junk.onnx: malformed bytes (not an ONNX model?)" ]]
+}
+
+@test "import: external data is read from the model's folder within --max-memory; locations outside it and wrong offsets or lengths are refused" {
+  run "$PY" "$ROOT/tests/onnx/check.py" "$NETRUN" "$CRAFTED/ext/external_ok.onnx" 3 4
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'within 1e-4' <<<"$output")" -eq 2 ]
+  cd "$CRAFTED/ext"
+  run "$NETRUN" import external_ok.onnx -o "$BATS_TEST_TMPDIR/m.net" --max-memory 100
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: external_ok.onnx: initializer 'w': its external data (48 bytes, 144 once read) is more than the 100 bytes left of --max-memory" ]
+  [ ! -e "$BATS_TEST_TMPDIR/m.net" ]
+  "$NETRUN" import external_ok.onnx -o "$BATS_TEST_TMPDIR/m.net" --max-memory 1K
+  while IFS='|' read -r file want; do
+    run "$NETRUN" import "$file.onnx" -o "$BATS_TEST_TMPDIR/$file.net"
+    echo "$file: $output"
+    [ "$status" -eq 1 ]
+    [ "$output" = "netrun: error: $file.onnx: initializer 'w': $want" ]
+  done <<'EOF2'
+ext_abs|its external data '/etc/passwd' is outside the model's folder (absolute paths and '..' are refused)
+ext_up|its external data 'sub/../../w.bin' is outside the model's folder (absolute paths and '..' are refused)
+ext_link|its external data 'away.bin' is a link leading out of the model's folder
+ext_missing|cannot read its external data 'none.bin': No such file or directory
+ext_beyond|its external data, 16 bytes at offset 12, lies beyond the end of 'w.bin' (24 bytes)
+ext_length|its external data length is 20 bytes, but its dims say 16
+ext_offset|its external data offset '12x' is not a number of bytes
+ext_overflow|its external data offset '99999999999999999999' is not a number of bytes
+ext_nolocation|its external data has no location
+EOF2
 }
 
 # ---- export --model: ONNX out ------------------------------------------------------------

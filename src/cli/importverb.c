@@ -1933,18 +1933,21 @@ static bool translate(Imp *I, const char *model) {
 typedef struct ImportArgs {
   const char *in, *out;
   bool force;
+  int64_t max_memory;          /* what external data may take */
 } ImportArgs;
 
-enum { I_OUT = 1, I_FORCE };
+enum { I_OUT = 1, I_FORCE, I_MAX_MEMORY };
 static const Option import_options[] = {
     {"-o", OPTION_VALUE, "FILE", "a FILE.net", I_OUT, 0},
     {"--output", OPTION_VALUE, "FILE", "a FILE.net", I_OUT, 0},
     {"--force", OPTION_FLAG, NULL, NULL, I_FORCE, 0},
+    {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", I_MAX_MEMORY, 0},
     {NULL, 0, NULL, NULL, 0, 0},
 };
 
 static int import_args(int argc, char **argv, ImportArgs *a, Arena *arena) {
   memset(a, 0, sizeof *a);
+  a->max_memory = (int64_t)IMPORT_MAX_FILE;
   OptionParser p;
   option_init(&p, argc, argv, (const Option *const[]){import_options, NULL}, "");
   for (int id; (id = option_next(&p)) != OPTION_END;) {
@@ -1952,7 +1955,8 @@ static int import_args(int argc, char **argv, ImportArgs *a, Arena *arena) {
     if (id == OPTION_ARG && a->in) return diag_usage("import takes one MODEL.onnx, got a second: '%s'", p.value);
     if (id == OPTION_ARG) a->in = p.value;
     else if (id == I_OUT) a->out = p.value;
-    else a->force = true;
+    else if (id == I_MAX_MEMORY && !mem_parse_size(p.value, &a->max_memory)) return option_bad(&p);
+    else if (id == I_FORCE) a->force = true;
   }
   if (!a->in) return diag_usage("%s", "import needs a MODEL.onnx");
   if (!a->out) {   /* MODEL.net in the current folder */
@@ -1993,7 +1997,7 @@ int cmd_import(int argc, char **argv) {
   }
   OnnxModel m;
   char why[1400];
-  bool ok = onnx_read(I.a, a.in, IMPORT_MAX_FILE, &m, why, sizeof why);
+  bool ok = onnx_read(I.a, a.in, IMPORT_MAX_FILE, a.max_memory, &m, why, sizeof why);
   if (!ok) diag_error(NULL, SPAN_NONE, "%s", why);
   I.m = &m;
   I.g = m.graph;

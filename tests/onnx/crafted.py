@@ -73,6 +73,34 @@ def main(out):
     save(out, "reshape2", [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "rev"], ["s2"]),
                            h.make_node("Reshape", ["x", "s2"], ["y"], name="swap")],
          [nh.from_array(np.array([1, 0], np.int64), "rev")], [vi("x", ["B", "T"])], [vi("y", ["T", "B"])])
+    # external data: a model saved with its weights in ext/weights.bin (ONNX Runtime reads it too), and
+    # tensors whose location, offset or length is wrong
+    os.makedirs(os.path.join(out, "ext"), exist_ok=True)
+    rng = np.random.default_rng(1)
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])], "g",
+                     [vi("x", ["B", 3])], [vi("y", ["B", 4])],
+                     [nh.from_array(rng.standard_normal((3, 4)).astype(np.float32), "w"),
+                      nh.from_array(rng.standard_normal(4).astype(np.float32), "b")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(out, "ext", "external_ok.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    with open(os.path.join(out, "ext", "w.bin"), "wb") as f:
+        f.write(np.arange(6, dtype=np.float32).tobytes())
+    os.symlink("/etc/hostname", os.path.join(out, "ext", "away.bin"))
+    for name, kv in (("ext_abs", {"location": "/etc/passwd"}),
+                     ("ext_up", {"location": "sub/../../w.bin"}),
+                     ("ext_link", {"location": "away.bin"}),
+                     ("ext_missing", {"location": "none.bin"}),
+                     ("ext_beyond", {"location": "w.bin", "offset": "12"}),
+                     ("ext_length", {"location": "w.bin", "length": "20"}),
+                     ("ext_offset", {"location": "w.bin", "offset": "12x"}),
+                     ("ext_overflow", {"location": "w.bin", "offset": "99999999999999999999"}),
+                     ("ext_nolocation", {"offset": "0"})):
+        t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[2, 2], data_location=onnx.TensorProto.EXTERNAL)
+        for k, v in kv.items():
+            t.external_data.add(key=k, value=v)
+        save(os.path.join(out, "ext"), name, [h.make_node("MatMul", ["x", "w"], ["y"])], [t])
     # 10^6 Relu nodes in a chain, written as protobuf bytes directly
     nodes = b"".join(field(1, field(1, b"v%d" % i) + field(2, b"v%d" % (i + 1)) + field(4, b"Relu"))
                      for i in range(1000000))
