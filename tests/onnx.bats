@@ -158,6 +158,29 @@ print("\n".join(sorted(json.loads(b[8:8 + n]))))' resnet.safetensors)
   grep -q '^_19 = ' resnet.net
 }
 
+@test "import: names that are keywords, op names or not identifiers map to valid unique names, each mapping said in a comment" {
+  "$NETRUN" import "$MODELS/names.onnx" -o n.net
+  cat n.net
+  [ "$(sed 1,2d n.net)" = "$(cat <<'EOF'
+input input_ : f32[batch, 2]             # the ONNX input 'input'
+input x_1 : f32[batch, 2]                # the ONNX input 'x.1'
+while_ = relu(input_)
+_19 = while_ + x_1
+x_1_2 = neg(_19)
+relu_ = sigmoid(x_1_2)
+# the ONNX output '19' is _19
+# the ONNX output 'x_1' is x_1_2
+output = input_
+# the ONNX output 'relu' is relu_
+# the ONNX output 'while' is while_
+EOF
+)" ]
+  run "$NETRUN" predict n.net --set 'input_=[[1, -2]]' --set 'x_1=[[0.5, 0.5]]' --output x_1_2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "[[-1.5 -0.5]]" ]
+}
+
 @test "import: an existing script or weights file is kept without --force; -o names both" {
   run "$NETRUN" import "$MODELS/mlp.onnx" -o out/m.net
   [ "$status" -ne 0 ] # out/ does not exist

@@ -1873,7 +1873,8 @@ static void declare_inputs(Imp *I) {
     }
     Val *v = new_val(I, x->name);
     v->var = valid_name(I, x->name, true);
-    say(I, "input %s : %s[%s]", v->var, dt, dims);
+    if (strcmp(v->var, x->name) != 0) say(I, "%-40s # the ONNX input '%s'", arena_printf(I->a, "input %s : %s[%s]", v->var, dt, dims), x->name);
+    else say(I, "input %s : %s[%s]", v->var, dt, dims);
   }
 }
 
@@ -1892,10 +1893,13 @@ static void name_outputs(Imp *I) {
     }
     const char *want = valid_name(I, name, false);
     const char *have = ref(I, v);
+    if (I->failed) return;
     if (strcmp(have, want) != 0 && strmap_get(&I->used, want) < 0) {
       strmap_put(I->a, &I->used, want, 1);
       say(I, "%s = %s", want, have);
-    }
+      have = want;
+    }   /* else the name is another value's: the output keeps the unique one it has */
+    if (strcmp(have, name) != 0) say(I, "# the ONNX output '%s' is %s", name, have);
   }
 }
 

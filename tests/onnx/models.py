@@ -264,7 +264,18 @@ def heads():
     return model(n, [vi("x", ["batch", "seq", 6])], [vi("output", ["batch", "seq", 6])], inits, opset=14)
 
 
-MODELS = {f.__name__: f for f in (mlp, cnn, resnet, transformer, elementwise, shapes, convt, lstm, lstm_batch_first, lstm_batch_first_ref, gru, heads)}
+def names():
+    """Names that are keywords ('input', 'while'), an op's ('relu'), not identifiers ('x.1', '19'), or
+    the valid form of another ('x_1' beside 'x.1')."""
+    n = [h.make_node("Relu", ["input"], ["while"]), h.make_node("Add", ["while", "x.1"], ["19"]),
+         h.make_node("Neg", ["19"], ["x_1"]), h.make_node("Identity", ["input"], ["output"]),
+         h.make_node("Sigmoid", ["x_1"], ["relu"])]
+    return model(n, [vi("input", ["batch", 2]), vi("x.1", ["batch", 2])],
+                 [vi("19", ["batch", 2]), vi("x_1", ["batch", 2]), vi("output", ["batch", 2]), vi("relu", ["batch", 2]),
+                  vi("while", ["batch", 2])], [])
+
+
+MODELS = {f.__name__: f for f in (mlp, cnn, resnet, transformer, elementwise, shapes, convt, lstm, lstm_batch_first, lstm_batch_first_ref, gru, heads, names)}
 
 if __name__ == "__main__":
     out = sys.argv[1]
