@@ -94,6 +94,13 @@ check_sizes() {
   grep -q '^mg_flat = flatten(tp, start_axis=2)' h.net
 }
 
+@test "examples/fashion_small_cnn.onnx (README's tour fine-tunes it) imports and gives ONNX Runtime's outputs" {
+  run "$PY" "$ROOT/tests/onnx/check.py" "$NETRUN" "$ROOT/examples/fashion_small_cnn.onnx" 3 4
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'within 1e-4' <<<"$output")" -eq 2 ]
+}
+
 @test "an imported LSTM and GRU differentiate: gradcheck passes through their while loops" {
   "$NETRUN" import "$MODELS/lstm.onnx" -o l.net
   printf 'loss = sum(output * output) + sum(yc1 * yh1)\n' >> l.net
