@@ -827,14 +827,14 @@ static void reshape_dynamic(Imp *I, const char *x, Shape xs, const Val *s, int n
   int64_t tail = 1, t[ONNX_MAX_RANK];
   int m = 0, minus = -1;
   bool ok = k < n;
-  for (int i = k; i < xs.rank && ok; i++) ok = xs.d[i].n >= 0, tail *= xs.d[i].n;
+  for (int i = k; i < xs.rank && ok; i++) ok = xs.d[i].n >= 0 && !__builtin_mul_overflow(tail, xs.d[i].n, &tail);
   int64_t known = 1;
   for (int i = k; i < n && ok; i++) {
     t[m] = cgeti(s->c, i);
     if ((s->sym && s->sym[i]) || t[m] < -1 || (t[m] == -1 && minus >= 0) || (t[m] == 0 && !attr_i(I, "allowzero", 0)))
       ok = false;
     else if (t[m] == -1) minus = m;
-    else known *= t[m];
+    else if (__builtin_mul_overflow(known, t[m], &known)) ok = false;
     m++;
   }
   if (ok && minus >= 0) ok = known > 0 && tail % known == 0, t[minus] = ok ? tail / known : 0;
@@ -854,8 +854,11 @@ static void reshape_dynamic(Imp *I, const char *x, Shape xs, const Val *s, int n
     return;
   }
   const char *cur = x;
-  if (xs.rank - k != 1) {
-    cur = valid_name(I, arena_printf(I->a, "%s_flat", I->node->out[0]), true);
+  if (xs.rank == k) {   /* nothing after them: a new axis of 1 */
+    cur = fresh(I, valid_name(I, I->node->out[0], false), "_axis");
+    if (!say(I, "%s = unsqueeze(%s, axes=[%d])", cur, x, k)) return;
+  } else if (xs.rank - k != 1) {
+    cur = fresh(I, valid_name(I, I->node->out[0], false), "_flat");
     if (!say(I, "%s = flatten(%s, start_axis=%d)", cur, x, k)) return;
   }
   for (int i = 0; i < m - 1; i++) {   /* the last axis [t_i * rest] -> [t_i, rest] */
@@ -901,8 +904,9 @@ static void t_reshape(Imp *I) {
   bool used[SHAPE_MAX_RANK] = {false};
   int64_t known_in = 1, known_out = 1;
   int syms_in = 0, cancelled = 0, minus = -1;
+  bool over = false;
   for (int i = 0; i < xs.rank; i++) {
-    if (xs.d[i].n >= 0) known_in *= xs.d[i].n;
+    if (xs.d[i].n >= 0) over |= __builtin_mul_overflow(known_in, xs.d[i].n, &known_in);
     else syms_in++;
   }
   for (int i = 0; i < n; i++) {
@@ -922,9 +926,13 @@ static void t_reshape(Imp *I) {
     } else if (d[i] < 0) {
       minus = i;
     } else {
-      known_out *= d[i];
+      over |= __builtin_mul_overflow(known_out, d[i], &known_out);
     }
     unknown += d[i] < 0;
+  }
+  if (over) {
+    fail(I, "a shape of more than 2^63 elements");
+    return;
   }
   if (unknown > 1 && minus >= 0 && cancelled == syms_in && unknown == cancelled + 1 && known_out > 0 &&
       known_in % known_out == 0) {

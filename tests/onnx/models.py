@@ -247,7 +247,8 @@ def gru():
 
 def heads():
     """Attention heads with a dynamic batch and sequence: Reshape to [batch, seq, 2, 3] and back to
-    [batch, seq, -1] with both sizes from Shape; Expand to [batch, seq, 6] from Shape."""
+    [batch, seq, -1] with both sizes from Shape; Expand to [batch, seq, 6] from Shape; a Reshape
+    of [batch, seq] to [batch, seq, 1]."""
     n = [h.make_node("Shape", ["x"], ["s"]),
          h.make_node("Gather", ["s", "i0"], ["b"]), h.make_node("Gather", ["s", "i1"], ["t"]),
          h.make_node("Unsqueeze", ["b", "ax0"], ["b1"]), h.make_node("Unsqueeze", ["t", "ax0"], ["t1"]),
@@ -258,10 +259,14 @@ def heads():
          h.make_node("Reshape", ["tp", "merge_shape"], ["mg"]),
          h.make_node("Concat", ["b1", "t1", "six"], ["ex_shape"], axis=0),
          h.make_node("Expand", ["bias", "ex_shape"], ["ex"]),
-         h.make_node("Add", ["mg", "ex"], ["output"])]
+         h.make_node("Add", ["mg", "ex"], ["output"]),
+         h.make_node("ReduceSum", ["x", "ax2"], ["sum"], keepdims=0),
+         h.make_node("Concat", ["b1", "t1", "one"], ["col_shape"], axis=0),
+         h.make_node("Reshape", ["sum", "col_shape"], ["column"])]
     inits = [ints("i0", 0), ints("i1", 1), ints("ax0", [0]), ints("hd", [2, 3]), ints("m1", [-1]), ints("six", [6]),
-             w("bias", 1, 1, 6)]
-    return model(n, [vi("x", ["batch", "seq", 6])], [vi("output", ["batch", "seq", 6])], inits, opset=14)
+             w("bias", 1, 1, 6), ints("ax2", [2]), ints("one", [1])]
+    return model(n, [vi("x", ["batch", "seq", 6])], [vi("output", ["batch", "seq", 6]), vi("column", ["batch", "seq", 1])],
+                 inits, opset=14)
 
 
 def names():
