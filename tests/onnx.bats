@@ -92,7 +92,7 @@ check_sizes() {
   "$NETRUN" import "$MODELS/heads.onnx" -o h.net
   grep -q '^sp_piece, sp_piece_2 = split(x, num=2, axis=2)' h.net
   grep -q '^mg_flat = flatten(tp, start_axis=2)' h.net
-  grep -q "^column_axis = unsqueeze(sum, axes=\[2\])" h.net
+  grep -q "^column_axis = unsqueeze(sum_, axes=\[2\])" h.net
 }
 
 @test "examples/fashion_small_cnn.onnx (README's tour fine-tunes it) imports and gives ONNX Runtime's outputs" {

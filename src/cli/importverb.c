@@ -1276,7 +1276,8 @@ static void t_constant_of_shape(Imp *I) {
     if (!z) return;
     const char *dt = dtype_of_onnx(type);
     const char *e = value != 0 ? arena_printf(I->a, "%s + %s", z, num(I, value)) : z;
-    if (dt && strcmp(dt, "f32") != 0) say(I, "%s = cast(%s, dtype=\"%s\")", out_var(I, 0), e, dt);
+    if (e == z && (!dt || strcmp(dt, "f32") == 0)) out_alias(I, 0, &(Val){.var = z});
+    else if (dt && strcmp(dt, "f32") != 0) say(I, "%s = cast(%s, dtype=\"%s\")", out_var(I, 0), e, dt);
     else say(I, "%s = %s", out_var(I, 0), e);
     return;
   }
