@@ -416,7 +416,7 @@ static const char *sym_of(const Val *v, int64_t i) { return v->sym ? v->sym[i] :
 static bool fold_binary(Imp *I, const char *op) {
   Val *a = need(I, 0), *b = need(I, 1);
   const OnnxTensor *x = a->c, *y = b->c;
-  if (x->numel != y->numel && x->numel != 1 && y->numel != 1) return false;
+  if ((x->numel != y->numel && x->numel != 1 && y->numel != 1) || !x->numel || !y->numel) return false;
   const OnnxTensor *big = x->numel >= y->numel ? x : y;
   bool cmp = strchr("=<>", op[0]) != NULL;
   int type = cmp ? ONNX_BOOL : x->data_type;
@@ -528,7 +528,7 @@ static bool fold_slice(Imp *I) {
   Val *a = need(I, 0);
   int n1 = 0, n2 = 0;
   Val *steps = in(I, 4);
-  if (a->c->rank != 1 || !in(I, 1) || !in(I, 2) || (steps && steps->c && cgeti(steps->c, 0) != 1)) return false;
+  if (a->c->rank != 1 || !in(I, 1) || !in(I, 2) || (steps && steps->c && (steps->c->numel != 1 || cgeti(steps->c, 0) != 1))) return false;
   const int64_t *st = const_ints(I, in(I, 1), "starts", &n1), *en = const_ints(I, in(I, 2), "ends", &n2);
   if (!st || !en || n1 != 1 || n2 != 1) return false;
   int64_t len = a->c->numel, b = st[0] < 0 ? st[0] + len : st[0], e = en[0] < 0 ? en[0] + len : en[0];
@@ -1291,8 +1291,8 @@ static void t_constant_of_shape(Imp *I) {
 }
 
 static void t_range(Imp *I) {
-  if (!all_const(I)) {
-    fail(I, "start, limit and delta must be constants");
+  if (!all_const(I) || need(I, 0)->c->numel != 1 || need(I, 1)->c->numel != 1 || need(I, 2)->c->numel != 1) {
+    fail(I, "start, limit and delta must be constant scalars");
     return;
   }
   double s = cget(need(I, 0)->c, 0), l = cget(need(I, 1)->c, 0), d = cget(need(I, 2)->c, 0);
