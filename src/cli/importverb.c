@@ -176,7 +176,10 @@ static Val *in(Imp *I, int k) {
 /* Input k, which the op requires: a stand-in when the node leaves it
  * out (reported). */
 static Val *need(Imp *I, int k) {
-  static OnnxTensor none = {.name = "", .data_type = ONNX_FLOAT};
+  /* empty, [0], but with an element behind it, so code that reads the
+   * stand-in before the failure stops the import reads nothing wrong */
+  static double zero[1];
+  static OnnxTensor none = {.name = "", .data_type = ONNX_FLOAT, .rank = 1, .dims = {0}, .numel = 0, .f = zero};
   static Val missing;
   Val *v = in(I, k);
   if (v) return v;
@@ -563,6 +566,8 @@ static int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); 
 static bool fold(Imp *I) {
   const char *op = I->node->op_type;
   if (!all_const(I)) return false;
+  for (int k = 0; k < I->node->nin && k < 2; k++)   /* a left-out data input is the op's to report */
+    if (!I->node->in[k][0]) return false;
   static const char *const bin[][2] = {{"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"},
                                        {"Equal", "="}, {"Less", "<"}, {"Greater", ">"}};
   for (size_t i = 0; i < sizeof bin / sizeof *bin; i++)
