@@ -369,6 +369,7 @@ static const int64_t *const_ints(Imp *I, Val *v, const char *what, int *n) {
 }
 
 static const char *ints_str(Imp *I, const int64_t *v, int n) {
+  if (n < 0) n = 0;
   char *s = arena_alloc(I->a, (size_t)n * 24 + 3);
   size_t k = 0;
   s[k++] = '[';
@@ -974,7 +975,12 @@ static void t_flatten(Imp *I) {
 
 static void t_transpose(Imp *I) {
   const char *x = R(I, 0);
+  if (I->failed) return;
   int rank = var_shape(I, x).rank;
+  if (!attr(I, "perm") && (rank < 0 || rank > ONNX_MAX_RANK)) {
+    fail(I, "the rank of its input is not known, and it has no perm");
+    return;
+  }
   const OnnxAttr *p = attr(I, "perm");
   int64_t rev[ONNX_MAX_RANK];
   for (int i = 0; i < rank && i < ONNX_MAX_RANK; i++) rev[i] = rank - 1 - i;
