@@ -255,6 +255,7 @@ lstm_lens|node 'enc' (LSTM): sequence_lens must be a constant whose every entry 
 gru_dir|node 'dec' (GRU): direction=both is not supported (forward, reverse, bidirectional)
 gru_size|node 'dec' (GRU): X must be [T, B, in] (layout 0) or [B, T, in] (layout 1), W [1, 3H, in] and R [1, 3H, H] with H = hidden_size
 reshape2|node 'swap' (Reshape): a Reshape to a shape with several sizes known only at run time ([T, B] of an input [B, T]) is supported only when they lead the input's shape in the same places and the rest is static, split into at most 64 pieces per axis (netrun's reshape infers one size)
+flatten_axis|node 'flat' (Flatten): axis=1000 is outside its input's 2 axes
 nested|the model uses 1 op type netrun cannot import (opset 17): If (nodes 'if2')
 EOF2
   run "$NETRUN" import deepnest.onnx -o "$BATS_TEST_TMPDIR/d.net"

@@ -955,7 +955,12 @@ static void t_reshape(Imp *I) {
 static void t_flatten(Imp *I) {
   int64_t axis = attr_i(I, "axis", 1);
   const char *x = R(I, 0);
+  if (I->failed) return;
   Shape s = var_shape(I, x);
+  if (s.rank < 0 || axis < -s.rank || axis > s.rank) {
+    fail(I, "axis=%lld is outside its input's %d axes", (long long)axis, s.rank);
+    return;
+  }
   axis = norm_axis(axis, s.rank);
   if (axis == 1) say(I, "%s = flatten(%s, start_axis=1)", out_var(I, 0), x);
   else if (axis == 0) say(I, "%s = reshape(%s, [1, -1])", out_var(I, 0), x);

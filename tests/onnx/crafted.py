@@ -73,6 +73,7 @@ def main(out):
     save(out, "reshape2", [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "rev"], ["s2"]),
                            h.make_node("Reshape", ["x", "s2"], ["y"], name="swap")],
          [nh.from_array(np.array([1, 0], np.int64), "rev")], [vi("x", ["B", "T"])], [vi("y", ["T", "B"])])
+    save(out, "flatten_axis", [h.make_node("Flatten", ["x"], ["y"], name="flat", axis=1000)])
     # external data: a model saved with its weights in ext/weights.bin (ONNX Runtime reads it too), and
     # tensors whose location, offset or length is wrong
     os.makedirs(os.path.join(out, "ext"), exist_ok=True)
