@@ -1411,8 +1411,9 @@ static void t_resize(Imp *I) {
   }
   (void)n;
   double h = cget(sc->c, 2), w = cget(sc->c, 3);
-  if (cget(sc->c, 0) != 1 || cget(sc->c, 1) != 1 || h != floor(h) || w != floor(w) || h < 1 || w < 1) {
-    fail(I, "scales must be [1, 1, H, W] with integer H and W");
+  if (cget(sc->c, 0) != 1 || cget(sc->c, 1) != 1 || h != floor(h) || w != floor(w) || !(h >= 1 && h <= 1024) ||
+      !(w >= 1 && w <= 1024)) {
+    fail(I, "scales must be [1, 1, H, W] with integer H and W from 1 to 1024");
     return;
   }
   say(I, "%s = upsample_nearest2d(%s, scale=[%d, %d])", out_var(I, 0), R(I, 0), (int)h, (int)w);
