@@ -65,6 +65,8 @@ typedef struct Imp {
   const OnnxNode *node;        /* being translated */
   const char *model;           /* the .onnx file's path, for messages */
   bool failed;
+  unsigned rnn_written;        /* the LSTM/GRU functions written so far (rnn_fn) */
+  const char *rnn_names[6];
 } Imp;
 
 /* ---- names ---------------------------------------------------------------------- */
@@ -92,6 +94,11 @@ static const char *valid_name(Imp *I, const char *s, bool unique) {
   for (int i = 2; strmap_get(&I->used, name) >= 0; i++) name = arena_printf(I->a, "%s_%d", o, i);
   strmap_put(I->a, &I->used, name, 1);
   return name;
+}
+
+/* A new name of the script: base (already valid) with suffix, unique. */
+static const char *fresh(Imp *I, const char *base, const char *suffix) {
+  return valid_name(I, arena_printf(I->a, "%s%s", base, suffix), true);
 }
 
 /* ---- the script ------------------------------------------------------------------- */
@@ -169,7 +176,10 @@ static Val *in(Imp *I, int k) {
 /* Input k, which the op requires: a stand-in when the node leaves it
  * out (reported). */
 static Val *need(Imp *I, int k) {
-  static OnnxTensor none = {.name = "", .data_type = ONNX_FLOAT};
+  /* empty, [0], but with an element behind it, so code that reads the
+   * stand-in before the failure stops the import reads nothing wrong */
+  static double zero[1];
+  static OnnxTensor none = {.name = "", .data_type = ONNX_FLOAT, .rank = 1, .dims = {0}, .numel = 0, .f = zero};
   static Val missing;
   Val *v = in(I, k);
   if (v) return v;
@@ -192,6 +202,7 @@ static double attr_f(Imp *I, const char *name, double dflt) {
   return a ? a->f : dflt;
 }
 
+static const char *dtype_of_onnx(int t);
 static bool is_float_type(int t) { return t == ONNX_FLOAT || t == ONNX_DOUBLE; }
 
 static OnnxTensor *new_const(Imp *I, int type, int rank, const int64_t *dims) {
@@ -358,6 +369,7 @@ static const int64_t *const_ints(Imp *I, Val *v, const char *what, int *n) {
 }
 
 static const char *ints_str(Imp *I, const int64_t *v, int n) {
+  if (n < 0) n = 0;
   char *s = arena_alloc(I->a, (size_t)n * 24 + 3);
   size_t k = 0;
   s[k++] = '[';
@@ -367,14 +379,23 @@ static const char *ints_str(Imp *I, const int64_t *v, int n) {
 }
 
 /* The shape netrun gives variable `var` (rank -1 if unknown). */
-static Shape var_shape(Imp *I, const char *var) {
+static const VarDesc *var_desc(Imp *I, const char *var) {
   const VarDesc *d = prog_var(I->s.prog, var);
   if (!d) {   /* a name bound to another's variable: a parameter a function returned */
     lower_export(I->s.L);
     int e = strmap_get(&I->s.prog->export_index, var);
     d = e >= 0 ? prog_var(I->s.prog, I->s.prog->exports[e].var) : NULL;
   }
+  return d;
+}
+static Shape var_shape(Imp *I, const char *var) {
+  const VarDesc *d = var_desc(I, var);
   return d ? d->shape : shape_unknown();
+}
+/* "f32", "i64", "bool" ("f64" under --dtype f64), "?" when unknown */
+static const char *var_desc_dtype(Imp *I, const char *var) {
+  const VarDesc *d = var_desc(I, var);
+  return d ? dtype_name(d->dtype) : "?";
 }
 static int val_rank(Imp *I, const Val *v) { return v->var ? var_shape(I, v->var).rank : v->c ? v->c->rank : -1; }
 
@@ -399,7 +420,7 @@ static const char *sym_of(const Val *v, int64_t i) { return v->sym ? v->sym[i] :
 static bool fold_binary(Imp *I, const char *op) {
   Val *a = need(I, 0), *b = need(I, 1);
   const OnnxTensor *x = a->c, *y = b->c;
-  if (x->numel != y->numel && x->numel != 1 && y->numel != 1) return false;
+  if ((x->numel != y->numel && x->numel != 1 && y->numel != 1) || !x->numel || !y->numel) return false;
   const OnnxTensor *big = x->numel >= y->numel ? x : y;
   bool cmp = strchr("=<>", op[0]) != NULL;
   int type = cmp ? ONNX_BOOL : x->data_type;
@@ -511,7 +532,7 @@ static bool fold_slice(Imp *I) {
   Val *a = need(I, 0);
   int n1 = 0, n2 = 0;
   Val *steps = in(I, 4);
-  if (a->c->rank != 1 || !in(I, 1) || !in(I, 2) || (steps && steps->c && cgeti(steps->c, 0) != 1)) return false;
+  if (a->c->rank != 1 || !in(I, 1) || !in(I, 2) || (steps && steps->c && (steps->c->numel != 1 || cgeti(steps->c, 0) != 1))) return false;
   const int64_t *st = const_ints(I, in(I, 1), "starts", &n1), *en = const_ints(I, in(I, 2), "ends", &n2);
   if (!st || !en || n1 != 1 || n2 != 1) return false;
   int64_t len = a->c->numel, b = st[0] < 0 ? st[0] + len : st[0], e = en[0] < 0 ? en[0] + len : en[0];
@@ -546,6 +567,8 @@ static int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); 
 static bool fold(Imp *I) {
   const char *op = I->node->op_type;
   if (!all_const(I)) return false;
+  for (int k = 0; k < I->node->nin && k < 2; k++)   /* a left-out data input is the op's to report */
+    if (!I->node->in[k][0]) return false;
   static const char *const bin[][2] = {{"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"},
                                        {"Equal", "="}, {"Less", "<"}, {"Greater", ">"}};
   for (size_t i = 0; i < sizeof bin / sizeof *bin; i++)
@@ -776,6 +799,96 @@ static void t_global_pool(Imp *I, const char *fn) {
   say(I, "%s = %s(%s, axis=[2, 3], keepdim=true)", out_var(I, 0), fn, R(I, 0));
 }
 
+static const char *shape_text(Imp *I, Shape xs) {
+  char *o = arena_alloc(I->a, (size_t)xs.rank * 72 + 2);
+  size_t l = 0;
+  for (int i = 0; i < xs.rank; i++) {
+    if (xs.d[i].n >= 0) l += (size_t)sprintf(o + l, "%s%lld", i ? ", " : "", (long long)xs.d[i].n);
+    else l += (size_t)sprintf(o + l, "%s%.64s", i ? ", " : "", xs.d[i].sym ? xs.d[i].sym : "?");
+  }
+  o[l] = 0;
+  return o;
+}
+
+/* The most pieces a Reshape that splits an axis cuts it into (each piece
+ * a statement's output, as Tile's copies). */
+#define IMPORT_MAX_PIECES 64
+
+/* A Reshape whose shape holds several sizes known at run time, which
+ * netrun's reshape (one -1) cannot take: supported when the shape's
+ * first k entries are the input's first k sizes (a dynamic batch and
+ * sequence kept) and the rest are static.  The input's other axes merge
+ * into one (flatten), which splits into the shape's static sizes by
+ * split and stack, one axis at a time. */
+static void reshape_dynamic(Imp *I, const char *x, Shape xs, const Val *s, int n) {
+  int k = 0;
+  for (; k < n && k < xs.rank; k++) {
+    int64_t e = cgeti(s->c, k);
+    const char *sym = s->sym ? s->sym[k] : NULL;
+    if (!sym && e == 0 && !attr_i(I, "allowzero", 0)) continue;   /* copies the input's size */
+    Dim xd = xs.d[k];
+    bool same = sym ? xd.n < 0 && xd.sym && sym[0] && strcmp(xd.sym, sym) == 0 : xd.n >= 0 && xd.n == e;
+    if (!same) break;
+  }
+  int64_t tail = 1, t[ONNX_MAX_RANK];
+  int m = 0, minus = -1;
+  bool ok = k < n;
+  for (int i = k; i < xs.rank && ok; i++) ok = xs.d[i].n >= 0 && !__builtin_mul_overflow(tail, xs.d[i].n, &tail);
+  int64_t known = 1;
+  for (int i = k; i < n && ok; i++) {
+    t[m] = cgeti(s->c, i);
+    if ((s->sym && s->sym[i]) || t[m] < -1 || (t[m] == -1 && minus >= 0) || (t[m] == 0 && !attr_i(I, "allowzero", 0)))
+      ok = false;
+    else if (t[m] == -1) minus = m;
+    else if (__builtin_mul_overflow(known, t[m], &known)) ok = false;
+    m++;
+  }
+  if (ok && minus >= 0) ok = known > 0 && tail % known == 0, t[minus] = ok ? tail / known : 0;
+  else if (ok) ok = known == tail;
+  for (int i = 0; i < m - 1 && ok; i++) ok = t[i] >= 1 && t[i] <= IMPORT_MAX_PIECES;
+  if (!ok) {
+    char shown[512] = "";
+    size_t l = 0;
+    for (int i = 0; i < n && l < sizeof shown; i++) {
+      const char *sym = s->sym ? s->sym[i] : NULL;
+      if (sym) l += (size_t)snprintf(shown + l, sizeof shown - l, "%s%s", i ? ", " : "", sym[0] ? sym : "?");
+      else l += (size_t)snprintf(shown + l, sizeof shown - l, "%s%lld", i ? ", " : "", (long long)cgeti(s->c, i));
+    }
+    fail(I, "a Reshape to a shape with several sizes known only at run time ([%s] of an input [%s]) is supported only "
+         "when they lead the input's shape in the same places and the rest is static, split into at most %d pieces "
+         "per axis (netrun's reshape infers one size)", shown, shape_text(I, xs), IMPORT_MAX_PIECES);
+    return;
+  }
+  const char *cur = x;
+  if (xs.rank == k) {   /* nothing after them: a new axis of 1 */
+    cur = fresh(I, valid_name(I, I->node->out[0], false), "_axis");
+    if (!say(I, "%s = unsqueeze(%s, axes=[%d])", cur, x, k)) return;
+  } else if (xs.rank - k != 1) {
+    cur = fresh(I, valid_name(I, I->node->out[0], false), "_flat");
+    if (!say(I, "%s = flatten(%s, start_axis=%d)", cur, x, k)) return;
+  }
+  for (int i = 0; i < m - 1; i++) {   /* the last axis [t_i * rest] -> [t_i, rest] */
+    char *outs = NULL, *list = NULL;
+    size_t no = 0, nl = 0;
+    FILE *fo = open_memstream(&outs, &no), *fl = open_memstream(&list, &nl);
+    for (int64_t j = 0; j < t[i]; j++) {
+      const char *piece = valid_name(I, arena_printf(I->a, "%s_piece", I->node->out[0]), true);
+      fprintf(fo, "%s%s", j ? ", " : "", piece);
+      fprintf(fl, "%s%s", j ? ", " : "", piece);
+    }
+    fclose(fo);
+    fclose(fl);
+    const char *next = valid_name(I, arena_printf(I->a, "%s_split%d", I->node->out[0], i), true);
+    bool said = say(I, "%s = split(%s, num=%lld, axis=%d)", outs, cur, (long long)t[i], k + i) &&
+                say(I, "%s = stack([%s], axis=%d)", next, list, k + i);
+    free(outs);
+    free(list);
+    if (!said) return;
+    cur = next;
+  }
+  out_alias(I, 0, &(Val){.var = cur});
+}
+
 /* Reshape to a constant shape: 0 copies the input's size, a symbolic
  * entry (a dynamic batch) becomes -1 when it is the only one unknown. */
 static void t_reshape(Imp *I) {
@@ -797,8 +910,9 @@ static void t_reshape(Imp *I) {
   bool used[SHAPE_MAX_RANK] = {false};
   int64_t known_in = 1, known_out = 1;
   int syms_in = 0, cancelled = 0, minus = -1;
+  bool over = false;
   for (int i = 0; i < xs.rank; i++) {
-    if (xs.d[i].n >= 0) known_in *= xs.d[i].n;
+    if (xs.d[i].n >= 0) over |= __builtin_mul_overflow(known_in, xs.d[i].n, &known_in);
     else syms_in++;
   }
   for (int i = 0; i < n; i++) {
@@ -818,9 +932,13 @@ static void t_reshape(Imp *I) {
     } else if (d[i] < 0) {
       minus = i;
     } else {
-      known_out *= d[i];
+      over |= __builtin_mul_overflow(known_out, d[i], &known_out);
     }
     unknown += d[i] < 0;
+  }
+  if (over) {
+    fail(I, "a shape of more than 2^63 elements");
+    return;
   }
   if (unknown > 1 && minus >= 0 && cancelled == syms_in && unknown == cancelled + 1 && known_out > 0 &&
       known_in % known_out == 0) {
@@ -828,7 +946,7 @@ static void t_reshape(Imp *I) {
     unknown--;
   }
   if (unknown > 1) {
-    fail(I, "a Reshape to a shape with %d sizes known only at run time is not supported", unknown);
+    reshape_dynamic(I, x, xs, s, n);
     return;
   }
   say(I, "%s = reshape(%s, %s)", out_var(I, 0), x, ints_str(I, d, n));
@@ -837,7 +955,12 @@ static void t_reshape(Imp *I) {
 static void t_flatten(Imp *I) {
   int64_t axis = attr_i(I, "axis", 1);
   const char *x = R(I, 0);
+  if (I->failed) return;
   Shape s = var_shape(I, x);
+  if (s.rank < 0 || axis < -s.rank || axis > s.rank) {
+    fail(I, "axis=%lld is outside its input's %d axes", (long long)axis, s.rank);
+    return;
+  }
   axis = norm_axis(axis, s.rank);
   if (axis == 1) say(I, "%s = flatten(%s, start_axis=1)", out_var(I, 0), x);
   else if (axis == 0) say(I, "%s = reshape(%s, [1, -1])", out_var(I, 0), x);
@@ -857,7 +980,12 @@ static void t_flatten(Imp *I) {
 
 static void t_transpose(Imp *I) {
   const char *x = R(I, 0);
+  if (I->failed) return;
   int rank = var_shape(I, x).rank;
+  if (!attr(I, "perm") && (rank < 0 || rank > ONNX_MAX_RANK)) {
+    fail(I, "the rank of its input is not known, and it has no perm");
+    return;
+  }
   const OnnxAttr *p = attr(I, "perm");
   int64_t rev[ONNX_MAX_RANK];
   for (int i = 0; i < rank && i < ONNX_MAX_RANK; i++) rev[i] = rank - 1 - i;
@@ -1080,27 +1208,97 @@ static void t_shape(Imp *I) {
   out_const(I, 0, t)->sym = any ? sym : NULL;
 }
 
+/* ---- shapes with sizes known at run time ---------------------------------------------
+ * A tensor whose shape holds symbols (a dynamic batch and sequence) is
+ * built by broadcasting: for each symbolic entry, a [1, .., S, .., 1]
+ * slice of a variable that has that size (zeros_like of it, so nothing
+ * flows back), added to zeros of the static entries. */
+
+/* A variable whose shape has the dimension named sym, and that axis. */
+static const char *var_with_dim(Imp *I, const char *prefer, const char *sym, int *axis) {
+  for (int k = -1; k < I->nv; k++) {
+    const char *var = k < 0 ? prefer : I->v[k].var;
+    if (!var || (k >= 0 && I->v[k].param)) continue;
+    Shape s = var_shape(I, var);
+    for (int j = 0; j < s.rank; j++)
+      if (s.d[j].n < 0 && s.d[j].sym && strcmp(s.d[j].sym, sym) == 0) {
+        *axis = j;
+        return var;
+      }
+  }
+  return NULL;
+}
+
+/* The name of a new f32 variable of zeros whose shape has entry i =
+ * sym[i] (a symbol) or d[i]; NULL (reported) when a symbol is not the
+ * size of any variable (a size computed from sizes, as batch * seq). */
+static const char *sym_zeros(Imp *I, const int64_t *d, const char *const *sym, int n, const char *prefer) {
+  int64_t stat[ONNX_MAX_RANK];
+  char expr[4096];
+  size_t k = 0;
+  for (int i = 0; i < n; i++) stat[i] = sym && sym[i] ? 1 : d[i];
+  k += (size_t)snprintf(expr + k, sizeof expr - k, "zeros(%s)", ints_str(I, stat, n));
+  for (int i = 0; i < n && sym; i++) {
+    if (!sym[i]) continue;
+    int axis = -1;
+    const char *v = sym[i][0] ? var_with_dim(I, prefer, sym[i], &axis) : NULL;
+    if (!v) {
+      fail(I, "entry %d of its shape is a size computed at run time (not the size '%s' of a value), which netrun "
+           "cannot express", i, sym[i][0] ? sym[i] : "?");
+      return NULL;
+    }
+    Shape vs = var_shape(I, v);
+    int64_t ax[ONNX_MAX_RANK], zero[ONNX_MAX_RANK], one[ONNX_MAX_RANK], to[ONNX_MAX_RANK];
+    int na = 0;
+    for (int j = 0; j < vs.rank && j < ONNX_MAX_RANK; j++)
+      if (j != axis) ax[na] = j, zero[na] = 0, one[na++] = 1;
+    for (int j = 0; j < n; j++) to[j] = j == i ? -1 : 1;
+    const char *piece = na ? arena_printf(I->a, "slice(%s, axes=%s, starts=%s, ends=%s)", v, ints_str(I, ax, na),
+                                         ints_str(I, zero, na), ints_str(I, one, na)) : v;
+    k += (size_t)snprintf(expr + k, sizeof expr - k, " + zeros_like(cast(reshape(%s, %s), dtype=\"f32\"))", piece,
+                          ints_str(I, to, n));
+  }
+  if (k >= sizeof expr) {
+    fail(I, "a shape too long to write");
+    return NULL;
+  }
+  const char *o = valid_name(I, arena_printf(I->a, "%s_zeros", I->node->out[0]), true);
+  return say(I, "%s = %s", o, expr) ? o : NULL;
+}
+
 static void t_constant_of_shape(Imp *I) {
   Val *s = in(I, 0);
   const OnnxAttr *a = attr(I, "value");
   int n = 0;
   const int64_t *d = const_ints(I, s, "shape", &n);
   if (I->failed) return;
-  if (s->sym || n > ONNX_MAX_RANK) {
-    fail(I, "a shape known only at run time is not supported");
+  if (n > ONNX_MAX_RANK) {
+    fail(I, "a shape of rank %d", n);
     return;
   }
+  int type = a && a->t ? a->t->data_type : ONNX_FLOAT;
+  double value = a && a->t && a->t->numel ? cget(a->t, 0) : 0;
   int64_t numel = 1;
   for (int i = 0; i < n; i++) {
+    if (s->sym && s->sym[i]) continue;
     if (d[i] < 0 || (d[i] && numel > IMPORT_MAX_CONST / d[i])) {
       fail(I, "a shape %s: negative, or more than %lld elements", ints_str(I, d, n), (long long)IMPORT_MAX_CONST);
       return;
     }
     numel *= d[i];
   }
-  int type = a && a->t ? a->t->data_type : ONNX_FLOAT;
+  if (s->sym) {   /* sizes known at run time: a variable */
+    const char *z = sym_zeros(I, d, s->sym, n, NULL);
+    if (!z) return;
+    const char *dt = dtype_of_onnx(type);
+    const char *e = value != 0 ? arena_printf(I->a, "%s + %s", z, num(I, value)) : z;
+    if (e == z && (!dt || strcmp(dt, "f32") == 0)) out_alias(I, 0, &(Val){.var = z});
+    else if (dt && strcmp(dt, "f32") != 0) say(I, "%s = cast(%s, dtype=\"%s\")", out_var(I, 0), e, dt);
+    else say(I, "%s = %s", out_var(I, 0), e);
+    return;
+  }
   OnnxTensor *t = new_const(I, type, n, d);
-  double v = a && a->t && a->t->numel ? cget(a->t, 0) : 0;
+  double v = value;
   for (int64_t i = 0; i < t->numel; i++) {
     if (t->f) t->f[i] = v;
     else t->i[i] = (int64_t)v;
@@ -1109,8 +1307,8 @@ static void t_constant_of_shape(Imp *I) {
 }
 
 static void t_range(Imp *I) {
-  if (!all_const(I)) {
-    fail(I, "start, limit and delta must be constants");
+  if (!all_const(I) || need(I, 0)->c->numel != 1 || need(I, 1)->c->numel != 1 || need(I, 2)->c->numel != 1) {
+    fail(I, "start, limit and delta must be constant scalars");
     return;
   }
   double s = cget(need(I, 0)->c, 0), l = cget(need(I, 1)->c, 0), d = cget(need(I, 2)->c, 0);
@@ -1133,21 +1331,31 @@ static void t_expand(Imp *I) {
   Val *s = in(I, 1);
   const int64_t *d = const_ints(I, s, "shape", &n);
   if (I->failed) return;
-  if (s->sym) {
-    fail(I, "Expand to a shape known only at run time is not supported");
-    return;
-  }
   const char *x = R(I, 0);
   Shape xs = var_shape(I, x);
   int r = n > xs.rank ? n : xs.rank;
+  if (n > ONNX_MAX_RANK || r > ONNX_MAX_RANK) {
+    fail(I, "a shape of rank %d", r);
+    return;
+  }
   int64_t o[ONNX_MAX_RANK];
-  for (int i = 0; i < r && i < ONNX_MAX_RANK; i++) {   /* NumPy's rule: a 1 takes the other's size */
+  bool dynamic = s->sym != NULL;
+  for (int i = 0; i < r; i++) {   /* NumPy's rule: a 1 takes the other's size */
     int64_t a = i - (r - n) >= 0 ? d[i - (r - n)] : 1, b = i - (r - xs.rank) >= 0 ? xs.d[i - (r - xs.rank)].n : 1;
     o[i] = a == 1 ? b : a;
-    if (o[i] < 0) {
-      fail(I, "Expand of a dynamic size is not supported");
+    dynamic |= o[i] < 0;
+  }
+  if (dynamic) {   /* x broadcast against zeros of the shape (its 1s stay 1) */
+    const char *dt = var_desc_dtype(I, x);
+    if (strcmp(dt, "bool") == 0) {
+      fail(I, "Expand of a bool tensor to a shape known only at run time is not supported");
       return;
     }
+    const char *z = sym_zeros(I, d, s->sym, n, x);
+    if (!z) return;
+    if (strcmp(dt, "i64") != 0) say(I, "%s = %s + %s", out_var(I, 0), x, z);
+    else say(I, "%s = %s + cast(%s, dtype=\"i64\")", out_var(I, 0), x, z);
+    return;
   }
   say(I, "%s = broadcast_to(%s, shape=%s)", out_var(I, 0), x, ints_str(I, o, r));
 }
@@ -1203,11 +1411,207 @@ static void t_resize(Imp *I) {
   }
   (void)n;
   double h = cget(sc->c, 2), w = cget(sc->c, 3);
-  if (cget(sc->c, 0) != 1 || cget(sc->c, 1) != 1 || h != floor(h) || w != floor(w) || h < 1 || w < 1) {
-    fail(I, "scales must be [1, 1, H, W] with integer H and W");
+  if (cget(sc->c, 0) != 1 || cget(sc->c, 1) != 1 || h != floor(h) || w != floor(w) || !(h >= 1 && h <= 1024) ||
+      !(w >= 1 && w <= 1024)) {
+    fail(I, "scales must be [1, 1, H, W] with integer H and W from 1 to 1024");
     return;
   }
   say(I, "%s = upsample_nearest2d(%s, scale=[%d, %d])", out_var(I, 0), R(I, 0), (int)h, (int)w);
+}
+
+/* ---- LSTM and GRU ------------------------------------------------------------------
+ * Each direction runs a function of the script's own (written once, before
+ * the first node that needs it): a while loop over the time steps of xs
+ * [T, B, in] from the states h (and c) [B, H], with the gates' matrices
+ * side by side, Wx [in, kH], Wh [H, kH], in ONNX's gate order (LSTM i, o,
+ * f, c; GRU z, r, h), and the default activations (sigmoid, tanh).  It
+ * returns every step's state [T, B, H] (in the input's time order when it
+ * runs in reverse) and the last states.  So the loop differentiates like
+ * any script. */
+
+enum { RNN_LSTM = 0, RNN_GRU0 = 2, RNN_GRU1 = 4 };   /* + 1: in reverse; GRU0/1: linear_before_reset */
+
+static const char *rnn_fn(Imp *I, int kind) {
+  static const char *const names[] = {"onnx_lstm", "onnx_lstm_reverse", "onnx_gru", "onnx_gru_reverse",
+                                      "onnx_gru_lbr", "onnx_gru_lbr_reverse"};
+  if (I->rnn_written & (1u << kind)) return I->rnn_names[kind];
+  bool rev = kind & 1, lstm = kind < RNN_GRU0;
+  const char *name = valid_name(I, names[kind], true);
+  const char *step = rev ? "xs[steps - 1 - t]" : "xs[t]";
+  const char *grow = rev ? "hs = concat([unsqueeze(h, axes=[0]), hs], axis=0)"
+                         : "hs = concat([hs, unsqueeze(h, axes=[0])], axis=0)";
+  const char *all = rev ? "slice(hs, axes=[0], starts=[0], ends=[-1])" : "hs[1:]";
+  const char *head = rev ? "\n# (in reverse: from the last step to the first; hs in the input's time order)" : "";
+  bool ok;
+  if (lstm)
+    ok = say(I, "# ONNX's LSTM over xs [T, B, in] from h, c [B, H]: Wx [in, 4H], Wh [H, 4H], b [4H] with the gates\n"
+             "# in ONNX's order i, o, f, c; every step's h [T, B, H], the last h and c.%s\n"
+             "def %s(xs, h, c, Wx, Wh, b) {\n"
+             "  hs = unsqueeze(h, axes=[0])\n"
+             "  t = 0\n"
+             "  steps = cast(sum(ones_like(xs[:, 0, 0])), dtype=\"i64\")\n"
+             "  while t < steps {\n"
+             "    gi, go, gf, gc = split(%s @ Wx + h @ Wh + b, num=4, axis=1)\n"
+             "    c = sigmoid(gf) * c + sigmoid(gi) * tanh(gc)\n"
+             "    h = sigmoid(go) * tanh(c)\n"
+             "    %s\n"
+             "    t = t + 1\n"
+             "  }\n"
+             "  return %s, h, c\n"
+             "}", head, name, step, grow, all);
+  else
+    ok = say(I, "# ONNX's GRU (linear_before_reset=%d) over xs [T, B, in] from h [B, H]: Wx [in, 3H], Wh [H, 3H],\n"
+             "# bx, bh [3H] with the gates in ONNX's order z, r, h; every step's h [T, B, H] and the last.%s\n"
+             "def %s(xs, h, Wx, Wh, bx, bh) {\n"
+             "  hs = unsqueeze(h, axes=[0])\n"
+             "  Whz, Whr, Whh = split(Wh, num=3, axis=1)\n"
+             "  bhz, bhr, bhh = split(bh, num=3, axis=0)\n"
+             "  t = 0\n"
+             "  steps = cast(sum(ones_like(xs[:, 0, 0])), dtype=\"i64\")\n"
+             "  while t < steps {\n"
+             "    xz, xr, xh = split(%s @ Wx + bx, num=3, axis=1)\n"
+             "    z = sigmoid(xz + h @ Whz + bhz)\n"
+             "    r = sigmoid(xr + h @ Whr + bhr)\n"
+             "    n = tanh(xh + %s)\n"
+             "    h = (1.0 - z) * n + z * h\n"
+             "    %s\n"
+             "    t = t + 1\n"
+             "  }\n"
+             "  return %s, h\n"
+             "}", kind >= RNN_GRU1, head, name, step, kind >= RNN_GRU1 ? "r * (h @ Whh + bhh)" : "(r * h) @ Whh + bhh",
+             grow, all);
+  if (!ok) return NULL;
+  I->rnn_written |= 1u << kind;
+  I->rnn_names[kind] = name;
+  return name;
+}
+
+/* The attributes of LSTM and GRU netrun does not import, refused by name. */
+static bool rnn_attrs(Imp *I, bool lstm, int dirs) {
+  const OnnxAttr *a = attr(I, "activations");
+  if (a) {
+    static const char *const want[] = {"Sigmoid", "Tanh", "Tanh"};
+    int per = lstm ? 3 : 2;
+    bool same = a->nstrings == per * dirs;
+    for (int i = 0; i < a->nstrings && same; i++) same = strcmp(a->strings[i], want[i % per]) == 0;
+    if (!same) {
+      fail(I, "activations other than the defaults (%s) are not supported", lstm ? "Sigmoid, Tanh, Tanh" : "Sigmoid, Tanh");
+      return false;
+    }
+  }
+  static const char *const refused[] = {"activation_alpha", "activation_beta", "clip"};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+    if (attr(I, refused[i])) {
+      fail(I, "the attribute %s is not supported", refused[i]);
+      return false;
+    }
+  if (attr_i(I, "input_forget", 0)) {
+    fail(I, "input_forget=1 is not supported");
+    return false;
+  }
+  if (lstm && in(I, 7)) {
+    fail(I, "peepholes (the input P) are not supported");
+    return false;
+  }
+  return true;
+}
+
+static void t_rnn(Imp *I, bool lstm) {
+  const OnnxAttr *da = attr(I, "direction");
+  const char *dir = da ? da->s : "forward";
+  int dirs = strcmp(dir, "bidirectional") == 0 ? 2 : 1;
+  if (dirs == 1 && strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0) {
+    fail(I, "direction=%s is not supported (forward, reverse, bidirectional)", dir);
+    return;
+  }
+  int64_t layout = attr_i(I, "layout", 0), H = attr_i(I, "hidden_size", -1);
+  int gates = lstm ? 4 : 3;
+  if (layout != 0 && layout != 1) {
+    fail(I, "layout=%lld is not supported (0 or 1)", (long long)layout);
+    return;
+  }
+  if (!rnn_attrs(I, lstm, dirs)) return;
+  const char *x = R(I, 0), *W = R(I, 1), *Rm = R(I, 2);
+  if (I->failed) return;
+  Shape xs = var_shape(I, x), ws = var_shape(I, W), rs = var_shape(I, Rm);
+  if (xs.rank != 3 || ws.rank != 3 || rs.rank != 3 || ws.d[0].n != dirs || ws.d[1].n < 0 || ws.d[1].n % gates ||
+      (H >= 0 && ws.d[1].n != gates * H) || rs.d[1].n != ws.d[1].n || rs.d[2].n != ws.d[1].n / gates ||
+      ws.d[2].n < 0 || ws.d[2].n != xs.d[2].n) {
+    fail(I, "X must be [T, B, in] (layout 0) or [B, T, in] (layout 1), W [%d, %dH, in] and R [%d, %dH, H] with "
+         "H = hidden_size", dirs, gates, dirs, gates);
+    return;
+  }
+  H = ws.d[1].n / gates;
+  int64_t nin = ws.d[2].n;
+  Val *sl = in(I, 4);
+  if (sl) {   /* sequence_lens: every sequence as long as X */
+    int64_t T = xs.d[layout ? 1 : 0].n;
+    bool uniform = sl->c && T >= 0;
+    for (int64_t i = 0; uniform && i < sl->c->numel; i++) uniform = cgeti(sl->c, i) == T;
+    if (!uniform) {
+      fail(I, "sequence_lens must be a constant whose every entry is X's length (sequences of different lengths "
+           "are not supported)");
+      return;
+    }
+  }
+  const char *b = in(I, 3) ? R(I, 3) : NULL, *h0 = in(I, 5) ? R(I, 5) : NULL, *c0 = lstm && in(I, 6) ? R(I, 6) : NULL;
+  if (I->failed) return;
+  const char *o = I->node->out[0];
+  const char *tmp = valid_name(I, arena_printf(I->a, "%s_rnn", I->node->nout && o[0] ? o : I->node->name), true);
+  const char *X = x;
+  if (layout) {
+    X = fresh(I, tmp, "_x");
+    if (!say(I, "%s = transpose(%s, perm=[1, 0, 2])", X, x)) return;
+  }
+  if (layout && h0) {
+    const char *t = fresh(I, tmp, "_h0");
+    if (!say(I, "%s = transpose(%s, perm=[1, 0, 2])", t, h0)) return;
+    h0 = t;
+  }
+  if (layout && c0) {
+    const char *t = fresh(I, tmp, "_c0");
+    if (!say(I, "%s = transpose(%s, perm=[1, 0, 2])", t, c0)) return;
+    c0 = t;
+  }
+  const char *ys[2], *hs[2], *cs[2] = {NULL, NULL};
+  for (int d = 0; d < dirs; d++) {
+    bool rev = d == 1 || strcmp(dir, "reverse") == 0;
+    int kind = (lstm ? RNN_LSTM : attr_i(I, "linear_before_reset", 0) ? RNN_GRU1 : RNN_GRU0) + rev;
+    const char *fn = rnn_fn(I, kind);
+    if (!fn) return;
+    const char *p = arena_printf(I->a, "%s%d", tmp, d);
+    const char *wx = fresh(I, p, "_Wx"), *wh = fresh(I, p, "_Wh"), *hi = fresh(I, p, "_h0");
+    const char *ci = lstm ? fresh(I, p, "_c0") : NULL;
+    const char *zero = arena_printf(I->a, "%s[0] @ zeros([%lld, %lld])", X, (long long)nin, (long long)H);
+    bool ok = say(I, "%s = transpose(%s[%d], perm=[1, 0])", wx, W, d) &&
+              say(I, "%s = transpose(%s[%d], perm=[1, 0])", wh, Rm, d) &&
+              say(I, "%s = %s", hi, h0 ? arena_printf(I->a, "%s[%d]", h0, d) : zero);
+    if (lstm) ok = ok && say(I, "%s = %s", ci, c0 ? arena_printf(I->a, "%s[%d]", c0, d) : zero);
+    const char *bw = b ? arena_printf(I->a, "slice(%s[%d], axes=[0], starts=[0], ends=[%lld])", b, d, (long long)(gates * H))
+                       : arena_printf(I->a, "zeros([%lld])", (long long)(gates * H));
+    const char *br = b ? arena_printf(I->a, "slice(%s[%d], axes=[0], starts=[%lld], ends=[%lld])", b, d,
+                                      (long long)(gates * H), (long long)(2 * gates * H))
+                       : bw;
+    ys[d] = fresh(I, p, "_ys");
+    hs[d] = fresh(I, p, "_h");
+    if (lstm) cs[d] = fresh(I, p, "_c");
+    if (lstm)
+      ok = ok && say(I, "%s, %s, %s = %s(%s, %s, %s, %s, %s, %s + %s)", ys[d], hs[d], cs[d], fn, X, hi, ci, wx, wh, bw, br);
+    else
+      ok = ok && say(I, "%s, %s = %s(%s, %s, %s, %s, %s, %s)", ys[d], hs[d], fn, X, hi, wx, wh, bw, br);
+    if (!ok) return;
+  }
+  /* Y [T, D, B, H] (layout 1: [B, T, D, H]); Y_h, Y_c [D, B, H] ([B, D, H]) */
+  for (int k = 0; k < I->node->nout && k < (lstm ? 3 : 2); k++) {
+    if (!I->node->out[k][0]) continue;
+    const char **part = k == 0 ? ys : k == 1 ? hs : cs;
+    int axis = k == 0 ? 1 : 0;
+    const char *e = dirs == 1 ? arena_printf(I->a, "unsqueeze(%s, axes=[%d])", part[0], axis)
+                              : arena_printf(I->a, "concat([unsqueeze(%s, axes=[%d]), unsqueeze(%s, axes=[%d])], axis=%d)",
+                                             part[0], axis, part[1], axis, axis);
+    if (layout) e = arena_printf(I->a, "transpose(%s, perm=%s)", e, k == 0 ? "[2, 0, 1, 3]" : "[1, 0, 2]");
+    say(I, "%s = %s", out_var(I, k), e);
+  }
 }
 
 /* ---- the table of ops ----------------------------------------------------------------- */
@@ -1250,6 +1654,8 @@ FIXED(r_expand, t_expand(I))
 FIXED(r_tile, t_tile(I))
 FIXED(r_resize, t_resize(I))
 FIXED(r_trilu, t_trilu(I))
+FIXED(r_lstm, t_rnn(I, true))
+FIXED(r_gru, t_rnn(I, false))
 static void r_unary(Imp *I, const char *fn) { t_unary(I, fn); }
 static void r_binary(Imp *I, const char *op) { t_binary(I, op); }
 static void r_pool(Imp *I, const char *fn) { t_pool(I, fn); }
@@ -1265,10 +1671,10 @@ static const Rule rules[] = {
     {"ConstantOfShape", r_cos, NULL}, {"Conv", r_conv, NULL}, {"ConvTranspose", r_convt, NULL},
     {"CumSum", r_cumsum, NULL}, {"Div", r_binary, "/"}, {"Dropout", r_dropout, NULL}, {"Elu", r_leaky, "elu"},
     {"Equal", r_binary, "=="}, {"Erf", r_unary, "erf"}, {"Exp", r_unary, "exp"}, {"Expand", r_expand, NULL}, {"Flatten", r_flatten, NULL},
-    {"Gather", r_gather, NULL}, {"Gelu", r_gelu, NULL}, {"Gemm", r_gemm, NULL},
+    {"GRU", r_gru, NULL}, {"Gather", r_gather, NULL}, {"Gelu", r_gelu, NULL}, {"Gemm", r_gemm, NULL},
     {"GlobalAveragePool", r_gpool, "mean"}, {"GlobalMaxPool", r_gpool, "max"}, {"Greater", r_binary, ">"},
     {"Identity", r_identity, NULL}, {"LayerNormalization", r_ln, NULL}, {"LeakyRelu", r_leaky, "leaky_relu"},
-    {"Less", r_binary, "<"}, {"Log", r_unary, "log"}, {"LogSoftmax", r_softmax, "log_softmax"},
+    {"LSTM", r_lstm, NULL}, {"Less", r_binary, "<"}, {"Log", r_unary, "log"}, {"LogSoftmax", r_softmax, "log_softmax"},
     {"MatMul", r_binary, "@"}, {"MaxPool", r_pool, "max_pool2d"}, {"Mul", r_binary, "*"},
     {"Neg", r_unary, "neg"}, {"Not", r_unary, "logical_not"}, {"Or", r_binary, "or"}, {"Pad", r_pad, NULL},
     {"Pow", r_binary, "**"}, {"Range", r_range, NULL}, {"ReduceMax", r_reduce, "max"},
@@ -1493,7 +1899,8 @@ static void declare_inputs(Imp *I) {
     }
     Val *v = new_val(I, x->name);
     v->var = valid_name(I, x->name, true);
-    say(I, "input %s : %s[%s]", v->var, dt, dims);
+    if (strcmp(v->var, x->name) != 0) say(I, "%-40s # the ONNX input '%s'", arena_printf(I->a, "input %s : %s[%s]", v->var, dt, dims), x->name);
+    else say(I, "input %s : %s[%s]", v->var, dt, dims);
   }
 }
 
@@ -1512,10 +1919,13 @@ static void name_outputs(Imp *I) {
     }
     const char *want = valid_name(I, name, false);
     const char *have = ref(I, v);
+    if (I->failed) return;
     if (strcmp(have, want) != 0 && strmap_get(&I->used, want) < 0) {
       strmap_put(I->a, &I->used, want, 1);
       say(I, "%s = %s", want, have);
-    }
+      have = want;
+    }   /* else the name is another value's: the output keeps the unique one it has */
+    if (strcmp(have, name) != 0) say(I, "# the ONNX output '%s' is %s", name, have);
   }
 }
 
@@ -1553,18 +1963,21 @@ static bool translate(Imp *I, const char *model) {
 typedef struct ImportArgs {
   const char *in, *out;
   bool force;
+  int64_t max_memory;          /* what external data may take */
 } ImportArgs;
 
-enum { I_OUT = 1, I_FORCE };
+enum { I_OUT = 1, I_FORCE, I_MAX_MEMORY };
 static const Option import_options[] = {
     {"-o", OPTION_VALUE, "FILE", "a FILE.net", I_OUT, 0},
     {"--output", OPTION_VALUE, "FILE", "a FILE.net", I_OUT, 0},
     {"--force", OPTION_FLAG, NULL, NULL, I_FORCE, 0},
+    {"--max-memory", OPTION_VALUE, "SIZE", "a size, e.g. 512M or 4G", I_MAX_MEMORY, 0},
     {NULL, 0, NULL, NULL, 0, 0},
 };
 
 static int import_args(int argc, char **argv, ImportArgs *a, Arena *arena) {
   memset(a, 0, sizeof *a);
+  a->max_memory = (int64_t)IMPORT_MAX_FILE;
   OptionParser p;
   option_init(&p, argc, argv, (const Option *const[]){import_options, NULL}, "");
   for (int id; (id = option_next(&p)) != OPTION_END;) {
@@ -1572,7 +1985,8 @@ static int import_args(int argc, char **argv, ImportArgs *a, Arena *arena) {
     if (id == OPTION_ARG && a->in) return diag_usage("import takes one MODEL.onnx, got a second: '%s'", p.value);
     if (id == OPTION_ARG) a->in = p.value;
     else if (id == I_OUT) a->out = p.value;
-    else a->force = true;
+    else if (id == I_MAX_MEMORY && !mem_parse_size(p.value, &a->max_memory)) return option_bad(&p);
+    else if (id == I_FORCE) a->force = true;
   }
   if (!a->in) return diag_usage("%s", "import needs a MODEL.onnx");
   if (!a->out) {   /* MODEL.net in the current folder */
@@ -1613,7 +2027,7 @@ int cmd_import(int argc, char **argv) {
   }
   OnnxModel m;
   char why[1400];
-  bool ok = onnx_read(I.a, a.in, IMPORT_MAX_FILE, &m, why, sizeof why);
+  bool ok = onnx_read(I.a, a.in, IMPORT_MAX_FILE, a.max_memory, &m, why, sizeof why);
   if (!ok) diag_error(NULL, SPAN_NONE, "%s", why);
   I.m = &m;
   I.g = m.graph;

@@ -282,13 +282,15 @@ static const Verb verbs[] = {
      "  --value NAME       a value of the script the ONNX model outputs (repeat it;\n"
      "                     default: logits, else output)\n"
      "  --optimizer-state  also the optimizer's state (W@MOMENT1 ...) and learning rate"},
-    {"import", cmd_import, "netrun import [--force] MODEL.onnx [-o OUT.net]",
+    {"import", cmd_import, "netrun import [--force] [--max-memory SIZE] MODEL.onnx [-o OUT.net]",
      "Write an ONNX model as a script, OUT.net (default: MODEL.net here), and its\n"
      "weights, OUT.safetensors beside it, which the script's weights(\"...\")\n"
      "initializers read (netrun(1), IMPORT: the ops and the naming rule)\n"
      "  -o FILE            the script to write; its weights go to FILE's .safetensors\n"
      "  --output FILE      the same as -o\n"
-     "  --force            overwrite the script and the weights if they exist"},
+     "  --force            overwrite the script and the weights if they exist\n"
+     "  --max-memory SIZE  memory the model's external data may take, read and\n"
+     "                     decoded, e.g. 512M (default 4G)"},
     {"sample", cmd_sample, "netrun sample [OPTIONS] FILE",
      "Sample new text from FILE, a next-byte model: an input x : i64[B, T] (T fixed:\n"
      "the input its text data feeds) and logits [B, T, V] (V <= 256) whose position t\n"

@@ -7,7 +7,9 @@
 #include "base/file.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +35,8 @@ typedef struct Rd {
   size_t wn;
   int depth;
   int64_t nodes;               /* in every graph so far */
+  const char *dir;             /* the model's folder, where external data is read; NULL: refused */
+  int64_t ext_left;            /* bytes external data may still take (raw and decoded) */
 } Rd;
 
 static bool fail(Rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -187,6 +191,103 @@ static void raw_elem(const uint8_t *p, int t, double *f, int64_t *iv) {
   }
 }
 
+/* ---- external data ----------------------------------------------------------------
+ * A tensor whose data_location is EXTERNAL names a file (location) in the
+ * model's folder and the bytes there (offset, length).  The location must
+ * stay inside the folder: not absolute, no '..' part, and no link that
+ * leads out of it.  Every number is checked, the bytes must lie within
+ * the file, be the tensor's size, and fit what is left of the limit. */
+
+typedef struct Ext {
+  const char *location, *offset, *length;
+} Ext;
+
+static bool ext_entry(Rd *r, Pb b, Ext *e) {
+  bool bad;
+  const char *key = "", *value = "";
+  EACH_FIELD(b, f, bad) {
+    if ((f.num == 1 && !string(r, &f, "external_data key", &key)) ||
+        (f.num == 2 && !string(r, &f, "external_data value", &value)))
+      return false;
+  }
+  if (bad) return fail(r, "external_data: malformed bytes");
+  if (strcmp(key, "location") == 0) e->location = value;
+  else if (strcmp(key, "offset") == 0) e->offset = value;
+  else if (strcmp(key, "length") == 0) e->length = value;
+  return true;
+}
+
+/* A decimal count of bytes: digits only, at most INT64_MAX. */
+static bool ext_number(const char *s, int64_t *out) {
+  if (!s[0] || strlen(s) > 19) return false;
+  int64_t v = 0;
+  for (const char *c = s; *c; c++) {
+    if (*c < '0' || *c > '9' || __builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *c - '0', &v))
+      return false;
+  }
+  *out = v;
+  return true;
+}
+
+static bool ext_read(Rd *r, const OnnxTensor *t, const Ext *e, int k, Pb *raw, const char *what) {
+  const char *loc = e->location;
+  if (!r->dir)
+    return fail(r, "%s '%s' is stored outside the file (external data), which netrun reads only for a model read "
+                "from a file", what, t->name);
+  if (!loc || !loc[0]) return fail(r, "%s '%s': its external data has no location", what, t->name);
+  size_t ll = strlen(loc);
+  bool up = strcmp(loc, "..") == 0 || strncmp(loc, "../", 3) == 0 || strstr(loc, "/../") ||
+            (ll >= 3 && strcmp(loc + ll - 3, "/..") == 0);
+  if (loc[0] == '/' || up || strchr(loc, '\\'))
+    return fail(r, "%s '%s': its external data '%s' is outside the model's folder (absolute paths and '..' are "
+                "refused)", what, t->name, loc);
+  int64_t off = 0, len = 0, need = t->numel * k;
+  if (e->offset && !ext_number(e->offset, &off))
+    return fail(r, "%s '%s': its external data offset '%s' is not a number of bytes", what, t->name, e->offset);
+  if (e->length && !ext_number(e->length, &len))
+    return fail(r, "%s '%s': its external data length '%s' is not a number of bytes", what, t->name, e->length);
+  if (e->length && len != need)
+    return fail(r, "%s '%s': its external data length is %lld bytes, but its dims say %lld", what, t->name,
+                (long long)len, (long long)need);
+  len = need;
+  int64_t cost = len + t->numel * 8;   /* the bytes, then their values decoded */
+  if (cost > r->ext_left)
+    return fail(r, "%s '%s': its external data (%lld bytes, %lld once read) is more than the %lld bytes left of "
+                "--max-memory", what, t->name, (long long)len, (long long)cost, (long long)r->ext_left);
+  char *path = arena_printf(r->a, "%s/%s", r->dir, loc), *real = realpath(path, NULL);
+  if (!real) return fail(r, "%s '%s': cannot read its external data '%s': %s", what, t->name, loc, strerror(errno));
+  char *home = realpath(r->dir, NULL);
+  size_t hl = home ? strlen(home) : 0;
+  bool inside = home && strncmp(real, home, hl) == 0 && (real[hl] == '/' || strcmp(home, "/") == 0);
+  free(real);
+  free(home);
+  if (!inside)
+    return fail(r, "%s '%s': its external data '%s' is a link leading out of the model's folder", what, t->name, loc);
+  char sub[256];
+  int fd = file_open_regular(path, sub, sizeof sub);
+  if (fd < 0) return fail(r, "%s '%s': cannot read its external data '%s': %s", what, t->name, loc, sub);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || off > (int64_t)st.st_size || len > (int64_t)st.st_size - off) {
+    close(fd);
+    return fail(r, "%s '%s': its external data, %lld bytes at offset %lld, lies beyond the end of '%s' (%lld bytes)",
+                what, t->name, (long long)len, (long long)off, loc, (long long)st.st_size);
+  }
+  uint8_t *buf = arena_alloc(r->a, (size_t)(len ? len : 1));
+  for (int64_t got = 0; got < len;) {
+    ssize_t n = pread(fd, buf + got, (size_t)(len - got), (off_t)(off + got));
+    if (n <= 0) {
+      close(fd);
+      return fail(r, "%s '%s': cannot read its external data '%s': %s", what, t->name, loc,
+                  n < 0 ? strerror(errno) : "it shrank");
+    }
+    got += n;
+  }
+  close(fd);
+  r->ext_left -= cost;
+  *raw = (Pb){buf, buf + len};
+  return true;
+}
+
 static bool tensor(Rd *r, Pb b, OnnxTensor *t, const char *what) {
   bool bad;
   int64_t dt = 0;
@@ -197,6 +298,7 @@ static bool tensor(Rd *r, Pb b, OnnxTensor *t, const char *what) {
   int nf = 0, capf = 0, ni = 0, capi = 0;
   Pb raw = {NULL, NULL};
   bool external = false;
+  Ext ext = {NULL, NULL, NULL};
   *t = (OnnxTensor){.name = ""};
   EACH_FIELD(b, f, bad) {
     bool ok = true;
@@ -208,15 +310,13 @@ static bool tensor(Rd *r, Pb b, OnnxTensor *t, const char *what) {
     case 10: ok = repeated(r, &f, 'd', "double_data", (void **)&fl, &nf, &capf, INT32_MAX); break;
     case 8: ok = string(r, &f, "name", &t->name); break;
     case 9: ok = want(r, &f, 2, "raw_data"), raw = f.sub; break;
-    case 13: external = true; break;
+    case 13: external = true, ok = want(r, &f, 2, "external_data") && ext_entry(r, f.sub, &ext); break;
     case 14: external = external || f.v == 1; break;
     default: break;
     }
     if (!ok) return false;
   }
   if (bad) return fail(r, "%s: malformed bytes", what);
-  if (external) return fail(r, "%s '%s' is stored outside the file (external data), which netrun does not read", what,
-                            t->name);
   if (!onnx_elem_size((int)dt))
     return fail(r, "%s '%s' has data type %s, which netrun does not read", what, t->name,
                 onnx_type_name((int)dt));
@@ -232,6 +332,8 @@ static bool tensor(Rd *r, Pb b, OnnxTensor *t, const char *what) {
   }
   if (t->numel > ONNX_MAX_NUMEL) return fail(r, "%s '%s' has more than 2^40 elements", what, t->name);
   int k = onnx_elem_size(t->data_type);
+  if (external && !ext_read(r, t, &ext, k, &raw, what)) return false;
+  if (external) nf = ni = 0;
   bool fl_type = is_float(t->data_type);
   int64_t have = raw.p ? (int64_t)(raw.end - raw.p) / k : fl_type ? nf : ni;
   if (raw.p && (raw.end - raw.p) % k)
@@ -438,8 +540,9 @@ static bool graph(Rd *r, Pb b, OnnxGraph *g, const char *what) {
   return !bad || fail(r, "%s: malformed bytes", what);
 }
 
-bool onnx_parse(Arena *a, const uint8_t *bytes, size_t n, OnnxModel *m, char *why, size_t wn) {
-  Rd r = {a, why, wn, 0, 0};
+static bool parse(Arena *a, const uint8_t *bytes, size_t n, const char *dir, int64_t ext_limit, OnnxModel *m,
+                  char *why, size_t wn) {
+  Rd r = {a, why, wn, 0, 0, dir, ext_limit};
   Pb b = {bytes, bytes + n};
   bool bad;
   *m = (OnnxModel){0};
@@ -474,7 +577,11 @@ bool onnx_parse(Arena *a, const uint8_t *bytes, size_t n, OnnxModel *m, char *wh
   return true;
 }
 
-bool onnx_read(Arena *a, const char *path, size_t limit, OnnxModel *m, char *why, size_t wn) {
+bool onnx_parse(Arena *a, const uint8_t *bytes, size_t n, OnnxModel *m, char *why, size_t wn) {
+  return parse(a, bytes, n, NULL, 0, m, why, wn);
+}
+
+bool onnx_read(Arena *a, const char *path, size_t limit, int64_t ext_limit, OnnxModel *m, char *why, size_t wn) {
   char sub[512];
   int fd = file_open_regular(path, sub, sizeof sub);
   if (fd < 0) return diag_why(why, wn, "cannot read %s: %s", path, sub);
@@ -499,7 +606,9 @@ bool onnx_read(Arena *a, const char *path, size_t limit, OnnxModel *m, char *why
     got += (size_t)k;
   }
   close(fd);
-  if (!onnx_parse(a, b, n, m, sub, sizeof sub)) return diag_why(why, wn, "%s: %s", path, sub);
+  const char *slash = strrchr(path, '/');
+  const char *dir = !slash ? "." : slash == path ? "/" : arena_printf(a, "%.*s", (int)(slash - path), path);
+  if (!parse(a, b, n, dir, ext_limit, m, sub, sizeof sub)) return diag_why(why, wn, "%s: %s", path, sub);
   return true;
 }
 

@@ -29,7 +29,9 @@
  * must hold exactly the elements its dims say.  Subgraphs (If, Loop
  * bodies) nest at most ONNX_MAX_DEPTH deep.  Names may not hold a NUL.
  * What a graph means (names defined once, no cycle) is checked by
- * onnx_sort.  Tensors stored outside the file (external data) are refused. */
+ * onnx_sort.  Tensors stored outside the file (external data) are read by
+ * onnx_read from the model's folder only (ext_read in onnx.c), within a
+ * limit; onnx_parse, which has no folder, refuses them. */
 #ifndef NETRUN_ONNX_H
 #define NETRUN_ONNX_H
 
@@ -119,8 +121,9 @@ typedef struct OnnxModel {
 /* Parses the n bytes at b into *m, every allocation in arena a.  false
  * with why ("graph.node[3].attribute[0]: ..."). */
 bool onnx_parse(Arena *a, const uint8_t *b, size_t n, OnnxModel *m, char *why, size_t wn);
-/* Reads the file at path (at most `limit` bytes) and parses it. */
-bool onnx_read(Arena *a, const char *path, size_t limit, OnnxModel *m, char *why, size_t wn);
+/* Reads the file at path (at most `limit` bytes) and parses it; external
+ * data, from path's folder, may take ext_limit bytes (raw and decoded). */
+bool onnx_read(Arena *a, const char *path, size_t limit, int64_t ext_limit, OnnxModel *m, char *why, size_t wn);
 
 /* The nodes of g in an order where each runs after those it reads from:
  * order[] gets indices into g->nodes.  false with why naming a node that

@@ -25,8 +25,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[64];
   int fd = fuzz_file(data, size, path, sizeof path);
   if (fd < 0) return 0;
-  char *argv[] = {"import", path, "-o", out, "--force", NULL};
-  cmd_import(5, argv);
+  /* external data is read from the input's folder: at most 16M of it */
+  char *argv[] = {"import", path, "-o", out, "--force", "--max-memory", "16M", NULL};
+  cmd_import(7, argv);
   close(fd);
   return 0;
 }

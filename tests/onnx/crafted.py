@@ -57,6 +57,51 @@ def main(out):
                               h.make_node("Relu", ["c"], ["d"], name="relu"),
                               h.make_node("Custom", ["d"], ["y"], name="mine", domain="com.example")],
          [nh.from_array(np.zeros((1, 8, 2), np.float32), "w"), nh.from_array(np.zeros((1, 8, 2), np.float32), "r")])
+    # LSTM and GRU with what netrun refuses
+    rw = [nh.from_array(np.zeros((1, 8, 2), np.float32), "w"), nh.from_array(np.zeros((1, 8, 2), np.float32), "r")]
+    rin, rout = [vi("x", [3, "B", 2]), vi("lens", ["B"], T.INT32)], [vi("y", [3, 1, "B", 2])]
+    for name, kw, ins in (("lstm_relu", dict(activations=["Relu", "Tanh", "Tanh"]), ["x", "w", "r"]),
+                          ("lstm_clip", dict(clip=3.0), ["x", "w", "r"]),
+                          ("lstm_forget", dict(input_forget=1), ["x", "w", "r"]),
+                          ("lstm_lens", {}, ["x", "w", "r", "", "lens"])):
+        save(out, name, [h.make_node("LSTM", ins, ["y"], name="enc", hidden_size=2, **kw)], rw, rin, rout)
+    gw = [nh.from_array(np.zeros((1, 6, 2), np.float32), "w"), nh.from_array(np.zeros((1, 6, 2), np.float32), "r")]
+    save(out, "gru_dir", [h.make_node("GRU", ["x", "w", "r"], ["y"], name="dec", hidden_size=2, direction="both")],
+         gw, rin[:1], rout)
+    save(out, "gru_size", [h.make_node("GRU", ["x", "w", "r"], ["y"], name="dec", hidden_size=3)], gw, rin[:1], rout)
+    # a Reshape of two run-time sizes that are not the input's leading ones
+    save(out, "reshape2", [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "rev"], ["s2"]),
+                           h.make_node("Reshape", ["x", "s2"], ["y"], name="swap")],
+         [nh.from_array(np.array([1, 0], np.int64), "rev")], [vi("x", ["B", "T"])], [vi("y", ["T", "B"])])
+    save(out, "flatten_axis", [h.make_node("Flatten", ["x"], ["y"], name="flat", axis=1000)])
+    # external data: a model saved with its weights in ext/weights.bin (ONNX Runtime reads it too), and
+    # tensors whose location, offset or length is wrong
+    os.makedirs(os.path.join(out, "ext"), exist_ok=True)
+    rng = np.random.default_rng(1)
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])], "g",
+                     [vi("x", ["B", 3])], [vi("y", ["B", 4])],
+                     [nh.from_array(rng.standard_normal((3, 4)).astype(np.float32), "w"),
+                      nh.from_array(rng.standard_normal(4).astype(np.float32), "b")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(out, "ext", "external_ok.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    with open(os.path.join(out, "ext", "w.bin"), "wb") as f:
+        f.write(np.arange(6, dtype=np.float32).tobytes())
+    os.symlink("/etc/hostname", os.path.join(out, "ext", "away.bin"))
+    for name, kv in (("ext_abs", {"location": "/etc/passwd"}),
+                     ("ext_up", {"location": "sub/../../w.bin"}),
+                     ("ext_link", {"location": "away.bin"}),
+                     ("ext_missing", {"location": "none.bin"}),
+                     ("ext_beyond", {"location": "w.bin", "offset": "12"}),
+                     ("ext_length", {"location": "w.bin", "length": "20"}),
+                     ("ext_offset", {"location": "w.bin", "offset": "12x"}),
+                     ("ext_overflow", {"location": "w.bin", "offset": "99999999999999999999"}),
+                     ("ext_nolocation", {"offset": "0"})):
+        t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[2, 2], data_location=onnx.TensorProto.EXTERNAL)
+        for k, v in kv.items():
+            t.external_data.add(key=k, value=v)
+        save(os.path.join(out, "ext"), name, [h.make_node("MatMul", ["x", "w"], ["y"])], [t])
     # 10^6 Relu nodes in a chain, written as protobuf bytes directly
     nodes = b"".join(field(1, field(1, b"v%d" % i) + field(2, b"v%d" % (i + 1)) + field(4, b"Relu"))
                      for i in range(1000000))

@@ -190,7 +190,97 @@ def convt():
                  [w("up.weight", 2, 3, 3, 3), w("up.bias", 3), f32("scales", [1, 1, 2, 2])], opset=20)
 
 
-MODELS = {f.__name__: f for f in (mlp, cnn, resnet, transformer, elementwise, shapes, convt)}
+def lstm_layers(layout):
+    """LSTM forward with B, initial_h and initial_c fed, then LSTM reverse without them, at layout 0 or 1
+    (layout -1: layout 0 inside transposes, the same model for ONNX Runtime, which has no layout 1)."""
+    r = np.random.default_rng(7)
+    ws = [nh.from_array((r.standard_normal(sh) * 0.5).astype(np.float32), nm) for nm, sh in
+          (("l1.W", (1, 16, 3)), ("l1.R", (1, 16, 4)), ("l1.B", (1, 32)), ("l2.W", (1, 12, 4)), ("l2.R", (1, 12, 3)))]
+    L = max(layout, 0)
+    n, x, h0, c0 = [], "x", "h0", "c0"
+    if layout < 0:
+        n += [h.make_node("Transpose", [v], [v + "t"], perm=[1, 0, 2]) for v in ("x", "h0", "c0")]
+        x, h0, c0 = "xt", "h0t", "c0t"
+    o = "o" if layout < 0 else ""
+    n += [h.make_node("LSTM", [x, "l1.W", "l1.R", "l1.B", "", h0, c0], ["y1", "yh1" + o, "yc1" + o], name="lstm1",
+                      hidden_size=4, activations=["Sigmoid", "Tanh", "Tanh"], layout=L),
+          h.make_node("Squeeze", ["y1", "one" if L == 0 else "two"], ["s1"]),
+          h.make_node("LSTM", ["s1", "l2.W", "l2.R"], ["output" + o, "yh2" + o], name="lstm2", hidden_size=3,
+                      direction="reverse", layout=L)]
+    if layout < 0:
+        n += [h.make_node("Transpose", ["outputo"], ["output"], perm=[2, 0, 1, 3])]
+        n += [h.make_node("Transpose", [v + "o"], [v], perm=[1, 0, 2]) for v in ("yh1", "yc1", "yh2")]
+    bt = (lambda a, b: [b, a]) if layout else (lambda a, b: [a, b])
+    return model(n, [vi("x", bt("seq", "batch") + [3]), vi("h0", bt(1, "batch") + [4]), vi("c0", bt(1, "batch") + [4])],
+                 [vi("output", ["batch", "seq", 1, 3] if layout else ["seq", 1, "batch", 3]),
+                  vi("yh1", bt(1, "batch") + [4]), vi("yc1", bt(1, "batch") + [4]), vi("yh2", bt(1, "batch") + [3])],
+                 ws + [ints("one", [1]), ints("two", [2])], opset=14)
+
+
+def lstm():
+    return lstm_layers(0)
+
+
+def lstm_batch_first():
+    return lstm_layers(1)
+
+
+def lstm_batch_first_ref():
+    return lstm_layers(-1)
+
+
+def gru():
+    """GRU bidirectional (linear_before_reset=1, B, initial_h fed), the exporters' Transpose and
+    Reshape [0, 0, -1] of its Y, then GRU reverse (linear_before_reset=0, no B)."""
+    n = [h.make_node("GRU", ["x", "g1.W", "g1.R", "g1.B", "", "h0"], ["y1", "yh1"], name="gru1", hidden_size=4,
+                     direction="bidirectional", linear_before_reset=1),
+         h.make_node("Transpose", ["y1"], ["tr"], perm=[0, 2, 1, 3]),
+         h.make_node("Reshape", ["tr", "shape"], ["flat"]),
+         h.make_node("GRU", ["flat", "g2.W", "g2.R"], ["output", "yh2"], name="gru2", hidden_size=3,
+                     direction="reverse")]
+    inits = [w("g1.W", 2, 12, 3), w("g1.R", 2, 12, 4), w("g1.B", 2, 24), ints("shape", [0, 0, -1]),
+             w("g2.W", 1, 9, 8), w("g2.R", 1, 9, 3)]
+    return model(n, [vi("x", ["seq", "batch", 3]), vi("h0", [2, "batch", 4])],
+                 [vi("output", ["seq", 1, "batch", 3]), vi("yh1", [2, "batch", 4]), vi("yh2", [1, "batch", 3])],
+                 inits, opset=14)
+
+
+def heads():
+    """Attention heads with a dynamic batch and sequence: Reshape to [batch, seq, 2, 3] and back to
+    [batch, seq, -1] with both sizes from Shape; Expand to [batch, seq, 6] from Shape; a Reshape
+    of [batch, seq] to [batch, seq, 1]."""
+    n = [h.make_node("Shape", ["x"], ["s"]),
+         h.make_node("Gather", ["s", "i0"], ["b"]), h.make_node("Gather", ["s", "i1"], ["t"]),
+         h.make_node("Unsqueeze", ["b", "ax0"], ["b1"]), h.make_node("Unsqueeze", ["t", "ax0"], ["t1"]),
+         h.make_node("Concat", ["b1", "t1", "hd"], ["split_shape"], axis=0),
+         h.make_node("Reshape", ["x", "split_shape"], ["sp"]),
+         h.make_node("Transpose", ["sp"], ["tp"], perm=[0, 1, 3, 2]),
+         h.make_node("Concat", ["b1", "t1", "m1"], ["merge_shape"], axis=0),
+         h.make_node("Reshape", ["tp", "merge_shape"], ["mg"]),
+         h.make_node("Concat", ["b1", "t1", "six"], ["ex_shape"], axis=0),
+         h.make_node("Expand", ["bias", "ex_shape"], ["ex"]),
+         h.make_node("Add", ["mg", "ex"], ["output"]),
+         h.make_node("ReduceSum", ["x", "ax2"], ["sum"], keepdims=0),
+         h.make_node("Concat", ["b1", "t1", "one"], ["col_shape"], axis=0),
+         h.make_node("Reshape", ["sum", "col_shape"], ["column"])]
+    inits = [ints("i0", 0), ints("i1", 1), ints("ax0", [0]), ints("hd", [2, 3]), ints("m1", [-1]), ints("six", [6]),
+             w("bias", 1, 1, 6), ints("ax2", [2]), ints("one", [1])]
+    return model(n, [vi("x", ["batch", "seq", 6])], [vi("output", ["batch", "seq", 6]), vi("column", ["batch", "seq", 1])],
+                 inits, opset=14)
+
+
+def names():
+    """Names that are keywords ('input', 'while'), an op's ('relu'), not identifiers ('x.1', '19'), or
+    the valid form of another ('x_1' beside 'x.1')."""
+    n = [h.make_node("Relu", ["input"], ["while"]), h.make_node("Add", ["while", "x.1"], ["19"]),
+         h.make_node("Neg", ["19"], ["x_1"]), h.make_node("Identity", ["input"], ["output"]),
+         h.make_node("Sigmoid", ["x_1"], ["relu"])]
+    return model(n, [vi("input", ["batch", 2]), vi("x.1", ["batch", 2])],
+                 [vi("19", ["batch", 2]), vi("x_1", ["batch", 2]), vi("output", ["batch", 2]), vi("relu", ["batch", 2]),
+                  vi("while", ["batch", 2])], [])
+
+
+MODELS = {f.__name__: f for f in (mlp, cnn, resnet, transformer, elementwise, shapes, convt, lstm, lstm_batch_first, lstm_batch_first_ref, gru, heads, names)}
 
 if __name__ == "__main__":
     out = sys.argv[1]
