@@ -156,7 +156,7 @@ static char *uri_to_path(const char *uri) {
 }
 
 static json_t *path_to_uri(const char *path) {
-  char *real = realpath(path, NULL);
+  char *real = mem_realpath(path);
   const char *p = real ? real : path;
   size_t cap = strlen(p) * 3 + 8;
   char *u = mem_alloc(NULL, cap);
@@ -171,7 +171,7 @@ static json_t *path_to_uri(const char *path) {
   u[n] = '\0';
   json_t *j = json_string(u);
   mem_free(u);
-  free(real);
+  mem_free(real);
   return j;
 }
 

@@ -2857,9 +2857,9 @@ bool lower_file(Lowerer *L, const char *path) {
 }
 
 bool lower_text(Lowerer *L, const char *path, const char *text, size_t len) {
-  char *rp = realpath(path, NULL);
+  char *rp = mem_realpath(path);
   int idx = diag_add_source(L->diag, path, rp, text, len);
-  free(rp);
+  mem_free(rp);
   return lower_main(L, path, idx);
 }
 

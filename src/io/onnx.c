@@ -254,18 +254,21 @@ static bool ext_read(Rd *r, const OnnxTensor *t, const Ext *e, int k, Pb *raw, c
   if (cost > r->ext_left)
     return fail(r, "%s '%s': its external data (%lld bytes, %lld once read) is more than the %lld bytes left of "
                 "--max-memory", what, t->name, (long long)len, (long long)cost, (long long)r->ext_left);
-  char *path = arena_printf(r->a, "%s/%s", r->dir, loc), *real = realpath(path, NULL);
-  if (!real) return fail(r, "%s '%s': cannot read its external data '%s': %s", what, t->name, loc, strerror(errno));
-  char *home = realpath(r->dir, NULL);
-  size_t hl = home ? strlen(home) : 0;
-  bool inside = home && strncmp(real, home, hl) == 0 && (real[hl] == '/' || strcmp(home, "/") == 0);
-  free(real);
-  free(home);
-  if (!inside)
-    return fail(r, "%s '%s': its external data '%s' is a link leading out of the model's folder", what, t->name, loc);
-  char sub[256];
+  /* One open, and the folder checked on that descriptor: a link flipped
+   * between a check of the path and its open cannot lead out. */
+  char *path = arena_printf(r->a, "%s/%s", r->dir, loc), sub[256], proc[64];
   int fd = file_open_regular(path, sub, sizeof sub);
   if (fd < 0) return fail(r, "%s '%s': cannot read its external data '%s': %s", what, t->name, loc, sub);
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  char *real = mem_realpath(proc), *home = mem_realpath(r->dir);
+  size_t hl = home ? strlen(home) : 0;
+  bool inside = real && home && strncmp(real, home, hl) == 0 && (real[hl] == '/' || strcmp(home, "/") == 0);
+  mem_free(real);
+  mem_free(home);
+  if (!inside) {
+    close(fd);
+    return fail(r, "%s '%s': its external data '%s' is a link leading out of the model's folder", what, t->name, loc);
+  }
   struct stat st;
   if (fstat(fd, &st) != 0 || off > (int64_t)st.st_size || len > (int64_t)st.st_size - off) {
     close(fd);
