@@ -298,6 +298,31 @@ EOF2
 
 # ---- export --model: ONNX out ------------------------------------------------------------
 
+@test "import: the constants import computes (Range, folds) are charged to --max-memory" {
+  cd "$BATS_TEST_TMPDIR"
+  "$PY" - <<'PY'
+import onnx
+from onnx import helper, TensorProto
+def c(name, v):
+    return helper.make_node("Constant", [], [name], value=helper.make_tensor("v", TensorProto.FLOAT, [], [v]))
+nodes = []
+for i in range(3):   # three ranges of 9e6 values: each under the 10^7 limit, 216 MB together
+    nodes += [c(f"s{i}", 0.0), c(f"l{i}", 9e6), c(f"d{i}", 1.0)]
+    nodes.append(helper.make_node("Range", [f"s{i}", f"l{i}", f"d{i}"], [f"r{i}"], name=f"range{i}"))
+nodes.append(helper.make_node("Identity", ["x"], ["y"]))
+g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), "ranges.onnx")
+PY
+  run "$NETRUN" import ranges.onnx -o r.net --max-memory 100M
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: ranges.onnx: node 'range1' (Range): the constants import computes take more than --max-memory (32857600 bytes left)" ]
+  [ ! -e r.net ]
+  [ ! -e r.safetensors ]   # a failed import leaves no file, though the model has no weights
+  "$NETRUN" import ranges.onnx -o r.net --max-memory 300M
+  [ -s r.net ]
+}
+
 @test "export --model: fashion_mlp, fashion_cnn, fashion_resnet, char_lm, lookup_transformer and tests/onnx/export_ops.net in ONNX Runtime give netrun's outputs (1e-5) at batch 3 and 4; import(export(m)) predicts the same bits" {
   for s in examples/fashion_mlp examples/fashion_cnn examples/fashion_resnet examples/char_lm \
            examples/lookup_transformer tests/onnx/export_ops; do

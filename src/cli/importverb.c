@@ -65,6 +65,8 @@ typedef struct Imp {
   const OnnxNode *node;        /* being translated */
   const char *model;           /* the .onnx file's path, for messages */
   bool failed;
+  bool st_written;             /* the weights file is written (removed again if the import fails) */
+  int64_t const_left;          /* bytes the constants folded here may still take (--max-memory) */
   unsigned rnn_written;        /* the LSTM/GRU functions written so far (rnn_fn) */
   const char *rnn_names[6];
 } Imp;
@@ -205,13 +207,24 @@ static double attr_f(Imp *I, const char *name, double dflt) {
 static const char *dtype_of_onnx(int t);
 static bool is_float_type(int t) { return t == ONNX_FLOAT || t == ONNX_DOUBLE; }
 
+/* A constant the import computes (a fold, Range, ConstantOfShape): its
+ * values charged to --max-memory, 8 bytes each, as external data is;
+ * NULL once the error is reported. */
 static OnnxTensor *new_const(Imp *I, int type, int rank, const int64_t *dims) {
+  int64_t numel = 1;
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0 || __builtin_mul_overflow(numel, dims[i], &numel) || numel > I->const_left / 8) {
+      fail(I, "the constants import computes take more than --max-memory (%lld bytes left)",
+           (long long)I->const_left);
+      return NULL;
+    }
+  I->const_left -= numel * 8;
   OnnxTensor *t = arena_alloc(I->a, sizeof *t);
   t->name = "";
   t->data_type = type;
   t->rank = rank;
-  t->numel = 1;
-  for (int i = 0; i < rank; i++) t->dims[i] = dims[i], t->numel *= dims[i];
+  t->numel = numel;
+  for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
   if (is_float_type(type)) t->f = arena_alloc(I->a, (size_t)(t->numel + 1) * sizeof *t->f);
   else t->i = arena_alloc(I->a, (size_t)(t->numel + 1) * sizeof *t->i);
   return t;
@@ -318,6 +331,7 @@ static bool write_weights(Imp *I) {
     fail(I, "%s", err);
     ok = false;
   }
+  I->st_written |= ok;
   for (int i = 0; i < I->nw; i++)
     if (t[i]) tensor_unref(t[i]);
   return ok;
@@ -425,6 +439,7 @@ static bool fold_binary(Imp *I, const char *op) {
   bool cmp = strchr("=<>", op[0]) != NULL;
   int type = cmp ? ONNX_BOOL : x->data_type;
   OnnxTensor *t = new_const(I, type, big->rank, big->dims);
+  if (!t) return false;
   const char **sym = NULL;
   for (int64_t i = 0; i < t->numel; i++) {
     int64_t ia = x->numel == 1 ? 0 : i, ib = y->numel == 1 ? 0 : i;
@@ -460,6 +475,7 @@ static bool fold_gather(Imp *I) {
   Val *a = need(I, 0), *b = need(I, 1);
   if (a->c->rank != 1 || attr_i(I, "axis", 0) != 0) return false;
   OnnxTensor *t = new_const(I, a->c->data_type, b->c->rank, b->c->dims);
+  if (!t) return false;
   const char **sym = a->sym ? arena_alloc(I->a, (size_t)(t->numel + 1) * sizeof *sym) : NULL;
   for (int64_t i = 0; i < t->numel; i++) {
     int64_t k = cgeti(b->c, i);
@@ -484,6 +500,7 @@ static bool fold_concat(Imp *I) {
     syms |= v->sym != NULL;
   }
   OnnxTensor *t = new_const(I, need(I, 0)->c->data_type, 1, &n);
+  if (!t) return false;
   const char **sym = syms ? arena_alloc(I->a, (size_t)(n + 1) * sizeof *sym) : NULL;
   int64_t at = 0;
   for (int k = 0; k < I->node->nin; k++) {
@@ -506,6 +523,7 @@ static bool fold_reshape(Imp *I, const int64_t *dims, int rank) {
   for (int i = 0; i < rank; i++) n *= dims[i];
   if (n != a->c->numel || rank > ONNX_MAX_RANK) return false;
   OnnxTensor *t = new_const(I, a->c->data_type, rank, dims);
+  if (!t) return false;
   for (int64_t i = 0; i < n; i++) {
     if (t->f) t->f[i] = a->c->f[i];
     else t->i[i] = a->c->i[i];
@@ -519,6 +537,7 @@ static bool fold_cast(Imp *I) {
   int to = (int)attr_i(I, "to", 0);
   if (!onnx_elem_size(to)) return false;
   OnnxTensor *t = new_const(I, to, a->c->rank, a->c->dims);
+  if (!t) return false;
   for (int64_t i = 0; i < t->numel; i++) {
     if (t->f) t->f[i] = cget(a->c, i);
     else t->i[i] = to == ONNX_BOOL ? cget(a->c, i) != 0 : cgeti(a->c, i);
@@ -540,6 +559,7 @@ static bool fold_slice(Imp *I) {
   e = e < b ? b : e > len ? len : e;
   int64_t n = e - b;
   OnnxTensor *t = new_const(I, a->c->data_type, 1, &n);
+  if (!t) return false;
   const char **sym = a->sym ? arena_alloc(I->a, (size_t)(n + 1) * sizeof *sym) : NULL;
   for (int64_t i = 0; i < n; i++) {
     if (t->f) t->f[i] = a->c->f[b + i];
@@ -1161,11 +1181,13 @@ static void t_constant(Imp *I) {
     t = a->t;
   } else if (a && (strcmp(a->name, "value_float") == 0 || strcmp(a->name, "value_int") == 0)) {
     t = new_const(I, a->name[6] == 'f' ? ONNX_FLOAT : ONNX_INT64, 0, NULL);
+    if (!t) return;
     if (t->f) t->f[0] = a->f;
     else t->i[0] = a->i;
   } else if (a && (strcmp(a->name, "value_floats") == 0 || strcmp(a->name, "value_ints") == 0)) {
     int64_t n = a->name[6] == 'f' ? a->nfloats : a->nints;
     t = new_const(I, a->name[6] == 'f' ? ONNX_FLOAT : ONNX_INT64, 1, &n);
+    if (!t) return;
     for (int64_t i = 0; i < n; i++) {
       if (t->f) t->f[i] = a->floats[i];
       else t->i[i] = a->ints[i];
@@ -1194,6 +1216,7 @@ static void t_shape(Imp *I) {
   b = b < 0 ? 0 : b > rank ? rank : b, e = e < b ? b : e > rank ? rank : e;
   int64_t n = e - b;
   OnnxTensor *t = new_const(I, ONNX_INT64, 1, &n);
+  if (!t) return;
   const char **sym = arena_alloc(I->a, (size_t)(n + 1) * sizeof *sym);
   bool any = false;
   for (int64_t i = 0; i < n; i++) {
@@ -1298,6 +1321,7 @@ static void t_constant_of_shape(Imp *I) {
     return;
   }
   OnnxTensor *t = new_const(I, type, n, d);
+  if (!t) return;
   double v = value;
   for (int64_t i = 0; i < t->numel; i++) {
     if (t->f) t->f[i] = v;
@@ -1319,6 +1343,7 @@ static void t_range(Imp *I) {
   }
   int64_t n = q > 0 ? (int64_t)q : 0;
   OnnxTensor *t = new_const(I, need(I, 0)->c->data_type, 1, &n);
+  if (!t) return;
   for (int64_t i = 0; i < n; i++) {
     if (t->f) t->f[i] = s + (double)i * d;
     else t->i[i] = (int64_t)s + i * (int64_t)d;
@@ -1952,7 +1977,7 @@ static bool translate(Imp *I, const char *model) {
     I->node = &g->nodes[order[i]];
     for (int k = 0; k < I->node->nin; k++)
       if (I->node->in[k][0] && !val(I, I->node->in[k])) fail(I, "'%s' is not defined", I->node->in[k]);
-    if (I->failed || fold(I)) continue;
+    if (I->failed || fold(I) || I->failed) continue;   /* a fold that failed said why */
     const Rule *r = find_rule(I->node);
     if (r) r->fn(I, r->arg);
   }
@@ -1963,7 +1988,7 @@ static bool translate(Imp *I, const char *model) {
 typedef struct ImportArgs {
   const char *in, *out;
   bool force;
-  int64_t max_memory;          /* what external data may take */
+  int64_t max_memory;          /* what external data may take, and apart the constants folded */
 } ImportArgs;
 
 enum { I_OUT = 1, I_FORCE, I_MAX_MEMORY };
@@ -2032,6 +2057,7 @@ int cmd_import(int argc, char **argv) {
   I.m = &m;
   I.g = m.graph;
   I.model = a.in;
+  I.const_left = a.max_memory;
   ok = ok && translate(&I, a.in);
   if (ok) {
     AtomicFile f;
@@ -2040,7 +2066,7 @@ int cmd_import(int argc, char **argv) {
          file_commit(&f, file_write_all(f.fd, I.text, I.len), err, sizeof err);
     if (!ok) diag_error(NULL, SPAN_NONE, "%s", err);
   }
-  if (!ok && I.nw) unlink(I.st_path);
+  if (!ok && I.st_written) unlink(I.st_path);
   mem_free(I.text);
   session_free(&I.s);
   return ok ? 0 : EXIT_SCRIPT;
