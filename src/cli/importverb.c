@@ -1256,7 +1256,7 @@ static const char *var_with_dim(Imp *I, const char *prefer, const char *sym, int
  * sym[i] (a symbol) or d[i]; NULL (reported) when a symbol is not the
  * size of any variable (a size computed from sizes, as batch * seq). */
 static const char *sym_zeros(Imp *I, const int64_t *d, const char *const *sym, int n, const char *prefer) {
-  int64_t stat[ONNX_MAX_RANK];
+  int64_t stat[ONNX_MAX_RANK] = {0};
   char expr[4096];
   size_t k = 0;
   for (int i = 0; i < n; i++) stat[i] = sym && sym[i] ? 1 : d[i];
