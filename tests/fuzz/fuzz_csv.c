@@ -20,7 +20,7 @@ static void read_csv(Diag *d, const char *path, const uint8_t *data, size_t size
   v.shape.rank = 2;
   v.shape.d[0] = (Dim){.n = -1, .sym = "B"};
   v.shape.d[1] = (Dim){.n = 3};
-  tensor_unref(feed_read_csv(d, path, &v));
+  tensor_unref(feed_read_file(d, path, &v));
   char *text = arena_strndup(d->arena, (const char *)data, size);
   tensor_unref(feed_parse_value(d, "x", text, size % 2 ? DT_F32 : DT_I64));
 }

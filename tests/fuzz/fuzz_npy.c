@@ -6,6 +6,7 @@
  * and bad, .npy and .npz, stored and deflated. */
 #include "fuzz.h"
 
+#include "front/feed.h"
 #include "io/data.h"
 #include "io/npy.h"
 #include "io/weights.h"
@@ -13,7 +14,7 @@
 static void read_npy(Diag *d, const char *path, const uint8_t *data, size_t size) {
   static const DType want[] = {DT_F32, DT_I64, DT_BOOL};
   VarDesc v = {.name = "x", .user_name = "x", .dtype = want[size % 3]};
-  tensor_unref(npy_feed(d, path, &v));
+  tensor_unref(feed_read_file(d, path, &v));   /* by its first bytes: .npy, .npz (or CSV) */
   if (npy_is_zip(data, size)) {
     Dataset ds;
     if (data_open(d, path, NULL, &ds)) {
