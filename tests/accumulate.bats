@@ -91,6 +91,9 @@ same() {
 peak() { sed -n 's/.*"peak_memory_bytes": \([0-9]*\).*/\1/p' "$1"; }
 
 @test "accumulating spends no memory one batch does not: batch 32 x accumulate 4 peaks as batch 32 (sgd)" {
+  if ldd "$NETRUN" 2> /dev/null | grep -q libasan; then
+    skip "under ASan the resident memory holds its quarantine of freed blocks, not netrun's peak (make test compares)"
+  fi
   for a in 1 4; do
     "$NETRUN" train "$ROOT/examples/fashion_mlp.net" --limit 2048 --epochs 1 --batch 32 --accumulate $a \
       --log acc$a.log > /dev/null 2>&1
