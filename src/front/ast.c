@@ -106,6 +106,96 @@ void ast_push(Arena *arena, AstList *list, AstNode *item) {
   *ARENA_PUSH(arena, list->items, list->n, list->cap) = item;
 }
 
+/* ---- copies, and the cache of parsed files ------------------------------------------ */
+
+static void copy_list(Arena *arena, AstList *to, const AstList *from, int file) {
+  *to = (AstList){0};
+  if (from->n == 0) return;
+  to->items = arena_alloc(arena, sizeof *to->items * (size_t)from->n);
+  to->n = to->cap = from->n;
+  for (int i = 0; i < from->n; i++) to->items[i] = ast_copy(arena, from->items[i], file);
+}
+
+AstNode *ast_copy(Arena *arena, const AstNode *n, int file) {
+  if (!n) return NULL;
+  AstNode *c = arena_alloc(arena, sizeof *c);
+  *c = *n;
+  c->span.file = c->opspan.file = file;
+  if (n->name) c->name = arena_strdup(arena, n->name);
+  c->a = ast_copy(arena, n->a, file);
+  c->b = ast_copy(arena, n->b, file);
+  c->c = ast_copy(arena, n->c, file);
+  copy_list(arena, &c->list, &n->list, file);
+  copy_list(arena, &c->list2, &n->list2, file);
+  copy_list(arena, &c->list3, &n->list3, file);
+  return c;
+}
+
+typedef struct CacheEntry {
+  char *path;        /* the file's real path (else its path) */
+  char *text;
+  uint32_t len;
+  Arena arena;       /* the tree's */
+  AstNode *root;
+} CacheEntry;
+
+struct AstCache {
+  CacheEntry e[AST_CACHE_FILES];   /* oldest first */
+  int n;
+  size_t bytes;                    /* of the entries' texts */
+  int64_t hits, lookups;
+};
+
+AstCache *ast_cache_new(void) { return mem_calloc(1, sizeof(AstCache)); }
+
+static void entry_free(CacheEntry *e) {
+  mem_free(e->path);
+  mem_free(e->text);
+  arena_free(&e->arena);
+}
+
+void ast_cache_free(AstCache *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n; i++) entry_free(&c->e[i]);
+  mem_free(c);
+}
+
+void ast_cache_counts(const AstCache *c, int64_t *hits, int64_t *lookups) {
+  *hits = c->hits;
+  *lookups = c->lookups;
+}
+
+static void drop_oldest(AstCache *c) {
+  c->bytes -= c->e[0].len;
+  entry_free(&c->e[0]);
+  memmove(&c->e[0], &c->e[1], sizeof c->e[0] * (size_t)(c->n - 1));
+  c->n--;
+}
+
+AstNode *ast_parse_cached(AstCache *c, Arena *arena, Diag *diag, int file) {
+  const Source *src = &diag->files[file];
+  const char *path = src->realpath ? src->realpath : src->path;
+  c->lookups++;
+  for (int i = 0; i < c->n; i++) {
+    const CacheEntry *e = &c->e[i];
+    if (e->len == src->len && strcmp(e->path, path) == 0 && memcmp(e->text, src->text, src->len) == 0) {
+      c->hits++;
+      return ast_copy(arena, e->root, file);
+    }
+  }
+  int errors = diag->nerrors;
+  AstNode *root = ast_parse(arena, diag, file);
+  if (!root || diag->nerrors != errors || src->len > AST_CACHE_BYTES) return root;
+  while (c->n == AST_CACHE_FILES || (c->n && c->bytes + src->len > AST_CACHE_BYTES)) drop_oldest(c);
+  CacheEntry *e = &c->e[c->n++];
+  *e = (CacheEntry){.path = mem_strdup(path), .text = mem_alloc(NULL, src->len ? src->len : 1), .len = src->len};
+  memcpy(e->text, src->text, src->len);
+  arena_init(&e->arena);
+  e->root = ast_copy(&e->arena, root, 0);
+  c->bytes += src->len;
+  return root;
+}
+
 static int list_depth(const AstList *l) {
   int d = 0;
   for (int i = 0; i < l->n; i++)
