@@ -64,11 +64,10 @@ drive() {
   diff -u "$L/hints.expect" <(printf '%s\n' "$output")
 }
 
-# The server keeps imported files' trees while their bytes stay the same
-# (ast.h's AstCache): an import edited on disk is read again, and a kept
-# tree copied to another place among the files (lib.net second, then
-# third) still points into lib.net.
-@test "lsp: imported files parsed once: an edit on disk is seen, an error inside one names its file" {
+# The server reads imports from disk at each change: an import edited on
+# disk is seen at the next one, and an error inside an import names its
+# file wherever it stands among the files (lib.net second, then third).
+@test "lsp: an import edited on disk is read again at the next change; an error inside one names its file" {
   printf 'def double(v) {\n  return v * 2\n}\ndef bad(v) {\n  return v + zeros([4])\n}\n' > lib1.net
   printf 'def triple(v) {\n  return v * 3\n}\n' > lib2.net
   printf 'def half(v) {\n  return v / 2\n}\n' > other.net

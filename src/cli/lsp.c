@@ -83,8 +83,6 @@ struct LspServer {
    * on the first completion and shared by every list after it */
   json_t *op_items, *stdlib_items;
   char *stdlib_dir;    /* where imports of the stdlib are read, found once */
-  AstCache *asts;      /* the trees of imported files, parsed once while their
-                          bytes stay the same (ast.h) */
   Doc *docs;
   int ndocs;
   bool initialized, shutdown, exited, broken;
@@ -196,7 +194,7 @@ static void on_bind(void *ctx, const char *name, const char *var, Span at) {
       (Bound){arena_strdup(&an->arena, name), arena_strdup(&an->arena, var), at};
 }
 
-static Analysis *analyse(const Doc *d, const char *stdlib_dir, AstCache *asts) {
+static Analysis *analyse(const Doc *d, const char *stdlib_dir) {
   Analysis *an = mem_calloc(1, sizeof *an);
   arena_init(&an->arena);
   diag_init(&an->diag, &an->arena);
@@ -204,7 +202,6 @@ static Analysis *analyse(const Doc *d, const char *stdlib_dir, AstCache *asts) {
   an->diag.sink_ctx = an;
   an->diag.max_errors = 100;
   an->L = lower_new(&an->arena, &an->diag, stdlib_dir, &uop_impl);
-  lower_set_ast_cache(an->L, asts);
   an->prog = lower_program(an->L);
   lower_on_bind(an->L, on_bind, an);
   lower_text(an->L, d->path, d->text, d->len);
@@ -331,7 +328,7 @@ static void set_text(LspServer *s, Doc *d, const char *text, size_t len) {
   d->text[len] = '\0';
   d->len = len;
   analysis_free(d->an);
-  d->an = analyse(d, s->stdlib_dir, s->asts);
+  d->an = analyse(d, s->stdlib_dir);
   publish(s, d);
 }
 
@@ -1031,7 +1028,6 @@ LspServer *lsp_new(FILE *out) {
   s->out = out;
   const char *dir = session_stdlib_dir();
   s->stdlib_dir = dir ? mem_strdup(dir) : NULL;
-  s->asts = ast_cache_new();
   return s;
 }
 
@@ -1041,7 +1037,6 @@ void lsp_free(LspServer *s) {
   json_decref(s->op_items);
   json_decref(s->stdlib_items);
   mem_free(s->stdlib_dir);
-  ast_cache_free(s->asts);
   mem_free(s);
 }
 

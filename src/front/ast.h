@@ -109,28 +109,6 @@ AstNode *ast_parse_tokens(Arena *arena, Diag *diag, int file, AstTokens *tokens)
  * line while this is not 0.  Reports nothing. */
 int ast_unclosed(const char *text, size_t len);
 
-/* A copy of tree n in arena, every span (and opspan) moved to file. */
-AstNode *ast_copy(Arena *arena, const AstNode *n, int file);
-
-/* Parsed files kept for a process that lowers the same imported files
- * again and again: the language server lowers a document after every
- * change, and with it the stdlib files it imports, which do not change.
- * An entry is a file's real path and bytes with its tree; a file whose
- * path and bytes are an entry's is not parsed again but copied (a copy
- * costs a fifth of a parse).  Only files that parse without a word are
- * kept (a hit prints nothing, as their parse did not).  It holds at most
- * AST_CACHE_FILES files and AST_CACHE_BYTES bytes of their text, dropping
- * the oldest entry first. */
-#define AST_CACHE_FILES 32
-#define AST_CACHE_BYTES (16 << 20)
-typedef struct AstCache AstCache;
-AstCache *ast_cache_new(void);
-void ast_cache_free(AstCache *c);
-/* ast_parse(arena, diag, file), through the cache. */
-AstNode *ast_parse_cached(AstCache *c, Arena *arena, Diag *diag, int file);
-/* Lookups that found their file, and all lookups (tests, benchmarks). */
-void ast_cache_counts(const AstCache *c, int64_t *hits, int64_t *lookups);
-
 AstNode *ast_new(Arena *arena, AstKind kind, Span span);
 void ast_push(Arena *arena, AstList *list, AstNode *item);
 /* Recomputes node->depth from its children. */

@@ -124,7 +124,6 @@ struct Lowerer {
   int nsharers, capsharers;
   Span bind_at;                        /* where the binding being made is written */
   LowerBindFn on_bind;                 /* lower_on_bind's watcher, or NULL */
-  AstCache *asts;                      /* imported files' trees (lower_set_ast_cache), or NULL */
   void *bind_ctx;
   int call_errors;                     /* errors said at the outermost call itself */
   AstKind declaring;                   /* AST_PARAM or AST_STATE: what lower_param declares */
@@ -2693,14 +2692,12 @@ static bool is_loaded(Lowerer *L, const char *real) {
 
 /* Parses and lowers source `file` at the top level, as part of the import
  * chain. */
-/* imported: an imported file, parsed through L->asts when it is set */
-static bool lower_source_file(Lowerer *L, int file, bool imported) {
+static bool lower_source_file(Lowerer *L, int file) {
   const Source *src = &L->diag->files[file];
   const char *real = src->realpath ? src->realpath : src->path;
   *ARENA_PUSH(L->arena, L->loaded, L->nloaded, L->caploaded) = arena_strdup(L->arena, real);
   *ARENA_PUSH(L->arena, L->importing, L->nimporting, L->capimporting) = arena_strdup(L->arena, real);
-  AstNode *root = imported && L->asts ? ast_parse_cached(L->asts, L->arena, L->diag, file)
-                                      : ast_parse(L->arena, L->diag, file);
+  AstNode *root = ast_parse(L->arena, L->diag, file);
   bool ok = root && lower_block(L, root, file);
   L->nimporting--;
   return ok;
@@ -2775,7 +2772,7 @@ static bool load_import(Lowerer *L, const AstNode *n) {
   mem_free(real);
   int idx = diag_load_file(L->diag, found);
   if (idx < 0) return false;
-  return lower_source_file(L, idx, true);
+  return lower_source_file(L, idx);
 }
 
 /* load "PATH.so": a plugin (plugin.h), PATH relative to the loading
@@ -2854,8 +2851,6 @@ void lower_on_bind(Lowerer *L, LowerBindFn fn, void *ctx) {
   L->bind_ctx = ctx;
 }
 
-void lower_set_ast_cache(Lowerer *L, AstCache *cache) { L->asts = cache; }
-
 bool lower_file(Lowerer *L, const char *path) {
   int idx = diag_load_file(L->diag, path);
   return idx >= 0 && lower_main(L, path, idx);
@@ -2873,7 +2868,7 @@ bool lower_text(Lowerer *L, const char *path, const char *text, size_t len) {
 static bool lower_main(Lowerer *L, const char *path, int idx) {
   const char *slash = strrchr(path, '/');
   L->script_dir = !slash ? "." : slash == path ? "/" : arena_strndup(L->arena, path, (size_t)(slash - path));
-  bool ok = lower_source_file(L, idx, false);
+  bool ok = lower_source_file(L, idx);
   L->script_dir = NULL;
   if (ok) check_states(L);
   merge_load_weights(L);

@@ -39,9 +39,6 @@ void lower_free(Lowerer *L);
 void lower_set_max_ops(Lowerer *L, int64_t max_ops);
 Program *lower_program(Lowerer *L);
 void lower_on_bind(Lowerer *L, LowerBindFn fn, void *ctx);
-/* Imported files are parsed through cache (ast.h's AstCache), which must
- * outlive the lowerer; NULL: parsed each time. */
-void lower_set_ast_cache(Lowerer *L, AstCache *cache);
 /* Loads, parses and lowers the script at path.  False on any error. */
 bool lower_file(Lowerer *L, const char *path);
 /* The same for a script whose text is given (an editor's unsaved buffer,
