@@ -1124,7 +1124,11 @@ static void t_pad(Imp *I) {
   }
   double value = attr_f(I, "value", 0);
   Val *cv = in(I, 2);
-  if (cv && cv->c) value = cget(cv->c, 0);
+  if (cv && (!cv->c || cv->c->numel != 1)) {
+    fail(I, "its constant_value must be a constant scalar");
+    return;
+  }
+  if (cv) value = cget(cv->c, 0);
   int r = n / 2;
   int64_t q[2 * ONNX_MAX_RANK];
   for (int i = 0; i < r && i < ONNX_MAX_RANK; i++) q[2 * i] = p[i], q[2 * i + 1] = p[r + i];
@@ -1166,7 +1170,11 @@ static void t_dropout(Imp *I) {
     return;
   }
   Val *mode = in(I, 2);
-  if (mode && (!mode->c || cget(mode->c, 0) != 0)) {
+  if (mode && (!mode->c || mode->c->numel != 1)) {
+    fail(I, "its training_mode must be a constant scalar");
+    return;
+  }
+  if (mode && cget(mode->c, 0) != 0) {
     fail(I, "training_mode must be false");
     return;
   }

@@ -37,6 +37,12 @@ def main(out):
     save(out, "cycle", [h.make_node("Relu", ["x", ], ["a"], name="r0"), h.make_node("Add", ["a", "c"], ["b"], name="add"),
                         h.make_node("Relu", ["b"], ["c"], name="back"), h.make_node("Relu", ["b"], ["y"], name="out")])
     save(out, "undefined", [h.make_node("Add", ["x", "nothing"], ["y"], name="adder")])
+    # scalar inputs given as empty constants
+    empty = onnx.TensorProto(name="e", data_type=T.FLOAT, dims=[0, 63])
+    save(out, "pad_empty", [h.make_node("Pad", ["x", "pads", "e"], ["y"], name="pad")],
+         [nh.from_array(np.zeros(4, np.int64), "pads"), empty])
+    save(out, "dropout_empty", [h.make_node("Dropout", ["x", "r", "m"], ["y"], name="drop")],
+         [nh.from_array(np.array(0.5, np.float32), "r"), onnx.TensorProto(name="m", data_type=T.BOOL, dims=[0])])
     save(out, "twice", [h.make_node("Relu", ["x"], ["y"], name="one"), h.make_node("Relu", ["x"], ["y"], name="two")])
     big = onnx.TensorProto(name="huge", data_type=T.FLOAT, dims=[1 << 20, 1 << 20, 2])
     save(out, "bigdims", [h.make_node("Add", ["x", "huge"], ["y"])], [big])
