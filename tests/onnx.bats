@@ -243,6 +243,7 @@ d = dict(np.load("zero.npz")); np.savez("zero.npz", **{k: np.zeros_like(v) for k
   done <<'EOF2'
 cycle|the graph has a cycle: 3 nodes lie on it or after it: 'add' (Add), 'back' (Relu), 'out' (Relu)
 undefined|node 'adder' (Add) reads 'nothing', which no node, input or initializer defines
+no_output|node 'lost' (Add): it has no output
 pad_empty|node 'pad' (Pad): its constant_value must be a constant scalar
 dropout_empty|node 'drop' (Dropout): its training_mode must be a constant scalar
 twice|node 'two' (Relu) defines 'y', which another node already defines

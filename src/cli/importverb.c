@@ -1985,6 +1985,7 @@ static bool translate(Imp *I, const char *model) {
     I->node = &g->nodes[order[i]];
     for (int k = 0; k < I->node->nin; k++)
       if (I->node->in[k][0] && !val(I, I->node->in[k])) fail(I, "'%s' is not defined", I->node->in[k]);
+    if (!I->failed && I->node->nout == 0) fail(I, "it has no output");
     if (I->failed || fold(I) || I->failed) continue;   /* a fold that failed said why */
     const Rule *r = find_rule(I->node);
     if (r) r->fn(I, r->arg);

@@ -37,6 +37,7 @@ def main(out):
     save(out, "cycle", [h.make_node("Relu", ["x", ], ["a"], name="r0"), h.make_node("Add", ["a", "c"], ["b"], name="add"),
                         h.make_node("Relu", ["b"], ["c"], name="back"), h.make_node("Relu", ["b"], ["y"], name="out")])
     save(out, "undefined", [h.make_node("Add", ["x", "nothing"], ["y"], name="adder")])
+    save(out, "no_output", [h.make_node("Relu", ["x"], ["y"], name="r"), h.make_node("Add", ["x", "y"], [], name="lost")])
     # scalar inputs given as empty constants
     empty = onnx.TensorProto(name="e", data_type=T.FLOAT, dims=[0, 63])
     save(out, "pad_empty", [h.make_node("Pad", ["x", "pads", "e"], ["y"], name="pad")],
