@@ -230,7 +230,14 @@ static OnnxTensor *new_const(Imp *I, int type, int rank, const int64_t *dims) {
   return t;
 }
 static double cget(const OnnxTensor *t, int64_t i) { return t->f ? t->f[i] : (double)t->i[i]; }
-static int64_t cgeti(const OnnxTensor *t, int64_t i) { return t->f ? (int64_t)t->f[i] : t->i[i]; }
+/* An entry as an integer: a float's truncated, as C casts it, and, where
+ * C's cast is undefined (NaN, beyond int64), INT64_MIN, as NumPy's
+ * astype gives on x86. */
+static int64_t cgeti(const OnnxTensor *t, int64_t i) {
+  if (!t->f) return t->i[i];
+  double v = t->f[i];
+  return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}
 
 /* Output k of the node: a new variable of the script. */
 static const char *out_var(Imp *I, int k) {
@@ -338,7 +345,8 @@ static bool write_weights(Imp *I) {
 }
 
 /* The script's name for value v, making a constant a variable first: a
- * literal when small, else a state of the weights file. */
+ * literal when small, else (or when it holds NaN) a state of the weights
+ * file. */
 static const char *ref(Imp *I, Val *v) {
   if (v->var) return v->var;
   if (v->sym) {
@@ -352,7 +360,9 @@ static const char *ref(Imp *I, Val *v) {
   OnnxTensor *t = v->c;
   const char *name = valid_name(I, t->name && t->name[0] ? t->name : "c", true);
   v->var = name;
-  if (t->numel > IMPORT_MAX_LITERAL && t->data_type != ONNX_BOOL) {
+  bool nan = false;   /* a literal cannot hold NaN: the weights file can */
+  for (int64_t i = 0; t->f && i < t->numel && !nan; i++) nan = isnan(t->f[i]);
+  if ((t->numel > IMPORT_MAX_LITERAL || nan) && t->data_type != ONNX_BOOL) {
     add_weight(I, name, t);
     if (write_weights(I)) say(I, "state %s : %s = weights(\"%s\")", name, type_str(I, t), I->st_name);
     return name;
@@ -434,7 +444,9 @@ static const char *sym_of(const Val *v, int64_t i) { return v->sym ? v->sym[i] :
 static bool fold_binary(Imp *I, const char *op) {
   Val *a = need(I, 0), *b = need(I, 1);
   const OnnxTensor *x = a->c, *y = b->c;
-  if ((x->numel != y->numel && x->numel != 1 && y->numel != 1) || !x->numel || !y->numel) return false;
+  if ((x->numel != y->numel && x->numel != 1 && y->numel != 1) || !x->numel || !y->numel ||
+      x->data_type != y->data_type)
+    return false;   /* translated as the ops (ONNX wants one type: netrun's lowering checks it) */
   const OnnxTensor *big = x->numel >= y->numel ? x : y;
   bool cmp = strchr("=<>", op[0]) != NULL;
   int type = cmp ? ONNX_BOOL : x->data_type;
