@@ -199,11 +199,11 @@ static bool someone_worked(double since) {
   return false;
 }
 
-/* The job ended from a wait of `waited` seconds: the ranks silent for the
- * timeout named (none: every rank answers, and none works). */
-static void timed_out(double t, double waited) {
+/* The job ended from a wait of `waited` seconds: the ranks not heard
+ * from since `quiet` named (none: every rank answers, and none works). */
+static void timed_out(double quiet, double waited) {
   char who[256];
-  silent_ranks(t - mpi.timeout, who, sizeof who);
+  silent_ranks(quiet, who, sizeof who);
   if (who[0])
     diag_error(NULL, SPAN_NONE, "rank %d: no answer from %s for %.0f s (its host unreachable?); stopping",
                mpi.rank, who, mpi.beating ? mpi.timeout : waited);
@@ -243,7 +243,8 @@ static void wait_all(int n, void **req) {
         bool silent = false;
         for (int k = 0; k < mpi.size; k++)
           if (k != mpi.rank && atomic_load(&mpi.heard[k]) < quiet) silent = true;
-        if (silent || !mpi.beating || !someone_worked(quiet)) timed_out(t, t - t0);
+        /* without the thread, only this wait's heartbeats answer */
+        if (silent || !mpi.beating || !someone_worked(quiet)) timed_out(mpi.beating ? quiet : since, t - t0);
       }
       struct timespec nap = {0, 1000000};
       nanosleep(&nap, NULL);
