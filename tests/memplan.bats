@@ -113,3 +113,12 @@ peak() { sed -n 's/.*"peak_memory_bytes": \([0-9]*\).*/\1/p' "$1"; }
   # two differed by 48-50 MB.  At least 32 MB apart:
   [ "$p" -le $((a - 33554432)) ]
 }
+
+@test "train: a loop's model (the stdlib's LSTM, a while loop and its grad) trains to the same bits with the plan and without" {
+  EX=$(cd "$BATS_TEST_DIRNAME/../examples" && pwd)
+  "$NETRUN" train "$EX/adding_lstm.net" --epochs 1 --limit 256 --save plan.ckpt > plan.out 2>&1
+  NETRUN_NO_MEMORY_PLAN=1 "$NETRUN" train "$EX/adding_lstm.net" --epochs 1 --limit 256 --save all.ckpt > all.out 2>&1
+  cat plan.out
+  cmp plan.ckpt all.ckpt
+  [ "$(grep -o 'train loss [0-9.]*' plan.out)" = "$(grep -o 'train loss [0-9.]*' all.out)" ]
+}
