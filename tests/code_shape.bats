@@ -365,7 +365,7 @@ PREFIXES = {
     "base/diag": "diag_ span_", "base/file": "file_", "base/mem": "mem_ arena_ strmap_ ptrmap_", "base/scan": "scan_",
     "ir/dump": "dump_", "ir/names": "name_", "ir/program": "prog_ op_ attr_ slot_ dtype_ dim_ dims_ shape_ i64_",
     "ir/registry": "reg_", "ir/rewrite": "rewrite_", "ir/tensor": "tensor_ dtype_ f32_ bcast_ rng_",
-    "exec/dist": "dist_", "exec/exec": "exec_", "exec/par": "par_", "exec/print": "print_", "exec/tape": "tape_",
+    "exec/dist": "dist_", "exec/exec": "exec_", "exec/par": "par_", "exec/plan": "plan_", "exec/print": "print_", "exec/tape": "tape_",
     "autodiff/backward": "bwd_", "autodiff/tapegrad": "tgrad_",
     "ops/bcast_loop": "bcast_ binary_", "ops/plugin": "plugin_",
     "io/checkpoint": "ckpt_", "io/data": "data_", "io/datafmt": "data_", "io/image": "image_", "io/npy": "npy_", "io/onnx": "onnx_", "io/plot": "plot_",

@@ -14,7 +14,12 @@
  *     outputs; ops inside while/if bodies are not counted (their count
  *     depends on the data);
  *   - the activation memory: the bytes of every value block 0's ops output
- *     in one forward step (no reuse assumed, the backward not counted).
+ *     in one forward step (no reuse assumed, the backward not counted);
+ *   - the planned peak: the most bytes block 0's values hold at once in a
+ *     training step (the train block's program: forward, backward, update,
+ *     rewritten as the trainer runs it) under the memory plan
+ *     (exec/plan.h), beside the same with every value kept; a script
+ *     without a train block, its forward step.
  *
  * A symbolic dimension that is the first of an input (B) takes the batch:
  * --batch, else the train block's batch, else 1.  Any other symbol, or a
@@ -22,6 +27,9 @@
 #include "cli/cli.h"
 #include "cli/cmd.h"
 #include "cli/option.h"
+#include "exec/plan.h"
+#include "ir/rewrite.h"
+#include "train/train.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -68,7 +76,7 @@ static const char *shape_at_batch(const Sum *s, const VarDesc *v, char *buf, siz
   return buf;
 }
 
-static int dtype_bytes(DType t) { return t == DT_I64 ? 8 : t == DT_BOOL ? 1 : 4; }
+static int dtype_bytes(DType t) { return t == DT_I64 || t == DT_F64 ? 8 : t == DT_BOOL ? 1 : 4; }
 
 static void fmt_count(char *buf, size_t n, int64_t v) {
   if (v < 0) snprintf(buf, n, "?");
@@ -250,6 +258,51 @@ static void print_totals(const Totals *t, int64_t params, int64_t pbytes, int64_
   printf("activation memory of one forward step (every op output): %" PRId64 " bytes%s\n", t->act_bytes, more);
 }
 
+/* ---- the memory plan ------------------------------------------------------------------- */
+
+static bool has_train_block(const Program *p) {
+  for (int i = 0; i < p->nsettings; i++)
+    if (strcmp(p->settings[i].block, "train") == 0) return true;
+  return false;
+}
+
+/* Turns block 0 into the program the trainer runs (the backward and the
+ * updates appended, then the rewrites of run_start) and prints the peak
+ * of its step under the memory plan and with every value kept; without a
+ * train block, of the forward step.  False if the training program cannot
+ * be made (reported). */
+static bool print_plan(Sum *s, Program *p) {
+  const char **keep = NULL;
+  int nkeep = 0;
+  bool training = has_train_block(p);
+  if (training) {
+    TrainConfig c;
+    BackwardResult bw;
+    int nforward = p->blocks[0]->nops;   /* as the trainer marks it */
+    if (!train_config(p, NULL, &c, true) || !train_program(p, &c, &bw)) return false;
+    ExecOptions o;
+    exec_default_options(&o);
+    o.tape = false;
+    if (exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, &nforward, 1, 0});
+    keep = train_plan_keep(p, &c, &bw, &nkeep);
+  }
+  const Block *b0 = p->blocks[0];
+  int64_t *bytes = mem_calloc((size_t)b0->nvars + 1, sizeof *bytes);
+  for (int i = 0; i < b0->nvars; i++) {
+    int64_t n = var_numel(s, b0->vars[i]);
+    bytes[i] = n < 0 ? -1 : n * dtype_bytes(b0->vars[i]->dtype);
+  }
+  int *release = plan_release(p, keep, nkeep);
+  bool unknown = false;
+  int64_t planned = plan_peak(p, release, bytes, &unknown), kept = plan_peak(p, NULL, bytes, &unknown);
+  printf("planned peak of one %s step: %" PRId64 " bytes (every value kept: %" PRId64 " bytes)%s\n",
+         training ? "training" : "forward", planned, kept, unknown ? " (and values of unknown size)" : "");
+  mem_free(release);
+  mem_free(bytes);
+  mem_free(keep);
+  return true;
+}
+
 int cmd_summary(int argc, char **argv) {
   Args a;
   int64_t batch = 0;
@@ -272,7 +325,8 @@ int cmd_summary(int argc, char **argv) {
   Totals t = {0};
   print_layers(&s, &t);
   print_totals(&t, params, pbytes, states, sbytes);
+  bool ok = print_plan(&s, ld.prog);
   diag_finish(&ld.diag);
   session_free(&ld);
-  return 0;
+  return ok ? 0 : EXIT_SCRIPT;
 }

@@ -10,11 +10,13 @@
 #include "exec/exec.h"
 
 #include "ir/names.h"
+#include "exec/plan.h"
 #include "exec/tape.h"
 
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -128,6 +130,11 @@ struct Executor {
     const char *by;                /* the input that bound it */
   } *dims;
   int ndims, capdims;
+  /* The memory plan (exec_use_plan): the slots of block 0 whose values
+   * exec_run_range drops after op i, plan_head[i], plan_next[...] up to
+   * -1, for the first plan_nops ops; NULL: none. */
+  int *plan_head, *plan_next;
+  int plan_nops;
 };
 
 struct ExecCtx {
@@ -1015,7 +1022,32 @@ void exec_free(Executor *ex) {
   mem_free(ex->timings);
   mem_free(ex->dims);
   mem_free(ex->waits);
+  mem_free(ex->plan_head);
+  mem_free(ex->plan_next);
   mem_free(ex);
+}
+
+bool exec_use_plan(Executor *ex, const char *const *keep, int nkeep) {
+  mem_free(ex->plan_head);
+  mem_free(ex->plan_next);
+  ex->plan_head = ex->plan_next = NULL;
+  ex->plan_nops = 0;
+  const char *off = getenv("NETRUN_NO_MEMORY_PLAN");
+  if (off && *off) return false;
+  int *release = plan_release(ex->prog, keep, nkeep);
+  ex->plan_nops = ex->pblocks[0]->nops;
+  plan_lists(ex->plan_nops, ex->prog->blocks[0]->nvars, release, &ex->plan_head, &ex->plan_next);
+  mem_free(release);
+  return true;
+}
+
+/* Under the memory plan, drops the values whose last reader was op i of
+ * block 0. */
+static void plan_drop(Executor *ex, int i) {
+  if (!ex->plan_head || i >= ex->plan_nops) return;
+  Tensor **vals = ex->root->vals;
+  for (int s = ex->plan_head[i]; s >= 0; s = ex->plan_next[s])
+    if (s < ex->root->nvals) tensor_unref(vals[s]), vals[s] = NULL;
 }
 
 Executor *exec_child(ExecCtx *c, Program *sub) {
@@ -1167,6 +1199,7 @@ int exec_run_range(Executor *ex, int first, int last) {
   if (last < 0 || last > pb->nops) last = pb->nops;
   for (int i = first; i < last; i++) {
     if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
+    plan_drop(ex, i);
     if (ex->between) ex->between();
   }
   return 0;

@@ -618,6 +618,21 @@ static void sum_in_place(Program *p, const BackwardResult *bw) {
   }
 }
 
+const char **train_plan_keep(const Program *p, const TrainConfig *c, const BackwardResult *bw, int *n) {
+  int np = bw ? bw->npairs : 0;
+  const char **keep = mem_calloc((size_t)np + 3, sizeof *keep);
+  *n = 0;
+  const char *names[2] = {c->loss, c->metric};
+  for (int k = 0; k < 2; k++)
+    if (names[k]) {
+      const char *v = prog_export(p, names[k]);
+      keep[(*n)++] = v ? v : names[k];
+    }
+  for (int i = 0; i < np; i++)
+    if (bw->pairs[i].grad) keep[(*n)++] = bw->pairs[i].grad;
+  return keep;
+}
+
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
   if (!bwd_append(p, c->loss, NULL, 0, NULL, 0, bw)) return false;
   Block *b0 = p->blocks[0];

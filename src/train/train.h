@@ -109,6 +109,12 @@ bool train_optimizer_known(const char *name);
  * allreduce is one blocking phase of its own, run once per update. */
 bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw);
 
+/* The variables the trainer reads after it runs a part of the training
+ * program, which the memory plan keeps (exec_use_plan): the loss, the
+ * metric and each gradient of bw (NULL: none yet).  *n of them; mem_free
+ * the array. */
+const char **train_plan_keep(const Program *p, const TrainConfig *c, const BackwardResult *bw, int *n);
+
 /* The train block's key i (NULL past the last) and what it does, with its
  * default (*doc): for the language server's hover and completion. */
 const char *train_key(int i, const char **doc);

@@ -557,6 +557,10 @@ bool trun_setup(Run *r, TrainArgs *t, bool training) {
   opt.tape = false;
   if (!(r->ex = run_start(&r->ld, &opt, &t->feeds, &r->nforward, 1))) return false;
   r->backward_end = training ? r->p->phase[PHASE_ALLREDUCE] : r->nforward;
+  int nkeep;
+  const char **keep = train_plan_keep(r->p, &r->c, training ? &r->bw : NULL, &nkeep);
+  exec_use_plan(r->ex, keep, nkeep);
+  mem_free(keep);
   /* Initializers run now, so checkpoints can overwrite them. */
   if (exec_startup(r->ex) < 0) return false;
   r->lr = tensor_scalar_f32((float)r->c.lr);
