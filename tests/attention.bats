@@ -78,18 +78,25 @@ max_diff() {
 }
 
 @test "attention: second-order gradients match finite differences of the first, causal and not, f32 and f64" {
-  printf 'param q : [1, 3, 2] = normal(0, 1)\nloss = sum(square(attention(q, q, q))) + sum(square(attention(q, q, q, causal=true)))\n' > g2.net
+  cat > g2.net <<'NET'
+param q : [1, 3, 2] = normal(0, 1)
+param k : [1, 4, 2] = normal(0, 1)
+param v : [1, 4, 3] = normal(0, 1)
+loss = sum(square(attention(q, k, v))) + sum(square(attention(q, k, v, causal=true)))
+NET
   # the f32 program's second derivatives against differences taken in f64,
-  # then the f64 program's
-  for dt in "" "--dtype f64"; do
-    run "$NETRUN" gradcheck --order 2 $dt g2.net
-    [ "$status" -eq 0 ] || { echo "$dt: $output"; return 1; }
-    [ "${lines[1]%% *}" = q ]
-    [ "${lines[2]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
+  # then the f64 program's; with one gradient of the three wanted (the
+  # first backward's attention_grad has one output); on the tape
+  for opts in "" "--dtype f64" "--wrt q" "--wrt k" "--wrt v" "--tape"; do
+    run "$NETRUN" gradcheck --order 2 $opts g2.net
+    [ "$status" -eq 0 ] || { echo "$opts: $output"; return 1; }
+    [ "${lines[$((${#lines[@]} - 1))]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
   done
+  [ "${lines[1]%% *}" = q ] && [ "${lines[2]%% *}" = k ] && [ "${lines[3]%% *}" = v ]
   # the third order too: every op attention_grad's gradient emits has one
   run "$NETRUN" gradcheck --order 3 --dtype f64 g2.net
   [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  [ "${lines[4]}" = "all gradients match finite differences (rtol 0.001, eps 1e-06)" ]
 }
 
 @test "attention: second-order gradients agree with the unfused form's within 1e-6, f32 and f64, over two blocks of rows" {
