@@ -15,6 +15,8 @@
  * dS = P (dP - rowsum(P dP)) / sqrt(d), dQ = dS K, dK += dS^T Q.  A
  * slice's blocks run in order on one thread, so the sums into dK and dV
  * are in the same order on any number of threads (the same bits).
+ * attention_grad's own gradient, for a second order, is composite (at
+ * the end of this file): it holds the [Tq, Tk] matrices the unfused ops did.
  *
  * The numerics follow the unfused ops: scores divided by sqrt(d) (not
  * multiplied by its inverse), the softmax's sum in double and exp skipped
