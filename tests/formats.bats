@@ -134,9 +134,10 @@ PY
   [ "$(jq -c '."dense.W"' <<<"$header")" = '{"dtype":"F32","shape":[2,4],"data_offsets":[4,36]}' ]
   [ "$(jq -c '."out.b"' <<<"$header")" = '{"dtype":"F32","shape":[2],"data_offsets":[84,92]}' ]
   [ $((8 + n + 92)) -eq "$(stat -c %s w.safetensors)" ]
-  # The .npz: one stored .npy member per value, named NAME.npy.
+  # The .npz: one stored .npy member per value, named NAME.npy, and the
+  # list of the states.
   run unzip -Z1 w.npz
-  [ "$output" = "$(printf 'seen.npy\ndense.W.npy\ndense.b.npy\nout.W.npy\nout.b.npy')" ]
+  [ "$output" = "$(printf 'seen.npy\ndense.W.npy\ndense.b.npy\nout.W.npy\nout.b.npy\n__netrun_states__.npy')" ]
   # Round trips: the same predictions, logits and state from all three.
   for out in logits seen; do
     "$NETRUN" predict clf.net --weights c.ckpt --data test.npz --output $out --precision 17 > ckpt.txt
@@ -262,7 +263,8 @@ for name, info in sorted(((k, v) for k, v in header.items() if k != '__metadata_
     a = np.frombuffer(data[b:e], dtype='<f4').reshape(info['shape'])
     assert np.array_equal(a, w[name]), name
 assert end == len(data)
-assert sorted(w.files) == ['dense.W', 'dense.b', 'out.W', 'out.b', 'seen'], w.files
+assert sorted(w.files) == ['__netrun_states__', 'dense.W', 'dense.b', 'out.W', 'out.b', 'seen'], w.files
+assert w['__netrun_states__'].tolist() == ['seen'], w['__netrun_states__']
 assert w['dense.W'].dtype == np.float32 and w['dense.W'].shape == (2, 4)
 assert w['seen'][0] == 8, w['seen']     # 4 epochs of 2 steps
 x = np.load('test.npz')['x'].astype(np.float32)

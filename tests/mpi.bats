@@ -171,7 +171,42 @@ signal_rank() {
   [ "$status" -eq 1 ]
   [ "$took" -le 20 ]
   grep -Eqx 'netrun: error: rank 0: no answer from rank 1 for [2-9] s \(its host unreachable\?\); stopping' s.err
-  grep -qx 'netrun: note: NETRUN_COLLECTIVE_TIMEOUT=2 is the limit; raise it (0: none) when a rank may work that long between collectives' s.err
+  grep -qx 'netrun: note: NETRUN_COLLECTIVE_TIMEOUT=2 is the limit; raise it (0: none) when a rank may not answer that long' s.err
+}
+
+@test "a rank at work longer than NETRUN_COLLECTIVE_TIMEOUT is waited for: its heartbeats come from a thread of its own" {
+  # rank 1's first step takes 8 s more (its main thread out of every
+  # collective), rank 0 waiting for it in the step's agreement; the limit is 2 s
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_COLLECTIVE_TIMEOUT=2 -x NETRUN_TEST_SLOW_STEP=1:8 \
+    --oversubscribe --bind-to none -np 2 "$RANK" train "$M/mlp.net" --epochs 2 --save busy.ckpt
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"no answer"* ]]
+  # the same bits as the run without the slow step
+  mpi 2 train "$M/mlp.net" --epochs 2 --save plain.ckpt
+  cmp busy.ckpt plain.ckpt
+}
+
+@test "a rank stopped in the middle of a long step ends the job within NETRUN_COLLECTIVE_TIMEOUT" {
+  # rank 1's first step would take 60 s more; 4 s into it (rank 0 waiting,
+  # the limit 2 s) the job still runs; stopped (SIGSTOP: its heartbeat
+  # thread too), rank 1 is named by rank 0 within seconds
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_COLLECTIVE_TIMEOUT=2 -x NETRUN_TEST_SLOW_STEP=1:60 \
+    --oversubscribe --bind-to none -np 2 "$RANK" train "$M/mlp.net" > w.out 2> w.err &
+  local job=$!
+  sleep 4
+  kill -0 "$job"
+  local ranks
+  ranks=($(pgrep -P "$(pgrep -P "$job" -x mpirun)"))
+  [ "${#ranks[@]}" -eq 2 ]
+  local t0=$SECONDS
+  kill -STOP "${ranks[1]}"
+  status=0
+  wait "$job" || status=$?
+  cat w.err
+  [ "$status" -eq 1 ]
+  [ $((SECONDS - t0)) -le 20 ]
+  grep -Eqx 'netrun: error: rank 0: no answer from rank 1 for 2 s \(its host unreachable\?\); stopping' w.err
 }
 
 @test "NETRUN_COLLECTIVE_TIMEOUT must be seconds" {

@@ -223,6 +223,18 @@ d = dict(np.load("zero.npz")); np.savez("zero.npz", **{k: np.zeros_like(v) for k
   [ "$first" != "$output" ]
 }
 
+@test "import: a constant holding NaN goes to the weights file (a literal cannot hold it); a Cast of NaN or 1e30 to int64 gives INT64_MIN, as NumPy's does" {
+  "$NETRUN" import "$CRAFTED/nan_const.onnx" -o n.net
+  grep -q '^state c : \[2\] = weights("n.safetensors") ' n.net
+  run "$NETRUN" predict n.net --set 'x=[[1, 2]]' --output y
+  [ "$status" -eq 0 ]
+  [ "$output" = "[[nan  3.]]" ]
+  "$NETRUN" import "$CRAFTED/nan_cast.onnx" -o c.net
+  run "$NETRUN" predict c.net --set 'x=[[1, 2]]' --output y
+  [ "$status" -eq 0 ]
+  [ "$output" = "[[-9.223372e+18 -9.223372e+18]]" ]
+}
+
 # ---- errors ------------------------------------------------------------------------------
 
 @test "import: every unsupported op type in one error, with its nodes and the opset" {
@@ -243,6 +255,9 @@ d = dict(np.load("zero.npz")); np.savez("zero.npz", **{k: np.zeros_like(v) for k
   done <<'EOF2'
 cycle|the graph has a cycle: 3 nodes lie on it or after it: 'add' (Add), 'back' (Relu), 'out' (Relu)
 undefined|node 'adder' (Add) reads 'nothing', which no node, input or initializer defines
+no_output|node 'lost' (Add): it has no output
+pad_empty|node 'pad' (Pad): its constant_value must be a constant scalar
+dropout_empty|node 'drop' (Dropout): its training_mode must be a constant scalar
 twice|node 'two' (Relu) defines 'y', which another node already defines
 bigdims|initializer 'huge' has more than 2^40 elements
 shortraw|initializer 'w': its dims say 6 elements but its data holds 5

@@ -93,16 +93,17 @@ y = g(x)
   [ "${lines[3]}" = "loop.net:8:5: note: in this call to 'f'" ]
 }
 
-@test "Ctrl-C stops a long op within a second: an i64 matmul between rows, a pool between windows" {
-  printf 'x = ones([2000, 2000], dtype=i64)\ny = x @ x\nprint(sum(y))\n' > mm.net
-  printf 'x = ones([1, 1, 600, 600])\ny = avg_pool2d(x, ksize=[300, 300], strides=[1, 1])\nprint(sum(y))\n' > pool.net
-  # each op takes tens of seconds (a quarter of an hour for the pool before
-  # it saw the signal); the signal comes 1 s into it
-  for f in mm:2:7:matmul pool:2:5:avg_pool2d; do
+# interrupt_ops SECONDS MS NAME:LINE:COL:OP...: `netrun run NAME.net`, sent
+# SIGINT after SECONDS, ends within MS milliseconds with status 130 and
+# "NAME.net:LINE:COL: error: OP: interrupted", having printed nothing.
+interrupt_ops() {
+  local after=$1 bound=$2 f name line col op pid st t0 ms
+  shift 2
+  for f in "$@"; do
     IFS=: read -r name line col op <<< "$f"
     "$NETRUN" run $name.net > out 2> err &
     pid=$!
-    sleep 1
+    sleep "$after"
     t0=$(date +%s%N)
     kill -INT $pid
     st=0; wait $pid || st=$?
@@ -110,10 +111,51 @@ y = g(x)
     cat err
     echo "$name: ended ${ms} ms after SIGINT"
     [ "$st" -eq 130 ]
-    [ "$ms" -lt 5000 ]   # (before: 28 s for the matmul)
+    [ "$ms" -lt "$bound" ]
     [ "$(head -1 err)" = "$name.net:$line:$col: error: $op: interrupted" ]
     [ ! -s out ]
   done
+}
+
+@test "Ctrl-C stops a long op within a second: an i64 matmul between rows, a pool between windows" {
+  printf 'x = ones([2000, 2000], dtype=i64)\ny = x @ x\nprint(sum(y))\n' > mm.net
+  printf 'x = ones([1, 1, 600, 600])\ny = avg_pool2d(x, ksize=[300, 300], strides=[1, 1])\nprint(sum(y))\n' > pool.net
+  # each op takes tens of seconds (a quarter of an hour for the pool before
+  # it saw the signal); the signal comes 1 s into it
+  interrupt_ops 1 5000 mm:2:7:matmul pool:2:5:avg_pool2d   # (before: 28 s for the matmul)
+}
+
+@test "Ctrl-C stops a long f32 matmul between panels of rows, a long conv2d_transpose (conv2d's input gradient) between images" {
+  # each op takes 30 to 60 s here (28 s and 39 s after the signal before:
+  # one OpenBLAS call, the gradient's batches, saw no interrupt); the
+  # signal comes 3 s into it
+  printf 'x = ones([65536, 2048])\nw = ones([2048, 2048])\ny = x @ w\nprint(sum(y))\n' > mm.net
+  printf 'x = ones([200, 256, 32, 32])\nf = ones([256, 256, 5, 5])\ny = conv2d_transpose(x, f)\nprint(sum(y))\n' > ct.net
+  interrupt_ops 3 10000 mm:3:7:matmul ct:3:5:conv2d_transpose
+}
+
+@test "a matmul cut in panels of rows (for Ctrl-C) gives each row the bits of one product of its panel's rows" {
+  # x @ w cut by columns (1200 x 4096 @ 4096 x 4400: four parts of all rows,
+  # each in panels of 960) and by rows (4096 x 5120 @ 5120 x 900: parts of
+  # 1024 rows, panels of 960 from each part's start): the rows of one panel
+  # computed alone (cut as the whole is) are the same bits, as they are
+  # without the cut (a cut at another multiple of 16 changes the last rows
+  # of its panels); also with X transposed
+  cat > p.net <<'NET'
+x = uniform_random(shape=[1200, 4096], seed=1)
+w = uniform_random(shape=[4096, 4400], seed=2)
+y = x @ w
+xt = uniform_random(shape=[4096, 1200], seed=3)
+yt = matmul(xt, w, transpose_x=true)
+print(max(abs(y[960:1152] - x[960:1152] @ w)), max(abs(yt[960:1152] - matmul(xt[:, 960:1152], w, transpose_x=true))))
+x2 = uniform_random(shape=[4096, 5120], seed=5)
+w2 = uniform_random(shape=[5120, 900], seed=6)
+y2 = x2 @ w2
+print(max(abs(y2[1024:1984] - x2[1024:1984] @ w2)))
+NET
+  run "$NETRUN" run p.net
+  [ "$status" -eq 0 ]
+  [ "$output" = $'0.0 0.0\n0.0' ] || { echo "$output"; false; }
 }
 
 # ---- the memory limit ----------------------------------------------------------------

@@ -251,18 +251,68 @@ open('arr.safetensors', 'wb').write(struct.pack('<Q', 2) + b'[]')"
   [ "$output" = "netrun: error: param.ckpt: 'b' is a parameter there, but a state here" ]
   run "$NETRUN" eval state.net --weights state.ckpt
   [ "$status" -eq 0 ]
-  # an export to safetensors keeps the marks; an npz cannot, and says so
+  # an export to safetensors keeps the marks, and so does one to npz (its
+  # __netrun_states__ member); an npz from elsewhere has none, and a note says so
   "$NETRUN" export state.ckpt -o state.safetensors
-  "$NETRUN" export state.ckpt -o state.npz
-  run "$NETRUN" eval param.net --weights state.safetensors
+  for kind in param state; do "$NETRUN" export $kind.ckpt -o $kind.npz; done
+  for f in state.safetensors state.npz; do
+    run "$NETRUN" eval param.net --weights $f
+    [ "$status" -eq 1 ]
+    [ "$output" = "netrun: error: $f: 'b' is a state there, but a parameter here" ]
+    run --separate-stderr "$NETRUN" eval state.net --weights $f
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "" ]
+  done
+  run "$NETRUN" eval state.net --weights param.npz
   [ "$status" -eq 1 ]
-  [ "$output" = "netrun: error: state.safetensors: 'b' is a state there, but a parameter here" ]
-  run --separate-stderr "$NETRUN" eval state.net --weights state.npz
-  [ "$status" -eq 0 ]
-  [ "$stderr" = "netrun: note: state.npz does not mark its states (as netrun's checkpoints do): the state b took its value by name" ]
-  run --separate-stderr "$NETRUN" eval state.net --weights state.safetensors
+  [ "$output" = "netrun: error: param.npz: 'b' is a parameter there, but a state here" ]
+  run --separate-stderr "$NETRUN" eval param.net --weights param.npz
   [ "$status" -eq 0 ]
   [ "$stderr" = "" ]
+  # the round trip: the npz exported again is the same file
+  "$NETRUN" export state.npz -o again.npz
+  cmp state.npz again.npz
+  npz foreign.npz "W=<f4:(2, 1):0000000000000000" "b=<f4:(1,):00000000"
+  run --separate-stderr "$NETRUN" eval state.net --weights foreign.npz
+  [ "$status" -eq 0 ]
+  [ "$stderr" = "netrun: note: foreign.npz does not mark its states (as netrun's checkpoints do): the state b took its value by name" ]
+  # a foreign npz exported stays unmarked (it says nothing of its states)
+  "$NETRUN" export foreign.npz -o foreign2.npz
+  run --separate-stderr "$NETRUN" eval state.net --weights foreign2.npz
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == "netrun: note: foreign2.npz does not mark its states"* ]]
+}
+
+@test "an npz's __netrun_states__ member: NumPy reads it as strings; a malformed one is refused" {
+  mkdir data && cp "$ROOT/examples/data/linreg.csv" data/
+  printf 'input x : f32[B, 2]\ninput y : f32[B, 1]\nparam W : [2, 1] = zeros()\nstate b : [1] = zeros()\nstate scale : [1] = ones()\nloss = mean((x @ W * scale + b - y) * (x @ W + b - y))\ntrain {\n  data = "data/linreg.csv"\n  optimizer = sgd\n  lr = 0.1\n  batch = 20\n  epochs = 1\n}\n' > s.net
+  "$NETRUN" train s.net --save s.ckpt > /dev/null
+  "$NETRUN" export s.ckpt -o s.npz
+  if /usr/bin/python3 -c 'import numpy' 2> /dev/null; then
+    run /usr/bin/python3 -c 'import numpy as np; z = np.load("s.npz"); a = z["__netrun_states__"]; print(a.dtype, list(a), sorted(z.files))'
+    [ "$output" = "<U5 ['b', 'scale'] ['W', '__netrun_states__', 'b', 'scale']" ]
+  fi
+  run --separate-stderr "$NETRUN" eval s.net --weights s.npz
+  [ "$status" -eq 0 ]
+  [ "$stderr" = "" ]
+  npz num.npz "W=<f4:(2, 1):0000000000000000" "b=<f4:(1,):00000000" "__netrun_states__=<i8:(1,):0100000000000000"
+  run "$NETRUN" eval s.net --weights num.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: num.npz: array '__netrun_states__': not netrun's list of states (a 1-D array of strings, NumPy's '<U')" ]
+  npz empty.npz "W=<f4:(2, 1):0000000000000000" "__netrun_states__=<U1:(1,):00000000"
+  run "$NETRUN" eval s.net --weights empty.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: empty.npz: array '__netrun_states__': string 0 is not the name of a state (empty, or longer than 249 bytes)" ]
+  npz sur.npz "W=<f4:(2, 1):0000000000000000" "__netrun_states__=<U1:(1,):00d80000"
+  run "$NETRUN" eval s.net --weights sur.npz
+  [ "$status" -eq 1 ]
+  [ "$output" = "netrun: error: sur.npz: array '__netrun_states__': string 0 holds U+D800, not a character" ]
+  # elsewhere, an array of strings is refused as before
+  npz feed.npz "x=<U1:(1,):41000000"
+  printf 'input x : f32[1]\nprint(x)\n' > f.net
+  run "$NETRUN" run f.net --feed x=feed.npz
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"dtype '<U1' is not supported"* ]]
 }
 
 @test "a link loop as a class folder says so; control characters in names are escaped, in errors and in netrun data" {

@@ -86,9 +86,15 @@ int cmd_export(int argc, char **argv) {
       meta[2 * nmeta] = c.settings[i].key;
       meta[2 * nmeta++ + 1] = c.settings[i].value;
     }
+  /* ... and into an npz as the NPY_STATES member (npy.h), when the file
+   * read says which values are states (a foreign npz does not) */
+  const char **states = mem_alloc(NULL, sizeof *states * (size_t)(nmeta + 1));
+  for (int i = 0; i < nmeta; i++) states[i] = meta[2 * i] + strlen(CKPT_STATE_MARK);
   char err[1400];
-  bool ok = a.npz ? npy_write_npz(a.out, names, t, n, err, sizeof err)
+  bool ok = a.npz ? npy_write_npz_states(a.out, names, t, n, weights_marks_states(&c) ? states : NULL, nmeta, err,
+                                         sizeof err)
                   : st_write(a.out, names, t, n, meta, nmeta, err, sizeof err);
+  mem_free(states);
   if (!ok) diag_error(NULL, SPAN_NONE, "%s", err);
   mem_free(names);
   mem_free(t);

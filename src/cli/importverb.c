@@ -230,7 +230,14 @@ static OnnxTensor *new_const(Imp *I, int type, int rank, const int64_t *dims) {
   return t;
 }
 static double cget(const OnnxTensor *t, int64_t i) { return t->f ? t->f[i] : (double)t->i[i]; }
-static int64_t cgeti(const OnnxTensor *t, int64_t i) { return t->f ? (int64_t)t->f[i] : t->i[i]; }
+/* An entry as an integer: a float's truncated, as C casts it, and, where
+ * C's cast is undefined (NaN, beyond int64), INT64_MIN, as NumPy's
+ * astype gives on x86. */
+static int64_t cgeti(const OnnxTensor *t, int64_t i) {
+  if (!t->f) return t->i[i];
+  double v = t->f[i];
+  return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}
 
 /* Output k of the node: a new variable of the script. */
 static const char *out_var(Imp *I, int k) {
@@ -338,7 +345,8 @@ static bool write_weights(Imp *I) {
 }
 
 /* The script's name for value v, making a constant a variable first: a
- * literal when small, else a state of the weights file. */
+ * literal when small, else (or when it holds NaN) a state of the weights
+ * file. */
 static const char *ref(Imp *I, Val *v) {
   if (v->var) return v->var;
   if (v->sym) {
@@ -352,7 +360,9 @@ static const char *ref(Imp *I, Val *v) {
   OnnxTensor *t = v->c;
   const char *name = valid_name(I, t->name && t->name[0] ? t->name : "c", true);
   v->var = name;
-  if (t->numel > IMPORT_MAX_LITERAL && t->data_type != ONNX_BOOL) {
+  bool nan = false;   /* a literal cannot hold NaN: the weights file can */
+  for (int64_t i = 0; t->f && i < t->numel && !nan; i++) nan = isnan(t->f[i]);
+  if ((t->numel > IMPORT_MAX_LITERAL || nan) && t->data_type != ONNX_BOOL) {
     add_weight(I, name, t);
     if (write_weights(I)) say(I, "state %s : %s = weights(\"%s\")", name, type_str(I, t), I->st_name);
     return name;
@@ -434,7 +444,9 @@ static const char *sym_of(const Val *v, int64_t i) { return v->sym ? v->sym[i] :
 static bool fold_binary(Imp *I, const char *op) {
   Val *a = need(I, 0), *b = need(I, 1);
   const OnnxTensor *x = a->c, *y = b->c;
-  if ((x->numel != y->numel && x->numel != 1 && y->numel != 1) || !x->numel || !y->numel) return false;
+  if ((x->numel != y->numel && x->numel != 1 && y->numel != 1) || !x->numel || !y->numel ||
+      x->data_type != y->data_type)
+    return false;   /* translated as the ops (ONNX wants one type: netrun's lowering checks it) */
   const OnnxTensor *big = x->numel >= y->numel ? x : y;
   bool cmp = strchr("=<>", op[0]) != NULL;
   int type = cmp ? ONNX_BOOL : x->data_type;
@@ -1124,7 +1136,11 @@ static void t_pad(Imp *I) {
   }
   double value = attr_f(I, "value", 0);
   Val *cv = in(I, 2);
-  if (cv && cv->c) value = cget(cv->c, 0);
+  if (cv && (!cv->c || cv->c->numel != 1)) {
+    fail(I, "its constant_value must be a constant scalar");
+    return;
+  }
+  if (cv) value = cget(cv->c, 0);
   int r = n / 2;
   int64_t q[2 * ONNX_MAX_RANK];
   for (int i = 0; i < r && i < ONNX_MAX_RANK; i++) q[2 * i] = p[i], q[2 * i + 1] = p[r + i];
@@ -1166,7 +1182,11 @@ static void t_dropout(Imp *I) {
     return;
   }
   Val *mode = in(I, 2);
-  if (mode && (!mode->c || cget(mode->c, 0) != 0)) {
+  if (mode && (!mode->c || mode->c->numel != 1)) {
+    fail(I, "its training_mode must be a constant scalar");
+    return;
+  }
+  if (mode && cget(mode->c, 0) != 0) {
     fail(I, "training_mode must be false");
     return;
   }
@@ -1977,6 +1997,7 @@ static bool translate(Imp *I, const char *model) {
     I->node = &g->nodes[order[i]];
     for (int k = 0; k < I->node->nin; k++)
       if (I->node->in[k][0] && !val(I, I->node->in[k])) fail(I, "'%s' is not defined", I->node->in[k]);
+    if (!I->failed && I->node->nout == 0) fail(I, "it has no output");
     if (I->failed || fold(I) || I->failed) continue;   /* a fold that failed said why */
     const Rule *r = find_rule(I->node);
     if (r) r->fn(I, r->arg);

@@ -9,8 +9,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +20,7 @@
 
 /* Debian's Open MPI 4 (and 5): the library's soname. */
 #define DIST_LIBMPI "libmpi.so.40"
-#define MPI_THREAD_FUNNELED 1   /* OpenMP threads, MPI called from the main one */
+#define MPI_THREAD_MULTIPLE 3   /* the heartbeat thread calls MPI beside the main one */
 /* The least seconds between two tests of the sums in flight: with more
  * processes than cores (mpirun --oversubscribe) each test that finds
  * nothing to do yields the core (sched_yield), which a busy machine may
@@ -34,10 +36,15 @@
  * (NETRUN_COLLECTIVE_TIMEOUT): a host whose link is down stalls TCP
  * without a reset, and neither MPI nor the kernel would end the wait. */
 #define DIST_TIMEOUT 60.0
-/* A wait longer than this sends every other rank a heartbeat each
- * DIST_BEAT seconds: at the timeout, the ranks not heard from since are
- * the ones named. */
+/* Every rank sends every other a heartbeat each DIST_BEAT seconds (a
+ * quarter of the timeout when that is shorter), from a thread of its own
+ * that runs while the main one works or waits: a rank not heard from for
+ * the timeout is gone, whatever its main thread was doing.  The heartbeat
+ * says whether the main thread works or waits in a collective: a wait
+ * that every rank shares past the timeout is stopped too. */
 #define DIST_BEAT 1.0
+#define BEAT_WORKING 1
+#define BEAT_WAITING 2
 /* Seconds MPI_Abort gets to end the job before the rank ends itself (it
  * can wait for a daemon it cannot reach). */
 #define DIST_ABORT_GRACE 10
@@ -79,7 +86,13 @@ static struct {
   void *beats;          /* another copy: the heartbeats of long waits */
   void **beat_req;      /* per rank: the heartbeat it may send (received) */
   char *beat_in;        /* per rank: where it lands */
-  double *heard;        /* per rank: when its last heartbeat was seen */
+  _Atomic double *heard;    /* per rank: when its last heartbeat was seen */
+  _Atomic double *worked;   /* per rank: when its last heartbeat saying BEAT_WORKING was seen */
+  atomic_int state;     /* this rank's main thread: BEAT_WORKING or BEAT_WAITING */
+  atomic_bool beat_quit;
+  pthread_t beat_thread;
+  bool beating;         /* the heartbeat thread runs (MPI_THREAD_MULTIPLE provided) */
+  double period;        /* seconds between two heartbeats */
   double timeout;       /* seconds (0: none) */
   void *gathers;        /* a copy of MPI_COMM_WORLD: the all-gathers of sums in flight */
   int rank, size;
@@ -118,19 +131,50 @@ static void beat_drain(double t) {
   for (int k = 0; k < mpi.size; k++)
     for (int flag = 1; k != mpi.rank && flag;) {
       mpi.test(&mpi.beat_req[k], &flag, NULL);
-      if (flag) mpi.heard[k] = t, beat_listen(k);
+      if (!flag) break;
+      atomic_store(&mpi.heard[k], t);
+      if (mpi.beat_in[k] == BEAT_WORKING) atomic_store(&mpi.worked[k], t);
+      beat_listen(k);
     }
 }
 
-/* A heartbeat to every other rank (sent as it can: never waited for). */
+/* A heartbeat to every other rank, saying what this rank's main thread
+ * does (sent as it can: never waited for). */
 static void beat_send(void) {
-  static const char beat = 1;
+  static const char working = BEAT_WORKING, waiting = BEAT_WAITING;
+  const char *what = atomic_load(&mpi.state) == BEAT_WAITING ? &waiting : &working;
   for (int k = 0; k < mpi.size; k++) {
     if (k == mpi.rank) continue;
     void *req;
-    mpi.isend(&beat, 1, mpi.byte, k, 0, mpi.beats, &req);
+    mpi.isend(what, 1, mpi.byte, k, 0, mpi.beats, &req);
     mpi.request_free(&req);
   }
+}
+
+/* The heartbeat thread: sends, and notes what it hears, until dist_stop. */
+static void *beat_main(void *unused) {
+  (void)unused;
+  double sent = 0;
+  struct timespec nap = {0, (long)(mpi.period / 4 * 1e9)};
+  while (!atomic_load(&mpi.beat_quit)) {
+    double t = now();
+    beat_drain(t);
+    if (t - sent >= mpi.period) beat_send(), sent = t;
+    nanosleep(&nap, NULL);
+  }
+  return NULL;
+}
+
+/* The heartbeat thread started, every signal blocked in it (the main
+ * thread handles them); false when it could not be. */
+static bool beat_start(void) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  atomic_store(&mpi.beat_quit, false);
+  mpi.beating = pthread_create(&mpi.beat_thread, NULL, beat_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return mpi.beating;
 }
 
 /* The ranks not heard from since `since`, as "rank J" or "ranks J, K". */
@@ -139,45 +183,68 @@ static void silent_ranks(double since, char *out, size_t size) {
   size_t len = 0;
   out[0] = 0;
   for (int k = 0; k < mpi.size; k++)
-    if (k != mpi.rank && mpi.heard[k] < since) n++;
+    if (k != mpi.rank && atomic_load(&mpi.heard[k]) < since) n++;
   for (int k = 0, i = 0; k < mpi.size && len < size; k++)
-    if (k != mpi.rank && mpi.heard[k] < since) {
+    if (k != mpi.rank && atomic_load(&mpi.heard[k]) < since) {
       int w = snprintf(out + len, size - len, "%s%d", i ? ", " : n > 1 ? "ranks " : "rank ", k);
       len += w > 0 ? (size_t)w : 0;
       i++;
     }
 }
 
-/* Waits for the n requests.  Past DIST_BEAT seconds the wait exchanges
- * heartbeats with the other ranks (those waiting too answer); past the
- * timeout it names the ranks it heard nothing from and ends the job. */
+/* Whether some other rank's main thread worked since `since`. */
+static bool someone_worked(double since) {
+  for (int k = 0; k < mpi.size; k++)
+    if (k != mpi.rank && atomic_load(&mpi.worked[k]) >= since) return true;
+  return false;
+}
+
+/* The job ended from a wait of `waited` seconds: the ranks not heard
+ * from since `quiet` named (none: every rank answers, and none works). */
+static void timed_out(double quiet, double waited) {
+  char who[256];
+  silent_ranks(quiet, who, sizeof who);
+  if (who[0])
+    diag_error(NULL, SPAN_NONE, "rank %d: no answer from %s for %.0f s (its host unreachable?); stopping",
+               mpi.rank, who, mpi.beating ? mpi.timeout : waited);
+  else
+    diag_error(NULL, SPAN_NONE, "rank %d: a collective operation waited %.0f s, though every rank "
+               "answers; stopping", mpi.rank, waited);
+  diag_note(NULL, SPAN_NONE, "NETRUN_COLLECTIVE_TIMEOUT=%.0f is the limit; raise it (0: none) when a rank may "
+            "not answer that long", mpi.timeout);
+  dist_abort(EXIT_SCRIPT);
+}
+
+/* Waits for the n requests.  A rank not heard from for the timeout ends
+ * the job (named), and so does a wait past the timeout in which every
+ * rank answers but none works (a collective that cannot complete).  A
+ * rank that works, however long, is waited for.  Without the heartbeat
+ * thread, the wait itself exchanges heartbeats past DIST_BEAT seconds,
+ * and a rank at work answers none. */
 static void wait_all(int n, void **req) {
   int flag = 0;
   mpi.testall(n, req, &flag, NULL);
+  if (flag) return;
+  atomic_store(&mpi.state, BEAT_WAITING);
   double t0 = now(), since = 0, beat = 0;
   while (!flag) {
     double t = now();
     if (t - t0 > DIST_BEAT) {
-      if (!since) {
-        beat_drain(0);   /* heartbeats of earlier waits are not answers to this one */
-        since = t;
+      if (!mpi.beating) {
+        if (!since) {
+          beat_drain(0);   /* heartbeats of earlier waits are not answers to this one */
+          since = t;
+        }
+        beat_drain(t);
+        if (t - beat >= mpi.period) beat_send(), beat = t;
       }
-      beat_drain(t);
-      if (t - beat >= DIST_BEAT) beat_send(), beat = t;
       if (mpi.timeout > 0 && t - t0 > mpi.timeout) {
-        char who[256];
-        silent_ranks(since, who, sizeof who);
-        if (who[0])
-          diag_error(NULL, SPAN_NONE, "rank %d: no answer from %s for %.0f s (its host unreachable?); stopping",
-                     mpi.rank, who, t - t0);
-        else
-          diag_error(NULL, SPAN_NONE, "rank %d: a collective operation waited %.0f s, though every rank "
-                     "answers; stopping", mpi.rank, t - t0);
-        /* A rank that is busy (reading a large dataset, saving a large
-         * checkpoint) answers no heartbeat either: say how to wait longer. */
-        diag_note(NULL, SPAN_NONE, "NETRUN_COLLECTIVE_TIMEOUT=%.0f is the limit; raise it (0: none) when a rank may "
-                  "work that long between collectives", mpi.timeout);
-        dist_abort(EXIT_SCRIPT);
+        double quiet = t - mpi.timeout;
+        bool silent = false;
+        for (int k = 0; k < mpi.size; k++)
+          if (k != mpi.rank && atomic_load(&mpi.heard[k]) < quiet) silent = true;
+        /* without the thread, only this wait's heartbeats answer */
+        if (silent || !mpi.beating || !someone_worked(quiet)) timed_out(mpi.beating ? quiet : since, t - t0);
       }
       struct timespec nap = {0, 1000000};
       nanosleep(&nap, NULL);
@@ -186,6 +253,7 @@ static void wait_all(int n, void **req) {
     }
     mpi.testall(n, req, &flag, NULL);
   }
+  atomic_store(&mpi.state, BEAT_WORKING);
 }
 
 /* NETRUN_COLLECTIVE_TIMEOUT: seconds >= 0 (0: no limit); false after an
@@ -244,7 +312,7 @@ bool dist_start(Diag *d) {
   }
   int provided = 0;
   bool found = resolve(d);
-  if (!found || mpi.init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != 0) {
+  if (!found || mpi.init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != 0) {
     if (found) diag_error(d, SPAN_NONE, "MPI_Init_thread failed");
     dlclose(mpi.lib);
     mpi.lib = NULL;
@@ -257,8 +325,18 @@ bool dist_start(Diag *d) {
   mpi.beat_req = mem_calloc((size_t)mpi.size, sizeof *mpi.beat_req);
   mpi.beat_in = mem_calloc((size_t)mpi.size, 1);
   mpi.heard = mem_calloc((size_t)mpi.size, sizeof *mpi.heard);
-  for (int k = 0; k < mpi.size; k++)
+  mpi.worked = mem_calloc((size_t)mpi.size, sizeof *mpi.worked);
+  double t = now();
+  for (int k = 0; k < mpi.size; k++) {
+    atomic_store(&mpi.heard[k], t);
+    atomic_store(&mpi.worked[k], t);
     if (k != mpi.rank) beat_listen(k);
+  }
+  atomic_store(&mpi.state, BEAT_WORKING);
+  mpi.period = mpi.timeout > 0 && mpi.timeout / 4 < DIST_BEAT ? mpi.timeout / 4 : DIST_BEAT;
+  /* Open MPI built without MPI_THREAD_MULTIPLE: heartbeats only while
+   * waiting (a rank at work answers none). */
+  if (mpi.size > 1 && mpi.timeout > 0 && provided >= MPI_THREAD_MULTIPLE) beat_start();
   mpi.running = true;
   return true;
 }
@@ -266,6 +344,11 @@ bool dist_start(Diag *d) {
 void dist_stop(void) {
   if (!mpi.running) return;
   while (mpi.nqueue) dist_sum_finish(mpi.queue[0]->id);
+  if (mpi.beating) {
+    atomic_store(&mpi.beat_quit, true);
+    pthread_join(mpi.beat_thread, NULL);
+    mpi.beating = false;
+  }
   while (mpi.nspare) {
     Pending *p = mpi.spare[--mpi.nspare];
     mem_free(p->send);
@@ -282,8 +365,9 @@ void dist_stop(void) {
     }
   mem_free(mpi.beat_req);
   mem_free(mpi.beat_in);
-  mem_free(mpi.heard);
-  mpi.beat_req = NULL, mpi.beat_in = NULL, mpi.heard = NULL;
+  mem_free((void *)mpi.heard);
+  mem_free((void *)mpi.worked);
+  mpi.beat_req = NULL, mpi.beat_in = NULL, mpi.heard = NULL, mpi.worked = NULL;
   mpi.comm_free(&mpi.beats);
   mpi.comm_free(&mpi.gathers);
   mpi.finalize();

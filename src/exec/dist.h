@@ -22,9 +22,11 @@
  * died, a connection reset), and mpirun says which rank.  A link that is
  * down fails nothing (TCP waits without a reset), so every collective
  * waits with a deadline, NETRUN_COLLECTIVE_TIMEOUT seconds (60 unless
- * set; 0: none): a wait past a second sends every other rank a heartbeat
- * each second, and one past the deadline names the ranks it heard nothing
- * from ("rank 0: no answer from rank 2 for 60 s") and ends the job.  A
+ * set; 0: none): a thread of each rank sends every other rank a
+ * heartbeat each second, whether the main thread works or waits, so a
+ * wait past the deadline names the ranks not heard from for that long
+ * ("rank 0: no answer from rank 2 for 60 s") and ends the job, while a
+ * rank busy in a long step is waited for.  A
  * rank that meets an error while the others may wait for it in a
  * collective calls dist_abort: its error is printed first, then mpirun
  * ends every rank. */

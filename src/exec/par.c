@@ -48,6 +48,23 @@
 #define PAR_GEMM_PARTS 4
 #define PAR_GEMM_WORK ((int64_t)1 << 21)
 #define PAR_GEMM_ALIGN 16
+/* A part of more than PAR_PANEL_WORK multiply-adds (about half a second
+ * on one core) is one sgemm per panel of C's rows, Ctrl-C checked between
+ * them: one OpenBLAS call sees no interrupt until it ends.  The panels
+ * start at multiples of PAR_PANEL_ALIGN rows from the part's start, a
+ * multiple of every sgemm kernel's tile of C's rows (OpenBLAS tiles the
+ * row-major C's rows as its column-major N: 12 rows on Haswell and Zen,
+ * 4, 8, 16 or 24 elsewhere), so each row is computed in the same tile, by
+ * the same code, as in one call on the part: the same bits
+ * (tests/trust_limits.bats; any other cut changes the last rows of a
+ * panel).  Each panel packs B again: with PAR_PANEL_MIN_ROWS rows or more
+ * that costs nothing measurable (a 2048^3 product on one core: panels of
+ * 960 rows 0.96x the time of one call, of 192 rows 1.11x). */
+#define PAR_PANEL_WORK ((int64_t)1 << 32)
+#define PAR_PANEL_ALIGN 192
+#define PAR_PANEL_MIN_ROWS 960
+_Static_assert(PAR_PANEL_MIN_ROWS % PAR_PANEL_ALIGN == 0, "panels start at multiples of PAR_PANEL_ALIGN");
+bool exec_interrupted(void);   /* exec.h's, whose DT_ names collide with dirent.h's */
 
 #define PAR_CHECK_NS 50000000LL
 #define PAR_SHRINK 0.20
@@ -344,8 +361,12 @@ static void gemm_part(int p, int parts, bool cols, bool ta, bool tb, int m, int 
     c += (int64_t)s0 * ldc;
     m = s1 - s0;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-              lda, b, ldb, beta, c, ldc);
+  int64_t rows = PAR_PANEL_WORK / ((int64_t)n * k + 1) / PAR_PANEL_ALIGN * PAR_PANEL_ALIGN;
+  if (rows < PAR_PANEL_MIN_ROWS) rows = PAR_PANEL_MIN_ROWS;
+  for (int64_t r = 0; r < m && !(r && exec_interrupted()); r += rows)
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)(m - r < rows ? m - r : rows), n, k, alpha, a + (ta ? r : r * lda), lda, b, ldb, beta,
+                c + r * ldc, ldc);
 }
 
 typedef struct Gemm {

@@ -131,7 +131,17 @@ static bool bad_descr(const char *d, char *why, size_t n) {
                   "and bool", d);
 }
 
-static bool descr(const char *d, NpyHeader *h, char *why, size_t n) {
+static bool descr(const char *d, NpyHeader *h, bool text, char *why, size_t n) {
+  /* '<U' N (NumPy's str_, N UTF-32 code points an element), where the
+   * caller reads strings: an element counts as N int32 (h->chars = N) */
+  char *end;
+  long chars = text && (d[0] == '<' || d[0] == '=') && d[1] == 'U' && d[2] >= '1' && d[2] <= '9' ? strtol(d + 2, &end, 10) : 0;
+  if (chars > 0 && chars <= NPY_MAX_CHARS && !*end) {
+    snprintf(h->descr, sizeof h->descr, "%s", d);
+    h->type = NPY_I32;
+    h->chars = (int)chars;
+    return true;
+  }
   static const struct {
     const char *code;
     NpyType t;
@@ -148,7 +158,7 @@ static bool descr(const char *d, NpyHeader *h, char *why, size_t n) {
 }
 
 /* The dict: each key once, all three. */
-static bool header_dict(const char *text, size_t len, NpyHeader *h, char *why, size_t n) {
+static bool header_dict(const char *text, size_t len, NpyHeader *h, bool strings, char *why, size_t n) {
   Lex x = {text, text + len};
   bool seen[3] = {false, false, false}, fortran = false;
   char key[32], val[16];
@@ -164,7 +174,7 @@ static bool header_dict(const char *text, size_t len, NpyHeader *h, char *why, s
       blanks(&x);
       if (x.p < x.end && *x.p == '[') return diag_why(why, n, "a structured array (a dtype with fields): not supported");
       if (!string(&x, val, sizeof val)) return diag_why(why, n, "malformed header: 'descr' is not a string");
-      if (!descr(val, h, why, n)) return false;
+      if (!descr(val, h, strings, why, n)) return false;
     } else if (k == 1) {
       if (word(&x, "True")) fortran = true;
       else if (!word(&x, "False")) return diag_why(why, n, "malformed header: 'fortran_order' is not True or False");
@@ -202,7 +212,8 @@ static bool take(NpyIn *in, void *buf, size_t n, const char *what, char *why, si
   return true;
 }
 
-bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
+/* npy_read_header; strings: a '<U' N array of strings is read too (h->chars). */
+static bool read_header(NpyIn *in, NpyHeader *h, bool strings, char *why, size_t n) {
   memset(h, 0, sizeof *h);
   uint8_t pre[12];
   int64_t k = in->read(in->ctx, pre, 8, why, n);
@@ -223,11 +234,12 @@ bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
   snprintf(what, sizeof what, "the %" PRIu64 "-byte header", hlen);
   bool ok = take(in, text, (size_t)hlen, what, why, n);
   if (ok && memchr(text, 0, hlen)) ok = diag_why(why, n, "malformed header: a NUL byte");
-  ok = ok && header_dict(text, (size_t)hlen, h, why, n);
+  ok = ok && header_dict(text, (size_t)hlen, h, strings, why, n);
   mem_free(text);
   if (!ok) return false;
   h->offset = 8 + (uint64_t)lenbytes + hlen;
-  uint64_t data = (uint64_t)h->numel * (uint64_t)npy_size(h->type);
+  /* numel * 4 is at most TENSOR_MAX_BYTES (shape_tuple), chars at most NPY_MAX_CHARS */
+  uint64_t data = (uint64_t)h->numel * (uint64_t)npy_size(h->type) * (uint64_t)(h->chars ? h->chars : 1);
   uint64_t have = in->size >= h->offset ? in->size - h->offset : 0;
   if (have < data)
     return diag_why(why, n, "truncated: the header says %" PRId64 " elements of %s (%" PRIu64 " bytes), the file holds %"
@@ -237,6 +249,8 @@ bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) {
                     have - data, h->numel, npy_name(h->type));
   return true;
 }
+
+bool npy_read_header(NpyIn *in, NpyHeader *h, char *why, size_t n) { return read_header(in, h, false, why, n); }
 
 /* ---- elements ------------------------------------------------------------------- */
 
@@ -305,6 +319,7 @@ static bool convert(const uint8_t *src, NpyType from, void *dst, NpyType to, int
 }
 
 bool npy_read_data(NpyIn *in, const NpyHeader *h, NpyType to, void *dst, char *why, size_t n) {
+  if (h->chars) return diag_why(why, n, "an array of strings ('%s'): netrun reads numbers here", h->descr);
   int sz = npy_size(h->type), osz = npy_size(to);
   enum { CHUNK = 1 << 16 };
   if (h->type == to && to != NPY_BOOL)
@@ -318,6 +333,43 @@ bool npy_read_data(NpyIn *in, const NpyHeader *h, NpyType to, void *dst, char *w
   }
   mem_free(buf);
   return ok;
+}
+
+/* One UTF-8 character of code point c into out (4 bytes at most); its length. */
+static int utf8_put(uint32_t c, char *out) {
+  if (c < 0x80) return out[0] = (char)c, 1;
+  if (c < 0x800) return out[0] = (char)(0xc0 | c >> 6), out[1] = (char)(0x80 | (c & 0x3f)), 2;
+  if (c < 0x10000) {
+    out[0] = (char)(0xe0 | c >> 12), out[1] = (char)(0x80 | (c >> 6 & 0x3f)), out[2] = (char)(0x80 | (c & 0x3f));
+    return 3;
+  }
+  out[0] = (char)(0xf0 | c >> 18), out[1] = (char)(0x80 | (c >> 12 & 0x3f));
+  out[2] = (char)(0x80 | (c >> 6 & 0x3f)), out[3] = (char)(0x80 | (c & 0x3f));
+  return 4;
+}
+
+char *npy_read_strings(NpyIn *in, const NpyHeader *h, char *why, size_t n) {
+  if (!h->chars) return diag_why(why, n, "'%s' is not an array of strings ('<U')", h->descr), NULL;
+  if ((uint64_t)h->numel * (uint64_t)h->chars > NPY_MAX_TEXT)
+    return diag_why(why, n, "%" PRId64 " strings of %d characters: more than netrun reads", h->numel, h->chars), NULL;
+  uint8_t *raw = mem_alloc(NULL, (size_t)(h->numel * h->chars) * 4 + 1);
+  char *out = mem_alloc(NULL, (size_t)(h->numel * h->chars) * 4 + (size_t)h->numel + 1), *at = out;
+  bool ok = take(in, raw, (size_t)(h->numel * h->chars) * 4, "the data", why, n);
+  for (int64_t i = 0; ok && i < h->numel; i++) {
+    for (int j = 0; ok && j < h->chars; j++) {
+      const uint8_t *p = raw + ((size_t)i * (size_t)h->chars + (size_t)j) * 4;
+      uint32_t c = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+      if (!c) break;   /* NumPy pads a shorter string with NULs */
+      if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        ok = diag_why(why, n, "string %" PRId64 " holds U+%X, not a character", i, c);
+      else
+        at += utf8_put(c, at);
+    }
+    *at++ = 0;
+  }
+  mem_free(raw);
+  if (!ok) mem_free(out);
+  return ok ? out : NULL;
 }
 
 /* ---- files and archives -------------------------------------------------------- */
@@ -371,11 +423,11 @@ static const char *array_name(const char *member, char *buf, size_t cap) {
 }
 
 /* Opens member e of z as an array: its header read. */
-static bool open_member(ZipReader *z, const ZipEntry *e, ZipStream *s, NpyIn *in, NpyHeader *h, char *why,
-                        size_t n) {
+static bool open_member(ZipReader *z, const ZipEntry *e, ZipStream *s, NpyIn *in, NpyHeader *h, bool strings,
+                        char *why, size_t n) {
   if (!zip_stream_open(s, z, e, why, n)) return false;
   *in = (NpyIn){member_read, s, e->usize};
-  return npy_read_header(in, h, why, n);
+  return read_header(in, h, strings, why, n);
 }
 
 static bool each_array(Diag *d, FILE *f, uint64_t size, const char *path, NpyEach fn, void *ctx);
@@ -409,7 +461,8 @@ static bool each_array(Diag *d, FILE *f, uint64_t size, const char *path, NpyEac
       ok = false;
       break;
     }
-    ok = open_member(&z, &z.e[i], s, &in, &h, why, sizeof why) && fn(ctx, name, &h, &in, why, sizeof why);
+    ok = open_member(&z, &z.e[i], s, &in, &h, strcmp(name, NPY_STATES) == 0, why, sizeof why) &&
+         fn(ctx, name, &h, &in, why, sizeof why);
     zip_stream_close(s);
     if (!ok && why[0]) diag_error(d, SPAN_NONE, "%s: array '%s': %s", path, name, why);
   }
@@ -482,7 +535,7 @@ static Tensor *feed_from(Diag *d, FILE *f, uint64_t size, const char *path, cons
       const ZipEntry *e = feed_member(d, path, &z, name);
       NpyHeader h;
       NpyIn in;
-      if (e && (!open_member(&z, e, s, &in, &h, why, sizeof why) || !(t = to_tensor(&in, &h, decl->dtype, why, sizeof why))))
+      if (e && (!open_member(&z, e, s, &in, &h, false, why, sizeof why) || !(t = to_tensor(&in, &h, decl->dtype, why, sizeof why))))
         diag_error(d, SPAN_NONE, "%s: member '%s': %s", path, e->name, why);
       zip_stream_close(s);
       zip_close(&z);
@@ -500,17 +553,15 @@ static Tensor *feed_from(Diag *d, FILE *f, uint64_t size, const char *path, cons
 
 /* ---- writing -------------------------------------------------------------------------- */
 
-void npy_format_header(const Tensor *t, char *hbuf, size_t cap, size_t *hlen) {
-  static const char *const descr[] = {[DT_F32] = "<f4", [DT_I64] = "<i8", [DT_BOOL] = "|b1", [DT_F64] = "<f8"};
+/* A .npy header for an array of dtype descr and the shape given. */
+static void format_header(const char *descr, int rank, const int64_t *dims, char *hbuf, size_t cap, size_t *hlen) {
   char shape[SHAPE_MAX_RANK * 22 + 4];
   size_t k = (size_t)snprintf(shape, sizeof shape, "(");
-  for (int i = 0; i < t->rank; i++)
-    k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%" PRId64, i ? ", " : "", t->shape[i]);
-  snprintf(shape + k, sizeof shape - k, "%s)", t->rank == 1 ? "," : "");
+  for (int i = 0; i < rank; i++) k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%" PRId64, i ? ", " : "", dims[i]);
+  snprintf(shape + k, sizeof shape - k, "%s)", rank == 1 ? "," : "");
   /* Version 1.0: magic, 1, 0, u16 length; the dict padded with spaces and
    * ended by '\n' so the elements start at a multiple of 64 bytes. */
-  int len = snprintf(hbuf + 10, cap - 10, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr[t->dtype],
-                     shape);
+  int len = snprintf(hbuf + 10, cap - 10, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
   size_t total = (10 + (size_t)len + 1 + 63) / 64 * 64;
   memset(hbuf + 10 + len, ' ', total - 10 - (size_t)len - 1);
   hbuf[total - 1] = '\n';
@@ -520,7 +571,58 @@ void npy_format_header(const Tensor *t, char *hbuf, size_t cap, size_t *hlen) {
   *hlen = total;
 }
 
+void npy_format_header(const Tensor *t, char *hbuf, size_t cap, size_t *hlen) {
+  static const char *const descr[] = {[DT_F32] = "<f4", [DT_I64] = "<i8", [DT_BOOL] = "|b1", [DT_F64] = "<f8"};
+  format_header(descr[t->dtype], t->rank, t->shape, hbuf, cap, hlen);
+}
+
+/* The code points of the UTF-8 string s into out (NULL: only counted);
+ * their count, -1 if s is not UTF-8. */
+static int64_t utf32_of(const char *s, uint32_t *out) {
+  int64_t k = 0;
+  for (const uint8_t *p = (const uint8_t *)s; *p; k++) {
+    int len = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+    if (!len) return -1;
+    uint32_t c = len == 1 ? *p : (uint32_t)(*p & (0x7f >> len));
+    for (int i = 1; i < len; i++) {
+      if ((p[i] & 0xc0) != 0x80) return -1;
+      c = c << 6 | (p[i] & 0x3f);
+    }
+    if (out) out[k] = c;
+    p += len;
+  }
+  return k;
+}
+
+/* The states member: the names as '<U' N, N their most characters. */
+static bool add_states(ZipWriter *w, const char *const *states, int n, char *why, size_t wn) {
+  int64_t chars = 1;
+  for (int i = 0; i < n; i++) {
+    int64_t k = utf32_of(states[i], NULL);
+    if (k < 0) return diag_why(why, wn, "the state name '%s' is not UTF-8", states[i]);
+    if (k > chars) chars = k;
+  }
+  size_t bytes = (size_t)n * (size_t)chars * 4;
+  uint32_t *text = mem_calloc((size_t)n * (size_t)chars + 1, 4);
+  for (int i = 0; i < n; i++) utf32_of(states[i], text + (size_t)i * (size_t)chars);   /* little-endian, as x86 */
+  char descr[32], hbuf[640];
+  size_t hlen;
+  snprintf(descr, sizeof descr, "<U%" PRId64, chars);
+  int64_t dims[1] = {n};
+  format_header(descr, 1, dims, hbuf, sizeof hbuf, &hlen);
+  const void *parts[2] = {hbuf, text};
+  size_t lens[2] = {hlen, bytes};
+  bool ok = zip_add(w, NPY_STATES ".npy", parts, lens, 2, why, wn);
+  mem_free(text);
+  return ok;
+}
+
 bool npy_write_npz(const char *path, const char *const *names, Tensor *const *t, int n, char *err, size_t errlen) {
+  return npy_write_npz_states(path, names, t, n, NULL, 0, err, errlen);
+}
+
+bool npy_write_npz_states(const char *path, const char *const *names, Tensor *const *t, int n,
+                          const char *const *states, int nstates, char *err, size_t errlen) {
   AtomicFile a;
   char why[600];
   if (!file_begin(&a, path, why, sizeof why)) return diag_why(err, errlen, "%s: %s", path, why);
@@ -536,6 +638,7 @@ bool npy_write_npz(const char *path, const char *const *names, Tensor *const *t,
     size_t lens[2] = {hlen, (size_t)t[i]->numel * dtype_size(t[i]->dtype)};
     ok = zip_add(&w, member, parts, lens, 2, why, sizeof why);
   }
+  if (ok && states) ok = add_states(&w, states, nstates, why, sizeof why);
   ok = ok && zip_finish(&w, why, sizeof why);
   int werr = w.err;
   zip_writer_free(&w);

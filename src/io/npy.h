@@ -32,6 +32,15 @@
 /* Longest header read (NumPy itself refuses more than 10000 bytes). */
 #define NPY_MAX_HEADER 65536
 
+/* The member of an .npz that netrun exports which lists the names of the
+ * script's states (the other arrays are parameters): a 1-D array of
+ * strings, NumPy's '<U' N (np.load(f)["__netrun_states__"]), possibly
+ * empty.  It is the only member read as strings; an archive without it
+ * says nothing of which of its arrays are states. */
+#define NPY_STATES "__netrun_states__"
+#define NPY_MAX_CHARS 4096                /* characters in one such string */
+#define NPY_MAX_TEXT ((uint64_t)1 << 22)  /* characters in all */
+
 typedef enum NpyType { NPY_BOOL, NPY_U8, NPY_I32, NPY_I64, NPY_F32, NPY_F64 } NpyType;
 
 typedef struct NpyHeader {
@@ -41,6 +50,7 @@ typedef struct NpyHeader {
   int64_t numel;
   uint64_t offset;             /* bytes before the elements */
   char descr[16];              /* as written: "<f4" */
+  int chars;                   /* the NPY_STATES member's '<U' N: N (an element is N int32); else 0 */
 } NpyHeader;
 
 /* Bytes of an element; NumPy's name of the type ("float32"). */
@@ -67,6 +77,9 @@ bool npy_can_cast(NpyType from, NpyType to);
 /* Reads h's elements into dst as `to` (npy_can_cast must allow it),
  * checking each value the rules check. */
 bool npy_read_data(NpyIn *in, const NpyHeader *h, NpyType to, void *dst, char *why, size_t n);
+/* The strings of the NPY_STATES member (h->chars set), in UTF-8, each
+ * ended by a NUL, from mem_alloc; NULL with why. */
+char *npy_read_strings(NpyIn *in, const NpyHeader *h, char *why, size_t n);
 /* The NpyType a tensor of dtype t holds. */
 NpyType npy_of_dtype(DType t);
 
@@ -98,6 +111,10 @@ Tensor *npy_feed_fd(Diag *d, int fd, const char *path, const VarDesc *decl);
 /* The tensors (in their order, each names[i]) written as the .npz file
  * at path, atomically; false with err ("PATH: ...") on failure. */
 bool npy_write_npz(const char *path, const char *const *names, Tensor *const *t, int n, char *err, size_t errlen);
+/* The same, with the NPY_STATES member listing states[0..nstates) (none
+ * when states is NULL). */
+bool npy_write_npz_states(const char *path, const char *const *names, Tensor *const *t, int n,
+                          const char *const *states, int nstates, char *err, size_t errlen);
 
 /* The bytes of a .npy file holding t: the header (its length in *hlen, a
  * multiple of 64) in hbuf; the elements follow as t holds them. */

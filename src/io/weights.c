@@ -8,6 +8,7 @@
 #include "ir/names.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,9 +19,36 @@ static DType dtype_of(NpyType t) {
   return t == NPY_F32 || t == NPY_F64 ? DT_F32 : t == NPY_BOOL ? DT_BOOL : DT_I64;
 }
 
-/* A .npz member as a checkpoint tensor. */
+/* The NPY_STATES member of an .npz: each name a state, marked as a
+ * checkpoint marks it (CKPT_STATE_MARK NAME), and CKPT_STATE_MARK alone
+ * set: the file marks its states, even none. */
+static bool npz_states(Checkpoint *c, const NpyHeader *h, NpyIn *in, char *why, size_t n) {
+  if (ckpt_get(c, CKPT_STATE_MARK)) return diag_why(why, n, "twice");
+  if (!h->chars || h->rank != 1)
+    return diag_why(why, n, "not netrun's list of states (a 1-D array of strings, NumPy's '<U')");
+  char *names = npy_read_strings(in, h, why, n);
+  if (!names) return false;
+  bool ok = true;
+  const char *at = names;
+  for (int64_t i = 0; ok && i < h->numel; i++, at += strlen(at) + 1) {
+    if (!at[0] || strlen(at) + strlen(CKPT_STATE_MARK) > CKPT_MAX_NAME)
+      ok = diag_why(why, n, "string %" PRId64 " is not the name of a state (empty, or longer than %d bytes)", i,
+                    CKPT_MAX_NAME - (int)strlen(CKPT_STATE_MARK));
+    else {
+      char key[CKPT_MAX_NAME + 1];
+      snprintf(key, sizeof key, "%s%s", CKPT_STATE_MARK, at);
+      ckpt_set(c, key, "state");
+    }
+  }
+  if (ok) ckpt_set(c, CKPT_STATE_MARK, "listed");
+  mem_free(names);
+  return ok;
+}
+
+/* A .npz member as a checkpoint tensor (or its list of states). */
 static bool npz_tensor(void *ctx, const char *name, const NpyHeader *h, NpyIn *in, char *why, size_t n) {
   Checkpoint *c = ctx;
+  if (strcmp(name, NPY_STATES) == 0) return npz_states(c, h, in, why, n);
   char tw[TENSOR_WHY_MAX];
   if (ckpt_find(c, name)) {
     snprintf(why, n, "twice");
@@ -183,13 +211,13 @@ static bool kind_differs(const Checkpoint *c, const VarDesc *v) {
   char mark[CKPT_MAX_NAME + sizeof CKPT_STATE_MARK];
   snprintf(mark, sizeof mark, "%s%s", CKPT_STATE_MARK, v->name);
   bool marked = ckpt_get(c, mark) != NULL, kept = (v->flags & VAR_KEPT) != 0;
-  return (c->program_hash != 0 || marked) && marked != kept;
+  return (c->program_hash != 0 || marked || ckpt_get(c, CKPT_STATE_MARK)) && marked != kept;
 }
 
 /* Whether c says which of its values are states: a netrun checkpoint
- * does, and a file with at least one mark (safetensors that netrun
- * exported); an npz cannot. */
-static bool marks_states(const Checkpoint *c) {
+ * does, a file with at least one mark (safetensors that netrun exported),
+ * and an npz with the NPY_STATES member (CKPT_STATE_MARK alone set). */
+bool weights_marks_states(const Checkpoint *c) {
   if (c->program_hash) return true;
   for (int i = 0; i < c->nsettings; i++)
     if (strncmp(c->settings[i].key, CKPT_STATE_MARK, strlen(CKPT_STATE_MARK)) == 0) return true;
@@ -200,7 +228,7 @@ bool weights_apply(Diag *d, const Program *p, Executor *ex, const Checkpoint *c,
                    WeightsMatch match) {
   const Block *b0 = p->blocks[0];
   Names missing = {"", 0}, unmarked = {"", 0};
-  bool marks = marks_states(c);
+  bool marks = weights_marks_states(c);
   int loaded = 0;
   for (int i = 0; i < b0->nvars; i++) {
     const VarDesc *v = b0->vars[i];

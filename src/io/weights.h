@@ -57,5 +57,9 @@ bool weights_load(Diag *d, const Program *p, Executor *ex, const char *path, boo
 
 /* Whether name is optimizer state (PARAM@WHAT), not a parameter or state. */
 bool weights_is_optimizer(const char *name);
+/* Whether c says which of its values are states (the others parameters):
+ * a netrun checkpoint, a safetensors file netrun exported, an .npz with
+ * NPY_STATES (npy.h); a file from elsewhere does not. */
+bool weights_marks_states(const Checkpoint *c);
 
 #endif

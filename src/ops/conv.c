@@ -723,7 +723,7 @@ static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
   double *col = mem_alloc(NULL, sizeof *col * (size_t)(ckk * np + 1));
   if (dx) memset(dx, 0, sizeof *dx * (size_t)(g->n * g->c * g->h * g->w));
   if (df) memset(df, 0, sizeof *df * (size_t)(o * ckk));
-  for (int64_t n = 0; n < g->n; n++)
+  for (int64_t n = 0; n < g->n && !exec_interrupted(); n++)   /* Ctrl-C between images */
     for (int64_t gi = 0; gi < groups; gi++) {
       const double *img = x ? x + (n * g->c + gi * cg) * g->h * g->w : NULL, *fg = f + gi * og * ckk;
       if (np == 0 || ckk == 0) continue;
@@ -903,7 +903,9 @@ static void pool_2x2_plane(const Window *g, const float *img, float *y) {
 static void max_pool_2x2(const Window *g, const float *xv, float *yv) {
   int64_t planes = g->n * g->c;
   PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
-  for (int64_t pl = 0; pl < planes; pl++) pool_2x2_plane(g, xv + pl * g->h * g->w, yv + pl * g->oh * g->ow);
+  for (int64_t pl = 0; pl < planes; pl++)
+    if (!exec_interrupted())   /* Ctrl-C between planes (an OpenMP loop cannot break) */
+      pool_2x2_plane(g, xv + pl * g->h * g->w, yv + pl * g->oh * g->ow);
 }
 
 /* One plane of max_pool_2x2_grad: each window's gradient (gv, [OH, OW]) to
@@ -942,7 +944,8 @@ static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv,
   int64_t planes = g->n * g->c;
   PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
   for (int64_t pl = 0; pl < planes; pl++)
-    pool_2x2_grad_plane(g, xv + pl * g->h * g->w, gv + pl * g->oh * g->ow, d + pl * g->h * g->w);
+    if (!exec_interrupted())   /* Ctrl-C between planes (an OpenMP loop cannot break) */
+      pool_2x2_grad_plane(g, xv + pl * g->h * g->w, gv + pl * g->oh * g->ow, d + pl * g->h * g->w);
 }
 
 /* What pool_walk does at each window. */
@@ -1228,6 +1231,7 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
   /* Output@GRAD's plane (b, ch), or the pool gradient's */
   int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
   float *tmp = buf->tmp, *col = buf->col;
+  if (exec_interrupted()) return;   /* Ctrl-C between batches of images (the executor fails the op) */
   for (int64_t gi = 0; gi < groups; gi++) {
     const float *w = filt + gi * og * kk, *dm = dout + (b0 * o + gi * og) * p;
     if (m > 1 || pr) {

@@ -8,6 +8,8 @@
 #include "exec/dist.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <time.h>
 
 /* On N > 1 ranks, a failure every rank saw (a rank's failed start or
  * forward pass, a loss that is not finite): they all stop, none waits. */
@@ -101,6 +103,21 @@ void trun_sync_model(Run *r) {
   dist_broadcast(&r->shuffle_at_epoch, sizeof r->shuffle_at_epoch);
 }
 
+/* NETRUN_TEST_SLOW_STEP=R:S, for netrun's own tests only: rank R's first
+ * step takes S seconds more, its main thread out of every collective, as
+ * a large product or a slow disk would keep it; the other ranks wait for
+ * it in the step's agreement.  Unset, or not of that form: nothing. */
+static void test_slow_step(void) {
+  static bool done;
+  const char *v = getenv("NETRUN_TEST_SLOW_STEP");
+  int rank;
+  double s;
+  if (done || !v || sscanf(v, "%d:%lf", &rank, &s) != 2 || rank != dist_rank() || !(s > 0 && s < 3600)) return;
+  done = true;
+  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&t, &t) != 0) continue;
+}
+
 /* After a step's forward pass: the step's loss (the mean over every
  * rank's examples), correct predictions and examples in *st; this rank's
  * share of the examples, the weight of its gradients in the allreduce;
@@ -108,6 +125,7 @@ void trun_sync_model(Run *r) {
  * rank's forward pass failed. */
 bool trun_agree_step(Run *r, bool ok, Step *st) {
   int n = dist_size();
+  test_slow_step();
   DistReport mine = {.loss = st->n ? st->loss * (double)st->n : 0, .hits = st->hits, .n = st->n, .ok = ok,
                  .sig = trun_stop_signal},
          sum, *all = mem_alloc(NULL, sizeof *all * (size_t)n);

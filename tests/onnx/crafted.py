@@ -37,6 +37,23 @@ def main(out):
     save(out, "cycle", [h.make_node("Relu", ["x", ], ["a"], name="r0"), h.make_node("Add", ["a", "c"], ["b"], name="add"),
                         h.make_node("Relu", ["b"], ["c"], name="back"), h.make_node("Relu", ["b"], ["y"], name="out")])
     save(out, "undefined", [h.make_node("Add", ["x", "nothing"], ["y"], name="adder")])
+    save(out, "no_output", [h.make_node("Relu", ["x"], ["y"], name="r"), h.make_node("Add", ["x", "y"], [], name="lost")])
+    # a constant holding NaN (a script's literal cannot hold it); a Cast of NaN
+    # and of 1e30 to int64 (C leaves them undefined; NumPy gives INT64_MIN)
+    save(out, "nan_const", [h.make_node("Constant", [], ["c"], name="k",
+                                        value=nh.from_array(np.array([np.nan, 1], np.float32), "cv")),
+                            h.make_node("Add", ["x", "c"], ["y"], name="plus")])
+    save(out, "nan_cast", [h.make_node("Constant", [], ["c"], name="k",
+                                       value=nh.from_array(np.array([np.nan, 1e30], np.float32), "cv")),
+                           h.make_node("Cast", ["c"], ["ci"], name="toint", to=T.INT64),
+                           h.make_node("Cast", ["ci"], ["cf"], name="back", to=T.FLOAT),
+                           h.make_node("Add", ["x", "cf"], ["y"], name="plus")])
+    # scalar inputs given as empty constants
+    empty = onnx.TensorProto(name="e", data_type=T.FLOAT, dims=[0, 63])
+    save(out, "pad_empty", [h.make_node("Pad", ["x", "pads", "e"], ["y"], name="pad")],
+         [nh.from_array(np.zeros(4, np.int64), "pads"), empty])
+    save(out, "dropout_empty", [h.make_node("Dropout", ["x", "r", "m"], ["y"], name="drop")],
+         [nh.from_array(np.array(0.5, np.float32), "r"), onnx.TensorProto(name="m", data_type=T.BOOL, dims=[0])])
     save(out, "twice", [h.make_node("Relu", ["x"], ["y"], name="one"), h.make_node("Relu", ["x"], ["y"], name="two")])
     big = onnx.TensorProto(name="huge", data_type=T.FLOAT, dims=[1 << 20, 1 << 20, 2])
     save(out, "bigdims", [h.make_node("Add", ["x", "huge"], ["y"])], [big])
