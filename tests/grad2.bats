@@ -25,9 +25,7 @@ grad_ops() {
 # the fused conv layer's and batch norm's (the executor makes them after every backward is
 # built: no backward ever meets it).  A loop's and a branch's have one
 # (tests/grad2_control.bats).
-# attention_grad (src/ops/attention.c) has none yet: a second-order
-# gradient through attention is refused with a clear error (tests/attention.bats).
-NO_GRAD2="attention_grad fused_batch_norm_grad fused_conv2d_grad"
+NO_GRAD2="fused_batch_norm_grad fused_conv2d_grad"
 
 @test "every op a grad maker emits has a gradient, but the listed few" {
   none=$(grad_ops | awk '$2 == "none" { print $1 }' | LC_ALL=C sort | tr '\n' ' ')
@@ -65,8 +63,8 @@ check2() {
   for f in "$G"/conv_bias_relu.net "$G"/conv_bias_relu_pool.net "$G"/mlp_batch.net "$G"/rebound.net \
            "$G"/same_structure.net "$G"/same_var_twice.net "$G"/split_unused.net "$G"/unused_param.net \
            "$G"/used_many_times.net "$G"/userop_attrs.net "$G"/userop_grad_body.net "$G"/userop_multi.net \
-           "$G"/userop_nested.net "$G"/stdlib/conv.net "$G"/stdlib/layers.net "$G"/stdlib/losses.net \
-           "$G"/stdlib/norm.net; do
+           "$G"/userop_nested.net "$G"/stdlib/attention.net "$G"/stdlib/conv.net "$G"/stdlib/layers.net \
+           "$G"/stdlib/losses.net "$G"/stdlib/norm.net; do
     "$NETRUN" gradcheck --order 2 "$f" > out.txt 2>&1 || { failed="$failed $(basename "$f")"; cat out.txt; }
   done
   [ -z "$failed" ] || { echo "gradcheck --order 2 failed:$failed"; return 1; }

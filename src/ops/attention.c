@@ -15,10 +15,13 @@
  * dS = P (dP - rowsum(P dP)) / sqrt(d), dQ = dS K, dK += dS^T Q.  A
  * slice's blocks run in order on one thread, so the sums into dK and dV
  * are in the same order on any number of threads (the same bits).
+ * attention_grad's own gradient, for a second order, is composite (at
+ * the end of this file): it holds the [Tq, Tk] matrices the unfused ops did.
  *
  * The numerics follow the unfused ops: scores divided by sqrt(d) (not
  * multiplied by its inverse), the softmax's sum in double and exp skipped
  * below -104 (nn.c's softmax), softmax_grad's row sum in double. */
+#include "autodiff/backward.h"
 #include "exec/exec.h"
 #include "exec/par.h"
 
@@ -291,6 +294,171 @@ done:
   return rc;
 }
 
+/* ---- the gradient of attention_grad ----
+ * Composite, so that a backward through attention can be differentiated
+ * again (a gradient penalty, a Hessian-vector product).  Only this second
+ * backward pays for the [Tq, Tk] matrices: the first stays attention_grad.
+ * With r = sqrt(d), S = Q K^T / r masked as the unfused form masks it
+ * (where(tril(1), S, -1e9)), P = softmax(S), dP = G V^T (G = Out@GRAD),
+ * Z = softmax_grad(P, dP) / r, attention_grad is
+ *   dQ = Z K,  dK = Z^T Q,  dV = P^T G.
+ * With A, B and C the gradients of dQ, dK and dV:
+ *   W = (A K^T + Q B^T) / r             the gradient of Z
+ *   E = softmax_grad(P, W)              of dP (the Jacobian is symmetric)
+ *   F = G C^T + W (dP - s) - dP sum(W P), s = sum(P dP)   of P
+ *   H = softmax_grad(P, F) / r          of S / r, 0 where masked (P is)
+ *   Q gets H K + Z B,  K gets H^T Q + Z^T A,  V gets E^T G,  G gets P C + E V
+ * (sums over the last axis, kept).  Each intermediate is emitted once, when
+ * a wanted gradient first needs it; r is computed from Q's width at run
+ * time (the sum of a row of ones_like(Q)), so no shape need be known. */
+
+typedef struct AttG2 {
+  GradCtx *g;
+  const char *q, *k, *v, *d;   /* the grad op's inputs: Q, K, V, Out@GRAD */
+  const char *a, *b, *c;       /* the gradients of its outputs, or NULL */
+  const char *root, *p, *dp, *z, *w, *e, *h;   /* made on first use */
+} AttG2;
+
+/* out = x @ y, either operand's last two axes swapped first */
+static void emit_matmul(GradCtx *g, const char *x, bool tx, const char *y, bool ty, const char *out) {
+  OpDesc *op = bwd_emit2(g, "matmul", x, y, out);
+  if (tx) bwd_emit_attr(g, op, "transpose_x", attr_bool(true));
+  if (ty) bwd_emit_attr(g, op, "transpose_y", attr_bool(true));
+}
+
+/* out = sum(x) over the last axis, kept */
+static void emit_row_sum(GradCtx *g, const char *x, const char *out) {
+  int64_t axis = -1;
+  OpDesc *op = bwd_emit1(g, "sum", x, out);
+  bwd_emit_attr(g, op, "axis", attr_ints(bwd_prog(g), &axis, 1));
+  bwd_emit_attr(g, op, "keepdim", attr_bool(true));
+}
+
+/* A new temporary holding type(x, y) (type(x) when y is NULL). */
+static const char *emit_t(GradCtx *g, const char *type, const char *x, const char *y) {
+  const char *t = bwd_temp(g);
+  if (y) bwd_emit2(g, type, x, y, t);
+  else bwd_emit1(g, type, x, t);
+  return t;
+}
+
+/* sqrt(d), [..., Tq, 1]: Q's width counted in Q's dtype */
+static const char *att_root(AttG2 *s) {
+  if (s->root) return s->root;
+  const char *n = bwd_temp(s->g);
+  emit_row_sum(s->g, emit_t(s->g, "ones_like", s->q, NULL), n);
+  return s->root = emit_t(s->g, "sqrt", n, NULL);
+}
+
+static const char *att_p(AttG2 *s) {
+  if (s->p) return s->p;
+  GradCtx *g = s->g;
+  const char *qk = bwd_temp(g);
+  emit_matmul(g, s->q, false, s->k, true, qk);
+  const char *sc = emit_t(g, "div", qk, att_root(s));
+  if (bwd_op_attr(g, "causal")->u.i != 0) {
+    const char *allowed = bwd_temp(g), *low = bwd_temp(g), *masked = bwd_temp(g);
+    bwd_emit_attr(g, bwd_emit1(g, "cast", emit_t(g, "tril", emit_t(g, "ones_like", sc, NULL), NULL), allowed),
+                  "dtype", attr_dtype(DT_BOOL));
+    OpDesc *c = bwd_emit(g, "fill_constant");
+    bwd_emit_out(g, c, "Out", low);
+    bwd_emit_attr(g, c, "shape", attr_ints(bwd_prog(g), NULL, 0));
+    bwd_emit_attr(g, c, "value", attr_float(-1e9));
+    OpDesc *w = bwd_emit(g, "where");
+    bwd_emit_in(g, w, "Cond", allowed);
+    bwd_emit_in(g, w, "X", sc);
+    bwd_emit_in(g, w, "Y", low);
+    bwd_emit_out(g, w, "Out", masked);
+    sc = masked;
+  }
+  return s->p = emit_t(g, "softmax", sc, NULL);
+}
+
+static const char *att_dp(AttG2 *s) {
+  if (!s->dp) emit_matmul(s->g, s->d, false, s->v, true, s->dp = bwd_temp(s->g));
+  return s->dp;
+}
+
+/* out = softmax_grad(Out=P, Out@GRAD=x) / r */
+static const char *att_softmax_grad(AttG2 *s, const char *x, bool scaled) {
+  GradCtx *g = s->g;
+  const char *p = att_p(s), *t = bwd_temp(g);   /* P's ops first */
+  OpDesc *op = bwd_emit(g, "softmax_grad");
+  bwd_emit_in(g, op, "Out", p);
+  bwd_emit_in(g, op, "Out@GRAD", x);
+  bwd_emit_out(g, op, "X@GRAD", t);
+  return scaled ? emit_t(g, "div", t, att_root(s)) : t;
+}
+
+static const char *att_z(AttG2 *s) { return s->z ? s->z : (s->z = att_softmax_grad(s, att_dp(s), true)); }
+
+/* W, when A or B is there (else Z's gradient is 0 and so are E and W's
+ * share of F) */
+static const char *att_w(AttG2 *s) {
+  if (s->w || (!s->a && !s->b)) return s->w;
+  GradCtx *g = s->g;
+  const char *ak = NULL, *qb = NULL;
+  if (s->a) emit_matmul(g, s->a, false, s->k, true, ak = bwd_temp(g));
+  if (s->b) emit_matmul(g, s->q, false, s->b, true, qb = bwd_temp(g));
+  const char *gz = ak && qb ? emit_t(g, "add", ak, qb) : ak ? ak : qb;
+  return s->w = emit_t(g, "div", gz, att_root(s));
+}
+
+static const char *att_e(AttG2 *s) {
+  if (!s->e && att_w(s)) s->e = att_softmax_grad(s, s->w, false);
+  return s->e;
+}
+
+/* H, or NULL when neither C nor W is there */
+static const char *att_h(AttG2 *s) {
+  if (s->h) return s->h;
+  GradCtx *g = s->g;
+  const char *gc = NULL, *f2 = NULL;
+  if (s->c) emit_matmul(g, s->d, false, s->c, true, gc = bwd_temp(g));
+  if (att_w(s)) {
+    const char *p = att_p(s), *dp = att_dp(s), *sp = bwd_temp(g), *sw = bwd_temp(g);
+    emit_row_sum(g, emit_t(g, "mul", p, dp), sp);
+    emit_row_sum(g, emit_t(g, "mul", s->w, p), sw);
+    const char *wd = emit_t(g, "mul", s->w, emit_t(g, "sub", dp, sp));
+    f2 = emit_t(g, "sub", wd, emit_t(g, "mul", dp, sw));
+  }
+  if (!gc && !f2) return NULL;
+  return s->h = att_softmax_grad(s, gc && f2 ? emit_t(g, "add", gc, f2) : gc ? gc : f2, true);
+}
+
+/* dst = x1 op y1 + x2 op y2 (matmuls, transposed as asked), a term whose
+ * x is NULL left out; nothing when both are. */
+static void emit_matmul_sum(GradCtx *g, const char *dst, const char *x1, bool tx1, const char *y1, bool ty1,
+                            const char *x2, bool tx2, const char *y2, bool ty2) {
+  if (!dst || (!x1 && !x2)) return;
+  if (!x1 || !x2) {
+    emit_matmul(g, x1 ? x1 : x2, x1 ? tx1 : tx2, x1 ? y1 : y2, x1 ? ty1 : ty2, dst);
+    return;
+  }
+  const char *t = bwd_temp(g), *u = bwd_temp(g);
+  emit_matmul(g, x1, tx1, y1, ty1, t);
+  emit_matmul(g, x2, tx2, y2, ty2, u);
+  bwd_emit2(g, "add", t, u, dst);
+}
+
+static bool g_attention_grad(GradCtx *g) {
+  AttG2 s = {.g = g, .q = bwd_op_in(g, "Q", 0), .k = bwd_op_in(g, "K", 0), .v = bwd_op_in(g, "V", 0),
+             .d = bwd_op_in(g, "Out@GRAD", 0)};
+  s.a = bwd_op_out(g, "Q@GRAD", 0) ? bwd_op_out_grad(g, "Q@GRAD", 0) : NULL;
+  s.b = bwd_op_out(g, "K@GRAD", 0) ? bwd_op_out_grad(g, "K@GRAD", 0) : NULL;
+  s.c = bwd_op_out(g, "V@GRAD", 0) ? bwd_op_out_grad(g, "V@GRAD", 0) : NULL;
+  const char *gq = bwd_op_in_grad(g, "Q", 0), *gk = bwd_op_in_grad(g, "K", 0), *gv = bwd_op_in_grad(g, "V", 0);
+  const char *gd = bwd_op_in_grad(g, "Out@GRAD", 0);
+  /* (one intermediate made per statement: the emitted order is fixed) */
+  const char *h = gq || gk ? att_h(&s) : NULL, *z = (gq && s.b) || (gk && s.a) ? att_z(&s) : NULL;
+  const char *e = gv || gd ? att_e(&s) : NULL, *p = gd && s.c ? att_p(&s) : NULL;
+  if (gq) emit_matmul_sum(g, gq, h, false, s.k, false, s.b ? z : NULL, false, s.b, false);
+  if (gk) emit_matmul_sum(g, gk, h, true, s.q, false, s.a ? z : NULL, true, s.a, false);
+  if (gv) emit_matmul_sum(g, gv, e, true, s.d, false, NULL, false, NULL, false);
+  if (gd) emit_matmul_sum(g, gd, p, false, s.c, false, e, false, s.v, false);
+  return true;
+}
+
 OpProto op_table_attention[] = {
     {.type = "attention",
      .doc = "Out = softmax(Q K^T / sqrt(d)) V per slice, keys after the query masked when causal; "
@@ -300,14 +468,16 @@ OpProto op_table_attention[] = {
      .attrs = {{"causal", ATTR_BOOL, "false", NULL, "query t sees keys 0..t only"}},
      .infer = infer_attention, .kernel = k_attention, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "attention_grad",
-     .doc = "the gradients of attention's Q, K and V (its softmax recomputed a block of rows at a time)",
+     .doc = "the gradients of attention's Q, K and V (its softmax recomputed a block of rows at a time); "
+            "its own gradient recomputes the unfused [Tq, Tk] softmax",
      .in = {{"Q", 0, "the forward's Q"}, {"K", 0, "the forward's K"}, {"V", 0, "the forward's V"},
             {"Out@GRAD", 0, "the gradient of Out"}},
      .out = {{"Q@GRAD", SLOT_OPTIONAL, "the gradient of Q"},
              {"K@GRAD", SLOT_OPTIONAL, "the gradient of K"},
              {"V@GRAD", SLOT_OPTIONAL, "the gradient of V"}},
      .attrs = {{"causal", ATTR_BOOL, "false", NULL, "the forward's causal"}},
-     .infer = infer_attention_grad, .kernel = k_attention_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_attention_grad, .kernel = k_attention_grad, .grad_kind = GRAD_COMPOSITE,
+     .grad = g_attention_grad,
      .flags = OP_INTERNAL | OP_F64},
     {0},
 };
