@@ -14,6 +14,7 @@
 #include "autodiff/backward.h"
 #include "exec/exec.h"
 #include "exec/par.h"
+#include "ops/vmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -341,31 +342,35 @@ static int label_check(ExecCtx *c, const Tensor *lb, int64_t r, int64_t l, int64
 
 /* softmax / log_softmax of X along `axis`.  X is viewed as [outer, n, inner]
  * with the axis in the middle; the `inner` rows sharing an outer index are
- * done together so every loop walks memory in order. */
-/* The loops of softmax_run for element type T (EXPF its exp). */
-/* exp(d) for d = x - max <= 0, with 0 straight away below LOW, where EXPF
- * gives 0 anyway (every float below -104 checked; double below -746): a
- * masked attention score (-1e9) took expf's underflow path, a tenth of
- * the softmax's time. */
-#define EXP_NONPOS(EXPF, d, LOW) ((d) < (LOW) ? 0 : EXPF(d))
-#define SOFTMAX_LOOPS(NAME, T, EXPF, LOW)                                                                       \
-static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s) {  \
+ * done together so every loop walks memory in order.  The exps go into e
+ * (the output for softmax; a buffer for log_softmax, which reads X after),
+ * through vmath.h's vectorized exp; m and s hold each row's maximum and
+ * sum in double.  A contiguous row (inner = 1) takes vmath's maximum and
+ * sum, in lanes. */
+/* The loops of softmax_run for element type T (EXPS, MAX, SUM: vmath.h's). */
+#define SOFTMAX_LOOPS(NAME, T, EXPS, MAX, SUM)                                                                  \
+static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s,    \
+                 T *e) {                                                                                        \
   for (int64_t o = 0; o < outer; o++) {                                                                         \
     const T *xp = xv + o * n * inner;                                                                           \
     T *yp = yv + o * n * inner;                                                                                 \
-    for (int64_t i = 0; i < inner; i++) {                                                                       \
-      m[i] = xp[i];                                                                                             \
-      s[i] = 0;                                                                                                 \
+    if (!log_out) e = yp;                                                                                       \
+    if (inner == 1) m[0] = MAX(xp, n);                                                                          \
+    else {                                                                                                      \
+      for (int64_t i = 0; i < inner; i++) m[i] = xp[i];                                                         \
+      for (int64_t j = 1; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++)                                                                     \
+          if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                               \
     }                                                                                                           \
-    for (int64_t j = 1; j < n; j++)                                                                             \
-      for (int64_t i = 0; i < inner; i++)                                                                       \
-        if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                                 \
     for (int64_t j = 0; j < n; j++)                                                                             \
-      for (int64_t i = 0; i < inner; i++) {                                                                     \
-        T d = xp[j * inner + i] - m[i], e = EXP_NONPOS(EXPF, d, LOW);                                           \
-        s[i] += (double)e;                                                                                      \
-        if (!log_out) yp[j * inner + i] = e;                                                                    \
-      }                                                                                                         \
+      for (int64_t i = 0; i < inner; i++) e[j * inner + i] = xp[j * inner + i] - m[i];                          \
+    EXPS(e, n * inner);                                                                                         \
+    if (inner == 1) s[0] = SUM(e, n);                                                                           \
+    else {                                                                                                      \
+      for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                             \
+      for (int64_t j = 0; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++) s[i] += (double)e[j * inner + i];                                   \
+    }                                                                                                           \
     if (log_out) {                                                                                              \
       for (int64_t i = 0; i < inner; i++) s[i] = log(s[i]);                                                     \
       for (int64_t j = 0; j < n; j++)                                                                           \
@@ -379,8 +384,8 @@ static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bo
     }                                                                                                           \
   }                                                                                                             \
 }
-SOFTMAX_LOOPS(softmax_f32, float, expf, -104.0f)
-SOFTMAX_LOOPS(softmax_f64, double, exp, -746.0)
+SOFTMAX_LOOPS(softmax_f32, float, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
+SOFTMAX_LOOPS(softmax_f64, double, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
 static int softmax_run(ExecCtx *c, bool log_out) {
   Tensor *x = in_float(c, 0), *out = exec_ctx_out(c, 0);
@@ -392,11 +397,13 @@ static int softmax_run(ExecCtx *c, bool log_out) {
     tensor_unref(x);
     return 0;
   }
-  void *m = mem_alloc(NULL, dtype_size(x->dtype) * (size_t)inner);
+  size_t es = dtype_size(x->dtype);
+  void *m = mem_alloc(NULL, es * (size_t)inner), *e = log_out ? mem_alloc(NULL, es * (size_t)(n * inner)) : NULL;
   double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
-  if (x->dtype == DT_F64) softmax_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, log_out, m, s);
-  else softmax_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, log_out, m, s);
+  if (x->dtype == DT_F64) softmax_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, log_out, m, s, e);
+  else softmax_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, log_out, m, s, e);
   mem_free(m);
+  mem_free(e);
   mem_free(s);
   tensor_unref(x);
   return 0;
@@ -407,46 +414,46 @@ static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
 
 /* softmax_cross_entropy and its grad per row of x, for element type T: with
  * m the row's maximum and s the sum of exp(x - m) in double, the loss
- * y[r] = m - x[l] + log(s) (d NULL), or the gradient d's row =
- * (exp(x - m) / s - onehot(l)) * gl[r], the softmax recomputed stably
- * into it (y NULL). */
-#define SOFTMAX_CE_LOOPS(NAME, T, EXPF)                                                                           \
-static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t ncls, T *y, const T *gl, T *d) {  \
+ * y[r] = m - x[l] + log(s) (d NULL, the exps in e, a row's buffer), or the
+ * gradient d's row = (exp(x - m) / s - onehot(l)) * gl[r], the softmax
+ * recomputed stably into it (y NULL).  One row at a time, each pass over
+ * it (maximum, shift, exp, sum, scale) while it is in cache; EXPS, MAX
+ * and SUM are vmath.h's. */
+#define SOFTMAX_CE_LOOPS(NAME, T, EXPS, MAX, SUM)                                                                 \
+static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t ncls, T *y, const T *gl, T *d,    \
+                T *e) {                                                                                           \
   const int64_t *label = tensor_i64(lb);                                                                          \
   int rc = 0;                                                                                                     \
   for (int64_t r = 0; r < rows; r++) {                                                                            \
     int64_t l = label[r];                                                                                         \
     if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                         \
     const T *row = x + r * ncls;                                                                                  \
-    T *drow = d ? d + r * ncls : NULL;                                                                            \
-    T m = row[0];                                                                                                 \
-    for (int64_t j = 1; j < ncls; j++)                                                                            \
-      if (row[j] > m) m = row[j];                                                                                 \
-    double s = 0;                                                                                                 \
-    for (int64_t j = 0; j < ncls; j++) {                                                                          \
-      T e = EXPF(row[j] - m);                                                                                     \
-      if (drow) drow[j] = e;                                                                                      \
-      s += (double)e;                                                                                             \
-    }                                                                                                             \
-    if (!drow) {   /* (max - x[l]) first: both are large for large logits, their difference is not */             \
+    T *er = d ? d + r * ncls : e;                                                                                 \
+    T m = MAX(row, ncls);                                                                                         \
+    for (int64_t j = 0; j < ncls; j++) er[j] = row[j] - m;                                                        \
+    EXPS(er, ncls);                                                                                               \
+    double s = SUM(er, ncls);                                                                                     \
+    if (!d) {   /* (max - x[l]) first: both are large for large logits, their difference is not */                \
       y[r] = (T)((double)(m - row[l]) + log(s));                                                                  \
       continue;                                                                                                   \
     }                                                                                                             \
     T k = (T)((double)gl[r] / s);                                                                                 \
-    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;                                                              \
-    drow[l] -= gl[r];                                                                                             \
+    for (int64_t j = 0; j < ncls; j++) er[j] *= k;                                                                \
+    er[l] -= gl[r];                                                                                               \
   }                                                                                                               \
   return rc;                                                                                                      \
 }
-SOFTMAX_CE_LOOPS(softmax_ce_f32, float, expf)
-SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
+SOFTMAX_CE_LOOPS(softmax_ce_f32, float, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
+SOFTMAX_CE_LOOPS(softmax_ce_f64, double, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
   Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *loss = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
-  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, tensor_f64(loss), NULL, NULL)
-                               : softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, tensor_f32(loss), NULL, NULL);
+  void *e = mem_alloc(NULL, dtype_size(lg->dtype) * (size_t)ncls);
+  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, tensor_f64(loss), NULL, NULL, e)
+                               : softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, tensor_f32(loss), NULL, NULL, e);
+  mem_free(e);
   tensor_unref(lg);
   return rc;
 }
@@ -1024,10 +1031,11 @@ static bool infer_softmax_grad(InferCtx *c) {
 }
 
 /* Along the axis, with s = sum(dOut * Out) (softmax) or sum(dOut)
- * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s.
- * The [outer, n, inner] walk is softmax_run's. */
+ * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s,
+ * exp(Out) first into dX by vmath.h's exp (EXPS).  The [outer, n, inner]
+ * walk is softmax_run's. */
 /* The loops of softmax_grad_run for element type T. */
-#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPF)                                                                              \
+#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPS)                                                                              \
 static void NAME(const T *yv, const T *gv, T *xv, int64_t outer, int64_t n, int64_t inner, bool log_out, double *s) {  \
   for (int64_t o = 0; o < outer; o++) {                                                                                \
     const T *yp = yv + o * n * inner, *gp = gv + o * n * inner;                                                        \
@@ -1036,16 +1044,19 @@ static void NAME(const T *yv, const T *gv, T *xv, int64_t outer, int64_t n, int6
     for (int64_t j = 0; j < n; j++)                                                                                    \
       for (int64_t i = 0; i < inner; i++)                                                                              \
         s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];           \
+    if (log_out) {                                                                                                     \
+      memcpy(xp, yp, sizeof *xp * (size_t)(n * inner));                                                                \
+      EXPS(xp, n * inner);                                                                                             \
+    }                                                                                                                  \
     for (int64_t j = 0; j < n; j++)                                                                                    \
       for (int64_t i = 0; i < inner; i++) {                                                                            \
         int64_t k = j * inner + i;                                                                                     \
-        xp[k] = log_out ? (T)((double)gp[k] - (double)EXPF(yp[k]) * s[i])                                              \
-                        : (T)((double)yp[k] * ((double)gp[k] - s[i]));                                                 \
+        xp[k] = log_out ? (T)((double)gp[k] - (double)xp[k] * s[i]) : (T)((double)yp[k] * ((double)gp[k] - s[i]));     \
       }                                                                                                                \
   }                                                                                                                    \
 }
-SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, expf)
-SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, exp)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, vmath_exp_f32)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, vmath_exp_f64)
 
 static int softmax_grad_run(ExecCtx *c, bool log_out) {
   Tensor *y = exec_ctx_in(c, 0), *dy = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
@@ -1081,9 +1092,9 @@ static int k_softmax_ce_grad(ExecCtx *c) {
     return exec_ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
   if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
-    rc = softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, NULL, tensor_f64(dl), tensor_f64(dx));
+    rc = softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, NULL, tensor_f64(dl), tensor_f64(dx), NULL);
   else
-    rc = softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, NULL, tensor_f32(dl), tensor_f32(dx));
+    rc = softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, NULL, tensor_f32(dl), tensor_f32(dx), NULL);
   tensor_unref(lg);
   return rc;
 }
