@@ -10,7 +10,8 @@
  *
  * Numerics: sums of exponentials subtract the row's maximum first and
  * accumulate in double, so logits like 1000 and -1000 give finite results;
- * layer_norm's mean and variance are two passes in double. */
+ * layer_norm's mean and variance are two passes in double, each in eight
+ * running sums. */
 #include "autodiff/backward.h"
 #include "exec/exec.h"
 #include "exec/par.h"
@@ -576,25 +577,84 @@ static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
   *n = prod(x->shape, k, x->rank);
 }
 
+/* The sum of eight running sums, pairwise: the order every lane sum below
+ * ends in. */
+static inline double lanes_total(const double *s) {
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* The sum over i < n of (double)a[i] * b[i] (b NULL: of a[i]), in eight
+ * running sums (i mod 8) added pairwise: the compiler vectorizes it,
+ * where one running sum is a chain of dependent adds. */
+static inline double lanes_dot(const double *a, const double *b, int64_t n) {
+  double s[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) s[k] += b ? a[i + k] * b[i + k] : a[i + k];
+  for (int k = 0; i + k < n; k++) s[k] += b ? a[i + k] * b[i + k] : a[i + k];
+  return lanes_total(s);
+}
+
 /* The mean of the n values xp into *mean and 1 / sqrt(variance + eps),
- * the biased variance, in two passes in double (the forward and the grad
- * compute them alike). */
+ * the biased variance, in two passes over the row in double (the forward
+ * and the grad compute them alike), each in eight running sums. */
 /* row_moments_S for element type T. */
 #define ROW_MOMENTS(NAME, T)                                                   \
 static inline double NAME(const T *xp, int64_t n, double eps, double *mean) {  \
-  double m = 0, var = 0;                                                       \
-  for (int64_t i = 0; i < n; i++) m += (double)xp[i];                          \
-  m /= (double)n;                                                              \
-  for (int64_t i = 0; i < n; i++) {                                            \
-    double d = (double)xp[i] - m;                                              \
-    var += d * d;                                                              \
+  double s[8] = {0}, q[8] = {0};                                               \
+  int64_t i = 0;                                                               \
+  for (; i + 8 <= n; i += 8)                                                   \
+    for (int k = 0; k < 8; k++) s[k] += (double)xp[i + k];                     \
+  for (int k = 0; i + k < n; k++) s[k] += (double)xp[i + k];                   \
+  double m = lanes_total(s) / (double)n;                                       \
+  for (i = 0; i + 8 <= n; i += 8)                                              \
+    for (int k = 0; k < 8; k++) {                                              \
+      double d = (double)xp[i + k] - m;                                        \
+      q[k] += d * d;                                                           \
+    }                                                                          \
+  for (int k = 0; i + k < n; k++) {                                            \
+    double d = (double)xp[i + k] - m;                                          \
+    q[k] += d * d;                                                             \
   }                                                                            \
-  var /= (double)n;                                                            \
   *mean = m;                                                                   \
-  return 1 / sqrt(var + eps);                                                  \
+  return 1 / sqrt(lanes_total(q) / (double)n + eps);                           \
 }
 ROW_MOMENTS(row_moments_f32, float)
 ROW_MOMENTS(row_moments_f64, double)
+
+/* One row of layer_norm: y = ((x - mean) * inv) * s + b, s and b where
+ * given; a loop for each case, so that each is vectorized. */
+/* ln_row_S for element type T. */
+#define LN_ROW(NAME, T)                                                                                   \
+static inline void NAME(const T *restrict x, T *restrict y, const T *restrict s, const T *restrict b,    \
+                        int64_t n, double mean, double inv) {                                             \
+  if (s && b)                                                                                             \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv * (double)s[i] + (double)b[i]); \
+  else if (s)                                                                                             \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv * (double)s[i]);              \
+  else if (b)                                                                                             \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv + (double)b[i]);              \
+  else                                                                                                    \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv);                             \
+}
+LN_ROW(ln_row_f32, float)
+LN_ROW(ln_row_f64, double)
+
+/* layer_norm's rows r0..r1 - 1 of n values: blocks of LN_ROWS rows go to
+ * the threads, each row's result its own (the same bits on any number).
+ * Each row function comes in an AVX2 version (VMATH_CLONES). */
+#define LN_ROWS 32
+/* ln_rows_S for element type T. */
+#define LN_ROWS_FN(NAME, T, S)                                                                      \
+VMATH_CLONES static void NAME(const T *x, T *y, const T *sv, const T *bv, int64_t r0, int64_t r1,  \
+                              int64_t n, double eps) {                                             \
+  for (int64_t r = r0; r < r1; r++) {                                                              \
+    double mean, inv = row_moments_##S(x + r * n, n, eps, &mean);                                  \
+    ln_row_##S(x + r * n, y + r * n, sv, bv, n, mean, inv);                                        \
+  }                                                                                                \
+}
+LN_ROWS_FN(ln_rows_f32, float, f32)
+LN_ROWS_FN(ln_rows_f64, double, f64)
 
 /* NAME_f32 and NAME_f64 from TEMPLATE (its arguments: the function's name,
  * the element type T and its suffix S, which names T's helpers: tensor_S,
@@ -625,17 +685,11 @@ static int NAME(ExecCtx *c) {                                                   
     rows = 0;                                                                                         \
   }                                                                                                   \
   const T *sv = sc ? tensor_##S(sc) : NULL, *bv = bi ? tensor_##S(bi) : NULL;                         \
-  for (int64_t r = 0; r < rows && n > 0; r++) {                                                       \
-    const T *xp = tensor_##S(x) + r * n;                                                              \
-    T *yp = tensor_##S(out) + r * n;                                                                  \
-    double mean, inv = row_moments_##S(xp, n, eps, &mean);                                            \
-    for (int64_t i = 0; i < n; i++) {                                                                 \
-      double v = ((double)xp[i] - mean) * inv;                                                        \
-      if (sv) v *= (double)sv[i];                                                                     \
-      if (bv) v += (double)bv[i];                                                                     \
-      yp[i] = (T)v;                                                                                   \
-    }                                                                                                 \
-  }                                                                                                   \
+  int64_t blocks = n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0;                                        \
+  PAR_FOR(blocks > 1 && rows * n >= PAR_MIN_WORK)                                                     \
+  for (int64_t k = 0; k < blocks; k++)                                                                \
+    ln_rows_##S(tensor_##S(x), tensor_##S(out), sv, bv, k * LN_ROWS,                                  \
+                (k + 1) * LN_ROWS < rows ? (k + 1) * LN_ROWS : rows, n, eps);                         \
   tensor_unref(x);                                                                                    \
   tensor_unref(sc);                                                                                   \
   tensor_unref(bi);                                                                                   \
@@ -1150,7 +1204,40 @@ static bool g_dropout(GradCtx *g) {
  *   dX = inv * (g - mean(g) - xhat * mean(g * xhat)),
  *   dScale = sum over rows of dY * xhat, dBias = sum over rows of dY.
  * The mean and variance are recomputed as the forward does (two passes in
- * double); the column sums accumulate in double. */
+ * double); then the row's xhat and g (double), the column sums, mean(g)
+ * and mean(g xhat) as lane sums, and dX, each a loop the compiler
+ * vectorizes, over a row still in cache.
+ * The rows are cut into at most LNG_PARTS parts, their number fixed by
+ * the rows alone; each part sums its own columns in double (xh and g its
+ * buffers), and the parts' sums are added in order: the same bits on any
+ * number of threads. */
+#define LNG_PARTS 16
+/* ln_grad_rows_S for element type T: rows r0..r1 - 1 (dx NULL: the column
+ * sums only; as or ab NULL: not those). */
+#define LN_GRAD_ROWS(NAME, T, S)                                                                         \
+VMATH_CLONES static void NAME(const T *x, const T *gy, T *dx, const T *sv, double *as, double *ab,      \
+                              double *xh, double *g, int64_t r0, int64_t r1, int64_t n, double eps) {   \
+  for (int64_t r = r0; r < r1; r++) {                                                                    \
+    const T *xp = x + r * n, *gp = gy + r * n;                                                           \
+    double mean, inv = row_moments_##S(xp, n, eps, &mean);                                               \
+    for (int64_t i = 0; i < n; i++) xh[i] = ((double)xp[i] - mean) * inv;                                \
+    if (as)                                                                                              \
+      for (int64_t i = 0; i < n; i++) as[i] += (double)gp[i] * xh[i];                                    \
+    if (ab)                                                                                              \
+      for (int64_t i = 0; i < n; i++) ab[i] += (double)gp[i];                                            \
+    if (!dx) continue;                                                                                   \
+    if (sv)                                                                                              \
+      for (int64_t i = 0; i < n; i++) g[i] = (double)gp[i] * (double)sv[i];                              \
+    else                                                                                                 \
+      for (int64_t i = 0; i < n; i++) g[i] = (double)gp[i];                                              \
+    double mg = lanes_dot(g, NULL, n) / (double)n, mgx = lanes_dot(g, xh, n) / (double)n;                \
+    T *dp = dx + r * n;                                                                                  \
+    for (int64_t i = 0; i < n; i++) dp[i] = (T)(inv * (g[i] - mg - xh[i] * mgx));                        \
+  }                                                                                                      \
+}
+LN_GRAD_ROWS(ln_grad_rows_f32, float, f32)
+LN_GRAD_ROWS(ln_grad_rows_f64, double, f64)
+
 /* layer_norm_grad for element type T (suffix S: see F32_F64). */
 #define LAYER_NORM_GRAD(NAME, T, S)                                                                      \
 static int NAME(ExecCtx *c) {                                                                            \
@@ -1165,38 +1252,32 @@ static int NAME(ExecCtx *c) {                                                   
     rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                                       \
     rows = n = 0;                                                                                        \
   }                                                                                                      \
-  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                                       \
-  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;                                       \
-  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));                                            \
+  int64_t parts = n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0;                                            \
+  if (parts > LNG_PARTS) parts = LNG_PARTS;                                                              \
+  int64_t per = parts > 0 ? (rows + parts - 1) / parts : 0, w = n + 1;                                   \
+  double *as = dst ? mem_calloc((size_t)(parts * w) + 1, sizeof *as) : NULL;                             \
+  double *ab = dbt ? mem_calloc((size_t)(parts * w) + 1, sizeof *ab) : NULL;                             \
+  double *buf = mem_alloc(NULL, sizeof *buf * (2 * (size_t)(parts * w) + 1));                            \
   const T *sv = sc ? tensor_##S(sc) : NULL;                                                              \
-  for (int64_t r = 0; r < rows && n > 0; r++) {                                                          \
-    const T *xp = tensor_##S(x) + r * n, *gp = tensor_##S(dyt) + r * n;                                  \
-    double mean, inv = row_moments_##S(xp, n, eps, &mean), mg = 0, mgx = 0;                              \
-    for (int64_t i = 0; i < n; i++) {                                                                    \
-      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];                                       \
-      xh[i] = h;                                                                                         \
-      if (as) as[i] += gi * h;                                                                           \
-      if (ab) ab[i] += gi;                                                                               \
-      if (sv) gi *= (double)sv[i];                                                                       \
-      mg += gi;                                                                                          \
-      mgx += gi * h;                                                                                     \
-    }                                                                                                    \
-    if (!dxt) continue;                                                                                  \
-    mg /= (double)n;                                                                                     \
-    mgx /= (double)n;                                                                                    \
-    T *dp = tensor_##S(dxt) + r * n;                                                                     \
-    for (int64_t i = 0; i < n; i++) {                                                                    \
-      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);                                            \
-      dp[i] = (T)(inv * (gi - mg - xh[i] * mgx));                                                        \
-    }                                                                                                    \
+  T *dx = dxt ? tensor_##S(dxt) : NULL;                                                                  \
+  PAR_FOR(parts > 1 && rows * n >= PAR_MIN_WORK)                                                         \
+  for (int64_t p = 0; p < parts; p++) {                                                                  \
+    int64_t r0 = p * per, r1 = r0 + per < rows ? r0 + per : rows;                                        \
+    ln_grad_rows_##S(tensor_##S(x), tensor_##S(dyt), dx, sv, as ? as + p * w : NULL,                     \
+                     ab ? ab + p * w : NULL, buf + 2 * p * w, buf + (2 * p + 1) * w, r0, r1, n, eps);    \
   }                                                                                                      \
   for (int64_t i = 0; i < n; i++) {                                                                      \
-    if (as) tensor_##S(dst)[i] = (T)as[i];                                                               \
-    if (ab) tensor_##S(dbt)[i] = (T)ab[i];                                                               \
+    double ts = 0, tb = 0;                                                                               \
+    for (int64_t p = 0; p < parts; p++) {                                                                \
+      if (as) ts += as[p * w + i];                                                                       \
+      if (ab) tb += ab[p * w + i];                                                                       \
+    }                                                                                                    \
+    if (as) tensor_##S(dst)[i] = (T)ts;                                                                  \
+    if (ab) tensor_##S(dbt)[i] = (T)tb;                                                                  \
   }                                                                                                      \
   mem_free(as);                                                                                          \
   mem_free(ab);                                                                                          \
-  mem_free(xh);                                                                                          \
+  mem_free(buf);                                                                                         \
   tensor_unref(x);                                                                                       \
   tensor_unref(sc);                                                                                      \
   return rc;                                                                                             \

@@ -63,16 +63,10 @@ static inline float exp_one(float x, float lo, float hi) {
   return p * pow2(k1) * pow2(k - k1);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SIMD_CLONES
-#endif
-
 /* The clamp's bounds go through an empty asm: seeing them as constants,
  * GCC computes exp(EXP_LO) at compile time and branches to it, and a loop
  * with a branch is not vectorized. */
-SIMD_CLONES void vmath_exp_f32(float *x, int64_t n) {
+VMATH_CLONES void vmath_exp_f32(float *x, int64_t n) {
   float lo = EXP_LO, hi = EXP_HI;
   __asm__("" : "+g"(lo), "+g"(hi));
   for (int64_t i = 0; i < n; i++) x[i] = exp_one(x[i], lo, hi);
@@ -106,11 +100,11 @@ void vmath_exp_f64(double *x, int64_t n) {
   for (int k = 1; k < 8; k++) r = m[k] > r ? m[k] : r;                 \
   return r;
 
-SIMD_CLONES float vmath_max_f32(const float *x, int64_t n) { MAX_LANES(float) }
+VMATH_CLONES float vmath_max_f32(const float *x, int64_t n) { MAX_LANES(float) }
 
 double vmath_max_f64(const double *x, int64_t n) { MAX_LANES(double) }
 
-SIMD_CLONES double vmath_sum_f32(const float *x, int64_t n) {
+VMATH_CLONES double vmath_sum_f32(const float *x, int64_t n) {
   double s[8] = {0};
   int64_t j = 0;
   for (; j + 8 <= n; j += 8)
