@@ -135,7 +135,7 @@ EOF
   run --separate-stderr "$NETRUN" train "$ROOT/examples/char_lm.net" --limit 320 --epochs 1 --save charlm.ckpt
   [ "$status" -eq 0 ]
   [ "${stderr_lines[0]}" = "netrun: note: --epochs 1 overrides the script's epochs" ]
-  [[ "${stderr_lines[1]}" == *"char_lm.net: 320 examples, 10 steps of 32 per epoch, adam lr 0.003, 1 epoch" ]]
+  [[ "${stderr_lines[1]}" == *"char_lm.net: 320 examples (320 to evaluate), 10 steps of 32 per epoch, adam lr 0.003, 1 epoch" ]]
   [[ "${lines[0]}" =~ "bits/char) acc "[0-9.]+" | test loss "[0-9.]+" ("[0-9.]+" bits/char)" ]]
   run "$NETRUN" sample "$ROOT/examples/char_lm.net" --weights charlm.ckpt --count 5 --length 24 --seed 2
   [ "$status" -eq 0 ]

@@ -110,7 +110,7 @@ close() {
   [ "$(grep -c '^epoch 1/3: ' out.txt)" -eq 1 ]
   [ "$(grep -c '^trained ' out.txt)" -eq 1 ]
   [ "$(grep -c '^training ' err.txt)" -eq 1 ]
-  grep -q '^training .*mlp.net: 51 examples, 6 steps of 2 x 5 per epoch, sgd lr 0.2, 3 epochs$' err.txt
+  grep -q '^training .*mlp.net: 51 examples (51 to evaluate), 6 steps of 2 x 5 per epoch, sgd lr 0.2, 3 epochs$' err.txt
   [ "$(jq -r 'select(.event == "step") | .step' c.jsonl | tr '\n' ' ')" = "$(seq 1 18 | tr '\n' ' ')" ]
   "$NETRUN" checkpoint c.ckpt | grep -qx '  ranks = 2'
   [ "$(ls)" = "$(printf 'c.ckpt\nc.jsonl\nerr.txt\nout.txt')" ]

@@ -25,7 +25,7 @@ setting() { "$NETRUN" checkpoint --format json "$1" | jq -r --arg k "$2" '.setti
   [ "${stderr_lines[2]}" = "netrun: note: epochs 2 is kept from c.ckpt, the run resumed (the script's is not used)" ]
   [ "${stderr_lines[3]}" = "netrun: note: batch 4 is kept from c.ckpt, the run resumed (the script's is not used)" ]
   [ "${stderr_lines[4]}" = "netrun: note: blobs.csv: x gets columns x0, x1, x2, x3 and y gets column label (columns = [...] and label = \"...\" in the train block choose others)" ]
-  [ "${stderr_lines[5]}" = "training mlp.net: 51 examples, 13 steps of 4 per epoch, momentum lr 0.1, 2 epochs" ]
+  [ "${stderr_lines[5]}" = "training mlp.net: 51 examples (51 to evaluate), 13 steps of 4 per epoch, momentum lr 0.1, 2 epochs" ]
   [[ "$output" == "trained 2 epochs (26 steps, 102 samples)"* ]]
   # more epochs from the command line: the same as a run of 3 never stopped
   run --separate-stderr "$NETRUN" train mlp.net --resume c2.ckpt --epochs 3

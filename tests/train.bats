@@ -370,7 +370,7 @@ mlp_every4() { printf 'import "%s"\ntrain {\n  log_every = 4\n}\n' "$MLP" > ever
   [ "$status" -eq 0 ]
   echo "$stderr"
   [ "${stderr_lines[0]}" = "netrun: note: --epochs 1 overrides the script's epochs" ]
-  [ "${stderr_lines[1]}" = "training every4.net: 1024 examples, 8 steps of 128 per epoch, sgd lr 0.1, 1 epoch" ]
+  [ "${stderr_lines[1]}" = "training every4.net: 1024 examples (1024 to evaluate), 8 steps of 128 per epoch, sgd lr 0.1, 1 epoch" ]
   [[ "${stderr_lines[2]}" =~ ^"iter 4  epoch 1  loss "[0-9]+\.[0-9]{4}"  lr 0.1  samples/s "[0-9]+$ ]]
   [[ "${stderr_lines[3]}" =~ ^"iter 8  epoch 1  loss "[0-9]+\.[0-9]{4}"  lr 0.1  samples/s "[0-9]+$ ]]
   [ "${#stderr_lines[@]}" -eq 4 ]

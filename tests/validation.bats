@@ -67,7 +67,7 @@ epochs() { sed -n 's/ | [0-9.]* s, [0-9]* samples\/s$//p' | grep '^epoch'; }
   sed -i 's/val_split = 0.25/val = "v.csv"\n  eval = "t.csv"/' split.net
   run --separate-stderr "$NETRUN" train split.net
   [ "$status" -eq 0 ]
-  [ "${stderr_lines[1]}" = "training split.net: 8 examples (2 more to validate), 1 step of 8 per epoch, sgd lr 0.01, 1 epoch" ]
+  [ "${stderr_lines[1]}" = "training split.net: 8 examples (2 more to validate, 1 to evaluate), 1 step of 8 per epoch, sgd lr 0.01, 1 epoch" ]
   [ "$(echo "$output" | epochs)" = "epoch 1/1: train loss 31.8750 | val loss 4.0000 | t.csv loss 10.0000" ]
 }
 

@@ -124,9 +124,13 @@ static Memory memory(Run *r) {
  * batch), the optimizer. */
 void trun_say_start(const Run *r, int64_t steps) {
   char ranks[64] = "";
-  char val[64] = "";
+  char val[128] = "";
   if (dist_size() > 1) snprintf(ranks, sizeof ranks, "%d x ", dist_size());
-  if (r->has_val) snprintf(val, sizeof val, " (%lld more to validate)", (long long)r->val.n);
+  /* the examples validated and evaluated, after --limit: " (30 more to validate, 1000 to evaluate)" */
+  if (r->has_val && r->has_test)
+    snprintf(val, sizeof val, " (%lld more to validate, %lld to evaluate)", (long long)r->val.n, (long long)r->test.n);
+  else if (r->has_val) snprintf(val, sizeof val, " (%lld more to validate)", (long long)r->val.n);
+  else if (r->has_test) snprintf(val, sizeof val, " (%lld to evaluate)", (long long)r->test.n);
   if (!r->quiet)
     fprintf(stderr, "training %s: %lld example%s%s, %lld step%s of %s%lld per epoch, %s lr %g, %lld epoch%s\n",
             r->t->file, (long long)r->train.n, PLURAL(r->train.n), val, (long long)steps, PLURAL(steps), ranks,
