@@ -38,14 +38,16 @@ print(rel(softmax(x, axis=0), softmax(xd, axis=0), 1e-30))
 print(rel(log_softmax(x), log_softmax(xd), 1.0))
 print(rel(softmax_cross_entropy(x, lab), softmax_cross_entropy(xd, lab), 1.0))
 print(rel(grad(sum(softmax_cross_entropy(x, lab)), x), grad(sum(softmax_cross_entropy(xd, lab)), xd), 1e-30))
+print(rel(grad(sum(softmax(x) * w), x), grad(sum(softmax(xd) * wd), xd), 1.0))
+print(rel(grad(sum(softmax(x, axis=0) * w), x), grad(sum(softmax(xd, axis=0) * wd), xd), 1.0))
 print(rel(grad(sum(log_softmax(x) * w), x), grad(sum(log_softmax(xd) * wd), xd), 1.0))
 EOF2
   run "$NETRUN" run r.net
   [ "$status" -eq 0 ]
-  [ "${#lines[@]}" -eq 6 ]
+  [ "${#lines[@]}" -eq 8 ]
   # log_softmax's gradient w - exp(y) sum(w) cancels: 1e-6 (expf gave 8.5e-7)
-  for i in 0 1 2 3 4 5; do
-    awk -v d="${lines[$i]}" -v b="$([ "$i" -eq 5 ] && echo 1e-6 || echo 3e-7)" 'BEGIN { exit !(d > 0 && d <= b) }' ||
+  for i in 0 1 2 3 4 5 6 7; do
+    awk -v d="${lines[$i]}" -v b="$([ "$i" -eq 7 ] && echo 1e-6 || echo 3e-7)" 'BEGIN { exit !(d > 0 && d <= b) }' ||
       { echo "line $i: f32 and f64 differ by ${lines[$i]}"; return 1; }
   done
 }

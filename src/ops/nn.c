@@ -1087,17 +1087,20 @@ static bool infer_softmax_grad(InferCtx *c) {
 /* Along the axis, with s = sum(dOut * Out) (softmax) or sum(dOut)
  * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s,
  * exp(Out) first into dX by vmath.h's exp (EXPS).  The [outer, n, inner]
- * walk is softmax_run's. */
+ * walk is softmax_run's; a contiguous row's s is vmath's SUM or DOT. */
 /* The loops of softmax_grad_run for element type T. */
-#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPS)                                                                              \
+#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPS, SUM, DOT)                                                                    \
 static void NAME(const T *yv, const T *gv, T *xv, int64_t outer, int64_t n, int64_t inner, bool log_out, double *s) {  \
   for (int64_t o = 0; o < outer; o++) {                                                                                \
     const T *yp = yv + o * n * inner, *gp = gv + o * n * inner;                                                        \
     T *xp = xv + o * n * inner;                                                                                        \
-    for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                                      \
-    for (int64_t j = 0; j < n; j++)                                                                                    \
-      for (int64_t i = 0; i < inner; i++)                                                                              \
-        s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];           \
+    if (inner == 1) s[0] = log_out ? SUM(gp, n) : DOT(gp, yp, n);                                                      \
+    else {                                                                                                             \
+      for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                                    \
+      for (int64_t j = 0; j < n; j++)                                                                                  \
+        for (int64_t i = 0; i < inner; i++)                                                                            \
+          s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];         \
+    }                                                                                                                  \
     if (log_out) {                                                                                                     \
       memcpy(xp, yp, sizeof *xp * (size_t)(n * inner));                                                                \
       EXPS(xp, n * inner);                                                                                             \
@@ -1109,8 +1112,8 @@ static void NAME(const T *yv, const T *gv, T *xv, int64_t outer, int64_t n, int6
       }                                                                                                                \
   }                                                                                                                    \
 }
-SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, vmath_exp_f32)
-SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, vmath_exp_f64)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, vmath_exp_f32, vmath_sum_f32, vmath_dot_f32)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, vmath_exp_f64, vmath_sum_f64, vmath_dot_f64)
 
 static int softmax_grad_run(ExecCtx *c, bool log_out) {
   Tensor *y = exec_ctx_in(c, 0), *dy = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);

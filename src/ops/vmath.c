@@ -118,3 +118,18 @@ double vmath_sum_f64(const double *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) s += x[i];
   return s;
 }
+
+VMATH_CLONES double vmath_dot_f32(const float *a, const float *b, int64_t n) {
+  double s[8] = {0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; k++) s[k] += (double)a[j + k] * (double)b[j + k];
+  for (int k = 0; j + k < n; k++) s[k] += (double)a[j + k] * (double)b[j + k];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+double vmath_dot_f64(const double *a, const double *b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}

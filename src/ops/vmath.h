@@ -45,4 +45,9 @@ double vmath_sum_f32(const float *x, int64_t n);
  * before). */
 double vmath_sum_f64(const double *x, int64_t n);
 
+/* The sum of a[i] * b[i] over [0, n) in double: f32 in vmath_sum_f32's
+ * eight lanes, f64 from the first to the last. */
+double vmath_dot_f32(const float *a, const float *b, int64_t n);
+double vmath_dot_f64(const double *a, const double *b, int64_t n);
+
 #endif
