@@ -64,6 +64,28 @@ drive() {
   diff -u "$L/hints.expect" <(printf '%s\n' "$output")
 }
 
+# The server reads imports from disk at each change: an import edited on
+# disk is seen at the next one, and an error inside an import names its
+# file wherever it stands among the files (lib.net second, then third).
+@test "lsp: an import edited on disk is read again at the next change; an error inside one names its file" {
+  printf 'def double(v) {\n  return v * 2\n}\ndef bad(v) {\n  return v + zeros([4])\n}\n' > lib1.net
+  printf 'def triple(v) {\n  return v * 3\n}\n' > lib2.net
+  printf 'def half(v) {\n  return v / 2\n}\n' > other.net
+  cp lib1.net lib.net
+  printf 'import "lib"\ninput x : f32[3]\ny = double(x)\n' > a.net
+  printf 'import "other"\nimport "lib"\ninput x : f32[3]\ny = bad(half(x))\n' > b.net
+  D=$PWD
+  run drive open:$D/a.net change:$D/a.net:$D/b.net write:$D/lib.net:$D/lib2.net change:$D/a.net:$D/b.net \
+    write:$D/lib.net:$D/lib1.net change:$D/a.net:$D/a.net hover:$D/a.net:2:0 shutdown
+  [ "${lines[1]}" = '{"diagnostics": []}' ]
+  [[ "${lines[2]}" == '{"diagnostics": [{"message": "'$D'/lib.net:5:12: add: shapes [3] and [4] do not broadcast (dimension 0: 3 vs 4)"'* ]]
+  [[ "${lines[3]}" == '{"diagnostics": [{"message": "unknown op or function '"'bad'"' (did you mean '"'pad'"'?)", "range": {"end": {"character": 7, "line": 3}, "start": {"character": 4, "line": 3}}'* ]]
+  [ "${lines[4]}" = '{"diagnostics": []}' ]
+  [ "${lines[5]}" = '{"result": {"contents": {"kind": "markdown", "value": "```netrun\nlocal y : f32[3]\n```\n"}, "range": {"end": {"character": 1, "line": 2}, "start": {"character": 0, "line": 2}}}}' ]
+  [ "${lines[6]}" = '{"result": null}' ]
+  [ "${lines[7]}" = "exit 0" ]
+}
+
 @test "lsp: malformed messages get JSON-RPC errors and the server reads on" {
   run drive uninitialized raw:'{"jsonrpc":"2.0","id":1,"method":"textDocument/hover","params":{}}' \
     'raw:{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}' raw:'{]' raw:'[1,2]' \

@@ -8,6 +8,7 @@ with exact expectations.
     open:PATH                  textDocument/didOpen of PATH (uri file://PATH)
     change:PATH:TEXTFILE       didChange of PATH to the text of TEXTFILE
     close:PATH                 didClose
+    write:PATH:TEXTFILE        (no message) PATH on disk gets TEXTFILE's text
     hover:PATH:LINE:COL        (0-based, as LSP counts)
     definition:PATH:LINE:COL   references:PATH:LINE:COL
     completion:PATH:LINE:COL:LABEL,...   only the items of those labels are shown
@@ -92,6 +93,10 @@ for step in steps:
         path, textfile = rest.split(":")
         notify("textDocument/didChange", {"textDocument": dict(doc(path), version=2), "contentChanges": [{"text": open(textfile).read()}]})
         wait_diagnostics()
+    elif kind == "write":
+        path, textfile = rest.split(":")
+        with open(path, "w") as f:
+            f.write(open(textfile).read())
     elif kind == "close":
         notify("textDocument/didClose", {"textDocument": doc(rest)})
         wait_diagnostics()
