@@ -107,10 +107,17 @@ $(BUILD)/src/front/ast.o: $(BUILD)/lexer.h
 
 # Test tools: mkimages writes IDX images as an image folder of PNG or JPEG
 # files (tests/images.bats, examples/fashion_folder.net).
-tools: $(BUILD)/mkimages
+tools: $(BUILD)/mkimages $(BUILD)/vmath_check
 $(BUILD)/mkimages: tests/tools/mkimages.c
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) $(CFLAGS) -o $@ $< $(LDFLAGS) -lpng -ljpeg -lz
+
+# vmath_check sweeps src/ops/vmath.c's exp against exp in double
+# (tests/vmath.bats), built with netrun's own flags, so it checks the code
+# netrun runs.
+$(BUILD)/vmath_check: tests/tools/vmath_check.c src/ops/vmath.c src/ops/vmath.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS_ALL) -o $@ tests/tools/vmath_check.c src/ops/vmath.c -lm
 
 # examples/fashion_folder.net's data: Fashion-MNIST as folders of PNGs.
 FASHION = /usr/share/datasets/fashion-mnist

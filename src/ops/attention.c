@@ -19,11 +19,13 @@
  * the end of this file): it holds the [Tq, Tk] matrices the unfused ops did.
  *
  * The numerics follow the unfused ops: scores divided by sqrt(d) (not
- * multiplied by its inverse), the softmax's sum in double and exp skipped
- * below -104 (nn.c's softmax), softmax_grad's row sum in double. */
+ * multiplied by its inverse), the softmax's exp, maximum and sum in
+ * double those of nn.c's softmax (vmath.h), softmax_grad's row sum in
+ * double. */
 #include "autodiff/backward.h"
 #include "exec/exec.h"
 #include "exec/par.h"
+#include "ops/vmath.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -98,12 +100,12 @@ static int64_t att_cols(const AttGeom *g, int64_t r1) { return g->causal && r1 <
 /* The keys row r sees. */
 static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1 < g->tk ? r + 1 : g->tk; }
 
-/* The loops for element type T: GEMM its cblas_?gemm, EXPF its exp, LOW
- * the exponent below which EXPF gives 0 (nn.c's EXP_NONPOS).
+/* The loops for element type T: GEMM its cblas_?gemm; EXPS, MAX and SUM
+ * vmath's exp in place, largest element and sum in double of a row.
  *   NAME_probs: P of rows r0..r1 of one slice into s [rows, cols]
  *   NAME_fwd: Out of one slice's block
  *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer) */
-#define ATT_LOOPS(NAME, T, GEMM, EXPF, LOW)                                                                  \
+#define ATT_LOOPS(NAME, T, GEMM, EXPS, MAX, SUM)                                                             \
   static void NAME##_probs(const AttGeom *g, const T *q, const T *k, int64_t r0, int64_t r1, T *s) {         \
     int64_t rows = r1 - r0, cols = att_cols(g, r1);                                                          \
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)g->d, 1, q + r0 * g->d,         \
@@ -113,16 +115,10 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
       T *row = s + i * cols, m;                                                                              \
       int64_t seen = att_seen(g, r0 + i);                                                                    \
       for (int64_t j = 0; j < seen; j++) row[j] /= root;                                                     \
-      m = row[0];                                                                                            \
-      for (int64_t j = 1; j < seen; j++)                                                                     \
-        if (row[j] > m) m = row[j];                                                                          \
-      double sum = 0;                                                                                        \
-      for (int64_t j = 0; j < seen; j++) {                                                                   \
-        T x = row[j] - m;                                                                                    \
-        row[j] = x < (LOW) ? 0 : EXPF(x);                                                                    \
-        sum += (double)row[j];                                                                               \
-      }                                                                                                      \
-      double inv = 1 / sum;                                                                                  \
+      m = MAX(row, seen);                                                                                    \
+      for (int64_t j = 0; j < seen; j++) row[j] -= m;                                                        \
+      EXPS(row, seen);                                                                                       \
+      double inv = 1 / SUM(row, seen);                                                                       \
       for (int64_t j = 0; j < seen; j++) row[j] = (T)((double)row[j] * inv);                                 \
       for (int64_t j = seen; j < cols; j++) row[j] = 0;                                                      \
     }                                                                                                        \
@@ -161,8 +157,8 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
            q + r0 * d, (int)d, 1, dk, (int)d);                                                               \
     }                                                                                                        \
   }
-ATT_LOOPS(att_f32, float, cblas_sgemm, expf, -104.0f)
-ATT_LOOPS(att_f64, double, cblas_dgemm, exp, -746.0)
+ATT_LOOPS(att_f32, float, cblas_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
+ATT_LOOPS(att_f64, double, cblas_dgemm, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
 /* The geometry of Q, K and V, checked as infer_attention does (a kernel
  * may meet shapes shape inference did not know). */

@@ -10,10 +10,12 @@
  *
  * Numerics: sums of exponentials subtract the row's maximum first and
  * accumulate in double, so logits like 1000 and -1000 give finite results;
- * layer_norm's mean and variance are two passes in double. */
+ * layer_norm's mean and variance are two passes in double, each in eight
+ * running sums. */
 #include "autodiff/backward.h"
 #include "exec/exec.h"
 #include "exec/par.h"
+#include "ops/vmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -341,31 +343,35 @@ static int label_check(ExecCtx *c, const Tensor *lb, int64_t r, int64_t l, int64
 
 /* softmax / log_softmax of X along `axis`.  X is viewed as [outer, n, inner]
  * with the axis in the middle; the `inner` rows sharing an outer index are
- * done together so every loop walks memory in order. */
-/* The loops of softmax_run for element type T (EXPF its exp). */
-/* exp(d) for d = x - max <= 0, with 0 straight away below LOW, where EXPF
- * gives 0 anyway (every float below -104 checked; double below -746): a
- * masked attention score (-1e9) took expf's underflow path, a tenth of
- * the softmax's time. */
-#define EXP_NONPOS(EXPF, d, LOW) ((d) < (LOW) ? 0 : EXPF(d))
-#define SOFTMAX_LOOPS(NAME, T, EXPF, LOW)                                                                       \
-static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s) {  \
+ * done together so every loop walks memory in order.  The exps go into e
+ * (the output for softmax; a buffer for log_softmax, which reads X after),
+ * through vmath.h's vectorized exp; m and s hold each row's maximum and
+ * sum in double.  A contiguous row (inner = 1) takes vmath's maximum and
+ * sum, in lanes. */
+/* The loops of softmax_run for element type T (EXPS, MAX, SUM: vmath.h's). */
+#define SOFTMAX_LOOPS(NAME, T, EXPS, MAX, SUM)                                                                  \
+static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bool log_out, T *m, double *s,    \
+                 T *e) {                                                                                        \
   for (int64_t o = 0; o < outer; o++) {                                                                         \
     const T *xp = xv + o * n * inner;                                                                           \
     T *yp = yv + o * n * inner;                                                                                 \
-    for (int64_t i = 0; i < inner; i++) {                                                                       \
-      m[i] = xp[i];                                                                                             \
-      s[i] = 0;                                                                                                 \
+    if (!log_out) e = yp;                                                                                       \
+    if (inner == 1) m[0] = MAX(xp, n);                                                                          \
+    else {                                                                                                      \
+      for (int64_t i = 0; i < inner; i++) m[i] = xp[i];                                                         \
+      for (int64_t j = 1; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++)                                                                     \
+          if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                               \
     }                                                                                                           \
-    for (int64_t j = 1; j < n; j++)                                                                             \
-      for (int64_t i = 0; i < inner; i++)                                                                       \
-        if (xp[j * inner + i] > m[i]) m[i] = xp[j * inner + i];                                                 \
     for (int64_t j = 0; j < n; j++)                                                                             \
-      for (int64_t i = 0; i < inner; i++) {                                                                     \
-        T d = xp[j * inner + i] - m[i], e = EXP_NONPOS(EXPF, d, LOW);                                           \
-        s[i] += (double)e;                                                                                      \
-        if (!log_out) yp[j * inner + i] = e;                                                                    \
-      }                                                                                                         \
+      for (int64_t i = 0; i < inner; i++) e[j * inner + i] = xp[j * inner + i] - m[i];                          \
+    EXPS(e, n * inner);                                                                                         \
+    if (inner == 1) s[0] = SUM(e, n);                                                                           \
+    else {                                                                                                      \
+      for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                             \
+      for (int64_t j = 0; j < n; j++)                                                                           \
+        for (int64_t i = 0; i < inner; i++) s[i] += (double)e[j * inner + i];                                   \
+    }                                                                                                           \
     if (log_out) {                                                                                              \
       for (int64_t i = 0; i < inner; i++) s[i] = log(s[i]);                                                     \
       for (int64_t j = 0; j < n; j++)                                                                           \
@@ -379,8 +385,8 @@ static void NAME(const T *xv, T *yv, int64_t outer, int64_t n, int64_t inner, bo
     }                                                                                                           \
   }                                                                                                             \
 }
-SOFTMAX_LOOPS(softmax_f32, float, expf, -104.0f)
-SOFTMAX_LOOPS(softmax_f64, double, exp, -746.0)
+SOFTMAX_LOOPS(softmax_f32, float, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
+SOFTMAX_LOOPS(softmax_f64, double, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
 static int softmax_run(ExecCtx *c, bool log_out) {
   Tensor *x = in_float(c, 0), *out = exec_ctx_out(c, 0);
@@ -392,11 +398,13 @@ static int softmax_run(ExecCtx *c, bool log_out) {
     tensor_unref(x);
     return 0;
   }
-  void *m = mem_alloc(NULL, dtype_size(x->dtype) * (size_t)inner);
+  size_t es = dtype_size(x->dtype);
+  void *m = mem_alloc(NULL, es * (size_t)inner), *e = log_out ? mem_alloc(NULL, es * (size_t)(n * inner)) : NULL;
   double *s = mem_alloc(NULL, sizeof *s * (size_t)inner);
-  if (x->dtype == DT_F64) softmax_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, log_out, m, s);
-  else softmax_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, log_out, m, s);
+  if (x->dtype == DT_F64) softmax_f64(tensor_f64(x), tensor_f64(out), outer, n, inner, log_out, m, s, e);
+  else softmax_f32(tensor_f32(x), tensor_f32(out), outer, n, inner, log_out, m, s, e);
   mem_free(m);
+  mem_free(e);
   mem_free(s);
   tensor_unref(x);
   return 0;
@@ -407,46 +415,46 @@ static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
 
 /* softmax_cross_entropy and its grad per row of x, for element type T: with
  * m the row's maximum and s the sum of exp(x - m) in double, the loss
- * y[r] = m - x[l] + log(s) (d NULL), or the gradient d's row =
- * (exp(x - m) / s - onehot(l)) * gl[r], the softmax recomputed stably
- * into it (y NULL). */
-#define SOFTMAX_CE_LOOPS(NAME, T, EXPF)                                                                           \
-static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t ncls, T *y, const T *gl, T *d) {  \
+ * y[r] = m - x[l] + log(s) (d NULL, the exps in e, a row's buffer), or the
+ * gradient d's row = (exp(x - m) / s - onehot(l)) * gl[r], the softmax
+ * recomputed stably into it (y NULL).  One row at a time, each pass over
+ * it (maximum, shift, exp, sum, scale) while it is in cache; EXPS, MAX
+ * and SUM are vmath.h's. */
+#define SOFTMAX_CE_LOOPS(NAME, T, EXPS, MAX, SUM)                                                                 \
+static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t ncls, T *y, const T *gl, T *d,    \
+                T *e) {                                                                                           \
   const int64_t *label = tensor_i64(lb);                                                                          \
   int rc = 0;                                                                                                     \
   for (int64_t r = 0; r < rows; r++) {                                                                            \
     int64_t l = label[r];                                                                                         \
     if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                         \
     const T *row = x + r * ncls;                                                                                  \
-    T *drow = d ? d + r * ncls : NULL;                                                                            \
-    T m = row[0];                                                                                                 \
-    for (int64_t j = 1; j < ncls; j++)                                                                            \
-      if (row[j] > m) m = row[j];                                                                                 \
-    double s = 0;                                                                                                 \
-    for (int64_t j = 0; j < ncls; j++) {                                                                          \
-      T e = EXPF(row[j] - m);                                                                                     \
-      if (drow) drow[j] = e;                                                                                      \
-      s += (double)e;                                                                                             \
-    }                                                                                                             \
-    if (!drow) {   /* (max - x[l]) first: both are large for large logits, their difference is not */             \
+    T *er = d ? d + r * ncls : e;                                                                                 \
+    T m = MAX(row, ncls);                                                                                         \
+    for (int64_t j = 0; j < ncls; j++) er[j] = row[j] - m;                                                        \
+    EXPS(er, ncls);                                                                                               \
+    double s = SUM(er, ncls);                                                                                     \
+    if (!d) {   /* (max - x[l]) first: both are large for large logits, their difference is not */                \
       y[r] = (T)((double)(m - row[l]) + log(s));                                                                  \
       continue;                                                                                                   \
     }                                                                                                             \
     T k = (T)((double)gl[r] / s);                                                                                 \
-    for (int64_t j = 0; j < ncls; j++) drow[j] *= k;                                                              \
-    drow[l] -= gl[r];                                                                                             \
+    for (int64_t j = 0; j < ncls; j++) er[j] *= k;                                                                \
+    er[l] -= gl[r];                                                                                               \
   }                                                                                                               \
   return rc;                                                                                                      \
 }
-SOFTMAX_CE_LOOPS(softmax_ce_f32, float, expf)
-SOFTMAX_CE_LOOPS(softmax_ce_f64, double, exp)
+SOFTMAX_CE_LOOPS(softmax_ce_f32, float, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
+SOFTMAX_CE_LOOPS(softmax_ce_f64, double, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
   Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *loss = exec_ctx_out(c, 0);
   int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
-  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, tensor_f64(loss), NULL, NULL)
-                               : softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, tensor_f32(loss), NULL, NULL);
+  void *e = mem_alloc(NULL, dtype_size(lg->dtype) * (size_t)ncls);
+  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, tensor_f64(loss), NULL, NULL, e)
+                               : softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, tensor_f32(loss), NULL, NULL, e);
+  mem_free(e);
   tensor_unref(lg);
   return rc;
 }
@@ -569,25 +577,84 @@ static void norm_rows(ExecCtx *c, const Tensor *x, int64_t *rows, int64_t *n) {
   *n = prod(x->shape, k, x->rank);
 }
 
+/* The sum of eight running sums, pairwise: the order every lane sum below
+ * ends in. */
+static inline double lanes_total(const double *s) {
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* The sum over i < n of (double)a[i] * b[i] (b NULL: of a[i]), in eight
+ * running sums (i mod 8) added pairwise: the compiler vectorizes it,
+ * where one running sum is a chain of dependent adds. */
+static inline double lanes_dot(const double *a, const double *b, int64_t n) {
+  double s[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) s[k] += b ? a[i + k] * b[i + k] : a[i + k];
+  for (int k = 0; i + k < n; k++) s[k] += b ? a[i + k] * b[i + k] : a[i + k];
+  return lanes_total(s);
+}
+
 /* The mean of the n values xp into *mean and 1 / sqrt(variance + eps),
- * the biased variance, in two passes in double (the forward and the grad
- * compute them alike). */
+ * the biased variance, in two passes over the row in double (the forward
+ * and the grad compute them alike), each in eight running sums. */
 /* row_moments_S for element type T. */
 #define ROW_MOMENTS(NAME, T)                                                   \
 static inline double NAME(const T *xp, int64_t n, double eps, double *mean) {  \
-  double m = 0, var = 0;                                                       \
-  for (int64_t i = 0; i < n; i++) m += (double)xp[i];                          \
-  m /= (double)n;                                                              \
-  for (int64_t i = 0; i < n; i++) {                                            \
-    double d = (double)xp[i] - m;                                              \
-    var += d * d;                                                              \
+  double s[8] = {0}, q[8] = {0};                                               \
+  int64_t i = 0;                                                               \
+  for (; i + 8 <= n; i += 8)                                                   \
+    for (int k = 0; k < 8; k++) s[k] += (double)xp[i + k];                     \
+  for (int k = 0; i + k < n; k++) s[k] += (double)xp[i + k];                   \
+  double m = lanes_total(s) / (double)n;                                       \
+  for (i = 0; i + 8 <= n; i += 8)                                              \
+    for (int k = 0; k < 8; k++) {                                              \
+      double d = (double)xp[i + k] - m;                                        \
+      q[k] += d * d;                                                           \
+    }                                                                          \
+  for (int k = 0; i + k < n; k++) {                                            \
+    double d = (double)xp[i + k] - m;                                          \
+    q[k] += d * d;                                                             \
   }                                                                            \
-  var /= (double)n;                                                            \
   *mean = m;                                                                   \
-  return 1 / sqrt(var + eps);                                                  \
+  return 1 / sqrt(lanes_total(q) / (double)n + eps);                           \
 }
 ROW_MOMENTS(row_moments_f32, float)
 ROW_MOMENTS(row_moments_f64, double)
+
+/* One row of layer_norm: y = ((x - mean) * inv) * s + b, s and b where
+ * given; a loop for each case, so that each is vectorized. */
+/* ln_row_S for element type T. */
+#define LN_ROW(NAME, T)                                                                                   \
+static inline void NAME(const T *restrict x, T *restrict y, const T *restrict s, const T *restrict b,    \
+                        int64_t n, double mean, double inv) {                                             \
+  if (s && b)                                                                                             \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv * (double)s[i] + (double)b[i]); \
+  else if (s)                                                                                             \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv * (double)s[i]);              \
+  else if (b)                                                                                             \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv + (double)b[i]);              \
+  else                                                                                                    \
+    for (int64_t i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * inv);                             \
+}
+LN_ROW(ln_row_f32, float)
+LN_ROW(ln_row_f64, double)
+
+/* layer_norm's rows r0..r1 - 1 of n values: blocks of LN_ROWS rows go to
+ * the threads, each row's result its own (the same bits on any number).
+ * Each row function comes in an AVX2 version (VMATH_CLONES). */
+#define LN_ROWS 32
+/* ln_rows_S for element type T. */
+#define LN_ROWS_FN(NAME, T, S)                                                                      \
+VMATH_CLONES static void NAME(const T *x, T *y, const T *sv, const T *bv, int64_t r0, int64_t r1,  \
+                              int64_t n, double eps) {                                             \
+  for (int64_t r = r0; r < r1; r++) {                                                              \
+    double mean, inv = row_moments_##S(x + r * n, n, eps, &mean);                                  \
+    ln_row_##S(x + r * n, y + r * n, sv, bv, n, mean, inv);                                        \
+  }                                                                                                \
+}
+LN_ROWS_FN(ln_rows_f32, float, f32)
+LN_ROWS_FN(ln_rows_f64, double, f64)
 
 /* NAME_f32 and NAME_f64 from TEMPLATE (its arguments: the function's name,
  * the element type T and its suffix S, which names T's helpers: tensor_S,
@@ -618,17 +685,11 @@ static int NAME(ExecCtx *c) {                                                   
     rows = 0;                                                                                         \
   }                                                                                                   \
   const T *sv = sc ? tensor_##S(sc) : NULL, *bv = bi ? tensor_##S(bi) : NULL;                         \
-  for (int64_t r = 0; r < rows && n > 0; r++) {                                                       \
-    const T *xp = tensor_##S(x) + r * n;                                                              \
-    T *yp = tensor_##S(out) + r * n;                                                                  \
-    double mean, inv = row_moments_##S(xp, n, eps, &mean);                                            \
-    for (int64_t i = 0; i < n; i++) {                                                                 \
-      double v = ((double)xp[i] - mean) * inv;                                                        \
-      if (sv) v *= (double)sv[i];                                                                     \
-      if (bv) v += (double)bv[i];                                                                     \
-      yp[i] = (T)v;                                                                                   \
-    }                                                                                                 \
-  }                                                                                                   \
+  int64_t blocks = n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0;                                        \
+  PAR_FOR(blocks > 1 && rows * n >= PAR_MIN_WORK)                                                     \
+  for (int64_t k = 0; k < blocks; k++)                                                                \
+    ln_rows_##S(tensor_##S(x), tensor_##S(out), sv, bv, k * LN_ROWS,                                  \
+                (k + 1) * LN_ROWS < rows ? (k + 1) * LN_ROWS : rows, n, eps);                         \
   tensor_unref(x);                                                                                    \
   tensor_unref(sc);                                                                                   \
   tensor_unref(bi);                                                                                   \
@@ -1024,28 +1085,35 @@ static bool infer_softmax_grad(InferCtx *c) {
 }
 
 /* Along the axis, with s = sum(dOut * Out) (softmax) or sum(dOut)
- * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s.
- * The [outer, n, inner] walk is softmax_run's. */
+ * (log_softmax): dX = Out * (dOut - s), or dX = dOut - exp(Out) * s,
+ * exp(Out) first into dX by vmath.h's exp (EXPS).  The [outer, n, inner]
+ * walk is softmax_run's; a contiguous row's s is vmath's SUM or DOT. */
 /* The loops of softmax_grad_run for element type T. */
-#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPF)                                                                              \
+#define SOFTMAX_GRAD_LOOPS(NAME, T, EXPS, SUM, DOT)                                                                    \
 static void NAME(const T *yv, const T *gv, T *xv, int64_t outer, int64_t n, int64_t inner, bool log_out, double *s) {  \
   for (int64_t o = 0; o < outer; o++) {                                                                                \
     const T *yp = yv + o * n * inner, *gp = gv + o * n * inner;                                                        \
     T *xp = xv + o * n * inner;                                                                                        \
-    for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                                      \
-    for (int64_t j = 0; j < n; j++)                                                                                    \
-      for (int64_t i = 0; i < inner; i++)                                                                              \
-        s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];           \
+    if (inner == 1) s[0] = log_out ? SUM(gp, n) : DOT(gp, yp, n);                                                      \
+    else {                                                                                                             \
+      for (int64_t i = 0; i < inner; i++) s[i] = 0;                                                                    \
+      for (int64_t j = 0; j < n; j++)                                                                                  \
+        for (int64_t i = 0; i < inner; i++)                                                                            \
+          s[i] += log_out ? (double)gp[j * inner + i] : (double)gp[j * inner + i] * (double)yp[j * inner + i];         \
+    }                                                                                                                  \
+    if (log_out) {                                                                                                     \
+      memcpy(xp, yp, sizeof *xp * (size_t)(n * inner));                                                                \
+      EXPS(xp, n * inner);                                                                                             \
+    }                                                                                                                  \
     for (int64_t j = 0; j < n; j++)                                                                                    \
       for (int64_t i = 0; i < inner; i++) {                                                                            \
         int64_t k = j * inner + i;                                                                                     \
-        xp[k] = log_out ? (T)((double)gp[k] - (double)EXPF(yp[k]) * s[i])                                              \
-                        : (T)((double)yp[k] * ((double)gp[k] - s[i]));                                                 \
+        xp[k] = log_out ? (T)((double)gp[k] - (double)xp[k] * s[i]) : (T)((double)yp[k] * ((double)gp[k] - s[i]));     \
       }                                                                                                                \
   }                                                                                                                    \
 }
-SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, expf)
-SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, exp)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f32, float, vmath_exp_f32, vmath_sum_f32, vmath_dot_f32)
+SOFTMAX_GRAD_LOOPS(softmax_grad_f64, double, vmath_exp_f64, vmath_sum_f64, vmath_dot_f64)
 
 static int softmax_grad_run(ExecCtx *c, bool log_out) {
   Tensor *y = exec_ctx_in(c, 0), *dy = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
@@ -1081,9 +1149,9 @@ static int k_softmax_ce_grad(ExecCtx *c) {
     return exec_ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
   if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
-    rc = softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, NULL, tensor_f64(dl), tensor_f64(dx));
+    rc = softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, NULL, tensor_f64(dl), tensor_f64(dx), NULL);
   else
-    rc = softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, NULL, tensor_f32(dl), tensor_f32(dx));
+    rc = softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, NULL, tensor_f32(dl), tensor_f32(dx), NULL);
   tensor_unref(lg);
   return rc;
 }
@@ -1139,7 +1207,40 @@ static bool g_dropout(GradCtx *g) {
  *   dX = inv * (g - mean(g) - xhat * mean(g * xhat)),
  *   dScale = sum over rows of dY * xhat, dBias = sum over rows of dY.
  * The mean and variance are recomputed as the forward does (two passes in
- * double); the column sums accumulate in double. */
+ * double); then the row's xhat and g (double), the column sums, mean(g)
+ * and mean(g xhat) as lane sums, and dX, each a loop the compiler
+ * vectorizes, over a row still in cache.
+ * The rows are cut into at most LNG_PARTS parts, their number fixed by
+ * the rows alone; each part sums its own columns in double (xh and g its
+ * buffers), and the parts' sums are added in order: the same bits on any
+ * number of threads. */
+#define LNG_PARTS 16
+/* ln_grad_rows_S for element type T: rows r0..r1 - 1 (dx NULL: the column
+ * sums only; as or ab NULL: not those). */
+#define LN_GRAD_ROWS(NAME, T, S)                                                                         \
+VMATH_CLONES static void NAME(const T *x, const T *gy, T *dx, const T *sv, double *as, double *ab,      \
+                              double *xh, double *g, int64_t r0, int64_t r1, int64_t n, double eps) {   \
+  for (int64_t r = r0; r < r1; r++) {                                                                    \
+    const T *xp = x + r * n, *gp = gy + r * n;                                                           \
+    double mean, inv = row_moments_##S(xp, n, eps, &mean);                                               \
+    for (int64_t i = 0; i < n; i++) xh[i] = ((double)xp[i] - mean) * inv;                                \
+    if (as)                                                                                              \
+      for (int64_t i = 0; i < n; i++) as[i] += (double)gp[i] * xh[i];                                    \
+    if (ab)                                                                                              \
+      for (int64_t i = 0; i < n; i++) ab[i] += (double)gp[i];                                            \
+    if (!dx) continue;                                                                                   \
+    if (sv)                                                                                              \
+      for (int64_t i = 0; i < n; i++) g[i] = (double)gp[i] * (double)sv[i];                              \
+    else                                                                                                 \
+      for (int64_t i = 0; i < n; i++) g[i] = (double)gp[i];                                              \
+    double mg = lanes_dot(g, NULL, n) / (double)n, mgx = lanes_dot(g, xh, n) / (double)n;                \
+    T *dp = dx + r * n;                                                                                  \
+    for (int64_t i = 0; i < n; i++) dp[i] = (T)(inv * (g[i] - mg - xh[i] * mgx));                        \
+  }                                                                                                      \
+}
+LN_GRAD_ROWS(ln_grad_rows_f32, float, f32)
+LN_GRAD_ROWS(ln_grad_rows_f64, double, f64)
+
 /* layer_norm_grad for element type T (suffix S: see F32_F64). */
 #define LAYER_NORM_GRAD(NAME, T, S)                                                                      \
 static int NAME(ExecCtx *c) {                                                                            \
@@ -1154,38 +1255,32 @@ static int NAME(ExecCtx *c) {                                                   
     rc = exec_ctx_fail(c, "Scale, Bias or Y@GRAD does not fit X");                                       \
     rows = n = 0;                                                                                        \
   }                                                                                                      \
-  double *as = dst ? mem_calloc((size_t)n + 1, sizeof *as) : NULL;                                       \
-  double *ab = dbt ? mem_calloc((size_t)n + 1, sizeof *ab) : NULL;                                       \
-  double *xh = mem_alloc(NULL, sizeof *xh * ((size_t)n + 1));                                            \
+  int64_t parts = n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0;                                            \
+  if (parts > LNG_PARTS) parts = LNG_PARTS;                                                              \
+  int64_t per = parts > 0 ? (rows + parts - 1) / parts : 0, w = n + 1;                                   \
+  double *as = dst ? mem_calloc((size_t)(parts * w) + 1, sizeof *as) : NULL;                             \
+  double *ab = dbt ? mem_calloc((size_t)(parts * w) + 1, sizeof *ab) : NULL;                             \
+  double *buf = mem_alloc(NULL, sizeof *buf * (2 * (size_t)(parts * w) + 1));                            \
   const T *sv = sc ? tensor_##S(sc) : NULL;                                                              \
-  for (int64_t r = 0; r < rows && n > 0; r++) {                                                          \
-    const T *xp = tensor_##S(x) + r * n, *gp = tensor_##S(dyt) + r * n;                                  \
-    double mean, inv = row_moments_##S(xp, n, eps, &mean), mg = 0, mgx = 0;                              \
-    for (int64_t i = 0; i < n; i++) {                                                                    \
-      double h = ((double)xp[i] - mean) * inv, gi = (double)gp[i];                                       \
-      xh[i] = h;                                                                                         \
-      if (as) as[i] += gi * h;                                                                           \
-      if (ab) ab[i] += gi;                                                                               \
-      if (sv) gi *= (double)sv[i];                                                                       \
-      mg += gi;                                                                                          \
-      mgx += gi * h;                                                                                     \
-    }                                                                                                    \
-    if (!dxt) continue;                                                                                  \
-    mg /= (double)n;                                                                                     \
-    mgx /= (double)n;                                                                                    \
-    T *dp = tensor_##S(dxt) + r * n;                                                                     \
-    for (int64_t i = 0; i < n; i++) {                                                                    \
-      double gi = (double)gp[i] * (sv ? (double)sv[i] : 1.0);                                            \
-      dp[i] = (T)(inv * (gi - mg - xh[i] * mgx));                                                        \
-    }                                                                                                    \
+  T *dx = dxt ? tensor_##S(dxt) : NULL;                                                                  \
+  PAR_FOR(parts > 1 && rows * n >= PAR_MIN_WORK)                                                         \
+  for (int64_t p = 0; p < parts; p++) {                                                                  \
+    int64_t r0 = p * per, r1 = r0 + per < rows ? r0 + per : rows;                                        \
+    ln_grad_rows_##S(tensor_##S(x), tensor_##S(dyt), dx, sv, as ? as + p * w : NULL,                     \
+                     ab ? ab + p * w : NULL, buf + 2 * p * w, buf + (2 * p + 1) * w, r0, r1, n, eps);    \
   }                                                                                                      \
   for (int64_t i = 0; i < n; i++) {                                                                      \
-    if (as) tensor_##S(dst)[i] = (T)as[i];                                                               \
-    if (ab) tensor_##S(dbt)[i] = (T)ab[i];                                                               \
+    double ts = 0, tb = 0;                                                                               \
+    for (int64_t p = 0; p < parts; p++) {                                                                \
+      if (as) ts += as[p * w + i];                                                                       \
+      if (ab) tb += ab[p * w + i];                                                                       \
+    }                                                                                                    \
+    if (as) tensor_##S(dst)[i] = (T)ts;                                                                  \
+    if (ab) tensor_##S(dbt)[i] = (T)tb;                                                                  \
   }                                                                                                      \
   mem_free(as);                                                                                          \
   mem_free(ab);                                                                                          \
-  mem_free(xh);                                                                                          \
+  mem_free(buf);                                                                                         \
   tensor_unref(x);                                                                                       \
   tensor_unref(sc);                                                                                      \
   return rc;                                                                                             \

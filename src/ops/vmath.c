@@ -1,0 +1,135 @@
+/* vmath.c — exp over an array of floats, written so that GCC vectorizes
+ * the loop (SSE2, and AVX2 in a clone picked at load time on machines
+ * that have it).  glibc's expf is called one element at a time; in the
+ * softmax loops it was a seventh of a transformer's training step.
+ *
+ * exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in
+ * [-ln 2 / 2, ln 2 / 2]:
+ *   - n by the round-to-nearest of adding 1.5 * 2^23 (no conversion of a
+ *     float to an integer, which C leaves undefined for a NaN);
+ *   - r with ln 2 split in two (Cody and Waite): n * LN2_HI is exact for
+ *     |n| < 2^15, LN2_HI having 9 significant bits;
+ *   - exp(r) = 1 + r + r^2 q(r), q of degree 4 fitted for the least
+ *     largest relative error on the interval (3.1e-9, under a float's half
+ *     ulp of 6e-8: the error left is the float arithmetic's);
+ *   - 2^n as two powers of two, 2^(n/2) and 2^(n - n/2), each a normal
+ *     float for every n the clamp allows, so the last product rounds once
+ *     into the subnormals or overflows to inf, as expf does.
+ * x is first clamped to [-104, 89]: exp is +inf above 88.73 and rounds to
+ * 0 below -103.98; a NaN passes the clamp (its comparisons are false) and
+ * the arithmetic keeps it.  No operation here depends on the vector width
+ * (no fused multiply-add: ISO C mode does not contract), so a vector lane
+ * and the scalar tail give the same bits. */
+#include "ops/vmath.h"
+
+#include <math.h>
+#include <string.h>
+
+#define EXP_LO (-104.0f)
+#define EXP_HI 89.0f
+#define LOG2E 0x1.715476p+0f  /* 1 / ln 2 */
+#define LN2_HI 0x1.63p-1f     /* ln 2's first 9 bits: 0.693359375 */
+#define LN2_LO -0x1.bd0106p-13f /* ln 2 - LN2_HI */
+#define ROUNDER 0x1.8p+23f      /* x + 1.5 * 2^23 - 1.5 * 2^23: x rounded to an integer */
+#define Q0 0x1.fffffcp-2f
+#define Q1 0x1.555492p-3f
+#define Q2 0x1.5558f2p-5f
+#define Q3 0x1.1239d4p-7f
+#define Q4 0x1.6a244cp-10f
+
+static inline uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static inline float float_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* 2^k for -126 <= k <= 127. */
+static inline float pow2(int32_t k) { return float_of((uint32_t)(k + 127) << 23); }
+
+static inline float exp_one(float x, float lo, float hi) {
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  float t = x * LOG2E + ROUNDER, n = t - ROUNDER;
+  int32_t k = (int32_t)(bits_of(t) - bits_of(ROUNDER)), k1 = k / 2;
+  float r = (x - n * LN2_HI) - n * LN2_LO;
+  float q = (((Q4 * r + Q3) * r + Q2) * r + Q1) * r + Q0;
+  float p = 1.0f + (r + r * r * q);
+  return p * pow2(k1) * pow2(k - k1);
+}
+
+/* The clamp's bounds go through an empty asm: seeing them as constants,
+ * GCC computes exp(EXP_LO) at compile time and branches to it, and a loop
+ * with a branch is not vectorized. */
+VMATH_CLONES void vmath_exp_f32(float *x, int64_t n) {
+  float lo = EXP_LO, hi = EXP_HI;
+  __asm__("" : "+g"(lo), "+g"(hi));
+  for (int64_t i = 0; i < n; i++) x[i] = exp_one(x[i], lo, hi);
+}
+
+float vmath_expf(float x) {
+  float lo = EXP_LO, hi = EXP_HI;
+  __asm__("" : "+g"(lo), "+g"(hi));
+  return exp_one(x, lo, hi);
+}
+
+void vmath_exp_f64(double *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = x[i] < -746.0 ? 0 : exp(x[i]);
+}
+
+/* `a > b ? a : b` keeps b when either is a NaN, the form GCC makes maxps
+ * of; eight lanes, combined at the end. */
+#define MAX_LANES(T)                                                   \
+  T m[8];                                                              \
+  int64_t j = 8;                                                       \
+  if (n < 8) {                                                         \
+    T r = x[0];                                                        \
+    for (int64_t i = 1; i < n; i++) r = x[i] > r ? x[i] : r;           \
+    return r;                                                          \
+  }                                                                    \
+  for (int k = 0; k < 8; k++) m[k] = x[k];                             \
+  for (; j + 8 <= n; j += 8)                                           \
+    for (int k = 0; k < 8; k++) m[k] = x[j + k] > m[k] ? x[j + k] : m[k]; \
+  for (int k = 0; j + k < n; k++) m[k] = x[j + k] > m[k] ? x[j + k] : m[k]; \
+  T r = m[0];                                                          \
+  for (int k = 1; k < 8; k++) r = m[k] > r ? m[k] : r;                 \
+  return r;
+
+VMATH_CLONES float vmath_max_f32(const float *x, int64_t n) { MAX_LANES(float) }
+
+double vmath_max_f64(const double *x, int64_t n) { MAX_LANES(double) }
+
+VMATH_CLONES double vmath_sum_f32(const float *x, int64_t n) {
+  double s[8] = {0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; k++) s[k] += (double)x[j + k];
+  for (int k = 0; j + k < n; k++) s[k] += (double)x[j + k];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+double vmath_sum_f64(const double *x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+
+VMATH_CLONES double vmath_dot_f32(const float *a, const float *b, int64_t n) {
+  double s[8] = {0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; k++) s[k] += (double)a[j + k] * (double)b[j + k];
+  for (int k = 0; j + k < n; k++) s[k] += (double)a[j + k] * (double)b[j + k];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+double vmath_dot_f64(const double *a, const double *b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}

@@ -1,0 +1,53 @@
+/* vmath.h — elementary functions over arrays, in loops the compiler
+ * vectorizes, for the kernels whose time is in them (the softmaxes). */
+#ifndef NETRUN_OPS_VMATH_H
+#define NETRUN_OPS_VMATH_H
+
+#include <stdint.h>
+
+/* A function with this attribute comes in an AVX2 version too, picked at
+ * load time on machines that have it (GCC on x86-64).  Neither version
+ * contracts a multiply and an add (ISO C mode), so both give the same
+ * bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VMATH_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VMATH_CLONES
+#endif
+
+/* x[i] = exp(x[i]) for i < n, in place.  Within 1 ulp of the exact value
+ * for results from FLT_MIN up (doc/design.md gives the bound measured
+ * over every float; tests/vmath.bats checks a sample); below FLT_MIN it
+ * rounds to a subnormal or 0 as expf does, above FLT_MAX it is +inf, a
+ * NaN stays NaN.  An element's bits depend on its value only, not
+ * on its place in the array or the machine's vector width. */
+void vmath_exp_f32(float *x, int64_t n);
+
+/* The same for one value (the loop's body: the same bits). */
+float vmath_expf(float x);
+
+/* x[i] = exp(x[i]) in double: 0 below -746 straight away (exp gives 0
+ * there anyway, and its underflow path is slow). */
+void vmath_exp_f64(double *x, int64_t n);
+
+/* The largest of x[0, n), n >= 1, for softmax's shift: in lanes, so a NaN
+ * gives either a NaN or another element (the softmax's rows are NaN
+ * then either way). */
+float vmath_max_f32(const float *x, int64_t n);
+double vmath_max_f64(const double *x, int64_t n);
+
+/* The sum of x[0, n) in double, in a fixed order that does not depend on
+ * the machine: eight running sums of the elements i = k (mod 8), added
+ * pairwise at the end. */
+double vmath_sum_f32(const float *x, int64_t n);
+
+/* The sum of x[0, n) from the first to the last (f64's softmax sums as
+ * before). */
+double vmath_sum_f64(const double *x, int64_t n);
+
+/* The sum of a[i] * b[i] over [0, n) in double: f32 in vmath_sum_f32's
+ * eight lanes, f64 from the first to the last. */
+double vmath_dot_f32(const float *a, const float *b, int64_t n);
+double vmath_dot_f64(const double *a, const double *b, int64_t n);
+
+#endif
