@@ -17,6 +17,17 @@ setup() {
   diff -u "$ROOT/tests/fmt/layout.expect" <(printf '%s\n' "$output")
 }
 
+# Alignment pads a line by more than FMT_WIDTH spaces when a key is that
+# much longer than its neighbours' (fuzz_lsp found the pad written past
+# the line's end, which make asan sees here; tests/fuzz/regress/lsp).
+@test "fmt: a config key over 100 characters longer than its neighbours aligns them" {
+  k=$(printf 'd%.0s' $(seq 130))
+  printf 'train {\n  %s = "d.csv"\n  lr = 0.1\n}\n' "$k" > long.net
+  run "$NETRUN" fmt - < long.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(printf 'train {\n  %s = "d.csv"\n  lr%*s = 0.1\n}' "$k" 128 '')" ]
+}
+
 @test "fmt: its own output is a fixed point" {
   run "$NETRUN" fmt --check "$ROOT/tests/fmt/layout.expect"
   [ "$status" -eq 0 ]

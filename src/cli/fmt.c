@@ -268,7 +268,8 @@ static void pad_at(Line *l, int at, int n) {
   char sp[FMT_WIDTH];
   memset(sp, ' ', sizeof sp);
   size_t tail = l->len - (size_t)at;
-  put(l, sp, (size_t)(n < FMT_WIDTH ? n : FMT_WIDTH));
+  for (int left = n; left > 0; left -= FMT_WIDTH)   /* the line grows by n, however large */
+    put(l, sp, (size_t)(left < FMT_WIDTH ? left : FMT_WIDTH));
   memmove(l->code + at + n, l->code + at, tail);
   memset(l->code + at, ' ', (size_t)n);
   if (l->eq_at >= at) l->eq_at += n;
