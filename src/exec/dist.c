@@ -199,6 +199,13 @@ static bool someone_worked(double since) {
   return false;
 }
 
+/* Whether every other rank was heard from since `since`. */
+static bool all_heard(double since) {
+  for (int k = 0; k < mpi.size; k++)
+    if (k != mpi.rank && atomic_load(&mpi.heard[k]) < since) return false;
+  return true;
+}
+
 /* The job ended from a wait of `waited` seconds: the ranks not heard
  * from since `quiet` named (none: every rank answers, and none works). */
 static void timed_out(double quiet, double waited) {
@@ -240,11 +247,14 @@ static void wait_all(int n, void **req) {
       }
       if (mpi.timeout > 0 && t - t0 > mpi.timeout) {
         double quiet = t - mpi.timeout;
-        bool silent = false;
-        for (int k = 0; k < mpi.size; k++)
-          if (k != mpi.rank && atomic_load(&mpi.heard[k]) < quiet) silent = true;
-        /* without the thread, only this wait's heartbeats answer */
-        if (silent || !mpi.beating || !someone_worked(quiet)) timed_out(mpi.beating ? quiet : since, t - t0);
+        /* Without the thread, only this wait's heartbeats answer.  With
+         * it, a rank silent for the timeout is gone; and a wait in which
+         * no rank worked is stopped as one that cannot complete only
+         * while every rank still answers (heard within three beats): a
+         * rank that went silent during the wait is waited for until its
+         * silence reaches the timeout, and then named. */
+        if (!mpi.beating || !all_heard(quiet) || (!someone_worked(quiet) && all_heard(t - 3 * mpi.period)))
+          timed_out(mpi.beating ? quiet : since, t - t0);
       }
       struct timespec nap = {0, 1000000};
       nanosleep(&nap, NULL);
