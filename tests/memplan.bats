@@ -92,7 +92,8 @@ import "nn"
 input x : f32[B, 4]
 input y : f32[B, 1]
 h = tanh(relu(dense(x, 65536)))
-loss = mean((dense(h, 1) - y) ** 2)
+pred = dense(h, 1)
+loss = mean((pred - y) ** 2)
 NET
   rows wide.net
 }
@@ -185,4 +186,67 @@ NET
   [[ "$output" == *"of the memory limit of 200 MiB is free (--max-memory)"* ]]
   # Measured 164 and 256 MB; at least 48 MB apart:
   apart 50331648
+}
+
+@test "eval: the loop's model evaluates to the same figures with the plan and without" {
+  loop
+  "$NETRUN" train loop.net --save loop.ckpt > train.out 2>&1
+  run "$NETRUN" eval loop.net --weights loop.ckpt --data rows.csv
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"rows.csv: loss "*" (128 examples)"* ]]
+  plan=$output
+  run env NETRUN_NO_MEMORY_PLAN=1 "$NETRUN" eval loop.net --weights loop.ckpt --data rows.csv
+  [ "$output" = "$plan" ]
+}
+
+@test "predict: the plan keeps the --output values and drops the rest after their last reader; the same output" {
+  wide
+  "$NETRUN" train wide.net --save wide.ckpt > train.out 2>&1
+  # h's last reader runs for pred: asked for both, h is kept for the output.
+  for v in pred h "h --output pred"; do
+    "$NETRUN" predict wide.net --weights wide.ckpt --data rows.csv --output $v > plan.out
+    NETRUN_NO_MEMORY_PLAN=1 "$NETRUN" predict wide.net --weights wide.ckpt --data rows.csv --output $v > all.out
+    cmp plan.out all.out
+    [ "$v" != pred ] || cp plan.out plan.pred
+  done
+  [ "$(wc -l < plan.pred)" -eq 128 ]
+  grep -q '^h =$' plan.out
+  # A batch's activations are 16 MiB each (64 x 65536 floats): under the
+  # plan predict needs 31-40 MiB of --max-memory, keeping every value
+  # 81-90 MiB.
+  run "$NETRUN" predict wide.net --weights wide.ckpt --data rows.csv --output pred --max-memory 60M
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(cat plan.pred)" ]
+  run env NETRUN_NO_MEMORY_PLAN=1 "$NETRUN" predict wide.net --weights wide.ckpt --data rows.csv --output pred --max-memory 60M
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"of the memory limit of 60 MiB is free (--max-memory)"* ]]
+}
+
+@test "run: the plan drops each value after its last reader, in block 0 and in a loop's turns; the same output" {
+  cat > fwd.net <<'NET'
+input x : f32[256, 16384] = ones([256, 16384])
+a = exp(x * 0.001)
+b = tanh(a)
+t = 0
+while t < 6 {
+  u = b * 1.5
+  v = u + 0.5
+  b = tanh(v * v - v)
+  t = t + 1
+}
+print(sum(a + sigmoid(b)))
+NET
+  run "$NETRUN" run fwd.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "7195338.0" ]
+  run env NETRUN_NO_MEMORY_PLAN=1 "$NETRUN" run fwd.net
+  [ "$output" = "7195338.0" ]
+  # 16 MiB a value: the plan needs 111-115 MiB of --max-memory, keeping
+  # every value 161-170 MiB.
+  run "$NETRUN" run fwd.net --max-memory 140M
+  [ "$status" -eq 0 ]
+  [ "$output" = "7195338.0" ]
+  run env NETRUN_NO_MEMORY_PLAN=1 "$NETRUN" run fwd.net --max-memory 140M
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"of the memory limit of 140 MiB is free (--max-memory)"* ]]
 }

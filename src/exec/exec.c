@@ -850,14 +850,17 @@ done:
 }
 
 /* Under the memory plan, drops the values of frame f (a run of block
- * pb) whose last reader was op i of the block. */
-static void plan_drop(Executor *ex, const PBlock *pb, int i, Frame *f) {
+ * pb) whose last reader was op i of the block, but for the slots spare
+ * marks (NULL: none). */
+static void plan_drop_but(Executor *ex, const PBlock *pb, int i, Frame *f, const bool *spare) {
   int b = pb->block->idx;
   if (b < 0 || b >= ex->nplans || i >= ex->plans[b].nops) return;
   const struct BlockPlan *bp = &ex->plans[b];
   for (int s = bp->head[i]; s >= 0; s = bp->next[s])
-    if (s < f->nvals) tensor_unref(f->vals[s]), f->vals[s] = NULL;
+    if (s < f->nvals && !(spare && spare[s])) tensor_unref(f->vals[s]), f->vals[s] = NULL;
 }
+
+static void plan_drop(Executor *ex, const PBlock *pb, int i, Frame *f) { plan_drop_but(ex, pb, i, f, NULL); }
 
 static int run_block(Executor *ex, const PBlock *pb, Frame *f) {
   for (int i = 0; i < pb->nops; i++) {
@@ -1233,7 +1236,8 @@ int exec_run_for(Executor *ex, const char *const *vars, int nvars) {
   }
   bool *need = mem_calloc((size_t)b0->nvars + 1, sizeof *need);
   bool *run = mem_calloc((size_t)pb->nops + 1, sizeof *run);
-  for (int k = 0; k < nvars; k++) need[prog_var(ex->prog, vars[k])->slot] = true;
+  bool *wanted = mem_calloc((size_t)b0->nvars + 1, sizeof *wanted);   /* the plan keeps them */
+  for (int k = 0; k < nvars; k++) need[prog_var(ex->prog, vars[k])->slot] = wanted[prog_var(ex->prog, vars[k])->slot] = true;
   /* The ops the value depends on, found backwards. */
   for (int i = pb->nops - 1; i >= 0; i--) {
     const Prepared *p = &pb->ops[i];
@@ -1253,10 +1257,14 @@ int exec_run_for(Executor *ex, const char *const *vars, int nvars) {
       rc = -1;
     }
   }
-  for (int i = 0; i < pb->nops && rc == 0; i++)
-    if (run[i] && run_op(ex, &pb->ops[i], i, ex->root) < 0) rc = -1;
+  for (int i = 0; i < pb->nops && rc == 0; i++) {
+    if (!run[i]) continue;
+    if (run_op(ex, &pb->ops[i], i, ex->root) < 0) rc = -1;
+    else plan_drop_but(ex, pb, i, ex->root, wanted);
+  }
   mem_free(need);
   mem_free(run);
+  mem_free(wanted);
   return rc;
 }
 
