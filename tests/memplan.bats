@@ -175,6 +175,9 @@ NET
 @test "train: in a while body and its branches the plan drops each turn's temporaries; the same bits either way" {
   loop
   both loop.net
+  # and on one thread, the same bits again
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$NETRUN" train loop.net --save one.ckpt > one.out 2>&1
+  cmp plan.ckpt one.ckpt
   # What the values take is counted against --max-memory exactly: with the
   # plan the step fits in 200 MiB (it needs 141-150), every turn's every
   # value kept (231-240 MiB; 221-230 under a plan of block 0 alone) does
