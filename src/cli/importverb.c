@@ -105,12 +105,18 @@ static const char *fresh(Imp *I, const char *base, const char *suffix) {
 
 /* ---- the script ------------------------------------------------------------------- */
 
+/* The node being translated as messages name it (onnx_node_label). */
+static const char *node_label(const Imp *I, char lb[static ONNX_LABEL_MAX]) {
+  return onnx_node_label(I->g, (int)(I->node - I->g->nodes), lb, ONNX_LABEL_MAX);
+}
+
 static void fail(Imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(Imp *I, const char *fmt, ...) {
   char msg[1024];
   DIAG_FORMAT(msg, sizeof msg, fmt);
+  char lb[ONNX_LABEL_MAX];
   if (I->node)
-    diag_error(&I->s.diag, SPAN_NONE, "%s: node '%s' (%s): %s", I->model, I->node->name, I->node->op_type, msg);
+    diag_error(&I->s.diag, SPAN_NONE, "%s: node %s (%s): %s", I->model, node_label(I, lb), I->node->op_type, msg);
   else
     diag_error(&I->s.diag, SPAN_NONE, "%s: %s", I->model, msg);
   I->failed = true;
@@ -148,9 +154,10 @@ static bool say(Imp *I, const char *fmt, ...) {
   AstNode *root = ast_parse(&I->s.arena, &I->s.diag, f);
   if (root && I->s.diag.nerrors == before) lower_block(I->s.L, root, f);
   if (I->s.diag.nerrors != before) {
-    diag_note(&I->s.diag, SPAN_NONE, "the statement netrun import wrote for node '%s' (%s) does not lower: the "
+    char lb[ONNX_LABEL_MAX];
+    diag_note(&I->s.diag, SPAN_NONE, "the statement netrun import wrote for node %s (%s) does not lower: the "
               "node holds a value netrun's op refuses, or netrun import has a bug",
-              I->node ? I->node->name : "", I->node ? I->node->op_type : "none");
+              I->node ? node_label(I, lb) : "''", I->node ? I->node->op_type : "none");
     I->failed = true;
     return false;
   }
@@ -1741,7 +1748,7 @@ static const Rule *find_rule(const OnnxNode *n) {
 /* Every node whose op netrun does not import, in one error: each op
  * type, then the names of its nodes. */
 static bool check_ops(Imp *I) {
-  char list[2048] = "";
+  char list[2048] = "", lb[ONNX_LABEL_MAX];
   size_t k = 0;
   int bad = 0;
   for (int i = 0; i < I->g->nnodes; i++) {
@@ -1753,7 +1760,8 @@ static bool check_ops(Imp *I) {
                           n->domain[0] ? "." : "", n->op_type);
     for (int j = i, shown = 0; j < I->g->nnodes && k < sizeof list - 1; j++)
       if (strcmp(I->g->nodes[j].op_type, n->op_type) == 0 && shown++ < 8)
-        k += (size_t)snprintf(list + k, sizeof list - k, "%s '%s'", shown > 1 ? "," : "", I->g->nodes[j].name);
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s %s", shown > 1 ? "," : "",
+                              onnx_node_label(I->g, j, lb, sizeof lb));
     if (k < sizeof list - 1) k += (size_t)snprintf(list + k, sizeof list - k, ")");
     if (k >= sizeof list) k = sizeof list - 1;
   }

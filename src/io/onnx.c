@@ -617,7 +617,16 @@ bool onnx_read(Arena *a, const char *path, size_t limit, int64_t ext_limit, Onnx
 
 /* ---- meaning ------------------------------------------------------------------------ */
 
+const char *onnx_node_label(const OnnxGraph *g, int i, char *buf, size_t n) {
+  if (g->nodes[i].name[0])
+    snprintf(buf, n, "'%s'", g->nodes[i].name);
+  else
+    snprintf(buf, n, "#%d", i);
+  return buf;
+}
+
 bool onnx_sort(Arena *a, const OnnxGraph *g, int *order, char *why, size_t wn) {
+  char lb[ONNX_LABEL_MAX];
   StrMap def = {0};            /* name -> the node defining it, or nnodes for inputs and initializers */
   const int outer = g->nnodes;
   for (int i = 0; i < g->ninputs; i++) strmap_put(a, &def, g->inputs[i].name, outer);
@@ -628,8 +637,8 @@ bool onnx_sort(Arena *a, const OnnxGraph *g, int *order, char *why, size_t wn) {
       if (!o[0]) continue;
       int was = strmap_get(&def, o);
       if (was >= 0)
-        return diag_why(why, wn, "node '%s' (%s) defines '%s', which %s already defines", g->nodes[i].name,
-                        g->nodes[i].op_type, o, was < outer ? "another node" : "an input or initializer");
+        return diag_why(why, wn, "node %s (%s) defines '%s', which %s already defines",
+                        onnx_node_label(g, i, lb, sizeof lb), g->nodes[i].op_type, o, was < outer ? "another node" : "an input or initializer");
       strmap_put(a, &def, o, i);
     }
   /* Kahn's algorithm over the edges node -> the nodes reading its outputs. */
@@ -643,8 +652,8 @@ bool onnx_sort(Arena *a, const OnnxGraph *g, int *order, char *why, size_t wn) {
       if (!in[0]) continue;
       int d = strmap_get(&def, in);
       if (d < 0)
-        return diag_why(why, wn, "node '%s' (%s) reads '%s', which no node, input or initializer defines",
-                        g->nodes[i].name, g->nodes[i].op_type, in);
+        return diag_why(why, wn, "node %s (%s) reads '%s', which no node, input or initializer defines",
+                        onnx_node_label(g, i, lb, sizeof lb), g->nodes[i].op_type, in);
       if (d == outer) continue;
       pending[i]++;
       *ARENA_PUSH(a, readers[d], nreaders[d], capreaders[d]) = i;
@@ -660,8 +669,8 @@ bool onnx_sort(Arena *a, const OnnxGraph *g, int *order, char *why, size_t wn) {
     size_t len = 0;
     for (int i = 0, shown = 0; i < g->nnodes && len < sizeof list - 1; i++)
       if (pending[i] && shown++ < 6)
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s' (%s)", len ? ", " : "", g->nodes[i].name,
-                                g->nodes[i].op_type);
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s (%s)", len ? ", " : "",
+                                onnx_node_label(g, i, lb, sizeof lb), g->nodes[i].op_type);
     return diag_why(why, wn, "the graph has a cycle: %d nodes lie on it or after it: %s", g->nnodes - n, list);
   }
   return true;

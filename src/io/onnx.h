@@ -129,6 +129,11 @@ bool onnx_read(Arena *a, const char *path, size_t limit, int64_t ext_limit, Onnx
  * order[] gets indices into g->nodes.  false with why naming a node that
  * reads a name nothing defines, a name defined twice, or the nodes of a
  * cycle. */
+/* How messages name node i of g: 'its name' in quotes, or #i, its index
+ * in graph.node from 0, when it has none (ONNX leaves names optional).
+ * buf holds n bytes (ONNX_LABEL_MAX: a long name is cut). */
+enum { ONNX_LABEL_MAX = 256 };
+const char *onnx_node_label(const OnnxGraph *g, int i, char *buf, size_t n);
 bool onnx_sort(Arena *a, const OnnxGraph *g, int *order, char *why, size_t wn);
 
 /* ---- writing: protobuf's wire format, a field at a time ------------------------

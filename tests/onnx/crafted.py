@@ -37,6 +37,12 @@ def main(out):
     save(out, "cycle", [h.make_node("Relu", ["x", ], ["a"], name="r0"), h.make_node("Add", ["a", "c"], ["b"], name="add"),
                         h.make_node("Relu", ["b"], ["c"], name="back"), h.make_node("Relu", ["b"], ["y"], name="out")])
     save(out, "undefined", [h.make_node("Add", ["x", "nothing"], ["y"], name="adder")])
+    # nodes without a name are named by their index in graph.node
+    save(out, "unnamed", [h.make_node("Relu", ["x"], ["a"]), h.make_node("Add", ["a", "nothing"], ["y"])])
+    save(out, "unnamed_pad", [h.make_node("Relu", ["x"], ["a"]), h.make_node("Pad", ["a", "pads", "e"], ["y"])],
+         [nh.from_array(np.zeros(4, np.int64), "pads"), onnx.TensorProto(name="e", data_type=T.FLOAT, dims=[0])])
+    save(out, "unnamed_cycle", [h.make_node("Add", ["x", "c"], ["b"]), h.make_node("Relu", ["b"], ["c"], name="back"),
+                                h.make_node("Relu", ["b"], ["y"])])
     save(out, "no_output", [h.make_node("Relu", ["x"], ["y"], name="r"), h.make_node("Add", ["x", "y"], [], name="lost")])
     # a constant holding NaN (a script's literal cannot hold it); a Cast of NaN
     # and of 1e30 to int64 (C leaves them undefined; NumPy gives INT64_MIN)
@@ -70,7 +76,7 @@ def main(out):
             g = h.make_graph([node], "level%d" % d, [], [vi("y", ["B", 2])])
         save(out, name, list(g.node), inputs=[vi("x", ["B", 2]), vi("cond", [], T.BOOL)])
     save(out, "unsupported", [h.make_node("Relu", ["x"], ["a"], name="relu0"), h.make_node("LSTM", ["a", "w", "r"], ["b"], name="lstm"),
-                              h.make_node("NonZero", ["b"], ["c0"], name="nz1"), h.make_node("NonZero", ["c0"], ["c"], name="nz2"),
+                              h.make_node("NonZero", ["b"], ["c0"], name="nz1"), h.make_node("NonZero", ["c0"], ["c"]),
                               h.make_node("Relu", ["c"], ["d"], name="relu"),
                               h.make_node("Custom", ["d"], ["y"], name="mine", domain="com.example")],
          [nh.from_array(np.zeros((1, 8, 2), np.float32), "w"), nh.from_array(np.zeros((1, 8, 2), np.float32), "r")])
