@@ -22,28 +22,37 @@ root=()
 [ "$(id -u)" != 0 ] || root=(--allow-run-as-root)
 
 # run [ENV=VALUE]: the seconds of one epoch on 2 ranks, as rank 0 reports
-# them ("failed", and mpirun's last words on stderr, when it did not end).
+# them, and the CPU seconds of the whole job (perf stat's task-clock: the
+# ranks and mpirun), less sensitive to the time other processes hold the
+# cores; "failed", and mpirun's last words on stderr, when it did not end.
 run() {
-  local err
-  err=$(mktemp)
-  mpirun "${root[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x NETRUN_PATH ${1:+-x "$1"} -np 2 "$NETRUN" \
-    train "$here/examples/fashion_mlp.net" --epochs 1 --limit "$limit" --batch 32 2> "$err" |
-    sed -n 's/^trained .* in \([0-9.]*\) s, .*/\1/p' | grep . || { echo failed; tail -3 "$err" >&2; }
-  rm -f "$err"
+  local err cpu wall
+  err=$(mktemp) cpu=$(mktemp)
+  wall=$(perf stat -x, -e task-clock -o "$cpu" mpirun "${root[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 \
+    -x NETRUN_PATH ${1:+-x "$1"} -np 2 "$NETRUN" train "$here/examples/fashion_mlp.net" --epochs 1 --limit "$limit" \
+    --batch 32 2> "$err" | sed -n 's/^trained .* in \([0-9.]*\) s, .*/\1/p')
+  if [ -n "$wall" ]; then
+    echo "$wall $(awk -F, '/task-clock/ { printf "%.2f", $1 / 1000 }' "$cpu")"
+  else
+    echo failed
+    tail -3 "$err" >&2
+  fi
+  rm -f "$err" "$cpu"
 }
 
 # abc LABEL: ROUNDS rounds of A B C; the median of each round's B/A and
-# C/A, and their range.
+# C/A, and their range, of the seconds and of the CPU seconds.
 abc() {
   local a b c ratios=()
   for _ in $(seq "$pairs"); do
     a=$(run) b=$(run NETRUN_TEST_NO_THREAD_MULTIPLE=1) c=$(run NETRUN_COLLECTIVE_TIMEOUT=0)
-    printf '  %s: A %s s, B %s s, C %s s\n' "$1" "$a" "$b" "$c"
+    printf '  %s: A %s, B %s, C %s (s, CPU s)\n' "$1" "$a" "$b" "$c"
     case "$a $b $c" in *failed*) continue ;; esac   # a failed run: no ratio
-    ratios+=("$(awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { printf "%.3f %.3f", b / a, c / a }')")
+    ratios+=("$(echo "$a $b $c" | awk '{ printf "%.3f %.3f %.3f %.3f", $3 / $1, $5 / $1, $4 / $2, $6 / $2 }')")
   done
-  for col in 1 2; do
-    printf '%s\n' "${ratios[@]}" | cut -d' ' -f$col | sort -n | awk -v l="$1" -v w="$([ $col = 1 ] && echo B/A || echo C/A)" '
+  local names=("B/A seconds" "C/A seconds" "B/A CPU seconds" "C/A CPU seconds")
+  for col in 1 2 3 4; do
+    printf '%s\n' "${ratios[@]}" | cut -d' ' -f$col | sort -n | awk -v l="$1" -v w="${names[col - 1]}" '
       { r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
         printf "%s: %s median %.3f over %d rounds (%.3f to %.3f)\n", l, w, m, NR, r[1], r[NR] }'
   done
@@ -70,7 +79,7 @@ sleep 2
 cpu() {
   for p in $(pgrep -f "fashion_mlp.net --epochs 5" | sort -n); do
     for t in /proc/"$p"/task/*; do
-      [ "$(cat "$t/comm" 2> /dev/null)" = netrun-beat ] && echo "$p $(cut -d' ' -f1 "$t/schedstat")"
+      if [ "$(cat "$t/comm" 2> /dev/null)" = netrun-beat ]; then echo "$p $(cut -d' ' -f1 "$t/schedstat")"; fi
     done
   done
 }
