@@ -451,6 +451,7 @@ static int cmd_run(int argc, char **argv) {
   int status = EXIT_SCRIPT;
   Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;
   if (ex) {
+    exec_use_plan(ex, NULL, 0);   /* nothing is read after the run but the tape, which holds its values */
     if ((!a.weights || weights_load(&ld.diag, ld.prog, ex, a.weights, a.weights_partial)) && exec_run(ex) == 0) {
       status = 0;
       if (a.dump_tape) {

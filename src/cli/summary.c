@@ -292,7 +292,7 @@ static bool print_plan(Sum *s, Program *p) {
     int64_t n = var_numel(s, b0->vars[i]);
     bytes[i] = n < 0 ? -1 : n * dtype_bytes(b0->vars[i]->dtype);
   }
-  int *release = plan_release(p, keep, nkeep);
+  int *release = plan_release(p, 0, keep, nkeep);
   bool unknown = false;
   int64_t planned = plan_peak(p, release, bytes, &unknown), kept = plan_peak(p, NULL, bytes, &unknown);
   printf("planned peak of one %s step: %" PRId64 " bytes (every value kept: %" PRId64 " bytes)%s\n",

@@ -130,11 +130,15 @@ struct Executor {
     const char *by;                /* the input that bound it */
   } *dims;
   int ndims, capdims;
-  /* The memory plan (exec_use_plan): the slots of block 0 whose values
-   * exec_run_range drops after op i, plan_head[i], plan_next[...] up to
-   * -1, for the first plan_nops ops; NULL: none. */
-  int *plan_head, *plan_next;
-  int plan_nops;
+  /* The memory plan (exec_use_plan), per block of the program when it
+   * was made (nplans of them; NULL: none): the slots whose values are
+   * dropped after op i of the block, head[i], next[...] up to -1, for
+   * its first nops ops. */
+  struct BlockPlan {
+    int *head, *next;
+    int nops;
+  } *plans;
+  int nplans;
 };
 
 struct ExecCtx {
@@ -845,9 +849,24 @@ done:
   return rc;
 }
 
+/* Under the memory plan, drops the values of frame f (a run of block
+ * pb) whose last reader was op i of the block, but for the slots spare
+ * marks (NULL: none). */
+static void plan_drop_but(Executor *ex, const PBlock *pb, int i, Frame *f, const bool *spare) {
+  int b = pb->block->idx;
+  if (b < 0 || b >= ex->nplans || i >= ex->plans[b].nops) return;
+  const struct BlockPlan *bp = &ex->plans[b];
+  for (int s = bp->head[i]; s >= 0; s = bp->next[s])
+    if (s < f->nvals && !(spare && spare[s])) tensor_unref(f->vals[s]), f->vals[s] = NULL;
+}
+
+static void plan_drop(Executor *ex, const PBlock *pb, int i, Frame *f) { plan_drop_but(ex, pb, i, f, NULL); }
+
 static int run_block(Executor *ex, const PBlock *pb, Frame *f) {
-  for (int i = 0; i < pb->nops; i++)
+  for (int i = 0; i < pb->nops; i++) {
     if (run_op(ex, &pb->ops[i], i, f) < 0) return -1;
+    plan_drop(ex, pb, i, f);
+  }
   return 0;
 }
 
@@ -1009,6 +1028,13 @@ Executor *exec_new(Program *p, const ExecOptions *opt) {
   return ex;
 }
 
+static void plans_free(Executor *ex) {
+  for (int b = 0; b < ex->nplans; b++) mem_free(ex->plans[b].head), mem_free(ex->plans[b].next);
+  mem_free(ex->plans);
+  ex->plans = NULL;
+  ex->nplans = 0;
+}
+
 void exec_free(Executor *ex) {
   if (!ex) return;
   frame_free(ex->root);
@@ -1022,32 +1048,24 @@ void exec_free(Executor *ex) {
   mem_free(ex->timings);
   mem_free(ex->dims);
   mem_free(ex->waits);
-  mem_free(ex->plan_head);
-  mem_free(ex->plan_next);
+  plans_free(ex);
   mem_free(ex);
 }
 
 bool exec_use_plan(Executor *ex, const char *const *keep, int nkeep) {
-  mem_free(ex->plan_head);
-  mem_free(ex->plan_next);
-  ex->plan_head = ex->plan_next = NULL;
-  ex->plan_nops = 0;
+  plans_free(ex);
   const char *off = getenv("NETRUN_NO_MEMORY_PLAN");
   if (off && *off) return false;
-  int *release = plan_release(ex->prog, keep, nkeep);
-  ex->plan_nops = ex->pblocks[0]->nops;
-  plan_lists(ex->plan_nops, ex->prog->blocks[0]->nvars, release, &ex->plan_head, &ex->plan_next);
-  mem_free(release);
+  ex->nplans = ex->nprepared;
+  ex->plans = mem_calloc((size_t)ex->nplans + 1, sizeof *ex->plans);
+  for (int b = 0; b < ex->nplans; b++) {
+    int *release = plan_release(ex->prog, b, keep, nkeep);
+    struct BlockPlan *bp = &ex->plans[b];
+    bp->nops = ex->pblocks[b]->nops;
+    plan_lists(bp->nops, ex->prog->blocks[b]->nvars, release, &bp->head, &bp->next);
+    mem_free(release);
+  }
   return true;
-}
-
-/* Under the memory plan, drops the values whose last reader was op i of
- * block 0. */
-static void plan_drop(Executor *ex, int i) {
-  if (!ex->plan_head || i >= ex->plan_nops) return;
-  Tensor **vals = ex->root->vals;
-  for (int s = ex->plan_head[i]; s >= 0; s = ex->plan_next[s])
-    if (s < ex->root->nvals) tensor_unref(vals[s]), vals[s] = NULL;
 }
 
 Executor *exec_child(ExecCtx *c, Program *sub) {
@@ -1199,7 +1217,7 @@ int exec_run_range(Executor *ex, int first, int last) {
   if (last < 0 || last > pb->nops) last = pb->nops;
   for (int i = first; i < last; i++) {
     if (run_op(ex, &pb->ops[i], i, ex->root) < 0) return -1;
-    plan_drop(ex, i);
+    plan_drop(ex, pb, i, ex->root);
     if (ex->between) ex->between();
   }
   return 0;
@@ -1218,7 +1236,8 @@ int exec_run_for(Executor *ex, const char *const *vars, int nvars) {
   }
   bool *need = mem_calloc((size_t)b0->nvars + 1, sizeof *need);
   bool *run = mem_calloc((size_t)pb->nops + 1, sizeof *run);
-  for (int k = 0; k < nvars; k++) need[prog_var(ex->prog, vars[k])->slot] = true;
+  bool *wanted = mem_calloc((size_t)b0->nvars + 1, sizeof *wanted);   /* the plan keeps them */
+  for (int k = 0; k < nvars; k++) need[prog_var(ex->prog, vars[k])->slot] = wanted[prog_var(ex->prog, vars[k])->slot] = true;
   /* The ops the value depends on, found backwards. */
   for (int i = pb->nops - 1; i >= 0; i--) {
     const Prepared *p = &pb->ops[i];
@@ -1238,10 +1257,14 @@ int exec_run_for(Executor *ex, const char *const *vars, int nvars) {
       rc = -1;
     }
   }
-  for (int i = 0; i < pb->nops && rc == 0; i++)
-    if (run[i] && run_op(ex, &pb->ops[i], i, ex->root) < 0) rc = -1;
+  for (int i = 0; i < pb->nops && rc == 0; i++) {
+    if (!run[i]) continue;
+    if (run_op(ex, &pb->ops[i], i, ex->root) < 0) rc = -1;
+    else plan_drop_but(ex, pb, i, ex->root, wanted);
+  }
   mem_free(need);
   mem_free(run);
+  mem_free(wanted);
   return rc;
 }
 

@@ -65,13 +65,17 @@ void exec_check_nan(Executor *ex, bool on);
 void exec_between(Executor *ex, void (*fn)(void));
 /* Runs the startup block (once) and then block 0.  0 or -1. */
 int exec_run(Executor *ex);
-/* Runs exec_run_range under the memory plan (plan.h): after each op of
- * block 0 it runs, the values that op read last are dropped, except the
- * variables named in keep[0..nkeep) (what the caller reads after a run),
- * the inputs, parameters and states, and the rest plan.h keeps.  Only
- * exec_run_range drops values (not exec_run_for, exec_run_ops or
- * exec_run_to).  False, and no plan, when the environment variable
- * NETRUN_NO_MEMORY_PLAN is set (not empty). */
+/* Runs under the memory plan (plan.h): after each op of block 0 that
+ * exec_run_range or exec_run_for runs, and after each op of a sub-block
+ * any run of the executor runs (a loop's turn, a branch, a grad block's
+ * turn), the values that op read last are dropped, except the variables
+ * named in keep[0..nkeep) (what the caller reads after a run) and those
+ * exec_run_for is asked for, the inputs, parameters and states, and the
+ * rest plan.h keeps.  exec_run_ops and exec_run_to drop no value of block
+ * 0.  The plan covers the blocks the program has now (a block added later
+ * runs without).
+ * False, and no plan, when the environment variable NETRUN_NO_MEMORY_PLAN
+ * is set (not empty). */
 bool exec_use_plan(Executor *ex, const char *const *keep, int nkeep);
 /* Runs the startup block if it has not run (initializers, defaults). */
 int exec_startup(Executor *ex);

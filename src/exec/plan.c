@@ -1,5 +1,5 @@
-/* plan.c — the memory plan (plan.h): the last reader of each value of
- * block 0, found in one pass over the block's ops. */
+/* plan.c — the memory plan (plan.h): the last reader of each value of a
+ * block, found in one pass over the block's ops. */
 #include "exec/plan.h"
 
 #include "ir/registry.h"
@@ -12,30 +12,32 @@ typedef struct Access {
   bool kept;
 } Access;
 
-/* The slot in block 0 of variable `name`, or -1. */
-static int slot0(const Program *p, const char *name) {
+/* The slot in block blk of variable `name`, or -1. */
+static int slot_in(const Program *p, int blk, const char *name) {
   const VarDesc *v = prog_var(p, name);
-  return v && v->block == 0 ? v->slot : -1;
+  return v && v->block == blk ? v->slot : -1;
 }
 
-/* Keeps every variable of block 0 that op (or an op it stands for) names. */
-static void keep_named(const Program *p, const OpDesc *op, Access *a) {
+static int slot0(const Program *p, const char *name) { return slot_in(p, 0, name); }
+
+/* Keeps every variable of block blk that op (or an op it stands for) names. */
+static void keep_named(const Program *p, int blk, const OpDesc *op, Access *a) {
   for (int j = 0; j < op->nin; j++)
     for (int k = 0; k < op->in[j].n; k++) {
-      int s = slot0(p, op->in[j].args[k]);
+      int s = slot_in(p, blk, op->in[j].args[k]);
       if (s >= 0) a[s].kept = true;
     }
   for (int j = 0; j < op->nout; j++)
     for (int k = 0; k < op->out[j].n; k++) {
-      int s = slot0(p, op->out[j].args[k]);
+      int s = slot_in(p, blk, op->out[j].args[k]);
       if (s >= 0) a[s].kept = true;
     }
-  for (int k = 0; k < op->norig; k++) keep_named(p, op->orig[k], a);
+  for (int k = 0; k < op->norig; k++) keep_named(p, blk, op->orig[k], a);
 }
 
-static void keep_names(const Program *p, const char *const *names, int n, Access *a) {
+static void keep_names(const Program *p, int blk, const char *const *names, int n, Access *a) {
   for (int k = 0; k < n; k++) {
-    int s = names[k] ? slot0(p, names[k]) : -1;
+    int s = names[k] ? slot_in(p, blk, names[k]) : -1;
     if (s >= 0) a[s].kept = true;
   }
 }
@@ -44,49 +46,53 @@ static void keep_names(const Program *p, const char *const *names, int n, Access
  * for are not: the fused op reads every value they read from outside the
  * group and writes every value read after it; the values between them
  * exist only under --check-nan, and are then kept. */
-static void note_op(const Program *p, const OpDesc *op, int i, Access *a) {
+static void note_op(const Program *p, int blk, const OpDesc *op, int i, Access *a) {
   for (int j = 0; j < op->nin; j++)
     for (int k = 0; k < op->in[j].n; k++) {
-      int s = slot0(p, op->in[j].args[k]);
+      int s = slot_in(p, blk, op->in[j].args[k]);
       if (s < 0) continue;
       if (a[s].first_read > i) a[s].first_read = i;
       a[s].last_read = i;
     }
   for (int j = 0; j < op->nout; j++)
     for (int k = 0; k < op->out[j].n; k++) {
-      int s = slot0(p, op->out[j].args[k]);
+      int s = slot_in(p, blk, op->out[j].args[k]);
       if (s < 0) continue;
       if (a[s].first_write > i) a[s].first_write = i;
       a[s].last_write = i;
     }
 }
 
-/* Per slot of block 0: its accesses, and whether the plan must keep it. */
-static Access *accesses(const Program *p, const char *const *keep, int nkeep) {
-  const Block *b0 = p->blocks[0];
-  Access *a = mem_calloc((size_t)b0->nvars + 1, sizeof *a);
-  for (int s = 0; s < b0->nvars; s++) {
+/* Per slot of block blk: its accesses, and whether the plan must keep
+ * it.  The ops of every other block (a body, its grad block, a branch)
+ * reach blk's variables by name through their frame's parents, so a
+ * variable any of them names is kept, as are the arguments and results
+ * of every block (their values pass between frames by slot). */
+static Access *accesses(const Program *p, int blk, const char *const *keep, int nkeep) {
+  const Block *bb = p->blocks[blk];
+  Access *a = mem_calloc((size_t)bb->nvars + 1, sizeof *a);
+  for (int s = 0; s < bb->nvars; s++) {
     a[s] = (Access){INT_MAX, INT_MAX, -1, -1, false};
-    if (b0->vars[s]->flags & (VAR_INPUT | VAR_PARAM | VAR_STATE | VAR_KEPT | VAR_ARG)) a[s].kept = true;
+    if (bb->vars[s]->flags & (VAR_INPUT | VAR_PARAM | VAR_STATE | VAR_KEPT | VAR_ARG)) a[s].kept = true;
   }
-  keep_names(p, keep, nkeep, a);
-  for (int b = 1; b < p->nblocks; b++) {
-    const Block *blk = p->blocks[b];
-    for (int i = 0; i < blk->nops; i++) keep_named(p, blk->ops[i], a);
-    keep_names(p, blk->args, blk->nargs, a);
-    keep_names(p, blk->results, blk->nresults, a);
+  keep_names(p, blk, keep, nkeep, a);
+  for (int b = 0; b < p->nblocks; b++) {
+    const Block *o = p->blocks[b];
+    for (int i = 0; i < o->nops && b != blk; i++) keep_named(p, blk, o->ops[i], a);
+    keep_names(p, blk, o->args, o->nargs, a);
+    keep_names(p, blk, o->results, o->nresults, a);
   }
   if (p->startup)
-    for (int i = 0; i < p->startup->nops; i++) keep_named(p, p->startup->ops[i], a);
-  for (int i = 0; i < b0->nops; i++) note_op(p, b0->ops[i], i, a);
+    for (int i = 0; i < p->startup->nops; i++) keep_named(p, blk, p->startup->ops[i], a);
+  for (int i = 0; i < bb->nops; i++) note_op(p, blk, bb->ops[i], i, a);
   return a;
 }
 
-int *plan_release(const Program *p, const char *const *keep, int nkeep) {
-  const Block *b0 = p->blocks[0];
-  Access *a = accesses(p, keep, nkeep);
-  int *release = mem_calloc((size_t)b0->nvars + 1, sizeof *release);
-  for (int s = 0; s < b0->nvars; s++) {
+int *plan_release(const Program *p, int blk, const char *const *keep, int nkeep) {
+  const Block *bb = p->blocks[blk];
+  Access *a = accesses(p, blk, keep, nkeep);
+  int *release = mem_calloc((size_t)bb->nvars + 1, sizeof *release);
+  for (int s = 0; s < bb->nvars; s++) {
     const Access *x = &a[s];
     /* written first, read last, and the last read not by an op that
      * writes it again */
@@ -154,7 +160,7 @@ static void sim_drop(Sim *m, int s) {
 
 int64_t plan_peak(const Program *p, const int *release, const int64_t *bytes, bool *unknown) {
   const Block *b0 = p->blocks[0];
-  Access *a = accesses(p, NULL, 0);
+  Access *a = accesses(p, 0, NULL, 0);
   int n = b0->nvars;
   size_t cap = (size_t)n + 1;
   for (int i = 0; i < b0->nops; i++)
