@@ -295,6 +295,12 @@ bench-charlm: netrun
 bench-mpi: netrun
 	tests/bench/mpi.sh
 
+# What the ranks' heartbeat thread costs: 2-rank training with it and
+# without (NETRUN_TEST_NO_THREAD_MULTIPLE), alternating, quiet and beside
+# two busy loops, and the thread's own CPU time (doc/speed.md).
+bench-mpi-beat: netrun
+	tests/bench/mpi_beat.sh
+
 # Every training step of issue 28's table against the same model in
 # PyTorch, alternating in one run, on 1 and 2 threads (tests/bench/compare.py;
 # doc/speed.md keeps its tables).  BENCH_ARGS passes options: --busy,
@@ -345,7 +351,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-compare bench-dnnl bench-deps install clean oplists
+.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-mpi-beat bench-compare bench-dnnl bench-deps install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.

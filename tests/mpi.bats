@@ -209,6 +209,66 @@ signal_rank() {
   grep -Eqx 'netrun: error: rank 0: no answer from rank 1 for 2 s \(its host unreachable\?\); stopping' w.err
 }
 
+@test "a link cut just after a wait began: the rank last heard waiting is named once silent for the limit, not taken for one that answers" {
+  # NETRUN_TEST_CUT=1:1: after the first step's agreement, rank 1 stops as
+  # a rank whose link is cut 1 s into the next wait — rank 0, in the
+  # step's gradient sum, hears it say it waits for 1 s and then nothing.
+  # When rank 0's wait passes the limit (6 s), rank 1 was heard within it
+  # and no rank worked: without the three beats' rule this ended as a
+  # collective that cannot complete, "though every rank answers" (the
+  # verdict hosts.bats's link cut got on a loaded host); rank 1 is waited
+  # for until its silence reaches the limit, and named.
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_COLLECTIVE_TIMEOUT=6 -x NETRUN_TEST_CUT=1:1 \
+    --oversubscribe --bind-to none -np 2 "$RANK" train "$M/mlp.net"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" != *"every rank answers"* ]]
+  [[ "$output" == *$'\nnetrun: error: rank 0: no answer from rank 1 for 6 s (its host unreachable?); stopping\n'* ]]
+}
+
+# Without MPI_THREAD_MULTIPLE (forced by NETRUN_TEST_NO_THREAD_MULTIPLE=1:
+# Open MPI gives MPI_THREAD_SERIALIZED) no heartbeat thread runs: a rank
+# sends heartbeats only while it waits past a second, and a wait past the
+# limit names every rank not heard during it.
+
+@test "without MPI_THREAD_MULTIPLE: a rank stopped is named after the limit, though it answered in earlier waits" {
+  # rank 0's first step takes 2.5 s more (under the limit, 4 s: waited
+  # for), rank 1 sending heartbeats as it waits, which rank 0, at work,
+  # leaves unread; once rank 1 is stopped, those old heartbeats are no
+  # answers to rank 0's wait
+  RANK_ENV+=(-x NETRUN_TEST_NO_THREAD_MULTIPLE=1 -x NETRUN_COLLECTIVE_TIMEOUT=4 -x NETRUN_TEST_SLOW_STEP=0:2.5)
+  signal_rank f STOP
+  cat f.err
+  [ "$status" -eq 1 ]
+  [ "$took" -le 20 ]
+  # rank 0's words (rank 1, woken by mpirun to be ended, may add its own)
+  diff <(grep -A2 '^netrun: error: rank 0: ' f.err) - <<'EOF'
+netrun: error: rank 0: no answer from rank 1 for 4 s (its host unreachable?); stopping
+netrun: note: without MPI_THREAD_MULTIPLE a rank answers only while it waits: one at work that long is named too
+netrun: note: NETRUN_COLLECTIVE_TIMEOUT=4 is the limit; raise it (0: none) when a rank may not answer that long
+EOF
+}
+
+@test "without MPI_THREAD_MULTIPLE: a rank at work longer than the limit is named as one that does not answer" {
+  # what the heartbeat thread prevents: rank 1's first step takes 8 s
+  # more, the limit is 2 s; rank 0 ends the job 2 s into its wait
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_TEST_NO_THREAD_MULTIPLE=1 -x NETRUN_COLLECTIVE_TIMEOUT=2 \
+    -x NETRUN_TEST_SLOW_STEP=1:8 --oversubscribe --bind-to none -np 2 "$RANK" train "$M/mlp.net" --epochs 2
+  echo "$output"
+  [ "$status" -eq 1 ]
+  diff <(grep '^netrun: [a-z]*: \(rank\|without\|NETRUN\)' <<< "$output") - <<'EOF'
+netrun: error: rank 0: no answer from rank 1 for 2 s (its host unreachable?); stopping
+netrun: note: without MPI_THREAD_MULTIPLE a rank answers only while it waits: one at work that long is named too
+netrun: note: NETRUN_COLLECTIVE_TIMEOUT=2 is the limit; raise it (0: none) when a rank may not answer that long
+EOF
+  # under the limit (1 s of 4), it is waited for: the bits of the run with the thread
+  mpi 2 train "$M/mlp.net" --epochs 2 --save plain.ckpt
+  run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_TEST_NO_THREAD_MULTIPLE=1 -x NETRUN_COLLECTIVE_TIMEOUT=4 \
+    -x NETRUN_TEST_SLOW_STEP=1:1 --oversubscribe --bind-to none -np 2 "$RANK" train "$M/mlp.net" --epochs 2 --save single.ckpt
+  [ "$status" -eq 0 ]
+  cmp single.ckpt plain.ckpt
+}
+
 @test "NETRUN_COLLECTIVE_TIMEOUT must be seconds" {
   for v in soon -1 1e9 nan ''; do
     run timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_COLLECTIVE_TIMEOUT="$v" -np 1 "$RANK" train "$M/mlp.net"

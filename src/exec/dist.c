@@ -20,6 +20,7 @@
 
 /* Debian's Open MPI 4 (and 5): the library's soname. */
 #define DIST_LIBMPI "libmpi.so.40"
+#define MPI_THREAD_SERIALIZED 2 /* one thread calls MPI at a time: no heartbeat thread */
 #define MPI_THREAD_MULTIPLE 3   /* the heartbeat thread calls MPI beside the main one */
 /* The least seconds between two tests of the sums in flight: with more
  * processes than cores (mpirun --oversubscribe) each test that finds
@@ -90,6 +91,7 @@ static struct {
   _Atomic double *worked;   /* per rank: when its last heartbeat saying BEAT_WORKING was seen */
   atomic_int state;     /* this rank's main thread: BEAT_WORKING or BEAT_WAITING */
   atomic_bool beat_quit;
+  _Atomic double mute_at;   /* NETRUN_TEST_CUT: when the heartbeats stop (0: never) */
   pthread_t beat_thread;
   bool beating;         /* the heartbeat thread runs (MPI_THREAD_MULTIPLE provided) */
   double period;        /* seconds between two heartbeats */
@@ -151,15 +153,18 @@ static void beat_send(void) {
   }
 }
 
-/* The heartbeat thread: sends, and notes what it hears, until dist_stop. */
+/* The heartbeat thread: sends, and notes what it hears, until dist_stop
+ * (after dist_test_cut's moment, one heartbeat more and then none). */
 static void *beat_main(void *unused) {
   (void)unused;
   double sent = 0;
+  bool muted = false;
   struct timespec nap = {0, (long)(mpi.period / 4 * 1e9)};
   while (!atomic_load(&mpi.beat_quit)) {
-    double t = now();
+    double t = now(), mute = atomic_load(&mpi.mute_at);
     beat_drain(t);
-    if (t - sent >= mpi.period) beat_send(), sent = t;
+    if (!muted && mute > 0 && t >= mute) beat_send(), muted = true;
+    if (!muted && t - sent >= mpi.period) beat_send(), sent = t;
     nanosleep(&nap, NULL);
   }
   return NULL;
@@ -173,6 +178,7 @@ static bool beat_start(void) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   atomic_store(&mpi.beat_quit, false);
   mpi.beating = pthread_create(&mpi.beat_thread, NULL, beat_main, NULL) == 0;
+  if (mpi.beating) pthread_setname_np(mpi.beat_thread, "netrun-beat");   /* top -H, /proc/PID/task */
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return mpi.beating;
 }
@@ -211,10 +217,13 @@ static bool all_heard(double since) {
 static void timed_out(double quiet, double waited) {
   char who[256];
   silent_ranks(quiet, who, sizeof who);
-  if (who[0])
+  if (who[0]) {
     diag_error(NULL, SPAN_NONE, "rank %d: no answer from %s for %.0f s (its host unreachable?); stopping",
                mpi.rank, who, mpi.beating ? mpi.timeout : waited);
-  else
+    if (!mpi.beating)
+      diag_note(NULL, SPAN_NONE, "without MPI_THREAD_MULTIPLE a rank answers only while it waits: one at work "
+                "that long is named too");
+  } else
     diag_error(NULL, SPAN_NONE, "rank %d: a collective operation waited %.0f s, though every rank "
                "answers; stopping", mpi.rank, waited);
   diag_note(NULL, SPAN_NONE, "NETRUN_COLLECTIVE_TIMEOUT=%.0f is the limit; raise it (0: none) when a rank may "
@@ -264,6 +273,14 @@ static void wait_all(int n, void **req) {
     mpi.testall(n, req, &flag, NULL);
   }
   atomic_store(&mpi.state, BEAT_WORKING);
+}
+
+void dist_test_cut(double s) {
+  if (!mpi.running || mpi.size < 2) return;
+  atomic_store(&mpi.state, BEAT_WAITING);
+  atomic_store(&mpi.mute_at, now() + s);
+  struct timespec day = {86400, 0};
+  for (;;) nanosleep(&day, NULL);
 }
 
 /* NETRUN_COLLECTIVE_TIMEOUT: seconds >= 0 (0: no limit); false after an
@@ -322,7 +339,11 @@ bool dist_start(Diag *d) {
   }
   int provided = 0;
   bool found = resolve(d);
-  if (!found || mpi.init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != 0) {
+  /* NETRUN_TEST_NO_THREAD_MULTIPLE=1, for netrun's own tests: the level
+   * of an Open MPI built without MPI_THREAD_MULTIPLE */
+  const char *single = getenv("NETRUN_TEST_NO_THREAD_MULTIPLE");
+  int level = single && !strcmp(single, "1") ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+  if (!found || mpi.init_thread(NULL, NULL, level, &provided) != 0) {
     if (found) diag_error(d, SPAN_NONE, "MPI_Init_thread failed");
     dlclose(mpi.lib);
     mpi.lib = NULL;
@@ -343,6 +364,7 @@ bool dist_start(Diag *d) {
     if (k != mpi.rank) beat_listen(k);
   }
   atomic_store(&mpi.state, BEAT_WORKING);
+  atomic_store(&mpi.mute_at, 0.0);
   mpi.period = mpi.timeout > 0 && mpi.timeout / 4 < DIST_BEAT ? mpi.timeout / 4 : DIST_BEAT;
   /* Open MPI built without MPI_THREAD_MULTIPLE: heartbeats only while
    * waiting (a rank at work answers none). */

@@ -49,6 +49,11 @@ void dist_stop(void);
  * rank ends within 10 s even when MPI_Abort cannot reach mpirun); when
  * MPI is not running, returns. */
 void dist_abort(int status);
+/* For netrun's own tests (NETRUN_TEST_CUT): this rank stops as one whose
+ * link was cut s seconds into a collective wait — its main thread waits
+ * for nothing, never returning, and its heartbeats say it waits for s
+ * seconds more (one more at the end), then stop.  A no-op without ranks. */
+void dist_test_cut(double s);
 
 /* This process's rank and the job's ranks (0 and 1 without mpirun). */
 int dist_rank(void);

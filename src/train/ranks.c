@@ -118,6 +118,19 @@ static void test_slow_step(void) {
   while (nanosleep(&t, &t) != 0) continue;
 }
 
+/* NETRUN_TEST_CUT=R:S, for netrun's own tests only: once the first
+ * step's agreement is done, rank R stops as a rank whose link is cut S
+ * seconds into the next collective wait (dist_test_cut): the other ranks
+ * wait for it in the step's gradient sum, hearing it wait for S seconds
+ * and then nothing.  Unset, or not of that form: nothing. */
+static void test_cut(void) {
+  const char *v = getenv("NETRUN_TEST_CUT");
+  int rank;
+  double s;
+  if (!v || sscanf(v, "%d:%lf", &rank, &s) != 2 || rank != dist_rank() || !(s >= 0 && s < 3600)) return;
+  dist_test_cut(s);
+}
+
 /* After a step's forward pass: the step's loss (the mean over every
  * rank's examples), correct predictions and examples in *st; this rank's
  * share of the examples, the weight of its gradients in the allreduce;
@@ -133,6 +146,7 @@ bool trun_agree_step(Run *r, bool ok, Step *st) {
   char why[DIAG_FIRST_MAX + 2];
   int k = dist_odd_rank(all, false, why);
   mem_free(all);
+  test_cut();
   if (!every) {
     if (ok) diag_error(NULL, SPAN_NONE, "rank %d of %d: step %lld failed on rank %d%s; stopping", dist_rank(), n,
                        (long long)r->step + 1, k, why);
