@@ -209,6 +209,30 @@ signal_rank() {
   grep -Eqx 'netrun: error: rank 0: no answer from rank 1 for 2 s \(its host unreachable\?\); stopping' w.err
 }
 
+@test "the whole job stopped past the limit and continued (Ctrl-Z and fg, a suspended host) trains on to the same bits" {
+  # rank 1's first step takes 6 s more (rank 0 waiting for it, the limit
+  # 2 s); 3 s into it both ranks are stopped for 4 s and continued: each
+  # was stopped itself, so the others' silence over those seconds is no
+  # sign of theirs, and rank 0 waits on (it named rank 1 at once)
+  timeout 60 mpirun "${ROOT_OK[@]}" "${RANK_ENV[@]}" -x NETRUN_COLLECTIVE_TIMEOUT=2 -x NETRUN_TEST_SLOW_STEP=1:6 \
+    --oversubscribe --bind-to none -np 2 "$RANK" train "$M/mlp.net" --epochs 2 --save stopped.ckpt > z.out 2> z.err &
+  local job=$!
+  sleep 3
+  local ranks
+  ranks=($(pgrep -P "$(pgrep -P "$job" -x mpirun)"))
+  [ "${#ranks[@]}" -eq 2 ]
+  kill -STOP "${ranks[@]}"
+  sleep 4
+  kill -CONT "${ranks[@]}"
+  status=0
+  wait "$job" || status=$?
+  cat z.err
+  [ "$status" -eq 0 ]
+  run ! grep -q 'no answer\|every rank answers' z.err
+  mpi 2 train "$M/mlp.net" --epochs 2 --save plain.ckpt
+  cmp stopped.ckpt plain.ckpt
+}
+
 @test "a link cut just after a wait began: the rank last heard waiting is named once silent for the limit, not taken for one that answers" {
   # NETRUN_TEST_CUT=1:1: after the first step's agreement, rank 1 stops as
   # a rank whose link is cut 1 s into the next wait — rank 0, in the

@@ -234,7 +234,8 @@ static void timed_out(double quiet, double waited) {
 /* Waits for the n requests.  A rank not heard from for the timeout ends
  * the job (named), and so does a wait past the timeout in which every
  * rank answers but none works (a collective that cannot complete).  A
- * rank that works, however long, is waited for.  Without the heartbeat
+ * rank that works, however long, is waited for.  A rank that was itself
+ * stopped during the wait begins it again.  Without the heartbeat
  * thread, the wait itself exchanges heartbeats past DIST_BEAT seconds,
  * and a rank at work answers none. */
 static void wait_all(int n, void **req) {
@@ -242,9 +243,15 @@ static void wait_all(int n, void **req) {
   mpi.testall(n, req, &flag, NULL);
   if (flag) return;
   atomic_store(&mpi.state, BEAT_WAITING);
-  double t0 = now(), since = 0, beat = 0;
+  double t0 = now(), since = 0, beat = 0, last = t0;
   while (!flag) {
     double t = now();
+    /* A look at the clock more than a beat after the last one: this rank
+     * did not run in between (stopped with the job, Ctrl-Z and fg, or its
+     * host suspended), and the others' silence over that time is no sign
+     * of theirs.  The wait starts again, as if it began now. */
+    if (t - last > fmax(mpi.period, 0.05)) t0 = t, since = 0;
+    last = t;
     if (t - t0 > DIST_BEAT) {
       if (!mpi.beating) {
         if (!since) {
