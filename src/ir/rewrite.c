@@ -411,8 +411,9 @@ static bool touches(const OpDesc *op, const char *name, bool writes);
  *    (unmade_ok), and is never made; the others (read after the chain,
  *    nameable, a gradient of a name...) are the fused op's outputs; at
  *    least one value goes unmade;
- *  - no op between its first and last reads a value of the chain or
- *    writes one of its inputs (the fused op stands where the last stood);
+ *  - no op between its first and last reads a value of the chain, or
+ *    writes an input a step before it read (the fused op stands where
+ *    the last step stood: a constant made between is made by then);
  *  - an input is of the chain's shape, one value, or a shape of its
  *    trailing dims (a bias), of its dtype; the shape has no unnamed
  *    unknown dim, so the inputs have one shape when it runs.
@@ -498,7 +499,8 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
     for (int k = 0; k < n; k++)
       if (touches(op, b->ops[at[k]]->out[0].args[0], true)) return NULL;
     for (int i = 0; i < nin; i++)
-      if (op_writes(op, ins[i])) return NULL;
+      for (int k = 0; k < n && at[k] < j; k++)
+        if (op_writes(op, ins[i]) && touches(b->ops[at[k]], ins[i], false)) return NULL;
   }
   int64_t kinds[FE_INS], args[2 * FE_STEPS], outs[FE_STEPS];
   double params[2 * FE_STEPS];
