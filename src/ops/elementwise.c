@@ -1075,6 +1075,8 @@ static int k_fused_elementwise(ExecCtx *c) {
       !params || !outs)
     return exec_ctx_fail(c, "internal error: fused_elementwise: malformed steps");
   Tensor *o0 = exec_ctx_out_at(c, 0, 0);
+  if (o0->dtype != DT_F32 && o0->dtype != DT_F64)
+    return exec_ctx_fail(c, "internal error: fused_elementwise: %s values", dtype_name(o0->dtype));
   fp.f64 = o0->dtype == DT_F64;
   fp.n = o0->numel;
   fp.row = fp.n;
@@ -1113,7 +1115,7 @@ static int k_fused_elementwise(ExecCtx *c) {
   if (fp.n == 0) return 0;
   int64_t nchunks = fp.n / fp.row * ((fp.row + FE_TILE - 1) / FE_TILE);
   int64_t per = (PAR_MIN_WORK + FE_TILE - 1) / FE_TILE, slices = (nchunks + per - 1) / per;
-  if (slices <= 1 || fp.f64) {
+  if (slices <= 1) {
     fe_chunks(&fp, 0, nchunks);
     return 0;
   }
