@@ -129,3 +129,22 @@ loss = sum(z / y)'
   [ "$(losses p.jsonl | wc -l)" -eq 3 ]
   "$NETRUN" dump --train --fused "$ROOT/examples/char_lm.net" | grep -q 'fused_elementwise(X=\[t.11, block1.ff1.b\]).*ops=\["add", "relu"\]'
 }
+
+@test "a user op's body: an output its chain reads on is still made (the caller reads it by name)" {
+  cat > uop.net <<'NET'
+op affine2(x, a, b) -> (y, z) {
+  y = x * a + b
+  z = y * y
+}
+param p : [2, 3] = [[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]]
+param q : [3] = [0.5, -1.0, 2.0]
+y, z = affine2(p, q, 0.25)
+loss = sum(y) + mean(z)
+print(y)
+print(z)
+NET
+  run "$NETRUN" run uop.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "$("$NETRUN" run --no-fuse uop.net)" ]
+  [[ "$output" == *"0.75"* ]]
+}

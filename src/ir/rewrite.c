@@ -42,6 +42,7 @@ typedef struct Site {
   int end;              /* the first index past i's mark segment */
   const InPlace *ip;
   const bool *taken;    /* the ops earlier matches took */
+  const RewriteOpts *o;
 } Site;
 
 #define MATCH_MAX 16
@@ -408,7 +409,8 @@ static bool touches(const OpDesc *op, const char *name, bool writes);
  * chain join it (at most FE_STEPS, within FE_WINDOW ops); then the longest
  * head of them that is sound is taken:
  *  - every value a step makes that the chain alone reads is a temporary
- *    (unmade_ok), and is never made; the others (read after the chain,
+ *    (unmade_ok) the caller does not keep (RewriteOpts.keep), and is
+ *    never made; the others (read after the chain,
  *    nameable, a gradient of a name...) are the fused op's outputs; at
  *    least one value goes unmade;
  *  - no op between its first and last reads a value of the chain, or
@@ -487,7 +489,9 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
     int reads = 0;
     for (int j = 0; j < n; j++)
       for (int r = 0; r < 2; r++) reads += reg[j][r] == FE_INS + k;
-    live[k] = reads == 0 || !unmade_ok(p, v, reads);
+    bool keep = false;
+    for (int i = 0; i < s->o->nkeep; i++) keep |= same(s->o->keep[i], v);
+    live[k] = reads == 0 || keep || !unmade_ok(p, v, reads);
     nout += live[k];
   }
   if (nout == n) return NULL;
@@ -900,7 +904,7 @@ static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round)
   int made = 0;
   for (int i = 0; i < b->nops; i++) {
     if (taken[i]) continue;
-    Site s = {p, b, b->nops, &ip, taken};
+    Site s = {p, b, b->nops, &ip, taken, o};
     Match m;
     const Pattern *pat = match_at(&s, mk, o, taken, i, &m, round);
     if (!pat) continue;

@@ -46,6 +46,10 @@ typedef struct RewriteOpts {
    * accumulation holds the update's start: the gradients must be whole
    * values between the backward and the update). */
   unsigned hold;
+  /* Values the caller reads by name after the run although no name
+   * reaches them (a user op body's outputs): never left unmade. */
+  const char *const *keep;
+  int nkeep;
 } RewriteOpts;
 
 typedef struct AllreduceOpts {
