@@ -148,3 +148,14 @@ NET
   [ "$output" = "$("$NETRUN" run --no-fuse uop.net)" ]
   [[ "$output" == *"0.75"* ]]
 }
+
+@test "two biases of different trailing shapes: one chain holds one tail shape, the bits of --no-fuse" {
+  # b is [256], y [64, 256]: both trailing dims of z's [4, 64, 256], but
+  # the kernel's rows are of one size, so the add of y is left out.
+  script tails 'input z : f32[4, 64, 256] = uniform_random([4, 64, 256], min=-2.0, max=2.0)
+loss = sum(relu(z * 2.0 + b) + y)'
+  run "$NETRUN" dump --fused tails.net
+  [[ "$output" == *'{Out=[t.6]} = fused_elementwise(X=[z, t.3, b]) {args=[0, 1, 3, 2, 4, -1], kinds=[0, 1, 2], ops=["mul", "add", "relu"], outs=[5]'* ]]
+  [[ "$output" == *'{Out=[t.7]} = add(X=[t.6], Y=[y])'* ]]
+  same_bits tails
+}

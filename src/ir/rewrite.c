@@ -417,8 +417,9 @@ static bool touches(const OpDesc *op, const char *name, bool writes);
  *    writes an input a step before it read (the fused op stands where
  *    the last step stood: a constant made between is made by then);
  *  - an input is of the chain's shape, one value, or a shape of its
- *    trailing dims (a bias), of its dtype; the shape has no unnamed
- *    unknown dim, so the inputs have one shape when it runs.
+ *    trailing dims (a bias; all such inputs of one shape), of its dtype;
+ *    the shape has no unnamed unknown dim, so the inputs have one shape
+ *    when it runs.
  * Exact: each step is its op's expression in its element type. */
 enum { FE_STEPS = 16, FE_INS = 8, FE_WINDOW = 48 };
 
@@ -509,9 +510,13 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
   int64_t kinds[FE_INS], args[2 * FE_STEPS], outs[FE_STEPS];
   double params[2 * FE_STEPS];
   bool whole = false;
+  const VarDesc *tail = NULL;   /* the kernel's rows: one tail shape */
   for (int i = 0; i < nin; i++) {
-    kinds[i] = fit_kind(prog_var(p, ins[i]), shape, t);
+    const VarDesc *v = prog_var(p, ins[i]);
+    kinds[i] = fit_kind(v, shape, t);
     whole |= kinds[i] == 0;
+    if (kinds[i] == 2 && tail && !shape_eq(&tail->shape, &v->shape)) return NULL;
+    if (kinds[i] == 2) tail = v;
   }
   if (!whole) return NULL;
   const OpDesc *last = b->ops[at[n - 1]];
