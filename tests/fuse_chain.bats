@@ -159,3 +159,14 @@ loss = sum(relu(z * 2.0 + b) + y)'
   [[ "$output" == *'{Out=[t.7]} = add(X=[t.6], Y=[y])'* ]]
   same_bits tails
 }
+
+@test "a short bias: whole rows of it to a tile (6 rows of 40), the last tile part of one, on 1 and 2 threads" {
+  script short 'input u : f32[64, 7, 40] = uniform_random([64, 7, 40], min=-2.0, max=2.0)
+param c : [40] = uniform(-0.5, 0.5)
+param k : [7, 40] = uniform(0.5, 1.5)
+loss = sum(sigmoid(u * 1.5 + c) * u) + sum(tanh(u - s) * k)'
+  run fused_ops short
+  [ "${lines[0]}" = 'ops=["mul", "add", "sigmoid", "mul"]' ]
+  [ "${lines[1]}" = 'ops=["sub", "tanh", "mul"]' ]
+  same_bits short
+}

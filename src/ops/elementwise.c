@@ -952,7 +952,7 @@ static bool g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
  * Registers: 0..nin-1 are the inputs X, nin + s is step s's result.  An
  * input is the whole shape (FE_FULL), one value repeated (FE_SCALAR), or
  * a shape of the trailing dims repeated along the leading ones (FE_TAIL:
- * a bias); the steps run row by row of the tail's size then. */
+ * a bias); the tiles then follow its rows (fe_line). */
 enum { FE_MAX_STEPS = 16, FE_MAX_IN = 8, FE_TILE = 256 };
 enum { FE_FULL, FE_SCALAR, FE_TAIL };
 
@@ -1021,23 +1021,31 @@ typedef struct FeProg {
   int64_t n, row;            /* elements, the row (the tail's size; n without one) */
 } FeProg;
 
-/* Chunks [k0, k1) of the rows, each at most FE_TILE elements of a row. */
+/* The kernel's lines: a row of the tail (all of n without one), or, for
+ * a row shorter than a tile, as many whole rows as fill one (the tail
+ * repeated that often in a buffer); a line is cut into tiles. */
+static int64_t fe_line(const FeProg *fp) { return fp->row >= FE_TILE ? fp->row : FE_TILE / fp->row * fp->row; }
+
+/* Tiles [k0, k1) of the lines. */
 static void fe_chunks(const FeProg *fp, int64_t k0, int64_t k1) {
   size_t es = fp->f64 ? sizeof(f64) : sizeof(f32);
-  int64_t per_row = (fp->row + FE_TILE - 1) / FE_TILE;
+  int64_t line = fe_line(fp), per_line = (line + FE_TILE - 1) / FE_TILE;
   _Alignas(64) char bufs[FE_MAX_STEPS][FE_TILE * sizeof(f64)];
-  _Alignas(64) char scal[FE_MAX_IN][FE_TILE * sizeof(f64)];
+  _Alignas(64) char rep[FE_MAX_IN][FE_TILE * sizeof(f64)];   /* the scalars and short tails, repeated */
   for (int r = 0; r < fp->nin; r++)
-    if (fp->kind[r] == FE_SCALAR)
-      for (int i = 0; i < FE_TILE; i++) memcpy(scal[r] + (size_t)i * es, fp->data[r], es);
+    if (fp->kind[r] == FE_SCALAR || (fp->kind[r] == FE_TAIL && fp->row < FE_TILE)) {
+      int64_t len = fp->kind[r] == FE_SCALAR ? 1 : fp->row, fill = line < FE_TILE ? line : FE_TILE;
+      for (int64_t i = 0; i + len <= fill; i += len) memcpy(rep[r] + (size_t)i * es, fp->data[r], (size_t)len * es);
+    }
   for (int64_t k = k0; k < k1; k++) {
-    int64_t row = k / per_row, col = (k % per_row) * FE_TILE, at = row * fp->row + col;
-    int64_t n = fp->row - col < FE_TILE ? fp->row - col : FE_TILE;
+    int64_t col = (k % per_line) * FE_TILE, at = k / per_line * line + col;
+    int64_t n = line - col < FE_TILE ? line - col : FE_TILE;
+    if (n > fp->n - at) n = fp->n - at;
     const char *reg[FE_MAX_IN + FE_MAX_STEPS];
     for (int r = 0; r < fp->nin; r++)
-      reg[r] = fp->kind[r] == FE_SCALAR ? scal[r]
-               : fp->kind[r] == FE_TAIL ? fp->data[r] + (size_t)col * es
-                                        : fp->data[r] + (size_t)at * es;
+      reg[r] = fp->kind[r] == FE_FULL                         ? fp->data[r] + (size_t)at * es
+               : fp->kind[r] == FE_TAIL && fp->row >= FE_TILE ? fp->data[r] + (size_t)col * es
+                                                               : rep[r];
     for (int s = 0; s < fp->nsteps; s++) {
       char *o = fp->out_of[s] >= 0 ? fp->out[fp->out_of[s]] + (size_t)at * es : bufs[s];
       const char *a = reg[fp->arg[s][0]], *b = fp->arg[s][1] >= 0 ? reg[fp->arg[s][1]] : a;
@@ -1113,7 +1121,7 @@ static int k_fused_elementwise(ExecCtx *c) {
     if (!ok) return exec_ctx_fail(c, "internal error: fused_elementwise: input %d does not fit", k);
   }
   if (fp.n == 0) return 0;
-  int64_t nchunks = fp.n / fp.row * ((fp.row + FE_TILE - 1) / FE_TILE);
+  int64_t line = fe_line(&fp), nchunks = (fp.n + line - 1) / line * ((line + FE_TILE - 1) / FE_TILE);
   int64_t per = (PAR_MIN_WORK + FE_TILE - 1) / FE_TILE, slices = (nchunks + per - 1) / per;
   if (slices <= 1) {
     fe_chunks(&fp, 0, nchunks);
