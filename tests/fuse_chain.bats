@@ -170,3 +170,22 @@ loss = sum(sigmoid(u * 1.5 + c) * u) + sum(tanh(u - s) * k)'
   [ "${lines[1]}" = 'ops=["sub", "tanh", "mul"]' ]
   same_bits short
 }
+
+@test "chains around a while loop and an if: the loop's gradient reads what it needs, the bits of --no-fuse" {
+  script loops 'h = sigmoid(x * y + b) * x
+i = 0
+while i < 3 {
+  h = tanh(h * 0.9 + b)
+  i = i + 1
+}
+if sum(h) > 0.0 {
+  h = relu(h - s) * 2.0
+}
+loss = sum(exp(h * 0.5 - s) * y)'
+  run "$NETRUN" dump --backward --fused loops.net
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'ops=["mul", "add", "sigmoid", "mul"]'* ]]
+  # the bodies (blocks 1 and up) are as written
+  [[ "$(sed -n '/^block 1/,$p' <<< "$output")" != *fused_elementwise* ]]
+  same_bits loops
+}
