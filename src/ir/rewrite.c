@@ -410,9 +410,9 @@ static bool touches(const OpDesc *op, const char *name, bool writes);
  * head of them that is sound is taken:
  *  - every value a step makes that the chain alone reads is a temporary
  *    (unmade_ok) the caller does not keep (RewriteOpts.keep), and is
- *    never made; the others (read after the chain,
- *    nameable, a gradient of a name...) are the fused op's outputs; at
- *    least one value goes unmade;
+ *    never made; the others (read after the chain, nameable, a gradient
+ *    of a name...) are the fused op's outputs; at least one value goes
+ *    unmade;
  *  - no op between its first and last reads a value of the chain, or
  *    writes an input a step before it read (the fused op stands where
  *    the last step stood: a constant made between is made by then);
@@ -421,16 +421,28 @@ static bool touches(const OpDesc *op, const char *name, bool writes);
  *    the shape has no unnamed unknown dim, so the inputs have one shape
  *    when it runs.
  * Exact: each step is its op's expression in its element type. */
+/* At most the kernel's FE_MAX_STEPS and FE_MAX_IN (elementwise.c). */
 enum { FE_STEPS = 16, FE_INS = 8, FE_WINDOW = 48 };
 
-/* Whether op can be a step: an OP_STEP op of one output, with no input
- * that is its output. */
+/* Whether op can be a step: an OP_STEP op of one output and one value in
+ * each of its (one or two) input slots, none of them its output. */
 static bool step_op(const Program *p, const OpDesc *op) {
   const OpProto *pr = reg_find_op(p, op->type);
-  if (!pr || !(pr->flags & OP_STEP) || op->nout != 1 || op->out[0].n != 1 || op->nin < 1 || op->nin > 2) return false;
-  for (int s = 0; s < op->nin; s++)
-    if (op->in[s].n != 1 || same(op->in[s].args[0], op->out[0].args[0])) return false;
+  if (!pr || !(pr->flags & OP_STEP) || op->nout != 1 || op->out[0].n != 1 || pr->nin < 1 || pr->nin > 2 ||
+      op->nin != pr->nin)
+    return false;
+  for (int r = 0; r < pr->nin; r++) {
+    const Slot *in = op_input(op, pr->in[r].name);
+    if (!in || in->n != 1 || same(in->args[0], op->out[0].args[0])) return false;
+  }
   return true;
+}
+
+/* Step op's operand r (0 or 1; NULL for none): its proto's r-th input
+ * slot, whose place is the kernel's first or second operand. */
+static const char *step_arg(const Program *p, const OpDesc *op, int r) {
+  const OpProto *pr = reg_find_op(p, op->type);
+  return r < pr->nin ? op_in1(op, pr->in[r].name) : NULL;
 }
 
 /* How value v fits shape s of dtype t: 0 the shape, 1 one value, 2
@@ -454,9 +466,9 @@ static bool op_writes(const OpDesc *op, const char *name) {
   return false;
 }
 
-/* The register of `name` for step `upto` of a chain at[]: the step before
- * it that writes it (FE_INS + step), else its input (added to ins[*nin]); -1 when
- * the inputs are full. */
+/* The register of `name` for step `upto` of a chain at[]: the step
+ * before it that writes it (FE_INS + step), else its input (added to
+ * ins[*nin]); -1 when the inputs are full. */
 static int chain_reg(const Block *b, const int *at, const char *name, const char **ins, int *nin, int upto) {
   for (int k = upto - 1; k >= 0; k--)
     if (same(b->ops[at[k]]->out[0].args[0], name)) return FE_INS + k;
@@ -477,8 +489,8 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
   for (int k = 0; k < n; k++) {
     const OpDesc *op = b->ops[at[k]];
     reg[k][1] = -1;
-    for (int r = 0; r < op->nin; r++)
-      if ((reg[k][r] = chain_reg(b, at, op->in[r].args[0], ins, &nin, k)) < 0) return NULL;
+    for (int r = 0; r < 2 && step_arg(p, op, r); r++)
+      if ((reg[k][r] = chain_reg(b, at, step_arg(p, op, r), ins, &nin, k)) < 0) return NULL;
   }
   /* an input is no step's output (a value written twice) */
   for (int i = 0; i < nin; i++)

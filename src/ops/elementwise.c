@@ -953,6 +953,7 @@ static bool g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
  * input is the whole shape (FE_FULL), one value repeated (FE_SCALAR), or
  * a shape of the trailing dims repeated along the leading ones (FE_TAIL:
  * a bias); the tiles then follow its rows (fe_line). */
+/* At least rewrite.c's FE_STEPS and FE_INS. */
 enum { FE_MAX_STEPS = 16, FE_MAX_IN = 8, FE_TILE = 256 };
 enum { FE_FULL, FE_SCALAR, FE_TAIL };
 
