@@ -283,7 +283,7 @@ Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks) {
 void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
   ExecOptions o = a->opt;
   o.tape = false;
-  if (a->fused && exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0, 0});
+  if (a->fused && exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0, 0, NULL, 0});
 }
 
 FILE *cli_time_options(Args *a) {

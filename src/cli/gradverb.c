@@ -319,7 +319,7 @@ static bool build_tape(Built *b, const Args *a, bool run) {
   ExecOptions o = a->opt;
   o.tape = false;
   int marks[2] = {b->run_from, b->bw.first_grad_op};
-  if (exec_rewrite_wanted(&o)) rewrite_program(b->tp, &(RewriteOpts){RW_FUSE, marks, 2, 0});
+  if (exec_rewrite_wanted(&o)) rewrite_program(b->tp, &(RewriteOpts){RW_FUSE, marks, 2, 0, NULL, 0});
   b->run_from = marks[0], b->bw.first_grad_op = marks[1];
   b->tex = exec_new(b->tp, &o);
   for (int i = 0; i < b->ntape_vals; i++)

@@ -262,7 +262,7 @@ static int uop_kernel(ExecCtx *c) {
   ExecOptions o = *exec_ctx_options(c);
   o.tape = false;
   if (!e->rewritten && exec_rewrite_wanted(&o)) {
-    rewrite_program(e->prog, &(RewriteOpts){RW_FUSE, NULL, 0, 0});
+    rewrite_program(e->prog, &(RewriteOpts){RW_FUSE, NULL, 0, 0, e->out, proto->nout});
     e->rewritten = true;
   }
   Executor *x = exec_child(c, e->prog);

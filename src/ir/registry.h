@@ -80,6 +80,9 @@ enum {
                               (netrun-ops(7), DATA TYPES); without it an
                               f64 input is an error at inference, never
                               computed in f32 behind the user's back */
+  OP_STEP = 1 << 12,       /* one value per element, the same formula as a
+                              step of fused_elementwise (elementwise.c):
+                              rewrite.c may fuse a chain of such ops */
 };
 
 typedef struct InferCtx InferCtx;

@@ -41,9 +41,11 @@ typedef struct Site {
   const Block *b;
   int end;              /* the first index past i's mark segment */
   const InPlace *ip;
+  const bool *taken;    /* the ops earlier matches took */
+  const RewriteOpts *o;
 } Site;
 
-#define MATCH_MAX 8
+#define MATCH_MAX 16
 
 typedef struct Match {
   OpDesc *op;           /* the op that replaces them */
@@ -398,25 +400,229 @@ static bool sgd_matmul(const Site *s, int i, Match *m) {
   return true;
 }
 
+static bool touches(const OpDesc *op, const char *name, bool writes);
+
+/* A chain of elementwise ops (OP_STEP) -> fused_elementwise
+ * (elementwise.c): ops of one shape and float dtype, each reading a value
+ * an earlier one of them made, run as one pass over the elements.  From
+ * the op at i, the ops after it in its segment that read a value of the
+ * chain join it (at most FE_STEPS, within FE_WINDOW ops); then the longest
+ * head of them that is sound is taken:
+ *  - every value a step makes that the chain alone reads is a temporary
+ *    (unmade_ok) the caller does not keep (RewriteOpts.keep), and is
+ *    never made; the others (read after the chain, nameable, a gradient
+ *    of a name...) are the fused op's outputs; at least one value goes
+ *    unmade;
+ *  - no op between its first and last reads a value of the chain, or
+ *    writes an input a step before it read (the fused op stands where
+ *    the last step stood: a constant made between is made by then);
+ *  - an input is of the chain's shape, one value, or a shape of its
+ *    trailing dims (a bias; all such inputs of one shape), of its dtype;
+ *    the shape has no unnamed unknown dim, so the inputs have one shape
+ *    when it runs.
+ * Exact: each step is its op's expression in its element type. */
+/* At most the kernel's FE_MAX_STEPS and FE_MAX_IN (elementwise.c). */
+enum { FE_STEPS = 16, FE_INS = 8, FE_WINDOW = 48 };
+
+/* Whether op can be a step: an OP_STEP op of one output and one value in
+ * each of its (one or two) input slots, none of them its output. */
+static bool step_op(const Program *p, const OpDesc *op) {
+  const OpProto *pr = reg_find_op(p, op->type);
+  if (!pr || !(pr->flags & OP_STEP) || op->nout != 1 || op->out[0].n != 1 || pr->nin < 1 || pr->nin > 2 ||
+      op->nin != pr->nin)
+    return false;
+  for (int r = 0; r < pr->nin; r++) {
+    const Slot *in = op_input(op, pr->in[r].name);
+    if (!in || in->n != 1 || same(in->args[0], op->out[0].args[0])) return false;
+  }
+  return true;
+}
+
+/* Step op's operand r (0 or 1; NULL for none): its proto's r-th input
+ * slot, whose place is the kernel's first or second operand. */
+static const char *step_arg(const Program *p, const OpDesc *op, int r) {
+  const OpProto *pr = reg_find_op(p, op->type);
+  return r < pr->nin ? op_in1(op, pr->in[r].name) : NULL;
+}
+
+/* How value v fits shape s of dtype t: 0 the shape, 1 one value, 2
+ * trailing dims; -1 not. */
+static int fit_kind(const VarDesc *v, const Shape *s, DType t) {
+  if (!v || v->dtype != t || v->shape.rank < 0) return -1;
+  if (shape_eq(&v->shape, s)) return 0;
+  bool ones = v->shape.rank <= s->rank;
+  for (int d = 0; ones && d < v->shape.rank; d++) ones = dim_known(v->shape.d[d]) && v->shape.d[d].n == 1;
+  if (ones) return 1;
+  if (v->shape.rank >= s->rank || v->shape.rank == 0) return -1;
+  Shape tail = {.rank = v->shape.rank};
+  for (int d = 0; d < tail.rank; d++) tail.d[d] = s->d[s->rank - tail.rank + d];
+  return shape_eq(&v->shape, &tail) ? 2 : -1;
+}
+
+static bool op_writes(const OpDesc *op, const char *name) {
+  for (int s = 0; s < op->nout; s++)
+    for (int k = 0; k < op->out[s].n; k++)
+      if (strcmp(op->out[s].args[k], name) == 0) return true;
+  return false;
+}
+
+/* The register of `name` for step `upto` of a chain at[]: the step
+ * before it that writes it (FE_INS + step), else its input (added to
+ * ins[*nin]); -1 when the inputs are full. */
+static int chain_reg(const Block *b, const int *at, const char *name, const char **ins, int *nin, int upto) {
+  for (int k = upto - 1; k >= 0; k--)
+    if (same(b->ops[at[k]]->out[0].args[0], name)) return FE_INS + k;
+  for (int k = 0; k < *nin; k++)
+    if (same(ins[k], name)) return k;
+  if (*nin == FE_INS) return -1;
+  ins[*nin] = name;
+  return (*nin)++;
+}
+
+/* The fused op of the steps at[0..n) when they are sound (above); NULL if not. */
+static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape, DType t) {
+  Program *p = s->p;
+  const Block *b = s->b;
+  const char *ins[FE_INS];
+  int nin = 0, reg[FE_STEPS][2];
+  bool live[FE_STEPS];
+  for (int k = 0; k < n; k++) {
+    const OpDesc *op = b->ops[at[k]];
+    reg[k][1] = -1;
+    for (int r = 0; r < 2 && step_arg(p, op, r); r++)
+      if ((reg[k][r] = chain_reg(b, at, step_arg(p, op, r), ins, &nin, k)) < 0) return NULL;
+  }
+  /* an input is no step's output (a value written twice) */
+  for (int i = 0; i < nin; i++)
+    for (int k = 0; k < n; k++)
+      if (op_writes(b->ops[at[k]], ins[i])) return NULL;
+  int nout = 0;
+  for (int k = 0; k < n; k++) {
+    const char *v = b->ops[at[k]]->out[0].args[0];
+    int reads = 0;
+    for (int j = 0; j < n; j++)
+      for (int r = 0; r < 2; r++) reads += reg[j][r] == FE_INS + k;
+    bool keep = false;
+    for (int i = 0; i < s->o->nkeep; i++) keep |= same(s->o->keep[i], v);
+    live[k] = reads == 0 || keep || !unmade_ok(p, v, reads);
+    nout += live[k];
+  }
+  if (nout == n) return NULL;
+  for (int j = at[0] + 1; j < at[n - 1]; j++) {
+    bool in_chain = false;
+    for (int k = 0; k < n; k++) in_chain |= at[k] == j;
+    if (in_chain) continue;
+    const OpDesc *op = b->ops[j];
+    for (int k = 0; k < n; k++)
+      if (touches(op, b->ops[at[k]]->out[0].args[0], true)) return NULL;
+    for (int i = 0; i < nin; i++)
+      for (int k = 0; k < n && at[k] < j; k++)
+        if (op_writes(op, ins[i]) && touches(b->ops[at[k]], ins[i], false)) return NULL;
+  }
+  int64_t kinds[FE_INS], args[2 * FE_STEPS], outs[FE_STEPS];
+  double params[2 * FE_STEPS];
+  bool whole = false;
+  const VarDesc *tail = NULL;   /* the kernel's rows: one tail shape */
+  for (int i = 0; i < nin; i++) {
+    const VarDesc *v = prog_var(p, ins[i]);
+    kinds[i] = fit_kind(v, shape, t);
+    whole |= kinds[i] == 0;
+    if (kinds[i] == 2 && tail && !shape_eq(&tail->shape, &v->shape)) return NULL;
+    if (kinds[i] == 2) tail = v;
+  }
+  if (!whole) return NULL;
+  const OpDesc *last = b->ops[at[n - 1]];
+  OpDesc *f = op_new(p, "fused_elementwise", last->span);
+  f->fwd_block = last->fwd_block, f->fwd_op = last->fwd_op;
+  for (int i = 0; i < nin; i++) add1(p, f, true, "X", ins[i]);
+  const char **types = arena_alloc(p->arena, sizeof *types * (size_t)n);
+  int no = 0;
+  for (int k = 0; k < n; k++) {
+    const OpDesc *op = b->ops[at[k]];
+    const OpProto *pr = reg_find_op(p, op->type);
+    types[k] = op->type;
+    for (int r = 0; r < 2; r++) args[2 * k + r] = reg[k][r] >= FE_INS ? nin + reg[k][r] - FE_INS : reg[k][r];
+    params[2 * k] = params[2 * k + 1] = 0;
+    for (int a = 0, np = 0; a < pr->nattrs && np < 2; a++) {
+      const AttrValue *v = reg_op_attr(pr, op, pr->attrs[a].name);
+      params[2 * k + np++] = v ? reg_attr_f64(v) : 0;
+    }
+    if (live[k]) {
+      add1(p, f, false, "Out", op->out[0].args[0]);
+      outs[no++] = nin + k;
+    }
+  }
+  op_set_attr(p, f, "ops", (AttrValue){.type = ATTR_STRINGS, .n = n, .u.strings = types});
+  op_set_attr(p, f, "args", attr_ints(p, args, 2 * n));
+  op_set_attr(p, f, "params", attr_floats(p, params, 2 * n));
+  op_set_attr(p, f, "kinds", attr_ints(p, kinds, nin));
+  op_set_attr(p, f, "outs", attr_ints(p, outs, no));
+  return f;
+}
+
+/* Whether the step op at j fits a chain of shape s, dtype t: its output
+ * is of them, its inputs fit them. */
+static bool step_fits(const Program *p, const OpDesc *op, const Shape *s, DType t) {
+  if (fit_kind(prog_var(p, op->out[0].args[0]), s, t) != 0) return false;
+  for (int r = 0; r < op->nin; r++)
+    if (fit_kind(prog_var(p, op->in[r].args[0]), s, t) < 0) return false;
+  return true;
+}
+
+static bool fused_chain(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const Block *b = s->b;
+  const OpDesc *first = b->ops[i];
+  if (!step_op(p, first)) return false;
+  const VarDesc *ov = prog_var(p, first->out[0].args[0]);
+  if (!ov || (ov->dtype != DT_F32 && ov->dtype != DT_F64) || ov->shape.rank < 0) return false;
+  for (int d = 0; d < ov->shape.rank; d++)
+    if (!dim_known(ov->shape.d[d]) && !ov->shape.d[d].sym) return false;
+  const Shape *shape = &ov->shape;
+  if (!step_fits(p, first, shape, ov->dtype)) return false;
+  int at[FE_STEPS] = {i}, n = 1;
+  for (int j = i + 1; j < s->end && j <= i + FE_WINDOW && n < FE_STEPS && n < MATCH_MAX; j++) {
+    const OpDesc *op = b->ops[j];
+    if ((s->taken && s->taken[j]) || !step_op(p, op) || !step_fits(p, op, shape, ov->dtype)) continue;
+    bool reads = false;
+    for (int k = 0; k < n && !reads; k++) reads = touches(op, b->ops[at[k]]->out[0].args[0], false);
+    if (reads) at[n++] = j;
+  }
+  for (; n >= 2; n--) {
+    OpDesc *f = chain_op(s, at, n, shape, ov->dtype);
+    if (!f) continue;
+    m->op = f;
+    m->n = n;
+    memcpy(m->at, at, sizeof *at * (size_t)n);
+    m->place = n - 1;
+    return true;
+  }
+  return false;
+}
+
 typedef struct Pattern {
   const char *name;      /* the op that replaces the match */
   unsigned set;          /* RW_FUSE or RW_TRAIN */
   bool (*match)(const Site *s, int i, Match *m);
   unsigned crosses;      /* the phase boundaries a match may span: 1 << k for
                             the start of phase k (none: it stays in one phase) */
+  int round;             /* the pass it is tried in (0, then 1 on the result) */
 } Pattern;
 
 /* Tried in order at each op; the first match wins.  sgd_matmul alone
  * crosses a boundary: the backward's matmul and the update's sgd become
  * one op, in the update (with no allreduce between them: a gradient the
- * allreduce reads has another reader, and does not match). */
+ * allreduce reads has another reader, and does not match).  The chains
+ * are fused in a second pass, over what the first made: the layers'
+ * patterns take their adds and relus first. */
 static const Pattern patterns[] = {
-    {"fused_conv2d", RW_FUSE, conv_forward, 0},
-    {"fused_conv2d_grad", RW_FUSE, conv_backward, 0},
-    {"fused_batch_norm", RW_FUSE, bn_forward, 0},
-    {"fused_batch_norm_grad", RW_FUSE, bn_backward, 0},
-    {"share", RW_FUSE, share_assign, 0},
-    {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE},
+    {"fused_conv2d", RW_FUSE, conv_forward, 0, 0},
+    {"fused_conv2d_grad", RW_FUSE, conv_backward, 0, 0},
+    {"fused_batch_norm", RW_FUSE, bn_forward, 0, 0},
+    {"fused_batch_norm_grad", RW_FUSE, bn_backward, 0, 0},
+    {"share", RW_FUSE, share_assign, 0, 0},
+    {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE, 0},
+    {"fused_elementwise", RW_FUSE, fused_chain, 0, 1},
 };
 
 /* The marks a pass keeps: the caller's, then a training program's phase
@@ -646,9 +852,11 @@ static int segment(const Marks *o, const Block *b, int i, unsigned crosses, int 
 /* The op at i, rewritten: the pattern whose match takes it first, none
  * of whose ops an earlier match took or another segment holds; NULL when
  * none does.  The boundaries o->hold names are crossed by none. */
-static const Pattern *match_at(Site *s, const Marks *mk, const RewriteOpts *o, const bool *taken, int i, Match *m) {
+static const Pattern *match_at(Site *s, const Marks *mk, const RewriteOpts *o, const bool *taken, int i, Match *m,
+                               int round) {
   for (size_t k = 0; k < sizeof patterns / sizeof *patterns; k++) {
     int start;
+    if (patterns[k].round != round) continue;
     s->end = segment(mk, s->b, i, patterns[k].crosses & ~o->hold, &start);
     if (!(patterns[k].set & o->sets) || !patterns[k].match(s, i, m)) continue;
     bool ok = true;
@@ -701,10 +909,8 @@ static void marks_back(Program *p, const RewriteOpts *o, Marks *mk) {
   mem_free(mk->kind);
 }
 
-int rewrite_program(Program *p, const RewriteOpts *o) {
-  OpDesc **starts;
-  Marks mk = marks_of(p, o);
-  int nstarts = lift_starts(p, &mk, &starts);
+/* One pass of the patterns of `round` over block 0; the rewrites made. */
+static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round) {
   Block *b = p->blocks[0];
   InPlace ip = {0};
   in_place_find(p, &ip);
@@ -715,9 +921,9 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
   int made = 0;
   for (int i = 0; i < b->nops; i++) {
     if (taken[i]) continue;
-    Site s = {p, b, b->nops, &ip};
+    Site s = {p, b, b->nops, &ip, taken, o};
     Match m;
-    const Pattern *pat = match_at(&s, &mk, o, taken, i, &m);
+    const Pattern *pat = match_at(&s, mk, o, taken, i, &m, round);
     if (!pat) continue;
     /* An exact rewrite keeps the ops it stands for (--check-nan runs
      * them); an op of the training program is inferred like the others. */
@@ -732,13 +938,22 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
     repl[m.at[m.place]] = m.op;
     made++;
   }
-  if (made) rebuild(p, &mk, repl, taken, owner);
-  if (nstarts) place_starts(p, &mk, starts, nstarts);
-  marks_back(p, o, &mk);
-  mem_free(starts);
+  if (made) rebuild(p, mk, repl, taken, owner);
   mem_free(owner);
   mem_free(taken);
   mem_free(repl);
   mem_free(ip.names);
+  return made;
+}
+
+int rewrite_program(Program *p, const RewriteOpts *o) {
+  OpDesc **starts;
+  Marks mk = marks_of(p, o);
+  int nstarts = lift_starts(p, &mk, &starts);
+  int made = rewrite_round(p, &mk, o, 0);
+  if (o->sets & RW_FUSE) made += rewrite_round(p, &mk, o, 1);
+  if (nstarts) place_starts(p, &mk, starts, nstarts);
+  marks_back(p, o, &mk);
+  mem_free(starts);
   return made;
 }

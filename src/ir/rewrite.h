@@ -2,7 +2,8 @@
  *
  * rewrite_program replaces runs of block 0's ops by ops that do the same
  * work in one pass over the data (conv2d + bias + relu + pool as one
- * fused_conv2d, a gradient's copy as a share...).  It is the one place
+ * fused_conv2d, a gradient's copy as a share, a chain of elementwise ops
+ * as one fused_elementwise...).  It is the one place
  * where a program is changed for speed: the executor runs whatever program
  * it is given, and `netrun dump --fused` prints the rewritten one.
  *
@@ -46,6 +47,10 @@ typedef struct RewriteOpts {
    * accumulation holds the update's start: the gradients must be whole
    * values between the backward and the update). */
   unsigned hold;
+  /* Values the caller reads by name after the run although no name
+   * reaches them (a user op body's outputs): never left unmade. */
+  const char *const *keep;
+  int nkeep;
 } RewriteOpts;
 
 typedef struct AllreduceOpts {

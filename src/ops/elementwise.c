@@ -941,13 +941,240 @@ static bool g_pow_grad(GradCtx *g) {
 static bool g_maximum_grad(GradCtx *g) { return pick_grad(g, "greater_than"); }
 static bool g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
 
+/* ---- fused_elementwise ------------------------------------------------------------
+ * A chain of the ops above (rewrite.c's fused_chain) run as one op: every
+ * element goes through all the steps while it is in cache, a tile of
+ * FE_TILE elements at a time, each step one vectorizable loop over the
+ * tile.  A step computes the expression of its op's own loop above, in
+ * the op's element type (the lists below are those the loops are made
+ * from), so the fused result has the bits of the ops it stands for.
+ *
+ * Registers: 0..nin-1 are the inputs X, nin + s is step s's result.  An
+ * input is the whole shape (FE_FULL), one value repeated (FE_SCALAR), or
+ * a shape of the trailing dims repeated along the leading ones (FE_TAIL:
+ * a bias); the tiles then follow its rows (fe_line). */
+/* At least rewrite.c's FE_STEPS and FE_INS. */
+enum { FE_MAX_STEPS = 16, FE_MAX_IN = 8, FE_TILE = 256 };
+enum { FE_FULL, FE_SCALAR, FE_TAIL };
+
+#define FE_CODE2(NAME, F, I) FE_##NAME,
+#define FE_CODE1(NAME, E) FE_##NAME,
+#define FE_CODEG(NAME, E) FE_##NAME##_grad,
+enum FeCode {
+  BINARY_OPS(FE_CODE2, f32) SAME_UNARY_OPS(FE_CODE2, f) FLOAT_UNARY_OPS(FE_CODE1, f, f32)
+  UNARY_GRAD_OPS(FE_CODEG, f32, f, f32) FE_NCODES
+};
+#define FE_NAME2(NAME, F, I) #NAME,
+#define FE_NAME1(NAME, E) #NAME,
+#define FE_NAMEG(NAME, E) #NAME "_grad",
+static const char *const fe_names[FE_NCODES] = {
+    BINARY_OPS(FE_NAME2, f32) SAME_UNARY_OPS(FE_NAME2, f) FLOAT_UNARY_OPS(FE_NAME1, f, f32)
+    UNARY_GRAD_OPS(FE_NAMEG, f32, f, f32)};
+
+/* One step over n elements: o = the op's expression of A (and B). */
+#define FE_CASE_BIN(NAME, FEXPR, IEXPR)                                        \
+  case FE_##NAME:                                                               \
+    for (int64_t i = 0; i < n; i++) {                                           \
+      fe_t a = A[i], b = B[i];                                                     \
+      o[i] = (fe_t)(FEXPR);                                                        \
+    }                                                                           \
+    break;
+#define FE_CASE_SAME(NAME, FEXPR, IEXPR)                                       \
+  case FE_##NAME:                                                               \
+    for (int64_t i = 0; i < n; i++) {                                           \
+      fe_t a = A[i];                                                             \
+      o[i] = (fe_t)(FEXPR);                                                        \
+    }                                                                           \
+    break;
+#define FE_CASE_UN(NAME, EXPR) FE_CASE_SAME(NAME, EXPR, 0)
+#define FE_CASE_GRAD(NAME, EXPR)                                               \
+  case FE_##NAME##_grad:                                                        \
+    for (int64_t i = 0; i < n; i++) {                                           \
+      fe_t v = A[i], d = B[i];                                                     \
+      o[i] = (EXPR);                                                            \
+    }                                                                           \
+    break;
+#define FE_STEP_FN(FN, T, S, P)                                                 \
+  static void FN(int code, int64_t n, T *restrict o, const T *A, const T *B, const UnaryArgs *p) { \
+    typedef T fe_t;                                                             \
+    (void)B;                                                                    \
+    switch (code) {                                                             \
+      BINARY_OPS(FE_CASE_BIN, S)                                                \
+      SAME_UNARY_OPS(FE_CASE_SAME, P)                                           \
+      FLOAT_UNARY_OPS(FE_CASE_UN, P, S)                                         \
+      UNARY_GRAD_OPS(FE_CASE_GRAD, T, P, S)                                     \
+    default: break;                                                             \
+    }                                                                           \
+  }
+FE_STEP_FN(fe_step_f32, f32, f32, f)
+FE_STEP_FN(fe_step_f64, f64, f64, d)
+
+/* A fused op's steps, read once per run. */
+typedef struct FeProg {
+  int nin, nsteps, nout;
+  int kind[FE_MAX_IN];
+  int code[FE_MAX_STEPS], arg[FE_MAX_STEPS][2];
+  int out_of[FE_MAX_STEPS];  /* the output step s writes, or -1 */
+  UnaryArgs args[FE_MAX_STEPS];
+  const char *data[FE_MAX_IN];
+  char *out[FE_MAX_STEPS];
+  bool f64;
+  int64_t n, row;            /* elements, the row (the tail's size; n without one) */
+} FeProg;
+
+/* The kernel's lines: a row of the tail (all of n without one), or, for
+ * a row shorter than a tile, as many whole rows as fill one (the tail
+ * repeated that often in a buffer); a line is cut into tiles. */
+static int64_t fe_line(const FeProg *fp) { return fp->row >= FE_TILE ? fp->row : FE_TILE / fp->row * fp->row; }
+
+/* Tiles [k0, k1) of the lines. */
+static void fe_chunks(const FeProg *fp, int64_t k0, int64_t k1) {
+  size_t es = fp->f64 ? sizeof(f64) : sizeof(f32);
+  int64_t line = fe_line(fp), per_line = (line + FE_TILE - 1) / FE_TILE;
+  _Alignas(64) char bufs[FE_MAX_STEPS][FE_TILE * sizeof(f64)];
+  _Alignas(64) char rep[FE_MAX_IN][FE_TILE * sizeof(f64)];   /* the scalars and short tails, repeated */
+  for (int r = 0; r < fp->nin; r++)
+    if (fp->kind[r] == FE_SCALAR || (fp->kind[r] == FE_TAIL && fp->row < FE_TILE)) {
+      int64_t len = fp->kind[r] == FE_SCALAR ? 1 : fp->row, fill = line < FE_TILE ? line : FE_TILE;
+      for (int64_t i = 0; i + len <= fill; i += len) memcpy(rep[r] + (size_t)i * es, fp->data[r], (size_t)len * es);
+    }
+  for (int64_t k = k0; k < k1; k++) {
+    int64_t col = (k % per_line) * FE_TILE, at = k / per_line * line + col;
+    int64_t n = line - col < FE_TILE ? line - col : FE_TILE;
+    if (n > fp->n - at) n = fp->n - at;
+    const char *reg[FE_MAX_IN + FE_MAX_STEPS];
+    for (int r = 0; r < fp->nin; r++)
+      reg[r] = fp->kind[r] == FE_FULL                         ? fp->data[r] + (size_t)at * es
+               : fp->kind[r] == FE_TAIL && fp->row >= FE_TILE ? fp->data[r] + (size_t)col * es
+                                                               : rep[r];
+    for (int s = 0; s < fp->nsteps; s++) {
+      char *o = fp->out_of[s] >= 0 ? fp->out[fp->out_of[s]] + (size_t)at * es : bufs[s];
+      const char *a = reg[fp->arg[s][0]], *b = fp->arg[s][1] >= 0 ? reg[fp->arg[s][1]] : a;
+      if (fp->f64) fe_step_f64(fp->code[s], n, (f64 *)o, (const f64 *)a, (const f64 *)b, &fp->args[s]);
+      else fe_step_f32(fp->code[s], n, (f32 *)o, (const f32 *)a, (const f32 *)b, &fp->args[s]);
+      reg[fp->nin + s] = o;
+    }
+  }
+}
+
+typedef struct FeSlices {
+  const FeProg *fp;
+  int64_t nchunks, per;
+} FeSlices;
+
+static void fe_slice(void *arg, int64_t k) {
+  const FeSlices *u = arg;
+  int64_t k1 = (k + 1) * u->per < u->nchunks ? (k + 1) * u->per : u->nchunks;
+  fe_chunks(u->fp, k * u->per, k1);
+}
+
+/* The attribute `name` of the fused op, a list of at least n values. */
+static const AttrValue *fe_list(ExecCtx *c, const char *name, AttrType t, int n) {
+  const AttrValue *v = exec_ctx_attr(c, name);
+  return v && v->type == t && v->n >= n ? v : NULL;
+}
+
+static int k_fused_elementwise(ExecCtx *c) {
+  FeProg fp = {.nin = exec_ctx_in_count(c, 0), .nout = exec_ctx_out_count(c, 0)};
+  const AttrValue *ops = exec_ctx_attr(c, "ops");
+  fp.nsteps = ops && ops->type == ATTR_STRINGS ? ops->n : 0;
+  const AttrValue *args = fe_list(c, "args", ATTR_INTS, 2 * fp.nsteps), *kinds = fe_list(c, "kinds", ATTR_INTS, fp.nin);
+  const AttrValue *params = fe_list(c, "params", ATTR_FLOATS, 2 * fp.nsteps), *outs = fe_list(c, "outs", ATTR_INTS, fp.nout);
+  if (!fp.nsteps || fp.nsteps > FE_MAX_STEPS || fp.nin < 1 || fp.nin > FE_MAX_IN || fp.nout < 1 || !args || !kinds ||
+      !params || !outs)
+    return exec_ctx_fail(c, "internal error: fused_elementwise: malformed steps");
+  Tensor *o0 = exec_ctx_out_at(c, 0, 0);
+  if (o0->dtype != DT_F32 && o0->dtype != DT_F64)
+    return exec_ctx_fail(c, "internal error: fused_elementwise: %s values", dtype_name(o0->dtype));
+  fp.f64 = o0->dtype == DT_F64;
+  fp.n = o0->numel;
+  fp.row = fp.n;
+  for (int s = 0; s < fp.nsteps; s++) {
+    fp.code[s] = -1;
+    for (int k = 0; k < FE_NCODES && fp.code[s] < 0; k++)
+      if (strcmp(ops->u.strings[s], fe_names[k]) == 0) fp.code[s] = k;
+    fp.out_of[s] = -1;
+    for (int r = 0; r < 2; r++) {
+      fp.arg[s][r] = (int)args->u.ints[2 * s + r];
+      if (fp.arg[s][r] < (r ? -1 : 0) || fp.arg[s][r] >= fp.nin + s) fp.code[s] = -1;
+    }
+    double da = params->u.floats[2 * s], db = params->u.floats[2 * s + 1];
+    fp.args[s] = (UnaryArgs){.f = {(f32)da, (f32)db}, .d = {da, db}};
+    if (fp.code[s] < 0) return exec_ctx_fail(c, "internal error: fused_elementwise: bad step %d", s);
+  }
+  for (int k = 0; k < fp.nout; k++) {
+    Tensor *t = exec_ctx_out_at(c, 0, k);
+    int64_t r = outs->u.ints[k] - fp.nin;
+    if (r < 0 || r >= fp.nsteps || fp.out_of[r] >= 0 || t->dtype != o0->dtype || t->numel != fp.n)
+      return exec_ctx_fail(c, "internal error: fused_elementwise: bad output %d", k);
+    fp.out_of[r] = k;
+    fp.out[k] = t->data;
+  }
+  for (int k = 0; k < fp.nin; k++) {
+    Tensor *t = exec_ctx_in_at(c, 0, k);
+    fp.kind[k] = (int)kinds->u.ints[k];
+    fp.data[k] = t->data;
+    bool ok = t->dtype == o0->dtype;
+    if (fp.kind[k] == FE_FULL) ok &= t->numel == fp.n;
+    else if (fp.kind[k] == FE_SCALAR) ok &= t->numel == 1;
+    else if (fp.kind[k] == FE_TAIL && fp.row == fp.n && t->numel > 0 && fp.n % t->numel == 0) fp.row = t->numel;
+    else ok &= fp.kind[k] == FE_TAIL && t->numel == fp.row;
+    if (!ok) return exec_ctx_fail(c, "internal error: fused_elementwise: input %d does not fit", k);
+  }
+  if (fp.n == 0) return 0;
+  int64_t line = fe_line(&fp), nchunks = (fp.n + line - 1) / line * ((line + FE_TILE - 1) / FE_TILE);
+  int64_t per = (PAR_MIN_WORK + FE_TILE - 1) / FE_TILE, slices = (nchunks + per - 1) / per;
+  if (slices <= 1) {
+    fe_chunks(&fp, 0, nchunks);
+    return 0;
+  }
+  FeSlices u = {&fp, nchunks, per};
+  par_parts(slices, fe_slice, &u);
+  return 0;
+}
+
+/* Every output has the shape of the first whole input (the rewrite made
+ * sure the others fit it), and its dtype. */
+static bool infer_fused_elementwise(InferCtx *c) {
+  const AttrValue *kinds = reg_infer_attr(c, "kinds");
+  int nin = reg_infer_count(c, "X");
+  const VarDesc *full = NULL;
+  for (int k = 0; k < nin && kinds && kinds->type == ATTR_INTS && k < kinds->n && !full; k++)
+    if (kinds->u.ints[k] == FE_FULL) full = reg_infer_in(c, "X", k);
+  if (!full) return reg_infer_fail(c, "internal error: no whole input");
+  for (int k = 0; k < nin; k++) {
+    const VarDesc *v = reg_infer_in(c, "X", k);
+    int64_t kind = k < kinds->n ? kinds->u.ints[k] : -1;
+    bool ok = v->dtype == full->dtype;
+    if (kind == FE_FULL) ok &= shape_eq(&v->shape, &full->shape);
+    else if (kind == FE_TAIL) {
+      ok &= v->shape.rank >= 0 && v->shape.rank < full->shape.rank;
+      for (int d = 0; ok && d < v->shape.rank; d++) {
+        Dim a = v->shape.d[d], b = full->shape.d[full->shape.rank - v->shape.rank + d];
+        ok = a.n == b.n && (a.sym == NULL) == (b.sym == NULL) && (!a.sym || strcmp(a.sym, b.sym) == 0);
+      }
+    } else if (kind == FE_SCALAR) {
+      ok &= v->shape.rank >= 0 && v->shape.rank <= full->shape.rank;
+      for (int d = 0; ok && d < v->shape.rank; d++) ok = v->shape.d[d].n == 1;
+    } else ok = false;
+    if (!ok) {
+      char a[128], b[128];
+      return reg_infer_fail(c, "internal error: input %d (%s %s) does not fit %s %s", k, dtype_name(v->dtype),
+                            shape_str(&v->shape, a, sizeof a), dtype_name(full->dtype),
+                            shape_str(&full->shape, b, sizeof b));
+    }
+  }
+  for (int k = 0; k < reg_infer_out_count(c, "Out"); k++) reg_infer_set(c, "Out", k, full->dtype, &full->shape);
+  return true;
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 
 #define BINARY(NAME, DOC, GK)                                                   \
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "left operand"}, {"Y", 0, "right operand"}},                 \
    .out = {{"Out", 0, "the result, broadcast shape of X and Y"}},               \
-   .infer = infer_binary, .grad_kind = GK, .flags = OP_F64}
+   .infer = infer_binary, .grad_kind = GK, .flags = OP_F64 | OP_STEP}
 /* A composite maker is g_NAME; a dedicated op has the default maker, which
  * emits NAME_grad, the entry that follows its forward op in the table. */
 #define GRAD_FN_GRAD_COMPOSITE(NAME) g_##NAME
@@ -955,7 +1182,7 @@ static bool g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
 #define UNARY(NAME, DOC, INFER, GK)                                             \
   {.type = #NAME, .doc = DOC, .kernel = k_##NAME, .grad = GRAD_FN_##GK(NAME),   \
    .in = {{"X", 0, "input"}},                                                   \
-   .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK, .flags = OP_F64}
+   .out = {{"Out", 0, "the result, shape of X"}}, .infer = INFER, .grad_kind = GK, .flags = OP_F64 | OP_STEP}
 /* NAME_grad: X@GRAD from Out@GRAD and the forward value IN (X or Out);
  * ATTRS are the forward op's. */
 #define UNARY_GRAD_OP(NAME, IN, ATTRS)                                          \
@@ -963,7 +1190,7 @@ static bool g_minimum_grad(GradCtx *g) { return pick_grad(g, "less_than"); }
    .in = {{IN, 0, "the forward op's " IN}, {"Out@GRAD", 0, "the gradient of Out"}}, \
    .out = {{"X@GRAD", 0, "the gradient of X"}}, .attrs = ATTRS,                \
    .infer = infer_unary_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_##NAME##_grad, \
-   .flags = OP_INTERNAL | OP_F64}
+   .flags = OP_INTERNAL | OP_F64 | OP_STEP}
 #define NO_ATTRS {{NULL}}
 #define LEAKY_RELU_ATTRS {{"alpha", ATTR_FLOAT, "0.01", reg_check_nonnegative, "slope for X < 0"}}
 #define ELU_ATTRS {{"alpha", ATTR_FLOAT, "1.0", NULL, "the value approached as X goes to -inf is -alpha"}}
@@ -1018,11 +1245,11 @@ OpProto op_table_elementwise[] = {
     {.type = "leaky_relu", .doc = "Out = X if X > 0 else alpha * X",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = LEAKY_RELU_ATTRS, .infer = infer_float, .kernel = k_leaky_relu,
-     .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
+     .grad_kind = GRAD_DEDICATED, .flags = OP_F64 | OP_STEP},
     UNARY_GRAD_OP(leaky_relu, "X", LEAKY_RELU_ATTRS),
     {.type = "elu", .doc = "Out = X if X > 0 else alpha * (e^X - 1)",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = ELU_ATTRS, .infer = infer_float, .kernel = k_elu, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
+     .attrs = ELU_ATTRS, .infer = infer_float, .kernel = k_elu, .grad_kind = GRAD_DEDICATED, .flags = OP_F64 | OP_STEP},
     UNARY_GRAD_OP(elu, "X", ELU_ATTRS),
     UNARY(silu, "Out = X * sigmoid(X), the sigmoid linear unit (swish)", infer_float, GRAD_DEDICATED),
     UNARY_GRAD_OP(silu, "X", NO_ATTRS),
@@ -1033,10 +1260,21 @@ OpProto op_table_elementwise[] = {
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
      .attrs = {{"scale", ATTR_FLOAT, "1", NULL, "multiplier"},
                {"bias", ATTR_FLOAT, "0", NULL, "added after scaling"}},
-     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale, .flags = OP_F64},
+     .infer = infer_float, .kernel = k_scale, .grad_kind = GRAD_COMPOSITE, .grad = g_scale, .flags = OP_F64 | OP_STEP},
     {.type = "clip", .doc = "Out = X limited to [min, max]",
      .in = {{"X", 0, "input"}}, .out = {{"Out", 0, "the result, shape of X"}},
-     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
+     .attrs = CLIP_ATTRS, .infer = infer_clip, .kernel = k_clip, .grad_kind = GRAD_DEDICATED, .flags = OP_F64 | OP_STEP},
     UNARY_GRAD_OP(clip, "X", CLIP_ATTRS),
+    {.type = "fused_elementwise",
+     .doc = "a chain of elementwise ops run as one pass over the elements: made by the executor, not by scripts",
+     .in = {{"X", SLOT_LIST, "the chain's inputs"}},
+     .out = {{"Out", SLOT_LIST, "the chain's values read after it"}},
+     .attrs = {{"ops", ATTR_STRINGS, NULL, NULL, "each step's op"},
+               {"args", ATTR_INTS, NULL, NULL, "each step's two operands: registers (X, then the steps), -1 for none"},
+               {"params", ATTR_FLOATS, NULL, NULL, "each step's two attributes (scale and bias, alpha, min and max)"},
+               {"kinds", ATTR_INTS, NULL, NULL, "each input: 0 whole, 1 one value, 2 trailing dims repeated"},
+               {"outs", ATTR_INTS, NULL, NULL, "the register each Out is"}},
+     .infer = infer_fused_elementwise, .kernel = k_fused_elementwise, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {0},
 };

@@ -691,7 +691,7 @@ bool train_program(Program *p, const TrainConfig *c, BackwardResult *bw) {
     p->phase[PHASE_UPDATE] = overlap ? marks[2] : marks[1] + made;
   }
   unsigned hold = c->accumulate > 1 ? 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE : 0;
-  rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1, hold});
+  rewrite_program(p, &(RewriteOpts){RW_TRAIN, &bw->first_grad_op, 1, hold, NULL, 0});
   if (c->accumulate > 1) sum_in_place(p, bw);
   return true;
 }
