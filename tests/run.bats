@@ -76,8 +76,13 @@ NET
   [ "$status" -eq 0 ]
   [[ "${lines[0]}" =~ ^op\ +calls\ +total\ ms\ +per\ call\ us\ +share$ ]]
   grep -qE '^matmul +6 ' <<<"$output"
-  grep -qE '^tanh +3 ' <<<"$output"
+  # the bias adds and tanh run as chains (dump --fused); --no-fuse times them apart
+  grep -qE '^fused_elementwise +6 ' <<<"$output"
   grep -qE '^total +' <<<"$output"
+  run "$NETRUN" time --no-fuse --iterations 3 "$EX/xor.net"
+  grep -qE '^tanh +3 ' <<<"$output"
+  grep -qE '^add +6 ' <<<"$output"
+  run "$NETRUN" time --iterations 3 "$EX/xor.net"
   [[ "${lines[-1]}" =~ ^3\ forward\ passes,\ [0-9.]+\ ms\ each$ ]]
   run "$NETRUN" time --iterations 0 "$EX/xor.net"
   [ "$status" -eq 2 ]

@@ -36,6 +36,15 @@ typedef struct InPlace {
   int n, cap;
 } InPlace;
 
+/* How many ops of the whole program read (nr) and write (nw) each value,
+ * by its index in allvars: counted once a round, since the program does
+ * not change within one (counting at each question made the rewrite of
+ * a long program quadratic). */
+typedef struct Uses {
+  int *nr, *nw;
+  int n;                /* the values counted: allvars[0..n) */
+} Uses;
+
 typedef struct Site {
   Program *p;
   const Block *b;
@@ -43,6 +52,7 @@ typedef struct Site {
   const InPlace *ip;
   const bool *taken;    /* the ops earlier matches took */
   const RewriteOpts *o;
+  const Uses *uses;
 } Site;
 
 #define MATCH_MAX 16
@@ -76,25 +86,39 @@ static bool nameable(const Program *p, const VarDesc *v) {
   return e ? strcmp(e, v->name) == 0 : strcmp(v->name, v->user_name) == 0;
 }
 
-/* How many ops of the whole program read (and write) the value `name`. */
-static void count_uses(const Program *p, const char *name, int *nr, int *nw) {
-  *nr = *nw = 0;
+/* The reads and writes of every value of the program (Uses). */
+static Uses uses_count(const Program *p) {
+  Uses u = {mem_calloc((size_t)p->nallvars + 1, sizeof *u.nr), mem_calloc((size_t)p->nallvars + 1, sizeof *u.nw),
+            p->nallvars};
   for (int i = -1; i < p->nblocks; i++) {
     const Block *b = i < 0 ? p->startup : p->blocks[i];
     for (int j = 0; j < b->nops; j++) {
       const OpDesc *op = b->ops[j];
       for (int s = 0; s < op->nin; s++)
-        for (int k = 0; k < op->in[s].n; k++) *nr += strcmp(op->in[s].args[k], name) == 0;
+        for (int k = 0; k < op->in[s].n; k++) {
+          int v = strmap_get(&p->all, op->in[s].args[k]);
+          if (v >= 0 && v < u.n) u.nr[v]++;
+        }
       for (int s = 0; s < op->nout; s++)
-        for (int k = 0; k < op->out[s].n; k++) *nw += strcmp(op->out[s].args[k], name) == 0;
+        for (int k = 0; k < op->out[s].n; k++) {
+          int v = strmap_get(&p->all, op->out[s].args[k]);
+          if (v >= 0 && v < u.n) u.nw[v]++;
+        }
     }
   }
+  return u;
+}
+
+static void uses_free(Uses *u) {
+  mem_free(u->nr);
+  mem_free(u->nw);
 }
 
 /* Whether the value named `name` may be left unmade: a value of block 0
  * that nobody can name (for a gradient, nor its value), read by `reads`
  * ops of the whole program and written by one. */
-static bool unmade_ok(const Program *p, const char *name, int reads) {
+static bool unmade_ok(const Site *s, const char *name, int reads) {
+  const Program *p = s->p;
   const VarDesc *v = prog_var(p, name);
   if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE | VAR_KEPT)))
     return false;
@@ -107,9 +131,8 @@ static bool unmade_ok(const Program *p, const char *name, int reads) {
     const VarDesc *b = prog_var(p, base);
     if (!b || nameable(p, b)) return false;
   }
-  int nr, nw;
-  count_uses(p, name, &nr, &nw);
-  return nr == reads && nw == 1;
+  int k = strmap_get(&p->all, name);
+  return k >= 0 && k < s->uses->n && s->uses->nr[k] == reads && s->uses->nw[k] == 1;
 }
 
 /* Whether op is a max pool (or its gradient) of 2x2 windows, stride 2,
@@ -192,9 +215,9 @@ static bool conv_forward(const Site *s, int i, Match *m) {
   const char *t0 = op_out1(conv, "Output");
   if (!t0 || !is_op(add, "add") || add->nattrs || !same(op_in1(add, "X"), t0)) return false;
   const char *bias = op_in1(add, "Y"), *t1 = op_out1(add, "Out");
-  if (!bias || !t1 || !channel_bias(p, conv, bias) || !unmade_ok(p, t0, 1)) return false;
+  if (!bias || !t1 || !channel_bias(p, conv, bias) || !unmade_ok(s, t0, 1)) return false;
   const OpDesc *relu = i + 2 < s->end ? s->b->ops[i + 2] : NULL;
-  bool with_relu = is_op(relu, "relu") && same(op_in1(relu, "X"), t1) && op_out1(relu, "Out") && unmade_ok(p, t1, 1);
+  bool with_relu = is_op(relu, "relu") && same(op_in1(relu, "X"), t1) && op_out1(relu, "Out") && unmade_ok(s, t1, 1);
   const OpDesc *pool = with_relu && i + 3 < s->end ? s->b->ops[i + 3] : NULL;
   bool with_pool = pool && pool_2x2_of(pool, "max_pool2d", op_out1(relu, "Out")) && op_out1(pool, "Out");
   OpDesc *f = op_new(p, "fused_conv2d", conv->span);
@@ -223,7 +246,7 @@ static bool conv_backward(const Site *s, int i, Match *m) {
   int r = pg ? i + 1 : i;
   const OpDesc *rg = is_op(b->ops[r], "relu_grad") ? b->ops[r] : NULL;
   if (pg && (!rg || !op_in1(rg, "Out") || !pool_2x2_of(pg, "max_pool2d_grad", op_in1(rg, "Out")) ||
-             !same(op_out1(pg, "X@GRAD"), op_in1(rg, "Out@GRAD")) || !unmade_ok(p, op_out1(pg, "X@GRAD"), 1) ||
+             !same(op_out1(pg, "X@GRAD"), op_in1(rg, "Out@GRAD")) || !unmade_ok(s, op_out1(pg, "X@GRAD"), 1) ||
              !op_in1(pg, "Out@GRAD")))
     return false;
   int k = rg ? r + 1 : r;
@@ -233,8 +256,8 @@ static bool conv_backward(const Site *s, int i, Match *m) {
   const char *g = rg ? op_out1(rg, "X@GRAD") : op_in1(as, "X"), *t0g = op_out1(as, "Out");
   const char *bias = op_in1(sl, "Like"), *dbias = op_out1(sl, "Out");
   if (!g || !t0g || !bias || !dbias || !same(op_in1(as, "X"), g) || !same(op_in1(sl, "X"), g) ||
-      !same(op_in1(cg, "Output@GRAD"), t0g) || !channel_bias(p, cg, bias) || !unmade_ok(p, t0g, 1) ||
-      (rg && !unmade_ok(p, g, 2)))
+      !same(op_in1(cg, "Output@GRAD"), t0g) || !channel_bias(p, cg, bias) || !unmade_ok(s, t0g, 1) ||
+      (rg && !unmade_ok(s, g, 2)))
     return false;
   OpDesc *f = op_new(p, "fused_conv2d_grad", cg->span);
   add1(p, f, true, "Input", op_in1(cg, "Input"));
@@ -266,7 +289,7 @@ static bool bn_forward(const Site *s, int i, Match *m) {
   if (!is_op(bn, "batch_norm") || !next) return false;
   const char *y = op_out1(bn, "Y");
   const VarDesc *xv = prog_var(p, op_in1(bn, "X"));
-  if (!y || !xv || xv->dtype != DT_F32 || !unmade_ok(p, y, 1)) return false;
+  if (!y || !xv || xv->dtype != DT_F32 || !unmade_ok(s, y, 1)) return false;
   const char *res = NULL, *out = NULL;
   int n = 2;
   if (is_op(next, "relu") && same(op_in1(next, "X"), y)) {
@@ -279,7 +302,7 @@ static bool bn_forward(const Site *s, int i, Match *m) {
       return false;
     out = op_out1(next, "Out");
     const OpDesc *relu = i + 2 < s->end ? s->b->ops[i + 2] : NULL;
-    if (out && is_op(relu, "relu") && same(op_in1(relu, "X"), out) && op_out1(relu, "Out") && unmade_ok(p, out, 1)) {
+    if (out && is_op(relu, "relu") && same(op_in1(relu, "X"), out) && op_out1(relu, "Out") && unmade_ok(s, out, 1)) {
       out = op_out1(relu, "Out");
       n = 3;
     }
@@ -310,7 +333,7 @@ static bool bn_backward(const Site *s, int i, Match *m) {
   if (!is_op(rg, "relu_grad") || !is_op(bg, "batch_norm_grad")) return false;
   const char *g = op_out1(rg, "X@GRAD"), *out = op_in1(rg, "Out"), *dout = op_in1(rg, "Out@GRAD");
   const VarDesc *xv = prog_var(p, op_in1(bg, "X"));
-  if (!g || !out || !dout || !same(op_in1(bg, "Y@GRAD"), g) || !xv || xv->dtype != DT_F32 || !unmade_ok(p, g, 1))
+  if (!g || !out || !dout || !same(op_in1(bg, "Y@GRAD"), g) || !xv || xv->dtype != DT_F32 || !unmade_ok(s, g, 1))
     return false;
   OpDesc *f = op_new(p, "fused_batch_norm_grad", bg->span);
   static const char *const ins[] = {"X", "Scale", "Bias", "Mean", "Variance", "Training"};
@@ -504,7 +527,7 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
       for (int r = 0; r < 2; r++) reads += reg[j][r] == FE_INS + k;
     bool keep = false;
     for (int i = 0; i < s->o->nkeep; i++) keep |= same(s->o->keep[i], v);
-    live[k] = reads == 0 || keep || !unmade_ok(p, v, reads);
+    live[k] = reads == 0 || keep || !unmade_ok(s, v, reads);
     nout += live[k];
   }
   if (nout == n) return NULL;
@@ -914,6 +937,7 @@ static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round)
   Block *b = p->blocks[0];
   InPlace ip = {0};
   in_place_find(p, &ip);
+  Uses uses = uses_count(p);
   bool *taken = mem_calloc((size_t)b->nops + 1, sizeof *taken);
   OpDesc **repl = mem_calloc((size_t)b->nops + 1, sizeof *repl);
   int *owner = mem_alloc(NULL, sizeof *owner * (size_t)(b->nops + 1));
@@ -921,7 +945,7 @@ static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round)
   int made = 0;
   for (int i = 0; i < b->nops; i++) {
     if (taken[i]) continue;
-    Site s = {p, b, b->nops, &ip, taken, o};
+    Site s = {p, b, b->nops, &ip, taken, o, &uses};
     Match m;
     const Pattern *pat = match_at(&s, mk, o, taken, i, &m, round);
     if (!pat) continue;
@@ -943,6 +967,7 @@ static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round)
   mem_free(taken);
   mem_free(repl);
   mem_free(ip.names);
+  uses_free(&uses);
   return made;
 }
 
