@@ -148,3 +148,43 @@ EOF2
   cmp 1.json 3.json
   cmp 1.json plain.json
 }
+
+@test "a user op's body: an output that a conv's or a batch norm's fusion would leave unmade is still made, the values of --no-fuse" {
+  # y is the body's output and an intermediate of conv -> add -> relu
+  # (of batch_norm -> relu): the caller reads it by name, so neither
+  # fusion may leave it unmade.
+  cat > conv.net <<'NET'
+op cbr(x, w, b) -> (y, z) {
+  y = conv2d(x, w) + b
+  z = relu(y)
+}
+param w : [2, 1, 3, 3] = [[[[0.5, -1.0, 0.25], [1.0, 0.5, -0.5], [0.0, 1.0, -1.0]]], [[[-0.5, 1.0, 0.5], [0.25, -1.0, 1.0], [1.0, 0.0, -0.5]]]]
+param b : [2, 1, 1] = [[[0.5]], [[-0.5]]]
+input x : f32[1, 1, 4, 4] = [[[[1.0, -2.0, 0.5, 3.0], [0.0, 1.0, -1.0, 2.0], [2.5, -0.5, 1.5, -3.0], [1.0, 0.25, -1.0, 0.5]]]]
+y, z = cbr(x, w, b)
+loss = sum(y) + mean(z)
+print(y)
+print(z)
+NET
+  cat > bn.net <<'NET'
+op bnr(x, s, c, m, v) -> (y, z) {
+  y = batch_norm(x, s, c, m, v, true)
+  z = relu(y)
+}
+param s : [2] = [1.0, 2.0]
+param c : [2] = [0.5, -0.5]
+input x : f32[1, 2, 2, 2] = [[[[1.0, -2.0], [0.5, 3.0]], [[0.0, 1.0], [-1.0, 2.0]]]]
+u, v = bnr(x, s, c, zeros([2]), ones([2]))
+loss = sum(u * u) + mean(v)
+print(u)
+print(v)
+NET
+  run "$NETRUN" run conv.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "$("$NETRUN" run --no-fuse conv.net)" ]
+  [ "${lines[0]}" = "[[[[ 2.125  3.75 ]" ]
+  run "$NETRUN" run bn.net
+  [ "$status" -eq 0 ]
+  [ "$output" = "$("$NETRUN" run --no-fuse bn.net)" ]
+  [ "${lines[0]}" = "[[[[ 0.7105584  -0.9739088 ]" ]
+}

@@ -115,13 +115,16 @@ static void uses_free(Uses *u) {
 }
 
 /* Whether the value named `name` may be left unmade: a value of block 0
- * that nobody can name (for a gradient, nor its value), read by `reads`
- * ops of the whole program and written by one. */
+ * that nobody can name (for a gradient, nor its value) and the caller
+ * does not keep (RewriteOpts.keep: a user op body's outputs), read by
+ * `reads` ops of the whole program and written by one. */
 static bool unmade_ok(const Site *s, const char *name, int reads) {
   const Program *p = s->p;
   const VarDesc *v = prog_var(p, name);
   if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE | VAR_KEPT)))
     return false;
+  for (int i = 0; i < s->o->nkeep; i++)
+    if (same(s->o->keep[i], name)) return false;
   const char *at = strchr(name, '@');
   if (at) {
     char base[256];
@@ -432,7 +435,7 @@ static bool touches(const OpDesc *op, const char *name, bool writes);
  * chain join it (at most FE_STEPS, within FE_WINDOW ops); then the longest
  * head of them that is sound is taken:
  *  - every value a step makes that the chain alone reads is a temporary
- *    (unmade_ok) the caller does not keep (RewriteOpts.keep), and is
+ *    (unmade_ok: the caller does not keep it either), and is
  *    never made; the others (read after the chain, nameable, a gradient
  *    of a name...) are the fused op's outputs; at least one value goes
  *    unmade;
@@ -525,9 +528,7 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
     int reads = 0;
     for (int j = 0; j < n; j++)
       for (int r = 0; r < 2; r++) reads += reg[j][r] == FE_INS + k;
-    bool keep = false;
-    for (int i = 0; i < s->o->nkeep; i++) keep |= same(s->o->keep[i], v);
-    live[k] = reads == 0 || keep || !unmade_ok(s, v, reads);
+    live[k] = reads == 0 || !unmade_ok(s, v, reads);
     nout += live[k];
   }
   if (nout == n) return NULL;
