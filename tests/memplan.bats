@@ -49,6 +49,33 @@ NET
   [ "${lines[-1]}" = "planned peak of one training step: 5216 bytes (every value kept: 5252 bytes)" ]
 }
 
+@test "summary: a script with a while body says its planned peak leaves the body's values out" {
+  cat > loop.net <<'NET'
+input x : f32[B, 4]
+param W : [4, 4] = zeros()
+h = x
+t = 0
+while t < 3 {
+  h = tanh(h @ W)
+  t = t + 1
+}
+loss = mean(h * h)
+train {
+  data   = "rows.csv"
+  lr     = 0.5
+  batch  = 2
+  epochs = 1
+}
+NET
+  run "$NETRUN" summary loop.net
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "planned peak of one training step: 312 bytes (every value kept: 453 bytes); values inside while and if bodies not counted" ]
+  printf 'x = 1.0\nif x > 0.5 {\n  y = x * 2.0\n} else {\n  y = x\n}\nprint(y)\n' > branch.net
+  run "$NETRUN" summary branch.net
+  [ "$status" -eq 0 ]
+  [[ "${lines[-1]}" == "planned peak of one forward step: "*" bytes); values inside while and if bodies not counted" ]]
+}
+
 @test "summary: a script without a train block gets its forward step's planned peak" {
   cat > fwd.net <<'NET'
 input x : f32[1000]

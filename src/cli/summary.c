@@ -19,7 +19,8 @@
  *     training step (the train block's program: forward, backward, update,
  *     rewritten as the trainer runs it) under the memory plan
  *     (exec/plan.h), beside the same with every value kept; a script
- *     without a train block, its forward step.
+ *     without a train block, its forward step; the values inside while
+ *     and if bodies are not counted, and the line says so.
  *
  * A symbolic dimension that is the first of an input (B) takes the batch:
  * --batch, else the train block's batch, else 1.  Any other symbol, or a
@@ -295,8 +296,11 @@ static bool print_plan(Sum *s, Program *p) {
   int *release = plan_release(p, 0, keep, nkeep);
   bool unknown = false;
   int64_t planned = plan_peak(p, release, bytes, &unknown), kept = plan_peak(p, NULL, bytes, &unknown);
-  printf("planned peak of one %s step: %" PRId64 " bytes (every value kept: %" PRId64 " bytes)%s\n",
-         training ? "training" : "forward", planned, kept, unknown ? " (and values of unknown size)" : "");
+  /* A body's turns are counted when it runs, not here: say so rather
+   * than print a figure that looks whole. */
+  printf("planned peak of one %s step: %" PRId64 " bytes (every value kept: %" PRId64 " bytes)%s%s\n",
+         training ? "training" : "forward", planned, kept, unknown ? " (and values of unknown size)" : "",
+         p->nblocks > 1 ? "; values inside while and if bodies not counted" : "");
   mem_free(release);
   mem_free(bytes);
   mem_free(keep);
