@@ -324,6 +324,18 @@ $(BUILD)/dnnl_conv: tests/bench/dnnl_conv.c
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -ldnnl
 
+# The GEMMs of fashion_resnet's 15 convolutions as netrun makes them,
+# through OpenBLAS and through Debian's libxsmm (libxsmm-dev, measured
+# only: netrun does not link it; doc/speed.md says what it showed), one
+# thread (tests/bench/xsmm_gemm.c).  BENCH_ROUNDS: passes (default 5).
+bench-xsmm: $(BUILD)/xsmm_gemm
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(BUILD)/xsmm_gemm $${BENCH_ROUNDS:-5}
+
+$(BUILD)/xsmm_gemm: tests/bench/xsmm_gemm.c
+	@test -f /usr/include/libxsmm.h || { echo "bench-xsmm: needs Debian's libxsmm-dev (apt-get install libxsmm-dev)"; exit 1; }
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS) -L/usr/lib -lxsmm -lpthread -lrt -ldl -lm
+
 # bench-compare's PyTorch: the current release from PyPI in a virtual
 # environment under build/ (benchmarks only: no test imports it).  PyPI's
 # Linux wheel is the CUDA build: torch itself and the nvidia-* libraries
@@ -351,7 +363,7 @@ install: netrun
 clean:
 	rm -rf $(BUILD) build netrun $(PLUGINS) $(PLUGIN_FIXTURES)
 
-.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-mpi-beat bench-compare bench-dnnl bench-deps install clean oplists
+.PHONY: all plugins tools fashion-folder deps test-deps test test-hosts check regen asan valgrind fuzz fuzz-replay bench bench-lsp bench-charlm bench-mpi bench-mpi-beat bench-compare bench-dnnl bench-xsmm bench-deps install clean oplists
 
 # ---- training ------------------------------------------------------------------
 # The README's first command: set up, build, and train the example model.
