@@ -106,3 +106,14 @@ same_on_threads() {
   kill "$b1" "$b2"
   cmp alone.ckpt loaded.ckpt
 }
+
+@test "fashion_cnn beside two busy processes (its convolutions keep every thread, the loops' team shrinks): the same checkpoint as alone" {
+  train alone.ckpt fashion_cnn 256 OMP_NUM_THREADS=2
+  timeout 120 sh -c 'while :; do :; done' & local b1=$!
+  timeout 120 sh -c 'while :; do :; done' & local b2=$!
+  train loaded.ckpt fashion_cnn 256 OMP_NUM_THREADS=2
+  kill "$b1" "$b2"
+  cmp alone.ckpt loaded.ckpt
+  train one.ckpt fashion_cnn 256 OMP_NUM_THREADS=1
+  cmp alone.ckpt one.ckpt
+}

@@ -12,11 +12,11 @@
  * Two kinds of team.  par_parts (GEMMs, the unary loops) runs on a pool of
  * threads of its own that take parts as they come free, so the caller
  * never waits for a thread another process keeps off its core unless that
- * thread holds a part (the pool, below).  An OpenMP loop (PAR_FOR,
- * PAR_EACH) instead ends at a barrier that waits for every thread of its
- * team, so one thread kept off its core stalls the rest (a step of
- * fashion_mlp beside two busy processes on two cores took 30 times as
- * long); for those, every PAR_CHECK_NS the thread starting a loop reads how
+ * thread holds a part (the pool, below).  An OpenMP loop that splits its
+ * elements evenly (PAR_FOR) instead ends at a barrier that waits for
+ * every thread of its team, so one thread kept off its core stalls the
+ * rest (a step of fashion_mlp beside two busy processes on two cores took
+ * 30 times as long); for those, every PAR_CHECK_NS the thread starting a loop reads how
  * long netrun's threads waited, runnable, for a core (the kernel's
  * schedstat); when they waited more than PAR_SHRINK of the time, two looks
  * in a row, the team loses a thread, when less than PAR_GROW it gains one
@@ -24,7 +24,13 @@
  * once), so a machine that stays busy is not probed every check.  (A
  * thread spinning idle between loops waits too when another process takes
  * its core: one look is not enough.)  Since no team changes a result, it
- * may change at any loop. */
+ * may change at any loop.  A PAR_EACH loop hands its iterations (a
+ * convolution's batches of images, attention's slices) out one at a time
+ * as threads come free, so a thread kept off its core holds up only the
+ * one it took: it keeps every thread (par.h's par_each_threads), which on
+ * a busy host gets netrun its fair share of the cores (fashion_resnet's
+ * step beside two busy loops, 2 threads: 0.62-0.81x its time on the
+ * shrunk team; doc/speed.md). */
 #include "exec/par.h"
 
 #include <cblas.h>

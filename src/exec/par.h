@@ -55,11 +55,19 @@ static inline int par_threads(void) { return omp_in_parallel() ? 1 : par_team();
  * loop calls run on its thread. */
 #define PAR_EACH(cond, n) PAR_PRAGMA(omp parallel for schedule(dynamic, 1) if(cond) num_threads(n))
 static inline int par_thread(void) { return omp_get_thread_num(); }
+/* Threads a PAR_EACH loop may take now: every thread (1 inside another
+ * PAR_ loop).  Its iterations are handed out as threads come free, so a
+ * thread another process keeps off its core holds up only the iteration
+ * it took, and the team is not shrunk on a busy host as PAR_FOR's is: on
+ * two cores beside two busy processes, two threads get half the machine
+ * where one gets a third. */
+static inline int par_each_threads(void) { return omp_in_parallel() ? 1 : par_max_threads(); }
 #else
 #define PAR_FOR(cond)
 #define PAR_EACH(cond, n)
 static inline int par_threads(void) { return 1; }
 static inline int par_thread(void) { return 0; }
+static inline int par_each_threads(void) { return 1; }
 #endif
 
 /* Elements below which a memory-bound loop stays on one thread (waking

@@ -193,7 +193,7 @@ static DType att_dtype(ExecCtx *c, int slot) {
 /* Threads for n parts of work (a GEMM each or more): one when there is
  * little, else the team.  The parts' results do not depend on it. */
 static int att_threads(int64_t parts, int64_t flops) {
-  int t = par_threads();
+  int t = par_each_threads();
   if (flops < 1 << 20) t = 1;
   return parts < t ? (int)parts : t;
 }

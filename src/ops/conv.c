@@ -524,7 +524,7 @@ typedef struct ConvPlan {
   bool direct, pad;
   bool spread;           /* batches go to threads, each GEMM whole on its thread; else
                             each GEMM is cut over the team (par_sgemm) */
-  int threads;           /* threads that take batches now: 1 to par_threads() */
+  int threads;           /* threads that take batches: 1 to par_each_threads() */
   ConvBufs *bufs;        /* [threads] */
 } ConvPlan;
 
@@ -569,7 +569,7 @@ static void conv_plan_threads(ConvPlan *pl, int64_t units, bool tmp) {
   int64_t colf = pl->kk * pl->p * pl->nb;
   pl->spread = units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 8 * CONV_COL_FLOATS;
   if (pl->spread) {
-    int t = par_threads();
+    int t = par_each_threads();
     pl->threads = t < units ? t : (int)units;
   }
   pl->bufs = mem_calloc((size_t)pl->threads, sizeof *pl->bufs);
