@@ -18,8 +18,7 @@ PyTorch's, the time of STEPS steps after 3 unmeasured ones on random data
 of the same shapes (values do not change a step's time).  Each side runs
 as its own process, one after the other, ROUNDS times, on the same number
 of threads (OMP_NUM_THREADS for netrun; torch.set_num_threads for
-PyTorch; OMP_WAIT_POLICY=PASSIVE for both unless set), so a busy machine
-slows both; the table gives the medians and their ratio, and each side's
+PyTorch), so a busy machine slows both; the table gives the medians and their ratio, and each side's
 peak resident memory (the process's, from wait4: PyTorch's includes the
 Python interpreter and torch's own libraries, ~300 MB before any tensor).
 
@@ -31,6 +30,13 @@ measured in the same run on the same threads (build/sgemm_peak: OpenBLAS,
 
 --busy runs the whole comparison beside two busy loops (bounded: they stop
 when this script does, or after --busy-limit seconds).
+
+OMP_WAIT_POLICY: quiet, each side runs with its own default, as its users
+do (PASSIVE, which this script once set for both, made PyTorch's 2-thread
+char_lm step twice as slow on a quiet host); with --busy, PASSIVE for both
+unless the environment sets it, the better setting for PyTorch there (its
+default spin loses most beside busy loops).  --wait-policy picks either
+for both sides; the first line printed says which.
 
 PyTorch: the one installed by `make bench-deps` in build/bench-venv when it
 imports there, else Debian's python3-torch (/usr/bin/python3); the table
@@ -84,9 +90,17 @@ def run(cmd, env):
     return t, ru.ru_maxrss / 1024.0, text
 
 
+# OMP_WAIT_POLICY for both sides: "PASSIVE" unless the environment sets
+# it; None (--wait-policy default): unset, each side's own default.
+WAIT_POLICY = "PASSIVE"
+
+
 def env_threads(threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if WAIT_POLICY is None:
+        env.pop("OMP_WAIT_POLICY", None)
+    else:
+        env.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
     return env
 
 
@@ -294,9 +308,15 @@ def main():
     ap.add_argument("--only", help="workloads, comma-separated (default all: %s)" % ", ".join(WORKLOADS))
     ap.add_argument("--busy", action="store_true", help="beside two busy loops")
     ap.add_argument("--busy-limit", type=int, default=3600, help="seconds the busy loops run at most (default 3600)")
+    ap.add_argument("--wait-policy", choices=["passive", "default"],
+                    help="OMP_WAIT_POLICY of both sides: unset, each side's own default (the default when "
+                         "quiet), or PASSIVE unless the environment sets it (the default with --busy)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    global WAIT_POLICY
+    if (a.wait_policy or ("passive" if a.busy else "default")) == "default":
+        WAIT_POLICY = None
     if a.worker:
         worker(a.worker, int(a.threads), a.steps)
         return 0
@@ -319,9 +339,10 @@ def main():
     busy = busy_loops(a.busy_limit) if a.busy else []
     rows = []
     try:
-        print("netrun %s against PyTorch %s (%s), %s, %d rounds alternating%s" %
+        policy = env_threads(1).get("OMP_WAIT_POLICY", "unset")
+        print("netrun %s against PyTorch %s (%s), %s, %d rounds alternating%s, OMP_WAIT_POLICY %s" %
               (a.netrun, version, python, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), a.rounds,
-               ", beside two busy loops" if a.busy else ""), flush=True)
+               ", beside two busy loops" if a.busy else "", policy), flush=True)
         for t in threads:
             peak = sgemm_peak(t)
             print("sgemm peak on %d thread%s: %s GFLOP/s" % (t, "" if t == 1 else "s", peak or "- (no build/sgemm_peak)"),
