@@ -23,6 +23,35 @@ setup() {
   fi
 }
 
+@test "idle OpenMP threads sleep (OMP_WAIT_POLICY=PASSIVE) unless the user sets the policy; the verbs that run no op start once" {
+  if [[ "$("$NETRUN" --version)" != *OpenMP\ build* ]]; then skip "not the OpenMP build"; fi
+  # netrun sets the variable and starts itself again (libgomp reads it
+  # before main): --version and every verb that runs ops see it.
+  run env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$NETRUN" --version
+  [ "$status" -eq 0 ]
+  [[ "${lines[1]}" == *"(OpenMP build), 2 threads; netrun's loops share them; OMP_WAIT_POLICY=PASSIVE" ]]
+  run env OMP_WAIT_POLICY=active OMP_NUM_THREADS=2 "$NETRUN" --version
+  [[ "${lines[1]}" == *"; netrun's loops share them; OMP_WAIT_POLICY=active" ]]
+  # The process that runs the script is the one started again: its
+  # environment has the policy (read from /proc while it waits on stdin).
+  (sleep 1; echo 'print(6 * 7)') | env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$NETRUN" repl > out 2>&1 &
+  local pid=$!
+  sleep 0.5
+  tr '\0' '\n' < "/proc/$pid/environ" > env.txt
+  wait "$pid"
+  grep -qx 'OMP_WAIT_POLICY=PASSIVE' env.txt
+  [ "$(cat out)" = "42" ]
+  # dump runs no op: it is not started again, the variable stays unset
+  (sleep 1; echo 'x = 1.0') | env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$NETRUN" dump /dev/stdin > dump.out 2>&1 &
+  pid=$!
+  sleep 0.5
+  tr '\0' '\n' < "/proc/$pid/environ" > env2.txt
+  wait "$pid"
+  grep -q '^block 0' dump.out
+  run grep -c 'OMP_WAIT_POLICY' env2.txt
+  [ "$output" = "0" ]
+}
+
 @test "--help lists the verbs and exits 0" {
   run "$NETRUN" --help
   [ "$status" -eq 0 ]

@@ -578,7 +578,10 @@ static void print_blas(FILE *f) {
   fprintf(f, "%.*s (%s build), %d thread%s", n, cfg, kind >= 0 && kind <= 2 ? kinds[kind] : "unknown", threads,
           threads == 1 ? "" : "s");
 #ifdef _OPENMP
-  fprintf(f, "; netrun's loops share %s\n", threads == 1 ? "it" : "them");
+  const char *policy = getenv("OMP_WAIT_POLICY");
+  fprintf(f, "; netrun's loops share %s", threads == 1 ? "it" : "them");
+  if (threads > 1) fprintf(f, "; OMP_WAIT_POLICY=%s", policy && *policy ? policy : "(unset)");
+  fputc('\n', f);
 #else
   fprintf(f, "; netrun's loops run on one thread\n");
 #endif
@@ -630,8 +633,45 @@ static int dispatch(int argc, char **argv) {
   return status;
 }
 
+/* The verbs that run a program on netrun's threads (and --version, which
+ * says how they wait); not dump, fmt, lsp, ops, summary, plot, data,
+ * checkpoint, export, import, help: they run no op. */
+static bool runs_ops(int argc, char **argv) {
+  static const char *const idle[] = {"dump", "fmt", "lsp", "ops", "summary", "plot", "data", "checkpoint",
+                                     "export", "import", "help", "--help", "-h", "--dump-backward"};
+  if (argc < 2) return true;   /* the REPL */
+  for (size_t k = 0; k < sizeof idle / sizeof *idle; k++)
+    if (strcmp(argv[1], idle[k]) == 0) return false;
+  return true;
+}
+
+/* OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless the user
+ * set the policy.  By default GNU OpenMP's spin for a while between loops,
+ * on the core the pool's workers (par.c) need next: with PASSIVE the
+ * training steps of bench-compare took 0.88-0.96x the time on 2 threads
+ * of a quiet host, with 0.75-0.94x the CPU (tests/bench/netrun_ab.py), and
+ * a busy host gets the cores back sooner.  libgomp reads the variable once,
+ * before main, so netrun sets it and starts itself again (the same
+ * process, pid and arguments) before it has read anything.  Not on one
+ * thread (nothing waits), nor under valgrind (the new image would leave
+ * it): there, and if the exec fails, it runs as it is, which changes no
+ * result. */
+static void sleep_when_idle(int argc, char **argv) {
+#ifdef _OPENMP
+  if (getenv("OMP_WAIT_POLICY") || par_max_threads() < 2 || !runs_ops(argc, argv)) return;
+  const char *preload = getenv("LD_PRELOAD");
+  if (preload && strstr(preload, "vgpreload")) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OMP_WAIT_POLICY");
+#else
+  (void)argc, (void)argv;
+#endif
+}
+
 int main(int argc, char **argv) {
   par_init();   /* before any GEMM: OpenBLAS on one thread */
+  sleep_when_idle(argc, argv);
   int status = load_plugins(&argc, argv);
   if (status == 0) status = dispatch(argc, argv);
   /* Output that could not be written (a full disk) is an error, even when
