@@ -32,8 +32,8 @@ measured in the same run on the same threads (build/sgemm_peak: OpenBLAS,
 when this script does, or after --busy-limit seconds).
 
 OMP_WAIT_POLICY: quiet, each side runs with its own default, as its users
-do (PASSIVE, which this script once set for both, made PyTorch's 2-thread
-char_lm step twice as slow on a quiet host); with --busy, PASSIVE for both
+do (PASSIVE for both would make PyTorch's 2-thread char_lm step twice as
+slow on a quiet host); with --busy, PASSIVE for both
 unless the environment sets it, the better setting for PyTorch there (its
 default spin loses most beside busy loops).  --wait-policy picks either
 for both sides; the first line printed says which.
