@@ -299,3 +299,43 @@ Try 'netrun --help'." ]
   [ "$status" -eq 1 ]
   [[ "${lines[0]}" == "b.net:1:1: error: import cycle: a.net -> b.net -> a.net" ]]
 }
+
+@test "a FILE of '-' is the script on standard input: run, netrun -, dump, train (its data found from the current folder); errors name <stdin>" {
+  run "$NETRUN" run - <<< 'print([1.0, 2.0] * 3.0)'
+  [ "$status" -eq 0 ]
+  [ "$output" = "[3. 6.]" ]
+  run "$NETRUN" - <<< 'print(2.0 * 21.0)'
+  [ "$status" -eq 0 ]
+  [ "$output" = "42.0" ]
+  run "$NETRUN" run - <<< $'x = [1.0, 2.0]\ny = x +* 3.0'
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "<stdin>:2:8: error: syntax error: unexpected '*', expecting an expression" ]
+  [ "${lines[2]}" = "       ^" ]
+  mkdir d
+  printf 'x1,x2,y\n0,0,0\n0,1,1\n1,0,1\n1,1,0\n' > d/xor.csv
+  cat > d/m.net <<'NET'
+input x : f32[B, 2]
+input y : f32[B, 1]
+param W : [2, 1] = zeros()
+loss = mean((x @ W - y) ** 2)
+train {
+  data   = "xor.csv"
+  lr     = 0.1
+  batch  = 2
+  epochs = 2
+}
+NET
+  [ "$("$NETRUN" dump - < d/m.net)" = "$("$NETRUN" dump d/m.net)" ]
+  # train reads the script twice (its settings, then its program): the
+  # same text both times
+  (cd d && "$NETRUN" train - --save s.ckpt < m.net > ../out 2>&1)
+  grep -q '^training <stdin>: 4 examples, 2 steps of 2 per epoch, sgd lr 0.1, 2 epochs$' out
+  "$NETRUN" train d/m.net --save f.ckpt > /dev/null 2>&1
+  cmp d/s.ckpt f.ckpt
+  run "$NETRUN" train - < d/m.net
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"netrun: error: cannot read xor.csv: No such file or directory"* ]]
+  run "$NETRUN" -x
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"unknown option '-x'"* ]]
+}

@@ -32,9 +32,37 @@ int diag_add_source(Diag *d, const char *path, const char *realpath,
   return d->nfiles - 1;
 }
 
+static bool read_stream(Diag *d, const char *name, FILE *f, char **text, size_t *len);
 static int load_stream(Diag *d, const char *path, FILE *f);
 
+/* Standard input ("-"), read once: a verb that reads its script twice
+ * (train, for its settings and then its program) gets the same text. */
+static struct {
+  char *text;
+  size_t len;
+  bool read;
+} stdin_script;
+
+static int add_text(Diag *d, const char *path, const char *realpath, const char *buf, size_t len) {
+  size_t skip = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;   /* a UTF-8 byte order mark */
+  return diag_add_source(d, path, realpath, buf + skip, len - skip);
+}
+
 int diag_load_file(Diag *d, const char *path) {
+  if (strcmp(path, "-") == 0) {
+    if (!stdin_script.read) {
+      int fd = dup(STDIN_FILENO);
+      FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+      if (!f) {
+        diag_error(d, SPAN_NONE, "cannot read standard input: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+      }
+      if (!read_stream(d, "standard input", f, &stdin_script.text, &stdin_script.len)) return -1;
+      stdin_script.read = true;
+    }
+    return add_text(d, "<stdin>", NULL, stdin_script.text, stdin_script.len);
+  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     diag_error(d, SPAN_NONE, "cannot read %s: %s", path, strerror(errno));
@@ -53,8 +81,8 @@ int diag_load_fd(Diag *d, const char *path, int fd) {
   return load_stream(d, path, f);
 }
 
-/* The text of f (closed here) as a new source named path. */
-static int load_stream(Diag *d, const char *path, FILE *f) {
+/* The text of f (closed here) in *text (mem_alloc'ed), *len bytes. */
+static bool read_stream(Diag *d, const char *name, FILE *f, char **text, size_t *len_out) {
   /* Sources are counted in 32 bits (and flex in int): a larger file, or an
    * endless stream like /dev/zero, stops at DIAG_MAX_SOURCE. */
   size_t cap = 65536, len = 0;
@@ -70,14 +98,23 @@ static int load_stream(Diag *d, const char *path, FILE *f) {
   int err = ferror(f);
   fclose(f);
   if (err || len > DIAG_MAX_SOURCE) {
-    if (err) diag_error(d, SPAN_NONE, "cannot read %s: read error", path);
-    else diag_error(d, SPAN_NONE, "cannot read %s: larger than %d MiB", path, DIAG_MAX_SOURCE >> 20);
+    if (err) diag_error(d, SPAN_NONE, "cannot read %s: read error", name);
+    else diag_error(d, SPAN_NONE, "cannot read %s: larger than %d MiB", name, DIAG_MAX_SOURCE >> 20);
     mem_free(buf);
-    return -1;
+    return false;
   }
+  *text = buf;
+  *len_out = len;
+  return true;
+}
+
+/* The text of f (closed here) as a new source named path. */
+static int load_stream(Diag *d, const char *path, FILE *f) {
+  char *buf;
+  size_t len;
+  if (!read_stream(d, path, f, &buf, &len)) return -1;
   char *rp = mem_realpath(path);
-  size_t skip = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;   /* a UTF-8 byte order mark */
-  int idx = diag_add_source(d, path, rp, buf + skip, len - skip);
+  int idx = add_text(d, path, rp, buf, len);
   mem_free(rp);
   mem_free(buf);
   return idx;

@@ -610,14 +610,15 @@ static int dispatch(int argc, char **argv) {
     diag_usage_verb("dump");
     status = asks_help(argc, args) ? verb_help(find_verb("dump")) : cmd_dump(argc, args);
     mem_free(args);
-  } else if (argv[1][0] == '-') {
+  } else if (argv[1][0] == '-' && argv[1][1]) {
     status = diag_usage("unknown option '%s'", argv[1]);
   } else {
     const Verb *v = find_verb(argv[1]);
     diag_usage_verb(v ? v->name : "run");
     if (v) {
       status = asks_help(argc - 1, argv + 1) ? verb_help(v) : v->run(argc - 1, argv + 1);
-    } else if (strchr(argv[1], '.') || strchr(argv[1], '/') || access(argv[1], F_OK) == 0) {
+    } else if (strcmp(argv[1], "-") == 0 || strchr(argv[1], '.') || strchr(argv[1], '/') ||
+               access(argv[1], F_OK) == 0) {   /* -: the script on standard input */
       argv[0] = "run";
       status = asks_help(argc, argv) ? verb_help(find_verb("run")) : cmd_run(argc, argv);
     } else {
