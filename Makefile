@@ -319,7 +319,7 @@ $(BUILD)/sgemm_peak: tests/bench/sgemm_peak.c
 bench-dnnl: netrun $(BUILD)/dnnl_conv
 	tests/bench/dnnl_conv.sh $(CURDIR)/netrun $(BUILD)/dnnl_conv $${BENCH_THREADS:-1} $${BENCH_ROUNDS:-3}
 
-$(BUILD)/dnnl_conv: tests/bench/dnnl_conv.c
+$(BUILD)/dnnl_conv: tests/bench/dnnl_conv.c tests/bench/resnet_convs.h
 	@test -f /usr/include/dnnl.h || { echo "bench-dnnl: needs Debian's libdnnl-dev (apt-get install libdnnl-dev)"; exit 1; }
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -ldnnl
@@ -331,7 +331,7 @@ $(BUILD)/dnnl_conv: tests/bench/dnnl_conv.c
 bench-xsmm: $(BUILD)/xsmm_gemm
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(BUILD)/xsmm_gemm $${BENCH_ROUNDS:-5}
 
-$(BUILD)/xsmm_gemm: tests/bench/xsmm_gemm.c
+$(BUILD)/xsmm_gemm: tests/bench/xsmm_gemm.c tests/bench/resnet_convs.h
 	@test -f /usr/include/libxsmm.h || { echo "bench-xsmm: needs Debian's libxsmm-dev (apt-get install libxsmm-dev)"; exit 1; }
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS) -L/usr/lib -lxsmm -lpthread -lrt -ldl -lm

@@ -34,19 +34,9 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct Conv {
-  int c, o, hw, k, stride, pad;
-} Conv;
+#include "resnet_convs.h"
 
-/* As tests/bench/dnnl_conv.c: the stem, stage 1 (4), stage 2 (down: 3x3
- * stride 2 and its 1x1 shortcut, then 3), stage 3. */
-static const Conv convs[] = {
-    {1, 16, 28, 3, 1, 1},  {16, 16, 28, 3, 1, 1}, {16, 16, 28, 3, 1, 1}, {16, 16, 28, 3, 1, 1},
-    {16, 16, 28, 3, 1, 1}, {16, 32, 28, 3, 2, 1}, {32, 32, 14, 3, 1, 1}, {16, 32, 28, 1, 2, 0},
-    {32, 32, 14, 3, 1, 1}, {32, 32, 14, 3, 1, 1}, {32, 64, 14, 3, 2, 1}, {64, 64, 7, 3, 1, 1},
-    {32, 64, 14, 1, 2, 0}, {64, 64, 7, 3, 1, 1},  {64, 64, 7, 3, 1, 1},
-};
-enum { NCONV = sizeof convs / sizeof *convs, BATCH = 128, MB = 64 };
+enum { MB = 64 };   /* rows of C per libxsmm kernel call */
 
 static double now(void) {
   struct timespec t;
