@@ -191,7 +191,8 @@ static DType att_dtype(ExecCtx *c, int slot) {
 }
 
 /* Threads for n parts of work (a GEMM each or more): one when there is
- * little, else the team.  The parts' results do not depend on it. */
+ * little, else every thread (par_each_threads: the parts are handed out
+ * one at a time).  The parts' results do not depend on it. */
 static int att_threads(int64_t parts, int64_t flops) {
   int t = par_each_threads();
   if (flops < 1 << 20) t = 1;

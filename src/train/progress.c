@@ -133,8 +133,9 @@ void trun_say_start(const Run *r, int64_t steps) {
   else if (r->has_test) snprintf(val, sizeof val, " (%lld to evaluate)", (long long)r->test.n);
   if (!r->quiet)
     fprintf(stderr, "training %s: %lld example%s%s, %lld step%s of %s%lld per epoch, %s lr %g, %lld epoch%s\n",
-            strcmp(r->t->file, "-") == 0 ? "<stdin>" : r->t->file, (long long)r->train.n, PLURAL(r->train.n), val, (long long)steps, PLURAL(steps), ranks,
-            (long long)r->c.batch, r->c.optimizer, r->c.lr, (long long)r->c.epochs, PLURAL(r->c.epochs));
+            strcmp(r->t->file, "-") == 0 ? "<stdin>" : r->t->file, (long long)r->train.n, PLURAL(r->train.n), val,
+            (long long)steps, PLURAL(steps), ranks, (long long)r->c.batch, r->c.optimizer, r->c.lr,
+            (long long)r->c.epochs, PLURAL(r->c.epochs));
 }
 
 /* Whether patience and --keep-best watch the accuracy of the evaluated
