@@ -6,11 +6,14 @@
  * must be at least 1.  Inputs compute in f32 (i64 is promoted; bool is an
  * error); results are f32.
  *
- * conv2d unfolds the input (im2col) and multiplies by the filter with
- * OpenBLAS's sgemm; the pools are direct loops over each window.  Their
- * gradients are dedicated ops: conv2d_grad runs the two transposed GEMMs
- * (dFilter = dOut . col^T, dCol = Filter^T . dOut folded back by col2im),
- * the pools' grads walk the same windows as their forwards.
+ * conv2d of stride 1 with padding that keeps the size (3x3 and 5x5
+ * layers) runs on direct kernels over the padded image (conv_same); every
+ * other conv2d unfolds the input (im2col) and multiplies by the filter with
+ * OpenBLAS's sgemm.  The pools are direct loops over each window.  The
+ * gradients are dedicated ops: conv2d_grad runs the direct kernels, or the
+ * two transposed GEMMs (dFilter = dOut . col^T, dCol = Filter^T . dOut
+ * folded back by col2im); the pools' grads walk the same windows as their
+ * forwards.
  *
  * upsample_nearest2d repeats each pixel over a block; its gradient sums
  * each block back. */
@@ -21,7 +24,11 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 /* ---- attribute pairs ---------------------------------------------------------- */
 
@@ -640,6 +647,253 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
   }
 }
 
+/* ---- direct convolutions: stride 1, "same" padding ------------------------------
+ * A convolution of stride 1 whose padding keeps the image's size (2*ph =
+ * kh - 1 and 2*pw = kw - 1, kernels of 3 or more each way, no dilation,
+ * one group: the 3x3 and 5x5 layers of ResNets and LeNets) runs without
+ * im2col, without col2im and without OpenBLAS's copies of its operands.
+ * Each image is copied once into a zero border ([C, H+2ph, W+2pw], each
+ * channel's plane followed by a few zeros), and its output is computed in
+ * rows of that padded width: output position q = y*wp + x reads tap
+ * (c, i, j) at c*cs + i*wp + j + q, so every tap is one contiguous run of
+ * the padded image and the kernel reads it in place (the wp - W columns
+ * past each row's end are computed and dropped).  The same holds for the
+ * two gradients:
+ *   dInput  = the same convolution of dOut (in a border of kh-1-ph = ph)
+ *             with the filter turned 180 degrees, its in and out channels
+ *             swapped;
+ *   dFilter[o, c, i, j] = sum over q of dOut[o, q] . image[c*cs + i*wp + j + q],
+ *             dOut in rows of the padded width, its extra columns zero.
+ * The kernels (AVX2 and FMA, picked at run time; other machines take the
+ * GEMM path) keep 4 output rows x 24 positions, or 4 x 3 filter taps, in
+ * twelve registers.  Each output is one running sum over the taps in
+ * order (dFilter: eight lanes over the positions, added up in a fixed
+ * order, image after image), and images go to threads whole, so the bits
+ * are the same on any number of threads.  Measured against im2col + GEMM
+ * in doc/speed.md. */
+
+#define SAME_QB 24   /* output positions per forward tile: three vectors */
+#define SAME_PAD 8   /* zeros after each channel's padded plane */
+
+typedef struct SameGeom {
+  int64_t hp, wp, cs;   /* padded sides; a channel's stride: hp*wp + SAME_PAD */
+  int64_t q, q8;        /* positions of the output in padded-width rows (oh*wp),
+                           and rounded up to a vector */
+} SameGeom;
+
+/* Whether this machine runs the kernels; NETRUN_TEST_CONV=gemm (tests and
+ * benchmarks only) sends every convolution down the GEMM path instead. */
+static bool same_cpu(void) {
+  static int ok = -1;
+  if (ok < 0) {
+    const char *v = getenv("NETRUN_TEST_CONV");
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    ok = 0;
+#endif
+    if (v && strcmp(v, "gemm") == 0) ok = 0;
+  }
+  return ok;
+}
+
+static SameGeom same_geom(const Window *g) {
+  SameGeom s = {.hp = g->h + 2 * g->ph, .wp = g->w + 2 * g->pw};
+  s.cs = s.hp * s.wp + SAME_PAD;
+  s.q = g->oh * s.wp;
+  s.q8 = (s.q + 7) / 8 * 8;
+  return s;
+}
+
+/* Floats of a padded buffer of c channels: the kernels read up to q8
+ * past the last channel's first tap. */
+static int64_t same_len(const SameGeom *s, int64_t c) { return c * s->cs + s->q8 + 8; }
+
+/* conv2d of geometry g (o output channels, groups) takes the direct path. */
+static bool conv_same(const Window *g, int64_t o, int64_t groups) {
+  if (groups != 1 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->kh < 3 || g->kw < 3 ||
+      2 * g->ph != g->kh - 1 || 2 * g->pw != g->kw - 1 || g->oh != g->h || g->ow != g->w || !same_cpu())
+    return false;
+  SameGeom s = same_geom(g);
+  int64_t c = g->c > o ? g->c : o;
+  /* offsets are int32; a plane's buffers stay within what netrun allocates */
+  return s.hp <= INT32_MAX / s.wp && c <= (INT32_MAX - s.q8 - 8) / s.cs &&
+         (TENSOR_MAX_BYTES / (int64_t)sizeof(float)) / s.cs >= c + 1;
+}
+
+/* The filter [o, c, kh, kw] packed in groups of 4 output rows, a row's 4
+ * floats side by side for each tap: a[(r/4)*K + k][r%4], rows past o
+ * zero.  flip: the filter for dInput instead, its rows the c input
+ * channels and its taps (o, kh-1-i, kw-1-j). */
+static float *same_pack(const float *f, int64_t o, int64_t c, int64_t kh, int64_t kw, bool flip) {
+  int64_t rows = flip ? c : o, k = (flip ? o : c) * kh * kw, r4 = (rows + 3) / 4 * 4;
+  float *a = mem_calloc((size_t)(r4 * k), sizeof *a);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t t = 0; t < k; t++) {
+      float v;
+      if (flip) {
+        int64_t oc = t / (kh * kw), i = t / kw % kh, j = t % kw;
+        v = f[((oc * c + r) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+      } else {
+        v = f[r * k + t];
+      }
+      a[(r / 4 * k + t) * 4 + r % 4] = v;
+    }
+  return a;
+}
+
+/* Tap t = (channel, i, j) of c channels at offset channel*cs + i*wp + j,
+ * the list padded with zeros to a multiple of 3 (the filter kernel's
+ * width). */
+static int32_t *same_offsets(const SameGeom *s, int64_t c, int64_t kh, int64_t kw) {
+  int64_t k = c * kh * kw, k3 = (k + 2) / 3 * 3;
+  int32_t *off = mem_calloc((size_t)k3, sizeof *off);
+  for (int64_t t = 0; t < k; t++) off[t] = (int32_t)(t / (kh * kw) * s->cs + t / kw % kh * s->wp + t % kw);
+  return off;
+}
+
+/* c channels of an image ([c, H, W]) into the middle of pad, whose border
+ * stays zero. */
+static void same_fill(const SameGeom *s, const Window *g, int64_t c, const float *img, float *pad) {
+  for (int64_t ch = 0; ch < c; ch++)
+    for (int64_t y = 0; y < g->h; y++)
+      memcpy(pad + ch * s->cs + (y + g->ph) * s->wp + g->pw, img + (ch * g->h + y) * g->w,
+             sizeof *pad * (size_t)g->w);
+}
+
+/* rows rows of t (row stride q8, padded width) into dst ([rows, OH, OW]). */
+static void same_unpad(const SameGeom *s, const Window *g, int64_t rows, const float *t, float *dst) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t y = 0; y < g->oh; y++)
+      memcpy(dst + (r * g->oh + y) * g->ow, t + r * s->q8 + y * s->wp, sizeof *dst * (size_t)g->ow);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SAME_TARGET __attribute__((target("avx2,fma")))
+
+/* t[r, 0..8*nv) = sum over taps i in order of a[i][r] * s[off[i] + 0..8*nv), r < 4 */
+SAME_TARGET static inline __attribute__((always_inline)) void same_tile_n(const float *a, const float *s,
+                                                                         const int32_t *off, int64_t k,
+                                                                         float *t, int64_t ldt, int nv) {
+  __m256 c[4][3];
+  for (int r = 0; r < 4; r++)
+    for (int v = 0; v < nv; v++) c[r][v] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k; i++, a += 4) {
+    const float *p = s + off[i];
+    __m256 b[3];
+    for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(p + 8 * v);
+    for (int r = 0; r < 4; r++) {
+      __m256 w = _mm256_broadcast_ss(a + r);
+      for (int v = 0; v < nv; v++) c[r][v] = _mm256_fmadd_ps(w, b[v], c[r][v]);
+    }
+  }
+  for (int r = 0; r < 4; r++)
+    for (int v = 0; v < nv; v++) _mm256_storeu_ps(t + r * ldt + 8 * v, c[r][v]);
+}
+
+/* t[r, 0..n) for the rows4 (a multiple of 4) rows of the packed filter a,
+ * over the k taps off of the padded image s: tiles of 24 positions, the
+ * last of 8 or 16 (n is a multiple of 8). */
+SAME_TARGET static void same_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k,
+                                  int64_t n, float *t, int64_t ldt) {
+  int64_t q = 0;
+  for (; q + SAME_QB <= n; q += SAME_QB)
+    for (int64_t r = 0; r < rows4; r += 4) same_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 3);
+  if (q + 16 == n)
+    for (int64_t r = 0; r < rows4; r += 4) same_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 2);
+  else if (q + 8 == n)
+    for (int64_t r = 0; r < rows4; r += 4) same_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 1);
+}
+
+/* v's eight lanes added up: (0+4, 1+5, 2+6, 3+7), then pairs, then the two */
+SAME_TARGET static inline float same_hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+/* dw[r, j] += sum over images i < m, then positions q < n (a multiple of
+ * 8), of d[r][i*ds + q] * s[i*ss + off[j] + q], r < 4, j < 3: each lane a
+ * running sum, the lanes added up at the end. */
+SAME_TARGET static void same_filter_tile(const float *const d[4], int64_t ds, const float *s, int64_t ss,
+                                         const int32_t *off, int64_t n, int64_t m, float *dw, int64_t ldw) {
+  __m256 c[4][3];
+  for (int r = 0; r < 4; r++)
+    for (int j = 0; j < 3; j++) c[r][j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < m; i++) {
+    const float *s0 = s + i * ss + off[0], *s1 = s + i * ss + off[1], *s2 = s + i * ss + off[2];
+    const float *d0 = d[0] + i * ds, *d1 = d[1] + i * ds, *d2 = d[2] + i * ds, *d3 = d[3] + i * ds;
+    for (int64_t q = 0; q < n; q += 8) {
+      __m256 b0 = _mm256_loadu_ps(s0 + q), b1 = _mm256_loadu_ps(s1 + q), b2 = _mm256_loadu_ps(s2 + q);
+      __m256 g = _mm256_loadu_ps(d0 + q);
+      c[0][0] = _mm256_fmadd_ps(g, b0, c[0][0]), c[0][1] = _mm256_fmadd_ps(g, b1, c[0][1]);
+      c[0][2] = _mm256_fmadd_ps(g, b2, c[0][2]);
+      g = _mm256_loadu_ps(d1 + q);
+      c[1][0] = _mm256_fmadd_ps(g, b0, c[1][0]), c[1][1] = _mm256_fmadd_ps(g, b1, c[1][1]);
+      c[1][2] = _mm256_fmadd_ps(g, b2, c[1][2]);
+      g = _mm256_loadu_ps(d2 + q);
+      c[2][0] = _mm256_fmadd_ps(g, b0, c[2][0]), c[2][1] = _mm256_fmadd_ps(g, b1, c[2][1]);
+      c[2][2] = _mm256_fmadd_ps(g, b2, c[2][2]);
+      g = _mm256_loadu_ps(d3 + q);
+      c[3][0] = _mm256_fmadd_ps(g, b0, c[3][0]), c[3][1] = _mm256_fmadd_ps(g, b1, c[3][1]);
+      c[3][2] = _mm256_fmadd_ps(g, b2, c[3][2]);
+    }
+  }
+  for (int r = 0; r < 4; r++)
+    for (int j = 0; j < 3; j++) dw[r * ldw + j] += same_hsum(c[r][j]);
+}
+#else
+static void same_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k, int64_t n,
+                      float *t, int64_t ldt) {
+  (void)a, (void)rows4, (void)s, (void)off, (void)k, (void)n, (void)t, (void)ldt;
+}
+static void same_filter_tile(const float *const d[4], int64_t ds, const float *s, int64_t ss,
+                             const int32_t *off, int64_t n, int64_t m, float *dw, int64_t ldw) {
+  (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)n, (void)m, (void)dw, (void)ldw;
+}
+#endif
+
+/* Threads that take images: every thread, when there are images enough and
+ * each does enough work. */
+static int same_threads(const Window *g, int64_t units, int64_t o) {
+  if (units < 2 || o * g->c * g->kh * g->kw * g->oh * g->ow < CONV_THREAD_WORK) return 1;
+  int t = par_each_threads();
+  return t < units ? t : (int)units;
+}
+
+/* conv2d's forward on the direct path: image by image, e applied to each
+ * image's output as it lands. */
+static void conv2d_same_f32(const Window *g, int64_t o, const float *in, const float *filt, float *out,
+                            const Epilogue *e) {
+  SameGeom s = same_geom(g);
+  int64_t k = g->c * g->kh * g->kw, o4 = (o + 3) / 4 * 4, p = g->oh * g->ow;
+  float *a = same_pack(filt, o, g->c, g->kh, g->kw, false);
+  int32_t *off = same_offsets(&s, g->c, g->kh, g->kw);
+  int threads = same_threads(g, g->n, o);
+  float **pad = mem_calloc((size_t)threads, sizeof *pad), **t = mem_calloc((size_t)threads, sizeof *t);
+  for (int i = 0; i < threads; i++) {
+    pad[i] = mem_calloc((size_t)same_len(&s, g->c), sizeof **pad);
+    t[i] = mem_alloc(NULL, sizeof **t * (size_t)(o4 * s.q8));
+  }
+  PAR_EACH(threads > 1, threads)
+  for (int64_t b = 0; b < g->n; b++) {
+    if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
+    int th = par_thread();
+    float *dst = out + b * o * p;
+    same_fill(&s, g, g->c, in + b * g->c * g->h * g->w, pad[th]);
+    same_rows(a, o4, pad[th], off, k, s.q8, t[th], s.q8);
+    same_unpad(&s, g, o, t[th], dst);
+    if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
+    pool_rows(e, g, o, b, 0, o, out);
+  }
+  for (int i = 0; i < threads; i++) mem_free(pad[i]), mem_free(t[i]);
+  mem_free(pad);
+  mem_free(t);
+  mem_free(off);
+  mem_free(a);
+}
+
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                       const float *filt, float *out, const Epilogue *e) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
@@ -651,6 +905,10 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
         finish_rows(e, 0, o, p, out + b * o * p, p, out + b * o * p, p);
         pool_rows(e, g, o, b, 0, o, out);
       }
+    return 0;
+  }
+  if (conv_same(g, o, groups)) {
+    conv2d_same_f32(g, o, in, filt, out, e);
     return 0;
   }
   ConvPlan pl;
@@ -1270,6 +1528,90 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
   }
 }
 
+/* Images whose filter gradients one pass of the kernel sums: enough
+ * positions (256) that adding up its lanes costs little. */
+static int64_t same_group(const SameGeom *s) { return (256 + s->q8 - 1) / s->q8; }
+
+/* conv2d's gradients on the direct path (see conv_same), in `slices` runs
+ * of images, each run's filter gradient its own sum (part + s*o*kk, or
+ * dfilt itself with one run), as conv2d_grad_f32 does; within a run,
+ * groups of same_group images.  din, dfilt may be NULL; pr (or NULL) as in
+ * conv_grad_batch. */
+static void conv_grad_same(const Window *g, int64_t o, const float *in, const float *filt, const float *dout,
+                           float *din, float *dfilt, const Prologue *pr, int64_t slices, float *part) {
+  SameGeom s = same_geom(g);
+  int64_t c = g->c, kk = c * g->kh * g->kw, k3 = (kk + 2) / 3 * 3, ko = o * g->kh * g->kw;
+  int64_t o4 = (o + 3) / 4 * 4, c4 = (c + 3) / 4 * 4, p = g->oh * g->ow, hw = g->h * g->w;
+  int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
+  /* each image's padded input (lx floats) and dOut (ld: o4 channels, those past o zero) */
+  int64_t m = same_group(&s), lx = same_len(&s, c), ld = same_len(&s, o4);
+  float *a = din ? same_pack(filt, o, c, g->kh, g->kw, true) : NULL;
+  int32_t *off = same_offsets(&s, c, g->kh, g->kw), *offo = din ? same_offsets(&s, o, g->kh, g->kw) : NULL;
+  int threads = same_threads(g, slices, o);
+  typedef struct { float *x, *d, *t, *dw, *rows; } Bufs;
+  Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
+  for (int i = 0; i < threads; i++) {
+    Bufs *b = &bufs[i];
+    b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
+    if (dfilt) {
+      b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
+      b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(o4 * k3));
+    }
+    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)(c4 * s.q8));
+    if (pr) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
+  }
+  PAR_EACH(threads > 1, threads)
+  for (int64_t sl = 0; sl < slices; sl++) {
+    Bufs *bf = &bufs[par_thread()];
+    int64_t end = (sl + 1) * g->n / slices;
+    if (dfilt) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(o4 * k3));
+    for (int64_t b0 = sl * g->n / slices; b0 < end && !exec_interrupted(); b0 += m) {
+      int64_t mm = end - b0 < m ? end - b0 : m;
+      for (int64_t i = 0; i < mm; i++) {
+        int64_t b = b0 + i;
+        const float *dimg = dout + b * o * p;
+        if (pr) {
+          for (int64_t ch = 0; ch < o; ch++)
+            start_row(pr, b, o, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL,
+                      g, bf->rows + ch * p);
+          dimg = bf->rows;
+        }
+        float *d = bf->d + i * ld;
+        same_fill(&s, g, o, dimg, d);
+        if (dfilt) same_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
+        if (din) {
+          same_rows(a, c4, d, offo, ko, s.q8, bf->t, s.q8);
+          same_unpad(&s, g, c, bf->t, din + b * c * hw);
+        }
+      }
+      if (!dfilt) continue;
+      /* nine taps (a 3x3 channel's) at a time over every row: their input
+       * stays in the first-level cache, each row's dOut is read once */
+      for (int64_t t0 = 0; t0 < k3; t0 += 9)
+        for (int64_t r = 0; r < o4; r += 4) {
+          /* dOut's rows in the padded width: their extra columns are the border's zeros */
+          const float *d[4];
+          for (int i = 0; i < 4; i++) d[i] = bf->d + (r + i) * s.cs + g->ph * s.wp + g->pw;
+          for (int64_t t = t0; t < k3 && t < t0 + 9; t += 3)
+            same_filter_tile(d, ld, bf->x, lx, off + t, s.q8, mm, bf->dw + r * k3 + t, k3);
+        }
+    }
+    if (dfilt) {
+      float *df = part ? part + sl * o * kk : dfilt;
+      for (int64_t r = 0; r < o; r++)
+        for (int64_t t = 0; t < kk; t++) df[r * kk + t] += bf->dw[r * k3 + t];
+    }
+  }
+  for (int i = 0; i < threads; i++) {
+    mem_free(bufs[i].x), mem_free(bufs[i].d), mem_free(bufs[i].t), mem_free(bufs[i].dw);
+    mem_free(bufs[i].rows);
+  }
+  mem_free(bufs);
+  mem_free(offo);
+  mem_free(off);
+  mem_free(a);
+}
+
 /* Filter gradients summed in at most this many slices of the batches, each
  * its own partial sum (added up in slice order at the end): threads take
  * slices.  Their number depends on the geometry alone, so the sums are the
@@ -1308,6 +1650,18 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
         start_row(pr, b, o, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL, g,
                   row);
     mem_free(row);
+  } else if (conv_same(g, o, groups)) {
+    int64_t slices = g->n < CONV_SLICES ? g->n : CONV_SLICES;
+    while (slices > 1 && slices * o * kk > CONV_SLICE_FLOATS) slices--;
+    float *part = dfilt && slices > 1 ? mem_calloc((size_t)(slices * o * kk), sizeof *part) : NULL;
+    conv_grad_same(g, o, in, filt, dout, din, dfilt, pr, slices, part);
+    if (part) {
+      for (int64_t s = 0; s < slices; s++) {
+        const float *ps = part + s * o * kk;
+        for (int64_t i = 0; i < o * kk; i++) dfilt[i] += ps[i];
+      }
+      mem_free(part);
+    }
   } else {
     ConvPlan pl;
     if (!conv_plan(g, o, groups, &pl)) {

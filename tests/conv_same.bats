@@ -1,0 +1,58 @@
+#!/usr/bin/env bats
+# conv_same.bats — convolutions of stride 1 whose padding keeps the size
+# (the 3x3 and 5x5 layers of examples/fashion_resnet.net and fashion_cnn.net)
+# run on direct kernels, not im2col and GEMM (src/ops/conv.c, conv_same):
+# their results agree with the GEMM path's within float rounding, and are
+# the same bits on any thread count.  Their gradients against finite
+# differences: tests/grad/ops/conv2d_same.net (grad.bats).
+# NETRUN_TEST_CONV=gemm (netrun(1)) sends every convolution down the GEMM
+# path.
+bats_require_minimum_version 1.5.0
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  cd "$BATS_TEST_TMPDIR"
+  # conv + bias + relu + 2x2 pool (fused_conv2d), a 3x3 conv of 16
+  # channels on 7x7, a 3x5 kernel: every gradient asked for
+  cat > same.net <<'EOF'
+param x  : [8, 3, 14, 14] = uniform(-1, 1)
+param k1 : [16, 3, 5, 5] = uniform(-0.3, 0.3)
+param b1 : [16, 1, 1] = uniform(-0.1, 0.1)
+param k2 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param k3 : [6, 16, 3, 5] = uniform(-0.3, 0.3)
+input r  : f32[8, 6, 7, 7] = uniform_random([8, 6, 7, 7], min=-1.0, max=1.0)
+h = max_pool2d(relu(conv2d(x, k1, paddings=[2, 2]) + b1), ksize=[2, 2])
+h = relu(conv2d(h, k2, paddings=[1, 1]))
+loss = sum(conv2d(h, k3, paddings=[1, 2]) * r)
+EOF
+}
+
+# The largest difference between the gradients of two `netrun grad --format
+# json` outputs, tensor by tensor, over that tensor's largest magnitude.
+max_rel_diff() {
+  python3 -c '
+import json, sys
+a, b = (json.load(open(f))["grads"] for f in sys.argv[1:3])
+assert a.keys() == b.keys() and all(a[k]["shape"] == b[k]["shape"] for k in a)
+print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(x) for x in a[k]["data"])
+          for k in a))
+' "$1" "$2"
+}
+
+@test "direct convolutions agree with im2col and GEMM within float rounding, forward and backward" {
+  "$NETRUN" grad same.net --format json > direct.json
+  NETRUN_TEST_CONV=gemm "$NETRUN" grad same.net --format json > gemm.json
+  # the two paths ran: their sums are taken in other orders
+  run ! cmp -s direct.json gemm.json
+  rel=$(max_rel_diff gemm.json direct.json)
+  echo "largest relative difference: $rel"
+  awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 2e-6) }'
+}
+
+@test "direct convolutions give the same bits on 1, 2 and 3 threads" {
+  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
+  [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
+    "['b1', 'k1', 'k2', 'k3', 'x']" ]
+  cmp t1.json t2.json
+  cmp t1.json t3.json
+}
