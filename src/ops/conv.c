@@ -722,13 +722,13 @@ static bool conv_same(const Window *g, int64_t o, int64_t groups) {
          (TENSOR_MAX_BYTES / (int64_t)sizeof(float)) / s.cs >= c + 1;
 }
 
-/* The filter [o, c, kh, kw] packed in groups of 4 output rows, a row's 4
- * floats side by side for each tap: a[(r/4)*K + k][r%4], rows past o
- * zero.  flip: the filter for dInput instead, its rows the c input
+/* The filter [o, c, kh, kw] packed in panels of w (4 or 16) output rows,
+ * a panel's w floats side by side for each tap: a[(r/w)*K + k][r%w], rows
+ * past o zero.  flip: the filter for dInput instead, its rows the c input
  * channels and its taps (o, kh-1-i, kw-1-j). */
-static float *same_pack(const float *f, int64_t o, int64_t c, int64_t kh, int64_t kw, bool flip) {
-  int64_t rows = flip ? c : o, k = (flip ? o : c) * kh * kw, r4 = (rows + 3) / 4 * 4;
-  float *a = mem_calloc((size_t)(r4 * k), sizeof *a);
+static float *same_pack(const float *f, int64_t o, int64_t c, int64_t kh, int64_t kw, bool flip, int64_t w) {
+  int64_t rows = flip ? c : o, k = (flip ? o : c) * kh * kw, rw = (rows + w - 1) / w * w;
+  float *a = mem_calloc((size_t)(rw * k), sizeof *a);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t t = 0; t < k; t++) {
       float v;
@@ -738,17 +738,17 @@ static float *same_pack(const float *f, int64_t o, int64_t c, int64_t kh, int64_
       } else {
         v = f[r * k + t];
       }
-      a[(r / 4 * k + t) * 4 + r % 4] = v;
+      a[(r / w * k + t) * w + r % w] = v;
     }
   return a;
 }
 
 /* Tap t = (channel, i, j) of c channels at offset channel*cs + i*wp + j,
- * the list padded with zeros to a multiple of 3 (the filter kernel's
- * width). */
+ * the list padded with zeros to a multiple of 6 (the filter kernels take
+ * 3 or 6 taps at a time). */
 static int32_t *same_offsets(const SameGeom *s, int64_t c, int64_t kh, int64_t kw) {
-  int64_t k = c * kh * kw, k3 = (k + 2) / 3 * 3;
-  int32_t *off = mem_calloc((size_t)k3, sizeof *off);
+  int64_t k = c * kh * kw, k6 = (k + 5) / 6 * 6;
+  int32_t *off = mem_calloc((size_t)k6, sizeof *off);
   for (int64_t t = 0; t < k; t++) off[t] = (int32_t)(t / (kh * kw) * s->cs + t / kw % kh * s->wp + t % kw);
   return off;
 }
@@ -818,30 +818,105 @@ SAME_TARGET static inline float same_hsum(__m256 v) {
  * running sum, the lanes added up at the end. */
 SAME_TARGET static void same_filter_tile(const float *const d[4], int64_t ds, const float *s, int64_t ss,
                                          const int32_t *off, int64_t n, int64_t m, float *dw, int64_t ldw) {
-  __m256 c[4][3];
-  for (int r = 0; r < 4; r++)
-    for (int j = 0; j < 3; j++) c[r][j] = _mm256_setzero_ps();
+  /* named accumulators, as in cv_tile */
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00, c20 = c00,
+         c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
   for (int64_t i = 0; i < m; i++) {
     const float *s0 = s + i * ss + off[0], *s1 = s + i * ss + off[1], *s2 = s + i * ss + off[2];
     const float *d0 = d[0] + i * ds, *d1 = d[1] + i * ds, *d2 = d[2] + i * ds, *d3 = d[3] + i * ds;
     for (int64_t q = 0; q < n; q += 8) {
-      __m256 b0 = _mm256_loadu_ps(s0 + q), b1 = _mm256_loadu_ps(s1 + q), b2 = _mm256_loadu_ps(s2 + q);
-      __m256 g = _mm256_loadu_ps(d0 + q);
-      c[0][0] = _mm256_fmadd_ps(g, b0, c[0][0]), c[0][1] = _mm256_fmadd_ps(g, b1, c[0][1]);
-      c[0][2] = _mm256_fmadd_ps(g, b2, c[0][2]);
-      g = _mm256_loadu_ps(d1 + q);
-      c[1][0] = _mm256_fmadd_ps(g, b0, c[1][0]), c[1][1] = _mm256_fmadd_ps(g, b1, c[1][1]);
-      c[1][2] = _mm256_fmadd_ps(g, b2, c[1][2]);
-      g = _mm256_loadu_ps(d2 + q);
-      c[2][0] = _mm256_fmadd_ps(g, b0, c[2][0]), c[2][1] = _mm256_fmadd_ps(g, b1, c[2][1]);
-      c[2][2] = _mm256_fmadd_ps(g, b2, c[2][2]);
-      g = _mm256_loadu_ps(d3 + q);
-      c[3][0] = _mm256_fmadd_ps(g, b0, c[3][0]), c[3][1] = _mm256_fmadd_ps(g, b1, c[3][1]);
-      c[3][2] = _mm256_fmadd_ps(g, b2, c[3][2]);
+      __m256 b0 = _mm256_loadu_ps(s0 + q), b1 = _mm256_loadu_ps(s1 + q), b2 = _mm256_loadu_ps(s2 + q), g;
+#define PV_STEP(D, C0, C1, C2)                                                                            \
+  g = _mm256_loadu_ps(D + q), C0 = _mm256_fmadd_ps(g, b0, C0), C1 = _mm256_fmadd_ps(g, b1, C1), \
+  C2 = _mm256_fmadd_ps(g, b2, C2)
+      PV_STEP(d0, c00, c01, c02);
+      PV_STEP(d1, c10, c11, c12);
+      PV_STEP(d2, c20, c21, c22);
+      PV_STEP(d3, c30, c31, c32);
+#undef PV_STEP
     }
   }
-  for (int r = 0; r < 4; r++)
-    for (int j = 0; j < 3; j++) dw[r * ldw + j] += same_hsum(c[r][j]);
+  dw[0] += same_hsum(c00), dw[1] += same_hsum(c01), dw[2] += same_hsum(c02);
+  dw += ldw;
+  dw[0] += same_hsum(c10), dw[1] += same_hsum(c11), dw[2] += same_hsum(c12);
+  dw += ldw;
+  dw[0] += same_hsum(c20), dw[1] += same_hsum(c21), dw[2] += same_hsum(c22);
+  dw += ldw;
+  dw[0] += same_hsum(c30), dw[1] += same_hsum(c31), dw[2] += same_hsum(c32);
+}
+
+/* Small images (channel-vectorized): t[j][0..16) = sum over taps i in order
+ * of a[i][0..16) * s[pos[j] + off[i]], for the 6 output positions pos[j]:
+ * 16 output rows in two vectors, each position's input broadcast. */
+SAME_TARGET static void cv_tile(const float *a, const float *s, const int32_t *off, int64_t k,
+                                const int32_t *pos, float *t) {
+  /* named accumulators: as an array, GCC stores them to the stack each turn */
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+         c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const float *p0 = s + pos[0], *p1 = s + pos[1], *p2 = s + pos[2], *p3 = s + pos[3], *p4 = s + pos[4],
+              *p5 = s + pos[5];
+  for (int64_t i = 0; i < k; i++, a += 16) {
+    __m256 a0 = _mm256_loadu_ps(a), a1 = _mm256_loadu_ps(a + 8), b;
+    int64_t o = off[i];
+#define CV_STEP(P, C0, C1) \
+  b = _mm256_broadcast_ss(P + o), C0 = _mm256_fmadd_ps(a0, b, C0), C1 = _mm256_fmadd_ps(a1, b, C1)
+    CV_STEP(p0, c00, c01);
+    CV_STEP(p1, c10, c11);
+    CV_STEP(p2, c20, c21);
+    CV_STEP(p3, c30, c31);
+    CV_STEP(p4, c40, c41);
+    CV_STEP(p5, c50, c51);
+#undef CV_STEP
+  }
+  _mm256_storeu_ps(t, c00), _mm256_storeu_ps(t + 8, c01), _mm256_storeu_ps(t + 16, c10);
+  _mm256_storeu_ps(t + 24, c11), _mm256_storeu_ps(t + 32, c20), _mm256_storeu_ps(t + 40, c21);
+  _mm256_storeu_ps(t + 48, c30), _mm256_storeu_ps(t + 56, c31), _mm256_storeu_ps(t + 64, c40);
+  _mm256_storeu_ps(t + 72, c41), _mm256_storeu_ps(t + 80, c50), _mm256_storeu_ps(t + 88, c51);
+}
+
+/* t[(r/16)*np + j][r%16] for the rows16 rows of the packed filter a (panels
+ * of 16) at the np (a multiple of 6) positions pos of s. */
+SAME_TARGET static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_t *off, int64_t k,
+                                const int32_t *pos, int64_t np, float *t) {
+  for (int64_t r = 0; r < rows16; r += 16)
+    for (int64_t j = 0; j < np; j += 6) cv_tile(a + r * k, s, off, k, pos + j, t + (r / 16 * np + j) * 16);
+}
+
+/* dw[j][0..16) += sum over images i < m, then positions p < np, of
+ * d[i*ds + p*16 + 0..16) * s[i*ss + pos[p] + off[j]], j < 6: dOut's 16
+ * rows side by side at each position, the input broadcast. */
+SAME_TARGET static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t ss, const int32_t *off,
+                                       const int32_t *pos, int64_t np, int64_t m, float *dw) {
+  /* named accumulators, as in cv_tile */
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+         c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const int64_t o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5];
+  for (int64_t i = 0; i < m; i++) {
+    const float *di = d + i * ds, *si = s + i * ss;
+    for (int64_t q = 0; q < np; q++) {
+      __m256 d0 = _mm256_loadu_ps(di + 16 * q), d1 = _mm256_loadu_ps(di + 16 * q + 8), b;
+      const float *x = si + pos[q];
+#define CV_STEP(O, C0, C1) \
+  b = _mm256_broadcast_ss(x + O), C0 = _mm256_fmadd_ps(d0, b, C0), C1 = _mm256_fmadd_ps(d1, b, C1)
+      CV_STEP(o0, c00, c01);
+      CV_STEP(o1, c10, c11);
+      CV_STEP(o2, c20, c21);
+      CV_STEP(o3, c30, c31);
+      CV_STEP(o4, c40, c41);
+      CV_STEP(o5, c50, c51);
+#undef CV_STEP
+    }
+  }
+#define CV_ADD(J, C0, C1)                                                              \
+  _mm256_storeu_ps(dw + 16 * J, _mm256_add_ps(_mm256_loadu_ps(dw + 16 * J), C0)),      \
+      _mm256_storeu_ps(dw + 16 * J + 8, _mm256_add_ps(_mm256_loadu_ps(dw + 16 * J + 8), C1))
+  CV_ADD(0, c00, c01);
+  CV_ADD(1, c10, c11);
+  CV_ADD(2, c20, c21);
+  CV_ADD(3, c30, c31);
+  CV_ADD(4, c40, c41);
+  CV_ADD(5, c50, c51);
+#undef CV_ADD
 }
 #else
 static void same_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k, int64_t n,
@@ -851,6 +926,14 @@ static void same_rows(const float *a, int64_t rows4, const float *s, const int32
 static void same_filter_tile(const float *const d[4], int64_t ds, const float *s, int64_t ss,
                              const int32_t *off, int64_t n, int64_t m, float *dw, int64_t ldw) {
   (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)n, (void)m, (void)dw, (void)ldw;
+}
+static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_t *off, int64_t k,
+                    const int32_t *pos, int64_t np, float *t) {
+  (void)a, (void)rows16, (void)s, (void)off, (void)k, (void)pos, (void)np, (void)t;
+}
+static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t ss, const int32_t *off,
+                           const int32_t *pos, int64_t np, int64_t m, float *dw) {
+  (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)pos, (void)np, (void)m, (void)dw;
 }
 #endif
 
@@ -862,19 +945,75 @@ static int same_threads(const Window *g, int64_t units, int64_t o) {
   return t < units ? t : (int)units;
 }
 
+/* How the direct path lays out one convolution's outputs: in rows of the
+ * padded width, vectors along the positions (pv); or, for small images,
+ * at the list of their positions, vectors across 16 output channels (cv:
+ * on a 7x7 image, rows of the padded width would compute 63 positions for
+ * 49, vectors along them 64). */
+typedef struct SameOut {
+  bool cv;
+  int64_t w;         /* the packed filter's panel width: 4 (pv) or 16 (cv) */
+  int64_t np;        /* cv: positions, rounded up to a tile of 6 */
+  int32_t *pos;      /* cv: [np] each position's y*wp + x, the last repeated */
+} SameOut;
+
+/* Images of at most this many positions take the cv layout (measured in
+ * doc/speed.md); NETRUN_TEST_CONV=pv or cv (benchmarks) picks one. */
+#define SAME_CV_MAX 256
+
+static SameOut same_out(const SameGeom *s, const Window *g) {
+  const char *v = getenv("NETRUN_TEST_CONV");
+  int64_t p = g->oh * g->ow;
+  SameOut so = {.cv = v && strcmp(v, "cv") == 0 ? true : v && strcmp(v, "pv") == 0 ? false : p <= SAME_CV_MAX};
+  so.w = so.cv ? 16 : 4;
+  if (so.cv) {
+    so.np = (p + 5) / 6 * 6;
+    so.pos = mem_alloc(NULL, sizeof *so.pos * (size_t)so.np);
+    for (int64_t q = 0; q < so.np; q++) {
+      int64_t at = q < p ? q : p - 1;
+      so.pos[q] = (int32_t)(at / g->ow * s->wp + at % g->ow);
+    }
+  }
+  return so;
+}
+
+/* Floats of the scratch that same_compute needs for rows output rows. */
+static int64_t same_scratch(const SameOut *so, const SameGeom *s, int64_t rows) {
+  return so->cv ? (rows + 15) / 16 * 16 * so->np : (rows + 3) / 4 * 4 * s->q8;
+}
+
+/* dst ([rows, OH, OW]) = the packed filter a (k taps off) over the padded
+ * image pad, through the scratch t. */
+static void same_compute(const SameOut *so, const SameGeom *s, const Window *g, const float *a, int64_t rows,
+                         const float *pad, const int32_t *off, int64_t k, float *t, float *dst) {
+  if (!so->cv) {
+    same_rows(a, (rows + 3) / 4 * 4, pad, off, k, s->q8, t, s->q8);
+    same_unpad(s, g, rows, t, dst);
+    return;
+  }
+  int64_t p = g->oh * g->ow;
+  cv_rows(a, (rows + 15) / 16 * 16, pad, off, k, so->pos, so->np, t);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *tr = t + r / 16 * so->np * 16 + r % 16;
+    float *d = dst + r * p;
+    for (int64_t q = 0; q < p; q++) d[q] = tr[16 * q];
+  }
+}
+
 /* conv2d's forward on the direct path: image by image, e applied to each
  * image's output as it lands. */
 static void conv2d_same_f32(const Window *g, int64_t o, const float *in, const float *filt, float *out,
                             const Epilogue *e) {
   SameGeom s = same_geom(g);
-  int64_t k = g->c * g->kh * g->kw, o4 = (o + 3) / 4 * 4, p = g->oh * g->ow;
-  float *a = same_pack(filt, o, g->c, g->kh, g->kw, false);
+  SameOut so = same_out(&s, g);
+  int64_t k = g->c * g->kh * g->kw, p = g->oh * g->ow;
+  float *a = same_pack(filt, o, g->c, g->kh, g->kw, false, so.w);
   int32_t *off = same_offsets(&s, g->c, g->kh, g->kw);
   int threads = same_threads(g, g->n, o);
   float **pad = mem_calloc((size_t)threads, sizeof *pad), **t = mem_calloc((size_t)threads, sizeof *t);
   for (int i = 0; i < threads; i++) {
     pad[i] = mem_calloc((size_t)same_len(&s, g->c), sizeof **pad);
-    t[i] = mem_alloc(NULL, sizeof **t * (size_t)(o4 * s.q8));
+    t[i] = mem_alloc(NULL, sizeof **t * (size_t)same_scratch(&so, &s, o));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t b = 0; b < g->n; b++) {
@@ -882,8 +1021,7 @@ static void conv2d_same_f32(const Window *g, int64_t o, const float *in, const f
     int th = par_thread();
     float *dst = out + b * o * p;
     same_fill(&s, g, g->c, in + b * g->c * g->h * g->w, pad[th]);
-    same_rows(a, o4, pad[th], off, k, s.q8, t[th], s.q8);
-    same_unpad(&s, g, o, t[th], dst);
+    same_compute(&so, &s, g, a, o, pad[th], off, k, t[th], dst);
     if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
     pool_rows(e, g, o, b, 0, o, out);
   }
@@ -892,6 +1030,7 @@ static void conv2d_same_f32(const Window *g, int64_t o, const float *in, const f
   mem_free(t);
   mem_free(off);
   mem_free(a);
+  mem_free(so.pos);
 }
 
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
@@ -1528,9 +1667,38 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
   }
 }
 
-/* Images whose filter gradients one pass of the kernel sums: enough
- * positions (256) that adding up its lanes costs little. */
-static int64_t same_group(const SameGeom *s) { return (256 + s->q8 - 1) / s->q8; }
+/* Images whose filter gradients one pass of the pv kernel sums: enough
+ * positions (256) that adding up its lanes costs little.  The cv kernel's
+ * lanes are outputs of their own: one image at a time. */
+static int64_t same_group(const SameOut *so, const SameGeom *s) {
+  return so->cv ? 1 : (256 + s->q8 - 1) / s->q8;
+}
+
+/* The filter's gradient from the images a group holds: pv, dOut's rows
+ * in the padded width (their extra columns are the border's zeros) against
+ * the taps of each image's padded input; cv, dOut with 16 rows side by
+ * side at each position (dt) against the input at the positions.  Nine
+ * (pv) or twelve (cv) taps at a time over every row: their input stays in
+ * the first-level cache. */
+static void same_filter_grad(const SameOut *so, const SameGeom *s, const Window *g, int64_t o4, int64_t k6,
+                             const float *d, int64_t ld, const float *dt, const float *x, int64_t lx,
+                             const int32_t *off, int64_t m, float *dw) {
+  if (so->cv) {
+    int64_t p = g->oh * g->ow;
+    for (int64_t t0 = 0; t0 < k6; t0 += 12)
+      for (int64_t r = 0; r < o4; r += 16)
+        for (int64_t t = t0; t < k6 && t < t0 + 12; t += 6)
+          cv_filter_tile(dt + r * p, 0, x, 0, off + t, so->pos, p, 1, dw + (r / 16 * k6 + t) * 16);
+    return;
+  }
+  for (int64_t t0 = 0; t0 < k6; t0 += 9)
+    for (int64_t r = 0; r < o4; r += 4) {
+      const float *dr[4];
+      for (int i = 0; i < 4; i++) dr[i] = d + (r + i) * s->cs + g->ph * s->wp + g->pw;
+      for (int64_t t = t0; t < k6 && t < t0 + 9; t += 3)
+        same_filter_tile(dr, ld, x, lx, off + t, s->q8, m, dw + r * k6 + t, k6);
+    }
+}
 
 /* conv2d's gradients on the direct path (see conv_same), in `slices` runs
  * of images, each run's filter gradient its own sum (part + s*o*kk, or
@@ -1540,31 +1708,33 @@ static int64_t same_group(const SameGeom *s) { return (256 + s->q8 - 1) / s->q8;
 static void conv_grad_same(const Window *g, int64_t o, const float *in, const float *filt, const float *dout,
                            float *din, float *dfilt, const Prologue *pr, int64_t slices, float *part) {
   SameGeom s = same_geom(g);
-  int64_t c = g->c, kk = c * g->kh * g->kw, k3 = (kk + 2) / 3 * 3, ko = o * g->kh * g->kw;
-  int64_t o4 = (o + 3) / 4 * 4, c4 = (c + 3) / 4 * 4, p = g->oh * g->ow, hw = g->h * g->w;
+  SameOut so = same_out(&s, g);
+  int64_t c = g->c, kk = c * g->kh * g->kw, k6 = (kk + 5) / 6 * 6, ko = o * g->kh * g->kw;
+  int64_t ow = (o + so.w - 1) / so.w * so.w, p = g->oh * g->ow, hw = g->h * g->w;
   int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
-  /* each image's padded input (lx floats) and dOut (ld: o4 channels, those past o zero) */
-  int64_t m = same_group(&s), lx = same_len(&s, c), ld = same_len(&s, o4);
-  float *a = din ? same_pack(filt, o, c, g->kh, g->kw, true) : NULL;
+  /* each image's padded input (lx floats) and dOut (ld: ow channels, those past o zero) */
+  int64_t m = same_group(&so, &s), lx = same_len(&s, c), ld = same_len(&s, ow);
+  float *a = din ? same_pack(filt, o, c, g->kh, g->kw, true, so.w) : NULL;
   int32_t *off = same_offsets(&s, c, g->kh, g->kw), *offo = din ? same_offsets(&s, o, g->kh, g->kw) : NULL;
   int threads = same_threads(g, slices, o);
-  typedef struct { float *x, *d, *t, *dw, *rows; } Bufs;
+  typedef struct { float *x, *d, *dt, *t, *dw, *rows; } Bufs;
   Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
   for (int i = 0; i < threads; i++) {
     Bufs *b = &bufs[i];
     b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
     if (dfilt) {
       b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
-      b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(o4 * k3));
+      b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(ow * k6));
+      if (so.cv) b->dt = mem_calloc((size_t)(ow * p), sizeof *b->dt);
     }
-    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)(c4 * s.q8));
+    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)same_scratch(&so, &s, c));
     if (pr) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t sl = 0; sl < slices; sl++) {
     Bufs *bf = &bufs[par_thread()];
     int64_t end = (sl + 1) * g->n / slices;
-    if (dfilt) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(o4 * k3));
+    if (dfilt) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(ow * k6));
     for (int64_t b0 = sl * g->n / slices; b0 < end && !exec_interrupted(); b0 += m) {
       int64_t mm = end - b0 < m ? end - b0 : m;
       for (int64_t i = 0; i < mm; i++) {
@@ -1579,37 +1749,29 @@ static void conv_grad_same(const Window *g, int64_t o, const float *in, const fl
         float *d = bf->d + i * ld;
         same_fill(&s, g, o, dimg, d);
         if (dfilt) same_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
-        if (din) {
-          same_rows(a, c4, d, offo, ko, s.q8, bf->t, s.q8);
-          same_unpad(&s, g, c, bf->t, din + b * c * hw);
-        }
+        if (dfilt && so.cv)
+          for (int64_t r = 0; r < o; r++)
+            for (int64_t q = 0; q < p; q++) bf->dt[(r / 16 * p + q) * 16 + r % 16] = dimg[r * p + q];
+        if (din) same_compute(&so, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
       }
-      if (!dfilt) continue;
-      /* nine taps (a 3x3 channel's) at a time over every row: their input
-       * stays in the first-level cache, each row's dOut is read once */
-      for (int64_t t0 = 0; t0 < k3; t0 += 9)
-        for (int64_t r = 0; r < o4; r += 4) {
-          /* dOut's rows in the padded width: their extra columns are the border's zeros */
-          const float *d[4];
-          for (int i = 0; i < 4; i++) d[i] = bf->d + (r + i) * s.cs + g->ph * s.wp + g->pw;
-          for (int64_t t = t0; t < k3 && t < t0 + 9; t += 3)
-            same_filter_tile(d, ld, bf->x, lx, off + t, s.q8, mm, bf->dw + r * k3 + t, k3);
-        }
+      if (dfilt) same_filter_grad(&so, &s, g, ow, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
     }
     if (dfilt) {
       float *df = part ? part + sl * o * kk : dfilt;
       for (int64_t r = 0; r < o; r++)
-        for (int64_t t = 0; t < kk; t++) df[r * kk + t] += bf->dw[r * k3 + t];
+        for (int64_t t = 0; t < kk; t++)
+          df[r * kk + t] += so.cv ? bf->dw[(r / 16 * k6 + t) * 16 + r % 16] : bf->dw[r * k6 + t];
     }
   }
   for (int i = 0; i < threads; i++) {
-    mem_free(bufs[i].x), mem_free(bufs[i].d), mem_free(bufs[i].t), mem_free(bufs[i].dw);
-    mem_free(bufs[i].rows);
+    mem_free(bufs[i].x), mem_free(bufs[i].d), mem_free(bufs[i].dt), mem_free(bufs[i].t);
+    mem_free(bufs[i].dw), mem_free(bufs[i].rows);
   }
   mem_free(bufs);
   mem_free(offo);
   mem_free(off);
   mem_free(a);
+  mem_free(so.pos);
 }
 
 /* Filter gradients summed in at most this many slices of the batches, each
