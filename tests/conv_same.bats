@@ -6,14 +6,16 @@
 # the same bits on any thread count.  Their gradients against finite
 # differences: tests/grad/ops/conv2d_same.net (grad.bats).
 # NETRUN_TEST_CONV=gemm (netrun(1)) sends every convolution down the GEMM
-# path.
+# path; =pv and =cv make every direct one take the padded-width or the
+# channel layout.
 bats_require_minimum_version 1.5.0
 
 setup() {
   NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
   cd "$BATS_TEST_TMPDIR"
-  # conv + bias + relu + 2x2 pool (fused_conv2d), a 3x3 conv of 16
-  # channels on 7x7, a 3x5 kernel: every gradient asked for
+  # conv + bias + relu + 2x2 pool (fused_conv2d) on 14x14, a 3x3 conv of
+  # 16 channels on 7x7, a 3x5 kernel, a 17x18 image (over 256 positions:
+  # the padded-width layout): every gradient asked for
   cat > same.net <<'EOF'
 param x  : [8, 3, 14, 14] = uniform(-1, 1)
 param k1 : [16, 3, 5, 5] = uniform(-0.3, 0.3)
@@ -21,9 +23,12 @@ param b1 : [16, 1, 1] = uniform(-0.1, 0.1)
 param k2 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
 param k3 : [6, 16, 3, 5] = uniform(-0.3, 0.3)
 input r  : f32[8, 6, 7, 7] = uniform_random([8, 6, 7, 7], min=-1.0, max=1.0)
+param x4 : [3, 2, 17, 18] = uniform(-1, 1)
+param k4 : [5, 2, 3, 3] = uniform(-0.3, 0.3)
+input r4 : f32[3, 5, 17, 18] = uniform_random([3, 5, 17, 18], min=-1.0, max=1.0)
 h = max_pool2d(relu(conv2d(x, k1, paddings=[2, 2]) + b1), ksize=[2, 2])
 h = relu(conv2d(h, k2, paddings=[1, 1]))
-loss = sum(conv2d(h, k3, paddings=[1, 2]) * r)
+loss = sum(conv2d(h, k3, paddings=[1, 2]) * r) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
 EOF
 }
 
@@ -40,19 +45,25 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
 }
 
 @test "direct convolutions agree with im2col and GEMM within float rounding, forward and backward" {
-  "$NETRUN" grad same.net --format json > direct.json
   NETRUN_TEST_CONV=gemm "$NETRUN" grad same.net --format json > gemm.json
-  # the two paths ran: their sums are taken in other orders
-  run ! cmp -s direct.json gemm.json
-  rel=$(max_rel_diff gemm.json direct.json)
-  echo "largest relative difference: $rel"
-  awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 2e-6) }'
+  # the default, and each of the two layouts on every image
+  for v in default pv cv; do
+    NETRUN_TEST_CONV=$v "$NETRUN" grad same.net --format json > $v.json
+    # the paths ran: their sums are taken in other orders
+    run ! cmp -s $v.json gemm.json
+    rel=$(max_rel_diff gemm.json $v.json)
+    echo "$v: largest relative difference $rel"
+    awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 2e-6) }'
+  done
+  # the default takes the channel layout on 14x14 and 7x7, the other on 17x18
+  run ! cmp -s default.json pv.json
+  run ! cmp -s default.json cv.json
 }
 
 @test "direct convolutions give the same bits on 1, 2 and 3 threads" {
   for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
   [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
-    "['b1', 'k1', 'k2', 'k3', 'x']" ]
+    "['b1', 'k1', 'k2', 'k3', 'k4', 'x', 'x4']" ]
   cmp t1.json t2.json
   cmp t1.json t3.json
 }

@@ -666,7 +666,10 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
  *             dOut in rows of the padded width, its extra columns zero.
  * The kernels (AVX2 and FMA, picked at run time; other machines take the
  * GEMM path) keep 4 output rows x 24 positions, or 4 x 3 filter taps, in
- * twelve registers.  Each output is one running sum over the taps in
+ * twelve registers.  Images of at most 256 positions (14x14, 7x7) are
+ * computed at the list of their positions instead, 16 output rows x 6
+ * positions (or 16 x 6 taps) a tile, the input broadcast: no extra
+ * columns (SameOut).  Each output is one running sum over the taps in
  * order (dFilter: eight lanes over the positions, added up in a fixed
  * order, image after image), and images go to threads whole, so the bits
  * are the same on any number of threads.  Measured against im2col + GEMM
@@ -957,8 +960,10 @@ typedef struct SameOut {
   int32_t *pos;      /* cv: [np] each position's y*wp + x, the last repeated */
 } SameOut;
 
-/* Images of at most this many positions take the cv layout (measured in
- * doc/speed.md); NETRUN_TEST_CONV=pv or cv (benchmarks) picks one. */
+/* Images of at most this many positions take the cv layout: against pv,
+ * 1 thread, 64 channels at 7x7 forward 0.82x the time, gradients 0.70x;
+ * 32 at 14x14 0.95x and 0.84x; 16 at 28x28 1.00x and 1.06x (doc/speed.md).
+ * NETRUN_TEST_CONV=pv or cv (tests, benchmarks) picks one for all. */
 #define SAME_CV_MAX 256
 
 static SameOut same_out(const SameGeom *s, const Window *g) {
