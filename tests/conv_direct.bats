@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
-# conv_same.bats — convolutions of stride 1 whose padding keeps the size
-# (the 3x3 and 5x5 layers of examples/fashion_resnet.net and fashion_cnn.net)
-# run on direct kernels, not im2col and GEMM (src/ops/conv.c, conv_same):
-# their results agree with the GEMM path's within float rounding, and are
-# the same bits on any thread count.  Their gradients against finite
+# conv_direct.bats — convolutions run on direct kernels, not im2col and GEMM
+# (src/ops/conv.c, conv_direct_ok; the input's gradient too for stride 1
+# and padding that keeps the size, conv_same: the 3x3 and 5x5 layers of
+# examples/fashion_resnet.net and fashion_cnn.net): their results agree
+# with the GEMM path's within float rounding, and are the same bits on any
+# thread count.  Their gradients against finite
 # differences: tests/grad/ops/conv2d_same.net (grad.bats).
 # NETRUN_TEST_CONV=gemm (netrun(1)) sends every convolution down the GEMM
 # path; =pv and =cv make every direct one take the padded-width or the
@@ -15,7 +16,8 @@ setup() {
   cd "$BATS_TEST_TMPDIR"
   # conv + bias + relu + 2x2 pool (fused_conv2d) on 14x14, a 3x3 conv of
   # 16 channels on 7x7, a 3x5 kernel, a 17x18 image (over 256 positions:
-  # the padded-width layout): every gradient asked for
+  # the padded-width layout), and on it a conv of stride 2 and one without
+  # padding (their input gradients through GEMMs): every gradient asked for
   cat > same.net <<'EOF'
 param x  : [8, 3, 14, 14] = uniform(-1, 1)
 param k1 : [16, 3, 5, 5] = uniform(-0.3, 0.3)
@@ -26,9 +28,14 @@ input r  : f32[8, 6, 7, 7] = uniform_random([8, 6, 7, 7], min=-1.0, max=1.0)
 param x4 : [3, 2, 17, 18] = uniform(-1, 1)
 param k4 : [5, 2, 3, 3] = uniform(-0.3, 0.3)
 input r4 : f32[3, 5, 17, 18] = uniform_random([3, 5, 17, 18], min=-1.0, max=1.0)
+param k5 : [4, 2, 3, 3] = uniform(-0.3, 0.3)
+input r5 : f32[3, 4, 9, 9] = uniform_random([3, 4, 9, 9], min=-1.0, max=1.0)
+param k6 : [3, 2, 5, 4] = uniform(-0.3, 0.3)
+input r6 : f32[3, 3, 13, 15] = uniform_random([3, 3, 13, 15], min=-1.0, max=1.0)
 h = max_pool2d(relu(conv2d(x, k1, paddings=[2, 2]) + b1), ksize=[2, 2])
 h = relu(conv2d(h, k2, paddings=[1, 1]))
-loss = sum(conv2d(h, k3, paddings=[1, 2]) * r) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
+l = sum(conv2d(h, k3, paddings=[1, 2]) * r) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
+loss = l + sum(conv2d(x4, k5, strides=[2, 2], paddings=[1, 1]) * r5) + sum(conv2d(x4, k6) * r6)
 EOF
 }
 
@@ -63,7 +70,7 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
 @test "direct convolutions give the same bits on 1, 2 and 3 threads" {
   for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
   [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
-    "['b1', 'k1', 'k2', 'k3', 'k4', 'x', 'x4']" ]
+    "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'x', 'x4']" ]
   cmp t1.json t2.json
   cmp t1.json t3.json
 }
