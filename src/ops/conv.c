@@ -729,12 +729,17 @@ static bool conv_direct_ok(const Window *g, int64_t o, int64_t groups) {
          (TENSOR_MAX_BYTES / (int64_t)sizeof(float)) / s.cs >= c + 1;
 }
 
-/* ... and for the input's gradient too (a convolution of dOut), when its
- * stride is 1 and its padding keeps the size (kernels of 3 and up). */
+/* A convolution of stride 1 whose padding keeps the size (kernels of 3
+ * and up). */
 static bool conv_same(const Window *g) {
   return g->sh == 1 && g->sw == 1 && g->kh >= 3 && g->kw >= 3 && 2 * g->ph == g->kh - 1 &&
          2 * g->pw == g->kw - 1 && g->oh == g->h && g->ow == g->w;
 }
+
+/* ... whose input's gradient (a convolution of dOut) takes the direct path
+ * too: of 4 input channels or more (fewer would leave most of a 4-row tile
+ * empty; 1 channel, 5x5: 1.4x the GEMM path's time). */
+static bool conv_direct_dx(const Window *g) { return conv_same(g) && g->c >= 4; }
 
 /* The filter [o, c, kh, kw] packed in panels of w (4 or 16) output rows,
  * a panel's w floats side by side for each tap: a[(r/w)*K + k][r%w], rows
@@ -971,18 +976,21 @@ typedef struct DirOut {
   int32_t *pos;      /* cv: [np] each position's y*wp + x, the last repeated */
 } DirOut;
 
-/* Images of at most this many positions take the cv layout: against pv,
+/* Images of at most this many positions, of 16 rows or more, take the cv
+ * layout (pv's tiles are of 4 rows, cv's of 16): against pv,
  * 1 thread, 64 channels at 7x7 forward 0.82x the time, gradients 0.70x;
  * 32 at 14x14 0.95x and 0.84x; 16 at 28x28 1.00x and 1.06x (doc/speed.md).
  * NETRUN_TEST_CONV=pv or cv (tests, benchmarks) picks one for all. */
 #define DIR_CV_MAX 256
 
-static DirOut dir_out(const DirGeom *s, const Window *g) {
+/* The layout for rows output rows (output channels; dInput's: input
+ * channels). */
+static DirOut dir_out(const DirGeom *s, const Window *g, int64_t rows) {
   const char *v = getenv("NETRUN_TEST_CONV");
   int64_t p = g->oh * g->ow;
   DirOut so = {.cv = !conv_same(g) || (v && strcmp(v, "cv") == 0) ? true
                       : v && strcmp(v, "pv") == 0 ? false
-                                                  : p <= DIR_CV_MAX};
+                                                  : p <= DIR_CV_MAX && rows >= 16};
   so.w = so.cv ? 16 : 4;
   if (so.cv) {
     so.np = (p + 5) / 6 * 6;
@@ -1021,9 +1029,9 @@ static void dir_compute(const DirOut *so, const DirGeom *s, const Window *g, con
 /* conv2d's forward on the direct path: image by image, e applied to each
  * image's output as it lands. */
 static void conv2d_direct_f32(const Window *g, int64_t o, const float *in, const float *filt, float *out,
-                            const Epilogue *e) {
+                              const Epilogue *e) {
   DirGeom s = dir_geom(g);
-  DirOut so = dir_out(&s, g);
+  DirOut so = dir_out(&s, g, o);
   int64_t k = g->c * g->kh * g->kw, p = g->oh * g->ow;
   float *a = dir_pack(filt, o, g->c, g->kh, g->kw, false, so.w);
   int32_t *off = dir_offsets(&s, g->c, g->kh, g->kw);
@@ -1750,15 +1758,16 @@ static void dir_filter_grad(const DirOut *so, const DirGeom *s, const Window *g,
  * within a slice, groups of dir_group images.  din, dfilt may be NULL;
  * pr (or NULL) as in conv_grad_batch. */
 static void conv_grad_direct(const Window *g, int64_t o, const float *in, const float *filt, const float *dout,
-                           float *din, float *dfilt, const Prologue *pr) {
+                             float *din, float *dfilt, const Prologue *pr) {
   DirGeom s = dir_geom(g);
-  DirOut so = dir_out(&s, g);
+  /* the filter gradient's layout (o rows) and the input gradient's (c rows) */
+  DirOut so = dir_out(&s, g, o), sx = dir_out(&s, g, g->c);
   int64_t c = g->c, kk = c * g->kh * g->kw, k6 = (kk + 5) / 6 * 6, ko = o * g->kh * g->kw;
-  int64_t ow = (o + so.w - 1) / so.w * so.w, p = g->oh * g->ow, hw = g->h * g->w;
+  int64_t orr = (o + so.w - 1) / so.w * so.w, p = g->oh * g->ow, hw = g->h * g->w;
   int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
-  /* each image's padded input (lx floats) and dOut (ld: ow channels, those past o zero) */
-  int64_t m = dir_group(&so, &s), lx = dir_len(&s, c), ld = dir_len(&s, ow);
-  float *a = din ? dir_pack(filt, o, c, g->kh, g->kw, true, so.w) : NULL;
+  /* each image's padded input (lx floats) and dOut (ld: orr channels, those past o zero) */
+  int64_t m = dir_group(&so, &s), lx = dir_len(&s, c), ld = dir_len(&s, orr);
+  float *a = din ? dir_pack(filt, o, c, g->kh, g->kw, true, sx.w) : NULL;
   int32_t *off = dir_offsets(&s, c, g->kh, g->kw), *offo = din ? dir_offsets(&s, o, g->kh, g->kw) : NULL;
   float *part;
   int64_t slices = conv_slices(g->n, o * kk, dfilt != NULL, &part);
@@ -1770,17 +1779,17 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
     if (dfilt) {
       b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
-      b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(ow * k6));
-      if (so.cv) b->dt = mem_calloc((size_t)(ow * p), sizeof *b->dt);
+      b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(orr * k6));
+      if (so.cv) b->dt = mem_calloc((size_t)(orr * p), sizeof *b->dt);
     }
-    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)dir_scratch(&so, &s, c));
+    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)dir_scratch(&sx, &s, c));
     if (pr) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t sl = 0; sl < slices; sl++) {
     Bufs *bf = &bufs[par_thread()];
     int64_t end = (sl + 1) * g->n / slices;
-    if (dfilt) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(ow * k6));
+    if (dfilt) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(orr * k6));
     for (int64_t b0 = sl * g->n / slices; b0 < end && !exec_interrupted(); b0 += m) {
       int64_t mm = end - b0 < m ? end - b0 : m;
       for (int64_t i = 0; i < mm; i++) {
@@ -1798,9 +1807,9 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
         if (dfilt && so.cv)
           for (int64_t r = 0; r < o; r++)
             for (int64_t q = 0; q < p; q++) bf->dt[(r / 16 * p + q) * 16 + r % 16] = dimg[r * p + q];
-        if (din) dir_compute(&so, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
+        if (din) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
       }
-      if (dfilt) dir_filter_grad(&so, &s, g, ow, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
+      if (dfilt) dir_filter_grad(&so, &s, g, orr, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
     }
     if (dfilt) {
       float *df = part ? part + sl * o * kk : dfilt;
@@ -1819,6 +1828,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   mem_free(off);
   mem_free(a);
   mem_free(so.pos);
+  mem_free(sx.pos);
 }
 
 
@@ -1879,8 +1889,8 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
     /* the direct path; its input gradient through GEMMs unless its stride
      * is 1 and its padding keeps the size */
     bool dk = conv_direct_ok(g, o, groups);
-    if (dk) conv_grad_direct(g, o, in, filt, dout, conv_same(g) ? din : NULL, dfilt, pr);
-    if (!dk || (din && !conv_same(g)))
+    if (dk) conv_grad_direct(g, o, in, filt, dout, conv_direct_dx(g) ? din : NULL, dfilt, pr);
+    if (!dk || (din && !conv_direct_dx(g)))
       rc = conv_grad_gemm(c, g, o, groups, in, filt, dout, din, dk ? NULL : dfilt, pr);
   }
   if (pr) {
@@ -2176,7 +2186,7 @@ OpProto op_table_conv[] = {
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
      .attrs = CONV_ATTRS,
      .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
-    {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (GEMM + col2im)",
+    {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (direct kernels, or GEMM + col2im)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
      .out = CONV_GRAD_OUT,
