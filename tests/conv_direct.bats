@@ -17,7 +17,9 @@ setup() {
   # conv + bias + relu + 2x2 pool (fused_conv2d) on 14x14, a 3x3 conv of
   # 16 channels on 7x7, a 3x5 kernel, a 17x18 image (over 256 positions:
   # the padded-width layout), and on it a conv of stride 2 and one without
-  # padding (their input gradients through GEMMs): every gradient asked for
+  # padding (their input gradients through GEMMs: 2 channels), a conv of
+  # stride 2 over 16 channels (its input gradient by phases): every
+  # gradient asked for
   cat > same.net <<'EOF'
 param x  : [8, 3, 14, 14] = uniform(-1, 1)
 param k1 : [16, 3, 5, 5] = uniform(-0.3, 0.3)
@@ -31,11 +33,14 @@ input r4 : f32[3, 5, 17, 18] = uniform_random([3, 5, 17, 18], min=-1.0, max=1.0)
 param k5 : [4, 2, 3, 3] = uniform(-0.3, 0.3)
 input r5 : f32[3, 4, 9, 9] = uniform_random([3, 4, 9, 9], min=-1.0, max=1.0)
 param k6 : [3, 2, 5, 4] = uniform(-0.3, 0.3)
+param k7 : [4, 16, 3, 3] = uniform(-0.3, 0.3)
+input r7 : f32[8, 4, 4, 4] = uniform_random([8, 4, 4, 4], min=-1.0, max=1.0)
 input r6 : f32[3, 3, 13, 15] = uniform_random([3, 3, 13, 15], min=-1.0, max=1.0)
 h = max_pool2d(relu(conv2d(x, k1, paddings=[2, 2]) + b1), ksize=[2, 2])
 h = relu(conv2d(h, k2, paddings=[1, 1]))
 l = sum(conv2d(h, k3, paddings=[1, 2]) * r) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
-loss = l + sum(conv2d(x4, k5, strides=[2, 2], paddings=[1, 1]) * r5) + sum(conv2d(x4, k6) * r6)
+l = l + sum(conv2d(x4, k5, strides=[2, 2], paddings=[1, 1]) * r5) + sum(conv2d(x4, k6) * r6)
+loss = l + sum(conv2d(h, k7, strides=[2, 2], paddings=[1, 1]) * r7)
 EOF
 }
 
@@ -70,7 +75,7 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
 @test "direct convolutions give the same bits on 1, 2 and 3 threads" {
   for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
   [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
-    "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'x', 'x4']" ]
+    "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'x', 'x4']" ]
   cmp t1.json t2.json
   cmp t1.json t3.json
 }

@@ -9,12 +9,12 @@
  * conv2d runs on direct kernels over the padded image (conv_direct_ok:
  * one group, no dilation, a kernel larger than 1x1), or else unfolds the
  * input (im2col) and multiplies by the filter with OpenBLAS's sgemm (a 1x1
- * kernel of stride 1 with no unfolding).  The pools are direct loops over each
- * window.  The gradients are dedicated ops: conv2d_grad runs the direct
- * kernels (the input's gradient too for stride 1 and padding that keeps
- * the size), or the two transposed GEMMs (dFilter = dOut . col^T,
- * dCol = Filter^T . dOut folded back by col2im); the pools' grads walk the
- * same windows as their forwards.
+ * kernel of stride 1 with no unfolding).  The pools are direct loops over
+ * each window.  The gradients are dedicated ops: conv2d_grad runs the
+ * direct kernels (the input's gradient too where conv_direct_dx says so),
+ * or the two transposed GEMMs (dFilter = dOut . col^T, dCol = Filter^T .
+ * dOut folded back by col2im); the pools' grads walk the same windows as
+ * their forwards.
  *
  * upsample_nearest2d repeats each pixel over a block; its gradient sums
  * each block back. */
@@ -670,7 +670,9 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
  *             zero; cv: dOut with its 16 rows side by side at each position);
  *   dInput  = for conv_same, the same convolution of dOut (in a border of
  *             kh-1-ph = ph) with the filter turned 180 degrees, its in and
- *             out channels swapped; other geometries through GEMMs.
+ *             out channels swapped; for other geometries of 16 input
+ *             channels or more, such convolutions over the stride's phases
+ *             (DirDx); else through GEMMs (conv_direct_dx).
  * The kernels use AVX2 and FMA, picked at run time; other machines take
  * the GEMM path.  Each output is one running sum over the taps in order
  * (dFilter: over the positions, pv in eight lanes added up in a fixed
@@ -737,10 +739,6 @@ static bool conv_same(const Window *g) {
          2 * g->pw == g->kw - 1 && g->oh == g->h && g->ow == g->w;
 }
 
-/* ... whose input's gradient (a convolution of dOut) takes the direct path
- * too: of 4 input channels or more (fewer would leave most of a 4-row tile
- * empty; 1 channel, 5x5: 1.4x the GEMM path's time). */
-static bool conv_direct_dx(const Window *g) { return conv_same(g) && g->c >= 4; }
 
 /* The filter [o, c, kh, kw] packed in panels of w (4 or 16) output rows,
  * a panel's w floats side by side for each tap: a[(r/w)*K + k][r%w], rows
@@ -1694,6 +1692,108 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
   }
 }
 
+/* The input's gradient of a direct convolution that does not keep the
+ * size (strides, other paddings; conv_direct_dx), in the cv layout over
+ * sh*sw phases: the input positions (Y, X) with (Y + ph) % sh = ry and
+ * (X + pw) % sw = rx see only the taps i = ry + sh*a, j = rx + sw*b, and
+ * for them dInput[c, Y, X] = sum over o, a, b of
+ * W[o, c, i, j] . dOut[o, Y' - a, X' - b] with Y' = (Y + ph) / sh and
+ * X' = (X + pw) / sw: a convolution of stride 1 of dOut, in a zero border
+ * of top = ceil(kh/sh) - 1 rows and left = ceil(kw/sw) - 1 columns, with
+ * the phase's taps turned around. */
+typedef struct DxPhase {
+  int64_t k, np;     /* taps; positions, rounded up to a tile of 6 */
+  float *a;          /* the phase's filter, packed in panels of 16 input channels */
+  int32_t *off;      /* [k] each tap's offset in the padded dOut */
+  int32_t *pos;      /* [np] each position's Y'*wp + X' (the last repeated) */
+  int32_t *at;       /* [np] its Y*W + X in dInput's plane */
+} DxPhase;
+
+typedef struct DirDx {
+  int64_t hp, wp, cs, top, left, len, scratch;
+  DxPhase ph[16];    /* sh*sw phases (strides up to 4 each way) */
+} DirDx;
+
+/* conv2d's input gradient of geometry g takes the direct path: a direct
+ * convolution of 16 input channels or more (the cv layout's tiles are of
+ * 16 rows), its size kept (conv_same: the row layout, 4 or more), or of
+ * strides up to 4. */
+static bool conv_direct_dx(const Window *g) {
+  if (conv_same(g)) return g->c >= 4;
+  return g->c >= 16 && g->sh <= 4 && g->sw <= 4;
+}
+
+static void dir_dx_init(DirDx *d, const Window *g, int64_t o, const float *filt) {
+  int64_t sh = g->sh, sw = g->sw, c = g->c, kh = g->kh, kw = g->kw, c16 = (c + 15) / 16 * 16;
+  int64_t ymax = (g->h - 1 + g->ph) / sh, xmax = (g->w - 1 + g->pw) / sw;
+  *d = (DirDx){.top = (kh + sh - 1) / sh - 1, .left = (kw + sw - 1) / sw - 1};
+  d->hp = (ymax + 1 > g->oh ? ymax + 1 : g->oh) + d->top;
+  d->wp = (xmax + 1 > g->ow ? xmax + 1 : g->ow) + d->left;
+  d->cs = d->hp * d->wp + DIR_PAD;
+  d->len = o * d->cs + 8;
+  for (int64_t ry = 0; ry < sh; ry++)
+    for (int64_t rx = 0; rx < sw; rx++) {
+      DxPhase *f = &d->ph[ry * sw + rx];
+      int64_t na = ry < kh ? (kh - ry + sh - 1) / sh : 0, nb = rx < kw ? (kw - rx + sw - 1) / sw : 0, n = 0;
+      f->k = o * na * nb;
+      f->a = mem_calloc((size_t)(c16 * (f->k > 0 ? f->k : 1)), sizeof *f->a);
+      f->off = mem_calloc((size_t)(f->k > 0 ? f->k : 1), sizeof *f->off);
+      for (int64_t oc = 0; oc < o; oc++)
+        for (int64_t a = 0; a < na; a++)
+          for (int64_t b = 0; b < nb; b++) {
+            int64_t t = (oc * na + a) * nb + b;
+            f->off[t] = (int32_t)(oc * d->cs + (d->top - a) * d->wp + d->left - b);
+            for (int64_t r = 0; r < c; r++)
+              f->a[(r / 16 * f->k + t) * 16 + r % 16] = filt[((oc * c + r) * kh + ry + sh * a) * kw + rx + sw * b];
+          }
+      /* the phase's input positions */
+      int64_t y0 = ((ry - g->ph) % sh + sh) % sh, x0 = ((rx - g->pw) % sw + sw) % sw;
+      int64_t ny = y0 < g->h ? (g->h - y0 + sh - 1) / sh : 0, nx = x0 < g->w ? (g->w - x0 + sw - 1) / sw : 0;
+      f->np = (ny * nx + 5) / 6 * 6;
+      f->pos = mem_alloc(NULL, sizeof *f->pos * (size_t)(f->np > 0 ? f->np : 1));
+      f->at = mem_alloc(NULL, sizeof *f->at * (size_t)(f->np > 0 ? f->np : 1));
+      for (int64_t y = y0; y < g->h; y += sh)
+        for (int64_t x = x0; x < g->w; x += sw, n++) {
+          f->pos[n] = (int32_t)((y + g->ph) / sh * d->wp + (x + g->pw) / sw);
+          f->at[n] = (int32_t)(y * g->w + x);
+        }
+      for (; n < f->np; n++) f->pos[n] = f->pos[n - 1], f->at[n] = f->at[n - 1];
+      if (c16 * f->np > d->scratch) d->scratch = c16 * f->np;
+    }
+}
+
+/* One image's dInput ([c, H, W] at dimg) from its dOut ([o, OH, OW] at
+ * g_out), through the padded buffer pad (border zero) and the scratch t. */
+static void dir_dx_image(const DirDx *d, const Window *g, int64_t o, const float *g_out, float *pad, float *t,
+                         float *dimg) {
+  int64_t c = g->c, c16 = (c + 15) / 16 * 16, hw = g->h * g->w;
+  for (int64_t oc = 0; oc < o; oc++)
+    for (int64_t y = 0; y < g->oh; y++)
+      memcpy(pad + oc * d->cs + (y + d->top) * d->wp + d->left, g_out + (oc * g->oh + y) * g->ow,
+             sizeof *pad * (size_t)g->ow);
+  for (int64_t f = 0; f < g->sh * g->sw; f++) {
+    const DxPhase *ph = &d->ph[f];
+    int64_t n = ph->np;
+    if (n == 0) continue;
+    if (ph->k == 0) {   /* no tap reaches these positions */
+      for (int64_t r = 0; r < c; r++)
+        for (int64_t j = 0; j < n; j++) dimg[r * hw + ph->at[j]] = 0.0f;
+      continue;
+    }
+    cv_rows(ph->a, c16, pad, ph->off, ph->k, ph->pos, n, t);
+    for (int64_t r = 0; r < c; r++) {
+      const float *tr = t + r / 16 * n * 16 + r % 16;
+      float *dr = dimg + r * hw;
+      for (int64_t j = 0; j < n; j++) dr[ph->at[j]] = tr[16 * j];
+    }
+  }
+}
+
+static void dir_dx_free(DirDx *d, const Window *g) {
+  for (int64_t f = 0; f < g->sh * g->sw; f++)
+    mem_free(d->ph[f].a), mem_free(d->ph[f].off), mem_free(d->ph[f].pos), mem_free(d->ph[f].at);
+}
+
 /* Filter gradients summed in at most this many slices of the batches, each
  * its own partial sum (added up in slice order at the end): threads take
  * slices.  Their number depends on the geometry alone, so the sums are the
@@ -1768,12 +1868,15 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
   /* each image's padded input (lx floats) and dOut (ld: orr channels, those past o zero) */
   int64_t m = dir_group(&so, &s), lx = dir_len(&s, c), ld = dir_len(&s, orr);
-  float *a = din ? dir_pack(filt, o, c, g->kh, g->kw, true, sx.w) : NULL;
-  int32_t *off = dir_offsets(&s, c, g->kh, g->kw), *offo = din ? dir_offsets(&s, o, g->kh, g->kw) : NULL;
+  bool same = conv_same(g);
+  float *a = din && same ? dir_pack(filt, o, c, g->kh, g->kw, true, sx.w) : NULL;
+  int32_t *off = dir_offsets(&s, c, g->kh, g->kw), *offo = din && same ? dir_offsets(&s, o, g->kh, g->kw) : NULL;
+  DirDx dx;   /* the input's gradient by phases, when the size is not kept */
+  if (din && !same) dir_dx_init(&dx, g, o, filt);
   float *part;
   int64_t slices = conv_slices(g->n, o * kk, dfilt != NULL, &part);
   int threads = dir_threads(g, slices, o);
-  typedef struct { float *x, *d, *dt, *t, *dw, *rows; } Bufs;
+  typedef struct { float *x, *d, *dt, *t, *dw, *rows, *dp; } Bufs;
   Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
   for (int i = 0; i < threads; i++) {
     Bufs *b = &bufs[i];
@@ -1783,7 +1886,8 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
       b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(orr * k6));
       if (so.cv) b->dt = mem_calloc((size_t)(orr * p), sizeof *b->dt);
     }
-    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)dir_scratch(&sx, &s, c));
+    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)(same ? dir_scratch(&sx, &s, c) : dx.scratch));
+    if (din && !same) b->dp = mem_calloc((size_t)dx.len, sizeof *b->dp);
     if (pr) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
@@ -1803,12 +1907,13 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
           dimg = bf->rows;
         }
         float *d = bf->d + i * ld;
-        if (din || !so.cv) dir_fill(&s, g, o, dimg, d);
+        if ((din && same) || !so.cv) dir_fill(&s, g, o, dimg, d);
         if (dfilt) dir_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
         if (dfilt && so.cv)
           for (int64_t r = 0; r < o; r++)
             for (int64_t q = 0; q < p; q++) bf->dt[(r / 16 * p + q) * 16 + r % 16] = dimg[r * p + q];
-        if (din) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
+        if (din && same) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
+        else if (din) dir_dx_image(&dx, g, o, dimg, bf->dp, bf->t, din + b * c * hw);
       }
       if (dfilt) dir_filter_grad(&so, &s, g, orr, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
     }
@@ -1821,9 +1926,10 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   }
   for (int i = 0; i < threads; i++) {
     mem_free(bufs[i].x), mem_free(bufs[i].d), mem_free(bufs[i].dt), mem_free(bufs[i].t);
-    mem_free(bufs[i].dw), mem_free(bufs[i].rows);
+    mem_free(bufs[i].dw), mem_free(bufs[i].rows), mem_free(bufs[i].dp);
   }
   mem_free(bufs);
+  if (din && !same) dir_dx_free(&dx, g);
   if (part) add_slices(dfilt, part, slices, o * kk);
   mem_free(offo);
   mem_free(off);
