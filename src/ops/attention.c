@@ -157,7 +157,14 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
            q + r0 * d, (int)d, 1, dk, (int)d);                                                               \
     }                                                                                                        \
   }
-ATT_LOOPS(att_f32, float, cblas_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
+/* cblas_sgemm's arguments, through par_sgemm1 (its beta = 0 by memset). */
+static void att_sgemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  (void)o;   /* always CblasRowMajor */
+  par_sgemm1(ta == CblasTrans, tb == CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+ATT_LOOPS(att_f32, float, att_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
 ATT_LOOPS(att_f64, double, cblas_dgemm, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
 /* The geometry of Q, K and V, checked as infer_attention does (a kernel
