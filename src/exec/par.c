@@ -24,8 +24,11 @@
  * once), so a machine that stays busy is not probed every check.  (A
  * thread spinning idle between loops waits too when another process takes
  * its core: one look is not enough.)  Since no team changes a result, it
- * may change at any loop.  A PAR_EACH loop hands its iterations (a
- * convolution's batches of images, attention's slices) out one at a time
+ * may change at any loop.  (Attention's slices run on the pool, as the
+ * GEMMs around them do: one set of threads for a transformer's step, not
+ * the pool's worker spinning beside an OpenMP thread woken for the next
+ * op.)  A PAR_EACH loop hands its iterations (a
+ * convolution's batches of images) out one at a time
  * as threads come free, so a thread kept off its core holds up only the
  * one it took: it keeps every thread (par.h's par_each_threads), which on
  * a busy host gets netrun its fair share of the cores (fashion_resnet's
@@ -215,6 +218,10 @@ static struct {
 } pool;
 
 static _Thread_local int worker_id = -1;
+/* par_slot's answer: set as a thread starts on a call's parts */
+static _Thread_local int part_slot;
+
+int par_slot(void) { return part_slot; }
 
 static bool in_omp(void) {
 #ifdef _OPENMP
@@ -256,6 +263,7 @@ static bool spin_while(_Atomic uint32_t *w, uint32_t seen) {
  * generation found with no part left.  Worker `id` (-1: the caller) joins
  * only a job that counts it among its takers. */
 static uint32_t take_parts(int id) {
+  part_slot = id + 1;
   for (;;) {
     uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
     uint32_t g = (uint32_t)(c >> 32), p = (uint32_t)c;
@@ -327,7 +335,10 @@ void par_parts(int64_t parts, ParPart fn, void *arg) {
     idle = pool.n > 0 && atomic_compare_exchange_strong(&pool.busy, &idle, true);
   }
   if (!idle) {   /* one thread: in order, no job at all */
+    int slot = part_slot;   /* a call from inside a part keeps its caller's */
+    part_slot = 0;
     for (int64_t p = 0; p < parts; p++) fn(arg, p);
+    part_slot = slot;
     return;
   }
   uint32_t g = atomic_load(&pool.gen) + 1;
