@@ -24,10 +24,10 @@
  * once), so a machine that stays busy is not probed every check.  (A
  * thread spinning idle between loops waits too when another process takes
  * its core: one look is not enough.)  Since no team changes a result, it
- * may change at any loop.  (Attention's slices run on the pool, as the
- * GEMMs around them do: one set of threads for a transformer's step, not
- * the pool's worker spinning beside an OpenMP thread woken for the next
- * op.)  A PAR_EACH loop hands its iterations (a
+ * may change at any loop.  (Attention's slices and layer norm's rows run
+ * on the pool, as the GEMMs around them do: one set of threads for a
+ * transformer's step, not the pool's worker spinning beside an OpenMP
+ * thread woken for the next op.)  A PAR_EACH loop hands its iterations (a
  * convolution's batches of images) out one at a time
  * as threads come free, so a thread kept off its core holds up only the
  * one it took: it keeps every thread (par.h's par_each_threads), which on

@@ -641,7 +641,8 @@ LN_ROW(ln_row_f32, float)
 LN_ROW(ln_row_f64, double)
 
 /* layer_norm's rows r0..r1 - 1 of n values: blocks of LN_ROWS rows go to
- * the threads, each row's result its own (the same bits on any number).
+ * the threads (the pool: LnJob below), each row's result its own (the
+ * same bits on any number).
  * Each row function comes in an AVX2 version (VMATH_CLONES). */
 #define LN_ROWS 32
 /* ln_rows_S for element type T. */
@@ -655,6 +656,30 @@ VMATH_CLONES static void NAME(const T *x, T *y, const T *sv, const T *bv, int64_
 }
 LN_ROWS_FN(ln_rows_f32, float, f32)
 LN_ROWS_FN(ln_rows_f64, double, f64)
+
+/* A layer_norm or layer_norm_grad call's parts, for the pool: par_parts,
+ * which runs the GEMMs around a transformer's layer norms too, so a step
+ * wakes one set of threads (src/exec/par.c), not an OpenMP thread beside
+ * the pool's. */
+typedef struct LnJob {
+  const void *x, *sv, *bv, *dy;
+  void *y, *dx;
+  double *as, *ab, *buf;   /* the gradient's column sums and row buffers, w a part */
+  int64_t rows, n, per, w;  /* per: rows a part (the forward's: LN_ROWS) */
+  double eps;
+} LnJob;
+
+/* fn for each of parts on the pool when there is work enough, else here. */
+static void ln_run(LnJob *j, int64_t parts, ParPart fn) {
+  if (parts > 1 && j->rows * j->n >= PAR_MIN_WORK) par_parts(parts, fn, j);
+  else
+    for (int64_t p = 0; p < parts; p++) fn(j, p);
+}
+
+/* The forward's part p: rows p * LN_ROWS onwards. */
+#define LN_PART(NAME, T, S)                                                                           static void NAME(void *arg, int64_t p) {                                                              const LnJob *j = arg;                                                                               int64_t r0 = p * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;                        ln_rows_##S(j->x, j->y, j->sv, j->bv, r0, r1, j->n, j->eps);                                      }
+LN_PART(ln_part_f32, float, f32)
+LN_PART(ln_part_f64, double, f64)
 
 /* NAME_f32 and NAME_f64 from TEMPLATE (its arguments: the function's name,
  * the element type T and its suffix S, which names T's helpers: tensor_S,
@@ -685,11 +710,9 @@ static int NAME(ExecCtx *c) {                                                   
     rows = 0;                                                                                         \
   }                                                                                                   \
   const T *sv = sc ? tensor_##S(sc) : NULL, *bv = bi ? tensor_##S(bi) : NULL;                         \
-  int64_t blocks = n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0;                                        \
-  PAR_FOR(blocks > 1 && rows * n >= PAR_MIN_WORK)                                                     \
-  for (int64_t k = 0; k < blocks; k++)                                                                \
-    ln_rows_##S(tensor_##S(x), tensor_##S(out), sv, bv, k * LN_ROWS,                                  \
-                (k + 1) * LN_ROWS < rows ? (k + 1) * LN_ROWS : rows, n, eps);                         \
+  LnJob j = {.x = tensor_##S(x), .y = tensor_##S(out), .sv = sv, .bv = bv, .rows = rows, .n = n,      \
+             .per = LN_ROWS, .eps = eps};                                                             \
+  ln_run(&j, n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0, ln_part_##S);                                \
   tensor_unref(x);                                                                                    \
   tensor_unref(sc);                                                                                   \
   tensor_unref(bi);                                                                                   \
@@ -1241,6 +1264,18 @@ VMATH_CLONES static void NAME(const T *x, const T *gy, T *dx, const T *sv, doubl
 LN_GRAD_ROWS(ln_grad_rows_f32, float, f32)
 LN_GRAD_ROWS(ln_grad_rows_f64, double, f64)
 
+/* The gradient's part p: its rows, its own column sums and buffers. */
+#define LN_GRAD_PART(NAME, T, S)                                                                         \
+  static void NAME(void *arg, int64_t p) {                                                               \
+    const LnJob *j = arg;                                                                                \
+    int64_t r0 = p * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;                         \
+    ln_grad_rows_##S(j->x, j->dy, j->dx, j->sv, j->as ? j->as + p * j->w : NULL,                         \
+                     j->ab ? j->ab + p * j->w : NULL, j->buf + 2 * p * j->w, j->buf + (2 * p + 1) * j->w, \
+                     r0, r1, j->n, j->eps);                                                              \
+  }
+LN_GRAD_PART(ln_grad_part_f32, float, f32)
+LN_GRAD_PART(ln_grad_part_f64, double, f64)
+
 /* layer_norm_grad for element type T (suffix S: see F32_F64). */
 #define LAYER_NORM_GRAD(NAME, T, S)                                                                      \
 static int NAME(ExecCtx *c) {                                                                            \
@@ -1263,12 +1298,9 @@ static int NAME(ExecCtx *c) {                                                   
   double *buf = mem_alloc(NULL, sizeof *buf * (2 * (size_t)(parts * w) + 1));                            \
   const T *sv = sc ? tensor_##S(sc) : NULL;                                                              \
   T *dx = dxt ? tensor_##S(dxt) : NULL;                                                                  \
-  PAR_FOR(parts > 1 && rows * n >= PAR_MIN_WORK)                                                         \
-  for (int64_t p = 0; p < parts; p++) {                                                                  \
-    int64_t r0 = p * per, r1 = r0 + per < rows ? r0 + per : rows;                                        \
-    ln_grad_rows_##S(tensor_##S(x), tensor_##S(dyt), dx, sv, as ? as + p * w : NULL,                     \
-                     ab ? ab + p * w : NULL, buf + 2 * p * w, buf + (2 * p + 1) * w, r0, r1, n, eps);    \
-  }                                                                                                      \
+  LnJob j = {.x = tensor_##S(x), .dy = tensor_##S(dyt), .dx = dx, .sv = sv, .as = as, .ab = ab,          \
+             .buf = buf, .rows = rows, .n = n, .per = per, .w = w, .eps = eps};                          \
+  ln_run(&j, parts, ln_grad_part_##S);                                                                   \
   for (int64_t i = 0; i < n; i++) {                                                                      \
     double ts = 0, tb = 0;                                                                               \
     for (int64_t p = 0; p < parts; p++) {                                                                \
