@@ -419,15 +419,12 @@ static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
  * gradient d's row = (exp(x - m) / s - onehot(l)) * gl[r], the softmax
  * recomputed stably into it (y NULL).  One row at a time, each pass over
  * it (maximum, shift, exp, sum, scale) while it is in cache; EXPS, MAX
- * and SUM are vmath.h's. */
+ * and SUM are vmath.h's.  Rows r0..r1 - 1, their labels checked. */
 #define SOFTMAX_CE_LOOPS(NAME, T, EXPS, MAX, SUM)                                                                 \
-static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t ncls, T *y, const T *gl, T *d,    \
-                T *e) {                                                                                           \
-  const int64_t *label = tensor_i64(lb);                                                                          \
-  int rc = 0;                                                                                                     \
-  for (int64_t r = 0; r < rows; r++) {                                                                            \
+static void NAME(const T *x, const int64_t *label, int64_t r0, int64_t r1, int64_t ncls, T *y, const T *gl, T *d,  \
+                 T *e) {                                                                                          \
+  for (int64_t r = r0; r < r1; r++) {                                                                             \
     int64_t l = label[r];                                                                                         \
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                         \
     const T *row = x + r * ncls;                                                                                  \
     T *er = d ? d + r * ncls : e;                                                                                 \
     T m = MAX(row, ncls);                                                                                         \
@@ -442,19 +439,55 @@ static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t 
     for (int64_t j = 0; j < ncls; j++) er[j] *= k;                                                                \
     er[l] -= gl[r];                                                                                               \
   }                                                                                                               \
-  return rc;                                                                                                      \
 }
 SOFTMAX_CE_LOOPS(softmax_ce_f32, float, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
 SOFTMAX_CE_LOOPS(softmax_ce_f64, double, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
+/* A softmax_cross_entropy (or its grad) call: its rows in blocks of
+ * CE_ROWS on the pool (par_parts), each row's result its own (the same
+ * bits on any number of threads), each thread's row buffer e its own
+ * (par_slot). */
+#define CE_ROWS 64
+typedef struct CeJob {
+  bool f64;
+  const void *x, *gl;
+  const int64_t *label;
+  int64_t rows, ncls;
+  void *y, *d;
+  char *e;
+  size_t ebytes;
+} CeJob;
+
+static void ce_part(void *arg, int64_t p) {
+  const CeJob *j = arg;
+  int64_t r0 = p * CE_ROWS, r1 = r0 + CE_ROWS < j->rows ? r0 + CE_ROWS : j->rows;
+  void *e = j->e ? j->e + j->ebytes * (size_t)par_slot() : NULL;
+  if (j->f64) softmax_ce_f64(j->x, j->label, r0, r1, j->ncls, j->y, j->gl, j->d, e);
+  else softmax_ce_f32(j->x, j->label, r0, r1, j->ncls, j->y, j->gl, j->d, e);
+}
+
+/* Checks every label (the first bad one is the error), then runs the rows. */
+static int ce_run(ExecCtx *c, const Tensor *lb, CeJob *j) {
+  j->label = tensor_i64(lb);
+  for (int64_t r = 0; r < j->rows; r++)
+    if (label_check(c, lb, r, j->label[r], j->ncls) < 0) return -1;
+  int64_t parts = (j->rows + CE_ROWS - 1) / CE_ROWS;
+  bool many = parts > 1 && j->rows * j->ncls >= PAR_MIN_WORK;
+  j->ebytes = (j->f64 ? sizeof(double) : sizeof(float)) * (size_t)j->ncls;
+  j->e = j->d ? NULL : mem_alloc(NULL, j->ebytes * (size_t)(many ? par_max_threads() : 1));
+  if (many) par_parts(parts, ce_part, j);
+  else
+    for (int64_t p = 0; p < parts; p++) ce_part(j, p);
+  mem_free(j->e);
+  return 0;
+}
+
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
   Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *loss = exec_ctx_out(c, 0);
-  int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
-  void *e = mem_alloc(NULL, dtype_size(lg->dtype) * (size_t)ncls);
-  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, tensor_f64(loss), NULL, NULL, e)
-                               : softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, tensor_f32(loss), NULL, NULL, e);
-  mem_free(e);
+  CeJob j = {.f64 = lg->dtype == DT_F64, .x = lg->data, .rows = prod(lg->shape, 0, lg->rank - 1),
+             .ncls = lg->shape[lg->rank - 1], .y = loss->data};
+  int rc = ce_run(c, lb, &j);
   tensor_unref(lg);
   return rc;
 }
@@ -1171,10 +1204,9 @@ static int k_softmax_ce_grad(ExecCtx *c) {
     tensor_unref(lg);
     return exec_ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
-  if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
-    rc = softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, NULL, tensor_f64(dl), tensor_f64(dx), NULL);
-  else
-    rc = softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, NULL, tensor_f32(dl), tensor_f32(dx), NULL);
+  CeJob j = {.f64 = lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64, .x = lg->data,
+             .gl = dl->data, .rows = rows, .ncls = ncls, .d = dx->data};
+  rc = ce_run(c, lb, &j);
   tensor_unref(lg);
   return rc;
 }
