@@ -24,16 +24,16 @@
  * once), so a machine that stays busy is not probed every check.  (A
  * thread spinning idle between loops waits too when another process takes
  * its core: one look is not enough.)  Since no team changes a result, it
- * may change at any loop.  (Attention's slices and layer norm's rows run
- * on the pool, as the GEMMs around them do: one set of threads for a
- * transformer's step, not the pool's worker spinning beside an OpenMP
- * thread woken for the next op.)  A PAR_EACH loop hands its iterations (a
- * convolution's batches of images) out one at a time
- * as threads come free, so a thread kept off its core holds up only the
- * one it took: it keeps every thread (par.h's par_each_threads), which on
- * a busy host gets netrun its fair share of the cores (fashion_resnet's
- * step beside two busy loops, 2 threads: 0.62-0.81x its time on the
- * shrunk team; doc/speed.md). */
+ * may change at any loop.  (Attention's slices, layer norm's and
+ * softmax-cross-entropy's rows run on the pool, as the GEMMs around them
+ * do: one set of threads for a transformer's step, not the pool's worker
+ * spinning beside an OpenMP thread woken for the next op.)  A PAR_EACH
+ * loop hands its iterations (a convolution's batches of images) out one
+ * at a time as threads come free, so a thread kept off its core holds up
+ * only the one it took: it keeps every thread (par.h's par_each_threads),
+ * which on a busy host gets netrun its fair share of the cores
+ * (fashion_resnet's step beside two busy loops, 2 threads: 0.62-0.81x its
+ * time on the shrunk team; doc/speed.md). */
 #include "exec/par.h"
 
 #include <cblas.h>
