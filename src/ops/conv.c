@@ -6,11 +6,15 @@
  * must be at least 1.  Inputs compute in f32 (i64 is promoted; bool is an
  * error); results are f32.
  *
- * conv2d unfolds the input (im2col) and multiplies by the filter with
- * OpenBLAS's sgemm; the pools are direct loops over each window.  Their
- * gradients are dedicated ops: conv2d_grad runs the two transposed GEMMs
- * (dFilter = dOut . col^T, dCol = Filter^T . dOut folded back by col2im),
- * the pools' grads walk the same windows as their forwards.
+ * conv2d runs on direct kernels over the padded image (conv_direct_ok:
+ * one group, no dilation, a kernel larger than 1x1), or else unfolds the
+ * input (im2col) and multiplies by the filter with OpenBLAS's sgemm (a 1x1
+ * kernel of stride 1 with no unfolding).  The pools are direct loops over each
+ * window.  The gradients are dedicated ops: conv2d_grad runs the direct
+ * kernels (the input's gradient too for stride 1 and padding that keeps
+ * the size), or the two transposed GEMMs (dFilter = dOut . col^T,
+ * dCol = Filter^T . dOut folded back by col2im); the pools' grads walk the
+ * same windows as their forwards.
  *
  * upsample_nearest2d repeats each pixel over a block; its gradient sums
  * each block back. */
@@ -21,7 +25,11 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 /* ---- attribute pairs ---------------------------------------------------------- */
 
@@ -640,6 +648,418 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
   }
 }
 
+/* ---- direct convolutions ------------------------------------------------------------
+ * conv2d of one group without dilation (conv_direct_ok) runs without
+ * im2col, without col2im and without OpenBLAS's copies of its operands.
+ * Each image is copied once into a zero border ([C, H+2ph, W+2pw], each
+ * channel's plane followed by a few zeros), and the kernels read its taps
+ * in place: output position (y, x) reads tap (c, i, j) at
+ * c*cs + (y*sh + i)*wp + x*sw + j.  Two layouts of the work (DirOut):
+ *   pv: for stride 1 and padding that keeps the size (conv_same: the 3x3
+ *       and 5x5 layers of ResNets and LeNets) on images of over 256
+ *       positions, the output is computed in rows of the padded width,
+ *       q = y*wp + x, so every tap is one contiguous run of the padded
+ *       image (the wp - W columns past each row's end are computed and
+ *       dropped); 4 output rows x 24 positions, or 4 rows x 3 filter taps,
+ *       in twelve registers;
+ *   cv: otherwise, at the list of the output's positions, 16 output rows
+ *       x 6 positions (or 16 rows x 6 taps) a tile, the input broadcast.
+ * The gradients:
+ *   dFilter[o, c, i, j] = sum over positions of dOut[o, q] . image[tap + q]
+ *             (pv: dOut in rows of the padded width, its extra columns
+ *             zero; cv: dOut with its 16 rows side by side at each position);
+ *   dInput  = for conv_same, the same convolution of dOut (in a border of
+ *             kh-1-ph = ph) with the filter turned 180 degrees, its in and
+ *             out channels swapped; other geometries through GEMMs.
+ * The kernels use AVX2 and FMA, picked at run time; other machines take
+ * the GEMM path.  Each output is one running sum over the taps in order
+ * (dFilter: over the positions, pv in eight lanes added up in a fixed
+ * order, image after image), and images go to threads whole, so the bits
+ * are the same on any number of threads.  Measured against im2col + GEMM
+ * in doc/speed.md. */
+
+#define DIR_QB 24   /* output positions per forward tile: three vectors */
+#define DIR_PAD 8   /* zeros after each channel's padded plane */
+
+typedef struct DirGeom {
+  int64_t hp, wp, cs;   /* padded sides; a channel's stride: hp*wp + DIR_PAD */
+  int64_t q, q8;        /* positions of the output in padded-width rows (oh*wp),
+                           and rounded up to a vector */
+} DirGeom;
+
+/* Whether this machine runs the kernels; NETRUN_TEST_CONV=gemm (tests and
+ * benchmarks only) sends every convolution down the GEMM path instead. */
+static bool dir_cpu(void) {
+  static int ok = -1;
+  if (ok < 0) {
+    const char *v = getenv("NETRUN_TEST_CONV");
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    ok = 0;
+#endif
+    if (v && strcmp(v, "gemm") == 0) ok = 0;
+  }
+  return ok;
+}
+
+static DirGeom dir_geom(const Window *g) {
+  DirGeom s = {.hp = g->h + 2 * g->ph, .wp = g->w + 2 * g->pw};
+  s.cs = s.hp * s.wp + DIR_PAD;
+  s.q = g->oh * s.wp;
+  s.q8 = (s.q + 7) / 8 * 8;
+  return s;
+}
+
+/* Floats of a padded buffer of c channels: the kernels read up to q8
+ * past the last channel's first tap. */
+static int64_t dir_len(const DirGeom *s, int64_t c) { return c * s->cs + s->q8 + 8; }
+
+/* conv2d of geometry g (o output channels, groups) takes the direct path
+ * forward and for the filter's gradient: one group, no dilation, any
+ * stride and padding, a kernel larger than 1x1 (of stride 1, a 1x1
+ * kernel's image is its own column matrix: a GEMM with no copy; of stride
+ * 2, its gradients took 1.2-1.3x the GEMM path's time). */
+static bool conv_direct_ok(const Window *g, int64_t o, int64_t groups) {
+  if (groups != 1 || g->dh != 1 || g->dw != 1 || g->kh * g->kw == 1 || !dir_cpu()) return false;
+  DirGeom s = dir_geom(g);
+  int64_t c = g->c > o ? g->c : o;
+  /* offsets are int32; a plane's buffers stay within what netrun allocates */
+  return s.hp <= INT32_MAX / s.wp && c <= (INT32_MAX - s.q8 - 8) / s.cs &&
+         (TENSOR_MAX_BYTES / (int64_t)sizeof(float)) / s.cs >= c + 1;
+}
+
+/* A convolution of stride 1 whose padding keeps the size (kernels of 3
+ * and up). */
+static bool conv_same(const Window *g) {
+  return g->sh == 1 && g->sw == 1 && g->kh >= 3 && g->kw >= 3 && 2 * g->ph == g->kh - 1 &&
+         2 * g->pw == g->kw - 1 && g->oh == g->h && g->ow == g->w;
+}
+
+/* ... whose input's gradient (a convolution of dOut) takes the direct path
+ * too: of 4 input channels or more (fewer would leave most of a 4-row tile
+ * empty; 1 channel, 5x5: 1.4x the GEMM path's time). */
+static bool conv_direct_dx(const Window *g) { return conv_same(g) && g->c >= 4; }
+
+/* The filter [o, c, kh, kw] packed in panels of w (4 or 16) output rows,
+ * a panel's w floats side by side for each tap: a[(r/w)*K + k][r%w], rows
+ * past o zero.  flip: the filter for dInput instead, its rows the c input
+ * channels and its taps (o, kh-1-i, kw-1-j). */
+static float *dir_pack(const float *f, int64_t o, int64_t c, int64_t kh, int64_t kw, bool flip, int64_t w) {
+  int64_t rows = flip ? c : o, k = (flip ? o : c) * kh * kw, rw = (rows + w - 1) / w * w;
+  float *a = mem_calloc((size_t)(rw * k), sizeof *a);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t t = 0; t < k; t++) {
+      float v;
+      if (flip) {
+        int64_t oc = t / (kh * kw), i = t / kw % kh, j = t % kw;
+        v = f[((oc * c + r) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+      } else {
+        v = f[r * k + t];
+      }
+      a[(r / w * k + t) * w + r % w] = v;
+    }
+  return a;
+}
+
+/* Tap t = (channel, i, j) of c channels at offset channel*cs + i*wp + j,
+ * the list padded with zeros to a multiple of 6 (the filter kernels take
+ * 3 or 6 taps at a time). */
+static int32_t *dir_offsets(const DirGeom *s, int64_t c, int64_t kh, int64_t kw) {
+  int64_t k = c * kh * kw, k6 = (k + 5) / 6 * 6;
+  int32_t *off = mem_calloc((size_t)k6, sizeof *off);
+  for (int64_t t = 0; t < k; t++) off[t] = (int32_t)(t / (kh * kw) * s->cs + t / kw % kh * s->wp + t % kw);
+  return off;
+}
+
+/* c channels of an image ([c, H, W]) into the middle of pad, whose border
+ * stays zero. */
+static void dir_fill(const DirGeom *s, const Window *g, int64_t c, const float *img, float *pad) {
+  for (int64_t ch = 0; ch < c; ch++)
+    for (int64_t y = 0; y < g->h; y++)
+      memcpy(pad + ch * s->cs + (y + g->ph) * s->wp + g->pw, img + (ch * g->h + y) * g->w,
+             sizeof *pad * (size_t)g->w);
+}
+
+/* rows rows of t (row stride q8, padded width) into dst ([rows, OH, OW]). */
+static void dir_unpad(const DirGeom *s, const Window *g, int64_t rows, const float *t, float *dst) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t y = 0; y < g->oh; y++)
+      memcpy(dst + (r * g->oh + y) * g->ow, t + r * s->q8 + y * s->wp, sizeof *dst * (size_t)g->ow);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DIR_TARGET __attribute__((target("avx2,fma")))
+
+/* t[r, 0..8*nv) = sum over taps i in order of a[i][r] * s[off[i] + 0..8*nv), r < 4 */
+DIR_TARGET static inline __attribute__((always_inline)) void dir_tile_n(const float *a, const float *s,
+                                                                         const int32_t *off, int64_t k,
+                                                                         float *t, int64_t ldt, int nv) {
+  __m256 c[4][3];
+  for (int r = 0; r < 4; r++)
+    for (int v = 0; v < nv; v++) c[r][v] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k; i++, a += 4) {
+    const float *p = s + off[i];
+    __m256 b[3];
+    for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(p + 8 * v);
+    for (int r = 0; r < 4; r++) {
+      __m256 w = _mm256_broadcast_ss(a + r);
+      for (int v = 0; v < nv; v++) c[r][v] = _mm256_fmadd_ps(w, b[v], c[r][v]);
+    }
+  }
+  for (int r = 0; r < 4; r++)
+    for (int v = 0; v < nv; v++) _mm256_storeu_ps(t + r * ldt + 8 * v, c[r][v]);
+}
+
+/* t[r, 0..n) for the rows4 (a multiple of 4) rows of the packed filter a,
+ * over the k taps off of the padded image s: tiles of 24 positions, the
+ * last of 8 or 16 (n is a multiple of 8). */
+DIR_TARGET static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k,
+                                  int64_t n, float *t, int64_t ldt) {
+  int64_t q = 0;
+  for (; q + DIR_QB <= n; q += DIR_QB)
+    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 3);
+  if (q + 16 == n)
+    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 2);
+  else if (q + 8 == n)
+    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 1);
+}
+
+/* v's eight lanes added up: (0+4, 1+5, 2+6, 3+7), then pairs, then the two */
+DIR_TARGET static inline float dir_hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+/* dw[r, j] += sum over images i < m, then positions q < n (a multiple of
+ * 8), of d[r][i*ds + q] * s[i*ss + off[j] + q], r < 4, j < 3: each lane a
+ * running sum, the lanes added up at the end. */
+DIR_TARGET static void dir_filter_tile(const float *const d[4], int64_t ds, const float *s, int64_t ss,
+                                         const int32_t *off, int64_t n, int64_t m, float *dw, int64_t ldw) {
+  /* named accumulators, as in cv_tile */
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00, c20 = c00,
+         c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+  for (int64_t i = 0; i < m; i++) {
+    const float *s0 = s + i * ss + off[0], *s1 = s + i * ss + off[1], *s2 = s + i * ss + off[2];
+    const float *d0 = d[0] + i * ds, *d1 = d[1] + i * ds, *d2 = d[2] + i * ds, *d3 = d[3] + i * ds;
+    for (int64_t q = 0; q < n; q += 8) {
+      __m256 b0 = _mm256_loadu_ps(s0 + q), b1 = _mm256_loadu_ps(s1 + q), b2 = _mm256_loadu_ps(s2 + q), g;
+#define PV_STEP(D, C0, C1, C2)                                                                            \
+  g = _mm256_loadu_ps(D + q), C0 = _mm256_fmadd_ps(g, b0, C0), C1 = _mm256_fmadd_ps(g, b1, C1), \
+  C2 = _mm256_fmadd_ps(g, b2, C2)
+      PV_STEP(d0, c00, c01, c02);
+      PV_STEP(d1, c10, c11, c12);
+      PV_STEP(d2, c20, c21, c22);
+      PV_STEP(d3, c30, c31, c32);
+#undef PV_STEP
+    }
+  }
+  dw[0] += dir_hsum(c00), dw[1] += dir_hsum(c01), dw[2] += dir_hsum(c02);
+  dw += ldw;
+  dw[0] += dir_hsum(c10), dw[1] += dir_hsum(c11), dw[2] += dir_hsum(c12);
+  dw += ldw;
+  dw[0] += dir_hsum(c20), dw[1] += dir_hsum(c21), dw[2] += dir_hsum(c22);
+  dw += ldw;
+  dw[0] += dir_hsum(c30), dw[1] += dir_hsum(c31), dw[2] += dir_hsum(c32);
+}
+
+/* Small images (channel-vectorized): t[j][0..16) = sum over taps i in order
+ * of a[i][0..16) * s[pos[j] + off[i]], for the 6 output positions pos[j]:
+ * 16 output rows in two vectors, each position's input broadcast. */
+DIR_TARGET static void cv_tile(const float *a, const float *s, const int32_t *off, int64_t k,
+                                const int32_t *pos, float *t) {
+  /* named accumulators: as an array, GCC stores them to the stack each turn */
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+         c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const float *p0 = s + pos[0], *p1 = s + pos[1], *p2 = s + pos[2], *p3 = s + pos[3], *p4 = s + pos[4],
+              *p5 = s + pos[5];
+  for (int64_t i = 0; i < k; i++, a += 16) {
+    __m256 a0 = _mm256_loadu_ps(a), a1 = _mm256_loadu_ps(a + 8), b;
+    int64_t o = off[i];
+#define CV_STEP(P, C0, C1) \
+  b = _mm256_broadcast_ss(P + o), C0 = _mm256_fmadd_ps(a0, b, C0), C1 = _mm256_fmadd_ps(a1, b, C1)
+    CV_STEP(p0, c00, c01);
+    CV_STEP(p1, c10, c11);
+    CV_STEP(p2, c20, c21);
+    CV_STEP(p3, c30, c31);
+    CV_STEP(p4, c40, c41);
+    CV_STEP(p5, c50, c51);
+#undef CV_STEP
+  }
+  _mm256_storeu_ps(t, c00), _mm256_storeu_ps(t + 8, c01), _mm256_storeu_ps(t + 16, c10);
+  _mm256_storeu_ps(t + 24, c11), _mm256_storeu_ps(t + 32, c20), _mm256_storeu_ps(t + 40, c21);
+  _mm256_storeu_ps(t + 48, c30), _mm256_storeu_ps(t + 56, c31), _mm256_storeu_ps(t + 64, c40);
+  _mm256_storeu_ps(t + 72, c41), _mm256_storeu_ps(t + 80, c50), _mm256_storeu_ps(t + 88, c51);
+}
+
+/* t[(r/16)*np + j][r%16] for the rows16 rows of the packed filter a (panels
+ * of 16) at the np (a multiple of 6) positions pos of s. */
+DIR_TARGET static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_t *off, int64_t k,
+                                const int32_t *pos, int64_t np, float *t) {
+  for (int64_t r = 0; r < rows16; r += 16)
+    for (int64_t j = 0; j < np; j += 6) cv_tile(a + r * k, s, off, k, pos + j, t + (r / 16 * np + j) * 16);
+}
+
+/* dw[j][0..16) += sum over images i < m, then positions p < np, of
+ * d[i*ds + p*16 + 0..16) * s[i*ss + pos[p] + off[j]], j < 6: dOut's 16
+ * rows side by side at each position, the input broadcast. */
+DIR_TARGET static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t ss, const int32_t *off,
+                                       const int32_t *pos, int64_t np, int64_t m, float *dw) {
+  /* named accumulators, as in cv_tile */
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+         c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const int64_t o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5];
+  for (int64_t i = 0; i < m; i++) {
+    const float *di = d + i * ds, *si = s + i * ss;
+    for (int64_t q = 0; q < np; q++) {
+      __m256 d0 = _mm256_loadu_ps(di + 16 * q), d1 = _mm256_loadu_ps(di + 16 * q + 8), b;
+      const float *x = si + pos[q];
+#define CV_STEP(O, C0, C1) \
+  b = _mm256_broadcast_ss(x + O), C0 = _mm256_fmadd_ps(d0, b, C0), C1 = _mm256_fmadd_ps(d1, b, C1)
+      CV_STEP(o0, c00, c01);
+      CV_STEP(o1, c10, c11);
+      CV_STEP(o2, c20, c21);
+      CV_STEP(o3, c30, c31);
+      CV_STEP(o4, c40, c41);
+      CV_STEP(o5, c50, c51);
+#undef CV_STEP
+    }
+  }
+#define CV_ADD(J, C0, C1)                                                              \
+  _mm256_storeu_ps(dw + 16 * J, _mm256_add_ps(_mm256_loadu_ps(dw + 16 * J), C0)),      \
+      _mm256_storeu_ps(dw + 16 * J + 8, _mm256_add_ps(_mm256_loadu_ps(dw + 16 * J + 8), C1))
+  CV_ADD(0, c00, c01);
+  CV_ADD(1, c10, c11);
+  CV_ADD(2, c20, c21);
+  CV_ADD(3, c30, c31);
+  CV_ADD(4, c40, c41);
+  CV_ADD(5, c50, c51);
+#undef CV_ADD
+}
+#else
+static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k, int64_t n,
+                      float *t, int64_t ldt) {
+  (void)a, (void)rows4, (void)s, (void)off, (void)k, (void)n, (void)t, (void)ldt;
+}
+static void dir_filter_tile(const float *const d[4], int64_t ds, const float *s, int64_t ss,
+                             const int32_t *off, int64_t n, int64_t m, float *dw, int64_t ldw) {
+  (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)n, (void)m, (void)dw, (void)ldw;
+}
+static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_t *off, int64_t k,
+                    const int32_t *pos, int64_t np, float *t) {
+  (void)a, (void)rows16, (void)s, (void)off, (void)k, (void)pos, (void)np, (void)t;
+}
+static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t ss, const int32_t *off,
+                           const int32_t *pos, int64_t np, int64_t m, float *dw) {
+  (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)pos, (void)np, (void)m, (void)dw;
+}
+#endif
+
+/* Threads that take images: every thread, when there are images enough and
+ * each does enough work. */
+static int dir_threads(const Window *g, int64_t units, int64_t o) {
+  if (units < 2 || o * g->c * g->kh * g->kw * g->oh * g->ow < CONV_THREAD_WORK) return 1;
+  int t = par_each_threads();
+  return t < units ? t : (int)units;
+}
+
+/* How the direct path lays out one convolution's outputs: in rows of the
+ * padded width, vectors along the positions (pv); or, for small images,
+ * at the list of their positions, vectors across 16 output channels (cv:
+ * on a 7x7 image, rows of the padded width would compute 63 positions for
+ * 49, vectors along them 64). */
+typedef struct DirOut {
+  bool cv;
+  int64_t w;         /* the packed filter's panel width: 4 (pv) or 16 (cv) */
+  int64_t np;        /* cv: positions, rounded up to a tile of 6 */
+  int32_t *pos;      /* cv: [np] each position's y*wp + x, the last repeated */
+} DirOut;
+
+/* Images of at most this many positions, of 16 rows or more, take the cv
+ * layout (pv's tiles are of 4 rows, cv's of 16): against pv,
+ * 1 thread, 64 channels at 7x7 forward 0.82x the time, gradients 0.70x;
+ * 32 at 14x14 0.95x and 0.84x; 16 at 28x28 1.00x and 1.06x (doc/speed.md).
+ * NETRUN_TEST_CONV=pv or cv (tests, benchmarks) picks one for all. */
+#define DIR_CV_MAX 256
+
+/* The layout for rows output rows (output channels; dInput's: input
+ * channels). */
+static DirOut dir_out(const DirGeom *s, const Window *g, int64_t rows) {
+  const char *v = getenv("NETRUN_TEST_CONV");
+  int64_t p = g->oh * g->ow;
+  DirOut so = {.cv = !conv_same(g) || (v && strcmp(v, "cv") == 0) ? true
+                      : v && strcmp(v, "pv") == 0 ? false
+                                                  : p <= DIR_CV_MAX && rows >= 16};
+  so.w = so.cv ? 16 : 4;
+  if (so.cv) {
+    so.np = (p + 5) / 6 * 6;
+    so.pos = mem_alloc(NULL, sizeof *so.pos * (size_t)so.np);
+    for (int64_t q = 0; q < so.np; q++) {
+      int64_t at = q < p ? q : p - 1;
+      so.pos[q] = (int32_t)(at / g->ow * g->sh * s->wp + at % g->ow * g->sw);
+    }
+  }
+  return so;
+}
+
+/* Floats of the scratch that dir_compute needs for rows output rows. */
+static int64_t dir_scratch(const DirOut *so, const DirGeom *s, int64_t rows) {
+  return so->cv ? (rows + 15) / 16 * 16 * so->np : (rows + 3) / 4 * 4 * s->q8;
+}
+
+/* dst ([rows, OH, OW]) = the packed filter a (k taps off) over the padded
+ * image pad, through the scratch t. */
+static void dir_compute(const DirOut *so, const DirGeom *s, const Window *g, const float *a, int64_t rows,
+                         const float *pad, const int32_t *off, int64_t k, float *t, float *dst) {
+  if (!so->cv) {
+    dir_rows(a, (rows + 3) / 4 * 4, pad, off, k, s->q8, t, s->q8);
+    dir_unpad(s, g, rows, t, dst);
+    return;
+  }
+  int64_t p = g->oh * g->ow;
+  cv_rows(a, (rows + 15) / 16 * 16, pad, off, k, so->pos, so->np, t);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *tr = t + r / 16 * so->np * 16 + r % 16;
+    float *d = dst + r * p;
+    for (int64_t q = 0; q < p; q++) d[q] = tr[16 * q];
+  }
+}
+
+/* conv2d's forward on the direct path: image by image, e applied to each
+ * image's output as it lands. */
+static void conv2d_direct_f32(const Window *g, int64_t o, const float *in, const float *filt, float *out,
+                              const Epilogue *e) {
+  DirGeom s = dir_geom(g);
+  DirOut so = dir_out(&s, g, o);
+  int64_t k = g->c * g->kh * g->kw, p = g->oh * g->ow;
+  float *a = dir_pack(filt, o, g->c, g->kh, g->kw, false, so.w);
+  int32_t *off = dir_offsets(&s, g->c, g->kh, g->kw);
+  int threads = dir_threads(g, g->n, o);
+  float **pad = mem_calloc((size_t)threads, sizeof *pad), **t = mem_calloc((size_t)threads, sizeof *t);
+  for (int i = 0; i < threads; i++) {
+    pad[i] = mem_calloc((size_t)dir_len(&s, g->c), sizeof **pad);
+    t[i] = mem_alloc(NULL, sizeof **t * (size_t)dir_scratch(&so, &s, o));
+  }
+  PAR_EACH(threads > 1, threads)
+  for (int64_t b = 0; b < g->n; b++) {
+    if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
+    int th = par_thread();
+    float *dst = out + b * o * p;
+    dir_fill(&s, g, g->c, in + b * g->c * g->h * g->w, pad[th]);
+    dir_compute(&so, &s, g, a, o, pad[th], off, k, t[th], dst);
+    if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
+    pool_rows(e, g, o, b, 0, o, out);
+  }
+  for (int i = 0; i < threads; i++) mem_free(pad[i]), mem_free(t[i]);
+  mem_free(pad);
+  mem_free(t);
+  mem_free(off);
+  mem_free(a);
+  mem_free(so.pos);
+}
+
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                       const float *filt, float *out, const Epilogue *e) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
@@ -651,6 +1071,10 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
         finish_rows(e, 0, o, p, out + b * o * p, p, out + b * o * p, p);
         pool_rows(e, g, o, b, 0, o, out);
       }
+    return 0;
+  }
+  if (conv_direct_ok(g, o, groups)) {
+    conv2d_direct_f32(g, o, in, filt, out, e);
     return 0;
   }
   ConvPlan pl;
@@ -1277,6 +1701,160 @@ static void conv_grad_batch(const ConvPlan *pl, const Window *g, int64_t o, int6
 #define CONV_SLICES 16
 #define CONV_SLICE_FLOATS ((int64_t)1 << 22)
 
+/* Filter gradients summed in slices (each its own sum, parts + s*n):
+ * added to dfilt in slice order. */
+static void add_slices(float *dfilt, float *part, int64_t slices, int64_t n) {
+  for (int64_t s = 0; s < slices; s++) {
+    const float *ps = part + s * n;
+    for (int64_t i = 0; i < n; i++) dfilt[i] += ps[i];
+  }
+  mem_free(part);
+}
+
+/* How many slices the filter's gradient of units batches of images is
+ * summed in (CONV_SLICES), and their partial sums (NULL: dfilt itself). */
+static int64_t conv_slices(int64_t units, int64_t n, bool dfilt, float **part) {
+  int64_t slices = units < CONV_SLICES ? units : CONV_SLICES;
+  while (slices > 1 && slices * n > CONV_SLICE_FLOATS) slices--;
+  *part = dfilt && slices > 1 ? mem_calloc((size_t)(slices * n), sizeof **part) : NULL;
+  return slices;
+}
+
+/* Images whose filter gradients one pass of the pv kernel sums: enough
+ * positions (256) that adding up its lanes costs little.  The cv kernel's
+ * lanes are outputs of their own: one image at a time. */
+static int64_t dir_group(const DirOut *so, const DirGeom *s) {
+  return so->cv ? 1 : (256 + s->q8 - 1) / s->q8;
+}
+
+/* The filter's gradient from the images a group holds: pv, dOut's rows
+ * in the padded width (their extra columns are the border's zeros) against
+ * the taps of each image's padded input; cv, dOut with 16 rows side by
+ * side at each position (dt) against the input at the positions.  Nine
+ * (pv) or twelve (cv) taps at a time over every row: their input stays in
+ * the first-level cache. */
+static void dir_filter_grad(const DirOut *so, const DirGeom *s, const Window *g, int64_t o4, int64_t k6,
+                             const float *d, int64_t ld, const float *dt, const float *x, int64_t lx,
+                             const int32_t *off, int64_t m, float *dw) {
+  if (so->cv) {
+    int64_t p = g->oh * g->ow;
+    for (int64_t t0 = 0; t0 < k6; t0 += 12)
+      for (int64_t r = 0; r < o4; r += 16)
+        for (int64_t t = t0; t < k6 && t < t0 + 12; t += 6)
+          cv_filter_tile(dt + r * p, 0, x, 0, off + t, so->pos, p, 1, dw + (r / 16 * k6 + t) * 16);
+    return;
+  }
+  for (int64_t t0 = 0; t0 < k6; t0 += 9)
+    for (int64_t r = 0; r < o4; r += 4) {
+      const float *dr[4];
+      for (int i = 0; i < 4; i++) dr[i] = d + (r + i) * s->cs + g->ph * s->wp + g->pw;
+      for (int64_t t = t0; t < k6 && t < t0 + 9; t += 3)
+        dir_filter_tile(dr, ld, x, lx, off + t, s->q8, m, dw + r * k6 + t, k6);
+    }
+}
+
+/* conv2d's gradients on the direct path (conv_direct_ok; din only if
+ * conv_same), image by image in slices (conv_slices) whose filter
+ * gradients are partial sums added up in order, as conv_grad_gemm's are;
+ * within a slice, groups of dir_group images.  din, dfilt may be NULL;
+ * pr (or NULL) as in conv_grad_batch. */
+static void conv_grad_direct(const Window *g, int64_t o, const float *in, const float *filt, const float *dout,
+                             float *din, float *dfilt, const Prologue *pr) {
+  DirGeom s = dir_geom(g);
+  /* the filter gradient's layout (o rows) and the input gradient's (c rows) */
+  DirOut so = dir_out(&s, g, o), sx = dir_out(&s, g, g->c);
+  int64_t c = g->c, kk = c * g->kh * g->kw, k6 = (kk + 5) / 6 * 6, ko = o * g->kh * g->kw;
+  int64_t orr = (o + so.w - 1) / so.w * so.w, p = g->oh * g->ow, hw = g->h * g->w;
+  int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
+  /* each image's padded input (lx floats) and dOut (ld: orr channels, those past o zero) */
+  int64_t m = dir_group(&so, &s), lx = dir_len(&s, c), ld = dir_len(&s, orr);
+  float *a = din ? dir_pack(filt, o, c, g->kh, g->kw, true, sx.w) : NULL;
+  int32_t *off = dir_offsets(&s, c, g->kh, g->kw), *offo = din ? dir_offsets(&s, o, g->kh, g->kw) : NULL;
+  float *part;
+  int64_t slices = conv_slices(g->n, o * kk, dfilt != NULL, &part);
+  int threads = dir_threads(g, slices, o);
+  typedef struct { float *x, *d, *dt, *t, *dw, *rows; } Bufs;
+  Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
+  for (int i = 0; i < threads; i++) {
+    Bufs *b = &bufs[i];
+    b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
+    if (dfilt) {
+      b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
+      b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(orr * k6));
+      if (so.cv) b->dt = mem_calloc((size_t)(orr * p), sizeof *b->dt);
+    }
+    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)dir_scratch(&sx, &s, c));
+    if (pr) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
+  }
+  PAR_EACH(threads > 1, threads)
+  for (int64_t sl = 0; sl < slices; sl++) {
+    Bufs *bf = &bufs[par_thread()];
+    int64_t end = (sl + 1) * g->n / slices;
+    if (dfilt) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(orr * k6));
+    for (int64_t b0 = sl * g->n / slices; b0 < end && !exec_interrupted(); b0 += m) {
+      int64_t mm = end - b0 < m ? end - b0 : m;
+      for (int64_t i = 0; i < mm; i++) {
+        int64_t b = b0 + i;
+        const float *dimg = dout + b * o * p;
+        if (pr) {
+          for (int64_t ch = 0; ch < o; ch++)
+            start_row(pr, b, o, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL,
+                      g, bf->rows + ch * p);
+          dimg = bf->rows;
+        }
+        float *d = bf->d + i * ld;
+        if (din || !so.cv) dir_fill(&s, g, o, dimg, d);
+        if (dfilt) dir_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
+        if (dfilt && so.cv)
+          for (int64_t r = 0; r < o; r++)
+            for (int64_t q = 0; q < p; q++) bf->dt[(r / 16 * p + q) * 16 + r % 16] = dimg[r * p + q];
+        if (din) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
+      }
+      if (dfilt) dir_filter_grad(&so, &s, g, orr, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
+    }
+    if (dfilt) {
+      float *df = part ? part + sl * o * kk : dfilt;
+      for (int64_t r = 0; r < o; r++)
+        for (int64_t t = 0; t < kk; t++)
+          df[r * kk + t] += so.cv ? bf->dw[(r / 16 * k6 + t) * 16 + r % 16] : bf->dw[r * k6 + t];
+    }
+  }
+  for (int i = 0; i < threads; i++) {
+    mem_free(bufs[i].x), mem_free(bufs[i].d), mem_free(bufs[i].dt), mem_free(bufs[i].t);
+    mem_free(bufs[i].dw), mem_free(bufs[i].rows);
+  }
+  mem_free(bufs);
+  if (part) add_slices(dfilt, part, slices, o * kk);
+  mem_free(offo);
+  mem_free(off);
+  mem_free(a);
+  mem_free(so.pos);
+  mem_free(sx.pos);
+}
+
+
+/* conv2d's gradients through im2col and GEMMs, batch by batch
+ * (conv_grad_batch). */
+static int conv_grad_gemm(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
+                          const float *filt, const float *dout, float *din, float *dfilt, const Prologue *pr) {
+  int64_t kk = g->c / groups * g->kh * g->kw;
+  ConvPlan pl;
+  if (!conv_plan(g, o, groups, &pl)) return conv_too_large(c, g, groups);
+  float *part;
+  int64_t slices = conv_slices(pl.batches, o * kk, dfilt != NULL, &part);
+  conv_plan_threads(&pl, slices, pr != NULL);
+  PAR_EACH(pl.threads > 1, pl.threads)
+  for (int64_t s = 0; s < slices; s++) {
+    ConvBufs *buf = &pl.bufs[par_thread()];
+    float *df = part ? part + s * o * kk : dfilt;
+    for (int64_t bi = s * pl.batches / slices; bi < (s + 1) * pl.batches / slices; bi++)
+      conv_grad_batch(&pl, g, o, groups, bi, in, filt, dout, din, df, pr, buf);
+  }
+  if (part) add_slices(dfilt, part, slices, o * kk);
+  conv_plan_free(&pl);
+  return 0;
+}
+
 /* conv2d's gradients, batch by batch (conv_grad_batch).  Every buffer is
  * allocated once. */
 static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
@@ -1309,30 +1887,12 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
                   row);
     mem_free(row);
   } else {
-    ConvPlan pl;
-    if (!conv_plan(g, o, groups, &pl)) {
-      rc = conv_too_large(c, g, groups);
-    } else {
-      int64_t slices = pl.batches < CONV_SLICES ? pl.batches : CONV_SLICES;
-      while (slices > 1 && slices * o * kk > CONV_SLICE_FLOATS) slices--;
-      conv_plan_threads(&pl, slices, pr != NULL);
-      float *part = dfilt && slices > 1 ? mem_calloc((size_t)(slices * o * kk), sizeof *part) : NULL;
-      PAR_EACH(pl.threads > 1, pl.threads)
-      for (int64_t s = 0; s < slices; s++) {
-        ConvBufs *buf = &pl.bufs[par_thread()];
-        float *df = part ? part + s * o * kk : dfilt;
-        for (int64_t bi = s * pl.batches / slices; bi < (s + 1) * pl.batches / slices; bi++)
-          conv_grad_batch(&pl, g, o, groups, bi, in, filt, dout, din, df, pr, buf);
-      }
-      if (part) {
-        for (int64_t s = 0; s < slices; s++) {
-          const float *ps = part + s * o * kk;
-          for (int64_t i = 0; i < o * kk; i++) dfilt[i] += ps[i];
-        }
-        mem_free(part);
-      }
-      conv_plan_free(&pl);
-    }
+    /* the direct path; its input gradient through GEMMs unless its stride
+     * is 1 and its padding keeps the size */
+    bool dk = conv_direct_ok(g, o, groups);
+    if (dk) conv_grad_direct(g, o, in, filt, dout, conv_direct_dx(g) ? din : NULL, dfilt, pr);
+    if (!dk || (din && !conv_direct_dx(g)))
+      rc = conv_grad_gemm(c, g, o, groups, in, filt, dout, din, dk ? NULL : dfilt, pr);
   }
   if (pr) {
     if (rc == 0) bias_grad(pr, g, o);
@@ -1627,7 +2187,7 @@ OpProto op_table_conv[] = {
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
      .attrs = CONV_ATTRS,
      .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
-    {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (GEMM + col2im)",
+    {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (direct kernels, or GEMM + col2im)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
      .out = CONV_GRAD_OUT,

@@ -5,7 +5,10 @@
 Exports SCRIPT.net's forward program to ONNX (with WEIGHTS when given),
 then at batch 3 and 4 feeds the same random inputs to ONNX Runtime on the
 exported model and to `netrun predict --output VALUE` on the script: the
-outputs agree within 1e-5 relative.  Then imports the exported model with
+outputs agree within 1e-5 relative, each value of its own magnitude or, near
+zero, of the largest's (both sum in float32 in their own orders: through
+fashion_resnet's 15 convolutions the two differ by up to 2.4e-6 on logits of
+magnitude 4, 0.016260624 against 0.016259318 on one).  Then imports the exported model with
 `netrun import` and checks that its predictions are the script's, bit for
 bit."""
 import os, subprocess, sys, tempfile
@@ -53,7 +56,8 @@ def main():
                              else rng.integers(0, 10, shape).astype(np.int64))
         want = predict(netrun, script, feeds, value, lambda k: k, work, weights)
         got = sess.run(None, feeds)[0]
-        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+        scale = 1e-5 * max(float(np.abs(want).max()), 0.1)
+        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=scale):
             bad = np.argmax(np.abs(got - want) - 1e-5 * np.abs(want)) if got.shape == want.shape else 0
             sys.exit("batch %d: ONNX Runtime gives %s, netrun %s (element %d: %r against %r)" %
                      (batch, got.ravel()[:4], want.ravel()[:4], bad, got.ravel()[bad], want.ravel()[bad]))

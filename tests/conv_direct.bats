@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# conv_direct.bats — convolutions run on direct kernels, not im2col and GEMM
+# (src/ops/conv.c, conv_direct_ok; the input's gradient too for stride 1
+# and padding that keeps the size, conv_same: the 3x3 and 5x5 layers of
+# examples/fashion_resnet.net and fashion_cnn.net): their results agree
+# with the GEMM path's within float rounding, and are the same bits on any
+# thread count.  Their gradients against finite
+# differences: tests/grad/ops/conv2d_same.net (grad.bats).
+# NETRUN_TEST_CONV=gemm (netrun(1)) sends every convolution down the GEMM
+# path; =pv and =cv make every direct one take the padded-width or the
+# channel layout.
+bats_require_minimum_version 1.5.0
+
+setup() {
+  NETRUN=${NETRUN:-$BATS_TEST_DIRNAME/../netrun}
+  cd "$BATS_TEST_TMPDIR"
+  # conv + bias + relu + 2x2 pool (fused_conv2d) on 14x14, a 3x3 conv of
+  # 16 channels on 7x7, a 3x5 kernel, a 17x18 image (over 256 positions:
+  # the padded-width layout), and on it a conv of stride 2 and one without
+  # padding (their input gradients through GEMMs): every gradient asked for
+  cat > same.net <<'EOF'
+param x  : [8, 3, 14, 14] = uniform(-1, 1)
+param k1 : [16, 3, 5, 5] = uniform(-0.3, 0.3)
+param b1 : [16, 1, 1] = uniform(-0.1, 0.1)
+param k2 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param k3 : [6, 16, 3, 5] = uniform(-0.3, 0.3)
+input r  : f32[8, 6, 7, 7] = uniform_random([8, 6, 7, 7], min=-1.0, max=1.0)
+param x4 : [3, 2, 17, 18] = uniform(-1, 1)
+param k4 : [5, 2, 3, 3] = uniform(-0.3, 0.3)
+input r4 : f32[3, 5, 17, 18] = uniform_random([3, 5, 17, 18], min=-1.0, max=1.0)
+param k5 : [4, 2, 3, 3] = uniform(-0.3, 0.3)
+input r5 : f32[3, 4, 9, 9] = uniform_random([3, 4, 9, 9], min=-1.0, max=1.0)
+param k6 : [3, 2, 5, 4] = uniform(-0.3, 0.3)
+input r6 : f32[3, 3, 13, 15] = uniform_random([3, 3, 13, 15], min=-1.0, max=1.0)
+h = max_pool2d(relu(conv2d(x, k1, paddings=[2, 2]) + b1), ksize=[2, 2])
+h = relu(conv2d(h, k2, paddings=[1, 1]))
+l = sum(conv2d(h, k3, paddings=[1, 2]) * r) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
+loss = l + sum(conv2d(x4, k5, strides=[2, 2], paddings=[1, 1]) * r5) + sum(conv2d(x4, k6) * r6)
+EOF
+}
+
+# The largest difference between the gradients of two `netrun grad --format
+# json` outputs, tensor by tensor, over that tensor's largest magnitude.
+max_rel_diff() {
+  python3 -c '
+import json, sys
+a, b = (json.load(open(f))["grads"] for f in sys.argv[1:3])
+assert a.keys() == b.keys() and all(a[k]["shape"] == b[k]["shape"] for k in a)
+print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(x) for x in a[k]["data"])
+          for k in a))
+' "$1" "$2"
+}
+
+@test "direct convolutions agree with im2col and GEMM within float rounding, forward and backward" {
+  NETRUN_TEST_CONV=gemm "$NETRUN" grad same.net --format json > gemm.json
+  # the default, and each of the two layouts on every image
+  for v in default pv cv; do
+    NETRUN_TEST_CONV=$v "$NETRUN" grad same.net --format json > $v.json
+    # the paths ran: their sums are taken in other orders
+    run ! cmp -s $v.json gemm.json
+    rel=$(max_rel_diff gemm.json $v.json)
+    echo "$v: largest relative difference $rel"
+    awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 2e-6) }'
+  done
+  # the default takes the channel layout on 14x14 and 7x7, the other on 17x18
+  run ! cmp -s default.json pv.json
+  run ! cmp -s default.json cv.json
+}
+
+@test "direct convolutions give the same bits on 1, 2 and 3 threads" {
+  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
+  [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
+    "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'x', 'x4']" ]
+  cmp t1.json t2.json
+  cmp t1.json t3.json
+}
