@@ -50,6 +50,30 @@ NET
   [ "$output" = $'id,class\n1,0\n2,1' ]
 }
 
+@test "predict: a row's class is its first largest logit; a NaN never wins unless it is first (19 classes: two lanes of 8 and a tail)" {
+  # logits = log(x): -1 gives NaN, 0 gives -inf.  Rows: a tie (3 and 12);
+  # a NaN first; NaNs where lanes start (1, 4, 7) and the largest at 15;
+  # all -inf; the largest in the tail (18); all NaN but the first; -inf
+  # first, NaNs and another -inf; a tie across lanes (8 and 16).
+  sed 's/f32\[B, 3\]/f32[B, 19]/; s/x \* 1.0/log(x)/' cls.net > log19.net
+  python3 - <<'PY'
+rows = []
+def row(r): rows.append(",".join(r) + ",0")
+def base(v): return [v] * 19
+r = base("1"); r[3] = r[12] = "5"; row(r)
+r = base("1"); r[0] = "-1"; r[5] = "9"; row(r)
+r = base("2"); r[1] = r[4] = r[7] = "-1"; r[15] = "4"; row(r)
+row(base("0"))
+r = base("1"); r[18] = "3"; r[17] = "2"; row(r)
+r = base("-1"); r[0] = "0.5"; row(r)
+r = base("-1"); r[0] = r[9] = "0"; row(r)
+r = base("1"); r[8] = r[16] = "6"; row(r)
+open("rows.csv", "w").write(",".join("x%d" % i for i in range(19)) + ",y\n" + "\n".join(rows) + "\n")
+PY
+  run -0 --separate-stderr "$NETRUN" predict log19.net --data rows.csv --batch 4 --format csv
+  [ "$output" = $'id,class\n1,3\n2,0\n3,15\n4,0\n5,18\n6,0\n7,0\n8,8' ] || { echo "$output"; false; }
+}
+
 @test "predict --format csv: several --output values, NAME[i] columns, 9 digits, nan and -inf" {
   run -0 --separate-stderr "$NETRUN" predict vals.net --set 'x=[[1,0,-1],[2,2,2]]' --output third --output lg --format csv
   # Fed inputs have no data rows: id counts the rows from 1.

@@ -24,13 +24,16 @@
  * once), so a machine that stays busy is not probed every check.  (A
  * thread spinning idle between loops waits too when another process takes
  * its core: one look is not enough.)  Since no team changes a result, it
- * may change at any loop.  A PAR_EACH loop hands its iterations (a
- * convolution's batches of images, attention's slices) out one at a time
- * as threads come free, so a thread kept off its core holds up only the
- * one it took: it keeps every thread (par.h's par_each_threads), which on
- * a busy host gets netrun its fair share of the cores (fashion_resnet's
- * step beside two busy loops, 2 threads: 0.62-0.81x its time on the
- * shrunk team; doc/speed.md). */
+ * may change at any loop.  (Attention's slices, layer norm's and
+ * softmax-cross-entropy's rows run on the pool, as the GEMMs around them
+ * do: one set of threads for a transformer's step, not the pool's worker
+ * spinning beside an OpenMP thread woken for the next op.)  A PAR_EACH
+ * loop hands its iterations (a convolution's batches of images) out one
+ * at a time as threads come free, so a thread kept off its core holds up
+ * only the one it took: it keeps every thread (par.h's par_each_threads),
+ * which on a busy host gets netrun its fair share of the cores
+ * (fashion_resnet's step beside two busy loops, 2 threads: 0.62-0.81x its
+ * time on the shrunk team; doc/speed.md). */
 #include "exec/par.h"
 
 #include <cblas.h>
@@ -42,6 +45,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,6 +218,10 @@ static struct {
 } pool;
 
 static _Thread_local int worker_id = -1;
+/* par_slot's answer: set as a thread starts on a call's parts */
+static _Thread_local int part_slot;
+
+int par_slot(void) { return part_slot; }
 
 static bool in_omp(void) {
 #ifdef _OPENMP
@@ -255,6 +263,7 @@ static bool spin_while(_Atomic uint32_t *w, uint32_t seen) {
  * generation found with no part left.  Worker `id` (-1: the caller) joins
  * only a job that counts it among its takers. */
 static uint32_t take_parts(int id) {
+  part_slot = id + 1;
   for (;;) {
     uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
     uint32_t g = (uint32_t)(c >> 32), p = (uint32_t)c;
@@ -326,7 +335,10 @@ void par_parts(int64_t parts, ParPart fn, void *arg) {
     idle = pool.n > 0 && atomic_compare_exchange_strong(&pool.busy, &idle, true);
   }
   if (!idle) {   /* one thread: in order, no job at all */
+    int slot = part_slot;   /* a call from inside a part keeps its caller's */
+    part_slot = 0;
     for (int64_t p = 0; p < parts; p++) fn(arg, p);
+    part_slot = slot;
     return;
   }
   uint32_t g = atomic_load(&pool.gen) + 1;
@@ -350,6 +362,22 @@ void par_parts(int64_t parts, ParPart fn, void *arg) {
   atomic_store(&pool.busy, false);
 }
 
+/* OpenBLAS's beta = 0 zeroes C in a pass of its own (sgemm_beta, 7% of a
+ * char_lm step on one thread) that is slower than memset; with beta = 1 it
+ * skips the pass and its kernel adds AB to C as it would to that pass's
+ * zeros: the same bits. */
+void par_sgemm1(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                int ldb, float beta, float *c, int ldc) {
+  if (beta == 0 && m > 0 && n > 0) {
+    if (ldc == n) memset(c, 0, sizeof *c * (size_t)m * (size_t)n);
+    else
+      for (int i = 0; i < m; i++) memset(c + (int64_t)i * ldc, 0, sizeof *c * (size_t)n);
+    beta = 1;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+              lda, b, ldb, beta, c, ldc);
+}
+
 /* Part p of parts of a GEMM cut along C's columns (cols) or rows. */
 static void gemm_part(int p, int parts, bool cols, bool ta, bool tb, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
@@ -370,9 +398,8 @@ static void gemm_part(int p, int parts, bool cols, bool ta, bool tb, int m, int 
   int64_t rows = PAR_PANEL_WORK / ((int64_t)n * k + 1) / PAR_PANEL_ALIGN * PAR_PANEL_ALIGN;
   if (rows < PAR_PANEL_MIN_ROWS) rows = PAR_PANEL_MIN_ROWS;
   for (int64_t r = 0; r < m && !(r && exec_interrupted()); r += rows)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)(m - r < rows ? m - r : rows), n, k, alpha, a + (ta ? r : r * lda), lda, b, ldb, beta,
-                c + r * ldc, ldc);
+    par_sgemm1(ta, tb, (int)(m - r < rows ? m - r : rows), n, k, alpha, a + (ta ? r : r * lda), lda, b, ldb, beta,
+               c + r * ldc, ldc);
 }
 
 typedef struct Gemm {

@@ -34,12 +34,21 @@ int par_team(void);
  * The caller takes parts too and returns when all are done. */
 typedef void (*ParPart)(void *arg, int64_t p);
 void par_parts(int64_t parts, ParPart fn, void *arg);
+/* Inside fn: the slot of the thread running the part, from 0 to
+ * par_max_threads() - 1, no two threads of one par_parts call sharing one
+ * (the caller's is 0), for buffers of the call's own. */
+int par_slot(void);
 
 /* C = alpha op(A) op(B) + beta C, row-major, as cblas_sgemm, on the team:
  * rows or columns of C in parts fixed by the shape, each part one
  * single-threaded sgemm. */
 void par_sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                int ldb, float beta, float *c, int ldc);
+
+/* cblas_sgemm (row-major) on the calling thread, a beta of 0 done by
+ * memset before OpenBLAS's kernel (par.c): the same bits, faster. */
+void par_sgemm1(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                int ldb, float beta, float *c, int ldc);
 
 #define PAR_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP

@@ -157,7 +157,14 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
            q + r0 * d, (int)d, 1, dk, (int)d);                                                               \
     }                                                                                                        \
   }
-ATT_LOOPS(att_f32, float, cblas_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
+/* cblas_sgemm's arguments, through par_sgemm1 (its beta = 0 by memset). */
+static void att_sgemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  (void)o;   /* always CblasRowMajor */
+  par_sgemm1(ta == CblasTrans, tb == CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+ATT_LOOPS(att_f32, float, att_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
 ATT_LOOPS(att_f64, double, cblas_dgemm, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
 /* The geometry of Q, K and V, checked as infer_attention does (a kernel
@@ -190,13 +197,60 @@ static DType att_dtype(ExecCtx *c, int slot) {
   return o && o->dtype == DT_F64 ? DT_F64 : DT_F32;
 }
 
-/* Threads for n parts of work (a GEMM each or more): one when there is
- * little, else every thread (par_each_threads: the parts are handed out
- * one at a time).  The parts' results do not depend on it. */
-static int att_threads(int64_t parts, int64_t flops) {
-  int t = par_each_threads();
-  if (flops < 1 << 20) t = 1;
-  return parts < t ? (int)parts : t;
+/* One call's parts on the threads (par_parts: the pool that runs the GEMMs,
+ * so a step's GEMMs and attention share one set of threads; each part
+ * taken by whichever is free, so a thread another process keeps off its
+ * core holds up only the part it took), or in order on this thread when
+ * there is little work.  Each thread has its own score buffers of `per`
+ * elements (par_slot).  The parts' results do not depend on the threads. */
+typedef struct AttRun {
+  const AttGeom *g;
+  DType t;
+  const Tensor *q, *k, *v, *dout;
+  void *out, *dq, *dk, *dv;   /* the forward's Out, or the gradients */
+  int64_t blocks;             /* the forward's blocks of ATT_ROWS rows a slice */
+  size_t bytes;               /* a thread's buffers */
+  char *buf;
+} AttRun;
+
+static void att_run(AttRun *r, int64_t parts, size_t per_thread, ParPart fn) {
+  const AttGeom *g = r->g;
+  bool many = parts > 1 && g->n * g->tq * g->tk * (g->d + g->dv) >= 1 << 20;
+  r->bytes = per_thread;
+  r->buf = mem_alloc(NULL, per_thread * (size_t)(many ? par_max_threads() : 1));
+  if (many) par_parts(parts, fn, r);
+  else
+    for (int64_t p = 0; p < parts; p++) fn(r, p);
+  mem_free(r->buf);
+}
+
+/* The forward's part p: block p % blocks of slice p / blocks. */
+static void att_fwd_part(void *arg, int64_t p) {
+  const AttRun *r = arg;
+  const AttGeom *g = r->g;
+  int64_t sl = p / r->blocks, r0 = p % r->blocks * ATT_ROWS, r1 = r0 + ATT_ROWS < g->tq ? r0 + ATT_ROWS : g->tq;
+  void *s = r->buf + r->bytes * (size_t)par_slot();
+  if (r->t == DT_F64)
+    att_f64_fwd(g, tensor_f64(r->q) + sl * g->tq * g->d, tensor_f64(r->k) + sl * g->tk * g->d,
+                tensor_f64(r->v) + sl * g->tk * g->dv, r0, r1, (double *)r->out + sl * g->tq * g->dv, s);
+  else
+    att_f32_fwd(g, tensor_f32(r->q) + sl * g->tq * g->d, tensor_f32(r->k) + sl * g->tk * g->d,
+                tensor_f32(r->v) + sl * g->tk * g->dv, r0, r1, (float *)r->out + sl * g->tq * g->dv, s);
+}
+
+/* The backward's part sl: slice sl, its blocks in order. */
+static void att_bwd_part(void *arg, int64_t sl) {
+  const AttRun *r = arg;
+  const AttGeom *g = r->g;
+  char *s = r->buf + r->bytes * (size_t)par_slot();
+  size_t per = (size_t)(ATT_ROWS * g->tk), oq = (size_t)(sl * g->tq * g->d), ok = (size_t)(sl * g->tk * g->d),
+         ov = (size_t)(sl * g->tk * g->dv), oo = (size_t)(sl * g->tq * g->dv);
+  if (r->t == DT_F64)
+    att_f64_bwd(g, tensor_f64(r->q) + oq, tensor_f64(r->k) + ok, tensor_f64(r->v) + ov, tensor_f64(r->dout) + oo,
+                (double *)r->dq + oq, (double *)r->dk + ok, (double *)r->dv + ov, (double *)s, (double *)s + per);
+  else
+    att_f32_bwd(g, tensor_f32(r->q) + oq, tensor_f32(r->k) + ok, tensor_f32(r->v) + ov, tensor_f32(r->dout) + oo,
+                (float *)r->dq + oq, (float *)r->dk + ok, (float *)r->dv + ov, (float *)s, (float *)s + per);
 }
 
 static int k_attention(ExecCtx *c) {
@@ -208,22 +262,9 @@ static int k_attention(ExecCtx *c) {
   if (!att_geom(c, q, k, v, &g)) rc = -1;
   else if (g.tk == 0 && g.tq > 0 && g.dv > 0 && g.n > 0) rc = exec_ctx_fail(c, "K and V have no keys (Tk is 0)");
   else if (out->numel > 0) {
-    int64_t blocks = (g.tq + ATT_ROWS - 1) / ATT_ROWS, parts = g.n * blocks;
-    int threads = att_threads(parts, g.n * g.tq * g.tk * (g.d + g.dv));
-    size_t es = dtype_size(t), per = (size_t)(ATT_ROWS * g.tk);
-    char *buf = mem_alloc(NULL, es * per * (size_t)threads);
-    PAR_EACH(threads > 1, threads)
-    for (int64_t p = 0; p < parts; p++) {
-      int64_t sl = p / blocks, r0 = p % blocks * ATT_ROWS, r1 = r0 + ATT_ROWS < g.tq ? r0 + ATT_ROWS : g.tq;
-      void *s = buf + es * per * (size_t)par_thread();
-      if (t == DT_F64)
-        att_f64_fwd(&g, tensor_f64(q) + sl * g.tq * g.d, tensor_f64(k) + sl * g.tk * g.d,
-                    tensor_f64(v) + sl * g.tk * g.dv, r0, r1, tensor_f64(out) + sl * g.tq * g.dv, s);
-      else
-        att_f32_fwd(&g, tensor_f32(q) + sl * g.tq * g.d, tensor_f32(k) + sl * g.tk * g.d,
-                    tensor_f32(v) + sl * g.tk * g.dv, r0, r1, tensor_f32(out) + sl * g.tq * g.dv, s);
-    }
-    mem_free(buf);
+    AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .out = out->data,
+                .blocks = (g.tq + ATT_ROWS - 1) / ATT_ROWS};
+    att_run(&r, g.n * r.blocks, dtype_size(t) * (size_t)(ATT_ROWS * g.tk), att_fwd_part);
   }
   tensor_unref(q);
   tensor_unref(k);
@@ -254,24 +295,10 @@ static int k_attention_grad(ExecCtx *c) {
   const Tensor *src[3] = {q, k, v};
   char *dst[3];
   for (int s = 0; s < 3; s++) dst[s] = att_dest(c, s, t, src[s]->numel, &tmp[s]);
-  size_t es = dtype_size(t), per = (size_t)(ATT_ROWS * g.tk);
+  size_t es = dtype_size(t);
   if (g.tk > 0 && g.tq > 0) {
-    int threads = att_threads(g.n, g.n * g.tq * g.tk * (g.d + g.dv));
-    char *buf = mem_alloc(NULL, es * per * 2 * (size_t)threads);
-    PAR_EACH(threads > 1, threads)
-    for (int64_t sl = 0; sl < g.n; sl++) {
-      char *s = buf + es * per * 2 * (size_t)par_thread();
-      size_t oq = (size_t)(sl * g.tq * g.d), ok = (size_t)(sl * g.tk * g.d), ov = (size_t)(sl * g.tk * g.dv),
-             oo = (size_t)(sl * g.tq * g.dv);
-      if (t == DT_F64)
-        att_f64_bwd(&g, tensor_f64(q) + oq, tensor_f64(k) + ok, tensor_f64(v) + ov, tensor_f64(dout) + oo,
-                    (double *)dst[0] + oq, (double *)dst[1] + ok, (double *)dst[2] + ov, (double *)s,
-                    (double *)s + per);
-      else
-        att_f32_bwd(&g, tensor_f32(q) + oq, tensor_f32(k) + ok, tensor_f32(v) + ov, tensor_f32(dout) + oo,
-                    (float *)dst[0] + oq, (float *)dst[1] + ok, (float *)dst[2] + ov, (float *)s, (float *)s + per);
-    }
-    mem_free(buf);
+    AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .dout = dout, .dq = dst[0], .dk = dst[1], .dv = dst[2]};
+    att_run(&r, g.n, es * (size_t)(ATT_ROWS * g.tk) * 2, att_bwd_part);
   } else {
     for (int s = 0; s < 3; s++) memset(dst[s], 0, es * (size_t)src[s]->numel);
   }

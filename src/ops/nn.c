@@ -419,15 +419,12 @@ static int k_log_softmax(ExecCtx *c) { return softmax_run(c, true); }
  * gradient d's row = (exp(x - m) / s - onehot(l)) * gl[r], the softmax
  * recomputed stably into it (y NULL).  One row at a time, each pass over
  * it (maximum, shift, exp, sum, scale) while it is in cache; EXPS, MAX
- * and SUM are vmath.h's. */
+ * and SUM are vmath.h's.  Rows r0..r1 - 1, their labels checked. */
 #define SOFTMAX_CE_LOOPS(NAME, T, EXPS, MAX, SUM)                                                                 \
-static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t ncls, T *y, const T *gl, T *d,    \
-                T *e) {                                                                                           \
-  const int64_t *label = tensor_i64(lb);                                                                          \
-  int rc = 0;                                                                                                     \
-  for (int64_t r = 0; r < rows; r++) {                                                                            \
+static void NAME(const T *x, const int64_t *label, int64_t r0, int64_t r1, int64_t ncls, T *y, const T *gl, T *d,  \
+                 T *e) {                                                                                          \
+  for (int64_t r = r0; r < r1; r++) {                                                                             \
     int64_t l = label[r];                                                                                         \
-    if ((rc = label_check(c, lb, r, l, ncls)) < 0) break;                                                         \
     const T *row = x + r * ncls;                                                                                  \
     T *er = d ? d + r * ncls : e;                                                                                 \
     T m = MAX(row, ncls);                                                                                         \
@@ -442,19 +439,55 @@ static int NAME(ExecCtx *c, const T *x, const Tensor *lb, int64_t rows, int64_t 
     for (int64_t j = 0; j < ncls; j++) er[j] *= k;                                                                \
     er[l] -= gl[r];                                                                                               \
   }                                                                                                               \
-  return rc;                                                                                                      \
 }
 SOFTMAX_CE_LOOPS(softmax_ce_f32, float, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
 SOFTMAX_CE_LOOPS(softmax_ce_f64, double, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
 
+/* A softmax_cross_entropy (or its grad) call: its rows in blocks of
+ * CE_ROWS on the pool (par_parts), each row's result its own (the same
+ * bits on any number of threads), each thread's row buffer e its own
+ * (par_slot). */
+#define CE_ROWS 64
+typedef struct CeJob {
+  bool f64;
+  const void *x, *gl;
+  const int64_t *label;
+  int64_t rows, ncls;
+  void *y, *d;
+  char *e;
+  size_t ebytes;
+} CeJob;
+
+static void ce_part(void *arg, int64_t p) {
+  const CeJob *j = arg;
+  int64_t r0 = p * CE_ROWS, r1 = r0 + CE_ROWS < j->rows ? r0 + CE_ROWS : j->rows;
+  void *e = j->e ? j->e + j->ebytes * (size_t)par_slot() : NULL;
+  if (j->f64) softmax_ce_f64(j->x, j->label, r0, r1, j->ncls, j->y, j->gl, j->d, e);
+  else softmax_ce_f32(j->x, j->label, r0, r1, j->ncls, j->y, j->gl, j->d, e);
+}
+
+/* Checks every label (the first bad one is the error), then runs the rows. */
+static int ce_run(ExecCtx *c, const Tensor *lb, CeJob *j) {
+  j->label = tensor_i64(lb);
+  for (int64_t r = 0; r < j->rows; r++)
+    if (label_check(c, lb, r, j->label[r], j->ncls) < 0) return -1;
+  int64_t parts = (j->rows + CE_ROWS - 1) / CE_ROWS;
+  bool many = parts > 1 && j->rows * j->ncls >= PAR_MIN_WORK;
+  j->ebytes = (j->f64 ? sizeof(double) : sizeof(float)) * (size_t)j->ncls;
+  j->e = j->d ? NULL : mem_alloc(NULL, j->ebytes * (size_t)(many ? par_max_threads() : 1));
+  if (many) par_parts(parts, ce_part, j);
+  else
+    for (int64_t p = 0; p < parts; p++) ce_part(j, p);
+  mem_free(j->e);
+  return 0;
+}
+
 /* Loss[r] = logsumexp(Logits[r]) - Logits[r, Label[r]]. */
 static int k_softmax_ce(ExecCtx *c) {
   Tensor *lg = in_float(c, 0), *lb = exec_ctx_in(c, 1), *loss = exec_ctx_out(c, 0);
-  int64_t ncls = lg->shape[lg->rank - 1], rows = prod(lg->shape, 0, lg->rank - 1);
-  void *e = mem_alloc(NULL, dtype_size(lg->dtype) * (size_t)ncls);
-  int rc = lg->dtype == DT_F64 ? softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, tensor_f64(loss), NULL, NULL, e)
-                               : softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, tensor_f32(loss), NULL, NULL, e);
-  mem_free(e);
+  CeJob j = {.f64 = lg->dtype == DT_F64, .x = lg->data, .rows = prod(lg->shape, 0, lg->rank - 1),
+             .ncls = lg->shape[lg->rank - 1], .y = loss->data};
+  int rc = ce_run(c, lb, &j);
   tensor_unref(lg);
   return rc;
 }
@@ -641,7 +674,8 @@ LN_ROW(ln_row_f32, float)
 LN_ROW(ln_row_f64, double)
 
 /* layer_norm's rows r0..r1 - 1 of n values: blocks of LN_ROWS rows go to
- * the threads, each row's result its own (the same bits on any number).
+ * the threads (the pool: LnJob below), each row's result its own (the
+ * same bits on any number).
  * Each row function comes in an AVX2 version (VMATH_CLONES). */
 #define LN_ROWS 32
 /* ln_rows_S for element type T. */
@@ -655,6 +689,30 @@ VMATH_CLONES static void NAME(const T *x, T *y, const T *sv, const T *bv, int64_
 }
 LN_ROWS_FN(ln_rows_f32, float, f32)
 LN_ROWS_FN(ln_rows_f64, double, f64)
+
+/* A layer_norm or layer_norm_grad call's parts, for the pool: par_parts,
+ * which runs the GEMMs around a transformer's layer norms too, so a step
+ * wakes one set of threads (src/exec/par.c), not an OpenMP thread beside
+ * the pool's. */
+typedef struct LnJob {
+  const void *x, *sv, *bv, *dy;
+  void *y, *dx;
+  double *as, *ab, *buf;   /* the gradient's column sums and row buffers, w a part */
+  int64_t rows, n, per, w;  /* per: rows a part (the forward's: LN_ROWS) */
+  double eps;
+} LnJob;
+
+/* fn for each of parts on the pool when there is work enough, else here. */
+static void ln_run(LnJob *j, int64_t parts, ParPart fn) {
+  if (parts > 1 && j->rows * j->n >= PAR_MIN_WORK) par_parts(parts, fn, j);
+  else
+    for (int64_t p = 0; p < parts; p++) fn(j, p);
+}
+
+/* The forward's part p: rows p * LN_ROWS onwards. */
+#define LN_PART(NAME, T, S)                                                                           static void NAME(void *arg, int64_t p) {                                                              const LnJob *j = arg;                                                                               int64_t r0 = p * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;                        ln_rows_##S(j->x, j->y, j->sv, j->bv, r0, r1, j->n, j->eps);                                      }
+LN_PART(ln_part_f32, float, f32)
+LN_PART(ln_part_f64, double, f64)
 
 /* NAME_f32 and NAME_f64 from TEMPLATE (its arguments: the function's name,
  * the element type T and its suffix S, which names T's helpers: tensor_S,
@@ -685,11 +743,9 @@ static int NAME(ExecCtx *c) {                                                   
     rows = 0;                                                                                         \
   }                                                                                                   \
   const T *sv = sc ? tensor_##S(sc) : NULL, *bv = bi ? tensor_##S(bi) : NULL;                         \
-  int64_t blocks = n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0;                                        \
-  PAR_FOR(blocks > 1 && rows * n >= PAR_MIN_WORK)                                                     \
-  for (int64_t k = 0; k < blocks; k++)                                                                \
-    ln_rows_##S(tensor_##S(x), tensor_##S(out), sv, bv, k * LN_ROWS,                                  \
-                (k + 1) * LN_ROWS < rows ? (k + 1) * LN_ROWS : rows, n, eps);                         \
+  LnJob j = {.x = tensor_##S(x), .y = tensor_##S(out), .sv = sv, .bv = bv, .rows = rows, .n = n,      \
+             .per = LN_ROWS, .eps = eps};                                                             \
+  ln_run(&j, n > 0 ? (rows + LN_ROWS - 1) / LN_ROWS : 0, ln_part_##S);                                \
   tensor_unref(x);                                                                                    \
   tensor_unref(sc);                                                                                   \
   tensor_unref(bi);                                                                                   \
@@ -1148,10 +1204,9 @@ static int k_softmax_ce_grad(ExecCtx *c) {
     tensor_unref(lg);
     return exec_ctx_fail(c, "Loss@GRAD or Label does not have one value per row of Logits");
   }
-  if (lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64)
-    rc = softmax_ce_f64(c, tensor_f64(lg), lb, rows, ncls, NULL, tensor_f64(dl), tensor_f64(dx), NULL);
-  else
-    rc = softmax_ce_f32(c, tensor_f32(lg), lb, rows, ncls, NULL, tensor_f32(dl), tensor_f32(dx), NULL);
+  CeJob j = {.f64 = lg->dtype == DT_F64 && dl->dtype == DT_F64 && dx->dtype == DT_F64, .x = lg->data,
+             .gl = dl->data, .rows = rows, .ncls = ncls, .d = dx->data};
+  rc = ce_run(c, lb, &j);
   tensor_unref(lg);
   return rc;
 }
@@ -1241,6 +1296,18 @@ VMATH_CLONES static void NAME(const T *x, const T *gy, T *dx, const T *sv, doubl
 LN_GRAD_ROWS(ln_grad_rows_f32, float, f32)
 LN_GRAD_ROWS(ln_grad_rows_f64, double, f64)
 
+/* The gradient's part p: its rows, its own column sums and buffers. */
+#define LN_GRAD_PART(NAME, T, S)                                                                         \
+  static void NAME(void *arg, int64_t p) {                                                               \
+    const LnJob *j = arg;                                                                                \
+    int64_t r0 = p * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;                         \
+    ln_grad_rows_##S(j->x, j->dy, j->dx, j->sv, j->as ? j->as + p * j->w : NULL,                         \
+                     j->ab ? j->ab + p * j->w : NULL, j->buf + 2 * p * j->w, j->buf + (2 * p + 1) * j->w, \
+                     r0, r1, j->n, j->eps);                                                              \
+  }
+LN_GRAD_PART(ln_grad_part_f32, float, f32)
+LN_GRAD_PART(ln_grad_part_f64, double, f64)
+
 /* layer_norm_grad for element type T (suffix S: see F32_F64). */
 #define LAYER_NORM_GRAD(NAME, T, S)                                                                      \
 static int NAME(ExecCtx *c) {                                                                            \
@@ -1263,12 +1330,9 @@ static int NAME(ExecCtx *c) {                                                   
   double *buf = mem_alloc(NULL, sizeof *buf * (2 * (size_t)(parts * w) + 1));                            \
   const T *sv = sc ? tensor_##S(sc) : NULL;                                                              \
   T *dx = dxt ? tensor_##S(dxt) : NULL;                                                                  \
-  PAR_FOR(parts > 1 && rows * n >= PAR_MIN_WORK)                                                         \
-  for (int64_t p = 0; p < parts; p++) {                                                                  \
-    int64_t r0 = p * per, r1 = r0 + per < rows ? r0 + per : rows;                                        \
-    ln_grad_rows_##S(tensor_##S(x), tensor_##S(dyt), dx, sv, as ? as + p * w : NULL,                     \
-                     ab ? ab + p * w : NULL, buf + 2 * p * w, buf + (2 * p + 1) * w, r0, r1, n, eps);    \
-  }                                                                                                      \
+  LnJob j = {.x = tensor_##S(x), .dy = tensor_##S(dyt), .dx = dx, .sv = sv, .as = as, .ab = ab,          \
+             .buf = buf, .rows = rows, .n = n, .per = per, .w = w, .eps = eps};                          \
+  ln_run(&j, parts, ln_grad_part_##S);                                                                   \
   for (int64_t i = 0; i < n; i++) {                                                                      \
     double ts = 0, tb = 0;                                                                               \
     for (int64_t p = 0; p < parts; p++) {                                                                \

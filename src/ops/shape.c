@@ -7,6 +7,7 @@
  * provably the same size, and writes "?" where only run time can tell. */
 #include "autodiff/backward.h"
 #include "exec/exec.h"
+#include "exec/par.h"
 
 #include <assert.h>
 #include <string.h>
@@ -527,6 +528,17 @@ static void walk_next(Walk *w) {
   }
 }
 
+/* Moves a fresh walk to its k-th position (0 <= k < count), as k calls
+ * of walk_next would. */
+static void walk_seek(Walk *w, int64_t k) {
+  for (int i = w->rank - 1; i >= 0; i--) {
+    w->idx[i] = k % w->size[i];
+    k /= w->size[i];
+    w->off[0] += w->idx[i] * w->step[0][i];
+    w->off[1] += w->idx[i] * w->step[1][i];
+  }
+}
+
 /* Appends a dimension of size s and stride t to the n merged ones
  * (size[], st[]): into the last when it continues it; none when s is 1. */
 static void merge_dim(int64_t *size, int64_t *st, int *n, int64_t s, int64_t t) {
@@ -613,6 +625,26 @@ TRANSPOSE_2D(transpose_2d_i64, int64_t)
 TRANSPOSE_2D(transpose_2d_f64, double)
 TRANSPOSE_2D(transpose_2d_u8, uint8_t)
 
+/* Rows of `row` bytes from X to Out where a walk over the other
+ * dimensions puts them: part p copies the walk's rows p * per onwards
+ * (par_parts), each from a copy of the walk moved there. */
+typedef struct RowCopy {
+  const Walk *w;
+  const char *x;
+  char *out;
+  size_t es, row;
+  int64_t per;
+} RowCopy;
+
+static void row_copy(void *arg, int64_t p) {
+  const RowCopy *r = arg;
+  Walk w = *r->w;
+  int64_t k0 = p * r->per, k1 = k0 + r->per < w.count ? k0 + r->per : w.count;
+  walk_seek(&w, k0);
+  for (int64_t k = k0; k < k1; k++, walk_next(&w))
+    memcpy(r->out + (size_t)w.off[1] * r->es, r->x + (size_t)w.off[0] * r->es, r->row);
+}
+
 /* transpose: Out's dimension j is X's perm[j].  Dimensions of size 1 are
  * dropped and neighbours that stay neighbours in X are merged; then either
  * Out's last dimension is contiguous in X (rows are copied whole) or X's
@@ -640,9 +672,14 @@ static int k_transpose(ExecCtx *c) {
   walk_init(&w);
   if (st[n - 1] == 1) {
     for (int j = 0; j < n - 1; j++) walk_add(&w, size[j], st[j], ost[j]);
-    size_t row = (size_t)size[n - 1] * es;
-    for (int64_t k = 0; k < w.count; k++, walk_next(&w))
-      memcpy(od + (size_t)w.off[1] * es, xd + (size_t)w.off[0] * es, row);
+    RowCopy copy = {&w, xd, od, es, (size_t)size[n - 1] * es, 1};
+    if (out->numel >= 2 * PAR_MIN_WORK) {   /* on the pool, as the binary ops */
+      copy.per = (PAR_MIN_WORK + size[n - 1] - 1) / size[n - 1];
+      par_parts((w.count + copy.per - 1) / copy.per, row_copy, &copy);
+    } else {
+      copy.per = w.count;
+      row_copy(&copy, 0);
+    }
     return 0;
   }
   int p = 0;   /* the dimension contiguous in X */
