@@ -1718,19 +1718,29 @@ typedef struct DirDx {
  * convolution of 16 input channels or more (the cv layout's tiles are of
  * 16 rows), its size kept (conv_same: the row layout, 4 or more), or of
  * strides up to 4. */
-static bool conv_direct_dx(const Window *g) {
+/* dOut's padded geometry for the phases (o channels); false if its
+ * offsets would not fit in int32. */
+static bool dir_dx_geom(DirDx *d, const Window *g, int64_t o) {
+  int64_t sh = g->sh, sw = g->sw;
+  int64_t ymax = (g->h - 1 + g->ph) / sh, xmax = (g->w - 1 + g->pw) / sw;
+  *d = (DirDx){.top = (g->kh + sh - 1) / sh - 1, .left = (g->kw + sw - 1) / sw - 1};
+  d->hp = (ymax + 1 > g->oh ? ymax + 1 : g->oh) + d->top;
+  d->wp = (xmax + 1 > g->ow ? xmax + 1 : g->ow) + d->left;
+  if (d->hp > (INT32_MAX - DIR_PAD) / d->wp) return false;
+  d->cs = d->hp * d->wp + DIR_PAD;
+  d->len = o * d->cs + 8;
+  return o <= (INT32_MAX - 8) / d->cs;
+}
+
+static bool conv_direct_dx(const Window *g, int64_t o) {
   if (conv_same(g)) return g->c >= 4;
-  return g->c >= 16 && g->sh <= 4 && g->sw <= 4;
+  DirDx d;
+  return g->c >= 16 && g->sh <= 4 && g->sw <= 4 && dir_dx_geom(&d, g, o);
 }
 
 static void dir_dx_init(DirDx *d, const Window *g, int64_t o, const float *filt) {
   int64_t sh = g->sh, sw = g->sw, c = g->c, kh = g->kh, kw = g->kw, c16 = (c + 15) / 16 * 16;
-  int64_t ymax = (g->h - 1 + g->ph) / sh, xmax = (g->w - 1 + g->pw) / sw;
-  *d = (DirDx){.top = (kh + sh - 1) / sh - 1, .left = (kw + sw - 1) / sw - 1};
-  d->hp = (ymax + 1 > g->oh ? ymax + 1 : g->oh) + d->top;
-  d->wp = (xmax + 1 > g->ow ? xmax + 1 : g->ow) + d->left;
-  d->cs = d->hp * d->wp + DIR_PAD;
-  d->len = o * d->cs + 8;
+  dir_dx_geom(d, g, o);   /* true: conv_direct_dx asked */
   for (int64_t ry = 0; ry < sh; ry++)
     for (int64_t rx = 0; rx < sw; rx++) {
       DxPhase *f = &d->ph[ry * sw + rx];
@@ -1996,8 +2006,8 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
     /* the direct path; its input gradient through GEMMs unless its stride
      * is 1 and its padding keeps the size */
     bool dk = conv_direct_ok(g, o, groups);
-    if (dk) conv_grad_direct(g, o, in, filt, dout, conv_direct_dx(g) ? din : NULL, dfilt, pr);
-    if (!dk || (din && !conv_direct_dx(g)))
+    if (dk) conv_grad_direct(g, o, in, filt, dout, conv_direct_dx(g, o) ? din : NULL, dfilt, pr);
+    if (!dk || (din && !conv_direct_dx(g, o)))
       rc = conv_grad_gemm(c, g, o, groups, in, filt, dout, din, dk ? NULL : dfilt, pr);
   }
   if (pr) {
