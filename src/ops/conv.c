@@ -1871,14 +1871,15 @@ static void dir_filter_grad(const DirOut *so, const DirGeom *s, const Window *g,
 static void conv_grad_direct(const Window *g, int64_t o, const float *in, const float *filt, const float *dout,
                              float *din, float *dfilt, const Prologue *pr) {
   DirGeom s = dir_geom(g);
-  /* the filter gradient's layout (o rows) and the input gradient's (c rows) */
-  DirOut so = dir_out(&s, g, o), sx = dir_out(&s, g, g->c);
+  /* the filter gradient's layout (o rows) and the input gradient's (c rows;
+   * by phases, when the size is not kept, the cv layout of DirDx) */
+  bool same = conv_same(g);
+  DirOut so = dir_out(&s, g, o), sx = din && same ? dir_out(&s, g, g->c) : (DirOut){0};
   int64_t c = g->c, kk = c * g->kh * g->kw, k6 = (kk + 5) / 6 * 6, ko = o * g->kh * g->kw;
   int64_t orr = (o + so.w - 1) / so.w * so.w, p = g->oh * g->ow, hw = g->h * g->w;
   int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
   /* each image's padded input (lx floats) and dOut (ld: orr channels, those past o zero) */
   int64_t m = dir_group(&so, &s), lx = dir_len(&s, c), ld = dir_len(&s, orr);
-  bool same = conv_same(g);
   float *a = din && same ? dir_pack(filt, o, c, g->kh, g->kw, true, sx.w) : NULL;
   int32_t *off = dir_offsets(&s, c, g->kh, g->kw), *offo = din && same ? dir_offsets(&s, o, g->kh, g->kw) : NULL;
   DirDx dx;   /* the input's gradient by phases, when the size is not kept */
@@ -1890,7 +1891,9 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
   for (int i = 0; i < threads; i++) {
     Bufs *b = &bufs[i];
-    b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
+    /* the padded dOut: read by the row layout's filter gradient and by
+     * the same-size input gradient */
+    if ((din && same) || !so.cv) b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
     if (dfilt) {
       b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
       b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(orr * k6));
@@ -1916,7 +1919,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
                       g, bf->rows + ch * p);
           dimg = bf->rows;
         }
-        float *d = bf->d + i * ld;
+        float *d = bf->d ? bf->d + i * ld : NULL;   /* NULL: not needed (see above) */
         if ((din && same) || !so.cv) dir_fill(&s, g, o, dimg, d);
         if (dfilt) dir_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
         if (dfilt && so.cv)
