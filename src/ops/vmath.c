@@ -113,6 +113,21 @@ VMATH_CLONES double vmath_sum_f32(const float *x, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+VMATH_CLONES void vmath_colsum_f32(const float *x, int64_t rows, int64_t cols, float *out) {
+  int64_t j = 0;
+  for (; j + 32 <= cols; j += 32) {   /* 32 running sums: 4 AVX2 registers */
+    float a[32] = {0};
+    for (int64_t i = 0; i < rows; i++)
+      for (int k = 0; k < 32; k++) a[k] += x[i * cols + j + k];
+    memcpy(out + j, a, sizeof a);
+  }
+  for (; j < cols; j++) {
+    float a = 0;
+    for (int64_t i = 0; i < rows; i++) a += x[i * cols + j];
+    out[j] = a;
+  }
+}
+
 double vmath_sum_f64(const double *x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += x[i];

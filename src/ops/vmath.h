@@ -30,6 +30,11 @@ float vmath_expf(float x);
  * there anyway, and its underflow path is slow). */
 void vmath_exp_f64(double *x, int64_t n);
 
+/* out[j] = the sum of column j of x [rows, cols], over the rows in order
+ * from 0 (the bits of adding row after row into zeros), for j < cols: in
+ * registers, a block of columns at a time. */
+void vmath_colsum_f32(const float *x, int64_t rows, int64_t cols, float *out);
+
 /* The largest of x[0, n), n >= 1, for softmax's shift: in lanes, so a NaN
  * gives either a NaN or another element (the softmax's rows are NaN
  * then either way). */
