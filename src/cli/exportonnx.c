@@ -509,35 +509,78 @@ static bool x_trilu(Ex *E, const OpDesc *op) {
   return true;
 }
 
+/* x [..., T, heads * w] of rank r (in dtype t) as [..., heads, T, w]:
+ * Reshape (0 keeps a dimension) and Transpose; or back, [..., heads, T,
+ * w] to [..., T, heads * w] into `out`. */
+static const char *x_heads(Ex *E, const OpDesc *op, const char *x, int r, int64_t heads, bool back,
+                           const char *out) {
+  int64_t shape[SHAPE_MAX_RANK + 1], perm[SHAPE_MAX_RANK + 1];
+  for (int i = 0; i <= r; i++) shape[i] = 0, perm[i] = i;
+  perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+  const char *tr = temp(E), *y = back ? out : temp(E);
+  Node n;
+  if (!back) {
+    shape[r - 1] = heads, shape[r] = -1;
+    node1(E, "Reshape", x, const_ints(E, shape, r + 1), tr);
+    x = tr, tr = y;
+  }
+  node_begin(&n, "Transpose", op);
+  node_in(&n, x);
+  node_out(&n, tr);
+  attr_is(&n, "perm", perm, r + 1);
+  node_end(E, &n);
+  if (back) {
+    shape[r - 1] = -1;
+    node1(E, "Reshape", tr, const_ints(E, shape, r), out);
+  }
+  return y;
+}
+
 /* attention: MatMul(Q, K^T) / sqrt(d), with causal the later keys set to
  * -1e9 (Where with a [Tq, Tk] tril constant), Softmax, MatMul by V: the
- * unfused form, which ONNX Runtime runs as such. */
+ * unfused form, which ONNX Runtime runs as such.  With heads > 1, Q, K
+ * and V go to [..., heads, T, w] first (x_heads) and Out comes back. */
 static bool x_attention(Ex *E, const OpDesc *op) {
-  const char *q = IN(op, "Q", 0), *k = IN(op, "K", 0), *out = OUT(op, "Out");
+  const char *q = IN(op, "Q", 0), *k = IN(op, "K", 0), *v = IN(op, "V", 0), *out = OUT(op, "Out");
   const Shape *qs = &V(E, q)->shape, *ks = &V(E, k)->shape;
   int r = qs->rank;
   bool causal = Ai(E, op, "causal") != 0;
+  int64_t heads = Ai(E, op, "heads");
   if (r < 2 || ks->rank != r || !dim_known(qs->d[r - 1]) ||
       (causal && (!dim_known(qs->d[r - 2]) || !dim_known(ks->d[r - 2])))) {
     diag_error(&E->s->diag, op->span, "export to ONNX: attention needs the width of Q%s known",
                causal ? " and the lengths of Q and K" : "");
     return false;
   }
+  if (heads > 1 && r == SHAPE_MAX_RANK) {
+    diag_error(&E->s->diag, op->span, "export to ONNX: attention with heads needs Q of rank below %d",
+               SHAPE_MAX_RANK);
+    return false;
+  }
   DType t = V(E, out)->dtype;
-  int64_t perm[SHAPE_MAX_RANK];
+  q = as(E, q, t), k = as(E, k, t), v = as(E, v, t);
+  const char *o = out;
+  if (heads > 1) {
+    q = x_heads(E, op, q, r, heads, false, NULL);
+    k = x_heads(E, op, k, r, heads, false, NULL);
+    v = x_heads(E, op, v, r, heads, false, NULL);
+    o = temp(E);
+    r++;
+  }
+  int64_t perm[SHAPE_MAX_RANK + 1];
   for (int i = 0; i < r; i++) perm[i] = i;
   perm[r - 2] = r - 1, perm[r - 1] = r - 2;
   const char *kt = temp(E), *s = temp(E), *sd = temp(E), *p = temp(E);
   Node n;
   node_begin(&n, "Transpose", op);
-  node_in(&n, as(E, k, t));
+  node_in(&n, k);
   node_out(&n, kt);
   attr_is(&n, "perm", perm, r);
   node_end(E, &n);
-  node1(E, "MatMul", as(E, q, t), kt, s);
-  node1(E, "Div", s, const_float(E, sqrt((double)qs->d[r - 1].n), t), sd);
+  node1(E, "MatMul", q, kt, s);
+  node1(E, "Div", s, const_float(E, sqrt((double)(qs->d[qs->rank - 1].n / heads)), t), sd);
   if (causal) {
-    int64_t dims[2] = {qs->d[r - 2].n, ks->d[r - 2].n};
+    int64_t dims[2] = {qs->d[qs->rank - 2].n, ks->d[qs->rank - 2].n};
     size_t cells = (size_t)(dims[0] * dims[1]);
     unsigned char *mask = mem_alloc(NULL, cells ? cells : 1);
     for (int64_t i = 0; i < dims[0]; i++)
@@ -558,7 +601,8 @@ static bool x_attention(Ex *E, const OpDesc *op) {
   node_out(&n, p);
   attr_i(&n, "axis", -1);
   node_end(E, &n);
-  node1(E, "MatMul", p, as(E, IN(op, "V", 0), t), out);
+  node1(E, "MatMul", p, v, o);
+  if (heads > 1) x_heads(E, op, o, r - 1, heads, true, out);
   return true;
 }
 

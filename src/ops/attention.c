@@ -69,6 +69,10 @@ static bool infer_attention(InferCtx *c) {
   if (dims_clash(ks->d[r - 2], vs->d[r - 2]))
     return reg_infer_fail(c, "K has shape %s and V has shape %s: one value per key is needed",
                           shape_str(ks, a, sizeof a), shape_str(vs, b, sizeof b));
+  int64_t h = reg_infer_attr_i(c, "heads");
+  if ((dim_known(qs->d[r - 1]) && qs->d[r - 1].n % h) || (dim_known(vs->d[r - 1]) && vs->d[r - 1].n % h))
+    return reg_infer_fail(c, "Q has shape %s and V has shape %s: their last axes must divide into %lld heads",
+                          shape_str(qs, a, sizeof a), shape_str(vs, b, sizeof b), (long long)h);
   out.d[r - 1] = vs->d[r - 1];
   reg_infer_set(c, "Out", 0, t, &out);
   return true;
@@ -88,11 +92,24 @@ static bool infer_attention_grad(InferCtx *c) {
 
 /* ---- kernels ------------------------------------------------------------------- */
 
-/* One call's geometry: n slices of Q [tq, d], K [tk, d], V [tk, dv]. */
+/* One call's geometry: n slices of Q [tq, d], K [tk, d], V [tk, dv]:
+ * heads slices side by side in each row of width ldq, ldk, ldv (Out's
+ * and Out@GRAD's rows ldo), heads times the slice's width. */
 typedef struct AttGeom {
-  int64_t n, tq, tk, d, dv;
+  int64_t n, tq, tk, d, dv, heads, ldq, ldk, ldv, ldo;
   bool causal;
 } AttGeom;
+
+/* Where slice sl starts in Q (and dQ), K, V and Out (and Out@GRAD). */
+typedef struct AttOff {
+  size_t q, k, v, o;
+} AttOff;
+
+static AttOff att_off(const AttGeom *g, int64_t sl) {
+  int64_t b = sl / g->heads, h = sl % g->heads;
+  return (AttOff){.q = (size_t)(b * g->tq * g->ldq + h * g->d), .k = (size_t)(b * g->tk * g->ldk + h * g->d),
+                  .v = (size_t)(b * g->tk * g->ldv + h * g->dv), .o = (size_t)(b * g->tq * g->ldo + h * g->dv)};
+}
 
 /* The keys rows r0..r1-1 see: all, or with causal those up to the last. */
 static int64_t att_cols(const AttGeom *g, int64_t r1) { return g->causal && r1 < g->tk ? r1 : g->tk; }
@@ -171,19 +188,28 @@ ATT_LOOPS(att_f64, double, cblas_dgemm, vmath_exp_f64, vmath_max_f64, vmath_sum_
  * may meet shapes shape inference did not know). */
 static bool att_geom(ExecCtx *c, const Tensor *q, const Tensor *k, const Tensor *v, AttGeom *g) {
   int r = q->rank;
+  int64_t h = exec_ctx_attr_i(c, "heads");
   bool ok = r >= 2 && k->rank == r && v->rank == r && q->shape[r - 1] == k->shape[r - 1] &&
-            k->shape[r - 2] == v->shape[r - 2];
+            k->shape[r - 2] == v->shape[r - 2] && h >= 1;
   for (int i = 0; ok && i < r - 2; i++) ok = q->shape[i] == k->shape[i] && q->shape[i] == v->shape[i];
   if (!ok) {
     exec_ctx_fail(c, "Q, K and V do not fit ([..., Tq, d], [..., Tk, d], [..., Tk, dv])");
     return false;
   }
-  g->n = 1;
+  if (q->shape[r - 1] % h || v->shape[r - 1] % h) {
+    exec_ctx_fail(c, "the last axes of Q (%lld) and V (%lld) must divide into %lld heads",
+                  (long long)q->shape[r - 1], (long long)v->shape[r - 1], (long long)h);
+    return false;
+  }
+  g->heads = h;
+  g->n = h;
   for (int i = 0; i < r - 2; i++) g->n *= q->shape[i];
   g->tq = q->shape[r - 2];
-  g->d = q->shape[r - 1];
+  g->ldq = g->ldk = q->shape[r - 1];
+  g->d = g->ldq / h;
   g->tk = k->shape[r - 2];
-  g->dv = v->shape[r - 1];
+  g->ldv = g->ldo = v->shape[r - 1];
+  g->dv = g->ldv / h;
   g->causal = exec_ctx_attr_b(c, "causal");
   return true;
 }
@@ -201,27 +227,73 @@ static DType att_dtype(ExecCtx *c, int slot) {
  * so a step's GEMMs and attention share one set of threads; each part
  * taken by whichever is free, so a thread another process keeps off its
  * core holds up only the part it took), or in order on this thread when
- * there is little work.  Each thread has its own score buffers of `per`
- * elements (par_slot).  The parts' results do not depend on the threads. */
+ * there is little work.  Each thread has its own buffers (par_slot): the
+ * scores, and with heads > 1 its slice's Q, K, V and Out (and their
+ * gradients) packed, so the loops above run on the same rows as for one
+ * head (strided rows in OpenBLAS's small GEMMs took 1.4x the time, and
+ * its results' bits changed with the stride).  The parts' results do not
+ * depend on the threads. */
 typedef struct AttRun {
   const AttGeom *g;
   DType t;
   const Tensor *q, *k, *v, *dout;
   void *out, *dq, *dk, *dv;   /* the forward's Out, or the gradients */
   int64_t blocks;             /* the forward's blocks of ATT_ROWS rows a slice */
-  size_t bytes;               /* a thread's buffers */
+  size_t scores;              /* bytes of a thread's score buffers */
+  size_t bytes;               /* a thread's buffers, the packed slice after the scores */
   char *buf;
 } AttRun;
 
-static void att_run(AttRun *r, int64_t parts, size_t per_thread, ParPart fn) {
+static void att_run(AttRun *r, int64_t parts, size_t scores, size_t packed, ParPart fn) {
   const AttGeom *g = r->g;
   bool many = parts > 1 && g->n * g->tq * g->tk * (g->d + g->dv) >= 1 << 20;
-  r->bytes = per_thread;
-  r->buf = mem_alloc(NULL, per_thread * (size_t)(many ? par_max_threads() : 1));
+  r->scores = scores;
+  r->bytes = scores + (g->heads > 1 ? packed : 0);
+  r->buf = mem_alloc(NULL, r->bytes * (size_t)(many ? par_max_threads() : 1));
   if (many) par_parts(parts, fn, r);
   else
     for (int64_t p = 0; p < parts; p++) fn(r, p);
   mem_free(r->buf);
+}
+
+/* rows rows of cols elements of es bytes: from a stride of ld elements
+ * into a packed array (pack), or back.  Rows of a head are short (16
+ * floats in char_lm): a loop the compiler unrolls, not a memcpy call a row. */
+static void att_copy(char *dst, const char *src, int64_t rows, int64_t cols, int64_t ldd, int64_t lds, size_t es) {
+  if (es == sizeof(float)) {
+    float *d = (float *)(void *)dst;
+    const float *x = (const float *)(const void *)src;
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) d[i * ldd + j] = x[i * lds + j];
+  } else {
+    for (int64_t i = 0; i < rows; i++) memcpy(dst + (size_t)(i * ldd) * es, src + (size_t)(i * lds) * es, (size_t)cols * es);
+  }
+}
+
+static void att_pack(char *dst, const char *src, int64_t rows, int64_t cols, int64_t ld, size_t es) {
+  att_copy(dst, src, rows, cols, cols, ld, es);
+}
+
+static void att_unpack(char *dst, const char *src, int64_t rows, int64_t cols, int64_t ld, size_t es) {
+  att_copy(dst, src, rows, cols, ld, cols, es);
+}
+
+/* A slice's Q, K and V (packed into *at when heads > 1, *at moved past them). */
+typedef struct AttSlice {
+  const char *q, *k, *v;
+} AttSlice;
+
+static AttSlice att_slice(const AttRun *r, AttOff o, size_t es, char **at) {
+  const AttGeom *g = r->g;
+  AttSlice x = {(const char *)r->q->data + o.q * es, (const char *)r->k->data + o.k * es,
+                (const char *)r->v->data + o.v * es};
+  if (g->heads == 1) return x;
+  char *pq = *at, *pk = pq + (size_t)(g->tq * g->d) * es, *pv = pk + (size_t)(g->tk * g->d) * es;
+  att_pack(pq, x.q, g->tq, g->d, g->ldq, es);
+  att_pack(pk, x.k, g->tk, g->d, g->ldk, es);
+  att_pack(pv, x.v, g->tk, g->dv, g->ldv, es);
+  *at = pv + (size_t)(g->tk * g->dv) * es;
+  return (AttSlice){pq, pk, pv};
 }
 
 /* The forward's part p: block p % blocks of slice p / blocks. */
@@ -229,28 +301,49 @@ static void att_fwd_part(void *arg, int64_t p) {
   const AttRun *r = arg;
   const AttGeom *g = r->g;
   int64_t sl = p / r->blocks, r0 = p % r->blocks * ATT_ROWS, r1 = r0 + ATT_ROWS < g->tq ? r0 + ATT_ROWS : g->tq;
-  void *s = r->buf + r->bytes * (size_t)par_slot();
+  char *s = r->buf + r->bytes * (size_t)par_slot(), *at = s + r->scores;
+  size_t es = dtype_size(r->t);
+  AttOff o = att_off(g, sl);
+  AttSlice x = att_slice(r, o, es, &at);
+  char *out = g->heads > 1 ? at : (char *)r->out + o.o * es;   /* packed: the slice's [tq, dv] */
   if (r->t == DT_F64)
-    att_f64_fwd(g, tensor_f64(r->q) + sl * g->tq * g->d, tensor_f64(r->k) + sl * g->tk * g->d,
-                tensor_f64(r->v) + sl * g->tk * g->dv, r0, r1, (double *)r->out + sl * g->tq * g->dv, s);
+    att_f64_fwd(g, (const double *)x.q, (const double *)x.k, (const double *)x.v, r0, r1, (double *)out,
+                (double *)s);
   else
-    att_f32_fwd(g, tensor_f32(r->q) + sl * g->tq * g->d, tensor_f32(r->k) + sl * g->tk * g->d,
-                tensor_f32(r->v) + sl * g->tk * g->dv, r0, r1, (float *)r->out + sl * g->tq * g->dv, s);
+    att_f32_fwd(g, (const float *)x.q, (const float *)x.k, (const float *)x.v, r0, r1, (float *)out, (float *)s);
+  if (g->heads > 1)
+    att_unpack((char *)r->out + (o.o + (size_t)(r0 * g->ldo)) * es, out + (size_t)(r0 * g->dv) * es, r1 - r0,
+               g->dv, g->ldo, es);
 }
 
 /* The backward's part sl: slice sl, its blocks in order. */
 static void att_bwd_part(void *arg, int64_t sl) {
   const AttRun *r = arg;
   const AttGeom *g = r->g;
-  char *s = r->buf + r->bytes * (size_t)par_slot();
-  size_t per = (size_t)(ATT_ROWS * g->tk), oq = (size_t)(sl * g->tq * g->d), ok = (size_t)(sl * g->tk * g->d),
-         ov = (size_t)(sl * g->tk * g->dv), oo = (size_t)(sl * g->tq * g->dv);
+  char *s = r->buf + r->bytes * (size_t)par_slot(), *at = s + r->scores;
+  size_t es = dtype_size(r->t), per = (size_t)(ATT_ROWS * g->tk);
+  AttOff o = att_off(g, sl);
+  AttSlice x = att_slice(r, o, es, &at);
+  const char *dout = (const char *)r->dout->data + o.o * es;
+  char *dq = (char *)r->dq + o.q * es, *dk = (char *)r->dk + o.k * es, *dv = (char *)r->dv + o.v * es;
+  if (g->heads > 1) {   /* packed: Out@GRAD, then the gradients */
+    att_pack(at, dout, g->tq, g->dv, g->ldo, es);
+    dout = at;
+    dq = at + (size_t)(g->tq * g->dv) * es;
+    dk = dq + (size_t)(g->tq * g->d) * es;
+    dv = dk + (size_t)(g->tk * g->d) * es;
+  }
   if (r->t == DT_F64)
-    att_f64_bwd(g, tensor_f64(r->q) + oq, tensor_f64(r->k) + ok, tensor_f64(r->v) + ov, tensor_f64(r->dout) + oo,
-                (double *)r->dq + oq, (double *)r->dk + ok, (double *)r->dv + ov, (double *)s, (double *)s + per);
+    att_f64_bwd(g, (const double *)x.q, (const double *)x.k, (const double *)x.v, (const double *)dout,
+                (double *)dq, (double *)dk, (double *)dv, (double *)s, (double *)s + per);
   else
-    att_f32_bwd(g, tensor_f32(r->q) + oq, tensor_f32(r->k) + ok, tensor_f32(r->v) + ov, tensor_f32(r->dout) + oo,
-                (float *)r->dq + oq, (float *)r->dk + ok, (float *)r->dv + ov, (float *)s, (float *)s + per);
+    att_f32_bwd(g, (const float *)x.q, (const float *)x.k, (const float *)x.v, (const float *)dout, (float *)dq,
+                (float *)dk, (float *)dv, (float *)s, (float *)s + per);
+  if (g->heads > 1) {
+    att_unpack((char *)r->dq + o.q * es, dq, g->tq, g->d, g->ldq, es);
+    att_unpack((char *)r->dk + o.k * es, dk, g->tk, g->d, g->ldk, es);
+    att_unpack((char *)r->dv + o.v * es, dv, g->tk, g->dv, g->ldv, es);
+  }
 }
 
 static int k_attention(ExecCtx *c) {
@@ -264,7 +357,9 @@ static int k_attention(ExecCtx *c) {
   else if (out->numel > 0) {
     AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .out = out->data,
                 .blocks = (g.tq + ATT_ROWS - 1) / ATT_ROWS};
-    att_run(&r, g.n * r.blocks, dtype_size(t) * (size_t)(ATT_ROWS * g.tk), att_fwd_part);
+    size_t es = dtype_size(t);
+    att_run(&r, g.n * r.blocks, es * (size_t)(ATT_ROWS * g.tk),
+            es * (size_t)((g.tq + g.tk) * (g.d + g.dv)), att_fwd_part);
   }
   tensor_unref(q);
   tensor_unref(k);
@@ -298,7 +393,8 @@ static int k_attention_grad(ExecCtx *c) {
   size_t es = dtype_size(t);
   if (g.tk > 0 && g.tq > 0) {
     AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .dout = dout, .dq = dst[0], .dk = dst[1], .dv = dst[2]};
-    att_run(&r, g.n, es * (size_t)(ATT_ROWS * g.tk) * 2, att_bwd_part);
+    att_run(&r, g.n, es * (size_t)(ATT_ROWS * g.tk) * 2, es * (size_t)(2 * (g.tq + g.tk) * g.d + (g.tq + 2 * g.tk) * g.dv),
+            att_bwd_part);
   } else {
     for (int s = 0; s < 3; s++) memset(dst[s], 0, es * (size_t)src[s]->numel);
   }
@@ -465,14 +561,12 @@ static void emit_matmul_sum(GradCtx *g, const char *dst, const char *x1, bool tx
   bwd_emit2(g, "add", t, u, dst);
 }
 
-static bool g_attention_grad(GradCtx *g) {
-  AttG2 s = {.g = g, .q = bwd_op_in(g, "Q", 0), .k = bwd_op_in(g, "K", 0), .v = bwd_op_in(g, "V", 0),
-             .d = bwd_op_in(g, "Out@GRAD", 0)};
-  s.a = bwd_op_out(g, "Q@GRAD", 0) ? bwd_op_out_grad(g, "Q@GRAD", 0) : NULL;
-  s.b = bwd_op_out(g, "K@GRAD", 0) ? bwd_op_out_grad(g, "K@GRAD", 0) : NULL;
-  s.c = bwd_op_out(g, "V@GRAD", 0) ? bwd_op_out_grad(g, "V@GRAD", 0) : NULL;
-  const char *gq = bwd_op_in_grad(g, "Q", 0), *gk = bwd_op_in_grad(g, "K", 0), *gv = bwd_op_in_grad(g, "V", 0);
-  const char *gd = bwd_op_in_grad(g, "Out@GRAD", 0);
+/* The gradients gq, gk, gv and gd (each NULL when not wanted) of one
+ * slice's attention_grad of inputs q, k, v, d and outputs' gradients a,
+ * b, c (NULL: none). */
+static void att_grad2(GradCtx *g, const char *const in[7], const char *const want[4]) {
+  AttG2 s = {.g = g, .q = in[0], .k = in[1], .v = in[2], .d = in[3], .a = in[4], .b = in[5], .c = in[6]};
+  const char *gq = want[0], *gk = want[1], *gv = want[2], *gd = want[3];
   /* (one intermediate made per statement: the emitted order is fixed) */
   const char *h = gq || gk ? att_h(&s) : NULL, *z = (gq && s.b) || (gk && s.a) ? att_z(&s) : NULL;
   const char *e = gv || gd ? att_e(&s) : NULL, *p = gd && s.c ? att_p(&s) : NULL;
@@ -480,16 +574,60 @@ static bool g_attention_grad(GradCtx *g) {
   if (gk) emit_matmul_sum(g, gk, h, true, s.q, false, s.a ? z : NULL, true, s.a, false);
   if (gv) emit_matmul_sum(g, gv, e, true, s.d, false, NULL, false, NULL, false);
   if (gd) emit_matmul_sum(g, gd, p, false, s.c, false, e, false, s.v, false);
+}
+
+/* With heads > 1 each input is split into its heads along the last axis,
+ * each head's gradients are those of one slice, and each wanted gradient
+ * is its heads' concatenated. */
+static bool g_attention_grad(GradCtx *g) {
+  const char *in[7] = {bwd_op_in(g, "Q", 0), bwd_op_in(g, "K", 0), bwd_op_in(g, "V", 0),
+                       bwd_op_in(g, "Out@GRAD", 0)};
+  static const char *const outs[3] = {"Q@GRAD", "K@GRAD", "V@GRAD"};
+  for (int i = 0; i < 3; i++) in[4 + i] = bwd_op_out(g, outs[i], 0) ? bwd_op_out_grad(g, outs[i], 0) : NULL;
+  const char *want[4] = {bwd_op_in_grad(g, "Q", 0), bwd_op_in_grad(g, "K", 0), bwd_op_in_grad(g, "V", 0),
+                         bwd_op_in_grad(g, "Out@GRAD", 0)};
+  int64_t heads = bwd_op_attr(g, "heads")->u.i;
+  if (heads == 1) {
+    att_grad2(g, in, want);
+    return true;
+  }
+  int64_t axis = -1;
+  const char **part = mem_alloc(NULL, sizeof *part * (size_t)(11 * heads));   /* [heads][7 in, 4 out] */
+  for (int i = 0; i < 7; i++) {
+    if (!in[i]) {
+      for (int64_t h = 0; h < heads; h++) part[h * 11 + i] = NULL;
+      continue;
+    }
+    OpDesc *op = bwd_emit1(g, "split", in[i], part[i] = bwd_temp(g));
+    for (int64_t h = 1; h < heads; h++) bwd_emit_out(g, op, "Out", part[h * 11 + i] = bwd_temp(g));
+    bwd_emit_attr(g, op, "num", attr_int(heads));
+    bwd_emit_attr(g, op, "axis", attr_int(axis));
+  }
+  for (int64_t h = 0; h < heads; h++) {
+    for (int i = 0; i < 4; i++) part[h * 11 + 7 + i] = want[i] ? bwd_temp(g) : NULL;
+    att_grad2(g, part + h * 11, part + h * 11 + 7);
+  }
+  for (int i = 0; i < 4; i++) {
+    if (!want[i]) continue;
+    OpDesc *op = bwd_emit(g, "concat");
+    for (int64_t h = 0; h < heads; h++) bwd_emit_in(g, op, "X", part[h * 11 + 7 + i]);
+    bwd_emit_out(g, op, "Out", want[i]);
+    bwd_emit_attr(g, op, "axis", attr_int(axis));
+  }
+  mem_free(part);
   return true;
 }
 
 OpProto op_table_attention[] = {
     {.type = "attention",
      .doc = "Out = softmax(Q K^T / sqrt(d)) V per slice, keys after the query masked when causal; "
-            "never holds the [Tq, Tk] scores of a slice",
+            "with heads, the slices side by side in the last axis; never holds the [Tq, Tk] scores of a slice",
      .in = {{"Q", 0, "queries [..., Tq, d]"}, {"K", 0, "keys [..., Tk, d]"}, {"V", 0, "values [..., Tk, dv]"}},
      .out = {{"Out", 0, "[..., Tq, dv]"}},
-     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "query t sees keys 0..t only"}},
+     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "query t sees keys 0..t only"},
+               {"heads", ATTR_INT, "1", reg_check_positive,
+                "slices side by side in the last axis: head h of Q [..., Tq, heads * d] is its columns "
+                "h * d up to (h + 1) * d, likewise K's, V's and Out's"}},
      .infer = infer_attention, .kernel = k_attention, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "attention_grad",
      .doc = "the gradients of attention's Q, K and V (its softmax recomputed a block of rows at a time); "
@@ -499,7 +637,8 @@ OpProto op_table_attention[] = {
      .out = {{"Q@GRAD", SLOT_OPTIONAL, "the gradient of Q"},
              {"K@GRAD", SLOT_OPTIONAL, "the gradient of K"},
              {"V@GRAD", SLOT_OPTIONAL, "the gradient of V"}},
-     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "the forward's causal"}},
+     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "the forward's causal"},
+               {"heads", ATTR_INT, "1", reg_check_positive, "the forward's heads"}},
      .infer = infer_attention_grad, .kernel = k_attention_grad, .grad_kind = GRAD_COMPOSITE,
      .grad = g_attention_grad,
      .flags = OP_INTERNAL | OP_F64},
