@@ -119,10 +119,16 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
 
 /* The loops for element type T: GEMM its cblas_?gemm; EXPS, MAX and SUM
  * vmath's exp in place, largest element and sum in double of a row.
+ * BLOCK_EXP: EXPS over the whole block of scores in one call, the masked
+ * ones set to 0 first (f32: vmath_exp_f32's bits depend on the value
+ * alone, so the same bits as row by row; a causal row's few elements left
+ * a vector's tail to the scalar loop, and char_lm's rows average 16.5),
+ * else a row's seen elements at a time (f64: glibc's exp an element at a
+ * time, and the masked ones would be wasted work).
  *   NAME_probs: P of rows r0..r1 of one slice into s [rows, cols]
  *   NAME_fwd: Out of one slice's block
  *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer) */
-#define ATT_LOOPS(NAME, T, GEMM, EXPS, MAX, SUM)                                                             \
+#define ATT_LOOPS(NAME, T, GEMM, EXPS, MAX, SUM, BLOCK_EXP)                                                           \
   static void NAME##_probs(const AttGeom *g, const T *q, const T *k, int64_t r0, int64_t r1, T *s) {         \
     int64_t rows = r1 - r0, cols = att_cols(g, r1);                                                          \
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)g->d, 1, q + r0 * g->d,         \
@@ -134,7 +140,15 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
       for (int64_t j = 0; j < seen; j++) row[j] /= root;                                                     \
       m = MAX(row, seen);                                                                                    \
       for (int64_t j = 0; j < seen; j++) row[j] -= m;                                                        \
-      EXPS(row, seen);                                                                                       \
+      if (BLOCK_EXP)                                                                                         \
+        for (int64_t j = seen; j < cols; j++) row[j] = 0;                                                    \
+      else                                                                                                   \
+        EXPS(row, seen);                                                                                     \
+    }                                                                                                        \
+    if (BLOCK_EXP) EXPS(s, rows * cols);                                                                     \
+    for (int64_t i = 0; i < rows; i++) {                                                                     \
+      T *row = s + i * cols;                                                                                 \
+      int64_t seen = att_seen(g, r0 + i);                                                                    \
       double inv = 1 / SUM(row, seen);                                                                       \
       for (int64_t j = 0; j < seen; j++) row[j] = (T)((double)row[j] * inv);                                 \
       for (int64_t j = seen; j < cols; j++) row[j] = 0;                                                      \
@@ -181,8 +195,8 @@ static void att_sgemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int
   par_sgemm1(ta == CblasTrans, tb == CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-ATT_LOOPS(att_f32, float, att_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32)
-ATT_LOOPS(att_f64, double, cblas_dgemm, vmath_exp_f64, vmath_max_f64, vmath_sum_f64)
+ATT_LOOPS(att_f32, float, att_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32, 1)
+ATT_LOOPS(att_f64, double, cblas_dgemm, vmath_exp_f64, vmath_max_f64, vmath_sum_f64, 0)
 
 /* The geometry of Q, K and V, checked as infer_attention does (a kernel
  * may meet shapes shape inference did not know). */
@@ -263,8 +277,11 @@ static void att_copy(char *dst, const char *src, int64_t rows, int64_t cols, int
   if (es == sizeof(float)) {
     float *d = (float *)(void *)dst;
     const float *x = (const float *)(const void *)src;
-    for (int64_t i = 0; i < rows; i++)
-      for (int64_t j = 0; j < cols; j++) d[i * ldd + j] = x[i * lds + j];
+    for (int64_t i = 0; i < rows; i++) {
+      int64_t j = 0;
+      for (; j + 8 <= cols; j += 8) memcpy(d + i * ldd + j, x + i * lds + j, 8 * sizeof *d);   /* one move */
+      for (; j < cols; j++) d[i * ldd + j] = x[i * lds + j];
+    }
   } else {
     for (int64_t i = 0; i < rows; i++) memcpy(dst + (size_t)(i * ldd) * es, src + (size_t)(i * lds) * es, (size_t)cols * es);
   }
