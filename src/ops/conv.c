@@ -455,9 +455,14 @@ static void im2col(const float *img, int64_t cg, const Window *g, float *padded,
  * at a time than two (a 2 MB cap). */
 #define CONV_MIN_COLS 256
 #define CONV_COL_FLOATS ((int64_t)1 << 18)
-/* Multiply-adds of one batch's GEMMs below which the batches stay on one
- * thread and the GEMMs take the threads instead. */
-#define CONV_THREAD_WORK ((int64_t)1 << 18)
+/* Multiply-adds of a whole convolution (or gradient) below which its
+ * images stay on one thread: about 40 us of work, where waking the other
+ * threads costs a few.  Above it, images (or batches of them) go to the
+ * threads whole, however little each one is: the 1x1 stride-2 shortcut of
+ * fashion_resnet, 16 -> 32 channels at 28x28 (200,704 multiply-adds a batch
+ * of two images), had its tiny GEMMs cut over the team instead, and its
+ * gradients took 3-4x their 1-thread time on 2 threads. */
+#define CONV_THREAD_WORK ((int64_t)1 << 20)
 
 /* Whether a * b floats (a, b >= 0) stay within what netrun allocates. */
 static bool floats_fit(int64_t a, int64_t b) {
@@ -567,15 +572,17 @@ static bool conv_plan(const Window *g, int64_t o, int64_t groups, ConvPlan *pl) 
 /* Decides who runs the batches, cut into `units` that threads may take
  * (batches, or slices of them), and allocates each thread's buffers; tmp:
  * a result buffer even for batches of one image (the backward's gathered
- * gradient).  Units go to threads when there are two or more and each
- * batch's GEMMs do enough work: each thread then runs its own im2col,
+ * gradient).  Units go to threads when there are two or more and the
+ * convolution does enough work (CONV_THREAD_WORK): each thread then runs its own im2col,
  * GEMMs, col2im and epilogue, whose copies stay in that core's cache, and
  * no GEMM waits on a split of its own.  Batches of huge columns (over
  * 8 MB) stay together, their GEMMs spread over the threads: a buffer each
  * would cost too much memory, and GEMMs that large split well. */
 static void conv_plan_threads(ConvPlan *pl, int64_t units, bool tmp) {
   int64_t colf = pl->kk * pl->p * pl->nb;
-  pl->spread = units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 8 * CONV_COL_FLOATS;
+  /* in double: the product of three sizes may pass int64 */
+  pl->spread = units > 1 && (double)pl->og * (double)colf * (double)pl->batches >= (double)CONV_THREAD_WORK &&
+               colf <= 8 * CONV_COL_FLOATS;
   if (pl->spread) {
     int t = par_each_threads();
     pl->threads = t < units ? t : (int)units;
@@ -955,10 +962,11 @@ static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t s
 }
 #endif
 
-/* Threads that take images: every thread, when there are images enough and
- * each does enough work. */
+/* Threads that take the units (images, or slices of them): every thread,
+ * when there are two units or more and the images do enough work. */
 static int dir_threads(const Window *g, int64_t units, int64_t o) {
-  if (units < 2 || o * g->c * g->kh * g->kw * g->oh * g->ow < CONV_THREAD_WORK) return 1;
+  if (units < 2 || (double)(g->n * o * g->oh * g->ow) * (double)(g->c * g->kh * g->kw) < (double)CONV_THREAD_WORK)
+    return 1;
   int t = par_each_threads();
   return t < units ? t : (int)units;
 }
