@@ -341,8 +341,9 @@ static inline V4f load4(const float *p) {
 
 static inline void store4(float *p, V4f v) { memcpy(p, &v, sizeof v); }
 
-/* The copy loops of im2col and col2im also come in an AVX2 version, picked
- * at load time on machines that have it (an output row of 14 floats is two
+/* The copy loops of im2col and col2im, and the direct path's copies into
+ * and out of its padded layouts, also come in an AVX2 version, picked at
+ * load time on machines that have it (an output row of 14 floats is two
  * 32-byte moves instead of four 16-byte ones). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SIMD_CLONES __attribute__((target_clones("avx2", "default")))
@@ -780,18 +781,16 @@ static int32_t *dir_offsets(const DirGeom *s, int64_t c, int64_t kh, int64_t kw)
 
 /* c channels of an image ([c, H, W]) into the middle of pad, whose border
  * stays zero. */
-static void dir_fill(const DirGeom *s, const Window *g, int64_t c, const float *img, float *pad) {
+SIMD_CLONES static void dir_fill(const DirGeom *s, const Window *g, int64_t c, const float *img, float *pad) {
   for (int64_t ch = 0; ch < c; ch++)
     for (int64_t y = 0; y < g->h; y++)
-      memcpy(pad + ch * s->cs + (y + g->ph) * s->wp + g->pw, img + (ch * g->h + y) * g->w,
-             sizeof *pad * (size_t)g->w);
+      copy_run(pad + ch * s->cs + (y + g->ph) * s->wp + g->pw, img + (ch * g->h + y) * g->w, g->w);
 }
 
 /* rows rows of t (row stride q8, padded width) into dst ([rows, OH, OW]). */
-static void dir_unpad(const DirGeom *s, const Window *g, int64_t rows, const float *t, float *dst) {
+SIMD_CLONES static void dir_unpad(const DirGeom *s, const Window *g, int64_t rows, const float *t, float *dst) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t y = 0; y < g->oh; y++)
-      memcpy(dst + (r * g->oh + y) * g->ow, t + r * s->q8 + y * s->wp, sizeof *dst * (size_t)g->ow);
+    for (int64_t y = 0; y < g->oh; y++) copy_run(dst + (r * g->oh + y) * g->ow, t + r * s->q8 + y * s->wp, g->ow);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1782,13 +1781,12 @@ static void dir_dx_init(DirDx *d, const Window *g, int64_t o, const float *filt)
 
 /* One image's dInput ([c, H, W] at dimg) from its dOut ([o, OH, OW] at
  * g_out), through the padded buffer pad (border zero) and the scratch t. */
-static void dir_dx_image(const DirDx *d, const Window *g, int64_t o, const float *g_out, float *pad, float *t,
-                         float *dimg) {
+SIMD_CLONES static void dir_dx_image(const DirDx *d, const Window *g, int64_t o, const float *g_out, float *pad,
+                                     float *t, float *dimg) {
   int64_t c = g->c, c16 = (c + 15) / 16 * 16, hw = g->h * g->w;
   for (int64_t oc = 0; oc < o; oc++)
     for (int64_t y = 0; y < g->oh; y++)
-      memcpy(pad + oc * d->cs + (y + d->top) * d->wp + d->left, g_out + (oc * g->oh + y) * g->ow,
-             sizeof *pad * (size_t)g->ow);
+      copy_run(pad + oc * d->cs + (y + d->top) * d->wp + d->left, g_out + (oc * g->oh + y) * g->ow, g->ow);
   for (int64_t f = 0; f < g->sh * g->sw; f++) {
     const DxPhase *ph = &d->ph[f];
     int64_t n = ph->np;
