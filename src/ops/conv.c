@@ -942,6 +942,27 @@ DIR_TARGET static void cv_filter_tile(const float *d, int64_t ds, const float *s
   CV_ADD(5, c50, c51);
 #undef CV_ADD
 }
+
+/* d[i*ld + j] (+)= s[j*ls + i] for i, j < 8: an 8x8 block transposed in
+ * registers, added to d's values with add. */
+DIR_TARGET static void dir_tr8(const float *s, int64_t ls, float *d, int64_t ld, bool add) {
+  __m256 v0 = _mm256_loadu_ps(s), v1 = _mm256_loadu_ps(s + ls), v2 = _mm256_loadu_ps(s + 2 * ls),
+         v3 = _mm256_loadu_ps(s + 3 * ls), v4 = _mm256_loadu_ps(s + 4 * ls), v5 = _mm256_loadu_ps(s + 5 * ls),
+         v6 = _mm256_loadu_ps(s + 6 * ls), v7 = _mm256_loadu_ps(s + 7 * ls);
+  __m256 u0 = _mm256_unpacklo_ps(v0, v1), u1 = _mm256_unpackhi_ps(v0, v1), u2 = _mm256_unpacklo_ps(v2, v3),
+         u3 = _mm256_unpackhi_ps(v2, v3), u4 = _mm256_unpacklo_ps(v4, v5), u5 = _mm256_unpackhi_ps(v4, v5),
+         u6 = _mm256_unpacklo_ps(v6, v7), u7 = _mm256_unpackhi_ps(v6, v7);
+  __m256 t0 = _mm256_shuffle_ps(u0, u2, 0x44), t1 = _mm256_shuffle_ps(u0, u2, 0xEE),
+         t2 = _mm256_shuffle_ps(u1, u3, 0x44), t3 = _mm256_shuffle_ps(u1, u3, 0xEE),
+         t4 = _mm256_shuffle_ps(u4, u6, 0x44), t5 = _mm256_shuffle_ps(u4, u6, 0xEE),
+         t6 = _mm256_shuffle_ps(u5, u7, 0x44), t7 = _mm256_shuffle_ps(u5, u7, 0xEE);
+  __m256 w[8] = {_mm256_permute2f128_ps(t0, t4, 0x20), _mm256_permute2f128_ps(t1, t5, 0x20),
+                 _mm256_permute2f128_ps(t2, t6, 0x20), _mm256_permute2f128_ps(t3, t7, 0x20),
+                 _mm256_permute2f128_ps(t0, t4, 0x31), _mm256_permute2f128_ps(t1, t5, 0x31),
+                 _mm256_permute2f128_ps(t2, t6, 0x31), _mm256_permute2f128_ps(t3, t7, 0x31)};
+  for (int i = 0; i < 8; i++)
+    _mm256_storeu_ps(d + i * ld, add ? _mm256_add_ps(_mm256_loadu_ps(d + i * ld), w[i]) : w[i]);
+}
 #else
 static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k, int64_t n,
                       float *t, int64_t ldt) {
@@ -955,11 +976,37 @@ static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_
                     const int32_t *pos, int64_t np, float *t) {
   (void)a, (void)rows16, (void)s, (void)off, (void)k, (void)pos, (void)np, (void)t;
 }
+static void dir_tr8(const float *s, int64_t ls, float *d, int64_t ld, bool add) {
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 8; j++) d[i * ld + j] = add ? d[i * ld + j] + s[j * ls + i] : s[j * ls + i];
+}
 static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t ss, const int32_t *off,
                            const int32_t *pos, int64_t np, int64_t m, float *dw) {
   (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)pos, (void)np, (void)m, (void)dw;
 }
 #endif
+
+/* The cv layout's panels of 16 rows side by side: dst[(r/16*n + q)*16 +
+ * r%16] = src[r*n + q] for r < rows, q < n (dOut for the filter's
+ * gradient); whole 8x8 blocks through dir_tr8, the rest one by one. */
+static void cv_to_panels(const float *src, int64_t rows, int64_t n, float *dst) {
+  int64_t r8 = rows / 8 * 8, n8 = n / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8)
+    for (int64_t q = 0; q < n8; q += 8) dir_tr8(src + r * n + q, n, dst + (r / 16 * n + q) * 16 + r % 16, 16, false);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t q = r < r8 ? n8 : 0; q < n; q++) dst[(r / 16 * n + q) * 16 + r % 16] = src[r * n + q];
+}
+
+/* dst[r*n + t] += src[(r/16*ldp + t)*16 + r%16] for r < rows, t < n: the
+ * panels back to rows, added (each element once: the same bits as one by
+ * one). */
+static void cv_add_rows(const float *src, int64_t ldp, int64_t rows, int64_t n, float *dst) {
+  int64_t r8 = rows / 8 * 8, n8 = n / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8)
+    for (int64_t t = 0; t < n8; t += 8) dir_tr8(src + (r / 16 * ldp + t) * 16 + r % 16, 16, dst + r * n + t, n, true);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t t = r < r8 ? n8 : 0; t < n; t++) dst[r * n + t] += src[(r / 16 * ldp + t) * 16 + r % 16];
+}
 
 /* Threads that take the units (images, or slices of them): every thread,
  * when there are two units or more and the images do enough work. */
@@ -1928,9 +1975,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
         float *d = bf->d ? bf->d + i * ld : NULL;   /* NULL: not needed (see above) */
         if ((din && same) || !so.cv) dir_fill(&s, g, o, dimg, d);
         if (dfilt) dir_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
-        if (dfilt && so.cv)
-          for (int64_t r = 0; r < o; r++)
-            for (int64_t q = 0; q < p; q++) bf->dt[(r / 16 * p + q) * 16 + r % 16] = dimg[r * p + q];
+        if (dfilt && so.cv) cv_to_panels(dimg, o, p, bf->dt);
         if (din && same) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
         else if (din) dir_dx_image(&dx, g, o, dimg, bf->dp, bf->t, din + b * c * hw);
       }
@@ -1938,9 +1983,10 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     }
     if (dfilt) {
       float *df = part ? part + sl * o * kk : dfilt;
-      for (int64_t r = 0; r < o; r++)
-        for (int64_t t = 0; t < kk; t++)
-          df[r * kk + t] += so.cv ? bf->dw[(r / 16 * k6 + t) * 16 + r % 16] : bf->dw[r * k6 + t];
+      if (so.cv) cv_add_rows(bf->dw, k6, o, kk, df);
+      else
+        for (int64_t r = 0; r < o; r++)
+          for (int64_t t = 0; t < kk; t++) df[r * kk + t] += bf->dw[r * k6 + t];
     }
   }
   for (int i = 0; i < threads; i++) {
