@@ -341,8 +341,9 @@ static inline V4f load4(const float *p) {
 
 static inline void store4(float *p, V4f v) { memcpy(p, &v, sizeof v); }
 
-/* The copy loops of im2col and col2im also come in an AVX2 version, picked
- * at load time on machines that have it (an output row of 14 floats is two
+/* The copy loops of im2col and col2im, and the direct path's copies into
+ * and out of its padded layouts, also come in an AVX2 version, picked at
+ * load time on machines that have it (an output row of 14 floats is two
  * 32-byte moves instead of four 16-byte ones). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SIMD_CLONES __attribute__((target_clones("avx2", "default")))
@@ -455,9 +456,14 @@ static void im2col(const float *img, int64_t cg, const Window *g, float *padded,
  * at a time than two (a 2 MB cap). */
 #define CONV_MIN_COLS 256
 #define CONV_COL_FLOATS ((int64_t)1 << 18)
-/* Multiply-adds of one batch's GEMMs below which the batches stay on one
- * thread and the GEMMs take the threads instead. */
-#define CONV_THREAD_WORK ((int64_t)1 << 18)
+/* Multiply-adds of a whole convolution (or gradient) below which its
+ * images stay on one thread: about 40 us of work, where waking the other
+ * threads costs a few.  Above it, images (or batches of them) go to the
+ * threads whole, however little each one is: the 1x1 stride-2 shortcut of
+ * fashion_resnet, 16 -> 32 channels at 28x28 (200,704 multiply-adds a batch
+ * of two images), had its tiny GEMMs cut over the team instead, and its
+ * gradients took 3-4x their 1-thread time on 2 threads. */
+#define CONV_THREAD_WORK ((int64_t)1 << 20)
 
 /* Whether a * b floats (a, b >= 0) stay within what netrun allocates. */
 static bool floats_fit(int64_t a, int64_t b) {
@@ -567,15 +573,17 @@ static bool conv_plan(const Window *g, int64_t o, int64_t groups, ConvPlan *pl) 
 /* Decides who runs the batches, cut into `units` that threads may take
  * (batches, or slices of them), and allocates each thread's buffers; tmp:
  * a result buffer even for batches of one image (the backward's gathered
- * gradient).  Units go to threads when there are two or more and each
- * batch's GEMMs do enough work: each thread then runs its own im2col,
+ * gradient).  Units go to threads when there are two or more and the
+ * convolution does enough work (CONV_THREAD_WORK): each thread then runs its own im2col,
  * GEMMs, col2im and epilogue, whose copies stay in that core's cache, and
  * no GEMM waits on a split of its own.  Batches of huge columns (over
  * 8 MB) stay together, their GEMMs spread over the threads: a buffer each
  * would cost too much memory, and GEMMs that large split well. */
 static void conv_plan_threads(ConvPlan *pl, int64_t units, bool tmp) {
   int64_t colf = pl->kk * pl->p * pl->nb;
-  pl->spread = units > 1 && pl->og * colf >= CONV_THREAD_WORK && colf <= 8 * CONV_COL_FLOATS;
+  /* in double: the product of three sizes may pass int64 */
+  pl->spread = units > 1 && (double)pl->og * (double)colf * (double)pl->batches >= (double)CONV_THREAD_WORK &&
+               colf <= 8 * CONV_COL_FLOATS;
   if (pl->spread) {
     int t = par_each_threads();
     pl->threads = t < units ? t : (int)units;
@@ -773,18 +781,16 @@ static int32_t *dir_offsets(const DirGeom *s, int64_t c, int64_t kh, int64_t kw)
 
 /* c channels of an image ([c, H, W]) into the middle of pad, whose border
  * stays zero. */
-static void dir_fill(const DirGeom *s, const Window *g, int64_t c, const float *img, float *pad) {
+SIMD_CLONES static void dir_fill(const DirGeom *s, const Window *g, int64_t c, const float *img, float *pad) {
   for (int64_t ch = 0; ch < c; ch++)
     for (int64_t y = 0; y < g->h; y++)
-      memcpy(pad + ch * s->cs + (y + g->ph) * s->wp + g->pw, img + (ch * g->h + y) * g->w,
-             sizeof *pad * (size_t)g->w);
+      copy_run(pad + ch * s->cs + (y + g->ph) * s->wp + g->pw, img + (ch * g->h + y) * g->w, g->w);
 }
 
 /* rows rows of t (row stride q8, padded width) into dst ([rows, OH, OW]). */
-static void dir_unpad(const DirGeom *s, const Window *g, int64_t rows, const float *t, float *dst) {
+SIMD_CLONES static void dir_unpad(const DirGeom *s, const Window *g, int64_t rows, const float *t, float *dst) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t y = 0; y < g->oh; y++)
-      memcpy(dst + (r * g->oh + y) * g->ow, t + r * s->q8 + y * s->wp, sizeof *dst * (size_t)g->ow);
+    for (int64_t y = 0; y < g->oh; y++) copy_run(dst + (r * g->oh + y) * g->ow, t + r * s->q8 + y * s->wp, g->ow);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -936,6 +942,27 @@ DIR_TARGET static void cv_filter_tile(const float *d, int64_t ds, const float *s
   CV_ADD(5, c50, c51);
 #undef CV_ADD
 }
+
+/* d[i*ld + j] (+)= s[j*ls + i] for i, j < 8: an 8x8 block transposed in
+ * registers, added to d's values with add. */
+DIR_TARGET static void dir_tr8(const float *s, int64_t ls, float *d, int64_t ld, bool add) {
+  __m256 v0 = _mm256_loadu_ps(s), v1 = _mm256_loadu_ps(s + ls), v2 = _mm256_loadu_ps(s + 2 * ls),
+         v3 = _mm256_loadu_ps(s + 3 * ls), v4 = _mm256_loadu_ps(s + 4 * ls), v5 = _mm256_loadu_ps(s + 5 * ls),
+         v6 = _mm256_loadu_ps(s + 6 * ls), v7 = _mm256_loadu_ps(s + 7 * ls);
+  __m256 u0 = _mm256_unpacklo_ps(v0, v1), u1 = _mm256_unpackhi_ps(v0, v1), u2 = _mm256_unpacklo_ps(v2, v3),
+         u3 = _mm256_unpackhi_ps(v2, v3), u4 = _mm256_unpacklo_ps(v4, v5), u5 = _mm256_unpackhi_ps(v4, v5),
+         u6 = _mm256_unpacklo_ps(v6, v7), u7 = _mm256_unpackhi_ps(v6, v7);
+  __m256 t0 = _mm256_shuffle_ps(u0, u2, 0x44), t1 = _mm256_shuffle_ps(u0, u2, 0xEE),
+         t2 = _mm256_shuffle_ps(u1, u3, 0x44), t3 = _mm256_shuffle_ps(u1, u3, 0xEE),
+         t4 = _mm256_shuffle_ps(u4, u6, 0x44), t5 = _mm256_shuffle_ps(u4, u6, 0xEE),
+         t6 = _mm256_shuffle_ps(u5, u7, 0x44), t7 = _mm256_shuffle_ps(u5, u7, 0xEE);
+  __m256 w[8] = {_mm256_permute2f128_ps(t0, t4, 0x20), _mm256_permute2f128_ps(t1, t5, 0x20),
+                 _mm256_permute2f128_ps(t2, t6, 0x20), _mm256_permute2f128_ps(t3, t7, 0x20),
+                 _mm256_permute2f128_ps(t0, t4, 0x31), _mm256_permute2f128_ps(t1, t5, 0x31),
+                 _mm256_permute2f128_ps(t2, t6, 0x31), _mm256_permute2f128_ps(t3, t7, 0x31)};
+  for (int i = 0; i < 8; i++)
+    _mm256_storeu_ps(d + i * ld, add ? _mm256_add_ps(_mm256_loadu_ps(d + i * ld), w[i]) : w[i]);
+}
 #else
 static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k, int64_t n,
                       float *t, int64_t ldt) {
@@ -949,16 +976,43 @@ static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_
                     const int32_t *pos, int64_t np, float *t) {
   (void)a, (void)rows16, (void)s, (void)off, (void)k, (void)pos, (void)np, (void)t;
 }
+static void dir_tr8(const float *s, int64_t ls, float *d, int64_t ld, bool add) {
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 8; j++) d[i * ld + j] = add ? d[i * ld + j] + s[j * ls + i] : s[j * ls + i];
+}
 static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t ss, const int32_t *off,
                            const int32_t *pos, int64_t np, int64_t m, float *dw) {
   (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)pos, (void)np, (void)m, (void)dw;
 }
 #endif
 
-/* Threads that take images: every thread, when there are images enough and
- * each does enough work. */
+/* The cv layout's panels of 16 rows side by side: dst[(r/16*n + q)*16 +
+ * r%16] = src[r*n + q] for r < rows, q < n (dOut for the filter's
+ * gradient); whole 8x8 blocks through dir_tr8, the rest one by one. */
+static void cv_to_panels(const float *src, int64_t rows, int64_t n, float *dst) {
+  int64_t r8 = rows / 8 * 8, n8 = n / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8)
+    for (int64_t q = 0; q < n8; q += 8) dir_tr8(src + r * n + q, n, dst + (r / 16 * n + q) * 16 + r % 16, 16, false);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t q = r < r8 ? n8 : 0; q < n; q++) dst[(r / 16 * n + q) * 16 + r % 16] = src[r * n + q];
+}
+
+/* dst[r*n + t] += src[(r/16*ldp + t)*16 + r%16] for r < rows, t < n: the
+ * panels back to rows, added (each element once: the same bits as one by
+ * one). */
+static void cv_add_rows(const float *src, int64_t ldp, int64_t rows, int64_t n, float *dst) {
+  int64_t r8 = rows / 8 * 8, n8 = n / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8)
+    for (int64_t t = 0; t < n8; t += 8) dir_tr8(src + (r / 16 * ldp + t) * 16 + r % 16, 16, dst + r * n + t, n, true);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t t = r < r8 ? n8 : 0; t < n; t++) dst[r * n + t] += src[(r / 16 * ldp + t) * 16 + r % 16];
+}
+
+/* Threads that take the units (images, or slices of them): every thread,
+ * when there are two units or more and the images do enough work. */
 static int dir_threads(const Window *g, int64_t units, int64_t o) {
-  if (units < 2 || o * g->c * g->kh * g->kw * g->oh * g->ow < CONV_THREAD_WORK) return 1;
+  if (units < 2 || (double)(g->n * o * g->oh * g->ow) * (double)(g->c * g->kh * g->kw) < (double)CONV_THREAD_WORK)
+    return 1;
   int t = par_each_threads();
   return t < units ? t : (int)units;
 }
@@ -1774,13 +1828,12 @@ static void dir_dx_init(DirDx *d, const Window *g, int64_t o, const float *filt)
 
 /* One image's dInput ([c, H, W] at dimg) from its dOut ([o, OH, OW] at
  * g_out), through the padded buffer pad (border zero) and the scratch t. */
-static void dir_dx_image(const DirDx *d, const Window *g, int64_t o, const float *g_out, float *pad, float *t,
-                         float *dimg) {
+SIMD_CLONES static void dir_dx_image(const DirDx *d, const Window *g, int64_t o, const float *g_out, float *pad,
+                                     float *t, float *dimg) {
   int64_t c = g->c, c16 = (c + 15) / 16 * 16, hw = g->h * g->w;
   for (int64_t oc = 0; oc < o; oc++)
     for (int64_t y = 0; y < g->oh; y++)
-      memcpy(pad + oc * d->cs + (y + d->top) * d->wp + d->left, g_out + (oc * g->oh + y) * g->ow,
-             sizeof *pad * (size_t)g->ow);
+      copy_run(pad + oc * d->cs + (y + d->top) * d->wp + d->left, g_out + (oc * g->oh + y) * g->ow, g->ow);
   for (int64_t f = 0; f < g->sh * g->sw; f++) {
     const DxPhase *ph = &d->ph[f];
     int64_t n = ph->np;
@@ -1922,9 +1975,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
         float *d = bf->d ? bf->d + i * ld : NULL;   /* NULL: not needed (see above) */
         if ((din && same) || !so.cv) dir_fill(&s, g, o, dimg, d);
         if (dfilt) dir_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
-        if (dfilt && so.cv)
-          for (int64_t r = 0; r < o; r++)
-            for (int64_t q = 0; q < p; q++) bf->dt[(r / 16 * p + q) * 16 + r % 16] = dimg[r * p + q];
+        if (dfilt && so.cv) cv_to_panels(dimg, o, p, bf->dt);
         if (din && same) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
         else if (din) dir_dx_image(&dx, g, o, dimg, bf->dp, bf->t, din + b * c * hw);
       }
@@ -1932,9 +1983,10 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     }
     if (dfilt) {
       float *df = part ? part + sl * o * kk : dfilt;
-      for (int64_t r = 0; r < o; r++)
-        for (int64_t t = 0; t < kk; t++)
-          df[r * kk + t] += so.cv ? bf->dw[(r / 16 * k6 + t) * 16 + r % 16] : bf->dw[r * k6 + t];
+      if (so.cv) cv_add_rows(bf->dw, k6, o, kk, df);
+      else
+        for (int64_t r = 0; r < o; r++)
+          for (int64_t t = 0; t < kk; t++) df[r * kk + t] += bf->dw[r * k6 + t];
     }
   }
   for (int i = 0; i < threads; i++) {

@@ -5,6 +5,7 @@
  * A `shape` attribute here is a list of known sizes: no -1, no symbols. */
 #include "autodiff/backward.h"
 #include "exec/exec.h"
+#include "exec/par.h"
 #include "exec/print.h"
 
 #include <math.h>
@@ -399,10 +400,49 @@ static int k_share(ExecCtx *c) {
   return 0;
 }
 
+/* add_n of float32 tensors in one pass, in slices of PAR_MIN_WORK
+ * elements over the threads (par_parts): each element summed in the
+ * inputs' order, the bits of the pass-per-input loop below. */
+typedef struct AddN {
+  float *out;
+  const float *const *x;
+  int k;
+  int64_t n;
+} AddN;
+
+static void add_n_slice(void *arg, int64_t p) {
+  const AddN *a = arg;
+  int64_t at = p * PAR_MIN_WORK, len = a->n - at < PAR_MIN_WORK ? a->n - at : PAR_MIN_WORK;
+  float *restrict o = a->out + at;
+  const float *restrict x0 = a->x[0] + at, *restrict x1 = a->x[1] + at;
+  for (int64_t i = 0; i < len; i++) o[i] = x0[i] + x1[i];
+  for (int j = 2; j < a->k; j++) {
+    const float *restrict xj = a->x[j] + at;
+    for (int64_t i = 0; i < len; i++) o[i] += xj[i];
+  }
+}
+
+static bool add_n_f32(ExecCtx *c, Tensor *out) {
+  int k = exec_ctx_in_count(c, 0);
+  if (out->dtype != DT_F32 || k < 2 || k > 64) return false;
+  const float *x[64];
+  for (int j = 0; j < k; j++) {
+    Tensor *in = exec_ctx_in_at(c, 0, j);
+    if (in->dtype != DT_F32 || in->numel != out->numel) return false;
+    x[j] = tensor_f32(in);
+  }
+  AddN a = {tensor_f32(out), x, k, out->numel};
+  int64_t parts = (a.n + PAR_MIN_WORK - 1) / PAR_MIN_WORK;
+  if (parts > 1) par_parts(parts, add_n_slice, &a);
+  else if (parts == 1) add_n_slice(&a, 0);
+  return true;
+}
+
 /* Out = X[0] + X[1] + ..., each read converted to Out's dtype. */
 static int k_add_n(ExecCtx *c) {
   Tensor *out = exec_ctx_out(c, 0);
   int64_t n = out->numel;
+  if (add_n_f32(c, out)) return 0;
   for (int k = 0; k < exec_ctx_in_count(c, 0); k++) {
     Tensor *in = exec_ctx_in_at(c, 0, k);
     if (in->numel != n) {

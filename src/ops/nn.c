@@ -802,43 +802,45 @@ static void NAME(const T *x, BnGeom g, int64_t k, double *mean, double *var) {  
 }
 CHANNEL_MOMENTS(channel_moments_f64, double)
 
-/* f32 runs in vectors: lanes l and l + 1 of a pair of V2d sum what a[l]
- * and a[l + 1] sum above, in the same order, so the results are the same
- * bits; the compiler left the four scalar lanes scalar.  (Pairs of
- * 16-byte vectors: the build targets SSE2, not AVX.) */
-typedef float V2s __attribute__((vector_size(8)));
-typedef double V2d __attribute__((vector_size(16)));
-typedef struct V4d {
-  V2d lo, hi;
-} V4d;
-static inline V2d load2d(const float *p) {
-  V2s v;
+/* f32 runs in vectors: lane l of a V4d sums what a[l] sums above, in the
+ * same order, so the results are the same bits; the compiler left the four
+ * scalar lanes scalar.  These loops (and batch norm's elementwise ones
+ * below) come in an AVX2 version too (VMATH_CLONES: one 32-byte vector
+ * where the default build's SSE2 takes two), with no multiply-add
+ * contracted in either, so both give the same bits. */
+typedef float V4s __attribute__((vector_size(16)));
+typedef double V4d __attribute__((vector_size(32)));
+/* (through pointers: a function taking or returning a 32-byte vector has
+ * another ABI with AVX than without) */
+static inline void load4d(V4d *d, const float *p) {
+  V4s v;
   memcpy(&v, p, sizeof v);
-  return __builtin_convertvector(v, V2d);
+  *d = __builtin_convertvector(v, V4d);
 }
-static inline double lanes_sum(V4d v) { return (v.lo[0] + v.lo[1]) + (v.hi[0] + v.hi[1]); }
+static inline double lanes_sum(const V4d *v) { return ((*v)[0] + (*v)[1]) + ((*v)[2] + (*v)[3]); }
 
+VMATH_CLONES
 static void channel_moments_f32(const float *x, BnGeom g, int64_t k, double *mean, double *var) {
   double s = 0, q = 0, count = (double)(g.n * g.hw), shift = (double)x[k * g.hw];
-  V2d sh = {shift, shift};
+  V4d sh = {shift, shift, shift, shift};
   for (int64_t b = 0; b < g.n; b++) {
     const float *p = x + (b * g.ch + k) * g.hw;
-    V4d a = {{0, 0}, {0, 0}}, d2 = {{0, 0}, {0, 0}};
+    V4d a = {0, 0, 0, 0}, d2 = {0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 4 <= g.hw; i += 4) {
-      V2d v0 = load2d(p + i), v1 = load2d(p + i + 2), e0 = v0 - sh, e1 = v1 - sh;
-      a.lo += v0;
-      a.hi += v1;
-      d2.lo += e0 * e0;
-      d2.hi += e1 * e1;
+      V4d v;
+      load4d(&v, p + i);
+      V4d e = v - sh;
+      a += v;
+      d2 += e * e;
     }
     for (; i < g.hw; i++) {
       double v = (double)p[i], d = v - shift;
-      a.lo[0] += v;
-      d2.lo[0] += d * d;
+      a[0] += v;
+      d2[0] += d * d;
     }
-    s += lanes_sum(a);
-    q += lanes_sum(d2);
+    s += lanes_sum(&a);
+    q += lanes_sum(&d2);
   }
   double m = s / count, dm = m - shift, v = q / count - dm * dm;
   *mean = m;
@@ -868,27 +870,52 @@ static inline void NAME(const T *gp, const T *xp, T m, int64_t n, double *sg, do
 GRAD_SUMS(grad_sums_f64, double)
 
 /* grad_sums for f32, in vectors (lanes as channel_moments_f32's: the same bits). */
-static inline void grad_sums_f32(const float *gp, const float *xp, float m, int64_t n, double *sg, double *sgx) {
-  V4d a = {{0, 0}, {0, 0}}, b = {{0, 0}, {0, 0}};
-  V2s mv = {m, m};
+VMATH_CLONES
+static void grad_sums_f32(const float *gp, const float *xp, float m, int64_t n, double *sg, double *sgx) {
+  V4d a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+  V4s mv = {m, m, m, m};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    V2s x0, x1;
+    V4s x0;
     memcpy(&x0, xp + i, sizeof x0);
-    memcpy(&x1, xp + i + 2, sizeof x1);
-    V2d g0 = load2d(gp + i), g1 = load2d(gp + i + 2);
-    a.lo += g0;
-    a.hi += g1;
-    b.lo += g0 * __builtin_convertvector(x0 - mv, V2d);
-    b.hi += g1 * __builtin_convertvector(x1 - mv, V2d);
+    V4d g0;
+    load4d(&g0, gp + i);
+    a += g0;
+    b += g0 * __builtin_convertvector(x0 - mv, V4d);
   }
   for (; i < n; i++) {
-    a.lo[0] += (double)gp[i];
-    b.lo[0] += (double)gp[i] * (double)(xp[i] - m);
+    a[0] += (double)gp[i];
+    b[0] += (double)gp[i] * (double)(xp[i] - m);
   }
-  *sg += lanes_sum(a);
-  *sgx += lanes_sum(b);
+  *sg += lanes_sum(&a);
+  *sgx += lanes_sum(&b);
 }
+
+/* batch norm's elementwise runs of n values: y = (x - m) a + b, then (fused)
+ * the residual r added (r may be NULL) and relu applied; and dX's
+ * dx = g a + (x - m) b + d.  The f32 ones with VMATH_CLONES (the same
+ * bits in both versions). */
+#define BN_RUNS(S, T, ATTR)                                                                        \
+ATTR static void norm_run_##S(const T *xp, const T *rp, T *yp, int64_t n, T m, T a, T b, int mode) {  \
+  if (mode == 0)                                                                                   \
+    for (int64_t i = 0; i < n; i++) yp[i] = (xp[i] - m) * a + b;                                   \
+  else if (!rp)                                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      T v = (xp[i] - m) * a + b;                                                                   \
+      yp[i] = mode == 1 || v > 0 || v != v ? v : 0;                                                \
+    }                                                                                              \
+  else                                                                                             \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      T v = (xp[i] - m) * a + b;                                                                   \
+      v = v + rp[i];                                                                               \
+      yp[i] = mode == 1 || v > 0 || v != v ? v : 0;                                                \
+    }                                                                                              \
+}                                                                                                  \
+ATTR static void dx_run_##S(const T *gp, const T *xp, T *dp, int64_t n, T m, T a, T b, T d) {      \
+  for (int64_t i = 0; i < n; i++) dp[i] = gp[i] * a + (xp[i] - m) * b + d;                         \
+}
+BN_RUNS(f32, float, VMATH_CLONES)
+BN_RUNS(f64, double, )
 
 /* Whether batch_norm's Training input says true. */
 static bool bn_training(ExecCtx *c) { return tensor_get(exec_ctx_in(c, 5), 0) != 0; }
@@ -939,14 +966,7 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
       const T *xp = xv + (b * g.ch + k) * g.hw;                                                                          \
       T *yp = yv + (b * g.ch + k) * g.hw;                                                                                \
       const T *rp = resv ? resv + (b * g.ch + k) * g.hw : NULL;                                                          \
-      if (!fused)                                                                                                        \
-        for (int64_t i = 0; i < g.hw; i++) yp[i] = (xp[i] - mf) * af + bf;                                               \
-      else                                                                                                               \
-        for (int64_t i = 0; i < g.hw; i++) {                                                                             \
-          T v = (xp[i] - mf) * af + bf;                                                                                  \
-          if (rp) v = v + rp[i];                                                                                         \
-          yp[i] = !relu || v > 0 || v != v ? v : 0;                                                                      \
-        }                                                                                                                \
+      norm_run_##S(xp, rp, yp, g.hw, mf, af, bf, !fused ? 0 : relu ? 2 : 1);                                           \
     }                                                                                                                    \
     mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean) : mv[k];                                             \
     vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var * unbias) : vv[k];                                     \
@@ -979,7 +999,7 @@ static inline const T *NAME(T *run, const T *o, const T *g, int64_t at, int64_t 
   }                                                                                   \
   return run;                                                                         \
 }
-RELU_RUN(relu_run_f32, float)
+VMATH_CLONES RELU_RUN(relu_run_f32, float)
 RELU_RUN(relu_run_f64, double)
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
@@ -1036,7 +1056,7 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
       const T *xp = xv + (b * g.ch + k) * g.hw;                                                                               \
       const T *gp = run ? relu_run_##S(run, ro, dy, (b * g.ch + k) * g.hw, g.hw) : dy + (b * g.ch + k) * g.hw;                \
       T *dp = tensor_##S(dxt) + (b * g.ch + k) * g.hw;                                                                        \
-      for (int64_t i = 0; i < g.hw; i++) dp[i] = gp[i] * af + (xp[i] - mf) * bf + df;                                         \
+      dx_run_##S(gp, xp, dp, g.hw, mf, af, bf, df);                                                                           \
     }                                                                                                                         \
   }                                                                                                                           \
   tensor_unref(x);                                                                                                            \
