@@ -997,15 +997,18 @@ static void cv_to_panels(const float *src, int64_t rows, int64_t n, float *dst) 
     for (int64_t q = r < r8 ? n8 : 0; q < n; q++) dst[(r / 16 * n + q) * 16 + r % 16] = src[r * n + q];
 }
 
-/* dst[r*n + t] += src[(r/16*ldp + t)*16 + r%16] for r < rows, t < n: the
- * panels back to rows, added (each element once: the same bits as one by
- * one). */
-static void cv_add_rows(const float *src, int64_t ldp, int64_t rows, int64_t n, float *dst) {
+/* dst[r*n + q] = src[(r/16*ldp + q)*16 + r%16] for r < rows, q < n (with
+ * add: +=, each element once, the same bits as one by one): the panels
+ * back to rows, through dir_tr8 as cv_to_panels. */
+static void cv_from_panels(const float *src, int64_t ldp, int64_t rows, int64_t n, float *dst, bool add) {
   int64_t r8 = rows / 8 * 8, n8 = n / 8 * 8;
   for (int64_t r = 0; r < r8; r += 8)
-    for (int64_t t = 0; t < n8; t += 8) dir_tr8(src + (r / 16 * ldp + t) * 16 + r % 16, 16, dst + r * n + t, n, true);
+    for (int64_t q = 0; q < n8; q += 8) dir_tr8(src + (r / 16 * ldp + q) * 16 + r % 16, 16, dst + r * n + q, n, add);
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t t = r < r8 ? n8 : 0; t < n; t++) dst[r * n + t] += src[(r / 16 * ldp + t) * 16 + r % 16];
+    for (int64_t q = r < r8 ? n8 : 0; q < n; q++) {
+      float v = src[(r / 16 * ldp + q) * 16 + r % 16];
+      dst[r * n + q] = add ? dst[r * n + q] + v : v;
+    }
 }
 
 /* Threads that take the units (images, or slices of them): every thread,
@@ -1072,11 +1075,7 @@ static void dir_compute(const DirOut *so, const DirGeom *s, const Window *g, con
   }
   int64_t p = g->oh * g->ow;
   cv_rows(a, (rows + 15) / 16 * 16, pad, off, k, so->pos, so->np, t);
-  for (int64_t r = 0; r < rows; r++) {
-    const float *tr = t + r / 16 * so->np * 16 + r % 16;
-    float *d = dst + r * p;
-    for (int64_t q = 0; q < p; q++) d[q] = tr[16 * q];
-  }
+  cv_from_panels(t, so->np, rows, p, dst, false);
 }
 
 /* conv2d's forward on the direct path: image by image, e applied to each
@@ -1983,7 +1982,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     }
     if (dfilt) {
       float *df = part ? part + sl * o * kk : dfilt;
-      if (so.cv) cv_add_rows(bf->dw, k6, o, kk, df);
+      if (so.cv) cv_from_panels(bf->dw, k6, o, kk, df, true);
       else
         for (int64_t r = 0; r < o; r++)
           for (int64_t t = 0; t < kk; t++) df[r * kk + t] += bf->dw[r * k6 + t];
