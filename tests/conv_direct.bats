@@ -4,11 +4,12 @@
 # and padding that keeps the size, conv_same: the 3x3 and 5x5 layers of
 # examples/fashion_resnet.net and fashion_cnn.net): their results agree
 # with the GEMM path's within float rounding, and are the same bits on any
-# thread count.  Their gradients against finite
-# differences: tests/grad/ops/conv2d_same.net (grad.bats).
+# thread count; so do the 3x3 layers of 16 channels and up, which take
+# Winograd F(2x2, 3x3).  Their gradients against finite differences:
+# tests/grad/ops/conv2d_same.net and conv2d_winograd.net (grad.bats).
 # NETRUN_TEST_CONV=gemm (netrun(1)) sends every convolution down the GEMM
 # path; =pv and =cv make every direct one take the padded-width or the
-# channel layout.
+# channel layout, =direct keeps Winograd out.
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -67,7 +68,8 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
     echo "$v: largest relative difference $rel"
     awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 2e-6) }'
   done
-  # the default takes the channel layout on 14x14 and 7x7, the other on 17x18
+  # the default takes Winograd for k2 (16 channels each way on 7x7), the
+  # channel layout for the others on 14x14 and 7x7, the other on 17x18
   run ! cmp -s default.json pv.json
   run ! cmp -s default.json cv.json
 }
@@ -76,6 +78,58 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
   for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
   [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
     "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'x', 'x4']" ]
+  cmp t1.json t2.json
+  cmp t1.json t3.json
+}
+
+# 3x3 convolutions of stride 1 and padding 1 with 16 channels or more each
+# way take Winograd F(2x2, 3x3) forward, for the input's gradient and for the
+# filter's (src/ops/conv.c, wino_ok); NETRUN_TEST_CONV=direct keeps the
+# direct kernels.  Odd sides, a 1x1 image of 17 channels, a 2x12 image
+# and 18 filters (panels of 16), 16 channels at 28x28 over 24 images (the
+# ResNet's first stage: two threads take images), a 66x66 image (1089
+# tiles: the forward and the input's gradient in two blocks of tile rows,
+# the filter's gradient on the direct kernels).  The gradients of r1..r5 are the forward's outputs.
+# Gradients against finite differences: tests/grad/ops/conv2d_winograd.net.
+wino_net() {
+  cat > wino.net <<'EOF2'
+param x1 : [2, 16, 9, 5] = uniform(-1, 1)
+param k1 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param x2 : [3, 17, 1, 1] = uniform(-1, 1)
+param k2 : [16, 17, 3, 3] = uniform(-0.3, 0.3)
+param x3 : [1, 16, 2, 12] = uniform(-1, 1)
+param k3 : [18, 16, 3, 3] = uniform(-0.3, 0.3)
+param x4 : [24, 16, 28, 28] = uniform(-1, 1)
+param k4 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param x5 : [1, 16, 66, 66] = uniform(-1, 1)
+param k5 : [17, 16, 3, 3] = uniform(-0.3, 0.3)
+param r1 : [2, 16, 9, 5] = uniform(-1, 1)
+param r2 : [3, 16, 1, 1] = uniform(-1, 1)
+param r3 : [1, 18, 2, 12] = uniform(-1, 1)
+param r4 : [24, 16, 28, 28] = uniform(-1, 1)
+param r5 : [1, 17, 66, 66] = uniform(-1, 1)
+l = sum(conv2d(x1, k1, paddings=[1, 1]) * r1) + sum(conv2d(x2, k2, paddings=[1, 1]) * r2)
+l = l + sum(conv2d(x3, k3, paddings=[1, 1]) * r3) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
+loss = l + sum(conv2d(x5, k5, paddings=[1, 1]) * r5)
+EOF2
+}
+
+@test "Winograd convolutions agree with the direct kernels and GEMMs within float rounding" {
+  wino_net
+  for v in gemm direct default; do NETRUN_TEST_CONV=$v "$NETRUN" grad wino.net --format json > $v.json; done
+  # Winograd ran: its sums differ from both
+  run ! cmp -s default.json direct.json
+  run ! cmp -s default.json gemm.json
+  for ref in gemm direct; do
+    rel=$(max_rel_diff $ref.json default.json)
+    echo "against $ref: largest relative difference $rel"
+    awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 4e-6) }'
+  done
+}
+
+@test "Winograd convolutions give the same bits on 1, 2 and 3 threads" {
+  wino_net
+  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad wino.net --format json > t$t.json; done
   cmp t1.json t2.json
   cmp t1.json t3.json
 }

@@ -1111,6 +1111,261 @@ static void conv2d_direct_f32(const Window *g, int64_t o, const float *in, const
   mem_free(so.pos);
 }
 
+/* ---- Winograd F(2x2, 3x3) ------------------------------------------------------------
+ * 3x3 convolutions of stride 1 that keep the size (conv_same), forward and
+ * input gradient: each 2x2 block of outputs (a tile) comes from the 4x4
+ * block of the padded input under it, Y = A^T [(G w G^T) . (B^T d B)] A
+ * (Lavin and Gray, 2015), 16 multiply-adds a tile and channel pair where
+ * the direct kernels do 36.  Per image: the input's tiles transformed into
+ * V [16][C][tiles], one product per element of the 4x4 transform, U[e]
+ * ([K, C], the transformed filter) times V[e], through the direct path's
+ * row kernel (dir_rows: its taps are the channels), and the output
+ * transform.  Tiles are numbered row after row (ty*tw + tx) so that a small
+ * image wastes no vector lanes.  Each output depends on its image alone,
+ * so the bits are the same on any number of threads.  Measured against the
+ * direct kernels in doc/speed.md. */
+
+typedef struct Wino {
+  int64_t c, k, k4;     /* channels in, rows out (k4: rounded up to 4) */
+  int64_t h, w;         /* the image's sides (= the output's) */
+  int64_t th, tw;       /* tiles down and across */
+  int64_t rb;           /* tile rows a block */
+  int64_t tp;           /* a row's stride in a block's V and M: its tiles rounded up to 8, plus 8 */
+  int64_t ve, me;       /* the stride of V's and M's 16 parts: c*tp or k4*tp, plus 16 (parts a
+                           multiple of 4 KB apart would share the cache's sets) */
+  int64_t hp, wp;       /* the padded plane: rows and row stride (a border of 1, zeros past the right) */
+  float *u;             /* [16][k4 * c], packed as dir_rows reads it */
+  int32_t *off;         /* [c]: channel i at i * tp */
+} Wino;
+
+/* Tiles a block of tile rows takes at least (one row at most of more):
+ * blocks bound the buffers on large images.  Smaller blocks, to keep V and
+ * M in a cache, were slower: 48 and 96 tiles took 1.1-1.2x the time of
+ * whole images of 16-64 channels at 7x7 to 28x28 (dir_rows reloads the
+ * filter's panels for each block). */
+#ifndef WINO_TB
+#define WINO_TB 1024
+#endif
+
+/* Channels each way from which Winograd takes over: below, its transforms
+ * cost more than the products they save (1 thread, 64 images at 28x28:
+ * 8 -> 8 channels forward 1.07x the direct kernels' time, gradients 1.6x;
+ * 4 -> 16 1.01x and 1.27x; 16 -> 16 0.87x and 0.89x). */
+#define WINO_MIN 16
+
+/* Bytes a thread's buffers may take: larger images stay on the direct path. */
+#define WINO_MAX_BYTES (8 << 20)
+
+static void wino_geom(Wino *z, const Window *g, int64_t rows, int64_t chans) {
+  *z = (Wino){.c = chans, .k = rows, .k4 = (rows + 3) / 4 * 4, .h = g->h, .w = g->w,
+              .th = (g->h + 1) / 2, .tw = (g->w + 1) / 2};
+  z->rb = (WINO_TB + z->tw - 1) / z->tw;
+  if (z->rb > z->th) z->rb = z->th;
+  z->tp = (z->rb * z->tw + 7) / 8 * 8 + 8;
+  z->ve = chans * z->tp + 16;
+  z->me = z->k4 * z->tp + 16;
+  z->hp = 2 * z->th + 2;
+  z->wp = 2 * ((z->tw + 7) / 8 * 8) + 2;
+}
+
+/* Whether conv2d of geometry g (o filters, one group: conv_direct_ok) runs
+ * through Winograd, forward (rows = o, chans = c) or for dInput (rows = c,
+ * chans = o): 3x3, stride 1, padding 1, WINO_MIN channels each way.
+ * NETRUN_TEST_CONV=pv, cv or direct (tests, benchmarks) keeps the direct
+ * kernels. */
+static bool wino_ok(const Window *g, int64_t rows, int64_t chans) {
+  const char *v = getenv("NETRUN_TEST_CONV");
+  if (v && (strcmp(v, "pv") == 0 || strcmp(v, "cv") == 0 || strcmp(v, "direct") == 0)) return false;
+  if (g->kh != 3 || g->kw != 3 || !conv_same(g) || rows < WINO_MIN || chans < WINO_MIN) return false;
+  if ((g->h + 1) / 2 > INT32_MAX / ((g->w + 1) / 2 + 8)) return false;
+  Wino z;
+  wino_geom(&z, g, rows, chans);
+  double plane = (double)chans * (double)z.hp * (double)z.wp;
+  return (16.0 * (double)(z.ve + z.me) + plane) * sizeof(float) <= WINO_MAX_BYTES;
+}
+
+/* U = G w G^T for each of rows x chans 3x3 filters: w(r, ch) is the
+ * forward's filt[r][ch] (flip false), or for dInput the filter turned 180
+ * degrees with its in and out channels swapped (flip: rows are filt's
+ * input channels).  In double, rounded once. */
+static void wino_init(Wino *z, const Window *g, int64_t rows, int64_t chans, const float *filt, bool flip) {
+  wino_geom(z, g, rows, chans);
+  z->u = mem_calloc((size_t)(16 * z->k4 * chans), sizeof *z->u);
+  z->off = mem_alloc(NULL, sizeof *z->off * (size_t)chans);
+  for (int64_t i = 0; i < chans; i++) z->off[i] = (int32_t)(i * z->tp);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t ch = 0; ch < chans; ch++) {
+      double w[3][3], t[4][3];
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+          w[i][j] = flip ? filt[((ch * rows + r) * 3 + 2 - i) * 3 + 2 - j] : filt[((r * chans + ch) * 3 + i) * 3 + j];
+      for (int j = 0; j < 3; j++) {
+        t[0][j] = w[0][j];
+        t[1][j] = 0.5 * (w[0][j] + w[1][j] + w[2][j]);
+        t[2][j] = 0.5 * (w[0][j] - w[1][j] + w[2][j]);
+        t[3][j] = w[2][j];
+      }
+      for (int i = 0; i < 4; i++) {
+        double u[4] = {t[i][0], 0.5 * (t[i][0] + t[i][1] + t[i][2]), 0.5 * (t[i][0] - t[i][1] + t[i][2]), t[i][2]};
+        for (int j = 0; j < 4; j++)
+          z->u[(4 * i + j) * z->k4 * chans + (r / 4 * chans + ch) * 4 + r % 4] = (float)u[j];
+      }
+    }
+}
+
+static void wino_free(Wino *z) {
+  mem_free(z->u);
+  mem_free(z->off);
+}
+
+/* Per thread: the padded plane (its border zero), a block's V and M, and
+ * one output row's four outputs of each of the block's tiles. */
+typedef struct WinoBufs {
+  float *pad, *v, *m, *y;
+} WinoBufs;
+
+static WinoBufs wino_bufs(const Wino *z) {
+  return (WinoBufs){.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
+                    .v = mem_calloc((size_t)(16 * z->ve), sizeof(float)),
+                    .m = mem_alloc(NULL, sizeof(float) * (size_t)(16 * z->me)),
+                    .y = mem_alloc(NULL, sizeof(float) * (size_t)(4 * z->tp))};
+}
+
+static void wino_bufs_free(WinoBufs *b) {
+  mem_free(b->pad), mem_free(b->v), mem_free(b->m), mem_free(b->y);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The even and the odd floats of a[0..16): a[0], a[2], .. and a[1], a[3], .. */
+DIR_TARGET static inline __attribute__((always_inline)) void wino_split(const float *a, __m256 *even, __m256 *odd) {
+  __m256 lo = _mm256_loadu_ps(a), hi = _mm256_loadu_ps(a + 8);
+  *even = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
+  *odd = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
+}
+
+/* V[e][ch][(ty-ty0)*tw + tx] = (B^T d B)[e] for the 4x4 block d at
+ * (2ty, 2tx) of each channel's padded plane, tile rows ty0 to ty1, eight
+ * tiles of a row at a time (the lanes past a row's end are overwritten by
+ * the next row's, or fall in the slack past the block's last tile). */
+DIR_TARGET static void wino_in(const Wino *z, const float *pad, int64_t ty0, int64_t ty1, float *v) {
+  for (int64_t ch = 0; ch < z->c; ch++)
+    for (int64_t ty = ty0; ty < ty1; ty++)
+      for (int64_t tx = 0; tx < z->tw; tx += 8) {
+        const float *p = pad + (ch * z->hp + 2 * ty) * z->wp + 2 * tx;
+        __m256 r[4][4];
+        for (int i = 0; i < 4; i++) {
+          __m256 d0, d1, d2, d3;
+          wino_split(p + i * z->wp, &d0, &d1);
+          wino_split(p + i * z->wp + 2, &d2, &d3);
+          r[i][0] = _mm256_sub_ps(d0, d2);
+          r[i][1] = _mm256_add_ps(d1, d2);
+          r[i][2] = _mm256_sub_ps(d2, d1);
+          r[i][3] = _mm256_sub_ps(d1, d3);
+        }
+        float *o = v + ch * z->tp + (ty - ty0) * z->tw + tx;
+        int64_t es = z->ve;
+        for (int j = 0; j < 4; j++) {
+          _mm256_storeu_ps(o + (0 + j) * es, _mm256_sub_ps(r[0][j], r[2][j]));
+          _mm256_storeu_ps(o + (4 + j) * es, _mm256_add_ps(r[1][j], r[2][j]));
+          _mm256_storeu_ps(o + (8 + j) * es, _mm256_sub_ps(r[2][j], r[1][j]));
+          _mm256_storeu_ps(o + (12 + j) * es, _mm256_sub_ps(r[1][j], r[3][j]));
+        }
+      }
+}
+
+/* dst's rows 2ty0 to 2ty1 of each of its k planes ([k, H, W]) = A^T M A
+ * for each tile of the block's M ([16][k4][tiles]): one plane's four
+ * outputs of each tile into y ([4][tp], vectors over the tiles), then
+ * interleaved into the plane's rows. */
+DIR_TARGET static void wino_out(const Wino *z, const float *m, int64_t ty0, int64_t ty1, float *y, float *dst) {
+  int64_t es = z->me, nt = (ty1 - ty0) * z->tw;
+  int64_t y1 = 2 * ty1 < z->h ? 2 * ty1 : z->h;
+  for (int64_t r = 0; r < z->k; r++) {
+    for (int64_t t0 = 0; t0 < nt; t0 += 8) {
+      const float *q = m + r * z->tp + t0;
+      __m256 s[2][4];
+      for (int j = 0; j < 4; j++) {
+        __m256 m0 = _mm256_loadu_ps(q + j * es), m1 = _mm256_loadu_ps(q + (4 + j) * es),
+               m2 = _mm256_loadu_ps(q + (8 + j) * es), m3 = _mm256_loadu_ps(q + (12 + j) * es);
+        s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+        s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+      }
+      for (int a = 0; a < 2; a++) {
+        _mm256_storeu_ps(y + 2 * a * z->tp + t0, _mm256_add_ps(_mm256_add_ps(s[a][0], s[a][1]), s[a][2]));
+        _mm256_storeu_ps(y + (2 * a + 1) * z->tp + t0, _mm256_sub_ps(_mm256_sub_ps(s[a][1], s[a][2]), s[a][3]));
+      }
+    }
+    float *plane = dst + r * z->h * z->w;
+    for (int64_t yy = 2 * ty0; yy < y1; yy++) {
+      const float *e0 = y + (yy & 1) * 2 * z->tp + (yy / 2 - ty0) * z->tw, *e1 = e0 + z->tp;
+      float *o = plane + yy * z->w;
+      int64_t x = 0;
+      for (; x + 16 <= z->w; x += 16) {   /* 8 tiles: their two columns interleaved */
+        __m256 a = _mm256_loadu_ps(e0 + x / 2), b = _mm256_loadu_ps(e1 + x / 2);
+        __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+        _mm256_storeu_ps(o + x, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(o + x + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+      }
+      if (x + 8 <= z->w) {   /* 4 tiles */
+        __m128 a = _mm_loadu_ps(e0 + x / 2), b = _mm_loadu_ps(e1 + x / 2);
+        _mm_storeu_ps(o + x, _mm_unpacklo_ps(a, b));
+        _mm_storeu_ps(o + x + 4, _mm_unpackhi_ps(a, b));
+        x += 8;
+      }
+      for (; x + 2 <= z->w; x += 2) o[x] = e0[x / 2], o[x + 1] = e1[x / 2];
+      if (x < z->w) o[x] = e0[x / 2];
+    }
+  }
+}
+#else
+static void wino_in(const Wino *z, const float *pad, int64_t ty0, int64_t ty1, float *v) {
+  (void)z, (void)pad, (void)ty0, (void)ty1, (void)v;
+}
+static void wino_out(const Wino *z, const float *m, int64_t ty0, int64_t ty1, float *y, float *dst) {
+  (void)z, (void)m, (void)ty0, (void)ty1, (void)y, (void)dst;
+}
+#endif
+
+/* dst [k, H, W] = the convolution of img [c, H, W] (Winograd), a block of
+ * tile rows at a time. */
+static void wino_image(const Wino *z, const float *img, WinoBufs *b, float *dst) {
+  for (int64_t ch = 0; ch < z->c; ch++)
+    for (int64_t y = 0; y < z->h; y++)
+      copy_run(b->pad + (ch * z->hp + y + 1) * z->wp + 1, img + (ch * z->h + y) * z->w, z->w);
+  for (int64_t ty0 = 0; ty0 < z->th; ty0 += z->rb) {
+    int64_t ty1 = ty0 + z->rb < z->th ? ty0 + z->rb : z->th, n = ((ty1 - ty0) * z->tw + 7) / 8 * 8;
+    wino_in(z, b->pad, ty0, ty1, b->v);
+    for (int e = 0; e < 16; e++)
+      dir_rows(z->u + e * z->k4 * z->c, z->k4, b->v + e * z->ve, z->off, z->c, n, b->m + e * z->me, z->tp);
+    wino_out(z, b->m, ty0, ty1, b->y, dst);
+  }
+}
+
+/* conv2d's forward through Winograd (wino_ok): image by image, as
+ * conv2d_direct_f32. */
+static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const float *filt, float *out,
+                            const Epilogue *e) {
+  Wino z;
+  wino_init(&z, g, o, g->c, filt, false);
+  int64_t p = g->oh * g->ow;
+  int threads = dir_threads(g, g->n, o);
+  WinoBufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
+  for (int i = 0; i < threads; i++) bufs[i] = wino_bufs(&z);
+  PAR_EACH(threads > 1, threads)
+  for (int64_t b = 0; b < g->n; b++) {
+    if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
+    float *dst = out + b * o * p;
+    wino_image(&z, in + b * g->c * g->h * g->w, &bufs[par_thread()], dst);
+    if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
+    pool_rows(e, g, o, b, 0, o, out);
+  }
+  for (int i = 0; i < threads; i++) wino_bufs_free(&bufs[i]);
+  mem_free(bufs);
+  wino_free(&z);
+}
+
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                       const float *filt, float *out, const Epilogue *e) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
@@ -1125,7 +1380,8 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
     return 0;
   }
   if (conv_direct_ok(g, o, groups)) {
-    conv2d_direct_f32(g, o, in, filt, out, e);
+    if (wino_ok(g, o, g->c)) conv2d_wino_f32(g, o, in, filt, out, e);
+    else conv2d_direct_f32(g, o, in, filt, out, e);
     return 0;
   }
   ConvPlan pl;
@@ -1915,6 +2171,139 @@ static void dir_filter_grad(const DirOut *so, const DirGeom *s, const Window *g,
     }
 }
 
+/* ---- the filter's gradient through Winograd F(3x3, 2x2) ---------------------------------
+ * dFilter = G^T [ sum over tiles of (A dy A^T) . (B^T d B) ] G: for each
+ * 2x2 tile of dOut (dy) and the 4x4 block of the padded input under it (d,
+ * the forward's input transform), the same bilinear form as the forward's
+ * read the other way.  The sums S[e][k][c] over every tile of every image
+ * are 16 products of dOut's transformed tiles (16 rows side by side at each
+ * tile, as the cv layout's dOut) by the input's (cv_filter_tile: the rows'
+ * lanes are outputs of their own, images in order); the 3x3 filters come
+ * from S at the end of each slice of images, in double. */
+
+typedef struct WinoDw {
+  Wino z;               /* the forward's geometry (rows o, channels c) */
+  int64_t o16, c6;      /* rows rounded up to 16, channels to 6 */
+  int64_t de;           /* the stride of dy's 16 parts: o16 * tiles, plus 16 */
+  int32_t *off, *pos;   /* [c6]: channel j at j*tp (those past c at 0); [tiles]: 0, 1, .. */
+} WinoDw;
+
+/* Whether dFilter of geometry g (o filters, c channels) runs through
+ * Winograd: as the forward (wino_ok), with the image's tiles in one block. */
+static bool wino_dw_ok(const Window *g, int64_t o) {
+  if (!wino_ok(g, o, g->c)) return false;
+  Wino z;
+  wino_geom(&z, g, o, g->c);
+  int64_t o16 = (o + 15) / 16 * 16, t = z.th * z.tw;
+  return z.rb == z.th && (double)(16 * o16 + 16) * (double)t * sizeof(float) <= WINO_MAX_BYTES;
+}
+
+static void wino_dw_init(WinoDw *w, const Window *g, int64_t o) {
+  wino_geom(&w->z, g, o, g->c);
+  int64_t t = w->z.th * w->z.tw;
+  w->o16 = (o + 15) / 16 * 16;
+  w->c6 = (g->c + 5) / 6 * 6;
+  w->de = w->o16 * t + 16;
+  w->off = mem_calloc((size_t)w->c6, sizeof *w->off);
+  for (int64_t j = 0; j < g->c; j++) w->off[j] = (int32_t)(j * w->z.tp);
+  w->pos = mem_alloc(NULL, sizeof *w->pos * (size_t)t);
+  for (int64_t q = 0; q < t; q++) w->pos[q] = (int32_t)q;
+}
+
+static void wino_dw_free(WinoDw *w) {
+  mem_free(w->off);
+  mem_free(w->pos);
+}
+
+/* Per thread: the input's padded plane and transform, dOut in panels of
+ * 16 rows (its rows past o zero) and transformed, and the sums S
+ * ([16][o16/16][c6][16]). */
+typedef struct WinoDwBufs {
+  float *pad, *v, *dt, *dy, *s;
+} WinoDwBufs;
+
+static WinoDwBufs wino_dw_bufs(const WinoDw *w, int64_t p) {
+  const Wino *z = &w->z;
+  return (WinoDwBufs){.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
+                      .v = mem_calloc((size_t)(16 * z->ve), sizeof(float)),
+                      .dt = mem_calloc((size_t)(w->o16 * p), sizeof(float)),
+                      .dy = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->de)),
+                      .s = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->o16 * w->c6))};
+}
+
+static void wino_dw_bufs_free(WinoDwBufs *b) {
+  mem_free(b->pad), mem_free(b->v), mem_free(b->dt), mem_free(b->dy), mem_free(b->s);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* dy[e][panel][t][16] = (A g A^T)[e] for each 2x2 tile g of dOut's panels
+ * dt ([o16/16][H*W][16]); positions past the image's edge are zeros. */
+DIR_TARGET static void wino_dy(const WinoDw *w, const float *dt, float *dy) {
+  const Wino *z = &w->z;
+  int64_t p = z->h * z->w, t = z->th * z->tw;
+  __m256 zero = _mm256_setzero_ps();
+  for (int64_t pn = 0; pn < w->o16 / 16; pn++)
+    for (int64_t ty = 0; ty < z->th; ty++)
+      for (int64_t tx = 0; tx < z->tw; tx++) {
+        int64_t y0 = 2 * ty, x0 = 2 * tx;
+        bool right = x0 + 1 < z->w, down = y0 + 1 < z->h;
+        const float *q = dt + (pn * p + y0 * z->w + x0) * 16;
+        float *o = dy + (pn * t + ty * z->tw + tx) * 16;
+        for (int v = 0; v < 2; v++) {
+          __m256 g00 = _mm256_loadu_ps(q + 8 * v), g01 = right ? _mm256_loadu_ps(q + 16 + 8 * v) : zero;
+          __m256 g10 = down ? _mm256_loadu_ps(q + z->w * 16 + 8 * v) : zero;
+          __m256 g11 = down && right ? _mm256_loadu_ps(q + (z->w + 1) * 16 + 8 * v) : zero;
+          __m256 h[4][2] = {{g00, g01},
+                            {_mm256_add_ps(g00, g10), _mm256_add_ps(g01, g11)},
+                            {_mm256_sub_ps(g00, g10), _mm256_sub_ps(g01, g11)},
+                            {_mm256_sub_ps(zero, g10), _mm256_sub_ps(zero, g11)}};
+          for (int i = 0; i < 4; i++) {
+            _mm256_storeu_ps(o + (4 * i + 0) * w->de + 8 * v, h[i][0]);
+            _mm256_storeu_ps(o + (4 * i + 1) * w->de + 8 * v, _mm256_add_ps(h[i][0], h[i][1]));
+            _mm256_storeu_ps(o + (4 * i + 2) * w->de + 8 * v, _mm256_sub_ps(h[i][0], h[i][1]));
+            _mm256_storeu_ps(o + (4 * i + 3) * w->de + 8 * v, _mm256_sub_ps(zero, h[i][1]));
+          }
+        }
+      }
+}
+#else
+static void wino_dy(const WinoDw *w, const float *dt, float *dy) { (void)w, (void)dt, (void)dy; }
+#endif
+
+/* S += this image's products: img [c, H, W], dimg [o, H, W]. */
+static void wino_dw_image(const WinoDw *w, int64_t o, const float *img, const float *dimg, WinoDwBufs *b) {
+  const Wino *z = &w->z;
+  int64_t p = z->h * z->w, t = z->th * z->tw, np = w->o16 / 16;
+  for (int64_t ch = 0; ch < z->c; ch++)
+    for (int64_t y = 0; y < z->h; y++)
+      copy_run(b->pad + (ch * z->hp + y + 1) * z->wp + 1, img + (ch * z->h + y) * z->w, z->w);
+  wino_in(z, b->pad, 0, z->th, b->v);
+  cv_to_panels(dimg, o, p, b->dt);
+  wino_dy(w, b->dt, b->dy);
+  for (int e = 0; e < 16; e++)
+    for (int64_t pn = 0; pn < np; pn++)
+      for (int64_t j = 0; j < w->c6; j += 6)
+        cv_filter_tile(b->dy + e * w->de + pn * t * 16, 0, b->v + e * z->ve, 0, w->off + j, w->pos, t, 1,
+                       b->s + ((e * np + pn) * w->c6 + j) * 16);
+}
+
+/* df[k, c, i, j] += (G^T S G)[i][j] for the sums S of a slice of images. */
+static void wino_dw_add(const WinoDw *w, int64_t o, const float *s, float *df) {
+  static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  int64_t np = w->o16 / 16, c = w->z.c;
+  for (int64_t k = 0; k < o; k++)
+    for (int64_t ch = 0; ch < c; ch++) {
+      double m[4][4], t[4][3];
+      for (int e = 0; e < 16; e++) m[e / 4][e % 4] = s[((e * np + k / 16) * w->c6 + ch) * 16 + k % 16];
+      for (int a = 0; a < 4; a++)
+        for (int j = 0; j < 3; j++) t[a][j] = m[a][0] * G[0][j] + m[a][1] * G[1][j] + m[a][2] * G[2][j] + m[a][3] * G[3][j];
+      float *d = df + (k * c + ch) * 9;
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+          d[i * 3 + j] += (float)(G[0][i] * t[0][j] + G[1][i] * t[1][j] + G[2][i] * t[2][j] + G[3][i] * t[3][j]);
+    }
+}
+
 /* conv2d's gradients on the direct path (conv_direct_ok; din only if
  * conv_same), image by image in slices (conv_slices) whose filter
  * gradients are partial sums added up in order, as conv_grad_gemm's are;
@@ -1926,32 +2315,41 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   /* the filter gradient's layout (o rows) and the input gradient's (c rows;
    * by phases, when the size is not kept, the cv layout of DirDx) */
   bool same = conv_same(g);
-  DirOut so = dir_out(&s, g, o), sx = din && same ? dir_out(&s, g, g->c) : (DirOut){0};
+  /* the same-size input gradient through Winograd (wino) or the direct kernels (dsame) */
+  bool wino = din && same && wino_ok(g, g->c, o), dsame = din && same && !wino;
+  DirOut so = dir_out(&s, g, o), sx = dsame ? dir_out(&s, g, g->c) : (DirOut){0};
   int64_t c = g->c, kk = c * g->kh * g->kw, k6 = (kk + 5) / 6 * 6, ko = o * g->kh * g->kw;
   int64_t orr = (o + so.w - 1) / so.w * so.w, p = g->oh * g->ow, hw = g->h * g->w;
   int64_t gp = pr && pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
   /* each image's padded input (lx floats) and dOut (ld: orr channels, those past o zero) */
   int64_t m = dir_group(&so, &s), lx = dir_len(&s, c), ld = dir_len(&s, orr);
-  float *a = din && same ? dir_pack(filt, o, c, g->kh, g->kw, true, sx.w) : NULL;
-  int32_t *off = dir_offsets(&s, c, g->kh, g->kw), *offo = din && same ? dir_offsets(&s, o, g->kh, g->kw) : NULL;
+  float *a = dsame ? dir_pack(filt, o, c, g->kh, g->kw, true, sx.w) : NULL;
+  int32_t *off = dir_offsets(&s, c, g->kh, g->kw), *offo = dsame ? dir_offsets(&s, o, g->kh, g->kw) : NULL;
+  Wino zx;
+  if (wino) wino_init(&zx, g, c, o, filt, true);
+  bool wdw = dfilt && wino_dw_ok(g, o);   /* the filter's gradient through Winograd */
+  WinoDw zw;
+  if (wdw) wino_dw_init(&zw, g, o);
   DirDx dx;   /* the input's gradient by phases, when the size is not kept */
   if (din && !same) dir_dx_init(&dx, g, o, filt);
   float *part;
   int64_t slices = conv_slices(g->n, o * kk, dfilt != NULL, &part);
   int threads = dir_threads(g, slices, o);
-  typedef struct { float *x, *d, *dt, *t, *dw, *rows, *dp; } Bufs;
+  typedef struct { float *x, *d, *dt, *t, *dw, *rows, *dp; WinoBufs wb; WinoDwBufs wd; } Bufs;
   Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
   for (int i = 0; i < threads; i++) {
     Bufs *b = &bufs[i];
     /* the padded dOut: read by the row layout's filter gradient and by
      * the same-size input gradient */
-    if ((din && same) || !so.cv) b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
-    if (dfilt) {
+    if (dsame || (!so.cv && dfilt && !wdw)) b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
+    if (wdw) b->wd = wino_dw_bufs(&zw, p);
+    if (dfilt && !wdw) {
       b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
       b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(orr * k6));
       if (so.cv) b->dt = mem_calloc((size_t)(orr * p), sizeof *b->dt);
     }
-    if (din) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)(same ? dir_scratch(&sx, &s, c) : dx.scratch));
+    if (din && !wino) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)(same ? dir_scratch(&sx, &s, c) : dx.scratch));
+    if (wino) b->wb = wino_bufs(&zx);
     if (din && !same) b->dp = mem_calloc((size_t)dx.len, sizeof *b->dp);
     if (pr) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
   }
@@ -1959,7 +2357,8 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   for (int64_t sl = 0; sl < slices; sl++) {
     Bufs *bf = &bufs[par_thread()];
     int64_t end = (sl + 1) * g->n / slices;
-    if (dfilt) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(orr * k6));
+    if (dfilt && !wdw) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(orr * k6));
+    if (wdw) memset(bf->wd.s, 0, sizeof *bf->wd.s * (size_t)(16 * zw.o16 * zw.c6));
     for (int64_t b0 = sl * g->n / slices; b0 < end && !exec_interrupted(); b0 += m) {
       int64_t mm = end - b0 < m ? end - b0 : m;
       for (int64_t i = 0; i < mm; i++) {
@@ -1972,17 +2371,20 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
           dimg = bf->rows;
         }
         float *d = bf->d ? bf->d + i * ld : NULL;   /* NULL: not needed (see above) */
-        if ((din && same) || !so.cv) dir_fill(&s, g, o, dimg, d);
-        if (dfilt) dir_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
-        if (dfilt && so.cv) cv_to_panels(dimg, o, p, bf->dt);
-        if (din && same) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
+        if (d) dir_fill(&s, g, o, dimg, d);
+        if (wdw) wino_dw_image(&zw, o, in + b * c * hw, dimg, &bf->wd);
+        else if (dfilt) dir_fill(&s, g, c, in + b * c * hw, bf->x + i * lx);
+        if (dfilt && !wdw && so.cv) cv_to_panels(dimg, o, p, bf->dt);
+        if (wino) wino_image(&zx, dimg, &bf->wb, din + b * c * hw);
+        else if (dsame) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
         else if (din) dir_dx_image(&dx, g, o, dimg, bf->dp, bf->t, din + b * c * hw);
       }
-      if (dfilt) dir_filter_grad(&so, &s, g, orr, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
+      if (dfilt && !wdw) dir_filter_grad(&so, &s, g, orr, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
     }
     if (dfilt) {
       float *df = part ? part + sl * o * kk : dfilt;
-      if (so.cv) cv_from_panels(bf->dw, k6, o, kk, df, true);
+      if (wdw) wino_dw_add(&zw, o, bf->wd.s, df);
+      else if (so.cv) cv_from_panels(bf->dw, k6, o, kk, df, true);
       else
         for (int64_t r = 0; r < o; r++)
           for (int64_t t = 0; t < kk; t++) df[r * kk + t] += bf->dw[r * k6 + t];
@@ -1991,9 +2393,13 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   for (int i = 0; i < threads; i++) {
     mem_free(bufs[i].x), mem_free(bufs[i].d), mem_free(bufs[i].dt), mem_free(bufs[i].t);
     mem_free(bufs[i].dw), mem_free(bufs[i].rows), mem_free(bufs[i].dp);
+    if (wino) wino_bufs_free(&bufs[i].wb);
+    if (wdw) wino_dw_bufs_free(&bufs[i].wd);
   }
   mem_free(bufs);
   if (din && !same) dir_dx_free(&dx, g);
+  if (wino) wino_free(&zx);
+  if (wdw) wino_dw_free(&zw);
   if (part) add_slices(dfilt, part, slices, o * kk);
   mem_free(offo);
   mem_free(off);
