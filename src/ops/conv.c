@@ -2763,7 +2763,7 @@ OpProto op_table_conv[] = {
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"}},
      .attrs = CONV_ATTRS,
      .infer = infer_conv2d, .kernel = k_conv2d, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
-    {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (direct kernels, or GEMM + col2im)",
+    {.type = "conv2d_grad", .doc = "the gradients of conv2d's Input and Filter (direct kernels, Winograd's F(2x2, 3x3), or GEMM + col2im)",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Output@GRAD", 0, "the gradient of Output"}},
      .out = CONV_GRAD_OUT,
