@@ -1328,12 +1328,18 @@ static void wino_out(const Wino *z, const float *m, int64_t ty0, int64_t ty1, fl
 }
 #endif
 
+/* img [c, H, W] into the middle of each channel's padded plane, whose
+ * border stays zero. */
+static void wino_fill(const Wino *z, const float *img, float *pad) {
+  for (int64_t ch = 0; ch < z->c; ch++)
+    for (int64_t y = 0; y < z->h; y++)
+      copy_run(pad + (ch * z->hp + y + 1) * z->wp + 1, img + (ch * z->h + y) * z->w, z->w);
+}
+
 /* dst [k, H, W] = the convolution of img [c, H, W] (Winograd), a block of
  * tile rows at a time. */
 static void wino_image(const Wino *z, const float *img, WinoBufs *b, float *dst) {
-  for (int64_t ch = 0; ch < z->c; ch++)
-    for (int64_t y = 0; y < z->h; y++)
-      copy_run(b->pad + (ch * z->hp + y + 1) * z->wp + 1, img + (ch * z->h + y) * z->w, z->w);
+  wino_fill(z, img, b->pad);
   for (int64_t ty0 = 0; ty0 < z->th; ty0 += z->rb) {
     int64_t ty1 = ty0 + z->rb < z->th ? ty0 + z->rb : z->th, n = ((ty1 - ty0) * z->tw + 7) / 8 * 8;
     wino_in(z, b->pad, ty0, ty1, b->v);
@@ -2274,9 +2280,7 @@ static void wino_dy(const WinoDw *w, const float *dt, float *dy) { (void)w, (voi
 static void wino_dw_image(const WinoDw *w, int64_t o, const float *img, const float *dimg, WinoDwBufs *b) {
   const Wino *z = &w->z;
   int64_t p = z->h * z->w, t = z->th * z->tw, np = w->o16 / 16;
-  for (int64_t ch = 0; ch < z->c; ch++)
-    for (int64_t y = 0; y < z->h; y++)
-      copy_run(b->pad + (ch * z->hp + y + 1) * z->wp + 1, img + (ch * z->h + y) * z->w, z->w);
+  wino_fill(z, img, b->pad);
   wino_in(z, b->pad, 0, z->th, b->v);
   cv_to_panels(dimg, o, p, b->dt);
   wino_dy(w, b->dt, b->dy);
