@@ -74,6 +74,27 @@ loss = sum(h * h)'
   same_bits grads
 }
 
+@test "add_n of a value's two gradients is an add step: a residual's sum and the relu_grad before it in one pass; add_n of three is not" {
+  # block's v is read twice, so its gradient is add_n of two, then the
+  # relu_grad of the relu that made v
+  script res 'def block(v) {
+  return relu(v * 0.5 + relu(v) * x)
+}
+loss = sum(block(relu(x * y + b)))'
+  run fused_ops res
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"relu_grad", "add", "relu_grad"'* ]]
+  run "$NETRUN" dump --backward --fused res.net
+  [[ "$output" != *"add_n("* ]]
+  same_bits res
+  # a value read three times: add_n of three stays add_n
+  script three 'h = tanh(x * y)
+loss = sum(h * h * h + h)'
+  run "$NETRUN" dump --backward --fused three.net
+  [[ "$output" == *"add_n(X=["*", "*", "*"])"* ]]
+  same_bits three
+}
+
 @test "f64: the chains run in f64, with the f64 bits of --no-fuse" {
   script f64 'loss = sum(sigmoid(x * y + b) * tanh(x - s))'
   [ "$(fused_ops f64 --dtype f64 | wc -l)" -ge 1 ]

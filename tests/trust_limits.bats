@@ -126,11 +126,13 @@ interrupt_ops() {
 }
 
 @test "Ctrl-C stops a long f32 matmul between panels of rows, a long conv2d_transpose (conv2d's input gradient) between images" {
-  # each op takes 30 to 60 s here (28 s and 39 s after the signal before:
-  # one OpenBLAS call, the gradient's batches, saw no interrupt); the
-  # signal comes 3 s into it
-  printf 'x = ones([65536, 2048])\nw = ones([2048, 2048])\ny = x @ w\nprint(sum(y))\n' > mm.net
-  printf 'x = ones([200, 256, 32, 32])\nf = ones([256, 256, 5, 5])\ny = conv2d_transpose(x, f)\nprint(sum(y))\n' > ct.net
+  # each op takes 10 to 240 s on the hosts these tests run on (28 s and
+  # 39 s after the signal before: one OpenBLAS call, the gradient's
+  # batches, saw no interrupt); the signal comes 3 s into the run.  (A
+  # quarter of these, 550 and 670 GFLOP, ended before the signal on a
+  # host whose sgemm runs at 250 GFLOP/s.)
+  printf 'x = ones([65536, 2048])\nw = ones([2048, 8192])\ny = x @ w\nprint(sum(y))\n' > mm.net
+  printf 'x = ones([800, 256, 32, 32])\nf = ones([256, 256, 5, 5])\ny = conv2d_transpose(x, f)\nprint(sum(y))\n' > ct.net
   interrupt_ops 3 10000 mm:3:7:matmul ct:3:5:conv2d_transpose
 }
 

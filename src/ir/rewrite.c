@@ -428,8 +428,8 @@ static bool sgd_matmul(const Site *s, int i, Match *m) {
 
 static bool touches(const OpDesc *op, const char *name, bool writes);
 
-/* A chain of elementwise ops (OP_STEP) -> fused_elementwise
- * (elementwise.c): ops of one shape and float dtype, each reading a value
+/* A chain of elementwise ops (OP_STEP, and add_n of two as an add) ->
+ * fused_elementwise (elementwise.c): ops of one shape and float dtype, each reading a value
  * an earlier one of them made, run as one pass over the elements.  From
  * the op at i, the ops after it in its segment that read a value of the
  * chain join it (at most FE_STEPS, within FE_WINDOW ops); then the longest
@@ -450,9 +450,18 @@ static bool touches(const OpDesc *op, const char *name, bool writes);
 /* At most the kernel's FE_MAX_STEPS and FE_MAX_IN (elementwise.c). */
 enum { FE_STEPS = 16, FE_INS = 8, FE_WINDOW = 48 };
 
+/* add_n of two values: X[0] + X[1], add's expression (backward.c's sum
+ * of a value's two gradients, a residual block's input among them). */
+static bool add2(const OpDesc *op) {
+  return is_op(op, "add_n") && op->nin == 1 && op->in[0].n == 2 && op->nout == 1 && op->out[0].n == 1 &&
+         !same(op->in[0].args[0], op->out[0].args[0]) && !same(op->in[0].args[1], op->out[0].args[0]);
+}
+
 /* Whether op can be a step: an OP_STEP op of one output and one value in
- * each of its (one or two) input slots, none of them its output. */
+ * each of its (one or two) input slots, none of them its output; or an
+ * add_n of two (add2). */
 static bool step_op(const Program *p, const OpDesc *op) {
+  if (add2(op)) return true;
   const OpProto *pr = reg_find_op(p, op->type);
   if (!pr || !(pr->flags & OP_STEP) || op->nout != 1 || op->out[0].n != 1 || pr->nin < 1 || pr->nin > 2 ||
       op->nin != pr->nin)
@@ -467,6 +476,7 @@ static bool step_op(const Program *p, const OpDesc *op) {
 /* Step op's operand r (0 or 1; NULL for none): its proto's r-th input
  * slot, whose place is the kernel's first or second operand. */
 static const char *step_arg(const Program *p, const OpDesc *op, int r) {
+  if (add2(op)) return op->in[0].args[r];
   const OpProto *pr = reg_find_op(p, op->type);
   return r < pr->nin ? op_in1(op, pr->in[r].name) : NULL;
 }
@@ -564,7 +574,7 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
   for (int k = 0; k < n; k++) {
     const OpDesc *op = b->ops[at[k]];
     const OpProto *pr = reg_find_op(p, op->type);
-    types[k] = op->type;
+    types[k] = add2(op) ? "add" : op->type;
     for (int r = 0; r < 2; r++) args[2 * k + r] = reg[k][r] >= FE_INS ? nin + reg[k][r] - FE_INS : reg[k][r];
     params[2 * k] = params[2 * k + 1] = 0;
     for (int a = 0, np = 0; a < pr->nattrs && np < 2; a++) {
@@ -588,8 +598,8 @@ static OpDesc *chain_op(const Site *s, const int *at, int n, const Shape *shape,
  * is of them, its inputs fit them. */
 static bool step_fits(const Program *p, const OpDesc *op, const Shape *s, DType t) {
   if (fit_kind(prog_var(p, op->out[0].args[0]), s, t) != 0) return false;
-  for (int r = 0; r < op->nin; r++)
-    if (fit_kind(prog_var(p, op->in[r].args[0]), s, t) < 0) return false;
+  for (int r = 0; r < 2 && step_arg(p, op, r); r++)
+    if (fit_kind(prog_var(p, step_arg(p, op, r)), s, t) < 0) return false;
   return true;
 }
 
