@@ -2291,20 +2291,34 @@ static void wino_dw_image(const WinoDw *w, int64_t o, const float *img, const fl
                        b->s + ((e * np + pn) * w->c6 + j) * 16);
 }
 
-/* df[k, c, i, j] += (G^T S G)[i][j] for the sums S of a slice of images. */
+typedef double V4d __attribute__((vector_size(32)));
+
+/* df[k, c, i, j] += (G^T S G)[i][j] for the sums S of a slice of images,
+ * in double, four filters at a time: lane l holds filter k0 + l, whose
+ * sums lie side by side in s's panels of 16 rows, and computes the
+ * expression of one filter, its products and sums in its order (no
+ * multiply-add contracted in either version), so the bits are those of
+ * one filter at a time (in scalars it was a tenth of a 64-channel 7x7
+ * layer's gradient). */
+SIMD_CLONES
 static void wino_dw_add(const WinoDw *w, int64_t o, const float *s, float *df) {
   static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
   int64_t np = w->o16 / 16, c = w->z.c;
-  for (int64_t k = 0; k < o; k++)
+  for (int64_t k0 = 0; k0 < o; k0 += 4)
     for (int64_t ch = 0; ch < c; ch++) {
-      double m[4][4], t[4][3];
-      for (int e = 0; e < 16; e++) m[e / 4][e % 4] = s[((e * np + k / 16) * w->c6 + ch) * 16 + k % 16];
+      V4d m[4][4], t[4][3];
+      for (int e = 0; e < 16; e++) {
+        V4f v;
+        memcpy(&v, s + ((e * np + k0 / 16) * w->c6 + ch) * 16 + k0 % 16, sizeof v);
+        m[e / 4][e % 4] = __builtin_convertvector(v, V4d);
+      }
       for (int a = 0; a < 4; a++)
         for (int j = 0; j < 3; j++) t[a][j] = m[a][0] * G[0][j] + m[a][1] * G[1][j] + m[a][2] * G[2][j] + m[a][3] * G[3][j];
-      float *d = df + (k * c + ch) * 9;
       for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-          d[i * 3 + j] += (float)(G[0][i] * t[0][j] + G[1][i] * t[1][j] + G[2][i] * t[2][j] + G[3][i] * t[3][j]);
+        for (int j = 0; j < 3; j++) {
+          V4d r = G[0][i] * t[0][j] + G[1][i] * t[1][j] + G[2][i] * t[2][j] + G[3][i] * t[3][j];
+          for (int l = 0; l < 4 && k0 + l < o; l++) df[((k0 + l) * c + ch) * 9 + i * 3 + j] += (float)r[l];
+        }
     }
 }
 
