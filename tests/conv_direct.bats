@@ -133,3 +133,44 @@ EOF2
   cmp t1.json t2.json
   cmp t1.json t3.json
 }
+
+# On CPUs with AVX-512 the kernels run in 512-bit vectors (src/ops/conv.c,
+# dir_z); NETRUN_TEST_ISA=avx2 keeps them in AVX2.  Each output's sum runs
+# over the same terms in the same order either way, so the bits are the
+# same.  The shapes reach every tile of the AVX-512 kernels: the channel
+# layout with 40 and 36 filters (two panels of 16 at once, then one), the
+# padded-width layout on 20x20 (six tiles of 64 positions, then 56),
+# Winograd on 7x7 (16 tiles: 16 rows a vector, then 8, then 4, 28
+# filters), 10x10 (25 tiles: two vectors), 12x12 (36: three) and 14x14
+# (49: four, the last of one lane in two).
+@test "the AVX-512 kernels give the bits of the AVX2 ones, on every layout" {
+  grep -qw avx512f /proc/cpuinfo || skip "this CPU has no AVX-512: the AVX2 kernels are the only ones"
+  cat > isa.net <<'EOF2'
+param x1 : [3, 8, 9, 9] = uniform(-1, 1)
+param k1 : [40, 8, 3, 3] = uniform(-0.3, 0.3)
+param x2 : [3, 8, 11, 11] = uniform(-1, 1)
+param k2 : [36, 8, 3, 3] = uniform(-0.3, 0.3)
+param x3 : [2, 3, 20, 20] = uniform(-1, 1)
+param k3 : [12, 3, 3, 3] = uniform(-0.3, 0.3)
+param x4 : [2, 16, 7, 7] = uniform(-1, 1)
+param k4 : [28, 16, 3, 3] = uniform(-0.3, 0.3)
+param x5 : [1, 16, 10, 10] = uniform(-1, 1)
+param k5 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param x6 : [1, 20, 12, 12] = uniform(-1, 1)
+param k6 : [16, 20, 3, 3] = uniform(-0.3, 0.3)
+param x7 : [2, 16, 14, 14] = uniform(-1, 1)
+param k7 : [20, 16, 3, 3] = uniform(-0.3, 0.3)
+l = sum(sin(conv2d(x1, k1, paddings=[1, 1]))) + sum(sin(conv2d(x2, k2, strides=[2, 2], paddings=[1, 1])))
+l = l + sum(sin(conv2d(x3, k3, paddings=[1, 1]))) + sum(sin(conv2d(x4, k4, paddings=[1, 1])))
+l = l + sum(sin(conv2d(x5, k5, paddings=[1, 1]))) + sum(sin(conv2d(x6, k6, paddings=[1, 1])))
+loss = l + sum(sin(conv2d(x7, k7, paddings=[1, 1])))
+EOF2
+  for v in default pv cv direct; do
+    NETRUN_TEST_CONV=$v "$NETRUN" grad isa.net --format json > $v.z.json
+    NETRUN_TEST_ISA=avx2 NETRUN_TEST_CONV=$v "$NETRUN" grad isa.net --format json > $v.avx2.json
+    cmp $v.z.json $v.avx2.json
+  done
+  # the layouts ran: their sums differ
+  run ! cmp -s default.z.json direct.z.json
+  run ! cmp -s pv.z.json cv.z.json
+}

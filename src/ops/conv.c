@@ -816,11 +816,91 @@ DIR_TARGET static inline __attribute__((always_inline)) void dir_tile_n(const fl
     for (int v = 0; v < nv; v++) _mm256_storeu_ps(t + r * ldt + 8 * v, c[r][v]);
 }
 
+/* The same tile in AVX-512: np panels of 4 rows by nv vectors of 16
+ * positions, the last vector's lanes past the tile's end (mask last)
+ * neither read nor written.  Each position's sum runs over the taps in
+ * order, one fused multiply-add each, as dir_tile_n's: the same bits, with
+ * twice the positions an instruction (on CPUs that run 512-bit vectors at
+ * full width, AMD's Zen 5 among them, twice the rate).  Short rows (a 7x7
+ * image's 16 Winograd tiles) take more panels, so that a vector loaded
+ * serves 16 rows. */
+#define DIR512_TARGET __attribute__((target("avx512f,avx2,fma")))
+DIR512_TARGET static inline __attribute__((always_inline)) void dir_tile_z(const float *a, const float *s,
+                                                                            const int32_t *off, int64_t k,
+                                                                            float *t, int64_t ldt, int np, int nv,
+                                                                            __mmask16 last) {
+  __m512 c[16][4];
+  for (int r = 0; r < 4 * np; r++)
+    for (int v = 0; v < nv; v++) c[r][v] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i++, a += 4) {
+    const float *p = s + off[i];
+    __m512 b[4];
+    for (int v = 0; v < nv; v++)
+      b[v] = v == nv - 1 ? _mm512_maskz_loadu_ps(last, p + 16 * v) : _mm512_loadu_ps(p + 16 * v);
+    for (int r = 0; r < 4 * np; r++) {
+      __m512 w = _mm512_set1_ps(a[r / 4 * 4 * k + r % 4]);
+      for (int v = 0; v < nv; v++) c[r][v] = _mm512_fmadd_ps(w, b[v], c[r][v]);
+    }
+  }
+  for (int r = 0; r < 4 * np; r++)
+    for (int v = 0; v < nv; v++)
+      if (v == nv - 1) _mm512_mask_storeu_ps(t + r * ldt + 16 * v, last, c[r][v]);
+      else _mm512_storeu_ps(t + r * ldt + 16 * v, c[r][v]);
+}
+
+/* Rows r0 to rows4 of one tile of nv vectors, np panels at a time. */
+#define DIR_Z_ROWS(NP, NV)                                                                      \
+  for (; r + 4 * (NP) <= rows4; r += 4 * (NP))                                                  \
+    dir_tile_z(a + r * k, s + q, off, k, t + r * ldt + q, ldt, NP, NV, last)
+#define DIR_Z_TILE(NP, NV)                                                                      \
+  do {                                                                                          \
+    int64_t r = 0;                                                                              \
+    DIR_Z_ROWS(NP, NV);                                                                         \
+    if ((NP) > 2) DIR_Z_ROWS((NP) > 2 ? 2 : 1, NV);                                             \
+    if ((NP) > 1) DIR_Z_ROWS(1, NV);                                                            \
+  } while (0)
+
+/* dir_rows in AVX-512 (dir_z): tiles of 64 positions (4 rows), the last of
+ * 8 to 64 (up to 16 rows: 16 accumulators). */
+DIR512_TARGET static void dir_rows_z(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k,
+                                     int64_t n, float *t, int64_t ldt) {
+  int64_t q = 0;
+  __mmask16 last = 0xFFFF;
+  for (; q + 64 <= n; q += 64) DIR_Z_TILE(1, 4);
+  int64_t rem = n - q;
+  if (rem <= 0) return;
+  if (rem % 16) last = (__mmask16)((1u << (rem % 16)) - 1);
+  switch ((rem + 15) / 16) {
+  case 1: DIR_Z_TILE(4, 1); break;
+  case 2: DIR_Z_TILE(2, 2); break;
+  case 3: DIR_Z_TILE(1, 3); break;
+  default: DIR_Z_TILE(1, 4); break;
+  }
+}
+#undef DIR_Z_TILE
+#undef DIR_Z_ROWS
+
+/* Whether the kernels run in AVX-512 (dir_rows_z): the CPU has it, and
+ * NETRUN_TEST_ISA=avx2 (tests, benchmarks) does not keep them in AVX2. */
+static bool dir_z(void) {
+  static int ok = -1;
+  if (ok < 0) {
+    const char *v = getenv("NETRUN_TEST_ISA");
+    __builtin_cpu_init();
+    ok = __builtin_cpu_supports("avx512f") && !(v && strcmp(v, "avx2") == 0);
+  }
+  return ok;
+}
+
 /* t[r, 0..n) for the rows4 (a multiple of 4) rows of the packed filter a,
  * over the k taps off of the padded image s: tiles of 24 positions, the
  * last of 8 or 16 (n is a multiple of 8). */
 DIR_TARGET static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k,
                                   int64_t n, float *t, int64_t ldt) {
+  if (dir_z()) {
+    dir_rows_z(a, rows4, s, off, k, n, t, ldt);
+    return;
+  }
   int64_t q = 0;
   for (; q + DIR_QB <= n; q += DIR_QB)
     for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 3);
@@ -898,10 +978,48 @@ DIR_TARGET static void cv_tile(const float *a, const float *s, const int32_t *of
   _mm256_storeu_ps(t + 72, c41), _mm256_storeu_ps(t + 80, c50), _mm256_storeu_ps(t + 88, c51);
 }
 
+/* cv_tile in AVX-512 for npan (1 or 2) panels of 16 rows at once: panel
+ * p's filter at a + p apan, its outputs at t + p tpan.  Each sum runs over
+ * the taps in order, one fused multiply-add each: cv_tile's bits. */
+DIR512_TARGET static inline __attribute__((always_inline)) void cv_tile_zn(const float *a, int64_t apan,
+                                                                            const float *s, const int32_t *off,
+                                                                            int64_t k, const int32_t *pos, float *t,
+                                                                            int64_t tpan, int npan) {
+  __m512 c[2][6];
+  for (int p = 0; p < npan; p++)
+    for (int j = 0; j < 6; j++) c[p][j] = _mm512_setzero_ps();
+  const float *pj[6] = {s + pos[0], s + pos[1], s + pos[2], s + pos[3], s + pos[4], s + pos[5]};
+  for (int64_t i = 0; i < k; i++, a += 16) {
+    __m512 a0 = _mm512_loadu_ps(a), a1 = npan > 1 ? _mm512_loadu_ps(a + apan) : a0;
+    int64_t o = off[i];
+    for (int j = 0; j < 6; j++) {
+      __m512 b = _mm512_set1_ps(pj[j][o]);
+      c[0][j] = _mm512_fmadd_ps(a0, b, c[0][j]);
+      if (npan > 1) c[1][j] = _mm512_fmadd_ps(a1, b, c[1][j]);
+    }
+  }
+  for (int p = 0; p < npan; p++)
+    for (int j = 0; j < 6; j++) _mm512_storeu_ps(t + p * tpan + 16 * j, c[p][j]);
+}
+
+DIR512_TARGET static void cv_rows_z(const float *a, int64_t rows16, const float *s, const int32_t *off, int64_t k,
+                                    const int32_t *pos, int64_t np, float *t) {
+  for (int64_t r = 0; r < rows16; r += 32)
+    for (int64_t j = 0; j < np; j += 6) {
+      float *tr = t + (r / 16 * np + j) * 16;
+      if (rows16 - r > 16) cv_tile_zn(a + r * k, 16 * k, s, off, k, pos + j, tr, 16 * np, 2);
+      else cv_tile_zn(a + r * k, 16 * k, s, off, k, pos + j, tr, 16 * np, 1);
+    }
+}
+
 /* t[(r/16)*np + j][r%16] for the rows16 rows of the packed filter a (panels
  * of 16) at the np (a multiple of 6) positions pos of s. */
 DIR_TARGET static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_t *off, int64_t k,
                                 const int32_t *pos, int64_t np, float *t) {
+  if (dir_z()) {
+    cv_rows_z(a, rows16, s, off, k, pos, np, t);
+    return;
+  }
   for (int64_t r = 0; r < rows16; r += 16)
     for (int64_t j = 0; j < np; j += 6) cv_tile(a + r * k, s, off, k, pos + j, t + (r / 16 * np + j) * 16);
 }
@@ -941,6 +1059,54 @@ DIR_TARGET static void cv_filter_tile(const float *d, int64_t ds, const float *s
   CV_ADD(4, c40, c41);
   CV_ADD(5, c50, c51);
 #undef CV_ADD
+}
+
+/* cv_filter_tile in AVX-512 for npan (1 or 2) panels of 16 rows at once
+ * (m = 1): panel p's dOut at d + p dpan, its sums at dw + p wpan.  One
+ * vector holds a panel's 16 rows, so each broadcast input serves 32 rows;
+ * each sum runs over the positions in order, one fused multiply-add each,
+ * as cv_filter_tile's: the same bits. */
+DIR512_TARGET static inline __attribute__((always_inline)) void cv_filter_zn(const float *d, int64_t dpan,
+                                                                              const float *s, const int32_t *off,
+                                                                              const int32_t *pos, int64_t np,
+                                                                              float *dw, int64_t wpan, int npan) {
+  __m512 c[2][6];
+  for (int p = 0; p < npan; p++)
+    for (int j = 0; j < 6; j++) c[p][j] = _mm512_setzero_ps();
+  const int64_t o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5];
+  for (int64_t q = 0; q < np; q++) {
+    __m512 d0 = _mm512_loadu_ps(d + 16 * q), d1 = npan > 1 ? _mm512_loadu_ps(d + dpan + 16 * q) : d0;
+    const float *x = s + pos[q];
+    const int64_t oj[6] = {o0, o1, o2, o3, o4, o5};
+    for (int j = 0; j < 6; j++) {
+      __m512 b = _mm512_set1_ps(x[oj[j]]);
+      c[0][j] = _mm512_fmadd_ps(d0, b, c[0][j]);
+      if (npan > 1) c[1][j] = _mm512_fmadd_ps(d1, b, c[1][j]);
+    }
+  }
+  for (int p = 0; p < npan; p++)
+    for (int j = 0; j < 6; j++) {
+      float *w = dw + p * wpan + 16 * j;
+      _mm512_storeu_ps(w, _mm512_add_ps(_mm512_loadu_ps(w), c[p][j]));
+    }
+}
+
+DIR512_TARGET static void cv_filter_z(const float *d, int64_t dpan, const float *s, const int32_t *off,
+                                      const int32_t *pos, int64_t np, float *dw, int64_t wpan, int npan) {
+  if (npan > 1) cv_filter_zn(d, dpan, s, off, pos, np, dw, wpan, 2);
+  else cv_filter_zn(d, dpan, s, off, pos, np, dw, wpan, 1);
+}
+
+/* cv_filter_tile (m = 1) for npan panels: panel p's dOut at d + p dpan,
+ * its sums at dw + p wpan; two at a time in AVX-512 (dir_z). */
+static void cv_filter_panels(const float *d, int64_t dpan, const float *s, const int32_t *off, const int32_t *pos,
+                             int64_t np, float *dw, int64_t wpan, int npan) {
+  if (dir_z()) {
+    for (int p = 0; p < npan; p += 2)
+      cv_filter_z(d + p * dpan, dpan, s, off, pos, np, dw + p * wpan, wpan, npan - p > 1 ? 2 : 1);
+    return;
+  }
+  for (int p = 0; p < npan; p++) cv_filter_tile(d + p * dpan, 0, s, 0, off, pos, np, 1, dw + p * wpan);
 }
 
 /* d[i*ld + j] (+)= s[j*ls + i] for i, j < 8: an 8x8 block transposed in
@@ -983,6 +1149,10 @@ static void dir_tr8(const float *s, int64_t ls, float *d, int64_t ld, bool add) 
 static void cv_filter_tile(const float *d, int64_t ds, const float *s, int64_t ss, const int32_t *off,
                            const int32_t *pos, int64_t np, int64_t m, float *dw) {
   (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)pos, (void)np, (void)m, (void)dw;
+}
+static void cv_filter_panels(const float *d, int64_t dpan, const float *s, const int32_t *off, const int32_t *pos,
+                             int64_t np, float *dw, int64_t wpan, int npan) {
+  (void)d, (void)dpan, (void)s, (void)off, (void)pos, (void)np, (void)dw, (void)wpan, (void)npan;
 }
 #endif
 
@@ -2163,9 +2333,10 @@ static void dir_filter_grad(const DirOut *so, const DirGeom *s, const Window *g,
   if (so->cv) {
     int64_t p = g->oh * g->ow;
     for (int64_t t0 = 0; t0 < k6; t0 += 12)
-      for (int64_t r = 0; r < o4; r += 16)
+      for (int64_t r = 0; r < o4; r += 32)
         for (int64_t t = t0; t < k6 && t < t0 + 12; t += 6)
-          cv_filter_tile(dt + r * p, 0, x, 0, off + t, so->pos, p, 1, dw + (r / 16 * k6 + t) * 16);
+          cv_filter_panels(dt + r * p, 16 * p, x, off + t, so->pos, p, dw + (r / 16 * k6 + t) * 16, 16 * k6,
+                           o4 - r > 16 ? 2 : 1);
     return;
   }
   for (int64_t t0 = 0; t0 < k6; t0 += 9)
@@ -2285,10 +2456,10 @@ static void wino_dw_image(const WinoDw *w, int64_t o, const float *img, const fl
   cv_to_panels(dimg, o, p, b->dt);
   wino_dy(w, b->dt, b->dy);
   for (int e = 0; e < 16; e++)
-    for (int64_t pn = 0; pn < np; pn++)
+    for (int64_t pn = 0; pn < np; pn += 2)
       for (int64_t j = 0; j < w->c6; j += 6)
-        cv_filter_tile(b->dy + e * w->de + pn * t * 16, 0, b->v + e * z->ve, 0, w->off + j, w->pos, t, 1,
-                       b->s + ((e * np + pn) * w->c6 + j) * 16);
+        cv_filter_panels(b->dy + e * w->de + pn * t * 16, t * 16, b->v + e * z->ve, w->off + j, w->pos, t,
+                         b->s + ((e * np + pn) * w->c6 + j) * 16, w->c6 * 16, np - pn > 1 ? 2 : 1);
 }
 
 typedef double V4d __attribute__((vector_size(32)));
