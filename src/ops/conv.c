@@ -697,17 +697,26 @@ typedef struct DirGeom {
                            and rounded up to a vector */
 } DirGeom;
 
+/* Whether the kernels run in AVX-512 (dir_rows_z and the others): the CPU
+ * has it, and NETRUN_TEST_ISA=avx2 (tests, benchmarks) does not keep them
+ * in AVX2.  Decided by dir_cpu, on the thread that asks whether a
+ * convolution takes the kernels, before any of them runs on the team. */
+static int dir_z_ok = -1;
+static bool dir_z(void) { return dir_z_ok > 0; }
+
 /* Whether this machine runs the kernels; NETRUN_TEST_CONV=gemm (tests and
  * benchmarks only) sends every convolution down the GEMM path instead. */
 static bool dir_cpu(void) {
   static int ok = -1;
   if (ok < 0) {
-    const char *v = getenv("NETRUN_TEST_CONV");
+    const char *v = getenv("NETRUN_TEST_CONV"), *isa = getenv("NETRUN_TEST_ISA");
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    dir_z_ok = ok && __builtin_cpu_supports("avx512f") && !(isa && strcmp(isa, "avx2") == 0);
 #else
     ok = 0;
+    (void)isa;
 #endif
     if (v && strcmp(v, "gemm") == 0) ok = 0;
   }
@@ -880,17 +889,6 @@ DIR512_TARGET static void dir_rows_z(const float *a, int64_t rows4, const float 
 #undef DIR_Z_TILE
 #undef DIR_Z_ROWS
 
-/* Whether the kernels run in AVX-512 (dir_rows_z): the CPU has it, and
- * NETRUN_TEST_ISA=avx2 (tests, benchmarks) does not keep them in AVX2. */
-static bool dir_z(void) {
-  static int ok = -1;
-  if (ok < 0) {
-    const char *v = getenv("NETRUN_TEST_ISA");
-    __builtin_cpu_init();
-    ok = __builtin_cpu_supports("avx512f") && !(v && strcmp(v, "avx2") == 0);
-  }
-  return ok;
-}
 
 /* t[r, 0..n) for the rows4 (a multiple of 4) rows of the packed filter a,
  * over the k taps off of the padded image s: tiles of 24 positions, the
@@ -1073,11 +1071,10 @@ DIR512_TARGET static inline __attribute__((always_inline)) void cv_filter_zn(con
   __m512 c[2][6];
   for (int p = 0; p < npan; p++)
     for (int j = 0; j < 6; j++) c[p][j] = _mm512_setzero_ps();
-  const int64_t o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5];
+  const int64_t oj[6] = {off[0], off[1], off[2], off[3], off[4], off[5]};
   for (int64_t q = 0; q < np; q++) {
     __m512 d0 = _mm512_loadu_ps(d + 16 * q), d1 = npan > 1 ? _mm512_loadu_ps(d + dpan + 16 * q) : d0;
     const float *x = s + pos[q];
-    const int64_t oj[6] = {o0, o1, o2, o3, o4, o5};
     for (int j = 0; j < 6; j++) {
       __m512 b = _mm512_set1_ps(x[oj[j]]);
       c[0][j] = _mm512_fmadd_ps(d0, b, c[0][j]);
