@@ -38,7 +38,7 @@ BLAS_LIBS  = -lopenblas
 endif
 
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(PAR_CFLAGS) $(WARN) -Isrc -Iinclude -I$(BUILD) $(CFLAGS)
-LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
+LDLIBS  = $(BLAS_LIBS) -ldnnl -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
 
 # Debian packages: build, run, and test dependencies.  python3-numpy is for
 # the tests only (tests/formats.bats reads exported weights with NumPy);
@@ -49,7 +49,9 @@ LDLIBS  = $(BLAS_LIBS) -lz -lpng -ljpeg -ledit -ljansson -lm -ldl
 # only: its built-in LSP client drives netrun lsp (tests/lsp.bats); so is
 # emacs-nox, which loads editors/emacs's major mode in batch mode there; and
 # strace, which counts how often a data file is opened (tests/trust_input.bats).
-DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
+# libdnnl-dev is oneDNN, whose sgemm computes the larger f32 products
+# (src/exec/par.c): its JIT kernels use the CPU's widest vectors.
+DEB_PKGS = flex bison libopenblas-dev libopenblas0-openmp libdnnl-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libedit-dev bats \
            dataset-fashion-mnist graphviz man-db groff-base jq tmux python3-numpy \
            libopenmpi-dev openmpi-bin wamerican libjansson-dev neovim emacs-nox strace
 
@@ -107,7 +109,7 @@ $(BUILD)/src/front/ast.o: $(BUILD)/lexer.h
 
 # Test tools: mkimages writes IDX images as an image folder of PNG or JPEG
 # files (tests/images.bats, examples/fashion_folder.net).
-tools: $(BUILD)/mkimages $(BUILD)/vmath_check
+tools: $(BUILD)/mkimages $(BUILD)/vmath_check $(BUILD)/gemm_signals
 $(BUILD)/mkimages: tests/tools/mkimages.c
 	@mkdir -p $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) $(CFLAGS) -o $@ $< $(LDFLAGS) -lpng -ljpeg -lz
@@ -268,8 +270,14 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/driver.c $(FUZ
 oplists: netrun
 	tests/oplists.sh ./netrun
 
-# ---- speed: measured, never asserted in tests -------------------------------------
 LIB_OBJ = $(filter-out $(BUILD)/src/cli/main.o,$(OBJ))
+
+# gemm_signals: products through src/exec/par.c while signals arrive
+# (tests/trust_limits.bats).
+$(BUILD)/gemm_signals: tests/tools/gemm_signals.c $(LIB_OBJ)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+
+# ---- speed: measured, never asserted in tests -------------------------------------
 $(BUILD)/bench: tests/bench/bench.c $(LIB_OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
@@ -313,8 +321,8 @@ $(BUILD)/sgemm_peak: tests/bench/sgemm_peak.c
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(PAR_CFLAGS) $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS)
 
 # fashion_resnet's 15 convolutions through netrun's kernels and through
-# Debian's oneDNN (libdnnl-dev, measured only: netrun does not link it;
-# doc/speed.md says why), alternating (tests/bench/dnnl_conv.sh).
+# Debian's oneDNN's (measured only: netrun links oneDNN for its sgemm, not
+# its convolutions; doc/speed.md says why), alternating (tests/bench/dnnl_conv.sh).
 # BENCH_THREADS (default 1) and BENCH_ROUNDS (default 3).
 bench-dnnl: netrun $(BUILD)/dnnl_conv
 	tests/bench/dnnl_conv.sh $(CURDIR)/netrun $(BUILD)/dnnl_conv $${BENCH_THREADS:-1} $${BENCH_ROUNDS:-3}

@@ -46,8 +46,13 @@ same() {
   same momentum 1e-5
 }
 
-@test "batch 32 x accumulate 4 gives batch 128's parameters: adam within 1e-4" {
-  same adam 1e-4 --lr 0.001
+@test "batch 32 x accumulate 4 gives batch 128's parameters: adam within 5e-3" {
+  # Adam's step is lr m / sqrt(v): a gradient near zero moves its weight
+  # by about lr whatever its size, so the last bits of sums taken in
+  # another order show as up to a few lr (measured 1.5e-3 = 1.5 lr; 6e-6
+  # with OpenBLAS's products alone).  A group updated once a batch is off
+  # by 0.04, one update fewer by 0.02.
+  same adam 5e-3 --lr 0.001
 }
 
 @test "an epoch's last, shorter group is weighted by its examples; accumulate = N in the train block" {
@@ -121,7 +126,8 @@ peak() { sed -n 's/.*"peak_memory_bytes": \([0-9]*\).*/\1/p' "$1"; }
 }
 
 @test "a signal stops an accumulating run after an update; another accumulate refuses to resume inside one" {
-  ( "$NETRUN" train "$ROOT/examples/fashion_mlp.net" --limit 4096 --batch 1 --accumulate 5 --epochs 1 \
+  # 16384 steps: 1.9 s on a host that ran 4096 in 0.5 s, before the signal
+  ( "$NETRUN" train "$ROOT/examples/fashion_mlp.net" --limit 16384 --batch 1 --accumulate 5 --epochs 1 \
       --save s.ckpt > s.out 2>&1 & echo $! > pid; wait )  &
   for _ in $(seq 100); do grep -q 'samples/s' s.out 2> /dev/null && break; sleep 0.1; done
   sleep 0.5
@@ -131,7 +137,7 @@ peak() { sed -n 's/.*"peak_memory_bytes": \([0-9]*\).*/\1/p' "$1"; }
   in_epoch=$("$NETRUN" checkpoint --format json s.ckpt | python3 -c 'import json,sys; print(json.load(sys.stdin)["settings"]["step_in_epoch"])')
   [ "$in_epoch" -gt 0 ]
   [ $((in_epoch % 5)) -eq 0 ]
-  run "$NETRUN" train "$ROOT/examples/fashion_mlp.net" --limit 4096 --batch 1 --accumulate 3 --epochs 1 --resume s.ckpt --save s.ckpt
+  run "$NETRUN" train "$ROOT/examples/fashion_mlp.net" --limit 16384 --batch 1 --accumulate 3 --epochs 1 --resume s.ckpt --save s.ckpt
   if [ $((in_epoch % 3)) -ne 0 ]; then
     [ "$status" -ne 0 ]
     [[ "$output" == *"error: s.ckpt stopped after step $in_epoch of its epoch, inside an update of accumulate = 3 batches"* ]]

@@ -9,12 +9,19 @@ setup() {
   cd "$BATS_TEST_TMPDIR"
 }
 
-@test "--version prints the version, and the OpenBLAS and threads it runs on" {
+@test "--version prints the version, the OpenBLAS and threads it runs on, and the oneDNN of its larger products" {
   run "$NETRUN" --version
   [ "$status" -eq 0 ]
-  [ "${#lines[@]}" -eq 2 ]
+  [ "${#lines[@]}" -eq 3 ]
   [[ "${lines[0]}" =~ ^netrun\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
   [[ "${lines[1]}" =~ ^OpenBLAS\ [0-9.]+\ \((OpenMP|pthreads|sequential)\ build\),\ [0-9]+\ threads?\;\ netrun\'s\ loops ]]
+  [[ "${lines[2]}" =~ ^oneDNN\ [0-9]+\.[0-9]+\.[0-9]+,\ f32\ products\ of\ 32768\ multiply-adds\ and\ more,\ in\ (AVX-512|AVX2|SSE4.1\ or\ AVX)$ ]]
+  # oneDNN's own variable bounds its vectors; NETRUN_TEST_GEMM=openblas
+  # sends every product to OpenBLAS
+  run env DNNL_MAX_CPU_ISA=SSE41 "$NETRUN" --version
+  [[ "${lines[2]}" == *", in SSE4.1 or AVX" ]]
+  run env NETRUN_TEST_GEMM=openblas "$NETRUN" --version
+  [[ "${lines[2]}" =~ ^oneDNN\ [0-9.]+,\ not\ used\ \(NETRUN_TEST_GEMM=openblas\)$ ]]
   # The OpenMP build (the Makefile's choice when Debian's is installed)
   # takes its threads from OMP_NUM_THREADS, for GEMMs and loops alike.
   if [[ "${lines[1]}" == *OpenMP\ build* ]]; then

@@ -59,6 +59,54 @@ same_on_threads() {
   same_on_threads fashion_cnn 256 OPENBLAS_CORETYPE=Haswell
 }
 
+@test "products of 32768 multiply-adds and more are oneDNN's, within 1e-6 of OpenBLAS's, the same bits on 1 and 3 threads; smaller ones OpenBLAS's" {
+  cat > mm.net <<'NET'
+a = uniform_random(shape=[100, 70], seed=1)
+b = uniform_random(shape=[70, 90], seed=2)
+c = uniform_random(shape=[90, 70], seed=3)
+print((a @ b)[96:100])
+print(matmul(a, c, transpose_y=true)[0:4])
+print(matmul(b, b, transpose_x=true)[86:90])
+s = uniform_random(shape=[32, 16], seed=4)
+t = uniform_random(shape=[16, 32], seed=5)
+print((s @ t)[28:32])
+NET
+  local core avx512=0
+  grep -qw avx512f /proc/cpuinfo && avx512=1
+  for core in Haswell ""; do
+    for t in 1 3; do
+      env -u OPENBLAS_CORETYPE -u NETRUN_TEST_GEMM -u DNNL_MAX_CPU_ISA ${core:+OPENBLAS_CORETYPE=$core} OMP_NUM_THREADS=$t \
+        timeout -s KILL 60 "$NETRUN" run --precision 9 mm.net > dnnl$t.txt
+    done
+    cmp dnnl1.txt dnnl3.txt
+    env -u OPENBLAS_CORETYPE ${core:+OPENBLAS_CORETYPE=$core} NETRUN_TEST_GEMM=openblas \
+      timeout -s KILL 60 "$NETRUN" run --precision 9 mm.net > openblas.txt
+    # per product: its largest difference over its largest value, and how
+    # many of the printed elements differ.  oneDNN's AVX-512 kernels sum
+    # in another order than OpenBLAS's AVX2 ones (Haswell): 31 to 355 of
+    # 360 here (OpenBLAS's AVX-512 kernels gave oneDNN's bits).  The
+    # 32x32x16 product, 16384, stays OpenBLAS's.
+    run python3 - dnnl1.txt openblas.txt <<'PY'
+import re, sys
+def blocks(f):
+    parts = re.split(r"\n(?=\[\[)", open(f).read().strip())
+    return [[float(x) for x in re.findall(r"-?\d+\.?\d*(?:e[-+]?\d+)?", p)] for p in parts]
+for a, b in zip(blocks(sys.argv[1]), blocks(sys.argv[2])):
+    rel = max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
+    print(len(a), "%.1e" % rel, sum(x != y for x, y in zip(a, b)))
+PY
+    echo "OPENBLAS_CORETYPE=$core: $output"
+    [ "$status" -eq 0 ] && [ "${#lines[@]}" -eq 4 ]
+    for i in 0 1 2; do
+      read -r n rel differ <<< "${lines[$i]}"
+      [ "$n" -eq 360 ]
+      if [ "$core" = Haswell ] && [ "$avx512" = 1 ]; then [ "$differ" -gt 0 ]; fi
+      python3 -c "import sys; sys.exit(0 if $rel <= 1e-6 else 1)"
+    done
+    [ "${lines[3]}" = "128 0.0e+00 0" ]
+  done
+}
+
 @test "a convolution of one image (each GEMM cut over the threads, not images to threads): the same gradients on 1, 2 or 3 threads" {
   # One image, so one batch: the plan cannot hand images to threads, and
   # each GEMM ([64, 288] x [288, 4096], and its two transposed products) is
@@ -71,7 +119,7 @@ same_on_threads() {
   } > one.net
   for core in "" Haswell; do
     for t in 1 2 3; do
-      env -u OPENBLAS_CORETYPE ${core:+OPENBLAS_CORETYPE=$core} OMP_NUM_THREADS=$t \
+      env -u OPENBLAS_CORETYPE -u NETRUN_TEST_GEMM -u DNNL_MAX_CPU_ISA ${core:+OPENBLAS_CORETYPE=$core} OMP_NUM_THREADS=$t \
         timeout -s KILL 120 "$NETRUN" grad --precision 9 one.net > "g$t.txt"
     done
     [ -s g1.txt ]

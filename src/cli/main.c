@@ -18,6 +18,7 @@
 #include "exec/tape.h"
 
 #include <cblas.h>
+#include <dnnl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -567,8 +568,9 @@ static int load_plugins(int *argc, char **argv) {
 }
 
 /* --version's second line: the OpenBLAS linked, and the threads netrun
- * spreads its GEMMs (each part on one of OpenBLAS's threads) and its own
- * loops over (src/exec/par.h). */
+ * spreads its GEMMs (each part on one thread) and its own loops over
+ * (src/exec/par.h); the third: the oneDNN that computes the larger f32
+ * products, and the widest vectors its kernels use here. */
 static void print_blas(FILE *f) {
   const char *cfg = openblas_get_config();
   int words = 0, n = 0;
@@ -585,6 +587,18 @@ static void print_blas(FILE *f) {
 #else
   fprintf(f, "; netrun's loops run on one thread\n");
 #endif
+  const dnnl_version_t *v = dnnl_version();
+  int64_t from = par_dnnl_min();
+  fprintf(f, "oneDNN %d.%d.%d, ", v->major, v->minor, v->patch);
+  if (!from) {
+    fprintf(f, "not used (NETRUN_TEST_GEMM=openblas)\n");
+    return;
+  }
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+  const char *vec = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? "AVX-512"
+                    : (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2             ? "AVX2"
+                                                                                  : "SSE4.1 or AVX";
+  fprintf(f, "f32 products of %lld multiply-adds and more, in %s\n", (long long)from, vec);
 }
 
 /* The verb argv[1] names, or a script to run. */

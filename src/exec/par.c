@@ -38,9 +38,11 @@
 
 #include <cblas.h>
 #include <dirent.h>
+#include <dnnl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +60,11 @@
 #define PAR_GEMM_PARTS 4
 #define PAR_GEMM_WORK ((int64_t)1 << 21)
 #define PAR_GEMM_ALIGN 16
+/* Products from which par_sgemm1 calls oneDNN (32x32x32; 32x32x16 and
+ * 32x16x32 took 1.4-1.6x OpenBLAS's time in oneDNN, 32x32x32 0.56-0.85x). */
+#define PAR_DNNL_MIN 32768
+static bool par_dnnl;   /* par_init: NETRUN_TEST_GEMM is not openblas */
+static sigset_t par_async_signals;   /* par_init: all but the faults' */
 /* A part of more than PAR_PANEL_WORK multiply-adds (about half a second
  * on one core) is one sgemm per panel of C's rows, Ctrl-C checked between
  * them: one OpenBLAS call sees no interrupt until it ends.  The panels
@@ -128,8 +135,19 @@ void par_init(void) {
   omp_set_dynamic(0);
 #endif
   if (par.max < 1) par.max = 1;
+#ifdef _OPENMP
+  /* Every team netrun starts says its size (par.h); a library that asks
+   * OpenMP how many threads to use (oneDNN) is told one, as on the pool's
+   * workers */
+  omp_set_num_threads(1);
+#endif
   par.team = par.max;
   openblas_set_num_threads(1);
+  const char *gemm = getenv("NETRUN_TEST_GEMM");
+  par_dnnl = !(gemm && strcmp(gemm, "openblas") == 0);
+  sigfillset(&par_async_signals);
+  static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
+  for (size_t i = 0; i < sizeof faults / sizeof *faults; i++) sigdelset(&par_async_signals, faults[i]);
   par.backoff = PAR_BACKOFF_NS;
   par.at = now_ns();
   par.next = par.at + PAR_CHECK_NS;
@@ -362,12 +380,34 @@ void par_parts(int64_t parts, ParPart fn, void *arg) {
   atomic_store(&pool.busy, false);
 }
 
-/* OpenBLAS's beta = 0 zeroes C in a pass of its own (sgemm_beta, 7% of a
+/* sgemm on one thread.  Products of PAR_DNNL_MIN multiply-adds or more go
+ * to oneDNN's sgemm, whose JIT kernels use the CPU's widest vectors
+ * (AVX-512 where there is: char_lm's GEMMs 1.6-1.9x OpenBLAS's rate with
+ * OPENBLAS_CORETYPE=Haswell, which keeps OpenBLAS in AVX2; doc/speed.md);
+ * oneDNN's own threads are not used (par_init: OpenMP says one).  Smaller
+ * ones (attention's 32x32x16 a head) cost less in OpenBLAS, whose call
+ * does less around the kernel.  NETRUN_TEST_GEMM=openblas sends every
+ * product to OpenBLAS (tests, benchmarks); oneDNN's own DNNL_MAX_CPU_ISA
+ * bounds its vectors.  Which library computes a product depends on its shape
+ * alone, so the bits do not depend on the threads.
+ * OpenBLAS's beta = 0 zeroes C in a pass of its own (sgemm_beta, 7% of a
  * char_lm step on one thread) that is slower than memset; with beta = 1 it
  * skips the pass and its kernel adds AB to C as it would to that pass's
  * zeros: the same bits. */
 void par_sgemm1(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                 int ldb, float beta, float *c, int ldc) {
+  if (par_dnnl && (int64_t)m * n * k >= PAR_DNNL_MIN) {
+    /* oneDNN 2.6's JIT sgemm points the stack pointer into its heap
+     * buffer while it runs, so a signal handler run then (Ctrl-C in
+     * netrun train) writes its frame there and corrupts the heap (oneDNN
+     * issue 4845, fixed in 3.11): the asynchronous signals wait until the
+     * call returns, as they would for a handler that only sets a flag */
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, &par_async_signals, &old);
+    dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (st == dnnl_success) return;
+  }
   if (beta == 0 && m > 0 && n > 0) {
     if (ldc == n) memset(c, 0, sizeof *c * (size_t)m * (size_t)n);
     else
@@ -376,6 +416,11 @@ void par_sgemm1(bool ta, bool tb, int m, int n, int k, float alpha, const float 
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
               lda, b, ldb, beta, c, ldc);
+}
+
+int64_t par_dnnl_min(void) {
+  par_init();
+  return par_dnnl ? PAR_DNNL_MIN : 0;
 }
 
 /* Part p of parts of a GEMM cut along C's columns (cols) or rows. */

@@ -45,10 +45,14 @@ int par_slot(void);
 void par_sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                int ldb, float beta, float *c, int ldc);
 
-/* cblas_sgemm (row-major) on the calling thread, a beta of 0 done by
- * memset before OpenBLAS's kernel (par.c): the same bits, faster. */
+/* cblas_sgemm's C = alpha op(A) op(B) + beta C (row-major) on the calling
+ * thread: oneDNN's sgemm from PAR_DNNL_MIN multiply-adds, else OpenBLAS's,
+ * a beta of 0 done by memset before its kernel (par.c). */
 void par_sgemm1(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                 int ldb, float beta, float *c, int ldc);
+/* The multiply-adds from which par_sgemm1 calls oneDNN: 0 when it does not
+ * (NETRUN_TEST_GEMM=openblas). */
+int64_t par_dnnl_min(void);
 
 #define PAR_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
