@@ -15,7 +15,7 @@ setup() {
   [ "${#lines[@]}" -eq 3 ]
   [[ "${lines[0]}" =~ ^netrun\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
   [[ "${lines[1]}" =~ ^OpenBLAS\ [0-9.]+\ \((OpenMP|pthreads|sequential)\ build\),\ [0-9]+\ threads?\;\ netrun\'s\ loops ]]
-  [[ "${lines[2]}" =~ ^oneDNN\ [0-9]+\.[0-9]+\.[0-9]+,\ f32\ products\ of\ 32768\ multiply-adds\ and\ more,\ in\ (AVX-512|AVX2|SSE4.1\ or\ AVX)$ ]]
+  [[ "${lines[2]}" =~ ^oneDNN\ [0-9]+\.[0-9]+\.[0-9]+,\ f32\ products\ of\ 65536\ multiply-adds\ and\ more,\ in\ (AVX-512|AVX2|SSE4.1\ or\ AVX)$ ]]
   # oneDNN's own variable bounds its vectors; NETRUN_TEST_GEMM=openblas
   # sends every product to OpenBLAS
   run env DNNL_MAX_CPU_ISA=SSE41 "$NETRUN" --version

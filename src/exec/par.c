@@ -60,9 +60,13 @@
 #define PAR_GEMM_PARTS 4
 #define PAR_GEMM_WORK ((int64_t)1 << 21)
 #define PAR_GEMM_ALIGN 16
-/* Products from which par_sgemm1 calls oneDNN (32x32x32; 32x32x16 and
- * 32x16x32 took 1.4-1.6x OpenBLAS's time in oneDNN, 32x32x32 0.56-0.85x). */
-#define PAR_DNNL_MIN 32768
+/* Products from which par_sgemm1 calls oneDNN (64x64x16, 32x64x32).  With
+ * the two calls that hold the signals, oneDNN took 0.84-1.7x OpenBLAS's
+ * time on products of 32768 (adding_lstm's, 16x64x32 and 32x16x64, the
+ * slowest), 0.75-0.9x on 65536, 0.5-0.7x from 131072 (one thread,
+ * OPENBLAS_CORETYPE=Haswell; 2026-11-30).  oneDNN's first call in a
+ * process takes about 20 ms more: its kernels are made then. */
+#define PAR_DNNL_MIN 65536
 static bool par_dnnl;   /* par_init: NETRUN_TEST_GEMM is not openblas */
 static sigset_t par_async_signals;   /* par_init: all but the faults' */
 /* A part of more than PAR_PANEL_WORK multiply-adds (about half a second
@@ -382,11 +386,12 @@ void par_parts(int64_t parts, ParPart fn, void *arg) {
 
 /* sgemm on one thread.  Products of PAR_DNNL_MIN multiply-adds or more go
  * to oneDNN's sgemm, whose JIT kernels use the CPU's widest vectors
- * (AVX-512 where there is: char_lm's GEMMs 1.6-1.9x OpenBLAS's rate with
- * OPENBLAS_CORETYPE=Haswell, which keeps OpenBLAS in AVX2; doc/speed.md);
+ * (AVX-512 where there is: char_lm's larger GEMMs 1.6-1.9x OpenBLAS's rate
+ * with OPENBLAS_CORETYPE=Haswell, which keeps OpenBLAS in AVX2;
+ * doc/speed.md);
  * oneDNN's own threads are not used (par_init: OpenMP says one).  Smaller
- * ones (attention's 32x32x16 a head) cost less in OpenBLAS, whose call
- * does less around the kernel.  NETRUN_TEST_GEMM=openblas sends every
+ * ones (attention's 32x32x16 a head, an LSTM's 32x64x16) cost less in
+ * OpenBLAS, whose call does less around the kernel.  NETRUN_TEST_GEMM=openblas sends every
  * product to OpenBLAS (tests, benchmarks); oneDNN's own DNNL_MAX_CPU_ISA
  * bounds its vectors.  Which library computes a product depends on its shape
  * alone, so the bits do not depend on the threads.
