@@ -826,6 +826,18 @@ wait_prompts() {
   return 1
 }
 
+# Waits until the screen's last line is an empty prompt: the statement
+# entered has run, and the line editor reads keys again (keys sent before
+# are echoed by the terminal's cooked mode, a Tab as spaces).
+wait_idle() {
+  for _ in $(seq 600); do
+    [[ "$(screen | sed '/^$/d' | tail -n 1)" =~ ^netrun\>\ *$ ]] && return 0
+    sleep 0.1
+  done
+  echo "timed out waiting for an empty prompt"; screen
+  return 1
+}
+
 teardown() {
   tm kill-server 2>/dev/null || true
 }
@@ -869,18 +881,21 @@ netrun> i" ]
   cp "$EX/xor.net" models/
   start
   tm send-keys 'my_value = [-1.0, 2.0]' Enter
+  wait_idle
   tm send-keys 'ta' Tab
   wait_for "netrun> tanh("
   tm send-keys 'my_v' Tab
   wait_for "netrun> tanh(my_value"
   tm send-keys ')' Enter
   wait_for "[-0.7615942  0.9640276]"
+  wait_idle
   tm send-keys 'sigm' Tab
   wait_for "netrun> sigmoid"
   tm send-keys Tab
   wait_for "sigmoid                sigmoid_cross_entropy"
   tm send-keys '(my_value)' Enter
   wait_for "[0.26894143 0.880797  ]"
+  wait_idle
   tm send-keys ':gr' Tab
   wait_for "netrun> :grad"
   tm send-keys Tab
@@ -890,6 +905,7 @@ netrun> i" ]
   wait_for "netrun> :shape my_value"
   tm send-keys Enter
   wait_for $'netrun> :shape my_value\nf32[2]'
+  wait_idle
   tm send-keys ':load mod' Tab
   wait_for "netrun> :load models/"
   tm send-keys 'x' Tab
