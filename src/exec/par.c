@@ -386,15 +386,15 @@ void par_parts(int64_t parts, ParPart fn, void *arg) {
 
 /* sgemm on one thread.  Products of PAR_DNNL_MIN multiply-adds or more go
  * to oneDNN's sgemm, whose JIT kernels use the CPU's widest vectors
- * (AVX-512 where there is: char_lm's larger GEMMs 1.6-1.9x OpenBLAS's rate
+ * (AVX-512 where there is: char_lm's larger GEMMs 1.7-2.3x OpenBLAS's rate
  * with OPENBLAS_CORETYPE=Haswell, which keeps OpenBLAS in AVX2;
- * doc/speed.md);
- * oneDNN's own threads are not used (par_init: OpenMP says one).  Smaller
- * ones (attention's 32x32x16 a head, an LSTM's 32x64x16) cost less in
- * OpenBLAS, whose call does less around the kernel.  NETRUN_TEST_GEMM=openblas sends every
- * product to OpenBLAS (tests, benchmarks); oneDNN's own DNNL_MAX_CPU_ISA
- * bounds its vectors.  Which library computes a product depends on its shape
- * alone, so the bits do not depend on the threads.
+ * doc/speed.md); oneDNN's own threads are not used (par_init: OpenMP says
+ * one).  Smaller ones (attention's 32x32x16 a head, an LSTM's 32x64x16)
+ * cost less in OpenBLAS, whose call does less around the kernel.
+ * NETRUN_TEST_GEMM=openblas sends every product to OpenBLAS (tests,
+ * benchmarks); oneDNN's own DNNL_MAX_CPU_ISA bounds its vectors.  Which
+ * library computes a product depends on its shape alone, so the bits do
+ * not depend on the threads.
  * OpenBLAS's beta = 0 zeroes C in a pass of its own (sgemm_beta, 7% of a
  * char_lm step on one thread) that is slower than memset; with beta = 1 it
  * skips the pass and its kernel adds AB to C as it would to that pass's
