@@ -102,6 +102,25 @@ NET
   [ "$(jq '[.grads[] | .data[] | select(. != 0)] | length' 1.json)" -gt 30000 ]
 }
 
+@test "attention's f32 products: the same bits in AVX-512, AVX2 and the scalar loop (NETRUN_TEST_ISA), tails of rows and columns, causal and not" {
+  # Tq 70 (blocks of 64 and 6 rows: tails of 4 and 2 rows), Tk 45 (causal
+  # rows past the keys; 45 columns: two chunks, the second masked), d 20
+  # and dv 38 (masked vectors), and with 2 heads d 10 and dv 19.
+  cat > m.net <<'NET'
+param q : [2, 70, 20] = normal(0, 1)
+param k : [2, 45, 20] = normal(0, 1)
+param v : [2, 45, 38] = normal(0, 1)
+input r : f32[2, 70, 38] = uniform_random([2, 70, 38], min=-0.5, max=0.5)
+loss = sum(attention(q, k, v, causal=true) * r) + sum(attention(q, k, v) * r) + sum(attention(q, k, v, causal=true, heads=2) * r)
+NET
+  "$NETRUN" grad --format json m.net > def.json
+  NETRUN_TEST_ISA=avx2 "$NETRUN" grad --format json m.net > avx2.json
+  NETRUN_TEST_ISA=scalar "$NETRUN" grad --format json m.net > scalar.json
+  cmp def.json avx2.json
+  cmp def.json scalar.json
+  [ "$(jq '[.grads[] | .data[] | select(. != 0)] | length' def.json)" -gt 5000 ]
+}
+
 @test "attention: second-order gradients match finite differences of the first, causal and not, f32 and f64" {
   cat > g2.net <<'NET'
 param q : [1, 3, 2] = normal(0, 1)

@@ -25,6 +25,7 @@
 #include "autodiff/backward.h"
 #include "exec/exec.h"
 #include "exec/par.h"
+#include "ops/attmm.h"
 #include "ops/vmath.h"
 
 #include <cblas.h>
@@ -117,8 +118,20 @@ static int64_t att_cols(const AttGeom *g, int64_t r1) { return g->causal && r1 <
 /* The keys row r sees. */
 static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1 < g->tk ? r + 1 : g->tk; }
 
-/* The loops for element type T: GEMM its cblas_?gemm; EXPS, MAX and SUM
- * vmath's exp in place, largest element and sum in double of a row.
+/* Where one slice's rows are: the row strides of its Q (and dQ), K (and
+ * dK), V (and dV) and Out (and Out@GRAD), in elements. */
+typedef struct AttLd {
+  int64_t q, k, v, o;
+} AttLd;
+
+/* The loops for element type T.  The products, each of one head:
+ *   NT(g, m, n, k, A, lda, B, ldb, BT, C, ldc, r0)   C = A B^T, with B^T
+ *                                 given as BT [k, tk] (f32) or not (f64);
+ *   NN(g, m, n, k, A, lda, B, ldb, C, ldc, r0)       C = A B;
+ *   TN(g, m, n, k, A, lda, B, ldb, C, ldc, acc, r0)  C = A^T B, or C += with acc;
+ * r0, the block's first query row, tells a causal head's products which
+ * terms are zeros (attmm.h).  EXPS, MAX and SUM: vmath's exp in place,
+ * largest element and sum in double of a row.
  * BLOCK_EXP: EXPS over the whole block of scores in one call, the masked
  * ones set to 0 first (f32: vmath_exp_f32's bits depend on the value
  * alone, so the same bits as row by row; a causal row's few elements left
@@ -127,12 +140,13 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
  * time, and the masked ones would be wasted work).
  *   NAME_probs: P of rows r0..r1 of one slice into s [rows, cols]
  *   NAME_fwd: Out of one slice's block
- *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer) */
-#define ATT_LOOPS(NAME, T, GEMM, EXPS, MAX, SUM, BLOCK_EXP)                                                           \
-  static void NAME##_probs(const AttGeom *g, const T *q, const T *k, int64_t r0, int64_t r1, T *s) {         \
+ *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer)
+ * kt and vt: K^T and V^T [d, tk] (f32), else NULL. */
+#define ATT_LOOPS(NAME, T, NT, NN, TN, EXPS, MAX, SUM, BLOCK_EXP)                                                    \
+  static void NAME##_probs(const AttGeom *g, AttLd L, const T *q, const T *k, const T *kt, int64_t r0, int64_t r1, \
+                           T *s) {                                                                           \
     int64_t rows = r1 - r0, cols = att_cols(g, r1);                                                          \
-    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)g->d, 1, q + r0 * g->d,         \
-         (int)g->d, k, (int)g->d, 0, s, (int)cols);                                                          \
+    NT(g, rows, cols, g->d, q + r0 * L.q, L.q, k, L.k, kt, s, cols, r0);                                     \
     T root = (T)sqrt((double)g->d);                                                                          \
     for (int64_t i = 0; i < rows; i++) {                                                                     \
       T *row = s + i * cols, m;                                                                              \
@@ -154,26 +168,26 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
       for (int64_t j = seen; j < cols; j++) row[j] = 0;                                                      \
     }                                                                                                        \
   }                                                                                                          \
-  static void NAME##_fwd(const AttGeom *g, const T *q, const T *k, const T *v, int64_t r0, int64_t r1,       \
-                         T *out, T *s) {                                                                     \
-    NAME##_probs(g, q, k, r0, r1, s);                                                                        \
+  static void NAME##_fwd(const AttGeom *g, AttLd L, const T *q, const T *k, const T *kt, const T *v, int64_t r0, \
+                         int64_t r1, T *out, T *s) {                                                         \
+    NAME##_probs(g, L, q, k, kt, r0, r1, s);                                                                 \
     int64_t cols = att_cols(g, r1);                                                                          \
-    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)g->dv, (int)cols, 1, s, (int)cols,  \
-         v, (int)g->dv, 0, out + r0 * g->dv, (int)g->dv);                                                    \
+    NN(g, r1 - r0, g->dv, cols, s, cols, v, L.v, out + r0 * L.o, L.o, r0);                                   \
   }                                                                                                          \
-  static void NAME##_bwd(const AttGeom *g, const T *q, const T *k, const T *v, const T *dout, T *dq, T *dk,  \
-                         T *dv, T *s, T *dp) {                                                               \
+  static void NAME##_bwd(const AttGeom *g, AttLd L, const T *q, const T *k, const T *kt, const T *v,         \
+                         const T *vt, const T *dout, T *dq, T *dk, T *dv, T *s, T *dp) {                     \
     int64_t d = g->d, w = g->dv;                                                                             \
     T root = (T)sqrt((double)d);                                                                             \
-    memset(dk, 0, sizeof *dk * (size_t)(g->tk * d));                                                         \
-    memset(dv, 0, sizeof *dv * (size_t)(g->tk * w));                                                         \
+    /* the first block's TN sets dK's and dV's rows up to its cols, the rest are 0 */                        \
+    for (int64_t j = att_cols(g, g->tq < ATT_ROWS ? g->tq : ATT_ROWS); j < g->tk; j++) {                     \
+      memset(dk + j * L.k, 0, sizeof *dk * (size_t)d);                                                       \
+      memset(dv + j * L.v, 0, sizeof *dv * (size_t)w);                                                       \
+    }                                                                                                        \
     for (int64_t r0 = 0; r0 < g->tq; r0 += ATT_ROWS) {                                                       \
       int64_t r1 = r0 + ATT_ROWS < g->tq ? r0 + ATT_ROWS : g->tq, rows = r1 - r0, cols = att_cols(g, r1);    \
-      NAME##_probs(g, q, k, r0, r1, s);                                                                      \
-      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)w, (int)rows, 1, s, (int)cols,           \
-           dout + r0 * w, (int)w, 1, dv, (int)w);                                                            \
-      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)w, 1, dout + r0 * w, (int)w,  \
-           v, (int)w, 0, dp, (int)cols);                                                                     \
+      NAME##_probs(g, L, q, k, kt, r0, r1, s);                                                               \
+      TN(g, cols, w, rows, s, cols, dout + r0 * L.o, L.o, dv, L.v, r0 > 0, r0);                              \
+      NT(g, rows, cols, w, dout + r0 * L.o, L.o, v, L.v, vt, dp, cols, r0);                                  \
       for (int64_t i = 0; i < rows; i++) {                                                                   \
         T *pr = s + i * cols, *gr = dp + i * cols;                                                           \
         int64_t seen = att_seen(g, r0 + i);                                                                  \
@@ -182,21 +196,60 @@ static int64_t att_seen(const AttGeom *g, int64_t r) { return g->causal && r + 1
         for (int64_t j = 0; j < seen; j++) gr[j] = (T)((double)pr[j] * ((double)gr[j] - sum)) / root;        \
         for (int64_t j = seen; j < cols; j++) gr[j] = 0;                                                     \
       }                                                                                                      \
-      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)d, (int)cols, 1, dp, (int)cols, k,     \
-           (int)d, 0, dq + r0 * d, (int)d);                                                                  \
-      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)d, (int)rows, 1, dp, (int)cols,          \
-           q + r0 * d, (int)d, 1, dk, (int)d);                                                               \
+      NN(g, rows, d, cols, dp, cols, k, L.k, dq + r0 * L.q, L.q, r0);                                        \
+      TN(g, cols, d, rows, dp, cols, q + r0 * L.q, L.q, dk, L.k, r0 > 0, r0);                                \
     }                                                                                                        \
   }
-/* cblas_sgemm's arguments, through par_sgemm1 (its beta = 0 by memset). */
-static void att_sgemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
-                      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  (void)o;   /* always CblasRowMajor */
-  par_sgemm1(ta == CblasTrans, tb == CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+
+/* f64: OpenBLAS's dgemm on packed slices (BT unused). */
+static void att64_nt(const AttGeom *g, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+                     const double *b, int64_t ldb, const double *bt, double *c, int64_t ldc, int64_t r0) {
+  (void)g, (void)bt, (void)r0;
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb, 0, c,
+              (int)ldc);
 }
 
-ATT_LOOPS(att_f32, float, att_sgemm, vmath_exp_f32, vmath_max_f32, vmath_sum_f32, 1)
-ATT_LOOPS(att_f64, double, cblas_dgemm, vmath_exp_f64, vmath_max_f64, vmath_sum_f64, 0)
+static void att64_nn(const AttGeom *g, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+                     const double *b, int64_t ldb, double *c, int64_t ldc, int64_t r0) {
+  (void)g, (void)r0;
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb, 0, c,
+              (int)ldc);
+}
+
+static void att64_tn(const AttGeom *g, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+                     const double *b, int64_t ldb, double *c, int64_t ldc, bool acc, int64_t r0) {
+  (void)g, (void)r0;
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb, acc, c,
+              (int)ldc);
+}
+
+/* f32: attmm.c's kernels on the heads where they lie (their bits do not
+ * depend on the strides), B^T given to NT so that C's rows are the
+ * vectors, a causal head's zero terms skipped. */
+static void att32_mm(const AttGeom *g, int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs,
+                     const float *b, int64_t ldb, float *c, int64_t ldc, bool acc, AttMMCausal causal, int64_t r0) {
+  att_mm(&(AttMM){.m = m, .n = n, .k = k, .a = a, .ars = ars, .acs = acs, .b = b, .ldb = ldb, .c = c, .ldc = ldc,
+                  .acc = acc, .causal = g->causal ? causal : ATTMM_ALL, .off = r0});
+}
+
+static void att32_nt(const AttGeom *g, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, const float *bt, float *c, int64_t ldc, int64_t r0) {
+  (void)b, (void)ldb;
+  att32_mm(g, m, n, k, a, lda, 1, bt, g->tk, c, ldc, false, ATTMM_COLS, r0);
+}
+
+static void att32_nn(const AttGeom *g, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float *c, int64_t ldc, int64_t r0) {
+  att32_mm(g, m, n, k, a, lda, 1, b, ldb, c, ldc, false, ATTMM_UPTO, r0);
+}
+
+static void att32_tn(const AttGeom *g, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float *c, int64_t ldc, bool acc, int64_t r0) {
+  att32_mm(g, m, n, k, a, 1, lda, b, ldb, c, ldc, acc, ATTMM_FROM, r0);
+}
+
+ATT_LOOPS(att_f32, float, att32_nt, att32_nn, att32_tn, vmath_exp_f32, vmath_max_f32, vmath_sum_f32, 1)
+ATT_LOOPS(att_f64, double, att64_nt, att64_nn, att64_tn, vmath_exp_f64, vmath_max_f64, vmath_sum_f64, 0)
 
 /* The geometry of Q, K and V, checked as infer_attention does (a kernel
  * may meet shapes shape inference did not know). */
@@ -242,11 +295,12 @@ static DType att_dtype(ExecCtx *c, int slot) {
  * taken by whichever is free, so a thread another process keeps off its
  * core holds up only the part it took), or in order on this thread when
  * there is little work.  Each thread has its own buffers (par_slot): the
- * scores, and with heads > 1 its slice's Q, K, V and Out (and their
- * gradients) packed, so the loops above run on the same rows as for one
- * head (strided rows in OpenBLAS's small GEMMs took 1.4x the time, and
- * its results' bits changed with the stride).  The parts' results do not
- * depend on the threads. */
+ * scores, then in f32 its slice's K^T and V^T; in f64 with heads > 1 its
+ * slice's Q, K, V and Out (and their gradients) packed, so that dgemm runs
+ * on the rows of one head (strided rows in OpenBLAS's small GEMMs took
+ * 1.4x the time, and its results' bits changed with the stride).  f32's
+ * kernels (attmm.c) read and write the heads where they lie.  The parts'
+ * results do not depend on the threads. */
 typedef struct AttRun {
   const AttGeom *g;
   DType t;
@@ -254,15 +308,20 @@ typedef struct AttRun {
   void *out, *dq, *dk, *dv;   /* the forward's Out, or the gradients */
   int64_t blocks;             /* the forward's blocks of ATT_ROWS rows a slice */
   size_t scores;              /* bytes of a thread's score buffers */
-  size_t bytes;               /* a thread's buffers, the packed slice after the scores */
+  size_t bytes;               /* a thread's buffers: the scores, then the packed
+                                 slice (f64) or K^T and V^T (f32) */
   char *buf;
 } AttRun;
+
+/* Whether the slices are packed: f64 with heads. */
+static bool att_packs(const AttRun *r) { return r->t == DT_F64 && r->g->heads > 1; }
 
 static void att_run(AttRun *r, int64_t parts, size_t scores, size_t packed, ParPart fn) {
   const AttGeom *g = r->g;
   bool many = parts > 1 && g->n * g->tq * g->tk * (g->d + g->dv) >= 1 << 20;
   r->scores = scores;
-  r->bytes = scores + (g->heads > 1 ? packed : 0);
+  r->bytes = scores + (att_packs(r) ? packed : 0) +
+             (r->t == DT_F32 ? sizeof(float) * (size_t)(g->tk * (g->d + g->dv)) : 0);
   r->buf = mem_alloc(NULL, r->bytes * (size_t)(many ? par_max_threads() : 1));
   if (many) par_parts(parts, fn, r);
   else
@@ -271,20 +330,9 @@ static void att_run(AttRun *r, int64_t parts, size_t scores, size_t packed, ParP
 }
 
 /* rows rows of cols elements of es bytes: from a stride of ld elements
- * into a packed array (pack), or back.  Rows of a head are short (16
- * floats in char_lm): a loop the compiler unrolls, not a memcpy call a row. */
+ * into a packed array (pack), or back. */
 static void att_copy(char *dst, const char *src, int64_t rows, int64_t cols, int64_t ldd, int64_t lds, size_t es) {
-  if (es == sizeof(float)) {
-    float *d = (float *)(void *)dst;
-    const float *x = (const float *)(const void *)src;
-    for (int64_t i = 0; i < rows; i++) {
-      int64_t j = 0;
-      for (; j + 8 <= cols; j += 8) memcpy(d + i * ldd + j, x + i * lds + j, 8 * sizeof *d);   /* one move */
-      for (; j < cols; j++) d[i * ldd + j] = x[i * lds + j];
-    }
-  } else {
-    for (int64_t i = 0; i < rows; i++) memcpy(dst + (size_t)(i * ldd) * es, src + (size_t)(i * lds) * es, (size_t)cols * es);
-  }
+  for (int64_t i = 0; i < rows; i++) memcpy(dst + (size_t)(i * ldd) * es, src + (size_t)(i * lds) * es, (size_t)cols * es);
 }
 
 static void att_pack(char *dst, const char *src, int64_t rows, int64_t cols, int64_t ld, size_t es) {
@@ -295,22 +343,36 @@ static void att_unpack(char *dst, const char *src, int64_t rows, int64_t cols, i
   att_copy(dst, src, rows, cols, ld, cols, es);
 }
 
-/* A slice's Q, K and V (packed into *at when heads > 1, *at moved past them). */
+/* A slice's Q, K and V, their row strides, and in f32 K^T and, with vt,
+ * V^T (f32's NT products take B^T).  Packed (att_packs) or transposed
+ * into the thread's buffers at *at, *at moved past what was written. */
 typedef struct AttSlice {
-  const char *q, *k, *v;
+  const char *q, *k, *v, *kt, *vt;
+  AttLd ld;
 } AttSlice;
 
-static AttSlice att_slice(const AttRun *r, AttOff o, size_t es, char **at) {
+static AttSlice att_slice(const AttRun *r, AttOff o, size_t es, char **at, bool vt) {
   const AttGeom *g = r->g;
   AttSlice x = {(const char *)r->q->data + o.q * es, (const char *)r->k->data + o.k * es,
-                (const char *)r->v->data + o.v * es};
-  if (g->heads == 1) return x;
-  char *pq = *at, *pk = pq + (size_t)(g->tq * g->d) * es, *pv = pk + (size_t)(g->tk * g->d) * es;
-  att_pack(pq, x.q, g->tq, g->d, g->ldq, es);
-  att_pack(pk, x.k, g->tk, g->d, g->ldk, es);
-  att_pack(pv, x.v, g->tk, g->dv, g->ldv, es);
-  *at = pv + (size_t)(g->tk * g->dv) * es;
-  return (AttSlice){pq, pk, pv};
+                (const char *)r->v->data + o.v * es, NULL, NULL, {g->ldq, g->ldk, g->ldv, g->ldo}};
+  if (att_packs(r)) {
+    char *pq = *at, *pk = pq + (size_t)(g->tq * g->d) * es, *pv = pk + (size_t)(g->tk * g->d) * es;
+    att_pack(pq, x.q, g->tq, g->d, g->ldq, es);
+    att_pack(pk, x.k, g->tk, g->d, g->ldk, es);
+    att_pack(pv, x.v, g->tk, g->dv, g->ldv, es);
+    *at = pv + (size_t)(g->tk * g->dv) * es;
+    x.q = pq, x.k = pk, x.v = pv;
+    x.ld = (AttLd){g->d, g->d, g->dv, g->dv};
+  }
+  if (r->t == DT_F32) {
+    float *kt = (float *)(void *)*at, *vtr = kt + g->tk * g->d;
+    att_mm_transpose(kt, (const float *)(const void *)x.k, g->tk, g->d, x.ld.k);
+    if (vt) att_mm_transpose(vtr, (const float *)(const void *)x.v, g->tk, g->dv, x.ld.v);
+    *at = (char *)(vtr + g->tk * g->dv);
+    x.kt = (const char *)kt;
+    x.vt = vt ? (const char *)vtr : NULL;
+  }
+  return x;
 }
 
 /* The forward's part p: block p % blocks of slice p / blocks. */
@@ -321,14 +383,15 @@ static void att_fwd_part(void *arg, int64_t p) {
   char *s = r->buf + r->bytes * (size_t)par_slot(), *at = s + r->scores;
   size_t es = dtype_size(r->t);
   AttOff o = att_off(g, sl);
-  AttSlice x = att_slice(r, o, es, &at);
-  char *out = g->heads > 1 ? at : (char *)r->out + o.o * es;   /* packed: the slice's [tq, dv] */
+  AttSlice x = att_slice(r, o, es, &at, false);
+  char *out = att_packs(r) ? at : (char *)r->out + o.o * es;   /* packed: the slice's [tq, dv] */
   if (r->t == DT_F64)
-    att_f64_fwd(g, (const double *)x.q, (const double *)x.k, (const double *)x.v, r0, r1, (double *)out,
-                (double *)s);
+    att_f64_fwd(g, x.ld, (const double *)x.q, (const double *)x.k, NULL, (const double *)x.v, r0, r1,
+                (double *)out, (double *)s);
   else
-    att_f32_fwd(g, (const float *)x.q, (const float *)x.k, (const float *)x.v, r0, r1, (float *)out, (float *)s);
-  if (g->heads > 1)
+    att_f32_fwd(g, x.ld, (const float *)x.q, (const float *)x.k, (const float *)x.kt, (const float *)x.v, r0, r1,
+                (float *)out, (float *)s);
+  if (att_packs(r))
     att_unpack((char *)r->out + (o.o + (size_t)(r0 * g->ldo)) * es, out + (size_t)(r0 * g->dv) * es, r1 - r0,
                g->dv, g->ldo, es);
 }
@@ -340,10 +403,10 @@ static void att_bwd_part(void *arg, int64_t sl) {
   char *s = r->buf + r->bytes * (size_t)par_slot(), *at = s + r->scores;
   size_t es = dtype_size(r->t), per = (size_t)(ATT_ROWS * g->tk);
   AttOff o = att_off(g, sl);
-  AttSlice x = att_slice(r, o, es, &at);
+  AttSlice x = att_slice(r, o, es, &at, true);
   const char *dout = (const char *)r->dout->data + o.o * es;
   char *dq = (char *)r->dq + o.q * es, *dk = (char *)r->dk + o.k * es, *dv = (char *)r->dv + o.v * es;
-  if (g->heads > 1) {   /* packed: Out@GRAD, then the gradients */
+  if (att_packs(r)) {   /* packed: Out@GRAD, then the gradients */
     att_pack(at, dout, g->tq, g->dv, g->ldo, es);
     dout = at;
     dq = at + (size_t)(g->tq * g->dv) * es;
@@ -351,12 +414,13 @@ static void att_bwd_part(void *arg, int64_t sl) {
     dv = dk + (size_t)(g->tk * g->d) * es;
   }
   if (r->t == DT_F64)
-    att_f64_bwd(g, (const double *)x.q, (const double *)x.k, (const double *)x.v, (const double *)dout,
-                (double *)dq, (double *)dk, (double *)dv, (double *)s, (double *)s + per);
+    att_f64_bwd(g, x.ld, (const double *)x.q, (const double *)x.k, NULL, (const double *)x.v, NULL,
+                (const double *)dout, (double *)dq, (double *)dk, (double *)dv, (double *)s, (double *)s + per);
   else
-    att_f32_bwd(g, (const float *)x.q, (const float *)x.k, (const float *)x.v, (const float *)dout, (float *)dq,
-                (float *)dk, (float *)dv, (float *)s, (float *)s + per);
-  if (g->heads > 1) {
+    att_f32_bwd(g, x.ld, (const float *)x.q, (const float *)x.k, (const float *)x.kt, (const float *)x.v,
+                (const float *)x.vt, (const float *)dout, (float *)dq, (float *)dk, (float *)dv, (float *)s,
+                (float *)s + per);
+  if (att_packs(r)) {
     att_unpack((char *)r->dq + o.q * es, dq, g->tq, g->d, g->ldq, es);
     att_unpack((char *)r->dk + o.k * es, dk, g->tk, g->d, g->ldk, es);
     att_unpack((char *)r->dv + o.v * es, dv, g->tk, g->dv, g->ldv, es);
@@ -372,6 +436,7 @@ static int k_attention(ExecCtx *c) {
   if (!att_geom(c, q, k, v, &g)) rc = -1;
   else if (g.tk == 0 && g.tq > 0 && g.dv > 0 && g.n > 0) rc = exec_ctx_fail(c, "K and V have no keys (Tk is 0)");
   else if (out->numel > 0) {
+    att_mm_init();   /* on this thread, before the team runs the parts */
     AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .out = out->data,
                 .blocks = (g.tq + ATT_ROWS - 1) / ATT_ROWS};
     size_t es = dtype_size(t);
@@ -409,6 +474,7 @@ static int k_attention_grad(ExecCtx *c) {
   for (int s = 0; s < 3; s++) dst[s] = att_dest(c, s, t, src[s]->numel, &tmp[s]);
   size_t es = dtype_size(t);
   if (g.tk > 0 && g.tq > 0) {
+    att_mm_init();
     AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .dout = dout, .dq = dst[0], .dk = dst[1], .dv = dst[2]};
     att_run(&r, g.n, es * (size_t)(ATT_ROWS * g.tk) * 2, es * (size_t)(2 * (g.tq + g.tk) * g.d + (g.tq + 2 * g.tk) * g.dv),
             att_bwd_part);
