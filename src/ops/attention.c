@@ -130,43 +130,19 @@ typedef struct AttLd {
  *   NN(g, m, n, k, A, lda, B, ldb, C, ldc, r0)       C = A B;
  *   TN(g, m, n, k, A, lda, B, ldb, C, ldc, acc, r0)  C = A^T B, or C += with acc;
  * r0, the block's first query row, tells a causal head's products which
- * terms are zeros (attmm.h).  EXPS, MAX and SUM: vmath's exp in place,
- * largest element and sum in double of a row.
- * BLOCK_EXP: EXPS over the whole block of scores in one call, the masked
- * ones set to 0 first (f32: vmath_exp_f32's bits depend on the value
- * alone, so the same bits as row by row; a causal row's few elements left
- * a vector's tail to the scalar loop, and char_lm's rows average 16.5),
- * else a row's seen elements at a time (f64: glibc's exp an element at a
- * time, and the masked ones would be wasted work).
+ * terms are zeros (attmm.h).  SOFTMAX(g, s, rows, cols, r0, root): the
+ * rows of a block's scores s [rows, cols] divided by root, their softmax
+ * over the keys each row sees, 0 past them.
  *   NAME_probs: P of rows r0..r1 of one slice into s [rows, cols]
  *   NAME_fwd: Out of one slice's block
  *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer)
  * kt and vt: K^T and V^T [d, tk] (f32), else NULL. */
-#define ATT_LOOPS(NAME, T, NT, NN, TN, EXPS, MAX, SUM, BLOCK_EXP)                                                    \
+#define ATT_LOOPS(NAME, T, NT, NN, TN, SOFTMAX)                                                                      \
   static void NAME##_probs(const AttGeom *g, AttLd L, const T *q, const T *k, const T *kt, int64_t r0, int64_t r1, \
                            T *s) {                                                                           \
     int64_t rows = r1 - r0, cols = att_cols(g, r1);                                                          \
     NT(g, rows, cols, g->d, q + r0 * L.q, L.q, k, L.k, kt, s, cols, r0);                                     \
-    T root = (T)sqrt((double)g->d);                                                                          \
-    for (int64_t i = 0; i < rows; i++) {                                                                     \
-      T *row = s + i * cols, m;                                                                              \
-      int64_t seen = att_seen(g, r0 + i);                                                                    \
-      for (int64_t j = 0; j < seen; j++) row[j] /= root;                                                     \
-      m = MAX(row, seen);                                                                                    \
-      for (int64_t j = 0; j < seen; j++) row[j] -= m;                                                        \
-      if (BLOCK_EXP)                                                                                         \
-        for (int64_t j = seen; j < cols; j++) row[j] = 0;                                                    \
-      else                                                                                                   \
-        EXPS(row, seen);                                                                                     \
-    }                                                                                                        \
-    if (BLOCK_EXP) EXPS(s, rows * cols);                                                                     \
-    for (int64_t i = 0; i < rows; i++) {                                                                     \
-      T *row = s + i * cols;                                                                                 \
-      int64_t seen = att_seen(g, r0 + i);                                                                    \
-      double inv = 1 / SUM(row, seen);                                                                       \
-      for (int64_t j = 0; j < seen; j++) row[j] = (T)((double)row[j] * inv);                                 \
-      for (int64_t j = seen; j < cols; j++) row[j] = 0;                                                      \
-    }                                                                                                        \
+    SOFTMAX(g, s, rows, cols, r0, (T)sqrt((double)g->d));                                                    \
   }                                                                                                          \
   static void NAME##_fwd(const AttGeom *g, AttLd L, const T *q, const T *k, const T *kt, const T *v, int64_t r0, \
                          int64_t r1, T *out, T *s) {                                                         \
@@ -201,7 +177,23 @@ typedef struct AttLd {
     }                                                                                                        \
   }
 
-/* f64: OpenBLAS's dgemm on packed slices (BT unused). */
+/* f64: the softmax a row at a time (glibc's exp an element at a time: the
+ * masked ones would be wasted work), OpenBLAS's dgemm on packed slices
+ * (BT unused). */
+static void att64_softmax(const AttGeom *g, double *s, int64_t rows, int64_t cols, int64_t r0, double root) {
+  for (int64_t i = 0; i < rows; i++) {
+    double *row = s + i * cols;
+    int64_t seen = att_seen(g, r0 + i);
+    for (int64_t j = 0; j < seen; j++) row[j] /= root;
+    double m = vmath_max_f64(row, seen);
+    for (int64_t j = 0; j < seen; j++) row[j] -= m;
+    vmath_exp_f64(row, seen);
+    double inv = 1 / vmath_sum_f64(row, seen);
+    for (int64_t j = 0; j < seen; j++) row[j] *= inv;
+    for (int64_t j = seen; j < cols; j++) row[j] = 0;
+  }
+}
+
 static void att64_nt(const AttGeom *g, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
                      const double *b, int64_t ldb, const double *bt, double *c, int64_t ldc, int64_t r0) {
   (void)g, (void)bt, (void)r0;
@@ -248,8 +240,15 @@ static void att32_tn(const AttGeom *g, int64_t m, int64_t n, int64_t k, const fl
   att32_mm(g, m, n, k, a, 1, lda, b, ldb, c, ldc, acc, ATTMM_FROM, r0);
 }
 
-ATT_LOOPS(att_f32, float, att32_nt, att32_nn, att32_tn, vmath_exp_f32, vmath_max_f32, vmath_sum_f32, 1)
-ATT_LOOPS(att_f64, double, att64_nt, att64_nn, att64_tn, vmath_exp_f64, vmath_max_f64, vmath_sum_f64, 0)
+/* f32: attmm.c's softmax, each row's passes in registers, the exp over the
+ * whole block in one call (a causal row's few elements left a vector's
+ * tail to the scalar loop, and char_lm's rows average 16.5). */
+static void att32_softmax(const AttGeom *g, float *s, int64_t rows, int64_t cols, int64_t r0, float root) {
+  att_mm_softmax(s, rows, cols, r0, g->tk, g->causal, root);
+}
+
+ATT_LOOPS(att_f32, float, att32_nt, att32_nn, att32_tn, att32_softmax)
+ATT_LOOPS(att_f64, double, att64_nt, att64_nn, att64_tn, att64_softmax)
 
 /* The geometry of Q, K and V, checked as infer_attention does (a kernel
  * may meet shapes shape inference did not know). */

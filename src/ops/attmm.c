@@ -6,6 +6,7 @@
  * multiply-adds (one chain would wait on the adder's latency).  The last
  * vector of a row is masked: no load or store past a row's end. */
 #include "ops/attmm.h"
+#include "ops/vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -176,6 +177,54 @@ __attribute__((target("avx2,fma"))) static void mm_y(const AttMM *p) {
   if (r + 2 <= p->m) mm_y_rows(p, r, 2), r += 2;
   if (r < p->m) mm_y_rows(p, r, 1);
 }
+
+/* The softmax's passes over one row (att_mm_softmax), in AVX-512: x[j] /=
+ * root for j < seen and the largest of those; then x[j] -= it, and 0 past
+ * seen up to cols. */
+__attribute__((target("avx512f,avx2,fma"))) static void sm_z_shift(float *x, int64_t seen, int64_t cols, float root) {
+  __m512 mx = _mm512_set1_ps(-INFINITY), rt = _mm512_set1_ps(root);
+  for (int64_t j = 0; j < seen; j += 16) {
+    __mmask16 m = seen - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (seen - j)) - 1);
+    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + j), rt);
+    _mm512_mask_storeu_ps(x + j, m, v);
+    mx = _mm512_mask_max_ps(mx, m, mx, v);
+  }
+  __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  for (int64_t j = 0; j < cols; j += 16) {
+    int64_t left = cols - j, on = seen - j;
+    __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    __mmask16 keep = on >= 16 ? (__mmask16)0xffff : on > 0 ? (__mmask16)((1u << on) - 1) : 0;
+    __m512 v = _mm512_maskz_sub_ps(keep, _mm512_maskz_loadu_ps(keep, x + j), top);
+    _mm512_mask_storeu_ps(x + j, m, v);
+  }
+}
+
+/* The sum in double of x[0..seen) in vmath_sum_f32's order (lane j % 8
+ * sums in order, the lanes added in a tree); x[j] = x[j] / that in double
+ * for j < seen, 0 after it up to cols. */
+__attribute__((target("avx512f,avx2,fma"))) static void sm_z_scale(float *x, int64_t seen, int64_t cols) {
+  __m512d acc = _mm512_setzero_pd();
+  for (int64_t j = 0; j < seen; j += 16) {   /* 16 floats: the lanes take the low 8, then the high 8 */
+    __mmask16 m = seen - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (seen - j)) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  }
+  double l[8];
+  _mm512_storeu_pd(l, acc);
+  __m512d inv = _mm512_set1_pd(1 / (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))));
+  for (int64_t j = 0; j < cols; j += 16) {
+    int64_t left = cols - j, on = seen - j;
+    __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    __mmask16 keep = on >= 16 ? (__mmask16)0xffff : on > 0 ? (__mmask16)((1u << on) - 1) : 0;
+    __m512 v = _mm512_maskz_loadu_ps(keep, x + j);
+    __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), inv));
+    __m256 hi = _mm512_cvtpd_ps(
+        _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), inv));
+    __m512 r = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+    _mm512_mask_storeu_ps(x + j, m, r);
+  }
+}
 #endif
 
 void att_mm(const AttMM *p) {
@@ -191,6 +240,50 @@ void att_mm(const AttMM *p) {
   }
 #endif
   for (int64_t r = 0; r < p->m; r++) mm_scalar(p, r);
+}
+
+/* The scalar passes: the same operations, so the same bits. */
+static void sm_shift(float *x, int64_t seen, int64_t cols, float root) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < seen; j++) {
+    x[j] /= root;
+    m = x[j] > m ? x[j] : m;
+  }
+  for (int64_t j = 0; j < seen; j++) x[j] -= m;
+  for (int64_t j = seen; j < cols; j++) x[j] = 0;
+}
+
+static void sm_scale(float *x, int64_t seen, int64_t cols) {
+  double l[8] = {0};
+  for (int64_t j = 0; j < seen; j++) l[j % 8] += (double)x[j];
+  double inv = 1 / (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])));
+  for (int64_t j = 0; j < seen; j++) x[j] = (float)((double)x[j] * inv);
+  for (int64_t j = seen; j < cols; j++) x[j] = 0;
+}
+
+void att_mm_softmax(float *s, int64_t rows, int64_t cols, int64_t r0, int64_t tk, bool causal, float root) {
+  if (mm_isa < 0) att_mm_init();
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t seen = causal && r0 + i + 1 < tk ? r0 + i + 1 : tk;
+#ifdef ATTMM_X86
+    if (mm_isa == 2) {
+      sm_z_shift(s + i * cols, seen, cols, root);
+      continue;
+    }
+#endif
+    sm_shift(s + i * cols, seen, cols, root);
+  }
+  vmath_exp_f32(s, rows * cols);
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t seen = causal && r0 + i + 1 < tk ? r0 + i + 1 : tk;
+#ifdef ATTMM_X86
+    if (mm_isa == 2) {
+      sm_z_scale(s + i * cols, seen, cols);
+      continue;
+    }
+#endif
+    sm_scale(s + i * cols, seen, cols);
+  }
 }
 
 void att_mm_transpose(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {

@@ -43,6 +43,15 @@ void att_mm_init(void);
 
 void att_mm(const AttMM *p);
 
+/* softmax(S / root) of a block of a head's scores s [rows, cols] in place,
+ * row i seeing the keys j < seen (all tk, or with causal those up to its
+ * query r0 + i), 0 past them: the divide, the largest, the shift, vmath's
+ * exp (over the whole block in one call: its bits depend on the value
+ * alone), the sum in double in vmath_sum_f32's order and the scale in
+ * double, each in one pass of the row and in the same bits as those
+ * functions row by row. */
+void att_mm_softmax(float *s, int64_t rows, int64_t cols, int64_t r0, int64_t tk, bool causal, float root);
+
 /* dst [cols, rows] = src [rows, cols]^T, src's rows ld apart. */
 void att_mm_transpose(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
 
