@@ -367,7 +367,7 @@ PREFIXES = {
     "ir/registry": "reg_", "ir/rewrite": "rewrite_", "ir/tensor": "tensor_ dtype_ f32_ bcast_ rng_",
     "exec/dist": "dist_", "exec/exec": "exec_", "exec/par": "par_", "exec/plan": "plan_", "exec/print": "print_", "exec/tape": "tape_",
     "autodiff/backward": "bwd_", "autodiff/tapegrad": "tgrad_",
-    "ops/bcast_loop": "bcast_ binary_", "ops/plugin": "plugin_", "ops/vmath": "vmath_",
+    "ops/bcast_loop": "bcast_ binary_", "ops/plugin": "plugin_", "ops/vmath": "vmath_", "ops/attmm": "att_mm",
     "io/checkpoint": "ckpt_", "io/data": "data_", "io/datafmt": "data_", "io/image": "image_", "io/npy": "npy_", "io/onnx": "onnx_", "io/plot": "plot_",
     "io/report": "report_", "io/safetensors": "st_", "io/text": "text_", "io/weights": "weights_", "io/zip": "zip_",
     "front/ast": "ast_", "front/feed": "feed_", "front/lower": "lower_", "front/run": "run_",
