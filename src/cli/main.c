@@ -684,10 +684,47 @@ static void sleep_when_idle(int argc, char **argv) {
 #endif
 }
 
+/* The NETRUN_TEST_* variables (netrun(1); for netrun's own tests and
+ * benchmarks): a value netrun does not know is refused, not ignored, so a
+ * misspelt one never runs the default kernels unnoticed.  Empty is unset.
+ * values: the words it takes, or NULL for R:S (a rank, and seconds below
+ * 3600); say: those words for the error. */
+static int check_test_env(void) {
+  static const struct {
+    const char *name, *values, *say;
+  } known[] = {{"NETRUN_TEST_CONV", "gemm direct pv cv", "gemm, direct, pv or cv"},
+               {"NETRUN_TEST_ISA", "avx2 scalar", "avx2 or scalar"},
+               {"NETRUN_TEST_GEMM", "openblas", "openblas"},
+               {"NETRUN_TEST_NO_THREAD_MULTIPLE", "1", "1"},
+               {"NETRUN_TEST_SLOW_STEP", NULL, "R:S, a rank and seconds below 3600"},
+               {"NETRUN_TEST_CUT", NULL, "R:S, a rank and seconds below 3600"}};
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+    const char *v = getenv(known[i].name), *w = known[i].values;
+    if (!v || !*v) continue;
+    bool ok = false;
+    if (w) {
+      size_t n = strlen(v);
+      for (const char *p = w; *p && !ok; p += strcspn(p, " "), p += *p == ' ')
+        ok = strncmp(p, v, n) == 0 && (p[n] == ' ' || p[n] == 0);
+    } else {
+      int rank, end = 0;
+      double sec;
+      ok = sscanf(v, "%d:%lf%n", &rank, &sec, &end) == 2 && v[end] == 0 && rank >= 0 && sec >= 0 && sec < 3600;
+    }
+    if (!ok) {
+      diag_error(NULL, SPAN_NONE, "%s=%s: expected %s (a setting for netrun's own tests, netrun(1))",
+                 known[i].name, v, known[i].say);
+      return EXIT_USAGE;
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   par_init();   /* before any GEMM: OpenBLAS on one thread */
   sleep_when_idle(argc, argv);
-  int status = load_plugins(&argc, argv);
+  int status = check_test_env();
+  if (status == 0) status = load_plugins(&argc, argv);
   if (status == 0) status = dispatch(argc, argv);
   /* Output that could not be written (a full disk) is an error, even when
    * the verb succeeded (GNU's close_stdout). */
