@@ -30,25 +30,26 @@ setup() {
   fi
 }
 
-@test "the NETRUN_TEST_ variables: a value netrun does not know is refused with its exact error (status 2), empty is unset" {
+@test "the NETRUN_TEST_ variables: a value netrun does not know is refused with its exact error (status 2), empty or default is unset" {
   while IFS='|' read -r var val want; do
     run env "$var=$val" "$NETRUN" --version
     echo "$var=$val: $output"
     [ "$status" -eq 2 ]
     [ "$output" = "netrun: error: $var=$val: expected $want (a setting for netrun's own tests, netrun(1))" ]
   done <<'EOF2'
-NETRUN_TEST_ISA|avx512|avx2 or scalar
-NETRUN_TEST_ISA|AVX2|avx2 or scalar
-NETRUN_TEST_CONV|wino|gemm, direct, pv or cv
-NETRUN_TEST_CONV|gemm |gemm, direct, pv or cv
-NETRUN_TEST_GEMM|dnnl|openblas
+NETRUN_TEST_ISA|avx512|avx2, scalar or default
+NETRUN_TEST_ISA|AVX2|avx2, scalar or default
+NETRUN_TEST_CONV|wino|gemm, direct, pv, cv or default
+NETRUN_TEST_CONV|gemm |gemm, direct, pv, cv or default
+NETRUN_TEST_GEMM|dnnl|openblas or default
 NETRUN_TEST_NO_THREAD_MULTIPLE|yes|1
 NETRUN_TEST_SLOW_STEP|1:x|R:S, a rank and seconds below 3600
 NETRUN_TEST_CUT|1:3600|R:S, a rank and seconds below 3600
 NETRUN_TEST_CUT|-1:1|R:S, a rank and seconds below 3600
 EOF2
-  # the values the tests use, and empty, run
-  for kv in NETRUN_TEST_ISA=avx2 NETRUN_TEST_ISA=scalar NETRUN_TEST_ISA= NETRUN_TEST_CONV=pv NETRUN_TEST_CONV=cv \
+  # the values the tests use, default, and empty, run
+  for kv in NETRUN_TEST_ISA=avx2 NETRUN_TEST_ISA=scalar NETRUN_TEST_ISA= NETRUN_TEST_ISA=default \
+            NETRUN_TEST_CONV=default NETRUN_TEST_GEMM=default NETRUN_TEST_CONV=pv NETRUN_TEST_CONV=cv \
             NETRUN_TEST_CONV=direct NETRUN_TEST_CONV=gemm NETRUN_TEST_GEMM=openblas NETRUN_TEST_CUT=1:1 \
             NETRUN_TEST_SLOW_STEP=0:2.5 NETRUN_TEST_NO_THREAD_MULTIPLE=1; do
     run env "$kv" "$NETRUN" --version

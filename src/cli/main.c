@@ -686,15 +686,16 @@ static void sleep_when_idle(int argc, char **argv) {
 
 /* The NETRUN_TEST_* variables (netrun(1); for netrun's own tests and
  * benchmarks): a value netrun does not know is refused, not ignored, so a
- * misspelt one never runs the default kernels unnoticed.  Empty is unset.
+ * misspelt one never runs the default kernels unnoticed.  Empty, or
+ * default where the variable names kernels, is unset.
  * values: the words it takes, or NULL for R:S (a rank, and seconds below
  * 3600); say: those words for the error. */
 static int check_test_env(void) {
   static const struct {
     const char *name, *values, *say;
-  } known[] = {{"NETRUN_TEST_CONV", "gemm direct pv cv", "gemm, direct, pv or cv"},
-               {"NETRUN_TEST_ISA", "avx2 scalar", "avx2 or scalar"},
-               {"NETRUN_TEST_GEMM", "openblas", "openblas"},
+  } known[] = {{"NETRUN_TEST_CONV", "gemm direct pv cv default", "gemm, direct, pv, cv or default"},
+               {"NETRUN_TEST_ISA", "avx2 scalar default", "avx2, scalar or default"},
+               {"NETRUN_TEST_GEMM", "openblas default", "openblas or default"},
                {"NETRUN_TEST_NO_THREAD_MULTIPLE", "1", "1"},
                {"NETRUN_TEST_SLOW_STEP", NULL, "R:S, a rank and seconds below 3600"},
                {"NETRUN_TEST_CUT", NULL, "R:S, a rank and seconds below 3600"}};
