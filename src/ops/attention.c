@@ -3,8 +3,10 @@
  *
  * attention(Q, K, V) = softmax(Q K^T / sqrt(d) [masked]) V per slice of
  * the leading axes.  The kernel walks each slice's queries in blocks of
- * ATT_ROWS rows: one GEMM makes the block's scores [rows, Tk] in a buffer
- * of its thread, the softmax runs in place, a second GEMM multiplies by V.
+ * ATT_ROWS rows: one product makes the block's scores [rows, Tk] in a
+ * buffer of its thread, the softmax runs in place, a second product
+ * multiplies by V.  In f32 the products are attmm.c's small kernels, on
+ * each head where it lies; in f64, OpenBLAS's dgemm on packed heads.
  * With causal, a block needs the keys up to its last row only, and each
  * row's masked scores are 0 after the softmax, as exp(-1e9 - max) is in
  * the unfused form (stdlib's scaled_dot_product_attention before this op).
