@@ -12,13 +12,19 @@ Workloads (each the example's model, batch and optimizer, op for op):
   fashion_mlp     examples/fashion_mlp.net: one epoch of 60,000 images and the
                   test set's evaluation, the whole process on each side
 
-netrun's step time is its training epochs' time (`netrun train --log`: the
-epoch events' seconds, which leave out the evaluation) over their steps;
-PyTorch's, the time of STEPS steps after 3 unmeasured ones on random data
-of the same shapes (values do not change a step's time).  Each side runs
+Both sides leave their first steps out, as a long run does: netrun's step
+time is that of STEPS steps after WARMUP (3) unmeasured ones (`netrun
+train --log`: each step event's epoch time so far, samples / samples_per_s;
+adding_lstm's whole file, 62 steps, is one epoch, so 59 are measured);
+PyTorch's, the time of STEPS steps after 3 unmeasured ones (char_lm's, 5)
+on random data of the same shapes (values do not change a step's time).
+netrun's first step pays once for what the rest reuse (oneDNN's JIT, about
+20 ms a process, and the first touch of its buffers' memory):
+counted over 10 to 100 steps it added 3 to 7% to a step.  Each side runs
 as its own process, one after the other, ROUNDS times, on the same number
 of threads (OMP_NUM_THREADS for netrun; torch.set_num_threads for
-PyTorch), so a busy machine slows both; the table gives the medians and their ratio, and each side's
+PyTorch), so a busy machine slows both; the table gives the medians and
+their ratio, and each side's
 peak resident memory (the process's, from wait4: PyTorch's includes the
 Python interpreter and torch's own libraries, ~300 MB before any tensor).
 
@@ -61,6 +67,9 @@ WORDS = "/usr/share/dict/words"
 def ex(name):
     return os.path.join(ROOT, "examples", name)
 
+
+# Steps each side runs before the timed ones.
+WARMUP = 3
 
 # name: (script, batch, steps timed per round, netrun train's extra arguments)
 WORKLOADS = {
@@ -114,12 +123,23 @@ def netrun_side(netrun, name, threads):
             return secs, mb
         log = os.path.join(tmp, "log.jsonl")
         # adding_lstm: its whole file (2000 rows, 62 steps) is one epoch
-        limit = [] if name == "adding_lstm" else ["--limit", str(steps * batch)]
+        limit = [] if name == "adding_lstm" else ["--limit", str((WARMUP + steps) * batch)]
         _, mb, _ = run([netrun, "train", script, "--epochs", "1", "--log", log] + limit + extra, env)
-        with open(log) as f:
-            events = [json.loads(line) for line in f if line.strip()]
-        epochs = [e for e in events if e.get("event") == "epoch"]
-        return sum(e["seconds"] for e in epochs) / epochs[-1]["step"], mb
+        return steady_step(log), mb
+
+
+def steady_step(log):
+    """Seconds per step after WARMUP steps, from the log of a one-epoch run
+    of one process: at each step event the epoch has taken samples /
+    samples_per_s seconds."""
+    with open(log) as f:
+        events = [json.loads(line) for line in f if line.strip()]
+    steps = [e for e in events if e.get("event") == "step" and e.get("epoch") == 1]
+    if len(steps) <= WARMUP or steps[WARMUP - 1]["step"] != WARMUP:
+        raise RuntimeError("%s: fewer than %d steps logged" % (log, WARMUP + 1))
+    first, last = steps[WARMUP - 1], steps[-1]
+    secs = last["samples"] / last["samples_per_s"] - first["samples"] / first["samples_per_s"]
+    return secs / (last["step"] - first["step"])
 
 
 def torch_side(python, name, threads):

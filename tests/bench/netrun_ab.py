@@ -10,7 +10,6 @@ host moves less than wall time.  Speed is measured here, never asserted.
 
 A binary copied out of its checkout finds the stdlib through NETRUN_PATH."""
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -26,15 +25,14 @@ def side(netrun, name, threads):
     script, batch, steps, extra = compare.WORKLOADS[name]
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
-        cmd = [netrun, "train", script, "--epochs", "1", "--log", log, "--limit", str(steps * batch)] + extra
+        cmd = [netrun, "train", script, "--epochs", "1", "--log", log, "--limit",
+               str((compare.WARMUP + steps) * batch)] + extra
         p = subprocess.Popen(cmd, env=compare.env_threads(threads), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         _, status, ru = os.wait4(p.pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError("%s failed" % " ".join(cmd))
-        with open(log) as f:
-            epochs = [e for e in (json.loads(line) for line in f if line.strip()) if e.get("event") == "epoch"]
-        return sum(e["seconds"] for e in epochs) / epochs[-1]["step"], ru.ru_utime + ru.ru_stime
+        return compare.steady_step(log), ru.ru_utime + ru.ru_stime
 
 
 def main():
