@@ -14,10 +14,10 @@ predictions, and Adam (lr 0.003).  A step is the forward, the backward and
 the optimizer's update of one batch of 32 windows of 32 bytes from
 /usr/share/dict/words (the training split: the file's first nine tenths).
 
-netrun's step time is its training epoch's time (netrun train --limit
-STEPS*32 --epochs 1 --log FILE: the epoch event's seconds, which leave out
-the evaluation that follows) over its steps; PyTorch's, the time of STEPS
-steps after 5 unmeasured ones.  The two alternate ROUNDS times on the same
+Each side's step time is that of STEPS steps after WARMUP (5) unmeasured
+ones: netrun's from its training log (netrun train --limit
+(WARMUP+STEPS)*32 --epochs 1 --log FILE; compare.py's steady_step),
+PyTorch's by its clock.  The two alternate ROUNDS times on the same
 number of threads (OMP_NUM_THREADS for netrun; torch.set_num_threads and
 OPENBLAS_NUM_THREADS for PyTorch, whose matrix products are OpenBLAS's;
 OMP_WAIT_POLICY=PASSIVE for both unless set), and the medians (and the
@@ -27,7 +27,6 @@ Needs Debian's python3-torch (torch is not a test dependency): without it
 this prints why it is skipped and exits 0.
 """
 import argparse
-import json
 import math
 import os
 import random
@@ -37,9 +36,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402  (steady_step)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = "/usr/share/dict/words"
 T, D, HEADS, HIDDEN, V, BATCH, LR = 32, 64, 4, 256, 256, 32, 0.003
+WARMUP = 5   # steps each side runs before the timed ones
 
 
 def netrun_step(netrun, steps, threads):
@@ -48,12 +51,9 @@ def netrun_step(netrun, steps, threads):
         log = os.path.join(tmp, "log.jsonl")
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         cmd = [netrun, "train", os.path.join(ROOT, "examples", "char_lm.net"),
-               "--limit", str(steps * BATCH), "--epochs", "1", "--log", log]
+               "--limit", str((WARMUP + steps) * BATCH), "--epochs", "1", "--log", log]
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(log) as f:
-            events = [json.loads(line) for line in f if line.strip()]
-        epoch = [e for e in events if e.get("event") == "epoch"][-1]
-        return epoch["seconds"] / epoch["step"]
+        return compare.steady_step(log, WARMUP)
 
 
 def torch_model(torch):
@@ -108,7 +108,7 @@ def torch_step(torch, batches, steps, threads):
         opt.step()
         return loss
 
-    for i in range(5):
+    for i in range(WARMUP):
         step(i)
     start = time.perf_counter()
     for i in range(steps):

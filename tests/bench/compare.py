@@ -128,16 +128,16 @@ def netrun_side(netrun, name, threads):
         return steady_step(log), mb
 
 
-def steady_step(log):
-    """Seconds per step after WARMUP steps, from the log of a one-epoch run
-    of one process: at each step event the epoch has taken samples /
-    samples_per_s seconds."""
+def steady_step(log, warmup=WARMUP):
+    """Seconds per step after the first warmup steps, from the log of a
+    one-epoch run of one process: at each step event the epoch has taken
+    samples / samples_per_s seconds."""
     with open(log) as f:
         events = [json.loads(line) for line in f if line.strip()]
     steps = [e for e in events if e.get("event") == "step" and e.get("epoch") == 1]
-    if len(steps) <= WARMUP or steps[WARMUP - 1]["step"] != WARMUP:
-        raise RuntimeError("%s: fewer than %d steps logged" % (log, WARMUP + 1))
-    first, last = steps[WARMUP - 1], steps[-1]
+    if len(steps) <= warmup or steps[warmup - 1]["step"] != warmup:
+        raise RuntimeError("%s: fewer than %d steps logged" % (log, warmup + 1))
+    first, last = steps[warmup - 1], steps[-1]
     secs = last["samples"] / last["samples_per_s"] - first["samples"] / first["samples_per_s"]
     return secs / (last["step"] - first["step"])
 
