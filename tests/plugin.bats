@@ -218,6 +218,8 @@ EOF
     "op 'bd': the default 'two' of attribute 'k' is not a int"
   rejected badslot '{.type = "bs", .infer = ok, .kernel = ok, .in = {{"X@SUM", 0, ""}}}' \
     "op 'bs': slot name 'X@SUM' is not NAME or NAME@GRAD"
+  rejected slotbits '{.type = "sb", .infer = ok, .kernel = ok, .in = {{"X", 1 << 3, ""}}, .out = {{"Out", 0, ""}}}' \
+    "op 'sb': the flags of slot 'X' hold unknown bits"
 }
 
 @test "a plugin's callbacks that fail without a reason, or call the api in the wrong phase" {

@@ -124,7 +124,7 @@ EOF2
   [[ "$output" != *"= batch_norm("* && "$output" != *"= relu("* ]]
   # ... and the gradient of the one whose relu's input gradient goes nowhere else
   [ "$(grep -c '= fused_batch_norm_grad(' <<< "$output")" -eq 1 ]
-  [[ "$output" == *"{Scale@GRAD=[a.gamma@GRAD], Bias@GRAD=[a.beta@GRAD]} = fused_batch_norm_grad(X=[t.3], Scale=[a.gamma], Bias=[a.beta], Mean=[a.mean], Variance=[a.var], Training=[training], Out@GRAD=[h@GRAD], Out=[h]) {epsilon=1e-05, momentum=0.9}  # grad of fused_batch_norm at bn.net:8"* ]]
+  [[ "$output" == *"{Scale@GRAD=[a.gamma@GRAD], Bias@GRAD=[a.beta@GRAD]} = fused_batch_norm_grad(X=[t.3], Scale=[a.gamma], Mean=[a.mean], Variance=[a.var], Training=[training], Out@GRAD=[h@GRAD], Out=[h], Stats=[t.3@STATS]) {epsilon=1e-05, momentum=0.9}  # grad of fused_batch_norm at bn.net:8"* ]]
   "$NETRUN" grad --format json bn.net > fused.json
   "$NETRUN" grad --format json --no-fuse bn.net > plain.json
   cmp fused.json plain.json
@@ -135,6 +135,36 @@ EOF2
   [ "$status" -eq 0 ]
   [ "${#lines[@]}" -gt 10 ]
   [ "$output" = "$("$NETRUN" run --precision 9 --no-fuse fwd.net)" ]
+}
+
+@test "a fused batch norm keeps the batch's statistics for its gradient (X@STATS): the bits of --no-fuse, training or not; none kept for an input's" {
+  bnlayers
+  run "$NETRUN" dump --backward --fused bn.net
+  [ "$status" -eq 0 ]
+  # each of the four writes them, and the gradient of the same X and Training reads them
+  [ "$(grep -c '^  var t\.[0-9]*@STATS : f64\[2, 3\]$' <<< "$output")" -eq 4 ]
+  for x in t.3 t.4 t.7 t.10; do
+    [ "$(grep -c "= fused_batch_norm(X=\[$x\], .*Training=\[training\]" <<< "$output")" -eq 1 ]
+    grep -q "Stats=\[$x@STATS\]} = fused_batch_norm(X=\[$x\]," <<< "$output"
+    [ "$(grep -c "batch_norm_grad(X=\[$x\], .*Training=\[training\], .*Stats=\[$x@STATS\])" <<< "$output")" -eq 1 ]
+  done
+  # training (the statistics read) and not (the running ones): the bits of the ops as written
+  for tr in true false; do
+    "$NETRUN" grad --format json --set training=$tr bn.net > fused.json
+    "$NETRUN" grad --format json --set training=$tr --no-fuse bn.net > plain.json
+    cmp fused.json plain.json
+  done
+  [ "$(jq '.grads | length' fused.json)" -eq 8 ]
+  # a batch norm of an input: no op writes X before it, so nothing is kept
+  sed -i 's/^h = relu(bn(x \* 1.5, training, scope="a"))$/h = relu(bn(x, training, scope="a"))/' bn.net
+  grep -q '^h = relu(bn(x, training, scope="a"))$' bn.net
+  run "$NETRUN" dump --backward --fused bn.net
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '@STATS : f64' <<< "$output")" -eq 3 ]
+  [[ "$output" == *"= fused_batch_norm(X=[x], "* && "$output" != *"x@STATS"* ]]
+  "$NETRUN" grad --format json bn.net > fused.json
+  "$NETRUN" grad --format json --no-fuse bn.net > plain.json
+  cmp fused.json plain.json
 }
 
 @test "fused_batch_norm and its gradient: the same bits on 1, 2 and 3 threads (channels split over them)" {

@@ -280,10 +280,11 @@ Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks) {
   return run_start(ld, &a->opt, &f, marks, nmarks);
 }
 
-void cli_rewrite_dumped(Program *p, const Args *a, int *mark) {
+void cli_rewrite_dumped(Program *p, const Args *a, int *mark, bool keep) {
   ExecOptions o = a->opt;
   o.tape = false;
-  if (a->fused && exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, mark, mark ? 1 : 0, 0, NULL, 0});
+  if (a->fused && exec_rewrite_wanted(&o))
+    rewrite_program(p, &(RewriteOpts){RW_FUSE | (keep ? RW_KEEP : 0), mark, mark ? 1 : 0, 0, NULL, 0});
 }
 
 FILE *cli_time_options(Args *a) {

@@ -120,8 +120,9 @@ Executor *cli_start(Session *ld, const Args *a);
  * caller runs ranges up to (rewrite.h). */
 Executor *cli_start_marks(Session *ld, const Args *a, int *marks, int nmarks);
 /* dump --fused: rewrites p as an executor with a's options would run it
- * (mark: NULL, or the index in block 0 it runs a range up to). */
-void cli_rewrite_dumped(Program *p, const Args *a, int *mark);
+ * (mark: NULL, or the index in block 0 it runs a range up to; keep: as
+ * RW_KEEP, false for a tape's program, whose forward values are given). */
+void cli_rewrite_dumped(Program *p, const Args *a, int *mark, bool keep);
 /* Feeds a's --set and --feed values to ex; false on error (reported). */
 bool cli_feed(Session *ld, Executor *ex, const Args *a);
 /* netrun time's executor options in a: op timings on, no tape, print()

@@ -356,7 +356,7 @@ int cmd_dump_backward(const Args *a) {
     if (!file_out_open(&o, a->out)) status = EXIT_SCRIPT;
     else {
       DumpOptions opt = a->dump;
-      cli_rewrite_dumped(b.tp ? b.tp : b.ld.prog, a, b.tp ? &b.bw.first_grad_op : NULL);
+      cli_rewrite_dumped(b.tp ? b.tp : b.ld.prog, a, b.tp ? &b.bw.first_grad_op : NULL, !b.tp);
       dump_program(o.f, b.tp ? b.tp : b.ld.prog, &opt);
       if (!file_out_close(&o)) status = EXIT_SCRIPT;
     }

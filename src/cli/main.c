@@ -372,7 +372,7 @@ static int cmd_dump(int argc, char **argv) {
     OutFile o;
     if (!file_out_open(&o, a.out)) status = EXIT_SCRIPT;
     else {
-      cli_rewrite_dumped(ld.prog, &a, NULL);
+      cli_rewrite_dumped(ld.prog, &a, NULL, true);
       dump_program(o.f, ld.prog, &a.dump);
       if (!file_out_close(&o)) status = EXIT_SCRIPT;
     }

@@ -284,7 +284,7 @@ static bool print_plan(Sum *s, Program *p) {
     ExecOptions o;
     exec_default_options(&o);
     o.tape = false;
-    if (exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE, &nforward, 1, 0, NULL, 0});
+    if (exec_rewrite_wanted(&o)) rewrite_program(p, &(RewriteOpts){RW_FUSE | RW_KEEP, &nforward, 1, 0, NULL, 0});
     keep = train_plan_keep(p, &c, &bw, &nkeep);
   }
   const Block *b0 = p->blocks[0];

@@ -141,7 +141,7 @@ int cmd_dump_train(const Args *a) {
   bool configured = loaded && train_config(ld.prog, NULL, &c, true);
   if (configured && a->ranks > 1) c.ranks = (int)(a->ranks < 1 << 20 ? a->ranks : 1 << 20);
   if (configured && train_program(ld.prog, &c, &bw)) {
-    cli_rewrite_dumped(ld.prog, a, &bw.first_grad_op);   /* the trainer's mark: the forward's end */
+    cli_rewrite_dumped(ld.prog, a, &bw.first_grad_op, true);   /* the trainer's mark: the forward's end */
     OutFile o;
     if (file_out_open(&o, a->out)) {
       dump_program(o.f, ld.prog, &a->dump);

@@ -683,21 +683,24 @@ static inline int call_kernel(Executor *ex, Prepared *p, int op_index, Frame *f,
  * outputs): converts its f32 inputs, marking the copies it made in owned[]
  * for the caller to drop. */
 static void promote_inputs(const Prepared *p, Tensor **ins, bool *owned) {
-  bool any = false;
-  for (int i = 0; i < p->in_total; i++) {
-    owned[i] = false;
-    any |= ins[i] && ins[i]->dtype == DT_F64;
+  bool any = false, as_is = false;
+  for (int i = 0; i < p->in_total; i++) owned[i] = false;
+  for (int s = 0, i = 0; s < p->proto->nin; i += p->nin[s++]) {
+    bool keep = p->proto->in[s].flags & SLOT_AS_IS;
+    as_is |= keep;
+    for (int j = i; j < i + p->nin[s] && !keep; j++) any |= ins[j] && ins[j]->dtype == DT_F64;
   }
   /* print shows each value as it is; control ops and ops scripts define
    * pass them to blocks whose ops promote */
   if (!any || (p->proto->flags & (OP_CONTROL | OP_SIDE_EFFECT | OP_ANY_FLOAT))) return;
-  for (int i = 0; i < p->in_total; i++)
-    if (ins[i] && ins[i]->dtype == DT_F32) {
-      bool rg = ins[i]->requires_grad;
-      ins[i] = tensor_cast(ins[i], DT_F64);
-      ins[i]->requires_grad = rg;
-      owned[i] = true;
-    }
+  for (int s = 0, i = 0; s < p->proto->nin; i += p->nin[s++])
+    for (int j = i; j < i + p->nin[s] && !(as_is && (p->proto->in[s].flags & SLOT_AS_IS)); j++)
+      if (ins[j] && ins[j]->dtype == DT_F32) {
+        bool rg = ins[j]->requires_grad;
+        ins[j] = tensor_cast(ins[j], DT_F64);
+        ins[j]->requires_grad = rg;
+        owned[j] = true;
+      }
 }
 
 /* Gather: the op's input values from frame f into ins (a control op's

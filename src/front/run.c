@@ -39,7 +39,7 @@ bool run_feed(Session *s, Executor *ex, const RunFeeds *f) {
 }
 
 Executor *run_start(Session *s, const ExecOptions *o, const RunFeeds *f, int *marks, int nmarks) {
-  if (exec_rewrite_wanted(o)) rewrite_program(s->prog, &(RewriteOpts){RW_FUSE, marks, nmarks, 0, NULL, 0});
+  if (exec_rewrite_wanted(o)) rewrite_program(s->prog, &(RewriteOpts){RW_FUSE | RW_KEEP, marks, nmarks, 0, NULL, 0});
   Executor *ex = exec_new(s->prog, o);
   if (!run_feed(s, ex, f)) {
     diag_finish(&s->diag);

@@ -15,6 +15,8 @@
  *   @EMPTY@           a slot entry with no variable: a gradient nobody
  *                     needs or nobody gives (control flow's grad ops)
  *   learning_rate@LR  the training program's learning rate (NAME_LR)
+ *   v@STATS           the batch statistics of v that a fused batch norm
+ *                     keeps for its gradient (rewrite.c)
  *
  * No other file spells these suffixes in a variable's name (a grad op's
  * slot names, X@GRAD, follow the same spelling: registry.h).
@@ -34,6 +36,8 @@
  * load, though the startup block makes it. */
 #define NAME_LR "learning_rate@LR"
 
+/* v@STATS */
+const char *name_stats(Arena *a, const char *v);
 /* v@GRAD */
 const char *name_grad(Arena *a, const char *v);
 /* v@GRAD, then the level suffix (name_level: "" or "@L<n>"), then "@B<block>"

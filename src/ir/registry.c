@@ -280,7 +280,7 @@ bool reg_has_f64(const OpProto *p) { return p->flags & (OP_F64 | OP_CONTROL | OP
 
 static bool any_f64_input(InferCtx *c) {
   for (int s = 0; s < c->proto->nin; s++)
-    for (int i = 0; i < reg_infer_count(c, c->proto->in[s].name); i++) {
+    for (int i = 0; !(c->proto->in[s].flags & SLOT_AS_IS) && i < reg_infer_count(c, c->proto->in[s].name); i++) {
       const VarDesc *v = reg_infer_in(c, c->proto->in[s].name, i);
       if (v && v->dtype == DT_F64) return true;
     }
@@ -352,6 +352,16 @@ void reg_infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *s
   if (!v) return;
   v->dtype = t;
   v->shape = *sh;
+}
+
+bool reg_infer_like(InferCtx *c, const char *const (*pairs)[2], int n) {
+  for (int k = 0; k < n; k++) {
+    if (reg_infer_out_count(c, pairs[k][0]) == 0) continue;
+    const VarDesc *v = reg_infer_in(c, pairs[k][1], 0);
+    if (!v) return reg_infer_fail(c, "input %s is missing", pairs[k][1]);
+    reg_infer_set(c, pairs[k][0], 0, v->dtype, &v->shape);
+  }
+  return true;
 }
 
 bool reg_infer_fail(InferCtx *c, const char *fmt, ...) {

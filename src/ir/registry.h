@@ -24,6 +24,8 @@ enum {
   SLOT_LIST = 1 << 0,      /* holds any number of variables (concat's X) */
   SLOT_OPTIONAL = 1 << 1,  /* may be left out */
   SLOT_NO_GRAD = 1 << 2,   /* never differentiated (labels, indices) */
+  SLOT_AS_IS = 1 << 3,     /* read in its own dtype: an f64 value here does not
+                              make the op compute in f64, nor is it converted */
 };
 
 typedef struct SlotProto {
@@ -212,6 +214,9 @@ const VarDesc *reg_infer_in(InferCtx *c, const char *slot, int i); /* NULL if ab
 int reg_infer_out_count(InferCtx *c, const char *out_slot);
 /* Sets the dtype and shape of output slot[i]. */
 void reg_infer_set(InferCtx *c, const char *slot, int i, DType t, const Shape *s);
+/* For each of the n pairs {output slot, input slot} whose output the op
+ * has: the output gets the input's dtype and shape (a grad op's X@GRAD). */
+bool reg_infer_like(InferCtx *c, const char *const (*pairs)[2], int n);
 /* Reports an error about this op ("OPTYPE: MESSAGE") and returns false. */
 bool reg_infer_fail(InferCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int64_t reg_infer_attr_i(InferCtx *c, const char *name);

@@ -339,8 +339,8 @@ static bool bn_backward(const Site *s, int i, Match *m) {
   if (!g || !out || !dout || !same(op_in1(bg, "Y@GRAD"), g) || !xv || xv->dtype != DT_F32 || !unmade_ok(s, g, 1))
     return false;
   OpDesc *f = op_new(p, "fused_batch_norm_grad", bg->span);
-  static const char *const ins[] = {"X", "Scale", "Bias", "Mean", "Variance", "Training"};
-  for (int k = 0; k < 6; k++) add1(p, f, true, ins[k], op_in1(bg, ins[k]));
+  static const char *const ins[] = {"X", "Scale", "Mean", "Variance", "Training"};   /* Bias: only a shape */
+  for (int k = 0; k < 5; k++) add1(p, f, true, ins[k], op_in1(bg, ins[k]));
   add1(p, f, true, "Out@GRAD", dout);
   add1(p, f, true, "Out", out);
   static const char *const outs[] = {"X@GRAD", "Scale@GRAD", "Bias@GRAD"};
@@ -982,12 +982,104 @@ static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round)
   return made;
 }
 
+static bool writes(const OpDesc *op, const char *v) {
+  for (int s = 0; s < op->nout; s++)
+    for (int j = 0; j < op->out[s].n; j++)
+      if (same(op->out[s].args[j], v)) return true;
+  return false;
+}
+
+/* Whether value v of the program is written by one op alone, of block 0
+ * before op `before` (or, input true, by none but the startup block's:
+ * an input, its default). */
+static bool written_before(const Program *p, const Uses *u, const char *v, int before, bool input) {
+  int k = strmap_get(&p->all, v);
+  if (k < 0 || k >= u->n || u->nw[k] > 1) return false;
+  bool startup = false;
+  for (int i = 0; i < p->startup->nops && u->nw[k]; i++) startup |= writes(p->startup->ops[i], v);
+  if (u->nw[k] == 0 || startup) return input;
+  for (int i = 0; i < before; i++)
+    if (writes(p->blocks[0]->ops[i], v)) return true;
+  return false;
+}
+
+/* op with Stats read from `stats`: a fused_batch_norm_grad gains the slot;
+ * a batch_norm_grad is replaced by a copy that has it, which stands for
+ * the op (--check-nan runs the op without it, as it runs the forward's
+ * batch_norm without Stats). */
+static OpDesc *with_stats(Program *p, OpDesc *op, const char *stats) {
+  if (is_op(op, "fused_batch_norm_grad")) {
+    add1(p, op, true, "Stats", stats);
+    return op;
+  }
+  OpDesc *n = op_new(p, op->type, op->span);
+  n->call = op->call;
+  for (int s = 0; s < op->nin; s++) {
+    Slot *d = op_add_input(p, n, op->in[s].name);
+    for (int j = 0; j < op->in[s].n; j++) slot_push(p, d, op->in[s].args[j]);
+  }
+  add1(p, n, true, "Stats", stats);
+  for (int s = 0; s < op->nout; s++) {
+    Slot *d = op_add_output(p, n, op->out[s].name);
+    for (int j = 0; j < op->out[s].n; j++) slot_push(p, d, op->out[s].args[j]);
+  }
+  for (int k = 0; k < op->nattrs; k++) op_set_attr(p, n, op->attrs[k].name, op->attrs[k].v);
+  n->fwd_block = op->fwd_block, n->fwd_op = op->fwd_op;
+  n->orig = arena_alloc(p->arena, sizeof *n->orig);
+  n->orig[0] = op;
+  n->norig = 1;
+  return n;
+}
+
+/* fused_batch_norm ... batch_norm_grad or fused_batch_norm_grad of the
+ * same X and Training: the forward writes the batch's mean and biased
+ * variance (X@STATS, f64: the numbers its pass over X computes), and the
+ * gradient reads them instead of a pass over X that computes the same
+ * numbers again, so the bits are the same.  Only where neither X nor
+ * Training can change in between: each written once in the whole program,
+ * by an op of block 0 before the forward (Training may be an input).  The
+ * ops stay where they are, so no mark or phase is crossed; X@STATS lives
+ * from the forward to the gradient, as X does. */
+static int bn_stats(Program *p) {
+  Block *b = p->blocks[0];
+  Uses u = uses_count(p);
+  int made = 0;
+  for (int i = 0; i < b->nops; i++) {
+    OpDesc *f = b->ops[i];
+    if (!is_op(f, "fused_batch_norm") || op_out1(f, "Stats")) continue;
+    const char *x = op_in1(f, "X"), *tr = op_in1(f, "Training"), *stats = NULL;
+    const VarDesc *xv = x ? prog_var(p, x) : NULL;
+    if (!xv || !tr || xv->shape.rank < 2 || !dim_known(xv->shape.d[1]) || !written_before(p, &u, x, i, false) ||
+        !written_before(p, &u, tr, i, true))
+      continue;
+    for (int j = i + 1; j < b->nops; j++) {
+      OpDesc *g = b->ops[j];
+      if ((!is_op(g, "batch_norm_grad") && !is_op(g, "fused_batch_norm_grad")) || !same(op_in1(g, "X"), x) ||
+          !same(op_in1(g, "Training"), tr) || op_in1(g, "Stats"))
+        continue;
+      if (!stats) {
+        stats = name_stats(p->arena, x);
+        if (prog_var(p, stats)) break;
+        VarDesc *sv = prog_add_var(p, b, stats);
+        sv->dtype = DT_F64;
+        sv->shape = (Shape){.rank = 2, .d = {dim_n(2), xv->shape.d[1]}};
+        add1(p, f, false, "Stats", stats);
+      }
+      b->ops[j] = with_stats(p, g, stats);
+      made++;
+    }
+  }
+  uses_free(&u);
+  return made;
+}
+
 int rewrite_program(Program *p, const RewriteOpts *o) {
   OpDesc **starts;
   Marks mk = marks_of(p, o);
   int nstarts = lift_starts(p, &mk, &starts);
   int made = rewrite_round(p, &mk, o, 0);
   if (o->sets & RW_FUSE) made += rewrite_round(p, &mk, o, 1);
+  if ((o->sets & RW_FUSE) && (o->sets & RW_KEEP)) made += bn_stats(p);
   if (nstarts) place_starts(p, &mk, starts, nstarts);
   marks_back(p, o, &mk);
   mem_free(starts);

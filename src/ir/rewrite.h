@@ -17,6 +17,11 @@
  *   RW_TRAIN  rewrites of the training program itself (train_program):
  *             sgd on a matmul's gradient as one sgd_matmul.  Always applied
  *             to the training program, --no-fuse or not, as before.
+ *   RW_KEEP   with RW_FUSE: a forward op may keep what it computed for an
+ *             op of the backward (a fused batch norm its statistics), for
+ *             callers whose executor runs the ops before a mark whenever
+ *             it runs those after it (not one that preloads the forward's
+ *             values from a tape and runs the backward alone).
  *
  * rewrite_allreduce is the rewrite of data-parallel training on N > 1
  * ranks (dist.h): per bucket of gradients, an allreduce_start right after
@@ -33,10 +38,10 @@
 
 #include "ir/program.h"
 
-enum { RW_FUSE = 1 << 0, RW_TRAIN = 1 << 1 };
+enum { RW_FUSE = 1 << 0, RW_TRAIN = 1 << 1, RW_KEEP = 1 << 2 };
 
 typedef struct RewriteOpts {
-  unsigned sets;      /* RW_FUSE | RW_TRAIN: the patterns tried */
+  unsigned sets;      /* RW_FUSE | RW_TRAIN | RW_KEEP: the patterns tried */
   /* Indices into block 0 that callers run ranges up to (the end of the
    * forward, the first backward op): no rewrite spans one, and each is
    * moved to its index in the rewritten block. */

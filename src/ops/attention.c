@@ -83,14 +83,8 @@ static bool infer_attention(InferCtx *c) {
 
 /* attention_grad: each X@GRAD has X's shape and dtype. */
 static bool infer_attention_grad(InferCtx *c) {
-  static const char *const slots[][2] = {{"Q", "Q@GRAD"}, {"K", "K@GRAD"}, {"V", "V@GRAD"}};
-  for (int k = 0; k < 3; k++) {
-    if (reg_infer_out_count(c, slots[k][1]) == 0) continue;
-    const VarDesc *v = reg_infer_in(c, slots[k][0], 0);
-    if (!v) return reg_infer_fail(c, "input %s is missing", slots[k][0]);
-    reg_infer_set(c, slots[k][1], 0, v->dtype, &v->shape);
-  }
-  return true;
+  static const char *const slots[][2] = {{"Q@GRAD", "Q"}, {"K@GRAD", "K"}, {"V@GRAD", "V"}};
+  return reg_infer_like(c, slots, 3);
 }
 
 /* ---- kernels ------------------------------------------------------------------- */

@@ -229,6 +229,10 @@ static bool infer_fused_batch_norm(InferCtx *c) {
   if (r && (r->dtype != x->dtype || !shape_eq(&r->shape, &x->shape)))
     return reg_infer_fail(c, "Residual %s%s must be X's %s%s", dtype_name(r->dtype), shape_str(&r->shape, a, sizeof a),
                           dtype_name(x->dtype), shape_str(&x->shape, b, sizeof b));
+  if (reg_infer_out_count(c, "Stats")) {
+    Shape ss = {.rank = 2, .d = {dim_n(2), x->shape.rank >= 2 ? x->shape.d[1] : dim_unknown()}};
+    reg_infer_set(c, "Stats", 0, DT_F64, &ss);
+  }
   return true;
 }
 
@@ -977,6 +981,10 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *bv = tensor_##S(bi), *mv = tensor_##S(rm),                         \
               *vv = tensor_##S(rv), *resv = res ? tensor_##S(res) : NULL;                                                \
   T *yv = tensor_##S(yt), *mov = tensor_##S(mo), *vov = tensor_##S(vo);                                                  \
+  Tensor *stt = fused && training ? exec_ctx_out(c, 3) : NULL;                                                           \
+  if (rc == 0 && stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch))                                                \
+    rc = exec_ctx_fail(c, "internal error: Stats does not fit X");                                                       \
+  double *stv = stt && rc == 0 ? tensor_f64(stt) : NULL;                                                                 \
   int64_t nblk = bn_blocks(g, x->numel);                                                                               \
   PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK)                                                               \
   for (int64_t blk = 0; blk < (rc ? 0 : nblk); blk++) {                                                                  \
@@ -987,6 +995,7 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     for (int64_t k = k0; k < k1; k++) {                                                                                  \
       int64_t j = k - k0;                                                                                                \
       if (!training) mean[j] = mv[k], var[j] = vv[k];                                                                    \
+      if (stv) stv[k] = mean[j], stv[g.ch + k] = var[j];                                                                 \
       double a = (double)sv[k] / sqrt(var[j] + eps);                                                                     \
       af[j] = (T)a, mf[j] = (T)mean[j];                                                                                  \
       mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean[j]) : mv[k];                                        \
@@ -1036,7 +1045,10 @@ RELU_RUN(relu_run_f64, double)
  *   dX = Scale inv (dY - sum(dY)/m - xhat sum(dY xhat)/m)   training,
  *   dX = Scale inv dY                                        eval,
  * the batch's statistics recomputed as the forward did (training) or
- * Mean and Variance read (eval: constants, so dX is affine in dY). */
+ * Mean and Variance read (eval: constants, so dX is affine in dY).  When
+ * the executor links it to a fused_batch_norm of the same X (rewrite.c,
+ * bn_stats), Stats holds the statistics that forward computed, in double:
+ * the same numbers without the pass over X. */
 /* fused_batch_norm_grad (rewrite.c: relu_grad, batch_norm_grad) reads the
  * relu's Out (input 7) and Out@GRAD (input 6): each run of a channel's
  * dY is relu_grad's value, Out > 0 ? Out@GRAD : 0, made in a buffer of one
@@ -1059,6 +1071,9 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                                                           \
   const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *mv = tensor_##S(rm), *vv = tensor_##S(rv);                              \
   Tensor *rot = fused && rc == 0 ? in_##S(c, 7) : NULL;                                                                       \
+  Tensor *stt = training && rc == 0 ? exec_ctx_in(c, fused ? 2 : 7) : NULL;                                                   \
+  if (stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch)) rc = exec_ctx_fail(c, "internal error: Stats does not fit X");  \
+  const double *stv = stt && rc == 0 ? tensor_f64(stt) : NULL;                                                                \
   if (rot && rot->numel != x->numel) rc = exec_ctx_fail(c, "internal error: Out does not fit X");                             \
   const T *dy = rc ? NULL : tensor_##S(dyt), *ro = rot ? tensor_##S(rot) : NULL;                                              \
   /* each thread's run rs values apart: a cache line or more between two, which a run of 49 values                            \
@@ -1072,9 +1087,10 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     int64_t k0 = g.ch * blk / nblk, k1 = g.ch * (blk + 1) / nblk;                                                             \
     double mean[BN_CB], var[BN_CB], sg[BN_CB] = {0}, sgx[BN_CB] = {0};                                                        \
     T mf[BN_CB], af[BN_CB], bf[BN_CB], df[BN_CB];                                                                             \
-    if (training) block_moments_##S(xv, g, k0, k1, mean, var);                                                                \
+    if (training && !stv) block_moments_##S(xv, g, k0, k1, mean, var);                                                        \
     for (int64_t k = k0; k < k1; k++) {                                                                                       \
       if (!training) mean[k - k0] = mv[k], var[k - k0] = vv[k];                                                               \
+      else if (stv) mean[k - k0] = stv[k], var[k - k0] = stv[g.ch + k];                                                       \
       mf[k - k0] = (T)mean[k - k0];                                                                                           \
     }                                                                                                                         \
     T *run = runs ? runs + (int64_t)par_thread() * rs : NULL;                                                                 \
@@ -1178,7 +1194,9 @@ static int k_accuracy(ExecCtx *c) {
  * mse, dropout); dedicated where a fused kernel saves passes and temporaries
  * over whole rows (softmax, log_softmax, softmax_cross_entropy, layer_norm)
  * or scatters (embedding).  Dedicated kernels recompute what they need from
- * the forward's inputs rather than have the forward save it. */
+ * the forward's inputs rather than have the forward save it; the one
+ * exception is made by the executor, not the backward: a fused batch
+ * norm's statistics (rewrite.c, bn_stats). */
 
 /* Every output slot S@GRAD of a grad op gets the dtype and shape of input
  * slot S (when the op has that output). */
@@ -1193,6 +1211,13 @@ static bool infer_grads(InferCtx *c) {
     reg_infer_set(c, gs, 0, v->dtype, &v->shape);
   }
   return true;
+}
+
+/* fused_batch_norm_grad: infer_grads', Bias@GRAD of Scale's shape (the op
+ * has no Bias: its slot holds Stats). */
+static bool infer_fused_bn_grad(InferCtx *c) {
+  static const char *const g[][2] = {{"X@GRAD", "X"}, {"Scale@GRAD", "Scale"}, {"Bias@GRAD", "Scale"}};
+  return reg_infer_like(c, g, 3);
 }
 
 /* softmax_grad, log_softmax_grad: X@GRAD has the shape of Out. */
@@ -1793,6 +1818,9 @@ static bool g_batch_norm_grad(GradCtx *g) {
 #define BN_ATTRS                                                                                    \
   {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},            \
    {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"}}
+/* The forward's batch statistics, when the executor links them (rewrite.c, bn_stats). */
+#define BN_STATS_IN                                                                                 \
+  {"Stats", SLOT_OPTIONAL | SLOT_NO_GRAD | SLOT_AS_IS, "f64 [2, C]: fused_batch_norm's Stats (else recomputed from X)"}
 #define BN_GRAD_OUT                                                                                 \
   {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},                                                \
    {"Scale@GRAD", SLOT_OPTIONAL, "the gradient of Scale"},                                        \
@@ -1872,11 +1900,12 @@ OpProto op_table_nn[] = {
      .attrs = BN_ATTRS,
      .infer = infer_batch_norm, .kernel = k_batch_norm, .grad_kind = GRAD_DEDICATED, .flags = OP_F64},
     {.type = "batch_norm_grad",
-     .doc = "the gradients of batch_norm's X, Scale and Bias (the batch's statistics recomputed)",
+     .doc = "the gradients of batch_norm's X, Scale and Bias (the batch's statistics recomputed unless given)",
      .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
             {"Bias", SLOT_NO_GRAD, "the forward's Bias (for its gradient's shape)"},
             {"Mean", SLOT_NO_GRAD, "the running mean"}, {"Variance", SLOT_NO_GRAD, "the running variance"},
-            {"Training", SLOT_NO_GRAD, "the forward's Training"}, {"Y@GRAD", 0, "the gradient of Y"}},
+            {"Training", SLOT_NO_GRAD, "the forward's Training"}, {"Y@GRAD", 0, "the gradient of Y"},
+            BN_STATS_IN},
      .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
      .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
      .flags = OP_INTERNAL | OP_F64},
@@ -1887,7 +1916,9 @@ OpProto op_table_nn[] = {
             {"Variance", SLOT_NO_GRAD, "the running variance [C]"},
             {"Training", SLOT_NO_GRAD, "one bool: normalize with the batch's statistics"},
             {"Residual", SLOT_OPTIONAL, "added to the normalized X (X's shape)"}},
-     .out = {{"Y", 0, "shape of X"}, {"MeanOut", 0, "as batch_norm's"}, {"VarianceOut", 0, "as batch_norm's"}},
+     .out = {{"Y", 0, "shape of X"}, {"MeanOut", 0, "as batch_norm's"}, {"VarianceOut", 0, "as batch_norm's"},
+             {"Stats", SLOT_OPTIONAL,
+              "f64 [2, C]: the batch's mean and biased variance when training, for the gradient (rewrite.c)"}},
      .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"},
                {"relu", ATTR_BOOL, "false", NULL, "relu after the sum"}},
@@ -1895,13 +1926,12 @@ OpProto op_table_nn[] = {
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "fused_batch_norm_grad",
      .doc = "batch_norm_grad of relu_grad(Out, Out@GRAD): made by the executor, not by scripts",
-     .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
-            {"Bias", SLOT_NO_GRAD, "the forward's Bias (for its gradient's shape)"},
+     .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale (and the shape of Bias@GRAD)"}, BN_STATS_IN,
             {"Mean", SLOT_NO_GRAD, "the running mean"}, {"Variance", SLOT_NO_GRAD, "the running variance"},
             {"Training", SLOT_NO_GRAD, "the forward's Training"},
             {"Out@GRAD", 0, "the gradient of the relu's Out"}, {"Out", 0, "the relu's Out (X's shape)"}},
      .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
-     .infer = infer_grads, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_fused_bn_grad, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},

@@ -542,6 +542,11 @@ static bool def_ok(const NetrunOpDef *def, char *buf, size_t n) {
           snprintf(rest, left, "slot name '%s' is not NAME or NAME@GRAD", name);
         return false;
       }
+      unsigned flags = (o ? def->out : def->in)[i].flags;
+      if (flags & ~(unsigned)(NETRUN_SLOT_LIST | NETRUN_SLOT_OPTIONAL | NETRUN_SLOT_NO_GRAD)) {
+        snprintf(rest, left, "the flags of slot '%s' hold unknown bits", name);
+        return false;
+      }
       const char *twin = named_twice(def, o, i);
       if (twin) {
         snprintf(rest, left, "the name '%s' is given to two of its slots and attributes (%s)", name, twin);
