@@ -2292,14 +2292,13 @@ static void dir_dx_free(DirDx *d, const Window *g) {
 #define CONV_SLICES 16
 #define CONV_SLICE_FLOATS ((int64_t)1 << 22)
 
-/* Filter gradients summed in slices (each its own sum, parts + s*n):
+/* n values of each of slices partial sums (slice s's at part + s*stride),
  * added to dfilt in slice order. */
-static void add_slices(float *dfilt, float *part, int64_t slices, int64_t n) {
+static void add_slices(float *dfilt, const float *part, int64_t slices, int64_t n, int64_t stride) {
   for (int64_t s = 0; s < slices; s++) {
-    const float *ps = part + s * n;
+    const float *ps = part + s * stride;
     for (int64_t i = 0; i < n; i++) dfilt[i] += ps[i];
   }
-  mem_free(part);
 }
 
 /* How many slices the filter's gradient of units batches of images is
@@ -2352,8 +2351,10 @@ static void dir_filter_grad(const DirOut *so, const DirGeom *s, const Window *g,
  * read the other way.  The sums S[e][k][c] over every tile of every image
  * are 16 products of dOut's transformed tiles (16 rows side by side at each
  * tile, as the cv layout's dOut) by the input's (cv_filter_tile: the rows'
- * lanes are outputs of their own, images in order); the 3x3 filters come
- * from S at the end of each slice of images, in double. */
+ * lanes are outputs of their own, images in order), each slice of images
+ * its own S, added up in slice order; the 3x3 filters come from their
+ * total once, in double (per slice, that was 8% of a 64-channel 7x7
+ * layer's forward and filter gradient). */
 
 typedef struct WinoDw {
   Wino z;               /* the forward's geometry (rows o, channels c) */
@@ -2390,8 +2391,8 @@ static void wino_dw_free(WinoDw *w) {
 }
 
 /* Per thread: the input's padded plane and transform, dOut in panels of
- * 16 rows (its rows past o zero) and transformed, and the sums S
- * ([16][o16/16][c6][16]). */
+ * 16 rows (its rows past o zero) and transformed, and where the sums S
+ * ([16][o16/16][c6][16]) of its slice go. */
 typedef struct WinoDwBufs {
   float *pad, *v, *dt, *dy, *s;
 } WinoDwBufs;
@@ -2401,12 +2402,11 @@ static WinoDwBufs wino_dw_bufs(const WinoDw *w, int64_t p) {
   return (WinoDwBufs){.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
                       .v = mem_calloc((size_t)(16 * z->ve), sizeof(float)),
                       .dt = mem_calloc((size_t)(w->o16 * p), sizeof(float)),
-                      .dy = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->de)),
-                      .s = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->o16 * w->c6))};
+                      .dy = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->de))};
 }
 
 static void wino_dw_bufs_free(WinoDwBufs *b) {
-  mem_free(b->pad), mem_free(b->v), mem_free(b->dt), mem_free(b->dy), mem_free(b->s);
+  mem_free(b->pad), mem_free(b->v), mem_free(b->dt), mem_free(b->dy);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -2461,7 +2461,7 @@ static void wino_dw_image(const WinoDw *w, int64_t o, const float *img, const fl
 
 typedef double V4d __attribute__((vector_size(32)));
 
-/* df[k, c, i, j] += (G^T S G)[i][j] for the sums S of a slice of images,
+/* df[k, c, i, j] += (G^T S G)[i][j] for the sums S of all the images,
  * in double, four filters at a time: lane l holds filter k0 + l, whose
  * sums lie side by side in s's panels of 16 rows, and computes the
  * expression of one filter, its products and sums in its order (no
@@ -2518,8 +2518,12 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   if (wdw) wino_dw_init(&zw, g, o);
   DirDx dx;   /* the input's gradient by phases, when the size is not kept */
   if (din && !same) dir_dx_init(&dx, g, o, filt);
+  /* the slices' partial sums: of dFilter, or through Winograd of the sums
+   * S, which become filters once, from their total */
   float *part;
-  int64_t slices = conv_slices(g->n, o * kk, dfilt != NULL, &part);
+  int64_t ns = wdw ? 16 * zw.o16 * zw.c6 : o * kk;
+  int64_t slices = conv_slices(g->n, ns, dfilt && !wdw, &part);
+  if (wdw) part = mem_calloc((size_t)(slices * ns), sizeof *part);
   int threads = dir_threads(g, slices, o);
   typedef struct { float *x, *d, *dt, *t, *dw, *rows, *dp; WinoBufs wb; WinoDwBufs wd; } Bufs;
   Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
@@ -2528,7 +2532,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     /* the padded dOut: read by the row layout's filter gradient and by
      * the same-size input gradient */
     if (dsame || (!so.cv && dfilt && !wdw)) b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
-    if (wdw) b->wd = wino_dw_bufs(&zw, p);
+    if (wdw) b->wd = wino_dw_bufs(&zw, p);   /* its S: the slice's part */
     if (dfilt && !wdw) {
       b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
       b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(orr * k6));
@@ -2544,7 +2548,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     Bufs *bf = &bufs[par_thread()];
     int64_t end = (sl + 1) * g->n / slices;
     if (dfilt && !wdw) memset(bf->dw, 0, sizeof *bf->dw * (size_t)(orr * k6));
-    if (wdw) memset(bf->wd.s, 0, sizeof *bf->wd.s * (size_t)(16 * zw.o16 * zw.c6));
+    if (wdw) bf->wd.s = part + sl * ns;
     for (int64_t b0 = sl * g->n / slices; b0 < end && !exec_interrupted(); b0 += m) {
       int64_t mm = end - b0 < m ? end - b0 : m;
       for (int64_t i = 0; i < mm; i++) {
@@ -2567,10 +2571,9 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
       }
       if (dfilt && !wdw) dir_filter_grad(&so, &s, g, orr, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
     }
-    if (dfilt) {
+    if (dfilt && !wdw) {
       float *df = part ? part + sl * o * kk : dfilt;
-      if (wdw) wino_dw_add(&zw, o, bf->wd.s, df);
-      else if (so.cv) cv_from_panels(bf->dw, k6, o, kk, df, true);
+      if (so.cv) cv_from_panels(bf->dw, k6, o, kk, df, true);
       else
         for (int64_t r = 0; r < o; r++)
           for (int64_t t = 0; t < kk; t++) df[r * kk + t] += bf->dw[r * k6 + t];
@@ -2586,7 +2589,18 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   if (din && !same) dir_dx_free(&dx, g);
   if (wino) wino_free(&zx);
   if (wdw) wino_dw_free(&zw);
-  if (part) add_slices(dfilt, part, slices, o * kk);
+  if (wdw) {   /* S of every slice added up in slice order, then the filters */
+    int64_t runs = (ns + 1023) / 1024;
+    PAR_FOR(runs > 1 && ns * slices >= PAR_MIN_WORK)
+    for (int64_t r = 0; r < runs; r++) {
+      int64_t i0 = r * 1024, n = ns - i0 < 1024 ? ns - i0 : 1024;
+      add_slices(part + i0, part + ns + i0, slices - 1, n, ns);
+    }
+    wino_dw_add(&zw, o, part, dfilt);
+  } else if (part) {
+    add_slices(dfilt, part, slices, o * kk, o * kk);
+  }
+  mem_free(part);
   mem_free(offo);
   mem_free(off);
   mem_free(a);
@@ -2612,7 +2626,8 @@ static int conv_grad_gemm(ExecCtx *c, const Window *g, int64_t o, int64_t groups
     for (int64_t bi = s * pl.batches / slices; bi < (s + 1) * pl.batches / slices; bi++)
       conv_grad_batch(&pl, g, o, groups, bi, in, filt, dout, din, df, pr, buf);
   }
-  if (part) add_slices(dfilt, part, slices, o * kk);
+  if (part) add_slices(dfilt, part, slices, o * kk, o * kk);
+  mem_free(part);
   conv_plan_free(&pl);
   return 0;
 }
