@@ -88,6 +88,21 @@ NET
   [ "$status" -eq 2 ]
 }
 
+@test "time --warmup: the passes before the timed ones are not counted, with or without --backward; a count below 0 is refused" {
+  for w in 0 1 4; do
+    run "$NETRUN" time --warmup $w --iterations 3 "$EX/xor.net"
+    [ "$status" -eq 0 ]
+    grep -qE '^matmul +6 ' <<<"$output"
+    [[ "${lines[-1]}" =~ ^3\ forward\ passes,\ [0-9.]+\ ms\ each$ ]]
+    run "$NETRUN" time --backward --warmup $w --iterations 2 "$EX/xor.net"
+    [ "$status" -eq 0 ]
+    [ "$(sed -n '/^forward$/,/^total /p' <<<"$output" | grep -cE '^matmul +4 ')" -eq 1 ]
+    [ "$(sed -n '/^backward$/,/^total /p' <<<"$output" | grep -cE '^matmul +6 ')" -eq 1 ]
+  done
+  run -2 "$NETRUN" time --warmup -1 "$EX/xor.net"
+  [ "${lines[0]}" = "netrun: --warmup needs a whole number of at least 0, not '-1'" ]
+}
+
 @test "ops shows which ops have kernels" {
   run "$NETRUN" ops
   grep -qE '^matmul +composite +yes +X, Y -> Out$' <<<"$output"

@@ -51,6 +51,7 @@ static const Option cli_options[] = {
     {"--no-fuse", OPTION_FLAG, NULL, NULL, O_NO_FUSE, OPT_RUN},
     {"--dump-tape", OPTION_FLAG, NULL, NULL, O_DUMP_TAPE, OPT_TAPE_DUMP},
     {"--iterations", OPTION_VALUE, "N", WHOLE_1, O_ITERATIONS, OPT_TIME},
+    {"--warmup", OPTION_VALUE, "N", WHOLE_0, O_WARMUP, OPT_TIME},
     {"--wrt", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_WRT, OPT_GRAD},
     {"--no-grad", OPTION_VALUE, "NAMES", "NAMES (comma-separated)", O_NO_GRAD, OPT_GRAD},
     {"--tape-program", OPTION_FLAG, NULL, NULL, O_TAPE_PROGRAM, OPT_GRAD},
@@ -178,6 +179,7 @@ static int apply(const OptionParser *p, int id, Args *a, unsigned accepts) {
   case O_NO_FUSE: a->opt.fuse = false; break;
   case O_DUMP_TAPE: a->dump_tape = true; break;
   case O_ITERATIONS: return option_int(p, 1, &a->iterations) ? 0 : EXIT_USAGE;
+  case O_WARMUP: return option_int(p, 0, &a->warmup) ? 0 : EXIT_USAGE;
   case O_LOSS: a->loss = v; break;
   case O_WRT: return parse_names(p, a->wrt, &a->nwrt, 256) ? 0 : EXIT_USAGE;
   case O_NO_GRAD: return parse_names(p, a->no_grad, &a->nno_grad, 256) ? 0 : EXIT_USAGE;
@@ -208,6 +210,7 @@ int cli_parse_own(int argc, char **argv, Args *a, unsigned accepts, const CliOwn
   a->verb = argv[0];
   exec_default_options(&a->opt);
   a->iterations = 10;
+  a->warmup = 1;
   a->loss = "loss";
   a->eps = 1e-2;
   a->rtol = 5e-3;

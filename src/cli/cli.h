@@ -49,7 +49,7 @@ enum {
 enum {
   O_FORMAT = 1, O_STARTUP, O_LINES, O_AST, O_BACKWARD, O_TAPE, O_TAPE_PROGRAM, O_TRAIN, O_FUSED, O_OUT,
   O_SET, O_FEED, O_SEED, O_MAX_STEPS, O_MAX_MEMORY, O_PRECISION, O_CHECK_NAN, O_NO_FUSE, O_DUMP_TAPE,
-  O_ITERATIONS, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS, O_ORDER, O_DTYPE,
+  O_ITERATIONS, O_WARMUP, O_LOSS, O_WRT, O_NO_GRAD, O_EPS, O_RTOL, O_ATOL, O_SAMPLES, O_RANKS, O_ORDER, O_DTYPE,
   O_WEIGHTS, O_WEIGHTS_PARTIAL,
   CLI_OWN,
   O_EPOCHS = CLI_OWN, O_BATCH, O_ACCUMULATE, O_LIMIT, O_LR, O_OPTIMIZER, O_DATA, O_SAVE, O_NO_SAVE, O_RESUME, O_LOG, O_KEEP_BEST,
@@ -71,6 +71,7 @@ typedef struct Args {
   const char *sets[64], *feeds[64];
   int nsets, nfeeds;
   int64_t iterations;
+  int64_t warmup;           /* time: untimed passes before (default 1) */
   const char *loss;
   const char *wrt[256], *no_grad[256];
   int nwrt, nno_grad;

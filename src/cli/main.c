@@ -109,6 +109,7 @@ static const Verb verbs[] = {
      "Run FILE's forward pass several times and print, per op type, the calls,\n"
      "the time and its share of the total.\n" RUN_OPTIONS
      "  --iterations N     forward passes to time (default 10)\n"
+     "  --warmup N         passes run before them, not timed (default 1)\n"
      "  --backward         also run the backward program netrun grad runs (the gradients\n"
      "                     of loss) and print forward and backward times apart\n"
      "  --loss NAME        with --backward: the scalar to differentiate (default: loss)"},
@@ -486,8 +487,10 @@ static int cmd_time(int argc, char **argv) {
   Executor *ex = session_load(&ld, a.file) ? cli_start(&ld, &a) : NULL;
   if (ex) {
     status = 0;
-    for (int64_t it = 0; it < a.iterations && status == 0; it++)
+    for (int64_t it = 0; it < a.warmup + a.iterations && status == 0; it++) {
+      if (it == a.warmup) exec_timings_reset(ex);
       if (exec_run(ex) < 0) status = EXIT_SCRIPT;
+    }
     if (status == 0) {
       int n;
       const OpTiming *t = exec_timings(ex, &n);

@@ -4,7 +4,8 @@
  * forward ops and then the backward ops --iterations times, and prints the
  * per-op-type calls and times of each apart, then both totals.
  *
- * The startup block (initializers) runs once before and is not timed.
+ * The startup block (initializers) runs once before and is not timed,
+ * nor are the --warmup passes (1 by default) before the timed ones.
  * The executor keeps one table of times per op type; the time of a phase
  * is what that table gained while the phase ran, so an op type that runs
  * in both (an add in the forward and in the backward) is split right. */
@@ -50,11 +51,12 @@ static void tb_collect(Phases *ph, Executor *ex, int phase) {
 static bool tb_run(Executor *ex, int first, const Args *a, Phases *ph) {
   if (exec_startup(ex) != 0) return false;
   tb_collect(ph, ex, 0);
-  for (int64_t it = 0; it < a->iterations; it++) {
+  for (int64_t it = 0; it < a->warmup + a->iterations; it++) {
+    bool timed = it >= a->warmup;
     if (exec_run_range(ex, 0, first) != 0) return false;
-    tb_collect(ph, ex, 1);
+    tb_collect(ph, ex, timed ? 1 : 0);
     if (exec_run_from(ex, first) != 0) return false;
-    tb_collect(ph, ex, 2);
+    tb_collect(ph, ex, timed ? 2 : 0);
   }
   return true;
 }

@@ -1091,6 +1091,10 @@ const OpTiming *exec_timings(Executor *ex, int *n) {
   return ex->timings;
 }
 
+void exec_timings_reset(Executor *ex) {
+  for (int i = 0; i < ex->ntimings; i++) ex->timings[i].calls = 0, ex->timings[i].seconds = 0;
+}
+
 static const VarDesc *find_input(Executor *ex, const char *name) {
   const VarDesc *v = prog_named_var(ex->prog, name);
   return v && (v->flags & VAR_INPUT) ? v : NULL;

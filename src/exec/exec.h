@@ -158,6 +158,8 @@ typedef struct OpTiming {
   double seconds;
 } OpTiming;
 const OpTiming *exec_timings(Executor *ex, int *n);
+/* Zeroes the calls and times of every op type (untimed passes before). */
+void exec_timings_reset(Executor *ex);
 
 /* ---- the kernel interface ---------------------------------------------------- */
 
