@@ -124,7 +124,7 @@ EOF2
   [[ "$output" != *"= batch_norm("* && "$output" != *"= relu("* ]]
   # ... and the gradient of the one whose relu's input gradient goes nowhere else
   [ "$(grep -c '= fused_batch_norm_grad(' <<< "$output")" -eq 1 ]
-  [[ "$output" == *"{Scale@GRAD=[a.gamma@GRAD], Bias@GRAD=[a.beta@GRAD]} = fused_batch_norm_grad(X=[t.3], Scale=[a.gamma], Mean=[a.mean], Variance=[a.var], Training=[training], Out@GRAD=[h@GRAD], Out=[h], Stats=[t.3@STATS]) {epsilon=1e-05, momentum=0.9}  # grad of fused_batch_norm at bn.net:8"* ]]
+  [[ "$output" == *"{Scale@GRAD=[a.gamma@GRAD], Bias@GRAD=[a.beta@GRAD]} = fused_batch_norm_grad(X=[t.3], Scale=[a.gamma], Bias=[a.beta], Mean=[a.mean], Variance=[a.var], Training=[training], Out@GRAD=[h@GRAD], Stats=[t.3@STATS]) {epsilon=1e-05, momentum=0.9}  # grad of fused_batch_norm at bn.net:8"* ]]
   "$NETRUN" grad --format json bn.net > fused.json
   "$NETRUN" grad --format json --no-fuse bn.net > plain.json
   cmp fused.json plain.json
@@ -165,6 +165,35 @@ EOF2
   "$NETRUN" grad --format json bn.net > fused.json
   "$NETRUN" grad --format json --no-fuse bn.net > plain.json
   cmp fused.json plain.json
+}
+
+@test "fused_batch_norm_grad makes the relu's mask from X: where the normalized value is exactly 0 (a constant channel, beta 0) the gradient is relu's, 0" {
+  cat > flat.net <<'EOF2'
+param x : [4, 3, 5, 5] = uniform(-1, 1)
+input training : bool = true
+def bn(z, training) {
+  param gamma : [3] = [1.5, 0.5, 2.0]
+  param beta  : [3] = [0.0, 0.0, 0.25]
+  state mean  : [3] = zeros()
+  state var   : [3] = ones()
+  y, mean, var = batch_norm(z, gamma, beta, mean, var, training)
+  return y
+}
+# channel 1 holds 0.75 everywhere: its normalized values are exactly beta's 0
+z = x * reshape([1.0, 0.0, 1.0], [1, 3, 1, 1]) + reshape([0.0, 0.75, 0.0], [1, 3, 1, 1])
+h = relu(bn(z, training, scope="n"))
+loss = sum(h * x)
+EOF2
+  [[ "$("$NETRUN" dump --backward --fused flat.net)" == *"= fused_batch_norm_grad("* ]]
+  for tr in true false; do
+    "$NETRUN" grad --format json --set training=$tr flat.net > fused.json
+    "$NETRUN" grad --format json --set training=$tr --no-fuse flat.net > plain.json
+    cmp fused.json plain.json
+  done
+  # the gradient reaching beta's channel 1 is 0: relu's mask is false at every element there
+  "$NETRUN" grad --format json flat.net > fused.json
+  [ "$(jq '.grads["n.beta"].data[1]' fused.json)" = "0" ]
+  [ "$(jq '.grads["n.beta"].data[0] != 0 and .grads["n.beta"].data[2] != 0' fused.json)" = "true" ]
 }
 
 @test "fused_batch_norm and its gradient: the same bits on 1, 2 and 3 threads (channels split over them)" {

@@ -325,11 +325,23 @@ static bool bn_forward(const Site *s, int i, Match *m) {
   return run_of(m, f, i, n);
 }
 
+/* The op of block 0 that writes v, or NULL. */
+static const OpDesc *writer0(const Program *p, const char *v) {
+  const Block *b = p->blocks[0];
+  for (int i = 0; i < b->nops; i++)
+    for (int s = 0; s < b->ops[i]->nout; s++)
+      for (int j = 0; j < b->ops[i]->out[s].n; j++)
+        if (same(b->ops[i]->out[s].args[j], v)) return b->ops[i];
+  return NULL;
+}
+
 /* relu_grad, batch_norm_grad -> fused_batch_norm_grad (nn.c): the
- * gradient of relu(batch_norm(...)) in the order backward.c emits it,
+ * gradient of relu(batch_norm(X)) in the order backward.c emits it,
  * when the relu's X@GRAD is read by the batch_norm_grad alone (not under
- * a residual add, whose other branch needs it too).  Exact: the kernel
- * takes relu_grad's value at each element where batch_norm_grad read it. */
+ * a residual add, whose other branch needs it too) and the relu's Out is
+ * relu of the Y of a batch_norm of the grad's X.  Exact: the kernel takes
+ * relu_grad's value at each element where batch_norm_grad read it, Out's
+ * sign made again from X as the batch norm made Y. */
 static bool bn_backward(const Site *s, int i, Match *m) {
   Program *p = s->p;
   const OpDesc *rg = s->b->ops[i], *bg = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
@@ -338,11 +350,14 @@ static bool bn_backward(const Site *s, int i, Match *m) {
   const VarDesc *xv = prog_var(p, op_in1(bg, "X"));
   if (!g || !out || !dout || !same(op_in1(bg, "Y@GRAD"), g) || !xv || xv->dtype != DT_F32 || !unmade_ok(s, g, 1))
     return false;
+  const OpDesc *relu = writer0(p, out), *bn = relu ? writer0(p, op_in1(relu, "X")) : NULL;
+  if (!is_op(relu, "relu") || !is_op(bn, "batch_norm") || !same(op_in1(bn, "X"), op_in1(bg, "X")) ||
+      !same(op_out1(bn, "Y"), op_in1(relu, "X")) || !same(op_in1(bn, "Training"), op_in1(bg, "Training")))
+    return false;
   OpDesc *f = op_new(p, "fused_batch_norm_grad", bg->span);
-  static const char *const ins[] = {"X", "Scale", "Mean", "Variance", "Training"};   /* Bias: only a shape */
-  for (int k = 0; k < 5; k++) add1(p, f, true, ins[k], op_in1(bg, ins[k]));
+  static const char *const ins[] = {"X", "Scale", "Bias", "Mean", "Variance", "Training"};
+  for (int k = 0; k < 6; k++) add1(p, f, true, ins[k], op_in1(bg, ins[k]));
   add1(p, f, true, "Out@GRAD", dout);
-  add1(p, f, true, "Out", out);
   static const char *const outs[] = {"X@GRAD", "Scale@GRAD", "Bias@GRAD"};
   for (int k = 0; k < 3; k++)
     if (op_out1(bg, outs[k])) add1(p, f, false, outs[k], op_out1(bg, outs[k]));

@@ -1022,19 +1022,22 @@ static int k_fused_batch_norm(ExecCtx *c) {
   return exec_ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64_fused(c, true) : batch_norm_f32_fused(c, true);
 }
 
-/* run[0, n) = relu_grad's value at [at, at + n): o > 0 ? g : 0 from the
- * relu's Out o and Out@GRAD g.  Both are loaded before the choice, so the
- * compiler makes it a vector blend, not a branch on the data (half of
- * whose outcomes the CPU would mispredict: four times slower). */
-#define RELU_RUN(NAME, T)                                                             \
-static inline const T *NAME(T *run, const T *o, const T *g, int64_t at, int64_t n) {  \
-  const T *restrict op = o + at, *restrict gp = g + at;                               \
-  T *restrict rp = run;                                                               \
-  for (int64_t i = 0; i < n; i++) {                                                   \
-    T ov = op[i], gv = gp[i];                                                         \
-    rp[i] = ov > 0 ? gv : 0;                                                          \
-  }                                                                                   \
-  return run;                                                                         \
+/* run[0, n) = relu_grad's value at [at, at + n), Out > 0 ? g : 0, from
+ * the Out@GRAD g and the relu's Out made again from x as norm_run made it,
+ * v = (x - m) a + b, whose sign is Out's (relu(v) > 0 exactly when v > 0,
+ * NaN neither): the same float operations, none contracted (vmath.h), so
+ * the same bits, without reading Out.  Both are loaded before the choice,
+ * so the compiler makes it a vector blend, not a branch on the data (half
+ * of whose outcomes the CPU would mispredict: four times slower). */
+#define RELU_RUN(NAME, T)                                                                                    \
+static inline const T *NAME(T *run, const T *x, const T *g, int64_t at, int64_t n, T m, T a, T b) {          \
+  const T *restrict xp = x + at, *restrict gp = g + at;                                                      \
+  T *restrict rp = run;                                                                                      \
+  for (int64_t i = 0; i < n; i++) {                                                                          \
+    T v = (xp[i] - m) * a + b, gv = gp[i];                                                                   \
+    rp[i] = v > 0 ? gv : 0;                                                                                  \
+  }                                                                                                          \
+  return run;                                                                                                \
 }
 VMATH_CLONES RELU_RUN(relu_run_f32, float)
 RELU_RUN(relu_run_f64, double)
@@ -1050,13 +1053,13 @@ RELU_RUN(relu_run_f64, double)
  * bn_stats), Stats holds the statistics that forward computed, in double:
  * the same numbers without the pass over X. */
 /* fused_batch_norm_grad (rewrite.c: relu_grad, batch_norm_grad) reads the
- * relu's Out (input 7) and Out@GRAD (input 6): each run of a channel's
- * dY is relu_grad's value, Out > 0 ? Out@GRAD : 0, made in a buffer of one
- * run per thread that stays in the cache (par_max_threads() of them: the
- * team a loop gets may grow between two reads of par_threads()), then
- * read by the same sums and loop as batch_norm_grad's: the same bits,
- * without writing the gradient of batch_norm's Y to memory and reading it
- * back twice. */
+ * relu's Out@GRAD (input 6) and batch_norm's Bias: each run of a channel's
+ * dY is relu_grad's value, Out > 0 ? Out@GRAD : 0, Out's sign made again
+ * from X (relu_run), in a buffer of one run per thread that stays in the
+ * cache (par_max_threads() of them: the team a loop gets may grow between
+ * two reads of par_threads()), then read by the same sums and loop as
+ * batch_norm_grad's: the same bits, without writing the gradient of
+ * batch_norm's Y to memory and reading it back twice, or reading Out. */
 /* batch_norm_grad for element type T (suffix S: see F32_F64); NAME##_fused
  * runs batch_norm_grad (fused false) or fused_batch_norm_grad. */
 #define BATCH_NORM_GRAD(NAME, T, S)                                                                                           \
@@ -1070,35 +1073,35 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   if (rc == 0 && (dyt->dtype != DTYPE_##S || dyt->numel != x->numel))                                                         \
     rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                                                           \
   const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *mv = tensor_##S(rm), *vv = tensor_##S(rv);                              \
-  Tensor *rot = fused && rc == 0 ? in_##S(c, 7) : NULL;                                                                       \
-  Tensor *stt = training && rc == 0 ? exec_ctx_in(c, fused ? 2 : 7) : NULL;                                                   \
+  Tensor *bit = fused && rc == 0 ? in_##S(c, 2) : NULL;                                                                       \
+  Tensor *stt = training && rc == 0 ? exec_ctx_in(c, 7) : NULL;                                                               \
   if (stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch)) rc = exec_ctx_fail(c, "internal error: Stats does not fit X");  \
   const double *stv = stt && rc == 0 ? tensor_f64(stt) : NULL;                                                                \
-  if (rot && rot->numel != x->numel) rc = exec_ctx_fail(c, "internal error: Out does not fit X");                             \
-  const T *dy = rc ? NULL : tensor_##S(dyt), *ro = rot ? tensor_##S(rot) : NULL;                                              \
+  const T *dy = rc ? NULL : tensor_##S(dyt), *bv = bit ? tensor_##S(bit) : NULL;                                             \
   /* each thread's run rs values apart: a cache line or more between two, which a run of 49 values                            \
    * would otherwise share with the next thread's, written by both for every run */                                           \
   int nbuf = par_max_threads();                                                                                               \
   int64_t rs = g.hw + 128 / (int64_t)sizeof(T);                                                                               \
-  T *runs = ro && g.hw > 0 ? mem_alloc(NULL, sizeof *runs * (size_t)(rs * nbuf)) : NULL;                                      \
+  T *runs = bv && g.hw > 0 ? mem_alloc(NULL, sizeof *runs * (size_t)(rs * nbuf)) : NULL;                                      \
   int64_t nblk = bn_blocks(g, x->numel);                                                                                    \
   PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK)                                                                    \
   for (int64_t blk = 0; blk < (rc ? 0 : nblk); blk++) {                                                                       \
     int64_t k0 = g.ch * blk / nblk, k1 = g.ch * (blk + 1) / nblk;                                                             \
     double mean[BN_CB], var[BN_CB], sg[BN_CB] = {0}, sgx[BN_CB] = {0};                                                        \
-    T mf[BN_CB], af[BN_CB], bf[BN_CB], df[BN_CB];                                                                             \
+    T mf[BN_CB], af[BN_CB], bf[BN_CB], df[BN_CB], ra[BN_CB];                                                                  \
     if (training && !stv) block_moments_##S(xv, g, k0, k1, mean, var);                                                        \
     for (int64_t k = k0; k < k1; k++) {                                                                                       \
       if (!training) mean[k - k0] = mv[k], var[k - k0] = vv[k];                                                               \
       else if (stv) mean[k - k0] = stv[k], var[k - k0] = stv[g.ch + k];                                                       \
       mf[k - k0] = (T)mean[k - k0];                                                                                           \
+      ra[k - k0] = (T)((double)sv[k] / sqrt(var[k - k0] + eps));   /* the forward's a (batch_norm) */                         \
     }                                                                                                                         \
     T *run = runs ? runs + (int64_t)par_thread() * rs : NULL;                                                                 \
     for (int64_t b = 0; b < g.n; b++)                                                                                         \
       for (int64_t k = k0; k < k1; k++) {                                                                                     \
         int64_t at = (b * g.ch + k) * g.hw;                                                                                   \
-        grad_sums_##S(run ? relu_run_##S(run, ro, dy, at, g.hw) : dy + at, xv + at, mf[k - k0], g.hw, &sg[k - k0],          \
-                      &sgx[k - k0]);                                                                                          \
+        grad_sums_##S(run ? relu_run_##S(run, xv, dy, at, g.hw, mf[k - k0], ra[k - k0], bv[k]) : dy + at, xv + at,           \
+                      mf[k - k0], g.hw, &sg[k - k0], &sgx[k - k0]);                                                           \
       }                                                                                                                       \
     for (int64_t k = k0; k < k1; k++) {                                                                                       \
       int64_t j = k - k0;                                                                                                     \
@@ -1114,7 +1117,7 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     for (int64_t b = 0; b < g.n; b++)                                                                                         \
       for (int64_t k = k0; k < k1; k++) {                                                                                     \
         int64_t at = (b * g.ch + k) * g.hw, j = k - k0;                                                                       \
-        const T *gp = run ? relu_run_##S(run, ro, dy, at, g.hw) : dy + at;                                                    \
+        const T *gp = run ? relu_run_##S(run, xv, dy, at, g.hw, mf[j], ra[j], bv[k]) : dy + at;                               \
         dx_run_##S(gp, xv + at, tensor_##S(dxt) + at, g.hw, mf[j], af[j], bf[j], df[j]);                                     \
       }                                                                                                                       \
   }                                                                                                                           \
@@ -1122,7 +1125,7 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   tensor_unref(sc);                                                                                                           \
   tensor_unref(rm);                                                                                                           \
   tensor_unref(rv);                                                                                                           \
-  if (rot) tensor_unref(rot);                                                                                                 \
+  if (bit) tensor_unref(bit);                                                                                                 \
   mem_free(runs);                                                                                                             \
   return rc;                                                                                                                  \
 }                                                                                                                             \
@@ -1211,13 +1214,6 @@ static bool infer_grads(InferCtx *c) {
     reg_infer_set(c, gs, 0, v->dtype, &v->shape);
   }
   return true;
-}
-
-/* fused_batch_norm_grad: infer_grads', Bias@GRAD of Scale's shape (the op
- * has no Bias: its slot holds Stats). */
-static bool infer_fused_bn_grad(InferCtx *c) {
-  static const char *const g[][2] = {{"X@GRAD", "X"}, {"Scale@GRAD", "Scale"}, {"Bias@GRAD", "Scale"}};
-  return reg_infer_like(c, g, 3);
 }
 
 /* softmax_grad, log_softmax_grad: X@GRAD has the shape of Out. */
@@ -1925,13 +1921,14 @@ OpProto op_table_nn[] = {
      .infer = infer_fused_batch_norm, .kernel = k_fused_batch_norm, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "fused_batch_norm_grad",
-     .doc = "batch_norm_grad of relu_grad(Out, Out@GRAD): made by the executor, not by scripts",
-     .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale (and the shape of Bias@GRAD)"}, BN_STATS_IN,
+     .doc = "batch_norm_grad of relu_grad(Out, Out@GRAD), Out = relu(batch_norm(X)): made by the executor, not by scripts",
+     .in = {{"X", 0, "input"}, {"Scale", 0, "the forward's Scale"},
+            {"Bias", SLOT_NO_GRAD, "the forward's Bias (the relu's input made again from X)"},
             {"Mean", SLOT_NO_GRAD, "the running mean"}, {"Variance", SLOT_NO_GRAD, "the running variance"},
             {"Training", SLOT_NO_GRAD, "the forward's Training"},
-            {"Out@GRAD", 0, "the gradient of the relu's Out"}, {"Out", 0, "the relu's Out (X's shape)"}},
+            {"Out@GRAD", 0, "the gradient of the relu's Out"}, BN_STATS_IN},
      .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
-     .infer = infer_fused_bn_grad, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_grads, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},
