@@ -39,8 +39,8 @@ setup() {
   done <<'EOF2'
 NETRUN_TEST_ISA|avx512|avx2, scalar or default
 NETRUN_TEST_ISA|AVX2|avx2, scalar or default
-NETRUN_TEST_CONV|wino|gemm, direct, pv, cv or default
-NETRUN_TEST_CONV|gemm |gemm, direct, pv, cv or default
+NETRUN_TEST_CONV|wino|gemm, direct, pv, cv, winograd or default
+NETRUN_TEST_CONV|gemm |gemm, direct, pv, cv, winograd or default
 NETRUN_TEST_GEMM|dnnl|openblas or default
 NETRUN_TEST_NO_THREAD_MULTIPLE|yes|1
 NETRUN_TEST_SLOW_STEP|1:x|R:S, a rank and seconds below 3600

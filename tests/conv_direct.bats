@@ -116,12 +116,12 @@ EOF2
 
 @test "Winograd convolutions agree with the direct kernels and GEMMs within float rounding" {
   wino_net
-  for v in gemm direct default; do NETRUN_TEST_CONV=$v "$NETRUN" grad wino.net --format json > $v.json; done
+  for v in gemm direct winograd; do NETRUN_TEST_CONV=$v "$NETRUN" grad wino.net --format json > $v.json; done
   # Winograd ran: its sums differ from both
-  run ! cmp -s default.json direct.json
-  run ! cmp -s default.json gemm.json
+  run ! cmp -s winograd.json direct.json
+  run ! cmp -s winograd.json gemm.json
   for ref in gemm direct; do
-    rel=$(max_rel_diff $ref.json default.json)
+    rel=$(max_rel_diff $ref.json winograd.json)
     echo "against $ref: largest relative difference $rel"
     awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 4e-6) }'
   done
@@ -129,7 +129,7 @@ EOF2
 
 @test "Winograd convolutions give the same bits on 1, 2 and 3 threads" {
   wino_net
-  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad wino.net --format json > t$t.json; done
+  for t in 1 2 3; do OMP_NUM_THREADS=$t NETRUN_TEST_CONV=winograd "$NETRUN" grad wino.net --format json > t$t.json; done
   cmp t1.json t2.json
   cmp t1.json t3.json
 }
@@ -165,12 +165,40 @@ l = l + sum(sin(conv2d(x3, k3, paddings=[1, 1]))) + sum(sin(conv2d(x4, k4, paddi
 l = l + sum(sin(conv2d(x5, k5, paddings=[1, 1]))) + sum(sin(conv2d(x6, k6, paddings=[1, 1])))
 loss = l + sum(sin(conv2d(x7, k7, paddings=[1, 1])))
 EOF2
-  for v in default pv cv direct; do
+  for v in default pv cv direct winograd; do
     NETRUN_TEST_CONV=$v "$NETRUN" grad isa.net --format json > $v.z.json
     NETRUN_TEST_ISA=avx2 NETRUN_TEST_CONV=$v "$NETRUN" grad isa.net --format json > $v.avx2.json
     cmp $v.z.json $v.avx2.json
   done
   # the layouts ran: their sums differ
-  run ! cmp -s default.z.json direct.z.json
+  run ! cmp -s winograd.z.json direct.z.json
   run ! cmp -s pv.z.json cv.z.json
+}
+
+@test "Winograd is taken where its tiles waste little: 14x14 and 10x10 maps, and 7x7 from 96 channels; 7x7 and 9x5 below them stay direct" {
+  cat > pick.net <<'EOF2'
+param a : [2, 16, 14, 14] = uniform(-1, 1)
+param ka : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param b : [2, 16, 10, 10] = uniform(-1, 1)
+param kb : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param c : [1, 96, 7, 7] = uniform(-1, 1)
+param kc : [96, 96, 3, 3] = uniform(-0.3, 0.3)
+param d : [2, 64, 7, 7] = uniform(-1, 1)
+param kd : [64, 64, 3, 3] = uniform(-0.3, 0.3)
+param e : [2, 16, 9, 5] = uniform(-1, 1)
+param ke : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+l = sum(sin(conv2d(a, ka, paddings=[1, 1]))) + sum(sin(conv2d(b, kb, paddings=[1, 1])))
+l = l + sum(sin(conv2d(c, kc, paddings=[1, 1]))) + sum(sin(conv2d(d, kd, paddings=[1, 1])))
+loss = l + sum(sin(conv2d(e, ke, paddings=[1, 1])))
+EOF2
+  for v in default direct winograd; do NETRUN_TEST_CONV=$v "$NETRUN" grad pick.net --format json > $v.json; done
+  # per gradient (of the input and of the filter): the bits of the kernels the default picks
+  for p in a ka b kb c kc; do
+    [ "$(jq -c ".grads.$p" default.json)" = "$(jq -c ".grads.$p" winograd.json)" ]
+    [ "$(jq -c ".grads.$p" default.json)" != "$(jq -c ".grads.$p" direct.json)" ]
+  done
+  for p in d kd e ke; do
+    [ "$(jq -c ".grads.$p" default.json)" = "$(jq -c ".grads.$p" direct.json)" ]
+    [ "$(jq -c ".grads.$p" default.json)" != "$(jq -c ".grads.$p" winograd.json)" ]
+  done
 }

@@ -696,7 +696,7 @@ static void sleep_when_idle(int argc, char **argv) {
 static int check_test_env(void) {
   static const struct {
     const char *name, *values, *say;
-  } known[] = {{"NETRUN_TEST_CONV", "gemm direct pv cv default", "gemm, direct, pv, cv or default"},
+  } known[] = {{"NETRUN_TEST_CONV", "gemm direct pv cv winograd default", "gemm, direct, pv, cv, winograd or default"},
                {"NETRUN_TEST_ISA", "avx2 scalar default", "avx2, scalar or default"},
                {"NETRUN_TEST_GEMM", "openblas default", "openblas or default"},
                {"NETRUN_TEST_NO_THREAD_MULTIPLE", "1", "1"},

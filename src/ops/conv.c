@@ -1335,16 +1335,31 @@ static void wino_geom(Wino *z, const Window *g, int64_t rows, int64_t chans) {
   z->wp = 2 * ((z->tw + 7) / 8 * 8) + 2;
 }
 
+/* Winograd's 2x2 tiles cover an odd side one row or column past it: on
+ * maps whose tiles cover this many times their area or more (1.25: 7x7
+ * and 5x5, not 9x9) the direct kernels are faster below WINO_WIDE
+ * channels either way (1 thread, batch 128, direct / Winograd, forward and
+ * gradients: 7x7 with 16 channels 0.74 and 0.76, 32 0.78 and 0.80, 64
+ * 0.89 and 0.94, 96 0.98 and 1.04, 128 0.99 and 1.00; 5x5 with 64 0.55
+ * and 0.70; 9x9 with 64 1.01 and 1.05; 8x8, no waste, with 64 1.12 and
+ * 1.14; doc/speed.md). */
+#define WINO_WIDE 96
+
 /* Whether conv2d of geometry g (o filters, one group: conv_direct_ok) runs
  * through Winograd, forward (rows = o, chans = c) or for dInput (rows = c,
- * chans = o): 3x3, stride 1, padding 1, WINO_MIN channels each way.
- * NETRUN_TEST_CONV=pv, cv or direct (tests, benchmarks) keeps the direct
- * kernels. */
+ * chans = o): 3x3, stride 1, padding 1, WINO_MIN channels each way, and a
+ * map whose tiles waste little (WINO_WIDE).  NETRUN_TEST_CONV=pv, cv or
+ * direct (tests, benchmarks) keeps the direct kernels; winograd takes
+ * Winograd whatever the map's size. */
 static bool wino_ok(const Window *g, int64_t rows, int64_t chans) {
   const char *v = getenv("NETRUN_TEST_CONV");
   if (v && (strcmp(v, "pv") == 0 || strcmp(v, "cv") == 0 || strcmp(v, "direct") == 0)) return false;
   if (g->kh != 3 || g->kw != 3 || !conv_same(g) || rows < WINO_MIN || chans < WINO_MIN) return false;
   if ((g->h + 1) / 2 > INT32_MAX / ((g->w + 1) / 2 + 8)) return false;
+  double cover = 4.0 * (double)((g->h + 1) / 2) * (double)((g->w + 1) / 2);
+  bool force = v && strcmp(v, "winograd") == 0;
+  if (!force && 4 * cover >= 5.0 * (double)g->h * (double)g->w && (rows < WINO_WIDE || chans < WINO_WIDE))
+    return false;
   Wino z;
   wino_geom(&z, g, rows, chans);
   double plane = (double)chans * (double)z.hp * (double)z.wp;
