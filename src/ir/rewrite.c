@@ -325,13 +325,19 @@ static bool bn_forward(const Site *s, int i, Match *m) {
   return run_of(m, f, i, n);
 }
 
+/* Whether op writes v. */
+static bool writes(const OpDesc *op, const char *v) {
+  for (int s = 0; s < op->nout; s++)
+    for (int j = 0; j < op->out[s].n; j++)
+      if (same(op->out[s].args[j], v)) return true;
+  return false;
+}
+
 /* The op of block 0 that writes v, or NULL. */
 static const OpDesc *writer0(const Program *p, const char *v) {
   const Block *b = p->blocks[0];
   for (int i = 0; i < b->nops; i++)
-    for (int s = 0; s < b->ops[i]->nout; s++)
-      for (int j = 0; j < b->ops[i]->out[s].n; j++)
-        if (same(b->ops[i]->out[s].args[j], v)) return b->ops[i];
+    if (writes(b->ops[i], v)) return b->ops[i];
   return NULL;
 }
 
@@ -995,13 +1001,6 @@ static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round)
   mem_free(ip.names);
   uses_free(&uses);
   return made;
-}
-
-static bool writes(const OpDesc *op, const char *v) {
-  for (int s = 0; s < op->nout; s++)
-    for (int j = 0; j < op->out[s].n; j++)
-      if (same(op->out[s].args[j], v)) return true;
-  return false;
 }
 
 /* Whether value v of the program is written by one op alone, of block 0
