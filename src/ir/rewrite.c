@@ -37,11 +37,12 @@ typedef struct InPlace {
 } InPlace;
 
 /* How many ops of the whole program read (nr) and write (nw) each value,
- * by its index in allvars: counted once a round, since the program does
- * not change within one (counting at each question made the rewrite of
- * a long program quadratic). */
+ * by its index in allvars, and where its last writer stands (wblk: its
+ * block, -1 the startup block; wop: its index there): counted once a
+ * round, since the program does not change within one (counting at each
+ * question made the rewrite of a long program quadratic). */
 typedef struct Uses {
-  int *nr, *nw;
+  int *nr, *nw, *wblk, *wop;
   int n;                /* the values counted: allvars[0..n) */
 } Uses;
 
@@ -88,8 +89,9 @@ static bool nameable(const Program *p, const VarDesc *v) {
 
 /* The reads and writes of every value of the program (Uses). */
 static Uses uses_count(const Program *p) {
-  Uses u = {mem_calloc((size_t)p->nallvars + 1, sizeof *u.nr), mem_calloc((size_t)p->nallvars + 1, sizeof *u.nw),
-            p->nallvars};
+  size_t n = (size_t)p->nallvars + 1;
+  Uses u = {mem_calloc(n, sizeof *u.nr), mem_calloc(n, sizeof *u.nw), mem_calloc(n, sizeof *u.wblk),
+            mem_calloc(n, sizeof *u.wop), p->nallvars};
   for (int i = -1; i < p->nblocks; i++) {
     const Block *b = i < 0 ? p->startup : p->blocks[i];
     for (int j = 0; j < b->nops; j++) {
@@ -102,7 +104,7 @@ static Uses uses_count(const Program *p) {
       for (int s = 0; s < op->nout; s++)
         for (int k = 0; k < op->out[s].n; k++) {
           int v = strmap_get(&p->all, op->out[s].args[k]);
-          if (v >= 0 && v < u.n) u.nw[v]++;
+          if (v >= 0 && v < u.n) u.nw[v]++, u.wblk[v] = i, u.wop[v] = j;
         }
     }
   }
@@ -112,6 +114,14 @@ static Uses uses_count(const Program *p) {
 static void uses_free(Uses *u) {
   mem_free(u->nr);
   mem_free(u->nw);
+  mem_free(u->wblk);
+  mem_free(u->wop);
+}
+
+/* v's index in u, or -1. */
+static int use_index(const Program *p, const Uses *u, const char *v) {
+  int k = v ? strmap_get(&p->all, v) : -1;
+  return k < u->n ? k : -1;
 }
 
 /* Whether the value named `name` may be left unmade: a value of block 0
@@ -325,20 +335,10 @@ static bool bn_forward(const Site *s, int i, Match *m) {
   return run_of(m, f, i, n);
 }
 
-/* Whether op writes v. */
-static bool writes(const OpDesc *op, const char *v) {
-  for (int s = 0; s < op->nout; s++)
-    for (int j = 0; j < op->out[s].n; j++)
-      if (same(op->out[s].args[j], v)) return true;
-  return false;
-}
-
-/* The op of block 0 that writes v, or NULL. */
-static const OpDesc *writer0(const Program *p, const char *v) {
-  const Block *b = p->blocks[0];
-  for (int i = 0; i < b->nops; i++)
-    if (writes(b->ops[i], v)) return b->ops[i];
-  return NULL;
+/* The one op that writes v, if it is an op of block 0; else NULL. */
+static const OpDesc *writer0(const Program *p, const Uses *u, const char *v) {
+  int k = use_index(p, u, v);
+  return k >= 0 && u->nw[k] == 1 && u->wblk[k] == 0 ? p->blocks[0]->ops[u->wop[k]] : NULL;
 }
 
 /* relu_grad, batch_norm_grad -> fused_batch_norm_grad (nn.c): the
@@ -356,7 +356,7 @@ static bool bn_backward(const Site *s, int i, Match *m) {
   const VarDesc *xv = prog_var(p, op_in1(bg, "X"));
   if (!g || !out || !dout || !same(op_in1(bg, "Y@GRAD"), g) || !xv || xv->dtype != DT_F32 || !unmade_ok(s, g, 1))
     return false;
-  const OpDesc *relu = writer0(p, out), *bn = relu ? writer0(p, op_in1(relu, "X")) : NULL;
+  const OpDesc *relu = writer0(p, s->uses, out), *bn = relu ? writer0(p, s->uses, op_in1(relu, "X")) : NULL;
   if (!is_op(relu, "relu") || !is_op(bn, "batch_norm") || !same(op_in1(bn, "X"), op_in1(bg, "X")) ||
       !same(op_out1(bn, "Y"), op_in1(relu, "X")) || !same(op_in1(bn, "Training"), op_in1(bg, "Training")))
     return false;
@@ -1007,14 +1007,10 @@ static int rewrite_round(Program *p, Marks *mk, const RewriteOpts *o, int round)
  * before op `before` (or, input true, by none but the startup block's:
  * an input, its default). */
 static bool written_before(const Program *p, const Uses *u, const char *v, int before, bool input) {
-  int k = strmap_get(&p->all, v);
-  if (k < 0 || k >= u->n || u->nw[k] > 1) return false;
-  bool startup = false;
-  for (int i = 0; i < p->startup->nops && u->nw[k]; i++) startup |= writes(p->startup->ops[i], v);
-  if (u->nw[k] == 0 || startup) return input;
-  for (int i = 0; i < before; i++)
-    if (writes(p->blocks[0]->ops[i], v)) return true;
-  return false;
+  int k = use_index(p, u, v);
+  if (k < 0 || u->nw[k] > 1) return false;
+  if (u->nw[k] == 0 || u->wblk[k] == -1) return input;
+  return u->wblk[k] == 0 && u->wop[k] < before;
 }
 
 /* op with Stats read from `stats`: a fused_batch_norm_grad gains the slot;
@@ -1057,32 +1053,41 @@ static OpDesc *with_stats(Program *p, OpDesc *op, const char *stats) {
 static int bn_stats(Program *p) {
   Block *b = p->blocks[0];
   Uses u = uses_count(p);
-  int made = 0;
+  int *fwd = mem_calloc((size_t)u.n + 1, sizeof *fwd);   /* by X: its forward's index + 1 */
   for (int i = 0; i < b->nops; i++) {
     OpDesc *f = b->ops[i];
-    if (!is_op(f, "fused_batch_norm") || op_out1(f, "Stats")) continue;
-    const char *x = op_in1(f, "X"), *tr = op_in1(f, "Training"), *stats = NULL;
+    const char *x = op_in1(f, "X"), *tr = op_in1(f, "Training");
     const VarDesc *xv = x ? prog_var(p, x) : NULL;
-    if (!xv || !tr || xv->shape.rank < 2 || !dim_known(xv->shape.d[1]) || !written_before(p, &u, x, i, false) ||
-        !written_before(p, &u, tr, i, true))
-      continue;
-    for (int j = i + 1; j < b->nops; j++) {
-      OpDesc *g = b->ops[j];
-      if ((!is_op(g, "batch_norm_grad") && !is_op(g, "fused_batch_norm_grad")) || !same(op_in1(g, "X"), x) ||
-          !same(op_in1(g, "Training"), tr) || op_in1(g, "Stats"))
-        continue;
-      if (!stats) {
-        stats = name_stats(p->arena, x);
-        if (prog_var(p, stats)) break;
-        VarDesc *sv = prog_add_var(p, b, stats);
-        sv->dtype = DT_F64;
-        sv->shape = (Shape){.rank = 2, .d = {dim_n(2), xv->shape.d[1]}};
-        add1(p, f, false, "Stats", stats);
-      }
-      b->ops[j] = with_stats(p, g, stats);
-      made++;
-    }
+    int k = use_index(p, &u, x);
+    if (is_op(f, "fused_batch_norm") && !op_out1(f, "Stats") && k >= 0 && xv && tr && xv->shape.rank >= 2 &&
+        dim_known(xv->shape.d[1]) && written_before(p, &u, x, i, false) && written_before(p, &u, tr, i, true) &&
+        !prog_var(p, name_stats(p->arena, x)))
+      fwd[k] = i + 1;
   }
+  /* the gradients that read them (link: their forward's index + 1), then
+   * X@STATS declared in the forwards' order */
+  int *link = mem_calloc((size_t)b->nops + 1, sizeof *link), made = 0;
+  bool *used = mem_calloc((size_t)b->nops + 1, sizeof *used);
+  for (int j = 0; j < b->nops; j++) {
+    const OpDesc *g = b->ops[j];
+    int k = use_index(p, &u, op_in1(g, "X"));
+    if ((is_op(g, "batch_norm_grad") || is_op(g, "fused_batch_norm_grad")) && k >= 0 && fwd[k] && fwd[k] <= j &&
+        !op_in1(g, "Stats") && same(op_in1(g, "Training"), op_in1(b->ops[fwd[k] - 1], "Training")))
+      link[j] = fwd[k], used[fwd[k] - 1] = true;
+  }
+  for (int i = 0; i < b->nops; i++) {
+    if (!used[i]) continue;
+    const VarDesc *xv = prog_var(p, op_in1(b->ops[i], "X"));
+    VarDesc *sv = prog_add_var(p, b, name_stats(p->arena, xv->name));
+    sv->dtype = DT_F64;
+    sv->shape = (Shape){.rank = 2, .d = {dim_n(2), xv->shape.d[1]}};
+    add1(p, b->ops[i], false, "Stats", sv->name);
+  }
+  for (int j = 0; j < b->nops; j++)
+    if (link[j]) b->ops[j] = with_stats(p, b->ops[j], op_out1(b->ops[link[j] - 1], "Stats")), made++;
+  mem_free(used);
+  mem_free(link);
+  mem_free(fwd);
   uses_free(&u);
   return made;
 }
