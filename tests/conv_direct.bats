@@ -19,8 +19,11 @@ setup() {
   # 16 channels on 7x7, a 3x5 kernel, a 17x18 image (over 256 positions:
   # the padded-width layout), and on it a conv of stride 2 and one without
   # padding (their input gradients through GEMMs: 2 channels), a conv of
-  # stride 2 over 16 channels (its input gradient by phases): every
-  # gradient asked for
+  # stride 2 over 16 channels (its input gradient by phases), and 1x1
+  # kernels of stride 2 (16 -> 32 channels: the input gradient by phases,
+  # three of them no tap reaches) and of strides 2 and 3 (2 channels: a
+  # GEMM for the input gradient), which gather the positions they read:
+  # every gradient asked for
   cat > same.net <<'EOF'
 param x  : [8, 3, 14, 14] = uniform(-1, 1)
 param k1 : [16, 3, 5, 5] = uniform(-0.3, 0.3)
@@ -37,11 +40,16 @@ param k6 : [3, 2, 5, 4] = uniform(-0.3, 0.3)
 param k7 : [4, 16, 3, 3] = uniform(-0.3, 0.3)
 input r7 : f32[8, 4, 4, 4] = uniform_random([8, 4, 4, 4], min=-1.0, max=1.0)
 input r6 : f32[3, 3, 13, 15] = uniform_random([3, 3, 13, 15], min=-1.0, max=1.0)
+param k8 : [32, 16, 1, 1] = uniform(-0.3, 0.3)
+input r8 : f32[8, 32, 4, 4] = uniform_random([8, 32, 4, 4], min=-1.0, max=1.0)
+param k9 : [5, 2, 1, 1] = uniform(-0.3, 0.3)
+input r9 : f32[3, 5, 9, 6] = uniform_random([3, 5, 9, 6], min=-1.0, max=1.0)
 h = max_pool2d(relu(conv2d(x, k1, paddings=[2, 2]) + b1), ksize=[2, 2])
 h = relu(conv2d(h, k2, paddings=[1, 1]))
 l = sum(conv2d(h, k3, paddings=[1, 2]) * r) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
 l = l + sum(conv2d(x4, k5, strides=[2, 2], paddings=[1, 1]) * r5) + sum(conv2d(x4, k6) * r6)
-loss = l + sum(conv2d(h, k7, strides=[2, 2], paddings=[1, 1]) * r7)
+l = l + sum(conv2d(h, k7, strides=[2, 2], paddings=[1, 1]) * r7) + sum(conv2d(h, k8, strides=[2, 2]) * r8)
+loss = l + sum(conv2d(x4, k9, strides=[2, 3]) * r9)
 EOF
 }
 
@@ -77,7 +85,7 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
 @test "direct convolutions give the same bits on 1, 2 and 3 threads" {
   for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
   [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
-    "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'x', 'x4']" ]
+    "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8', 'k9', 'x', 'x4']" ]
   cmp t1.json t2.json
   cmp t1.json t3.json
 }
@@ -201,4 +209,34 @@ EOF2
     [ "$(jq -c ".grads.$p" default.json)" = "$(jq -c ".grads.$p" direct.json)" ]
     [ "$(jq -c ".grads.$p" default.json)" != "$(jq -c ".grads.$p" winograd.json)" ]
   done
+}
+
+@test "1x1 kernels of stride 2 or more take the direct kernels over the positions they read; of stride 1 a GEMM" {
+  cat > pick1.net <<'EOF2'
+param a : [4, 16, 14, 14] = uniform(-1, 1)
+param ka : [32, 16, 1, 1] = uniform(-0.3, 0.3)
+param b : [3, 3, 11, 10] = uniform(-1, 1)
+param kb : [4, 3, 1, 1] = uniform(-0.3, 0.3)
+param c : [4, 16, 14, 14] = uniform(-1, 1)
+param kc : [32, 16, 1, 1] = uniform(-0.3, 0.3)
+l = sum(sin(conv2d(a, ka, strides=[2, 2]))) + sum(sin(conv2d(b, kb, strides=[3, 2])))
+loss = l + sum(sin(conv2d(c, kc)))
+EOF2
+  for v in default gemm; do NETRUN_TEST_CONV=$v "$NETRUN" grad pick1.net --format json > $v.json; done
+  # the strided ones' filter gradients: other bits than the GEMM path's
+  # (their sums over positions run in another order), within float
+  # rounding; their outputs and input gradients sum over the channels in
+  # the GEMM's order, one multiply-add each: the same bits
+  for p in ka kb; do
+    [ "$(jq -c ".grads.$p" default.json)" != "$(jq -c ".grads.$p" gemm.json)" ]
+  done
+  for p in a b; do
+    [ "$(jq -c ".grads.$p" default.json)" = "$(jq -c ".grads.$p" gemm.json)" ]
+  done
+  rel=$(max_rel_diff gemm.json default.json)
+  echo "largest relative difference $rel"
+  awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 2e-6) }'
+  # stride 1: the GEMM path's bits
+  [ "$(jq -c '.grads.c' default.json)" = "$(jq -c '.grads.c' gemm.json)" ]
+  [ "$(jq -c '.grads.kc' default.json)" = "$(jq -c '.grads.kc' gemm.json)" ]
 }
