@@ -167,6 +167,73 @@ EOF2
   cmp fused.json plain.json
 }
 
+# Convolutions before batch norms, on each of the paths that can write
+# one's output: the direct kernels (4 channels in), Winograd (16 each way
+# on 10x10), GEMMs (2 groups), a 1x1 kernel of stride 2 over the
+# positions it reads, and a conv with a bias and relu (fused_conv2d
+# already); the second batch norm's output is also the next layer's
+# residual.
+convbn() {
+  cat > cbn.net <<'EOF2'
+input x : f32[3, 4, 10, 10] = uniform_random([3, 4, 10, 10], min=-1.0, max=1.5)
+input training : bool = true
+def bn(x, training) {
+  param gamma : [dim(x, 1)] = uniform(0.5, 1.5)
+  param beta  : [dim(x, 1)] = uniform(-0.3, 0.3)
+  state mean  : [dim(x, 1)] = zeros()
+  state var   : [dim(x, 1)] = ones()
+  y, mean, var = batch_norm(x, gamma, beta, mean, var, training)
+  return y
+}
+param k1 : [16, 4, 3, 3] = uniform(-0.5, 0.5)
+param k2 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param k3 : [16, 8, 1, 1] = uniform(-0.3, 0.3)
+param k4 : [8, 16, 1, 1] = uniform(-0.3, 0.3)
+param c4 : [8, 1, 1] = uniform(-0.2, 0.2)
+h = relu(bn(conv2d(x, k1, paddings=[1, 1]), training, scope="a"))
+h = relu(bn(conv2d(h, k2, paddings=[1, 1]), training, scope="b") + h)
+h = relu(bn(conv2d(h, k3, groups=2), training, scope="c"))
+g = relu(bn(relu(conv2d(h, k4, strides=[2, 2]) + c4), training, scope="d"))
+loss = sum(g * g * g)
+EOF2
+}
+
+@test "a convolution before a fused batch norm writes each image's moments as it lands (X@MOMENTS): the bits of --no-fuse and of --check-nan, training or not, on 1 and 3 threads; none in f64" {
+  convbn
+  run "$NETRUN" dump --fused cbn.net
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^  var t\.[0-9]*@MOMENTS : f64\[3, [0-9]*, 2\]$' <<< "$output")" -eq 4 ]
+  # each convolution becomes (or, with its bias and relu, already is) a fused_conv2d that writes them ...
+  [ "$(grep -c '= fused_conv2d(' <<< "$output")" -eq 4 ]
+  [ "$(grep -c 'Moments=\[t\.[0-9]*@MOMENTS\]} = fused_conv2d(' <<< "$output")" -eq 4 ]
+  [ "$(grep -c 'Moments=\[t\.[0-9]*@MOMENTS\]} = fused_conv2d(Input=\[.*\], Filter=\[k4\], Bias=\[c4\], Training=\[training\]) .*relu=true' <<< "$output")" -eq 1 ]
+  # (each reads the batch norm's Training: evaluating, it writes none)
+  [ "$(grep -c '= fused_conv2d(.*Training=\[training\])' <<< "$output")" -eq 4 ]
+  [[ "$output" != *"= conv2d("* ]]
+  # ... and the batch norm of its output reads them
+  for m in $(grep -o 't\.[0-9]*@MOMENTS\]} = fused_conv2d' <<< "$output" | cut -d@ -f1); do
+    grep -q "= fused_batch_norm(X=\[$m\], .*Moments=\[$m@MOMENTS\])" <<< "$output"
+  done
+  for tr in true false; do
+    "$NETRUN" grad --format json --set training=$tr --no-fuse cbn.net > plain.json
+    for t in 1 3; do
+      OMP_NUM_THREADS=$t "$NETRUN" grad --format json --set training=$tr cbn.net > fused$t.json
+      cmp fused$t.json plain.json
+    done
+    "$NETRUN" grad --format json --set training=$tr --check-nan cbn.net > nan.json
+    cmp nan.json plain.json
+  done
+  [ "$(jq '.grads | length' plain.json)" -eq 13 ]
+  # the statistics' AVX-512 loop and the generic one: the same bits
+  NETRUN_TEST_ISA=avx2 "$NETRUN" grad --format json cbn.net > avx2.json
+  "$NETRUN" grad --format json cbn.net > fused.json
+  cmp avx2.json fused.json
+  # in f64 the convolutions are not fused (fused_conv2d is f32)
+  run "$NETRUN" dump --fused --dtype f64 cbn.net
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"@MOMENTS"* && "$output" != *"fused_conv2d"* ]]
+}
+
 @test "fused_batch_norm_grad makes the relu's mask from X: where the normalized value is exactly 0 (a constant channel, beta 0) the gradient is relu's, 0" {
   cat > flat.net <<'EOF2'
 param x : [4, 3, 5, 5] = uniform(-1, 1)

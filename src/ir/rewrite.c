@@ -1092,6 +1092,63 @@ static int bn_stats(Program *p) {
   return made;
 }
 
+/* conv2d (or fused_conv2d) ... fused_batch_norm of its Output: the
+ * convolution becomes a fused_conv2d that also writes each image's sum
+ * and squared deviations per channel (X@MOMENTS, f64 [N, C, 2]) while the
+ * image's output is in cache, and the batch norm combines them instead of
+ * a pass over X for its training statistics: the same numbers its own
+ * pass computes (vmath_run_moments), so the same bits.  The convolution
+ * reads the batch norm's Training too and writes them only when it is
+ * true (evaluating, the batch norm reads the running statistics).  Only
+ * where X is written once in the whole program, by the convolution, in
+ * block 0 before the batch norm, in f32, and Training once before the
+ * convolution (or is an input).  A conv2d stands in for itself under
+ * --check-nan (its original), as the batch norm's do, which do not read
+ * Moments. */
+static int conv_moments(Program *p) {
+  Block *b = p->blocks[0];
+  Uses u = uses_count(p);
+  int made = 0;
+  for (int i = 0; i < b->nops; i++) {
+    OpDesc *bn = b->ops[i];
+    const char *x = op_in1(bn, "X");
+    int k = use_index(p, &u, x);
+    if (!is_op(bn, "fused_batch_norm") || op_in1(bn, "Moments") || k < 0 || u.nw[k] != 1 || u.wblk[k] != 0 ||
+        u.wop[k] >= i)
+      continue;
+    OpDesc *cv = b->ops[u.wop[k]];
+    bool plain = is_op(cv, "conv2d");
+    if ((!plain && !is_op(cv, "fused_conv2d")) || op_out1(cv, "Moments") || !same(op_out1(cv, "Output"), x))
+      continue;
+    const VarDesc *xv = prog_var(p, x), *in = prog_var(p, op_in1(cv, "Input")), *f = prog_var(p, op_in1(cv, "Filter"));
+    const char *tr = op_in1(bn, "Training");
+    if (!xv || !in || !f || xv->dtype != DT_F32 || in->dtype != DT_F32 || f->dtype != DT_F32 || xv->shape.rank != 4 ||
+        prog_var(p, name_moments(p->arena, x)) || !tr || !written_before(p, &u, tr, u.wop[k], true))
+      continue;
+    VarDesc *mv = prog_add_var(p, b, name_moments(p->arena, x));
+    mv->dtype = DT_F64;
+    mv->shape = (Shape){.rank = 3, .d = {xv->shape.d[0], xv->shape.d[1], dim_n(2)}};
+    if (plain) {
+      OpDesc *fc = op_new(p, "fused_conv2d", cv->span);
+      fc->call = cv->call;
+      add1(p, fc, true, "Input", op_in1(cv, "Input"));
+      add1(p, fc, true, "Filter", op_in1(cv, "Filter"));
+      add1(p, fc, false, "Output", x);
+      copy_conv_attrs(p, fc, cv, false);
+      fc->orig = arena_alloc(p->arena, sizeof *fc->orig);
+      fc->orig[0] = cv;
+      fc->norig = 1;
+      b->ops[u.wop[k]] = cv = fc;
+    }
+    add1(p, cv, true, "Training", tr);
+    add1(p, cv, false, "Moments", mv->name);
+    add1(p, bn, true, "Moments", mv->name);
+    made++;
+  }
+  uses_free(&u);
+  return made;
+}
+
 int rewrite_program(Program *p, const RewriteOpts *o) {
   OpDesc **starts;
   Marks mk = marks_of(p, o);
@@ -1099,6 +1156,7 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
   int made = rewrite_round(p, &mk, o, 0);
   if (o->sets & RW_FUSE) made += rewrite_round(p, &mk, o, 1);
   if ((o->sets & RW_FUSE) && (o->sets & RW_KEEP)) made += bn_stats(p);
+  if (o->sets & RW_FUSE) made += conv_moments(p);
   if (nstarts) place_starts(p, &mk, starts, nstarts);
   marks_back(p, o, &mk);
   mem_free(starts);

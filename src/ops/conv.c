@@ -21,6 +21,7 @@
 #include "autodiff/backward.h"
 #include "exec/exec.h"
 #include "exec/par.h"
+#include "ops/vmath.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -160,11 +161,16 @@ static bool infer_conv2d(InferCtx *c) {
   return true;
 }
 
-/* fused_conv2d: conv2d's Output and, if asked, its 2x2 max pool. */
+/* fused_conv2d: conv2d's Output and, if asked, its 2x2 max pool and its
+ * moments per image and channel. */
 static bool infer_fused_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
   reg_infer_set(c, "Output", 0, DT_F32, &s);
+  if (reg_infer_out_count(c, "Moments") > 0) {
+    Shape ms = {.rank = 3, .d = {s.rank == 4 ? s.d[0] : dim_unknown(), s.rank == 4 ? s.d[1] : dim_unknown(), dim_n(2)}};
+    reg_infer_set(c, "Moments", 0, DT_F64, &ms);
+  }
   if (reg_infer_out_count(c, "Pooled") > 0 && s.rank == 4) {
     for (int d = 2; d < 4; d++) s.d[d] = dim_known(s.d[d]) ? dim_n(s.d[d].n / 2) : dim_unknown();
     reg_infer_set(c, "Pooled", 0, DT_F32, &s);
@@ -475,9 +481,11 @@ static bool floats_fit(int64_t a, int64_t b) {
  * operations are those of the separate add and relu kernels, so the bits
  * are the same (see rewrite.c). */
 typedef struct Epilogue {
-  const float *bias;   /* [O] */
+  const float *bias;   /* [O], or NULL: none */
   bool relu;
   float *pooled;       /* or NULL: the output's 2x2 max pool, stride 2 */
+  double *moments;     /* or NULL: [N, O, 2], each image's sum and squared deviations per
+                          channel (vmath_run_moments), for the batch norm that reads Output */
 } Epilogue;
 
 static bool pool_2x2(const Window *g);
@@ -491,12 +499,17 @@ static Window pool_2x2_window(int64_t c, int64_t oh, int64_t ow) {
 }
 
 /* After image b's channels [ch, ch + rows) of out ([N, O, OH, OW]) are
- * finished: their pool, while they are in cache. */
+ * finished: their pool and their moments, while they are in cache. */
 static void pool_rows(const Epilogue *e, const Window *g, int64_t o, int64_t b, int64_t ch, int64_t rows,
                       const float *out) {
-  if (!e || !e->pooled) return;
+  if (!e) return;
+  int64_t p = g->oh * g->ow;
+  if (e->moments)
+    for (int64_t r = ch; r < ch + rows; r++)
+      vmath_run_moments_f32(out + (b * o + r) * p, p, &e->moments[2 * (b * o + r)], &e->moments[2 * (b * o + r) + 1]);
+  if (!e->pooled) return;
   Window pw = pool_2x2_window(rows, g->oh, g->ow);
-  int64_t p = g->oh * g->ow, pp = pw.oh * pw.ow;
+  int64_t pp = pw.oh * pw.ow;
   max_pool_2x2(&pw, out + (b * o + ch) * p, e->pooled + (b * o + ch) * pp);
 }
 
@@ -508,8 +521,12 @@ static void finish_rows(const Epilogue *e, int64_t ch, int64_t rows, int64_t p, 
   for (int64_t r = 0; r < rows; r++) {
     const float *s = src + r * lds;
     float *d = dst + r * ldd;
-    if (!e) {
-      memcpy(d, s, sizeof *d * (size_t)p);
+    if (!e || (!e->bias && !e->relu)) {
+      if (d != s) memcpy(d, s, sizeof *d * (size_t)p);
+      continue;
+    }
+    if (!e->bias) {   /* relu alone */
+      for (int64_t k = 0; k < p; k++) d[k] = s[k] > 0 || s[k] != s[k] ? s[k] : 0.0f;
       continue;
     }
     float b = e->bias[ch + r];
@@ -1598,7 +1615,10 @@ static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const f
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                       const float *filt, float *out, const Epilogue *e) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
-  if (g->n == 0 || o == 0 || p == 0) return 0;
+  if (g->n == 0 || o == 0 || p == 0) {
+    if (e && e->moments) memset(e->moments, 0, sizeof *e->moments * (size_t)(2 * g->n * o));
+    return 0;
+  }
   if (kk == 0) {
     memset(out, 0, sizeof *out * (size_t)(g->n * o * p));
     if (e)
@@ -1704,14 +1724,18 @@ static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
 static int conv_forward(ExecCtx *c, bool fused) {
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
          *bias = fused ? exec_ctx_in(c, 2) : NULL, *out = exec_ctx_out(c, 0);
+  Tensor *mom = fused ? exec_ctx_out(c, 2) : NULL, *tr = mom ? exec_ctx_in(c, 3) : NULL;
+  if (tr && tr->numel == 1 && tensor_get(tr, 0) == 0) mom = NULL;   /* not training: no batch norm reads them */
   int rc = 0;
   if (bias && (bias->dtype != DT_F32 || bias->numel != f->shape[0]))
     rc = exec_ctx_fail(c, "internal error: Bias does not hold one f32 per output channel");
+  if (rc == 0 && mom && (mom->dtype != DT_F64 || mom->numel != 2 * x->shape[0] * f->shape[0]))
+    rc = exec_ctx_fail(c, "internal error: Moments does not fit Output");
   if (rc == 0) {
     Window g = conv_window(c, x, out, f);
     Tensor *pooled = fused ? exec_ctx_out(c, 1) : NULL;
     Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && exec_ctx_attr_i(c, "relu") != 0,
-                  pooled ? tensor_f32(pooled) : NULL};
+                  pooled ? tensor_f32(pooled) : NULL, mom ? tensor_f64(mom) : NULL};
     rc = conv2d_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                     tensor_f32(out), fused ? &e : NULL);
   }
@@ -3032,13 +3056,17 @@ OpProto op_table_conv[] = {
      .attrs = CONV_ATTRS, .infer = infer_conv2d_grad, .kernel = k_conv2d_grad,
      .grad_kind = GRAD_COMPOSITE, .grad = g_conv2d_grad, .flags = OP_INTERNAL | OP_F64},
     {.type = "fused_conv2d",
-     .doc = "Output = conv2d(Input, Filter) + Bias, then relu if asked, and Pooled its 2x2 max pool: "
-            "made by the executor, not by scripts",
+     .doc = "Output = conv2d(Input, Filter) + Bias (if given), then relu if asked, Pooled its 2x2 max pool, "
+            "and Moments its statistics per image and channel: made by the executor, not by scripts",
      .in = {{"Input", 0, "images [N, C, H, W]"},
             {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
-            {"Bias", 0, "one per output channel: [O, 1, 1] or [1, O, 1, 1]"}},
+            {"Bias", SLOT_OPTIONAL, "one per output channel: [O, 1, 1] or [1, O, 1, 1]"},
+            {"Training", SLOT_OPTIONAL | SLOT_NO_GRAD, "one bool: Moments is written only when it is true"}},
      .out = {{"Output", 0, "f32 [N, O, OH, OW]"},
-             {"Pooled", SLOT_OPTIONAL, "Output's 2x2 max pool, stride 2: [N, O, OH / 2, OW / 2]"}},
+             {"Pooled", SLOT_OPTIONAL, "Output's 2x2 max pool, stride 2: [N, O, OH / 2, OW / 2]"},
+             {"Moments", SLOT_OPTIONAL,
+              "f64 [N, O, 2]: each image's sum and squared deviations per channel of Output, for the batch "
+              "norm that reads it"}},
      .attrs = FUSED_CONV_ATTRS,
      .infer = infer_fused_conv2d, .kernel = k_fused_conv2d, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD},

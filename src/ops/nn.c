@@ -767,38 +767,12 @@ typedef struct BnGeom {
 
 static BnGeom bn_geom(const Tensor *x) { return (BnGeom){x->shape[0], x->shape[1], prod(x->shape, 2, x->rank)}; }
 
-/* One run's share of a channel's batch moments (block_moments below):
- * four lanes of double summing x and (x - K)^2, K the channel's first
- * value, added to *s and *q.  One read of X gives both: batch norm's
- * statistics were a sixth of a ResNet step's normalization time when they
- * took two. */
-/* run_moments_S for element type T: adds one run's sums to *s and *q. */
-#define RUN_MOMENTS(NAME, T)                                                        \
-static void NAME(const T *p, int64_t hw, double shift, double *s, double *q) {      \
-  double a[4] = {0}, d2[4] = {0};                                                   \
-  int64_t i = 0;                                                                    \
-  for (; i + 4 <= hw; i += 4)                                                       \
-    for (int l = 0; l < 4; l++) {                                                   \
-      double v = (double)p[i + l], d = v - shift;                                   \
-      a[l] += v;                                                                    \
-      d2[l] += d * d;                                                               \
-    }                                                                               \
-  for (; i < hw; i++) {                                                             \
-    double v = (double)p[i], d = v - shift;                                         \
-    a[0] += v;                                                                      \
-    d2[0] += d * d;                                                                 \
-  }                                                                                 \
-  *s += (a[0] + a[1]) + (a[2] + a[3]);                                              \
-  *q += (d2[0] + d2[1]) + (d2[2] + d2[3]);                                          \
-}
-RUN_MOMENTS(run_moments_f64, double)
-
-/* f32 runs in vectors: lane l of a V4d sums what a[l] sums above, in the
- * same order, so the results are the same bits; the compiler left the four
- * scalar lanes scalar.  These loops (and batch norm's elementwise ones
- * below) come in an AVX2 version too (VMATH_CLONES: one 32-byte vector
- * where the default build's SSE2 takes two), with no multiply-add
- * contracted in either, so both give the same bits. */
+/* f32 runs in vectors (grad_sums below): lane l of a V4d sums what a[l]
+ * sums in the scalar version, in the same order, so the results are the
+ * same bits; the compiler left the four scalar lanes scalar.  These loops
+ * (and batch norm's elementwise ones below) come in AVX2 and AVX-512
+ * versions too (VMATH_CLONES), with no multiply-add contracted in any, so
+ * all give the same bits. */
 typedef float V4s __attribute__((vector_size(16)));
 typedef double V4d __attribute__((vector_size(32)));
 /* (through pointers: a function taking or returning a 32-byte vector has
@@ -809,26 +783,6 @@ static inline void load4d(V4d *d, const float *p) {
   *d = __builtin_convertvector(v, V4d);
 }
 static inline double lanes_sum(const V4d *v) { return ((*v)[0] + (*v)[1]) + ((*v)[2] + (*v)[3]); }
-
-VMATH_CLONES
-static void run_moments_f32(const float *p, int64_t hw, double shift, double *s, double *q) {
-  V4d sh = {shift, shift, shift, shift}, a = {0, 0, 0, 0}, d2 = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= hw; i += 4) {
-    V4d v;
-    load4d(&v, p + i);
-    V4d e = v - sh;
-    a += v;
-    d2 += e * e;
-  }
-  for (; i < hw; i++) {
-    double v = (double)p[i], d = v - shift;
-    a[0] += v;
-    d2[0] += d * d;
-  }
-  *s += lanes_sum(&a);
-  *q += lanes_sum(&d2);
-}
 
 /* Adds sum(gp) to *sg and sum(gp (xp - m)) to *sgx over a run of n, in
  * four lanes of double (independent sums the CPU overlaps), added up in a
@@ -930,26 +884,36 @@ static int64_t bn_blocks(BnGeom g, int64_t numel) {
 }
 
 /* The batch mean and biased variance of channels [k0, k1) (k1 - k0 <=
- * BN_CB) into mean[] and var[] (index k - k0), in one pass: per run,
- * four lanes of double summing x (added up as f32_sum does, so the mean
- * is the sum f32_sum gives) and (x - K)^2, K the channel's first value.
- * The variance is then E[(x - K)^2] - (mean - K)^2: shifted by a value of
- * the data, the difference loses no more than the two-pass form's
- * rounding unless the mean lies thousands of standard deviations from
- * every value, and in double even then keeps more digits than the float
- * result holds.  (The forward and the grad compute them alike.) */
-#define BLOCK_MOMENTS(S, T)                                                                         \
-static void block_moments_##S(const T *x, BnGeom g, int64_t k0, int64_t k1, double *mean, double *var) { \
-  double s[BN_CB] = {0}, q[BN_CB] = {0}, sh[BN_CB], count = (double)(g.n * g.hw);                  \
-  for (int64_t k = k0; k < k1; k++) sh[k - k0] = (double)x[k * g.hw];                              \
-  for (int64_t b = 0; b < g.n; b++)                                                                 \
-    for (int64_t k = k0; k < k1; k++)                                                               \
-      run_moments_##S(x + (b * g.ch + k) * g.hw, g.hw, sh[k - k0], &s[k - k0], &q[k - k0]);        \
-  for (int64_t j = 0; j < k1 - k0; j++) {                                                           \
-    double m = s[j] / count, dm = m - sh[j], v = q[j] / count - dm * dm;                           \
-    mean[j] = m;                                                                                    \
-    var[j] = v > 0 ? v : 0;                                                                         \
-  }                                                                                                 \
+ * BN_CB) into mean[] and var[] (index k - k0): each run's sum and squared
+ * deviations from its mean (vmath_run_moments; or mom, [n, ch, 2], the
+ * same numbers the convolution that wrote X computed, conv.c), combined
+ * image after image in double as Chan, Golub and LeVeque's pairwise
+ * update does: with d the run's mean less the mean so far, the mean moves
+ * by d n_b / (n_a + n_b) and the squared deviations gain the run's plus
+ * d^2 n_a n_b / (n_a + n_b).  No value is squared far from its run's
+ * own, so nothing cancels however far the mean lies from zero.  (The
+ * forward and the grad compute them alike: the same bits.) */
+#define BLOCK_MOMENTS(S, T)                                                                          \
+static void block_moments_##S(const T *x, const double *mom, BnGeom g, int64_t k0, int64_t k1, double *mean, \
+                               double *var) {                                                        \
+  double mu[BN_CB] = {0}, m2[BN_CB] = {0}, nb = (double)g.hw;                                         \
+  for (int64_t b = 0; b < g.n; b++) {                                                                 \
+    double na = (double)b * nb, t = na + nb;                                                          \
+    for (int64_t k = k0; k < k1; k++) {                                                               \
+      double rs, rm2;                                                                                 \
+      if (mom) rs = mom[2 * (b * g.ch + k)], rm2 = mom[2 * (b * g.ch + k) + 1];                       \
+      else vmath_run_moments_##S(x + (b * g.ch + k) * g.hw, g.hw, &rs, &rm2);                         \
+      double rmean = g.hw > 0 ? rs / nb : 0, d = rmean - mu[k - k0];                                  \
+      if (b == 0) mu[k - k0] = rmean, m2[k - k0] = rm2;                                               \
+      else mu[k - k0] += d * nb / t, m2[k - k0] += rm2 + d * d * na * nb / t;                         \
+    }                                                                                                 \
+  }                                                                                                   \
+  double count = (double)(g.n * g.hw);                                                                \
+  for (int64_t j = 0; j < k1 - k0; j++) {                                                             \
+    double v = count > 0 ? m2[j] / count : 0;                                                         \
+    mean[j] = mu[j];                                                                                  \
+    var[j] = v > 0 ? v : 0;                                                                           \
+  }                                                                                                   \
 }
 BLOCK_MOMENTS(f32, float)
 BLOCK_MOMENTS(f64, double)
@@ -985,13 +949,18 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   if (rc == 0 && stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch))                                                \
     rc = exec_ctx_fail(c, "internal error: Stats does not fit X");                                                       \
   double *stv = stt && rc == 0 ? tensor_f64(stt) : NULL;                                                                 \
+  /* each image's moments per channel, from the convolution that wrote X (rewrite.c, conv_moments) */                    \
+  Tensor *mot = fused && training ? exec_ctx_in(c, 7) : NULL;                                                            \
+  if (rc == 0 && mot && (mot->dtype != DT_F64 || mot->numel != 2 * g.n * g.ch))                                          \
+    rc = exec_ctx_fail(c, "internal error: Moments does not fit X");                                                     \
+  const double *momv = mot && rc == 0 ? tensor_f64(mot) : NULL;                                                          \
   int64_t nblk = bn_blocks(g, x->numel);                                                                               \
   PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK)                                                               \
   for (int64_t blk = 0; blk < (rc ? 0 : nblk); blk++) {                                                                  \
     int64_t k0 = g.ch * blk / nblk, k1 = g.ch * (blk + 1) / nblk;                                                        \
     double mean[BN_CB], var[BN_CB];                                                                                      \
     T af[BN_CB], mf[BN_CB];                                                                                              \
-    if (training) block_moments_##S(xv, g, k0, k1, mean, var);                                                           \
+    if (training) block_moments_##S(xv, momv, g, k0, k1, mean, var);                                                     \
     for (int64_t k = k0; k < k1; k++) {                                                                                  \
       int64_t j = k - k0;                                                                                                \
       if (!training) mean[j] = mv[k], var[j] = vv[k];                                                                    \
@@ -1089,7 +1058,7 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     int64_t k0 = g.ch * blk / nblk, k1 = g.ch * (blk + 1) / nblk;                                                             \
     double mean[BN_CB], var[BN_CB], sg[BN_CB] = {0}, sgx[BN_CB] = {0};                                                        \
     T mf[BN_CB], af[BN_CB], bf[BN_CB], df[BN_CB], ra[BN_CB];                                                                  \
-    if (training && !stv) block_moments_##S(xv, g, k0, k1, mean, var);                                                        \
+    if (training && !stv) block_moments_##S(xv, NULL, g, k0, k1, mean, var);                                                  \
     for (int64_t k = k0; k < k1; k++) {                                                                                       \
       if (!training) mean[k - k0] = mv[k], var[k - k0] = vv[k];                                                               \
       else if (stv) mean[k - k0] = stv[k], var[k - k0] = stv[g.ch + k];                                                       \
@@ -1911,7 +1880,10 @@ OpProto op_table_nn[] = {
             {"Mean", SLOT_NO_GRAD, "the running mean [C]"},
             {"Variance", SLOT_NO_GRAD, "the running variance [C]"},
             {"Training", SLOT_NO_GRAD, "one bool: normalize with the batch's statistics"},
-            {"Residual", SLOT_OPTIONAL, "added to the normalized X (X's shape)"}},
+            {"Residual", SLOT_OPTIONAL, "added to the normalized X (X's shape)"},
+            {"Moments", SLOT_OPTIONAL | SLOT_NO_GRAD | SLOT_AS_IS,
+             "f64 [N, C, 2]: each image's sum and squared deviations per channel, from the convolution that wrote X "
+             "(rewrite.c; else computed from X)"}},
      .out = {{"Y", 0, "shape of X"}, {"MeanOut", 0, "as batch_norm's"}, {"VarianceOut", 0, "as batch_norm's"},
              {"Stats", SLOT_OPTIONAL,
               "f64 [2, C]: the batch's mean and biased variance when training, for the gradient (rewrite.c)"}},

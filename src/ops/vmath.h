@@ -58,4 +58,15 @@ double vmath_sum_f64(const double *x, int64_t n);
 double vmath_dot_f32(const float *a, const float *b, int64_t n);
 double vmath_dot_f64(const double *a, const double *b, int64_t n);
 
+/* One run x[0, n) of a channel's values, for batch norm's statistics:
+ * *s its sum and *m2 the sum of its squared deviations from its mean,
+ * both in double, from eight lanes summing x and (x - x[0])^2 (the shift
+ * by a value of the run keeps the squares' sum from cancelling), as
+ * vmath_sum_f32 adds them up; m2 = sum (x - x[0])^2 - n (mean - x[0])^2,
+ * raised to 0 if it rounds below.  n = 0 gives 0 and 0.  The convolution that writes batch
+ * norm's input calls it on each image's channels while they are in cache
+ * (conv.c), batch norm on each run it reads (nn.c): the same bits. */
+void vmath_run_moments_f32(const float *x, int64_t n, double *s, double *m2);
+void vmath_run_moments_f64(const double *x, int64_t n, double *s, double *m2);
+
 #endif
