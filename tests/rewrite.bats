@@ -91,12 +91,10 @@ EOF
   [ "${stderr_lines[3]}" = "div.net:6:21: error: conv2d: produced NaN or Inf in 't.0' (shape [4, 2, 4, 4])" ]
 }
 
-# Batch norm layers: bn -> relu, relu(x + bn) with the residual on either
-# side of the add, bn + residual without relu, in training mode.
-bnlayers() {
-  cat > bn.net <<'EOF2'
-input x : f32[4, 3, 5, 5] = uniform_random([4, 3, 5, 5], min=-1.0, max=1.5)
-input training : bool = true
+# A batch norm layer with its own scale, bias and running statistics,
+# normalizing with the batch's when training is true.
+bn_def() {
+  cat <<'EOF2'
 def bn(x, training) {
   param gamma : [dim(x, 1)] = uniform(0.5, 1.5)
   param beta  : [dim(x, 1)] = uniform(-0.3, 0.3)
@@ -105,12 +103,25 @@ def bn(x, training) {
   y, mean, var = batch_norm(x, gamma, beta, mean, var, training)
   return y
 }
+EOF2
+}
+
+# Batch norm layers: bn -> relu, relu(x + bn) with the residual on either
+# side of the add, bn + residual without relu, in training mode.
+bnlayers() {
+  { cat <<'EOF2'
+input x : f32[4, 3, 5, 5] = uniform_random([4, 3, 5, 5], min=-1.0, max=1.5)
+input training : bool = true
+EOF2
+    bn_def
+    cat <<'EOF2'
 h = relu(bn(x * 1.5, training, scope="a"))
 r = relu(h + bn(h * h, training, scope="b"))
 s = relu(bn(r - 0.25, training, scope="c") + r)
 t = bn(s * 3.0, training, scope="d") + s
 loss = sum(t * t * x)
 EOF2
+  } > bn.net
 }
 
 @test "batch norm, add and relu run as one fused_batch_norm, their gradient as fused_batch_norm_grad: the bits of --no-fuse" {
@@ -174,17 +185,12 @@ EOF2
 # already); the second batch norm's output is also the next layer's
 # residual.
 convbn() {
-  cat > cbn.net <<'EOF2'
+  { cat <<'EOF2'
 input x : f32[3, 4, 10, 10] = uniform_random([3, 4, 10, 10], min=-1.0, max=1.5)
 input training : bool = true
-def bn(x, training) {
-  param gamma : [dim(x, 1)] = uniform(0.5, 1.5)
-  param beta  : [dim(x, 1)] = uniform(-0.3, 0.3)
-  state mean  : [dim(x, 1)] = zeros()
-  state var   : [dim(x, 1)] = ones()
-  y, mean, var = batch_norm(x, gamma, beta, mean, var, training)
-  return y
-}
+EOF2
+    bn_def
+    cat <<'EOF2'
 param k1 : [16, 4, 3, 3] = uniform(-0.5, 0.5)
 param k2 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
 param k3 : [16, 8, 1, 1] = uniform(-0.3, 0.3)
@@ -196,6 +202,7 @@ h = relu(bn(conv2d(h, k3, groups=2), training, scope="c"))
 g = relu(bn(relu(conv2d(h, k4, strides=[2, 2]) + c4), training, scope="d"))
 loss = sum(g * g * g)
 EOF2
+  } > cbn.net
 }
 
 @test "a convolution before a fused batch norm writes each image's moments as it lands (X@MOMENTS): the bits of --no-fuse and of --check-nan, training or not, on 1 and 3 threads; none in f64" {
