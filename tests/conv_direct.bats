@@ -22,8 +22,9 @@ setup() {
   # stride 2 over 16 channels (its input gradient by phases), and 1x1
   # kernels of stride 2 (16 -> 32 channels: the input gradient by phases,
   # three of them no tap reaches) and of strides 2 and 3 (2 channels: a
-  # GEMM for the input gradient), which gather the positions they read:
-  # every gradient asked for
+  # GEMM for the input gradient), which gather the positions they read,
+  # and one of stride 2 with padding (the whole image copied): every
+  # gradient asked for
   cat > same.net <<'EOF'
 param x  : [8, 3, 14, 14] = uniform(-1, 1)
 param k1 : [16, 3, 5, 5] = uniform(-0.3, 0.3)
@@ -44,12 +45,15 @@ param k8 : [32, 16, 1, 1] = uniform(-0.3, 0.3)
 input r8 : f32[8, 32, 4, 4] = uniform_random([8, 32, 4, 4], min=-1.0, max=1.0)
 param k9 : [5, 2, 1, 1] = uniform(-0.3, 0.3)
 input r9 : f32[3, 5, 9, 6] = uniform_random([3, 5, 9, 6], min=-1.0, max=1.0)
+param k10 : [4, 2, 1, 1] = uniform(-0.3, 0.3)
+input r10 : f32[3, 4, 10, 10] = uniform_random([3, 4, 10, 10], min=-1.0, max=1.0)
 h = max_pool2d(relu(conv2d(x, k1, paddings=[2, 2]) + b1), ksize=[2, 2])
 h = relu(conv2d(h, k2, paddings=[1, 1]))
 l = sum(conv2d(h, k3, paddings=[1, 2]) * r) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
 l = l + sum(conv2d(x4, k5, strides=[2, 2], paddings=[1, 1]) * r5) + sum(conv2d(x4, k6) * r6)
 l = l + sum(conv2d(h, k7, strides=[2, 2], paddings=[1, 1]) * r7) + sum(conv2d(h, k8, strides=[2, 2]) * r8)
-loss = l + sum(conv2d(x4, k9, strides=[2, 3]) * r9)
+l = l + sum(conv2d(x4, k9, strides=[2, 3]) * r9)
+loss = l + sum(conv2d(x4, k10, strides=[2, 2], paddings=[1, 1]) * r10)
 EOF
 }
 
@@ -85,7 +89,7 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
 @test "direct convolutions give the same bits on 1, 2 and 3 threads" {
   for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad same.net --format json > t$t.json; done
   [ "$(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1]))["grads"]))' t1.json)" = \
-    "['b1', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8', 'k9', 'x', 'x4']" ]
+    "['b1', 'k1', 'k10', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8', 'k9', 'x', 'x4']" ]
   cmp t1.json t2.json
   cmp t1.json t3.json
 }
