@@ -1113,8 +1113,7 @@ static int conv_moments(Program *p) {
     OpDesc *bn = b->ops[i];
     const char *x = op_in1(bn, "X");
     int k = use_index(p, &u, x);
-    if (!is_op(bn, "fused_batch_norm") || op_in1(bn, "Moments") || k < 0 || u.nw[k] != 1 || u.wblk[k] != 0 ||
-        u.wop[k] >= i)
+    if (!is_op(bn, "fused_batch_norm") || op_in1(bn, "Moments") || k < 0 || !written_before(p, &u, x, i, false))
       continue;
     OpDesc *cv = b->ops[u.wop[k]];
     bool plain = is_op(cv, "conv2d");

@@ -206,6 +206,7 @@ VMATH_CLONES static void run_moments_f32(const float *x, int64_t n, double *s, d
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
+#include <stdatomic.h>
 /* run_moments_f32 in AVX-512 intrinsics: each conversion one instruction
  * (GCC's clone split them in halves, and the loop, run on each image's
  * output of a convolution while it is in cache, was bound by them).  The
@@ -250,11 +251,15 @@ __attribute__((target("avx512f"))) static void run_moments_z(const float *x, int
 }
 
 void vmath_run_moments_f32(const float *x, int64_t n, double *s, double *m2) {
-  static int z = -1;
+  /* decided at the first call, which may come on two threads at once
+   * (a convolution's images, batch norm's blocks): atomic, the same answer */
+  static _Atomic int zs = -1;
+  int z = atomic_load_explicit(&zs, memory_order_relaxed);
   if (z < 0) {
     __builtin_cpu_init();
     const char *isa = getenv("NETRUN_TEST_ISA");   /* avx2: the generic loop (tests: the same bits) */
     z = __builtin_cpu_supports("avx512f") && !(isa && strcmp(isa, "avx2") == 0);
+    atomic_store_explicit(&zs, z, memory_order_relaxed);
   }
   if (z) run_moments_z(x, n, s, m2);
   else run_moments_f32(x, n, s, m2);
