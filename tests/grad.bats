@@ -2,6 +2,7 @@
 # grad.bats — gradients: every differentiable op against finite differences,
 # the static backward against the tape's, the backward dump and the grad verbs.
 
+bats_require_minimum_version 1.5.0
 load grad_helpers
 
 setup() {
@@ -107,6 +108,22 @@ max_diff() {
   [ "${lines[3]}" = "unused@GRAD: none (the loss does not depend on unused)" ]
   run "$NETRUN" grad --format json "$G/unused_param.net"
   [ "$output" = '{"loss": 0.520000041, "grads": {"w": {"shape": [2], "data": [0.800000012, -1.20000005]}}}' ]
+}
+
+@test "grad --format json stays JSON when the loss or a gradient is NaN or infinite: null and 1e999" {
+  printf 'param w : [3] = [-1.0, 0.0, 4.0]\nloss = sum(sqrt(w))\n' > nan.net
+  run -0 "$NETRUN" grad --format json nan.net
+  [ "$output" = '{"loss": null, "grads": {"w": {"shape": [3], "data": [null, 1e999, 0.25]}}}' ]
+  printf 'param w : [2] = [0.0, 2.0]\nloss = sum(log(w))\n' > inf.net
+  run -0 "$NETRUN" grad --format json inf.net
+  [ "$output" = '{"loss": -1e999, "grads": {"w": {"shape": [2], "data": [1e999, 0.5]}}}' ]
+  printf 'param w : [1] = [1.0]\nloss = sum(exp(w * 100.0))\n' > big.net
+  run -0 "$NETRUN" grad --format json --dtype f64 big.net
+  [ "$output" = '{"loss": 2.6881171418161356e+43, "grads": {"w": {"shape": [1], "data": [2.6881171418161357e+45]}}}' ]
+  run -0 "$NETRUN" grad --format json big.net
+  [ "$output" = '{"loss": 1e999, "grads": {"w": {"shape": [1], "data": [1e999]}}}' ]
+  python3 -c 'import json, sys; [json.load(open(f)) for f in sys.argv[1:]]' <("$NETRUN" grad --format json nan.net) \
+    <("$NETRUN" grad --format json inf.net)
 }
 
 @test "grad --loss NAME prints NAME, the value the user named, not 'loss'" {

@@ -365,16 +365,21 @@ int cmd_dump_backward(const Args *a) {
   return status;
 }
 
+/* One number in JSON, which has no NaN or infinity: NaN as null, the
+ * infinities as 1e999 and -1e999 (which JSON readers take as them). */
+static void json_number(FILE *f, double v, bool f64) {
+  if (isnan(v)) fputs("null", f);
+  else if (isinf(v)) fputs(v > 0 ? "1e999" : "-1e999", f);
+  else fprintf(f, f64 ? "%.17g" : "%.9g", v);
+}
+
 static void json_tensor(FILE *f, const Tensor *t) {
   fputs("{\"shape\": [", f);
   for (int i = 0; i < t->rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
   fputs("], \"data\": [", f);
   for (int64_t i = 0; i < t->numel; i++) {
-    double v = tensor_get(t, i);
     if (i) fputs(", ", f);
-    if (isnan(v)) fputs("null", f);
-    else if (isinf(v)) fputs(v > 0 ? "1e999" : "-1e999", f);
-    else fprintf(f, t->dtype == DT_F64 ? "%.17g" : "%.9g", v);
+    json_number(f, tensor_get(t, i), t->dtype == DT_F64);
   }
   fputs("]}", f);
 }
@@ -385,8 +390,9 @@ static void print_grads(Built *b, const Args *a) {
   Tensor *loss = value(b, b->loss);
   fflush(stdout);
   if (a->json) {
-    printf(loss && loss->dtype == DT_F64 ? "{\"loss\": %.17g, \"grads\": {" : "{\"loss\": %.9g, \"grads\": {",
-           loss ? tensor_get(loss, 0) : (double)NAN);
+    fputs("{\"loss\": ", stdout);
+    json_number(stdout, loss ? tensor_get(loss, 0) : (double)NAN, loss && loss->dtype == DT_F64);
+    fputs(", \"grads\": {", stdout);
     bool first = true;
     for (int i = 0; i < b->bw.npairs; i++) {
       if (!b->bw.pairs[i].grad) continue;
