@@ -187,6 +187,73 @@ EOF2
   run ! cmp -s pv.z.json cv.z.json
 }
 
+# 2x2 max pools of stride 2 run in AVX-512 too (pool_2x2_plane_z and its
+# gradient, src/ops/conv.c): 16 windows of a row a vector, rows of up to 16
+# windows spilling into the rows below, the last row of a plane masked.
+# Each window picks as the AVX2 loops do (the first largest, the last NaN
+# over anything else), so the bits are theirs.  The inputs have ties (+-1),
+# zeros of both signs, NaN (10%), and rows of 1, 4, 7, 16, 23 and 35
+# windows, odd sides among them; the fused convolution's pool and relu (its
+# gradient's mask in the same pass) on 14, 5 and 4 windows a row.
+@test "2x2 max pools in AVX-512 give the bits of the AVX2 loops: ties, signed zeros, NaN, odd sides, 1 to 35 windows a row, after a fused convolution" {
+  grep -qw avx512f /proc/cpuinfo || skip "this CPU has no AVX-512: the AVX2 loops are the only ones"
+  cat > pool.net <<'EOF2'
+# ties (+-1), zeros of both signs beside their neighbours, NaN (5%)
+def mixed(u, q) {
+  t = where(greater_than(q, 0.4), sign(u), where(greater_than(q, -0.2), neg(relu(u)), relu(u)))
+  return where(greater_than(q, 0.9), log(q - 2.0), t)
+}
+# each window's pick gets the gradient: e's exactly, m's times the value
+def pooled(u, q) {
+  param m : [dim(u, 0), dim(u, 1), dim(u, 2), dim(u, 3)] = ones()
+  param e : [dim(u, 0), dim(u, 1), dim(u, 2), dim(u, 3)] = zeros()
+  d = mixed(u, q)
+  return sum(sin(max_pool2d(d * m, ksize=[2, 2]))) + sum(sin(max_pool2d(d + e, ksize=[2, 2])))
+}
+input u1 : f32[1, 2, 30, 46] = uniform_random([1, 2, 30, 46], min=-1.0, max=1.0, seed=1)
+input q1 : f32[1, 2, 30, 46] = uniform_random([1, 2, 30, 46], min=-1.0, max=1.0, seed=2)
+input u2 : f32[2, 2, 32, 32] = uniform_random([2, 2, 32, 32], min=-1.0, max=1.0, seed=3)
+input q2 : f32[2, 2, 32, 32] = uniform_random([2, 2, 32, 32], min=-1.0, max=1.0, seed=4)
+input u3 : f32[2, 2, 14, 14] = uniform_random([2, 2, 14, 14], min=-1.0, max=1.0, seed=5)
+input q3 : f32[2, 2, 14, 14] = uniform_random([2, 2, 14, 14], min=-1.0, max=1.0, seed=6)
+input u4 : f32[1, 2, 7, 9] = uniform_random([1, 2, 7, 9], min=-1.0, max=1.0, seed=7)
+input q4 : f32[1, 2, 7, 9] = uniform_random([1, 2, 7, 9], min=-1.0, max=1.0, seed=8)
+input u5 : f32[1, 3, 5, 3] = uniform_random([1, 3, 5, 3], min=-1.0, max=1.0, seed=9)
+input q5 : f32[1, 3, 5, 3] = uniform_random([1, 3, 5, 3], min=-1.0, max=1.0, seed=10)
+input u6 : f32[1, 2, 6, 33] = uniform_random([1, 2, 6, 33], min=-1.0, max=1.0, seed=11)
+input q6 : f32[1, 2, 6, 33] = uniform_random([1, 2, 6, 33], min=-1.0, max=1.0, seed=12)
+input u7 : f32[1, 2, 9, 70] = uniform_random([1, 2, 9, 70], min=-1.0, max=1.0, seed=13)
+input q7 : f32[1, 2, 9, 70] = uniform_random([1, 2, 9, 70], min=-1.0, max=1.0, seed=14)
+l = pooled(u1, q1) + pooled(u2, q2) + pooled(u3, q3) + pooled(u4, q4) + pooled(u5, q5) + pooled(u6, q6)
+loss = l + pooled(u7, q7)
+EOF2
+  cat > fused.net <<'EOF2'
+def conv_pool(x) {
+  param k : [5, dim(x, 1), 3, 3] = uniform(-0.5, 0.5)
+  param b : [5, 1, 1] = uniform(-0.1, 0.1)
+  return sum(sin(max_pool2d(relu(conv2d(x, k, paddings=[1, 1]) + b), ksize=[2, 2])))
+}
+param x1 : [2, 3, 28, 28] = uniform(-1, 1)
+param x2 : [2, 3, 10, 10] = uniform(-1, 1)
+param x3 : [2, 3, 9, 9] = uniform(-1, 1)
+loss = conv_pool(x1) + conv_pool(x2) + conv_pool(x3)
+EOF2
+  run -0 "$NETRUN" dump --fused fused.net
+  [ "$(grep -c '= fused_conv2d(' <<< "$output")" = 3 ]
+  for f in pool fused; do
+    "$NETRUN" grad $f.net --format json > $f.z.json
+    NETRUN_TEST_ISA=avx2 "$NETRUN" grad $f.net --format json > $f.avx2.json
+    cmp $f.z.json $f.avx2.json
+  done
+  # every window's gradient lands on one place of its e (NaN ones as null)
+  run -0 python3 -c '
+import json
+g = json.load(open("pool.z.json"))["grads"]
+print(*(sum(1 for v in g[k]["data"] if v != 0) for k in g if k.endswith(".e")))'
+  [ "$output" = "690 1024 196 24 6 96 280" ]
+  "$NETRUN" grad --no-fuse fused.net --format json | cmp - fused.z.json
+}
+
 @test "Winograd is taken where its tiles waste little: 14x14 and 10x10 maps, and 7x7 from 96 channels; 7x7 and 9x5 below them stay direct" {
   cat > pick.net <<'EOF2'
 param a : [2, 16, 14, 14] = uniform(-1, 1)

@@ -1003,6 +1003,60 @@ DIR_TARGET static void dir_filter_tile(const float *const d[4], int64_t ds, cons
   dw[0] += dir_hsum(c30), dw[1] += dir_hsum(c31), dw[2] += dir_hsum(c32);
 }
 
+/* dir_filter_tile in AVX-512 for nt (3, 6 or 9) taps: a vector holds two
+ * rows' eight lanes, so each loaded input serves eight sums (dir_filter_tile:
+ * four).  Each lane's running sum takes the same terms in the same order,
+ * and the lanes are added up as dir_hsum does: dir_filter_tile's bits. */
+DIR512_TARGET static inline __attribute__((always_inline)) void dir_filter_zt(const float *const d[4], int64_t ds,
+                                                                               const float *s, int64_t ss,
+                                                                               const int32_t *off, int nt, int64_t n,
+                                                                               int64_t m, float *dw, int64_t ldw) {
+  __m512 c[2][9];
+  for (int h = 0; h < 2; h++)
+    for (int j = 0; j < nt; j++) c[h][j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < m; i++) {
+    const float *d0 = d[0] + i * ds, *d1 = d[1] + i * ds, *d2 = d[2] + i * ds, *d3 = d[3] + i * ds;
+    const float *sj[9];
+    for (int j = 0; j < nt; j++) sj[j] = s + i * ss + off[j];
+    for (int64_t q = 0; q < n; q += 8) {
+      /* rows 0 and 1 in one vector, 2 and 3 in the other */
+      __m512 g0 = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(d0 + q))),
+                                                      _mm256_castps_pd(_mm256_loadu_ps(d1 + q)), 1));
+      __m512 g1 = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(d2 + q))),
+                                                      _mm256_castps_pd(_mm256_loadu_ps(d3 + q)), 1));
+      for (int j = 0; j < nt; j++) {
+        __m512 b = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(sj[j] + q))));
+        c[0][j] = _mm512_fmadd_ps(g0, b, c[0][j]);
+        c[1][j] = _mm512_fmadd_ps(g1, b, c[1][j]);
+      }
+    }
+  }
+  for (int h = 0; h < 2; h++)
+    for (int j = 0; j < nt; j++) {
+      __m512d v = _mm512_castps_pd(c[h][j]);
+      dw[2 * h * ldw + j] += dir_hsum(_mm256_castpd_ps(_mm512_castpd512_pd256(v)));
+      dw[(2 * h + 1) * ldw + j] += dir_hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(v, 1)));
+    }
+}
+
+/* dir_filter_tile over nt taps (a multiple of 3, at most 9): off[0..nt),
+ * dw[r, 0..nt); three at a time, or all at once in AVX-512 (dir_z). */
+DIR512_TARGET static void dir_filter_z(const float *const d[4], int64_t ds, const float *s, int64_t ss,
+                                       const int32_t *off, int nt, int64_t n, int64_t m, float *dw, int64_t ldw) {
+  if (nt == 9) dir_filter_zt(d, ds, s, ss, off, 9, n, m, dw, ldw);
+  else if (nt == 6) dir_filter_zt(d, ds, s, ss, off, 6, n, m, dw, ldw);
+  else dir_filter_zt(d, ds, s, ss, off, 3, n, m, dw, ldw);
+}
+
+DIR_TARGET static void dir_filter_taps(const float *const d[4], int64_t ds, const float *s, int64_t ss,
+                                       const int32_t *off, int nt, int64_t n, int64_t m, float *dw, int64_t ldw) {
+  if (dir_z()) {
+    dir_filter_z(d, ds, s, ss, off, nt, n, m, dw, ldw);
+    return;
+  }
+  for (int j = 0; j < nt; j += 3) dir_filter_tile(d, ds, s, ss, off + j, n, m, dw + j, ldw);
+}
+
 /* Small images (channel-vectorized): t[j][0..16) = sum over taps i in order
  * of a[i][0..16) * s[pos[j] + off[i]], for the 6 output positions pos[j]:
  * 16 output rows in two vectors, each position's input broadcast. */
@@ -1187,9 +1241,9 @@ static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_
                       float *t, int64_t ldt) {
   (void)a, (void)rows4, (void)s, (void)off, (void)k, (void)n, (void)t, (void)ldt;
 }
-static void dir_filter_tile(const float *const d[4], int64_t ds, const float *s, int64_t ss,
-                             const int32_t *off, int64_t n, int64_t m, float *dw, int64_t ldw) {
-  (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)n, (void)m, (void)dw, (void)ldw;
+static void dir_filter_taps(const float *const d[4], int64_t ds, const float *s, int64_t ss,
+                            const int32_t *off, int nt, int64_t n, int64_t m, float *dw, int64_t ldw) {
+  (void)d, (void)ds, (void)s, (void)ss, (void)off, (void)nt, (void)n, (void)m, (void)dw, (void)ldw;
 }
 static void cv_rows(const float *a, int64_t rows16, const float *s, const int32_t *off, int64_t k,
                     const int32_t *pos, int64_t np, float *t) {
@@ -1722,6 +1776,7 @@ static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
 }
 
 static int conv_forward(ExecCtx *c, bool fused) {
+  dir_cpu();   /* the kernels' ISA, before a parallel region reads it */
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
          *bias = fused ? exec_ctx_in(c, 2) : NULL, *out = exec_ctx_out(c, 0);
   Tensor *mom = fused ? exec_ctx_out(c, 2) : NULL, *tr = mom ? exec_ctx_in(c, 3) : NULL;
@@ -1864,8 +1919,115 @@ static inline int pick_2x2(float a, float b, float c, float d) {
   return d != d ? 3 : at;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The windows ox .. ox + n (n from 1 to 16) of one output row whose input
+ * rows start at r0 and r1, in AVX-512 (dir_z): their values a b / c d in
+ * v[0..4) and masks f[0..4) saying which of the four each one picks, as
+ * pick_2x2 does (the first largest; the last NaN over anything else). */
+DIR512_TARGET static inline __attribute__((always_inline)) void quad_z(const float *r0, const float *r1, int64_t n,
+                                                                        bool full, __m512 v[4], __mmask16 f[4]) {
+  const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  __mmask16 lo = n >= 8 ? (__mmask16)0xFFFF : (__mmask16)((1u << (2 * n)) - 1),
+            hi = n <= 8 ? (__mmask16)0 : (__mmask16)((1u << (2 * n - 16)) - 1);
+  __m512 p0, p1, s0, s1;
+  if (full) {
+    p0 = _mm512_loadu_ps(r0), p1 = _mm512_loadu_ps(r0 + 16), s0 = _mm512_loadu_ps(r1), s1 = _mm512_loadu_ps(r1 + 16);
+  } else {
+    p0 = _mm512_maskz_loadu_ps(lo, r0), p1 = _mm512_maskz_loadu_ps(hi, r0 + 16);
+    s0 = _mm512_maskz_loadu_ps(lo, r1), s1 = _mm512_maskz_loadu_ps(hi, r1 + 16);
+  }
+  v[0] = _mm512_permutex2var_ps(p0, ev, p1), v[1] = _mm512_permutex2var_ps(p0, od, p1);
+  v[2] = _mm512_permutex2var_ps(s0, ev, s1), v[3] = _mm512_permutex2var_ps(s0, od, s1);
+  __mmask16 t1 = _mm512_cmp_ps_mask(v[1], v[0], _CMP_GT_OQ);
+  __m512 m = _mm512_mask_mov_ps(v[0], t1, v[1]);
+  __mmask16 t2 = _mm512_cmp_ps_mask(v[2], m, _CMP_GT_OQ);
+  m = _mm512_mask_mov_ps(m, t2, v[2]);
+  __mmask16 t3 = _mm512_cmp_ps_mask(v[3], m, _CMP_GT_OQ);
+  __mmask16 na = _mm512_cmp_ps_mask(v[0], v[0], _CMP_UNORD_Q), nb = _mm512_cmp_ps_mask(v[1], v[1], _CMP_UNORD_Q),
+            nc = _mm512_cmp_ps_mask(v[2], v[2], _CMP_UNORD_Q), nd = _mm512_cmp_ps_mask(v[3], v[3], _CMP_UNORD_Q);
+  __mmask16 ok = (__mmask16)~(na | nb | nc | nd);
+  f[3] = (__mmask16)(nd | (ok & t3));
+  f[2] = (__mmask16)((nc & ~nd) | (ok & t2 & ~t3));
+  f[1] = (__mmask16)((nb & ~nc & ~nd) | (ok & t1 & ~t2 & ~t3));
+  f[0] = (__mmask16)~(f[1] | f[2] | f[3]);
+}
+
+static inline __mmask16 lanes_z(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+
+/* m's first n lanes (at most 16) to p; all 16 when spill: the caller
+ * knows that the floats past the n land where a later store writes.  On
+ * this CPU (Zen 5) the masked loads and stores of a pool's short rows took
+ * 2x the time of the V4 loops; plain ones, 0.55x. */
+DIR512_TARGET static inline __attribute__((always_inline)) void store_z(float *p, __m512 m, int64_t n, bool spill) {
+  if (n >= 16 || spill) _mm512_storeu_ps(p, m);
+  else if (n > 0) _mm512_mask_storeu_ps(p, lanes_z(n), m);
+}
+
+/* pool_2x2_plane in AVX-512: 16 windows of a row at a time, the same
+ * picks, so the same bits.  Rows of up to 16 windows (one vector) spill
+ * into the rows below, written after them, as long as the plane goes on. */
+DIR512_TARGET static void pool_2x2_plane_z(const Window *g, const float *img, float *y) {
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  for (int64_t oy = 0; oy < oh; oy++, y += ow) {
+    const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      int64_t n = ow - ox < 16 ? ow - ox : 16;
+      __m512 v[4];
+      __mmask16 f[4];
+      quad_z(r0 + 2 * ox, r1 + 2 * ox, n, (2 * oy + 1) * w + 2 * ox + 32 <= h * w, v, f);
+      __m512 m = _mm512_mask_mov_ps(_mm512_mask_mov_ps(_mm512_mask_mov_ps(v[0], f[1], v[1]), f[2], v[2]), f[3], v[3]);
+      store_z(y + ox, m, n, ow <= 16 && oy * ow + 16 <= oh * ow);
+    }
+  }
+}
+
+/* pool_2x2_grad_plane in AVX-512; with relu, the gradient then kept where
+ * img > 0 only (start_row's mask, img being relu's output): the bits of
+ * the V4 loop and of that mask after it.  The lanes past a row's windows
+ * are zeros: rows of up to 16 windows spill them into the rows below,
+ * written after them (or, an odd side's last row, zeros anyway), as long
+ * as the plane goes on. */
+DIR512_TARGET static void pool_2x2_grad_plane_z(const Window *g, const float *img, const float *gv, float *d,
+                                                bool relu) {
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  if (h != 2 * oh || w != 2 * ow) memset(d, 0, sizeof *d * (size_t)(h * w));
+  const __m512i i0 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i i1 = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oy = 0; oy < oh; oy++, gv += ow) {
+    const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
+    float *d0 = d + 2 * oy * w, *d1 = d0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      int64_t n = ow - ox < 16 ? ow - ox : 16;
+      bool in = (2 * oy + 1) * w + 2 * ox + 32 <= h * w;   /* both rows' 32 floats inside the plane */
+      __m512 v[4];
+      __mmask16 f[4];
+      quad_z(r0 + 2 * ox, r1 + 2 * ox, n, in, v, f);
+      if (relu)
+        for (int k = 0; k < 4; k++) f[k] = (__mmask16)(f[k] & _mm512_cmp_ps_mask(v[k], zero, _CMP_GT_OQ));
+      __m512 gg = oy * ow + ox + 16 <= oh * ow ? _mm512_maskz_mov_ps(lanes_z(n), _mm512_loadu_ps(gv + ox))
+                                               : _mm512_maskz_loadu_ps(lanes_z(n), gv + ox);
+      __m512 ga = _mm512_maskz_mov_ps(f[0], gg), gb = _mm512_maskz_mov_ps(f[1], gg),
+             gc = _mm512_maskz_mov_ps(f[2], gg), gd = _mm512_maskz_mov_ps(f[3], gg);
+      bool spill = ow <= 16 && in;
+      store_z(d0 + 2 * ox, _mm512_permutex2var_ps(ga, i0, gb), 2 * n, spill);
+      store_z(d0 + 2 * ox + 16, _mm512_permutex2var_ps(ga, i1, gb), 2 * n - 16, spill && n > 8);
+      store_z(d1 + 2 * ox, _mm512_permutex2var_ps(gc, i0, gd), 2 * n, spill);
+      store_z(d1 + 2 * ox + 16, _mm512_permutex2var_ps(gc, i1, gd), 2 * n - 16, spill && n > 8);
+    }
+  }
+}
+#endif
+
 /* One plane of max_pool_2x2: img [H, W] to y [OH, OW]. */
 static void pool_2x2_plane(const Window *g, const float *img, float *y) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (dir_z()) {
+    pool_2x2_plane_z(g, img, y);
+    return;
+  }
+#endif
   const int64_t w = g->w, oh = g->oh, ow = g->ow;
   for (int64_t oy = 0; oy < oh; oy++, y += ow) {
     const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
@@ -1896,6 +2058,12 @@ static void max_pool_2x2(const Window *g, const float *xv, float *yv) {
  * its pick in img, zeros to the rest of it, into d ([H, W]); rows and
  * columns no window covers (odd sides) are zero. */
 static void pool_2x2_grad_plane(const Window *g, const float *img, const float *gv, float *d) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (dir_z()) {
+    pool_2x2_grad_plane_z(g, img, gv, d, false);
+    return;
+  }
+#endif
   const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
   if (h != 2 * oh || w != 2 * ow) memset(d, 0, sizeof *d * (size_t)(h * w));
   for (int64_t oy = 0; oy < oh; oy++, gv += ow) {
@@ -1996,6 +2164,7 @@ static int pool_run(ExecCtx *c, bool max) {
     pool_walk64(&g, max ? POOL_MAX : POOL_AVG, tensor_f64(x64), NULL, tensor_f64(o64));
     return 0;
   }
+  dir_cpu();   /* the 2x2 pool's ISA */
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *out = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, out, &g);
@@ -2172,10 +2341,16 @@ static void start_row(const Prologue *pr, int64_t b, int64_t o, int64_t ch, cons
   if (pr->pooled) {
     /* one plane: no parallel region (even one not taken costs 0.4 us) */
     Window pw = pool_2x2_window(1, cw->oh, cw->ow);
-    pool_2x2_grad_plane(&pw, h, g, dst);
-    for (int64_t k = 0; k < p; k++) {
-      float dk = dst[k], hk = h[k];
-      dst[k] = hk > 0 ? dk : 0.0f;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (dir_z()) pool_2x2_grad_plane_z(&pw, h, g, dst, true);   /* relu's mask in the same pass */
+    else
+#endif
+    {
+      pool_2x2_grad_plane(&pw, h, g, dst);
+      for (int64_t k = 0; k < p; k++) {
+        float dk = dst[k], hk = h[k];
+        dst[k] = hk > 0 ? dk : 0.0f;
+      }
     }
   } else if (h) {
     /* both loaded unconditionally, so the loop is a vector select, not a
@@ -2420,8 +2595,8 @@ static void dir_filter_grad(const DirOut *so, const DirGeom *s, const Window *g,
     for (int64_t r = 0; r < o4; r += 4) {
       const float *dr[4];
       for (int i = 0; i < 4; i++) dr[i] = d + (r + i) * s->cs + g->ph * s->wp + g->pw;
-      for (int64_t t = t0; t < k6 && t < t0 + 9; t += 3)
-        dir_filter_tile(dr, ld, x, lx, off + t, s->q8, m, dw + r * k6 + t, k6);
+      int nt = k6 - t0 < 9 ? (int)(k6 - t0) : 9;
+      dir_filter_taps(dr, ld, x, lx, off + t0, nt, s->q8, m, dw + r * k6 + t0, k6);
     }
 }
 
@@ -2767,6 +2942,7 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
  * Input, Filter and Bias from Output@GRAD and, with relu, the fused op's
  * Output (relu's). */
 static int conv_backward(ExecCtx *c, bool fused) {
+  dir_cpu();   /* the kernels' ISA, before a parallel region reads it */
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
          *out = fused ? exec_ctx_in(c, 3) : NULL, *gpool = fused ? exec_ctx_in(c, 5) : NULL,
          *dout = gpool ? gpool : exec_ctx_in(c, fused ? 4 : 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1),
@@ -2888,6 +3064,7 @@ static int pool_grad64(ExecCtx *c, PoolVisit visit) {
 
 static int k_max_pool2d_grad(ExecCtx *c) {
   if (exec_ctx_out(c, 0)->dtype == DT_F64) return pool_grad64(c, POOL_MAX_GRAD);
+  dir_cpu();
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *dout = exec_ctx_in(c, 1), *dx = exec_ctx_out(c, 0);
   Window g;
   pool_window(c, x, dout, &g);
