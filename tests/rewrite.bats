@@ -43,14 +43,52 @@ EOF
   [ "$("$NETRUN" dump --fused --no-fuse loopconv.net)" = "$plain" ]
   [ "$("$NETRUN" dump --fused --check-nan loopconv.net)" = "$plain" ]
   # The backward: the gradient chain of the layer is one op, the grad of
-  # the op that stands for the forward.
+  # the op that stands for the forward; the relu's output, which only it
+  # reads, is made as a mask of where the pool's gradient goes.
   run "$NETRUN" dump --backward --fused loopconv.net
-  [[ "$output" == *"{Filter@GRAD=[K@GRAD], Bias@GRAD=[c@GRAD]} = fused_conv2d_grad(Input=[x], Filter=[K], Bias=[c], Output=[t.4], Pooled@GRAD=[h@GRAD]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=true, strides=[1, 1]}  # grad of fused_conv2d at loopconv.net:5"* ]]
+  [[ "$output" == *"  var t.4@MASK : bool[2, 2, 6, 6]"* ]]
+  [[ "$output" == *"  {Pooled=[h], Mask=[t.4@MASK]} = fused_conv2d(Input=[x], Filter=[K], Bias=[c]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=true, strides=[1, 1]}"* ]]
+  [[ "$output" == *"{Filter@GRAD=[K@GRAD], Bias@GRAD=[c@GRAD]} = fused_conv2d_grad(Input=[x], Filter=[K], Bias=[c], Pooled@GRAD=[h@GRAD], Mask=[t.4@MASK]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=true, strides=[1, 1]}  # grad of fused_conv2d at loopconv.net:5"* ]]
   [[ "$output" != *"= relu_grad("* && "$output" != *"= conv2d_grad("* && "$output" != *"= max_pool2d_grad("* ]]
   # --fused prints a program: not with --ast.
   run "$NETRUN" dump --ast --fused loopconv.net
   [ "$status" -eq 2 ]
   [ "$output" = "$(printf "netrun: --fused prints the rewritten program: not with --ast\nTry 'netrun dump --help'.")" ]
+}
+
+# A pooled conv layer's relu output that only the layer's gradient reads
+# becomes Mask (a byte per output: where the pool's gradient goes); read by
+# anything else, or named, it stays Output.  Either way the bits are those
+# of --no-fuse, and of --check-nan (the ops the fused ones stand for).
+@test "a pooled conv layer writes Mask for its gradient instead of Output, unless the relu's output is read or named: the bits of --no-fuse" {
+  cat > mask.net <<'EOF'
+input x : f32[3, 2, 10, 9] = uniform_random([3, 2, 10, 9], min=-1.0, max=1.0)
+param K : [4, 2, 3, 3] = uniform(-0.5, 0.5)
+param c : [4, 1, 1] = uniform(-0.2, 0.2)
+param K2 : [4, 2, 3, 3] = uniform(-0.5, 0.5)
+param c2 : [4, 1, 1] = uniform(-0.2, 0.2)
+h = max_pool2d(relu(conv2d(x, K, paddings=[1, 1]) + c), ksize=[2, 2])
+r = relu(conv2d(x, K2, paddings=[1, 1]) + c2)
+h2 = max_pool2d(r, ksize=[2, 2])
+loss = sum(sin(h)) + sum(sin(h2)) + 0.1 * sum(r)
+EOF
+  run -0 "$NETRUN" dump --backward --fused mask.net
+  [ "$(grep -c '= fused_conv2d(' <<< "$output")" = 2 ]
+  [ "$(grep -c '= fused_conv2d_grad(' <<< "$output")" = 2 ]
+  [[ "$output" == *"{Pooled=[h], Mask=[t.3@MASK]} = fused_conv2d(Input=[x], Filter=[K], Bias=[c])"* ]]
+  [[ "$output" == *"{Output=[r], Pooled=[h2]} = fused_conv2d(Input=[x], Filter=[K2], Bias=[c2])"* ]]
+  [[ "$output" == *"Pooled@GRAD=[h@GRAD], Mask=[t.3@MASK])"* ]]
+  [ "$(grep -c '@MASK' <<< "$output")" = 3 ]
+  "$NETRUN" grad --format json mask.net > fused.json
+  "$NETRUN" grad --format json --no-fuse mask.net > plain.json
+  "$NETRUN" grad --format json --check-nan mask.net > nan.json
+  NETRUN_TEST_ISA=avx2 "$NETRUN" grad --format json mask.net > avx2.json
+  cmp fused.json plain.json
+  cmp fused.json nan.json
+  cmp fused.json avx2.json
+  # the forward alone keeps Output: nothing reads a mask
+  run -0 "$NETRUN" dump --fused mask.net
+  [[ "$output" == *"{Output=[t.3], Pooled=[h]} = fused_conv2d("* && "$output" != *"@MASK"* ]]
 }
 
 @test "a loop's gradient after a fused layer finds the turns of its loop: the bits of --no-fuse and of the tape" {

@@ -58,6 +58,8 @@ const char *name_stats(Arena *a, const char *v) { return arena_printf(a, "%s@STA
 
 const char *name_moments(Arena *a, const char *v) { return arena_printf(a, "%s@MOMENTS", v); }
 
+const char *name_mask(Arena *a, const char *v) { return arena_printf(a, "%s@MASK", v); }
+
 const char *name_rename(Arena *a, const char *v, int k) { return arena_printf(a, "%s" NAME_RENAME "%d", v, k); }
 
 bool name_is_write_of(const char *n, const char *v) {

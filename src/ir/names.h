@@ -40,6 +40,8 @@
 const char *name_stats(Arena *a, const char *v);
 /* v@MOMENTS */
 const char *name_moments(Arena *a, const char *v);
+/* v@MASK */
+const char *name_mask(Arena *a, const char *v);
 /* v@GRAD */
 const char *name_grad(Arena *a, const char *v);
 /* v@GRAD, then the level suffix (name_level: "" or "@L<n>"), then "@B<block>"

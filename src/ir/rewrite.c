@@ -1148,6 +1148,82 @@ static int conv_moments(Program *p) {
   return made;
 }
 
+/* A copy of op (which it stands for: --check-nan runs op's originals, or
+ * op) with its slot `drop` left out (an input, or an output) and `add`
+ * (an input, or an output) reading or writing `name`. */
+static OpDesc *op_with_slot(Program *p, const OpDesc *op, const char *drop, bool in, const char *add,
+                            const char *name) {
+  OpDesc *n = op_new(p, op->type, op->span);
+  n->call = op->call;
+  for (int s = 0; s < op->nin; s++) {
+    if (in && strcmp(op->in[s].name, drop) == 0) continue;
+    Slot *d = op_add_input(p, n, op->in[s].name);
+    for (int j = 0; j < op->in[s].n; j++) slot_push(p, d, op->in[s].args[j]);
+  }
+  if (in) add1(p, n, true, add, name);
+  for (int s = 0; s < op->nout; s++) {
+    if (!in && strcmp(op->out[s].name, drop) == 0) continue;
+    Slot *d = op_add_output(p, n, op->out[s].name);
+    for (int j = 0; j < op->out[s].n; j++) slot_push(p, d, op->out[s].args[j]);
+  }
+  if (!in) add1(p, n, false, add, name);
+  for (int k = 0; k < op->nattrs; k++) op_set_attr(p, n, op->attrs[k].name, op->attrs[k].v);
+  n->fwd_block = op->fwd_block, n->fwd_op = op->fwd_op;
+  if (op->norig) {
+    n->orig = op->orig;
+    n->norig = op->norig;
+  } else {
+    n->orig = arena_alloc(p->arena, sizeof *n->orig);
+    n->orig[0] = (OpDesc *)op;
+    n->norig = 1;
+  }
+  return n;
+}
+
+/* fused_conv2d with relu and a 2x2 pool, whose Output (relu's) only the
+ * layer's fused_conv2d_grad ops read, beside the pool's gradient: all they
+ * need of it is where each window's gradient goes, its pick when positive.
+ * The convolution writes that instead (X@MASK, bool, Output's shape: a
+ * quarter of Output's bytes) and keeps each image's output in its cache;
+ * the gradients read Mask.  Only where X is a value of block 0 that
+ * nobody can name or keeps, written once, and where the forward runs in
+ * the same program as its gradients (RW_KEEP). */
+static int conv_mask(Program *p, const RewriteOpts *o) {
+  Block *b = p->blocks[0];
+  Uses u = uses_count(p);
+  int made = 0;
+  for (int i = 0; i < b->nops; i++) {
+    OpDesc *fc = b->ops[i];
+    const Attr *relu = is_op(fc, "fused_conv2d") ? op_attr(fc, "relu") : NULL;
+    const char *x = op_out1(fc, "Output");
+    int k = use_index(p, &u, x);
+    const VarDesc *xv = k >= 0 ? prog_var(p, x) : NULL;
+    if (!relu || relu->v.type != ATTR_BOOL || !relu->v.u.i || !op_out1(fc, "Pooled") || op_out1(fc, "Moments") ||
+        !xv || xv->block != 0 || xv->dtype != DT_F32 || xv->shape.rank != 4 || nameable(p, xv) ||
+        (xv->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE | VAR_KEPT)) || u.nw[k] != 1 ||
+        u.wblk[k] != 0 || u.wop[k] != i || prog_var(p, name_mask(p->arena, x)))
+      continue;
+    bool kept = false;
+    for (int j = 0; j < o->nkeep && !kept; j++) kept = same(o->keep[j], x);
+    int readers = 0;
+    for (int j = i + 1; j < b->nops; j++) {
+      const OpDesc *g = b->ops[j];
+      if (is_op(g, "fused_conv2d_grad") && same(op_in1(g, "Output"), x) && op_in1(g, "Pooled@GRAD")) readers++;
+    }
+    if (kept || readers == 0 || readers != u.nr[k]) continue;
+    VarDesc *mv = prog_add_var(p, b, name_mask(p->arena, x));
+    mv->dtype = DT_BOOL;
+    mv->shape = xv->shape;
+    b->ops[i] = op_with_slot(p, fc, "Output", false, "Mask", mv->name);
+    for (int j = i + 1; j < b->nops; j++)
+      if (is_op(b->ops[j], "fused_conv2d_grad") && same(op_in1(b->ops[j], "Output"), x))
+        b->ops[j] = op_with_slot(p, b->ops[j], "Output", true, "Mask", mv->name);
+    made++;
+  }
+  uses_free(&u);
+  return made;
+}
+
 int rewrite_program(Program *p, const RewriteOpts *o) {
   OpDesc **starts;
   Marks mk = marks_of(p, o);
@@ -1156,6 +1232,7 @@ int rewrite_program(Program *p, const RewriteOpts *o) {
   if (o->sets & RW_FUSE) made += rewrite_round(p, &mk, o, 1);
   if ((o->sets & RW_FUSE) && (o->sets & RW_KEEP)) made += bn_stats(p);
   if (o->sets & RW_FUSE) made += conv_moments(p);
+  if ((o->sets & RW_FUSE) && (o->sets & RW_KEEP)) made += conv_mask(p, o);
   if (nstarts) place_starts(p, &mk, starts, nstarts);
   marks_back(p, o, &mk);
   mem_free(starts);

@@ -166,7 +166,8 @@ static bool infer_conv2d(InferCtx *c) {
 static bool infer_fused_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
-  reg_infer_set(c, "Output", 0, DT_F32, &s);
+  if (reg_infer_out_count(c, "Output") > 0) reg_infer_set(c, "Output", 0, DT_F32, &s);
+  if (reg_infer_out_count(c, "Mask") > 0) reg_infer_set(c, "Mask", 0, DT_BOOL, &s);
   if (reg_infer_out_count(c, "Moments") > 0) {
     Shape ms = {.rank = 3, .d = {s.rank == 4 ? s.d[0] : dim_unknown(), s.rank == 4 ? s.d[1] : dim_unknown(), dim_n(2)}};
     reg_infer_set(c, "Moments", 0, DT_F64, &ms);
@@ -486,11 +487,14 @@ typedef struct Epilogue {
   float *pooled;       /* or NULL: the output's 2x2 max pool, stride 2 */
   double *moments;     /* or NULL: [N, O, 2], each image's sum and squared deviations per
                           channel (vmath_run_moments), for the batch norm that reads Output */
+  uint8_t *mask;       /* or NULL (with pooled and relu): [N, O, OH, OW], 1 at each window's
+                          pick when positive, where the pool's gradient goes */
 } Epilogue;
 
 static bool pool_2x2(const Window *g);
 static void max_pool_2x2(const Window *g, const float *xv, float *y);
 static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv, float *d);
+static void max_pool_2x2_mask(const Window *g, const float *xv, float *y, uint8_t *mask);
 
 /* The window of a 2x2 max pool, stride 2, over c planes of oh x ow. */
 static Window pool_2x2_window(int64_t c, int64_t oh, int64_t ow) {
@@ -498,19 +502,21 @@ static Window pool_2x2_window(int64_t c, int64_t oh, int64_t ow) {
                   .sw = 2, .dh = 1, .dw = 1};
 }
 
-/* After image b's channels [ch, ch + rows) of out ([N, O, OH, OW]) are
- * finished: their pool and their moments, while they are in cache. */
+/* After image b's channels [ch, ch + rows) of Output ([N, O, OH, OW]),
+ * at img, are finished: their pool (and its mask) and their moments, while
+ * they are in cache. */
 static void pool_rows(const Epilogue *e, const Window *g, int64_t o, int64_t b, int64_t ch, int64_t rows,
-                      const float *out) {
+                      const float *img) {
   if (!e) return;
   int64_t p = g->oh * g->ow;
   if (e->moments)
     for (int64_t r = ch; r < ch + rows; r++)
-      vmath_run_moments_f32(out + (b * o + r) * p, p, &e->moments[2 * (b * o + r)], &e->moments[2 * (b * o + r) + 1]);
+      vmath_run_moments_f32(img + (r - ch) * p, p, &e->moments[2 * (b * o + r)], &e->moments[2 * (b * o + r) + 1]);
   if (!e->pooled) return;
   Window pw = pool_2x2_window(rows, g->oh, g->ow);
   int64_t pp = pw.oh * pw.ow;
-  max_pool_2x2(&pw, out + (b * o + ch) * p, e->pooled + (b * o + ch) * pp);
+  if (e->mask) max_pool_2x2_mask(&pw, img, e->pooled + (b * o + ch) * pp, e->mask + (b * o + ch) * p);
+  else max_pool_2x2(&pw, img, e->pooled + (b * o + ch) * pp);
 }
 
 /* rows rows of p outputs, from src (row stride lds) to dst (row stride
@@ -663,12 +669,12 @@ static void conv_batch(const ConvPlan *pl, const Window *g, int64_t o, int64_t g
     conv_gemm(pl, false, false, og, cols, kk, a, kk, bm, cols, 0.0f, dst, cols);
     if (m == 1) {
       if (e) finish_rows(e, gi * og, og, p, dst, p, dst, p);
-      pool_rows(e, g, o, b0, gi * og, og, out);
+      pool_rows(e, g, o, b0, gi * og, og, out + (b0 * o + gi * og) * p);
       continue;
     }
     for (int64_t b = 0; b < m; b++) {
       finish_rows(e, gi * og, og, p, buf->tmp + b * p, cols, out + ((b0 + b) * o + gi * og) * p, p);
-      pool_rows(e, g, o, b0 + b, gi * og, og, out);
+      pool_rows(e, g, o, b0 + b, gi * og, og, out + ((b0 + b) * o + gi * og) * p);
     }
   }
 }
@@ -1368,21 +1374,24 @@ static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, cons
   int32_t *off = dir_offsets(&s, g->c, g->kh, g->kw);
   int threads = dir_threads(g, g->n, o);
   float **pad = mem_calloc((size_t)threads, sizeof *pad), **t = mem_calloc((size_t)threads, sizeof *t);
+  float **img = mem_calloc((size_t)threads, sizeof *img);   /* without Output: each image's output */
   for (int i = 0; i < threads; i++) {
     pad[i] = mem_calloc((size_t)dir_len(&s, g->c), sizeof **pad);
     t[i] = mem_alloc(NULL, sizeof **t * (size_t)dir_scratch(&so, &s, o));
+    if (!out) img[i] = mem_alloc(NULL, sizeof **img * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t b = 0; b < g->n; b++) {
     if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
     int th = par_thread();
-    float *dst = out + b * o * p;
+    float *dst = out ? out + b * o * p : img[th];
     dir_load(&s, g0, g->c, in + b * g0->c * g0->h * g0->w, pad[th]);
     dir_compute(&so, &s, g, a, o, pad[th], off, k, t[th], dst);
     if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
-    pool_rows(e, g, o, b, 0, o, out);
+    pool_rows(e, g, o, b, 0, o, dst);
   }
-  for (int i = 0; i < threads; i++) mem_free(pad[i]), mem_free(t[i]);
+  for (int i = 0; i < threads; i++) mem_free(pad[i]), mem_free(t[i]), mem_free(img[i]);
+  mem_free(img);
   mem_free(pad);
   mem_free(t);
   mem_free(off);
@@ -1652,20 +1661,28 @@ static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const f
   int64_t p = g->oh * g->ow;
   int threads = dir_threads(g, g->n, o);
   WinoBufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
-  for (int i = 0; i < threads; i++) bufs[i] = wino_bufs(&z);
+  float **img = mem_calloc((size_t)threads, sizeof *img);   /* without Output: each image's output */
+  for (int i = 0; i < threads; i++) {
+    bufs[i] = wino_bufs(&z);
+    if (!out) img[i] = mem_alloc(NULL, sizeof **img * (size_t)(o * p));
+  }
   PAR_EACH(threads > 1, threads)
   for (int64_t b = 0; b < g->n; b++) {
     if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
-    float *dst = out + b * o * p;
+    float *dst = out ? out + b * o * p : img[par_thread()];
     wino_image(&z, in + b * g->c * g->h * g->w, &bufs[par_thread()], dst);
     if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
-    pool_rows(e, g, o, b, 0, o, out);
+    pool_rows(e, g, o, b, 0, o, dst);
   }
-  for (int i = 0; i < threads; i++) wino_bufs_free(&bufs[i]);
+  for (int i = 0; i < threads; i++) wino_bufs_free(&bufs[i]), mem_free(img[i]);
+  mem_free(img);
   mem_free(bufs);
   wino_free(&z);
 }
 
+/* out may be NULL (fused_conv2d writing Mask instead): the direct and
+ * Winograd kernels then keep each image's output in a buffer of their
+ * thread, the others in one of the whole batch. */
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                       const float *filt, float *out, const Epilogue *e) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
@@ -1673,12 +1690,18 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
     if (e && e->moments) memset(e->moments, 0, sizeof *e->moments * (size_t)(2 * g->n * o));
     return 0;
   }
+  if (!out && !(kk > 0 && conv_direct_ok(g, o, groups))) {
+    float *whole = mem_alloc(NULL, sizeof *whole * (size_t)(g->n * o * p));
+    int rc = conv2d_f32(c, g, o, groups, in, filt, whole, e);
+    mem_free(whole);
+    return rc;
+  }
   if (kk == 0) {
     memset(out, 0, sizeof *out * (size_t)(g->n * o * p));
     if (e)
       for (int64_t b = 0; b < g->n; b++) {
         finish_rows(e, 0, o, p, out + b * o * p, p, out + b * o * p, p);
-        pool_rows(e, g, o, b, 0, o, out);
+        pool_rows(e, g, o, b, 0, o, out + b * o * p);
       }
     return 0;
   }
@@ -1786,13 +1809,17 @@ static int conv_forward(ExecCtx *c, bool fused) {
     rc = exec_ctx_fail(c, "internal error: Bias does not hold one f32 per output channel");
   if (rc == 0 && mom && (mom->dtype != DT_F64 || mom->numel != 2 * x->shape[0] * f->shape[0]))
     rc = exec_ctx_fail(c, "internal error: Moments does not fit Output");
-  if (rc == 0) {
-    Window g = conv_window(c, x, out, f);
-    Tensor *pooled = fused ? exec_ctx_out(c, 1) : NULL;
-    Epilogue e = {bias ? tensor_f32(bias) : NULL, fused && exec_ctx_attr_i(c, "relu") != 0,
-                  pooled ? tensor_f32(pooled) : NULL, mom ? tensor_f64(mom) : NULL};
+  Tensor *pooled = fused ? exec_ctx_out(c, 1) : NULL, *mask = fused ? exec_ctx_out(c, 3) : NULL;
+  bool relu = fused && exec_ctx_attr_i(c, "relu") != 0;
+  const Tensor *shape = out ? out : mask;   /* Output's shape */
+  if (rc == 0 && (!shape || (mask && (mask->dtype != DT_BOOL || !pooled || !relu || shape->numel != mask->numel))))
+    rc = exec_ctx_fail(c, "internal error: Mask needs Pooled and relu, and stands for Output");
+  if (rc == 0 && shape) {
+    Window g = conv_window(c, x, shape, f);
+    Epilogue e = {bias ? tensor_f32(bias) : NULL, relu, pooled ? tensor_f32(pooled) : NULL,
+                  mom ? tensor_f64(mom) : NULL, mask ? tensor_bool(mask) : NULL};
     rc = conv2d_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
-                    tensor_f32(out), fused ? &e : NULL);
+                    out ? tensor_f32(out) : NULL, fused ? &e : NULL);
   }
   tensor_unref(x);
   tensor_unref(f);
@@ -1964,24 +1991,6 @@ DIR512_TARGET static inline __attribute__((always_inline)) void store_z(float *p
   else if (n > 0) _mm512_mask_storeu_ps(p, lanes_z(n), m);
 }
 
-/* pool_2x2_plane in AVX-512: 16 windows of a row at a time, the same
- * picks, so the same bits.  Rows of up to 16 windows (one vector) spill
- * into the rows below, written after them, as long as the plane goes on. */
-DIR512_TARGET static void pool_2x2_plane_z(const Window *g, const float *img, float *y) {
-  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
-  for (int64_t oy = 0; oy < oh; oy++, y += ow) {
-    const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
-    for (int64_t ox = 0; ox < ow; ox += 16) {
-      int64_t n = ow - ox < 16 ? ow - ox : 16;
-      __m512 v[4];
-      __mmask16 f[4];
-      quad_z(r0 + 2 * ox, r1 + 2 * ox, n, (2 * oy + 1) * w + 2 * ox + 32 <= h * w, v, f);
-      __m512 m = _mm512_mask_mov_ps(_mm512_mask_mov_ps(_mm512_mask_mov_ps(v[0], f[1], v[1]), f[2], v[2]), f[3], v[3]);
-      store_z(y + ox, m, n, ow <= 16 && oy * ow + 16 <= oh * ow);
-    }
-  }
-}
-
 /* pool_2x2_grad_plane in AVX-512; with relu, the gradient then kept where
  * img > 0 only (start_row's mask, img being relu's output): the bits of
  * the V4 loop and of that mask after it.  The lanes past a row's windows
@@ -2020,17 +2029,24 @@ DIR512_TARGET static void pool_2x2_grad_plane_z(const Window *g, const float *im
 }
 #endif
 
-/* One plane of max_pool_2x2: img [H, W] to y [OH, OW]. */
-static void pool_2x2_plane(const Window *g, const float *img, float *y) {
+#if defined(__x86_64__) && defined(__GNUC__)
+static void pool_2x2_plane_z(const Window *g, const float *img, float *y, uint8_t *m);
+#endif
+
+/* One plane of max_pool_2x2: img [H, W] to y [OH, OW], and with m its
+ * mask (max_pool_2x2_mask). */
+static void pool_2x2_plane(const Window *g, const float *img, float *y, uint8_t *m) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (dir_z()) {
-    pool_2x2_plane_z(g, img, y);
+    pool_2x2_plane_z(g, img, y, m);
     return;
   }
 #endif
-  const int64_t w = g->w, oh = g->oh, ow = g->ow;
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  if (m && (h != 2 * oh || w != 2 * ow)) memset(m, 0, (size_t)(h * w));
   for (int64_t oy = 0; oy < oh; oy++, y += ow) {
     const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
+    uint8_t *m0 = m ? m + 2 * oy * w : NULL, *m1 = m ? m0 + w : NULL;
     /* four windows at a time; from 4 on, the last four overlap the ones
      * before them (writing the same values again) instead of a scalar tail */
     for (int64_t ox = 0; ox < ow && ow >= 4; ox += 4) {
@@ -2038,10 +2054,20 @@ static void pool_2x2_plane(const Window *g, const float *img, float *y) {
       Quad q;
       quad_scan(&q, r0 + 2 * ox, r1 + 2 * ox);
       store4(y + ox, (V4f)((q.pa & (V4i)q.a) | (q.pb & (V4i)q.b) | (q.pc & (V4i)q.c) | (q.pd & (V4i)q.d)));
+      if (!m) continue;
+      V4f zero = {0, 0, 0, 0};
+      V4i a = q.pa & (q.a > zero), b = q.pb & (q.b > zero), c = q.pc & (q.c > zero), d = q.pd & (q.d > zero);
+      for (int k = 0; k < 4; k++) {
+        m0[2 * (ox + k)] = (uint8_t)(a[k] & 1), m0[2 * (ox + k) + 1] = (uint8_t)(b[k] & 1);
+        m1[2 * (ox + k)] = (uint8_t)(c[k] & 1), m1[2 * (ox + k) + 1] = (uint8_t)(d[k] & 1);
+      }
     }
     for (int64_t ox = 0; ox < ow && ow < 4; ox++) {
       float v[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-      y[ox] = v[pick_2x2(v[0], v[1], v[2], v[3])];
+      int at = pick_2x2(v[0], v[1], v[2], v[3]);
+      y[ox] = v[at];
+      if (m)
+        for (int k = 0; k < 4; k++) (k < 2 ? m0 : m1)[2 * ox + k % 2] = (uint8_t)(k == at && v[k] > 0);
     }
   }
 }
@@ -2051,7 +2077,7 @@ static void max_pool_2x2(const Window *g, const float *xv, float *yv) {
   PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
   for (int64_t pl = 0; pl < planes; pl++)
     if (!exec_interrupted())   /* Ctrl-C between planes (an OpenMP loop cannot break) */
-      pool_2x2_plane(g, xv + pl * g->h * g->w, yv + pl * g->oh * g->ow);
+      pool_2x2_plane(g, xv + pl * g->h * g->w, yv + pl * g->oh * g->ow, NULL);
 }
 
 /* One plane of max_pool_2x2_grad: each window's gradient (gv, [OH, OW]) to
@@ -2098,6 +2124,126 @@ static void max_pool_2x2_grad(const Window *g, const float *xv, const float *gv,
   for (int64_t pl = 0; pl < planes; pl++)
     if (!exec_interrupted())   /* Ctrl-C between planes (an OpenMP loop cannot break) */
       pool_2x2_grad_plane(g, xv + pl * g->h * g->w, gv + pl * g->oh * g->ow, d + pl * g->h * g->w);
+}
+
+/* ---- the pool's mask: where its gradient goes ----------------------------------------
+ * fused_conv2d with relu and a 2x2 pool may write, instead of its Output,
+ * a byte per output that says whether the pool's gradient goes there: at
+ * each window's pick (pick_2x2) when the value is positive (relu's mask),
+ * 0 elsewhere and where no window reaches (odd sides).  The gradient then
+ * reads a quarter of Output's bytes, and the forward keeps each image's
+ * output in its cache.  The pooled values and the gradients are those of
+ * the pool over Output and of max_pool_2x2_grad and relu's mask after it,
+ * so the bits are the same (tests/conv_direct.bats). */
+
+/* One plane's gradient: d [H, W] = the window's gradient (gv [OH, OW])
+ * where m says, else 0. */
+static void pool_2x2_mask_grad_plane_v4(const Window *g, const uint8_t *m, const float *gv, float *d) {
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  for (int64_t y = 0; y < 2 * oh; y++) {
+    const float *gr = gv + y / 2 * ow;
+    const uint8_t *mr = m + y * w;
+    float *dr = d + y * w;
+    for (int64_t x = 0; x < ow; x++) {
+      float v = gr[x];
+      dr[2 * x] = mr[2 * x] ? v : 0.0f;
+      dr[2 * x + 1] = mr[2 * x + 1] ? v : 0.0f;
+    }
+    if (w > 2 * ow) dr[w - 1] = 0.0f;
+  }
+  if (h > 2 * oh) memset(d + (h - 1) * w, 0, sizeof *d * (size_t)w);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* v's 16 lanes (0 or 1) as bytes to p; n of them (0 to 16), or all 16
+ * when spill (see store_z). */
+DIR512_TARGET static inline __attribute__((always_inline)) void bytes_z(uint8_t *p, __m512i w, int64_t n,
+                                                                         bool spill) {
+  __m128i v = _mm512_cvtepi32_epi8(w);
+  if (n >= 16 || spill) _mm_storeu_si128((__m128i *)p, v);
+  else if (n > 0) {
+    uint8_t b[16];
+    _mm_storeu_si128((__m128i *)b, v);
+    memcpy(p, b, (size_t)n);
+  }
+}
+
+/* pool_2x2_plane in AVX-512: 16 windows of a row at a time, the same
+ * picks, so the same bits.  Rows of up to 16 windows (one vector) spill
+ * into the rows below, written after them, as long as the plane goes on.
+ * With m, also the mask (see max_pool_2x2_mask), whose rows hold two
+ * windows' bytes interleaved. */
+DIR512_TARGET static void pool_2x2_plane_z(const Window *g, const float *img, float *y, uint8_t *m) {
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  if (m && (h != 2 * oh || w != 2 * ow)) memset(m, 0, (size_t)(h * w));
+  const __m512i i0 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i i1 = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oy = 0; oy < oh; oy++, y += ow) {
+    const float *r0 = img + 2 * oy * w, *r1 = r0 + w;
+    uint8_t *m0 = m ? m + 2 * oy * w : NULL, *m1 = m ? m0 + w : NULL;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      int64_t n = ow - ox < 16 ? ow - ox : 16;
+      bool in = (2 * oy + 1) * w + 2 * ox + 32 <= h * w;
+      __m512 v[4];
+      __mmask16 f[4];
+      quad_z(r0 + 2 * ox, r1 + 2 * ox, n, in, v, f);
+      __m512 mx = _mm512_mask_mov_ps(_mm512_mask_mov_ps(_mm512_mask_mov_ps(v[0], f[1], v[1]), f[2], v[2]), f[3], v[3]);
+      store_z(y + ox, mx, n, ow <= 16 && oy * ow + 16 <= oh * ow);
+      if (!m) continue;
+      __m512i b[4];   /* 1 where the window's gradient goes, lanes past n 0 */
+      for (int j = 0; j < 4; j++)
+        b[j] = _mm512_maskz_set1_epi32((__mmask16)(f[j] & lanes_z(n) & _mm512_cmp_ps_mask(v[j], zero, _CMP_GT_OQ)), 1);
+      /* a row's outputs: window i's left at 2i, its right at 2i + 1 */
+      bool spill = ow <= 16 && in;
+      bytes_z(m0 + 2 * ox, _mm512_permutex2var_epi32(b[0], i0, b[1]), 2 * n, spill);
+      bytes_z(m0 + 2 * ox + 16, _mm512_permutex2var_epi32(b[0], i1, b[1]), 2 * n - 16, spill && n > 8);
+      bytes_z(m1 + 2 * ox, _mm512_permutex2var_epi32(b[2], i0, b[3]), 2 * n, spill);
+      bytes_z(m1 + 2 * ox + 16, _mm512_permutex2var_epi32(b[2], i1, b[3]), 2 * n - 16, spill && n > 8);
+    }
+  }
+}
+
+/* pool_2x2_mask_grad_plane_v4 in AVX-512: 16 outputs of a row at a time
+ * (eight windows' gradients, each twice); the lanes past a row land in
+ * the rows below, written after it, as long as the plane goes on. */
+DIR512_TARGET static void pool_2x2_mask_grad_plane_z(const Window *g, const uint8_t *m, const float *gv, float *d) {
+  const int64_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  for (int64_t y = 0; y < 2 * oh; y++) {
+    const float *gr = gv + y / 2 * ow;
+    const uint8_t *mr = m + y * w;
+    float *dr = d + y * w;
+    int64_t x = 0;
+    for (; x < w && y * w + x + 16 <= h * w && y / 2 * ow + x / 2 + 8 <= oh * ow; x += 16) {
+      __mmask16 k = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(mr + x))),
+                                           _mm512_set1_epi32(0xFF));
+      __m512 gg = _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(_mm256_loadu_ps(gr + x / 2)));
+      _mm512_storeu_ps(dr + x, _mm512_maskz_mov_ps(k, gg));
+    }
+    for (; x < w; x++) dr[x] = x < 2 * ow && mr[x] ? gr[x / 2] : 0.0f;
+  }
+  if (h > 2 * oh) memset(d + (h - 1) * w, 0, sizeof *d * (size_t)w);
+}
+#endif
+
+static void pool_2x2_mask_grad_plane(const Window *g, const uint8_t *m, const float *gv, float *d) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (dir_z()) {
+    pool_2x2_mask_grad_plane_z(g, m, gv, d);
+    return;
+  }
+#endif
+  pool_2x2_mask_grad_plane_v4(g, m, gv, d);
+}
+
+/* max_pool_2x2 of every plane of xv, and the mask of each (see above). */
+static void max_pool_2x2_mask(const Window *g, const float *xv, float *yv, uint8_t *mask) {
+  int64_t planes = g->n * g->c;
+  PAR_FOR(planes > 1 && planes * g->h * g->w >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++)
+    if (!exec_interrupted())
+      pool_2x2_plane(g, xv + pl * g->h * g->w, yv + pl * g->oh * g->ow, mask + pl * g->h * g->w);
 }
 
 /* What pool_walk does at each window. */
@@ -2329,6 +2475,7 @@ typedef struct Prologue {
   const float *out;    /* relu's output, laid out as Output@GRAD; or NULL */
   float *dbias;        /* [O], summed by conv2d_grad_f32 */
   bool pooled;         /* the gradients given are those of out's 2x2 max pool */
+  const uint8_t *mask; /* with pooled, instead of out: where the pool's gradient goes (Mask) */
   float *sums;         /* [N, O, OH]: each row's sum, added up in order at the end */
 } Prologue;
 
@@ -2341,11 +2488,11 @@ static void start_row(const Prologue *pr, int64_t b, int64_t o, int64_t ch, cons
   if (pr->pooled) {
     /* one plane: no parallel region (even one not taken costs 0.4 us) */
     Window pw = pool_2x2_window(1, cw->oh, cw->ow);
+    if (pr->mask) pool_2x2_mask_grad_plane(&pw, pr->mask + (b * o + ch) * p, g, dst);
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (dir_z()) pool_2x2_grad_plane_z(&pw, h, g, dst, true);   /* relu's mask in the same pass */
-    else
+    else if (dir_z()) pool_2x2_grad_plane_z(&pw, h, g, dst, true);   /* relu's mask in the same pass */
 #endif
-    {
+    else {
       pool_2x2_grad_plane(&pw, h, g, dst);
       for (int64_t k = 0; k < p; k++) {
         float dk = dst[k], hk = h[k];
@@ -2945,20 +3092,23 @@ static int conv_backward(ExecCtx *c, bool fused) {
   dir_cpu();   /* the kernels' ISA, before a parallel region reads it */
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
          *out = fused ? exec_ctx_in(c, 3) : NULL, *gpool = fused ? exec_ctx_in(c, 5) : NULL,
+         *mask = fused ? exec_ctx_in(c, 6) : NULL,
          *dout = gpool ? gpool : exec_ctx_in(c, fused ? 4 : 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1),
          *db = fused ? exec_ctx_out(c, 2) : NULL;
-  /* The output's shape: that of its gradient, or of Output beside a pool's */
-  const Tensor *shape = gpool ? out : dout;
+  /* The output's shape: that of its gradient, or of Output (or Mask) beside a pool's */
+  const Tensor *shape = gpool ? (out ? out : mask) : dout;
   int rc = 0;
   if (db && (!dout || !shape || shape->rank != 4 || db->dtype != DT_F32 || db->numel != f->shape[0] ||
              dout->dtype != DT_F32 || (out && out->dtype != DT_F32) ||
              (out && !gpool && out->numel != dout->numel) ||
              (gpool && gpool->numel != shape->shape[0] * shape->shape[1] * (shape->shape[2] / 2) *
-                                           (shape->shape[3] / 2))))
+                                           (shape->shape[3] / 2)) ||
+             (mask && (!gpool || mask->dtype != DT_BOOL || mask->numel != shape->numel))))
     rc = exec_ctx_fail(c, "internal error: Bias, Output or the gradient do not fit the convolution");
   if (rc == 0) {
     Window g = conv_window(c, x, shape, f);
-    Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL, NULL};
+    Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL,
+                   mask ? tensor_bool(mask) : NULL, NULL};
     rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
                          fused ? &pr : NULL);
@@ -3239,11 +3389,14 @@ OpProto op_table_conv[] = {
             {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Bias", SLOT_OPTIONAL, "one per output channel: [O, 1, 1] or [1, O, 1, 1]"},
             {"Training", SLOT_OPTIONAL | SLOT_NO_GRAD, "one bool: Moments is written only when it is true"}},
-     .out = {{"Output", 0, "f32 [N, O, OH, OW]"},
+     .out = {{"Output", SLOT_OPTIONAL, "f32 [N, O, OH, OW] (left out when Mask stands for it)"},
              {"Pooled", SLOT_OPTIONAL, "Output's 2x2 max pool, stride 2: [N, O, OH / 2, OW / 2]"},
              {"Moments", SLOT_OPTIONAL,
               "f64 [N, O, 2]: each image's sum and squared deviations per channel of Output, for the batch "
-              "norm that reads it"}},
+              "norm that reads it"},
+             {"Mask", SLOT_OPTIONAL,
+              "bool [N, O, OH, OW]: true at each pool window's pick when it is positive (with relu and "
+              "Pooled), where the gradient goes; for fused_conv2d_grad, instead of Output"}},
      .attrs = FUSED_CONV_ATTRS,
      .infer = infer_fused_conv2d, .kernel = k_fused_conv2d, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
@@ -3252,7 +3405,8 @@ OpProto op_table_conv[] = {
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
             {"Bias", 0, "the bias"}, {"Output", SLOT_OPTIONAL, "the forward's Output (with relu)"},
             {"Output@GRAD", SLOT_OPTIONAL, "the gradient of Output (or:)"},
-            {"Pooled@GRAD", SLOT_OPTIONAL, "the gradient of Pooled (Output is then needed)"}},
+            {"Pooled@GRAD", SLOT_OPTIONAL, "the gradient of Pooled (Output or Mask is then needed)"},
+            {"Mask", SLOT_OPTIONAL | SLOT_NO_GRAD, "the forward's Mask, instead of Output (with Pooled@GRAD)"}},
      .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
              {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"},
              {"Bias@GRAD", 0, "the gradient of Bias"}},
