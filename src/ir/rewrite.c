@@ -124,17 +124,15 @@ static int use_index(const Program *p, const Uses *u, const char *v) {
   return k < u->n ? k : -1;
 }
 
-/* Whether the value named `name` may be left unmade: a value of block 0
- * that nobody can name (for a gradient, nor its value) and the caller
- * does not keep (RewriteOpts.keep: a user op body's outputs), read by
- * `reads` ops of the whole program and written by one. */
-static bool unmade_ok(const Site *s, const char *name, int reads) {
-  const Program *p = s->p;
+/* Whether the value named `name` is one of block 0 that nobody can name
+ * (for a gradient, nor its value) and the caller does not keep
+ * (RewriteOpts.keep: a user op body's outputs). */
+static bool hidden_value(const Program *p, const RewriteOpts *o, const char *name) {
   const VarDesc *v = prog_var(p, name);
   if (!v || v->block != 0 || nameable(p, v) || (v->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE | VAR_KEPT)))
     return false;
-  for (int i = 0; i < s->o->nkeep; i++)
-    if (same(s->o->keep[i], name)) return false;
+  for (int i = 0; i < o->nkeep; i++)
+    if (same(o->keep[i], name)) return false;
   const char *at = strchr(name, '@');
   if (at) {
     char base[256];
@@ -144,7 +142,14 @@ static bool unmade_ok(const Site *s, const char *name, int reads) {
     const VarDesc *b = prog_var(p, base);
     if (!b || nameable(p, b)) return false;
   }
-  int k = strmap_get(&p->all, name);
+  return true;
+}
+
+/* Whether the value named `name` may be left unmade: a hidden value read
+ * by `reads` ops of the whole program and written by one. */
+static bool unmade_ok(const Site *s, const char *name, int reads) {
+  if (!hidden_value(s->p, s->o, name)) return false;
+  int k = strmap_get(&s->p->all, name);
   return k >= 0 && k < s->uses->n && s->uses->nr[k] == reads && s->uses->nw[k] == 1;
 }
 
@@ -1013,6 +1018,9 @@ static bool written_before(const Program *p, const Uses *u, const char *v, int b
   return u->wblk[k] == 0 && u->wop[k] < before;
 }
 
+static OpDesc *op_with_slot(Program *p, const OpDesc *op, const char *drop, bool in, const char *add,
+                            const char *name);
+
 /* op with Stats read from `stats`: a fused_batch_norm_grad gains the slot;
  * a batch_norm_grad is replaced by a copy that has it, which stands for
  * the op (--check-nan runs the op without it, as it runs the forward's
@@ -1022,23 +1030,7 @@ static OpDesc *with_stats(Program *p, OpDesc *op, const char *stats) {
     add1(p, op, true, "Stats", stats);
     return op;
   }
-  OpDesc *n = op_new(p, op->type, op->span);
-  n->call = op->call;
-  for (int s = 0; s < op->nin; s++) {
-    Slot *d = op_add_input(p, n, op->in[s].name);
-    for (int j = 0; j < op->in[s].n; j++) slot_push(p, d, op->in[s].args[j]);
-  }
-  add1(p, n, true, "Stats", stats);
-  for (int s = 0; s < op->nout; s++) {
-    Slot *d = op_add_output(p, n, op->out[s].name);
-    for (int j = 0; j < op->out[s].n; j++) slot_push(p, d, op->out[s].args[j]);
-  }
-  for (int k = 0; k < op->nattrs; k++) op_set_attr(p, n, op->attrs[k].name, op->attrs[k].v);
-  n->fwd_block = op->fwd_block, n->fwd_op = op->fwd_op;
-  n->orig = arena_alloc(p->arena, sizeof *n->orig);
-  n->orig[0] = op;
-  n->norig = 1;
-  return n;
+  return op_with_slot(p, op, NULL, true, "Stats", stats);
 }
 
 /* fused_batch_norm ... batch_norm_grad or fused_batch_norm_grad of the
@@ -1149,20 +1141,20 @@ static int conv_moments(Program *p) {
 }
 
 /* A copy of op (which it stands for: --check-nan runs op's originals, or
- * op) with its slot `drop` left out (an input, or an output) and `add`
- * (an input, or an output) reading or writing `name`. */
+ * op) with its slot `drop` (if not NULL) left out, an input or an output
+ * as `in` says, and the slot `add` reading or writing `name`. */
 static OpDesc *op_with_slot(Program *p, const OpDesc *op, const char *drop, bool in, const char *add,
                             const char *name) {
   OpDesc *n = op_new(p, op->type, op->span);
   n->call = op->call;
   for (int s = 0; s < op->nin; s++) {
-    if (in && strcmp(op->in[s].name, drop) == 0) continue;
+    if (in && drop && strcmp(op->in[s].name, drop) == 0) continue;
     Slot *d = op_add_input(p, n, op->in[s].name);
     for (int j = 0; j < op->in[s].n; j++) slot_push(p, d, op->in[s].args[j]);
   }
   if (in) add1(p, n, true, add, name);
   for (int s = 0; s < op->nout; s++) {
-    if (!in && strcmp(op->out[s].name, drop) == 0) continue;
+    if (!in && drop && strcmp(op->out[s].name, drop) == 0) continue;
     Slot *d = op_add_output(p, n, op->out[s].name);
     for (int j = 0; j < op->out[s].n; j++) slot_push(p, d, op->out[s].args[j]);
   }
@@ -1199,18 +1191,15 @@ static int conv_mask(Program *p, const RewriteOpts *o) {
     int k = use_index(p, &u, x);
     const VarDesc *xv = k >= 0 ? prog_var(p, x) : NULL;
     if (!relu || relu->v.type != ATTR_BOOL || !relu->v.u.i || !op_out1(fc, "Pooled") || op_out1(fc, "Moments") ||
-        !xv || xv->block != 0 || xv->dtype != DT_F32 || xv->shape.rank != 4 || nameable(p, xv) ||
-        (xv->flags & (VAR_INPUT | VAR_PARAM | VAR_ARG | VAR_STATE | VAR_KEPT)) || u.nw[k] != 1 ||
+        !xv || xv->dtype != DT_F32 || xv->shape.rank != 4 || !hidden_value(p, o, x) || u.nw[k] != 1 ||
         u.wblk[k] != 0 || u.wop[k] != i || prog_var(p, name_mask(p->arena, x)))
       continue;
-    bool kept = false;
-    for (int j = 0; j < o->nkeep && !kept; j++) kept = same(o->keep[j], x);
     int readers = 0;
     for (int j = i + 1; j < b->nops; j++) {
       const OpDesc *g = b->ops[j];
       if (is_op(g, "fused_conv2d_grad") && same(op_in1(g, "Output"), x) && op_in1(g, "Pooled@GRAD")) readers++;
     }
-    if (kept || readers == 0 || readers != u.nr[k]) continue;
+    if (readers == 0 || readers != u.nr[k]) continue;
     VarDesc *mv = prog_add_var(p, b, name_mask(p->arena, x));
     mv->dtype = DT_BOOL;
     mv->shape = xv->shape;
