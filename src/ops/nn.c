@@ -828,6 +828,62 @@ static void grad_sums_f32(const float *gp, const float *xp, float m, int64_t n, 
   *sgx += lanes_sum(&b);
 }
 
+/* fused_batch_norm_grad's grad_sums, with relu_grad's value in place of
+ * each gp[i]: Out > 0 ? gp[i] : 0, with the relu's Out made again from x
+ * as norm_run made it, v = (x - m) ra + rb, whose sign is Out's (relu(v)
+ * > 0 exactly when v > 0, NaN neither): the same float operations, none
+ * contracted (vmath.h), so the same bits as relu_grad's then grad_sums',
+ * without reading Out.  The value is computed as it is summed: written to
+ * a buffer first and read back, the sums waited on each run's last value
+ * (the whole gradient took 1.7x its time).  Both values are loaded before
+ * the choice, so the compiler makes it a vector blend or mask, not a
+ * branch on the data (half of whose outcomes the CPU would mispredict). */
+#define GRAD_SUMS_RELU(NAME, T)                                                                              \
+static inline void NAME(const T *gp, const T *xp, T m, T ra, T rb, int64_t n, double *sg, double *sgx) {    \
+  double a[4] = {0}, b[4] = {0};                                                                             \
+  int64_t i = 0;                                                                                             \
+  for (; i + 4 <= n; i += 4)                                                                                 \
+    for (int l = 0; l < 4; l++) {                                                                            \
+      T v = (xp[i + l] - m) * ra + rb, gv = gp[i + l], g = v > 0 ? gv : 0;                                   \
+      a[l] += (double)g;                                                                                     \
+      b[l] += (double)g * (double)(xp[i + l] - m);                                                           \
+    }                                                                                                        \
+  for (; i < n; i++) {                                                                                       \
+    T v = (xp[i] - m) * ra + rb, gv = gp[i], g = v > 0 ? gv : 0;                                             \
+    a[0] += (double)g;                                                                                       \
+    b[0] += (double)g * (double)(xp[i] - m);                                                                 \
+  }                                                                                                          \
+  *sg += (a[0] + a[1]) + (a[2] + a[3]);                                                                      \
+  *sgx += (b[0] + b[1]) + (b[2] + b[3]);                                                                     \
+}
+GRAD_SUMS_RELU(grad_sums_relu_f64, double)
+
+typedef int32_t V4i __attribute__((vector_size(16)));
+VMATH_CLONES
+static void grad_sums_relu_f32(const float *gp, const float *xp, float m, float ra, float rb, int64_t n, double *sg,
+                               double *sgx) {
+  V4d a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+  V4s mv = {m, m, m, m}, av = {ra, ra, ra, ra}, bv = {rb, rb, rb, rb}, zero = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    V4s x0, g0;
+    memcpy(&x0, xp + i, sizeof x0);
+    memcpy(&g0, gp + i, sizeof g0);
+    V4s d = x0 - mv;
+    g0 = (V4s)((V4i)g0 & (d * av + bv > zero));
+    V4d gd = __builtin_convertvector(g0, V4d);
+    a += gd;
+    b += gd * __builtin_convertvector(d, V4d);
+  }
+  for (; i < n; i++) {
+    float v = (xp[i] - m) * ra + rb, gv = gp[i], g = v > 0 ? gv : 0;
+    a[0] += (double)g;
+    b[0] += (double)g * (double)(xp[i] - m);
+  }
+  *sg += lanes_sum(&a);
+  *sgx += lanes_sum(&b);
+}
+
 /* batch norm's elementwise runs of n values: y = (x - m) a + b, then (fused)
  * the residual r added (r may be NULL) and relu applied; and dX's
  * dx = g a + (x - m) b + d.  The f32 ones with VMATH_CLONES (the same
@@ -850,6 +906,14 @@ ATTR static void norm_run_##S(const T *xp, const T *rp, T *yp, int64_t n, T m, T
 }                                                                                                  \
 ATTR static void dx_run_##S(const T *gp, const T *xp, T *dp, int64_t n, T m, T a, T b, T d) {      \
   for (int64_t i = 0; i < n; i++) dp[i] = gp[i] * a + (xp[i] - m) * b + d;                         \
+}                                                                                                  \
+/* dx_run of relu_grad's value (grad_sums_relu) */                                                 \
+ATTR static void dx_relu_run_##S(const T *gp, const T *xp, T *dp, int64_t n, T m, T a, T b, T d,  \
+                                 T ra, T rb) {                                                     \
+  for (int64_t i = 0; i < n; i++) {                                                                \
+    T v = (xp[i] - m) * ra + rb, gv = gp[i], g = v > 0 ? gv : 0;                                   \
+    dp[i] = g * a + (xp[i] - m) * b + d;                                                           \
+  }                                                                                                \
 }
 BN_RUNS(f32, float, VMATH_CLONES)
 BN_RUNS(f64, double, )
@@ -991,26 +1055,6 @@ static int k_fused_batch_norm(ExecCtx *c) {
   return exec_ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64_fused(c, true) : batch_norm_f32_fused(c, true);
 }
 
-/* run[0, n) = relu_grad's value at [at, at + n), Out > 0 ? g : 0, from
- * the Out@GRAD g and the relu's Out made again from x as norm_run made it,
- * v = (x - m) a + b, whose sign is Out's (relu(v) > 0 exactly when v > 0,
- * NaN neither): the same float operations, none contracted (vmath.h), so
- * the same bits, without reading Out.  Both are loaded before the choice,
- * so the compiler makes it a vector blend, not a branch on the data (half
- * of whose outcomes the CPU would mispredict: four times slower). */
-#define RELU_RUN(NAME, T)                                                                                    \
-static inline const T *NAME(T *run, const T *x, const T *g, int64_t at, int64_t n, T m, T a, T b) {          \
-  const T *restrict xp = x + at, *restrict gp = g + at;                                                      \
-  T *restrict rp = run;                                                                                      \
-  for (int64_t i = 0; i < n; i++) {                                                                          \
-    T v = (xp[i] - m) * a + b, gv = gp[i];                                                                   \
-    rp[i] = v > 0 ? gv : 0;                                                                                  \
-  }                                                                                                          \
-  return run;                                                                                                \
-}
-VMATH_CLONES RELU_RUN(relu_run_f32, float)
-RELU_RUN(relu_run_f64, double)
-
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
  * mean) inv, sums over the channel's m values of dY and dY xhat:
  *   dBias = sum(dY), dScale = sum(dY xhat),
@@ -1022,13 +1066,12 @@ RELU_RUN(relu_run_f64, double)
  * bn_stats), Stats holds the statistics that forward computed, in double:
  * the same numbers without the pass over X. */
 /* fused_batch_norm_grad (rewrite.c: relu_grad, batch_norm_grad) reads the
- * relu's Out@GRAD (input 6) and batch_norm's Bias: each run of a channel's
- * dY is relu_grad's value, Out > 0 ? Out@GRAD : 0, Out's sign made again
- * from X (relu_run), in a buffer of one run per thread that stays in the
- * cache (par_max_threads() of them: the team a loop gets may grow between
- * two reads of par_threads()), then read by the same sums and loop as
- * batch_norm_grad's: the same bits, without writing the gradient of
- * batch_norm's Y to memory and reading it back twice, or reading Out. */
+ * relu's Out@GRAD (input 6) and batch_norm's Bias: each value of a
+ * channel's dY is relu_grad's, Out > 0 ? Out@GRAD : 0, Out's sign made
+ * again from X as it is used (grad_sums_relu, dx_relu_run), in the same
+ * sums and loop as batch_norm_grad's: the same bits, without writing the
+ * gradient of batch_norm's Y to memory and reading it back twice, or
+ * reading Out. */
 /* batch_norm_grad for element type T (suffix S: see F32_F64); NAME##_fused
  * runs batch_norm_grad (fused false) or fused_batch_norm_grad. */
 #define BATCH_NORM_GRAD(NAME, T, S)                                                                                           \
@@ -1047,11 +1090,6 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   if (stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch)) rc = exec_ctx_fail(c, "internal error: Stats does not fit X");  \
   const double *stv = stt && rc == 0 ? tensor_f64(stt) : NULL;                                                                \
   const T *dy = rc ? NULL : tensor_##S(dyt), *bv = bit ? tensor_##S(bit) : NULL;                                             \
-  /* each thread's run rs values apart: a cache line or more between two, which a run of 49 values                            \
-   * would otherwise share with the next thread's, written by both for every run */                                           \
-  int nbuf = par_max_threads();                                                                                               \
-  int64_t rs = g.hw + 128 / (int64_t)sizeof(T);                                                                               \
-  T *runs = bv && g.hw > 0 ? mem_alloc(NULL, sizeof *runs * (size_t)(rs * nbuf)) : NULL;                                      \
   int64_t nblk = bn_blocks(g, x->numel);                                                                                    \
   PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK)                                                                    \
   for (int64_t blk = 0; blk < (rc ? 0 : nblk); blk++) {                                                                       \
@@ -1065,12 +1103,11 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
       mf[k - k0] = (T)mean[k - k0];                                                                                           \
       ra[k - k0] = (T)((double)sv[k] / sqrt(var[k - k0] + eps));   /* the forward's a (batch_norm) */                         \
     }                                                                                                                         \
-    T *run = runs ? runs + (int64_t)par_thread() * rs : NULL;                                                                 \
     for (int64_t b = 0; b < g.n; b++)                                                                                         \
       for (int64_t k = k0; k < k1; k++) {                                                                                     \
         int64_t at = (b * g.ch + k) * g.hw;                                                                                   \
-        grad_sums_##S(run ? relu_run_##S(run, xv, dy, at, g.hw, mf[k - k0], ra[k - k0], bv[k]) : dy + at, xv + at,           \
-                      mf[k - k0], g.hw, &sg[k - k0], &sgx[k - k0]);                                                           \
+        if (bv) grad_sums_relu_##S(dy + at, xv + at, mf[k - k0], ra[k - k0], bv[k], g.hw, &sg[k - k0], &sgx[k - k0]);       \
+        else grad_sums_##S(dy + at, xv + at, mf[k - k0], g.hw, &sg[k - k0], &sgx[k - k0]);                                   \
       }                                                                                                                       \
     for (int64_t k = k0; k < k1; k++) {                                                                                       \
       int64_t j = k - k0;                                                                                                     \
@@ -1086,8 +1123,8 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     for (int64_t b = 0; b < g.n; b++)                                                                                         \
       for (int64_t k = k0; k < k1; k++) {                                                                                     \
         int64_t at = (b * g.ch + k) * g.hw, j = k - k0;                                                                       \
-        const T *gp = run ? relu_run_##S(run, xv, dy, at, g.hw, mf[j], ra[j], bv[k]) : dy + at;                               \
-        dx_run_##S(gp, xv + at, tensor_##S(dxt) + at, g.hw, mf[j], af[j], bf[j], df[j]);                                     \
+        if (bv) dx_relu_run_##S(dy + at, xv + at, tensor_##S(dxt) + at, g.hw, mf[j], af[j], bf[j], df[j], ra[j], bv[k]);      \
+        else dx_run_##S(dy + at, xv + at, tensor_##S(dxt) + at, g.hw, mf[j], af[j], bf[j], df[j]);                           \
       }                                                                                                                       \
   }                                                                                                                           \
   tensor_unref(x);                                                                                                            \
@@ -1095,7 +1132,6 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   tensor_unref(rm);                                                                                                           \
   tensor_unref(rv);                                                                                                           \
   if (bit) tensor_unref(bit);                                                                                                 \
-  mem_free(runs);                                                                                                             \
   return rc;                                                                                                                  \
 }                                                                                                                             \
 static int NAME(ExecCtx *c) { return NAME##_fused(c, false); }
