@@ -279,6 +279,40 @@ EOF2
   [[ "$output" != *"@MOMENTS"* && "$output" != *"fused_conv2d"* ]]
 }
 
+@test "a batch norm whose Y two ops read runs as a fused_batch_norm alone: its convolution writes the moments, its gradient reads the statistics, the bits of --no-fuse and --check-nan, training or not" {
+  cat > alone.net <<'EOF2'
+input x : f32[3, 2, 6, 6] = uniform_random([3, 2, 6, 6], min=-1.0, max=1.5)
+input training : bool = true
+param k : [4, 2, 3, 3] = uniform(-0.5, 0.5)
+EOF2
+  bn_def >> alone.net
+  cat >> alone.net <<'EOF2'
+y = bn(conv2d(x, k, paddings=[1, 1]), training, scope="a")
+loss = sum(y * y) + sum(relu(y) * 0.5)
+EOF2
+  run "$NETRUN" dump --backward --fused alone.net
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"= batch_norm("* && "$output" != *"= conv2d("* ]]
+  [ "$(grep -c '= fused_batch_norm(' <<< "$output")" -eq 1 ]
+  grep -q '{Y=\[bn.y\], .*Stats=\[t\.[0-9]*@STATS\]} = fused_batch_norm(X=\[t\.[0-9]*\], .*Moments=\[t\.[0-9]*@MOMENTS\]) {epsilon=1e-05, momentum=0.9, relu=false}' <<< "$output"
+  grep -q '= batch_norm_grad(.*Stats=\[t\.[0-9]*@STATS\])' <<< "$output"
+  grep -q 'Moments=\[t\.[0-9]*@MOMENTS\]} = fused_conv2d(' <<< "$output"
+  for tr in true false; do
+    "$NETRUN" grad --format json --set training=$tr --no-fuse alone.net > plain.json
+    "$NETRUN" grad --format json --set training=$tr alone.net > fused.json
+    cmp fused.json plain.json
+    "$NETRUN" grad --format json --set training=$tr --check-nan alone.net > nan.json
+    cmp nan.json plain.json
+  done
+  [ "$(jq '.grads | length' plain.json)" -eq 3 ]
+  # the forward alone keeps Y too
+  { cat alone.net; echo 'print(y)'; } > fwd.net
+  run "$NETRUN" run --precision 9 fwd.net
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -gt 10 ]
+  [ "$output" = "$("$NETRUN" run --precision 9 --no-fuse fwd.net)" ]
+}
+
 @test "fused_batch_norm_grad makes the relu's mask from X: where the normalized value is exactly 0 (a constant channel, beta 0) the gradient is relu's, 0" {
   cat > flat.net <<'EOF2'
 param x : [4, 3, 5, 5] = uniform(-1, 1)

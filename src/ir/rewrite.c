@@ -300,32 +300,41 @@ static bool conv_backward(const Site *s, int i, Match *m) {
  * reads, or which no relu follows.  Exact: the kernel adds the residual
  * and applies relu to each normalized value as it lands, the float
  * operations of the add and relu kernels (a + b is b + a in IEEE
- * arithmetic); Y and the sum are never made. */
+ * arithmetic); Y and the sum are never made.  Any other batch_norm of
+ * f32 becomes a fused_batch_norm alone, writing Y (a down block's second
+ * batch norm, whose Y the shortcut's adds): the same operations, and
+ * with it the convolution before it writes the moments and its gradient
+ * reads the statistics (conv_moments, bn_stats), two passes over X
+ * fewer. */
 static bool bn_forward(const Site *s, int i, Match *m) {
   Program *p = s->p;
   const OpDesc *bn = s->b->ops[i], *next = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
-  if (!is_op(bn, "batch_norm") || !next) return false;
+  if (!is_op(bn, "batch_norm")) return false;
   const char *y = op_out1(bn, "Y");
   const VarDesc *xv = prog_var(p, op_in1(bn, "X"));
-  if (!y || !xv || xv->dtype != DT_F32 || !unmade_ok(s, y, 1)) return false;
-  const char *res = NULL, *out = NULL;
-  int n = 2;
-  if (is_op(next, "relu") && same(op_in1(next, "X"), y)) {
+  if (!y || !xv || xv->dtype != DT_F32) return false;
+  const char *res = NULL, *out = y;
+  int n = 1;
+  if (!next || !unmade_ok(s, y, 1)) {
+    /* alone */
+  } else if (is_op(next, "relu") && same(op_in1(next, "X"), y)) {
     out = op_out1(next, "Out");
+    n = 2;
   } else if (is_op(next, "add") && !next->nattrs) {
     const char *a = op_in1(next, "X"), *b = op_in1(next, "Y");
-    res = same(a, y) ? b : same(b, y) ? a : NULL;
-    const VarDesc *rv = res ? prog_var(p, res) : NULL, *yv = prog_var(p, y);
-    if (!rv || !yv || same(res, y) || rv->dtype != DT_F32 || rv->shape.rank < 0 || !shape_eq(&rv->shape, &yv->shape))
-      return false;
-    out = op_out1(next, "Out");
-    const OpDesc *relu = i + 2 < s->end ? s->b->ops[i + 2] : NULL;
-    if (out && is_op(relu, "relu") && same(op_in1(relu, "X"), out) && op_out1(relu, "Out") && unmade_ok(s, out, 1)) {
-      out = op_out1(relu, "Out");
-      n = 3;
+    const char *r = same(a, y) ? b : same(b, y) ? a : NULL;
+    const VarDesc *rv = r ? prog_var(p, r) : NULL, *yv = prog_var(p, y);
+    if (rv && yv && !same(r, y) && rv->dtype == DT_F32 && rv->shape.rank >= 0 && shape_eq(&rv->shape, &yv->shape)) {
+      res = r;
+      out = op_out1(next, "Out");
+      n = 2;
+      const OpDesc *relu = i + 2 < s->end ? s->b->ops[i + 2] : NULL;
+      if (out && is_op(relu, "relu") && same(op_in1(relu, "X"), out) && op_out1(relu, "Out") &&
+          unmade_ok(s, out, 1)) {
+        out = op_out1(relu, "Out");
+        n = 3;
+      }
     }
-  } else {
-    return false;
   }
   if (!out) return false;
   OpDesc *f = op_new(p, "fused_batch_norm", bn->span);
