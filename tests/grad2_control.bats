@@ -161,7 +161,7 @@ EOF
   grep -qE '^conditional_block_grad +dedicated' <<<"$output"
   # the executor's rewrite makes it from conv2d_grad and its neighbours
   # once every backward is built (the second one included)
-  grep -qxF "fused_conv2d_grad          none       yes      Input, Filter, Bias, Output, Output@GRAD, Pooled@GRAD, Mask -> Input@GRAD, Filter@GRAD, Bias@GRAD  (internal; made after every backward, which never meets it)" <<<"$output"
+  grep -qxF "fused_conv2d_grad          none       yes      Input, Filter, Bias, Output, Output@GRAD, Pooled@GRAD, Mask, Add[] -> Input@GRAD, Filter@GRAD, Bias@GRAD  (internal; made after every backward, which never meets it)" <<<"$output"
   run "$NETRUN" dump --backward --order 2 --fused "$G/conv_bias_relu_pool.net"
   [ "$status" -eq 0 ]
   [ "$(grep -c '= fused_conv2d_grad(' <<<"$output")" -eq 2 ]

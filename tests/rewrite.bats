@@ -91,6 +91,54 @@ EOF
   [[ "$output" == *"{Output=[t.3], Pooled=[h]} = fused_conv2d("* && "$output" != *"@MASK"* ]]
 }
 
+@test "a convolution's input gradient that an add_n adds to another, then relu_grad takes, is one fused_conv2d_grad with Add: the bits of --no-fuse and --check-nan on every convolution path, 1 and 3 threads" {
+  cat > res.net <<'EOF'
+input x : f32[2, 16, 9, 9] = uniform_random([2, 16, 9, 9], min=-1.0, max=1.0)
+param p : [2, 16, 9, 9] = uniform(-1, 1)
+param k1 : [16, 16, 3, 3] = uniform(-0.2, 0.2)
+param k3 : [5, 16, 3, 3] = uniform(-0.2, 0.2)
+param k4 : [16, 16, 3, 3] = uniform(-0.2, 0.2)
+# a block that keeps the size (relu's output exactly 0 at about half the
+# places), then one of stride 2 and one dilated reading its output
+h = relu(p)
+h = relu(h + conv2d(h, k1, paddings=[1, 1]))
+s = conv2d(h, k3, strides=[2, 2], paddings=[1, 1])
+h = h * 0.5
+u = conv2d(h, k4, paddings=[2, 2], dilations=[2, 2])
+h = sin(h) * x
+# and one whose images' values are not a multiple of 8 (3 x 5 x 5)
+param p2 : [2, 3, 5, 5] = uniform(-1, 1)
+param k5 : [3, 3, 3, 3] = uniform(-0.5, 0.5)
+q = relu(p2)
+q = relu(q + conv2d(q, k5, paddings=[1, 1]))
+loss = sum(h) + sum(sin(s)) + sum(sin(u)) + sum(sin(q))
+EOF
+  run -0 "$NETRUN" dump --backward --fused res.net
+  [[ "$output" != *"= add_n("* && "$output" != *"= relu_grad("* && "$output" != *"= conv2d_grad("* ]]
+  [ "$(grep -c '= fused_conv2d_grad(' <<< "$output")" -eq 4 ]
+  # (relu's input is p: the sum's relu_grad is p's gradient)
+  [[ "$output" == *"{Input@GRAD=[p@GRAD], Filter@GRAD=[k1@GRAD]} = fused_conv2d_grad(Input=[h], Filter=[k1], Output@GRAD=[t.1@GRAD], Add=[h@GRAD@RENAME@0, h]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=false, strides=[1, 1]}  # grad of conv2d at res.net:9"* ]]
+  [[ "$output" == *"{Input@GRAD=[t.2@GRAD], Filter@GRAD=[k3@GRAD]} = fused_conv2d_grad(Input=[h.1], Filter=[k3], Output@GRAD=[s@GRAD], Add=[h.1@GRAD@RENAME@0, h.1]) "* ]]
+  [[ "$output" == *"{Input@GRAD=[h.2@GRAD], Filter@GRAD=[k4@GRAD]} = fused_conv2d_grad(Input=[h.2], Filter=[k4], Output@GRAD=[u@GRAD], Add=[h.2@GRAD@RENAME@0]) "* ]]
+  for conv in default winograd direct gemm; do
+    export NETRUN_TEST_CONV=$conv
+    "$NETRUN" grad --format json --no-fuse res.net > plain.json
+    for t in 1 3; do
+      OMP_NUM_THREADS=$t "$NETRUN" grad --format json res.net > fused.json
+      cmp fused.json plain.json
+    done
+    "$NETRUN" grad --format json --check-nan res.net > nan.json
+    cmp nan.json plain.json
+  done
+  [ "$(jq '.grads | length' plain.json)" -eq 6 ]
+  # a gradient named by the script keeps its add_n: the rewrite leaves it
+  sed -i 's/^h = relu(h + conv2d/r = relu(h + conv2d/; s/^s = conv2d(h, k3/s = conv2d(r, k3/; s/^h = h \* 0.5/h = r * 0.5/' res.net
+  grep -q '^r = relu' res.net
+  run -0 "$NETRUN" dump --backward --fused res.net
+  [ "$(grep -c '= fused_conv2d_grad(' <<< "$output")" -eq 3 ]
+  [[ "$output" == *"{Out=[r@GRAD]} = add_n(X=[r@GRAD@RENAME@0, r@GRAD@RENAME@1])"* ]]
+}
+
 @test "a loop's gradient after a fused layer finds the turns of its loop: the bits of --no-fuse and of the tape" {
   loopconv
   "$NETRUN" grad --format json loopconv.net > fused.json

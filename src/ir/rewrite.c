@@ -386,6 +386,49 @@ static bool bn_backward(const Site *s, int i, Match *m) {
   return run_of(m, f, i, 2);
 }
 
+/* conv2d_grad, add_n [, relu_grad] -> fused_conv2d_grad with Add (conv.c,
+ * DxAdd): a residual block's input gradient, the sum of its shortcut's
+ * and its first convolution's, and relu_grad's value for it when a relu
+ * made the block's input.  Matches a conv2d_grad whose Input@GRAD (f32)
+ * only the next op reads: an add_n of it and one other value of its dtype
+ * and shape, whose sum, when only a relu_grad next reads it, is that
+ * relu_grad's Out@GRAD.  Exact: the kernel adds and takes relu_grad's
+ * value as each image's input gradient lands, the float operations of
+ * add_n and relu_grad; the convolution's own input gradient and the sum
+ * are never written to memory. */
+static bool dx_add(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const OpDesc *cg = s->b->ops[i], *an = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  if (!is_op(cg, "conv2d_grad") || !is_op(an, "add_n") || an->nin != 1 || an->in[0].n != 2) return false;
+  const char *dx = op_out1(cg, "Input@GRAD"), *a0 = an->in[0].args[0], *a1 = an->in[0].args[1];
+  const char *other = same(a0, dx) ? a1 : same(a1, dx) ? a0 : NULL, *sum = op_out1(an, "Out");
+  const VarDesc *dv = dx ? prog_var(p, dx) : NULL, *ov = other ? prog_var(p, other) : NULL;
+  if (!dv || !ov || !sum || same(other, dx) || dv->dtype != DT_F32 || ov->dtype != DT_F32 || dv->shape.rank < 0 ||
+      !shape_eq(&dv->shape, &ov->shape) || !unmade_ok(s, dx, 1))
+    return false;
+  const OpDesc *rg = i + 2 < s->end ? s->b->ops[i + 2] : NULL;
+  const char *relu_out = NULL, *out = sum;
+  if (is_op(rg, "relu_grad") && same(op_in1(rg, "Out@GRAD"), sum) && op_in1(rg, "Out") && op_out1(rg, "X@GRAD") &&
+      unmade_ok(s, sum, 1)) {
+    const VarDesc *hv = prog_var(p, op_in1(rg, "Out"));
+    if (hv && hv->dtype == DT_F32 && shape_eq(&hv->shape, &dv->shape))
+      relu_out = op_in1(rg, "Out"), out = op_out1(rg, "X@GRAD");
+  }
+  OpDesc *f = op_new(p, "fused_conv2d_grad", cg->span);
+  f->call = cg->call;
+  add1(p, f, true, "Input", op_in1(cg, "Input"));
+  add1(p, f, true, "Filter", op_in1(cg, "Filter"));
+  add1(p, f, true, "Output@GRAD", op_in1(cg, "Output@GRAD"));
+  Slot *add = op_add_input(p, f, "Add");
+  slot_push(p, add, other);
+  if (relu_out) slot_push(p, add, relu_out);
+  add1(p, f, false, "Input@GRAD", out);
+  add1(p, f, false, "Filter@GRAD", op_out1(cg, "Filter@GRAD"));
+  copy_conv_attrs(p, f, cg, false);
+  f->fwd_block = cg->fwd_block, f->fwd_op = cg->fwd_op;
+  return run_of(m, f, i, relu_out ? 3 : 2);
+}
+
 /* assign between gradients -> share (backward.c's for add, sub,
  * reshape...).  Matches an assign of a @GRAD value to another of its
  * dtype when no op of block 0 writes either in place.  Exact: the copy is
@@ -689,6 +732,7 @@ static const Pattern patterns[] = {
     {"fused_conv2d_grad", RW_FUSE, conv_backward, 0, 0},
     {"fused_batch_norm", RW_FUSE, bn_forward, 0, 0},
     {"fused_batch_norm_grad", RW_FUSE, bn_backward, 0, 0},
+    {"fused_conv2d_grad", RW_FUSE, dx_add, 0, 0},
     {"share", RW_FUSE, share_assign, 0, 0},
     {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE, 0},
     {"fused_elementwise", RW_FUSE, fused_chain, 0, 1},

@@ -2893,13 +2893,50 @@ static void wino_dw_add(const WinoDw *w, int64_t o, const float *s, float *df) {
     }
 }
 
+/* What fused_conv2d_grad does to dInput as each image's lands (rewrite.c,
+ * dx_add): the gradient add (add_n's other operand) added, then, given
+ * relu's output, relu_grad's value taken, Out > 0 ? sum : 0: the float
+ * operations of add_n and relu_grad, so the same bits, while the image is
+ * in cache, without writing the convolution's own gradient to memory and
+ * reading it back. */
+typedef struct DxAdd {
+  const float *add, *relu;   /* as dInput; relu NULL: no relu */
+} DxAdd;
+
+SIMD_CLONES static void dx_add_run(const DxAdd *e, int64_t at, int64_t n, float *din) {
+  const float *restrict a = e->add + at, *restrict h = e->relu ? e->relu + at : NULL;
+  float *restrict d = din + at;
+  if (!h)
+    for (int64_t i = 0; i < n; i++) d[i] = a[i] + d[i];
+  else {
+    /* in vectors, the choice a mask (the compiler made it a branch on
+     * the data, which the CPU mispredicts: the layer's gradient took 2.3x
+     * its time) */
+    typedef int32_t V8i __attribute__((vector_size(32)));
+    const V8f zero = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      V8f av, dv, hv;
+      memcpy(&av, a + i, sizeof av);
+      memcpy(&dv, d + i, sizeof dv);
+      memcpy(&hv, h + i, sizeof hv);
+      V8f v = (V8f)((V8i)(av + dv) & (hv > zero));
+      memcpy(d + i, &v, sizeof v);
+    }
+    for (; i < n; i++) {
+      float v = a[i] + d[i], hv = h[i];
+      d[i] = hv > 0 ? v : 0;
+    }
+  }
+}
+
 /* conv2d's gradients on the direct path (conv_direct_ok; din only if
  * conv_same), image by image in slices (conv_slices) whose filter
  * gradients are partial sums added up in order, as conv_grad_gemm's are;
  * within a slice, groups of dir_group images.  din, dfilt may be NULL;
  * pr (or NULL) as in conv_grad_batch. */
 static void conv_grad_direct(const Window *g, int64_t o, const float *in, const float *filt, const float *dout,
-                             float *din, float *dfilt, const Prologue *pr) {
+                             float *din, float *dfilt, const Prologue *pr, const DxAdd *ea) {
   /* the filter's gradient reads the input as the forward does (dir_sub, dir_load) */
   Window gsub = dir_sub(g);
   DirGeom s = dir_geom(&gsub);
@@ -2973,6 +3010,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
         if (wino) wino_image(&zx, dimg, &bf->wb, din + b * c * hw);
         else if (dsame) dir_compute(&sx, &s, g, a, c, d, offo, ko, bf->t, din + b * c * hw);
         else if (din) dir_dx_image(&dx, g, o, dimg, bf->dp, bf->t, din + b * c * hw);
+        if (din && ea) dx_add_run(ea, b * c * hw, c * hw, din);
       }
       if (dfilt && !wdw) dir_filter_grad(&so, &s, &gsub, orr, k6, bf->d, ld, bf->dt, bf->x, lx, off, mm, bf->dw);
     }
@@ -3037,16 +3075,23 @@ static int conv_grad_gemm(ExecCtx *c, const Window *g, int64_t o, int64_t groups
   return 0;
 }
 
+/* Whether conv2d_grad_run computes the input gradient on the direct path
+ * (which adds DxAdd's as each image lands), not through GEMMs. */
+static bool conv_dx_direct(const Window *g, int64_t o, int64_t groups) {
+  bool empty = g->n == 0 || o == 0 || g->oh * g->ow == 0 || g->c / groups * g->kh * g->kw == 0;
+  return !empty && conv_direct_ok(g, o, groups) && conv_direct_dx(g, o);
+}
+
 /* conv2d's gradients, batch by batch (conv_grad_batch).  Every buffer is
  * allocated once. */
-static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
+static int conv2d_grad_run(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                            const float *filt, const float *dout, float *din, float *dfilt,
-                           const Prologue *pr) {
+                           const Prologue *pr, const DxAdd *ea) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
   bool pad = g->ph || g->pw, direct = conv_direct(g);
   bool empty = g->n == 0 || o == 0 || p == 0 || kk == 0;
   /* the direct path, and whether it computes dInput (else GEMMs do) */
-  bool dk = !empty && conv_direct_ok(g, o, groups), dkx = dk && conv_direct_dx(g, o);
+  bool dk = !empty && conv_direct_ok(g, o, groups), dkx = conv_dx_direct(g, o, groups);
   /* dInput is accumulated in place only without padding (col2im adds into
    * it); the padded and 1x1 paths, and the direct kernels, overwrite every
    * element */
@@ -3074,7 +3119,7 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
   } else {
     /* the direct path; its input gradient through GEMMs unless its stride
      * is 1 and its padding keeps the size */
-    if (dk) conv_grad_direct(g, o, in, filt, dout, dkx ? din : NULL, dfilt, pr);
+    if (dk) conv_grad_direct(g, o, in, filt, dout, dkx ? din : NULL, dfilt, pr, ea);
     if (!dk || (din && !dkx))
       rc = conv_grad_gemm(c, g, o, groups, in, filt, dout, din, dk ? NULL : dfilt, pr);
   }
@@ -3085,20 +3130,39 @@ static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t group
   return rc;
 }
 
+/* conv2d_grad_run, then (ea) DxAdd's add to the input gradient the GEMMs
+ * made (or an empty convolution's zeros), image by image. */
+static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
+                           const float *filt, const float *dout, float *din, float *dfilt,
+                           const Prologue *pr, const DxAdd *ea) {
+  int rc = conv2d_grad_run(c, g, o, groups, in, filt, dout, din, dfilt, pr, ea);
+  if (din && ea && rc == 0 && !conv_dx_direct(g, o, groups)) {
+    int64_t chw = g->c * g->h * g->w;
+    PAR_FOR(g->n > 1 && g->n * chw >= PAR_MIN_WORK)
+    for (int64_t b = 0; b < g->n; b++) dx_add_run(ea, b * chw, chw, din);
+  }
+  return rc;
+}
+
 /* conv2d_grad, and fused_conv2d_grad: the gradients of fused_conv2d's
  * Input, Filter and Bias from Output@GRAD and, with relu, the fused op's
- * Output (relu's). */
+ * Output (relu's); and (Add) the input gradient's DxAdd. */
 static int conv_backward(ExecCtx *c, bool fused) {
   dir_cpu();   /* the kernels' ISA, before a parallel region reads it */
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32),
          *out = fused ? exec_ctx_in(c, 3) : NULL, *gpool = fused ? exec_ctx_in(c, 5) : NULL,
-         *mask = fused ? exec_ctx_in(c, 6) : NULL,
+         *mask = fused ? exec_ctx_in(c, 6) : NULL, *add = fused ? exec_ctx_in_at(c, 7, 0) : NULL,
+         *hrelu = fused ? exec_ctx_in_at(c, 7, 1) : NULL,
          *dout = gpool ? gpool : exec_ctx_in(c, fused ? 4 : 2), *dx = exec_ctx_out(c, 0), *df = exec_ctx_out(c, 1),
          *db = fused ? exec_ctx_out(c, 2) : NULL;
   /* The output's shape: that of its gradient, or of Output (or Mask) beside a pool's */
   const Tensor *shape = gpool ? (out ? out : mask) : dout;
   int rc = 0;
-  if (db && (!dout || !shape || shape->rank != 4 || db->dtype != DT_F32 || db->numel != f->shape[0] ||
+  if (fused && exec_ctx_in_count(c, 7) > 2) rc = exec_ctx_fail(c, "internal error: Add holds more than two values");
+  else if ((add || hrelu) && (!add || !dx || add->dtype != DT_F32 || add->numel != dx->numel ||
+                         (hrelu && (hrelu->dtype != DT_F32 || hrelu->numel != dx->numel))))
+    rc = exec_ctx_fail(c, "internal error: Add does not fit Input@GRAD");
+  if (rc == 0 && db && (!dout || !shape || shape->rank != 4 || db->dtype != DT_F32 || db->numel != f->shape[0] ||
              dout->dtype != DT_F32 || (out && out->dtype != DT_F32) ||
              (out && !gpool && out->numel != dout->numel) ||
              (gpool && gpool->numel != shape->shape[0] * shape->shape[1] * (shape->shape[2] / 2) *
@@ -3109,9 +3173,10 @@ static int conv_backward(ExecCtx *c, bool fused) {
     Window g = conv_window(c, x, shape, f);
     Prologue pr = {out ? tensor_f32(out) : NULL, db ? tensor_f32(db) : NULL, gpool != NULL,
                    mask ? tensor_bool(mask) : NULL, NULL};
+    DxAdd ea = {add ? tensor_f32(add) : NULL, hrelu ? tensor_f32(hrelu) : NULL};
     rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
-                         fused ? &pr : NULL);
+                         db ? &pr : NULL, add ? &ea : NULL);
   }
   tensor_unref(x);
   tensor_unref(f);
@@ -3156,7 +3221,7 @@ static int k_conv2d_transpose(ExecCtx *c) {
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32), *out = exec_ctx_out(c, 0);
   Window g = transpose_window(c, x, out, f);
   int rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
-                           tensor_f32(out), NULL, NULL);
+                           tensor_f32(out), NULL, NULL, NULL);
   tensor_unref(x);
   tensor_unref(f);
   return rc;
@@ -3195,7 +3260,7 @@ static int k_conv2d_transpose_grad(ExecCtx *c) {
   if (rc == 0 && dx) rc = conv2d_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(dx), NULL);
   if (rc == 0 && df)
     rc = conv2d_grad_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(x), NULL,
-                         tensor_f32(df), NULL);
+                         tensor_f32(df), NULL, NULL);
   tensor_unref(x);
   tensor_unref(f);
   return rc;
@@ -3401,15 +3466,20 @@ OpProto op_table_conv[] = {
      .infer = infer_fused_conv2d, .kernel = k_fused_conv2d, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
     {.type = "fused_conv2d_grad",
-     .doc = "the gradients of fused_conv2d's Input, Filter and Bias: made by the executor",
+     .doc = "the gradients of fused_conv2d's Input, Filter and Bias, or of a conv2d's whose Input@GRAD "
+            "another gradient is added to (Add): made by the executor",
      .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
-            {"Bias", 0, "the bias"}, {"Output", SLOT_OPTIONAL, "the forward's Output (with relu)"},
+            {"Bias", SLOT_OPTIONAL, "the bias (a fused layer's; the others need Bias@GRAD)"},
+            {"Output", SLOT_OPTIONAL, "the forward's Output (with relu)"},
             {"Output@GRAD", SLOT_OPTIONAL, "the gradient of Output (or:)"},
             {"Pooled@GRAD", SLOT_OPTIONAL, "the gradient of Pooled (Output or Mask is then needed)"},
-            {"Mask", SLOT_OPTIONAL | SLOT_NO_GRAD, "the forward's Mask, instead of Output (with Pooled@GRAD)"}},
+            {"Mask", SLOT_OPTIONAL | SLOT_NO_GRAD, "the forward's Mask, instead of Output (with Pooled@GRAD)"},
+            {"Add", SLOT_LIST | SLOT_OPTIONAL | SLOT_NO_GRAD,
+             "a gradient of Input's shape that Input@GRAD adds (the add_n of the two); or it and the output "
+             "of a relu whose input is Input: Input@GRAD is then relu_grad's value for the sum"}},
      .out = {{"Input@GRAD", SLOT_OPTIONAL, "the gradient of Input"},
              {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"},
-             {"Bias@GRAD", 0, "the gradient of Bias"}},
+             {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias (with Bias)"}},
      .attrs = FUSED_CONV_ATTRS, .infer = infer_fused_conv2d_grad, .kernel = k_fused_conv2d_grad,
      .grad_kind = GRAD_NONE, .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
     {.type = "conv2d_transpose",
