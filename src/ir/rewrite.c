@@ -414,6 +414,8 @@ static bool dx_add(const Site *s, int i, Match *m) {
     if (hv && hv->dtype == DT_F32 && shape_eq(&hv->shape, &dv->shape))
       relu_out = op_in1(rg, "Out"), out = op_out1(rg, "X@GRAD");
   }
+  /* (the kernel reads Add as it writes Input@GRAD: never the same value) */
+  if (same(out, other) || same(out, relu_out)) return false;
   OpDesc *f = op_new(p, "fused_conv2d_grad", cg->span);
   f->call = cg->call;
   add1(p, f, true, "Input", op_in1(cg, "Input"));
