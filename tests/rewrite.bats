@@ -192,6 +192,16 @@ def bn(x, training) {
 EOF2
 }
 
+# NET's forward with print(VAR) added prints (more than 10 lines) what it
+# prints with --no-fuse.
+forward_as_unfused() {
+  { cat "$1"; echo "print($2)"; } > fwd.net
+  run "$NETRUN" run --precision 9 fwd.net
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -gt 10 ]
+  [ "$output" = "$("$NETRUN" run --precision 9 --no-fuse fwd.net)" ]
+}
+
 # Batch norm layers: bn -> relu, relu(x + bn) with the residual on either
 # side of the add, bn + residual without relu, in training mode.
 bnlayers() {
@@ -227,11 +237,7 @@ EOF2
   cmp fused.json plain.json
   [ "$(jq '.grads | length' fused.json)" -eq 8 ]
   # the forward alone
-  { cat bn.net; echo 'print(t)'; } > fwd.net
-  run "$NETRUN" run --precision 9 fwd.net
-  [ "$status" -eq 0 ]
-  [ "${#lines[@]}" -gt 10 ]
-  [ "$output" = "$("$NETRUN" run --precision 9 --no-fuse fwd.net)" ]
+  forward_as_unfused bn.net t
 }
 
 @test "a fused batch norm keeps the batch's statistics for its gradient (X@STATS): the bits of --no-fuse, training or not; none kept for an input's" {
@@ -354,11 +360,7 @@ EOF2
   done
   [ "$(jq '.grads | length' plain.json)" -eq 3 ]
   # the forward alone keeps Y too
-  { cat alone.net; echo 'print(y)'; } > fwd.net
-  run "$NETRUN" run --precision 9 fwd.net
-  [ "$status" -eq 0 ]
-  [ "${#lines[@]}" -gt 10 ]
-  [ "$output" = "$("$NETRUN" run --precision 9 --no-fuse fwd.net)" ]
+  forward_as_unfused alone.net y
 }
 
 @test "fused_batch_norm_grad makes the relu's mask from X: where the normalized value is exactly 0 (a constant channel, beta 0) the gradient is relu's, 0" {
