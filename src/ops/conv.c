@@ -727,6 +727,47 @@ typedef struct DirGeom {
 static int dir_z_ok = -1;
 static bool dir_z(void) { return dir_z_ok > 0; }
 
+/* What an image loop reads and writes next (the next image's input,
+ * dOut, output) is asked of the cache (L2) a few lines between the
+ * kernels' tiles (ahead_step), so that the next image's fill finds its
+ * input there, and its stores their lines, instead of waiting on memory.
+ * Up to six ranges per thread, set by ahead_clear and ahead_add before
+ * an image's products.  Prefetches change no value and never fault: what
+ * a loop leaves on a thread when it ends (an image's worth at most) is
+ * only asked for by the next kernel there.  The next image is b + threads
+ * (PAR_EACH hands images out in turn; not always this thread's) or the
+ * slice's next.  Measured in doc/speed.md. */
+#define AHEAD_RANGES 6
+typedef struct Ahead {
+  const char *p[AHEAD_RANGES];
+  int64_t n[AHEAD_RANGES];   /* bytes left of each */
+  bool write[AHEAD_RANGES];
+  int at, count;
+} Ahead;
+static _Thread_local Ahead ahead;
+
+static void ahead_clear(void) { ahead.at = ahead.count = 0; }
+
+/* n floats at p (none: p NULL), to be read or written */
+static void ahead_add(const float *p, int64_t n, bool write) {
+  if (!p || n <= 0 || ahead.count == AHEAD_RANGES) return;
+  ahead.p[ahead.count] = (const char *)p;
+  ahead.n[ahead.count] = n * (int64_t)sizeof(float);
+  ahead.write[ahead.count++] = write;
+}
+
+/* AHEAD_LINES cache lines of what is left, between two tiles of a kernel
+ * (each a thousand cycles or more of multiply-adds). */
+#define AHEAD_LINES 16
+static inline void ahead_step(void) {
+  while (ahead.at < ahead.count && ahead.n[ahead.at] <= 0) ahead.at++;
+  if (ahead.at == ahead.count) return;
+  int i = ahead.at;
+  for (int l = 0; l < AHEAD_LINES && ahead.n[i] > 0; l++, ahead.p[i] += 64, ahead.n[i] -= 64)
+    if (ahead.write[i]) __builtin_prefetch(ahead.p[i], 1, 2);
+    else __builtin_prefetch(ahead.p[i], 0, 2);
+}
+
 /* Whether this machine runs the kernels; NETRUN_TEST_CONV=gemm (tests and
  * benchmarks only) sends every convolution down the GEMM path instead. */
 static bool dir_cpu(void) {
@@ -922,7 +963,7 @@ DIR512_TARGET static inline __attribute__((always_inline)) void dir_tile_z(const
 /* Rows r0 to rows4 of one tile of nv vectors, np panels at a time. */
 #define DIR_Z_ROWS(NP, NV)                                                                      \
   for (; r + 4 * (NP) <= rows4; r += 4 * (NP))                                                  \
-    dir_tile_z(a + r * k, s + q, off, k, t + r * ldt + q, ldt, NP, NV, last)
+    ahead_step(), dir_tile_z(a + r * k, s + q, off, k, t + r * ldt + q, ldt, NP, NV, last)
 #define DIR_Z_TILE(NP, NV)                                                                      \
   do {                                                                                          \
     int64_t r = 0;                                                                              \
@@ -1121,6 +1162,7 @@ DIR512_TARGET static void cv_rows_z(const float *a, int64_t rows16, const float 
   for (int64_t r = 0; r < rows16; r += 32)
     for (int64_t j = 0; j < np; j += 6) {
       float *tr = t + (r / 16 * np + j) * 16;
+      ahead_step();
       if (rows16 - r > 16) cv_tile_zn(a + r * k, 16 * k, s, off, k, pos + j, tr, 16 * np, 2);
       else cv_tile_zn(a + r * k, 16 * k, s, off, k, pos + j, tr, 16 * np, 1);
     }
@@ -1215,6 +1257,7 @@ DIR512_TARGET static void cv_filter_z(const float *d, int64_t dpan, const float 
 static void cv_filter_panels(const float *d, int64_t dpan, const float *s, const int32_t *off, const int32_t *pos,
                              int64_t np, float *dw, int64_t wpan, int npan) {
   if (dir_z()) {
+    ahead_step();
     for (int p = 0; p < npan; p += 2)
       cv_filter_z(d + p * dpan, dpan, s, off, pos, np, dw + p * wpan, wpan, npan - p > 1 ? 2 : 1);
     return;
@@ -1385,7 +1428,13 @@ static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, cons
     if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
     int th = par_thread();
     float *dst = out ? out + b * o * p : img[th];
-    dir_load(&s, g0, g->c, in + b * g0->c * g0->h * g0->w, pad[th]);
+    int64_t len = g0->c * g0->h * g0->w;
+    dir_load(&s, g0, g->c, in + b * len, pad[th]);
+    ahead_clear();
+    if (b + threads < g->n) {
+      ahead_add(in + (b + threads) * len, len, false);
+      ahead_add(out ? out + (b + threads) * o * p : NULL, o * p, true);
+    }
     dir_compute(&so, &s, g, a, o, pad[th], off, k, t[th], dst);
     if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
     pool_rows(e, g, o, b, 0, o, dst);
@@ -1670,7 +1719,13 @@ static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const f
   for (int64_t b = 0; b < g->n; b++) {
     if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
     float *dst = out ? out + b * o * p : img[par_thread()];
-    wino_image(&z, in + b * g->c * g->h * g->w, &bufs[par_thread()], dst);
+    int64_t len = g->c * g->h * g->w;
+    ahead_clear();
+    if (b + threads < g->n) {
+      ahead_add(in + (b + threads) * len, len, false);
+      ahead_add(out ? out + (b + threads) * o * p : NULL, o * p, true);
+    }
+    wino_image(&z, in + b * len, &bufs[par_thread()], dst);
     if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
     pool_rows(e, g, o, b, 0, o, dst);
   }
@@ -2994,8 +3049,17 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     for (int64_t b0 = sl * g->n / slices; b0 < end && !exec_interrupted(); b0 += m) {
       int64_t mm = end - b0 < m ? end - b0 : m;
       for (int64_t i = 0; i < mm; i++) {
-        int64_t b = b0 + i;
+        int64_t b = b0 + i, nx = b + 1 < end ? b + 1 : -1;   /* the slice's next image */
         const float *dimg = dout + b * o * p;
+        ahead_clear();
+        if (nx >= 0) {
+          ahead_add(dout + nx * o * gp, o * gp, false);
+          if (dfilt) ahead_add(in + nx * c * hw, c * hw, false);
+          if (din && ea) ahead_add(ea->add + nx * c * hw, c * hw, false);
+          if (din && ea && ea->relu) ahead_add(ea->relu + nx * c * hw, c * hw, false);
+          if (din) ahead_add(din + nx * c * hw, c * hw, true);
+          if (pr && pr->out) ahead_add(pr->out + nx * o * p, o * p, false);
+        }
         if (pr) {
           for (int64_t ch = 0; ch < o; ch++)
             start_row(pr, b, o, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL,
