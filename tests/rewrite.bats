@@ -91,6 +91,20 @@ EOF
   [[ "$output" == *"{Output=[t.3], Pooled=[h]} = fused_conv2d("* && "$output" != *"@MASK"* ]]
 }
 
+# NET's gradients with --no-fuse (and ARGS) into plain.json: the fused
+# program's on 1 and 3 threads and --check-nan's have their bits.
+grad_as_unfused() {
+  local net=$1
+  shift
+  "$NETRUN" grad --format json --no-fuse "$@" "$net" > plain.json
+  for t in 1 3; do
+    OMP_NUM_THREADS=$t "$NETRUN" grad --format json "$@" "$net" > fused.json
+    cmp fused.json plain.json
+  done
+  "$NETRUN" grad --format json --check-nan "$@" "$net" > nan.json
+  cmp nan.json plain.json
+}
+
 @test "a convolution's input gradient that an add_n adds to another, then relu_grad takes, is one fused_conv2d_grad with Add: the bits of --no-fuse and --check-nan on every convolution path, 1 and 3 threads" {
   cat > res.net <<'EOF'
 input x : f32[2, 16, 9, 9] = uniform_random([2, 16, 9, 9], min=-1.0, max=1.0)
@@ -122,13 +136,7 @@ EOF
   [[ "$output" == *"{Input@GRAD=[h.2@GRAD], Filter@GRAD=[k4@GRAD]} = fused_conv2d_grad(Input=[h.2], Filter=[k4], Output@GRAD=[u@GRAD], Add=[h.2@GRAD@RENAME@0]) "* ]]
   for conv in default winograd direct gemm; do
     export NETRUN_TEST_CONV=$conv
-    "$NETRUN" grad --format json --no-fuse res.net > plain.json
-    for t in 1 3; do
-      OMP_NUM_THREADS=$t "$NETRUN" grad --format json res.net > fused.json
-      cmp fused.json plain.json
-    done
-    "$NETRUN" grad --format json --check-nan res.net > nan.json
-    cmp nan.json plain.json
+    grad_as_unfused res.net
   done
   [ "$(jq '.grads | length' plain.json)" -eq 6 ]
   # a gradient named by the script keeps its add_n: the rewrite leaves it
@@ -137,6 +145,69 @@ EOF
   run -0 "$NETRUN" dump --backward --fused res.net
   [ "$(grep -c '= fused_conv2d_grad(' <<< "$output")" -eq 3 ]
   [[ "$output" == *"{Out=[r@GRAD]} = add_n(X=[r@GRAD@RENAME@0, r@GRAD@RENAME@1])"* ]]
+}
+
+# A convolution's gradient beneath its batch norm's: the norm's writes
+# Coef instead of X@GRAD, and fused_bn_conv2d_grad makes X@GRAD image by
+# image as it reads it (rewrite.c, bn_dx; conv.c, BnDx).  Layers a..k: a
+# norm read by a residual block (its relu taken by the block's Add), the
+# block's (with Add), one of stride 2 and a 1x1 one of stride 2 added, one
+# with relu (fused_batch_norm_grad) on the direct kernels, and 3 channels
+# on 5x5 (its input gradient on GEMMs: X@GRAD made whole first).
+bn_conv_net() {
+  cat > bnc.net <<'EOF'
+input x : f32[4, 16, 8, 8] = uniform_random([4, 16, 8, 8], min=-1.0, max=1.0)
+input training : bool = true
+def bn(x, training) {
+  param gamma : [dim(x, 1)] = uniform(0.5, 1.5)
+  param beta : [dim(x, 1)] = uniform(-0.3, 0.3)
+  state mean : [dim(x, 1)] = zeros()
+  state var : [dim(x, 1)] = ones()
+  y, mean, var = batch_norm(x, gamma, beta, mean, var, training)
+  return y
+}
+def conv(x, c, k, s, p) {
+  param W : [c, dim(x, 1), k, k] = uniform(-0.2, 0.2)
+  return conv2d(x, W, strides=[s, s], paddings=[p, p])
+}
+param p : [4, 16, 8, 8] = uniform(-1, 1)
+h = relu(bn(conv(p * x, 16, 3, 1, 1, scope="a"), training, scope="a"))
+h = relu(h + bn(conv(h, 16, 3, 1, 1, scope="b"), training, scope="b"))
+e = relu(bn(conv(h, 32, 3, 2, 1, scope="c"), training, scope="c") + bn(conv(h, 32, 1, 2, 0, scope="d"), training, scope="d"))
+param q : [4, 3, 5, 5] = uniform(-1, 1)
+f = relu(bn(conv(q, 3, 3, 1, 1, scope="f"), training, scope="f"))
+u = relu(bn(conv(e, 32, 3, 1, 1, scope="g"), training, scope="g"))
+v = bn(conv(u, 32, 3, 1, 1, scope="k"), training, scope="k")
+loss = sum(sin(v)) + sum(sin(f))
+EOF
+}
+
+@test "a convolution's gradient beneath its batch norm's makes the norm's input gradient image by image (Coef, fused_bn_conv2d_grad): the bits of --no-fuse and --check-nan on every convolution path, 1 and 3 threads, training or not" {
+  bn_conv_net
+  run -0 "$NETRUN" dump --backward --fused bnc.net
+  [[ "$output" != *"= conv2d_grad("* && "$output" != *"= fused_conv2d_grad("* ]]
+  [ "$(grep -c '= fused_bn_conv2d_grad(' <<< "$output")" -eq 7 ]
+  # no batch norm gradient writes X@GRAD
+  [ "$(grep -c '{X@GRAD=.*= \(fused_\)\?batch_norm_grad(' <<< "$output")" -eq 0 ]
+  [ "$(grep -c 'Coef=.*= \(fused_\)\?batch_norm_grad(' <<< "$output")" -eq 7 ]
+  [[ "$output" == *"{Scale@GRAD=[g.gamma@GRAD], Bias@GRAD=[g.beta@GRAD], Coef=[t.10@COEF]} = fused_batch_norm_grad(X=[t.10], "* ]]
+  [[ "$output" == *"{Input@GRAD=[e@GRAD], Filter@GRAD=[g.W@GRAD]} = fused_bn_conv2d_grad(Input=[e], Filter=[g.W], X=[t.10], Coef=[t.10@COEF], Y@GRAD=[u@GRAD]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=true, strides=[1, 1]}  # grad of fused_conv2d at bnc.net:13"* ]]
+  [[ "$output" == *"{Input@GRAD=[bn.y@GRAD], Filter@GRAD=[b.W@GRAD]} = fused_bn_conv2d_grad(Input=[h], Filter=[b.W], X=[t.4], Coef=[t.4@COEF], Y@GRAD=[bn.y.1@GRAD], Add=[h@GRAD@RENAME@0, h]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=false, strides=[1, 1]}"* ]]
+  [[ "$output" == *"var t.10@COEF : f32[32, 6]"* ]]
+  for training in true false; do
+    for conv in default winograd direct gemm pv cv; do
+      export NETRUN_TEST_CONV=$conv
+      grad_as_unfused bnc.net --set training=$training
+    done
+  done
+  [ "$(jq '.grads | length' plain.json)" -eq 23 ]
+  # a convolution's output the script names keeps its norm's X@GRAD
+  sed -i 's/^v = bn(conv(u, 32, 3, 1, 1, scope="k"), training, scope="k")$/w = conv(u, 32, 3, 1, 1, scope="k")\nv = bn(w, training, scope="k")/' bnc.net
+  grep -q '^w = conv' bnc.net
+  run -0 "$NETRUN" dump --backward --fused bnc.net
+  [ "$(grep -c '= fused_bn_conv2d_grad(' <<< "$output")" -eq 6 ]
+  [[ "$output" == *"{X@GRAD=[w@GRAD], Scale@GRAD=[k.gamma@GRAD], Bias@GRAD=[k.beta@GRAD]} = batch_norm_grad(X=[w], "* ]]
+  [[ "$output" == *"= conv2d_grad(Input=[u], Filter=[k.W], Output@GRAD=[w@GRAD])"* ]]
 }
 
 @test "a loop's gradient after a fused layer finds the turns of its loop: the bits of --no-fuse and of the tape" {

@@ -431,6 +431,81 @@ static bool dx_add(const Site *s, int i, Match *m) {
   return run_of(m, f, i, relu_out ? 3 : 2);
 }
 
+static OpDesc *op_with_slot(Program *p, const OpDesc *op, const char *drop, bool in, const char *add,
+                            const char *name);
+
+/* batch_norm_grad or fused_batch_norm_grad at i, then the gradient of the
+ * convolution whose Output the batch norm read, at i + 1: a conv2d_grad,
+ * or a fused_conv2d_grad of Add alone (dx_add), that reads the norm's
+ * X@GRAD as its Output@GRAD, the only op that reads it.  f32, its X of
+ * rank 4.  The two ops bn_dx's patterns replace (both decide on this). */
+static bool bn_dx_pair(const Site *s, int i) {
+  const OpDesc *bg = s->b->ops[i], *cg = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  if (!(is_op(bg, "batch_norm_grad") || is_op(bg, "fused_batch_norm_grad")) || op_out1(bg, "Coef")) return false;
+  if (!(is_op(cg, "conv2d_grad") || is_op(cg, "fused_conv2d_grad"))) return false;
+  const char *t = op_out1(bg, "X@GRAD");
+  const VarDesc *xv = prog_var(s->p, op_in1(bg, "X")), *fv = prog_var(s->p, op_in1(cg, "Filter"));
+  if (!t || !xv || !fv || xv->dtype != DT_F32 || fv->dtype != DT_F32 || xv->shape.rank != 4 ||
+      !dim_known(xv->shape.d[1]) || !same(op_in1(cg, "Output@GRAD"), t) || !unmade_ok(s, t, 1))
+    return false;
+  static const char *const not[] = {"Bias", "Output", "Pooled@GRAD", "Mask"};
+  for (int k = 0; k < 4; k++)
+    if (op_in1(cg, not[k])) return false;
+  return !op_out1(cg, "Bias@GRAD");
+}
+
+/* X's Coef (X@COEF), declared once: f32 [C, 6]. */
+static const char *bn_coef(Program *p, const char *x) {
+  const char *name = arena_printf(p->arena, "%s@COEF", x);
+  if (!prog_var(p, name)) {
+    const VarDesc *xv = prog_var(p, x);
+    VarDesc *cv = prog_add_var(p, p->blocks[0], name);
+    cv->dtype = DT_F32;
+    cv->shape = (Shape){.rank = 2, .d = {xv->shape.d[1], dim_n(6)}};
+  }
+  return name;
+}
+
+/* batch_norm_grad, conv2d_grad -> batch_norm_grad with Coef,
+ * fused_bn_conv2d_grad (conv.c, BnDx): a convolution's gradient beneath
+ * its batch norm's (bn_dx_pair).  The norm's gradient writes, instead of
+ * X@GRAD, the numbers each of X@GRAD's values is made from (Coef, [C,
+ * 6]), and the convolution's gradient makes them image by image as it
+ * reads them, through the same loops (vmath_bn_dx): the same bits, and
+ * X@GRAD is never written to memory or read back.  Two patterns, one for
+ * each op (the norm's keeps its place: its sums come first); round 1,
+ * after dx_add made the convolution's. */
+static bool bn_dx_norm(const Site *s, int i, Match *m) {
+  if (!bn_dx_pair(s, i)) return false;
+  const OpDesc *bg = s->b->ops[i];
+  OpDesc *f = op_with_slot(s->p, bg, "X@GRAD", false, "Coef", bn_coef(s->p, op_in1(bg, "X")));
+  f->norig = 0, f->orig = NULL;   /* the match's: this op */
+  return run_of(m, f, i, 1);
+}
+
+static bool bn_dx_conv(const Site *s, int i, Match *m) {
+  if (i == 0 || !bn_dx_pair(s, i - 1)) return false;
+  Program *p = s->p;
+  const OpDesc *bg = s->b->ops[i - 1], *cg = s->b->ops[i];
+  OpDesc *f = op_new(p, "fused_bn_conv2d_grad", cg->span);
+  f->call = cg->call;
+  add1(p, f, true, "Input", op_in1(cg, "Input"));
+  add1(p, f, true, "Filter", op_in1(cg, "Filter"));
+  add1(p, f, true, "X", op_in1(bg, "X"));
+  add1(p, f, true, "Coef", bn_coef(p, op_in1(bg, "X")));
+  add1(p, f, true, "Y@GRAD", op_in1(bg, is_op(bg, "fused_batch_norm_grad") ? "Out@GRAD" : "Y@GRAD"));
+  const Slot *add = op_input(cg, "Add");
+  if (add) {
+    Slot *d = op_add_input(p, f, "Add");
+    for (int k = 0; k < add->n; k++) slot_push(p, d, add->args[k]);
+  }
+  add1(p, f, false, "Input@GRAD", op_out1(cg, "Input@GRAD"));
+  add1(p, f, false, "Filter@GRAD", op_out1(cg, "Filter@GRAD"));
+  copy_conv_attrs(p, f, cg, is_op(bg, "fused_batch_norm_grad"));
+  f->fwd_block = cg->fwd_block, f->fwd_op = cg->fwd_op;
+  return run_of(m, f, i, 1);
+}
+
 /* assign between gradients -> share (backward.c's for add, sub,
  * reshape...).  Matches an assign of a @GRAD value to another of its
  * dtype when no op of block 0 writes either in place.  Exact: the copy is
@@ -735,6 +810,8 @@ static const Pattern patterns[] = {
     {"fused_batch_norm", RW_FUSE, bn_forward, 0, 0},
     {"fused_batch_norm_grad", RW_FUSE, bn_backward, 0, 0},
     {"fused_conv2d_grad", RW_FUSE, dx_add, 0, 0},
+    {"batch_norm_grad", RW_FUSE, bn_dx_norm, 0, 1},
+    {"fused_bn_conv2d_grad", RW_FUSE, bn_dx_conv, 0, 1},
     {"share", RW_FUSE, share_assign, 0, 0},
     {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE, 0},
     {"fused_elementwise", RW_FUSE, fused_chain, 0, 1},
@@ -1073,8 +1150,6 @@ static bool written_before(const Program *p, const Uses *u, const char *v, int b
   return u->wblk[k] == 0 && u->wop[k] < before;
 }
 
-static OpDesc *op_with_slot(Program *p, const OpDesc *op, const char *drop, bool in, const char *add,
-                            const char *name);
 
 /* op with Stats read from `stats`: a fused_batch_norm_grad gains the slot;
  * a batch_norm_grad is replaced by a copy that has it, which stands for

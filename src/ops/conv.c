@@ -2963,6 +2963,16 @@ typedef struct DxAdd {
   const float *add, *relu;   /* as dInput; relu NULL: no relu */
 } DxAdd;
 
+/* fused_bn_conv2d_grad's dOut, made image by image from the gradient of
+ * the batch norm that normalized Output (rewrite.c, bn_dx): dOut =
+ * vmath_bn_dx of that gradient and x (the norm's X: Output) with the
+ * channel's coef (the norm's Coef, [O, 6]), the batch norm's own loops,
+ * so the same bits as its X@GRAD, which is never written to memory. */
+typedef struct BnDx {
+  const float *x, *coef;
+  bool relu;
+} BnDx;
+
 SIMD_CLONES static void dx_add_run(const DxAdd *e, int64_t at, int64_t n, float *din) {
   const float *restrict a = e->add + at, *restrict h = e->relu ? e->relu + at : NULL;
   float *restrict d = din + at;
@@ -2996,7 +3006,7 @@ SIMD_CLONES static void dx_add_run(const DxAdd *e, int64_t at, int64_t n, float 
  * within a slice, groups of dir_group images.  din, dfilt may be NULL;
  * pr (or NULL) as in conv_grad_batch. */
 static void conv_grad_direct(const Window *g, int64_t o, const float *in, const float *filt, const float *dout,
-                             float *din, float *dfilt, const Prologue *pr, const DxAdd *ea) {
+                             float *din, float *dfilt, const Prologue *pr, const DxAdd *ea, const BnDx *bn) {
   /* the filter's gradient reads the input as the forward does (dir_sub, dir_load) */
   Window gsub = dir_sub(g);
   DirGeom s = dir_geom(&gsub);
@@ -3043,7 +3053,7 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     if (din && !wino) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)(same ? dir_scratch(&sx, &s, c) : dx.scratch));
     if (wino) b->wb = wino_bufs(&zx);
     if (din && !same) b->dp = mem_calloc((size_t)dx.len, sizeof *b->dp);
-    if (pr) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
+    if (pr || bn) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t sl = 0; sl < slices; sl++) {
@@ -3064,11 +3074,18 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
           if (din && ea && ea->relu) ahead_add(ea->relu + nx * c * hw, c * hw, false);
           if (din) ahead_add(din + nx * c * hw, c * hw, true);
           if (pr && pr->out) ahead_add(pr->out + nx * o * p, o * p, false);
+          if (bn) ahead_add(bn->x + nx * o * p, o * p, false);
         }
         if (pr) {
           for (int64_t ch = 0; ch < o; ch++)
             start_row(pr, b, o, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL,
                       g, bf->rows + ch * p);
+          dimg = bf->rows;
+        } else if (bn) {
+          for (int64_t ch = 0; ch < o; ch++) {
+            int64_t at = (b * o + ch) * p;
+            vmath_bn_dx_f32(dout + at, bn->x + at, bf->rows + ch * p, p, bn->coef + 6 * ch, bn->relu);
+          }
           dimg = bf->rows;
         }
         float *d = bf->d ? bf->d + i * ld : NULL;   /* NULL: not needed (see above) */
@@ -3155,12 +3172,22 @@ static bool conv_dx_direct(const Window *g, int64_t o, int64_t groups) {
  * allocated once. */
 static int conv2d_grad_run(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                            const float *filt, const float *dout, float *din, float *dfilt,
-                           const Prologue *pr, const DxAdd *ea) {
+                           const Prologue *pr, const DxAdd *ea, const BnDx *bn) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
   bool pad = g->ph || g->pw, direct = conv_direct(g);
   bool empty = g->n == 0 || o == 0 || p == 0 || kk == 0;
   /* the direct path, and whether it computes dInput (else GEMMs do) */
   bool dk = !empty && conv_direct_ok(g, o, groups), dkx = conv_dx_direct(g, o, groups);
+  if (bn && !(dk && (!din || dkx))) {
+    /* the GEMMs read dOut whole: made first, then the plain gradient */
+    float *made = mem_alloc(NULL, sizeof *made * (size_t)(g->n * o * p + 1));
+    PAR_FOR(g->n * o > 1 && g->n * o * p >= PAR_MIN_WORK)
+    for (int64_t r = 0; r < g->n * o; r++)
+      vmath_bn_dx_f32(dout + r * p, bn->x + r * p, made + r * p, p, bn->coef + 6 * (r % o), bn->relu);
+    int rc = conv2d_grad_run(c, g, o, groups, in, filt, made, din, dfilt, pr, ea, NULL);
+    mem_free(made);
+    return rc;
+  }
   /* dInput is accumulated in place only without padding (col2im adds into
    * it); the padded and 1x1 paths, and the direct kernels, overwrite every
    * element */
@@ -3188,7 +3215,7 @@ static int conv2d_grad_run(ExecCtx *c, const Window *g, int64_t o, int64_t group
   } else {
     /* the direct path; its input gradient through GEMMs unless its stride
      * is 1 and its padding keeps the size */
-    if (dk) conv_grad_direct(g, o, in, filt, dout, dkx ? din : NULL, dfilt, pr, ea);
+    if (dk) conv_grad_direct(g, o, in, filt, dout, dkx ? din : NULL, dfilt, pr, ea, bn);
     if (!dk || (din && !dkx))
       rc = conv_grad_gemm(c, g, o, groups, in, filt, dout, din, dk ? NULL : dfilt, pr);
   }
@@ -3203,8 +3230,8 @@ static int conv2d_grad_run(ExecCtx *c, const Window *g, int64_t o, int64_t group
  * made (or an empty convolution's zeros), image by image. */
 static int conv2d_grad_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
                            const float *filt, const float *dout, float *din, float *dfilt,
-                           const Prologue *pr, const DxAdd *ea) {
-  int rc = conv2d_grad_run(c, g, o, groups, in, filt, dout, din, dfilt, pr, ea);
+                           const Prologue *pr, const DxAdd *ea, const BnDx *bn) {
+  int rc = conv2d_grad_run(c, g, o, groups, in, filt, dout, din, dfilt, pr, ea, bn);
   if (din && ea && rc == 0 && !conv_dx_direct(g, o, groups)) {
     int64_t chw = g->c * g->h * g->w;
     PAR_FOR(g->n > 1 && g->n * chw >= PAR_MIN_WORK)
@@ -3245,7 +3272,36 @@ static int conv_backward(ExecCtx *c, bool fused) {
     DxAdd ea = {add ? tensor_f32(add) : NULL, hrelu ? tensor_f32(hrelu) : NULL};
     rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
                          tensor_f32(dout), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL,
-                         db ? &pr : NULL, add ? &ea : NULL);
+                         db ? &pr : NULL, add ? &ea : NULL, NULL);
+  }
+  tensor_unref(x);
+  tensor_unref(f);
+  return rc;
+}
+
+/* fused_bn_conv2d_grad: conv2d's gradients, dOut made from the batch
+ * norm's (BnDx), and (Add) the input gradient's DxAdd. */
+static int k_fused_bn_conv2d_grad(ExecCtx *c) {
+  dir_cpu();   /* the kernels' ISA, before a parallel region reads it */
+  Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32);
+  Tensor *bx = exec_ctx_in(c, 2), *coef = exec_ctx_in(c, 3), *dy = exec_ctx_in(c, 4);
+  Tensor *add = exec_ctx_in_at(c, 5, 0), *hrelu = exec_ctx_in_at(c, 5, 1), *dx = exec_ctx_out(c, 0),
+         *df = exec_ctx_out(c, 1);
+  int rc = 0;
+  if (exec_ctx_in_count(c, 5) > 2) rc = exec_ctx_fail(c, "internal error: Add holds more than two values");
+  else if ((add || hrelu) && (!add || !dx || add->dtype != DT_F32 || add->numel != dx->numel ||
+                              (hrelu && (hrelu->dtype != DT_F32 || hrelu->numel != dx->numel))))
+    rc = exec_ctx_fail(c, "internal error: Add does not fit Input@GRAD");
+  else if (bx->dtype != DT_F32 || dy->dtype != DT_F32 || coef->dtype != DT_F32 || bx->rank != 4 ||
+           dy->numel != bx->numel || f->rank != 4 || bx->shape[1] != f->shape[0] || coef->numel != 6 * f->shape[0])
+    rc = exec_ctx_fail(c, "internal error: X, Coef or Y@GRAD do not fit the convolution");
+  if (rc == 0) {
+    Window g = conv_window(c, x, bx, f);
+    DxAdd ea = {add ? tensor_f32(add) : NULL, hrelu ? tensor_f32(hrelu) : NULL};
+    BnDx bn = {tensor_f32(bx), tensor_f32(coef), exec_ctx_attr_b(c, "relu")};
+    rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
+                         tensor_f32(dy), dx ? tensor_f32(dx) : NULL, df ? tensor_f32(df) : NULL, NULL,
+                         add ? &ea : NULL, &bn);
   }
   tensor_unref(x);
   tensor_unref(f);
@@ -3290,7 +3346,7 @@ static int k_conv2d_transpose(ExecCtx *c) {
   Tensor *x = tensor_cast(exec_ctx_in(c, 0), DT_F32), *f = tensor_cast(exec_ctx_in(c, 1), DT_F32), *out = exec_ctx_out(c, 0);
   Window g = transpose_window(c, x, out, f);
   int rc = conv2d_grad_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), NULL, tensor_f32(f), tensor_f32(x),
-                           tensor_f32(out), NULL, NULL, NULL);
+                           tensor_f32(out), NULL, NULL, NULL, NULL);
   tensor_unref(x);
   tensor_unref(f);
   return rc;
@@ -3329,7 +3385,7 @@ static int k_conv2d_transpose_grad(ExecCtx *c) {
   if (rc == 0 && dx) rc = conv2d_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(dx), NULL);
   if (rc == 0 && df)
     rc = conv2d_grad_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(x), NULL,
-                         tensor_f32(df), NULL, NULL);
+                         tensor_f32(df), NULL, NULL, NULL);
   tensor_unref(x);
   tensor_unref(f);
   return rc;
@@ -3550,6 +3606,19 @@ OpProto op_table_conv[] = {
              {"Filter@GRAD", SLOT_OPTIONAL, "the gradient of Filter"},
              {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias (with Bias)"}},
      .attrs = FUSED_CONV_ATTRS, .infer = infer_fused_conv2d_grad, .kernel = k_fused_conv2d_grad,
+     .grad_kind = GRAD_NONE, .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
+    {.type = "fused_bn_conv2d_grad",
+     .doc = "the gradients of a conv2d's Input and Filter whose Output a batch norm (and relu) normalized, from the "
+            "batch norm's: its dX made image by image, not written (and Add as fused_conv2d_grad's): made by the "
+            "executor",
+     .in = {{"Input", 0, "images [N, C, H, W]"}, {"Filter", 0, "kernels [O, C / groups, KH, KW]"},
+            {"X", SLOT_NO_GRAD, "the batch norm's X: the convolution's Output"},
+            {"Coef", SLOT_NO_GRAD, "the batch norm gradient's Coef, [O, 6]"},
+            {"Y@GRAD", 0, "the gradient of the batch norm's Y (of its relu's Out with relu)"},
+            {"Add", SLOT_LIST | SLOT_OPTIONAL | SLOT_NO_GRAD, "as fused_conv2d_grad's"}},
+     .out = CONV_GRAD_OUT,
+     .attrs = {CONV_ATTR_LIST, {"relu", ATTR_BOOL, "false", NULL, "the batch norm's relu"}},
+     .infer = infer_fused_conv2d_grad, .kernel = k_fused_bn_conv2d_grad,
      .grad_kind = GRAD_NONE, .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
     {.type = "conv2d_transpose",
      .doc = "Output = the transposed 2-D convolution of Input with Filter (NCHW; the adjoint of conv2d)",

@@ -918,6 +918,11 @@ ATTR static void dx_relu_run_##S(const T *gp, const T *xp, T *dp, int64_t n, T m
 BN_RUNS(f32, float, VMATH_CLONES)
 BN_RUNS(f64, double, )
 
+void vmath_bn_dx_f32(const float *g, const float *x, float *dx, int64_t n, const float *coef, bool relu) {
+  if (relu) dx_relu_run_f32(g, x, dx, n, coef[0], coef[1], coef[2], coef[3], coef[4], coef[5]);
+  else dx_run_f32(g, x, dx, n, coef[0], coef[1], coef[2], coef[3]);
+}
+
 /* Whether batch_norm's Training input says true. */
 static bool bn_training(ExecCtx *c) { return tensor_get(exec_ctx_in(c, 5), 0) != 0; }
 
@@ -1077,13 +1082,16 @@ static int k_fused_batch_norm(ExecCtx *c) {
 #define BATCH_NORM_GRAD(NAME, T, S)                                                                                           \
 static int NAME##_fused(ExecCtx *c, bool fused) {                                                                             \
   Tensor *x = in_##S(c, 0), *sc = in_##S(c, 1), *rm = in_##S(c, 3), *rv = in_##S(c, 4), *dyt = exec_ctx_in(c, 6);             \
-  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2);                                     \
+  Tensor *dxt = exec_ctx_out(c, 0), *dst = exec_ctx_out(c, 1), *dbt = exec_ctx_out(c, 2), *cft = exec_ctx_out(c, 3);         \
   BnGeom g = bn_geom(x);                                                                                                      \
   bool training = bn_training(c);                                                                                             \
   double eps = exec_ctx_attr_f(c, "epsilon"), count = (double)(g.n * g.hw);                                                   \
   int rc = training ? bn_check_batch(c, x, g) : 0;                                                                            \
   if (rc == 0 && (dyt->dtype != DTYPE_##S || dyt->numel != x->numel))                                                         \
     rc = exec_ctx_fail(c, "internal error: Y@GRAD does not fit X");                                                           \
+  if (rc == 0 && cft && (cft->dtype != DTYPE_##S || cft->numel != 6 * g.ch))                                                  \
+    rc = exec_ctx_fail(c, "internal error: Coef does not fit X");                                                             \
+  T *cf = cft && rc == 0 ? tensor_##S(cft) : NULL;                                                                            \
   const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *mv = tensor_##S(rm), *vv = tensor_##S(rv);                              \
   Tensor *bit = fused && rc == 0 ? in_##S(c, 2) : NULL;                                                                       \
   Tensor *stt = training && rc == 0 ? exec_ctx_in(c, 7) : NULL;                                                               \
@@ -1118,6 +1126,9 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
       double a = (double)sv[k] * inv;                                                                                         \
       af[j] = (T)a, bf[j] = training ? (T)(-a * inv * inv * sgx[j] / count) : (T)0,                                           \
       df[j] = training ? (T)(-a * sg[j] / count) : (T)0;                                                                      \
+      /* the numbers dx_run and dx_relu_run take (vmath_bn_dx) */                                                             \
+      if (cf) cf[6 * k] = mf[j], cf[6 * k + 1] = af[j], cf[6 * k + 2] = bf[j], cf[6 * k + 3] = df[j],                         \
+              cf[6 * k + 4] = ra[j], cf[6 * k + 5] = bv ? bv[k] : (T)0;                                                       \
     }                                                                                                                         \
     if (!dxt) continue;                                                                                                       \
     for (int64_t b = 0; b < g.n; b++)                                                                                         \
@@ -1218,6 +1229,17 @@ static bool infer_grads(InferCtx *c) {
     if (!v) return reg_infer_fail(c, "input %s is missing", base);
     reg_infer_set(c, gs, 0, v->dtype, &v->shape);
   }
+  return true;
+}
+
+/* batch_norm_grad, fused_batch_norm_grad: infer_grads, and Coef [C, 6]. */
+static bool infer_bn_grad(InferCtx *c) {
+  if (!infer_grads(c)) return false;
+  if (reg_infer_out_count(c, "Coef") == 0) return true;
+  const VarDesc *x = reg_infer_in(c, "X", 0);
+  if (!x || x->shape.rank < 2) return reg_infer_fail(c, "Coef needs X of rank 2 or more");
+  Shape sh = {.rank = 2, .d = {x->shape.d[1], dim_n(6)}};
+  reg_infer_set(c, "Coef", 0, x->dtype, &sh);
   return true;
 }
 
@@ -1825,7 +1847,11 @@ static bool g_batch_norm_grad(GradCtx *g) {
 #define BN_GRAD_OUT                                                                                 \
   {{"X@GRAD", SLOT_OPTIONAL, "the gradient of X"},                                                \
    {"Scale@GRAD", SLOT_OPTIONAL, "the gradient of Scale"},                                        \
-   {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"}}
+   {"Bias@GRAD", SLOT_OPTIONAL, "the gradient of Bias"},                                          \
+   {"Coef", SLOT_OPTIONAL,                                                                         \
+    "[C, 6], X's dtype: per channel the mean and a, b, d of X@GRAD = a dY + b (X - mean) + d, then "   \
+    "the forward's scale and Bias (relu's sign), for the convolution's gradient that makes X@GRAD "    \
+    "itself (fused_bn_conv2d_grad; rewrite.c, bn_dx)"}}
 
 OpProto op_table_nn[] = {
     SOFTMAX_OPS("softmax", "Out = exp(X) / sum(exp(X)) along axis, computed stably", k_softmax,
@@ -1908,7 +1934,7 @@ OpProto op_table_nn[] = {
             {"Training", SLOT_NO_GRAD, "the forward's Training"}, {"Y@GRAD", 0, "the gradient of Y"},
             BN_STATS_IN},
      .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
-     .infer = infer_grads, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
+     .infer = infer_bn_grad, .kernel = k_batch_norm_grad, .grad_kind = GRAD_COMPOSITE, .grad = g_batch_norm_grad,
      .flags = OP_INTERNAL | OP_F64},
     {.type = "fused_batch_norm",
      .doc = "Y = batch_norm(X, ...) + Residual, then relu if asked: made by the executor, not by scripts",
@@ -1936,7 +1962,7 @@ OpProto op_table_nn[] = {
             {"Training", SLOT_NO_GRAD, "the forward's Training"},
             {"Out@GRAD", 0, "the gradient of the relu's Out"}, BN_STATS_IN},
      .out = BN_GRAD_OUT, .attrs = BN_ATTRS,
-     .infer = infer_grads, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
+     .infer = infer_bn_grad, .kernel = k_fused_batch_norm_grad, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {.type = "embedding", .doc = "Out = the rows of W at Ids",
      .in = {{"Ids", SLOT_NO_GRAD, "i64 row indices in [0, V)"}, {"W", 0, "the table [V, D]"}},

@@ -3,6 +3,7 @@
 #ifndef NETRUN_OPS_VMATH_H
 #define NETRUN_OPS_VMATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* A function with this attribute comes in AVX2 and AVX-512 versions too,
@@ -67,6 +68,13 @@ double vmath_dot_f64(const double *a, const double *b, int64_t n);
  * norm's input calls it on each image's channels while they are in cache
  * (conv.c), batch norm on each run it reads (nn.c): the same bits. */
 void vmath_run_moments_f32(const float *x, int64_t n, double *s, double *m2);
+
+/* A batch norm's input gradient over a run of n values of one channel,
+ * dx = a g + b (x - mean) + d, g taken where relu's input (x - mean)
+ * scale + bias is positive (relu), with coef = {mean, a, b, d, scale,
+ * bias}: a batch_norm_grad's Coef (nn.c).  Its own loops (dx_run,
+ * dx_relu_run), so the same bits as its X@GRAD. */
+void vmath_bn_dx_f32(const float *g, const float *x, float *dx, int64_t n, const float *coef, bool relu);
 void vmath_run_moments_f64(const double *x, int64_t n, double *s, double *m2);
 
 #endif
