@@ -147,25 +147,24 @@ EOF
   [[ "$output" == *"{Out=[r@GRAD]} = add_n(X=[r@GRAD@RENAME@0, r@GRAD@RENAME@1])"* ]]
 }
 
-# A convolution's gradient beneath its batch norm's: the norm's writes
-# Coef instead of X@GRAD, and fused_bn_conv2d_grad makes X@GRAD image by
-# image as it reads it (rewrite.c, bn_dx; conv.c, BnDx).  Layers a..k: a
-# norm read by a residual block (its relu taken by the block's Add), the
-# block's (with Add), one of stride 2 and a 1x1 one of stride 2 added, one
-# with relu (fused_batch_norm_grad) on the direct kernels, and 3 channels
-# on 5x5 (its input gradient on GEMMs: X@GRAD made whole first).
+# Batch norms and the convolutions around them: a convolution that reads
+# a norm's output makes that output image by image (fused_norm_conv2d:
+# the norm writes Coef instead of Y; rewrite.c, bn_norm; conv.c, NormIn),
+# and a convolution's gradient beneath its norm's makes the norm's input
+# gradient (fused_bn_conv2d_grad: the norm's gradient writes Coef instead
+# of X@GRAD; bn_dx; BnDx).  Layers a..k: a norm read by a residual block
+# (its relu taken by the block's Add), the block's (with Add; its output
+# read by two convolutions, the first of which makes it), one of stride 2
+# and a 1x1 one of stride 2 added, one with relu (fused_batch_norm_grad)
+# on the direct kernels, and 3 channels on 5x5 (their input and input
+# gradient through GEMMs: made whole first).
 bn_conv_net() {
-  cat > bnc.net <<'EOF'
+  { cat <<'EOF2'
 input x : f32[4, 16, 8, 8] = uniform_random([4, 16, 8, 8], min=-1.0, max=1.0)
 input training : bool = true
-def bn(x, training) {
-  param gamma : [dim(x, 1)] = uniform(0.5, 1.5)
-  param beta : [dim(x, 1)] = uniform(-0.3, 0.3)
-  state mean : [dim(x, 1)] = zeros()
-  state var : [dim(x, 1)] = ones()
-  y, mean, var = batch_norm(x, gamma, beta, mean, var, training)
-  return y
-}
+EOF2
+    bn_def
+    cat <<'EOF2'
 def conv(x, c, k, s, p) {
   param W : [c, dim(x, 1), k, k] = uniform(-0.2, 0.2)
   return conv2d(x, W, strides=[s, s], paddings=[p, p])
@@ -179,12 +178,18 @@ f = relu(bn(conv(q, 3, 3, 1, 1, scope="f"), training, scope="f"))
 u = relu(bn(conv(e, 32, 3, 1, 1, scope="g"), training, scope="g"))
 v = bn(conv(u, 32, 3, 1, 1, scope="k"), training, scope="k")
 loss = sum(sin(v)) + sum(sin(f))
-EOF
+EOF2
+  } > bnc.net
 }
 
-@test "a convolution's gradient beneath its batch norm's makes the norm's input gradient image by image (Coef, fused_bn_conv2d_grad): the bits of --no-fuse and --check-nan on every convolution path, 1 and 3 threads, training or not" {
+@test "a convolution makes the output of the batch norm it reads, and its gradient the input gradient of the batch norm beneath it, image by image (fused_norm_conv2d, fused_bn_conv2d_grad): the bits of --no-fuse and --check-nan on every convolution path, 1 and 3 threads, training or not" {
   bn_conv_net
   run -0 "$NETRUN" dump --backward --fused bnc.net
+  [ "$(grep -c '= fused_norm_conv2d(' <<< "$output")" -eq 3 ]
+  [ "$(grep -c '{MeanOut=.*Coef=\[t\.[0-9]*@NORM\].*} = fused_batch_norm(' <<< "$output")" -eq 3 ]
+  [[ "$output" == *"{Y=[h.1], Output=[t.6], Moments=[t.6@MOMENTS]} = fused_norm_conv2d(X=[t.4], Coef=[t.4@NORM], Residual=[h], Filter=[c.W], Training=[training]) {dilations=[1, 1], groups=1, paddings=[1, 1], relu=true, strides=[2, 2]}"* ]]
+  [[ "$output" == *"= fused_conv2d(Input=[h.1], Filter=[d.W], Training=[training])"* ]]
+  [[ "$output" == *"var t.4@NORM : f32[16, 3]"* ]]
   [[ "$output" != *"= conv2d_grad("* && "$output" != *"= fused_conv2d_grad("* ]]
   [ "$(grep -c '= fused_bn_conv2d_grad(' <<< "$output")" -eq 7 ]
   # no batch norm gradient writes X@GRAD
@@ -208,6 +213,8 @@ EOF
   [ "$(grep -c '= fused_bn_conv2d_grad(' <<< "$output")" -eq 6 ]
   [[ "$output" == *"{X@GRAD=[w@GRAD], Scale@GRAD=[k.gamma@GRAD], Bias@GRAD=[k.beta@GRAD]} = batch_norm_grad(X=[w], "* ]]
   [[ "$output" == *"= conv2d_grad(Input=[u], Filter=[k.W], Output@GRAD=[w@GRAD])"* ]]
+  # the forward alone (no gradient reads Y)
+  forward_as_unfused bnc.net v
 }
 
 @test "a loop's gradient after a fused layer finds the turns of its loop: the bits of --no-fuse and of the tape" {
@@ -373,15 +380,18 @@ EOF2
   run "$NETRUN" dump --fused cbn.net
   [ "$status" -eq 0 ]
   [ "$(grep -c '^  var t\.[0-9]*@MOMENTS : f64\[3, [0-9]*, 2\]$' <<< "$output")" -eq 4 ]
-  # each convolution becomes (or, with its bias and relu, already is) a fused_conv2d that writes them ...
-  [ "$(grep -c '= fused_conv2d(' <<< "$output")" -eq 4 ]
-  [ "$(grep -c 'Moments=\[t\.[0-9]*@MOMENTS\]} = fused_conv2d(' <<< "$output")" -eq 4 ]
+  # each convolution becomes (or, with its bias and relu, already is) a
+  # fused_conv2d that writes them, or, reading a batch norm's output, a
+  # fused_norm_conv2d (bn_norm) ...
+  [ "$(grep -c '= fused_conv2d(' <<< "$output")" -eq 2 ]
+  [ "$(grep -c '= fused_norm_conv2d(' <<< "$output")" -eq 2 ]
+  [ "$(grep -c 'Moments=\[t\.[0-9]*@MOMENTS\]} = fused_\(norm_\)\?conv2d(' <<< "$output")" -eq 4 ]
   [ "$(grep -c 'Moments=\[t\.[0-9]*@MOMENTS\]} = fused_conv2d(Input=\[.*\], Filter=\[k4\], Bias=\[c4\], Training=\[training\]) .*relu=true' <<< "$output")" -eq 1 ]
   # (each reads the batch norm's Training: evaluating, it writes none)
-  [ "$(grep -c '= fused_conv2d(.*Training=\[training\])' <<< "$output")" -eq 4 ]
+  [ "$(grep -c '= fused_\(norm_\)\?conv2d(.*Training=\[training\])' <<< "$output")" -eq 4 ]
   [[ "$output" != *"= conv2d("* ]]
   # ... and the batch norm of its output reads them
-  for m in $(grep -o 't\.[0-9]*@MOMENTS\]} = fused_conv2d' <<< "$output" | cut -d@ -f1); do
+  for m in $(grep -o 't\.[0-9]*@MOMENTS\]} = fused_\(norm_\)\?conv2d' <<< "$output" | cut -d@ -f1); do
     grep -q "= fused_batch_norm(X=\[$m\], .*Moments=\[$m@MOMENTS\])" <<< "$output"
   done
   for tr in true false; do

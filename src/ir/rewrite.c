@@ -454,16 +454,29 @@ static bool bn_dx_pair(const Site *s, int i) {
   return !op_out1(cg, "Bias@GRAD");
 }
 
-/* X's Coef (X@COEF), declared once: f32 [C, 6]. */
-static const char *bn_coef(Program *p, const char *x) {
-  const char *name = arena_printf(p->arena, "%s@COEF", x);
+/* A Coef of batch norm input X (named X and suffix), declared once: f32
+ * [C, cols]. */
+static const char *coef_var(Program *p, const char *x, const char *suffix, int cols) {
+  const char *name = arena_printf(p->arena, "%s%s", x, suffix);
   if (!prog_var(p, name)) {
     const VarDesc *xv = prog_var(p, x);
     VarDesc *cv = prog_add_var(p, p->blocks[0], name);
     cv->dtype = DT_F32;
-    cv->shape = (Shape){.rank = 2, .d = {xv->shape.d[1], dim_n(6)}};
+    cv->shape = (Shape){.rank = 2, .d = {xv->shape.d[1], dim_n(cols)}};
   }
   return name;
+}
+
+/* The gradient's Coef (X@COEF, [C, 6]) and the forward's (X@NORM, [C, 3]). */
+static const char *bn_coef(Program *p, const char *x) { return coef_var(p, x, "@COEF", 6); }
+static const char *bn_norm_coef(Program *p, const char *x) { return coef_var(p, x, "@NORM", 3); }
+
+/* The batch norm op at i, writing Coef (`coef`) instead of its output
+ * `drop`: the op itself, a run of one. */
+static bool coef_instead(const Site *s, int i, Match *m, const char *drop, const char *coef) {
+  OpDesc *f = op_with_slot(s->p, s->b->ops[i], drop, false, "Coef", coef);
+  f->norig = 0, f->orig = NULL;   /* the match's: this op */
+  return run_of(m, f, i, 1);
 }
 
 /* batch_norm_grad, conv2d_grad -> batch_norm_grad with Coef,
@@ -476,11 +489,7 @@ static const char *bn_coef(Program *p, const char *x) {
  * each op (the norm's keeps its place: its sums come first); round 1,
  * after dx_add made the convolution's. */
 static bool bn_dx_norm(const Site *s, int i, Match *m) {
-  if (!bn_dx_pair(s, i)) return false;
-  const OpDesc *bg = s->b->ops[i];
-  OpDesc *f = op_with_slot(s->p, bg, "X@GRAD", false, "Coef", bn_coef(s->p, op_in1(bg, "X")));
-  f->norig = 0, f->orig = NULL;   /* the match's: this op */
-  return run_of(m, f, i, 1);
+  return bn_dx_pair(s, i) && coef_instead(s, i, m, "X@GRAD", bn_coef(s->p, op_in1(s->b->ops[i], "X")));
 }
 
 static bool bn_dx_conv(const Site *s, int i, Match *m) {
@@ -503,6 +512,52 @@ static bool bn_dx_conv(const Site *s, int i, Match *m) {
   add1(p, f, false, "Filter@GRAD", op_out1(cg, "Filter@GRAD"));
   copy_conv_attrs(p, f, cg, is_op(bg, "fused_batch_norm_grad"));
   f->fwd_block = cg->fwd_block, f->fwd_op = cg->fwd_op;
+  return run_of(m, f, i, 1);
+}
+
+/* fused_batch_norm at i, then at i + 1 a convolution that reads its Y:
+ * a conv2d, or a fused_conv2d without bias, relu or pool.  f32, X of rank
+ * 4.  The two ops bn_norm's patterns replace (both decide on this). */
+static bool bn_norm_pair(const Site *s, int i) {
+  const OpDesc *bn = s->b->ops[i], *cv = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  if (!is_op(bn, "fused_batch_norm") || op_out1(bn, "Coef") || !op_out1(bn, "Y")) return false;
+  if (!(is_op(cv, "conv2d") || is_op(cv, "fused_conv2d")) || !same(op_in1(cv, "Input"), op_out1(bn, "Y"))) return false;
+  const VarDesc *xv = prog_var(s->p, op_in1(bn, "X")), *fv = prog_var(s->p, op_in1(cv, "Filter"));
+  if (!xv || !fv || xv->dtype != DT_F32 || fv->dtype != DT_F32 || xv->shape.rank != 4 || !dim_known(xv->shape.d[1]))
+    return false;
+  static const char *const not[] = {"Bias", "Training"};
+  for (int k = 0; k < 2; k++)
+    if (op_in1(cv, not[k])) return false;
+  return !op_out1(cv, "Pooled") && !op_out1(cv, "Mask") && !op_out1(cv, "Moments") &&
+         op_attr_i(cv, "relu", 0) == 0 && op_out1(cv, "Output");
+}
+
+/* fused_batch_norm, conv2d -> fused_batch_norm with Coef, fused_norm_conv2d
+ * (conv.c, NormIn): a convolution that reads a batch norm's output
+ * (bn_norm_pair).  The norm computes its statistics and writes, instead
+ * of Y, the numbers each of Y's values is made from (Coef, [C, 3]); the
+ * convolution makes Y image by image (written: the gradients read it)
+ * through the norm's own loop (vmath_bn_norm) and reads each image while
+ * it is in cache: the same bits, one read of Y from memory fewer, and no
+ * pass of the norm's own over X.  Two patterns, one for each op; round
+ * 1. */
+static bool bn_norm_stats(const Site *s, int i, Match *m) {
+  return bn_norm_pair(s, i) && coef_instead(s, i, m, "Y", bn_norm_coef(s->p, op_in1(s->b->ops[i], "X")));
+}
+
+static bool bn_norm_conv(const Site *s, int i, Match *m) {
+  if (i == 0 || !bn_norm_pair(s, i - 1)) return false;
+  Program *p = s->p;
+  const OpDesc *bn = s->b->ops[i - 1], *cv = s->b->ops[i];
+  OpDesc *f = op_new(p, "fused_norm_conv2d", cv->span);
+  f->call = cv->call;
+  add1(p, f, true, "X", op_in1(bn, "X"));
+  add1(p, f, true, "Coef", bn_norm_coef(p, op_in1(bn, "X")));
+  add1(p, f, true, "Residual", op_in1(bn, "Residual"));
+  add1(p, f, true, "Filter", op_in1(cv, "Filter"));
+  add1(p, f, false, "Y", op_out1(bn, "Y"));
+  add1(p, f, false, "Output", op_out1(cv, "Output"));
+  copy_conv_attrs(p, f, cv, op_attr_i(bn, "relu", 0) != 0);
   return run_of(m, f, i, 1);
 }
 
@@ -812,6 +867,8 @@ static const Pattern patterns[] = {
     {"fused_conv2d_grad", RW_FUSE, dx_add, 0, 0},
     {"batch_norm_grad", RW_FUSE, bn_dx_norm, 0, 1},
     {"fused_bn_conv2d_grad", RW_FUSE, bn_dx_conv, 0, 1},
+    {"fused_batch_norm", RW_FUSE, bn_norm_stats, 0, 1},
+    {"fused_norm_conv2d", RW_FUSE, bn_norm_conv, 0, 1},
     {"share", RW_FUSE, share_assign, 0, 0},
     {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE, 0},
     {"fused_elementwise", RW_FUSE, fused_chain, 0, 1},
@@ -1238,10 +1295,11 @@ static int conv_moments(Program *p) {
     if (!is_op(bn, "fused_batch_norm") || op_in1(bn, "Moments") || k < 0 || !written_before(p, &u, x, i, false))
       continue;
     OpDesc *cv = b->ops[u.wop[k]];
-    bool plain = is_op(cv, "conv2d");
-    if ((!plain && !is_op(cv, "fused_conv2d")) || op_out1(cv, "Moments") || !same(op_out1(cv, "Output"), x))
+    bool plain = is_op(cv, "conv2d"), norm = is_op(cv, "fused_norm_conv2d");
+    if ((!plain && !norm && !is_op(cv, "fused_conv2d")) || op_out1(cv, "Moments") || !same(op_out1(cv, "Output"), x))
       continue;
-    const VarDesc *xv = prog_var(p, x), *in = prog_var(p, op_in1(cv, "Input")), *f = prog_var(p, op_in1(cv, "Filter"));
+    const VarDesc *xv = prog_var(p, x), *in = prog_var(p, norm ? op_out1(cv, "Y") : op_in1(cv, "Input")),
+                  *f = prog_var(p, op_in1(cv, "Filter"));
     const char *tr = op_in1(bn, "Training");
     if (!xv || !in || !f || xv->dtype != DT_F32 || in->dtype != DT_F32 || f->dtype != DT_F32 || xv->shape.rank != 4 ||
         prog_var(p, name_moments(p->arena, x)) || !tr || !written_before(p, &u, tr, u.wop[k], true))

@@ -115,11 +115,12 @@ static bool need_rank4(InferCtx *c, const char *slot, const Shape *s, const char
 /* ---- conv2d ------------------------------------------------------------------- */
 
 /* conv2d's Output shape into *s, from Input, Filter and the attributes. */
-static bool conv_shape(InferCtx *c, Shape *s) {
-  const VarDesc *in = reg_infer_input(c, "Input"), *f = reg_infer_input(c, "Filter");
-  if (!in || !f || !reg_infer_need_float(c, "Input", in) || !reg_infer_need_float(c, "Filter", f)) return false;
+/* conv_shape of the images in input slot `input`. */
+static bool conv_shape_of(InferCtx *c, const char *input, Shape *s) {
+  const VarDesc *in = reg_infer_input(c, input), *f = reg_infer_input(c, "Filter");
+  if (!in || !f || !reg_infer_need_float(c, input, in) || !reg_infer_need_float(c, "Filter", f)) return false;
   const Shape *is = &in->shape, *fs = &f->shape;
-  if (!need_rank4(c, "Input", is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[O, I, KH, KW]"))
+  if (!need_rank4(c, input, is, "[N, C, H, W]") || !need_rank4(c, "Filter", fs, "[O, I, KH, KW]"))
     return false;
   int64_t st[2], pad[2], dil[2];
   if (!pair_attr(c, "strides", check_pair_positive, st) ||
@@ -129,8 +130,8 @@ static bool conv_shape(InferCtx *c, Shape *s) {
   int64_t groups = reg_infer_attr_i(c, "groups");
   if (groups <= 0) return reg_infer_fail(c, "groups must be positive, got %lld", (long long)groups);
   char a[128], b[128], what[300];
-  snprintf(what, sizeof what, "Input has shape %s and Filter has shape %s",
-           shape_str(is, a, sizeof a), shape_str(fs, b, sizeof b));
+  snprintf(what, sizeof what, "%s has shape %s and Filter has shape %s", input, shape_str(is, a, sizeof a),
+           shape_str(fs, b, sizeof b));
   Dim o = dim_unknown(), k[2] = {dim_unknown(), dim_unknown()};
   if (fs->rank == 4) {
     o = fs->d[0];
@@ -142,8 +143,8 @@ static bool conv_shape(InferCtx *c, Shape *s) {
     Dim ci = fs->d[1];
     if (is->rank == 4 && dim_known(is->d[1]) && dim_known(ci) &&
         (ci.n > INT64_MAX / groups || is->d[1].n != ci.n * groups))
-      return reg_infer_fail(c, "%s: Input has %lld channels but Filter expects I * groups = %lld * %lld",
-                            what, (long long)is->d[1].n, (long long)ci.n, (long long)groups);
+      return reg_infer_fail(c, "%s: %s has %lld channels but Filter expects I * groups = %lld * %lld", what, input,
+                            (long long)is->d[1].n, (long long)ci.n, (long long)groups);
   }
   *s = shape_unknown();
   if (is->rank == 4) {
@@ -154,6 +155,8 @@ static bool conv_shape(InferCtx *c, Shape *s) {
   return true;
 }
 
+static bool conv_shape(InferCtx *c, Shape *s) { return conv_shape_of(c, "Input", s); }
+
 static bool infer_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
@@ -163,19 +166,34 @@ static bool infer_conv2d(InferCtx *c) {
 
 /* fused_conv2d: conv2d's Output and, if asked, its 2x2 max pool and its
  * moments per image and channel. */
+/* Moments (if asked): f64 [N, O, 2] for an Output of shape s. */
+static void infer_moments(InferCtx *c, const Shape *s) {
+  if (reg_infer_out_count(c, "Moments") == 0) return;
+  Shape ms = {.rank = 3, .d = {s->rank == 4 ? s->d[0] : dim_unknown(), s->rank == 4 ? s->d[1] : dim_unknown(), dim_n(2)}};
+  reg_infer_set(c, "Moments", 0, DT_F64, &ms);
+}
+
 static bool infer_fused_conv2d(InferCtx *c) {
   Shape s;
   if (!conv_shape(c, &s)) return false;
   if (reg_infer_out_count(c, "Output") > 0) reg_infer_set(c, "Output", 0, DT_F32, &s);
   if (reg_infer_out_count(c, "Mask") > 0) reg_infer_set(c, "Mask", 0, DT_BOOL, &s);
-  if (reg_infer_out_count(c, "Moments") > 0) {
-    Shape ms = {.rank = 3, .d = {s.rank == 4 ? s.d[0] : dim_unknown(), s.rank == 4 ? s.d[1] : dim_unknown(), dim_n(2)}};
-    reg_infer_set(c, "Moments", 0, DT_F64, &ms);
-  }
+  infer_moments(c, &s);
   if (reg_infer_out_count(c, "Pooled") > 0 && s.rank == 4) {
     for (int d = 2; d < 4; d++) s.d[d] = dim_known(s.d[d]) ? dim_n(s.d[d].n / 2) : dim_unknown();
     reg_infer_set(c, "Pooled", 0, DT_F32, &s);
   }
+  return true;
+}
+
+/* fused_norm_conv2d: Y as X, then fused_conv2d's Output (and Moments) of Y. */
+static bool infer_fused_norm_conv2d(InferCtx *c) {
+  Shape s;
+  const VarDesc *x = reg_infer_input(c, "X");
+  if (!x || !conv_shape_of(c, "X", &s)) return false;
+  reg_infer_set(c, "Y", 0, x->dtype, &x->shape);
+  reg_infer_set(c, "Output", 0, DT_F32, &s);
+  infer_moments(c, &s);
   return true;
 }
 
@@ -1408,10 +1426,42 @@ static void dir_compute(const DirOut *so, const DirGeom *s, const Window *g, con
   cv_from_panels(t, so->np, rows, p, dst, false);
 }
 
+/* fused_norm_conv2d's input, made image by image from its batch norm's
+ * (rewrite.c, bn_norm): y = vmath_bn_norm of x (the norm's X) and res (its
+ * Residual, or NULL) with the channel's coef (the norm's Coef, [C, 3]),
+ * the norm's own loop, so the same bits as its Y, written (the gradient
+ * reads it) and read at once by the convolution, while it is in cache. */
+typedef struct NormIn {
+  const float *x, *res, *coef;
+  float *y;
+  bool relu;
+} NormIn;
+
+/* Image b's c planes of hw values of y. */
+static void norm_image(const NormIn *ni, int64_t b, int64_t c, int64_t hw) {
+  for (int64_t ch = 0; ch < c; ch++) {
+    int64_t at = (b * c + ch) * hw;
+    vmath_bn_norm_f32(ni->x + at, ni->res ? ni->res + at : NULL, ni->y + at, hw, ni->coef + 3 * ch, ni->relu);
+  }
+}
+
+/* The next image's ranges of the input (ahead_add): ni's x and res, its y
+ * to be written; else the input. */
+static void ahead_input(const NormIn *ni, const float *in, int64_t at, int64_t len) {
+  if (!ni) {
+    ahead_add(in + at, len, false);
+    return;
+  }
+  ahead_add(ni->x + at, len, false);
+  ahead_add(ni->res ? ni->res + at : NULL, len, false);
+  ahead_add(ni->y + at, len, true);
+}
+
 /* conv2d's forward on the direct path: image by image, e applied to each
- * image's output as it lands. */
+ * image's output as it lands; ni (if not NULL) makes each image's input
+ * first. */
 static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, const float *filt, float *out,
-                              const Epilogue *e) {
+                              const Epilogue *e, const NormIn *ni) {
   Window gw = dir_sub(g0);
   const Window *g = &gw;   /* the computed window; g0's image is read */
   DirGeom s = dir_geom(g);
@@ -1433,10 +1483,11 @@ static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, cons
     int th = par_thread();
     float *dst = out ? out + b * o * p : img[th];
     int64_t len = g0->c * g0->h * g0->w;
+    if (ni) norm_image(ni, b, g0->c, g0->h * g0->w);
     dir_load(&s, g0, g->c, in + b * len, pad[th]);
     ahead_clear();
     if (b + threads < g->n) {
-      ahead_add(in + (b + threads) * len, len, false);
+      ahead_input(ni, in, (b + threads) * len, len);
       ahead_add(out ? out + (b + threads) * o * p : NULL, o * p, true);
     }
     dir_compute(&so, &s, g, a, o, pad[th], off, k, t[th], dst);
@@ -1709,7 +1760,7 @@ static void wino_image(const Wino *z, const float *img, WinoBufs *b, float *dst)
 /* conv2d's forward through Winograd (wino_ok): image by image, as
  * conv2d_direct_f32. */
 static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const float *filt, float *out,
-                            const Epilogue *e) {
+                            const Epilogue *e, const NormIn *ni) {
   Wino z;
   wino_init(&z, g, o, g->c, filt, false);
   int64_t p = g->oh * g->ow;
@@ -1725,9 +1776,10 @@ static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const f
     if (exec_interrupted()) continue;   /* Ctrl-C between images (the executor fails the op) */
     float *dst = out ? out + b * o * p : img[par_thread()];
     int64_t len = g->c * g->h * g->w;
+    if (ni) norm_image(ni, b, g->c, g->h * g->w);
     ahead_clear();
     if (b + threads < g->n) {
-      ahead_add(in + (b + threads) * len, len, false);
+      ahead_input(ni, in, (b + threads) * len, len);
       ahead_add(out ? out + (b + threads) * o * p : NULL, o * p, true);
     }
     wino_image(&z, in + b * len, &bufs[par_thread()], dst);
@@ -1744,15 +1796,24 @@ static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const f
  * Winograd kernels then keep each image's output in a buffer of their
  * thread, the others in one of the whole batch. */
 static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, const float *in,
-                      const float *filt, float *out, const Epilogue *e) {
+                      const float *filt, float *out, const Epilogue *e, const NormIn *ni) {
   int64_t kk = g->c / groups * g->kh * g->kw, p = g->oh * g->ow;
+  if (ni && !(g->n > 0 && o > 0 && p > 0 && kk > 0 && conv_direct_ok(g, o, groups))) {
+    /* the GEMMs (or nothing) read the input whole: made first */
+    int64_t hw = g->h * g->w;
+    PAR_FOR(g->n * g->c > 1 && g->n * g->c * hw >= PAR_MIN_WORK)
+    for (int64_t r = 0; r < g->n * g->c; r++)
+      vmath_bn_norm_f32(ni->x + r * hw, ni->res ? ni->res + r * hw : NULL, ni->y + r * hw, hw,
+                        ni->coef + 3 * (r % g->c), ni->relu);
+    ni = NULL;
+  }
   if (g->n == 0 || o == 0 || p == 0) {
     if (e && e->moments) memset(e->moments, 0, sizeof *e->moments * (size_t)(2 * g->n * o));
     return 0;
   }
   if (!out && !(kk > 0 && conv_direct_ok(g, o, groups))) {
     float *whole = mem_alloc(NULL, sizeof *whole * (size_t)(g->n * o * p));
-    int rc = conv2d_f32(c, g, o, groups, in, filt, whole, e);
+    int rc = conv2d_f32(c, g, o, groups, in, filt, whole, e, ni);
     mem_free(whole);
     return rc;
   }
@@ -1766,8 +1827,8 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
     return 0;
   }
   if (conv_direct_ok(g, o, groups)) {
-    if (wino_ok(g, o, g->c)) conv2d_wino_f32(g, o, in, filt, out, e);
-    else conv2d_direct_f32(g, o, in, filt, out, e);
+    if (wino_ok(g, o, g->c)) conv2d_wino_f32(g, o, in, filt, out, e, ni);
+    else conv2d_direct_f32(g, o, in, filt, out, e, ni);
     return 0;
   }
   ConvPlan pl;
@@ -1879,7 +1940,7 @@ static int conv_forward(ExecCtx *c, bool fused) {
     Epilogue e = {bias ? tensor_f32(bias) : NULL, relu, pooled ? tensor_f32(pooled) : NULL,
                   mom ? tensor_f64(mom) : NULL, mask ? tensor_bool(mask) : NULL};
     rc = conv2d_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(x), tensor_f32(f),
-                    out ? tensor_f32(out) : NULL, fused ? &e : NULL);
+                    out ? tensor_f32(out) : NULL, fused ? &e : NULL, NULL);
   }
   tensor_unref(x);
   tensor_unref(f);
@@ -1896,6 +1957,32 @@ static int k_conv2d(ExecCtx *c) {
   return conv_forward(c, false);
 }
 static int k_fused_conv2d(ExecCtx *c) { return conv_forward(c, true); }
+
+/* fused_norm_conv2d: Y, the batch norm's output (NormIn), then conv2d of
+ * it, with Moments (when training) as fused_conv2d's. */
+static int k_fused_norm_conv2d(ExecCtx *c) {
+  dir_cpu();   /* the kernels' ISA, before a parallel region reads it */
+  Tensor *bx = exec_ctx_in(c, 0), *coef = exec_ctx_in(c, 1), *res = exec_ctx_in(c, 2),
+         *f = tensor_cast(exec_ctx_in(c, 3), DT_F32), *tr = exec_ctx_in(c, 4);
+  Tensor *y = exec_ctx_out(c, 0), *out = exec_ctx_out(c, 1), *mom = exec_ctx_out(c, 2);
+  if (tr && tr->numel == 1 && tensor_get(tr, 0) == 0) mom = NULL;   /* not training: no batch norm reads them */
+  int rc = 0;
+  if (bx->dtype != DT_F32 || y->dtype != DT_F32 || coef->dtype != DT_F32 || bx->rank != 4 || y->numel != bx->numel ||
+      coef->numel != 3 * bx->shape[1] || (res && (res->dtype != DT_F32 || res->numel != bx->numel)))
+    rc = exec_ctx_fail(c, "internal error: X, Coef or Residual do not fit Y");
+  else if (mom && (mom->dtype != DT_F64 || mom->numel != 2 * bx->shape[0] * f->shape[0]))
+    rc = exec_ctx_fail(c, "internal error: Moments does not fit Output");
+  if (rc == 0) {
+    Window g = conv_window(c, y, out, f);
+    Epilogue e = {NULL, false, NULL, mom ? tensor_f64(mom) : NULL, NULL};
+    NormIn ni = {tensor_f32(bx), res ? tensor_f32(res) : NULL, tensor_f32(coef), tensor_f32(y),
+                 exec_ctx_attr_b(c, "relu")};
+    rc = conv2d_f32(c, &g, f->shape[0], exec_ctx_attr_i(c, "groups"), tensor_f32(y), tensor_f32(f), tensor_f32(out),
+                    &e, &ni);
+  }
+  tensor_unref(f);
+  return rc;
+}
 
 /* Pools read ksize, and strides where [] means ksize. */
 static void pool_window(ExecCtx *c, const Tensor *x, const Tensor *out, Window *g) {
@@ -3382,7 +3469,8 @@ static int k_conv2d_transpose_grad(ExecCtx *c) {
       dout->shape[1] != f->shape[1] * groups)
     rc = exec_ctx_fail(c, "internal error: Output@GRAD does not fit the convolution");
   Window g = transpose_window(c, x, dout, f);
-  if (rc == 0 && dx) rc = conv2d_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(dx), NULL);
+  if (rc == 0 && dx)
+    rc = conv2d_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(dx), NULL, NULL);
   if (rc == 0 && df)
     rc = conv2d_grad_f32(c, &g, f->shape[0], groups, tensor_f32(dout), tensor_f32(f), tensor_f32(x), NULL,
                          tensor_f32(df), NULL, NULL, NULL);
@@ -3589,6 +3677,20 @@ OpProto op_table_conv[] = {
               "Pooled), where the gradient goes; for fused_conv2d_grad, instead of Output"}},
      .attrs = FUSED_CONV_ATTRS,
      .infer = infer_fused_conv2d, .kernel = k_fused_conv2d, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
+    {.type = "fused_norm_conv2d",
+     .doc = "Y = a batch norm's output (and relu) from its X and Coef, and Output = conv2d(Y, Filter), Y made image "
+            "by image as the convolution reads it: made by the executor",
+     .in = {{"X", SLOT_NO_GRAD, "the batch norm's X [N, C, H, W]"},
+            {"Coef", SLOT_NO_GRAD, "the batch norm's Coef, [C, 3]"},
+            {"Residual", SLOT_OPTIONAL | SLOT_NO_GRAD, "the batch norm's Residual"},
+            {"Filter", SLOT_NO_GRAD, "kernels [O, C / groups, KH, KW]"},
+            {"Training", SLOT_OPTIONAL | SLOT_NO_GRAD, "one bool: Moments is written only when it is true"}},
+     .out = {{"Y", 0, "the batch norm's output, X's shape"},
+             {"Output", 0, "f32 [N, O, OH, OW]"},
+             {"Moments", SLOT_OPTIONAL, "as fused_conv2d's"}},
+     .attrs = {CONV_ATTR_LIST, {"relu", ATTR_BOOL, "false", NULL, "the batch norm's relu"}},
+     .infer = infer_fused_norm_conv2d, .kernel = k_fused_norm_conv2d, .grad_kind = GRAD_NONE,
      .flags = OP_INTERNAL | OP_AFTER_BACKWARD},
     {.type = "fused_conv2d_grad",
      .doc = "the gradients of fused_conv2d's Input, Filter and Bias, or of a conv2d's whose Input@GRAD "

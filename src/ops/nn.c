@@ -233,6 +233,10 @@ static bool infer_fused_batch_norm(InferCtx *c) {
     Shape ss = {.rank = 2, .d = {dim_n(2), x->shape.rank >= 2 ? x->shape.d[1] : dim_unknown()}};
     reg_infer_set(c, "Stats", 0, DT_F64, &ss);
   }
+  if (reg_infer_out_count(c, "Coef")) {
+    Shape cs = {.rank = 2, .d = {x->shape.rank >= 2 ? x->shape.d[1] : dim_unknown(), dim_n(3)}};
+    reg_infer_set(c, "Coef", 0, x->dtype, &cs);
+  }
   return true;
 }
 
@@ -918,6 +922,10 @@ ATTR static void dx_relu_run_##S(const T *gp, const T *xp, T *dp, int64_t n, T m
 BN_RUNS(f32, float, VMATH_CLONES)
 BN_RUNS(f64, double, )
 
+void vmath_bn_norm_f32(const float *x, const float *res, float *y, int64_t n, const float *coef, bool relu) {
+  norm_run_f32(x, res, y, n, coef[0], coef[1], coef[2], relu ? 2 : 1);
+}
+
 void vmath_bn_dx_f32(const float *g, const float *x, float *dx, int64_t n, const float *coef, bool relu) {
   if (relu) dx_relu_run_f32(g, x, dx, n, coef[0], coef[1], coef[2], coef[3], coef[4], coef[5]);
   else dx_run_f32(g, x, dx, n, coef[0], coef[1], coef[2], coef[3]);
@@ -1003,6 +1011,7 @@ BLOCK_MOMENTS(f64, double)
 static int NAME##_fused(ExecCtx *c, bool fused) {                                                                        \
   Tensor *x = in_##S(c, 0), *sc = in_##S(c, 1), *bi = in_##S(c, 2), *rm = in_##S(c, 3), *rv = in_##S(c, 4);              \
   Tensor *yt = exec_ctx_out(c, 0), *mo = exec_ctx_out(c, 1), *vo = exec_ctx_out(c, 2);                                   \
+  Tensor *cft = fused ? exec_ctx_out(c, 4) : NULL;                                                                       \
   Tensor *res = fused ? opt_##S(c, 6) : NULL;                                                                            \
   bool relu = fused && exec_ctx_attr_i(c, "relu") != 0;                                                                  \
   BnGeom g = bn_geom(x);                                                                                                 \
@@ -1013,7 +1022,10 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   if (rc == 0 && res && res->numel != x->numel) rc = exec_ctx_fail(c, "internal error: Residual does not fit X");        \
   const T *xv = tensor_##S(x), *sv = tensor_##S(sc), *bv = tensor_##S(bi), *mv = tensor_##S(rm),                         \
               *vv = tensor_##S(rv), *resv = res ? tensor_##S(res) : NULL;                                                \
-  T *yv = tensor_##S(yt), *mov = tensor_##S(mo), *vov = tensor_##S(vo);                                                  \
+  T *yv = yt ? tensor_##S(yt) : NULL, *mov = tensor_##S(mo), *vov = tensor_##S(vo);                                     \
+  if (rc == 0 && cft && (cft->dtype != DTYPE_##S || cft->numel != 3 * g.ch))                                             \
+    rc = exec_ctx_fail(c, "internal error: Coef does not fit X");                                                        \
+  T *cf = cft && rc == 0 ? tensor_##S(cft) : NULL;                                                                       \
   Tensor *stt = fused && training ? exec_ctx_out(c, 3) : NULL;                                                           \
   if (rc == 0 && stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch))                                                \
     rc = exec_ctx_fail(c, "internal error: Stats does not fit X");                                                       \
@@ -1024,7 +1036,8 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     rc = exec_ctx_fail(c, "internal error: Moments does not fit X");                                                     \
   const double *momv = mot && rc == 0 ? tensor_f64(mot) : NULL;                                                          \
   int64_t nblk = bn_blocks(g, x->numel);                                                                               \
-  PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK)                                                               \
+  /* (without Y, no pass over X: the statistics from Moments, or the running ones) */                                  \
+  PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK && (yv || (training && !momv)))                               \
   for (int64_t blk = 0; blk < (rc ? 0 : nblk); blk++) {                                                                  \
     int64_t k0 = g.ch * blk / nblk, k1 = g.ch * (blk + 1) / nblk;                                                        \
     double mean[BN_CB], var[BN_CB];                                                                                      \
@@ -1038,8 +1051,9 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
       af[j] = (T)a, mf[j] = (T)mean[j];                                                                                  \
       mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean[j]) : mv[k];                                        \
       vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var[j] * unbias) : vv[k];                                \
+      if (cf) cf[3 * k] = mf[j], cf[3 * k + 1] = af[j], cf[3 * k + 2] = bv[k];                                           \
     }                                                                                                                    \
-    for (int64_t b = 0; b < g.n; b++)                                                                                    \
+    for (int64_t b = 0; b < (yv ? g.n : 0); b++)                                                                         \
       for (int64_t k = k0; k < k1; k++) {                                                                                \
         int64_t at = (b * g.ch + k) * g.hw;                                                                              \
         norm_run_##S(xv + at, resv ? resv + at : NULL, yv + at, g.hw, mf[k - k0], af[k - k0], bv[k],                    \
@@ -1057,7 +1071,9 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
 static int NAME(ExecCtx *c) { return NAME##_fused(c, false); }
 F32_F64(batch_norm, BATCH_NORM, exec_ctx_out(c, 0))
 static int k_fused_batch_norm(ExecCtx *c) {
-  return exec_ctx_out(c, 0)->dtype == DT_F64 ? batch_norm_f64_fused(c, true) : batch_norm_f32_fused(c, true);
+  const Tensor *y = exec_ctx_out(c, 0);   /* (none with Coef: X's dtype) */
+  DType t = y ? y->dtype : exec_ctx_in(c, 0)->dtype;
+  return t == DT_F64 ? batch_norm_f64_fused(c, true) : batch_norm_f32_fused(c, true);
 }
 
 /* batch_norm_grad: per channel, with inv = 1/sqrt(var + eps), xhat = (x -
@@ -1946,9 +1962,13 @@ OpProto op_table_nn[] = {
             {"Moments", SLOT_OPTIONAL | SLOT_NO_GRAD | SLOT_AS_IS,
              "f64 [N, C, 2]: each image's sum and squared deviations per channel, from the convolution that wrote X "
              "(rewrite.c; else computed from X)"}},
-     .out = {{"Y", 0, "shape of X"}, {"MeanOut", 0, "as batch_norm's"}, {"VarianceOut", 0, "as batch_norm's"},
+     .out = {{"Y", SLOT_OPTIONAL, "shape of X (left out when Coef stands for it)"},
+             {"MeanOut", 0, "as batch_norm's"}, {"VarianceOut", 0, "as batch_norm's"},
              {"Stats", SLOT_OPTIONAL,
-              "f64 [2, C]: the batch's mean and biased variance when training, for the gradient (rewrite.c)"}},
+              "f64 [2, C]: the batch's mean and biased variance when training, for the gradient (rewrite.c)"},
+             {"Coef", SLOT_OPTIONAL,
+              "[C, 3], X's dtype: per channel the mean, the scale a and the bias of Y = (X - mean) a + bias, for "
+              "the convolution that reads Y, which makes it (fused_norm_conv2d; rewrite.c, bn_norm)"}},
      .attrs = {{"momentum", ATTR_FLOAT, "0.9", check_unit, "the share of Mean and Variance kept"},
                {"epsilon", ATTR_FLOAT, "1e-5", reg_check_nonnegative, "added to the variance"},
                {"relu", ATTR_BOOL, "false", NULL, "relu after the sum"}},

@@ -75,6 +75,12 @@ void vmath_run_moments_f32(const float *x, int64_t n, double *s, double *m2);
  * bias}: a batch_norm_grad's Coef (nn.c).  Its own loops (dx_run,
  * dx_relu_run), so the same bits as its X@GRAD. */
 void vmath_bn_dx_f32(const float *g, const float *x, float *dx, int64_t n, const float *coef, bool relu);
+
+/* A fused batch norm's output over a run of n values of one channel, y =
+ * (x - mean) a + bias, plus res (if not NULL), then relu (if asked; NaN
+ * kept), with coef = {mean, a, bias}: a fused_batch_norm's Coef (nn.c).
+ * Its own loop (norm_run), so the same bits as its Y. */
+void vmath_bn_norm_f32(const float *x, const float *res, float *y, int64_t n, const float *coef, bool relu);
 void vmath_run_moments_f64(const double *x, int64_t n, double *s, double *m2);
 
 #endif
