@@ -758,10 +758,11 @@ static const char *op_without_f64(Program *p) {
     const Block *bl = i < 0 ? p->startup : p->blocks[i];
     for (int k = 0; k < bl->nops; k++) {
       const char *t = bl->ops[k]->type;
-      /* the rewrite's fused ops (rewrite.c) stand for ops with f64 kernels;
-       * the f64 copy is not fused (its values are not f32) */
-      if (strcmp(t, "fused_conv2d") == 0 || strcmp(t, "fused_conv2d_grad") == 0) continue;
       const OpProto *proto = reg_find_op(p, t);
+      /* the rewrite's fused ops (rewrite.c: made after every backward) stand
+       * for ops with f64 kernels; the f64 copy is not fused (its values are
+       * not f32) */
+      if (proto && (proto->flags & OP_AFTER_BACKWARD)) continue;
       if (proto && !reg_has_f64(proto) && !reads_no_float(p, bl->ops[k])) return t;
     }
   }
