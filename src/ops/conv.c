@@ -169,7 +169,8 @@ static bool infer_conv2d(InferCtx *c) {
 /* Moments (if asked): f64 [N, O, 2] for an Output of shape s. */
 static void infer_moments(InferCtx *c, const Shape *s) {
   if (reg_infer_out_count(c, "Moments") == 0) return;
-  Shape ms = {.rank = 3, .d = {s->rank == 4 ? s->d[0] : dim_unknown(), s->rank == 4 ? s->d[1] : dim_unknown(), dim_n(2)}};
+  Dim n = s->rank == 4 ? s->d[0] : dim_unknown(), o = s->rank == 4 ? s->d[1] : dim_unknown();
+  Shape ms = {.rank = 3, .d = {n, o, dim_n(2)}};
   reg_infer_set(c, "Moments", 0, DT_F64, &ms);
 }
 
@@ -1026,7 +1027,7 @@ DIR_TARGET static void dir_rows(const float *a, int64_t rows4, const float *s, c
   }
   int64_t q = 0;
   for (; q + DIR_QB <= n; q += DIR_QB)
-    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 3);
+    for (int64_t r = 0; r < rows4; r += 4) ahead_step(), dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 3);
   if (q + 16 == n)
     for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 2);
   else if (q + 8 == n)
@@ -1199,7 +1200,10 @@ DIR_TARGET static void cv_rows(const float *a, int64_t rows16, const float *s, c
     return;
   }
   for (int64_t r = 0; r < rows16; r += 16)
-    for (int64_t j = 0; j < np; j += 6) cv_tile(a + r * k, s, off, k, pos + j, t + (r / 16 * np + j) * 16);
+    for (int64_t j = 0; j < np; j += 6) {
+      ahead_step();
+      cv_tile(a + r * k, s, off, k, pos + j, t + (r / 16 * np + j) * 16);
+    }
 }
 
 /* dw[j][0..16) += sum over images i < m, then positions p < np, of
@@ -1278,8 +1282,8 @@ DIR512_TARGET static void cv_filter_z(const float *d, int64_t dpan, const float 
  * its sums at dw + p wpan; two at a time in AVX-512 (dir_z). */
 static void cv_filter_panels(const float *d, int64_t dpan, const float *s, const int32_t *off, const int32_t *pos,
                              int64_t np, float *dw, int64_t wpan, int npan) {
+  ahead_step();
   if (dir_z()) {
-    ahead_step();
     for (int p = 0; p < npan; p += 2)
       cv_filter_z(d + p * dpan, dpan, s, off, pos, np, dw + p * wpan, wpan, npan - p > 1 ? 2 : 1);
     return;
