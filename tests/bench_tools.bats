@@ -41,3 +41,20 @@ steady() {
   [ "$status" -eq 0 ]
   [ "$output" = "True" ]
 }
+
+@test "compare.py's share of the sgemm peak takes each round's step against that round's yardstick" {
+  share() { python3 -c "import sys; sys.path.insert(0, '$B'); import compare; print(compare.share_of_peak($1))"; }
+  # 1 GFLOP forward: 3 GFLOP a step; round 2 runs at half speed on both
+  # sides of the measure, round 3 at twice the step's speed alone
+  run share "1e9, [0.1, 0.2, 0.05], [100.0, 50.0, 100.0]"
+  [ "$status" -eq 0 ]
+  [ "$output" = "0.3" ]
+  run share "1e9, [0.1, 0.2], [100.0, 50.0]"
+  [ "$output" = "0.3" ]
+  run share "1e9, [0.1, 0.1, 0.1], [100.0, 50.0, 75.0]"
+  [ "$output" = "0.4" ]
+  run share "None, [0.1], [100.0]"
+  [ "$output" = "None" ]
+  run share "1e9, [0.1], [None]"
+  [ "$output" = "None" ]
+}

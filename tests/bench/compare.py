@@ -31,8 +31,10 @@ Python interpreter and torch's own libraries, ~300 MB before any tensor).
 "share of peak" is the step's floating-point work (three times the forward
 FLOPs `netrun summary` counts: forward, the gradient of the input and of
 the weights) over netrun's step time, as a share of the sgemm rate
-measured in the same run on the same threads (build/sgemm_peak: OpenBLAS,
-1024^3).
+on the same threads (build/sgemm_peak: OpenBLAS, 1024^3), measured in
+each round right after both sides: the median over the rounds of each
+round's step against that round's yardstick, so that a host whose speed
+moves between minutes (a shared virtual machine) moves both.
 
 --busy runs the whole comparison beside two busy loops (bounded: they stop
 when this script does, or after --busy-limit seconds).
@@ -319,6 +321,14 @@ def sgemm_peak(threads):
     return float(run([peak], env_threads(threads))[2])
 
 
+def share_of_peak(flops, steps, peaks):
+    """The median over rounds of 3 * flops / steps[r] against peaks[r]
+    (GFLOP/s), as a fraction; None without the FLOPs or a yardstick."""
+    if not flops or not peaks or None in peaks:
+        return None
+    return statistics.median(3 * flops / s / (p * 1e9) for s, p in zip(steps, peaks))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--netrun", default=os.path.join(ROOT, "netrun"))
@@ -364,11 +374,8 @@ def main():
               (a.netrun, version, python, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), a.rounds,
                ", beside two busy loops" if a.busy else "", policy), flush=True)
         for t in threads:
-            peak = sgemm_peak(t)
-            print("sgemm peak on %d thread%s: %s GFLOP/s" % (t, "" if t == 1 else "s", peak or "- (no build/sgemm_peak)"),
-                  flush=True)
             for n in names:
-                ours, theirs, our_mb, their_mb = [], [], [], []
+                ours, theirs, our_mb, their_mb, peaks = [], [], [], [], []
                 for r in range(a.rounds):
                     s, mb = netrun_side(a.netrun, n, t)
                     ours.append(s)
@@ -376,12 +383,15 @@ def main():
                     s, mb = torch_side(python, n, t)
                     theirs.append(s)
                     their_mb.append(mb)
-                    print("  %s, %d thread%s, round %d: netrun %.2f ms (%.0f MB), PyTorch %.2f ms (%.0f MB)" %
+                    peaks.append(sgemm_peak(t))
+                    print("  %s, %d thread%s, round %d: netrun %.2f ms (%.0f MB), PyTorch %.2f ms (%.0f MB), "
+                          "sgemm %s GFLOP/s" %
                           (n, t, "" if t == 1 else "s", r + 1, ours[-1] * 1e3, our_mb[-1], theirs[-1] * 1e3,
-                           their_mb[-1]), flush=True)
+                           their_mb[-1], peaks[-1] or "- (no build/sgemm_peak)"), flush=True)
                 mo, mt = statistics.median(ours), statistics.median(theirs)
                 flops = None if n == "fashion_mlp" else forward_flops(a.netrun, n)
-                share = "%.0f%%" % (100 * 3 * flops / mo / (peak * 1e9)) if flops and peak else "-"
+                sh = share_of_peak(flops, ours, peaks)
+                share = "-" if sh is None else "%.0f%%" % (100 * sh)
                 rows.append((n, t, mo, mt, min(o / p for o, p in zip(ours, theirs)),
                              max(o / p for o, p in zip(ours, theirs)), share, max(our_mb), max(their_mb)))
     finally:
