@@ -385,9 +385,10 @@ def main():
                     their_mb.append(mb)
                     peaks.append(sgemm_peak(t))
                     print("  %s, %d thread%s, round %d: netrun %.2f ms (%.0f MB), PyTorch %.2f ms (%.0f MB), "
-                          "sgemm %s GFLOP/s" %
+                          "sgemm %s" %
                           (n, t, "" if t == 1 else "s", r + 1, ours[-1] * 1e3, our_mb[-1], theirs[-1] * 1e3,
-                           their_mb[-1], peaks[-1] or "- (no build/sgemm_peak)"), flush=True)
+                           their_mb[-1], "%.1f GFLOP/s" % peaks[-1] if peaks[-1] else "- (no build/sgemm_peak)"),
+                          flush=True)
                 mo, mt = statistics.median(ours), statistics.median(theirs)
                 flops = None if n == "fashion_mlp" else forward_flops(a.netrun, n)
                 sh = share_of_peak(flops, ours, peaks)
