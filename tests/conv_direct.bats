@@ -101,7 +101,13 @@ print(max(max(abs(x - y) for x, y in zip(a[k]["data"], b[k]["data"])) / max(abs(
 # and 18 filters (panels of 16), 16 channels at 28x28 over 24 images (the
 # ResNet's first stage: two threads take images), a 66x66 image (1089
 # tiles: the forward and the input's gradient in two blocks of tile rows,
-# the filter's gradient on the direct kernels).  The gradients of r1..r5 are the forward's outputs.
+# the filter's gradient on the direct kernels), and two tall images whose
+# last block of tile rows has one row: 258x10 (two rows of 5 tiles a group
+# of V, blocks of 128 rows) and 130x26 (one row of 13, blocks of 64).
+# Maps of 8 columns or fewer keep four tile rows of 4 tiles a group: 9x5
+# (5 rows, the last group of one), 1x1, and 520x7 (260 rows, in blocks of
+# 256 and 4).
+# The gradients of r1..r7 are the forward's outputs.
 # Gradients against finite differences: tests/grad/ops/conv2d_winograd.net.
 wino_net() {
   cat > wino.net <<'EOF2'
@@ -120,8 +126,19 @@ param r2 : [3, 16, 1, 1] = uniform(-1, 1)
 param r3 : [1, 18, 2, 12] = uniform(-1, 1)
 param r4 : [24, 16, 28, 28] = uniform(-1, 1)
 param r5 : [1, 17, 66, 66] = uniform(-1, 1)
+param x6 : [1, 16, 258, 10] = uniform(-1, 1)
+param k6 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param r6 : [1, 16, 258, 10] = uniform(-1, 1)
+param x7 : [1, 16, 130, 26] = uniform(-1, 1)
+param k7 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param r7 : [1, 16, 130, 26] = uniform(-1, 1)
+param x8 : [1, 16, 520, 7] = uniform(-1, 1)
+param k8 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param r8 : [1, 16, 520, 7] = uniform(-1, 1)
 l = sum(conv2d(x1, k1, paddings=[1, 1]) * r1) + sum(conv2d(x2, k2, paddings=[1, 1]) * r2)
 l = l + sum(conv2d(x3, k3, paddings=[1, 1]) * r3) + sum(conv2d(x4, k4, paddings=[1, 1]) * r4)
+l = l + sum(conv2d(x6, k6, paddings=[1, 1]) * r6) + sum(conv2d(x7, k7, paddings=[1, 1]) * r7)
+l = l + sum(conv2d(x8, k8, paddings=[1, 1]) * r8)
 loss = l + sum(conv2d(x5, k5, paddings=[1, 1]) * r5)
 EOF2
 }
@@ -154,7 +171,13 @@ EOF2
 # padded-width layout on 20x20 (six tiles of 64 positions, then 56),
 # Winograd on 7x7 (16 tiles: 16 rows a vector, then 8, then 4, 28
 # filters), 10x10 (25 tiles: two vectors), 12x12 (36: three) and 14x14
-# (49: four, the last of one lane in two).
+# (49: four, the last of one lane in two).  Winograd's input transform
+# writes four tile rows a group of 16 up to 4 tiles a row (7x7, in AVX2
+# either way), two tile rows up to 8 tiles a row (the 10x10 and
+# 14x14 maps: an odd number of rows, the last group's second row the last
+# repeated; 258x10: 129 rows, in blocks of 128 and 1), one row from 9 to
+# 16 (30x30; 130x26: 65 rows, in blocks of 64 and 1), and 24 tiles a row (5x34)
+# in AVX2 either way.
 @test "the AVX-512 kernels give the bits of the AVX2 ones, on every layout" {
   grep -qw avx512f /proc/cpuinfo || skip "this CPU has no AVX-512: the AVX2 kernels are the only ones"
   cat > isa.net <<'EOF2'
@@ -172,9 +195,19 @@ param x6 : [1, 20, 12, 12] = uniform(-1, 1)
 param k6 : [16, 20, 3, 3] = uniform(-0.3, 0.3)
 param x7 : [2, 16, 14, 14] = uniform(-1, 1)
 param k7 : [20, 16, 3, 3] = uniform(-0.3, 0.3)
+param x8 : [1, 16, 30, 30] = uniform(-1, 1)
+param k8 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param x9 : [1, 16, 258, 10] = uniform(-1, 1)
+param k9 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param x10 : [1, 16, 130, 26] = uniform(-1, 1)
+param k10 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
+param x11 : [1, 16, 5, 34] = uniform(-1, 1)
+param k11 : [16, 16, 3, 3] = uniform(-0.3, 0.3)
 l = sum(sin(conv2d(x1, k1, paddings=[1, 1]))) + sum(sin(conv2d(x2, k2, strides=[2, 2], paddings=[1, 1])))
 l = l + sum(sin(conv2d(x3, k3, paddings=[1, 1]))) + sum(sin(conv2d(x4, k4, paddings=[1, 1])))
 l = l + sum(sin(conv2d(x5, k5, paddings=[1, 1]))) + sum(sin(conv2d(x6, k6, paddings=[1, 1])))
+l = l + sum(sin(conv2d(x8, k8, paddings=[1, 1]))) + sum(sin(conv2d(x9, k9, paddings=[1, 1])))
+l = l + sum(sin(conv2d(x10, k10, paddings=[1, 1]))) + sum(sin(conv2d(x11, k11, paddings=[1, 1])))
 loss = l + sum(sin(conv2d(x7, k7, paddings=[1, 1])))
 EOF2
   for v in default pv cv direct winograd; do

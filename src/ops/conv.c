@@ -928,20 +928,29 @@ SIMD_CLONES static void dir_unpad(const DirGeom *s, const Window *g, int64_t row
     for (int64_t y = 0; y < g->oh; y++) copy_run(dst + (r * g->oh + y) * g->ow, t + r * s->q8 + y * s->wp, g->ow);
 }
 
+/* Where position q of a tap lies in the rows dir_rows reads: positions in
+ * groups of 16, a group every gs floats (16: one after the other;
+ * Winograd's V keeps its 16 parts of a group side by side). */
+static inline int64_t dir_at(int64_t q, int64_t gs) {
+  return (q >> 4) * gs + (q & 15);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DIR_TARGET __attribute__((target("avx2,fma")))
 
-/* t[r, 0..8*nv) = sum over taps i in order of a[i][r] * s[off[i] + 0..8*nv), r < 4 */
-DIR_TARGET static inline __attribute__((always_inline)) void dir_tile_n(const float *a, const float *s,
-                                                                         const int32_t *off, int64_t k,
+/* t[r, 0..8*nv) = sum over taps i in order of a[i][r] * s[off[i] + dir_at(q + 0..8*nv, gs)], r < 4
+ * (q a multiple of 8) */
+DIR_TARGET static inline __attribute__((always_inline)) void dir_tile_n(const float *a, const float *s, int64_t q,
+                                                                         int64_t gs, const int32_t *off, int64_t k,
                                                                          float *t, int64_t ldt, int nv) {
   __m256 c[4][3];
+  const float *sv[3];
+  for (int v = 0; v < nv; v++) sv[v] = s + dir_at(q + 8 * v, gs);
   for (int r = 0; r < 4; r++)
     for (int v = 0; v < nv; v++) c[r][v] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k; i++, a += 4) {
-    const float *p = s + off[i];
     __m256 b[3];
-    for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(p + 8 * v);
+    for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(sv[v] + off[i]);
     for (int r = 0; r < 4; r++) {
       __m256 w = _mm256_broadcast_ss(a + r);
       for (int v = 0; v < nv; v++) c[r][v] = _mm256_fmadd_ps(w, b[v], c[r][v]);
@@ -961,17 +970,18 @@ DIR_TARGET static inline __attribute__((always_inline)) void dir_tile_n(const fl
  * serves 16 rows. */
 #define DIR512_TARGET __attribute__((target("avx512f,avx2,fma")))
 DIR512_TARGET static inline __attribute__((always_inline)) void dir_tile_z(const float *a, const float *s,
-                                                                            const int32_t *off, int64_t k,
+                                                                            int64_t gs, const int32_t *off, int64_t k,
                                                                             float *t, int64_t ldt, int np, int nv,
                                                                             __mmask16 last) {
   __m512 c[16][4];
+  const float *sv[4];
+  for (int v = 0; v < nv; v++) sv[v] = s + v * gs;
   for (int r = 0; r < 4 * np; r++)
     for (int v = 0; v < nv; v++) c[r][v] = _mm512_setzero_ps();
   for (int64_t i = 0; i < k; i++, a += 4) {
-    const float *p = s + off[i];
     __m512 b[4];
     for (int v = 0; v < nv; v++)
-      b[v] = v == nv - 1 ? _mm512_maskz_loadu_ps(last, p + 16 * v) : _mm512_loadu_ps(p + 16 * v);
+      b[v] = v == nv - 1 ? _mm512_maskz_loadu_ps(last, sv[v] + off[i]) : _mm512_loadu_ps(sv[v] + off[i]);
     for (int r = 0; r < 4 * np; r++) {
       __m512 w = _mm512_set1_ps(a[r / 4 * 4 * k + r % 4]);
       for (int v = 0; v < nv; v++) c[r][v] = _mm512_fmadd_ps(w, b[v], c[r][v]);
@@ -986,7 +996,7 @@ DIR512_TARGET static inline __attribute__((always_inline)) void dir_tile_z(const
 /* Rows r0 to rows4 of one tile of nv vectors, np panels at a time. */
 #define DIR_Z_ROWS(NP, NV)                                                                      \
   for (; r + 4 * (NP) <= rows4; r += 4 * (NP))                                                  \
-    ahead_step(), dir_tile_z(a + r * k, s + q, off, k, t + r * ldt + q, ldt, NP, NV, last)
+    ahead_step(), dir_tile_z(a + r * k, s + dir_at(q, gs), gs, off, k, t + r * ldt + q, ldt, NP, NV, last)
 #define DIR_Z_TILE(NP, NV)                                                                      \
   do {                                                                                          \
     int64_t r = 0;                                                                              \
@@ -997,8 +1007,8 @@ DIR512_TARGET static inline __attribute__((always_inline)) void dir_tile_z(const
 
 /* dir_rows in AVX-512 (dir_z): tiles of 64 positions (4 rows), the last of
  * 8 to 64 (up to 16 rows: 16 accumulators). */
-DIR512_TARGET static void dir_rows_z(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k,
-                                     int64_t n, float *t, int64_t ldt) {
+DIR512_TARGET static void dir_rows_z(const float *a, int64_t rows4, const float *s, int64_t gs, const int32_t *off,
+                                     int64_t k, int64_t n, float *t, int64_t ldt) {
   int64_t q = 0;
   __mmask16 last = 0xFFFF;
   for (; q + 64 <= n; q += 64) DIR_Z_TILE(1, 4);
@@ -1017,21 +1027,22 @@ DIR512_TARGET static void dir_rows_z(const float *a, int64_t rows4, const float 
 
 
 /* t[r, 0..n) for the rows4 (a multiple of 4) rows of the packed filter a,
- * over the k taps off of the padded image s: tiles of 24 positions, the
- * last of 8 or 16 (n is a multiple of 8). */
-DIR_TARGET static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k,
-                                  int64_t n, float *t, int64_t ldt) {
+ * over the k taps off of the padded image s, its positions in groups of
+ * 16 every gs floats (dir_at): tiles of 24 positions, the last of 8 or 16
+ * (n is a multiple of 8). */
+DIR_TARGET static void dir_rows(const float *a, int64_t rows4, const float *s, int64_t gs, const int32_t *off,
+                                int64_t k, int64_t n, float *t, int64_t ldt) {
   if (dir_z()) {
-    dir_rows_z(a, rows4, s, off, k, n, t, ldt);
+    dir_rows_z(a, rows4, s, gs, off, k, n, t, ldt);
     return;
   }
   int64_t q = 0;
   for (; q + DIR_QB <= n; q += DIR_QB)
-    for (int64_t r = 0; r < rows4; r += 4) ahead_step(), dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 3);
+    for (int64_t r = 0; r < rows4; r += 4) ahead_step(), dir_tile_n(a + r * k, s, q, gs, off, k, t + r * ldt + q, ldt, 3);
   if (q + 16 == n)
-    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 2);
+    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s, q, gs, off, k, t + r * ldt + q, ldt, 2);
   else if (q + 8 == n)
-    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s + q, off, k, t + r * ldt + q, ldt, 1);
+    for (int64_t r = 0; r < rows4; r += 4) dir_tile_n(a + r * k, s, q, gs, off, k, t + r * ldt + q, ldt, 1);
 }
 
 /* v's eight lanes added up: (0+4, 1+5, 2+6, 3+7), then pairs, then the two */
@@ -1312,9 +1323,9 @@ DIR_TARGET static void dir_tr8(const float *s, int64_t ls, float *d, int64_t ld,
     _mm256_storeu_ps(d + i * ld, add ? _mm256_add_ps(_mm256_loadu_ps(d + i * ld), w[i]) : w[i]);
 }
 #else
-static void dir_rows(const float *a, int64_t rows4, const float *s, const int32_t *off, int64_t k, int64_t n,
-                      float *t, int64_t ldt) {
-  (void)a, (void)rows4, (void)s, (void)off, (void)k, (void)n, (void)t, (void)ldt;
+static void dir_rows(const float *a, int64_t rows4, const float *s, int64_t gs, const int32_t *off, int64_t k,
+                     int64_t n, float *t, int64_t ldt) {
+  (void)a, (void)rows4, (void)s, (void)gs, (void)off, (void)k, (void)n, (void)t, (void)ldt;
 }
 static void dir_filter_taps(const float *const d[4], int64_t ds, const float *s, int64_t ss,
                             const int32_t *off, int nt, int64_t n, int64_t m, float *dw, int64_t ldw) {
@@ -1421,7 +1432,7 @@ static int64_t dir_scratch(const DirOut *so, const DirGeom *s, int64_t rows) {
 static void dir_compute(const DirOut *so, const DirGeom *s, const Window *g, const float *a, int64_t rows,
                          const float *pad, const int32_t *off, int64_t k, float *t, float *dst) {
   if (!so->cv) {
-    dir_rows(a, (rows + 3) / 4 * 4, pad, off, k, s->q8, t, s->q8);
+    dir_rows(a, (rows + 3) / 4 * 4, pad, 16, off, k, s->q8, t, s->q8);
     dir_unpad(s, g, rows, t, dst);
     return;
   }
@@ -1516,18 +1527,24 @@ static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, cons
  * V [16][C][tiles], one product per element of the 4x4 transform, U[e]
  * ([K, C], the transformed filter) times V[e], through the direct path's
  * row kernel (dir_rows: its taps are the channels), and the output
- * transform.  Tiles are numbered row after row (ty*tw + tx) so that a small
- * image wastes no vector lanes.  Each output depends on its image alone,
+ * transform.  Tiles are numbered row after row, a row every twp (tw
+ * rounded up to 8, or 4 below: ty*twp + tx).  V keeps a channel's tiles in groups of
+ * 16, each group's 16 parts side by side ([c][groups][16][16]), so that
+ * the input transform writes one stream (written to 16 planes, its stores
+ * were bound at a third of one stream's rate); the products read a part's
+ * positions a group apart (dir_at).  Each output depends on its image alone,
  * so the bits are the same on any number of threads.  Measured against the
  * direct kernels in doc/speed.md. */
 
 typedef struct Wino {
   int64_t c, k, k4;     /* channels in, rows out (k4: rounded up to 4) */
   int64_t h, w;         /* the image's sides (= the output's) */
-  int64_t th, tw;       /* tiles down and across */
+  int64_t th, tw, twp;  /* tiles down and across, and a tile row's stride (tw rounded up to
+                           8, or 4 where tw is 4 or less: 7x7 maps keep their lanes busy) */
   int64_t rb;           /* tile rows a block */
-  int64_t tp;           /* a row's stride in a block's V and M: its tiles rounded up to 8, plus 8 */
-  int64_t ve, me;       /* the stride of V's and M's 16 parts: c*tp or k4*tp, plus 16 (parts a
+  int64_t tp;           /* a row's stride in a block's M: its tiles (rb*twp), plus 8 */
+  int64_t vc;           /* a channel's stride in V: 256 floats a group of 16 tiles, plus 16 */
+  int64_t me;           /* the stride of M's 16 parts: k4*tp, plus 16 (parts or channels a
                            multiple of 4 KB apart would share the cache's sets) */
   int64_t hp, wp;       /* the padded plane: rows and row stride (a border of 1, zeros past the right) */
   float *u;             /* [16][k4 * c], packed as dir_rows reads it */
@@ -1555,10 +1572,11 @@ typedef struct Wino {
 static void wino_geom(Wino *z, const Window *g, int64_t rows, int64_t chans) {
   *z = (Wino){.c = chans, .k = rows, .k4 = (rows + 3) / 4 * 4, .h = g->h, .w = g->w,
               .th = (g->h + 1) / 2, .tw = (g->w + 1) / 2};
-  z->rb = (WINO_TB + z->tw - 1) / z->tw;
+  z->twp = z->tw <= 4 ? 4 : (z->tw + 7) / 8 * 8;
+  z->rb = (WINO_TB + z->twp - 1) / z->twp;
   if (z->rb > z->th) z->rb = z->th;
-  z->tp = (z->rb * z->tw + 7) / 8 * 8 + 8;
-  z->ve = chans * z->tp + 16;
+  z->tp = z->rb * z->twp + 8;
+  z->vc = (z->rb * z->twp + 15) / 16 * 256 + 16;
   z->me = z->k4 * z->tp + 16;
   z->hp = 2 * z->th + 2;
   z->wp = 2 * ((z->tw + 7) / 8 * 8) + 2;
@@ -1571,8 +1589,14 @@ static void wino_geom(Wino *z, const Window *g, int64_t rows, int64_t chans) {
  * gradients: 7x7 with 16 channels 0.74 and 0.76, 32 0.78 and 0.80, 64
  * 0.89 and 0.94, 96 0.98 and 1.04, 128 0.99 and 1.00; 5x5 with 64 0.55
  * and 0.70; 9x9 with 64 1.01 and 1.05; 8x8, no waste, with 64 1.12 and
- * 1.14; doc/speed.md). */
+ * 1.14; doc/speed.md).  On the Intel host there, with V in groups, 64
+ * channels at 7x7 took 1.31x and 1.04x Winograd's time on the direct
+ * kernels, but the ResNet's step with Winograd from 64 channels 0.97x on
+ * 1 thread and 1.00x on 2: the rule, one for every CPU, stays.
+ * -DWINO_WIDE=N builds another to measure. */
+#ifndef WINO_WIDE
 #define WINO_WIDE 96
+#endif
 
 /* Whether conv2d of geometry g (o filters, one group: conv_direct_ok) runs
  * through Winograd, forward (rows = o, chans = c) or for dInput (rows = c,
@@ -1584,7 +1608,7 @@ static bool wino_ok(const Window *g, int64_t rows, int64_t chans) {
   const char *v = getenv("NETRUN_TEST_CONV");
   if (v && (strcmp(v, "pv") == 0 || strcmp(v, "cv") == 0 || strcmp(v, "direct") == 0)) return false;
   if (g->kh != 3 || g->kw != 3 || !conv_same(g) || rows < WINO_MIN || chans < WINO_MIN) return false;
-  if ((g->h + 1) / 2 > INT32_MAX / ((g->w + 1) / 2 + 8)) return false;
+  if ((g->h + 1) / 2 > INT32_MAX / (16 * ((g->w + 1) / 2 + 8))) return false;
   double cover = 4.0 * (double)((g->h + 1) / 2) * (double)((g->w + 1) / 2);
   bool force = v && strcmp(v, "winograd") == 0;
   if (!force && 4 * cover >= 5.0 * (double)g->h * (double)g->w && (rows < WINO_WIDE || chans < WINO_WIDE))
@@ -1592,7 +1616,7 @@ static bool wino_ok(const Window *g, int64_t rows, int64_t chans) {
   Wino z;
   wino_geom(&z, g, rows, chans);
   double plane = (double)chans * (double)z.hp * (double)z.wp;
-  return (16.0 * (double)(z.ve + z.me) + plane) * sizeof(float) <= WINO_MAX_BYTES;
+  return ((double)chans * (double)z.vc + 16.0 * (double)z.me + plane) * sizeof(float) <= WINO_MAX_BYTES;
 }
 
 /* U = G w G^T for each of rows x chans 3x3 filters: w(r, ch) is the
@@ -1603,7 +1627,7 @@ static void wino_init(Wino *z, const Window *g, int64_t rows, int64_t chans, con
   wino_geom(z, g, rows, chans);
   z->u = mem_calloc((size_t)(16 * z->k4 * chans), sizeof *z->u);
   z->off = mem_alloc(NULL, sizeof *z->off * (size_t)chans);
-  for (int64_t i = 0; i < chans; i++) z->off[i] = (int32_t)(i * z->tp);
+  for (int64_t i = 0; i < chans; i++) z->off[i] = (int32_t)(i * z->vc);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t ch = 0; ch < chans; ch++) {
       double w[3][3], t[4][3];
@@ -1633,17 +1657,26 @@ static void wino_free(Wino *z) {
  * one output row's four outputs of each of the block's tiles. */
 typedef struct WinoBufs {
   float *pad, *v, *m, *y;
+  void *v0;             /* v's allocation (v: its first cache line) */
 } WinoBufs;
 
+/* A buffer of n floats at a cache line's start (in *mem, the allocation to
+ * free), zeroed: V's groups are whole lines, each stored in one piece. */
+static float *wino_lines(size_t n, void **mem) {
+  *mem = mem_calloc(n + 16, sizeof(float));
+  return (float *)(((uintptr_t)*mem + 63) & ~(uintptr_t)63);
+}
+
 static WinoBufs wino_bufs(const Wino *z) {
-  return (WinoBufs){.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
-                    .v = mem_calloc((size_t)(16 * z->ve), sizeof(float)),
-                    .m = mem_alloc(NULL, sizeof(float) * (size_t)(16 * z->me)),
-                    .y = mem_alloc(NULL, sizeof(float) * (size_t)(4 * z->tp))};
+  WinoBufs b = {.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
+                .m = mem_alloc(NULL, sizeof(float) * (size_t)(16 * z->me)),
+                .y = mem_alloc(NULL, sizeof(float) * (size_t)(4 * z->tp))};
+  b.v = wino_lines((size_t)(z->c * z->vc), &b.v0);
+  return b;
 }
 
 static void wino_bufs_free(WinoBufs *b) {
-  mem_free(b->pad), mem_free(b->v), mem_free(b->m), mem_free(b->y);
+  mem_free(b->pad), mem_free(b->v0), mem_free(b->m), mem_free(b->y);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1656,11 +1689,53 @@ DIR_TARGET static inline __attribute__((always_inline)) void wino_split(const fl
       _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
 }
 
-/* V[e][ch][(ty-ty0)*tw + tx] = (B^T d B)[e] for the 4x4 block d at
- * (2ty, 2tx) of each channel's padded plane, tile rows ty0 to ty1, eight
- * tiles of a row at a time (the lanes past a row's end are overwritten by
- * the next row's, or fall in the slack past the block's last tile). */
+/* Part e of tile t = (ty-ty0)*twp + tx of channel ch, V[ch][t/16][e][t%16],
+ * = (B^T d B)[e] for the 4x4 block d at (2ty, 2tx) of the channel's padded
+ * plane, tile rows ty0 to ty1, eight tiles of a row at a time (the lanes
+ * past a row's end, to twp, from the plane's zeros past its right edge). */
+/* wino_in in AVX-512 where a group is one tile row (twp 16: 25 to 32
+ * columns) or two (twp 8: 9 to 16): sixteen tiles at a time, whose 16
+ * parts are one KB written in order.  The even and the odd floats of 16
+ * tiles come from one two-source permute each: of a row's 32 floats, or
+ * of two rows' 16 each.  Each output is the same subtraction or addition
+ * of the same two values as wino_in's: the same bits.  A group reads each
+ * of its rows to its end (wp = 2*twp + 2); where a block's last group has
+ * one row, the image's last, its second half repeats that row. */
+DIR512_TARGET static void wino_in_z(const Wino *z, const float *pad, int64_t ty0, int64_t ty1, float *v) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const int64_t rows = 16 / z->twp;   /* tile rows a group */
+  for (int64_t ch = 0; ch < z->c; ch++)
+    for (int64_t ty = ty0; ty < ty1; ty += rows) {
+      const float *p = pad + (ch * z->hp + 2 * ty) * z->wp;
+      int64_t gap = rows == 1 ? 16 : ty + 1 < z->th ? 2 * z->wp : 0;   /* hi's floats after lo's */
+      __m512 r[4][4];
+      for (int i = 0; i < 4; i++) {
+        const float *q = p + i * z->wp;
+        __m512 lo = _mm512_loadu_ps(q), hi = _mm512_loadu_ps(q + gap);
+        __m512 lo2 = _mm512_loadu_ps(q + 2), hi2 = _mm512_loadu_ps(q + gap + 2);
+        __m512 d0 = _mm512_permutex2var_ps(lo, even, hi), d1 = _mm512_permutex2var_ps(lo, odd, hi);
+        __m512 d2 = _mm512_permutex2var_ps(lo2, even, hi2), d3 = _mm512_permutex2var_ps(lo2, odd, hi2);
+        r[i][0] = _mm512_sub_ps(d0, d2);
+        r[i][1] = _mm512_add_ps(d1, d2);
+        r[i][2] = _mm512_sub_ps(d2, d1);
+        r[i][3] = _mm512_sub_ps(d1, d3);
+      }
+      float *o = v + ch * z->vc + (ty - ty0) / rows * 256;
+      for (int j = 0; j < 4; j++) {
+        _mm512_storeu_ps(o + (0 + j) * 16, _mm512_sub_ps(r[0][j], r[2][j]));
+        _mm512_storeu_ps(o + (4 + j) * 16, _mm512_add_ps(r[1][j], r[2][j]));
+        _mm512_storeu_ps(o + (8 + j) * 16, _mm512_sub_ps(r[2][j], r[1][j]));
+        _mm512_storeu_ps(o + (12 + j) * 16, _mm512_sub_ps(r[1][j], r[3][j]));
+      }
+    }
+}
+
 DIR_TARGET static void wino_in(const Wino *z, const float *pad, int64_t ty0, int64_t ty1, float *v) {
+  if ((z->twp == 16 || z->twp == 8) && dir_z()) {
+    wino_in_z(z, pad, ty0, ty1, v);
+    return;
+  }
   for (int64_t ch = 0; ch < z->c; ch++)
     for (int64_t ty = ty0; ty < ty1; ty++)
       for (int64_t tx = 0; tx < z->tw; tx += 8) {
@@ -1675,14 +1750,20 @@ DIR_TARGET static void wino_in(const Wino *z, const float *pad, int64_t ty0, int
           r[i][2] = _mm256_sub_ps(d2, d1);
           r[i][3] = _mm256_sub_ps(d1, d3);
         }
-        float *o = v + ch * z->tp + (ty - ty0) * z->tw + tx;
-        int64_t es = z->ve;
+        int64_t t = (ty - ty0) * z->twp + tx;
+        float *o = v + ch * z->vc + t / 16 * 256 + t % 16;
+        __m256 x[16];
         for (int j = 0; j < 4; j++) {
-          _mm256_storeu_ps(o + (0 + j) * es, _mm256_sub_ps(r[0][j], r[2][j]));
-          _mm256_storeu_ps(o + (4 + j) * es, _mm256_add_ps(r[1][j], r[2][j]));
-          _mm256_storeu_ps(o + (8 + j) * es, _mm256_sub_ps(r[2][j], r[1][j]));
-          _mm256_storeu_ps(o + (12 + j) * es, _mm256_sub_ps(r[1][j], r[3][j]));
+          x[0 + j] = _mm256_sub_ps(r[0][j], r[2][j]);
+          x[4 + j] = _mm256_add_ps(r[1][j], r[2][j]);
+          x[8 + j] = _mm256_sub_ps(r[2][j], r[1][j]);
+          x[12 + j] = _mm256_sub_ps(r[1][j], r[3][j]);
         }
+        if (z->twp == 4)   /* a row's four tiles, a quarter of a group: the lanes past them would
+                              land on the next part's */
+          for (int e = 0; e < 16; e++) _mm_storeu_ps(o + e * 16, _mm256_castps256_ps128(x[e]));
+        else
+          for (int e = 0; e < 16; e++) _mm256_storeu_ps(o + e * 16, x[e]);
       }
 }
 
@@ -1690,8 +1771,56 @@ DIR_TARGET static void wino_in(const Wino *z, const float *pad, int64_t ty0, int
  * for each tile of the block's M ([16][k4][tiles]): one plane's four
  * outputs of each tile into y ([4][tp], vectors over the tiles), then
  * interleaved into the plane's rows. */
+/* wino_out in AVX-512 where a group of 16 tiles is one tile row or two
+ * (as wino_in_z): each output row's values interleaved from a tile's two
+ * columns by one two-source permute, stored straight into the plane (a
+ * row of at most 32 outputs, masked at its end).  The same additions and
+ * subtractions in the same order as wino_out's: the same bits. */
+DIR512_TARGET static void wino_out_z(const Wino *z, const float *m, int64_t ty0, int64_t ty1, float *dst) {
+  const __m512i ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i ihi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const int64_t es = z->me, rows = 16 / z->twp, nt = (ty1 - ty0) * z->twp, w = z->w;
+  const int64_t y1 = 2 * ty1 < z->h ? 2 * ty1 : z->h;
+  /* a row's outputs: the first 16 (or all of a two-row group's row) and those past 16 */
+  const __mmask16 m0 = w >= 16 ? 0xFFFF : (__mmask16)((1u << w) - 1);
+  const __mmask16 m1 = w <= 16 ? 0 : w >= 32 ? 0xFFFF : (__mmask16)((1u << (w - 16)) - 1);
+  for (int64_t r = 0; r < z->k; r++) {
+    float *plane = dst + r * z->h * w;
+    for (int64_t t0 = 0; t0 < nt; t0 += 16) {
+      const float *q = m + r * z->tp + t0;
+      __mmask16 in = nt - t0 >= 16 ? 0xFFFF : (__mmask16)((1u << (nt - t0)) - 1);
+      __m512 s[2][4];
+      for (int j = 0; j < 4; j++) {
+        __m512 a0 = _mm512_maskz_loadu_ps(in, q + j * es), a1 = _mm512_maskz_loadu_ps(in, q + (4 + j) * es),
+               a2 = _mm512_maskz_loadu_ps(in, q + (8 + j) * es), a3 = _mm512_maskz_loadu_ps(in, q + (12 + j) * es);
+        s[0][j] = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+        s[1][j] = _mm512_sub_ps(_mm512_sub_ps(a1, a2), a3);
+      }
+      int64_t yy = 2 * (ty0 + t0 / z->twp);   /* the group's first output row */
+      for (int a = 0; a < 2; a++) {
+        __m512 c0 = _mm512_add_ps(_mm512_add_ps(s[a][0], s[a][1]), s[a][2]);
+        __m512 c1 = _mm512_sub_ps(_mm512_sub_ps(s[a][1], s[a][2]), s[a][3]);
+        __m512 lo = _mm512_permutex2var_ps(c0, ilo, c1), hi = _mm512_permutex2var_ps(c0, ihi, c1);
+        if (rows == 1) {
+          if (yy + a < y1) {
+            _mm512_mask_storeu_ps(plane + (yy + a) * w, m0, lo);
+            if (m1) _mm512_mask_storeu_ps(plane + (yy + a) * w + 16, m1, hi);
+          }
+        } else {
+          if (yy + a < y1) _mm512_mask_storeu_ps(plane + (yy + a) * w, m0, lo);
+          if (yy + 2 + a < y1) _mm512_mask_storeu_ps(plane + (yy + 2 + a) * w, m0, hi);
+        }
+      }
+    }
+  }
+}
+
 DIR_TARGET static void wino_out(const Wino *z, const float *m, int64_t ty0, int64_t ty1, float *y, float *dst) {
-  int64_t es = z->me, nt = (ty1 - ty0) * z->tw;
+  if ((z->twp == 16 || z->twp == 8) && dir_z()) {
+    wino_out_z(z, m, ty0, ty1, dst);
+    return;
+  }
+  int64_t es = z->me, nt = (ty1 - ty0) * z->twp;
   int64_t y1 = 2 * ty1 < z->h ? 2 * ty1 : z->h;
   for (int64_t r = 0; r < z->k; r++) {
     for (int64_t t0 = 0; t0 < nt; t0 += 8) {
@@ -1710,7 +1839,7 @@ DIR_TARGET static void wino_out(const Wino *z, const float *m, int64_t ty0, int6
     }
     float *plane = dst + r * z->h * z->w;
     for (int64_t yy = 2 * ty0; yy < y1; yy++) {
-      const float *e0 = y + (yy & 1) * 2 * z->tp + (yy / 2 - ty0) * z->tw, *e1 = e0 + z->tp;
+      const float *e0 = y + (yy & 1) * 2 * z->tp + (yy / 2 - ty0) * z->twp, *e1 = e0 + z->tp;
       float *o = plane + yy * z->w;
       int64_t x = 0;
       for (; x + 16 <= z->w; x += 16) {   /* 8 tiles: their two columns interleaved */
@@ -1753,10 +1882,10 @@ SIMD_CLONES static void wino_fill(const Wino *z, const float *img, float *pad) {
 static void wino_image(const Wino *z, const float *img, WinoBufs *b, float *dst) {
   wino_fill(z, img, b->pad);
   for (int64_t ty0 = 0; ty0 < z->th; ty0 += z->rb) {
-    int64_t ty1 = ty0 + z->rb < z->th ? ty0 + z->rb : z->th, n = ((ty1 - ty0) * z->tw + 7) / 8 * 8;
+    int64_t ty1 = ty0 + z->rb < z->th ? ty0 + z->rb : z->th, n = ((ty1 - ty0) * z->twp + 7) / 8 * 8;
     wino_in(z, b->pad, ty0, ty1, b->v);
     for (int e = 0; e < 16; e++)
-      dir_rows(z->u + e * z->k4 * z->c, z->k4, b->v + e * z->ve, z->off, z->c, n, b->m + e * z->me, z->tp);
+      dir_rows(z->u + e * z->k4 * z->c, z->k4, b->v + 16 * e, 256, z->off, z->c, n, b->m + e * z->me, z->tp);
     wino_out(z, b->m, ty0, ty1, b->y, dst);
   }
 }
@@ -2914,7 +3043,8 @@ typedef struct WinoDw {
   Wino z;               /* the forward's geometry (rows o, channels c) */
   int64_t o16, c6;      /* rows rounded up to 16, channels to 6 */
   int64_t de;           /* the stride of dy's 16 parts: o16 * tiles, plus 16 */
-  int32_t *off, *pos;   /* [c6]: channel j at j*tp (those past c at 0); [tiles]: 0, 1, .. */
+  int32_t *off, *pos;   /* [c6]: channel j at j*vc (those past c at 0); [tiles]: tile ty*tw + tx's
+                           place in a part of V (dir_at of ty*twp + tx) */
 } WinoDw;
 
 /* Whether dFilter of geometry g (o filters, c channels) runs through
@@ -2934,9 +3064,9 @@ static void wino_dw_init(WinoDw *w, const Window *g, int64_t o) {
   w->c6 = (g->c + 5) / 6 * 6;
   w->de = w->o16 * t + 16;
   w->off = mem_calloc((size_t)w->c6, sizeof *w->off);
-  for (int64_t j = 0; j < g->c; j++) w->off[j] = (int32_t)(j * w->z.tp);
+  for (int64_t j = 0; j < g->c; j++) w->off[j] = (int32_t)(j * w->z.vc);
   w->pos = mem_alloc(NULL, sizeof *w->pos * (size_t)t);
-  for (int64_t q = 0; q < t; q++) w->pos[q] = (int32_t)q;
+  for (int64_t q = 0; q < t; q++) w->pos[q] = (int32_t)dir_at(q / w->z.tw * w->z.twp + q % w->z.tw, 256);
 }
 
 static void wino_dw_free(WinoDw *w) {
@@ -2949,18 +3079,20 @@ static void wino_dw_free(WinoDw *w) {
  * ([16][o16/16][c6][16]) of its slice go. */
 typedef struct WinoDwBufs {
   float *pad, *v, *dt, *dy, *s;
+  void *v0;             /* v's allocation (wino_lines) */
 } WinoDwBufs;
 
 static WinoDwBufs wino_dw_bufs(const WinoDw *w, int64_t p) {
   const Wino *z = &w->z;
-  return (WinoDwBufs){.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
-                      .v = mem_calloc((size_t)(16 * z->ve), sizeof(float)),
-                      .dt = mem_calloc((size_t)(w->o16 * p), sizeof(float)),
-                      .dy = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->de))};
+  WinoDwBufs b = {.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
+                  .dt = mem_calloc((size_t)(w->o16 * p), sizeof(float)),
+                  .dy = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->de))};
+  b.v = wino_lines((size_t)(z->c * z->vc), &b.v0);
+  return b;
 }
 
 static void wino_dw_bufs_free(WinoDwBufs *b) {
-  mem_free(b->pad), mem_free(b->v), mem_free(b->dt), mem_free(b->dy);
+  mem_free(b->pad), mem_free(b->v0), mem_free(b->dt), mem_free(b->dy);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -3009,7 +3141,7 @@ static void wino_dw_image(const WinoDw *w, int64_t o, const float *img, const fl
   for (int e = 0; e < 16; e++)
     for (int64_t pn = 0; pn < np; pn += 2)
       for (int64_t j = 0; j < w->c6; j += 6)
-        cv_filter_panels(b->dy + e * w->de + pn * t * 16, t * 16, b->v + e * z->ve, w->off + j, w->pos, t,
+        cv_filter_panels(b->dy + e * w->de + pn * t * 16, t * 16, b->v + 16 * e, w->off + j, w->pos, t,
                          b->s + ((e * np + pn) * w->c6 + j) * 16, w->c6 * 16, np - pn > 1 ? 2 : 1);
 }
 
