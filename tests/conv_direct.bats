@@ -174,10 +174,11 @@ EOF2
 # (49: four, the last of one lane in two).  Winograd's input transform
 # writes four tile rows a group of 16 up to 4 tiles a row (7x7, in AVX2
 # either way), two tile rows up to 8 tiles a row (the 10x10 and
-# 14x14 maps: an odd number of rows, the last group's second row the last
-# repeated; 258x10: 129 rows, in blocks of 128 and 1), one row from 9 to
+# 14x14 maps: an odd number of rows, the last group's second row past the
+# image; 258x10: 129 rows, in blocks of 128 and 1), one row from 9 to
 # 16 (30x30; 130x26: 65 rows, in blocks of 64 and 1), and 24 tiles a row (5x34)
-# in AVX2 either way.
+# in AVX2 either way.  In AVX-512 it reads the image in place, its border
+# masked; in AVX2 a padded copy.
 @test "the AVX-512 kernels give the bits of the AVX2 ones, on every layout" {
   grep -qw avx512f /proc/cpuinfo || skip "this CPU has no AVX-512: the AVX2 kernels are the only ones"
   cat > isa.net <<'EOF2'

@@ -1693,27 +1693,52 @@ DIR_TARGET static inline __attribute__((always_inline)) void wino_split(const fl
  * = (B^T d B)[e] for the 4x4 block d at (2ty, 2tx) of the channel's padded
  * plane, tile rows ty0 to ty1, eight tiles of a row at a time (the lanes
  * past a row's end, to twp, from the plane's zeros past its right edge). */
+/* Whether wino_in reads the image itself (wino_in_z) rather than its
+ * padded plane (wino_fill first). */
+static bool wino_reads_image(const Wino *z) { return (z->twp == 16 || z->twp == 8) && dir_z(); }
+
+/* Lanes j of a load at image column x that fall inside the row (0 <= x+j < w). */
+static __mmask16 wino_cols(int64_t x, int64_t w) {
+  uint32_t m = 0;
+  for (int64_t j = 0; j < 16; j++)
+    if (x + j >= 0 && x + j < w) m |= 1u << j;
+  return (__mmask16)m;
+}
+
+/* 16 floats of image row y from column x (lanes outside m zero), or zeros
+ * above and below the image: a row of its padded plane, read in place
+ * (masked lanes are never touched, before the plane's start included). */
+DIR512_TARGET static inline __m512 wino_row(const float *plane, int64_t y, const Wino *z, int64_t x, __mmask16 m) {
+  return y >= 0 && y < z->h ? _mm512_maskz_loadu_ps(m, plane + y * z->w + x) : _mm512_setzero_ps();
+}
+
 /* wino_in in AVX-512 where a group is one tile row (twp 16: 25 to 32
  * columns) or two (twp 8: 9 to 16): sixteen tiles at a time, whose 16
  * parts are one KB written in order.  The even and the odd floats of 16
  * tiles come from one two-source permute each: of a row's 32 floats, or
  * of two rows' 16 each.  Each output is the same subtraction or addition
- * of the same two values as wino_in's: the same bits.  A group reads each
- * of its rows to its end (wp = 2*twp + 2); where a block's last group has
- * one row, the image's last, its second half repeats that row. */
-DIR512_TARGET static void wino_in_z(const Wino *z, const float *pad, int64_t ty0, int64_t ty1, float *v) {
+ * of the same two values as wino_in's: the same bits.  It reads the
+ * image, not its padded plane: the plane's column x is the image's x-1,
+ * its zeros are masked lanes and rows past the image. */
+DIR512_TARGET static void wino_in_z(const Wino *z, const float *img, int64_t ty0, int64_t ty1, float *v) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const int64_t rows = 16 / z->twp;   /* tile rows a group */
+  /* lo and lo2 from the padded row's columns 0 and 2; hi and hi2 16 columns
+     further (one row a group) or from the same columns of the next tile row */
+  const int64_t xh = rows == 1 ? 16 : 0;
+  const __mmask16 mlo = wino_cols(-1, z->w), mlo2 = wino_cols(1, z->w);
+  const __mmask16 mhi = wino_cols(xh - 1, z->w), mhi2 = wino_cols(xh + 1, z->w);
   for (int64_t ch = 0; ch < z->c; ch++)
     for (int64_t ty = ty0; ty < ty1; ty += rows) {
-      const float *p = pad + (ch * z->hp + 2 * ty) * z->wp;
-      int64_t gap = rows == 1 ? 16 : ty + 1 < z->th ? 2 * z->wp : 0;   /* hi's floats after lo's */
+      const float *plane = img + ch * z->h * z->w;
+      int64_t dy = rows == 2 ? 2 : 0;   /* hi's rows below lo's (past the block's or the image's
+                                           last tile row: tiles no output reads) */
       __m512 r[4][4];
       for (int i = 0; i < 4; i++) {
-        const float *q = p + i * z->wp;
-        __m512 lo = _mm512_loadu_ps(q), hi = _mm512_loadu_ps(q + gap);
-        __m512 lo2 = _mm512_loadu_ps(q + 2), hi2 = _mm512_loadu_ps(q + gap + 2);
+        int64_t y = 2 * ty - 1 + i;
+        __m512 lo = wino_row(plane, y, z, -1, mlo), hi = wino_row(plane, y + dy, z, xh - 1, mhi);
+        __m512 lo2 = wino_row(plane, y, z, 1, mlo2), hi2 = wino_row(plane, y + dy, z, xh + 1, mhi2);
         __m512 d0 = _mm512_permutex2var_ps(lo, even, hi), d1 = _mm512_permutex2var_ps(lo, odd, hi);
         __m512 d2 = _mm512_permutex2var_ps(lo2, even, hi2), d3 = _mm512_permutex2var_ps(lo2, odd, hi2);
         r[i][0] = _mm512_sub_ps(d0, d2);
@@ -1731,9 +1756,10 @@ DIR512_TARGET static void wino_in_z(const Wino *z, const float *pad, int64_t ty0
     }
 }
 
-DIR_TARGET static void wino_in(const Wino *z, const float *pad, int64_t ty0, int64_t ty1, float *v) {
-  if ((z->twp == 16 || z->twp == 8) && dir_z()) {
-    wino_in_z(z, pad, ty0, ty1, v);
+DIR_TARGET static void wino_in(const Wino *z, const float *img, const float *pad, int64_t ty0, int64_t ty1,
+                                float *v) {
+  if (wino_reads_image(z)) {
+    wino_in_z(z, img, ty0, ty1, v);
     return;
   }
   for (int64_t ch = 0; ch < z->c; ch++)
@@ -1860,8 +1886,9 @@ DIR_TARGET static void wino_out(const Wino *z, const float *m, int64_t ty0, int6
   }
 }
 #else
-static void wino_in(const Wino *z, const float *pad, int64_t ty0, int64_t ty1, float *v) {
-  (void)z, (void)pad, (void)ty0, (void)ty1, (void)v;
+static bool wino_reads_image(const Wino *z) { return (void)z, false; }
+static void wino_in(const Wino *z, const float *img, const float *pad, int64_t ty0, int64_t ty1, float *v) {
+  (void)z, (void)img, (void)pad, (void)ty0, (void)ty1, (void)v;
 }
 static void wino_out(const Wino *z, const float *m, int64_t ty0, int64_t ty1, float *y, float *dst) {
   (void)z, (void)m, (void)ty0, (void)ty1, (void)y, (void)dst;
@@ -1880,10 +1907,10 @@ SIMD_CLONES static void wino_fill(const Wino *z, const float *img, float *pad) {
 /* dst [k, H, W] = the convolution of img [c, H, W] (Winograd), a block of
  * tile rows at a time. */
 static void wino_image(const Wino *z, const float *img, WinoBufs *b, float *dst) {
-  wino_fill(z, img, b->pad);
+  if (!wino_reads_image(z)) wino_fill(z, img, b->pad);
   for (int64_t ty0 = 0; ty0 < z->th; ty0 += z->rb) {
     int64_t ty1 = ty0 + z->rb < z->th ? ty0 + z->rb : z->th, n = ((ty1 - ty0) * z->twp + 7) / 8 * 8;
-    wino_in(z, b->pad, ty0, ty1, b->v);
+    wino_in(z, img, b->pad, ty0, ty1, b->v);
     for (int e = 0; e < 16; e++)
       dir_rows(z->u + e * z->k4 * z->c, z->k4, b->v + 16 * e, 256, z->off, z->c, n, b->m + e * z->me, z->tp);
     wino_out(z, b->m, ty0, ty1, b->y, dst);
@@ -3134,8 +3161,8 @@ static void wino_dy(const WinoDw *w, const float *dt, float *dy) { (void)w, (voi
 static void wino_dw_image(const WinoDw *w, int64_t o, const float *img, const float *dimg, WinoDwBufs *b) {
   const Wino *z = &w->z;
   int64_t p = z->h * z->w, t = z->th * z->tw, np = w->o16 / 16;
-  wino_fill(z, img, b->pad);
-  wino_in(z, b->pad, 0, z->th, b->v);
+  if (!wino_reads_image(z)) wino_fill(z, img, b->pad);
+  wino_in(z, img, b->pad, 0, z->th, b->v);
   cv_to_panels(dimg, o, p, b->dt);
   wino_dy(w, b->dt, b->dy);
   for (int e = 0; e < 16; e++)
