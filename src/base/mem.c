@@ -140,6 +140,10 @@ bool mem_parse_size(const char *s, int64_t *out) {
   return true;
 }
 
+/* New blocks from this size start on a cache line (malloc's large blocks
+ * start 16 bytes past one: a kernel's 64-byte stores then straddle two). */
+#define MEM_LINE_FROM 4096
+
 void *mem_alloc(void *ptr, size_t size) {
   if (size == 0) {
     free(ptr);
@@ -148,7 +152,10 @@ void *mem_alloc(void *ptr, size_t size) {
   if (!fail_init) fault_init();
   if (++n_allocs == fail_at) mem_oom(size);
   requested += size;
-  void *p = ptr ? realloc(ptr, size) : malloc(size);
+  void *p;
+  if (ptr) p = realloc(ptr, size);
+  else if (size >= MEM_LINE_FROM) p = posix_memalign(&p, 64, size) ? NULL : p;
+  else p = malloc(size);
   if (!p) mem_oom(size);
   return p;
 }
