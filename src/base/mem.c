@@ -140,10 +140,6 @@ bool mem_parse_size(const char *s, int64_t *out) {
   return true;
 }
 
-/* New blocks from this size start on a cache line (malloc's large blocks
- * start 16 bytes past one: a kernel's 64-byte stores then straddle two). */
-#define MEM_LINE_FROM 4096
-
 void *mem_alloc(void *ptr, size_t size) {
   if (size == 0) {
     free(ptr);
@@ -152,10 +148,7 @@ void *mem_alloc(void *ptr, size_t size) {
   if (!fail_init) fault_init();
   if (++n_allocs == fail_at) mem_oom(size);
   requested += size;
-  void *p;
-  if (ptr) p = realloc(ptr, size);
-  else if (size >= MEM_LINE_FROM) p = posix_memalign(&p, 64, size) ? NULL : p;
-  else p = malloc(size);
+  void *p = ptr ? realloc(ptr, size) : malloc(size);
   if (!p) mem_oom(size);
   return p;
 }
@@ -170,6 +163,31 @@ void *mem_calloc(size_t n, size_t size) {
 }
 
 void mem_free(void *ptr) { free(ptr); }
+
+/* The block from mem_alloc sits just before: its address in the 8 bytes
+ * before the line (at least 8 bytes in, as malloc's blocks start on 16, or
+ * on 8 under a sanitizer). */
+void *mem_line_alloc(size_t size) {
+  if (size > SIZE_MAX - 64) mem_oom(SIZE_MAX);
+  char *block = mem_alloc(NULL, size + 64);
+  char *line = (char *)(((uintptr_t)block + 64) & ~(uintptr_t)63);
+  memcpy(line - sizeof block, &block, sizeof block);
+  return line;
+}
+
+void *mem_line_calloc(size_t n, size_t size) {
+  if (size && n > SIZE_MAX / size) mem_oom(SIZE_MAX);
+  void *p = mem_line_alloc(n * size);
+  memset(p, 0, n * size);
+  return p;
+}
+
+void mem_line_free(void *ptr) {
+  if (!ptr) return;
+  void *block;
+  memcpy(&block, (char *)ptr - sizeof block, sizeof block);
+  free(block);
+}
 
 char *mem_strdup(const char *s) {
   size_t n = strlen(s) + 1;

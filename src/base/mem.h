@@ -30,6 +30,14 @@
 void *mem_alloc(void *ptr, size_t size);
 void *mem_calloc(size_t n, size_t size);   /* zeroed, overflow-checked */
 void  mem_free(void *ptr);
+
+/* Blocks whose first byte starts a cache line (64 bytes), for kernels'
+ * buffers: malloc's start on 16 bytes, and a 64-byte load or store of a
+ * row then straddles two lines.  From mem_alloc (64 bytes more); freed by
+ * mem_line_free alone. */
+void *mem_line_alloc(size_t size);
+void *mem_line_calloc(size_t n, size_t size);   /* zeroed, overflow-checked */
+void  mem_line_free(void *ptr);
 char *mem_strdup(const char *s);
 /* realpath(path): the canonical path in memory from mem_alloc (mem_free
  * it), or NULL with errno set.  libc's own buffer lives only inside. */

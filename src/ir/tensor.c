@@ -73,6 +73,7 @@ static const char *size_error(DType t, int rank, const int64_t *shape, int64_t *
  * with NETRUN_NO_POOL set (make valgrind), every tensor is its own
  * allocation again, so the tools see each use and each leak. */
 #define POOL_DATA 64
+#define LINE_FROM 1024
 #define POOL_CHUNK 256
 #define POOL_BLOCK (HEAD_BYTES + POOL_DATA)
 
@@ -140,9 +141,15 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, char why[TENSOR_
   size_t head = HEAD_BYTES;
   size_t bytes = (size_t)n * dtype_size(t);
   bool pooled = bytes <= POOL_DATA && pool_on();
-  char *block = pooled ? pool_get() : mem_alloc(NULL, head + (bytes ? bytes : 1));
-  Tensor *x = (Tensor *)block;
-  Storage *s = (Storage *)(block + sizeof(Tensor));
+  /* Elements from LINE_FROM bytes start on a cache line, the tensor and its
+   * storage up to 56 bytes into the block (malloc's blocks start on 16
+   * bytes, or 8 under a sanitizer: a kernel's 64-byte loads and stores
+   * straddled two lines). */
+  bool line = !pooled && bytes >= LINE_FROM;
+  char *block = pooled ? pool_get() : mem_alloc(NULL, head + (bytes ? bytes : 1) + (line ? 56 : 0));
+  size_t shift = line ? (size_t)(-(uintptr_t)(block + head) & 63) : 0;
+  Tensor *x = (Tensor *)(block + shift);
+  Storage *s = (Storage *)(block + shift + sizeof(Tensor));
   x->refs = 1;
   x->dtype = t;
   x->rank = rank;
@@ -152,9 +159,10 @@ Tensor *tensor_try_new(DType t, int rank, const int64_t *shape, char why[TENSOR_
   x->mark = 0;
   s->refs = 1;
   s->bytes = bytes;
-  s->data = block + head;
+  s->data = block + shift + head;
   s->block = block;
   s->pooled = pooled;
+  s->shift = (unsigned char)shift;
   x->storage = s;
   x->data = s->data;
   return x;
@@ -237,7 +245,7 @@ Tensor *tensor_cast(Tensor *x, DType t) {
 void tensor_unref(Tensor *t) {
   if (!t || --t->refs > 0) return;
   Storage *s = t->storage;
-  bool owns_block = s->block == (void *)t;
+  bool owns_block = (char *)s->block + s->shift == (char *)t;
   if (--s->refs == 0) {
     mem_uncharge((int64_t)(s->bytes + HEAD_BYTES));
     if (s->pooled) pool_put(s->block);

@@ -25,6 +25,7 @@ typedef struct Storage {
   void *data;
   void *block;                /* the allocation holding this storage (and its data) */
   bool pooled;                /* block came from the small-tensor pool (tensor.c) */
+  unsigned char shift;        /* the tensor's place in block: its data on a cache line (tensor.c) */
 } Storage;
 
 typedef struct Tensor {

@@ -634,22 +634,22 @@ static void conv_plan_threads(ConvPlan *pl, int64_t units, bool tmp) {
     int t = par_each_threads();
     pl->threads = t < units ? t : (int)units;
   }
-  pl->bufs = mem_calloc((size_t)pl->threads, sizeof *pl->bufs);
+  pl->bufs = mem_line_calloc((size_t)pl->threads, sizeof *pl->bufs);
   for (int t = 0; t < pl->threads; t++) {
     ConvBufs *b = &pl->bufs[t];
-    if (!pl->direct) b->col = mem_alloc(NULL, sizeof *b->col * (size_t)colf);
-    if (pl->pad) b->padded = mem_calloc((size_t)(pl->cg * pl->hp * pl->wp), sizeof *b->padded);
-    if (pl->nb > 1 || tmp) b->tmp = mem_alloc(NULL, sizeof *b->tmp * (size_t)(pl->og * pl->p * pl->nb));
+    if (!pl->direct) b->col = mem_line_alloc(sizeof *b->col * (size_t)colf);
+    if (pl->pad) b->padded = mem_line_calloc((size_t)(pl->cg * pl->hp * pl->wp), sizeof *b->padded);
+    if (pl->nb > 1 || tmp) b->tmp = mem_line_alloc(sizeof *b->tmp * (size_t)(pl->og * pl->p * pl->nb));
   }
 }
 
 static void conv_plan_free(ConvPlan *pl) {
   for (int t = 0; t < pl->threads; t++) {
-    mem_free(pl->bufs[t].col);
-    mem_free(pl->bufs[t].padded);
-    mem_free(pl->bufs[t].tmp);
+    mem_line_free(pl->bufs[t].col);
+    mem_line_free(pl->bufs[t].padded);
+    mem_line_free(pl->bufs[t].tmp);
   }
-  mem_free(pl->bufs);
+  mem_line_free(pl->bufs);
 }
 
 static int conv_too_large(ExecCtx *c, const Window *g, int64_t groups) {
@@ -854,7 +854,7 @@ static bool conv_same(const Window *g) {
  * channels and its taps (o, kh-1-i, kw-1-j). */
 static float *dir_pack(const float *f, int64_t o, int64_t c, int64_t kh, int64_t kw, bool flip, int64_t w) {
   int64_t rows = flip ? c : o, k = (flip ? o : c) * kh * kw, rw = (rows + w - 1) / w * w;
-  float *a = mem_calloc((size_t)(rw * k), sizeof *a);
+  float *a = mem_line_calloc((size_t)(rw * k), sizeof *a);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t t = 0; t < k; t++) {
       float v;
@@ -874,7 +874,7 @@ static float *dir_pack(const float *f, int64_t o, int64_t c, int64_t kh, int64_t
  * 3 or 6 taps at a time). */
 static int32_t *dir_offsets(const DirGeom *s, int64_t c, int64_t kh, int64_t kw) {
   int64_t k = c * kh * kw, k6 = (k + 5) / 6 * 6;
-  int32_t *off = mem_calloc((size_t)k6, sizeof *off);
+  int32_t *off = mem_line_calloc((size_t)k6, sizeof *off);
   for (int64_t t = 0; t < k; t++) off[t] = (int32_t)(t / (kh * kw) * s->cs + t / kw % kh * s->wp + t % kw);
   return off;
 }
@@ -1413,7 +1413,7 @@ static DirOut dir_out(const DirGeom *s, const Window *g, int64_t rows) {
   so.w = so.cv ? 16 : 4;
   if (so.cv) {
     so.np = (p + 5) / 6 * 6;
-    so.pos = mem_alloc(NULL, sizeof *so.pos * (size_t)so.np);
+    so.pos = mem_line_alloc(sizeof *so.pos * (size_t)so.np);
     for (int64_t q = 0; q < so.np; q++) {
       int64_t at = q < p ? q : p - 1;
       so.pos[q] = (int32_t)(at / g->ow * g->sh * s->wp + at % g->ow * g->sw);
@@ -1485,12 +1485,12 @@ static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, cons
   float *a = dir_pack(filt, o, g->c, g->kh, g->kw, false, so.w);
   int32_t *off = dir_offsets(&s, g->c, g->kh, g->kw);
   int threads = dir_threads(g, g->n, o);
-  float **pad = mem_calloc((size_t)threads, sizeof *pad), **t = mem_calloc((size_t)threads, sizeof *t);
-  float **img = mem_calloc((size_t)threads, sizeof *img);   /* without Output: each image's output */
+  float **pad = mem_line_calloc((size_t)threads, sizeof *pad), **t = mem_line_calloc((size_t)threads, sizeof *t);
+  float **img = mem_line_calloc((size_t)threads, sizeof *img);   /* without Output: each image's output */
   for (int i = 0; i < threads; i++) {
-    pad[i] = mem_calloc((size_t)dir_len(&s, g->c), sizeof **pad);
-    t[i] = mem_alloc(NULL, sizeof **t * (size_t)dir_scratch(&so, &s, o));
-    if (!out) img[i] = mem_alloc(NULL, sizeof **img * (size_t)(o * p));
+    pad[i] = mem_line_calloc((size_t)dir_len(&s, g->c), sizeof **pad);
+    t[i] = mem_line_alloc(sizeof **t * (size_t)dir_scratch(&so, &s, o));
+    if (!out) img[i] = mem_line_alloc(sizeof **img * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t b = 0; b < g->n; b++) {
@@ -1509,13 +1509,13 @@ static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, cons
     if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
     pool_rows(e, g, o, b, 0, o, dst);
   }
-  for (int i = 0; i < threads; i++) mem_free(pad[i]), mem_free(t[i]), mem_free(img[i]);
-  mem_free(img);
-  mem_free(pad);
-  mem_free(t);
-  mem_free(off);
-  mem_free(a);
-  mem_free(so.pos);
+  for (int i = 0; i < threads; i++) mem_line_free(pad[i]), mem_line_free(t[i]), mem_line_free(img[i]);
+  mem_line_free(img);
+  mem_line_free(pad);
+  mem_line_free(t);
+  mem_line_free(off);
+  mem_line_free(a);
+  mem_line_free(so.pos);
 }
 
 /* ---- Winograd F(2x2, 3x3) ------------------------------------------------------------
@@ -1625,8 +1625,8 @@ static bool wino_ok(const Window *g, int64_t rows, int64_t chans) {
  * input channels).  In double, rounded once. */
 static void wino_init(Wino *z, const Window *g, int64_t rows, int64_t chans, const float *filt, bool flip) {
   wino_geom(z, g, rows, chans);
-  z->u = mem_calloc((size_t)(16 * z->k4 * chans), sizeof *z->u);
-  z->off = mem_alloc(NULL, sizeof *z->off * (size_t)chans);
+  z->u = mem_line_calloc((size_t)(16 * z->k4 * chans), sizeof *z->u);
+  z->off = mem_line_alloc(sizeof *z->off * (size_t)chans);
   for (int64_t i = 0; i < chans; i++) z->off[i] = (int32_t)(i * z->vc);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t ch = 0; ch < chans; ch++) {
@@ -1649,34 +1649,27 @@ static void wino_init(Wino *z, const Window *g, int64_t rows, int64_t chans, con
 }
 
 static void wino_free(Wino *z) {
-  mem_free(z->u);
-  mem_free(z->off);
+  mem_line_free(z->u);
+  mem_line_free(z->off);
 }
 
 /* Per thread: the padded plane (its border zero), a block's V and M, and
  * one output row's four outputs of each of the block's tiles. */
 typedef struct WinoBufs {
-  float *pad, *v, *m, *y;
-  void *v0;             /* v's allocation (v: its first cache line) */
+  float *pad, *v, *m, *y;   /* on cache lines (mem_line_alloc): V's groups are whole lines, each
+                               stored in one piece */
 } WinoBufs;
 
-/* A buffer of n floats at a cache line's start (in *mem, the allocation to
- * free), zeroed: V's groups are whole lines, each stored in one piece. */
-static float *wino_lines(size_t n, void **mem) {
-  *mem = mem_calloc(n + 16, sizeof(float));
-  return (float *)(((uintptr_t)*mem + 63) & ~(uintptr_t)63);
-}
-
 static WinoBufs wino_bufs(const Wino *z) {
-  WinoBufs b = {.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
-                .m = mem_alloc(NULL, sizeof(float) * (size_t)(16 * z->me)),
-                .y = mem_alloc(NULL, sizeof(float) * (size_t)(4 * z->tp))};
-  b.v = wino_lines((size_t)(z->c * z->vc), &b.v0);
+  WinoBufs b = {.pad = mem_line_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
+                .m = mem_line_alloc(sizeof(float) * (size_t)(16 * z->me)),
+                .y = mem_line_alloc(sizeof(float) * (size_t)(4 * z->tp)),
+                .v = mem_line_calloc((size_t)(z->c * z->vc), sizeof(float))};
   return b;
 }
 
 static void wino_bufs_free(WinoBufs *b) {
-  mem_free(b->pad), mem_free(b->v0), mem_free(b->m), mem_free(b->y);
+  mem_line_free(b->pad), mem_line_free(b->v), mem_line_free(b->m), mem_line_free(b->y);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1925,11 +1918,11 @@ static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const f
   wino_init(&z, g, o, g->c, filt, false);
   int64_t p = g->oh * g->ow;
   int threads = dir_threads(g, g->n, o);
-  WinoBufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
-  float **img = mem_calloc((size_t)threads, sizeof *img);   /* without Output: each image's output */
+  WinoBufs *bufs = mem_line_calloc((size_t)threads, sizeof *bufs);
+  float **img = mem_line_calloc((size_t)threads, sizeof *img);   /* without Output: each image's output */
   for (int i = 0; i < threads; i++) {
     bufs[i] = wino_bufs(&z);
-    if (!out) img[i] = mem_alloc(NULL, sizeof **img * (size_t)(o * p));
+    if (!out) img[i] = mem_line_alloc(sizeof **img * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t b = 0; b < g->n; b++) {
@@ -1946,9 +1939,9 @@ static void conv2d_wino_f32(const Window *g, int64_t o, const float *in, const f
     if (e) finish_rows(e, 0, o, p, dst, p, dst, p);
     pool_rows(e, g, o, b, 0, o, dst);
   }
-  for (int i = 0; i < threads; i++) wino_bufs_free(&bufs[i]), mem_free(img[i]);
-  mem_free(img);
-  mem_free(bufs);
+  for (int i = 0; i < threads; i++) wino_bufs_free(&bufs[i]), mem_line_free(img[i]);
+  mem_line_free(img);
+  mem_line_free(bufs);
   wino_free(&z);
 }
 
@@ -1972,9 +1965,9 @@ static int conv2d_f32(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
     return 0;
   }
   if (!out && !(kk > 0 && conv_direct_ok(g, o, groups))) {
-    float *whole = mem_alloc(NULL, sizeof *whole * (size_t)(g->n * o * p));
+    float *whole = mem_line_alloc(sizeof *whole * (size_t)(g->n * o * p));
     int rc = conv2d_f32(c, g, o, groups, in, filt, whole, e, ni);
-    mem_free(whole);
+    mem_line_free(whole);
     return rc;
   }
   if (kk == 0) {
@@ -2058,7 +2051,7 @@ static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
                       double *out, const double *dout, double *dx, double *df) {
   int64_t cg = g->c / groups, og = o / groups, ckk = cg * g->kh * g->kw, np = g->oh * g->ow;
   if (ckk > INT_MAX || np > INT_MAX || og > INT_MAX) return exec_ctx_fail(c, "a dimension is too large for BLAS");
-  double *col = mem_alloc(NULL, sizeof *col * (size_t)(ckk * np + 1));
+  double *col = mem_line_alloc(sizeof *col * (size_t)(ckk * np + 1));
   if (dx) memset(dx, 0, sizeof *dx * (size_t)(g->n * g->c * g->h * g->w));
   if (df) memset(df, 0, sizeof *df * (size_t)(o * ckk));
   for (int64_t n = 0; n < g->n && !exec_interrupted(); n++)   /* Ctrl-C between images */
@@ -2075,7 +2068,7 @@ static int conv2d_f64(ExecCtx *c, const Window *g, int64_t o, int64_t groups, co
         col2im64(g, cg, col, dx + (n * g->c + gi * cg) * g->h * g->w);
       }
     }
-  mem_free(col);
+  mem_line_free(col);
   return 0;
 }
 
@@ -2938,8 +2931,8 @@ static void dir_dx_init(DirDx *d, const Window *g, int64_t o, const float *filt)
       DxPhase *f = &d->ph[ry * sw + rx];
       int64_t na = ry < kh ? (kh - ry + sh - 1) / sh : 0, nb = rx < kw ? (kw - rx + sw - 1) / sw : 0, n = 0;
       f->k = o * na * nb;
-      f->a = mem_calloc((size_t)(c16 * (f->k > 0 ? f->k : 1)), sizeof *f->a);
-      f->off = mem_calloc((size_t)(f->k > 0 ? f->k : 1), sizeof *f->off);
+      f->a = mem_line_calloc((size_t)(c16 * (f->k > 0 ? f->k : 1)), sizeof *f->a);
+      f->off = mem_line_calloc((size_t)(f->k > 0 ? f->k : 1), sizeof *f->off);
       for (int64_t oc = 0; oc < o; oc++)
         for (int64_t a = 0; a < na; a++)
           for (int64_t b = 0; b < nb; b++) {
@@ -2952,8 +2945,8 @@ static void dir_dx_init(DirDx *d, const Window *g, int64_t o, const float *filt)
       int64_t y0 = ((ry - g->ph) % sh + sh) % sh, x0 = ((rx - g->pw) % sw + sw) % sw;
       int64_t ny = y0 < g->h ? (g->h - y0 + sh - 1) / sh : 0, nx = x0 < g->w ? (g->w - x0 + sw - 1) / sw : 0;
       f->np = (ny * nx + 5) / 6 * 6;
-      f->pos = mem_alloc(NULL, sizeof *f->pos * (size_t)(f->np > 0 ? f->np : 1));
-      f->at = mem_alloc(NULL, sizeof *f->at * (size_t)(f->np > 0 ? f->np : 1));
+      f->pos = mem_line_alloc(sizeof *f->pos * (size_t)(f->np > 0 ? f->np : 1));
+      f->at = mem_line_alloc(sizeof *f->at * (size_t)(f->np > 0 ? f->np : 1));
       for (int64_t y = y0; y < g->h; y += sh)
         for (int64_t x = x0; x < g->w; x += sw, n++) {
           f->pos[n] = (int32_t)((y + g->ph) / sh * d->wp + (x + g->pw) / sw);
@@ -2992,7 +2985,7 @@ SIMD_CLONES static void dir_dx_image(const DirDx *d, const Window *g, int64_t o,
 
 static void dir_dx_free(DirDx *d, const Window *g) {
   for (int64_t f = 0; f < g->sh * g->sw; f++)
-    mem_free(d->ph[f].a), mem_free(d->ph[f].off), mem_free(d->ph[f].pos), mem_free(d->ph[f].at);
+    mem_line_free(d->ph[f].a), mem_line_free(d->ph[f].off), mem_line_free(d->ph[f].pos), mem_line_free(d->ph[f].at);
 }
 
 /* Filter gradients summed in at most this many slices of the batches, each
@@ -3016,7 +3009,7 @@ static void add_slices(float *dfilt, const float *part, int64_t slices, int64_t 
 static int64_t conv_slices(int64_t units, int64_t n, bool dfilt, float **part) {
   int64_t slices = units < CONV_SLICES ? units : CONV_SLICES;
   while (slices > 1 && slices * n > CONV_SLICE_FLOATS) slices--;
-  *part = dfilt && slices > 1 ? mem_calloc((size_t)(slices * n), sizeof **part) : NULL;
+  *part = dfilt && slices > 1 ? mem_line_calloc((size_t)(slices * n), sizeof **part) : NULL;
   return slices;
 }
 
@@ -3090,36 +3083,35 @@ static void wino_dw_init(WinoDw *w, const Window *g, int64_t o) {
   w->o16 = (o + 15) / 16 * 16;
   w->c6 = (g->c + 5) / 6 * 6;
   w->de = w->o16 * t + 16;
-  w->off = mem_calloc((size_t)w->c6, sizeof *w->off);
+  w->off = mem_line_calloc((size_t)w->c6, sizeof *w->off);
   for (int64_t j = 0; j < g->c; j++) w->off[j] = (int32_t)(j * w->z.vc);
-  w->pos = mem_alloc(NULL, sizeof *w->pos * (size_t)t);
+  w->pos = mem_line_alloc(sizeof *w->pos * (size_t)t);
   for (int64_t q = 0; q < t; q++) w->pos[q] = (int32_t)dir_at(q / w->z.tw * w->z.twp + q % w->z.tw, 256);
 }
 
 static void wino_dw_free(WinoDw *w) {
-  mem_free(w->off);
-  mem_free(w->pos);
+  mem_line_free(w->off);
+  mem_line_free(w->pos);
 }
 
 /* Per thread: the input's padded plane and transform, dOut in panels of
  * 16 rows (its rows past o zero) and transformed, and where the sums S
  * ([16][o16/16][c6][16]) of its slice go. */
 typedef struct WinoDwBufs {
-  float *pad, *v, *dt, *dy, *s;
-  void *v0;             /* v's allocation (wino_lines) */
+  float *pad, *v, *dt, *dy, *s;   /* on cache lines (mem_line_alloc), s excepted */
 } WinoDwBufs;
 
 static WinoDwBufs wino_dw_bufs(const WinoDw *w, int64_t p) {
   const Wino *z = &w->z;
-  WinoDwBufs b = {.pad = mem_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
-                  .dt = mem_calloc((size_t)(w->o16 * p), sizeof(float)),
-                  .dy = mem_alloc(NULL, sizeof(float) * (size_t)(16 * w->de))};
-  b.v = wino_lines((size_t)(z->c * z->vc), &b.v0);
+  WinoDwBufs b = {.pad = mem_line_calloc((size_t)(z->c * z->hp * z->wp), sizeof(float)),
+                  .dt = mem_line_calloc((size_t)(w->o16 * p), sizeof(float)),
+                  .dy = mem_line_alloc(sizeof(float) * (size_t)(16 * w->de)),
+                  .v = mem_line_calloc((size_t)(z->c * z->vc), sizeof(float))};
   return b;
 }
 
 static void wino_dw_bufs_free(WinoDwBufs *b) {
-  mem_free(b->pad), mem_free(b->v0), mem_free(b->dt), mem_free(b->dy);
+  mem_line_free(b->pad), mem_line_free(b->v), mem_line_free(b->dt), mem_line_free(b->dy);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -3285,25 +3277,25 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   float *part;
   int64_t ns = wdw ? 16 * zw.o16 * zw.c6 : o * kk;
   int64_t slices = conv_slices(g->n, ns, dfilt && !wdw, &part);
-  if (wdw) part = mem_calloc((size_t)(slices * ns), sizeof *part);
+  if (wdw) part = mem_line_calloc((size_t)(slices * ns), sizeof *part);
   int threads = dir_threads(g, slices, o);
   typedef struct { float *x, *d, *dt, *t, *dw, *rows, *dp; WinoBufs wb; WinoDwBufs wd; } Bufs;
-  Bufs *bufs = mem_calloc((size_t)threads, sizeof *bufs);
+  Bufs *bufs = mem_line_calloc((size_t)threads, sizeof *bufs);
   for (int i = 0; i < threads; i++) {
     Bufs *b = &bufs[i];
     /* the padded dOut: read by the row layout's filter gradient and by
      * the same-size input gradient */
-    if (dsame || (!so.cv && dfilt && !wdw)) b->d = mem_calloc((size_t)(m * ld), sizeof *b->d);
+    if (dsame || (!so.cv && dfilt && !wdw)) b->d = mem_line_calloc((size_t)(m * ld), sizeof *b->d);
     if (wdw) b->wd = wino_dw_bufs(&zw, p);   /* its S: the slice's part */
     if (dfilt && !wdw) {
-      b->x = mem_calloc((size_t)(m * lx), sizeof *b->x);
-      b->dw = mem_alloc(NULL, sizeof *b->dw * (size_t)(orr * k6));
-      if (so.cv) b->dt = mem_calloc((size_t)(orr * p), sizeof *b->dt);
+      b->x = mem_line_calloc((size_t)(m * lx), sizeof *b->x);
+      b->dw = mem_line_alloc(sizeof *b->dw * (size_t)(orr * k6));
+      if (so.cv) b->dt = mem_line_calloc((size_t)(orr * p), sizeof *b->dt);
     }
-    if (din && !wino) b->t = mem_alloc(NULL, sizeof *b->t * (size_t)(same ? dir_scratch(&sx, &s, c) : dx.scratch));
+    if (din && !wino) b->t = mem_line_alloc(sizeof *b->t * (size_t)(same ? dir_scratch(&sx, &s, c) : dx.scratch));
     if (wino) b->wb = wino_bufs(&zx);
-    if (din && !same) b->dp = mem_calloc((size_t)dx.len, sizeof *b->dp);
-    if (pr || bn) b->rows = mem_alloc(NULL, sizeof *b->rows * (size_t)(o * p));
+    if (din && !same) b->dp = mem_line_calloc((size_t)dx.len, sizeof *b->dp);
+    if (pr || bn) b->rows = mem_line_alloc(sizeof *b->rows * (size_t)(o * p));
   }
   PAR_EACH(threads > 1, threads)
   for (int64_t sl = 0; sl < slices; sl++) {
@@ -3359,12 +3351,12 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
     }
   }
   for (int i = 0; i < threads; i++) {
-    mem_free(bufs[i].x), mem_free(bufs[i].d), mem_free(bufs[i].dt), mem_free(bufs[i].t);
-    mem_free(bufs[i].dw), mem_free(bufs[i].rows), mem_free(bufs[i].dp);
+    mem_line_free(bufs[i].x), mem_line_free(bufs[i].d), mem_line_free(bufs[i].dt), mem_line_free(bufs[i].t);
+    mem_line_free(bufs[i].dw), mem_line_free(bufs[i].rows), mem_line_free(bufs[i].dp);
     if (wino) wino_bufs_free(&bufs[i].wb);
     if (wdw) wino_dw_bufs_free(&bufs[i].wd);
   }
-  mem_free(bufs);
+  mem_line_free(bufs);
   if (din && !same) dir_dx_free(&dx, g);
   if (wino) wino_free(&zx);
   if (wdw) wino_dw_free(&zw);
@@ -3379,12 +3371,12 @@ static void conv_grad_direct(const Window *g, int64_t o, const float *in, const 
   } else if (part) {
     add_slices(dfilt, part, slices, o * kk, o * kk);
   }
-  mem_free(part);
-  mem_free(offo);
-  mem_free(off);
-  mem_free(a);
-  mem_free(so.pos);
-  mem_free(sx.pos);
+  mem_line_free(part);
+  mem_line_free(offo);
+  mem_line_free(off);
+  mem_line_free(a);
+  mem_line_free(so.pos);
+  mem_line_free(sx.pos);
 }
 
 
@@ -3406,7 +3398,7 @@ static int conv_grad_gemm(ExecCtx *c, const Window *g, int64_t o, int64_t groups
       conv_grad_batch(&pl, g, o, groups, bi, in, filt, dout, din, df, pr, buf);
   }
   if (part) add_slices(dfilt, part, slices, o * kk, o * kk);
-  mem_free(part);
+  mem_line_free(part);
   conv_plan_free(&pl);
   return 0;
 }
@@ -3430,12 +3422,12 @@ static int conv2d_grad_run(ExecCtx *c, const Window *g, int64_t o, int64_t group
   bool dk = !empty && conv_direct_ok(g, o, groups), dkx = conv_dx_direct(g, o, groups);
   if (bn && !(dk && (!din || dkx))) {
     /* the GEMMs read dOut whole: made first, then the plain gradient */
-    float *made = mem_alloc(NULL, sizeof *made * (size_t)(g->n * o * p + 1));
+    float *made = mem_line_alloc(sizeof *made * (size_t)(g->n * o * p + 1));
     PAR_FOR(g->n * o > 1 && g->n * o * p >= PAR_MIN_WORK)
     for (int64_t r = 0; r < g->n * o; r++)
       vmath_bn_dx_f32(dout + r * p, bn->x + r * p, made + r * p, p, bn->coef + 6 * (r % o), bn->relu);
     int rc = conv2d_grad_run(c, g, o, groups, in, filt, made, din, dfilt, pr, ea, NULL);
-    mem_free(made);
+    mem_line_free(made);
     return rc;
   }
   /* dInput is accumulated in place only without padding (col2im adds into
@@ -3450,18 +3442,18 @@ static int conv2d_grad_run(ExecCtx *c, const Window *g, int64_t o, int64_t group
   Prologue prs;
   if (pr) {
     prs = *pr;
-    prs.sums = mem_alloc(NULL, sizeof *prs.sums * (size_t)(g->n * o * g->oh));
+    prs.sums = mem_line_alloc(sizeof *prs.sums * (size_t)(g->n * o * g->oh));
     pr = &prs;
   }
   int rc = 0;
   if (kk == 0) {   /* no GEMM to feed, but the bias still has a gradient */
     int64_t gp = pr->pooled ? (g->oh / 2) * (g->ow / 2) : p;
-    float *row = mem_alloc(NULL, sizeof *row * (size_t)p);
+    float *row = mem_line_alloc(sizeof *row * (size_t)p);
     for (int64_t b = 0; b < g->n; b++)
       for (int64_t ch = 0; ch < o; ch++)
         start_row(pr, b, o, ch, dout + (b * o + ch) * gp, pr->out ? pr->out + (b * o + ch) * p : NULL, g,
                   row);
-    mem_free(row);
+    mem_line_free(row);
   } else {
     /* the direct path; its input gradient through GEMMs unless its stride
      * is 1 and its padding keeps the size */
@@ -3471,7 +3463,7 @@ static int conv2d_grad_run(ExecCtx *c, const Window *g, int64_t o, int64_t group
   }
   if (pr) {
     if (rc == 0) bias_grad(pr, g, o);
-    mem_free(prs.sums);
+    mem_line_free(prs.sums);
   }
   return rc;
 }
