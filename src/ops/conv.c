@@ -1524,17 +1524,18 @@ static void conv2d_direct_f32(const Window *g0, int64_t o, const float *in, cons
  * block of the padded input under it, Y = A^T [(G w G^T) . (B^T d B)] A
  * (Lavin and Gray, 2015), 16 multiply-adds a tile and channel pair where
  * the direct kernels do 36.  Per image: the input's tiles transformed into
- * V [16][C][tiles], one product per element of the 4x4 transform, U[e]
+ * V (its 16 parts), one product per element of the 4x4 transform, U[e]
  * ([K, C], the transformed filter) times V[e], through the direct path's
  * row kernel (dir_rows: its taps are the channels), and the output
- * transform.  Tiles are numbered row after row, a row every twp (tw
- * rounded up to 8, or 4 below: ty*twp + tx).  V keeps a channel's tiles in groups of
- * 16, each group's 16 parts side by side ([c][groups][16][16]), so that
- * the input transform writes one stream (written to 16 planes, its stores
- * were bound at a third of one stream's rate); the products read a part's
- * positions a group apart (dir_at).  Each output depends on its image alone,
- * so the bits are the same on any number of threads.  Measured against the
- * direct kernels in doc/speed.md. */
+ * transform.  Tiles are numbered row after row, a row every twp tiles (tw
+ * rounded up to 8, or 4 where tw is 4 or less: ty*twp + tx).  V keeps a
+ * channel's tiles in groups of 16, each group's 16 parts side by side
+ * ([C][groups][16][16]), so that the input transform writes one stream
+ * (written to 16 planes, its stores were bound at a third of one stream's
+ * rate); the products read a part's positions a group apart (dir_at).
+ * Each output depends on its image alone, so the bits are the same on any
+ * number of threads.  Measured against the direct kernels in
+ * doc/speed.md. */
 
 typedef struct Wino {
   int64_t c, k, k4;     /* channels in, rows out (k4: rounded up to 4) */
