@@ -318,7 +318,7 @@ bench-compare: netrun $(BUILD)/sgemm_peak
 
 $(BUILD)/sgemm_peak: tests/bench/sgemm_peak.c
 	@mkdir -p $(BUILD)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(PAR_CFLAGS) $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(PAR_CFLAGS) $(WARN) -o $@ $< $(LDFLAGS) $(BLAS_LIBS) -ldnnl
 
 # fashion_resnet's 15 convolutions through netrun's kernels and through
 # Debian's oneDNN's (measured only: netrun links oneDNN for its sgemm, not

@@ -31,7 +31,8 @@ Python interpreter and torch's own libraries, ~300 MB before any tensor).
 "share of peak" is the step's floating-point work (three times the forward
 FLOPs `netrun summary` counts: forward, the gradient of the input and of
 the weights) over netrun's step time, as a share of the sgemm rate
-on the same threads (build/sgemm_peak: OpenBLAS, 1024^3), measured in
+on the same threads (build/sgemm_peak: the faster of OpenBLAS's and
+oneDNN's sgemm of 1024^3), measured in
 each round right after both sides: the median over the rounds of each
 round's step against that round's yardstick, so that a host whose speed
 moves between minutes (a shared virtual machine) moves both.
