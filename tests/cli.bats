@@ -14,7 +14,7 @@ setup() {
   [ "$status" -eq 0 ]
   [ "${#lines[@]}" -eq 3 ]
   [[ "${lines[0]}" =~ ^netrun\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
-  [[ "${lines[1]}" =~ ^OpenBLAS\ [0-9.]+\ \((OpenMP|pthreads|sequential)\ build\),\ [0-9]+\ threads?\;\ netrun\'s\ loops ]]
+  [[ "${lines[1]}" =~ ^OpenBLAS\ [0-9.]+\ \((OpenMP|pthreads|sequential)\ build,\ [A-Za-z0-9]+\ kernels\),\ [0-9]+\ threads?\;\ netrun\'s\ loops ]]
   [[ "${lines[2]}" =~ ^oneDNN\ [0-9]+\.[0-9]+\.[0-9]+,\ f32\ products\ of\ 65536\ multiply-adds\ and\ more,\ in\ (AVX-512|AVX2|SSE4.1\ or\ AVX)$ ]]
   # oneDNN's own variable bounds its vectors; NETRUN_TEST_GEMM=openblas
   # sends every product to OpenBLAS
@@ -26,7 +26,32 @@ setup() {
   # takes its threads from OMP_NUM_THREADS, for GEMMs and loops alike.
   if [[ "${lines[1]}" == *OpenMP\ build* ]]; then
     run env OMP_NUM_THREADS=1 "$NETRUN" --version
-    [[ "${lines[1]}" == *"(OpenMP build), 1 thread; netrun's loops share it" ]]
+    [[ "${lines[1]}" == *"(OpenMP build, "*" kernels), 1 thread; netrun's loops share it" ]]
+  fi
+}
+
+@test "OpenBLAS's kernels: never those without AVX2 on a CPU with AVX2 and FMA (0.3.21 takes its SSE3 ones on CPUs it does not know), unless OPENBLAS_CORETYPE says so" {
+  run env -u OPENBLAS_CORETYPE "$NETRUN" --version
+  [ "$status" -eq 0 ]
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    [[ "${lines[1]}" =~ \ (Haswell|SkylakeX|Cooperlake|SapphireRapids|Zen)\ kernels\) ]] || { echo "${lines[1]}"; return 1; }
+  fi
+  # the user's choice is kept, whatever it is
+  run env OPENBLAS_CORETYPE=Prescott "$NETRUN" --version
+  [[ "${lines[1]}" == *"(OpenMP build, Prescott kernels), "* || "${lines[1]}" != *"OpenMP build"* ]]
+  # and the same numbers as with the AVX2 kernels chosen by hand: an f32
+  # product of 7 x 300 by 300 x 5 (OpenBLAS: under oneDNN's 65536)
+  cat > mm.net <<'NET'
+input a : f32[7, 300] = uniform_random([7, 300], min=-1.0, max=1.0, seed=3)
+input b : f32[300, 5] = uniform_random([300, 5], min=-1.0, max=1.0, seed=4)
+print(a @ b)
+NET
+  run env -u OPENBLAS_CORETYPE "$NETRUN" run --precision 9 mm.net
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 7 ]
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo &&
+     [[ "$(env -u OPENBLAS_CORETYPE "$NETRUN" --version)" == *"Haswell kernels"* ]]; then
+    [ "$output" = "$(OPENBLAS_CORETYPE=Haswell "$NETRUN" run --precision 9 mm.net)" ]
   fi
 }
 
@@ -69,7 +94,7 @@ EOF2
   # before main): --version and every verb that runs ops see it.
   run env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$NETRUN" --version
   [ "$status" -eq 0 ]
-  [[ "${lines[1]}" == *"(OpenMP build), 2 threads; netrun's loops share them; OMP_WAIT_POLICY=PASSIVE" ]]
+  [[ "${lines[1]}" == *"(OpenMP build, "*" kernels), 2 threads; netrun's loops share them; OMP_WAIT_POLICY=PASSIVE" ]]
   run env OMP_WAIT_POLICY=active OMP_NUM_THREADS=2 "$NETRUN" --version
   [[ "${lines[1]}" == *"; netrun's loops share them; OMP_WAIT_POLICY=active" ]]
   # The process that runs the script is the one started again: its

@@ -570,8 +570,8 @@ static int load_plugins(int *argc, char **argv) {
   return 0;
 }
 
-/* --version's second line: the OpenBLAS linked, and the threads netrun
- * spreads its GEMMs (each part on one thread) and its own loops over
+/* --version's second line: the OpenBLAS linked, its kernels
+ * (par.c's blas_kernels), and the threads netrun spreads its GEMMs (each part on one thread) and its own loops over
  * (src/exec/par.h); the third: the oneDNN that computes the larger f32
  * products, and the widest vectors its kernels use here. */
 static void print_blas(FILE *f) {
@@ -580,8 +580,8 @@ static void print_blas(FILE *f) {
   while (cfg[n] && !(cfg[n] == ' ' && ++words == 2)) n++;
   static const char *const kinds[] = {"sequential", "pthreads", "OpenMP"};
   int kind = openblas_get_parallel(), threads = par_max_threads();
-  fprintf(f, "%.*s (%s build), %d thread%s", n, cfg, kind >= 0 && kind <= 2 ? kinds[kind] : "unknown", threads,
-          threads == 1 ? "" : "s");
+  fprintf(f, "%.*s (%s build, %s kernels), %d thread%s", n, cfg, kind >= 0 && kind <= 2 ? kinds[kind] : "unknown",
+          openblas_get_corename(), threads, threads == 1 ? "" : "s");
 #ifdef _OPENMP
   const char *policy = getenv("OMP_WAIT_POLICY");
   fprintf(f, "; netrun's loops share %s", threads == 1 ? "it" : "them");

@@ -130,8 +130,42 @@ static int64_t threads_waited(void) {
   return sum;
 }
 
+/* OpenBLAS (a DYNAMIC_ARCH build, Debian's) picks its kernels by the
+ * CPU's model when it loads, from a table as old as the release: Debian
+ * 12's 0.3.21 does not know Intel's later Xeons (family 6 model 207 among
+ * them) and runs its SSE3 kernels there (Prescott): a fifth of the rate
+ * of its AVX2 ones, and other bits — a row's value depended on how many
+ * rows the product had (eval at another --batch gave another loss).  When
+ * it has taken kernels without AVX2 on a CPU that has AVX2 and FMA, and
+ * OPENBLAS_CORETYPE does not choose, netrun has it take its AVX2 ones
+ * (Haswell: those it is measured and tested with elsewhere), through the
+ * two calls OpenBLAS makes at load time, before any product (weak: a
+ * build without them keeps its kernels).  A choice of the user's, or
+ * kernels that know AVX2, are kept. */
+void gotoblas_dynamic_init(void) __attribute__((weak));
+void gotoblas_dynamic_quit(void) __attribute__((weak));
+char *openblas_get_corename(void) __attribute__((weak));
+
+static void blas_kernels(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (getenv("OPENBLAS_CORETYPE") || !gotoblas_dynamic_init || !gotoblas_dynamic_quit || !openblas_get_corename)
+    return;
+  static const char *const avx2[] = {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen"};
+  const char *core = openblas_get_corename();
+  for (size_t i = 0; i < sizeof avx2 / sizeof *avx2; i++)
+    if (!core || strcmp(core, avx2[i]) == 0) return;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+  setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");   /* what netrun starts (mpirun's ranks) decides for itself */
+#endif
+}
+
 void par_init(void) {
   if (par.max) return;
+  blas_kernels();
 #ifdef _OPENMP
   par.max = omp_get_max_threads();
   /* netrun sizes its team itself: OMP_DYNAMIC's shrinking (from the load
