@@ -164,3 +164,50 @@ NET
   [ "$status" -ne 0 ]
   [ "${lines[0]}" = "c.net:3:33: error: attribute 'causal' of 'attention' expects a bool, got a name" ]
 }
+
+# qkv FILE [EXTRA]: attention (causal and not, 2 heads, 80 rows: two
+# blocks) of the three parts of a split of one QKV [2, 80, 24], as
+# stdlib's multi_head_attention makes them; EXTRA is added to the
+# attention's output inside the function (e.g. "+ q": Q read twice).
+qkv() {
+  cat > "$1" <<NET
+param x : [2, 80, 24] = normal(0, 1)
+input r : f32[2, 80, 8] = uniform_random([2, 80, 8], min=-0.5, max=0.5)
+def att(qkv, causal) {
+  q, k, v = split(qkv, num=3, axis=2)
+  return attention(q, k, v, causal=causal, heads=2) ${2:-}
+}
+loss = sum(att(x, true) * r) + sum(att(x * 1.5, false) * r)
+NET
+}
+
+@test "a split of one QKV into attention: fused_attention and fused_attention_grad (no split, concat or copy), the bits of --no-fuse on 1, 2 and 3 threads" {
+  qkv m.net
+  run "$NETRUN" dump --backward --fused m.net
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '= fused_attention(QKV=' <<< "$output")" -eq 2 ]
+  [ "$(grep -c '= fused_attention_grad(QKV=' <<< "$output")" -eq 2 ]
+  [ "$(grep -cE '= (split|concat|attention|attention_grad)\(' <<< "$output")" -eq 0 ]
+  grep -q '{QKV@GRAD=\[.*\]} = fused_attention_grad(QKV=\[x\], Out@GRAD=\[.*\]) {causal=true, heads=2}' <<< "$output"
+  # forward only (run): the split and attention fuse too
+  [ "$("$NETRUN" dump --fused m.net | grep -c '= fused_attention(QKV=')" -eq 2 ]
+  "$NETRUN" grad --format json --no-fuse m.net > plain.json
+  for t in 1 2 3; do OMP_NUM_THREADS=$t "$NETRUN" grad --format json m.net > "$t.json"; done
+  cmp plain.json 1.json
+  cmp plain.json 2.json
+  cmp plain.json 3.json
+  [ "$(jq '[.grads.x.data[] | select(. != 0)] | length' 1.json)" -eq 3840 ]
+  [ "$("$NETRUN" run m.net)" = "$("$NETRUN" run --no-fuse m.net)" ]
+}
+
+@test "a split whose Q another op reads too: split, attention and attention_grad stay, the bits of --no-fuse" {
+  qkv m.net "+ q"
+  run "$NETRUN" dump --backward --fused m.net
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'fused_attention' <<< "$output")" -eq 0 ]
+  [ "$(grep -cE '= split\(' <<< "$output")" -eq 2 ]
+  [ "$(grep -cE '= attention_grad\(' <<< "$output")" -eq 2 ]
+  "$NETRUN" grad --format json --no-fuse m.net > plain.json
+  "$NETRUN" grad --format json m.net > fused.json
+  cmp plain.json fused.json
+}

@@ -137,7 +137,7 @@ loss = sum(z / y)'
   [ "$output" = "" ]
 }
 
-@test "training char_lm with the chains fused and with --no-fuse: the same checkpoint bits and losses, 1 and 2 threads" {
+@test "training char_lm with the chains and attention fused and with --no-fuse: the same checkpoint bits and losses, 1 and 2 threads" {
   for t in 1 2; do
     OMP_NUM_THREADS=$t "$NETRUN" train "$ROOT/examples/char_lm.net" --epochs 1 --limit 96 --save f$t.ckpt --log f$t.jsonl > /dev/null
   done
@@ -148,7 +148,11 @@ loss = sum(z / y)'
   [ "$(losses p.jsonl)" = "$(losses f1.jsonl)" ]
   [ "$(losses p.jsonl)" = "$(losses f2.jsonl)" ]
   [ "$(losses p.jsonl | wc -l)" -eq 3 ]
-  "$NETRUN" dump --train --fused "$ROOT/examples/char_lm.net" | grep -q 'fused_elementwise(X=\[t.7, block1.ff1.b\]).*ops=\["add", "relu"\]'
+  "$NETRUN" dump --train --fused "$ROOT/examples/char_lm.net" > fused.txt
+  grep -q 'fused_elementwise(X=\[t.7, block1.ff1.b\]).*ops=\["add", "relu"\]' fused.txt
+  # the attention reads Q, K and V in the qkv product, its gradient writes theirs there (attention.bats)
+  [ "$(grep -c '= fused_attention(QKV=' fused.txt)" -eq 2 ]
+  [ "$(grep -c '= fused_attention_grad(QKV=' fused.txt)" -eq 2 ]
 }
 
 @test "a user op's body: an output its chain reads on is still made (the caller reads it by name)" {

@@ -561,6 +561,97 @@ static bool bn_norm_conv(const Site *s, int i, Match *m) {
   return run_of(m, f, i, 1);
 }
 
+/* X when `op` is a split of an f32 X of known last axis into three equal
+ * parts along it (Q, K and V side by side, as stdlib's
+ * multi_head_attention makes them); else NULL. */
+static const char *qkv_split(const Program *p, const OpDesc *op) {
+  if (!is_op(op, "split")) return NULL;
+  const char *x = op_in1(op, "X");
+  const VarDesc *xv = x ? prog_var(p, x) : NULL;
+  const Slot *out = op_output(op, "Out");
+  if (!xv || xv->dtype != DT_F32 || xv->shape.rank < 2 || !out || out->n != 3) return NULL;
+  int r = xv->shape.rank;
+  int64_t axis = op_attr_i(op, "axis", 0), w = xv->shape.d[r - 1].n;
+  const Attr *sec = op_attr(op, "sections");
+  bool equal = !sec || (sec->v.type == ATTR_INTS && (sec->v.n == 0 ? op_attr_i(op, "num", 0) == 3 :
+                                                       sec->v.n == 3 && sec->v.u.ints[0] == sec->v.u.ints[1] &&
+                                                           sec->v.u.ints[1] == sec->v.u.ints[2]));
+  if ((axis != r - 1 && axis != -1) || !dim_known(xv->shape.d[r - 1]) || w % 3 || !equal) return NULL;
+  return x;
+}
+
+/* Whether `op`, an attention or attention_grad of f32 values, reads as
+ * Q, K and V the three outputs of `sp` in that order. */
+static bool reads_qkv(const Program *p, const OpDesc *op, const OpDesc *sp) {
+  const Slot *out = op_output(sp, "Out");
+  static const char *const qkv[] = {"Q", "K", "V"};
+  for (int k = 0; k < 3; k++) {
+    const VarDesc *v = prog_var(p, out->args[k]);
+    if (!v || v->dtype != DT_F32 || !same(op_in1(op, qkv[k]), out->args[k])) return false;
+  }
+  return true;
+}
+
+static void copy_att_attrs(Program *p, OpDesc *to, const OpDesc *from) {
+  static const char *const names[] = {"causal", "heads"};
+  for (int k = 0; k < 2; k++) {
+    const Attr *a = op_attr(from, names[k]);
+    if (a) op_set_attr(p, to, names[k], a->v);
+  }
+}
+
+/* attention_grad, concat -> fused_attention_grad (attention.c): the
+ * gradient of an attention whose Q, K and V a split of one QKV made
+ * (qkv_split), the concat of their gradients along the same axis being
+ * the split's own gradient.  Matches when only that concat, next, reads
+ * the three gradients.  Exact: the kernel writes each gradient where the
+ * concat would copy it, by the same loops.  Round 0, so that in round 1
+ * the split and attention (qkv_attention) see Q, K and V read by the
+ * attention alone. */
+static bool qkv_attention_grad(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const OpDesc *ag = s->b->ops[i], *cc = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  if (!is_op(ag, "attention_grad") || !is_op(cc, "concat")) return false;
+  const OpDesc *sp = writer0(p, s->uses, op_in1(ag, "Q"));
+  const char *x = qkv_split(p, sp), *out = op_out1(cc, "Out");
+  const Slot *parts = op_input(cc, "X");
+  if (!x || !out || !reads_qkv(p, ag, sp) || !parts || parts->n != 3) return false;
+  int64_t axis = op_attr_i(cc, "axis", 0), r = prog_var(p, x)->shape.rank;
+  if (axis != r - 1 && axis != -1) return false;
+  static const char *const grads[] = {"Q@GRAD", "K@GRAD", "V@GRAD"};
+  for (int k = 0; k < 3; k++) {
+    const char *g = op_out1(ag, grads[k]);
+    if (!g || !same(parts->args[k], g) || !unmade_ok(s, g, 1)) return false;
+  }
+  OpDesc *f = op_new(p, "fused_attention_grad", ag->span);
+  add1(p, f, true, "QKV", x);
+  add1(p, f, true, "Out@GRAD", op_in1(ag, "Out@GRAD"));
+  add1(p, f, false, "QKV@GRAD", out);
+  copy_att_attrs(p, f, ag);
+  f->fwd_block = ag->fwd_block, f->fwd_op = ag->fwd_op;
+  return run_of(m, f, i, 2);
+}
+
+/* split, attention -> fused_attention (attention.c): an attention of the
+ * three parts of a split of one QKV (qkv_split), in order, when the
+ * attention, next, alone reads them (in a training program, once
+ * qkv_attention_grad has taken the gradient's reads).  Exact: the kernel
+ * reads each of Q, K and V where it lies in QKV, by the same loops. */
+static bool qkv_attention(const Site *s, int i, Match *m) {
+  Program *p = s->p;
+  const OpDesc *sp = s->b->ops[i], *at = i + 1 < s->end ? s->b->ops[i + 1] : NULL;
+  const char *x = qkv_split(p, sp);
+  if (!x || !is_op(at, "attention") || !reads_qkv(p, at, sp) || !op_out1(at, "Out")) return false;
+  const Slot *out = op_output(sp, "Out");
+  for (int k = 0; k < 3; k++)
+    if (!unmade_ok(s, out->args[k], 1)) return false;
+  OpDesc *f = op_new(p, "fused_attention", at->span);
+  add1(p, f, true, "QKV", x);
+  add1(p, f, false, "Out", op_out1(at, "Out"));
+  copy_att_attrs(p, f, at);
+  return run_of(m, f, i, 2);
+}
+
 /* assign between gradients -> share (backward.c's for add, sub,
  * reshape...).  Matches an assign of a @GRAD value to another of its
  * dtype when no op of block 0 writes either in place.  Exact: the copy is
@@ -870,6 +961,8 @@ static const Pattern patterns[] = {
     {"fused_batch_norm", RW_FUSE, bn_norm_stats, 0, 1},
     {"fused_norm_conv2d", RW_FUSE, bn_norm_conv, 0, 1},
     {"share", RW_FUSE, share_assign, 0, 0},
+    {"fused_attention_grad", RW_FUSE, qkv_attention_grad, 0, 0},
+    {"fused_attention", RW_FUSE, qkv_attention, 0, 1},
     {"sgd_matmul", RW_TRAIN, sgd_matmul, 1u << PHASE_ALLREDUCE | 1u << PHASE_UPDATE, 0},
     {"fused_elementwise", RW_FUSE, fused_chain, 0, 1},
 };

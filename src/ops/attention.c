@@ -299,7 +299,7 @@ static DType att_dtype(ExecCtx *c, int slot) {
 typedef struct AttRun {
   const AttGeom *g;
   DType t;
-  const Tensor *q, *k, *v, *dout;
+  const char *q, *k, *v, *dout;   /* where each starts (fused_attention: one QKV) */
   void *out, *dq, *dk, *dv;   /* the forward's Out, or the gradients */
   int64_t blocks;             /* the forward's blocks of ATT_ROWS rows a slice */
   size_t scores;              /* bytes of a thread's score buffers */
@@ -348,8 +348,7 @@ typedef struct AttSlice {
 
 static AttSlice att_slice(const AttRun *r, AttOff o, size_t es, char **at, bool vt) {
   const AttGeom *g = r->g;
-  AttSlice x = {(const char *)r->q->data + o.q * es, (const char *)r->k->data + o.k * es,
-                (const char *)r->v->data + o.v * es, NULL, NULL, {g->ldq, g->ldk, g->ldv, g->ldo}};
+  AttSlice x = {r->q + o.q * es, r->k + o.k * es, r->v + o.v * es, NULL, NULL, {g->ldq, g->ldk, g->ldv, g->ldo}};
   if (att_packs(r)) {
     char *pq = *at, *pk = pq + (size_t)(g->tq * g->d) * es, *pv = pk + (size_t)(g->tk * g->d) * es;
     att_pack(pq, x.q, g->tq, g->d, g->ldq, es);
@@ -399,7 +398,7 @@ static void att_bwd_part(void *arg, int64_t sl) {
   size_t es = dtype_size(r->t), per = (size_t)(ATT_ROWS * g->tk);
   AttOff o = att_off(g, sl);
   AttSlice x = att_slice(r, o, es, &at, true);
-  const char *dout = (const char *)r->dout->data + o.o * es;
+  const char *dout = r->dout + o.o * es;
   char *dq = (char *)r->dq + o.q * es, *dk = (char *)r->dk + o.k * es, *dv = (char *)r->dv + o.v * es;
   if (att_packs(r)) {   /* packed: Out@GRAD, then the gradients */
     att_pack(at, dout, g->tq, g->dv, g->ldo, es);
@@ -422,6 +421,25 @@ static void att_bwd_part(void *arg, int64_t sl) {
   }
 }
 
+/* Out of g from Q, K and V at q, k and v (elements of type t). */
+static void att_forward(const AttGeom *g, DType t, const void *q, const void *k, const void *v, void *out) {
+  att_mm_init();   /* on this thread, before the team runs the parts */
+  AttRun r = {.g = g, .t = t, .q = q, .k = k, .v = v, .out = out, .blocks = (g->tq + ATT_ROWS - 1) / ATT_ROWS};
+  size_t es = dtype_size(t);
+  att_run(&r, g->n * r.blocks, es * (size_t)(ATT_ROWS * g->tk), es * (size_t)((g->tq + g->tk) * (g->d + g->dv)),
+          att_fwd_part);
+}
+
+/* dQ, dK and dV of g (every element written, tq and tk > 0) from Q, K, V and dOut. */
+static void att_backward(const AttGeom *g, DType t, const void *q, const void *k, const void *v, const void *dout,
+                         void *dq, void *dk, void *dv) {
+  att_mm_init();
+  AttRun r = {.g = g, .t = t, .q = q, .k = k, .v = v, .dout = dout, .dq = dq, .dk = dk, .dv = dv};
+  size_t es = dtype_size(t);
+  att_run(&r, g->n, es * (size_t)(ATT_ROWS * g->tk) * 2,
+          es * (size_t)(2 * (g->tq + g->tk) * g->d + (g->tq + 2 * g->tk) * g->dv), att_bwd_part);
+}
+
 static int k_attention(ExecCtx *c) {
   Tensor *out = exec_ctx_out(c, 0);
   DType t = out->dtype == DT_F64 ? DT_F64 : DT_F32;
@@ -431,12 +449,7 @@ static int k_attention(ExecCtx *c) {
   if (!att_geom(c, q, k, v, &g)) rc = -1;
   else if (g.tk == 0 && g.tq > 0 && g.dv > 0 && g.n > 0) rc = exec_ctx_fail(c, "K and V have no keys (Tk is 0)");
   else if (out->numel > 0) {
-    att_mm_init();   /* on this thread, before the team runs the parts */
-    AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .out = out->data,
-                .blocks = (g.tq + ATT_ROWS - 1) / ATT_ROWS};
-    size_t es = dtype_size(t);
-    att_run(&r, g.n * r.blocks, es * (size_t)(ATT_ROWS * g.tk),
-            es * (size_t)((g.tq + g.tk) * (g.d + g.dv)), att_fwd_part);
+    att_forward(&g, t, q->data, k->data, v->data, out->data);
   }
   tensor_unref(q);
   tensor_unref(k);
@@ -469,10 +482,7 @@ static int k_attention_grad(ExecCtx *c) {
   for (int s = 0; s < 3; s++) dst[s] = att_dest(c, s, t, src[s]->numel, &tmp[s]);
   size_t es = dtype_size(t);
   if (g.tk > 0 && g.tq > 0) {
-    att_mm_init();
-    AttRun r = {.g = &g, .t = t, .q = q, .k = k, .v = v, .dout = dout, .dq = dst[0], .dk = dst[1], .dv = dst[2]};
-    att_run(&r, g.n, es * (size_t)(ATT_ROWS * g.tk) * 2, es * (size_t)(2 * (g.tq + g.tk) * g.d + (g.tq + 2 * g.tk) * g.dv),
-            att_bwd_part);
+    att_backward(&g, t, q->data, k->data, v->data, dout->data, dst[0], dst[1], dst[2]);
   } else {
     for (int s = 0; s < 3; s++) memset(dst[s], 0, es * (size_t)src[s]->numel);
   }
@@ -490,6 +500,93 @@ done:
   tensor_unref(v);
   tensor_unref(dout);
   return rc;
+}
+
+/* ---- fused_attention: Q, K and V as one QKV ----------------------------------
+ * A transformer's attention reads Q, K and V split from one product,
+ * QKV [..., T, 3D] (stdlib's multi_head_attention: split(dense(x, 3D))),
+ * and its gradient concatenates dQ, dK and dV back into one.  The
+ * executor's rewrite (rewrite.c, qkv_attention) makes such a split and
+ * attention one fused_attention, and the attention_grad and concat of
+ * its gradient one fused_attention_grad: the kernels read Q, K and V where
+ * they lie in QKV (rows of 3D) and write dQ, dK and dV into dQKV, the
+ * same loops and the same bits as the split, attention_grad and concat,
+ * without the two copies (on char_lm, 2 x 0.75 MB each way a block). */
+
+/* QKV [..., T, 3D] as AttGeom, D = heads * d: Q its columns 0..D, K D..2D,
+ * V 2D..3D, each row 3D wide; Out [..., T, D]. */
+static bool att_geom_qkv(ExecCtx *c, const Tensor *qkv, AttGeom *g) {
+  int r = qkv->rank;
+  int64_t h = exec_ctx_attr_i(c, "heads");
+  if (r < 2 || h < 1 || qkv->shape[r - 1] % (3 * h)) {
+    char a[128];
+    exec_ctx_fail(c, "QKV of shape %s does not hold Q, K and V of %lld heads side by side ([..., T, 3 * heads * d])",
+                  tensor_shape_str(qkv, a, sizeof a), (long long)h);
+    return false;
+  }
+  g->heads = h;
+  g->n = h;
+  for (int i = 0; i < r - 2; i++) g->n *= qkv->shape[i];
+  g->tq = g->tk = qkv->shape[r - 2];
+  g->ldq = g->ldk = g->ldv = qkv->shape[r - 1];
+  g->ldo = g->ldq / 3;
+  g->d = g->dv = g->ldo / h;
+  g->causal = exec_ctx_attr_b(c, "causal");
+  return true;
+}
+
+static int k_fused_attention(ExecCtx *c) {
+  Tensor *out = exec_ctx_out(c, 0);
+  DType t = out->dtype == DT_F64 ? DT_F64 : DT_F32;
+  Tensor *qkv = att_in(c, 0, t);
+  AttGeom g;
+  int rc = 0;
+  if (!att_geom_qkv(c, qkv, &g)) rc = -1;
+  else if (out->numel != g.n * g.tq * g.dv) rc = exec_ctx_fail(c, "internal error: Out does not fit QKV");
+  else if (out->numel > 0) {
+    size_t es = dtype_size(t), w = (size_t)g.ldo * es;
+    const char *q = qkv->data;
+    att_forward(&g, t, q, q + w, q + 2 * w, out->data);
+  }
+  tensor_unref(qkv);
+  return rc;
+}
+
+static int k_fused_attention_grad(ExecCtx *c) {
+  Tensor *dqkv = exec_ctx_out(c, 0);
+  DType t = dqkv->dtype == DT_F64 ? DT_F64 : DT_F32;
+  Tensor *qkv = att_in(c, 0, t), *dout = att_in(c, 1, t);
+  AttGeom g;
+  int rc = 0;
+  if (!att_geom_qkv(c, qkv, &g)) rc = -1;
+  else if (dout->numel != g.n * g.tq * g.dv || dqkv->numel != qkv->numel)
+    rc = exec_ctx_fail(c, "internal error: Out@GRAD or QKV@GRAD does not fit QKV");
+  else if (dqkv->numel > 0) {
+    size_t es = dtype_size(t), w = (size_t)g.ldo * es;
+    const char *q = qkv->data;
+    char *d = dqkv->data;
+    att_backward(&g, t, q, q + w, q + 2 * w, dout->data, d, d + w, d + 2 * w);
+  }
+  tensor_unref(qkv);
+  tensor_unref(dout);
+  return rc;
+}
+
+/* fused_attention: Out [..., T, QKV's last / 3]. */
+static bool infer_fused_attention(InferCtx *c) {
+  const VarDesc *x = reg_infer_input(c, "QKV");
+  if (!x || !reg_infer_need_float(c, "QKV", x)) return false;
+  DType t = x->dtype == DT_F64 ? DT_F64 : DT_F32;
+  Shape out = x->shape;
+  if (out.rank >= 2 && dim_known(out.d[out.rank - 1])) out.d[out.rank - 1].n /= 3;
+  else if (out.rank >= 2) out.d[out.rank - 1] = dim_unknown();
+  reg_infer_set(c, "Out", 0, t, &out);
+  return true;
+}
+
+static bool infer_fused_attention_grad(InferCtx *c) {
+  static const char *const slots[][2] = {{"QKV@GRAD", "QKV"}};
+  return reg_infer_like(c, slots, 1);
 }
 
 /* ---- the gradient of attention_grad ----
@@ -720,5 +817,23 @@ OpProto op_table_attention[] = {
      .infer = infer_attention_grad, .kernel = k_attention_grad, .grad_kind = GRAD_COMPOSITE,
      .grad = g_attention_grad,
      .flags = OP_INTERNAL | OP_F64},
+    {.type = "fused_attention",
+     .doc = "attention of the Q, K and V side by side in QKV (split(QKV, num=3, axis=-1)): made by the executor, "
+            "not by scripts",
+     .in = {{"QKV", 0, "[..., T, 3 * heads * d]: Q, K and V in the last axis, in that order"}},
+     .out = {{"Out", 0, "[..., T, heads * d]"}},
+     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "as attention's"},
+               {"heads", ATTR_INT, "1", reg_check_positive, "as attention's"}},
+     .infer = infer_fused_attention, .kernel = k_fused_attention, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
+    {.type = "fused_attention_grad",
+     .doc = "concat of attention_grad's Q@GRAD, K@GRAD and V@GRAD, Q, K and V side by side in QKV: made by the "
+            "executor, not by scripts",
+     .in = {{"QKV", 0, "the forward's QKV"}, {"Out@GRAD", 0, "the gradient of Out"}},
+     .out = {{"QKV@GRAD", 0, "the gradient of QKV"}},
+     .attrs = {{"causal", ATTR_BOOL, "false", NULL, "the forward's causal"},
+               {"heads", ATTR_INT, "1", reg_check_positive, "the forward's heads"}},
+     .infer = infer_fused_attention_grad, .kernel = k_fused_attention_grad, .grad_kind = GRAD_NONE,
+     .flags = OP_INTERNAL | OP_AFTER_BACKWARD | OP_F64},
     {0},
 };
