@@ -22,10 +22,11 @@ grad_ops() {
 }
 
 # The grad ops that have no gradient, each for a reason netrun-ops(7) gives:
-# the fused conv layer's and batch norm's, and a convolution's beneath its batch norm's
-# (the executor makes them after every backward is built: no backward ever meets it).  A loop's and a branch's have one
+# the fused conv layer's, batch norm's and attention's, and a convolution's beneath its
+# batch norm's (the executor makes them after every backward is built: no backward ever
+# meets it).  A loop's and a branch's have one
 # (tests/grad2_control.bats).
-NO_GRAD2="fused_batch_norm_grad fused_bn_conv2d_grad fused_conv2d_grad"
+NO_GRAD2="fused_attention_grad fused_batch_norm_grad fused_bn_conv2d_grad fused_conv2d_grad"
 
 @test "every op a grad maker emits has a gradient, but the listed few" {
   none=$(grad_ops | awk '$2 == "none" { print $1 }' | LC_ALL=C sort | tr '\n' ' ')

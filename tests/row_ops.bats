@@ -101,3 +101,17 @@ NET
     cmp "${m}1.json" "${m}3.json"
   done
 }
+
+@test "layer_norm_grad's one-pass rows (Scale given, every gradient wanted): the bits of its general loops, rows of 64 and 203" {
+  # With --wrt x,s no Bias@GRAD is wanted and the general loops run; the
+  # gradients of x and s are the same bits either way.
+  for w in 64 203; do
+    ln_model m$w.net layer_norm "$w"
+    "$NETRUN" grad --format json m$w.net > all.json
+    "$NETRUN" grad --format json --wrt x,s m$w.net > xs.json
+    [ "$(jq -c '.grads | keys' all.json)" = '["b","s","x"]' ]
+    [ "$(jq -c '.grads | keys' xs.json)" = '["s","x"]' ]
+    cmp <(jq -c '.grads.x, .grads.s' all.json) <(jq -c '.grads.x, .grads.s' xs.json)
+    [ "$(jq '[.grads.x.data[] | select(. != 0)] | length' all.json)" -gt $((48 * w * 9 / 10)) ]
+  done
+}

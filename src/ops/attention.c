@@ -133,7 +133,7 @@ typedef struct AttLd {
  *   NAME_fwd: Out of one slice's block
  *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer)
  * kt and vt: K^T and V^T [d, tk] (f32), else NULL. */
-#define ATT_LOOPS(NAME, T, NT, NN, TN, SOFTMAX)                                                                      \
+#define ATT_LOOPS(NAME, T, NT, NN, TN, SOFTMAX, SGRAD)                                                                      \
   static void NAME##_probs(const AttGeom *g, AttLd L, const T *q, const T *k, const T *kt, int64_t r0, int64_t r1, \
                            T *s) {                                                                           \
     int64_t rows = r1 - r0, cols = att_cols(g, r1);                                                          \
@@ -160,14 +160,8 @@ typedef struct AttLd {
       NAME##_probs(g, L, q, k, kt, r0, r1, s);                                                               \
       TN(g, cols, w, rows, s, cols, dout + r0 * L.o, L.o, dv, L.v, r0 > 0, r0);                              \
       NT(g, rows, cols, w, dout + r0 * L.o, L.o, v, L.v, vt, dp, cols, r0);                                  \
-      for (int64_t i = 0; i < rows; i++) {                                                                   \
-        T *pr = s + i * cols, *gr = dp + i * cols;                                                           \
-        int64_t seen = att_seen(g, r0 + i);                                                                  \
-        double sum = 0;                                                                                      \
-        for (int64_t j = 0; j < seen; j++) sum += (double)gr[j] * (double)pr[j];                             \
-        for (int64_t j = 0; j < seen; j++) gr[j] = (T)((double)pr[j] * ((double)gr[j] - sum)) / root;        \
-        for (int64_t j = seen; j < cols; j++) gr[j] = 0;                                                     \
-      }                                                                                                      \
+      for (int64_t i = 0; i < rows; i++)                                                                     \
+        SGRAD(s + i * cols, dp + i * cols, att_seen(g, r0 + i), cols, root);                                 \
       NN(g, rows, d, cols, dp, cols, k, L.k, dq + r0 * L.q, L.q, r0);                                        \
       TN(g, cols, d, rows, dp, cols, q + r0 * L.q, L.q, dk, L.k, r0 > 0, r0);                                \
     }                                                                                                        \
@@ -176,6 +170,15 @@ typedef struct AttLd {
 /* f64: the softmax a row at a time (glibc's exp an element at a time: the
  * masked ones would be wasted work), OpenBLAS's dgemm on packed slices
  * (BT unused). */
+/* softmax_grad of a row of probabilities p (those past seen 0) and their
+ * gradient g, in place, divided by root; f32's is vmath's. */
+static void att64_sgrad(const double *p, double *g, int64_t seen, int64_t cols, double root) {
+  double sum = 0;
+  for (int64_t j = 0; j < seen; j++) sum += g[j] * p[j];
+  for (int64_t j = 0; j < seen; j++) g[j] = p[j] * (g[j] - sum) / root;
+  for (int64_t j = seen; j < cols; j++) g[j] = 0;
+}
+
 static void att64_softmax(const AttGeom *g, double *s, int64_t rows, int64_t cols, int64_t r0, double root) {
   for (int64_t i = 0; i < rows; i++) {
     double *row = s + i * cols;
@@ -243,8 +246,8 @@ static void att32_softmax(const AttGeom *g, float *s, int64_t rows, int64_t cols
   att_mm_softmax(s, rows, cols, r0, g->tk, g->causal, root);
 }
 
-ATT_LOOPS(att_f32, float, att32_nt, att32_nn, att32_tn, att32_softmax)
-ATT_LOOPS(att_f64, double, att64_nt, att64_nn, att64_tn, att64_softmax)
+ATT_LOOPS(att_f32, float, att32_nt, att32_nn, att32_tn, att32_softmax, vmath_softmax_grad_row_f32)
+ATT_LOOPS(att_f64, double, att64_nt, att64_nn, att64_tn, att64_softmax, att64_sgrad)
 
 /* The geometry of Q, K and V, checked as infer_attention does (a kernel
  * may meet shapes shape inference did not know). */

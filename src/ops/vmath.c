@@ -144,6 +144,12 @@ VMATH_CLONES double vmath_dot_f32(const float *a, const float *b, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+VMATH_CLONES void vmath_softmax_grad_row_f32(const float *p, float *g, int64_t seen, int64_t cols, float root) {
+  double s = vmath_dot_f32(g, p, seen);
+  for (int64_t j = 0; j < seen; j++) g[j] = (float)((double)p[j] * ((double)g[j] - s)) / root;
+  for (int64_t j = seen; j < cols; j++) g[j] = 0;
+}
+
 double vmath_dot_f64(const double *a, const double *b, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += a[i] * b[i];

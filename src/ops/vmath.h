@@ -59,6 +59,13 @@ double vmath_sum_f64(const double *x, int64_t n);
 double vmath_dot_f32(const float *a, const float *b, int64_t n);
 double vmath_dot_f64(const double *a, const double *b, int64_t n);
 
+/* softmax_grad of one row of probabilities p, of which those past seen
+ * are 0, and their gradient g, in place, each divided by root:
+ * g = (float)(p (g - s)) / root, s = vmath_dot_f32(g, p, seen), as
+ * softmax_grad's f32 loops (nn.c), and 0 past seen up to cols
+ * (attention's backward, a block's rows). */
+void vmath_softmax_grad_row_f32(const float *p, float *g, int64_t seen, int64_t cols, float root);
+
 /* One run x[0, n) of a channel's values, for batch norm's statistics:
  * *s its sum and *m2 the sum of its squared deviations from its mean,
  * both in double, from eight lanes summing x and (x - x[0])^2 (the shift
