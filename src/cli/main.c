@@ -570,9 +570,9 @@ static int load_plugins(int *argc, char **argv) {
   return 0;
 }
 
-/* --version's second line: the OpenBLAS linked, its kernels
- * (par.c's blas_kernels), and the threads netrun spreads its GEMMs (each part on one thread) and its own loops over
- * (src/exec/par.h); the third: the oneDNN that computes the larger f32
+/* --version's second line: the OpenBLAS linked, its kernels (par.c's
+ * blas_kernels), and the threads netrun spreads its GEMMs (each part on
+ * one thread) and its own loops over (src/exec/par.h); the third: the oneDNN that computes the larger f32
  * products, and the widest vectors its kernels use here. */
 static void print_blas(FILE *f) {
   const char *cfg = openblas_get_config();

@@ -133,7 +133,7 @@ typedef struct AttLd {
  *   NAME_fwd: Out of one slice's block
  *   NAME_bwd: dQ, dK, dV of one slice (dp a second [ATT_ROWS, tk] buffer)
  * kt and vt: K^T and V^T [d, tk] (f32), else NULL. */
-#define ATT_LOOPS(NAME, T, NT, NN, TN, SOFTMAX, SGRAD)                                                                      \
+#define ATT_LOOPS(NAME, T, NT, NN, TN, SOFTMAX, SGRAD)                                                               \
   static void NAME##_probs(const AttGeom *g, AttLd L, const T *q, const T *k, const T *kt, int64_t r0, int64_t r1, \
                            T *s) {                                                                           \
     int64_t rows = r1 - r0, cols = att_cols(g, r1);                                                          \
