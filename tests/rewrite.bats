@@ -473,7 +473,7 @@ EOF2
   [ "$(jq '.grads["n.beta"].data[0] != 0 and .grads["n.beta"].data[2] != 0' fused.json)" = "true" ]
 }
 
-@test "fused_batch_norm and its gradient: the same bits on 1, 2 and 3 threads (channels split over them)" {
+@test "fused_batch_norm and its gradient: the same bits on 1, 2 and 3 threads (runs of images split over them, across images too)" {
   bnlayers
   sed -i 's/f32\[4, 3, 5, 5\] = uniform_random(\[4, 3, 5, 5\]/f32[8, 8, 16, 16] = uniform_random([8, 8, 16, 16]/' bn.net
   grep -q 'f32\[8, 8, 16, 16\]' bn.net

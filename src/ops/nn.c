@@ -946,22 +946,16 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
                        tensor_shape_str(x, a, sizeof a));
 }
 
-/* Channels go to threads in blocks, one block per thread (of at most
- * BN_CB channels), and each pass over a block reads image after image,
- * the block's runs of each in a row.  A channel's runs lie ch * hw values
- * apart: read one channel at a time (a run of 49 to 784 values, then a
- * jump), the reads of a ResNet's maps of 7x7 to 28x28 waited on memory,
- * and batch norm's passes took 1.6-1.8x their time now.  Each channel's
- * sums still run over the images in their order, so the bits are those of
- * one channel at a time, whatever the blocks, on any number of threads. */
+/* A channel's statistics and sums are its runs' (one image's values of
+ * it), each run's computed on the team, the runs of consecutive images
+ * (their channels in order) on one thread: one stream of memory a thread,
+ * and on 2 threads the images its convolution just made, in its caches.
+ * The runs' numbers are then added up per channel in image order, as one
+ * thread would, so the bits do not depend on the thread count.  (Channels
+ * in blocks, one a thread, read half of every image on each of 2 threads:
+ * a ResNet's batch norm gradients took 1.3x their 1-thread time.)
+ * block_moments takes BN_CB channels at a time. */
 enum { BN_CB = 256 };
-
-/* The blocks of g's channels for the next parallel loop. */
-static int64_t bn_blocks(BnGeom g, int64_t numel) {
-  int64_t nb = numel >= PAR_MIN_WORK ? par_threads() : 1, least = (g.ch + BN_CB - 1) / BN_CB;
-  nb = nb < least ? least : nb;
-  return nb < g.ch ? nb : g.ch > 0 ? g.ch : 1;
-}
 
 /* The batch mean and biased variance of channels [k0, k1) (k1 - k0 <=
  * BN_CB) into mean[] and var[] (index k - k0): each run's sum and squared
@@ -1001,8 +995,9 @@ BLOCK_MOMENTS(f64, double)
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with the
  * batch's mean and biased variance when training (and the running
  * statistics moved toward them, the variance unbiased), else with Mean
- * and Variance (passed through).  Channels go to threads; each one is
- * whole on its thread, so the bits do not depend on the thread count. */
+ * and Variance (passed through).  Runs go to threads and each channel's
+ * are added up in image order (BN_CB), so the bits do not depend on the
+ * thread count. */
 /* fused_batch_norm (made by rewrite.c from batch_norm, [add,] relu): the
  * same, then Residual added and relu applied to each value as it lands, the
  * float operations of the add and relu kernels in their order, so the bits
@@ -1038,31 +1033,37 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   if (rc == 0 && mot && (mot->dtype != DT_F64 || mot->numel != 2 * g.n * g.ch))                                          \
     rc = exec_ctx_fail(c, "internal error: Moments does not fit X");                                                     \
   const double *momv = mot && rc == 0 ? tensor_f64(mot) : NULL;                                                          \
-  int64_t nblk = bn_blocks(g, x->numel);                                                                               \
-  /* (without Y, no pass over X: the statistics from Moments, or the running ones) */                                  \
-  PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK && (yv || (training && !momv)))                               \
-  for (int64_t blk = 0; blk < (rc ? 0 : nblk); blk++) {                                                                  \
-    int64_t k0 = g.ch * blk / nblk, k1 = g.ch * (blk + 1) / nblk;                                                        \
-    double mean[BN_CB], var[BN_CB];                                                                                      \
-    T af[BN_CB], mf[BN_CB];                                                                                              \
-    if (training) block_moments_##S(xv, momv, g, k0, k1, mean, var);                                                     \
-    for (int64_t k = k0; k < k1; k++) {                                                                                  \
-      int64_t j = k - k0;                                                                                                \
-      if (!training) mean[j] = mv[k], var[j] = vv[k];                                                                    \
-      if (stv) stv[k] = mean[j], stv[g.ch + k] = var[j];                                                                 \
-      double a = (double)sv[k] / sqrt(var[j] + eps);                                                                     \
-      af[j] = (T)a, mf[j] = (T)mean[j];                                                                                  \
-      mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean[j]) : mv[k];                                        \
-      vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var[j] * unbias) : vv[k];                                \
-      if (cf) cf[3 * k] = mf[j], cf[3 * k + 1] = af[j], cf[3 * k + 2] = bv[k];                                           \
-    }                                                                                                                    \
-    for (int64_t b = 0; b < (yv ? g.n : 0); b++)                                                                         \
-      for (int64_t k = k0; k < k1; k++) {                                                                                \
-        int64_t at = (b * g.ch + k) * g.hw;                                                                              \
-        norm_run_##S(xv + at, resv ? resv + at : NULL, yv + at, g.hw, mf[k - k0], af[k - k0], bv[k],                    \
-                     !fused ? 0 : relu ? 2 : 1);                                                                         \
-      }                                                                                                                  \
-  }                                                                                                                      \
+  /* each run's moments on the team (unless Moments has them), each                                                     \
+     channel's statistics from them in image order (block_moments),                                                     \
+     then the runs of Y on the team (BN_CB) */                                                                          \
+  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw;                                                                        \
+  bool team = runs > 1 && x->numel >= PAR_MIN_WORK;                                                                     \
+  double *mean = mem_alloc(NULL, sizeof *mean * (size_t)(2 * g.ch + 1)), *var = mean + g.ch;                            \
+  double *part = training && !momv ? mem_alloc(NULL, sizeof *part * (size_t)(2 * runs + 1)) : NULL;                     \
+  T *mf = mem_alloc(NULL, sizeof *mf * (size_t)(2 * g.ch + 1)), *af = mf + g.ch;                                        \
+  if (part) {                                                                                                           \
+    PAR_FOR(team)                                                                                                       \
+    for (int64_t r = 0; r < runs; r++) vmath_run_moments_##S(xv + r * hw, hw, &part[2 * r], &part[2 * r + 1]);          \
+  }                                                                                                                     \
+  for (int64_t k0 = 0; training && rc == 0 && k0 < g.ch; k0 += BN_CB)                  \
+    block_moments_##S(xv, part ? part : momv, g, k0, g.ch - k0 < BN_CB ? g.ch : k0 + BN_CB, mean + k0, var + k0);\
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                       \
+    if (!training) mean[k] = mv[k], var[k] = vv[k];                                                                     \
+    if (stv) stv[k] = mean[k], stv[g.ch + k] = var[k];                                                                  \
+    double a = (double)sv[k] / sqrt(var[k] + eps);                                                                      \
+    af[k] = (T)a, mf[k] = (T)mean[k];                                                                                   \
+    mov[k] = training ? (T)(mom * (double)mv[k] + (1 - mom) * mean[k]) : mv[k];                                         \
+    vov[k] = training ? (T)(mom * (double)vv[k] + (1 - mom) * var[k] * unbias) : vv[k];                                 \
+    if (cf) cf[3 * k] = mf[k], cf[3 * k + 1] = af[k], cf[3 * k + 2] = bv[k];                                            \
+  }                                                                                                                     \
+  PAR_FOR(team && yv)                                                                                                   \
+  for (int64_t r = 0; r < (yv ? runs : 0); r++) {                                                                       \
+    int64_t k = r % g.ch;                                                                                               \
+    norm_run_##S(xv + r * hw, resv ? resv + r * hw : NULL, yv + r * hw, hw, mf[k], af[k], bv[k], !fused ? 0 : relu ? 2 : 1);\
+  }                                                                                                                     \
+  mem_free(mean);                                                                                                       \
+  mem_free(part);                                                                                                       \
+  mem_free(mf);                                                                                                         \
   tensor_unref(x);                                                                                                       \
   tensor_unref(sc);                                                                                                      \
   tensor_unref(bi);                                                                                                      \
@@ -1117,46 +1118,57 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   if (stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch)) rc = exec_ctx_fail(c, "internal error: Stats does not fit X");  \
   const double *stv = stt && rc == 0 ? tensor_f64(stt) : NULL;                                                                \
   const T *dy = rc ? NULL : tensor_##S(dyt), *bv = bit ? tensor_##S(bit) : NULL;                                             \
-  int64_t nblk = bn_blocks(g, x->numel);                                                                                    \
-  PAR_FOR(rc == 0 && nblk > 1 && x->numel >= PAR_MIN_WORK)                                                                    \
-  for (int64_t blk = 0; blk < (rc ? 0 : nblk); blk++) {                                                                       \
-    int64_t k0 = g.ch * blk / nblk, k1 = g.ch * (blk + 1) / nblk;                                                             \
-    double mean[BN_CB], var[BN_CB], sg[BN_CB] = {0}, sgx[BN_CB] = {0};                                                        \
-    T mf[BN_CB], af[BN_CB], bf[BN_CB], df[BN_CB], ra[BN_CB];                                                                  \
-    if (training && !stv) block_moments_##S(xv, NULL, g, k0, k1, mean, var);                                                  \
-    for (int64_t k = k0; k < k1; k++) {                                                                                       \
-      if (!training) mean[k - k0] = mv[k], var[k - k0] = vv[k];                                                               \
-      else if (stv) mean[k - k0] = stv[k], var[k - k0] = stv[g.ch + k];                                                       \
-      mf[k - k0] = (T)mean[k - k0];                                                                                           \
-      ra[k - k0] = (T)((double)sv[k] / sqrt(var[k - k0] + eps));   /* the forward's a (batch_norm) */                         \
-    }                                                                                                                         \
-    for (int64_t b = 0; b < g.n; b++)                                                                                         \
-      for (int64_t k = k0; k < k1; k++) {                                                                                     \
-        int64_t at = (b * g.ch + k) * g.hw;                                                                                   \
-        if (bv) grad_sums_relu_##S(dy + at, xv + at, mf[k - k0], ra[k - k0], bv[k], g.hw, &sg[k - k0], &sgx[k - k0]);       \
-        else grad_sums_##S(dy + at, xv + at, mf[k - k0], g.hw, &sg[k - k0], &sgx[k - k0]);                                   \
-      }                                                                                                                       \
-    for (int64_t k = k0; k < k1; k++) {                                                                                       \
-      int64_t j = k - k0;                                                                                                     \
-      double inv = 1 / sqrt(var[j] + eps);                                                                                    \
-      if (dbt) tensor_##S(dbt)[k] = (T)sg[j];                                                                                 \
-      if (dst) tensor_##S(dst)[k] = (T)(sgx[j] * inv);                                                                        \
-      /* dX = a dY + b (x - mean) + d */                                                                                      \
-      double a = (double)sv[k] * inv;                                                                                         \
-      af[j] = (T)a, bf[j] = training ? (T)(-a * inv * inv * sgx[j] / count) : (T)0,                                           \
-      df[j] = training ? (T)(-a * sg[j] / count) : (T)0;                                                                      \
-      /* the numbers dx_run and dx_relu_run take (vmath_bn_dx) */                                                             \
-      if (cf) cf[6 * k] = mf[j], cf[6 * k + 1] = af[j], cf[6 * k + 2] = bf[j], cf[6 * k + 3] = df[j],                         \
-              cf[6 * k + 4] = ra[j], cf[6 * k + 5] = bv ? bv[k] : (T)0;                                                       \
-    }                                                                                                                         \
-    if (!dxt) continue;                                                                                                       \
-    for (int64_t b = 0; b < g.n; b++)                                                                                         \
-      for (int64_t k = k0; k < k1; k++) {                                                                                     \
-        int64_t at = (b * g.ch + k) * g.hw, j = k - k0;                                                                       \
-        if (bv) dx_relu_run_##S(dy + at, xv + at, tensor_##S(dxt) + at, g.hw, mf[j], af[j], bf[j], df[j], ra[j], bv[k]);      \
-        else dx_run_##S(dy + at, xv + at, tensor_##S(dxt) + at, g.hw, mf[j], af[j], bf[j], df[j]);                           \
-      }                                                                                                                       \
+  /* each run's numbers on the team, then each channel's in image order                                                       \
+     (BN_CB) */                                                                                                               \
+  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw;                                                                              \
+  bool team = runs > 1 && x->numel >= PAR_MIN_WORK;                                                                           \
+  double *mean = mem_alloc(NULL, sizeof *mean * (size_t)(2 * g.ch + 1)), *var = mean + g.ch;                                  \
+  double *part = mem_alloc(NULL, sizeof *part * (size_t)(2 * runs + 1));                                                      \
+  T *mf = mem_alloc(NULL, sizeof *mf * (size_t)(5 * g.ch + 1)), *ra = mf + g.ch, *af = ra + g.ch, *bf = af + g.ch,            \
+    *df = bf + g.ch;                                                                                                          \
+  if (training && !stv && rc == 0) {   /* the batch's statistics, as the forward made them (block_moments) */                            \
+    PAR_FOR(team)                                                                                                             \
+    for (int64_t r = 0; r < runs; r++) vmath_run_moments_##S(xv + r * hw, hw, &part[2 * r], &part[2 * r + 1]);                \
+    for (int64_t k0 = 0; k0 < g.ch; k0 += BN_CB)                                                                              \
+      block_moments_##S(xv, part, g, k0, g.ch - k0 < BN_CB ? g.ch : k0 + BN_CB, mean + k0, var + k0);                         \
   }                                                                                                                           \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                             \
+    if (!training) mean[k] = mv[k], var[k] = vv[k];                                                                           \
+    else if (stv) mean[k] = stv[k], var[k] = stv[g.ch + k];                                                                   \
+    mf[k] = (T)mean[k];                                                                                                       \
+    ra[k] = (T)((double)sv[k] / sqrt(var[k] + eps));   /* the forward's a (batch_norm) */                                     \
+  }                                                                                                                           \
+  PAR_FOR(team)                                                                                                               \
+  for (int64_t r = 0; r < runs; r++) {                                                                                        \
+    int64_t k = r % g.ch;                                                                                                     \
+    double s = 0, sx = 0;                                                                                                     \
+    if (bv) grad_sums_relu_##S(dy + r * hw, xv + r * hw, mf[k], ra[k], bv[k], hw, &s, &sx);                                   \
+    else grad_sums_##S(dy + r * hw, xv + r * hw, mf[k], hw, &s, &sx);                                                         \
+    part[2 * r] = s, part[2 * r + 1] = sx;                                                                                    \
+  }                                                                                                                           \
+  for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                             \
+    double sg = 0, sgx = 0;                                                                                                   \
+    for (int64_t b = 0; b < g.n; b++) sg += part[2 * (b * g.ch + k)], sgx += part[2 * (b * g.ch + k) + 1];                    \
+    double inv = 1 / sqrt(var[k] + eps);                                                                                      \
+    if (dbt) tensor_##S(dbt)[k] = (T)sg;                                                                                      \
+    if (dst) tensor_##S(dst)[k] = (T)(sgx * inv);                                                                             \
+    /* dX = a dY + b (x - mean) + d */                                                                                        \
+    double a = (double)sv[k] * inv;                                                                                           \
+    af[k] = (T)a, bf[k] = training ? (T)(-a * inv * inv * sgx / count) : (T)0,                                                \
+    df[k] = training ? (T)(-a * sg / count) : (T)0;                                                                           \
+    /* the numbers dx_run and dx_relu_run take (vmath_bn_dx) */                                                               \
+    if (cf) cf[6 * k] = mf[k], cf[6 * k + 1] = af[k], cf[6 * k + 2] = bf[k], cf[6 * k + 3] = df[k],                           \
+            cf[6 * k + 4] = ra[k], cf[6 * k + 5] = bv ? bv[k] : (T)0;                                                         \
+  }                                                                                                                           \
+  PAR_FOR(team && dxt)                                                                                                        \
+  for (int64_t r = 0; r < (dxt ? runs : 0); r++) {                                                                            \
+    int64_t k = r % g.ch;                                                                                                     \
+    if (bv) dx_relu_run_##S(dy + r * hw, xv + r * hw, tensor_##S(dxt) + r * hw, hw, mf[k], af[k], bf[k], df[k], ra[k], bv[k]);\
+    else dx_run_##S(dy + r * hw, xv + r * hw, tensor_##S(dxt) + r * hw, hw, mf[k], af[k], bf[k], df[k]);                      \
+  }                                                                                                                           \
+  mem_free(mean);                                                                                                             \
+  mem_free(part);                                                                                                             \
+  mem_free(mf);                                                                                                               \
   tensor_unref(x);                                                                                                            \
   tensor_unref(sc);                                                                                                           \
   tensor_unref(rm);                                                                                                           \
