@@ -485,6 +485,54 @@ EOF2
   cmp 1.json plain.json
 }
 
+# batch_norm and its gradient add up a channel's runs (one image's values
+# of it) a chunk of images at a time, 65536 runs a chunk (src/ops/nn.c,
+# BN_RUNS): a [700, 100] batch of one value a run is 70000 runs, two
+# chunks (655 images, then 45).  Its gradients against NumPy's closed form
+# in double (dBias = sum(dY), dScale = sum(dY xhat), dX = Scale inv (dY -
+# mean(dY) - xhat mean(dY xhat))), on 1, 2 and 3 threads.
+@test "batch_norm over more runs than a chunk holds (700 x 100, one value a run): gradients as NumPy computes them, the same bits on 1, 2 and 3 threads" {
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "NumPy is not installed for /usr/bin/python3 (apt-get install python3-numpy)"
+  /usr/bin/python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(0)
+np.save("x.npy", (rng.standard_normal((700, 100)) * 2 + 3).astype(np.float32))
+np.save("r.npy", rng.uniform(-1, 1, (700, 100)).astype(np.float32))
+np.save("g.npy", rng.uniform(0.5, 1.5, 100).astype(np.float32))
+np.save("b.npy", rng.uniform(-0.5, 0.5, 100).astype(np.float32))
+PY
+  cat > big.net <<'EOF2'
+input x : f32[700, 100]
+input r : f32[700, 100]
+input g : f32[100]
+input b : f32[100]
+y, m, v = batch_norm(x, g, b, zeros([100]), ones([100]), true)
+loss = sum(y * r)
+EOF2
+  for t in 1 2 3; do
+    OMP_NUM_THREADS=$t "$NETRUN" grad --wrt x,g,b --feed x=x.npy --feed r=r.npy --feed g=g.npy --feed b=b.npy \
+      --format json big.net > t$t.json
+  done
+  cmp t1.json t2.json
+  cmp t1.json t3.json
+  /usr/bin/python3 - <<'PY'
+import json
+import numpy as np
+got = json.load(open("t1.json"))["grads"]
+x, r, g = (np.load(f + ".npy").astype(np.float64) for f in "xrg")
+mean, var = x.mean(0), x.var(0)
+inv = 1 / np.sqrt(var + 1e-5)
+xhat = (x - mean) * inv
+want = {"b": r.sum(0), "g": (r * xhat).sum(0),
+        "x": g * inv * (r - r.mean(0) - xhat * (r * xhat).mean(0))}
+for k, w in want.items():
+    a = np.array(got[k]["data"]).reshape(w.shape)
+    rel = np.abs(a - w).max() / np.abs(w).max()
+    print(k, rel)
+    assert rel < 1e-5, (k, rel)
+PY
+}
+
 @test "a user op's body: an output that a conv's or a batch norm's fusion would leave unmade is still made, the values of --no-fuse" {
   # y is the body's output and an intermediate of conv -> add -> relu
   # (of batch_norm -> relu): the caller reads it by name, so neither

@@ -953,50 +953,70 @@ static int bn_check_batch(ExecCtx *c, const Tensor *x, BnGeom g) {
  * The runs' numbers are then added up per channel in image order, as one
  * thread would, so the bits do not depend on the thread count.  (Channels
  * in blocks, one a thread, read half of every image on each of 2 threads:
- * a ResNet's batch norm gradients took 1.3x their 1-thread time.)
- * block_moments takes BN_CB channels at a time. */
-enum { BN_CB = 256 };
+ * a ResNet's batch norm gradients took 1.3x their 1-thread time.)  The
+ * images go in chunks of at most BN_RUNS runs, whose numbers are kept (two
+ * doubles a run): a batch norm over [N, C], one value a run, takes 1 MB
+ * more, not 4x X's size. */
+enum { BN_RUNS = 1 << 16 };
 
-/* The batch mean and biased variance of channels [k0, k1) (k1 - k0 <=
- * BN_CB) into mean[] and var[] (index k - k0): each run's sum and squared
- * deviations from its mean (vmath_run_moments; or mom, [n, ch, 2], the
- * same numbers the convolution that wrote X computed, conv.c), combined
- * image after image in double as Chan, Golub and LeVeque's pairwise
- * update does: with d the run's mean less the mean so far, the mean moves
- * by d n_b / (n_a + n_b) and the squared deviations gain the run's plus
- * d^2 n_a n_b / (n_a + n_b).  No value is squared far from its run's
- * own, so nothing cancels however far the mean lies from zero.  (The
- * forward and the grad compute them alike: the same bits.) */
-#define BLOCK_MOMENTS(S, T)                                                                          \
-static void block_moments_##S(const T *x, const double *mom, BnGeom g, int64_t k0, int64_t k1, double *mean, \
-                               double *var) {                                                        \
-  double mu[BN_CB] = {0}, m2[BN_CB] = {0}, nb = (double)g.hw;                                         \
-  for (int64_t b = 0; b < g.n; b++) {                                                                 \
-    double na = (double)b * nb, t = na + nb;                                                          \
-    for (int64_t k = k0; k < k1; k++) {                                                               \
-      double rs, rm2;                                                                                 \
-      if (mom) rs = mom[2 * (b * g.ch + k)], rm2 = mom[2 * (b * g.ch + k) + 1];                       \
-      else vmath_run_moments_##S(x + (b * g.ch + k) * g.hw, g.hw, &rs, &rm2);                         \
-      double rmean = g.hw > 0 ? rs / nb : 0, d = rmean - mu[k - k0];                                  \
-      if (b == 0) mu[k - k0] = rmean, m2[k - k0] = rm2;                                               \
-      else mu[k - k0] += d * nb / t, m2[k - k0] += rm2 + d * d * na * nb / t;                         \
-    }                                                                                                 \
-  }                                                                                                   \
-  double count = (double)(g.n * g.hw);                                                                \
-  for (int64_t j = 0; j < k1 - k0; j++) {                                                             \
-    double v = count > 0 ? m2[j] / count : 0;                                                         \
-    mean[j] = mu[j];                                                                                  \
-    var[j] = v > 0 ? v : 0;                                                                           \
-  }                                                                                                   \
+/* Images a chunk. */
+static int64_t bn_chunk(BnGeom g) { return g.ch >= BN_RUNS ? 1 : BN_RUNS / (g.ch > 0 ? g.ch : 1); }
+
+/* The batch mean and biased variance of each channel: each run's sum and
+ * squared deviations from its mean (vmath_run_moments; or mom, [n, ch, 2],
+ * the same numbers the convolution that wrote X computed, conv.c),
+ * combined image after image in double as Chan, Golub and LeVeque's
+ * pairwise update does: with d the run's mean less the mean so far, the
+ * mean moves by d n_b / (n_a + n_b) and the squared deviations gain the
+ * run's plus d^2 n_a n_b / (n_a + n_b).  No value is squared far from its
+ * run's own, so nothing cancels however far the mean lies from zero.
+ * bn_moments_add takes images [b0, b1), run (b, k)'s numbers at rm[2((b -
+ * b0) ch + k)], into mu and m2 (zero before the first image); bn_stats
+ * makes mean and var (g.ch each), through part (2 bn_chunk(g) ch doubles)
+ * unless mom has the numbers.  (The forward and the grad compute them
+ * alike: the same bits.) */
+static void bn_moments_add(const double *rm, BnGeom g, int64_t b0, int64_t b1, double *mu, double *m2) {
+  double nb = (double)g.hw;
+  for (int64_t b = b0; b < b1; b++) {
+    double na = (double)b * nb, t = na + nb;
+    for (int64_t k = 0; k < g.ch; k++) {
+      const double *q = rm + 2 * ((b - b0) * g.ch + k);
+      double rmean = g.hw > 0 ? q[0] / nb : 0, d = rmean - mu[k];
+      if (b == 0) mu[k] = rmean, m2[k] = q[1];
+      else mu[k] += d * nb / t, m2[k] += q[1] + d * d * na * nb / t;
+    }
+  }
 }
-BLOCK_MOMENTS(f32, float)
-BLOCK_MOMENTS(f64, double)
+
+#define BN_STATS(S, T)                                                                                       \
+static void bn_stats_##S(const T *x, const double *mom, BnGeom g, bool team, double *part, double *mean,      \
+                         double *var) {                                                                      \
+  int64_t chunk = bn_chunk(g);                                                                               \
+  memset(mean, 0, sizeof *mean * (size_t)g.ch);                                                              \
+  memset(var, 0, sizeof *var * (size_t)g.ch);                                                                \
+  for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {                                                              \
+    int64_t b1 = g.n - b0 < chunk ? g.n : b0 + chunk, r0 = b0 * g.ch;                                        \
+    if (!mom) {                                                                                              \
+      PAR_FOR(team)                                                                                          \
+      for (int64_t r = r0; r < b1 * g.ch; r++)                                                               \
+        vmath_run_moments_##S(x + r * g.hw, g.hw, &part[2 * (r - r0)], &part[2 * (r - r0) + 1]);             \
+    }                                                                                                        \
+    bn_moments_add(mom ? mom + 2 * r0 : part, g, b0, b1, mean, var);                                         \
+  }                                                                                                          \
+  double count = (double)(g.n * g.hw);                                                                       \
+  for (int64_t k = 0; k < g.ch; k++) {                                                                       \
+    double v = count > 0 ? var[k] / count : 0;                                                               \
+    var[k] = v > 0 ? v : 0;                                                                                  \
+  }                                                                                                          \
+}
+BN_STATS(f32, float)
+BN_STATS(f64, double)
 
 /* Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with the
  * batch's mean and biased variance when training (and the running
  * statistics moved toward them, the variance unbiased), else with Mean
  * and Variance (passed through).  Runs go to threads and each channel's
- * are added up in image order (BN_CB), so the bits do not depend on the
+ * are added up in image order (BN_RUNS), so the bits do not depend on the
  * thread count. */
 /* fused_batch_norm (made by rewrite.c from batch_norm, [add,] relu): the
  * same, then Residual added and relu applied to each value as it lands, the
@@ -1034,19 +1054,14 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
     rc = exec_ctx_fail(c, "internal error: Moments does not fit X");                                                     \
   const double *momv = mot && rc == 0 ? tensor_f64(mot) : NULL;                                                          \
   /* each run's moments on the team (unless Moments has them), each                                                     \
-     channel's statistics from them in image order (block_moments),                                                     \
-     then the runs of Y on the team (BN_CB) */                                                                          \
-  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw;                                                                        \
+     channel's statistics from them in image order (bn_stats), then the                                                 \
+     runs of Y on the team (BN_RUNS) */                                                                                 \
+  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw, chunk = bn_chunk(g);                                                   \
   bool team = runs > 1 && x->numel >= PAR_MIN_WORK;                                                                     \
   double *mean = mem_alloc(NULL, sizeof *mean * (size_t)(2 * g.ch + 1)), *var = mean + g.ch;                            \
-  double *part = training && !momv ? mem_alloc(NULL, sizeof *part * (size_t)(2 * runs + 1)) : NULL;                     \
+  double *part = training && !momv ? mem_alloc(NULL, sizeof *part * (size_t)(2 * chunk * g.ch + 1)) : NULL;             \
   T *mf = mem_alloc(NULL, sizeof *mf * (size_t)(2 * g.ch + 1)), *af = mf + g.ch;                                        \
-  if (part) {                                                                                                           \
-    PAR_FOR(team)                                                                                                       \
-    for (int64_t r = 0; r < runs; r++) vmath_run_moments_##S(xv + r * hw, hw, &part[2 * r], &part[2 * r + 1]);          \
-  }                                                                                                                     \
-  for (int64_t k0 = 0; training && rc == 0 && k0 < g.ch; k0 += BN_CB)                  \
-    block_moments_##S(xv, part ? part : momv, g, k0, g.ch - k0 < BN_CB ? g.ch : k0 + BN_CB, mean + k0, var + k0);\
+  if (training && rc == 0) bn_stats_##S(xv, momv, g, team, part, mean, var);                                            \
   for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                       \
     if (!training) mean[k] = mv[k], var[k] = vv[k];                                                                     \
     if (stv) stv[k] = mean[k], stv[g.ch + k] = var[k];                                                                  \
@@ -1118,44 +1133,46 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   if (stt && (stt->dtype != DT_F64 || stt->numel != 2 * g.ch)) rc = exec_ctx_fail(c, "internal error: Stats does not fit X");  \
   const double *stv = stt && rc == 0 ? tensor_f64(stt) : NULL;                                                                \
   const T *dy = rc ? NULL : tensor_##S(dyt), *bv = bit ? tensor_##S(bit) : NULL;                                             \
-  /* each run's numbers on the team, then each channel's in image order                                                       \
-     (BN_CB) */                                                                                                               \
-  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw;                                                                              \
+  /* each run's numbers on the team, then each channel's in image order,                                                      \
+     a chunk of images at a time (BN_RUNS) */                                                                                 \
+  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw, chunk = bn_chunk(g);                                                         \
   bool team = runs > 1 && x->numel >= PAR_MIN_WORK;                                                                           \
-  double *mean = mem_alloc(NULL, sizeof *mean * (size_t)(2 * g.ch + 1)), *var = mean + g.ch;                                  \
-  double *part = mem_alloc(NULL, sizeof *part * (size_t)(2 * runs + 1));                                                      \
+  double *mean = mem_alloc(NULL, sizeof *mean * (size_t)(4 * g.ch + 1)), *var = mean + g.ch, *sg = var + g.ch,                \
+         *sgx = sg + g.ch;                                                                                                    \
+  double *part = mem_alloc(NULL, sizeof *part * (size_t)(2 * chunk * g.ch + 1));                                              \
   T *mf = mem_alloc(NULL, sizeof *mf * (size_t)(5 * g.ch + 1)), *ra = mf + g.ch, *af = ra + g.ch, *bf = af + g.ch,            \
     *df = bf + g.ch;                                                                                                          \
-  if (training && !stv && rc == 0) {   /* the batch's statistics, as the forward made them (block_moments) */                            \
-    PAR_FOR(team)                                                                                                             \
-    for (int64_t r = 0; r < runs; r++) vmath_run_moments_##S(xv + r * hw, hw, &part[2 * r], &part[2 * r + 1]);                \
-    for (int64_t k0 = 0; k0 < g.ch; k0 += BN_CB)                                                                              \
-      block_moments_##S(xv, part, g, k0, g.ch - k0 < BN_CB ? g.ch : k0 + BN_CB, mean + k0, var + k0);                         \
-  }                                                                                                                           \
+  /* the batch's statistics, as the forward made them (bn_stats) */                                                           \
+  if (training && !stv && rc == 0) bn_stats_##S(xv, NULL, g, team, part, mean, var);                                          \
   for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                             \
     if (!training) mean[k] = mv[k], var[k] = vv[k];                                                                           \
     else if (stv) mean[k] = stv[k], var[k] = stv[g.ch + k];                                                                   \
     mf[k] = (T)mean[k];                                                                                                       \
     ra[k] = (T)((double)sv[k] / sqrt(var[k] + eps));   /* the forward's a (batch_norm) */                                     \
+    sg[k] = 0, sgx[k] = 0;                                                                                                    \
   }                                                                                                                           \
-  PAR_FOR(team)                                                                                                               \
-  for (int64_t r = 0; r < runs; r++) {                                                                                        \
-    int64_t k = r % g.ch;                                                                                                     \
-    double s = 0, sx = 0;                                                                                                     \
-    if (bv) grad_sums_relu_##S(dy + r * hw, xv + r * hw, mf[k], ra[k], bv[k], hw, &s, &sx);                                   \
-    else grad_sums_##S(dy + r * hw, xv + r * hw, mf[k], hw, &s, &sx);                                                         \
-    part[2 * r] = s, part[2 * r + 1] = sx;                                                                                    \
+  for (int64_t b0 = 0; b0 < (rc ? 0 : g.n); b0 += chunk) {                                                                    \
+    int64_t b1 = g.n - b0 < chunk ? g.n : b0 + chunk, r0 = b0 * g.ch;                                                         \
+    PAR_FOR(team)                                                                                                             \
+    for (int64_t r = r0; r < b1 * g.ch; r++) {                                                                                \
+      int64_t k = r % g.ch;                                                                                                   \
+      double s = 0, sx = 0;                                                                                                   \
+      if (bv) grad_sums_relu_##S(dy + r * hw, xv + r * hw, mf[k], ra[k], bv[k], hw, &s, &sx);                                 \
+      else grad_sums_##S(dy + r * hw, xv + r * hw, mf[k], hw, &s, &sx);                                                       \
+      part[2 * (r - r0)] = s, part[2 * (r - r0) + 1] = sx;                                                                    \
+    }                                                                                                                         \
+    for (int64_t b = b0; b < b1; b++)                                                                                         \
+      for (int64_t k = 0; k < g.ch; k++)                                                                                      \
+        sg[k] += part[2 * ((b - b0) * g.ch + k)], sgx[k] += part[2 * ((b - b0) * g.ch + k) + 1];                              \
   }                                                                                                                           \
   for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                             \
-    double sg = 0, sgx = 0;                                                                                                   \
-    for (int64_t b = 0; b < g.n; b++) sg += part[2 * (b * g.ch + k)], sgx += part[2 * (b * g.ch + k) + 1];                    \
     double inv = 1 / sqrt(var[k] + eps);                                                                                      \
-    if (dbt) tensor_##S(dbt)[k] = (T)sg;                                                                                      \
-    if (dst) tensor_##S(dst)[k] = (T)(sgx * inv);                                                                             \
+    if (dbt) tensor_##S(dbt)[k] = (T)sg[k];                                                                                   \
+    if (dst) tensor_##S(dst)[k] = (T)(sgx[k] * inv);                                                                          \
     /* dX = a dY + b (x - mean) + d */                                                                                        \
     double a = (double)sv[k] * inv;                                                                                           \
-    af[k] = (T)a, bf[k] = training ? (T)(-a * inv * inv * sgx / count) : (T)0,                                                \
-    df[k] = training ? (T)(-a * sg / count) : (T)0;                                                                           \
+    af[k] = (T)a, bf[k] = training ? (T)(-a * inv * inv * sgx[k] / count) : (T)0,                                             \
+    df[k] = training ? (T)(-a * sg[k] / count) : (T)0;                                                                        \
     /* the numbers dx_run and dx_relu_run take (vmath_bn_dx) */                                                               \
     if (cf) cf[6 * k] = mf[k], cf[6 * k + 1] = af[k], cf[6 * k + 2] = bf[k], cf[6 * k + 3] = df[k],                           \
             cf[6 * k + 4] = ra[k], cf[6 * k + 5] = bv ? bv[k] : (T)0;                                                         \
