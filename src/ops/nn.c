@@ -962,6 +962,13 @@ enum { BN_RUNS = 1 << 16 };
 /* Images a chunk. */
 static int64_t bn_chunk(BnGeom g) { return g.ch >= BN_RUNS ? 1 : BN_RUNS / (g.ch > 0 ? g.ch : 1); }
 
+/* The doubles a chunk's runs' numbers take: two a run of the largest
+ * chunk, no more than the batch has. */
+static size_t bn_part_len(BnGeom g) {
+  int64_t chunk = bn_chunk(g);
+  return (size_t)(2 * (g.n < chunk ? g.n : chunk) * g.ch + 1);
+}
+
 /* The batch mean and biased variance of each channel: each run's sum and
  * squared deviations from its mean (vmath_run_moments; or mom, [n, ch, 2],
  * the same numbers the convolution that wrote X computed, conv.c),
@@ -972,7 +979,7 @@ static int64_t bn_chunk(BnGeom g) { return g.ch >= BN_RUNS ? 1 : BN_RUNS / (g.ch
  * run's own, so nothing cancels however far the mean lies from zero.
  * bn_moments_add takes images [b0, b1), run (b, k)'s numbers at rm[2((b -
  * b0) ch + k)], into mu and m2 (zero before the first image); bn_stats
- * makes mean and var (g.ch each), through part (2 bn_chunk(g) ch doubles)
+ * makes mean and var (g.ch each), through part (bn_part_len doubles)
  * unless mom has the numbers.  (The forward and the grad compute them
  * alike: the same bits.) */
 static void bn_moments_add(const double *rm, BnGeom g, int64_t b0, int64_t b1, double *mu, double *m2) {
@@ -1056,10 +1063,10 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   /* each run's moments on the team (unless Moments has them), each                                                     \
      channel's statistics from them in image order (bn_stats), then the                                                 \
      runs of Y on the team (BN_RUNS) */                                                                                 \
-  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw, chunk = bn_chunk(g);                                                   \
+  int64_t runs = rc ? 0 : g.n * g.ch, hw = g.hw;                                                                        \
   bool team = runs > 1 && x->numel >= PAR_MIN_WORK;                                                                     \
   double *mean = mem_alloc(NULL, sizeof *mean * (size_t)(2 * g.ch + 1)), *var = mean + g.ch;                            \
-  double *part = training && !momv ? mem_alloc(NULL, sizeof *part * (size_t)(2 * chunk * g.ch + 1)) : NULL;             \
+  double *part = training && !momv ? mem_alloc(NULL, sizeof *part * bn_part_len(g)) : NULL;                              \
   T *mf = mem_alloc(NULL, sizeof *mf * (size_t)(2 * g.ch + 1)), *af = mf + g.ch;                                        \
   if (training && rc == 0) bn_stats_##S(xv, momv, g, team, part, mean, var);                                            \
   for (int64_t k = 0; k < (rc ? 0 : g.ch); k++) {                                                                       \
@@ -1139,7 +1146,7 @@ static int NAME##_fused(ExecCtx *c, bool fused) {                               
   bool team = runs > 1 && x->numel >= PAR_MIN_WORK;                                                                           \
   double *mean = mem_alloc(NULL, sizeof *mean * (size_t)(4 * g.ch + 1)), *var = mean + g.ch, *sg = var + g.ch,                \
          *sgx = sg + g.ch;                                                                                                    \
-  double *part = mem_alloc(NULL, sizeof *part * (size_t)(2 * chunk * g.ch + 1));                                              \
+  double *part = mem_alloc(NULL, sizeof *part * bn_part_len(g));                                                              \
   T *mf = mem_alloc(NULL, sizeof *mf * (size_t)(5 * g.ch + 1)), *ra = mf + g.ch, *af = ra + g.ch, *bf = af + g.ch,            \
     *df = bf + g.ch;                                                                                                          \
   /* the batch's statistics, as the forward made them (bn_stats) */                                                           \
