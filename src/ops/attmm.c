@@ -111,23 +111,40 @@ Y_TARGET __m256i mm_y_mask(int64_t left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-Y_TARGET void mm_y_tile(const AttMM *p, int64_t r, int R, int NV, int64_t j, int64_t w, int64_t k0, int64_t k1) {
+/* Rows r..r+R-1, columns j..j+w-1 (w <= 8 * NV), NV vectors: masked loads
+ * where a vector runs past w (MASK), plain ones otherwise, and the last
+ * partial vector of a row stored through a copy: a masked store costs
+ * tens of cycles on AMD's Zen 2 and 3. */
+Y_TARGET void mm_y_tile(const AttMM *p, int64_t r, int R, int NV, bool MASK, int64_t j, int64_t w, int64_t k0,
+                        int64_t k1) {
   __m256i m[2] = {mm_y_mask(w), mm_y_mask(w - 8)};
   __m256 c[4][2];
   for (int i = 0; i < R; i++)
-    for (int v = 0; v < NV; v++)
-      c[i][v] = p->acc ? _mm256_maskload_ps(p->c + (r + i) * p->ldc + j + 8 * v, m[v]) : _mm256_setzero_ps();
+    for (int v = 0; v < NV; v++) {
+      float *cp = p->c + (r + i) * p->ldc + j + 8 * v;
+      c[i][v] = !p->acc ? _mm256_setzero_ps() : MASK ? _mm256_maskload_ps(cp, m[v]) : _mm256_loadu_ps(cp);
+    }
   for (int64_t t = k0; t < k1; t++) {
     const float *bt = p->b + t * p->ldb + j;
     __m256 b[2];
-    for (int v = 0; v < NV; v++) b[v] = _mm256_maskload_ps(bt + 8 * v, m[v]);
+    for (int v = 0; v < NV; v++) b[v] = MASK ? _mm256_maskload_ps(bt + 8 * v, m[v]) : _mm256_loadu_ps(bt + 8 * v);
     for (int i = 0; i < R; i++) {
       __m256 x = _mm256_set1_ps(mm_a(p, r + i, t));
       for (int v = 0; v < NV; v++) c[i][v] = _mm256_fmadd_ps(x, b[v], c[i][v]);
     }
   }
   for (int i = 0; i < R; i++)
-    for (int v = 0; v < NV; v++) _mm256_maskstore_ps(p->c + (r + i) * p->ldc + j + 8 * v, m[v], c[i][v]);
+    for (int v = 0; v < NV; v++) {
+      float *cp = p->c + (r + i) * p->ldc + j + 8 * v;
+      int64_t left = w - 8 * v;
+      if (MASK && left < 8) {
+        float tail[8];
+        _mm256_storeu_ps(tail, c[i][v]);
+        memcpy(cp, tail, (size_t)left * sizeof(float));
+      } else {
+        _mm256_storeu_ps(cp, c[i][v]);
+      }
+    }
 }
 
 Y_TARGET void mm_y_rows(const AttMM *p, int64_t r, int R) {
@@ -135,8 +152,10 @@ Y_TARGET void mm_y_rows(const AttMM *p, int64_t r, int R) {
   mm_bounds(p, r, R, &k0, &k1, &n1);
   for (int64_t j = 0; j < n1; j += 16) {
     int64_t w = n1 - j < 16 ? n1 - j : 16;
-    if (w > 8) mm_y_tile(p, r, R, 2, j, w, k0, k1);
-    else mm_y_tile(p, r, R, 1, j, w, k0, k1);
+    if (w == 16) mm_y_tile(p, r, R, 2, false, j, w, k0, k1);
+    else if (w == 8) mm_y_tile(p, r, R, 1, false, j, w, k0, k1);
+    else if (w > 8) mm_y_tile(p, r, R, 2, true, j, w, k0, k1);
+    else mm_y_tile(p, r, R, 1, true, j, w, k0, k1);
   }
 }
 
@@ -225,6 +244,61 @@ __attribute__((target("avx512f,avx2,fma"))) static void sm_z_scale(float *x, int
     _mm512_mask_storeu_ps(x + j, m, r);
   }
 }
+
+/* The softmax's passes in AVX2, as sm_shift and sm_scale: the same
+ * operations on each value, the sum's lanes j % 8 in two vectors of four
+ * doubles.  Whole vectors only, the last few values one at a time: a
+ * masked store costs tens of cycles on AMD's Zen 2 and 3. */
+Y_TARGET __m256 sm_y_max8(__m256 v) {
+  v = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
+  v = _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0x4e));
+  return _mm256_max_ps(v, _mm256_shuffle_ps(v, v, 0xb1));
+}
+
+__attribute__((target("avx2,fma"))) static void sm_y_shift(float *x, int64_t seen, int64_t cols, float root) {
+  __m256 mx = _mm256_set1_ps(-INFINITY), rt = _mm256_set1_ps(root);
+  int64_t j = 0;
+  for (; j + 8 <= seen; j += 8) {
+    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + j), rt);
+    _mm256_storeu_ps(x + j, v);
+    mx = _mm256_max_ps(v, mx);
+  }
+  float m[8];
+  _mm256_storeu_ps(m, sm_y_max8(mx));
+  float top = m[0];
+  for (; j < seen; j++) {
+    x[j] /= root;
+    top = x[j] > top ? x[j] : top;
+  }
+  __m256 t = _mm256_set1_ps(top);
+  for (j = 0; j + 8 <= seen; j += 8) _mm256_storeu_ps(x + j, _mm256_sub_ps(_mm256_loadu_ps(x + j), t));
+  for (; j < seen; j++) x[j] -= top;
+  for (; j < cols; j++) x[j] = 0;
+}
+
+__attribute__((target("avx2,fma"))) static void sm_y_scale(float *x, int64_t seen, int64_t cols) {
+  __m256d lo = _mm256_setzero_pd(), hi = lo;
+  int64_t j = 0;
+  for (; j + 8 <= seen; j += 8) {
+    __m256 v = _mm256_loadu_ps(x + j);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  double l[8];
+  _mm256_storeu_pd(l, lo);
+  _mm256_storeu_pd(l + 4, hi);
+  for (int64_t i = j; i < seen; i++) l[i % 8] += (double)x[i];
+  double d = 1 / (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])));
+  __m256d inv = _mm256_set1_pd(d);
+  for (j = 0; j + 8 <= seen; j += 8) {
+    __m256 v = _mm256_loadu_ps(x + j);
+    __m128 a = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), inv));
+    __m128 b = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), inv));
+    _mm256_storeu_ps(x + j, _mm256_set_m128(b, a));
+  }
+  for (; j < seen; j++) x[j] = (float)((double)x[j] * d);
+  for (; j < cols; j++) x[j] = 0;
+}
 #endif
 
 void att_mm(const AttMM *p) {
@@ -270,6 +344,10 @@ void att_mm_softmax(float *s, int64_t rows, int64_t cols, int64_t r0, int64_t tk
       sm_z_shift(s + i * cols, seen, cols, root);
       continue;
     }
+    if (mm_isa == 1) {
+      sm_y_shift(s + i * cols, seen, cols, root);
+      continue;
+    }
 #endif
     sm_shift(s + i * cols, seen, cols, root);
   }
@@ -279,6 +357,10 @@ void att_mm_softmax(float *s, int64_t rows, int64_t cols, int64_t r0, int64_t tk
 #ifdef ATTMM_X86
     if (mm_isa == 2) {
       sm_z_scale(s + i * cols, seen, cols);
+      continue;
+    }
+    if (mm_isa == 1) {
+      sm_y_scale(s + i * cols, seen, cols);
       continue;
     }
 #endif
