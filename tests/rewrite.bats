@@ -404,10 +404,12 @@ EOF2
     cmp nan.json plain.json
   done
   [ "$(jq '.grads | length' plain.json)" -eq 13 ]
-  # the statistics' AVX-512 loop and the generic one: the same bits
+  # the statistics' AVX-512, AVX2 and generic loops: the same bits
   NETRUN_TEST_ISA=avx2 "$NETRUN" grad --format json cbn.net > avx2.json
+  NETRUN_TEST_ISA=scalar "$NETRUN" grad --format json cbn.net > scalar.json
   "$NETRUN" grad --format json cbn.net > fused.json
   cmp avx2.json fused.json
+  cmp scalar.json fused.json
   # in f64 the convolutions are not fused (fused_conv2d is f32)
   run "$NETRUN" dump --fused --dtype f64 cbn.net
   [ "$status" -eq 0 ]
