@@ -102,7 +102,7 @@ NET
   done
 }
 
-@test "layer_norm_grad's one-pass rows (Scale given, every gradient wanted): the bits of its general loops, rows of 64 and 203" {
+@test "layer_norm_grad's one-pass rows (Scale given, every gradient wanted): the bits of its general loops and of its generic form (NETRUN_TEST_ISA=scalar), rows of 64 and 203" {
   # With --wrt x,s no Bias@GRAD is wanted and the general loops run; the
   # gradients of x and s are the same bits either way.
   for w in 64 203; do
@@ -112,6 +112,9 @@ NET
     [ "$(jq -c '.grads | keys' all.json)" = '["b","s","x"]' ]
     [ "$(jq -c '.grads | keys' xs.json)" = '["s","x"]' ]
     cmp <(jq -c '.grads.x, .grads.s' all.json) <(jq -c '.grads.x, .grads.s' xs.json)
+    # the one-pass rows' AVX2 form (CPUs without AVX-512) and the generic loop
+    NETRUN_TEST_ISA=scalar "$NETRUN" grad --format json m$w.net > generic.json
+    cmp all.json generic.json
     [ "$(jq '[.grads.x.data[] | select(. != 0)] | length' all.json)" -gt $((48 * w * 9 / 10)) ]
   done
 }
