@@ -330,13 +330,13 @@ EOF2
   for v in default gemm; do NETRUN_TEST_CONV=$v "$NETRUN" grad pick1.net --format json > $v.json; done
   # the strided ones' filter gradients: other bits than the GEMM path's
   # (their sums over positions run in another order), within float
-  # rounding; their outputs and input gradients sum over the channels in
-  # the GEMM's order, one multiply-add each: the same bits
+  # rounding.  Their outputs and input gradients sum over the channels in
+  # order, one multiply-add each, which a GEMM's kernel may or may not do:
+  # oneDNN's AVX-512 sgemm does, its AVX2 one and OpenBLAS's Zen kernels
+  # (AMD's Zen 3) add in another order, so those are compared within
+  # rounding too
   for p in ka kb; do
     [ "$(jq -c ".grads.$p" default.json)" != "$(jq -c ".grads.$p" gemm.json)" ]
-  done
-  for p in a b; do
-    [ "$(jq -c ".grads.$p" default.json)" = "$(jq -c ".grads.$p" gemm.json)" ]
   done
   rel=$(max_rel_diff gemm.json default.json)
   echo "largest relative difference $rel"
