@@ -1453,6 +1453,25 @@ static bool g_dropout(GradCtx *g) {
  * call against 127). */
 #define LN_GRAD_FAST_f32 1
 #define LN_GRAD_FAST_f64 0
+/* The end of a row of ln_grad_fast_v and ln_grad_fast_y: the values from i
+ * on (fewer than 8) into the lanes l1 and l2 one at a time, then dX. */
+static inline void ln_grad_finish(const float *xp, const float *gp, const float *sv, float *dp, double *restrict as,
+                                  double *restrict ab, double *restrict xh, double *restrict g, int64_t i, int64_t n,
+                                  double mean, double inv, double *l1, double *l2) {
+  for (int k = 0; i + k < n; k++) {
+    int64_t j = i + k;
+    double gpv = (double)gp[j], xhv = ((double)xp[j] - mean) * inv, gv = gpv * (double)sv[j];
+    xh[j] = xhv;
+    as[j] += gpv * xhv;
+    ab[j] += gpv;
+    g[j] = gv;
+    l1[k] += gv;
+    l2[k] += gv * xhv;
+  }
+  double mg = lanes_total(l1) / (double)n, mgx = lanes_total(l2) / (double)n;
+  for (i = 0; i < n; i++) dp[i] = (float)(inv * (g[i] - mg - xh[i] * mgx));
+}
+
 VMATH_CLONES
 static void ln_grad_fast_v(const float *xp, const float *gp, const float *sv, float *dp, double *restrict as,
                            double *restrict ab, double *restrict xh, double *restrict g, int64_t n, double mean,
@@ -1481,18 +1500,7 @@ static void ln_grad_fast_v(const float *xp, const float *gp, const float *sv, fl
   double l1[8], l2[8];
   memcpy(l1, &s1, sizeof l1);
   memcpy(l2, &s2, sizeof l2);
-  for (int k = 0; i + k < n; k++) {
-    int64_t j = i + k;
-    double gpv = (double)gp[j], xhv = ((double)xp[j] - mean) * inv, gv = gpv * (double)sv[j];
-    xh[j] = xhv;
-    as[j] += gpv * xhv;
-    ab[j] += gpv;
-    g[j] = gv;
-    l1[k] += gv;
-    l2[k] += gv * xhv;
-  }
-  double mg = lanes_total(l1) / (double)n, mgx = lanes_total(l2) / (double)n;
-  for (i = 0; i < n; i++) dp[i] = (float)(inv * (g[i] - mg - xh[i] * mgx));
+  ln_grad_finish(xp, gp, sv, dp, as, ab, xh, g, i, n, mean, inv, l1, l2);
 }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /* ln_grad_fast_v in AVX2 intrinsics, each 8-lane vector of doubles as two
@@ -1526,18 +1534,7 @@ __attribute__((target("avx2"))) static void ln_grad_fast_y(const float *xp, cons
   double l1[8], l2[8];
   _mm256_storeu_pd(l1, s1[0]), _mm256_storeu_pd(l1 + 4, s1[1]);
   _mm256_storeu_pd(l2, s2[0]), _mm256_storeu_pd(l2 + 4, s2[1]);
-  for (int k = 0; i + k < n; k++) {
-    int64_t j = i + k;
-    double gpv = (double)gp[j], xhv = ((double)xp[j] - mean) * inv, gv = gpv * (double)sv[j];
-    xh[j] = xhv;
-    as[j] += gpv * xhv;
-    ab[j] += gpv;
-    g[j] = gv;
-    l1[k] += gv;
-    l2[k] += gv * xhv;
-  }
-  double mg = lanes_total(l1) / (double)n, mgx = lanes_total(l2) / (double)n;
-  for (i = 0; i < n; i++) dp[i] = (float)(inv * (g[i] - mg - xh[i] * mgx));
+  ln_grad_finish(xp, gp, sv, dp, as, ab, xh, g, i, n, mean, inv, l1, l2);
 }
 #endif
 
