@@ -76,9 +76,12 @@ static sigset_t par_async_signals;   /* par_init: all but the faults' */
  * multiple of every sgemm kernel's tile of C's rows (OpenBLAS tiles the
  * row-major C's rows as its column-major N: 12 rows on Haswell and Zen,
  * 4, 8, 16 or 24 elsewhere), so each row is computed in the same tile, by
- * the same code, as in one call on the part: the same bits
- * (tests/trust_limits.bats; any other cut changes the last rows of a
- * panel).  Each panel packs B again: with PAR_PANEL_MIN_ROWS rows or more
+ * the same code, as in one call on the part: the same bits with
+ * OpenBLAS and with oneDNN's AVX-512 sgemm (tests/trust_limits.bats; any
+ * other cut changes the last rows of a panel; oneDNN's AVX2 sgemm blocks
+ * the sum by the call's shape, so there a cut gives other bits within
+ * rounding).  Which cut a product gets depends on its shape alone: the
+ * same bits on any number of threads either way.  Each panel packs B again: with PAR_PANEL_MIN_ROWS rows or more
  * that costs nothing measurable (a 2048^3 product on one core: panels of
  * 960 rows 0.96x the time of one call, of 192 rows 1.11x). */
 #define PAR_PANEL_WORK ((int64_t)1 << 32)
