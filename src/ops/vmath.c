@@ -213,6 +213,24 @@ VMATH_CLONES static void run_moments_f32(const float *x, int64_t n, double *s, d
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #include <stdatomic.h>
+/* The end of run_moments_z's and run_moments_y's run: the values from j
+ * on (fewer than 8) one at a time, the lanes al and ql (sums, and squared
+ * deviations from k0) added pairwise, as RUN_MOMENTS ends. */
+static inline void moments_end(const float *x, int64_t j, int64_t n, double k0, const double *al, const double *ql,
+                               double *s, double *m2) {
+  double ta = 0, tq = 0;
+  for (; j < n; j++) {
+    double v = (double)x[j], d = v - k0;
+    ta += v;
+    tq += d * d;
+  }
+  double sum = (((al[0] + al[1]) + (al[2] + al[3])) + ((al[4] + al[5]) + (al[6] + al[7]))) + ta;
+  double sq = (((ql[0] + ql[1]) + (ql[2] + ql[3])) + ((ql[4] + ql[5]) + (ql[6] + ql[7]))) + tq;
+  double dm = sum / (double)n - k0, r = sq - (double)n * dm * dm;
+  *s = sum;
+  *m2 = r < 0 ? 0 : r;
+}
+
 /* run_moments_f32 in AVX-512 intrinsics: each conversion one instruction
  * (GCC's clone split them in halves, and the loop, run on each image's
  * output of a convolution while it is in cache, was bound by them).  The
@@ -241,19 +259,10 @@ __attribute__((target("avx512f"))) static void run_moments_z(const float *x, int
     q = _mm512_add_pd(q, _mm512_mul_pd(d, d));
     j += 8;
   }
-  double ta = 0, tq = 0, al[8], ql[8];
-  for (; j < n; j++) {
-    double v = (double)x[j], d = v - k0;
-    ta += v;
-    tq += d * d;
-  }
+  double al[8], ql[8];
   _mm512_storeu_pd(al, a);
   _mm512_storeu_pd(ql, q);
-  double sum = (((al[0] + al[1]) + (al[2] + al[3])) + ((al[4] + al[5]) + (al[6] + al[7]))) + ta;
-  double sq = (((ql[0] + ql[1]) + (ql[2] + ql[3])) + ((ql[4] + ql[5]) + (ql[6] + ql[7]))) + tq;
-  double dm = sum / (double)n - k0, r = sq - (double)n * dm * dm;
-  *s = sum;
-  *m2 = r < 0 ? 0 : r;
+  moments_end(x, j, n, k0, al, ql, s, m2);
 }
 
 /* run_moments_f32 in AVX2 intrinsics, each 8-lane vector of doubles as two
@@ -289,19 +298,10 @@ __attribute__((target("avx2"))) static void run_moments_y(const float *x, int64_
     q = _mm256_add_pd(q, _mm256_mul_pd(d0, d0)), r = _mm256_add_pd(r, _mm256_mul_pd(d1, d1));
     j += 8;
   }
-  double ta = 0, tq = 0, al[8], ql[8];
-  for (; j < n; j++) {
-    double v = (double)x[j], d = v - k0;
-    ta += v;
-    tq += d * d;
-  }
+  double al[8], ql[8];
   _mm256_storeu_pd(al, a), _mm256_storeu_pd(al + 4, b);
   _mm256_storeu_pd(ql, q), _mm256_storeu_pd(ql + 4, r);
-  double sum = (((al[0] + al[1]) + (al[2] + al[3])) + ((al[4] + al[5]) + (al[6] + al[7]))) + ta;
-  double sq = (((ql[0] + ql[1]) + (ql[2] + ql[3])) + ((ql[4] + ql[5]) + (ql[6] + ql[7]))) + tq;
-  double dm = sum / (double)n - k0, m = sq - (double)n * dm * dm;
-  *s = sum;
-  *m2 = m < 0 ? 0 : m;
+  moments_end(x, j, n, k0, al, ql, s, m2);
 }
 
 void vmath_run_moments_f32(const float *x, int64_t n, double *s, double *m2) {
